@@ -1,0 +1,129 @@
+"""The instance format of Tarnawski et al. (NeurIPS 2020).
+
+``{"maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes": [{id, name?, supportedOnFpga,
+cpuLatency, fpgaLatency, isBackwardNode, colorClass?, size?}], "edges": [{sourceId,
+destId, cost, size?}]}``. Booleans may be 0/1 or true/false; ``colorClass`` may be
+missing or null (the node is then a class of its own). The transfer cost is a
+property of the source node: all out-edges of a node must carry the same ``cost``.
+Times are in milliseconds and sizes in bytes in the published files; the package
+does not depend on the unit.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from placement.errors import InstanceError
+from placement.io.jsonfile import load_json
+from placement.model.problem import Edge, Node, Problem, format_number, make_two_type_problem
+
+_NUMBER = (int, float)
+
+
+def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
+    if key not in obj or (obj[key] is None and default is not ...):
+        if default is ...:
+            raise InstanceError(f"{where}: missing field {key!r}")
+        return default
+    value = obj[key]
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, _NUMBER):
+            raise InstanceError(f"{where}: field {key!r} must be a number, got {_type_name(value)}")
+        if math.isnan(value):
+            raise InstanceError(f"{where}: field {key!r} is NaN")
+        if math.isinf(value):
+            raise InstanceError(f"{where}: field {key!r} is infinite")
+        if value < 0:
+            raise InstanceError(f"{where}: field {key!r} is negative ({format_number(value)})")
+        return float(value)
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise InstanceError(f"{where}: field {key!r} must be an integer, got {_type_name(value)}")
+        return value
+    if kind == "count":
+        value = _field(obj, key, where, "int")
+        if value < 0:
+            raise InstanceError(f"{where}: field {key!r} is negative ({value})")
+        return value
+    if kind == "bool":
+        if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
+            return bool(value)
+        raise InstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
+    if kind == "str":
+        if not isinstance(value, (str, int)) or isinstance(value, bool):
+            raise InstanceError(f"{where}: field {key!r} must be a string, got {_type_name(value)}")
+        return str(value)
+    raise AssertionError(kind)
+
+
+def _type_name(value: Any) -> str:
+    return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
+            int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+def parse_instance(data: Any, name: str = "") -> Problem:
+    """Build a validated :class:`Problem` from the decoded JSON of a Tarnawski instance."""
+    if not isinstance(data, dict):
+        raise InstanceError(f"the instance must be a JSON object, got {_type_name(data)}")
+    top = "instance"
+    memory = _field(data, "maxSizePerFPGA", top, "number")
+    accelerators = _field(data, "maxFPGAs", top, "count")
+    cpus = _field(data, "maxCPUs", top, "count")
+    if accelerators == 0 and cpus == 0:
+        raise InstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
+    raw_nodes = data.get("nodes")
+    if raw_nodes is None:
+        raise InstanceError(f"{top}: missing field 'nodes'")
+    if not isinstance(raw_nodes, list):
+        raise InstanceError(f"{top}: field 'nodes' must be an array, got {_type_name(raw_nodes)}")
+    raw_edges = data.get("edges", [])
+    if not isinstance(raw_edges, list):
+        raise InstanceError(f"{top}: field 'edges' must be an array, got {_type_name(raw_edges)}")
+
+    costs: dict[int, float] = {}
+    edges: list[Edge] = []
+    for k, e in enumerate(raw_edges):
+        where = f"edge #{k}"
+        if not isinstance(e, dict):
+            raise InstanceError(f"{where}: must be an object, got {_type_name(e)}")
+        src = _field(e, "sourceId", where, "int")
+        dst = _field(e, "destId", where, "int")
+        where = f"edge {src} -> {dst}"
+        cost = _field(e, "cost", where, "number")
+        size = _field(e, "size", where, "number", default=None)
+        if src in costs and costs[src] != cost:
+            raise InstanceError(
+                f"node {src}: out-edges have different costs ({format_number(costs[src])} and {format_number(cost)}); "
+                "the transfer cost is a property of the source node")
+        costs[src] = cost
+        edges.append(Edge(src, dst, size))
+
+    nodes: list[Node] = []
+    for k, n in enumerate(raw_nodes):
+        if not isinstance(n, dict):
+            raise InstanceError(f"node #{k}: must be an object, got {_type_name(n)}")
+        node_id = _field(n, "id", f"node #{k}", "int")
+        where = f"node {node_id}"
+        supported = _field(n, "supportedOnFpga", where, "bool")
+        cpu = _field(n, "cpuLatency", where, "number")
+        acc = _field(n, "fpgaLatency", where, "number")
+        size = _field(n, "size", where, "number", default=0.0)
+        backward = _field(n, "isBackwardNode", where, "bool", default=False)
+        colour = _field(n, "colorClass", where, "int", default=None)
+        label = _field(n, "name", where, "str", default=str(node_id))
+        nodes.append(Node(node_id, label, (acc if supported else None, cpu), size, backward, colour,
+                          costs.get(node_id, 0.0)))
+    return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
+
+
+def read_instance(path: str | Path) -> Problem:
+    """Read and validate a Tarnawski instance file; errors name the file."""
+    data = load_json(path, InstanceError)
+    try:
+        return parse_instance(data, Path(path).stem)
+    except InstanceError as exc:
+        raise InstanceError(f"{path}: {exc}") from None

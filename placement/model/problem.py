@@ -1,0 +1,270 @@
+"""The placement problem of DESIGN.md §2 (Tarnawski et al. 2020), generalised to device types.
+
+A :class:`Problem` is a DAG of :class:`Node` objects plus a catalogue of
+:class:`DeviceType` objects. It is validated once, on construction, and frozen.
+
+Model
+-----
+* Node ``v``: ``times[t]`` is its processing time on one device of type ``t``
+  (``None``: not supported there), ``memory`` the bytes it occupies,
+  ``backward`` whether it is a backward (gradient) node, ``colour`` its colour
+  class (nodes of one colour share a device; ``None``: a class of its own), and
+  ``out_cost`` = c(v), the time to move its output across a device boundary.
+* Edge ``(u, w)``: a data dependency; ``size`` the tensor bytes (optional).
+* Device type ``t``: ``count`` devices, each with memory bound ``memory``
+  (``math.inf`` for none); ``pays_comm`` tells whether a device of this type
+  pays communication (accelerators do, CPU cores do not).
+
+Load of a device of type ``t`` holding the set ``S``::
+
+    load(S) = Σ_{v∈S} times[t](v) + [pays_comm] (Σ_{u∈In(S)} c(u) + Σ_{u∈Out(S)} c(u))
+
+with ``In(S)`` the nodes outside ``S`` with a successor in ``S`` and
+``Out(S)`` the nodes of ``S`` with a successor outside ``S``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from placement.errors import InstanceError
+
+ACCELERATOR = "accelerator"
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    """A kind of device: how many there are, their memory, and whether they pay communication."""
+
+    name: str
+    count: int
+    memory: float = math.inf
+    pays_comm: bool = True
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operator or layer of the graph."""
+
+    id: int
+    name: str
+    times: tuple[float | None, ...]
+    memory: float = 0.0
+    backward: bool = False
+    colour: int | None = None
+    out_cost: float = 0.0
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A data dependency ``src -> dst``; ``size`` is the tensor size in bytes, if known."""
+
+    src: int
+    dst: int
+    size: float | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated, immutable placement instance.
+
+    ``nodes`` keep the order of the input; ``device_types`` fix the meaning of
+    each position of ``Node.times``.
+    """
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    device_types: tuple[DeviceType, ...]
+    name: str = ""
+    _index: Mapping[int, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "edges", tuple(self.edges))
+        object.__setattr__(self, "device_types", tuple(self.device_types))
+        validate(self)
+        object.__setattr__(self, "_index", {n.id: i for i, n in enumerate(self.nodes)})
+
+    # ----- lookups -------------------------------------------------------
+    def index_of(self, node_id: int) -> int:
+        """Position of the node with id ``node_id`` in ``nodes``."""
+        return self._index[node_id]
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[self._index[node_id]]
+
+    def type_index(self, name: str) -> int:
+        for i, t in enumerate(self.device_types):
+            if t.name == name:
+                return i
+        raise KeyError(name)
+
+    @property
+    def is_training(self) -> bool:
+        return any(n.backward for n in self.nodes)
+
+    def successors(self) -> list[list[int]]:
+        """Successor lists by node position (duplicates removed, order kept)."""
+        succ: list[list[int]] = [[] for _ in self.nodes]
+        seen: set[tuple[int, int]] = set()
+        for e in self.edges:
+            a, b = self._index[e.src], self._index[e.dst]
+            if (a, b) not in seen:
+                seen.add((a, b))
+                succ[a].append(b)
+        return succ
+
+    def colour_classes(self) -> list[list[int]]:
+        """Colour classes as lists of node positions; an uncoloured node is a class of its own."""
+        by_colour: dict[int, list[int]] = {}
+        classes: list[list[int]] = []
+        for i, n in enumerate(self.nodes):
+            if n.colour is None:
+                classes.append([i])
+            elif n.colour in by_colour:
+                by_colour[n.colour].append(i)
+            else:
+                members = [i]
+                by_colour[n.colour] = members
+                classes.append(members)
+        return classes
+
+    def with_devices(self, counts: Mapping[str, int] | None = None,
+                     memory: Mapping[str, float] | None = None) -> "Problem":
+        """A copy with some device counts or memory bounds overridden (re-validated)."""
+        counts = dict(counts or {})
+        memory = dict(memory or {})
+        unknown = (set(counts) | set(memory)) - {t.name for t in self.device_types}
+        if unknown:
+            raise InstanceError(f"unknown device type {sorted(unknown)[0]!r}")
+        types = tuple(
+            DeviceType(t.name, counts.get(t.name, t.count), memory.get(t.name, t.memory), t.pays_comm)
+            for t in self.device_types)
+        return Problem(self.nodes, self.edges, types, self.name)
+
+
+def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InstanceError(f"{what} must be a number, got {type(value).__name__}")
+    if math.isnan(value):
+        raise InstanceError(f"{what} is NaN")
+    if math.isinf(value) and not allow_inf:
+        raise InstanceError(f"{what} is infinite")
+    if value < 0:
+        raise InstanceError(f"{what} is negative ({format_number(value)})")
+
+
+def format_number(value: float) -> str:
+    """Exact, short text for a number: ``%g`` when that round-trips, whole numbers in full, else ``repr``."""
+    short = f"{value:g}"
+    if float(short) == value:
+        return short
+    if float(value).is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _why_no_fit(n: Node, types: tuple[DeviceType, ...]) -> str:
+    """Why node ``n`` fits no device, one reason per device type, e.g. ``not supported on accelerator; no cpu devices``."""
+    reasons = []
+    for t, p in zip(types, n.times):
+        if p is None:
+            reasons.append(f"not supported on {t.name}")
+        elif t.count == 0:
+            reasons.append(f"no {t.name} devices")
+        else:
+            reasons.append(f"needs {format_number(n.memory)} bytes, {t.name} memory is {format_number(t.memory)}")
+    return "; ".join(reasons)
+
+
+def find_cycle(n: int, succ: list[list[int]]) -> list[int] | None:
+    """A directed cycle as a list of positions (first node not repeated), or ``None``."""
+    colour = [0] * n  # 0 new, 1 on stack, 2 done
+    parent = [-1] * n
+    for root in range(n):
+        if colour[root]:
+            continue
+        stack = [(root, iter(succ[root]))]
+        colour[root] = 1
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if colour[w] == 0:
+                    colour[w] = 1
+                    parent[w] = v
+                    stack.append((w, iter(succ[w])))
+                    break
+                if colour[w] == 1:
+                    cycle = [v]
+                    while cycle[-1] != w:
+                        cycle.append(parent[cycle[-1]])
+                    return cycle[::-1]
+            else:
+                colour[v] = 2
+                stack.pop()
+    return None
+
+
+def validate(problem: Problem) -> None:
+    """Check every invariant of the model; raise :class:`InstanceError` naming the first violation."""
+    types = problem.device_types
+    if not types:
+        raise InstanceError("no device types")
+    seen_types: set[str] = set()
+    for t in types:
+        if t.name in seen_types:
+            raise InstanceError(f"duplicate device type {t.name!r}")
+        seen_types.add(t.name)
+        if isinstance(t.count, bool) or not isinstance(t.count, int) or t.count < 0:
+            raise InstanceError(f"device type {t.name!r}: count must be a non-negative integer, got {t.count!r}")
+        _check_number(t.memory, f"device type {t.name!r}: memory", allow_inf=True)
+    if sum(t.count for t in types) == 0:
+        raise InstanceError("zero devices: every device count is 0")
+    if not problem.nodes:
+        raise InstanceError("the graph has no nodes")
+
+    ids: dict[int, Node] = {}
+    for n in problem.nodes:
+        if n.id in ids:
+            raise InstanceError(f"duplicate node id {n.id}")
+        ids[n.id] = n
+        if len(n.times) != len(types):
+            raise InstanceError(f"node {n.id}: {len(n.times)} times given for {len(types)} device types")
+        for t, p in zip(types, n.times):
+            if p is not None:
+                _check_number(p, f"node {n.id}: time on {t.name}")
+        _check_number(n.memory, f"node {n.id}: memory size")
+        _check_number(n.out_cost, f"node {n.id}: transfer cost")
+        if not any(
+            p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
+        ):
+            raise InstanceError(f"node {n.id} fits no device: {_why_no_fit(n, types)}")
+
+    index = {n.id: i for i, n in enumerate(problem.nodes)}
+    succ: list[list[int]] = [[] for _ in problem.nodes]
+    for e in problem.edges:
+        for end in (e.src, e.dst):
+            if end not in ids:
+                raise InstanceError(f"edge {e.src} -> {e.dst} refers to unknown node {end}")
+        if e.src == e.dst:
+            raise InstanceError(f"edge {e.src} -> {e.dst} is a self-loop")
+        if e.size is not None:
+            _check_number(e.size, f"edge {e.src} -> {e.dst}: size")
+        if ids[e.src].backward and not ids[e.dst].backward:
+            raise InstanceError(f"edge {e.src} -> {e.dst} goes from a backward node to a forward node")
+        succ[index[e.src]].append(index[e.dst])
+
+    cycle = find_cycle(len(problem.nodes), succ)
+    if cycle is not None:
+        names = " -> ".join(str(problem.nodes[i].id) for i in cycle + cycle[:1])
+        raise InstanceError(f"the graph has a cycle: {names}")
+
+
+def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelerators: int, cpus: int,
+                          memory: float, name: str = "") -> Problem:
+    """Tarnawski's two-type case: ``accelerators`` with memory ``memory`` (pay communication), ``cpus`` cores."""
+    types = (DeviceType(ACCELERATOR, accelerators, memory, True), DeviceType(CPU, cpus, math.inf, False))
+    return Problem(tuple(nodes), tuple(edges), types, name)

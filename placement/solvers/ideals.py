@@ -1,0 +1,336 @@
+"""Ideals of the forward graph, after contracting colour classes (DESIGN.md §3).
+
+The DP places *stages*: blocks ``X = I \\ I'`` for ideals ``I' ⊆ I`` of a DAG
+whose vertices are colour classes. This module builds that DAG and enumerates
+its ideals.
+
+Contraction (:func:`contract`)
+------------------------------
+1. Colour classes. Nodes of one colour share a device, so a class is one
+   vertex. The vertex set is the classes with forward nodes plus the *orphan*
+   classes (backward nodes only; an uncoloured backward node is a class of its
+   own).
+2. Edges of the *extended forward graph* ``H``: class(u) -> class(w) for every
+   forward edge u -> w, and, for every backward edge a -> b where class(a) or
+   class(b) is an orphan, the mirrored edge class(b) -> class(a) (backward
+   data flows against the pipeline).
+3. Strongly connected components of ``H`` are merged: a pipeline cannot
+   separate the classes on a cycle.
+4. Zero-cost merges, each of which provably keeps an optimal plan (moving the
+   merged class ``K`` onto the device of ``T`` never raises a load and never
+   breaks a constraint). ``K`` must have forward nodes, zero time on every
+   device type, every type supported, and memory that cannot matter (zero, or
+   the whole graph fits in every device type's memory):
+
+   * (a) every predecessor of K (in the graph and in ``H``) lies in one class
+     T, T is a predecessor of K in ``H`` (so T's stage comes no later than
+     K's), and every node of K has transfer cost 0. Moving K to T's stage
+     only shrinks the set of boundaries the predecessors pay; K's own
+     boundaries are free.
+   * (b) every neighbour of K (predecessors and successors, in the graph and
+     in ``H``) lies in one class T. After the move all of K's edges are
+     internal.
+
+The result is a :class:`Contraction`: supernodes in a topological order of
+the contracted ``H``, each with the positions of its original nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.errors import LimitError
+from placement.model.problem import Problem
+
+DEFAULT_MAX_IDEALS = 200_000
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """Supernodes of the DP in topological order.
+
+    ``members[s]``: positions (in ``problem.nodes``) of the original nodes of
+    supernode ``s``, forward and backward. ``succ[s]``: successors of ``s`` in
+    the contracted extended forward graph. ``of_node[v]``: supernode of node
+    position ``v``.
+    """
+
+    members: tuple[tuple[int, ...], ...]
+    succ: tuple[tuple[int, ...], ...]
+    of_node: tuple[int, ...]
+    merged_zero_cost: int
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+class _UnionFind:
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, a: int) -> int:
+        parent = self.parent
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def union(self, a: int, b: int) -> int:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+        return rb
+
+
+def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
+    """Component id per vertex (iterative Tarjan)."""
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    comp = [-1] * n
+    stack: list[int] = []
+    counter = 0
+    n_comp = 0
+    for root in range(n):
+        if index[root] != -1:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if index[w] == -1:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    work.append((w, iter(succ[w])))
+                    advanced = True
+                    break
+                if on_stack[w]:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp[w] = n_comp
+                    if w == v:
+                        break
+                n_comp += 1
+    return comp
+
+
+def _class_graph(problem: Problem, class_of: list[int], n_classes: int,
+                 orphan: list[bool]) -> tuple[list[set[int]], list[set[int]]]:
+    """Edges of H between classes (forward edges and mirrored orphan edges), and graph edges."""
+    nodes = problem.nodes
+    h_succ: list[set[int]] = [set() for _ in range(n_classes)]
+    g_succ: list[set[int]] = [set() for _ in range(n_classes)]
+    for e in problem.edges:
+        a, b = problem.index_of(e.src), problem.index_of(e.dst)
+        ca, cb = class_of[a], class_of[b]
+        if ca == cb:
+            continue
+        g_succ[ca].add(cb)
+        if not nodes[a].backward and not nodes[b].backward:
+            h_succ[ca].add(cb)
+        elif nodes[a].backward and nodes[b].backward and (orphan[ca] or orphan[cb]):
+            h_succ[cb].add(ca)
+    return h_succ, g_succ
+
+
+def contract(problem: Problem) -> Contraction:
+    """Contract colour classes, merge cycles of H and provably safe zero-cost classes."""
+    nodes = problem.nodes
+    n = len(nodes)
+    classes = problem.colour_classes()
+    class_of = [0] * n
+    for c, members in enumerate(classes):
+        for v in members:
+            class_of[v] = c
+    n_classes = len(classes)
+    orphan = [all(nodes[v].backward for v in members) for members in classes]
+
+    h_succ, _ = _class_graph(problem, class_of, n_classes, orphan)
+    comp = _strongly_connected(n_classes, h_succ)
+    uf = _UnionFind(n_classes)
+    first_of_comp: dict[int, int] = {}
+    for c in range(n_classes):
+        if comp[c] in first_of_comp:
+            uf.union(c, first_of_comp[comp[c]])
+        else:
+            first_of_comp[comp[c]] = c
+
+    merged = _merge_zero_cost(problem, classes, class_of, orphan, h_succ, uf)
+
+    # Final supernodes: H's edges are those between the original classes, mapped to their groups.
+    roots = sorted({uf.find(c) for c in range(n_classes)})
+    sid = {r: i for i, r in enumerate(roots)}
+    group_of_class = [sid[uf.find(c)] for c in range(n_classes)]
+    h: list[set[int]] = [set() for _ in roots]
+    for c in range(n_classes):
+        for d in h_succ[c]:
+            a, b = group_of_class[c], group_of_class[d]
+            if a != b:
+                h[a].add(b)
+    order = _topological_order(len(roots), h)
+    rank = {s: i for i, s in enumerate(order)}
+    members: list[list[int]] = [[] for _ in roots]
+    for v in range(n):
+        members[rank[group_of_class[class_of[v]]]].append(v)
+    succ = [tuple(sorted(rank[w] for w in h[s])) for s in order]
+    of_node = tuple(rank[group_of_class[class_of[v]]] for v in range(n))
+    return Contraction(tuple(tuple(m) for m in members), tuple(succ), of_node, merged)
+
+
+def _topological_order(n: int, succ: list[set[int]]) -> list[int]:
+    indeg = [0] * n
+    for s in range(n):
+        for w in succ[s]:
+            indeg[w] += 1
+    ready = [s for s in range(n) if indeg[s] == 0][::-1]
+    order = []
+    while ready:
+        s = ready.pop()
+        order.append(s)
+        for w in sorted(succ[s], reverse=True):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if len(order) != n:  # pragma: no cover - validated problems are acyclic after SCC merging
+        raise AssertionError("contracted graph has a cycle")
+    return order
+
+
+def _merge_zero_cost(problem: Problem, classes: list[list[int]], class_of: list[int],
+                     orphan: list[bool], h_succ: list[set[int]], uf: _UnionFind) -> int:
+    """Apply merge rules (a) and (b) of the module docstring until none applies; return merge count."""
+    nodes = problem.nodes
+    total_memory = sum(v.memory for v in nodes)
+    memory_never_binds = all(total_memory <= t.memory for t in problem.device_types if t.count > 0)
+
+    def candidate(v: int) -> bool:
+        node = nodes[v]
+        return (all(p is not None and p == 0 for p in node.times)
+                and (node.memory == 0 or memory_never_binds))
+
+    eligible = [not orphan[c] and all(candidate(v) for v in members) for c, members in enumerate(classes)]
+    zero_cost = [all(nodes[v].out_cost == 0 for v in members) for members in classes]
+    if not any(eligible):
+        return 0
+    # Neighbourhoods by class: in the graph (any edge) and in H.
+    preds: list[set[int]] = [set() for _ in classes]
+    succs: list[set[int]] = [set() for _ in classes]
+    h_preds: list[set[int]] = [set() for _ in classes]
+    for e in problem.edges:
+        ca, cb = class_of[problem.index_of(e.src)], class_of[problem.index_of(e.dst)]
+        if ca != cb:
+            preds[cb].add(ca)
+            succs[ca].add(cb)
+    for c in range(len(classes)):
+        for d in h_succ[c]:
+            h_preds[d].add(c)
+            preds[d].add(c)
+            succs[c].add(d)
+    groups: dict[int, list[int]] = {}
+    for c in range(len(classes)):
+        groups.setdefault(uf.find(c), []).append(c)
+    merges = 0
+    changed = True
+    while changed:
+        changed = False
+        for c in list(groups):
+            group = groups.get(c)
+            if group is None or not all(eligible[x] for x in group):
+                continue
+            p = {uf.find(x) for g in group for x in preds[g]} - {c}
+            s = {uf.find(x) for g in group for x in succs[g]} - {c}
+            hp = {uf.find(x) for g in group for x in h_preds[g]} - {c}
+            target = None
+            if len(p) == 1 and hp == p and all(zero_cost[x] for x in group):
+                target = next(iter(p))
+            elif len(p | s) == 1:
+                target = next(iter(p | s))
+            if target is not None:
+                root = uf.union(c, target)
+                other = target if root == c else c
+                groups[root] = groups.pop(root) + groups.pop(other)
+                merges += 1
+                changed = True
+    return merges
+
+
+def count_ideals(succ: list[list[int]] | tuple[tuple[int, ...], ...], limit: int | None = None) -> int:
+    """Number of ideals (down-closed sets, the empty set included) of a DAG in topological order.
+
+    ``succ[v]`` lists successors of ``v``; every edge must go from a lower to a
+    higher index. Counts antichains, which are in bijection with ideals. With
+    ``limit``, stops and returns ``limit + 1`` as soon as the count exceeds it.
+    """
+    count = 0
+    for _ in iter_ideals(succ, limit):
+        count += 1
+    return count
+
+
+def iter_ideals(succ, limit: int | None = None):
+    """Yield every ideal of the DAG as an int bitmask (bit v = vertex v); see :func:`count_ideals`.
+
+    Each ideal is produced once, from its antichain of maximal elements: an
+    antichain is extended only by vertices above its largest member that are
+    incomparable with all of its members.
+    """
+    n = len(succ)
+    down = [0] * n  # ancestors and self
+    for v in range(n):
+        down[v] |= 1 << v
+        for w in succ[v]:
+            if w <= v:
+                raise ValueError("succ must list vertices in topological order")
+            down[w] |= down[v]
+    up = [1 << v for v in range(n)]
+    for v in range(n - 1, -1, -1):
+        for w in succ[v]:
+            up[v] |= up[w]
+    comparable = [down[v] | up[v] for v in range(n)]
+    everything = (1 << n) - 1
+    yielded = 0
+    stack = [(0, everything)]
+    while stack:
+        ideal, candidates = stack.pop()
+        yielded += 1
+        if limit is not None and yielded > limit:
+            yield ideal
+            return
+        yield ideal
+        c = candidates
+        while c:
+            low = c & -c
+            v = low.bit_length() - 1
+            c ^= low
+            stack.append((ideal | down[v], c & ~comparable[v]))
+
+
+def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> list[int]:
+    """All ideals of the contracted graph as int bitmasks; :class:`LimitError` past ``max_ideals``."""
+    ideals = []
+    for ideal in iter_ideals(contraction.succ, max_ideals):
+        ideals.append(ideal)
+        if len(ideals) > max_ideals:
+            raise LimitError(
+                f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
+                f"the DP over ideals would need too much time and memory. Raise the limit with "
+                f"--max-ideals N (memory grows about N x {math.ceil(contraction.size / 64) * 8 + 64} bytes), "
+                "or coarsen the graph (colour classes fuse nodes)")
+    return ideals
