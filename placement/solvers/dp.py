@@ -125,9 +125,9 @@ def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:
     any set of devices can take.
     """
     pmin, p = work_nodes[:, 0], work_nodes[:, t + 1]
-    free = (p == 0) & (pmin == 0)
-    usable = np.isfinite(p) & ~free & (pmin > 0)
-    ratio = np.where(usable, pmin / np.where(usable, p, 1.0), 0.0)
+    usable = np.isfinite(p) & (p > 0) & (pmin > 0)  # pmin ≤ p here, so nodes with p = 0 carry no work
+    ratio = np.zeros(len(p))
+    ratio[usable] = pmin[usable] / p[usable]
     capacity = 0.0
     for v in np.argsort(-ratio, kind="stable"):
         if ratio[v] <= 0 or budget <= 0:
@@ -201,7 +201,8 @@ def _run(problem: Problem, graph: _Graph, layers: _Layers, masks: list[int], ub:
     rest = np.array([t.count for t in problem.device_types]) - counts
     if math.isfinite(ub):
         ceiling = ub + 1e-9 * max(1.0, abs(ub))
-        per_device = np.array([_device_capacity(graph.work_nodes, t, ceiling) for t in range(counts.shape[1])])
+        per_device = np.array([_device_capacity(graph.work_nodes, t, ceiling) if problem.device_types[t].count else 0.0
+                               for t in range(counts.shape[1])])
         slack = 1 + 1e-9
         layer_cap = (counts * per_device).sum(axis=1) * slack + 1e-12
         rest_cap = (rest * per_device).sum(axis=1) * slack + 1e-12
@@ -315,15 +316,16 @@ def _prefix_masks(order: list[int]) -> list[int]:
 
 
 def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
-             progress: Progress | None = None) -> Solution:
+             progress: Progress | None = None, merge_zero_cost: bool = True) -> Solution:
     """Optimal ``stages`` plan for the throughput objective; status ``optimal`` or ``infeasible``.
 
     Raises :class:`LimitError` when the contracted graph has more than
-    ``max_ideals`` ideals. The plan's loads are not stored: verify it with
+    ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
+    as its own supernode (slower; for cross-checks). The plan's loads are not stored: verify it with
     :func:`placement.verify.evaluate.evaluate`.
     """
     start = time.perf_counter()
-    contraction = contract(problem)
+    contraction = contract(problem, merge_zero_cost)
     graph = _build_graph(problem, contraction)
     layers = _build_layers(problem)
 
@@ -342,8 +344,9 @@ def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         progress(f"{len(masks):,} ideals over {contraction.size} supernodes")
     table = _run(problem, graph, layers, masks, ub, progress, "dp")
     value, plan = _extract(problem, graph, layers, table)
-    if plan is None and ub_plan is not None:
-        value, plan = ub, ub_plan
+    if plan is None and ub_plan is not None:  # cannot happen: the DP admits every block of the chain plan
+        return Solution(Status.ERROR, None, math.inf, 0.0, "dp", runtime_s=time.perf_counter() - start,
+                        message="internal error: the DP lost the upper-bound plan; please report this instance")
     stats = {
         "nodes": len(problem.nodes),
         "supernodes": contraction.size,

@@ -150,8 +150,8 @@ def _class_graph(problem: Problem, class_of: list[int], n_classes: int,
     return h_succ, g_succ
 
 
-def contract(problem: Problem) -> Contraction:
-    """Contract colour classes, merge cycles of H and provably safe zero-cost classes."""
+def contract(problem: Problem, merge_zero_cost: bool = True) -> Contraction:
+    """Contract colour classes, merge cycles of H and (optionally) provably safe zero-cost classes."""
     nodes = problem.nodes
     n = len(nodes)
     classes = problem.colour_classes()
@@ -172,7 +172,7 @@ def contract(problem: Problem) -> Contraction:
         else:
             first_of_comp[comp[c]] = c
 
-    merged = _merge_zero_cost(problem, classes, class_of, orphan, h_succ, uf)
+    merged = _merge_zero_cost(problem, classes, class_of, orphan, h_succ, uf) if merge_zero_cost else 0
 
     # Final supernodes: H's edges are those between the original classes, mapped to their groups.
     roots = sorted({uf.find(c) for c in range(n_classes)})

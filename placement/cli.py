@@ -1,0 +1,210 @@
+"""Command-line interface: ``placement solve | verify | info``.
+
+Exit statuses. ``solve``: 0 a plan was returned, 1 the instance is infeasible or
+no plan was found (the status says which), 2 bad input or usage. ``verify``: 0
+the plan is valid, 1 it is not, 2 bad input. ``info``: 0, or 2 on bad input.
+Errors the user can fix are printed as one line ``error: ...`` on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Sequence
+
+from placement import __version__
+from placement.errors import PlacementError, UsageError
+from placement.io.plans import plan_to_json, read_plan
+from placement.io.tarnawski import read_instance
+from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.report.info import format_info, instance_info
+from placement.report.text import format_evaluation
+from placement.solution import Solution, Status
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals
+from placement.solvers.registry import solve
+from placement.verify.evaluate import evaluate
+
+CONTIGUITY = ("none", "sets", "stages")
+# Relative tolerance between a solver's own value and the evaluator's recomputation.
+AGREEMENT_TOLERANCE = 1e-9
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return value
+
+
+def _bytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite non-negative number of bytes, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="placement",
+        description="Provably optimal placement of DNN graphs onto pipelines of heterogeneous devices.")
+    parser.add_argument("--version", action="version", version=f"placement {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("solve", help="find an optimal placement of an instance")
+    p.add_argument("instance", help="instance file (Tarnawski JSON format)")
+    p.add_argument("--method", default="dp", choices=["dp"], help="solution method (default: dp, exact)")
+    p.add_argument("--accelerators", type=_non_negative_int, metavar="N",
+                   help="override the number of accelerators")
+    p.add_argument("--cpus", type=_non_negative_int, metavar="N", help="override the number of CPU cores")
+    p.add_argument("--memory", type=_bytes, metavar="BYTES", help="override the memory of each accelerator")
+    p.add_argument("--max-ideals", type=_positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
+                   help=f"refuse the DP above this many ideals (default {DEFAULT_MAX_IDEALS:,})")
+    p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+
+    p = sub.add_parser("verify", help="check a plan against an instance, independently of any solver")
+    p.add_argument("instance")
+    p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
+    p.add_argument("--contiguity", choices=CONTIGUITY, default="none",
+                   help="contiguity class the plan must belong to (default: none)")
+
+    p = sub.add_parser("info", help="describe an instance")
+    p.add_argument("instance")
+    p.add_argument("--max-ideals", type=_positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
+                   help="stop counting ideals past this many")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Problem:
+    problem = read_instance(args.instance)
+    counts: dict[str, int] = {}
+    memory: dict[str, float] = {}
+    names = {t.name for t in problem.device_types}
+    if getattr(args, "accelerators", None) is not None:
+        counts[ACCELERATOR] = args.accelerators
+    if getattr(args, "cpus", None) is not None:
+        counts[CPU] = args.cpus
+    if getattr(args, "memory", None) is not None:
+        memory[ACCELERATOR] = args.memory
+    if (set(counts) | set(memory)) - names:
+        raise UsageError("this instance has no accelerator/cpu device types to override")
+    if counts or memory:
+        problem = problem.with_devices(counts, memory)
+    return problem
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    problem = _load(args)
+    progress = None if args.quiet else _progress
+    solution = solve(problem, args.method, max_ideals=args.max_ideals, progress=progress)
+    evaluation = None
+    if solution.plan is not None:
+        evaluation = evaluate(problem, solution.plan, contiguity=solution.contiguity)
+        claimed = solution.objective
+        verified = evaluation.max_load
+        if not evaluation.valid or abs(claimed - verified) > AGREEMENT_TOLERANCE * max(1.0, abs(verified)):
+            solution.stats["claimed_objective"] = claimed
+            solution.status = Status.ERROR
+            solution.message = ("the plan failed independent verification"
+                                if not evaluation.valid else
+                                f"the solver's value {claimed!r} disagrees with the verified {verified!r}")
+        else:
+            # The reported objective is always the evaluator's.
+            if solution.bound == solution.objective:
+                solution.bound = verified
+            solution.objective = verified
+    print(_summary(problem, solution))
+    if evaluation is not None:
+        print()
+        print(format_evaluation(problem, evaluation))
+    if args.out:
+        doc = plan_to_json(problem, solution, evaluation)
+        try:
+            with open(args.out, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, indent=2, allow_nan=False)
+                fh.write("\n")
+        except OSError as exc:
+            raise UsageError(f"{args.out}: cannot write: {exc.strerror}") from None
+    if solution.status in (Status.OPTIMAL, Status.FEASIBLE):
+        return 0
+    return 1
+
+
+def _summary(problem: Problem, solution: Solution) -> str:
+    lines = [
+        f"instance    {problem.name}",
+        f"method      {solution.method} (objective {solution.objective_kind}, contiguity {solution.contiguity})",
+        f"status      {solution.status}",
+    ]
+    if solution.plan is not None:
+        lines.append(f"max-load    {solution.objective:.6f}  (verified independently)")
+        lines.append(f"bound       {solution.bound:.6f}   gap {solution.gap:.2%}")
+    if solution.message:
+        lines.append(f"note        {solution.message}")
+    stats = solution.stats
+    keys = [("ideals", "ideals"), ("pairs_examined", "ideal pairs examined"),
+            ("blocks_evaluated", "blocks evaluated"), ("supernodes", "supernodes")]
+    detail = ", ".join(f"{stats[k]:,} {label}" for k, label in keys if isinstance(stats.get(k), int))
+    lines.append(f"runtime     {solution.runtime_s:.3f} s" + (f"  ({detail})" if detail else ""))
+    return "\n".join(lines)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    problem = read_instance(args.instance)
+    plan = read_plan(args.plan)
+    evaluation = evaluate(problem, plan, contiguity=args.contiguity, infer_from_colours=True)
+    print(format_evaluation(problem, evaluation))
+    return 0 if evaluation.valid else 1
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    problem = read_instance(args.instance)
+    info = instance_info(problem)
+    contraction = contract(problem)
+    count = count_ideals(contraction.succ, args.max_ideals)
+    info["supernodes"] = contraction.size
+    info["ideals"] = count if count <= args.max_ideals else f"more than {args.max_ideals:,}"
+    print(format_info(info))
+    return 0
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of exiting."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return int(exc.code or 0)
+    handlers = {"solve": _cmd_solve, "verify": _cmd_verify, "info": _cmd_info}
+    try:
+        return handlers[args.command](args)
+    except PlacementError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Plan files: Tarnawski's plan format (and the published expert splits), and ours.
+
+Tarnawski's format::
+
+    {"maxLoad"?, "fpgas": [{"load"?, "nodes": [ids]}], "cpus": [{"load"?, "nodes": [ids]}]}
+
+read as accelerator devices (``fpgas``, file order) followed by CPU devices.
+Our format, ``"format": "placement-plan/1"``, is a superset of it that adds
+``"devices": [{"type", "load", "memory", "nodes"}]`` in pipeline order (preferred
+when present), the solver's claims (status, objective, bound, gap, ...) and the
+evaluator's verdict. Loads and max load written are always the verified ones.
+JSON has no infinity: non-finite numbers are written as ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any
+
+from placement.errors import PlacementError, PlanFormatError
+from placement.io.jsonfile import load_json
+from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Solution
+from placement.verify.evaluate import Evaluation, evaluate
+
+FORMAT = "placement-plan/1"
+
+
+def _type_name(value: Any) -> str:
+    return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
+            int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+def _node_ids(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise PlanFormatError(f"{where}: must be an array of node ids, got {_type_name(value)}")
+    ids: list[int] = []
+    for k, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {_type_name(v)}")
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {v!r}")
+            v = int(v)
+        ids.append(v)
+    return tuple(ids)
+
+
+def parse_plan(data: Any) -> Plan:
+    """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
+    if not isinstance(data, dict):
+        raise PlanFormatError(f"the plan must be a JSON object, got {_type_name(data)}")
+    devices: list[DeviceAssignment] = []
+    if "devices" in data:
+        raw = data["devices"]
+        if not isinstance(raw, list):
+            raise PlanFormatError(f"field 'devices' must be an array, got {_type_name(raw)}")
+        for k, dev in enumerate(raw):
+            where = f"devices[{k}]"
+            if not isinstance(dev, dict):
+                raise PlanFormatError(f"{where}: must be an object, got {_type_name(dev)}")
+            if "type" not in dev:
+                raise PlanFormatError(f"{where}: missing field 'type'")
+            if not isinstance(dev["type"], str):
+                raise PlanFormatError(f"{where}: field 'type' must be a string, got {_type_name(dev['type'])}")
+            if "nodes" not in dev:
+                raise PlanFormatError(f"{where}: missing field 'nodes'")
+            devices.append(DeviceAssignment(dev["type"], _node_ids(dev["nodes"], f"{where}.nodes")))
+        return Plan(tuple(devices))
+    if "fpgas" not in data and "cpus" not in data:
+        raise PlanFormatError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
+    for key, type_name in (("fpgas", ACCELERATOR), ("cpus", CPU)):
+        raw = data.get(key, [])
+        if not isinstance(raw, list):
+            raise PlanFormatError(f"field {key!r} must be an array, got {_type_name(raw)}")
+        for k, dev in enumerate(raw):
+            where = f"{key}[{k}]"
+            if not isinstance(dev, dict):
+                raise PlanFormatError(f"{where}: must be an object, got {_type_name(dev)}")
+            if "nodes" not in dev:
+                raise PlanFormatError(f"{where}: missing field 'nodes'")
+            devices.append(DeviceAssignment(type_name, _node_ids(dev["nodes"], f"{where}.nodes")))
+    return Plan(tuple(devices))
+
+
+def read_plan(path: str | Path) -> Plan:
+    """Read a plan file (Tarnawski's format or ours); errors name the file."""
+    data = load_json(path, PlanFormatError)
+    try:
+        return parse_plan(data)
+    except PlanFormatError as exc:
+        raise PlanFormatError(f"{path}: {exc}") from None
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` made strict-JSON-ready: tuples and sets as lists, non-finite floats as ``None``.
+
+    Numpy scalars and arrays become Python numbers and lists; values of other types
+    (enums such as :class:`Status`, paths) are written as their ``str()``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):  # numpy arrays
+        return _jsonable(value.tolist())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_jsonable(v) for v in items]
+    return str(value)
+
+
+def plan_to_json(problem: Problem, solution: Solution, evaluation: Evaluation | None = None) -> dict:
+    """The plan file content: Tarnawski's fields (verified loads) plus ours.
+
+    ``evaluation`` should be the evaluator's verdict on ``solution.plan``; when
+    it is ``None`` and there is a plan, the plan is evaluated here under the
+    solution's contiguity class. Without a plan the device lists are empty and
+    ``maxLoad`` and ``verified`` are ``null``.
+    """
+    if evaluation is None and solution.plan is not None:
+        evaluation = evaluate(problem, solution.plan, solution.contiguity)
+    reports = evaluation.devices if evaluation is not None else ()
+    devices = [{"type": r.type, "load": r.load, "memory": r.memory, "nodes": list(r.nodes)}
+               for r in reports]
+    data: dict[str, Any] = {
+        "maxLoad": evaluation.max_load if evaluation is not None else None,
+        "fpgas": [{"load": r.load, "nodes": list(r.nodes)} for r in reports if r.type == ACCELERATOR],
+        "cpus": [{"load": r.load, "nodes": list(r.nodes)} for r in reports if r.type == CPU],
+        "format": FORMAT,
+        "devices": devices,
+        "method": solution.method,
+        "objective_kind": solution.objective_kind,
+        "contiguity": solution.contiguity,
+        "status": str(solution.status),
+        "objective": solution.objective,
+        "bound": solution.bound,
+        "gap": solution.gap,
+        "runtime_s": solution.runtime_s,
+        "stats": solution.stats,
+        "instance": problem.name,
+        "verified": None if evaluation is None else {
+            "valid": evaluation.valid,
+            "max_load": evaluation.max_load,
+            "violations": list(evaluation.violations),
+            "contiguity": evaluation.contiguity,
+            "finest_class": evaluation.finest_class,
+            "inferred": list(evaluation.inferred),
+        },
+    }
+    if solution.message:
+        data["message"] = solution.message
+    return _jsonable(data)
+
+
+def write_plan(path: str | Path, problem: Problem, solution: Solution,
+               evaluation: Evaluation | None = None) -> None:
+    """Write :func:`plan_to_json` to ``path`` (strict JSON, two-space indent)."""
+    text = json.dumps(plan_to_json(problem, solution, evaluation), indent=2, allow_nan=False)
+    try:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise PlacementError(f"{path}: cannot write the plan: {exc.strerror}") from None

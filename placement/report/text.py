@@ -1,0 +1,40 @@
+"""Plain-text summaries of an evaluated plan."""
+
+from __future__ import annotations
+
+import math
+
+from placement.model.problem import Problem
+from placement.verify.evaluate import Evaluation
+
+
+def _num(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def format_evaluation(problem: Problem, evaluation: Evaluation) -> str:
+    """A table of the devices (load, compute, comm, memory), the max load, the class, the violations."""
+    header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound")
+    rows = [header]
+    for r in evaluation.devices:
+        rows.append((str(r.position), r.type, str(len(r.nodes)), _num(r.compute), _num(r.comm),
+                     _num(r.load), f"{_num(r.memory)}/{_num(r.memory_bound)}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    left = {1}  # the type column reads better left-aligned
+    lines = ["  ".join(cell.ljust(w) if i in left else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    title = f"instance {problem.name}: " if problem.name else ""
+    lines.append("")
+    lines.append(f"{title}max load {evaluation.max_load:.10g}")
+    lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
+    if evaluation.inferred:
+        lines.append(f"placed by colour inference: {len(evaluation.inferred)} nodes")
+    if evaluation.valid:
+        lines.append("valid: no violations")
+    else:
+        count = len(evaluation.violations)
+        lines.append(f"INVALID: {count} violation{'' if count == 1 else 's'}")
+        lines.extend(f"  {v}" for v in evaluation.violations)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""The exact DP over ideals: hand-solved instances, brute force, a naive reference DP, ideal counts."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from pathlib import Path
+
+import networkx as nx
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from placement.errors import LimitError
+from placement.io.tarnawski import read_instance
+from placement.model.problem import Node, Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Status
+from placement.solvers.bruteforce import brute_force
+from placement.solvers.dp import solve_dp
+from placement.solvers.ideals import contract, count_ideals
+from placement.verify.evaluate import evaluate
+from tests.strategies import problems
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+
+
+def solve_and_verify(problem: Problem, **options):
+    """Solve with the DP and check the plan independently: valid, `stages`, value as claimed."""
+    solution = solve_dp(problem, **options)
+    if solution.plan is not None:
+        evaluation = evaluate(problem, solution.plan, contiguity="stages")
+        assert evaluation.valid, evaluation.violations
+        assert evaluation.max_load == pytest.approx(solution.objective, rel=1e-12, abs=1e-12)
+    return solution
+
+
+# ----- hand-solved instances ------------------------------------------------------------
+
+def test_chain4():
+    # a(4) -1-> b(3) -0.5-> c(2) -1-> d(5), two accelerators. Pipelines of a chain are its splits:
+    #   {a}|{b,c,d}: max(4+1, 10+1) = 11;  {a,b}|{c,d}: max(7+0.5, 7+0.5) = 7.5;
+    #   {a,b,c}|{d}: max(9+1, 5+1) = 10;   everything on one: 14.   Optimum 7.5.
+    solution = solve_and_verify(read_instance(TINY / "chain4.json"))
+    assert solution.status is Status.OPTIMAL
+    assert solution.objective == 7.5
+    assert [d.nodes for d in solution.plan.devices] == [(1, 2), (3, 4)]
+
+
+def test_diamond_with_unsupported_sink():
+    # s -> x, s -> y, x -> t, y -> t; every cost 1; t runs on the CPU only (cpu 2).
+    # x and y cost 60 on the CPU, so both sit on accelerators, on different ones (else >= 12).
+    # {s,x} | {y} | cpu {t}: {s,x} = 1+6 + Out(s)+Out(x) = 9; {y} = 6 + In(s) + Out(y) = 8.
+    # s on the CPU would put the CPU both first and last (not a pipeline) or cost 10+2 = 12.
+    # Optimum 9.
+    solution = solve_and_verify(read_instance(TINY / "diamond-cpu.json"))
+    assert solution.objective == 9.0
+    types = [d.type for d in solution.plan.devices]
+    assert types == ["accelerator", "accelerator", "cpu"]
+    assert solution.plan.devices[-1].nodes == (13,)
+
+
+def test_memory_bound_binds():
+    # a -> b -> c, each 2 on an accelerator (8 on the CPU), 3 bytes each, memory 5: one node per
+    # accelerator, so one node goes to the CPU: max(8, 2 + 0.5 + 0.5) = 8. Optimum 8.
+    problem = read_instance(TINY / "memory-chain.json")
+    assert solve_and_verify(problem).objective == 8.0
+    # With memory 6, {a,b} fits: max(4 + 0.5, 2 + 0.5) = 4.5.
+    assert solve_and_verify(problem.with_devices(memory={"accelerator": 6})).objective == 4.5
+    # With no accelerators the CPU takes all: 24.
+    assert solve_and_verify(problem.with_devices(counts={"accelerator": 0})).objective == 24.0
+
+
+def test_training_pair():
+    # Classes {f1, b1} and {f2, b2}; edges f1->f2 (1), f2->b2 (0.5), b2->b1 (1.5), f1->b1 (1).
+    # One device: 2+3+6+4 = 15. Two: {f1,b1} = 6 + Out(f1) 1 + In(b2) 1.5 = 8.5,
+    # {f2,b2} = 9 + In(f1) 1 + Out(b2) 1.5 = 11.5. Optimum 11.5.
+    solution = solve_and_verify(read_instance(TINY / "training-pair.json"))
+    assert solution.objective == 11.5
+    assert [sorted(d.nodes) for d in solution.plan.devices] == [[1, 4], [2, 3]]
+
+
+def test_infeasible_when_memory_too_small_everywhere():
+    # memory-chain with no CPU and memory 5: three nodes of 3 bytes need three accelerators.
+    problem = read_instance(TINY / "memory-chain.json").with_devices(counts={"cpu": 0})
+    solution = solve_dp(problem)
+    assert solution.status is Status.INFEASIBLE
+    assert solution.plan is None
+
+
+def test_ideal_limit_message():
+    problem = read_instance(TINY / "diamond-cpu.json")
+    # Ideals of the diamond: {}, {s}, {s,x}, {s,y}, {s,x,y}, {s,x,y,t} = 6.
+    assert count_ideals(contract(problem).succ) == 6
+    with pytest.raises(LimitError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
+        solve_dp(problem, max_ideals=5)
+
+
+# ----- ideal counting --------------------------------------------------------------------
+
+@st.composite
+def dags(draw, max_nodes: int = 10):
+    n = draw(st.integers(0, max_nodes))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    edges = draw(st.sets(st.sampled_from(pairs), max_size=2 * n)) if pairs else set()
+    return n, sorted(edges)
+
+
+@settings(max_examples=200, deadline=None)
+@given(dags())
+def test_ideal_count_equals_number_of_antichains(dag):
+    n, edges = dag
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(n))
+    graph.add_edges_from(edges)
+    succ = [[w for w in graph.successors(v)] for v in range(n)]
+    assert count_ideals(succ) == sum(1 for _ in nx.antichains(graph))
+
+
+def test_ideal_count_stops_at_limit():
+    succ = [[] for _ in range(10)]  # 10 independent vertices: 2^10 ideals
+    assert count_ideals(succ) == 1024
+    assert count_ideals(succ, limit=100) == 101
+
+
+# ----- against brute force and a naive reference DP --------------------------------------
+
+@st.composite
+def zero_heavy_problems(draw, max_nodes: int = 9):
+    """Problems where many nodes take no time, memory or transfer cost (they exercise merging)."""
+    problem = draw(problems(max_nodes=max_nodes))
+    nodes = []
+    for node in problem.nodes:
+        if draw(st.integers(0, 2)) == 0:
+            zero_cost = draw(st.booleans())
+            node = Node(node.id, node.name, tuple(0.0 for _ in node.times), 0.0, node.backward, node.colour,
+                        0.0 if zero_cost else node.out_cost)
+        nodes.append(node)
+    return Problem(tuple(nodes), problem.edges, problem.device_types, problem.name)
+
+
+def _brute_force_matches(problem: Problem) -> None:
+    expected = brute_force(problem, "stages")
+    solution = solve_and_verify(problem)
+    assert solution.status == expected.status
+    if expected.plan is not None:
+        assert solution.objective == expected.objective
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=8))
+def test_dp_equals_brute_force(problem):
+    _brute_force_matches(problem)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(zero_heavy_problems(max_nodes=8))
+def test_dp_equals_brute_force_with_zero_cost_nodes(problem):
+    _brute_force_matches(problem)
+
+
+REFERENCE_MAX_IDEALS = 120
+
+
+def reference_dp(problem: Problem) -> float | None:
+    """The DP recurrence in its plainest form: all ideals, all pairs, loads from the evaluator.
+
+    Shares nothing with the solver: classes, the extended forward graph and its ideals come from
+    networkx here, and every block's load and memory from the independent evaluator.
+    """
+    nodes = problem.nodes
+    classes = problem.colour_classes()
+    class_of = {v: c for c, members in enumerate(classes) for v in members}
+    orphan = [all(nodes[v].backward for v in members) for members in classes]
+    h = nx.DiGraph()
+    h.add_nodes_from(range(len(classes)))
+    for e in problem.edges:
+        a, b = problem.index_of(e.src), problem.index_of(e.dst)
+        ca, cb = class_of[a], class_of[b]
+        if ca == cb:
+            continue
+        if not nodes[a].backward and not nodes[b].backward:
+            h.add_edge(ca, cb)
+        elif nodes[a].backward and nodes[b].backward and (orphan[ca] or orphan[cb]):
+            h.add_edge(cb, ca)
+    dag = nx.condensation(h)
+    members = {s: [v for c in dag.nodes[s]["members"] for v in classes[c]] for s in dag.nodes}
+    ideals = set()
+    for antichain in nx.antichains(dag):
+        down = set(antichain)
+        for a in antichain:
+            down |= nx.ancestors(dag, a)
+        ideals.add(frozenset(down))
+    if len(ideals) > REFERENCE_MAX_IDEALS:
+        return None  # too slow for the plain recurrence
+    ideals = sorted(ideals, key=len)
+    full = frozenset(dag.nodes)
+    types = problem.device_types
+
+    @functools.lru_cache(maxsize=None)
+    def block(x: frozenset, t: int) -> float:
+        ids = tuple(nodes[v].id for s in x for v in members[s])
+        if any(problem.node(i).times[t] is None for i in ids):
+            return math.inf
+        report = evaluate(problem, Plan((DeviceAssignment(types[t].name, ids),))).devices[0]
+        return report.load if report.memory <= types[t].memory else math.inf
+
+    counts = list(itertools.product(*[range(t.count + 1) for t in types]))
+    best: dict[tuple, float] = {}
+    for layer in counts:
+        for ideal in ideals:
+            if not ideal:
+                best[layer, ideal] = 0.0
+                continue
+            value = math.inf
+            for t in range(len(types)):
+                if layer[t] == 0:
+                    continue
+                fewer = layer[:t] + (layer[t] - 1,) + layer[t + 1:]
+                value = min(value, best[fewer, ideal])
+                for sub in ideals:
+                    if len(sub) < len(ideal) and sub < ideal:
+                        value = min(value, max(best[fewer, sub], block(ideal - sub, t)))
+            best[layer, ideal] = value
+    return best[counts[-1], full]
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.one_of(problems(max_nodes=12, max_accelerators=3, max_cpus=1),
+                 zero_heavy_problems(max_nodes=12)))
+def test_dp_equals_reference_dp(problem):
+    expected = reference_dp(problem)
+    assume(expected is not None)
+    solution = solve_and_verify(problem)
+    if math.isinf(expected):
+        assert solution.status is Status.INFEASIBLE
+    else:
+        assert solution.objective == pytest.approx(expected, rel=1e-12, abs=1e-12)
+        # Merging zero-cost classes never changes the optimum.
+        assert solve_dp(problem, merge_zero_cost=False).objective == pytest.approx(expected, rel=1e-12, abs=1e-12)
