@@ -329,6 +329,9 @@ def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     graph = _build_graph(problem, contraction)
     layers = _build_layers(problem)
 
+    masks = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
+    if progress is not None:
+        progress(f"{len(masks):,} ideals over {contraction.size} supernodes")
     ub, ub_plan = math.inf, None
     for order in _topological_orders(contraction):
         chain = _run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain")
@@ -339,9 +342,6 @@ def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     if progress is not None:
         progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
 
-    masks = enumerate_ideals(contraction, max_ideals)
-    if progress is not None:
-        progress(f"{len(masks):,} ideals over {contraction.size} supernodes")
     table = _run(problem, graph, layers, masks, ub, progress, "dp")
     value, plan = _extract(problem, graph, layers, table)
     if plan is None and ub_plan is not None:  # cannot happen: the DP admits every block of the chain plan

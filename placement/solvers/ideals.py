@@ -37,7 +37,6 @@ the contracted ``H``, each with the positions of its original nodes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from placement.errors import LimitError
@@ -330,7 +329,7 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
         if len(ideals) > max_ideals:
             raise LimitError(
                 f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
-                f"the DP over ideals would need too much time and memory. Raise the limit with "
-                f"--max-ideals N (memory grows about N x {math.ceil(contraction.size / 64) * 8 + 64} bytes), "
-                "or coarsen the graph (colour classes fuse nodes)")
+                "the DP over ideals would need too much time and memory. Raise the limit with "
+                "--max-ideals N (memory grows linearly with it), "
+                "or coarsen the graph by giving nodes that belong together one colour class")
     return ideals

@@ -1,0 +1,109 @@
+"""The command line: outputs, plan files, exit statuses (see README, "Commands")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from placement.cli import main
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+CHAIN4 = str(TINY / "chain4.json")
+MEMORY_CHAIN = str(TINY / "memory-chain.json")
+DIAMOND = str(TINY / "diamond-cpu.json")
+
+
+def test_solve_prints_verified_optimum_and_writes_plan(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "status      optimal" in captured.out
+    assert "max-load    7.500000  (verified independently)" in captured.out
+    assert captured.err == ""
+    plan = json.loads(out.read_text())
+    # chain4's optimum (see test_dp.test_chain4): {a,b} | {c,d}, both loads 7.5.
+    assert plan["format"] == "placement-plan/1"
+    assert plan["maxLoad"] == 7.5
+    assert plan["fpgas"] == [{"load": 7.5, "nodes": [1, 2]}, {"load": 7.5, "nodes": [3, 4]}]
+    assert plan["cpus"] == []
+    assert (plan["method"], plan["objective_kind"], plan["contiguity"]) == ("dp", "throughput", "stages")
+    assert (plan["status"], plan["objective"], plan["bound"], plan["gap"]) == ("optimal", 7.5, 7.5, 0.0)
+    assert plan["stats"]["ideals"] == 5
+    assert plan["runtime_s"] >= 0
+    assert plan["verified"]["valid"] is True
+
+
+def test_solve_progress_goes_to_stderr_unless_quiet(capsys):
+    assert main(["solve", CHAIN4]) == 0
+    err = capsys.readouterr().err
+    assert "upper bound from chain DP: 7.5" in err
+    assert "5 ideals over 4 supernodes" in err
+
+
+def test_device_overrides(capsys):
+    # One accelerator holds the whole chain: 4 + 3 + 2 + 5 = 14.
+    assert main(["solve", CHAIN4, "--accelerators", "1", "--quiet"]) == 0
+    assert "max-load    14.000000" in capsys.readouterr().out
+    # memory-chain with 6 bytes per accelerator: {a,b} fits, optimum 4.5 (see test_dp).
+    assert main(["solve", MEMORY_CHAIN, "--memory", "6", "--quiet"]) == 0
+    assert "max-load    4.500000" in capsys.readouterr().out
+    # No accelerators: the CPU takes all three nodes, 3 x 8 = 24.
+    assert main(["solve", MEMORY_CHAIN, "--accelerators", "0", "--quiet"]) == 0
+    assert "max-load    24.000000" in capsys.readouterr().out
+
+
+def test_infeasible_exits_1_and_says_so(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["solve", MEMORY_CHAIN, "--cpus", "0", "--quiet", "--out", str(out)]) == 1
+    assert "status      infeasible" in capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    assert plan["status"] == "infeasible"
+    assert plan["maxLoad"] is None and plan["fpgas"] == []
+
+
+def test_ideal_limit_exits_2_with_count(capsys):
+    assert main(["solve", DIAMOND, "--max-ideals", "5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: more than 5 ideals in the contracted graph (4 supernodes)")
+    assert "--max-ideals" in err and len(err.splitlines()) == 1
+
+
+def test_zero_devices_is_bad_input(capsys):
+    assert main(["solve", CHAIN4, "--accelerators", "0", "--cpus", "0"]) == 2
+    assert capsys.readouterr().err == "error: zero devices: every device count is 0\n"
+
+
+@pytest.mark.parametrize("argv", [["solve"], ["solve", CHAIN4, "--accelerators", "-1"], ["solve", CHAIN4, "--bogus"],
+                                  ["solve", CHAIN4, "--method", "magic"], ["frobnicate"]])
+def test_usage_errors_exit_2(argv, capsys):
+    assert main(argv) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_missing_file_exits_2(capsys):
+    assert main(["solve", "no/such/file.json"]) == 2
+    assert capsys.readouterr().err == "error: no/such/file.json: no such file\n"
+
+
+def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out), "--contiguity", "stages"]) == 0
+    assert "valid: no violations" in capsys.readouterr().out
+
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"fpgas": [{"nodes": [1, 3]}, {"nodes": [2]}], "cpus": []}))
+    assert main(["verify", CHAIN4, str(broken), "--contiguity", "stages"]) == 1
+    text = capsys.readouterr().out
+    assert "node 4 is not placed" in text
+    assert "stages: no pipeline order of the devices exists" in text
+
+
+def test_info_reports_ideals_and_bound(capsys):
+    assert main(["info", DIAMOND]) == 0
+    out = capsys.readouterr().out
+    assert "ideals:" in out and " 6" in out.split("ideals:")[1].splitlines()[0]
+    assert "nodes:" in out
