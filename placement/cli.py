@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Sequence
 
@@ -48,6 +49,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return value
+
+
 def _bytes(text: str) -> float:
     try:
         value = float(text)
@@ -67,7 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="find an optimal placement of an instance")
     p.add_argument("instance", help="instance file (Tarnawski JSON format)")
-    p.add_argument("--method", default="dp", choices=["dp"], help="solution method (default: dp, exact)")
+    p.add_argument("--method", default="dp", choices=["dp", "milp"],
+                   help="solution method: dp (default, exact DP over ideals) or milp (stages MILP)")
+    p.add_argument("--backend", default="cp-sat", choices=["cp-sat", "cbc", "scip", "highs"],
+                   help="MILP backend (default: cp-sat)")
+    p.add_argument("--time-limit", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="MILP time limit (default 60); a stop at the limit is reported as feasible with its gap")
     p.add_argument("--accelerators", type=_non_negative_int, metavar="N",
                    help="override the number of accelerators")
     p.add_argument("--cpus", type=_non_negative_int, metavar="N", help="override the number of CPU cores")
@@ -111,7 +127,8 @@ def _load(args: argparse.Namespace) -> Problem:
 def _cmd_solve(args: argparse.Namespace) -> int:
     problem = _load(args)
     progress = None if args.quiet else _progress
-    solution = solve(problem, args.method, max_ideals=args.max_ideals, progress=progress)
+    solution = solve(problem, args.method, max_ideals=args.max_ideals, progress=progress,
+                     backend=args.backend, time_limit=args.time_limit)
     evaluation = None
     if solution.plan is not None:
         evaluation = evaluate(problem, solution.plan, contiguity=solution.contiguity)
@@ -207,4 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0
+    sys.exit(status)

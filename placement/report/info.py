@@ -1,0 +1,132 @@
+"""Facts about an instance before solving it (``placement info``).
+
+:func:`instance_info` returns a plain dict; :func:`format_info` renders it as aligned text.
+The ideal count is not computed here (it needs the solver's enumeration): the key
+``"ideals"`` is ``None`` until a caller fills it in (an int, or a text such as
+"more than 200,000"); :func:`format_info` also shows an optional ``"supernodes"`` key.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from placement.model.problem import Problem, format_number
+
+
+def _class_time(problem: Problem, members: list[int]) -> float:
+    """Cheapest time a colour class can take on one device that exists, supports all of it and
+    has room for it; ``inf`` when there is none."""
+    best = math.inf
+    memory = sum(problem.nodes[i].memory for i in members)
+    for t, dtype in enumerate(problem.device_types):
+        if dtype.count == 0 or memory > dtype.memory:
+            continue
+        times = [problem.nodes[i].times[t] for i in members]
+        if any(p is None for p in times):
+            continue
+        best = min(best, sum(times))  # type: ignore[arg-type]
+    return best
+
+
+def throughput_lower_bound(problem: Problem) -> dict[str, float]:
+    """A valid lower bound on the optimal throughput objective (max load over all devices).
+
+    Two arguments, each valid under every contiguity class:
+
+    * ``class``: a colour class sits on one device whose load is at least the class's
+      compute time there (communication only adds), so the optimum is at least
+      ``max over classes C of min over usable device types t of Σ_{v∈C} p_t(v)``, where a
+      type is usable if it has a device, supports every node of C and has room for C's memory;
+      ``inf`` if some class fits no type (the instance is then infeasible).
+    * ``average``: every node runs somewhere and costs at least its cheapest time on a
+      device type that exists, supports it and has room for it, so the total load is at least
+      ``Σ_v min_t p_t(v)``; the maximum of ``N`` loads is at least their average, with ``N``
+      the total number of devices.
+
+    Returns ``{"class": ..., "average": ..., "bound": max of the two}``. The bound also
+    holds for ``throughput-gpipe`` (``max FW + max BW ≥ max (FW + BW)``), not for latency.
+    """
+    classes = problem.colour_classes()
+    by_class = max((_class_time(problem, members) for members in classes), default=0.0)
+    devices = sum(t.count for t in problem.device_types)
+    total = 0.0
+    for node in problem.nodes:
+        total += min((p for t, p in zip(problem.device_types, node.times)
+                      if p is not None and t.count > 0 and node.memory <= t.memory), default=math.inf)
+    average = total / devices
+    return {"class": by_class, "average": average, "bound": max(by_class, average)}
+
+
+def instance_info(problem: Problem) -> dict[str, Any]:
+    """Sizes, device catalogue, work per device type and a throughput lower bound of ``problem``.
+
+    Keys: ``name``, ``nodes``, ``edges``, ``forward``, ``backward``, ``kind`` (``"training"``
+    if there is a backward node, else ``"inference"``), ``colour_classes``, ``device_types``
+    (list of ``{name, count, memory, pays_comm}``), ``work`` (per device type name: Σ of the
+    node times on that type, unsupported nodes excluded), ``unsupported`` (per device type
+    name: nodes it cannot run), ``total_memory`` (Σ node bytes), ``lower_bound`` (see
+    :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average`` and
+    ``ideals`` (``None``; filled in by the caller).
+    """
+    forward = sum(1 for n in problem.nodes if not n.backward)
+    work: dict[str, float] = {}
+    unsupported: dict[str, int] = {}
+    for t, dtype in enumerate(problem.device_types):
+        times = [n.times[t] for n in problem.nodes]
+        work[dtype.name] = float(sum(p for p in times if p is not None))
+        unsupported[dtype.name] = sum(1 for p in times if p is None)
+    bound = throughput_lower_bound(problem)
+    return {
+        "name": problem.name,
+        "nodes": len(problem.nodes),
+        "edges": len(problem.edges),
+        "forward": forward,
+        "backward": len(problem.nodes) - forward,
+        "kind": "training" if problem.is_training else "inference",
+        "colour_classes": len(problem.colour_classes()),
+        "device_types": [{"name": t.name, "count": t.count, "memory": t.memory, "pays_comm": t.pays_comm}
+                         for t in problem.device_types],
+        "work": work,
+        "unsupported": unsupported,
+        "total_memory": float(sum(n.memory for n in problem.nodes)),
+        "lower_bound": bound["bound"],
+        "lower_bound_class": bound["class"],
+        "lower_bound_average": bound["average"],
+        "ideals": None,
+    }
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+        return f"{value:.6g}"
+    return format_number(value)
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """Plain-text rendering of :func:`instance_info`'s dict, one fact per line, values aligned."""
+    rows: list[tuple[str, str]] = []
+    if info.get("name"):
+        rows.append(("instance", str(info["name"])))
+    rows.append(("kind", str(info["kind"])))
+    rows.append(("nodes", f"{info['nodes']} ({info['forward']} forward, {info['backward']} backward)"))
+    rows.append(("edges", str(info["edges"])))
+    rows.append(("colour classes", str(info["colour_classes"])))
+    for t in info["device_types"]:
+        memory = "unbounded" if math.isinf(t["memory"]) else f"{_num(t['memory'])} bytes each"
+        comm = "pays communication" if t["pays_comm"] else "no communication"
+        rows.append((f"devices ({t['name']})", f"{t['count']}, memory {memory}, {comm}"))
+    for name, total in info["work"].items():
+        rows.append((f"work ({name})", f"{_num(total)} (unsupported nodes: {info['unsupported'][name]})"))
+    rows.append(("total memory", f"{_num(info['total_memory'])} bytes"))
+    if info.get("supernodes") is not None:
+        rows.append(("supernodes", str(info["supernodes"])))
+    ideals = info.get("ideals")
+    rows.append(("ideals", "not counted" if ideals is None else
+                 f"{ideals:,}" if isinstance(ideals, int) else str(ideals)))
+    lb = info["lower_bound"]
+    detail = f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])})"
+    rows.append(("throughput lower bound",
+                 f"{_num(lb)}  {detail}" + ("  (a colour class fits no device)" if math.isinf(lb) else "")))
+    width = max(len(key) for key, _ in rows)
+    return "\n".join(f"{key + ':':<{width + 1}} {value}" for key, value in rows)

@@ -1,0 +1,276 @@
+"""Bad Tarnawski instances: each is rejected with one exact, one-line message.
+
+Every message starts with the file's path; the rest names the offending field, node or edge.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from placement.errors import InstanceError, PlacementError
+from placement.io.tarnawski import read_instance
+
+
+def node(i: int, **fields) -> dict:
+    data = {"id": i, "name": f"n{i}", "supportedOnFpga": 1, "cpuLatency": 4.0, "fpgaLatency": 1.0,
+            "isBackwardNode": 0, "colorClass": i, "size": 10.0}
+    data.update(fields)
+    return data
+
+
+def edge(src: int, dst: int, cost: float = 0.5, **fields) -> dict:
+    return {"sourceId": src, "destId": dst, "cost": cost, **fields}
+
+
+def instance(nodes: list[dict] | None = None, edges: list[dict] | None = None, **top) -> dict:
+    """A valid chain 1 -> 2 -> 3 unless told otherwise; ``top`` overrides top-level fields."""
+    data = {"maxSizePerFPGA": 100.0, "maxFPGAs": 2, "maxCPUs": 1,
+            "nodes": [node(1), node(2), node(3)] if nodes is None else nodes,
+            "edges": [edge(1, 2), edge(2, 3, 0.25)] if edges is None else edges}
+    data.update(top)
+    return data
+
+
+def write(tmp_path: Path, data, name: str = "bad.json") -> Path:
+    path = tmp_path / name
+    # json.dumps writes NaN and Infinity literals, which Python's json reader accepts.
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def message(tmp_path: Path, data) -> str:
+    """The one-line message read_instance raises for ``data``, without the leading path."""
+    path = write(tmp_path, data)
+    with pytest.raises(InstanceError) as info:
+        read_instance(path)
+    text = str(info.value)
+    assert "\n" not in text
+    prefix = f"{path}: "
+    assert text.startswith(prefix), text
+    return text[len(prefix):]
+
+
+def with_node(data: dict, position: int, **fields) -> dict:
+    data["nodes"][position].update(fields)
+    return data
+
+
+# (case id, instance, exact message after "<path>: ")
+CASES = [
+    ("null for a number", with_node(instance(), 1, cpuLatency=None),
+     "node 2: field 'cpuLatency' must be a number, got null"),
+    ("missing top field", {k: v for k, v in instance().items() if k != "maxFPGAs"},
+     "instance: missing field 'maxFPGAs'"),
+    ("missing nodes", {k: v for k, v in instance().items() if k != "nodes"},
+     "instance: missing field 'nodes'"),
+    ("missing edge field", instance(edges=[{"sourceId": 1, "cost": 0.5}]),
+     "edge #0: missing field 'destId'"),
+    ("string for a number", with_node(instance(), 1, cpuLatency="3.5"),
+     "node 2: field 'cpuLatency' must be a number, got string"),
+    ("string for a count", instance(maxCPUs="1"),
+     "instance: field 'maxCPUs' must be an integer, got string"),
+    ("fractional count", instance(maxFPGAs=1.5),
+     "instance: field 'maxFPGAs' must be an integer, got number"),
+    ("bad boolean", with_node(instance(), 0, supportedOnFpga="yes"),
+     "node 1: field 'supportedOnFpga' must be true/false or 0/1, got 'yes'"),
+    ("boolean 2", with_node(instance(), 0, isBackwardNode=2),
+     "node 1: field 'isBackwardNode' must be true/false or 0/1, got 2"),
+    ("nodes not an array", instance(nodes={"1": node(1)}),
+     "instance: field 'nodes' must be an array, got object"),
+    ("node not an object", instance(nodes=[node(1), 7]),
+     "node #1: must be an object, got integer"),
+    ("duplicate node ids", with_node(instance(), 2, id=1),
+     "duplicate node id 1"),
+    ("edge to unknown node", instance(edges=[edge(1, 2), edge(2, 9)]),
+     "edge 2 -> 9 refers to unknown node 9"),
+    ("edge from unknown node", instance(edges=[edge(1, 2), edge(0, 3)]),
+     "edge 0 -> 3 refers to unknown node 0"),
+    ("self-loop", instance(edges=[edge(1, 2), edge(2, 2)]),
+     "edge 2 -> 2 is a self-loop"),
+    ("cycle", instance(edges=[edge(1, 2), edge(2, 3), edge(3, 1)]),
+     "the graph has a cycle: 1 -> 2 -> 3 -> 1"),
+    ("negative time", with_node(instance(), 1, fpgaLatency=-1.5),
+     "node 2: field 'fpgaLatency' is negative (-1.5)"),
+    ("negative size", with_node(instance(), 0, size=-8),
+     "node 1: field 'size' is negative (-8)"),
+    ("negative memory", instance(maxSizePerFPGA=-1),
+     "instance: field 'maxSizePerFPGA' is negative (-1)"),
+    ("negative count", instance(maxCPUs=-1),
+     "instance: field 'maxCPUs' is negative (-1)"),
+    ("negative cost", instance(edges=[edge(1, 2, -0.5)]),
+     "edge 1 -> 2: field 'cost' is negative (-0.5)"),
+    ("NaN time", with_node(instance(), 1, cpuLatency=math.nan),
+     "node 2: field 'cpuLatency' is NaN"),
+    ("NaN size", with_node(instance(), 1, size=math.nan),
+     "node 2: field 'size' is NaN"),
+    ("NaN edge size", instance(edges=[edge(1, 2, size=math.nan)]),
+     "edge 1 -> 2: field 'size' is NaN"),
+    ("infinite time", with_node(instance(), 2, fpgaLatency=math.inf),
+     "node 3: field 'fpgaLatency' is infinite"),
+    ("infinite size", with_node(instance(), 2, size=-math.inf),
+     "node 3: field 'size' is infinite"),
+    ("infinite memory", instance(maxSizePerFPGA=math.inf),
+     "instance: field 'maxSizePerFPGA' is infinite"),
+    ("different out-edge costs", instance(edges=[edge(1, 2, 0.5), edge(1, 3, 0.75)]),
+     "node 1: out-edges have different costs (0.5 and 0.75); the transfer cost is a property of the source node"),
+    ("different out-edge costs, exact digits",
+     instance(edges=[edge(1, 2, 0.000476837158203125), edge(1, 3, 0.0004768371582)]),
+     "node 1: out-edges have different costs (0.000476837158203125 and 0.0004768371582); "
+     "the transfer cost is a property of the source node"),
+    ("backward to forward edge", with_node(instance(), 0, isBackwardNode=True),
+     "edge 1 -> 2 goes from a backward node to a forward node"),
+    ("unsupported and no CPUs", with_node(instance(maxCPUs=0), 1, supportedOnFpga=0),
+     "node 2 fits no device: not supported on accelerator; no cpu devices"),
+    ("too big and no CPUs", with_node(instance(maxCPUs=0), 1, size=1000),
+     "node 2 fits no device: needs 1000 bytes, accelerator memory is 100; no cpu devices"),
+    ("too big for 16 GiB and no CPUs", with_node(instance(maxCPUs=0, maxSizePerFPGA=17179869184), 1,
+                                                 size=17179869185),
+     "node 2 fits no device: needs 17179869185 bytes, accelerator memory is 17179869184; no cpu devices"),
+    ("zero devices", instance(maxFPGAs=0, maxCPUs=0),
+     "instance: no devices (maxFPGAs and maxCPUs are both 0)"),
+    ("no nodes", instance(nodes=[], edges=[]),
+     "the graph has no nodes"),
+    ("top level array", [instance()],
+     "the instance must be a JSON object, got array"),
+    ("top level string", "\"instance\"",
+     "the instance must be a JSON object, got string"),
+    ("top level null", "null",
+     "the instance must be a JSON object, got null"),
+]
+
+
+@pytest.mark.parametrize("data, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_instance_message(tmp_path, data, expected):
+    assert message(tmp_path, data) == expected
+
+
+def test_missing_field(tmp_path):
+    data = instance()
+    del data["nodes"][1]["cpuLatency"]
+    assert message(tmp_path, data) == "node 2: missing field 'cpuLatency'"
+
+
+def test_missing_node_id(tmp_path):
+    data = instance()
+    del data["nodes"][0]["id"]
+    assert message(tmp_path, data) == "node #0: missing field 'id'"
+
+
+@pytest.mark.parametrize("text, line, column, why", [
+    ('{"maxFPGAs": 2,\n "maxCPUs": }', 2, 13, "Expecting value"),
+    ('{"maxFPGAs": 2 "maxCPUs": 1}', 1, 16, "Expecting ',' delimiter"),
+    ('{"nodes": [\n\n  {"id": 1,}\n]}', 3, 12, "Expecting property name enclosed in double quotes"),
+    ("", 1, 1, "Expecting value"),
+])
+def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why):
+    assert message(tmp_path, text) == f"malformed JSON at line {line}, column {column}: {why}"
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nowhere.json"
+    with pytest.raises(InstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: no such file"
+
+
+def test_directory(tmp_path):
+    with pytest.raises(InstanceError) as info:
+        read_instance(tmp_path)
+    assert str(info.value) == f"{tmp_path}: is a directory, not a JSON file"
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(InstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 13)"
+
+
+def test_instance_error_is_a_placement_error():
+    assert issubclass(InstanceError, PlacementError)
+
+
+# ----- accepted variants -----------------------------------------------------------------
+
+@pytest.mark.parametrize("true, false", [(1, 0), (True, False)])
+def test_booleans_as_numbers_or_literals(tmp_path, true, false):
+    nodes = [node(1, supportedOnFpga=true, isBackwardNode=false),
+             node(2, supportedOnFpga=false, isBackwardNode=false),
+             node(3, supportedOnFpga=true, isBackwardNode=true)]
+    problem = read_instance(write(tmp_path, instance(nodes=nodes)))
+    assert [n.backward for n in problem.nodes] == [False, False, True]
+    assert [n.times for n in problem.nodes] == [(1.0, 4.0), (None, 4.0), (1.0, 4.0)]
+
+
+def test_mixed_boolean_spellings(tmp_path):
+    nodes = [node(1, supportedOnFpga=True, isBackwardNode=0), node(2, supportedOnFpga=1, isBackwardNode=False),
+             node(3, supportedOnFpga=0, isBackwardNode=1)]
+    problem = read_instance(write(tmp_path, instance(nodes=nodes)))
+    assert [n.times[0] for n in problem.nodes] == [1.0, 1.0, None]
+    assert problem.is_training
+
+
+def test_missing_or_null_colour_class(tmp_path):
+    nodes = [node(1), node(2), node(3, colorClass=None)]
+    del nodes[0]["colorClass"]
+    nodes[1]["colorClass"] = 5
+    problem = read_instance(write(tmp_path, instance(nodes=nodes)))
+    assert [n.colour for n in problem.nodes] == [None, 5, None]
+    assert len(problem.colour_classes()) == 3
+
+
+def test_cost_per_source_node(tmp_path):
+    data = instance(edges=[edge(1, 2, 0.5), edge(1, 3, 0.5), edge(2, 3, 0.25)])
+    problem = read_instance(write(tmp_path, data))
+    assert [n.out_cost for n in problem.nodes] == [0.5, 0.25, 0.0]
+
+
+def test_optional_fields(tmp_path):
+    """``name``, ``size``, ``isBackwardNode`` and ``edges`` may be left out."""
+    nodes = [{"id": 7, "supportedOnFpga": 1, "cpuLatency": 2, "fpgaLatency": 1}]
+    problem = read_instance(write(tmp_path, {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 0, "nodes": nodes}))
+    (only,) = problem.nodes
+    assert (only.id, only.name, only.memory, only.backward, only.colour) == (7, "7", 0.0, False, None)
+    assert problem.edges == ()
+
+
+def test_fits_on_cpu_only(tmp_path):
+    """A node too big for the accelerator or unsupported there is fine when a CPU exists."""
+    data = with_node(with_node(instance(), 1, size=1000), 2, supportedOnFpga=0)
+    problem = read_instance(write(tmp_path, data))
+    assert problem.nodes[2].times == (None, 4.0)
+
+
+# ----- through the command line (placement.cli.main) ---------------------------------------
+
+def _cli():
+    cli = pytest.importorskip("placement.cli", reason="placement.cli is not there yet")
+    if not hasattr(cli, "main"):
+        pytest.skip("placement.cli has no main() yet")
+    return cli
+
+
+@pytest.mark.parametrize("data, expected", [
+    (instance(edges=[edge(1, 2), edge(2, 3), edge(3, 1)]), "the graph has a cycle: 1 -> 2 -> 3 -> 1"),
+    (instance(maxFPGAs=0, maxCPUs=0), "instance: no devices (maxFPGAs and maxCPUs are both 0)"),
+    ('{"maxFPGAs": 2 "maxCPUs": 1}', "malformed JSON at line 1, column 16: Expecting ',' delimiter"),
+    (with_node(instance(), 1, cpuLatency="3.5"), "node 2: field 'cpuLatency' must be a number, got string"),
+], ids=["cycle", "zero devices", "malformed JSON", "mistyped field"])
+def test_cli_info_bad_instance(tmp_path, capsys, data, expected):
+    cli = _cli()
+    path = write(tmp_path, data)
+    assert cli.main(["info", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {path}: {expected}\n"
+
+
+def test_cli_info_missing_file(tmp_path, capsys):
+    cli = _cli()
+    path = tmp_path / "nowhere.json"
+    assert cli.main(["info", str(path)]) == 2
+    assert capsys.readouterr().err == f"error: {path}: no such file\n"
