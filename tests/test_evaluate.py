@@ -340,8 +340,12 @@ def test_infer_from_colours_ambiguous():
 def test_format_evaluation(triangle):
     text = format_evaluation(triangle, evaluate(triangle, plan((A, [1, 2]), (A, [3])), "stages"))
     lines = text.splitlines()
-    assert lines[0].split() == ["device", "type", "#nodes", "compute", "comm", "load", "memory/bound"]
-    assert lines[2].split() == ["0", "accelerator", "2", "3", "0.75", "3.75", "5/5"]
+    assert lines[0].split() == ["device", "type", "#nodes", "compute", "comm", "load", "memory/bound",
+                                "forward", "nodes"]
+    # The last column names the first and last forward node of the device in topological order.
+    assert lines[2].split() == ["0", "accelerator", "2", "3", "0.75", "3.75", "5/5", "n1", "..", "n2"]
+    # device 1 = {3}: compute 4, In = {1, 2} = 0.5 + 0.25, Out = {} (3 is a sink) -> load 4.75
+    assert lines[3].split() == ["1", "accelerator", "1", "4", "0.75", "4.75", "1/5", "n3"]
     assert "instance triangle: max load 4.75" in text
     assert "contiguity checked: stages; finest class: stages" in text
     assert "valid: no violations" in text

@@ -117,6 +117,24 @@ class Problem:
                 succ[a].append(b)
         return succ
 
+    def topological_ids(self) -> list[int]:
+        """Node ids in a topological order (Kahn's algorithm, ties broken by input order)."""
+        succ = self.successors()
+        indeg = [0] * len(self.nodes)
+        for targets in succ:
+            for w in targets:
+                indeg[w] += 1
+        ready = [v for v in range(len(self.nodes)) if indeg[v] == 0][::-1]
+        order: list[int] = []
+        while ready:
+            v = ready.pop()
+            order.append(self.nodes[v].id)
+            for w in reversed(succ[v]):
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    ready.append(w)
+        return order
+
     def colour_classes(self) -> list[list[int]]:
         """Colour classes as lists of node positions; an uncoloured node is a class of its own."""
         by_colour: dict[int, list[int]] = {}

@@ -12,15 +12,26 @@ def _num(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
+def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
+    """Names of the first and last forward node a device holds, in topological order: its split points."""
+    order = {v: k for k, v in enumerate(problem.topological_ids())}
+    forward = sorted((v for v in nodes if not problem.node(v).backward), key=order.__getitem__)
+    if not forward:
+        return "-"
+    first, last = problem.node(forward[0]).name, problem.node(forward[-1]).name
+    return first if first == last else f"{first} .. {last}"
+
+
 def format_evaluation(problem: Problem, evaluation: Evaluation) -> str:
-    """A table of the devices (load, compute, comm, memory), the max load, the class, the violations."""
-    header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound")
+    """A table of the devices (load, compute, comm, memory, first..last forward node), the max load,
+    the class, the violations."""
+    header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")
     rows = [header]
     for r in evaluation.devices:
         rows.append((str(r.position), r.type, str(len(r.nodes)), _num(r.compute), _num(r.comm),
-                     _num(r.load), f"{_num(r.memory)}/{_num(r.memory_bound)}"))
+                     _num(r.load), f"{_num(r.memory)}/{_num(r.memory_bound)}", _span(problem, r.nodes)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    left = {1}  # the type column reads better left-aligned
+    left = {1, 7}  # text columns read better left-aligned
     lines = ["  ".join(cell.ljust(w) if i in left else cell.rjust(w)
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
              for row in rows]
