@@ -17,7 +17,7 @@ class InstanceError(PlacementError):
 
 
 class PlanFormatError(PlacementError):
-    """A plan file is malformed or names nodes the instance does not have."""
+    """A plan file is malformed (unknown nodes in a well-formed plan are violations, not format errors)."""
 
 
 class LimitError(PlacementError):
