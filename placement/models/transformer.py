@@ -7,16 +7,15 @@ A = attention heads, F = feed-forward size, V = vocabulary, L = layers), the for
 graph has ``14·L + 4`` operator nodes, in topological order:
 
 * ``embeddings`` (word + position + token-type lookup, summed) and ``embeddings.layernorm``;
-* per layer ``l`` (names prefixed ``layer{l}.``), 14 nodes::
+* per layer ``l`` (names prefixed ``layer{l}.``), 14 nodes and these edges, with ``x`` the
+  layer's input (the previous layernorm)::
 
-      x ─┬─ attention.query ─┐
-         ├─ attention.key ───┴─ attention.scores ─ attention.softmax ─┐
-         ├─ attention.value ──────────────────────────────────────────┴─ attention.context
-         │                                                               │
-         │     attention.output ─────────────────────────────────────────┘
-         └──── attention.residual (x + output) ─ attention.layernorm ─┬─ ffn.up ─ ffn.gelu ─ ffn.down
-                                                                      └──── ffn.residual ──────┘
-                                                                            ffn.layernorm ─ (next layer's x)
+      x -> attention.query, attention.key, attention.value, attention.residual
+      attention.query, attention.key -> attention.scores -> attention.softmax
+      attention.softmax, attention.value -> attention.context -> attention.output
+      attention.output -> attention.residual -> attention.layernorm
+      attention.layernorm -> ffn.up -> ffn.gelu -> ffn.down
+      attention.layernorm, ffn.down -> ffn.residual -> ffn.layernorm   (the next layer's x)
 
   Q, K and V are three parallel branches; ``scores`` is Q·Kᵀ/√(H/A) over all heads.
 * ``pooler`` (dense + tanh on the first token) and ``classifier`` (dense to ``num_labels``).
