@@ -49,24 +49,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _float_option(text: str, noun: str, positive: bool) -> float:
+    """A finite number, > 0 when ``positive`` else ≥ 0; ``noun`` names it in the error."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a {'positive ' if positive else ''}{noun}, got {text!r}") from None
+    if not (value > 0 if positive else value >= 0) or math.isinf(value):
+        qualifier = "positive" if positive else "non-negative"
+        raise argparse.ArgumentTypeError(f"expected a finite {qualifier} {noun}, got {text!r}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    return _float_option(text, "number", True)
 
 
 def _bytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
-    if not value >= 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"expected a finite non-negative number of bytes, got {text!r}")
-    return value
+    return _float_option(text, "number of bytes", False)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,3 +26,9 @@ def load_json(path: str | Path, error: type[PlacementError]) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a decoded value's type, for error messages ("string", "array", ...)."""
+    return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
+            int: "integer", float: "number"}.get(type(value), type(value).__name__)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import PlacementError, PlanFormatError
-from placement.io.jsonfile import load_json
+from placement.io.jsonfile import json_type_name, load_json
 from placement.model.problem import ACCELERATOR, CPU, Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
@@ -30,18 +30,13 @@ from placement.verify.evaluate import Evaluation, evaluate
 FORMAT = "placement-plan/1"
 
 
-def _type_name(value: Any) -> str:
-    return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
-            int: "integer", float: "number"}.get(type(value), type(value).__name__)
-
-
 def _node_ids(value: Any, where: str) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise PlanFormatError(f"{where}: must be an array of node ids, got {_type_name(value)}")
+        raise PlanFormatError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
     ids: list[int] = []
     for k, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {_type_name(v)}")
+            raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {json_type_name(v)}")
         if isinstance(v, float):
             if not v.is_integer():
                 raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {v!r}")
@@ -53,38 +48,35 @@ def _node_ids(value: Any, where: str) -> tuple[int, ...]:
 def parse_plan(data: Any) -> Plan:
     """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
     if not isinstance(data, dict):
-        raise PlanFormatError(f"the plan must be a JSON object, got {_type_name(data)}")
-    devices: list[DeviceAssignment] = []
+        raise PlanFormatError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "devices" in data:
-        raw = data["devices"]
-        if not isinstance(raw, list):
-            raise PlanFormatError(f"field 'devices' must be an array, got {_type_name(raw)}")
-        for k, dev in enumerate(raw):
-            where = f"devices[{k}]"
-            if not isinstance(dev, dict):
-                raise PlanFormatError(f"{where}: must be an object, got {_type_name(dev)}")
-            if "type" not in dev:
-                raise PlanFormatError(f"{where}: missing field 'type'")
-            if not isinstance(dev["type"], str):
-                raise PlanFormatError(f"{where}: field 'type' must be a string, got {_type_name(dev['type'])}")
-            if "nodes" not in dev:
-                raise PlanFormatError(f"{where}: missing field 'nodes'")
-            devices.append(DeviceAssignment(dev["type"], _node_ids(dev["nodes"], f"{where}.nodes")))
-        return Plan(tuple(devices))
+        return Plan(_device_list(data["devices"], "devices", None))
     if "fpgas" not in data and "cpus" not in data:
         raise PlanFormatError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
-    for key, type_name in (("fpgas", ACCELERATOR), ("cpus", CPU)):
-        raw = data.get(key, [])
-        if not isinstance(raw, list):
-            raise PlanFormatError(f"field {key!r} must be an array, got {_type_name(raw)}")
-        for k, dev in enumerate(raw):
-            where = f"{key}[{k}]"
-            if not isinstance(dev, dict):
-                raise PlanFormatError(f"{where}: must be an object, got {_type_name(dev)}")
-            if "nodes" not in dev:
-                raise PlanFormatError(f"{where}: missing field 'nodes'")
-            devices.append(DeviceAssignment(type_name, _node_ids(dev["nodes"], f"{where}.nodes")))
-    return Plan(tuple(devices))
+    return Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
+                + _device_list(data.get("cpus", []), "cpus", CPU))
+
+
+def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssignment, ...]:
+    """The devices of one list field; ``type_name`` None means each entry names its own ``type``."""
+    if not isinstance(raw, list):
+        raise PlanFormatError(f"field {key!r} must be an array, got {json_type_name(raw)}")
+    devices = []
+    for k, dev in enumerate(raw):
+        where = f"{key}[{k}]"
+        if not isinstance(dev, dict):
+            raise PlanFormatError(f"{where}: must be an object, got {json_type_name(dev)}")
+        kind = type_name
+        if kind is None:
+            if "type" not in dev:
+                raise PlanFormatError(f"{where}: missing field 'type'")
+            kind = dev["type"]
+            if not isinstance(kind, str):
+                raise PlanFormatError(f"{where}: field 'type' must be a string, got {json_type_name(kind)}")
+        if "nodes" not in dev:
+            raise PlanFormatError(f"{where}: missing field 'nodes'")
+        devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes")))
+    return tuple(devices)
 
 
 def read_plan(path: str | Path) -> Plan:

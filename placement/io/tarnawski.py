@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InstanceError
-from placement.io.jsonfile import load_json
+from placement.io.jsonfile import json_type_name, load_json
 from placement.model.problem import Edge, Node, Problem, format_number, make_two_type_problem
 
 _NUMBER = (int, float)
@@ -30,7 +30,7 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
     value = obj[key]
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, _NUMBER):
-            raise InstanceError(f"{where}: field {key!r} must be a number, got {_type_name(value)}")
+            raise InstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
         if math.isnan(value):
             raise InstanceError(f"{where}: field {key!r} is NaN")
         if math.isinf(value):
@@ -42,7 +42,7 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise InstanceError(f"{where}: field {key!r} must be an integer, got {_type_name(value)}")
+            raise InstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
         return value
     if kind == "count":
         value = _field(obj, key, where, "int")
@@ -55,20 +55,15 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
         raise InstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
     if kind == "str":
         if not isinstance(value, (str, int)) or isinstance(value, bool):
-            raise InstanceError(f"{where}: field {key!r} must be a string, got {_type_name(value)}")
+            raise InstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
         return str(value)
     raise AssertionError(kind)
-
-
-def _type_name(value: Any) -> str:
-    return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
-            int: "integer", float: "number"}.get(type(value), type(value).__name__)
 
 
 def parse_instance(data: Any, name: str = "") -> Problem:
     """Build a validated :class:`Problem` from the decoded JSON of a Tarnawski instance."""
     if not isinstance(data, dict):
-        raise InstanceError(f"the instance must be a JSON object, got {_type_name(data)}")
+        raise InstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
     top = "instance"
     memory = _field(data, "maxSizePerFPGA", top, "number")
     accelerators = _field(data, "maxFPGAs", top, "count")
@@ -79,17 +74,17 @@ def parse_instance(data: Any, name: str = "") -> Problem:
     if raw_nodes is None:
         raise InstanceError(f"{top}: missing field 'nodes'")
     if not isinstance(raw_nodes, list):
-        raise InstanceError(f"{top}: field 'nodes' must be an array, got {_type_name(raw_nodes)}")
+        raise InstanceError(f"{top}: field 'nodes' must be an array, got {json_type_name(raw_nodes)}")
     raw_edges = data.get("edges", [])
     if not isinstance(raw_edges, list):
-        raise InstanceError(f"{top}: field 'edges' must be an array, got {_type_name(raw_edges)}")
+        raise InstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
 
     costs: dict[int, float] = {}
     edges: list[Edge] = []
     for k, e in enumerate(raw_edges):
         where = f"edge #{k}"
         if not isinstance(e, dict):
-            raise InstanceError(f"{where}: must be an object, got {_type_name(e)}")
+            raise InstanceError(f"{where}: must be an object, got {json_type_name(e)}")
         src = _field(e, "sourceId", where, "int")
         dst = _field(e, "destId", where, "int")
         where = f"edge {src} -> {dst}"
@@ -105,7 +100,7 @@ def parse_instance(data: Any, name: str = "") -> Problem:
     nodes: list[Node] = []
     for k, n in enumerate(raw_nodes):
         if not isinstance(n, dict):
-            raise InstanceError(f"node #{k}: must be an object, got {_type_name(n)}")
+            raise InstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
         node_id = _field(n, "id", f"node #{k}", "int")
         where = f"node {node_id}"
         supported = _field(n, "supportedOnFpga", where, "bool")

@@ -32,14 +32,12 @@ Speed (all of it exact):
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from placement.errors import LimitError
 from placement.model.problem import Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -366,8 +364,4 @@ def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
 
 
-def stderr_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-__all__ = ["solve_dp", "LimitError", "stderr_progress"]
+__all__ = ["solve_dp"]
