@@ -9,6 +9,7 @@ Errors the user can fix are printed as one line ``error: ...`` on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -28,6 +29,10 @@ from placement.solvers.registry import solve
 from placement.verify.evaluate import evaluate
 
 CONTIGUITY = ("none", "sets", "stages")
+# Subcommands that live in modules of their own. Each module has ``register(subparsers)``,
+# which adds its parser and sets ``handler`` (a function of the parsed arguments that
+# returns the exit status) with ``set_defaults``.
+COMMAND_MODULES: tuple[str, ...] = ()
 # Relative tolerance between a solver's own value and the evaluator's recomputation.
 AGREEMENT_TOLERANCE = 1e-9
 
@@ -103,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("instance")
     p.add_argument("--max-ideals", type=_positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
                    help="stop counting ideals past this many")
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 
@@ -212,8 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return int(exc.code or 0)
     handlers = {"solve": _cmd_solve, "verify": _cmd_verify, "info": _cmd_info}
+    handler = getattr(args, "handler", None) or handlers[args.command]
     try:
-        return handlers[args.command](args)
+        return handler(args)
     except PlacementError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
