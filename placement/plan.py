@@ -11,10 +11,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DeviceAssignment:
-    """One device of type ``type`` holding the nodes ``nodes`` (instance ids)."""
+    """One device of type ``type`` holding the nodes ``nodes`` (instance ids).
+
+    ``calls`` matters for the latency objective only: the nodes split into sets
+    that the device runs one after another, as separate calls, in this order
+    (every node of ``nodes`` in exactly one call). Empty means a single call
+    holding all of ``nodes``.
+    """
 
     type: str
     nodes: tuple[int, ...]
+    calls: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
