@@ -141,3 +141,21 @@ def colour_respecting_plans(draw, problem: Problem) -> Plan:
         held[k].extend(problem.nodes[i].id for i in members)
     order = draw(st.permutations(range(len(slots))))
     return Plan(tuple(DeviceAssignment(slots[k], tuple(held[k])) for k in order))
+
+
+@st.composite
+def three_type_problems(draw, max_nodes: int = 6, training: bool | None = None) -> Problem:
+    """A problem of :func:`problems` with a third device type ``slow``: 0–1 devices that pay
+    communication, with their own memory bound and a time per node that is the accelerator
+    time times 1, 1.5 or 2, or unsupported (when the node is unsupported on accelerators, or
+    drawn so)."""
+    base = draw(problems(max_nodes=max_nodes, training=training, max_accelerators=2, max_cpus=1))
+    count = draw(st.integers(0, 1))
+    bound = draw(st.one_of(st.just(math.inf), st.integers(2, 6).map(float)))
+    nodes = []
+    for n in base.nodes:
+        acc = n.times[0]
+        slow = None if acc is None or draw(st.integers(0, 4)) == 0 else acc * draw(st.sampled_from([1.0, 1.5, 2.0]))
+        nodes.append(Node(n.id, n.name, (acc, n.times[1], slow), n.memory, n.backward, n.colour, n.out_cost))
+    types = base.device_types + (DeviceType("slow", count, bound, True),)
+    return Problem(tuple(nodes), base.edges, types, name="hypothesis-3")

@@ -9,7 +9,8 @@ import pytest
 
 from placement.io.tarnawski import read_instance
 from placement.model.problem import DeviceType, Edge, Node, Problem
-from placement.report.info import format_info, instance_info, throughput_lower_bound
+from placement.model.bounds import throughput_lower_bound
+from placement.report.info import format_info, instance_info
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,8 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
-from placement.solvers.milp.stages import _choose_scale
+from placement.errors import UsageError
+from placement.solvers.milp.data import Scaling, choose_scale
 from placement.verify.evaluate import evaluate
 from tests.strategies import problems
 
@@ -64,10 +65,10 @@ def test_tiny_plans_and_variants() -> None:
 
 
 def test_scale_choice() -> None:
-    assert _choose_scale([0.25, 3.0], 10.0, 2 ** 40) == (4.0, True)
-    assert _choose_scale([0.1, 0.3], 10.0, 2 ** 40) == (10.0, True)
-    scale, exact = _choose_scale([1 / 3], 10.0, 2 ** 20)
-    assert not exact and scale * 10 <= 2 ** 20
+    assert choose_scale([0.25, 3.0], 10.0, 2 ** 40) == Scaling(4.0, True)
+    assert choose_scale([0.1, 0.3], 10.0, 2 ** 40) == Scaling(10.0, True)
+    scaling = choose_scale([1 / 3], 10.0, 2 ** 20)
+    assert not scaling.exact and scaling.scale * 10 <= 2 ** 20
 
 
 def test_rounded_times_keep_a_proven_bound() -> None:
@@ -146,9 +147,12 @@ def test_warm_start_under_a_short_limit(backend: str) -> None:
 
 def test_bad_arguments() -> None:
     problem = read_instance(TINY / "chain4.json")
-    with pytest.raises(Exception):
-        solve_milp(problem, contiguity="sets")
-    with pytest.raises(Exception):
+    with pytest.raises(UsageError, match="^unknown contiguity class 'convex'; choose from none, sets, stages$"):
+        solve_milp(problem, contiguity="convex")
+    with pytest.raises(UsageError, match="^unknown MILP backend 'gurobi'; choose from cp-sat, cbc, scip, highs, "
+                                         "pulp or pulp:SOLVER$"):
         solve_milp(problem, backend="gurobi")
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="^the time limit must be a positive number of seconds, got inf$"):
         solve_milp(problem, time_limit=math.inf)
+    with pytest.raises(UsageError, match="^the throughput-gpipe objective is for training graphs"):
+        solve_milp(problem, objective="throughput-gpipe")

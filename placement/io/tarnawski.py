@@ -7,6 +7,12 @@ missing or null (the node is then a class of its own). The transfer cost is a
 property of the source node: all out-edges of a node must carry the same ``cost``.
 Times are in milliseconds and sizes in bytes in the published files; the package
 does not depend on the unit.
+
+Extension for device catalogues with any number of types: a top-level
+``"deviceTypes": [{"name", "count", "memory"?, "paysComm"}]`` (``memory`` missing or
+null: unbounded) replaces ``maxSizePerFPGA``, ``maxFPGAs`` and ``maxCPUs``, and every
+node then gives ``"times": {type name: time or null}`` (null: unsupported on that type)
+instead of ``supportedOnFpga``, ``cpuLatency`` and ``fpgaLatency``.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 from placement.errors import InstanceError
 from placement.io.jsonfile import json_type_name, load_json
-from placement.model.problem import Edge, Node, Problem, format_number, make_two_type_problem
+from placement.model.problem import DeviceType, Edge, Node, Problem, format_number, make_two_type_problem
 
 _NUMBER = (int, float)
 
@@ -65,11 +71,13 @@ def parse_instance(data: Any, name: str = "") -> Problem:
     if not isinstance(data, dict):
         raise InstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
     top = "instance"
-    memory = _field(data, "maxSizePerFPGA", top, "number")
-    accelerators = _field(data, "maxFPGAs", top, "count")
-    cpus = _field(data, "maxCPUs", top, "count")
-    if accelerators == 0 and cpus == 0:
-        raise InstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
+    catalogue = _device_types(data["deviceTypes"]) if "deviceTypes" in data else None
+    if catalogue is None:
+        memory = _field(data, "maxSizePerFPGA", top, "number")
+        accelerators = _field(data, "maxFPGAs", top, "count")
+        cpus = _field(data, "maxCPUs", top, "count")
+        if accelerators == 0 and cpus == 0:
+            raise InstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
     raw_nodes = data.get("nodes")
     if raw_nodes is None:
         raise InstanceError(f"{top}: missing field 'nodes'")
@@ -103,16 +111,58 @@ def parse_instance(data: Any, name: str = "") -> Problem:
             raise InstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
         node_id = _field(n, "id", f"node #{k}", "int")
         where = f"node {node_id}"
-        supported = _field(n, "supportedOnFpga", where, "bool")
-        cpu = _field(n, "cpuLatency", where, "number")
-        acc = _field(n, "fpgaLatency", where, "number")
+        if catalogue is None:
+            supported = _field(n, "supportedOnFpga", where, "bool")
+            cpu = _field(n, "cpuLatency", where, "number")
+            acc = _field(n, "fpgaLatency", where, "number")
+            times: tuple[float | None, ...] = (acc if supported else None, cpu)
+        else:
+            times = _node_times(n, where, catalogue)
         size = _field(n, "size", where, "number", default=0.0)
         backward = _field(n, "isBackwardNode", where, "bool", default=False)
         colour = _field(n, "colorClass", where, "int", default=None)
         label = _field(n, "name", where, "str", default=str(node_id))
-        nodes.append(Node(node_id, label, (acc if supported else None, cpu), size, backward, colour,
-                          costs.get(node_id, 0.0)))
-    return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
+        nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0)))
+    if catalogue is None:
+        return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
+    return Problem(tuple(nodes), tuple(edges), catalogue, name)
+
+
+def _device_types(raw: Any) -> tuple[DeviceType, ...]:
+    """The ``deviceTypes`` extension: a non-empty array of distinct, well-formed types."""
+    if not isinstance(raw, list) or not raw:
+        raise InstanceError(f"instance: field 'deviceTypes' must be a non-empty array, got {json_type_name(raw)}")
+    types: list[DeviceType] = []
+    for k, t in enumerate(raw):
+        where = f"device type #{k}"
+        if not isinstance(t, dict):
+            raise InstanceError(f"{where}: must be an object, got {json_type_name(t)}")
+        name = _field(t, "name", where, "str")
+        where = f"device type {name!r}"
+        if any(d.name == name for d in types):
+            raise InstanceError(f"{where}: listed twice")
+        types.append(DeviceType(name, _field(t, "count", where, "count"),
+                                _field(t, "memory", where, "number", default=math.inf),
+                                _field(t, "paysComm", where, "bool")))
+    if all(t.count == 0 for t in types):
+        raise InstanceError("instance: no devices (every device type has count 0)")
+    return tuple(types)
+
+
+def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple[float | None, ...]:
+    """A node's ``times`` object: one number or null per device type, nothing else."""
+    raw = n.get("times")
+    if not isinstance(raw, dict):
+        raise InstanceError(f"{where}: field 'times' must be an object (one time per device type), "
+                            f"got {json_type_name(raw) if 'times' in n else 'nothing'}")
+    names = [t.name for t in catalogue]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise InstanceError(f"{where}: 'times' names unknown device type {unknown[0]!r}")
+    missing = [name for name in names if name not in raw]
+    if missing:
+        raise InstanceError(f"{where}: 'times' gives no time for device type {missing[0]!r} (null if unsupported)")
+    return tuple(None if raw[name] is None else _field(raw, name, where, "number") for name in names)
 
 
 def read_instance(path: str | Path) -> Problem:

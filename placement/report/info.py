@@ -11,51 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from placement.model.bounds import throughput_lower_bound
 from placement.model.problem import Problem, format_number
-
-
-def _class_time(problem: Problem, members: list[int]) -> float:
-    """Cheapest time a colour class can take on one device that exists, supports all of it and
-    has room for it; ``inf`` when there is none."""
-    best = math.inf
-    memory = sum(problem.nodes[i].memory for i in members)
-    for t, dtype in enumerate(problem.device_types):
-        if dtype.count == 0 or memory > dtype.memory:
-            continue
-        times = [problem.nodes[i].times[t] for i in members]
-        if any(p is None for p in times):
-            continue
-        best = min(best, sum(times))  # type: ignore[arg-type]
-    return best
-
-
-def throughput_lower_bound(problem: Problem) -> dict[str, float]:
-    """A valid lower bound on the optimal throughput objective (max load over all devices).
-
-    Two arguments, each valid under every contiguity class:
-
-    * ``class``: a colour class sits on one device whose load is at least the class's
-      compute time there (communication only adds), so the optimum is at least
-      ``max over classes C of min over usable device types t of Σ_{v∈C} p_t(v)``, where a
-      type is usable if it has a device, supports every node of C and has room for C's memory;
-      ``inf`` if some class fits no type (the instance is then infeasible).
-    * ``average``: every node runs somewhere and costs at least its cheapest time on a
-      device type that exists, supports it and has room for it, so the total load is at least
-      ``Σ_v min_t p_t(v)``; the maximum of ``N`` loads is at least their average, with ``N``
-      the total number of devices.
-
-    Returns ``{"class": ..., "average": ..., "bound": max of the two}``. The bound also
-    holds for ``throughput-gpipe`` (``max FW + max BW ≥ max (FW + BW)``), not for latency.
-    """
-    classes = problem.colour_classes()
-    by_class = max((_class_time(problem, members) for members in classes), default=0.0)
-    devices = sum(t.count for t in problem.device_types)
-    total = 0.0
-    for node in problem.nodes:
-        total += min((p for t, p in zip(problem.device_types, node.times)
-                      if p is not None and t.count > 0 and node.memory <= t.memory), default=math.inf)
-    average = total / devices
-    return {"class": by_class, "average": average, "bound": max(by_class, average)}
 
 
 def instance_info(problem: Problem) -> dict[str, Any]:

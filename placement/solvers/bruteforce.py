@@ -1,4 +1,4 @@
-"""Exhaustive search: the test oracle for tiny graphs (throughput objective, any contiguity class).
+"""Exhaustive search: the test oracle for tiny graphs (throughput objectives, any contiguity class).
 
 Every assignment of colour classes to devices is enumerated up to the symmetry
 of devices of one type (they are interchangeable, so device indices of a type
@@ -7,13 +7,16 @@ the next new one). Each complete assignment is judged by the independent
 evaluator :func:`placement.verify.evaluate.evaluate` under the requested
 contiguity class; the best valid one (lowest max load, first found on ties) is
 returned as ``optimal`` with ``bound == objective``, or ``infeasible`` when no
-assignment is valid.
+assignment is valid. The objective is ``throughput`` (max load) or
+``throughput-gpipe`` (max forward load + max backward load, as the evaluator
+computes them).
 
 Two prunings skip only assignments that cannot be valid or better, and are
 therefore safe: a partial assignment is abandoned when a device exceeds its
 memory bound or holds a node its type does not support, and when a device's
 compute alone (a lower bound on its final load, since communication is
-non-negative) already reaches the best max load found. Both tests allow a
+non-negative) already reaches the best value found (for ``throughput-gpipe`` too:
+``max FW + max BW ≥ max (FW + BW)``, the max load). Both tests allow a
 relative slack of 1e-9, so rounding from summing in another order than the
 evaluator cannot prune a plan the evaluator would accept or rank better.
 """
@@ -52,9 +55,11 @@ def count_labellings(n_classes: int, counts: tuple[int, ...]) -> int:
     return completions(0, tuple(0 for _ in counts))
 
 
-def brute_force(problem: Problem, contiguity: str = "stages", *, max_classes: int = MAX_CLASSES,
-                max_labellings: int = MAX_LABELLINGS) -> Solution:
-    """The optimal throughput plan by exhaustive search; :class:`LimitError` above the size limits."""
+def brute_force(problem: Problem, contiguity: str = "stages", *, objective: str = "throughput",
+                max_classes: int = MAX_CLASSES, max_labellings: int = MAX_LABELLINGS) -> Solution:
+    """The optimal plan by exhaustive search; :class:`LimitError` above the size limits."""
+    if objective not in ("throughput", "throughput-gpipe"):
+        raise UsageError(f"brute force solves the throughput objectives, not {objective!r}")
     if contiguity not in CONTIGUITY_CLASSES:
         raise UsageError(f"unknown contiguity class {contiguity!r}; expected one of "
                          f"{', '.join(CONTIGUITY_CLASSES)}")
@@ -101,8 +106,9 @@ def brute_force(problem: Problem, contiguity: str = "stages", *, max_classes: in
         ev = evaluate(problem, plan, contiguity)
         if ev.valid:
             stats["valid"] += 1
-            if ev.max_load < best["load"]:
-                best["load"], best["plan"] = ev.max_load, plan
+            value = ev.objective(objective)
+            if value < best["load"]:
+                best["load"], best["plan"] = value, plan
 
     def place(c: int) -> None:
         if c == len(classes):
@@ -134,10 +140,10 @@ def brute_force(problem: Problem, contiguity: str = "stages", *, max_classes: in
     plan = best["plan"]
     if plan is None:
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, method="bruteforce",
-                        contiguity=contiguity, runtime_s=runtime, stats=stats,
+                        objective_kind=objective, contiguity=contiguity, runtime_s=runtime, stats=stats,
                         message=f"no valid plan under contiguity {contiguity}")
     order = pipeline_order(problem, plan)
     if order is not None:
         plan = Plan(tuple(plan.devices[d] for d in order))
     return Solution(Status.OPTIMAL, plan, best["load"], best["load"], method="bruteforce",
-                    contiguity=contiguity, runtime_s=runtime, stats=stats)
+                    objective_kind=objective, contiguity=contiguity, runtime_s=runtime, stats=stats)

@@ -86,6 +86,20 @@ class Evaluation:
     def valid(self) -> bool:
         return not self.violations
 
+    @property
+    def gpipe_time(self) -> float:
+        """The ``throughput-gpipe`` objective: ``max_i FW_i + max_i BW_i`` over the devices."""
+        return (max((r.forward_load for r in self.devices), default=0.0)
+                + max((r.backward_load for r in self.devices), default=0.0))
+
+    def objective(self, kind: str) -> float:
+        """The value of the objective ``throughput`` (max load) or ``throughput-gpipe``."""
+        if kind == "throughput":
+            return self.max_load
+        if kind == "throughput-gpipe":
+            return self.gpipe_time
+        raise UsageError(f"unknown throughput objective {kind!r}; expected throughput or throughput-gpipe")
+
 
 def fmt_number(x: float) -> str:
     """A number as messages print it: integral values without ``.0``, others exactly (``repr``)."""

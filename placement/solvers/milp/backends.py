@@ -1,24 +1,31 @@
 """Solver backends for the MILP formulations: one small interface, several solvers.
 
 A formulation builds its model through :class:`Backend` only (0/1 variables,
-one bounded objective variable, linear rows ``lo ≤ Σ a·x ≤ hi`` optionally
-enforced by a 0/1 literal, minimise a variable, hints) and reads the answer
-from a :class:`RawResult`. Backends:
+bounded numeric variables, linear rows ``lo ≤ Σ a·x ≤ hi`` optionally enforced
+by a 0/1 literal, a linear objective to minimise, hints) and reads the answer
+from a :class:`RawResult`. Backends (:func:`make_backend` by name):
 
 * ``cp-sat`` — native CP-SAT (``ortools.sat.python.cp_model``). Integer data
   only: the formulation scales its data to integers before building and tells
   the backend so (:attr:`Backend.integer_only`); a non-integer coefficient is a
   ``ValueError``, never rounded here. Enforced rows use CP-SAT's enforcement
   literals (no big-M).
-* ``cbc``, ``scip``, ``highs`` — OR-Tools ``pywraplp``, continuous objective
-  variable, enforced rows as big-M rows with ``M`` computed from the variable
-  bounds. The relative MIP gap is set to 0 so that ``OPTIMAL`` means proven.
-  Known wrapper defects (DESIGN.md §8) are handled: HiGHS gets no hint (it
-  crashes on one), and a status of ``FEASIBLE``/``OPTIMAL`` that comes back
+* ``cbc``, ``scip``, ``highs`` — OR-Tools ``pywraplp``, continuous numeric
+  variables, enforced rows as big-M rows with ``M`` computed from the variable
+  bounds. Known wrapper defects (DESIGN.md §8) are handled: HiGHS gets no hint
+  (it crashes on one), and a status of ``FEASIBLE``/``OPTIMAL`` that comes back
   without values is detected by the formulation (the decoded plan does not place
   every node) and reported as ``no_solution``.
+* ``pulp`` — PuLP with its bundled CBC; ``pulp:NAME`` — any solver PuLP knows
+  by that name (``pulp:GUROBI_CMD``, ``pulp:CPLEX_CMD``, ``pulp:HiGHS`` …) that is
+  installed. PuLP's own status says "Optimal" when CBC stops on its time limit,
+  so the status is read from ``sol_status``; CBC's best bound is read from its
+  log.
 
-Status words of :class:`RawResult` are those of :class:`placement.solution.Status`:
+The relative MIP gap is 0 unless a ``gap`` is given, so that a solver's
+``OPTIMAL`` means proven; the formulation still checks the bound against the
+verified objective before it says ``optimal``. Status words of
+:class:`RawResult` are those of :class:`placement.solution.Status`:
 ``optimal`` only when the solver proved it, ``feasible`` when a limit stopped it
 with a solution, ``infeasible`` only when proven, ``no_solution`` when it
 stopped without one, ``error`` otherwise.
@@ -26,15 +33,37 @@ stopped without one, ``error`` otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import re
+import sys
+import tempfile
 import time
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 Terms = Sequence[tuple[float, Any]]
 
-BACKENDS = ("cp-sat", "cbc", "scip", "highs")
+#: backends always offered; ``pulp:NAME`` names any other solver PuLP knows
+BACKENDS = ("cp-sat", "cbc", "scip", "highs", "pulp")
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Solver settings, separate from the data: time limit (s, always set), relative gap at which
+    the solver may stop (0: prove optimality), threads, random seed, and a file for the solver log."""
+
+    time_limit: float
+    gap: float = 0.0
+    threads: int = 1
+    seed: int = 0
+    log_path: str | None = None
+    #: called with (objective, bound, seconds) in model units for each improving solution, where the
+    #: backend can report them (CP-SAT)
+    on_solution: Callable[[float, float, float], None] | None = None
 
 
 @dataclass
@@ -64,22 +93,47 @@ class Backend(ABC):
         """A 0/1 variable (fixed to ``fixed`` when given)."""
 
     @abstractmethod
-    def objective_var(self, ub: float, name: str) -> Any:
-        """The variable to minimise, in ``[0, ub]`` (integer in integer-only backends)."""
+    def num_var(self, ub: float, name: str) -> Any:
+        """A numeric variable in ``[0, ub]`` (integer in integer-only backends)."""
 
     @abstractmethod
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
         """Row ``lo ≤ Σ a·x ≤ hi``; with ``enforce`` (a 0/1 variable) only when it is 1 (``hi`` side only)."""
 
     @abstractmethod
-    def minimize(self, var: Any) -> None: ...
+    def minimize(self, terms: Terms) -> None:
+        """Minimise ``Σ a·x``."""
 
     @abstractmethod
     def hint(self, values: dict[Any, float]) -> str:
         """Give a starting solution; returns a note ('' when accepted)."""
 
     @abstractmethod
-    def solve(self, time_limit: float, threads: int, seed: int) -> RawResult: ...
+    def solve(self, options: SolveOptions) -> RawResult: ...
+
+    @property
+    @abstractmethod
+    def size(self) -> dict[str, int]:
+        """Model size: ``variables``, ``binaries``, ``rows``."""
+
+
+@contextlib.contextmanager
+def _stdout_to(path: str | None) -> Iterator[None]:
+    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs."""
+    if path is None:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
 
 
 # ----------------------------------------------------------------------------------------
@@ -98,6 +152,7 @@ class CpSatBackend(Backend):
 
         self._cp = cp_model
         self.model = cp_model.CpModel()
+        self._size = {"variables": 0, "binaries": 0, "rows": 0}
 
     @staticmethod
     def _int(a: float) -> int:
@@ -107,12 +162,19 @@ class CpSatBackend(Backend):
             raise ValueError(f"CP-SAT needs integer coefficients, got {a!r} (scale the data first)")
         return int(a)
 
+    @property
+    def size(self) -> dict[str, int]:
+        return dict(self._size)
+
     def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        self._size["variables"] += 1
         if fixed is None:
+            self._size["binaries"] += 1
             return self.model.NewBoolVar(name)
         return self.model.NewIntVar(fixed, fixed, name)
 
-    def objective_var(self, ub: float, name: str) -> Any:
+    def num_var(self, ub: float, name: str) -> Any:
+        self._size["variables"] += 1
         return self.model.NewIntVar(0, self._int(math.ceil(ub)), name)
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
@@ -120,29 +182,51 @@ class CpSatBackend(Backend):
         if enforce is not None and math.isfinite(lo):
             raise ValueError("enforced rows take an upper side only")
         if math.isfinite(lo):
+            self._size["rows"] += 1
             self.model.Add(expr >= self._int(math.ceil(lo)))
         if math.isfinite(hi):
+            self._size["rows"] += 1
             ct = self.model.Add(expr <= self._int(math.floor(hi)))
             if enforce is not None:
                 ct.OnlyEnforceIf(enforce)
 
-    def minimize(self, var: Any) -> None:
-        self.model.Minimize(var)
+    def minimize(self, terms: Terms) -> None:
+        self.model.Minimize(sum(self._int(a) * v for a, v in terms))
 
     def hint(self, values: dict[Any, float]) -> str:
         for var, val in values.items():
             self.model.AddHint(var, int(round(val)))
         return ""
 
-    def solve(self, time_limit: float, threads: int, seed: int) -> RawResult:
+    def solve(self, options: SolveOptions) -> RawResult:
         cp = self._cp
         solver = cp.CpSolver()
-        solver.parameters.max_time_in_seconds = float(time_limit)
-        solver.parameters.num_workers = max(1, int(threads))
-        solver.parameters.random_seed = int(seed)
-        start = time.perf_counter()
-        code = solver.Solve(self.model)
-        wall = time.perf_counter() - start
+        solver.parameters.max_time_in_seconds = float(options.time_limit)
+        solver.parameters.num_workers = max(1, int(options.threads))
+        solver.parameters.random_seed = int(options.seed)
+        solver.parameters.relative_gap_limit = float(options.gap)
+        log = None
+        if options.log_path is not None:
+            log = open(options.log_path, "a", encoding="utf-8")
+            solver.parameters.log_search_progress = True
+            solver.parameters.log_to_stdout = False
+            solver.log_callback = lambda line: log.write(line + "\n")
+        callback = None
+        if options.on_solution is not None:
+            report = options.on_solution
+
+            class _Progress(cp.CpSolverSolutionCallback):
+                def on_solution_callback(self) -> None:
+                    report(self.ObjectiveValue(), self.BestObjectiveBound(), self.WallTime())
+
+            callback = _Progress()
+        try:
+            start = time.perf_counter()
+            code = solver.Solve(self.model, callback)
+            wall = time.perf_counter() - start
+        finally:
+            if log is not None:
+                log.close()
         stats = {"solver_status": solver.StatusName(code), "branches": solver.NumBranches(),
                  "conflicts": solver.NumConflicts()}
         if code in (cp.OPTIMAL, cp.FEASIBLE):
@@ -158,6 +242,23 @@ class CpSatBackend(Backend):
 
 
 # ----------------------------------------------------------------------------------------
+# rows with big-M enforcement, shared by the floating-point backends
+# ----------------------------------------------------------------------------------------
+
+def _big_m_row(coef: dict[Any, float], bounds: Callable[[Any], tuple[float, float]], hi: float,
+               enforce: Any) -> tuple[dict[Any, float], float] | None:
+    """``Σ a·x ≤ hi`` only when ``enforce`` = 1, as ``Σ a·x + M·enforce ≤ hi + M`` with ``M`` the largest
+    excess the variable bounds allow; ``None`` when the row can never bind."""
+    top = sum(a * (bounds(v)[1] if a > 0 else bounds(v)[0]) for v, a in coef.items())
+    big_m = top - hi
+    if big_m <= 0:
+        return None
+    coef = dict(coef)
+    coef[enforce] = coef.get(enforce, 0.0) + big_m
+    return coef, hi + big_m
+
+
+# ----------------------------------------------------------------------------------------
 # pywraplp (CBC, SCIP, HiGHS)
 # ----------------------------------------------------------------------------------------
 
@@ -165,7 +266,7 @@ _PYWRAPLP_IDS = {"cbc": "CBC", "scip": "SCIP", "highs": "HIGHS"}
 
 
 class PywraplpBackend(Backend):
-    """A MIP solver behind OR-Tools' ``pywraplp``; continuous objective variable, big-M enforcement."""
+    """A MIP solver behind OR-Tools' ``pywraplp``; continuous numeric variables, big-M enforcement."""
 
     integer_only = False
 
@@ -178,42 +279,49 @@ class PywraplpBackend(Backend):
         if self.solver is None:
             raise RuntimeError(f"OR-Tools has no {name} solver in this build")
         self._bounds: dict[int, tuple[float, float]] = {}
-        self._count = 0
+        self._vars: dict[int, Any] = {}
+        self._binaries = 0
+        self._rows = 0
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {"variables": len(self._bounds), "binaries": self._binaries, "rows": self._rows}
 
     def _register(self, var: Any, lb: float, ub: float) -> Any:
         self._bounds[var.index()] = (lb, ub)
+        self._vars[var.index()] = var
         return var
 
     def bool_var(self, name: str, fixed: int | None = None) -> Any:
         lb, ub = (0, 1) if fixed is None else (fixed, fixed)
+        self._binaries += fixed is None
         return self._register(self.solver.IntVar(lb, ub, name), lb, ub)
 
-    def objective_var(self, ub: float, name: str) -> Any:
+    def num_var(self, ub: float, name: str) -> Any:
         return self._register(self.solver.NumVar(0.0, float(ub), name), 0.0, float(ub))
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
         inf = self.solver.infinity()
-        coef: dict[int, tuple[float, Any]] = {}
+        coef: dict[int, float] = {}
         for a, v in terms:
-            old = coef.get(v.index(), (0.0, v))[0]
-            coef[v.index()] = (old + a, v)
+            coef[v.index()] = coef.get(v.index(), 0.0) + a
         if enforce is not None:
             if math.isfinite(lo):
                 raise ValueError("enforced rows take an upper side only")
-            top = sum(a * (self._bounds[i][1] if a > 0 else self._bounds[i][0]) for i, (a, _) in coef.items())
-            big_m = top - hi
-            if big_m <= 0:
-                return  # the row can never bind
-            # Σ a·x ≤ hi + M (1 - e)   ⇔   Σ a·x + M e ≤ hi + M
-            a_e = coef.get(enforce.index(), (0.0, enforce))[0]
-            coef[enforce.index()] = (a_e + big_m, enforce)
-            hi = hi + big_m
-        row = self.solver.Constraint(lo if math.isfinite(lo) else -inf, hi if math.isfinite(hi) else inf)
-        for a, v in coef.values():
-            row.SetCoefficient(v, float(a))
+            row = _big_m_row(coef, self._bounds.__getitem__, hi, enforce.index())
+            if row is None:
+                return
+            coef, hi = row
+        ct = self.solver.Constraint(lo if math.isfinite(lo) else -inf, hi if math.isfinite(hi) else inf)
+        self._rows += 1
+        for i, a in coef.items():
+            ct.SetCoefficient(self._vars[i], float(a))
 
-    def minimize(self, var: Any) -> None:
-        self.solver.Minimize(var)
+    def minimize(self, terms: Terms) -> None:
+        objective = self.solver.Objective()
+        for a, v in terms:
+            objective.SetCoefficient(v, objective.GetCoefficient(v) + float(a))
+        objective.SetMinimization()
 
     def hint(self, values: dict[Any, float]) -> str:
         if self.name == "highs":
@@ -221,20 +329,24 @@ class PywraplpBackend(Backend):
         self.solver.SetHint(list(values), [float(v) for v in values.values()])
         return ""
 
-    def solve(self, time_limit: float, threads: int, seed: int) -> RawResult:
+    def solve(self, options: SolveOptions) -> RawResult:
         lp = self._lp
         solver = self.solver
+        time_limit = options.time_limit
         solver.SetTimeLimit(max(1, int(round(time_limit * 1000))))
         notes = []
-        if threads != 1 and not solver.SetNumThreads(int(threads)):
-            notes.append(f"{self.name} ignored threads={threads}")
+        if options.threads != 1 and not solver.SetNumThreads(int(options.threads)):
+            notes.append(f"{self.name} ignored threads={options.threads}")
         if self.name == "scip":
-            solver.SetSolverSpecificParametersAsString(f"randomization/randomseedshift = {int(seed)}\n")
+            solver.SetSolverSpecificParametersAsString(f"randomization/randomseedshift = {int(options.seed)}\n")
         params = lp.MPSolverParameters()
-        params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, 0.0)
-        start = time.perf_counter()
-        code = solver.Solve(params)
-        wall = time.perf_counter() - start
+        params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
+        if options.log_path is not None:
+            solver.EnableOutput()
+        with _stdout_to(options.log_path):
+            start = time.perf_counter()
+            code = solver.Solve(params)
+            wall = time.perf_counter() - start
         names = {lp.Solver.OPTIMAL: "OPTIMAL", lp.Solver.FEASIBLE: "FEASIBLE", lp.Solver.INFEASIBLE: "INFEASIBLE",
                  lp.Solver.UNBOUNDED: "UNBOUNDED", lp.Solver.ABNORMAL: "ABNORMAL", lp.Solver.NOT_SOLVED: "NOT_SOLVED",
                  lp.Solver.MODEL_INVALID: "MODEL_INVALID"}
@@ -260,10 +372,177 @@ class PywraplpBackend(Backend):
                          message="; ".join(notes + [f"{self.name} returned status {names.get(code, code)}"]))
 
 
+# ----------------------------------------------------------------------------------------
+# PuLP
+# ----------------------------------------------------------------------------------------
+
+# CBC's closing summary: "Objective value: 17.5", "Lower bound: 16.9" (time limit) or "Best possible: …"
+_CBC_BOUND = re.compile(r"^(?:Lower bound|Best possible)\s*:?\s*(-?[0-9.eE+-]+)", re.MULTILINE)
+
+
+class PulpBackend(Backend):
+    """PuLP and the solver it names (``PULP_CBC_CMD``, its bundled CBC, unless told otherwise)."""
+
+    integer_only = False
+
+    def __init__(self, solver_name: str = "PULP_CBC_CMD") -> None:
+        import pulp
+
+        self._pulp = pulp
+        self.solver_name = solver_name
+        self.name = "pulp" if solver_name == "PULP_CBC_CMD" else f"pulp:{solver_name}"
+        self.problem = pulp.LpProblem("placement", pulp.LpMinimize)
+        self._bounds: dict[Any, tuple[float, float]] = {}
+        self._binaries = 0
+        self._rows = 0
+        self._hint: dict[Any, float] | None = None
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {"variables": len(self._bounds), "binaries": self._binaries, "rows": self._rows}
+
+    def _fresh(self, name: str) -> str:
+        # PuLP names must be unique and free of brackets and commas in LP files
+        return re.sub(r"[^A-Za-z0-9_]", "_", name) + f"_{len(self._bounds)}"
+
+    def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        lb, ub = (0, 1) if fixed is None else (fixed, fixed)
+        var = self.problem.add_variable(self._fresh(name), lb, ub, cat="Integer" if fixed is None else "Continuous")
+        self._binaries += fixed is None
+        self._bounds[var] = (lb, ub)
+        return var
+
+    def num_var(self, ub: float, name: str) -> Any:
+        var = self.problem.add_variable(self._fresh(name), 0.0, float(ub))
+        self._bounds[var] = (0.0, float(ub))
+        return var
+
+    def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
+        coef: dict[Any, float] = {}
+        for a, v in terms:
+            coef[v] = coef.get(v, 0.0) + a
+        if enforce is not None:
+            if math.isfinite(lo):
+                raise ValueError("enforced rows take an upper side only")
+            row = _big_m_row(coef, self._bounds.__getitem__, hi, enforce)
+            if row is None:
+                return
+            coef, hi = row
+        expr = self._pulp.lpSum(a * v for v, a in coef.items())
+        if math.isfinite(lo):
+            self.problem += expr >= lo
+            self._rows += 1
+        if math.isfinite(hi):
+            self.problem += expr <= hi
+            self._rows += 1
+
+    def minimize(self, terms: Terms) -> None:
+        self.problem += self._pulp.lpSum(a * v for a, v in terms)
+
+    def hint(self, values: dict[Any, float]) -> str:
+        for var, val in values.items():
+            var.setInitialValue(val)
+        self._hint = values
+        return ""
+
+    def solve(self, options: SolveOptions) -> RawResult:
+        pulp = self._pulp
+        is_cbc = self.solver_name in ("PULP_CBC_CMD", "COIN_CMD")
+        log_path = options.log_path
+        scratch = None
+        if is_cbc and log_path is None:  # CBC's bound is only in its log
+            scratch = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
+            scratch.close()
+            log_path = scratch.name
+        settings: dict[str, Any] = {"msg": False, "timeLimit": float(options.time_limit),
+                                    "gapRel": float(options.gap), "threads": int(options.threads)}
+        if self._hint is not None:
+            settings["warmStart"] = True
+        if log_path is not None:
+            settings["logPath"] = log_path
+        try:
+            try:
+                with warnings.catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in PuLP 4
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    solver = pulp.getSolver(self.solver_name, **settings)
+            except (pulp.PulpSolverError, TypeError) as exc:
+                return RawResult("error", message=f"PuLP cannot use {self.solver_name}: {exc}")
+            if not solver.available():
+                return RawResult("error", message=f"PuLP's {self.solver_name} is not installed here")
+            start = time.perf_counter()
+            self.problem.solve(solver)
+            wall = time.perf_counter() - start
+            log_text = ""
+            if is_cbc and log_path is not None and os.path.exists(log_path):
+                with open(log_path, encoding="utf-8", errors="replace") as fh:
+                    log_text = fh.read()
+        finally:
+            if scratch is not None:
+                os.unlink(scratch.name)
+        status, sol = self.problem.status, self.problem.sol_status
+        stats = {"solver_status": pulp.LpStatus.get(status, str(status)),
+                 "solution_status": pulp.LpSolution.get(sol, str(sol))}
+        found = [float(m) for m in _CBC_BOUND.findall(log_text)]
+        bound = found[-1] if found else None
+        value = lambda v: v.varValue if v.varValue is not None else math.nan  # noqa: E731
+        objective = pulp.value(self.problem.objective)
+        if sol == pulp.LpSolutionOptimal:
+            return RawResult("optimal", objective, objective if bound is None else bound, value, wall, stats=stats)
+        if sol == pulp.LpSolutionIntegerFeasible:
+            return RawResult("feasible", objective, bound, value, wall, stats=stats)
+        if sol == pulp.LpSolutionInfeasible:
+            return RawResult("infeasible", wall_s=wall, stats=stats)
+        if sol == pulp.LpSolutionNoSolutionFound:
+            return RawResult("no_solution", bound=bound, wall_s=wall, stats=stats,
+                             message=f"{self.name} stopped after {wall:.2f} s without a solution")
+        return RawResult("error", wall_s=wall, stats=stats,
+                         message=f"{self.name} returned {stats['solution_status']}")
+
+
+# ----------------------------------------------------------------------------------------
+# by name
+# ----------------------------------------------------------------------------------------
+
+def check_backend_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is one of :data:`BACKENDS` or ``pulp:NAME``."""
+    if name in BACKENDS or (name.startswith("pulp:") and len(name) > 5):
+        return
+    raise ValueError(f"unknown MILP backend {name!r}; choose from {', '.join(BACKENDS)} or pulp:SOLVER")
+
+
 def make_backend(name: str) -> Backend:
-    """A fresh backend by name (one of :data:`BACKENDS`)."""
+    """A fresh backend by name (one of :data:`BACKENDS`, or ``pulp:NAME``)."""
+    check_backend_name(name)
     if name == "cp-sat":
         return CpSatBackend()
     if name in _PYWRAPLP_IDS:
         return PywraplpBackend(name)
-    raise ValueError(f"unknown MILP backend {name!r}; choose from {', '.join(BACKENDS)}")
+    return PulpBackend("PULP_CBC_CMD" if name == "pulp" else name[5:])
+
+
+def backend_availability() -> list[tuple[str, bool, str]]:
+    """``(name, available, why)`` for every backend, and every PuLP solver found installed."""
+    rows: list[tuple[str, bool, str]] = []
+    try:
+        from ortools import __version__ as ortools_version
+        from ortools.linear_solver import pywraplp
+    except ImportError:
+        rows += [(n, False, "OR-Tools is not installed (pip install 'placement[milp]')")
+                 for n in ("cp-sat", "cbc", "scip", "highs")]
+    else:
+        rows.append(("cp-sat", True, f"OR-Tools {ortools_version}"))
+        for n, ident in _PYWRAPLP_IDS.items():
+            ok = pywraplp.Solver.CreateSolver(ident) is not None
+            rows.append((n, ok, f"OR-Tools {ortools_version} pywraplp" if ok else "not in this OR-Tools build"))
+    try:
+        import pulp
+    except ImportError:
+        rows.append(("pulp", False, "PuLP is not installed (pip install 'placement[milp]')"))
+    else:
+        available = set(pulp.listSolvers(onlyAvailable=True))
+        rows.append(("pulp", "PULP_CBC_CMD" in available,
+                     f"PuLP {pulp.__version__}, bundled CBC" if "PULP_CBC_CMD" in available
+                     else f"PuLP {pulp.__version__} has no working bundled CBC"))
+        for other in sorted(available - {"PULP_CBC_CMD"}):
+            rows.append((f"pulp:{other}", True, f"PuLP {pulp.__version__}"))
+    return rows

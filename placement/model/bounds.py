@@ -1,0 +1,104 @@
+"""Simple valid lower bounds on the optimal objectives, from the instance alone.
+
+Solvers report the larger of their own proven bound and these; ``placement info``
+prints the throughput one. Every bound here holds for every contiguity class.
+"""
+
+from __future__ import annotations
+
+import math
+
+from placement.model.problem import Problem
+
+
+def _class_time(problem: Problem, members: list[int], part: list[int] | None = None) -> float:
+    """Cheapest time of the nodes ``part`` (default: all) of a colour class on one device that
+    exists, supports all of the class and has room for it; ``inf`` when there is none."""
+    best = math.inf
+    memory = sum(problem.nodes[i].memory for i in members)
+    for t, dtype in enumerate(problem.device_types):
+        if dtype.count == 0 or memory > dtype.memory:
+            continue
+        if any(problem.nodes[i].times[t] is None for i in members):
+            continue
+        times = [problem.nodes[i].times[t] for i in (members if part is None else part)]
+        if any(p is None for p in times):
+            continue
+        best = min(best, sum(times))  # type: ignore[arg-type]
+    return best
+
+
+def throughput_lower_bound(problem: Problem) -> dict[str, float]:
+    """A valid lower bound on the optimal throughput objective (max load over all devices).
+
+    Two arguments, each valid under every contiguity class:
+
+    * ``class``: a colour class sits on one device whose load is at least the class's
+      compute time there (communication only adds), so the optimum is at least
+      ``max over classes C of min over usable device types t of Σ_{v∈C} p_t(v)``, where a
+      type is usable if it has a device, supports every node of C and has room for C's memory;
+      ``inf`` if some class fits no type (the instance is then infeasible).
+    * ``average``: every node runs somewhere and costs at least its cheapest time on a
+      device type that exists, supports it and has room for it, so the total load is at least
+      ``Σ_v min_t p_t(v)``; the maximum of ``N`` loads is at least their average, with ``N``
+      the total number of devices.
+
+    Returns ``{"class": ..., "average": ..., "bound": max of the two}``. The bound also
+    holds for ``throughput-gpipe`` (``max FW + max BW ≥ max (FW + BW)``), not for latency.
+    """
+    classes = problem.colour_classes()
+    by_class = max((_class_time(problem, members) for members in classes), default=0.0)
+    devices = sum(t.count for t in problem.device_types)
+    total = sum(_node_time(problem, i) for i in range(len(problem.nodes)))
+    average = total / devices
+    return {"class": by_class, "average": average, "bound": max(by_class, average)}
+
+
+def gpipe_lower_bound(problem: Problem) -> float:
+    """A valid lower bound on ``max_i FW_i + max_i BW_i`` (the ``throughput-gpipe`` objective).
+
+    Each term is bounded as :func:`throughput_lower_bound` bounds the max load, but over
+    the forward (backward) nodes only: a colour class's forward nodes share a device, so
+    ``max_i FW_i ≥ max over classes C of min over usable types t of Σ_{v∈C forward} p_t(v)``;
+    and ``max_i FW_i ≥ Σ_{v forward} min_t p_t(v) / N``. Likewise for BW. Communication
+    only adds to either side.
+    """
+    devices = sum(t.count for t in problem.device_types)
+    total = 0.0
+    for backward in (False, True):
+        by_class = 0.0
+        for members in problem.colour_classes():
+            part = [i for i in members if problem.nodes[i].backward == backward]
+            if part:
+                by_class = max(by_class, _class_time(problem, members, part))
+        work = sum(_node_time(problem, i) for i, n in enumerate(problem.nodes) if n.backward == backward)
+        total += max(by_class, work / devices)
+    return total
+
+
+def latency_lower_bound(problem: Problem) -> float:
+    """A valid lower bound on the single-sample latency: the longest path when every node takes its
+    cheapest time on any usable device type.
+
+    Along any path ``v_1 → … → v_k`` the last node finishes no earlier than ``Σ p(v_i)``:
+    a CPU node finishes its own time after its inputs are ready; an accelerator call is
+    contiguous, so the path meets it in one unbroken segment, the call starts after the
+    segment's predecessor on the path has finished, and it lasts at least the time of the
+    segment's nodes (transfers only add), all of which finish at its end.
+    """
+    succ = problem.successors()
+    finish = [0.0] * len(problem.nodes)
+    order = [problem.index_of(i) for i in problem.topological_ids()]
+    ready = [0.0] * len(problem.nodes)
+    for v in order:
+        finish[v] = ready[v] + _node_time(problem, v)
+        for w in succ[v]:
+            ready[w] = max(ready[w], finish[v])
+    return max(finish, default=0.0)
+
+
+def _node_time(problem: Problem, i: int) -> float:
+    """Cheapest time of node ``i`` on a type that exists, supports it and has room for it."""
+    node = problem.nodes[i]
+    return min((p for t, p in zip(problem.device_types, node.times)
+                if p is not None and t.count > 0 and node.memory <= t.memory), default=math.inf)

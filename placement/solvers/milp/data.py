@@ -1,0 +1,199 @@
+"""Model data shared by the throughput formulations: groups, slots, scaled times and costs.
+
+A formulation places *groups* of nodes (colour classes, or the supernodes of
+:func:`placement.solvers.ideals.contract`) on *slots* (one per device that exists).
+For group ``v`` and device type ``k`` (a type with ``count > 0``):
+``pf[v][k]`` / ``pb[v][k]`` are the summed times of its forward / backward nodes, or
+``None`` when ``k`` does not support all of the group; ``m[v]`` is its memory.
+Cost nodes are the original nodes ``u`` with ``c(u) > 0`` whose closed neighbourhood
+``N[u] = {u} ∪ succ(u)`` meets two groups; ``r(u)`` is ``u``'s group and ``W(u)`` the
+other groups of ``N[u]``. A node ``u`` is in ``In(S) ∪ Out(S)`` of a device's set ``S``
+exactly when ``N[u]`` meets both ``S`` and its complement, which needs two groups.
+
+Numbers. Backends that need integers (CP-SAT) get times multiplied by a unit
+``scale`` (a power of two or ten) under which every time and cost is an integer and
+the largest load stays under ``max_scaled``: then the model is exact. Otherwise
+the data are rounded at the finest power of two under the cap and ``error_fw`` /
+``error_bw`` bound, per type, the total rounding error of the forward / backward
+part of one load (in original units), so that a proven bound can be lowered by it
+and stays proven. Memory is scaled the same way but rounded conservatively (sizes
+up, bounds down): every plan found fits, and an infeasibility verdict is then no
+proof.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from placement.model.problem import Problem
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """``value_in_model = round(value · scale)``; ``exact`` when no rounding happened."""
+
+    scale: float
+    exact: bool
+
+
+def exact_at(values: Sequence[float], scale: float) -> bool:
+    """Whether every value times ``scale`` is an integer that maps back to the value exactly."""
+    for a in values:
+        q = a * scale
+        if q != round(q) or round(q) / scale != a:
+            return False
+    return True
+
+
+def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> Scaling:
+    """Smallest power of two or ten making every value an integer with ``largest · scale ≤ max_scaled``;
+    else the largest power of two within the cap (``exact`` False)."""
+    candidates = sorted({2.0 ** k for k in range(0, 41)} | {10.0 ** k for k in range(0, 13)})
+    for scale in candidates:
+        if largest * scale > max_scaled:
+            break
+        if exact_at(values, scale):
+            return Scaling(scale, True)
+    if largest <= 0:
+        return Scaling(1.0, True)
+    return Scaling(2.0 ** math.floor(math.log2(max_scaled / largest)), False)
+
+
+@dataclass(frozen=True)
+class CostNode:
+    """An original node ``u`` (position) whose output may cross a device boundary."""
+
+    u: int
+    r: int                    # its group
+    W: tuple[int, ...]        # the other groups of N[u]
+    c: float                  # c(u), model units
+    backward: bool            # charged to the backward load (throughput-gpipe)
+
+
+@dataclass(frozen=True)
+class GroupData:
+    groups: tuple[tuple[int, ...], ...]          # node positions per group
+    types: tuple[int, ...]                        # device-type positions with count > 0
+    counts: tuple[int, ...]                       # count per entry of `types`
+    pays: tuple[bool, ...]                        # pays_comm per entry of `types`
+    pf: tuple[tuple[float | None, ...], ...]      # forward time per group and type, model units
+    pb: tuple[tuple[float | None, ...], ...]      # backward time per group and type, model units
+    m: tuple[float, ...]                          # memory per group, model units
+    M: tuple[float, ...]                          # memory bound per type, model units (inf: cannot bind)
+    memory_binds: bool
+    memory_exact: bool
+    cost_nodes: tuple[CostNode, ...]
+    scaling: Scaling
+    error_fw: tuple[float, ...]                   # rounding error bound per type, original units
+    error_bw: tuple[float, ...]
+    load_ub: float                                # no load exceeds this, model units
+
+    @property
+    def slots(self) -> int:
+        return sum(self.counts)
+
+    def p(self, v: int, k: int) -> float | None:
+        """Time of group ``v`` on type ``k`` (model units), ``None`` when unsupported."""
+        f, b = self.pf[v][k], self.pb[v][k]
+        return None if f is None or b is None else f + b
+
+    def fits(self, v: int) -> list[int]:
+        """Types that support every node of group ``v`` and have room for it."""
+        return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
+
+    def error(self, objective: str) -> float:
+        """Bound on the rounding error of the objective value of any plan (original units)."""
+        if objective == "throughput-gpipe":
+            return max(self.error_fw, default=0.0) + max(self.error_bw, default=0.0)
+        return max((f + b for f, b in zip(self.error_fw, self.error_bw)), default=0.0)
+
+
+def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float) -> GroupData:
+    """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``."""
+    nodes = problem.nodes
+    types = tuple(t for t, dt in enumerate(problem.device_types) if dt.count > 0)
+    of_node = {u: g for g, members in enumerate(groups) for u in members}
+    pf_raw: list[list[float | None]] = []
+    pb_raw: list[list[float | None]] = []
+    m_raw: list[float] = []
+    for members in groups:
+        rf: list[float | None] = []
+        rb: list[float | None] = []
+        for t in types:
+            times = [nodes[v].times[t] for v in members]
+            if any(q is None for q in times):
+                rf.append(None)
+                rb.append(None)
+                continue
+            rf.append(float(sum(nodes[v].times[t] for v in members if not nodes[v].backward)))  # type: ignore[misc]
+            rb.append(float(sum(nodes[v].times[t] for v in members if nodes[v].backward)))  # type: ignore[misc]
+        pf_raw.append(rf)
+        pb_raw.append(rb)
+        m_raw.append(float(sum(nodes[v].memory for v in members)))
+    succ = problem.successors()
+    cost_raw = []
+    for u, node in enumerate(nodes):
+        if node.out_cost <= 0:
+            continue
+        r = of_node[u]
+        W = tuple(sorted({of_node[w] for w in succ[u]} - {r}))
+        if W:
+            cost_raw.append((u, r, W, float(node.out_cost), node.backward))
+    pays = tuple(problem.device_types[t].pays_comm for t in types)
+    total_cost = sum(c for *_, c, _ in cost_raw)
+
+    def type_max(pf: list[list[float | None]], pb: list[list[float | None]], costs: float) -> list[float]:
+        return [sum((pf[v][k] or 0.0) + (pb[v][k] or 0.0) for v in range(len(groups))) + (costs if pays[k] else 0.0)
+                for k in range(len(types))]
+
+    largest = max(type_max(pf_raw, pb_raw, total_cost) + [0.0])
+    total_m = sum(m_raw)
+    bounds = [problem.device_types[t].memory for t in types]
+    memory_binds = any(M < total_m for M in bounds)
+
+    if integer:
+        values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
+        scaling = choose_scale(values, largest, max_scaled)
+        finite = [M for M in bounds if math.isfinite(M) and M < total_m]
+        mem = choose_scale(m_raw + finite, total_m, 2.0 ** 53) if memory_binds else Scaling(1.0, True)
+    else:
+        scaling, mem = Scaling(1.0, True), Scaling(1.0, True)
+
+    def t_model(a: float) -> float:
+        return float(round(a * scaling.scale)) if integer else a
+
+    def m_model(a: float, up: bool) -> float:
+        if not integer:
+            return a
+        q = a * mem.scale
+        return float(round(q)) if mem.exact else float(math.ceil(q) if up else math.floor(q))
+
+    def rounding(a: float) -> float:
+        return abs(round(a * scaling.scale) - a * scaling.scale) / scaling.scale
+
+    error_fw: list[float] = []
+    error_bw: list[float] = []
+    for k in range(len(types)):
+        ef = eb = 0.0
+        if integer and not scaling.exact:
+            ef = sum(rounding(row[k]) for row in pf_raw if row[k] is not None)  # type: ignore[arg-type]
+            eb = sum(rounding(row[k]) for row in pb_raw if row[k] is not None)  # type: ignore[arg-type]
+            if pays[k]:
+                ef += sum(rounding(c) for *_, c, back in cost_raw if not back)
+                eb += sum(rounding(c) for *_, c, back in cost_raw if back)
+        error_fw.append(ef)
+        error_bw.append(eb)
+
+    pf = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pf_raw)
+    pb = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pb_raw)
+    cost_nodes = tuple(CostNode(u, r, W, t_model(c), back) for u, r, W, c, back in cost_raw)
+    load_ub = max(type_max([list(r) for r in pf], [list(r) for r in pb], sum(cn.c for cn in cost_nodes)) + [0.0])
+    return GroupData(
+        groups=tuple(tuple(g) for g in groups), types=types,
+        counts=tuple(problem.device_types[t].count for t in types), pays=pays, pf=pf, pb=pb,
+        m=tuple(m_model(a, True) for a in m_raw),
+        M=tuple(math.inf if not math.isfinite(M) or M >= total_m else m_model(M, False) for M in bounds),
+        memory_binds=memory_binds, memory_exact=mem.exact, cost_nodes=cost_nodes, scaling=scaling,
+        error_fw=tuple(error_fw), error_bw=tuple(error_bw), load_ub=load_ub)

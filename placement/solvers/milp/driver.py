@@ -1,0 +1,129 @@
+"""Solving a throughput formulation: data, model, warm start, backend, verified outcome.
+
+Every throughput formulation (:mod:`.stages`, :mod:`.sets`, :mod:`.none`) is a
+:class:`Formulation`: it chooses the groups it places, builds its rows through a
+:class:`~placement.solvers.milp.backends.Backend`, turns a plan into variable
+values (the warm start) and variable values into a plan. :func:`solve_throughput`
+runs one and hands the answer to :func:`placement.solvers.milp.outcome.conclude`,
+which verifies the plan with the independent evaluator under the formulation's
+contiguity class.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from dataclasses import replace
+from typing import Any, Callable
+
+from placement.model.bounds import gpipe_lower_bound, throughput_lower_bound
+from placement.model.problem import Problem
+from placement.plan import Plan
+from placement.solution import Solution
+from placement.solvers.milp.backends import Backend, SolveOptions, make_backend
+from placement.solvers.milp.data import GroupData, prepare
+from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.verify.evaluate import evaluate
+
+DEFAULT_MAX_SCALED = 2 ** 40
+
+
+class Formulation(ABC):
+    """One MILP model of the throughput objectives under one contiguity class."""
+
+    contiguity: str = ""
+
+    @abstractmethod
+    def groups(self, problem: Problem, objective: str) -> list[list[int]]:
+        """The node groups the model places (node positions)."""
+
+    @abstractmethod
+    def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> Any:
+        """Add the variables and rows; returns what :meth:`hint` and :meth:`decode` need."""
+
+    @abstractmethod
+    def hint(self, problem: Problem, d: GroupData, variables: Any, plan: Plan,
+             objective: str) -> tuple[dict[Any, float] | None, str]:
+        """Variable values of ``plan``, or ``None`` and the reason it cannot be used."""
+
+    @abstractmethod
+    def decode(self, problem: Problem, d: GroupData, variables: Any, value: Callable[[Any], float]) -> Plan | None:
+        """The plan the values describe, or ``None`` when they place no plan."""
+
+
+def slot_of_groups(problem: Problem, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
+    """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
+    index: dict[int, int] = {}
+    for s, dev in enumerate(devices):
+        for node_id in dev.nodes:
+            index[problem.index_of(node_id)] = s
+    where = []
+    for members in d.groups:
+        found = {index.get(v) for v in members}
+        if len(found) != 1 or None in found:
+            return None, "warm start ignored: the plan splits or omits a group of nodes the model keeps together"
+        where.append(found.pop())
+    return where, ""
+
+
+def type_position(problem: Problem, d: GroupData, name: str) -> int | None:
+    """Position in ``d.types`` of the device type called ``name``."""
+    for k, t in enumerate(d.types):
+        if problem.device_types[t].name == name:
+            return k
+    return None
+
+
+def announce(progress: Callable[[str], None] | None, be: Backend, options: SolveOptions,
+             unit: float) -> SolveOptions:
+    """Say what is about to be solved, and have improving solutions reported (original units)."""
+    if progress is None:
+        return options
+    size = be.size
+    progress(f"MILP: {size['variables']:,} variables ({size['binaries']:,} binary), {size['rows']:,} rows; "
+             f"solving with {be.name}, time limit {options.time_limit:g} s")
+
+    def on_solution(objective: float, bound: float, seconds: float) -> None:
+        progress(f"  {seconds:7.2f} s  objective {objective * unit:.6g}  bound {bound * unit:.6g}")
+
+    return replace(options, on_solution=on_solution)
+
+
+def solve_throughput(problem: Problem, formulation: Formulation, objective: str, backend: str,
+                     options: SolveOptions, warm_start: Plan | None = None,
+                     max_scaled: float = DEFAULT_MAX_SCALED,
+                     progress: Callable[[str], None] | None = None) -> Solution:
+    """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend."""
+    start = time.perf_counter()
+    be = make_backend(backend)
+    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_scaled)
+    variables = formulation.build(problem, d, be, objective)
+    notes: list[str] = []
+    if not d.scaling.exact:
+        notes.append(f"times rounded to multiples of 2^-{math.log2(d.scaling.scale):g}; "
+                     "the bound accounts for the rounding")
+    if not d.memory_exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down)")
+    if warm_start is not None:
+        values, why = formulation.hint(problem, d, variables, warm_start, objective)
+        if values is not None:
+            why = be.hint(values)
+        if why:
+            notes.append(why)
+    stats: dict[str, Any] = {"backend": be.name, "groups": len(d.groups), "slots": d.slots,
+                             "cost_nodes": len(d.cost_nodes), "time_scale": d.scaling.scale,
+                             "time_scale_exact": d.scaling.exact, **be.size,
+                             "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+    raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
+    simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
+              else gpipe_lower_bound(problem))
+    ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
+                  start=start, unit=1.0 / d.scaling.scale, rounding_error=d.error(objective),
+                  simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)
+
+    def verify(plan: Plan) -> Verdict:
+        ev = evaluate(problem, plan, contiguity=formulation.contiguity)
+        return Verdict(ev.valid, ev.objective(objective), ev.violations)
+
+    return conclude(ctx, be, raw, lambda value: formulation.decode(problem, d, variables, value), verify)

@@ -1,0 +1,393 @@
+"""MILP for single-sample latency (objective ``latency``; DESIGN.md §2).
+
+The latency model
+-----------------
+Inference graphs only. Device types that pay communication are *accelerators*; at
+most one other type may have devices, the *CPU* type: a node placed on CPUs runs as
+soon as its inputs are ready, with unlimited CPU parallelism. Each accelerator runs up to ``q`` *calls*, one after another;
+a call holds a set ``S`` of nodes, contiguous (no path leaves ``S`` and re-enters it);
+it starts when every node of ``In(S)`` has finished and the accelerator's previous
+call has ended, lasts ``Σ_{u∈In(S)} c(u) + Σ_{v∈S} p(v) + Σ_{u∈Out(S)} c(u)``, and all
+of its nodes finish at its end. Memory is summed over an accelerator's calls. The
+latency is the finish time of the last node. Nodes of one colour class share a device
+(an accelerator, possibly in different calls, or the CPUs).
+
+Model
+-----
+Data: the nodes ``v`` (``g(i) = i``; the notation keeps room for placing groups);
+accelerators ``a = 1..A`` (every device of every accelerator type; ``k(a)`` its type,
+``M_a`` its memory), calls ``(a,j)``, ``j = 1..q``; ``p_a(v)`` the time of class ``v``
+on ``a`` (unsupported: the class may not go there), ``p_cpu(i)`` the CPU time of node
+``i`` (``None``: the node must go to an accelerator); cost nodes ``u`` with
+``r(u)``, ``W(u)``, ``c(u)`` as in :mod:`.data`; ``U`` an upper bound on every finish
+time of every plan (all node times at their slowest plus every transfer as often as it
+can be paid), used as big-M.
+
+Variables: ``x[v,a,j] ∈ {0,1}`` (node v in call (a,j)), ``e[a,j] ∈ {0,1}`` (the call is
+non-empty), ``b[u,a,j] ∈ {0,1}`` (u is a boundary node of the call), closure variables
+``α[i,a,j], δ[i,a,j] ∈ [0,1]``, times ``st[a,j], en[a,j], F[i], L ∈ [0,U]``; when some
+class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]``
+(``C = A·q``). ``on_cpu(v) = 1 − Σ_{a,j} x[v,a,j]``.
+
+1.  ``Σ_{a,j} x[v,a,j] ≤ 1``, ``= 1`` when ``v`` cannot run on CPUs; and
+    ``Σ_j x[v,a,j] = Σ_j x[v',a,j]`` for consecutive members ``v, v'`` of a colour class
+    (placement; colours share a device)
+2.  ``x[v,a,j] ≤ e[a,j]``, ``e[a,j] ≤ Σ_v x[v,a,j]``, ``e[a,j+1] ≤ e[a,j]``; ``x[v,a,j] = 0`` when
+    ``a`` is the ``r``-th accelerator of its type and ``r > v`` (symmetry: the non-empty calls
+    of an accelerator come first, and accelerators of one type are ordered by their lowest
+    node)
+3.  ``Σ_{j,v} m(v) x[v,a,j] ≤ M_a``                                    (memory)
+4.  ``b[u,a,j] ≥ |x[w,a,j] − x[r(u),a,j]|`` for ``w ∈ W(u)``            (boundary, rows (B))
+5.  ``α[i,a,j] ≥ x[g(i),a,j]``, ``α[w,a,j] ≥ α[i,a,j]``; ``δ[i,a,j] ≥ x[g(i),a,j]``,
+    ``δ[i,a,j] ≥ δ[w,a,j]`` for edges ``(i,w)``; ``x[g(i),a,j] ≥ α[i,a,j] + δ[i,a,j] − 1``
+    (each call contiguous, as in :mod:`.sets`)
+6.  ``en[a,j] ≥ st[a,j] + Σ_v p_a(v) x[v,a,j] + Σ_u c(u) b[u,a,j]``     (call duration)
+7.  ``st[a,j+1] ≥ en[a,j]``                                            (calls run in order)
+8.  ``st[a,j] ≥ F[u] − U (1 − x[g(w),a,j] + x[g(u),a,j])`` for edges ``(u,w)``, ``g(u) ≠ g(w)``
+    (a call waits for its inputs)
+9.  ``F[i] ≥ en[a,j] − U (1 − x[g(i),a,j])``                            (call nodes finish at its end)
+10. ``F[i] ≥ F[u] + p_cpu(i) − U Σ_{a,j} x[g(i),a,j]`` for edges ``(u,i)``, and
+    ``F[i] ≥ p_cpu(i) − U Σ_{a,j} x[g(i),a,j]``                          (CPU nodes)
+11. ``L ≥ F[i]`` for every sink ``i``
+12. (ranks, only when some node takes zero time on some accelerator) ``π[a,j+1] ≥ π[a,j] + 1``;
+    ``ρ[i] ≥ π[a,j] − C (1 − x[g(i),a,j])``; ``ρ[i] ≥ ρ[u] − C Σ_{a,j} x[g(i),a,j]`` for edges
+    ``(u,i)``; ``π[a,j] ≥ ρ[u] + 1 − (C+1)(1 − x[g(w),a,j] + x[g(u),a,j])`` for edges ``(u,w)``
+
+Objective: minimise ``L``.
+
+Rows 6–11 only bound times from below, and the least values are the schedule of the
+model above, so ``L`` is at least the plan's latency and equals it at the optimum.
+A cycle of calls (two sets feeding each other, a deadlock) forces every call on it to
+last 0 through rows 6–9; row 12 then forbids it, since ranks strictly increase around
+such a cycle. Without zero-time nodes no call lasts 0 and row 12 is left out.
+Decoded plans give every accelerator its non-empty calls in order
+(:attr:`placement.plan.DeviceAssignment.calls`) and put the CPU nodes on one CPU device.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from placement.errors import UsageError
+from placement.model.bounds import latency_lower_bound
+from placement.model.problem import Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Solution
+from placement.solvers.milp.backends import SolveOptions, make_backend
+from placement.solvers.milp.data import Scaling, choose_scale
+from placement.solvers.milp.driver import announce
+from placement.solvers.milp.outcome import Context, Verdict, conclude
+
+DEFAULT_CALLS = 1
+
+
+@dataclass(frozen=True)
+class _Data:
+    classes: list[list[int]]
+    group: list[int]                        # class of each node
+    acc: list[int]                          # device-type position of each accelerator
+    rank: list[int]                         # its index among accelerators of its type
+    p_acc: list[list[float | None]]         # per class and accelerator, model units
+    p_cpu: list[float | None]               # per node, model units
+    cpu_type: list[int | None]              # fastest CPU type per node
+    m: list[float]
+    M: list[float]
+    cost: list[tuple[int, int, tuple[int, ...], float]]  # (u, r(u), W(u), c(u)) model units
+    scaling: Scaling
+    error: float                            # bound on the rounding error of a latency, original units
+    horizon: float                          # U, model units
+    memory_exact: bool
+
+
+def _prepare(problem: Problem, integer: bool, max_scaled: float) -> _Data:
+    nodes = problem.nodes
+    types = problem.device_types
+    classes = [[i] for i in range(len(nodes))]
+    group = list(range(len(nodes)))
+    acc, rank = [], []
+    for t, dt in enumerate(types):
+        if dt.pays_comm:
+            for r in range(dt.count):
+                acc.append(t)
+                rank.append(r)
+    cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
+    if len(cpus) > 1:
+        raise UsageError("the latency model takes one CPU device type; this instance has "
+                         + ", ".join(types[t].name for t in cpus))
+    p_acc_raw = []
+    for members in classes:
+        row = []
+        for t in acc:
+            times = [nodes[i].times[t] for i in members]
+            row.append(None if any(q is None for q in times) else float(sum(times)))  # type: ignore[arg-type]
+        p_acc_raw.append(row)
+    p_cpu_raw: list[float | None] = []
+    cpu_type: list[int | None] = []
+    for node in nodes:
+        options = [(node.times[t], t) for t in cpus if node.times[t] is not None]
+        best = min(options, default=None)
+        p_cpu_raw.append(None if best is None else float(best[0]))  # type: ignore[arg-type]
+        cpu_type.append(None if best is None else best[1])
+    succ = problem.successors()
+    cost_raw = []
+    for u, node in enumerate(nodes):
+        W = tuple(sorted({group[w] for w in succ[u]} - {group[u]}))
+        if node.out_cost > 0 and W:
+            cost_raw.append((u, group[u], W, float(node.out_cost)))
+    calls_possible = max(1, len(acc))
+    slowest = sum(max([q for q in [p_cpu_raw[i]] + [nodes[i].times[t] for t in acc] if q is not None],
+                      default=0.0) for i in range(len(nodes)))
+    transfers = sum(c * (1 + min(len(succ[u]), calls_possible)) for u, _, _, c in cost_raw)
+    horizon_raw = slowest + transfers
+    values = ([q for row in p_acc_raw for q in row if q is not None] + [q for q in p_cpu_raw if q is not None]
+              + [c for *_, c in cost_raw])
+    scaling = choose_scale(values, horizon_raw, max_scaled) if integer else Scaling(1.0, True)
+
+    def t_model(a: float) -> float:
+        return float(round(a * scaling.scale)) if integer else a
+
+    error = 0.0
+    if integer and not scaling.exact:
+        error = sum(abs(round(q * scaling.scale) - q * scaling.scale) for q in values) / scaling.scale
+    m = [float(sum(nodes[i].memory for i in members)) for members in classes]
+    M = [types[t].memory for t in acc]
+    memory_exact = True
+    if integer:  # sizes rounded up and bounds down unless exact: every plan found still fits
+        binding = [b for b in M if math.isfinite(b) and b < sum(m)]
+        mem = choose_scale(m + binding, sum(m), 2.0 ** 53) if binding else Scaling(1.0, True)
+        memory_exact = mem.exact
+        m = [float(round(a * mem.scale)) if mem.exact else float(math.ceil(a * mem.scale)) for a in m]
+        M = [b if not math.isfinite(b) or b >= sum(m) / mem.scale else
+             (float(round(b * mem.scale)) if mem.exact else float(math.floor(b * mem.scale))) for b in M]
+    return _Data(classes, group, acc, rank,
+                 [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
+                 [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, m, M,
+                 [(u, r, W, t_model(c)) for u, r, W, c in cost_raw],
+                 scaling, error, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory_exact)
+
+
+@dataclass
+class _Vars:
+    x: dict[tuple[int, int, int], Any]
+    L: Any
+
+
+def _build(problem: Problem, d: _Data, be: Any, q: int) -> _Vars:
+    n_classes, A = len(d.classes), len(d.acc)
+    nodes = problem.nodes
+    succ = problem.successors()
+    pred: list[list[int]] = [[] for _ in nodes]
+    for u, ws in enumerate(succ):
+        for w in ws:
+            pred[w].append(u)
+    U = d.horizon
+    calls = [(a, j) for a in range(A) for j in range(q)]
+    allowed = {(v, a): d.p_acc[v][a] is not None and d.m[v] <= d.M[a] and d.rank[a] <= v
+               for v in range(n_classes) for a in range(A)}
+    x = {(v, a, j): be.bool_var(f"x[{v},{a},{j}]", fixed=None if allowed[v, a] else 0)
+         for v in range(n_classes) for a, j in calls}
+    e = {(a, j): be.bool_var(f"e[{a},{j}]") for a, j in calls}
+    st = {(a, j): be.num_var(U, f"st[{a},{j}]") for a, j in calls}
+    en = {(a, j): be.num_var(U, f"en[{a},{j}]") for a, j in calls}
+    F = [be.num_var(U, f"F[{i}]") for i in range(len(nodes))]
+    L = be.num_var(U, "L")
+
+    def on_acc(v: int) -> list[tuple[float, Any]]:
+        return [(1, x[v, a, j]) for a, j in calls]
+
+    for v, members in enumerate(d.classes):                                           # (1)
+        must_acc = any(d.p_cpu[i] is None for i in members)
+        be.add(on_acc(v), lo=1 if must_acc else -math.inf, hi=1)
+    for colour_class in problem.colour_classes():
+        for v, w in zip(colour_class, colour_class[1:]):
+            for a in range(A):
+                be.add([(1, x[v, a, j]) for j in range(q)] + [(-1, x[w, a, j]) for j in range(q)], lo=0, hi=0)
+    for a, j in calls:                                                                 # (2)
+        for v in range(n_classes):
+            be.add([(1, x[v, a, j]), (-1, e[a, j])], hi=0)
+        be.add([(1, e[a, j])] + [(-1, x[v, a, j]) for v in range(n_classes)], hi=0)
+        if j + 1 < q:
+            be.add([(1, e[a, j + 1]), (-1, e[a, j])], hi=0)
+    for a in range(A):                                                                 # (3)
+        if math.isfinite(d.M[a]) and sum(d.m) > d.M[a]:
+            be.add([(d.m[v], x[v, a, j]) for v in range(n_classes) for j in range(q) if d.m[v]], hi=d.M[a])
+    for a, j in calls:
+        b = []
+        for u, r, W, c in d.cost:                                                      # (4)
+            bv = be.bool_var(f"b[{u},{a},{j}]")
+            for w in W:
+                be.add([(1, x[w, a, j]), (-1, x[r, a, j]), (-1, bv)], hi=0)
+                be.add([(1, x[r, a, j]), (-1, x[w, a, j]), (-1, bv)], hi=0)
+            b.append((c, bv))
+        alpha = [be.num_var(1, f"alpha[{i},{a},{j}]") for i in range(len(nodes))]     # (5)
+        delta = [be.num_var(1, f"delta[{i},{a},{j}]") for i in range(len(nodes))]
+        for i in range(len(nodes)):
+            xi = x[d.group[i], a, j]
+            be.add([(1, xi), (-1, alpha[i])], hi=0)
+            be.add([(1, xi), (-1, delta[i])], hi=0)
+            for w in succ[i]:
+                be.add([(1, alpha[i]), (-1, alpha[w])], hi=0)
+                be.add([(1, delta[w]), (-1, delta[i])], hi=0)
+            if pred[i] and succ[i]:
+                be.add([(1, alpha[i]), (1, delta[i]), (-1, xi)], hi=1)
+        be.add([(1, st[a, j]), (-1, en[a, j])]                                         # (6)
+               + [(p, x[v, a, j]) for v in range(n_classes) if (p := d.p_acc[v][a])]
+               + [(c, bv) for c, bv in b], hi=0)
+        if j + 1 < q:                                                                  # (7)
+            be.add([(1, en[a, j]), (-1, st[a, j + 1])], hi=0)
+        for u in range(len(nodes)):                                                    # (8)
+            for w in succ[u]:
+                gu, gw = d.group[u], d.group[w]
+                if gu != gw and allowed[gw, a]:
+                    # F[u] − st ≤ U (1 − x_w + x_u)
+                    be.add([(1, F[u]), (-1, st[a, j]), (U, x[gw, a, j]), (-U, x[gu, a, j])], hi=U)
+        for i in range(len(nodes)):                                                    # (9)
+            if allowed[d.group[i], a]:
+                be.add([(1, en[a, j]), (-1, F[i]), (U, x[d.group[i], a, j])], hi=U)
+    for i in range(len(nodes)):                                                        # (10)
+        p = d.p_cpu[i]
+        if p is None:
+            continue
+        relax = [(-U, var) for _, var in on_acc(d.group[i])]
+        be.add([(-1, F[i])] + relax, hi=-p)
+        for u in pred[i]:
+            be.add([(1, F[u]), (-1, F[i])] + relax, hi=-p)
+    for i in range(len(nodes)):                                                        # (11)
+        if not succ[i]:
+            be.add([(1, F[i]), (-1, L)], hi=0)
+    zero_time = any(p == 0 for row in d.p_acc for p in row)
+    if zero_time:                                                                      # (12)
+        C = float(len(calls))
+        pi = {(a, j): be.num_var(C, f"pi[{a},{j}]") for a, j in calls}
+        rho = [be.num_var(C, f"rho[{i}]") for i in range(len(nodes))]
+        for a, j in calls:
+            if j + 1 < q:
+                be.add([(1, pi[a, j]), (-1, pi[a, j + 1])], hi=-1)
+            for i in range(len(nodes)):
+                if allowed[d.group[i], a]:
+                    be.add([(1, pi[a, j]), (-1, rho[i]), (C, x[d.group[i], a, j])], hi=C)
+            for u in range(len(nodes)):
+                for w in succ[u]:
+                    gu, gw = d.group[u], d.group[w]
+                    if gu != gw and allowed[gw, a]:
+                        # ρ[u] + 1 − π ≤ (C+1)(1 − x_w + x_u)
+                        be.add([(1, rho[u]), (-1, pi[a, j]), (C + 1, x[gw, a, j]), (-(C + 1), x[gu, a, j])],
+                               hi=C)
+        for i in range(len(nodes)):
+            relax = [(-C, var) for _, var in on_acc(d.group[i])]
+            for u in pred[i]:
+                be.add([(1, rho[u]), (-1, rho[i])] + relax, hi=0)
+    be.minimize([(1, L)])
+    return _Vars(x, L)
+
+
+def _decode(problem: Problem, d: _Data, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
+    types = problem.device_types
+    devices = []
+    on_acc = set()
+    for a in range(len(d.acc)):
+        calls = []
+        for j in range(q):
+            members = [v for v in range(len(d.classes)) if value(V.x[v, a, j]) > 0.5]
+            on_acc.update(members)
+            ids = tuple(sorted((problem.nodes[i].id for v in members for i in d.classes[v]), key=problem.index_of))
+            if ids:
+                calls.append(ids)
+        if calls:
+            union = tuple(sorted((i for call in calls for i in call), key=problem.index_of))
+            devices.append(DeviceAssignment(types[d.acc[a]].name, union, tuple(calls)))
+    by_cpu: dict[int, list[int]] = {}
+    for v, members in enumerate(d.classes):
+        if v in on_acc:
+            continue
+        for i in members:
+            t = d.cpu_type[i]
+            if t is None:
+                return None
+            by_cpu.setdefault(t, []).append(problem.nodes[i].id)
+    for t, ids in sorted(by_cpu.items()):
+        devices.append(DeviceAssignment(types[t].name, tuple(ids)))
+    return Plan(tuple(devices))
+
+
+def _hint(problem: Problem, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dict[Any, float] | None, str]:
+    """Values of the placement variables of ``plan`` (times are left to the solver), with the plan's
+    accelerators of each type put in the canonical order of rows (2)."""
+    spot: dict[int, tuple[int, int]] = {}
+    by_type: dict[int, list[list[tuple[int, ...]]]] = {}
+    for dev in plan.devices:
+        t = next((k for k, dt in enumerate(problem.device_types) if dt.name == dev.type), None)
+        if t is None:
+            return None, "warm start ignored: unknown device type"
+        if problem.device_types[t].pays_comm and dev.nodes:
+            calls = [c for c in (dev.calls or (dev.nodes,)) if c]
+            if len(calls) > q:
+                return None, f"warm start ignored: a device runs more than {q} calls"
+            by_type.setdefault(t, []).append(calls)
+    try:
+        for t, devices in by_type.items():
+            def lowest(calls: list[tuple[int, ...]]) -> int:
+                return min(d.group[problem.index_of(i)] for c in calls for i in c)
+
+            for r, calls in enumerate(sorted(devices, key=lowest)):
+                a = next((a for a in range(len(d.acc)) if d.acc[a] == t and d.rank[a] == r), None)
+                if a is None:
+                    return None, "warm start ignored: more accelerators than exist"
+                for j, call in enumerate(calls):
+                    for node_id in call:
+                        spot[problem.index_of(node_id)] = (a, j)
+    except KeyError:
+        return None, "warm start ignored: unknown node id"
+    values: dict[Any, float] = {}
+    for v, members in enumerate(d.classes):
+        spots = {spot.get(i) for i in members}
+        if len(spots) != 1:
+            return None, "warm start ignored: the plan splits a colour class"
+        where = spots.pop()
+        for a in range(len(d.acc)):
+            for j in range(q):
+                values[V.x[v, a, j]] = 1.0 if where == (a, j) else 0.0
+    return values, ""
+
+
+def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
+                       warm_start: Plan | None = None, max_scaled: float = 2.0 ** 40,
+                       progress: Callable[[str], None] | None = None) -> Solution:
+    """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""
+    from placement.verify.latency import evaluate_latency
+
+    if problem.is_training:
+        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    if calls < 1:
+        raise UsageError(f"calls per accelerator must be at least 1, got {calls}")
+    start = time.perf_counter()
+    be = make_backend(backend)
+    d = _prepare(problem, be.integer_only, max_scaled)
+    V = _build(problem, d, be, calls)
+    notes: list[str] = []
+    if not d.scaling.exact:
+        notes.append(f"times rounded to multiples of 2^-{math.log2(d.scaling.scale):g}; "
+                     "the bound accounts for the rounding")
+    if warm_start is not None:
+        values, why = _hint(problem, d, V, calls, warm_start)
+        if values is not None:
+            why = be.hint(values)
+        if why:
+            notes.append(why)
+    stats: dict[str, Any] = {"backend": be.name, "classes": len(d.classes), "accelerators": len(d.acc),
+                             "calls_per_accelerator": calls, "time_scale": d.scaling.scale,
+                             "time_scale_exact": d.scaling.exact, **be.size,
+                             "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+    raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
+    ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
+                  unit=1.0 / d.scaling.scale, rounding_error=d.error, simple_bound=latency_lower_bound(problem),
+                  exact_feasibility=d.memory_exact, notes=notes, stats=stats)
+
+    def verify(plan: Plan) -> Verdict:
+        ev = evaluate_latency(problem, plan)
+        return Verdict(ev.valid, ev.latency, tuple(ev.violations))
+
+    return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify)

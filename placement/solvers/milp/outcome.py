@@ -1,0 +1,97 @@
+"""From a backend's raw answer to an honest :class:`Solution`.
+
+Whatever the backend says, the plan is decoded from its values and verified by
+the independent evaluator, and the reported objective is the verified one. The
+reported bound is the larger of the solver's proven bound (lowered by the
+rounding error of integer scaling) and a simple valid bound from the instance,
+and never above the objective. Statuses:
+
+* ``optimal`` — the backend proved optimality and the bound is within the
+  backend's tolerance of the verified objective (the bound is then the objective;
+  ``stats["solver_bound"]`` keeps the solver's own figure);
+* ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
+  search, a ``gap`` was allowed, or the proof did not reach the verified value);
+* ``infeasible`` — proven by the backend on exact data;
+* ``no_solution`` — stopped without a usable plan (or infeasible on rounded data);
+* ``error`` — the backend failed, or its plan failed verification.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from placement.plan import Plan
+from placement.solution import Solution, Status
+from placement.solvers.milp.backends import Backend, RawResult
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The evaluator's word on a decoded plan: valid or not (with reasons), and its objective."""
+
+    valid: bool
+    objective: float
+    violations: tuple[str, ...] = ()
+
+
+@dataclass
+class Context:
+    """What a formulation knows when the backend returns."""
+
+    method: str
+    objective_kind: str
+    contiguity: str
+    start: float                    # perf_counter() at the start of the solve
+    unit: float                     # original units per model unit of the objective
+    rounding_error: float           # bound on the objective's rounding error, original units
+    simple_bound: float             # a valid lower bound from the instance, original units
+    exact_feasibility: bool         # False when memory was rounded (infeasible is then no proof)
+    notes: list[str]
+    stats: dict[str, Any]
+
+
+def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
+             verify: Callable[[Plan], Verdict]) -> Solution:
+    """The :class:`Solution` for the backend's answer ``raw``."""
+    if raw.message:
+        ctx.notes.append(raw.message)
+    raw_bound = 0.0 if raw.bound is None or not math.isfinite(raw.bound) else raw.bound
+    solver_bound = raw_bound * ctx.unit
+    ctx.stats["solver_bound"] = solver_bound
+    ctx.stats["solve_s"] = raw.wall_s
+    ctx.stats.update(raw.stats)
+    bound = max(0.0, solver_bound - ctx.rounding_error, ctx.simple_bound if math.isfinite(ctx.simple_bound) else 0.0)
+
+    def done(status: Status, plan: Plan | None = None, objective: float = math.inf, bound: float = bound,
+             extra: str = "") -> Solution:
+        message = "; ".join(ctx.notes + ([extra] if extra else []))
+        return Solution(status, plan, objective, bound, ctx.method, ctx.objective_kind, ctx.contiguity,
+                        runtime_s=time.perf_counter() - ctx.start, stats=ctx.stats, message=message)
+
+    if raw.status == "infeasible":
+        if not ctx.exact_feasibility:
+            return done(Status.NO_SOLUTION, extra="infeasible with rounded memory; not a proof")
+        return done(Status.INFEASIBLE, bound=math.inf,
+                    extra="no plan of the available devices satisfies the constraints")
+    if raw.status in ("no_solution", "error"):
+        return done(Status.NO_SOLUTION if raw.status == "no_solution" else Status.ERROR)
+    plan = decode(raw.value)
+    if plan is None:
+        if raw.status == "feasible":
+            return done(Status.NO_SOLUTION, extra=f"{be.name} reported a solution but returned no usable values")
+        return done(Status.ERROR, extra=f"{be.name} reported {raw.status} but its values decode to no plan")
+    verdict = verify(plan)
+    if not verdict.valid:
+        return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
+    objective = verdict.objective
+    bound = min(bound, objective)
+    if raw.status == "optimal" and objective - bound <= be.optimality_tolerance * max(1.0, abs(objective)):
+        return done(Status.OPTIMAL, plan, objective, objective)
+    extra = ""
+    if raw.status == "optimal":
+        extra = ("stopped within the allowed gap" if ctx.stats.get("gap_allowed")
+                 else "solver claimed optimal, but the proven bound leaves a gap")
+    return done(Status.FEASIBLE, plan, objective, bound, extra)

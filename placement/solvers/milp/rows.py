@@ -1,0 +1,98 @@
+"""Rows shared by the throughput formulations: boundary indicators, loads, objectives.
+
+With ``x[v,s]`` "group v is on slot s" (given as a list of terms, so a formulation
+may define it as a difference of cumulative variables), ``y[s,k]`` "slot s has type
+k" and ``b[u,s]`` the boundary indicator of cost node ``u`` on slot ``s``:
+
+(B)  ``b[u,s] ≥ x[w,s] − x[r(u),s]`` and ``b[u,s] ≥ x[r(u),s] − x[w,s]`` for ``w ∈ W(u)``:
+     ``N[u]`` meets the slot's set and its complement, so ``u ∈ In(S) ∪ Out(S)`` (one
+     indicator covers both: a node is never in ``In(S)`` and ``Out(S)`` of one set).
+(L)  ``throughput``:        ``y[s,k] = 1 ⇒ Σ_v p_k(v) x[v,s] + pays_k Σ_u c(u) b[u,s] ≤ T``;
+     ``throughput-gpipe``:  the same with forward times and the costs of forward ``u``
+     ``≤ TF``, and with backward times and the costs of backward ``u`` ``≤ TB``.
+(O)  minimise ``T``, or ``TF + TB``.
+
+Minimisation drives ``b`` to its least value, the true indicator, wherever a load
+row binds; where it does not, a larger ``b`` changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from placement.solvers.milp.backends import Backend
+from placement.solvers.milp.data import GroupData
+
+Terms = list[tuple[float, Any]]
+OBJECTIVES = ("throughput", "throughput-gpipe")
+
+
+def negate(terms: Terms) -> Terms:
+    return [(-a, v) for a, v in terms]
+
+
+def boundary_rows(be: Backend, d: GroupData, x: Callable[[int], Terms], b: dict[int, Any]) -> None:
+    """(B) for one slot: ``x(v)`` gives the terms of ``x[v,s]``, ``b[i]`` the indicator of cost node ``i``."""
+    for i, cn in enumerate(d.cost_nodes):
+        for w in cn.W:
+            be.add(x(w) + negate(x(cn.r)) + [(-1, b[i])], hi=0)
+            be.add(x(cn.r) + negate(x(w)) + [(-1, b[i])], hi=0)
+
+
+def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:
+    """``[T]`` or ``[TF, TB]``, each bounded by the largest possible load."""
+    if objective == "throughput":
+        return [be.num_var(d.load_ub, "T")]
+    return [be.num_var(d.load_ub, "TF"), be.num_var(d.load_ub, "TB")]
+
+
+def load_rows(be: Backend, d: GroupData, objective: str, x: Callable[[int], Terms], b: dict[int, Any],
+              y: dict[int, Any], targets: list[Any]) -> None:
+    """(L) for one slot; ``y[k]`` is the slot's type indicator, ``targets`` from :func:`objective_vars`."""
+    n = len(d.groups)
+    for k in range(len(d.types)):
+        parts: list[tuple[Callable[[int], float | None], bool | None]]
+        if objective == "throughput":
+            parts = [(lambda v: d.p(v, k), None)]
+        else:
+            parts = [(lambda v: d.pf[v][k], False), (lambda v: d.pb[v][k], True)]
+        for (time_of, backward), target in zip(parts, targets):
+            terms: Terms = []
+            for v in range(n):
+                p = time_of(v)
+                if p:
+                    terms += [(a * p, var) for a, var in x(v)]
+            if d.pays[k]:
+                terms += [(cn.c, b[i]) for i, cn in enumerate(d.cost_nodes)
+                          if backward is None or cn.backward == backward]
+            if terms:
+                be.add(terms + [(-1, target)], hi=0, enforce=y[k])
+
+
+def minimise(be: Backend, targets: list[Any]) -> None:
+    """(O)."""
+    be.minimize([(1, t) for t in targets])
+
+
+def boundary_values(d: GroupData, held: set[int]) -> list[float]:
+    """True value of ``b[u,s]`` per cost node for a slot holding the groups ``held``."""
+    return [1.0 if any((w in held) != (cn.r in held) for w in cn.W) else 0.0 for cn in d.cost_nodes]
+
+
+def target_values(d: GroupData, objective: str, slots: list[tuple[set[int], int]]) -> list[float]:
+    """Values of the objective variables for slots given as (groups held, type): the max loads."""
+    if objective == "throughput":
+        parts: list[tuple[Callable[[int, int], float | None], bool | None]] = [(d.p, None)]
+    else:
+        parts = [(lambda v, k: d.pf[v][k], False), (lambda v, k: d.pb[v][k], True)]
+    values = []
+    for time_of, backward in parts:
+        best = 0.0
+        for held, k in slots:
+            load = sum(time_of(v, k) or 0.0 for v in held)
+            if d.pays[k]:
+                load += sum(cn.c * bv for cn, bv in zip(d.cost_nodes, boundary_values(d, held))
+                            if backward is None or cn.backward == backward)
+            best = max(best, load)
+        values.append(best)
+    return values

@@ -1,0 +1,93 @@
+"""MILP for the throughput objectives under ``sets`` contiguity (DESIGN.md §2).
+
+Model
+-----
+The model of :mod:`.none` (rows 1–8, same data and variables) plus, for every forward
+node ``v`` (instance node, not class) and slot ``s``, two closure variables
+``a[v,s], d[v,s] ∈ [0,1]`` and, with ``g(v)`` the class of ``v`` and ``E_F`` the edges
+between forward nodes:
+
+9.  ``a[v,s] ≥ x[g(v),s]``, and ``a[w,s] ≥ a[v,s]`` for ``(v,w) ∈ E_F``
+    (``a[v,s] = 1`` when ``v`` or a forward ancestor of ``v`` is on slot ``s``)
+10. ``d[v,s] ≥ x[g(v),s]``, and ``d[v,s] ≥ d[w,s]`` for ``(v,w) ∈ E_F``
+    (``d[v,s] = 1`` when ``v`` or a forward descendant of ``v`` is on slot ``s``)
+11. ``x[g(v),s] ≥ a[v,s] + d[v,s] − 1`` for ``v`` with forward predecessors and successors
+    (a node between two nodes of slot ``s`` is on slot ``s``)
+
+Rows 9–10 only bound ``a`` and ``d`` from below, and the least values are the true
+closures, which are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in
+which no forward path leaves a device's forward nodes and re-enters them: the class
+``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
+through their colour classes and are not constrained further.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement.model.problem import Problem
+from placement.solvers.milp.backends import Backend
+from placement.solvers.milp.data import GroupData
+from placement.solvers.milp.none import AssignmentVars, NoContiguity
+
+
+def _forward_edges(problem: Problem) -> tuple[list[int], list[tuple[int, int]]]:
+    """Forward node positions and the edges between them."""
+    forward = [i for i, n in enumerate(problem.nodes) if not n.backward]
+    succ = problem.successors()
+    edges = [(v, w) for v in forward for w in succ[v] if not problem.nodes[w].backward]
+    return forward, edges
+
+
+class ContiguousSets(NoContiguity):
+    contiguity = "sets"
+
+    def extra_rows(self, problem: Problem, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
+        forward, edges = _forward_edges(problem)
+        group = {u: g for g, members in enumerate(d.groups) for u in members}
+        has_pred = {w for _, w in edges}
+        has_succ = {v for v, _ in edges}
+        middle = [v for v in forward if v in has_pred and v in has_succ]
+        if not middle:
+            self._closures = ({}, {})
+            return
+        a: dict[tuple[int, int], Any] = {}
+        dn: dict[tuple[int, int], Any] = {}
+        for s in range(1, d.slots + 1):
+            for v in forward:
+                a[v, s] = be.num_var(1, f"a[{v},{s}]")
+                dn[v, s] = be.num_var(1, f"d[{v},{s}]")
+                be.add([(1, x[group[v], s]), (-1, a[v, s])], hi=0)                   # (9)
+                be.add([(1, x[group[v], s]), (-1, dn[v, s])], hi=0)                  # (10)
+            for v, w in edges:
+                be.add([(1, a[v, s]), (-1, a[w, s])], hi=0)                          # (9)
+                be.add([(1, dn[w, s]), (-1, dn[v, s])], hi=0)                        # (10)
+            for v in middle:
+                be.add([(1, a[v, s]), (1, dn[v, s]), (-1, x[group[v], s])], hi=1)   # (11)
+        self._closures = (a, dn)
+
+    def extra_hint(self, problem: Problem, d: GroupData, V: AssignmentVars, where: list[int],
+                   values: dict[Any, float]) -> None:
+        a, dn = self._closures
+        if not a:
+            return
+        forward, edges = _forward_edges(problem)
+        group = {u: g for g, members in enumerate(d.groups) for u in members}
+        succ: dict[int, list[int]] = {v: [] for v in forward}
+        pred: dict[int, list[int]] = {v: [] for v in forward}
+        for v, w in edges:
+            succ[v].append(w)
+            pred[w].append(v)
+        order = [problem.index_of(i) for i in problem.topological_ids()]
+        order = [v for v in order if not problem.nodes[v].backward]
+        for s in range(1, d.slots + 1):
+            on = {v: where[group[v]] == s - 1 for v in forward}
+            up = {}
+            for v in order:
+                up[v] = on[v] or any(up[u] for u in pred[v])
+            down = {}
+            for v in reversed(order):
+                down[v] = on[v] or any(down[w] for w in succ[v])
+            for v in forward:
+                values[a[v, s]] = float(up[v])
+                values[dn[v, s]] = float(down[v])
