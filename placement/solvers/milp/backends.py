@@ -339,6 +339,8 @@ class PywraplpBackend(Backend):
             notes.append(f"{self.name} ignored threads={options.threads}")
         if self.name == "scip":
             solver.SetSolverSpecificParametersAsString(f"randomization/randomseedshift = {int(options.seed)}\n")
+        if self.name == "highs":
+            solver.SetSolverSpecificParametersAsString(f"random_seed = {int(options.seed)}\n")
         params = lp.MPSolverParameters()
         params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
         if options.log_path is not None:
@@ -347,6 +349,14 @@ class PywraplpBackend(Backend):
             start = time.perf_counter()
             code = solver.Solve(params)
             wall = time.perf_counter() - start
+            if self.name == "highs" and code == lp.Solver.NOT_SOLVED and wall < 0.5 * time_limit:
+                # HiGHS sometimes rejects its own optimum after presolve ("claims optimality, but with
+                # primal infeasibilities") and OR-Tools reports NOT_SOLVED; without presolve it does not.
+                notes.append("HiGHS retried without presolve")
+                solver.SetSolverSpecificParametersAsString(f"presolve = off\nrandom_seed = {int(options.seed)}\n")
+                solver.SetTimeLimit(max(1, int(round((time_limit - wall) * 1000))))
+                code = solver.Solve(params)
+                wall = time.perf_counter() - start
         names = {lp.Solver.OPTIMAL: "OPTIMAL", lp.Solver.FEASIBLE: "FEASIBLE", lp.Solver.INFEASIBLE: "INFEASIBLE",
                  lp.Solver.UNBOUNDED: "UNBOUNDED", lp.Solver.ABNORMAL: "ABNORMAL", lp.Solver.NOT_SOLVED: "NOT_SOLVED",
                  lp.Solver.MODEL_INVALID: "MODEL_INVALID"}

@@ -12,13 +12,19 @@ exactly when ``N[u]`` meets both ``S`` and its complement, which needs two group
 
 Numbers. Backends that need integers (CP-SAT) get times multiplied by a unit
 ``scale`` (a power of two or ten) under which every time and cost is an integer and
-the largest load stays under ``max_scaled``: then the model is exact. Otherwise
-the data are rounded at the finest power of two under the cap and ``error_fw`` /
-``error_bw`` bound, per type, the total rounding error of the forward / backward
-part of one load (in original units), so that a proven bound can be lowered by it
-and stays proven. Memory is scaled the same way but rounded conservatively (sizes
-up, bounds down): every plan found fits, and an infeasibility verdict is then no
-proof.
+the largest load stays under ``max_scaled``: then the model is exact. Otherwise the
+scale is the largest power of two under the cap and every time and cost is rounded
+*down*: each plan's value in the model is then at most its true value, so the
+model's optimum and every bound proven on it are valid lower bounds of the true
+optimum, while the objective reported is always the evaluator's exact value of the
+decoded plan. The cap defaults to ``2^28`` so that no row's activity reaches ``2^31``:
+CP-SAT 9.15's presolve has returned wrong optima on these models with coefficients
+around ``2^33`` and above (measured on the published ResNet-50 and InceptionV3 layer
+graphs; with times under the cap and memory rows up to ``2^53`` every result was
+right). Memory is scaled exactly where a power of two or ten allows it under
+``2^53``, and otherwise rounded conservatively (sizes up, bounds down): every plan
+found then fits, but the model may miss plans that fit, so neither its bound nor an
+infeasibility verdict is a proof (``memory_exact`` is False).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.model.problem import Problem
+
+MEMORY_MAX_SCALED = 2.0 ** 53
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ def exact_at(values: Sequence[float], scale: float) -> bool:
 def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> Scaling:
     """Smallest power of two or ten making every value an integer with ``largest · scale ≤ max_scaled``;
     else the largest power of two within the cap (``exact`` False)."""
-    candidates = sorted({2.0 ** k for k in range(0, 41)} | {10.0 ** k for k in range(0, 13)})
+    candidates = sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in range(-12, 13)})
     for scale in candidates:
         if largest * scale > max_scaled:
             break
@@ -86,8 +94,6 @@ class GroupData:
     memory_exact: bool
     cost_nodes: tuple[CostNode, ...]
     scaling: Scaling
-    error_fw: tuple[float, ...]                   # rounding error bound per type, original units
-    error_bw: tuple[float, ...]
     load_ub: float                                # no load exceeds this, model units
 
     @property
@@ -102,12 +108,6 @@ class GroupData:
     def fits(self, v: int) -> list[int]:
         """Types that support every node of group ``v`` and have room for it."""
         return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
-
-    def error(self, objective: str) -> float:
-        """Bound on the rounding error of the objective value of any plan (original units)."""
-        if objective == "throughput-gpipe":
-            return max(self.error_fw, default=0.0) + max(self.error_bw, default=0.0)
-        return max((f + b for f, b in zip(self.error_fw, self.error_bw)), default=0.0)
 
 
 def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float) -> GroupData:
@@ -157,34 +157,20 @@ def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, ma
         values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
         scaling = choose_scale(values, largest, max_scaled)
         finite = [M for M in bounds if math.isfinite(M) and M < total_m]
-        mem = choose_scale(m_raw + finite, total_m, 2.0 ** 53) if memory_binds else Scaling(1.0, True)
+        mem = choose_scale(m_raw + finite, total_m, MEMORY_MAX_SCALED) if memory_binds else Scaling(1.0, True)
     else:
         scaling, mem = Scaling(1.0, True), Scaling(1.0, True)
 
     def t_model(a: float) -> float:
-        return float(round(a * scaling.scale)) if integer else a
+        if not integer:
+            return a
+        return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     def m_model(a: float, up: bool) -> float:
         if not integer:
             return a
         q = a * mem.scale
         return float(round(q)) if mem.exact else float(math.ceil(q) if up else math.floor(q))
-
-    def rounding(a: float) -> float:
-        return abs(round(a * scaling.scale) - a * scaling.scale) / scaling.scale
-
-    error_fw: list[float] = []
-    error_bw: list[float] = []
-    for k in range(len(types)):
-        ef = eb = 0.0
-        if integer and not scaling.exact:
-            ef = sum(rounding(row[k]) for row in pf_raw if row[k] is not None)  # type: ignore[arg-type]
-            eb = sum(rounding(row[k]) for row in pb_raw if row[k] is not None)  # type: ignore[arg-type]
-            if pays[k]:
-                ef += sum(rounding(c) for *_, c, back in cost_raw if not back)
-                eb += sum(rounding(c) for *_, c, back in cost_raw if back)
-        error_fw.append(ef)
-        error_bw.append(eb)
 
     pf = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pf_raw)
     pb = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pb_raw)
@@ -196,4 +182,4 @@ def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, ma
         m=tuple(m_model(a, True) for a in m_raw),
         M=tuple(math.inf if not math.isfinite(M) or M >= total_m else m_model(M, False) for M in bounds),
         memory_binds=memory_binds, memory_exact=mem.exact, cost_nodes=cost_nodes, scaling=scaling,
-        error_fw=tuple(error_fw), error_bw=tuple(error_bw), load_ub=load_ub)
+        load_ub=load_ub)

@@ -26,7 +26,7 @@ from placement.solvers.milp.data import GroupData, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verify.evaluate import evaluate
 
-DEFAULT_MAX_SCALED = 2 ** 40
+DEFAULT_MAX_SCALED = 2 ** 28  # see placement.solvers.milp.data
 
 
 class Formulation(ABC):
@@ -101,10 +101,9 @@ def solve_throughput(problem: Problem, formulation: Formulation, objective: str,
     variables = formulation.build(problem, d, be, objective)
     notes: list[str] = []
     if not d.scaling.exact:
-        notes.append(f"times rounded to multiples of 2^-{math.log2(d.scaling.scale):g}; "
-                     "the bound accounts for the rounding")
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
     if not d.memory_exact:
-        notes.append("memory rounded conservatively (sizes up, bounds down)")
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     if warm_start is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)
         if values is not None:
@@ -119,7 +118,7 @@ def solve_throughput(problem: Problem, formulation: Formulation, objective: str,
     simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
               else gpipe_lower_bound(problem))
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
-                  start=start, unit=1.0 / d.scaling.scale, rounding_error=d.error(objective),
+                  start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
                   simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)
 
     def verify(plan: Plan) -> Verdict:

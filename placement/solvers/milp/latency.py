@@ -60,7 +60,10 @@ model above, so ``L`` is at least the plan's latency and equals it at the optimu
 A cycle of calls (two sets feeding each other, a deadlock) forces every call on it to
 last 0 through rows 6–9; row 12 then forbids it, since ranks strictly increase around
 such a cycle. Without zero-time nodes no call lasts 0 and row 12 is left out.
-Decoded plans give every accelerator its non-empty calls in order
+Numbers: for CP-SAT, times are scaled to integers as in :mod:`.data` (rounded down where
+no power of two or ten makes them exact, so the model never overstates a latency and its
+bounds stay valid), and so is memory. Decoded plans give every accelerator its non-empty
+calls in order
 (:attr:`placement.plan.DeviceAssignment.calls`) and put the CPU nodes on one CPU device.
 """
 
@@ -77,8 +80,8 @@ from placement.model.problem import Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
-from placement.solvers.milp.data import Scaling, choose_scale
-from placement.solvers.milp.driver import announce
+from placement.solvers.milp.data import MEMORY_MAX_SCALED, Scaling, choose_scale
+from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
 DEFAULT_CALLS = 1
@@ -97,7 +100,6 @@ class _Data:
     M: list[float]
     cost: list[tuple[int, int, tuple[int, ...], float]]  # (u, r(u), W(u), c(u)) model units
     scaling: Scaling
-    error: float                            # bound on the rounding error of a latency, original units
     horizon: float                          # U, model units
     memory_exact: bool
 
@@ -146,18 +148,17 @@ def _prepare(problem: Problem, integer: bool, max_scaled: float) -> _Data:
               + [c for *_, c in cost_raw])
     scaling = choose_scale(values, horizon_raw, max_scaled) if integer else Scaling(1.0, True)
 
-    def t_model(a: float) -> float:
-        return float(round(a * scaling.scale)) if integer else a
+    def t_model(a: float) -> float:  # rounded down where inexact: model latencies never exceed true ones
+        if not integer:
+            return a
+        return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
-    error = 0.0
-    if integer and not scaling.exact:
-        error = sum(abs(round(q * scaling.scale) - q * scaling.scale) for q in values) / scaling.scale
     m = [float(sum(nodes[i].memory for i in members)) for members in classes]
     M = [types[t].memory for t in acc]
     memory_exact = True
     if integer:  # sizes rounded up and bounds down unless exact: every plan found still fits
         binding = [b for b in M if math.isfinite(b) and b < sum(m)]
-        mem = choose_scale(m + binding, sum(m), 2.0 ** 53) if binding else Scaling(1.0, True)
+        mem = choose_scale(m + binding, sum(m), MEMORY_MAX_SCALED) if binding else Scaling(1.0, True)
         memory_exact = mem.exact
         m = [float(round(a * mem.scale)) if mem.exact else float(math.ceil(a * mem.scale)) for a in m]
         M = [b if not math.isfinite(b) or b >= sum(m) / mem.scale else
@@ -166,7 +167,7 @@ def _prepare(problem: Problem, integer: bool, max_scaled: float) -> _Data:
                  [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                  [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, m, M,
                  [(u, r, W, t_model(c)) for u, r, W, c in cost_raw],
-                 scaling, error, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory_exact)
+                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory_exact)
 
 
 @dataclass
@@ -354,7 +355,7 @@ def _hint(problem: Problem, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dic
 
 
 def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
-                       warm_start: Plan | None = None, max_scaled: float = 2.0 ** 40,
+                       warm_start: Plan | None = None, max_scaled: float = DEFAULT_MAX_SCALED,
                        progress: Callable[[str], None] | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""
     from placement.verify.latency import evaluate_latency
@@ -369,8 +370,9 @@ def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions,
     V = _build(problem, d, be, calls)
     notes: list[str] = []
     if not d.scaling.exact:
-        notes.append(f"times rounded to multiples of 2^-{math.log2(d.scaling.scale):g}; "
-                     "the bound accounts for the rounding")
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
+    if not d.memory_exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     if warm_start is not None:
         values, why = _hint(problem, d, V, calls, warm_start)
         if values is not None:
@@ -383,7 +385,7 @@ def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions,
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
     raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
-                  unit=1.0 / d.scaling.scale, rounding_error=d.error, simple_bound=latency_lower_bound(problem),
+                  unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=latency_lower_bound(problem),
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)
 
     def verify(plan: Plan) -> Verdict:

@@ -2,13 +2,17 @@
 
 Whatever the backend says, the plan is decoded from its values and verified by
 the independent evaluator, and the reported objective is the verified one. The
-reported bound is the larger of the solver's proven bound (lowered by the
-rounding error of integer scaling) and a simple valid bound from the instance,
-and never above the objective. Statuses:
+reported bound is the larger of the solver's proven bound (valid because integer
+scaling rounds data down, see :mod:`.data`) and a simple valid bound from the
+instance, and never above the objective; where memory had to be rounded
+conservatively the model may miss feasible plans, so only the simple bound is kept.
+Statuses:
 
-* ``optimal`` — the backend proved optimality and the bound is within the
-  backend's tolerance of the verified objective (the bound is then the objective;
-  ``stats["solver_bound"]`` keeps the solver's own figure);
+* ``optimal`` — the backend proved optimality on a model that misses no plan and
+  the bound is within tolerance of the verified objective: relative 1e-9 on exact
+  integer data, else 1e-6 (the floating-point solvers' tolerances, and the
+  precision of data rounded to integers). The bound is then the objective;
+  ``stats["solver_bound"]`` keeps the solver's own figure;
 * ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
   search, a ``gap`` was allowed, or the proof did not reach the verified value);
 * ``infeasible`` — proven by the backend on exact data;
@@ -46,9 +50,9 @@ class Context:
     contiguity: str
     start: float                    # perf_counter() at the start of the solve
     unit: float                     # original units per model unit of the objective
-    rounding_error: float           # bound on the objective's rounding error, original units
+    exact_data: bool                # False when times were rounded down to integers
     simple_bound: float             # a valid lower bound from the instance, original units
-    exact_feasibility: bool         # False when memory was rounded (infeasible is then no proof)
+    exact_feasibility: bool         # False when memory was rounded (bounds and infeasibility are then no proof)
     notes: list[str]
     stats: dict[str, Any]
 
@@ -63,7 +67,8 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     ctx.stats["solver_bound"] = solver_bound
     ctx.stats["solve_s"] = raw.wall_s
     ctx.stats.update(raw.stats)
-    bound = max(0.0, solver_bound - ctx.rounding_error, ctx.simple_bound if math.isfinite(ctx.simple_bound) else 0.0)
+    simple = ctx.simple_bound if math.isfinite(ctx.simple_bound) else 0.0
+    bound = max(solver_bound, simple) if ctx.exact_feasibility else simple
 
     def done(status: Status, plan: Plan | None = None, objective: float = math.inf, bound: float = bound,
              extra: str = "") -> Solution:
@@ -88,10 +93,13 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
     objective = verdict.objective
     bound = min(bound, objective)
-    if raw.status == "optimal" and objective - bound <= be.optimality_tolerance * max(1.0, abs(objective)):
+    tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
+    if raw.status == "optimal" and ctx.exact_feasibility and objective - bound <= tolerance * max(1.0, abs(objective)):
         return done(Status.OPTIMAL, plan, objective, objective)
     extra = ""
-    if raw.status == "optimal":
+    if raw.status == "optimal" and not ctx.exact_feasibility:
+        extra = "optimal on conservatively rounded memory only: not a proof"
+    elif raw.status == "optimal":
         extra = ("stopped within the allowed gap" if ctx.stats.get("gap_allowed")
                  else "solver claimed optimal, but the proven bound leaves a gap")
     return done(Status.FEASIBLE, plan, objective, bound, extra)
