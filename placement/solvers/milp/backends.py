@@ -9,7 +9,11 @@ from a :class:`RawResult`. Backends (:func:`make_backend` by name):
   only: the formulation scales its data to integers before building and tells
   the backend so (:attr:`Backend.integer_only`); a non-integer coefficient is a
   ``ValueError``, never rounded here. Enforced rows use CP-SAT's enforcement
-  literals (no big-M).
+  literals (no big-M). CP-SAT's presolve is switched off: in OR-Tools 9.15 it
+  returned wrong answers on these models (on the published InceptionV3 and
+  ResNet-50 layer graphs: "optimal" 125.93 where the DP's verified 122.76 was the
+  hint; "infeasible" under a cutoff the hinted plan meets), while every run without
+  it was right.
 * ``cbc``, ``scip``, ``highs`` — OR-Tools ``pywraplp``, continuous numeric
   variables, enforced rows as big-M rows with ``M`` computed from the variable
   bounds. Known wrapper defects (DESIGN.md §8) are handled: HiGHS gets no hint
@@ -205,6 +209,7 @@ class CpSatBackend(Backend):
         solver.parameters.num_workers = max(1, int(options.threads))
         solver.parameters.random_seed = int(options.seed)
         solver.parameters.relative_gap_limit = float(options.gap)
+        solver.parameters.cp_model_presolve = False  # see the module docstring
         log = None
         if options.log_path is not None:
             log = open(options.log_path, "a", encoding="utf-8")

@@ -17,11 +17,9 @@ scale is the largest power of two under the cap and every time and cost is round
 *down*: each plan's value in the model is then at most its true value, so the
 model's optimum and every bound proven on it are valid lower bounds of the true
 optimum, while the objective reported is always the evaluator's exact value of the
-decoded plan. The cap defaults to ``2^28`` so that no row's activity reaches ``2^31``:
-CP-SAT 9.15's presolve has returned wrong optima on these models with coefficients
-around ``2^33`` and above (measured on the published ResNet-50 and InceptionV3 layer
-graphs; with times under the cap and memory rows up to ``2^53`` every result was
-right). Memory is scaled exactly where a power of two or ten allows it under
+decoded plan. The cap defaults to ``2^40`` (CP-SAT runs without its presolve, see
+:mod:`.backends`; with it, OR-Tools 9.15 gave wrong answers on these models at several
+scales). Memory is scaled exactly where a power of two or ten allows it under
 ``2^53``, and otherwise rounded conservatively (sizes up, bounds down): every plan
 found then fits, but the model may miss plans that fit, so neither its bound nor an
 infeasibility verdict is a proof (``memory_exact`` is False).

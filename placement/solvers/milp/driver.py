@@ -26,7 +26,7 @@ from placement.solvers.milp.data import GroupData, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verify.evaluate import evaluate
 
-DEFAULT_MAX_SCALED = 2 ** 28  # see placement.solvers.milp.data
+DEFAULT_MAX_SCALED = 2 ** 40  # see placement.solvers.milp.data
 
 
 class Formulation(ABC):
@@ -90,6 +90,28 @@ def announce(progress: Callable[[str], None] | None, be: Backend, options: Solve
     return replace(options, on_solution=on_solution)
 
 
+def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend, targets: list[Any],
+               scale: float, notes: list[str]) -> tuple[Plan, float] | None:
+    """Check a warm start and bound the objective by its value.
+
+    The cutoff ``Σ targets ≤ ⌈value · scale⌉`` (integer backends; ``value · (1 + 1e-9)``
+    for the floating-point ones) keeps the starting plan itself (model values never exceed
+    true values times ``scale``, see :mod:`.data`) and every better one, so the optimum
+    and every proven bound are unchanged whenever the start is valid. Returns the plan and
+    its verified value (the fallback), or ``None``.
+    """
+    if plan is None:
+        return None
+    verdict = verify(plan)
+    if not verdict.valid:
+        notes.append("warm start ignored: " + (verdict.violations[0] if verdict.violations else "not a valid plan"))
+        return None
+    limit = math.ceil(verdict.objective * scale) if be.integer_only else verdict.objective * (1 + 1e-9)
+    be.add([(1, t) for t in targets], hi=limit)
+    notes.append(f"started from a plan of value {verdict.objective:.6g}")
+    return plan, verdict.objective
+
+
 def solve_throughput(problem: Problem, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_scaled: float = DEFAULT_MAX_SCALED,
@@ -104,7 +126,12 @@ def solve_throughput(problem: Problem, formulation: Formulation, objective: str,
         notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
     if not d.memory_exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
-    if warm_start is not None:
+    def verify(plan: Plan) -> Verdict:
+        ev = evaluate(problem, plan, contiguity=formulation.contiguity)
+        return Verdict(ev.valid, ev.objective(objective), ev.violations)
+
+    fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
+    if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)
         if values is not None:
             why = be.hint(values)
@@ -121,8 +148,4 @@ def solve_throughput(problem: Problem, formulation: Formulation, objective: str,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
                   simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)
 
-    def verify(plan: Plan) -> Verdict:
-        ev = evaluate(problem, plan, contiguity=formulation.contiguity)
-        return Verdict(ev.valid, ev.objective(objective), ev.violations)
-
-    return conclude(ctx, be, raw, lambda value: formulation.decode(problem, d, variables, value), verify)
+    return conclude(ctx, be, raw, lambda value: formulation.decode(problem, d, variables, value), verify, fallback)

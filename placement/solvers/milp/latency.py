@@ -81,7 +81,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
 from placement.solvers.milp.data import MEMORY_MAX_SCALED, Scaling, choose_scale
-from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce
+from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
 DEFAULT_CALLS = 1
@@ -373,8 +373,13 @@ def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions,
         notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
     if not d.memory_exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
-    if warm_start is not None:
-        values, why = _hint(problem, d, V, calls, warm_start)
+    def verify(plan: Plan) -> Verdict:
+        ev = evaluate_latency(problem, plan)
+        return Verdict(ev.valid, ev.latency, tuple(ev.violations))
+
+    fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
+    if fallback is not None:
+        values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:
             why = be.hint(values)
         if why:
@@ -388,8 +393,4 @@ def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=latency_lower_bound(problem),
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)
 
-    def verify(plan: Plan) -> Verdict:
-        ev = evaluate_latency(problem, plan)
-        return Verdict(ev.valid, ev.latency, tuple(ev.violations))
-
-    return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify)
+    return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify, fallback)

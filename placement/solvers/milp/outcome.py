@@ -18,6 +18,10 @@ Statuses:
 * ``infeasible`` — proven by the backend on exact data;
 * ``no_solution`` — stopped without a usable plan (or infeasible on rounded data);
 * ``error`` — the backend failed, or its plan failed verification.
+
+A *fallback* plan (the verified warm start) is returned instead of the solver's when the
+solver has none or a worse one; the status is then ``feasible`` unless the solver's
+proof reaches the fallback's value.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ class Context:
 
 
 def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
-             verify: Callable[[Plan], Verdict]) -> Solution:
-    """The :class:`Solution` for the backend's answer ``raw``."""
+             verify: Callable[[Plan], Verdict], fallback: tuple[Plan, float] | None = None) -> Solution:
+    """The :class:`Solution` for the backend's answer ``raw``; ``fallback`` is a verified plan and its value."""
     if raw.message:
         ctx.notes.append(raw.message)
     raw_bound = 0.0 if raw.bound is None or not math.isfinite(raw.bound) else raw.bound
@@ -76,6 +80,13 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         return Solution(status, plan, objective, bound, ctx.method, ctx.objective_kind, ctx.contiguity,
                         runtime_s=time.perf_counter() - ctx.start, stats=ctx.stats, message=message)
 
+    if fallback is not None and raw.status in ("infeasible", "no_solution", "error"):
+        why = {"infeasible": f"{be.name} found no plan within the starting plan's value, which is one",
+               "no_solution": "the solver found no better plan", "error": "the solver failed"}[raw.status]
+        plan, value = fallback
+        trusted = raw.status == "no_solution"
+        return done(Status.FEASIBLE, plan, value, min(bound if trusted else simple, value),
+                    extra=f"{why}; the starting plan is returned")
     if raw.status == "infeasible":
         if not ctx.exact_feasibility:
             return done(Status.NO_SOLUTION, extra="infeasible with rounded memory; not a proof")
@@ -84,6 +95,10 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if raw.status in ("no_solution", "error"):
         return done(Status.NO_SOLUTION if raw.status == "no_solution" else Status.ERROR)
     plan = decode(raw.value)
+    if plan is None and fallback is not None:
+        plan, value = fallback
+        return done(Status.FEASIBLE, plan, value, min(bound, value),
+                    extra=f"{be.name} returned no usable values; the starting plan is returned")
     if plan is None:
         if raw.status == "feasible":
             return done(Status.NO_SOLUTION, extra=f"{be.name} reported a solution but returned no usable values")
@@ -92,6 +107,8 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if not verdict.valid:
         return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
     objective = verdict.objective
+    if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
+        plan, objective = fallback
     bound = min(bound, objective)
     tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
     if raw.status == "optimal" and ctx.exact_feasibility and objective - bound <= tolerance * max(1.0, abs(objective)):
