@@ -1,0 +1,168 @@
+"""HyPar/AccPar planners on every bundled network, and the communication ledger on the published instances.
+
+Part 1 plans every bundled network on N = 2, 4, ..., 64 accelerators (batch 256 by default) with
+every planner of ``placement.solvers.hypar`` and prints, per network and N, the communication of
+each planner (elements, bytes) and the search time of each (best of ``--repeat`` runs). The
+paper row compares VGG-A on 16 accelerators with the totals HyPar (HPCA 2019) reports.
+
+Part 2 solves every throughput instance of Tarnawski et al. (read from
+``../shared/tarnawski/throughput-inputs``; skipped when absent) with the DP and checks the
+communication ledger of the optimal plan against the communication the load model charged.
+Where they disagree, the column "mate costs" says whether every boundary node at fault is a
+backward node charged exactly its forward mate's transfer cost (the published training layer
+graphs copy those costs while their edges carry the backward tensors' own sizes).
+
+    python benchmarks/hypar.py [--batch 256] [--types 2] [--max-accelerators 64] [--json results/hypar.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from placement.costmodel.hypar import partition_letters, partition_types
+from placement.costmodel.network import bundled_networks, load_network
+from placement.errors import LimitError
+from placement.solvers.hypar import PLANNERS
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
+PAPER = {"all-dp": 15.9e9, "hypar": 1.47e9}   # VGG-A, 16 accelerators, bytes per step (HyPar, HPCA 2019)
+
+
+def _number(x) -> int | float:
+    return x.numerator if x.denominator == 1 else float(x)
+
+
+def plan_rows(batch: int, types: tuple[str, ...], max_accelerators: int, repeat: int) -> list[dict]:
+    rows = []
+    names = list(PLANNERS)
+    header = (f"{'network':8} {'N':>3} " + " ".join(f"{n + ' GB':>19}" for n in names)
+              + f" {'exact gain':>10} " + " ".join(f"{n[:9] + ' ms':>12}" for n in names))
+    print(header)
+    print("-" * len(header))
+    for name in bundled_networks():
+        network = load_network(name)
+        accelerators = 2
+        while accelerators <= max_accelerators:
+            row = {"network": network.name, "accelerators": accelerators, "batch": batch, "types": list(types),
+                   "parameters": network.parameters, "planners": {}}
+            for planner, plan in PLANNERS.items():
+                best = None
+                try:
+                    for _ in range(repeat):
+                        start = time.perf_counter()
+                        result = plan(network, accelerators, batch, types)
+                        elapsed = time.perf_counter() - start
+                        best = elapsed if best is None else min(best, elapsed)
+                except LimitError as exc:
+                    row["planners"][planner] = {"skipped": str(exc)}
+                    continue
+                row["planners"][planner] = {
+                    "elements": _number(result.communication.elements),
+                    "bytes": _number(result.communication.bytes),
+                    "seconds": best,
+                    "choices": [partition_letters(r) for r in result.partition],
+                }
+            rows.append(row)
+            p = row["planners"]
+            gbs = " ".join(f"{p[n]['bytes'] / 1e9:>19.6f}" if "bytes" in p[n] else f"{'skipped':>19}" for n in names)
+            gain = (f"{1 - p['exact']['bytes'] / p['hypar']['bytes']:>10.3%}"
+                    if "bytes" in p["exact"] and p["hypar"]["bytes"] else f"{'-':>10}")
+            times = " ".join(f"{p[n]['seconds'] * 1e3:>12.2f}" if "seconds" in p[n] else f"{'-':>12}" for n in names)
+            print(f"{name:8} {accelerators:>3} {gbs} {gain} {times}", flush=True)
+            accelerators *= 2
+    return rows
+
+
+def paper_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        if row["network"] == "VGG-A" and row["accelerators"] == 16 and row["batch"] == 256:
+            for planner, reported in PAPER.items():
+                ours = row["planners"][planner]
+                out.append({"planner": planner, "paper_bytes": reported, "elements": ours["elements"],
+                            "bytes": ours["bytes"], "difference": ours["bytes"] / reported - 1})
+    return out
+
+
+def ledger_rows(instances: Path) -> list[dict]:
+    from placement.io.tarnawski import read_instance
+    from placement.solvers.dp import solve_dp
+    from placement.verify.ledger import AGREES, DISAGREES, NOT_CHARGED, communication_ledger
+
+    rows = []
+    header = (f"{'instance':36} {'devices':>7} {'time per byte':>14} {'sized tensors':>14} {'agree':>6} "
+              f"{'disagree':>8} {'off nodes':>9} {'mate costs':>10} {'ledger ms':>9}")
+    print(header)
+    print("-" * len(header))
+    for path in sorted(instances.rglob("*.json")):
+        problem = read_instance(path)
+        plan = solve_dp(problem).plan
+        start = time.perf_counter()
+        ledger = communication_ledger(problem, plan)
+        elapsed = time.perf_counter() - start
+        charging = [d for d in ledger.devices if d.status != NOT_CHARGED]
+        off = sorted({m.node for d in ledger.devices for m in d.mismatches})
+        mates = {n.colour: n for n in problem.nodes if not n.backward and n.colour is not None}
+        # a mismatch is "explained" when the node is a backward node charged its forward mate's cost
+        explained = all(problem.node(v).backward and problem.node(v).colour in mates
+                        and problem.node(v).out_cost == mates[problem.node(v).colour].out_cost for v in off)
+        rho = ledger.time_per_byte
+        row = {"instance": f"{path.parent.name}/{path.stem}", "devices": len(ledger.devices),
+               "time_per_byte": rho.value, "supporting": rho.supporting, "sized": rho.sized,
+               "charging_devices": len(charging),
+               "agreeing_devices": sum(1 for d in charging if d.status == AGREES),
+               "disagreeing_devices": sum(1 for d in charging if d.status == DISAGREES),
+               "mismatched_nodes": off, "mismatches_are_backward_mate_costs": explained,
+               "agrees": ledger.agrees, "disagreements": list(ledger.disagreements),
+               "ledger_s": elapsed}
+        rows.append(row)
+        print(f"{row['instance']:36} {row['devices']:>7} {rho.value:>14.6g} {f'{rho.supporting}/{rho.sized}':>14} "
+              f"{row['agreeing_devices']:>6} {row['disagreeing_devices']:>8} {len(off):>9} "
+              f"{('yes' if explained else 'NO') if off else '-':>10} {elapsed * 1e3:>9.2f}",
+              flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--types", type=int, choices=[2, 3], default=2)
+    parser.add_argument("--max-accelerators", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="time each planner as the best of this many runs")
+    parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
+    parser.add_argument("--no-ledger", action="store_true", help="skip part 2 (the ledger on the published instances)")
+    parser.add_argument("--json", type=Path, default=ROOT / "results" / "hypar.json")
+    args = parser.parse_args(argv)
+    types = partition_types(args.types)
+
+    print(f"Part 1: bytes per training step (4 bytes per element, both sides of a pair), batch {args.batch}, "
+          f"partition types {', '.join(types)}\n")
+    rows = plan_rows(args.batch, types, args.max_accelerators, args.repeat)
+    paper = paper_rows(rows)
+    if paper:
+        print("\nVGG-A, 16 accelerators, against the HyPar paper:")
+        for r in paper:
+            print(f"  {r['planner']:7} paper {r['paper_bytes'] / 1e9:.2f} GB, here {r['bytes'] / 1e9:.4f} GB "
+                  f"({r['elements']:,} elements), difference {r['difference']:+.2%}")
+    ledger: list[dict] = []
+    if not args.no_ledger:
+        print("\nPart 2: the communication ledger of the DP's optimal plan on the published throughput instances\n")
+        if args.instances.is_dir():
+            ledger = ledger_rows(args.instances)
+        else:
+            print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(), "planners": rows,
+                                     "paper": paper, "ledger": ledger}, indent=2) + "\n")
+    print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Weighted layer chains for the HyPar/AccPar model: layers, tensor sizes, the network file format.
+
+Model (DESIGN.md §4). A network is a chain of weighted layers ``l = 0 .. L-1``; layer ``l``
+reads the feature map ``F_l`` and writes ``F_{l+1}``, the input of layer ``l+1``. The error
+``E_l`` has the shape of ``F_l``. With batch size ``B``, ``A(T)`` the number of elements of
+tensor ``T``:
+
+* FC layer with ``C_in`` inputs and ``C_out`` outputs: ``A(F_l) = B·C_in``,
+  ``A(F_{l+1}) = B·C_out``, ``A(W_l) = A(dW_l) = C_in·C_out``.
+* CONV layer with input ``C_in×H_in×W_in``, output ``C_out×H_out×W_out`` and a square kernel of
+  side ``K``: ``A(F_l) = B·C_in·H_in·W_in``, ``A(F_{l+1}) = B·C_out·H_out·W_out``,
+  ``A(W_l) = C_in·C_out·K²``. The output shape is taken *after* any pooling that follows the
+  layer: it is the next weighted layer's input.
+
+Biases, pooling and activation layers carry no weights of this model and are not layers here.
+
+File format (``placement-network/1``), JSON::
+
+    {"format": "placement-network/1", "name": "LeNet-c", "source": "where the shapes come from",
+     "layers": [
+       {"name": "conv1", "type": "conv", "in": [1, 28, 28], "out": [20, 12, 12], "kernel": 5,
+        "note": "optional free text"},
+       {"name": "ip1", "type": "fc", "in": 800, "out": 500}]}
+
+``in``/``out`` of a conv layer are ``[channels, height, width]``; of an fc layer a positive
+integer (or a one-element array). Every layer's input must hold as many elements per sample as
+the previous layer's output (a conv layer feeding an fc layer is flattened). ``format``,
+``source`` and ``note`` are optional; unknown fields are ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from placement.errors import InstanceError
+from placement.io.jsonfile import json_type_name, load_json
+
+FORMAT = "placement-network/1"
+LAYER_KINDS = ("fc", "conv")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One weighted layer; shapes are per sample, ``out_shape`` after pooling."""
+
+    name: str
+    kind: str                      # "fc" or "conv"
+    in_shape: tuple[int, ...]      # (C,) for fc, (C, H, W) for conv
+    out_shape: tuple[int, ...]
+    kernel: int = 1                # side K of a square conv kernel; 1 for fc
+
+    @property
+    def in_channels(self) -> int:
+        return self.in_shape[0] if self.kind == "conv" else math.prod(self.in_shape)
+
+    @property
+    def out_channels(self) -> int:
+        return self.out_shape[0]
+
+    @property
+    def weight_elements(self) -> int:
+        """``A(W_l) = A(dW_l)``: ``C_in·C_out`` (fc) or ``C_in·C_out·K²`` (conv)."""
+        return self.in_channels * self.out_channels * self.kernel * self.kernel
+
+    def input_elements(self, batch: int) -> int:
+        """``A(F_l) = A(E_l)`` for batch size ``batch``."""
+        return batch * math.prod(self.in_shape)
+
+    def output_elements(self, batch: int) -> int:
+        """``A(F_{l+1}) = A(E_{l+1})`` for batch size ``batch``."""
+        return batch * math.prod(self.out_shape)
+
+
+@dataclass(frozen=True)
+class Network:
+    """A validated chain of weighted layers."""
+
+    name: str
+    layers: tuple[Layer, ...]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        validate_network(self)
+
+    @property
+    def parameters(self) -> int:
+        """``#params = Σ_l A(W_l)`` (weights only, no biases)."""
+        return sum(layer.weight_elements for layer in self.layers)
+
+
+def validate_network(network: Network) -> None:
+    """Check positive shapes, known kinds, unique names and matching sizes between layers."""
+    if not network.layers:
+        raise InstanceError("the network has no layers")
+    names: set[str] = set()
+    for k, layer in enumerate(network.layers):
+        where = f"layer {k} ({layer.name})"
+        if layer.name in names:
+            raise InstanceError(f"{where}: duplicate layer name {layer.name!r}")
+        names.add(layer.name)
+        if layer.kind not in LAYER_KINDS:
+            raise InstanceError(f"{where}: unknown type {layer.kind!r}; expected fc or conv")
+        dims = 3 if layer.kind == "conv" else 1
+        for label, shape in (("in", layer.in_shape), ("out", layer.out_shape)):
+            if len(shape) != dims:
+                raise InstanceError(f"{where}: '{label}' of a {layer.kind} layer must have {dims} "
+                                    f"dimension{'s' if dims > 1 else ''}, got {len(shape)}")
+            if any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
+                raise InstanceError(f"{where}: '{label}' must hold positive integers, got {list(shape)}")
+        if isinstance(layer.kernel, bool) or not isinstance(layer.kernel, int) or layer.kernel <= 0:
+            raise InstanceError(f"{where}: 'kernel' must be a positive integer, got {layer.kernel!r}")
+        if layer.kind == "fc" and layer.kernel != 1:
+            raise InstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
+        if k > 0:
+            prev = network.layers[k - 1]
+            given, taken = math.prod(prev.out_shape), math.prod(layer.in_shape)
+            if given != taken or (layer.kind == "conv" and prev.kind == "conv"
+                                  and prev.out_shape != layer.in_shape):
+                raise InstanceError(f"{where}: takes {_shape_text(layer.in_shape)} per sample but layer "
+                                    f"{k - 1} ({prev.name}) gives {_shape_text(prev.out_shape)}")
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    text = "x".join(str(d) for d in shape)
+    return text if len(shape) == 1 else f"{text} ({math.prod(shape)} elements)"
+
+
+# ----------------------------------------------------------------------------------------
+# the file format
+# ----------------------------------------------------------------------------------------
+
+def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
+    if isinstance(value, list):
+        items = value
+    else:
+        items = [value]
+    for d in items:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise InstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
+                                f"got {json_type_name(d)}")
+    return tuple(items)
+
+
+def parse_network(data: Any, name: str = "") -> Network:
+    """Build a validated :class:`Network` from the decoded JSON of a network file."""
+    if not isinstance(data, dict):
+        raise InstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
+    fmt = data.get("format", FORMAT)
+    if fmt != FORMAT:
+        raise InstanceError(f"unknown network format {fmt!r}; expected {FORMAT!r}")
+    label = data.get("name", name)
+    if not isinstance(label, str):
+        raise InstanceError(f"field 'name' must be a string, got {json_type_name(label)}")
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise InstanceError(f"field 'source' must be a string, got {json_type_name(source)}")
+    raw = data.get("layers")
+    if raw is None:
+        raise InstanceError("missing field 'layers'")
+    if not isinstance(raw, list):
+        raise InstanceError(f"field 'layers' must be an array, got {json_type_name(raw)}")
+    layers: list[Layer] = []
+    for k, entry in enumerate(raw):
+        where = f"layer {k}"
+        if not isinstance(entry, dict):
+            raise InstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+        for key in ("name", "type", "in", "out"):
+            if key not in entry:
+                raise InstanceError(f"{where}: missing field {key!r}")
+        layer_name = entry["name"]
+        if not isinstance(layer_name, str) or not layer_name:
+            raise InstanceError(f"{where}: field 'name' must be a non-empty string")
+        where = f"layer {k} ({layer_name})"
+        kind = entry["type"]
+        if kind not in LAYER_KINDS:
+            raise InstanceError(f"{where}: unknown type {kind!r}; expected fc or conv")
+        if kind == "conv" and "kernel" not in entry:
+            raise InstanceError(f"{where}: missing field 'kernel'")
+        kernel = entry.get("kernel", 1)
+        if isinstance(kernel, bool) or not isinstance(kernel, int):
+            raise InstanceError(f"{where}: field 'kernel' must be a positive integer, got {json_type_name(kernel)}")
+        layers.append(Layer(layer_name, kind, _shape(entry["in"], where, "in"), _shape(entry["out"], where, "out"),
+                            kernel))
+    return Network(label, tuple(layers), source)
+
+
+def read_network(path: str | Path) -> Network:
+    """Read and validate a network file; errors name the file."""
+    data = load_json(path, InstanceError)
+    try:
+        return parse_network(data, Path(path).stem)
+    except InstanceError as exc:
+        raise InstanceError(f"{path}: {exc}") from None
+
+
+def bundled_networks() -> tuple[str, ...]:
+    """Names of the networks shipped with the package (file stems, sorted)."""
+    folder = resources.files("placement.costmodel") / "networks"
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json")))
+
+
+def load_network(name_or_path: str | Path) -> Network:
+    """A network by file path, or by bundled name (case-insensitive, e.g. ``vgg-a``)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return read_network(path)
+    key = str(name_or_path).lower()
+    if key in bundled_networks():
+        resource = resources.files("placement.costmodel") / "networks" / f"{key}.json"
+        with resources.as_file(resource) as file:
+            return read_network(file)
+    raise InstanceError(f"unknown network {str(name_or_path)!r}: no such file, and no bundled network of that "
+                        f"name (bundled: {', '.join(bundled_networks())})")

@@ -1,0 +1,298 @@
+"""The communication ledger of a plan: bytes crossing device boundaries, checked against the load model.
+
+Verification code: it imports nothing from :mod:`placement.solvers` or from the evaluator, and
+recomputes everything from the :class:`Problem` and the :class:`Plan`.
+
+Model implemented
+-----------------
+For a device holding the node set ``S`` (DESIGN.md §2)::
+
+    In(S)  = { u ∉ S : u has a successor in S }
+    Out(S) = { u ∈ S : u has a successor outside S }
+
+The load model charges the transfer cost ``c(u)`` once per boundary node, device and
+direction; the ledger counts the tensor of ``u`` once in the same way, from the edges' ``size``
+fields (bytes)::
+
+    bytes_in(S)  = Σ_{u ∈ In(S)}  max{ size(u, w) : w ∈ S }
+    bytes_out(S) = Σ_{u ∈ Out(S)} max{ size(u, w) : w ∉ S }
+
+(the largest crossing edge, where the out-edges of ``u`` disagree on their size). A tensor is an
+*activation* when ``u`` is a forward node and an *error* (a gradient flowing backward) when ``u``
+is a backward node. Per link ``i → j`` (devices ``i ≠ j``) the ledger holds
+``Σ_u max{ size(u, w) : w on j }`` over the nodes ``u`` on ``i`` with a successor on ``j``.
+
+**One bandwidth per instance.** Every out-edge of ``u`` carries ``c(u)`` and possibly a size; a
+sized tensor ``(u, size > 0)`` has the ratio ``c(u) / size``. The instance's time per byte ``ρ`` is
+the ratio shared (to a relative ``1e-9``) by the most distinct sized tensors; ties go to the
+larger byte total, then to the smaller ratio. With no sized tensor, ``ρ`` is unknown and nothing
+is checked.
+
+**Agreement.** On every device whose type pays communication, the charged communication
+``Σ_{u ∈ In(S) ∪ Out(S)} c(u)`` must equal ``ρ · (bytes_in(S) + bytes_out(S))`` to a relative
+``1e-9``. A device that disagrees is reported with the boundary nodes whose own cost differs
+from ``ρ`` times their bytes; a device with a boundary node of unknown size is reported as
+unchecked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.model.problem import Problem
+from placement.plan import Plan
+
+RELATIVE_TOLERANCE = 1e-9
+AGREES = "agrees"
+DISAGREES = "disagrees"
+UNCHECKED = "unchecked"
+NOT_CHARGED = "not charged"
+
+
+@dataclass(frozen=True)
+class TimePerByte:
+    """The instance's inferred time per byte ``ρ`` and how many sized tensors share it."""
+
+    value: float | None   # None: no sized tensor to infer it from
+    supporting: int       # distinct sized tensors (u, size) with c(u) = ρ·size
+    sized: int            # distinct sized tensors (u, size > 0)
+
+
+@dataclass(frozen=True)
+class NodeMismatch:
+    """A boundary node whose charged cost is not ``ρ`` times the bytes the ledger counts for it."""
+
+    node: int
+    name: str
+    cost: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class DeviceTraffic:
+    """Bytes one device receives and sends, by kind, and the check against the charged communication."""
+
+    position: int
+    type: str
+    activations_in: float
+    activations_out: float
+    errors_in: float
+    errors_out: float
+    charged: float                 # Σ c(u) over In ∪ Out; 0 for a device that pays no communication
+    ledger_time: float | None      # ρ · (bytes in + bytes out); None when ρ or a size is unknown
+    status: str                    # agrees | disagrees | unchecked | not charged
+    mismatches: tuple[NodeMismatch, ...] = ()
+    unsized: tuple[int, ...] = ()  # boundary nodes with no size on a crossing edge
+
+    @property
+    def bytes_in(self) -> float:
+        return self.activations_in + self.errors_in
+
+    @property
+    def bytes_out(self) -> float:
+        return self.activations_out + self.errors_out
+
+
+@dataclass(frozen=True)
+class LinkTraffic:
+    """Bytes sent from device ``source`` to device ``target`` (plan positions)."""
+
+    source: int
+    target: int
+    activations: float
+    errors: float
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The ledger of a plan: per device, per link, the bandwidth, and what disagrees."""
+
+    time_per_byte: TimePerByte
+    devices: tuple[DeviceTraffic, ...]
+    links: tuple[LinkTraffic, ...]
+
+    @property
+    def disagreements(self) -> tuple[str, ...]:
+        """One line per device whose ledger does not match its charged communication (or cannot be checked)."""
+        lines = []
+        if self.time_per_byte.value is None:
+            if any(d.charged > 0 for d in self.devices):
+                lines.append("no edge carries a tensor size: the ledger cannot be checked")
+            return tuple(lines)
+        for d in self.devices:
+            if d.status == DISAGREES:
+                nodes = "; ".join(f"node {m.node} ({m.name}) costs {m.cost:.10g} for {_bytes(m.bytes)} bytes"
+                                  for m in d.mismatches[:3])
+                more = f" and {len(d.mismatches) - 3} more" if len(d.mismatches) > 3 else ""
+                lines.append(f"device {d.position} ({d.type}): charged {d.charged:.10g}, ledger "
+                             f"{d.ledger_time:.10g}: {nodes}{more}")
+            elif d.status == UNCHECKED:
+                ids = ", ".join(str(v) for v in d.unsized[:5]) + (" ..." if len(d.unsized) > 5 else "")
+                lines.append(f"device {d.position} ({d.type}): unchecked, no size for boundary nodes {ids}")
+        return tuple(lines)
+
+    @property
+    def agrees(self) -> bool:
+        """Every charging device's communication equals ``ρ`` times its ledger bytes."""
+        return not self.disagreements
+
+
+def _bytes(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.10g}"
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= RELATIVE_TOLERANCE * max(abs(a), abs(b))
+
+
+# ----------------------------------------------------------------------------------------
+# one bandwidth per instance
+# ----------------------------------------------------------------------------------------
+
+def infer_time_per_byte(problem: Problem) -> TimePerByte:
+    """``ρ``: the ratio ``c(u)/size`` shared by the most distinct sized tensors ``(u, size > 0)``."""
+    tensors = sorted({(e.src, e.size) for e in problem.edges if e.size is not None and e.size > 0})
+    ratios = sorted((problem.node(u).out_cost / size, size) for u, size in tensors)
+    groups: list[list[tuple[float, float]]] = []   # consecutive ratios close to the group's first
+    for ratio, size in ratios:
+        if groups and _close(groups[-1][0][0], ratio):
+            groups[-1].append((ratio, size))
+        else:
+            groups.append([(ratio, size)])
+    if not groups:
+        return TimePerByte(None, 0, 0)
+    best = min(groups, key=lambda g: (-len(g), -sum(s for _, s in g), g[0][0]))
+    return TimePerByte(best[0][0], len(best), len(tensors))
+
+
+# ----------------------------------------------------------------------------------------
+# the ledger
+# ----------------------------------------------------------------------------------------
+
+def _max_size(current: float | None, size: float | None, missing: set[int], u: int) -> float | None:
+    if size is None:
+        missing.add(u)
+        return current
+    return size if current is None else max(current, size)
+
+
+def communication_ledger(problem: Problem, plan: Plan) -> Ledger:
+    """The ledger of ``plan`` (see the module docstring); unknown node ids in the plan are ignored."""
+    rho = infer_time_per_byte(problem)
+    known = {n.id for n in problem.nodes}
+    members = [{v for v in dev.nodes if v in known} for dev in plan.devices]
+    where: dict[int, list[int]] = {}
+    for d, held in enumerate(members):
+        for v in held:
+            where.setdefault(v, []).append(d)
+    type_pays = {t.name: t.pays_comm for t in problem.device_types}
+
+    devices = []
+    for d, dev in enumerate(plan.devices):
+        held = members[d]
+        incoming: dict[int, float | None] = {}
+        outgoing: dict[int, float | None] = {}
+        missing: set[int] = set()
+        for e in problem.edges:
+            src_in, dst_in = e.src in held, e.dst in held
+            if dst_in and not src_in:
+                incoming[e.src] = _max_size(incoming.get(e.src), e.size, missing, e.src)
+            elif src_in and not dst_in:
+                outgoing[e.src] = _max_size(outgoing.get(e.src), e.size, missing, e.src)
+        totals = {"activations_in": 0.0, "activations_out": 0.0, "errors_in": 0.0, "errors_out": 0.0}
+        for direction, tensors in (("in", incoming), ("out", outgoing)):
+            for u in sorted(tensors, key=problem.index_of):
+                kind = "errors" if problem.node(u).backward else "activations"
+                totals[f"{kind}_{direction}"] += tensors[u] or 0.0
+        pays = type_pays.get(dev.type, True)
+        boundary = sorted(set(incoming) | set(outgoing), key=problem.index_of)
+        charged = sum(problem.node(u).out_cost for u in boundary) if pays else 0.0
+        unsized = tuple(sorted(missing, key=problem.index_of))
+        ledger_time = None
+        mismatches: tuple[NodeMismatch, ...] = ()
+        if not pays:
+            status = NOT_CHARGED
+        elif rho.value is None or unsized:
+            status = UNCHECKED if charged > 0 or unsized else AGREES
+        else:
+            ledger_time = rho.value * (sum(totals.values()))
+            if _close(charged, ledger_time):
+                status = AGREES
+            else:
+                status = DISAGREES
+                found = []
+                for u in boundary:
+                    size = max(s for s in (incoming.get(u), outgoing.get(u)) if s is not None)
+                    cost = problem.node(u).out_cost
+                    if not _close(cost, rho.value * size):
+                        found.append(NodeMismatch(u, problem.node(u).name, cost, size))
+                mismatches = tuple(found)
+        devices.append(DeviceTraffic(d, dev.type, charged=charged, ledger_time=ledger_time, status=status,
+                                     mismatches=mismatches, unsized=unsized if pays else (), **totals))
+
+    link_tensors: dict[tuple[int, int], dict[int, float]] = {}
+    for e in problem.edges:
+        for i in where.get(e.src, ()):
+            for j in where.get(e.dst, ()):
+                if i != j and e.size is not None:
+                    held = link_tensors.setdefault((i, j), {})
+                    held[e.src] = max(held.get(e.src, 0.0), e.size)
+    links = []
+    for (i, j), tensors in sorted(link_tensors.items()):
+        acts = sum(s for u, s in tensors.items() if not problem.node(u).backward)
+        errs = sum(s for u, s in tensors.items() if problem.node(u).backward)
+        links.append(LinkTraffic(i, j, acts, errs))
+    return Ledger(rho, tuple(devices), tuple(links))
+
+
+# ----------------------------------------------------------------------------------------
+# text
+# ----------------------------------------------------------------------------------------
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def format_ledger(ledger: Ledger) -> str:
+    """The ledger as text: the bandwidth, a table per device, the links, and the verdict."""
+    rho = ledger.time_per_byte
+    lines = ["communication ledger (bytes crossing device boundaries)"]
+    if rho.value is None:
+        lines.append("time per byte: unknown (no edge carries a tensor size)")
+    else:
+        lines.append(f"time per byte: {rho.value:.10g}, shared by {rho.supporting} of {rho.sized} sized tensors "
+                     f"({_num(1 / rho.value) if rho.value > 0 else 'inf'} bytes per time unit)")
+    header = ("device", "type", "activations in", "activations out", "errors in", "errors out", "charged",
+              "ledger time", "check")
+    rows = [header]
+    for d in ledger.devices:
+        rows.append((str(d.position), d.type, _bytes(d.activations_in), _bytes(d.activations_out),
+                     _bytes(d.errors_in), _bytes(d.errors_out), _num(d.charged), _num(d.ledger_time), d.status))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    left = {1, 8}
+    table = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+             for r in rows]
+    table.insert(1, "  ".join("-" * w for w in widths))
+    lines.extend(table)
+    if ledger.links:
+        lines.append("links (bytes):")
+        for link in ledger.links:
+            parts = []
+            if link.activations:
+                parts.append(f"activations {_bytes(link.activations)}")
+            if link.errors:
+                parts.append(f"errors {_bytes(link.errors)}")
+            lines.append(f"  {link.source} -> {link.target}: {', '.join(parts) or '0'}")
+    problems = ledger.disagreements
+    if rho.value is None:
+        lines.append("ledger unchecked: no edge carries a tensor size" if problems else
+                     "ledger: no communication is charged")
+    elif not problems:
+        lines.append("ledger agrees with the charged communication on every device")
+    else:
+        lines.append(f"LEDGER DISAGREES on {len(problems)} device{'' if len(problems) == 1 else 's'}:")
+        lines.extend(f"  {p}" for p in problems)
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""``placement hypar``: the printed comparison, the JSON file, exit statuses."""
+
+from __future__ import annotations
+
+import json
+
+from placement.cli import main
+from placement.costmodel.hypar import communication
+from placement.costmodel.network import load_network
+
+
+def test_hypar_prints_choices_and_totals_side_by_side(capsys):
+    assert main(["hypar", "vgg-a", "--accelerators", "16", "--batch", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "network   VGG-A: 11 weighted layers (8 conv, 3 fc), 132,851,392 weights" in out
+    assert "setting   16 accelerators (4 levels), batch 256, partition types dp, mp" in out
+    header = next(line for line in out.splitlines() if line.startswith("layer"))
+    assert header.split() == ["layer", "kind", "hypar", "exact", "all-dp", "all-mp", "one-weird-trick"]
+    assert next(line for line in out.splitlines() if line.startswith("fc6")).split() == \
+        ["fc6", "fc", "mmmm", "mmmm", "dddd", "mmmm", "mmmm"]
+    # all-dp: 15·132,851,392 elements, ·8 bytes
+    assert next(line for line in out.splitlines() if line.startswith("all-dp")).split()[:4] == \
+        ["all-dp", "1,992,770,880", "15,942,167,040", "15.9422"]
+    assert next(line for line in out.splitlines() if line.startswith("hypar")).split()[:4] == \
+        ["hypar", "183,778,624", "1,470,228,992", "1.4702"]
+
+
+def test_hypar_json(tmp_path, capsys):
+    out = tmp_path / "lenet.json"
+    assert main(["hypar", "lenet-c", "--accelerators", "2", "--batch", "4", "--types", "3", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert (doc["format"], doc["network"], doc["accelerators"], doc["levels"], doc["batch"]) == \
+        ("placement-hypar/1", "Lenet-c", 2, 1, 4)
+    assert doc["types"] == ["dp", "mp", "mp-out"]
+    planners = {p["planner"]: p for p in doc["planners"]}
+    assert list(planners) == ["hypar", "exact", "all-dp", "all-mp", "one-weird-trick"]
+    assert planners["all-dp"]["bytes"] == 8 * 430_500 and planners["all-dp"]["elements"] == 430_500
+    assert planners["all-dp"]["levels"] == [{"level": 0, "pairs": 1, "elements": 430_500}]
+    exact = planners["exact"]
+    assert [c["layer"] for c in exact["choices"]] == ["conv1", "conv2", "ip1", "ip2"]
+    partition = tuple(tuple(c["levels"]) for c in exact["choices"])
+    assert communication(load_network("lenet-c"), partition, 4).bytes == exact["bytes"]
+    assert planners["exact"]["bytes"] <= planners["hypar"]["bytes"]
+    assert doc["skipped"] == {}
+
+
+def test_hypar_bad_input_is_one_line(capsys):
+    assert main(["hypar", "lenet-c", "--accelerators", "6", "--batch", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: the number of accelerators must be a power of two >= 2 (the array is bisected level "
+                   "by level), got 6\n")
+    assert main(["hypar", "nosuch", "--accelerators", "4", "--batch", "4"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown network 'nosuch': no such file")
+    assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "0"]) == 2
+    assert "expected a positive integer, got '0'" in capsys.readouterr().err
+
+
+def test_hypar_reports_a_skipped_exact_planner(capsys):
+    assert main(["hypar", "lenet-c", "--accelerators", "256", "--batch", "4", "--types", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "exact: skipped: the exact planner needs 6,561² = 43,046,721 state pairs" in out
+    assert next(line for line in out.splitlines() if line.startswith("layer")).split()[2:] == \
+        ["hypar", "all-dp", "all-mp", "one-weird-trick"]

@@ -1,0 +1,104 @@
+"""Network descriptions: the bundled networks and the file format's error messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.costmodel.network import bundled_networks, load_network, parse_network, read_network
+from placement.errors import InstanceError
+
+
+def test_bundled_names():
+    assert bundled_networks() == ("cifar-c", "lenet-c", "sfc", "vgg-a", "vgg-b", "vgg-c", "vgg-d", "vgg-e")
+
+
+@pytest.mark.parametrize("name, layers, params", [
+    # conv1 1·20·25 = 500, conv2 20·50·25 = 25,000, ip1 800·500 = 400,000, ip2 500·10 = 5,000
+    ("lenet-c", 4, 430_500),
+    # conv1 3·32·25 = 2,400, conv2 32·32·25 = 25,600, conv3 32·64·25 = 51,200, ip1 1024·64 = 65,536, ip2 640
+    ("cifar-c", 5, 145_376),
+    # 784·8192 + 2·8192² + 8192·10 = 6,422,528 + 134,217,728 + 81,920
+    ("sfc", 4, 140_722_176),
+    # VGG weights without biases: the paper's 133M/133M/134M/138M/144M less 11,944 / 12,008 / 12,008 /
+    # 13,416 / 14,696 biases; e.g. VGG-A conv 9,217,728 + fc 102,760,448 + 16,777,216 + 4,096,000
+    ("vgg-a", 11, 132_851_392),
+    ("vgg-b", 13, 133_035_712),
+    ("vgg-c", 16, 133_625_536),
+    ("vgg-d", 16, 138_344_128),
+    ("vgg-e", 19, 143_652_544),
+])
+def test_bundled_network_sizes(name, layers, params):
+    network = load_network(name)
+    assert len(network.layers) == layers
+    assert network.parameters == params
+    assert network.source
+
+
+def test_conv_output_is_after_pooling():
+    lenet = load_network("LeNet-C")     # names are case-insensitive
+    conv2 = lenet.layers[1]
+    assert (conv2.in_shape, conv2.out_shape, conv2.kernel) == ((20, 12, 12), (50, 4, 4), 5)
+    assert conv2.output_elements(256) == 256 * 800 == lenet.layers[2].input_elements(256)
+    vgg = load_network("vgg-c")
+    assert [layer.kernel for layer in vgg.layers if layer.name in ("conv3_3", "conv4_3", "conv5_3")] == [1, 1, 1]
+
+
+def test_read_network_file(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2],
+                                            "kernel": 3}, {"name": "f", "type": "fc", "in": 8, "out": [3]}]}))
+    network = load_network(str(path))
+    assert network.name == "tiny"
+    assert network.parameters == 1 * 2 * 9 + 8 * 3
+
+
+def _error(doc) -> str:
+    with pytest.raises(InstanceError) as info:
+        parse_network(doc)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ([], "a network must be a JSON object, got array"),
+    ({"format": "x"}, "unknown network format 'x'; expected 'placement-network/1'"),
+    ({}, "missing field 'layers'"),
+    ({"layers": {}}, "field 'layers' must be an array, got object"),
+    ({"layers": []}, "the network has no layers"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 2}]}, "layer 0: missing field 'out'"),
+    ({"layers": [{"name": "a", "type": "pool", "in": 2, "out": 2}]},
+     "layer 0 (a): unknown type 'pool'; expected fc or conv"),
+    ({"layers": [{"name": "a", "type": "conv", "in": [1, 2, 2], "out": [1, 2, 2]}]},
+     "layer 0 (a): missing field 'kernel'"),
+    ({"layers": [{"name": "a", "type": "conv", "in": [1, 2], "out": [1, 2, 2], "kernel": 1}]},
+     "layer 0 (a): 'in' of a conv layer must have 3 dimensions, got 2"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 0, "out": 2}]},
+     "layer 0 (a): 'in' must hold positive integers, got [0]"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 2.5, "out": 2}]},
+     "layer 0 (a): field 'in' must be a positive integer or an array of them, got number"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "a", "type": "fc", "in": 3, "out": 1}]},
+     "layer 1 (a): duplicate layer name 'a'"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "b", "type": "fc", "in": 4, "out": 1}]},
+     "layer 1 (b): takes 4 per sample but layer 0 (a) gives 3"),
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernel": 3},
+                 {"name": "d", "type": "conv", "in": [2, 4, 1], "out": [2, 1, 1], "kernel": 1}]},
+     "layer 1 (d): takes 2x4x1 (8 elements) per sample but layer 0 (c) gives 2x2x2 (8 elements)"),
+    ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3, "kernel": 3}]},
+     "layer 0 (a): an fc layer has no kernel (got 3)"),
+])
+def test_bad_network_messages(doc, message):
+    assert _error(doc) == message
+
+
+def test_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text("{")
+    with pytest.raises(InstanceError, match=r"bad.json: malformed JSON at line 1, column 2"):
+        read_network(path)
+    path.write_text(json.dumps({"layers": []}))
+    with pytest.raises(InstanceError, match=r"bad.json: the network has no layers$"):
+        read_network(path)
+    with pytest.raises(InstanceError, match=r"unknown network 'vgg-z': no such file, and no bundled network of "
+                                            r"that name \(bundled: cifar-c, lenet-c, sfc, vgg-a"):
+        load_network("vgg-z")

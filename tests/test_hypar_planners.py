@@ -1,0 +1,145 @@
+"""HyPar's level-by-level search, the exact joint DP and the baselines (DESIGN.md §4)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, communication, partition_letters)
+from placement.costmodel.network import Layer, Network, load_network
+from placement.errors import LimitError
+from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_exact, plan_hypar,
+                                     plan_one_weird_trick)
+
+
+@st.composite
+def chains(draw, max_layers: int = 5) -> Network:
+    """A random chain: some conv layers (small channels, spatial sizes, kernels), then fc layers."""
+    n = draw(st.integers(1, max_layers))
+    n_conv = draw(st.integers(0, n))
+    layers = []
+    shape = (draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    for k in range(n_conv):
+        out = (draw(st.integers(1, 8)), draw(st.integers(1, shape[1])), draw(st.integers(1, shape[2])))
+        layers.append(Layer(f"conv{k}", "conv", shape, out, draw(st.integers(1, 3))))
+        shape = out
+    width = math.prod(shape)
+    for k in range(n - n_conv):
+        out = draw(st.integers(1, 16))
+        layers.append(Layer(f"fc{k}", "fc", (width,), (out,)))
+        width = out
+    return Network("random", tuple(layers))
+
+
+@settings(max_examples=150)
+@given(chains(), st.sampled_from([2, 4, 8, 16]), st.integers(1, 16), st.sampled_from([HYPAR_TYPES, ACCPAR_TYPES]))
+def test_exact_never_worse_than_hypar_or_any_baseline(network, accelerators, batch, types):
+    plans = {p.planner: p for p in plan_all(network, accelerators, batch, types)}
+    exact = plans["exact"]
+    # the DP's own optimum (integer arithmetic) is the model's value of the partition it returns
+    assert exact.stats["optimum"] == exact.communication.elements
+    for name, plan in plans.items():
+        assert exact.communication.elements <= plan.communication.elements, name
+        assert plan.communication == communication(network, plan.partition, batch)
+
+
+def _all_partitions(layers: int, levels: int, types):
+    vectors = list(itertools.product(types, repeat=levels))
+    return itertools.product(vectors, repeat=layers)
+
+
+@settings(max_examples=40)
+@given(chains(max_layers=3), st.sampled_from([2, 4]), st.integers(1, 8), st.sampled_from([HYPAR_TYPES, ACCPAR_TYPES]))
+def test_exact_equals_brute_force(network, accelerators, batch, types):
+    levels = accelerators.bit_length() - 1
+    best = min(communication(network, p, batch).elements
+               for p in _all_partitions(len(network.layers), levels, types))
+    assert plan_exact(network, accelerators, batch, types).communication.elements == best
+
+
+@settings(max_examples=40)
+@given(chains(max_layers=3), st.sampled_from([4, 8]), st.integers(1, 8), st.sampled_from([HYPAR_TYPES, ACCPAR_TYPES]))
+def test_hypar_minimises_each_level_given_the_levels_above(network, accelerators, batch, types):
+    plan = plan_hypar(network, accelerators, batch, types)
+    n = len(network.layers)
+    for h, amount in enumerate(plan.stats["level_amounts"]):
+        above = [row[:h] for row in plan.partition]
+        best = min(communication(network, tuple(tuple(above[l]) + (c[l],) for l in range(n)), batch).levels[h].amount
+                   for c in itertools.product(types, repeat=n))
+        assert amount == best == plan.communication.levels[h].amount
+
+
+def test_exact_strictly_better_than_hypar_hand_example():
+    # fc1 2 -> 4 (A(W) = 8), fc2 4 -> 2 (A(W) = 8), batch 1, N = 4: boundary F_1 = 4, output F_2 = 2.
+    # HyPar, level 0 (full sizes): dd 8+8 = 16, dm 8+2+½·4 = 12, md 4+8+2 = 14, mm 4+2+2 = 8 -> mm (unique).
+    #   level 1 under mm: W halves (8 -> 4); F_1 keeps its batch, channels halve (fc2 mp above): 2;
+    #   dd 4+4 = 8, dm 4+2+1 = 7, md 4+4+1 = 9, mm 4+2+1 = 7 -> 7.   total 8 + 2·7 = 22.
+    # Exact: fc1 (dp, mp), fc2 (mp, mp): level 0 dm = 12; level 1: fc1's partial sums F_1 halve
+    #   their batch (dp above): 2; F_2: 2; boundary 4/2/2 = 1, mp->mp ½ -> 4.5.  total 12 + 2·4.5 = 21.
+    network = Network("chain", (Layer("fc1", "fc", (2,), (4,)), Layer("fc2", "fc", (4,), (2,))))
+    greedy = plan_hypar(network, 4, 1)
+    exact = plan_exact(network, 4, 1)
+    assert (greedy.partition[0][0], greedy.partition[1][0]) == (MP, MP)
+    assert greedy.communication.levels[0].amount == 8
+    assert greedy.communication.elements == 22 and greedy.communication.bytes == 176
+    assert exact.partition == ((DP, MP), (MP, MP))
+    assert exact.communication.elements == 21 and exact.communication.bytes == 168
+
+
+def test_exact_strictly_better_than_hypar_on_lenet_c():
+    # Lenet-c on 8 accelerators, batch 256: the joint DP equals the brute-force optimum over all
+    # 2^(3·4) = 4,096 partitions and beats HyPar's level-by-level choice.
+    network = load_network("lenet-c")
+    brute = min(communication(network, p, 256).bytes for p in _all_partitions(4, 3, HYPAR_TYPES))
+    exact = plan_exact(network, 8, 256)
+    greedy = plan_hypar(network, 8, 256)
+    assert exact.communication.bytes == brute == 10_054_240
+    assert greedy.communication.bytes == 10_093_280
+    assert [partition_letters(r) for r in greedy.partition] == ["ddd", "ddd", "mmd", "mdd"]
+
+
+def test_vgg_a_on_16_accelerators_matches_the_paper():
+    # HyPar (HPCA 2019) reports 15.9 GB per step data parallel and 1.47 GB with HyPar for VGG-A, N = 16.
+    network = load_network("vgg-a")
+    all_dp = plan_all_dp(network, 16, 256)
+    hypar = plan_hypar(network, 16, 256)
+    assert all_dp.communication.bytes == 15 * 8 * 132_851_392          # (N-1)·8·#params
+    assert abs(float(all_dp.communication.bytes) / 15.9e9 - 1) < 0.05
+    assert abs(float(hypar.communication.bytes) / 1.47e9 - 1) < 0.05
+    # HyPar keeps every conv layer dp and every fc layer mp at all four levels, which is the
+    # "one weird trick" partition. Its total, by hand (batch 256):
+    #   conv weights 9,217,728 · 15                                          = 138,265,920
+    #   conv5_2 -> fc6 (dp -> mp), F = 256·25088: Σ_h 2^h·½·6,422,528/4^h     =   6,021,120
+    #   fc6, fc7 intra (mp): 256·4096 = 1,048,576 per level, · 15 each        =  31,457,280
+    #   fc6 -> fc7, fc7 -> fc8 (mp -> mp): Σ_h 2^h·½·1,048,576/2^h, each       =   4,194,304
+    #   fc8 intra (mp): 256·1000 · 15                                         =   3,840,000
+    #   total                                                                 = 183,778,624 elements
+    assert [partition_letters(r) for r in hypar.partition] == ["dddd"] * 8 + ["mmmm"] * 3
+    assert hypar.partition == plan_one_weird_trick(network, 16, 256).partition
+    assert hypar.communication.elements == 183_778_624
+    assert plan_exact(network, 16, 256).communication.elements == 183_778_624
+
+
+def test_exact_switches_to_python_integers_when_int64_could_overflow():
+    network = load_network("vgg-a")
+    small = plan_exact(network, 64, 256)
+    huge = plan_exact(network, 64, 2 ** 40)
+    assert small.stats["integer_kind"] == "int64"
+    assert huge.stats["integer_kind"] == "python"
+    assert huge.stats["optimum"] == huge.communication.elements
+    assert huge.communication.elements <= plan_hypar(network, 64, 2 ** 40).communication.elements
+
+
+def test_exact_refuses_too_many_states():
+    network = load_network("lenet-c")
+    with pytest.raises(LimitError, match=r"needs 6,561² = 43,046,721 state pairs .* for 256 accelerators and 3 "
+                                         r"partition types \(limit 8,388,608\)"):
+        plan_exact(network, 256, 1, ACCPAR_TYPES)
+
+
+def test_planner_names():
+    assert list(PLANNERS) == ["hypar", "exact", "all-dp", "all-mp", "one-weird-trick"]
