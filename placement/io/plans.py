@@ -6,10 +6,15 @@ Tarnawski's format::
 
 read as accelerator devices (``fpgas``, file order) followed by CPU devices.
 Our format, ``"format": "placement-plan/1"``, is a superset of it that adds
-``"devices": [{"type", "load", "memory", "nodes"}]`` in pipeline order (preferred
-when present), the solver's claims (status, objective, bound, gap, ...) and the
+``"devices": [{"type", "load", "memory", "nodes", "calls"?}]`` in pipeline order
+(preferred when present), the solver's claims (status, objective, bound, gap, ...) and the
 evaluator's verdict. Loads and max load written are always the verified ones.
 JSON has no infinity: non-finite numbers are written as ``null``.
+
+``calls`` (latency objective; optional, in ``devices``, ``fpgas`` and ``cpus``
+entries alike) lists the device's nodes as separate calls in the order the
+device runs them: ``[[ids], [ids], ...]``. Absent, ``null`` or ``[]``: one call
+holding all of ``nodes``. It is written only for devices that have calls.
 """
 
 from __future__ import annotations
@@ -75,8 +80,18 @@ def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssig
                 raise PlanFormatError(f"{where}: field 'type' must be a string, got {json_type_name(kind)}")
         if "nodes" not in dev:
             raise PlanFormatError(f"{where}: missing field 'nodes'")
-        devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes")))
+        devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes"),
+                                        _calls(dev.get("calls"), f"{where}.calls")))
     return tuple(devices)
+
+
+def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
+    """The optional ``calls`` field of a device: an array of arrays of node ids (absent or null: none)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise PlanFormatError(f"{where}: must be an array of calls (arrays of node ids), got {json_type_name(raw)}")
+    return tuple(_node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
 
 
 def read_plan(path: str | Path) -> Plan:
@@ -122,12 +137,20 @@ def plan_to_json(problem: Problem, solution: Solution, evaluation: Evaluation | 
     if evaluation is None and solution.plan is not None:
         evaluation = evaluate(problem, solution.plan, solution.contiguity)
     reports = evaluation.devices if evaluation is not None else ()
-    devices = [{"type": r.type, "load": r.load, "memory": r.memory, "nodes": list(r.nodes)}
+    plan_devices = solution.plan.devices if solution.plan is not None else ()
+
+    def entry(r: Any, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` plus the device's calls, when the plan gives it calls."""
+        if r.position < len(plan_devices) and plan_devices[r.position].calls:
+            out["calls"] = [list(call) for call in plan_devices[r.position].calls]
+        return out
+
+    devices = [entry(r, {"type": r.type, "load": r.load, "memory": r.memory, "nodes": list(r.nodes)})
                for r in reports]
     data: dict[str, Any] = {
         "maxLoad": evaluation.max_load if evaluation is not None else None,
-        "fpgas": [{"load": r.load, "nodes": list(r.nodes)} for r in reports if r.type == ACCELERATOR],
-        "cpus": [{"load": r.load, "nodes": list(r.nodes)} for r in reports if r.type == CPU],
+        "fpgas": [entry(r, {"load": r.load, "nodes": list(r.nodes)}) for r in reports if r.type == ACCELERATOR],
+        "cpus": [entry(r, {"load": r.load, "nodes": list(r.nodes)}) for r in reports if r.type == CPU],
         "format": FORMAT,
         "devices": devices,
         "method": solution.method,

@@ -1,0 +1,54 @@
+"""Plain-text summary of a plan evaluated under the latency objective."""
+
+from __future__ import annotations
+
+import math
+
+from placement.model.problem import Problem
+from placement.verify.latency import LatencyEvaluation
+
+
+def _num(x: float) -> str:
+    return "-" if math.isinf(x) else f"{x:.6g}"
+
+
+def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
+    """Names of the call's first and last node in topological order."""
+    order = {v: k for k, v in enumerate(problem.topological_ids())}
+    known = sorted((v for v in nodes if v in order), key=order.__getitem__)
+    if not known:
+        return "-"
+    first, last = problem.node(known[0]).name, problem.node(known[-1]).name
+    return first if first == last else f"{first} .. {last}"
+
+
+def format_latency(problem: Problem, evaluation: LatencyEvaluation) -> str:
+    """A table of the calls (start, receive, compute, send, end), the CPU nodes, the latency, the violations."""
+    header = ("device", "call", "type", "#nodes", "start", "receive", "compute", "send", "end", "nodes")
+    rows = [header]
+    for c in evaluation.calls:
+        rows.append((str(c.device), str(c.index), c.type, str(len(c.nodes)), _num(c.start), _num(c.receive),
+                     _num(c.compute), _num(c.send), _num(c.end), _span(problem, c.nodes)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    left = {2, 9}
+    lines = ["  ".join(cell.ljust(w) if i in left else cell.rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if evaluation.cpu_nodes:
+        last = max(evaluation.cpu_nodes, key=lambda r: r.end)
+        lines.append("")
+        lines.append(f"{len(evaluation.cpu_nodes)} nodes on CPU (each runs alone, as soon as its inputs are "
+                     f"ready); the last finishes at {_num(last.end)} (node {last.node})")
+    lines.append("")
+    title = f"instance {problem.name}: " if problem.name else ""
+    lines.append(f"{title}latency {evaluation.latency:.10g}")
+    if evaluation.critical:
+        lines.append("critical chain: " + " -> ".join(evaluation.critical))
+    if evaluation.valid:
+        lines.append("valid: no violations")
+    else:
+        count = len(evaluation.violations)
+        lines.append(f"INVALID: {count} violation{'' if count == 1 else 's'}")
+        lines.extend(f"  {v}" for v in evaluation.violations)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,44 @@
+"""A given split, such as the published human-expert splits (throughput baseline of DESIGN.md §3).
+
+Model
+-----
+The split file (``split`` option; Tarnawski's plan format or this package's)
+is read as it is: its devices, in its order. Nodes it does not list are placed
+with the listed nodes of their colour class when that class sits on one device
+(the expert splits of training graphs may list forward nodes only); the plan
+returned lists the split's nodes as given (unknown or repeated ids included, so
+that the evaluator still reports them) followed by the inferred ones, and
+verifies without inference. A split
+that breaks a constraint is returned with status ``error`` and the evaluator's
+first violation in the message.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from placement.errors import UsageError
+from placement.io.plans import read_plan
+from placement.model.problem import Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Solution
+from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
+from placement.verify.evaluate import evaluate
+
+
+def solve_expert(problem: Problem, **options: Any) -> Solution:
+    """Evaluate the split file given as option ``split``; other options are ignored."""
+    check_objective(options, "expert", THROUGHPUT)
+    split = options.get("split")
+    if split is None:
+        raise UsageError("method expert evaluates a given split: pass it with --split FILE")
+    start = time.perf_counter()
+    listed = read_plan(Path(split))
+    completed = evaluate(problem, listed, "none", infer_from_colours=True)
+    inferred = set(completed.inferred)
+    plan = Plan(tuple(DeviceAssignment(dev.type, dev.nodes + tuple(v for v in report.nodes if v in inferred), dev.calls)
+                      for dev, report in zip(listed.devices, completed.devices)))
+    stats = {"split": str(split), "inferred_from_colours": len(completed.inferred)}
+    return throughput_solution(problem, plan, "expert", start, stats)

@@ -1,0 +1,284 @@
+"""Local search with random restarts: move one colour class at a time (throughput baseline, DESIGN.md §3).
+
+Model
+-----
+A state assigns every colour class to one device (all accelerators and CPU
+cores of the instance are available); loads are those of DESIGN.md §2 (for
+training graphs forward and backward loads add up). A *move* takes one class
+from its device ``A`` to another device ``B`` whose type supports it and whose
+memory bound still holds afterwards. Only the loads of ``A`` and ``B`` change
+(a third device's boundary depends only on which nodes it holds), and a move is
+taken when it lowers the larger of those two loads:
+
+    max(load'(A), load'(B)) < max(load(A), load(B)).
+
+The max-load therefore never rises, and the loads sorted in decreasing order
+fall lexicographically with every move, so a climb ends; it ends when no move
+improves (a local optimum), classes and destinations being tried in a random
+order and the first improving move taken. Restart 0 starts from the greedy
+topological fill (:mod:`.greedy`); restart ``r > 0`` from the greedy fill of a
+random topological order of the same units. The best plan over all restarts
+(lowest max-load as the independent evaluator computes it; the earlier restart
+on ties) is returned. Contiguity is not considered: the plan may belong to any
+class, and the Solution reports the finest one.
+
+Options: ``restarts`` (default 10), ``seed`` (default 0; the same seed gives
+the same plan), ``time_limit`` (seconds; no new move or restart starts after
+it, the best plan so far is returned and ``stats["stopped_by_time_limit"]`` is
+set).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+from placement.errors import UsageError
+from placement.model.problem import Problem
+from placement.plan import Plan
+from placement.solution import Solution
+from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
+                                                contracted_units, throughput_solution, two_types)
+from placement.solvers.baselines.greedy import greedy_fill
+from placement.verify.evaluate import evaluate
+
+DEFAULT_RESTARTS = 10
+_IMPROVEMENT = 1e-9  # relative: a move must lower the pair's larger load by more than rounding can
+
+
+def _option_int(options: dict[str, Any], name: str, default: int, minimum: int) -> int:
+    value = options.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"option {name} must be an integer ≥ {minimum}, got {value!r}")
+    return value
+
+
+def random_topological_order(units: list[Unit], succ: tuple[tuple[int, ...], ...], rng: random.Random) -> list[Unit]:
+    """A uniformly drawn ready unit at each step of Kahn's algorithm (units indexed as ``succ``)."""
+    indegree = [0] * len(units)
+    for targets in succ:
+        for w in targets:
+            indegree[w] += 1
+    ready = [s for s in range(len(units)) if indegree[s] == 0]
+    order = []
+    while ready:
+        s = ready.pop(rng.randrange(len(ready)))
+        order.append(units[s])
+        for w in succ[s]:
+            indegree[w] -= 1
+            if indegree[w] == 0:
+                ready.append(w)
+    return order
+
+
+class _Climber:
+    """Incremental loads of one assignment of colour classes to device slots, and the moves on it."""
+
+    def __init__(self, problem: Problem) -> None:
+        nodes = problem.nodes
+        self.problem = problem
+        self.classes = problem.colour_classes()
+        self.class_of = [0] * len(nodes)
+        for c, members in enumerate(self.classes):
+            for v in members:
+                self.class_of[v] = c
+        self.slots = [(t, j) for t, dt in enumerate(problem.device_types) for j in range(dt.count)]
+        types = problem.device_types
+        self.slot_type = [t for t, _ in self.slots]
+        self.pays = [types[t].pays_comm for t in self.slot_type]
+        self.bound = [types[t].memory for t in self.slot_type]
+        self.succ = problem.successors()
+        self.nsucc = [len(s) for s in self.succ]
+        self.cost = [n.out_cost for n in nodes]
+        self.ctime: list[list[float | None]] = []
+        self.cmem: list[float] = []
+        for members in self.classes:
+            row: list[float | None] = []
+            for t in range(len(types)):
+                times = [nodes[v].times[t] for v in members]
+                row.append(None if any(p is None for p in times) else sum(times))  # type: ignore[arg-type]
+            self.ctime.append(row)
+            self.cmem.append(sum(nodes[v].memory for v in members))
+        # per class: (u, successors of u inside the class, u inside the class) for u in X ∪ preds(X)
+        preds: list[list[int]] = [[] for _ in nodes]
+        for u, targets in enumerate(self.succ):
+            for w in targets:
+                preds[w].append(u)
+        self.affected: list[list[tuple[int, int, bool]]] = []
+        for members in self.classes:
+            inside = set(members)
+            touched = dict.fromkeys(members)
+            for w in members:
+                touched.update(dict.fromkeys(preds[w]))
+            self.affected.append([(u, sum(1 for w in self.succ[u] if w in inside), u in inside) for u in touched])
+        self.affected_cost = [[a for a in aff if self.cost[a[0]] > 0] for aff in self.affected]
+
+    def start(self, class_slot: list[int]) -> None:
+        """Set the assignment and compute every load from scratch."""
+        self.where = list(class_slot)
+        n_slots = len(self.slots)
+        self.dev = [self.where[self.class_of[v]] for v in range(len(self.problem.nodes))]
+        self.cnt = [[0] * len(self.dev) for _ in range(n_slots)]
+        for u, targets in enumerate(self.succ):
+            for w in targets:
+                self.cnt[self.dev[w]][u] += 1
+        self.comp = [0.0] * n_slots
+        self.mem = [0.0] * n_slots
+        for c, d in enumerate(self.where):
+            p = self.ctime[c][self.slot_type[d]]
+            self.comp[d] += p if p is not None else 0.0
+            self.mem[d] += self.cmem[c]
+        self.comm = [0.0] * n_slots
+        for d in range(n_slots):
+            if not self.pays[d]:
+                continue
+            cnt = self.cnt[d]
+            total = 0.0
+            for u, cu in enumerate(self.cost):
+                if cu > 0 and ((self.dev[u] == d and self.nsucc[u] > cnt[u]) or (self.dev[u] != d and cnt[u] > 0)):
+                    total += cu
+            self.comm[d] = total
+
+    def load(self, d: int) -> float:
+        return self.comp[d] + self.comm[d]
+
+    def try_move(self, c: int, b: int) -> tuple[float, float] | None:
+        """New loads of the source and destination if moving class ``c`` to slot ``b`` is allowed and improves."""
+        a = self.where[c]
+        tb = self.ctime[c][self.slot_type[b]]
+        if tb is None or self.mem[b] + self.cmem[c] > self.bound[b]:
+            return None
+        ta = self.ctime[c][self.slot_type[a]]
+        da = db = 0.0
+        pays_a, pays_b = self.pays[a], self.pays[b]
+        if pays_a or pays_b:
+            dev, cnt_a, cnt_b, nsucc, cost = self.dev, self.cnt[a], self.cnt[b], self.nsucc, self.cost
+            for u, kx, inside in self.affected_cost[c]:
+                du = dev[u]
+                nu = nsucc[u]
+                after_dev = b if inside else du
+                if pays_a:
+                    ca = cnt_a[u]
+                    before = (nu > ca) if du == a else (ca > 0)
+                    ca2 = ca - kx
+                    after = (nu > ca2) if after_dev == a else (ca2 > 0)
+                    if before != after:
+                        da += cost[u] if after else -cost[u]
+                if pays_b:
+                    cb = cnt_b[u]
+                    before = (nu > cb) if du == b else (cb > 0)
+                    cb2 = cb + kx
+                    after = (nu > cb2) if after_dev == b else (cb2 > 0)
+                    if before != after:
+                        db += cost[u] if after else -cost[u]
+        new_a = self.comp[a] - (ta or 0.0) + self.comm[a] + da
+        new_b = self.comp[b] + tb + self.comm[b] + db
+        old = max(self.load(a), self.load(b))
+        if max(new_a, new_b) < old - _IMPROVEMENT * max(1.0, old):
+            return da, db
+        return None
+
+    def apply(self, c: int, b: int, da: float, db: float) -> None:
+        a = self.where[c]
+        for u, kx, _ in self.affected[c]:
+            if kx:
+                self.cnt[a][u] -= kx
+                self.cnt[b][u] += kx
+        for v in self.classes[c]:
+            self.dev[v] = b
+        self.where[c] = b
+        self.comp[a] -= self.ctime[c][self.slot_type[a]] or 0.0
+        self.comp[b] += self.ctime[c][self.slot_type[b]] or 0.0
+        self.comm[a] += da
+        self.comm[b] += db
+        self.mem[a] -= self.cmem[c]
+        self.mem[b] += self.cmem[c]
+
+    def plan(self) -> Plan:
+        types = self.problem.device_types
+        held: dict[tuple[str, int], list[int]] = {}
+        for c, d in enumerate(self.where):
+            t, j = self.slots[d]
+            held.setdefault((types[t].name, j), []).extend(self.classes[c])
+        return build_plan(self.problem, held)
+
+
+def _slots_of_plan(climber: _Climber, problem: Problem, plan: Plan) -> list[int]:
+    """Class -> slot for a plan that keeps colour classes together (as the greedy fill does)."""
+    slot_of: dict[tuple[str, int], int] = {}
+    for k, (t, j) in enumerate(climber.slots):
+        slot_of[(problem.device_types[t].name, j)] = k
+    seen: dict[str, int] = {}
+    where = [0] * len(climber.classes)
+    for dev in plan.devices:
+        j = seen.get(dev.type, 0)
+        seen[dev.type] = j + 1
+        k = slot_of.get((dev.type, j), 0)  # a device the instance lacks: the evaluator reports it
+        for v in dev.nodes:
+            where[climber.class_of[problem.index_of(v)]] = k
+    return where
+
+
+def solve_local_search(problem: Problem, **options: Any) -> Solution:
+    """Local search of the module docstring; uses options ``restarts``, ``seed``, ``time_limit``."""
+    check_objective(options, "local-search", THROUGHPUT)
+    restarts = _option_int(options, "restarts", DEFAULT_RESTARTS, 1)
+    seed = _option_int(options, "seed", 0, 0)
+    time_limit = options.get("time_limit")
+    start = time.perf_counter()
+    deadline = start + time_limit if time_limit is not None else math.inf
+    kinds: TwoTypes = two_types(problem, "local-search")
+    units, unit_succ = contracted_units(problem, kinds)
+    climber = _Climber(problem)
+    rng = random.Random(seed)
+    best_plan: Plan | None = None
+    best_value = math.inf
+    best_restart = -1
+    moves = passes = done = 0
+    stopped = False
+    for r in range(restarts):
+        if time.perf_counter() > deadline:
+            stopped = True
+            break
+        order = units if r == 0 else random_topological_order(units, unit_succ, rng)
+        climber.start(_slots_of_plan(climber, problem, greedy_fill(problem, kinds, order)))
+        improved = True
+        while improved:
+            improved = False
+            passes += 1
+            classes = list(range(len(climber.classes)))
+            rng.shuffle(classes)
+            destinations = list(range(len(climber.slots)))
+            for c in classes:
+                if time.perf_counter() > deadline:
+                    stopped = True
+                    break
+                rng.shuffle(destinations)
+                for b in destinations:
+                    if b == climber.where[c]:
+                        continue
+                    delta = climber.try_move(c, b)
+                    if delta is not None:
+                        climber.apply(c, b, *delta)
+                        moves += 1
+                        improved = True
+                        break
+            if stopped:
+                break
+            climber.start(climber.where)  # exact loads again: no drift across passes
+        done += 1
+        plan = climber.plan()
+        value = evaluate(problem, plan, "none").max_load
+        if value < best_value:
+            best_plan, best_value, best_restart = plan, value, r
+        if stopped:
+            break
+    stats = {"restarts": done, "restarts_asked": restarts, "seed": seed, "best_restart": best_restart,
+             "moves": moves, "passes": passes, "stopped_by_time_limit": stopped}
+    note = "stopped by the time limit" if stopped else ""
+    return throughput_solution(problem, best_plan, "local-search", start, stats, note)
+

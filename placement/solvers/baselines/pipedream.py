@@ -1,0 +1,89 @@
+"""PipeDream-style planner: fuse the graph into a chain, solve the chain optimally (DESIGN.md §3).
+
+Model
+-----
+PipeDream's planner partitions a *chain* of layers. A DAG becomes a chain by
+fusing its branches: work on the supernodes of
+:func:`placement.solvers.ideals.contract` (colour classes with their backward
+mates, cycles of the extended forward graph merged; no zero-cost merges) and
+call a supernode ``c`` a *cut vertex* when every other supernode is its
+ancestor or its descendant. For cut vertices ``c_1 < … < c_m`` (topological
+order) the sets ``down(c_j)`` (``c_j`` and its ancestors) form a chain of ideals
+
+    ∅ ⊂ down(c_1) ⊂ … ⊂ down(c_m) ⊆ V,
+
+and the blocks between consecutive ones (plus ``V \\ down(c_m)`` when not
+empty) are the chain's links: each holds a cut vertex and every branch that
+starts after the previous one. Every node of a block gets the block as its
+colour class and the exact DP (:func:`placement.solvers.dp.solve_dp`) places
+the resulting chain. Its plan keeps whole blocks, hence whole original colour
+classes, on each device, so it is valid in the original graph and, the blocks
+being consecutive links of one chain, a pipeline (class ``stages``); its
+max-load is optimal among plans that cut the graph at cut vertices only, and
+never below the DP optimum over all ideals.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from placement.model.problem import Problem
+from placement.solution import Solution
+from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
+from placement.solvers.dp import solve_dp
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract
+
+
+def chain_blocks(contraction: Contraction) -> list[int]:
+    """Per supernode the index of its chain block (see the module docstring)."""
+    size = contraction.size
+    down = [1 << s for s in range(size)]
+    for s in range(size):
+        for w in contraction.succ[s]:
+            down[w] |= down[s]
+    up = [1 << s for s in range(size)]
+    for s in range(size - 1, -1, -1):
+        for w in contraction.succ[s]:
+            up[s] |= up[w]
+    everything = (1 << size) - 1
+    block = [-1] * size
+    previous = 0
+    n_blocks = 0
+    for c in range(size):
+        if down[c] | up[c] != everything:
+            continue
+        fresh = down[c] & ~previous
+        for s in range(size):
+            if fresh >> s & 1:
+                block[s] = n_blocks
+        n_blocks += 1
+        previous = down[c]
+    for s in range(size):
+        if block[s] < 0:
+            block[s] = n_blocks
+    return block
+
+
+def fused_problem(problem: Problem) -> tuple[Problem, int]:
+    """``problem`` with every node coloured by its chain block; and the number of blocks."""
+    contraction = contract(problem, merge_zero_cost=False)
+    block = chain_blocks(contraction)
+    nodes = list(problem.nodes)
+    for s, members in enumerate(contraction.members):
+        for v in members:
+            nodes[v] = replace(nodes[v], colour=block[s])
+    return Problem(tuple(nodes), problem.edges, problem.device_types, problem.name), len(set(block))
+
+
+def solve_pipedream(problem: Problem, **options: Any) -> Solution:
+    """The chain plan of the module docstring; uses option ``max_ideals`` (others are ignored)."""
+    check_objective(options, "pipedream", THROUGHPUT)
+    start = time.perf_counter()
+    fused, blocks = fused_problem(problem)
+    chain = solve_dp(fused, max_ideals=options.get("max_ideals", DEFAULT_MAX_IDEALS))
+    stats = {"chain_blocks": blocks, "chain_max_load": chain.objective if chain.plan is not None else None}
+    note = ("" if chain.plan is not None
+            else "no pipeline of the fused chain satisfies the memory and support constraints")
+    return throughput_solution(problem, chain.plan, "pipedream", start, stats, note)

@@ -1,0 +1,202 @@
+"""Exhaustive search for the latency objective: the test oracle for tiny inference graphs.
+
+Search space
+------------
+Every plan of the latency model (DESIGN.md §2) up to the symmetry of devices
+of one type:
+
+* each colour class goes, whole, to one device: to a device of a type that
+  pays communication (an *accelerator*) or to the *pool* of a type that does
+  not (a CPU type; pool nodes run in parallel without limit, so which core of
+  the type holds them does not matter and the plan lists one device per pool);
+* the nodes of each accelerator are split into an ordered sequence of
+  non-empty calls — any set partition of its nodes, in any order — with at most
+  ``max_calls`` calls per accelerator (``None``, the default: no limit other
+  than the accelerator's node count, so every ordered partition is searched).
+  Nodes of one colour class may be in different calls of their device;
+* accelerators of one type are interchangeable: a class goes to an already
+  opened accelerator of the type or to the next new one.
+
+Nodes are taken in a fixed order; a node either joins an existing call of its
+class's device or starts a new call at any position of that device's sequence,
+so every ordered partition is produced exactly once. The only pruning skips
+plans that cannot be valid (a class whose nodes a type does not support, an
+accelerator over its memory bound). Every complete plan is judged by the
+independent evaluator :func:`placement.verify.latency.evaluate_latency`, which
+rejects non-contiguous calls and calls that wait on each other in a cycle; the
+valid plan of least latency (the first found on ties) is returned as
+``optimal`` with ``bound == objective``, or ``infeasible`` when no plan is valid.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from placement.errors import LimitError, UsageError
+from placement.model.problem import Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Solution, Status
+from placement.verify.latency import evaluate_latency
+
+MAX_NODES = 8
+MAX_PLANS = 50_000  # about 10 s at some 200 µs per evaluation
+
+
+class _Search:
+    """The recursion of the module docstring; ``visit`` is called with every complete plan."""
+
+    def __init__(self, problem: Problem, max_calls: int | None) -> None:
+        self.problem = problem
+        self.max_calls = max_calls if max_calls is not None else len(problem.nodes)
+        types = problem.device_types
+        self.types = types
+        self.classes = problem.colour_classes()
+        self.class_of = [0] * len(problem.nodes)
+        for c, members in enumerate(self.classes):
+            for v in members:
+                self.class_of[v] = c
+        self.supported = [[all(problem.nodes[v].times[t] is not None for v in members) and types[t].count > 0
+                           for t in range(len(types))] for members in self.classes]
+        self.class_memory = [sum(problem.nodes[v].memory for v in members) for members in self.classes]
+        self.order = [problem.index_of(v) for v in problem.topological_ids()]
+        # state
+        self.device_of_class: list[tuple[int, int] | None] = [None] * len(self.classes)  # (type, number)
+        self.opened = [0] * len(types)
+        self.calls: dict[tuple[int, int], list[list[int]]] = {}
+        self.pools: dict[int, list[int]] = {}
+        self.memory: dict[tuple[int, int], float] = {}
+
+    def run(self, visit) -> None:
+        self._place(0, visit)
+
+    def _plan(self) -> Plan:
+        nodes = self.problem.nodes
+        devices = []
+        for (t, j) in sorted(self.calls):
+            calls = [c for c in self.calls[(t, j)] if c]
+            if not calls:
+                continue
+            ids = tuple(nodes[v].id for call in calls for v in call)
+            call_ids = tuple(tuple(nodes[v].id for v in call) for call in calls) if len(calls) > 1 else ()
+            devices.append(DeviceAssignment(self.types[t].name, ids, call_ids))
+        for t in sorted(self.pools):
+            if self.pools[t]:
+                devices.append(DeviceAssignment(self.types[t].name, tuple(nodes[v].id for v in self.pools[t])))
+        return Plan(tuple(devices))
+
+    def _into_calls(self, k: int, v: int, key: tuple[int, int], visit) -> None:
+        calls = self.calls[key]
+        for call in calls:                       # join an existing call
+            call.append(v)
+            self._place(k + 1, visit)
+            call.pop()
+        if len(calls) < self.max_calls:           # or start a new one at any position
+            for position in range(len(calls) + 1):
+                calls.insert(position, [v])
+                self._place(k + 1, visit)
+                calls.pop(position)
+
+    def _place(self, k: int, visit) -> None:
+        if k == len(self.order):
+            visit(self._plan())
+            return
+        v = self.order[k]
+        c = self.class_of[v]
+        where = self.device_of_class[c]
+        if where is not None:
+            t, j = where
+            if j < 0:
+                self.pools[t].append(v)
+                self._place(k + 1, visit)
+                self.pools[t].pop()
+            else:
+                self._into_calls(k, v, where, visit)
+            return
+        for t, dtype in enumerate(self.types):
+            if not self.supported[c][t]:
+                continue
+            if not dtype.pays_comm:
+                self.device_of_class[c] = (t, -1)
+                self.pools.setdefault(t, []).append(v)
+                self._place(k + 1, visit)
+                self.pools[t].pop()
+                continue
+            for j in range(min(self.opened[t] + 1, dtype.count)):
+                key = (t, j)
+                if self.memory.get(key, 0.0) + self.class_memory[c] > dtype.memory:
+                    continue
+                new = j == self.opened[t]
+                if new:
+                    self.opened[t] += 1
+                    self.calls[key] = []
+                self.memory[key] = self.memory.get(key, 0.0) + self.class_memory[c]
+                self.device_of_class[c] = key
+                self._into_calls(k, v, key, visit)
+                self.memory[key] -= self.class_memory[c]
+                if new:
+                    self.opened[t] -= 1
+                    del self.calls[key]
+        self.device_of_class[c] = None
+
+
+class _Cap(Exception):
+    """Raised inside the counting pass once the plan count passes the limit."""
+
+
+def count_latency_plans(problem: Problem, max_calls: int | None = None, limit: int | None = None) -> int:
+    """Number of plans the search visits (``limit + 1`` as soon as it exceeds ``limit``)."""
+    count = 0
+
+    def visit(_: Plan) -> None:
+        nonlocal count
+        count += 1
+        if limit is not None and count > limit:
+            raise _Cap
+
+    try:
+        _Search(problem, max_calls).run(visit)
+    except _Cap:
+        pass
+    return count
+
+
+def brute_force_latency(problem: Problem, max_calls: int | None = None, *, max_nodes: int = MAX_NODES,
+                        max_plans: int = MAX_PLANS) -> Solution:
+    """The latency-optimal plan over the search space of the module docstring.
+
+    :class:`UsageError` for training graphs; :class:`LimitError` above
+    ``max_nodes`` nodes or ``max_plans`` plans to evaluate.
+    """
+    if problem.is_training:
+        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    if max_calls is not None and max_calls < 1:
+        raise UsageError(f"max_calls must be at least 1, got {max_calls}")
+    if len(problem.nodes) > max_nodes:
+        raise LimitError(f"latency brute force refuses {len(problem.nodes)} nodes (limit {max_nodes}); "
+                         "it is meant for tiny graphs")
+    start = time.perf_counter()
+    n_plans = count_latency_plans(problem, max_calls, max_plans)
+    if n_plans > max_plans:
+        raise LimitError(f"latency brute force refuses more than {max_plans} plans of {len(problem.nodes)} nodes "
+                         "(lower max_calls or use a smaller graph)")
+    best: dict[str, object] = {"latency": math.inf, "plan": None}
+    stats = {"plans": n_plans, "valid": 0, "max_calls": max_calls}
+
+    def visit(plan: Plan) -> None:
+        ev = evaluate_latency(problem, plan)
+        if ev.valid:
+            stats["valid"] += 1
+            if ev.latency < best["latency"]:  # type: ignore[operator]
+                best["latency"], best["plan"] = ev.latency, plan
+
+    _Search(problem, max_calls).run(visit)
+    runtime = time.perf_counter() - start
+    plan = best["plan"]
+    if plan is None:
+        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, method="bruteforce-latency",
+                        objective_kind="latency", contiguity="none", runtime_s=runtime, stats=stats,
+                        message="no valid plan under the latency model")
+    value = float(best["latency"])  # type: ignore[arg-type]
+    return Solution(Status.OPTIMAL, plan, value, value, method="bruteforce-latency", objective_kind="latency",
+                    contiguity="none", runtime_s=runtime, stats=stats)

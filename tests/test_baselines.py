@@ -1,0 +1,269 @@
+"""The baselines (placement.solvers.baselines): hand-solved plans, options and errors, and on random
+small graphs: every plan is the evaluator's, and none beats the exhaustive optimum of its class."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from placement.errors import UsageError
+from placement.io.tarnawski import read_instance
+from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Status
+from placement.solvers.bruteforce import brute_force
+from placement.solvers.bruteforce_latency import brute_force_latency
+from placement.solvers.dp import solve_dp
+from placement.solvers.registry import METHODS, solve
+from placement.verify.evaluate import evaluate
+from placement.verify.latency import evaluate_latency
+
+from tests.strategies import problems
+
+A, C = ACCELERATOR, CPU
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+THROUGHPUT = ("pipedream", "greedy", "local-search", "partition", "expert", "single")
+LATENCY = ("latency-greedy", "latency-dp-split")
+try:
+    import pymetis  # noqa: F401
+    HAVE_METIS = True
+except ImportError:
+    HAVE_METIS = False
+needs_metis = pytest.mark.skipif(not HAVE_METIS, reason="pymetis is not installed (pip install 'placement[partition]')")
+
+
+def costly_middle() -> Problem:
+    """1 -> 2 -> 3 -> 4, 3 ms each on an accelerator; c(2) = 10, every other transfer free; 2 accelerators, no CPU.
+
+    * greedy: share 12 / 2 = 6: {1, 2} fills accelerator 0 exactly, {3, 4} goes to accelerator 1; the
+      cut after 2 costs 10 on both sides: loads 6 + 10 = 16 and 16 -> 16.
+    * stages optimum (DP, pipedream): cut where transfers are free, after 1 or after 3: max(3, 9) = 9.
+    * none optimum: {1, 4} and {2, 3}: 6 each; the boundary nodes 1 and 3 cost nothing -> 6 (the
+      compute alone is 12 over 2 devices, so nothing is lower). Local search reaches it from the
+      greedy start: every improving move leads there (moving 2 or 3 across gives 9 | 3, then moving
+      the end node over gives 6 | 6).
+    """
+    nodes = [Node(i, f"n{i}", (3.0, 30.0), 0.0, False, None, 10.0 if i == 2 else 0.0) for i in (1, 2, 3, 4)]
+    return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3), Edge(3, 4)], 2, 0, 10, name="costly-middle")
+
+
+def diamond() -> Problem:
+    """s -> x, s -> y, x -> t, y -> t; accelerator times 1, 4, 4, 1; transfers free; 2 accelerators.
+
+    The only cut vertices are s and t, so the PipeDream chain is {s} | {x, y, t}: max(1, 9) = 9 (or 10
+    on one device). The DP splits the branches: {s, x} | {y, t} = 5 each.
+    """
+    nodes = [Node(1, "s", (1.0, 9.0)), Node(2, "x", (4.0, 9.0)), Node(3, "y", (4.0, 9.0)), Node(4, "t", (1.0, 9.0))]
+    return make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3), Edge(2, 4), Edge(3, 4)], 2, 0, 10, name="diamond")
+
+
+def test_every_baseline_is_registered():
+    assert set(THROUGHPUT + LATENCY) <= set(METHODS)
+
+
+def test_costly_middle_by_hand():
+    problem = costly_middle()
+    greedy = solve(problem, "greedy")
+    assert (greedy.status, greedy.objective, greedy.contiguity, greedy.bound) == (Status.FEASIBLE, 16.0, "stages", 0.0)
+    assert greedy.plan == Plan((DeviceAssignment(A, (1, 2)), DeviceAssignment(A, (3, 4))))
+    assert solve(problem, "pipedream").objective == solve_dp(problem).objective == 9.0
+    local = solve(problem, "local-search", restarts=3, seed=5)
+    assert (local.objective, local.contiguity) == (6.0, "none")
+    assert brute_force(problem, "none").objective == 6.0 and brute_force(problem, "stages").objective == 9.0
+    assert sorted(sorted(d.nodes) for d in local.plan.devices) == [[1, 4], [2, 3]]
+    assert local.stats["restarts"] == 3 and local.stats["stopped_by_time_limit"] is False
+    single = solve(problem, "single")
+    assert (single.objective, single.plan) == (12.0, Plan((DeviceAssignment(A, (1, 2, 3, 4)),)))
+
+
+def test_pipedream_fuses_branches():
+    problem = diamond()
+    pipedream = solve(problem, "pipedream")
+    assert (pipedream.objective, pipedream.contiguity, pipedream.stats["chain_blocks"]) == (9.0, "stages", 2)
+    assert pipedream.plan == Plan((DeviceAssignment(A, (1,)), DeviceAssignment(A, (2, 3, 4))))
+    assert solve_dp(problem).objective == 5.0
+    assert solve(problem, "greedy").objective == 5.0   # {s, x} reaches the share 5; {y, t} the rest
+
+
+def test_single_with_a_cpu_only_node():
+    # 1 -> 2 -> 3, node 2 CPU only: accelerator {1, 3}: 2 + 4 + c(1) 1 (out) + c(2) 0.5 (in) = 7.5; CPU: 3
+    nodes = [Node(1, "a", (2.0, 20.0), 0.0, False, None, 1.0), Node(2, "m", (None, 3.0), 0.0, False, None, 0.5),
+             Node(3, "b", (4.0, 40.0))]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 10)
+    single = solve(problem, "single")
+    assert (single.status, single.objective, single.contiguity) == (Status.FEASIBLE, 7.5, "none")
+
+
+def test_single_over_memory_is_flagged():
+    nodes = [Node(i, f"n{i}", (1.0, 9.0), 1.0) for i in (1, 2, 3)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 0, 2)
+    single = solve(problem, "single")
+    assert single.status is Status.ERROR and single.objective == 3.0
+    assert single.message == ("the plan is invalid (1 violation, first: device 0 (accelerator): memory 3 exceeds "
+                              "the bound 2)")
+
+
+def test_expert_split(tmp_path):
+    problem = costly_middle()
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"maxLoad": -1, "fpgas": [{"load": -1, "nodes": [1, 2]}, {"nodes": [3, 4]}],
+                                 "cpus": [{"nodes": []}]}))
+    expert = solve(problem, "expert", split=str(split))
+    assert (expert.status, expert.objective, expert.contiguity) == (Status.FEASIBLE, 16.0, "stages")
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1, 2, 9]}, {"nodes": [3, 4]}]}))
+    bad = solve(problem, "expert", split=str(split))
+    assert bad.status is Status.ERROR
+    assert bad.message == ("the plan is invalid (1 violation, first: device 0 (accelerator): node 9 is not in the "
+                           "instance)")
+
+
+def test_expert_split_listing_forward_nodes_only(tmp_path):
+    """training-pair: f1 -> f2 -> b2 -> b1, f1 -> b1; colours {f1, b1}, {f2, b2}.
+
+    Split f1 | f2: the backward nodes follow their colour. Device 0 {f1, b1}: compute 2 + 4, boundary
+    f1 (out, 1) and b2 (in, 1.5) -> 8.5; device 1 {f2, b2}: 3 + 6, boundary f1 (in, 1) and b2 (out,
+    1.5) -> 11.5.
+    """
+    problem = read_instance(TINY / "training-pair.json")
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    expert = solve(problem, "expert", split=split)
+    assert expert.plan == Plan((DeviceAssignment(A, (1, 4)), DeviceAssignment(A, (2, 3))))
+    assert (expert.objective, expert.stats["inferred_from_colours"]) == (11.5, 2)
+    assert [r.load for r in evaluate(problem, expert.plan).devices] == [8.5, 11.5]
+
+
+def test_latency_greedy_by_hand():
+    """memory-chain as an inference graph: a -> b -> c, 3 bytes each, memory 5 per accelerator (2), CPU.
+
+    latency-greedy: a fills accelerator 0, b accelerator 1, c fits nowhere else: CPU.
+    a [0, 2 + 0.5]; b [2.5, 2.5 + 0.5 + 2 + 0.5 = 5.5]; c on the CPU [5.5, 13.5] -> 13.5.
+    The optimum puts b on the CPU: a [0, 2.5], b [2.5, 10.5], c [10.5, 10.5 + 0.5 + 2 = 13] -> 13.
+    """
+    problem = read_instance(TINY / "memory-chain.json")
+    greedy = solve(problem, "latency-greedy")
+    assert (greedy.status, greedy.objective, greedy.objective_kind) == (Status.FEASIBLE, 13.5, "latency")
+    assert greedy.plan == Plan((DeviceAssignment(A, (1,)), DeviceAssignment(A, (2,)), DeviceAssignment(C, (3,))))
+    assert brute_force_latency(problem).objective == 13.0
+    split = solve(problem, "latency-dp-split")
+    assert split.objective == evaluate_latency(problem, split.plan).latency >= 13.0
+    assert split.stats["dp_max_load"] == 8.0
+
+
+@pytest.mark.parametrize("method", ["greedy", "pipedream", "single", "local-search", "partition", "expert"])
+def test_throughput_baselines_refuse_the_latency_objective(method):
+    with pytest.raises(UsageError, match=f"^method {method} optimises throughput, not latency \\(choose it with "
+                                         "--objective throughput\\); for latency use latency-greedy, "
+                                         "latency-dp-split$"):
+        solve(costly_middle(), method, objective="latency")
+
+
+def test_latency_baselines_refuse_throughput_and_training():
+    with pytest.raises(UsageError, match="^method latency-greedy optimises latency, not throughput \\(choose it "
+                                         "with --objective latency\\); for throughput use pipedream, greedy, "
+                                         "local-search, partition, expert, single$"):
+        solve(costly_middle(), "latency-greedy", objective="throughput")
+    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "):
+        solve(read_instance(TINY / "training-pair.json"), "latency-dp-split")
+
+
+def test_options_they_do_not_use_are_ignored():
+    problem = costly_middle()
+    options = {"split": "nowhere.json", "restarts": 2, "seed": 3, "time_limit": 5.0, "contiguity": "stages",
+               "backend": "cbc", "max_ideals": 1000, "progress": None, "objective": None}
+    for method in ("pipedream", "greedy", "single"):
+        assert solve(problem, method, **options).objective == solve(problem, method).objective
+
+
+def test_bad_options():
+    problem = costly_middle()
+    with pytest.raises(UsageError, match="^method expert evaluates a given split: pass it with --split FILE$"):
+        solve(problem, "expert")
+    with pytest.raises(UsageError, match="^option restarts must be an integer ≥ 1, got 0$"):
+        solve(problem, "local-search", restarts=0)
+    with pytest.raises(UsageError, match="^option seed must be an integer ≥ 0, got -1$"):
+        solve(problem, "local-search", seed=-1)
+    three = Problem(tuple(replace(n, times=n.times + (1.0,)) for n in problem.nodes), problem.edges,
+                    problem.device_types + (DeviceType("tpu", 1),))
+    with pytest.raises(UsageError, match="^method greedy handles the device types 'accelerator' and 'cpu' only, "
+                                         "not 'tpu'$"):
+        solve(three, "greedy")
+
+
+def test_local_search_is_reproducible_and_respects_its_time_limit():
+    problem = read_instance(TINY / "diamond-cpu.json")
+    first = solve(problem, "local-search", restarts=4, seed=11)
+    again = solve(problem, "local-search", restarts=4, seed=11)
+    assert first.plan == again.plan and first.objective == again.objective
+    stopped = solve(problem, "local-search", restarts=1000, time_limit=1e-9)
+    assert stopped.stats["stopped_by_time_limit"] is True and stopped.message == "stopped by the time limit"
+
+
+@needs_metis
+def test_partition_reports_class_and_memory():
+    # four independent nodes, memory 1 each, bound 1, two accelerators: the balanced partition puts two
+    # nodes on each accelerator and breaks memory; the plan is a pipeline (no edges)
+    nodes = [Node(i, f"n{i}", (1.0, 9.0), 1.0) for i in (1, 2, 3, 4)]
+    problem = make_two_type_problem(nodes, [], 2, 0, 1)
+    partition = solve(problem, "partition")
+    assert partition.status is Status.ERROR and partition.objective == 2.0
+    assert partition.message == ("the plan is invalid (2 violations, first: device 0 (accelerator): memory 2 "
+                                 "exceeds the bound 1); the partitioner ignores contiguity and memory; the plan is "
+                                 "in class stages")
+    ok = solve(costly_middle(), "partition")
+    assert ok.status is Status.FEASIBLE and ok.objective >= 6.0
+    assert ok.message.endswith(f"the plan is in class {ok.contiguity}")
+
+
+# ----------------------------------------------------------------------------------------
+# random small graphs against the exhaustive optimum of each plan's class
+# ----------------------------------------------------------------------------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=7))
+def test_no_baseline_beats_the_optimum_of_its_class(problem):
+    optimum: dict[str, float] = {}
+    dp = solve_dp(problem)
+    for method in ("pipedream", "greedy", "local-search", "single") + (("partition",) if HAVE_METIS else ()):
+        solution = solve(problem, method, restarts=3, seed=1)
+        if solution.plan is None:
+            assert solution.status is Status.NO_SOLUTION and method == "pipedream"
+            continue
+        ev = evaluate(problem, solution.plan, "none")
+        assert (solution.objective, solution.contiguity, solution.bound) == (ev.max_load, ev.finest_class, 0.0)
+        if not ev.valid:
+            assert solution.status is Status.ERROR and solution.message.startswith("the plan is invalid (")
+            continue
+        assert solution.status is Status.FEASIBLE
+        cls = ev.finest_class
+        if cls not in optimum:
+            optimum[cls] = brute_force(problem, cls).objective
+        assert solution.objective >= optimum[cls]
+        if cls == "stages":
+            assert solution.objective >= dp.objective
+        if method == "pipedream":
+            assert cls == "stages"
+
+
+TWO_TYPE_TINY = [p for p in sorted(TINY.glob("*.json"))
+                 if {t.name for t in read_instance(p).device_types} <= {A, C}]  # the baselines' model
+
+
+@pytest.mark.parametrize("path", TWO_TYPE_TINY, ids=lambda p: p.stem)
+def test_unconstrained_baselines_never_beat_the_milp_none_optimum(path):
+    """The acceptance check of the comparisons, on the bundled tiny instances: local search and the
+    partitioner (class ``none``) against the proven MILP optimum of class ``none``, itself checked
+    against the exhaustive search."""
+    pytest.importorskip("ortools")
+    problem = read_instance(path)
+    milp = solve(problem, "milp", contiguity="none", time_limit=30)
+    assert milp.status is Status.OPTIMAL, milp.message
+    assert milp.objective == pytest.approx(brute_force(problem, "none").objective, rel=1e-12)
+    for method in ("local-search",) + (("partition",) if HAVE_METIS else ()):
+        solution = solve(problem, method, restarts=5)
+        if solution.status is Status.FEASIBLE:
+            assert solution.objective >= milp.objective * (1 - 1e-12)

@@ -1,0 +1,63 @@
+"""Plan files carry the ordered calls of the latency objective: read, written, round-tripped, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.errors import PlanFormatError
+from placement.io.plans import parse_plan, plan_to_json, read_plan, write_plan
+from placement.model.problem import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Solution, Status
+from placement.verify.latency import evaluate_latency
+
+A, C = ACCELERATOR, CPU
+
+
+@pytest.fixture
+def chain():
+    nodes = [Node(i, f"n{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in (1, 2, 3)]
+    return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 10, name="chain")
+
+
+def test_calls_are_read_from_devices_fpgas_and_cpus():
+    ours = {"devices": [{"type": A, "nodes": [1, 3], "calls": [[1], [3.0]]},
+                        {"type": A, "nodes": [2], "calls": None}, {"type": C, "nodes": [4], "calls": []}]}
+    assert parse_plan(ours) == Plan((DeviceAssignment(A, (1, 3), ((1,), (3,))), DeviceAssignment(A, (2,)),
+                                     DeviceAssignment(C, (4,))))
+    theirs = {"fpgas": [{"nodes": [1, 3], "calls": [[3], [1]]}], "cpus": [{"nodes": [2]}]}
+    assert parse_plan(theirs) == Plan((DeviceAssignment(A, (1, 3), ((3,), (1,))), DeviceAssignment(C, (2,))))
+
+
+@pytest.mark.parametrize("data, reason", [
+    ({"devices": [{"type": A, "nodes": [1], "calls": {}}]},
+     "devices[0].calls: must be an array of calls (arrays of node ids), got object"),
+    ({"fpgas": [{"nodes": [1]}, {"nodes": [2], "calls": [[2], 3]}]},
+     "fpgas[1].calls[1]: must be an array of node ids, got integer"),
+    ({"fpgas": [{"nodes": [1, 2], "calls": [[1, "2"]]}]},
+     "fpgas[0].calls[0][1]: node id must be an integer, got string"),
+    ({"cpus": [{"nodes": [1], "calls": [[1.5]]}]},
+     "cpus[0].calls[0][0]: node id must be an integer, got 1.5"),
+])
+def test_malformed_calls(tmp_path, data, reason):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(PlanFormatError) as info:
+        read_plan(path)
+    assert str(info.value) == f"{path}: {reason}"
+
+
+def test_calls_are_written_only_where_a_device_has_them_and_round_trip(tmp_path, chain):
+    plan = Plan((DeviceAssignment(A, (1, 3), ((1,), (3,))), DeviceAssignment(A, (2,))))
+    solution = Solution(Status.FEASIBLE, plan, 4.0, 0.0, method="test", objective_kind="latency", contiguity="none")
+    data = plan_to_json(chain, solution)
+    assert data["devices"][0]["calls"] == [[1], [3]] and "calls" not in data["devices"][1]
+    assert data["fpgas"][0]["calls"] == [[1], [3]] and "calls" not in data["fpgas"][1]
+    assert list(data["devices"][0]) == ["type", "load", "memory", "nodes", "calls"]
+    path = tmp_path / "out.json"
+    write_plan(path, chain, solution)
+    again = read_plan(path)
+    assert again == plan
+    assert evaluate_latency(chain, again).latency == evaluate_latency(chain, plan).latency

@@ -1,0 +1,86 @@
+"""The latency MILP (placement.solvers.milp.latency) against the latency brute force.
+
+Both judge plans with the independent latency evaluator (placement.verify.latency); the
+brute force enumerates every assignment and every ordered split of each accelerator's
+nodes into at most q calls, so agreement checks the MILP's rows, for q = 1 and q = 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from placement.errors import UsageError
+from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Status
+from placement.solvers.bruteforce_latency import brute_force_latency
+from placement.solvers.milp import solve_milp
+from placement.solvers.milp.backends import backend_availability
+from placement.verify.latency import evaluate_latency
+from tests.strategies import problems
+from tests.test_milp_classes import Failures
+
+AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
+EXAMPLES = {"cp-sat": 120, "cbc": 25, "scip": 25, "highs": 25, "pulp": 12}
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_latency_matches_brute_force(backend: str, calls: int) -> None:
+    @settings(max_examples=EXAMPLES[backend] // calls, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(problems(max_nodes=5 if calls == 1 else 4, training=False, max_accelerators=2, max_cpus=1))
+    def run(problem: Problem) -> None:
+        truth = brute_force_latency(problem, max_calls=calls)
+        milp = solve_milp(problem, objective="latency", calls=calls, backend=backend, time_limit=30)
+        if failures.tolerated(milp):
+            return
+        assert milp.status is truth.status, milp.message
+        if truth.status is Status.OPTIMAL:
+            ev = evaluate_latency(problem, milp.plan)
+            assert ev.valid, ev.violations
+            assert milp.objective == ev.latency == truth.objective, milp.message
+            assert milp.bound == milp.objective
+
+    failures = Failures(backend)
+    run()
+    failures.check()
+
+
+def fork() -> Problem:
+    """s → l, s → r, l → t, r → t; one accelerator (memory unbounded), CPUs.
+
+    Accelerator times s=1, l=4, r=4, t=1; CPU times s=1, l=6, r=6, t=1; every transfer
+    costs 1 (s, l, r; t has no successor).
+    * All on the accelerator, one call: 1 + 4 + 4 + 1 = 10, no transfer: latency 10.
+    * s and t on the CPU, l and r in one call: s finishes at 1; the call receives s (1),
+      computes 8, sends l and r (2): ends at 12; t at 13. Worse.
+    * l on the accelerator, everything else on the CPU: s at 1; the call lasts 1 + 4 + 1 = 6
+      (receive s, compute l, send l) and ends at 7; r on the CPU ends at 1 + 6 = 7; t at 8.
+    * Nothing beats 8: the exhaustive search over every plan (asserted below) agrees.
+    """
+    nodes = (Node(0, "s", (1.0, 1.0), out_cost=1.0), Node(1, "l", (4.0, 6.0), out_cost=1.0),
+             Node(2, "r", (4.0, 6.0), out_cost=1.0), Node(3, "t", (1.0, 1.0)))
+    return Problem(nodes, (Edge(0, 1), Edge(0, 2), Edge(1, 3), Edge(2, 3)),
+                   (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)), name="fork")
+
+
+def test_fork_by_hand() -> None:
+    problem = fork()
+    whole = Plan((DeviceAssignment(ACCELERATOR, (0, 1, 2, 3)),))
+    assert evaluate_latency(problem, whole).latency == 10.0
+    split = Plan((DeviceAssignment(ACCELERATOR, (1,)), DeviceAssignment(CPU, (0, 2, 3))))
+    assert evaluate_latency(problem, split).latency == 8.0
+    solution = solve_milp(problem, objective="latency")
+    assert (solution.status, solution.objective) == (Status.OPTIMAL, 8.0), solution.message
+    assert brute_force_latency(problem).objective == 8.0
+
+
+def test_latency_rejects_training_graphs() -> None:
+    nodes = (Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0))
+    problem = Problem(nodes, (Edge(0, 1),), (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)))
+    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "
+                                         "this instance has backward nodes$"):
+        solve_milp(problem, objective="latency")
