@@ -1,0 +1,158 @@
+"""Benchmark the pipeline simulator; print two tables, write JSON.
+
+1. Engines: 1,000 micro-batches through a 16-stage plan (the DP plan of the bundled
+   BERT-Base graphs on 16 accelerators) under every schedule and communication mode,
+   run by the heap-based core and by SimPy on the same task graph. Columns: tasks, the
+   engine alone (best of --repeat runs) for each, the whole ``simulate`` call with the
+   heap core (building the task graph, running, measuring), and the largest difference
+   between the two engines' task end times.
+2. Stream check: every throughput instance of Tarnawski et al. (read from
+   ``../shared/tarnawski/throughput-inputs``), its DP plan streamed for 1,000
+   micro-batches (``stream`` for inference, ``1f1b-async`` for training): the simulated
+   time per sample against the verified max load, and with link transfers against the
+   overlapped load model.
+
+    python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--json results/simulate.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from placement.io.tarnawski import read_instance  # noqa: E402
+from placement.simulate import simulate_pipeline  # noqa: E402
+from placement.simulate.engine import execute  # noqa: E402
+from placement.simulate.pipeline import build_pipeline  # noqa: E402
+from placement.simulate.program import build_program  # noqa: E402
+from placement.simulate.schedules import get_schedule  # noqa: E402
+from placement.solvers.dp import solve_dp  # noqa: E402
+from placement.verify.evaluate import evaluate  # noqa: E402
+
+DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
+STAGES = 16
+CASES = [("bert-base-inference", "stream"), ("bert-base-training", "1f1b-async"), ("bert-base-training", "gpipe"),
+         ("bert-base-training", "1f1b-flush"), ("bert-base-training", "split-backward")]
+
+
+def best_of(repeat: int, run) -> tuple[float, object]:
+    best, value = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        value = run()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def sixteen_stage_pipeline(name: str):
+    problem = read_instance(ROOT / "instances" / f"{name}.json").with_devices({"accelerator": STAGES, "cpu": 0})
+    solution = solve_dp(problem)
+    pipeline = build_pipeline(problem, solution.plan)
+    if len(pipeline.stages) != STAGES:
+        raise SystemExit(f"expected a {STAGES}-stage plan for {name}, got {len(pipeline.stages)} stages")
+    return pipeline
+
+
+def engine_rows(microbatches: int, repeat: int) -> list[dict]:
+    have_simpy = importlib.util.find_spec("simpy") is not None
+    if have_simpy:
+        from placement.simulate.engine_simpy import execute_simpy
+    pipelines = {name: sixteen_stage_pipeline(name) for name in {n for n, _ in CASES}}
+    header = (f"{'graph':22} {'schedule':15} {'comm':6} {'tasks':>7} {'heap s':>7} {'simpy s':>8} "
+              f"{'simpy/heap':>10} {'simulate s':>10} {'max |diff|':>10}")
+    print(f"{microbatches} micro-batches through a {STAGES}-stage plan (best of {repeat})")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for name, schedule in CASES:
+        for comm in ("inline", "link"):
+            pipeline = pipelines[name]
+            sched = get_schedule(schedule)
+            program = build_program(pipeline, sched, microbatches, comm, 0.5 if sched.split_backward else 0.0)
+            heap_s, (_, heap_end) = best_of(repeat, lambda: execute(program.graph))
+            row = {"graph": name, "schedule": schedule, "comm": comm, "stages": STAGES,
+                   "microbatches": microbatches, "tasks": len(program.graph), "heap_s": round(heap_s, 4)}
+            if have_simpy:
+                simpy_s, (_, simpy_end) = best_of(repeat, lambda: execute_simpy(program.graph))
+                row["simpy_s"] = round(simpy_s, 4)
+                row["max_abs_diff"] = max(abs(a - b) for a, b in zip(heap_end, simpy_end))
+            simulate_s, result = best_of(repeat, lambda: simulate_pipeline(pipeline, schedule, microbatches, comm))
+            row["simulate_s"] = round(simulate_s, 4)
+            row["time_per_sample"] = result.time_per_sample
+            rows.append(row)
+            simpy_text = (f"{row['simpy_s']:>8.3f} {row['simpy_s'] / heap_s:>10.1f}" if have_simpy
+                          else f"{'-':>8} {'-':>10}")
+            diff_text = f"{row['max_abs_diff']:>10.1e}" if have_simpy else f"{'-':>10}"
+            print(f"{name:22} {schedule:15} {comm:6} {row['tasks']:>7,} {heap_s:>7.3f} {simpy_text} "
+                  f"{simulate_s:>10.3f} {diff_text}", flush=True)
+    if not have_simpy:
+        print("SimPy is not installed (pip install simpy): its columns are empty")
+    return rows
+
+
+def stream_rows(instances: Path, microbatches: int) -> list[dict]:
+    if not instances.is_dir():
+        print(f"\nno instances at {instances} (the published instances live in ../shared); stream check skipped")
+        return []
+    header = (f"{'instance':38} {'stages':>6} {'schedule':10} {'max-load':>12} {'simulated':>12} {'rel diff':>9} "
+              f"{'period':>6} {'link model':>11} {'link sim':>11} {'rel diff':>9} {'solve s':>7} {'sim s':>6}")
+    print(f"\nDP plans streamed for {microbatches} micro-batches")
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for path in sorted(instances.rglob("*.json")):
+        problem = read_instance(path)
+        start = time.perf_counter()
+        solution = solve_dp(problem)
+        solve_s = time.perf_counter() - start
+        evaluation = evaluate(problem, solution.plan, "stages")
+        pipeline = build_pipeline(problem, solution.plan)
+        schedule = "1f1b-async" if problem.is_training else "stream"
+        start = time.perf_counter()
+        inline = simulate_pipeline(pipeline, schedule, microbatches)
+        sim_s = time.perf_counter() - start
+        row = {"instance": f"{path.parent.name}/{path.stem}", "stages": len(pipeline.stages), "schedule": schedule,
+               "max_load": evaluation.max_load, "time_per_sample": inline.time_per_sample,
+               "rel_diff": inline.time_per_sample / evaluation.max_load - 1, "period": inline.period,
+               "solve_s": round(solve_s, 3), "simulate_s": round(sim_s, 3), "notes": list(inline.notes)}
+        link_text = f"{'-':>11} {'-':>11} {'-':>9}"
+        if not problem.is_training:
+            linked = simulate_pipeline(pipeline, schedule, microbatches, "link")
+            row.update(link_model=linked.model_time_per_sample, link_time_per_sample=linked.time_per_sample,
+                       link_rel_diff=linked.time_per_sample / linked.model_time_per_sample - 1)
+            link_text = (f"{row['link_model']:>11.6f} {row['link_time_per_sample']:>11.6f} "
+                         f"{row['link_rel_diff']:>9.1e}")
+        rows.append(row)
+        print(f"{row['instance']:38} {row['stages']:>6} {schedule:10} {evaluation.max_load:>12.6f} "
+              f"{inline.time_per_sample:>12.6f} {row['rel_diff']:>9.1e} {str(inline.period):>6} {link_text} "
+              f"{solve_s:>7.2f} {sim_s:>6.2f}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--microbatches", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
+    parser.add_argument("--json", type=Path, default=ROOT / "results" / "simulate.json")
+    args = parser.parse_args(argv)
+    engines = engine_rows(args.microbatches, args.repeat)
+    streams = stream_rows(args.instances, args.microbatches)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(),
+                                     "engines": engines, "streams": streams}, indent=2) + "\n")
+    print(f"\nwrote {args.json}")
+    ok = all(abs(r["rel_diff"]) <= 1e-3 for r in streams) and all(r["simulate_s"] < 2.0 for r in engines)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""A simulated run as a Gantt chart (PNG): stages as rows, tasks coloured by kind, micro-batch numbers.
+
+Rows top to bottom follow the pipeline; in the ``link`` mode each stage's link
+gets a row under it. A task's micro-batch number is written inside its bar when
+the bar is wide enough to hold it. Needs matplotlib (the ``plot`` extra); it is
+drawn with the non-interactive Agg canvas, so no display is needed and no
+global backend is changed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from placement.errors import UsageError
+from placement.simulate.simulator import SimulationResult
+
+COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
+LABELS = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
+MAX_LABELS = 3000      # micro-batch numbers drawn at most (beyond that the chart is too dense to read them)
+WIDTH_IN = 14.0
+ROW_IN = 0.42
+DPI = 120
+LEFT, RIGHT = 0.15, 0.90   # the axes' share of the figure width
+
+
+def matplotlib_modules() -> tuple[Any, Any, Any]:
+    """matplotlib's figure, Agg backend and patches modules; :class:`UsageError` when it is missing."""
+    try:
+        figure = importlib.import_module("matplotlib.figure")
+        agg = importlib.import_module("matplotlib.backends.backend_agg")
+        patches = importlib.import_module("matplotlib.patches")
+    except ImportError:
+        raise UsageError("the Gantt chart needs matplotlib: pip install 'placement[plot]'") from None
+    return figure, agg, patches
+
+
+def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> None:
+    """Draw the run of ``result`` and save it as a PNG at ``path``; ``name`` (the instance) heads the title."""
+    figure_module, agg, patches = matplotlib_modules()
+    rows: list[tuple[int, bool, str]] = []
+    for st in result.stages:
+        rows.append((st.index, False, f"stage {st.index}  (device {st.position}, {st.type})"))
+        if st.link_time is not None:
+            rows.append((st.index, True, f"stage {st.index} link"))
+    row_of = {(stage, on_link): k for k, (stage, on_link, _) in enumerate(rows)}
+
+    fig = figure_module.Figure(figsize=(WIDTH_IN, 1.6 + ROW_IN * len(rows)), dpi=DPI)
+    agg.FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    horizon = result.makespan if result.makespan > 0 else 1.0
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    tasks = result.tasks
+    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
+                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
+                                                       tasks.end.tolist(), tasks.on_link.tolist()):
+        if finish <= begin:
+            continue
+        row = row_of[(stage, on_link)]
+        bars.setdefault((row, kind), []).append((begin, finish - begin))
+
+    for (row, kind), spans in bars.items():
+        ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=COLOURS[kind], edgecolor="white", linewidth=0.4)
+
+    # micro-batch numbers where a bar is wide enough: about 7 px per digit at this size
+    px_per_unit = WIDTH_IN * DPI * (RIGHT - LEFT) / horizon
+    drawn = 0
+    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
+                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
+                                                       tasks.end.tolist(), tasks.on_link.tolist()):
+        if drawn >= MAX_LABELS:
+            break
+        width_px = (finish - begin) * px_per_unit
+        if width_px < 7 * len(str(j)) + 4:
+            continue
+        ax.text((begin + finish) / 2, row_of[(stage, on_link)], str(j), ha="center", va="center",
+                fontsize=7, color="white")
+        drawn += 1
+
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, horizon)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([label for _, _, label in rows], fontsize=8)
+    ax.set_xlabel("time")
+    ax.grid(axis="x", linestyle=":", linewidth=0.5)
+    kinds = [k for k in COLOURS if any(kind == k for _, kind in bars)]
+    ax.legend(handles=[patches.Patch(color=COLOURS[k], label=LABELS[k]) for k in kinds],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_title(f"{name}  |  {headline(result)}" if name else headline(result), fontsize=10, loc="left")
+    fig.subplots_adjust(left=LEFT, right=RIGHT, top=1 - 0.55 / fig.get_figheight(),
+                        bottom=0.6 / fig.get_figheight())
+    try:
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def headline(result: SimulationResult) -> str:
+    """Schedule, micro-batches, communication mode, iteration or time per sample, bubble fraction."""
+    parts = [f"{result.schedule}, {result.microbatches} micro-batches, communication {result.comm}"]
+    if result.iteration_time is not None:
+        parts.append(f"iteration {result.iteration_time:.6g}")
+    if result.time_per_sample is not None:
+        parts.append(f"time per sample {result.time_per_sample:.6g}")
+    parts.append(f"bubble {result.bubble_fraction:.1%}")
+    return "  |  ".join(parts)

@@ -1,0 +1,66 @@
+"""Plain-text summary of a simulated run: the headline figures and a table of the stages."""
+
+from __future__ import annotations
+
+import math
+
+from placement.simulate.schedules import SCHEDULES
+from placement.simulate.simulator import SimulationResult
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def format_simulation(result: SimulationResult, title: str = "") -> str:
+    """The schedule, time per sample or iteration time against the load model, bubbles, and per stage
+    the task lengths, utilisation, micro-batches in flight and peak memory."""
+    lines = []
+    if title:
+        lines.append(f"instance        {title}")
+    lines.append(f"schedule        {result.schedule} ({SCHEDULES[result.schedule].summary}), "
+                 f"{result.microbatches} micro-batches, communication {result.comm}")
+    if result.w_fraction is not None:
+        lines.append(f"weight grads    {result.w_fraction:g} of each backward's compute runs as W tasks")
+    if result.iteration_time is not None:
+        lines.append(f"iteration       {result.iteration_time:.9g}  (time per sample {result.time_per_sample:.9g})")
+    elif result.time_per_sample is not None and result.steady_window is not None:
+        a, b = result.steady_window
+        lines.append(f"time per sample {result.time_per_sample:.9g}  (steady state, micro-batches {a}..{b})")
+    else:
+        lines.append("time per sample -  (no steady state measured)")
+    model = result.model_time_per_sample
+    if model is not None and result.time_per_sample is not None:
+        what = "max load" if result.comm == "inline" else "max over stages of max(compute, comm)"
+        ratio = result.time_per_sample / model if model > 0 else math.nan
+        lines.append(f"load model      {model:.9g}  ({what}); simulated / model = {ratio:.9f}")
+    lines.append(f"max load        {result.max_load:.9g}  (verified plan)")
+    lines.append(f"makespan        {result.makespan:.9g}")
+    lines.append(f"bubble fraction {result.bubble_fraction:.2%}")
+    lines.append("")
+
+    kinds = [k for k in ("F", "B", "W") if any(k in s.task_times for s in result.stages)]
+    link = any(s.link_time is not None for s in result.stages)
+    header = ["stage", "device", "type", *kinds] + (["link"] if link else []) + \
+             ["busy", "util"] + (["link util"] if link else []) + ["in flight", "peak memory/bound"]
+    rows = [header]
+    for s in result.stages:
+        row = [str(s.index), str(s.position), s.type, *(_num(s.task_times.get(k)) for k in kinds)]
+        if link:
+            row.append(_num(s.link_time))
+        row += [_num(s.busy), f"{s.utilisation:.1%}"]
+        if link:
+            row.append("-" if s.link_utilisation is None else f"{s.link_utilisation:.1%}")
+        row += [str(s.peak_in_flight), f"{_num(s.peak_memory)}/{_num(s.memory_bound)}"]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    text = [("  ".join(c.ljust(w) if i == 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))).rstrip()
+            for r in rows]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    lines.extend(text)
+    if result.notes:
+        lines.append("")
+        lines.extend(f"note: {n}" for n in result.notes)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,87 @@
+"""A simulated run as a Chrome trace (the JSON trace-event format that Perfetto and chrome://tracing open).
+
+One track per stage (its tasks) and, in the ``link`` mode, one per stage link
+(its receives and sends); every task is a complete event (``"ph": "X"``) named
+by kind and micro-batch (``F 3``), with the micro-batch, kind and times in its
+``args``. A counter track per stage shows the micro-batches it holds in flight.
+Trace timestamps are microseconds: an instance time unit is taken as
+``unit_us`` microseconds (1000 by default: the published instances give times in
+milliseconds). Tasks of length zero are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from placement.errors import UsageError
+from placement.simulate.simulator import SimulationResult, holding, in_flight_profile
+
+KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
+PROCESS_ID = 1
+
+
+def trace_events(result: SimulationResult, title: str = "", unit_us: float = 1000.0) -> dict[str, Any]:
+    """The trace document of ``result`` (a dict ready for ``json.dump``)."""
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": PROCESS_ID, "tid": 0,
+         "args": {"name": title or f"pipeline ({result.schedule})"}},
+    ]
+    has_link = [s.link_time is not None for s in result.stages]
+    for st in result.stages:
+        tid = _track(st.index, False)
+        events.append({"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid,
+                       "args": {"name": f"stage {st.index}: device {st.position} ({st.type})"}})
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid,
+                       "args": {"sort_index": tid}})
+        if has_link[st.index]:
+            events.append({"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
+                           "args": {"name": f"stage {st.index}: link"}})
+            events.append({"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
+                           "args": {"sort_index": tid + 1}})
+    tasks = result.tasks
+    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
+                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
+                                                       tasks.end.tolist(), tasks.on_link.tolist()):
+        if finish <= begin:
+            continue
+        events.append({"name": f"{kind} {j}", "cat": KIND_NAMES[kind], "ph": "X", "pid": PROCESS_ID,
+                       "tid": _track(stage, on_link), "ts": begin * unit_us, "dur": (finish - begin) * unit_us,
+                       "args": {"micro-batch": j, "kind": KIND_NAMES[kind], "start": begin, "end": finish}})
+    events.extend(_in_flight_counters(result, unit_us))
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "schedule": result.schedule, "communication": result.comm, "micro-batches": result.microbatches,
+            "time per sample": result.time_per_sample, "iteration time": result.iteration_time,
+            "max load": result.max_load, "time unit (us)": unit_us,
+        },
+    }
+
+
+def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0) -> None:
+    """Write the trace of ``result`` to ``path``; :class:`UsageError` if it cannot be written."""
+    doc = trace_events(result, title, unit_us)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, allow_nan=False)
+            fh.write("\n")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def _track(stage: int, on_link: bool) -> int:
+    return 2 * stage + 1 + (1 if on_link else 0)
+
+
+def _in_flight_counters(result: SimulationResult, unit_us: float) -> list[dict[str, Any]]:
+    """Per stage a counter event at every change of the number of micro-batches it holds."""
+    events: list[dict[str, Any]] = []
+    for st in result.stages:
+        times, counts = in_flight_profile(*holding(result.tasks, st.index, result.microbatches))
+        name = f"stage {st.index} in flight"
+        events.extend({"name": name, "ph": "C", "pid": PROCESS_ID, "ts": t * unit_us, "args": {"micro-batches": c}}
+                      for t, c in zip(times.tolist(), counts.tolist()))
+    return events

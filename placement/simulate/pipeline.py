@@ -1,0 +1,198 @@
+"""A plan seen as a pipeline of stages: what each stage's tasks cost and what they wait for.
+
+Model implemented
+-----------------
+A *stage* is one non-empty device of a valid ``stages`` plan; stages are numbered
+in pipeline order (:func:`placement.verify.evaluate.pipeline_order`). Per
+micro-batch a stage runs a forward task ``F`` (its forward nodes) and, for a
+training graph, a backward task ``B`` (its backward nodes), each as one *call*
+in the sense of the load model: receive the inputs, compute, send the outputs.
+
+Communication of a device holding ``S`` (devices whose type pays communication
+only; CPU cores pay none) follows the load model: ``c(u)`` once for every
+``u ∈ Out(S)`` (a *send*) and once for every ``u ∈ In(S)`` (a *receive*). A send
+belongs to the task that produces ``u`` (``F`` for a forward node, ``B`` for a
+backward node); a receive belongs to the first task of the device that consumes
+``u``: ``F`` when some forward node of ``S`` reads ``u``, otherwise ``B``. So per
+micro-batch ``F + B`` = compute + communication = the evaluator's load of the
+device, and a CPU stage's tasks are pure compute (the accelerator on the other
+side of the edge pays the transfer, inside its own call).
+
+Dependencies (same micro-batch): the task of stage ``s`` that receives ``u``
+(as above, also on devices that pay no communication) waits for the task of
+stage ``s'`` that produces it, and ``B`` waits for ``F`` on the same stage (it
+needs the activations), so every reader of ``u`` on ``s`` has it in time.
+
+Split backward: ``B`` keeps the activation-gradient work, its communication
+and ``(1 − α)`` of the backward compute; a weight-gradient task ``W`` holds the
+other ``α`` and waits for ``B`` of its stage. The instances do not say which
+part of a backward node is weight gradient, so ``α`` (``w_fraction``) is a
+parameter, 0.5 by default.
+
+Activation memory: a micro-batch in flight on a stage holds the outputs of the
+stage's forward nodes; the output size of a node is the largest ``size`` of its
+out-edges. It is unknown (``None``) when such an edge has no size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.errors import PlacementError, UsageError
+from placement.model.problem import Problem, find_cycle
+from placement.plan import DeviceAssignment, Plan
+from placement.verify.evaluate import Evaluation, evaluate, pipeline_order
+
+FORWARD = "F"
+BACKWARD = "B"
+WEIGHT = "W"
+KINDS = (FORWARD, BACKWARD)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One device of the pipeline and the per-micro-batch cost of its tasks.
+
+    ``compute``, ``receive`` and ``send`` map a task kind (``F``, ``B``) to its
+    compute time and to the communication it pays (zero on devices that pay
+    none); ``load`` is the evaluator's load, which equals the sum of all of them.
+    """
+
+    index: int                   # position in the pipeline
+    position: int                # index of the device in plan.devices
+    type: str
+    pays_comm: bool
+    nodes: tuple[int, ...]
+    compute: dict[str, float]
+    receive: dict[str, float]
+    send: dict[str, float]
+    load: float
+    static_memory: float         # Σ node memory (weights)
+    memory_bound: float
+    activation_bytes: float | None
+
+    def task_time(self, kind: str) -> float:
+        """Receive + compute + send of task ``kind``: its length when communication is inside the call."""
+        return self.receive[kind] + self.compute[kind] + self.send[kind]
+
+    @property
+    def comm(self) -> float:
+        return sum(self.receive.values()) + sum(self.send.values())
+
+    @property
+    def label(self) -> str:
+        return f"stage {self.index} (device {self.position}, {self.type})"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The stages of a plan in pipeline order and the task-level data flow between them.
+
+    ``inputs[(s, kind)]`` lists the tasks ``(s', kind')`` of *other* stages whose
+    outputs task ``kind`` of stage ``s`` receives (same micro-batch).
+    """
+
+    stages: tuple[Stage, ...]
+    inputs: dict[tuple[int, str], tuple[tuple[int, str], ...]]
+    training: bool
+    max_load: float
+    evaluation: Evaluation
+
+
+def _invalid(evaluation: Evaluation) -> UsageError:
+    count = len(evaluation.violations)
+    more = f" (and {count - 1} more; see 'placement verify')" if count > 1 else ""
+    return UsageError(f"the plan is not valid for this instance: {evaluation.violations[0]}{more}")
+
+
+def build_pipeline(problem: Problem, plan: Plan) -> Pipeline:
+    """The pipeline a valid ``stages`` plan describes; :class:`UsageError` if there is none.
+
+    Nodes a plan omits are placed by colour, as ``placement verify`` does.
+    """
+    evaluation = evaluate(problem, plan, contiguity="none", infer_from_colours=True)
+    if not evaluation.valid:
+        raise _invalid(evaluation)
+    reports = [r for r in evaluation.devices if r.nodes]
+    if not reports:
+        raise UsageError("the plan places no nodes")
+    full = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in reports))
+    order = pipeline_order(problem, full)
+    if order is None:
+        raise UsageError("the plan is not a pipeline: its devices cannot be ordered so that data flows "
+                         "forward (it is not in the 'stages' contiguity class); the simulator runs 'stages' plans")
+    reports = [reports[k] for k in order]
+    stage_of = {v: s for s, r in enumerate(reports) for v in r.nodes}
+
+    consumers: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
+    out_size: dict[int, float | None] = {n.id: 0.0 for n in problem.nodes}
+    for e in problem.edges:
+        if e.dst not in consumers[e.src]:
+            consumers[e.src].append(e.dst)
+        size = out_size[e.src]
+        out_size[e.src] = None if size is None or e.size is None else max(size, e.size)
+
+    def kind_of(v: int) -> str:
+        return BACKWARD if problem.node(v).backward else FORWARD
+
+    stages: list[Stage] = []
+    inputs: dict[tuple[int, str], set[tuple[int, str]]] = {(s, k): set() for s in range(len(reports)) for k in KINDS}
+    for s, report in enumerate(reports):
+        t = problem.type_index(report.type)
+        dtype = problem.device_types[t]
+        members = set(report.nodes)
+        compute = {FORWARD: 0.0, BACKWARD: 0.0}
+        receive = {FORWARD: 0.0, BACKWARD: 0.0}
+        send = {FORWARD: 0.0, BACKWARD: 0.0}
+        activation: float | None = 0.0
+        received: dict[int, str] = {}     # u ∈ In(S) -> the task that receives it
+        for v in sorted(report.nodes, key=problem.index_of):
+            node = problem.node(v)
+            compute[kind_of(v)] += node.times[t]
+            if not node.backward and consumers[v]:
+                size = out_size[v]
+                activation = None if activation is None or size is None else activation + size
+            if any(w not in members for w in consumers[v]) and dtype.pays_comm:
+                send[kind_of(v)] += node.out_cost
+        for u in sorted(stage_of, key=problem.index_of):
+            if u in members:
+                continue
+            readers = [w for w in consumers[u] if w in members]
+            if readers:
+                received[u] = FORWARD if any(kind_of(w) == FORWARD for w in readers) else BACKWARD
+                inputs[(s, received[u])].add((stage_of[u], kind_of(u)))
+        if dtype.pays_comm:
+            for u, kind in received.items():
+                receive[kind] += problem.node(u).out_cost
+        total = sum(compute.values()) + sum(receive.values()) + sum(send.values())
+        if not math.isclose(total, report.load, rel_tol=1e-9, abs_tol=1e-12):
+            raise PlacementError(f"internal error: the tasks of device {report.position} add up to {total!r}, "
+                                 f"but its verified load is {report.load!r}; please report this instance")
+        stages.append(Stage(index=s, position=report.position, type=report.type, pays_comm=dtype.pays_comm,
+                            nodes=report.nodes, compute=compute, receive=receive, send=send, load=report.load,
+                            static_memory=report.memory, memory_bound=report.memory_bound,
+                            activation_bytes=activation))
+
+    _check_acyclic(stages, inputs)
+    return Pipeline(stages=tuple(stages),
+                    inputs={key: tuple(sorted(val)) for key, val in inputs.items()},
+                    training=problem.is_training, max_load=evaluation.max_load, evaluation=evaluation)
+
+
+def _check_acyclic(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[int, str]]]) -> None:
+    """Refuse a plan whose stage tasks wait for each other in a cycle (no schedule could run it)."""
+    keys = [(s, k) for s in range(len(stages)) for k in KINDS]
+    index = {key: i for i, key in enumerate(keys)}
+    succ: list[list[int]] = [[] for _ in keys]
+    for (s, k), sources in inputs.items():
+        for source in sources:
+            succ[index[source]].append(index[(s, k)])
+    for s in range(len(stages)):
+        succ[index[(s, FORWARD)]].append(index[(s, BACKWARD)])
+    cycle = find_cycle(len(keys), succ)
+    if cycle is not None:
+        names = " -> ".join(f"{keys[i][1]} of {stages[keys[i][0]].label}" for i in cycle + cycle[:1])
+        raise UsageError("the plan's stages wait for each other in a cycle (a stage runs its forward nodes as one "
+                         f"call and its backward nodes as another), so no schedule can run it: {names}")
+

@@ -1,0 +1,163 @@
+"""The task graph of one run: a pipeline, a schedule, a number of micro-batches, a communication mode.
+
+Resources: one compute resource per stage (``ordered``: the schedule's order;
+``W`` tasks are fillers) and, in the ``link`` mode, one link per stage that pays
+communication (``fifo``). A stage choosing a filler takes the oldest ready
+micro-batch first. A link ranks its ready transfers by the stage's task order:
+the receive of the ``k``-th task ranks ``k − 1.5`` and its send ``k``, so the link
+fetches the next task's inputs while the stage computes and sends each output
+before fetching further ahead (receive ``k+1``, send ``k``, receive ``k+2``, …).
+
+Communication modes:
+
+* ``inline`` (default, the load model): a task's length is receive + compute +
+  send of its call (:meth:`Stage.task_time`), so a stage is busy exactly its
+  evaluator load per micro-batch and a stream's time per sample is the max load.
+* ``link``: a task is its compute only; its receive and send are separate tasks
+  on the stage's link, which overlaps with compute. A receive waits for the
+  producers' sends (or, from a stage that pays no communication, their compute);
+  the task waits for its receive and its send waits for it. A stage that pays no
+  communication reads from and writes to host memory directly. Per micro-batch a
+  stage's link is busy its communication time, so a stream's time per sample is
+  ``max over stages of max(compute, communication)``: the overlapped variant of
+  the load model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement.errors import UsageError
+from placement.simulate.engine import FIFO, ORDERED, TaskGraph
+from placement.simulate.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
+from placement.simulate.schedules import Schedule, stage_order
+
+INLINE = "inline"
+LINK = "link"
+COMM_MODES = (INLINE, LINK)
+RECEIVE = "recv"
+SEND = "send"
+
+
+@dataclass(frozen=True)
+class TaskLabel:
+    """What a task of one micro-batch is: its stage, kind (F, B, W, recv, send) and resource."""
+
+    stage: int
+    kind: str
+    on_link: bool
+
+
+@dataclass
+class Program:
+    """A task graph of ``microbatches`` copies of one micro-batch's tasks.
+
+    Task ``t`` of micro-batch ``j`` has the id ``j · len(labels) + t`` and the label
+    ``labels[t]``.
+    """
+
+    graph: TaskGraph
+    labels: list[TaskLabel]
+    microbatches: int
+    compute_resource: list[int]
+    link_resource: list[int | None]
+    task_times: list[dict[str, float]]   # per stage: kind -> length of its tasks on the compute resource
+
+    def label(self, task: int) -> tuple[TaskLabel, int]:
+        """The label and micro-batch of task id ``task``."""
+        j, t = divmod(task, len(self.labels))
+        return self.labels[t], j
+
+
+def stream_window(stages: int, comm: str) -> int:
+    """Micro-batches a stream lets into the pipeline at once: ``S`` (``2S`` with link transfers).
+
+    Micro-batch ``j`` enters (its first tasks may start) once micro-batch ``j − W``
+    has finished everywhere. A micro-batch's path through the tasks is at most the
+    sum of all stage loads, ``≤ S × max load`` (with links, at most
+    ``Σ (compute + comm) ≤ 2S × max(compute, comm)``), so ``W`` micro-batches per
+    round trip keep the bottleneck busy while the stages before it cannot run ahead
+    without bound.
+    """
+    return stages if comm == INLINE else 2 * stages
+
+
+def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, comm: str = INLINE,
+                  w_fraction: float = 0.5) -> Program:
+    """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches."""
+    if comm not in COMM_MODES:
+        raise UsageError(f"unknown communication mode {comm!r}; expected one of {', '.join(COMM_MODES)}")
+    if microbatches < 1:
+        raise UsageError(f"the number of micro-batches must be at least 1, got {microbatches}")
+    if not 0.0 <= w_fraction <= 1.0:
+        raise UsageError(f"the weight-gradient fraction must be between 0 and 1, got {w_fraction!r}")
+    stages = pipeline.stages
+    n = len(stages)
+    kinds = (FORWARD, BACKWARD) if schedule.training else (FORWARD,)
+    one = TaskGraph()     # the tasks of one micro-batch
+    labels: list[TaskLabel] = []
+    compute_resource = [one.add_resource(ORDERED) for _ in stages]
+    link_resource: list[int | None] = [
+        one.add_resource(FIFO) if comm == LINK and st.pays_comm and st.comm > 0 else None for st in stages]
+
+    def task(resource: int, duration: float, label: TaskLabel, filler: bool = False) -> int:
+        labels.append(label)
+        return one.add_task(resource, duration, filler)
+
+    def compute_time(s: int, kind: str) -> float:
+        st = stages[s]
+        base = st.task_time(kind) if comm == INLINE else st.compute[kind]
+        if kind == BACKWARD and schedule.split_backward:
+            base -= w_fraction * st.compute[BACKWARD]
+        return base
+
+    task_times = [{k: compute_time(s, k) for k in kinds} for s in range(n)]
+    main: dict[tuple[int, str], int] = {}
+    gate: dict[tuple[int, str], int] = {}     # the task that receives the inputs of (s, kind)
+    output: dict[tuple[int, str], int] = {}   # the task after which the outputs of (s, kind) are out
+    for s, st in enumerate(stages):
+        link = link_resource[s]
+        for kind in kinds:
+            key = (s, kind)
+            work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False))
+            main[key] = gate[key] = output[key] = work
+            if link is not None and st.receive[kind] > 0:
+                gate[key] = task(link, st.receive[kind], TaskLabel(s, RECEIVE, True))
+                one.add_dependency(gate[key], work)
+            if link is not None and st.send[kind] > 0:
+                output[key] = task(link, st.send[kind], TaskLabel(s, SEND, True))
+                one.add_dependency(work, output[key])
+        if schedule.split_backward:
+            task_times[s][WEIGHT] = w_fraction * st.compute[BACKWARD]
+            weight = task(compute_resource[s], task_times[s][WEIGHT], TaskLabel(s, WEIGHT, False), filler=True)
+            one.add_dependency(main[(s, BACKWARD)], weight)
+    for s in range(n):
+        for kind in kinds:
+            for source, source_kind in pipeline.inputs[(s, kind)]:
+                if source_kind in kinds:
+                    one.add_dependency(output[(source, source_kind)], gate[(s, kind)])
+        if schedule.training:
+            one.add_dependency(main[(s, FORWARD)], main[(s, BACKWARD)])
+
+    graph = one.replicate(microbatches, priority_step=1.0)   # fillers: older micro-batches first
+    size = len(one)
+    if not schedule.training:
+        window = stream_window(n, comm)
+        sources = [t for t in range(size) if one.predecessor_count[t] == 0]
+        sinks = [t for t in range(size) if not one.successors[t]]
+        for j in range(window, microbatches):
+            for t in sinks:
+                for u in sources:
+                    graph.add_dependency(t + (j - window) * size, u + j * size)
+    for s in range(n):
+        order = stage_order(schedule, s, n, microbatches)
+        graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
+        if link_resource[s] is not None:
+            # A link sends a task's outputs right after it and fetches the next task's inputs while it
+            # runs: the receive of the k-th task in the stage's order ranks k - 1.5, its send k.
+            for k, (kind, j) in enumerate(order):
+                if gate[(s, kind)] != main[(s, kind)]:
+                    graph.priority[gate[(s, kind)] + j * size] = k - 1.5
+                if output[(s, kind)] != main[(s, kind)]:
+                    graph.priority[output[(s, kind)] + j * size] = float(k)
+    return Program(graph, labels, microbatches, compute_resource, link_resource, task_times)

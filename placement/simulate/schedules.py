@@ -1,0 +1,93 @@
+"""Pipeline schedules: the order in which each stage runs its tasks.
+
+A schedule fixes, per stage ``i`` of ``S`` (0-based, pipeline order) and ``m``
+micro-batches ``0 .. m-1``, the order of the stage's forward (``F``) and
+backward (``B``) tasks; a stage runs them in exactly that order, each as soon
+as the stage is free and its inputs have arrived.
+
+* ``stream`` — streaming inference: ``F0, F1, …``. Steady state: one sample
+  every max-load.
+* ``1f1b-async`` — PipeDream's asynchronous one-forward-one-backward: stage ``i``
+  first runs ``w_i = min(S − i − 1, m)`` forwards, then alternates one forward and
+  one backward (``F(w_i + j), B(j)``), then the remaining backwards; at most
+  ``S − i`` micro-batches are in flight on stage ``i``. One long run, no flush;
+  the result is the steady-state time per sample.
+* ``gpipe`` — fill and drain: all forwards, then all backwards, then a flush.
+  The result is the iteration time of ``m`` micro-batches.
+* ``1f1b-flush`` — the order of ``1f1b-async`` for one iteration of ``m``
+  micro-batches followed by a flush (PipeDream-Flush, Megatron's 1F1B).
+* ``split-backward`` — the ``1f1b-flush`` order of ``F`` and activation-gradient
+  ``B`` tasks; each weight-gradient task ``W(j)`` (ready when ``B(j)`` ends) fills
+  the stage's idle time: it runs only at a moment when the stage's next ``F``/``B``
+  task is not ready (LayerPipe, zero-bubble pipelines).
+
+Why ``split-backward`` never ends later than ``1f1b-flush``: take any stage and
+any of its ``F``/``B`` tasks ``T``; let ``t0`` be the last moment before ``T``
+starts at which the stage was idle (no ready ``F``/``B`` task, no pending
+``W``), and ``U`` the task it started then. From ``t0`` on the stage only ran the
+tasks ``U .. T−1`` of its order and the ``W`` of the ``B`` among them, so ``T``
+starts by ``max(ready(T), t0 + Σ_{U..T−1} (F or B+W))``. Under ``1f1b-flush``
+``U`` cannot start before ``t0`` and the same work (each ``B`` with its ``W``)
+precedes ``T``, so by induction over the tasks every ``F``/``B`` task starts no
+later, its inputs arrive no later, and every stage (its last ``W`` included)
+finishes no later. The argument uses the device's own order only, so it holds
+when communication is inside the call (the default); with separate link
+resources it is not guaranteed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from placement.errors import UsageError
+
+FORWARD = "F"
+BACKWARD = "B"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A named schedule: what graphs it runs and how its result is read."""
+
+    name: str
+    training: bool          # runs backward tasks (training graphs only)
+    flush: bool             # one iteration ending in a flush (result: iteration time)
+    split_backward: bool    # backward split into B and filler W tasks
+    summary: str
+
+
+SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
+    Schedule("stream", False, False, False, "streaming inference (forward only), steady state"),
+    Schedule("1f1b-async", True, False, False, "PipeDream asynchronous 1F1B, steady state"),
+    Schedule("gpipe", True, True, False, "all forwards, all backwards, flush"),
+    Schedule("1f1b-flush", True, True, False, "1F1B, then flush"),
+    Schedule("split-backward", True, True, True, "1F1B with weight-gradient tasks filling idle time, then flush"),
+)}
+
+
+def get_schedule(name: str) -> Schedule:
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise UsageError(f"unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}") from None
+
+
+def warmup_forwards(stage: int, n_stages: int, microbatches: int) -> int:
+    """Forwards stage ``stage`` runs before its first backward under 1F1B: ``min(S − i − 1, m)``."""
+    return min(n_stages - stage - 1, microbatches)
+
+
+def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int) -> list[tuple[str, int]]:
+    """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them."""
+    m = microbatches
+    if not schedule.training:
+        return [(FORWARD, j) for j in range(m)]
+    if schedule.name == "gpipe":
+        return [(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)]
+    warm = warmup_forwards(stage, n_stages, m)
+    order = [(FORWARD, j) for j in range(warm)]
+    for j in range(m):
+        if warm + j < m:
+            order.append((FORWARD, warm + j))
+        order.append((BACKWARD, j))
+    return order

@@ -1,0 +1,299 @@
+"""Run a plan through a pipeline schedule and measure it (DESIGN.md §5).
+
+Figures reported
+----------------
+* ``time_per_sample`` — steady-state schedules (``stream``, ``1f1b-async``): with
+  ``c[j]`` the time micro-batch ``j`` finishes its last task, the window
+  ``a = ⌊m/2⌋ .. b = m − 1 − ⌊m/8⌋`` leaves warm-up and cool-down out; there the
+  run is periodic, ``c[j + p] = c[j] + p·λ``, and ``λ`` is the time per sample
+  (:func:`steady_rate`). Without a period in the window the average slope is
+  reported with a note (the run was too short to settle). Flush schedules:
+  ``iteration_time / m``.
+* ``iteration_time`` — flush schedules: the time the last task of the one
+  iteration ends (the makespan).
+* per stage: ``busy`` (time its compute resource runs tasks within the measured
+  span: the steady window ``[c[a], c[b]]`` for steady-state schedules, the whole
+  iteration for flush schedules), ``utilisation = busy / span``, and the same
+  for its link in the ``link`` mode. ``bubble_fraction`` is
+  ``1 − Σ busy / (S × span)`` over the stages' compute resources.
+* per stage ``peak_in_flight``: the most micro-batches held at once, a
+  micro-batch being held from the start of its ``F`` to the end of its last task
+  on the stage (``B``, or ``W`` when the backward is split; ``F`` for inference);
+  one released at the moment another starts does not count twice.
+  ``peak_memory = static memory + peak_in_flight × activation bytes``
+  (unknown when the instance gives no tensor sizes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from placement.errors import UsageError
+from placement.model.problem import Problem
+from placement.plan import Plan
+from placement.simulate.engine import Deadlock, execute
+from placement.simulate.engine_simpy import execute_simpy
+from placement.simulate.pipeline import FORWARD, Pipeline, build_pipeline
+from placement.simulate.program import INLINE, Program, build_program
+from placement.simulate.schedules import Schedule, get_schedule
+
+ENGINES = ("heap", "simpy")
+MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
+PERIOD_TOLERANCE = 1e-9    # relative: completion gaps this close count as equal
+
+
+class TaskRecord(NamedTuple):
+    """One task as it ran: stage, kind (F, B, W, recv, send), micro-batch, start, end, on the link?"""
+
+    stage: int
+    kind: str
+    microbatch: int
+    start: float
+    end: float
+    on_link: bool
+
+
+@dataclass(frozen=True, eq=False)
+class TaskTable:
+    """Every task of a run, column by column (numpy arrays of one length); iterates as :class:`TaskRecord`."""
+
+    stage: np.ndarray        # int
+    kind: np.ndarray         # str: F, B, W, recv, send
+    microbatch: np.ndarray   # int
+    start: np.ndarray        # float
+    end: np.ndarray          # float
+    on_link: np.ndarray      # bool
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def __iter__(self) -> Iterator[TaskRecord]:
+        for row in zip(self.stage.tolist(), self.kind.tolist(), self.microbatch.tolist(), self.start.tolist(),
+                       self.end.tolist(), self.on_link.tolist()):
+            yield TaskRecord(*row)
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage did during the run."""
+
+    index: int
+    position: int
+    type: str
+    task_times: dict[str, float]       # per micro-batch: kind -> length on the compute resource
+    link_time: float | None            # per micro-batch time on its link (link mode), else None
+    busy: float
+    utilisation: float
+    link_busy: float | None
+    link_utilisation: float | None
+    peak_in_flight: int
+    static_memory: float
+    activation_bytes: float | None
+    peak_memory: float | None
+    memory_bound: float
+
+    @property
+    def bubble_fraction(self) -> float:
+        return 1.0 - self.utilisation
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    """The measured run of a plan under a schedule."""
+
+    schedule: str
+    comm: str
+    microbatches: int
+    w_fraction: float | None
+    stages: tuple[StageResult, ...]
+    tasks: TaskTable
+    makespan: float
+    time_per_sample: float | None
+    iteration_time: float | None
+    steady_window: tuple[int, int] | None      # micro-batches a, b of the slope (steady-state schedules)
+    period: int | None                         # micro-batches per period of the steady state, if found
+    span: tuple[float, float]                  # the time interval utilisation is measured over
+    bubble_fraction: float
+    max_load: float                            # the evaluator's max load of the plan
+    model_time_per_sample: float | None        # the load model's steady-state time per sample (see _model)
+    notes: tuple[str, ...]
+
+
+def simulate(problem: Problem, plan: Plan, schedule: str = "stream", microbatches: int = 64,
+             comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap") -> SimulationResult:
+    """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
+
+    ``comm`` is ``inline`` (communication inside each call, as in the load model)
+    or ``link`` (separate link resources); ``w_fraction`` the weight-gradient
+    share of the backward compute (split-backward only, default 0.5); ``engine``
+    ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy).
+    """
+    return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine)
+
+
+def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
+                      comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap"
+                      ) -> SimulationResult:
+    """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    sched = get_schedule(schedule)
+    _check_fit(pipeline, sched, w_fraction)
+    fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward else None
+    program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0)
+    try:
+        if engine == "heap":
+            start, end = execute(program.graph)
+        else:
+            start, end = execute_simpy(program.graph)
+    except Deadlock as exc:
+        label, j = program.label(exc.waiting[0])
+        raise UsageError(f"the schedule {sched.name!r} deadlocks on this plan: {len(exc.waiting)} tasks can "
+                         f"never start, first {label.kind} of micro-batch {j} on "
+                         f"{pipeline.stages[label.stage].label}") from None
+    return _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
+
+
+def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None) -> None:
+    if schedule.training and not pipeline.training:
+        raise UsageError(f"schedule {schedule.name!r} trains, but the instance has no backward nodes; "
+                         "use --schedule stream")
+    if not schedule.training and pipeline.training:
+        raise UsageError("schedule 'stream' is for inference, but the instance has backward nodes; "
+                         "use --schedule 1f1b-async for a steady-state training pipeline")
+    if w_fraction is not None and not schedule.split_backward:
+        raise UsageError("a weight-gradient fraction applies to the split-backward schedule only")
+
+
+def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str, w_fraction: float | None,
+             start: np.ndarray, end: np.ndarray) -> SimulationResult:
+    m = program.microbatches
+    labels = program.labels
+    size = len(labels)
+    n = len(pipeline.stages)
+    tasks = TaskTable(
+        stage=np.tile(np.array([lab.stage for lab in labels], dtype=np.int64), m),
+        kind=np.tile(np.array([lab.kind for lab in labels]), m),
+        microbatch=np.repeat(np.arange(m, dtype=np.int64), size),
+        start=start, end=end,
+        on_link=np.tile(np.array([lab.on_link for lab in labels], dtype=bool), m))
+    makespan = float(end.max()) if len(end) else 0.0
+    completion = end.reshape(m, size).max(axis=1)
+    notes: list[str] = []
+    period: int | None = None
+    if schedule.flush:
+        window = None
+        span = (0.0, makespan)
+        iteration: float | None = makespan
+        per_sample: float | None = makespan / m
+    else:
+        iteration = None
+        a, b = m // 2, m - 1 - m // 8
+        if b > a:
+            window = (a, b)
+            span = (float(completion[a]), float(completion[b]))
+            per_sample, period = steady_rate(completion, a, b)
+            if period is None:
+                notes.append(f"no periodic steady state within micro-batches {a}..{b}: the time per sample is "
+                             "their average slope; run more micro-batches")
+        else:
+            window, span, per_sample, period = None, (0.0, makespan), None, None
+            notes.append("a steady state needs at least 3 micro-batches")
+        if m < 4 * n:
+            notes.append(f"the run may be too short for a steady state: use at least 4 x {n} stages "
+                         f"= {4 * n} micro-batches")
+
+    width = span[1] - span[0]
+    overlap = np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0.0, None)
+    compute = ~tasks.on_link
+    busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
+    link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
+
+    stage_results = []
+    for s, st in enumerate(pipeline.stages):
+        _, counts = in_flight_profile(*holding(tasks, s, m))
+        in_flight = int(counts.max(initial=0))
+        peak_memory = (None if st.activation_bytes is None
+                       else st.static_memory + in_flight * st.activation_bytes)
+        link = program.link_resource[s] is not None
+        stage_results.append(StageResult(
+            index=s, position=st.position, type=st.type, task_times=dict(program.task_times[s]),
+            link_time=st.comm if link else None,
+            busy=float(busy[s]), utilisation=float(busy[s]) / width if width > 0 else 0.0,
+            link_busy=float(link_busy[s]) if link else None,
+            link_utilisation=(float(link_busy[s]) / width if width > 0 else 0.0) if link else None,
+            peak_in_flight=in_flight, static_memory=st.static_memory, activation_bytes=st.activation_bytes,
+            peak_memory=peak_memory, memory_bound=st.memory_bound))
+        if peak_memory is not None and peak_memory > st.memory_bound:
+            notes.append(f"{st.label}: peak memory {peak_memory:.6g} exceeds its bound {st.memory_bound:.6g}")
+    if any(st.activation_bytes is None for st in pipeline.stages):
+        notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")
+
+    bubble = 1.0 - float(busy.sum()) / (n * width) if width > 0 else 0.0
+    return SimulationResult(
+        schedule=schedule.name, comm=comm, microbatches=m, w_fraction=w_fraction,
+        stages=tuple(stage_results), tasks=tasks, makespan=makespan, time_per_sample=per_sample,
+        iteration_time=iteration, steady_window=window, period=period, span=span, bubble_fraction=bubble,
+        max_load=pipeline.max_load, model_time_per_sample=_model(pipeline, schedule, comm),
+        notes=tuple(notes))
+
+
+def steady_rate(completion: np.ndarray, a: int, b: int) -> tuple[float, int | None]:
+    """Time per sample in the steady state seen in micro-batches ``a..b``, and its period.
+
+    A deterministic pipeline settles into a periodic regime: ``c[j + p] = c[j] + p·λ``
+    for some period ``p``. The smallest ``p ≤ MAX_PERIOD`` (and ``≤ (b − a)/2``) for
+    which every gap ``c[j + p] − c[j]`` in the window agrees gives ``λ`` exactly; with
+    none, the average slope ``(c[b] − c[a]) / (b − a)`` is returned with period ``None``.
+    """
+    window = completion[a:b + 1]
+    for p in range(1, min(MAX_PERIOD, (b - a) // 2) + 1):
+        gaps = window[p:] - window[:-p]
+        if gaps.max() - gaps.min() <= PERIOD_TOLERANCE * max(abs(gaps.max()), 1e-300):
+            return float(gaps.mean()) / p, p
+    return float(window[-1] - window[0]) / (b - a), None
+
+
+def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per micro-batch, when ``stage`` takes and releases it: the start of its ``F`` there, the end of its
+    last compute task there."""
+    mine = ~tasks.on_link & (tasks.stage == stage)
+    batches = tasks.microbatch[mine]
+    forward = tasks.kind[mine] == FORWARD
+    held_from = np.full(microbatches, np.inf)
+    held_to = np.full(microbatches, -np.inf)
+    np.minimum.at(held_from, batches[forward], tasks.start[mine][forward])
+    np.maximum.at(held_to, batches, tasks.end[mine])
+    return held_from, held_to
+
+
+def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The moments the number of held micro-batches changes and that number after every change at the moment.
+
+    A micro-batch is held on ``[held_from, held_to)``: one released at the moment
+    another is taken does not count twice, and one held for no time not at all.
+    """
+    times = np.concatenate([held_to, held_from])
+    deltas = np.concatenate([-np.ones(len(held_to), dtype=np.int64), np.ones(len(held_from), dtype=np.int64)])
+    order = np.lexsort((deltas, times))     # at one moment, releases before new holds
+    times, counts = times[order], np.cumsum(deltas[order])
+    last = np.append(times[1:] != times[:-1], True)
+    return times[last], counts[last]
+
+
+def _model(pipeline: Pipeline, schedule: Schedule, comm: str) -> float | None:
+    """The load model's steady-state time per sample for this mode (steady-state schedules only).
+
+    ``inline``: the max load. ``link``: the overlapped variant, the max over stages
+    of ``max(compute, communication)``. A stream reaches it; ``1f1b-async`` keeps
+    at most ``S − i`` micro-batches in flight on stage ``i``, which reaches it in
+    the ``inline`` mode but may not when separate transfers lengthen the round trip.
+    """
+    if schedule.flush:
+        return None
+    if comm == INLINE:
+        return pipeline.max_load
+    return max(max(sum(st.compute.values()), st.comm) for st in pipeline.stages)

@@ -1,0 +1,182 @@
+"""``placement simulate``: the summary, the trace, the Gantt chart, exit statuses and errors."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from placement.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "instances" / "tiny"
+PAIR = str(TINY / "training-pair.json")
+SHARED = ROOT.parent / "shared" / "tarnawski"
+
+
+@pytest.fixture
+def pair_plan(tmp_path) -> str:
+    """The two-device split of training-pair, in Tarnawski's plan format."""
+    path = tmp_path / "pair-plan.json"
+    path.write_text(json.dumps({"fpgas": [{"nodes": [1, 4]}, {"nodes": [2, 3]}], "cpus": []}))
+    return str(path)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_summary_of_1f1b_flush(pair_plan, capsys):
+    # The hand-worked run of tests/test_simulate_schedules.py::test_training_pair_by_hand:
+    # iteration 31.5, device 0 busy 3 + 3 + 5.5 + 5.5 = 17, device 1 busy 4 + 4 + 7.5 + 7.5 = 23,
+    # bubble 1 - 40 / 63; the instance gives no tensor sizes, so activation memory is unknown.
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "1f1b-flush", "--microbatches", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:6] == [
+        "instance        training-pair",
+        "schedule        1f1b-flush (1F1B, then flush), 2 micro-batches, communication inline",
+        "iteration       31.5  (time per sample 15.75)",
+        "max load        11.5  (verified plan)",
+        "makespan        31.5",
+        "bubble fraction 36.51%",
+    ]
+    assert "    0       0  accelerator  3  5.5    17  54.0%          2              -/100" in out
+    assert "    1       1  accelerator  4  7.5    23  73.0%          1              -/100" in out
+    assert out.endswith("note: some tensor sizes are missing from the instance: activation memory is unknown there\n")
+
+
+def test_default_schedule_follows_the_graph(pair_plan, tmp_path, capsys):
+    assert main(["simulate", PAIR, pair_plan, "--microbatches", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule        1f1b-async (PipeDream asynchronous 1F1B, steady state), 40 micro-batches" in out
+    assert "time per sample 11.5  (steady state, micro-batches 20..34)" in out
+    assert "load model      11.5  (max load); simulated / model = 1.000000000" in out
+    chain = tmp_path / "chain-plan.json"
+    chain.write_text(json.dumps({"fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}]}))
+    assert main(["simulate", str(TINY / "chain4.json"), str(chain), "--microbatches", "40"]) == 0
+    out = capsys.readouterr().out
+    # chain4: {a, b} 4 + 3 + send b (0.5) = 7.5, {c, d} receive b (0.5) + 2 + 5 = 7.5
+    assert "schedule        stream (streaming inference (forward only), steady state), 40 micro-batches" in out
+    assert "time per sample 7.5  (steady state, micro-batches 20..34)" in out
+
+
+def test_device_overrides_match_solve(tmp_path, capsys):
+    # chain4 on three accelerators where the instance has two: {a} 4 + send a (1) = 5,
+    # {b} receive a (1) + 3 + send b (0.5) = 4.5, {c, d} receive b (0.5) + 2 + 5 = 7.5.
+    plan = tmp_path / "three.json"
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}, {"nodes": [3, 4]}]}))
+    chain = str(TINY / "chain4.json")
+    assert main(["simulate", chain, str(plan), "--microbatches", "40"]) == 2
+    assert capsys.readouterr().err == ("error: the plan is not valid for this instance: device type accelerator: "
+                                       "3 devices used, but only 2 exist\n")
+    assert main(["simulate", chain, str(plan), "--microbatches", "40", "--accelerators", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "time per sample 7.5  (steady state, micro-batches 20..34)" in out
+    assert [line.split()[3] for line in out.splitlines() if line.startswith("    ")] == ["5", "4.5", "7.5"]
+
+
+def test_split_backward_on_links(pair_plan, capsys):
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "split-backward", "--microbatches", "2",
+                 "--comm", "link", "--w-fraction", "0.25"]) == 0
+    out = capsys.readouterr().out
+    assert "weight grads    0.25 of each backward's compute runs as W tasks" in out
+    assert "communication link" in out
+    # device 0: F 2, B 4 x 0.75, W 4 x 0.25, link 1 + 1.5; device 1: F 3, B 4.5, W 1.5, link 2.5
+    assert "  0       0  accelerator  2    3    1   2.5" in out
+    assert "  1       1  accelerator  3  4.5  1.5   2.5" in out
+
+
+def test_trace_opens_as_chrome_trace_events(pair_plan, tmp_path, capsys):
+    trace = tmp_path / "run.json"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "2",
+                 "--trace", str(trace)]) == 0
+    assert f"trace written to {trace} (open it in Perfetto or chrome://tracing)" in capsys.readouterr().out
+    doc = json.loads(trace.read_text())
+    events = doc["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"stage 0: device 0 (accelerator)", "stage 1: device 1 (accelerator)"}
+    slices = sorted((e["tid"], e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X")
+    # GPipe, m = 2 (see test_training_pair_by_hand), times in microseconds (1 unit = 1 ms):
+    # stage 0 F0 [0,3] F1 [3,6] B0 [18.5,24] B1 [26,31.5]; stage 1 F0 [3,7] F1 [7,11] B0 [11,18.5] B1 [18.5,26]
+    assert slices == [
+        (1, "B 0", 18500.0, 5500.0), (1, "B 1", 26000.0, 5500.0), (1, "F 0", 0.0, 3000.0), (1, "F 1", 3000.0, 3000.0),
+        (3, "B 0", 11000.0, 7500.0), (3, "B 1", 18500.0, 7500.0), (3, "F 0", 3000.0, 4000.0), (3, "F 1", 7000.0, 4000.0),
+    ]
+    assert all(e["pid"] == 1 and e["cat"] in ("forward", "backward") for e in events if e["ph"] == "X")
+    counters = [(e["name"], e["ts"], e["args"]["micro-batches"]) for e in events if e["ph"] == "C"]
+    # stage 1 holds micro-batch 0 from 3 to 18.5 and micro-batch 1 from 7 to 26
+    assert [c for c in counters if c[0] == "stage 1 in flight"] == [
+        ("stage 1 in flight", 3000.0, 1), ("stage 1 in flight", 7000.0, 2), ("stage 1 in flight", 18500.0, 1),
+        ("stage 1 in flight", 26000.0, 0)]
+    assert doc["displayTimeUnit"] == "ms"
+    assert doc["otherData"]["iteration time"] == 31.5
+
+
+def test_gantt_png(pair_plan, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    chart = tmp_path / "run.png"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "split-backward", "--microbatches", "4",
+                 "--comm", "link", "--gantt", str(chart)]) == 0
+    assert f"Gantt chart written to {chart}" in capsys.readouterr().out
+    width, height = png_size(chart)
+    # 14 x (1.6 + 0.42 x 4 rows) inches at 120 dpi: two stages, each with its link row
+    assert width == 1680 and abs(height - (1.6 + 0.42 * 4) * 120) < 1
+
+
+def test_gantt_without_matplotlib_fails_before_simulating(pair_plan, tmp_path, capsys, monkeypatch):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    chart = tmp_path / "run.png"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--gantt", str(chart)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "error: the Gantt chart needs matplotlib: pip install 'placement[plot]'\n"
+    assert not chart.exists()
+
+
+def test_bad_inputs_exit_2_with_one_line(pair_plan, tmp_path, capsys):
+    bad_plan = tmp_path / "bad.json"
+    bad_plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 4, 2]}, {"nodes": [2, 3]}]}))
+    assert main(["simulate", PAIR, str(bad_plan), "--schedule", "gpipe"]) == 2
+    assert capsys.readouterr().err == ("error: the plan is not valid for this instance: node 2 is placed 2 times "
+                                       "(devices 0, 1) (and 1 more; see 'placement verify')\n")
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "stream"]) == 2
+    assert capsys.readouterr().err == ("error: schedule 'stream' is for inference, but the instance has backward "
+                                       "nodes; use --schedule 1f1b-async for a steady-state training pipeline\n")
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--w-fraction", "0.3"]) == 2
+    assert capsys.readouterr().err == ("error: a weight-gradient fraction applies to the split-backward "
+                                       "schedule only\n")
+    assert main(["simulate", PAIR, pair_plan, "--trace", str(tmp_path / "missing" / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 'missing' / 't.json'}: cannot write: ") and err.count("\n") == 1
+    for option in (["--microbatches", "0"], ["--w-fraction", "2"], ["--schedule", "zero-bubble"]):
+        assert main(["simulate", PAIR, pair_plan, *option]) == 2
+        assert "error: argument" in capsys.readouterr().err
+
+
+def test_documented_command_on_a_published_instance(tmp_path, capsys):
+    """The commands of docs/simulator.md: solve bert_l-3_training, simulate the plan, trace and chart."""
+    instance = SHARED / "throughput-inputs" / "OperatorGraphs" / "bert_l-3_training.json"
+    if not instance.exists():
+        pytest.skip(f"published instances not found at {instance.parent}")
+    pytest.importorskip("matplotlib")
+    plan = tmp_path / "plan.json"
+    assert main(["solve", str(instance), "--quiet", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    trace, chart = tmp_path / "trace.json", tmp_path / "gantt.png"
+    assert main(["simulate", str(instance), str(plan), "--schedule", "split-backward", "--microbatches", "8",
+                 "--trace", str(trace), "--gantt", str(chart)]) == 0
+    split = float(capsys.readouterr().out.split("iteration")[1].split()[0])
+    assert main(["simulate", str(instance), str(plan), "--schedule", "1f1b-flush", "--microbatches", "8"]) == 0
+    flush = float(capsys.readouterr().out.split("iteration")[1].split()[0])
+    assert split < flush      # the weight-gradient tasks fill bubbles on this real plan too
+    doc = json.loads(trace.read_text())
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in slices} == {f"{kind} {j}" for kind in "FBW" for j in range(8)}
+    assert png_size(chart)[0] == 1680

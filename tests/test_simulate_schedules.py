@@ -1,0 +1,185 @@
+"""Pipeline schedules against closed forms on uniform stages and hand-worked runs.
+
+Uniform stages: S accelerators, stage i holds forward node f_i (time f) and its backward
+mate b_i (time b), a chain f_0 -> ... -> f_{S-1} -> b_{S-1} -> ... -> b_0 with activation
+edges f_i -> b_i and no transfer cost. Known closed forms (m micro-batches):
+GPipe iteration (m + S - 1)(f + b), bubble fraction (S - 1)/(m + S - 1), m micro-batches in
+flight on every stage; 1F1B with flush the same iteration with min(S - i, m) in flight on
+stage i.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from placement.io.tarnawski import read_instance
+from placement.model.problem import Edge, Node, make_two_type_problem
+from placement.plan import DeviceAssignment, Plan
+from placement.simulate import simulate
+from placement.simulate.schedules import SCHEDULES, get_schedule, stage_order
+from placement.verify.evaluate import evaluate
+
+from tests.strategies import colour_respecting_plans, problems
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+
+
+def uniform_pipeline(stages: int, forward, backward, cost: float = 0.0):
+    """The uniform problem described in the module docstring and its one-stage-per-device plan.
+
+    ``forward`` and ``backward`` are a number (every stage) or a list (per stage).
+    """
+    fs = forward if isinstance(forward, list) else [forward] * stages
+    bs = backward if isinstance(backward, list) else [backward] * stages
+    nodes, edges = [], []
+    for i in range(stages):
+        nodes.append(Node(id=i, name=f"f{i}", times=(fs[i], 100.0), memory=1.0, colour=i, out_cost=cost))
+        nodes.append(Node(id=100 + i, name=f"b{i}", times=(bs[i], 100.0), memory=0.0, backward=True, colour=i,
+                          out_cost=cost))
+        edges.append(Edge(i, 100 + i, size=8.0))
+        if i + 1 < stages:
+            edges.append(Edge(i, i + 1, size=8.0))
+            edges.append(Edge(100 + i + 1, 100 + i))
+    problem = make_two_type_problem(nodes, edges, stages, 0, math.inf, name=f"uniform-{stages}")
+    plan = Plan(tuple(DeviceAssignment("accelerator", (i, 100 + i)) for i in range(stages)))
+    return problem, plan
+
+
+GRID = [(s, m) for s in (1, 2, 3, 4, 6) for m in (1, 2, 3, 5, 8)]
+
+
+@pytest.mark.parametrize("stages, m", GRID)
+@pytest.mark.parametrize("f, b", [(1.0, 2.0), (1.5, 1.5), (0.75, 2.25)])
+def test_gpipe_closed_form(stages, m, f, b):
+    problem, plan = uniform_pipeline(stages, f, b)
+    result = simulate(problem, plan, "gpipe", m)
+    assert result.iteration_time == pytest.approx((m + stages - 1) * (f + b), rel=1e-12)
+    assert result.time_per_sample == pytest.approx(result.iteration_time / m, rel=1e-12)
+    assert result.bubble_fraction == pytest.approx((stages - 1) / (m + stages - 1), rel=1e-9, abs=1e-12)
+    assert [s.peak_in_flight for s in result.stages] == [m] * stages
+
+
+@pytest.mark.parametrize("stages, m", GRID)
+@pytest.mark.parametrize("f, b", [(1.0, 2.0), (1.5, 1.5), (0.75, 2.25)])
+def test_1f1b_flush_closed_form(stages, m, f, b):
+    problem, plan = uniform_pipeline(stages, f, b)
+    result = simulate(problem, plan, "1f1b-flush", m)
+    assert result.iteration_time == pytest.approx((m + stages - 1) * (f + b), rel=1e-12)
+    assert [s.peak_in_flight for s in result.stages] == [min(stages - i, m) for i in range(stages)]
+    # activations: 8 bytes (the output of f_i) per micro-batch in flight, on top of 1 byte of weights
+    assert [s.peak_memory for s in result.stages] == [1.0 + 8.0 * min(stages - i, m) for i in range(stages)]
+
+
+def test_stage_orders():
+    one_f_one_b = get_schedule("1f1b-flush")
+    # stage 0 of 3 with 4 micro-batches: 2 warm-up forwards, then F2 B0 F3 B1, then B2 B3
+    assert stage_order(one_f_one_b, 0, 3, 4) == [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("F", 3), ("B", 1),
+                                                 ("B", 2), ("B", 3)]
+    assert stage_order(one_f_one_b, 2, 3, 2) == [("F", 0), ("B", 0), ("F", 1), ("B", 1)]
+    assert stage_order(one_f_one_b, 0, 5, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]
+    assert stage_order(get_schedule("gpipe"), 1, 3, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]
+    assert stage_order(get_schedule("stream"), 1, 3, 3) == [("F", 0), ("F", 1), ("F", 2)]
+
+
+def test_training_pair_by_hand():
+    """instances/tiny/training-pair.json: f1 (2) -> f2 (3) -> b2 (6) -> b1 (4), f1 -> b1; costs
+    c(f1) = 1, c(f2) = 0.5, c(b2) = 1.5. Plan: device 0 {f1, b1}, device 1 {f2, b2}.
+
+    Device 0: F = 2 + send f1 (1) = 3; B = receive b2 (1.5) + 4 = 5.5; load 8.5.
+    Device 1: F = receive f1 (1) + 3 = 4; B = 6 + send b2 (1.5) = 7.5; load 11.5.
+    GPipe, m = 2: d0 F0 [0,3] F1 [3,6]; d1 F0 [3,7] F1 [7,11] B0 [11,18.5] B1 [18.5,26];
+    d0 B0 [18.5,24] B1 [26,31.5]: iteration 31.5.
+    1F1B-flush, m = 2: d0 F0 [0,3] F1 [3,6]; d1 F0 [3,7] B0 [7,14.5] F1 [14.5,18.5] B1 [18.5,26];
+    d0 B0 [14.5,20] B1 [26,31.5]: iteration 31.5; in flight d0 2, d1 1.
+    Split-backward, W = half the backward compute: d0 B = 1.5 + 2 = 3.5, W = 2; d1 B = 3 + 1.5
+    = 4.5, W = 3. d1 F0 [3,7] B0 [7,11.5] F1 [11.5,15.5] B1 [15.5,20] W0 [20,23] W1 [23,26];
+    d0 F0 [0,3] F1 [3,6] (idle, nothing to fill) B0 [11.5,15] W0 [15,17] B1 [20,23.5]
+    W1 [23.5,25.5]: iteration 26.
+    """
+    problem = read_instance(TINY / "training-pair.json")
+    plan = Plan((DeviceAssignment("accelerator", (1, 4)), DeviceAssignment("accelerator", (2, 3))))
+    gpipe = simulate(problem, plan, "gpipe", 2)
+    assert gpipe.iteration_time == 31.5
+    assert [s.task_times for s in gpipe.stages] == [{"F": 3.0, "B": 5.5}, {"F": 4.0, "B": 7.5}]
+    flush = simulate(problem, plan, "1f1b-flush", 2)
+    assert flush.iteration_time == 31.5
+    assert [s.peak_in_flight for s in flush.stages] == [2, 1]
+    assert [s.busy for s in flush.stages] == [17.0, 23.0]
+    assert flush.bubble_fraction == pytest.approx(1 - 40 / 63)
+    split = simulate(problem, plan, "split-backward", 2)
+    assert split.iteration_time == 26.0 < flush.iteration_time
+    assert [s.task_times for s in split.stages] == [{"F": 3.0, "B": 3.5, "W": 2.0}, {"F": 4.0, "B": 4.5, "W": 3.0}]
+    runs = {(t.stage, t.kind, t.microbatch): (t.start, t.end) for t in split.tasks}
+    assert runs[(0, "W", 0)] == (15.0, 17.0) and runs[(0, "B", 1)] == (20.0, 23.5)
+    assert runs[(1, "F", 1)] == (11.5, 15.5) and runs[(1, "W", 1)] == (23.0, 26.0)
+    # W of micro-batch 0 keeps its activations on device 1 until 23: 2 in flight there
+    assert [s.peak_in_flight for s in split.stages] == [2, 2]
+
+
+def test_one_microbatch_link_mode_runs_every_transfer_in_sequence():
+    """training-pair, one micro-batch, communication on links: d0 compute 2, d0 link sends f1
+    [2,3], d1 link receives [3,4], d1 computes F and B [4,13], sends b2 [13,14.5], d0 link
+    receives [14.5,16], d0 computes B [16,20]. Inline: 3 + 4 + 7.5 + 5.5 = 20 as well."""
+    problem = read_instance(TINY / "training-pair.json")
+    plan = Plan((DeviceAssignment("accelerator", (1, 4)), DeviceAssignment("accelerator", (2, 3))))
+    link = simulate(problem, plan, "gpipe", 1, comm="link")
+    runs = sorted((t.start, t.end, t.stage, t.kind) for t in link.tasks)
+    assert runs == [(0, 2, 0, "F"), (2, 3, 0, "send"), (3, 4, 1, "recv"), (4, 7, 1, "F"), (7, 13, 1, "B"),
+                    (13, 14.5, 1, "send"), (14.5, 16, 0, "recv"), (16, 20, 0, "B")]
+    assert simulate(problem, plan, "gpipe", 1).iteration_time == 20.0
+
+
+def test_split_backward_is_strictly_shorter_on_uniform_stages():
+    # 4 uniform stages, f = 1, b = 2 (B 1 + W 1), 8 micro-batches: 1F1B-flush takes (8 + 3) x 3 = 33;
+    # W tasks fill the cool-down, so split-backward ends earlier.
+    problem, plan = uniform_pipeline(4, 1.0, 2.0)
+    flush = simulate(problem, plan, "1f1b-flush", 8)
+    split = simulate(problem, plan, "split-backward", 8)
+    assert flush.iteration_time == 33.0
+    assert split.iteration_time < 33.0
+    assert split.bubble_fraction < flush.bubble_fraction
+
+
+def test_w_fraction_zero_is_1f1b_flush_and_one_moves_all_backward_compute():
+    problem, plan = uniform_pipeline(3, 1.0, 2.0)
+    flush = simulate(problem, plan, "1f1b-flush", 5)
+    none_split = simulate(problem, plan, "split-backward", 5, w_fraction=0.0)
+    assert none_split.iteration_time == flush.iteration_time
+    all_split = simulate(problem, plan, "split-backward", 5, w_fraction=1.0)
+    assert all(s.task_times == {"F": 1.0, "B": 0.0, "W": 2.0} for s in all_split.stages)
+
+
+@given(stages=st.integers(1, 5), m=st.integers(1, 9), data=st.data())
+@settings(max_examples=150)
+def test_split_backward_never_longer_than_1f1b_flush_on_uneven_stages(stages, m, data):
+    quarters = st.integers(0, 16).map(lambda q: q / 4)
+    fs = data.draw(st.lists(quarters, min_size=stages, max_size=stages))
+    bs = data.draw(st.lists(quarters, min_size=stages, max_size=stages))
+    cost = data.draw(quarters)
+    fraction = data.draw(st.integers(0, 4)) / 4
+    problem, plan = uniform_pipeline(stages, fs, bs, cost)
+    flush = simulate(problem, plan, "1f1b-flush", m)
+    split = simulate(problem, plan, "split-backward", m, w_fraction=fraction)
+    assert split.iteration_time <= flush.iteration_time + 1e-9
+
+
+@given(data=st.data(), m=st.integers(1, 7))
+@settings(max_examples=150)
+def test_split_backward_never_longer_than_1f1b_flush_on_random_plans(data, m):
+    problem = data.draw(problems(training=True))
+    plan = data.draw(colour_respecting_plans(problem))
+    assume(problem.is_training and evaluate(problem, plan, "stages").valid)
+    flush = simulate(problem, plan, "1f1b-flush", m)
+    split = simulate(problem, plan, "split-backward", m, w_fraction=data.draw(st.integers(0, 4)) / 4)
+    assert split.iteration_time <= flush.iteration_time + 1e-9
+
+
+def test_schedule_names_and_flags():
+    assert list(SCHEDULES) == ["stream", "1f1b-async", "gpipe", "1f1b-flush", "split-backward"]
+    assert [s.flush for s in SCHEDULES.values()] == [False, False, True, True, True]
+    assert [s.training for s in SCHEDULES.values()] == [False, True, True, True, True]

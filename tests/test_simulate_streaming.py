@@ -1,0 +1,138 @@
+"""Steady state: a long stream through a plan runs at the plan's max load (the load model).
+
+Checked by hand on a tiny instance, on random plans (exactly), and on the DP plans of the
+bundled BERT-Base graphs and of the smaller published instances (within 0.1%).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from placement.io.tarnawski import read_instance
+from placement.plan import DeviceAssignment, Plan
+from placement.simulate import simulate
+from placement.solvers.dp import solve_dp
+from placement.verify.evaluate import evaluate
+
+from tests.strategies import colour_respecting_plans, problems
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "instances" / "tiny"
+SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
+SMALL_SHARED = ["LayerGraphs/bert24_inference", "LayerGraphs/bert24_training", "LayerGraphs/gnmt_inference",
+                "LayerGraphs/gnmt_training", "LayerGraphs/resnet50_inference", "LayerGraphs/resnet50_training",
+                "OperatorGraphs/bert_l-3_inference", "OperatorGraphs/bert_l-3_training"]
+TOLERANCE = 1e-3   # the acceptance bound: 0.1%
+
+
+def diamond_plan() -> Plan:
+    # diamond-cpu: s (1) -> x (6), s -> y (6), x -> t, y -> t; t (2) only on the CPU; every c = 1.
+    return Plan((DeviceAssignment("accelerator", (10, 11)), DeviceAssignment("accelerator", (12,)),
+                 DeviceAssignment("cpu", (13,))))
+
+
+def test_stream_through_diamond_by_hand():
+    """Device 0 {s, x}: compute 7, sends s and x (2): load 9. Device 1 {y}: receives s (1), 6,
+    sends y (1): load 8. The CPU {t}: 2, no communication. Sample j: device 0 [9j, 9j+9],
+    device 1 [9j+9, 9j+17], CPU [9j+17, 9j+19]; completion 9j + 19, time per sample 9."""
+    problem = read_instance(TINY / "diamond-cpu.json")
+    result = simulate(problem, diamond_plan(), "stream", 40)
+    ends = sorted({t.end for t in result.tasks if t.stage == 2})
+    assert ends == [9 * j + 19 for j in range(40)]
+    assert [s.task_times for s in result.stages] == [{"F": 9.0}, {"F": 8.0}, {"F": 2.0}]
+    assert result.time_per_sample == 9.0 == result.max_load == result.model_time_per_sample
+    assert result.makespan == 9 * 39 + 19
+    # The steady window is [c[20], c[34]] = [199, 325], 126 long: device 0 is busy all of it;
+    # device 1 runs [9j+9, 9j+17]: 7 of sample 21, 8 each of samples 22..34, 1 of sample 35 = 112;
+    # the CPU runs [9j+17, 9j+19]: samples 21..34, 2 each = 28.
+    assert result.steady_window == (20, 34)
+    assert [s.busy for s in result.stages] == [126.0, 112.0, 28.0]
+    assert [s.utilisation for s in result.stages] == [1.0, 112 / 126, 28 / 126]
+    assert result.bubble_fraction == pytest.approx(1 - 266 / 378)
+    assert [s.peak_in_flight for s in result.stages] == [1, 1, 1]
+
+
+def test_stream_through_diamond_with_links_by_hand():
+    """Links: device 0 computes 7 per sample and its link sends 2, device 1 computes 6 and its
+    link moves 2 (receive s, send y): the stream runs at max(7, 2) = 7 per sample (the
+    overlapped load model), not 9. Sample 0: d0 [0,7], d0 link [7,9], d1 link [9,10], d1
+    [10,16]; sample 1: d0 [7,14], d0 link [14,16]. At 16 d1's link has the send of sample 0
+    and the receive of sample 1 ready and fetches first ([16,17]), then sends ([17,18]); the
+    CPU runs sample 0 at [18,20]."""
+    problem = read_instance(TINY / "diamond-cpu.json")
+    result = simulate(problem, diamond_plan(), "stream", 40, comm="link")
+    first = sorted((t.start, t.end, t.stage, t.kind, t.microbatch) for t in result.tasks if t.microbatch < 2)
+    assert first[:9] == [(0, 7, 0, "F", 0), (7, 9, 0, "send", 0), (7, 14, 0, "F", 1), (9, 10, 1, "recv", 0),
+                         (10, 16, 1, "F", 0), (14, 16, 0, "send", 1), (16, 17, 1, "recv", 1),
+                         (17, 18, 1, "send", 0), (17, 23, 1, "F", 1)]
+    assert (18, 20, 2, "F", 0) in first
+    assert result.time_per_sample == 7.0 == result.model_time_per_sample
+    assert result.max_load == 9.0
+    assert [s.link_time for s in result.stages] == [2.0, 2.0, None]
+
+
+@given(data=st.data())
+@settings(max_examples=100)
+def test_stream_runs_at_max_load_on_random_plans(data):
+    problem = data.draw(problems(training=False))
+    plan = data.draw(colour_respecting_plans(problem))
+    assume(evaluate(problem, plan, "stages").valid)
+    result = simulate(problem, plan, "stream", 1000)
+    assert math.isclose(result.time_per_sample, result.max_load, rel_tol=1e-9, abs_tol=1e-12)
+    linked = simulate(problem, plan, "stream", 1000, comm="link")
+    assert math.isclose(linked.time_per_sample, linked.model_time_per_sample, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@given(data=st.data())
+@settings(max_examples=100)
+def test_1f1b_async_runs_at_max_load_on_random_plans(data):
+    problem = data.draw(problems(training=True))
+    plan = data.draw(colour_respecting_plans(problem))
+    assume(problem.is_training and evaluate(problem, plan, "stages").valid)
+    result = simulate(problem, plan, "1f1b-async", 1000)
+    assert math.isclose(result.time_per_sample, result.max_load, rel_tol=1e-9, abs_tol=1e-12)
+    assert not any(note.startswith("no steady state") for note in result.notes)
+
+
+def _dp_stream(problem):
+    solution = solve_dp(problem)
+    schedule = "1f1b-async" if problem.is_training else "stream"
+    return simulate(problem, solution.plan, schedule, 1000), evaluate(problem, solution.plan, "stages")
+
+
+@pytest.mark.parametrize("name", ["bert-base-inference", "bert-base-training"])
+def test_dp_plans_of_bundled_bert_stream_at_max_load(name):
+    problem = read_instance(ROOT / "instances" / f"{name}.json")
+    result, evaluation = _dp_stream(problem)
+    assert result.max_load == evaluation.max_load
+    assert abs(result.time_per_sample / evaluation.max_load - 1) <= TOLERANCE
+    # the bottleneck device is busy the whole steady window, every device its load per sample
+    width = result.span[1] - result.span[0]
+    for stage in result.stages:
+        report = evaluation.devices[stage.position]
+        assert stage.busy / width == pytest.approx(report.load / evaluation.max_load, rel=TOLERANCE)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"published instances not found at {SHARED}")
+@pytest.mark.parametrize("name", SMALL_SHARED)
+def test_dp_plans_of_published_instances_stream_at_max_load(name):
+    result, evaluation = _dp_stream(read_instance(SHARED / f"{name}.json"))
+    assert abs(result.time_per_sample / evaluation.max_load - 1) <= TOLERANCE
+    assert not any("steady state" in note for note in result.notes)
+
+
+def test_short_runs_say_so():
+    problem = read_instance(TINY / "diamond-cpu.json")
+    result = simulate(problem, diamond_plan(), "stream", 2)
+    assert result.time_per_sample is None and result.steady_window is None
+    assert result.notes == ("a steady state needs at least 3 micro-batches",
+                            "the run may be too short for a steady state: use at least 4 x 3 stages "
+                            "= 12 micro-batches",
+                            "some tensor sizes are missing from the instance: activation memory is unknown there")
+    # x and y feed t without a tensor size: unknown; t has no out-edges, so only its weight (1)
+    assert [s.peak_memory for s in result.stages] == [None, None, 1.0]
