@@ -1,0 +1,75 @@
+"""Regenerate the bundled instances of real models, made by the package's own importer.
+
+    .venv/bin/python instances/generate_models.py [NAME ...]
+
+writes ``models/<model>-<inference|training>.json`` next to this file for BERT-Base,
+GPT-2 small, ResNet-50 and ViT-Base/16 (the factories of :mod:`placement.models.zoo`,
+with their batch sizes), each exported with ``torch.export`` and grouped at module
+granularity (leaf modules), costed by the roofline model of
+:mod:`placement.costmodel.roofline` for 4 NVIDIA H100 SXM5 80GB accelerators (PCIe Gen5
+links for transfers) and 1 AMD EPYC 7763 socket. This is what
+
+    placement import placement.models.zoo:<factory> --name <model> [--training] --out <file>
+
+writes. NAMEs (file stems such as ``gpt2-training``) restrict the run. Needs the extras
+``torch`` and ``transformers`` (``pip install -e '.[models]'``). The output is
+deterministic for a given torch and transformers version.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+
+from placement.costmodel.roofline import make_platform  # noqa: E402
+from placement.io.torch_export import import_torch  # noqa: E402
+from placement.models import zoo  # noqa: E402
+
+OUT = HERE / "models"
+MODELS = {"bert-base": zoo.bert_base, "gpt2": zoo.gpt2, "resnet50": zoo.resnet50, "vit-base": zoo.vit_base}
+ACCELERATOR, CPU, ACCELERATORS, CPUS = "h100", "epyc-7763", 4, 1
+
+
+def instance(stem: str) -> dict:
+    """The instance of one file stem, e.g. ``resnet50-training``."""
+    model_name, _, kind = stem.rpartition("-")
+    if model_name not in MODELS or kind not in ("inference", "training"):
+        raise SystemExit(f"unknown instance {stem!r}; known: {', '.join(stems())}")
+    model, args = MODELS[model_name]()
+    platform = make_platform(ACCELERATOR, CPU, ACCELERATORS, CPUS)
+    imported = import_torch(model, args, platform=platform, training=(kind == "training"), granularity="module",
+                            name=model_name)
+    return imported.instance
+
+
+def stems() -> list[str]:
+    return [f"{model}-{kind}" for model in MODELS for kind in ("inference", "training")]
+
+
+def render(data: dict) -> str:
+    return json.dumps(data, indent=1, allow_nan=False) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    OUT.mkdir(exist_ok=True)
+    for stem in argv or stems():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            data = instance(stem)
+        for w in caught:
+            if w.category.__name__ == "CostModelWarning":
+                print(f"warning: {w.message}", file=sys.stderr)
+        path = OUT / f"{stem}.json"
+        path.write_text(render(data), encoding="utf-8")
+        forward = sum(1 for n in data["nodes"] if not n["isBackwardNode"])
+        print(f"{path.relative_to(HERE)}: {len(data['nodes'])} nodes ({forward} forward), {len(data['edges'])} edges, "
+              f"{data['about']['forward_flops']:.4g} forward FLOPs")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,242 @@
+"""Roofline times of operators on catalogued devices, and transfer times over links.
+
+Model
+-----
+A device ``d`` has, per data type ``τ``, a peak rate ``peak_d(τ)`` in FLOP/s, a memory
+bandwidth ``bw_d`` in bytes/s, a memory size and named links (bytes/s, one direction).
+An operator that performs ``F`` FLOPs in data type ``τ`` and moves ``B`` bytes to and
+from the device's memory takes, in milliseconds::
+
+    time_d = 1000 · max(F / peak_d(τ), B / bw_d)
+
+(the roofline: an operator is either compute-bound or memory-bound). A tensor of ``b``
+bytes crosses a link of bandwidth ``β`` in ``1000 · b / β`` milliseconds.
+
+Data types are named ``fp64``, ``fp32``, ``tf32``, ``fp16``, ``bf16`` and ``fp8``.
+A device without a peak for a data type cannot run it (V100 has no ``bf16``); asking
+for it is an error, never a silent substitute.
+
+The catalogue
+-------------
+``devices.json`` beside this module holds the bundled devices (H100, A100 80 GB and
+40 GB, V100, one AMD EPYC 7763 socket), each citing its vendor datasheet. Users add or
+replace devices with files of the same format::
+
+    {"devices": {"my-gpu": {"model": "...", "kind": "accelerator",
+                            "peak_flops": {"fp32": 1e13, "fp16": 1e14},
+                            "memory_bandwidth": 1e12, "memory": 17179869184,
+                            "links": {"pcie": 32e9}, "default_link": "pcie",
+                            "sources": ["..."]}}}
+
+``kind`` is ``accelerator`` (pays communication, bounded memory) or ``cpu``. ``links``
+and ``default_link`` are required for accelerators (transfer costs are computed from
+them) and optional for CPUs; ``sources`` is optional.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from placement.errors import InstanceError, UsageError
+from placement.io.jsonfile import json_type_name, load_json
+
+#: Data types the catalogue may give peaks for, with their element sizes in bytes.
+ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+KINDS = ("accelerator", "cpu")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """Roofline figures of one catalogued device (units: FLOP/s, bytes/s, bytes)."""
+
+    id: str
+    model: str
+    kind: str
+    peak_flops: tuple[tuple[str, float], ...]
+    memory_bandwidth: float
+    memory: float
+    links: tuple[tuple[str, float], ...] = ()
+    default_link: str | None = None
+    sources: tuple[str, ...] = ()
+
+    def peak(self, dtype: str) -> float:
+        """Peak FLOP/s for ``dtype``; a :class:`UsageError` if the device has none."""
+        for name, value in self.peak_flops:
+            if name == dtype:
+                return value
+        have = ", ".join(name for name, _ in self.peak_flops)
+        raise UsageError(f"device {self.id!r} ({self.model}) has no peak FLOP/s for {dtype} (it has {have})")
+
+    def link_bandwidth(self, link: str | None = None) -> float:
+        """Bandwidth in bytes/s of the named link (default: ``default_link``), one direction."""
+        name = link if link is not None else self.default_link
+        for key, value in self.links:
+            if key == name:
+                return value
+        have = ", ".join(key for key, _ in self.links) or "none"
+        if name is None:
+            raise UsageError(f"device {self.id!r} has no default link (links: {have})")
+        raise UsageError(f"device {self.id!r} has no link {name!r} (links: {have})")
+
+
+def roofline_ms(flops: float, bytes_moved: float, device: DeviceSpec, dtype: str) -> float:
+    """Roofline time in milliseconds: ``1000 · max(flops / peak(dtype), bytes / bandwidth)``."""
+    compute = flops / device.peak(dtype) if flops else 0.0
+    return 1e3 * max(compute, bytes_moved / device.memory_bandwidth)
+
+
+def transfer_ms(nbytes: float, bandwidth: float) -> float:
+    """Time in milliseconds to move ``nbytes`` over a link of ``bandwidth`` bytes/s."""
+    return 1e3 * nbytes / bandwidth
+
+
+# ----- catalogue files ---------------------------------------------------------------------
+
+def _positive(entry: dict, key: str, where: str) -> float:
+    if key not in entry:
+        raise InstanceError(f"{where}: missing field {key!r}")
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
+    if not math.isfinite(value) or value <= 0:
+        raise InstanceError(f"{where}: field {key!r} must be positive and finite, got {value!r}")
+    return float(value)
+
+
+def _rates(entry: dict, key: str, where: str, names: Iterable[str] | None) -> tuple[tuple[str, float], ...]:
+    """A JSON object of positive rates; ``names`` (if given) are the keys allowed."""
+    raw = entry.get(key, {})
+    if not isinstance(raw, dict):
+        raise InstanceError(f"{where}: field {key!r} must be an object, got {json_type_name(raw)}")
+    allowed = tuple(names) if names is not None else None
+    rates = []
+    for name in raw:
+        if allowed is not None and name not in allowed:
+            raise InstanceError(f"{where}: {key} has unknown data type {name!r} (known: {', '.join(allowed)})")
+        rates.append((name, _positive(raw, name, f"{where}: {key}")))
+    return tuple(rates)
+
+
+def parse_device(device_id: str, entry: Any) -> DeviceSpec:
+    """One catalogue entry as a :class:`DeviceSpec`; errors name the device and field."""
+    where = f"device {device_id!r}"
+    if not isinstance(entry, dict):
+        raise InstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise InstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+    model = entry.get("model", device_id)
+    if not isinstance(model, str):
+        raise InstanceError(f"{where}: field 'model' must be a string, got {json_type_name(model)}")
+    peaks = _rates(entry, "peak_flops", where, ELEMENT_BYTES)
+    if not peaks:
+        raise InstanceError(f"{where}: field 'peak_flops' must give at least one data type")
+    links = _rates(entry, "links", where, None)
+    default_link = entry.get("default_link")
+    if default_link is not None and default_link not in dict(links):
+        raise InstanceError(f"{where}: default_link {default_link!r} is not one of its links")
+    if kind == "accelerator" and default_link is None:
+        raise InstanceError(f"{where}: an accelerator needs 'links' and a 'default_link' (transfer costs use them)")
+    sources = entry.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise InstanceError(f"{where}: field 'sources' must be an array of strings")
+    return DeviceSpec(device_id, model, kind, peaks, _positive(entry, "memory_bandwidth", where),
+                      _positive(entry, "memory", where), links, default_link, tuple(sources))
+
+
+def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
+    """The devices of a decoded catalogue file, by id."""
+    if not isinstance(data, dict):
+        raise InstanceError(f"a device catalogue must be a JSON object, got {json_type_name(data)}")
+    devices = data.get("devices")
+    if not isinstance(devices, dict):
+        raise InstanceError("a device catalogue needs an object field 'devices' (id -> device)")
+    return {device_id: parse_device(device_id, entry) for device_id, entry in devices.items()}
+
+
+def read_catalogue(path: str | Path) -> dict[str, DeviceSpec]:
+    """Read a catalogue file; errors name the file."""
+    data = load_json(path, InstanceError)
+    try:
+        return parse_catalogue(data)
+    except InstanceError as exc:
+        raise InstanceError(f"{path}: {exc}") from None
+
+
+def bundled_catalogue() -> dict[str, DeviceSpec]:
+    """The devices shipped with the package (``devices.json``)."""
+    resource = resources.files("placement.costmodel") / "devices.json"
+    with resources.as_file(resource) as file:
+        return read_catalogue(file)
+
+
+def load_catalogue(paths: Iterable[str | Path] = ()) -> dict[str, DeviceSpec]:
+    """The bundled catalogue extended by the files in ``paths``, in order (later ids replace earlier)."""
+    catalogue = bundled_catalogue()
+    for path in paths:
+        catalogue.update(read_catalogue(path))
+    return catalogue
+
+
+def find_device(catalogue: dict[str, DeviceSpec], name: str) -> DeviceSpec:
+    """The device called ``name`` (its id, case-insensitive); a :class:`UsageError` listing the ids if unknown."""
+    by_key = {key.lower(): spec for key, spec in catalogue.items()}
+    spec = by_key.get(name.lower())
+    if spec is None:
+        raise UsageError(f"unknown device {name!r}; the catalogue has {', '.join(sorted(catalogue))}")
+    return spec
+
+
+# ----- the devices of one instance --------------------------------------------------------
+
+DEFAULT_ACCELERATOR = "h100"
+DEFAULT_CPU = "epyc-7763"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The devices an instance is costed for: ``accelerators`` of one catalogued accelerator
+    (memory ``memory``, default the catalogue's; transfers over ``link``, default its
+    ``default_link``) and ``cpus`` CPU units of one catalogued CPU (a unit is a whole socket)."""
+
+    accelerator: DeviceSpec
+    cpu: DeviceSpec
+    accelerators: int
+    cpus: int
+    memory: float | None = None
+    link: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.accelerator.kind != "accelerator":
+            raise UsageError(f"device {self.accelerator.id!r} is a {self.accelerator.kind}, not an accelerator")
+        if self.cpu.kind != "cpu":
+            raise UsageError(f"device {self.cpu.id!r} is an {self.cpu.kind}, not a CPU")
+        for what, count in (("accelerators", self.accelerators), ("CPUs", self.cpus)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise UsageError(f"the number of {what} must be a non-negative integer, got {count!r}")
+        if self.accelerators + self.cpus == 0:
+            raise UsageError("need at least one device: 0 accelerators and 0 CPUs")
+        if self.memory is not None and (not math.isfinite(self.memory) or self.memory < 0):
+            raise UsageError(f"accelerator memory must be a finite non-negative number of bytes, got {self.memory!r}")
+        self.accelerator.link_bandwidth(self.link)  # the link must exist
+
+    @property
+    def link_bandwidth(self) -> float:
+        return self.accelerator.link_bandwidth(self.link)
+
+    @property
+    def accelerator_memory(self) -> float:
+        return self.accelerator.memory if self.memory is None else self.memory
+
+
+def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU, accelerators: int = 4,
+                  cpus: int = 1, memory: float | None = None, link: str | None = None,
+                  catalogues: Iterable[str | Path] = ()) -> Platform:
+    """A :class:`Platform` from device names, looked up in the bundled catalogue extended by ``catalogues``."""
+    catalogue = load_catalogue(catalogues)
+    return Platform(find_device(catalogue, accelerator), find_device(catalogue, cpu), accelerators, cpus, memory,
+                    link)

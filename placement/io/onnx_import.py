@@ -1,0 +1,276 @@
+"""Import an ONNX model: operators, FLOPs and bytes from shape inference, the same cost model.
+
+Needs the optional extra ``onnx`` (``pip install 'placement[onnx]'``), imported on use.
+
+What is read
+------------
+``onnx.shape_inference.infer_shapes`` gives every tensor its element type and shape; all
+shapes must be static (symbolic input dimensions can be fixed with ``dims``, e.g.
+``{"batch": 8}``). Every node of the main graph is an operator, in graph order (ONNX
+requires a topological order), except ``Constant`` nodes: their values, like the
+initializers, are data the consumers read (initializers of floating-point type are the
+trained parameters). The module path of an operator comes from the
+``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
+node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
+
+FLOPs (one multiply-add = 2 FLOPs, bias not counted), ``A`` the first operand:
+
+==============================================  =========================================
+operators                                       FLOPs
+==============================================  =========================================
+MatMul                                          2 · numel(out) · A.shape[-1]
+Gemm                                            2 · numel(out) · K (K = A's inner dimension)
+Conv (``W`` ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel(W) / C_out
+ConvTranspose (``W`` ``[C_in, C_out/g, *k]``)   2 · numel(X) · numel(W) / C_in
+LayerNormalization and other normalisations,    5 · numel(input)
+Softmax, LogSoftmax, SoftmaxCrossEntropyLoss
+elementwise operators                           c · numel(out): c = 8 Gelu, 4 Tanh and
+                                                Sigmoid, else 1
+Reduce*, ArgMax/ArgMin, CumSum, pooling         numel(input)
+views, gathers, copies, constants               0
+==============================================  =========================================
+
+Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors written;
+views (Reshape, Flatten, Squeeze, Unsqueeze, Identity) move nothing; gathers read their
+indices and the gathered rows and write their output. Any other operator (another domain,
+control flow, an operator without a rule) is costed by the bytes it moves and named in a
+:class:`~placement.io.opgraph.CostModelWarning`. ``dtype`` overrides the type of every
+floating-point tensor, as in the torch importer.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+from placement.costmodel.roofline import ELEMENT_BYTES, Platform
+from placement.errors import InstanceError, UsageError
+from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, group_ops
+
+KINDS: dict[str, str] = {}
+for _kind, _names in {
+    "matmul": "MatMul Gemm",
+    "conv": "Conv ConvTranspose",
+    "norm": "LayerNormalization BatchNormalization InstanceNormalization GroupNormalization RMSNormalization "
+            "LpNormalization MeanVarianceNormalization",
+    "softmax": "Softmax LogSoftmax SoftmaxCrossEntropyLoss",
+    "pointwise": "Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Relu LeakyRelu PRelu Elu Selu Celu Sigmoid "
+                 "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
+                 "LessOrEqual GreaterOrEqual Not And Or Xor Where Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
+                 "Dropout Mish BitShift ThresholdedRelu Shrink",
+    "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
+                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss",
+    "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
+    "view": "Reshape Flatten Squeeze Unsqueeze Identity",
+    "gather": "Gather GatherElements GatherND",
+    "copy": "Transpose Concat Split Slice Expand Tile Pad Cast CastLike ScatterND ScatterElements Trilu Resize "
+            "DepthToSpace SpaceToDepth",
+    "constant": "ConstantOfShape Range Shape Size EyeLike RandomNormal RandomUniform RandomNormalLike "
+                "RandomUniformLike",
+}.items():
+    KINDS.update(dict.fromkeys(_names.split(), _kind))
+POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
+NORM_FLOPS = 5
+ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT16": "bf16", "FLOAT8E4M3FN": "fp8",
+                   "FLOAT8E4M3FNUZ": "fp8", "FLOAT8E5M2": "fp8", "FLOAT8E5M2FNUZ": "fp8"}
+
+
+def require_onnx() -> Any:
+    """The ``onnx`` module, or a :class:`UsageError` saying how to install it."""
+    try:
+        import onnx
+    except ImportError:
+        raise UsageError("importing ONNX models needs onnx: pip install 'placement[onnx]'") from None
+    return onnx
+
+
+def read_onnx(path: str | Path) -> Any:
+    """Load an ONNX file; a missing or malformed file is an :class:`InstanceError` naming it."""
+    onnx = require_onnx()
+    path = Path(path)
+    if not path.is_file():
+        raise InstanceError(f"{path}: no such file")
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:  # protobuf raises DecodeError and others
+        raise InstanceError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
+
+
+class _Tensor:
+    """Element type name, shape and size of one tensor."""
+
+    def __init__(self, name: str, elem_type: int, shape: tuple[int, ...], dtype: str | None, onnx: Any) -> None:
+        self.name = name
+        self.type_name = onnx.TensorProto.DataType.Name(elem_type)
+        self.shape = shape
+        self.numel = int(math.prod(shape))
+        self.floating = self.type_name in ONNX_DTYPE_KEYS
+        if self.floating and dtype is not None:
+            self.nbytes = float(self.numel * ELEMENT_BYTES[dtype])
+            self.key = dtype
+        else:
+            self.nbytes = float(self.numel * onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+            self.key = ONNX_DTYPE_KEYS.get(self.type_name, "fp32")
+
+
+def _fix_dims(model: Any, dims: dict[str, int]) -> None:
+    """Replace symbolic input dimensions by the values in ``dims``."""
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param in dims:
+                dim.dim_value = int(dims[dim.dim_param])
+
+
+def _tensor_table(model: Any, dtype: str | None, onnx: Any) -> dict[str, _Tensor]:
+    """Every tensor with a fully static shape, by name (after shape inference)."""
+    table: dict[str, _Tensor] = {}
+    graph = model.graph
+    for init in graph.initializer:
+        table[init.name] = _Tensor(init.name, init.data_type, tuple(int(d) for d in init.dims), dtype, onnx)
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        tt = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        dims = tt.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            table.setdefault(value.name, _Tensor(value.name, tt.elem_type, tuple(int(d.dim_value) for d in dims),
+                                                 dtype, onnx))
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    table[node.output[0]] = _Tensor(node.output[0], attr.t.data_type,
+                                                    tuple(int(d) for d in attr.t.dims), dtype, onnx)
+    return table
+
+
+def _module_path(node: Any) -> tuple[str, ...]:
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                break
+            return tuple(s for s in scopes[:-1] if s)
+    parts = [p for p in node.name.split("/") if p][:-1] if node.name.startswith("/") else []
+    return tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+
+
+def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: list[_Tensor | None]) -> int:
+    if kind in ("view", "gather", "copy", "constant", "unknown"):
+        return 0
+    out = outs[0]
+    a = ins[0]
+    if kind == "matmul":
+        if op_type == "Gemm":
+            trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
+            k = a.shape[0] if trans_a else a.shape[-1]
+            return 2 * out.numel * int(k)
+        return 2 * out.numel * int(a.shape[-1])
+    if kind == "conv":
+        w = ins[1]
+        if op_type == "ConvTranspose":
+            return 2 * a.numel * w.numel // int(w.shape[0])
+        return 2 * out.numel * w.numel // int(w.shape[0])
+    if kind in ("norm", "softmax"):
+        return NORM_FLOPS * a.numel
+    if kind == "pointwise":
+        return POINTWISE_FLOPS.get(op_type, 1) * out.numel
+    if kind in ("reduction", "pool"):
+        return a.numel
+    raise AssertionError(kind)
+
+
+def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
+                    dims: dict[str, int] | None = None) -> OpGraph:
+    """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators."""
+    onnx = require_onnx()
+    if dtype is not None and dtype not in ELEMENT_BYTES:
+        raise UsageError(f"unknown data type {dtype!r}; choose from {', '.join(ELEMENT_BYTES)}")
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
+    _fix_dims(model, dims or {})
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as exc:  # onnx raises InferenceError and others
+        raise InstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+    table = _tensor_table(model, dtype, onnx)
+    params = {init.name: table[init.name] for init in model.graph.initializer}
+    constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
+    producers: dict[str, tuple[int, int]] = {}
+    ops: list[Op] = []
+    unknown: set[str] = set()
+    used_names: set[str] = set()
+    for k, node in enumerate(model.graph.node):
+        if node.op_type == "Constant":
+            continue
+        domain = node.domain or "ai.onnx"
+        op_type = node.op_type
+        label = op_type if domain in ("ai.onnx", "") else f"{domain}::{op_type}"
+        kind = KINDS.get(op_type, "unknown") if domain in ("ai.onnx", "") else "unknown"
+        op_name = node.name or f"{op_type}_{k}"
+        if op_name in used_names:
+            op_name = f"{op_name}_{k}"
+        used_names.add(op_name)
+
+        def tensor(tensor_name: str, role: str) -> _Tensor:
+            if tensor_name not in table:
+                raise InstanceError(f"{name}: cannot cost node {op_name!r} ({op_type}): the shape of its {role} "
+                                    f"{tensor_name!r} is not static after shape inference"
+                                    + (" (fix symbolic dimensions with dims)" if dims is None else ""))
+            return table[tensor_name]
+
+        ins = [tensor(t, "input") if t else None for t in node.input]
+        outs = [tensor(t, "output") if t else None for t in node.output]
+        reads: list[tuple[int, int]] = []
+        used_params: list[Param] = []
+        read_bytes = 0.0
+        int_read_bytes = 0.0
+        for t in dict.fromkeys(x for x in node.input if x):
+            info = table[t]
+            read_bytes += info.nbytes
+            if not info.floating:
+                int_read_bytes += info.nbytes
+            if t in producers:
+                reads.append(producers[t])
+            elif t in params:
+                used_params.append(Param(t, info.nbytes, info.floating))
+            elif t in constants:
+                used_params.append(Param(t, info.nbytes, False))
+        outputs = tuple(o.nbytes if o is not None else 0.0 for o in outs)
+        written = float(sum(outputs))
+        if kind == "view":
+            moved = 0.0
+        elif kind == "gather":
+            moved = int_read_bytes + 2 * written
+        elif kind == "constant":
+            moved = written
+        else:
+            moved = read_bytes + written
+        if kind == "unknown":
+            unknown.add(label)
+        floating = [t for t in (*outs, *ins) if t is not None and t.floating]
+        key = floating[0].key if floating else "fp32"
+        path = _module_path(node)
+        index = len(ops)
+        ops.append(Op(op_name, label, kind, key, float(_flops(kind, op_type, node, ins, outs)), moved, outputs,
+                      tuple(reads), tuple(used_params), path, path))
+        for j, t in enumerate(node.output):
+            if t:
+                producers[t] = (index, j)
+    names = tuple(sorted(unknown))
+    if names:
+        warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
+                      f"{', '.join(names)}", CostModelWarning, stacklevel=2)
+    return OpGraph(tuple(ops), name, "onnx", names)
+
+
+def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",
+                module_depth: int | None = None, dtype: str | None = None,
+                dims: dict[str, int] | None = None) -> ImportedModel:
+    """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate."""
+    model = read_onnx(path)
+    graph = graph_from_onnx(model, Path(path).stem, dtype, dims)
+    return build(group_ops(graph, granularity, module_depth), platform, training, source=model)

@@ -1,0 +1,414 @@
+"""Operator graphs imported from a framework, coarsened to placement nodes, written as instances.
+
+The importers (:mod:`placement.io.torch_export`, :mod:`placement.io.onnx_import`) turn a
+model into an :class:`OpGraph`: its operators in program order, each with the FLOPs it
+performs, the bytes it moves, its output tensors, the parameters it reads and the module
+calls it belongs to. This module is framework-neutral: it groups operators into placement
+nodes and applies the roofline cost model (:mod:`placement.costmodel.roofline`).
+
+Granularity
+-----------
+* ``operator``: one node per operator.
+* ``module``: one node per *run*: a maximal sequence of consecutive operators (in program
+  order) with the same module key. The key of an operator is the innermost module call
+  enclosing it, after truncating its module path to ``module_depth`` levels (``None``: no
+  truncation, i.e. leaf modules). Operators outside every module have the key ``""``,
+  named ``(model)``. A key met again after another key starts a new node (named
+  ``key#1``, ``key#2``, ...). Because nodes are intervals of a topological order, the
+  node graph is acyclic.
+
+Node quantities
+---------------
+For a node ``X`` (a set of operators): FLOPs and bytes moved are sums over its
+operators; its time on a device is the sum of its operators' roofline times (operators
+run one after another); its parameter bytes count every parameter it reads once. An edge
+``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or depends on
+``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of
+the distinct tensors of ``X`` that ``Y`` reads. ``out_bytes(X)`` is the bytes of the
+distinct tensors of ``X`` read by any other node, so the transfer cost is
+``c(X) = out_bytes(X) / link bandwidth``.
+
+Training
+--------
+Every forward node ``v`` gets a backward node ``grad(v)`` (id ``n + v`` for ``n`` forward
+nodes, named ``<name>.grad``) with ``v``'s colour class. Per operator of kind ``k`` the
+gradient work is ``BACKWARD_FACTOR[k]`` times its forward FLOPs and bytes:
+
+=============================================  ======  ==================================
+kind                                           factor  why
+=============================================  ======  ==================================
+matmul (linear, mm, bmm, matmul), conv          2       gradients for the input and the weight
+attention (scaled dot-product)                  2.5     five matmuls backward for two forward
+norm (layer/batch/group norm), softmax          2       statistics recomputed, two passes
+pointwise, reduction, pool, gather, copy,       1       one elementwise pass of the same size
+unknown
+view, constant                                  0       no data touched, nothing to differentiate
+=============================================  ======  ==================================
+
+Edges are mirrored (``u → v`` gives ``grad(v) → grad(u)`` of the same size) and
+``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer time
+of the gradients of all of ``v``'s inputs from other nodes (the sum of its in-edge sizes).
+
+Memory per node: inference, its parameter (and buffer) bytes; training, a forward node
+holds its parameters and the activations it saves for its backward pass (the outputs of
+its operators other than views and constants, one micro-batch), a backward node holds
+the gradients of its trainable parameters. Optimiser state is not modelled.
+
+Units: times in milliseconds, sizes in bytes, as in the published Tarnawski files. Every
+time and transfer cost is rounded to the nearest multiple of the quantum
+``q = 2^(⌈log₂ T⌉ − TIME_BITS)``, where ``T`` is the sum over nodes of the larger of the two
+times plus twice the sum of the transfer costs (a bound on any load). The resolution, about
+2^-26 of ``T`` (a load's total rounding error stays below ``n·q/2`` for ``n`` nodes), is far
+below the accuracy of a roofline estimate, and it makes every time an integer multiple of one
+binary unit with loads below 2^26 units, so that integer-scaled solvers (CP-SAT, whose models
+:mod:`placement.solvers.milp` keeps below 2^28) solve the instance exactly.
+``about.time_quantum_ms`` records ``q``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
+from placement.errors import UsageError
+from placement.io.tarnawski import parse_instance
+from placement.model.problem import Problem
+
+#: Gradient work per operator kind, as a multiple of forward FLOPs and bytes (module docstring).
+BACKWARD_FACTOR: dict[str, float] = {
+    "matmul": 2.0, "conv": 2.0, "attention": 2.5, "norm": 2.0, "softmax": 2.0,
+    "pointwise": 1.0, "reduction": 1.0, "pool": 1.0, "gather": 1.0, "copy": 1.0, "unknown": 1.0,
+    "view": 0.0, "constant": 0.0,
+}
+#: Kinds whose outputs are not new activations (they alias their input or are recomputable).
+NO_ACTIVATION_KINDS = frozenset({"view", "constant"})
+GRANULARITIES = ("operator", "module")
+#: Binary digits of resolution of times relative to their total (module docstring, "Units").
+TIME_BITS = 26
+ROOT_NAME = "(model)"
+
+
+class CostModelWarning(UserWarning):
+    """Operators the cost model has no FLOP formula for (they are costed by the bytes they move)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter or buffer an operator reads: its qualified name, bytes, and whether it is trained."""
+
+    name: str
+    nbytes: float
+    trainable: bool
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of the program.
+
+    ``inputs`` are the tensors it reads from other operators as ``(producer index, output
+    index)``; an output index of ``-1`` is a dependency through a non-tensor value (a size,
+    say), 0 bytes. ``module_path`` are the qualified names of the module calls enclosing
+    it, outermost first (the root module excluded); ``module_calls`` identify those calls
+    (a module called twice has two call ids).
+    """
+
+    name: str
+    target: str
+    kind: str
+    dtype: str
+    flops: float
+    bytes_moved: float
+    outputs: tuple[float, ...]
+    inputs: tuple[tuple[int, int], ...] = ()
+    params: tuple[Param, ...] = ()
+    module_path: tuple[str, ...] = ()
+    module_calls: tuple[str, ...] = ()
+
+    @property
+    def out_bytes(self) -> float:
+        return float(sum(self.outputs))
+
+    @property
+    def activation_bytes(self) -> float:
+        return 0.0 if self.kind in NO_ACTIVATION_KINDS else self.out_bytes
+
+    @property
+    def backward_flops(self) -> float:
+        return BACKWARD_FACTOR[self.kind] * self.flops
+
+    @property
+    def backward_bytes(self) -> float:
+        return BACKWARD_FACTOR[self.kind] * self.bytes_moved
+
+
+@dataclass(frozen=True)
+class OpGraph:
+    """A model's operators in program order (a topological order); ``unknown`` lists the
+    operators the cost model has no FLOP formula for (costed by bytes moved only)."""
+
+    ops: tuple[Op, ...]
+    name: str
+    source: str
+    unknown: tuple[str, ...] = ()
+
+    @property
+    def total_flops(self) -> float:
+        return float(sum(op.flops for op in self.ops))
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A placement node: a run of operators. ``starts`` are the modules, called once in the
+    program, whose call begins at this node's first operator (outermost first)."""
+
+    name: str
+    module: str
+    ops: tuple[int, ...]
+    starts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementGraph:
+    """Operators grouped into nodes, with node edges ``(src, dst, bytes)`` and per-node ``out_bytes``."""
+
+    graph: OpGraph
+    nodes: tuple[GraphNode, ...]
+    edges: tuple[tuple[int, int, float], ...]
+    out_bytes: tuple[float, ...]
+    granularity: str
+    module_depth: int | None = None
+
+    def node_ops(self, v: int) -> list[Op]:
+        return [self.graph.ops[i] for i in self.nodes[v].ops]
+
+    def flops(self, v: int) -> float:
+        return float(sum(op.flops for op in self.node_ops(v)))
+
+    def bytes_moved(self, v: int) -> float:
+        return float(sum(op.bytes_moved for op in self.node_ops(v)))
+
+    def param_bytes(self, v: int, trainable_only: bool = False) -> float:
+        """Bytes of the distinct parameters the node reads (only trained ones if ``trainable_only``)."""
+        seen: dict[str, float] = {}
+        for op in self.node_ops(v):
+            for p in op.params:
+                if p.trainable or not trainable_only:
+                    seen[p.name] = p.nbytes
+        return float(sum(seen.values()))
+
+    def activation_bytes(self, v: int) -> float:
+        return float(sum(op.activation_bytes for op in self.node_ops(v)))
+
+
+def _module_key(op: Op, depth: int | None) -> str:
+    path = op.module_path if depth is None else op.module_path[:depth]
+    return path[-1] if path else ""
+
+
+def _module_calls(ops: tuple[Op, ...]) -> tuple[list[set[str]], dict[str, int]]:
+    """Per operator, the modules whose call begins at it; and the number of calls of each module."""
+    begins: list[set[str]] = []
+    calls: dict[str, int] = {}
+    previous: set[str] = set()
+    for op in ops:
+        current = set(op.module_calls)
+        started = {fqn for fqn, call in zip(op.module_path, op.module_calls) if call not in previous}
+        for fqn in started:
+            calls[fqn] = calls.get(fqn, 0) + 1
+        begins.append(started)
+        previous = current
+    return begins, calls
+
+
+def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int | None = None) -> PlacementGraph:
+    """Group the operators of ``graph`` into placement nodes (module docstring, "Granularity")."""
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"unknown granularity {granularity!r}; choose from {', '.join(GRANULARITIES)}")
+    if module_depth is not None and module_depth < 1:
+        raise UsageError(f"module depth must be a positive integer, got {module_depth}")
+    ops = graph.ops
+    if not ops:
+        raise UsageError(f"the model {graph.name!r} has no operators to place")
+    runs: list[tuple[str, list[int]]] = []
+    for i, op in enumerate(ops):
+        key = op.name if granularity == "operator" else _module_key(op, module_depth)
+        if runs and granularity == "module" and runs[-1][0] == key:
+            runs[-1][1].append(i)
+        else:
+            runs.append((key, [i]))
+
+    begins, calls = _module_calls(ops)
+    order = {fqn: k for k, fqn in enumerate(_outer_first(ops))}
+    seen: dict[str, int] = {}
+    nodes: list[GraphNode] = []
+    for key, members in runs:
+        first = ops[members[0]]
+        if granularity == "operator":
+            name, module = key, (first.module_path[-1] if first.module_path else "")
+        else:
+            module = key
+            base = key or ROOT_NAME
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            name = base if count == 0 else f"{base}#{count}"
+        starts = tuple(sorted((fqn for fqn in begins[members[0]] if calls[fqn] == 1), key=order.__getitem__))
+        nodes.append(GraphNode(name, module, tuple(members), starts))
+
+    node_of = [0] * len(ops)
+    for v, node in enumerate(nodes):
+        for i in node.ops:
+            node_of[i] = v
+    edge_tensors: dict[tuple[int, int], set[tuple[int, int]]] = {}
+    leaving: list[set[tuple[int, int]]] = [set() for _ in nodes]
+    for j, op in enumerate(ops):
+        b = node_of[j]
+        for producer, index in op.inputs:
+            a = node_of[producer]
+            if a == b:
+                continue
+            tensors = edge_tensors.setdefault((a, b), set())
+            if index >= 0:
+                tensors.add((producer, index))
+                leaving[a].add((producer, index))
+    edges = tuple((a, b, float(sum(ops[i].outputs[k] for i, k in tensors)))
+                  for (a, b), tensors in sorted(edge_tensors.items()))
+    out_bytes = tuple(float(sum(ops[i].outputs[k] for i, k in tensors)) for tensors in leaving)
+    return PlacementGraph(graph, tuple(nodes), edges, out_bytes, granularity,
+                          module_depth if granularity == "module" else None)
+
+
+def _outer_first(ops: Iterable[Op]) -> list[str]:
+    """Module names ordered outermost first (by depth, then first appearance)."""
+    depth: dict[str, tuple[int, int]] = {}
+    for op in ops:
+        for level, fqn in enumerate(op.module_path):
+            depth.setdefault(fqn, (level, len(depth)))
+    return sorted(depth, key=depth.__getitem__)
+
+
+def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool = False) -> float:
+    """Time of node ``v`` (or of its backward node) on ``device``: the sum of its operators' roofline times."""
+    total = 0.0
+    for op in pg.node_ops(v):
+        if backward:
+            total += roofline_ms(op.backward_flops, op.backward_bytes, device, op.dtype)
+        else:
+            total += roofline_ms(op.flops, op.bytes_moved, device, op.dtype)
+    return total
+
+
+def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) -> dict:
+    """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
+
+    Besides the fields of the format, each node records ``module``, ``starts``,
+    ``flops``, ``bytes`` (moved) and ``ops`` (the program's operator names), which the
+    exporters of :mod:`placement.io.exporters` read; backward nodes record their
+    ``forward`` mate. ``about`` records the source, the granularity and the devices.
+    Readers of the format ignore these fields.
+    """
+    accelerator, cpu = platform.accelerator, platform.cpu
+    bandwidth = platform.link_bandwidth
+    n = len(pg.nodes)
+    in_bytes = [0.0] * n
+    for a, b, size in pg.edges:
+        in_bytes[b] += size
+    nodes = []
+    for v, node in enumerate(pg.nodes):
+        entry = {
+            "id": v,
+            "name": node.name,
+            "supportedOnFpga": True,
+            "cpuLatency": node_time_ms(pg, v, cpu),
+            "fpgaLatency": node_time_ms(pg, v, accelerator),
+            "isBackwardNode": False,
+            "size": pg.param_bytes(v) + (pg.activation_bytes(v) if training else 0.0),
+            "module": node.module,
+            "starts": list(node.starts),
+            "flops": pg.flops(v),
+            "bytes": pg.bytes_moved(v),
+            "ops": [pg.graph.ops[i].name for i in node.ops],
+        }
+        if training:
+            entry["colorClass"] = v
+        nodes.append(entry)
+    cost = [transfer_ms(pg.out_bytes[v], bandwidth) for v in range(n)]
+    edges = [{"sourceId": a, "destId": b, "cost": cost[a], "size": size} for a, b, size in pg.edges]
+    if training:
+        for v, node in enumerate(pg.nodes):
+            ops = pg.node_ops(v)
+            nodes.append({
+                "id": n + v,
+                "name": node.name + ".grad",
+                "supportedOnFpga": True,
+                "cpuLatency": node_time_ms(pg, v, cpu, backward=True),
+                "fpgaLatency": node_time_ms(pg, v, accelerator, backward=True),
+                "isBackwardNode": True,
+                "colorClass": v,
+                "size": pg.param_bytes(v, trainable_only=True),
+                "forward": v,
+                "flops": float(sum(op.backward_flops for op in ops)),
+                "bytes": float(sum(op.backward_bytes for op in ops)),
+            })
+        grad_cost = [transfer_ms(in_bytes[v], bandwidth) for v in range(n)]
+        edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in pg.edges]
+        edges += [{"sourceId": v, "destId": n + v, "cost": cost[v], "size": pg.activation_bytes(v)} for v in range(n)]
+    quantum = _quantise(nodes, edges)
+    return {
+        "about": {
+            "model": pg.graph.name,
+            "generator": "placement.io." + ("torch_export" if pg.graph.source == "torch.export" else "onnx_import"),
+            "source": pg.graph.source,
+            "granularity": pg.granularity,
+            "module_depth": pg.module_depth,
+            "training": training,
+            "accelerator": {"id": accelerator.id, "model": accelerator.model},
+            "cpu": {"id": cpu.id, "model": cpu.model},
+            "link": platform.link if platform.link is not None else accelerator.default_link,
+            "link_bytes_per_s": bandwidth,
+            "forward_flops": pg.graph.total_flops,
+            "unknown_operators": list(pg.graph.unknown),
+            "units": {"time": "ms", "size": "bytes"},
+            "time_quantum_ms": quantum,
+        },
+        "maxSizePerFPGA": float(platform.accelerator_memory),
+        "maxFPGAs": platform.accelerators,
+        "maxCPUs": platform.cpus,
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def _quantise(nodes: list[dict], edges: list[dict]) -> float:
+    """Round times and costs in place to multiples of the quantum of the module docstring; return it."""
+    costs = {e["sourceId"]: e["cost"] for e in edges}
+    total = sum(max(n["cpuLatency"], n["fpgaLatency"]) for n in nodes) + 2 * sum(costs.values())
+    if total <= 0:
+        return 1.0
+    quantum = 2.0 ** (math.ceil(math.log2(total)) - TIME_BITS)
+    for n in nodes:
+        for key in ("cpuLatency", "fpgaLatency"):
+            n[key] = quantum * round(n[key] / quantum)
+    for e in edges:
+        e["cost"] = quantum * round(e["cost"] / quantum)
+    return quantum
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """An imported model: its placement graph, the instance (JSON-ready dict), the validated
+    problem, and what it was read from (a ``torch.export.ExportedProgram``, an ONNX model)."""
+
+    graph: PlacementGraph
+    instance: dict
+    problem: Problem
+    source: Any = None
+
+
+def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: str | None = None,
+          source: Any = None) -> ImportedModel:
+    """Cost ``pg`` on ``platform`` and validate the result as a :class:`Problem`."""
+    instance = to_instance(pg, platform, training)
+    label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
+    return ImportedModel(pg, instance, parse_instance(instance, label), source)

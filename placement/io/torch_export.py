@@ -1,0 +1,373 @@
+"""Import a PyTorch model through ``torch.export``: operators, FLOPs, bytes, parameters, modules.
+
+Needs the optional extra ``torch`` (``pip install 'placement[torch]'``); torch is imported
+when a function here is called, never at package import.
+
+What is read
+------------
+``torch.export.export(model, args, kwargs)`` gives an ATen-level graph in program order.
+Every ``call_function`` node whose value (``node.meta["val"]``) holds a tensor is an
+operator; its output sizes come from that value, the module calls enclosing it from
+``node.meta["nn_module_stack"]``, and the parameters and buffers it reads from the graph
+signature. ``getitem`` nodes select an output of the operator they read and are not
+operators themselves. Nodes without a tensor value (shape queries, assertions) are not
+operators either; a dependency through one is kept as a 0-byte dependency.
+
+FLOPs (one multiply-add = 2 FLOPs; bias additions not counted), with ``out`` the output
+and ``a`` the first matrix operand:
+
+=====================================================  ==========================================
+operators                                              FLOPs
+=====================================================  ==========================================
+linear, mm, bmm, matmul, mv, dot                        2 · numel(out) · a.shape[-1]
+addmm, baddbmm, addmv (operand after the added term)    2 · numel(out) · a.shape[-1]
+convolution (weight ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel(weight) / C_out
+transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · numel(weight) / C_in
+scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
+k ``[…, S, E]``, v ``[…, S, E_v]``                      (the two matmuls)
+layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
+pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
+                                                        sigmoid, 5 SiLU, else 1
+reductions, losses, pooling                             numel(input)
+views, gathers (embedding, index), copies, constants    0
+=====================================================  ==========================================
+
+These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
+convolution and attention operators. The per-element constants of the other operators are
+conventions; such operators are memory-bound on every catalogued device.
+
+Bytes moved: the bytes of the distinct tensors an operator reads (activations,
+parameters, buffers, inputs) plus the bytes it writes; views move nothing; gathers read
+their indices and the rows they gather (the size of their output) and write their output;
+constants only write. Any other operator (a custom op, a higher-order op, an ATen op
+without a rule above) is costed by the bytes it moves alone and named in a
+:class:`~placement.io.opgraph.CostModelWarning`; it is never dropped.
+
+``dtype`` (``fp32``, ``bf16``, ...) overrides the data type of every floating-point
+tensor, for sizes and for the peak FLOP/s used, so that a model exported in fp32 can be
+planned for bf16 training. Integer and boolean tensors keep their sizes and are computed
+at the ``fp32`` peak.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from placement.costmodel.roofline import ELEMENT_BYTES, Platform
+from placement.errors import UsageError
+from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, group_ops
+
+MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d"}
+ATTENTION = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math"}
+NORM = {"layer_norm", "native_layer_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "_batch_norm_with_update",
+        "_batch_norm_no_update", "group_norm", "native_group_norm", "instance_norm", "rms_norm", "_fused_rms_norm"}
+SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "cross_entropy_loss"}
+REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "cumsum",
+             "cumprod", "logsumexp", "argmax", "argmin", "all", "any", "norm", "linalg_vector_norm", "nll_loss",
+             "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "mse_loss", "l1_loss", "smooth_l1_loss",
+             "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "count_nonzero"}
+POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d",
+        "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+        "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+        "adaptive_max_pool3d"}
+GATHER = {"embedding", "index_select", "gather", "index", "take"}
+COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguous", "constant_pad_nd", "pad",
+        "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "masked_fill", "where", "tril", "triu",
+        "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy"}
+CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
+            "zeros_like", "ones_like", "full_like", "empty_like", "empty_strided", "scalar_tensor", "linspace",
+            "eye", "rand", "randn", "randint", "rand_like", "randn_like"}
+POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "hardtanh", "silu", "mish",
+                      "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
+                      "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "upsample_nearest2d",
+                      "upsample_bilinear2d", "relu6", "hardswish", "hardsigmoid", "leaky_relu"}
+#: FLOPs per output element of pointwise operators (1 unless listed).
+POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
+NORM_FLOPS = 5
+
+TORCH_DTYPE_KEYS = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
+                    "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8"}
+
+
+def require_torch() -> Any:
+    """The ``torch`` module, or a :class:`UsageError` saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise UsageError("importing PyTorch models needs torch: pip install 'placement[torch]' "
+                         "(torch==2.13.0)") from None
+    return torch
+
+
+def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) -> Any:
+    """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`UsageError`."""
+    torch = require_torch()
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"expected a torch.nn.Module, got {type(model).__name__}")
+    try:
+        return torch.export.export(model, tuple(args), kwargs or {})
+    except Exception as exc:  # torch raises many types; the user gets the first line of the reason
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise UsageError(f"torch.export failed for {type(model).__name__}: {type(exc).__name__}: {first}") from None
+
+
+# ----- classification and formulas --------------------------------------------------------
+
+def _op_name(target: Any) -> str:
+    """The overload packet name of an ATen operator (``relu_`` -> ``relu_``), or ``""``."""
+    packet = getattr(target, "overloadpacket", None)
+    return getattr(packet, "__name__", "") if packet is not None else ""
+
+
+def _base(name: str) -> str:
+    """The name of the out-of-place form of an in-place operator (``relu_`` -> ``relu``)."""
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
+def _target_label(target: Any) -> str:
+    name = getattr(target, "name", None)
+    if callable(name):
+        try:
+            return str(name())
+        except Exception:  # some operator objects have a name() that needs arguments
+            pass
+    return str(getattr(target, "__name__", target))
+
+
+def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
+    """The cost kind of an operator (see :data:`placement.io.opgraph.BACKWARD_FACTOR`)."""
+    torch = require_torch()
+    if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prims"):
+        return "unknown"
+    base = _base(_op_name(target))
+    if base in ("to", "_to_copy", "type_as"):
+        return "copy" if in_dtype is not None and in_dtype != out_dtype else "view"
+    if base in MATMUL:
+        return "matmul"
+    if base in CONV:
+        return "conv"
+    if base in ATTENTION:
+        return "attention"
+    if base in NORM:
+        return "norm"
+    if base in SOFTMAX:
+        return "softmax"
+    if target.is_view or base in ("alias", "detach"):
+        return "view"
+    if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
+        return "pointwise"
+    if base in REDUCTION:
+        return "reduction"
+    if base in POOL:
+        return "pool"
+    if base in GATHER:
+        return "gather"
+    if base in COPY:
+        return "copy"
+    if base in CONSTANT:
+        return "constant"
+    return "unknown"
+
+
+def _numel(t: Any) -> int:
+    return int(math.prod(int(d) for d in t.shape))
+
+
+def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple) -> int:
+    """FLOPs of one operator by the table of the module docstring."""
+    if kind in ("view", "gather", "copy", "constant", "unknown"):
+        return 0
+    name = _base(_op_name(target))
+    first_out = out[0] if out else None
+    if kind == "matmul":
+        a = tensor_args[MATMUL[name]]
+        return 2 * _numel(first_out) * int(a.shape[-1])
+    if kind == "conv":
+        x, w = tensor_args[0], tensor_args[1]
+        transposed = name.startswith("conv_transpose") or (
+            name in ("convolution", "_convolution") and len(node_args) > 6 and bool(node_args[6]))
+        if transposed:
+            return 2 * _numel(x) * _numel(w) // int(w.shape[0])
+        return 2 * _numel(first_out) * _numel(w) // int(w.shape[0])
+    if kind == "attention":
+        q, k, v = tensor_args[0], tensor_args[1], tensor_args[2]
+        e, s, ev = int(q.shape[-1]), int(k.shape[-2]), int(v.shape[-1])
+        return 2 * (_numel(q) // e) * s * (e + ev)
+    if kind in ("norm", "softmax"):
+        return NORM_FLOPS * _numel(tensor_args[0])
+    if kind == "pointwise":
+        return POINTWISE_FLOPS.get(name, 1) * (_numel(first_out) if first_out is not None else 0)
+    if kind in ("reduction", "pool"):
+        return _numel(tensor_args[0]) if tensor_args else 0
+    raise AssertionError(kind)
+
+
+# ----- walking the exported graph ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Sizes:
+    """Element sizes under an optional data-type override for floating-point tensors."""
+
+    dtype: str | None
+
+    def key(self, torch_dtype: Any) -> str:
+        name = str(torch_dtype).replace("torch.", "")
+        if name in TORCH_DTYPE_KEYS:
+            return self.dtype or TORCH_DTYPE_KEYS[name]
+        return "fp32"
+
+    def nbytes(self, t: Any) -> float:
+        name = str(t.dtype).replace("torch.", "")
+        if self.dtype is not None and name in TORCH_DTYPE_KEYS:
+            return float(_numel(t) * ELEMENT_BYTES[self.dtype])
+        return float(_numel(t) * t.element_size())
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors of a node value, in order; non-tensor items are ``None``."""
+    torch = require_torch()
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v if isinstance(v, torch.Tensor) else None for v in value]
+    return []
+
+
+def graph_from_program(program: Any, name: str = "model", dtype: str | None = None) -> OpGraph:
+    """The :class:`OpGraph` of an ``ExportedProgram`` (module docstring); warns about unknown operators."""
+    torch = require_torch()
+    if dtype is not None and dtype not in ELEMENT_BYTES:
+        raise UsageError(f"unknown data type {dtype!r}; choose from {', '.join(ELEMENT_BYTES)}")
+    sizes = _Sizes(dtype)
+    signature = program.graph_signature
+    state = dict(program.state_dict)
+    state.update(getattr(program, "constants", {}) or {})
+    placeholders: dict[str, Param | None] = {}
+    for spec in signature.input_specs:
+        arg_name = getattr(spec.arg, "name", None)
+        if arg_name is None:
+            continue
+        kind = spec.kind.name
+        if kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR") and spec.target is not None:
+            value = state.get(spec.target)
+            trainable = kind == "PARAMETER" and bool(getattr(value, "requires_grad", True))
+            placeholders[arg_name] = Param(spec.target, 0.0, trainable)  # size filled in below
+        else:
+            placeholders[arg_name] = None
+
+    ops: list[Op] = []
+    index_of: dict[Any, int] = {}             # fx node -> operator index
+    selects: dict[Any, tuple[int, int]] = {}  # getitem node -> (operator, output)
+    hidden: dict[Any, set[int]] = {}          # non-tensor node -> operators it depends on
+    unknown: set[str] = set()
+
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        reads: list[tuple[int, int]] = []
+        depends: set[int] = set()
+        tensor_args: list[Any] = []
+        params: list[Param] = []
+        read_bytes = 0.0
+        int_read_bytes = 0.0
+        seen_inputs: set[Any] = set()
+        for arg in node.all_input_nodes:
+            if arg in seen_inputs:
+                continue
+            seen_inputs.add(arg)
+            value = arg.meta.get("val")
+            if arg in index_of:
+                op_index = index_of[arg]
+                outs = ops[op_index].outputs
+                reads.extend((op_index, k) for k in range(len(outs)) if outs[k] > 0 or len(outs) == 1)
+            elif arg in selects:
+                reads.append(selects[arg])
+            elif arg in hidden:
+                depends |= hidden[arg]
+            elif arg.op == "placeholder" and placeholders.get(arg.name) is not None and isinstance(
+                    value, torch.Tensor):
+                p = placeholders[arg.name]
+                params.append(Param(p.name, sizes.nbytes(value), p.trainable))
+            if isinstance(value, torch.Tensor):
+                read_bytes += sizes.nbytes(value)
+                if not value.is_floating_point():
+                    int_read_bytes += sizes.nbytes(value)
+        # tensor operands in argument order, for the formulas
+        for a in (*node.args, *node.kwargs.values()):
+            v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+            if isinstance(v, torch.Tensor):
+                tensor_args.append(v)
+
+        if node.target is operator.getitem:
+            source = node.args[0]
+            if source in index_of and isinstance(node.meta.get("val"), torch.Tensor):
+                selects[node] = (index_of[source], int(node.args[1]))
+            else:
+                hidden[node] = depends | {i for i, _ in reads}
+            continue
+        out = _tensors(node.meta.get("val"))
+        if not any(t is not None for t in out):
+            hidden[node] = depends | {i for i, _ in reads}
+            continue
+
+        present = [t for t in out if t is not None]
+        in_dtype = tensor_args[0].dtype if tensor_args else None
+        kind = classify(node.target, in_dtype, present[0].dtype)
+        outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
+        written = float(sum(outputs))
+        if kind == "view":
+            moved = 0.0
+        elif kind == "gather":
+            moved = int_read_bytes + 2 * written
+        elif kind == "constant":
+            moved = written
+        else:
+            moved = read_bytes + written
+        if kind == "unknown":
+            unknown.add(_target_label(node.target))
+        floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
+        op_dtype = sizes.key(floating[0].dtype) if floating else "fp32"
+        stack = node.meta.get("nn_module_stack") or {}
+        calls = [(key, fqn) for key, (fqn, _type) in stack.items() if fqn]
+        reads_all = tuple(dict.fromkeys(reads)) + tuple((i, -1) for i in sorted(depends))
+        ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
+                      float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
+                      reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls)))
+        index_of[node] = len(ops) - 1
+
+    names = tuple(sorted(unknown))
+    if names:
+        warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
+                      f"{', '.join(names)}", CostModelWarning, stacklevel=2)
+    return OpGraph(tuple(ops), name, "torch.export", names)
+
+
+def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
+                  dtype: str | None = None) -> OpGraph:
+    """Export ``model`` with the example inputs and read its :class:`OpGraph`."""
+    program = export_program(model, args, kwargs)
+    return graph_from_program(program, name or type(model).__name__, dtype)
+
+
+def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, platform: Platform,
+                 training: bool = False, granularity: str = "module", module_depth: int | None = None,
+                 dtype: str | None = None, name: str | None = None) -> ImportedModel:
+    """A PyTorch model as a placement instance: export, group, cost on ``platform``, validate.
+
+    ``training`` adds backward nodes (see :mod:`placement.io.opgraph`). The result's
+    ``problem`` goes to any solver; its ``graph`` and ``instance`` to the exporters of
+    :mod:`placement.io.exporters`; its ``source`` is the ``ExportedProgram``, which
+    :func:`placement.io.exporters.pipe_split_module` splits.
+    """
+    program = export_program(model, args, kwargs)
+    graph = graph_from_program(program, name or type(model).__name__, dtype)
+    return build(group_ops(graph, granularity, module_depth), platform, training, source=program)

@@ -1,0 +1,130 @@
+"""The ONNX importer: shape inference, FLOPs and bytes by hand, module paths, unknown operators.
+
+Expected values are derived in the comments from the table of placement.io.onnx_import
+(fp32: 4 bytes per element, int64: 8).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'placement[onnx]')")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from placement.costmodel.roofline import make_platform  # noqa: E402
+from placement.errors import InstanceError  # noqa: E402
+from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
+from placement.io.opgraph import CostModelWarning, group_ops  # noqa: E402
+
+
+def mlp_model(batch="2", extra_nodes=(), extra_info=()):
+    """X[batch,4] -> MatMul W1[4,8] -> Add B1 -> Relu -> Reshape [2,8] -> Gemm(W2[3,8]ᵀ, B2[3]) -> Y[batch,3]."""
+    rng = np.random.default_rng(0)
+    dim = int(batch) if batch.isdigit() else batch
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("W1", (4, 8)), ("B1", (8,)), ("W2", (3, 8)), ("B2", (3,)))]
+    nodes = [
+        helper.make_node("MatMul", ["X", "W1"], ["H"], name="/enc/mm/MatMul"),
+        helper.make_node("Add", ["H", "B1"], ["H2"], name="/enc/mm/Add"),
+        helper.make_node("Relu", ["H2"], ["R"], name="/enc/act/Relu"),
+        helper.make_node("Constant", [], ["shape"], name="/enc/Constant",
+                         value=numpy_helper.from_array(np.array([2, 8], dtype=np.int64))),
+        helper.make_node("Reshape", ["R", "shape"], ["R2"], name="/enc/Reshape"),
+        helper.make_node("Gemm", ["R2", "W2", "B2"], ["Y"], name="/head/Gemm", transB=1),
+        *extra_nodes,
+    ]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [dim, 4])],
+                              [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)], inits,
+                              value_info=list(extra_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+
+
+def test_operators_flops_bytes_and_parameters_by_hand():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = graph_from_onnx(mlp_model(), "mlp")
+    # MatMul 2x4 @ 4x8: 2*2*8*4 = 128 FLOPs; reads X 32 B + W1 128 B, writes 64 B.
+    # Add: 16 FLOPs; reads 64 + 32, writes 64.  Relu: 16; reads and writes 64.
+    # Reshape: a view, reads its int64 shape constant but moves nothing.
+    # Gemm 2x8 @ (3x8)ᵀ: 2*2*3*8 = 96; reads 64 + 96 + 12, writes 24.
+    assert [(op.name, op.kind, op.flops, op.bytes_moved, op.outputs) for op in graph.ops] == [
+        ("/enc/mm/MatMul", "matmul", 128.0, 224.0, (64.0,)),
+        ("/enc/mm/Add", "pointwise", 16.0, 160.0, (64.0,)),
+        ("/enc/act/Relu", "pointwise", 16.0, 128.0, (64.0,)),
+        ("/enc/Reshape", "view", 0.0, 0.0, (64.0,)),
+        ("/head/Gemm", "matmul", 96.0, 196.0, (24.0,)),
+    ]
+    assert graph.total_flops == 256.0
+    assert [op.inputs for op in graph.ops] == [(), ((0, 0),), ((1, 0),), ((2, 0),), ((3, 0),)]
+    # initializers are trained parameters; the Constant's value is data, not trained
+    assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in graph.ops] == [
+        [("W1", 128.0, True)], [("B1", 32.0, True)], [], [("shape", 16.0, False)],
+        [("W2", 96.0, True), ("B2", 12.0, True)]]
+    # module paths from /a/b/Op names
+    assert [op.module_path for op in graph.ops] == [("enc", "enc.mm"), ("enc", "enc.mm"), ("enc", "enc.act"),
+                                                   ("enc",), ("head",)]
+    modules = group_ops(graph, "module")
+    assert [(n.name, len(n.ops)) for n in modules.nodes] == [("enc.mm", 2), ("enc.act", 1), ("enc", 1), ("head", 1)]
+    assert [(n.name, len(n.ops)) for n in group_ops(graph, "module", 1).nodes] == [("enc", 4), ("head", 1)]
+
+
+def test_symbolic_dimensions_must_be_fixed(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(batch="batch"), str(path))
+    platform = make_platform("h100", "epyc-7763", 2, 0)
+    with pytest.raises(InstanceError) as err:
+        import_onnx(path, platform=platform)
+    assert str(err.value) == ("mlp: cannot cost node '/enc/mm/MatMul' (MatMul): the shape of its input 'X' is not "
+                              "static after shape inference (fix symbolic dimensions with dims)")
+    imported = import_onnx(path, platform=platform, dims={"batch": 2}, training=True)
+    assert imported.graph.graph.total_flops == 256.0
+    assert len(imported.problem.nodes) == 10 and imported.problem.is_training
+    assert imported.instance["about"]["generator"] == "placement.io.onnx_import"
+
+
+def test_unknown_operators_are_costed_by_bytes_and_warned():
+    mystery = helper.make_node("Mystery", ["Y"], ["Z"], name="/head/Mystery", domain="com.example")
+    info = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [2, 3])
+    with pytest.warns(CostModelWarning) as record:
+        graph = graph_from_onnx(mlp_model(extra_nodes=[mystery], extra_info=[info]), "mlp")
+    assert str(record[0].message) == ("mlp: no FLOP formula for 1 operator type(s), costed by bytes moved only: "
+                                      "com.example::Mystery")
+    op = graph.ops[-1]
+    # reads Y (24 B), writes Z (24 B)
+    assert (op.kind, op.flops, op.bytes_moved, op.inputs) == ("unknown", 0.0, 48.0, ((4, 0),))
+
+
+def test_a_file_that_is_not_onnx(tmp_path):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(b"\xff\xfe not a protobuf")
+    with pytest.raises(InstanceError, match=r"^.*bad.onnx: not an ONNX model \("):
+        import_onnx(path, platform=make_platform())
+
+
+def test_onnx_and_torch_importers_agree_on_an_exported_model(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export needs onnxscript")
+    from torch import nn
+
+    from placement.io.torch_export import import_module
+    from tests.test_torch_import import Block
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), Block(8), nn.Linear(8, 2))
+    x = torch.randn(3, 4)
+    path = tmp_path / "block.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), verbose=False)
+    from_onnx = graph_from_onnx(onnx.load(str(path)), "block")
+    from_torch = import_module(model, (x,))
+    # the same operators with the same FLOPs, bytes, outputs and module paths, by two independent readers
+    assert [(op.kind, op.flops, op.bytes_moved, op.outputs, op.module_path) for op in from_onnx.ops] == \
+           [(op.kind, op.flops, op.bytes_moved, op.outputs, op.module_path) for op in from_torch.ops]
+    assert [n.name for n in group_ops(from_onnx, "module").nodes] == \
+           [n.name for n in group_ops(from_torch, "module").nodes]

@@ -1,0 +1,108 @@
+"""The roofline cost model and the device catalogue (placement.costmodel.roofline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.costmodel.roofline import (Platform, bundled_catalogue, find_device, load_catalogue, make_platform,
+                                          roofline_ms, transfer_ms)
+from placement.errors import InstanceError, UsageError
+
+
+def test_bundled_catalogue_holds_the_datasheet_figures():
+    cat = bundled_catalogue()
+    assert {"h100", "a100", "a100-40gb", "v100", "epyc-7763"} <= set(cat)
+    h100 = cat["h100"]
+    # H100 SXM datasheet: BF16 Tensor Core 1,979 TFLOPS with sparsity -> 989.5 dense; 3.35 TB/s; 80 GB.
+    assert (h100.kind, h100.peak("bf16"), h100.peak("fp32")) == ("accelerator", 989.5e12, 67e12)
+    assert (h100.memory_bandwidth, h100.memory) == (3.35e12, 80 * 2**30)
+    # PCIe Gen5 128 GB/s and NVLink 900 GB/s, both directions together -> half each way.
+    assert (h100.link_bandwidth(), h100.link_bandwidth("nvlink")) == (64e9, 450e9)
+    assert cat["a100"].peak("fp16") == 312e12 and cat["a100"].memory_bandwidth == 2.039e12
+    assert cat["a100-40gb"].memory_bandwidth == 1.555e12
+    assert cat["v100"].peak("fp16") == 125e12 and cat["v100"].memory_bandwidth == 900e9
+    epyc = cat["epyc-7763"]
+    # 64 cores x 2.45 GHz x 32 FP32 FLOPs per cycle; 8 channels of DDR4-3200.
+    assert (epyc.kind, epyc.peak("fp32"), epyc.memory_bandwidth) == ("cpu", 64 * 2.45e9 * 32, 8 * 25.6e9)
+    assert all(spec.sources for spec in cat.values())
+
+
+def test_roofline_is_the_larger_of_compute_and_memory_time():
+    h100 = bundled_catalogue()["h100"]
+    # compute-bound: 989.5e9 FLOPs in bf16 at 989.5 TFLOP/s = 1 ms; 1 MB at 3.35 TB/s is far less
+    assert roofline_ms(989.5e9, 1e6, h100, "bf16") == 1e3 * (989.5e9 / 989.5e12)
+    # memory-bound: 3.35e9 bytes at 3.35 TB/s = 1 ms; 1 GFLOP is far less
+    assert roofline_ms(1e9, 3.35e9, h100, "fp32") == 1e3 * (3.35e9 / 3.35e12)
+    # no FLOPs: no peak needed, even for a type the device lacks
+    assert roofline_ms(0, 900e6, bundled_catalogue()["v100"], "bf16") == 1e3 * (900e6 / 900e9)
+    assert transfer_ms(64e6, 64e9) == 1e3 * (64e6 / 64e9)
+
+
+def test_a_missing_data_type_is_an_error_not_a_substitute():
+    v100 = bundled_catalogue()["v100"]
+    with pytest.raises(UsageError) as err:
+        roofline_ms(1.0, 0.0, v100, "bf16")
+    assert str(err.value) == ("device 'v100' (NVIDIA Tesla V100 SXM2 32GB) has no peak FLOP/s for bf16 "
+                              "(it has fp64, fp32, fp16)")
+
+
+def test_user_catalogues_add_and_replace_devices(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"devices": {
+        "tiny-gpu": {"model": "Tiny", "kind": "accelerator", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11,
+                     "memory": 2**30, "links": {"pcie": 8e9}, "default_link": "pcie"},
+        "h100": {"model": "H100 derated", "kind": "accelerator", "peak_flops": {"fp32": 50e12},
+                 "memory_bandwidth": 3e12, "memory": 80 * 2**30, "links": {"pcie": 64e9}, "default_link": "pcie"}}}))
+    cat = load_catalogue([path])
+    assert cat["tiny-gpu"].peak("fp32") == 1e12 and cat["tiny-gpu"].link_bandwidth() == 8e9
+    assert cat["h100"].model == "H100 derated"          # replaced
+    assert cat["v100"].model == "NVIDIA Tesla V100 SXM2 32GB"  # kept
+    assert find_device(cat, "TINY-GPU").id == "tiny-gpu"
+    platform = make_platform("tiny-gpu", "epyc-7763", 2, 0, catalogues=[path])
+    assert (platform.accelerator_memory, platform.link_bandwidth) == (2**30, 8e9)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"kind": "gpu"}, "device 'x': field 'kind' must be one of accelerator, cpu, got 'gpu'"),
+    ({"kind": "cpu", "peak_flops": {"fp33": 1}}, "device 'x': peak_flops has unknown data type 'fp33' "
+                                                 "(known: fp64, fp32, tf32, fp16, bf16, fp8)"),
+    ({"kind": "cpu", "peak_flops": {}}, "device 'x': field 'peak_flops' must give at least one data type"),
+    ({"kind": "cpu", "peak_flops": {"fp32": -1}}, "device 'x': peak_flops: field 'fp32' must be positive and "
+                                                  "finite, got -1"),
+    ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory": 1}, "device 'x': missing field 'memory_bandwidth'"),
+    ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1},
+     "device 'x': an accelerator needs 'links' and a 'default_link' (transfer costs use them)"),
+    ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "links": {"a": 1},
+      "default_link": "b"}, "device 'x': default_link 'b' is not one of its links"),
+])
+def test_bad_catalogue_entries_name_the_device_and_field(tmp_path, entry, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"devices": {"x": entry}}))
+    with pytest.raises(InstanceError) as err:
+        load_catalogue([path])
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_catalogue_file_errors(tmp_path):
+    with pytest.raises(InstanceError, match="no such file"):
+        load_catalogue([tmp_path / "missing.json"])
+    path = tmp_path / "list.json"
+    path.write_text("[]")
+    with pytest.raises(InstanceError) as err:
+        load_catalogue([path])
+    assert str(err.value) == f"{path}: a device catalogue must be a JSON object, got array"
+
+
+def test_platform_checks_kinds_counts_and_links():
+    cat = bundled_catalogue()
+    with pytest.raises(UsageError, match="^device 'epyc-7763' is a cpu, not an accelerator$"):
+        Platform(cat["epyc-7763"], cat["epyc-7763"], 1, 1)
+    with pytest.raises(UsageError, match="^need at least one device: 0 accelerators and 0 CPUs$"):
+        Platform(cat["h100"], cat["epyc-7763"], 0, 0)
+    with pytest.raises(UsageError, match="^device 'h100' has no link 'ethernet' \\(links: pcie, nvlink\\)$"):
+        Platform(cat["h100"], cat["epyc-7763"], 1, 0, link="ethernet")
+    with pytest.raises(UsageError, match="^unknown device 'tpu'; the catalogue has a100, a100-40gb, epyc-7763, "
+                                         "h100, v100$"):
+        make_platform("tpu")

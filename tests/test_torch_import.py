@@ -1,0 +1,241 @@
+"""The torch.export importer: operators, FLOPs, bytes, parameters, modules, training nodes.
+
+Every expected value is derived by hand in the comments from the formulas of
+placement.io.torch_export and placement.io.opgraph (fp32: 4 bytes per element).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms  # noqa: E402
+from placement.errors import UsageError  # noqa: E402
+from placement.io.opgraph import CostModelWarning, group_ops, node_time_ms  # noqa: E402
+from placement.io.torch_export import graph_from_program, import_module, import_torch  # noqa: E402
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (torch.randn(3, 4),)
+
+
+class Block(nn.Module):
+    def __init__(self, h: int) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(h)
+        self.ff = nn.Linear(h, h)
+
+    def forward(self, x):
+        return x + F.gelu(self.ff(self.ln(x)))
+
+
+def test_mlp_operators_flops_bytes_and_parameters_by_hand():
+    graph = import_module(*mlp())
+    # x is 3x4. linear(4->8): 2*3*4*8 = 192 FLOPs; reads x (48 B), W (128 B), b (32 B), writes 3x8 (96 B): 304 B.
+    # relu: 24 FLOPs (one per element); reads and writes 96 B: 192 B.
+    # linear(8->2): 2*3*8*2 = 96 FLOPs; reads 96 + 64 + 8 B, writes 24 B: 192 B.
+    assert [(op.name, op.kind, op.flops, op.bytes_moved, op.outputs) for op in graph.ops] == [
+        ("linear", "matmul", 192.0, 304.0, (96.0,)),
+        ("relu", "pointwise", 24.0, 192.0, (96.0,)),
+        ("linear_1", "matmul", 96.0, 192.0, (24.0,)),
+    ]
+    assert graph.total_flops == 312.0
+    assert [op.inputs for op in graph.ops] == [(), ((0, 0),), ((1, 0),)]
+    assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in graph.ops] == [
+        [("0.weight", 128.0, True), ("0.bias", 32.0, True)], [], [("2.weight", 64.0, True), ("2.bias", 8.0, True)]]
+    assert [op.module_path for op in graph.ops] == [("0",), ("1",), ("2",)]
+    assert graph.unknown == ()
+
+
+def test_small_cnn_node_count_and_total_flops_by_hand():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(128, 10))
+    graph = import_module(model, (torch.randn(2, 3, 8, 8),))
+    # conv: output 2x8x8x8 = 1024 elements, weight 8x3x3x3 = 216 = 8 * 27: 2 * 1024 * 27 = 55,296
+    # relu: 1024; max pool: one per input element, 1024; flatten: a view, 0; linear(128->10): 2*2*128*10 = 5,120
+    assert [(op.target, op.kind, op.flops) for op in graph.ops] == [
+        ("aten::conv2d", "conv", 55296.0), ("aten::relu", "pointwise", 1024.0),
+        ("aten::max_pool2d", "pool", 1024.0), ("aten::flatten.using_ints", "view", 0.0),
+        ("aten::linear", "matmul", 5120.0)]
+    assert graph.total_flops == 55296 + 1024 + 1024 + 5120
+    assert graph.ops[3].bytes_moved == 0.0  # views move nothing
+    pg = group_ops(graph, "operator")
+    assert len(pg.nodes) == 5 and len(pg.edges) == 4
+
+
+def test_matmul_and_attention_flops_agree_with_torch_flop_counter():
+    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+    from tests.test_torch_pipelining import TinyTransformer
+
+    torch.manual_seed(0)
+    model = TinyTransformer()
+    tokens = torch.randint(0, 50, (2, 8))
+    graph = import_module(model, (tokens,))
+    with FlopCounterMode(display=False) as counter:
+        model(tokens)
+    # FlopCounterMode counts the matmuls (on CPU it has no rule for the fused attention kernel,
+    # whose count torch gives by sdpa_flop_count: q, k, v are 2x4x8x8 here).
+    matmuls = sum(op.flops for op in graph.ops if op.kind == "matmul")
+    assert matmuls == counter.get_total_flops()
+    attention = [op.flops for op in graph.ops if op.kind == "attention"]
+    assert attention == [sdpa_flop_count((2, 4, 8, 8), (2, 4, 8, 8), (2, 4, 8, 8))] * 4
+    counted = matmuls + sum(attention)
+    # and by hand: per block qkv 2*16*32*96, proj 2*16*32*32, up and down 2*16*32*128 each,
+    # attention 2*(2*4*8)*8*(8+8); head 2*16*32*50
+    per_block = 2 * 16 * 32 * 96 + 2 * 16 * 32 * 32 + 2 * (2 * 16 * 32 * 128) + 2 * 64 * 8 * 16
+    assert counted == 4 * per_block + 2 * 16 * 32 * 50
+
+
+def test_module_granularity_runs_names_and_split_starts():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), Block(8), nn.Linear(8, 2))
+    graph = import_module(model, (torch.randn(3, 4),))
+    leaf = group_ops(graph, "module")
+    # Block's own operators (gelu, add) run after its children: a run keyed "1".
+    assert [(n.name, len(n.ops), n.starts) for n in leaf.nodes] == [
+        ("0", 1, ("0",)), ("1.ln", 1, ("1", "1.ln")), ("1.ff", 1, ("1.ff",)), ("1", 2, ()), ("2", 1, ("2",))]
+    # "1" and "1.ln" both begin at the layer norm; the outer one comes first
+    # The output of "0" (96 B) feeds the layer norm and the residual add: one tensor on two edges, counted
+    # once in out_bytes. gelu+add read 1.ff's output (96 B) and write 96 B for node "2".
+    assert leaf.edges == ((0, 1, 96.0), (0, 3, 96.0), (1, 2, 96.0), (2, 3, 96.0), (3, 4, 96.0))
+    assert leaf.out_bytes == (96.0, 96.0, 96.0, 96.0, 0.0)
+    top = group_ops(graph, "module", module_depth=1)
+    assert [(n.name, n.starts) for n in top.nodes] == [("0", ("0",)), ("1", ("1", "1.ln")), ("2", ("2",))]
+    assert top.edges == ((0, 1, 96.0), (1, 2, 96.0))
+    # Block's parameters: layer norm 2*8*4 B, linear (8*8+8)*4 B
+    assert top.param_bytes(1) == 64 + 288
+
+
+def test_a_module_called_twice_is_no_split_point():
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.b(self.a(self.a(x)))
+
+    graph = import_module(Twice(), (torch.randn(2, 4),))
+    pg = group_ops(graph, "operator")
+    assert [n.starts for n in pg.nodes] == [(), (), ("b",)]
+    # the two calls of "a" are one run at module granularity; the weight is counted once
+    module = group_ops(graph, "module")
+    assert [(n.name, len(n.ops)) for n in module.nodes] == [("a", 2), ("b", 1)]
+    assert module.param_bytes(0) == (16 + 4) * 4
+
+
+def test_training_instance_backward_nodes_edges_memory_and_costs():
+    platform = make_platform("h100", "epyc-7763", 2, 1)
+    imported = import_torch(*mlp(), platform=platform, training=True, granularity="operator")
+    data = imported.instance
+    nodes = {n["id"]: n for n in data["nodes"]}
+    assert len(nodes) == 6 and [nodes[v]["isBackwardNode"] for v in range(6)] == [False] * 3 + [True] * 3
+    # backward work: linear x2, relu x1
+    assert [nodes[v]["flops"] for v in range(3, 6)] == [2 * 192.0, 24.0, 2 * 96.0]
+    assert [nodes[v]["bytes"] for v in range(3, 6)] == [2 * 304.0, 192.0, 2 * 192.0]
+    assert [nodes[v]["colorClass"] for v in range(6)] == [0, 1, 2, 0, 1, 2]
+    assert [nodes[v]["forward"] for v in range(3, 6)] == [0, 1, 2]
+    # memory: forward = parameters + saved output, backward = trained parameters
+    assert [nodes[v]["size"] for v in range(6)] == [160 + 96, 96, 72 + 24, 160, 0, 72]
+    edges = sorted((e["sourceId"], e["destId"], e["size"]) for e in data["edges"])
+    assert edges == [(0, 1, 96), (0, 3, 96), (1, 2, 96), (1, 4, 96), (2, 5, 24), (4, 3, 96), (5, 4, 96)]
+    # costs: bytes over PCIe Gen5 (64 GB/s per direction), in ms, on the binary time grid
+    q = data["about"]["time_quantum_ms"]
+    cost = {e["sourceId"]: e["cost"] for e in data["edges"]}
+    for v, nbytes in ((0, 96), (1, 96), (2, 0), (4, 96), (5, 96)):
+        assert abs(cost[v] - 1e3 * nbytes / 64e9) <= q / 2
+    # times: each node's roofline sum, backward from the scaled work
+    h100 = bundled_catalogue()["h100"]
+    assert abs(nodes[0]["fpgaLatency"] - roofline_ms(192, 304, h100, "fp32")) <= q / 2
+    assert abs(nodes[3]["fpgaLatency"] - roofline_ms(384, 608, h100, "fp32")) <= q / 2
+    assert abs(nodes[5]["cpuLatency"] - node_time_ms(imported.graph, 2, platform.cpu, backward=True)) <= q / 2
+    problem = imported.problem
+    assert problem.is_training and problem.name == "Sequential-training"
+
+
+def test_times_lie_on_the_binary_quantum():
+    imported = import_torch(*mlp(), platform=make_platform("h100", "epyc-7763", 2, 1), training=True)
+    q = imported.instance["about"]["time_quantum_ms"]
+    assert q == 2.0 ** round(__import__("math").log2(q))
+    for node in imported.instance["nodes"]:
+        for key in ("cpuLatency", "fpgaLatency"):
+            assert (node[key] / q).is_integer()
+
+
+def test_dtype_override_scales_bytes_and_picks_the_peak():
+    graph = import_module(*mlp(), dtype="bf16")
+    # bf16 halves every floating-point tensor: linear reads 24 + 64 + 16 B and writes 48 B
+    assert [(op.dtype, op.bytes_moved) for op in graph.ops] == [("bf16", 152.0), ("bf16", 96.0), ("bf16", 96.0)]
+    pg = group_ops(graph, "operator")
+    with pytest.raises(UsageError, match="^device 'v100' .* has no peak FLOP/s for bf16"):
+        node_time_ms(pg, 0, bundled_catalogue()["v100"])
+    with pytest.raises(UsageError, match="^unknown data type 'fp12'"):
+        import_module(*mlp(), dtype="fp12")
+
+
+@torch.library.custom_op("placement_test::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@mystery.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def test_an_unknown_operator_is_costed_by_bytes_and_named_in_a_warning():
+    class WithMystery(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 8)
+            self.b = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.b(mystery(self.a(x)))
+
+    torch.manual_seed(0)
+    with pytest.warns(CostModelWarning) as record:
+        graph = import_module(WithMystery(), (torch.randn(3, 4),))
+    assert len(record) == 1
+    assert str(record[0].message) == ("WithMystery: no FLOP formula for 1 operator type(s), costed by bytes moved "
+                                      "only: placement_test::mystery")
+    op = graph.ops[1]
+    # kept, with its data flow: reads the 3x8 output of a (96 B) and writes 96 B
+    assert (op.kind, op.flops, op.bytes_moved, op.inputs) == ("unknown", 0.0, 192.0, ((0, 0),))
+    assert graph.ops[2].inputs == ((1, 0),) and graph.unknown == ("placement_test::mystery",)
+    h100 = bundled_catalogue()["h100"]
+    assert node_time_ms(group_ops(graph, "operator"), 1, h100) == 1e3 * 192 / 3.35e12
+
+
+def test_export_failures_and_bad_arguments_are_one_line_errors():
+    with pytest.raises(UsageError, match="^expected a torch.nn.Module, got function$"):
+        import_module(lambda x: x, (torch.randn(2),))
+
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ValueError("no forward here\nsecond line")
+
+    with pytest.raises(UsageError) as err:
+        import_module(Broken(), (torch.randn(2),))
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("torch.export failed for Broken: ")
+    with pytest.raises(UsageError, match="^unknown granularity 'layer'; choose from operator, module$"):
+        group_ops(import_module(*mlp()), "layer")
+
+
+def test_exported_program_can_be_read_directly():
+    model, args = mlp()
+    program = torch.export.export(model, args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = graph_from_program(program, "mlp")
+    assert graph.name == "mlp" and graph.source == "torch.export" and len(graph.ops) == 3

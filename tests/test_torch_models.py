@@ -1,0 +1,67 @@
+"""The bundled real-model instances (instances/models, written by instances/generate_models.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from placement.io.exporters import layout_from_instance, stages
+from placement.io.tarnawski import read_instance
+from placement.solution import Status
+from placement.solvers.dp import solve_dp
+from placement.verify.evaluate import evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "instances" / "models"
+STEMS = [f"{m}-{k}" for m in ("bert-base", "gpt2", "resnet50", "vit-base") for k in ("inference", "training")]
+
+
+def test_every_model_is_bundled_for_inference_and_training():
+    assert sorted(p.stem for p in MODELS.glob("*.json")) == sorted(STEMS)
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_bundled_instance_solves_with_the_dp_and_hands_off(stem):
+    path = MODELS / f"{stem}.json"
+    data = json.loads(path.read_text())
+    about = data["about"]
+    assert (about["accelerator"]["id"], about["cpu"]["id"], data["maxFPGAs"], data["maxCPUs"]) == (
+        "h100", "epyc-7763", 4, 1)
+    assert (about["granularity"], about["training"]) == ("module", stem.endswith("training"))
+    assert about["unknown_operators"] == []
+    problem = read_instance(path)
+    forward = [n for n in problem.nodes if not n.backward]
+    assert len(problem.nodes) == (2 if problem.is_training else 1) * len(forward)
+    solution = solve_dp(problem)
+    assert solution.status is Status.OPTIMAL
+    evaluation = evaluate(problem, solution.plan, contiguity="stages")
+    assert evaluation.valid and evaluation.max_load == solution.objective
+    # every plan has stages for a runtime: each forward node once, backward nodes with their mates
+    parts = stages(layout_from_instance(data), solution.plan)
+    assert sorted(v for part in parts for v in part) == [n.id for n in forward]
+
+
+def test_bundled_resnet50_is_what_the_generator_writes():
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    spec = importlib.util.spec_from_file_location("generate_models", ROOT / "instances" / "generate_models.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own deprecation notices
+        text = generator.render(generator.instance("resnet50-inference"))
+    assert text == (MODELS / "resnet50-inference.json").read_text()
+
+
+def test_the_milp_proves_the_dp_optimum_of_a_bundled_instance():
+    pytest.importorskip("ortools", reason="the MILP needs OR-Tools (pip install 'placement[milp]')")
+    from placement.solvers.milp import solve_milp
+
+    # Times lie on a binary grid (placement.io.opgraph, "Units"): CP-SAT's integer model is exact.
+    problem = read_instance(MODELS / "resnet50-inference.json")
+    dp, milp = solve_dp(problem), solve_milp(problem, contiguity="stages", backend="cp-sat", time_limit=120)
+    assert (dp.status, milp.status) == (Status.OPTIMAL, Status.OPTIMAL)
+    assert milp.objective == dp.objective
