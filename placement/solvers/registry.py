@@ -7,6 +7,7 @@ from typing import Any, Callable
 from placement.errors import UsageError
 from placement.model.problem import Problem
 from placement.solution import Solution
+from placement.solvers.baselines import BASELINES
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 
 
@@ -15,24 +16,46 @@ def _dp(problem: Problem, **options: Any) -> Solution:
 
     if options.get("contiguity", "stages") != "stages":
         raise UsageError("the DP solves contiguity 'stages' only; use --method milp for other classes")
+    if options.get("objective", "throughput") != "throughput":
+        raise UsageError("the DP solves the throughput objective only; use --method milp for "
+                         f"{options['objective']}")
     return solve_dp(problem, max_ideals=options.get("max_ideals", DEFAULT_MAX_IDEALS),
                     progress=options.get("progress"))
 
 
 def _milp(problem: Problem, **options: Any) -> Solution:
+    """The MILP; ``warm_start`` is a plan, ``None``, or ``"auto"`` (default: from the DP, see
+    :mod:`placement.solvers.milp.warmstart`)."""
+    backend = options.get("backend", "cp-sat")
+    from placement.solvers.milp.backends import check_backend_name
+
+    try:  # before any work: a typo should not cost a DP run first
+        check_backend_name(backend)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    package, extra = ("pulp", "PuLP") if backend.startswith("pulp") else ("ortools", "OR-Tools")
     try:
-        import ortools  # noqa: F401
+        __import__(package)
     except ImportError:
-        raise UsageError("the MILP needs OR-Tools: pip install 'placement[milp]'") from None
-    from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
+        raise UsageError(f"the MILP backend {backend} needs {extra}: pip install 'placement[milp]'") from None
+    from placement.solvers.milp import DEFAULT_CALLS, DEFAULT_TIME_LIMIT, solve_milp
+    from placement.solvers.milp.warmstart import default_warm_start
 
+    progress = options.get("progress")
+    warm_start = options.get("warm_start", "auto")
+    if isinstance(warm_start, str):
+        if warm_start != "auto":
+            raise UsageError(f"warm_start must be a plan, None or 'auto', not {warm_start!r}")
+        warm_start = default_warm_start(problem, options.get("max_ideals", DEFAULT_MAX_IDEALS), progress)
     return solve_milp(problem, contiguity=options.get("contiguity", "stages"),
-                      backend=options.get("backend", "cp-sat"),
-                      time_limit=options.get("time_limit", DEFAULT_TIME_LIMIT),
-                      threads=options.get("threads", 1), seed=options.get("seed", 0))
+                      objective=options.get("objective", "throughput"), backend=backend,
+                      time_limit=options.get("time_limit", DEFAULT_TIME_LIMIT), gap=options.get("gap", 0.0),
+                      threads=options.get("threads", 1), seed=options.get("seed", 0),
+                      log_path=options.get("log_path"), warm_start=warm_start,
+                      calls=options.get("calls", DEFAULT_CALLS), progress=progress)
 
 
-METHODS: dict[str, Callable[..., Solution]] = {"dp": _dp, "milp": _milp}
+METHODS: dict[str, Callable[..., Solution]] = {"dp": _dp, "milp": _milp, **BASELINES}
 
 
 def solve(problem: Problem, method: str = "dp", **options: Any) -> Solution:

@@ -1,0 +1,107 @@
+"""The command line for the MILP: classes, objectives, backends, options, `info --solvers`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from placement.cli import main
+from placement.solvers.milp.backends import backend_availability
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+CHAIN4 = str(TINY / "chain4.json")
+TRAINING = str(TINY / "training-pair.json")
+THREE = str(TINY / "three-types.json")
+
+
+@pytest.mark.parametrize("contiguity", ["stages", "sets", "none"])
+def test_milp_classes_on_chain4(contiguity, tmp_path, capsys):
+    # chain4 (see tests/test_dp.py): {a,b} | {c,d} at 7.5 is optimal in every class: the
+    # total work 14 plus at least one boundary (c(b) = 0.5 paid on each side) gives a
+    # device at least 7.5.
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--method", "milp", "--contiguity", contiguity, "--quiet",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"method      milp-cp-sat (objective throughput, contiguity {contiguity})" in text
+    assert "max-load    7.500000  (verified independently)" in text
+    plan = json.loads(out.read_text())
+    assert (plan["status"], plan["objective"], plan["contiguity"]) == ("optimal", 7.5, contiguity)
+
+
+def test_gpipe_objective(capsys):
+    assert main(["solve", TRAINING, "--method", "milp", "--objective", "throughput-gpipe", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "method      milp-cp-sat (objective throughput-gpipe, contiguity stages)" in text
+    assert "FW+BW" in text and "status      optimal" in text
+
+
+def test_latency_objective_writes_calls(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--method", "milp", "--objective", "latency", "--calls", "2", "--quiet",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    # one sample through a chain on idle devices: everything on one accelerator in one call,
+    # 4 + 3 + 2 + 5 = 14 with no transfer (any split adds transfers and CPUs take 10x longer)
+    assert "latency     14.000000  (verified independently)" in text
+    plan = json.loads(out.read_text())
+    assert plan["verified"]["latency"] == 14.0
+    assert main(["verify", CHAIN4, str(out), "--objective", "latency"]) == 0
+
+
+def test_gpipe_and_latency_refuse_the_wrong_graphs(capsys):
+    assert main(["solve", CHAIN4, "--method", "milp", "--objective", "throughput-gpipe"]) == 2
+    assert capsys.readouterr().err == ("error: the throughput-gpipe objective is for training graphs; "
+                                       "this instance has no backward nodes\n")
+    assert main(["solve", TRAINING, "--method", "milp", "--objective", "latency"]) == 2
+    assert capsys.readouterr().err == ("error: the latency objective is for inference graphs; "
+                                       "this instance has backward nodes\n")
+
+
+def test_dp_refuses_other_classes_and_objectives(capsys):
+    assert main(["solve", CHAIN4, "--contiguity", "sets"]) == 2
+    assert capsys.readouterr().err == ("error: the DP solves contiguity 'stages' only; "
+                                       "use --method milp for other classes\n")
+    assert main(["solve", TRAINING, "--objective", "throughput-gpipe"]) == 2
+    assert capsys.readouterr().err == ("error: the DP solves the throughput objective only; "
+                                       "use --method milp for throughput-gpipe\n")
+
+
+@pytest.mark.parametrize("backend", [n for n, ok, _ in backend_availability() if ok and ":" not in n])
+def test_every_backend_from_the_cli_with_a_log(backend, tmp_path, capsys):
+    log = tmp_path / "solver.log"
+    assert main(["solve", THREE, "--method", "milp", "--backend", backend, "--log", str(log),
+                 "--threads", "1", "--seed", "3", "--gap", "0", "--quiet"]) == 0
+    assert "max-load    8.000000" in capsys.readouterr().out
+    assert log.exists()
+    if backend in ("cp-sat", "pulp"):   # the pywraplp solvers write their logs from native code
+        assert log.stat().st_size > 0
+
+
+def test_unknown_backend_and_bad_gap(capsys):
+    assert main(["solve", CHAIN4, "--method", "milp", "--backend", "gurobi"]) == 2
+    assert capsys.readouterr().err == ("error: unknown MILP backend 'gurobi'; choose from cp-sat, cbc, scip, "
+                                       "highs, pulp or pulp:SOLVER\n")
+    assert main(["solve", CHAIN4, "--method", "milp", "--gap", "1.5"]) == 2
+    assert "expected a relative gap below 1, got '1.5'" in capsys.readouterr().err
+    assert main(["solve", CHAIN4, "--method", "milp", "--log", "/nonexistent/dir/x.log"]) == 2
+    assert capsys.readouterr().err.startswith("error: /nonexistent/dir/x.log: cannot write:")
+
+
+def test_progress_reports_model_and_incumbents(capsys):
+    assert main(["solve", CHAIN4, "--method", "milp"]) == 0
+    err = capsys.readouterr().err
+    assert "warm start from the DP optimum (stages, throughput): max-load 7.5" in err
+    assert "MILP: " in err and "solving with cp-sat, time limit 60 s" in err
+
+
+def test_info_solvers(capsys):
+    assert main(["info", "--solvers"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["backend", "available", "detail"]
+    names = [line.split()[0] for line in lines[1:]]
+    assert names[:5] == ["cp-sat", "cbc", "scip", "highs", "pulp"]
+    assert main(["info"]) == 2
+    assert capsys.readouterr().err == "error: info needs an instance file (or --solvers)\n"
