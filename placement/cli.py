@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 from dataclasses import dataclass
 from typing import Sequence
 
 from placement import __version__
+from placement.cli_args import byte_count, non_negative_int, positive_float, positive_int, relative_gap
 from placement.errors import PlacementError, UsageError
 from placement.io.plans import plan_to_json, read_plan
 from placement.io.tarnawski import read_instance
@@ -45,50 +45,6 @@ COMMAND_MODULES: tuple[str, ...] = ("placement.cli_hypar", "placement.cli_import
 AGREEMENT_TOLERANCE = 1e-9
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
-    return value
-
-
-def _float_option(text: str, noun: str, positive: bool) -> float:
-    """A finite number, > 0 when ``positive`` else ≥ 0; ``noun`` names it in the error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a {'positive ' if positive else ''}{noun}, got {text!r}") from None
-    if not (value > 0 if positive else value >= 0) or math.isinf(value):
-        qualifier = "positive" if positive else "non-negative"
-        raise argparse.ArgumentTypeError(f"expected a finite {qualifier} {noun}, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    return _float_option(text, "number", True)
-
-
-def _bytes(text: str) -> float:
-    return _float_option(text, "number of bytes", False)
-
-
-def _gap(text: str) -> float:
-    value = _float_option(text, "relative gap", False)
-    if value >= 1:
-        raise argparse.ArgumentTypeError(f"expected a relative gap below 1, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="placement",
@@ -109,25 +65,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="cp-sat", metavar="NAME",
                    help="MILP backend: cp-sat (default), cbc, scip, highs, pulp (PuLP's CBC) or pulp:SOLVER "
                         "(any solver PuLP finds, e.g. pulp:GUROBI_CMD); see `placement info --solvers`")
-    p.add_argument("--time-limit", type=_positive_float, default=60.0, metavar="SECONDS",
+    p.add_argument("--time-limit", type=positive_float, default=60.0, metavar="SECONDS",
                    help="MILP time limit (default 60); a stop at the limit is reported as feasible with its gap")
-    p.add_argument("--gap", type=_gap, default=0.0, metavar="REL",
+    p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
-    p.add_argument("--threads", type=_positive_int, default=1, metavar="N", help="MILP solver threads (default 1)")
-    p.add_argument("--seed", type=_non_negative_int, default=0, metavar="N",
+    p.add_argument("--threads", type=positive_int, default=1, metavar="N", help="MILP solver threads (default 1)")
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
                    help="random seed of the MILP solver and the randomised baselines (default 0)")
     p.add_argument("--log", metavar="FILE", help="append the MILP solver's log to FILE")
-    p.add_argument("--calls", type=_positive_int, default=1, metavar="Q",
+    p.add_argument("--calls", type=positive_int, default=1, metavar="Q",
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
     p.add_argument("--no-warm-start", action="store_true",
                    help="start the MILP from nothing instead of the DP's plan")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
-    p.add_argument("--restarts", type=_positive_int, metavar="N", help="method local-search: random restarts")
-    p.add_argument("--accelerators", type=_non_negative_int, metavar="N",
+    p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
+    p.add_argument("--accelerators", type=non_negative_int, metavar="N",
                    help="override the number of accelerators")
-    p.add_argument("--cpus", type=_non_negative_int, metavar="N", help="override the number of CPU cores")
-    p.add_argument("--memory", type=_bytes, metavar="BYTES", help="override the memory of each accelerator")
-    p.add_argument("--max-ideals", type=_positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
+    p.add_argument("--cpus", type=non_negative_int, metavar="N", help="override the number of CPU cores")
+    p.add_argument("--memory", type=byte_count, metavar="BYTES", help="override the memory of each accelerator")
+    p.add_argument("--max-ideals", type=positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
                    help=f"refuse the DP above this many ideals (default {DEFAULT_MAX_IDEALS:,})")
     p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress output on stderr")
@@ -143,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="describe an instance, or list the MILP solvers")
     p.add_argument("instance", nargs="?", help="instance file (not needed with --solvers)")
     p.add_argument("--solvers", action="store_true", help="list the MILP backends and whether they can be used")
-    p.add_argument("--max-ideals", type=_positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
+    p.add_argument("--max-ideals", type=positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
                    help="stop counting ideals past this many")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

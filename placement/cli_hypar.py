@@ -12,6 +12,7 @@ import argparse
 import json
 from fractions import Fraction
 
+from placement.cli_args import positive_int
 from placement.costmodel.hypar import (BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters,
                                        partition_types)
 from placement.costmodel.network import Network, load_network
@@ -21,23 +22,13 @@ from placement.solvers.hypar import PLANNERS, HyparPlan
 FORMAT = "placement-hypar/1"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "hypar", help="plan hybrid data/model parallelism of a layer chain (HyPar/AccPar communication model)")
     p.add_argument("network", help="a bundled network name (e.g. vgg-a, lenet-c) or a network file")
-    p.add_argument("--accelerators", type=_positive_int, required=True, metavar="N",
+    p.add_argument("--accelerators", type=positive_int, required=True, metavar="N",
                    help="number of accelerators, a power of two >= 2")
-    p.add_argument("--batch", type=_positive_int, required=True, metavar="B", help="batch size")
+    p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="batch size")
     p.add_argument("--types", type=int, choices=[2, 3], default=2,
                    help="partition types: 2 = HyPar's dp and mp (default), 3 = AccPar's dp, mp and mp-out")
     p.add_argument("--json", metavar="FILE", help="also write the choices and totals as JSON")

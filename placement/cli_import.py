@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from placement.cli_args import byte_count, non_negative_int, positive_int
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import PlacementError, UsageError
@@ -33,38 +34,11 @@ from placement.io.plans import read_plan
 SPLIT_FORMATS = ("split-spec", "deepspeed", "megatron", "stages")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _depth(text: str) -> int:
-    value = _count(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
-    return value
-
-
-def _bytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite non-negative number of bytes, got {text!r}")
-    return value
-
-
 def _dim(text: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, _depth(value)
+    return name, positive_int(value)
 
 
 def register(subparsers: Any) -> None:
@@ -76,15 +50,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--devices", nargs="+", default=[DEFAULT_ACCELERATOR, DEFAULT_CPU], metavar="NAME|FILE.json",
                    help="device catalogue files (.json, extending the bundled one) and the ids of one accelerator "
                         f"and one CPU (default: {DEFAULT_ACCELERATOR} {DEFAULT_CPU})")
-    p.add_argument("--accelerators", type=_count, default=4, metavar="N", help="number of accelerators (default 4)")
-    p.add_argument("--cpus", type=_count, default=1, metavar="M", help="number of CPU sockets (default 1)")
-    p.add_argument("--memory", type=_bytes, metavar="BYTES",
+    p.add_argument("--accelerators", type=non_negative_int, default=4, metavar="N", help="number of accelerators (default 4)")
+    p.add_argument("--cpus", type=non_negative_int, default=1, metavar="M", help="number of CPU sockets (default 1)")
+    p.add_argument("--memory", type=byte_count, metavar="BYTES",
                    help="memory per accelerator (default: the catalogue's)")
     p.add_argument("--link", metavar="NAME", help="accelerator link for transfer costs (default: its default_link)")
     p.add_argument("--training", action="store_true", help="add backward nodes (training graph)")
     p.add_argument("--granularity", choices=GRANULARITIES, default="module",
                    help="one node per module run (default) or per operator")
-    p.add_argument("--module-depth", type=_depth, metavar="D",
+    p.add_argument("--module-depth", type=positive_int, metavar="D",
                    help="group by module paths cut to D levels (default: leaf modules)")
     p.add_argument("--dtype", choices=tuple(ELEMENT_BYTES),
                    help="treat every floating-point tensor as this type (default: the model's own)")

@@ -8,8 +8,8 @@ invalid for the instance or is not a pipeline.
 from __future__ import annotations
 
 import argparse
-import math
 
+from placement.cli_args import byte_count, fraction, non_negative_int, positive_int
 from placement.errors import UsageError
 from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
@@ -22,46 +22,6 @@ from placement.simulate.schedules import SCHEDULES
 from placement.simulate.simulator import ENGINES, simulate
 
 DEFAULT_MICROBATCHES = 64
-
-
-def _microbatches(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _bytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative number of bytes, got {text!r}") from None
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite non-negative number of bytes, got {text!r}")
-    return value
 
 
 def _problem(args: argparse.Namespace) -> Problem:
@@ -87,19 +47,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--schedule", choices=list(SCHEDULES), metavar="NAME",
                    help="one of " + ", ".join(SCHEDULES) + " (default: stream for inference graphs, "
                         "1f1b-async for training graphs)")
-    p.add_argument("--microbatches", type=_microbatches, default=DEFAULT_MICROBATCHES, metavar="M",
+    p.add_argument("--microbatches", type=positive_int, default=DEFAULT_MICROBATCHES, metavar="M",
                    help=f"micro-batches to run (default {DEFAULT_MICROBATCHES}); one iteration of M for the "
                         "flush schedules")
     p.add_argument("--comm", choices=COMM_MODES, default=INLINE,
                    help="inline: communication inside each device's call, as in the load model (default); "
                         "link: transfers on a separate link per device, overlapping compute")
-    p.add_argument("--w-fraction", type=_fraction, metavar="F",
+    p.add_argument("--w-fraction", type=fraction, metavar="F",
                    help="split-backward: share of each backward's compute that is weight-gradient work "
                         "(default 0.5)")
-    p.add_argument("--accelerators", type=_count, metavar="N",
+    p.add_argument("--accelerators", type=non_negative_int, metavar="N",
                    help="the instance's number of accelerators, as given to 'placement solve'")
-    p.add_argument("--cpus", type=_count, metavar="N", help="the instance's number of CPU cores, as for solve")
-    p.add_argument("--memory", type=_bytes, metavar="BYTES", help="memory of each accelerator, as for solve")
+    p.add_argument("--cpus", type=non_negative_int, metavar="N", help="the instance's number of CPU cores, as for solve")
+    p.add_argument("--memory", type=byte_count, metavar="BYTES", help="memory of each accelerator, as for solve")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--gantt", metavar="GANTT.png", help="draw a Gantt chart of the run (needs matplotlib)")
     p.add_argument("--engine", choices=ENGINES, default="heap",

@@ -85,7 +85,7 @@ def test_unknown_backend_and_bad_gap(capsys):
     assert capsys.readouterr().err == ("error: unknown MILP backend 'gurobi'; choose from cp-sat, cbc, scip, "
                                        "highs, pulp or pulp:SOLVER\n")
     assert main(["solve", CHAIN4, "--method", "milp", "--gap", "1.5"]) == 2
-    assert "expected a relative gap below 1, got '1.5'" in capsys.readouterr().err
+    assert "expected a relative gap of at least 0 and below 1, got '1.5'" in capsys.readouterr().err
     assert main(["solve", CHAIN4, "--method", "milp", "--log", "/nonexistent/dir/x.log"]) == 2
     assert capsys.readouterr().err.startswith("error: /nonexistent/dir/x.log: cannot write:")
 

@@ -2,6 +2,9 @@
 
 * :mod:`placement.models.transformer` — a BERT-style encoder (BERT-Base by default),
   inference or training, exported to the Tarnawski instance format.
+* :mod:`placement.models.resnet` — ResNet-50 as a PyTorch module (no torchvision needed).
+* :mod:`placement.models.zoo` — factories of the bundled PyTorch models (BERT-Base, GPT-2,
+  ResNet-50, ViT-Base) for ``placement import``.
 """
 
 from placement.models.transformer import (A100_SXM4_40GB, EPYC_7763, PCIE4_X16_BYTES_PER_S, DeviceFigures,
