@@ -48,7 +48,8 @@ from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform
 from placement.errors import InstanceError, UsageError
-from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, group_ops
+from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
+                                  group_ops)
 
 KINDS: dict[str, str] = {}
 for _kind, _names in {
@@ -241,14 +242,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 used_params.append(Param(t, info.nbytes, False))
         outputs = tuple(o.nbytes if o is not None else 0.0 for o in outs)
         written = float(sum(outputs))
-        if kind == "view":
-            moved = 0.0
-        elif kind == "gather":
-            moved = int_read_bytes + 2 * written
-        elif kind == "constant":
-            moved = written
-        else:
-            moved = read_bytes + written
+        moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
         if kind == "unknown":
             unknown.add(label)
         floating = [t for t in (*outs, *ins) if t is not None and t.floating]

@@ -90,6 +90,19 @@ TIME_BITS = 26
 ROOT_NAME = "(model)"
 
 
+def bytes_moved(kind: str, read_bytes: float, index_bytes: float, written: float) -> float:
+    """Bytes an operator of ``kind`` moves: views none; gathers their indices (``index_bytes``),
+    the rows they gather (the size of their output) and their output; constants their output;
+    every other operator what it reads (``read_bytes``) plus what it writes."""
+    if kind == "view":
+        return 0.0
+    if kind == "gather":
+        return index_bytes + 2 * written
+    if kind == "constant":
+        return written
+    return read_bytes + written
+
+
 class CostModelWarning(UserWarning):
     """Operators the cost model has no FLOP formula for (they are costed by the bytes they move)."""
 

@@ -59,7 +59,8 @@ from typing import Any, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform
 from placement.errors import UsageError
-from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, group_ops
+from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
+                                  group_ops)
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
@@ -324,14 +325,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         kind = classify(node.target, in_dtype, present[0].dtype)
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
-        if kind == "view":
-            moved = 0.0
-        elif kind == "gather":
-            moved = int_read_bytes + 2 * written
-        elif kind == "constant":
-            moved = written
-        else:
-            moved = read_bytes + written
+        moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
         if kind == "unknown":
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from placement.model.problem import Problem
+from placement.report.text import verdict_lines
 from placement.verify.latency import LatencyEvaluation
 
 
@@ -45,10 +46,5 @@ def format_latency(problem: Problem, evaluation: LatencyEvaluation) -> str:
     lines.append(f"{title}latency {evaluation.latency:.10g}")
     if evaluation.critical:
         lines.append("critical chain: " + " -> ".join(evaluation.critical))
-    if evaluation.valid:
-        lines.append("valid: no violations")
-    else:
-        count = len(evaluation.violations)
-        lines.append(f"INVALID: {count} violation{'' if count == 1 else 's'}")
-        lines.extend(f"  {v}" for v in evaluation.violations)
+    lines.extend(verdict_lines(evaluation.violations))
     return "\n".join(lines) + "\n"

@@ -42,10 +42,13 @@ def format_evaluation(problem: Problem, evaluation: Evaluation) -> str:
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
     if evaluation.inferred:
         lines.append(f"placed by colour inference: {len(evaluation.inferred)} nodes")
-    if evaluation.valid:
-        lines.append("valid: no violations")
-    else:
-        count = len(evaluation.violations)
-        lines.append(f"INVALID: {count} violation{'' if count == 1 else 's'}")
-        lines.extend(f"  {v}" for v in evaluation.violations)
+    lines.extend(verdict_lines(evaluation.violations))
     return "\n".join(lines) + "\n"
+
+
+def verdict_lines(violations: tuple[str, ...]) -> list[str]:
+    """``valid: no violations``, or ``INVALID: N violations`` and one indented line each."""
+    if not violations:
+        return ["valid: no violations"]
+    count = len(violations)
+    return [f"INVALID: {count} violation{'' if count == 1 else 's'}"] + [f"  {v}" for v in violations]
