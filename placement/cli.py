@@ -1,4 +1,5 @@
-"""Command-line interface: ``placement solve | verify | info``.
+"""Command-line interface: ``placement solve | verify | info``, and the subcommands of
+:data:`COMMAND_MODULES` (``hypar``, ``simulate``, ``import``, ``split``; see their modules).
 
 Exit statuses. ``solve``: 0 a plan was returned, 1 the instance is infeasible or
 no plan was found (the status says which), 2 bad input or usage. ``verify``: 0
@@ -22,15 +23,15 @@ from placement.errors import PlacementError, UsageError
 from placement.io.plans import plan_to_json, read_plan
 from placement.io.tarnawski import read_instance
 from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.plan import DeviceAssignment, Plan
 from placement.report.info import format_info, instance_info
+from placement.report.latency import format_latency
+from placement.report.solvers import format_solvers
 from placement.report.text import format_evaluation
 from placement.solution import Solution, Status
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals
-from placement.solvers.registry import METHODS, solve
-from placement.plan import DeviceAssignment, Plan
-from placement.report.latency import format_latency
-from placement.report.solvers import format_solvers
 from placement.solvers.milp.backends import backend_availability
+from placement.solvers.registry import METHODS, solve
 from placement.verify.evaluate import Evaluation, evaluate
 from placement.verify.latency import evaluate_latency
 from placement.verify.ledger import communication_ledger, format_ledger
