@@ -17,7 +17,8 @@ from a :class:`RawResult`. Backends (:func:`make_backend` by name):
 * ``cbc``, ``scip``, ``highs`` — OR-Tools ``pywraplp``, continuous numeric
   variables, enforced rows as big-M rows with ``M`` computed from the variable
   bounds. Known wrapper defects (DESIGN.md §8) are handled: HiGHS gets no hint
-  (it crashes on one), and a status of ``FEASIBLE``/``OPTIMAL`` that comes back
+  (it crashes on one), a HiGHS run that rejects its own optimum after presolve
+  (OR-Tools then says NOT_SOLVED at once) is retried without presolve, and a status of ``FEASIBLE``/``OPTIMAL`` that comes back
   without values is detected by the formulation (the decoded plan does not place
   every node) and reported as ``no_solution``.
 * ``pulp`` — PuLP with its bundled CBC; ``pulp:NAME`` — any solver PuLP knows
