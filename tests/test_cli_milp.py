@@ -105,3 +105,17 @@ def test_info_solvers(capsys):
     assert names[:5] == ["cp-sat", "cbc", "scip", "highs", "pulp"]
     assert main(["info"]) == 2
     assert capsys.readouterr().err == "error: info needs an instance file (or --solvers)\n"
+
+
+def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):
+    assert main(["solve", CHAIN4, "--method", "milp", "--backend", "pulp:NOPE"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: PuLP knows no solver 'NOPE'; its solvers are ")
+    assert "PULP_CBC_CMD" in err and "warm start" not in err
+    import pulp
+
+    missing = [n for n in ("GUROBI_CMD", "CPLEX_CMD", "MOSEK") if n not in pulp.listSolvers(onlyAvailable=True)]
+    if missing:
+        assert main(["solve", CHAIN4, "--method", "milp", "--backend", f"pulp:{missing[0]}"]) == 2
+        assert capsys.readouterr().err == (f"error: PuLP's {missing[0]} is not installed or not usable here "
+                                           "(see `placement info --solvers`)\n")

@@ -27,17 +27,17 @@ def _milp(problem: Problem, **options: Any) -> Solution:
     """The MILP; ``warm_start`` is a plan, ``None``, or ``"auto"`` (default: from the DP, see
     :mod:`placement.solvers.milp.warmstart`)."""
     backend = options.get("backend", "cp-sat")
-    from placement.solvers.milp.backends import check_backend_name
-
-    try:  # before any work: a typo should not cost a DP run first
-        check_backend_name(backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     package, extra = ("pulp", "PuLP") if backend.startswith("pulp") else ("ortools", "OR-Tools")
     try:
         __import__(package)
     except ImportError:
         raise UsageError(f"the MILP backend {backend} needs {extra}: pip install 'placement[milp]'") from None
+    from placement.solvers.milp.backends import check_backend_available
+
+    try:  # before any work: a typo or a missing solver should not cost a DP run first
+        check_backend_available(backend)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     from placement.solvers.milp import DEFAULT_CALLS, DEFAULT_TIME_LIMIT, solve_milp
     from placement.solvers.milp.warmstart import default_warm_start
 

@@ -18,7 +18,7 @@ from placement.errors import UsageError
 from placement.model.problem import Problem
 from placement.plan import Plan
 from placement.solution import Solution
-from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_name
+from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_available
 from placement.solvers.milp.driver import Formulation, solve_throughput
 from placement.solvers.milp.latency import DEFAULT_CALLS, solve_milp_latency
 from placement.solvers.milp.none import NoContiguity
@@ -59,7 +59,7 @@ def solve_milp(problem: Problem, contiguity: str = "stages", objective: str = "t
     if threads < 1:
         raise UsageError(f"threads must be at least 1, got {threads}")
     try:
-        check_backend_name(backend)
+        check_backend_available(backend)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path)

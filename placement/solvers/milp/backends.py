@@ -526,6 +526,26 @@ def check_backend_name(name: str) -> None:
     raise ValueError(f"unknown MILP backend {name!r}; choose from {', '.join(BACKENDS)} or pulp:SOLVER")
 
 
+def check_backend_available(name: str) -> None:
+    """Raise ``ValueError`` (one line) unless the backend ``name`` can run here."""
+    check_backend_name(name)
+    if not name.startswith("pulp:"):
+        for row_name, ok, why in backend_availability():
+            if row_name == name and not ok:
+                raise ValueError(f"the MILP backend {name} cannot run here: {why}")
+        return
+    try:
+        import pulp
+    except ImportError:
+        raise ValueError(f"the MILP backend {name} needs PuLP: pip install 'placement[milp]'") from None
+    solver = name[5:]
+    known = list(dict.fromkeys(pulp.listSolvers()))
+    if solver not in known:
+        raise ValueError(f"PuLP knows no solver {solver!r}; its solvers are {', '.join(known)}")
+    if solver not in pulp.listSolvers(onlyAvailable=True):
+        raise ValueError(f"PuLP's {solver} is not installed or not usable here (see `placement info --solvers`)")
+
+
 def make_backend(name: str) -> Backend:
     """A fresh backend by name (one of :data:`BACKENDS`, or ``pulp:NAME``)."""
     check_backend_name(name)
