@@ -46,7 +46,8 @@ def _milp(problem: Problem, **options: Any) -> Solution:
     if isinstance(warm_start, str):
         if warm_start != "auto":
             raise UsageError(f"warm_start must be a plan, None or 'auto', not {warm_start!r}")
-        warm_start = default_warm_start(problem, options.get("max_ideals", DEFAULT_MAX_IDEALS), progress)
+        warm_start = default_warm_start(problem, options.get("max_ideals", DEFAULT_MAX_IDEALS), progress,
+                                        options.get("objective", "throughput"))
     return solve_milp(problem, contiguity=options.get("contiguity", "stages"),
                       objective=options.get("objective", "throughput"), backend=backend,
                       time_limit=options.get("time_limit", DEFAULT_TIME_LIMIT), gap=options.get("gap", 0.0),

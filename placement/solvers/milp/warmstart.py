@@ -4,24 +4,50 @@ The DP (:func:`placement.solvers.dp.solve_dp`) solves ``stages`` throughput exac
 plan is also a valid start for the larger classes ``sets`` and ``none``, for the
 ``throughput-gpipe`` objective, and for the latency model (one call per device, calls in
 pipeline order, so no two calls feed each other). Where the graph has more ideals than
-``max_ideals``, the chain DP over a few topological orders gives a plan instead.
+``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
+latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) is
+tried as well, and the plan of lower latency is the start.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from placement.errors import LimitError
+from placement.errors import LimitError, PlacementError
 from placement.model.problem import Problem
 from placement.plan import Plan
 from placement.solution import Status
+from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.dp import solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+from placement.verify.latency import evaluate_latency
 
 
 def default_warm_start(problem: Problem, max_ideals: int = DEFAULT_MAX_IDEALS,
-                       progress: Callable[[str], None] | None = None) -> Plan | None:
-    """A good feasible plan quickly, or ``None`` when neither DP finds one."""
+                       progress: Callable[[str], None] | None = None, objective: str = "throughput") -> Plan | None:
+    """A good feasible plan quickly, or ``None`` when no method finds one."""
+    plan = _pipeline_start(problem, max_ideals, progress)
+    if objective != "latency":
+        return plan
+    candidates = [] if plan is None else [plan]
+    try:
+        greedy = solve_latency_greedy(problem, objective="latency")
+        if greedy.status is Status.FEASIBLE and greedy.plan is not None:
+            candidates.append(greedy.plan)
+    except PlacementError:  # the greedy takes the two-type catalogue only
+        pass
+    scored = [(evaluate_latency(problem, p), p) for p in candidates]
+    scored = [(ev.latency, p) for ev, p in scored if ev.valid]
+    if not scored:
+        return plan
+    latency, best = min(scored, key=lambda item: item[0])
+    if progress is not None:
+        progress(f"warm start for latency: {latency:.6g}")
+    return best
+
+
+def _pipeline_start(problem: Problem, max_ideals: int, progress: Callable[[str], None] | None) -> Plan | None:
+    """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals."""
     try:
         solution = solve_dp(problem, max_ideals=max_ideals)
         source = "DP optimum (stages, throughput)"
