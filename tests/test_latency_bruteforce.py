@@ -14,7 +14,7 @@ from placement.errors import LimitError, UsageError
 from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.solvers.baselines.latency_bound import latency_lower_bound
+from placement.model.bounds import latency_lower_bound
 from placement.solvers.bruteforce_latency import brute_force_latency, count_latency_plans
 from placement.solvers.registry import solve
 from placement.verify.latency import evaluate_latency

@@ -17,7 +17,7 @@ from placement.errors import UsageError
 from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.latency import format_latency
-from placement.solvers.baselines.latency_bound import latency_lower_bound
+from placement.model.bounds import latency_lower_bound
 from placement.verify.latency import evaluate_latency
 
 from tests.strategies import plans, problems
