@@ -68,6 +68,35 @@ def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> 
 
 
 @dataclass(frozen=True)
+class MemoryData:
+    """Sizes and bounds in model units; a bound that cannot bind (at least the total size) is ``inf``."""
+
+    sizes: tuple[float, ...]
+    bounds: tuple[float, ...]
+    binds: bool          # some bound is below the total size
+    exact: bool          # False: sizes rounded up and bounds down (every plan found fits; not every fitting plan is found)
+
+
+def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool) -> MemoryData:
+    """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
+    binding bound an integer, else conservatively rounded (see the module docstring)."""
+    total = sum(sizes)
+    binding = [M for M in bounds if math.isfinite(M) and M < total]
+    scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED) if integer and binding
+               else Scaling(1.0, True))
+
+    def model(a: float, up: bool) -> float:
+        if not integer:
+            return a
+        q = a * scaling.scale
+        return float(round(q)) if scaling.exact else float(math.ceil(q) if up else math.floor(q))
+
+    return MemoryData(tuple(model(a, True) for a in sizes),
+                      tuple(model(M, False) if math.isfinite(M) and M < total else math.inf for M in bounds),
+                      bool(binding), scaling.exact)
+
+
+@dataclass(frozen=True)
 class CostNode:
     """An original node ``u`` (position) whose output may cross a device boundary."""
 
@@ -147,28 +176,18 @@ def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, ma
                 for k in range(len(types))]
 
     largest = max(type_max(pf_raw, pb_raw, total_cost) + [0.0])
-    total_m = sum(m_raw)
-    bounds = [problem.device_types[t].memory for t in types]
-    memory_binds = any(M < total_m for M in bounds)
+    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer)
 
     if integer:
         values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
         scaling = choose_scale(values, largest, max_scaled)
-        finite = [M for M in bounds if math.isfinite(M) and M < total_m]
-        mem = choose_scale(m_raw + finite, total_m, MEMORY_MAX_SCALED) if memory_binds else Scaling(1.0, True)
     else:
-        scaling, mem = Scaling(1.0, True), Scaling(1.0, True)
+        scaling = Scaling(1.0, True)
 
     def t_model(a: float) -> float:
         if not integer:
             return a
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
-
-    def m_model(a: float, up: bool) -> float:
-        if not integer:
-            return a
-        q = a * mem.scale
-        return float(round(q)) if mem.exact else float(math.ceil(q) if up else math.floor(q))
 
     pf = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pf_raw)
     pb = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pb_raw)
@@ -177,7 +196,6 @@ def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, ma
     return GroupData(
         groups=tuple(tuple(g) for g in groups), types=types,
         counts=tuple(problem.device_types[t].count for t in types), pays=pays, pf=pf, pb=pb,
-        m=tuple(m_model(a, True) for a in m_raw),
-        M=tuple(math.inf if not math.isfinite(M) or M >= total_m else m_model(M, False) for M in bounds),
-        memory_binds=memory_binds, memory_exact=mem.exact, cost_nodes=cost_nodes, scaling=scaling,
+        m=memory.sizes, M=memory.bounds, memory_binds=memory.binds, memory_exact=memory.exact,
+        cost_nodes=cost_nodes, scaling=scaling,
         load_ub=load_ub)

@@ -37,10 +37,10 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     of an accelerator come first, and accelerators of one type are ordered by their lowest
     node)
 3.  ``Σ_{j,v} m(v) x[v,a,j] ≤ M_a``                                    (memory)
-4.  ``b[u,a,j] ≥ |x[w,a,j] − x[r(u),a,j]|`` for ``w ∈ W(u)``            (boundary, rows (B))
+4.  ``b[u,a,j] ≥ |x[w,a,j] − x[r(u),a,j]|`` for ``w ∈ W(u)``            (boundary, rows (B) of :mod:`.rows`)
 5.  ``α[i,a,j] ≥ x[g(i),a,j]``, ``α[w,a,j] ≥ α[i,a,j]``; ``δ[i,a,j] ≥ x[g(i),a,j]``,
     ``δ[i,a,j] ≥ δ[w,a,j]`` for edges ``(i,w)``; ``x[g(i),a,j] ≥ α[i,a,j] + δ[i,a,j] − 1``
-    (each call contiguous, as in :mod:`.sets`)
+    (each call contiguous: rows (C) of :mod:`.rows`, as in :mod:`.sets`)
 6.  ``en[a,j] ≥ st[a,j] + Σ_v p_a(v) x[v,a,j] + Σ_u c(u) b[u,a,j]``     (call duration)
 7.  ``st[a,j+1] ≥ en[a,j]``                                            (calls run in order)
 8.  ``st[a,j] ≥ F[u] − U (1 − x[g(w),a,j] + x[g(u),a,j])`` for edges ``(u,w)``, ``g(u) ≠ g(w)``
@@ -80,7 +80,8 @@ from placement.model.problem import Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
-from placement.solvers.milp.data import MEMORY_MAX_SCALED, Scaling, choose_scale
+from placement.solvers.milp.data import CostNode, Scaling, choose_scale, scale_memory
+from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
@@ -98,7 +99,7 @@ class _Data:
     cpu_type: list[int | None]              # fastest CPU type per node
     m: list[float]
     M: list[float]
-    cost: list[tuple[int, int, tuple[int, ...], float]]  # (u, r(u), W(u), c(u)) model units
+    cost: list[CostNode]                    # model units
     scaling: Scaling
     horizon: float                          # U, model units
     memory_exact: bool
@@ -153,21 +154,14 @@ def _prepare(problem: Problem, integer: bool, max_scaled: float) -> _Data:
             return a
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
-    m = [float(sum(nodes[i].memory for i in members)) for members in classes]
-    M = [types[t].memory for t in acc]
-    memory_exact = True
-    if integer:  # sizes rounded up and bounds down unless exact: every plan found still fits
-        binding = [b for b in M if math.isfinite(b) and b < sum(m)]
-        mem = choose_scale(m + binding, sum(m), MEMORY_MAX_SCALED) if binding else Scaling(1.0, True)
-        memory_exact = mem.exact
-        m = [float(round(a * mem.scale)) if mem.exact else float(math.ceil(a * mem.scale)) for a in m]
-        M = [b if not math.isfinite(b) or b >= sum(m) / mem.scale else
-             (float(round(b * mem.scale)) if mem.exact else float(math.floor(b * mem.scale))) for b in M]
+    memory = scale_memory([float(sum(nodes[i].memory for i in members)) for members in classes],
+                          [types[t].memory for t in acc], integer)
     return _Data(classes, group, acc, rank,
                  [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
-                 [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, m, M,
-                 [(u, r, W, t_model(c)) for u, r, W, c in cost_raw],
-                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory_exact)
+                 [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
+                 list(memory.bounds),
+                 [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
+                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact)
 
 
 @dataclass
@@ -184,6 +178,7 @@ def _build(problem: Problem, d: _Data, be: Any, q: int) -> _Vars:
     for u, ws in enumerate(succ):
         for w in ws:
             pred[w].append(u)
+    edges = [(u, w) for u, ws in enumerate(succ) for w in ws]
     U = d.horizon
     calls = [(a, j) for a in range(A) for j in range(q)]
     allowed = {(v, a): d.p_acc[v][a] is not None and d.m[v] <= d.M[a] and d.rank[a] <= v
@@ -216,27 +211,16 @@ def _build(problem: Problem, d: _Data, be: Any, q: int) -> _Vars:
         if math.isfinite(d.M[a]) and sum(d.m) > d.M[a]:
             be.add([(d.m[v], x[v, a, j]) for v in range(n_classes) for j in range(q) if d.m[v]], hi=d.M[a])
     for a, j in calls:
-        b = []
-        for u, r, W, c in d.cost:                                                      # (4)
-            bv = be.bool_var(f"b[{u},{a},{j}]")
-            for w in W:
-                be.add([(1, x[w, a, j]), (-1, x[r, a, j]), (-1, bv)], hi=0)
-                be.add([(1, x[r, a, j]), (-1, x[w, a, j]), (-1, bv)], hi=0)
-            b.append((c, bv))
-        alpha = [be.num_var(1, f"alpha[{i},{a},{j}]") for i in range(len(nodes))]     # (5)
-        delta = [be.num_var(1, f"delta[{i},{a},{j}]") for i in range(len(nodes))]
-        for i in range(len(nodes)):
-            xi = x[d.group[i], a, j]
-            be.add([(1, xi), (-1, alpha[i])], hi=0)
-            be.add([(1, xi), (-1, delta[i])], hi=0)
-            for w in succ[i]:
-                be.add([(1, alpha[i]), (-1, alpha[w])], hi=0)
-                be.add([(1, delta[w]), (-1, delta[i])], hi=0)
-            if pred[i] and succ[i]:
-                be.add([(1, alpha[i]), (1, delta[i]), (-1, xi)], hi=1)
+        b = {i: be.bool_var(f"b[{cn.u},{a},{j}]") for i, cn in enumerate(d.cost)}   # (4)
+
+        def member(v: int, a: int = a, j: int = j) -> list[tuple[float, Any]]:
+            return [(1, x[v, a, j])]
+
+        boundary_rows(be, d.cost, member, b)
+        convexity_rows(be, range(len(nodes)), edges, lambda i: member(d.group[i]), f"{a},{j}")  # (5)
         be.add([(1, st[a, j]), (-1, en[a, j])]                                         # (6)
                + [(p, x[v, a, j]) for v in range(n_classes) if (p := d.p_acc[v][a])]
-               + [(c, bv) for c, bv in b], hi=0)
+               + [(cn.c, b[i]) for i, cn in enumerate(d.cost)], hi=0)
         if j + 1 < q:                                                                  # (7)
             be.add([(1, en[a, j]), (-1, st[a, j + 1])], hi=0)
         for u in range(len(nodes)):                                                    # (8)

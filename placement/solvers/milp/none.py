@@ -81,7 +81,7 @@ class NoContiguity(Formulation):
                        + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
             bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
             if b:
-                boundary_rows(be, d, xs, bs)                                                   # (6)
+                boundary_rows(be, d.cost_nodes, xs, bs)                                                   # (6)
             load_rows(be, d, objective, xs, bs, {k: y[s, k] for k in K}, targets)              # (7)
             be.add([(1, y[s, k]) for k in K] + [(-1, x[v, s]) for v in range(n)], hi=0)        # (8)
             if s < S:

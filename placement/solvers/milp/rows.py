@@ -11,6 +11,13 @@ k" and ``b[u,s]`` the boundary indicator of cost node ``u`` on slot ``s``:
      ``throughput-gpipe``:  the same with forward times and the costs of forward ``u``
      ``≤ TF``, and with backward times and the costs of backward ``u`` ``≤ TB``.
 (O)  minimise ``T``, or ``TF + TB``.
+(C)  a set ``{v : x(v) = 1}`` contiguous (convex) in a graph: closure variables
+     ``α[v], δ[v] ∈ [0,1]`` with ``α[v] ≥ x(v)``, ``α[w] ≥ α[v]``, ``δ[v] ≥ x(v)``,
+     ``δ[v] ≥ δ[w]`` for edges ``(v,w)``, and ``x(v) ≥ α[v] + δ[v] − 1`` for every ``v``
+     with a predecessor and a successor. The rows bound ``α`` and ``δ`` from below only,
+     and their least values are the true ancestor and descendant closures of the set,
+     which are 0/1 whenever ``x`` is; so the last row admits exactly the sets that no
+     path leaves and re-enters.
 
 Minimisation drives ``b`` to its least value, the true indicator, wherever a load
 row binds; where it does not, a larger ``b`` changes nothing.
@@ -18,10 +25,10 @@ row binds; where it does not, a larger ``b`` changes nothing.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from placement.solvers.milp.backends import Backend
-from placement.solvers.milp.data import GroupData
+from placement.solvers.milp.data import CostNode, GroupData
 
 Terms = list[tuple[float, Any]]
 OBJECTIVES = ("throughput", "throughput-gpipe")
@@ -31,12 +38,34 @@ def negate(terms: Terms) -> Terms:
     return [(-a, v) for a, v in terms]
 
 
-def boundary_rows(be: Backend, d: GroupData, x: Callable[[int], Terms], b: dict[int, Any]) -> None:
-    """(B) for one slot: ``x(v)`` gives the terms of ``x[v,s]``, ``b[i]`` the indicator of cost node ``i``."""
-    for i, cn in enumerate(d.cost_nodes):
+def boundary_rows(be: Backend, cost_nodes: Sequence[CostNode], x: Callable[[int], Terms], b: dict[int, Any]) -> None:
+    """(B) for one slot: ``x(v)`` gives the terms of ``x[v,s]``, ``b[i]`` the indicator of ``cost_nodes[i]``."""
+    for i, cn in enumerate(cost_nodes):
         for w in cn.W:
             be.add(x(w) + negate(x(cn.r)) + [(-1, b[i])], hi=0)
             be.add(x(cn.r) + negate(x(w)) + [(-1, b[i])], hi=0)
+
+
+def convexity_rows(be: Backend, nodes: Sequence[int], edges: Sequence[tuple[int, int]], x: Callable[[int], Terms],
+                   tag: str) -> tuple[dict[int, Any], dict[int, Any]]:
+    """(C) for one set; ``x(v)`` gives the terms of its membership of node ``v``. Returns ``α`` and ``δ``
+    by node, both empty when no node has a predecessor and a successor (every set is then convex)."""
+    has_pred = {w for _, w in edges}
+    has_succ = {v for v, _ in edges}
+    middle = [v for v in nodes if v in has_pred and v in has_succ]
+    if not middle:
+        return {}, {}
+    alpha = {v: be.num_var(1, f"alpha[{v},{tag}]") for v in nodes}
+    delta = {v: be.num_var(1, f"delta[{v},{tag}]") for v in nodes}
+    for v in nodes:
+        be.add(x(v) + [(-1, alpha[v])], hi=0)
+        be.add(x(v) + [(-1, delta[v])], hi=0)
+    for v, w in edges:
+        be.add([(1, alpha[v]), (-1, alpha[w])], hi=0)
+        be.add([(1, delta[w]), (-1, delta[v])], hi=0)
+    for v in middle:
+        be.add([(1, alpha[v]), (1, delta[v])] + negate(x(v)), hi=1)
+    return alpha, delta
 
 
 def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:

@@ -14,10 +14,10 @@ between forward nodes:
 11. ``x[g(v),s] ≥ a[v,s] + d[v,s] − 1`` for ``v`` with forward predecessors and successors
     (a node between two nodes of slot ``s`` is on slot ``s``)
 
-Rows 9–10 only bound ``a`` and ``d`` from below, and the least values are the true
-closures, which are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in
-which no forward path leaves a device's forward nodes and re-enters them: the class
-``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
+These are rows (C) of :mod:`.rows` for each slot over the forward graph: rows 9–10
+only bound ``a`` and ``d`` from below, and the least values are the true closures, which
+are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in which no forward
+path leaves a device's forward nodes and re-enters them: the class ``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
 through their colour classes and are not constrained further.
 """
 
@@ -29,6 +29,7 @@ from placement.model.problem import Problem
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
 from placement.solvers.milp.none import AssignmentVars, NoContiguity
+from placement.solvers.milp.rows import convexity_rows
 
 
 def _forward_edges(problem: Problem) -> tuple[list[int], list[tuple[int, int]]]:
@@ -45,25 +46,12 @@ class ContiguousSets(NoContiguity):
     def extra_rows(self, problem: Problem, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
         forward, edges = _forward_edges(problem)
         group = {u: g for g, members in enumerate(d.groups) for u in members}
-        has_pred = {w for _, w in edges}
-        has_succ = {v for v, _ in edges}
-        middle = [v for v in forward if v in has_pred and v in has_succ]
-        if not middle:
-            self._closures = ({}, {})
-            return
         a: dict[tuple[int, int], Any] = {}
         dn: dict[tuple[int, int], Any] = {}
-        for s in range(1, d.slots + 1):
-            for v in forward:
-                a[v, s] = be.num_var(1, f"a[{v},{s}]")
-                dn[v, s] = be.num_var(1, f"d[{v},{s}]")
-                be.add([(1, x[group[v], s]), (-1, a[v, s])], hi=0)                   # (9)
-                be.add([(1, x[group[v], s]), (-1, dn[v, s])], hi=0)                  # (10)
-            for v, w in edges:
-                be.add([(1, a[v, s]), (-1, a[w, s])], hi=0)                          # (9)
-                be.add([(1, dn[w, s]), (-1, dn[v, s])], hi=0)                        # (10)
-            for v in middle:
-                be.add([(1, a[v, s]), (1, dn[v, s]), (-1, x[group[v], s])], hi=1)   # (11)
+        for s in range(1, d.slots + 1):                                                   # (9)-(11)
+            alpha, delta = convexity_rows(be, forward, edges, lambda v, s=s: [(1, x[group[v], s])], f"s{s}")
+            a.update({(v, s): var for v, var in alpha.items()})
+            dn.update({(v, s): var for v, var in delta.items()})
         self._closures = (a, dn)
 
     def extra_hint(self, problem: Problem, d: GroupData, V: AssignmentVars, where: list[int],

@@ -106,7 +106,7 @@ class Stages(Formulation):
                        + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
             bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
             if b:
-                boundary_rows(be, d, x, bs)                                                    # (7)
+                boundary_rows(be, d.cost_nodes, x, bs)                                                    # (7)
             load_rows(be, d, objective, x, bs, {k: y[s, k] for k in K}, targets)               # (8)
             be.add([(1, y[s, k]) for k in K] + [t for v in range(n) for t in negate(x(v))], hi=0)  # (9)
             if s < S:
