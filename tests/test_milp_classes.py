@@ -213,3 +213,22 @@ def test_cpsat_proves_the_dp_optimum_on_layer_graphs(name: str) -> None:
     assert milp.status is Status.OPTIMAL, milp.message
     assert milp.objective == pytest.approx(dp.objective, rel=1e-6)
     assert milp.stats["solver_bound"] <= dp.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_proven_infeasibility(backend: str) -> None:
+    """Three colour classes of memory 5, 5 and 2 (a forward and a backward node each), two
+    accelerators of memory 6 and no CPU: the classes of 5 need a device each and the class of
+    2 fits beside neither (7 > 6), so no plan exists in any class. Every backend must prove it
+    (PuLP reports CBC's proof as status Infeasible with "no solution found")."""
+    def node(i: int, m: float, backward: bool, colour: int) -> Node:
+        return Node(i, f"n{i}", (0.0, 0.0), memory=m, backward=backward, colour=colour)
+
+    nodes = (node(1, 2.0, False, 0), node(3, 3.0, False, 1), node(5, 0.0, False, 2),
+             node(7, 3.0, True, 0), node(9, 2.0, True, 1), node(11, 2.0, True, 2))
+    problem = Problem(nodes, (Edge(1, 7), Edge(3, 9), Edge(5, 11)),
+                      (DeviceType(ACCELERATOR, 2, 6.0), DeviceType(CPU, 0, math.inf, False)))
+    for contiguity in ("none", "sets", "stages"):
+        assert brute_force(problem, contiguity).status is Status.INFEASIBLE
+        solution = solve_milp(problem, contiguity=contiguity, backend=backend, time_limit=30)
+        assert solution.status is Status.INFEASIBLE and solution.plan is None, (contiguity, solution.message)

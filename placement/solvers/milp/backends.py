@@ -506,7 +506,10 @@ class PulpBackend(Backend):
             return RawResult("optimal", objective, objective if bound is None else bound, value, wall, stats=stats)
         if sol == pulp.LpSolutionIntegerFeasible:
             return RawResult("feasible", objective, bound, value, wall, stats=stats)
-        if sol == pulp.LpSolutionInfeasible:
+        # CBC's proof of infeasibility comes back as status Infeasible with "no solution found" (a
+        # stop at the time limit is status Not Solved), so the status decides that case.
+        if sol == pulp.LpSolutionInfeasible or (sol == pulp.LpSolutionNoSolutionFound
+                                                and status == pulp.LpStatusInfeasible):
             return RawResult("infeasible", wall_s=wall, stats=stats)
         if sol == pulp.LpSolutionNoSolutionFound:
             return RawResult("no_solution", bound=bound, wall_s=wall, stats=stats,
