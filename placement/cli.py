@@ -22,6 +22,7 @@ from placement.cli_args import byte_count, non_negative_int, positive_float, pos
 from placement.errors import PlacementError, UsageError
 from placement.io.plans import plan_to_json, read_plan
 from placement.io.tarnawski import read_instance
+from placement.model.objectives import OBJECTIVES, check_objective
 from placement.model.problem import ACCELERATOR, CPU, Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.info import format_info, instance_info
@@ -32,12 +33,10 @@ from placement.solution import Solution, Status
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.registry import METHODS, solve
-from placement.verify.evaluate import Evaluation, evaluate
+from placement.verify.evaluate import CONTIGUITY_CLASSES, Evaluation, evaluate
 from placement.verify.latency import evaluate_latency
 from placement.verify.ledger import communication_ledger, format_ledger
 
-CONTIGUITY = ("none", "sets", "stages")
-OBJECTIVES = ("throughput", "throughput-gpipe", "latency")
 # Subcommands that live in modules of their own. Each module has ``register(subparsers)``,
 # which adds its parser and sets ``handler`` (a function of the parsed arguments that
 # returns the exit status) with ``set_defaults``.
@@ -58,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="dp", choices=sorted(METHODS),
                    help="solution method: dp (default, exact DP over ideals, stages throughput), milp "
                         "(every class and objective), or a baseline (see the README)")
-    p.add_argument("--contiguity", choices=CONTIGUITY, default="stages",
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="stages",
                    help="contiguity class of the plan (default: stages); sets and none need --method milp")
     p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                    help="throughput (default: max load, PipeDream), throughput-gpipe (max FW + max BW, "
@@ -92,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check a plan against an instance, independently of any solver")
     p.add_argument("instance")
     p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
-    p.add_argument("--contiguity", choices=CONTIGUITY, default="none",
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="none",
                    help="contiguity class the plan must belong to (default: none)")
     p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
                    help="throughput (default), throughput-gpipe, or latency (schedules the plan's calls)")
@@ -161,10 +160,7 @@ def _check_writable(path: str | None) -> None:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     problem = _load(args)
-    if args.objective == "latency" and problem.is_training:
-        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
-    if args.objective == "throughput-gpipe" and not problem.is_training:
-        raise UsageError("the throughput-gpipe objective is for training graphs; this instance has no backward nodes")
+    check_objective(problem, args.objective)  # before any work (the MILP's warm start runs the DP)
     _check_writable(args.log)
     progress = None if args.quiet else _progress
     options: dict[str, object] = {
@@ -238,8 +234,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     problem = read_instance(args.instance)
     plan = read_plan(args.plan)
     if args.objective == "latency":
-        if problem.is_training:
-            raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
         latency = evaluate_latency(problem, plan)
         print(format_latency(problem, latency))
         return 0 if latency.valid else 1

@@ -34,6 +34,7 @@ import math
 import time
 
 from placement.errors import LimitError, UsageError
+from placement.model.objectives import check_objective
 from placement.model.problem import Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -168,8 +169,7 @@ def brute_force_latency(problem: Problem, max_calls: int | None = None, *, max_n
     :class:`UsageError` for training graphs; :class:`LimitError` above
     ``max_nodes`` nodes or ``max_plans`` plans to evaluate.
     """
-    if problem.is_training:
-        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    check_objective(problem, "latency")
     if max_calls is not None and max_calls < 1:
         raise UsageError(f"max_calls must be at least 1, got {max_calls}")
     if len(problem.nodes) > max_nodes:

@@ -51,7 +51,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from placement.errors import UsageError
+from placement.model.objectives import check_objective
 from placement.model.problem import Problem, find_cycle
 from placement.plan import Plan
 from placement.verify.evaluate import evaluate, fmt_number
@@ -173,8 +173,7 @@ def evaluate_latency(problem: Problem, plan: Plan) -> LatencyEvaluation:
     Raises :class:`UsageError` for a training graph (the latency objective is
     defined for inference only).
     """
-    if problem.is_training:
-        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    check_objective(problem, "latency")
     structural = evaluate(problem, plan, "none")
     violations = list(structural.violations)
     pays = {t.name: t.pays_comm for t in problem.device_types}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from placement.errors import UsageError
+from placement.model.objectives import OBJECTIVES, check_objective
 from placement.model.problem import Problem
 from placement.plan import Plan
 from placement.solution import Solution
@@ -24,10 +25,9 @@ from placement.solvers.milp.latency import DEFAULT_CALLS, solve_milp_latency
 from placement.solvers.milp.none import NoContiguity
 from placement.solvers.milp.sets import ContiguousSets
 from placement.solvers.milp.stages import Stages
+from placement.verify.evaluate import CONTIGUITY_CLASSES
 
 DEFAULT_TIME_LIMIT = 60.0
-OBJECTIVES = ("throughput", "throughput-gpipe", "latency")
-CONTIGUITY = ("none", "sets", "stages")
 
 
 def _formulation(contiguity: str) -> Formulation:
@@ -37,7 +37,7 @@ def _formulation(contiguity: str) -> Formulation:
         return ContiguousSets()
     if contiguity == "none":
         return NoContiguity()
-    raise UsageError(f"unknown contiguity class {contiguity!r}; choose from {', '.join(CONTIGUITY)}")
+    raise UsageError(f"unknown contiguity class {contiguity!r}; choose from {', '.join(CONTIGUITY_CLASSES)}")
 
 
 def solve_milp(problem: Problem, contiguity: str = "stages", objective: str = "throughput",
@@ -62,16 +62,13 @@ def solve_milp(problem: Problem, contiguity: str = "stages", objective: str = "t
         check_backend_available(backend)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check_objective(problem, objective)
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path)
     if objective == "latency":
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
                                   progress=progress)
-    if objective not in OBJECTIVES:
-        raise UsageError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
-    if objective == "throughput-gpipe" and not problem.is_training:
-        raise UsageError("the throughput-gpipe objective is for training graphs; this instance has no backward nodes")
     return solve_throughput(problem, _formulation(contiguity), objective, backend, options, warm_start,
                             progress=progress)
 
 
-__all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "CONTIGUITY", "DEFAULT_CALLS"]
+__all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "DEFAULT_CALLS"]

@@ -76,6 +76,7 @@ from typing import Any, Callable
 
 from placement.errors import UsageError
 from placement.model.bounds import latency_lower_bound
+from placement.model.objectives import check_objective
 from placement.model.problem import Problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
@@ -344,8 +345,7 @@ def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions,
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""
     from placement.verify.latency import evaluate_latency
 
-    if problem.is_training:
-        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    check_objective(problem, "latency")
     if calls < 1:
         raise UsageError(f"calls per accelerator must be at least 1, got {calls}")
     start = time.perf_counter()

@@ -1,0 +1,23 @@
+"""The objectives (DESIGN.md §2) and which graphs each applies to.
+
+* ``throughput`` — max load over the devices; any graph.
+* ``throughput-gpipe`` — max forward load + max backward load; training graphs only.
+* ``latency`` — finish time of one sample; inference graphs only.
+"""
+
+from __future__ import annotations
+
+from placement.errors import UsageError
+from placement.model.problem import Problem
+
+OBJECTIVES = ("throughput", "throughput-gpipe", "latency")
+
+
+def check_objective(problem: Problem, objective: str) -> None:
+    """Raise :class:`UsageError` (one line) unless ``objective`` exists and applies to ``problem``."""
+    if objective not in OBJECTIVES:
+        raise UsageError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    if objective == "latency" and problem.is_training:
+        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+    if objective == "throughput-gpipe" and not problem.is_training:
+        raise UsageError("the throughput-gpipe objective is for training graphs; this instance has no backward nodes")
