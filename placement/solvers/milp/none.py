@@ -22,7 +22,8 @@ slot s), ``b[u,s] ∈ {0,1}`` (u is a boundary node of slot s), ``T ≥ 0`` (or 
    non-empty devices first, ordered by their lowest class, and the lowest class of the
    ``s``-th device is at least ``s − 1``.
 
-Objective (O) of :mod:`.rows`. Every assignment of classes to devices is a solution, with
+Rows 1–2 are :func:`.rows.slot_types` and rows 4–8 :func:`.rows.slot_rows`, shared with
+:mod:`.stages`. Objective (O) of :mod:`.rows`. Every assignment of classes to devices is a solution, with
 the objective its value; decoded plans list the devices in slot order.
 """
 
@@ -36,7 +37,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
 from placement.solvers.milp.driver import Formulation, slot_of_groups, type_position
-from placement.solvers.milp.rows import (boundary_rows, boundary_values, load_rows, minimise, objective_vars,
+from placement.solvers.milp.rows import (boundary_values, minimise, objective_vars, slot_rows, slot_types,
                                          target_values)
 
 
@@ -55,37 +56,18 @@ class NoContiguity(Formulation):
         return problem.colour_classes()
 
     def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> AssignmentVars:
-        n, S, K = len(d.groups), d.slots, range(len(d.types))
+        n, S = len(d.groups), d.slots
         slots = range(1, S + 1)
-        y = {(s, k): be.bool_var(f"y[{s},{k}]") for s in slots for k in K}
+        y = slot_types(be, d)                                                                  # (1), (2)
         x = {(v, s): be.bool_var(f"x[{v},{s}]", fixed=0 if s > v + 1 else None)           # (8), last part
              for v in range(n) for s in slots}
         b = ({(i, s): be.bool_var(f"b[{cn.u},{s}]") for i, cn in enumerate(d.cost_nodes) for s in slots}
              if any(d.pays) else {})
         targets = objective_vars(be, d, objective)
-        total_m = sum(d.m)
-        for s in slots:
-            be.add([(1, y[s, k]) for k in K], hi=1)                                            # (1)
-        for k in K:
-            be.add([(1, y[s, k]) for s in slots], hi=d.counts[k])                             # (2)
         for v in range(n):
             be.add([(1, x[v, s]) for s in slots], lo=1, hi=1)                                  # (3)
-        for s in slots:
-            def xs(v: int, s: int = s) -> list[tuple[float, Any]]:
-                return [(1, x[v, s])]
-
-            for v in range(n):
-                be.add([(1, x[v, s])] + [(-1, y[s, k]) for k in d.fits(v)], hi=0)              # (4)
-            if d.memory_binds:                                                                 # (5)
-                be.add([(d.m[v], x[v, s]) for v in range(n) if d.m[v]]
-                       + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
-            bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
-            if b:
-                boundary_rows(be, d.cost_nodes, xs, bs)                                                   # (6)
-            load_rows(be, d, objective, xs, bs, {k: y[s, k] for k in K}, targets)              # (7)
-            be.add([(1, y[s, k]) for k in K] + [(-1, x[v, s]) for v in range(n)], hi=0)        # (8)
-            if s < S:
-                be.add([(1, y[s + 1, k]) for k in K] + [(-1, y[s, k]) for k in K], hi=0)
+        for s in slots:                                                                        # (4)-(8)
+            slot_rows(be, d, objective, s, lambda v, s=s: [(1, x[v, s])], y, b, targets)
         self.extra_rows(problem, d, be, x)
         minimise(be, targets)
         return AssignmentVars(y, x, b, targets)

@@ -68,6 +68,40 @@ def convexity_rows(be: Backend, nodes: Sequence[int], edges: Sequence[tuple[int,
     return alpha, delta
 
 
+def slot_types(be: Backend, d: GroupData) -> dict[tuple[int, int], Any]:
+    """``y[s,k]``, "slot ``s`` has type ``k``", with ``Σ_k y[s,k] ≤ 1`` and ``Σ_s y[s,k] ≤ count_k``."""
+    slots, K = range(1, d.slots + 1), range(len(d.types))
+    y = {(s, k): be.bool_var(f"y[{s},{k}]") for s in slots for k in K}
+    for s in slots:
+        be.add([(1, y[s, k]) for k in K], hi=1)
+    for k in K:
+        be.add([(1, y[s, k]) for s in slots], hi=d.counts[k])
+    return y
+
+
+def slot_rows(be: Backend, d: GroupData, objective: str, s: int, x: Callable[[int], Terms],
+              y: dict[tuple[int, int], Any], b: dict[tuple[int, int], Any], targets: list[Any]) -> None:
+    """The rows of one slot ``s`` that every throughput formulation shares, with ``x(v)`` the terms of
+    ``x[v,s]``: ``x[v,s] ≤ Σ_{k ∈ F(v)} y[s,k]`` (support, per-group memory, a used slot has a type);
+    ``Σ_v m(v) x[v,s] ≤ Σ_k min(M_k, Σ_v m(v)) y[s,k]`` (where some bound can bind); (B) and (L);
+    and the symmetry rows ``Σ_k y[s,k] ≤ Σ_v x[v,s]`` (used slots are non-empty) and
+    ``Σ_k y[s+1,k] ≤ Σ_k y[s,k]`` (they come first)."""
+    n, K = len(d.groups), range(len(d.types))
+    for v in range(n):
+        be.add(x(v) + [(-1, y[s, k]) for k in d.fits(v)], hi=0)
+    if d.memory_binds:
+        total_m = sum(d.m)
+        be.add([(a * d.m[v], var) for v in range(n) if d.m[v] for a, var in x(v)]
+               + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
+    bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
+    if b:
+        boundary_rows(be, d.cost_nodes, x, bs)
+    load_rows(be, d, objective, x, bs, {k: y[s, k] for k in K}, targets)
+    be.add([(1, y[s, k]) for k in K] + [t for v in range(n) for t in negate(x(v))], hi=0)
+    if s < d.slots:
+        be.add([(1, y[s + 1, k]) for k in K] + [(-1, y[s, k]) for k in K], hi=0)
+
+
 def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:
     """``[T]`` or ``[TF, TB]``, each bounded by the largest possible load."""
     if objective == "throughput":

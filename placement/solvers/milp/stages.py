@@ -26,7 +26,8 @@ slot s; ``z[v,0] = 0``).
 9. ``Σ_k y[s,k] ≤ Σ_v x[v,s]`` and ``Σ_k y[s+1,k] ≤ Σ_k y[s,k]``        (symmetry: used slots
    are the non-empty ones, and they come first)
 
-Objective (O) of :mod:`.rows`: minimise ``T`` (or ``TF + TB``). The non-empty slots in
+Rows 1–2 are :func:`.rows.slot_types` and rows 5–9 :func:`.rows.slot_rows`, shared with
+:mod:`.none`. Objective (O) of :mod:`.rows`: minimise ``T`` (or ``TF + TB``). The non-empty slots in
 slot order are a pipeline (a chain of ideals of H), so the decoded plan is in
 ``stages``; conversely every ``stages`` plan of the supernodes is a solution, with the
 objective its value. For ``throughput`` the supernodes merge zero-cost classes as the
@@ -48,8 +49,8 @@ from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
 from placement.solvers.milp.driver import Formulation, slot_of_groups, type_position
-from placement.solvers.milp.rows import (boundary_rows, boundary_values, load_rows, minimise, negate,
-                                         objective_vars, target_values)
+from placement.solvers.milp.rows import (boundary_values, minimise, objective_vars, slot_rows, slot_types,
+                                         target_values)
 from placement.verify.evaluate import pipeline_order
 
 
@@ -75,42 +76,22 @@ class Stages(Formulation):
         return [list(m) for m in self._contraction.members]
 
     def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> _Vars:
-        n, S, K = len(d.groups), d.slots, range(len(d.types))
+        n, S = len(d.groups), d.slots
         succ = self._contraction.succ
         slots = range(1, S + 1)
-        y = {(s, k): be.bool_var(f"y[{s},{k}]") for s in slots for k in K}
+        y = slot_types(be, d)                                                                  # (1), (2)
         z = {(v, s): be.bool_var(f"z[{v},{s}]", fixed=1 if s == S else None) for v in range(n) for s in slots}
         b = ({(i, s): be.bool_var(f"b[{cn.u},{s}]") for i, cn in enumerate(d.cost_nodes) for s in slots}
              if any(d.pays) else {})
         targets = objective_vars(be, d, objective)
-        total_m = sum(d.m)
-        fits = [d.fits(v) for v in range(n)]
-        for s in slots:
-            be.add([(1, y[s, k]) for k in K], hi=1)                                            # (1)
-        for k in K:
-            be.add([(1, y[s, k]) for s in slots], hi=d.counts[k])                             # (2)
         for v in range(n):
             for s in slots[:-1]:
                 be.add([(1, z[v, s]), (-1, z[v, s + 1])], hi=0)                                # (3)
             for w in succ[v]:
                 for s in slots[:-1]:
                     be.add([(1, z[w, s]), (-1, z[v, s])], hi=0)                                # (4)
-        for s in slots:
-            def x(v: int, s: int = s) -> list[tuple[float, Any]]:
-                return _x(z, v, s)
-
-            for v in range(n):
-                be.add(x(v) + [(-1, y[s, k]) for k in fits[v]], hi=0)                          # (5)
-            if d.memory_binds:                                                                 # (6)
-                be.add([(a * d.m[v], var) for v in range(n) if d.m[v] for a, var in x(v)]
-                       + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
-            bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
-            if b:
-                boundary_rows(be, d.cost_nodes, x, bs)                                                    # (7)
-            load_rows(be, d, objective, x, bs, {k: y[s, k] for k in K}, targets)               # (8)
-            be.add([(1, y[s, k]) for k in K] + [t for v in range(n) for t in negate(x(v))], hi=0)  # (9)
-            if s < S:
-                be.add([(1, y[s + 1, k]) for k in K] + [(-1, y[s, k]) for k in K], hi=0)
+        for s in slots:                                                                        # (5)-(9)
+            slot_rows(be, d, objective, s, lambda v, s=s: _x(z, v, s), y, b, targets)
         minimise(be, targets)
         return _Vars(y, z, b, targets, succ)
 
