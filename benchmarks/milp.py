@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from placement.io.tarnawski import read_instance
-from placement.model.bounds import latency_lower_bound
+from placement.problem.bounds import latency_lower_bound
 from placement.solution import Solution
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp

@@ -600,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     from placement.io.tarnawski import read_instance
-    from placement.model.bounds import latency_lower_bound
+    from placement.problem.bounds import latency_lower_bound
 
     throughput, latency = [], []
     for (objective, label), records in by_instance.items():

@@ -5,7 +5,7 @@
 writes ``bert-base-inference.json`` and ``bert-base-training.json`` next to this file:
 BERT-Base (12 layers, hidden 768, 12 heads, FFN 3072, sequence 128, batch 8) as an
 operator graph with roofline costs (A100 40 GB accelerators, one EPYC 7763 CPU socket,
-PCIe 4.0 x16 links; see ``placement/models/transformer.py``), 4 accelerators with
+PCIe 4.0 x16 links; see ``placement/zoo/transformer.py``), 4 accelerators with
 16 GiB each and 1 CPU. The output is deterministic.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-from placement.models.transformer import GiB, TransformerConfig, bert_graph, to_tarnawski_json  # noqa: E402
+from placement.zoo.transformer import GiB, TransformerConfig, bert_graph, to_tarnawski_json  # noqa: E402
 
 ACCELERATORS = 4
 CPUS = 1

@@ -3,13 +3,13 @@
     .venv/bin/python instances/generate_models.py [NAME ...]
 
 writes ``models/<model>-<inference|training>.json`` next to this file for BERT-Base,
-GPT-2 small, ResNet-50 and ViT-Base/16 (the factories of :mod:`placement.models.zoo`,
+GPT-2 small, ResNet-50 and ViT-Base/16 (the factories of :mod:`placement.zoo.factories`,
 with their batch sizes), each exported with ``torch.export`` and grouped at module
 granularity (leaf modules), costed by the roofline model of
 :mod:`placement.costmodel.roofline` for 4 NVIDIA H100 SXM5 80GB accelerators (PCIe Gen5
 links for transfers) and 1 AMD EPYC 7763 socket. This is what
 
-    placement import placement.models.zoo:<factory> --name <model> [--training] --out <file>
+    placement import placement.zoo.factories:<factory> --name <model> [--training] --out <file>
 
 writes. NAMEs (file stems such as ``gpt2-training``) restrict the run. Needs the extras
 ``torch`` and ``transformers`` (``pip install -e '.[models]'``). The output is
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
 from placement.costmodel.roofline import make_platform  # noqa: E402
 from placement.io.torch_export import import_torch  # noqa: E402
-from placement.models import zoo  # noqa: E402
+from placement.zoo import factories as zoo  # noqa: E402
 
 OUT = HERE / "models"
 MODELS = {"bert-base": zoo.bert_base, "gpt2": zoo.gpt2, "resnet50": zoo.resnet50, "vit-base": zoo.vit_base}

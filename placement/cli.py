@@ -22,8 +22,8 @@ from placement.cli_args import byte_count, non_negative_int, positive_float, pos
 from placement.errors import PlacementError, UsageError
 from placement.io.plans import plan_to_json, read_plan
 from placement.io.tarnawski import read_instance
-from placement.model.objectives import OBJECTIVES, check_objective
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.objectives import OBJECTIVES, check_objective
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.report.info import format_info, instance_info
 from placement.report.latency import format_latency
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace) -> Problem:
+def _load(args: argparse.Namespace) -> Instance:
     problem = read_instance(args.instance)
     counts: dict[str, int] = {}
     memory: dict[str, float] = {}
@@ -138,7 +138,7 @@ class _Verified:
     throughput: Evaluation       # loads per device, for the plan file
 
 
-def _verify_plan(problem: Problem, plan: Plan, objective: str, contiguity: str) -> _Verified:
+def _verify_plan(problem: Instance, plan: Plan, objective: str, contiguity: str) -> _Verified:
     if objective == "latency":
         latency = evaluate_latency(problem, plan)
         loads = evaluate(problem, plan, contiguity="none")
@@ -207,7 +207,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 1
 
 
-def _summary(problem: Problem, solution: Solution) -> str:
+def _summary(problem: Instance, solution: Solution) -> str:
     lines = [
         f"instance    {problem.name}",
         f"method      {solution.method} (objective {solution.objective_kind}, contiguity {solution.contiguity})",

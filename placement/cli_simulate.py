@@ -13,7 +13,7 @@ from placement.cli_args import byte_count, fraction, non_negative_int, positive_
 from placement.errors import UsageError
 from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.report.gantt import matplotlib_modules, write_gantt
 from placement.report.simulation import format_simulation
 from placement.report.trace import write_trace
@@ -24,7 +24,7 @@ from placement.simulate.simulator import ENGINES, simulate
 DEFAULT_MICROBATCHES = 64
 
 
-def _problem(args: argparse.Namespace) -> Problem:
+def _problem(args: argparse.Namespace) -> Instance:
     """The instance with the device counts and memory the plan was solved for."""
     problem = read_instance(args.instance)
     counts = {name: value for name, value in ((ACCELERATOR, args.accelerators), (CPU, args.cpus))

@@ -11,7 +11,7 @@ import math
 
 from hypothesis import strategies as st
 
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.plan import DeviceAssignment, Plan
 
 quarters = st.integers(0, 16).map(lambda q: q / 4)          # 0, 0.25, ..., 4
@@ -25,8 +25,8 @@ def node_id(position: int) -> int:
 
 @st.composite
 def problems(draw, max_nodes: int = 9, training: bool | None = None, max_accelerators: int = 3,
-             max_cpus: int = 2) -> Problem:
-    """A random valid :class:`Problem` with at most ``max_nodes`` nodes.
+             max_cpus: int = 2) -> Instance:
+    """A random valid :class:`Instance` with at most ``max_nodes`` nodes.
 
     Forward nodes form a random DAG (edges go from lower to higher forward
     index). In the training shape (``training`` True, or drawn when None) most
@@ -112,13 +112,13 @@ def problems(draw, max_nodes: int = 9, training: bool | None = None, max_acceler
                           out_cost=draw(quarters)))
     order = draw(st.permutations(range(n)))  # input order need not be topological
     types = (DeviceType(ACCELERATOR, accelerators, bound, True), DeviceType(CPU, cpus, math.inf, False))
-    return Problem(tuple(nodes[i] for i in order),
+    return Instance(tuple(nodes[i] for i in order),
                    tuple(Edge(node_id(a), node_id(b)) for a, b in sorted(edges)),
                    types, name="hypothesis")
 
 
 @st.composite
-def plans(draw, problem: Problem, unplaced: bool = True) -> Plan:
+def plans(draw, problem: Instance, unplaced: bool = True) -> Plan:
     """A random plan for ``problem``: each node on one of the existing devices (or, rarely, on none)."""
     slots = [t.name for t in problem.device_types for _ in range(t.count)]
     held: list[list[int]] = [[] for _ in slots]
@@ -132,7 +132,7 @@ def plans(draw, problem: Problem, unplaced: bool = True) -> Plan:
 
 
 @st.composite
-def colour_respecting_plans(draw, problem: Problem) -> Plan:
+def colour_respecting_plans(draw, problem: Instance) -> Plan:
     """A random plan that keeps colour classes together and places every node."""
     slots = [t.name for t in problem.device_types for _ in range(t.count)]
     held: list[list[int]] = [[] for _ in slots]
@@ -144,7 +144,7 @@ def colour_respecting_plans(draw, problem: Problem) -> Plan:
 
 
 @st.composite
-def three_type_problems(draw, max_nodes: int = 6, training: bool | None = None) -> Problem:
+def three_type_problems(draw, max_nodes: int = 6, training: bool | None = None) -> Instance:
     """A problem of :func:`problems` with a third device type ``slow``: 0–1 devices that pay
     communication, with their own memory bound and a time per node that is the accelerator
     time times 1, 1.5 or 2, or unsupported (when the node is unsupported on accelerators, or
@@ -158,4 +158,4 @@ def three_type_problems(draw, max_nodes: int = 6, training: bool | None = None) 
         slow = None if acc is None or draw(st.integers(0, 4)) == 0 else acc * draw(st.sampled_from([1.0, 1.5, 2.0]))
         nodes.append(Node(n.id, n.name, (acc, n.times[1], slow), n.memory, n.backward, n.colour, n.out_cost))
     types = base.device_types + (DeviceType("slow", count, bound, True),)
-    return Problem(tuple(nodes), base.edges, types, name="hypothesis-3")
+    return Instance(tuple(nodes), base.edges, types, name="hypothesis-3")

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 
 from placement.errors import UsageError
 from placement.io.tarnawski import read_instance
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.solvers.bruteforce import brute_force
-from placement.solvers.bruteforce_latency import brute_force_latency
+from placement.testing.bruteforce import brute_force
+from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.dp import solve_dp
 from placement.solvers.registry import METHODS, solve
 from placement.verify.evaluate import evaluate
@@ -36,7 +36,7 @@ except ImportError:
 needs_metis = pytest.mark.skipif(not HAVE_METIS, reason="pymetis is not installed (pip install 'placement[partition]')")
 
 
-def costly_middle() -> Problem:
+def costly_middle() -> Instance:
     """1 -> 2 -> 3 -> 4, 3 ms each on an accelerator; c(2) = 10, every other transfer free; 2 accelerators, no CPU.
 
     * greedy: share 12 / 2 = 6: {1, 2} fills accelerator 0 exactly, {3, 4} goes to accelerator 1; the
@@ -51,7 +51,7 @@ def costly_middle() -> Problem:
     return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3), Edge(3, 4)], 2, 0, 10, name="costly-middle")
 
 
-def diamond() -> Problem:
+def diamond() -> Instance:
     """s -> x, s -> y, x -> t, y -> t; accelerator times 1, 4, 4, 1; transfers free; 2 accelerators.
 
     The only cut vertices are s and t, so the PipeDream chain is {s} | {x, y, t}: max(1, 9) = 9 (or 10
@@ -187,7 +187,7 @@ def test_bad_options():
         solve(problem, "local-search", restarts=0)
     with pytest.raises(UsageError, match="^option seed must be an integer ≥ 0, got -1$"):
         solve(problem, "local-search", seed=-1)
-    three = Problem(tuple(replace(n, times=n.times + (1.0,)) for n in problem.nodes), problem.edges,
+    three = Instance(tuple(replace(n, times=n.times + (1.0,)) for n in problem.nodes), problem.edges,
                     problem.device_types + (DeviceType("tpu", 1),))
     with pytest.raises(UsageError, match="^method greedy handles the device types 'accelerator' and 'cpu' only, "
                                          "not 'tpu'$"):

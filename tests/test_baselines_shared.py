@@ -21,7 +21,7 @@ from placement.errors import LimitError
 from placement.io.plans import write_plan
 from placement.io.tarnawski import read_instance
 from placement.solution import Status
-from placement.model.bounds import latency_lower_bound
+from placement.problem.bounds import latency_lower_bound
 from placement.solvers.dp import solve_dp
 from placement.solvers.registry import solve
 from placement.verify.evaluate import evaluate

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.errors import LimitError
-from placement.model.problem import ACCELERATOR, CPU, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.solvers.bruteforce import brute_force, count_labellings
+from placement.testing.bruteforce import brute_force, count_labellings
 from placement.verify.evaluate import evaluate
 
 from tests.strategies import problems
@@ -26,7 +26,7 @@ def node(i, acc, cpu, memory=0.0, cost=0.0, backward=False, colour=None):
     return Node(i, f"n{i}", (acc, cpu), float(memory), backward, colour, float(cost))
 
 
-def check_solution(problem: Problem, contiguity: str):
+def check_solution(problem: Instance, contiguity: str):
     sol = brute_force(problem, contiguity)
     assert sol.method == "bruteforce" and sol.contiguity == contiguity
     if sol.status is Status.INFEASIBLE:
@@ -55,7 +55,7 @@ def test_optima_are_ordered_by_class_and_verify(problem):
     assert opt["none"] <= opt["sets"] <= opt["stages"]
 
 
-def naive_optimum(problem: Problem, contiguity: str) -> float:
+def naive_optimum(problem: Instance, contiguity: str) -> float:
     """Every labelling of classes by device slot, no symmetry breaking, no pruning."""
     classes = problem.colour_classes()
     slots = [t.name for t in problem.device_types for _ in range(t.count)]

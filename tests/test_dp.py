@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from placement.errors import LimitError
 from placement.io.tarnawski import read_instance
-from placement.model.problem import Node, Problem
+from placement.problem.instance import Node, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.solvers.bruteforce import brute_force
+from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.ideals import contract, count_ideals
 from placement.verify.evaluate import evaluate
@@ -26,7 +26,7 @@ from tests.strategies import problems
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 
 
-def solve_and_verify(problem: Problem, **options):
+def solve_and_verify(problem: Instance, **options):
     """Solve with the DP and check the plan independently: valid, `stages`, value as claimed."""
     solution = solve_dp(problem, **options)
     if solution.plan is not None:
@@ -137,10 +137,10 @@ def zero_heavy_problems(draw, max_nodes: int = 9):
             node = Node(node.id, node.name, tuple(0.0 for _ in node.times), 0.0, node.backward, node.colour,
                         0.0 if zero_cost else node.out_cost)
         nodes.append(node)
-    return Problem(tuple(nodes), problem.edges, problem.device_types, problem.name)
+    return Instance(tuple(nodes), problem.edges, problem.device_types, problem.name)
 
 
-def _brute_force_matches(problem: Problem) -> None:
+def _brute_force_matches(problem: Instance) -> None:
     expected = brute_force(problem, "stages")
     solution = solve_and_verify(problem)
     assert solution.status == expected.status
@@ -163,7 +163,7 @@ def test_dp_equals_brute_force_with_zero_cost_nodes(problem):
 REFERENCE_MAX_IDEALS = 120
 
 
-def reference_dp(problem: Problem) -> float | None:
+def reference_dp(problem: Instance) -> float | None:
     """The DP recurrence in its plainest form: all ideals, all pairs, loads from the evaluator.
 
     Shares nothing with the solver: classes, the extended forward graph and its ideals come from

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement.errors import UsageError
-from placement.model.problem import ACCELERATOR, CPU, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.text import format_evaluation
 from placement.verify.evaluate import evaluate, pipeline_order
@@ -37,7 +37,7 @@ def node(i, acc, cpu, memory=0.0, cost=0.0, backward=False, colour=None):
 # --------------------------------------------------------------------------------------
 
 @pytest.fixture
-def triangle() -> Problem:
+def triangle() -> Instance:
     """1 -> 2 -> 3 and 1 -> 3; two accelerators with memory 5, one CPU."""
     nodes = [node(1, 1.0, 4.0, memory=2, cost=0.5),
              node(2, 2.0, 5.0, memory=3, cost=0.25),
@@ -105,7 +105,7 @@ def test_unknown_contiguity_class(triangle):
 # --------------------------------------------------------------------------------------
 
 @pytest.fixture
-def small() -> Problem:
+def small() -> Instance:
     """Nodes 1..4 in a chain; node 4 unsupported on accelerators; colour 7 = {2, 3}; memory 5; 1 acc + 1 CPU."""
     nodes = [node(1, 1.0, 1.0, memory=2), node(2, 1.0, 1.0, memory=2, colour=7),
              node(3, 1.0, 1.0, memory=1, colour=7), node(4, None, 1.0, memory=9)]
@@ -191,7 +191,7 @@ def test_violation_order_is_stable(small):
 # contiguity: none / sets / stages
 # --------------------------------------------------------------------------------------
 
-def forward_chain(n: int, accelerators: int = 3) -> Problem:
+def forward_chain(n: int, accelerators: int = 3) -> Instance:
     nodes = [node(i, 1.0, 1.0, cost=0.25) for i in range(1, n + 1)]
     return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(1, n)], accelerators, 0, math.inf)
 
@@ -245,7 +245,7 @@ def test_stages_is_order_free_and_pipeline_order():
 # --------------------------------------------------------------------------------------
 
 @pytest.fixture
-def training() -> Problem:
+def training() -> Instance:
     """f1 -> f2 forward; mates g1, g2 (colours 1, 2), g2 -> g1; activation f1 -> g1.
 
     Plus an uncoloured orphan L (the loss gradient): f2 -> L -> g2.
@@ -357,7 +357,7 @@ def test_format_evaluation(triangle):
 # properties on random problems and plans
 # --------------------------------------------------------------------------------------
 
-def naive_loads(problem: Problem, p: Plan) -> list[float]:
+def naive_loads(problem: Instance, p: Plan) -> list[float]:
     """Node-centric recomputation: node u pays c(u) on every other device holding a successor (In),
     and once on its own device if any successor is elsewhere (Out)."""
     dev = {v: d for d, a in enumerate(p.devices) for v in a.nodes}
@@ -380,7 +380,7 @@ def naive_loads(problem: Problem, p: Plan) -> list[float]:
     return loads
 
 
-def h_graph(problem: Problem) -> tuple[dict, list]:
+def h_graph(problem: Instance) -> tuple[dict, list]:
     """The extended forward graph H of DESIGN/brief, built independently: vertex -> member ids, edges."""
     fwd_of = {}
     for n in problem.nodes:
@@ -409,7 +409,7 @@ def h_graph(problem: Problem) -> tuple[dict, list]:
     return vert, edges
 
 
-def stages_by_permutations(problem: Problem, p: Plan) -> bool:
+def stages_by_permutations(problem: Instance, p: Plan) -> bool:
     """Some order of the devices makes stage indices non-decreasing along every H edge."""
     dev = {v: d for d, a in enumerate(p.devices) for v in a.nodes}
     vert, edges = h_graph(problem)
@@ -421,7 +421,7 @@ def stages_by_permutations(problem: Problem, p: Plan) -> bool:
     return False
 
 
-def sets_by_closure(problem: Problem, p: Plan) -> bool:
+def sets_by_closure(problem: Instance, p: Plan) -> bool:
     """No forward path x -> ... -> z -> ... -> y with x, y on a device and z forward elsewhere."""
     fwd = [n.id for n in problem.nodes if not n.backward]
     reach = {(u, w): False for u in fwd for w in fwd}

@@ -19,7 +19,7 @@ import pytest
 
 from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
-from placement.model.problem import ACCELERATOR
+from placement.problem.instance import ACCELERATOR
 from placement.plan import DeviceAssignment, Plan
 from placement.verify.evaluate import evaluate, pipeline_order
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from placement.io.tarnawski import read_instance
-from placement.model.problem import DeviceType, Edge, Node, Problem
-from placement.model.bounds import throughput_lower_bound
+from placement.problem.instance import DeviceType, Edge, Node, Instance
+from placement.problem.bounds import throughput_lower_bound
 from placement.report.info import format_info, instance_info
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def example(size3: float = 12.0, size01: float = 4.0) -> Problem:
+def example(size3: float = 12.0, size01: float = 4.0) -> Instance:
     """Two accelerators (memory 10, pay communication) and one CPU core.
 
     node  acc   cpu  memory  colour  backward
@@ -37,7 +37,7 @@ def example(size3: float = 12.0, size01: float = 4.0) -> Problem:
         Node(5, "f", (4.0, 8.0), 0.0, backward=True),
     )
     edges = tuple(Edge(u, v) for u, v in [(0, 1), (1, 2), (2, 3), (3, 4), (3, 5)])
-    return Problem(nodes, edges, types, "example")
+    return Instance(nodes, edges, types, "example")
 
 
 def test_counts_work_memory():
@@ -86,7 +86,7 @@ def test_lower_bound_colour_class_too_big_for_accelerator():
 def test_lower_bound_infinite_when_a_class_fits_nowhere():
     types = (DeviceType("acc", 1, 10.0, True), DeviceType("cpu", 0, math.inf, False))
     nodes = (Node(0, "a", (1.0, 1.0), 6.0, colour=1), Node(1, "b", (1.0, 1.0), 6.0, colour=1))
-    problem = Problem(nodes, (), types)
+    problem = Instance(nodes, (), types)
     info = instance_info(problem)
     assert info["lower_bound"] == math.inf
     assert "a colour class fits no device" in format_info(info)
@@ -96,7 +96,7 @@ def test_lower_bound_ignores_absent_device_types():
     # The CPU is faster but there is none: the bound uses the accelerator times only.
     types = (DeviceType("acc", 2, math.inf, True), DeviceType("cpu", 0, math.inf, False))
     nodes = (Node(0, "a", (4.0, 1.0)), Node(1, "b", (2.0, 1.0)))
-    bound = throughput_lower_bound(Problem(nodes, (Edge(0, 1),), types))
+    bound = throughput_lower_bound(Instance(nodes, (Edge(0, 1),), types))
     assert bound == {"class": 4.0, "average": 3.0, "bound": 4.0}
 
 

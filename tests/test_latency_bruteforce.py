@@ -1,4 +1,4 @@
-"""The latency brute force (placement.solvers.bruteforce_latency): its search space counted by hand,
+"""The latency brute force (placement.testing.bruteforce_latency): its search space counted by hand,
 hand-solved optima, a naive enumeration without symmetry breaking, and the latency baselines and
 lower bound against it."""
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.errors import LimitError, UsageError
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.model.bounds import latency_lower_bound
-from placement.solvers.bruteforce_latency import brute_force_latency, count_latency_plans
+from placement.problem.bounds import latency_lower_bound
+from placement.testing.bruteforce_latency import brute_force_latency, count_latency_plans
 from placement.solvers.registry import solve
 from placement.verify.latency import evaluate_latency
 
@@ -24,7 +24,7 @@ from tests.strategies import problems
 A, C = ACCELERATOR, CPU
 
 
-def chain3(accelerators: int, cpus: int) -> Problem:
+def chain3(accelerators: int, cpus: int) -> Instance:
     nodes = [Node(i, f"n{i}", (1.0, 10.0), 0.0, False, None, 0.5) for i in (1, 2, 3)]
     return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], accelerators, cpus, 10)
 
@@ -82,13 +82,13 @@ def test_limits_and_bad_use():
         brute_force_latency(chain3(2, 1), max_plans=10)
     with pytest.raises(UsageError, match="^max_calls must be at least 1, got 0$"):
         brute_force_latency(chain3(1, 0), max_calls=0)
-    training = Problem((Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0)),
+    training = Instance((Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0)),
                        (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))
     with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "):
         brute_force_latency(training)
 
 
-def naive_optimum(problem: Problem) -> float:
+def naive_optimum(problem: Instance) -> float:
     """Every node to (accelerator, call position) or the CPU, no symmetry breaking, no pruning."""
     accelerators = problem.device_types[problem.type_index(A)].count
     cpus = problem.device_types[problem.type_index(C)].count

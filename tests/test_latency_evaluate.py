@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placement.errors import UsageError
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.latency import format_latency
-from placement.model.bounds import latency_lower_bound
+from placement.problem.bounds import latency_lower_bound
 from placement.verify.latency import evaluate_latency
 
 from tests.strategies import plans, problems
@@ -31,7 +31,7 @@ def node(i, acc, cpu, cost=0.0, memory=1.0, colour=None):
 
 
 @pytest.fixture
-def chain() -> Problem:
+def chain() -> Instance:
     """1 -> 2 -> 3; accelerator times 1, 2, 3; CPU times 10, 20, 1; c(1) = 0.5, c(2) = 0.25, c(3) = 0."""
     nodes = [node(1, 1.0, 10.0, 0.5), node(2, 2.0, 20.0, 0.25), node(3, 3.0, 1.0)]
     return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 10, name="chain")
@@ -173,7 +173,7 @@ def test_placement_violations_come_from_the_structural_evaluator(chain):
 
 def test_training_graphs_are_refused():
     nodes = (Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0))
-    problem = Problem(nodes, (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))
+    problem = Instance(nodes, (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))
     with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "
                                          "this instance has backward nodes$"):
         evaluate_latency(problem, plan(DeviceAssignment(A, (0, 1))))
@@ -196,7 +196,7 @@ def test_text_report(chain):
 # agreement with a plain reference: relax every start time until nothing changes
 # ----------------------------------------------------------------------------------------
 
-def reference_latency(problem: Problem, plan: Plan) -> float:
+def reference_latency(problem: Instance, plan: Plan) -> float:
     """Bellman-Ford style: from all-zero times, repeatedly apply the model's rules; inf if they never settle."""
     preds: dict[int, set[int]] = {n.id: set() for n in problem.nodes}
     for e in problem.edges:

@@ -8,7 +8,7 @@ import pytest
 
 from placement.errors import PlanFormatError
 from placement.io.plans import parse_plan, plan_to_json, read_plan, write_plan
-from placement.model.problem import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.verify.latency import evaluate_latency

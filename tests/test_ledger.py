@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
-from placement.model.problem import Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.verify.evaluate import evaluate
 from placement.verify.ledger import (AGREES, DISAGREES, NOT_CHARGED, UNCHECKED, NodeMismatch,
@@ -25,7 +25,7 @@ def node(i: int, name: str, cost: float, backward: bool = False, colour: int | N
     return Node(i, name, (1.0, 1.0), 0.0, backward, colour, cost)
 
 
-def chain(cost_c: float = 0.5) -> Problem:
+def chain(cost_c: float = 0.5) -> Instance:
     """a -> b -> c, b -> d, c -> d; sizes 8, 4, 4, 2 bytes; costs 2, 1, cost_c (ρ = 0.25 when cost_c = 0.5)."""
     nodes = [node(1, "a", 2.0), node(2, "b", 1.0), node(3, "c", cost_c), node(4, "d", 0.0)]
     edges = [Edge(1, 2, 8.0), Edge(2, 3, 4.0), Edge(2, 4, 4.0), Edge(3, 4, 2.0)]
@@ -83,7 +83,7 @@ def test_disagreement_names_device_and_node():
 
 def test_unsized_boundary_is_unchecked():
     problem = chain()
-    problem = Problem(problem.nodes, (Edge(1, 2, None),) + problem.edges[1:], problem.device_types)
+    problem = Instance(problem.nodes, (Edge(1, 2, None),) + problem.edges[1:], problem.device_types)
     ledger = communication_ledger(problem, PLAN)
     assert [d.status for d in ledger.devices] == [UNCHECKED, UNCHECKED, NOT_CHARGED]
     assert ledger.devices[0].unsized == (1,)
@@ -93,7 +93,7 @@ def test_unsized_boundary_is_unchecked():
 
 def test_no_sizes_at_all():
     problem = chain()
-    problem = Problem(problem.nodes, tuple(Edge(e.src, e.dst) for e in problem.edges), problem.device_types)
+    problem = Instance(problem.nodes, tuple(Edge(e.src, e.dst) for e in problem.edges), problem.device_types)
     ledger = communication_ledger(problem, PLAN)
     assert ledger.time_per_byte.value is None
     assert ledger.disagreements == ("no edge carries a tensor size: the ledger cannot be checked",)
@@ -122,7 +122,7 @@ def consistent_problems(draw):
     """A random problem whose every edge carries 4·c(source) bytes (ρ = 0.25), and a plan for it."""
     problem = draw(problems())
     edges = tuple(Edge(e.src, e.dst, 4 * problem.node(e.src).out_cost) for e in problem.edges)
-    problem = Problem(problem.nodes, edges, problem.device_types)
+    problem = Instance(problem.nodes, edges, problem.device_types)
     return problem, draw(plans(problem, unplaced=False))
 
 
@@ -192,7 +192,7 @@ def test_ledger_on_dp_plans_of_published_instances(path):
 
 
 def test_ledger_imports_no_solver_and_not_the_evaluator():
-    """The ledger is verification code: it recomputes from the Problem, importing neither solvers nor the evaluator."""
+    """The ledger is verification code: it recomputes from the Instance, importing neither solvers nor the evaluator."""
     root = Path(__file__).resolve().parents[1]
     code = ("import sys, placement.verify.ledger; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers') "

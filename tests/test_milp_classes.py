@@ -1,6 +1,6 @@
 """The MILP for every contiguity class and throughput objective, on every backend, against brute force.
 
-Brute force (placement.solvers.bruteforce) enumerates every assignment of colour classes to
+Brute force (placement.testing.bruteforce) enumerates every assignment of colour classes to
 devices and judges it with the independent evaluator, so agreement here checks each
 formulation's rows against the model of DESIGN.md §2, class by class and objective by
 objective. The MILP's plans are re-verified by the evaluator at the reported value.
@@ -13,9 +13,9 @@ import math
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.solution import Solution, Status
-from placement.solvers.bruteforce import brute_force
+from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
@@ -27,7 +27,7 @@ AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in
 EXAMPLES = {"cp-sat": 200, "cbc": 40, "scip": 40, "highs": 40, "pulp": 20}
 
 
-def check(problem: Problem, solution: Solution, contiguity: str, objective: str) -> None:
+def check(problem: Instance, solution: Solution, contiguity: str, objective: str) -> None:
     """The plan verifies in its class at the reported value; the bound is honest."""
     if solution.plan is not None:
         ev = evaluate(problem, solution.plan, contiguity=contiguity)
@@ -58,7 +58,7 @@ class Failures:
         assert self.errors <= max(1, self.runs // 10), f"{self.errors} errors in {self.runs} runs"
 
 
-def agree(problem: Problem, contiguity: str, objective: str, backend: str, failures: Failures) -> None:
+def agree(problem: Instance, contiguity: str, objective: str, backend: str, failures: Failures) -> None:
     truth = brute_force(problem, contiguity, objective=objective)
     milp = solve_milp(problem, contiguity=contiguity, objective=objective, backend=backend, time_limit=30)
     if failures.tolerated(milp):
@@ -76,7 +76,7 @@ def agree(problem: Problem, contiguity: str, objective: str, backend: str, failu
 def test_throughput_matches_brute_force(backend: str, contiguity: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=6, max_accelerators=2, max_cpus=1))
-    def run(problem: Problem) -> None:
+    def run(problem: Instance) -> None:
         agree(problem, contiguity, "throughput", backend, failures)
 
     failures = Failures(backend)
@@ -89,7 +89,7 @@ def test_throughput_matches_brute_force(backend: str, contiguity: str) -> None:
 def test_gpipe_matches_brute_force(backend: str, contiguity: str) -> None:
     @settings(max_examples=EXAMPLES[backend] // 2, suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=6, training=True, max_accelerators=2, max_cpus=1))
-    def run(problem: Problem) -> None:
+    def run(problem: Instance) -> None:
         assume(problem.is_training)
         agree(problem, contiguity, "throughput-gpipe", backend, failures)
 
@@ -102,7 +102,7 @@ def test_gpipe_matches_brute_force(backend: str, contiguity: str) -> None:
 def test_stages_matches_dp(backend: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=7))
-    def run(problem: Problem) -> None:
+    def run(problem: Instance) -> None:
         dp = solve_dp(problem)
         milp = solve_milp(problem, backend=backend, time_limit=30)
         if failures.tolerated(milp):
@@ -117,7 +117,7 @@ def test_stages_matches_dp(backend: str) -> None:
     failures.check()
 
 
-def crossing_pairs() -> Problem:
+def crossing_pairs() -> Instance:
     """a → b and b' → a' with a, a' heavy on one accelerator and b, b' on the other.
 
     Nodes (accelerator time, CPU time unsupported): a=4 (id 0), b=4 (1), b'=4 (2), a'=4 (3);
@@ -131,11 +131,11 @@ def crossing_pairs() -> Problem:
     optimum of both classes is 8 and of none too (8 + 8 = 16 of work on 2 devices).
     """
     nodes = tuple(Node(i, f"n{i}", (4.0, None), out_cost=1.0) for i in range(4))
-    return Problem(nodes, (Edge(0, 1), Edge(2, 3)),
+    return Instance(nodes, (Edge(0, 1), Edge(2, 3)),
                    (DeviceType(ACCELERATOR, 2), DeviceType(CPU, 0, math.inf, False)), name="crossing")
 
 
-def sets_beat_stages() -> Problem:
+def sets_beat_stages() -> Instance:
     """A graph where two contiguous sets feed each other and beat every pipeline.
 
     Nodes (accelerator time): a=5 (id 0), b=5 (1), b'=5 (2), a'=5 (3), with edges a→b,
@@ -152,7 +152,7 @@ def sets_beat_stages() -> Problem:
     """
     nodes = (Node(0, "a", (5.0, None), colour=1, out_cost=1.0), Node(1, "b", (5.0, None), colour=2),
              Node(2, "b'", (5.0, None), colour=2), Node(3, "a'", (5.0, None), colour=1))
-    return Problem(nodes, (Edge(0, 1), Edge(2, 3), Edge(0, 3)),
+    return Instance(nodes, (Edge(0, 1), Edge(2, 3), Edge(0, 3)),
                    (DeviceType(ACCELERATOR, 2), DeviceType(CPU, 0, math.inf, False)), name="sets-beat-stages")
 
 
@@ -226,7 +226,7 @@ def test_proven_infeasibility(backend: str) -> None:
 
     nodes = (node(1, 2.0, False, 0), node(3, 3.0, False, 1), node(5, 0.0, False, 2),
              node(7, 3.0, True, 0), node(9, 2.0, True, 1), node(11, 2.0, True, 2))
-    problem = Problem(nodes, (Edge(1, 7), Edge(3, 9), Edge(5, 11)),
+    problem = Instance(nodes, (Edge(1, 7), Edge(3, 9), Edge(5, 11)),
                       (DeviceType(ACCELERATOR, 2, 6.0), DeviceType(CPU, 0, math.inf, False)))
     for contiguity in ("none", "sets", "stages"):
         assert brute_force(problem, contiguity).status is Status.INFEASIBLE

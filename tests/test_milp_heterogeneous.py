@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.io.tarnawski import read_instance
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solution import Status
-from placement.solvers.bruteforce import brute_force
+from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.verify.evaluate import evaluate
@@ -55,7 +55,7 @@ def test_three_types_by_hand(contiguity: str) -> None:
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(three_type_problems())
-def test_three_types_stages_match_dp(problem: Problem) -> None:
+def test_three_types_stages_match_dp(problem: Instance) -> None:
     dp = solve_dp(problem)
     milp = solve_milp(problem, time_limit=30)
     assert milp.status is dp.status, milp.message
@@ -68,7 +68,7 @@ def test_three_types_stages_match_dp(problem: Problem) -> None:
 def test_three_types_match_brute_force(contiguity: str) -> None:
     @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(three_type_problems(max_nodes=5))
-    def run(problem: Problem) -> None:
+    def run(problem: Instance) -> None:
         truth = brute_force(problem, contiguity)
         milp = solve_milp(problem, contiguity=contiguity, time_limit=30)
         assert milp.status is truth.status, milp.message

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.errors import UsageError
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
-from placement.solvers.bruteforce_latency import brute_force_latency
+from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
 from placement.verify.latency import evaluate_latency
@@ -32,7 +32,7 @@ EXAMPLES = {"cp-sat": 120, "cbc": 25, "scip": 25, "highs": 25, "pulp": 12}
 def test_latency_matches_brute_force(backend: str, calls: int) -> None:
     @settings(max_examples=EXAMPLES[backend] // calls, suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=5 if calls == 1 else 4, training=False, max_accelerators=2, max_cpus=1))
-    def run(problem: Problem) -> None:
+    def run(problem: Instance) -> None:
         truth = brute_force_latency(problem, max_calls=calls)
         milp = solve_milp(problem, objective="latency", calls=calls, backend=backend, time_limit=30)
         if failures.tolerated(milp):
@@ -49,7 +49,7 @@ def test_latency_matches_brute_force(backend: str, calls: int) -> None:
     failures.check()
 
 
-def fork() -> Problem:
+def fork() -> Instance:
     """s → l, s → r, l → t, r → t; one accelerator (memory unbounded), CPUs.
 
     Accelerator times s=1, l=4, r=4, t=1; CPU times s=1, l=6, r=6, t=1; every transfer
@@ -63,7 +63,7 @@ def fork() -> Problem:
     """
     nodes = (Node(0, "s", (1.0, 1.0), out_cost=1.0), Node(1, "l", (4.0, 6.0), out_cost=1.0),
              Node(2, "r", (4.0, 6.0), out_cost=1.0), Node(3, "t", (1.0, 1.0)))
-    return Problem(nodes, (Edge(0, 1), Edge(0, 2), Edge(1, 3), Edge(2, 3)),
+    return Instance(nodes, (Edge(0, 1), Edge(0, 2), Edge(1, 3), Edge(2, 3)),
                    (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)), name="fork")
 
 
@@ -80,7 +80,7 @@ def test_fork_by_hand() -> None:
 
 def test_latency_rejects_training_graphs() -> None:
     nodes = (Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0))
-    problem = Problem(nodes, (Edge(0, 1),), (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)))
+    problem = Instance(nodes, (Edge(0, 1),), (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)))
     with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "
                                          "this instance has backward nodes$"):
         solve_milp(problem, objective="latency")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from placement.io.tarnawski import read_instance
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.dp import solve_dp
@@ -24,7 +24,7 @@ TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 BACKENDS = ["cp-sat", "cbc", "scip", "highs"]
 
 
-def check(problem: Problem, solution: Solution) -> None:
+def check(problem: Instance, solution: Solution) -> None:
     """Invariants of every result: plan verifies under `stages` at the claimed value; honest bound."""
     if solution.plan is not None:
         evaluation = evaluate(problem, solution.plan, contiguity="stages")
@@ -74,7 +74,7 @@ def test_scale_choice() -> None:
 def test_rounded_times_keep_a_proven_bound() -> None:
     # times that no power of two or ten makes integral: thirds.
     nodes = [Node(i, f"n{i}", (1 / 3 * (i + 1), 10.0), out_cost=1 / 7) for i in range(4)]
-    problem = Problem(tuple(nodes), tuple(Edge(i, i + 1) for i in range(3)),
+    problem = Instance(tuple(nodes), tuple(Edge(i, i + 1) for i in range(3)),
                       (DeviceType(ACCELERATOR, 2), DeviceType(CPU, 0, math.inf, False)))
     solution = solve_milp(problem)
     check(problem, solution)
@@ -86,7 +86,7 @@ def test_rounded_times_keep_a_proven_bound() -> None:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(problems(max_nodes=7))
-def test_cpsat_matches_dp(problem: Problem) -> None:
+def test_cpsat_matches_dp(problem: Instance) -> None:
     dp = solve_dp(problem)
     milp = solve_milp(problem, backend="cp-sat", time_limit=20)
     check(problem, milp)
@@ -99,7 +99,7 @@ def test_cpsat_matches_dp(problem: Problem) -> None:
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(problems(max_nodes=7))
-def test_scip_matches_dp(problem: Problem) -> None:
+def test_scip_matches_dp(problem: Instance) -> None:
     dp = solve_dp(problem)
     milp = solve_milp(problem, backend="scip", time_limit=20, warm_start=dp.plan)
     check(problem, milp)
@@ -110,12 +110,12 @@ def test_scip_matches_dp(problem: Problem) -> None:
 
 # ----- limits ----------------------------------------------------------------------------
 
-def random_problem(n: int, seed: int) -> Problem:
+def random_problem(n: int, seed: int) -> Instance:
     rng = random.Random(seed)
     nodes = [Node(i, f"n{i}", (rng.randint(1, 40) / 4, rng.randint(20, 200) / 4), memory=float(rng.randint(1, 5)),
                   out_cost=rng.randint(0, 8) / 4) for i in range(n)]
     edges = {(i, j) for j in range(1, n) for i in rng.sample(range(j), min(j, rng.randint(1, 3)))}
-    return Problem(tuple(nodes), tuple(Edge(i, j) for i, j in sorted(edges)),
+    return Instance(tuple(nodes), tuple(Edge(i, j) for i, j in sorted(edges)),
                    (DeviceType(ACCELERATOR, 6, 3.0 * n / 4), DeviceType(CPU, 2, math.inf, False)), name="random")
 
 

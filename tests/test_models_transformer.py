@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from placement.io.tarnawski import parse_instance, read_instance
-from placement.models.transformer import (A100_SXM4_40GB, EPYC_7763, PCIE4_X16_BYTES_PER_S, GiB,
+from placement.zoo.transformer import (A100_SXM4_40GB, EPYC_7763, PCIE4_X16_BYTES_PER_S, GiB,
                                           TransformerConfig, bert_graph, roofline_ms, to_tarnawski_json)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pytest
 
 from placement.errors import PlanFormatError
 from placement.io.plans import FORMAT, parse_plan, plan_to_json, read_plan, write_plan
-from placement.model.problem import ACCELERATOR, CPU, DeviceType, Edge, Node, Problem, make_two_type_problem
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.verify.evaluate import evaluate
@@ -24,7 +24,7 @@ def write(tmp_path, data, name="plan.json"):
 
 
 @pytest.fixture
-def chain() -> Problem:
+def chain() -> Instance:
     """1 -> 2 -> 3; accelerator times 1, 2, 3; CPU times 4, 5, 6; c(1) = 0.5, c(2) = 0.25; memory 1 each."""
     nodes = [Node(1, "a", (1.0, 4.0), 1.0, False, None, 0.5), Node(2, "b", (2.0, 5.0), 1.0, False, None, 0.25),
              Node(3, "c", (3.0, 6.0), 1.0, False, None, 0.0)]
@@ -79,7 +79,7 @@ def test_unreadable_plan_files(tmp_path):
         read_plan(tmp_path / "missing.json")
 
 
-def solution_for(problem: Problem, plan: Plan | None, **kw) -> Solution:
+def solution_for(problem: Instance, plan: Plan | None, **kw) -> Solution:
     return Solution(kw.pop("status", Status.OPTIMAL), plan, method="test", contiguity="stages", **kw)
 
 
@@ -141,7 +141,7 @@ def test_round_trip(tmp_path, chain):
 def test_other_device_types_appear_in_devices_only():
     nodes = [Node(1, "a", (1.0, 2.0, 3.0), 0.0, False, None, 1.0), Node(2, "b", (1.0, 2.0, 3.0))]
     types = (DeviceType("gpu", 1), DeviceType(ACCELERATOR, 1), DeviceType("tpu", 1, pays_comm=False))
-    problem = Problem(tuple(nodes), (Edge(1, 2),), types, "three")
+    problem = Instance(tuple(nodes), (Edge(1, 2),), types, "three")
     plan = Plan((DeviceAssignment("gpu", (1,)), DeviceAssignment(ACCELERATOR, (2,))))
     data = plan_to_json(problem, solution_for(problem, plan), evaluate(problem, plan))
     # gpu {1}: 1 + Out {1} 1 = 2; accelerator {2}: 2 + In {1} 1 = 3

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from placement.errors import UsageError
 from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
-from placement.model.problem import Edge, Node, make_two_type_problem
+from placement.problem.instance import Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.simulate import simulate
 from placement.simulate.pipeline import build_pipeline

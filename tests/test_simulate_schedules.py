@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
-from placement.model.problem import Edge, Node, make_two_type_problem
+from placement.problem.instance import Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.simulate import simulate
 from placement.simulate.schedules import SCHEDULES, get_schedule, stage_order

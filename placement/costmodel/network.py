@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InstanceError
-from placement.io.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, load_json
 
 FORMAT = "placement-network/1"
 LAYER_KINDS = ("fc", "conv")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from placement.errors import InstanceError, UsageError
-from placement.io.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, load_json
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InstanceError, UsageError
-from placement.io.jsonfile import load_json
+from placement.jsonfile import load_json
 from placement.plan import Plan
 
 

@@ -74,7 +74,7 @@ from typing import Any, Iterable
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.errors import UsageError
 from placement.io.tarnawski import parse_instance
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 
 #: Gradient work per operator kind, as a multiple of forward FLOPs and bytes (module docstring).
 BACKWARD_FACTOR: dict[str, float] = {
@@ -415,13 +415,13 @@ class ImportedModel:
 
     graph: PlacementGraph
     instance: dict
-    problem: Problem
+    problem: Instance
     source: Any = None
 
 
 def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: str | None = None,
           source: Any = None) -> ImportedModel:
-    """Cost ``pg`` on ``platform`` and validate the result as a :class:`Problem`."""
+    """Cost ``pg`` on ``platform`` and validate the result as a :class:`Instance`."""
     instance = to_instance(pg, platform, training)
     label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
     return ImportedModel(pg, instance, parse_instance(instance, label), source)

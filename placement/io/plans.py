@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import PlacementError, PlanFormatError
-from placement.io.jsonfile import json_type_name, load_json
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.jsonfile import json_type_name, load_json
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.verify.evaluate import Evaluation, evaluate
@@ -126,7 +126,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def plan_to_json(problem: Problem, solution: Solution, evaluation: Evaluation | None = None) -> dict:
+def plan_to_json(problem: Instance, solution: Solution, evaluation: Evaluation | None = None) -> dict:
     """The plan file content: Tarnawski's fields (verified loads) plus ours.
 
     ``evaluation`` should be the evaluator's verdict on ``solution.plan``; when
@@ -177,7 +177,7 @@ def plan_to_json(problem: Problem, solution: Solution, evaluation: Evaluation | 
     return _jsonable(data)
 
 
-def write_plan(path: str | Path, problem: Problem, solution: Solution,
+def write_plan(path: str | Path, problem: Instance, solution: Solution,
                evaluation: Evaluation | None = None) -> None:
     """Write :func:`plan_to_json` to ``path`` (strict JSON, two-space indent)."""
     text = json.dumps(plan_to_json(problem, solution, evaluation), indent=2, allow_nan=False)

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InstanceError
-from placement.io.jsonfile import json_type_name, load_json
-from placement.model.problem import DeviceType, Edge, Node, Problem, format_number, make_two_type_problem
+from placement.jsonfile import json_type_name, load_json
+from placement.problem.instance import DeviceType, Edge, Node, Instance, format_number, make_two_type_problem
 
 _NUMBER = (int, float)
 
@@ -66,8 +66,8 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
     raise AssertionError(kind)
 
 
-def parse_instance(data: Any, name: str = "") -> Problem:
-    """Build a validated :class:`Problem` from the decoded JSON of a Tarnawski instance."""
+def parse_instance(data: Any, name: str = "") -> Instance:
+    """Build a validated :class:`Instance` from the decoded JSON of a Tarnawski instance."""
     if not isinstance(data, dict):
         raise InstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
     top = "instance"
@@ -125,7 +125,7 @@ def parse_instance(data: Any, name: str = "") -> Problem:
         nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0)))
     if catalogue is None:
         return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
-    return Problem(tuple(nodes), tuple(edges), catalogue, name)
+    return Instance(tuple(nodes), tuple(edges), catalogue, name)
 
 
 def _device_types(raw: Any) -> tuple[DeviceType, ...]:
@@ -165,7 +165,7 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple
     return tuple(None if raw[name] is None else _field(raw, name, where, "number") for name in names)
 
 
-def read_instance(path: str | Path) -> Problem:
+def read_instance(path: str | Path) -> Instance:
     """Read and validate a Tarnawski instance file; errors name the file."""
     data = load_json(path, InstanceError)
     try:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from placement.model.bounds import throughput_lower_bound
-from placement.model.problem import Problem, format_number
+from placement.problem.bounds import throughput_lower_bound
+from placement.problem.instance import Instance, format_number
 
 
-def instance_info(problem: Problem) -> dict[str, Any]:
+def instance_info(problem: Instance) -> dict[str, Any]:
     """Sizes, device catalogue, work per device type and a throughput lower bound of ``problem``.
 
     Keys: ``name``, ``nodes``, ``edges``, ``forward``, ``backward``, ``kind`` (``"training"``

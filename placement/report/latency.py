@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.report.text import verdict_lines
 from placement.verify.latency import LatencyEvaluation
 
@@ -13,7 +13,7 @@ def _num(x: float) -> str:
     return "-" if math.isinf(x) else f"{x:.6g}"
 
 
-def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
+def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
     """Names of the call's first and last node in topological order."""
     order = {v: k for k, v in enumerate(problem.topological_ids())}
     known = sorted((v for v in nodes if v in order), key=order.__getitem__)
@@ -23,7 +23,7 @@ def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
-def format_latency(problem: Problem, evaluation: LatencyEvaluation) -> str:
+def format_latency(problem: Instance, evaluation: LatencyEvaluation) -> str:
     """A table of the calls (start, receive, compute, send, end), the CPU nodes, the latency, the violations."""
     header = ("device", "call", "type", "#nodes", "start", "receive", "compute", "send", "end", "nodes")
     rows = [header]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.verify.evaluate import Evaluation
 
 
@@ -12,7 +12,7 @@ def _num(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
-def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
+def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
     """Names of the first and last forward node a device holds, in topological order: its split points."""
     order = {v: k for k, v in enumerate(problem.topological_ids())}
     forward = sorted((v for v in nodes if not problem.node(v).backward), key=order.__getitem__)
@@ -22,7 +22,7 @@ def _span(problem: Problem, nodes: tuple[int, ...]) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
-def format_evaluation(problem: Problem, evaluation: Evaluation) -> str:
+def format_evaluation(problem: Instance, evaluation: Evaluation) -> str:
     """A table of the devices (load, compute, comm, memory, first..last forward node), the max load,
     the class, the violations."""
     header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")

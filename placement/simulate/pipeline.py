@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 
 from placement.errors import PlacementError, UsageError
-from placement.model.problem import Problem, find_cycle
+from placement.problem.instance import Instance, find_cycle
 from placement.plan import DeviceAssignment, Plan
 from placement.verify.evaluate import Evaluation, evaluate, pipeline_order
 
@@ -106,7 +106,7 @@ def _invalid(evaluation: Evaluation) -> UsageError:
     return UsageError(f"the plan is not valid for this instance: {evaluation.violations[0]}{more}")
 
 
-def build_pipeline(problem: Problem, plan: Plan) -> Pipeline:
+def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     """The pipeline a valid ``stages`` plan describes; :class:`UsageError` if there is none.
 
     Nodes a plan omits are placed by colour, as ``placement verify`` does.

@@ -32,7 +32,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from placement.errors import UsageError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulate.engine import Deadlock, execute
 from placement.simulate.engine_simpy import execute_simpy
@@ -122,7 +122,7 @@ class SimulationResult:
     notes: tuple[str, ...]
 
 
-def simulate(problem: Problem, plan: Plan, schedule: str = "stream", microbatches: int = 64,
+def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap") -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 

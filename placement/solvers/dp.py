@@ -38,7 +38,7 @@ from typing import Callable
 
 import numpy as np
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
@@ -71,7 +71,7 @@ class _Layers:
     full: int
 
 
-def _build_graph(problem: Problem, contraction: Contraction) -> _Graph:
+def _build_graph(problem: Instance, contraction: Contraction) -> _Graph:
     types = problem.device_types
     n_types = len(types)
     size = contraction.size
@@ -136,7 +136,7 @@ def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:
     return capacity
 
 
-def _build_layers(problem: Problem) -> _Layers:
+def _build_layers(problem: Instance) -> _Layers:
     caps = [t.count for t in problem.device_types]
     radix = np.cumprod([1] + [c + 1 for c in caps[:-1]])
     n_layers = int(np.prod([c + 1 for c in caps]))
@@ -170,7 +170,7 @@ class _Table:
     full: int
 
 
-def _run(problem: Problem, graph: _Graph, layers: _Layers, masks: list[int], ub: float,
+def _run(problem: Instance, graph: _Graph, layers: _Layers, masks: list[int], ub: float,
          progress: Progress | None, label: str) -> _Table:
     """Run the DP over the given ideals (any down-closed family containing ∅ and V)."""
     bits = _to_words(masks, graph.contraction.size)
@@ -233,7 +233,7 @@ def _run(problem: Problem, graph: _Graph, layers: _Layers, masks: list[int], ub:
     return _Table(masks, dp, parent, choice, counters, full)
 
 
-def _extract(problem: Problem, graph: _Graph, layers: _Layers, table: _Table) -> tuple[float, Plan | None]:
+def _extract(problem: Instance, graph: _Graph, layers: _Layers, table: _Table) -> tuple[float, Plan | None]:
     """Value and plan of dp[all devices][V], devices in pipeline order."""
     L, i = layers.full, table.full
     value = float(table.dp[L, i])
@@ -313,7 +313,7 @@ def _prefix_masks(order: list[int]) -> list[int]:
     return masks
 
 
-def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
+def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
              progress: Progress | None = None, merge_zero_cost: bool = True) -> Solution:
     """Optimal ``stages`` plan for the throughput objective; status ``optimal`` or ``infeasible``.
 
@@ -364,7 +364,7 @@ def solve_dp(problem: Problem, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
 
 
-def solve_chain(problem: Problem) -> Solution:
+def solve_chain(problem: Instance) -> Solution:
     """A good ``stages`` plan fast: the exact DP restricted to the prefixes of a few topological orders.
 
     No ideals are enumerated, so it runs where the full DP would refuse; the plan is optimal among

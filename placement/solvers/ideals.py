@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.errors import LimitError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 
 DEFAULT_MAX_IDEALS = 200_000
 
@@ -130,7 +130,7 @@ def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
     return comp
 
 
-def _class_graph(problem: Problem, class_of: list[int], n_classes: int,
+def _class_graph(problem: Instance, class_of: list[int], n_classes: int,
                  orphan: list[bool]) -> tuple[list[set[int]], list[set[int]]]:
     """Edges of H between classes (forward edges and mirrored orphan edges), and graph edges."""
     nodes = problem.nodes
@@ -149,7 +149,7 @@ def _class_graph(problem: Problem, class_of: list[int], n_classes: int,
     return h_succ, g_succ
 
 
-def contract(problem: Problem, merge_zero_cost: bool = True) -> Contraction:
+def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     """Contract colour classes, merge cycles of H and (optionally) provably safe zero-cost classes."""
     nodes = problem.nodes
     n = len(nodes)
@@ -212,7 +212,7 @@ def _topological_order(n: int, succ: list[set[int]]) -> list[int]:
     return order
 
 
-def _merge_zero_cost(problem: Problem, classes: list[list[int]], class_of: list[int],
+def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list[int],
                      orphan: list[bool], h_succ: list[set[int]], uf: _UnionFind) -> int:
     """Apply merge rules (a) and (b) of the module docstring until none applies; return merge count."""
     nodes = problem.nodes

@@ -1,17 +1,17 @@
-"""Solution methods by name. Every method takes a Problem and returns a Solution."""
+"""Solution methods by name. Every method takes a Instance and returns a Solution."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from placement.errors import UsageError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.baselines import BASELINES
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 
 
-def _dp(problem: Problem, **options: Any) -> Solution:
+def _dp(problem: Instance, **options: Any) -> Solution:
     from placement.solvers.dp import solve_dp
 
     if options.get("contiguity", "stages") != "stages":
@@ -23,7 +23,7 @@ def _dp(problem: Problem, **options: Any) -> Solution:
                     progress=options.get("progress"))
 
 
-def _milp(problem: Problem, **options: Any) -> Solution:
+def _milp(problem: Instance, **options: Any) -> Solution:
     """The MILP; ``warm_start`` is a plan, ``None``, or ``"auto"`` (default: from the DP, see
     :mod:`placement.solvers.milp.warmstart`)."""
     backend = options.get("backend", "cp-sat")
@@ -59,7 +59,7 @@ def _milp(problem: Problem, **options: Any) -> Solution:
 METHODS: dict[str, Callable[..., Solution]] = {"dp": _dp, "milp": _milp, **BASELINES}
 
 
-def solve(problem: Problem, method: str = "dp", **options: Any) -> Solution:
+def solve(problem: Instance, method: str = "dp", **options: Any) -> Solution:
     """Solve ``problem`` with the named method; options are method-specific."""
     try:
         run = METHODS[method]

@@ -1,7 +1,7 @@
 """The independent evaluator: loads and validity of a plan (DESIGN.md §2).
 
 This module is the check of every solver, so it imports nothing from
-:mod:`placement.solvers` and recomputes everything from the :class:`Problem`,
+:mod:`placement.solvers` and recomputes everything from the :class:`Instance`,
 edge by edge, in the plainest way that is still fast enough for the published
 instances.
 
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.errors import UsageError
-from placement.model.problem import Problem, find_cycle
+from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
 
 CONTIGUITY_CLASSES = ("none", "sets", "stages")
@@ -117,7 +117,7 @@ def _join(items: Sequence[object]) -> str:
 # placement: node id -> device positions
 # ----------------------------------------------------------------------------------------
 
-def _placements(problem: Problem, plan: Plan, infer_from_colours: bool
+def _placements(problem: Instance, plan: Plan, infer_from_colours: bool
                 ) -> tuple[list[list[int]], dict[int, list[int]], list[int], list[str]]:
     """Per device the known node ids it holds; per node id its device positions (with repeats).
 
@@ -178,7 +178,7 @@ def _placements(problem: Problem, plan: Plan, infer_from_colours: bool
 # loads
 # ----------------------------------------------------------------------------------------
 
-def _device_report(problem: Problem, position: int, type_name: str, nodes: list[int]
+def _device_report(problem: Instance, position: int, type_name: str, nodes: list[int]
                    ) -> tuple[DeviceReport, list[str]]:
     violations: list[str] = []
     try:
@@ -232,7 +232,7 @@ def _device_report(problem: Problem, position: int, type_name: str, nodes: list[
 # contiguity
 # ----------------------------------------------------------------------------------------
 
-def _sets_violations(problem: Problem, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
+def _sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
     """One line per device whose forward nodes are not convex in the forward graph."""
     fsucc: dict[int, list[int]] = {n.id: [] for n in problem.nodes if not n.backward}
     for e in problem.edges:
@@ -269,7 +269,7 @@ def _sets_violations(problem: Problem, plan: Plan, device_nodes: list[list[int]]
     return out
 
 
-def _extended_forward_graph(problem: Problem) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
+def _extended_forward_graph(problem: Instance) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
     """The vertices of H, each with the node ids whose devices it takes, and H's edges.
 
     A forward node ``v`` is the vertex ``"node v"``; an orphan class is the
@@ -305,7 +305,7 @@ def _extended_forward_graph(problem: Problem) -> tuple[dict[str, list[int]], lis
     return vertices, edges
 
 
-def _quotient(problem: Problem, where: dict[int, list[int]], n_devices: int
+def _quotient(problem: Instance, where: dict[int, list[int]], n_devices: int
               ) -> tuple[list[str], list[list[int]]]:
     """Labels and successor lists of the quotient of H by device.
 
@@ -330,7 +330,7 @@ def _quotient(problem: Problem, where: dict[int, list[int]], n_devices: int
     return labels, succ
 
 
-def _stages_violations(problem: Problem, where: dict[int, list[int]], n_devices: int) -> list[str]:
+def _stages_violations(problem: Instance, where: dict[int, list[int]], n_devices: int) -> list[str]:
     labels, succ = _quotient(problem, where, n_devices)
     cycle = find_cycle(len(labels), succ)
     if cycle is None:
@@ -339,7 +339,7 @@ def _stages_violations(problem: Problem, where: dict[int, list[int]], n_devices:
             + " -> ".join(labels[i] for i in cycle + cycle[:1])]
 
 
-def pipeline_order(problem: Problem, plan: Plan) -> tuple[int, ...] | None:
+def pipeline_order(problem: Instance, plan: Plan) -> tuple[int, ...] | None:
     """Device positions in a pipeline order (stage indices never decrease along H), or ``None``.
 
     Uses the nodes the plan lists (no colour inference); ties go to the lower position.
@@ -373,7 +373,7 @@ def pipeline_order(problem: Problem, plan: Plan) -> tuple[int, ...] | None:
 # the evaluator
 # ----------------------------------------------------------------------------------------
 
-def evaluate(problem: Problem, plan: Plan, contiguity: str = "none",
+def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
              infer_from_colours: bool = False) -> Evaluation:
     """Verify ``plan`` against ``problem``: per-device loads, max load, violations.
 

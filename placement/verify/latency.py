@@ -51,8 +51,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from placement.model.objectives import check_objective
-from placement.model.problem import Problem, find_cycle
+from placement.problem.objectives import check_objective
+from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
 from placement.verify.evaluate import evaluate, fmt_number
 
@@ -103,7 +103,7 @@ class LatencyEvaluation:
         return not self.violations
 
 
-def _device_calls(problem: Problem, plan: Plan, pays: dict[str, bool]
+def _device_calls(problem: Instance, plan: Plan, pays: dict[str, bool]
                   ) -> tuple[list[list[tuple[int, ...]]], list[str], bool]:
     """Per device its calls (accelerators) or ``[]`` (other types); violations; whether they partition."""
     violations: list[str] = []
@@ -167,7 +167,7 @@ def _convexity_witness(members: set[int], succ: dict[int, list[int]]) -> list[in
     return None
 
 
-def evaluate_latency(problem: Problem, plan: Plan) -> LatencyEvaluation:
+def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     """Verify ``plan`` under the latency model of the module docstring; times, latency, violations.
 
     Raises :class:`UsageError` for a training graph (the latency objective is

@@ -1,7 +1,7 @@
 """The communication ledger of a plan: bytes crossing device boundaries, checked against the load model.
 
 Verification code: it imports nothing from :mod:`placement.solvers` or from the evaluator, and
-recomputes everything from the :class:`Problem` and the :class:`Plan`.
+recomputes everything from the :class:`Instance` and the :class:`Plan`.
 
 Model implemented
 -----------------
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import Plan
 
 RELATIVE_TOLERANCE = 1e-9
@@ -150,7 +150,7 @@ def _close(a: float, b: float) -> bool:
 # one bandwidth per instance
 # ----------------------------------------------------------------------------------------
 
-def infer_time_per_byte(problem: Problem) -> TimePerByte:
+def infer_time_per_byte(problem: Instance) -> TimePerByte:
     """``ρ``: the ratio ``c(u)/size`` shared by the most distinct sized tensors ``(u, size > 0)``."""
     tensors = sorted({(e.src, e.size) for e in problem.edges if e.size is not None and e.size > 0})
     ratios = sorted((problem.node(u).out_cost / size, size) for u, size in tensors)
@@ -177,7 +177,7 @@ def _max_size(current: float | None, size: float | None, missing: set[int], u: i
     return size if current is None else max(current, size)
 
 
-def communication_ledger(problem: Problem, plan: Plan) -> Ledger:
+def communication_ledger(problem: Instance, plan: Plan) -> Ledger:
     """The ledger of ``plan`` (see the module docstring); unknown node ids in the plan are ignored."""
     rho = infer_time_per_byte(problem)
     known = {n.id for n in problem.nodes}

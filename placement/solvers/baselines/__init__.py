@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solution import Solution
 
 _MODULES = {
@@ -33,7 +33,7 @@ LATENCY_BASELINES = ("latency-greedy", "latency-dp-split")
 
 
 def _lazy(module: str, function: str) -> Callable[..., Solution]:
-    def run(problem: Problem, **options: Any) -> Solution:
+    def run(problem: Instance, **options: Any) -> Solution:
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)(problem, **options)
 
     run.__name__ = function

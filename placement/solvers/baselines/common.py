@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from placement.errors import UsageError
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
@@ -50,7 +50,7 @@ class TwoTypes:
     memory: float
 
 
-def two_types(problem: Problem, method: str) -> TwoTypes:
+def two_types(problem: Instance, method: str) -> TwoTypes:
     """The two-type model of Tarnawski et al.: device types named ``accelerator`` and ``cpu``."""
     names = {t.name: i for i, t in enumerate(problem.device_types)}
     unknown = sorted(set(names) - {ACCELERATOR, CPU})
@@ -78,7 +78,7 @@ class Unit:
     memory: float
 
 
-def _times(problem: Problem, members: tuple[int, ...], t: int | None) -> float | None:
+def _times(problem: Instance, members: tuple[int, ...], t: int | None) -> float | None:
     if t is None:
         return None
     total = 0.0
@@ -90,7 +90,7 @@ def _times(problem: Problem, members: tuple[int, ...], t: int | None) -> float |
     return total
 
 
-def contracted_units(problem: Problem, kinds: TwoTypes) -> tuple[list[Unit], tuple[tuple[int, ...], ...]]:
+def contracted_units(problem: Instance, kinds: TwoTypes) -> tuple[list[Unit], tuple[tuple[int, ...], ...]]:
     """Colour classes with cycles of the extended forward graph merged, in a topological order; and
     the successors of each unit (by index; every edge goes to a higher index).
 
@@ -105,12 +105,12 @@ def contracted_units(problem: Problem, kinds: TwoTypes) -> tuple[list[Unit], tup
     return units, contraction.succ
 
 
-def units_in_topological_order(problem: Problem, kinds: TwoTypes) -> list[Unit]:
+def units_in_topological_order(problem: Instance, kinds: TwoTypes) -> list[Unit]:
     """The units of :func:`contracted_units`, in their topological order."""
     return contracted_units(problem, kinds)[0]
 
 
-def build_plan(problem: Problem, held: Mapping[tuple[str, int], list[int]],
+def build_plan(problem: Instance, held: Mapping[tuple[str, int], list[int]],
                calls: Mapping[tuple[str, int], list[list[int]]] | None = None) -> Plan:
     """A plan from ``(type name, device number) -> node positions``; empty devices dropped.
 
@@ -141,7 +141,7 @@ def _violation_summary(violations: tuple[str, ...]) -> str:
     return f"{count} violation{'' if count == 1 else 's'}, first: {violations[0]}"
 
 
-def throughput_solution(problem: Problem, plan: Plan | None, method: str, start: float,
+def throughput_solution(problem: Instance, plan: Plan | None, method: str, start: float,
                         stats: dict[str, Any] | None = None, note: str = "") -> Solution:
     """The Solution of a throughput baseline: the evaluator's max load, class and verdict."""
     runtime = time.perf_counter() - start
@@ -161,7 +161,7 @@ def throughput_solution(problem: Problem, plan: Plan | None, method: str, start:
                     runtime_s=runtime, stats=stats, message="; ".join(notes))
 
 
-def latency_solution(problem: Problem, plan: Plan | None, method: str, start: float,
+def latency_solution(problem: Instance, plan: Plan | None, method: str, start: float,
                      stats: dict[str, Any] | None = None, note: str = "") -> Solution:
     """The Solution of a latency baseline: the latency evaluator's value and verdict."""
     runtime = time.perf_counter() - start

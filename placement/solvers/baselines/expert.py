@@ -21,14 +21,14 @@ from typing import Any
 
 from placement.errors import UsageError
 from placement.io.plans import read_plan
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.verify.evaluate import evaluate
 
 
-def solve_expert(problem: Problem, **options: Any) -> Solution:
+def solve_expert(problem: Instance, **options: Any) -> Solution:
     """Evaluate the split file given as option ``split``; other options are ignored."""
     check_objective(options, "expert", THROUGHPUT)
     split = options.get("split")

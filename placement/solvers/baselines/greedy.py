@@ -29,14 +29,14 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
                                                 throughput_solution, two_types, units_in_topological_order)
 
 
-def greedy_fill(problem: Problem, kinds: TwoTypes, units: Sequence[Unit]) -> Plan:
+def greedy_fill(problem: Instance, kinds: TwoTypes, units: Sequence[Unit]) -> Plan:
     """The plan of the module docstring for the units in the given (topological) order."""
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
@@ -71,7 +71,7 @@ def greedy_fill(problem: Problem, kinds: TwoTypes, units: Sequence[Unit]) -> Pla
     return build_plan(problem, held)
 
 
-def solve_greedy(problem: Problem, **options: Any) -> Solution:
+def solve_greedy(problem: Instance, **options: Any) -> Solution:
     """Greedy topological fill; options other than ``objective`` are ignored."""
     check_objective(options, "greedy", THROUGHPUT)
     start = time.perf_counter()

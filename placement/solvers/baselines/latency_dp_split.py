@@ -15,14 +15,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solution import Solution, Status
 from placement.solvers.baselines.common import LATENCY, check_objective, latency_solution
 from placement.solvers.dp import solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 
 
-def solve_latency_dp_split(problem: Problem, **options: Any) -> Solution:
+def solve_latency_dp_split(problem: Instance, **options: Any) -> Solution:
     """The DP's max-load optimal split, valued by its latency."""
     check_objective(options, "latency-dp-split", LATENCY)
     start = time.perf_counter()

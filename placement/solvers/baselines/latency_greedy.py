@@ -23,13 +23,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import (LATENCY, build_plan, check_objective, latency_solution, two_types,
                                                 units_in_topological_order)
 
 
-def solve_latency_greedy(problem: Problem, **options: Any) -> Solution:
+def solve_latency_greedy(problem: Instance, **options: Any) -> Solution:
     """The greedy of the module docstring; the Solution's objective is the verified latency."""
     check_objective(options, "latency-greedy", LATENCY)
     start = time.perf_counter()

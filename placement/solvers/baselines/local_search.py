@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from placement.errors import UsageError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
@@ -78,7 +78,7 @@ def random_topological_order(units: list[Unit], succ: tuple[tuple[int, ...], ...
 class _Climber:
     """Incremental loads of one assignment of colour classes to device slots, and the moves on it."""
 
-    def __init__(self, problem: Problem) -> None:
+    def __init__(self, problem: Instance) -> None:
         nodes = problem.nodes
         self.problem = problem
         self.classes = problem.colour_classes()
@@ -207,7 +207,7 @@ class _Climber:
         return build_plan(self.problem, held)
 
 
-def _slots_of_plan(climber: _Climber, problem: Problem, plan: Plan) -> list[int]:
+def _slots_of_plan(climber: _Climber, problem: Instance, plan: Plan) -> list[int]:
     """Class -> slot for a plan that keeps colour classes together (as the greedy fill does)."""
     slot_of: dict[tuple[str, int], int] = {}
     for k, (t, j) in enumerate(climber.slots):
@@ -223,7 +223,7 @@ def _slots_of_plan(climber: _Climber, problem: Problem, plan: Plan) -> list[int]
     return where
 
 
-def solve_local_search(problem: Problem, **options: Any) -> Solution:
+def solve_local_search(problem: Instance, **options: Any) -> Solution:
     """Local search of the module docstring; uses options ``restarts``, ``seed``, ``time_limit``."""
     check_objective(options, "local-search", THROUGHPUT)
     restarts = _option_int(options, "restarts", DEFAULT_RESTARTS, 1)

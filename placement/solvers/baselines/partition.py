@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from placement.errors import UsageError
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, build_plan, check_objective, throughput_solution, two_types
 
@@ -49,7 +49,7 @@ def _scaled(values: list[float], minimum: int) -> list[int]:
     return [max(minimum, round(v * SCALE / top)) for v in values]
 
 
-def solve_partition(problem: Problem, **options: Any) -> Solution:
+def solve_partition(problem: Instance, **options: Any) -> Solution:
     """METIS k-way partition of the colour classes onto the accelerators; option ``seed``."""
     check_objective(options, "partition", THROUGHPUT)
     seed = options.get("seed") or 0
@@ -79,7 +79,7 @@ def solve_partition(problem: Problem, **options: Any) -> Solution:
     return solution
 
 
-def _partition(problem: Problem, classes: list[list[int]], class_of: list[int], vertex: dict[int, int],
+def _partition(problem: Instance, classes: list[list[int]], class_of: list[int], vertex: dict[int, int],
                acc: int, k: int, seed: int, stats: dict[str, Any]) -> list[int]:
     """Part index per vertex (0 .. k-1)."""
     n = len(vertex)

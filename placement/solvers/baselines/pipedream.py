@@ -29,7 +29,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.solvers.dp import solve_dp
@@ -66,7 +66,7 @@ def chain_blocks(contraction: Contraction) -> list[int]:
     return block
 
 
-def fused_problem(problem: Problem) -> tuple[Problem, int]:
+def fused_problem(problem: Instance) -> tuple[Instance, int]:
     """``problem`` with every node coloured by its chain block; and the number of blocks."""
     contraction = contract(problem, merge_zero_cost=False)
     block = chain_blocks(contraction)
@@ -74,10 +74,10 @@ def fused_problem(problem: Problem) -> tuple[Problem, int]:
     for s, members in enumerate(contraction.members):
         for v in members:
             nodes[v] = replace(nodes[v], colour=block[s])
-    return Problem(tuple(nodes), problem.edges, problem.device_types, problem.name), len(set(block))
+    return Instance(tuple(nodes), problem.edges, problem.device_types, problem.name), len(set(block))
 
 
-def solve_pipedream(problem: Problem, **options: Any) -> Solution:
+def solve_pipedream(problem: Instance, **options: Any) -> Solution:
     """The chain plan of the module docstring; uses option ``max_ideals`` (others are ignored)."""
     check_objective(options, "pipedream", THROUGHPUT)
     start = time.perf_counter()

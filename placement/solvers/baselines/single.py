@@ -15,12 +15,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from placement.model.problem import ACCELERATOR, CPU, Problem
+from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, build_plan, check_objective, throughput_solution, two_types
 
 
-def solve_single(problem: Problem, **options: Any) -> Solution:
+def solve_single(problem: Instance, **options: Any) -> Solution:
     """Everything on one accelerator; options other than ``objective`` are ignored."""
     check_objective(options, "single", THROUGHPUT)
     start = time.perf_counter()

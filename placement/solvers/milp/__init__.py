@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from placement.errors import UsageError
-from placement.model.objectives import OBJECTIVES, check_objective
-from placement.model.problem import Problem
+from placement.problem.objectives import OBJECTIVES, check_objective
+from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_available
@@ -40,7 +40,7 @@ def _formulation(contiguity: str) -> Formulation:
     raise UsageError(f"unknown contiguity class {contiguity!r}; choose from {', '.join(CONTIGUITY_CLASSES)}")
 
 
-def solve_milp(problem: Problem, contiguity: str = "stages", objective: str = "throughput",
+def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "throughput",
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None) -> Solution:

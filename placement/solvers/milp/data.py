@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 
 MEMORY_MAX_SCALED = 2.0 ** 53
 
@@ -137,7 +137,7 @@ class GroupData:
         return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
 
 
-def prepare(problem: Problem, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float) -> GroupData:
+def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float) -> GroupData:
     """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``."""
     nodes = problem.nodes
     types = tuple(t for t, dt in enumerate(problem.device_types) if dt.count > 0)

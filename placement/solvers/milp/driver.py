@@ -17,8 +17,8 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, Callable
 
-from placement.model.bounds import gpipe_lower_bound, throughput_lower_bound
-from placement.model.problem import Problem
+from placement.problem.bounds import gpipe_lower_bound, throughput_lower_bound
+from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import Backend, SolveOptions, make_backend
@@ -35,24 +35,24 @@ class Formulation(ABC):
     contiguity: str = ""
 
     @abstractmethod
-    def groups(self, problem: Problem, objective: str) -> list[list[int]]:
+    def groups(self, problem: Instance, objective: str) -> list[list[int]]:
         """The node groups the model places (node positions)."""
 
     @abstractmethod
-    def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> Any:
+    def build(self, problem: Instance, d: GroupData, be: Backend, objective: str) -> Any:
         """Add the variables and rows; returns what :meth:`hint` and :meth:`decode` need."""
 
     @abstractmethod
-    def hint(self, problem: Problem, d: GroupData, variables: Any, plan: Plan,
+    def hint(self, problem: Instance, d: GroupData, variables: Any, plan: Plan,
              objective: str) -> tuple[dict[Any, float] | None, str]:
         """Variable values of ``plan``, or ``None`` and the reason it cannot be used."""
 
     @abstractmethod
-    def decode(self, problem: Problem, d: GroupData, variables: Any, value: Callable[[Any], float]) -> Plan | None:
+    def decode(self, problem: Instance, d: GroupData, variables: Any, value: Callable[[Any], float]) -> Plan | None:
         """The plan the values describe, or ``None`` when they place no plan."""
 
 
-def slot_of_groups(problem: Problem, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
+def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
     """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
     index: dict[int, int] = {}
     for s, dev in enumerate(devices):
@@ -67,7 +67,7 @@ def slot_of_groups(problem: Problem, d: GroupData, devices: list[Any]) -> tuple[
     return where, ""
 
 
-def type_position(problem: Problem, d: GroupData, name: str) -> int | None:
+def type_position(problem: Instance, d: GroupData, name: str) -> int | None:
     """Position in ``d.types`` of the device type called ``name``."""
     for k, t in enumerate(d.types):
         if problem.device_types[t].name == name:
@@ -112,7 +112,7 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     return plan, verdict.objective
 
 
-def solve_throughput(problem: Problem, formulation: Formulation, objective: str, backend: str,
+def solve_throughput(problem: Instance, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_scaled: float = DEFAULT_MAX_SCALED,
                      progress: Callable[[str], None] | None = None) -> Solution:

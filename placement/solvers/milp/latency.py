@@ -75,9 +75,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from placement.errors import UsageError
-from placement.model.bounds import latency_lower_bound
-from placement.model.objectives import check_objective
-from placement.model.problem import Problem
+from placement.problem.bounds import latency_lower_bound
+from placement.problem.objectives import check_objective
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
@@ -106,7 +106,7 @@ class _Data:
     memory_exact: bool
 
 
-def _prepare(problem: Problem, integer: bool, max_scaled: float) -> _Data:
+def _prepare(problem: Instance, integer: bool, max_scaled: float) -> _Data:
     nodes = problem.nodes
     types = problem.device_types
     classes = [[i] for i in range(len(nodes))]
@@ -171,7 +171,7 @@ class _Vars:
     L: Any
 
 
-def _build(problem: Problem, d: _Data, be: Any, q: int) -> _Vars:
+def _build(problem: Instance, d: _Data, be: Any, q: int) -> _Vars:
     n_classes, A = len(d.classes), len(d.acc)
     nodes = problem.nodes
     succ = problem.successors()
@@ -270,7 +270,7 @@ def _build(problem: Problem, d: _Data, be: Any, q: int) -> _Vars:
     return _Vars(x, L)
 
 
-def _decode(problem: Problem, d: _Data, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
+def _decode(problem: Instance, d: _Data, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
     types = problem.device_types
     devices = []
     on_acc = set()
@@ -299,7 +299,7 @@ def _decode(problem: Problem, d: _Data, V: _Vars, q: int, value: Callable[[Any],
     return Plan(tuple(devices))
 
 
-def _hint(problem: Problem, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dict[Any, float] | None, str]:
+def _hint(problem: Instance, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dict[Any, float] | None, str]:
     """Values of the placement variables of ``plan`` (times are left to the solver), with the plan's
     accelerators of each type put in the canonical order of rows (2)."""
     spot: dict[int, tuple[int, int]] = {}
@@ -339,7 +339,7 @@ def _hint(problem: Problem, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dic
     return values, ""
 
 
-def solve_milp_latency(problem: Problem, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
+def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
                        warm_start: Plan | None = None, max_scaled: float = DEFAULT_MAX_SCALED,
                        progress: Callable[[str], None] | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""

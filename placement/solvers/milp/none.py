@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
@@ -52,10 +52,10 @@ class AssignmentVars:
 class NoContiguity(Formulation):
     contiguity = "none"
 
-    def groups(self, problem: Problem, objective: str) -> list[list[int]]:
+    def groups(self, problem: Instance, objective: str) -> list[list[int]]:
         return problem.colour_classes()
 
-    def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> AssignmentVars:
+    def build(self, problem: Instance, d: GroupData, be: Backend, objective: str) -> AssignmentVars:
         n, S = len(d.groups), d.slots
         slots = range(1, S + 1)
         y = slot_types(be, d)                                                                  # (1), (2)
@@ -72,14 +72,14 @@ class NoContiguity(Formulation):
         minimise(be, targets)
         return AssignmentVars(y, x, b, targets)
 
-    def extra_rows(self, problem: Problem, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
+    def extra_rows(self, problem: Instance, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
         """Rows a stricter contiguity class adds (none here)."""
 
-    def extra_hint(self, problem: Problem, d: GroupData, V: AssignmentVars, where: list[int],
+    def extra_hint(self, problem: Instance, d: GroupData, V: AssignmentVars, where: list[int],
                    values: dict[Any, float]) -> None:
         """Values of the variables :meth:`extra_rows` added (none here)."""
 
-    def hint(self, problem: Problem, d: GroupData, V: AssignmentVars, plan: Plan,
+    def hint(self, problem: Instance, d: GroupData, V: AssignmentVars, plan: Plan,
              objective: str) -> tuple[dict[Any, float] | None, str]:
         devices = [dev for dev in plan.devices if dev.nodes]
         if len(devices) > d.slots:
@@ -112,7 +112,7 @@ class NoContiguity(Formulation):
         values.update(zip(V.targets, target_values(d, objective, used)))
         return values, ""
 
-    def decode(self, problem: Problem, d: GroupData, V: AssignmentVars,
+    def decode(self, problem: Instance, d: GroupData, V: AssignmentVars,
                value: Callable[[Any], float]) -> Plan | None:
         devices = []
         placed = 0

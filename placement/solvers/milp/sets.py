@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.data import GroupData
 from placement.solvers.milp.none import AssignmentVars, NoContiguity
 from placement.solvers.milp.rows import convexity_rows
 
 
-def _forward_edges(problem: Problem) -> tuple[list[int], list[tuple[int, int]]]:
+def _forward_edges(problem: Instance) -> tuple[list[int], list[tuple[int, int]]]:
     """Forward node positions and the edges between them."""
     forward = [i for i, n in enumerate(problem.nodes) if not n.backward]
     succ = problem.successors()
@@ -43,7 +43,7 @@ def _forward_edges(problem: Problem) -> tuple[list[int], list[tuple[int, int]]]:
 class ContiguousSets(NoContiguity):
     contiguity = "sets"
 
-    def extra_rows(self, problem: Problem, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
+    def extra_rows(self, problem: Instance, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
         forward, edges = _forward_edges(problem)
         group = {u: g for g, members in enumerate(d.groups) for u in members}
         a: dict[tuple[int, int], Any] = {}
@@ -54,7 +54,7 @@ class ContiguousSets(NoContiguity):
             dn.update({(v, s): var for v, var in delta.items()})
         self._closures = (a, dn)
 
-    def extra_hint(self, problem: Problem, d: GroupData, V: AssignmentVars, where: list[int],
+    def extra_hint(self, problem: Instance, d: GroupData, V: AssignmentVars, where: list[int],
                    values: dict[Any, float]) -> None:
         a, dn = self._closures
         if not a:

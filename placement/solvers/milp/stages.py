@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import Backend
@@ -71,11 +71,11 @@ def _x(z: dict[tuple[int, int], Any], v: int, s: int) -> list[tuple[float, Any]]
 class Stages(Formulation):
     contiguity = "stages"
 
-    def groups(self, problem: Problem, objective: str) -> list[list[int]]:
+    def groups(self, problem: Instance, objective: str) -> list[list[int]]:
         self._contraction = contract(problem, merge_zero_cost=objective == "throughput")
         return [list(m) for m in self._contraction.members]
 
-    def build(self, problem: Problem, d: GroupData, be: Backend, objective: str) -> _Vars:
+    def build(self, problem: Instance, d: GroupData, be: Backend, objective: str) -> _Vars:
         n, S = len(d.groups), d.slots
         succ = self._contraction.succ
         slots = range(1, S + 1)
@@ -95,7 +95,7 @@ class Stages(Formulation):
         minimise(be, targets)
         return _Vars(y, z, b, targets, succ)
 
-    def hint(self, problem: Problem, d: GroupData, V: _Vars, plan: Plan,
+    def hint(self, problem: Instance, d: GroupData, V: _Vars, plan: Plan,
              objective: str) -> tuple[dict[Any, float] | None, str]:
         order = pipeline_order(problem, plan)
         if order is None:
@@ -127,7 +127,7 @@ class Stages(Formulation):
         values.update(zip(V.targets, target_values(d, objective, used)))
         return values, ""
 
-    def decode(self, problem: Problem, d: GroupData, V: _Vars, value: Callable[[Any], float]) -> Plan | None:
+    def decode(self, problem: Instance, d: GroupData, V: _Vars, value: Callable[[Any], float]) -> Plan | None:
         devices = []
         placed = 0
         for s in range(1, d.slots + 1):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from placement.errors import LimitError, PlacementError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Status
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
@@ -23,7 +23,7 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verify.latency import evaluate_latency
 
 
-def default_warm_start(problem: Problem, max_ideals: int = DEFAULT_MAX_IDEALS,
+def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                        progress: Callable[[str], None] | None = None, objective: str = "throughput") -> Plan | None:
     """A good feasible plan quickly, or ``None`` when no method finds one."""
     plan = _pipeline_start(problem, max_ideals, progress)
@@ -46,7 +46,7 @@ def default_warm_start(problem: Problem, max_ideals: int = DEFAULT_MAX_IDEALS,
     return best
 
 
-def _pipeline_start(problem: Problem, max_ideals: int, progress: Callable[[str], None] | None) -> Plan | None:
+def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None) -> Plan | None:
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals."""
     try:
         solution = solve_dp(problem, max_ideals=max_ideals)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 
 
-def _class_time(problem: Problem, members: list[int], part: list[int] | None = None) -> float:
+def _class_time(problem: Instance, members: list[int], part: list[int] | None = None) -> float:
     """Cheapest time of the nodes ``part`` (default: all) of a colour class on one device that
     exists, supports all of the class and has room for it; ``inf`` when there is none."""
     best = math.inf
@@ -28,7 +28,7 @@ def _class_time(problem: Problem, members: list[int], part: list[int] | None = N
     return best
 
 
-def throughput_lower_bound(problem: Problem) -> dict[str, float]:
+def throughput_lower_bound(problem: Instance) -> dict[str, float]:
     """A valid lower bound on the optimal throughput objective (max load over all devices).
 
     Two arguments, each valid under every contiguity class:
@@ -54,7 +54,7 @@ def throughput_lower_bound(problem: Problem) -> dict[str, float]:
     return {"class": by_class, "average": average, "bound": max(by_class, average)}
 
 
-def gpipe_lower_bound(problem: Problem) -> float:
+def gpipe_lower_bound(problem: Instance) -> float:
     """A valid lower bound on ``max_i FW_i + max_i BW_i`` (the ``throughput-gpipe`` objective).
 
     Each term is bounded as :func:`throughput_lower_bound` bounds the max load, but over
@@ -76,7 +76,7 @@ def gpipe_lower_bound(problem: Problem) -> float:
     return total
 
 
-def latency_lower_bound(problem: Problem) -> float:
+def latency_lower_bound(problem: Instance) -> float:
     """A valid lower bound on the single-sample latency: the longest path when every node takes its
     cheapest time on any usable device type.
 
@@ -97,7 +97,7 @@ def latency_lower_bound(problem: Problem) -> float:
     return max(finish, default=0.0)
 
 
-def _node_time(problem: Problem, i: int) -> float:
+def _node_time(problem: Instance, i: int) -> float:
     """Cheapest time of node ``i`` on a type that exists, supports it and has room for it."""
     node = problem.nodes[i]
     return min((p for t, p in zip(problem.device_types, node.times)

@@ -1,6 +1,6 @@
 """The placement problem of DESIGN.md §2 (Tarnawski et al. 2020), generalised to device types.
 
-A :class:`Problem` is a DAG of :class:`Node` objects plus a catalogue of
+A :class:`Instance` is a DAG of :class:`Node` objects plus a catalogue of
 :class:`DeviceType` objects. It is validated once, on construction, and frozen.
 
 Model
@@ -68,7 +68,7 @@ class Edge:
 
 
 @dataclass(frozen=True)
-class Problem:
+class Instance:
     """A validated, immutable placement instance.
 
     ``nodes`` keep the order of the input; ``device_types`` fix the meaning of
@@ -151,7 +151,7 @@ class Problem:
         return classes
 
     def with_devices(self, counts: Mapping[str, int] | None = None,
-                     memory: Mapping[str, float] | None = None) -> "Problem":
+                     memory: Mapping[str, float] | None = None) -> "Instance":
         """A copy with some device counts or memory bounds overridden (re-validated)."""
         counts = dict(counts or {})
         memory = dict(memory or {})
@@ -161,7 +161,7 @@ class Problem:
         types = tuple(
             DeviceType(t.name, counts.get(t.name, t.count), memory.get(t.name, t.memory), t.pays_comm)
             for t in self.device_types)
-        return Problem(self.nodes, self.edges, types, self.name)
+        return Instance(self.nodes, self.edges, types, self.name)
 
 
 def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
@@ -226,7 +226,7 @@ def find_cycle(n: int, succ: list[list[int]]) -> list[int] | None:
     return None
 
 
-def validate(problem: Problem) -> None:
+def validate(problem: Instance) -> None:
     """Check every invariant of the model; raise :class:`InstanceError` naming the first violation."""
     types = problem.device_types
     if not types:
@@ -282,7 +282,7 @@ def validate(problem: Problem) -> None:
 
 
 def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelerators: int, cpus: int,
-                          memory: float, name: str = "") -> Problem:
+                          memory: float, name: str = "") -> Instance:
     """Tarnawski's two-type case: ``accelerators`` with memory ``memory`` (pay communication), ``cpus`` cores."""
     types = (DeviceType(ACCELERATOR, accelerators, memory, True), DeviceType(CPU, cpus, math.inf, False))
-    return Problem(tuple(nodes), tuple(edges), types, name)
+    return Instance(tuple(nodes), tuple(edges), types, name)

@@ -28,7 +28,7 @@ import time
 from functools import lru_cache
 
 from placement.errors import LimitError, UsageError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.verify.evaluate import CONTIGUITY_CLASSES, evaluate, pipeline_order
@@ -55,7 +55,7 @@ def count_labellings(n_classes: int, counts: tuple[int, ...]) -> int:
     return completions(0, tuple(0 for _ in counts))
 
 
-def brute_force(problem: Problem, contiguity: str = "stages", *, objective: str = "throughput",
+def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str = "throughput",
                 max_classes: int = MAX_CLASSES, max_labellings: int = MAX_LABELLINGS) -> Solution:
     """The optimal plan by exhaustive search; :class:`LimitError` above the size limits."""
     if objective not in ("throughput", "throughput-gpipe"):

@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 from placement.errors import UsageError
-from placement.model.problem import Problem
+from placement.problem.instance import Instance
 
 OBJECTIVES = ("throughput", "throughput-gpipe", "latency")
 
 
-def check_objective(problem: Problem, objective: str) -> None:
+def check_objective(problem: Instance, objective: str) -> None:
     """Raise :class:`UsageError` (one line) unless ``objective`` exists and applies to ``problem``."""
     if objective not in OBJECTIVES:
         raise UsageError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")

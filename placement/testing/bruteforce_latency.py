@@ -34,8 +34,8 @@ import math
 import time
 
 from placement.errors import LimitError, UsageError
-from placement.model.objectives import check_objective
-from placement.model.problem import Problem
+from placement.problem.objectives import check_objective
+from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.verify.latency import evaluate_latency
@@ -47,7 +47,7 @@ MAX_PLANS = 50_000  # about 10 s at some 200 µs per evaluation
 class _Search:
     """The recursion of the module docstring; ``visit`` is called with every complete plan."""
 
-    def __init__(self, problem: Problem, max_calls: int | None) -> None:
+    def __init__(self, problem: Instance, max_calls: int | None) -> None:
         self.problem = problem
         self.max_calls = max_calls if max_calls is not None else len(problem.nodes)
         types = problem.device_types
@@ -145,7 +145,7 @@ class _Cap(Exception):
     """Raised inside the counting pass once the plan count passes the limit."""
 
 
-def count_latency_plans(problem: Problem, max_calls: int | None = None, limit: int | None = None) -> int:
+def count_latency_plans(problem: Instance, max_calls: int | None = None, limit: int | None = None) -> int:
     """Number of plans the search visits (``limit + 1`` as soon as it exceeds ``limit``)."""
     count = 0
 
@@ -162,7 +162,7 @@ def count_latency_plans(problem: Problem, max_calls: int | None = None, limit: i
     return count
 
 
-def brute_force_latency(problem: Problem, max_calls: int | None = None, *, max_nodes: int = MAX_NODES,
+def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_nodes: int = MAX_NODES,
                         max_plans: int = MAX_PLANS) -> Solution:
     """The latency-optimal plan over the search space of the module docstring.
 

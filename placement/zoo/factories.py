@@ -1,4 +1,4 @@
-"""Factories of real architectures for ``placement import`` (``placement.models.zoo:NAME``).
+"""Factories of real architectures for ``placement import`` (``placement.zoo.factories:NAME``).
 
 Each factory takes no arguments and returns ``(model, args)``: a freshly initialised
 model (no pretrained weights; the plan depends only on shapes) and example inputs for
@@ -8,7 +8,7 @@ model (no pretrained weights; the plan depends only on shapes) and example input
   heads, feed-forward 3072; HuggingFace ``BertConfig()`` defaults), batch 8, sequence 128;
 * :func:`gpt2` — GPT-2 small with its language-model head (12 layers, hidden 768, 12
   heads; ``GPT2Config()`` defaults, ``use_cache=False``), batch 8, sequence 1024;
-* :func:`resnet50` — ResNet-50 (:mod:`placement.models.resnet`), batch 32, 224×224 RGB;
+* :func:`resnet50` — ResNet-50 (:mod:`placement.zoo.resnet`), batch 32, 224×224 RGB;
 * :func:`vit_base` — ViT-Base/16 for image classification (``ViTConfig()`` defaults:
   12 layers, hidden 768, patch 16, image 224), batch 32.
 
@@ -69,7 +69,7 @@ def vit_base() -> tuple[Any, tuple]:
 
 def resnet50() -> tuple[Any, tuple]:
     from placement.io.torch_export import require_torch
-    from placement.models.resnet import resnet50 as build
+    from placement.zoo.resnet import resnet50 as build
 
     torch = require_torch()
     torch.manual_seed(SEED)

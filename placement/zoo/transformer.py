@@ -301,7 +301,7 @@ def to_tarnawski_json(graph: OperatorGraph, *, accelerator: DeviceFigures = A100
     return {
         "about": {
             "model": graph.name,
-            "generator": "placement.models.transformer",
+            "generator": "placement.zoo.transformer",
             "config": asdict(graph.config),
             "training": graph.training,
             "accelerator": asdict(accelerator),
