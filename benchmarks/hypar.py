@@ -26,7 +26,7 @@ from pathlib import Path
 
 from placement.costmodel.hypar import partition_letters, partition_types
 from placement.costmodel.network import bundled_networks, load_network
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def plan_rows(batch: int, types: tuple[str, ...], max_accelerators: int, repeat:
                         result = plan(network, accelerators, batch, types)
                         elapsed = time.perf_counter() - start
                         best = elapsed if best is None else min(best, elapsed)
-                except LimitError as exc:
+                except LimitExceededError as exc:
                     row["planners"][planner] = {"skipped": str(exc)}
                     continue
                 row["planners"][planner] = {

@@ -87,7 +87,7 @@ def _clean(value: Any) -> Any:
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Solve, write the plan, read it back, verify it independently; the run's record."""
-    from placement.errors import LimitError, PlacementError, UsageError
+    from placement.errors import LimitExceededError, PlacementError, UsageError
     from placement.io.plans import read_plan, write_plan
     from placement.io.tarnawski import read_instance
     from placement.solvers.registry import solve
@@ -102,7 +102,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         solution = solve(problem, spec["registry_method"], **options)
     except UsageError as exc:
         return {"status": "unavailable", "message": str(exc)}
-    except LimitError as exc:
+    except LimitExceededError as exc:
         return {"status": "limit", "message": str(exc)}
     except PlacementError as exc:
         return {"status": "error", "message": str(exc)}

@@ -16,7 +16,7 @@ from placement.cli_args import positive_int
 from placement.costmodel.hypar import (BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters,
                                        partition_types)
 from placement.costmodel.network import Network, load_network
-from placement.errors import LimitError, UsageError
+from placement.errors import LimitExceededError, UsageError
 from placement.solvers.hypar import PLANNERS, HyparPlan
 
 FORMAT = "placement-hypar/1"
@@ -126,7 +126,7 @@ def run_hypar(args: argparse.Namespace) -> int:
     for name, plan in PLANNERS.items():
         try:
             plans.append(plan(network, args.accelerators, args.batch, types))
-        except LimitError as exc:
+        except LimitExceededError as exc:
             skipped[name] = str(exc)
     print(format_plans(network, args.accelerators, args.batch, types, plans, skipped), end="")
     if args.json:

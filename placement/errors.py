@@ -1,8 +1,15 @@
 """Typed exceptions of the package.
 
-Every error a user can cause with bad input is an :class:`InstanceError` (or a
-subclass); the CLI prints its one-line message and exits with status 2. Errors
-that come from limits the user set (too many ideals) are :class:`LimitError`.
+Every error the package raises on purpose is a :class:`PlacementError`. Errors caused by
+bad input are also :class:`ValueError`: a malformed or inconsistent instance
+(:class:`InvalidInstanceError`), a malformed plan (:class:`InvalidPlanError`), or a
+parameter value that makes no sense (:class:`InvalidParameterError`, which names the
+parameter). :class:`SolverUnavailableError` says that a solver or an optional package is
+not installed here; :class:`LimitExceededError` that a limit the caller set (or a default
+one, such as the number of ideals the DP enumerates) would be exceeded.
+
+Messages speak of the library's parameters (``time_limit``, ``contiguity``), never of
+command-line flags; the command line translates parameter names into its options.
 """
 
 from __future__ import annotations
@@ -12,17 +19,36 @@ class PlacementError(Exception):
     """Base class of every error the package raises on purpose."""
 
 
-class InstanceError(PlacementError):
+class InvalidInstanceError(PlacementError, ValueError):
     """An instance (or a file holding one) is malformed or inconsistent."""
 
 
-class PlanFormatError(PlacementError):
-    """A plan file is malformed (unknown nodes in a well-formed plan are violations, not format errors)."""
+class InvalidPlanError(PlacementError, ValueError):
+    """A plan (or a plan file) is malformed; unknown nodes in a well-formed plan are violations, not this."""
 
 
-class LimitError(PlacementError):
-    """A configured limit (ideal count, model size) was exceeded before solving."""
+class InvalidParameterError(PlacementError, ValueError):
+    """A parameter value, or a combination of parameters, that the called function cannot take.
+
+    ``parameter`` is the parameter's name as the function spells it and ``detail`` the rest of
+    the message: ``str(error)`` is ``f"{parameter} {detail}"``, e.g. ``contiguity must be one of
+    'stages', 'sets', 'none', not 'nonee'``. Front ends that call the parameter something else
+    (a command-line option) print their own name before ``detail``.
+    """
+
+    def __init__(self, parameter: str, detail: str) -> None:
+        super().__init__(f"{parameter} {detail}")
+        self.parameter = parameter
+        self.detail = detail
 
 
-class UsageError(PlacementError):
-    """A command-line option or argument combination makes no sense."""
+class SolverUnavailableError(PlacementError):
+    """A solver backend, or an optional package a method needs, cannot be used here."""
+
+
+class LimitExceededError(PlacementError):
+    """A limit (ideal count, model size, memory) would be exceeded before any solving."""
+
+
+class UsageError(PlacementError, ValueError):
+    """Transitional: library code still raising this is being moved to the typed errors above."""

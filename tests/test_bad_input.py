@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from placement.errors import InstanceError, PlacementError
+from placement.errors import InvalidInstanceError, PlacementError
 from placement.io.tarnawski import read_instance
 
 
@@ -45,7 +45,7 @@ def write(tmp_path: Path, data, name: str = "bad.json") -> Path:
 def message(tmp_path: Path, data) -> str:
     """The one-line message read_instance raises for ``data``, without the leading path."""
     path = write(tmp_path, data)
-    with pytest.raises(InstanceError) as info:
+    with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
     text = str(info.value)
     assert "\n" not in text
@@ -172,13 +172,13 @@ def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why)
 
 def test_missing_file(tmp_path):
     path = tmp_path / "nowhere.json"
-    with pytest.raises(InstanceError) as info:
+    with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
     assert str(info.value) == f"{path}: no such file"
 
 
 def test_directory(tmp_path):
-    with pytest.raises(InstanceError) as info:
+    with pytest.raises(InvalidInstanceError) as info:
         read_instance(tmp_path)
     assert str(info.value) == f"{tmp_path}: is a directory, not a JSON file"
 
@@ -186,13 +186,13 @@ def test_directory(tmp_path):
 def test_not_utf8(tmp_path):
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"name": "caf\xe9"}')
-    with pytest.raises(InstanceError) as info:
+    with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
     assert str(info.value) == f"{path}: not UTF-8 text (byte 13)"
 
 
 def test_instance_error_is_a_placement_error():
-    assert issubclass(InstanceError, PlacementError)
+    assert issubclass(InvalidInstanceError, PlacementError)
 
 
 # ----- accepted variants -----------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from placement.cli import main as cli
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.io.plans import write_plan
 from placement.io.tarnawski import read_instance
 from placement.solution import Status
@@ -125,5 +125,5 @@ def test_latency_dp_split(name):
 
 
 def test_latency_dp_split_refuses_too_many_ideals():
-    with pytest.raises(LimitError, match="^more than 200,000 ideals in the contracted graph"):
+    with pytest.raises(LimitExceededError, match="^more than 200,000 ideals in the contracted graph"):
         solve(read_instance(LATENCY / "LayerGraphs" / "gnmt_inference.json"), "latency-dp-split")

@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
@@ -90,11 +90,11 @@ def test_count_labellings():
 def test_limits():
     nodes = [node(i, 1.0, 1.0) for i in range(11)]
     p = make_two_type_problem(nodes, [], 2, 0, math.inf)
-    with pytest.raises(LimitError, match=r"brute force refuses 11 colour classes \(limit 10\)"):
+    with pytest.raises(LimitExceededError, match=r"brute force refuses 11 colour classes \(limit 10\)"):
         brute_force(p)
     nodes = [node(i, 1.0, 1.0) for i in range(10)]
     p = make_two_type_problem(nodes, [], 4, 2, math.inf)
-    with pytest.raises(LimitError, match=r"brute force refuses \d+ assignments of 10 colour classes to 6 devices"):
+    with pytest.raises(LimitExceededError, match=r"brute force refuses \d+ assignments of 10 colour classes to 6 devices"):
         brute_force(p)
 
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Node, Instance
 from placement.plan import DeviceAssignment, Plan
@@ -93,7 +93,7 @@ def test_ideal_limit_message():
     problem = read_instance(TINY / "diamond-cpu.json")
     # Ideals of the diamond: {}, {s}, {s,x}, {s,y}, {s,x,y}, {s,x,y,t} = 6.
     assert count_ideals(contract(problem).succ) == 6
-    with pytest.raises(LimitError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
+    with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
         solve_dp(problem, max_ideals=5)
 
 

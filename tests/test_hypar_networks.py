@@ -7,7 +7,7 @@ import json
 import pytest
 
 from placement.costmodel.network import bundled_networks, load_network, parse_network, read_network
-from placement.errors import InstanceError
+from placement.errors import InvalidInstanceError
 
 
 def test_bundled_names():
@@ -55,7 +55,7 @@ def test_read_network_file(tmp_path):
 
 
 def _error(doc) -> str:
-    with pytest.raises(InstanceError) as info:
+    with pytest.raises(InvalidInstanceError) as info:
         parse_network(doc)
     return str(info.value)
 
@@ -94,11 +94,11 @@ def test_bad_network_messages(doc, message):
 def test_file_errors_name_the_file(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text("{")
-    with pytest.raises(InstanceError, match=r"bad.json: malformed JSON at line 1, column 2"):
+    with pytest.raises(InvalidInstanceError, match=r"bad.json: malformed JSON at line 1, column 2"):
         read_network(path)
     path.write_text(json.dumps({"layers": []}))
-    with pytest.raises(InstanceError, match=r"bad.json: the network has no layers$"):
+    with pytest.raises(InvalidInstanceError, match=r"bad.json: the network has no layers$"):
         read_network(path)
-    with pytest.raises(InstanceError, match=r"unknown network 'vgg-z': no such file, and no bundled network of "
+    with pytest.raises(InvalidInstanceError, match=r"unknown network 'vgg-z': no such file, and no bundled network of "
                                             r"that name \(bundled: cifar-c, lenet-c, sfc, vgg-a"):
         load_network("vgg-z")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, communication, partition_letters)
 from placement.costmodel.network import Layer, Network, load_network
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_exact, plan_hypar,
                                      plan_one_weird_trick)
 
@@ -136,7 +136,7 @@ def test_exact_switches_to_python_integers_when_int64_could_overflow():
 
 def test_exact_refuses_too_many_states():
     network = load_network("lenet-c")
-    with pytest.raises(LimitError, match=r"needs 6,561² = 43,046,721 state pairs .* for 256 accelerators and 3 "
+    with pytest.raises(LimitExceededError, match=r"needs 6,561² = 43,046,721 state pairs .* for 256 accelerators and 3 "
                                          r"partition types \(limit 8,388,608\)"):
         plan_exact(network, 256, 1, ACCPAR_TYPES)
 

@@ -10,7 +10,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import LimitError, UsageError
+from placement.errors import LimitExceededError, UsageError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
@@ -76,9 +76,9 @@ def test_infeasible_when_a_class_fits_nowhere():
 
 def test_limits_and_bad_use():
     nodes = [Node(i, f"n{i}", (1.0, 1.0)) for i in range(9)]
-    with pytest.raises(LimitError, match="^latency brute force refuses 9 nodes \\(limit 8\\); "):
+    with pytest.raises(LimitExceededError, match="^latency brute force refuses 9 nodes \\(limit 8\\); "):
         brute_force_latency(make_two_type_problem(nodes, [], 1, 1, 10))
-    with pytest.raises(LimitError, match="^latency brute force refuses more than 10 plans of 3 nodes"):
+    with pytest.raises(LimitExceededError, match="^latency brute force refuses more than 10 plans of 3 nodes"):
         brute_force_latency(chain3(2, 1), max_plans=10)
     with pytest.raises(UsageError, match="^max_calls must be at least 1, got 0$"):
         brute_force_latency(chain3(1, 0), max_calls=0)

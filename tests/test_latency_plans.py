@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from placement.errors import PlanFormatError
+from placement.errors import InvalidPlanError
 from placement.io.plans import parse_plan, plan_to_json, read_plan, write_plan
 from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
@@ -44,7 +44,7 @@ def test_calls_are_read_from_devices_fpgas_and_cpus():
 def test_malformed_calls(tmp_path, data, reason):
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(PlanFormatError) as info:
+    with pytest.raises(InvalidPlanError) as info:
         read_plan(path)
     assert str(info.value) == f"{path}: {reason}"
 

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import numpy as np  # noqa: E402
 
 from placement.costmodel.roofline import make_platform  # noqa: E402
-from placement.errors import InstanceError  # noqa: E402
+from placement.errors import InvalidInstanceError  # noqa: E402
 from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
 from placement.io.opgraph import CostModelWarning, group_ops  # noqa: E402
 
@@ -77,7 +77,7 @@ def test_symbolic_dimensions_must_be_fixed(tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_model(batch="batch"), str(path))
     platform = make_platform("h100", "epyc-7763", 2, 0)
-    with pytest.raises(InstanceError) as err:
+    with pytest.raises(InvalidInstanceError) as err:
         import_onnx(path, platform=platform)
     assert str(err.value) == ("mlp: cannot cost node '/enc/mm/MatMul' (MatMul): the shape of its input 'X' is not "
                               "static after shape inference (fix symbolic dimensions with dims)")
@@ -102,7 +102,7 @@ def test_unknown_operators_are_costed_by_bytes_and_warned():
 def test_a_file_that_is_not_onnx(tmp_path):
     path = tmp_path / "bad.onnx"
     path.write_bytes(b"\xff\xfe not a protobuf")
-    with pytest.raises(InstanceError, match=r"^.*bad.onnx: not an ONNX model \("):
+    with pytest.raises(InvalidInstanceError, match=r"^.*bad.onnx: not an ONNX model \("):
         import_onnx(path, platform=make_platform())
 
 

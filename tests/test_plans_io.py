@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from placement.errors import PlanFormatError
+from placement.errors import InvalidPlanError
 from placement.io.plans import FORMAT, parse_plan, plan_to_json, read_plan, write_plan
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
@@ -65,17 +65,17 @@ def test_read_our_plan_prefers_devices(tmp_path):
 ])
 def test_malformed_plans(tmp_path, data, reason):
     path = write(tmp_path, data)
-    with pytest.raises(PlanFormatError) as info:
+    with pytest.raises(InvalidPlanError) as info:
         read_plan(path)
     assert str(info.value) == f"{path}: {reason}"
 
 
 def test_unreadable_plan_files(tmp_path):
     path = write(tmp_path, '{"fpgas": [}')
-    with pytest.raises(PlanFormatError) as info:
+    with pytest.raises(InvalidPlanError) as info:
         read_plan(path)
     assert str(info.value) == f"{path}: malformed JSON at line 1, column 12: Expecting value"
-    with pytest.raises(PlanFormatError, match="no such file"):
+    with pytest.raises(InvalidPlanError, match="no such file"):
         read_plan(tmp_path / "missing.json")
 
 

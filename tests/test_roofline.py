@@ -8,7 +8,7 @@ import pytest
 
 from placement.costmodel.roofline import (Platform, bundled_catalogue, find_device, load_catalogue, make_platform,
                                           roofline_ms, transfer_ms)
-from placement.errors import InstanceError, UsageError
+from placement.errors import InvalidInstanceError, UsageError
 
 
 def test_bundled_catalogue_holds_the_datasheet_figures():
@@ -80,17 +80,17 @@ def test_user_catalogues_add_and_replace_devices(tmp_path):
 def test_bad_catalogue_entries_name_the_device_and_field(tmp_path, entry, message):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"devices": {"x": entry}}))
-    with pytest.raises(InstanceError) as err:
+    with pytest.raises(InvalidInstanceError) as err:
         load_catalogue([path])
     assert str(err.value) == f"{path}: {message}"
 
 
 def test_catalogue_file_errors(tmp_path):
-    with pytest.raises(InstanceError, match="no such file"):
+    with pytest.raises(InvalidInstanceError, match="no such file"):
         load_catalogue([tmp_path / "missing.json"])
     path = tmp_path / "list.json"
     path.write_text("[]")
-    with pytest.raises(InstanceError) as err:
+    with pytest.raises(InvalidInstanceError) as err:
         load_catalogue([path])
     assert str(err.value) == f"{path}: a device catalogue must be a JSON object, got array"
 

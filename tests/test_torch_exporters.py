@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement.errors import InstanceError, UsageError
+from placement.errors import InvalidInstanceError, UsageError
 from placement.io.exporters import (deepspeed_parts, layer_stack, layout_from_instance, megatron_layout,
                                     split_points, stages)
 from placement.plan import DeviceAssignment, Plan
@@ -122,7 +122,7 @@ def test_plans_that_do_not_fit_the_instance():
 
 def test_instances_without_module_metadata_are_refused():
     data = {"nodes": [{"id": 0, "name": "a", "isBackwardNode": 0}]}
-    with pytest.raises(InstanceError, match="^node 0 has no module metadata; only instances made by 'placement "
+    with pytest.raises(InvalidInstanceError, match="^node 0 has no module metadata; only instances made by 'placement "
                                             "import' can be exported$"):
         layout_from_instance(data)
 

@@ -36,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InstanceError
+from placement.errors import InvalidInstanceError
 from placement.jsonfile import json_type_name, load_json
 
 FORMAT = "placement-network/1"
@@ -96,32 +96,32 @@ class Network:
 def validate_network(network: Network) -> None:
     """Check positive shapes, known kinds, unique names and matching sizes between layers."""
     if not network.layers:
-        raise InstanceError("the network has no layers")
+        raise InvalidInstanceError("the network has no layers")
     names: set[str] = set()
     for k, layer in enumerate(network.layers):
         where = f"layer {k} ({layer.name})"
         if layer.name in names:
-            raise InstanceError(f"{where}: duplicate layer name {layer.name!r}")
+            raise InvalidInstanceError(f"{where}: duplicate layer name {layer.name!r}")
         names.add(layer.name)
         if layer.kind not in LAYER_KINDS:
-            raise InstanceError(f"{where}: unknown type {layer.kind!r}; expected fc or conv")
+            raise InvalidInstanceError(f"{where}: unknown type {layer.kind!r}; expected fc or conv")
         dims = 3 if layer.kind == "conv" else 1
         for label, shape in (("in", layer.in_shape), ("out", layer.out_shape)):
             if len(shape) != dims:
-                raise InstanceError(f"{where}: '{label}' of a {layer.kind} layer must have {dims} "
+                raise InvalidInstanceError(f"{where}: '{label}' of a {layer.kind} layer must have {dims} "
                                     f"dimension{'s' if dims > 1 else ''}, got {len(shape)}")
             if any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
-                raise InstanceError(f"{where}: '{label}' must hold positive integers, got {list(shape)}")
+                raise InvalidInstanceError(f"{where}: '{label}' must hold positive integers, got {list(shape)}")
         if isinstance(layer.kernel, bool) or not isinstance(layer.kernel, int) or layer.kernel <= 0:
-            raise InstanceError(f"{where}: 'kernel' must be a positive integer, got {layer.kernel!r}")
+            raise InvalidInstanceError(f"{where}: 'kernel' must be a positive integer, got {layer.kernel!r}")
         if layer.kind == "fc" and layer.kernel != 1:
-            raise InstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
+            raise InvalidInstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
         if k > 0:
             prev = network.layers[k - 1]
             given, taken = math.prod(prev.out_shape), math.prod(layer.in_shape)
             if given != taken or (layer.kind == "conv" and prev.kind == "conv"
                                   and prev.out_shape != layer.in_shape):
-                raise InstanceError(f"{where}: takes {_shape_text(layer.in_shape)} per sample but layer "
+                raise InvalidInstanceError(f"{where}: takes {_shape_text(layer.in_shape)} per sample but layer "
                                     f"{k - 1} ({prev.name}) gives {_shape_text(prev.out_shape)}")
 
 
@@ -141,7 +141,7 @@ def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
         items = [value]
     for d in items:
         if isinstance(d, bool) or not isinstance(d, int):
-            raise InstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
+            raise InvalidInstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
                                 f"got {json_type_name(d)}")
     return tuple(items)
 
@@ -149,41 +149,41 @@ def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
 def parse_network(data: Any, name: str = "") -> Network:
     """Build a validated :class:`Network` from the decoded JSON of a network file."""
     if not isinstance(data, dict):
-        raise InstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
+        raise InvalidInstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
     fmt = data.get("format", FORMAT)
     if fmt != FORMAT:
-        raise InstanceError(f"unknown network format {fmt!r}; expected {FORMAT!r}")
+        raise InvalidInstanceError(f"unknown network format {fmt!r}; expected {FORMAT!r}")
     label = data.get("name", name)
     if not isinstance(label, str):
-        raise InstanceError(f"field 'name' must be a string, got {json_type_name(label)}")
+        raise InvalidInstanceError(f"field 'name' must be a string, got {json_type_name(label)}")
     source = data.get("source", "")
     if not isinstance(source, str):
-        raise InstanceError(f"field 'source' must be a string, got {json_type_name(source)}")
+        raise InvalidInstanceError(f"field 'source' must be a string, got {json_type_name(source)}")
     raw = data.get("layers")
     if raw is None:
-        raise InstanceError("missing field 'layers'")
+        raise InvalidInstanceError("missing field 'layers'")
     if not isinstance(raw, list):
-        raise InstanceError(f"field 'layers' must be an array, got {json_type_name(raw)}")
+        raise InvalidInstanceError(f"field 'layers' must be an array, got {json_type_name(raw)}")
     layers: list[Layer] = []
     for k, entry in enumerate(raw):
         where = f"layer {k}"
         if not isinstance(entry, dict):
-            raise InstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+            raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
         for key in ("name", "type", "in", "out"):
             if key not in entry:
-                raise InstanceError(f"{where}: missing field {key!r}")
+                raise InvalidInstanceError(f"{where}: missing field {key!r}")
         layer_name = entry["name"]
         if not isinstance(layer_name, str) or not layer_name:
-            raise InstanceError(f"{where}: field 'name' must be a non-empty string")
+            raise InvalidInstanceError(f"{where}: field 'name' must be a non-empty string")
         where = f"layer {k} ({layer_name})"
         kind = entry["type"]
         if kind not in LAYER_KINDS:
-            raise InstanceError(f"{where}: unknown type {kind!r}; expected fc or conv")
+            raise InvalidInstanceError(f"{where}: unknown type {kind!r}; expected fc or conv")
         if kind == "conv" and "kernel" not in entry:
-            raise InstanceError(f"{where}: missing field 'kernel'")
+            raise InvalidInstanceError(f"{where}: missing field 'kernel'")
         kernel = entry.get("kernel", 1)
         if isinstance(kernel, bool) or not isinstance(kernel, int):
-            raise InstanceError(f"{where}: field 'kernel' must be a positive integer, got {json_type_name(kernel)}")
+            raise InvalidInstanceError(f"{where}: field 'kernel' must be a positive integer, got {json_type_name(kernel)}")
         layers.append(Layer(layer_name, kind, _shape(entry["in"], where, "in"), _shape(entry["out"], where, "out"),
                             kernel))
     return Network(label, tuple(layers), source)
@@ -191,11 +191,11 @@ def parse_network(data: Any, name: str = "") -> Network:
 
 def read_network(path: str | Path) -> Network:
     """Read and validate a network file; errors name the file."""
-    data = load_json(path, InstanceError)
+    data = load_json(path, InvalidInstanceError)
     try:
         return parse_network(data, Path(path).stem)
-    except InstanceError as exc:
-        raise InstanceError(f"{path}: {exc}") from None
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None
 
 
 def bundled_networks() -> tuple[str, ...]:
@@ -214,5 +214,5 @@ def load_network(name_or_path: str | Path) -> Network:
         resource = resources.files("placement.costmodel") / "networks" / f"{key}.json"
         with resources.as_file(resource) as file:
             return read_network(file)
-    raise InstanceError(f"unknown network {str(name_or_path)!r}: no such file, and no bundled network of that "
+    raise InvalidInstanceError(f"unknown network {str(name_or_path)!r}: no such file, and no bundled network of that "
                         f"name (bundled: {', '.join(bundled_networks())})")

@@ -41,7 +41,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from placement.errors import InstanceError, UsageError
+from placement.errors import InvalidInstanceError, UsageError
 from placement.jsonfile import json_type_name, load_json
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
@@ -98,12 +98,12 @@ def transfer_ms(nbytes: float, bandwidth: float) -> float:
 
 def _positive(entry: dict, key: str, where: str) -> float:
     if key not in entry:
-        raise InstanceError(f"{where}: missing field {key!r}")
+        raise InvalidInstanceError(f"{where}: missing field {key!r}")
     value = entry[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
     if not math.isfinite(value) or value <= 0:
-        raise InstanceError(f"{where}: field {key!r} must be positive and finite, got {value!r}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be positive and finite, got {value!r}")
     return float(value)
 
 
@@ -111,12 +111,12 @@ def _rates(entry: dict, key: str, where: str, names: Iterable[str] | None) -> tu
     """A JSON object of positive rates; ``names`` (if given) are the keys allowed."""
     raw = entry.get(key, {})
     if not isinstance(raw, dict):
-        raise InstanceError(f"{where}: field {key!r} must be an object, got {json_type_name(raw)}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be an object, got {json_type_name(raw)}")
     allowed = tuple(names) if names is not None else None
     rates = []
     for name in raw:
         if allowed is not None and name not in allowed:
-            raise InstanceError(f"{where}: {key} has unknown data type {name!r} (known: {', '.join(allowed)})")
+            raise InvalidInstanceError(f"{where}: {key} has unknown data type {name!r} (known: {', '.join(allowed)})")
         rates.append((name, _positive(raw, name, f"{where}: {key}")))
     return tuple(rates)
 
@@ -125,25 +125,25 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
     """One catalogue entry as a :class:`DeviceSpec`; errors name the device and field."""
     where = f"device {device_id!r}"
     if not isinstance(entry, dict):
-        raise InstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+        raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
     kind = entry.get("kind")
     if kind not in KINDS:
-        raise InstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise InvalidInstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
     model = entry.get("model", device_id)
     if not isinstance(model, str):
-        raise InstanceError(f"{where}: field 'model' must be a string, got {json_type_name(model)}")
+        raise InvalidInstanceError(f"{where}: field 'model' must be a string, got {json_type_name(model)}")
     peaks = _rates(entry, "peak_flops", where, ELEMENT_BYTES)
     if not peaks:
-        raise InstanceError(f"{where}: field 'peak_flops' must give at least one data type")
+        raise InvalidInstanceError(f"{where}: field 'peak_flops' must give at least one data type")
     links = _rates(entry, "links", where, None)
     default_link = entry.get("default_link")
     if default_link is not None and default_link not in dict(links):
-        raise InstanceError(f"{where}: default_link {default_link!r} is not one of its links")
+        raise InvalidInstanceError(f"{where}: default_link {default_link!r} is not one of its links")
     if kind == "accelerator" and default_link is None:
-        raise InstanceError(f"{where}: an accelerator needs 'links' and a 'default_link' (transfer costs use them)")
+        raise InvalidInstanceError(f"{where}: an accelerator needs 'links' and a 'default_link' (transfer costs use them)")
     sources = entry.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        raise InstanceError(f"{where}: field 'sources' must be an array of strings")
+        raise InvalidInstanceError(f"{where}: field 'sources' must be an array of strings")
     return DeviceSpec(device_id, model, kind, peaks, _positive(entry, "memory_bandwidth", where),
                       _positive(entry, "memory", where), links, default_link, tuple(sources))
 
@@ -151,20 +151,20 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
 def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
     """The devices of a decoded catalogue file, by id."""
     if not isinstance(data, dict):
-        raise InstanceError(f"a device catalogue must be a JSON object, got {json_type_name(data)}")
+        raise InvalidInstanceError(f"a device catalogue must be a JSON object, got {json_type_name(data)}")
     devices = data.get("devices")
     if not isinstance(devices, dict):
-        raise InstanceError("a device catalogue needs an object field 'devices' (id -> device)")
+        raise InvalidInstanceError("a device catalogue needs an object field 'devices' (id -> device)")
     return {device_id: parse_device(device_id, entry) for device_id, entry in devices.items()}
 
 
 def read_catalogue(path: str | Path) -> dict[str, DeviceSpec]:
     """Read a catalogue file; errors name the file."""
-    data = load_json(path, InstanceError)
+    data = load_json(path, InvalidInstanceError)
     try:
         return parse_catalogue(data)
-    except InstanceError as exc:
-        raise InstanceError(f"{path}: {exc}") from None
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None
 
 
 def bundled_catalogue() -> dict[str, DeviceSpec]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InstanceError, UsageError
+from placement.errors import InvalidInstanceError, UsageError
 from placement.jsonfile import load_json
 from placement.plan import Plan
 
@@ -67,20 +67,20 @@ class Layout:
 def layout_from_instance(data: Any) -> Layout:
     """The :class:`Layout` recorded in an instance made by the importers."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
-        raise InstanceError("the instance has no node list")
+        raise InvalidInstanceError("the instance has no node list")
     forward: list[LayoutNode] = []
     mates: dict[int, int] = {}
     for raw in data["nodes"]:
         if not isinstance(raw, dict) or "id" not in raw:
-            raise InstanceError("the instance has a node without an id")
+            raise InvalidInstanceError("the instance has a node without an id")
         if raw.get("isBackwardNode") in (True, 1):
             if "forward" not in raw:
-                raise InstanceError(f"backward node {raw['id']} does not name its forward node; "
+                raise InvalidInstanceError(f"backward node {raw['id']} does not name its forward node; "
                                     "only instances made by 'placement import' can be exported")
             mates[raw["id"]] = raw["forward"]
             continue
         if "ops" not in raw or "module" not in raw:
-            raise InstanceError(f"node {raw['id']} has no module metadata; "
+            raise InvalidInstanceError(f"node {raw['id']} has no module metadata; "
                                 "only instances made by 'placement import' can be exported")
         forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"])))
@@ -90,11 +90,11 @@ def layout_from_instance(data: Any) -> Layout:
 
 def read_layout(path: str | Path) -> Layout:
     """The layout of an instance file made by ``placement import``; errors name the file."""
-    data = load_json(path, InstanceError)
+    data = load_json(path, InvalidInstanceError)
     try:
         return layout_from_instance(data)
-    except InstanceError as exc:
-        raise InstanceError(f"{path}: {exc}") from None
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None
 
 
 def stages(layout: Layout, plan: Plan) -> list[list[int]]:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform
-from placement.errors import InstanceError, UsageError
+from placement.errors import InvalidInstanceError, UsageError
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   group_ops)
 
@@ -89,15 +89,15 @@ def require_onnx() -> Any:
 
 
 def read_onnx(path: str | Path) -> Any:
-    """Load an ONNX file; a missing or malformed file is an :class:`InstanceError` naming it."""
+    """Load an ONNX file; a missing or malformed file is an :class:`InvalidInstanceError` naming it."""
     onnx = require_onnx()
     path = Path(path)
     if not path.is_file():
-        raise InstanceError(f"{path}: no such file")
+        raise InvalidInstanceError(f"{path}: no such file")
     try:
         return onnx.load(str(path))
     except Exception as exc:  # protobuf raises DecodeError and others
-        raise InstanceError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
+        raise InvalidInstanceError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
 
 
 class _Tensor:
@@ -196,7 +196,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception as exc:  # onnx raises InferenceError and others
-        raise InstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+        raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
     table = _tensor_table(model, dtype, onnx)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
@@ -218,7 +218,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:
-                raise InstanceError(f"{name}: cannot cost node {op_name!r} ({op_type}): the shape of its {role} "
+                raise InvalidInstanceError(f"{name}: cannot cost node {op_name!r} ({op_type}): the shape of its {role} "
                                     f"{tensor_name!r} is not static after shape inference"
                                     + (" (fix symbolic dimensions with dims)" if dims is None else ""))
             return table[tensor_name]

@@ -25,7 +25,7 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from placement.errors import PlacementError, PlanFormatError
+from placement.errors import PlacementError, InvalidPlanError
 from placement.jsonfile import json_type_name, load_json
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
@@ -37,14 +37,14 @@ FORMAT = "placement-plan/1"
 
 def _node_ids(value: Any, where: str) -> tuple[int, ...]:
     if not isinstance(value, list):
-        raise PlanFormatError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
+        raise InvalidPlanError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
     ids: list[int] = []
     for k, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {json_type_name(v)}")
+            raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {json_type_name(v)}")
         if isinstance(v, float):
             if not v.is_integer():
-                raise PlanFormatError(f"{where}[{k}]: node id must be an integer, got {v!r}")
+                raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {v!r}")
             v = int(v)
         ids.append(v)
     return tuple(ids)
@@ -53,11 +53,11 @@ def _node_ids(value: Any, where: str) -> tuple[int, ...]:
 def parse_plan(data: Any) -> Plan:
     """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
     if not isinstance(data, dict):
-        raise PlanFormatError(f"the plan must be a JSON object, got {json_type_name(data)}")
+        raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "devices" in data:
         return Plan(_device_list(data["devices"], "devices", None))
     if "fpgas" not in data and "cpus" not in data:
-        raise PlanFormatError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
+        raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
     return Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
                 + _device_list(data.get("cpus", []), "cpus", CPU))
 
@@ -65,21 +65,21 @@ def parse_plan(data: Any) -> Plan:
 def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssignment, ...]:
     """The devices of one list field; ``type_name`` None means each entry names its own ``type``."""
     if not isinstance(raw, list):
-        raise PlanFormatError(f"field {key!r} must be an array, got {json_type_name(raw)}")
+        raise InvalidPlanError(f"field {key!r} must be an array, got {json_type_name(raw)}")
     devices = []
     for k, dev in enumerate(raw):
         where = f"{key}[{k}]"
         if not isinstance(dev, dict):
-            raise PlanFormatError(f"{where}: must be an object, got {json_type_name(dev)}")
+            raise InvalidPlanError(f"{where}: must be an object, got {json_type_name(dev)}")
         kind = type_name
         if kind is None:
             if "type" not in dev:
-                raise PlanFormatError(f"{where}: missing field 'type'")
+                raise InvalidPlanError(f"{where}: missing field 'type'")
             kind = dev["type"]
             if not isinstance(kind, str):
-                raise PlanFormatError(f"{where}: field 'type' must be a string, got {json_type_name(kind)}")
+                raise InvalidPlanError(f"{where}: field 'type' must be a string, got {json_type_name(kind)}")
         if "nodes" not in dev:
-            raise PlanFormatError(f"{where}: missing field 'nodes'")
+            raise InvalidPlanError(f"{where}: missing field 'nodes'")
         devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes"),
                                         _calls(dev.get("calls"), f"{where}.calls")))
     return tuple(devices)
@@ -90,17 +90,17 @@ def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise PlanFormatError(f"{where}: must be an array of calls (arrays of node ids), got {json_type_name(raw)}")
+        raise InvalidPlanError(f"{where}: must be an array of calls (arrays of node ids), got {json_type_name(raw)}")
     return tuple(_node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
 
 
 def read_plan(path: str | Path) -> Plan:
     """Read a plan file (Tarnawski's format or ours); errors name the file."""
-    data = load_json(path, PlanFormatError)
+    data = load_json(path, InvalidPlanError)
     try:
         return parse_plan(data)
-    except PlanFormatError as exc:
-        raise PlanFormatError(f"{path}: {exc}") from None
+    except InvalidPlanError as exc:
+        raise InvalidPlanError(f"{path}: {exc}") from None
 
 
 def _jsonable(value: Any) -> Any:

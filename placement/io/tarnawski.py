@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InstanceError
+from placement.errors import InvalidInstanceError
 from placement.jsonfile import json_type_name, load_json
 from placement.problem.instance import DeviceType, Edge, Node, Instance, format_number, make_two_type_problem
 
@@ -31,37 +31,37 @@ _NUMBER = (int, float)
 def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
     if key not in obj or (obj[key] is None and default is not ...):
         if default is ...:
-            raise InstanceError(f"{where}: missing field {key!r}")
+            raise InvalidInstanceError(f"{where}: missing field {key!r}")
         return default
     value = obj[key]
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, _NUMBER):
-            raise InstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
+            raise InvalidInstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
         if math.isnan(value):
-            raise InstanceError(f"{where}: field {key!r} is NaN")
+            raise InvalidInstanceError(f"{where}: field {key!r} is NaN")
         if math.isinf(value):
-            raise InstanceError(f"{where}: field {key!r} is infinite")
+            raise InvalidInstanceError(f"{where}: field {key!r} is infinite")
         if value < 0:
-            raise InstanceError(f"{where}: field {key!r} is negative ({format_number(value)})")
+            raise InvalidInstanceError(f"{where}: field {key!r} is negative ({format_number(value)})")
         return float(value)
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise InstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
+            raise InvalidInstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
         return value
     if kind == "count":
         value = _field(obj, key, where, "int")
         if value < 0:
-            raise InstanceError(f"{where}: field {key!r} is negative ({value})")
+            raise InvalidInstanceError(f"{where}: field {key!r} is negative ({value})")
         return value
     if kind == "bool":
         if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
             return bool(value)
-        raise InstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
     if kind == "str":
         if not isinstance(value, (str, int)) or isinstance(value, bool):
-            raise InstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
+            raise InvalidInstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
         return str(value)
     raise AssertionError(kind)
 
@@ -69,7 +69,7 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
 def parse_instance(data: Any, name: str = "") -> Instance:
     """Build a validated :class:`Instance` from the decoded JSON of a Tarnawski instance."""
     if not isinstance(data, dict):
-        raise InstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
+        raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
     top = "instance"
     catalogue = _device_types(data["deviceTypes"]) if "deviceTypes" in data else None
     if catalogue is None:
@@ -77,29 +77,29 @@ def parse_instance(data: Any, name: str = "") -> Instance:
         accelerators = _field(data, "maxFPGAs", top, "count")
         cpus = _field(data, "maxCPUs", top, "count")
         if accelerators == 0 and cpus == 0:
-            raise InstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
+            raise InvalidInstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
     raw_nodes = data.get("nodes")
     if raw_nodes is None:
-        raise InstanceError(f"{top}: missing field 'nodes'")
+        raise InvalidInstanceError(f"{top}: missing field 'nodes'")
     if not isinstance(raw_nodes, list):
-        raise InstanceError(f"{top}: field 'nodes' must be an array, got {json_type_name(raw_nodes)}")
+        raise InvalidInstanceError(f"{top}: field 'nodes' must be an array, got {json_type_name(raw_nodes)}")
     raw_edges = data.get("edges", [])
     if not isinstance(raw_edges, list):
-        raise InstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
+        raise InvalidInstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
 
     costs: dict[int, float] = {}
     edges: list[Edge] = []
     for k, e in enumerate(raw_edges):
         where = f"edge #{k}"
         if not isinstance(e, dict):
-            raise InstanceError(f"{where}: must be an object, got {json_type_name(e)}")
+            raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(e)}")
         src = _field(e, "sourceId", where, "int")
         dst = _field(e, "destId", where, "int")
         where = f"edge {src} -> {dst}"
         cost = _field(e, "cost", where, "number")
         size = _field(e, "size", where, "number", default=None)
         if src in costs and costs[src] != cost:
-            raise InstanceError(
+            raise InvalidInstanceError(
                 f"node {src}: out-edges have different costs ({format_number(costs[src])} and {format_number(cost)}); "
                 "the transfer cost is a property of the source node")
         costs[src] = cost
@@ -108,7 +108,7 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     nodes: list[Node] = []
     for k, n in enumerate(raw_nodes):
         if not isinstance(n, dict):
-            raise InstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
+            raise InvalidInstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
         node_id = _field(n, "id", f"node #{k}", "int")
         where = f"node {node_id}"
         if catalogue is None:
@@ -131,21 +131,21 @@ def parse_instance(data: Any, name: str = "") -> Instance:
 def _device_types(raw: Any) -> tuple[DeviceType, ...]:
     """The ``deviceTypes`` extension: a non-empty array of distinct, well-formed types."""
     if not isinstance(raw, list) or not raw:
-        raise InstanceError(f"instance: field 'deviceTypes' must be a non-empty array, got {json_type_name(raw)}")
+        raise InvalidInstanceError(f"instance: field 'deviceTypes' must be a non-empty array, got {json_type_name(raw)}")
     types: list[DeviceType] = []
     for k, t in enumerate(raw):
         where = f"device type #{k}"
         if not isinstance(t, dict):
-            raise InstanceError(f"{where}: must be an object, got {json_type_name(t)}")
+            raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(t)}")
         name = _field(t, "name", where, "str")
         where = f"device type {name!r}"
         if any(d.name == name for d in types):
-            raise InstanceError(f"{where}: listed twice")
+            raise InvalidInstanceError(f"{where}: listed twice")
         types.append(DeviceType(name, _field(t, "count", where, "count"),
                                 _field(t, "memory", where, "number", default=math.inf),
                                 _field(t, "paysComm", where, "bool")))
     if all(t.count == 0 for t in types):
-        raise InstanceError("instance: no devices (every device type has count 0)")
+        raise InvalidInstanceError("instance: no devices (every device type has count 0)")
     return tuple(types)
 
 
@@ -153,22 +153,22 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple
     """A node's ``times`` object: one number or null per device type, nothing else."""
     raw = n.get("times")
     if not isinstance(raw, dict):
-        raise InstanceError(f"{where}: field 'times' must be an object (one time per device type), "
+        raise InvalidInstanceError(f"{where}: field 'times' must be an object (one time per device type), "
                             f"got {json_type_name(raw) if 'times' in n else 'nothing'}")
     names = [t.name for t in catalogue]
     unknown = sorted(set(raw) - set(names))
     if unknown:
-        raise InstanceError(f"{where}: 'times' names unknown device type {unknown[0]!r}")
+        raise InvalidInstanceError(f"{where}: 'times' names unknown device type {unknown[0]!r}")
     missing = [name for name in names if name not in raw]
     if missing:
-        raise InstanceError(f"{where}: 'times' gives no time for device type {missing[0]!r} (null if unsupported)")
+        raise InvalidInstanceError(f"{where}: 'times' gives no time for device type {missing[0]!r} (null if unsupported)")
     return tuple(None if raw[name] is None else _field(raw, name, where, "number") for name in names)
 
 
 def read_instance(path: str | Path) -> Instance:
     """Read and validate a Tarnawski instance file; errors name the file."""
-    data = load_json(path, InstanceError)
+    data = load_json(path, InvalidInstanceError)
     try:
         return parse_instance(data, Path(path).stem)
-    except InstanceError as exc:
-        raise InstanceError(f"{path}: {exc}") from None
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None

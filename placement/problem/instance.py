@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from placement.errors import InstanceError
+from placement.errors import InvalidInstanceError
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
@@ -157,7 +157,7 @@ class Instance:
         memory = dict(memory or {})
         unknown = (set(counts) | set(memory)) - {t.name for t in self.device_types}
         if unknown:
-            raise InstanceError(f"unknown device type {sorted(unknown)[0]!r}")
+            raise InvalidInstanceError(f"unknown device type {sorted(unknown)[0]!r}")
         types = tuple(
             DeviceType(t.name, counts.get(t.name, t.count), memory.get(t.name, t.memory), t.pays_comm)
             for t in self.device_types)
@@ -166,13 +166,13 @@ class Instance:
 
 def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InstanceError(f"{what} must be a number, got {type(value).__name__}")
+        raise InvalidInstanceError(f"{what} must be a number, got {type(value).__name__}")
     if math.isnan(value):
-        raise InstanceError(f"{what} is NaN")
+        raise InvalidInstanceError(f"{what} is NaN")
     if math.isinf(value) and not allow_inf:
-        raise InstanceError(f"{what} is infinite")
+        raise InvalidInstanceError(f"{what} is infinite")
     if value < 0:
-        raise InstanceError(f"{what} is negative ({format_number(value)})")
+        raise InvalidInstanceError(f"{what} is negative ({format_number(value)})")
 
 
 def format_number(value: float) -> str:
@@ -227,30 +227,30 @@ def find_cycle(n: int, succ: list[list[int]]) -> list[int] | None:
 
 
 def validate(problem: Instance) -> None:
-    """Check every invariant of the model; raise :class:`InstanceError` naming the first violation."""
+    """Check every invariant of the model; raise :class:`InvalidInstanceError` naming the first violation."""
     types = problem.device_types
     if not types:
-        raise InstanceError("no device types")
+        raise InvalidInstanceError("no device types")
     seen_types: set[str] = set()
     for t in types:
         if t.name in seen_types:
-            raise InstanceError(f"duplicate device type {t.name!r}")
+            raise InvalidInstanceError(f"duplicate device type {t.name!r}")
         seen_types.add(t.name)
         if isinstance(t.count, bool) or not isinstance(t.count, int) or t.count < 0:
-            raise InstanceError(f"device type {t.name!r}: count must be a non-negative integer, got {t.count!r}")
+            raise InvalidInstanceError(f"device type {t.name!r}: count must be a non-negative integer, got {t.count!r}")
         _check_number(t.memory, f"device type {t.name!r}: memory", allow_inf=True)
     if sum(t.count for t in types) == 0:
-        raise InstanceError("zero devices: every device count is 0")
+        raise InvalidInstanceError("zero devices: every device count is 0")
     if not problem.nodes:
-        raise InstanceError("the graph has no nodes")
+        raise InvalidInstanceError("the graph has no nodes")
 
     ids: dict[int, Node] = {}
     for n in problem.nodes:
         if n.id in ids:
-            raise InstanceError(f"duplicate node id {n.id}")
+            raise InvalidInstanceError(f"duplicate node id {n.id}")
         ids[n.id] = n
         if len(n.times) != len(types):
-            raise InstanceError(f"node {n.id}: {len(n.times)} times given for {len(types)} device types")
+            raise InvalidInstanceError(f"node {n.id}: {len(n.times)} times given for {len(types)} device types")
         for t, p in zip(types, n.times):
             if p is not None:
                 _check_number(p, f"node {n.id}: time on {t.name}")
@@ -259,26 +259,26 @@ def validate(problem: Instance) -> None:
         if not any(
             p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
         ):
-            raise InstanceError(f"node {n.id} fits no device: {_why_no_fit(n, types)}")
+            raise InvalidInstanceError(f"node {n.id} fits no device: {_why_no_fit(n, types)}")
 
     index = {n.id: i for i, n in enumerate(problem.nodes)}
     succ: list[list[int]] = [[] for _ in problem.nodes]
     for e in problem.edges:
         for end in (e.src, e.dst):
             if end not in ids:
-                raise InstanceError(f"edge {e.src} -> {e.dst} refers to unknown node {end}")
+                raise InvalidInstanceError(f"edge {e.src} -> {e.dst} refers to unknown node {end}")
         if e.src == e.dst:
-            raise InstanceError(f"edge {e.src} -> {e.dst} is a self-loop")
+            raise InvalidInstanceError(f"edge {e.src} -> {e.dst} is a self-loop")
         if e.size is not None:
             _check_number(e.size, f"edge {e.src} -> {e.dst}: size")
         if ids[e.src].backward and not ids[e.dst].backward:
-            raise InstanceError(f"edge {e.src} -> {e.dst} goes from a backward node to a forward node")
+            raise InvalidInstanceError(f"edge {e.src} -> {e.dst} goes from a backward node to a forward node")
         succ[index[e.src]].append(index[e.dst])
 
     cycle = find_cycle(len(problem.nodes), succ)
     if cycle is not None:
         names = " -> ".join(str(problem.nodes[i].id) for i in cycle + cycle[:1])
-        raise InstanceError(f"the graph has a cycle: {names}")
+        raise InvalidInstanceError(f"the graph has a cycle: {names}")
 
 
 def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelerators: int, cpus: int,

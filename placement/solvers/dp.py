@@ -317,7 +317,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
              progress: Progress | None = None, merge_zero_cost: bool = True) -> Solution:
     """Optimal ``stages`` plan for the throughput objective; status ``optimal`` or ``infeasible``.
 
-    Raises :class:`LimitError` when the contracted graph has more than
+    Raises :class:`LimitExceededError` when the contracted graph has more than
     ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
     as its own supernode (slower; for cross-checks). The plan's loads are not stored: verify it with
     :func:`placement.verify.evaluate.evaluate`.

@@ -36,7 +36,7 @@ from placement.costmodel.hypar import (DP, HYPAR_TYPES, INTER, MP, MP_OUT, Commu
                                        boundary_inter_at_level, check_batch, communication, hierarchy_levels,
                                        layer_intra_at_level, uniform_partition)
 from placement.costmodel.network import Network
-from placement.errors import LimitError, UsageError
+from placement.errors import LimitExceededError, UsageError
 
 MAX_STATE_PAIRS = 2 ** 23
 """The exact planner refuses when ``(k^H)²`` state pairs per boundary exceed this."""
@@ -165,7 +165,7 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
     check_batch(batch)
     states = len(types) ** levels
     if states * states > MAX_STATE_PAIRS:
-        raise LimitError(f"the exact planner needs {states:,}² = {states * states:,} state pairs per layer boundary "
+        raise LimitExceededError(f"the exact planner needs {states:,}² = {states * states:,} state pairs per layer boundary "
                          f"for {accelerators} accelerators and {len(types)} partition types (limit "
                          f"{MAX_STATE_PAIRS:,}); use fewer accelerators or partition types")
     tables = _vector_tables(levels, types)

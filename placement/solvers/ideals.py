@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.errors import LimitError
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 
 DEFAULT_MAX_IDEALS = 200_000
@@ -322,12 +322,12 @@ def iter_ideals(succ, limit: int | None = None):
 
 
 def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> list[int]:
-    """All ideals of the contracted graph as int bitmasks; :class:`LimitError` past ``max_ideals``."""
+    """All ideals of the contracted graph as int bitmasks; :class:`LimitExceededError` past ``max_ideals``."""
     ideals = []
     for ideal in iter_ideals(contraction.succ, max_ideals):
         ideals.append(ideal)
         if len(ideals) > max_ideals:
-            raise LimitError(
+            raise LimitExceededError(
                 f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
                 "the DP over ideals would need too much time and memory. Raise the limit with "
                 "--max-ideals N (memory grows linearly with it), "

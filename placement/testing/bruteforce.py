@@ -27,7 +27,7 @@ import math
 import time
 from functools import lru_cache
 
-from placement.errors import LimitError, UsageError
+from placement.errors import LimitExceededError, UsageError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -57,7 +57,7 @@ def count_labellings(n_classes: int, counts: tuple[int, ...]) -> int:
 
 def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str = "throughput",
                 max_classes: int = MAX_CLASSES, max_labellings: int = MAX_LABELLINGS) -> Solution:
-    """The optimal plan by exhaustive search; :class:`LimitError` above the size limits."""
+    """The optimal plan by exhaustive search; :class:`LimitExceededError` above the size limits."""
     if objective not in ("throughput", "throughput-gpipe"):
         raise UsageError(f"brute force solves the throughput objectives, not {objective!r}")
     if contiguity not in CONTIGUITY_CLASSES:
@@ -68,11 +68,11 @@ def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str
     types = problem.device_types
     counts = tuple(t.count for t in types)
     if len(classes) > max_classes:
-        raise LimitError(f"brute force refuses {len(classes)} colour classes (limit {max_classes}); "
+        raise LimitExceededError(f"brute force refuses {len(classes)} colour classes (limit {max_classes}); "
                          "it is meant for tiny graphs")
     n_labellings = count_labellings(len(classes), counts)
     if n_labellings > max_labellings:
-        raise LimitError(f"brute force refuses {n_labellings} assignments of {len(classes)} colour classes "
+        raise LimitExceededError(f"brute force refuses {n_labellings} assignments of {len(classes)} colour classes "
                          f"to {sum(counts)} devices (limit {max_labellings}); it is meant for tiny graphs")
 
     nodes = problem.nodes

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 
-from placement.errors import LimitError, UsageError
+from placement.errors import LimitExceededError, UsageError
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -166,19 +166,19 @@ def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_
                         max_plans: int = MAX_PLANS) -> Solution:
     """The latency-optimal plan over the search space of the module docstring.
 
-    :class:`UsageError` for training graphs; :class:`LimitError` above
+    :class:`UsageError` for training graphs; :class:`LimitExceededError` above
     ``max_nodes`` nodes or ``max_plans`` plans to evaluate.
     """
     check_objective(problem, "latency")
     if max_calls is not None and max_calls < 1:
         raise UsageError(f"max_calls must be at least 1, got {max_calls}")
     if len(problem.nodes) > max_nodes:
-        raise LimitError(f"latency brute force refuses {len(problem.nodes)} nodes (limit {max_nodes}); "
+        raise LimitExceededError(f"latency brute force refuses {len(problem.nodes)} nodes (limit {max_nodes}); "
                          "it is meant for tiny graphs")
     start = time.perf_counter()
     n_plans = count_latency_plans(problem, max_calls, max_plans)
     if n_plans > max_plans:
-        raise LimitError(f"latency brute force refuses more than {max_plans} plans of {len(problem.nodes)} nodes "
+        raise LimitExceededError(f"latency brute force refuses more than {max_plans} plans of {len(problem.nodes)} nodes "
                          "(lower max_calls or use a smaller graph)")
     best: dict[str, object] = {"latency": math.inf, "plan": None}
     stats = {"plans": n_plans, "valid": 0, "max_calls": max_calls}

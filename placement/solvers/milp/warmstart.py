@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from placement.errors import LimitError, PlacementError
+from placement.errors import LimitExceededError, PlacementError
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Status
@@ -51,7 +51,7 @@ def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str]
     try:
         solution = solve_dp(problem, max_ideals=max_ideals)
         source = "DP optimum (stages, throughput)"
-    except LimitError:
+    except LimitExceededError:
         solution = solve_chain(problem)
         source = "chain DP"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
