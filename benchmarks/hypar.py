@@ -93,7 +93,7 @@ def paper_rows(rows: list[dict]) -> list[dict]:
 def ledger_rows(instances: Path) -> list[dict]:
     from placement.io.tarnawski import read_instance
     from placement.solvers.dp import solve_dp
-    from placement.verify.ledger import AGREES, DISAGREES, NOT_CHARGED, communication_ledger
+    from placement.verification.ledger import AGREES, DISAGREES, NOT_CHARGED, communication_ledger
 
     rows = []
     header = (f"{'instance':36} {'devices':>7} {'time per byte':>14} {'sized tensors':>14} {'agree':>6} "

@@ -32,7 +32,7 @@ from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.warmstart import default_warm_start
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"

@@ -19,7 +19,7 @@ A method that is not available (the MILP before it supports a class or the
 latency objective, a missing optional dependency) is reported as such, never
 as a crash. Every plan is written to a file, read back, and judged by the
 independent evaluators: ``placement verify`` for throughput (its exit status is
-recorded), :func:`placement.verify.latency.evaluate_latency` for latency; the
+recorded), :func:`placement.verification.latency.evaluate_latency` for latency; the
 values in the tables are the evaluators', not the solvers'. The script then
 checks that no plan beats a proven optimum or a proven bound of its contiguity
 class and exits with status 1 if one does.
@@ -127,8 +127,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     write_plan(plan_file, problem, solution)
     plan = read_plan(plan_file)
     if objective == "latency":
-        from placement.verify.evaluate import evaluate
-        from placement.verify.latency import evaluate_latency
+        from placement.verification.evaluate import evaluate
+        from placement.verification.latency import evaluate_latency
 
         lev = evaluate_latency(problem, plan)
         record.update(value=lev.latency, valid=lev.valid, violations=list(lev.violations[:3]),
@@ -136,7 +136,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                       calls=len(lev.calls))
     else:
         from placement.cli import main as cli
-        from placement.verify.evaluate import evaluate
+        from placement.verification.evaluate import evaluate
 
         ev = evaluate(problem, plan, "none")
         checked = options.get("contiguity", ev.finest_class) if method.startswith("milp") else ev.finest_class

@@ -29,13 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from placement.io.tarnawski import read_instance  # noqa: E402
-from placement.simulate import simulate_pipeline  # noqa: E402
-from placement.simulate.engine import execute  # noqa: E402
-from placement.simulate.pipeline import build_pipeline  # noqa: E402
-from placement.simulate.program import build_program  # noqa: E402
-from placement.simulate.schedules import get_schedule  # noqa: E402
+from placement.simulation import simulate_pipeline  # noqa: E402
+from placement.simulation.engine import execute  # noqa: E402
+from placement.simulation.pipeline import build_pipeline  # noqa: E402
+from placement.simulation.program import build_program  # noqa: E402
+from placement.simulation.schedules import get_schedule  # noqa: E402
 from placement.solvers.dp import solve_dp  # noqa: E402
-from placement.verify.evaluate import evaluate  # noqa: E402
+from placement.verification.evaluate import evaluate  # noqa: E402
 
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 STAGES = 16
@@ -64,7 +64,7 @@ def sixteen_stage_pipeline(name: str):
 def engine_rows(microbatches: int, repeat: int) -> list[dict]:
     have_simpy = importlib.util.find_spec("simpy") is not None
     if have_simpy:
-        from placement.simulate.engine_simpy import execute_simpy
+        from placement.simulation.engine_simpy import execute_simpy
     pipelines = {name: sixteen_stage_pipeline(name) for name in {n for n, _ in CASES}}
     header = (f"{'graph':22} {'schedule':15} {'comm':6} {'tasks':>7} {'heap s':>7} {'simpy s':>8} "
               f"{'simpy/heap':>10} {'simulate s':>10} {'max |diff|':>10}")

@@ -33,9 +33,9 @@ from placement.solution import Solution, Status
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.registry import METHODS, solve
-from placement.verify.evaluate import CONTIGUITY_CLASSES, Evaluation, evaluate
-from placement.verify.latency import evaluate_latency
-from placement.verify.ledger import communication_ledger, format_ledger
+from placement.verification.evaluate import CONTIGUITY_CLASSES, Evaluation, evaluate
+from placement.verification.latency import evaluate_latency
+from placement.verification.ledger import communication_ledger, format_ledger
 
 # Subcommands that live in modules of their own. Each module has ``register(subparsers)``,
 # which adds its parser and sets ``handler`` (a function of the parsed arguments that

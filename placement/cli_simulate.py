@@ -17,9 +17,9 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.report.gantt import matplotlib_modules, write_gantt
 from placement.report.simulation import format_simulation
 from placement.report.trace import write_trace
-from placement.simulate.program import COMM_MODES, INLINE
-from placement.simulate.schedules import SCHEDULES
-from placement.simulate.simulator import ENGINES, simulate
+from placement.simulation.program import COMM_MODES, INLINE
+from placement.simulation.schedules import SCHEDULES
+from placement.simulation.simulator import ENGINES, simulate
 
 DEFAULT_MICROBATCHES = 64
 

@@ -19,8 +19,8 @@ from placement.testing.bruteforce import brute_force
 from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.dp import solve_dp
 from placement.solvers.registry import METHODS, solve
-from placement.verify.evaluate import evaluate
-from placement.verify.latency import evaluate_latency
+from placement.verification.evaluate import evaluate
+from placement.verification.latency import evaluate_latency
 
 from tests.strategies import problems
 

@@ -24,8 +24,8 @@ from placement.solution import Status
 from placement.problem.bounds import latency_lower_bound
 from placement.solvers.dp import solve_dp
 from placement.solvers.registry import solve
-from placement.verify.evaluate import evaluate
-from placement.verify.latency import evaluate_latency
+from placement.verification.evaluate import evaluate
+from placement.verification.latency import evaluate_latency
 
 from tests.test_experts import EXPECTED_MAX_LOAD
 

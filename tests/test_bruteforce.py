@@ -13,7 +13,7 @@ from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, Instance, m
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
 from placement.testing.bruteforce import brute_force, count_labellings
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 from tests.strategies import problems
 

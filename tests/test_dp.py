@@ -20,7 +20,7 @@ from placement.solution import Status
 from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.ideals import contract, count_ideals
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 from tests.strategies import problems
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"

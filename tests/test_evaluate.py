@@ -17,7 +17,7 @@ from placement.errors import UsageError
 from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.text import format_evaluation
-from placement.verify.evaluate import evaluate, pipeline_order
+from placement.verification.evaluate import evaluate, pipeline_order
 
 from tests.strategies import colour_respecting_plans, plans, problems
 
@@ -507,7 +507,7 @@ def test_evaluator_imports_no_solver():
     assert imported and not any("solvers" in m for m in imported)
     # nor transitively: a fresh interpreter that imports the evaluator has loaded no solver module
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys, placement.verify.evaluate; "
+    code = ("import sys, placement.verification.evaluate; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -21,7 +21,7 @@ from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import ACCELERATOR
 from placement.plan import DeviceAssignment, Plan
-from placement.verify.evaluate import evaluate, pipeline_order
+from placement.verification.evaluate import evaluate, pipeline_order
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 TARNAWSKI = SHARED / "tarnawski"

@@ -17,7 +17,7 @@ from placement.solution import Status
 from placement.problem.bounds import latency_lower_bound
 from placement.testing.bruteforce_latency import brute_force_latency, count_latency_plans
 from placement.solvers.registry import solve
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 from tests.strategies import problems
 

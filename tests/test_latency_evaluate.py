@@ -1,4 +1,4 @@
-"""The latency evaluator (placement.verify.latency): hand-solved schedules, every violation, and
+"""The latency evaluator (placement.verification.latency): hand-solved schedules, every violation, and
 agreement with a plain fixed-point reference on random plans."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node,
 from placement.plan import DeviceAssignment, Plan
 from placement.report.latency import format_latency
 from placement.problem.bounds import latency_lower_bound
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 from tests.strategies import plans, problems
 
@@ -272,7 +272,7 @@ def test_evaluator_imports_no_solver():
             imported.extend(alias.name for alias in stmt.names)
     assert imported and not any("solvers" in m for m in imported)
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys, placement.verify.latency; "
+    code = ("import sys, placement.verification.latency; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -11,7 +11,7 @@ from placement.io.plans import parse_plan, plan_to_json, read_plan, write_plan
 from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 A, C = ACCELERATOR, CPU
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
-from placement.verify.evaluate import evaluate
-from placement.verify.ledger import (AGREES, DISAGREES, NOT_CHARGED, UNCHECKED, NodeMismatch,
+from placement.verification.evaluate import evaluate
+from placement.verification.ledger import (AGREES, DISAGREES, NOT_CHARGED, UNCHECKED, NodeMismatch,
                                      communication_ledger, format_ledger, infer_time_per_byte)
 from tests.strategies import plans, problems
 
@@ -194,8 +194,8 @@ def test_ledger_on_dp_plans_of_published_instances(path):
 def test_ledger_imports_no_solver_and_not_the_evaluator():
     """The ledger is verification code: it recomputes from the Instance, importing neither solvers nor the evaluator."""
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys, placement.verify.ledger; "
+    code = ("import sys, placement.verification.ledger; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers') "
-            "or m == 'placement.verify.evaluate'))")
+            "or m == 'placement.verification.evaluate'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

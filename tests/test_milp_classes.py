@@ -19,7 +19,7 @@ from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 from tests.strategies import problems
 
 AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in name]

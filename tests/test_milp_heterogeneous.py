@@ -18,7 +18,7 @@ from placement.solution import Status
 from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 from tests.strategies import three_type_problems
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"

@@ -1,6 +1,6 @@
 """The latency MILP (placement.solvers.milp.latency) against the latency brute force.
 
-Both judge plans with the independent latency evaluator (placement.verify.latency); the
+Both judge plans with the independent latency evaluator (placement.verification.latency); the
 brute force enumerates every assignment and every ordered split of each accelerator's
 nodes into at most q calls, so agreement checks the MILP's rows, for q = 1 and q = 2.
 """
@@ -19,7 +19,7 @@ from placement.solution import Status
 from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 from tests.strategies import problems
 from tests.test_milp_classes import Failures
 

@@ -17,7 +17,7 @@ from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.errors import UsageError
 from placement.solvers.milp.data import Scaling, choose_scale
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 from tests.strategies import problems
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"

@@ -12,7 +12,7 @@ from placement.io.plans import FORMAT, parse_plan, plan_to_json, read_plan, writ
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 A, C = ACCELERATOR, CPU
 

@@ -10,7 +10,7 @@ from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
 from placement.solution import Status
 from placement.solvers.dp import solve_dp
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
 THROUGHPUT = SHARED / "throughput-inputs"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.simulate.engine import FIFO, ORDERED, Deadlock, TaskGraph, execute
+from placement.simulation.engine import FIFO, ORDERED, Deadlock, TaskGraph, execute
 
 HAVE_SIMPY = importlib.util.find_spec("simpy") is not None
 
@@ -144,7 +144,7 @@ def test_a_queue_chooses_after_every_event_of_the_moment():
     # when the link frees at 1, `urgent` has become ready at that same moment and goes first
     runs = [execute]
     if HAVE_SIMPY:
-        from placement.simulate.engine_simpy import execute_simpy
+        from placement.simulation.engine_simpy import execute_simpy
 
         runs.append(execute_simpy)
     for run in runs:
@@ -227,6 +227,6 @@ def test_every_run_respects_dependencies_resources_and_orders(g):
 @given(random_graphs())
 @settings(max_examples=200)
 def test_simpy_engine_gives_the_same_times(g):
-    from placement.simulate.engine_simpy import execute_simpy
+    from placement.simulation.engine_simpy import execute_simpy
 
     assert execute_simpy(g) == execute(g)

@@ -18,9 +18,9 @@ from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
-from placement.simulate import simulate
-from placement.simulate.pipeline import build_pipeline
-from placement.verify.evaluate import evaluate
+from placement.simulation import simulate
+from placement.simulation.pipeline import build_pipeline
+from placement.verification.evaluate import evaluate
 
 from tests.strategies import colour_respecting_plans, problems
 
@@ -186,7 +186,7 @@ def test_simulator_imports_no_solver():
             elif isinstance(stmt, ast.Import):
                 imported.extend(alias.name for alias in stmt.names)
         assert not any("solvers" in m for m in imported), path.name
-    code = ("import sys, placement.simulate, placement.report.gantt, placement.report.trace, "
+    code = ("import sys, placement.simulation, placement.report.gantt, placement.report.trace, "
             "placement.report.simulation, placement.cli_simulate; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)

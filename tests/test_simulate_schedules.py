@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
-from placement.simulate import simulate
-from placement.simulate.schedules import SCHEDULES, get_schedule, stage_order
-from placement.verify.evaluate import evaluate
+from placement.simulation import simulate
+from placement.simulation.schedules import SCHEDULES, get_schedule, stage_order
+from placement.verification.evaluate import evaluate
 
 from tests.strategies import colour_respecting_plans, problems
 

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
 from placement.plan import DeviceAssignment, Plan
-from placement.simulate import simulate
+from placement.simulation import simulate
 from placement.solvers.dp import solve_dp
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 from tests.strategies import colour_respecting_plans, problems
 

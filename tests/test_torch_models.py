@@ -13,7 +13,7 @@ from placement.io.exporters import layout_from_instance, stages
 from placement.io.tarnawski import read_instance
 from placement.solution import Status
 from placement.solvers.dp import solve_dp
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "instances" / "models"

@@ -30,7 +30,7 @@ from placement.jsonfile import json_type_name, load_json
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
-from placement.verify.evaluate import Evaluation, evaluate
+from placement.verification.evaluate import Evaluation, evaluate
 
 FORMAT = "placement-plan/1"
 

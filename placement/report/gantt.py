@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import UsageError
-from placement.simulate.simulator import SimulationResult
+from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
 LABELS = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}

@@ -6,7 +6,7 @@ import math
 
 from placement.problem.instance import Instance
 from placement.report.text import verdict_lines
-from placement.verify.latency import LatencyEvaluation
+from placement.verification.latency import LatencyEvaluation
 
 
 def _num(x: float) -> str:

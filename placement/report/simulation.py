@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from placement.simulate.schedules import SCHEDULES
-from placement.simulate.simulator import SimulationResult
+from placement.simulation.schedules import SCHEDULES
+from placement.simulation.simulator import SimulationResult
 
 
 def _num(x: float | None) -> str:

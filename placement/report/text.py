@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from placement.problem.instance import Instance
-from placement.verify.evaluate import Evaluation
+from placement.verification.evaluate import Evaluation
 
 
 def _num(x: float) -> str:

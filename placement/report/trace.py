@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import UsageError
-from placement.simulate.simulator import SimulationResult, holding, in_flight_profile
+from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
 PROCESS_ID = 1

@@ -320,7 +320,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     Raises :class:`LimitExceededError` when the contracted graph has more than
     ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
     as its own supernode (slower; for cross-checks). The plan's loads are not stored: verify it with
-    :func:`placement.verify.evaluate.evaluate`.
+    :func:`placement.verification.evaluate.evaluate`.
     """
     start = time.perf_counter()
     contraction = contract(problem, merge_zero_cost)

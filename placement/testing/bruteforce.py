@@ -4,7 +4,7 @@ Every assignment of colour classes to devices is enumerated up to the symmetry
 of devices of one type (they are interchangeable, so device indices of a type
 are opened in order: a class goes to an already opened device of that type or to
 the next new one). Each complete assignment is judged by the independent
-evaluator :func:`placement.verify.evaluate.evaluate` under the requested
+evaluator :func:`placement.verification.evaluate.evaluate` under the requested
 contiguity class; the best valid one (lowest max load, first found on ties) is
 returned as ``optimal`` with ``bound == objective``, or ``infeasible`` when no
 assignment is valid. The objective is ``throughput`` (max load) or
@@ -31,7 +31,7 @@ from placement.errors import LimitExceededError, UsageError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
-from placement.verify.evaluate import CONTIGUITY_CLASSES, evaluate, pipeline_order
+from placement.verification.evaluate import CONTIGUITY_CLASSES, evaluate, pipeline_order
 
 MAX_CLASSES = 10
 MAX_LABELLINGS = 50_000  # about 5 s when no pruning applies (about 100 µs per evaluation)

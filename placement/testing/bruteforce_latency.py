@@ -22,7 +22,7 @@ class's device or starts a new call at any position of that device's sequence,
 so every ordered partition is produced exactly once. The only pruning skips
 plans that cannot be valid (a class whose nodes a type does not support, an
 accelerator over its memory bound). Every complete plan is judged by the
-independent evaluator :func:`placement.verify.latency.evaluate_latency`, which
+independent evaluator :func:`placement.verification.latency.evaluate_latency`, which
 rejects non-contiguous calls and calls that wait on each other in a cycle; the
 valid plan of least latency (the first found on ties) is returned as
 ``optimal`` with ``bound == objective``, or ``infeasible`` when no plan is valid.
@@ -38,7 +38,7 @@ from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 MAX_NODES = 8
 MAX_PLANS = 50_000  # about 10 s at some 200 µs per evaluation

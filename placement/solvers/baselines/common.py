@@ -22,8 +22,8 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
-from placement.verify.evaluate import evaluate, pipeline_order
-from placement.verify.latency import evaluate_latency
+from placement.verification.evaluate import evaluate, pipeline_order
+from placement.verification.latency import evaluate_latency
 
 THROUGHPUT = "throughput"
 LATENCY = "latency"

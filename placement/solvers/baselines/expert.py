@@ -25,7 +25,7 @@ from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 
 def solve_expert(problem: Instance, **options: Any) -> Solution:

@@ -5,7 +5,7 @@ Model
 The throughput-optimal pipeline of :func:`placement.solvers.dp.solve_dp`
 (contiguity ``stages``, minimum max-load) is taken as it is, one call per
 device, and its latency is computed by
-:func:`placement.verify.latency.evaluate_latency`. This is what a planner
+:func:`placement.verification.latency.evaluate_latency`. This is what a planner
 tuned for throughput gives a user who then serves single samples. Uses option
 ``max_ideals``; others are ignored.
 """

@@ -42,7 +42,7 @@ from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
                                                 contracted_units, throughput_solution, two_types)
 from placement.solvers.baselines.greedy import greedy_fill
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 DEFAULT_RESTARTS = 10
 _IMPROVEMENT = 1e-9  # relative: a move must lower the pair's larger load by more than rounding can

@@ -25,7 +25,7 @@ from placement.solvers.milp.latency import DEFAULT_CALLS, solve_milp_latency
 from placement.solvers.milp.none import NoContiguity
 from placement.solvers.milp.sets import ContiguousSets
 from placement.solvers.milp.stages import Stages
-from placement.verify.evaluate import CONTIGUITY_CLASSES
+from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 DEFAULT_TIME_LIMIT = 60.0
 

@@ -24,7 +24,7 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import Backend, SolveOptions, make_backend
 from placement.solvers.milp.data import GroupData, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
-from placement.verify.evaluate import evaluate
+from placement.verification.evaluate import evaluate
 
 DEFAULT_MAX_SCALED = 2 ** 40  # see placement.solvers.milp.data
 

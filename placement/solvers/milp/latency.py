@@ -343,7 +343,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                        warm_start: Plan | None = None, max_scaled: float = DEFAULT_MAX_SCALED,
                        progress: Callable[[str], None] | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""
-    from placement.verify.latency import evaluate_latency
+    from placement.verification.latency import evaluate_latency
 
     check_objective(problem, "latency")
     if calls < 1:

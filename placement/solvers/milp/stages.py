@@ -51,7 +51,7 @@ from placement.solvers.milp.data import GroupData
 from placement.solvers.milp.driver import Formulation, slot_of_groups, type_position
 from placement.solvers.milp.rows import (boundary_values, minimise, objective_vars, slot_rows, slot_types,
                                          target_values)
-from placement.verify.evaluate import pipeline_order
+from placement.verification.evaluate import pipeline_order
 
 
 @dataclass

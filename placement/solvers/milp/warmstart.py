@@ -20,7 +20,7 @@ from placement.solution import Status
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.dp import solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
-from placement.verify.latency import evaluate_latency
+from placement.verification.latency import evaluate_latency
 
 
 def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,

@@ -1,4 +1,4 @@
-"""The task-graph model of :mod:`placement.simulate.engine`, executed by SimPy instead.
+"""The task-graph model of :mod:`placement.simulation.engine`, executed by SimPy instead.
 
 Same model, same answers (the tests compare the two): every task has a *done*
 event; every resource is a SimPy process. An ``ordered`` resource walks its
@@ -25,7 +25,7 @@ import importlib
 from typing import Any
 
 from placement.errors import UsageError
-from placement.simulate.engine import ORDERED, SAME_TIME, Deadlock, TaskGraph, _check_orders
+from placement.simulation.engine import ORDERED, SAME_TIME, Deadlock, TaskGraph, _check_orders
 
 # Wake-up ranks after SimPy's own events of a moment (URGENT 0, NORMAL 1): queues choose
 # after those, fillers after the queues' choices (as the heap core dispatches them last).

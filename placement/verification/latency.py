@@ -1,6 +1,6 @@
 """The independent latency evaluator: one sample through an inference graph (DESIGN.md §2).
 
-Like :mod:`placement.verify.evaluate`, this module is a check of solvers, so it
+Like :mod:`placement.verification.evaluate`, this module is a check of solvers, so it
 imports nothing from :mod:`placement.solvers`.
 
 Model implemented
@@ -24,7 +24,7 @@ soon as its inputs are ready, with unlimited parallelism:
 The latency is the finish time of the last node.
 
 Constraints checked (each failure is one line in ``LatencyEvaluation.violations``):
-everything :func:`placement.verify.evaluate.evaluate` checks under contiguity
+everything :func:`placement.verification.evaluate.evaluate` checks under contiguity
 ``none`` (every node placed exactly once, known node ids and device types,
 supported nodes only, memory ``Σ node.memory`` per device within its type's
 bound — summed over all calls of the device —, colour classes on one device,
@@ -54,7 +54,7 @@ from typing import Mapping
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
-from placement.verify.evaluate import evaluate, fmt_number
+from placement.verification.evaluate import evaluate, fmt_number
 
 
 @dataclass(frozen=True)

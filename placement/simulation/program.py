@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.errors import UsageError
-from placement.simulate.engine import FIFO, ORDERED, TaskGraph
-from placement.simulate.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
-from placement.simulate.schedules import Schedule, stage_order
+from placement.simulation.engine import FIFO, ORDERED, TaskGraph
+from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
+from placement.simulation.schedules import Schedule, stage_order
 
 INLINE = "inline"
 LINK = "link"

@@ -3,7 +3,7 @@
 Model implemented
 -----------------
 A *stage* is one non-empty device of a valid ``stages`` plan; stages are numbered
-in pipeline order (:func:`placement.verify.evaluate.pipeline_order`). Per
+in pipeline order (:func:`placement.verification.evaluate.pipeline_order`). Per
 micro-batch a stage runs a forward task ``F`` (its forward nodes) and, for a
 training graph, a backward task ``B`` (its backward nodes), each as one *call*
 in the sense of the load model: receive the inputs, compute, send the outputs.
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from placement.errors import PlacementError, UsageError
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import DeviceAssignment, Plan
-from placement.verify.evaluate import Evaluation, evaluate, pipeline_order
+from placement.verification.evaluate import Evaluation, evaluate, pipeline_order
 
 FORWARD = "F"
 BACKWARD = "B"

@@ -8,10 +8,10 @@ every task's start and end (for :mod:`placement.report.trace` and
 :mod:`placement.solvers`.
 """
 
-from placement.simulate.pipeline import Pipeline, Stage, build_pipeline
-from placement.simulate.program import COMM_MODES, INLINE, LINK
-from placement.simulate.schedules import SCHEDULES, Schedule
-from placement.simulate.simulator import (ENGINES, SimulationResult, StageResult, TaskRecord, TaskTable, simulate,
+from placement.simulation.pipeline import Pipeline, Stage, build_pipeline
+from placement.simulation.program import COMM_MODES, INLINE, LINK
+from placement.simulation.schedules import SCHEDULES, Schedule
+from placement.simulation.simulator import (ENGINES, SimulationResult, StageResult, TaskRecord, TaskTable, simulate,
                                           simulate_pipeline)
 
 __all__ = ["COMM_MODES", "ENGINES", "INLINE", "LINK", "SCHEDULES", "Pipeline", "Schedule", "SimulationResult",

@@ -34,11 +34,11 @@ import numpy as np
 from placement.errors import UsageError
 from placement.problem.instance import Instance
 from placement.plan import Plan
-from placement.simulate.engine import Deadlock, execute
-from placement.simulate.engine_simpy import execute_simpy
-from placement.simulate.pipeline import FORWARD, Pipeline, build_pipeline
-from placement.simulate.program import INLINE, Program, build_program
-from placement.simulate.schedules import Schedule, get_schedule
+from placement.simulation.engine import Deadlock, execute
+from placement.simulation.engine_simpy import execute_simpy
+from placement.simulation.pipeline import FORWARD, Pipeline, build_pipeline
+from placement.simulation.program import INLINE, Program, build_program
+from placement.simulation.schedules import Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
 MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
