@@ -82,8 +82,8 @@ def test_every_backend_from_the_cli_with_a_log(backend, tmp_path, capsys):
 
 def test_unknown_backend_and_bad_gap(capsys):
     assert main(["solve", CHAIN4, "--method", "milp", "--backend", "gurobi"]) == 2
-    assert capsys.readouterr().err == ("error: unknown MILP backend 'gurobi'; choose from cp-sat, cbc, scip, "
-                                       "highs, pulp or pulp:SOLVER\n")
+    assert capsys.readouterr().err == ("error: --backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' "
+                                       "or 'pulp:NAME', not 'gurobi'\n")
     assert main(["solve", CHAIN4, "--method", "milp", "--gap", "1.5"]) == 2
     assert "expected a relative gap of at least 0 and below 1, got '1.5'" in capsys.readouterr().err
     assert main(["solve", CHAIN4, "--method", "milp", "--log", "/nonexistent/dir/x.log"]) == 2
@@ -110,12 +110,14 @@ def test_info_solvers(capsys):
 def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):
     assert main(["solve", CHAIN4, "--method", "milp", "--backend", "pulp:NOPE"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: PuLP knows no solver 'NOPE'; its solvers are ")
+    assert err.startswith("error: MILP backend 'pulp:NOPE' cannot run here: PuLP ")
+    assert "knows no solver 'NOPE' (its solvers are " in err
     assert "PULP_CBC_CMD" in err and "warm start" not in err
     import pulp
 
     missing = [n for n in ("GUROBI_CMD", "CPLEX_CMD", "MOSEK") if n not in pulp.listSolvers(onlyAvailable=True)]
     if missing:
         assert main(["solve", CHAIN4, "--method", "milp", "--backend", f"pulp:{missing[0]}"]) == 2
-        assert capsys.readouterr().err == (f"error: PuLP's {missing[0]} is not installed or not usable here "
-                                           "(see `placement info --solvers`)\n")
+        assert capsys.readouterr().err == (f"error: MILP backend 'pulp:{missing[0]}' cannot run here: PuLP "
+                                           f"{pulp.__version__} finds {missing[0]} not installed or not usable "
+                                           "here; the MILP backends come with pip install 'placement[milp]'\n")

@@ -149,8 +149,8 @@ def test_bad_arguments() -> None:
     problem = read_instance(TINY / "chain4.json")
     with pytest.raises(UsageError, match="^unknown contiguity class 'convex'; choose from none, sets, stages$"):
         solve_milp(problem, contiguity="convex")
-    with pytest.raises(UsageError, match="^unknown MILP backend 'gurobi'; choose from cp-sat, cbc, scip, highs, "
-                                         "pulp or pulp:SOLVER$"):
+    with pytest.raises(UsageError, match="^backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or "
+                                         "'pulp:NAME', not 'gurobi'$"):
         solve_milp(problem, backend="gurobi")
     with pytest.raises(UsageError, match="^the time limit must be a positive number of seconds, got inf$"):
         solve_milp(problem, time_limit=math.inf)

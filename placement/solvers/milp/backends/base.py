@@ -1,0 +1,229 @@
+"""The interface a MILP formulation builds its model through, and what the backends share.
+
+A formulation builds its model through :class:`Backend` only (0/1 variables, bounded numeric
+variables, linear rows ``lo ≤ Σ a·x ≤ hi`` optionally enforced by a 0/1 literal, a linear
+objective to minimise, hints) and reads the answer from a :class:`RawResult`.
+
+Each backend class declares, as class-level data, its ``name``, its capabilities
+(``integer_only``: it needs integer data; ``warm_start``: it accepts a starting solution;
+``threads``: it honours a thread count), the Python package it needs (``package``, as pip
+names it), an availability check (:meth:`Backend.availability`: ``None`` or why it cannot run
+here) and ``STATUS``, a map from the solver's own status names to our status words.
+
+The relative MIP gap is 0 unless a ``gap`` is given, so that a solver's ``OPTIMAL`` means
+proven; the formulation still checks the bound against the verified objective before it says
+``optimal``. Status words of :class:`RawResult` are those of
+:class:`placement.solution.Status`: ``optimal`` only when the solver proved it, ``feasible``
+when a limit stopped it with a solution, ``infeasible`` only when proven, ``no_solution`` when
+it stopped without one, ``error`` otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib import metadata
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+Terms = Sequence[tuple[float, Any]]
+
+#: the status words a backend reports (the values of :class:`placement.solution.Status`)
+STATUS_WORDS = ("optimal", "feasible", "infeasible", "no_solution", "error")
+
+#: the capabilities every backend declares, as class attributes of the same names
+CAPABILITIES = ("integer_only", "warm_start", "threads")
+
+#: what installs every backend's package
+INSTALL = "pip install 'placement[milp]'"
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Solver settings, separate from the data: time limit (s, always set), relative gap at which
+    the solver may stop (0: prove optimality), threads, random seed, and a file for the solver log."""
+
+    time_limit: float
+    gap: float = 0.0
+    threads: int = 1
+    seed: int = 0
+    log_path: str | None = None
+    #: called with (objective, bound, seconds) in model units for each improving solution, where the
+    #: backend can report them (CP-SAT)
+    on_solution: Callable[[float, float, float], None] | None = None
+
+
+@dataclass
+class RawResult:
+    """What a backend reports, in model units: status word, objective, bound, values."""
+
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    value: Callable[[Any], float] = lambda var: math.nan
+    wall_s: float = 0.0
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def package_version(distribution: str) -> str | None:
+    """The installed version of a distribution (``"ortools"``), ``None`` when it is not installed."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def unavailable_message(name: str, reason: str) -> str:
+    """The one-line message of a backend that cannot run here."""
+    return f"MILP backend {name!r} cannot run here: {reason}; the MILP backends come with {INSTALL}"
+
+
+def upper_side_only(lo: float) -> None:
+    """Enforced rows take an upper side only."""
+    if math.isfinite(lo):
+        raise ValueError("enforced rows take an upper side only")
+
+
+class Backend(ABC):
+    """The interface a formulation talks to, and the data each backend declares about itself."""
+
+    #: the name it is chosen by (``pulp:NAME`` instances set their own)
+    name: str = ""
+    #: every coefficient and bound must be an integer (the formulation scales its data first)
+    integer_only: ClassVar[bool] = False
+    #: :meth:`hint` gives the solver a starting solution (otherwise it returns why not)
+    warm_start: ClassVar[bool] = True
+    #: the solver runs with :attr:`SolveOptions.threads` threads
+    threads: ClassVar[bool] = True
+    #: the Python package it needs, as pip names it, and as people write it
+    package: ClassVar[str] = ""
+    package_label: ClassVar[str] = ""
+    #: the solver's own status names → our status words
+    STATUS: ClassVar[Mapping[str, str]] = {}
+    #: relative gap between the proven bound and the verified objective under which ``optimal`` stands
+    #: (CP-SAT: float noise of the evaluator; floating-point MIP solvers: their feasibility tolerances)
+    optimality_tolerance: ClassVar[float] = 1e-6
+
+    @classmethod
+    def capabilities(cls) -> dict[str, bool]:
+        """The declared capabilities (:data:`CAPABILITIES`) by name."""
+        return {key: bool(getattr(cls, key)) for key in CAPABILITIES}
+
+    @classmethod
+    @abstractmethod
+    def availability(cls, argument: str | None = None) -> str | None:
+        """``None`` when the backend (given ``argument``, the ``NAME`` of ``name:NAME``, where it takes
+        one) can run here, otherwise why not (one line, with versions)."""
+
+    @classmethod
+    def detail(cls, argument: str | None = None) -> str:
+        """What runs the backend here: its package and version."""
+        return f"{cls.package_label} {package_version(cls.package)}"
+
+    @classmethod
+    def variants(cls) -> list[str]:
+        """Arguments (``NAME`` of ``name:NAME``) this backend can run with here, beyond its default."""
+        return []
+
+    @classmethod
+    def import_problem(cls, module: str) -> str | None:
+        """``None`` when ``module`` imports, otherwise why not."""
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            version = package_version(cls.package)
+            if version is None:
+                return f"{cls.package_label} is not installed"
+            return f"{cls.package_label} {version} cannot be imported ({exc})"
+        return None
+
+    @classmethod
+    def status_word(cls, solver_status: str, default: str = "error") -> str:
+        """Our status word for the solver's status name (``default`` for a name :attr:`STATUS` lacks)."""
+        return cls.STATUS.get(solver_status, default)
+
+    @abstractmethod
+    def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        """A 0/1 variable (fixed to ``fixed`` when given)."""
+
+    @abstractmethod
+    def num_var(self, ub: float, name: str) -> Any:
+        """A numeric variable in ``[0, ub]`` (integer in integer-only backends)."""
+
+    @abstractmethod
+    def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
+        """Row ``lo ≤ Σ a·x ≤ hi``; with ``enforce`` (a 0/1 variable) only when it is 1 (``hi`` side only)."""
+
+    @abstractmethod
+    def minimize(self, terms: Terms) -> None:
+        """Minimise ``Σ a·x``."""
+
+    @abstractmethod
+    def hint(self, values: dict[Any, float]) -> str:
+        """Give a starting solution; returns a note ('' when accepted)."""
+
+    @abstractmethod
+    def solve(self, options: SolveOptions) -> RawResult: ...
+
+    @property
+    @abstractmethod
+    def size(self) -> dict[str, int]:
+        """Model size: ``variables``, ``binaries``, ``rows``."""
+
+
+def big_m_row(coef: dict[Any, float], bounds: Callable[[Any], tuple[float, float]], hi: float,
+              enforce: Any) -> tuple[dict[Any, float], float] | None:
+    """``Σ a·x ≤ hi`` only when ``enforce`` = 1, as ``Σ a·x + M·enforce ≤ hi + M`` with ``M`` the largest
+    excess the variable bounds allow; ``None`` when the row can never bind."""
+    top = sum(a * (bounds(v)[1] if a > 0 else bounds(v)[0]) for v, a in coef.items())
+    big_m = top - hi
+    if big_m <= 0:
+        return None
+    coef = dict(coef)
+    coef[enforce] = coef.get(enforce, 0.0) + big_m
+    return coef, hi + big_m
+
+
+class BigMBackend(Backend):
+    """A floating-point MIP solver: continuous numeric variables, enforced rows as big-M rows with
+    ``M`` computed from the variable bounds (:func:`big_m_row`). Subclasses key variables by
+    :meth:`key` and write a row with :meth:`write_row`."""
+
+    def __init__(self) -> None:
+        self._bounds: dict[Any, tuple[float, float]] = {}
+        self._binaries = 0
+        self._rows = 0
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {"variables": len(self._bounds), "binaries": self._binaries, "rows": self._rows}
+
+    def key(self, var: Any) -> Any:
+        """What identifies ``var`` in a row's coefficients."""
+        return var
+
+    def declared(self, var: Any, lb: float, ub: float, binary: bool) -> Any:
+        """Record a new variable's bounds; returns it."""
+        self._bounds[self.key(var)] = (lb, ub)
+        self._binaries += binary
+        return var
+
+    @abstractmethod
+    def write_row(self, coef: dict[Any, float], lo: float, hi: float) -> None:
+        """Add ``lo ≤ Σ coef·x ≤ hi`` (coefficients keyed by :meth:`key`) and count its rows."""
+
+    def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
+        coef: dict[Any, float] = {}
+        for a, v in terms:
+            k = self.key(v)
+            coef[k] = coef.get(k, 0.0) + a
+        if enforce is not None:
+            upper_side_only(lo)
+            row = big_m_row(coef, self._bounds.__getitem__, hi, self.key(enforce))
+            if row is None:
+                return
+            coef, hi = row
+        self.write_row(coef, lo, hi)

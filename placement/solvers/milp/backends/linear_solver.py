@@ -1,0 +1,180 @@
+"""MIP solvers behind OR-Tools' ``pywraplp`` wrapper: what ``cbc``, ``scip`` and ``highs`` share.
+
+Continuous numeric variables; enforced rows are big-M rows with ``M`` computed from the variable
+bounds (:class:`~placement.solvers.milp.backends.base.BigMBackend`). Each solver is a small
+subclass (:mod:`.cbc`, :mod:`.scip`, :mod:`.highs`) naming its ``pywraplp`` id, its seed
+parameter and its quirks.
+
+Known defects of the wrapper (DESIGN.md §8) are handled: HiGHS gets no hint (it crashes on
+one) and a HiGHS run that rejects its own optimum is retried without presolve (both in
+:mod:`.highs`); a status of ``FEASIBLE``/``OPTIMAL`` that comes back without values is
+detected by the formulation (the decoded plan does not place every node) and reported as
+``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
+``ABNORMAL`` mean a stop without a solution at the time limit, and a solver failure before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from placement.errors import SolverUnavailableError
+from placement.solvers.milp.backends.base import (BigMBackend, RawResult, SolveOptions, Terms, package_version,
+                                                  unavailable_message)
+
+
+@contextlib.contextmanager
+def stdout_to(path: str | None) -> Iterator[None]:
+    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs."""
+    if path is None:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
+
+
+def _milliseconds(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+class LinearSolverBackend(BigMBackend):
+    """A MIP solver behind ``pywraplp``; subclasses set ``name``, ``solver_id`` and ``seed_parameter``."""
+
+    package = "ortools"
+    package_label = "OR-Tools"
+    #: the solver's id for ``pywraplp.Solver.CreateSolver``
+    solver_id: ClassVar[str] = ""
+    #: the solver's own parameter that takes the random seed, if any
+    seed_parameter: ClassVar[str | None] = None
+    #: ``pywraplp.Solver`` result status names; an unlisted code reads as ``no_solution``, which
+    #: :meth:`solve` turns into ``error`` unless the time limit was reached
+    STATUS: ClassVar[dict[str, str]] = {
+        "OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "infeasible", "UNBOUNDED": "error",
+        "ABNORMAL": "no_solution", "NOT_SOLVED": "no_solution", "MODEL_INVALID": "error"}
+
+    @classmethod
+    def availability(cls, argument: str | None = None) -> str | None:
+        problem = cls.import_problem("ortools.linear_solver.pywraplp")
+        if problem is not None:
+            return problem
+        from ortools.linear_solver import pywraplp
+
+        if pywraplp.Solver.CreateSolver(cls.solver_id) is None:
+            return f"OR-Tools {package_version(cls.package)} has no {cls.solver_id} solver in this build"
+        return None
+
+    @classmethod
+    def detail(cls, argument: str | None = None) -> str:
+        return f"{super().detail()} pywraplp"
+
+    def __init__(self) -> None:
+        from ortools.linear_solver import pywraplp
+
+        super().__init__()
+        self._lp = pywraplp
+        self.solver = pywraplp.Solver.CreateSolver(self.solver_id)
+        if self.solver is None:
+            raise SolverUnavailableError(unavailable_message(self.name, self.availability() or "no solver"))
+        self._vars: dict[int, Any] = {}
+
+    def key(self, var: Any) -> Any:
+        return var.index()
+
+    def declared(self, var: Any, lb: float, ub: float, binary: bool) -> Any:
+        self._vars[var.index()] = var
+        return super().declared(var, lb, ub, binary)
+
+    def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        lb, ub = (0, 1) if fixed is None else (fixed, fixed)
+        return self.declared(self.solver.IntVar(lb, ub, name), lb, ub, fixed is None)
+
+    def num_var(self, ub: float, name: str) -> Any:
+        return self.declared(self.solver.NumVar(0.0, float(ub), name), 0.0, float(ub), False)
+
+    def write_row(self, coef: dict[Any, float], lo: float, hi: float) -> None:
+        inf = self.solver.infinity()
+        ct = self.solver.Constraint(lo if math.isfinite(lo) else -inf, hi if math.isfinite(hi) else inf)
+        self._rows += 1
+        for i, a in coef.items():
+            ct.SetCoefficient(self._vars[i], float(a))
+
+    def minimize(self, terms: Terms) -> None:
+        objective = self.solver.Objective()
+        for a, v in terms:
+            objective.SetCoefficient(v, objective.GetCoefficient(v) + float(a))
+        objective.SetMinimization()
+
+    def hint(self, values: dict[Any, float]) -> str:
+        self.solver.SetHint(list(values), [float(v) for v in values.values()])
+        return ""
+
+    def set_parameters(self, seed: int, **extra: str) -> None:
+        """Give the solver its seed and ``extra`` solver-specific parameters."""
+        lines = [f"{self.seed_parameter} = {int(seed)}"] if self.seed_parameter else []
+        lines += [f"{key} = {value}" for key, value in extra.items()]
+        if lines:
+            self.solver.SetSolverSpecificParametersAsString("\n".join(lines) + "\n")
+
+    def rerun(self, code: int, wall: float, options: SolveOptions) -> str:
+        """After a run that ended with ``code`` in ``wall`` seconds: '' to keep its answer, or a note
+        saying why the solver, now set up for it, runs again in the time left."""
+        return ""
+
+    def solve(self, options: SolveOptions) -> RawResult:
+        lp, solver = self._lp, self.solver
+        solver.SetTimeLimit(_milliseconds(options.time_limit))
+        notes = []
+        if options.threads != 1 and not solver.SetNumThreads(int(options.threads)):
+            notes.append(f"{self.name} ignored threads={options.threads}")
+        self.set_parameters(options.seed)
+        params = lp.MPSolverParameters()
+        params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
+        if options.log_path is not None:
+            solver.EnableOutput()
+        with stdout_to(options.log_path):
+            start = time.perf_counter()
+            code = solver.Solve(params)
+            note = self.rerun(code, time.perf_counter() - start, options)
+            if note:
+                notes.append(note)
+                solver.SetTimeLimit(_milliseconds(options.time_limit - (time.perf_counter() - start)))
+                code = solver.Solve(params)
+            wall = time.perf_counter() - start
+        return self._result(code, wall, options.time_limit, notes)
+
+    def _result(self, code: int, wall: float, time_limit: float, notes: list[str]) -> RawResult:
+        names = {getattr(self._lp.Solver, name): name for name in self.STATUS}
+        status = names.get(code, str(code))
+        word = self.status_word(status, default="no_solution")
+        stats = {"solver_status": status, "nodes": self.solver.nodes()}
+        if wall > time_limit + 1.0:
+            notes.append(f"{self.name} overran its time limit of {time_limit:g} s ({wall:.1f} s)")
+        if word in ("optimal", "feasible"):
+            objective = self.solver.Objective()
+            bound = objective.BestBound()
+            return RawResult(word, objective.Value(), bound if math.isfinite(bound) else 0.0,
+                             lambda v: v.solution_value(), wall, "; ".join(notes), stats)
+        if word == "infeasible":
+            return RawResult(word, wall_s=wall, message="; ".join(notes), stats=stats)
+        # A stop is a stop only at the time limit; before it, the same codes are a solver failure
+        # (HiGHS sometimes gives NOT_SOLVED at once on tiny models): an error, never a claim about
+        # the instance.
+        if word == "no_solution" and wall >= time_limit * 0.9:
+            notes.append(f"{self.name} stopped after {wall:.2f} s without a solution (status {status})")
+            return RawResult(word, wall_s=wall, stats=stats, message="; ".join(notes))
+        notes.append(f"{self.name} returned status {status}")
+        return RawResult("error", wall_s=wall, stats=stats, message="; ".join(notes))

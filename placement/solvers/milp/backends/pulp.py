@@ -1,0 +1,183 @@
+"""``pulp``: PuLP with its bundled CBC; ``pulp:NAME``: any solver PuLP knows by that name
+(``pulp:GUROBI_CMD``, ``pulp:CPLEX_CMD``, ``pulp:HiGHS`` …) that is installed.
+
+Continuous numeric variables, enforced rows as big-M rows
+(:class:`~placement.solvers.milp.backends.base.BigMBackend`).
+
+PuLP's own status says "Optimal" when CBC stops on its time limit, so the status is read from
+``sol_status`` (:attr:`PulpBackend.STATUS`), with one exception: CBC's proof of infeasibility
+comes back as status "Infeasible" with "No Solution Found" (a stop at the time limit is status
+"Not Solved"), so there the status decides. CBC's best bound is read from its log, written to a
+scratch file when no log was asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import time
+import warnings
+from typing import Any, ClassVar
+
+from placement.solvers.milp.backends.base import BigMBackend, RawResult, SolveOptions, Terms, package_version
+
+#: PuLP's name of its bundled CBC, the solver of plain ``pulp``
+BUNDLED = "PULP_CBC_CMD"
+
+# CBC's closing summary: "Objective value: 17.5", "Lower bound: 16.9" (time limit) or "Best possible: …"
+_CBC_BOUND = re.compile(r"^(?:Lower bound|Best possible)\s*:?\s*(-?[0-9.eE+-]+)", re.MULTILINE)
+
+
+class PulpBackend(BigMBackend):
+    """PuLP and the solver it names (:data:`BUNDLED`, its bundled CBC, unless told otherwise)."""
+
+    name = "pulp"
+    warm_start = True
+    threads = True
+    package = "pulp"
+    package_label = "PuLP"
+    #: ``pulp.LpSolution`` texts (the solution status)
+    STATUS: ClassVar[dict[str, str]] = {
+        "Optimal Solution Found": "optimal", "Solution Found": "feasible", "No Solution Exists": "infeasible",
+        "No Solution Found": "no_solution", "Solution is Unbounded": "error"}
+    #: (solution status, ``pulp.LpStatus`` text) pairs read otherwise (see the module docstring)
+    STATUS_EXCEPTIONS: ClassVar[dict[tuple[str, str], str]] = {("No Solution Found", "Infeasible"): "infeasible"}
+
+    @classmethod
+    def availability(cls, argument: str | None = None) -> str | None:
+        solver = argument or BUNDLED
+        problem = cls.import_problem("pulp")
+        if problem is not None:
+            return problem
+        import pulp
+
+        known = list(dict.fromkeys(pulp.listSolvers()))
+        if solver not in known:
+            return f"PuLP {pulp.__version__} knows no solver {solver!r} (its solvers are {', '.join(known)})"
+        if solver not in pulp.listSolvers(onlyAvailable=True):
+            if solver == BUNDLED:
+                return f"PuLP {pulp.__version__} has no working bundled CBC"
+            return f"PuLP {pulp.__version__} finds {solver} not installed or not usable here"
+        return None
+
+    @classmethod
+    def detail(cls, argument: str | None = None) -> str:
+        return f"PuLP {package_version(cls.package)}" + ("" if argument not in (None, BUNDLED) else ", bundled CBC")
+
+    @classmethod
+    def variants(cls) -> list[str]:
+        if cls.import_problem("pulp") is not None:
+            return []
+        import pulp
+
+        return sorted(set(pulp.listSolvers(onlyAvailable=True)) - {BUNDLED})
+
+    def __init__(self, solver_name: str = BUNDLED) -> None:
+        import pulp
+
+        super().__init__()
+        self._pulp = pulp
+        self.solver_name = solver_name
+        self.name = "pulp" if solver_name == BUNDLED else f"pulp:{solver_name}"
+        self.problem = pulp.LpProblem("placement", pulp.LpMinimize)
+        self._hint: dict[Any, float] | None = None
+
+    def _fresh(self, name: str) -> str:
+        # PuLP names must be unique and free of brackets and commas in LP files
+        return re.sub(r"[^A-Za-z0-9_]", "_", name) + f"_{len(self._bounds)}"
+
+    def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        lb, ub = (0, 1) if fixed is None else (fixed, fixed)
+        var = self.problem.add_variable(self._fresh(name), lb, ub, cat="Integer" if fixed is None else "Continuous")
+        return self.declared(var, lb, ub, fixed is None)
+
+    def num_var(self, ub: float, name: str) -> Any:
+        return self.declared(self.problem.add_variable(self._fresh(name), 0.0, float(ub)), 0.0, float(ub), False)
+
+    def write_row(self, coef: dict[Any, float], lo: float, hi: float) -> None:
+        expr = self._pulp.lpSum(a * v for v, a in coef.items())
+        if math.isfinite(lo):
+            self.problem += expr >= lo
+            self._rows += 1
+        if math.isfinite(hi):
+            self.problem += expr <= hi
+            self._rows += 1
+
+    def minimize(self, terms: Terms) -> None:
+        self.problem += self._pulp.lpSum(a * v for a, v in terms)
+
+    def hint(self, values: dict[Any, float]) -> str:
+        for var, val in values.items():
+            var.setInitialValue(val)
+        self._hint = values
+        return ""
+
+    def _solver(self, options: SolveOptions, log_path: str | None) -> Any:
+        """PuLP's solver object, or the reason it cannot be had."""
+        pulp = self._pulp
+        settings: dict[str, Any] = {"msg": False, "timeLimit": float(options.time_limit),
+                                    "gapRel": float(options.gap), "threads": int(options.threads)}
+        if self._hint is not None:
+            settings["warmStart"] = True
+        if log_path is not None:
+            settings["logPath"] = log_path
+        try:
+            with warnings.catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in PuLP 4
+                warnings.simplefilter("ignore", DeprecationWarning)
+                solver = pulp.getSolver(self.solver_name, **settings)
+        except (pulp.PulpSolverError, TypeError) as exc:
+            return f"PuLP cannot use {self.solver_name}: {exc}"
+        if not solver.available():
+            return f"PuLP's {self.solver_name} is not installed here"
+        return solver
+
+    def solve(self, options: SolveOptions) -> RawResult:
+        is_cbc = self.solver_name in (BUNDLED, "COIN_CMD")
+        log_path = options.log_path
+        scratch = None
+        if is_cbc and log_path is None:  # CBC's bound is only in its log
+            scratch = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
+            scratch.close()
+            log_path = scratch.name
+        try:
+            solver = self._solver(options, log_path)
+            if isinstance(solver, str):
+                return RawResult("error", message=solver)
+            start = time.perf_counter()
+            self.problem.solve(solver)
+            wall = time.perf_counter() - start
+            log_text = ""
+            if is_cbc and log_path is not None and os.path.exists(log_path):
+                with open(log_path, encoding="utf-8", errors="replace") as fh:
+                    log_text = fh.read()
+        finally:
+            if scratch is not None:
+                os.unlink(scratch.name)
+        found = [float(m) for m in _CBC_BOUND.findall(log_text)]
+        return self._result(wall, found[-1] if found else None)
+
+    def _result(self, wall: float, bound: float | None) -> RawResult:
+        pulp = self._pulp
+        status, sol = self.problem.status, self.problem.sol_status
+        stats = {"solver_status": pulp.LpStatus.get(status, str(status)),
+                 "solution_status": pulp.LpSolution.get(sol, str(sol))}
+        word = self.STATUS_EXCEPTIONS.get((stats["solution_status"], stats["solver_status"]))
+        word = word or self.status_word(stats["solution_status"])
+
+        def value(v: Any) -> float:
+            return v.varValue if v.varValue is not None else math.nan
+
+        objective = pulp.value(self.problem.objective)
+        if word == "optimal":
+            return RawResult(word, objective, objective if bound is None else bound, value, wall, stats=stats)
+        if word == "feasible":
+            return RawResult(word, objective, bound, value, wall, stats=stats)
+        if word == "infeasible":
+            return RawResult(word, wall_s=wall, stats=stats)
+        if word == "no_solution":
+            return RawResult(word, bound=bound, wall_s=wall, stats=stats,
+                             message=f"{self.name} stopped after {wall:.2f} s without a solution")
+        return RawResult("error", wall_s=wall, stats=stats,
+                         message=f"{self.name} returned {stats['solution_status']}")

@@ -1,0 +1,178 @@
+"""The MILP backend registry: names, declared capabilities, availability, errors, status maps, a toy solve."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from placement.errors import InvalidParameterError, PlacementError, SolverUnavailableError
+from placement.solution import Status
+from placement.solvers.milp.backends import (BACKENDS, CAPABILITIES, SolveOptions, backend_availability,
+                                             backend_capabilities, backend_class, check_backend_available,
+                                             check_backend_name, make_backend)
+
+AVAILABLE = [name for name, ok, _ in backend_availability() if ok]
+DECLARED = {  # integer_only, warm_start, threads
+    "cp-sat": (True, True, True),
+    "cbc": (False, True, True),
+    "scip": (False, True, True),
+    "highs": (False, False, True),
+    "pulp": (False, True, True),
+}
+
+
+def test_the_registry_lists_the_five_backends():
+    assert BACKENDS == ("cp-sat", "cbc", "scip", "highs", "pulp")
+    for name in BACKENDS:
+        assert backend_class(name).name == name
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_capabilities_are_as_declared(name):
+    assert backend_capabilities(name) == dict(zip(CAPABILITIES, DECLARED[name]))
+
+
+def test_pulp_solvers_share_the_pulp_capabilities():
+    assert backend_capabilities("pulp:GUROBI_CMD") == backend_capabilities("pulp")
+
+
+def test_importing_the_registry_imports_no_solver():
+    code = ("import sys; from placement.solvers.milp.backends import BACKENDS, backend_capabilities;"
+            "[backend_capabilities(n) for n in BACKENDS];"
+            "print(sorted(m for m in ('ortools', 'pulp') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["xyz", "pulp:", "cp-sat:x", "CBC", ""])
+@pytest.mark.parametrize("call", [check_backend_name, check_backend_available, make_backend, backend_capabilities])
+def test_an_unknown_name_is_an_invalid_backend_parameter(call, name):
+    with pytest.raises(InvalidParameterError) as info:
+        call(name)
+    assert info.value.parameter == "backend"
+    assert str(info.value) == ("backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or 'pulp:NAME', "
+                               f"not {name!r}")
+    assert isinstance(info.value, ValueError)
+
+
+def test_availability_reports_each_backend():
+    rows = backend_availability()
+    assert [name for name, _, _ in rows[:5]] == list(BACKENDS)
+    for name, ok, detail in rows:
+        assert isinstance(ok, bool) and detail and "\n" not in detail
+        assert name in BACKENDS or name.startswith("pulp:")
+        if ok:
+            check_backend_available(name)
+        else:
+            with pytest.raises(SolverUnavailableError):
+                check_backend_available(name)
+
+
+def _one_line_about(exc: SolverUnavailableError, name: str) -> str:
+    message = str(exc)
+    assert isinstance(exc, PlacementError) and not isinstance(exc, ValueError)
+    assert "\n" not in message and f"{name!r}" in message
+    assert "pip install 'placement[milp]'" in message
+    assert "placement info" not in message and "--" not in message
+    return message
+
+
+def test_a_missing_pulp_solver_is_unavailable():
+    pytest.importorskip("pulp")
+    with pytest.raises(SolverUnavailableError) as info:
+        check_backend_available("pulp:NOPE")
+    assert "knows no solver 'NOPE'" in _one_line_about(info.value, "pulp:NOPE")
+
+
+def test_missing_packages_make_every_backend_unavailable():
+    """With OR-Tools and PuLP unimportable, each backend says why, and neither check nor construction passes."""
+    code = """if True:
+        import json, sys
+        sys.modules["ortools"] = sys.modules["pulp"] = None  # every import of them fails
+        from placement.errors import SolverUnavailableError
+        from placement.solvers.milp.backends import (BACKENDS, backend_availability, check_backend_available,
+                                                     make_backend)
+        errors = []
+        for name in BACKENDS:
+            for call in (check_backend_available, make_backend):
+                try:
+                    call(name)
+                except SolverUnavailableError as exc:
+                    errors.append(str(exc))
+        print(json.dumps({"rows": backend_availability(), "errors": errors}))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    found = json.loads(out)
+    assert [tuple(row[:2]) for row in found["rows"]] == [(name, False) for name in BACKENDS]
+    assert len(found["errors"]) == 2 * len(BACKENDS)
+    for (name, _, why), error in zip(found["rows"], found["errors"][::2]):
+        assert why.startswith(("OR-Tools", "PuLP")) and why.endswith("(pip install 'placement[milp]')")
+        assert error.startswith(f"MILP backend {name!r} cannot run here: {why.split(' (pip')[0]}")
+        _one_line_about(SolverUnavailableError(error), name)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_status_maps_give_status_words(name):
+    words = set(backend_class(name).STATUS.values())
+    assert words <= {s.value for s in Status}
+
+
+def test_cpsat_status_map_covers_every_status():
+    cp_model_pb2 = pytest.importorskip("ortools.sat.cp_model_pb2")
+    assert set(backend_class("cp-sat").STATUS) == set(cp_model_pb2.CpSolverStatus.keys())
+
+
+def test_pywraplp_status_map_covers_every_result_status():
+    pywraplp = pytest.importorskip("ortools.linear_solver.pywraplp")
+    for name in ("cbc", "scip", "highs"):
+        status = backend_class(name).STATUS
+        codes = {getattr(pywraplp.Solver, key) for key in status}
+        assert codes == set(range(len(status))) == set(range(7))  # OPTIMAL 0 … NOT_SOLVED 6
+
+
+def test_pulp_status_map_covers_every_solution_status():
+    pulp = pytest.importorskip("pulp")
+    cls = backend_class("pulp")
+    assert set(cls.STATUS) == set(pulp.LpSolution.values())
+    for solution, status in cls.STATUS_EXCEPTIONS:
+        assert solution in pulp.LpSolution.values() and status in pulp.LpStatus.values()
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_toy_model_optimum(name):
+    """min −4x + 2y  s.t.  y ≥ 1,  x + y ≤ 11,  y ≤ 0 when x = 1  (x ∈ {0,1}, y ∈ [0,10]).
+
+    Without the enforced row x = 1, y = 1 (−2) would win; with it x = 1 is infeasible: x = 0, y = 1, 2."""
+    be = make_backend(name)
+    x, y = be.bool_var("x"), be.num_var(10, "y")
+    be.add([(1, y)], lo=1)
+    be.add([(1, x), (1, y)], hi=11)
+    be.add([(1, y)], hi=0, enforce=x)
+    be.minimize([(-4, x), (2, y)])
+    note = be.hint({x: 0, y: 1})
+    assert (note == "") == backend_capabilities(name)["warm_start"]
+    assert be.size == {"variables": 2, "binaries": 1, "rows": 3}
+    raw = be.solve(SolveOptions(time_limit=10))
+    assert raw.status == "optimal", raw.message
+    assert math.isclose(raw.objective, 2, abs_tol=1e-6) and math.isclose(raw.bound, 2, abs_tol=1e-6)
+    assert round(raw.value(x)) == 0 and math.isclose(raw.value(y), 1, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_enforced_rows_take_an_upper_side_only(name):
+    be = make_backend(name)
+    x, y = be.bool_var("x"), be.num_var(10, "y")
+    with pytest.raises(ValueError, match="upper side only"):
+        be.add([(1, y)], lo=1, enforce=x)
+
+
+@pytest.mark.parametrize("name", [n for n in AVAILABLE if backend_capabilities(n)["integer_only"]])
+def test_integer_only_backends_refuse_fractions(name):
+    be = make_backend(name)
+    y = be.num_var(10, "y")
+    with pytest.raises(ValueError, match="integer"):
+        be.add([(0.5, y)], hi=3)
