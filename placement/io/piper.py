@@ -1,0 +1,368 @@
+"""The instance format of Piper (Tarnawski, Narayanan, Phanishayee, NeurIPS 2021).
+
+``{"maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes": [{id, name?,
+"TMPCs": {degree: [{id, timePerSample, parameterSize, memoryUsageA, memoryUsageB,
+syncTimeFw: {predecessor id: bytes}, syncTimeBw: {successor id: bytes}}]}}],
+"edges": [{sourceId, destId, communicationCost}]}``.
+
+A TMPC ("tensor-model-parallel configuration") is one way to run a node on ``t`` devices
+in tensor parallelism; ``TMPCs`` lists them per degree ``t`` (a JSON object, so the degrees
+are strings of digits). The reader checks what Piper's own loader checks (distinct node ids,
+distinct edges between known nodes, an acyclic graph, distinct non-empty TMPC ids per node
+and degree, ``syncTimeFw``/``syncTimeBw`` naming exactly the node's in-/out-neighbours) and
+more: every field is present, of the right JSON type, finite and non-negative; unknown
+fields are errors; every degree lists at least one TMPC. Values are kept as written: in
+``gnmt.json`` and ``resnet.json`` times are milliseconds while sizes divided by the
+bandwidth are seconds, and Piper adds the two as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from placement.errors import InvalidInstanceError
+from placement.io.files import parse_file
+from placement.io.tarnawski import _field
+from placement.jsonfile import json_type_name
+from placement.problem.instance import find_cycle
+
+_TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")
+_NODE_FIELDS = ("id", "TMPCs")
+_NODE_OPTIONAL = ("name",)
+_TMPC_FIELDS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
+_EDGE_FIELDS = ("sourceId", "destId", "communicationCost")
+
+_DEGREE = re.compile(r"[1-9][0-9]*")
+_NODE_ID = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+@dataclass(frozen=True)
+class TMPC:
+    """One way to run a node with a given tensor-parallel degree ``t`` (one entry of ``TMPCs[t]``).
+
+    * ``id``: the configuration's name, unique among the node's TMPCs for this ``t``
+      (the published files use ``"vanilla"`` and ``"activation recomp"``).
+    * ``time_per_sample``: compute time of the node per sample (micro-batch) on its ``t``
+      devices; a stage with data-parallel degree ``d`` spends ``time_per_sample / d``. Piper
+      prints results as seconds, but ``gnmt.json`` and ``resnet.json`` give milliseconds
+      while the communication terms (bytes / bandwidth) are seconds; Piper adds them as they
+      are and so does this package.
+    * ``parameter_size``: bytes of weights; used only for the data-parallel gradient
+      synchronisation, ``4·(d − 1)·parameter_size / (d · mbsInBatch)`` bytes per sample.
+    * ``memory_usage_a``, ``memory_usage_b``: bytes; the node takes
+      ``memory_usage_a · y + memory_usage_b`` on each device of its stage ``i``, where
+      ``y = ceil((d_i + d_{i+1} + … + d_last) / d_i)`` is the number of micro-batches in
+      flight there.
+    * ``sync_time_fw``: predecessor id ``u`` -> extra bytes (despite the name, a volume added
+      to the edge's ``communicationCost`` and divided by the bandwidth) moved on the edge
+      ``u -> node`` when it enters the node's stage from another stage; one entry per in-edge.
+    * ``sync_time_bw``: successor id ``w`` -> the same for the edge ``node -> w`` leaving the
+      stage; one entry per out-edge.
+    """
+
+    id: str
+    time_per_sample: float
+    parameter_size: float
+    memory_usage_a: float
+    memory_usage_b: float
+    sync_time_fw: Mapping[int, float]
+    sync_time_bw: Mapping[int, float]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sync_time_fw", MappingProxyType(dict(self.sync_time_fw)))
+        object.__setattr__(self, "sync_time_bw", MappingProxyType(dict(self.sync_time_bw)))
+
+    def __reduce__(self):  # mapping proxies do not pickle; rebuild from plain dicts
+        return (type(self), (self.id, self.time_per_sample, self.parameter_size, self.memory_usage_a,
+                             self.memory_usage_b, dict(self.sync_time_fw), dict(self.sync_time_bw)))
+
+    def __hash__(self) -> int:  # mapping proxies are not hashable; equal mappings hash alike
+        return hash((self.id, self.time_per_sample, self.parameter_size, self.memory_usage_a, self.memory_usage_b,
+                     frozenset(self.sync_time_fw.items()), frozenset(self.sync_time_bw.items())))
+
+    def to_json(self) -> dict[str, Any]:
+        """The TMPC as Piper writes it (node ids as string keys)."""
+        return {"id": self.id, "timePerSample": self.time_per_sample, "parameterSize": self.parameter_size,
+                "memoryUsageA": self.memory_usage_a, "memoryUsageB": self.memory_usage_b,
+                "syncTimeFw": {str(u): s for u, s in self.sync_time_fw.items()},
+                "syncTimeBw": {str(w): s for w, s in self.sync_time_bw.items()}}
+
+
+@dataclass(frozen=True)
+class PiperNode:
+    """A layer (or group of layers) of the network.
+
+    * ``id``: the node's integer id, which edges and sync times refer to.
+    * ``name``: a label for people (``""`` when the file gives none, as in Piper).
+    * ``configurations``: tensor-parallel degree ``t`` (number of devices one replica of
+      the stage is split over) -> the TMPCs the node can run with at that degree; a stage
+      with degree ``t`` can only hold nodes that list ``t``.
+    """
+
+    id: int
+    name: str
+    configurations: Mapping[int, tuple[TMPC, ...]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configurations",
+                           MappingProxyType({t: tuple(c) for t, c in self.configurations.items()}))
+
+    def __reduce__(self):
+        return (type(self), (self.id, self.name, dict(self.configurations)))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.name, frozenset(self.configurations.items())))
+
+    def to_json(self) -> dict[str, Any]:
+        """The node as Piper writes it (degrees as string keys)."""
+        return {"id": self.id, "name": self.name,
+                "TMPCs": {str(t): [c.to_json() for c in cs] for t, cs in self.configurations.items()}}
+
+
+@dataclass(frozen=True)
+class PiperEdge:
+    """A data dependency ``src -> dst``: ``communication_cost`` bytes per sample cross it.
+
+    When the two ends are in different stages the edge costs ``2·(communication_cost + sync)``
+    bytes (forward activations and backward gradients), ``sync`` being the TMPC's
+    ``sync_time_bw[dst]`` at the source or ``sync_time_fw[src]`` at the destination.
+    """
+
+    src: int
+    dst: int
+    communication_cost: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sourceId": self.src, "destId": self.dst, "communicationCost": self.communication_cost}
+
+
+@dataclass(frozen=True)
+class PiperInstance:
+    """A Piper instance: a DAG of nodes with TMPCs, and a pool of identical devices.
+
+    * ``name``: the instance's name (the file's stem when read from a file).
+    * ``max_devices``: devices available; a plan uses at most this many (``Σ d·t``).
+    * ``max_memory_per_device``: bytes of memory of each device.
+    * ``bandwidth``: bytes per second between devices (every transfer is divided by it).
+    * ``microbatches_in_batch``: ``mbsInBatch``, micro-batches (samples) per batch; a
+      stage's data-parallel degree divides it, and the gradient synchronisation is
+      amortised over it.
+    * ``nodes``, ``edges``: the graph, in file order.
+    """
+
+    name: str
+    max_devices: int
+    max_memory_per_device: float
+    bandwidth: float
+    microbatches_in_batch: int
+    nodes: tuple[PiperNode, ...]
+    edges: tuple[PiperEdge, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "edges", tuple(self.edges))
+
+    def degrees(self) -> tuple[int, ...]:
+        """The tensor-parallel degrees every node has TMPCs for, ascending.
+
+        These are the degrees a stage may use whatever nodes it holds; a stage holding only
+        some nodes may also use a degree that just those nodes support.
+        """
+        common: set[int] | None = None
+        for n in self.nodes:
+            common = set(n.configurations) if common is None else common & set(n.configurations)
+        return tuple(sorted(common or ()))
+
+    def to_json(self) -> dict[str, Any]:
+        """The decoded JSON of the instance in Piper's format: ``parse_piper(i.to_json()) == i``."""
+        return {"maxDevices": self.max_devices, "maxMemoryPerDevice": self.max_memory_per_device,
+                "bandwidth": self.bandwidth, "mbsInBatch": self.microbatches_in_batch,
+                "nodes": [n.to_json() for n in self.nodes], "edges": [e.to_json() for e in self.edges]}
+
+
+def looks_like_piper(data: Any) -> bool:
+    """Whether decoded JSON looks like a Piper instance (a cheap test of its shape, not a validation)."""
+    if not isinstance(data, dict) or not all(key in data for key in _TOP_FIELDS[:4]):
+        return False
+    nodes = data.get("nodes")
+    return isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict) and "TMPCs" in nodes[0]
+
+
+def parse_piper(data: Any, name: str = "") -> PiperInstance:
+    """Build a validated :class:`PiperInstance` from the decoded JSON of a Piper instance.
+
+    Raises :class:`InvalidInstanceError` with a one-line message naming the place, e.g.
+    ``nodes[3].TMPCs["2"][0]: field 'timePerSample' is negative (-1)``.
+    """
+    top = "instance"
+    _object(data, top, _TOP_FIELDS)
+    max_devices = _positive(data, "maxDevices", top, "count")
+    memory = _positive(data, "maxMemoryPerDevice", top, "number")
+    bandwidth = _positive(data, "bandwidth", top, "number")
+    microbatches = _positive(data, "mbsInBatch", top, "count")
+    raw_nodes = _typed(data, "nodes", top, list)
+    raw_edges = _typed(data, "edges", top, list)
+    if not raw_nodes:
+        raise InvalidInstanceError(f"{top}: field 'nodes' is empty")
+
+    nodes: list[PiperNode] = []
+    position: dict[int, int] = {}
+    for k, raw in enumerate(raw_nodes):
+        node = _node(raw, f"nodes[{k}]")
+        if node.id in position:
+            raise InvalidInstanceError(f"nodes[{k}]: id {node.id} already used by nodes[{position[node.id]}]")
+        position[node.id] = k
+        nodes.append(node)
+
+    edges: list[PiperEdge] = []
+    seen: dict[tuple[int, int], int] = {}
+    succ: list[list[int]] = [[] for _ in nodes]
+    for k, raw in enumerate(raw_edges):
+        where = f"edges[{k}]"
+        _object(raw, where, _EDGE_FIELDS)
+        edge = PiperEdge(_field(raw, "sourceId", where, "int"), _field(raw, "destId", where, "int"),
+                         _field(raw, "communicationCost", where, "number"))
+        for key, end in (("sourceId", edge.src), ("destId", edge.dst)):
+            if end not in position:
+                raise InvalidInstanceError(f"{where}: {key} {end} is not the id of a node")
+        if edge.src == edge.dst:
+            raise InvalidInstanceError(f"{where}: self-loop on node {edge.src}")
+        pair = (edge.src, edge.dst)
+        if pair in seen:
+            raise InvalidInstanceError(f"{where}: edge {edge.src} -> {edge.dst} repeats edges[{seen[pair]}]")
+        seen[pair] = k
+        succ[position[edge.src]].append(position[edge.dst])
+        edges.append(edge)
+
+    cycle = find_cycle(len(nodes), succ)
+    if cycle is not None:
+        names = " -> ".join(str(nodes[i].id) for i in cycle + cycle[:1])
+        raise InvalidInstanceError(f"{top}: the graph has a cycle: {names}")
+    _check_sync_times(nodes, edges)
+    return PiperInstance(name, max_devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges))
+
+
+def read_piper(path: str | Path) -> PiperInstance:
+    """Read and validate a Piper instance file; errors name the file."""
+    return parse_file(path, parse_piper)
+
+
+def _object(value: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    """``value`` is a JSON object with every ``required`` field and no field outside ``required + optional``."""
+    if not isinstance(value, dict):
+        what = "the instance" if where == "instance" else where
+        raise InvalidInstanceError(f"{what} must be a JSON object, got {json_type_name(value)}")
+    allowed = required + optional
+    for key in value:
+        if key not in allowed:
+            raise InvalidInstanceError(f"{where}: unknown field {key!r} (allowed: {', '.join(allowed)})")
+    for key in required:
+        if key not in value:
+            raise InvalidInstanceError(f"{where}: missing field {key!r} (required: {', '.join(required)})")
+
+
+def _positive(obj: dict, key: str, where: str, kind: str) -> Any:
+    """A ``count`` or ``number`` field that must also be greater than zero."""
+    value = _field(obj, key, where, kind)
+    if value == 0:
+        raise InvalidInstanceError(f"{where}: field {key!r} must be positive, got 0")
+    return value
+
+
+def _typed(obj: dict, key: str, where: str, kind: type) -> Any:
+    """Field ``key``, which must be a JSON array (``kind`` list) or object (``kind`` dict)."""
+    value = obj[key]
+    if not isinstance(value, kind):
+        raise InvalidInstanceError(f"{where}: field {key!r} must be an {json_type_name(kind())}, "
+                                   f"got {json_type_name(value)}")
+    return value
+
+
+def _string(obj: dict, key: str, where: str, *, empty: bool) -> str:
+    value = obj[key]
+    if not isinstance(value, str):
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
+    if not value and not empty:
+        raise InvalidInstanceError(f"{where}: field {key!r} is empty")
+    return value
+
+
+def _node(raw: Any, where: str) -> PiperNode:
+    _object(raw, where, _NODE_FIELDS, _NODE_OPTIONAL)
+    node_id = _field(raw, "id", where, "int")
+    label = _string(raw, "name", where, empty=True) if "name" in raw else ""
+    table = _typed(raw, "TMPCs", where, dict)
+    if not table:
+        raise InvalidInstanceError(f"{where}: field 'TMPCs' is empty (the node needs at least one TMPC)")
+    configurations: dict[int, tuple[TMPC, ...]] = {}
+    for key, raw_list in table.items():
+        if not _DEGREE.fullmatch(key):
+            raise InvalidInstanceError(f"{where}.TMPCs: key {json.dumps(key)} is not a tensor-parallel degree "
+                                       "(a positive integer in decimal digits, no leading zeros)")
+        at = f"{where}.TMPCs[{json.dumps(key)}]"
+        if not isinstance(raw_list, list):
+            raise InvalidInstanceError(f"{at}: must be an array of TMPCs, got {json_type_name(raw_list)}")
+        if not raw_list:
+            raise InvalidInstanceError(f"{at}: no TMPC (each listed degree needs at least one)")
+        tmpcs: list[TMPC] = []
+        for j, raw_tmpc in enumerate(raw_list):
+            tmpc = _tmpc(raw_tmpc, f"{at}[{j}]")
+            for i, other in enumerate(tmpcs):
+                if other.id == tmpc.id:
+                    raise InvalidInstanceError(f"{at}[{j}]: id {tmpc.id!r} already used by {at}[{i}]")
+            tmpcs.append(tmpc)
+        configurations[int(key)] = tuple(tmpcs)
+    return PiperNode(node_id, label, configurations)
+
+
+def _tmpc(raw: Any, where: str) -> TMPC:
+    _object(raw, where, _TMPC_FIELDS)
+    return TMPC(_string(raw, "id", where, empty=False),
+                *(_field(raw, key, where, "number") for key in _TMPC_FIELDS[1:5]),
+                _sync_times(raw, "syncTimeFw", where), _sync_times(raw, "syncTimeBw", where))
+
+
+def _sync_times(raw: dict, key: str, where: str) -> dict[int, float]:
+    table = _typed(raw, key, where, dict)
+    at = f"{where}.{key}"
+    for neighbour in table:
+        if not _NODE_ID.fullmatch(neighbour):
+            raise InvalidInstanceError(
+                f"{at}: key {json.dumps(neighbour)} is not a node id (an integer in decimal digits)")
+    return {int(neighbour): _field(table, neighbour, at, "number") for neighbour in table}
+
+
+def _check_sync_times(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> None:
+    """Every TMPC gives one ``syncTimeFw`` per in-edge and one ``syncTimeBw`` per out-edge, and no other."""
+    preds: dict[int, set[int]] = {}
+    succs: dict[int, set[int]] = {}
+    for e in edges:
+        preds.setdefault(e.dst, set()).add(e.src)
+        succs.setdefault(e.src, set()).add(e.dst)
+    for k, node in enumerate(nodes):
+        for t, tmpcs in node.configurations.items():
+            for j, tmpc in enumerate(tmpcs):
+                where = f"nodes[{k}].TMPCs[{json.dumps(str(t))}][{j}]"
+                _match_neighbours(tmpc.sync_time_fw, preds.get(node.id, set()), f"{where}.syncTimeFw",
+                                  "{} -> " + str(node.id))
+                _match_neighbours(tmpc.sync_time_bw, succs.get(node.id, set()), f"{where}.syncTimeBw",
+                                  f"{node.id} -> {{}}")
+
+
+def _match_neighbours(table: Mapping[int, float], neighbours: set[int], where: str, edge: str) -> None:
+    """``table`` has a key for each of ``neighbours`` and no other; ``edge`` formats a neighbour as an edge."""
+    for other in table:
+        if other not in neighbours:
+            raise InvalidInstanceError(f"{where}: key \"{other}\" names no edge {edge.format(other)}")
+    for other in sorted(neighbours):
+        if other not in table:
+            raise InvalidInstanceError(f"{where}: no entry for the edge {edge.format(other)}")
+
+
+__all__ = ["TMPC", "PiperEdge", "PiperInstance", "PiperNode", "looks_like_piper", "parse_piper", "read_piper"]
