@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from placement.errors import PlacementError
 
@@ -32,3 +34,26 @@ def json_type_name(value: Any) -> str:
     """The JSON name of a decoded value's type, for error messages ("string", "array", ...)."""
     return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",
             int: "integer", float: "number"}.get(type(value), type(value).__name__)
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` made strict-JSON-ready: tuples and sets as lists, non-finite floats as ``None``.
+
+    Numpy scalars and arrays become Python numbers and lists; values of other types
+    (enums, paths) are written as their ``str()``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): strict_json(v) for k, v in value.items()}
+    if hasattr(value, "tolist"):  # numpy arrays
+        return strict_json(value.tolist())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [strict_json(v) for v in items]
+    return str(value)

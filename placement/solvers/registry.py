@@ -1,68 +1,81 @@
-"""Solution methods by name. Every method takes a Instance and returns a Solution."""
+"""The solution methods, one registry line each, with what each one solves as data.
+
+A :class:`MethodSpec` names the function that runs the method (imported on first use, so
+the registry is cheap to read), the objectives and contiguity classes it solves, the device
+catalogues it takes, and the :func:`placement.solve` keywords it uses. :func:`placement.solve`
+refuses a request the method does not declare, and ``placement solve --help`` lists the same
+data. Every method function takes ``(instance, **options)`` with exactly the declared
+keywords and returns a :class:`placement.solution.Solution`, which ``solve`` then verifies.
+
+Baselines (heuristics, no proof) report the finest contiguity class their plan belongs to,
+whatever class was asked, so they accept every class.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from placement.errors import UsageError
-from placement.problem.instance import Instance
-from placement.solution import Solution
-from placement.solvers.baselines import BASELINES
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+from placement.problem.objectives import OBJECTIVES
+from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+#: device catalogues: any list of types, or Tarnawski's two types ``accelerator`` and ``cpu``
+ANY_CATALOGUE, TWO_TYPES = "any", "accelerator+cpu"
 
 
-def _dp(problem: Instance, **options: Any) -> Solution:
-    from placement.solvers.dp import solve_dp
+@dataclass(frozen=True)
+class MethodSpec:
+    """What a method solves and how to call it.
 
-    if options.get("contiguity", "stages") != "stages":
-        raise UsageError("the DP solves contiguity 'stages' only; use --method milp for other classes")
-    if options.get("objective", "throughput") != "throughput":
-        raise UsageError("the DP solves the throughput objective only; use --method milp for "
-                         f"{options['objective']}")
-    return solve_dp(problem, max_ideals=options.get("max_ideals", DEFAULT_MAX_IDEALS),
-                    progress=options.get("progress"))
+    ``target`` is ``"module:function"``; ``options`` the keywords of :func:`placement.solve`
+    the method uses, passed to the function under the same names; ``exact`` whether its
+    ``optimal`` is a proof.
+    """
 
+    name: str
+    target: str
+    summary: str
+    objectives: tuple[str, ...]
+    contiguity: tuple[str, ...]
+    catalogue: str
+    options: frozenset[str]
+    exact: bool = False
 
-def _milp(problem: Instance, **options: Any) -> Solution:
-    """The MILP; ``warm_start`` is a plan, ``None``, or ``"auto"`` (default: from the DP, see
-    :mod:`placement.solvers.milp.warmstart`)."""
-    backend = options.get("backend", "cp-sat")
-    package, extra = ("pulp", "PuLP") if backend.startswith("pulp") else ("ortools", "OR-Tools")
-    try:
-        __import__(package)
-    except ImportError:
-        raise UsageError(f"the MILP backend {backend} needs {extra}: pip install 'placement[milp]'") from None
-    from placement.solvers.milp.backends import check_backend_available
-
-    try:  # before any work: a typo or a missing solver should not cost a DP run first
-        check_backend_available(backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    from placement.solvers.milp import DEFAULT_CALLS, DEFAULT_TIME_LIMIT, solve_milp
-    from placement.solvers.milp.warmstart import default_warm_start
-
-    progress = options.get("progress")
-    warm_start = options.get("warm_start", "auto")
-    if isinstance(warm_start, str):
-        if warm_start != "auto":
-            raise UsageError(f"warm_start must be a plan, None or 'auto', not {warm_start!r}")
-        warm_start = default_warm_start(problem, options.get("max_ideals", DEFAULT_MAX_IDEALS), progress,
-                                        options.get("objective", "throughput"))
-    return solve_milp(problem, contiguity=options.get("contiguity", "stages"),
-                      objective=options.get("objective", "throughput"), backend=backend,
-                      time_limit=options.get("time_limit", DEFAULT_TIME_LIMIT), gap=options.get("gap", 0.0),
-                      threads=options.get("threads", 1), seed=options.get("seed", 0),
-                      log_path=options.get("log_path"), warm_start=warm_start,
-                      calls=options.get("calls", DEFAULT_CALLS), progress=progress)
+    def function(self) -> Callable[..., Any]:
+        """The function that runs the method, imported now."""
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
 
-METHODS: dict[str, Callable[..., Solution]] = {"dp": _dp, "milp": _milp, **BASELINES}
+_MILP_OPTIONS = frozenset({"contiguity", "objective", "backend", "time_limit", "gap", "threads", "seed", "log",
+                           "warm_start", "calls", "stages", "progress", "max_ideals"})
+_THROUGHPUT, _LATENCY = ("throughput",), ("latency",)
+_B = "placement.solvers.baselines."
 
 
-def solve(problem: Instance, method: str = "dp", **options: Any) -> Solution:
-    """Solve ``problem`` with the named method; options are method-specific."""
-    try:
-        run = METHODS[method]
-    except KeyError:
-        raise UsageError(f"unknown method {method!r}; choose from {', '.join(sorted(METHODS))}") from None
-    return run(problem, **options)
+def _baseline(name: str, module: str, summary: str, objectives: tuple[str, ...], catalogue: str = TWO_TYPES,
+              options: tuple[str, ...] = ()) -> MethodSpec:
+    function = "solve_" + module
+    return MethodSpec(name, f"{_B}{module}:{function}", summary, objectives, CONTIGUITY_CLASSES, catalogue,
+                      frozenset({"objective", *options}))
+
+
+METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
+    MethodSpec("dp", "placement.solvers.dp:solve_dp", "exact DP over ideals (pipelines, throughput)",
+               _THROUGHPUT, ("stages",), ANY_CATALOGUE, frozenset({"max_ideals", "progress", "stages"}), exact=True),
+    MethodSpec("milp", "placement.solvers.milp.entry:run_milp", "mixed-integer program (every class and objective)",
+               OBJECTIVES, CONTIGUITY_CLASSES, ANY_CATALOGUE, _MILP_OPTIONS, exact=True),
+    _baseline("pipedream", "pipedream", "PipeDream's DP over a chain of fused layers", _THROUGHPUT,
+              options=("max_ideals",)),
+    _baseline("greedy", "greedy", "fill each accelerator in topological order", _THROUGHPUT),
+    _baseline("local-search", "local_search", "random restarts of node moves", _THROUGHPUT,
+              options=("seed", "time_limit", "restarts")),
+    _baseline("partition", "partition", "METIS graph partitioning", _THROUGHPUT, options=("seed",)),
+    _baseline("expert", "expert", "a given split (a plan) evaluated as it is", _THROUGHPUT, ANY_CATALOGUE,
+              options=("split",)),
+    _baseline("single", "single", "everything on one device of each kind", _THROUGHPUT),
+    _baseline("latency-greedy", "latency_greedy", "greedy single-sample schedule", _LATENCY),
+    _baseline("latency-dp-split", "latency_dp_split", "the DP's pipeline run for one sample", _LATENCY,
+              options=("max_ideals",)),
+)}

@@ -1,0 +1,152 @@
+"""``placement.verification``, ``placement.simulation`` and ``placement.hypar``: the checks and studies of a plan.
+
+Each takes keyword-only options, checks their values (an :class:`InvalidParameterError` names
+the parameter), and returns a result object with ``to_json()``:
+
+* :func:`verify` — the independent evaluator's :class:`placement.Verification` of a plan;
+* :func:`simulate` — the event-driven pipeline simulator's run of a plan under a schedule;
+* :func:`hypar` — every HyPar/AccPar planner's hybrid data/model-parallel plan of a layer chain.
+
+``solve`` lives in :mod:`placement.solving`, ``load`` in :mod:`placement.loading`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from os import PathLike
+from typing import Any, Mapping
+
+from placement.errors import InvalidParameterError, LimitExceededError
+from placement.parameters import flag, integer, number, one_of
+from placement.plan import as_plan
+from placement.problem.objectives import OBJECTIVES
+from placement.result import Verification
+from placement.loading import as_instance, override_devices
+
+HYPAR_FORMAT = "placement-hypar/1"
+DEFAULT_MICROBATCHES = 64
+
+
+def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguity: str = "none",
+           calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
+           accelerators: int | None = None, cpus: int | None = None, memory: float | None = None) -> Verification:
+    """Check ``plan`` (a Result, Plan, plan document or plan file) against ``instance``, sharing nothing
+    with any solver.
+
+    ``contiguity`` is the class the plan must belong to (default ``none``: any assignment);
+    ``objective`` the value to compute (``throughput-gpipe`` on training graphs, ``latency`` on
+    inference graphs); ``calls`` the most calls per accelerator (latency only);
+    ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
+    Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
+    ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``.
+    """
+    from placement.verification.check import check_plan
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
+                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    return check_plan(problem, as_plan(plan), objective=one_of("objective", objective, OBJECTIVES),
+                      contiguity=one_of("contiguity", contiguity, CONTIGUITY_CLASSES),
+                      calls=integer("calls", calls, smallest=1, optional=True),
+                      infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
+
+
+def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int = DEFAULT_MICROBATCHES,
+             comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
+             accelerators: int | None = None, cpus: int | None = None, memory: float | None = None) -> Any:
+    """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
+
+    ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
+    graphs; ``microbatches`` is the number run (one iteration of that many for the flush
+    schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
+    or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
+    backward's compute that is weight-gradient work (``split-backward`` only, default 0.5);
+    ``engine`` ``heap`` (built in) or ``simpy``. Returns a
+    :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
+    """
+    from placement.simulation.program import COMM_MODES
+    from placement.simulation.schedules import SCHEDULES
+    from placement.simulation.simulator import ENGINES, simulate as run
+
+    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
+                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    if schedule is None:
+        schedule = "1f1b-async" if problem.is_training else "stream"
+    one_of("schedule", schedule, SCHEDULES)
+    if w_fraction is not None and number("w_fraction", w_fraction) > 1:
+        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
+    return run(problem, as_plan(plan), one_of("schedule", schedule, SCHEDULES),
+               integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
+               one_of("engine", engine, ENGINES))
+
+
+@dataclass(frozen=True)
+class HyparResult:
+    """Every HyPar/AccPar planner's plan of one network on ``accelerators`` (a power of two) at ``batch``.
+
+    ``plans`` are :class:`placement.solvers.hypar.HyparPlan` objects (per layer, one partition
+    type per hierarchy level, and the communication they cost); ``skipped`` maps a planner that
+    refused (its search would exceed a limit) to the reason.
+    """
+
+    network: Any
+    accelerators: int
+    batch: int
+    types: tuple[str, ...]
+    plans: tuple[Any, ...]
+    skipped: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The document ``placement-hypar/1``: setting, per planner the choices, totals and per-level amounts."""
+        from placement.costmodel.hypar import BYTES_PER_ELEMENT, SIDES, hierarchy_levels
+
+        def amount(x: Fraction) -> int | float:
+            return x.numerator if x.denominator == 1 else float(x)
+
+        return {
+            "format": HYPAR_FORMAT, "network": self.network.name, "source": self.network.source,
+            "accelerators": self.accelerators, "levels": hierarchy_levels(self.accelerators), "batch": self.batch,
+            "types": list(self.types), "bytes_per_element": BYTES_PER_ELEMENT, "sides": SIDES,
+            "parameters": self.network.parameters,
+            "planners": [{
+                "planner": p.planner,
+                "choices": [{"layer": layer.name, "levels": list(p.partition[k])}
+                            for k, layer in enumerate(self.network.layers)],
+                "elements": amount(p.communication.elements), "bytes": amount(p.communication.bytes),
+                "levels": [{"level": lv.level, "pairs": lv.pairs, "elements": amount(lv.elements)}
+                           for lv in p.communication.levels],
+                "runtime_s": p.runtime_s,
+            } for p in self.plans],
+            "skipped": dict(self.skipped),
+        }
+
+
+def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types: int = 2) -> HyparResult:
+    """Plan hybrid data/model parallelism of a layer chain with every planner of
+    :mod:`placement.solvers.hypar` (HyPar/AccPar communication model, :mod:`placement.costmodel.hypar`).
+
+    ``network`` is a bundled network name (``vgg-a``, ``lenet-c``, ...) or a network file;
+    ``accelerators`` a power of two ≥ 2; ``batch`` the batch size; ``types`` 2 for HyPar's
+    partition types (dp, mp) or 3 for AccPar's (dp, mp, mp-out).
+    """
+    from placement.costmodel.hypar import hierarchy_levels, partition_types
+    from placement.costmodel.network import load_network
+    from placement.solvers.hypar import PLANNERS
+
+    if not isinstance(network, (str, PathLike)):
+        raise InvalidParameterError("network", f"must be a network name or file path, not {type(network).__name__}")
+    integer("accelerators", accelerators, smallest=2)
+    integer("batch", batch, smallest=1)
+    if types not in (2, 3) or isinstance(types, bool):
+        raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
+    chain = load_network(network)
+    kinds = partition_types(types)
+    hierarchy_levels(accelerators)
+    plans, skipped = [], {}
+    for name, plan in PLANNERS.items():
+        try:
+            plans.append(plan(chain, accelerators, batch, kinds))
+        except LimitExceededError as exc:
+            skipped[name] = str(exc)
+    return HyparResult(chain, accelerators, batch, kinds, tuple(plans), skipped)

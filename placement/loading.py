@@ -1,0 +1,101 @@
+"""``placement.load``: an instance from a file or a decoded JSON document, in any format read here.
+
+Formats (``format=``; by default told from the content):
+
+* ``tarnawski`` — the instance format of Tarnawski et al. (NeurIPS 2020): ``maxFPGAs``,
+  ``maxCPUs``, ``maxSizePerFPGA``, nodes with ``fpgaLatency``/``cpuLatency``
+  (:mod:`placement.io.tarnawski`);
+* ``native`` — this package's extension of it to any device catalogue: a top-level
+  ``deviceTypes`` list and per-node ``times`` by type name (same module);
+* ``piper`` — the instances of Piper (NeurIPS 2021): per node and tensor-parallel degree, the
+  configurations ("TMPCs"); top-level ``maxDevices``, ``maxMemoryPerDevice``, ``bandwidth``,
+  ``mbsInBatch`` (:mod:`placement.io.piper`). It loads as a :class:`PiperInstance`.
+"""
+
+from __future__ import annotations
+
+from os import PathLike
+from pathlib import Path
+from typing import Any, Mapping
+
+from placement.errors import InvalidInstanceError, InvalidParameterError
+from placement.jsonfile import json_type_name, load_json
+from placement.problem.instance import ACCELERATOR, CPU, Instance
+
+FORMATS = ("tarnawski", "native", "piper")
+
+
+def detect_format(data: Any) -> str:
+    """The format of a decoded instance document (see the module docstring)."""
+    from placement.io.piper import looks_like_piper
+
+    if not isinstance(data, Mapping):
+        raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
+    if looks_like_piper(data):
+        return "piper"
+    return "native" if "deviceTypes" in data else "tarnawski"
+
+
+def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None = None) -> Any:
+    """The validated instance held by ``source``: a file path, or a decoded JSON document (dict).
+
+    Returns a :class:`placement.Instance` (formats ``tarnawski`` and ``native``) or a
+    :class:`placement.io.piper.PiperInstance` (format ``piper``). Raises
+    :class:`InvalidInstanceError` naming the file and the first problem, or
+    :class:`InvalidParameterError` for an unknown ``format`` or a ``source`` of another type.
+    """
+    if format is not None and format not in FORMATS:
+        raise InvalidParameterError("format", f"must be one of {', '.join(map(repr, FORMATS))} or None, "
+                                              f"not {format!r}")
+    if isinstance(source, Mapping):
+        return _parse(dict(source), format, name="")
+    if not isinstance(source, (str, PathLike)):
+        raise InvalidParameterError("source", f"must be a file path or a decoded JSON document (dict), "
+                                              f"not {type(source).__name__}")
+    path = Path(source)
+    data = load_json(path, InvalidInstanceError)
+    try:
+        return _parse(data, format, name=path.stem)
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None
+
+
+def _parse(data: Any, format: str | None, name: str) -> Any:
+    detected = detect_format(data)
+    chosen = format or detected
+    if format is not None and detected != format:
+        raise InvalidInstanceError(f"the document is not in the {format} format (its fields are those of "
+                                   f"the {detected} format)")
+    if chosen == "piper":
+        from placement.io.piper import parse_piper
+
+        return parse_piper(data, name)
+    from placement.io.tarnawski import parse_instance
+
+    return parse_instance(data, name)
+
+
+def as_instance(instance: Any) -> Instance:
+    """``instance`` itself, or the instance a path or document holds."""
+    if not isinstance(instance, Instance):
+        if not isinstance(instance, (str, PathLike, Mapping)):
+            raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON "
+                                                    f"document, not {type(instance).__name__}")
+        instance = load(instance)
+    if not isinstance(instance, Instance):
+        raise InvalidParameterError("instance", "is a Piper instance (per-stage data- and tensor-parallel "
+                                                "configurations); solve() places graphs with one device per stage")
+    return instance
+
+
+def override_devices(problem: Instance, accelerators: int | None, cpus: int | None, memory: float | None) -> Instance:
+    """``problem`` with the accelerator count, CPU count and accelerator memory overridden where given."""
+    counts = {name: value for name, value in ((ACCELERATOR, accelerators), (CPU, cpus)) if value is not None}
+    sizes = {ACCELERATOR: memory} if memory is not None else {}
+    names = {t.name for t in problem.device_types}
+    for parameter, type_name, value in (("accelerators", ACCELERATOR, accelerators), ("cpus", CPU, cpus),
+                                        ("memory", ACCELERATOR, memory)):
+        if value is not None and type_name not in names:
+            raise InvalidParameterError(parameter, f"overrides the device type {type_name!r}, which this instance "
+                                                   f"does not have (it has {', '.join(sorted(names))})")
+    return problem.with_devices(counts, sizes) if counts or sizes else problem

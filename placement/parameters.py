@@ -1,0 +1,55 @@
+"""Checks of the public functions' parameter values, each raising :class:`InvalidParameterError`
+that names the parameter and says what it accepts."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable
+
+from placement.errors import InvalidParameterError
+
+
+def one_of(name: str, value: Any, choices: Iterable[str]) -> str:
+    """``value`` when it is one of ``choices``."""
+    choices = tuple(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidParameterError(name, f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
+    return value
+
+
+def integer(name: str, value: Any, *, smallest: int = 0, optional: bool = False) -> int | None:
+    """``value`` when it is an integer ≥ ``smallest`` (``None`` too when ``optional``); bools are not integers."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < smallest:
+        noun = {0: "a non-negative integer", 1: "a positive integer"}.get(smallest, f"an integer ≥ {smallest}")
+        raise InvalidParameterError(name, f"must be {noun}{' or None' if optional else ''}, not {value!r}")
+    return int(value)
+
+
+def number(name: str, value: Any, *, positive: bool = False, below_one: bool = False,
+           optional: bool = False) -> float | None:
+    """``value`` when it is a finite real number ≥ 0 (> 0 when ``positive``; < 1 when ``below_one``)."""
+    if value is None and optional:
+        return None
+    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+          and (value > 0 if positive else value >= 0) and (not below_one or value < 1))
+    if not ok:
+        what = "a finite number " + ("> 0" if positive else "≥ 0") + (" and < 1" if below_one else "")
+        raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {value!r}")
+    return float(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` when it is a bool."""
+    if not isinstance(value, bool):
+        raise InvalidParameterError(name, f"must be True or False, not {value!r}")
+    return value
+
+
+def callback(name: str, value: Any) -> Any:
+    """``value`` when it is callable or ``None``."""
+    if value is not None and not callable(value):
+        raise InvalidParameterError(name, f"must be a function of one string or None, not {type(value).__name__}")
+    return value

@@ -1,0 +1,58 @@
+"""Plain-text report of a :class:`placement.Result`: the summary, then the evaluator's report."""
+
+from __future__ import annotations
+
+from placement.problem.instance import Instance
+from placement.result import Result, Status, Verification
+
+OBJECTIVE_LABELS = {"throughput": "max-load", "throughput-gpipe": "FW+BW", "latency": "latency"}
+_STAT_LABELS = (("ideals", "ideals"), ("pairs_examined", "ideal pairs examined"),
+                ("blocks_evaluated", "blocks evaluated"), ("supernodes", "supernodes"),
+                ("variables", "variables"), ("rows", "rows"))
+
+
+def format_summary(instance: Instance, result: Result) -> str:
+    """Instance, method, status, verified value, bound and gap, note, runtime with the method's counts."""
+    method = result.method + (f" ({result.backend})" if result.backend else "")
+    stages = f", stages {result.stages}" if result.stages is not None else ""
+    lines = [
+        f"instance    {instance.name}",
+        f"method      {method} (objective {result.objective}, contiguity {result.contiguity}{stages})",
+        f"status      {result.status}",
+    ]
+    if result.value is not None:
+        label = OBJECTIVE_LABELS.get(result.objective, result.objective)
+        lines.append(f"{label:<11} {result.value:.6f}  (verified independently)")
+        lines.append(f"bound       {result.bound:.6f}   gap {result.gap:.2%}")
+    elif result.status is Status.NO_SOLUTION and result.bound:
+        lines.append(f"bound       {result.bound:.6f}")
+    if result.message:
+        lines.append(f"note        {result.message}")
+    counts = ", ".join(f"{result.stats[k]:,} {label}" for k, label in _STAT_LABELS
+                       if isinstance(result.stats.get(k), int))
+    lines.append(f"runtime     {result.runtime_s:.3f} s" + (f"  ({counts})" if counts else ""))
+    return "\n".join(lines) + "\n"
+
+
+def format_verification(instance: Instance, verification: Verification) -> str:
+    """The evaluator's report of a :class:`placement.Verification`: the device table and the verdict (for
+    the latency objective, the calls' schedule and the verdict), then the violations the report's own
+    checks do not cover (the call limit)."""
+    from placement.report.latency import format_latency
+    from placement.report.text import format_evaluation
+
+    evaluation, latency, _ = verification.report
+    shown = latency if latency is not None else evaluation
+    text = format_latency(instance, latency) if latency is not None else format_evaluation(instance, evaluation)
+    extra = [v for v in verification.violations if v not in shown.violations]
+    if extra:
+        text += "\n".join(f"INVALID: {v}" for v in extra) + "\n"
+    return text
+
+
+def format_result(instance: Instance, result: Result) -> str:
+    """:func:`format_summary`, then the evaluator's report of the returned plan (if any)."""
+    text = format_summary(instance, result)
+    if result.verified and result.verification is not None and result.verification.report is not None:
+        text += "\n" + format_verification(instance, result.verification)
+    return text

@@ -1,0 +1,23 @@
+"""The one table renderer of the command line: aligned columns under a header and a rule."""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+def format_table(rows: Sequence[Sequence[str]], *, left: Iterable[int] = (), rule: bool = True) -> list[str]:
+    """Lines of ``rows`` (the first is the header) in columns two spaces apart.
+
+    Columns whose index is in ``left`` are left-aligned (text), the others right-aligned
+    (numbers); ``rule`` puts a line of dashes under the header. Trailing blanks are cut.
+    """
+    if not rows:
+        return []
+    left = set(left)
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(cell).ljust(w) if i in left else str(cell).rjust(w)
+                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+             for row in rows]
+    if rule:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines

@@ -1,0 +1,237 @@
+"""What the public API returns: a verified :class:`Result` and the evaluator's :class:`Verification`.
+
+A :class:`Result` is the answer of :func:`placement.solve`: the status (a proof word, see
+:class:`Status`), the plan's stages in pipeline order, the value *as the independent
+evaluator computed it*, the solver's proven bound and the relative gap, and the
+evaluator's report. :meth:`Result.to_json` writes the plan file format
+``placement-plan/1``, a superset of the plan format of Tarnawski et al. (``maxLoad``,
+``fpgas``, ``cpus``), and :meth:`Result.from_json` reads it back: the round trip keeps every
+field but the evaluator's per-device detail used by renderers.
+
+This module holds data only; it imports neither solvers nor the evaluator.
+"""
+
+from __future__ import annotations
+
+import enum
+import numbers
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from placement.errors import InvalidPlanError
+from placement.jsonfile import strict_json
+from placement.plan import DeviceAssignment, Plan
+
+PLAN_FORMAT = "placement-plan/1"
+_ACCELERATOR, _CPU = "accelerator", "cpu"   # the two types of the Tarnawski plan fields
+
+
+class Status(enum.StrEnum):
+    """The answer's status.
+
+    ``optimal``: a plan and a proof that none is better (the DP, or a solver whose proven bound
+    meets the verified value). ``feasible``: a verified plan, with ``bound`` and ``gap``, when a
+    limit stopped the search or the method is a heuristic. ``infeasible``: a proof that no plan
+    satisfies the constraints. ``no_solution``: no plan, and no proof that none exists (a limit
+    stopped the search first, or the method's plan failed verification).
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    NO_SOLUTION = "no_solution"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One device of a plan: its type, the node ids it holds, and its verified load and memory.
+
+    ``calls`` (latency objective) splits ``nodes`` into calls the device runs in this order;
+    empty means one call holding every node.
+    """
+
+    device_type: str
+    nodes: tuple[int, ...]
+    load: float
+    memory: float = 0.0
+    calls: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The independent evaluator's verdict on a plan, under one objective and contiguity class.
+
+    ``value`` is the objective the evaluator computed (max load for ``throughput``, max forward
+    plus max backward load for ``throughput-gpipe``, the single-sample finish time for
+    ``latency``); ``max_load`` the largest device load; ``violations`` one line each (none:
+    ``valid``); ``finest_class`` the smallest contiguity class the plan belongs to; ``calls``
+    the call limit per accelerator that was checked (latency, ``None``: none); ``ledger``
+    whether the HyPar-style communication ledger agrees with the communication charged in the
+    loads (``None`` where it was not run). ``report`` carries the evaluator's full report for
+    renderers; it is not written to JSON.
+    """
+
+    valid: bool
+    objective: str
+    contiguity: str
+    value: float | None
+    max_load: float | None
+    violations: tuple[str, ...] = ()
+    finest_class: str | None = None
+    inferred: tuple[int, ...] = ()
+    calls: int | None = None
+    ledger: bool | None = None
+    report: Any = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The verdict as strict JSON (non-finite numbers as ``null``)."""
+        return strict_json({
+            "valid": self.valid, "objective": self.objective, "contiguity": self.contiguity,
+            "value": self.value, "max_load": self.max_load, "violations": list(self.violations),
+            "finest_class": self.finest_class, "inferred": list(self.inferred), "calls": self.calls,
+            "ledger_agrees": self.ledger})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Verification":
+        """Read :meth:`to_json`'s output back (``report`` is ``None``)."""
+        _require_object(data, "verified")
+        return cls(valid=bool(data.get("valid")), objective=str(data.get("objective", "throughput")),
+                   contiguity=str(data.get("contiguity", "none")), value=_number(data.get("value")),
+                   max_load=_number(data.get("max_load")),
+                   violations=tuple(str(v) for v in data.get("violations") or ()),
+                   finest_class=data.get("finest_class"), inferred=tuple(data.get("inferred") or ()),
+                   calls=data.get("calls"), ledger=data.get("ledger_agrees"))
+
+
+@dataclass(frozen=True)
+class Result:
+    """The verified answer of :func:`placement.solve`.
+
+    ``value`` is the evaluator's value of the plan (``None`` without a plan); ``bound`` the
+    proven lower bound (``None`` when nothing is proven; equal to ``value`` when ``optimal``);
+    ``gap`` the relative gap ``(value - bound) / value`` (``0`` when optimal, ``None`` without a
+    plan). ``plan`` holds the stages in pipeline order (empty without a plan). ``verified`` is
+    true exactly when a plan was returned and the evaluator accepted it; ``solve`` never returns
+    a plan that failed the check.
+    """
+
+    status: Status
+    value: float | None
+    bound: float | None
+    gap: float | None
+    plan: tuple[Stage, ...]
+    method: str
+    backend: str | None
+    objective: str
+    contiguity: str
+    runtime_s: float
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    verification: Verification | None = None
+    verified: bool = False
+    instance: str = ""
+    message: str = ""
+    stages: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "plan", tuple(self.plan))
+        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+
+    @property
+    def ok(self) -> bool:
+        """A verified plan was found (status ``optimal`` or ``feasible``)."""
+        return self.status in (Status.OPTIMAL, Status.FEASIBLE) and self.verified
+
+    @property
+    def num_stages(self) -> int:
+        """Non-empty stages of the plan."""
+        return sum(1 for s in self.plan if s.nodes)
+
+    def to_plan(self) -> Plan:
+        """The plan as the evaluator and the simulator take it."""
+        return Plan(tuple(DeviceAssignment(s.device_type, s.nodes, s.calls) for s in self.plan))
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads) plus ours."""
+
+        def device(s: Stage, **extra: Any) -> dict[str, Any]:
+            out = {**extra, "load": s.load, "nodes": list(s.nodes)}
+            if s.calls:
+                out["calls"] = [list(c) for c in s.calls]
+            return out
+
+        v = self.verification
+        data = {
+            "maxLoad": v.max_load if v is not None else None,
+            "fpgas": [device(s) for s in self.plan if s.device_type == _ACCELERATOR],
+            "cpus": [device(s) for s in self.plan if s.device_type == _CPU],
+            "format": PLAN_FORMAT,
+            "devices": [device(s, type=s.device_type, memory=s.memory) for s in self.plan],
+            "instance": self.instance,
+            "status": str(self.status),
+            "method": self.method,
+            "backend": self.backend,
+            "objective_kind": self.objective,
+            "contiguity": self.contiguity,
+            "stages": self.stages,
+            "objective": self.value,
+            "bound": self.bound,
+            "gap": self.gap,
+            "runtime_s": self.runtime_s,
+            "stats": dict(self.stats),
+            "verified": v.to_json() if v is not None else None,
+        }
+        if self.message:
+            data["message"] = self.message
+        return strict_json(data)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Result":
+        """Read a plan file written by :meth:`to_json`; raises :class:`InvalidPlanError` when malformed."""
+        _require_object(data, "the plan")
+        if data.get("format") != PLAN_FORMAT:
+            raise InvalidPlanError(f"not a {PLAN_FORMAT} document (field 'format' is {data.get('format')!r})")
+        try:
+            status = Status(data.get("status"))
+        except ValueError:
+            raise InvalidPlanError(f"field 'status' must be one of {', '.join(map(repr, Status))}, "
+                                   f"not {data.get('status')!r}") from None
+        devices = data.get("devices")
+        if not isinstance(devices, list):
+            raise InvalidPlanError("field 'devices' must be an array")
+        stages = []
+        for k, d in enumerate(devices):
+            _require_object(d, f"devices[{k}]")
+            try:
+                stages.append(Stage(str(d["type"]), tuple(int(v) for v in d["nodes"]), _number(d.get("load")),
+                                    _number(d.get("memory")) or 0.0,
+                                    tuple(tuple(int(v) for v in c) for c in d.get("calls") or ())))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InvalidPlanError(f"devices[{k}]: malformed device entry ({exc})") from None
+        verified = data.get("verified")
+        verification = Verification.from_json(verified) if verified is not None else None
+        return cls(status=status, value=_number(data.get("objective")), bound=_number(data.get("bound")),
+                   gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
+                   backend=data.get("backend"), objective=str(data.get("objective_kind", "throughput")),
+                   contiguity=str(data.get("contiguity", "stages")),
+                   runtime_s=_number(data.get("runtime_s")) or 0.0, stats=data.get("stats") or {},
+                   verification=verification,
+                   verified=bool(verification is not None and verification.valid and stages),
+                   instance=str(data.get("instance", "")), message=str(data.get("message", "")),
+                   stages=data.get("stages"))
+
+
+def _require_object(data: Any, where: str) -> None:
+    if not isinstance(data, Mapping):
+        raise InvalidPlanError(f"{where} must be a JSON object, got {type(data).__name__}")
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number as float; ``null`` (how JSON writes infinities and absent values) as ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidPlanError(f"expected a number, got {value!r}")
+    return float(value)
+

@@ -1,0 +1,37 @@
+"""The MILP as a method of :func:`placement.solve`: its keywords turned into :func:`solve_milp`'s.
+
+``warm_start`` is a plan to start from, or ``True``, which starts the solver from :func:`.warmstart.default_warm_start` (the DP's
+optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals, and for the latency
+objective the better of that and the latency greedy); ``False`` starts from nothing. A start
+that breaks a constraint of the request is never used (the formulation checks it).
+``time_limit=None`` is :data:`DEFAULT_TIME_LIMIT` seconds, ``threads=None`` one thread,
+``backend=None`` CP-SAT.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from placement.plan import Plan
+from placement.problem.instance import Instance
+from placement.solution import Solution
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
+from placement.solvers.milp.backends import check_backend_available
+from placement.solvers.milp.warmstart import default_warm_start
+
+DEFAULT_BACKEND = "cp-sat"
+
+
+def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: str | None, time_limit: float | None,
+             gap: float, threads: int | None, seed: int, log: str | None, warm_start: bool | Plan, calls: int,
+             progress: Callable[[str], None] | None, max_ideals: int | None, stages: int | None = None) -> Solution:
+    backend = backend or DEFAULT_BACKEND
+    check_backend_available(backend)  # before any work: the warm start runs the DP
+    start = warm_start if isinstance(warm_start, Plan) else None
+    if warm_start is True:
+        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective)
+    return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
+                      time_limit=DEFAULT_TIME_LIMIT if time_limit is None else time_limit, gap=gap,
+                      threads=threads or 1, seed=seed, log_path=log, warm_start=start, calls=calls,
+                      progress=progress)

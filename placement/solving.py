@@ -1,0 +1,212 @@
+"""``placement.solve``: one call from an instance to a verified :class:`placement.Result`.
+
+The request (objective, contiguity class, options) is checked against what the chosen method
+declares in :mod:`placement.solvers.registry`; the method runs; its plan is re-checked by the
+independent evaluator (:mod:`placement.verification.check`), whatever the method. The Result's value
+is the evaluator's; a plan that fails the check, or whose value disagrees with the method's
+claim, is never returned: the status is then ``no_solution`` and the message says why.
+
+``method="auto"`` takes the DP where it applies (objective ``throughput``, contiguity
+``stages``) and the graph has at most ``max_ideals`` ideals; otherwise, or when the DP refuses
+for the number of ideals, the MILP. The Result's ``method`` says which ran. With ``auto`` the
+MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the MILP runs.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from os import PathLike
+from typing import Any, Callable, Mapping
+
+from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
+from placement.parameters import callback, integer, number, one_of
+from placement.loading import as_instance, override_devices
+from placement.problem.instance import ACCELERATOR, CPU, Instance
+from placement.problem.objectives import OBJECTIVES, check_objective
+from placement.result import Result, Stage, Status
+
+#: relative tolerance between a method's claimed value and the evaluator's recomputation
+AGREEMENT_TOLERANCE = 1e-9
+AUTO = "auto"
+_DEFAULTS: dict[str, Any] = {"backend": None, "time_limit": None, "gap": 0.0, "threads": None, "seed": 0,
+                             "stages": None, "calls": 1, "warm_start": True, "max_ideals": None, "log": None,
+                             "split": None, "restarts": None}
+
+
+def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, method: str = AUTO,
+          objective: str = "throughput", contiguity: str = "stages", backend: str | None = None,
+          time_limit: float | None = None, gap: float = 0.0, threads: int | None = None, seed: int = 0,
+          stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
+          memory: float | None = None, calls: int = 1, warm_start: bool = True,
+          progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
+          split: Any = None, restarts: int | None = None) -> Result:
+    """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
+
+    ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
+    :func:`placement.load`). ``stages=N`` asks for exactly ``N`` non-empty stages;
+    ``accelerators``, ``cpus`` and ``memory`` override the instance's accelerator count, CPU
+    count and accelerator memory (bytes). ``time_limit`` (seconds) bounds the MILP (default
+    60), ``gap`` lets it stop at that relative gap, ``threads`` and ``seed`` go to its solver,
+    ``log`` names a file for the solver's log, ``warm_start`` starts it from the DP's plan (``True``),
+    from nothing (``False``) or from a given plan (a Result, Plan, plan document or file),
+    ``calls`` is the number of calls per accelerator of the latency model. ``progress``
+    receives one-line messages while solving. ``split`` (a plan or plan file) is what method
+    ``expert`` evaluates; ``restarts`` the number of restarts of ``local-search``;
+    ``max_ideals`` the most ideals the DP enumerates (default 200,000).
+    """
+    from placement.solvers.registry import METHODS
+
+    started = time.perf_counter()
+    one_of("method", method, (AUTO, *METHODS))
+    one_of("objective", objective, OBJECTIVES)
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    one_of("contiguity", contiguity, CONTIGUITY_CLASSES)
+    options = {
+        "backend": _backend(backend), "time_limit": number("time_limit", time_limit, positive=True, optional=True),
+        "gap": number("gap", gap, below_one=True), "threads": integer("threads", threads, smallest=1, optional=True),
+        "seed": integer("seed", seed), "stages": integer("stages", stages, smallest=1, optional=True),
+        "calls": integer("calls", calls, smallest=1), "warm_start": _warm_start(warm_start),
+        "max_ideals": integer("max_ideals", max_ideals, smallest=1, optional=True), "log": _log(log),
+        "split": split, "restarts": integer("restarts", restarts, smallest=1, optional=True),
+        "progress": callback("progress", progress), "objective": objective, "contiguity": contiguity,
+    }
+    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
+                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    check_objective(problem, objective)
+    if calls != 1 and objective != "latency":
+        raise InvalidParameterError("calls", "applies to objective='latency' only")
+    if objective == "latency" and contiguity != "stages":
+        raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
+                                                  "places calls, not pipeline stages); leave it at 'stages'")
+    if options["stages"] is not None and options["stages"] > sum(t.count for t in problem.device_types):
+        raise InvalidParameterError("stages", f"must be at most the number of devices "
+                                              f"({sum(t.count for t in problem.device_types)}), got {stages}")
+
+    names = [method] if method != AUTO else ["dp", "milp"]
+    for name in names:
+        _check_request(METHODS[name], problem, options, auto=method == AUTO)
+    if method == AUTO:
+        method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
+    try:
+        solution = _run(METHODS[method], problem, options)
+    except LimitExceededError as exc:
+        if names == [method]:
+            raise
+        if progress is not None:
+            progress(f"the DP refuses ({exc}); solving the MILP instead")
+        method = "milp"
+        solution = _run(METHODS[method], problem, options)
+    return _verified(problem, solution, method, options, started)
+
+
+def _run(spec: Any, problem: Instance, options: Mapping[str, Any]) -> Any:
+    from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+
+    kwargs = {k: options[k] for k in spec.options}
+    if "max_ideals" in kwargs and kwargs["max_ideals"] is None:
+        kwargs["max_ideals"] = DEFAULT_MAX_IDEALS
+    return spec.function()(problem, **kwargs)
+
+
+def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], auto: bool) -> None:
+    """Refuse what ``spec`` does not solve: objective, class, catalogue, and (unless ``auto``) options."""
+    from placement.solvers.registry import METHODS, TWO_TYPES
+
+    if auto:
+        used = set().union(*(METHODS[m].options for m in ("dp", "milp")))
+        unused = [k for k, default in _DEFAULTS.items() if k not in used and options[k] != default]
+        if unused:
+            raise InvalidParameterError(unused[0], "applies to a baseline method only; method='auto' runs the "
+                                                   "DP or the MILP")
+        return
+    where = f"method {spec.name!r}"
+    if options["objective"] not in spec.objectives:
+        raise InvalidParameterError("objective", f"{options['objective']!r} is not solved by {where} "
+                                                 f"(it solves {', '.join(map(repr, spec.objectives))})")
+    if options["objective"] != "latency" and options["contiguity"] not in spec.contiguity:
+        raise InvalidParameterError("contiguity", f"{options['contiguity']!r} is not solved by {where} (it solves "
+                                                  f"{', '.join(map(repr, spec.contiguity))}; method 'milp' solves "
+                                                  "every class)")
+    if spec.catalogue == TWO_TYPES:
+        other = sorted({t.name for t in problem.device_types} - {ACCELERATOR, CPU})
+        if other:
+            raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r} and "
+                                                  f"{CPU!r} only; this instance has {other[0]!r}")
+    for name, default in _DEFAULTS.items():
+        if name not in spec.options and options[name] != default:
+            takes = ", ".join(sorted(k for k in spec.options if k in _DEFAULTS)) or "none of the solver options"
+            raise InvalidParameterError(name, f"does not apply to {where} (it takes {takes})")
+
+
+def _verified(problem: Instance, solution: Any, method: str, options: Mapping[str, Any], started: float) -> Result:
+    """The Result of ``solution`` after the independent check of its plan."""
+    from placement.solution import Status as MethodStatus
+    from placement.verification.check import check_plan
+
+    objective = options["objective"]
+    contiguity = "none" if objective == "latency" else solution.contiguity
+    common = dict(method=method, backend=(options["backend"] or "cp-sat") if method == "milp" else None,
+                  objective=objective, contiguity=contiguity, stats=dict(solution.stats), instance=problem.name,
+                  stages=options["stages"])
+    verification = None
+    message = solution.message
+    status = {MethodStatus.INFEASIBLE: Status.INFEASIBLE}.get(solution.status, Status.NO_SOLUTION)
+    if solution.plan is not None:
+        verification = check_plan(problem, solution.plan, objective=objective, contiguity=contiguity,
+                                  calls=options["calls"] if objective == "latency" else None)
+        claimed, value = solution.objective, verification.value
+        if not verification.valid:
+            message = "the plan failed independent verification: " + verification.violations[0]
+        elif not math.isclose(claimed, value, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
+            message = f"the method's value {claimed!r} disagrees with the verified {value!r}"
+        elif options["stages"] is not None and _non_empty(solution.plan) != options["stages"]:
+            message = f"the plan has {_non_empty(solution.plan)} non-empty stages, not stages={options['stages']}"
+        elif solution.status in (MethodStatus.OPTIMAL, MethodStatus.FEASIBLE):
+            proven = solution.status is MethodStatus.OPTIMAL
+            bound = value if proven else min(solution.bound, value)
+            stages = tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
+                           for dev, r in zip(solution.plan.devices, verification.report[0].devices) if dev.nodes)
+            gap = 0.0 if proven or value <= 0 else max(0.0, (value - bound) / value)
+            return Result(status=Status.OPTIMAL if proven else Status.FEASIBLE, value=value, bound=bound, gap=gap,
+                          plan=stages, runtime_s=time.perf_counter() - started, verification=verification,
+                          verified=True, message=message, **common)
+        common["stats"]["rejected_plan"] = [[dev.type, list(dev.nodes)] for dev in solution.plan.devices]
+        common["stats"]["claimed_value"] = claimed
+    bound = solution.bound if math.isfinite(solution.bound) and solution.bound > 0 else None
+    return Result(status=status, value=None, bound=bound, gap=None, plan=(), runtime_s=time.perf_counter() - started,
+                  verification=verification, verified=False, message=message, **common)
+
+
+def _non_empty(plan: Any) -> int:
+    return sum(1 for dev in plan.devices if dev.nodes)
+
+
+def _backend(backend: Any) -> str | None:
+    if backend is None:
+        return None
+    if not isinstance(backend, str):
+        raise InvalidParameterError("backend", f"must be a backend name or None, not {backend!r}")
+    from placement.solvers.milp.backends import check_backend_name
+
+    check_backend_name(backend)
+    return backend
+
+
+def _warm_start(warm_start: Any) -> Any:
+    """``True``, ``False``, or the plan a plan-like value holds (see :func:`placement.plan.as_plan`)."""
+    if isinstance(warm_start, bool):
+        return warm_start
+    from placement.plan import as_plan
+
+    try:
+        return as_plan(warm_start)
+    except InvalidPlanError as exc:
+        raise InvalidParameterError("warm_start", f"must be True, False or a plan ({exc})") from None
+
+
+def _log(log: Any) -> str | None:
+    if log is not None and not isinstance(log, (str, PathLike)):
+        raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
+    return None if log is None else str(log)

@@ -1,0 +1,75 @@
+"""The independent check of a plan under an objective: the verdict every answer carries.
+
+:func:`check_plan` runs the evaluators of this subpackage, which share nothing with the
+solvers: :func:`.evaluate.evaluate` (loads, constraints, contiguity class) for the throughput
+objectives, :func:`.latency.evaluate_latency` (the single-sample schedule of the plan's calls)
+for ``latency``, and optionally the communication ledger (:mod:`.ledger`). The value it
+reports is the objective as the evaluator computes it:
+
+* ``throughput`` — the max device load (DESIGN.md §2);
+* ``throughput-gpipe`` — max forward load + max backward load (training graphs);
+* ``latency`` — the finish time of one sample (inference graphs); with ``calls=Q`` every
+  accelerator may run at most ``Q`` calls, and a device with more is a violation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement.errors import InvalidParameterError
+from placement.plan import Plan
+from placement.problem.instance import Instance
+from placement.problem.objectives import check_objective
+from placement.result import Verification
+from placement.verification.evaluate import CONTIGUITY_CLASSES, evaluate
+from placement.verification.latency import evaluate_latency
+from placement.verification.ledger import communication_ledger
+
+
+def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput", contiguity: str = "none",
+               calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False) -> Verification:
+    """The evaluator's verdict on ``plan``; ``report`` holds ``(evaluation, latency evaluation or None,
+    ledger or None)`` for renderers."""
+    check_objective(instance, objective)
+    if contiguity not in CONTIGUITY_CLASSES:
+        raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
+                                                  f"not {contiguity!r}")
+    if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 1):
+        raise InvalidParameterError("calls", f"must be a positive integer or None, not {calls!r}")
+    if calls is not None and objective != "latency":
+        raise InvalidParameterError("calls", "applies to objective='latency' only")
+    latency = None
+    if objective == "latency":
+        latency = evaluate_latency(instance, plan)
+        evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
+        violations = list(latency.violations) + [v for v in evaluation.violations if v not in latency.violations]
+        violations += _call_limit_violations(instance, plan, calls)
+        value = latency.latency
+    else:
+        evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
+        violations = list(evaluation.violations)
+        value = evaluation.objective(objective)
+    traffic = None
+    if ledger:
+        placed = Plan(tuple(type(d)(r.type, r.nodes) for d, r in zip(plan.devices, evaluation.devices)))
+        traffic = communication_ledger(instance, placed)
+    return Verification(valid=not violations, objective=objective, contiguity=contiguity, value=value,
+                        max_load=evaluation.max_load, violations=tuple(violations),
+                        finest_class=evaluation.finest_class, inferred=evaluation.inferred, calls=calls,
+                        ledger=None if traffic is None else traffic.agrees,
+                        report=(evaluation, latency, traffic))
+
+
+def _call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> list[str]:
+    """One line per device of a communication-paying type that runs more than ``limit`` calls."""
+    if limit is None:
+        return []
+    pays = {t.name: t.pays_comm for t in instance.device_types}
+    return [f"device {d} ({dev.type}) runs {len(dev.calls)} calls, more than calls={limit}"
+            for d, dev in enumerate(plan.devices) if pays.get(dev.type) and len(dev.calls) > limit]
+
+
+def stage_figures(verification: Verification) -> list[tuple[float, float]]:
+    """(load, memory) of each device of the checked plan, in plan order."""
+    evaluation: Any = verification.report[0]
+    return [(r.load, r.memory) for r in evaluation.devices]

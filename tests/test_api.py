@@ -1,0 +1,279 @@
+"""The public API: load, solve, verify, simulate, hypar; Result and its JSON; typed errors."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.io.plans import parse_plan
+from placement.solution import Solution, Status as MethodStatus
+from placement.plan import DeviceAssignment, Plan
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAIN4 = ROOT / "instances" / "tiny" / "chain4.json"
+SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs" / "LayerGraphs"
+
+
+def shared(name: str) -> Path:
+    path = SHARED / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    return path
+
+
+# chain4: a(4) -> b(3) -> c(2) -> d(5) on 2 accelerators, transfer costs c(a)=1, c(b)=0.5, c(c)=1.
+# One stage: 4+3+2+5 = 14. Two stages, split after a: max(4+1, 10+1) = 11; after b:
+# max(7+0.5, 7+0.5) = 7.5; after c: max(9+1, 5+1) = 10. Optimum 7.5 with stages {a,b}, {c,d}.
+def test_solve_hand_solved_chain():
+    result = placement.solve(placement.load(CHAIN4))
+    assert result.status == "optimal" and result.status is placement.Status.OPTIMAL
+    assert (result.value, result.bound, result.gap) == (7.5, 7.5, 0.0)
+    assert result.method == "dp" and result.backend is None
+    assert result.verified and result.ok and result.verification.valid
+    assert [(s.device_type, s.nodes, s.load) for s in result.plan] == [("accelerator", (1, 2), 7.5),
+                                                                       ("accelerator", (3, 4), 7.5)]
+    assert result.objective == "throughput" and result.contiguity == "stages"
+
+
+def test_solve_takes_a_path_or_a_document():
+    document = json.loads(CHAIN4.read_text())
+    assert placement.solve(CHAIN4).value == 7.5
+    assert placement.solve(str(CHAIN4)).value == 7.5
+    assert placement.solve(document).value == 7.5
+
+
+def test_exactly_one_stage_is_the_whole_graph():
+    # stages=1: everything on one accelerator, nothing crosses: 4+3+2+5 = 14.
+    result = placement.solve(CHAIN4, stages=1)
+    assert (result.status, result.value, result.num_stages, result.stages) == ("optimal", 14.0, 1, 1)
+
+
+def test_milp_agrees_with_the_dp_on_the_chain():
+    pytest.importorskip("ortools")
+    result = placement.solve(CHAIN4, method="milp")
+    assert (result.status, result.value, result.method, result.backend) == ("optimal", 7.5, "milp", "cp-sat")
+    assert result.verified
+
+
+def test_overrides_of_the_devices():
+    # One accelerator: the whole chain on it, 14. Memory 2 bytes (each node 1 byte) forces at most two
+    # nodes per accelerator: with 2 accelerators the split after b (7.5) still fits.
+    assert placement.solve(CHAIN4, accelerators=1).value == 14.0
+    assert placement.solve(CHAIN4, memory=2).value == 7.5
+    assert placement.solve(CHAIN4, memory=1).status == "infeasible"
+
+
+def test_bert24_inference_dp_and_milp():
+    instance = placement.load(shared("bert24_inference.json"))
+    dp = placement.solve(instance)
+    assert (dp.status, dp.method, dp.verified) == ("optimal", "dp", True)
+    assert dp.value == pytest.approx(17.78990625, rel=1e-6)
+    pytest.importorskip("ortools")
+    milp = placement.solve(instance, method="milp")
+    assert (milp.status, milp.method, milp.verified) == ("optimal", "milp", True)
+    assert milp.value == pytest.approx(17.78990625, rel=1e-6)
+
+
+def test_bert24_inference_three_stages():
+    instance = placement.load(shared("bert24_inference.json"))
+    three = placement.solve(instance, stages=3)
+    assert (three.status, three.num_stages, len(three.plan), three.verified) == ("optimal", 3, 3, True)
+    # Fewer stages than the unconstrained optimum uses cannot be better than it.
+    assert three.value >= placement.solve(instance).value
+    pytest.importorskip("ortools")
+    assert placement.solve(instance, stages=3, method="milp").value == pytest.approx(three.value, rel=1e-6)
+
+
+# ----- errors -------------------------------------------------------------------------------------
+
+def test_unknown_keyword_is_a_type_error():
+    with pytest.raises(TypeError):
+        placement.solve(CHAIN4, bogus=1)
+
+
+@pytest.mark.parametrize("kwargs, parameter, message", [
+    ({"contiguity": "nonee"}, "contiguity", "contiguity must be one of 'none', 'sets', 'stages', not 'nonee'"),
+    ({"method": "dq"}, "method", None),
+    ({"objective": "speed"}, "objective",
+     "objective must be one of 'throughput', 'throughput-gpipe', 'latency', not 'speed'"),
+    ({"time_limit": 0}, "time_limit", "time_limit must be a finite number > 0 or None, not 0"),
+    ({"gap": 1.0}, "gap", "gap must be a finite number ≥ 0 and < 1, not 1.0"),
+    ({"stages": 0}, "stages", "stages must be a positive integer or None, not 0"),
+    ({"stages": True}, "stages", "stages must be a positive integer or None, not True"),
+    ({"stages": 3}, "stages", "stages must be at most the number of devices (2), got 3"),
+    ({"calls": 2}, "calls", "calls applies to objective='latency' only"),
+    ({"method": "dp", "contiguity": "sets"}, "contiguity",
+     "contiguity 'sets' is not solved by method 'dp' (it solves 'stages'; method 'milp' solves every class)"),
+    ({"method": "dp", "backend": "cbc"}, "backend",
+     "backend does not apply to method 'dp' (it takes max_ideals, stages)"),
+    ({"method": "greedy", "stages": 2}, "stages",
+     "stages does not apply to method 'greedy' (it takes none of the solver options)"),
+    ({"backend": "gurobi"}, "backend", None),
+    ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result, a plan "
+                                        "document (dict) or a plan file path, not int)"),
+    ({"progress": 3}, "progress", "progress must be a function of one string or None, not int"),
+    ({"cpus": 1}, "cpus", None),
+])
+def test_bad_values_name_the_parameter(kwargs, parameter, message):
+    with pytest.raises(placement.PlacementError) as info:
+        placement.solve(CHAIN4, **kwargs)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, placement.InvalidParameterError)
+    assert info.value.parameter == parameter
+    assert str(info.value).startswith(parameter + " ")
+    if message is not None:
+        assert str(info.value) == message
+
+
+def test_cpus_override_needs_a_cpu_type():
+    three = ROOT / "instances" / "tiny" / "three-types.json"
+    with pytest.raises(placement.InvalidParameterError, match="^accelerators overrides the device type"):
+        placement.solve(three, accelerators=2)
+
+
+def test_bad_instance_and_source():
+    with pytest.raises(placement.InvalidParameterError, match="^instance must be an Instance"):
+        placement.solve(42)
+    with pytest.raises(placement.InvalidInstanceError, match="no such file"):
+        placement.load("no/such/instance.json")
+    with pytest.raises(placement.InvalidParameterError, match="^format must be one of"):
+        placement.load(CHAIN4, format="onnx")
+    with pytest.raises(placement.InvalidInstanceError, match="not in the native format"):
+        placement.load(CHAIN4, format="native")
+
+
+# ----- every returned plan is verified --------------------------------------------------------------
+
+def _fake_method(monkeypatch, solution: Solution) -> None:
+    """Register a method ``fake`` that returns ``solution`` whatever it is asked."""
+    from placement.solvers import registry
+
+    module = type(sys)("fake_method_module")
+    module.run = lambda instance, **options: solution
+    monkeypatch.setitem(sys.modules, "fake_method_module", module)
+    spec = dataclasses.replace(registry.METHODS["dp"], name="fake", target="fake_method_module:run")
+    monkeypatch.setitem(registry.METHODS, "fake", spec)
+
+
+def test_a_plan_that_fails_verification_is_never_returned(monkeypatch):
+    # Node 4 is missing: the evaluator rejects the plan, whatever the method claims.
+    plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3,))))
+    _fake_method(monkeypatch, Solution(MethodStatus.OPTIMAL, plan, 7.5, 7.5, "fake"))
+    result = placement.solve(CHAIN4, method="fake")
+    assert (result.status, result.verified, result.plan, result.value) == ("no_solution", False, (), None)
+    assert result.message == "the plan failed independent verification: node 4 is not placed"
+
+
+def test_a_value_the_evaluator_disagrees_with_is_never_returned(monkeypatch):
+    plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3, 4))))
+    _fake_method(monkeypatch, Solution(MethodStatus.OPTIMAL, plan, 7.0, 7.0, "fake"))
+    result = placement.solve(CHAIN4, method="fake")
+    assert (result.status, result.verified, result.plan) == ("no_solution", False, ())
+    assert result.message == "the method's value 7.0 disagrees with the verified 7.5"
+    assert result.stats["claimed_value"] == 7.0
+
+
+# ----- Result as JSON -------------------------------------------------------------------------------
+
+def test_result_json_round_trip_and_tarnawski_fields():
+    result = placement.solve(CHAIN4)
+    document = json.loads(json.dumps(result.to_json(), allow_nan=False))
+    assert document["format"] == "placement-plan/1"
+    assert document["maxLoad"] == 7.5
+    assert document["fpgas"] == [{"load": 7.5, "nodes": [1, 2]}, {"load": 7.5, "nodes": [3, 4]}]
+    back = placement.Result.from_json(document)
+    assert back == result           # the evaluator's report is not compared
+    assert back.to_json() == document
+    assert parse_plan(document) == result.to_plan()
+
+
+def test_result_json_without_plan():
+    result = placement.solve(CHAIN4, memory=1)
+    document = result.to_json()
+    assert (document["status"], document["objective"], document["devices"], document["maxLoad"]) == \
+        ("infeasible", None, [], None)
+    assert placement.Result.from_json(document).status == "infeasible"
+
+
+def test_result_from_json_rejects_other_documents():
+    with pytest.raises(placement.InvalidPlanError, match="not a placement-plan/1 document"):
+        placement.Result.from_json({"fpgas": []})
+
+
+# ----- verify, simulate, hypar ----------------------------------------------------------------------
+
+def test_verify_accepts_results_plans_documents_and_files(tmp_path):
+    result = placement.solve(CHAIN4)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(result.to_json()))
+    for plan in (result, result.to_plan(), result.to_json(), path, str(path)):
+        verdict = placement.verify(CHAIN4, plan, contiguity="stages")
+        assert (verdict.valid, verdict.value, verdict.finest_class) == (True, 7.5, "stages")
+    bad = placement.verify(CHAIN4, {"fpgas": [{"nodes": [1, 3]}, {"nodes": [2, 4]}]}, contiguity="stages")
+    assert not bad.valid and bad.finest_class == "none"
+    with pytest.raises(placement.InvalidPlanError):
+        placement.verify(CHAIN4, 3)
+
+
+def test_simulate_reproduces_the_load_model():
+    result = placement.solve(CHAIN4)
+    run = placement.simulate(CHAIN4, result, microbatches=32)
+    assert run.time_per_sample == pytest.approx(7.5)
+    document = json.loads(json.dumps(run.to_json(), allow_nan=False))
+    assert document["schedule"] == "stream" and document["time_per_sample"] == pytest.approx(7.5)
+    with pytest.raises(placement.InvalidParameterError, match="^schedule must be one of"):
+        placement.simulate(CHAIN4, result, schedule="zigzag")
+
+
+def test_hypar_result_json():
+    run = placement.hypar("lenet-c", accelerators=4, batch=32)
+    document = json.loads(json.dumps(run.to_json()))
+    assert document["format"] == "placement-hypar/1" and document["levels"] == 2
+    assert {p["planner"] for p in document["planners"]} >= {"all-dp", "hypar"}
+    with pytest.raises(placement.InvalidParameterError, match="^types must be 2"):
+        placement.hypar("lenet-c", accelerators=4, batch=32, types=4)
+
+
+# ----- the package itself ---------------------------------------------------------------------------
+
+def test_import_is_cheap():
+    code = ("import sys, placement; heavy = [m for m in ('numpy', 'numba', 'ortools', 'torch', 'pulp') "
+            "if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _string_literals(path: Path) -> list[tuple[int, str]]:
+    """String constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_no_library_message_names_a_command_line_flag():
+    flag = re.compile(r"(^|[\s`'(])--[a-z][a-z-]+")
+    package = ROOT / "placement"
+    found = [f"{path.relative_to(ROOT)}:{line}: {text!r}"
+             for path in sorted(package.rglob("*.py")) if "cli" not in path.relative_to(package).parts
+             for line, text in _string_literals(path) if flag.search(text)]
+    assert found == []
+
+
+def test_public_names():
+    assert set(placement.__all__) >= {"load", "solve", "verify", "simulate", "hypar", "Result", "Status",
+                                      "PlacementError", "InvalidInstanceError", "InvalidPlanError",
+                                      "SolverUnavailableError", "LimitExceededError", "InvalidParameterError"}
+    assert not math.isnan(placement.solve(CHAIN4).runtime_s)
