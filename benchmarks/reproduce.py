@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from placement.jsonfile import strict_json
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski"
 DEFAULT_OUT = ROOT / "results" / "reproduce"
@@ -70,61 +72,41 @@ CLASS_RANK = {"stages": 0, "sets": 1, "none": 2}
 # one run, in a child process
 # ----------------------------------------------------------------------------------------
 
-def _clean(value: Any) -> Any:
-    """JSON-ready: non-finite floats as None, tuples as lists, other objects as strings."""
-    if value is None or isinstance(value, (bool, str, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item"):
-        return _clean(value.item())
-    return str(value)
-
-
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Solve, write the plan, read it back, verify it independently; the run's record."""
-    from placement.errors import LimitExceededError, PlacementError, UsageError
-    from placement.io.plans import read_plan, write_plan
-    from placement.io.tarnawski import read_instance
-    from placement.solvers.registry import solve
+    """Solve with the library, write the plan, read it back, verify it again with the CLI; the run's record."""
+    import placement
+    from placement.errors import LimitExceededError, PlacementError, SolverUnavailableError
+    from placement.io.plans import read_plan
+    from placement.solvers.registry import METHODS
 
-    problem = read_instance(spec["instance"])
-    options = dict(spec["options"])
+    problem = placement.load(spec["instance"])
+    method, name = spec["method"], spec["registry_method"]
+    options = {k: v for k, v in {**spec["options"], "objective": spec["objective"]}.items()
+               if k in METHODS[name].options}
     if spec.get("warm_start"):
-        options["warm_start"] = read_plan(spec["warm_start"])
-    method = spec["method"]
-    start = time.perf_counter()
+        options["warm_start"] = spec["warm_start"]
     try:
-        solution = solve(problem, spec["registry_method"], **options)
-    except UsageError as exc:
+        result = placement.solve(problem, method=name, **options)
+    except SolverUnavailableError as exc:
         return {"status": "unavailable", "message": str(exc)}
     except LimitExceededError as exc:
         return {"status": "limit", "message": str(exc)}
     except PlacementError as exc:
         return {"status": "error", "message": str(exc)}
-    elapsed = time.perf_counter() - start
     record: dict[str, Any] = {
-        "status": str(solution.status), "claimed": solution.objective, "bound": solution.bound,
-        "runtime_s": solution.runtime_s or elapsed, "message": solution.message, "stats": solution.stats,
-        "objective_kind": solution.objective_kind, "contiguity": solution.contiguity,
+        "status": str(result.status), "claimed": result.stats.get("claimed_value", result.value),
+        "bound": result.bound, "runtime_s": result.runtime_s, "message": result.message,
+        "stats": dict(result.stats), "objective_kind": result.objective, "contiguity": result.contiguity,
     }
     objective = spec["objective"]
-    if solution.objective_kind != objective:
+    if objective == "throughput" and method.startswith("milp") and result.contiguity != options["contiguity"]:
         record.update(status="unavailable",
-                      message=f"{method} returned a {solution.objective_kind} solution, not {objective}")
+                      message=f"{method} solved contiguity {result.contiguity}, not {options['contiguity']}")
         return record
-    if objective == "throughput" and method.startswith("milp") and solution.contiguity != options["contiguity"]:
-        record.update(status="unavailable",
-                      message=f"{method} solved contiguity {solution.contiguity}, not {options['contiguity']}")
-        return record
-    if solution.plan is None:
+    if not result.plan:
         return record
     plan_file = Path(spec["plan_out"])
-    write_plan(plan_file, problem, solution)
+    plan_file.write_text(json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
     plan = read_plan(plan_file)
     if objective == "latency":
         from placement.verification.evaluate import evaluate
@@ -146,7 +128,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                       n_violations=len(ev.violations), plan_class=ev.finest_class, verify_exit=verify_exit,
                       verified_contiguity=checked)
     value = record["value"]
-    record["agrees"] = (math.isfinite(value) and abs(solution.objective - value) <= TOLERANCE * max(1.0, abs(value)))
+    record["agrees"] = (math.isfinite(value) and abs(result.value - value) <= TOLERANCE * max(1.0, abs(value)))
     record["plan_file"] = str(plan_file)
     return record
 
@@ -158,7 +140,7 @@ def _worker_main(spec_path: str) -> int:
     except Exception as exc:  # reported in the tables, never hidden
         record = {"status": "crash", "message": f"{type(exc).__name__}: {exc}",
                   "traceback": traceback.format_exc(limit=4)}
-    Path(spec["result"]).write_text(json.dumps(_clean(record)))
+    Path(spec["result"]).write_text(json.dumps(strict_json(record)))
     return 0
 
 
@@ -594,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             progress.done += 1
             partial = {"partial": f"{progress.done} of {len(runs)} runs",
                        "runs": {f"{o} {name}": recs for (o, name), recs in by_instance.items()}}
-            (args.out / "results.json").write_text(json.dumps(_clean(partial), indent=1))
+            (args.out / "results.json").write_text(json.dumps(strict_json(partial), indent=1))
         progress.show("done")
         progress.close()
     total = time.perf_counter() - started
@@ -641,7 +623,7 @@ def write_reports(args: argparse.Namespace, throughput: list[dict[str, Any]], la
                 if k not in ("worker", "report_only")}
     summary = {"settings": settings, "total_wall_s": total, "runs": n_runs, "throughput": throughput,
                "latency": latency, "failed_checks": failed}
-    (args.out / "results.json").write_text(json.dumps(_clean(summary), indent=1))
+    (args.out / "results.json").write_text(json.dumps(strict_json(summary), indent=1))
     outputs.append(str(args.out / "results.json"))
     print("\n".join(texts))
     print(f"{n_runs} runs in {total / 60:.1f} min; wrote " + ", ".join(outputs))

@@ -23,15 +23,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli_args import byte_count, non_negative_int, positive_int
+from placement.cli.options import (UsageError, add_output_options, byte_count, non_negative_int, positive_int,
+                                   print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
-from placement.errors import PlacementError, UsageError
-from placement.io.exporters import deepspeed_parts, megatron_layout, read_layout, split_points, stages
+from placement.errors import PlacementError
 from placement.io.opgraph import GRANULARITIES, CostModelWarning, ImportedModel
-from placement.io.plans import read_plan
-
-SPLIT_FORMATS = ("split-spec", "deepspeed", "megatron", "stages")
 
 
 def _dim(text: str) -> tuple[str, int]:
@@ -42,7 +39,7 @@ def _dim(text: str) -> tuple[str, int]:
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``import`` and ``split`` commands."""
+    """Add the ``import`` command."""
     p = subparsers.add_parser("import", help="turn a PyTorch or ONNX model into an instance")
     p.add_argument("model", help="pkg.module:factory, file.py:factory (returning (model, args[, kwargs])), "
                                  "or an .onnx file")
@@ -65,16 +62,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=VALUE",
                    help="ONNX: fix a symbolic input dimension (repeatable)")
     p.add_argument("--name", help="instance name recorded in the file (default: from MODEL)")
-    p.set_defaults(handler=cmd_import)
-
-    p = subparsers.add_parser("split", help="turn a plan of an imported model into runtime split points")
-    p.add_argument("instance", help="instance written by 'placement import'")
-    p.add_argument("plan", help="plan of that instance (placement solve --out)")
-    p.add_argument("--format", choices=SPLIT_FORMATS, default="split-spec",
-                   help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule parts), "
-                        "megatron (pipeline layout string) or stages (a table)")
-    p.add_argument("--out", metavar="FILE", help="also write the output to FILE")
-    p.set_defaults(handler=cmd_split)
+    add_output_options(p)
+    p.set_defaults(handler=run)
 
 
 # ----- import -----------------------------------------------------------------------------
@@ -167,7 +156,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
     return imported
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
@@ -175,51 +164,19 @@ def cmd_import(args: argparse.Namespace) -> int:
                                      module_depth=args.module_depth, dtype=args.dtype, dims=dict(args.dim),
                                      name=args.name)
     for w in caught:
-        if issubclass(w.category, CostModelWarning):
+        if issubclass(w.category, CostModelWarning) and not args.quiet:
             print(f"warning: {w.message}", file=sys.stderr)
-    try:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(imported.instance, fh, indent=1, allow_nan=False)
-            fh.write("\n")
-    except OSError as exc:
-        raise UsageError(f"{args.out}: cannot write: {exc.strerror}") from None
+    write_text(args.out, json.dumps(imported.instance, indent=1, allow_nan=False) + "\n")
     problem = imported.problem
     forward = sum(1 for n in problem.nodes if not n.backward)
     about = imported.instance["about"]
+    if args.json:
+        print_json({"out": args.out, "nodes": len(problem.nodes), "forward": forward, "edges": len(problem.edges),
+                    "forward_flops": about["forward_flops"], "accelerators": platform.accelerators,
+                    "accelerator": platform.accelerator.id, "accelerator_memory": platform.accelerator_memory,
+                    "cpus": platform.cpus, "cpu": platform.cpu.id})
+        return 0
     print(f"wrote {args.out}: {len(problem.nodes)} nodes ({forward} forward), {len(problem.edges)} edges, "
           f"{about['forward_flops']:.6g} forward FLOPs; {platform.accelerators} x {platform.accelerator.id} "
           f"({platform.accelerator_memory:.6g} bytes each), {platform.cpus} x {platform.cpu.id}")
-    return 0
-
-
-# ----- split ------------------------------------------------------------------------------
-
-def _stage_table(layout: Any, plan: Any) -> str:
-    by_id = {node.id: node for node in layout.nodes}
-    rows = [("stage", "device", "#nodes", "first", "last")]
-    parts = stages(layout, plan)
-    types = [d.type for d in plan.devices if any(v in by_id for v in d.nodes)]
-    for k, (stage, kind) in enumerate(zip(parts, types)):
-        rows.append((str(k), kind, str(len(stage)), by_id[stage[0]].name, by_id[stage[-1]].name))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
-
-
-def cmd_split(args: argparse.Namespace) -> int:
-    layout = read_layout(args.instance)
-    plan = read_plan(args.plan)
-    if args.format == "split-spec":
-        text = json.dumps({fqn: "BEGINNING" for fqn in split_points(layout, plan)}, indent=1)
-    elif args.format == "deepspeed":
-        text = json.dumps(deepspeed_parts(layout, plan), indent=1)
-    elif args.format == "megatron":
-        text = megatron_layout(layout, plan)
-    else:
-        text = _stage_table(layout, plan)
-    print(text)
-    if args.out:
-        try:
-            Path(args.out).write_text(text + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{args.out}: cannot write: {exc.strerror}") from None
     return 0

@@ -1,0 +1,77 @@
+"""The command line: ``placement solve | verify | info | simulate | hypar | import | split``.
+
+One module per command (:data:`COMMANDS`), each with ``register(subparsers)``, which adds
+its parser, and ``run(args) -> int``, which parses nothing more, calls the library and
+renders. Every command takes ``--json`` (one JSON document on stdout) and ``--quiet`` (no
+progress or warnings on stderr).
+
+Exit statuses: 0 success; 1 a well-formed request whose answer is negative (``solve``: no
+plan, the status says why; ``verify``: the plan is invalid); 2 bad input or usage, reported as
+one line ``error: ...`` on stderr; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import Sequence
+
+from placement import __version__
+from placement.cli.options import UsageError, option_name
+from placement.errors import InvalidParameterError, PlacementError
+
+COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split")
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (raised, then printed by :func:`main`)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="placement",
+                    description="Provably optimal placement of DNN graphs onto pipelines of heterogeneous devices.")
+    parser.add_argument("--version", action="version", version=f"placement {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"placement.cli.{name}").register(sub)
+    return parser
+
+
+def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The error's text, with a library parameter named by the command-line option that sets it."""
+    if isinstance(exc, InvalidParameterError):
+        return f"{option_name(parser, argv, exc.parameter)} {exc.detail}"
+    return str(exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status instead of exiting."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.handler(args)
+    except SystemExit as exc:  # --help, --version
+        return int(exc.code or 0)
+    except PlacementError as exc:
+        print(f"error: {_message(exc, parser, argv)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    """Console-script entry point."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 0
+    sys.exit(status)

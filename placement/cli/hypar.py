@@ -1,0 +1,42 @@
+"""``placement hypar NETWORK --accelerators N --batch B [--types 2|3]``: hybrid data/model parallelism.
+
+Plans a layer chain on ``N = 2^H`` accelerators with every planner of
+:mod:`placement.solvers.hypar` and prints their per-level choices and their communication side
+by side (HyPar/AccPar model, :mod:`placement.costmodel.hypar`). ``--json`` prints the document
+``placement-hypar/1``; ``--out FILE`` also writes it. Exit status 0, or 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from placement.cli.options import add_output_options, positive_int, print_json, write_text
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "hypar", help="plan hybrid data/model parallelism of a layer chain (HyPar/AccPar communication model)")
+    p.add_argument("network", help="a bundled network name (e.g. vgg-a, lenet-c) or a network file")
+    p.add_argument("--accelerators", type=positive_int, required=True, metavar="N",
+                   help="number of accelerators, a power of two >= 2")
+    p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="batch size")
+    p.add_argument("--types", type=int, choices=[2, 3], default=2,
+                   help="partition types: 2 = HyPar's dp and mp (default), 3 = AccPar's dp, mp and mp-out")
+    p.add_argument("--out", metavar="FILE", help="also write the choices and totals as JSON")
+    add_output_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import placement
+    from placement.report.hypar import format_hypar
+
+    result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
+    if args.out:
+        write_text(args.out, json.dumps(result.to_json(), indent=2) + "\n")
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(format_hypar(result), end="")
+    return 0

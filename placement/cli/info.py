@@ -1,0 +1,44 @@
+"""``placement info INSTANCE`` (the instance's size, devices and ideals) and ``placement info --solvers``
+(which MILP backends can run here). Exit status 0, or 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+
+from placement.cli.options import UsageError, add_output_options, positive_int, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("info", help="describe an instance, or list the MILP solvers")
+    p.add_argument("instance", nargs="?", help="instance file (not needed with --solvers)")
+    p.add_argument("--solvers", action="store_true", help="list the MILP backends and whether they can be used")
+    p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
+                   help="stop counting ideals past this many (default 200,000)")
+    add_output_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import placement
+    from placement.report.info import format_info
+    from placement.report.solvers import format_solvers
+    from placement.solvers.milp.backends import backend_availability
+    from placement.summary import describe
+
+    if args.solvers:
+        if args.instance is not None:
+            raise UsageError("give an instance or --solvers, not both")
+        rows = backend_availability()
+        if args.json:
+            print_json({"solvers": [{"backend": name, "available": ok, "detail": why} for name, ok, why in rows]})
+        else:
+            print(format_solvers(rows))
+        return 0
+    if args.instance is None:
+        raise UsageError("info needs an instance file (or --solvers)")
+    info = describe(placement.load(args.instance), max_ideals=args.max_ideals)
+    if args.json:
+        print_json(info)
+    else:
+        print(format_info(info))
+    return 0

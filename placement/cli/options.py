@@ -1,0 +1,137 @@
+"""What the commands share: option value types, common options, error naming, output.
+
+Each value type parses one shape of value, or raises :class:`argparse.ArgumentTypeError`
+with a one-line message that quotes what was given (printed as ``error: ...``, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+from placement.errors import PlacementError
+from placement.jsonfile import strict_json
+
+
+class UsageError(PlacementError):
+    """A command-line option or argument combination makes no sense."""
+
+
+def _integer(text: str, smallest: int, noun: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = smallest - 1
+    if value < smallest:
+        raise argparse.ArgumentTypeError(f"expected a {noun}, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    return _integer(text, 0, "non-negative integer")
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, "positive integer")
+
+
+def _number(text: str, noun: str, *, positive: bool = False, below_one: bool = False,
+            up_to_one: bool = False) -> float:
+    """A finite number ≥ 0 (> 0 when ``positive``; < 1 or ≤ 1 when asked); ``noun`` names it."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    ok = (math.isfinite(value) and (value > 0 if positive else value >= 0)
+          and (not below_one or value < 1) and (not up_to_one or value <= 1))
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    return _number(text, "a finite positive number", positive=True)
+
+
+def byte_count(text: str) -> float:
+    return _number(text, "a finite non-negative number of bytes")
+
+
+def relative_gap(text: str) -> float:
+    return _number(text, "a relative gap of at least 0 and below 1", below_one=True)
+
+
+def fraction(text: str) -> float:
+    return _number(text, "a number between 0 and 1", up_to_one=True)
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--json`` and ``--quiet``, which every command takes."""
+    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout instead of text")
+    parser.add_argument("--quiet", action="store_true", help="no progress or warnings on stderr")
+
+
+def add_device_options(parser: argparse.ArgumentParser, what: str = "") -> None:
+    """``--accelerators``, ``--cpus``, ``--memory``: overrides of the instance's devices."""
+    parser.add_argument("--accelerators", type=non_negative_int, metavar="N",
+                        help="override the number of accelerators" + what)
+    parser.add_argument("--cpus", type=non_negative_int, metavar="N", help="override the number of CPU cores" + what)
+    parser.add_argument("--memory", type=byte_count, metavar="BYTES",
+                        help="override the memory of each accelerator" + what)
+
+
+def devices(args: argparse.Namespace) -> dict[str, Any]:
+    """The device overrides of ``args`` as library keywords."""
+    return {"accelerators": args.accelerators, "cpus": args.cpus, "memory": args.memory}
+
+
+def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:
+    """The option of the command in ``argv`` that sets the library parameter ``parameter`` (its
+    ``dest``), e.g. ``--time-limit`` for ``time_limit``; the parameter itself when none does."""
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    command = next((commands[word] for word in argv if word in commands), None)
+    for action in command._actions if command is not None else ():
+        if action.dest == parameter:
+            return action.option_strings[-1] if action.option_strings else action.metavar or parameter.upper()
+    return parameter
+
+
+def progress_printer(quiet: bool) -> Callable[[str], None] | None:
+    """A progress callback printing ``[elapsed] message`` on stderr, or ``None`` when ``quiet``."""
+    if quiet:
+        return None
+    start = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - start:8.2f} s] {message}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def print_json(document: Any) -> None:
+    """One strict JSON document on stdout (non-finite numbers as ``null``)."""
+    print(json.dumps(strict_json(document), indent=2, allow_nan=False))
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``; a failure is a one-line usage error naming the file."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def check_writable(path: str | None) -> None:
+    """Fail before any work when ``path`` cannot be written."""
+    if path is None:
+        return
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None

@@ -1,0 +1,85 @@
+"""``placement solve INSTANCE``: an optimal (or bounded) placement, verified, as text or JSON.
+
+Exit status: 0 a verified plan was found; 1 no plan (the status says whether the instance is
+proven infeasible or a limit stopped the search); 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from placement.cli.options import (add_device_options, add_output_options, check_writable, devices,
+                                   non_negative_int, positive_float, positive_int, print_json, progress_printer,
+                                   relative_gap, write_text)
+from placement.problem.objectives import OBJECTIVES
+from placement.solvers.registry import CONTIGUITY_CLASSES, METHODS
+
+
+
+def _methods_help() -> str:
+    """One line per method, from what each declares in the registry."""
+    lines = ["methods (objectives; contiguity classes):",
+             "  auto: the DP where it applies and the ideals are few enough, else the MILP (default)"]
+    for spec in METHODS.values():
+        lines.append(f"  {spec.name}: {spec.summary} ({', '.join(spec.objectives)}; {', '.join(spec.contiguity)})")
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("solve", help="find an optimal placement of an instance",
+                              description="Find an optimal placement and verify it independently.",
+                              epilog=_methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("instance", help="instance file (Tarnawski JSON, or the native format with deviceTypes)")
+    p.add_argument("--method", default="auto", choices=("auto", *METHODS), metavar="NAME",
+                   help="solution method (default auto; see below)")
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="stages",
+                   help="contiguity class of the plan (default: stages)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
+                   help="throughput (default: max load, PipeDream), throughput-gpipe (max FW + max BW, "
+                        "training) or latency (one sample, inference)")
+    p.add_argument("--stages", type=positive_int, metavar="N", help="exactly N non-empty pipeline stages")
+    p.add_argument("--backend", metavar="NAME",
+                   help="MILP backend: cp-sat (default), cbc, scip, highs, pulp (PuLP's CBC) or pulp:SOLVER; "
+                        "see `placement info --solvers`")
+    p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
+                   help="MILP time limit (default 60); a stop at the limit is reported as feasible with its gap")
+    p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
+                   help="let the MILP stop at this relative gap (default 0: prove optimality)")
+    p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
+                   help="random seed of the MILP solver and the randomised baselines (default 0)")
+    p.add_argument("--log", metavar="FILE", help="write the MILP solver's log to FILE")
+    p.add_argument("--calls", type=positive_int, default=1, metavar="Q",
+                   help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
+    p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+                   help="start the MILP from nothing instead of the DP's plan")
+    p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
+    p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
+    add_device_options(p)
+    p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
+                   help="refuse the DP above this many ideals (default 200,000)")
+    p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
+    add_output_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import placement
+    from placement.report.solution import format_result
+
+    check_writable(args.log)
+    check_writable(args.out)
+    instance = placement.load(args.instance)
+    result = placement.solve(
+        instance, method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
+        time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
+        calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
+        max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, **devices(args))
+    if args.out:
+        write_text(args.out, json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
+    if args.json:
+        print_json(result.to_json())
+    else:
+        print(format_result(instance, result), end="")
+    return 0 if result.ok else 1

@@ -1,0 +1,51 @@
+"""``placement verify INSTANCE PLAN``: check a plan independently of any solver.
+
+Exit status: 0 the plan is valid; 1 it is not; 2 bad input or usage. The communication ledger
+is reported beside the verdict; a disagreement is a finding about the instance's data, not an
+invalid plan, so it does not change the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from placement.cli.options import add_device_options, add_output_options, devices, positive_int, print_json
+from placement.problem.objectives import OBJECTIVES
+from placement.solvers.registry import CONTIGUITY_CLASSES
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("verify", help="check a plan against an instance, independently of any solver")
+    p.add_argument("instance", help="instance file")
+    p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="none",
+                   help="contiguity class the plan must belong to (default: none)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
+                   help="throughput (default), throughput-gpipe, or latency (schedules the plan's calls)")
+    p.add_argument("--calls", type=positive_int, metavar="Q",
+                   help="latency objective: the most calls an accelerator may run")
+    add_device_options(p, " (as given to solve)")
+    add_output_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import placement
+    from placement.report.solution import format_verification
+    from placement.verification.ledger import format_ledger
+
+    instance = placement.load(args.instance)
+    verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
+                                    calls=args.calls, infer_from_colours=True,
+                                    ledger=args.objective != "latency", **devices(args))
+    if args.json:
+        print_json(verification.to_json())
+    else:
+        print(format_verification(instance, verification), end="")
+        evaluation, _, ledger = verification.report
+        if ledger is not None:
+            print()
+            print(format_ledger(ledger))
+        if args.objective == "throughput-gpipe":
+            print(f"FW+BW       {evaluation.gpipe_time:.6f}  (max forward load + max backward load)")
+    return 0 if verification.valid else 1

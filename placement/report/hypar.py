@@ -1,0 +1,52 @@
+"""Plain-text report of ``placement.hypar``: the setting, choices per layer, totals, elements per level."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from placement.costmodel.hypar import BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters
+from placement.api import HyparResult
+from placement.report.table import format_table
+
+
+def _amount(x: Fraction) -> str:
+    return f"{x.numerator:,}" if x.denominator == 1 else f"{float(x):,.3f}"
+
+
+def format_hypar(result: HyparResult) -> str:
+    """The report of a :class:`placement.api.HyparResult`: setting, choices per layer, totals, elements per level."""
+    network, accelerators, batch, types = result.network, result.accelerators, result.batch, result.types
+    plans, skipped = result.plans, result.skipped
+    levels = hierarchy_levels(accelerators)
+    kinds = [layer.kind for layer in network.layers]
+    lines = [
+        f"network   {network.name}: {len(network.layers)} weighted layers ({kinds.count('conv')} conv, "
+        f"{kinds.count('fc')} fc), {network.parameters:,} weights",
+        f"setting   {accelerators} accelerators ({levels} levels), batch {batch}, partition types "
+        f"{', '.join(types)}",
+        f"model     {BYTES_PER_ELEMENT} bytes per element, both sides of a pair: bytes = "
+        f"{BYTES_PER_ELEMENT * SIDES} x elements",
+        "",
+        "choices per layer, top level first (" + ", ".join(f"{LETTERS[t]} = {t}" for t in types) + ")",
+    ]
+    rows = [("layer", "kind") + tuple(p.planner for p in plans)]
+    for l, layer in enumerate(network.layers):
+        rows.append((layer.name, layer.kind) + tuple(partition_letters(p.partition[l]) for p in plans))
+    lines += format_table(rows, left=set(range(len(rows[0]))))
+    lines.append("")
+    baseline = next((p.communication.bytes for p in plans if p.planner == "all-dp"), None)
+    rows = [("planner", "elements", "bytes", "GB", "of all-dp", "search s")]
+    for p in plans:
+        share = f"{float(p.communication.bytes / baseline):.4f}" if baseline else "-"
+        rows.append((p.planner, _amount(p.communication.elements), _amount(p.communication.bytes),
+                     f"{float(p.communication.bytes) / 1e9:.4f}", share, f"{p.runtime_s:.4f}"))
+    lines += format_table(rows, left={0})
+    lines.append("")
+    lines.append("elements per level (2^h pairs x the amount of one pair)")
+    rows = [("level", "pairs") + tuple(p.planner for p in plans)]
+    for h in range(levels):
+        rows.append((str(h), str(2 ** h)) + tuple(_amount(p.communication.levels[h].elements) for p in plans))
+    lines += format_table(rows, left=set())
+    for name, why in skipped.items():
+        lines.append(f"{name}: skipped: {why}")
+    return "\n".join(lines) + "\n"

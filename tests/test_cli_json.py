@@ -1,0 +1,75 @@
+"""Every command prints one JSON document with --json; usage errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from placement.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAIN4 = str(ROOT / "instances" / "tiny" / "chain4.json")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_solve_json_is_the_result(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    status, out, err = run(capsys, "solve", CHAIN4, "--json", "--quiet", "--out", str(plan))
+    document = json.loads(out)
+    assert status == 0 and err == ""
+    assert (document["status"], document["objective"], document["method"]) == ("optimal", 7.5, "dp")
+    assert json.loads(plan.read_text()) == document
+
+
+def test_verify_json(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    run(capsys, "solve", CHAIN4, "--quiet", "--out", str(plan))
+    status, out, _ = run(capsys, "verify", CHAIN4, str(plan), "--contiguity", "stages", "--json")
+    document = json.loads(out)
+    assert status == 0 and (document["valid"], document["value"], document["finest_class"]) == (True, 7.5, "stages")
+
+
+def test_info_json(capsys):
+    status, out, _ = run(capsys, "info", CHAIN4, "--json")
+    document = json.loads(out)
+    # The chain's ideals are its 5 prefixes.
+    assert status == 0 and (document["nodes"], document["ideals"], document["kind"]) == (4, 5, "inference")
+    status, out, _ = run(capsys, "info", "--solvers", "--json")
+    assert status == 0 and {row["backend"] for row in json.loads(out)["solvers"]} >= {"cp-sat", "cbc", "pulp"}
+
+
+def test_simulate_json(capsys, tmp_path):
+    plan = tmp_path / "plan.json"
+    run(capsys, "solve", CHAIN4, "--quiet", "--out", str(plan))
+    status, out, _ = run(capsys, "simulate", CHAIN4, str(plan), "--json", "--microbatches", "16")
+    document = json.loads(out)
+    assert status == 0 and document["schedule"] == "stream" and document["time_per_sample"] == pytest.approx(7.5)
+
+
+def test_hypar_json(capsys):
+    status, out, _ = run(capsys, "hypar", "lenet-c", "--accelerators", "4", "--batch", "32", "--json")
+    assert status == 0 and json.loads(out)["format"] == "placement-hypar/1"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["solve", CHAIN4, "--bogus"], "error: unrecognized arguments: --bogus"),
+    (["solve", "--bogus"], "error: the following arguments are required: instance"),
+    (["solve", CHAIN4, "--method", "dp", "--backend", "cbc"],
+     "error: --backend does not apply to method 'dp' (it takes max_ideals, stages)"),
+    (["solve", CHAIN4, "--calls", "2"], "error: --calls applies to objective='latency' only"),
+    (["solve", CHAIN4, "--stages", "3"], "error: --stages must be at most the number of devices (2), got 3"),
+    (["solve", CHAIN4, "--backend", "gurobi"],
+     "error: --backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or 'pulp:NAME', not 'gurobi'"),
+    (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'solve', 'verify', "
+                     "'info', 'simulate', 'hypar', 'import', 'split')"),
+])
+def test_usage_errors_are_one_line(capsys, argv, message):
+    status, out, err = run(capsys, *argv)
+    assert (status, out, err) == (2, "", message + "\n")
