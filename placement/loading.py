@@ -76,16 +76,20 @@ def _parse(data: Any, format: str | None, name: str) -> Any:
 
 
 def as_instance(instance: Any) -> Instance:
-    """``instance`` itself, or the instance a path or document holds."""
-    if not isinstance(instance, Instance):
-        if not isinstance(instance, (str, PathLike, Mapping)):
-            raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON "
-                                                    f"document, not {type(instance).__name__}")
+    """``instance`` itself, or the instance a path or document holds; a Piper instance is refused
+    (its stages carry data- and tensor-parallel degrees, which the one-device-per-stage methods do not model)."""
+    if isinstance(instance, (str, PathLike, Mapping)):
         instance = load(instance)
-    if not isinstance(instance, Instance):
+    if isinstance(instance, Instance):
+        return instance
+    from placement.io.piper import PiperInstance
+
+    if isinstance(instance, PiperInstance):
         raise InvalidParameterError("instance", "is a Piper instance (per-stage data- and tensor-parallel "
-                                                "configurations); solve() places graphs with one device per stage")
-    return instance
+                                                "configurations): it can be loaded, but the planners here "
+                                                "place graphs with one device per stage")
+    raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON document, "
+                                            f"not {type(instance).__name__}")
 
 
 def override_devices(problem: Instance, accelerators: int | None, cpus: int | None, memory: float | None) -> Instance:

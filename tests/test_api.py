@@ -151,6 +151,21 @@ def test_bad_instance_and_source():
         placement.load(CHAIN4, format="native")
 
 
+def test_load_detects_piper_and_solve_refuses_it():
+    path = ROOT.parent / "shared" / "piper" / "gnmt.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    from placement.io.piper import PiperInstance
+
+    piper = placement.load(path)
+    assert isinstance(piper, PiperInstance) and piper.max_devices == 10
+    assert placement.load(path, format="piper") == piper
+    with pytest.raises(placement.InvalidInstanceError, match="not in the tarnawski format"):
+        placement.load(path, format="tarnawski")
+    with pytest.raises(placement.InvalidParameterError, match="^instance is a Piper instance"):
+        placement.solve(piper)
+
+
 # ----- every returned plan is verified --------------------------------------------------------------
 
 def _fake_method(monkeypatch, solution: Solution) -> None:
