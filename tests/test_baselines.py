@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
@@ -156,18 +156,17 @@ def test_latency_greedy_by_hand():
 
 @pytest.mark.parametrize("method", ["greedy", "pipedream", "single", "local-search", "partition", "expert"])
 def test_throughput_baselines_refuse_the_latency_objective(method):
-    with pytest.raises(UsageError, match=f"^method {method} optimises throughput, not latency \\(choose it with "
-                                         "--objective throughput\\); for latency use latency-greedy, "
-                                         "latency-dp-split$"):
+    with pytest.raises(InvalidParameterError, match=f"^objective must be 'throughput' for method '{method}', not "
+                                                    "'latency'; for latency use latency-greedy, latency-dp-split$"):
         solve(costly_middle(), method, objective="latency")
 
 
 def test_latency_baselines_refuse_throughput_and_training():
-    with pytest.raises(UsageError, match="^method latency-greedy optimises latency, not throughput \\(choose it "
-                                         "with --objective latency\\); for throughput use pipedream, greedy, "
-                                         "local-search, partition, expert, single$"):
+    with pytest.raises(InvalidParameterError, match="^objective must be 'latency' for method 'latency-greedy', not "
+                                                    "'throughput'; for throughput use pipedream, greedy, "
+                                                    "local-search, partition, expert, single$"):
         solve(costly_middle(), "latency-greedy", objective="throughput")
-    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "):
+    with pytest.raises(InvalidParameterError, match="^objective 'latency' is for inference graphs; "):
         solve(read_instance(TINY / "training-pair.json"), "latency-dp-split")
 
 
@@ -181,16 +180,17 @@ def test_options_they_do_not_use_are_ignored():
 
 def test_bad_options():
     problem = costly_middle()
-    with pytest.raises(UsageError, match="^method expert evaluates a given split: pass it with --split FILE$"):
+    with pytest.raises(InvalidParameterError, match="^split is required by method 'expert', which evaluates a "
+                                                    "given split: pass a plan file$"):
         solve(problem, "expert")
-    with pytest.raises(UsageError, match="^option restarts must be an integer ≥ 1, got 0$"):
+    with pytest.raises(InvalidParameterError, match="^restarts must be an integer ≥ 1, not 0$"):
         solve(problem, "local-search", restarts=0)
-    with pytest.raises(UsageError, match="^option seed must be an integer ≥ 0, got -1$"):
+    with pytest.raises(InvalidParameterError, match="^seed must be an integer ≥ 0, not -1$"):
         solve(problem, "local-search", seed=-1)
     three = Instance(tuple(replace(n, times=n.times + (1.0,)) for n in problem.nodes), problem.edges,
                     problem.device_types + (DeviceType("tpu", 1),))
-    with pytest.raises(UsageError, match="^method greedy handles the device types 'accelerator' and 'cpu' only, "
-                                         "not 'tpu'$"):
+    with pytest.raises(InvalidParameterError, match="^method 'greedy' takes the device types 'accelerator' and "
+                                                    "'cpu' only; this instance has 'tpu'$"):
         solve(three, "greedy")
 
 

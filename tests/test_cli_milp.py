@@ -53,10 +53,10 @@ def test_latency_objective_writes_calls(tmp_path, capsys):
 
 def test_gpipe_and_latency_refuse_the_wrong_graphs(capsys):
     assert main(["solve", CHAIN4, "--method", "milp", "--objective", "throughput-gpipe"]) == 2
-    assert capsys.readouterr().err == ("error: the throughput-gpipe objective is for training graphs; "
+    assert capsys.readouterr().err == ("error: --objective 'throughput-gpipe' is for training graphs; "
                                        "this instance has no backward nodes\n")
     assert main(["solve", TRAINING, "--method", "milp", "--objective", "latency"]) == 2
-    assert capsys.readouterr().err == ("error: the latency objective is for inference graphs; "
+    assert capsys.readouterr().err == ("error: --objective 'latency' is for inference graphs; "
                                        "this instance has backward nodes\n")
 
 

@@ -9,7 +9,7 @@ import pytest
 from placement.costmodel.hypar import (DP, INTER, MP, MP_OUT, boundary_at_level, communication, hierarchy_levels,
                                        inter_amount, intra_amount, partition_types, uniform_partition)
 from placement.costmodel.network import Layer, Network, bundled_networks, load_network
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.solvers.hypar import plan_all_dp
 
 # Two FC layers: fc1 4 -> 3 (A(W1) = 12), fc2 3 -> 2 (A(W2) = 6); batch 5, so the boundary
@@ -127,19 +127,23 @@ def test_all_data_parallel_is_n_minus_one_times_eight_params(name):
 def test_hierarchy_levels_and_types_reject_bad_values():
     assert hierarchy_levels(2) == 1 and hierarchy_levels(64) == 6
     for bad in (0, 1, 3, 12, -4):
-        with pytest.raises(UsageError, match=f"power of two >= 2 .*got {bad}$"):
+        with pytest.raises(InvalidParameterError) as err:
             hierarchy_levels(bad)
+        assert str(err.value) == ("accelerators must be a power of two ≥ 2 (the array is bisected level by level), "
+                                  f"not {bad}")
+        assert err.value.parameter == "accelerators"
     assert partition_types(2) == (DP, MP) and partition_types(3) == (DP, MP, MP_OUT)
-    with pytest.raises(UsageError, match="must be 2 \\(HyPar\\) or 3 \\(AccPar\\), got 4"):
+    with pytest.raises(InvalidParameterError, match="^types must be 2 \\(HyPar\\) or 3 \\(AccPar\\), not 4$"):
         partition_types(4)
 
 
 def test_partition_shape_is_checked():
-    with pytest.raises(UsageError, match="the partition has 1 layers, the network 2"):
+    with pytest.raises(InvalidParameterError, match="^partition has 1 layers, the network 2$"):
         communication(FC, ((DP,),), batch=1)
-    with pytest.raises(UsageError, match="one choice per level"):
+    with pytest.raises(InvalidParameterError, match="^partition must give every layer one choice per level$"):
         communication(FC, ((DP,), (DP, DP)), batch=1)
-    with pytest.raises(UsageError, match=r"layer 1 \(fc2\), level 0: unknown partition type 'xx'"):
+    with pytest.raises(InvalidParameterError, match=r"^partition gives layer 1 \(fc2\) at level 0 the type 'xx'; "
+                                                    r"the types are dp, mp, mp-out$"):
         communication(FC, ((DP,), ("xx",)), batch=1)
-    with pytest.raises(UsageError, match="batch size must be a positive integer, got 0"):
+    with pytest.raises(InvalidParameterError, match="^batch must be a positive integer, not 0$"):
         communication(FC, two(DP, DP), batch=0)

@@ -10,7 +10,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import LimitExceededError, UsageError
+from placement.errors import InvalidParameterError, LimitExceededError, UsageError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
@@ -84,7 +84,7 @@ def test_limits_and_bad_use():
         brute_force_latency(chain3(1, 0), max_calls=0)
     training = Instance((Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0)),
                        (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))
-    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "):
+    with pytest.raises(InvalidParameterError, match="^objective 'latency' is for inference graphs; "):
         brute_force_latency(training)
 
 

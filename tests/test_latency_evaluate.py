@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.report.latency import format_latency
@@ -174,8 +174,8 @@ def test_placement_violations_come_from_the_structural_evaluator(chain):
 def test_training_graphs_are_refused():
     nodes = (Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0))
     problem = Instance(nodes, (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))
-    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "
-                                         "this instance has backward nodes$"):
+    with pytest.raises(InvalidParameterError, match="^objective 'latency' is for inference graphs; "
+                                                    "this instance has backward nodes$"):
         evaluate_latency(problem, plan(DeviceAssignment(A, (0, 1))))
 
 
@@ -263,7 +263,7 @@ def test_agrees_with_the_reference_and_the_bound(case):
 
 
 def test_evaluator_imports_no_solver():
-    source = (Path(__file__).resolve().parents[1] / "placement" / "verify" / "latency.py").read_text()
+    source = (Path(__file__).resolve().parents[1] / "placement" / "verification" / "latency.py").read_text()
     imported = []
     for stmt in ast.walk(ast.parse(source)):
         if isinstance(stmt, ast.ImportFrom):

@@ -12,7 +12,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
@@ -81,6 +81,6 @@ def test_fork_by_hand() -> None:
 def test_latency_rejects_training_graphs() -> None:
     nodes = (Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0))
     problem = Instance(nodes, (Edge(0, 1),), (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)))
-    with pytest.raises(UsageError, match="^the latency objective is for inference graphs; "
-                                         "this instance has backward nodes$"):
+    with pytest.raises(InvalidParameterError, match="^objective 'latency' is for inference graphs; "
+                                                    "this instance has backward nodes$"):
         solve_milp(problem, objective="latency")

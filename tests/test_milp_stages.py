@@ -15,7 +15,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError, UsageError
 from placement.solvers.milp.data import Scaling, choose_scale
 from placement.verification.evaluate import evaluate
 from tests.strategies import problems
@@ -154,5 +154,6 @@ def test_bad_arguments() -> None:
         solve_milp(problem, backend="gurobi")
     with pytest.raises(UsageError, match="^the time limit must be a positive number of seconds, got inf$"):
         solve_milp(problem, time_limit=math.inf)
-    with pytest.raises(UsageError, match="^the throughput-gpipe objective is for training graphs"):
+    with pytest.raises(InvalidParameterError, match="^objective 'throughput-gpipe' is for training graphs; this "
+                                                    "instance has no backward nodes$"):
         solve_milp(problem, objective="throughput-gpipe")

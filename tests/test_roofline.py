@@ -8,7 +8,7 @@ import pytest
 
 from placement.costmodel.roofline import (Platform, bundled_catalogue, find_device, load_catalogue, make_platform,
                                           roofline_ms, transfer_ms)
-from placement.errors import InvalidInstanceError, UsageError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 
 
 def test_bundled_catalogue_holds_the_datasheet_figures():
@@ -42,10 +42,11 @@ def test_roofline_is_the_larger_of_compute_and_memory_time():
 
 def test_a_missing_data_type_is_an_error_not_a_substitute():
     v100 = bundled_catalogue()["v100"]
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(InvalidParameterError) as err:
         roofline_ms(1.0, 0.0, v100, "bf16")
-    assert str(err.value) == ("device 'v100' (NVIDIA Tesla V100 SXM2 32GB) has no peak FLOP/s for bf16 "
-                              "(it has fp64, fp32, fp16)")
+    assert str(err.value) == ("dtype must be one of the data types with a peak FLOP/s on device 'v100' "
+                              "(NVIDIA Tesla V100 SXM2 32GB): 'fp64', 'fp32', 'fp16', not 'bf16'")
+    assert err.value.parameter == "dtype"
 
 
 def test_user_catalogues_add_and_replace_devices(tmp_path):
@@ -97,12 +98,23 @@ def test_catalogue_file_errors(tmp_path):
 
 def test_platform_checks_kinds_counts_and_links():
     cat = bundled_catalogue()
-    with pytest.raises(UsageError, match="^device 'epyc-7763' is a cpu, not an accelerator$"):
+    with pytest.raises(InvalidParameterError, match="^accelerator must be an accelerator, not device 'epyc-7763' "
+                                                    "\\(a cpu\\)$"):
         Platform(cat["epyc-7763"], cat["epyc-7763"], 1, 1)
-    with pytest.raises(UsageError, match="^need at least one device: 0 accelerators and 0 CPUs$"):
+    with pytest.raises(InvalidParameterError, match="^cpu must be a CPU, not device 'h100' \\(an accelerator\\)$"):
+        Platform(cat["h100"], cat["h100"], 1, 1)
+    with pytest.raises(InvalidParameterError, match="^cpus must be a non-negative integer, not -1$"):
+        Platform(cat["h100"], cat["epyc-7763"], 1, -1)
+    with pytest.raises(InvalidParameterError, match="^accelerators must be at least 1 when there are no CPUs: a "
+                                                    "platform needs at least one device$"):
         Platform(cat["h100"], cat["epyc-7763"], 0, 0)
-    with pytest.raises(UsageError, match="^device 'h100' has no link 'ethernet' \\(links: pcie, nvlink\\)$"):
+    with pytest.raises(InvalidParameterError, match="^link must be a link of device 'h100' \\(links: 'pcie', "
+                                                    "'nvlink'\\), not 'ethernet'$"):
         Platform(cat["h100"], cat["epyc-7763"], 1, 0, link="ethernet")
-    with pytest.raises(UsageError, match="^unknown device 'tpu'; the catalogue has a100, a100-40gb, epyc-7763, "
-                                         "h100, v100$"):
+    with pytest.raises(InvalidParameterError, match="^accelerator must name a device of the catalogue \\(a100, "
+                                                    "a100-40gb, epyc-7763, h100, v100\\), not 'tpu'$"):
         make_platform("tpu")
+    with pytest.raises(InvalidParameterError, match="^cpu must name a device of the catalogue"):
+        make_platform(cpu="xeon")
+    with pytest.raises(InvalidParameterError, match="^device must name a device of the catalogue"):
+        find_device(cat, "xeon")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, make_two_type_problem
@@ -92,16 +92,17 @@ def test_expert_split_simulates_at_its_verified_load():
 def test_invalid_plan_is_refused_with_the_first_violation():
     problem, _ = training_pair()
     plan = Plan((DeviceAssignment("accelerator", (1, 4, 2)), DeviceAssignment("accelerator", (2, 3))))
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, "gpipe", 2)
-    assert str(info.value) == ("the plan is not valid for this instance: node 2 is placed 2 times (devices 0, 1) "
-                               "(and 1 more; see 'placement verify')")
+    assert str(info.value) == ("plan is not valid for this instance: node 2 is placed 2 times (devices 0, 1) "
+                               "(and 1 more; placement.verify lists them)")
+    assert info.value.parameter == "plan"
 
 
 def test_plan_missing_a_node_names_it():
     problem = read_instance(TINY / "chain4.json")
     plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3,))))
-    with pytest.raises(UsageError, match=r"^the plan is not valid for this instance: node 4 is not placed$"):
+    with pytest.raises(InvalidParameterError, match=r"^plan is not valid for this instance: node 4 is not placed$"):
         simulate(problem, plan, "stream", 4)
 
 
@@ -110,9 +111,9 @@ def test_a_plan_that_is_not_a_pipeline_is_refused():
     # and forth, so no order of the two devices lets it flow forward.
     problem = read_instance(TINY / "chain4.json")
     plan = Plan((DeviceAssignment("accelerator", (1, 3)), DeviceAssignment("accelerator", (2, 4))))
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, "stream", 4)
-    assert str(info.value) == ("the plan is not a pipeline: its devices cannot be ordered so that data flows "
+    assert str(info.value) == ("plan is not a pipeline: its devices cannot be ordered so that data flows "
                                "forward (it is not in the 'stages' contiguity class); the simulator runs "
                                "'stages' plans")
 
@@ -127,55 +128,55 @@ def test_stages_whose_backward_calls_feed_each_other_are_refused():
     problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(5, 3), Edge(4, 5)], 2, 0, math.inf)
     plan = Plan((DeviceAssignment("accelerator", (1, 3, 4)), DeviceAssignment("accelerator", (2, 5))))
     assert evaluate(problem, plan, "stages").valid
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, "gpipe", 2)
     assert str(info.value) == (
-        "the plan's stages wait for each other in a cycle (a stage runs its forward nodes as one call and its "
+        "plan has stages that wait for each other in a cycle (a stage runs its forward nodes as one call and its "
         "backward nodes as another), so no schedule can run it: B of stage 1 (device 1, accelerator) -> "
         "B of stage 0 (device 0, accelerator) -> B of stage 1 (device 1, accelerator)")
 
 
 @pytest.mark.parametrize("schedule, message", [
-    ("gpipe", "schedule 'gpipe' trains, but the instance has no backward nodes; use --schedule stream"),
-    ("split-backward", "schedule 'split-backward' trains, but the instance has no backward nodes; "
-                       "use --schedule stream"),
-    ("warp", "unknown schedule 'warp'; expected one of stream, 1f1b-async, gpipe, 1f1b-flush, split-backward"),
+    ("gpipe", "schedule 'gpipe' trains, but the instance has no backward nodes: use schedule='stream'"),
+    ("split-backward", "schedule 'split-backward' trains, but the instance has no backward nodes: "
+                       "use schedule='stream'"),
+    ("warp", "schedule must be one of 'stream', '1f1b-async', 'gpipe', '1f1b-flush', 'split-backward', "
+             "not 'warp'"),
 ])
 def test_schedule_must_fit_the_graph(schedule, message):
     problem = read_instance(TINY / "chain4.json")
     plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3, 4))))
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, schedule, 4)
-    assert str(info.value) == message
+    assert str(info.value) == message and info.value.parameter == "schedule"
 
 
 def test_stream_refuses_a_training_graph():
     problem, plan = training_pair()
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, "stream", 4)
-    assert str(info.value) == ("schedule 'stream' is for inference, but the instance has backward nodes; "
-                               "use --schedule 1f1b-async for a steady-state training pipeline")
+    assert str(info.value) == ("schedule 'stream' runs inference graphs only, but the instance has backward "
+                               "nodes: use schedule='1f1b-async' for a steady-state training pipeline")
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"microbatches": 0}, "the number of micro-batches must be at least 1, got 0"),
-    ({"comm": "pigeon"}, "unknown communication mode 'pigeon'; expected one of inline, link"),
-    ({"w_fraction": 0.5, "schedule": "gpipe"}, "a weight-gradient fraction applies to the split-backward "
-                                               "schedule only"),
-    ({"w_fraction": 1.5}, "the weight-gradient fraction must be between 0 and 1, got 1.5"),
-    ({"engine": "steam"}, "unknown engine 'steam'; expected one of heap, simpy"),
+    ({"microbatches": 0}, "microbatches must be a positive integer, not 0"),
+    ({"comm": "pigeon"}, "comm must be one of 'inline', 'link', not 'pigeon'"),
+    ({"w_fraction": 0.5, "schedule": "gpipe"}, "w_fraction applies to schedule='split-backward' only, not 'gpipe'"),
+    ({"w_fraction": 1.5}, "w_fraction must be between 0 and 1, not 1.5"),
+    ({"engine": "steam"}, "engine must be one of 'heap', 'simpy', not 'steam'"),
 ])
 def test_bad_options(kwargs, message):
     problem, plan = training_pair()
     options = {"schedule": "split-backward", "microbatches": 4, **kwargs}
-    with pytest.raises(UsageError) as info:
+    with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, **options)
     assert str(info.value) == message
 
 
 def test_simulator_imports_no_solver():
     """The simulator checks throughput claims: like the evaluator it must not import a solver."""
-    package = ROOT / "placement" / "simulate"
+    package = ROOT / "placement" / "simulation"
     modules = sorted(package.glob("*.py")) + [ROOT / "placement" / "report" / name
                                               for name in ("gantt.py", "trace.py", "simulation.py")]
     for path in modules:
@@ -187,7 +188,7 @@ def test_simulator_imports_no_solver():
                 imported.extend(alias.name for alias in stmt.names)
         assert not any("solvers" in m for m in imported), path.name
     code = ("import sys, placement.simulation, placement.report.gantt, placement.report.trace, "
-            "placement.report.simulation, placement.cli_simulate; "
+            "placement.report.simulation, placement.cli.simulate; "
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -105,11 +105,11 @@ def test_split_prints_every_format(tmp_path, capsys):
     (["import", "tests.test_torch_cli:not_a_tuple", "--out", "x.json"],
      "error: tests.test_torch_cli:not_a_tuple() must return (model, args) or (model, args, kwargs), got Linear"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
-     "error: unknown device 'tpu'; the catalogue has a100, a100-40gb, epyc-7763, h100, v100"),
+     "error: device must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],
      "error: --devices names 2 accelerators (a100, h100); give one"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--accelerators", "0", "--cpus", "0"],
-     "error: need at least one device: 0 accelerators and 0 CPUs"),
+     "error: --accelerators must be at least 1 when there are no CPUs: a platform needs at least one device"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--dim", "batch=2"],
      "error: --dim applies to ONNX models only"),
     (["import", "missing.onnx", "--out", "x.json"], "error: missing.onnx: no such file"),
@@ -132,7 +132,7 @@ def test_split_refuses_instances_without_metadata(tmp_path, capsys):
     capsys.readouterr()
     assert main(["split", str(tiny), str(plan)]) == 2
     assert capsys.readouterr().err == (f"error: {tiny}: node 1 has no module metadata; only instances made by "
-                                       "'placement import' can be exported\n")
+                                       "the model importers can be exported\n")
 
 
 def test_file_factories_and_unknown_operators_warn(tmp_path, capsys):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from placement.errors import InvalidInstanceError, UsageError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.exporters import (deepspeed_parts, layer_stack, layout_from_instance, megatron_layout,
                                     split_points, stages)
 from placement.plan import DeviceAssignment, Plan
@@ -53,30 +53,34 @@ def test_training_plans_use_forward_nodes_and_check_mates():
     lay = layout(GPT, training=True)
     p = plan([0, 1, 6, 7], [2, 3, 4, 5, 8, 9, 10, 11])
     assert stages(lay, p) == [[0, 1], [2, 3, 4, 5]] and megatron_layout(lay, p) == "Et|ttL"
-    with pytest.raises(UsageError, match="^backward node 7 is not on the device of its forward node 1$"):
+    with pytest.raises(InvalidParameterError, match="^plan does not place backward node 7 on the device of its "
+                                                    "forward node 1$"):
         stages(lay, plan([0, 1, 6], [2, 3, 4, 5, 7, 8, 9, 10, 11]))
 
 
 def test_devices_in_pipeline_order_not_node_order():
     lay = layout(GPT)
     # the plan's device order is the pipeline: a later device holding earlier nodes is not a pipeline split
-    with pytest.raises(UsageError, match="^a split_spec needs stages that are intervals of program order, but stage 0 "
-                                         "does not hold 'embed', which comes between its nodes$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec, which needs stages "
+                                                    "that are intervals of program order: stage 0 does not hold "
+                                                    "'embed', which comes between its nodes$"):
         split_points(lay, plan([2, 3, 4, 5], [0, 1]))
 
 
 def test_stage_that_is_no_interval_of_program_order():
     lay = layout(GPT)
-    with pytest.raises(UsageError, match="^DeepSpeed parts needs stages that are intervals of program order, but "
-                                         "stage 0 does not hold 'layers.0', which comes between its nodes$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts, which needs "
+                                                    "stages that are intervals of program order: stage 0 does not "
+                                                    "hold 'layers.0', which comes between its nodes$"):
         deepspeed_parts(lay, plan([0, 2], [1, 3, 4, 5]))
 
 
 def test_boundary_where_no_module_begins():
     nodes = [("embed", "embed", ("embed",)), ("block.attn", "block.attn", ("block", "block.attn")),
              ("block", "block", ()), ("head", "head", ("head",))]
-    with pytest.raises(UsageError, match="^stage 1 begins at 'block', which is not where a module called once "
-                                         "begins; use pipe_split_module instead of a split_spec$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec: stage 1 begins at "
+                                                    "'block', which is not where a module called once begins; use "
+                                                    "pipe_split_module instead$"):
         split_points(layout(nodes), plan([0, 1], [2, 3]))
 
 
@@ -89,41 +93,45 @@ def test_megatron_layout_needs_whole_layers_and_one_stage_each_for_embedding_and
     assert layer_stack(lay) == ("h", [None, None, 0, 0, 1, 1, None, None])
     assert megatron_layout(lay, plan([0, 1, 2, 3], [4, 5, 6, 7])) == "Et|tL"
     assert megatron_layout(lay, plan([0, 1], [2, 3, 4, 5], [6, 7])) == "E|tt|L"
-    with pytest.raises(UsageError, match="^a stage boundary falls inside layer h.0$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: a stage "
+                                                    "boundary falls inside layer h.0$"):
         megatron_layout(lay, plan([0, 1, 2], [3, 4, 5, 6, 7]))
-    with pytest.raises(UsageError, match="^the part before the first layer spans stages 0 to 1; Megatron keeps the "
-                                         "embedding in one stage$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the part before "
+                                                    "the first layer spans stages 0 to 1; Megatron keeps the "
+                                                    "embedding in one stage$"):
         megatron_layout(lay, plan([0], [1, 2, 3, 4, 5, 6, 7]))
-    with pytest.raises(UsageError, match="^the part after the last layer spans stages 1 to 2; Megatron keeps the "
-                                         "loss part in one stage$"):
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the part after "
+                                                    "the last layer spans stages 1 to 2; Megatron keeps the loss "
+                                                    "part in one stage$"):
         megatron_layout(lay, plan([0, 1, 2, 3], [4, 5, 6], [7]))
 
 
 def test_megatron_layout_needs_a_layer_chain():
     between = layout([("embed", "embed", ()), ("h.0", "h.0", ()), ("mix", "mix", ()), ("h.1", "h.1", ()),
                       ("head", "head", ())])
-    with pytest.raises(UsageError, match="^'mix' lies between the layers of h but in none of them; the graph is not "
-                                         "a layer chain$"):
+    with pytest.raises(InvalidParameterError, match="^layout is not a layer chain, so no Megatron layout: 'mix' "
+                                                    "lies between the layers of h but in none of them$"):
         megatron_layout(between, plan([0, 1, 2, 3, 4]))
     flat = layout([("a", "a", ()), ("b", "b", ())])
-    with pytest.raises(UsageError, match="^the model has no numbered list of layers"):
+    with pytest.raises(InvalidParameterError, match="^layout has no numbered list of layers \\(modules P.0, P.1, "
+                                                    "…\\), so no Megatron layout$"):
         megatron_layout(flat, plan([0, 1]))
 
 
 def test_plans_that_do_not_fit_the_instance():
     lay = layout(GPT)
-    with pytest.raises(UsageError, match="^the plan does not place node 5 \\(head\\)$"):
+    with pytest.raises(InvalidParameterError, match="^plan does not place node 5 \\(head\\)$"):
         stages(lay, plan([0, 1, 2], [3, 4]))
-    with pytest.raises(UsageError, match="^the plan places node 2 on two devices$"):
+    with pytest.raises(InvalidParameterError, match="^plan places node 2 on two devices$"):
         stages(lay, plan([0, 1, 2], [2, 3, 4, 5]))
-    with pytest.raises(UsageError, match="^the plan places node 9, which the instance does not have$"):
+    with pytest.raises(InvalidParameterError, match="^plan places node 9, which the instance does not have$"):
         stages(lay, plan([0, 1, 2, 9], [3, 4, 5]))
 
 
 def test_instances_without_module_metadata_are_refused():
     data = {"nodes": [{"id": 0, "name": "a", "isBackwardNode": 0}]}
-    with pytest.raises(InvalidInstanceError, match="^node 0 has no module metadata; only instances made by 'placement "
-                                            "import' can be exported$"):
+    with pytest.raises(InvalidInstanceError, match="^node 0 has no module metadata; only instances made by the "
+                                                   "model importers can be exported$"):
         layout_from_instance(data)
 
 
@@ -161,7 +169,7 @@ def test_pipe_split_module_reorders_stages_and_keeps_the_function():
     assert [node.ops for node in lay.nodes] == [("linear",), ("linear_1",), ("add",)]
     # right first, then left and the sum: a pipeline (an ideal chain), not an interval of program order
     p = plan([1], [0, 2])
-    with pytest.raises(UsageError, match="needs stages that are intervals of program order"):
+    with pytest.raises(InvalidParameterError, match="needs stages that are intervals of program order"):
         split_points(lay, p)
     gm = pipe_split_module(imported.source, lay, p)
     calls = [n.name if n.target is not pipe_split else "|" for n in gm.graph.nodes if n.op == "call_function"]

@@ -16,7 +16,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms  # noqa: E402
-from placement.errors import UsageError  # noqa: E402
+from placement.errors import InvalidParameterError  # noqa: E402
 from placement.io.opgraph import CostModelWarning, group_ops, node_time_ms  # noqa: E402
 from placement.io.torch_export import graph_from_program, import_module, import_torch  # noqa: E402
 
@@ -176,9 +176,11 @@ def test_dtype_override_scales_bytes_and_picks_the_peak():
     # bf16 halves every floating-point tensor: linear reads 24 + 64 + 16 B and writes 48 B
     assert [(op.dtype, op.bytes_moved) for op in graph.ops] == [("bf16", 152.0), ("bf16", 96.0), ("bf16", 96.0)]
     pg = group_ops(graph, "operator")
-    with pytest.raises(UsageError, match="^device 'v100' .* has no peak FLOP/s for bf16"):
+    with pytest.raises(InvalidParameterError, match="^dtype must be one of the data types with a peak FLOP/s on "
+                                                    "device 'v100' .*, not 'bf16'$"):
         node_time_ms(pg, 0, bundled_catalogue()["v100"])
-    with pytest.raises(UsageError, match="^unknown data type 'fp12'"):
+    with pytest.raises(InvalidParameterError, match="^dtype must be one of 'fp64', 'fp32', 'tf32', 'fp16', 'bf16', "
+                                                    "'fp8' or None, not 'fp12'$"):
         import_module(*mlp(), dtype="fp12")
 
 
@@ -217,18 +219,19 @@ def test_an_unknown_operator_is_costed_by_bytes_and_named_in_a_warning():
 
 
 def test_export_failures_and_bad_arguments_are_one_line_errors():
-    with pytest.raises(UsageError, match="^expected a torch.nn.Module, got function$"):
+    with pytest.raises(InvalidParameterError, match="^model must be a torch.nn.Module, not function$"):
         import_module(lambda x: x, (torch.randn(2),))
 
     class Broken(nn.Module):
         def forward(self, x):
             raise ValueError("no forward here\nsecond line")
 
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(InvalidParameterError) as err:
         import_module(Broken(), (torch.randn(2),))
     assert "\n" not in str(err.value)
-    assert str(err.value).startswith("torch.export failed for Broken: ")
-    with pytest.raises(UsageError, match="^unknown granularity 'layer'; choose from operator, module$"):
+    assert str(err.value).startswith("model Broken cannot be exported: torch.export raised ")
+    with pytest.raises(InvalidParameterError, match="^granularity must be one of 'operator', 'module', "
+                                                    "not 'layer'$"):
         group_ops(import_module(*mlp()), "layer")
 
 

@@ -46,7 +46,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from placement.costmodel.network import Layer, Network
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 
 DP = "dp"
 MP = "mp"
@@ -71,27 +71,27 @@ Partition = tuple[tuple[str, ...], ...]
 """A choice per layer and level: ``partition[l][h]`` is layer ``l``'s type at level ``h``."""
 
 
-def partition_types(count: int) -> tuple[str, ...]:
-    """The partition types for ``--types``: 2 → HyPar's (dp, mp), 3 → AccPar's (dp, mp, mp-out)."""
-    if count == 2:
+def partition_types(types: int) -> tuple[str, ...]:
+    """The partition types by their number ``types``: 2 → HyPar's (dp, mp), 3 → AccPar's (dp, mp, mp-out)."""
+    if types == 2:
         return HYPAR_TYPES
-    if count == 3:
+    if types == 3:
         return ACCPAR_TYPES
-    raise UsageError(f"the number of partition types must be 2 (HyPar) or 3 (AccPar), got {count}")
+    raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
 
 
 def hierarchy_levels(accelerators: int) -> int:
     """``H`` with ``accelerators = 2^H``; HyPar bisects the array, so ``N`` must be a power of two ≥ 2."""
     if isinstance(accelerators, bool) or not isinstance(accelerators, int) or accelerators < 2 \
             or accelerators & (accelerators - 1):
-        raise UsageError(f"the number of accelerators must be a power of two >= 2 (the array is bisected "
-                         f"level by level), got {accelerators}")
+        raise InvalidParameterError("accelerators", f"must be a power of two ≥ 2 (the array is bisected level by "
+                                                    f"level), not {accelerators!r}")
     return accelerators.bit_length() - 1
 
 
 def check_batch(batch: int) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-        raise UsageError(f"the batch size must be a positive integer, got {batch!r}")
+        raise InvalidParameterError("batch", f"must be a positive integer, not {batch!r}")
     return batch
 
 
@@ -136,6 +136,10 @@ def boundary_at_level(elements: int, producer_above: Sequence[str], consumer_abo
 # Tables 1 and 2
 # ----------------------------------------------------------------------------------------
 
+def _unknown_type(parameter: str, value: object) -> InvalidParameterError:
+    return InvalidParameterError(parameter, f"must be one of {', '.join(map(repr, ACCPAR_TYPES))}, not {value!r}")
+
+
 def intra_amount(kind: str, weight: Fraction, output_partials: Fraction, input_error_partials: Fraction) -> Fraction:
     """Table 1: the intra-layer amount of one pair for a layer of type ``kind``, given its tensors at that level."""
     if kind == DP:
@@ -144,7 +148,7 @@ def intra_amount(kind: str, weight: Fraction, output_partials: Fraction, input_e
         return Fraction(output_partials)
     if kind == MP_OUT:
         return Fraction(input_error_partials)
-    raise UsageError(f"unknown partition type {kind!r}")
+    raise _unknown_type("kind", kind)
 
 
 def inter_amount(producer: str, consumer: str, boundary: Fraction) -> Fraction:
@@ -152,7 +156,8 @@ def inter_amount(producer: str, consumer: str, boundary: Fraction) -> Fraction:
     try:
         c_f, c_e = INTER[producer, consumer]
     except KeyError:
-        raise UsageError(f"unknown partition types {producer!r} -> {consumer!r}") from None
+        raise (_unknown_type("producer", producer) if producer not in ACCPAR_TYPES
+               else _unknown_type("consumer", consumer)) from None
     return (c_f + c_e) * boundary
 
 
@@ -217,15 +222,16 @@ class Communication:
 def check_partition(network: Network, partition: Partition, types: Sequence[str] = ACCPAR_TYPES) -> int:
     """Validate ``partition`` (one choice per layer and level, from ``types``); return the number of levels."""
     if len(partition) != len(network.layers):
-        raise UsageError(f"the partition has {len(partition)} layers, the network {len(network.layers)}")
+        raise InvalidParameterError("partition", f"has {len(partition)} layers, the network "
+                                                 f"{len(network.layers)}")
     levels = {len(row) for row in partition}
     if len(levels) != 1:
-        raise UsageError("every layer of a partition needs one choice per level")
+        raise InvalidParameterError("partition", "must give every layer one choice per level")
     for l, row in enumerate(partition):
         for h, t in enumerate(row):
             if t not in types:
-                raise UsageError(f"layer {l} ({network.layers[l].name}), level {h}: unknown partition type {t!r}; "
-                                 f"expected one of {', '.join(types)}")
+                raise InvalidParameterError("partition", f"gives layer {l} ({network.layers[l].name}) at level {h} "
+                                                         f"the type {t!r}; the types are {', '.join(types)}")
     return levels.pop()
 
 

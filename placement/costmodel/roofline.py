@@ -41,12 +41,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from placement.errors import InvalidInstanceError, UsageError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, load_json
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 KINDS = ("accelerator", "cpu")
+
+
+def check_dtype(dtype: str | None) -> str | None:
+    """``dtype`` when it is ``None`` or a data type of :data:`ELEMENT_BYTES`."""
+    if dtype is not None and dtype not in ELEMENT_BYTES:
+        raise InvalidParameterError("dtype", f"must be one of {', '.join(map(repr, ELEMENT_BYTES))} or None, "
+                                             f"not {dtype!r}")
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -64,12 +72,13 @@ class DeviceSpec:
     sources: tuple[str, ...] = ()
 
     def peak(self, dtype: str) -> float:
-        """Peak FLOP/s for ``dtype``; a :class:`UsageError` if the device has none."""
+        """Peak FLOP/s for ``dtype``; an :class:`InvalidParameterError` if the device has none."""
         for name, value in self.peak_flops:
             if name == dtype:
                 return value
-        have = ", ".join(name for name, _ in self.peak_flops)
-        raise UsageError(f"device {self.id!r} ({self.model}) has no peak FLOP/s for {dtype} (it has {have})")
+        have = ", ".join(repr(name) for name, _ in self.peak_flops)
+        raise InvalidParameterError("dtype", f"must be one of the data types with a peak FLOP/s on device "
+                                             f"{self.id!r} ({self.model}): {have}, not {dtype!r}")
 
     def link_bandwidth(self, link: str | None = None) -> float:
         """Bandwidth in bytes/s of the named link (default: ``default_link``), one direction."""
@@ -77,10 +86,11 @@ class DeviceSpec:
         for key, value in self.links:
             if key == name:
                 return value
-        have = ", ".join(key for key, _ in self.links) or "none"
+        have = ", ".join(repr(key) for key, _ in self.links) or "none"
         if name is None:
-            raise UsageError(f"device {self.id!r} has no default link (links: {have})")
-        raise UsageError(f"device {self.id!r} has no link {name!r} (links: {have})")
+            raise InvalidParameterError("link", f"must name a link of device {self.id!r}, which has no default "
+                                                f"link (links: {have})")
+        raise InvalidParameterError("link", f"must be a link of device {self.id!r} (links: {have}), not {name!r}")
 
 
 def roofline_ms(flops: float, bytes_moved: float, device: DeviceSpec, dtype: str) -> float:
@@ -182,12 +192,14 @@ def load_catalogue(paths: Iterable[str | Path] = ()) -> dict[str, DeviceSpec]:
     return catalogue
 
 
-def find_device(catalogue: dict[str, DeviceSpec], name: str) -> DeviceSpec:
-    """The device called ``name`` (its id, case-insensitive); a :class:`UsageError` listing the ids if unknown."""
+def find_device(catalogue: dict[str, DeviceSpec], device: str, parameter: str = "device") -> DeviceSpec:
+    """The device called ``device`` (its id, case-insensitive); if unknown, an :class:`InvalidParameterError`
+    about ``parameter`` (the caller's name for ``device``) listing the ids."""
     by_key = {key.lower(): spec for key, spec in catalogue.items()}
-    spec = by_key.get(name.lower())
+    spec = by_key.get(device.lower())
     if spec is None:
-        raise UsageError(f"unknown device {name!r}; the catalogue has {', '.join(sorted(catalogue))}")
+        raise InvalidParameterError(parameter, f"must name a device of the catalogue "
+                                               f"({', '.join(sorted(catalogue))}), not {device!r}")
     return spec
 
 
@@ -212,16 +224,19 @@ class Platform:
 
     def __post_init__(self) -> None:
         if self.accelerator.kind != "accelerator":
-            raise UsageError(f"device {self.accelerator.id!r} is a {self.accelerator.kind}, not an accelerator")
+            raise InvalidParameterError("accelerator", f"must be an accelerator, not device {self.accelerator.id!r} "
+                                                       f"(a {self.accelerator.kind})")
         if self.cpu.kind != "cpu":
-            raise UsageError(f"device {self.cpu.id!r} is an {self.cpu.kind}, not a CPU")
-        for what, count in (("accelerators", self.accelerators), ("CPUs", self.cpus)):
+            raise InvalidParameterError("cpu", f"must be a CPU, not device {self.cpu.id!r} (an {self.cpu.kind})")
+        for what, count in (("accelerators", self.accelerators), ("cpus", self.cpus)):
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-                raise UsageError(f"the number of {what} must be a non-negative integer, got {count!r}")
+                raise InvalidParameterError(what, f"must be a non-negative integer, not {count!r}")
         if self.accelerators + self.cpus == 0:
-            raise UsageError("need at least one device: 0 accelerators and 0 CPUs")
+            raise InvalidParameterError("accelerators", "must be at least 1 when there are no CPUs: a platform needs "
+                                                        "at least one device")
         if self.memory is not None and (not math.isfinite(self.memory) or self.memory < 0):
-            raise UsageError(f"accelerator memory must be a finite non-negative number of bytes, got {self.memory!r}")
+            raise InvalidParameterError("memory", f"must be a finite non-negative number of bytes or None, "
+                                                  f"not {self.memory!r}")
         self.accelerator.link_bandwidth(self.link)  # the link must exist
 
     @property
@@ -238,5 +253,5 @@ def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU
                   catalogues: Iterable[str | Path] = ()) -> Platform:
     """A :class:`Platform` from device names, looked up in the bundled catalogue extended by ``catalogues``."""
     catalogue = load_catalogue(catalogues)
-    return Platform(find_device(catalogue, accelerator), find_device(catalogue, cpu), accelerators, cpus, memory,
-                    link)
+    return Platform(find_device(catalogue, accelerator, "accelerator"), find_device(catalogue, cpu, "cpu"),
+                    accelerators, cpus, memory, link)

@@ -1,8 +1,9 @@
 """From a plan of an imported model to what pipeline runtimes consume.
 
-An instance made by ``placement import`` (or :func:`placement.io.torch_export.import_torch`)
-records, per forward node, the module it belongs to, the modules whose call begins at it
-(``starts``) and the program's operators it holds (``ops``); node ids follow program order.
+An instance made by the importers (:func:`placement.io.torch_export.import_torch`,
+:func:`placement.io.onnx_import.import_onnx`) records, per forward node, the module it
+belongs to, the modules whose call begins at it (``starts``) and the program's operators it
+holds (``ops``); node ids follow program order.
 A plan in ``stages`` contiguity lists its devices in pipeline order. The *stages* of a plan
 are the forward nodes of its devices, in that order (backward nodes go with their forward
 mates).
@@ -19,15 +20,15 @@ mates).
 * :func:`deepspeed_parts` — the ``parts`` list of DeepSpeed's ``PipelineModule`` (stage
   ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``), the layers being the forward
   nodes in program order; needs stages that are intervals of program order.
-* :func:`megatron_layout` — Megatron-Core's ``--pipeline-model-parallel-layout`` string
-  (``E`` embedding, ``t`` transformer layer, ``L`` loss, ``|`` between stages), where the
-  graph is a layer chain: the transformer layers are the modules ``P.0, P.1, …`` of the
-  longest numbered module list ``P``; what precedes the first layer is the embedding, what
-  follows the last is the loss part; each must lie in one stage and no boundary may fall
-  inside a layer.
+* :func:`megatron_layout` — Megatron-Core's pipeline layout string (its
+  ``pipeline_model_parallel_layout`` setting: ``E`` embedding, ``t`` transformer layer,
+  ``L`` loss, ``|`` between stages), where the graph is a layer chain: the transformer
+  layers are the modules ``P.0, P.1, …`` of the longest numbered module list ``P``; what
+  precedes the first layer is the embedding, what follows the last is the loss part; each
+  must lie in one stage and no boundary may fall inside a layer.
 
-Every function raises a :class:`UsageError` with a one-line reason when the plan cannot be
-expressed in its form.
+Every function raises an :class:`InvalidParameterError` with a one-line reason when the plan
+(or the layout, or the program) cannot be expressed in its form.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InvalidInstanceError, UsageError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import load_json
 from placement.plan import Plan
 
@@ -76,12 +77,12 @@ def layout_from_instance(data: Any) -> Layout:
         if raw.get("isBackwardNode") in (True, 1):
             if "forward" not in raw:
                 raise InvalidInstanceError(f"backward node {raw['id']} does not name its forward node; "
-                                    "only instances made by 'placement import' can be exported")
+                                           "only instances made by the model importers can be exported")
             mates[raw["id"]] = raw["forward"]
             continue
         if "ops" not in raw or "module" not in raw:
             raise InvalidInstanceError(f"node {raw['id']} has no module metadata; "
-                                "only instances made by 'placement import' can be exported")
+                                       "only instances made by the model importers can be exported")
         forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"])))
     forward.sort(key=lambda n: n.id)
@@ -89,7 +90,7 @@ def layout_from_instance(data: Any) -> Layout:
 
 
 def read_layout(path: str | Path) -> Layout:
-    """The layout of an instance file made by ``placement import``; errors name the file."""
+    """The layout of an instance file made by the model importers; errors name the file."""
     data = load_json(path, InvalidInstanceError)
     try:
         return layout_from_instance(data)
@@ -112,20 +113,21 @@ def stages(layout: Layout, plan: Plan) -> list[list[int]]:
             if v in layout.mates:
                 continue
             if v not in known:
-                raise UsageError(f"the plan places node {v}, which the instance does not have")
+                raise InvalidParameterError("plan", f"places node {v}, which the instance does not have")
             if v in where:
-                raise UsageError(f"the plan places node {v} on two devices")
+                raise InvalidParameterError("plan", f"places node {v} on two devices")
             where[v] = d
             mine.append(v)
         if mine:
             result.append(sorted(mine))
     missing = sorted(known - set(where))
     if missing:
-        raise UsageError(f"the plan does not place node {missing[0]} ({_name(layout, missing[0])})")
+        raise InvalidParameterError("plan", f"does not place node {missing[0]} ({_name(layout, missing[0])})")
     for d, device in enumerate(plan.devices):
         for v in device.nodes:
             if v in layout.mates and where.get(layout.mates[v]) != d:
-                raise UsageError(f"backward node {v} is not on the device of its forward node {layout.mates[v]}")
+                raise InvalidParameterError("plan", f"does not place backward node {v} on the device of its forward "
+                                                    f"node {layout.mates[v]}")
     return result
 
 
@@ -144,8 +146,9 @@ def _require_intervals(layout: Layout, parts: list[list[int]], form: str) -> Non
         got = sorted(position[v] for v in stage)
         if got != list(range(expected, expected + len(stage))):
             first_out = next(p for p in range(expected, expected + len(stage) + 1) if p not in got)
-            raise UsageError(f"{form} needs stages that are intervals of program order, but stage {k} does not "
-                             f"hold {layout.nodes[first_out].name!r}, which comes between its nodes")
+            raise InvalidParameterError("plan", f"cannot be written as {form}, which needs stages that are intervals "
+                                                f"of program order: stage {k} does not hold "
+                                                f"{layout.nodes[first_out].name!r}, which comes between its nodes")
         expected += len(stage)
 
 
@@ -158,8 +161,9 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     for k, stage in enumerate(parts[1:], start=1):
         first = by_id[stage[0]]
         if not first.starts:
-            raise UsageError(f"stage {k} begins at {first.name!r}, which is not where a module called once begins; "
-                             "use pipe_split_module instead of a split_spec")
+            raise InvalidParameterError("plan", f"cannot be written as a split_spec: stage {k} begins at "
+                                                f"{first.name!r}, which is not where a module called once begins; "
+                                                "use pipe_split_module instead")
         points.append(first.starts[0])
     return points
 
@@ -195,7 +199,8 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
             indices.setdefault(prefix, set()).add(int(match.group(1)))
     candidates = [(len(ix), -len(prefix), prefix) for prefix, ix in indices.items() if len(ix) >= 2]
     if not candidates:
-        raise UsageError("the model has no numbered list of layers (modules P.0, P.1, …); no Megatron layout")
+        raise InvalidParameterError("layout", "has no numbered list of layers (modules P.0, P.1, …), so no Megatron "
+                                              "layout")
     prefix = max(candidates)[2]
     pattern = re.compile(re.escape(prefix) + r"\.(\d+)(?=\.|$)")
     layer: list[int | None] = []
@@ -214,23 +219,27 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
     first, last = positions[0], positions[-1]
     for k in range(first, last + 1):
         if layer[k] is None:
-            raise UsageError(f"{layout.nodes[k].name!r} lies between the layers of {prefix} but in none of them; "
-                             "the graph is not a layer chain")
+            raise InvalidParameterError("layout", f"is not a layer chain, so no Megatron layout: "
+                                                  f"{layout.nodes[k].name!r} lies between the layers of {prefix} "
+                                                  "but in none of them")
     position = layout.position()
     stage_of = {position[v]: s for s, stage in enumerate(parts) for v in stage}
     layer_stage: dict[int, int] = {}
     for k in positions:
         index = layer[k]
         if layer_stage.setdefault(index, stage_of[k]) != stage_of[k]:
-            raise UsageError(f"a stage boundary falls inside layer {prefix}.{index}")
+            raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: a stage boundary falls "
+                                                f"inside layer {prefix}.{index}")
     pre = {stage_of[k] for k in range(first)}
     post = {stage_of[k] for k in range(last + 1, len(layout.nodes))}
     if len(pre) > 1:
-        raise UsageError(f"the part before the first layer spans stages {min(pre)} to {max(pre)}; "
-                         "Megatron keeps the embedding in one stage")
+        raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: the part before the first "
+                                            f"layer spans stages {min(pre)} to {max(pre)}; Megatron keeps the "
+                                            "embedding in one stage")
     if len(post) > 1:
-        raise UsageError(f"the part after the last layer spans stages {min(post)} to {max(post)}; "
-                         "Megatron keeps the loss part in one stage")
+        raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: the part after the last "
+                                            f"layer spans stages {min(post)} to {max(post)}; Megatron keeps the "
+                                            "loss part in one stage")
     text = []
     for s in range(len(parts)):
         count = sum(1 for stage in layer_stage.values() if stage == s)
@@ -260,14 +269,16 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
     movable = [n for n in graph.nodes if n.op not in fixed_kinds]
     missing = sorted(set(stage_of_op) - {n.name for n in movable})
     if missing:
-        raise UsageError(f"the program has no operator {missing[0]!r}; was the instance made from this model?")
+        raise InvalidParameterError("program", f"has no operator {missing[0]!r}; was the instance made from this "
+                                               "program?")
     low: dict[Any, int] = {}
     for n in movable:
         low[n] = max((low.get(a, 0) for a in n.all_input_nodes), default=0)
         if n.name in stage_of_op:
             if stage_of_op[n.name] < low[n]:
-                raise UsageError(f"operator {n.name!r} is placed in stage {stage_of_op[n.name]} before an input "
-                                 f"computed in stage {low[n]}; the plan is not a pipeline")
+                raise InvalidParameterError("plan", f"is not a pipeline: it places operator {n.name!r} in stage "
+                                                    f"{stage_of_op[n.name]}, before an input computed in stage "
+                                                    f"{low[n]}")
             low[n] = stage_of_op[n.name]
     stage: dict[Any, int] = {}
     for n in reversed(movable):
@@ -279,14 +290,15 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
     for n in movable:
         late = [a for a in n.all_input_nodes if stage.get(a, 0) > stage[n]]
         if late:
-            raise UsageError(f"operator {n.name!r} would run in stage {stage[n]} before its input {late[0].name!r} "
-                             f"in stage {stage[late[0]]}; the plan is not a pipeline")
+            raise InvalidParameterError("plan", f"is not a pipeline: operator {n.name!r} would run in stage "
+                                                f"{stage[n]}, before its input {late[0].name!r} in stage "
+                                                f"{stage[late[0]]}")
     order = [n for n in graph.nodes if n.op in ("placeholder", "get_attr")]
     anchor = order[-1] if order else None
     for s in range(len(parts)):
         if s > 0:
             if anchor is None:
-                raise UsageError("the program has no inputs to anchor the first pipe_split")
+                raise InvalidParameterError("program", "has no inputs to anchor the first pipe_split")
             with graph.inserting_after(anchor):
                 anchor = graph.call_function(pipe_split, ())
         for n in movable:

@@ -46,8 +46,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.costmodel.roofline import ELEMENT_BYTES, Platform
-from placement.errors import InvalidInstanceError, UsageError
+from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
+from placement.errors import InvalidInstanceError, SolverUnavailableError
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   group_ops)
 
@@ -80,11 +80,11 @@ ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT
 
 
 def require_onnx() -> Any:
-    """The ``onnx`` module, or a :class:`UsageError` saying how to install it."""
+    """The ``onnx`` module, or a :class:`SolverUnavailableError` saying how to install it."""
     try:
         import onnx
     except ImportError:
-        raise UsageError("importing ONNX models needs onnx: pip install 'placement[onnx]'") from None
+        raise SolverUnavailableError("importing ONNX models needs onnx: pip install 'placement[onnx]'") from None
     return onnx
 
 
@@ -189,8 +189,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators."""
     onnx = require_onnx()
-    if dtype is not None and dtype not in ELEMENT_BYTES:
-        raise UsageError(f"unknown data type {dtype!r}; choose from {', '.join(ELEMENT_BYTES)}")
+    check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     _fix_dims(model, dims or {})
     try:

@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
-from placement.errors import UsageError
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
 from placement.problem.instance import Instance
 
@@ -238,12 +238,13 @@ def _module_calls(ops: tuple[Op, ...]) -> tuple[list[set[str]], dict[str, int]]:
 def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int | None = None) -> PlacementGraph:
     """Group the operators of ``graph`` into placement nodes (module docstring, "Granularity")."""
     if granularity not in GRANULARITIES:
-        raise UsageError(f"unknown granularity {granularity!r}; choose from {', '.join(GRANULARITIES)}")
+        raise InvalidParameterError("granularity", f"must be one of {', '.join(map(repr, GRANULARITIES))}, "
+                                                   f"not {granularity!r}")
     if module_depth is not None and module_depth < 1:
-        raise UsageError(f"module depth must be a positive integer, got {module_depth}")
+        raise InvalidParameterError("module_depth", f"must be a positive integer or None, not {module_depth!r}")
     ops = graph.ops
     if not ops:
-        raise UsageError(f"the model {graph.name!r} has no operators to place")
+        raise InvalidInstanceError(f"the model {graph.name!r} has no operators to place")
     runs: list[tuple[str, list[int]]] = []
     for i, op in enumerate(ops):
         key = op.name if granularity == "operator" else _module_key(op, module_depth)

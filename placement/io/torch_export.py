@@ -57,8 +57,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from placement.costmodel.roofline import ELEMENT_BYTES, Platform
-from placement.errors import UsageError
+from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
+from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   group_ops)
 
@@ -100,25 +100,26 @@ TORCH_DTYPE_KEYS = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bf
 
 
 def require_torch() -> Any:
-    """The ``torch`` module, or a :class:`UsageError` saying how to install it."""
+    """The ``torch`` module, or a :class:`SolverUnavailableError` saying how to install it."""
     try:
         import torch
     except ImportError:
-        raise UsageError("importing PyTorch models needs torch: pip install 'placement[torch]' "
-                         "(torch==2.13.0)") from None
+        raise SolverUnavailableError("importing PyTorch models needs torch: pip install 'placement[torch]' "
+                                     "(torch==2.13.0)") from None
     return torch
 
 
 def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) -> Any:
-    """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`UsageError`."""
+    """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`."""
     torch = require_torch()
     if not isinstance(model, torch.nn.Module):
-        raise UsageError(f"expected a torch.nn.Module, got {type(model).__name__}")
+        raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
     try:
         return torch.export.export(model, tuple(args), kwargs or {})
     except Exception as exc:  # torch raises many types; the user gets the first line of the reason
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise UsageError(f"torch.export failed for {type(model).__name__}: {type(exc).__name__}: {first}") from None
+        raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export raised "
+                                             f"{type(exc).__name__}: {first}") from None
 
 
 # ----- classification and formulas --------------------------------------------------------
@@ -246,9 +247,7 @@ def _tensors(value: Any) -> list[Any]:
 def graph_from_program(program: Any, name: str = "model", dtype: str | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ``ExportedProgram`` (module docstring); warns about unknown operators."""
     torch = require_torch()
-    if dtype is not None and dtype not in ELEMENT_BYTES:
-        raise UsageError(f"unknown data type {dtype!r}; choose from {', '.join(ELEMENT_BYTES)}")
-    sizes = _Sizes(dtype)
+    sizes = _Sizes(check_dtype(dtype))
     signature = program.graph_signature
     state = dict(program.state_dict)
     state.update(getattr(program, "constants", {}) or {})

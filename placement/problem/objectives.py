@@ -7,17 +7,20 @@
 
 from __future__ import annotations
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 
 OBJECTIVES = ("throughput", "throughput-gpipe", "latency")
 
 
 def check_objective(problem: Instance, objective: str) -> None:
-    """Raise :class:`UsageError` (one line) unless ``objective`` exists and applies to ``problem``."""
+    """Raise :class:`InvalidParameterError` (one line) unless ``objective`` exists and applies to ``problem``."""
     if objective not in OBJECTIVES:
-        raise UsageError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+        raise InvalidParameterError("objective", f"must be one of {', '.join(map(repr, OBJECTIVES))}, "
+                                                 f"not {objective!r}")
     if objective == "latency" and problem.is_training:
-        raise UsageError("the latency objective is for inference graphs; this instance has backward nodes")
+        raise InvalidParameterError("objective", "'latency' is for inference graphs; this instance has backward "
+                                                 "nodes")
     if objective == "throughput-gpipe" and not problem.is_training:
-        raise UsageError("the throughput-gpipe objective is for training graphs; this instance has no backward nodes")
+        raise InvalidParameterError("objective", "'throughput-gpipe' is for training graphs; this instance has no "
+                                                 "backward nodes")

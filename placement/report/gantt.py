@@ -13,7 +13,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import SolverUnavailableError
+from placement.report.trace import unwritable
 from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -26,13 +27,13 @@ LEFT, RIGHT = 0.15, 0.90   # the axes' share of the figure width
 
 
 def matplotlib_modules() -> tuple[Any, Any, Any]:
-    """matplotlib's figure, Agg backend and patches modules; :class:`UsageError` when it is missing."""
+    """matplotlib's figure, Agg backend and patches modules; :class:`SolverUnavailableError` when it is missing."""
     try:
         figure = importlib.import_module("matplotlib.figure")
         agg = importlib.import_module("matplotlib.backends.backend_agg")
         patches = importlib.import_module("matplotlib.patches")
     except ImportError:
-        raise UsageError("the Gantt chart needs matplotlib: pip install 'placement[plot]'") from None
+        raise SolverUnavailableError("the Gantt chart needs matplotlib: pip install 'placement[plot]'") from None
     return figure, agg, patches
 
 
@@ -93,7 +94,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> N
     try:
         fig.savefig(path, format="png")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise unwritable(path, exc) from None
 
 
 def headline(result: SimulationResult) -> str:

@@ -1,4 +1,4 @@
-"""``placement info --solvers``: which MILP backends can be used here, and why not."""
+"""The table of MILP backends: which can be used here, and why not."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
@@ -62,14 +62,19 @@ def trace_events(result: SimulationResult, title: str = "", unit_us: float = 100
 
 
 def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0) -> None:
-    """Write the trace of ``result`` to ``path``; :class:`UsageError` if it cannot be written."""
+    """Write the trace of ``result`` to ``path``; :class:`InvalidParameterError` if it cannot be written."""
     doc = trace_events(result, title, unit_us)
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, allow_nan=False)
             fh.write("\n")
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise unwritable(path, exc) from None
+
+
+def unwritable(path: str | Path, exc: OSError) -> InvalidParameterError:
+    """The error about parameter ``path`` when writing the file failed with ``exc``."""
+    return InvalidParameterError("path", f"names a file that cannot be written: {path}: {exc.strerror}")
 
 
 def _track(stage: int, on_link: bool) -> int:

@@ -15,7 +15,7 @@ length zero and weight-gradient tasks feed no task.)
 
 It exists to measure the heap-based core against a maintained library (see
 ``benchmarks/simulate.py``) and as an independent implementation of the model;
-SimPy is needed (``pip install simpy``).
+SimPy is needed (``pip install 'placement[simulate]'``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import heapq
 import importlib
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import SolverUnavailableError
 from placement.simulation.engine import ORDERED, SAME_TIME, Deadlock, TaskGraph, _check_orders
 
 # Wake-up ranks after SimPy's own events of a moment (URGENT 0, NORMAL 1): queues choose
@@ -37,7 +37,7 @@ def _simpy() -> Any:
     try:
         return importlib.import_module("simpy")
     except ImportError:
-        raise UsageError("the SimPy engine needs SimPy: pip install simpy") from None
+        raise SolverUnavailableError("engine 'simpy' needs SimPy: pip install 'placement[simulate]'") from None
 
 
 def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from placement.errors import PlacementError, UsageError
+from placement.errors import InvalidParameterError, PlacementError
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import DeviceAssignment, Plan
 from placement.verification.evaluate import Evaluation, evaluate, pipeline_order
@@ -100,28 +100,29 @@ class Pipeline:
     evaluation: Evaluation
 
 
-def _invalid(evaluation: Evaluation) -> UsageError:
+def _invalid(evaluation: Evaluation) -> InvalidParameterError:
     count = len(evaluation.violations)
-    more = f" (and {count - 1} more; see 'placement verify')" if count > 1 else ""
-    return UsageError(f"the plan is not valid for this instance: {evaluation.violations[0]}{more}")
+    more = f" (and {count - 1} more; placement.verify lists them)" if count > 1 else ""
+    return InvalidParameterError("plan", f"is not valid for this instance: {evaluation.violations[0]}{more}")
 
 
 def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
-    """The pipeline a valid ``stages`` plan describes; :class:`UsageError` if there is none.
+    """The pipeline a valid ``stages`` plan describes; :class:`InvalidParameterError` if there is none.
 
-    Nodes a plan omits are placed by colour, as ``placement verify`` does.
+    Nodes a plan omits are placed by colour, as ``verify(..., infer_from_colours=True)`` does.
     """
     evaluation = evaluate(problem, plan, contiguity="none", infer_from_colours=True)
     if not evaluation.valid:
         raise _invalid(evaluation)
     reports = [r for r in evaluation.devices if r.nodes]
     if not reports:
-        raise UsageError("the plan places no nodes")
+        raise InvalidParameterError("plan", "places no nodes")
     full = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in reports))
     order = pipeline_order(problem, full)
     if order is None:
-        raise UsageError("the plan is not a pipeline: its devices cannot be ordered so that data flows "
-                         "forward (it is not in the 'stages' contiguity class); the simulator runs 'stages' plans")
+        raise InvalidParameterError("plan", "is not a pipeline: its devices cannot be ordered so that data flows "
+                                            "forward (it is not in the 'stages' contiguity class); the simulator "
+                                            "runs 'stages' plans")
     reports = [reports[k] for k in order]
     stage_of = {v: s for s, r in enumerate(reports) for v in r.nodes}
 
@@ -193,6 +194,7 @@ def _check_acyclic(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[
     cycle = find_cycle(len(keys), succ)
     if cycle is not None:
         names = " -> ".join(f"{keys[i][1]} of {stages[keys[i][0]].label}" for i in cycle + cycle[:1])
-        raise UsageError("the plan's stages wait for each other in a cycle (a stage runs its forward nodes as one "
-                         f"call and its backward nodes as another), so no schedule can run it: {names}")
+        raise InvalidParameterError("plan", "has stages that wait for each other in a cycle (a stage runs its "
+                                            "forward nodes as one call and its backward nodes as another), so no "
+                                            f"schedule can run it: {names}")
 

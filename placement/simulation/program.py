@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
 from placement.simulation.schedules import Schedule, stage_order
@@ -86,11 +86,11 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                   w_fraction: float = 0.5) -> Program:
     """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches."""
     if comm not in COMM_MODES:
-        raise UsageError(f"unknown communication mode {comm!r}; expected one of {', '.join(COMM_MODES)}")
+        raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
     if microbatches < 1:
-        raise UsageError(f"the number of micro-batches must be at least 1, got {microbatches}")
+        raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
     if not 0.0 <= w_fraction <= 1.0:
-        raise UsageError(f"the weight-gradient fraction must be between 0 and 1, got {w_fraction!r}")
+        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     stages = pipeline.stages
     n = len(stages)
     kinds = (FORWARD, BACKWARD) if schedule.training else (FORWARD,)

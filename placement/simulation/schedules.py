@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 
 FORWARD = "F"
 BACKWARD = "B"
@@ -69,7 +69,8 @@ def get_schedule(name: str) -> Schedule:
     try:
         return SCHEDULES[name]
     except KeyError:
-        raise UsageError(f"unknown schedule {name!r}; expected one of {', '.join(SCHEDULES)}") from None
+        raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, SCHEDULES))}, "
+                                                f"not {name!r}") from None
 
 
 def warmup_forwards(stage: int, n_stages: int, microbatches: int) -> int:

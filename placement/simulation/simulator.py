@@ -31,7 +31,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
@@ -139,7 +139,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
                       ) -> SimulationResult:
     """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
     if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
     _check_fit(pipeline, sched, w_fraction)
     fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward else None
@@ -151,21 +151,23 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
             start, end = execute_simpy(program.graph)
     except Deadlock as exc:
         label, j = program.label(exc.waiting[0])
-        raise UsageError(f"the schedule {sched.name!r} deadlocks on this plan: {len(exc.waiting)} tasks can "
-                         f"never start, first {label.kind} of micro-batch {j} on "
-                         f"{pipeline.stages[label.stage].label}") from None
+        raise InvalidParameterError("schedule", f"{sched.name!r} deadlocks on this plan: {len(exc.waiting)} tasks "
+                                                f"can never start, first {label.kind} of micro-batch {j} on "
+                                                f"{pipeline.stages[label.stage].label}") from None
     return _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
 
 
 def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None) -> None:
     if schedule.training and not pipeline.training:
-        raise UsageError(f"schedule {schedule.name!r} trains, but the instance has no backward nodes; "
-                         "use --schedule stream")
+        raise InvalidParameterError("schedule", f"{schedule.name!r} trains, but the instance has no backward "
+                                                "nodes: use schedule='stream'")
     if not schedule.training and pipeline.training:
-        raise UsageError("schedule 'stream' is for inference, but the instance has backward nodes; "
-                         "use --schedule 1f1b-async for a steady-state training pipeline")
+        raise InvalidParameterError("schedule", f"{schedule.name!r} runs inference graphs only, but the instance has "
+                                                "backward nodes: use schedule='1f1b-async' for a steady-state "
+                                                "training pipeline")
     if w_fraction is not None and not schedule.split_backward:
-        raise UsageError("a weight-gradient fraction applies to the split-backward schedule only")
+        raise InvalidParameterError("w_fraction", f"applies to schedule='split-backward' only, not "
+                                                  f"{schedule.name!r}")
 
 
 def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str, w_fraction: float | None,

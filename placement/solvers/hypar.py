@@ -36,7 +36,7 @@ from placement.costmodel.hypar import (DP, HYPAR_TYPES, INTER, MP, MP_OUT, Commu
                                        boundary_inter_at_level, check_batch, communication, hierarchy_levels,
                                        layer_intra_at_level, uniform_partition)
 from placement.costmodel.network import Network
-from placement.errors import LimitExceededError, UsageError
+from placement.errors import InvalidParameterError, LimitExceededError
 
 MAX_STATE_PAIRS = 2 ** 23
 """The exact planner refuses when ``(k^H)²`` state pairs per boundary exceed this."""
@@ -58,7 +58,8 @@ class HyparPlan:
 def _check_types(types: Sequence[str]) -> tuple[str, ...]:
     types = tuple(types)
     if not types or len(set(types)) != len(types) or any(t not in (DP, MP, MP_OUT) for t in types):
-        raise UsageError(f"partition types must be distinct values of dp, mp, mp-out; got {list(types)}")
+        raise InvalidParameterError("types", f"must be distinct partition types out of 'dp', 'mp', 'mp-out', "
+                                             f"not {list(types)}")
     return types
 
 

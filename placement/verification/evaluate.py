@@ -48,11 +48,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
 
 CONTIGUITY_CLASSES = ("none", "sets", "stages")
+
+
+def check_contiguity(contiguity: str) -> str:
+    """``contiguity`` when it names a contiguity class; else an :class:`InvalidParameterError`."""
+    if contiguity not in CONTIGUITY_CLASSES:
+        raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
+                                                  f"not {contiguity!r}")
+    return contiguity
 
 
 @dataclass(frozen=True)
@@ -98,7 +106,7 @@ class Evaluation:
             return self.max_load
         if kind == "throughput-gpipe":
             return self.gpipe_time
-        raise UsageError(f"unknown throughput objective {kind!r}; expected throughput or throughput-gpipe")
+        raise InvalidParameterError("kind", f"must be 'throughput' or 'throughput-gpipe', not {kind!r}")
 
 
 def fmt_number(x: float) -> str:
@@ -383,9 +391,7 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
     the one device holding listed nodes of its colour class (``inferred``); a
     class listed on several devices makes that inference a violation.
     """
-    if contiguity not in CONTIGUITY_CLASSES:
-        raise UsageError(f"unknown contiguity class {contiguity!r}; expected one of "
-                         f"{', '.join(CONTIGUITY_CLASSES)}")
+    check_contiguity(contiguity)
     device_nodes, where, inferred, violations = _placements(problem, plan, infer_from_colours)
 
     reports: list[DeviceReport] = []

@@ -170,8 +170,8 @@ def _convexity_witness(members: set[int], succ: dict[int, list[int]]) -> list[in
 def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     """Verify ``plan`` under the latency model of the module docstring; times, latency, violations.
 
-    Raises :class:`UsageError` for a training graph (the latency objective is
-    defined for inference only).
+    Raises :class:`InvalidParameterError` (about ``objective``) for a training graph (the
+    latency objective is defined for inference only).
     """
     check_objective(problem, "latency")
     structural = evaluate(problem, plan, "none")

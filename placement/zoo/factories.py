@@ -33,9 +33,9 @@ def _transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        from placement.errors import UsageError
+        from placement.errors import SolverUnavailableError
 
-        raise UsageError("this model needs transformers: pip install transformers") from None
+        raise SolverUnavailableError("this model needs transformers: pip install 'placement[models]'") from None
     torch.manual_seed(SEED)
     return transformers
 

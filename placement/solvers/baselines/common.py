@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -35,8 +35,8 @@ def check_objective(options: Mapping[str, Any], method: str, objective: str) -> 
     if asked is not None and asked != objective:
         other = {"throughput": "pipedream, greedy, local-search, partition, expert, single",
                  "latency": "latency-greedy, latency-dp-split"}
-        raise UsageError(f"method {method} optimises {objective}, not {asked} (choose it with --objective "
-                         f"{objective}); for {asked} use {other.get(asked, 'another method')}")
+        raise InvalidParameterError("objective", f"must be {objective!r} for method {method!r}, not {asked!r}; "
+                                                 f"for {asked} use {other.get(asked, 'another method')}")
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ def two_types(problem: Instance, method: str) -> TwoTypes:
     names = {t.name: i for i, t in enumerate(problem.device_types)}
     unknown = sorted(set(names) - {ACCELERATOR, CPU})
     if unknown:
-        raise UsageError(f"method {method} handles the device types {ACCELERATOR!r} and {CPU!r} only, "
-                         f"not {unknown[0]!r}")
+        raise InvalidParameterError("method", f"{method!r} takes the device types {ACCELERATOR!r} and {CPU!r} "
+                                              f"only; this instance has {unknown[0]!r}")
     acc, cpu = names.get(ACCELERATOR), names.get(CPU)
     types = problem.device_types
     return TwoTypes(acc, cpu, types[acc].count if acc is not None else 0,

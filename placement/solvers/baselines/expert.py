@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.io.plans import read_plan
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -33,7 +33,8 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     check_objective(options, "expert", THROUGHPUT)
     split = options.get("split")
     if split is None:
-        raise UsageError("method expert evaluates a given split: pass it with --split FILE")
+        raise InvalidParameterError("split", "is required by method 'expert', which evaluates a given split: "
+                                             "pass a plan file")
     start = time.perf_counter()
     listed = read_plan(Path(split))
     completed = evaluate(problem, listed, "none", infer_from_colours=True)

@@ -35,7 +35,7 @@ import random
 import time
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
@@ -53,7 +53,7 @@ def _option_int(options: dict[str, Any], name: str, default: int, minimum: int) 
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"option {name} must be an integer ≥ {minimum}, got {value!r}")
+        raise InvalidParameterError(name, f"must be an integer ≥ {minimum}, not {value!r}")
     return value
 
 

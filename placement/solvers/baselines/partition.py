@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from placement.errors import UsageError
+from placement.errors import SolverUnavailableError
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, build_plan, check_objective, throughput_solution, two_types
@@ -38,7 +38,8 @@ def _pymetis() -> Any:
     try:
         import pymetis
     except ImportError:
-        raise UsageError("method partition needs METIS through pymetis: pip install 'placement[partition]'") from None
+        raise SolverUnavailableError("method 'partition' needs METIS through pymetis: "
+                                     "pip install 'placement[partition]'") from None
     return pymetis
 
 
