@@ -47,8 +47,12 @@ class SolverUnavailableError(PlacementError):
 
 
 class LimitExceededError(PlacementError):
-    """A limit (ideal count, model size, memory) would be exceeded before any solving."""
+    """A limit (ideal count, model size, memory) would be exceeded before any solving.
 
+    ``parameter`` names the parameter that sets the limit, where one does (``max_ideals``).
+    """
 
-class UsageError(PlacementError, ValueError):
-    """Transitional: library code still raising this is being moved to the typed errors above."""
+    def __init__(self, message: str, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+

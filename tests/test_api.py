@@ -121,7 +121,7 @@ def test_unknown_keyword_is_a_type_error():
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result, a plan "
                                         "document (dict) or a plan file path, not int)"),
     ({"progress": 3}, "progress", "progress must be a function of one string or None, not int"),
-    ({"cpus": 1}, "cpus", None),
+    ({"cpus": -1}, "cpus", "cpus must be a non-negative integer or None, not -1"),
 ])
 def test_bad_values_name_the_parameter(kwargs, parameter, message):
     with pytest.raises(placement.PlacementError) as info:

@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+import placement
 from hypothesis import HealthCheck, given, settings
 
 from placement.errors import InvalidParameterError
@@ -18,7 +20,8 @@ from placement.solution import Status
 from placement.testing.bruteforce import brute_force
 from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.dp import solve_dp
-from placement.solvers.registry import METHODS, solve
+from placement.solvers.registry import METHODS
+from tests.methods import run_method as solve
 from placement.verification.evaluate import evaluate
 from placement.verification.latency import evaluate_latency
 
@@ -181,7 +184,7 @@ def test_options_they_do_not_use_are_ignored():
 def test_bad_options():
     problem = costly_middle()
     with pytest.raises(InvalidParameterError, match="^split is required by method 'expert', which evaluates a "
-                                                    "given split: pass a plan file$"):
+                                                    "given split: pass a plan or a plan file$"):
         solve(problem, "expert")
     with pytest.raises(InvalidParameterError, match="^restarts must be an integer ≥ 1, not 0$"):
         solve(problem, "local-search", restarts=0)
@@ -260,10 +263,10 @@ def test_unconstrained_baselines_never_beat_the_milp_none_optimum(path):
     against the exhaustive search."""
     pytest.importorskip("ortools")
     problem = read_instance(path)
-    milp = solve(problem, "milp", contiguity="none", time_limit=30)
-    assert milp.status is Status.OPTIMAL, milp.message
-    assert milp.objective == pytest.approx(brute_force(problem, "none").objective, rel=1e-12)
+    milp = placement.solve(problem, method="milp", contiguity="none", time_limit=30)
+    assert milp.status == "optimal", milp.message
+    assert milp.value == pytest.approx(brute_force(problem, "none").objective, rel=1e-12)
     for method in ("local-search",) + (("partition",) if HAVE_METIS else ()):
         solution = solve(problem, method, restarts=5)
         if solution.status is Status.FEASIBLE:
-            assert solution.objective >= milp.objective * (1 - 1e-12)
+            assert solution.objective >= milp.value * (1 - 1e-12)

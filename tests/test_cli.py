@@ -64,10 +64,26 @@ def test_infeasible_exits_1_and_says_so(tmp_path, capsys):
 
 
 def test_ideal_limit_exits_2_with_count(capsys):
-    assert main(["solve", DIAMOND, "--max-ideals", "5"]) == 2
+    assert main(["solve", DIAMOND, "--max-ideals", "5", "--method", "dp"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: more than 5 ideals in the contracted graph (4 supernodes)")
-    assert "--max-ideals" in err and len(err.splitlines()) == 1
+    assert "Raise the limit --max-ideals" in err and len(err.splitlines()) == 1
+
+
+def test_auto_takes_the_milp_above_the_ideal_limit(capsys):
+    pytest.importorskip("ortools")
+    assert main(["solve", DIAMOND, "--max-ideals", "5", "--json"]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert (document["method"], document["status"]) == ("milp", "optimal")
+    assert "the DP refuses (more than 5 ideals" in captured.err
+    assert document["objective"] == main_dp_value(DIAMOND)
+
+
+def main_dp_value(path: str) -> float:
+    import placement
+
+    return placement.solve(path, method="dp").value
 
 
 def test_zero_devices_is_bad_input(capsys):
@@ -75,11 +91,18 @@ def test_zero_devices_is_bad_input(capsys):
     assert capsys.readouterr().err == "error: zero devices: every device count is 0\n"
 
 
-@pytest.mark.parametrize("argv", [["solve"], ["solve", CHAIN4, "--accelerators", "-1"], ["solve", CHAIN4, "--bogus"],
-                                  ["solve", CHAIN4, "--method", "magic"], ["frobnicate"]])
-def test_usage_errors_exit_2(argv, capsys):
+@pytest.mark.parametrize("argv, message", [
+    (["solve"], "the following arguments are required: instance"),
+    (["solve", CHAIN4, "--accelerators", "-1"], "argument --accelerators: expected a non-negative integer, got '-1'"),
+    (["solve", CHAIN4, "--bogus"], "unrecognized arguments: --bogus"),
+    (["solve", CHAIN4, "--method", "magic"], "argument --method: invalid choice: 'magic' (choose from 'auto', 'dp', "
+                                             "'milp', 'pipedream', 'greedy', 'local-search', 'partition', 'expert', "
+                                             "'single', 'latency-greedy', 'latency-dp-split')"),
+])
+def test_usage_errors_exit_2(argv, message, capsys):
     assert main(argv) == 2
-    assert "usage:" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: {message}\n")
 
 
 def test_missing_file_exits_2(capsys):

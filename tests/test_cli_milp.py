@@ -25,7 +25,7 @@ def test_milp_classes_on_chain4(contiguity, tmp_path, capsys):
     assert main(["solve", CHAIN4, "--method", "milp", "--contiguity", contiguity, "--quiet",
                  "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert f"method      milp-cp-sat (objective throughput, contiguity {contiguity})" in text
+    assert f"method      milp (cp-sat) (objective throughput, contiguity {contiguity})" in text
     assert "max-load    7.500000  (verified independently)" in text
     plan = json.loads(out.read_text())
     assert (plan["status"], plan["objective"], plan["contiguity"]) == ("optimal", 7.5, contiguity)
@@ -34,7 +34,7 @@ def test_milp_classes_on_chain4(contiguity, tmp_path, capsys):
 def test_gpipe_objective(capsys):
     assert main(["solve", TRAINING, "--method", "milp", "--objective", "throughput-gpipe", "--quiet"]) == 0
     text = capsys.readouterr().out
-    assert "method      milp-cp-sat (objective throughput-gpipe, contiguity stages)" in text
+    assert "method      milp (cp-sat) (objective throughput-gpipe, contiguity stages)" in text
     assert "FW+BW" in text and "status      optimal" in text
 
 
@@ -47,7 +47,7 @@ def test_latency_objective_writes_calls(tmp_path, capsys):
     # 4 + 3 + 2 + 5 = 14 with no transfer (any split adds transfers and CPUs take 10x longer)
     assert "latency     14.000000  (verified independently)" in text
     plan = json.loads(out.read_text())
-    assert plan["verified"]["latency"] == 14.0
+    assert (plan["objective_kind"], plan["objective"], plan["verified"]["value"]) == ("latency", 14.0, 14.0)
     assert main(["verify", CHAIN4, str(out), "--objective", "latency"]) == 0
 
 
@@ -61,12 +61,19 @@ def test_gpipe_and_latency_refuse_the_wrong_graphs(capsys):
 
 
 def test_dp_refuses_other_classes_and_objectives(capsys):
-    assert main(["solve", CHAIN4, "--contiguity", "sets"]) == 2
-    assert capsys.readouterr().err == ("error: the DP solves contiguity 'stages' only; "
-                                       "use --method milp for other classes\n")
-    assert main(["solve", TRAINING, "--objective", "throughput-gpipe"]) == 2
-    assert capsys.readouterr().err == ("error: the DP solves the throughput objective only; "
-                                       "use --method milp for throughput-gpipe\n")
+    assert main(["solve", CHAIN4, "--method", "dp", "--contiguity", "sets"]) == 2
+    assert capsys.readouterr().err == ("error: --contiguity 'sets' is not solved by method 'dp' (it solves 'stages'; "
+                                       "method 'milp' solves every class)\n")
+    assert main(["solve", TRAINING, "--method", "dp", "--objective", "throughput-gpipe"]) == 2
+    assert capsys.readouterr().err == ("error: --objective 'throughput-gpipe' is not solved by method 'dp' "
+                                       "(it solves 'throughput')\n")
+
+
+def test_auto_solves_other_classes_with_the_milp(capsys):
+    assert main(["solve", CHAIN4, "--contiguity", "sets", "--json", "--quiet"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["method"], document["backend"], document["contiguity"], document["objective"]) == \
+        ("milp", "cp-sat", "sets", 7.5)
 
 
 @pytest.mark.parametrize("backend", [n for n, ok, _ in backend_availability() if ok and ":" not in n])

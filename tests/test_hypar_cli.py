@@ -27,8 +27,15 @@ def test_hypar_prints_choices_and_totals_side_by_side(capsys):
 
 def test_hypar_json(tmp_path, capsys):
     out = tmp_path / "lenet.json"
-    assert main(["hypar", "lenet-c", "--accelerators", "2", "--batch", "4", "--types", "3", "--json", str(out)]) == 0
+    assert main(["hypar", "lenet-c", "--accelerators", "2", "--batch", "4", "--types", "3", "--out", str(out)]) == 0
+    capsys.readouterr()
     doc = json.loads(out.read_text())
+    assert main(["hypar", "lenet-c", "--accelerators", "2", "--batch", "4", "--types", "3", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    for document in (printed, doc):   # the same document but for the planners' run times
+        for planner in document["planners"]:
+            planner.pop("runtime_s")
+    assert printed == doc
     assert (doc["format"], doc["network"], doc["accelerators"], doc["levels"], doc["batch"]) == \
         ("placement-hypar/1", "Lenet-c", 2, 1, 4)
     assert doc["types"] == ["dp", "mp", "mp-out"]

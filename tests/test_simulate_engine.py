@@ -223,7 +223,7 @@ def test_every_run_respects_dependencies_resources_and_orders(g):
         assert all(start[x] <= start[y] for x, y in zip(order, order[1:]))
 
 
-@pytest.mark.skipif(not HAVE_SIMPY, reason="SimPy is not installed (pip install simpy)")
+@pytest.mark.skipif(not HAVE_SIMPY, reason="SimPy is not installed (pip install 'placement[simulate]')")
 @given(random_graphs())
 @settings(max_examples=200)
 def test_simpy_engine_gives_the_same_times(g):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -46,6 +47,9 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
     """The error's text, with a library parameter named by the command-line option that sets it."""
     if isinstance(exc, InvalidParameterError):
         return f"{option_name(parser, argv, exc.parameter)} {exc.detail}"
+    parameter = getattr(exc, "parameter", None)
+    if parameter:  # a limit set by a parameter: name the option instead
+        return re.sub(rf"\b{re.escape(parameter)}\b", option_name(parser, argv, parameter), str(exc))
     return str(exc)
 
 

@@ -74,7 +74,7 @@ def platform_from_args(devices: list[str], accelerators: int, cpus: int, memory:
     files = [d for d in devices if d.lower().endswith(".json")]
     names = [d for d in devices if not d.lower().endswith(".json")]
     catalogue = load_catalogue(files)
-    chosen = [find_device(catalogue, name) for name in names]
+    chosen = [find_device(catalogue, name, "devices") for name in names]
     by_kind: dict[str, list] = {"accelerator": [], "cpu": []}
     for spec in chosen:
         by_kind[spec.kind].append(spec)

@@ -26,8 +26,8 @@ Figures reported
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from dataclasses import asdict, dataclass
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -120,6 +120,21 @@ class SimulationResult:
     max_load: float                            # the evaluator's max load of the plan
     model_time_per_sample: float | None        # the load model's steady-state time per sample (see _model)
     notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's figures as strict JSON: the headline numbers and one entry per stage (the task
+        table is left out; a trace file holds it)."""
+        from placement.jsonfile import strict_json
+
+        return strict_json({
+            "format": "placement-simulation/1", "schedule": self.schedule, "comm": self.comm,
+            "microbatches": self.microbatches, "w_fraction": self.w_fraction, "makespan": self.makespan,
+            "time_per_sample": self.time_per_sample, "iteration_time": self.iteration_time,
+            "steady_window": self.steady_window, "period": self.period, "span": self.span,
+            "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
+            "model_time_per_sample": self.model_time_per_sample, "notes": self.notes,
+            "stages": [asdict(stage) for stage in self.stages],
+        })
 
 
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,

@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from placement.errors import InvalidParameterError
-from placement.plan import Plan
+from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
 from placement.problem.objectives import check_objective
 from placement.result import Verification
-from placement.verification.evaluate import CONTIGUITY_CLASSES, evaluate
+from placement.verification.evaluate import check_contiguity, evaluate
 from placement.verification.latency import evaluate_latency
 from placement.verification.ledger import communication_ledger
 
@@ -31,9 +31,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
     """The evaluator's verdict on ``plan``; ``report`` holds ``(evaluation, latency evaluation or None,
     ledger or None)`` for renderers."""
     check_objective(instance, objective)
-    if contiguity not in CONTIGUITY_CLASSES:
-        raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
-                                                  f"not {contiguity!r}")
+    check_contiguity(contiguity)
     if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 1):
         raise InvalidParameterError("calls", f"must be a positive integer or None, not {calls!r}")
     if calls is not None and objective != "latency":
@@ -51,7 +49,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
         value = evaluation.objective(objective)
     traffic = None
     if ledger:
-        placed = Plan(tuple(type(d)(r.type, r.nodes) for d, r in zip(plan.devices, evaluation.devices)))
+        placed = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in evaluation.devices))
         traffic = communication_ledger(instance, placed)
     return Verification(valid=not violations, objective=objective, contiguity=contiguity, value=value,
                         max_load=evaluation.max_load, violations=tuple(violations),

@@ -20,26 +20,26 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidParameterError
-from placement.io.plans import read_plan
 from placement.problem.instance import Instance
-from placement.plan import DeviceAssignment, Plan
+from placement.plan import DeviceAssignment, Plan, as_plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.verification.evaluate import evaluate
 
 
 def solve_expert(problem: Instance, **options: Any) -> Solution:
-    """Evaluate the split file given as option ``split``; other options are ignored."""
+    """Evaluate the split given as option ``split`` (a plan, plan document or plan file); other options
+    are ignored."""
     check_objective(options, "expert", THROUGHPUT)
     split = options.get("split")
     if split is None:
         raise InvalidParameterError("split", "is required by method 'expert', which evaluates a given split: "
-                                             "pass a plan file")
+                                             "pass a plan or a plan file")
     start = time.perf_counter()
-    listed = read_plan(Path(split))
+    listed = as_plan(split)
     completed = evaluate(problem, listed, "none", infer_from_colours=True)
     inferred = set(completed.inferred)
     plan = Plan(tuple(DeviceAssignment(dev.type, dev.nodes + tuple(v for v in report.nodes if v in inferred), dev.calls)
                       for dev, report in zip(listed.devices, completed.devices)))
-    stats = {"split": str(split), "inferred_from_colours": len(completed.inferred)}
+    stats = {"split": str(split) if isinstance(split, (str, Path)) else type(split).__name__, "inferred_from_colours": len(completed.inferred)}
     return throughput_solution(problem, plan, "expert", start, stats)
