@@ -155,8 +155,12 @@ class Result:
     def to_json(self) -> dict[str, Any]:
         """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads) plus ours."""
 
-        def device(s: Stage, **extra: Any) -> dict[str, Any]:
-            out = {**extra, "load": s.load, "nodes": list(s.nodes)}
+        def device(s: Stage, typed: bool) -> dict[str, Any]:
+            out: dict[str, Any] = {"type": s.device_type} if typed else {}
+            out["load"] = s.load
+            if typed:
+                out["memory"] = s.memory
+            out["nodes"] = list(s.nodes)
             if s.calls:
                 out["calls"] = [list(c) for c in s.calls]
             return out
@@ -164,10 +168,10 @@ class Result:
         v = self.verification
         data = {
             "maxLoad": v.max_load if v is not None else None,
-            "fpgas": [device(s) for s in self.plan if s.device_type == _ACCELERATOR],
-            "cpus": [device(s) for s in self.plan if s.device_type == _CPU],
+            "fpgas": [device(s, False) for s in self.plan if s.device_type == _ACCELERATOR],
+            "cpus": [device(s, False) for s in self.plan if s.device_type == _CPU],
             "format": PLAN_FORMAT,
-            "devices": [device(s, type=s.device_type, memory=s.memory) for s in self.plan],
+            "devices": [device(s, True) for s in self.plan],
             "instance": self.instance,
             "status": str(self.status),
             "method": self.method,

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from placement.errors import InvalidPlanError
-from placement.io.plans import parse_plan, plan_to_json, read_plan, write_plan
+import placement
+from placement.io.plans import parse_plan, read_plan
+from placement.result import Stage
 from placement.problem.instance import ACCELERATOR, CPU, Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
-from placement.solution import Solution, Status
 from placement.verification.latency import evaluate_latency
 
 A, C = ACCELERATOR, CPU
@@ -51,13 +52,16 @@ def test_malformed_calls(tmp_path, data, reason):
 
 def test_calls_are_written_only_where_a_device_has_them_and_round_trip(tmp_path, chain):
     plan = Plan((DeviceAssignment(A, (1, 3), ((1,), (3,))), DeviceAssignment(A, (2,))))
-    solution = Solution(Status.FEASIBLE, plan, 4.0, 0.0, method="test", objective_kind="latency", contiguity="none")
-    data = plan_to_json(chain, solution)
+    result = placement.Result(
+        status="feasible", value=4.0, bound=0.0, gap=1.0, method="test", backend=None, objective="latency",
+        contiguity="none", runtime_s=0.0,
+        plan=(Stage(A, (1, 3), 0.0, 0.0, ((1,), (3,))), Stage(A, (2,), 0.0, 0.0)))
+    data = result.to_json()
     assert data["devices"][0]["calls"] == [[1], [3]] and "calls" not in data["devices"][1]
     assert data["fpgas"][0]["calls"] == [[1], [3]] and "calls" not in data["fpgas"][1]
     assert list(data["devices"][0]) == ["type", "load", "memory", "nodes", "calls"]
     path = tmp_path / "out.json"
-    write_plan(path, chain, solution)
+    path.write_text(json.dumps(data))
     again = read_plan(path)
-    assert again == plan
+    assert again == plan == result.to_plan()
     assert evaluate_latency(chain, again).latency == evaluate_latency(chain, plan).latency

@@ -8,7 +8,7 @@ read as accelerator devices (``fpgas``, file order) followed by CPU devices.
 Our format, ``"format": "placement-plan/1"``, is a superset of it that adds
 ``"devices": [{"type", "load", "memory", "nodes", "calls"?}]`` in pipeline order
 (preferred when present), the solver's claims (status, objective, bound, gap, ...) and the
-evaluator's verdict. Loads and max load written are always the verified ones.
+evaluator's verdict; :meth:`placement.Result.to_json` writes it, with the verified loads.
 JSON has no infinity: non-finite numbers are written as ``null``.
 
 ``calls`` (latency objective; optional, in ``devices``, ``fpgas`` and ``cpus``
@@ -19,18 +19,13 @@ holding all of ``nodes``. It is written only for devices that have calls.
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
 from pathlib import Path
 from typing import Any
 
-from placement.errors import PlacementError, InvalidPlanError
+from placement.errors import InvalidPlanError
 from placement.jsonfile import json_type_name, load_json
-from placement.problem.instance import ACCELERATOR, CPU, Instance
+from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
-from placement.solution import Solution
-from placement.verification.evaluate import Evaluation, evaluate
 
 FORMAT = "placement-plan/1"
 
@@ -103,85 +98,16 @@ def read_plan(path: str | Path) -> Plan:
         raise InvalidPlanError(f"{path}: {exc}") from None
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` made strict-JSON-ready: tuples and sets as lists, non-finite floats as ``None``.
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """A bare plan as a document :func:`parse_plan` reads back: its devices in order, with their calls.
 
-    Numpy scalars and arrays become Python numbers and lists; values of other types
-    (enums such as :class:`Status`, paths) are written as their ``str()``.
+    A solved plan is written by :meth:`placement.Result.to_json`, which adds the verified loads and
+    the solver's claims; this is for plans that were never solved (a split given by hand).
     """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if hasattr(value, "tolist"):  # numpy arrays
-        return _jsonable(value.tolist())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [_jsonable(v) for v in items]
-    return str(value)
-
-
-def plan_to_json(problem: Instance, solution: Solution, evaluation: Evaluation | None = None) -> dict:
-    """The plan file content: Tarnawski's fields (verified loads) plus ours.
-
-    ``evaluation`` should be the evaluator's verdict on ``solution.plan``; when
-    it is ``None`` and there is a plan, the plan is evaluated here under the
-    solution's contiguity class. Without a plan the device lists are empty and
-    ``maxLoad`` and ``verified`` are ``null``.
-    """
-    if evaluation is None and solution.plan is not None:
-        evaluation = evaluate(problem, solution.plan, solution.contiguity)
-    reports = evaluation.devices if evaluation is not None else ()
-    plan_devices = solution.plan.devices if solution.plan is not None else ()
-
-    def entry(r: Any, out: dict[str, Any]) -> dict[str, Any]:
-        """``out`` plus the device's calls, when the plan gives it calls."""
-        if r.position < len(plan_devices) and plan_devices[r.position].calls:
-            out["calls"] = [list(call) for call in plan_devices[r.position].calls]
-        return out
-
-    devices = [entry(r, {"type": r.type, "load": r.load, "memory": r.memory, "nodes": list(r.nodes)})
-               for r in reports]
-    data: dict[str, Any] = {
-        "maxLoad": evaluation.max_load if evaluation is not None else None,
-        "fpgas": [entry(r, {"load": r.load, "nodes": list(r.nodes)}) for r in reports if r.type == ACCELERATOR],
-        "cpus": [entry(r, {"load": r.load, "nodes": list(r.nodes)}) for r in reports if r.type == CPU],
-        "format": FORMAT,
-        "devices": devices,
-        "method": solution.method,
-        "objective_kind": solution.objective_kind,
-        "contiguity": solution.contiguity,
-        "status": str(solution.status),
-        "objective": solution.objective,
-        "bound": solution.bound,
-        "gap": solution.gap,
-        "runtime_s": solution.runtime_s,
-        "stats": solution.stats,
-        "instance": problem.name,
-        "verified": None if evaluation is None else {
-            "valid": evaluation.valid,
-            "max_load": evaluation.max_load,
-            "violations": list(evaluation.violations),
-            "contiguity": evaluation.contiguity,
-            "finest_class": evaluation.finest_class,
-            "inferred": list(evaluation.inferred),
-        },
-    }
-    if solution.message:
-        data["message"] = solution.message
-    return _jsonable(data)
-
-
-def write_plan(path: str | Path, problem: Instance, solution: Solution,
-               evaluation: Evaluation | None = None) -> None:
-    """Write :func:`plan_to_json` to ``path`` (strict JSON, two-space indent)."""
-    text = json.dumps(plan_to_json(problem, solution, evaluation), indent=2, allow_nan=False)
-    try:
-        Path(path).write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise PlacementError(f"{path}: cannot write the plan: {exc.strerror}") from None
+    devices = []
+    for dev in plan.devices:
+        entry: dict[str, Any] = {"type": dev.type, "nodes": list(dev.nodes)}
+        if dev.calls:
+            entry["calls"] = [list(call) for call in dev.calls]
+        devices.append(entry)
+    return {"format": FORMAT, "devices": devices}
