@@ -14,8 +14,9 @@ from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.verification.evaluate import evaluate
+from placement.report.ledger import format_ledger
 from placement.verification.ledger import (AGREES, DISAGREES, NOT_CHARGED, UNCHECKED, NodeMismatch,
-                                     communication_ledger, format_ledger, infer_time_per_byte)
+                                           communication_ledger, infer_time_per_byte)
 from tests.strategies import plans, problems
 
 ACC, CPU = "accelerator", "cpu"

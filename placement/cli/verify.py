@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.solution import format_verification
-    from placement.verification.ledger import format_ledger
+    from placement.report.ledger import format_ledger
 
     instance = placement.load(args.instance)
     verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,

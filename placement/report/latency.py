@@ -7,6 +7,7 @@ import math
 from placement.problem.instance import Instance
 from placement.report.text import verdict_lines
 from placement.verification.latency import LatencyEvaluation
+from placement.report.table import format_table
 
 
 def _num(x: float) -> str:
@@ -30,12 +31,7 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation) -> str:
     for c in evaluation.calls:
         rows.append((str(c.device), str(c.index), c.type, str(len(c.nodes)), _num(c.start), _num(c.receive),
                      _num(c.compute), _num(c.send), _num(c.end), _span(problem, c.nodes)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    left = {2, 9}
-    lines = ["  ".join(cell.ljust(w) if i in left else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = format_table(rows, left={2, 9})
     if evaluation.cpu_nodes:
         last = max(evaluation.cpu_nodes, key=lambda r: r.end)
         lines.append("")

@@ -6,6 +6,7 @@ import math
 
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import SimulationResult
+from placement.report.table import format_table
 
 
 def _num(x: float | None) -> str:
@@ -55,11 +56,7 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
             row.append("-" if s.link_utilisation is None else f"{s.link_utilisation:.1%}")
         row += [str(s.peak_in_flight), f"{_num(s.peak_memory)}/{_num(s.memory_bound)}"]
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    text = [("  ".join(c.ljust(w) if i == 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))).rstrip()
-            for r in rows]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    lines.extend(text)
+    lines.extend(format_table(rows, left={2}))
     if result.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in result.notes)

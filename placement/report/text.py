@@ -6,6 +6,7 @@ import math
 
 from placement.problem.instance import Instance
 from placement.verification.evaluate import Evaluation
+from placement.report.table import format_table
 
 
 def _num(x: float) -> str:
@@ -30,12 +31,7 @@ def format_evaluation(problem: Instance, evaluation: Evaluation) -> str:
     for r in evaluation.devices:
         rows.append((str(r.position), r.type, str(len(r.nodes)), _num(r.compute), _num(r.comm),
                      _num(r.load), f"{_num(r.memory)}/{_num(r.memory_bound)}", _span(problem, r.nodes)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    left = {1, 7}  # text columns read better left-aligned
-    lines = ["  ".join(cell.ljust(w) if i in left else cell.rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-             for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = format_table(rows, left={1, 7})   # text columns read better left-aligned
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append("")
     lines.append(f"{title}max load {evaluation.max_load:.10g}")

@@ -37,7 +37,6 @@ unchecked.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from placement.problem.instance import Instance
@@ -122,7 +121,7 @@ class Ledger:
             return tuple(lines)
         for d in self.devices:
             if d.status == DISAGREES:
-                nodes = "; ".join(f"node {m.node} ({m.name}) costs {m.cost:.10g} for {_bytes(m.bytes)} bytes"
+                nodes = "; ".join(f"node {m.node} ({m.name}) costs {m.cost:.10g} for {format_bytes(m.bytes)} bytes"
                                   for m in d.mismatches[:3])
                 more = f" and {len(d.mismatches) - 3} more" if len(d.mismatches) > 3 else ""
                 lines.append(f"device {d.position} ({d.type}): charged {d.charged:.10g}, ledger "
@@ -138,7 +137,7 @@ class Ledger:
         return not self.disagreements
 
 
-def _bytes(x: float) -> str:
+def format_bytes(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.10g}"
 
 
@@ -244,55 +243,3 @@ def communication_ledger(problem: Instance, plan: Plan) -> Ledger:
         errs = sum(s for u, s in tensors.items() if problem.node(u).backward)
         links.append(LinkTraffic(i, j, acts, errs))
     return Ledger(rho, tuple(devices), tuple(links))
-
-
-# ----------------------------------------------------------------------------------------
-# text
-# ----------------------------------------------------------------------------------------
-
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return "inf" if math.isinf(x) else f"{x:.6g}"
-
-
-def format_ledger(ledger: Ledger) -> str:
-    """The ledger as text: the bandwidth, a table per device, the links, and the verdict."""
-    rho = ledger.time_per_byte
-    lines = ["communication ledger (bytes crossing device boundaries)"]
-    if rho.value is None:
-        lines.append("time per byte: unknown (no edge carries a tensor size)")
-    else:
-        lines.append(f"time per byte: {rho.value:.10g}, shared by {rho.supporting} of {rho.sized} sized tensors "
-                     f"({_num(1 / rho.value) if rho.value > 0 else 'inf'} bytes per time unit)")
-    header = ("device", "type", "activations in", "activations out", "errors in", "errors out", "charged",
-              "ledger time", "check")
-    rows = [header]
-    for d in ledger.devices:
-        rows.append((str(d.position), d.type, _bytes(d.activations_in), _bytes(d.activations_out),
-                     _bytes(d.errors_in), _bytes(d.errors_out), _num(d.charged), _num(d.ledger_time), d.status))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    left = {1, 8}
-    table = ["  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-             for r in rows]
-    table.insert(1, "  ".join("-" * w for w in widths))
-    lines.extend(table)
-    if ledger.links:
-        lines.append("links (bytes):")
-        for link in ledger.links:
-            parts = []
-            if link.activations:
-                parts.append(f"activations {_bytes(link.activations)}")
-            if link.errors:
-                parts.append(f"errors {_bytes(link.errors)}")
-            lines.append(f"  {link.source} -> {link.target}: {', '.join(parts) or '0'}")
-    problems = ledger.disagreements
-    if rho.value is None:
-        lines.append("ledger unchecked: no edge carries a tensor size" if problems else
-                     "ledger: no communication is charged")
-    elif not problems:
-        lines.append("ledger agrees with the charged communication on every device")
-    else:
-        lines.append(f"LEDGER DISAGREES on {len(problems)} device{'' if len(problems) == 1 else 's'}:")
-        lines.extend(f"  {p}" for p in problems)
-    return "\n".join(lines)
