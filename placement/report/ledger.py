@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import math
 
-from placement.report.table import format_table
+from placement.report.table import cell, format_table
 from placement.verification.ledger import Ledger, format_bytes
-
-
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
 def format_ledger(ledger: Ledger) -> str:
@@ -22,13 +15,13 @@ def format_ledger(ledger: Ledger) -> str:
         lines.append("time per byte: unknown (no edge carries a tensor size)")
     else:
         lines.append(f"time per byte: {rho.value:.10g}, shared by {rho.supporting} of {rho.sized} sized tensors "
-                     f"({_num(1 / rho.value) if rho.value > 0 else 'inf'} bytes per time unit)")
+                     f"({cell(1 / rho.value) if rho.value > 0 else 'inf'} bytes per time unit)")
     header = ("device", "type", "activations in", "activations out", "errors in", "errors out", "charged",
               "ledger time", "check")
     rows = [header]
     for d in ledger.devices:
         rows.append((str(d.position), d.type, format_bytes(d.activations_in), format_bytes(d.activations_out),
-                     format_bytes(d.errors_in), format_bytes(d.errors_out), _num(d.charged), _num(d.ledger_time), d.status))
+                     format_bytes(d.errors_in), format_bytes(d.errors_out), cell(d.charged), cell(d.ledger_time), d.status))
     lines.extend(format_table(rows, left={1, 8}))
     if ledger.links:
         lines.append("links (bytes):")

@@ -6,13 +6,7 @@ import math
 
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import SimulationResult
-from placement.report.table import format_table
-
-
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return "inf" if math.isinf(x) else f"{x:.6g}"
+from placement.report.table import cell, format_table
 
 
 def format_simulation(result: SimulationResult, title: str = "") -> str:
@@ -48,13 +42,13 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
              ["busy", "util"] + (["link util"] if link else []) + ["in flight", "peak memory/bound"]
     rows = [header]
     for s in result.stages:
-        row = [str(s.index), str(s.position), s.type, *(_num(s.task_times.get(k)) for k in kinds)]
+        row = [str(s.index), str(s.position), s.type, *(cell(s.task_times.get(k)) for k in kinds)]
         if link:
-            row.append(_num(s.link_time))
-        row += [_num(s.busy), f"{s.utilisation:.1%}"]
+            row.append(cell(s.link_time))
+        row += [cell(s.busy), f"{s.utilisation:.1%}"]
         if link:
             row.append("-" if s.link_utilisation is None else f"{s.link_utilisation:.1%}")
-        row += [str(s.peak_in_flight), f"{_num(s.peak_memory)}/{_num(s.memory_bound)}"]
+        row += [str(s.peak_in_flight), f"{cell(s.peak_memory)}/{cell(s.memory_bound)}"]
         rows.append(row)
     lines.extend(format_table(rows, left={2}))
     if result.notes:

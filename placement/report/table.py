@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 
@@ -21,3 +22,10 @@ def format_table(rows: Sequence[Sequence[str]], *, left: Iterable[int] = (), rul
     if rule:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+def cell(x: float | None) -> str:
+    """A number for a table cell: six significant digits, ``inf``, or ``-`` for none."""
+    if x is None:
+        return "-"
+    return "inf" if math.isinf(x) else f"{x:.6g}"

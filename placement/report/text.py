@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import math
 
 from placement.problem.instance import Instance
 from placement.verification.evaluate import Evaluation
-from placement.report.table import format_table
-
-
-def _num(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.6g}"
+from placement.report.table import cell, format_table
 
 
 def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
@@ -29,8 +24,8 @@ def format_evaluation(problem: Instance, evaluation: Evaluation) -> str:
     header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")
     rows = [header]
     for r in evaluation.devices:
-        rows.append((str(r.position), r.type, str(len(r.nodes)), _num(r.compute), _num(r.comm),
-                     _num(r.load), f"{_num(r.memory)}/{_num(r.memory_bound)}", _span(problem, r.nodes)))
+        rows.append((str(r.position), r.type, str(len(r.nodes)), cell(r.compute), cell(r.comm),
+                     cell(r.load), f"{cell(r.memory)}/{cell(r.memory_bound)}", _span(problem, r.nodes)))
     lines = format_table(rows, left={1, 7})   # text columns read better left-aligned
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append("")
