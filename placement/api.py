@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.parameters import flag, integer, number, one_of
-from placement.plan import as_plan
+from placement.io.plans import as_plan
 from placement.problem.objectives import OBJECTIVES
 from placement.result import Verification
 from placement.loading import as_instance, override_devices

@@ -34,25 +34,3 @@ class Plan:
         """Map node id -> position of its device in ``devices`` (last one wins on duplicates)."""
         return {v: d for d, dev in enumerate(self.devices) for v in dev.nodes}
 
-
-def as_plan(plan: object) -> Plan:
-    """A :class:`Plan` from what callers hold: a Plan, a :class:`placement.Result` (its stages), a
-    decoded plan document (dict), or the path of a plan file (either format of
-    :mod:`placement.io.plans`). Raises :class:`InvalidPlanError` for anything else."""
-    from pathlib import Path
-
-    from placement.errors import InvalidPlanError
-
-    if isinstance(plan, Plan):
-        return plan
-    to_plan = getattr(plan, "to_plan", None)
-    if callable(to_plan):
-        return to_plan()
-    from placement.io.plans import parse_plan, read_plan
-
-    if isinstance(plan, (str, Path)):
-        return read_plan(plan)
-    if isinstance(plan, dict):
-        return parse_plan(plan)
-    raise InvalidPlanError(f"plan must be a Plan, a Result, a plan document (dict) or a plan file path, "
-                           f"not {type(plan).__name__}")

@@ -198,7 +198,7 @@ def _warm_start(warm_start: Any) -> Any:
     """``True``, ``False``, or the plan a plan-like value holds (see :func:`placement.plan.as_plan`)."""
     if isinstance(warm_start, bool):
         return warm_start
-    from placement.plan import as_plan
+    from placement.io.plans import as_plan
 
     try:
         return as_plan(warm_start)

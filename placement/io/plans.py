@@ -111,3 +111,19 @@ def plan_document(plan: Plan) -> dict[str, Any]:
             entry["calls"] = [list(call) for call in dev.calls]
         devices.append(entry)
     return {"format": FORMAT, "devices": devices}
+
+
+def as_plan(plan: object) -> Plan:
+    """A :class:`Plan` from what callers hold: a Plan, a :class:`placement.Result` (its stages), a
+    decoded plan document (dict), or the path of a plan file (either format of this module). Raises :class:`InvalidPlanError` for anything else."""
+    if isinstance(plan, Plan):
+        return plan
+    to_plan = getattr(plan, "to_plan", None)
+    if callable(to_plan):
+        return to_plan()
+    if isinstance(plan, (str, Path)):
+        return read_plan(plan)
+    if isinstance(plan, dict):
+        return parse_plan(plan)
+    raise InvalidPlanError(f"plan must be a Plan, a Result, a plan document (dict) or a plan file path, "
+                           f"not {type(plan).__name__}")

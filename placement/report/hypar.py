@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from placement.costmodel.hypar import BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters
-from placement.api import HyparResult
 from placement.report.table import format_table
+
+if TYPE_CHECKING:
+    from placement.api import HyparResult
 
 
 def _amount(x: Fraction) -> str:

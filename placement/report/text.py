@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from placement.problem.instance import Instance
 from placement.verification.evaluate import Evaluation
 from placement.report.table import cell, format_table

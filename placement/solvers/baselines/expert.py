@@ -21,7 +21,8 @@ from typing import Any
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.plan import DeviceAssignment, Plan, as_plan
+from placement.plan import DeviceAssignment, Plan
+from placement.io.plans import as_plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
 from placement.verification.evaluate import evaluate
