@@ -10,7 +10,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from placement.errors import InvalidParameterError, LimitExceededError, UsageError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
@@ -80,7 +80,7 @@ def test_limits_and_bad_use():
         brute_force_latency(make_two_type_problem(nodes, [], 1, 1, 10))
     with pytest.raises(LimitExceededError, match="^latency brute force refuses more than 10 plans of 3 nodes"):
         brute_force_latency(chain3(2, 1), max_plans=10)
-    with pytest.raises(UsageError, match="^max_calls must be at least 1, got 0$"):
+    with pytest.raises(InvalidParameterError, match="^max_calls must be a positive integer or None, not 0$"):
         brute_force_latency(chain3(1, 0), max_calls=0)
     training = Instance((Node(0, "f", (1.0, 1.0), colour=0), Node(1, "b", (1.0, 1.0), backward=True, colour=0)),
                        (Edge(0, 1),), (DeviceType(A, 1), DeviceType(C, 1, math.inf, False)))

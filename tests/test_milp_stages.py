@@ -15,7 +15,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
-from placement.errors import InvalidParameterError, UsageError
+from placement.errors import InvalidParameterError
 from placement.solvers.milp.data import Scaling, choose_scale
 from placement.verification.evaluate import evaluate
 from tests.strategies import problems
@@ -147,13 +147,18 @@ def test_warm_start_under_a_short_limit(backend: str) -> None:
 
 def test_bad_arguments() -> None:
     problem = read_instance(TINY / "chain4.json")
-    with pytest.raises(UsageError, match="^unknown contiguity class 'convex'; choose from none, sets, stages$"):
+    with pytest.raises(InvalidParameterError, match="^contiguity must be one of 'none', 'sets', 'stages', "
+                                                    "not 'convex'$"):
         solve_milp(problem, contiguity="convex")
-    with pytest.raises(UsageError, match="^backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or "
-                                         "'pulp:NAME', not 'gurobi'$"):
+    with pytest.raises(InvalidParameterError, match="^backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', "
+                                                    "'pulp' or 'pulp:NAME', not 'gurobi'$"):
         solve_milp(problem, backend="gurobi")
-    with pytest.raises(UsageError, match="^the time limit must be a positive number of seconds, got inf$"):
+    with pytest.raises(InvalidParameterError, match="^time_limit must be a finite number of seconds > 0, not inf$"):
         solve_milp(problem, time_limit=math.inf)
+    with pytest.raises(InvalidParameterError, match="^gap must be a number ≥ 0 and < 1, not 1.5$"):
+        solve_milp(problem, gap=1.5)
+    with pytest.raises(InvalidParameterError, match="^threads must be a positive integer, not 0$"):
+        solve_milp(problem, threads=0)
     with pytest.raises(InvalidParameterError, match="^objective 'throughput-gpipe' is for training graphs; this "
                                                     "instance has no backward nodes$"):
         solve_milp(problem, objective="throughput-gpipe")

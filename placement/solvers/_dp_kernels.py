@@ -117,16 +117,21 @@ def _comm(i, j, bits, cutc, cutbits, nbr_ptr, nbr_idx, cost):
 @njit(cache=True)
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_ptr, nbr_idx, cost,
              order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, dp, parent, choice, counters):
+             ceiling, exact, layer_size, popcount, dp, parent, choice, counters):
     """Fill ``dp[:, lo:hi]``; ideals are indexed in processing order (a linear extension of ⊆).
 
     ``dp[L, i]``: least max-load of placing ideal i as a pipeline of blocks on at most the
-    device counts of layer L; values ``>= ceiling`` mean "no plan at or below the ceiling".
+    device counts of layer L (``exact``: on exactly those devices, each block non-empty);
+    values ``>= ceiling`` mean "no plan at or below the ceiling".
     ``prev[L, t]``: the layer with one device of type t fewer (-1 if none).
     ``order[t]``: ideals sorted by (compute on type t, size); ``pos[t]`` its inverse.
     A layer is skipped for ideal i when the work of i cannot fit its devices, or the work
     left cannot fit the devices left, under the ceiling (``layer_cap``/``rest_cap`` are
-    capacities in units of Σ_v min_t p_t(v)).
+    capacities in units of Σ_v min_t p_t(v); ``rest_devices[L]`` is the number of devices
+    still free after L, or, when ``exact``, still to be filled). When ``exact``, a layer is
+    also skipped when i has fewer supernodes (``popcount``) than L has devices
+    (``layer_size``), or the rest of the graph fewer than the devices still to be filled;
+    for the whole graph (``full``) only the layers with no device left to fill count.
     """
     n_layers, n_types = prev.shape
     words = bits.shape[1]
@@ -140,14 +145,21 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
             choice[L, i] = -1
         if i == 0:
             for L in range(n_layers):
-                dp[L, 0] = 0.0
+                if not exact or layer_size[L] == 0:
+                    dp[L, 0] = 0.0
             continue
         for L in range(n_layers):
             ok = pmin[i] <= layer_cap[L]
             if i != full:
                 ok = ok and rest_devices[L] > 0 and pmin_total - pmin[i] <= rest_cap[L]
+            if exact:
+                if i == full:
+                    ok = ok and rest_devices[L] == 0
+                else:
+                    ok = ok and rest_devices[L] <= popcount[full] - popcount[i]
+                ok = ok and layer_size[L] <= popcount[i]
             active[L] = ok
-            if not ok:
+            if not ok or exact:  # exact: no device may stay empty, so no skip transition
                 continue
             for t in range(n_types):
                 Lp = prev[L, t]

@@ -18,6 +18,21 @@ on ``t`` and the memory of ``X`` is within ``t``'s bound. The optimum is
 ``dp[k][V]``; for training graphs (backward mates in the blocks) this is the
 PipeDream objective, forward and backward loads adding up on each device.
 
+Exactly ``N`` stages (``stages=N``): the plans with exactly ``N`` non-empty
+devices (any mix of types, at most ``k_t`` of type ``t``). The table drops the
+transition that leaves a device unused, so ``e[L][I]`` is the least max-load of
+``I`` as a pipeline of exactly ``|L|`` non-empty blocks, one per device of ``L``::
+
+    e[0][∅] = 0,   e[L][∅] = ∞ for L ≠ 0
+    e[L][I] = min_t min_{I' ⊊ I, X = I \\ I' fits type t} max(e[L - e_t][I'], load_t(X))
+
+and the optimum is ``min_{L ≤ k, |L| = N} e[L][V]`` (∞: no such plan, status
+``infeasible``). Zero-cost classes are not merged in this mode (a zero-time
+class may be a stage of its own, and merging it could lose the only plans with
+``N`` stages); colour classes and the cycles of the extended graph are, since
+every plan keeps them on one device. So ``N`` above the number of supernodes is
+infeasible.
+
 Speed (all of it exact):
 
 * an upper bound ``UB`` from the same DP restricted to prefixes of a few
@@ -27,6 +42,13 @@ Speed (all of it exact):
 * communication comes from per-ideal cut sums (see :mod:`._dp_kernels`);
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
   fit its devices under ``UB``.
+
+With ``stages=N`` the same rules hold for ``e``: ``UB`` comes from the chain DP
+in the same mode (∞ when no chain plan has ``N`` stages, and then nothing is
+pruned by it); the rest ``V \\ I`` must fit the best ``N - |L|`` of the devices
+left after ``L``; and a layer is skipped for ``I`` when ``I`` has fewer
+supernodes than ``|L|``, ``V \\ I`` fewer than ``N - |L|``, or (for ``I = V``)
+``|L| ≠ N``. Without ``stages`` the DP runs as if this mode did not exist.
 """
 
 from __future__ import annotations
@@ -38,11 +60,12 @@ from typing import Callable
 
 import numpy as np
 
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract, enumerate_ideals
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, check_stages, contract, enumerate_ideals
 
 Progress = Callable[[str], None]
 
@@ -69,6 +92,11 @@ class _Layers:
     counts: np.ndarray       # (L, T)
     prev: np.ndarray         # (L, T)
     full: int
+
+    @property
+    def size(self) -> np.ndarray:
+        """Number of devices per layer."""
+        return self.counts.sum(axis=1)
 
 
 def _build_graph(problem: Instance, contraction: Contraction) -> _Graph:
@@ -170,9 +198,25 @@ class _Table:
     full: int
 
 
+def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per layer: the summed capacity of the ``wanted[L]`` largest of the devices ``rest[L]``."""
+    out = np.zeros(len(rest))
+    by_capacity = np.argsort(-per_device, kind="stable")
+    for L in range(len(rest)):
+        left = int(wanted[L])
+        for t in by_capacity:
+            if left <= 0:
+                break
+            take = min(left, int(rest[L, t]))
+            out[L] += take * per_device[t]
+            left -= take
+    return out
+
+
 def _run(problem: Instance, graph: _Graph, layers: _Layers, masks: list[int], ub: float,
-         progress: Progress | None, label: str) -> _Table:
-    """Run the DP over the given ideals (any down-closed family containing ∅ and V)."""
+         progress: Progress | None, label: str, stages: int | None = None) -> _Table:
+    """Run the DP over the given ideals (any down-closed family containing ∅ and V); with ``stages``,
+    the exact-``N`` table ``e`` of the module docstring."""
     bits = _to_words(masks, graph.contraction.size)
     per_type = K.ideal_sums(bits, np.ascontiguousarray(graph.comp))
     unsup = K.ideal_sums(bits, np.ascontiguousarray(graph.unsup))
@@ -197,18 +241,23 @@ def _run(problem: Instance, graph: _Graph, layers: _Layers, masks: list[int], ub
     pmin_total = float(pmin[full])
     counts = layers.counts
     rest = np.array([t.count for t in problem.device_types]) - counts
+    size = layers.size
+    # devices free after the layer, or (exact N) still to be filled; <= 0 skips the layer below V
+    rest_devices = rest.sum(axis=1) if stages is None else stages - size
     if math.isfinite(ub):
         ceiling = ub + 1e-9 * max(1.0, abs(ub))
         per_device = np.array([_device_capacity(graph.work_nodes, t, ceiling) if problem.device_types[t].count else 0.0
                                for t in range(counts.shape[1])])
         slack = 1 + 1e-9
         layer_cap = (counts * per_device).sum(axis=1) * slack + 1e-12
-        rest_cap = (rest * per_device).sum(axis=1) * slack + 1e-12
+        if stages is None:
+            rest_cap = (rest * per_device).sum(axis=1) * slack + 1e-12
+        else:
+            rest_cap = _best_devices(rest, per_device, np.maximum(rest_devices, 0)) * slack + 1e-12
     else:
         ceiling = math.inf
         layer_cap = np.full(len(counts), math.inf)
         rest_cap = np.full(len(counts), math.inf)
-    rest_devices = rest.sum(axis=1)
 
     n_layers = len(counts)
     dp = np.empty((n_layers, n))
@@ -224,7 +273,8 @@ def _run(problem: Instance, graph: _Graph, layers: _Layers, masks: list[int], ub
         hi = min(n, lo + chunk)
         K.dp_range(lo, hi, bits, comp_t, unsup_t, mem, graph.memcap, graph.pays, cutc, cutbits,
                    graph.nbr_ptr, graph.nbr_idx, graph.cost, order, pos, layers.prev, layer_cap,
-                   rest_cap, rest_devices, pmin, pmin_total, full, ceiling, dp, parent, choice, counters)
+                   rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None, size, popcount,
+                   dp, parent, choice, counters)
         now = time.perf_counter()
         if progress is not None and now - last > 1.0:
             last = now
@@ -233,9 +283,16 @@ def _run(problem: Instance, graph: _Graph, layers: _Layers, masks: list[int], ub
     return _Table(masks, dp, parent, choice, counters, full)
 
 
-def _extract(problem: Instance, graph: _Graph, layers: _Layers, table: _Table) -> tuple[float, Plan | None]:
-    """Value and plan of dp[all devices][V], devices in pipeline order."""
+def _extract(problem: Instance, graph: _Graph, layers: _Layers, table: _Table,
+             stages: int | None = None) -> tuple[float, Plan | None]:
+    """Value and plan of dp[all devices][V] (with ``stages``: of the best e[L][V], |L| = N), devices in
+    pipeline order."""
     L, i = layers.full, table.full
+    if stages is not None:
+        candidates = [c for c in np.flatnonzero(layers.size == stages) if table.choice[c, i] >= 0]
+        if not candidates:
+            return math.inf, None
+        L = int(min(candidates, key=lambda c: table.dp[c, i]))
     value = float(table.dp[L, i])
     if not math.isfinite(value) or table.choice[L, i] < 0 and i != 0:
         return math.inf, None
@@ -313,35 +370,60 @@ def _prefix_masks(order: list[int]) -> list[int]:
     return masks
 
 
+def _upper_bound(problem: Instance, graph: _Graph, layers: _Layers, contraction: Contraction,
+                 stages: int | None) -> tuple[float, Plan | None]:
+    """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
+    best, best_plan = math.inf, None
+    for order in _topological_orders(contraction):
+        chain = _run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain", stages)
+        value, plan = _extract(problem, graph, layers, chain, stages)
+        if plan is not None and value < best:
+            best, best_plan = value, plan
+    return best, best_plan
+
+
 def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
-             progress: Progress | None = None, merge_zero_cost: bool = True) -> Solution:
+             progress: Progress | None = None, merge_zero_cost: bool = True,
+             stages: int | None = None) -> Solution:
     """Optimal ``stages`` plan for the throughput objective; status ``optimal`` or ``infeasible``.
 
-    Raises :class:`LimitExceededError` when the contracted graph has more than
+    ``stages=N`` asks for exactly ``N`` non-empty devices (the recurrence ``e`` of the module
+    docstring): the plan is optimal among those plans, and the status is ``infeasible`` when
+    there is none. ``N`` must be from 1 to the number of devices (:class:`InvalidParameterError`
+    otherwise). Raises :class:`LimitExceededError` when the contracted graph has more than
     ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
-    as its own supernode (slower; for cross-checks). The plan's loads are not stored: verify it with
+    as its own supernode (slower; for cross-checks; with ``stages`` this is always so).
+    The plan's loads are not stored: verify it with
     :func:`placement.verification.evaluate.evaluate`.
     """
     start = time.perf_counter()
-    contraction = contract(problem, merge_zero_cost)
+    stages = check_stages(problem, stages)
+    contraction = contract(problem, merge_zero_cost and stages is None)
+    if stages is not None and stages > contraction.size:
+        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=time.perf_counter() - start,
+                        stats={"nodes": len(problem.nodes), "supernodes": contraction.size, "stages": stages},
+                        message=f"no plan has {stages} non-empty stages: the graph has {contraction.size} "
+                                f"part{'' if contraction.size == 1 else 's'} "
+                                "that a pipeline can separate (colour classes and cycles stay on one device)")
     graph = _build_graph(problem, contraction)
     layers = _build_layers(problem)
 
-    masks = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
+    try:
+        masks = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
+    except LimitExceededError as exc:
+        if stages is None:
+            raise
+        raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "
+                                 "ideals than without)", exc.parameter) from None
     if progress is not None:
         progress(f"{len(masks):,} ideals over {contraction.size} supernodes")
-    ub, ub_plan = math.inf, None
-    for order in _topological_orders(contraction):
-        chain = _run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain")
-        value, plan = _extract(problem, graph, layers, chain)
-        if value < ub:
-            ub, ub_plan = value, plan
+    ub, ub_plan = _upper_bound(problem, graph, layers, contraction, stages)
     chain_time = time.perf_counter() - start
     if progress is not None:
         progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
 
-    table = _run(problem, graph, layers, masks, ub, progress, "dp")
-    value, plan = _extract(problem, graph, layers, table)
+    table = _run(problem, graph, layers, masks, ub, progress, "dp", stages)
+    value, plan = _extract(problem, graph, layers, table, stages)
     if plan is None and ub_plan is not None:  # cannot happen: the DP admits every block of the chain plan
         return Solution(Status.ERROR, None, math.inf, 0.0, "dp", runtime_s=time.perf_counter() - start,
                         message="internal error: the DP lost the upper-bound plan; please report this instance")
@@ -357,34 +439,36 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         "blocks_evaluated": int(table.counters[K.EVALUATED]),
         "dp_value": value if math.isfinite(value) else None,
     }
+    if stages is not None:
+        stats["stages"] = stages
     runtime = time.perf_counter() - start
     if plan is None:
+        what = "no pipeline of the available devices" if stages is None else \
+            f"no pipeline of exactly {stages} non-empty {'stage' if stages == 1 else 'stages'}"
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=runtime, stats=stats,
-                        message="no pipeline of the available devices satisfies the memory and support constraints")
+                        message=f"{what} satisfies the memory and support constraints")
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
 
 
-def solve_chain(problem: Instance) -> Solution:
+def solve_chain(problem: Instance, *, stages: int | None = None) -> Solution:
     """A good ``stages`` plan fast: the exact DP restricted to the prefixes of a few topological orders.
 
     No ideals are enumerated, so it runs where the full DP would refuse; the plan is optimal among
     plans whose stages are intervals of one of those orders, so the status is ``feasible`` (with the
     trivial bound 0), or ``infeasible`` only in the sense that no such plan exists (``no_solution``).
+    ``stages=N`` restricts it to plans of exactly ``N`` non-empty stages (as in :func:`solve_dp`).
     """
     start = time.perf_counter()
-    contraction = contract(problem)
+    stages = check_stages(problem, stages)
+    contraction = contract(problem, stages is None)
     graph = _build_graph(problem, contraction)
     layers = _build_layers(problem)
-    best, best_plan = math.inf, None
-    for order in _topological_orders(contraction):
-        chain = _run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain")
-        value, plan = _extract(problem, graph, layers, chain)
-        if plan is not None and value < best:
-            best, best_plan = value, plan
+    best, best_plan = _upper_bound(problem, graph, layers, contraction, stages)
     runtime = time.perf_counter() - start
     if best_plan is None:
+        what = "" if stages is None else f" into exactly {stages} stages"
         return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", runtime_s=runtime,
-                        message="no interval split of the tried topological orders fits the devices")
+                        message=f"no interval split{what} of the tried topological orders fits the devices")
     return Solution(Status.FEASIBLE, best_plan, best, 0.0, "chain-dp", runtime_s=runtime)
 
 

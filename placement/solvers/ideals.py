@@ -31,15 +31,21 @@ Contraction (:func:`contract`)
      in ``H``) lies in one class T. After the move all of K's edges are
      internal.
 
+   The move may leave K's old device empty, so these merges keep an optimal
+   plan only where the number of devices used is free: a solver asked for
+   exactly ``N`` non-empty devices (``stages=N``, see :func:`check_stages`)
+   contracts with ``merge_zero_cost=False``.
+
 The result is a :class:`Contraction`: supernodes in a topological order of
 the contracted ``H``, each with the positions of its original nodes.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
-from placement.errors import LimitExceededError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.problem.instance import Instance
 
 DEFAULT_MAX_IDEALS = 200_000
@@ -63,6 +69,20 @@ class Contraction:
     @property
     def size(self) -> int:
         return len(self.members)
+
+
+def check_stages(problem: Instance, stages: object) -> int | None:
+    """``stages`` when it is ``None`` or an integer from 1 to the number of devices of ``problem``;
+    otherwise :class:`InvalidParameterError` (a bool is not an integer here). The ``stages=N``
+    parameter (exactly ``N`` non-empty devices) of the DP and the MILP."""
+    if stages is None:
+        return None
+    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or stages < 1:
+        raise InvalidParameterError("stages", f"must be a positive integer or None, not {stages!r}")
+    total = sum(t.count for t in problem.device_types)
+    if stages > total:
+        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
+    return int(stages)
 
 
 class _UnionFind:
@@ -329,7 +349,7 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
         if len(ideals) > max_ideals:
             raise LimitExceededError(
                 f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
-                "the DP over ideals would need too much time and memory. Raise the limit with "
-                "--max-ideals N (memory grows linearly with it), "
-                "or coarsen the graph by giving nodes that belong together one colour class")
+                "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
+                "(memory grows linearly with it), "
+                "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
     return ideals

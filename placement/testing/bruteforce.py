@@ -9,7 +9,8 @@ contiguity class; the best valid one (lowest max load, first found on ties) is
 returned as ``optimal`` with ``bound == objective``, or ``infeasible`` when no
 assignment is valid. The objective is ``throughput`` (max load) or
 ``throughput-gpipe`` (max forward load + max backward load, as the evaluator
-computes them).
+computes them). With ``stages=N`` only the assignments with exactly ``N``
+non-empty devices count (``infeasible`` when there is none).
 
 Two prunings skip only assignments that cannot be valid or better, and are
 therefore safe: a partial assignment is abandoned when a device exceeds its
@@ -18,16 +19,19 @@ compute alone (a lower bound on its final load, since communication is
 non-negative) already reaches the best value found (for ``throughput-gpipe`` too:
 ``max FW + max BW ≥ max (FW + BW)``, the max load). Both tests allow a
 relative slack of 1e-9, so rounding from summing in another order than the
-evaluator cannot prune a plan the evaluator would accept or rank better.
+evaluator cannot prune a plan the evaluator would accept or rank better. With
+``stages=N``, no device is opened beyond the ``N``-th, and a partial assignment
+is abandoned when the classes left cannot fill the devices still to open.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from functools import lru_cache
 
-from placement.errors import LimitExceededError, UsageError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -55,14 +59,32 @@ def count_labellings(n_classes: int, counts: tuple[int, ...]) -> int:
     return completions(0, tuple(0 for _ in counts))
 
 
+def check_stages(problem: Instance, stages: object) -> int | None:
+    """``stages`` when it is ``None`` or an integer from 1 to the number of devices; otherwise
+    :class:`InvalidParameterError` (a bool is not an integer here). The oracle's own copy of the
+    solvers' check, so that it imports no solver code."""
+    if stages is None:
+        return None
+    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or stages < 1:
+        raise InvalidParameterError("stages", f"must be a positive integer or None, not {stages!r}")
+    total = sum(t.count for t in problem.device_types)
+    if stages > total:
+        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
+    return int(stages)
+
+
 def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str = "throughput",
-                max_classes: int = MAX_CLASSES, max_labellings: int = MAX_LABELLINGS) -> Solution:
-    """The optimal plan by exhaustive search; :class:`LimitExceededError` above the size limits."""
+                stages: int | None = None, max_classes: int = MAX_CLASSES,
+                max_labellings: int = MAX_LABELLINGS) -> Solution:
+    """The optimal plan by exhaustive search (with ``stages=N``: among plans with exactly ``N``
+    non-empty devices); :class:`LimitExceededError` above the size limits."""
     if objective not in ("throughput", "throughput-gpipe"):
-        raise UsageError(f"brute force solves the throughput objectives, not {objective!r}")
+        raise InvalidParameterError("objective", f"must be 'throughput' or 'throughput-gpipe' for brute force, "
+                                                 f"not {objective!r}")
     if contiguity not in CONTIGUITY_CLASSES:
-        raise UsageError(f"unknown contiguity class {contiguity!r}; expected one of "
-                         f"{', '.join(CONTIGUITY_CLASSES)}")
+        raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
+                                                  f"not {contiguity!r}")
+    stages = check_stages(problem, stages)
     start = time.perf_counter()
     classes = problem.colour_classes()
     types = problem.device_types
@@ -112,13 +134,18 @@ def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str
 
     def place(c: int) -> None:
         if c == len(classes):
-            leaf()
+            if stages is None or sum(opened) == stages:
+                leaf()
             return
+        if stages is not None and sum(opened) + len(classes) - c < stages:
+            return  # the classes left cannot fill the devices still to open
         for t in range(len(types)):
             p = class_time[c][t]
             if p is None:
                 continue
             for j in range(min(opened[t] + 1, counts[t])):
+                if stages is not None and j == opened[t] and sum(opened) == stages:
+                    continue  # no device beyond the N-th
                 k = slot_index[(t, j)]
                 if (memory[k] + class_memory[c] > types[t].memory * (1 + _SLACK)
                         or compute[k] + p >= best["load"] * (1 + _SLACK)):
@@ -139,9 +166,10 @@ def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str
     runtime = time.perf_counter() - start
     plan = best["plan"]
     if plan is None:
+        with_stages = "" if stages is None else f" with exactly {stages} non-empty devices"
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, method="bruteforce",
                         objective_kind=objective, contiguity=contiguity, runtime_s=runtime, stats=stats,
-                        message=f"no valid plan under contiguity {contiguity}")
+                        message=f"no valid plan under contiguity {contiguity}{with_stages}")
     order = pipeline_order(problem, plan)
     if order is not None:
         plan = Plan(tuple(plan.devices[d] for d in order))

@@ -26,6 +26,13 @@ independent evaluator :func:`placement.verification.latency.evaluate_latency`, w
 rejects non-contiguous calls and calls that wait on each other in a cycle; the
 valid plan of least latency (the first found on ties) is returned as
 ``optimal`` with ``bound == objective``, or ``infeasible`` when no plan is valid.
+
+Exactly ``N`` devices (``stages=N``): a pool of ``m`` colour classes may be
+listed as any number of devices of its type from 1 to ``min(count, m)`` without
+changing any time (pool nodes run in parallel without limit). A plan counts
+when ``N`` lies between its least and its largest number of devices holding a
+node; its pools are then split (classes dealt round the devices, the first pools
+split first) so that exactly ``N`` devices hold a node, and that plan is judged.
 """
 
 from __future__ import annotations
@@ -33,11 +40,12 @@ from __future__ import annotations
 import math
 import time
 
-from placement.errors import LimitExceededError, UsageError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
+from placement.testing.bruteforce import check_stages
 from placement.verification.latency import evaluate_latency
 
 MAX_NODES = 8
@@ -162,16 +170,48 @@ def count_latency_plans(problem: Instance, max_calls: int | None = None, limit: 
     return count
 
 
-def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_nodes: int = MAX_NODES,
-                        max_plans: int = MAX_PLANS) -> Solution:
-    """The latency-optimal plan over the search space of the module docstring.
+def with_stages(problem: Instance, plan: Plan, stages: int) -> Plan | None:
+    """``plan`` with its pools (devices of types that pay no communication) split so that exactly
+    ``stages`` devices hold a node, or ``None`` when no split gets there (see the module docstring)."""
+    pays = {t.name: t.pays_comm for t in problem.device_types}
+    count = {t.name: t.count for t in problem.device_types}
+    class_of = {}
+    for c, members in enumerate(problem.colour_classes()):
+        for v in members:
+            class_of[problem.nodes[v].id] = c
+    devices = [dev for dev in plan.devices if dev.nodes]
+    extra = stages - len(devices)
+    if extra < 0:
+        return None
+    out = []
+    for dev in devices:
+        if pays[dev.type] or extra == 0:
+            out.append(dev)
+            continue
+        classes: dict[int, list[int]] = {}
+        for v in dev.nodes:
+            classes.setdefault(class_of[v], []).append(v)
+        parts = 1 + min(extra, min(count[dev.type], len(classes)) - 1)
+        extra -= parts - 1
+        dealt: list[list[int]] = [[] for _ in range(parts)]
+        for k, members in enumerate(classes.values()):
+            dealt[k % parts].extend(members)
+        out.extend(DeviceAssignment(dev.type, tuple(ids)) for ids in dealt)
+    return Plan(tuple(out)) if extra == 0 else None
 
-    :class:`UsageError` for training graphs; :class:`LimitExceededError` above
-    ``max_nodes`` nodes or ``max_plans`` plans to evaluate.
+
+def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_nodes: int = MAX_NODES,
+                        max_plans: int = MAX_PLANS, stages: int | None = None) -> Solution:
+    """The latency-optimal plan over the search space of the module docstring (with ``stages=N``:
+    among plans in which exactly ``N`` devices hold a node).
+
+    :class:`InvalidParameterError` for training graphs and bad parameter values;
+    :class:`LimitExceededError` above ``max_nodes`` nodes or ``max_plans`` plans to evaluate.
     """
     check_objective(problem, "latency")
-    if max_calls is not None and max_calls < 1:
-        raise UsageError(f"max_calls must be at least 1, got {max_calls}")
+    if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+        raise InvalidParameterError("max_calls", f"must be a positive integer or None, not {max_calls!r}")
+    stages = check_stages(problem, stages)
     if len(problem.nodes) > max_nodes:
         raise LimitExceededError(f"latency brute force refuses {len(problem.nodes)} nodes (limit {max_nodes}); "
                          "it is meant for tiny graphs")
@@ -182,8 +222,15 @@ def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_
                          "(lower max_calls or use a smaller graph)")
     best: dict[str, object] = {"latency": math.inf, "plan": None}
     stats = {"plans": n_plans, "valid": 0, "max_calls": max_calls}
+    if stages is not None:
+        stats["stages"] = stages
 
     def visit(plan: Plan) -> None:
+        if stages is not None:
+            split = with_stages(problem, plan, stages)
+            if split is None:
+                return
+            plan = split
         ev = evaluate_latency(problem, plan)
         if ev.valid:
             stats["valid"] += 1

@@ -7,18 +7,22 @@
 * ``throughput`` / ``throughput-gpipe`` × ``none`` — :mod:`.none`;
 * ``latency`` (inference; every accelerator call contiguous) — :mod:`.latency`.
 
+Each takes ``stages=N``: exactly ``N`` devices hold at least one node (rows in each module).
+
 Backends: :mod:`.backends`; statuses, bounds and verification: :mod:`.outcome`.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Callable
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
+from placement.solvers.ideals import check_stages
 from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_available
 from placement.solvers.milp.driver import Formulation, solve_throughput
 from placement.solvers.milp.latency import DEFAULT_CALLS, solve_milp_latency
@@ -28,46 +32,54 @@ from placement.solvers.milp.stages import Stages
 from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 DEFAULT_TIME_LIMIT = 60.0
+FORMULATIONS: dict[str, type[Formulation]] = {"stages": Stages, "sets": ContiguousSets, "none": NoContiguity}
 
 
-def _formulation(contiguity: str) -> Formulation:
-    if contiguity == "stages":
-        return Stages()
-    if contiguity == "sets":
-        return ContiguousSets()
-    if contiguity == "none":
-        return NoContiguity()
-    raise UsageError(f"unknown contiguity class {contiguity!r}; choose from {', '.join(CONTIGUITY_CLASSES)}")
+def _formulation(contiguity: str, stages: int | None) -> Formulation:
+    if contiguity not in FORMULATIONS:
+        raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
+                                                  f"not {contiguity!r}")
+    return FORMULATIONS[contiguity](stages)
+
+
+def _check_options(time_limit: object, gap: object, threads: object) -> None:
+    def real(x: object) -> bool:
+        return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+    if not real(time_limit) or not 0 < time_limit < float("inf"):  # type: ignore[operator]
+        raise InvalidParameterError("time_limit", f"must be a finite number of seconds > 0, not {time_limit!r}")
+    if not real(gap) or not 0 <= gap < 1:  # type: ignore[operator]
+        raise InvalidParameterError("gap", f"must be a number ≥ 0 and < 1, not {gap!r}")
+    if not isinstance(threads, numbers.Integral) or isinstance(threads, bool) or threads < 1:
+        raise InvalidParameterError("threads", f"must be a positive integer, not {threads!r}")
 
 
 def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "throughput",
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
-               calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None) -> Solution:
+               calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
+               stages: int | None = None) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
     (the status is then ``feasible`` unless the gap closed); ``log_path`` receives the solver
-    log; ``warm_start`` is a plan to start from; ``calls`` is the number of calls per
-    accelerator of the latency model (the latency objective ignores ``contiguity``);
-    ``progress`` receives one-line messages (model size, improving solutions).
+    log; ``warm_start`` is a plan to start from (not used when it breaks a constraint, ``stages``
+    included); ``calls`` is the number of calls per accelerator of the latency model (the
+    latency objective ignores ``contiguity``); ``progress`` receives one-line messages (model
+    size, improving solutions). ``stages=N`` asks for exactly ``N`` non-empty devices (for
+    ``latency``: devices holding at least one node, the CPU cores that run nodes included);
+    ``N`` is from 1 to the number of devices. Bad values raise :class:`InvalidParameterError`,
+    a backend that cannot run here :class:`SolverUnavailableError`.
     """
-    if not isinstance(time_limit, (int, float)) or not 0 < time_limit < float("inf"):
-        raise UsageError(f"the time limit must be a positive number of seconds, got {time_limit!r}")
-    if not 0 <= gap < 1:
-        raise UsageError(f"the relative gap must be at least 0 and below 1, got {gap!r}")
-    if threads < 1:
-        raise UsageError(f"threads must be at least 1, got {threads}")
-    try:
-        check_backend_available(backend)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    _check_options(time_limit, gap, threads)
+    check_backend_available(backend)
     check_objective(problem, objective)
+    stages = check_stages(problem, stages)
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path)
     if objective == "latency":
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
-                                  progress=progress)
-    return solve_throughput(problem, _formulation(contiguity), objective, backend, options, warm_start,
+                                  progress=progress, stages=stages)
+    return solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
                             progress=progress)
 
 

@@ -1,7 +1,9 @@
 """Model data shared by the throughput formulations: groups, slots, scaled times and costs.
 
 A formulation places *groups* of nodes (colour classes, or the supernodes of
-:func:`placement.solvers.ideals.contract`) on *slots* (one per device that exists).
+:func:`placement.solvers.ideals.contract`) on *slots*: one per device that exists, or,
+when exactly ``N`` non-empty devices are asked for (``stages=N``), ``N`` slots that must
+all be used.
 For group ``v`` and device type ``k`` (a type with ``count > 0``):
 ``pf[v][k]`` / ``pb[v][k]`` are the summed times of its forward / backward nodes, or
 ``None`` when ``k`` does not support all of the group; ``m[v]`` is its memory.
@@ -122,10 +124,12 @@ class GroupData:
     cost_nodes: tuple[CostNode, ...]
     scaling: Scaling
     load_ub: float                                # no load exceeds this, model units
+    stages: int | None = None                     # exactly this many non-empty devices (None: any number)
 
     @property
     def slots(self) -> int:
-        return sum(self.counts)
+        """Number of slots: one per device, or ``stages`` (every slot then used)."""
+        return sum(self.counts) if self.stages is None else self.stages
 
     def p(self, v: int, k: int) -> float | None:
         """Time of group ``v`` on type ``k`` (model units), ``None`` when unsupported."""
@@ -137,8 +141,10 @@ class GroupData:
         return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
 
 
-def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float) -> GroupData:
-    """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``."""
+def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float,
+            stages: int | None = None) -> GroupData:
+    """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``;
+    ``stages``: the number of slots, all used (``None``: one slot per device)."""
     nodes = problem.nodes
     types = tuple(t for t, dt in enumerate(problem.device_types) if dt.count > 0)
     of_node = {u: g for g, members in enumerate(groups) for u in members}
@@ -198,4 +204,4 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         counts=tuple(problem.device_types[t].count for t in types), pays=pays, pf=pf, pb=pb,
         m=memory.sizes, M=memory.bounds, memory_binds=memory.binds, memory_exact=memory.exact,
         cost_nodes=cost_nodes, scaling=scaling,
-        load_ub=load_ub)
+        load_ub=load_ub, stages=stages)

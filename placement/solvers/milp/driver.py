@@ -7,6 +7,11 @@ values (the warm start) and variable values into a plan. :func:`solve_throughput
 runs one and hands the answer to :func:`placement.solvers.milp.outcome.conclude`,
 which verifies the plan with the independent evaluator under the formulation's
 contiguity class.
+
+A formulation made with ``stages=N`` has ``N`` slots, every one used
+(:func:`placement.solvers.milp.rows.slot_types`): its plans have exactly ``N``
+non-empty devices. A plan with another number of non-empty devices fails the
+check here (a warm start is then not used; a decoded plan would be an error).
 """
 
 from __future__ import annotations
@@ -30,9 +35,13 @@ DEFAULT_MAX_SCALED = 2 ** 40  # see placement.solvers.milp.data
 
 
 class Formulation(ABC):
-    """One MILP model of the throughput objectives under one contiguity class."""
+    """One MILP model of the throughput objectives under one contiguity class; with ``stages=N``,
+    of the plans with exactly ``N`` non-empty devices."""
 
     contiguity: str = ""
+
+    def __init__(self, stages: int | None = None) -> None:
+        self.stages = stages
 
     @abstractmethod
     def groups(self, problem: Instance, objective: str) -> list[list[int]]:
@@ -73,6 +82,17 @@ def type_position(problem: Instance, d: GroupData, name: str) -> int | None:
         if problem.device_types[t].name == name:
             return k
     return None
+
+
+def stage_count_verdict(verdict: Verdict, plan: Plan, stages: int | None) -> Verdict:
+    """``verdict``, made invalid when ``stages`` is set and ``plan`` has another number of non-empty devices."""
+    if stages is None:
+        return verdict
+    used = sum(1 for dev in plan.devices if dev.nodes)
+    if used == stages:
+        return verdict
+    why = f"the plan has {used} non-empty devices, not stages={stages}"
+    return Verdict(False, verdict.objective, (why, *verdict.violations))
 
 
 def announce(progress: Callable[[str], None] | None, be: Backend, options: SolveOptions,
@@ -119,7 +139,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend."""
     start = time.perf_counter()
     be = make_backend(backend)
-    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_scaled)
+    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_scaled, formulation.stages)
     variables = formulation.build(problem, d, be, objective)
     notes: list[str] = []
     if not d.scaling.exact:
@@ -128,7 +148,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     def verify(plan: Plan) -> Verdict:
         ev = evaluate(problem, plan, contiguity=formulation.contiguity)
-        return Verdict(ev.valid, ev.objective(objective), ev.violations)
+        return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan,
+                                   formulation.stages)
 
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
@@ -141,6 +162,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              "cost_nodes": len(d.cost_nodes), "time_scale": d.scaling.scale,
                              "time_scale_exact": d.scaling.exact, **be.size,
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+    if formulation.stages is not None:
+        stats["stages"] = formulation.stages
     raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
     simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
               else gpipe_lower_bound(problem))

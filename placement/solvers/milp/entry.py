@@ -4,6 +4,7 @@
 optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals, and for the latency
 objective the better of that and the latency greedy); ``False`` starts from nothing. A start
 that breaks a constraint of the request is never used (the formulation checks it).
+``stages=N`` goes to both the start (the DP's best plan with exactly ``N`` stages) and the MILP.
 ``time_limit=None`` is :data:`DEFAULT_TIME_LIMIT` seconds, ``threads=None`` one thread,
 ``backend=None`` CP-SAT.
 """
@@ -30,8 +31,8 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     check_backend_available(backend)  # before any work: the warm start runs the DP
     start = warm_start if isinstance(warm_start, Plan) else None
     if warm_start is True:
-        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective)
+        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages)
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=DEFAULT_TIME_LIMIT if time_limit is None else time_limit, gap=gap,
                       threads=threads or 1, seed=seed, log_path=log, warm_start=start, calls=calls,
-                      progress=progress)
+                      progress=progress, stages=stages)

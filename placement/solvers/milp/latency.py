@@ -53,7 +53,20 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     ``ρ[i] ≥ π[a,j] − C (1 − x[g(i),a,j])``; ``ρ[i] ≥ ρ[u] − C Σ_{a,j} x[g(i),a,j]`` for edges
     ``(u,i)``; ``π[a,j] ≥ ρ[u] + 1 − (C+1)(1 − x[g(w),a,j] + x[g(u),a,j])`` for edges ``(u,w)``
 
+13. (only with ``stages=N``) ``w[r] ∈ {0,1}``, ``r = 1..l`` (``l`` the CPU type's count): CPU core
+    ``r`` holds a node. ``w[r+1] ≤ w[r]``; ``w[1] ≥ on_cpu(i)`` for every node ``i``;
+    ``Σ_r w[r] ≤ Σ_C on_cpu(C)`` over the colour classes ``C`` (each core used holds a whole class);
+    and ``Σ_a e[a,1] + Σ_r w[r] = N``.
+
 Objective: minimise ``L``.
+
+Exactly ``N`` devices (row 13): accelerator ``a`` holds a node exactly when ``e[a,1] = 1``
+(rows 2: its non-empty calls come first), and CPU nodes may be spread over any number of
+cores from 1 to ``min(l, number of classes on the CPUs)`` without changing any time, since
+CPU nodes run in parallel without limit. So the plans with exactly ``N`` devices holding a
+node are the solutions; the decoded plan deals the CPU classes round the ``Σ_r w[r]`` cores.
+Rows 2 stay valid: they order calls within an accelerator and restrict which accelerator of
+a type a node may use, neither of which changes the number of non-empty accelerators.
 
 Rows 6–11 only bound times from below, and the least values are the schedule of the
 model above, so ``L`` is at least the plan's latency and equals it at the optimum.
@@ -64,7 +77,8 @@ Numbers: for CP-SAT, times are scaled to integers as in :mod:`.data` (rounded do
 no power of two or ten makes them exact, so the model never overstates a latency and its
 bounds stay valid), and so is memory. Decoded plans give every accelerator its non-empty
 calls in order
-(:attr:`placement.plan.DeviceAssignment.calls`) and put the CPU nodes on one CPU device.
+(:attr:`placement.plan.DeviceAssignment.calls`) and put the CPU nodes on one CPU device
+(with ``stages``: on ``Σ_r w[r]`` of them).
 """
 
 from __future__ import annotations
@@ -74,7 +88,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from placement.errors import UsageError
+from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
@@ -83,7 +97,8 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
 from placement.solvers.milp.data import CostNode, Scaling, choose_scale, scale_memory
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
-from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, start_from
+from placement.solvers.ideals import check_stages
+from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, stage_count_verdict, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
 DEFAULT_CALLS = 1
@@ -104,6 +119,7 @@ class _Data:
     scaling: Scaling
     horizon: float                          # U, model units
     memory_exact: bool
+    cores: int                              # l: devices of the CPU type (0 without one)
 
 
 def _prepare(problem: Instance, integer: bool, max_scaled: float) -> _Data:
@@ -119,8 +135,9 @@ def _prepare(problem: Instance, integer: bool, max_scaled: float) -> _Data:
                 rank.append(r)
     cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
     if len(cpus) > 1:
-        raise UsageError("the latency model takes one CPU device type; this instance has "
-                         + ", ".join(types[t].name for t in cpus))
+        raise InvalidParameterError("objective", "'latency' takes one device type that pays no communication "
+                                                 "(the CPUs); this instance has "
+                                    + ", ".join(types[t].name for t in cpus))
     p_acc_raw = []
     for members in classes:
         row = []
@@ -162,16 +179,18 @@ def _prepare(problem: Instance, integer: bool, max_scaled: float) -> _Data:
                  [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
                  list(memory.bounds),
                  [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
-                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact)
+                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
+                 sum(types[t].count for t in cpus))
 
 
 @dataclass
 class _Vars:
     x: dict[tuple[int, int, int], Any]
     L: Any
+    w: list[Any]                            # CPU cores holding a node (row 13; empty without stages)
 
 
-def _build(problem: Instance, d: _Data, be: Any, q: int) -> _Vars:
+def _build(problem: Instance, d: _Data, be: Any, q: int, stages: int | None = None) -> _Vars:
     n_classes, A = len(d.classes), len(d.acc)
     nodes = problem.nodes
     succ = problem.successors()
@@ -266,8 +285,23 @@ def _build(problem: Instance, d: _Data, be: Any, q: int) -> _Vars:
             relax = [(-C, var) for _, var in on_acc(d.group[i])]
             for u in pred[i]:
                 be.add([(1, rho[u]), (-1, rho[i])] + relax, hi=0)
+    w: list[Any] = []
+    if stages is not None:                                                             # (13)
+        w = [be.bool_var(f"w[{r}]") for r in range(d.cores)]
+        for r in range(len(w) - 1):
+            be.add([(1, w[r + 1]), (-1, w[r])], hi=0)
+        for v in range(n_classes):
+            if any(d.p_cpu[i] is not None for i in d.classes[v]):
+                # on_cpu(v) ≤ w[1]: 1 − Σ x ≤ w[1]
+                be.add(([(1, w[0])] if w else []) + on_acc(v), lo=1)
+        colours = problem.colour_classes()
+        if w:
+            # Σ_r w[r] ≤ Σ_C (1 − Σ x[first node of C]), the first node standing for its class (rows 1)
+            be.add([(1, var) for var in w] + [t for members in colours for t in on_acc(d.group[members[0]])],
+                   hi=len(colours))
+        be.add([(1, e[a, 0]) for a in range(A)] + [(1, var) for var in w], lo=stages, hi=stages)
     be.minimize([(1, L)])
-    return _Vars(x, L)
+    return _Vars(x, L, w)
 
 
 def _decode(problem: Instance, d: _Data, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
@@ -294,6 +328,19 @@ def _decode(problem: Instance, d: _Data, V: _Vars, q: int, value: Callable[[Any]
             if t is None:
                 return None
             by_cpu.setdefault(t, []).append(problem.nodes[i].id)
+    if V.w:  # stages: deal the CPU colour classes round the cores in use (row 13)
+        cores = sum(1 for var in V.w if value(var) > 0.5)
+        on_cpu = [c for c in problem.colour_classes() if d.group[c[0]] not in on_acc]
+        if on_cpu and not 0 < cores <= len(on_cpu):
+            return None
+        dealt: list[list[int]] = [[] for _ in range(cores)]
+        for k, members in enumerate(on_cpu):
+            dealt[k % cores].extend(problem.nodes[i].id for i in members)
+        t = next(iter(by_cpu), None)
+        for ids in dealt:
+            if ids and t is not None:
+                devices.append(DeviceAssignment(types[t].name, tuple(sorted(ids, key=problem.index_of))))
+        return Plan(tuple(devices))
     for t, ids in sorted(by_cpu.items()):
         devices.append(DeviceAssignment(types[t].name, tuple(ids)))
     return Plan(tuple(devices))
@@ -336,22 +383,28 @@ def _hint(problem: Instance, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[di
         for a in range(len(d.acc)):
             for j in range(q):
                 values[V.x[v, a, j]] = 1.0 if where == (a, j) else 0.0
+    if V.w:
+        pays = {dt.name: dt.pays_comm for dt in problem.device_types}
+        cores = sum(1 for dev in plan.devices if dev.nodes and not pays[dev.type])
+        values.update({var: 1.0 if r < cores else 0.0 for r, var in enumerate(V.w)})
     return values, ""
 
 
 def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
                        warm_start: Plan | None = None, max_scaled: float = DEFAULT_MAX_SCALED,
-                       progress: Callable[[str], None] | None = None) -> Solution:
-    """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above."""
+                       progress: Callable[[str], None] | None = None, stages: int | None = None) -> Solution:
+    """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above;
+    with ``stages=N``, among the plans in which exactly ``N`` devices hold a node (row 13)."""
     from placement.verification.latency import evaluate_latency
 
     check_objective(problem, "latency")
-    if calls < 1:
-        raise UsageError(f"calls per accelerator must be at least 1, got {calls}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise InvalidParameterError("calls", f"must be a positive integer, not {calls!r}")
+    stages = check_stages(problem, stages)
     start = time.perf_counter()
     be = make_backend(backend)
     d = _prepare(problem, be.integer_only, max_scaled)
-    V = _build(problem, d, be, calls)
+    V = _build(problem, d, be, calls, stages)
     notes: list[str] = []
     if not d.scaling.exact:
         notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
@@ -359,7 +412,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     def verify(plan: Plan) -> Verdict:
         ev = evaluate_latency(problem, plan)
-        return Verdict(ev.valid, ev.latency, tuple(ev.violations))
+        return stage_count_verdict(Verdict(ev.valid, ev.latency, tuple(ev.violations)), plan, stages)
 
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
@@ -372,6 +425,8 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                              "calls_per_accelerator": calls, "time_scale": d.scaling.scale,
                              "time_scale_exact": d.scaling.exact, **be.size,
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+    if stages is not None:
+        stats["stages"] = stages
     raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=latency_lower_bound(problem),

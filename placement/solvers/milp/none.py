@@ -25,6 +25,11 @@ slot s), ``b[u,s] ∈ {0,1}`` (u is a boundary node of slot s), ``T ≥ 0`` (or 
 Rows 1–2 are :func:`.rows.slot_types` and rows 4–8 :func:`.rows.slot_rows`, shared with
 :mod:`.stages`. Objective (O) of :mod:`.rows`. Every assignment of classes to devices is a solution, with
 the objective its value; decoded plans list the devices in slot order.
+
+Exactly ``N`` non-empty devices (``stages=N``): ``S = N`` and row 1 reads ``Σ_k y[s,k] = 1``;
+with row 8 every slot is then non-empty. Row 8 stays valid: a plan with exactly ``N``
+non-empty devices, listed by their lowest class, fills slots ``1..N``, and its ``s``-th
+device's lowest class is still at least ``s − 1``.
 """
 
 from __future__ import annotations

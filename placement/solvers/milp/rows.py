@@ -25,6 +25,7 @@ row binds; where it does not, a larger ``b`` changes nothing.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 from placement.solvers.milp.backends import Backend
@@ -69,11 +70,13 @@ def convexity_rows(be: Backend, nodes: Sequence[int], edges: Sequence[tuple[int,
 
 
 def slot_types(be: Backend, d: GroupData) -> dict[tuple[int, int], Any]:
-    """``y[s,k]``, "slot ``s`` has type ``k``", with ``Σ_k y[s,k] ≤ 1`` and ``Σ_s y[s,k] ≤ count_k``."""
+    """``y[s,k]``, "slot ``s`` has type ``k``", with ``Σ_k y[s,k] ≤ 1`` and ``Σ_s y[s,k] ≤ count_k``;
+    with ``d.stages`` set (``N`` slots), ``Σ_k y[s,k] = 1``: every slot is used, so (with the rows of
+    :func:`slot_rows`) exactly ``N`` devices are non-empty."""
     slots, K = range(1, d.slots + 1), range(len(d.types))
     y = {(s, k): be.bool_var(f"y[{s},{k}]") for s in slots for k in K}
     for s in slots:
-        be.add([(1, y[s, k]) for k in K], hi=1)
+        be.add([(1, y[s, k]) for k in K], lo=-math.inf if d.stages is None else 1, hi=1)
     for k in K:
         be.add([(1, y[s, k]) for s in slots], hi=d.counts[k])
     return y

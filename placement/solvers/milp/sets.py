@@ -18,7 +18,8 @@ These are rows (C) of :mod:`.rows` for each slot over the forward graph: rows 9â
 only bound ``a`` and ``d`` from below, and the least values are the true closures, which
 are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in which no forward
 path leaves a device's forward nodes and re-enters them: the class ``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
-through their colour classes and are not constrained further.
+through their colour classes and are not constrained further. With ``stages=N`` the slots
+are those of :mod:`.none` (``N`` of them, every one used).
 """
 
 from __future__ import annotations

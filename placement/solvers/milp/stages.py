@@ -35,6 +35,12 @@ DP of :mod:`placement.solvers.dp` does (same optimum, proofs in
 :mod:`placement.solvers.ideals`); for ``throughput-gpipe`` only colour classes and
 strongly connected parts of H are merged.
 
+Exactly ``N`` stages (``stages=N``): ``S = N`` and row 1 reads ``Σ_k y[s,k] = 1``, so every
+slot is used and, by row 9, non-empty: the solutions are the ``stages`` plans with exactly
+``N`` non-empty devices. Row 9 stays valid: such a plan, its devices in pipeline order,
+fills slots ``1..N``. Zero-cost classes are then not merged (a zero-time class may be a
+stage of its own; see :mod:`placement.solvers.dp`), for either objective.
+
 Numbers and statuses: :mod:`.data` (integer scaling for CP-SAT) and :mod:`.outcome`.
 """
 
@@ -72,7 +78,7 @@ class Stages(Formulation):
     contiguity = "stages"
 
     def groups(self, problem: Instance, objective: str) -> list[list[int]]:
-        self._contraction = contract(problem, merge_zero_cost=objective == "throughput")
+        self._contraction = contract(problem, merge_zero_cost=objective == "throughput" and self.stages is None)
         return [list(m) for m in self._contraction.members]
 
     def build(self, problem: Instance, d: GroupData, be: Backend, objective: str) -> _Vars:

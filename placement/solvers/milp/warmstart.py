@@ -7,6 +7,11 @@ pipeline order, so no two calls feed each other). Where the graph has more ideal
 ``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
 latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) is
 tried as well, and the plan of lower latency is the start.
+
+With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
+plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan), and the
+latency greedy's plan only when it has exactly ``N`` non-empty devices; no start when neither
+finds one.
 """
 
 from __future__ import annotations
@@ -24,15 +29,18 @@ from placement.verification.latency import evaluate_latency
 
 
 def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
-                       progress: Callable[[str], None] | None = None, objective: str = "throughput") -> Plan | None:
-    """A good feasible plan quickly, or ``None`` when no method finds one."""
-    plan = _pipeline_start(problem, max_ideals, progress)
+                       progress: Callable[[str], None] | None = None, objective: str = "throughput",
+                       stages: int | None = None) -> Plan | None:
+    """A good feasible plan quickly (with exactly ``stages`` non-empty devices when given), or ``None``
+    when no method finds one."""
+    plan = _pipeline_start(problem, max_ideals, progress, stages)
     if objective != "latency":
         return plan
     candidates = [] if plan is None else [plan]
     try:
         greedy = solve_latency_greedy(problem, objective="latency")
-        if greedy.status is Status.FEASIBLE and greedy.plan is not None:
+        if greedy.status is Status.FEASIBLE and greedy.plan is not None and (
+                stages is None or sum(1 for dev in greedy.plan.devices if dev.nodes) == stages):
             candidates.append(greedy.plan)
     except PlacementError:  # the greedy takes the two-type catalogue only
         pass
@@ -46,14 +54,17 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     return best
 
 
-def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None) -> Plan | None:
-    """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals."""
+def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
+                    stages: int | None = None) -> Plan | None:
+    """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals (exactly ``stages`` stages
+    when given)."""
+    what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
     try:
-        solution = solve_dp(problem, max_ideals=max_ideals)
-        source = "DP optimum (stages, throughput)"
+        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages)
+        source = f"DP optimum ({what})"
     except LimitExceededError:
-        solution = solve_chain(problem)
-        source = "chain DP"
+        solution = solve_chain(problem, stages=stages)
+        source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
         if progress is not None:
             progress("no warm start: the DP found no plan")
