@@ -16,7 +16,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
 from placement.problem.bounds import latency_lower_bound
 from placement.testing.bruteforce_latency import brute_force_latency, count_latency_plans
-from placement.solvers.registry import solve
+from tests.methods import run_method as solve
 from placement.verification.latency import evaluate_latency
 
 from tests.strategies import problems

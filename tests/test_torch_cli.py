@@ -105,7 +105,7 @@ def test_split_prints_every_format(tmp_path, capsys):
     (["import", "tests.test_torch_cli:not_a_tuple", "--out", "x.json"],
      "error: tests.test_torch_cli:not_a_tuple() must return (model, args) or (model, args, kwargs), got Linear"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
-     "error: device must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
+     "error: --devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],
      "error: --devices names 2 accelerators (a100, h100); give one"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--accelerators", "0", "--cpus", "0"],
