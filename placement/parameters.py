@@ -53,3 +53,13 @@ def callback(name: str, value: Any) -> Any:
     if value is not None and not callable(value):
         raise InvalidParameterError(name, f"must be a function of one string or None, not {type(value).__name__}")
     return value
+
+
+def stage_count(instance: Any, stages: Any) -> int | None:
+    """``stages`` when it is ``None`` or an integer from 1 to the number of devices of ``instance``:
+    the ``stages=N`` parameter (exactly ``N`` non-empty pipeline stages) of every method that takes it."""
+    stages = integer("stages", stages, smallest=1, optional=True)
+    total = sum(t.count for t in instance.device_types)
+    if stages is not None and stages > total:
+        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
+    return stages

@@ -20,7 +20,7 @@ from os import PathLike
 from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
-from placement.parameters import callback, integer, number, one_of
+from placement.parameters import callback, integer, number, one_of, stage_count
 from placement.loading import as_instance, override_devices
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
@@ -80,9 +80,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if objective == "latency" and contiguity != "stages":
         raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
                                                   "places calls, not pipeline stages); leave it at 'stages'")
-    if options["stages"] is not None and options["stages"] > sum(t.count for t in problem.device_types):
-        raise InvalidParameterError("stages", f"must be at most the number of devices "
-                                              f"({sum(t.count for t in problem.device_types)}), got {stages}")
+    stage_count(problem, options["stages"])
 
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:

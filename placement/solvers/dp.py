@@ -65,7 +65,8 @@ from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, check_stages, contract, enumerate_ideals
+from placement.parameters import stage_count
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract, enumerate_ideals
 
 Progress = Callable[[str], None]
 
@@ -397,7 +398,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     :func:`placement.verification.evaluate.evaluate`.
     """
     start = time.perf_counter()
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     contraction = contract(problem, merge_zero_cost and stages is None)
     if stages is not None and stages > contraction.size:
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=time.perf_counter() - start,
@@ -459,7 +460,7 @@ def solve_chain(problem: Instance, *, stages: int | None = None) -> Solution:
     ``stages=N`` restricts it to plans of exactly ``N`` non-empty stages (as in :func:`solve_dp`).
     """
     start = time.perf_counter()
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     contraction = contract(problem, stages is None)
     graph = _build_graph(problem, contraction)
     layers = _build_layers(problem)

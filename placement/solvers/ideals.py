@@ -33,7 +33,7 @@ Contraction (:func:`contract`)
 
    The move may leave K's old device empty, so these merges keep an optimal
    plan only where the number of devices used is free: a solver asked for
-   exactly ``N`` non-empty devices (``stages=N``, see :func:`check_stages`)
+   exactly ``N`` non-empty devices (``stages=N``, see :func:`placement.parameters.stage_count`)
    contracts with ``merge_zero_cost=False``.
 
 The result is a :class:`Contraction`: supernodes in a topological order of
@@ -42,10 +42,9 @@ the contracted ``H``, each with the positions of its original nodes.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
-from placement.errors import InvalidParameterError, LimitExceededError
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 
 DEFAULT_MAX_IDEALS = 200_000
@@ -70,19 +69,6 @@ class Contraction:
     def size(self) -> int:
         return len(self.members)
 
-
-def check_stages(problem: Instance, stages: object) -> int | None:
-    """``stages`` when it is ``None`` or an integer from 1 to the number of devices of ``problem``;
-    otherwise :class:`InvalidParameterError` (a bool is not an integer here). The ``stages=N``
-    parameter (exactly ``N`` non-empty devices) of the DP and the MILP."""
-    if stages is None:
-        return None
-    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or stages < 1:
-        raise InvalidParameterError("stages", f"must be a positive integer or None, not {stages!r}")
-    total = sum(t.count for t in problem.device_types)
-    if stages > total:
-        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
-    return int(stages)
 
 
 class _UnionFind:

@@ -27,11 +27,11 @@ is abandoned when the classes left cannot fill the devices still to open.
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from functools import lru_cache
 
 from placement.errors import InvalidParameterError, LimitExceededError
+from placement.parameters import stage_count
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
@@ -59,19 +59,6 @@ def count_labellings(n_classes: int, counts: tuple[int, ...]) -> int:
     return completions(0, tuple(0 for _ in counts))
 
 
-def check_stages(problem: Instance, stages: object) -> int | None:
-    """``stages`` when it is ``None`` or an integer from 1 to the number of devices; otherwise
-    :class:`InvalidParameterError` (a bool is not an integer here). The oracle's own copy of the
-    solvers' check, so that it imports no solver code."""
-    if stages is None:
-        return None
-    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or stages < 1:
-        raise InvalidParameterError("stages", f"must be a positive integer or None, not {stages!r}")
-    total = sum(t.count for t in problem.device_types)
-    if stages > total:
-        raise InvalidParameterError("stages", f"must be at most the number of devices ({total}), got {stages}")
-    return int(stages)
-
 
 def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str = "throughput",
                 stages: int | None = None, max_classes: int = MAX_CLASSES,
@@ -84,7 +71,7 @@ def brute_force(problem: Instance, contiguity: str = "stages", *, objective: str
     if contiguity not in CONTIGUITY_CLASSES:
         raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
                                                   f"not {contiguity!r}")
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     start = time.perf_counter()
     classes = problem.colour_classes()
     types = problem.device_types

@@ -45,7 +45,7 @@ from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
-from placement.testing.bruteforce import check_stages
+from placement.parameters import stage_count
 from placement.verification.latency import evaluate_latency
 
 MAX_NODES = 8
@@ -211,7 +211,7 @@ def brute_force_latency(problem: Instance, max_calls: int | None = None, *, max_
     check_objective(problem, "latency")
     if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
         raise InvalidParameterError("max_calls", f"must be a positive integer or None, not {max_calls!r}")
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     if len(problem.nodes) > max_nodes:
         raise LimitExceededError(f"latency brute force refuses {len(problem.nodes)} nodes (limit {max_nodes}); "
                          "it is meant for tiny graphs")

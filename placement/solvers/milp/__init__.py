@@ -22,7 +22,7 @@ from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution
-from placement.solvers.ideals import check_stages
+from placement.parameters import stage_count
 from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_available
 from placement.solvers.milp.driver import Formulation, solve_throughput
 from placement.solvers.milp.latency import DEFAULT_CALLS, solve_milp_latency
@@ -74,7 +74,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
     check_objective(problem, objective)
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path)
     if objective == "latency":
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,

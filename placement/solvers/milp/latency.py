@@ -97,7 +97,7 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
 from placement.solvers.milp.data import CostNode, Scaling, choose_scale, scale_memory
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
-from placement.solvers.ideals import check_stages
+from placement.parameters import stage_count
 from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, stage_count_verdict, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
@@ -400,7 +400,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     check_objective(problem, "latency")
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
         raise InvalidParameterError("calls", f"must be a positive integer, not {calls!r}")
-    stages = check_stages(problem, stages)
+    stages = stage_count(problem, stages)
     start = time.perf_counter()
     be = make_backend(backend)
     d = _prepare(problem, be.integer_only, max_scaled)
