@@ -22,7 +22,7 @@ from placement.parameters import flag, integer, number, one_of
 from placement.io.plans import as_plan
 from placement.problem.objectives import OBJECTIVES
 from placement.result import Verification
-from placement.loading import as_instance, override_devices
+from placement.loading import override_devices
 
 HYPAR_FORMAT = "placement-hypar/1"
 DEFAULT_MICROBATCHES = 64
@@ -44,8 +44,7 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
     from placement.verification.check import check_plan
     from placement.verification.evaluate import CONTIGUITY_CLASSES
 
-    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
-                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    problem = override_devices(instance, accelerators, cpus, memory)
     return check_plan(problem, as_plan(plan), objective=one_of("objective", objective, OBJECTIVES),
                       contiguity=one_of("contiguity", contiguity, CONTIGUITY_CLASSES),
                       calls=integer("calls", calls, smallest=1, optional=True),
@@ -69,8 +68,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
 
-    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
-                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    problem = override_devices(instance, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     one_of("schedule", schedule, SCHEDULES)

@@ -92,8 +92,16 @@ def as_instance(instance: Any) -> Instance:
                                             f"not {type(instance).__name__}")
 
 
-def override_devices(problem: Instance, accelerators: int | None, cpus: int | None, memory: float | None) -> Instance:
-    """``problem`` with the accelerator count, CPU count and accelerator memory overridden where given."""
+def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, memory: Any = None) -> Instance:
+    """The instance ``problem`` holds (see :func:`as_instance`) with the accelerator count, CPU count and
+    accelerator memory overridden where given (checked: counts are non-negative integers, memory a
+    non-negative number of bytes)."""
+    from placement.parameters import integer, number
+
+    problem = as_instance(problem)
+    accelerators = integer("accelerators", accelerators, optional=True)
+    cpus = integer("cpus", cpus, optional=True)
+    memory = number("memory", memory, optional=True)
     counts = {name: value for name, value in ((ACCELERATOR, accelerators), (CPU, cpus)) if value is not None}
     sizes = {ACCELERATOR: memory} if memory is not None else {}
     names = {t.name for t in problem.device_types}

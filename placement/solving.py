@@ -20,8 +20,8 @@ from os import PathLike
 from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
+from placement.loading import override_devices
 from placement.parameters import callback, integer, number, one_of, stage_count
-from placement.loading import as_instance, override_devices
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.result import Result, Stage, Status
@@ -38,7 +38,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           objective: str = "throughput", contiguity: str = "stages", backend: str | None = None,
           time_limit: float | None = None, gap: float = 0.0, threads: int | None = None, seed: int = 0,
           stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
-          memory: float | None = None, calls: int = 1, warm_start: bool = True,
+          memory: float | None = None, calls: int = 1, warm_start: bool | Any = True,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
           split: Any = None, restarts: int | None = None) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
@@ -72,8 +72,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         "split": split, "restarts": integer("restarts", restarts, smallest=1, optional=True),
         "progress": callback("progress", progress), "objective": objective, "contiguity": contiguity,
     }
-    problem = override_devices(as_instance(instance), integer("accelerators", accelerators, optional=True),
-                            integer("cpus", cpus, optional=True), number("memory", memory, optional=True))
+    problem = override_devices(instance, accelerators, cpus, memory)
     check_objective(problem, objective)
     if calls != 1 and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
@@ -193,7 +192,7 @@ def _backend(backend: Any) -> str | None:
 
 
 def _warm_start(warm_start: Any) -> Any:
-    """``True``, ``False``, or the plan a plan-like value holds (see :func:`placement.plan.as_plan`)."""
+    """``True``, ``False``, or the plan a plan-like value holds (see :func:`placement.io.plans.as_plan`)."""
     if isinstance(warm_start, bool):
         return warm_start
     from placement.io.plans import as_plan
