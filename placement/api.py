@@ -71,7 +71,6 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     problem = override_devices(instance, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
-    one_of("schedule", schedule, SCHEDULES)
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     return run(problem, as_plan(plan), one_of("schedule", schedule, SCHEDULES),
