@@ -62,9 +62,9 @@ def _baseline(name: str, module: str, summary: str, objectives: tuple[str, ...],
 
 
 METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
-    MethodSpec("dp", "placement.solvers.dp:solve_dp", "exact DP over ideals (pipelines, throughput)",
+    MethodSpec("dp", "placement.solvers.dp:solve_dp", "exact DP over ideals",
                _THROUGHPUT, ("stages",), ANY_CATALOGUE, frozenset({"max_ideals", "progress", "stages"}), exact=True),
-    MethodSpec("milp", "placement.solvers.milp.entry:run_milp", "mixed-integer program (every class and objective)",
+    MethodSpec("milp", "placement.solvers.milp.entry:run_milp", "mixed-integer program, solved to optimality by the backend",
                OBJECTIVES, CONTIGUITY_CLASSES, ANY_CATALOGUE, _MILP_OPTIONS, exact=True),
     _baseline("pipedream", "pipedream", "PipeDream's DP over a chain of fused layers", _THROUGHPUT,
               options=("max_ideals",)),
