@@ -25,11 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+import placement
 from placement.io.tarnawski import read_instance
 from placement.problem.bounds import latency_lower_bound
-from placement.solution import Solution
-from placement.solvers.dp import solve_dp
-from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
@@ -40,13 +38,12 @@ COLUMNS = ["instance", "class", "backend", "status", "objective", "bound", "gap"
            "variables", "rows"]
 
 
-def _row(instance: str, label: str, backend: str, solution: Solution, reference: float | None) -> dict:
-    return {"instance": instance, "class": label, "backend": backend, "status": str(solution.status),
-            "objective": solution.objective if solution.plan is not None else None,
-            "bound": solution.bound, "gap": solution.gap if solution.plan is not None else None,
-            "seconds": round(solution.runtime_s, 2), "reference": reference,
-            "variables": solution.stats.get("variables"), "rows": solution.stats.get("rows"),
-            "message": solution.message}
+def _row(instance: str, label: str, backend: str, result: placement.Result, reference: float | None) -> dict:
+    return {"instance": instance, "class": label, "backend": backend, "status": str(result.status),
+            "objective": result.value, "bound": result.bound, "gap": result.gap,
+            "seconds": round(result.runtime_s, 2), "reference": reference,
+            "variables": result.stats.get("variables"), "rows": result.stats.get("rows"),
+            "message": result.message}
 
 
 def _cell(value: object) -> str:
@@ -75,13 +72,13 @@ def throughput(args: argparse.Namespace, backends: list[str]) -> list[dict]:
     for path in files:
         problem = read_instance(path)
         name = f"{path.parent.name}/{path.stem}"
-        dp = solve_dp(problem, max_ideals=args.max_ideals)
-        start = None if args.cold else dp.plan
+        dp = placement.solve(problem, method="dp", max_ideals=args.max_ideals)
+        start = False if args.cold else dp
         for contiguity in args.contiguity:
             for backend in backends:
-                solution = solve_milp(problem, contiguity=contiguity, backend=backend, time_limit=args.time_limit,
-                                      threads=args.threads, warm_start=start)
-                row = _row(name, contiguity, backend, solution, dp.objective)
+                result = placement.solve(problem, method="milp", contiguity=contiguity, backend=backend,
+                                         time_limit=args.time_limit, threads=args.threads, warm_start=start)
+                row = _row(name, contiguity, backend, result, dp.value)
                 rows.append(row)
                 print(format_row(row), flush=True)
     return rows
@@ -99,10 +96,10 @@ def latency(args: argparse.Namespace, backends: list[str]) -> list[dict]:
               file=sys.stderr, flush=True)
         for calls in args.calls:
             for backend in backends:
-                solution = solve_milp(problem, objective="latency", calls=calls, backend=backend,
-                                      time_limit=args.time_limit, threads=args.threads,
-                                      warm_start=None if args.cold else start)
-                row = _row(name, f"q={calls}", backend, solution, start_latency)
+                result = placement.solve(problem, method="milp", objective="latency", calls=calls, backend=backend,
+                                         time_limit=args.time_limit, threads=args.threads,
+                                         warm_start=False if args.cold or start is None else start)
+                row = _row(name, f"q={calls}", backend, result, start_latency)
                 rows.append(row)
                 print(format_row(row), flush=True)
     return rows
