@@ -26,11 +26,10 @@ pytest.importorskip("torch.distributed.pipelining", reason="this torch has no to
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
+import placement  # noqa: E402
 from placement.costmodel.roofline import make_platform  # noqa: E402
 from placement.io.exporters import layout_from_instance, split_points, stages  # noqa: E402
 from placement.io.torch_export import import_torch  # noqa: E402
-from placement.solution import Status  # noqa: E402
-from placement.solvers.dp import solve_dp  # noqa: E402
 
 TOLERANCE = 1e-5
 BATCH, MICROBATCHES = 4, 2
@@ -116,10 +115,9 @@ def _plan(name: str, granularity: str, module_depth: int | None):
         imported = import_torch(model, (x[:BATCH // MICROBATCHES],), platform=make_platform("h100", "epyc-7763", 2, 0),
                                 training=True, granularity=granularity, module_depth=module_depth)
     memory = 0.6 * sum(node.memory for node in imported.problem.nodes)
-    solution = solve_dp(imported.problem.with_devices(memory={"accelerator": memory}))
-    assert solution.status is Status.OPTIMAL
-    assert len(solution.plan.devices) == 2
-    return imported, solution.plan
+    result = placement.solve(imported.problem, memory=memory)
+    assert (result.status, result.method, result.num_stages) == ("optimal", "dp", 2)
+    return imported, result.to_plan()
 
 
 def _relative(a, b) -> float:
