@@ -1,0 +1,114 @@
+"""The chain DP: the DP over ideals restricted to the prefixes of a few topological orders.
+
+Model
+-----
+The prefixes ``∅ ⊂ {o_1} ⊂ {o_1, o_2} ⊂ … ⊂ V`` of a topological order ``o`` of the
+contracted forward graph (:mod:`placement.solvers.ideals`) are a down-closed family of
+ideals, so the recurrence of :mod:`placement.solvers.dp` runs on them unchanged
+(:mod:`placement.solvers.dp_table`; with ``stages=N``, its exact-``N`` table). Its optimum
+is the best plan whose stages are intervals of ``o``. Three orders are tried: the
+instance order of the supernodes, a depth-first one (reverse postorder, finishing a
+branch before starting the next) and Kahn's algorithm preferring the most recently
+enabled vertex. The best of them is a plan of the full DP's family, so its value is an
+upper bound ``UB`` of the full DP's optimum (∞ when no chain plan exists, or, with
+``stages=N``, none has ``N`` stages); :func:`solve_chain` returns that plan alone, with
+no ideals enumerated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from placement.problem.instance import Instance
+from placement.plan import Plan
+from placement.solution import Solution, Status
+from placement.parameters import stage_count
+from placement.solvers.dp_table import Graph, Layers, build_graph, build_layers, extract, run
+from placement.solvers.ideals import Contraction, contract
+
+
+def _topological_orders(contraction: Contraction) -> list[list[int]]:
+    """A few linear extensions of the contracted graph, to seed the upper bound."""
+    size = contraction.size
+    succ = contraction.succ
+    orders = [list(range(size))]
+    # Depth-first: finish a branch before starting the next one (reverse postorder).
+    seen = [False] * size
+    post: list[int] = []
+    indeg = [0] * size
+    for s in range(size):
+        for w in succ[s]:
+            indeg[w] += 1
+    for root in range(size - 1, -1, -1):
+        if indeg[root] or seen[root]:
+            continue
+        stack = [(root, iter(sorted(succ[root], reverse=True)))]
+        seen[root] = True
+        while stack:
+            v, it = stack[-1]
+            for w in it:
+                if not seen[w]:
+                    seen[w] = True
+                    stack.append((w, iter(sorted(succ[w], reverse=True))))
+                    break
+            else:
+                post.append(v)
+                stack.pop()
+    orders.append(post[::-1])
+    # Kahn's algorithm preferring the most recently enabled vertex.
+    remaining = indeg[:]
+    ready = [s for s in range(size) if remaining[s] == 0]
+    lifo = []
+    while ready:
+        v = ready.pop()
+        lifo.append(v)
+        for w in succ[v]:
+            remaining[w] -= 1
+            if remaining[w] == 0:
+                ready.append(w)
+    orders.append(lifo)
+    return orders
+
+
+def _prefix_masks(order: list[int]) -> list[int]:
+    masks = [0]
+    for s in order:
+        masks.append(masks[-1] | (1 << s))
+    return masks
+
+
+def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,
+                stages: int | None) -> tuple[float, Plan | None]:
+    """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
+    best, best_plan = math.inf, None
+    for order in _topological_orders(contraction):
+        chain = run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain", stages)
+        value, plan = extract(problem, graph, layers, chain, stages)
+        if plan is not None and value < best:
+            best, best_plan = value, plan
+    return best, best_plan
+
+
+def solve_chain(problem: Instance, *, stages: int | None = None) -> Solution:
+    """A good ``stages`` plan fast: the exact DP restricted to the prefixes of a few topological orders.
+
+    No ideals are enumerated, so it runs where the full DP would refuse; the plan is optimal among
+    plans whose stages are intervals of one of those orders, so the status is ``feasible`` (with the
+    trivial bound 0), or ``infeasible`` only in the sense that no such plan exists (``no_solution``).
+    ``stages=N`` restricts it to plans of exactly ``N`` non-empty stages (as in
+    :func:`placement.solvers.dp.solve_dp`).
+    """
+    start = time.perf_counter()
+    stages = stage_count(problem, stages)
+    contraction = contract(problem, stages is None)
+    graph = build_graph(problem, contraction)
+    layers = build_layers(problem)
+    best, best_plan = upper_bound(problem, graph, layers, contraction, stages)
+    runtime = time.perf_counter() - start
+    if best_plan is None:
+        what = "" if stages is None else f" into exactly {stages} stages"
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", runtime_s=runtime,
+                        message=f"no interval split{what} of the tried topological orders fits the devices")
+    return Solution(Status.FEASIBLE, best_plan, best, 0.0, "chain-dp", runtime_s=runtime)
+
