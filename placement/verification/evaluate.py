@@ -23,34 +23,21 @@ Constraints checked (each failure is one line in ``Evaluation.violations``):
 every instance node placed exactly once; no unknown node ids or device types;
 supported nodes only; memory ``Σ node.memory`` within the device type's bound;
 nodes of one colour on one device; at most ``count`` non-empty devices per
-type; and the requested contiguity class:
-
-* ``none`` — nothing more.
-* ``sets`` — every device's forward nodes form a convex set of the forward graph
-  (forward nodes, edges between them): no forward path leaves it and re-enters.
-* ``stages`` — the devices can be ordered so that stage indices never decrease
-  along the edges of the extended forward graph H. H has the forward nodes, one
-  virtual vertex per *orphan* colour class (a class with backward nodes and no
-  forward node; an uncoloured backward node is one), the forward→forward edges,
-  and for every backward→backward edge ``a→b`` touching an orphan class the
-  mirrored edge ``mate(b)→mate(a)`` (``mate(x)``: the first forward node of x's
-  class in instance order, or the class's virtual vertex). Equivalently the
-  quotient of H by device is acyclic. An H-vertex that is on no device is its own
-  pseudo-device in that quotient, and one on several devices (an invalid plan)
-  is on each of them, so ``stages`` ⊆ ``sets`` ⊆ ``none`` holds for every plan.
+type; and the requested contiguity class: ``none`` (nothing more), ``sets`` or ``stages``
+(:mod:`placement.verification.contiguity` defines and checks those two), with
+``stages`` ⊆ ``sets`` ⊆ ``none`` for every plan.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
 from placement.errors import InvalidParameterError
-from placement.problem.instance import Instance, find_cycle
+from placement.problem.instance import Instance
 from placement.plan import Plan
+from placement.verification.contiguity import pipeline_order, sets_violations, stages_violations
 
 CONTIGUITY_CLASSES = ("none", "sets", "stages")
 
@@ -237,147 +224,6 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
 
 
 # ----------------------------------------------------------------------------------------
-# contiguity
-# ----------------------------------------------------------------------------------------
-
-def _sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
-    """One line per device whose forward nodes are not convex in the forward graph."""
-    fsucc: dict[int, list[int]] = {n.id: [] for n in problem.nodes if not n.backward}
-    for e in problem.edges:
-        if e.src in fsucc and e.dst in fsucc and e.dst not in fsucc[e.src]:
-            fsucc[e.src].append(e.dst)
-    out: list[str] = []
-    for d, nodes in enumerate(device_nodes):
-        inside = [v for v in nodes if v in fsucc]
-        members = set(inside)
-        # breadth-first search over forward nodes outside the set, started from the set
-        parent: dict[int, int] = {}
-        queue: deque[int] = deque()
-        for v in inside:
-            for w in fsucc[v]:
-                if w not in members and w not in parent:
-                    parent[w] = v
-                    queue.append(w)
-        witness: list[int] | None = None
-        while queue and witness is None:
-            y = queue.popleft()
-            for z in fsucc[y]:
-                if z in members:
-                    path = [z, y]
-                    while path[-1] not in members:
-                        path.append(parent[path[-1]])
-                    witness = path[::-1]
-                    break
-                if z not in parent:
-                    parent[z] = y
-                    queue.append(z)
-        if witness is not None:
-            out.append(f"sets: device {d} ({plan.devices[d].type}): forward path "
-                       f"{' -> '.join(map(str, witness))} leaves and re-enters its forward nodes")
-    return out
-
-
-def _extended_forward_graph(problem: Instance) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
-    """The vertices of H, each with the node ids whose devices it takes, and H's edges.
-
-    A forward node ``v`` is the vertex ``"node v"``; an orphan class is the
-    virtual vertex ``"colour c"``, or ``"node b"`` for an uncoloured backward
-    node ``b``, and takes the devices of all the class's nodes.
-    """
-    forward_of: dict[int, int] = {}   # colour -> its first forward node in instance order
-    for n in problem.nodes:
-        if not n.backward and n.colour is not None and n.colour not in forward_of:
-            forward_of[n.colour] = n.id
-    vertices: dict[str, list[int]] = {}
-    mate: dict[int, str] = {}         # node id -> its vertex of H
-    orphan: set[int] = set()
-    for n in problem.nodes:
-        if n.backward and n.colour is not None and n.colour in forward_of:
-            mate[n.id] = f"node {forward_of[n.colour]}"
-            continue
-        if not n.backward or n.colour is None:
-            key = f"node {n.id}"
-        else:
-            key = f"colour {n.colour}"
-        vertices.setdefault(key, []).append(n.id)
-        mate[n.id] = key
-        if n.backward:
-            orphan.add(n.id)
-    edges: list[tuple[str, str]] = []
-    for e in problem.edges:
-        a, b = problem.node(e.src), problem.node(e.dst)
-        if not a.backward and not b.backward:
-            edges.append((mate[a.id], mate[b.id]))
-        elif a.backward and b.backward and (a.id in orphan or b.id in orphan):
-            edges.append((mate[b.id], mate[a.id]))   # mirrored
-    return vertices, edges
-
-
-def _quotient(problem: Instance, where: dict[int, list[int]], n_devices: int
-              ) -> tuple[list[str], list[list[int]]]:
-    """Labels and successor lists of the quotient of H by device.
-
-    Vertices ``0 .. n_devices-1`` are the plan's devices; an H-vertex on no
-    device becomes a pseudo-device of its own, labelled ``"unplaced <vertex>"``.
-    """
-    vertices, edges = _extended_forward_graph(problem)
-    labels = [str(d) for d in range(n_devices)]
-    on: dict[str, list[int]] = {}
-    for key, ids in vertices.items():
-        devices = sorted({d for v in ids for d in where[v]})
-        if not devices:
-            labels.append(f"unplaced {key}")
-            devices = [len(labels) - 1]
-        on[key] = devices
-    succ: list[list[int]] = [[] for _ in labels]
-    for x, y in edges:
-        for i in on[x]:
-            for j in on[y]:
-                if i != j and j not in succ[i]:
-                    succ[i].append(j)
-    return labels, succ
-
-
-def _stages_violations(problem: Instance, where: dict[int, list[int]], n_devices: int) -> list[str]:
-    labels, succ = _quotient(problem, where, n_devices)
-    cycle = find_cycle(len(labels), succ)
-    if cycle is None:
-        return []
-    return ["stages: no pipeline order of the devices exists: cycle "
-            + " -> ".join(labels[i] for i in cycle + cycle[:1])]
-
-
-def pipeline_order(problem: Instance, plan: Plan) -> tuple[int, ...] | None:
-    """Device positions in a pipeline order (stage indices never decrease along H), or ``None``.
-
-    Uses the nodes the plan lists (no colour inference); ties go to the lower position.
-    """
-    where: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
-    for d, dev in enumerate(plan.devices):
-        for v in dev.nodes:
-            if v in where and d not in where[v]:
-                where[v].append(d)
-    labels, succ = _quotient(problem, where, len(plan.devices))
-    indegree = [0] * len(labels)
-    for i in range(len(labels)):
-        for j in succ[i]:
-            indegree[j] += 1
-    ready = [i for i in range(len(labels)) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                heapq.heappush(ready, j)
-    if len(order) < len(labels):
-        return None
-    return tuple(i for i in order if i < len(plan.devices))
-
-
-# ----------------------------------------------------------------------------------------
 # the evaluator
 # ----------------------------------------------------------------------------------------
 
@@ -416,8 +262,8 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
         if used > t.count:
             violations.append(f"device type {t.name}: {used} devices used, but only {t.count} exist")
 
-    sets = _sets_violations(problem, plan, device_nodes)
-    stages = _stages_violations(problem, where, len(plan.devices))
+    sets = sets_violations(problem, plan, device_nodes)
+    stages = stages_violations(problem, where, len(plan.devices))
     if contiguity == "sets":
         violations.extend(sets)
     elif contiguity == "stages":
@@ -428,3 +274,7 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
                       max_load=max((r.load for r in reports), default=0.0),
                       violations=tuple(violations), contiguity=contiguity, finest_class=finest,
                       inferred=tuple(inferred))
+
+
+__all__ = ["CONTIGUITY_CLASSES", "DeviceReport", "Evaluation", "check_contiguity", "evaluate", "fmt_number",
+           "pipeline_order"]
