@@ -73,12 +73,9 @@ model above, so ``L`` is at least the plan's latency and equals it at the optimu
 A cycle of calls (two sets feeding each other, a deadlock) forces every call on it to
 last 0 through rows 6–9; row 12 then forbids it, since ranks strictly increase around
 such a cycle. Without zero-time nodes no call lasts 0 and row 12 is left out.
-Numbers: for CP-SAT, times are scaled to integers as in :mod:`.data` (rounded down where
-no power of two or ten makes them exact, so the model never overstates a latency and its
-bounds stay valid), and so is memory. Decoded plans give every accelerator its non-empty
-calls in order
-(:attr:`placement.plan.DeviceAssignment.calls`) and put the CPU nodes on one CPU device
-(with ``stages``: on ``Σ_r w[r]`` of them).
+The data, scaled for CP-SAT, come from :mod:`.latency_data`. Decoded plans give every
+accelerator its non-empty calls in order (:attr:`placement.plan.DeviceAssignment.calls`)
+and put the CPU nodes on one CPU device (with ``stages``: on ``Σ_r w[r]`` of them).
 """
 
 from __future__ import annotations
@@ -95,92 +92,13 @@ from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
-from placement.solvers.milp.data import CostNode, Scaling, choose_scale, scale_memory
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
 from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, stage_count_verdict, start_from
+from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
 DEFAULT_CALLS = 1
-
-
-@dataclass(frozen=True)
-class _Data:
-    classes: list[list[int]]
-    group: list[int]                        # class of each node
-    acc: list[int]                          # device-type position of each accelerator
-    rank: list[int]                         # its index among accelerators of its type
-    p_acc: list[list[float | None]]         # per class and accelerator, model units
-    p_cpu: list[float | None]               # per node, model units
-    cpu_type: list[int | None]              # fastest CPU type per node
-    m: list[float]
-    M: list[float]
-    cost: list[CostNode]                    # model units
-    scaling: Scaling
-    horizon: float                          # U, model units
-    memory_exact: bool
-    cores: int                              # l: devices of the CPU type (0 without one)
-
-
-def _prepare(problem: Instance, integer: bool, max_scaled: float) -> _Data:
-    nodes = problem.nodes
-    types = problem.device_types
-    classes = [[i] for i in range(len(nodes))]
-    group = list(range(len(nodes)))
-    acc, rank = [], []
-    for t, dt in enumerate(types):
-        if dt.pays_comm:
-            for r in range(dt.count):
-                acc.append(t)
-                rank.append(r)
-    cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
-    if len(cpus) > 1:
-        raise InvalidParameterError("objective", "'latency' takes one device type that pays no communication "
-                                                 "(the CPUs); this instance has "
-                                    + ", ".join(types[t].name for t in cpus))
-    p_acc_raw = []
-    for members in classes:
-        row = []
-        for t in acc:
-            times = [nodes[i].times[t] for i in members]
-            row.append(None if any(q is None for q in times) else float(sum(times)))  # type: ignore[arg-type]
-        p_acc_raw.append(row)
-    p_cpu_raw: list[float | None] = []
-    cpu_type: list[int | None] = []
-    for node in nodes:
-        options = [(node.times[t], t) for t in cpus if node.times[t] is not None]
-        best = min(options, default=None)
-        p_cpu_raw.append(None if best is None else float(best[0]))  # type: ignore[arg-type]
-        cpu_type.append(None if best is None else best[1])
-    succ = problem.successors()
-    cost_raw = []
-    for u, node in enumerate(nodes):
-        W = tuple(sorted({group[w] for w in succ[u]} - {group[u]}))
-        if node.out_cost > 0 and W:
-            cost_raw.append((u, group[u], W, float(node.out_cost)))
-    calls_possible = max(1, len(acc))
-    slowest = sum(max([q for q in [p_cpu_raw[i]] + [nodes[i].times[t] for t in acc] if q is not None],
-                      default=0.0) for i in range(len(nodes)))
-    transfers = sum(c * (1 + min(len(succ[u]), calls_possible)) for u, _, _, c in cost_raw)
-    horizon_raw = slowest + transfers
-    values = ([q for row in p_acc_raw for q in row if q is not None] + [q for q in p_cpu_raw if q is not None]
-              + [c for *_, c in cost_raw])
-    scaling = choose_scale(values, horizon_raw, max_scaled) if integer else Scaling(1.0, True)
-
-    def t_model(a: float) -> float:  # rounded down where inexact: model latencies never exceed true ones
-        if not integer:
-            return a
-        return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
-
-    memory = scale_memory([float(sum(nodes[i].memory for i in members)) for members in classes],
-                          [types[t].memory for t in acc], integer)
-    return _Data(classes, group, acc, rank,
-                 [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
-                 [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
-                 list(memory.bounds),
-                 [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
-                 scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
-                 sum(types[t].count for t in cpus))
 
 
 @dataclass
@@ -190,7 +108,7 @@ class _Vars:
     w: list[Any]                            # CPU cores holding a node (row 13; empty without stages)
 
 
-def _build(problem: Instance, d: _Data, be: Any, q: int, stages: int | None = None) -> _Vars:
+def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | None = None) -> _Vars:
     n_classes, A = len(d.classes), len(d.acc)
     nodes = problem.nodes
     succ = problem.successors()
@@ -304,7 +222,7 @@ def _build(problem: Instance, d: _Data, be: Any, q: int, stages: int | None = No
     return _Vars(x, L, w)
 
 
-def _decode(problem: Instance, d: _Data, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
+def _decode(problem: Instance, d: LatencyData, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
     types = problem.device_types
     devices = []
     on_acc = set()
@@ -346,7 +264,7 @@ def _decode(problem: Instance, d: _Data, V: _Vars, q: int, value: Callable[[Any]
     return Plan(tuple(devices))
 
 
-def _hint(problem: Instance, d: _Data, V: _Vars, q: int, plan: Plan) -> tuple[dict[Any, float] | None, str]:
+def _hint(problem: Instance, d: LatencyData, V: _Vars, q: int, plan: Plan) -> tuple[dict[Any, float] | None, str]:
     """Values of the placement variables of ``plan`` (times are left to the solver), with the plan's
     accelerators of each type put in the canonical order of rows (2)."""
     spot: dict[int, tuple[int, int]] = {}
@@ -403,7 +321,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     stages = stage_count(problem, stages)
     start = time.perf_counter()
     be = make_backend(backend)
-    d = _prepare(problem, be.integer_only, max_scaled)
+    d = prepare_latency(problem, be.integer_only, max_scaled)
     V = _build(problem, d, be, calls, stages)
     notes: list[str] = []
     if not d.scaling.exact:
