@@ -19,7 +19,8 @@ import numpy as np  # noqa: E402
 from placement.costmodel.roofline import make_platform  # noqa: E402
 from placement.errors import InvalidInstanceError  # noqa: E402
 from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
-from placement.io.opgraph import CostModelWarning, group_ops  # noqa: E402
+from placement.io.op_grouping import group_ops  # noqa: E402
+from placement.io.opgraph import CostModelWarning  # noqa: E402
 
 
 def mlp_model(batch="2", extra_nodes=(), extra_info=()):

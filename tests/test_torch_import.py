@@ -17,7 +17,8 @@ from torch.nn import functional as F  # noqa: E402
 
 from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms  # noqa: E402
 from placement.errors import InvalidParameterError  # noqa: E402
-from placement.io.opgraph import CostModelWarning, group_ops, node_time_ms  # noqa: E402
+from placement.io.op_grouping import group_ops  # noqa: E402
+from placement.io.opgraph import CostModelWarning, node_time_ms  # noqa: E402
 from placement.io.torch_export import graph_from_program, import_module, import_torch  # noqa: E402
 
 

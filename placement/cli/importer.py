@@ -28,7 +28,8 @@ from placement.cli.options import (UsageError, add_output_options, byte_count, n
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import PlacementError
-from placement.io.opgraph import GRANULARITIES, CostModelWarning, ImportedModel
+from placement.io.op_grouping import GRANULARITIES
+from placement.io.opgraph import CostModelWarning, ImportedModel
 
 
 def _dim(text: str) -> tuple[str, int]:

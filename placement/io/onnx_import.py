@@ -48,8 +48,8 @@ from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.errors import InvalidInstanceError, SolverUnavailableError
-from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
-                                  group_ops)
+from placement.io.op_grouping import group_ops
+from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
 KINDS: dict[str, str] = {}
 for _kind, _names in {

@@ -59,8 +59,8 @@ from typing import Any, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.errors import InvalidParameterError, SolverUnavailableError
-from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
-                                  group_ops)
+from placement.io.op_grouping import group_ops
+from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
