@@ -30,13 +30,12 @@ from placement.solvers.milp.backends.base import (BigMBackend, RawResult, SolveO
 
 @contextlib.contextmanager
 def stdout_to(path: str | None) -> Iterator[None]:
-    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs."""
-    if path is None:
-        yield
-        return
+    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs;
+    with no ``path``, nowhere: a library never writes on its caller's standard output (HiGHS prints
+    a banner there even with its output switched off, which would break ``--json``)."""
     sys.stdout.flush()
     saved = os.dup(1)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(os.devnull if path is None else path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.dup2(fd, 1)
         yield
