@@ -6,9 +6,11 @@ import json
 import math
 import numbers
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
-from placement.errors import PlacementError
+from placement.errors import InvalidInstanceError, PlacementError
+
+T = TypeVar("T")
 
 
 def load_json(path: str | Path, error: type[PlacementError]) -> Any:
@@ -57,3 +59,16 @@ def strict_json(value: Any) -> Any:
         items = sorted(value) if isinstance(value, (set, frozenset)) else value
         return [strict_json(v) for v in items]
     return str(value)
+
+
+def parse_file(path: str | Path, parse: Callable[[Any, str], T]) -> T:
+    """``parse(data, name)`` on the JSON at ``path``, ``name`` being the file's stem.
+
+    Unreadable or malformed JSON, and every :class:`InvalidInstanceError` the parser raises,
+    come out as :class:`InvalidInstanceError` whose message starts with ``path``.
+    """
+    data = load_json(path, InvalidInstanceError)
+    try:
+        return parse(data, Path(path).stem)
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None

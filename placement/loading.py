@@ -15,11 +15,10 @@ Formats (``format=``; by default told from the content):
 from __future__ import annotations
 
 from os import PathLike
-from pathlib import Path
 from typing import Any, Mapping
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 
 FORMATS = ("tarnawski", "native", "piper")
@@ -52,13 +51,7 @@ def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None 
     if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("source", f"must be a file path or a decoded JSON document (dict), "
                                               f"not {type(source).__name__}")
-    path = Path(source)
-    data = load_json(path, InvalidInstanceError)
-    try:
-        return _parse(data, format, name=path.stem)
-    except InvalidInstanceError as exc:
-        raise InvalidInstanceError(f"{path}: {exc}") from None
-
+    return parse_file(source, lambda data, name: _parse(data, format, name))
 
 def _parse(data: Any, format: str | None, name: str) -> Any:
     detected = detect_format(data)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, parse_file
 
 FORMAT = "placement-network/1"
 LAYER_KINDS = ("fc", "conv")
@@ -191,11 +191,7 @@ def parse_network(data: Any, name: str = "") -> Network:
 
 def read_network(path: str | Path) -> Network:
     """Read and validate a network file; errors name the file."""
-    data = load_json(path, InvalidInstanceError)
-    try:
-        return parse_network(data, Path(path).stem)
-    except InvalidInstanceError as exc:
-        raise InvalidInstanceError(f"{path}: {exc}") from None
+    return parse_file(path, parse_network)
 
 
 def bundled_networks() -> tuple[str, ...]:

@@ -27,9 +27,8 @@ from types import MappingProxyType
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.io.files import parse_file
 from placement.io.tarnawski import _field
-from placement.jsonfile import json_type_name
+from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import find_cycle
 
 _TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")

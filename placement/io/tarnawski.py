@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import DeviceType, Edge, Node, Instance, format_number, make_two_type_problem
 
 _NUMBER = (int, float)
@@ -167,8 +167,4 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple
 
 def read_instance(path: str | Path) -> Instance:
     """Read and validate a Tarnawski instance file; errors name the file."""
-    data = load_json(path, InvalidInstanceError)
-    try:
-        return parse_instance(data, Path(path).stem)
-    except InvalidInstanceError as exc:
-        raise InvalidInstanceError(f"{path}: {exc}") from None
+    return parse_file(path, parse_instance)
