@@ -8,10 +8,12 @@ nodes into at most q calls, so agreement checks the MILP's rows, for q = 1 and q
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import placement
 from placement.errors import InvalidParameterError
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Node, Instance
 from placement.plan import DeviceAssignment, Plan
@@ -23,6 +25,7 @@ from placement.verification.latency import evaluate_latency
 from tests.strategies import problems
 from tests.test_milp_classes import Failures
 
+ROOT = Path(__file__).resolve().parents[1]
 AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
 EXAMPLES = {"cp-sat": 120, "cbc": 25, "scip": 25, "highs": 25, "pulp": 12}
 
@@ -84,3 +87,28 @@ def test_latency_rejects_training_graphs() -> None:
     with pytest.raises(InvalidParameterError, match="^objective 'latency' is for inference graphs; "
                                                     "this instance has backward nodes$"):
         solve_milp(problem, objective="latency")
+
+
+def test_a_start_with_more_calls_than_allowed_is_ignored():
+    # chain4 on one accelerator as two calls {a, b}, {c, d}: valid with calls=2, not with calls=1. The
+    # start must neither bound the model nor come back as the answer; the one-call optimum is the whole
+    # chain in one call, 4 + 3 + 2 + 5 = 14 (no transfer).
+    pytest.importorskip("ortools")
+    start = Plan((DeviceAssignment("accelerator", (1, 2, 3, 4), ((1, 2), (3, 4))),))
+    result = placement.solve(ROOT / "instances" / "tiny" / "chain4.json", method="milp", objective="latency",
+                             calls=1, warm_start=start)
+    assert (result.status, result.value, result.verified) == ("optimal", 14.0, True)
+    assert "warm start ignored: device 0 (accelerator) runs 2 calls, more than calls=1" in result.message
+
+
+def test_published_calls_limit_case():
+    """../shared/trust/latency-calls1.json: the default start (the latency greedy) runs two calls on an
+    accelerator; with calls=1 the optimum is 21.445 on every backend."""
+    path = ROOT.parent / "shared" / "trust" / "latency-calls1.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    for backend in AVAILABLE:
+        result = placement.solve(path, method="milp", objective="latency", calls=1, backend=backend)
+        assert (result.status, result.verified) == ("optimal", True), (backend, result.message)
+        assert result.value == pytest.approx(21.445, rel=1e-9), backend
+        assert all(len(stage.calls) <= 1 for stage in result.plan)

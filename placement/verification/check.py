@@ -41,7 +41,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
         latency = evaluate_latency(instance, plan)
         evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
         violations = list(latency.violations) + [v for v in evaluation.violations if v not in latency.violations]
-        violations += _call_limit_violations(instance, plan, calls)
+        violations += call_limit_violations(instance, plan, calls)
         value = latency.latency
     else:
         evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
@@ -58,7 +58,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
                         report=(evaluation, latency, traffic))
 
 
-def _call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> list[str]:
+def call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> list[str]:
     """One line per device of a communication-paying type that runs more than ``limit`` calls."""
     if limit is None:
         return []

@@ -313,6 +313,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                        progress: Callable[[str], None] | None = None, stages: int | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above;
     with ``stages=N``, among the plans in which exactly ``N`` devices hold a node (row 13)."""
+    from placement.verification.check import call_limit_violations
     from placement.verification.latency import evaluate_latency
 
     check_objective(problem, "latency")
@@ -329,8 +330,10 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if not d.memory_exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     def verify(plan: Plan) -> Verdict:
+        """The latency evaluator's verdict, with the call limit and the stage count of this model."""
         ev = evaluate_latency(problem, plan)
-        return stage_count_verdict(Verdict(ev.valid, ev.latency, tuple(ev.violations)), plan, stages)
+        violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
+        return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
