@@ -14,14 +14,20 @@ exactly when ``N[u]`` meets both ``S`` and its complement, which needs two group
 
 Numbers. Backends that need integers (CP-SAT) get times multiplied by a unit
 ``scale`` (a power of two or ten) under which every time and cost is an integer and
-the largest load stays under ``max_scaled``: then the model is exact. Otherwise the
-scale is the largest power of two under the cap and every time and cost is rounded
-*down*: each plan's value in the model is then at most its true value, so the
-model's optimum and every bound proven on it are valid lower bounds of the true
-optimum, while the objective reported is always the evaluator's exact value of the
-decoded plan. The cap defaults to ``2^40`` (CP-SAT runs without its presolve, see
-:mod:`.backends`; with it, OR-Tools 9.15 gave wrong answers on these models at several
-scales). Memory is scaled exactly where a power of two or ten allows it under
+no coefficient times a variable's bound in one row exceeds ``max_product``: then the
+model is exact. Otherwise the scale is the largest power of two within that cap and
+every time and cost is rounded *down*: each plan's value in the model is then at most
+its true value, so the model's optimum and every bound proven on it are valid lower
+bounds of the true optimum, while the objective reported is always the evaluator's
+exact value of the decoded plan. A load row (L) holds coefficients up to the largest
+time of one group or cost, ``widest``, beside a target bounded by the largest load
+``load_ub``, so the cap reads ``widest · load_ub ≤ max_product`` (the other rows have
+0/1 variables and small coefficients, or coefficient 1 on a target). The default,
+``2^62`` (:data:`placement.solvers.milp.driver.DEFAULT_MAX_PRODUCT`), is what CP-SAT
+handles: it checks only each row's total activity, yet multiplies one term's coefficient
+by *another* variable's bound, and with ``widest`` and ``load_ub`` both near ``2^40``
+(the former cap on ``load_ub`` alone) it called feasible models infeasible (see
+:mod:`.backends.cpsat`). Memory is scaled exactly where a power of two or ten allows it under
 ``2^53``, and otherwise rounded conservatively (sizes up, bounds down): every plan
 found then fits, but the model may miss plans that fit, so neither its bound nor an
 infeasibility verdict is a proof (``memory_exact`` is False).
@@ -141,7 +147,7 @@ class GroupData:
         return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
 
 
-def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_scaled: float,
+def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
             stages: int | None = None) -> GroupData:
     """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``;
     ``stages``: the number of slots, all used (``None``: one slot per device)."""
@@ -182,11 +188,16 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
                 for k in range(len(types))]
 
     largest = max(type_max(pf_raw, pb_raw, total_cost) + [0.0])
+    # the largest load-row coefficient: one group's whole time on one type (the throughput
+    # objective's), or one cost
+    widest = max([sum(q or 0.0 for q in pair) for rf, rb in zip(pf_raw, pb_raw) for pair in zip(rf, rb)]
+                 + [c for *_, c, _ in cost_raw] + [0.0])
     memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer)
 
     if integer:
         values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
-        scaling = choose_scale(values, largest, max_scaled)
+        # widest·scale · load_ub ≤ widest·largest·scale² ≤ max_product (module docstring)
+        scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))
     else:
         scaling = Scaling(1.0, True)
 

@@ -31,7 +31,10 @@ from placement.solvers.milp.data import GroupData, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
-DEFAULT_MAX_SCALED = 2 ** 40  # see placement.solvers.milp.data
+#: Integer backends: the data are scaled so that no coefficient times a variable's bound in one
+#: row exceeds this (:mod:`.data`): the most that CP-SAT's answers are trusted with
+#: (:data:`placement.solvers.milp.backends.cpsat.SAFE_PRODUCT`).
+DEFAULT_MAX_PRODUCT = 2 ** 62
 
 
 class Formulation(ABC):
@@ -134,12 +137,12 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
 
 def solve_throughput(problem: Instance, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
-                     max_scaled: float = DEFAULT_MAX_SCALED,
+                     max_product: float = DEFAULT_MAX_PRODUCT,
                      progress: Callable[[str], None] | None = None) -> Solution:
     """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend."""
     start = time.perf_counter()
     be = make_backend(backend)
-    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_scaled, formulation.stages)
+    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product, formulation.stages)
     variables = formulation.build(problem, d, be, objective)
     notes: list[str] = []
     if not d.scaling.exact:

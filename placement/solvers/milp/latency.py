@@ -94,7 +94,7 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import SolveOptions, make_backend
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
-from placement.solvers.milp.driver import DEFAULT_MAX_SCALED, announce, stage_count_verdict, start_from
+from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, announce, stage_count_verdict, start_from
 from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
@@ -309,7 +309,7 @@ def _hint(problem: Instance, d: LatencyData, V: _Vars, q: int, plan: Plan) -> tu
 
 
 def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
-                       warm_start: Plan | None = None, max_scaled: float = DEFAULT_MAX_SCALED,
+                       warm_start: Plan | None = None, max_product: float = DEFAULT_MAX_PRODUCT,
                        progress: Callable[[str], None] | None = None, stages: int | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above;
     with ``stages=N``, among the plans in which exactly ``N`` devices hold a node (row 13)."""
@@ -322,7 +322,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     stages = stage_count(problem, stages)
     start = time.perf_counter()
     be = make_backend(backend)
-    d = prepare_latency(problem, be.integer_only, max_scaled)
+    d = prepare_latency(problem, be.integer_only, max_product)
     V = _build(problem, d, be, calls, stages)
     notes: list[str] = []
     if not d.scaling.exact:

@@ -47,7 +47,7 @@ class LatencyData:
     cores: int                              # l: devices of the CPU type (0 without one)
 
 
-def prepare_latency(problem: Instance, integer: bool, max_scaled: float) -> LatencyData:
+def prepare_latency(problem: Instance, integer: bool, max_product: float) -> LatencyData:
     nodes = problem.nodes
     types = problem.device_types
     classes = [[i] for i in range(len(nodes))]
@@ -90,7 +90,9 @@ def prepare_latency(problem: Instance, integer: bool, max_scaled: float) -> Late
     horizon_raw = slowest + transfers
     values = ([q for row in p_acc_raw for q in row if q is not None] + [q for q in p_cpu_raw if q is not None]
               + [c for *_, c in cost_raw])
-    scaling = choose_scale(values, horizon_raw, max_scaled) if integer else Scaling(1.0, True)
+    # rows (8)-(10) put the horizon U as a coefficient beside variables bounded by U, so U² ≤ max_product;
+    # the half leaves room for the len(nodes) + 1 units U adds to the scaled horizon
+    scaling = choose_scale(values, horizon_raw, math.sqrt(max_product) / 2) if integer else Scaling(1.0, True)
 
     def t_model(a: float) -> float:  # rounded down where inexact: model latencies never exceed true ones
         if not integer:

@@ -8,6 +8,19 @@ CP-SAT's presolve is switched off: in OR-Tools 9.15 it returned wrong answers on
 (on the published InceptionV3 and ResNet-50 layer graphs: "optimal" 125.93 where the DP's
 verified 122.76 was the hint; "infeasible" under a cutoff the hinted plan meets), while every
 run without it was right.
+
+Overflow. CP-SAT checks only that each row's activity ``Σ |a_i|·max|x_i|`` fits in 64 bits,
+but some of its reasoning multiplies one term's coefficient by *another* variable's bound.
+In OR-Tools 9.15, with presolve off, the detection of "``T`` is at least one of these
+expressions" from enforced two-variable rows (``c·x − T ≤ 0`` if ``y``: the load rows of a
+slot that can hold only one group) answers INFEASIBLE on feasible models once ``|c|·max T``
+reaches ``2^63`` (``auto_detect_greater_than_at_least_one_of`` off, the same models are
+solved right). The backend therefore records, row by row, the largest of
+``max_i |a_i| · max_j max|x_j|`` and the row's activity (:attr:`CpSatBackend.overflow_risk`);
+the formulations scale their data to keep it within :data:`SAFE_PRODUCT`
+(:data:`placement.solvers.milp.driver.DEFAULT_MAX_PRODUCT`), and beyond it CP-SAT's proofs
+are not used: INFEASIBLE becomes ``no_solution``, and an OPTIMAL or
+FEASIBLE answer keeps its values but loses its bound (``feasible``).
 """
 
 from __future__ import annotations
@@ -18,6 +31,11 @@ import time
 from typing import Any, ClassVar
 
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions, Terms, upper_side_only
+
+#: Beyond this product of a coefficient and a bound in one row, CP-SAT's proofs are not trusted
+#: (see the module docstring): half of the ``2^63`` at which they went wrong, and the bound
+#: CP-SAT itself keeps a row's activity within.
+SAFE_PRODUCT = 2 ** 62
 
 
 class CpSatBackend(Backend):
@@ -44,6 +62,21 @@ class CpSatBackend(Backend):
         self._cp = cp_model
         self.model = cp_model.CpModel()
         self._size = {"variables": 0, "binaries": 0, "rows": 0}
+        self._largest: dict[int, int] = {}   # variable index -> max |value| in its domain
+        self.overflow_risk = 0                # see the module docstring
+
+    def _new(self, var: Any, largest: int) -> Any:
+        self._largest[var.Index()] = abs(largest)
+        return var
+
+    def _note_row(self, coefficients: list[tuple[int, Any]], rhs: int = 0) -> None:
+        """Raise :attr:`overflow_risk` to this row's largest coefficient-times-bound product."""
+        if not coefficients:
+            return
+        bounds = [self._largest.get(var.Index(), 1) for _, var in coefficients]
+        cross = max(abs(a) for a, _ in coefficients) * max(bounds)
+        activity = sum(abs(a) * b for (a, _), b in zip(coefficients, bounds)) + abs(rhs)
+        self.overflow_risk = max(self.overflow_risk, cross, activity)
 
     @staticmethod
     def _int(a: float) -> int:
@@ -61,28 +94,36 @@ class CpSatBackend(Backend):
         self._size["variables"] += 1
         if fixed is None:
             self._size["binaries"] += 1
-            return self.model.NewBoolVar(name)
-        return self.model.NewIntVar(fixed, fixed, name)
+            return self._new(self.model.NewBoolVar(name), 1)
+        return self._new(self.model.NewIntVar(fixed, fixed, name), fixed)
 
     def num_var(self, ub: float, name: str) -> Any:
         self._size["variables"] += 1
-        return self.model.NewIntVar(0, self._int(math.ceil(ub)), name)
+        top = self._int(math.ceil(ub))
+        return self._new(self.model.NewIntVar(0, top, name), top)
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
-        expr = sum(self._int(a) * v for a, v in terms)
+        coefficients = [(self._int(a), v) for a, v in terms]
+        expr = sum(a * v for a, v in coefficients)
         if enforce is not None:
             upper_side_only(lo)
         if math.isfinite(lo):
             self._size["rows"] += 1
-            self.model.Add(expr >= self._int(math.ceil(lo)))
+            rhs = self._int(math.ceil(lo))
+            self._note_row(coefficients, rhs)
+            self.model.Add(expr >= rhs)
         if math.isfinite(hi):
             self._size["rows"] += 1
-            ct = self.model.Add(expr <= self._int(math.floor(hi)))
+            rhs = self._int(math.floor(hi))
+            self._note_row(coefficients, rhs)
+            ct = self.model.Add(expr <= rhs)
             if enforce is not None:
                 ct.OnlyEnforceIf(enforce)
 
     def minimize(self, terms: Terms) -> None:
-        self.model.Minimize(sum(self._int(a) * v for a, v in terms))
+        coefficients = [(self._int(a), v) for a, v in terms]
+        self._note_row(coefficients)
+        self.model.Minimize(sum(a * v for a, v in coefficients))
 
     def hint(self, values: dict[Any, float]) -> str:
         for var, val in values.items():
@@ -123,11 +164,19 @@ class CpSatBackend(Backend):
             wall = time.perf_counter() - start
         status = solver.StatusName(code)
         word = self.status_word(status)
-        stats = {"solver_status": status, "branches": solver.NumBranches(), "conflicts": solver.NumConflicts()}
+        stats = {"solver_status": status, "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),
+                 "overflow_risk_log2": round(math.log2(self.overflow_risk), 2) if self.overflow_risk else 0.0}
+        trusted = self.overflow_risk <= SAFE_PRODUCT
+        doubt = (f"a coefficient times a bound reaches 2^{math.log2(self.overflow_risk):.1f} in the CP-SAT model, "
+                 "beyond what it handles exactly: its proofs are not used") if not trusted else ""
         if word in ("optimal", "feasible"):
-            return RawResult(word, solver.ObjectiveValue(), solver.BestObjectiveBound(), solver.Value, wall,
-                             stats=stats)
+            if trusted:
+                return RawResult(word, solver.ObjectiveValue(), solver.BestObjectiveBound(), solver.Value, wall,
+                                 stats=stats)
+            return RawResult("feasible", solver.ObjectiveValue(), None, solver.Value, wall, message=doubt, stats=stats)
         if word == "infeasible":
+            if not trusted:
+                return RawResult("no_solution", wall_s=wall, stats=stats, message=doubt)
             return RawResult(word, wall_s=wall, stats=stats)
         if word == "no_solution":
             return RawResult(word, bound=solver.BestObjectiveBound(), wall_s=wall, stats=stats,
