@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -66,6 +67,47 @@ class RawResult:
     wall_s: float = 0.0
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+#: What CBC's objective is multiplied by (its values and bounds are divided by it on the way back).
+#: CBC analyses the objective of its preprocessed model and, when it concludes that every
+#: objective value is a multiple of some step, prunes every node that cannot beat the incumbent by
+#: a whole step. The analysis takes a continuous objective variable for integral whenever the
+#: single row it appears in has ±1 coefficients on continuous variables and an integral right-hand
+#: side, without asking whether those other variables are integral: ``min L`` with ``L ≥ F`` and
+#: times in quarters gives a step of 1, and the optimum 0.5 is cut off by the incumbent 0.75, which
+#: is then claimed optimal. The factor ``1 + 2⁻³⁰`` breaks the step: the analysis scales the
+#: largest objective coefficient to between 10⁷ and 10⁸ and needs it within 10⁻⁸ of an integer,
+#: which it then misses by 0.009 to 0.093 (our coefficients are small integers). The power of
+#: two 2⁷ shrinks CBC's default cutoff increment (an absolute 10⁻⁵, which OR-Tools gives no way
+#: to lower) to under 10⁻⁷ of our units, inside the 10⁻⁶ tolerance of a claim of optimality.
+CBC_OBJECTIVE_SCALE = 2.0 ** 7 * (1.0 + 2.0 ** -30)
+
+#: CBC's log line when its analysis raised the cutoff increment (see :data:`CBC_OBJECTIVE_SCALE`)
+_CBC_INCREMENT = re.compile(r"Cutoff increment increased from\s+(\S+)\s+to\s+(\S+)")
+
+
+def cbc_increment_raised(log_text: str) -> str:
+    """A note when CBC's log says its objective analysis raised the cutoff increment (its claim of
+    optimality and its bound then rest on that analysis and are not trusted), else ''."""
+    found = _CBC_INCREMENT.findall(log_text)
+    if not found:
+        return ""
+    return (f"CBC raised its cutoff increment to {found[-1][1]} (objective analysis); its optimality "
+            "claim and bound are not trusted")
+
+
+def distrust_cbc(raw: RawResult, log_text: str) -> RawResult:
+    """``raw`` unchanged, or, when CBC's log shows the raised cutoff increment, with ``optimal``
+    turned into ``feasible`` and the bound dropped (nodes were pruned that may hold better plans)."""
+    note = cbc_increment_raised(log_text)
+    if not note or raw.status not in ("optimal", "feasible"):
+        return raw
+    raw.status = "feasible"
+    raw.bound = None
+    raw.message = "; ".join(m for m in (raw.message, note) if m)
+    raw.stats["cbc_increment_raised"] = True
+    return raw
 
 
 def package_version(distribution: str) -> str | None:

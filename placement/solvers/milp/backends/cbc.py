@@ -1,7 +1,15 @@
-"""``cbc``: COIN-OR CBC behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`)."""
+"""``cbc``: COIN-OR CBC behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`).
+
+OR-Tools passes CBC no parameters, so CBC's own objective analysis, which can take a continuous
+objective for one that moves in whole steps and then prune the optimum, is defeated by the
+objective's factor (:data:`~placement.solvers.milp.backends.base.CBC_OBJECTIVE_SCALE`); the
+log of every run is read, and a run whose analysis still raised the step keeps its plan but
+loses its claim of optimality and its bound.
+"""
 
 from __future__ import annotations
 
+from placement.solvers.milp.backends.base import CBC_OBJECTIVE_SCALE, RawResult, distrust_cbc
 from placement.solvers.milp.backends.linear_solver import LinearSolverBackend
 
 
@@ -12,3 +20,8 @@ class CbcBackend(LinearSolverBackend):
     solver_id = "CBC"
     warm_start = True
     threads = True
+    objective_scale = CBC_OBJECTIVE_SCALE
+    reads_log = True
+
+    def audit(self, raw: RawResult, log_text: str) -> RawResult:
+        return distrust_cbc(raw, log_text)

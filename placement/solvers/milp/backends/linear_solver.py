@@ -19,6 +19,7 @@ import contextlib
 import math
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -59,6 +60,11 @@ class LinearSolverBackend(BigMBackend):
     solver_id: ClassVar[str] = ""
     #: the solver's own parameter that takes the random seed, if any
     seed_parameter: ClassVar[str | None] = None
+    #: what the objective is multiplied by in the solver (objective and bound are divided back)
+    objective_scale: ClassVar[float] = 1.0
+    #: the solver's log is always written (to a scratch file when none was asked for) and handed
+    #: to :meth:`audit`
+    reads_log: ClassVar[bool] = False
     #: ``pywraplp.Solver`` result status names; an unlisted code reads as ``no_solution``, which
     #: :meth:`solve` turns into ``error`` unless the time limit was reached
     STATUS: ClassVar[dict[str, str]] = {
@@ -114,7 +120,7 @@ class LinearSolverBackend(BigMBackend):
     def minimize(self, terms: Terms) -> None:
         objective = self.solver.Objective()
         for a, v in terms:
-            objective.SetCoefficient(v, objective.GetCoefficient(v) + float(a))
+            objective.SetCoefficient(v, objective.GetCoefficient(v) + float(a) * self.objective_scale)
         objective.SetMinimization()
 
     def hint(self, values: dict[Any, float]) -> str:
@@ -133,7 +139,31 @@ class LinearSolverBackend(BigMBackend):
         saying why the solver, now set up for it, runs again in the time left."""
         return ""
 
+    def audit(self, raw: RawResult, log_text: str) -> RawResult:
+        """The result to report, given the raw one and the solver's log of the run (only read for
+        backends with :attr:`reads_log`)."""
+        return raw
+
     def solve(self, options: SolveOptions) -> RawResult:
+        if not self.reads_log:
+            return self._solve(options, options.log_path)
+        scratch = None
+        log_path = options.log_path
+        if log_path is None:
+            with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+                scratch = log_path = fh.name
+        try:
+            offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+            raw = self._solve(options, log_path)
+            with open(log_path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(offset)
+                log_text = fh.read()
+        finally:
+            if scratch is not None:
+                os.unlink(scratch)
+        return self.audit(raw, log_text)
+
+    def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:
         lp, solver = self._lp, self.solver
         solver.SetTimeLimit(_milliseconds(options.time_limit))
         notes = []
@@ -142,9 +172,9 @@ class LinearSolverBackend(BigMBackend):
         self.set_parameters(options.seed)
         params = lp.MPSolverParameters()
         params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
-        if options.log_path is not None:
+        if log_path is not None:
             solver.EnableOutput()
-        with stdout_to(options.log_path):
+        with stdout_to(log_path):
             start = time.perf_counter()
             code = solver.Solve(params)
             note = self.rerun(code, time.perf_counter() - start, options)
@@ -165,7 +195,8 @@ class LinearSolverBackend(BigMBackend):
         if word in ("optimal", "feasible"):
             objective = self.solver.Objective()
             bound = objective.BestBound()
-            return RawResult(word, objective.Value(), bound if math.isfinite(bound) else 0.0,
+            scale = self.objective_scale
+            return RawResult(word, objective.Value() / scale, bound / scale if math.isfinite(bound) else 0.0,
                              lambda v: v.solution_value(), wall, "; ".join(notes), stats)
         if word == "infeasible":
             return RawResult(word, wall_s=wall, message="; ".join(notes), stats=stats)

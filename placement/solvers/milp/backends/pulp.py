@@ -9,6 +9,12 @@ PuLP's own status says "Optimal" when CBC stops on its time limit, so the status
 comes back as status "Infeasible" with "No Solution Found" (a stop at the time limit is status
 "Not Solved"), so there the status decides. CBC's best bound is read from its log, written to a
 scratch file when no log was asked for.
+
+CBC's objective is multiplied by :data:`~placement.solvers.milp.backends.base.CBC_OBJECTIVE_SCALE`
+(values and bounds are divided back), which keeps CBC's objective analysis from pruning the
+optimum; a run whose log shows that the analysis raised the cutoff increment all the same keeps
+its plan but loses its claim of optimality and its bound
+(:func:`~placement.solvers.milp.backends.base.distrust_cbc`).
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ import time
 import warnings
 from typing import Any, ClassVar
 
-from placement.solvers.milp.backends.base import BigMBackend, RawResult, SolveOptions, Terms, package_version
+from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, BigMBackend, RawResult, SolveOptions, Terms,
+                                                  distrust_cbc, package_version)
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
 BUNDLED = "PULP_CBC_CMD"
+#: PuLP's names of CBC
+CBC_SOLVERS = (BUNDLED, "COIN_CMD")
 
 # CBC's closing summary: "Objective value: 17.5", "Lower bound: 16.9" (time limit) or "Best possible: …"
 _CBC_BOUND = re.compile(r"^(?:Lower bound|Best possible)\s*:?\s*(-?[0-9.eE+-]+)", re.MULTILINE)
@@ -83,6 +92,9 @@ class PulpBackend(BigMBackend):
         self.name = "pulp" if solver_name == BUNDLED else f"pulp:{solver_name}"
         self.problem = pulp.LpProblem("placement", pulp.LpMinimize)
         self._hint: dict[Any, float] | None = None
+        self.is_cbc = solver_name in CBC_SOLVERS
+        #: what the objective is multiplied by in the solver (objective and bound are divided back)
+        self.objective_scale = CBC_OBJECTIVE_SCALE if self.is_cbc else 1.0
 
     def _fresh(self, name: str) -> str:
         # PuLP names must be unique and free of brackets and commas in LP files
@@ -106,7 +118,7 @@ class PulpBackend(BigMBackend):
             self._rows += 1
 
     def minimize(self, terms: Terms) -> None:
-        self.problem += self._pulp.lpSum(a * v for a, v in terms)
+        self.problem += self._pulp.lpSum(a * self.objective_scale * v for a, v in terms)
 
     def hint(self, values: dict[Any, float]) -> str:
         for var, val in values.items():
@@ -134,7 +146,7 @@ class PulpBackend(BigMBackend):
         return solver
 
     def solve(self, options: SolveOptions) -> RawResult:
-        is_cbc = self.solver_name in (BUNDLED, "COIN_CMD")
+        is_cbc = self.is_cbc
         log_path = options.log_path
         scratch = None
         if is_cbc and log_path is None:  # CBC's bound is only in its log
@@ -155,8 +167,9 @@ class PulpBackend(BigMBackend):
         finally:
             if scratch is not None:
                 os.unlink(scratch.name)
-        found = [float(m) for m in _CBC_BOUND.findall(log_text)]
-        return self._result(wall, found[-1] if found else None)
+        found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text)]
+        raw = self._result(wall, found[-1] if found else None)
+        return distrust_cbc(raw, log_text) if is_cbc else raw
 
     def _result(self, wall: float, bound: float | None) -> RawResult:
         pulp = self._pulp
@@ -170,6 +183,8 @@ class PulpBackend(BigMBackend):
             return v.varValue if v.varValue is not None else math.nan
 
         objective = pulp.value(self.problem.objective)
+        if objective is not None:
+            objective /= self.objective_scale
         if word == "optimal":
             return RawResult(word, objective, objective if bound is None else bound, value, wall, stats=stats)
         if word == "feasible":
