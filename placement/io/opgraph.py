@@ -50,8 +50,9 @@ time and transfer cost is rounded to the nearest multiple of the quantum
 times plus twice the sum of the transfer costs (a bound on any load). The resolution, about
 2^-26 of ``T`` (a load's total rounding error stays below ``n·q/2`` for ``n`` nodes), is far
 below the accuracy of a roofline estimate, and it makes every time an integer multiple of one
-binary unit with loads below 2^26 units, so that integer-scaled solvers (CP-SAT, whose models
-:mod:`placement.solvers.milp` keeps below 2^28) solve the instance exactly.
+binary unit with loads below 2^26 units, so that integer-scaled solvers solve the instance
+exactly (CP-SAT, whose rows :mod:`placement.solvers.milp` keeps below 2^62 for every
+coefficient times a variable bound: here at most 2^52).
 ``about.time_quantum_ms`` records ``q``.
 """
 
