@@ -231,12 +231,35 @@ def test_cost_per_source_node(tmp_path):
 
 
 def test_optional_fields(tmp_path):
-    """``name``, ``size``, ``isBackwardNode`` and ``edges`` may be left out."""
+    """``name``, ``size`` and ``isBackwardNode`` may be left out; a graph without edges says so."""
     nodes = [{"id": 7, "supportedOnFpga": 1, "cpuLatency": 2, "fpgaLatency": 1}]
-    problem = read_instance(write(tmp_path, {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 0, "nodes": nodes}))
+    problem = read_instance(write(tmp_path, {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 0, "nodes": nodes,
+                                             "edges": []}))
     (only,) = problem.nodes
     assert (only.id, only.name, only.memory, only.backward, only.colour) == (7, "7", 0.0, False, None)
     assert problem.edges == ()
+
+
+@pytest.mark.parametrize("change, message", [
+    # A misspelt or missing "edges" once read as a graph without edges, and was solved as such.
+    (lambda d: d.pop("edges"), "instance: missing field 'edges'"),
+    (lambda d: d.update(edge=d.pop("edges")),
+     "instance: unknown field 'edge' (the fields are nodes, edges, maxSizePerFPGA, maxFPGAs, maxCPUs, "
+     "deviceTypes, about)"),
+    (lambda d: d.update(maxGPUs=2),
+     "instance: unknown field 'maxGPUs' (the fields are nodes, edges, maxSizePerFPGA, maxFPGAs, maxCPUs, "
+     "deviceTypes, about)"),
+    (lambda d: d.update(deviceTypes=[{"name": "gpu", "count": 1, "paysComm": True}]),
+     "instance: field 'maxSizePerFPGA' goes with the two-type format; with 'deviceTypes' the catalogue "
+     "gives every count and memory"),
+])
+def test_top_level_fields_are_checked(tmp_path, change, message):
+    data = instance()
+    change(data)
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: {message}"
 
 
 def test_fits_on_cpu_only(tmp_path):

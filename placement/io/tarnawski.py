@@ -66,11 +66,34 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
     raise AssertionError(kind)
 
 
+TWO_TYPE_FIELDS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
+#: ``about``: what the model importers record (model, devices, FLOPs); read by nobody here
+TOP_LEVEL_FIELDS = ("nodes", "edges", *TWO_TYPE_FIELDS, "deviceTypes", "about")
+
+
+def _check_top_level(data: dict, top: str) -> None:
+    """Every top-level field known, and ``nodes`` and ``edges`` present: a misspelt or missing
+    ``edges`` must not turn into a graph without edges (a graph without edges says ``"edges": []``)."""
+    unknown = sorted(k for k in data if k not in TOP_LEVEL_FIELDS)
+    if unknown:
+        raise InvalidInstanceError(f"{top}: unknown field {unknown[0]!r} (the fields are "
+                                   f"{', '.join(TOP_LEVEL_FIELDS)})")
+    for key in ("nodes", "edges"):
+        if key not in data:
+            raise InvalidInstanceError(f"{top}: missing field {key!r}")
+    if "deviceTypes" in data:
+        mixed = [k for k in TWO_TYPE_FIELDS if k in data]
+        if mixed:
+            raise InvalidInstanceError(f"{top}: field {mixed[0]!r} goes with the two-type format; with "
+                                       "'deviceTypes' the catalogue gives every count and memory")
+
+
 def parse_instance(data: Any, name: str = "") -> Instance:
     """Build a validated :class:`Instance` from the decoded JSON of a Tarnawski instance."""
     if not isinstance(data, dict):
         raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
     top = "instance"
+    _check_top_level(data, top)
     catalogue = _device_types(data["deviceTypes"]) if "deviceTypes" in data else None
     if catalogue is None:
         memory = _field(data, "maxSizePerFPGA", top, "number")
@@ -83,7 +106,7 @@ def parse_instance(data: Any, name: str = "") -> Instance:
         raise InvalidInstanceError(f"{top}: missing field 'nodes'")
     if not isinstance(raw_nodes, list):
         raise InvalidInstanceError(f"{top}: field 'nodes' must be an array, got {json_type_name(raw_nodes)}")
-    raw_edges = data.get("edges", [])
+    raw_edges = data["edges"]
     if not isinstance(raw_edges, list):
         raise InvalidInstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
 
