@@ -25,9 +25,39 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from typing import Iterable, Mapping
 
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
+
+
+def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]]) -> list[int] | None:
+    """A path that leaves the set ``nodes`` and re-enters it, or ``None`` when the set is convex.
+
+    Breadth-first search over the vertices outside the set, started from the set's successors
+    (in the order ``nodes`` gives them, so that the witness reported is deterministic).
+    """
+    nodes = list(nodes)
+    members = set(nodes)
+    parent: dict[int, int] = {}
+    queue: deque[int] = deque()
+    for v in nodes:
+        for w in succ[v]:
+            if w not in members and w not in parent:
+                parent[w] = v
+                queue.append(w)
+    while queue:
+        y = queue.popleft()
+        for z in succ[y]:
+            if z in members:
+                path = [z, y]
+                while path[-1] not in members:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            if z not in parent:
+                parent[z] = y
+                queue.append(z)
+    return None
 
 
 def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
@@ -38,29 +68,7 @@ def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]
             fsucc[e.src].append(e.dst)
     out: list[str] = []
     for d, nodes in enumerate(device_nodes):
-        inside = [v for v in nodes if v in fsucc]
-        members = set(inside)
-        # breadth-first search over forward nodes outside the set, started from the set
-        parent: dict[int, int] = {}
-        queue: deque[int] = deque()
-        for v in inside:
-            for w in fsucc[v]:
-                if w not in members and w not in parent:
-                    parent[w] = v
-                    queue.append(w)
-        witness: list[int] | None = None
-        while queue and witness is None:
-            y = queue.popleft()
-            for z in fsucc[y]:
-                if z in members:
-                    path = [z, y]
-                    while path[-1] not in members:
-                        path.append(parent[path[-1]])
-                    witness = path[::-1]
-                    break
-                if z not in parent:
-                    parent[z] = y
-                    queue.append(z)
+        witness = convexity_witness([v for v in nodes if v in fsucc], fsucc)
         if witness is not None:
             out.append(f"sets: device {d} ({plan.devices[d].type}): forward path "
                        f"{' -> '.join(map(str, witness))} leaves and re-enters its forward nodes")

@@ -54,6 +54,7 @@ from typing import Mapping
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
+from placement.verification.contiguity import convexity_witness
 from placement.verification.evaluate import evaluate, fmt_number
 
 
@@ -144,29 +145,6 @@ def _device_calls(problem: Instance, plan: Plan, pays: dict[str, bool]
     return calls, violations, sound
 
 
-def _convexity_witness(members: set[int], succ: dict[int, list[int]]) -> list[int] | None:
-    """A path that leaves ``members`` and re-enters it, or ``None`` when the set is convex."""
-    parent: dict[int, int] = {}
-    queue: deque[int] = deque()
-    for v in members:
-        for w in succ[v]:
-            if w not in members and w not in parent:
-                parent[w] = v
-                queue.append(w)
-    while queue:
-        y = queue.popleft()
-        for z in succ[y]:
-            if z in members:
-                path = [z, y]
-                while path[-1] not in members:
-                    path.append(parent[path[-1]])
-                return path[::-1]
-            if z not in parent:
-                parent[z] = y
-                queue.append(z)
-    return None
-
-
 def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     """Verify ``plan`` under the latency model of the module docstring; times, latency, violations.
 
@@ -221,7 +199,7 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
                 compute += p if p is not None else 0.0
             receive = sum(problem.node(u).out_cost for u in inputs)
             send = sum(problem.node(u).out_cost for u in outputs)
-            witness = _convexity_witness(set(ordered), succ)
+            witness = convexity_witness(set(ordered), succ)
             if witness is not None:
                 violations.append(f"device {d} ({dev.type}) call {k}: path {' -> '.join(map(str, witness))} "
                                   "leaves and re-enters the call")
