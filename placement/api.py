@@ -18,11 +18,10 @@ from os import PathLike
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
-from placement.parameters import flag, integer, number, one_of
 from placement.io.plans import as_plan
-from placement.problem.objectives import OBJECTIVES
-from placement.result import Verification
 from placement.loading import override_devices
+from placement.parameters import flag, integer, number, one_of
+from placement.result import Verification
 
 HYPAR_FORMAT = "placement-hypar/1"
 DEFAULT_MICROBATCHES = 64
@@ -42,12 +41,9 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``.
     """
     from placement.verification.check import check_plan
-    from placement.verification.evaluate import CONTIGUITY_CLASSES
 
     problem = override_devices(instance, accelerators, cpus, memory)
-    return check_plan(problem, as_plan(plan), objective=one_of("objective", objective, OBJECTIVES),
-                      contiguity=one_of("contiguity", contiguity, CONTIGUITY_CLASSES),
-                      calls=integer("calls", calls, smallest=1, optional=True),
+    return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 
 

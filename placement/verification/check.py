@@ -14,9 +14,8 @@ reports is the objective as the evaluator computes it:
 
 from __future__ import annotations
 
-from typing import Any
-
 from placement.errors import InvalidParameterError
+from placement.parameters import integer
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
 from placement.problem.objectives import check_objective
@@ -32,8 +31,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
     ledger or None)`` for renderers."""
     check_objective(instance, objective)
     check_contiguity(contiguity)
-    if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 1):
-        raise InvalidParameterError("calls", f"must be a positive integer or None, not {calls!r}")
+    calls = integer("calls", calls, smallest=1, optional=True)
     if calls is not None and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
     latency = None
@@ -66,8 +64,3 @@ def call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> 
     return [f"device {d} ({dev.type}) runs {len(dev.calls)} calls, more than calls={limit}"
             for d, dev in enumerate(plan.devices) if pays.get(dev.type) and len(dev.calls) > limit]
 
-
-def stage_figures(verification: Verification) -> list[tuple[float, float]]:
-    """(load, memory) of each device of the checked plan, in plan order."""
-    evaluation: Any = verification.report[0]
-    return [(r.load, r.memory) for r in evaluation.devices]
