@@ -9,9 +9,8 @@ by side (HyPar/AccPar model, :mod:`placement.costmodel.hypar`). ``--json`` print
 from __future__ import annotations
 
 import argparse
-import json
 
-from placement.cli.options import add_output_options, positive_int, print_json, write_text
+from placement.cli.options import add_output_options, json_text, positive_int, print_json, write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
     if args.out:
-        write_text(args.out, json.dumps(result.to_json(), indent=2) + "\n")
+        write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:
         print_json(result.to_json())
     else:

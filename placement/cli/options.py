@@ -112,26 +112,27 @@ def progress_printer(quiet: bool) -> Callable[[str], None] | None:
     return progress
 
 
+def json_text(document: Any) -> str:
+    """``document`` as strict JSON text (non-finite numbers as ``null``), two-space indent."""
+    return json.dumps(strict_json(document), indent=2, allow_nan=False)
+
+
 def print_json(document: Any) -> None:
-    """One strict JSON document on stdout (non-finite numbers as ``null``)."""
-    print(json.dumps(strict_json(document), indent=2, allow_nan=False))
+    """One strict JSON document on stdout."""
+    print(json_text(document))
 
 
-def write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path``; a failure is a one-line usage error naming the file."""
+def write_text(path: str, text: str, mode: str = "w") -> None:
+    """Write ``text`` to ``path`` (``mode`` ``"a"`` appends); a failure is a one-line usage error
+    naming the file."""
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(path, mode, encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
 def check_writable(path: str | None) -> None:
-    """Fail before any work when ``path`` cannot be written."""
-    if path is None:
-        return
-    try:
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is)."""
+    if path is not None:
+        write_text(path, "", mode="a")

@@ -7,14 +7,13 @@ proven infeasible or a limit stopped the search); 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
-import json
 
-from placement.cli.options import (add_device_options, add_output_options, check_writable, devices,
+from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, json_text,
                                    non_negative_int, positive_float, positive_int, print_json, progress_printer,
                                    relative_gap, write_text)
 from placement.problem.objectives import OBJECTIVES
-from placement.solvers.registry import CONTIGUITY_CLASSES, METHODS
-
+from placement.solvers.registry import METHODS
+from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
 def _methods_help() -> str:
@@ -77,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, **devices(args))
     if args.out:
-        write_text(args.out, json.dumps(result.to_json(), indent=2, allow_nan=False) + "\n")
+        write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:
         print_json(result.to_json())
     else:

@@ -11,7 +11,7 @@ import argparse
 
 from placement.cli.options import add_device_options, add_output_options, devices, positive_int, print_json
 from placement.problem.objectives import OBJECTIVES
-from placement.solvers.registry import CONTIGUITY_CLASSES
+from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
