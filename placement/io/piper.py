@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.io.tarnawski import _field
+from placement.io.tarnawski import read_field
 from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import find_cycle
 
@@ -225,8 +225,8 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
     for k, raw in enumerate(raw_edges):
         where = f"edges[{k}]"
         _object(raw, where, _EDGE_FIELDS)
-        edge = PiperEdge(_field(raw, "sourceId", where, "int"), _field(raw, "destId", where, "int"),
-                         _field(raw, "communicationCost", where, "number"))
+        edge = PiperEdge(read_field(raw, "sourceId", where, "int"), read_field(raw, "destId", where, "int"),
+                         read_field(raw, "communicationCost", where, "number"))
         for key, end in (("sourceId", edge.src), ("destId", edge.dst)):
             if end not in position:
                 raise InvalidInstanceError(f"{where}: {key} {end} is not the id of a node")
@@ -268,7 +268,7 @@ def _object(value: Any, where: str, required: tuple[str, ...], optional: tuple[s
 
 def _positive(obj: dict, key: str, where: str, kind: str) -> Any:
     """A ``count`` or ``number`` field that must also be greater than zero."""
-    value = _field(obj, key, where, kind)
+    value = read_field(obj, key, where, kind)
     if value == 0:
         raise InvalidInstanceError(f"{where}: field {key!r} must be positive, got 0")
     return value
@@ -294,7 +294,7 @@ def _string(obj: dict, key: str, where: str, *, empty: bool) -> str:
 
 def _node(raw: Any, where: str) -> PiperNode:
     _object(raw, where, _NODE_FIELDS, _NODE_OPTIONAL)
-    node_id = _field(raw, "id", where, "int")
+    node_id = read_field(raw, "id", where, "int")
     label = _string(raw, "name", where, empty=True) if "name" in raw else ""
     table = _typed(raw, "TMPCs", where, dict)
     if not table:
@@ -323,7 +323,7 @@ def _node(raw: Any, where: str) -> PiperNode:
 def _tmpc(raw: Any, where: str) -> TMPC:
     _object(raw, where, _TMPC_FIELDS)
     return TMPC(_string(raw, "id", where, empty=False),
-                *(_field(raw, key, where, "number") for key in _TMPC_FIELDS[1:5]),
+                *(read_field(raw, key, where, "number") for key in _TMPC_FIELDS[1:5]),
                 _sync_times(raw, "syncTimeFw", where), _sync_times(raw, "syncTimeBw", where))
 
 
@@ -334,7 +334,7 @@ def _sync_times(raw: dict, key: str, where: str) -> dict[int, float]:
         if not _NODE_ID.fullmatch(neighbour):
             raise InvalidInstanceError(
                 f"{at}: key {json.dumps(neighbour)} is not a node id (an integer in decimal digits)")
-    return {int(neighbour): _field(table, neighbour, at, "number") for neighbour in table}
+    return {int(neighbour): read_field(table, neighbour, at, "number") for neighbour in table}
 
 
 def _check_sync_times(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> None:

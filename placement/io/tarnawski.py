@@ -28,7 +28,10 @@ from placement.problem.instance import DeviceType, Edge, Node, Instance, format_
 _NUMBER = (int, float)
 
 
-def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
+def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
+    """``obj[key]`` as a ``kind`` (number, int, count, bool, str), or ``default`` when it is missing or
+    null; an :class:`InvalidInstanceError` naming ``where`` and ``key`` otherwise (readers of other
+    formats share it)."""
     if key not in obj or (obj[key] is None and default is not ...):
         if default is ...:
             raise InvalidInstanceError(f"{where}: missing field {key!r}")
@@ -51,7 +54,7 @@ def _field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) 
             raise InvalidInstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
         return value
     if kind == "count":
-        value = _field(obj, key, where, "int")
+        value = read_field(obj, key, where, "int")
         if value < 0:
             raise InvalidInstanceError(f"{where}: field {key!r} is negative ({value})")
         return value
@@ -96,9 +99,9 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     _check_top_level(data, top)
     catalogue = _device_types(data["deviceTypes"]) if "deviceTypes" in data else None
     if catalogue is None:
-        memory = _field(data, "maxSizePerFPGA", top, "number")
-        accelerators = _field(data, "maxFPGAs", top, "count")
-        cpus = _field(data, "maxCPUs", top, "count")
+        memory = read_field(data, "maxSizePerFPGA", top, "number")
+        accelerators = read_field(data, "maxFPGAs", top, "count")
+        cpus = read_field(data, "maxCPUs", top, "count")
         if accelerators == 0 and cpus == 0:
             raise InvalidInstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
     raw_nodes = data.get("nodes")
@@ -116,11 +119,11 @@ def parse_instance(data: Any, name: str = "") -> Instance:
         where = f"edge #{k}"
         if not isinstance(e, dict):
             raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(e)}")
-        src = _field(e, "sourceId", where, "int")
-        dst = _field(e, "destId", where, "int")
+        src = read_field(e, "sourceId", where, "int")
+        dst = read_field(e, "destId", where, "int")
         where = f"edge {src} -> {dst}"
-        cost = _field(e, "cost", where, "number")
-        size = _field(e, "size", where, "number", default=None)
+        cost = read_field(e, "cost", where, "number")
+        size = read_field(e, "size", where, "number", default=None)
         if src in costs and costs[src] != cost:
             raise InvalidInstanceError(
                 f"node {src}: out-edges have different costs ({format_number(costs[src])} and {format_number(cost)}); "
@@ -132,19 +135,19 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     for k, n in enumerate(raw_nodes):
         if not isinstance(n, dict):
             raise InvalidInstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
-        node_id = _field(n, "id", f"node #{k}", "int")
+        node_id = read_field(n, "id", f"node #{k}", "int")
         where = f"node {node_id}"
         if catalogue is None:
-            supported = _field(n, "supportedOnFpga", where, "bool")
-            cpu = _field(n, "cpuLatency", where, "number")
-            acc = _field(n, "fpgaLatency", where, "number")
+            supported = read_field(n, "supportedOnFpga", where, "bool")
+            cpu = read_field(n, "cpuLatency", where, "number")
+            acc = read_field(n, "fpgaLatency", where, "number")
             times: tuple[float | None, ...] = (acc if supported else None, cpu)
         else:
             times = _node_times(n, where, catalogue)
-        size = _field(n, "size", where, "number", default=0.0)
-        backward = _field(n, "isBackwardNode", where, "bool", default=False)
-        colour = _field(n, "colorClass", where, "int", default=None)
-        label = _field(n, "name", where, "str", default=str(node_id))
+        size = read_field(n, "size", where, "number", default=0.0)
+        backward = read_field(n, "isBackwardNode", where, "bool", default=False)
+        colour = read_field(n, "colorClass", where, "int", default=None)
+        label = read_field(n, "name", where, "str", default=str(node_id))
         nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0)))
     if catalogue is None:
         return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
@@ -160,13 +163,13 @@ def _device_types(raw: Any) -> tuple[DeviceType, ...]:
         where = f"device type #{k}"
         if not isinstance(t, dict):
             raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(t)}")
-        name = _field(t, "name", where, "str")
+        name = read_field(t, "name", where, "str")
         where = f"device type {name!r}"
         if any(d.name == name for d in types):
             raise InvalidInstanceError(f"{where}: listed twice")
-        types.append(DeviceType(name, _field(t, "count", where, "count"),
-                                _field(t, "memory", where, "number", default=math.inf),
-                                _field(t, "paysComm", where, "bool")))
+        types.append(DeviceType(name, read_field(t, "count", where, "count"),
+                                read_field(t, "memory", where, "number", default=math.inf),
+                                read_field(t, "paysComm", where, "bool")))
     if all(t.count == 0 for t in types):
         raise InvalidInstanceError("instance: no devices (every device type has count 0)")
     return tuple(types)
@@ -185,7 +188,7 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple
     missing = [name for name in names if name not in raw]
     if missing:
         raise InvalidInstanceError(f"{where}: 'times' gives no time for device type {missing[0]!r} (null if unsupported)")
-    return tuple(None if raw[name] is None else _field(raw, name, where, "number") for name in names)
+    return tuple(None if raw[name] is None else read_field(raw, name, where, "number") for name in names)
 
 
 def read_instance(path: str | Path) -> Instance:
