@@ -60,9 +60,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     started = time.perf_counter()
     one_of("method", method, (AUTO, *METHODS))
     one_of("objective", objective, OBJECTIVES)
-    from placement.verification.evaluate import CONTIGUITY_CLASSES
+    from placement.verification.evaluate import check_contiguity
 
-    one_of("contiguity", contiguity, CONTIGUITY_CLASSES)
+    check_contiguity(contiguity)
     options = {
         "backend": _backend(backend), "time_limit": number("time_limit", time_limit, positive=True, optional=True),
         "gap": number("gap", gap, below_one=True), "threads": integer("threads", threads, smallest=1, optional=True),
