@@ -30,6 +30,11 @@ class Plan:
 
     devices: tuple[DeviceAssignment, ...]
 
+    @property
+    def non_empty(self) -> int:
+        """Devices that hold at least one node: the plan's stage count (``stages=N``)."""
+        return sum(1 for dev in self.devices if dev.nodes)
+
     def assignment(self) -> dict[int, int]:
         """Map node id -> position of its device in ``devices`` (last one wins on duplicates)."""
         return {v: d for d, dev in enumerate(self.devices) for v in dev.nodes}

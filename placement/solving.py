@@ -158,8 +158,8 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
             message = "the plan failed independent verification: " + verification.violations[0]
         elif not math.isclose(claimed, value, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
             message = f"the method's value {claimed!r} disagrees with the verified {value!r}"
-        elif options["stages"] is not None and _non_empty(solution.plan) != options["stages"]:
-            message = f"the plan has {_non_empty(solution.plan)} non-empty stages, not stages={options['stages']}"
+        elif options["stages"] is not None and solution.plan.non_empty != options["stages"]:
+            message = f"the plan has {solution.plan.non_empty} non-empty stages, not stages={options['stages']}"
         elif solution.status in (MethodStatus.OPTIMAL, MethodStatus.FEASIBLE):
             proven = solution.status is MethodStatus.OPTIMAL
             bound = value if proven else min(solution.bound, value)
@@ -174,10 +174,6 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
     bound = solution.bound if math.isfinite(solution.bound) and solution.bound > 0 else None
     return Result(status=status, value=None, bound=bound, gap=None, plan=(), runtime_s=time.perf_counter() - started,
                   verification=verification, verified=False, message=message, **common)
-
-
-def _non_empty(plan: Any) -> int:
-    return sum(1 for dev in plan.devices if dev.nodes)
 
 
 def _backend(backend: Any) -> str | None:

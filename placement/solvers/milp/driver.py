@@ -91,10 +91,9 @@ def stage_count_verdict(verdict: Verdict, plan: Plan, stages: int | None) -> Ver
     """``verdict``, made invalid when ``stages`` is set and ``plan`` has another number of non-empty devices."""
     if stages is None:
         return verdict
-    used = sum(1 for dev in plan.devices if dev.nodes)
-    if used == stages:
+    if plan.non_empty == stages:
         return verdict
-    why = f"the plan has {used} non-empty devices, not stages={stages}"
+    why = f"the plan has {plan.non_empty} non-empty devices, not stages={stages}"
     return Verdict(False, verdict.objective, (why, *verdict.violations))
 
 

@@ -40,7 +40,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     try:
         greedy = solve_latency_greedy(problem, objective="latency")
         if greedy.status is Status.FEASIBLE and greedy.plan is not None and (
-                stages is None or sum(1 for dev in greedy.plan.devices if dev.nodes) == stages):
+                stages is None or greedy.plan.non_empty == stages):
             candidates.append(greedy.plan)
     except PlacementError:  # the greedy takes the two-type catalogue only
         pass
