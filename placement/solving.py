@@ -6,6 +6,12 @@ independent evaluator (:mod:`placement.verification.check`), whatever the method
 is the evaluator's; a plan that fails the check, or whose value disagrees with the method's
 claim, is never returned: the status is then ``no_solution`` and the message says why.
 
+Claims are certified (:func:`certified`): ``optimal`` and ``infeasible`` stand only when the
+method is exact (the DP, whose table is a proof, or the MILP, whose backend answer is checked
+in :mod:`placement.solvers.milp.outcome`) and an ``optimal`` comes with a bound equal to its
+value; otherwise the status drops to ``feasible`` (with a plan) or ``no_solution``, and the
+message says why. A bound above the verified value of the plan is refuted and not reported.
+
 ``method="auto"`` takes the DP where it applies (objective ``throughput``, contiguity
 ``stages``) and the graph has at most ``max_ideals`` ideals; otherwise, or when the DP refuses
 for the number of ideals, the MILP. The Result's ``method`` says which ran. With ``auto`` the
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from os import PathLike
 from typing import Any, Callable, Mapping
 
@@ -95,7 +102,34 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             progress(f"the DP refuses ({exc}); solving the MILP instead")
         method = "milp"
         solution = _run(METHODS[method], problem, options)
-    return _verified(problem, solution, method, options, started)
+    return _verified(problem, certified(METHODS[method], solution), method, options, started)
+
+
+def certified(spec: Any, solution: Any) -> Any:
+    """``solution`` with only the claims ``spec`` can prove: ``optimal`` and ``infeasible`` come from an
+    exact method only (the registry's ``exact``), ``optimal`` only with a bound equal to its value.
+    Another claim drops to ``feasible`` (with a plan) or ``no_solution`` (without), the message
+    saying why."""
+    from placement.solution import Status as MethodStatus
+
+    def dropped(why: str) -> Any:
+        status = MethodStatus.FEASIBLE if solution.plan is not None else MethodStatus.NO_SOLUTION
+        note = f"{why}: reported as {status.value}"
+        return replace(solution, status=status, bound=solution.bound if spec.exact else 0.0,
+                       message="; ".join(m for m in (solution.message, note) if m))
+
+    if solution.status is MethodStatus.INFEASIBLE and not spec.exact:
+        return dropped(f"method {spec.name!r} is a heuristic; its 'infeasible' is no proof")
+    if solution.status is not MethodStatus.OPTIMAL:
+        return solution
+    if not spec.exact:
+        return dropped(f"method {spec.name!r} is a heuristic; its 'optimal' is no proof")
+    if solution.plan is None:
+        return dropped(f"method {spec.name!r} claimed optimal without a plan")
+    if not math.isclose(solution.bound, solution.objective, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
+        return dropped(f"method {spec.name!r} claimed optimal with the bound {solution.bound!r} "
+                       f"below its value {solution.objective!r}")
+    return solution
 
 
 def _run(spec: Any, problem: Instance, options: Mapping[str, Any]) -> Any:
@@ -163,6 +197,10 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
         elif solution.status in (MethodStatus.OPTIMAL, MethodStatus.FEASIBLE):
             proven = solution.status is MethodStatus.OPTIMAL
             bound = value if proven else min(solution.bound, value)
+            if not proven and solution.bound > value * (1 + AGREEMENT_TOLERANCE) + AGREEMENT_TOLERANCE:
+                bound = 0.0   # the verified plan refutes the method's bound
+                message = "; ".join(m for m in (message, f"the method's bound {solution.bound!r} is above the "
+                                                          f"verified value {value!r}: not used") if m)
             stages = tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
                            for dev, r in zip(solution.plan.devices, verification.report[0].devices) if dev.nodes)
             gap = 0.0 if proven or value <= 0 else max(0.0, (value - bound) / value)

@@ -8,14 +8,18 @@ instance, and never above the objective; where memory had to be rounded
 conservatively the model may miss feasible plans, so only the simple bound is kept.
 Statuses:
 
-* ``optimal`` — the backend proved optimality on a model that misses no plan and
-  the bound is within tolerance of the verified objective: relative 1e-9 on exact
-  integer data, else 1e-6 (the floating-point solvers' tolerances, and the
-  precision of data rounded to integers). The bound is then the objective;
-  ``stats["solver_bound"]`` keeps the solver's own figure;
+* ``optimal`` — a certificate: the backend proved optimality on a model that misses no plan,
+  its incumbent is the verified value of the plan it returned (on exact data), and its bound
+  meets that value, both within the backend's documented tolerance
+  (:attr:`~.backends.base.Backend.optimality_tolerance`, at least 1e-6 on data rounded to
+  integers) times ``max(1, |value|)``. The bound is then the objective;
+  ``stats["solver_bound"]`` keeps the solver's own figure. A claim that fails a check is
+  reported ``feasible`` with the reason in the message (:func:`certificate_doubt`);
 * ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
-  search, a ``gap`` was allowed, or the proof did not reach the verified value);
-* ``infeasible`` — proven by the backend on exact data;
+  search, a ``gap`` was allowed, or the proof did not reach the verified value); a
+  solver bound above the verified value of a plan is refuted and replaced by the simple one;
+* ``infeasible`` — proven by the backend on exact data (a backend reports ``infeasible`` only
+  with its solver's proof, never for a stop at its time limit: :mod:`.backends`);
 * ``no_solution`` — stopped without a usable plan (or infeasible on rounded data);
 * ``error`` — the backend failed, or its plan failed verification.
 
@@ -85,7 +89,7 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
                "no_solution": "the solver found no better plan", "error": "the solver failed"}[raw.status]
         plan, value = fallback
         trusted = raw.status == "no_solution"
-        return done(Status.FEASIBLE, plan, value, min(bound if trusted else simple, value),
+        return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be),
                     extra=f"{why}; the starting plan is returned")
     if raw.status == "infeasible":
         if not ctx.exact_feasibility:
@@ -97,7 +101,7 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     plan = decode(raw.value)
     if plan is None and fallback is not None:
         plan, value = fallback
-        return done(Status.FEASIBLE, plan, value, min(bound, value),
+        return done(Status.FEASIBLE, plan, value, unrefuted(bound, simple, value, be),
                     extra=f"{be.name} returned no usable values; the starting plan is returned")
     if plan is None:
         if raw.status == "feasible":
@@ -107,16 +111,54 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if not verdict.valid:
         return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
     objective = verdict.objective
+    tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
+    slack = tolerance * max(1.0, abs(objective))
+    doubt = certificate_doubt(raw, ctx, objective, solver_bound, slack)
+    if solver_bound > objective + slack:  # a verified plan refutes the solver's bound
+        bound = simple
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
         plan, objective = fallback
     bound = min(bound, objective)
-    tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
-    if raw.status == "optimal" and ctx.exact_feasibility and objective - bound <= tolerance * max(1.0, abs(objective)):
+    if raw.status == "optimal" and not doubt and objective - bound <= slack:
         return done(Status.OPTIMAL, plan, objective, objective)
-    extra = ""
-    if raw.status == "optimal" and not ctx.exact_feasibility:
-        extra = "optimal on conservatively rounded memory only: not a proof"
-    elif raw.status == "optimal":
+    extra = doubt
+    if raw.status == "optimal" and not doubt:
         extra = ("stopped within the allowed gap" if ctx.stats.get("gap_allowed")
                  else "solver claimed optimal, but the proven bound leaves a gap")
+    if doubt:
+        ctx.stats["uncertified"] = doubt
     return done(Status.FEASIBLE, plan, objective, bound, extra)
+
+
+def unrefuted(bound: float, simple: float, value: float, be: Backend) -> float:
+    """``bound`` capped at ``value``, the verified value of a plan; the instance's ``simple`` bound when
+    ``bound`` is above ``value`` by more than the backend's tolerance (a plan refutes it)."""
+    if bound > value + be.optimality_tolerance * max(1.0, abs(value)):
+        return min(simple, value)
+    return min(bound, value)
+
+
+def certificate_doubt(raw: RawResult, ctx: Context, verified: float, solver_bound: float, slack: float) -> str:
+    """Why the backend's answer for its own plan (verified value ``verified``) is no certificate of
+    optimality, or '' when it is one as far as these checks go.
+
+    A claim of optimality stands only when the model misses no plan (memory not rounded), the
+    backend's incumbent is the verified value of the plan it returned (on exact data: the model
+    values plans exactly; within ``slack``, the backend's documented tolerance), and its bound is
+    not above a value a verified plan reaches. A bound above a verified value is wrong whatever the
+    status, and is then not used.
+    """
+    if solver_bound > verified + slack:
+        return (f"{ctx.method}'s bound {solver_bound:.10g} is above the verified value {verified:.10g} of its own "
+                "plan: its proof is not used")
+    if raw.status != "optimal":
+        return ""
+    if not ctx.exact_feasibility:
+        return "optimal on conservatively rounded memory only: not a proof"
+    if raw.objective is None or not math.isfinite(raw.objective):
+        return f"{ctx.method} claimed optimal without an objective value: not a proof"
+    incumbent = raw.objective * ctx.unit
+    if ctx.exact_data and abs(incumbent - verified) > slack:
+        return (f"{ctx.method}'s incumbent {incumbent:.10g} is not the verified value {verified:.10g} of its plan: "
+                "its claim of optimality is not used")
+    return ""

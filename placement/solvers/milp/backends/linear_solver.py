@@ -11,6 +11,8 @@ one) and a HiGHS run that rejects its own optimum is retried without presolve (b
 detected by the formulation (the decoded plan does not place every node) and reported as
 ``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
 ``ABNORMAL`` mean a stop without a solution at the time limit, and a solver failure before it.
+``INFEASIBLE`` reported as the time limit runs out is a stop too, not a proof
+(:data:`~placement.solvers.milp.backends.base.LIMIT_REACHED`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from placement.errors import SolverUnavailableError
-from placement.solvers.milp.backends.base import (BigMBackend, RawResult, SolveOptions, Terms, package_version,
-                                                  unavailable_message)
+from placement.solvers.milp.backends.base import (LIMIT_REACHED, BigMBackend, RawResult, SolveOptions, Terms,
+                                                  limit_infeasible, package_version, unavailable_message)
 
 
 @contextlib.contextmanager
@@ -198,6 +200,9 @@ class LinearSolverBackend(BigMBackend):
             scale = self.objective_scale
             return RawResult(word, objective.Value() / scale, bound / scale if math.isfinite(bound) else 0.0,
                              lambda v: v.solution_value(), wall, "; ".join(notes), stats)
+        if word == "infeasible" and wall >= time_limit * LIMIT_REACHED:
+            notes.append(limit_infeasible(self.name, wall))
+            return RawResult("no_solution", wall_s=wall, message="; ".join(notes), stats=stats)
         if word == "infeasible":
             return RawResult(word, wall_s=wall, message="; ".join(notes), stats=stats)
         # A stop is a stop only at the time limit; before it, the same codes are a solver failure

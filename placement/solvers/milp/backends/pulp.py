@@ -7,8 +7,11 @@ Continuous numeric variables, enforced rows as big-M rows
 PuLP's own status says "Optimal" when CBC stops on its time limit, so the status is read from
 ``sol_status`` (:attr:`PulpBackend.STATUS`), with one exception: CBC's proof of infeasibility
 comes back as status "Infeasible" with "No Solution Found" (a stop at the time limit is status
-"Not Solved"), so there the status decides. CBC's best bound is read from its log, written to a
-scratch file when no log was asked for.
+"Not Solved"), so there the status decides; an infeasibility reached as the time limit runs out
+is no proof (:data:`~placement.solvers.milp.backends.base.LIMIT_REACHED`). CBC's best bound is
+read from its log ("Lower bound", "Best possible", or the objective its summary proves optimal),
+written to a scratch file when no log was asked for; a claim of optimality without a bound
+(another solver, or a log without one) is passed on without one, and so is not certified.
 
 CBC's objective is multiplied by :data:`~placement.solvers.milp.backends.base.CBC_OBJECTIVE_SCALE`
 (values and bounds are divided back), which keeps CBC's objective analysis from pruning the
@@ -27,8 +30,8 @@ import time
 import warnings
 from typing import Any, ClassVar
 
-from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, BigMBackend, RawResult, SolveOptions, Terms,
-                                                  distrust_cbc, package_version)
+from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
+                                                  SolveOptions, Terms, distrust_cbc, limit_infeasible, package_version)
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
 BUNDLED = "PULP_CBC_CMD"
@@ -37,6 +40,9 @@ CBC_SOLVERS = (BUNDLED, "COIN_CMD")
 
 # CBC's closing summary: "Objective value: 17.5", "Lower bound: 16.9" (time limit) or "Best possible: …"
 _CBC_BOUND = re.compile(r"^(?:Lower bound|Best possible)\s*:?\s*(-?[0-9.eE+-]+)", re.MULTILINE)
+# CBC's proof of optimality: its closing summary, followed by the objective it proved
+_CBC_PROVEN = re.compile(r"^Result - Optimal solution found\s*^Objective value:\s*(-?[0-9.eE+-]+)",
+                         re.MULTILINE)
 
 
 class PulpBackend(BigMBackend):
@@ -167,11 +173,12 @@ class PulpBackend(BigMBackend):
         finally:
             if scratch is not None:
                 os.unlink(scratch.name)
-        found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text)]
-        raw = self._result(wall, found[-1] if found else None)
+        found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
+                 _CBC_PROVEN.findall(log_text)]
+        raw = self._result(wall, found[-1] if found else None, options.time_limit)
         return distrust_cbc(raw, log_text) if is_cbc else raw
 
-    def _result(self, wall: float, bound: float | None) -> RawResult:
+    def _result(self, wall: float, bound: float | None, time_limit: float) -> RawResult:
         pulp = self._pulp
         status, sol = self.problem.status, self.problem.sol_status
         stats = {"solver_status": pulp.LpStatus.get(status, str(status)),
@@ -185,10 +192,13 @@ class PulpBackend(BigMBackend):
         objective = pulp.value(self.problem.objective)
         if objective is not None:
             objective /= self.objective_scale
-        if word == "optimal":
-            return RawResult(word, objective, objective if bound is None else bound, value, wall, stats=stats)
-        if word == "feasible":
+        if word == "optimal" and bound is None:
+            return RawResult(word, objective, None, value, wall, stats=stats,
+                             message=f"{self.name} gave no bound: its claim of optimality is not certified")
+        if word in ("optimal", "feasible"):
             return RawResult(word, objective, bound, value, wall, stats=stats)
+        if word == "infeasible" and wall >= time_limit * LIMIT_REACHED:
+            return RawResult("no_solution", wall_s=wall, stats=stats, message=limit_infeasible(self.name, wall))
         if word == "infeasible":
             return RawResult(word, wall_s=wall, stats=stats)
         if word == "no_solution":
