@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -176,3 +177,155 @@ def test_integer_only_backends_refuse_fractions(name):
     y = be.num_var(10, "y")
     with pytest.raises(ValueError, match="integer"):
         be.add([(0.5, y)], hi=3)
+
+
+# ----- certified claims: every path by which a backend's claim is downgraded -------------------------
+
+CHAIN4 = "instances/tiny/chain4.json"
+# chain4 on two accelerators, stages: {a, b} | {c, d} loads 4 + 3 + 0.5 = 7.5 and 2 + 5 + 0.5 = 7.5; the other
+# splits give 11 ({a} | {b, c, d}), 10 ({a, b, c} | {d}) and 14 (one device): the optimum is 7.5.
+CHAIN4_OPTIMUM = 7.5
+
+
+def doctored(monkeypatch, name: str, change) -> None:
+    """Make backend ``name`` run its solver, then pass its raw answer through ``change`` (in place)."""
+    cls = backend_class(name)
+    solve = cls.solve
+
+    def wrapped(self, options):
+        raw = solve(self, options)
+        change(raw, self)
+        return raw
+
+    monkeypatch.setattr(cls, "solve", wrapped)
+
+
+def solve_chain4(name: str, **options):
+    import placement
+
+    return placement.solve(CHAIN4, method="milp", backend=name, warm_start=False, **options)
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_the_undoctored_answer_is_optimal(name):
+    result = solve_chain4(name)
+    assert (result.status, result.value, result.bound) == ("optimal", CHAIN4_OPTIMUM, CHAIN4_OPTIMUM), result.message
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_an_incumbent_that_is_not_the_verified_value_costs_the_claim(name, monkeypatch):
+    def lower_incumbent(raw, be):
+        raw.objective = raw.objective * 6.5 / 7.5   # model units: 6.5 where the plan's value is 7.5
+
+    doctored(monkeypatch, name, lower_incumbent)
+    result = solve_chain4(name)
+    assert (result.status, result.value, result.verified) == ("feasible", CHAIN4_OPTIMUM, True)
+    assert "incumbent 6.5 is not the verified value 7.5 of its plan" in result.message, result.message
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_a_bound_above_a_verified_value_is_refuted(name, monkeypatch):
+    """The solver's bound 8.5 exceeds the 7.5 of the plan it returned: not a proof, and not reported. The
+    instance's simple bound (every node at its fastest, 14, over two accelerators: 7) is."""
+    def raise_bound(raw, be):
+        raw.bound = raw.objective * 8.5 / 7.5   # model units: 8.5 where the plan's value is 7.5
+
+    doctored(monkeypatch, name, raise_bound)
+    result = solve_chain4(name)
+    assert (result.status, result.value) == ("feasible", CHAIN4_OPTIMUM), result.message
+    assert result.bound == 7.0 and "bound 8.5 is above the verified value 7.5 of its own plan" in result.message
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_optimal_on_rounded_memory_is_no_proof(name, monkeypatch):
+    from placement.solvers.milp import driver
+    from placement.solvers.milp.data import prepare
+
+    monkeypatch.setattr(driver, "prepare", lambda *a, **k: dataclasses.replace(prepare(*a, **k), memory_exact=False))
+    result = solve_chain4(name)
+    assert (result.status, result.value) == ("feasible", CHAIN4_OPTIMUM), result.message
+    assert "optimal on conservatively rounded memory only: not a proof" in result.message
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_optimal_without_an_objective_is_no_proof(name, monkeypatch):
+    def forget(raw, be):
+        raw.objective = None
+
+    doctored(monkeypatch, name, forget)
+    result = solve_chain4(name)
+    assert result.status == "feasible" and "claimed optimal without an objective value" in result.message
+
+
+@pytest.mark.parametrize("name", [n for n in AVAILABLE if n != "cp-sat"])
+def test_infeasible_as_the_time_limit_runs_out_is_no_proof(name):
+    """What CBC did at 50 ms on a feasible instance (its preprocessing, cut short by the limit, said
+    "Pre-processing says infeasible"): reported at 95% of the limit it is a stop, before 90% a proof."""
+    be = make_backend(name)
+    if name == "pulp":
+        import pulp
+
+        be.minimize([(1, be.num_var(1, "x"))])
+        be.problem.status = next(k for k, v in pulp.LpStatus.items() if v == "Infeasible")
+        be.problem.sol_status = next(k for k, v in pulp.LpSolution.items() if v == "No Solution Exists")
+        late, early = be._result(0.95, None, 1.0), be._result(0.5, None, 1.0)
+    else:
+        be.minimize([(1, be.num_var(1, "x"))])
+        assert be.solve(SolveOptions(time_limit=10)).status == "optimal"  # a solved model to read the status of
+        code = be._lp.Solver.INFEASIBLE
+        late, early = be._result(code, 0.95, 1.0, []), be._result(code, 0.5, 1.0, [])
+    assert late.status == "no_solution" and late.message.endswith(
+        f"{name} reported infeasible after 0.95 s, as its time limit ran out: not a proof")
+    assert early.status == "infeasible"
+
+
+def test_pulp_optimal_without_a_bound_is_not_certified():
+    pulp = pytest.importorskip("pulp")
+    be = make_backend("pulp")
+    x = be.num_var(1, "x")
+    be.minimize([(1, x)])
+    be.problem.status = next(k for k, v in pulp.LpStatus.items() if v == "Optimal")
+    be.problem.sol_status = next(k for k, v in pulp.LpSolution.items() if v == "Optimal Solution Found")
+    raw = be._result(0.1, None, 10.0)
+    assert (raw.status, raw.bound) == ("optimal", None)
+    assert raw.message == "pulp gave no bound: its claim of optimality is not certified"
+
+
+def test_a_heuristic_never_claims_optimal_or_infeasible():
+    """certified() keeps what the method can prove: a heuristic's 'optimal' becomes 'feasible' (its bound
+    dropped), its 'infeasible' 'no_solution'; an exact method's 'optimal' needs its bound at its value."""
+    from placement.plan import DeviceAssignment, Plan
+    from placement.solution import Solution
+    from placement.solvers.registry import METHODS
+    from placement.solving import certified
+
+    plan = Plan((DeviceAssignment("accelerator", (1, 2, 3, 4)),))
+    claim = Solution(Status.OPTIMAL, plan, 14.0, 14.0, "greedy")
+    greedy = certified(METHODS["greedy"], claim)
+    assert (greedy.status, greedy.bound) == (Status.FEASIBLE, 0.0)
+    assert greedy.message == "method 'greedy' is a heuristic; its 'optimal' is no proof: reported as feasible"
+    nothing = certified(METHODS["greedy"], Solution(Status.INFEASIBLE, None))
+    assert nothing.status is Status.NO_SOLUTION
+    assert nothing.message == "method 'greedy' is a heuristic; its 'infeasible' is no proof: reported as no_solution"
+    loose = certified(METHODS["dp"], Solution(Status.OPTIMAL, plan, 14.0, 13.0, "dp"))
+    assert (loose.status, loose.bound) == (Status.FEASIBLE, 13.0)
+    assert loose.message == ("method 'dp' claimed optimal with the bound 13.0 below its value 14.0: "
+                             "reported as feasible")
+    assert certified(METHODS["dp"], Solution(Status.OPTIMAL, plan, 14.0, 14.0, "dp")) is not None
+    assert certified(METHODS["dp"], Solution(Status.OPTIMAL, plan, 14.0, 14.0, "dp")).status is Status.OPTIMAL
+
+
+def test_a_heuristic_claiming_optimal_is_reported_feasible_by_solve(monkeypatch):
+    import placement
+    from placement.solvers.baselines import greedy
+
+    original = greedy.solve_greedy
+
+    def boastful(*args, **kwargs):
+        solution = original(*args, **kwargs)
+        return dataclasses.replace(solution, status=Status.OPTIMAL, bound=solution.objective)
+
+    monkeypatch.setattr(greedy, "solve_greedy", boastful)
+    result = placement.solve(CHAIN4, method="greedy")
+    assert result.status == "feasible" and result.verified
+    assert "method 'greedy' is a heuristic; its 'optimal' is no proof: reported as feasible" in result.message
