@@ -19,23 +19,6 @@ def tiny_mlp():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (torch.randn(3, 4),)
 
 
-def chain():
-    """Factory: four linear layers in a numbered list, with an embedding-like first and a head-like last layer."""
-    torch.manual_seed(0)
-
-    class Chain(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = nn.Linear(8, 64)
-            self.layers = nn.Sequential(*(nn.Linear(64, 64) for _ in range(4)))
-            self.head = nn.Linear(64, 8)
-
-        def forward(self, x):
-            return self.head(self.layers(self.embed(x)))
-
-    return Chain(), (torch.randn(16, 8),), {}
-
-
 def not_a_tuple():
     return nn.Linear(2, 2)
 
@@ -56,43 +39,82 @@ def test_import_writes_an_instance_that_solves(tmp_path, capsys):
     assert "status      optimal" in capsys.readouterr().out
 
 
+def write_plan(path, *groups, kinds=None):
+    """A plan file with one device per group of node ids, accelerators unless ``kinds`` says otherwise."""
+    kinds = kinds or ["accelerator"] * len(groups)
+    path.write_text(json.dumps({"devices": [{"type": kind, "nodes": list(g)} for kind, g in zip(kinds, groups)]}))
+    return str(path)
+
+
+def test_import_offers_cpus_only_when_asked(tmp_path, capsys):
+    out = tmp_path / "gpt.json"
+    for extra, cpus in (([], 0), (["--devices", "h100", "epyc-7763"], 1), (["--cpus", "2"], 2)):
+        assert main(["import", "tests.handoff_models:gpt", "--out", str(out), *extra]) == 0
+        data = json.loads(out.read_text())
+        assert (data["maxFPGAs"], data["maxCPUs"], data["about"]["cpu"]["id"]) == (4, cpus, "epyc-7763")
+    assert capsys.readouterr().out.splitlines()[0].endswith("; 4 x h100 (8.58993e+10 bytes each), 0 x epyc-7763")
+
+
 def test_split_prints_every_format(tmp_path, capsys):
-    instance, plan = tmp_path / "chain.json", tmp_path / "plan.json"
-    # Weights: embed 2,304 B, each of the four layers 16,640 B, head 2,080 B (fp32). With 35,000 B per
-    # accelerator no two intervals hold them all ({embed, 0, 1} alone is 35,584 B), three do.
-    assert main(["import", "tests.test_torch_cli:chain", "--out", str(instance), "--accelerators", "3", "--cpus",
-                 "0", "--memory", "35000"]) == 0
-    assert main(["solve", str(instance), "--quiet", "--out", str(plan)]) == 0
+    instance = tmp_path / "stack.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2"]) == 0
+    # nodes: 0 embed | 1-3 blocks.0 (norm, ff, residual add) | 4-6 blocks.1 | 7 head; the plan splits between the blocks
+    plan = write_plan(tmp_path / "plan.json", range(0, 4), range(4, 8))
     capsys.readouterr()
-    doc = json.loads(plan.read_text())
-    groups = [d["nodes"] for d in doc["devices"]]
-    assert sorted(v for g in groups for v in g) == list(range(6)) and len(groups) == 3
-    names = ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "head"]
-    bounds = [0]
-    for g in groups:
-        assert g == list(range(bounds[-1], bounds[-1] + len(g)))  # a chain: stages are intervals
-        bounds.append(bounds[-1] + len(g))
+    assert main(["split", str(instance), plan]) == 0
+    assert json.loads(capsys.readouterr().out) == {"blocks.1": "BEGINNING"}
 
-    assert main(["split", str(instance), str(plan)]) == 0
-    spec = json.loads(capsys.readouterr().out)
-    expected = [names[b] if names[b] != "layers.0" else "layers" for b in bounds[1:-1]]
-    assert spec == {fqn: "BEGINNING" for fqn in expected}
-
-    assert main(["split", str(instance), str(plan), "--format", "deepspeed"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"layers": names, "parts": bounds}
-
+    assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"layers": ["embed", "blocks.0", "blocks.1", "head"],
+                                                   "parts": [0, 2, 4]}
     out = tmp_path / "layout.txt"
-    assert main(["split", str(instance), str(plan), "--format", "megatron", "--out", str(out)]) == 0
-    layout = capsys.readouterr().out.strip()
-    symbols = "E" + "tttt" + "L"
-    assert layout == "|".join(symbols[a:b] for a, b in zip(bounds, bounds[1:]))
-    assert out.read_text() == layout + "\n"
+    assert main(["split", str(instance), plan, "--format", "megatron", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == "Et|tL\n" and out.read_text() == "Et|tL\n"
 
-    assert main(["split", str(instance), str(plan), "--format", "stages"]) == 0
-    table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["stage", "device", "#nodes", "first", "last"]
-    assert [row.split()[1:] for row in table[1:]] == [
-        ["accelerator", str(b - a), names[a], names[b - 1]] for a, b in zip(bounds, bounds[1:])]
+    assert main(["split", str(instance), plan, "--format", "pipe-split", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"format": "pipe-split", "split": {"ops": [
+        ["linear", "layer_norm", "linear_1", "add"], ["layer_norm_1", "linear_2", "add_1", "linear_3"]]}}
+
+    assert main(["split", str(instance), plan, "--format", "stages"]) == 0
+    assert [row.split() for row in capsys.readouterr().out.splitlines()] == [
+        ["stage", "device", "#nodes", "first", "last"], ["0", "accelerator", "4", "embed", "blocks.0"],
+        ["1", "accelerator", "4", "blocks.1.norm", "head"]]
+
+
+# gpt nodes: 0-3 embeddings (wte, arange, wpe, their sum), 4-11 block transformer.h.0 (4 ln_1, 5 attn, 6 residual
+# add, 7 ln_2, 8-10 mlp.0 Linear, mlp.1 GELU, mlp.2 Linear, 11 residual add), 12-19 block transformer.h.1, 20 ln_f,
+# 21 lm_head
+@pytest.mark.parametrize("form, groups, kinds, message", [
+    ("deepspeed", [range(0, 12), range(12, 22)], None,
+     "deepspeed cannot express this plan: stage 0 holds 'transformer' but not the whole call of transformer, the "
+     "smallest module holding it, and a PipelineModule layer is a whole module; use --format split-spec"),
+    ("megatron", [range(0, 8), range(8, 22)], None,  # the MLP of h.0 begins stage 1: a split point
+     "megatron cannot express this plan: stage 0 ends inside block transformer.h.0; use --format split-spec"),
+    ("megatron", [range(0, 6), range(6, 22)], None,  # h.0's residual add begins stage 1: no module begins there
+     "megatron cannot express this plan: stage 0 ends inside block transformer.h.0; use --format pipe-split"),
+    ("split-spec", [range(0, 6), range(6, 22)], None,
+     "split-spec cannot express this plan: stage 1 begins at 'transformer.h.0', which is not where a module called "
+     "once begins; use --format pipe-split"),
+    ("split-spec", [[1, 2], [0, *range(3, 22)]], None,  # arange and wpe first, then wte and the rest: a pipeline
+     "split-spec cannot express this plan: it needs stages that are consecutive intervals of program order, and "
+     "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; use --format pipe-split"),
+    ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
+     "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
+     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can"),
+    ("megatron", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
+     "megatron cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
+     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can"),
+])
+def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, capsys, form, groups, kinds, message):
+    instance = tmp_path / "gpt.json"
+    assert main(["import", "tests.handoff_models:gpt", "--out", str(instance), "--devices", "h100", "epyc-7763"]) == 0
+    plan = write_plan(tmp_path / "plan.json", *groups, kinds=kinds)
+    capsys.readouterr()
+    assert main(["split", str(instance), plan, "--format", form]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: {message}\n")
+    assert main(["split", str(instance), plan, "--format", "stages", "--quiet"]) == 0  # the table shows any plan
+    assert len(capsys.readouterr().out.splitlines()) == 1 + len(groups)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,8 +1,8 @@
 """Runtime hand-off of a plan: split points, DeepSpeed parts, Megatron layouts, pipe_split graph modules.
 
-The layouts are written by hand in the form ``placement import`` records (module,
-starts, ops per forward node; ``forward`` per backward node); only the last two tests
-need torch.
+The first tests write layouts by hand in the form ``placement import`` records (module,
+starts, ops per forward node; ``forward`` per backward node); the later ones import real
+small models (tests/handoff_models.py) through ``import_torch`` and need torch.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import pytest
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.io.exporters import (deepspeed_parts, layer_stack, layout_from_instance, megatron_layout,
-                                    split_points, stages)
+from placement.io.exporters import (deepspeed_parts, layout_from_instance, pipe_split_ops, split_points, stage_types,
+                                    stages)
+from placement.io.megatron import block_stacks, layer_stack, megatron_layout
 from placement.plan import DeviceAssignment, Plan
 
 
-def layout(nodes, training=False):
+def layout(nodes, training=False, edges=()):
     """An instance dict with forward nodes ``(name, module, starts)`` (ids in order), and mates if training."""
     entries = [{"id": k, "name": name, "module": module, "starts": list(starts), "ops": [f"op{k}"],
                 "isBackwardNode": False} for k, (name, module, starts) in enumerate(nodes)]
@@ -23,109 +24,197 @@ def layout(nodes, training=False):
         n = len(nodes)
         entries += [{"id": n + k, "name": name + ".grad", "isBackwardNode": True, "forward": k}
                     for k, (name, _, _) in enumerate(nodes)]
-    return layout_from_instance({"nodes": entries})
+    return layout_from_instance({"nodes": entries, "edges": [{"sourceId": a, "destId": b} for a, b in edges]})
 
 
-GPT = [("embed", "embed", ("embed",)), ("layers.0", "layers.0", ("layers", "layers.0")),
-       ("layers.1", "layers.1", ("layers.1",)), ("layers.2", "layers.2", ("layers.2",)),
+def block(prefix, k):
+    """The three nodes of block ``prefix.k``: attention (begins the block), its residual add, the MLP."""
+    entry = f"{prefix}.{k}"
+    return [(f"{entry}.attn", f"{entry}.attn", (entry, f"{entry}.attn")), (entry, entry, ()),
+            (f"{entry}.mlp", f"{entry}.mlp", (f"{entry}.mlp",))]
+
+
+# 0 embed | 1-3 h.0 | 4-6 h.1 | 7-9 h.2 | 10 norm | 11 head
+GPT = [("embed", "embed", ("embed",)), *block("h", 0), *block("h", 1), *block("h", 2),
        ("norm", "norm", ("norm",)), ("head", "head", ("head",))]
+CHAIN = [(k, k + 1) for k in range(len(GPT) - 1)]
 
 
-def plan(*groups, kind="accelerator"):
-    return Plan(tuple(DeviceAssignment(kind, tuple(g)) for g in groups))
+def plan(*groups, kinds=None):
+    kinds = kinds or ["accelerator"] * len(groups)
+    return Plan(tuple(DeviceAssignment(kind, tuple(g)) for kind, g in zip(kinds, groups)))
 
 
-def test_interval_plan_gives_split_points_parts_and_layout():
-    lay = layout(GPT)
-    p = plan([0, 1], [2, 3, 4, 5])
-    assert stages(lay, p) == [[0, 1], [2, 3, 4, 5]]
-    assert split_points(lay, p) == ["layers.1"]
-    assert deepspeed_parts(lay, p) == {"layers": ["embed", "layers.0", "layers.1", "layers.2", "norm", "head"],
-                                       "parts": [0, 2, 6]}
+def test_interval_plan_at_a_block_boundary_in_every_form():
+    lay = layout(GPT, edges=CHAIN)
+    p = plan(range(0, 4), range(4, 12))
+    assert stages(lay, p) == [[0, 1, 2, 3], list(range(4, 12))]
+    assert split_points(lay, p) == ["h.1"]
+    # DeepSpeed layers are whole module calls: embed, then block h.0 (nodes 1-3) in stage 0
+    assert deepspeed_parts(lay, p) == {"layers": ["embed", "h.0", "h.1", "h.2", "norm", "head"], "parts": [0, 2, 6]}
     assert megatron_layout(lay, p) == "Et|ttL"
-    three = plan([0], [1, 2], [3, 4, 5])
-    assert split_points(lay, three) == ["layers", "layers.2"]  # the outermost module beginning there
+    three = plan([0], range(1, 7), range(7, 12))
+    assert split_points(lay, three) == ["h.0", "h.2"]
     assert deepspeed_parts(lay, three)["parts"] == [0, 1, 3, 6]
     assert megatron_layout(lay, three) == "E|tt|tL"
+    assert pipe_split_ops(lay, three) == [["op0"], [f"op{k}" for k in range(1, 7)], [f"op{k}" for k in range(7, 12)]]
 
 
 def test_training_plans_use_forward_nodes_and_check_mates():
     lay = layout(GPT, training=True)
-    p = plan([0, 1, 6, 7], [2, 3, 4, 5, 8, 9, 10, 11])
-    assert stages(lay, p) == [[0, 1], [2, 3, 4, 5]] and megatron_layout(lay, p) == "Et|ttL"
-    with pytest.raises(InvalidParameterError, match="^plan does not place backward node 7 on the device of its "
-                                                    "forward node 1$"):
-        stages(lay, plan([0, 1, 6], [2, 3, 4, 5, 7, 8, 9, 10, 11]))
+    n = len(GPT)
+    p = plan([*range(0, 4), *range(n, n + 4)], [*range(4, 12), *range(n + 4, 2 * n)])
+    assert stages(lay, p) == [[0, 1, 2, 3], list(range(4, 12))] and megatron_layout(lay, p) == "Et|ttL"
+    with pytest.raises(InvalidParameterError, match=f"^plan does not place backward node {n + 3} on the device of "
+                                                    "its forward node 3$"):
+        stages(lay, plan([*range(0, 4), *range(n, n + 3)], [*range(4, 12), *range(n + 3, 2 * n)]))
 
 
 def test_devices_in_pipeline_order_not_node_order():
     lay = layout(GPT)
     # the plan's device order is the pipeline: a later device holding earlier nodes is not a pipeline split
-    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec, which needs stages "
-                                                    "that are intervals of program order: stage 0 does not hold "
-                                                    "'embed', which comes between its nodes$"):
-        split_points(lay, plan([2, 3, 4, 5], [0, 1]))
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec: it needs stages that "
+                                                    "are consecutive intervals of program order, and stage 0 lacks "
+                                                    "'embed', which runs before its node 'head'$"):
+        split_points(lay, plan(range(4, 12), range(0, 4)))
+    # with the edges recorded, no form takes a plan whose stage reads a later stage
+    chained = layout(GPT, edges=CHAIN)
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a pipe_split program: it is no "
+                                                    "pipeline: 'h.1.attn' in stage 0 reads 'h.0.mlp' of the later "
+                                                    "stage 1$"):
+        pipe_split_ops(chained, plan(range(4, 12), range(0, 4)))
 
 
 def test_stage_that_is_no_interval_of_program_order():
     lay = layout(GPT)
-    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts, which needs "
-                                                    "stages that are intervals of program order: stage 0 does not "
-                                                    "hold 'layers.0', which comes between its nodes$"):
-        deepspeed_parts(lay, plan([0, 2], [1, 3, 4, 5]))
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: it needs stages "
+                                                    "that are consecutive intervals of program order, and stage 0 "
+                                                    "lacks 'h.0.attn', which runs before its node 'h.0'$"):
+        deepspeed_parts(lay, plan([0, 2], [1, *range(3, 12)]))
 
 
-def test_boundary_where_no_module_begins():
-    nodes = [("embed", "embed", ("embed",)), ("block.attn", "block.attn", ("block", "block.attn")),
-             ("block", "block", ()), ("head", "head", ("head",))]
+def test_a_boundary_inside_a_block_names_the_block():
+    lay = layout(GPT)
+    p = plan(range(0, 3), range(3, 12))  # node 3 is h.0.mlp: h.0 spans both stages
+    assert split_points(lay, p) == ["h.0.mlp"]  # a module called once begins there
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: stage 0 ends "
+                                                    "inside block h.0$"):
+        megatron_layout(lay, p)
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: stage 0 holds 'h.0' "
+                                                    "but not the whole call of h.0, the smallest module holding it, "
+                                                    "and a PipelineModule layer is a whole module$"):
+        deepspeed_parts(lay, p)
+    at_add = plan(range(0, 2), range(2, 12))  # node 2 is h.0's own residual add: no module begins there
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec: stage 1 begins at "
-                                                    "'block', which is not where a module called once begins; use "
-                                                    "pipe_split_module instead$"):
-        split_points(layout(nodes), plan([0, 1], [2, 3]))
+                                                    "'h.0', which is not where a module called once begins$"):
+        split_points(lay, at_add)
 
 
-def test_megatron_layout_needs_whole_layers_and_one_stage_each_for_embedding_and_loss():
-    ops = [("embed", "embed", ("embed",)), ("pos", "pos", ("pos",)),
-           ("h.0.attn", "h.0.attn", ("h", "h.0", "h.0.attn")), ("h.0.mlp", "h.0.mlp", ("h.0.mlp",)),
-           ("h.1.attn", "h.1.attn", ("h.1", "h.1.attn")), ("h.1.mlp", "h.1.mlp", ("h.1.mlp",)),
-           ("ln_f", "ln_f", ("ln_f",)), ("lm_head", "lm_head", ("lm_head",))]
-    lay = layout(ops)
-    assert layer_stack(lay) == ("h", [None, None, 0, 0, 1, 1, None, None])
-    assert megatron_layout(lay, plan([0, 1, 2, 3], [4, 5, 6, 7])) == "Et|tL"
-    assert megatron_layout(lay, plan([0, 1], [2, 3, 4, 5], [6, 7])) == "E|tt|L"
-    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: a stage "
-                                                    "boundary falls inside layer h.0$"):
-        megatron_layout(lay, plan([0, 1, 2], [3, 4, 5, 6, 7]))
+def test_a_cpu_stage_between_accelerators_is_refused_by_every_form():
+    lay = layout(GPT, edges=CHAIN)
+    middle = plan(range(0, 4), range(4, 7), range(7, 12), kinds=["accelerator", "cpu", "accelerator"])
+    assert stage_types(lay, middle) == ["accelerator", "cpu", "accelerator"]
+    reason = ("stage 1 runs on a CPU between accelerator stages 0 and 2, and no pipeline runtime sends activations "
+              "from an accelerator to a CPU and back")
+    for export, form in ((split_points, "a split_spec"), (deepspeed_parts, "DeepSpeed parts"),
+                         (megatron_layout, "a Megatron layout"), (pipe_split_ops, "a pipe_split program")):
+        with pytest.raises(InvalidParameterError) as caught:
+            export(lay, middle)
+        assert str(caught.value) == f"plan cannot be written as {form}: {reason}"
+    # at the ends a CPU stage is host work outside the pipeline: the forms take the plan
+    ends = plan(range(0, 4), range(4, 7), range(7, 12), kinds=["cpu", "accelerator", "cpu"])
+    assert megatron_layout(lay, ends) == "Et|t|tL" and split_points(lay, ends) == ["h.1", "h.2"]
+
+
+def test_megatron_layers_are_the_outermost_stack_of_repeated_blocks():
+    # each block's MLP is a numbered list too (mlp.0 Linear, mlp.1 GELU, mlp.2 Linear): three entries against
+    # two blocks, but its entries are single modules and it lies inside the blocks, so the layers are h.0, h.1
+    nodes = [("embed", "embed", ("embed",))]
+    for k in range(2):
+        nodes += [(f"h.{k}.attn", f"h.{k}.attn", (f"h.{k}", f"h.{k}.attn"))]
+        nodes += [(f"h.{k}.mlp.{j}", f"h.{k}.mlp.{j}", ((f"h.{k}.mlp",) if j == 0 else ()) + (f"h.{k}.mlp.{j}",))
+                  for j in range(3)]
+    nodes += [("head", "head", ("head",))]
+    lay = layout(nodes)
+    assert block_stacks(lay) == {"h": [0, 1]}
+    assert layer_stack(lay) == ("h", [None, 0, 0, 0, 0, 1, 1, 1, 1, None])
+    assert megatron_layout(lay, plan(range(0, 5), range(5, 10))) == "Et|tL"
+    # a stack at the root (an nn.Sequential of blocks), numbered "0", "1"
+    root = layout([("0.attn", "0.attn", ("0", "0.attn")), ("0.mlp", "0.mlp", ("0.mlp",)),
+                   ("1.attn", "1.attn", ("1", "1.attn")), ("1.mlp", "1.mlp", ("1.mlp",))])
+    assert block_stacks(root) == {"": [0, 1]} and megatron_layout(root, plan([0, 1], [2, 3])) == "t|t"
+
+
+def test_megatron_refuses_models_without_one_stack_of_blocks():
+    linears = layout([("embed", "embed", ("embed",)), ("layers.0", "layers.0", ("layers", "layers.0")),
+                      ("layers.1", "layers.1", ("layers.1",)), ("head", "head", ("head",))])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the model has no "
+                                                    "stack of repeated blocks \\(modules P.0, P.1, … with the same "
+                                                    "submodules\\); a Megatron layer is a block, not a single "
+                                                    "module$"):
+        megatron_layout(linears, plan([0, 1], [2, 3]))
+    two = layout([*block("encoder.layers", 0), *block("encoder.layers", 1), *block("decoder.layers", 0),
+                  *block("decoder.layers", 1)])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the model has 2 "
+                                                    "stacks of repeated blocks \\(decoder.layers, encoder.layers\\); "
+                                                    "a Megatron layout has one$"):
+        megatron_layout(two, plan(range(0, 6), range(6, 12)))
+    unlike = layout([*block("h", 0), ("h.1.ff", "h.1.ff", ("h.1", "h.1.ff"))])  # h.1 has other submodules
+    assert block_stacks(unlike) == {}
+    cut = layout([("embed", "embed", ("embed",)), ("h.0", "h.0", ("h", "h.0", "h.0.attn")),
+                  ("h", "h", ("h.1", "h.1.attn")), ("head", "head", ("head",))])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the model has "
+                                                    "node 'h' holding block h.1 with other modules; import with a "
+                                                    "deeper module_depth$"):
+        megatron_layout(cut, plan([0, 1, 2, 3]))
+
+
+def test_megatron_layout_needs_a_chain_of_blocks_and_one_stage_each_for_embedding_and_loss():
+    between = layout([("embed", "embed", ("embed",)), *block("h", 0), ("mix", "mix", ("mix",)), *block("h", 1),
+                      ("head", "head", ("head",))])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: 'mix' lies between "
+                                                    "blocks h.0 and h.1 but in none, and Megatron's layers follow one "
+                                                    "another$"):
+        megatron_layout(between, plan(range(9)))
+    lay = layout([("wte", "wte", ("wte",)), ("wpe", "wpe", ("wpe",)), *block("h", 0), *block("h", 1),
+                  ("ln_f", "ln_f", ("ln_f",)), ("lm_head", "lm_head", ("lm_head",))])
+    assert megatron_layout(lay, plan(range(0, 5), range(5, 10))) == "Et|tL"
+    assert megatron_layout(lay, plan([0, 1], range(2, 8), [8, 9])) == "E|tt|L"
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the part before "
-                                                    "the first layer spans stages 0 to 1; Megatron keeps the "
-                                                    "embedding in one stage$"):
-        megatron_layout(lay, plan([0], [1, 2, 3, 4, 5, 6, 7]))
+                                                    "the first block \\(the embedding\\) spans stages 0 to 1, and "
+                                                    "Megatron keeps it in one stage$"):
+        megatron_layout(lay, plan([0], range(1, 10)))
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: the part after "
-                                                    "the last layer spans stages 1 to 2; Megatron keeps the loss "
-                                                    "part in one stage$"):
-        megatron_layout(lay, plan([0, 1, 2, 3], [4, 5, 6], [7]))
+                                                    "the last block \\(the loss part\\) spans stages 1 to 2, and "
+                                                    "Megatron keeps it in one stage$"):
+        megatron_layout(lay, plan(range(0, 5), range(5, 9), [9]))
 
 
-def test_megatron_layout_needs_a_layer_chain():
-    between = layout([("embed", "embed", ()), ("h.0", "h.0", ()), ("mix", "mix", ()), ("h.1", "h.1", ()),
-                      ("head", "head", ())])
-    with pytest.raises(InvalidParameterError, match="^layout is not a layer chain, so no Megatron layout: 'mix' "
-                                                    "lies between the layers of h but in none of them$"):
-        megatron_layout(between, plan([0, 1, 2, 3, 4]))
-    flat = layout([("a", "a", ()), ("b", "b", ())])
-    with pytest.raises(InvalidParameterError, match="^layout has no numbered list of layers \\(modules P.0, P.1, "
-                                                    "…\\), so no Megatron layout$"):
-        megatron_layout(flat, plan([0, 1]))
+def test_deepspeed_layers_are_modules_never_operators_outside_them():
+    root_op = layout([("embed", "embed", ("embed",)), ("(model)", "", ()), *block("h", 0), ("head", "head", ("head",))])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: '\\(model\\)' in "
+                                                    "stage 0 is an operator outside every module, and a "
+                                                    "PipelineModule layer is a module$"):
+        deepspeed_parts(root_op, plan([0, 1], range(2, 6)))
+    # layers [embed, h.0, h.1, head]; the head also reads the embedding (a skip across two layers)
+    nodes = [("embed", "embed", ("embed",)), *block("h", 0), *block("h", 1), ("head", "head", ("head",))]
+    chain = [(k, k + 1) for k in range(7)]
+    assert deepspeed_parts(layout(nodes, edges=chain), plan(range(0, 4), range(4, 8))) == {
+        "layers": ["embed", "h.0", "h.1", "head"], "parts": [0, 2, 4]}
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: layer head reads "
+                                                    "'embed' of layer embed, and a PipelineModule passes each layer "
+                                                    "the outputs of the layer before it only$"):
+        deepspeed_parts(layout(nodes, edges=[*chain, (0, 7)]), plan(range(0, 4), range(4, 8)))
 
 
 def test_plans_that_do_not_fit_the_instance():
     lay = layout(GPT)
-    with pytest.raises(InvalidParameterError, match="^plan does not place node 5 \\(head\\)$"):
-        stages(lay, plan([0, 1, 2], [3, 4]))
-    with pytest.raises(InvalidParameterError, match="^plan places node 2 on two devices$"):
-        stages(lay, plan([0, 1, 2], [2, 3, 4, 5]))
-    with pytest.raises(InvalidParameterError, match="^plan places node 9, which the instance does not have$"):
-        stages(lay, plan([0, 1, 2, 9], [3, 4, 5]))
+    with pytest.raises(InvalidParameterError, match="^plan does not place node 11 \\(head\\)$"):
+        stages(lay, plan(range(0, 4), range(4, 11)))
+    with pytest.raises(InvalidParameterError, match="^plan places node 3 on two devices$"):
+        stages(lay, plan(range(0, 4), range(3, 12)))
+    with pytest.raises(InvalidParameterError, match="^plan places node 19, which the instance does not have$"):
+        stages(lay, plan([0, 19], range(1, 12)))
 
 
 def test_instances_without_module_metadata_are_refused():
@@ -135,13 +224,86 @@ def test_instances_without_module_metadata_are_refused():
         layout_from_instance(data)
 
 
+# ----- real models through import_torch -----------------------------------------------------
+
+def imported_layout(factory, granularity="module"):
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    model, args = factory()
+    imported = import_torch(model, args, platform=make_platform("h100", "epyc-7763", 4, 0), granularity=granularity)
+    return layout_from_instance(imported.instance)
+
+
+def test_gpt_megatron_layout_counts_blocks_not_linears():
+    from tests.handoff_models import gpt
+
+    lay = imported_layout(gpt)
+    # program order: 0-3 embeddings (wte, the arange and the add in transformer's own forward, wpe),
+    # 4-11 block transformer.h.0 (ln_1, attn, add, ln_2, mlp.0 Linear, mlp.1 GELU, mlp.2 Linear, add),
+    # 12-19 block transformer.h.1, 20 ln_f, 21 lm_head
+    assert [node.name for node in lay.nodes[4:12]] == [
+        "transformer.h.0.ln_1", "transformer.h.0.attn", "transformer.h.0", "transformer.h.0.ln_2",
+        "transformer.h.0.mlp.0", "transformer.h.0.mlp.1", "transformer.h.0.mlp.2", "transformer.h.0#1"]
+    assert layer_stack(lay) == ("transformer.h", [None] * 4 + [0] * 8 + [1] * 8 + [None] * 2)
+    assert megatron_layout(lay, plan(range(0, 12), range(12, 22))) == "Et|tL"
+    assert megatron_layout(lay, plan(range(0, 4), range(4, 20), range(20, 22))) == "E|tt|L"
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: stage 0 ends "
+                                                    "inside block transformer.h.0$"):
+        megatron_layout(lay, plan(range(0, 8), range(8, 22)))  # between ln_2 and the MLP of h.0
+    # at operator granularity the nodes are the same operators here, and so is the layout
+    ops = imported_layout(gpt, "operator")
+    assert [node.ops for node in ops.nodes] == [node.ops for node in lay.nodes]
+    assert megatron_layout(ops, plan(range(0, 12), range(12, 22))) == "Et|tL"
+
+
+def test_gpt_deepspeed_refuses_the_embedding_sum_outside_a_layer_module():
+    from tests.handoff_models import gpt
+
+    lay = imported_layout(gpt)
+    # stage 0 would hold wte, then the arange of transformer's own forward: only the whole transformer
+    # (which runs into stage 1) holds that operator
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as DeepSpeed parts: stage 0 holds "
+                                                    "'transformer' but not the whole call of transformer, the "
+                                                    "smallest module holding it, and a PipelineModule layer is a "
+                                                    "whole module$"):
+        deepspeed_parts(lay, plan(range(0, 12), range(12, 22)))
+    # as one stage, the layers are the model's two top-level modules
+    assert deepspeed_parts(lay, plan(range(22))) == {"layers": ["transformer", "lm_head"], "parts": [0, 2]}
+
+
+@pytest.mark.parametrize("granularity", ["module", "operator"])
+def test_deepspeed_parts_index_modules_of_a_residual_stack(granularity):
+    from tests.handoff_models import residual_stack, residual_stack_with_root_op
+
+    lay = imported_layout(residual_stack, granularity)
+    # 0 embed | 1-3 blocks.0 (norm, ff, its residual add) | 4-6 blocks.1 | 7 head; the adds are no layers
+    assert [node.module for node in lay.nodes] == ["embed", "blocks.0.norm", "blocks.0.ff", "blocks.0",
+                                                  "blocks.1.norm", "blocks.1.ff", "blocks.1", "head"]
+    p = plan(range(0, 4), range(4, 8))
+    assert deepspeed_parts(lay, p) == {"layers": ["embed", "blocks.0", "blocks.1", "head"], "parts": [0, 2, 4]}
+    assert megatron_layout(lay, p) == "Et|tL" and split_points(lay, p) == ["blocks.1"]
+    assert pipe_split_ops(lay, p) == [["linear", "layer_norm", "linear_1", "add"],
+                                      ["layer_norm_1", "linear_2", "add_1", "linear_3"]]
+    # with a ReLU in the model's own forward (node 1), no PipelineModule layer holds it
+    rooted = imported_layout(residual_stack_with_root_op, granularity)
+    assert (rooted.nodes[1].module, rooted.nodes[1].ops) == ("", ("relu",))
+    name = "(model)" if granularity == "module" else "relu"
+    with pytest.raises(InvalidParameterError) as caught:
+        deepspeed_parts(rooted, plan(range(0, 5), range(5, 9)))
+    assert str(caught.value) == (f"plan cannot be written as DeepSpeed parts: {name!r} in stage 0 is an operator "
+                                 "outside every module, and a PipelineModule layer is a module")
+    assert split_points(rooted, plan(range(0, 5), range(5, 9))) == ["blocks.1"]
+
+
 def test_split_spec_maps_points_to_split_point_beginning():
     pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from torch.distributed.pipelining import SplitPoint
 
     from placement.io.exporters import split_spec
 
-    assert split_spec(layout(GPT), plan([0, 1], [2, 3, 4, 5])) == {"layers.1": SplitPoint.BEGINNING}
+    assert split_spec(layout(GPT), plan(range(0, 4), range(4, 12))) == {"h.1": SplitPoint.BEGINNING}
 
 
 def test_pipe_split_module_reorders_stages_and_keeps_the_function():
@@ -169,9 +331,13 @@ def test_pipe_split_module_reorders_stages_and_keeps_the_function():
     assert [node.ops for node in lay.nodes] == [("linear",), ("linear_1",), ("add",)]
     # right first, then left and the sum: a pipeline (an ideal chain), not an interval of program order
     p = plan([1], [0, 2])
-    with pytest.raises(InvalidParameterError, match="needs stages that are intervals of program order"):
+    with pytest.raises(InvalidParameterError, match="intervals of program order"):
         split_points(lay, p)
+    assert pipe_split_ops(lay, p) == [["linear_1"], ["linear", "add"]]
     gm = pipe_split_module(imported.source, lay, p)
     calls = [n.name if n.target is not pipe_split else "|" for n in gm.graph.nodes if n.op == "call_function"]
     assert calls == ["linear_1", "|", "linear", "add"]
     assert torch.equal(gm(x), model(x))
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a pipe_split program: stage 1 runs on "
+                                                    "a CPU between accelerator stages 0 and 2"):
+        pipe_split_module(imported.source, lay, plan([1], [0], [2], kinds=["accelerator", "cpu", "accelerator"]))

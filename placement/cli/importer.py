@@ -4,8 +4,10 @@
 or ``file.py:factory``; the factory takes no arguments and returns ``(model, args)`` or
 ``(model, args, kwargs)``, the example inputs of ``torch.export``) or an ONNX file
 (``model.onnx``), and writes a Tarnawski instance costed by the roofline model on the
-chosen devices. ``placement split INSTANCE PLAN`` turns a plan of such an instance into a
-``split_spec``, DeepSpeed ``parts``, a Megatron layout string, or a table of stages.
+chosen devices: accelerators, and CPUs only when asked for (``--cpus``, or a CPU named in
+``--devices``). ``placement split INSTANCE PLAN`` turns a plan of such an instance into a
+``split_spec``, DeepSpeed ``layers`` and ``parts``, a Megatron layout string, the operators
+of each ``pipe_split`` stage, or a table of stages.
 
 Exit status: 0 success, 2 bad input or usage (one line ``error: ...`` on stderr).
 Operators without a FLOP formula are reported as one ``warning: ...`` line on stderr.
@@ -45,11 +47,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("model", help="pkg.module:factory, file.py:factory (returning (model, args[, kwargs])), "
                                  "or an .onnx file")
     p.add_argument("--out", required=True, metavar="INSTANCE.json", help="where to write the instance")
-    p.add_argument("--devices", nargs="+", default=[DEFAULT_ACCELERATOR, DEFAULT_CPU], metavar="NAME|FILE.json",
+    p.add_argument("--devices", nargs="+", default=[DEFAULT_ACCELERATOR], metavar="NAME|FILE.json",
                    help="device catalogue files (.json, extending the bundled one) and the ids of one accelerator "
-                        f"and one CPU (default: {DEFAULT_ACCELERATOR} {DEFAULT_CPU})")
+                        f"and at most one CPU (default: {DEFAULT_ACCELERATOR}; a CPU is {DEFAULT_CPU} unless named)")
     p.add_argument("--accelerators", type=non_negative_int, default=4, metavar="N", help="number of accelerators (default 4)")
-    p.add_argument("--cpus", type=non_negative_int, default=1, metavar="M", help="number of CPU sockets (default 1)")
+    p.add_argument("--cpus", type=non_negative_int, metavar="M",
+                   help="number of CPU sockets (default: 1 when --devices names a CPU, else 0)")
     p.add_argument("--memory", type=byte_count, metavar="BYTES",
                    help="memory per accelerator (default: the catalogue's)")
     p.add_argument("--link", metavar="NAME", help="accelerator link for transfer costs (default: its default_link)")
@@ -69,9 +72,13 @@ def register(subparsers: Any) -> None:
 
 # ----- import -----------------------------------------------------------------------------
 
-def platform_from_args(devices: list[str], accelerators: int, cpus: int, memory: float | None,
+def platform_from_args(devices: list[str], accelerators: int, cpus: int | None, memory: float | None,
                        link: str | None) -> Platform:
-    """Catalogue files extend the bundled catalogue; the remaining names pick one accelerator and one CPU."""
+    """Catalogue files extend the bundled catalogue; the remaining names pick one accelerator and one CPU.
+
+    CPUs come in only when asked for: ``cpus=None`` means one socket when ``devices`` names a
+    CPU, none otherwise.
+    """
     files = [d for d in devices if d.lower().endswith(".json")]
     names = [d for d in devices if not d.lower().endswith(".json")]
     catalogue = load_catalogue(files)
@@ -84,6 +91,8 @@ def platform_from_args(devices: list[str], accelerators: int, cpus: int, memory:
             raise UsageError(f"--devices names {len(specs)} {kind}s ({', '.join(s.id for s in specs)}); give one")
     accelerator = by_kind["accelerator"][0] if by_kind["accelerator"] else find_device(catalogue, DEFAULT_ACCELERATOR)
     cpu = by_kind["cpu"][0] if by_kind["cpu"] else find_device(catalogue, DEFAULT_CPU)
+    if cpus is None:
+        cpus = 1 if by_kind["cpu"] else 0
     return Platform(accelerator, cpu, accelerators, cpus, memory, link)
 
 

@@ -1,7 +1,9 @@
 """``placement split INSTANCE PLAN``: a plan of an imported model as runtime split points.
 
 Formats: a ``split_spec`` for ``torch.distributed.pipelining`` (default), DeepSpeed
-``PipelineModule`` ``parts``, a Megatron pipeline layout string, or a table of stages.
+``PipelineModule`` ``layers`` and ``parts``, a Megatron pipeline layout string, the
+operators of each stage for a ``pipe_split`` program, or a table of stages. A format that
+cannot express the plan is refused with the reason, naming a format that can.
 Exit status 0, or 2 on bad input.
 """
 
@@ -9,14 +11,25 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, Callable
 
-from placement.cli.options import add_output_options, print_json, write_text
-from placement.io.exporters import deepspeed_parts, megatron_layout, read_layout, split_points, stages
+from placement.cli.options import UsageError, add_output_options, print_json, write_text
+from placement.errors import InvalidParameterError
+from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal,
+                                    split_points, stage_types, stages)
+from placement.io.megatron import megatron_layout
 from placement.io.plans import read_plan
+from placement.plan import Plan
 from placement.report.table import format_table
 
-SPLIT_FORMATS = ("split-spec", "deepspeed", "megatron", "stages")
+#: The hand-off forms in the order a refused form's alternative is looked for.
+EXPORTERS: dict[str, Callable[[Layout, Plan], Any]] = {
+    "split-spec": lambda layout, plan: {fqn: "BEGINNING" for fqn in split_points(layout, plan)},
+    "deepspeed": deepspeed_parts,
+    "megatron": megatron_layout,
+    "pipe-split": lambda layout, plan: {"ops": pipe_split_ops(layout, plan)},
+}
+SPLIT_FORMATS = (*EXPORTERS, "stages")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,38 +37,56 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance written by 'placement import'")
     p.add_argument("plan", help="plan of that instance (placement solve --out)")
     p.add_argument("--format", choices=SPLIT_FORMATS, default="split-spec",
-                   help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule parts), "
-                        "megatron (pipeline layout string) or stages (a table)")
+                   help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule layers and "
+                        "parts), megatron (pipeline layout string), pipe-split (the operators of each stage, for "
+                        "pipe_split_module) or stages (a table)")
     p.add_argument("--out", metavar="FILE", help="also write the output to FILE")
     add_output_options(p)
     p.set_defaults(handler=run)
 
 
-def _stage_rows(layout: Any, plan: Any) -> list[tuple[str, ...]]:
+def _stage_rows(layout: Layout, plan: Plan) -> list[tuple[str, ...]]:
     """Header and one row per stage: index, device type, node count, first and last node."""
     by_id = {node.id: node for node in layout.nodes}
     rows = [("stage", "device", "#nodes", "first", "last")]
-    types = [d.type for d in plan.devices if any(v in by_id for v in d.nodes)]
-    for k, (stage, kind) in enumerate(zip(stages(layout, plan), types)):
+    for k, (stage, kind) in enumerate(zip(stages(layout, plan), stage_types(layout, plan))):
         rows.append((str(k), kind, str(len(stage)), by_id[stage[0]].name, by_id[stage[-1]].name))
     return rows
+
+
+def _expresses(form: str, layout: Layout, plan: Plan) -> bool:
+    try:
+        EXPORTERS[form](layout, plan)
+    except InvalidParameterError as exc:
+        if refusal(exc, form) is None:
+            raise
+        return False
+    return True
+
+
+def export(form: str, layout: Layout, plan: Plan) -> Any:
+    """The plan in ``form``; a refusal becomes one line naming the reason and a form that can express it."""
+    try:
+        return EXPORTERS[form](layout, plan)
+    except InvalidParameterError as exc:
+        reason = refusal(exc, form)
+        if reason is None:
+            raise
+    other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
+    if other is None:
+        raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can")
+    raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
 
 def run(args: argparse.Namespace) -> int:
     layout = read_layout(args.instance)
     plan = read_plan(args.plan)
-    if args.format == "split-spec":
-        value: Any = {fqn: "BEGINNING" for fqn in split_points(layout, plan)}
-    elif args.format == "deepspeed":
-        value = deepspeed_parts(layout, plan)
-    elif args.format == "megatron":
-        value = megatron_layout(layout, plan)
-    else:
-        rows = _stage_rows(layout, plan)
-        value = [dict(zip(rows[0], row)) for row in rows[1:]]
     if args.format == "stages":
+        rows = _stage_rows(layout, plan)
+        value: Any = [dict(zip(rows[0], row)) for row in rows[1:]]
         text = "\n".join(format_table(rows, left=range(5), rule=False))
     else:
+        value = export(args.format, layout, plan)
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
     if args.out:
         write_text(args.out, text + "\n")

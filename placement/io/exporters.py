@@ -2,45 +2,53 @@
 
 An instance made by the importers (:func:`placement.io.torch_export.import_torch`,
 :func:`placement.io.onnx_import.import_onnx`) records, per forward node, the module it
-belongs to, the modules whose call begins at it (``starts``) and the program's operators it
-holds (``ops``); node ids follow program order.
+belongs to, the modules called once whose call begins at it (``starts``) and the program's
+operators it holds (``ops``); node ids follow program order.
 A plan in ``stages`` contiguity lists its devices in pipeline order. The *stages* of a plan
 are the forward nodes of its devices, in that order (backward nodes go with their forward
-mates).
+mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
 
+* every form needs a pipeline (no stage reads a node of a later stage) without a CPU stage
+  between accelerator stages: no pipeline runtime sends activations from an accelerator
+  to a CPU and back (CPU stages at either end are host work the caller runs itself);
 * :func:`split_spec` — ``{module FQN: SplitPoint.BEGINNING}`` for
   ``torch.distributed.pipelining.pipeline``. It exists when every stage is an interval of
   program order and every stage after the first begins where a module, called once in the
   program, begins its call.
-* :func:`pipe_split_module` — otherwise (a boundary inside a module, or stages that are not
-  intervals of program order): the exported program as a ``GraphModule`` whose operators
-  are reordered stage by stage (a topological order, since stages form a chain of ideals)
-  with a ``pipe_split()`` call between consecutive stages; ``pipeline(gm, mb_args)``
-  splits it there.
-* :func:`deepspeed_parts` — the ``parts`` list of DeepSpeed's ``PipelineModule`` (stage
-  ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``), the layers being the forward
-  nodes in program order; needs stages that are intervals of program order.
-* :func:`megatron_layout` — Megatron-Core's pipeline layout string (its
-  ``pipeline_model_parallel_layout`` setting: ``E`` embedding, ``t`` transformer layer,
-  ``L`` loss, ``|`` between stages), where the graph is a layer chain: the transformer
-  layers are the modules ``P.0, P.1, …`` of the longest numbered module list ``P``; what
-  precedes the first layer is the embedding, what follows the last is the loss part; each
-  must lie in one stage and no boundary may fall inside a layer.
+* :func:`pipe_split_module` — any other plan (a boundary inside a module, or stages that
+  are not intervals of program order): the exported program as a ``GraphModule`` whose
+  operators are reordered stage by stage (a topological order, since stages form a chain
+  of ideals) with a ``pipe_split()`` call between consecutive stages; ``pipeline(gm,
+  mb_args)`` splits it there. :func:`pipe_split_ops` lists the operators of each stage.
+* :func:`deepspeed_parts` — the ``layers`` and ``parts`` of DeepSpeed's ``PipelineModule``
+  (stage ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``). The layers are modules,
+  never single operators: each stage, an interval of program order, is covered by the
+  fewest whole calls of modules called once (outermost first). A stage that holds part of
+  a module's call, or an operator outside every module, has no such cover; nor does a plan
+  where a layer reads a node of any layer but the one before it (a skip connection across
+  layers), since a PipelineModule passes each layer the previous layer's outputs only.
+* :func:`placement.io.megatron.megatron_layout` — Megatron-Core's pipeline layout string,
+  counting repeated blocks.
 
-Every function raises an :class:`InvalidParameterError` with a one-line reason when the plan
-(or the layout, or the program) cannot be expressed in its form.
+Every function raises an :class:`InvalidParameterError` when the plan (or the program)
+cannot be expressed in its form; for a plan, the message is ``plan cannot be written as
+FORM: REASON`` (:func:`refusal` gives the reason alone).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import load_json
 from placement.plan import Plan
+from placement.problem.instance import CPU
+
+#: The hand-off forms, by their command-line names, with the names their messages use.
+FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatron": "a Megatron layout",
+           "pipe-split": "a pipe_split program"}
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,12 @@ class LayoutNode:
 
 @dataclass(frozen=True)
 class Layout:
-    """The forward nodes of an imported instance in program order, and backward id -> forward id."""
+    """The forward nodes of an imported instance in program order, backward id -> forward id, and
+    the edges between forward nodes."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
+    edges: tuple[tuple[int, int], ...] = ()
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -86,7 +96,10 @@ def layout_from_instance(data: Any) -> Layout:
         forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"])))
     forward.sort(key=lambda n: n.id)
-    return Layout(tuple(forward), mates)
+    ids = {node.id for node in forward}
+    edges = tuple((e["sourceId"], e["destId"]) for e in data.get("edges", ())
+                  if isinstance(e, dict) and e.get("sourceId") in ids and e.get("destId") in ids)
+    return Layout(tuple(forward), mates, edges)
 
 
 def read_layout(path: str | Path) -> Layout:
@@ -104,9 +117,18 @@ def stages(layout: Layout, plan: Plan) -> list[list[int]]:
     Devices holding no forward node are left out. Every forward node must be placed once,
     and a backward node on the device of its forward mate.
     """
+    return [part for _, part in _typed_stages(layout, plan)]
+
+
+def stage_types(layout: Layout, plan: Plan) -> list[str]:
+    """The device type (accelerator or CPU) of each stage of :func:`stages`."""
+    return [kind for kind, _ in _typed_stages(layout, plan)]
+
+
+def _typed_stages(layout: Layout, plan: Plan) -> list[tuple[str, list[int]]]:
     known = {node.id for node in layout.nodes}
     where: dict[int, int] = {}
-    result: list[list[int]] = []
+    result: list[tuple[str, list[int]]] = []
     for d, device in enumerate(plan.devices):
         mine = []
         for v in device.nodes:
@@ -119,7 +141,7 @@ def stages(layout: Layout, plan: Plan) -> list[list[int]]:
             where[v] = d
             mine.append(v)
         if mine:
-            result.append(sorted(mine))
+            result.append((device.type, sorted(mine)))
     missing = sorted(known - set(where))
     if missing:
         raise InvalidParameterError("plan", f"does not place node {missing[0]} ({_name(layout, missing[0])})")
@@ -138,7 +160,36 @@ def _name(layout: Layout, node_id: int) -> str:
     return str(node_id)
 
 
-def _require_intervals(layout: Layout, parts: list[list[int]], form: str) -> None:
+def refuse(form: str, reason: str) -> NoReturn:
+    """Raise the error saying that hand-off ``form`` (a key of :data:`FORMATS`) cannot express the plan."""
+    raise InvalidParameterError("plan", f"cannot be written as {FORMATS[form]}: {reason}")
+
+
+def refusal(exc: InvalidParameterError, form: str) -> str | None:
+    """The reason of an error raised by :func:`refuse` for ``form``; ``None`` for any other error."""
+    prefix = f"cannot be written as {FORMATS[form]}: "
+    return exc.detail[len(prefix):] if exc.parameter == "plan" and exc.detail.startswith(prefix) else None
+
+
+def runtime_stages(layout: Layout, plan: Plan, form: str) -> list[list[int]]:
+    """:func:`stages`, checked to be a pipeline without a CPU stage between accelerator stages."""
+    typed = _typed_stages(layout, plan)
+    accelerators = [k for k, (kind, _) in enumerate(typed) if kind != CPU]
+    for k, (kind, _) in enumerate(typed):
+        if kind == CPU and accelerators and accelerators[0] < k < accelerators[-1]:
+            before = max(a for a in accelerators if a < k)
+            after = min(a for a in accelerators if a > k)
+            refuse(form, f"stage {k} runs on a CPU between accelerator stages {before} and {after}, and no pipeline "
+                         "runtime sends activations from an accelerator to a CPU and back")
+    stage_of = {v: k for k, (_, part) in enumerate(typed) for v in part}
+    for u, v in layout.edges:
+        if stage_of[u] > stage_of[v]:
+            refuse(form, f"it is no pipeline: {_name(layout, v)!r} in stage {stage_of[v]} reads "
+                         f"{_name(layout, u)!r} of the later stage {stage_of[u]}")
+    return [part for _, part in typed]
+
+
+def require_intervals(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Each stage must be a run of consecutive nodes in program order, stages in order."""
     position = layout.position()
     expected = 0
@@ -146,24 +197,23 @@ def _require_intervals(layout: Layout, parts: list[list[int]], form: str) -> Non
         got = sorted(position[v] for v in stage)
         if got != list(range(expected, expected + len(stage))):
             first_out = next(p for p in range(expected, expected + len(stage) + 1) if p not in got)
-            raise InvalidParameterError("plan", f"cannot be written as {form}, which needs stages that are intervals "
-                                                f"of program order: stage {k} does not hold "
-                                                f"{layout.nodes[first_out].name!r}, which comes between its nodes")
+            refuse(form, f"it needs stages that are consecutive intervals of program order, and stage {k} lacks "
+                         f"{layout.nodes[first_out].name!r}, which runs before its node "
+                         f"{layout.nodes[got[-1]].name!r}")
         expected += len(stage)
 
 
 def split_points(layout: Layout, plan: Plan) -> list[str]:
     """The module FQNs at which stages 1, 2, … begin (see :func:`split_spec`)."""
-    parts = stages(layout, plan)
-    _require_intervals(layout, parts, "a split_spec")
+    parts = runtime_stages(layout, plan, "split-spec")
+    require_intervals(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     points = []
     for k, stage in enumerate(parts[1:], start=1):
         first = by_id[stage[0]]
         if not first.starts:
-            raise InvalidParameterError("plan", f"cannot be written as a split_spec: stage {k} begins at "
-                                                f"{first.name!r}, which is not where a module called once begins; "
-                                                "use pipe_split_module instead")
+            refuse("split-spec", f"stage {k} begins at {first.name!r}, which is not where a module called once "
+                                 "begins")
         points.append(first.starts[0])
     return points
 
@@ -179,72 +229,72 @@ def split_spec(layout: Layout, plan: Plan) -> dict[str, Any]:
     return {fqn: SplitPoint.BEGINNING for fqn in points}
 
 
+def _inside(module: str, fqn: str) -> bool:
+    """Whether a node of module key ``module`` runs inside the call of module ``fqn``."""
+    return module == fqn or module.startswith(fqn + ".")
+
+
+def _call_end(layout: Layout, fqn: str, start: int) -> int | None:
+    """The position after the last node of the call of ``fqn`` beginning at node ``start``, or ``None``
+    when its nodes are not one run of nodes from there (its module key is cut above it)."""
+    end = start
+    while end < len(layout.nodes) and _inside(layout.nodes[end].module, fqn):
+        end += 1
+    if end == start or any(_inside(node.module, fqn) for node in layout.nodes[end:]):
+        return None
+    return end
+
+
+def _cover(layout: Layout, begin: int, end: int, k: int) -> list[str]:
+    """The fewest whole module calls making up nodes ``begin`` to ``end - 1`` (stage ``k``), outermost first."""
+    layers: list[str] = []
+    p = begin
+    while p < end:
+        node = layout.nodes[p]
+        fits = [fqn for fqn in node.starts if (stop := _call_end(layout, fqn, p)) is not None and stop <= end]
+        if fits:
+            layers.append(fits[0])
+            p = _call_end(layout, fits[0], p)
+            continue
+        if not node.module:
+            refuse("deepspeed", f"{node.name!r} in stage {k} is an operator outside every module, and a "
+                                "PipelineModule layer is a module")
+        whole = [fqn for fqn in node.starts if _call_end(layout, fqn, p) is not None]
+        smallest = whole[-1] if whole else node.module
+        refuse("deepspeed", f"stage {k} holds {node.name!r} but not the whole call of {smallest}, the smallest "
+                            "module holding it, and a PipelineModule layer is a whole module")
+    return layers
+
+
 def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
-    """``{"layers": [node names in program order], "parts": [stage boundaries]}`` for DeepSpeed."""
-    parts = stages(layout, plan)
-    _require_intervals(layout, parts, "DeepSpeed parts")
+    """``{"layers": [module FQNs in program order], "parts": [stage boundaries]}`` for DeepSpeed (module
+    docstring): each stage covered by the fewest whole module calls, each layer reading only the layer before it."""
+    parts = runtime_stages(layout, plan, "deepspeed")
+    require_intervals(layout, parts, "deepspeed")
+    layers: list[str] = []
     bounds = [0]
-    for stage in parts:
-        bounds.append(bounds[-1] + len(stage))
-    return {"layers": [node.name for node in layout.nodes], "parts": bounds}
-
-
-def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
-    """The numbered module list ``P`` with the most entries, and each node's layer index (``None`` outside)."""
-    indices: dict[str, set[int]] = {}
-    for node in layout.nodes:
-        module = node.module
-        for match in re.finditer(r"\.(\d+)(?=\.|$)", module):
-            prefix = module[:match.start()]
-            indices.setdefault(prefix, set()).add(int(match.group(1)))
-    candidates = [(len(ix), -len(prefix), prefix) for prefix, ix in indices.items() if len(ix) >= 2]
-    if not candidates:
-        raise InvalidParameterError("layout", "has no numbered list of layers (modules P.0, P.1, …), so no Megatron "
-                                              "layout")
-    prefix = max(candidates)[2]
-    pattern = re.compile(re.escape(prefix) + r"\.(\d+)(?=\.|$)")
-    layer: list[int | None] = []
-    for node in layout.nodes:
-        match = pattern.match(node.module)
-        layer.append(int(match.group(1)) if match else None)
-    return prefix, layer
-
-
-def megatron_layout(layout: Layout, plan: Plan) -> str:
-    """Megatron-Core's pipeline layout string for the plan (module docstring)."""
-    parts = stages(layout, plan)
-    _require_intervals(layout, parts, "a Megatron layout")
-    prefix, layer = layer_stack(layout)
-    positions = [k for k, index in enumerate(layer) if index is not None]
-    first, last = positions[0], positions[-1]
-    for k in range(first, last + 1):
-        if layer[k] is None:
-            raise InvalidParameterError("layout", f"is not a layer chain, so no Megatron layout: "
-                                                  f"{layout.nodes[k].name!r} lies between the layers of {prefix} "
-                                                  "but in none of them")
+    begin = 0
+    layer_of: list[int] = []
+    for k, stage in enumerate(parts):
+        for fqn in _cover(layout, begin, begin + len(stage), k):
+            layer_of += [len(layers)] * (_call_end(layout, fqn, len(layer_of)) - len(layer_of))
+            layers.append(fqn)
+        begin += len(stage)
+        bounds.append(len(layers))
     position = layout.position()
-    stage_of = {position[v]: s for s, stage in enumerate(parts) for v in stage}
-    layer_stage: dict[int, int] = {}
-    for k in positions:
-        index = layer[k]
-        if layer_stage.setdefault(index, stage_of[k]) != stage_of[k]:
-            raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: a stage boundary falls "
-                                                f"inside layer {prefix}.{index}")
-    pre = {stage_of[k] for k in range(first)}
-    post = {stage_of[k] for k in range(last + 1, len(layout.nodes))}
-    if len(pre) > 1:
-        raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: the part before the first "
-                                            f"layer spans stages {min(pre)} to {max(pre)}; Megatron keeps the "
-                                            "embedding in one stage")
-    if len(post) > 1:
-        raise InvalidParameterError("plan", f"cannot be written as a Megatron layout: the part after the last "
-                                            f"layer spans stages {min(post)} to {max(post)}; Megatron keeps the "
-                                            "loss part in one stage")
-    text = []
-    for s in range(len(parts)):
-        count = sum(1 for stage in layer_stage.values() if stage == s)
-        text.append(("E" if s in pre else "") + "t" * count + ("L" if s in post else ""))
-    return "|".join(text)
+    for u, v in layout.edges:
+        a, b = layer_of[position[u]], layer_of[position[v]]
+        if a != b and a != b - 1:
+            refuse("deepspeed", f"layer {layers[b]} reads {_name(layout, u)!r} of layer {layers[a]}, and a "
+                                "PipelineModule passes each layer the outputs of the layer before it only")
+    return {"layers": layers, "parts": bounds}
+
+
+def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
+    """The program's operators of each stage, in program order (what :func:`pipe_split_module` splits)."""
+    parts = runtime_stages(layout, plan, "pipe-split")
+    by_id = {node.id: node for node in layout.nodes}
+    return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
 
 def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
@@ -260,7 +310,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
     require_torch()
     from torch.distributed.pipelining import pipe_split
 
-    parts = stages(layout, plan)
+    parts = runtime_stages(layout, plan, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()
@@ -276,9 +326,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
         low[n] = max((low.get(a, 0) for a in n.all_input_nodes), default=0)
         if n.name in stage_of_op:
             if stage_of_op[n.name] < low[n]:
-                raise InvalidParameterError("plan", f"is not a pipeline: it places operator {n.name!r} in stage "
-                                                    f"{stage_of_op[n.name]}, before an input computed in stage "
-                                                    f"{low[n]}")
+                refuse("pipe-split", f"it is no pipeline: operator {n.name!r} in stage {stage_of_op[n.name]} "
+                                     f"needs an input computed in stage {low[n]}")
             low[n] = stage_of_op[n.name]
     stage: dict[Any, int] = {}
     for n in reversed(movable):
@@ -290,9 +339,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
     for n in movable:
         late = [a for a in n.all_input_nodes if stage.get(a, 0) > stage[n]]
         if late:
-            raise InvalidParameterError("plan", f"is not a pipeline: operator {n.name!r} would run in stage "
-                                                f"{stage[n]}, before its input {late[0].name!r} in stage "
-                                                f"{stage[late[0]]}")
+            refuse("pipe-split", f"it is no pipeline: operator {n.name!r} would run in stage {stage[n]}, before "
+                                 f"its input {late[0].name!r} in stage {stage[late[0]]}")
     order = [n for n in graph.nodes if n.op in ("placeholder", "get_attr")]
     anchor = order[-1] if order else None
     for s in range(len(parts)):

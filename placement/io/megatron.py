@@ -1,0 +1,125 @@
+"""A plan of an imported model as Megatron-Core's pipeline layout string.
+
+Megatron-Core's ``pipeline_model_parallel_layout`` lists, per pipeline stage, its
+embedding (``E``), its transformer layers (``t``, one per layer) and its loss part (``L``),
+stages separated by ``|``. A Megatron layer is a *repeated block* (a transformer layer),
+never a single Linear or activation, so the layers here are the entries ``P.0, P.1, …``
+of a *block stack* ``P``: a numbered module list (``transformer.h``,
+``bert.encoder.layer``, ``layers``) of at least two entries, each a module with
+submodules, all with the same submodules (paths relative to the entry). Stacks nested in
+a block of another stack (a ``mlp`` that is an ``nn.Sequential``) are parts of those
+blocks; a model must have exactly one outermost stack.
+
+The nodes before the first block are the embedding, those after the last block the loss
+part; the layout exists for a plan whose stages are intervals of program order when no
+stage boundary falls inside a block, no node outside the blocks lies between two blocks,
+and the embedding and the loss part each lie in one stage.
+"""
+
+from __future__ import annotations
+
+import re
+
+from placement.errors import InvalidParameterError
+from placement.io.exporters import Layout, refuse, require_intervals, runtime_stages
+from placement.plan import Plan
+
+_NUMBERED = re.compile(r"(?:^|\.)(\d+)(?=\.|$)")
+
+
+def _entry(prefix: str, index: int) -> str:
+    return f"{prefix}.{index}" if prefix else str(index)
+
+
+def _modules(layout: Layout) -> set[str]:
+    """Every module the layout names: the nodes' module keys and the modules beginning at them."""
+    return {fqn for node in layout.nodes for fqn in (node.module, *node.starts) if fqn}
+
+
+def block_stacks(layout: Layout) -> dict[str, list[int]]:
+    """The outermost block stacks of the model (module docstring): prefix -> entry indices, sorted."""
+    modules = _modules(layout)
+    lists: dict[str, set[int]] = {}
+    for fqn in modules:
+        for match in _NUMBERED.finditer(fqn):
+            lists.setdefault(fqn[:match.start()], set()).add(int(match.group(1)))
+    stacks: dict[str, list[int]] = {}
+    for prefix, indices in lists.items():
+        if len(indices) < 2:
+            continue
+        shapes = set()
+        for index in indices:
+            entry = _entry(prefix, index) + "."
+            shapes.add(frozenset(fqn[len(entry):] for fqn in modules if fqn.startswith(entry)))
+        if len(shapes) == 1 and frozenset() not in shapes:
+            stacks[prefix] = sorted(indices)
+    return {prefix: indices for prefix, indices in stacks.items()
+            if not any(prefix.startswith(_entry(other, i) + ".") for other, ix in stacks.items() for i in ix)}
+
+
+def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
+    """The block stack ``P`` of the model and each node's block index (``None`` outside the blocks).
+
+    Raises :class:`InvalidParameterError` (``layout``) when the model has no block stack or
+    several, or when a node holds more than one block.
+    """
+    stacks = block_stacks(layout)
+    if not stacks:
+        raise InvalidParameterError("layout", "has no stack of repeated blocks (modules P.0, P.1, … with the same "
+                                              "submodules); a Megatron layer is a block, not a single module")
+    if len(stacks) > 1:
+        raise InvalidParameterError("layout", f"has {len(stacks)} stacks of repeated blocks "
+                                              f"({', '.join(sorted(stacks))}); a Megatron layout has one")
+    prefix, indices = next(iter(stacks.items()))
+    layer: list[int | None] = []
+    for node in layout.nodes:
+        inside = [i for i in indices if node.module == _entry(prefix, i) or node.module.startswith(
+            _entry(prefix, i) + ".")]
+        layer.append(inside[0] if inside else None)
+    for index in indices:
+        if index not in layer:
+            holder = next((node.name for node in layout.nodes if _entry(prefix, index) in node.starts), "?")
+            raise InvalidParameterError("layout", f"has node {holder!r} holding block {_entry(prefix, index)} with "
+                                                  "other modules; import with a deeper module_depth")
+    return prefix, layer
+
+
+def megatron_layout(layout: Layout, plan: Plan) -> str:
+    """Megatron-Core's pipeline layout string for the plan (module docstring)."""
+    parts = runtime_stages(layout, plan, "megatron")
+    require_intervals(layout, parts, "megatron")
+    try:
+        prefix, layer = layer_stack(layout)
+    except InvalidParameterError as exc:
+        refuse("megatron", f"the model {exc.detail}")
+    positions = [k for k, index in enumerate(layer) if index is not None]
+    first, last = positions[0], positions[-1]
+    for k in range(first, last + 1):
+        if layer[k] is None:
+            before = next(layer[j] for j in range(k - 1, first - 1, -1) if layer[j] is not None)
+            after = next(layer[j] for j in range(k + 1, last + 1) if layer[j] is not None)
+            refuse("megatron", f"{layout.nodes[k].name!r} lies between blocks {_entry(prefix, before)} and "
+                               f"{_entry(prefix, after)} but in none, and Megatron's layers follow one another")
+        if k > first and layer[k] < layer[k - 1]:
+            refuse("megatron", f"{layout.nodes[k].name!r} of block {_entry(prefix, layer[k])} runs after block "
+                               f"{_entry(prefix, layer[k - 1])}, and Megatron runs its layers once each, in order")
+    position = layout.position()
+    stage_of = {position[v]: s for s, stage in enumerate(parts) for v in stage}
+    block_stage: dict[int, int] = {}
+    for k in positions:
+        index = layer[k]
+        if block_stage.setdefault(index, stage_of[k]) != stage_of[k]:
+            refuse("megatron", f"stage {block_stage[index]} ends inside block {_entry(prefix, index)}")
+    pre = sorted({stage_of[k] for k in range(first)})
+    post = sorted({stage_of[k] for k in range(last + 1, len(layout.nodes))})
+    if len(pre) > 1:
+        refuse("megatron", f"the part before the first block (the embedding) spans stages {pre[0]} to {pre[-1]}, "
+                           "and Megatron keeps it in one stage")
+    if len(post) > 1:
+        refuse("megatron", f"the part after the last block (the loss part) spans stages {post[0]} to {post[-1]}, "
+                           "and Megatron keeps it in one stage")
+    text = []
+    for s in range(len(parts)):
+        count = sum(1 for stage in block_stage.values() if stage == s)
+        text.append(("E" if s in pre else "") + "t" * count + ("L" if s in post else ""))
+    return "|".join(text)

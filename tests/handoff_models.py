@@ -1,0 +1,94 @@
+"""Small PyTorch models for the hand-off tests, as factories ``() -> (model, args)`` (need torch).
+
+* :func:`gpt` — a GPT-like language model: token and position embeddings added in
+  ``transformer``'s own forward, a stack ``transformer.h`` of two blocks (pre-norm
+  attention stand-in and an MLP that is an ``nn.Sequential`` of Linear, GELU, Linear, each
+  with a residual add in the block's own forward), a final norm and a head.
+* :func:`residual_stack` — an input Linear, a stack ``blocks`` of two residual blocks and a
+  head; with ``root_op=True`` a ReLU applied in the model's own forward, between the input
+  Linear and the blocks, an operator outside every module.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class Body(nn.Module):
+    def __init__(self, d: int, n: int, vocab: int, length: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(length, d)
+        self.h = nn.ModuleList(Block(d) for _ in range(n))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class GPT(nn.Module):
+    def __init__(self, d: int = 8, n: int = 2, vocab: int = 16, length: int = 8) -> None:
+        super().__init__()
+        self.transformer = Body(d, n, vocab, length)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        return self.lm_head(self.transformer(idx))
+
+
+def gpt():
+    torch.manual_seed(0)
+    return GPT(), (torch.randint(0, 16, (2, 8)),)
+
+
+class Residual(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.ff = nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + self.ff(self.norm(x))
+
+
+class ResidualStack(nn.Module):
+    def __init__(self, root_op: bool, d: int = 8) -> None:
+        super().__init__()
+        self.root_op = root_op
+        self.embed = nn.Linear(4, d)
+        self.blocks = nn.ModuleList(Residual(d) for _ in range(2))
+        self.head = nn.Linear(d, 2)
+
+    def forward(self, x):
+        x = self.embed(x)
+        if self.root_op:
+            x = torch.relu(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def residual_stack(root_op: bool = False):
+    torch.manual_seed(0)
+    return ResidualStack(root_op), (torch.randn(3, 4),)
+
+
+def residual_stack_with_root_op():
+    return residual_stack(root_op=True)
