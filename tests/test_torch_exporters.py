@@ -224,6 +224,20 @@ def test_instances_without_module_metadata_are_refused():
         layout_from_instance(data)
 
 
+@pytest.mark.parametrize("stem, stack", [("bert-base", "bert.encoder.layer"), ("gpt2", "transformer.h"),
+                                         ("vit-base", "vit.layers")])
+def test_bundled_transformers_have_twelve_blocks(stem, stack):
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "models" / f"{stem}-inference.json"
+    lay = layout_from_instance(json.loads(path.read_text()))
+    # BERT-Base, GPT-2 small and ViT-Base/16 have 12 transformer layers each; their attention and MLP
+    # submodules are no layers of their own
+    assert block_stacks(lay) == {stack: list(range(12))}
+    assert megatron_layout(lay, plan([node.id for node in lay.nodes])) == "E" + "t" * 12 + "L"
+
+
 # ----- real models through import_torch -----------------------------------------------------
 
 def imported_layout(factory, granularity="module"):
