@@ -296,7 +296,15 @@ def test_deepspeed_parts_index_modules_of_a_residual_stack(granularity):
     assert [node.module for node in lay.nodes] == ["embed", "blocks.0.norm", "blocks.0.ff", "blocks.0",
                                                   "blocks.1.norm", "blocks.1.ff", "blocks.1", "head"]
     p = plan(range(0, 4), range(4, 8))
-    assert deepspeed_parts(lay, p) == {"layers": ["embed", "blocks.0", "blocks.1", "head"], "parts": [0, 2, 4]}
+    parts = deepspeed_parts(lay, p)
+    assert parts == {"layers": ["embed", "blocks.0", "blocks.1", "head"], "parts": [0, 2, 4]}
+    # what a PipelineModule runs: each stage its layers in turn, each layer fed the previous one's output
+    torch = pytest.importorskip("torch")
+    model, (x,) = residual_stack()
+    value = x
+    for a, b in zip(parts["parts"], parts["parts"][1:]):
+        value = torch.nn.Sequential(*(model.get_submodule(f) for f in parts["layers"][a:b]))(value)
+    assert torch.equal(value, model(x))
     assert megatron_layout(lay, p) == "Et|tL" and split_points(lay, p) == ["blocks.1"]
     assert pipe_split_ops(lay, p) == [["linear", "layer_norm", "linear_1", "add"],
                                       ["layer_norm_1", "linear_2", "add_1", "linear_3"]]

@@ -229,37 +229,33 @@ def split_spec(layout: Layout, plan: Plan) -> dict[str, Any]:
     return {fqn: SplitPoint.BEGINNING for fqn in points}
 
 
-def _inside(module: str, fqn: str) -> bool:
-    """Whether a node of module key ``module`` runs inside the call of module ``fqn``."""
-    return module == fqn or module.startswith(fqn + ".")
+def module_runs(layout: Layout) -> dict[str, tuple[int, int]]:
+    """Each module whose nodes (those whose module key is it or lies inside it) form one run of
+    consecutive positions in program order: module -> (first position, position after the last)."""
+    seen: dict[str, list[int]] = {}
+    for k, node in enumerate(layout.nodes):
+        parts = node.module.split(".") if node.module else []
+        for depth in range(1, len(parts) + 1):
+            span = seen.setdefault(".".join(parts[:depth]), [k, k, 0])
+            span[1], span[2] = k + 1, span[2] + 1
+    return {fqn: (first, end) for fqn, (first, end, count) in seen.items() if end - first == count}
 
 
-def _call_end(layout: Layout, fqn: str, start: int) -> int | None:
-    """The position after the last node of the call of ``fqn`` beginning at node ``start``, or ``None``
-    when its nodes are not one run of nodes from there (its module key is cut above it)."""
-    end = start
-    while end < len(layout.nodes) and _inside(layout.nodes[end].module, fqn):
-        end += 1
-    if end == start or any(_inside(node.module, fqn) for node in layout.nodes[end:]):
-        return None
-    return end
-
-
-def _cover(layout: Layout, begin: int, end: int, k: int) -> list[str]:
+def _cover(layout: Layout, runs: dict[str, tuple[int, int]], begin: int, end: int, k: int) -> list[str]:
     """The fewest whole module calls making up nodes ``begin`` to ``end - 1`` (stage ``k``), outermost first."""
     layers: list[str] = []
     p = begin
     while p < end:
         node = layout.nodes[p]
-        fits = [fqn for fqn in node.starts if (stop := _call_end(layout, fqn, p)) is not None and stop <= end]
+        whole = [fqn for fqn in node.starts if runs.get(fqn, (None,))[0] == p]
+        fits = [fqn for fqn in whole if runs[fqn][1] <= end]
         if fits:
             layers.append(fits[0])
-            p = _call_end(layout, fits[0], p)
+            p = runs[fits[0]][1]
             continue
         if not node.module:
             refuse("deepspeed", f"{node.name!r} in stage {k} is an operator outside every module, and a "
                                 "PipelineModule layer is a module")
-        whole = [fqn for fqn in node.starts if _call_end(layout, fqn, p) is not None]
         smallest = whole[-1] if whole else node.module
         refuse("deepspeed", f"stage {k} holds {node.name!r} but not the whole call of {smallest}, the smallest "
                             "module holding it, and a PipelineModule layer is a whole module")
@@ -275,9 +271,10 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     bounds = [0]
     begin = 0
     layer_of: list[int] = []
+    runs = module_runs(layout)
     for k, stage in enumerate(parts):
-        for fqn in _cover(layout, begin, begin + len(stage), k):
-            layer_of += [len(layers)] * (_call_end(layout, fqn, len(layer_of)) - len(layer_of))
+        for fqn in _cover(layout, runs, begin, begin + len(stage), k):
+            layer_of += [len(layers)] * (runs[fqn][1] - runs[fqn][0])
             layers.append(fqn)
         begin += len(stage)
         bounds.append(len(layers))

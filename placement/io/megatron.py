@@ -71,11 +71,11 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
         raise InvalidParameterError("layout", f"has {len(stacks)} stacks of repeated blocks "
                                               f"({', '.join(sorted(stacks))}); a Megatron layout has one")
     prefix, indices = next(iter(stacks.items()))
+    pattern = re.compile((re.escape(prefix) + r"\." if prefix else "") + r"(\d+)(?=\.|$)")
     layer: list[int | None] = []
     for node in layout.nodes:
-        inside = [i for i in indices if node.module == _entry(prefix, i) or node.module.startswith(
-            _entry(prefix, i) + ".")]
-        layer.append(inside[0] if inside else None)
+        match = pattern.match(node.module)
+        layer.append(int(match.group(1)) if match else None)
     for index in indices:
         if index not in layer:
             holder = next((node.name for node in layout.nodes if _entry(prefix, index) in node.starts), "?")
