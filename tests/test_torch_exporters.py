@@ -139,10 +139,20 @@ def test_megatron_layers_are_the_outermost_stack_of_repeated_blocks():
     assert block_stacks(lay) == {"h": [0, 1]}
     assert layer_stack(lay) == ("h", [None, 0, 0, 0, 0, 1, 1, 1, 1, None])
     assert megatron_layout(lay, plan(range(0, 5), range(5, 10))) == "Et|tL"
-    # a stack at the root (an nn.Sequential of blocks), numbered "0", "1"
+    # a stack at the root (an nn.Sequential of blocks), numbered "0", "1": Megatron's layout needs an
+    # embedding before the first block and a loss part after the last
     root = layout([("0.attn", "0.attn", ("0", "0.attn")), ("0.mlp", "0.mlp", ("0.mlp",)),
                    ("1.attn", "1.attn", ("1", "1.attn")), ("1.mlp", "1.mlp", ("1.mlp",))])
-    assert block_stacks(root) == {"": [0, 1]} and megatron_layout(root, plan([0, 1], [2, 3])) == "t|t"
+    assert block_stacks(root) == {"": [0, 1]}
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: nothing runs "
+                                                    "before block 0, and a Megatron layout begins with the embedding "
+                                                    "\\(E\\)$"):
+        megatron_layout(root, plan([0, 1], [2, 3]))
+    ends = layout([("embed", "embed", ("embed",)), *block("h", 0), *block("h", 1)])
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a Megatron layout: nothing runs "
+                                                    "after block h.1, and a Megatron layout ends with the loss part "
+                                                    "\\(L\\)$"):
+        megatron_layout(ends, plan(range(0, 4), range(4, 7)))
 
 
 def test_megatron_refuses_models_without_one_stack_of_blocks():

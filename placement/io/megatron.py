@@ -11,9 +11,10 @@ a block of another stack (a ``mlp`` that is an ``nn.Sequential``) are parts of t
 blocks; a model must have exactly one outermost stack.
 
 The nodes before the first block are the embedding, those after the last block the loss
-part; the layout exists for a plan whose stages are intervals of program order when no
-stage boundary falls inside a block, no node outside the blocks lies between two blocks,
-and the embedding and the loss part each lie in one stage.
+part; Megatron requires both, exactly once each. The layout exists for a plan whose stages
+are intervals of program order when no stage boundary falls inside a block, no node outside
+the blocks lies between two blocks, the embedding and the loss part are not empty and each
+lies in one stage.
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
             refuse("megatron", f"stage {block_stage[index]} ends inside block {_entry(prefix, index)}")
     pre = sorted({stage_of[k] for k in range(first)})
     post = sorted({stage_of[k] for k in range(last + 1, len(layout.nodes))})
+    if not pre:
+        refuse("megatron", f"nothing runs before block {_entry(prefix, layer[first])}, and a Megatron layout begins "
+                           "with the embedding (E)")
+    if not post:
+        refuse("megatron", f"nothing runs after block {_entry(prefix, layer[last])}, and a Megatron layout ends with "
+                           "the loss part (L)")
     if len(pre) > 1:
         refuse("megatron", f"the part before the first block (the embedding) spans stages {pre[0]} to {pre[-1]}, "
                            "and Megatron keeps it in one stage")
