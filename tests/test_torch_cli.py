@@ -81,6 +81,25 @@ def test_split_prints_every_format(tmp_path, capsys):
         ["1", "accelerator", "4", "blocks.1.norm", "head"]]
 
 
+def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, capsys):
+    instance, plan = tmp_path / "gpt.json", tmp_path / "plan.json"
+    # --module-depth 2 cuts module paths to transformer.h.N: each block is one node, so no optimal plan can
+    # end a stage inside a block
+    assert main(["import", "tests.handoff_models:gpt", "--out", str(instance), "--module-depth", "2",
+                 "--accelerators", "2", "--training"]) == 0
+    data = json.loads(instance.read_text())
+    forward = [n["name"] for n in data["nodes"] if not n["isBackwardNode"]]
+    assert forward == ["transformer.wte", "transformer", "transformer.wpe", "transformer#1", "transformer.h.0",
+                       "transformer.h.1", "transformer.ln_f", "lm_head"]
+    assert main(["solve", str(instance), "--quiet", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    stages = [d for d in json.loads(plan.read_text())["devices"] if d["nodes"]]
+    assert main(["split", str(instance), str(plan), "--format", "megatron"]) == 0
+    text = capsys.readouterr().out.strip()
+    assert text.count("t") == 2 and len(text.split("|")) == len(stages)
+    assert text.startswith("E") and text.endswith("L")
+
+
 # gpt nodes: 0-3 embeddings (wte, arange, wpe, their sum), 4-11 block transformer.h.0 (4 ln_1, 5 attn, 6 residual
 # add, 7 ln_2, 8-10 mlp.0 Linear, mlp.1 GELU, mlp.2 Linear, 11 residual add), 12-19 block transformer.h.1, 20 ln_f,
 # 21 lm_head
