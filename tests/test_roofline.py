@@ -7,7 +7,7 @@ import json
 import pytest
 
 from placement.costmodel.roofline import (Platform, bundled_catalogue, find_device, load_catalogue, make_platform,
-                                          roofline_ms, transfer_ms)
+                                          parse_catalogue, roofline_ms, transfer_ms)
 from placement.errors import InvalidInstanceError, InvalidParameterError
 
 
@@ -27,6 +27,10 @@ def test_bundled_catalogue_holds_the_datasheet_figures():
     # 64 cores x 2.45 GHz x 32 FP32 FLOPs per cycle; 8 channels of DDR4-3200.
     assert (epyc.kind, epyc.peak("fp32"), epyc.memory_bandwidth) == ("cpu", 64 * 2.45e9 * 32, 8 * 25.6e9)
     assert all(spec.sources for spec in cat.values())
+    # per-kernel overhead: 5 µs on the GPUs (launch and eager dispatch, cited in the catalogue), 30 µs on
+    # the CPU (calibrated by benchmarks/torch_costs.py on this machine)
+    assert [cat[d].op_overhead for d in ("h100", "a100", "a100-40gb", "v100", "epyc-7763")] == [5e-6] * 4 + [3e-5]
+    assert all(any("overhead" in source for source in spec.sources) for spec in cat.values())
 
 
 def test_roofline_is_the_larger_of_compute_and_memory_time():
@@ -38,6 +42,19 @@ def test_roofline_is_the_larger_of_compute_and_memory_time():
     # no FLOPs: no peak needed, even for a type the device lacks
     assert roofline_ms(0, 900e6, bundled_catalogue()["v100"], "bf16") == 1e3 * (900e6 / 900e9)
     assert transfer_ms(64e6, 64e9) == 1e3 * (64e6 / 64e9)
+
+
+def test_each_kernel_adds_the_device_overhead():
+    h100 = bundled_catalogue()["h100"]
+    # a tiny add: 1,000 FLOPs and 12 kB take 3.6 ns of roofline; one kernel adds 5 µs
+    assert roofline_ms(1e3, 12e3, h100, "fp32", 1) == 1e3 * (12e3 / 3.35e12 + 5e-6)
+    # a view launches nothing: no overhead; a backward matmul launches two kernels
+    assert roofline_ms(0, 0, h100, "fp32", 0) == 0.0
+    assert roofline_ms(989.5e9, 0, h100, "bf16", 2) == 1e3 * (1.0e-3 + 2 * 5e-6)
+    # a device without the field pays none
+    bare = parse_catalogue({"devices": {"x": {"kind": "cpu", "peak_flops": {"fp32": 1e12},
+                                              "memory_bandwidth": 1e11, "memory": 1}}})["x"]
+    assert bare.op_overhead == 0.0 and roofline_ms(1e6, 0, bare, "fp32", 3) == 1e3 * 1e6 / 1e12
 
 
 def test_a_missing_data_type_is_an_error_not_a_substitute():
@@ -73,6 +90,10 @@ def test_user_catalogues_add_and_replace_devices(tmp_path):
     ({"kind": "cpu", "peak_flops": {"fp32": -1}}, "device 'x': peak_flops: field 'fp32' must be positive and "
                                                   "finite, got -1"),
     ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory": 1}, "device 'x': missing field 'memory_bandwidth'"),
+    ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "op_overhead": -1e-6},
+     "device 'x': field 'op_overhead' must be non-negative and finite, got -1e-06"),
+    ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "op_overhead": "5us"},
+     "device 'x': field 'op_overhead' must be a number, got string"),
     ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1},
      "device 'x': an accelerator needs 'links' and a 'default_link' (transfer costs use them)"),
     ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "links": {"a": 1},

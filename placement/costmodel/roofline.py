@@ -4,13 +4,21 @@ Model
 -----
 A device ``d`` has, per data type ``τ``, a peak rate ``peak_d(τ)`` in FLOP/s, a memory
 bandwidth ``bw_d`` in bytes/s, a memory size and named links (bytes/s, one direction).
-An operator that performs ``F`` FLOPs in data type ``τ`` and moves ``B`` bytes to and
-from the device's memory takes, in milliseconds::
+An operator that performs ``F`` FLOPs in data type ``τ``, moves ``B`` bytes to and from
+the device's memory and launches ``k`` kernels takes, in milliseconds::
 
-    time_d = 1000 · max(F / peak_d(τ), B / bw_d)
+    time_d = 1000 · (max(F / peak_d(τ), B / bw_d) + k · overhead_d)
 
-(the roofline: an operator is either compute-bound or memory-bound). A tensor of ``b``
-bytes crosses a link of bandwidth ``β`` in ``1000 · b / β`` milliseconds.
+The first term is the roofline (an operator is either compute-bound or memory-bound);
+``overhead_d`` (seconds, the catalogue's ``op_overhead``) is the fixed cost of one kernel
+in eager PyTorch: the framework's dispatch plus the launch, paid whatever the kernel's
+size. The overhead is added rather than overlapped: a small operator's kernel cannot
+start before it is dispatched, and eager dispatch of the next operator rarely hides
+more than the current kernel's own run. ``k`` is 0 for an operator that launches no
+kernel (a view, a no-op such as dropout in evaluation or a cast to the same type),
+1 for every other forward operator; :mod:`placement.io.opgraph` gives the backward
+counts. A tensor of ``b`` bytes crosses a link of bandwidth ``β`` in ``1000 · b / β``
+milliseconds.
 
 Data types are named ``fp64``, ``fp32``, ``tf32``, ``fp16``, ``bf16`` and ``fp8``.
 A device without a peak for a data type cannot run it (V100 has no ``bf16``); asking
@@ -26,11 +34,12 @@ replace devices with files of the same format::
                             "peak_flops": {"fp32": 1e13, "fp16": 1e14},
                             "memory_bandwidth": 1e12, "memory": 17179869184,
                             "links": {"pcie": 32e9}, "default_link": "pcie",
-                            "sources": ["..."]}}}
+                            "op_overhead": 5e-6, "sources": ["..."]}}}
 
 ``kind`` is ``accelerator`` (pays communication, bounded memory) or ``cpu``. ``links``
 and ``default_link`` are required for accelerators (transfer costs are computed from
-them) and optional for CPUs; ``sources`` is optional.
+them) and optional for CPUs; ``op_overhead`` (seconds per kernel, non-negative) is optional,
+0 when absent; ``sources`` is optional.
 """
 
 from __future__ import annotations
@@ -70,6 +79,7 @@ class DeviceSpec:
     links: tuple[tuple[str, float], ...] = ()
     default_link: str | None = None
     sources: tuple[str, ...] = ()
+    op_overhead: float = 0.0
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for ``dtype``; an :class:`InvalidParameterError` if the device has none."""
@@ -93,10 +103,11 @@ class DeviceSpec:
         raise InvalidParameterError("link", f"must be a link of device {self.id!r} (links: {have}), not {name!r}")
 
 
-def roofline_ms(flops: float, bytes_moved: float, device: DeviceSpec, dtype: str) -> float:
-    """Roofline time in milliseconds: ``1000 · max(flops / peak(dtype), bytes / bandwidth)``."""
+def roofline_ms(flops: float, bytes_moved: float, device: DeviceSpec, dtype: str, kernels: float = 0) -> float:
+    """Time in milliseconds of an operator launching ``kernels`` kernels:
+    ``1000 · (max(flops / peak(dtype), bytes / bandwidth) + kernels · op_overhead)``."""
     compute = flops / device.peak(dtype) if flops else 0.0
-    return 1e3 * max(compute, bytes_moved / device.memory_bandwidth)
+    return 1e3 * (max(compute, bytes_moved / device.memory_bandwidth) + kernels * device.op_overhead)
 
 
 def transfer_ms(nbytes: float, bandwidth: float) -> float:
@@ -106,15 +117,21 @@ def transfer_ms(nbytes: float, bandwidth: float) -> float:
 
 # ----- catalogue files ---------------------------------------------------------------------
 
-def _positive(entry: dict, key: str, where: str) -> float:
+def _number(entry: dict, key: str, where: str, zero_allowed: bool = False) -> float:
+    """The finite number ``entry[key]``, positive (non-negative if ``zero_allowed``)."""
     if key not in entry:
         raise InvalidInstanceError(f"{where}: missing field {key!r}")
     value = entry[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInstanceError(f"{where}: field {key!r} must be positive and finite, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_allowed):
+        sign = "non-negative" if zero_allowed else "positive"
+        raise InvalidInstanceError(f"{where}: field {key!r} must be {sign} and finite, got {value!r}")
     return float(value)
+
+
+def _positive(entry: dict, key: str, where: str) -> float:
+    return _number(entry, key, where)
 
 
 def _rates(entry: dict, key: str, where: str, names: Iterable[str] | None) -> tuple[tuple[str, float], ...]:
@@ -155,7 +172,8 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
         raise InvalidInstanceError(f"{where}: field 'sources' must be an array of strings")
     return DeviceSpec(device_id, model, kind, peaks, _positive(entry, "memory_bandwidth", where),
-                      _positive(entry, "memory", where), links, default_link, tuple(sources))
+                      _positive(entry, "memory", where), links, default_link, tuple(sources),
+                      _number(entry, "op_overhead", where, zero_allowed=True) if "op_overhead" in entry else 0.0)
 
 
 def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
@@ -249,9 +267,10 @@ class Platform:
 
 
 def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU, accelerators: int = 4,
-                  cpus: int = 1, memory: float | None = None, link: str | None = None,
+                  cpus: int = 0, memory: float | None = None, link: str | None = None,
                   catalogues: Iterable[str | Path] = ()) -> Platform:
-    """A :class:`Platform` from device names, looked up in the bundled catalogue extended by ``catalogues``."""
+    """A :class:`Platform` from device names, looked up in the bundled catalogue extended by ``catalogues``;
+    CPUs only when ``cpus`` asks for them."""
     catalogue = load_catalogue(catalogues)
     return Platform(find_device(catalogue, accelerator, "accelerator"), find_device(catalogue, cpu, "cpu"),
                     accelerators, cpus, memory, link)

@@ -43,11 +43,13 @@ from __future__ import annotations
 import ast
 import math
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.errors import InvalidInstanceError, SolverUnavailableError
+from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -65,15 +67,15 @@ for _kind, _names in {
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
                  "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
-    "view": "Reshape Flatten Squeeze Unsqueeze Identity",
+    "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
     "gather": "Gather GatherElements GatherND",
-    "copy": "Transpose Concat Split Slice Expand Tile Pad Cast CastLike ScatterND ScatterElements Trilu Resize "
-            "DepthToSpace SpaceToDepth",
-    "constant": "ConstantOfShape Range Shape Size EyeLike RandomNormal RandomUniform RandomNormalLike "
-                "RandomUniformLike",
+    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Resize DepthToSpace SpaceToDepth",
+    "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
+#: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
+FUSED_FLOP_KINDS = frozenset({"matmul", "conv", "norm"})
 NORM_FLOPS = 5
 ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT16": "bf16", "FLOAT8E4M3FN": "fp8",
                    "FLOAT8E4M3FNUZ": "fp8", "FLOAT8E5M2": "fp8", "FLOAT8E5M2FNUZ": "fp8"}
@@ -148,7 +150,7 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any) -> dict[str, _Tensor
     return table
 
 
-def _module_path(node: Any) -> tuple[str, ...]:
+def _module_path(node: Any) -> tuple[str, ...] | None:
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
@@ -156,7 +158,9 @@ def _module_path(node: Any) -> tuple[str, ...]:
             except (ValueError, SyntaxError):
                 break
             return tuple(s for s in scopes[:-1] if s)
-    parts = [p for p in node.name.split("/") if p][:-1] if node.name.startswith("/") else []
+    if not node.name.startswith("/"):
+        return None
+    parts = [p for p in node.name.split("/") if p][:-1]
     return tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
 
 
@@ -185,6 +189,47 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
     raise AssertionError(kind)
 
 
+@dataclass(frozen=True)
+class _Node:
+    """One ONNX node as costed alone: name, label, kind, tensors, FLOPs, data type, module path."""
+
+    name: str
+    label: str
+    kind: str
+    node: Any
+    ins: tuple[_Tensor | None, ...]
+    outs: tuple[_Tensor | None, ...]
+    flops: float
+    dtype: str
+    path: tuple[str, ...] | None
+
+
+def _kind(node: Any, ins: list[_Tensor | None]) -> str:
+    """The cost kind of a node: :data:`KINDS`, with a ``Gather`` of one scalar index (torch's ``select``)
+    and an inference ``Dropout`` (no ``training_mode`` input) being views."""
+    if (node.domain or "ai.onnx") not in ("ai.onnx", ""):
+        return "unknown"
+    if node.op_type == "Gather" and len(ins) > 1 and ins[1] is not None and not ins[1].shape:
+        return "view"
+    if node.op_type == "Dropout" and (len(node.input) < 3 or not node.input[2]):
+        return "view"
+    return KINDS.get(node.op_type, "unknown")
+
+
+def _inherit_paths(nodes: list[_Node]) -> list[tuple[str, ...]]:
+    """Module paths, a node without one taking that of the first node that reads its output."""
+    readers: dict[str, int] = {}
+    paths: list[tuple[str, ...] | None] = [n.path for n in nodes]
+    for i in range(len(nodes) - 1, -1, -1):
+        if paths[i] is None:
+            later = [readers[t] for t in nodes[i].node.output if t in readers]
+            paths[i] = paths[min(later)] if later else ()
+        for t in nodes[i].node.input:
+            if t:
+                readers[t] = i
+    return [p if p is not None else () for p in paths]
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators."""
@@ -199,9 +244,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     table = _tensor_table(model, dtype, onnx)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
-    producers: dict[str, tuple[int, int]] = {}
-    ops: list[Op] = []
-    unknown: set[str] = set()
+    nodes: list[_Node] = []
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
         if node.op_type == "Constant":
@@ -209,7 +252,6 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         domain = node.domain or "ai.onnx"
         op_type = node.op_type
         label = op_type if domain in ("ai.onnx", "") else f"{domain}::{op_type}"
-        kind = KINDS.get(op_type, "unknown") if domain in ("ai.onnx", "") else "unknown"
         op_name = node.name or f"{op_type}_{k}"
         if op_name in used_names:
             op_name = f"{op_name}_{k}"
@@ -224,11 +266,26 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
         ins = [tensor(t, "input") if t else None for t in node.input]
         outs = [tensor(t, "output") if t else None for t in node.output]
+        kind = _kind(node, ins)
+        floating = [t for t in (*outs, *ins) if t is not None and t.floating]
+        nodes.append(_Node(op_name, label, kind, node, tuple(ins), tuple(outs),
+                           float(_flops(kind, op_type, node, ins, outs)),
+                           floating[0].key if floating else "fp32", _module_path(node)))
+
+    paths = _inherit_paths(nodes)
+    groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
+                  set(params) | constants, {v.name for v in model.graph.output})
+    producers: dict[str, tuple[int, int]] = {}
+    ops: list[Op] = []
+    unknown: set[str] = set()
+    for group in groups:
+        members = [nodes[i] for i in group.members]
+        internal = {t for m in members for t in m.node.output if t} - set(nodes[group.exit].node.output)
         reads: list[tuple[int, int]] = []
         used_params: list[Param] = []
         read_bytes = 0.0
         int_read_bytes = 0.0
-        for t in dict.fromkeys(x for x in node.input if x):
+        for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
             info = table[t]
             read_bytes += info.nbytes
             if not info.floating:
@@ -239,18 +296,18 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 used_params.append(Param(t, info.nbytes, info.floating))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
-        outputs = tuple(o.nbytes if o is not None else 0.0 for o in outs)
-        written = float(sum(outputs))
-        moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
-        if kind == "unknown":
-            unknown.add(label)
-        floating = [t for t in (*outs, *ins) if t is not None and t.floating]
-        key = floating[0].key if floating else "fp32"
-        path = _module_path(node)
+        last = nodes[group.exit]
+        outputs = tuple(o.nbytes if o is not None else 0.0 for o in last.outs)
+        moved = bytes_moved(group.kind, read_bytes, int_read_bytes, float(sum(outputs)))
+        unknown.update(m.label for m in members if m.kind == "unknown")
+        anchor = last if group.kind == "attention" else next((m for m in members if m.kind != "view"), last)
+        flops = anchor.flops if len(members) == 1 else sum(m.flops for m in members if m.kind in FUSED_FLOP_KINDS)
+        path = paths[group.members[members.index(anchor)]]
+        label = "+".join(m.label for m in members)
         index = len(ops)
-        ops.append(Op(op_name, label, kind, key, float(_flops(kind, op_type, node, ins, outs)), moved, outputs,
-                      tuple(reads), tuple(used_params), path, path))
-        for j, t in enumerate(node.output):
+        ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
+                      tuple(used_params), path, path))
+        for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)
     names = tuple(sorted(unknown))

@@ -10,8 +10,11 @@ the roofline cost model (:mod:`placement.costmodel.roofline`).
 Node quantities
 ---------------
 For a node ``X`` (a set of operators): FLOPs and bytes moved are sums over its
-operators; its time on a device is the sum of its operators' roofline times (operators
-run one after another); its parameter bytes count every parameter it reads once. An edge
+operators; its time on a device is the sum of its operators' times (operators run one
+after another), each its roofline time plus the device's per-kernel overhead times the
+kernels it launches (:mod:`placement.costmodel.roofline`): a view (which includes every
+no-op: a cast to the same type, dropout in evaluation) launches none, every other operator
+one; its parameter bytes count every parameter it reads once. An edge
 ``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or depends on
 ``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of
 the distinct tensors of ``X`` that ``Y`` reads. ``out_bytes(X)`` is the bytes of the
@@ -34,6 +37,11 @@ pointwise, reduction, pool, gather, copy,       1       one elementwise pass of 
 unknown
 view, constant                                  0       no data touched, nothing to differentiate
 =============================================  ======  ==================================
+
+A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution 2: input and
+weight gradients; attention 3: the fused backward's preprocessing, main and gradient
+conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
+constants none), each paying the device's overhead.
 
 Edges are mirrored (``u → v`` gives ``grad(v) → grad(u)`` of the same size) and
 ``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer time
@@ -74,6 +82,8 @@ BACKWARD_FACTOR: dict[str, float] = {
 }
 #: Kinds whose outputs are not new activations (they alias their input or are recomputable).
 NO_ACTIVATION_KINDS = frozenset({"view", "constant"})
+#: Kinds that launch no kernel (module docstring, "Node quantities").
+NO_KERNEL_KINDS = frozenset({"view"})
 #: Binary digits of resolution of times relative to their total (module docstring, "Units").
 TIME_BITS = 26
 
@@ -134,6 +144,16 @@ class Op:
     @property
     def activation_bytes(self) -> float:
         return 0.0 if self.kind in NO_ACTIVATION_KINDS else self.out_bytes
+
+    @property
+    def kernels(self) -> int:
+        """Kernels the operator launches forward: 0 for a view, else 1."""
+        return 0 if self.kind in NO_KERNEL_KINDS else 1
+
+    @property
+    def backward_kernels(self) -> int:
+        """Kernels of its gradient: ``⌈BACKWARD_FACTOR[kind]⌉``."""
+        return math.ceil(BACKWARD_FACTOR[self.kind])
 
     @property
     def backward_flops(self) -> float:
@@ -204,13 +224,14 @@ class PlacementGraph:
 
 
 def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool = False) -> float:
-    """Time of node ``v`` (or of its backward node) on ``device``: the sum of its operators' roofline times."""
+    """Time of node ``v`` (or of its backward node) on ``device``: the sum of its operators' times,
+    roofline plus per-kernel overhead."""
     total = 0.0
     for op in pg.node_ops(v):
         if backward:
-            total += roofline_ms(op.backward_flops, op.backward_bytes, device, op.dtype)
+            total += roofline_ms(op.backward_flops, op.backward_bytes, device, op.dtype, op.backward_kernels)
         else:
-            total += roofline_ms(op.flops, op.bytes_moved, device, op.dtype)
+            total += roofline_ms(op.flops, op.bytes_moved, device, op.dtype, op.kernels)
     return total
 
 
@@ -278,8 +299,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) 
             "granularity": pg.granularity,
             "module_depth": pg.module_depth,
             "training": training,
-            "accelerator": {"id": accelerator.id, "model": accelerator.model},
-            "cpu": {"id": cpu.id, "model": cpu.model},
+            "accelerator": {"id": accelerator.id, "model": accelerator.model,
+                            "op_overhead_s": accelerator.op_overhead},
+            "cpu": {"id": cpu.id, "model": cpu.model, "op_overhead_s": cpu.op_overhead},
             "link": platform.link if platform.link is not None else accelerator.default_link,
             "link_bytes_per_s": bandwidth,
             "forward_flops": pg.graph.total_flops,

@@ -37,7 +37,10 @@ convolution and attention operators. The per-element constants of the other oper
 conventions; such operators are memory-bound on every catalogued device.
 
 Bytes moved: the bytes of the distinct tensors an operator reads (activations,
-parameters, buffers, inputs) plus the bytes it writes; views move nothing; gathers read
+parameters, buffers, inputs) plus the bytes it writes; views move nothing (and launch no
+kernel, :mod:`placement.io.opgraph`); dropout in evaluation (``train=False``) returns its
+input: it is no operator (its readers read its input, as after an ONNX export), or a
+view when its input is a model input; gathers read
 their indices and the rows they gather (the size of their output) and write their output;
 constants only write. Any other operator (a custom op, a higher-order op, an ATen op
 without a rule above) is costed by the bytes it moves alone and named in a
@@ -91,6 +94,7 @@ POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dro
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
                       "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "upsample_nearest2d",
                       "upsample_bilinear2d", "relu6", "hardswish", "hardsigmoid", "leaky_relu"}
+DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
 POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
 NORM_FLOPS = 5
@@ -178,6 +182,14 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
     if base in CONSTANT:
         return "constant"
     return "unknown"
+
+
+def _is_identity_dropout(node: Any) -> bool:
+    """Whether ``node`` is a dropout in evaluation (``train=False``): it returns its input, no kernel."""
+    if _base(_op_name(node.target)) not in DROPOUT:
+        return False
+    train = node.kwargs.get("train", node.args[2] if len(node.args) > 2 else True)
+    return train is False
 
 
 def _numel(t: Any) -> int:
@@ -314,6 +326,14 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             else:
                 hidden[node] = depends | {i for i, _ in reads}
             continue
+        if _is_identity_dropout(node):
+            source = node.args[0]
+            if source in selects:
+                selects[node] = selects[source]
+                continue
+            if source in index_of and len(ops[index_of[source]].outputs) == 1:
+                selects[node] = (index_of[source], 0)
+                continue
         out = _tensors(node.meta.get("val"))
         if not any(t is not None for t in out):
             hidden[node] = depends | {i for i, _ in reads}
@@ -321,7 +341,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
 
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
-        kind = classify(node.target, in_dtype, present[0].dtype)
+        kind = "view" if _is_identity_dropout(node) else classify(node.target, in_dtype, present[0].dtype)
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
