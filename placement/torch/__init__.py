@@ -1,0 +1,9 @@
+"""PyTorch pipelines in one call: :func:`plan_pipeline` plans a model and builds its torch stages.
+
+``from placement.torch import plan_pipeline`` needs the optional extra ``torch``; torch is
+imported when a function here is called. See ``docs/pytorch.md``.
+"""
+
+from placement.torch.planning import PipelinePlan, plan_pipeline
+
+__all__ = ["PipelinePlan", "plan_pipeline"]

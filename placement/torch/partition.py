@@ -1,0 +1,231 @@
+"""A program reordered stage by stage, cut into one ``GraphModule`` per pipeline stage.
+
+Input: the graph module of :func:`placement.io.exporters.pipe_split_module`, whose operators
+run stage by stage with a ``pipe_split()`` call between consecutive stages (a topological
+order exists because the stages of a plan form a chain of ideals).
+
+Model
+-----
+Stage ``s`` computes the operators between the ``s``-th and ``s+1``-th ``pipe_split``; a
+``getitem`` that selects an output of an operator runs in that operator's stage, so that
+only tensors cross stage boundaries. A value ``v`` (a model input, or an operator output) is
+*live* at boundary ``b`` (between stages ``b - 1`` and ``b``) when it is made before ``b``
+(model inputs: in stage 0) and read at or after ``b`` (the model's outputs are read by the
+last stage). ``torch.distributed.pipelining`` stages only talk to their neighbours, so:
+
+* stage 0 takes the model's inputs, with the model's signature;
+* stage ``s > 0`` takes the values live at boundary ``s``, in program order;
+* stage ``s`` returns the values live at boundary ``s + 1``: those it makes and those it
+  relays unchanged; the last stage returns the model's output (a tensor or a tuple).
+
+A value read by several later stages, or first read several stages after it is made (a
+skip connection, an input read near the end), is thus relayed stage by stage. Its gradient
+flows back the same way: a relayed tensor is returned as the very tensor received, so
+autograd adds the gradient of the relay to the gradients of the stage's own reads.
+
+Parameters and buffers (``get_attr`` nodes) are read in every stage that uses them; each
+stage reads a tensor under one name, the name ``model.named_parameters()`` (or
+``named_buffers()``) gives it, so a tied weight is one tensor in each stage that uses it and
+stage state-dict keys are the model's own.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from placement.errors import InvalidParameterError
+
+#: Call-module targets of guards that ``ExportedProgram.module()`` adds; the stages drop them.
+GUARDS = "_guards_fn"
+
+
+@dataclass(frozen=True)
+class StageGraph:
+    """One stage: the fx nodes it runs (program order), the values it takes and returns, the
+    attributes it reads (canonical names)."""
+
+    nodes: tuple[Any, ...]
+    inputs: tuple[Any, ...]
+    outputs: tuple[Any, ...]
+    attributes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The stages of a reordered program. ``root`` holds its attributes, ``canonical`` maps each
+    ``get_attr`` target to the name stages use, ``state`` holds the names of the model's own
+    parameters and buffers (other attributes are constants of the program)."""
+
+    root: Any
+    stages: tuple[StageGraph, ...]
+    canonical: Mapping[str, str]
+    state: frozenset[str]
+
+    def relayed(self) -> tuple[tuple[str, ...], ...]:
+        """Per boundary ``b = 1 … S-1``, the names of the values stage ``b`` receives."""
+        return tuple(tuple(v.name for v in stage.inputs) for stage in self.stages[1:])
+
+    def trained(self) -> set[str]:
+        """Canonical names of the trained parameters (``requires_grad``) the stages read."""
+        import torch
+
+        return {name for target, name in self.canonical.items()
+                if isinstance(value := _attribute(self.root, target), torch.nn.Parameter) and value.requires_grad}
+
+    def holders(self) -> dict[str, tuple[int, ...]]:
+        """Per attribute (canonical name), the stages that read it."""
+        out: dict[str, list[int]] = {}
+        for s, stage in enumerate(self.stages):
+            for name in stage.attributes:
+                out.setdefault(name, []).append(s)
+        return {name: tuple(stages) for name, stages in out.items()}
+
+
+def canonical_names(model: Any) -> dict[int, str]:
+    """``id(tensor) -> name`` for the model's parameters and buffers, the first name of each tensor."""
+    names: dict[int, str] = {}
+    for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
+        names.setdefault(id(tensor), name)
+    return names
+
+
+def _attribute(root: Any, target: str) -> Any:
+    obj = root
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _is_tensor(node: Any) -> bool:
+    import torch
+
+    return node.op == "placeholder" or isinstance(node.meta.get("val"), torch.Tensor)
+
+
+def partition(gm: Any, names: Mapping[int, str]) -> Partition:
+    """Cut ``gm`` (a graph module with ``pipe_split()`` calls) into stages (module docstring).
+
+    ``names`` maps ``id(tensor)`` to the tensor's name in the user's model
+    (:func:`canonical_names`). A non-tensor value that would cross a boundary is an
+    :class:`InvalidParameterError` about the plan.
+    """
+    from torch.distributed.pipelining import pipe_split
+
+    count = 0
+    stage_of: dict[Any, int] = {}
+    order: list[Any] = []
+    output = None
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is pipe_split:
+            count += 1
+        elif node.op == "output":
+            output = node
+        elif node.op == "get_attr" or (node.op == "call_module" and str(node.target).startswith(GUARDS)):
+            continue
+        else:
+            stage = 0 if node.op == "placeholder" else count
+            if node.op == "call_function" and node.target is operator.getitem and node.args[0] in stage_of:
+                stage = stage_of[node.args[0]]
+            stage_of[node] = stage
+            order.append(node)
+    last = count
+    canonical = {n.target: names.get(id(_attribute(gm, n.target)), n.target)
+                 for n in gm.graph.nodes if n.op == "get_attr"}
+
+    read_until: dict[Any, int] = {}
+    for node in order:
+        for arg in node.all_input_nodes:
+            if arg in stage_of:
+                read_until[arg] = max(read_until.get(arg, 0), stage_of[node])
+    results = list(output.all_input_nodes)
+    for value in results:
+        read_until[value] = last
+    for node in order:
+        if read_until.get(node, 0) > stage_of[node] and not _is_tensor(node):
+            raise InvalidParameterError("plan", f"passes the non-tensor value {node.name!r} from stage "
+                                                f"{stage_of[node]} to stage {read_until[node]}; pipeline stages "
+                                                "exchange tensors only")
+
+    def live(boundary: int) -> tuple[Any, ...]:
+        return tuple(v for v in order if stage_of[v] < boundary <= read_until.get(v, -1))
+
+    placeholders = tuple(n for n in order if n.op == "placeholder")
+    stages = []
+    for s in range(last + 1):
+        nodes = tuple(n for n in order if stage_of[n] == s and n.op != "placeholder")
+        attributes = dict.fromkeys(canonical[a.target] for n in nodes for a in n.all_input_nodes if a.op == "get_attr")
+        stages.append(StageGraph(nodes, placeholders if s == 0 else live(s),
+                                 tuple(results) if s == last else live(s + 1), tuple(attributes)))
+    return Partition(gm, tuple(stages), canonical, frozenset(names.values()))
+
+
+def stage_module(part: Partition, s: int, device: Any = None) -> Any:
+    """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
+
+    Parameters keep ``requires_grad``; buffers of the model stay buffers; other constants
+    of the program are non-persistent buffers, so the stage's ``state_dict`` keys are names
+    of the model's ``state_dict``.
+    """
+    import torch
+    from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+    from placement.torch.contiguity import contiguous_gradient
+
+    stage = part.stages[s]
+    graph = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    received: dict[Any, Any] = {}
+    for value in stage.inputs:
+        received[value] = graph.placeholder(value.name)
+        received[value].meta = dict(value.meta)
+        env[value] = received[value]
+        example = value.meta.get("val")
+        if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
+            env[value] = graph.call_function(contiguous_gradient, (received[value],))
+    reads: dict[str, Any] = {}
+
+    def read(arg: Any) -> Any:
+        if arg.op == "get_attr":
+            name = part.canonical[arg.target]
+            if name not in reads:
+                reads[name] = graph.get_attr(name)
+            return reads[name]
+        return env[arg]
+
+    for node in stage.nodes:
+        env[node] = graph.node_copy(node, read)
+    last = s == len(part.stages) - 1
+    if last:
+        results = tuple(env[v] for v in stage.outputs)
+    else:  # relayed values leave as received; what the stage makes leaves contiguous
+        results = tuple(received[v] if v in received else graph.call_method("contiguous", (env[v],))
+                        for v in stage.outputs)
+    source = part.root.graph._codegen
+    info = source.pytree_info if isinstance(source, _PyTreeCodeGen) else None
+    if last:
+        spec = info.out_spec if info is not None else None
+        single = spec is not None and spec.is_leaf()
+        if spec is not None and not single and spec.type not in (tuple, list):
+            raise InvalidParameterError("model", f"returns a {spec.type.__name__}; a pipelined model must return a "
+                                                 "tensor or a tuple of tensors")
+        graph.output(results[0] if single else results)
+    else:
+        graph.output(results)
+    if s == 0 and info is not None:
+        graph._codegen = _PyTreeCodeGen(_PyTreeInfo(info.orig_args, info.in_spec, None))
+
+    root: dict[str, Any] = {}
+    for target, name in part.canonical.items():
+        if name in reads and name not in root:
+            value = _attribute(part.root, target)
+            copy = value.detach().to(device, copy=True) if device is not None else value.detach().clone()
+            root[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad) if isinstance(
+                value, torch.nn.Parameter) else copy
+    module = torch.fx.GraphModule(root, graph, class_name=f"Stage{s}")
+    for name, value in root.items():
+        if name not in part.state and not isinstance(value, torch.nn.Parameter):
+            owner, _, field = name.rpartition(".")
+            module.get_submodule(owner).register_buffer(field, value, persistent=False)
+    return module

@@ -1,0 +1,161 @@
+"""``plan_pipeline``: from a PyTorch model to an optimal, verified pipeline plan and its torch stages.
+
+One call imports the model through ``torch.export`` (:func:`placement.io.torch_export.import_torch`,
+module granularity by default), charges the gradient exchange of shared parameters
+(:mod:`placement.torch.sharing`), solves with :func:`placement.solve` (objective
+``throughput`` for ``1f1b`` and inference, ``throughput-gpipe`` for ``gpipe`` training;
+``stages=N``: exactly ``N`` non-empty stages), and cuts the exported program at the plan's
+stages (:mod:`placement.torch.partition`). The user's model is read, never modified: every
+stage module holds its own copies of its tensors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
+from placement.parameters import flag, integer, number, one_of
+from placement.torch.schedules import SCHEDULES, make_schedule
+
+
+class PipelinePlan:
+    """A verified plan of a model and the torch pipeline stages that run it.
+
+    ``result`` is the :class:`placement.Result` (its ``stats["shared_parameters"]`` lists the
+    shared parameters by stage); ``num_stages`` the number of stages; ``shared_parameters``
+    maps each trained parameter held by several stages to those stages; ``relayed[b]`` names
+    the values stage ``b + 1`` receives from stage ``b``; ``imported`` is the imported model
+    (its instance, with the exchange nodes, in ``instance``).
+    """
+
+    def __init__(self, result: Any, partition: Any, imported: Any, instance: dict, schedule: str,
+                 microbatches: int) -> None:
+        self.result = result
+        self.partition = partition
+        self.imported = imported
+        self.instance = instance
+        self.default_schedule = schedule
+        self.microbatches = microbatches
+        self.num_stages = len(partition.stages)
+        holders = partition.holders()
+        trained = partition.trained()
+        self.shared_parameters = {name: stages for name, stages in sorted(holders.items())
+                                  if len(stages) > 1 and name in trained}
+        self.relayed = partition.relayed()
+        self._exchanges: dict[int, Any] = {}
+
+    def stage_module(self, stage_index: int, device: Any = None) -> Any:
+        """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
+        ``device``); its ``state_dict`` keys are the model's, so ``module.load_state_dict(full,
+        strict=False)`` loads a full checkpoint of the model."""
+        integer("stage_index", stage_index)
+        if stage_index >= self.num_stages:
+            raise InvalidParameterError("stage_index", f"must be below the number of stages ({self.num_stages}), "
+                                                       f"got {stage_index}")
+        from placement.torch.partition import stage_module
+
+        return stage_module(self.partition, stage_index, device)
+
+    def build_stage(self, stage_index: int, device: Any, group: Any = None) -> Any:
+        """A ``torch.distributed.pipelining.PipelineStage`` running stage ``stage_index`` on ``device``.
+
+        Stage ``i`` runs on rank ``i`` of ``group`` (default: the default process group), which
+        must have at least :attr:`num_stages` ranks; this process must be that rank.
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.pipelining import PipelineStage
+
+        from placement.torch.sharing import GradientExchange
+
+        device = torch.device(device)
+        module = self.stage_module(stage_index, device)
+        if not dist.is_initialized():
+            raise InvalidParameterError("group", "needs an initialised process group "
+                                                 "(torch.distributed.init_process_group)")
+        size, rank = dist.get_world_size(group), dist.get_rank(group)
+        if size < self.num_stages:
+            raise InvalidParameterError("group", f"has {size} ranks; the plan has {self.num_stages} stages, one per "
+                                                 "rank")
+        if rank != stage_index:
+            raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
+                                                       f"process is rank {rank}")
+        stage = PipelineStage(module, stage_index, self.num_stages, device, group=group)
+        params = dict(module.named_parameters())
+        entries = [(params[name], holders) for name, holders in self.shared_parameters.items()
+                   if stage_index in holders]
+
+        def rank_of(s: int) -> int:
+            return s if group is None else dist.get_global_rank(group, s)
+
+        self._exchanges[id(stage)] = (stage, GradientExchange(stage_index, entries, rank_of, group))
+        return stage
+
+    def schedule(self, stage: Any, loss_fn: Callable | None, schedule: str | None = None, scale_grads: bool = False,
+                 microbatches: int | None = None) -> Any:
+        """The torch schedule (``ScheduleGPipe`` or ``Schedule1F1B``) for a stage of :meth:`build_stage`,
+        with ``microbatches`` micro-batches per ``step`` (default: the plan's); see
+        :mod:`placement.torch.schedules`."""
+        built = self._exchanges.get(id(stage))
+        if built is None or built[0] is not stage:
+            raise InvalidParameterError("stage", "must be a stage made by this plan's build_stage")
+        flag("scale_grads", scale_grads)
+        return make_schedule(stage, loss_fn, schedule or self.default_schedule,
+                             self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
+
+
+def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
+                  training: bool = True, microbatches: int = 8, stages: int | None = None, schedule: str = "1f1b",
+                  time_limit: float | None = None, granularity: str = "module") -> PipelinePlan:
+    """Plan ``model`` as a pipeline over ``devices`` (module docstring, ``docs/pytorch.md``).
+
+    ``args``/``kwargs`` are one micro-batch; ``devices`` is ``"<id>:<count>[,<id>:<count>]"``
+    (:mod:`placement.torch.devices`); ``microbatches`` the micro-batches per ``step`` of
+    :meth:`PipelinePlan.schedule`; ``stages=N`` exactly ``N`` non-empty stages; ``schedule``
+    ``"1f1b"`` or ``"gpipe"``; ``time_limit`` bounds the MILP where it runs; ``granularity``
+    ``"module"`` or ``"operator"`` (:mod:`placement.io.op_grouping`).
+    """
+    import placement
+    from placement.io.exporters import layout_from_instance, pipe_split_module
+    from placement.io.tarnawski import parse_instance
+    from placement.io.torch_export import import_torch, require_torch
+    from placement.torch.devices import parse_devices
+    from placement.torch.partition import canonical_names, partition
+    from placement.torch.sharing import charge_gradient_exchange
+
+    require_torch()
+    flag("training", training)
+    integer("microbatches", microbatches, smallest=1)
+    integer("stages", stages, smallest=1, optional=True)
+    one_of("schedule", schedule, SCHEDULES)
+    number("time_limit", time_limit, positive=True, optional=True)
+    platform = parse_devices(devices)
+    imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity)
+    nodes = len(imported.graph.nodes)
+    if stages is not None and stages > nodes:
+        raise InvalidParameterError("stages", f"asks for {stages} stages, but the model has {nodes} node(s) at "
+                                              f"granularity {granularity!r}" + (
+                                                  "; granularity='operator' has more" if granularity == "module"
+                                                  else ""))
+    instance = imported.instance
+    if training:
+        instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth)
+    problem = parse_instance(instance, imported.problem.name)
+    objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
+    result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
+    if not result.ok:
+        if result.status == "infeasible":
+            raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
+                                                   + (f" in {stages} stages" if stages else "")
+                                                   + f": no plan fits ({result.message or 'proven infeasible'})")
+        raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
+    gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan())
+    part = partition(gm, canonical_names(model))
+    if len(part.stages) != result.num_stages:
+        raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
+                                   f"{result.num_stages}")
+    plan = PipelinePlan(result, part, imported, instance, schedule, microbatches)
+    stats = dict(result.stats, shared_parameters={k: list(v) for k, v in plan.shared_parameters.items()})
+    plan.result = dataclasses.replace(result, stats=stats)
+    return plan

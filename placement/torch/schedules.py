@@ -1,0 +1,46 @@
+"""The torch schedules a pipeline plan runs with, and the one wrapper they may need.
+
+``gpipe`` is ``torch.distributed.pipelining.ScheduleGPipe`` and ``1f1b`` is ``Schedule1F1B``.
+A stage that holds shared parameters gets an instance of a subclass of that schedule whose
+``step`` sums those parameters' gradients across their holders after the schedule's own
+``step`` (:class:`placement.torch.sharing.GradientExchange`) whenever the step runs a
+backward pass; otherwise the schedule is torch's own class, unwrapped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from placement.parameters import integer, one_of
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+class SumsSharedGradients:
+    """Mixin for a torch schedule: ``step`` then the exchange of :attr:`gradient_exchange`."""
+
+    gradient_exchange: Any = None
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        backward = bool(getattr(self, "_has_backward", False))
+        kept = self.gradient_exchange.set_aside() if backward else None
+        result = super().step(*args, **kwargs)  # type: ignore[misc]
+        if backward:
+            self.gradient_exchange.exchange(kept)
+        return result
+
+
+def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatches: int, scale_grads: bool,
+                  exchange: Any = None) -> Any:
+    """The torch schedule ``schedule`` for ``stage`` (module docstring)."""
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+    one_of("schedule", schedule, SCHEDULES)
+    integer("microbatches", microbatches, smallest=1)
+    base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
+    if exchange is None or not exchange.entries:
+        return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
+    wrapped = type(base.__name__, (SumsSharedGradients, base), {"__module__": __name__})
+    result = wrapped(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
+    result.gradient_exchange = exchange
+    return result

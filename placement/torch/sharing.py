@@ -1,0 +1,123 @@
+"""Parameters read by several stages: what the plan charges for them, and how their gradients are summed.
+
+A trained parameter read by operators of several stages (a tied embedding and output
+projection, a module called from two places) is held by every such stage, one tensor per
+stage. Each holder computes the part of the gradient that its operators contribute; after
+the backward pass of a step the parts are summed and every holder receives the sum, so the
+copies take identical optimiser steps and never drift apart.
+
+The exchange (:class:`GradientExchange`)
+----------------------------------------
+Per shared parameter, in the order of their names, over point-to-point messages in the
+pipeline's process group: every holder but the first (in stage order) sends its part to the
+first, which adds them in stage order and sends the sum back. Every holder ends with the same
+bits; no process group beyond the pipeline's is created. Gradients a holder had before the
+step (accumulation over several steps) are kept out of the exchange and added back after it.
+
+The cost charged (:func:`charge_gradient_exchange`)
+---------------------------------------------------
+For a training instance, each trained parameter of ``P`` bytes read by forward nodes
+``u_1, …, u_k`` (``k ≥ 2``, in program order) adds one backward node ``x`` named
+``<parameter>.grad-exchange``: zero time and memory, colour class of ``u_1`` (so it sits on
+``u_1``'s device), transfer cost ``c(x) = 2P / link bandwidth``, and an edge ``x → grad(u_i)``
+for ``i ≥ 2`` of ``2P`` bytes. By the load of DESIGN.md §2 a device pays ``c(x)`` once when
+the readers of the parameter span more than one device (``u_1``'s device in ``Out``, every
+other holder in ``In``), and nothing when they share one. That is the exchange above between
+two holders exactly (each sends ``P`` and receives ``P``, not overlapped); with ``k > 2``
+holding devices the first one moves ``2(k-1)P`` and is charged ``2P``. The node is a backward
+node of a class that has forward nodes, so it adds no precedence between stages: any plan of
+the model without it remains a plan, with the same stages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from placement.costmodel.roofline import transfer_ms
+
+SUFFIX = ".grad-exchange"
+
+
+def shared_parameters(pg: Any) -> dict[str, tuple[int, ...]]:
+    """Trained parameters read by two or more forward nodes of placement graph ``pg``, with those nodes."""
+    readers: dict[str, list[int]] = {}
+    for v in range(len(pg.nodes)):
+        for name in dict.fromkeys(p.name for op in pg.node_ops(v) for p in op.params if p.trainable):
+            readers.setdefault(name, []).append(v)
+    return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
+
+
+def parameter_bytes(pg: Any) -> dict[str, float]:
+    """Bytes of every parameter the operators of ``pg`` read."""
+    return {p.name: p.nbytes for op in pg.graph.ops for p in op.params}
+
+
+def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: float) -> dict:
+    """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring."""
+    shared = shared_parameters(pg)
+    if not shared:
+        return dict(instance)
+    n = len(pg.nodes)
+    nbytes = parameter_bytes(pg)
+    quantum = float(instance["about"].get("time_quantum_ms", 0.0)) or None
+    nodes = list(instance["nodes"])
+    edges = list(instance["edges"])
+    next_id = max(node["id"] for node in nodes) + 1
+    for name, readers in shared.items():
+        size = 2.0 * nbytes[name]
+        cost = transfer_ms(size, bandwidth)
+        if quantum is not None:
+            cost = quantum * round(cost / quantum)
+        first = readers[0]
+        nodes.append({"id": next_id, "name": name + SUFFIX, "supportedOnFpga": True, "cpuLatency": 0.0,
+                      "fpgaLatency": 0.0, "isBackwardNode": True, "colorClass": first, "size": 0.0,
+                      "forward": first, "flops": 0.0, "bytes": 0.0})
+        edges += [{"sourceId": next_id, "destId": n + v, "cost": cost, "size": size} for v in readers[1:]]
+        next_id += 1
+    about = dict(instance["about"], shared_parameters={name: [pg.nodes[v].name for v in readers]
+                                                       for name, readers in shared.items()})
+    return {**instance, "about": about, "nodes": nodes, "edges": edges}
+
+
+class GradientExchange:
+    """Sums the gradients of shared parameters across their holder stages (module docstring).
+
+    ``entries`` are ``(parameter, holder stages)`` for the parameters this stage holds, in the
+    order of their names; ``rank_of(stage)`` is the global rank that runs a stage.
+    """
+
+    def __init__(self, stage_index: int, entries: Sequence[tuple[Any, tuple[int, ...]]],
+                 rank_of: Callable[[int], int], group: Any) -> None:
+        self.stage_index = stage_index
+        self.entries = tuple(entries)
+        self.rank_of = rank_of
+        self.group = group
+
+    def set_aside(self) -> list[Any]:
+        """Take the gradients the shared parameters hold now out of the way of the next step."""
+        kept = [p.grad for p, _ in self.entries]
+        for p, _ in self.entries:
+            p.grad = None
+        return kept
+
+    def exchange(self, kept: Sequence[Any]) -> None:
+        """Sum this step's gradients over the holders; add back what :meth:`set_aside` took."""
+        import torch
+        import torch.distributed as dist
+
+        for (p, holders), before in zip(self.entries, kept):
+            part = p.grad if p.grad is not None else torch.zeros_like(p)
+            first = holders[0]
+            if self.stage_index == first:
+                total = part.clone()
+                buffer = torch.empty_like(part)
+                for h in holders[1:]:
+                    dist.recv(buffer, src=self.rank_of(h), group=self.group)
+                    total += buffer
+                for h in holders[1:]:
+                    dist.send(total, dst=self.rank_of(h), group=self.group)
+            else:
+                dist.send(part.contiguous(), dst=self.rank_of(first), group=self.group)
+                total = torch.empty_like(part)
+                dist.recv(total, src=self.rank_of(first), group=self.group)
+            p.grad = total if before is None else before + total

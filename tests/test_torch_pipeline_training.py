@@ -1,0 +1,316 @@
+"""``plan_pipeline`` end to end: six models, 2, 3 and 4 stages, GPipe and 1F1B, gradients equal to the unsplit model.
+
+Models (small widths): an encoder-decoder ``nn.Transformer``, a GPT-style LM whose output
+projection is its token embedding (tied), a U-Net-like net with skip concatenations, a model
+whose second input is read only by its last operator, a BERT-style encoder reading an integer
+attention mask in every layer, and an MLP. Each is planned by ``plan_pipeline(...,
+stages=N)`` for N = 2, 3, 4 (the plan's stages, not hand-picked ones) and run in 4 processes
+(gloo on 127.0.0.1, CPU; an N-stage pipeline on ranks 0..N-1; planned for 4 CPU sockets, which
+pay no transfers, so the optimum balances compute and cuts through skip connections) with both schedules over 4
+micro-batches, losses summed (``scale_grads=False``). The summed loss and every parameter
+gradient of every stage must equal those of the unsplit model over the same micro-batches
+within 1e-4, relative (``‖pipelined − reference‖ / ‖reference‖``); a parameter held by
+several stages (the tied weight) must have the full gradient on each holder. The GPT 1F1B
+case runs ``step()`` twice without zeroing: gradients add up (twice the reference), the
+gradients of shared parameters included.
+
+The plans are made once in the test process; the workers are forked, so they inherit them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+from datetime import timedelta
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+pytest.importorskip("torch.distributed.pipelining", reason="this torch has no torch.distributed.pipelining")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+from placement.torch import plan_pipeline  # noqa: E402
+
+TOLERANCE = 1e-4
+WIDTH = 16
+BATCH, MICROBATCHES = 8, 4
+WORLD = 4
+STAGES = (2, 3, 4)
+SCHEDULES = ("gpipe", "1f1b")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp")
+REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention (2 heads) with an optional key mask of shape ``[batch, keys]``."""
+
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.proj = nn.Linear(WIDTH, WIDTH)
+        self.causal = causal
+
+    def forward(self, x, mask=None):
+        b, s, h = x.shape
+        q, k, v = (t.reshape(b, s, 2, h // 2).transpose(1, 2) for t in self.qkv(x).split(h, dim=-1))
+        keep = None if mask is None else mask[:, None, None, :].bool()
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
+        return self.proj(out.transpose(1, 2).reshape(b, s, h))
+
+
+class Block(nn.Module):
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(WIDTH), nn.LayerNorm(WIDTH)
+        self.attn = Attention(causal)
+        self.up, self.down = nn.Linear(WIDTH, 2 * WIDTH), nn.Linear(2 * WIDTH, WIDTH)
+
+    def forward(self, x, mask=None):
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class TiedLM(nn.Module):
+    """GPT-style: token and position embeddings, causal blocks, an output projection tied to ``wte``."""
+
+    def __init__(self, vocab: int = 24, seq: int = 6) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, WIDTH), nn.Embedding(seq, WIDTH)
+        self.h = nn.ModuleList(Block(causal=True) for _ in range(2))
+        self.ln_f = nn.LayerNorm(WIDTH)
+        self.lm_head = nn.Linear(WIDTH, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, tokens):
+        x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+class Bert(nn.Module):
+    """BERT-style: embedding, encoder blocks masked by an integer attention mask, pooler, classifier."""
+
+    def __init__(self, vocab: int = 24) -> None:
+        super().__init__()
+        self.emb, self.ln = nn.Embedding(vocab, WIDTH), nn.LayerNorm(WIDTH)
+        self.layers = nn.ModuleList(Block() for _ in range(2))
+        self.pool, self.cls = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, 3)
+
+    def forward(self, tokens, attention_mask):
+        x = self.ln(self.emb(tokens))
+        for layer in self.layers:
+            x = layer(x, attention_mask)
+        return self.cls(torch.tanh(self.pool(x[:, 0])))
+
+
+class UNet(nn.Module):
+    """Two levels down, two up, the encoder's outputs concatenated into the decoder."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc1, self.enc2 = nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 8, 3, padding=1)
+        self.mid = nn.Conv2d(8, 8, 3, padding=1)
+        self.up2, self.dec2 = nn.ConvTranspose2d(8, 8, 2, stride=2), nn.Conv2d(16, 4, 3, padding=1)
+        self.up1, self.dec1 = nn.ConvTranspose2d(4, 4, 2, stride=2), nn.Conv2d(8, 4, 3, padding=1)
+        self.head = nn.Conv2d(4, 1, 1)
+
+    def forward(self, x):
+        e1 = F.relu(self.enc1(x))
+        e2 = F.relu(self.enc2(F.max_pool2d(e1, 2)))
+        m = F.relu(self.mid(F.max_pool2d(e2, 2)))
+        d2 = F.relu(self.dec2(torch.cat([self.up2(m), e2], 1)))
+        d1 = F.relu(self.dec1(torch.cat([self.up1(d2), e1], 1)))
+        return self.head(d1)
+
+
+class LateInput(nn.Module):
+    """The second input, ``scale``, is read by the last operator only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh(),
+                                  nn.Linear(WIDTH, WIDTH))
+        self.head = nn.Linear(WIDTH, 4)
+
+    def forward(self, x, scale):
+        return self.head(self.body(x)) * scale
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Transformer(WIDTH, 2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
+                                  dropout=0.0, batch_first=True)
+        self.out = nn.Linear(WIDTH, 3)
+
+    def forward(self, src, tgt):
+        return self.out(self.net(src, tgt))
+
+
+def case(name: str):
+    """Model, full-batch inputs and target of a model (the same in every process)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    if name == "transformer":
+        return Seq2Seq(), (torch.randn(BATCH, 5, WIDTH, generator=g), torch.randn(BATCH, 4, WIDTH, generator=g)), \
+            torch.randn(BATCH, 4, 3, generator=g)
+    if name == "gpt":
+        return TiedLM(), (torch.randint(0, 24, (BATCH, 6), generator=g),), torch.randint(0, 24, (BATCH, 6), generator=g)
+    if name == "bert":
+        mask = torch.ones(BATCH, 6, dtype=torch.long)
+        mask[:, 4:] = 0
+        return Bert(), (torch.randint(0, 24, (BATCH, 6), generator=g), mask), torch.randint(0, 3, (BATCH,), generator=g)
+    if name == "unet":
+        return UNet(), (torch.randn(BATCH, 2, 8, 8, generator=g),), torch.randn(BATCH, 1, 8, 8, generator=g)
+    if name == "late-input":
+        return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
+            torch.randn(BATCH, 4, generator=g)
+    layers = [nn.Linear(WIDTH, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)]
+    return nn.Sequential(*layers), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
+
+
+def loss_fn(out, target):
+    """Summed loss: cross-entropy for integer targets, squared error otherwise."""
+    if target.dtype == torch.long:
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1), reduction="sum")
+    return F.mse_loss(out, target, reduction="sum")
+
+
+def micro(tensors, k: int):
+    size = BATCH // MICROBATCHES
+    return tuple(t[k * size:(k + 1) * size] for t in tensors)
+
+
+def reference(name: str):
+    """The unsplit model's summed loss and gradients over the micro-batches."""
+    model, args, target = case(name)
+    total = 0.0
+    for k in range(MICROBATCHES):
+        loss = loss_fn(model(*micro(args, k)), micro((target,), k)[0])
+        loss.backward()
+        total += float(loss.detach())
+    return total, {n: p.grad for n, p in model.named_parameters()}
+
+
+def _relative(a, b) -> float:
+    return float((a - b).norm() / b.norm()) if float(b.norm()) > 0 else float(a.norm())
+
+
+def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
+    """Rank ``rank``: run stage ``rank`` of every plan with at least ``rank + 1`` stages, save its gradients."""
+    torch.set_num_threads(1)
+    if "lo" in {name for _, name in socket.if_nameindex()}:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=WORLD, init_method=f"tcp://127.0.0.1:{port}",
+                                         timeout=timedelta(seconds=120))
+    try:
+        groups = {n: torch.distributed.new_group(list(range(n))) for n in STAGES if n < WORLD}
+        report = {}
+        for (name, n), pp in plans.items():
+            if rank >= n:
+                continue
+            _, args, target = case(name)
+            for schedule in SCHEDULES:
+                stage = pp.build_stage(rank, torch.device("cpu"), group=groups.get(n))
+                sched = pp.schedule(stage, loss_fn, schedule=schedule)
+                losses: list = []
+                for _ in range(2 if (name, schedule) == REPEATED else 1):
+                    step_losses: list = []   # one loss per micro-batch, on the last stage
+                    if rank == 0:
+                        sched.step(*args)
+                    elif rank == n - 1:
+                        sched.step(target=target, losses=step_losses)
+                    else:
+                        sched.step()
+                    losses += step_losses
+                report[name, n, schedule] = {
+                    "kind": [c.__name__ for c in type(sched).__mro__],
+                    "grads": {k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()},
+                    "losses": [float(loss) for loss in losses]}
+        torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def plans():
+    out = {}
+    for name in MODELS:
+        for n in STAGES:
+            model, args, _ = case(name)
+            out[name, n] = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=n, microbatches=MICROBATCHES)
+    return out
+
+
+def test_plans_have_the_stages_asked_for_and_relay_what_later_stages_read(plans):
+    for (name, n), pp in plans.items():
+        assert pp.num_stages == n == pp.result.num_stages, name
+        assert pp.result.ok and pp.result.status == "optimal"
+        assert len(pp.relayed) == n - 1
+    # The tied weight is held by the first and the last stage, and the plan says so.
+    for n in STAGES:
+        gpt = plans["gpt", n]
+        assert gpt.shared_parameters == {"wte.weight": (0, n - 1)}
+        assert gpt.result.stats["shared_parameters"] == {"wte.weight": [0, n - 1]}
+    # The late input is received by every stage after the first: relayed, not read.
+    for n in STAGES:
+        assert all("scale" in received for received in plans["late-input", n].relayed)
+    # What the tests below exercise: an integer tensor relayed through a middle stage (the attention
+    # mask), a skip connection relayed through a middle stage, and a plan whose stages are not
+    # intervals of program order (forward node ids follow program order).
+    assert "attention_mask" in set(plans["bert", 4].relayed[0]) & set(plans["bert", 4].relayed[1])
+    assert any(set(a) & set(b) - {"scale", "attention_mask", "tgt"}
+               for pp in plans.values() for a, b in zip(pp.relayed, pp.relayed[1:]))
+    forward = {name: len(pp.imported.graph.nodes) for (name, _), pp in plans.items()}
+    assert any(sorted(v for v in s.nodes if v < forward[name]) != list(range(min(s.nodes), min(s.nodes) + sum(
+        1 for v in s.nodes if v < forward[name]))) for (name, _), pp in plans.items() for s in pp.result.plan)
+
+
+def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
+    context = multiprocessing.get_context("fork")
+    port = _free_port()
+    workers = [context.Process(target=_worker, args=(rank, port, plans, str(tmp_path))) for rank in range(WORLD)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=240)
+    assert [w.exitcode for w in workers] == [0] * WORLD
+    reports = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
+
+    worst = {}
+    for name in MODELS:
+        ref_loss, ref_grads = reference(name)
+        for n in STAGES:
+            for schedule in SCHEDULES:
+                times = 2 if (name, schedule) == REPEATED else 1
+                held: dict[str, list[int]] = {}
+                errors = []
+                for rank in range(n):
+                    entry = reports[rank][name, n, schedule]
+                    expected_class = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}[schedule]
+                    assert expected_class in entry["kind"]
+                    for param, grad in entry["grads"].items():
+                        held.setdefault(param, []).append(rank)
+                        errors.append(_relative(grad, times * ref_grads[param]))
+                # every parameter is on some stage; only shared ones on several
+                assert sorted(held) == sorted(ref_grads)
+                assert {p: tuple(r) for p, r in held.items() if len(r) > 1} == plans[name, n].shared_parameters
+                losses = reports[n - 1][name, n, schedule]["losses"]
+                assert len(losses) == times * MICROBATCHES
+                loss_error = abs(sum(losses) - times * ref_loss) / abs(times * ref_loss)
+                worst[name, n, schedule] = (max(errors), loss_error)
+    print("\nmodel, stages, schedule: max relative gradient error, relative loss error")
+    for key, (grad_error, loss_error) in worst.items():
+        print(*key, f"{grad_error:.1e}", f"{loss_error:.1e}")
+    assert max(g for g, _ in worst.values()) <= TOLERANCE
+    assert max(loss for _, loss in worst.values()) <= TOLERANCE
