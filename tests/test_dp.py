@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import random
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -14,7 +17,7 @@ from hypothesis import strategies as st
 
 from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
-from placement.problem.instance import Node, Instance
+from placement.problem.instance import DeviceType, Edge, Instance, Node
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
 from placement.testing.bruteforce import brute_force
@@ -240,3 +243,89 @@ def test_dp_equals_reference_dp(problem):
         assert solution.objective == pytest.approx(expected, rel=1e-12, abs=1e-12)
         # Merging zero-cost classes never changes the optimum.
         assert solve_dp(problem, merge_zero_cost=False).objective == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+# ----- compiled and interpreted kernels; graph shapes with few ideals ----------------------
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(problems(max_nodes=12, max_accelerators=3, max_cpus=1), zero_heavy_problems(max_nodes=12)),
+       st.sampled_from([None, 1, 2]))
+def test_compiled_kernels_equal_interpreted_kernels(problem, stages):
+    # The same kernels run compiled and as plain Python: same status, value and plan.
+    if stages is not None and stages > sum(t.count for t in problem.device_types):
+        stages = None
+    compiled = solve_dp(problem, compiled=True, stages=stages)
+    interpreted = solve_dp(problem, compiled=False, stages=stages)
+    assert compiled.status == interpreted.status
+    assert compiled.objective == interpreted.objective
+    assert compiled.plan == interpreted.plan
+    if compiled.plan is not None:
+        assert evaluate(problem, compiled.plan, contiguity="stages").max_load == pytest.approx(
+            compiled.objective, rel=1e-12, abs=1e-12)
+
+
+def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool) -> Instance:
+    """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order)."""
+    n = len(times)
+    nodes = tuple(Node(i, f"n{i}", (p,), 0.0, False, None, c) for i, (p, c) in enumerate(zip(times, costs)))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)] if all_pairs else [(i, i + 1) for i in range(n - 1)]
+    return Instance(nodes, tuple(Edge(i, j) for i, j in pairs), (DeviceType("accelerator", accelerators),))
+
+
+def _interval_optimum(times: list[float], costs: list[float], accelerators: int, all_pairs: bool) -> float:
+    """The textbook linear-partition DP over intervals [a, b] of the line, with the load of DESIGN.md §2:
+    a chain's interval receives c(a-1) and sends c(b); a total order's receives c(u) from every u < a
+    and, unless it ends the graph, sends c(u) for every u in it."""
+    n = len(times)
+    prefix_p = list(itertools.accumulate(times, initial=0.0))
+    prefix_c = list(itertools.accumulate(costs, initial=0.0))
+
+    def load(a: int, b: int) -> float:  # nodes a..b-1
+        work = prefix_p[b] - prefix_p[a]
+        if all_pairs:
+            return work + prefix_c[a] + (prefix_c[b] - prefix_c[a] if b < n else 0.0)
+        return work + (costs[a - 1] if a > 0 else 0.0) + (costs[b - 1] if b < n else 0.0)
+
+    best = [0.0] + [math.inf] * n          # best[b]: nodes 0..b-1 on the devices so far
+    for _ in range(accelerators):
+        best = [0.0] + [min(best[b], min(max(best[a], load(a, b)) for a in range(b))) for b in range(1, n + 1)]
+    return best[n]
+
+
+@pytest.mark.parametrize("all_pairs, n", [(False, 300), (True, 60)])
+def test_line_graphs_equal_interval_dp(all_pairs, n):
+    # A chain and a total order have n + 1 ideals, the prefixes: the DP must agree with the interval DP.
+    rng = random.Random(n)
+    times = [float(rng.randint(1, 20)) for _ in range(n)]
+    costs = [float(rng.randint(0, 5)) for _ in range(n)]
+    problem = _line(times, costs, 4, all_pairs)
+    expected = _interval_optimum(times, costs, 4, all_pairs)
+    for compiled in (True, False):
+        solution = solve_and_verify(problem, compiled=compiled)
+        assert solution.stats["ideals"] == n + 1
+        assert solution.objective == expected
+
+
+def test_ideal_counts_of_long_chains():
+    # A chain of n vertices has n + 1 ideals; counting stops one past the limit.
+    chain = [[v + 1] for v in range(4999)] + [[]]
+    assert count_ideals(chain) == 5000 + 1
+    assert count_ideals(chain, limit=1000) == 1001
+    # Two chains of 100 side by side: any prefix of each, 101 * 101.
+    two = [[v + 1] if v not in (99, 199) else [] for v in range(200)]
+    assert count_ideals(two) == 101 * 101
+
+
+def test_solves_without_a_writable_kernel_cache():
+    # Where numba finds no writable cache location (a read-only install and home), the kernels are
+    # compiled in memory: the solve succeeds and agrees with the interpreted kernels.
+    script = (
+        "import numba.core.caching as c; c.CacheImpl._locator_classes = []\n"
+        "from placement.io.tarnawski import read_instance\n"
+        "from placement.solvers.dp import solve_dp\n"
+        f"p = read_instance({str(TINY / 'diamond-cpu.json')!r})\n"
+        "a, b = solve_dp(p, compiled=True), solve_dp(p, compiled=False)\n"
+        "print(a.status.value, a.objective, a.objective == b.objective and a.plan == b.plan)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["optimal", "9.0", "True"]

@@ -1,48 +1,138 @@
-"""Compiled kernels of the DP over ideals (see :mod:`placement.solvers.dp` for the model).
+"""Kernels of the DP over ideals (see :mod:`placement.solvers.dp` for the model).
 
-Ideals are rows of packed bitsets (``uint64`` words) over supernodes. All
-additive quantities of a block ``X = I \\ I'`` are differences of per-ideal
-prefix sums; the communication of ``X`` follows from per-ideal cut data:
+Every function here is plain Python over numpy arrays, written so that numba can compile it
+unchanged. :func:`kernels` returns either the functions themselves (small instances: no
+compilation, no numba import) or their compiled versions (:func:`compiled`).
 
-* ``N[u] = {u} ∪ succ(u)`` for a node ``u`` with transfer cost ``c(u)``;
-  ``u`` is paid by the device holding ``X`` iff ``N[u]`` meets both ``X`` and
-  its complement.
-* ``cut(J)`` = nodes whose ``N[u]`` meets both the nodes of ideal ``J`` and
-  the rest. With ``R1 = I'``, ``R2 = X``, ``R3 = V \\ I``::
+Families of ideals
+------------------
+A family is a list of ideals, ideal 0 being ∅, in which every other ideal ``I`` is
+``parent(I) ∪ {added(I)}`` for an earlier ideal ``parent(I)`` of the family. The
+enumeration of all ideals (:func:`enumerate_ideals`) produces one where ``added(I)`` is
+the highest-numbered supernode of ``I`` (supernodes are numbered in a topological order,
+so every ideal, listed in increasing order, is built one supernode at a time); the
+prefixes of a topological order are another (``added`` = the order). From ``parent`` and
+``added`` alone, :func:`family_data` derives in time linear in the family's size:
 
-      comm(X) = Σ_{cut(I)} c + Σ_{cut(I')} c − Σ_{u ∈ cut(I) ∩ cut(I')} c(u) · (1 if N[u] meets X else 2)
+* per-ideal sums of additive quantities (compute per type, unsupported counts, memory,
+  work), added in increasing order of the supernodes of each ideal, as a fixed-order sum;
+* the ideal as a row of a packed bitset (``uint64`` words);
+* its maximal elements (``maxima``): ``J ⊆ I`` iff every maximal element of ``J`` is in
+  ``I``, so a subset test costs the width of ``J``, not the size of the graph;
+* its cut: the cost nodes ``u`` (transfer cost ``c(u)``, neighbourhood
+  ``N[u] = {u} ∪ succ(u)`` as supernodes) whose ``N[u]`` meets both the ideal and the
+  rest, each with ``|N[u] ∩ I|``, sorted by ``u``; and ``Σ c`` over the cut.
 
-  since a node in both cuts meets R1 and R3 and is counted twice, but must be
-  counted once if it also meets X and not at all otherwise.
+The communication of a block ``X = I \\ I'`` follows from the two cuts. With ``R1 = I'``,
+``R2 = X``, ``R3 = V \\ I``::
+
+    comm(X) = Σ_{cut(I)} c + Σ_{cut(I')} c − Σ_{u ∈ cut(I) ∩ cut(I')} c(u) · (1 if N[u] meets X else 2)
+
+since a node in both cuts meets R1 and R3 and is counted twice, but must be counted once
+if it also meets X and not at all otherwise; ``N[u]`` meets ``X`` iff
+``|N[u] ∩ I| > |N[u] ∩ I'|``. A pair thus costs the sizes of the two cuts.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+from types import SimpleNamespace
+
 import numpy as np
-from numba import njit
 
 # Indices into the counters array filled by dp_range.
 WINDOW, SUBSET, EVALUATED = 0, 1, 2
 
 
-@njit(cache=True)
-def ideal_sums(bits, values):
-    """``out[i, k] = Σ_{s ∈ ideal i} values[s, k]``."""
-    n, words = bits.shape
-    out = np.zeros((n, values.shape[1]), dtype=values.dtype)
-    for i in range(n):
-        for w in range(words):
-            x = bits[i, w]
-            while x:
-                low = x & (~x + np.uint64(1))
-                s = w * 64 + _bit_index(low)
-                for k in range(values.shape[1]):
-                    out[i, k] += values[s, k]
-                x ^= low
-    return out
+def enumerate_ideals(succ_ptr, succ_idx, indeg, limit, store):
+    """Every ideal of a DAG whose edges go from lower to higher vertex numbers, at most ``limit + 1``.
+
+    A depth-first search over the ideals listed in increasing order: from an ideal whose highest
+    vertex is ``v``, the children add one vertex above ``v`` whose predecessors are all in the
+    ideal (found in a two-level bitset of such vertices). Returns ``(count, parent, added)``,
+    ``parent[0] = added[0] = -1`` for ∅; the arrays are filled only when ``store``. Memory is
+    linear in the graph (and in ``limit`` when storing); the count stops at ``limit + 1``.
+    """
+    n = indeg.shape[0]
+    words = (n + 63) // 64 + 1
+    avail = np.zeros(words, dtype=np.uint64)
+    summary = np.zeros((words + 63) // 64 + 1, dtype=np.uint64)
+    one = np.uint64(1)
+    remaining = indeg.copy()
+    for v in range(n):
+        if remaining[v] == 0:
+            avail[v >> 6] |= one << np.uint64(v & 63)
+            summary[v >> 12] |= one << np.uint64((v >> 6) & 63)
+    cap = limit + 2 if store else 1
+    parent = np.full(cap, -1, dtype=np.int64)
+    added = np.full(cap, -1, dtype=np.int64)
+    frame_vertex = np.empty(n + 1, dtype=np.int64)
+    frame_cursor = np.empty(n + 1, dtype=np.int64)
+    frame_ideal = np.empty(n + 1, dtype=np.int64)
+    frame_vertex[0] = -1
+    frame_cursor[0] = 0
+    frame_ideal[0] = 0
+    count = 1
+    depth = 0
+    while depth >= 0:
+        # next available vertex at or above the cursor
+        b = -1
+        x = frame_cursor[depth]
+        if x < n:
+            w = x >> 6
+            word = avail[w] & ~((one << np.uint64(x & 63)) - one)
+            if word == 0:
+                # find the next non-empty word after w through the summary
+                w += 1
+                s = w >> 6
+                sword = summary[s] & ~((one << np.uint64(w & 63)) - one)
+                while sword == 0 and s + 1 < summary.shape[0]:
+                    s += 1
+                    sword = summary[s]
+                if sword != 0:
+                    low = sword & (~sword + one)
+                    w = s * 64 + _bit_index(low)
+                    word = avail[w]
+            if word != 0:
+                low = word & (~word + one)
+                b = w * 64 + _bit_index(low)
+        if b < 0 or b >= n:
+            e = frame_vertex[depth]
+            if e >= 0:  # undo the vertex of this frame
+                for k in range(succ_ptr[e], succ_ptr[e + 1]):
+                    u = succ_idx[k]
+                    if remaining[u] == 0:
+                        avail[u >> 6] &= ~(one << np.uint64(u & 63))
+                        if avail[u >> 6] == 0:
+                            summary[u >> 12] &= ~(one << np.uint64((u >> 6) & 63))
+                    remaining[u] += 1
+                avail[e >> 6] |= one << np.uint64(e & 63)
+                summary[e >> 12] |= one << np.uint64((e >> 6) & 63)
+            depth -= 1
+            continue
+        frame_cursor[depth] = b + 1
+        if count > limit:
+            return count, parent, added
+        if store:
+            parent[count] = frame_ideal[depth]
+            added[count] = b
+        avail[b >> 6] &= ~(one << np.uint64(b & 63))
+        if avail[b >> 6] == 0:
+            summary[b >> 12] &= ~(one << np.uint64((b >> 6) & 63))
+        for k in range(succ_ptr[b], succ_ptr[b + 1]):
+            u = succ_idx[k]
+            remaining[u] -= 1
+            if remaining[u] == 0:
+                avail[u >> 6] |= one << np.uint64(u & 63)
+                summary[u >> 12] |= one << np.uint64((u >> 6) & 63)
+        depth += 1
+        frame_vertex[depth] = b
+        frame_cursor[depth] = b + 1
+        frame_ideal[depth] = count
+        count += 1
+    return count, parent, added
 
 
-@njit(cache=True)
 def _bit_index(low):
     """Index of the single set bit of ``low``."""
     idx = 0
@@ -66,57 +156,97 @@ def _bit_index(low):
     return idx
 
 
-@njit(cache=True)
-def _has(bits, i, s):
-    return (bits[i, s >> 6] >> np.uint64(s & 63)) & np.uint64(1)
+def _grow(buf, need):
+    """``buf``, or a copy with room for ``need`` entries."""
+    if need <= buf.shape[0]:
+        return buf
+    out = np.empty(max(need, 2 * buf.shape[0]), dtype=buf.dtype)
+    out[:buf.shape[0]] = buf
+    return out
 
 
-@njit(cache=True)
-def cut_data(bits, nbr_ptr, nbr_idx, cost):
-    """Per ideal: Σ c over its cut nodes, and the cut as a bitset over cost nodes."""
-    n = bits.shape[0]
-    m = cost.shape[0]
-    words = (m + 63) // 64
-    total = np.zeros(n, dtype=np.float64)
-    cutbits = np.zeros((n, max(words, 1)), dtype=np.uint64)
-    for i in range(n):
-        for u in range(m):
-            inside = False
-            outside = False
-            for k in range(nbr_ptr[u], nbr_ptr[u + 1]):
-                if _has(bits, i, nbr_idx[k]):
-                    inside = True
-                else:
-                    outside = True
-            if inside and outside:
-                total[i] += cost[u]
-                cutbits[i, u >> 6] |= np.uint64(1) << np.uint64(u & 63)
-    return total, cutbits
+def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost):
+    """Per-ideal data of a family (module docstring): sums, bitset rows, maxima and cuts.
+
+    ``values[s]``: the additive quantities of supernode ``s``; ``pred``: predecessors in the
+    contracted graph; ``touch[s]``: the cost nodes ``u`` (ascending) with ``s ∈ N[u]``;
+    ``degree[u] = |N[u]|``. Returns ``sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf,
+    cut_count, cut_cost``: the maxima of ideal ``i`` are ``max_buf[max_ptr[i]:max_ptr[i + 1]]``,
+    its cut ``cut_buf[cut_ptr[i]:cut_ptr[i + 1]]`` with the counts ``|N[u] ∩ I|`` alongside.
+    """
+    n = parent.shape[0]
+    n_values = values.shape[1]
+    words = max(1, (n_vertices + 63) // 64)
+    one = np.uint64(1)
+    sums = np.zeros((n, n_values))
+    bits = np.zeros((n, words), dtype=np.uint64)
+    popcount = np.zeros(n, dtype=np.int64)
+    max_ptr = np.zeros(n + 1, dtype=np.int64)
+    cut_ptr = np.zeros(n + 1, dtype=np.int64)
+    cut_cost = np.zeros(n)
+    max_buf = np.empty(2 * n + 16, dtype=np.int64)
+    cut_buf = np.empty(2 * n + 16, dtype=np.int64)
+    cut_count = np.empty(2 * n + 16, dtype=np.int64)
+    is_pred = np.zeros(max(n_vertices, 1), dtype=np.bool_)
+    for i in range(1, n):
+        p = parent[i]
+        b = added[i]
+        for k in range(n_values):
+            sums[i, k] = sums[p, k] + values[b, k]
+        for w in range(words):
+            bits[i, w] = bits[p, w]
+        bits[i, b >> 6] |= one << np.uint64(b & 63)
+        popcount[i] = popcount[p] + 1
+        # maxima: those of the parent that are not predecessors of b, then b
+        for k in range(pred_ptr[b], pred_ptr[b + 1]):
+            is_pred[pred_idx[k]] = True
+        start = max_ptr[i]
+        max_buf = _grow(max_buf, start + max_ptr[p + 1] - max_ptr[p] + 1)
+        end = start
+        for k in range(max_ptr[p], max_ptr[p + 1]):
+            m = max_buf[k]
+            if not is_pred[m]:
+                max_buf[end] = m
+                end += 1
+        max_buf[end] = b
+        max_ptr[i + 1] = end + 1
+        for k in range(pred_ptr[b], pred_ptr[b + 1]):
+            is_pred[pred_idx[k]] = False
+        # cut: merge the parent's cut with the cost nodes whose N[u] holds b
+        start = cut_ptr[i]
+        need = start + cut_ptr[p + 1] - cut_ptr[p] + touch_ptr[b + 1] - touch_ptr[b]
+        cut_buf = _grow(cut_buf, need)
+        cut_count = _grow(cut_count, need)
+        a, a_end = cut_ptr[p], cut_ptr[p + 1]
+        t, t_end = touch_ptr[b], touch_ptr[b + 1]
+        end = start
+        total = 0.0
+        while a < a_end or t < t_end:
+            if t >= t_end or (a < a_end and cut_buf[a] < touch_idx[t]):
+                u = cut_buf[a]
+                c = cut_count[a]
+                a += 1
+            elif a >= a_end or touch_idx[t] < cut_buf[a]:
+                u = touch_idx[t]
+                c = 1          # not in the parent's cut and b ∉ parent: N[u] missed the parent
+                t += 1
+            else:
+                u = cut_buf[a]
+                c = cut_count[a] + 1
+                a += 1
+                t += 1
+            if c < degree[u]:
+                cut_buf[end] = u
+                cut_count[end] = c
+                total += cost[u]
+                end += 1
+        cut_ptr[i + 1] = end
+        cut_cost[i] = total
+    return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost
 
 
-@njit(cache=True)
-def _comm(i, j, bits, cutc, cutbits, nbr_ptr, nbr_idx, cost):
-    """Communication of the block ideal i minus ideal j (j ⊆ i)."""
-    value = cutc[i] + cutc[j]
-    for w in range(cutbits.shape[1]):
-        x = cutbits[i, w] & cutbits[j, w]
-        while x:
-            low = x & (~x + np.uint64(1))
-            u = w * 64 + _bit_index(low)
-            x ^= low
-            meets = False
-            for k in range(nbr_ptr[u], nbr_ptr[u + 1]):
-                s = nbr_idx[k]
-                if _has(bits, i, s) and not _has(bits, j, s):
-                    meets = True
-                    break
-            value -= cost[u] if meets else 2.0 * cost[u]
-    return value
-
-
-@njit(cache=True)
-def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_ptr, nbr_idx, cost,
-             order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
+def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
+             max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
              ceiling, exact, layer_size, popcount, dp, parent, choice, counters):
     """Fill ``dp[:, lo:hi]``; ideals are indexed in processing order (a linear extension of ⊆).
 
@@ -125,6 +255,7 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
     values ``>= ceiling`` mean "no plan at or below the ceiling".
     ``prev[L, t]``: the layer with one device of type t fewer (-1 if none).
     ``order[t]``: ideals sorted by (compute on type t, size); ``pos[t]`` its inverse.
+    ``cut_lo[i]:cut_hi[i]`` and ``max_lo[i]:max_hi[i]``: ideal i's cut and maxima (module docstring).
     A layer is skipped for ideal i when the work of i cannot fit its devices, or the work
     left cannot fit the devices left, under the ceiling (``layer_cap``/``rest_cap`` are
     capacities in units of Σ_v min_t p_t(v); ``rest_devices[L]`` is the number of devices
@@ -134,7 +265,7 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
     for the whole graph (``full``) only the layers with no device left to fill count.
     """
     n_layers, n_types = prev.shape
-    words = bits.shape[1]
+    one = np.uint64(1)
     active = np.zeros(n_layers, dtype=np.bool_)
     rel = np.empty(n_layers, dtype=np.int64)
     rel_prev = np.empty(n_layers, dtype=np.int64)
@@ -188,8 +319,9 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
                     break
                 counters[WINDOW] += 1
                 subset = True
-                for w in range(words):
-                    if bits[j, w] & ~bits[i, w]:
+                for k in range(max_lo[j], max_hi[j]):
+                    s = max_buf[k]
+                    if not (bits[i, s >> 6] >> np.uint64(s & 63)) & one:
                         subset = False
                         break
                 if not subset:
@@ -209,7 +341,22 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
                 counters[EVALUATED] += 1
                 load = lb
                 if pays[t]:
-                    load += _comm(i, j, bits, cutc, cutbits, nbr_ptr, nbr_idx, cost)
+                    # communication of the block i minus j from the two cuts (module docstring)
+                    comm = cutc[i] + cutc[j]
+                    a, a_end = cut_lo[i], cut_hi[i]
+                    c, c_end = cut_lo[j], cut_hi[j]
+                    while a < a_end and c < c_end:
+                        ua = cut_buf[a]
+                        uc = cut_buf[c]
+                        if ua == uc:
+                            comm -= cost[ua] if cut_count[a] > cut_count[c] else 2.0 * cost[ua]
+                            a += 1
+                            c += 1
+                        elif ua < uc:
+                            a += 1
+                        else:
+                            c += 1
+                    load += comm
                 if load >= threshold:
                     continue
                 threshold = -1.0
@@ -222,3 +369,43 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cutbits, nbr_pt
                         choice[L, i] = t
                     if dp[L, i] > threshold:
                         threshold = dp[L, i]
+
+
+def interpreted() -> SimpleNamespace:
+    """The kernels as plain Python: no compilation, for families small enough that it costs less."""
+    return SimpleNamespace(enumerate_ideals=enumerate_ideals, family_data=family_data, dp_range=dp_range)
+
+
+@lru_cache(maxsize=1)
+def compiled() -> SimpleNamespace:
+    """The kernels compiled by numba (imported here, on first use), cached on disk where a writable
+    cache location exists; where none does (a read-only install and home), compiled in memory only."""
+    import numba
+
+    def jit(function):
+        try:
+            return numba.njit(cache=True)(function)
+        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+            return numba.njit(cache=False)(function)
+
+    bit_index, grow = jit(_bit_index), jit(_grow)
+    namespace = {}
+    for function in (enumerate_ideals, family_data, dp_range):
+        namespace[function.__name__] = _rebind(function, {"_bit_index": bit_index, "_grow": grow}, jit)
+    return SimpleNamespace(**namespace)
+
+
+def _rebind(function, helpers, jit):
+    """``function`` compiled with its helper calls bound to the compiled helpers."""
+    import types
+    scope = dict(function.__globals__)
+    scope.update(helpers)
+    clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
+    clone.__module__ = function.__module__
+    clone.__qualname__ = function.__qualname__
+    return jit(clone)
+
+
+def kernels(use_compiled: bool) -> SimpleNamespace:
+    """The compiled kernels, or the interpreted ones."""
+    return compiled() if use_compiled else interpreted()

@@ -24,7 +24,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.parameters import stage_count
-from placement.solvers.dp_table import Graph, Layers, build_graph, build_layers, extract, run
+from placement.solvers.dp_table import Graph, Layers, best_plan, build_graph, build_layers, prefix_family
 from placement.solvers.ideals import Contraction, contract
 
 
@@ -71,23 +71,21 @@ def _topological_orders(contraction: Contraction) -> list[list[int]]:
     return orders
 
 
-def _prefix_masks(order: list[int]) -> list[int]:
-    masks = [0]
-    for s in order:
-        masks.append(masks[-1] | (1 << s))
-    return masks
-
-
 def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,
-                stages: int | None) -> tuple[float, Plan | None]:
+                stages: int | None, compiled: bool | None = None) -> tuple[float, Plan | None]:
     """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
-    best, best_plan = math.inf, None
+    best, best_found = math.inf, None
+    tried: set[tuple[int, ...]] = set()
     for order in _topological_orders(contraction):
-        chain = run(problem, graph, layers, _prefix_masks(order), math.inf, None, "chain", stages)
-        value, plan = extract(problem, graph, layers, chain, stages)
+        if tuple(order) in tried:  # on a chain, every order is the same
+            continue
+        tried.add(tuple(order))
+        # Only a plan better than the best so far matters: it is the ceiling of the next run.
+        _, value, plan = best_plan(problem, graph, layers, prefix_family(order), best, None, "chain", stages,
+                                   compiled)
         if plan is not None and value < best:
-            best, best_plan = value, plan
-    return best, best_plan
+            best, best_found = value, plan
+    return best, best_found
 
 
 def solve_chain(problem: Instance, *, stages: int | None = None) -> Solution:

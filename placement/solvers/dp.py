@@ -36,10 +36,14 @@ infeasible.
 Speed (all of it exact):
 
 * an upper bound ``UB`` from the same DP restricted to prefixes of a few
-  topological orders (a chain DP); values above ``UB`` are never needed;
+  topological orders (a chain DP); values above ``UB`` are never needed. When the graph
+  has only ``S + 1`` ideals (``S`` supernodes), they are the prefixes of its one topological
+  order, the chain DP would be the DP itself, and it runs once, without ``UB``;
+* every ideal is stored with its maximal elements and its cut (:mod:`._dp_kernels`), so a
+  pair ``I' ⊆ I`` costs the width of ``I'`` and the sizes of the two cuts, not the size
+  of the graph; small families run interpreted, without compiling anything;
 * candidates ``I'`` are scanned in decreasing compute order and the scan stops
   when the compute of ``X`` alone reaches the best value found for ``I``;
-* communication comes from per-ideal cut sums (see :mod:`._dp_kernels`);
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
   fit its devices under ``UB``.
 
@@ -65,13 +69,13 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
-from placement.solvers.dp_table import Progress, build_graph, build_layers, extract, run
+from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
 
 def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
              progress: Progress | None = None, merge_zero_cost: bool = True,
-             stages: int | None = None) -> Solution:
+             stages: int | None = None, compiled: bool | None = None) -> Solution:
     """Optimal ``stages`` plan for the throughput objective; status ``optimal`` or ``infeasible``.
 
     ``stages=N`` asks for exactly ``N`` non-empty devices (the recurrence ``e`` of the module
@@ -80,6 +84,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     otherwise). Raises :class:`LimitExceededError` when the contracted graph has more than
     ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
     as its own supernode (slower; for cross-checks; with ``stages`` this is always so).
+    ``compiled``: run the numba-compiled kernels (``True``) or the interpreted ones (``False``);
+    by default, compiled only where the families of ideals are large enough to pay for it.
     The plan's loads are not stored: verify it with
     :func:`placement.verification.evaluate.evaluate`.
     """
@@ -96,21 +102,25 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     layers = build_layers(problem)
 
     try:
-        masks = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
+        family = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
     except LimitExceededError as exc:
         if stages is None:
             raise
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "
                                  "ideals than without)", exc.parameter) from None
+    n_ideals = len(family[0])
     if progress is not None:
-        progress(f"{len(masks):,} ideals over {contraction.size} supernodes")
-    ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages)
-    chain_time = time.perf_counter() - start
-    if progress is not None:
-        progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
+        progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
+    if n_ideals == contraction.size + 1:
+        # The ideals are the prefixes of the one topological order: the chain DP would be this very run.
+        ub, ub_plan = math.inf, None
+    else:
+        ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled)
+        chain_time = time.perf_counter() - start
+        if progress is not None:
+            progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
 
-    table = run(problem, graph, layers, masks, ub, progress, "dp", stages)
-    value, plan = extract(problem, graph, layers, table, stages)
+    table, value, plan = best_plan(problem, graph, layers, family, ub, progress, "dp", stages, compiled)
     if plan is None and ub_plan is not None:  # cannot happen: the DP admits every block of the chain plan
         return Solution(Status.ERROR, None, math.inf, 0.0, "dp", runtime_s=time.perf_counter() - start,
                         message="internal error: the DP lost the upper-bound plan; please report this instance")
@@ -118,7 +128,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         "nodes": len(problem.nodes),
         "supernodes": contraction.size,
         "zero_cost_merges": contraction.merged_zero_cost,
-        "ideals": len(masks),
+        "ideals": n_ideals,
         "layers": len(layers.counts),
         "upper_bound": ub if math.isfinite(ub) else None,
         "pairs_in_window": int(table.counters[K.WINDOW]),

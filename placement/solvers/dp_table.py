@@ -5,7 +5,7 @@ Model
 The family is any down-closed set of ideals of the contracted forward graph
 (:mod:`placement.solvers.ideals`) that holds ∅ and V: all the ideals (the full DP), or
 the prefixes of a few topological orders (the chain DP, :mod:`placement.solvers.chain_dp`).
-:func:`run` fills, for every ideal ``I`` of the family and every layer ``L``, the table
+:func:`fill` fills, for every ideal ``I`` of the family and every layer ``L``, the table
 ``dp[L][I]`` of the recurrence of :mod:`placement.solvers.dp` (with ``stages``: its
 exact-``N`` table ``e``). Layers are the vectors of device counts ``n ≤ k`` numbered in
 mixed radix, ``prev[L][t]`` the layer ``L - e_t``; ideals are processed in a linear
@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Callable
 
 import numpy as np
@@ -34,7 +35,7 @@ import numpy as np
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
-from placement.solvers.ideals import Contraction
+from placement.solvers.ideals import Contraction, csr
 
 Progress = Callable[[str], None]
 
@@ -48,8 +49,11 @@ class Graph:
     unsup: np.ndarray      # (S, T) number of nodes unsupported on the type
     mem: np.ndarray        # (S, 1)
     pmin: np.ndarray       # (S, 1) Σ min_t p_t(v)
-    nbr_ptr: np.ndarray
-    nbr_idx: np.ndarray
+    pred_ptr: np.ndarray   # predecessors of each supernode in the contracted graph (CSR)
+    pred_idx: np.ndarray
+    touch_ptr: np.ndarray  # per supernode s, the cost nodes u with s ∈ N[u], ascending (CSR)
+    touch_idx: np.ndarray
+    degree: np.ndarray     # |N[u]| per cost node
     cost: np.ndarray
     memcap: np.ndarray
     pays: np.ndarray
@@ -91,11 +95,11 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
                     unsup[s, t] += 1
                 else:
                     comp[s, t] += p
-    # Cost nodes: positive transfer cost and a successor in another supernode.
+    # Cost nodes: positive transfer cost and a successor in another supernode; N[u] as supernodes.
     succ = problem.successors()
     of_node = contraction.of_node
-    ptr = [0]
-    idx: list[int] = []
+    touch: list[list[int]] = [[] for _ in range(size)]
+    degree: list[int] = []
     cost: list[float] = []
     for v, node in enumerate(problem.nodes):
         if node.out_cost <= 0:
@@ -103,11 +107,18 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
         groups = {of_node[v]} | {of_node[w] for w in succ[v]}
         if len(groups) < 2:
             continue
-        idx.extend(sorted(groups))
-        ptr.append(len(idx))
+        for s in groups:
+            touch[s].append(len(cost))
+        degree.append(len(groups))
         cost.append(node.out_cost)
-    return Graph(contraction, comp, unsup, mem, pmin, np.array(ptr, dtype=np.int64),
-                 np.array(idx, dtype=np.int64), np.array(cost, dtype=np.float64),
+    preds: list[list[int]] = [[] for _ in range(size)]
+    for s, ws in enumerate(contraction.succ):
+        for w in ws:
+            preds[w].append(s)
+    pred_ptr, pred_idx = csr(preds)
+    touch_ptr, touch_idx = csr(touch)
+    return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
+                 np.array(degree, dtype=np.int64), np.array(cost, dtype=np.float64),
                  np.array([t.memory for t in types], dtype=np.float64),
                  np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes)
 
@@ -149,17 +160,11 @@ def build_layers(problem: Instance) -> Layers:
     return Layers(counts, prev, n_layers - 1)
 
 
-def _to_words(masks: list[int], n_bits: int) -> np.ndarray:
-    words = max(1, (n_bits + 63) // 64)
-    buf = b"".join(m.to_bytes(words * 8, "little") for m in masks)
-    return np.frombuffer(buf, dtype="<u8").reshape(len(masks), words).copy()
-
-
 @dataclass
 class Table:
     """A DP run's arrays, ideals in processing order."""
 
-    masks: list[int]
+    bits: np.ndarray       # (n, words) the ideals as packed bitsets over supernodes
     dp: np.ndarray
     parent: np.ndarray
     choice: np.ndarray
@@ -182,30 +187,56 @@ def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) 
     return out
 
 
-def run(problem: Instance, graph: Graph, layers: Layers, masks: list[int], ub: float,
-        progress: Progress | None, label: str, stages: int | None = None) -> Table:
-    """Run the DP over the given ideals (any down-closed family containing ∅ and V); with ``stages``,
-    the exact-``N`` table ``e`` of the module docstring."""
-    bits = _to_words(masks, graph.contraction.size)
-    per_type = K.ideal_sums(bits, np.ascontiguousarray(graph.comp))
-    unsup = K.ideal_sums(bits, np.ascontiguousarray(graph.unsup))
-    mem = K.ideal_sums(bits, graph.mem)[:, 0]
-    pmin = K.ideal_sums(bits, graph.pmin)[:, 0]
-    popcount = np.array([m.bit_count() for m in masks], dtype=np.int64)
+# Families with at most this many (ideals² × types × layers) run interpreted: compiling would cost more.
+INTERPRETED_WORK = 200_000
+
+
+def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The prefixes ∅ ⊂ {o_1} ⊂ {o_1, o_2} ⊂ … of an order, as a family ``(parent, added)``."""
+    parent = np.arange(-1, len(order), dtype=np.int64)
+    added = np.array([-1] + list(order), dtype=np.int64)
+    return parent, added
+
+
+def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
+            compiled: bool | None = None) -> SimpleNamespace:
+    """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
+    processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
+    numba-compiled kernels (default: when the family is large enough to pay for compiling)."""
+    parent_of, added = family
+    n = len(parent_of)
+    n_types = graph.comp.shape[1]
+    if compiled is None:
+        compiled = n * n * n_types * len(layers.counts) > INTERPRETED_WORK
+    kernels = K.kernels(compiled)
+    values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
+    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc = kernels.family_data(
+        parent_of, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx, graph.touch_ptr,
+        graph.touch_idx, graph.degree, graph.cost)
+    per_type, unsup = sums[:, :n_types], sums[:, n_types:2 * n_types]
+    mem, pmin = sums[:, 2 * n_types], sums[:, 2 * n_types + 1]
     # Processing order: by compute on the first type, then size (a linear extension of ⊆).
     order0 = np.lexsort((popcount, per_type[:, 0]))
-    bits = bits[order0]
-    per_type, unsup, mem, pmin, popcount = per_type[order0], unsup[order0], mem[order0], pmin[order0], popcount[order0]
-    masks = [masks[k] for k in order0]
-    n = len(masks)
-    n_types = per_type.shape[1]
+    bits, popcount, cutc = bits[order0], popcount[order0], cutc[order0]
+    per_type, unsup, mem, pmin = per_type[order0], unsup[order0], mem[order0], pmin[order0]
+    cut_lo, cut_hi = cut_ptr[:-1][order0], cut_ptr[1:][order0]
+    max_lo, max_hi = max_ptr[:-1][order0], max_ptr[1:][order0]
     order = np.empty((n_types, n), dtype=np.int64)
     pos = np.empty((n_types, n), dtype=np.int64)
     for t in range(n_types):
         order[t] = np.lexsort((popcount, per_type[:, t]))
         pos[t, order[t]] = np.arange(n)
-    cutc, cutbits = K.cut_data(bits, graph.nbr_ptr, graph.nbr_idx, graph.cost)
+    return SimpleNamespace(kernels=kernels, n=n, bits=bits, popcount=popcount, cutc=cutc, cut_lo=cut_lo,
+                           cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
+                           max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
+                           comp_t=np.ascontiguousarray(per_type.T), unsup_t=np.ascontiguousarray(unsup.T))
 
+
+def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace, ub: float,
+         progress: Progress | None, label: str, stages: int | None = None) -> Table:
+    """Run the DP over a prepared family (:func:`prepare`; any down-closed family containing ∅ and V)
+    under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring."""
+    n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])
     counts = layers.counts
@@ -233,23 +264,53 @@ def run(problem: Instance, graph: Graph, layers: Layers, masks: list[int], ub: f
     parent = np.empty((n_layers, n), dtype=np.int64)
     choice = np.empty((n_layers, n), dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
-    comp_t = np.ascontiguousarray(per_type.T)
-    unsup_t = np.ascontiguousarray(unsup.T)
     chunk = max(256, n // 50)
     start = time.perf_counter()
     last = start
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
-        K.dp_range(lo, hi, bits, comp_t, unsup_t, mem, graph.memcap, graph.pays, cutc, cutbits,
-                   graph.nbr_ptr, graph.nbr_idx, graph.cost, order, pos, layers.prev, layer_cap,
-                   rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None, size, popcount,
-                   dp, parent, choice, counters)
+        data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, graph.memcap, graph.pays,
+                              data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
+                              data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev, layer_cap,
+                              rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None, size,
+                              popcount, dp, parent, choice, counters)
         now = time.perf_counter()
         if progress is not None and now - last > 1.0:
             last = now
             progress(f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
                      f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
-    return Table(masks, dp, parent, choice, counters, full)
+    return Table(data.bits, dp, parent, choice, counters, full)
+
+
+# Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known.
+CEILINGS = (1.05, 1.3, 2.0, 4.0)
+
+
+def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray], ub: float,
+              progress: Progress | None, label: str, stages: int | None = None,
+              compiled: bool | None = None) -> tuple[Table, float, Plan | None]:
+    """:func:`prepare`, :func:`fill` and :func:`extract`. Without an upper bound (``ub = ∞``), the run first takes
+    ceilings a little above the instance's lower bound
+    (:func:`placement.problem.bounds.throughput_lower_bound`, valid for every plan), then larger
+    ones, and last none: a run under a ceiling ``C`` finds the optimum whenever it is at most ``C``
+    (values above ``C`` are never needed) and no plan otherwise, so the first plan found is optimal,
+    and a tight ceiling prunes most pairs. The table's counters add up every run."""
+    ceilings = [ub]
+    if not math.isfinite(ub):
+        from placement.problem.bounds import throughput_lower_bound
+        lb = throughput_lower_bound(problem)["bound"]
+        if 0 < lb < math.inf:
+            ceilings = [lb * f for f in CEILINGS] + ceilings
+    counters = np.zeros(3, dtype=np.int64)
+    data = prepare(graph, layers, family, compiled)
+    for ceiling in ceilings:
+        table = fill(problem, graph, layers, data, ceiling, progress, label, stages)
+        counters += table.counters
+        value, plan = extract(problem, graph, layers, table, stages)
+        if plan is not None:
+            break
+    table.counters[:] = counters
+    return table, value, plan
 
 
 def extract(problem: Instance, graph: Graph, layers: Layers, table: Table,
@@ -266,7 +327,7 @@ def extract(problem: Instance, graph: Graph, layers: Layers, table: Table,
     if not math.isfinite(value) or table.choice[L, i] < 0 and i != 0:
         return math.inf, None
     n_types = len(problem.device_types)
-    blocks: list[tuple[int, int]] = []  # (type, supernode mask)
+    blocks: list[tuple[int, np.ndarray]] = []  # (type, supernodes)
     while i != 0:
         c = int(table.choice[L, i])
         if c < 0:
@@ -275,15 +336,13 @@ def extract(problem: Instance, graph: Graph, layers: Layers, table: Table,
             L = int(layers.prev[L, c - n_types])
             continue
         j = int(table.parent[L, i])
-        blocks.append((c, table.masks[i] & ~table.masks[j]))
+        block = table.bits[i] & ~table.bits[j]
+        blocks.append((c, np.flatnonzero(np.unpackbits(block.view(np.uint8), bitorder="little"))))
         L, i = int(layers.prev[L, c]), j
     devices = []
-    for t, mask in reversed(blocks):
+    for t, supernodes in reversed(blocks):
         nodes = []
-        while mask:
-            low = mask & -mask
-            s = low.bit_length() - 1
-            mask ^= low
+        for s in supernodes:
             nodes.extend(problem.nodes[v].id for v in graph.contraction.members[s])
         devices.append(DeviceAssignment(problem.device_types[t].name, tuple(nodes)))
     return value, Plan(tuple(devices))

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 
@@ -276,66 +278,62 @@ def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list
     return merges
 
 
+# Families at most this large are enumerated without compiling anything (plain Python is faster there).
+INTERPRETED_IDEALS = 256
+
+
+def csr(lists) -> tuple[np.ndarray, np.ndarray]:
+    """Lists of integers as CSR arrays: ``idx[ptr[k]:ptr[k + 1]]`` is ``lists[k]``."""
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=ptr[1:])
+    return ptr, np.fromiter((x for xs in lists for x in xs), dtype=np.int64, count=int(ptr[-1]))
+
+
+def _csr(succ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Successor lists as CSR arrays, with in-degrees; every edge must go from a lower to a higher index."""
+    n = len(succ)
+    ptr, idx = csr(succ)
+    owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+    if np.any(idx <= owner):
+        raise ValueError("succ must list vertices in topological order")
+    indeg = np.bincount(idx, minlength=n).astype(np.int64)
+    return ptr, idx, indeg
+
+
+def _enumerate(succ, limit: int, store: bool) -> tuple[int, np.ndarray, np.ndarray]:
+    """Run the enumeration kernel: interpreted while the family stays small, compiled beyond."""
+    from placement.solvers import _dp_kernels as K
+
+    ptr, idx, indeg = _csr(succ)
+    if limit > INTERPRETED_IDEALS:
+        count, parent, added = K.interpreted().enumerate_ideals(ptr, idx, indeg, INTERPRETED_IDEALS, store)
+        if count <= INTERPRETED_IDEALS:
+            return count, parent[:count], added[:count]
+    count, parent, added = K.kernels(limit > INTERPRETED_IDEALS).enumerate_ideals(ptr, idx, indeg, limit, store)
+    return count, parent[:count], added[:count]
+
+
 def count_ideals(succ: list[list[int]] | tuple[tuple[int, ...], ...], limit: int | None = None) -> int:
     """Number of ideals (down-closed sets, the empty set included) of a DAG in topological order.
 
     ``succ[v]`` lists successors of ``v``; every edge must go from a lower to a
-    higher index. Counts antichains, which are in bijection with ideals. With
-    ``limit``, stops and returns ``limit + 1`` as soon as the count exceeds it.
+    higher index. With ``limit``, stops and returns ``limit + 1`` as soon as the
+    count exceeds it. Time is linear in the count (times the degrees), memory linear in
+    the graph (:func:`placement.solvers._dp_kernels.enumerate_ideals`).
     """
-    count = 0
-    for _ in iter_ideals(succ, limit):
-        count += 1
+    count, _, _ = _enumerate(succ, (1 << 62) if limit is None else limit, store=False)
     return count
 
 
-def iter_ideals(succ, limit: int | None = None):
-    """Yield every ideal of the DAG as an int bitmask (bit v = vertex v); see :func:`count_ideals`.
-
-    Each ideal is produced once, from its antichain of maximal elements: an
-    antichain is extended only by vertices above its largest member that are
-    incomparable with all of its members.
-    """
-    n = len(succ)
-    down = [0] * n  # ancestors and self
-    for v in range(n):
-        down[v] |= 1 << v
-        for w in succ[v]:
-            if w <= v:
-                raise ValueError("succ must list vertices in topological order")
-            down[w] |= down[v]
-    up = [1 << v for v in range(n)]
-    for v in range(n - 1, -1, -1):
-        for w in succ[v]:
-            up[v] |= up[w]
-    comparable = [down[v] | up[v] for v in range(n)]
-    everything = (1 << n) - 1
-    yielded = 0
-    stack = [(0, everything)]
-    while stack:
-        ideal, candidates = stack.pop()
-        yielded += 1
-        if limit is not None and yielded > limit:
-            yield ideal
-            return
-        yield ideal
-        c = candidates
-        while c:
-            low = c & -c
-            v = low.bit_length() - 1
-            c ^= low
-            stack.append((ideal | down[v], c & ~comparable[v]))
-
-
-def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> list[int]:
-    """All ideals of the contracted graph as int bitmasks; :class:`LimitExceededError` past ``max_ideals``."""
-    ideals = []
-    for ideal in iter_ideals(contraction.succ, max_ideals):
-        ideals.append(ideal)
-        if len(ideals) > max_ideals:
-            raise LimitExceededError(
-                f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
-                "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
-                "(memory grows linearly with it), "
-                "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
-    return ideals
+def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple[np.ndarray, np.ndarray]:
+    """All ideals of the contracted graph as a family ``(parent, added)`` (see
+    :mod:`placement.solvers._dp_kernels`): ideal 0 is ∅, ideal ``i`` is ideal ``parent[i]`` plus
+    supernode ``added[i]``. :class:`LimitExceededError` past ``max_ideals``."""
+    count, parent, added = _enumerate(contraction.succ, max_ideals, store=True)
+    if count > max_ideals:
+        raise LimitExceededError(
+            f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
+            "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
+            "(memory grows linearly with it), "
+            "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
+    return parent, added
