@@ -38,8 +38,10 @@ def test_solve_prints_verified_optimum_and_writes_plan(tmp_path, capsys):
 def test_solve_progress_goes_to_stderr_unless_quiet(capsys):
     assert main(["solve", CHAIN4]) == 0
     err = capsys.readouterr().err
-    assert "upper bound from chain DP: 7.5" in err
+    assert "the ideals are the prefixes of the one topological order: no upper bound needed" in err
     assert "5 ideals over 4 supernodes" in err
+    assert main(["solve", str(Path(CHAIN4).with_name("diamond-cpu.json"))]) == 0
+    assert "upper bound from chain DP: 9" in capsys.readouterr().err
 
 
 def test_device_overrides(capsys):

@@ -24,6 +24,8 @@ from placement.cli.options import UsageError, option_name
 from placement.errors import InvalidParameterError, PlacementError
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split")
+#: The command each module registers, where the two names differ.
+_COMMAND_NAMES = {"importer": "import"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -33,12 +35,19 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> Parser:
+def build_parser(argv: Sequence[str] | None = None) -> Parser:
+    """The parser of every command; given ``argv`` that names a command, only that command's parser
+    (each command imports what its options need, so building one is cheaper than building all)."""
+    modules = COMMANDS
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    wanted = [m for m in COMMANDS if _COMMAND_NAMES.get(m, m) == named]
+    if wanted:
+        modules = tuple(wanted)
     parser = Parser(prog="placement",
                     description="Provably optimal placement of DNN graphs onto pipelines of heterogeneous devices.")
     parser.add_argument("--version", action="version", version=f"placement {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in modules:
         importlib.import_module(f"placement.cli.{name}").register(sub)
     return parser
 
@@ -56,7 +65,7 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
         return args.handler(args)

@@ -114,6 +114,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     if n_ideals == contraction.size + 1:
         # The ideals are the prefixes of the one topological order: the chain DP would be this very run.
         ub, ub_plan = math.inf, None
+        if progress is not None:
+            progress("the ideals are the prefixes of the one topological order: no upper bound needed")
     else:
         ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled)
         chain_time = time.perf_counter() - start
