@@ -53,8 +53,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
     :func:`placement.load`). ``stages=N`` asks for exactly ``N`` non-empty stages;
     ``accelerators``, ``cpus`` and ``memory`` override the instance's accelerator count, CPU
-    count and accelerator memory (bytes). ``time_limit`` (seconds) bounds the MILP (default
-    60), ``gap`` lets it stop at that relative gap, ``threads`` and ``seed`` go to its solver,
+    count and accelerator memory (bytes). ``time_limit`` (seconds) bounds the whole call with the
+    MILP or ``local-search`` (default 60 for the MILP: warm start, model and solver together), ``gap`` lets it stop at that relative gap, ``threads`` and ``seed`` go to its solver,
     ``log`` names a file for the solver's log, ``warm_start`` starts it from the DP's plan (``True``),
     from nothing (``False``) or from a given plan (a Result, Plan, plan document or file),
     ``calls`` is the number of calls per accelerator of the latency model. ``progress``
@@ -94,14 +94,14 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
     try:
-        solution = _run(METHODS[method], problem, options)
+        solution = _run(METHODS[method], problem, options, started)
     except LimitExceededError as exc:
         if names == [method]:
             raise
         if progress is not None:
             progress(f"the DP refuses ({exc}); solving the MILP instead")
         method = "milp"
-        solution = _run(METHODS[method], problem, options)
+        solution = _run(METHODS[method], problem, options, started)
     return _verified(problem, certified(METHODS[method], solution), method, options, started)
 
 
@@ -132,10 +132,17 @@ def certified(spec: Any, solution: Any) -> Any:
     return solution
 
 
-def _run(spec: Any, problem: Instance, options: Mapping[str, Any]) -> Any:
+def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: float) -> Any:
+    """Run the method; a ``time_limit`` is what is left of it since ``started`` (it bounds the whole call)."""
     from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 
     kwargs = {k: options[k] for k in spec.options}
+    if spec.name == "milp":
+        from placement.solvers.milp import DEFAULT_TIME_LIMIT
+
+        kwargs["deadline"] = started + (DEFAULT_TIME_LIMIT if options["time_limit"] is None else options["time_limit"])
+    elif kwargs.get("time_limit") is not None:
+        kwargs["time_limit"] = max(1e-3, kwargs["time_limit"] - (time.perf_counter() - started))
     if "max_ideals" in kwargs and kwargs["max_ideals"] is None:
         kwargs["max_ideals"] = DEFAULT_MAX_IDEALS
     return spec.function()(problem, **kwargs)

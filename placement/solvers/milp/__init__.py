@@ -58,7 +58,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
-               stages: int | None = None) -> Solution:
+               stages: int | None = None, deadline: float | None = None) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
@@ -68,14 +68,17 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     latency objective ignores ``contiguity``); ``progress`` receives one-line messages (model
     size, improving solutions). ``stages=N`` asks for exactly ``N`` non-empty devices (for
     ``latency``: devices holding at least one node, the CPU cores that run nodes included);
-    ``N`` is from 1 to the number of devices. Bad values raise :class:`InvalidParameterError`,
+    ``N`` is from 1 to the number of devices. ``deadline`` (a ``time.perf_counter()`` value) bounds
+    the model building and the solver together: the solver gets what is left of it, at most
+    ``time_limit``, and a model not built by then is not solved (the warm start, verified, is
+    returned as ``feasible``, else ``no_solution``). Bad values raise :class:`InvalidParameterError`,
     a backend that cannot run here :class:`SolverUnavailableError`.
     """
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
     check_objective(problem, objective)
     stages = stage_count(problem, stages)
-    options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path)
+    options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
                                   progress=progress, stages=stages)

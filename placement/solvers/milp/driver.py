@@ -25,8 +25,8 @@ from typing import Any, Callable
 from placement.problem.bounds import gpipe_lower_bound, throughput_lower_bound
 from placement.problem.instance import Instance
 from placement.plan import Plan
-from placement.solution import Solution
-from placement.solvers.milp.backends import Backend, SolveOptions, make_backend
+from placement.solution import Solution, Status
+from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
 from placement.solvers.milp.data import GroupData, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
@@ -98,13 +98,15 @@ def stage_count_verdict(verdict: Verdict, plan: Plan, stages: int | None) -> Ver
 
 
 def announce(progress: Callable[[str], None] | None, be: Backend, options: SolveOptions,
-             unit: float) -> SolveOptions:
-    """Say what is about to be solved, and have improving solutions reported (original units)."""
+             unit: float, left: float | None = None) -> SolveOptions:
+    """Say what is about to be solved (with ``left``, the seconds the solver gets), and have improving
+    solutions reported (original units)."""
     if progress is None:
         return options
     size = be.size
+    rest = "" if left is None or left >= options.time_limit else f" ({left:.3g} s left for the solver)"
     progress(f"MILP: {size['variables']:,} variables ({size['binaries']:,} binary), {size['rows']:,} rows; "
-             f"solving with {be.name}, time limit {options.time_limit:g} s")
+             f"solving with {be.name}, time limit {options.time_limit:g} s{rest}")
 
     def on_solution(objective: float, bound: float, seconds: float) -> None:
         progress(f"  {seconds:7.2f} s  objective {objective * unit:.6g}  bound {bound * unit:.6g}")
@@ -134,25 +136,66 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     return plan, verdict.objective
 
 
+def reserve(options: SolveOptions) -> float:
+    """Seconds kept back from the solver for decoding and verifying its plan before the deadline."""
+    return min(1.0, 0.02 * options.time_limit)
+
+
+def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None,
+               unit: float) -> RawResult:
+    """The backend's answer within the time left before ``options.deadline`` (see
+    :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left."""
+    limit = options.left(reserve(options))
+    if limit <= 0:
+        return RawResult("no_solution", message="the time limit ran out before the solver could start")
+    return be.solve(replace(announce(progress, be, options, unit, limit), time_limit=limit))
+
+
+def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,
+                warm_start: Plan | None, verify: Callable[[Plan], Verdict], simple_bound: float) -> Solution:
+    """The answer when the deadline passed before the solver ran: the warm start, verified, as a
+    ``feasible`` plan with the instance's simple bound, or ``no_solution``."""
+    runtime = time.perf_counter() - start
+    bound = simple_bound if math.isfinite(simple_bound) else 0.0
+    if warm_start is not None:
+        verdict = verify(warm_start)
+        if verdict.valid:
+            return Solution(Status.FEASIBLE, warm_start, verdict.objective, min(bound, verdict.objective), method,
+                            objective, contiguity, runtime_s=runtime, message=f"{why}; the starting plan is returned")
+    return Solution(Status.NO_SOLUTION, None, math.inf, bound, method, objective, contiguity, runtime_s=runtime,
+                    message=why)
+
+
 def solve_throughput(problem: Instance, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_product: float = DEFAULT_MAX_PRODUCT,
                      progress: Callable[[str], None] | None = None) -> Solution:
-    """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend."""
+    """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend; the model is
+    built, and the solver run, within ``options.deadline`` (:func:`out_of_time` when it passes first)."""
     start = time.perf_counter()
     be = make_backend(backend)
-    d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product, formulation.stages)
-    variables = formulation.build(problem, d, be, objective)
-    notes: list[str] = []
-    if not d.scaling.exact:
-        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
-    if not d.memory_exact:
-        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+
     def verify(plan: Plan) -> Verdict:
         ev = evaluate(problem, plan, contiguity=formulation.contiguity)
         return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan,
                                    formulation.stages)
 
+    simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
+              else gpipe_lower_bound(problem))
+    be.deadline = options.deadline
+    try:
+        d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
+                    formulation.stages)
+        variables = formulation.build(problem, d, be, objective)
+    except OutOfTime as exc:
+        return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
+                           warm_start, verify, simple)
+    be.deadline = None
+    notes: list[str] = []
+    if not d.scaling.exact:
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
+    if not d.memory_exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)
@@ -166,9 +209,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
-    raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
-    simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
-              else gpipe_lower_bound(problem))
+    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
                   simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)

@@ -7,10 +7,15 @@ that breaks a constraint of the request is never used (the formulation checks it
 ``stages=N`` goes to both the start (the DP's best plan with exactly ``N`` stages) and the MILP.
 ``time_limit=None`` is :data:`DEFAULT_TIME_LIMIT` seconds, ``threads=None`` one thread,
 ``backend=None`` CP-SAT.
+
+The time limit covers the whole call: the warm start may use up to :data:`WARM_START_SHARE` of
+it (the DP stops there and the chain DP's plan is the start), and the model building and the
+solver share what is left (:func:`placement.solvers.milp.solve_milp`'s ``deadline``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from placement.plan import Plan
@@ -22,17 +27,26 @@ from placement.solvers.milp.backends import check_backend_available
 from placement.solvers.milp.warmstart import default_warm_start
 
 DEFAULT_BACKEND = "cp-sat"
+#: the most of the time limit the default warm start may take
+WARM_START_SHARE = 0.5
 
 
 def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: str | None, time_limit: float | None,
              gap: float, threads: int | None, seed: int, log: str | None, warm_start: bool | Plan, calls: int,
-             progress: Callable[[str], None] | None, max_ideals: int | None, stages: int | None = None) -> Solution:
+             progress: Callable[[str], None] | None, max_ideals: int | None, stages: int | None = None,
+             deadline: float | None = None) -> Solution:
+    """The MILP with :func:`placement.solve`'s keywords; ``deadline`` (a ``time.perf_counter()`` value,
+    default: ``time_limit`` from now) is when the whole call must end."""
     backend = backend or DEFAULT_BACKEND
     check_backend_available(backend)  # before any work: the warm start runs the DP
+    time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+    began = time.perf_counter()
+    deadline = began + time_limit if deadline is None else deadline
     start = warm_start if isinstance(warm_start, Plan) else None
     if warm_start is True:
-        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages)
+        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
+                                   deadline=began + WARM_START_SHARE * (deadline - began))
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
-                      time_limit=DEFAULT_TIME_LIMIT if time_limit is None else time_limit, gap=gap,
-                      threads=threads or 1, seed=seed, log_path=log, warm_start=start, calls=calls,
-                      progress=progress, stages=stages)
+                      time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
+                      warm_start=start, calls=calls, progress=progress, stages=stages,
+                      deadline=deadline)

@@ -91,10 +91,11 @@ from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution
-from placement.solvers.milp.backends import SolveOptions, make_backend
+from placement.solvers.milp.backends import OutOfTime, SolveOptions, make_backend
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
-from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, announce, stage_count_verdict, start_from
+from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, out_of_time, run_solver, stage_count_verdict,
+                                           start_from)
 from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
@@ -322,19 +323,26 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     stages = stage_count(problem, stages)
     start = time.perf_counter()
     be = make_backend(backend)
-    d = prepare_latency(problem, be.integer_only, max_product)
-    V = _build(problem, d, be, calls, stages)
-    notes: list[str] = []
-    if not d.scaling.exact:
-        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
-    if not d.memory_exact:
-        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+
     def verify(plan: Plan) -> Verdict:
         """The latency evaluator's verdict, with the call limit and the stage count of this model."""
         ev = evaluate_latency(problem, plan)
         violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
+    be.deadline = options.deadline
+    try:
+        d = prepare_latency(problem, be.integer_only, max_product)
+        V = _build(problem, d, be, calls, stages)
+    except OutOfTime as exc:
+        return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
+                           latency_lower_bound(problem))
+    be.deadline = None
+    notes: list[str] = []
+    if not d.scaling.exact:
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
+    if not d.memory_exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
@@ -348,7 +356,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
     if stages is not None:
         stats["stages"] = stages
-    raw = be.solve(announce(progress, be, options, 1.0 / d.scaling.scale))
+    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=latency_lower_bound(problem),
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)

@@ -8,6 +8,9 @@ pipeline order, so no two calls feed each other). Where the graph has more ideal
 latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) is
 tried as well, and the plan of lower latency is the start.
 
+Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
+the start.
+
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan), and the
 latency greedy's plan only when it has exactly ``N`` non-empty devices; no start when neither
@@ -16,6 +19,7 @@ finds one.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from placement.errors import LimitExceededError, PlacementError
@@ -28,12 +32,30 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
 
 
+class _OutOfTime(Exception):
+    """The DP ran past the warm start's deadline."""
+
+
+def _watch(deadline: float | None) -> Callable[[str], None] | None:
+    """A progress callback for the DP that stops it (:class:`_OutOfTime`) once ``deadline`` has passed;
+    the DP calls it between chunks of its table, about once a second."""
+    if deadline is None:
+        return None
+
+    def check(message: str) -> None:
+        if time.perf_counter() > deadline:
+            raise _OutOfTime(message)
+
+    return check
+
+
 def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                        progress: Callable[[str], None] | None = None, objective: str = "throughput",
-                       stages: int | None = None) -> Plan | None:
+                       stages: int | None = None, deadline: float | None = None) -> Plan | None:
     """A good feasible plan quickly (with exactly ``stages`` non-empty devices when given), or ``None``
-    when no method finds one."""
-    plan = _pipeline_start(problem, max_ideals, progress, stages)
+    when no method finds one. Past ``deadline`` (a ``time.perf_counter()`` value) the DP stops and
+    the chain DP gives the plan."""
+    plan = _pipeline_start(problem, max_ideals, progress, stages, deadline)
     if objective != "latency":
         return plan
     candidates = [] if plan is None else [plan]
@@ -55,16 +77,18 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
 
 
 def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
-                    stages: int | None = None) -> Plan | None:
-    """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals (exactly ``stages`` stages
-    when given)."""
+                    stages: int | None = None, deadline: float | None = None) -> Plan | None:
+    """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
+    (exactly ``stages`` stages when given)."""
     what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
     try:
-        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages)
+        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=_watch(deadline))
         source = f"DP optimum ({what})"
-    except LimitExceededError:
+    except (LimitExceededError, _OutOfTime) as exc:
         solution = solve_chain(problem, stages=stages)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
+        if isinstance(exc, _OutOfTime):
+            source += ", the DP having run out of its share of the time limit"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
         if progress is not None:
             progress("no warm start: the DP found no plan")

@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
-from placement.solvers.milp.backends.base import (CAPABILITIES, INSTALL, Backend, RawResult, SolveOptions, Terms,
-                                                  unavailable_message)
+from placement.solvers.milp.backends.base import (CAPABILITIES, INSTALL, Backend, OutOfTime, RawResult, SolveOptions,
+                                                  Terms, unavailable_message)
 
 _PACKAGE = "placement.solvers.milp.backends"
 
@@ -102,5 +102,5 @@ def backend_availability() -> list[tuple[str, bool, str]]:
     return rows
 
 
-__all__ = ["BACKENDS", "CAPABILITIES", "Backend", "RawResult", "SolveOptions", "Terms", "backend_availability",
+__all__ = ["BACKENDS", "CAPABILITIES", "Backend", "OutOfTime", "RawResult", "SolveOptions", "Terms", "backend_availability",
            "backend_capabilities", "backend_class", "check_backend_available", "check_backend_name", "make_backend"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -54,6 +55,24 @@ class SolveOptions:
     #: called with (objective, bound, seconds) in model units for each improving solution, where the
     #: backend can report them (CP-SAT)
     on_solution: Callable[[float, float, float], None] | None = None
+    #: ``time.perf_counter()`` by which the whole call (model, start, solve, verification) must end; the
+    #: solver then gets the smaller of ``time_limit`` and what is left (:meth:`left`)
+    deadline: float | None = None
+
+    def left(self, reserve: float = 0.0) -> float:
+        """Seconds the solver may run: ``time_limit``, cut to what is left before the deadline less
+        ``reserve`` (for the work after the solver); 0 when nothing is left."""
+        if self.deadline is None:
+            return self.time_limit
+        return max(0.0, min(self.time_limit, self.deadline - time.perf_counter() - reserve))
+
+
+class OutOfTime(Exception):
+    """The deadline passed while the model was being built (raised by :meth:`Backend.tick`)."""
+
+
+#: rows added between two looks at the clock while a model is built
+ROWS_PER_TICK = 512
 
 
 @dataclass
@@ -160,6 +179,17 @@ class Backend(ABC):
     #: relative gap between the proven bound and the verified objective under which ``optimal`` stands
     #: (CP-SAT: float noise of the evaluator; floating-point MIP solvers: their feasibility tolerances)
     optimality_tolerance: ClassVar[float] = 1e-6
+
+    #: ``time.perf_counter()`` after which building the model stops (:meth:`tick`); ``None``: never
+    deadline: float | None = None
+    _ticks: int = 0
+
+    def tick(self) -> None:
+        """Count a row; every :data:`ROWS_PER_TICK` rows, raise :class:`OutOfTime` past :attr:`deadline`."""
+        self._ticks += 1
+        if self.deadline is not None and self._ticks % ROWS_PER_TICK == 0 and time.perf_counter() > self.deadline:
+            raise OutOfTime(f"the time limit ran out while the {self.name} model was built "
+                            f"({self._ticks:,} rows)")
 
     @classmethod
     def capabilities(cls) -> dict[str, bool]:
@@ -270,6 +300,7 @@ class BigMBackend(Backend):
         """Add ``lo ≤ Σ coef·x ≤ hi`` (coefficients keyed by :meth:`key`) and count its rows."""
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
+        self.tick()
         coef: dict[Any, float] = {}
         for a, v in terms:
             k = self.key(v)

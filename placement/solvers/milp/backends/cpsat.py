@@ -103,6 +103,7 @@ class CpSatBackend(Backend):
         return self._new(self.model.NewIntVar(0, top, name), top)
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
+        self.tick()
         coefficients = [(self._int(a), v) for a, v in terms]
         expr = sum(a * v for a, v in coefficients)
         if enforce is not None:

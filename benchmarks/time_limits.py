@@ -1,0 +1,116 @@
+"""Does ``--time-limit T`` bound the whole call? Wall time of ``placement solve`` on every published instance.
+
+For every published instance of Tarnawski et al. (``../shared/tarnawski``: the throughput
+inputs, layer and operator graphs, and the latency inputs) and every method that takes a time
+limit — ``milp`` (each objective that applies: ``throughput`` and, on training graphs,
+``throughput-gpipe``, in each contiguity class asked for; ``latency`` on the latency inputs),
+``auto`` and ``local-search`` — the command
+
+    python -m placement solve INSTANCE --method M --objective O [--contiguity C] --time-limit T --json
+
+runs in a fresh process, and its wall time is measured from outside: Python's start, the
+imports, reading the instance, the warm start, the model, the solver, the verification and the
+output. The acceptance is ``wall ≤ 1.05 T + 2 s`` for every row.
+
+    python benchmarks/time_limits.py [--time-limit 10] [--contiguity stages sets none]
+                                     [--methods milp auto local-search] [--match LayerGraphs]
+
+Writes ``benchmarks/results/time_limits.json``. Timings depend on the machine's load; the
+limit must hold whatever the load, since every part of the call watches the same clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from placement.report.table import format_table
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "tarnawski"
+RESULTS = ROOT / "benchmarks" / "results" / "time_limits.json"
+
+
+def allowed(limit: float) -> float:
+    """The most wall time a call with time limit ``limit`` may take."""
+    return 1.05 * limit + 2.0
+
+
+def runs(contiguity: list[str], methods: list[str], match: str) -> list[tuple[Path, str, str, str]]:
+    """(instance, method, objective, contiguity) for every published instance and method."""
+    out = []
+    for path in sorted((SHARED / "throughput-inputs").rglob("*.json")):
+        if match not in str(path):
+            continue
+        objectives = ["throughput"] + (["throughput-gpipe"] if "training" in path.name.lower() else [])
+        for method in methods:
+            for objective in objectives if method == "milp" else ["throughput"]:
+                for c in contiguity if method == "milp" else ["stages"]:
+                    out.append((path, method, objective, c))
+    for path in sorted((SHARED / "latency-inputs").rglob("*.json")):
+        if match in str(path):
+            out.extend((path, method, "latency", "stages") for method in methods if method in ("milp", "auto"))
+    return out
+
+
+def measure(path: Path, method: str, objective: str, contiguity: str, limit: float) -> dict:
+    """Run one ``placement solve`` in a fresh process and time it from outside."""
+    command = [sys.executable, "-m", "placement", "solve", str(path), "--method", method, "--objective", objective,
+               "--time-limit", f"{limit:g}", "--json"]
+    if contiguity != "stages":
+        command += ["--contiguity", contiguity]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=max(600.0, 10 * limit))
+    wall = time.perf_counter() - start
+    status, message = "-", done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if done.stdout.strip():
+        answer = json.loads(done.stdout)
+        status, message = answer.get("status", "-"), answer.get("message", "")
+    return {"instance": str(path.relative_to(SHARED)), "method": method, "objective": objective,
+            "contiguity": contiguity, "time_limit": limit, "wall_s": round(wall, 2),
+            "allowed_s": round(allowed(limit), 2), "ok": wall <= allowed(limit), "exit": done.returncode,
+            "status": status, "message": message}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=10.0, help="T in seconds (default 10)")
+    parser.add_argument("--contiguity", nargs="+", default=["stages", "sets", "none"],
+                        help="contiguity classes of the MILP runs (default: all three)")
+    parser.add_argument("--methods", nargs="+", default=["milp", "auto", "local-search"])
+    parser.add_argument("--match", default="", help="only instances whose path contains this")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if not SHARED.is_dir():
+        print(f"{SHARED} is not here: nothing to measure", file=sys.stderr)
+        return 0
+    rows = []
+    for path, method, objective, contiguity in runs(args.contiguity, args.methods, args.match):
+        row = measure(path, method, objective, contiguity, args.time_limit)
+        rows.append(row)
+        print(f"{row['instance']:52} {method:12} {objective:16} {contiguity:7} {row['wall_s']:7.2f} s "
+              f"{'ok' if row['ok'] else 'OVER'}  {row['status']}", file=sys.stderr, flush=True)
+    table = [("instance", "method", "objective", "class", "limit", "wall", "wall/limit", "allowed", "status")]
+    for r in rows:
+        table.append((r["instance"], r["method"], r["objective"], r["contiguity"], f"{r['time_limit']:g}",
+                      f"{r['wall_s']:.2f}", f"{r['wall_s'] / r['time_limit']:.3f}",
+                      f"{r['allowed_s']:.2f}" + ("" if r["ok"] else " OVER"), r["status"]))
+    print("\n".join(format_table(table, left={0, 1, 2, 3, 8})))
+    walls = sorted(r["wall_s"] / r["time_limit"] for r in rows)
+    over = [r for r in rows if not r["ok"]]
+    summary = {"time_limit": args.time_limit, "runs": len(rows), "over": len(over),
+               "median_wall_over_limit": walls[len(walls) // 2] if walls else None,
+               "max_wall_s": max((r["wall_s"] for r in rows), default=None)}
+    print(f"\n{summary['runs']} runs, {summary['over']} over 1.05·T + 2 s; wall/limit median "
+          f"{summary['median_wall_over_limit']}, largest wall {summary['max_wall_s']} s")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
+    return 0 if not over else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
