@@ -134,13 +134,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity)
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
-        raise InvalidParameterError("stages", f"asks for {stages} stages, but the model has {nodes} node(s) at "
-                                              f"granularity {granularity!r}" + (
-                                                  "; granularity='operator' has more" if granularity == "module"
-                                                  else ""))
+        raise InvalidParameterError("stages", f"must be at most the number of nodes of the model ({nodes} at "
+                                              f"granularity {granularity!r}), got {stages}")
+    names = canonical_names(model)
     instance = imported.instance
     if training:
-        instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth)
+        aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
+        instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
     problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
@@ -151,7 +151,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                                    + f": no plan fits ({result.message or 'proven infeasible'})")
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan())
-    part = partition(gm, canonical_names(model))
+    part = partition(gm, names)
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
                                    f"{result.num_stages}")

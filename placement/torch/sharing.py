@@ -38,27 +38,26 @@ from placement.costmodel.roofline import transfer_ms
 SUFFIX = ".grad-exchange"
 
 
-def shared_parameters(pg: Any) -> dict[str, tuple[int, ...]]:
-    """Trained parameters read by two or more forward nodes of placement graph ``pg``, with those nodes."""
+def shared_parameters(pg: Any, names: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
+    """Trained parameters read by two or more forward nodes of placement graph ``pg``, with those nodes;
+    ``names`` renames the graph's parameter names (aliases of one tensor to one name)."""
     readers: dict[str, list[int]] = {}
     for v in range(len(pg.nodes)):
-        for name in dict.fromkeys(p.name for op in pg.node_ops(v) for p in op.params if p.trainable):
+        for name in dict.fromkeys(names.get(p.name, p.name) for op in pg.node_ops(v) for p in op.params
+                                  if p.trainable):
             readers.setdefault(name, []).append(v)
     return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 
 
-def parameter_bytes(pg: Any) -> dict[str, float]:
-    """Bytes of every parameter the operators of ``pg`` read."""
-    return {p.name: p.nbytes for op in pg.graph.ops for p in op.params}
-
-
-def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: float) -> dict:
-    """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring."""
-    shared = shared_parameters(pg)
+def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: float,
+                             names: Mapping[str, str]) -> dict:
+    """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring;
+    ``names`` as in :func:`shared_parameters`."""
+    shared = shared_parameters(pg, names)
     if not shared:
         return dict(instance)
     n = len(pg.nodes)
-    nbytes = parameter_bytes(pg)
+    nbytes = {names.get(p.name, p.name): p.nbytes for op in pg.graph.ops for p in op.params}
     quantum = float(instance["about"].get("time_quantum_ms", 0.0)) or None
     nodes = list(instance["nodes"])
     edges = list(instance["edges"])

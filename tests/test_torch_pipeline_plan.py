@@ -1,0 +1,187 @@
+"""``plan_pipeline`` in one process: parameters, stage counts, stage modules, the user's model, the exchange charge.
+
+The distributed runs are in ``test_torch_pipeline_training.py``; here the stages of a plan are
+chained in one process (stage ``s`` fed with what stage ``s - 1`` returns), which must compute
+the model's output and, summed over the stages that hold a parameter, its gradients.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+pytest.importorskip("torch.distributed.pipelining", reason="this torch has no torch.distributed.pipelining")
+
+from torch import nn  # noqa: E402
+
+import placement  # noqa: E402
+from placement.plan import DeviceAssignment, Plan  # noqa: E402
+from placement.torch import plan_pipeline  # noqa: E402
+from placement.torch.sharing import SUFFIX  # noqa: E402
+from tests.test_torch_pipeline_training import TiedLM, UNet, case, loss_fn, micro  # noqa: E402
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+def chained(pp, args):
+    """The stages of ``pp`` run one after another in this process: the last stage's output and the modules."""
+    modules = [pp.stage_module(s) for s in range(pp.num_stages)]
+    values = tuple(args)
+    for module in modules:
+        out = module(*values)
+        values = out if isinstance(out, tuple) else (out,)
+    return out, modules
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_stages_n_gives_exactly_n_non_empty_verified_stages(stages):
+    pp = plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=stages)
+    assert pp.num_stages == stages == pp.result.num_stages
+    assert pp.result.ok and pp.result.verified and pp.result.stages == stages
+    assert all(s.nodes for s in pp.result.plan)
+
+
+def test_too_few_nodes_for_the_stages_asked_for():
+    # nn.Sequential(Linear) exports to one operator: one node at either granularity.
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(nn.Sequential(nn.Linear(8, 2)), (torch.randn(4, 8),), stages=2)
+    assert error.value.parameter == "stages"
+    assert str(error.value) == "stages must be at most the number of nodes of the model (1 at granularity 'module'), got 2"
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=5)
+    assert str(error.value) == "stages must be at most the number of devices (4), got 5"
+
+
+@pytest.mark.parametrize(("devices", "message"), [
+    ("h100", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; 'h100' in 'h100' "
+             "is not '<id>:<count>'"),
+    ("h100:0", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; 'h100:0' in "
+               "'h100:0' is not '<id>:<count>'"),
+    ("h100:2,,", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; '' in "
+                 "'h100:2,,' is not '<id>:<count>'"),
+    ("tpu:2", "devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
+    ("h100:2,a100:2", "devices names two accelerator types ('h100' and 'a100'); a pipeline plan takes one "
+                      "accelerator type and one CPU type"),
+    ("h100:2,h100:2", "devices names 'h100' twice in 'h100:2,h100:2'"),
+    ("", "devices must be a string '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4'), not ''"),
+    (4, "devices must be a string '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4'), not 4"),
+])
+def test_bad_devices_strings_are_one_line_errors(devices, message):
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (torch.randn(4, 8),), devices=devices)
+    assert error.value.parameter == "devices"
+    assert str(error.value) == message and "\n" not in message
+
+
+def test_devices_name_the_platform():
+    # CPUs only when named: 2 H100s and no CPU; then 1 H100 and 2 CPU sockets.
+    pp = plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:2")
+    assert [(t.name, t.count) for t in pp.imported.problem.device_types] == [("accelerator", 2), ("cpu", 0)]
+    pp = plan_pipeline(mlp(), (torch.randn(4, 8),), devices="H100:1, epyc-7763:2", stages=3)
+    assert [(t.name, t.count) for t in pp.imported.problem.device_types] == [("accelerator", 1), ("cpu", 2)]
+    assert sorted(s.device_type for s in pp.result.plan) == ["accelerator", "cpu", "cpu"]
+
+
+def test_the_users_model_is_not_modified():
+    model, args, target = case("gpt")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    params = dict(model.named_parameters())
+    modes = [m.training for m in model.modules()]
+    pp = plan_pipeline(model, micro(args, 0), devices="epyc-7763:3", stages=3)
+    out, modules = chained(pp, micro(args, 0))
+    loss_fn(out, micro((target,), 0)[0]).backward()
+    for module in modules:  # the stages' own tensors change; the model's must not
+        for p in module.parameters():
+            p.data.add_(1.0)
+    assert dict(model.named_parameters()) == params and all(params[k] is p for k, p in model.named_parameters())
+    assert model.lm_head.weight is model.wte.weight
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert sorted(model.state_dict()) == sorted(before)
+    assert all(p.grad is None for p in model.parameters())
+    assert [m.training for m in model.modules()] == modes
+    for m in model.modules():
+        assert not (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks)
+
+
+@pytest.mark.parametrize("granularity", ["module", "operator"])
+def test_chained_stages_compute_the_model_and_its_gradients(granularity):
+    # The tied LM at 3 stages: wte.weight is read by the embedding (stage 0) and by the output
+    # projection (last stage); each holds it once and the parts of its gradient add up.
+    model, args, target = case("gpt")
+    pp = plan_pipeline(model, micro(args, 0), devices="epyc-7763:3", stages=3, granularity=granularity)
+    assert pp.shared_parameters == {"wte.weight": (0, 2)}
+    out, modules = chained(pp, micro(args, 0))
+    reference = model(*micro(args, 0))
+    assert torch.allclose(out, reference, rtol=1e-5, atol=1e-6)
+    loss_fn(out, micro((target,), 0)[0]).backward()
+    loss_fn(reference, micro((target,), 0)[0]).backward()
+    summed: dict[str, torch.Tensor] = {}
+    for module in modules:
+        names = [k for k, _ in module.named_parameters(remove_duplicate=False)]
+        assert len(names) == len(set(names)) and "lm_head.weight" not in names  # one tensor per stage, one name
+        for k, p in module.named_parameters():
+            summed[k] = summed.get(k, 0) + p.grad
+    assert sorted(summed) == sorted(k for k, _ in model.named_parameters())
+    for k, p in model.named_parameters():
+        assert torch.allclose(summed[k], p.grad, rtol=1e-4, atol=1e-6), k
+
+
+def test_a_full_checkpoint_loads_stage_by_stage():
+    model, args, _ = case("unet")
+    pp = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=4)
+    torch.manual_seed(7)
+    checkpoint = UNet().state_dict()   # other values, same names
+    covered = set()
+    for s in range(pp.num_stages):
+        module = pp.stage_module(s)
+        assert set(module.state_dict()) <= set(checkpoint)
+        loaded = module.load_state_dict(checkpoint, strict=False)
+        assert loaded.missing_keys == []
+        for k, v in module.state_dict().items():
+            assert torch.equal(v, checkpoint[k])
+        covered |= set(module.state_dict())
+    assert covered == set(checkpoint)
+
+
+def test_the_plan_charges_the_exchange_of_a_shared_parameter():
+    # TiedLM: wte.weight is 24 x 16 fp32 = 1536 bytes, read by the embedding and the output
+    # projection. Its exchange node costs 2 * 1536 bytes over the H100's PCIe link (64e9 B/s):
+    # 3072 / 64e9 s = 4.8e-5 ms (to the instance's time quantum).
+    model, args, _ = case("gpt")
+    pp = plan_pipeline(model, micro(args, 0), devices="h100:2", stages=2)
+    nodes = pp.instance["nodes"]
+    (exchange,) = [n for n in nodes if n["name"].endswith(SUFFIX)]
+    assert exchange["name"] == "wte.weight" + SUFFIX and exchange["isBackwardNode"]
+    quantum = pp.instance["about"]["time_quantum_ms"]
+    edges = [e for e in pp.instance["edges"] if e["sourceId"] == exchange["id"]]
+    assert len(edges) == 1 and edges[0]["size"] == 3072.0
+    assert abs(edges[0]["cost"] - 4.8e-5) <= quantum / 2
+    forward = len(pp.imported.graph.nodes)
+    # torch.export names the tied tensor by its last alias; the plan by the model's first name
+    readers = [v for v in range(forward) if any(p.name == "lm_head.weight" for op in pp.imported.graph.node_ops(v)
+                                                for p in op.params)]
+    assert exchange["colorClass"] == readers[0] and edges[0]["destId"] == forward + readers[1]
+    # The holders sit on both devices: each pays the exchange once, beyond the plan's load without it.
+    assert pp.shared_parameters == {"wte.weight": (0, 1)}
+    plan = pp.result.to_plan()
+    without = Plan(tuple(DeviceAssignment(d.type, tuple(v for v in d.nodes if v != exchange["id"])) for d in plan.devices))
+    charged = placement.verify(pp.instance, plan, contiguity="stages").report[0].devices
+    plain = placement.verify(pp.imported.instance, without, contiguity="stages").report[0].devices
+    assert [a.load - b.load for a, b in zip(charged, plain)] == [edges[0]["cost"]] * 2
+
+
+def test_build_stage_needs_a_process_group_and_schedule_its_own_stages():
+    pp = plan_pipeline(mlp(), (torch.randn(4, 8),), stages=2)
+    assert not torch.distributed.is_initialized()
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.build_stage(0, "cpu")
+    assert str(error.value) == "group needs an initialised process group (torch.distributed.init_process_group)"
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.schedule(object(), loss_fn)
+    assert str(error.value) == "stage must be a stage made by this plan's build_stage"
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.stage_module(2)
+    assert str(error.value) == "stage_index must be below the number of stages (2), got 2"
