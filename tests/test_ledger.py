@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,61 @@ def test_disagreement_names_device_and_node():
     assert d1.mismatches == (NodeMismatch(3, "c", 5.0, 2.0),)
     assert ledger.disagreements == ("device 1 (accelerator): charged 8, ledger 3.5: node 3 (c) costs 5 for 2 bytes",)
     text = format_ledger(ledger)
-    assert "LEDGER DISAGREES on 1 device:\n  device 1 (accelerator): charged 8" in text
+    assert ("ledger (informational: about the instance's data, not the plan, which is checked against the charged "
+            "costs): the transfer costs of 1 boundary node are not the time per byte times their tensor sizes, on 1 "
+            "device\n  device 1 (accelerator): charged 8") in text
+
+
+def training_pair(cost_b2: float) -> Instance:
+    """f1 -> f2 (8 bytes), f2 -> b2 (4), b2 -> b1 (4), f1 -> b1 (8); colours {f1, b1}, {f2, b2}; costs
+    c(f1) = 2, c(f2) = 1 (ρ = 0.25 on f1's and f2's tensors), c(b2) = ``cost_b2`` for its 4 bytes."""
+    nodes = [node(1, "f1", 2.0, colour=1), node(2, "f2", 1.0, colour=2),
+             node(3, "b2", cost_b2, backward=True, colour=2), node(4, "b1", 0.0, backward=True, colour=1)]
+    edges = [Edge(1, 2, 8.0), Edge(2, 3, 4.0), Edge(3, 4, 4.0), Edge(1, 4, 8.0)]
+    return make_two_type_problem(nodes, edges, 2, 0, 100.0)
+
+
+def test_training_disagreement_is_about_the_data_not_the_plan():
+    """b2 costs 0 (a copy of a forward cost, as in the published training layer graphs) but sends 4 bytes:
+    both devices disagree (device 0 receives b2's error, device 1 sends it), the evaluator charges the
+    same In/Out as the ledger, and the plan stays valid; the summary says the finding is informational."""
+    problem = training_pair(0.0)
+    plan = Plan((DeviceAssignment(ACC, (1, 4)), DeviceAssignment(ACC, (2, 3))))
+    ledger = communication_ledger(problem, plan)
+    evaluation = evaluate(problem, plan)
+    assert evaluation.valid
+    # device 0 {f1, b1}: Out = {f1} (2), In = {b2} (0): charged 2, ledger 0.25·(8 + 4) = 3
+    assert [(d.charged, d.ledger_time, d.status) for d in ledger.devices] == [(2, 3, DISAGREES), (2, 3, DISAGREES)]
+    assert [d.charged for d in ledger.devices] == [r.comm for r in evaluation.devices]
+    assert ledger.devices[0].mismatches == (NodeMismatch(3, "b2", 0.0, 4.0, backward=True),)
+    assert ledger.summary == ("ledger (informational: about the instance's data, not the plan, which is checked "
+                              "against the charged costs): the transfer costs of 1 boundary node (a backward node) "
+                              "are not the time per byte times their tensor sizes, on 2 devices")
+    assert communication_ledger(training_pair(1.0), plan).summary == (
+        "ledger agrees with the charged communication on every device")
+
+
+def test_verify_exits_on_validity_alone_when_the_ledger_disagrees(tmp_path, capsys):
+    """A valid plan on a training graph whose data the ledger faults: exit 0, and no line claims more."""
+    from placement.cli import main
+
+    instance = tmp_path / "pair.json"
+    instance.write_text(json.dumps({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1,
+                   "isBackwardNode": int(name[0] == "b"), "colorClass": colour}
+                  for i, name, colour in ((1, "f1", 1), (2, "f2", 2), (3, "b2", 2), (4, "b1", 1))],
+        "edges": [{"sourceId": a, "destId": b, "cost": cost, "size": size}
+                  for a, b, cost, size in ((1, 2, 2, 8), (2, 3, 1, 4), (3, 4, 0, 4), (1, 4, 2, 8))]}))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 4]}, {"nodes": [2, 3]}], "cpus": []}))
+    assert main(["verify", str(instance), str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "ledger (informational: about the instance's data, not the plan" in out
+    assert "DISAGREES" not in out
+    assert main(["verify", str(instance), str(plan), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["valid"], verdict["ledger_agrees"]) == (True, False)
 
 
 def test_unsized_boundary_is_unchecked():

@@ -1,8 +1,10 @@
 """``placement verify INSTANCE PLAN``: check a plan independently of any solver.
 
 Exit status: 0 the plan is valid; 1 it is not; 2 bad input or usage. The communication ledger
-is reported beside the verdict; a disagreement is a finding about the instance's data, not an
-invalid plan, so it does not change the exit status.
+is reported beside the verdict and is informational: it compares the instance's transfer costs
+with its tensor sizes (on training graphs as on inference graphs), so a disagreement is a
+finding about the instance's data, not about the plan, and its line says so; it does not
+change the exit status (:mod:`placement.verification.ledger`).
 """
 
 from __future__ import annotations

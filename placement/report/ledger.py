@@ -32,13 +32,7 @@ def format_ledger(ledger: Ledger) -> str:
             if link.errors:
                 parts.append(f"errors {format_bytes(link.errors)}")
             lines.append(f"  {link.source} -> {link.target}: {', '.join(parts) or '0'}")
-    problems = ledger.disagreements
-    if rho.value is None:
-        lines.append("ledger unchecked: no edge carries a tensor size" if problems else
-                     "ledger: no communication is charged")
-    elif not problems:
-        lines.append("ledger agrees with the charged communication on every device")
-    else:
-        lines.append(f"LEDGER DISAGREES on {len(problems)} device{'' if len(problems) == 1 else 's'}:")
-        lines.extend(f"  {p}" for p in problems)
+    lines.append(ledger.summary)
+    if rho.value is not None:
+        lines.extend(f"  {p}" for p in ledger.disagreements)
     return "\n".join(lines)

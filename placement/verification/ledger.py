@@ -33,6 +33,16 @@ is checked.
 ``1e-9``. A device that disagrees is reported with the boundary nodes whose own cost differs
 from ``ρ`` times their bytes; a device with a boundary node of unknown size is reported as
 unchecked.
+
+**What a disagreement means.** ``charged`` is the communication the load model charges the
+device — the same ``In(S) ∪ Out(S)`` as the evaluator's, on training graphs too, where the
+costs of forward boundary nodes go to the forward load and those of backward nodes to the
+backward load, as the ledger's activations and errors. The check therefore compares the
+instance's transfer costs with its tensor sizes: a disagreement is a finding about the
+instance's data (on the published training layer graphs, backward nodes whose cost is not
+their tensor's size times ``ρ``), never about the plan, whose validity and loads rest on the
+charged costs. It is informational: :attr:`Ledger.summary` says so in one line, and
+``placement verify`` exits on the plan's validity alone.
 """
 
 from __future__ import annotations
@@ -66,6 +76,7 @@ class NodeMismatch:
     name: str
     cost: float
     bytes: float
+    backward: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,31 @@ class Ledger:
                 ids = ", ".join(str(v) for v in d.unsized[:5]) + (" ..." if len(d.unsized) > 5 else "")
                 lines.append(f"device {d.position} ({d.type}): unchecked, no size for boundary nodes {ids}")
         return tuple(lines)
+
+    @property
+    def summary(self) -> str:
+        """The ledger's verdict in one line (see "What a disagreement means" in the module docstring)."""
+        problems = self.disagreements
+        if self.time_per_byte.value is None:
+            return "ledger unchecked: no edge carries a tensor size" if problems else "ledger: no communication is charged"
+        if not problems:
+            return "ledger agrees with the charged communication on every device"
+        def count(n: int, what: str) -> str:
+            return f"{n} {what}{'' if n == 1 else 's'}"
+
+        disagreeing = sum(1 for d in self.devices if d.status == DISAGREES)
+        unchecked = sum(1 for d in self.devices if d.status == UNCHECKED)
+        nodes = {m.node for d in self.devices for m in d.mismatches}
+        backward = {m.node for d in self.devices for m in d.mismatches if m.backward}
+        findings = []
+        if disagreeing:
+            kind = (" (a backward node)" if len(nodes) == 1 else " (all backward nodes)") if nodes == backward else ""
+            findings.append(f"the transfer costs of {count(len(nodes), 'boundary node')}{kind} are not the time per "
+                            f"byte times their tensor sizes, on {count(disagreeing, 'device')}")
+        if unchecked:
+            findings.append(f"{count(unchecked, 'device')} unchecked (boundary nodes without a size)")
+        return ("ledger (informational: about the instance's data, not the plan, which is checked against the "
+                f"charged costs): {'; '.join(findings)}")
 
     @property
     def agrees(self) -> bool:
@@ -225,7 +261,7 @@ def communication_ledger(problem: Instance, plan: Plan) -> Ledger:
                     size = max(s for s in (incoming.get(u), outgoing.get(u)) if s is not None)
                     cost = problem.node(u).out_cost
                     if not _close(cost, rho.value * size):
-                        found.append(NodeMismatch(u, problem.node(u).name, cost, size))
+                        found.append(NodeMismatch(u, problem.node(u).name, cost, size, problem.node(u).backward))
                 mismatches = tuple(found)
         devices.append(DeviceTraffic(d, dev.type, charged=charged, ledger_time=ledger_time, status=status,
                                      mismatches=mismatches, unsized=unsized if pays else (), **totals))
