@@ -31,8 +31,20 @@ views, gathers, copies, constants               0
 ==============================================  =========================================
 
 Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors written;
-views (Reshape, Flatten, Squeeze, Unsqueeze, Identity) move nothing; gathers read their
-indices and the gathered rows and write their output. Any other operator (another domain,
+views move nothing and launch no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+and the layout operators PyTorch runs as strided views (Transpose, Split, Slice, Expand,
+Shape, Size, a Gather of one scalar index, which is torch's ``select``), and an inference
+Dropout (no ``training_mode`` input), which returns its input; gathers read their indices
+and the gathered rows and write their output.
+
+Nodes the exporter wrote for one PyTorch kernel are one operator
+(:mod:`placement.io.onnx_fusion`): a bias or scale ``Add``/``Mul`` with the matmul,
+convolution or normalisation it follows, the MatMul/Softmax/MatMul of attention. Such an
+operator reads the tensors its nodes take from outside, writes its last node's outputs,
+and counts the FLOPs of its matmul, convolution or normalisation nodes (the attention
+formula of :mod:`placement.io.torch_export`); its name is that of its main node, its
+target the node types joined by ``+``. A node without a module scope (one the exporter's
+optimiser made) takes the module path of the first node that reads it. Any other operator (another domain,
 control flow, an operator without a rule) is costed by the bytes it moves and named in a
 :class:`~placement.io.opgraph.CostModelWarning`. ``dtype`` overrides the type of every
 floating-point tensor, as in the torch importer.
