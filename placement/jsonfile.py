@@ -1,35 +1,109 @@
-"""Reading JSON files with errors that say where the problem is."""
+"""Reading JSON files with errors that say where the problem is, within limits on size and nesting.
+
+Limits (both checked before anything is decoded):
+
+* :data:`MAX_INPUT_BYTES`: a file (or a stream such as ``/dev/zero``) longer than this many
+  bytes is refused; callers that take ``max_bytes`` let the user raise it.
+* :data:`MAX_DEPTH`: JSON nested deeper than this many arrays and objects is refused (the
+  formats read here need at most 7 levels), so no input can exhaust the interpreter's stack.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import numbers
+import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
-from placement.errors import InvalidInstanceError, PlacementError
+from placement.errors import InvalidInstanceError, LimitExceededError, PlacementError
 
 T = TypeVar("T")
 
+#: the default input size limit: 256 MiB
+MAX_INPUT_BYTES = 256 * 2**20
+#: the most arrays and objects a JSON document may nest
+MAX_DEPTH = 64
 
-def load_json(path: str | Path, error: type[PlacementError]) -> Any:
-    """Parse the JSON file at ``path``; raise ``error`` with file, line and column on failure."""
+_BRACKETS = bytes.maketrans(b"[{]}", b"(())")
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+
+
+def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the file at ``path``, at most ``max_bytes`` of them.
+
+    A longer file or stream raises :class:`LimitExceededError` (parameter ``max_bytes``) after
+    reading at most ``max_bytes + 1`` bytes; a missing or unreadable file raises ``error``.
+    """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            status = os.fstat(fh.fileno())
+            known = status.st_size if stat.S_ISREG(status.st_mode) else 0  # streams: read to find out
+            data = None if known > max_bytes else fh.read(max_bytes + 1)
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except IsADirectoryError:
         raise error(f"{path}: is a directory, not a JSON file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except MemoryError:
+        data = None
+    if data is None or len(data) > max_bytes:
+        raise LimitExceededError(f"{path}: more than {max_bytes} bytes, the input size limit (max_bytes)",
+                                 parameter="max_bytes")
+    return data
+
+
+def nested_deeper_than(data: bytes, limit: int) -> bool:
+    """Whether the JSON text ``data`` nests arrays and objects more than ``limit`` deep.
+
+    Escaped backslashes and quotes are dropped, then everything between quotes (the strings);
+    the brackets left are read as parentheses, and each pass removes the innermost pairs ``()``:
+    a balanced text is empty after exactly as many passes as it is deep. Unbalanced text is
+    malformed and left to the parser (whose errors say where).
+    """
+    if b"[" not in data and b"{" not in data:
+        return False
+    outside = b"".join(data.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+    brackets = outside.translate(_BRACKETS, _NOT_BRACKETS)
+    if b"(" * (limit + 1) in brackets:
+        return True
+    for _ in range(limit):
+        if b"()" not in brackets:
+            return False
+        brackets = brackets.replace(b"()", b"")
+        if not brackets:
+            return False
+    return b"()" in brackets
+
+
+def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> Any:
+    """Parse the JSON file at ``path``; raise ``error`` with file, line and column on failure.
+
+    A file longer than ``max_bytes`` raises :class:`LimitExceededError`; JSON nested more than
+    :data:`MAX_DEPTH` levels raises ``error``.
+    """
+    data = read_bytes(path, error, max_bytes)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror}") from None
+    too_deep = f"{path}: JSON nested more than {MAX_DEPTH} levels deep"
+    if nested_deeper_than(data, MAX_DEPTH):
+        raise error(too_deep)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:  # unbalanced brackets the depth check left to the parser
+        raise error(too_deep) from None
+    except ValueError:  # an integer literal longer than the interpreter converts
+        raise error(f"{path}: malformed JSON: an integer with more than {sys.get_int_max_str_digits()} "
+                    "digits") from None
 
 
 def json_type_name(value: Any) -> str:
@@ -61,13 +135,14 @@ def strict_json(value: Any) -> Any:
     return str(value)
 
 
-def parse_file(path: str | Path, parse: Callable[[Any, str], T]) -> T:
+def parse_file(path: str | Path, parse: Callable[[Any, str], T], max_bytes: int = MAX_INPUT_BYTES) -> T:
     """``parse(data, name)`` on the JSON at ``path``, ``name`` being the file's stem.
 
     Unreadable or malformed JSON, and every :class:`InvalidInstanceError` the parser raises,
-    come out as :class:`InvalidInstanceError` whose message starts with ``path``.
+    come out as :class:`InvalidInstanceError` whose message starts with ``path``; a file longer
+    than ``max_bytes`` as :class:`LimitExceededError`.
     """
-    data = load_json(path, InvalidInstanceError)
+    data = load_json(path, InvalidInstanceError, max_bytes)
     try:
         return parse(data, Path(path).stem)
     except InvalidInstanceError as exc:

@@ -18,7 +18,7 @@ from os import PathLike
 from typing import Any, Mapping
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.jsonfile import json_type_name, parse_file
+from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, parse_file
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 
 FORMATS = ("tarnawski", "native", "piper")
@@ -35,23 +35,29 @@ def detect_format(data: Any) -> str:
     return "native" if "deviceTypes" in data else "tarnawski"
 
 
-def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None = None) -> Any:
+def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None = None,
+         max_bytes: int = MAX_INPUT_BYTES) -> Any:
     """The validated instance held by ``source``: a file path, or a decoded JSON document (dict).
 
     Returns a :class:`placement.Instance` (formats ``tarnawski`` and ``native``) or a
     :class:`placement.io.piper.PiperInstance` (format ``piper``). Raises
-    :class:`InvalidInstanceError` naming the file and the first problem, or
+    :class:`InvalidInstanceError` naming the file and the first problem,
+    :class:`LimitExceededError` for a file longer than ``max_bytes`` (default 256 MiB), or
     :class:`InvalidParameterError` for an unknown ``format`` or a ``source`` of another type.
     """
+    from placement.parameters import integer
+
     if format is not None and format not in FORMATS:
         raise InvalidParameterError("format", f"must be one of {', '.join(map(repr, FORMATS))} or None, "
                                               f"not {format!r}")
+    max_bytes = integer("max_bytes", max_bytes, smallest=1)
     if isinstance(source, Mapping):
         return _parse(dict(source), format, name="")
     if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("source", f"must be a file path or a decoded JSON document (dict), "
                                               f"not {type(source).__name__}")
-    return parse_file(source, lambda data, name: _parse(data, format, name))
+    return parse_file(source, lambda data, name: _parse(data, format, name), max_bytes)
+
 
 def _parse(data: Any, format: str | None, name: str) -> Any:
     detected = detect_format(data)

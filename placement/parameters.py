@@ -18,14 +18,34 @@ def one_of(name: str, value: Any, choices: Iterable[str]) -> str:
     return value
 
 
-def integer(name: str, value: Any, *, smallest: int = 0, optional: bool = False) -> int | None:
-    """``value`` when it is an integer ≥ ``smallest`` (``None`` too when ``optional``); bools are not integers."""
+#: the most solver threads ``threads`` may ask for
+MAX_THREADS = 1024
+#: the largest ``seed``: the MILP solvers take a 32-bit signed seed
+MAX_SEED = 2**31 - 1
+
+
+def integer(name: str, value: Any, *, smallest: int = 0, largest: int | None = None,
+            optional: bool = False) -> int | None:
+    """``value`` when it is an integer ≥ ``smallest`` and ≤ ``largest`` (``None`` too when ``optional``);
+    bools are not integers."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < smallest:
-        noun = {0: "a non-negative integer", 1: "a positive integer"}.get(smallest, f"an integer ≥ {smallest}")
-        raise InvalidParameterError(name, f"must be {noun}{' or None' if optional else ''}, not {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < smallest
+            or largest is not None and value > largest):
+        if largest is not None:
+            noun = f"an integer from {smallest} to {largest}"
+        else:
+            noun = {0: "a non-negative integer", 1: "a positive integer"}.get(smallest, f"an integer ≥ {smallest}")
+        raise InvalidParameterError(name, f"must be {noun}{' or None' if optional else ''}, not {_shown(value)}")
     return int(value)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short for a huge one (an error message is one readable line)."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def number(name: str, value: Any, *, positive: bool = False, below_one: bool = False,

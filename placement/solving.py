@@ -14,7 +14,7 @@ message says why. A bound above the verified value of the plan is refuted and no
 
 ``method="auto"`` takes the DP where it applies (objective ``throughput``, contiguity
 ``stages``) and the graph has at most ``max_ideals`` ideals; otherwise, or when the DP refuses
-for the number of ideals, the MILP. The Result's ``method`` says which ran. With ``auto`` the
+for the number of ideals or runs out of ``time_limit``, the MILP (within what is left of it). The Result's ``method`` says which ran. With ``auto`` the
 MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the MILP runs.
 """
 
@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.loading import override_devices
-from placement.parameters import callback, integer, number, one_of, stage_count
+from placement.parameters import MAX_SEED, MAX_THREADS, callback, integer, number, one_of, stage_count
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.result import Result, Stage, Status
@@ -72,8 +72,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     check_contiguity(contiguity)
     options = {
         "backend": _backend(backend), "time_limit": number("time_limit", time_limit, positive=True, optional=True),
-        "gap": number("gap", gap, below_one=True), "threads": integer("threads", threads, smallest=1, optional=True),
-        "seed": integer("seed", seed), "stages": integer("stages", stages, smallest=1, optional=True),
+        "gap": number("gap", gap, below_one=True),
+        "threads": integer("threads", threads, smallest=1, largest=MAX_THREADS, optional=True),
+        "seed": integer("seed", seed, largest=MAX_SEED), "stages": integer("stages", stages, smallest=1, optional=True),
         "calls": integer("calls", calls, smallest=1), "warm_start": _warm_start(warm_start),
         "max_ideals": integer("max_ideals", max_ideals, smallest=1, optional=True), "log": _log(log),
         "split": split, "restarts": integer("restarts", restarts, smallest=1, optional=True),
@@ -143,9 +144,15 @@ def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: floa
         kwargs["deadline"] = started + (DEFAULT_TIME_LIMIT if options["time_limit"] is None else options["time_limit"])
     elif kwargs.get("time_limit") is not None:
         kwargs["time_limit"] = max(1e-3, kwargs["time_limit"] - (time.perf_counter() - started))
+    elif spec.name == "dp" and options["time_limit"] is not None:  # auto: the DP within the time limit
+        from placement.solvers.milp.warmstart import deadline_watch
+
+        kwargs["progress"] = deadline_watch(started + options["time_limit"], kwargs.get("progress"))
     if "max_ideals" in kwargs and kwargs["max_ideals"] is None:
         kwargs["max_ideals"] = DEFAULT_MAX_IDEALS
-    return spec.function()(problem, **kwargs)
+    if "calls" in kwargs:  # a device's calls are non-empty: more than one per node cannot be used
+        kwargs["calls"] = min(kwargs["calls"], len(problem.nodes))
+    return spec.function()(problem.with_reachable_counts(), **kwargs)
 
 
 def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], auto: bool) -> None:

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from placement.errors import InvalidInstanceError, PlacementError
+from placement.errors import (InvalidInstanceError, InvalidParameterError, InvalidPlanError, LimitExceededError,
+                              PlacementError)
+from placement.io.plans import read_plan
 from placement.io.tarnawski import read_instance
+from placement.jsonfile import MAX_DEPTH, MAX_INPUT_BYTES
+from placement.loading import load
+from placement.problem.instance import MAX_SUM
 
 
 def node(i: int, **fields) -> dict:
@@ -191,8 +196,106 @@ def test_not_utf8(tmp_path):
     assert str(info.value) == f"{path}: not UTF-8 text (byte 13)"
 
 
-def test_instance_error_is_a_placement_error():
-    assert issubclass(InvalidInstanceError, PlacementError)
+def test_a_bad_instance_is_both_a_placement_error_and_a_value_error(tmp_path):
+    """What the command line turns into exit 2 (PlacementError) and what callers catch as bad input (ValueError)."""
+    path = write(tmp_path, instance(maxCPUs="1"))
+    for kind in (PlacementError, ValueError):
+        with pytest.raises(kind, match="field 'maxCPUs' must be an integer, got string"):
+            read_instance(path)
+
+
+# ----- limits: nesting, size, magnitude -----------------------------------------------------
+
+def nested(depth: int, inner: str = "1") -> str:
+    """``depth`` arrays and objects, alternately, around ``inner``."""
+    text = inner
+    for k in range(depth):
+        text = f"[{text}]" if k % 2 else f'{{"k": {text}}}'
+    return text
+
+
+def test_nesting_up_to_the_limit_is_read_and_past_it_refused(tmp_path):
+    assert MAX_DEPTH == 64
+    # 64 levels parse (then fail as an instance), 65 are refused before parsing; strings with
+    # brackets in them do not count.
+    assert message(tmp_path, nested(64, '"[[[{{{"')) == "the instance must be a JSON object, got array"
+    assert message(tmp_path, nested(65)) == "JSON nested more than 64 levels deep"
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000,
+                                  "[" * 100_000, "[[]," * 100_000, "[[]," * 1000 + "]" * 1000])
+def test_deep_nesting_is_one_error_never_a_recursion_error(tmp_path, text):
+    assert message(tmp_path, text) == "JSON nested more than 64 levels deep"
+
+
+def test_deeply_nested_plan_is_refused(tmp_path):
+    path = write(tmp_path, "[" * 100_000 + "]" * 100_000, "plan.json")
+    with pytest.raises(InvalidPlanError) as info:
+        read_plan(path)
+    assert str(info.value) == f"{path}: JSON nested more than 64 levels deep"
+
+
+def test_input_size_limit(tmp_path):
+    text = json.dumps(instance())
+    path = write(tmp_path, text)
+    assert len(load(path, max_bytes=len(text)).nodes) == 3
+    with pytest.raises(LimitExceededError) as info:
+        load(path, max_bytes=len(text) - 1)
+    assert str(info.value) == f"{path}: more than {len(text) - 1} bytes, the input size limit (max_bytes)"
+    assert info.value.parameter == "max_bytes"
+    with pytest.raises(InvalidParameterError, match="max_bytes must be a positive integer, not 0"):
+        load(path, max_bytes=0)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_an_endless_stream_stops_at_the_default_limit(capsys):
+    # 256 MiB are read, not more; the command line says so in one line.
+    from placement.cli import main
+
+    assert MAX_INPUT_BYTES == 256 * 2**20
+    assert main(["info", "/dev/zero"]) == 2
+    assert capsys.readouterr().err == "error: /dev/zero: more than 268435456 bytes, the input size limit (max_bytes)\n"
+
+
+@pytest.mark.parametrize("literal, expected", [
+    ("1" + "0" * 400, "node 2: field 'cpuLatency' is not a finite number (an integer of 401 digits)"),
+    ("1e400", "node 2: field 'cpuLatency' is infinite"),
+    ("9" * 5000, "malformed JSON: an integer with more than 4300 digits"),
+])
+def test_numbers_past_the_float_range(tmp_path, literal, expected):
+    text = json.dumps(with_node(instance(), 1, cpuLatency=12345.0)).replace("12345.0", literal)
+    assert message(tmp_path, text) == expected
+
+
+@pytest.mark.parametrize("change, expected", [
+    # 6e99 + 6e99 = 1.2e100 > 1e100: the second node's time crosses the limit.
+    (lambda d: [with_node(d, k, fpgaLatency=6e99) for k in (0, 1)],
+     "node 2: time on accelerator 6e+99 takes the graph's total time on accelerator above 1e+100, the most a "
+     "total of times, costs or sizes may be"),
+    (lambda d: with_node(d, 2, cpuLatency=1e308),
+     "node 3: time on cpu 1e+308 takes the graph's total time on cpu above 1e+100, the most a total of times, "
+     "costs or sizes may be"),
+    (lambda d: with_node(d, 0, size=1e308),
+     "node 1: memory size 1e+308 takes the graph's total memory size above 1e+100, the most a total of times, "
+     "costs or sizes may be"),
+    (lambda d: d.update(edges=[edge(1, 2, 1e308), edge(2, 3)]),
+     "node 1: transfer cost 1e+308 takes the graph's total transfer cost above 1e+100, the most a total of "
+     "times, costs or sizes may be"),
+    (lambda d: d.update(edges=[edge(1, 2, size=1e300), edge(2, 3)]),
+     "edge 1 -> 2: tensor size 1e+300 takes the graph's total tensor size above 1e+100, the most a total of "
+     "times, costs or sizes may be"),
+])
+def test_totals_past_the_limit(tmp_path, change, expected):
+    data = instance()
+    change(data)
+    assert message(tmp_path, data) == expected
+
+
+def test_totals_at_the_limit_are_read(tmp_path):
+    # 5e99 + 5e99 is exactly 1e100, the largest total accepted.
+    data = with_node(with_node(instance(), 0, fpgaLatency=5e99), 1, fpgaLatency=5e99)
+    assert MAX_SUM == 1e100 and 5e99 + 5e99 == MAX_SUM
+    assert read_instance(write(tmp_path, data)).nodes[1].times[0] == 5e99
 
 
 # ----- accepted variants -----------------------------------------------------------------

@@ -97,6 +97,12 @@ def test_zero_devices_is_bad_input(capsys):
     (["solve"], "the following arguments are required: instance"),
     (["solve", CHAIN4, "--accelerators", "-1"], "argument --accelerators: expected a non-negative integer, got '-1'"),
     (["solve", CHAIN4, "--bogus"], "unrecognized arguments: --bogus"),
+    (["solve", CHAIN4, "--accelerators", "1e12"], "argument --accelerators: expected a non-negative integer, "
+                                                  "got '1e12'"),
+    (["solve", CHAIN4, "--threads", str(2**40)], "--threads must be an integer from 1 to 1024 or None, "
+                                                 "not 1099511627776"),
+    (["solve", CHAIN4, "--seed", str(2**63)], "--seed must be an integer from 0 to 2147483647, "
+                                              "not 9223372036854775808"),
     (["solve", CHAIN4, "--method", "magic"], "argument --method: invalid choice: 'magic' (choose from 'auto', 'dp', "
                                              "'milp', 'pipedream', 'greedy', 'local-search', 'partition', 'expert', "
                                              "'single', 'latency-greedy', 'latency-dp-split')"),
@@ -105,6 +111,17 @@ def test_usage_errors_exit_2(argv, message, capsys):
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", f"error: {message}\n")
+
+
+@pytest.mark.parametrize("option", ["--accelerators", "--cpus"])
+def test_device_counts_past_the_node_count_solve_as_the_node_count(option, capsys):
+    # chain4 (a 4, b 3, c 2, d 5; costs 1, 0.5, 1) on 4 or more accelerators: every node alone, the
+    # largest load d's 5 + 1 = 6, and no set holding d does better ({c,d}: 7 + 0.5). A count of 10^12
+    # adds empty devices only; CPUs are 10x slower, so more of them change nothing either.
+    expected = "6.000000" if option == "--accelerators" else "7.500000"
+    for count in ("4", str(10**12)):
+        assert main(["solve", CHAIN4, option, count, "--quiet"]) == 0
+        assert f"max-load    {expected}" in capsys.readouterr().out
 
 
 def test_missing_file_exits_2(capsys):
@@ -129,6 +146,13 @@ def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
 
 def test_info_reports_ideals_and_bound(capsys):
     assert main(["info", DIAMOND]) == 0
-    out = capsys.readouterr().out
-    assert "ideals:" in out and " 6" in out.split("ideals:")[1].splitlines()[0]
-    assert "nodes:" in out
+    lines = capsys.readouterr().out.splitlines()
+    # diamond-cpu: s -> x, y -> t. Ideals: {}, {s}, {s,x}, {s,y}, {s,x,y}, all = 6.
+    assert "ideals:                 6" in lines
+    assert "nodes:                  4 (4 forward, 0 backward)" in lines
+    # Lower bound: the largest node at its fastest (x or y, 6 on an accelerator) and the cheapest
+    # work spread over the 3 devices ((1 + 6 + 6 + 2) / 3 = 5): max(6, 5) = 6.
+    assert "throughput lower bound: 6  max(class 6, average 5)" in lines
+    # ... and it is a bound: the optimum is 9 ({s,x} pays 7 + out-costs of s and x = 9; {y} 6 + 1 + 1;
+    # t alone on the CPU, which pays no communication; s on the CPU alone costs 10), as the DP finds.
+    assert main_dp_value(DIAMOND) == 9.0 >= 6

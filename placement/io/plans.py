@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidPlanError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, load_json
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
 
@@ -89,9 +89,10 @@ def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
     return tuple(_node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
 
 
-def read_plan(path: str | Path) -> Plan:
-    """Read a plan file (Tarnawski's format or ours); errors name the file."""
-    data = load_json(path, InvalidPlanError)
+def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
+    """Read a plan file (Tarnawski's format or ours); errors name the file. A file longer than
+    ``max_bytes`` raises :class:`placement.errors.LimitExceededError`."""
+    data = load_json(path, InvalidPlanError, max_bytes)
     try:
         return parse_plan(data)
     except InvalidPlanError as exc:

@@ -40,6 +40,11 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, _NUMBER):
             raise InvalidInstanceError(f"{where}: field {key!r} must be a number, got {json_type_name(value)}")
+        try:
+            float(value)
+        except OverflowError:  # an integer too large for a float
+            raise InvalidInstanceError(f"{where}: field {key!r} is not a finite number (an integer of "
+                                       f"{len(str(abs(value)))} digits)") from None
         if math.isnan(value):
             raise InvalidInstanceError(f"{where}: field {key!r} is NaN")
         if math.isinf(value):

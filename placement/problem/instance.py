@@ -34,6 +34,12 @@ from placement.errors import InvalidInstanceError
 ACCELERATOR = "accelerator"
 CPU = "cpu"
 
+#: The most the times on one device type, the transfer costs, the node memory sizes or the edge sizes
+#: may sum to over a graph. Far above any real instance; the factor of 10^208 left below the float
+#: limit (1.8e308) keeps every load finite however the In/Out sets count transfers (each at most once
+#: per device or call), and so every product the solvers form with device counts and scales.
+MAX_SUM = 1e100
+
 
 @dataclass(frozen=True)
 class DeviceType:
@@ -150,6 +156,21 @@ class Instance:
                 classes.append(members)
         return classes
 
+    def with_reachable_counts(self) -> "Instance":
+        """This instance with every device count cut to the number of colour classes (itself when
+        none is larger).
+
+        Nodes of one colour share a device, so at most that many devices hold nodes whatever the
+        objective, contiguity class or number of calls; the devices past it stay empty in every
+        plan, and an empty device adds no load, no stage and no call. Solving the cut instance
+        therefore gives the same plans, loads and optimum, without the work and memory that a
+        count of 10^9 would cost.
+        """
+        reachable = len(self.colour_classes())
+        if all(t.count <= reachable for t in self.device_types):
+            return self
+        return self.with_devices({t.name: min(t.count, reachable) for t in self.device_types})
+
     def with_devices(self, counts: Mapping[str, int] | None = None,
                      memory: Mapping[str, float] | None = None) -> "Instance":
         """A copy with some device counts or memory bounds overridden (re-validated)."""
@@ -173,6 +194,15 @@ def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
         raise InvalidInstanceError(f"{what} is infinite")
     if value < 0:
         raise InvalidInstanceError(f"{what} is negative ({format_number(value)})")
+
+
+def _add(sums: dict[str, float], where: str, field: str, value: float) -> None:
+    """Add ``value`` to the sum of ``field`` over the graph; refuse a sum above :data:`MAX_SUM`."""
+    total = sums.get(field, 0.0) + value
+    if total > MAX_SUM:
+        raise InvalidInstanceError(f"{where}: {field} {format_number(value)} takes the graph's total {field} above "
+                                   f"{MAX_SUM:g}, the most a total of times, costs or sizes may be")
+    sums[field] = total
 
 
 def format_number(value: float) -> str:
@@ -245,6 +275,7 @@ def validate(problem: Instance) -> None:
         raise InvalidInstanceError("the graph has no nodes")
 
     ids: dict[int, Node] = {}
+    sums: dict[str, float] = {}
     for n in problem.nodes:
         if n.id in ids:
             raise InvalidInstanceError(f"duplicate node id {n.id}")
@@ -254,8 +285,11 @@ def validate(problem: Instance) -> None:
         for t, p in zip(types, n.times):
             if p is not None:
                 _check_number(p, f"node {n.id}: time on {t.name}")
+                _add(sums, f"node {n.id}", f"time on {t.name}", p)
         _check_number(n.memory, f"node {n.id}: memory size")
         _check_number(n.out_cost, f"node {n.id}: transfer cost")
+        _add(sums, f"node {n.id}", "memory size", n.memory)
+        _add(sums, f"node {n.id}", "transfer cost", n.out_cost)
         if not any(
             p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
         ):
@@ -271,6 +305,7 @@ def validate(problem: Instance) -> None:
             raise InvalidInstanceError(f"edge {e.src} -> {e.dst} is a self-loop")
         if e.size is not None:
             _check_number(e.size, f"edge {e.src} -> {e.dst}: size")
+            _add(sums, f"edge {e.src} -> {e.dst}", "tensor size", e.size)
         if ids[e.src].backward and not ids[e.dst].backward:
             raise InvalidInstanceError(f"edge {e.src} -> {e.dst} goes from a backward node to a forward node")
         succ[index[e.src]].append(index[e.dst])
