@@ -1,0 +1,94 @@
+"""Thousands of random cross-checks: every method, backend, objective, class, ``calls`` and warm start against brute force.
+
+Instance ``k`` (``--first`` ≤ k < ``--first`` + ``--instances``) is
+:func:`placement.testing.crosscheck.random_instance` of ``random.Random(k)``, inference for
+even ``k`` and training for odd ``k``; on each, every case of
+:func:`placement.testing.crosscheck.cases` runs through ``placement.solve`` (the DP; the MILP on
+every available backend, with and without warm start, ``throughput`` in each contiguity class,
+``throughput-gpipe`` on training graphs, ``latency`` with 1 and 2 calls on inference graphs; the
+heuristics) and is judged against the brute-force optimum.
+
+Prints the table method × backend × objective → runs, agreements (``optimal`` at the optimum,
+or ``infeasible`` where no plan exists), other honest answers, wrong claims; and every wrong
+claim with its seed and case. Writes ``benchmarks/results/crosscheck.json``. Exit status 1 when
+any claim is wrong.
+
+    python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--backends cp-sat cbc ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+from placement.report.table import format_table
+from placement.solvers.milp.backends import backend_availability
+from placement.testing.crosscheck import cases, check, random_instance
+
+RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    available = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=40, help="random instances (default 40)")
+    parser.add_argument("--first", type=int, default=1000, help="seed of the first instance (default 1000)")
+    parser.add_argument("--backends", nargs="+", default=available, help="MILP backends (default: all available)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    runs: Counter = Counter()
+    agreements: Counter = Counter()
+    wrong: Counter = Counter()
+    wrong_claims = []
+    seconds: Counter = Counter()
+    started = time.perf_counter()
+    for seed in range(args.first, args.first + args.instances):
+        problem = random_instance(random.Random(seed), training=seed % 2 == 1)
+        optima: dict = {}
+        for case in cases(problem, tuple(args.backends)):
+            began = time.perf_counter()
+            verdict = check(problem, case, optima)
+            row = (case.method, case.backend or "-", case.objective)
+            seconds[row] += time.perf_counter() - began
+            runs[row] += 1
+            agreements[row] += verdict.agrees
+            if verdict.wrong:
+                wrong[row] += 1
+                wrong_claims.append({"seed": seed, **asdict(case), "status": verdict.status, "value": verdict.value,
+                                     "optimum": verdict.optimum, "wrong": verdict.wrong})
+                print(f"WRONG seed {seed}: {case}: {verdict.wrong}", file=sys.stderr, flush=True)
+        print(f"instance {seed}: {sum(runs.values()):,} runs so far, {len(wrong_claims)} wrong",
+              file=sys.stderr, flush=True)
+
+    table = [("method", "backend", "objective", "runs", "agreements", "other honest", "wrong claims", "s/run")]
+    rows = []
+    for key in sorted(runs):
+        method, backend, objective = key
+        honest = runs[key] - agreements[key] - wrong[key]
+        rows.append({"method": method, "backend": backend, "objective": objective, "runs": runs[key],
+                     "agreements": agreements[key], "other_honest": honest, "wrong_claims": wrong[key],
+                     "seconds_per_run": round(seconds[key] / runs[key], 4)})
+        table.append((method, backend, objective, str(runs[key]), str(agreements[key]), str(honest), str(wrong[key]),
+                      f"{seconds[key] / runs[key]:.3f}"))
+    total = {"runs": sum(runs.values()), "agreements": sum(agreements.values()), "wrong_claims": len(wrong_claims),
+             "instances": args.instances, "first_seed": args.first, "backends": list(args.backends),
+             "wall_s": round(time.perf_counter() - started, 1)}
+    table.append(("all", "", "", str(total["runs"]), str(total["agreements"]),
+                  str(total["runs"] - total["agreements"] - total["wrong_claims"]), str(total["wrong_claims"]), ""))
+    print("\n".join(format_table(table, left={0, 1, 2})))
+    print(f"\n{total['runs']:,} runs on {args.instances} instances in {total['wall_s']} s: "
+          f"{total['agreements']:,} agreements, {total['wrong_claims']} wrong claims")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": total, "table": rows, "wrong": wrong_claims}, indent=1) + "\n")
+    return 1 if wrong_claims else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
