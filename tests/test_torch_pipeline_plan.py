@@ -18,7 +18,7 @@ import placement  # noqa: E402
 from placement.plan import DeviceAssignment, Plan  # noqa: E402
 from placement.torch import plan_pipeline  # noqa: E402
 from placement.torch.sharing import SUFFIX  # noqa: E402
-from tests.test_torch_pipeline_training import TiedLM, UNet, case, loss_fn, micro  # noqa: E402
+from tests.test_torch_pipeline_training import LateInput, UNet, case, loss_fn, micro  # noqa: E402
 
 
 def mlp() -> nn.Module:
@@ -49,7 +49,8 @@ def test_too_few_nodes_for_the_stages_asked_for():
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(nn.Sequential(nn.Linear(8, 2)), (torch.randn(4, 8),), stages=2)
     assert error.value.parameter == "stages"
-    assert str(error.value) == "stages must be at most the number of nodes of the model (1 at granularity 'module'), got 2"
+    assert str(error.value) == ("stages must be at most the number of nodes of the model (1 at granularity "
+                                "'module'), got 2")
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=5)
     assert str(error.value) == "stages must be at most the number of devices (4), got 5"
@@ -167,7 +168,8 @@ def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     # The holders sit on both devices: each pays the exchange once, beyond the plan's load without it.
     assert pp.shared_parameters == {"wte.weight": (0, 1)}
     plan = pp.result.to_plan()
-    without = Plan(tuple(DeviceAssignment(d.type, tuple(v for v in d.nodes if v != exchange["id"])) for d in plan.devices))
+    without = Plan(tuple(DeviceAssignment(d.type, tuple(v for v in d.nodes if v != exchange["id"]))
+                         for d in plan.devices))
     charged = placement.verify(pp.instance, plan, contiguity="stages").report[0].devices
     plain = placement.verify(pp.imported.instance, without, contiguity="stages").report[0].devices
     assert [a.load - b.load for a, b in zip(charged, plain)] == [edges[0]["cost"]] * 2
@@ -185,3 +187,29 @@ def test_build_stage_needs_a_process_group_and_schedule_its_own_stages():
     with pytest.raises(placement.InvalidParameterError) as error:
         pp.stage_module(2)
     assert str(error.value) == "stage_index must be below the number of stages (2), got 2"
+
+
+def test_keyword_inputs_go_to_the_first_stage_and_travel_to_their_reader():
+    torch.manual_seed(0)
+    model, x, scale = LateInput(), torch.randn(2, 16), torch.randn(2, 4)
+    pp = plan_pipeline(model, (x,), {"scale": scale}, devices="epyc-7763:3", stages=3)
+    assert all("scale" in received for received in pp.relayed)   # read by the last operator only
+    first = pp.stage_module(0)
+    values = first(x, scale=scale)
+    for s in range(1, pp.num_stages):
+        values = pp.stage_module(s)(*values)
+    assert torch.equal(values, model(x, scale=scale))
+
+
+def test_the_schedule_chooses_the_objective_and_inference_plans_have_no_backward_nodes():
+    torch.manual_seed(0)
+    model, args = LateInput(), (torch.randn(2, 16), torch.randn(2, 4))
+    gpipe = plan_pipeline(model, args, devices="h100:2", stages=2, schedule="gpipe")
+    assert (gpipe.result.objective, gpipe.result.method, gpipe.result.status) == ("throughput-gpipe", "milp", "optimal")
+    assert gpipe.default_schedule == "gpipe"
+    inference = plan_pipeline(model, args, devices="h100:2", stages=2, training=False)
+    assert inference.result.objective == "throughput" and inference.result.ok
+    assert not any(node["isBackwardNode"] for node in inference.instance["nodes"])
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, args, schedule="zb")
+    assert str(error.value) == "schedule must be one of 'gpipe', '1f1b', not 'zb'"

@@ -33,6 +33,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 from placement.torch import plan_pipeline  # noqa: E402
+from tests.test_torch_pipelining import _free_port, _relative  # noqa: E402
 
 TOLERANCE = 1e-4
 WIDTH = 16
@@ -196,10 +197,6 @@ def reference(name: str):
     return total, {n: p.grad for n, p in model.named_parameters()}
 
 
-def _relative(a, b) -> float:
-    return float((a - b).norm() / b.norm()) if float(b.norm()) > 0 else float(a.norm())
-
-
 def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
     """Rank ``rank``: run stage ``rank`` of every plan with at least ``rank + 1`` stages, save its gradients."""
     torch.set_num_threads(1)
@@ -236,19 +233,14 @@ def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
         torch.distributed.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def plans():
     out = {}
     for name in MODELS:
         for n in STAGES:
             model, args, _ = case(name)
-            out[name, n] = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=n, microbatches=MICROBATCHES)
+            out[name, n] = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=n,
+                                         microbatches=MICROBATCHES)
     return out
 
 
