@@ -12,9 +12,9 @@ the device's memory and launches ``k`` kernels takes, in milliseconds::
 The first term is the roofline (an operator is either compute-bound or memory-bound);
 ``overhead_d`` (seconds, the catalogue's ``op_overhead``) is the fixed cost of one kernel
 in eager PyTorch: the framework's dispatch plus the launch, paid whatever the kernel's
-size. The overhead is added rather than overlapped: a small operator's kernel cannot
-start before it is dispatched, and eager dispatch of the next operator rarely hides
-more than the current kernel's own run. ``k`` is 0 for an operator that launches no
+size. It is added to the roofline, not overlapped with it: a device running small
+kernels waits for the host to dispatch each one, and for a large kernel, whose dispatch
+the host could hide, it is a negligible addition. ``k`` is 0 for an operator that launches no
 kernel (a view, a no-op such as dropout in evaluation or a cast to the same type),
 1 for every other forward operator; :mod:`placement.io.opgraph` gives the backward
 counts. A tensor of ``b`` bytes crosses a link of bandwidth ``β`` in ``1000 · b / β``
