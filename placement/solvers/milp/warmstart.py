@@ -32,19 +32,19 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
 
 
-class _OutOfTime(Exception):
-    """The DP ran past the warm start's deadline."""
-
-
-def _watch(deadline: float | None) -> Callable[[str], None] | None:
-    """A progress callback for the DP that stops it (:class:`_OutOfTime`) once ``deadline`` has passed;
-    the DP calls it between chunks of its table, about once a second."""
+def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
+                   ) -> Callable[[str], None] | None:
+    """A progress callback for the DP that passes its messages on to ``progress`` and stops it with
+    :class:`LimitExceededError` (on ``time_limit``) once ``deadline`` (a ``time.perf_counter()``
+    value) has passed; the DP calls it between steps, about once a second while it fills its table."""
     if deadline is None:
-        return None
+        return progress
 
     def check(message: str) -> None:
+        if progress is not None:
+            progress(message)
         if time.perf_counter() > deadline:
-            raise _OutOfTime(message)
+            raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
 
     return check
 
@@ -82,12 +82,12 @@ def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str]
     (exactly ``stages`` stages when given)."""
     what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
     try:
-        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=_watch(deadline))
+        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline))
         source = f"DP optimum ({what})"
-    except (LimitExceededError, _OutOfTime) as exc:
+    except LimitExceededError as exc:
         solution = solve_chain(problem, stages=stages)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
-        if isinstance(exc, _OutOfTime):
+        if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
         if progress is not None:
