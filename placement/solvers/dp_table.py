@@ -35,7 +35,7 @@ import numpy as np
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
-from placement.solvers.ideals import Contraction, csr
+from placement.solvers.ideals import Contraction, csr, edge_positions
 
 Progress = Callable[[str], None]
 
@@ -73,52 +73,50 @@ class Layers:
 
 
 def build_graph(problem: Instance, contraction: Contraction) -> Graph:
+    """The supernode-level arrays of the DP, in numpy operations over the nodes and edges (linear time)."""
     types = problem.device_types
+    nodes = problem.nodes
     n_types = len(types)
     size = contraction.size
-    comp = np.zeros((size, n_types))
-    unsup = np.zeros((size, n_types), dtype=np.int64)
-    mem = np.zeros((size, 1))
-    pmin = np.zeros((size, 1))
-    work_nodes = np.zeros((len(problem.nodes), n_types + 1))
-    for s, members in enumerate(contraction.members):
-        for v in members:
-            node = problem.nodes[v]
-            usable = [p for p, t in zip(node.times, types) if p is not None and t.count > 0]
-            cheapest = min(usable)
-            pmin[s, 0] += cheapest
-            mem[s, 0] += node.memory
-            work_nodes[v, 0] = cheapest
-            for t, p in enumerate(node.times):
-                work_nodes[v, t + 1] = math.inf if p is None else p
-                if p is None:
-                    unsup[s, t] += 1
-                else:
-                    comp[s, t] += p
+    of = np.asarray(contraction.of_node, dtype=np.int64)
+    times = np.array([[math.inf if p is None else p for p in node.times] for node in nodes],
+                     dtype=np.float64).reshape(len(nodes), n_types)
+    supported = np.isfinite(times)
+    exists = np.array([t.count > 0 for t in types], dtype=np.bool_)
+    cheapest = np.where(supported & exists, times, math.inf).min(axis=1, initial=math.inf)
+
+    def per_supernode(weights: np.ndarray) -> np.ndarray:  # sums in node order, as the evaluator's
+        return np.bincount(of, weights=weights, minlength=size).astype(np.float64)
+
+    comp = np.column_stack([per_supernode(np.where(supported[:, t], times[:, t], 0.0)) for t in range(n_types)])
+    unsup = np.column_stack([per_supernode(~supported[:, t]) for t in range(n_types)]).astype(np.int64)
+    mem = per_supernode(np.array([node.memory for node in nodes], dtype=np.float64))[:, None]
+    pmin = per_supernode(cheapest)[:, None]
+    work_nodes = np.column_stack([cheapest, times])
     # Cost nodes: positive transfer cost and a successor in another supernode; N[u] as supernodes.
-    succ = problem.successors()
-    of_node = contraction.of_node
-    touch: list[list[int]] = [[] for _ in range(size)]
-    degree: list[int] = []
-    cost: list[float] = []
-    for v, node in enumerate(problem.nodes):
-        if node.out_cost <= 0:
-            continue
-        groups = {of_node[v]} | {of_node[w] for w in succ[v]}
-        if len(groups) < 2:
-            continue
-        for s in groups:
-            touch[s].append(len(cost))
-        degree.append(len(groups))
-        cost.append(node.out_cost)
-    preds: list[list[int]] = [[] for _ in range(size)]
-    for s, ws in enumerate(contraction.succ):
-        for w in ws:
-            preds[w].append(s)
-    pred_ptr, pred_idx = csr(preds)
-    touch_ptr, touch_idx = csr(touch)
+    out_cost = np.array([node.out_cost for node in nodes], dtype=np.float64)
+    src, dst = edge_positions(problem)
+    owner = np.concatenate([src, np.arange(len(nodes), dtype=np.int64)])
+    group = np.concatenate([of[dst], of])
+    paying = out_cost[owner] > 0
+    pairs = np.unique(owner[paying] * max(size, 1) + group[paying])   # (node, supernode of N[node]), sorted
+    u, g = pairs // max(size, 1), pairs % max(size, 1)
+    groups = np.bincount(u, minlength=len(nodes))
+    eligible = groups >= 2
+    cost_index = np.cumsum(eligible) - 1                              # cost nodes numbered in node order
+    keep = eligible[u]
+    cu, g = cost_index[u[keep]], g[keep]
+    by_supernode = np.lexsort((cu, g))
+    touch_idx = cu[by_supernode].astype(np.int64)
+    touch_ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(g, minlength=size), out=touch_ptr[1:])
+    succ_ptr, succ_idx = csr(contraction.succ)
+    by_target = np.argsort(succ_idx, kind="stable")
+    pred_idx = np.repeat(np.arange(size, dtype=np.int64), np.diff(succ_ptr))[by_target]
+    pred_ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(succ_idx, minlength=size), out=pred_ptr[1:])
     return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
-                 np.array(degree, dtype=np.int64), np.array(cost, dtype=np.float64),
+                 groups[eligible].astype(np.int64), out_cost[eligible],
                  np.array([t.memory for t in types], dtype=np.float64),
                  np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes)
 

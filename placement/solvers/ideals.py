@@ -138,23 +138,34 @@ def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
     return comp
 
 
-def _class_graph(problem: Instance, class_of: list[int], n_classes: int,
-                 orphan: list[bool]) -> tuple[list[set[int]], list[set[int]]]:
-    """Edges of H between classes (forward edges and mirrored orphan edges), and graph edges."""
-    nodes = problem.nodes
-    h_succ: list[set[int]] = [set() for _ in range(n_classes)]
-    g_succ: list[set[int]] = [set() for _ in range(n_classes)]
-    for e in problem.edges:
-        a, b = problem.index_of(e.src), problem.index_of(e.dst)
-        ca, cb = class_of[a], class_of[b]
-        if ca == cb:
-            continue
-        g_succ[ca].add(cb)
-        if not nodes[a].backward and not nodes[b].backward:
-            h_succ[ca].add(cb)
-        elif nodes[a].backward and nodes[b].backward and (orphan[ca] or orphan[cb]):
-            h_succ[cb].add(ca)
-    return h_succ, g_succ
+def edge_positions(problem: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (in ``problem.nodes``) of every edge's source and destination."""
+    m = len(problem.edges)
+    src = np.fromiter(map(problem.index_of, (e.src for e in problem.edges)), np.int64, m)
+    dst = np.fromiter(map(problem.index_of, (e.dst for e in problem.edges)), np.int64, m)
+    return src, dst
+
+
+def _adjacency(heads: np.ndarray, tails: np.ndarray, n: int) -> list[set[int]]:
+    """Successor sets of ``n`` vertices from the edges ``heads[k] -> tails[k]``."""
+    keys = np.unique(heads * max(n, 1) + tails)
+    bounds = np.searchsorted(keys // max(n, 1), np.arange(n + 1)).tolist()
+    ends = (keys % max(n, 1)).tolist()
+    return [set(ends[bounds[c]:bounds[c + 1]]) for c in range(n)]
+
+
+def _class_graph(problem: Instance, class_of: list[int], n_classes: int, orphan: list[bool]) -> list[set[int]]:
+    """Edges of H between classes: forward edges, and mirrored backward edges that touch an orphan class."""
+    src, dst = edge_positions(problem)
+    cls = np.asarray(class_of, dtype=np.int64)
+    back = np.array([v.backward for v in problem.nodes], dtype=np.bool_)
+    orphans = np.asarray(orphan, dtype=np.bool_)
+    ca, cb = cls[src], cls[dst]
+    apart = ca != cb
+    forward = apart & ~back[src] & ~back[dst]
+    mirrored = apart & back[src] & back[dst] & (orphans[ca] | orphans[cb])
+    return _adjacency(np.concatenate([ca[forward], cb[mirrored]]), np.concatenate([cb[forward], ca[mirrored]]),
+                      n_classes)
 
 
 def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
@@ -169,7 +180,7 @@ def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     n_classes = len(classes)
     orphan = [all(nodes[v].backward for v in members) for members in classes]
 
-    h_succ, _ = _class_graph(problem, class_of, n_classes, orphan)
+    h_succ = _class_graph(problem, class_of, n_classes, orphan)
     comp = _strongly_connected(n_classes, h_succ)
     uf = _UnionFind(n_classes)
     first_of_comp: dict[int, int] = {}
