@@ -226,6 +226,7 @@ def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
                     losses += step_losses
                 report[name, n, schedule] = {
                     "kind": [c.__name__ for c in type(sched).__mro__],
+                    "torch's own class": type(sched).__module__.startswith("torch."),
                     "grads": {k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()},
                     "losses": [float(loss) for loss in losses]}
         torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
@@ -291,6 +292,9 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
                     entry = reports[rank][name, n, schedule]
                     expected_class = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}[schedule]
                     assert expected_class in entry["kind"]
+                    # wrapped only where the stage holds a shared parameter
+                    holds_shared = any(rank in r for r in plans[name, n].shared_parameters.values())
+                    assert entry["torch's own class"] == (not holds_shared)
                     for param, grad in entry["grads"].items():
                         held.setdefault(param, []).append(rank)
                         errors.append(_relative(grad, times * ref_grads[param]))
