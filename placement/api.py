@@ -49,7 +49,8 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
 
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int = DEFAULT_MICROBATCHES,
              comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
-             accelerators: int | None = None, cpus: int | None = None, memory: float | None = None) -> Any:
+             accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
+             memory_limit: float | None = None) -> Any:
     """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
 
     ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
@@ -57,10 +58,11 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
     backward's compute that is weight-gradient work (``split-backward`` only, default 0.5);
-    ``engine`` ``heap`` (built in) or ``simpy``. Returns a
+    ``engine`` ``heap`` (built in) or ``simpy``; ``memory_limit`` the bytes the run may take (default
+    2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts). Returns a
     :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
     """
-    from placement.simulation.program import COMM_MODES
+    from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
 
@@ -71,7 +73,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     return run(problem, as_plan(plan), one_of("schedule", schedule, SCHEDULES),
                integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
-               one_of("engine", engine, ENGINES))
+               one_of("engine", engine, ENGINES),
+               number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
-from placement.cli.options import (add_device_options, add_output_options, devices, fraction, positive_int,
-                                   print_json)
+from placement.cli.options import (add_device_options, add_output_options, byte_count, devices, fraction,
+                                   positive_int, print_json)
 from placement.simulation.program import COMM_MODES, INLINE
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import ENGINES
@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_device_options(p, " (as given to solve)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--gantt", metavar="GANTT.png", help="draw a Gantt chart of the run (needs matplotlib)")
+    p.add_argument("--memory-limit", dest="memory_limit", type=byte_count, metavar="BYTES",
+                   help="refuse a run that would take more memory than this (default 2 GiB)")
     p.add_argument("--engine", choices=ENGINES, default="heap",
                    help="event engine: heap (built in, default) or simpy (same model, needs SimPy)")
     add_output_options(p)
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         matplotlib_modules()     # fail before simulating when the chart cannot be drawn
     instance = placement.load(args.instance)
     result = placement.simulate(instance, args.plan, schedule=args.schedule, microbatches=args.microbatches,
-                                comm=args.comm, w_fraction=args.w_fraction, engine=args.engine, **devices(args))
+                                comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
+                                memory_limit=args.memory_limit, **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
         write_trace(result, args.trace, f"{title}: {result.schedule}")

@@ -37,7 +37,7 @@ from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import FORWARD, Pipeline, build_pipeline
-from placement.simulation.program import INLINE, Program, build_program
+from placement.simulation.program import DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program
 from placement.simulation.schedules import Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
@@ -138,27 +138,31 @@ class SimulationResult:
 
 
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
-             comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap") -> SimulationResult:
+             comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
+             memory_limit: float = DEFAULT_MEMORY_LIMIT) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (separate link resources); ``w_fraction`` the weight-gradient
     share of the backward compute (split-backward only, default 0.5); ``engine``
-    ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy).
+    ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy). A run whose tasks would
+    take more than ``memory_limit`` bytes (default 2 GiB) is refused with
+    :class:`placement.errors.LimitExceededError` before it starts.
     """
-    return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine)
+    return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
+                             memory_limit)
 
 
 def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
-                      comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap"
-                      ) -> SimulationResult:
+                      comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
+                      memory_limit: float = DEFAULT_MEMORY_LIMIT) -> SimulationResult:
     """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
     if engine not in ENGINES:
         raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
     _check_fit(pipeline, sched, w_fraction)
     fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward else None
-    program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0)
+    program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0, memory_limit)
     try:
         if engine == "heap":
             start, end = execute(program.graph)
