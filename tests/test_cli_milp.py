@@ -128,3 +128,82 @@ def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):
         assert capsys.readouterr().err == (f"error: MILP backend 'pulp:{missing[0]}' cannot run here: PuLP "
                                            f"{pulp.__version__} finds {missing[0]} not installed or not usable "
                                            "here; the MILP backends come with pip install 'placement[milp]'\n")
+
+
+# ----- the wrong answers of the trust review, each pinned -------------------------------------
+
+SHARED_TRUST = Path(__file__).resolve().parents[2] / "shared" / "trust"
+AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
+
+
+def shared(name: str) -> str:
+    path = SHARED_TRUST / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    return str(path)
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_calls_limit_is_kept_by_solve_and_checked_by_verify(backend, tmp_path, capsys):
+    """latency-calls1.json (5 nodes): the latency greedy's start runs two calls on accelerator 0. With
+    --calls 1 that plan was returned (20.891); the optimum with one call per accelerator is 21.445, and
+    verify --calls 1 must refuse a plan with two calls on a device."""
+    path = shared("latency-calls1.json")
+    out = tmp_path / "plan.json"
+    assert main(["solve", path, "--method", "milp", "--backend", backend, "--objective", "latency", "--calls", "1",
+                 "--quiet", "--out", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["status"] == "optimal" and plan["objective"] == pytest.approx(21.445, rel=1e-9)
+    assert all(len(d.get("calls") or [d["nodes"]]) <= 1 for d in plan["devices"])
+    assert main(["verify", path, str(out), "--objective", "latency", "--calls", "1"]) == 0
+    capsys.readouterr()
+    two_calls = tmp_path / "two-calls.json"
+    assert main(["solve", path, "--method", "milp", "--backend", backend, "--objective", "latency", "--calls", "2",
+                 "--quiet", "--out", str(two_calls)]) == 0
+    doubled = json.loads(two_calls.read_text())
+    capsys.readouterr()
+    if any(len(d.get("calls") or []) > 1 for d in doubled["devices"]):
+        assert main(["verify", path, str(two_calls), "--objective", "latency", "--calls", "1"]) == 1
+        text = capsys.readouterr().out
+        assert "valid: no violations" not in text and "INVALID: 1 violation" in text
+
+
+def test_verify_states_one_verdict_with_the_call_limit(tmp_path, capsys):
+    """chain4 as two calls {a, b}, {c, d} on one accelerator: valid for the latency report, not under
+    --calls 1; the text gives one verdict, not 'valid' followed by 'INVALID'."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "placement-plan/1", "status": "feasible", "devices": [
+        {"type": "accelerator", "nodes": [1, 2, 3, 4], "calls": [[1, 2], [3, 4]]}]}))
+    assert main(["verify", CHAIN4, str(plan), "--objective", "latency", "--calls", "1"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["INVALID: 1 violation", "  device 0 (accelerator) runs 2 calls, more than calls=1"]
+    assert "valid: no violations" not in lines
+    assert main(["verify", CHAIN4, str(plan), "--objective", "latency", "--calls", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "valid: no violations"
+
+
+def test_verify_refuses_the_gpipe_objective_on_an_inference_graph(tmp_path, capsys):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 2, 3, 4]}], "cpus": []}))
+    assert main(["verify", CHAIN4, str(plan), "--objective", "throughput-gpipe"]) == 2
+    assert capsys.readouterr().err == ("error: --objective 'throughput-gpipe' is for training graphs; this instance "
+                                       "has no backward nodes\n")
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_a_stop_at_a_tiny_limit_is_never_infeasible(backend, capsys):
+    """gpipe-timelimit.json (4 nodes, training; optimum 11.277): CP-SAT said 'infeasible' at 0.05 s, every
+    time. A stop proves nothing: whatever the timing, the answer is the optimum, a verified plan with a
+    bound at most the optimum, or no_solution (exit 1), never 'infeasible'."""
+    path = shared("gpipe-timelimit.json")
+    code = main(["solve", path, "--method", "milp", "--backend", backend, "--objective", "throughput-gpipe",
+                 "--contiguity", "stages", "--time-limit", "0.05", "--no-warm-start", "--json"])
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["status"] in ("optimal", "feasible", "no_solution"), answer
+    assert code == (1 if answer["status"] == "no_solution" else 0)
+    if answer["status"] != "no_solution":
+        assert answer["objective"] >= 11.277 - 1e-9 and answer["verified"]["valid"]
+    if answer["status"] == "optimal":
+        assert answer["objective"] == pytest.approx(11.277, rel=1e-9)
+    if answer["bound"] is not None:
+        assert answer["bound"] <= 11.277 + 1e-9

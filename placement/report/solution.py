@@ -39,14 +39,16 @@ def format_verification(instance: Instance, verification: Verification) -> str:
     the latency objective, the calls' schedule and the verdict), then the violations the report's own
     checks do not cover (the call limit)."""
     from placement.report.latency import format_latency
-    from placement.report.text import format_evaluation
+    from placement.report.text import format_evaluation, verdict_lines
 
     evaluation, latency, _ = verification.report
     shown = latency if latency is not None else evaluation
     text = format_latency(instance, latency) if latency is not None else format_evaluation(instance, evaluation)
-    extra = [v for v in verification.violations if v not in shown.violations]
-    if extra:
-        text += "\n".join(f"INVALID: {v}" for v in extra) + "\n"
+    extra = tuple(v for v in verification.violations if v not in shown.violations)
+    if extra:  # one verdict for all the violations, in place of the report's own
+        own = "\n".join(verdict_lines(tuple(shown.violations))) + "\n"
+        text = text[:-len(own)] if text.endswith(own) else text
+        text += "\n".join(verdict_lines(tuple(shown.violations) + extra)) + "\n"
     return text
 
 
