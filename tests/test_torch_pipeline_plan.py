@@ -213,3 +213,31 @@ def test_the_schedule_chooses_the_objective_and_inference_plans_have_no_backward
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(model, args, schedule="zb")
     assert str(error.value) == "schedule must be one of 'gpipe', '1f1b', not 'zb'"
+
+
+class Outputs(nn.Module):
+    """Three linears; returns what ``form`` says."""
+
+    def __init__(self, form: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.form = form
+
+    def forward(self, x):
+        y = self.c(self.b(self.a(x)))
+        return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3)}[self.form]
+
+
+def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
+    x = torch.randn(2, 4)
+    model = Outputs("pair")
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2)
+    out, _ = chained(pp, (x,))
+    assert isinstance(out, tuple) and len(out) == 2 and all(torch.equal(o, model(x)[0]) for o in out)
+    for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors"),
+                          ("int", "model returns a value that is not a tensor; a pipelined model returns a tensor or "
+                                  "a tuple of tensors")):
+        with pytest.raises(placement.InvalidParameterError) as error:
+            plan_pipeline(Outputs(form), (x,), devices="epyc-7763:2", stages=2)
+        assert str(error.value) == message

@@ -104,6 +104,21 @@ def _is_tensor(node: Any) -> bool:
     return node.op == "placeholder" or isinstance(node.meta.get("val"), torch.Tensor)
 
 
+def _single_output(gm: Any) -> bool:
+    """Whether the program returns one tensor (else a tuple or list of them; anything else is an error)."""
+    from torch.fx.graph import _PyTreeCodeGen
+
+    codegen = gm.graph._codegen
+    spec = codegen.pytree_info.out_spec if isinstance(codegen, _PyTreeCodeGen) else None
+    if spec is None or spec.is_leaf():
+        return spec is not None
+    if spec.type not in (tuple, list) or not all(child.is_leaf() for child in spec.children()):
+        what = spec.type.__name__ if spec.type not in (tuple, list) else f"nested {spec.type.__name__}"
+        raise InvalidParameterError("model", f"returns a {what}; a pipelined model returns a tensor or a tuple of "
+                                             "tensors")
+    return False
+
+
 def partition(gm: Any, names: Mapping[int, str]) -> Partition:
     """Cut ``gm`` (a graph module with ``pipe_split()`` calls) into stages (module docstring).
 
@@ -111,6 +126,7 @@ def partition(gm: Any, names: Mapping[int, str]) -> Partition:
     (:func:`canonical_names`). A non-tensor value that would cross a boundary is an
     :class:`InvalidParameterError` about the plan.
     """
+    import torch
     from torch.distributed.pipelining import pipe_split
 
     count = 0
@@ -139,7 +155,11 @@ def partition(gm: Any, names: Mapping[int, str]) -> Partition:
         for arg in node.all_input_nodes:
             if arg in stage_of:
                 read_until[arg] = max(read_until.get(arg, 0), stage_of[node])
-    results = list(output.all_input_nodes)
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    if not all(isinstance(value, torch.fx.Node) for value in results):
+        raise InvalidParameterError("model", "returns a value that is not a tensor; a pipelined model returns a "
+                                             "tensor or a tuple of tensors")
+    _single_output(gm)
     for value in results:
         read_until[value] = last
     for node in order:
@@ -205,12 +225,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     source = part.root.graph._codegen
     info = source.pytree_info if isinstance(source, _PyTreeCodeGen) else None
     if last:
-        spec = info.out_spec if info is not None else None
-        single = spec is not None and spec.is_leaf()
-        if spec is not None and not single and spec.type not in (tuple, list):
-            raise InvalidParameterError("model", f"returns a {spec.type.__name__}; a pipelined model must return a "
-                                                 "tensor or a tuple of tensors")
-        graph.output(results[0] if single else results)
+        graph.output(results[0] if _single_output(part.root) else results)
     else:
         graph.output(results)
     if s == 0 and info is not None:
