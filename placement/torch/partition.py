@@ -21,7 +21,9 @@ last stage). ``torch.distributed.pipelining`` stages only talk to their neighbou
 A value read by several later stages, or first read several stages after it is made (a
 skip connection, an input read near the end), is thus relayed stage by stage. Its gradient
 flows back the same way: a relayed tensor is returned as the very tensor received, so
-autograd adds the gradient of the relay to the gradients of the stage's own reads.
+autograd adds the gradient of the relay to the gradients of the stage's own reads. What a
+stage makes leaves contiguous, and the floating-point tensors it receives are read through
+:func:`placement.torch.contiguity.contiguous_gradient` (gloo sends contiguous tensors only).
 
 Parameters and buffers (``get_attr`` nodes) are read in every stage that uses them; each
 stage reads a tensor under one name, the name ``model.named_parameters()`` (or
