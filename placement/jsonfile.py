@@ -28,6 +28,8 @@ MAX_INPUT_BYTES = 256 * 2**20
 #: the most arrays and objects a JSON document may nest
 MAX_DEPTH = 64
 
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 309  # shorter integers are below 1e309: no need for the range-checking hook
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")
 _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 
@@ -96,14 +98,27 @@ def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MA
     if nested_deeper_than(data, MAX_DEPTH):
         raise error(too_deep)
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:  # unbalanced brackets the depth check left to the parser
         raise error(too_deep) from None
+    except OverflowError as exc:
+        raise error(f"{path}: an integer of {exc.args[0]} digits, past the largest number (about 1.8e308)") from None
     except ValueError:  # an integer literal longer than the interpreter converts
         raise error(f"{path}: malformed JSON: an integer with more than {sys.get_int_max_str_digits()} "
                     "digits") from None
+
+
+def _finite_int(digits: str) -> int:
+    """The integer a JSON literal spells; one past the float range raises OverflowError(its length):
+    no quantity, id or count of any format read here is that large."""
+    value = int(digits)
+    try:
+        float(value)
+    except OverflowError:
+        raise OverflowError(len(digits.lstrip("-"))) from None
+    return value
 
 
 def json_type_name(value: Any) -> str:

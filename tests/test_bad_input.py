@@ -258,13 +258,21 @@ def test_an_endless_stream_stops_at_the_default_limit(capsys):
 
 
 @pytest.mark.parametrize("literal, expected", [
-    ("1" + "0" * 400, "node 2: field 'cpuLatency' is not a finite number (an integer of 401 digits)"),
+    ("1" + "0" * 400, "an integer of 401 digits, past the largest number (about 1.8e308)"),
+    ("-" + "9" * 308, "node 2: field 'cpuLatency' is negative (-1e+308)"),   # 308 digits: a float still holds it
     ("1e400", "node 2: field 'cpuLatency' is infinite"),
     ("9" * 5000, "malformed JSON: an integer with more than 4300 digits"),
 ])
 def test_numbers_past_the_float_range(tmp_path, literal, expected):
     text = json.dumps(with_node(instance(), 1, cpuLatency=12345.0)).replace("12345.0", literal)
     assert message(tmp_path, text) == expected
+
+
+def test_integers_past_the_float_range_in_a_document():
+    """A decoded document (no file) reaches the field reader, which says which field it is."""
+    with pytest.raises(InvalidInstanceError) as info:
+        load(with_node(instance(), 1, cpuLatency=10**400))
+    assert str(info.value) == "node 2: field 'cpuLatency' is not a finite number (an integer of 401 digits)"
 
 
 @pytest.mark.parametrize("change, expected", [

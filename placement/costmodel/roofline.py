@@ -164,7 +164,7 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
         raise InvalidInstanceError(f"{where}: field 'peak_flops' must give at least one data type")
     links = _rates(entry, "links", where, None)
     default_link = entry.get("default_link")
-    if default_link is not None and default_link not in dict(links):
+    if default_link is not None and (not isinstance(default_link, str) or default_link not in dict(links)):
         raise InvalidInstanceError(f"{where}: default_link {default_link!r} is not one of its links")
     if kind == "accelerator" and default_link is None:
         raise InvalidInstanceError(f"{where}: an accelerator needs 'links' and a 'default_link' (transfer costs use them)")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.jsonfile import load_json
+from placement.jsonfile import json_type_name, load_json
 from placement.plan import Plan
 from placement.problem.instance import CPU
 
@@ -88,11 +88,14 @@ def layout_from_instance(data: Any) -> Layout:
             if "forward" not in raw:
                 raise InvalidInstanceError(f"backward node {raw['id']} does not name its forward node; "
                                            "only instances made by the model importers can be exported")
+            if isinstance(raw["forward"], bool) or not isinstance(raw["forward"], int):
+                raise InvalidInstanceError(f"backward node {raw['id']}: field 'forward' must be a node id")
             mates[raw["id"]] = raw["forward"]
             continue
         if "ops" not in raw or "module" not in raw:
             raise InvalidInstanceError(f"node {raw['id']} has no module metadata; "
                                        "only instances made by the model importers can be exported")
+        _check_strings(raw, raw["id"])
         forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"])))
     forward.sort(key=lambda n: n.id)
@@ -102,10 +105,24 @@ def layout_from_instance(data: Any) -> Layout:
     return Layout(tuple(forward), mates, edges)
 
 
+def _check_strings(raw: dict, node_id: int) -> None:
+    """A forward node's module metadata: ``module`` a string, ``ops`` and ``starts`` arrays of strings."""
+    if not isinstance(raw["module"], str):
+        raise InvalidInstanceError(f"node {node_id}: field 'module' must be a string, got {json_type_name(raw['module'])}")
+    for key in ("ops", "starts"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
+
+
 def read_layout(path: str | Path) -> Layout:
-    """The layout of an instance file made by the model importers; errors name the file."""
+    """The layout of an instance file made by the model importers; errors name the file. The instance
+    is validated first (as :func:`placement.load` does), so its ids and edges are sound."""
+    from placement.io.tarnawski import parse_instance
+
     data = load_json(path, InvalidInstanceError)
     try:
+        parse_instance(data)
         return layout_from_instance(data)
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{path}: {exc}") from None
