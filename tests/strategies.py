@@ -159,3 +159,14 @@ def three_type_problems(draw, max_nodes: int = 6, training: bool | None = None) 
         nodes.append(Node(n.id, n.name, (acc, n.times[1], slow), n.memory, n.backward, n.colour, n.out_cost))
     types = base.device_types + (DeviceType("slow", count, bound, True),)
     return Instance(tuple(nodes), base.edges, types, name="hypothesis-3")
+
+
+def trust_instances(*names: str) -> list[Instance]:
+    """The instances of ``../shared/trust`` named (counterexamples found by cross-checks, to pin with
+    ``@example``), those that are present; none where the shared data are absent."""
+    from pathlib import Path
+
+    from placement.loading import load
+
+    folder = Path(__file__).resolve().parents[2] / "shared" / "trust"
+    return [load(folder / name) for name in names if (folder / name).is_file()]

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import placement
@@ -28,7 +28,7 @@ from placement.solvers.milp.driver import solve_throughput
 from placement.solvers.milp.stages import Stages
 from placement.testing.bruteforce import brute_force
 from placement.verification.evaluate import evaluate
-from tests.strategies import problems
+from tests.strategies import problems, trust_instances
 
 pytestmark = pytest.mark.skipif(not {n: ok for n, ok, _ in backend_availability()}["cp-sat"],
                                 reason="OR-Tools is not installed")
@@ -133,4 +133,7 @@ def test_gpipe_without_warm_start_matches_brute_force_at_any_magnitude(contiguit
         if milp.status is Status.OPTIMAL:   # rounded data: proven to 1e-6 (module docstring of outcome)
             assert milp.objective <= truth.objective * (1 + 1e-6), (milp.objective, truth.objective)
 
+    # the instances on which CP-SAT said infeasible under the former scale
+    for found in [one_class_on_two_devices(), *trust_instances("gpipe-timelimit.json")]:
+        run = example(found)(run)
     run()
