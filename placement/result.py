@@ -30,8 +30,8 @@ _ACCELERATOR, _CPU = "accelerator", "cpu"   # the two types of the Tarnawski pla
 class Status(enum.StrEnum):
     """The answer's status.
 
-    ``optimal``: a plan and a proof that none is better (the DP, or a solver whose proven bound
-    meets the verified value). ``feasible``: a verified plan, with ``bound`` and ``gap``, when a
+    ``optimal``: a plan and a proof that none is better (the DP, or a solver whose incumbent is
+    the verified value of its plan and whose proven bound meets it; a heuristic never says so). ``feasible``: a verified plan, with ``bound`` and ``gap``, when a
     limit stopped the search or the method is a heuristic. ``infeasible``: a proof that no plan
     satisfies the constraints. ``no_solution``: no plan, and no proof that none exists (a limit
     stopped the search first, or the method's plan failed verification).

@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="MILP backend: cp-sat (default), cbc, scip, highs, pulp (PuLP's CBC) or pulp:SOLVER; "
                         "see `placement info --solvers`")
     p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
-                   help="MILP time limit (default 60); a stop at the limit is reported as feasible with its gap")
+                   help="time limit of the whole call with the MILP, auto or local-search (default 60 for the "
+                        "MILP: warm start, model and solver); a stop at the limit is reported as feasible with its gap")
     p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
