@@ -27,7 +27,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
-from placement.solvers.milp.data import GroupData, prepare
+from placement.solvers.milp.data import GroupData, Scaling, prepare
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -136,6 +136,16 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     return plan, verdict.objective
 
 
+def data_notes(scaling: Scaling, memory_exact: bool, backend: str) -> list[str]:
+    """The notes on how the model's data differ from the instance's (rounded times or memory)."""
+    notes = []
+    if not scaling.exact:
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(scaling.scale):g} for {backend}")
+    if not memory_exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    return notes
+
+
 def reserve(options: SolveOptions) -> float:
     """Seconds kept back from the solver for decoding and verifying its plan before the deadline."""
     return min(1.0, 0.02 * options.time_limit)
@@ -191,11 +201,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple)
     be.deadline = None
-    notes: list[str] = []
-    if not d.scaling.exact:
-        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
-    if not d.memory_exact:
-        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)

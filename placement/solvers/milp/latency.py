@@ -94,8 +94,8 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, make_backend
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
-from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, out_of_time, run_solver, stage_count_verdict,
-                                           start_from)
+from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, data_notes, out_of_time, run_solver,
+                                           stage_count_verdict, start_from)
 from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 
@@ -338,11 +338,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
                            latency_lower_bound(problem))
     be.deadline = None
-    notes: list[str] = []
-    if not d.scaling.exact:
-        notes.append(f"times rounded down to multiples of 2^-{math.log2(d.scaling.scale):g} for {be.name}")
-    if not d.memory_exact:
-        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
