@@ -329,3 +329,69 @@ def test_a_heuristic_claiming_optimal_is_reported_feasible_by_solve(monkeypatch)
     result = placement.solve(CHAIN4, method="greedy")
     assert result.status == "feasible" and result.verified
     assert "method 'greedy' is a heuristic; its 'optimal' is no proof: reported as feasible" in result.message
+
+
+# ----- one deadline for the whole call ------------------------------------------------------------
+
+def past() -> float:
+    import time
+
+    return time.perf_counter() - 1.0
+
+
+def test_the_solver_gets_what_is_left_of_the_deadline():
+    import time
+
+    assert SolveOptions(time_limit=10).left() == 10
+    assert SolveOptions(time_limit=10, deadline=past()).left() == 0.0
+    left = SolveOptions(time_limit=10, deadline=time.perf_counter() + 100).left(reserve=1.0)
+    assert left == 10                                   # the solver's own limit is the smaller
+    assert 0 < SolveOptions(time_limit=10, deadline=time.perf_counter() + 5).left(reserve=1.0) <= 4
+
+
+@pytest.mark.parametrize("name", AVAILABLE)
+def test_no_time_left_for_the_solver_returns_the_verified_start(name):
+    """chain4's 36-row model is built before the first look at the clock; with the deadline passed the
+    solver never runs and the start, verified, comes back as feasible (11: {a} | {b, c, d})."""
+    from placement.io.tarnawski import read_instance
+    from placement.plan import DeviceAssignment, Plan
+    from placement.solvers.milp import solve_milp
+
+    problem = read_instance(CHAIN4)
+    start = Plan((DeviceAssignment("accelerator", (1,)), DeviceAssignment("accelerator", (2, 3, 4))))
+    solution = solve_milp(problem, backend=name, warm_start=start, deadline=past())
+    assert (solution.status, solution.objective, solution.plan) == (Status.FEASIBLE, 11.0, start)
+    assert "the time limit ran out before the solver could start" in solution.message
+    cold = solve_milp(problem, backend=name, deadline=past())
+    assert (cold.status, cold.plan) == (Status.NO_SOLUTION, None)
+
+
+def test_model_building_stops_at_the_deadline():
+    """A 40-node model has thousands of rows: past the deadline, building stops at the first look at the
+    clock (row 512), and the start is returned as it is."""
+    from placement.plan import DeviceAssignment, Plan
+    from placement.solvers.milp import solve_milp
+    from tests.test_milp_stages import random_problem
+
+    problem = random_problem(40, seed=1)
+    on_cpu = Plan((DeviceAssignment("cpu", tuple(n.id for n in problem.nodes)),))
+    solution = solve_milp(problem, backend="cp-sat", warm_start=on_cpu, deadline=past())
+    assert solution.status is Status.FEASIBLE and solution.plan == on_cpu
+    assert solution.message.startswith("the time limit ran out while the cp-sat model was built (512 rows)")
+    assert solve_milp(problem, backend="cp-sat", deadline=past()).status is Status.NO_SOLUTION
+
+
+def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
+    from placement.solvers.dp import solve_chain
+    from placement.solvers.milp.warmstart import deadline_watch, default_warm_start
+    from placement.verification.evaluate import evaluate
+    from tests.test_milp_stages import random_problem
+
+    problem = random_problem(12, seed=3)   # the DP's optimum 12.75, the chain DP's plan 14.25
+    assert evaluate(problem, default_warm_start(problem)).max_load == 12.75
+    late = default_warm_start(problem, deadline=past())
+    assert late == solve_chain(problem).plan and evaluate(problem, late).max_load == 14.25
+    with pytest.raises(PlacementError) as raised:
+        deadline_watch(past())("1,234 ideals")
+    assert raised.value.parameter == "time_limit"
+    assert str(raised.value) == "the time limit ran out while the DP ran (1,234 ideals)"
