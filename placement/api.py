@@ -50,7 +50,7 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int = DEFAULT_MICROBATCHES,
              comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-             memory_limit: float | None = None) -> Any:
+             memory_limit: float | None = None, keep_tasks: bool = True) -> Any:
     """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
 
     ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
@@ -59,7 +59,9 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
     backward's compute that is weight-gradient work (``split-backward`` only, default 0.5);
     ``engine`` ``heap`` (built in) or ``simpy``; ``memory_limit`` the bytes the run may take (default
-    2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts). Returns a
+    2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
+    keeps the figures only (no task table; a steady-state schedule with communication inline then runs
+    in memory independent of ``microbatches``). Returns a
     :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
     """
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
@@ -74,7 +76,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     return run(problem, as_plan(plan), one_of("schedule", schedule, SCHEDULES),
                integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
                one_of("engine", engine, ENGINES),
-               number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT)
+               number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
+               flag("keep_tasks", keep_tasks))
 
 
 @dataclass(frozen=True)

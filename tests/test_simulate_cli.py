@@ -183,18 +183,21 @@ def test_documented_command_on_a_published_instance(tmp_path, capsys):
     assert png_size(chart)[0] == 1680
 
 
-def test_a_run_over_the_memory_limit_is_refused_before_it_starts(pair_plan, capsys):
+def test_a_run_over_the_memory_limit_is_refused_before_it_starts(pair_plan, tmp_path, capsys):
     # training-pair on two devices: F and B per stage, 4 tasks per micro-batch, 400 bytes each
     # (BYTES_PER_TASK): 10^8 micro-batches would take 1.6e11 bytes = 149 GiB, over the default 2 GiB;
     # 2 GiB holds 2^31 / 1600 = 1,342,177 micro-batches.
-    assert main(["simulate", PAIR, pair_plan, "--microbatches", str(10**8)]) == 2
+    # (A steady-state schedule without --trace keeps no tasks and streams: the flush schedules hold them all.)
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "1f1b-flush", "--microbatches", str(10**8)]) == 2
     err = capsys.readouterr().err
     assert err == ("error: 100,000,000 micro-batches of 4 tasks each would take about 149 GiB, over the limit "
                    "--memory-limit = 2 GiB; at most 1,342,177 micro-batches fit (a steady state needs about 8), "
                    "or raise --memory-limit\n")
     # A lower limit refuses a shorter run: 1,000 micro-batches take 1.6e6 bytes.
-    assert main(["simulate", PAIR, pair_plan, "--microbatches", "1000", "--memory-limit", "1e6"]) == 2
+    assert main(["simulate", PAIR, pair_plan, "--microbatches", "1000", "--memory-limit", "1e6", "--trace",
+                 str(tmp_path / "t.json")]) == 2
     assert "at most 625 micro-batches fit" in capsys.readouterr().err
-    assert main(["simulate", PAIR, pair_plan, "--microbatches", "625", "--memory-limit", "1e6", "--quiet"]) == 0
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "625", "--memory-limit",
+                 "1e6", "--quiet"]) == 0
     assert main(["simulate", PAIR, pair_plan, "--memory-limit", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: --memory-limit must be")

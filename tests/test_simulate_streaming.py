@@ -136,3 +136,42 @@ def test_short_runs_say_so():
                             "some tensor sizes are missing from the instance: activation memory is unknown there")
     # x and y feed t without a tensor size: unknown; t has no out-edges, so only its weight (1)
     assert [s.peak_memory for s in result.stages] == [None, None, 1.0]
+
+
+def _same_figures(kept, streamed):
+    """The streamed run reports what the run with the task table reports (which the event engine ran)."""
+    assert len(streamed.tasks) == 0
+    for field in ("makespan", "time_per_sample", "iteration_time", "steady_window", "period", "span", "notes"):
+        expected, got = getattr(kept, field), getattr(streamed, field)
+        if isinstance(expected, float):
+            assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9), field
+        elif isinstance(expected, tuple) and expected and isinstance(expected[0], float):
+            assert all(math.isclose(g, e, rel_tol=1e-9, abs_tol=1e-9) for g, e in zip(got, expected)), field
+        else:
+            assert got == expected, field
+    assert math.isclose(streamed.bubble_fraction, kept.bubble_fraction, rel_tol=1e-9, abs_tol=1e-9)
+    for a, b in zip(kept.stages, streamed.stages):
+        assert math.isclose(b.busy, a.busy, rel_tol=1e-9, abs_tol=1e-9)
+        assert (b.peak_in_flight, b.peak_memory, b.task_times) == (a.peak_in_flight, a.peak_memory, a.task_times)
+
+
+@given(data=st.data(), microbatches=st.sampled_from([1, 2, 5, 40, 300]))
+@settings(max_examples=80)
+def test_streamed_figures_equal_the_event_engine(data, microbatches):
+    training = data.draw(st.booleans())
+    problem = data.draw(problems(training=training))
+    plan = data.draw(colour_respecting_plans(problem))
+    assume(evaluate(problem, plan, "stages").valid)
+    schedule = "1f1b-async" if problem.is_training else "stream"
+    _same_figures(simulate(problem, plan, schedule, microbatches),
+                  simulate(problem, plan, schedule, microbatches, keep_tasks=False))
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="published instances not available")
+@pytest.mark.parametrize("name", ["LayerGraphs/gnmt_inference", "LayerGraphs/bert24_training"])
+def test_streamed_figures_of_published_dp_plans(name):
+    # Long enough (3,000 micro-batches) that the streamed run goes through the compiled kernel.
+    problem = read_instance(SHARED / f"{name}.json")
+    plan = solve_dp(problem).plan
+    schedule = "1f1b-async" if problem.is_training else "stream"
+    _same_figures(simulate(problem, plan, schedule, 3000), simulate(problem, plan, schedule, 3000, keep_tasks=False))

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     instance = placement.load(args.instance)
     result = placement.simulate(instance, args.plan, schedule=args.schedule, microbatches=args.microbatches,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
-                                memory_limit=args.memory_limit, **devices(args))
+                                memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
+                                **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
         write_trace(result, args.trace, f"{title}: {result.schedule}")

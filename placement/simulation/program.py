@@ -87,19 +87,24 @@ def stream_window(stages: int, comm: str) -> int:
     return stages if comm == INLINE else 2 * stages
 
 
-def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, comm: str = INLINE,
-                  w_fraction: float = 0.5, memory_limit: float = DEFAULT_MEMORY_LIMIT) -> Program:
-    """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches.
+@dataclass
+class Unit:
+    """The tasks of one micro-batch: a task graph whose task ``t`` has the label ``labels[t]``;
+    ``main[(s, kind)]`` is the compute task of that stage and kind, ``gate``/``output`` the tasks
+    that receive its inputs and after which its outputs are out (``main`` itself inline)."""
 
-    Memory grows linearly with the tasks (:data:`BYTES_PER_TASK` each): a run whose tasks would
-    take more than ``memory_limit`` bytes is refused with :class:`LimitExceededError` before
-    anything is built for it."""
-    if comm not in COMM_MODES:
-        raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
-    if microbatches < 1:
-        raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
-    if not 0.0 <= w_fraction <= 1.0:
-        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
+    graph: TaskGraph
+    labels: list[TaskLabel]
+    compute_resource: list[int]
+    link_resource: list[int | None]
+    task_times: list[dict[str, float]]
+    main: dict[tuple[int, str], int]
+    gate: dict[tuple[int, str], int]
+    output: dict[tuple[int, str], int]
+
+
+def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float) -> Unit:
+    """The tasks, resources and dependencies of one micro-batch (no order, no window)."""
     stages = pipeline.stages
     n = len(stages)
     kinds = (FORWARD, BACKWARD) if schedule.training else (FORWARD,)
@@ -148,6 +153,26 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
         if schedule.training:
             one.add_dependency(main[(s, FORWARD)], main[(s, BACKWARD)])
 
+    return Unit(one, labels, compute_resource, link_resource, task_times, main, gate, output)
+
+
+def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, comm: str = INLINE,
+                  w_fraction: float = 0.5, memory_limit: float = DEFAULT_MEMORY_LIMIT) -> Program:
+    """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches.
+
+    Memory grows linearly with the tasks (:data:`BYTES_PER_TASK` each): a run whose tasks would
+    take more than ``memory_limit`` bytes is refused with :class:`LimitExceededError` before
+    anything is built for it."""
+    if comm not in COMM_MODES:
+        raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
+    if microbatches < 1:
+        raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
+    if not 0.0 <= w_fraction <= 1.0:
+        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
+    unit = build_unit(pipeline, schedule, comm, w_fraction)
+    one, labels, main, gate, output = unit.graph, unit.labels, unit.main, unit.gate, unit.output
+    compute_resource, link_resource, task_times = unit.compute_resource, unit.link_resource, unit.task_times
+    n = len(pipeline.stages)
     size = len(one)
     _check_memory(size, microbatches, n, memory_limit)
     graph = one.replicate(microbatches, priority_step=1.0)   # fillers: older micro-batches first

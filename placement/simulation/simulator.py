@@ -36,8 +36,9 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
-from placement.simulation.pipeline import FORWARD, Pipeline, build_pipeline
-from placement.simulation.program import DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program
+from placement.simulation.pipeline import BACKWARD, FORWARD, Pipeline, build_pipeline
+from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
+                                          stream_window)
 from placement.simulation.schedules import Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
@@ -139,7 +140,7 @@ class SimulationResult:
 
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
-             memory_limit: float = DEFAULT_MEMORY_LIMIT) -> SimulationResult:
+             memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
@@ -147,21 +148,29 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     share of the backward compute (split-backward only, default 0.5); ``engine``
     ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy). A run whose tasks would
     take more than ``memory_limit`` bytes (default 2 GiB) is refused with
-    :class:`placement.errors.LimitExceededError` before it starts.
+    :class:`placement.errors.LimitExceededError` before it starts. ``keep_tasks=False`` asks for the
+    figures only (the task table comes back empty): a steady-state schedule with communication
+    inline then runs in memory independent of the micro-batches (:mod:`.streaming`).
     """
     return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
-                             memory_limit)
+                             memory_limit, keep_tasks)
 
 
 def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
                       comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
-                      memory_limit: float = DEFAULT_MEMORY_LIMIT) -> SimulationResult:
+                      memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True) -> SimulationResult:
     """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
     if engine not in ENGINES:
         raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
     _check_fit(pipeline, sched, w_fraction)
     fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward else None
+    if not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward:
+        if microbatches < 1:
+            raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
+        result = _streamed(pipeline, sched, microbatches)
+        if result is not None:
+            return result
     program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0, memory_limit)
     try:
         if engine == "heap":
@@ -203,45 +212,104 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
         on_link=np.tile(np.array([lab.on_link for lab in labels], dtype=bool), m))
     makespan = float(end.max()) if len(end) else 0.0
     completion = end.reshape(m, size).max(axis=1)
-    notes: list[str] = []
-    period: int | None = None
-    if schedule.flush:
-        window = None
-        span = (0.0, makespan)
-        iteration: float | None = makespan
-        per_sample: float | None = makespan / m
-    else:
-        iteration = None
-        a, b = m // 2, m - 1 - m // 8
-        if b > a:
-            window = (a, b)
-            span = (float(completion[a]), float(completion[b]))
-            per_sample, period = steady_rate(completion, a, b)
-            if period is None:
-                notes.append(f"no periodic steady state within micro-batches {a}..{b}: the time per sample is "
-                             "their average slope; run more micro-batches")
-        else:
-            window, span, per_sample, period = None, (0.0, makespan), None, None
-            notes.append("a steady state needs at least 3 micro-batches")
-        if m < 4 * n:
-            notes.append(f"the run may be too short for a steady state: use at least 4 x {n} stages "
-                         f"= {4 * n} micro-batches")
 
-    width = span[1] - span[0]
+    def steady(a: int, b: int) -> tuple[float, float, float, int | None]:
+        return (float(completion[a]), float(completion[b])) + steady_rate(completion, a, b)
+
+    window, span, iteration, per_sample, period, notes = _headline(schedule, m, n, makespan, steady)
     overlap = np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0.0, None)
     compute = ~tasks.on_link
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
     link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
+    peaks = [int(in_flight_profile(*holding(tasks, s, m))[1].max(initial=0)) for s in range(n)]
+    return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
+                   makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes)
 
+
+def _streamed(pipeline: Pipeline, schedule: Schedule, m: int) -> SimulationResult | None:
+    """The figures of a steady-state run with communication inline, in memory independent of ``m``
+    (:mod:`placement.simulation.streaming`); ``None`` where that evaluation cannot run it."""
+    from placement.simulation.streaming import OK, stream_figures
+
+    unit = build_unit(pipeline, schedule, INLINE, 0.0)
+    graph = unit.graph
+    n = len(pipeline.stages)
+    size = len(graph)
+    preds: list[list[int]] = [[] for _ in range(size)]
+    for t, successors in enumerate(graph.successors):
+        for w in successors:
+            preds[w].append(t)
+    pred_ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in preds], out=pred_ptr[1:])
+    pred_idx = np.array([t for p in preds for t in p], dtype=np.int64)
+    first = np.array([unit.main[(s, FORWARD)] for s in range(n)], dtype=np.int64)
+    last = np.array([unit.main[(s, BACKWARD if schedule.training else FORWARD)] for s in range(n)], dtype=np.int64)
+    window = 0 if schedule.training else stream_window(n, INLINE)
+    sources = np.array([c == 0 for c in graph.predecessor_count], dtype=np.bool_)
+    sinks = np.array([t for t in range(size) if not graph.successors[t]], dtype=np.int64)
+    a, b = m // 2, m - 1 - m // 8
+    p_max = min(MAX_PERIOD, (b - a) // 2) if b > a else 0
+    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, busy = stream_figures(
+        m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
+        window, sources, sinks, a, b, p_max)
+    if status != OK:
+        return None
+    c_a, c_b = float(c_a), float(c_b)
+
+    def steady(a: int, b: int) -> tuple[float, float, float, int | None]:
+        for p in range(1, p_max + 1):   # as steady_rate, from the gaps' least, largest and summed values
+            if gap_max[p] - gap_min[p] <= PERIOD_TOLERANCE * max(abs(gap_max[p]), 1e-300):
+                return c_a, c_b, float(gap_sum[p]) / (b - a + 1 - p) / p, p
+        return c_a, c_b, (c_b - c_a) / (b - a), None
+
+    window_figures = _headline(schedule, m, n, float(makespan), steady)
+    empty = TaskTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype="<U4"), np.zeros(0, dtype=np.int64),
+                      np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
+    return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, empty,
+                   float(makespan), window_figures[0], window_figures[1], window_figures[2], window_figures[3],
+                   window_figures[4], busy, np.zeros(n), [int(p) for p in peaks], window_figures[5])
+
+
+def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady) -> tuple:
+    """The steady window, measured span, iteration time, time per sample, period and notes of a run;
+    ``steady(a, b)`` gives ``c[a], c[b]`` and :func:`steady_rate` over micro-batches ``a..b``."""
+    notes: list[str] = []
+    period: int | None = None
+    if schedule.flush:
+        return None, (0.0, makespan), makespan, makespan / m, None, notes
+    a, b = m // 2, m - 1 - m // 8
+    if b > a:
+        window = (a, b)
+        c_a, c_b, per_sample, period = steady(a, b)
+        span = (c_a, c_b)
+        if period is None:
+            notes.append(f"no periodic steady state within micro-batches {a}..{b}: the time per sample is "
+                         "their average slope; run more micro-batches")
+    else:
+        window, span, per_sample, period = None, (0.0, makespan), None, None
+        notes.append("a steady state needs at least 3 micro-batches")
+    if m < 4 * n:
+        notes.append(f"the run may be too short for a steady state: use at least 4 x {n} stages "
+                     f"= {4 * n} micro-batches")
+    return window, span, None, per_sample, period, notes
+
+
+def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float | None, m: int,
+            task_times: list[dict[str, float]], link_resource: list[int | None], tasks: TaskTable, makespan: float,
+            window: tuple[int, int] | None, span: tuple[float, float], iteration: float | None,
+            per_sample: float | None, period: int | None, busy: np.ndarray, link_busy: np.ndarray,
+            peaks: list[int], notes: list[str]) -> SimulationResult:
+    """The :class:`SimulationResult` of a run from its measured figures."""
+    n = len(pipeline.stages)
+    width = span[1] - span[0]
     stage_results = []
     for s, st in enumerate(pipeline.stages):
-        _, counts = in_flight_profile(*holding(tasks, s, m))
-        in_flight = int(counts.max(initial=0))
+        in_flight = peaks[s]
         peak_memory = (None if st.activation_bytes is None
                        else st.static_memory + in_flight * st.activation_bytes)
-        link = program.link_resource[s] is not None
+        link = link_resource[s] is not None
         stage_results.append(StageResult(
-            index=s, position=st.position, type=st.type, task_times=dict(program.task_times[s]),
+            index=s, position=st.position, type=st.type, task_times=dict(task_times[s]),
             link_time=st.comm if link else None,
             busy=float(busy[s]), utilisation=float(busy[s]) / width if width > 0 else 0.0,
             link_busy=float(link_busy[s]) if link else None,
@@ -253,7 +321,7 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     if any(st.activation_bytes is None for st in pipeline.stages):
         notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")
 
-    bubble = 1.0 - float(busy.sum()) / (n * width) if width > 0 else 0.0
+    bubble = 1.0 - float(np.sum(busy)) / (n * width) if width > 0 else 0.0
     return SimulationResult(
         schedule=schedule.name, comm=comm, microbatches=m, w_fraction=w_fraction,
         stages=tuple(stage_results), tasks=tasks, makespan=makespan, time_per_sample=per_sample,
