@@ -28,39 +28,46 @@ MAX_INPUT_BYTES = 256 * 2**20
 #: the most arrays and objects a JSON document may nest
 MAX_DEPTH = 64
 
+_CHUNK = 2**20  # streams are read a MiB at a time
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 309  # shorter integers are below 1e309: no need for the range-checking hook
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")
 _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 
 
-def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes | bytearray:
     """The bytes of the file at ``path``, at most ``max_bytes`` of them.
 
-    A longer file or stream raises :class:`LimitExceededError` (parameter ``max_bytes``) after
-    reading at most ``max_bytes + 1`` bytes; a missing or unreadable file raises ``error``.
+    A longer regular file raises :class:`LimitExceededError` (parameter ``max_bytes``) before any
+    reading; a stream (a pipe, ``/dev/zero``) is read in chunks and refused as soon as it passes
+    ``max_bytes``. A missing or unreadable file raises ``error``.
     """
     path = Path(path)
+    too_long = LimitExceededError(f"{path}: more than {max_bytes} bytes, the input size limit (max_bytes)",
+                                  parameter="max_bytes")
     try:
         with open(path, "rb") as fh:
             status = os.fstat(fh.fileno())
-            known = status.st_size if stat.S_ISREG(status.st_mode) else 0  # streams: read to find out
-            data = None if known > max_bytes else fh.read(max_bytes + 1)
+            if stat.S_ISREG(status.st_mode):
+                if status.st_size > max_bytes:
+                    raise too_long
+                return fh.read(max_bytes + 1)
+            data = bytearray()
+            while len(data) <= max_bytes:
+                chunk = fh.read(min(_CHUNK, max_bytes + 1 - len(data)))
+                if not chunk:
+                    return data
+                data += chunk
+            raise too_long
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except IsADirectoryError:
         raise error(f"{path}: is a directory, not a JSON file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except MemoryError:
-        data = None
-    if data is None or len(data) > max_bytes:
-        raise LimitExceededError(f"{path}: more than {max_bytes} bytes, the input size limit (max_bytes)",
-                                 parameter="max_bytes")
-    return data
 
 
-def nested_deeper_than(data: bytes, limit: int) -> bool:
+def nested_deeper_than(data: bytes | bytearray, limit: int) -> bool:
     """Whether the JSON text ``data`` nests arrays and objects more than ``limit`` deep.
 
     Escaped backslashes and quotes are dropped, then everything between quotes (the strings);
