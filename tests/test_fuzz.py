@@ -495,6 +495,33 @@ def test_random_option_value(folder, value, option):
     refused(before + [option, value])
 
 
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_tricky_text = st.text(alphabet='[]{}"\\ a\u00e9', max_size=6)
+_nests = st.recursive(st.none() | st.integers() | _tricky_text,
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_tricky_text, inner, max_size=3),
+                      max_leaves=30)
+
+
+@settings(max_examples=300)
+@given(value=_nests, limit=st.integers(0, 6), ascii_only=st.booleans())
+@example(value=["\\", ["\"]"]], limit=1, ascii_only=True)
+@example(value={"[[": [[{}]]}, limit=2, ascii_only=False)
+def test_depth_scan_agrees_with_the_parsed_depth(value, limit, ascii_only):
+    """The scan that refuses deep JSON before parsing counts what the parser would build: strings
+    (with brackets, quotes and backslashes in them) do not count."""
+    from placement.jsonfile import nested_deeper_than
+
+    text = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert nested_deeper_than(text, limit) == (_depth(value) > limit)
+
+
 # ----- end to end ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("content", [b"[" * 100_000, b'{"maxFPGAs": 1e400}'])
