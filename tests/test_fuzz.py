@@ -412,6 +412,37 @@ def test_huge_counts_are_solved_as_the_reachable_counts(folder):
     assert status == 0 and "devices (accelerator):  18446744073709551616," in out
 
 
+TINY = sorted((Path(__file__).resolve().parents[1] / "instances" / "tiny").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", TINY, ids=[p.stem for p in TINY])
+def test_huge_counts_agree_with_brute_force_on_spare_devices(path):
+    """Cutting counts to the colour classes is exact: 10^9 devices of every type (and 10^9 calls)
+    give the optimum that exhaustive search finds with one device more than there are classes,
+    for every objective and contiguity class."""
+    pytest.importorskip("ortools")
+    import placement
+    from placement.testing.bruteforce import brute_force
+    from placement.testing.bruteforce_latency import brute_force_latency
+
+    problem = placement.load(path)
+    spare = len(problem.colour_classes()) + 1
+    huge = problem.with_devices({t.name: 10**9 for t in problem.device_types})
+    small = problem.with_devices({t.name: spare for t in problem.device_types})
+    objectives = ["throughput", "throughput-gpipe"] if problem.is_training else ["throughput", "latency"]
+    for objective in objectives:
+        if objective == "latency":
+            expected = brute_force_latency(small).objective
+            found = placement.solve(huge, objective="latency", calls=10**9, time_limit=30)
+            assert (found.status.value, found.value) == ("optimal", pytest.approx(expected, rel=1e-9)), path
+            continue
+        for contiguity in ("stages", "sets", "none"):
+            expected = brute_force(small, contiguity, objective=objective).objective
+            found = placement.solve(huge, objective=objective, contiguity=contiguity, time_limit=30)
+            assert (found.status.value, found.value) == ("optimal", pytest.approx(expected, rel=1e-9)), \
+                (path, objective, contiguity)
+
+
 # ----- Hypothesis -------------------------------------------------------------------------------------
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
