@@ -1,12 +1,25 @@
-"""Solve every throughput instance with the DP, one fresh process each; print a table, write JSON.
+"""Time the DP: graph shapes at scale, start-up, and every published throughput instance; print tables, write JSON.
 
-Each instance runs as ``placement solve INSTANCE --quiet --out PLAN`` in its own
+1. Shapes (generated here, seeded): a chain of 10,000 nodes (random times, 4 accelerators,
+   1 CPU), a 700-node total order (an edge between every two nodes), and a 1,000-block
+   transformer, forward and backward (``placement.zoo.transformer``). Per shape: ideals and pairs,
+   the DP alone (``solve_dp`` in this process, median of ``--repeat`` runs after one run that
+   compiles) and the whole ``placement solve`` process (median of ``--repeat``).
+2. Start-up on BERT-24 inference: the first run of a fresh install (no bytecode cache, an empty
+   numba cache: ``PYTHONPYCACHEPREFIX`` and ``NUMBA_CACHE_DIR`` point at new directories) and a
+   warm run, medians of ``--repeat``; ``python -c "import numpy"`` alongside as the floor.
+3. Every published instance (below).
+
+The machine is shared: the load average is printed with the tables and stored in the JSON.
+
+Each published instance runs as ``placement solve INSTANCE --quiet --out PLAN`` in its own
 process, so the wall time is the whole process (interpreter start, imports,
 reading, solving, independent verification, writing) and the peak memory is
 that process's maximum resident set size. The first run also fills the
 compiled-kernel cache; run with ``--warmup`` to keep that out of the table.
 
-    python benchmarks/dp_throughput.py [--instances DIR] [--json results/dp_throughput.json]
+    python benchmarks/dp_throughput.py [--instances DIR] [--repeat 3] [--skip-published]
+                                       [--json benchmarks/results/dp_throughput.json]
 """
 
 from __future__ import annotations
@@ -14,6 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,7 +37,94 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
+BERT24 = DEFAULT_INSTANCES / "LayerGraphs" / "bert24_inference.json"
+
+
+def machine() -> dict:
+    """What the numbers were measured on."""
+    return {"python": sys.version.split()[0], "cpus": os.cpu_count(), "machine": platform.platform(),
+            "processor": platform.processor() or platform.machine(), "load_average": os.getloadavg()}
+
+
+def line_document(n: int, all_pairs: bool, seed: int) -> dict:
+    """Nodes 0..n-1 with random times (accelerator 1-10, CPU 10-100) and transfer costs; edges i -> i+1
+    (a chain) or i -> j for all i < j (a total order); 4 accelerators and 1 CPU."""
+    rng = random.Random(seed)
+    nodes = [{"id": i, "supportedOnFpga": True, "fpgaLatency": rng.uniform(1, 10), "cpuLatency": rng.uniform(10, 100),
+              "isBackwardNode": False, "size": 1} for i in range(n)]
+    costs = [rng.uniform(0, 2) for _ in range(n)]
+    pairs = ((i, j) for i in range(n) for j in range(i + 1, n)) if all_pairs else ((i, i + 1) for i in range(n - 1))
+    return {"maxSizePerFPGA": 1e9, "maxFPGAs": 4, "maxCPUs": 1, "nodes": nodes,
+            "edges": [{"sourceId": i, "destId": j, "cost": costs[i]} for i, j in pairs]}
+
+
+def transformer_document(blocks: int) -> dict:
+    from dataclasses import replace
+
+    from placement.zoo.transformer import TransformerConfig, bert_graph, to_tarnawski_json
+    return to_tarnawski_json(bert_graph(replace(TransformerConfig(), layers=blocks), training=True))
+
+
+SHAPES = {
+    "chain-10000": lambda: line_document(10_000, False, 1),
+    "total-order-700": lambda: line_document(700, True, 2),
+    "transformer-1000-training": lambda: transformer_document(1000),
+}
+
+
+def timed_process(cmd: list[str], env: dict | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env, check=True)
+    return time.perf_counter() - start
+
+
+def shape_rows(tmp: Path, repeat: int) -> list[dict]:
+    """The DP alone and the whole solve process on each generated shape."""
+    import placement
+    from placement.solvers.dp import solve_dp
+
+    rows = []
+    print(f"{'shape':28} {'nodes':>6} {'edges':>7} {'ideals':>7} {'pairs examined':>15} {'DP s':>7} {'process s':>10}")
+    for name, make in SHAPES.items():
+        path = tmp / f"{name}.json"
+        path.write_text(json.dumps(make()))
+        problem = placement.load(path)
+        solve_dp(problem)   # compiles the kernels (cached on disk afterwards)
+        times, solution = [], None
+        for _ in range(repeat):
+            solution = solve_dp(problem)
+            times.append(solution.runtime_s)
+        process = [timed_process([sys.executable, "-m", "placement", "solve", str(path), "--quiet"])
+                   for _ in range(repeat)]
+        row = {"shape": name, "nodes": len(problem.nodes), "edges": len(problem.edges),
+               "ideals": solution.stats["ideals"], "pairs_examined": solution.stats["pairs_examined"],
+               "status": solution.status.value, "max_load": solution.objective,
+               "dp_s_median": statistics.median(times), "dp_s": times,
+               "process_s_median": statistics.median(process), "process_s": process}
+        rows.append(row)
+        print(f"{name:28} {row['nodes']:>6} {row['edges']:>7} {row['ideals']:>7,} {row['pairs_examined']:>15,} "
+              f"{row['dp_s_median']:>7.3f} {row['process_s_median']:>10.3f}", flush=True)
+    return rows
+
+
+def startup_row(tmp: Path, repeat: int) -> dict:
+    """First run of a fresh install and a warm run of ``placement solve`` on BERT-24 inference."""
+    cmd = [sys.executable, "-m", "placement", "solve", str(BERT24), "--quiet"]
+    first = []
+    for k in range(repeat):
+        env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp / f"pyc{k}"), NUMBA_CACHE_DIR=str(tmp / f"numba{k}"))
+        first.append(timed_process(cmd, env))
+    timed_process(cmd)
+    warm = [timed_process(cmd) for _ in range(repeat)]
+    floor = [timed_process([sys.executable, "-c", "import numpy"]) for _ in range(repeat)]
+    row = {"instance": "LayerGraphs/bert24_inference", "first_run_s_median": statistics.median(first),
+           "first_run_s": first, "warm_s_median": statistics.median(warm), "warm_s": warm,
+           "python_import_numpy_s_median": statistics.median(floor)}
+    print(f"\nstart-up, BERT-24 inference: first run {row['first_run_s_median']:.3f} s, warm "
+          f"{row['warm_s_median']:.3f} s (python -c 'import numpy': {row['python_import_numpy_s_median']:.3f} s)")
+    return row
 
 
 def run_one(instance: Path, out: Path) -> dict:
@@ -58,14 +161,24 @@ def run_one(instance: Path, out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "dp_throughput.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "dp_throughput.json")
     parser.add_argument("--warmup", action="store_true", help="solve the first instance once before timing")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per median (default 3)")
+    parser.add_argument("--skip-published", action="store_true", help="only the shapes and the start-up")
     args = parser.parse_args(argv)
-    if not args.instances.is_dir():
-        print(f"no instances at {args.instances} (the published instances live in ../shared); nothing to do")
+    print(f"machine: {machine()}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        shapes = shape_rows(Path(tmp), args.repeat)
+        startup = startup_row(Path(tmp), args.repeat) if BERT24.is_file() else None
+    document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
+    if args.skip_published or not args.instances.is_dir():
+        if not args.instances.is_dir():
+            print(f"no instances at {args.instances} (the published instances live in ../shared)")
+        _write(args.json, document)
         return 0
+    print()
     files = sorted(args.instances.rglob("*.json"))
-    rows = []
+    rows = document["rows"]
     header = (f"{'instance':42} {'nodes':>6} {'ideals':>7} {'pairs examined':>15} {'max-load':>12} "
               f"{'status':>8} {'solve s':>8} {'wall s':>7} {'peak MiB':>9}")
     print(header)
@@ -82,11 +195,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['instance']:42} {row['nodes']:>6} {row['ideals']:>7,} {row['pairs_examined']:>15,} "
                   f"{row['max_load']:>12.6f} {row['status']:>8} {row['solve_s']:>8.2f} {row['wall_s']:>7.2f} "
                   f"{row['peak_mib']:>9.1f}", flush=True)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(), "rows": rows},
-                                    indent=2) + "\n")
-    print(f"\nwrote {args.json}")
+    _write(args.json, document)
     return 0 if all("error" not in r and r.get("verified") for r in rows) else 1
+
+
+def _write(path: Path, document: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":
