@@ -152,7 +152,7 @@ def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: floa
         kwargs["max_ideals"] = DEFAULT_MAX_IDEALS
     if "calls" in kwargs:  # a device's calls are non-empty: more than one per node cannot be used
         kwargs["calls"] = min(kwargs["calls"], len(problem.nodes))
-    return spec.function()(problem.with_reachable_counts(), **kwargs)
+    return spec.function()(problem.with_reachable_counts(options["stages"]), **kwargs)
 
 
 def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], auto: bool) -> None:

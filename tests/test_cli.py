@@ -124,6 +124,17 @@ def test_device_counts_past_the_node_count_solve_as_the_node_count(option, capsy
         assert f"max-load    {expected}" in capsys.readouterr().out
 
 
+def test_stages_past_the_node_count_with_huge_counts_are_infeasible_not_refused(capsys):
+    # 10^6 accelerators allow --stages 5, but chain4's 4 nodes fill at most 4 stages: infeasible
+    # (exit 1), whichever method; 4 stages put each node alone, max load 6 as above.
+    for method in ("dp", "milp"):
+        assert main(["solve", CHAIN4, "--accelerators", "1000000", "--stages", "5", "--method", method,
+                     "--quiet"]) == 1
+        assert "status      infeasible" in capsys.readouterr().out
+    assert main(["solve", CHAIN4, "--accelerators", "1000000", "--stages", "4", "--quiet"]) == 0
+    assert "max-load    6.000000" in capsys.readouterr().out
+
+
 def test_missing_file_exits_2(capsys):
     assert main(["solve", "no/such/file.json"]) == 2
     assert capsys.readouterr().err == "error: no/such/file.json: no such file\n"

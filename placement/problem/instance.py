@@ -156,17 +156,19 @@ class Instance:
                 classes.append(members)
         return classes
 
-    def with_reachable_counts(self) -> "Instance":
-        """This instance with every device count cut to the number of colour classes (itself when
-        none is larger).
+    def with_reachable_counts(self, stages: int | None = None) -> "Instance":
+        """This instance with every device count cut to the number of colour classes, or to
+        ``stages`` where that is larger (itself when no count is larger).
 
         Nodes of one colour share a device, so at most that many devices hold nodes whatever the
         objective, contiguity class or number of calls; the devices past it stay empty in every
         plan, and an empty device adds no load, no stage and no call. Solving the cut instance
         therefore gives the same plans, loads and optimum, without the work and memory that a
-        count of 10^9 would cost.
+        count of 10^9 would cost. A request for exactly ``stages`` non-empty stages keeps that
+        many devices, so that it stays a question the methods answer (infeasible when there are
+        fewer classes), not one they refuse.
         """
-        reachable = len(self.colour_classes())
+        reachable = max(len(self.colour_classes()), stages or 0)
         if all(t.count <= reachable for t in self.device_types):
             return self
         return self.with_devices({t.name: min(t.count, reachable) for t in self.device_types})
