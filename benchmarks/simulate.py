@@ -11,8 +11,14 @@
    micro-batches (``stream`` for inference, ``1f1b-async`` for training): the simulated
    time per sample against the verified max load, and with link transfers against the
    overlapped load model.
+3. Scale: ``placement simulate`` of the DP plan of the published BERT-L-12 training graph
+   (7 devices) with ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the
+   run streams) and, as the baseline, the same command with ``--trace`` (the event engine with
+   its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
+   each process (medians of ``--repeat``), and tasks per second.
 
-    python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--json results/simulate.json]
+    python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--only-scale]
+                                  [--json benchmarks/results/simulate.json]
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import argparse
 import importlib.util
 import json
 import os
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,18 +146,67 @@ def stream_rows(instances: Path, microbatches: int) -> list[dict]:
     return rows
 
 
+BERT_L12 = DEFAULT_INSTANCES / "OperatorGraphs" / "bert_L-12_training.json"
+
+
+def _process(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak resident MiB of a child process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return time.perf_counter() - start, usage.ru_maxrss / 1024
+
+
+def scale_rows(microbatches: int, baseline_microbatches: int, repeat: int) -> list[dict]:
+    if not BERT_L12.is_file():
+        print(f"\nno instance at {BERT_L12}; scale check skipped")
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "plan.json"
+        subprocess.run([sys.executable, "-m", "placement", "solve", str(BERT_L12), "--quiet", "--out", str(plan)],
+                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        stages = len(json.loads(plan.read_text())["devices"])
+        base = [sys.executable, "-m", "placement", "simulate", str(BERT_L12), str(plan), "--quiet"]
+        cases = [("streamed figures", microbatches, base),
+                 ("event engine + task table", baseline_microbatches, base + ["--trace", str(Path(tmp) / "t.json")])]
+        print(f"\nBERT-L-12 training, DP plan on {stages} devices, 1f1b-async (medians of {repeat}; "
+              f"load average {os.getloadavg()[0]:.2f})")
+        header = f"{'run':28} {'micro-batches':>13} {'tasks':>12} {'wall s':>8} {'peak MiB':>9} {'M tasks/s':>9}"
+        print(header)
+        print("-" * len(header))
+        rows = []
+        _process(base + ["--microbatches", "1000"])   # compiles the kernel once (cached on disk)
+        for name, m, cmd in cases:
+            runs = [_process(cmd + ["--microbatches", str(m)]) for _ in range(repeat)]
+            wall = statistics.median(r[0] for r in runs)
+            peak = statistics.median(r[1] for r in runs)
+            tasks = 2 * stages * m
+            rows.append({"run": name, "microbatches": m, "tasks": tasks, "wall_s": wall, "peak_mib": peak,
+                         "tasks_per_s": tasks / wall, "runs": runs})
+            print(f"{name:28} {m:>13,} {tasks:>12,} {wall:>8.2f} {peak:>9.1f} {tasks / wall / 1e6:>9.2f}",
+                  flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--microbatches", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "simulate.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "simulate.json")
+    parser.add_argument("--scale-microbatches", type=int, default=10**6)
+    parser.add_argument("--baseline-microbatches", type=int, default=10**5)
+    parser.add_argument("--only-scale", action="store_true", help="only the scale table")
     args = parser.parse_args(argv)
-    engines = engine_rows(args.microbatches, args.repeat)
-    streams = stream_rows(args.instances, args.microbatches)
+    engines = [] if args.only_scale else engine_rows(args.microbatches, args.repeat)
+    streams = [] if args.only_scale else stream_rows(args.instances, args.microbatches)
+    scale = scale_rows(args.scale_microbatches, args.baseline_microbatches, args.repeat)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(),
-                                     "engines": engines, "streams": streams}, indent=2) + "\n")
+                                     "load_average": os.getloadavg(), "engines": engines, "streams": streams,
+                                     "scale": scale}, indent=2) + "\n")
     print(f"\nwrote {args.json}")
     ok = all(abs(r["rel_diff"]) <= 1e-3 for r in streams) and all(r["simulate_s"] < 2.0 for r in engines)
     return 0 if ok else 1
