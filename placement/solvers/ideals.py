@@ -154,8 +154,10 @@ def _adjacency(heads: np.ndarray, tails: np.ndarray, n: int) -> list[set[int]]:
     return [set(ends[bounds[c]:bounds[c + 1]]) for c in range(n)]
 
 
-def _class_graph(problem: Instance, class_of: list[int], n_classes: int, orphan: list[bool]) -> list[set[int]]:
-    """Edges of H between classes: forward edges, and mirrored backward edges that touch an orphan class."""
+def _class_graph(problem: Instance, class_of: list[int], n_classes: int,
+                 orphan: list[bool]) -> tuple[list[set[int]], bool]:
+    """Edges of H between classes: forward edges, and mirrored backward edges that touch an orphan class;
+    and whether every one goes from a lower to a higher class number (then H has no cycle)."""
     src, dst = edge_positions(problem)
     cls = np.asarray(class_of, dtype=np.int64)
     back = np.array([v.backward for v in problem.nodes], dtype=np.bool_)
@@ -164,8 +166,8 @@ def _class_graph(problem: Instance, class_of: list[int], n_classes: int, orphan:
     apart = ca != cb
     forward = apart & ~back[src] & ~back[dst]
     mirrored = apart & back[src] & back[dst] & (orphans[ca] | orphans[cb])
-    return _adjacency(np.concatenate([ca[forward], cb[mirrored]]), np.concatenate([cb[forward], ca[mirrored]]),
-                      n_classes)
+    heads, tails = np.concatenate([ca[forward], cb[mirrored]]), np.concatenate([cb[forward], ca[mirrored]])
+    return _adjacency(heads, tails, n_classes), bool(np.all(heads < tails))
 
 
 def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
@@ -180,8 +182,8 @@ def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     n_classes = len(classes)
     orphan = [all(nodes[v].backward for v in members) for members in classes]
 
-    h_succ = _class_graph(problem, class_of, n_classes, orphan)
-    comp = _strongly_connected(n_classes, h_succ)
+    h_succ, increasing = _class_graph(problem, class_of, n_classes, orphan)
+    comp = list(range(n_classes)) if increasing else _strongly_connected(n_classes, h_succ)
     uf = _UnionFind(n_classes)
     first_of_comp: dict[int, int] = {}
     for c in range(n_classes):
@@ -238,10 +240,11 @@ def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list
     total_memory = sum(v.memory for v in nodes)
     memory_never_binds = all(total_memory <= t.memory for t in problem.device_types if t.count > 0)
 
+    no_time = tuple(0.0 for _ in problem.device_types)   # every type supported, zero time on each
+
     def candidate(v: int) -> bool:
         node = nodes[v]
-        return (all(p is not None and p == 0 for p in node.times)
-                and (node.memory == 0 or memory_never_binds))
+        return node.times == no_time and (node.memory == 0 or memory_never_binds)
 
     eligible = [not orphan[c] and all(candidate(v) for v in members) for c, members in enumerate(classes)]
     zero_cost = [all(nodes[v].out_cost == 0 for v in members) for members in classes]
