@@ -22,6 +22,8 @@ def one_of(name: str, value: Any, choices: Iterable[str]) -> str:
 MAX_THREADS = 1024
 #: the largest ``seed``: the MILP solvers take a 32-bit signed seed
 MAX_SEED = 2**31 - 1
+#: the longest ``time_limit`` in seconds (about 31 years; the solvers count it in 64-bit milliseconds)
+MAX_TIME_LIMIT = 1e9
 
 
 def integer(name: str, value: Any, *, smallest: int = 0, largest: int | None = None,
@@ -49,15 +51,18 @@ def _shown(value: Any) -> str:
 
 
 def number(name: str, value: Any, *, positive: bool = False, below_one: bool = False,
-           optional: bool = False) -> float | None:
-    """``value`` when it is a finite real number ≥ 0 (> 0 when ``positive``; < 1 when ``below_one``)."""
+           largest: float | None = None, optional: bool = False) -> float | None:
+    """``value`` when it is a finite real number ≥ 0 (> 0 when ``positive``; < 1 when ``below_one``;
+    ≤ ``largest`` when given)."""
     if value is None and optional:
         return None
     ok = (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-          and (value > 0 if positive else value >= 0) and (not below_one or value < 1))
+          and (value > 0 if positive else value >= 0) and (not below_one or value < 1)
+          and (largest is None or value <= largest))
     if not ok:
-        what = "a finite number " + ("> 0" if positive else "≥ 0") + (" and < 1" if below_one else "")
-        raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {value!r}")
+        what = ("a finite number " + ("> 0" if positive else "≥ 0") + (" and < 1" if below_one else "")
+                + (f" and ≤ {largest:g}" if largest is not None else ""))
+        raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {_shown(value)}")
     return float(value)
 
 

@@ -28,7 +28,8 @@ from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.loading import override_devices
-from placement.parameters import MAX_SEED, MAX_THREADS, callback, integer, number, one_of, stage_count
+from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number, one_of,
+                                  stage_count)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.result import Result, Stage, Status
@@ -71,7 +72,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
     check_contiguity(contiguity)
     options = {
-        "backend": _backend(backend), "time_limit": number("time_limit", time_limit, positive=True, optional=True),
+        "backend": _backend(backend),
+        "time_limit": number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True),
         "gap": number("gap", gap, below_one=True),
         "threads": integer("threads", threads, smallest=1, largest=MAX_THREADS, optional=True),
         "seed": integer("seed", seed, largest=MAX_SEED), "stages": integer("stages", stages, smallest=1, optional=True),

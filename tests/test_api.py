@@ -118,7 +118,7 @@ def test_unknown_keyword_is_a_type_error():
     ({"method": "dq"}, "method", None),
     ({"objective": "speed"}, "objective",
      "objective must be one of 'throughput', 'throughput-gpipe', 'latency', not 'speed'"),
-    ({"time_limit": 0}, "time_limit", "time_limit must be a finite number > 0 or None, not 0"),
+    ({"time_limit": 0}, "time_limit", "time_limit must be a finite number > 0 and ≤ 1e+09 or None, not 0"),
     ({"gap": 1.0}, "gap", "gap must be a finite number ≥ 0 and < 1, not 1.0"),
     ({"stages": 0}, "stages", "stages must be a positive integer or None, not 0"),
     ({"stages": True}, "stages", "stages must be a positive integer or None, not True"),
