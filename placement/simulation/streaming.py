@@ -198,25 +198,12 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
 
 @lru_cache(maxsize=1)
 def _compiled():
-    """:func:`run` compiled by numba (imported here), cached on disk where a writable location exists."""
-    import types
+    """:func:`run` compiled by numba (:func:`placement.kernels.compile_kernel`)."""
+    from placement.kernels import compile_kernel
 
-    import numba
-
-    def jit(function):
-        try:
-            return numba.njit(cache=True)(function)
-        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-            return numba.njit(cache=False)(function)
-
-    scope = dict(run.__globals__)
-    release = jit(_release)
-    settle_scope = dict(_settle.__globals__, _release=release)
-    settle = jit(types.FunctionType(_settle.__code__, settle_scope, _settle.__name__))
-    scope.update(_order=jit(_order), _release=release, _settle=settle)
-    clone = types.FunctionType(run.__code__, scope, run.__name__, run.__defaults__)
-    clone.__module__, clone.__qualname__ = run.__module__, run.__qualname__
-    return jit(clone)
+    release = compile_kernel(_release)
+    settle = compile_kernel(_settle, {"_release": release})
+    return compile_kernel(run, {"_order": compile_kernel(_order), "_release": release, "_settle": settle})
 
 
 #: Runs with at most this many tasks are evaluated interpreted (compiling would cost more).

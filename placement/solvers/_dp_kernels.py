@@ -378,32 +378,13 @@ def interpreted() -> SimpleNamespace:
 
 @lru_cache(maxsize=1)
 def compiled() -> SimpleNamespace:
-    """The kernels compiled by numba (imported here, on first use), cached on disk where a writable
-    cache location exists; where none does (a read-only install and home), compiled in memory only."""
-    import numba
+    """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`: cached on disk where a
+    writable cache location exists, compiled in memory where none does)."""
+    from placement.kernels import compile_kernel
 
-    def jit(function):
-        try:
-            return numba.njit(cache=True)(function)
-        except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-            return numba.njit(cache=False)(function)
-
-    bit_index, grow = jit(_bit_index), jit(_grow)
-    namespace = {}
-    for function in (enumerate_ideals, family_data, dp_range):
-        namespace[function.__name__] = _rebind(function, {"_bit_index": bit_index, "_grow": grow}, jit)
-    return SimpleNamespace(**namespace)
-
-
-def _rebind(function, helpers, jit):
-    """``function`` compiled with its helper calls bound to the compiled helpers."""
-    import types
-    scope = dict(function.__globals__)
-    scope.update(helpers)
-    clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
-    clone.__module__ = function.__module__
-    clone.__qualname__ = function.__qualname__
-    return jit(clone)
+    helpers = {"_bit_index": compile_kernel(_bit_index), "_grow": compile_kernel(_grow)}
+    return SimpleNamespace(**{f.__name__: compile_kernel(f, helpers)
+                              for f in (enumerate_ideals, family_data, dp_range)})
 
 
 def kernels(use_compiled: bool) -> SimpleNamespace:

@@ -1,0 +1,33 @@
+"""Compiling plain-Python kernels with numba, on first use (numba is imported only then).
+
+The DP over ideals (:mod:`placement.solvers._dp_kernels`) and the streamed simulation
+(:mod:`placement.simulation.streaming`) write their inner loops as plain Python over numpy
+arrays, run them as they are on small inputs, and compile them here for large ones.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Mapping
+
+
+def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None) -> Any:
+    """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
+    compiled helpers given there.
+
+    The compiled code is cached on disk where numba finds a writable cache location; where it
+    finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
+    function ...: no locator available"), and the function is compiled in memory instead.
+    """
+    import numba
+
+    if helpers:
+        scope = dict(function.__globals__)
+        scope.update(helpers)
+        clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
+        clone.__module__, clone.__qualname__ = function.__module__, function.__qualname__
+        function = clone
+    try:
+        return numba.njit(cache=True)(function)
+    except RuntimeError:  # no writable cache location
+        return numba.njit(cache=False)(function)
