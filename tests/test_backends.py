@@ -395,3 +395,17 @@ def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
         deadline_watch(past())("1,234 ideals")
     assert raised.value.parameter == "time_limit"
     assert str(raised.value) == "the time limit ran out while the DP ran (1,234 ideals)"
+
+
+def test_cbc_infeasible_by_its_own_clock_at_the_limit_is_no_proof():
+    """CBC counts CPU seconds against its limit; with several threads they run ahead of the wall clock, so
+    its log decides. The tail of a run that called a feasible 40-node model infeasible at a 0.05 s limit."""
+    from placement.solvers.milp.backends.base import RawResult, cbc_limit_infeasible
+
+    log = ("Cut generators found to be infeasible! (or unbounded)\nPre-processing says infeasible or unbounded\n"
+           "Total time (CPU seconds):       0.05   (Wallclock seconds):       0.12\n")
+    late = cbc_limit_infeasible(RawResult("infeasible"), log, 0.05, "cbc")
+    assert late.status == "no_solution"
+    assert late.message == "cbc reported infeasible after 0.05 s, as its time limit ran out: not a proof (CBC's clock)"
+    assert cbc_limit_infeasible(RawResult("infeasible"), log, 10.0, "cbc").status == "infeasible"
+    assert cbc_limit_infeasible(RawResult("optimal", 1.0, 1.0), log, 0.05, "cbc").status == "optimal"

@@ -100,6 +100,22 @@ def limit_infeasible(name: str, wall: float) -> str:
     return f"{name} reported infeasible after {wall:.2f} s, as its time limit ran out: not a proof"
 
 
+#: CBC's closing line: the CPU seconds it counts against its limit (through OR-Tools), and the wall seconds
+_CBC_TOTAL_TIME = re.compile(r"Total time \(CPU seconds\):\s*([0-9.eE+-]+)")
+
+
+def cbc_limit_infeasible(raw: RawResult, log_text: str, time_limit: float, name: str) -> RawResult:
+    """``raw``, or, when it is ``infeasible`` and CBC's log shows that its own clock (CPU seconds, which
+    run faster than the wall clock with several threads) had reached :data:`LIMIT_REACHED` of the time
+    limit, ``no_solution``: CBC cut short by its limit may call a feasible model infeasible."""
+    found = _CBC_TOTAL_TIME.findall(log_text)
+    if raw.status != "infeasible" or not found or float(found[-1]) < time_limit * LIMIT_REACHED:
+        return raw
+    raw.status = "no_solution"
+    raw.message = "; ".join(m for m in (raw.message, limit_infeasible(name, float(found[-1])) + " (CBC's clock)") if m)
+    return raw
+
+
 #: What CBC's objective is multiplied by (its values and bounds are divided by it on the way back).
 #: CBC analyses the objective of its preprocessed model and, when it concludes that every
 #: objective value is a multiple of some step, prunes every node that cannot beat the incumbent by

@@ -4,12 +4,15 @@ OR-Tools passes CBC no parameters, so CBC's own objective analysis, which can ta
 objective for one that moves in whole steps and then prune the optimum, is defeated by the
 objective's factor (:data:`~placement.solvers.milp.backends.base.CBC_OBJECTIVE_SCALE`); the
 log of every run is read, and a run whose analysis still raised the step keeps its plan but
-loses its claim of optimality and its bound.
+loses its claim of optimality and its bound. An infeasibility reported once CBC's own clock (CPU
+seconds, faster than the wall clock with several threads) has reached the time limit is no proof
+(:func:`~placement.solvers.milp.backends.base.cbc_limit_infeasible`).
 """
 
 from __future__ import annotations
 
-from placement.solvers.milp.backends.base import CBC_OBJECTIVE_SCALE, RawResult, distrust_cbc
+from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, RawResult, SolveOptions, cbc_limit_infeasible,
+                                                  distrust_cbc)
 from placement.solvers.milp.backends.linear_solver import LinearSolverBackend
 
 
@@ -23,5 +26,5 @@ class CbcBackend(LinearSolverBackend):
     objective_scale = CBC_OBJECTIVE_SCALE
     reads_log = True
 
-    def audit(self, raw: RawResult, log_text: str) -> RawResult:
-        return distrust_cbc(raw, log_text)
+    def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
+        return cbc_limit_infeasible(distrust_cbc(raw, log_text), log_text, options.time_limit, self.name)

@@ -141,9 +141,9 @@ class LinearSolverBackend(BigMBackend):
         saying why the solver, now set up for it, runs again in the time left."""
         return ""
 
-    def audit(self, raw: RawResult, log_text: str) -> RawResult:
-        """The result to report, given the raw one and the solver's log of the run (only read for
-        backends with :attr:`reads_log`)."""
+    def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
+        """The result to report, given the raw one, the solver's log of the run (only read for
+        backends with :attr:`reads_log`) and the options it ran with."""
         return raw
 
     def solve(self, options: SolveOptions) -> RawResult:
@@ -163,7 +163,7 @@ class LinearSolverBackend(BigMBackend):
         finally:
             if scratch is not None:
                 os.unlink(scratch)
-        return self.audit(raw, log_text)
+        return self.audit(raw, log_text, options)
 
     def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:
         lp, solver = self._lp, self.solver

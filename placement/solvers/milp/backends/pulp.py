@@ -31,7 +31,8 @@ import warnings
 from typing import Any, ClassVar
 
 from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
-                                                  SolveOptions, Terms, distrust_cbc, limit_infeasible, package_version)
+                                                  SolveOptions, Terms, cbc_limit_infeasible, distrust_cbc,
+                                                  limit_infeasible, package_version)
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
 BUNDLED = "PULP_CBC_CMD"
@@ -176,7 +177,9 @@ class PulpBackend(BigMBackend):
         found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
                  _CBC_PROVEN.findall(log_text)]
         raw = self._result(wall, found[-1] if found else None, options.time_limit)
-        return distrust_cbc(raw, log_text) if is_cbc else raw
+        if not is_cbc:
+            return raw
+        return cbc_limit_infeasible(distrust_cbc(raw, log_text), log_text, options.time_limit, self.name)
 
     def _result(self, wall: float, bound: float | None, time_limit: float) -> RawResult:
         pulp = self._pulp
