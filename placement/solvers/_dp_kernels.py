@@ -50,7 +50,8 @@ def enumerate_ideals(succ_ptr, succ_idx, indeg, limit, store):
     A depth-first search over the ideals listed in increasing order: from an ideal whose highest
     vertex is ``v``, the children add one vertex above ``v`` whose predecessors are all in the
     ideal (found in a two-level bitset of such vertices). Returns ``(count, parent, added)``,
-    ``parent[0] = added[0] = -1`` for ∅; the arrays are filled only when ``store``. Memory is
+    ``parent[0] = added[0] = -1`` for ∅; the arrays (their first ``count`` entries) are filled
+    only when ``store``. Memory is
     linear in the graph (and in ``limit`` when storing); the count stops at ``limit + 1``.
     """
     n = indeg.shape[0]
@@ -63,7 +64,7 @@ def enumerate_ideals(succ_ptr, succ_idx, indeg, limit, store):
         if remaining[v] == 0:
             avail[v >> 6] |= one << np.uint64(v & 63)
             summary[v >> 12] |= one << np.uint64((v >> 6) & 63)
-    cap = limit + 2 if store else 1
+    cap = min(limit + 2, 1 << 16) if store else 1   # grows as ideals come (the limit may be huge)
     parent = np.full(cap, -1, dtype=np.int64)
     added = np.full(cap, -1, dtype=np.int64)
     frame_vertex = np.empty(n + 1, dtype=np.int64)
@@ -114,6 +115,8 @@ def enumerate_ideals(succ_ptr, succ_idx, indeg, limit, store):
         if count > limit:
             return count, parent, added
         if store:
+            parent = _grow(parent, count + 1)
+            added = _grow(added, count + 1)
             parent[count] = frame_ideal[depth]
             added[count] = b
         avail[b >> 6] &= ~(one << np.uint64(b & 63))
