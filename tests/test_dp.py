@@ -329,3 +329,11 @@ def test_solves_without_a_writable_kernel_cache():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["optimal", "9.0", "True"]
+
+
+def test_a_huge_ideal_limit_allocates_nothing_up_front():
+    # The diamond's optimum is 9 (test_diamond_with_unsupported_sink); a limit of 10^15 ideals must
+    # not allocate 10^15 entries before enumerating the 6 ideals.
+    problem = read_instance(TINY / "diamond-cpu.json")
+    for compiled in (False, True):
+        assert solve_dp(problem, max_ideals=10**15, compiled=compiled).objective == 9.0
