@@ -118,7 +118,7 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         bound = simple
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
         plan, objective = fallback
-    bound = min(bound, objective)
+    bound = unrefuted(bound, simple, objective, be)
     if raw.status == "optimal" and not doubt and objective - bound <= slack:
         return done(Status.OPTIMAL, plan, objective, objective)
     extra = doubt
