@@ -319,7 +319,7 @@ def _enumerate(succ, limit: int, store: bool) -> tuple[int, np.ndarray, np.ndarr
     from placement.solvers import _dp_kernels as K
 
     ptr, idx, indeg = _csr(succ)
-    if limit > INTERPRETED_IDEALS:
+    if limit > INTERPRETED_IDEALS and len(succ) < INTERPRETED_IDEALS:   # S vertices: at least S + 1 ideals
         count, parent, added = K.interpreted().enumerate_ideals(ptr, idx, indeg, INTERPRETED_IDEALS, store)
         if count <= INTERPRETED_IDEALS:
             return count, parent[:count], added[:count]
