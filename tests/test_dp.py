@@ -12,7 +12,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from placement.errors import LimitExceededError
@@ -247,9 +247,16 @@ def test_dp_equals_reference_dp(problem):
 
 # ----- compiled and interpreted kernels; graph shapes with few ideals ----------------------
 
+_ZERO_TIME_CLASS = Instance(
+    (Node(1, "f0", (None, 0.0), 0.0, False, 1000, 0.0), Node(3, "f1", (None, 0.0), 0.0, False, 1000, 0.0),
+     Node(5, "f2", (None, 0.0), 0.0, False, None, 0.0)),
+    (), (DeviceType("accelerator", 1), DeviceType("cpu", 1, pays_comm=False)), "hypothesis")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(problems(max_nodes=12, max_accelerators=3, max_cpus=1), zero_heavy_problems(max_nodes=12)),
        st.sampled_from([None, 1, 2]))
+@example(_ZERO_TIME_CLASS, None)
 def test_compiled_kernels_equal_interpreted_kernels(problem, stages):
     # The same kernels run compiled and as plain Python: same status, value and plan.
     if stages is not None and stages > sum(t.count for t in problem.device_types):

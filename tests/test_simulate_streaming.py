@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
 from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import DeviceType, Instance, Node
 from placement.simulation import simulate
 from placement.solvers.dp import solve_dp
 from placement.verification.evaluate import evaluate
@@ -175,3 +176,14 @@ def test_streamed_figures_of_published_dp_plans(name):
     plan = solve_dp(problem).plan
     schedule = "1f1b-async" if problem.is_training else "stream"
     _same_figures(simulate(problem, plan, schedule, 3000), simulate(problem, plan, schedule, 3000, keep_tasks=False))
+
+
+def test_streamed_figures_of_a_zero_time_stage():
+    # One node taking no time on one accelerator: every F starts and ends at 0, so the stage never
+    # holds a micro-batch (peak 0), the makespan is 0, and the streamed run must not fall back to
+    # the event engine for want of a later moment to count releases at.
+    problem = Instance((Node(1, "a", (0.0,), 0.0, False, None, 0.0),), (), (DeviceType("accelerator", 1),))
+    plan = Plan((DeviceAssignment("accelerator", (1,)),))
+    streamed = simulate(problem, plan, "stream", 500, keep_tasks=False)
+    _same_figures(simulate(problem, plan, "stream", 500), streamed)
+    assert streamed.makespan == 0.0 and streamed.stages[0].peak_in_flight == 0
