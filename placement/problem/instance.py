@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from placement.errors import InvalidInstanceError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
@@ -275,7 +278,14 @@ def validate(problem: Instance) -> None:
         raise InvalidInstanceError("zero devices: every device count is 0")
     if not problem.nodes:
         raise InvalidInstanceError("the graph has no nodes")
+    if not _plainly_valid(problem):
+        _validate_each(problem)
 
+
+def _validate_each(problem: Instance) -> None:
+    """The node and edge checks of :func:`validate`, one element at a time, in input order: raises the
+    first violation (or returns, where :func:`_plainly_valid` was only cautious)."""
+    types = problem.device_types
     ids: dict[int, Node] = {}
     sums: dict[str, float] = {}
     for n in problem.nodes:
@@ -316,6 +326,82 @@ def validate(problem: Instance) -> None:
     if cycle is not None:
         names = " -> ".join(str(problem.nodes[i].id) for i in cycle + cycle[:1])
         raise InvalidInstanceError(f"the graph has a cycle: {names}")
+
+
+def _numbers(values: list, optional: bool = False) -> np.ndarray | None:
+    """``values`` as floats (``None`` as NaN where ``optional``), or ``None`` unless every one is a plain
+    int or float (no bool, no other type) that is finite and not negative as a float."""
+    import numpy as np
+
+    allowed = {int, float, type(None)} if optional else {int, float}
+    if not set(map(type, values)) <= allowed:
+        return None
+    try:
+        array = np.array(values, dtype=np.float64)
+    except OverflowError:  # an integer too large for a float
+        return None
+    present = array[~np.isnan(array)] if optional else array
+    if len(present) != len(values) - (values.count(None) if optional else 0):   # NaN among the numbers
+        return None
+    if not (np.all(np.isfinite(present)) and np.all(present >= 0)):
+        return None
+    return array
+
+
+def _plainly_valid(problem: Instance) -> bool:
+    """Whether the nodes and edges pass every check of :func:`_validate_each`, tested in bulk.
+
+    ``True`` only when nothing is amiss: unique ids, as many times as device types, plain
+    finite non-negative numbers, every node fitting a device, edges between distinct known
+    nodes, none from a backward node to a forward one, no cycle, and every total at most half
+    of :data:`MAX_SUM` (the margin covers the rounding of a different summation order). Any
+    doubt returns ``False``, and the element-wise checks then find and name the first
+    violation, so the messages do not depend on this shortcut.
+    """
+    import numpy as np
+
+    nodes, edges, types = problem.nodes, problem.edges, problem.device_types
+    n = len(nodes)
+    limit = MAX_SUM / 2
+    try:
+        index = dict(zip([v.id for v in nodes], range(n)))
+        if len(index) != n:
+            return False
+        times = [v.times for v in nodes]
+        if set(map(len, times)) != {len(types)}:
+            return False
+        memory = _numbers([v.memory for v in nodes])
+        out_cost = _numbers([v.out_cost for v in nodes])
+        if memory is None or out_cost is None or memory.sum() > limit or out_cost.sum() > limit:
+            return False
+        fits = np.zeros(n, dtype=np.bool_)
+        for k, t in enumerate(types):
+            column = _numbers([p[k] for p in times], optional=True)
+            if column is None:
+                return False
+            supported = ~np.isnan(column)
+            if column[supported].sum() > limit:
+                return False
+            if t.count > 0:
+                fits |= supported & (memory <= t.memory)
+        if not np.all(fits):
+            return False
+        src = np.array([index[e.src] for e in edges], dtype=np.int64)
+        dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
+        sizes = _numbers([e.size for e in edges], optional=True)
+        if sizes is None or np.nansum(sizes) > limit or np.any(src == dst):
+            return False
+        backward = np.array([bool(v.backward) for v in nodes], dtype=np.bool_)
+        if np.any(backward[src] & ~backward[dst]):
+            return False
+    except (KeyError, TypeError, ValueError):   # an unknown or unhashable end, an odd type
+        return False
+    if np.all(src < dst):   # every edge goes forward in input order: no cycle
+        return True
+    order = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[order], np.arange(n + 1)).tolist()
+    targets = dst[order].tolist()
+    return find_cycle(n, [targets[bounds[v]:bounds[v + 1]] for v in range(n)]) is None
 
 
 def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelerators: int, cpus: int,
