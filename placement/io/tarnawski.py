@@ -23,7 +23,8 @@ from typing import Any
 
 from placement.errors import InvalidInstanceError
 from placement.jsonfile import json_type_name, parse_file
-from placement.problem.instance import DeviceType, Edge, Node, Instance, format_number, make_two_type_problem
+from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
+                                        plain_numbers)
 
 _NUMBER = (int, float)
 
@@ -118,6 +119,19 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     if not isinstance(raw_edges, list):
         raise InvalidInstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
 
+    plain = _plain_edges(raw_edges)
+    costs, edges = plain if plain is not None else _read_edges(raw_edges)
+    nodes = _plain_nodes(raw_nodes, costs) if catalogue is None else None
+    if nodes is None:
+        nodes = _read_nodes(raw_nodes, costs, catalogue)
+    if catalogue is None:
+        return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
+    return Instance(tuple(nodes), tuple(edges), catalogue, name)
+
+
+def _read_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]]:
+    """The edges and the transfer cost of every source, read one field at a time; raises on the first
+    malformed field, or on a node whose out-edges disagree on the cost."""
     costs: dict[int, float] = {}
     edges: list[Edge] = []
     for k, e in enumerate(raw_edges):
@@ -135,7 +149,11 @@ def parse_instance(data: Any, name: str = "") -> Instance:
                 "the transfer cost is a property of the source node")
         costs[src] = cost
         edges.append(Edge(src, dst, size))
+    return costs, edges
 
+
+def _read_nodes(raw_nodes: list, costs: dict[int, float], catalogue: tuple[DeviceType, ...] | None) -> list[Node]:
+    """The nodes, read one field at a time; raises on the first malformed field."""
     nodes: list[Node] = []
     for k, n in enumerate(raw_nodes):
         if not isinstance(n, dict):
@@ -154,9 +172,80 @@ def parse_instance(data: Any, name: str = "") -> Instance:
         colour = read_field(n, "colorClass", where, "int", default=None)
         label = read_field(n, "name", where, "str", default=str(node_id))
         nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0)))
-    if catalogue is None:
-        return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
-    return Instance(tuple(nodes), tuple(edges), catalogue, name)
+    return nodes
+
+
+def _column(objects: list[dict], key: str, required: bool = True) -> list | None:
+    """``obj[key]`` of every object (``None`` where it is missing and not ``required``), or ``None`` when a
+    required one is missing."""
+    if not required:
+        return [obj.get(key) for obj in objects]
+    try:
+        return [obj[key] for obj in objects]
+    except KeyError:
+        return None
+
+
+def _plain_ints(values: list | None, optional: bool = False) -> bool:
+    """Whether every value is a plain int (or ``None``, where ``optional``)."""
+    return values is not None and set(map(type, values)) <= ({int, type(None)} if optional else {int})
+
+
+def _plain_bools(values: list | None, optional: bool = False) -> list[bool] | None:
+    """The values as booleans when each is true/false or the integer 0/1 (or ``None``, read as false, where
+    ``optional``), else ``None``."""
+    none = {None} if optional else set()
+    if values is None or not set(map(type, values)) <= {bool, int, *map(type, none)} or not set(values) <= {0, 1, *none}:
+        return None
+    return [bool(v) for v in values]
+
+
+def _plain_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]] | None:
+    """What :func:`_read_edges` returns, checked in bulk; ``None`` when any field is not plainly valid
+    (then :func:`_read_edges` names the first problem)."""
+    if not all(type(e) is dict for e in raw_edges):
+        return None
+    src, dst, cost = (_column(raw_edges, key) for key in ("sourceId", "destId", "cost"))
+    if not (_plain_ints(src) and _plain_ints(dst)) or cost is None:
+        return None
+    costs_array = plain_numbers(cost)  # type: ignore[arg-type]
+    sizes_array = plain_numbers(_column(raw_edges, "size", required=False), optional=True)
+    if costs_array is None or sizes_array is None:
+        return None
+    cost = costs_array.tolist()
+    costs = dict(zip(src, cost))  # type: ignore[arg-type]
+    if any(costs[s] != c for s, c in zip(src, cost)):  # type: ignore[arg-type]
+        return None
+    sizes = [None if math.isnan(x) else x for x in sizes_array.tolist()]
+    return costs, list(map(Edge, src, dst, sizes))  # type: ignore[arg-type]
+
+
+def _plain_nodes(raw_nodes: list, costs: dict[int, float]) -> list[Node] | None:
+    """What :func:`_read_nodes` returns for the two-type format, checked in bulk; ``None`` when any field
+    is not plainly valid (then :func:`_read_nodes` names the first problem)."""
+    if not all(type(n) is dict for n in raw_nodes):
+        return None
+    ids = _column(raw_nodes, "id")
+    supported = _plain_bools(_column(raw_nodes, "supportedOnFpga"))
+    backward = _plain_bools(_column(raw_nodes, "isBackwardNode", required=False), optional=True)
+    colours = _column(raw_nodes, "colorClass", required=False)
+    labels = _column(raw_nodes, "name", required=False)
+    if not (_plain_ints(ids) and _plain_ints(colours, optional=True)) or supported is None or backward is None:
+        return None
+    if not set(map(type, labels)) <= {str, int, type(None)}:  # type: ignore[arg-type]
+        return None
+    columns = [_column(raw_nodes, key) for key in ("cpuLatency", "fpgaLatency")]
+    if columns[0] is None or columns[1] is None:
+        return None
+    numbers = [plain_numbers(column) for column in columns]
+    sizes = plain_numbers(_column(raw_nodes, "size", required=False), optional=True)
+    if numbers[0] is None or numbers[1] is None or sizes is None:
+        return None
+    cpu, acc = numbers[0].tolist(), numbers[1].tolist()
+    memory = [0.0 if math.isnan(x) else x for x in sizes.tolist()]
+    return [Node(i, str(i) if label is None else str(label), (a if s else None, c), m, b, colour, costs.get(i, 0.0))
+            for i, label, s, c, a, m, b, colour
+            in zip(ids, labels, supported, cpu, acc, memory, backward, colours)]  # type: ignore[arg-type]
 
 
 def _device_types(raw: Any) -> tuple[DeviceType, ...]:

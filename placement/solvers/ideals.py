@@ -141,90 +141,122 @@ def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
 def edge_positions(problem: Instance) -> tuple[np.ndarray, np.ndarray]:
     """Positions (in ``problem.nodes``) of every edge's source and destination."""
     m = len(problem.edges)
-    src = np.fromiter(map(problem.index_of, (e.src for e in problem.edges)), np.int64, m)
-    dst = np.fromiter(map(problem.index_of, (e.dst for e in problem.edges)), np.int64, m)
+    position = problem.index_of
+    src = np.fromiter(map(position, [e.src for e in problem.edges]), np.int64, m)
+    dst = np.fromiter(map(position, [e.dst for e in problem.edges]), np.int64, m)
     return src, dst
 
 
-def _adjacency(heads: np.ndarray, tails: np.ndarray, n: int) -> list[set[int]]:
-    """Successor sets of ``n`` vertices from the edges ``heads[k] -> tails[k]``."""
+def _unique_edges(heads: np.ndarray, tails: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct edges ``heads[k] -> tails[k]`` between ``n`` vertices as CSR arrays ``(ptr, ends)``,
+    each vertex's successors ascending."""
     keys = np.unique(heads * max(n, 1) + tails)
-    bounds = np.searchsorted(keys // max(n, 1), np.arange(n + 1)).tolist()
-    ends = (keys % max(n, 1)).tolist()
-    return [set(ends[bounds[c]:bounds[c + 1]]) for c in range(n)]
+    return np.searchsorted(keys // max(n, 1), np.arange(n + 1)), keys % max(n, 1)
 
 
-def _class_graph(problem: Instance, class_of: list[int], n_classes: int,
-                 orphan: list[bool]) -> tuple[list[set[int]], bool]:
-    """Edges of H between classes: forward edges, and mirrored backward edges that touch an orphan class;
-    and whether every one goes from a lower to a higher class number (then H has no cycle)."""
+def _adjacency(heads: np.ndarray, tails: np.ndarray, n: int) -> list[list[int]]:
+    """Successor lists (distinct, ascending) of ``n`` vertices from the edges ``heads[k] -> tails[k]``."""
+    ptr, ends = _unique_edges(heads, tails, n)
+    bounds, targets = ptr.tolist(), ends.tolist()
+    return [targets[bounds[c]:bounds[c + 1]] for c in range(n)]
+
+
+def _class_graph(problem: Instance, class_of: np.ndarray, n_classes: int,
+                 orphan: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges ``heads[k] -> tails[k]`` of H between classes: forward edges, and mirrored backward edges that
+    touch an orphan class (repeats kept)."""
     src, dst = edge_positions(problem)
-    cls = np.asarray(class_of, dtype=np.int64)
     back = np.array([v.backward for v in problem.nodes], dtype=np.bool_)
-    orphans = np.asarray(orphan, dtype=np.bool_)
-    ca, cb = cls[src], cls[dst]
+    ca, cb = class_of[src], class_of[dst]
     apart = ca != cb
     forward = apart & ~back[src] & ~back[dst]
-    mirrored = apart & back[src] & back[dst] & (orphans[ca] | orphans[cb])
-    heads, tails = np.concatenate([ca[forward], cb[mirrored]]), np.concatenate([cb[forward], ca[mirrored]])
-    return _adjacency(heads, tails, n_classes), bool(np.all(heads < tails))
+    mirrored = apart & back[src] & back[dst] & (orphan[ca] | orphan[cb])
+    return np.concatenate([ca[forward], cb[mirrored]]), np.concatenate([cb[forward], ca[mirrored]])
+
+
+def _class_numbers(problem: Instance) -> np.ndarray:
+    """Colour class of every node position, classes numbered as :meth:`Instance.colour_classes` lists them."""
+    colours = [v.colour for v in problem.nodes]
+    if colours.count(None) == len(colours):
+        return np.arange(len(colours), dtype=np.int64)
+    first: dict[object, int] = {}
+    return np.array([first.setdefault(v if c is None else (c,), len(first)) for v, c in enumerate(colours)],
+                    dtype=np.int64)
 
 
 def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     """Contract colour classes, merge cycles of H and (optionally) provably safe zero-cost classes."""
-    nodes = problem.nodes
-    n = len(nodes)
-    classes = problem.colour_classes()
-    class_of = [0] * n
-    for c, members in enumerate(classes):
-        for v in members:
-            class_of[v] = c
-    n_classes = len(classes)
-    orphan = [all(nodes[v].backward for v in members) for members in classes]
+    n = len(problem.nodes)
+    class_of = _class_numbers(problem)
+    n_classes = int(class_of.max()) + 1 if n else 0
+    forward_members = np.bincount(class_of, weights=[not v.backward for v in problem.nodes], minlength=n_classes)
+    orphan = forward_members == 0
 
-    h_succ, increasing = _class_graph(problem, class_of, n_classes, orphan)
-    comp = list(range(n_classes)) if increasing else _strongly_connected(n_classes, h_succ)
+    heads, tails = _class_graph(problem, class_of, n_classes, orphan)
     uf = _UnionFind(n_classes)
-    first_of_comp: dict[int, int] = {}
-    for c in range(n_classes):
-        if comp[c] in first_of_comp:
-            uf.union(c, first_of_comp[comp[c]])
-        else:
-            first_of_comp[comp[c]] = c
+    h_succ: list[list[int]] | None = None
+    if not np.all(heads < tails):   # H may have a cycle: merge its strongly connected components
+        h_succ = _adjacency(heads, tails, n_classes)
+        comp = _strongly_connected(n_classes, h_succ)
+        first_of_comp: dict[int, int] = {}
+        for c in range(n_classes):
+            if comp[c] in first_of_comp:
+                uf.union(c, first_of_comp[comp[c]])
+            else:
+                first_of_comp[comp[c]] = c
 
-    merged = _merge_zero_cost(problem, classes, class_of, orphan, h_succ, uf) if merge_zero_cost else 0
+    merged = 0
+    others = np.bincount(class_of, weights=[not zero for zero in _zero_time_nodes(problem)], minlength=n_classes)
+    if merge_zero_cost and np.any(~orphan & (others == 0)):   # a class that rule (a) or (b) might move
+        classes = [list(members) for members in _members(class_of, n_classes)]
+        merged = _merge_zero_cost(problem, classes, class_of.tolist(), orphan.tolist(),
+                                  h_succ if h_succ is not None else _adjacency(heads, tails, n_classes), uf)
 
     # Final supernodes: H's edges are those between the original classes, mapped to their groups.
-    roots = sorted({uf.find(c) for c in range(n_classes)})
-    sid = {r: i for i, r in enumerate(roots)}
-    group_of_class = [sid[uf.find(c)] for c in range(n_classes)]
-    h: list[set[int]] = [set() for _ in roots]
-    for c in range(n_classes):
-        for d in h_succ[c]:
-            a, b = group_of_class[c], group_of_class[d]
-            if a != b:
-                h[a].add(b)
-    order = _topological_order(len(roots), h)
-    rank = {s: i for i, s in enumerate(order)}
-    members: list[list[int]] = [[] for _ in roots]
-    for v in range(n):
-        members[rank[group_of_class[class_of[v]]]].append(v)
-    succ = [tuple(sorted(rank[w] for w in h[s])) for s in order]
-    of_node = tuple(rank[group_of_class[class_of[v]]] for v in range(n))
-    return Contraction(tuple(tuple(m) for m in members), tuple(succ), of_node, merged)
+    if h_succ is None and not merged:   # every class a group of its own
+        group_of_class = np.arange(n_classes, dtype=np.int64)
+    else:
+        _, group_of_class = np.unique(np.array([uf.find(c) for c in range(n_classes)], dtype=np.int64),
+                                      return_inverse=True)
+        group_of_class = group_of_class.reshape(-1)
+    groups = int(group_of_class.max()) + 1 if n_classes else 0
+    a, b = group_of_class[heads], group_of_class[tails]
+    ptr, ends = _unique_edges(a[a != b], b[a != b], groups)
+    order = _topological_order(groups, ptr, ends)
+    rank = np.empty(groups, dtype=np.int64)
+    rank[order] = np.arange(groups, dtype=np.int64)
+    of_node = rank[group_of_class[class_of]]
+    owner = np.repeat(np.arange(groups, dtype=np.int64), np.diff(ptr))
+    heads_ranked, tails_ranked = rank[owner], rank[ends]
+    by_head = np.lexsort((tails_ranked, heads_ranked))
+    succ = _split(tails_ranked[by_head], np.bincount(heads_ranked, minlength=groups))
+    return Contraction(_members(of_node, groups), succ, tuple(of_node.tolist()), merged)
 
 
-def _topological_order(n: int, succ: list[set[int]]) -> list[int]:
-    indeg = [0] * n
-    for s in range(n):
-        for w in succ[s]:
-            indeg[w] += 1
+def _split(values: np.ndarray, counts: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """``values`` cut into consecutive tuples of ``counts[k]`` entries."""
+    bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    flat = values.tolist()
+    return tuple(tuple(flat[bounds[k]:bounds[k + 1]]) for k in range(len(counts)))
+
+
+def _members(group_of: np.ndarray, groups: int) -> tuple[tuple[int, ...], ...]:
+    """Positions of each group's members, ascending, from the group of every position."""
+    return _split(np.argsort(group_of, kind="stable"), np.bincount(group_of, minlength=groups))
+
+
+def _topological_order(n: int, ptr: np.ndarray, ends: np.ndarray) -> list[int]:
+    """Kahn's order of the DAG with successors ``ends[ptr[s]:ptr[s + 1]]`` (ascending): among the ready
+    vertices, the one made ready last goes first, and the smallest first among those made ready together."""
+    indeg = np.bincount(ends, minlength=n).tolist()
+    bounds, targets = ptr.tolist(), ends.tolist()
     ready = [s for s in range(n) if indeg[s] == 0][::-1]
     order = []
     while ready:
         s = ready.pop()
         order.append(s)
-        for w in sorted(succ[s], reverse=True):
+        for k in range(bounds[s + 1] - 1, bounds[s] - 1, -1):
+            w = targets[k]
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready.append(w)
@@ -233,20 +265,23 @@ def _topological_order(n: int, succ: list[set[int]]) -> list[int]:
     return order
 
 
-def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list[int],
-                     orphan: list[bool], h_succ: list[set[int]], uf: _UnionFind) -> int:
-    """Apply merge rules (a) and (b) of the module docstring until none applies; return merge count."""
+def _zero_time_nodes(problem: Instance) -> list[bool]:
+    """Per node position, whether the node may be part of a class that a zero-cost merge moves: zero time
+    on every device type (all supported) and memory that cannot matter (zero, or the whole graph fits
+    in every device type's memory)."""
     nodes = problem.nodes
     total_memory = sum(v.memory for v in nodes)
     memory_never_binds = all(total_memory <= t.memory for t in problem.device_types if t.count > 0)
-
     no_time = tuple(0.0 for _ in problem.device_types)   # every type supported, zero time on each
+    return [v.times == no_time and (v.memory == 0 or memory_never_binds) for v in nodes]
 
-    def candidate(v: int) -> bool:
-        node = nodes[v]
-        return node.times == no_time and (node.memory == 0 or memory_never_binds)
 
-    eligible = [not orphan[c] and all(candidate(v) for v in members) for c, members in enumerate(classes)]
+def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list[int],
+                     orphan: list[bool], h_succ: list[list[int]], uf: _UnionFind) -> int:
+    """Apply merge rules (a) and (b) of the module docstring until none applies; return merge count."""
+    nodes = problem.nodes
+    candidate = _zero_time_nodes(problem)
+    eligible = [not orphan[c] and all(candidate[v] for v in members) for c, members in enumerate(classes)]
     zero_cost = [all(nodes[v].out_cost == 0 for v in members) for members in classes]
     if not any(eligible):
         return 0
