@@ -328,9 +328,10 @@ def _validate_each(problem: Instance) -> None:
         raise InvalidInstanceError(f"the graph has a cycle: {names}")
 
 
-def _numbers(values: list, optional: bool = False) -> np.ndarray | None:
+def plain_numbers(values: list, optional: bool = False) -> np.ndarray | None:
     """``values`` as floats (``None`` as NaN where ``optional``), or ``None`` unless every one is a plain
-    int or float (no bool, no other type) that is finite and not negative as a float."""
+    int or float (no bool, no other type) that is finite and not negative as a float: the bulk form of
+    the checks that name the first offending value, for callers that fall back on those."""
     import numpy as np
 
     allowed = {int, float, type(None)} if optional else {int, float}
@@ -370,13 +371,13 @@ def _plainly_valid(problem: Instance) -> bool:
         times = [v.times for v in nodes]
         if set(map(len, times)) != {len(types)}:
             return False
-        memory = _numbers([v.memory for v in nodes])
-        out_cost = _numbers([v.out_cost for v in nodes])
+        memory = plain_numbers([v.memory for v in nodes])
+        out_cost = plain_numbers([v.out_cost for v in nodes])
         if memory is None or out_cost is None or memory.sum() > limit or out_cost.sum() > limit:
             return False
         fits = np.zeros(n, dtype=np.bool_)
         for k, t in enumerate(types):
-            column = _numbers([p[k] for p in times], optional=True)
+            column = plain_numbers([p[k] for p in times], optional=True)
             if column is None:
                 return False
             supported = ~np.isnan(column)
@@ -388,7 +389,7 @@ def _plainly_valid(problem: Instance) -> bool:
             return False
         src = np.array([index[e.src] for e in edges], dtype=np.int64)
         dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
-        sizes = _numbers([e.size for e in edges], optional=True)
+        sizes = plain_numbers([e.size for e in edges], optional=True)
         if sizes is None or np.nansum(sizes) > limit or np.any(src == dst):
             return False
         backward = np.array([bool(v.backward) for v in nodes], dtype=np.bool_)
