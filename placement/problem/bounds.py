@@ -47,9 +47,12 @@ def throughput_lower_bound(problem: Instance) -> dict[str, float]:
     holds for ``throughput-gpipe`` (``max FW + max BW ≥ max (FW + BW)``), not for latency.
     """
     classes = problem.colour_classes()
-    by_class = max((_class_time(problem, members) for members in classes), default=0.0)
+    cheapest = [_node_time(problem, i) for i in range(len(problem.nodes))]
+    # a class of one node: its cheapest time (as the sum over its one member, 0 + p)
+    by_class = max((0 + cheapest[members[0]] if len(members) == 1 else _class_time(problem, members)
+                    for members in classes), default=0.0)
     devices = sum(t.count for t in problem.device_types)
-    total = sum(_node_time(problem, i) for i in range(len(problem.nodes)))
+    total = sum(cheapest)
     average = total / devices
     return {"class": by_class, "average": average, "bound": max(by_class, average)}
 
