@@ -89,6 +89,8 @@ class Instance:
     device_types: tuple[DeviceType, ...]
     name: str = ""
     _index: Mapping[int, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+    #: successor lists and topological order, computed on first use (the instance never changes)
+    _graph: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -117,17 +119,28 @@ class Instance:
 
     def successors(self) -> list[list[int]]:
         """Successor lists by node position (duplicates removed, order kept)."""
-        succ: list[list[int]] = [[] for _ in self.nodes]
-        seen: set[tuple[int, int]] = set()
-        for e in self.edges:
-            a, b = self._index[e.src], self._index[e.dst]
-            if (a, b) not in seen:
-                seen.add((a, b))
-                succ[a].append(b)
-        return succ
+        if "succ" not in self._graph:
+            import numpy as np
+
+            n, m = len(self.nodes), len(self.edges)
+            src = np.fromiter(map(self._index.__getitem__, [e.src for e in self.edges]), np.int64, m)
+            dst = np.fromiter(map(self._index.__getitem__, [e.dst for e in self.edges]), np.int64, m)
+            _, first = np.unique(src * n + dst, return_index=True)
+            first.sort()   # the first edge of every pair, in input order
+            src, dst = src[first], dst[first]
+            by_source = np.argsort(src, kind="stable")
+            bounds = np.searchsorted(src[by_source], np.arange(n + 1)).tolist()
+            targets = dst[by_source].tolist()
+            self._graph["succ"] = tuple(tuple(targets[bounds[v]:bounds[v + 1]]) for v in range(n))
+        return [list(targets) for targets in self._graph["succ"]]
 
     def topological_ids(self) -> list[int]:
         """Node ids in a topological order (Kahn's algorithm, ties broken by input order)."""
+        if "order" not in self._graph:
+            self._graph["order"] = tuple(self._kahn_order())
+        return list(self._graph["order"])
+
+    def _kahn_order(self) -> list[int]:
         succ = self.successors()
         indeg = [0] * len(self.nodes)
         for targets in succ:
