@@ -159,16 +159,19 @@ class Instance:
 
     def colour_classes(self) -> list[list[int]]:
         """Colour classes as lists of node positions; an uncoloured node is a class of its own."""
+        colours = [n.colour for n in self.nodes]
+        if colours.count(None) == len(colours):
+            return [[i] for i in range(len(colours))]
         by_colour: dict[int, list[int]] = {}
         classes: list[list[int]] = []
-        for i, n in enumerate(self.nodes):
-            if n.colour is None:
+        for i, colour in enumerate(colours):
+            if colour is None:
                 classes.append([i])
-            elif n.colour in by_colour:
-                by_colour[n.colour].append(i)
+            elif colour in by_colour:
+                by_colour[colour].append(i)
             else:
                 members = [i]
-                by_colour[n.colour] = members
+                by_colour[colour] = members
                 classes.append(members)
         return classes
 
