@@ -147,7 +147,7 @@ def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: floa
     elif kwargs.get("time_limit") is not None:
         kwargs["time_limit"] = max(1e-3, kwargs["time_limit"] - (time.perf_counter() - started))
     elif spec.name == "dp" and options["time_limit"] is not None:  # auto: the DP within the time limit
-        from placement.solvers.milp.warmstart import deadline_watch
+        from placement.solvers.dp import deadline_watch
 
         kwargs["progress"] = deadline_watch(started + options["time_limit"], kwargs.get("progress"))
     if "max_ideals" in kwargs and kwargs["max_ideals"] is None:

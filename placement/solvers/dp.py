@@ -73,6 +73,23 @@ from placement.solvers.dp_table import Progress, best_plan, build_graph, build_l
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
 
+def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
+                   ) -> Callable[[str], None] | None:
+    """A progress callback for the DP that passes its messages on to ``progress`` and stops it with
+    :class:`LimitExceededError` (on ``time_limit``) once ``deadline`` (a ``time.perf_counter()``
+    value) has passed; the DP calls it between steps, about once a second while it fills its table."""
+    if deadline is None:
+        return progress
+
+    def check(message: str) -> None:
+        if progress is not None:
+            progress(message)
+        if time.perf_counter() > deadline:
+            raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
+
+    return check
+
+
 def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
              progress: Progress | None = None, merge_zero_cost: bool = True,
              stages: int | None = None, compiled: bool | None = None) -> Solution:

@@ -27,26 +27,9 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Status
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
-from placement.solvers.dp import solve_chain, solve_dp
+from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
-
-
-def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
-                   ) -> Callable[[str], None] | None:
-    """A progress callback for the DP that passes its messages on to ``progress`` and stops it with
-    :class:`LimitExceededError` (on ``time_limit``) once ``deadline`` (a ``time.perf_counter()``
-    value) has passed; the DP calls it between steps, about once a second while it fills its table."""
-    if deadline is None:
-        return progress
-
-    def check(message: str) -> None:
-        if progress is not None:
-            progress(message)
-        if time.perf_counter() > deadline:
-            raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
-
-    return check
 
 
 def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
