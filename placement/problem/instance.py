@@ -117,14 +117,27 @@ class Instance:
     def is_training(self) -> bool:
         return any(n.backward for n in self.nodes)
 
+    def edge_positions(self) -> tuple:
+        """Positions (in ``nodes``) of every edge's source and destination, as two read-only
+        ``int64`` arrays in edge order; computed once per instance."""
+        if "positions" not in self._graph:
+            import numpy as np
+
+            m = len(self.edges)
+            src = np.fromiter(map(self._index.__getitem__, [e.src for e in self.edges]), np.int64, m)
+            dst = np.fromiter(map(self._index.__getitem__, [e.dst for e in self.edges]), np.int64, m)
+            src.setflags(write=False)
+            dst.setflags(write=False)
+            self._graph["positions"] = (src, dst)
+        return self._graph["positions"]
+
     def successors(self) -> list[list[int]]:
         """Successor lists by node position (duplicates removed, order kept)."""
         if "succ" not in self._graph:
             import numpy as np
 
-            n, m = len(self.nodes), len(self.edges)
-            src = np.fromiter(map(self._index.__getitem__, [e.src for e in self.edges]), np.int64, m)
-            dst = np.fromiter(map(self._index.__getitem__, [e.dst for e in self.edges]), np.int64, m)
+            n = len(self.nodes)
+            src, dst = self.edge_positions()
             _, first = np.unique(src * n + dst, return_index=True)
             first.sort()   # the first edge of every pair, in input order
             src, dst = src[first], dst[first]

@@ -139,12 +139,9 @@ def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
 
 
 def edge_positions(problem: Instance) -> tuple[np.ndarray, np.ndarray]:
-    """Positions (in ``problem.nodes``) of every edge's source and destination."""
-    m = len(problem.edges)
-    position = problem.index_of
-    src = np.fromiter(map(position, [e.src for e in problem.edges]), np.int64, m)
-    dst = np.fromiter(map(position, [e.dst for e in problem.edges]), np.int64, m)
-    return src, dst
+    """Positions (in ``problem.nodes``) of every edge's source and destination (read-only arrays,
+    :meth:`Instance.edge_positions`)."""
+    return problem.edge_positions()
 
 
 def _unique_edges(heads: np.ndarray, tails: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
