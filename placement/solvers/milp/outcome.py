@@ -114,8 +114,6 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
     slack = tolerance * max(1.0, abs(objective))
     doubt = certificate_doubt(raw, ctx, objective, solver_bound, slack)
-    if solver_bound > objective + slack:  # a verified plan refutes the solver's bound
-        bound = simple
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
         plan, objective = fallback
     bound = unrefuted(bound, simple, objective, be)
