@@ -24,8 +24,9 @@ def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
-def format_latency(problem: Instance, evaluation: LatencyEvaluation) -> str:
-    """A table of the calls (start, receive, compute, send, end), the CPU nodes, the latency, the violations."""
+def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tuple[str, ...] = ()) -> str:
+    """A table of the calls (start, receive, compute, send, end), the CPU nodes, the latency, the violations
+    (the evaluation's, then ``extra``: those of checks it does not make)."""
     header = ("device", "call", "type", "#nodes", "start", "receive", "compute", "send", "end", "nodes")
     rows = [header]
     for c in evaluation.calls:
@@ -42,5 +43,5 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation) -> str:
     lines.append(f"{title}latency {evaluation.latency:.10g}")
     if evaluation.critical:
         lines.append("critical chain: " + " -> ".join(evaluation.critical))
-    lines.extend(verdict_lines(evaluation.violations))
+    lines.extend(verdict_lines(tuple(evaluation.violations) + tuple(extra)))
     return "\n".join(lines) + "\n"

@@ -36,20 +36,17 @@ def format_summary(instance: Instance, result: Result) -> str:
 
 def format_verification(instance: Instance, verification: Verification) -> str:
     """The evaluator's report of a :class:`placement.Verification`: the device table and the verdict (for
-    the latency objective, the calls' schedule and the verdict), then the violations the report's own
-    checks do not cover (the call limit)."""
+    the latency objective, the calls' schedule and the verdict); one verdict covers the report's own
+    violations and those its checks do not make (the call limit)."""
     from placement.report.latency import format_latency
-    from placement.report.text import format_evaluation, verdict_lines
+    from placement.report.text import format_evaluation
 
     evaluation, latency, _ = verification.report
     shown = latency if latency is not None else evaluation
-    text = format_latency(instance, latency) if latency is not None else format_evaluation(instance, evaluation)
     extra = tuple(v for v in verification.violations if v not in shown.violations)
-    if extra:  # one verdict for all the violations, in place of the report's own
-        own = "\n".join(verdict_lines(tuple(shown.violations))) + "\n"
-        text = text[:-len(own)] if text.endswith(own) else text
-        text += "\n".join(verdict_lines(tuple(shown.violations) + extra)) + "\n"
-    return text
+    if latency is not None:
+        return format_latency(instance, latency, extra)
+    return format_evaluation(instance, evaluation, extra)
 
 
 def format_result(instance: Instance, result: Result) -> str:

@@ -17,9 +17,9 @@ def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
     return first if first == last else f"{first} .. {last}"
 
 
-def format_evaluation(problem: Instance, evaluation: Evaluation) -> str:
+def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[str, ...] = ()) -> str:
     """A table of the devices (load, compute, comm, memory, first..last forward node), the max load,
-    the class, the violations."""
+    the class, the violations (the evaluation's, then ``extra``: those of checks it does not make)."""
     header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")
     rows = [header]
     for r in evaluation.devices:
@@ -32,7 +32,7 @@ def format_evaluation(problem: Instance, evaluation: Evaluation) -> str:
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
     if evaluation.inferred:
         lines.append(f"placed by colour inference: {len(evaluation.inferred)} nodes")
-    lines.extend(verdict_lines(evaluation.violations))
+    lines.extend(verdict_lines(tuple(evaluation.violations) + tuple(extra)))
     return "\n".join(lines) + "\n"
 
 
