@@ -22,7 +22,7 @@ A node joins a group only when every tensor it takes from the group is read by i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 #: Kinds whose result an elementwise parameter operand can be fused into.
@@ -49,10 +49,11 @@ class Group:
 
     members: list[int]
     kind: str
-    exit: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.exit = self.members[-1]
+    @property
+    def exit(self) -> int:
+        """The last member: attention members are sorted, and an epilogue chain ends at its last node."""
+        return self.members[-1]
 
 
 def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[str]) -> list[Group]:
@@ -83,7 +84,6 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
                 and group_of[chain[0]].exit == chain[0]:
             group = group_of[chain[0]]
             group.members.extend(chain[1:])
-            group.exit = i
             group_of.update(dict.fromkeys(chain[1:], group))
             continue
         group_of[i] = Group([i], node.kind)
