@@ -326,7 +326,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             else:
                 hidden[node] = depends | {i for i, _ in reads}
             continue
-        if _is_identity_dropout(node):
+        identity_dropout = _is_identity_dropout(node)
+        if identity_dropout:
             source = node.args[0]
             if source in selects:
                 selects[node] = selects[source]
@@ -341,7 +342,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
 
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
-        kind = "view" if _is_identity_dropout(node) else classify(node.target, in_dtype, present[0].dtype)
+        kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)

@@ -137,11 +137,11 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         raise InvalidParameterError("stages", f"must be at most the number of nodes of the model ({nodes} at "
                                               f"granularity {granularity!r}), got {stages}")
     names = canonical_names(model)
-    instance = imported.instance
+    instance, problem = imported.instance, imported.problem
     if training:
         aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
-    problem = parse_instance(instance, imported.problem.name)
+        problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
     if not result.ok:
