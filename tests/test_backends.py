@@ -382,8 +382,7 @@ def test_model_building_stops_at_the_deadline():
 
 
 def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
-    from placement.solvers.dp import solve_chain
-    from placement.solvers.dp import deadline_watch
+    from placement.solvers.dp import deadline_watch, solve_chain
     from placement.solvers.milp.warmstart import default_warm_start
     from placement.verification.evaluate import evaluate
     from tests.test_milp_stages import random_problem
