@@ -1,0 +1,104 @@
+"""The exact co-design: the designs and pipeline placement that maximise throughput, or throughput
+per watt, over a grid, under per-chip area and power budgets, proven optimal.
+
+Method
+------
+1. Candidates (:mod:`.space`): the grid cut to the budgets (a down-closed region, pruned without
+   costing a design), each design costed on every node (:mod:`.opcost`), dominated designs
+   dropped (never needed in an optimal plan).
+2. *Heterogeneous* (a design per stage): one DP over ideals whose transitions choose the design
+   of each stage (:func:`.pipeline.design_dp`; pool layers, so the DP never enumerates design
+   assignments). For throughput per watt the layers also carry the summed TDP
+   (:func:`.pipeline.power_layers`) and the optimum is the least (max load × summed TDP) over
+   the layers' best plans, the TDP counted over the chips the plan uses.
+3. *Homogeneous* (one design for every chip): the DP of :mod:`placement.solvers.dp` per design,
+   designs taken by increasing lower bound (:func:`.space.time_lower_bounds`; for throughput per
+   watt the bound times the TDP, since ``max load · chips used ≥ total compute``); once a design's
+   bound reaches the best value found, it and every later design are pruned.
+
+The objective values: throughput = ``1000 / T`` model inputs per second for a max load of ``T``
+ms; throughput per watt = that divided by the summed TDP of the chips used. The chosen plan is
+re-checked by :func:`placement.verification.evaluate.evaluate` (:func:`.outcome.finish`).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from placement.codesign.grid import Grid
+from placement.codesign.outcome import Best, finish, infeasible
+from placement.codesign.pipeline import design_dp, design_instance, layer_plans, power_layers, stage_designs
+from placement.codesign.space import Candidates, candidates, time_lower_bounds, undominated
+from placement.codesign.workload import Workload
+from placement.solvers.dp import solve_dp
+from placement.solvers.dp_table import build_layers
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+
+
+def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, power_w: float, *,
+                homogeneous: bool = False, objective: str = "throughput",
+                max_ideals: int = DEFAULT_MAX_IDEALS):
+    """The proven co-design optimum over ``grid`` (module docstring); a :class:`.result.CodesignResult`."""
+    start = time.perf_counter()
+    per_watt = objective == "perf-per-watt"
+    space = candidates(workload, grid, area_mm2, power_w)
+    if not space.designs:
+        return infeasible(workload, space, chips, homogeneous, objective, "exact", start, area_mm2, power_w)
+    pareto = space.subset(undominated(space, per_watt))
+    dominated = len(space.designs) - len(pareto.designs)
+    if homogeneous:
+        best, runs, bound_pruned = _homogeneous(workload, pareto, chips, per_watt, max_ideals)
+    else:
+        best, runs, bound_pruned = _heterogeneous(workload, pareto, chips, per_watt, max_ideals), 1, 0
+    pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": dominated, "bound": bound_pruned}
+    return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs)
+
+
+def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
+                 max_ideals: int) -> tuple[Best | None, int, int]:
+    bounds = time_lower_bounds(workload, c.times, chips)
+    if per_watt:
+        bounds = np.maximum(bounds * chips, c.times.sum(axis=1)) * c.tdp
+    order = np.argsort(bounds, kind="stable")
+    best: Best | None = None
+    runs = 0
+    for rank, t in enumerate(order):
+        if best is not None and bounds[t] >= best.score:
+            return best, runs, len(order) - rank
+        design = c.designs[t]
+        runs += 1
+        if not per_watt:
+            solution = solve_dp(design_instance(workload, [design], c.times[[t]], [chips]), max_ideals=max_ideals)
+            if solution.plan is not None and (best is None or solution.objective < best.score):
+                best = Best(solution.objective, solution.objective, solution.plan, (design,))
+            continue
+        problem = design_instance(workload, [design], c.times[[t]], [chips])
+        plans, _, _ = layer_plans(problem, build_layers(problem), max_ideals=max_ideals)
+        for _, value, plan in plans:
+            score = value * plan.non_empty * float(c.tdp[t])
+            if best is None or score < best.score:
+                best = Best(score, value, plan, (design,))
+    return best, runs, 0
+
+
+def _heterogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool, max_ideals: int) -> Best | None:
+    problem = design_instance(workload, c.designs, c.times, [chips] * len(c.designs))
+    if not per_watt:
+        run = design_dp(problem, chips, max_ideals=max_ideals)
+        if run.plan is None:
+            return None
+        return Best(run.time_ms, run.time_ms, run.plan, c.designs)
+    layers, _ = power_layers([float(p) for p in c.tdp], chips)
+    plans, _, _ = layer_plans(problem, layers, max_ideals=max_ideals)
+    tdp = {d.label: float(p) for d, p in zip(c.designs, c.tdp)}
+    best: Best | None = None
+    for _, value, plan in plans:
+        score = value * sum(tdp[d.label] for d in stage_designs(plan, c.designs))
+        if best is None or score < best.score:
+            best = Best(score, value, plan, c.designs)
+    return best
+
+
+__all__ = ["solve_exact"]

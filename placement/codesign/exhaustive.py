@@ -1,0 +1,88 @@
+"""The independent check of the exact co-design: the DP of :mod:`placement.solvers.dp` on every
+combination of designs, with none of the exact method's structure (no dominance, no bounds, no
+design choice inside the DP).
+
+* Heterogeneous, throughput: every multiset of ``k`` designs within the budgets (the chips
+  of one pipeline, in any order: the DP places them), each solved as an instance with one device
+  type per design of the multiset and its multiplicity as the count (a chip may stay empty).
+* Heterogeneous, throughput per watt: every multiset of ``1..k`` designs, solved with exactly as
+  many non-empty stages as chips (``stages=``), scored by max load × the multiset's summed TDP.
+* Homogeneous: every design on ``k`` chips (throughput), or on exactly ``c = 1..k`` chips
+  (throughput per watt).
+
+The number of DP runs is counted first; past ``max_combinations`` the check is refused with
+that count (:class:`LimitExceededError`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import Counter
+
+from placement.codesign.grid import Grid
+from placement.codesign.outcome import Best, finish, infeasible
+from placement.codesign.pipeline import design_instance
+from placement.codesign.space import Candidates, candidates
+from placement.codesign.workload import Workload
+from placement.errors import LimitExceededError
+from placement.solvers.dp import solve_dp
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+
+#: The most DP runs ``--exhaustive`` makes unless told otherwise.
+DEFAULT_MAX_COMBINATIONS = 20_000
+
+
+def combination_count(designs: int, chips: int, homogeneous: bool, per_watt: bool) -> int:
+    """DP runs of the exhaustive check (module docstring) for ``designs`` designs within the budgets."""
+    if homogeneous:
+        return designs * (chips if per_watt else 1)
+    if per_watt:
+        return sum(math.comb(designs + c - 1, c) for c in range(1, chips + 1))
+    return math.comb(designs + chips - 1, chips)
+
+
+def _combinations(designs: int, chips: int, homogeneous: bool, per_watt: bool):
+    """``(design positions, counts, stages)`` of every DP run."""
+    sizes = range(1, chips + 1) if per_watt else (chips,)
+    if homogeneous:
+        for t in range(designs):
+            for c in sizes:
+                yield [t], [c], (c if per_watt else None)
+        return
+    for c in sizes:
+        for combo in itertools.combinations_with_replacement(range(designs), c):
+            counts = Counter(combo)
+            used = sorted(counts)
+            yield used, [counts[t] for t in used], (c if per_watt else None)
+
+
+def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float, power_w: float, *,
+                     homogeneous: bool = False, objective: str = "throughput",
+                     max_combinations: int = DEFAULT_MAX_COMBINATIONS,
+                     max_ideals: int = DEFAULT_MAX_IDEALS):
+    """The co-design optimum by enumeration (module docstring); a :class:`.result.CodesignResult`."""
+    start = time.perf_counter()
+    per_watt = objective == "perf-per-watt"
+    space: Candidates = candidates(workload, grid, area_mm2, power_w)
+    if not space.designs:
+        return infeasible(workload, space, chips, homogeneous, objective, "exhaustive", start, area_mm2, power_w)
+    runs = combination_count(len(space.designs), chips, homogeneous, per_watt)
+    if runs > max_combinations:
+        raise LimitExceededError(f"the exhaustive check would run the DP on {runs:,} design combinations "
+                                 f"({len(space.designs):,} designs within the budgets, {chips} chips), more than "
+                                 f"max_combinations = {max_combinations:,}", "max_combinations")
+    best: Best | None = None
+    for used, counts, stages in _combinations(len(space.designs), chips, homogeneous, per_watt):
+        designs = [space.designs[t] for t in used]
+        problem = design_instance(workload, designs, space.times[used], counts)
+        solution = solve_dp(problem, stages=stages, max_ideals=max_ideals)
+        if solution.plan is None:
+            continue
+        power = sum(float(space.tdp[t]) * c for t, c in zip(used, counts))
+        score = solution.objective * power if per_watt else solution.objective
+        if best is None or score < best.score:
+            best = Best(score, solution.objective, solution.plan, tuple(designs))
+    pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": 0, "bound": 0}
+    return finish(workload, space, best, chips, homogeneous, objective, "exhaustive", start, pruned_by, runs)

@@ -1,0 +1,105 @@
+"""The design space: a grid of values per template parameter, and the designs it spans.
+
+A grid file is a JSON object with one array per parameter of :data:`.template.PARAMETERS`
+(positive integers; ``buffer_mb`` positive numbers), e.g. the bundled
+``instances/grids/tiny.json``::
+
+    {"tensor_cores": [1, 2], "array_width": [32, 128], "array_depth": [128],
+     "vector_cores": [1, 4], "vector_lanes": [128], "buffer_mb": [8, 32]}
+
+Its designs are every combination of one value per parameter (the Cartesian product), in
+the order of the arrays (the last parameter varying fastest). :data:`DEFAULT_GRID` is a
+WHAM-scale space of 10,000 designs, from 1 to 16 arrays of 16 to 256 MACs a side, 1 to 8
+vector cores of 32 to 256 lanes and 8 to 128 MB of buffer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from placement.codesign.template import PARAMETERS, Design
+from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
+from placement.jsonfile import json_type_name, load_json
+
+#: The default design space (module docstring).
+DEFAULT_GRID: dict[str, tuple] = {
+    "tensor_cores": (1, 2, 4, 8, 16),
+    "array_width": (16, 32, 64, 128, 256),
+    "array_depth": (16, 32, 64, 128, 256),
+    "vector_cores": (1, 2, 4, 8),
+    "vector_lanes": (32, 64, 128, 256),
+    "buffer_mb": (8, 16, 32, 64, 128),
+}
+#: The most designs a grid may span.
+MAX_GRID_DESIGNS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Values per parameter (:data:`.template.PARAMETERS` order) and a name."""
+
+    values: tuple[tuple, ...]
+    name: str = "grid"
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.values)
+
+    def designs(self) -> list[Design]:
+        """Every design of the grid (module docstring order)."""
+        return [Design(*combo) for combo in itertools.product(*self.values)]
+
+    def as_dict(self) -> dict:
+        return {name: list(v) for name, v in zip(PARAMETERS, self.values)}
+
+
+def parse_grid(data: Any, name: str = "grid") -> Grid:
+    """A :class:`Grid` from a decoded grid file; :class:`InvalidInstanceError` naming the first problem."""
+    if not isinstance(data, Mapping):
+        raise InvalidInstanceError(f"a grid must be a JSON object, got {json_type_name(data)}")
+    unknown = sorted(set(data) - set(PARAMETERS) - {"name"})
+    if unknown:
+        raise InvalidInstanceError(f"grid: unknown field {unknown[0]!r} (the fields are {', '.join(PARAMETERS)})")
+    values = []
+    for key in PARAMETERS:
+        if key not in data:
+            raise InvalidInstanceError(f"grid: missing field {key!r}")
+        raw = data[key]
+        if not isinstance(raw, list) or not raw:
+            raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
+        for x in raw:
+            whole = isinstance(x, numbers.Integral) and not isinstance(x, bool)
+            real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+            if not (whole if key != "buffer_mb" else real) or x <= 0 or x > 2**20:
+                what = "positive integers" if key != "buffer_mb" else "positive numbers"
+                raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {x!r}")
+        if len(set(raw)) != len(raw):
+            raise InvalidInstanceError(f"grid: field {key!r} repeats a value")
+        values.append(tuple(float(x) if key == "buffer_mb" else int(x) for x in raw))
+    grid = Grid(tuple(values), str(data.get("name", name)))
+    if grid.size > MAX_GRID_DESIGNS:
+        raise LimitExceededError(f"the grid spans {grid.size:,} designs, more than {MAX_GRID_DESIGNS:,}", "grid")
+    return grid
+
+
+def load_grid(source: str | Path | Mapping | Grid | None = None) -> Grid:
+    """The grid held by ``source``: a grid file's path, a decoded grid (dict), a :class:`Grid`, or
+    ``None`` for :data:`DEFAULT_GRID`."""
+    if source is None:
+        return parse_grid({k: list(v) for k, v in DEFAULT_GRID.items()}, "default")
+    if isinstance(source, Grid):
+        return source
+    if isinstance(source, Mapping):
+        return parse_grid(source)
+    if not isinstance(source, (str, Path)):
+        raise InvalidParameterError("grid", f"must be a grid file path, a dict or None, not {type(source).__name__}")
+    data = load_json(source, InvalidInstanceError)
+    try:
+        return parse_grid(data, Path(source).stem)
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{source}: {exc}") from None

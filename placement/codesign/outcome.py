@@ -1,0 +1,87 @@
+"""From the best plan a co-design method found to its :class:`.result.CodesignResult`: the stages'
+designs, the objective, and the re-check of the plan by the independent evaluator."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from placement.codesign.pipeline import design_instance, stage_designs
+from placement.codesign.result import CodesignResult
+from placement.codesign.space import Candidates
+from placement.codesign.template import Design
+from placement.codesign.workload import Workload
+from placement.plan import Plan
+from placement.verification.evaluate import evaluate
+
+#: Relative difference allowed between the max load a method computed and the evaluator's.
+TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Best:
+    """A method's best plan: ``score`` (what it minimised: max load in ms, or max load × summed TDP),
+    its max load ``time_ms``, the plan (device types named by design labels) and the designs it may
+    name."""
+
+    score: float
+    time_ms: float
+    plan: Plan
+    designs: tuple[Design, ...]
+
+
+def objective_value(objective: str, time_ms: float, power_w: float) -> float:
+    """Model inputs per second (``throughput``), or that per watt of ``power_w`` (``perf-per-watt``)."""
+    throughput = 1000.0 / time_ms if time_ms > 0 else float("inf")
+    return throughput / power_w if objective == "perf-per-watt" else throughput
+
+
+def verified_time(workload: Workload, space: Candidates, plan: Plan, designs: tuple[Design, ...]) -> tuple[float, tuple[str, ...]]:
+    """The max load of ``plan`` on chips of the stages' ``designs`` and the violations, by the evaluator."""
+    counts = Counter(designs)
+    used = sorted(counts)
+    rows = [space.designs.index(d) for d in used]
+    problem = design_instance(workload, used, space.times[rows], [counts[d] for d in used])
+    evaluation = evaluate(problem, plan, "stages")
+    return evaluation.max_load, evaluation.violations
+
+
+def finish(workload: Workload, space: Candidates, best: Best | None, chips: int, homogeneous: bool, objective: str,
+           method: str, start: float, pruned_by: dict[str, int], dp_runs: int,
+           status: str = "optimal") -> CodesignResult:
+    """The result of ``best`` (``None``: no plan), its plan re-checked by the evaluator (status ``error``
+    when the check disagrees)."""
+    evaluated = space.grid_designs - sum(pruned_by.values())
+    common = dict(objective=objective, evaluated=evaluated, pruned=sum(pruned_by.values()), pruned_by=pruned_by,
+                  grid_designs=space.grid_designs, chips=chips, homogeneous=homogeneous, method=method,
+                  dp_runs=dp_runs, shapeless_nodes=workload.shapeless_nodes)
+    if best is None:
+        return CodesignResult("infeasible", value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
+                              plan=None, runtime_s=time.perf_counter() - start,
+                              message=f"no pipeline of at most {chips} chips of the designs within the budgets "
+                                      "holds the model (each chip holds its stages' memory in its DRAM)", **common)
+    designs = stage_designs(best.plan, best.designs)
+    power = float(sum(d.tdp_w for d in designs))
+    checked, violations = verified_time(workload, space, best.plan, designs)
+    message = ""
+    if violations or abs(checked - best.time_ms) > TOLERANCE * max(1.0, abs(best.time_ms)):
+        status = "error"
+        message = (f"the evaluator disagrees with the {method} method: max load {checked!r} ms against "
+                   f"{best.time_ms!r} ms{'; ' + violations[0] if violations else ''}")
+    return CodesignResult(status, value=objective_value(objective, best.time_ms, power),
+                          time_per_input_ms=best.time_ms, power_w=power, designs=designs, plan=best.plan,
+                          runtime_s=time.perf_counter() - start, message=message, **common)
+
+
+def infeasible(workload: Workload, space: Candidates, chips: int, homogeneous: bool, objective: str, method: str,
+               start: float, area_mm2: float, power_w: float) -> CodesignResult:
+    """The result when no design of the grid is within the budgets."""
+    return CodesignResult(
+        "infeasible", objective=objective, value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
+        plan=None, evaluated=0, pruned=space.grid_designs,
+        pruned_by={"area": space.over_area, "power": space.over_power, "dominated": 0, "bound": 0},
+        grid_designs=space.grid_designs, chips=chips, homogeneous=homogeneous, method=method,
+        runtime_s=time.perf_counter() - start, shapeless_nodes=workload.shapeless_nodes,
+        message=f"no design of the grid fits {area_mm2:g} mm² and {power_w:g} W "
+                f"({space.over_area} over the area, {space.over_power} more over the power)")

@@ -1,0 +1,82 @@
+"""The candidate designs of a co-design: the grid cut to the budgets, each design's node times on
+the model, dominance between designs, and lower bounds per design.
+
+Area and TDP grow with every parameter of the template (:mod:`.template`), so the designs within a
+budget are a down-closed region of the grid; those outside it are pruned without costing them.
+Design ``a`` *dominates* ``b`` when ``time_a(v) ≤ time_b(v)`` for every node ``v`` (and, for
+throughput per watt, ``TDP(a) ≤ TDP(b)``): memory and transfers do not depend on the design, so
+every block's load on ``a`` is at most its load on ``b`` and replacing ``b`` by ``a`` on any
+stage never makes a plan worse. Only the undominated designs (the Pareto set; of equal ones,
+the first in the order by total time, TDP, area, grid position) enter the DP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from placement.codesign.grid import Grid
+from placement.codesign.opcost import node_times_ms
+from placement.codesign.template import Design
+from placement.codesign.workload import Workload
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The grid's designs within the budgets, with their node times (rows, ms) and TDPs (W)."""
+
+    designs: tuple[Design, ...]
+    times: np.ndarray
+    tdp: np.ndarray
+    grid_designs: int
+    over_area: int
+    over_power: int
+
+    def subset(self, keep: list[int] | np.ndarray) -> "Candidates":
+        keep = [int(i) for i in keep]
+        return Candidates(tuple(self.designs[i] for i in keep), self.times[keep], self.tdp[keep],
+                          self.grid_designs, self.over_area, self.over_power)
+
+
+def candidates(workload: Workload, grid: Grid, area_mm2: float, power_w: float) -> Candidates:
+    """The designs of ``grid`` with area ≤ ``area_mm2`` and TDP ≤ ``power_w``, costed on ``workload``."""
+    designs = grid.designs()
+    area = np.array([d.area_mm2 for d in designs])
+    tdp = np.array([d.tdp_w for d in designs])
+    fits_area = area <= area_mm2
+    within = fits_area & (tdp <= power_w)
+    chosen = tuple(d for d, ok in zip(designs, within) if ok)
+    times = node_times_ms(workload, chosen) if chosen else np.zeros((0, len(workload.operators)))
+    return Candidates(chosen, times, tdp[within], len(designs), int((~fits_area).sum()),
+                      int((fits_area & ~within).sum()))
+
+
+def undominated(c: Candidates, with_power: bool) -> list[int]:
+    """Positions of the undominated designs of ``c`` (module docstring), in the order by total time."""
+    total = c.times.sum(axis=1)
+    area = np.array([d.area_mm2 for d in c.designs])
+    order = np.lexsort((np.arange(len(total)), area, c.tdp, total))
+    kept: list[int] = []
+    for i in order:
+        if kept:
+            ahead = c.times[kept] <= c.times[i]
+            dominated = ahead.all(axis=1)
+            if with_power:
+                dominated &= c.tdp[kept] <= c.tdp[i]
+            if dominated.any():
+                continue
+        kept.append(int(i))
+    return kept
+
+
+def class_times(workload: Workload, times: np.ndarray) -> np.ndarray:
+    """Per design (rows), the largest compute time of a colour class (a class shares one chip)."""
+    classes = workload.instance.colour_classes()
+    return np.column_stack([times[:, members].sum(axis=1) for members in classes]).max(axis=1)
+
+
+def time_lower_bounds(workload: Workload, times: np.ndarray, chips: int) -> np.ndarray:
+    """Per design, a lower bound on the max load of any pipeline of at most ``chips`` chips of that
+    design: the largest colour class, and the total compute over the chips."""
+    return np.maximum(class_times(workload, times), times.sum(axis=1) / chips)

@@ -1,0 +1,146 @@
+"""A model as the co-design sees it: the placement graph plus, per node, the operators it runs.
+
+A model file is an instance of the Tarnawski format (:mod:`placement.io.tarnawski`; the
+importers' output) whose nodes also say what they compute, in one of two ways:
+
+* ``"operators"``: a list of operators, each one of
+  ``{"kind": "gemm", "m": M, "n": N, "k": K, "batch": B}`` (``B`` independent products of an
+  ``M×K`` by a ``K×N`` matrix; ``batch`` defaults to 1; a convolution is given as its implicit
+  GEMM: ``M`` = batch × output pixels, ``N`` = output channels, ``K`` = input channels × kernel
+  area / groups) or ``{"kind": "vector", "op": NAME, "elements": E}`` (an elementwise or
+  reduction operator over ``E`` elements; ``NAME`` one of :data:`placement.codesign.opcost.VECTOR_CYCLES`),
+  optionally with ``"bytes"`` (the DRAM bytes it moves, when not the default of its kind);
+* or, without shapes, ``"flops"`` and ``"bytes"`` (what the importers record): the node is then
+  costed as a GEMM at full array utilisation (an optimistic estimate, stated in the result's
+  ``shapeless_nodes``).
+
+Transfers between chips: node ``u``'s output of ``b`` bytes costs ``b / LINK_BYTES_PER_S``. The
+bytes are the file's transfer cost ``c(u)`` (ms) times ``about.link_bytes_per_s`` (the link the
+importer costed it on); a file without that field keeps its transfer times as given. A chip
+holds at most :data:`.template.DRAM_BYTES` of node memory (the nodes' ``size``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from placement.codesign.template import LINK_BYTES_PER_S
+from placement.errors import InvalidInstanceError, InvalidParameterError
+from placement.io.tarnawski import parse_instance
+from placement.jsonfile import json_type_name, load_json
+from placement.problem.instance import Instance
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator: ``kind`` ``gemm`` (``batch`` products ``m×k · k×n``), ``vector`` (``op`` over
+    ``elements``) or ``flops`` (shapeless: ``flops`` and ``bytes`` only). ``bytes``: DRAM bytes moved,
+    ``None`` for the kind's default."""
+
+    kind: str
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+    op: str = ""
+    elements: int = 0
+    flops: float = 0.0
+    bytes: float | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model's placement graph (``instance``: its nodes, edges, memory, colours; its times are not
+    used), the operators of every node (by node position), and every node's transfer cost in ms on
+    the template's link."""
+
+    instance: Instance
+    operators: tuple[tuple[Operator, ...], ...]
+    transfer_ms: tuple[float, ...]
+    name: str = ""
+
+    @property
+    def shapeless_nodes(self) -> int:
+        """Nodes costed from FLOPs and bytes alone (no operator shapes)."""
+        return sum(1 for ops in self.operators if any(op.kind == "flops" for op in ops))
+
+
+def _positive_int(raw: Mapping, key: str, where: str, default: int | None = None) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0 or value > 2**40:
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a positive integer up to 2^40, got {value!r}")
+    return int(value)
+
+
+def _amount(raw: Mapping, key: str, where: str, default: float | None = None) -> float | None:
+    value = raw.get(key, default)
+    if value is None and default is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1e30:
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a non-negative number below 1e30, got {value!r}")
+    return float(value)
+
+
+def parse_operator(raw: Any, where: str) -> Operator:
+    """One operator of a node's ``operators`` list (module docstring)."""
+    from placement.codesign.opcost import VECTOR_CYCLES
+
+    if not isinstance(raw, Mapping):
+        raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(raw)}")
+    kind = raw.get("kind")
+    nbytes = _amount(raw, "bytes", where)
+    if kind == "gemm":
+        return Operator("gemm", m=_positive_int(raw, "m", where), n=_positive_int(raw, "n", where),
+                        k=_positive_int(raw, "k", where), batch=_positive_int(raw, "batch", where, 1), bytes=nbytes)
+    if kind == "vector":
+        op = raw.get("op")
+        if op not in VECTOR_CYCLES:
+            raise InvalidInstanceError(f"{where}: field 'op' must be one of {', '.join(VECTOR_CYCLES)}, got {op!r}")
+        return Operator("vector", op=op, elements=_positive_int(raw, "elements", where), bytes=nbytes)
+    raise InvalidInstanceError(f"{where}: field 'kind' must be 'gemm' or 'vector', got {kind!r}")
+
+
+def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
+    if "operators" in raw:
+        ops = raw["operators"]
+        if not isinstance(ops, list):
+            raise InvalidInstanceError(f"{where}: field 'operators' must be an array, got {json_type_name(ops)}")
+        return tuple(parse_operator(op, f"{where}: operator #{i}") for i, op in enumerate(ops))
+    if "flops" in raw and "bytes" in raw:
+        return (Operator("flops", flops=_amount(raw, "flops", where), bytes=_amount(raw, "bytes", where)),)
+    raise InvalidInstanceError(f"{where}: has neither 'operators' nor 'flops' and 'bytes': the co-design "
+                               "cost model needs what each node computes")
+
+
+def parse_workload(data: Any, name: str = "") -> Workload:
+    """A :class:`Workload` from a decoded model file (module docstring)."""
+    instance = parse_instance(data, name)
+    link = None
+    about = data.get("about")
+    if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
+        link = _amount(about, "link_bytes_per_s", "about")
+        if not link:
+            raise InvalidInstanceError("about: field 'link_bytes_per_s' must be positive")
+    operators = tuple(_node_operators(raw, f"node {node.id}") for raw, node in zip(data["nodes"], instance.nodes))
+    scale = 1.0 if link is None else link / LINK_BYTES_PER_S
+    transfer = tuple(node.out_cost * scale for node in instance.nodes)
+    return Workload(instance, operators, transfer, name)
+
+
+def load_workload(source: str | Path | Mapping | Workload) -> Workload:
+    """The workload held by ``source``: a model file's path, a decoded model (dict), or a :class:`Workload`."""
+    if isinstance(source, Workload):
+        return source
+    if isinstance(source, Mapping):
+        return parse_workload(dict(source))
+    if not isinstance(source, (str, Path)):
+        raise InvalidParameterError("model", f"must be a model file path, a dict or a Workload, "
+                                             f"not {type(source).__name__}")
+    data = load_json(source, InvalidInstanceError)
+    try:
+        return parse_workload(data, Path(source).stem)
+    except InvalidInstanceError as exc:
+        raise InvalidInstanceError(f"{source}: {exc}") from None
