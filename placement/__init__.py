@@ -24,6 +24,7 @@ _EXPORTS = {
     "verify": "placement.api",
     "simulate": "placement.api",
     "hypar": "placement.api",
+    "codesign": "placement.codesign",
     "Result": "placement.result",
     "Stage": "placement.result",
     "Status": "placement.result",

@@ -8,3 +8,26 @@ per-chip area and power budgets, proven optimal over the grid; :mod:`.exhaustive
 running the DP on every design combination. :func:`placement.codesign.api.codesign` is the
 library's entry point (``placement.codesign``).
 """
+
+import sys as _sys
+import types as _types
+from typing import Any as _Any
+
+
+class _CallablePackage(_types.ModuleType):
+    """This package, callable: ``placement.codesign(...)`` is :func:`placement.codesign.api.codesign`,
+    and ``placement.codesign.exact`` etc. stay its modules, whichever is used first."""
+
+    def __call__(self, *args: _Any, **kwargs: _Any) -> _Any:
+        from placement.codesign.api import codesign
+
+        return codesign(*args, **kwargs)
+
+
+def __getattr__(name: str) -> _Any:
+    if name == "codesign":   # placement's lazy export: the package itself, callable
+        return _sys.modules[__name__]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_sys.modules[__name__].__class__ = _CallablePackage

@@ -1,0 +1,114 @@
+"""``placement.codesign(...)``: co-design chips and the pipeline that runs a model on them.
+
+The one entry point of :mod:`placement.codesign`: it checks the parameters, loads the model
+and the grid, and runs the exact method (:mod:`.exact`), the exhaustive check
+(:mod:`.exhaustive`) or a baseline (:mod:`.baselines`), here or, given a Dask scheduler's
+address, on that cluster.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from placement import parameters
+from placement.codesign.result import OBJECTIVES, CodesignResult
+from placement.codesign.template import AREA_BUDGET_MM2
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+
+#: The baselines ``baseline=`` names, with the function of :mod:`.baselines` each runs.
+BASELINES = {"wham": "wham", "random": "random_search", "fixed": "fixed"}
+
+
+def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_MM2, homogeneous: bool = False,
+             grid: Any = None, objective: str = "throughput", exhaustive: bool = False, baseline: str | None = None,
+             scheduler: str | None = None, max_combinations: int | None = None,
+             max_ideals: int = DEFAULT_MAX_IDEALS) -> CodesignResult:
+    """The chip designs and pipeline placement of ``model`` on at most ``chips`` chips that maximise
+    ``objective`` (``throughput``: model inputs per second; ``perf-per-watt``: that per watt of the
+    chips' summed TDP), every chip within ``area`` mm² and ``power`` W, over the designs of ``grid``
+    (a grid file, a dict, or ``None`` for the default WHAM-scale grid).
+
+    ``model``: a model file (operators per node, :mod:`placement.codesign.workload`), its decoded
+    JSON, or a :class:`~placement.codesign.workload.Workload`. ``homogeneous``: one design for every
+    chip; otherwise a design per stage. ``exhaustive``: run the DP on every design combination
+    instead (the independent check; refused with the count past ``max_combinations``, default
+    20,000). ``baseline``: ``wham``, ``random`` or ``fixed`` instead of the exact method (status
+    ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. Returns a
+    :class:`~placement.codesign.result.CodesignResult` whose ``status`` is ``optimal`` when proven
+    over the grid. Raises :class:`InvalidParameterError` for a bad parameter,
+    :class:`InvalidInstanceError` for a bad model or grid, :class:`LimitExceededError` past a limit.
+    """
+    chips = parameters.integer("chips", chips, smallest=1)
+    area = parameters.number("area", area, positive=True)
+    power = parameters.number("power", power, positive=True)
+    homogeneous = parameters.flag("homogeneous", homogeneous)
+    exhaustive = parameters.flag("exhaustive", exhaustive)
+    objective = parameters.one_of("objective", objective, OBJECTIVES)
+    if baseline is not None:
+        parameters.one_of("baseline", baseline, BASELINES)
+        if exhaustive:
+            from placement.errors import InvalidParameterError
+            raise InvalidParameterError("baseline", "and exhaustive are two methods: ask for one")
+    max_ideals = parameters.integer("max_ideals", max_ideals, smallest=1)
+    from placement.codesign.exhaustive import DEFAULT_MAX_COMBINATIONS
+    max_combinations = parameters.integer("max_combinations", max_combinations, smallest=1,
+                                          optional=True) or DEFAULT_MAX_COMBINATIONS
+    if scheduler is not None:
+        return _on_cluster(scheduler, model, chips=chips, power=power, area=area, homogeneous=homogeneous, grid=grid,
+                           objective=objective, exhaustive=exhaustive, baseline=baseline,
+                           max_combinations=max_combinations, max_ideals=max_ideals)
+    from placement.codesign.grid import load_grid
+    from placement.codesign.workload import load_workload
+
+    workload, design_grid = load_workload(model), load_grid(grid)
+    if baseline is not None:
+        return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective)
+    if exhaustive:
+        from placement.codesign.exhaustive import solve_exhaustive
+        return solve_exhaustive(workload, design_grid, chips, area, power, homogeneous=homogeneous,
+                                objective=objective, max_combinations=max_combinations, max_ideals=max_ideals)
+    from placement.codesign.exact import solve_exact
+    return solve_exact(workload, design_grid, chips, area, power, homogeneous=homogeneous, objective=objective,
+                       max_ideals=max_ideals)
+
+
+def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, power: float, homogeneous: bool,
+              objective: str) -> CodesignResult:
+    """A baseline of :mod:`.baselines` as a :class:`CodesignResult` (status ``feasible``), its plan
+    re-checked by the evaluator (:func:`.outcome.finish`)."""
+    from placement.codesign import baselines
+    from placement.codesign.outcome import Best, finish
+    from placement.codesign.space import candidates
+
+    start = time.perf_counter()
+    options = {} if name == "fixed" else {"homogeneous": homogeneous}
+    found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective, **options)
+    space = candidates(workload, grid, area, power)
+    time_ms = 1000.0 / found.throughput if found.throughput > 0 else math.inf
+    score = time_ms * sum(d.tdp_w for d in found.designs) if objective == "perf-per-watt" else time_ms
+    result = finish(workload, space, Best(score, time_ms, found.plan, tuple(dict.fromkeys(found.designs))), chips,
+                    homogeneous or name == "fixed", objective, name, start, {}, found.evaluated, status="feasible",
+                    evaluated=found.evaluated)
+    return result
+
+
+def _on_cluster(scheduler: str, model: Any, **options: Any) -> CodesignResult:
+    """:func:`codesign` run on the Dask cluster whose scheduler is at ``scheduler``."""
+    from placement.errors import InvalidParameterError, SolverUnavailableError
+
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise SolverUnavailableError("scheduler needs Dask: pip install 'placement[sweep]'") from None
+    if not isinstance(scheduler, str) or not scheduler:
+        raise InvalidParameterError("scheduler", f"must be a Dask scheduler address, not {scheduler!r}")
+    try:
+        client = Client(scheduler, timeout="30s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+    try:
+        return client.submit(codesign, model, pure=False, **options).result()
+    finally:
+        client.close()
