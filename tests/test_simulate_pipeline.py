@@ -141,7 +141,7 @@ def test_stages_whose_backward_calls_feed_each_other_are_refused():
     ("split-backward", "schedule 'split-backward' trains, but the instance has no backward nodes: "
                        "use schedule='stream'"),
     ("warp", "schedule must be one of 'stream', '1f1b-async', 'gpipe', '1f1b-flush', 'split-backward', "
-             "not 'warp'"),
+             "'zb-h1', 'zb-h2', not 'warp'"),
 ])
 def test_schedule_must_fit_the_graph(schedule, message):
     problem = read_instance(TINY / "chain4.json")

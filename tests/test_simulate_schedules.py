@@ -180,6 +180,6 @@ def test_split_backward_never_longer_than_1f1b_flush_on_random_plans(data, m):
 
 
 def test_schedule_names_and_flags():
-    assert list(SCHEDULES) == ["stream", "1f1b-async", "gpipe", "1f1b-flush", "split-backward"]
-    assert [s.flush for s in SCHEDULES.values()] == [False, False, True, True, True]
-    assert [s.training for s in SCHEDULES.values()] == [False, True, True, True, True]
+    assert list(SCHEDULES) == ["stream", "1f1b-async", "gpipe", "1f1b-flush", "split-backward", "zb-h1", "zb-h2"]
+    assert [s.flush for s in SCHEDULES.values()] == [False, False, True, True, True, True, True]
+    assert [s.training for s in SCHEDULES.values()] == [False, True, True, True, True, True, True]

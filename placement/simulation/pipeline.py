@@ -97,7 +97,11 @@ class Pipeline:
     inputs: dict[tuple[int, str], tuple[tuple[int, str], ...]]
     training: bool
     max_load: float
-    evaluation: Evaluation
+    evaluation: Evaluation | None          # the evaluator's verdict (joint plans)
+    #: split-backward plans (:mod:`placement.simulation.split`): per stage, the tensors its W call
+    #: reads for parts whose layer is elsewhere; empty for a joint plan
+    w_inputs: tuple[tuple, ...] = ()
+    split: bool = False                    # the plan places W tasks itself (stages have a W call)
 
 
 def _invalid(evaluation: Evaluation) -> InvalidParameterError:
@@ -175,15 +179,16 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
                             static_memory=report.memory, memory_bound=report.memory_bound,
                             activation_bytes=activation))
 
-    _check_acyclic(stages, inputs)
+    check_acyclic(stages, inputs)
     return Pipeline(stages=tuple(stages),
                     inputs={key: tuple(sorted(val)) for key, val in inputs.items()},
                     training=problem.is_training, max_load=evaluation.max_load, evaluation=evaluation)
 
 
-def _check_acyclic(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[int, str]]]) -> None:
+def check_acyclic(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[int, str]]],
+                  kinds: tuple[str, ...] = KINDS) -> None:
     """Refuse a plan whose stage tasks wait for each other in a cycle (no schedule could run it)."""
-    keys = [(s, k) for s in range(len(stages)) for k in KINDS]
+    keys = [(s, k) for s in range(len(stages)) for k in kinds]
     index = {key: i for i, key in enumerate(keys)}
     succ: list[list[int]] = [[] for _ in keys]
     for (s, k), sources in inputs.items():

@@ -25,12 +25,13 @@ Communication modes:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
-from placement.simulation.schedules import Schedule, stage_order
+from placement.simulation.schedules import Schedule, in_flight_cap, stage_order
 
 INLINE = "inline"
 LINK = "link"
@@ -108,6 +109,8 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
     stages = pipeline.stages
     n = len(stages)
     kinds = (FORWARD, BACKWARD) if schedule.training else (FORWARD,)
+    if pipeline.split:
+        kinds = (FORWARD, BACKWARD, WEIGHT)   # the plan's own W calls, fillers under every schedule
     one = TaskGraph()     # the tasks of one micro-batch
     labels: list[TaskLabel] = []
     compute_resource = [one.add_resource(ORDERED) for _ in stages]
@@ -121,7 +124,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
     def compute_time(s: int, kind: str) -> float:
         st = stages[s]
         base = st.task_time(kind) if comm == INLINE else st.compute[kind]
-        if kind == BACKWARD and schedule.split_backward:
+        if kind == BACKWARD and schedule.split_backward and not pipeline.split:
             base -= w_fraction * st.compute[BACKWARD]
         return base
 
@@ -133,7 +136,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
         link = link_resource[s]
         for kind in kinds:
             key = (s, kind)
-            work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False))
+            work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False), filler=kind == WEIGHT)
             main[key] = gate[key] = output[key] = work
             if link is not None and st.receive[kind] > 0:
                 gate[key] = task(link, st.receive[kind], TaskLabel(s, RECEIVE, True))
@@ -141,10 +144,11 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
             if link is not None and st.send[kind] > 0:
                 output[key] = task(link, st.send[kind], TaskLabel(s, SEND, True))
                 one.add_dependency(work, output[key])
-        if schedule.split_backward:
+        if schedule.split_backward and not pipeline.split:
             task_times[s][WEIGHT] = w_fraction * st.compute[BACKWARD]
             weight = task(compute_resource[s], task_times[s][WEIGHT], TaskLabel(s, WEIGHT, False), filler=True)
             one.add_dependency(main[(s, BACKWARD)], weight)
+            main[(s, WEIGHT)] = weight
     for s in range(n):
         for kind in kinds:
             for source, source_kind in pipeline.inputs[(s, kind)]:
@@ -184,9 +188,16 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
             for t in sinks:
                 for u in sources:
                     graph.add_dependency(t + (j - window) * size, u + j * size)
+    caps = stage_caps(pipeline, schedule)
     for s in range(n):
-        order = stage_order(schedule, s, n, microbatches)
+        order = stage_order(schedule, s, n, microbatches, caps[s])
         graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
+        if caps[s] is not None:
+            # F(j) waits until the stage has finished every task of micro-batch j - cap.
+            held = [main[key] for key in main if key[0] == s and key[1] != FORWARD]
+            for j in range(caps[s], microbatches):
+                for t in held:
+                    graph.add_dependency(t + (j - caps[s]) * size, main[(s, FORWARD)] + j * size)
         if link_resource[s] is not None:
             # A link sends a task's outputs right after it and fetches the next task's inputs while it
             # runs: the receive of the k-th task in the stage's order ranks k - 1.5, its send k.
@@ -196,6 +207,34 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                 if output[(s, kind)] != main[(s, kind)]:
                     graph.priority[output[(s, kind)] + j * size] = float(k)
     return Program(graph, labels, microbatches, compute_resource, link_resource, task_times)
+
+
+def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
+    """Per stage, the most micro-batches it may hold under ``schedule`` (``None``: no limit of its own):
+    the schedule's limit (:func:`in_flight_cap`), lowered to what the device's memory bound holds
+    beside its node memory where the activations per micro-batch are known.
+
+    A split plan under 1F1B (``1f1b-async``, ``1f1b-flush``): stage ``i`` holds at most ``S − k``
+    micro-batches, ``k`` the first stage whose B its W call waits for (``k = i`` when its W parts
+    wait only for its own B and later stages'), so every W runs within the round trip that
+    brings its inputs and a W never piles up behind ready ``F``/``B`` calls."""
+    n = len(pipeline.stages)
+    caps: list[int | None] = []
+    for s, st in enumerate(pipeline.stages):
+        if pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush"):
+            first = min([s] + [k for k, kind in pipeline.inputs[(s, WEIGHT)] if kind == BACKWARD])
+            caps.append(n - first)
+            continue
+        fits = None
+        if schedule.zero_bubble is not None and st.activation_bytes and math.isfinite(st.memory_bound):
+            fits = int((st.memory_bound - st.static_memory) // st.activation_bytes)
+            if fits < 1:
+                raise InvalidParameterError(
+                    "schedule", f"{schedule.name!r} cannot run this plan: {st.label} holds node memory "
+                                f"{st.static_memory:.6g} and {st.activation_bytes:.6g} bytes of activations per "
+                                f"micro-batch, over its memory bound {st.memory_bound:.6g}")
+        caps.append(in_flight_cap(schedule, s, n, fits))
+    return caps
 
 
 def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, memory_limit: float) -> None:

@@ -20,6 +20,22 @@ as the stage is free and its inputs have arrived.
   ``B`` tasks; each weight-gradient task ``W(j)`` (ready when ``B(j)`` ends) fills
   the stage's idle time: it runs only at a moment when the stage's next ``F``/``B``
   task is not ready (LayerPipe, zero-bubble pipelines).
+* ``zb-h1`` — Qi et al.'s memory-efficient zero-bubble schedule (ZB-H1): the
+  ``split-backward`` order (1F1B's ``F``/``B`` order, ``W`` filling idle time) with at
+  most ``S`` micro-batches held per stage, the most 1F1B holds (on its first stage):
+  ``F(j)`` waits until the stage has finished every task of micro-batch ``j − S``.
+  A stage holds a micro-batch from the start of its ``F`` to the end of its ``W``.
+* ``zb-h2`` — Qi et al.'s zero-bubble schedule (ZB-H2): stage ``i`` runs
+  ``2(S − i) − 2`` warm-up forwards (``2(S − i) − 1`` before its first ``B``) and holds
+  at most ``2S − 1`` micro-batches; otherwise as ``zb-h1``.
+
+Both zero-bubble schedules also respect each device's memory bound: a stage whose
+activations per micro-batch are known holds at most as many micro-batches as fit
+``(memory bound − node memory) / activation bytes`` (and at most ``max_in_flight`` when
+given), and runs at most that number minus one warm-up forwards. The limit ``L_i``
+(:func:`in_flight_cap`) becomes dependencies ``F(j) ← every task of ``j − L_i``
+on the stage``; with ``L_i`` at least the forwards the stage runs before its first
+``B``, the order never waits for a task ordered after it.
 
 Why ``split-backward`` never ends later than ``1f1b-flush``: take any stage and
 any of its ``F``/``B`` tasks ``T``; let ``t0`` be the last moment before ``T``
@@ -54,6 +70,7 @@ class Schedule:
     flush: bool             # one iteration ending in a flush (result: iteration time)
     split_backward: bool    # backward split into B and filler W tasks
     summary: str
+    zero_bubble: str | None = None   # "h1" or "h2": the zero-bubble warm-up and in-flight limit
 
 
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
@@ -62,6 +79,10 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
     Schedule("gpipe", True, True, False, "all forwards, all backwards, flush"),
     Schedule("1f1b-flush", True, True, False, "1F1B, then flush"),
     Schedule("split-backward", True, True, True, "1F1B with weight-gradient tasks filling idle time, then flush"),
+    Schedule("zb-h1", True, True, True, "zero-bubble ZB-H1: split backward, at most S micro-batches held, then flush",
+             "h1"),
+    Schedule("zb-h2", True, True, True, "zero-bubble ZB-H2: split backward, 2(S-i)-1 forwards before the first "
+                                        "backward, at most 2S-1 held, then flush", "h2"),
 )}
 
 
@@ -78,14 +99,30 @@ def warmup_forwards(stage: int, n_stages: int, microbatches: int) -> int:
     return min(n_stages - stage - 1, microbatches)
 
 
-def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int) -> list[tuple[str, int]]:
-    """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them."""
+def in_flight_cap(schedule: Schedule, stage: int, n_stages: int, fits: int | None = None) -> int | None:
+    """The most micro-batches stage ``stage`` may hold under ``schedule``: ``S`` (ZB-H1), ``2S − 1``
+    (ZB-H2), at most ``fits`` (what its memory holds) when given; ``None``: no limit of its own."""
+    if schedule.zero_bubble is None:
+        return None
+    cap = n_stages if schedule.zero_bubble == "h1" else 2 * n_stages - 1
+    return cap if fits is None else min(cap, fits)
+
+
+def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int,
+                cap: int | None = None) -> list[tuple[str, int]]:
+    """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them; ``cap`` is the
+    stage's in-flight limit (:func:`in_flight_cap`), which bounds its warm-up forwards."""
     m = microbatches
     if not schedule.training:
         return [(FORWARD, j) for j in range(m)]
     if schedule.name == "gpipe":
         return [(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)]
-    warm = warmup_forwards(stage, n_stages, m)
+    if schedule.zero_bubble == "h2":
+        warm = min(2 * (n_stages - stage) - 2, m)
+    else:
+        warm = warmup_forwards(stage, n_stages, m)
+    if cap is not None:
+        warm = min(warm, cap - 1)
     order = [(FORWARD, j) for j in range(warm)]
     for j in range(m):
         if warm + j < m:
