@@ -23,7 +23,7 @@ from placement import __version__
 from placement.cli.options import UsageError, option_name
 from placement.errors import InvalidParameterError, PlacementError
 
-COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split")
+COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
 #: The command each module registers, where the two names differ.
 _COMMAND_NAMES = {"importer": "import"}
 

@@ -1,0 +1,86 @@
+"""``placement codesign MODEL``: the chip designs and pipeline placement that maximise throughput (or
+throughput per watt) under per-chip area and power budgets, proven optimal over a grid; or, with
+``--sweep SPEC``, a design study on a Dask cluster.
+
+Exit status: 0 a plan was found (or the sweep ran); 1 no design within the budgets holds the model;
+2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from placement.cli.options import UsageError, add_output_options, positive_float, positive_int, print_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("codesign", help="co-design accelerator chips and the pipeline placement",
+                              description="Find the chip designs (one grid design per pipeline stage, or one for "
+                                          "all chips) and the placement that maximise throughput, proven optimal "
+                                          "over the grid.")
+    p.add_argument("model", nargs="?", metavar="MODEL_OR_INSTANCE",
+                   help="model file: an instance whose nodes list their operators (or FLOPs and bytes)")
+    p.add_argument("--chips", type=positive_int, metavar="K", help="chips in the pipeline (at most K are used)")
+    p.add_argument("--area", type=positive_float, metavar="MM2", help="area budget per chip (mm²)")
+    p.add_argument("--power", type=positive_float, metavar="W", help="power (TDP) budget per chip (W)")
+    p.add_argument("--homogeneous", action="store_true", help="one design for every chip (default: one per stage)")
+    p.add_argument("--grid", metavar="FILE", help="design grid file (default: the WHAM-scale grid of 10,000 designs)")
+    p.add_argument("--objective", choices=("throughput", "perf-per-watt"), default="throughput",
+                   help="throughput (default) or throughput per watt of the chips' summed TDP")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="run the DP on every design combination instead (the independent check; small grids)")
+    p.add_argument("--max-combinations", dest="max_combinations", type=positive_int, metavar="N",
+                   help="--exhaustive: refuse above N DP runs (default 20,000)")
+    p.add_argument("--baseline", choices=("wham", "random", "fixed"),
+                   help="run a heuristic baseline instead of the exact method")
+    p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
+                   help="refuse the DP above this many ideals (default 200,000)")
+    p.add_argument("--sweep", metavar="SPEC", help="run the design study of a sweep file instead (needs --out)")
+    p.add_argument("--out", metavar="FILE", help="--sweep: the JSON Lines file of records (resumed if present)")
+    p.add_argument("--plots", metavar="DIR", help="--sweep: write the plots into DIR")
+    p.add_argument("--workers", type=positive_int, metavar="N", help="--sweep: local Dask workers")
+    add_output_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.sweep is not None:
+        return _sweep(args)
+    if args.model is None:
+        raise UsageError("codesign needs a model file (or --sweep SPEC)")
+    missing = [option for option, value in (("--chips", args.chips), ("--power", args.power)) if value is None]
+    if missing:
+        raise UsageError(f"codesign needs {' and '.join(missing)}")
+    import placement
+    from placement.codesign.template import AREA_BUDGET_MM2
+    from placement.report.codesign import format_codesign
+
+    options = {"max_ideals": args.max_ideals} if args.max_ideals is not None else {}
+    result = placement.codesign(args.model, chips=args.chips, area=args.area or AREA_BUDGET_MM2, power=args.power,
+                                homogeneous=args.homogeneous, grid=args.grid, objective=args.objective,
+                                exhaustive=args.exhaustive, baseline=args.baseline, scheduler=args.scheduler,
+                                max_combinations=args.max_combinations, **options)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(format_codesign(result))
+    return 0 if result.plan is not None else 1
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    if args.model is not None:
+        raise UsageError("give a model file or --sweep SPEC, not both")
+    if args.out is None:
+        raise UsageError("--sweep needs --out FILE (the records, resumed if present)")
+    from placement.codesign.sweep import load_spec, run_sweep
+
+    summary = run_sweep(load_spec(args.sweep), args.out, scheduler=args.scheduler, workers=args.workers,
+                        quiet=args.quiet or args.json, plots=args.plots)
+    if args.json:
+        from dataclasses import asdict
+        print_json(asdict(summary))
+    else:
+        print(f"{summary.ran} configurations run, {summary.skipped} already in {summary.out}, "
+              f"{summary.errors} errors; {len(summary.plots)} plots written")
+    return 0

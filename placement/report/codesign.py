@@ -1,0 +1,33 @@
+"""Text of a co-design result (:class:`placement.codesign.result.CodesignResult`) for the command line."""
+
+from __future__ import annotations
+
+from placement.report.table import cell, format_table
+
+
+def format_codesign(result) -> str:
+    """The status and objective, the design of every stage with its nodes, and the search's counts."""
+    unit = "inputs/s/W" if result.objective == "perf-per-watt" else "inputs/s"
+    lines = [f"status: {result.status} ({result.method}, {result.objective}, "
+             f"{'homogeneous' if result.homogeneous else 'a design per stage'}, at most {result.chips} "
+             f"chip{'s' if result.chips != 1 else ''})"]
+    if result.message:
+        lines.append(result.message)
+    if result.plan is not None:
+        lines.append(f"value: {cell(result.value)} {unit}; {cell(result.time_per_input_ms)} ms per input; "
+                     f"{cell(result.power_w)} W over the chips used")
+        rows = [["stage", "design", "area mm²", "TDP W", "nodes"]]
+        stages = [dev for dev in result.plan.devices if dev.nodes]
+        for s, (design, dev) in enumerate(zip(result.designs, stages)):
+            nodes = dev.nodes
+            span = f"{len(nodes)} ({nodes[0]}..{nodes[-1]})" if len(nodes) > 1 else str(nodes[0])
+            rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), span])
+        lines.extend(format_table(rows, left=(1, 4)))
+    pruned = ", ".join(f"{n} {why}" for why, n in result.pruned_by.items() if n)
+    lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
+                 f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; {result.dp_runs:,} DP "
+                 f"run{'s' if result.dp_runs != 1 else ''}; {result.runtime_s:.3f} s")
+    if result.shapeless_nodes:
+        lines.append(f"note: {result.shapeless_nodes} nodes have no operator shapes and were costed at full "
+                     "array utilisation")
+    return "\n".join(lines)
