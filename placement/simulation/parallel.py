@@ -1,0 +1,286 @@
+"""Event-driven simulation of one training batch of a data- and tensor-parallel pipeline plan.
+
+:func:`simulate_parallel` runs a plan of a :class:`~placement.io.piper.PiperInstance` (stages
+with data-parallel degree ``d``, tensor-parallel degree ``t`` and one TMPC per node; see
+:mod:`.parallel_model` for what each task costs) through one batch of ``m`` micro-batches
+under a schedule (:mod:`.parallel_orders`: GPipe, 1F1B, interleaved 1F1B with ``v`` chunks)
+and measures it from the simulated events.
+
+Model
+-----
+Resources: every replica of every pipeline rank is one compute resource (its ``t`` tensor-
+parallel devices run each task together) that runs its forward and backward tasks in the
+schedule's order (an ``ordered`` resource of :mod:`.engine`); a task starts when the replica
+is free, it is the task's turn, and its inputs are there: the forward of micro-batch ``j`` on
+stage ``k`` waits for the forwards of ``j`` on every stage with an edge into ``k``, the
+backward for the backwards of ``j`` on every stage ``k`` has an edge into, and for its own
+forward. A point-to-point transfer is paid inside the tasks of both ends (see
+:mod:`.parallel_model`). At the end of the batch the ``d`` replicas of a rank run a ring
+all-reduce of their gradients: replica ``r`` has a link to replica ``r + 1 mod d`` (an
+``ordered`` resource of its own), and step ``s`` (``0 ≤ s < 2(d − 1)``) on it starts when both
+ends have finished their last task of the batch (both are in the collective) and, for
+``s ≥ 1``, step ``s − 1`` into ``r`` has arrived (the chunk it forwards). A replica's batch
+ends when the last step into it ends. The event core is :func:`.engine.execute`: every task
+here has its place in a fixed order, which is what its ``ordered`` resources run.
+
+Figures
+-------
+* ``time_per_batch``: when the last task of the batch (all-reduce steps included) ends —
+  fill, drain and every wait included: the schedule's time per batch.
+* ``time_per_sample``: the steady-state time per micro-batch without fill and drain, Piper's
+  objective: per replica, its busy time in the batch (its tasks, and the all-reduce steps it
+  sends) divided by ``m``, the largest over all replicas. A replica of stage ``k`` runs
+  ``m/d`` micro-batches, so this is ``(F_k + B_k)/d + 2(d − 1)/d · W / (m · bandwidth)`` (with
+  ``allreduce="piper"``: ``4(d − 1)/d``), measured from the event times.
+* memory per device: the resident ``Σ memoryUsageB`` of the rank's chunks, plus for every
+  micro-batch the device holds (from the start of its forward to the end of its backward on
+  that chunk) the chunk's ``Σ memoryUsageA``. A replica runs one task at a time, so its
+  allocation and free events happen in its order; the peak is the largest running total over
+  them (a micro-batch freed at the moment another is allocated does not count twice).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from placement.errors import InvalidParameterError
+from placement.io.piper import PiperInstance
+from placement.parameters import integer, number, one_of
+from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
+from placement.simulation.parallel_model import (ALLREDUCE_MODELS, RING, Layout, build_layout,
+                                                 ring_step_time, stage_specs)
+from placement.simulation.parallel_orders import (BACKWARD, FORWARD, GPIPE, INTERLEAVED, ONE_F_ONE_B,
+                                                  PARALLEL_SCHEDULES, PIPER_SCHEDULE, gpipe, in_flight_limit,
+                                                  interleaved, one_f_one_b)
+
+#: default forward share of a node's time per sample (backward ≈ twice the forward)
+FORWARD_SHARE = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class ParallelStageResult:
+    """One stage of the plan: per micro-batch task lengths on one replica, and what it held."""
+
+    index: int
+    rank: int
+    chunk: int
+    d: int
+    t: int
+    device_type: str
+    forward: float             # F: receive + φ·compute + send
+    backward: float            # B: receive + (1 − φ)·compute + send
+    static_memory: float       # Σ memoryUsageB, per device
+    activation_memory: float   # Σ memoryUsageA per micro-batch held, per device
+    peak_in_flight: int        # most micro-batches of this stage one replica held at once
+
+
+@dataclass(frozen=True)
+class ReplicaResult:
+    """One data-parallel replica of a pipeline rank (``t`` devices that run every task together)."""
+
+    rank: int
+    replica: int
+    devices: int               # t
+    busy: float                # time running its tasks and sending its all-reduce steps
+    allreduce: float           # time sending its all-reduce steps (2(d − 1) steps)
+    finish: float              # when its batch ends (its last task, or the last all-reduce step into it)
+    peak_memory: float         # per device: resident memory + the largest activation memory held
+    peak_in_flight: int        # most micro-batches (over all its chunks) held at once
+
+
+@dataclass(frozen=True, eq=False)
+class ParallelSimulation:
+    """The simulated batch of a data- and tensor-parallel pipeline plan (see the module's figures)."""
+
+    schedule: str
+    chunks: int
+    microbatches: int
+    forward_share: float
+    allreduce: str
+    time_per_batch: float
+    time_per_sample: float
+    stages: tuple[ParallelStageResult, ...]
+    replicas: tuple[ReplicaResult, ...]
+    tasks: int
+
+    def peak_memory(self, stage: int) -> float:
+        """The largest memory of a device of ``stage`` (over the replicas of its rank)."""
+        rank = self.stages[stage].rank
+        return max(r.peak_memory for r in self.replicas if r.rank == rank)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as strict JSON."""
+        from dataclasses import asdict
+
+        from placement.jsonfile import strict_json
+
+        return strict_json({
+            "format": "placement-parallel-simulation/1", "schedule": self.schedule, "chunks": self.chunks,
+            "microbatches": self.microbatches, "forward_share": self.forward_share, "allreduce": self.allreduce,
+            "time_per_batch": self.time_per_batch, "time_per_sample": self.time_per_sample, "tasks": self.tasks,
+            "stages": [asdict(s) | {"peak_memory": self.peak_memory(s.index)} for s in self.stages],
+            "replicas": [asdict(r) for r in self.replicas]})
+
+
+def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None = None, chunks: int | None = None,
+                      microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
+                      allreduce: str = RING, unit_scale: float = 1.0) -> ParallelSimulation:
+    """Simulate one batch of ``plan`` on ``instance`` under ``schedule`` (see the module docstring).
+
+    ``plan``: a sequence of stages in pipeline order, each a
+    :class:`~placement.simulation.parallel_model.StageSpec` or any object with ``nodes``, ``d``,
+    ``t``, ``tmpcs`` (node id -> TMPC id) and optionally ``device_type``, or an object whose
+    ``stages`` is such a sequence (a :class:`placement.parallel.plan.ParallelPlan`, whose
+    ``schedule`` and ``chunks`` are then the defaults). ``schedule``: ``gpipe``, ``1f1b``,
+    ``piper`` (Piper's model: the 1F1B order, read for ``time_per_sample``) or ``interleaved``
+    (then ``chunks = v ≥ 2`` model chunks per rank; the stages are the ``p·v`` virtual stages and
+    stage ``k`` runs on rank ``k mod p``); default the plan's, else ``1f1b``. ``microbatches``: per batch (default the instance's
+    ``mbsInBatch``); each replica of a stage with ``d`` replicas runs ``microbatches / d``.
+    ``forward_share``: the forward's part of each node's time per sample. ``allreduce``:
+    ``ring`` (``2(d − 1)/d · W`` bytes per replica) or ``piper`` (``4(d − 1)/d · W``, Piper's
+    objective). ``unit_scale``: seconds per unit of ``timePerSample``.
+
+    Raises :class:`~placement.errors.InvalidPlanError` for a plan that is not a pipeline of the
+    instance and :class:`~placement.errors.InvalidParameterError` naming a bad parameter.
+    """
+    if schedule is None:
+        schedule = getattr(plan, "schedule", None) or ONE_F_ONE_B
+    one_of("schedule", schedule, PARALLEL_SCHEDULES)
+    if chunks is None:
+        chunks = getattr(plan, "chunks", None) or 1
+    chunks = integer("chunks", chunks, smallest=1)
+    if schedule == INTERLEAVED and chunks < 2:
+        raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {chunks}")
+    if schedule != INTERLEAVED and chunks != 1:
+        raise InvalidParameterError("chunks", f"must be 1 under the {schedule} schedule, not {chunks}")
+    m = integer("microbatches", instance.microbatches_in_batch if microbatches is None else microbatches,
+                smallest=1)
+    share = number("forward_share", forward_share, largest=1.0)
+    one_of("allreduce", allreduce, ALLREDUCE_MODELS)
+    unit = number("unit_scale", unit_scale, positive=True)
+    layout = build_layout(instance, stage_specs(plan), chunks, m, share, allreduce, unit)
+    run = _Run(layout, schedule, allreduce)
+    try:
+        start, end = execute(run.graph)
+    except Deadlock as exc:
+        raise InvalidParameterError("schedule", f"{schedule!r} deadlocks on this plan: {len(exc.waiting)} tasks "
+                                                "can never start") from None
+    start_a, end_a = np.asarray(start), np.asarray(end)
+    replicas, in_flight = run.measure(start_a, end_a)
+    stages = tuple(ParallelStageResult(s.index, s.rank, s.chunk, s.d, s.t, s.device_type, s.forward, s.backward,
+                                       s.static_memory, s.activation_memory, in_flight[s.index])
+                   for s in layout.stages)
+    return ParallelSimulation(schedule, chunks, m, share, allreduce, float(end_a.max()),
+                              max(r.busy for r in replicas) / m, stages, tuple(replicas), len(run.graph))
+
+
+class _Run:
+    """The task graph of one batch: ids of every task, per replica its order, per rank its ring."""
+
+    def __init__(self, layout: Layout, schedule: str, allreduce: str) -> None:
+        self.layout = layout
+        graph = self.graph = TaskGraph()
+        m, p, v = layout.microbatches, layout.ranks, layout.chunks
+        stages = layout.stages
+        degrees = [s.d for s in stages]
+        self.compute: dict[tuple[int, int], int] = {}
+        for rank in range(p):
+            for r in range(stages[rank].d):
+                self.compute[(rank, r)] = graph.add_resource(ORDERED)
+        # forward and backward task ids, per stage, per global micro-batch
+        self.fwd = [[graph.add_task(self.compute[(s.rank, j % s.d)], s.forward) for j in range(m)] for s in stages]
+        self.bwd = [[graph.add_task(self.compute[(s.rank, j % s.d)], s.backward) for j in range(m)] for s in stages]
+        for s in stages:
+            k = s.index
+            for j in range(m):
+                for u in s.upstream:
+                    graph.add_dependency(self.fwd[u][j], self.fwd[k][j])
+                for w in s.downstream:
+                    graph.add_dependency(self.bwd[w][j], self.bwd[k][j])
+                graph.add_dependency(self.fwd[k][j], self.bwd[k][j])
+        self.order: dict[tuple[int, int], list[int]] = {}
+        for rank in range(p):
+            d = stages[rank].d
+            local = m // d
+            for r in range(d):
+                if schedule == GPIPE:
+                    steps = gpipe(local)
+                elif schedule in (ONE_F_ONE_B, PIPER_SCHEDULE):
+                    steps = one_f_one_b(local, in_flight_limit(degrees, rank) - 1)
+                else:
+                    steps = interleaved(local, p, v, rank)
+                tasks = [(self.fwd if kind == FORWARD else self.bwd)[chunk * p + rank][l * d + r]
+                         for kind, chunk, l in steps]
+                self.order[(rank, r)] = tasks
+                graph.set_order(self.compute[(rank, r)], tasks)
+        # ring all-reduce per rank: ring[rank][r] = the steps replica r sends to r + 1 mod d
+        self.ring: dict[int, list[list[int]]] = {}
+        for rank in range(p):
+            d = stages[rank].d
+            if d == 1:
+                continue
+            length = ring_step_time(layout, rank, allreduce)
+            links = [graph.add_resource(ORDERED) for _ in range(d)]
+            sent = [[graph.add_task(links[r], length) for _ in range(2 * (d - 1))] for r in range(d)]
+            for r in range(d):
+                last, next_last = self.order[(rank, r)][-1], self.order[(rank, (r + 1) % d)][-1]
+                for step, task in enumerate(sent[r]):
+                    graph.add_dependency(last, task)
+                    graph.add_dependency(next_last, task)
+                    if step:
+                        graph.add_dependency(sent[(r - 1) % d][step - 1], task)
+                graph.set_order(links[r], sent[r])
+            self.ring[rank] = sent
+
+    def measure(self, start: np.ndarray, end: np.ndarray) -> tuple[list[ReplicaResult], list[int]]:
+        """Per replica its busy time, finish and peak memory; per stage its peak of micro-batches held."""
+        layout = self.layout
+        stages = layout.stages
+        p = layout.ranks
+        in_flight = [0] * len(stages)
+        replicas = []
+        for (rank, r), tasks in self.order.items():
+            d = stages[rank].d
+            mine = layout.rank_stages(rank)
+            static = math.fsum(s.static_memory for s in mine)
+            held = [0] * len(mine)          # per chunk: micro-batches held now
+            memory = static
+            peak_memory, peak_count = static, 0
+            kinds = self._kinds(rank, r)
+            for task, (kind, chunk) in zip(tasks, kinds):
+                if kind == FORWARD:          # allocated when the forward starts
+                    held[chunk] += 1
+                    memory += mine[chunk].activation_memory
+                    peak_memory = max(peak_memory, memory)
+                    peak_count = max(peak_count, sum(held))
+                    index = chunk * p + rank
+                    in_flight[index] = max(in_flight[index], held[chunk])
+                else:                        # freed when the backward ends
+                    held[chunk] -= 1
+                    memory -= mine[chunk].activation_memory
+            compute_busy = float(np.sum(end[tasks] - start[tasks]))
+            finish = float(end[tasks[-1]])
+            allreduce = 0.0
+            if d > 1:
+                sent = self.ring[rank][r]
+                allreduce = float(np.sum(end[sent] - start[sent]))
+                finish = float(end[self.ring[rank][(r - 1) % d][-1]])
+            replicas.append(ReplicaResult(rank, r, stages[rank].t, compute_busy + allreduce, allreduce, finish,
+                                          peak_memory, peak_count))
+        return replicas, in_flight
+
+    def _kinds(self, rank: int, r: int) -> list[tuple[str, int]]:
+        """(kind, chunk) of each task in the order of replica ``r`` of ``rank``, from the task ids."""
+        kinds = {}
+        for s in self.layout.rank_stages(rank):
+            for j in range(r, self.layout.microbatches, s.d):
+                kinds[self.fwd[s.index][j]] = (FORWARD, s.chunk)
+                kinds[self.bwd[s.index][j]] = (BACKWARD, s.chunk)
+        return [kinds[t] for t in self.order[(rank, r)]]
+
+
+__all__ = ["FORWARD_SHARE", "ParallelSimulation", "ParallelStageResult", "ReplicaResult", "simulate_parallel"]

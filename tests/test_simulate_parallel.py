@@ -1,0 +1,374 @@
+"""The data- and tensor-parallel pipeline simulator against hand-worked batches, closed forms and Piper's model.
+
+Chain instances: node ``i`` (one TMPC ``"x"`` for ``t = 1``, and ``"y"`` for ``t = 2`` where a
+test asks) with time per sample ``C_i``, parameters ``P_i``, activation memory ``A_i`` and
+resident memory ``R_i``; edge ``i -> i+1`` with ``b_i`` bytes; the bandwidth is given per test.
+One node per stage unless a test groups them. With forward share ``φ`` a stage's tasks are
+``F = in + φ·C + out`` and ``B = out + (1 − φ)·C + in`` (``in``/``out``: bytes of the edge
+entering/leaving the stage over the bandwidth).
+"""
+
+from __future__ import annotations
+
+import math
+from graphlib import TopologicalSorter
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.io.piper import parse_piper, read_piper
+from placement.simulation.parallel import simulate_parallel
+from placement.simulation.parallel_model import StageSpec
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+
+
+def tmpc(name, time, parameters=0.0, activations=0.0, resident=0.0, fw=None, bw=None):
+    return {"id": name, "timePerSample": float(time), "parameterSize": float(parameters),
+            "memoryUsageA": float(activations), "memoryUsageB": float(resident),
+            "syncTimeFw": fw or {}, "syncTimeBw": bw or {}}
+
+
+def chain(times, edge_bytes=None, m=4, bandwidth=1.0, parameters=None, activations=None, resident=None,
+          sync_bw=None, tensor_parallel=False):
+    """The chain instance of the module docstring (``sync_bw[i]``: node i's syncTimeBw on its out-edge)."""
+    n = len(times)
+    edge_bytes = edge_bytes or [0.0] * (n - 1)
+    parameters = parameters or [0.0] * n
+    activations = activations or [0.0] * n
+    resident = resident or [0.0] * n
+    sync_bw = sync_bw or [0.0] * n
+    nodes = []
+    for i in range(n):
+        fw = {str(i - 1): 0.0} if i else {}
+        bw = {str(i + 1): float(sync_bw[i])} if i + 1 < n else {}
+        configurations = {"1": [tmpc("x", times[i], parameters[i], activations[i], resident[i], fw, bw)]}
+        if tensor_parallel:   # half the time, parameters and memory on two devices, 4 extra bytes on each edge
+            fw2 = {k: 4.0 for k in fw}
+            bw2 = {k: 4.0 for k in bw}
+            configurations["2"] = [tmpc("y", times[i] / 2, parameters[i] / 2, activations[i] / 2,
+                                        resident[i] / 2, fw2, bw2)]
+        nodes.append({"id": i, "TMPCs": configurations})
+    edges = [{"sourceId": i, "destId": i + 1, "communicationCost": float(edge_bytes[i])} for i in range(n - 1)]
+    return parse_piper({"maxDevices": 64, "maxMemoryPerDevice": 1e15, "bandwidth": float(bandwidth),
+                        "mbsInBatch": m, "nodes": nodes, "edges": edges})
+
+
+def one_per_stage(instance, degrees, t=1):
+    name = "x" if t == 1 else "y"
+    return [StageSpec((i,), d, t, {i: name}) for i, d in enumerate(degrees)]
+
+
+# --- hand-worked batches -------------------------------------------------------------------------
+
+# Two stages, d = 2, m = 4, bandwidth 10: C = (3, 6), edge 10 bytes (1 time unit each way),
+# P = (20, 40), A = (5, 7), R = (100, 200), φ = 1/3. F0 = 1 + 1 = 2, B0 = 1 + 2 = 3,
+# F1 = 1 + 2 = 3, B1 = 1 + 4 = 5. Micro-batches 0, 2 go to replica 0 of both stages, 1, 3 to
+# replica 1: two identical pipelines of n = 2 micro-batches (a, b).
+# GPipe: stage 0 F(a) 0–2, F(b) 2–4; stage 1 F(a) 2–5, F(b) 5–8, B(a) 8–13, B(b) 13–18;
+# stage 0 B(a) 13–16, B(b) 18–21. 1F1B (y0 = ⌈(2+2)/2⌉ = 2, y1 = 1): stage 1 F(a) 2–5, B(a)
+# 5–10, F(b) 10–13, B(b) 13–18; stage 0 F(a), F(b), B(a) 10–13, B(b) 18–21: same ends.
+# Ring all-reduce, 2(d−1) = 2 steps of W/d bytes: stage 0 2 × 20/2/10 = 2 → 21–23; stage 1
+# 2 × 40/2/10 = 4 → 18–22. Batch 23. With Piper's 4(d−1)/d·W the steps double: 25 and 26.
+# Memory: GPipe holds n = 2 per replica: 100 + 2·5 = 110, 200 + 2·7 = 214; 1F1B y = (2, 1):
+# 110 and 207. Busy per replica: stage 1 2·(3+5) + 4 = 20, so time per sample 20/4 = 5 =
+# Piper's c1/d + 2(d−1)/d·W/(m·bw) = 8/2 + 40/40 (ring); 6 with 4(d−1)/d.
+
+def two_stage():
+    return chain([3, 6], [10], m=4, bandwidth=10.0, parameters=[20, 40], activations=[5, 7], resident=[100, 200])
+
+
+@pytest.mark.parametrize("schedule, memory", [("gpipe", (110.0, 214.0)), ("1f1b", (110.0, 207.0)),
+                                              ("piper", (110.0, 207.0))])
+@pytest.mark.parametrize("allreduce, batch, per_sample", [("ring", 23.0, 5.0), ("piper", 26.0, 6.0)])
+def test_two_stages_two_replicas_by_hand(schedule, memory, allreduce, batch, per_sample):
+    instance = two_stage()
+    result = simulate_parallel(instance, one_per_stage(instance, [2, 2]), schedule, allreduce=allreduce)
+    assert result.time_per_batch == pytest.approx(batch, rel=1e-12)
+    assert result.time_per_sample == pytest.approx(per_sample, rel=1e-12)
+    assert [result.peak_memory(k) for k in (0, 1)] == pytest.approx(list(memory))
+    assert [x for s in result.stages for x in (s.forward, s.backward)] == pytest.approx([2, 3, 3, 5])
+    assert len(result.replicas) == 4 and result.tasks == 2 * 2 * 4 + 2 * 2 * 2
+    ring = {"ring": (2.0, 4.0), "piper": (4.0, 8.0)}[allreduce]
+    assert [r.allreduce for r in result.replicas] == pytest.approx([ring[0]] * 2 + [ring[1]] * 2)
+
+
+# 1F1B, d = 1, m = 4, C = (9, 3, 6), no transfers: F, B = (3, 6), (1, 2), (2, 4). Warm-ups 2, 1, 0.
+# Stage 2: F0 4–6, B0 6–10, F1 10–12, B1 12–16, F2 16–18, B2 18–22, F3 22–24, B3 24–28.
+# Stage 1: F0 3–4, F1 6–7, B0 10–12, F2 12–13, B1 16–18, F3 21–22, B2 22–24, B3 28–30.
+# Stage 0: F0 0–3, F1 3–6, F2 6–9, B0 12–18, F3 18–21, B1 21–27, B2 27–33, B3 33–39.
+# Batch 39 (the flow-shop bound m·max c + the others' c = 36 + 3 + 6 = 45 is not reached: 1F1B
+# waits only for a round trip); in flight 3, 2, 1.
+def test_1f1b_three_uneven_stages_by_hand():
+    instance = chain([9, 3, 6], m=4, activations=[1, 1, 1])
+    result = simulate_parallel(instance, one_per_stage(instance, [1, 1, 1]), "1f1b")
+    assert result.time_per_batch == pytest.approx(39.0, rel=1e-12)
+    assert [s.peak_in_flight for s in result.stages] == [3, 2, 1]
+    assert result.time_per_sample == pytest.approx(9.0)
+
+
+# GPipe, d = 1, m = 4, C = (6, 17), node 0 sends 6 sync bytes on its edge (bandwidth 1).
+# φ = 1/3: F, B = (2+6, 4+6) = (8, 10), (17/3, 34/3). The critical path runs the forwards at the
+# largest F (stage 0) and the backwards at the largest B (stage 1): forwards end on stage 1 at
+# 8 + 3·8 + 17/3, its backwards at + 4·34/3, stage 0's last backward 10 later:
+# 8 + 24 + 17/3 + 136/3 + 10 = 93. φ = 1/2: F = B = (9, 9), (8.5, 8.5): one bottleneck stage,
+# 4·18 + 17 = 89. The batch depends on the split when transfers weigh differently per stage.
+@pytest.mark.parametrize("share, batch", [(1 / 3, 93.0), (0.5, 89.0)])
+def test_gpipe_depends_on_the_forward_share_by_hand(share, batch):
+    instance = chain([6, 17], m=4, sync_bw=[6, 0])
+    result = simulate_parallel(instance, one_per_stage(instance, [1, 1]), "gpipe", forward_share=share)
+    assert result.time_per_batch == pytest.approx(batch, rel=1e-12)
+    assert result.time_per_sample == pytest.approx(18.0)
+
+
+# GPipe, d = (1, 4), m = 8, C = (3, 12): F, B = (1, 2), (4, 8). Stage 1 replica r (micro-batches
+# r, r+4): F(r) r+1..r+5, F(r+4) r+5..r+9, B(r) r+9..r+17, B(r+4) r+17..r+25. Stage 0 runs its
+# backwards in micro-batch order as they arrive: 17–19, 19–21, 21–23, 23–25, 25–27, 27–29, 29–31,
+# 31–33. Batch 33; stage 0 holds all 8, stage 1 two per replica. Stage 1's replicas end at 25..28,
+# but their ring (zero bytes here) needs every replica in the collective: all four finish at 28.
+def test_gpipe_uneven_replicas_by_hand():
+    instance = chain([3, 12], m=8, activations=[1, 1])
+    result = simulate_parallel(instance, one_per_stage(instance, [1, 4]), "gpipe")
+    assert result.time_per_batch == pytest.approx(33.0, rel=1e-12)
+    assert [s.peak_in_flight for s in result.stages] == [8, 2]
+    assert [r.finish for r in result.replicas] == pytest.approx([33.0, 28.0, 28.0, 28.0, 28.0])
+
+
+def test_tensor_parallel_stage_pays_sync_bytes_on_both_ends():
+    # t = 2: C = (1.5, 3), and each end of the edge adds its TMPC's 4 sync bytes: 10 + 4 = 14 bytes at
+    # bandwidth 2, 7 per transfer on each end. F0 = 7 + 0.5, B0 = 7 + 1, F1 = 7 + 1, B1 = 7 + 2.
+    instance = chain([3, 6], [10], m=2, bandwidth=2.0, tensor_parallel=True)
+    result = simulate_parallel(instance, one_per_stage(instance, [1, 1], t=2), "gpipe")
+    assert [x for s in result.stages for x in (s.forward, s.backward)] == pytest.approx([7.5, 8, 8, 9])
+    assert [r.devices for r in result.replicas] == [2, 2]
+    # two micro-batches: F0 0–7.5, 7.5–15; F1 7.5–15.5, 15.5–23.5; B1 23.5–32.5, 32.5–41.5;
+    # B0 32.5–40.5, 41.5–49.5.
+    assert result.time_per_batch == pytest.approx(49.5)
+
+
+# --- closed forms ----------------------------------------------------------------------------------
+
+# Equal stages (compute c each, no transfers, no parameters), uniform d: the d replica pipelines are
+# identical, n = m/d micro-batches each. GPipe and 1F1B: (n + S − 1)·c. Interleaved (v chunks per
+# rank, p ranks, the S = p·v virtual stages c each): (n·v + p − 1)·c (Megatron: the bubble shrinks
+# by v). In flight per replica: GPipe n, 1F1B S − i, interleaved on rank ρ
+# min(2(p − ρ − 1) + (v − 1)p, n·v) + 1 (all n·v when n = p).
+@pytest.mark.parametrize("stages", [1, 2, 3, 5])
+@pytest.mark.parametrize("local", [1, 2, 4, 7])
+@pytest.mark.parametrize("d", [1, 3])
+def test_uniform_gpipe_and_1f1b(stages, local, d):
+    m = local * d
+    instance = chain([6] * stages, m=m, activations=[1] * stages)
+    plan = one_per_stage(instance, [d] * stages)
+    gp = simulate_parallel(instance, plan, "gpipe")
+    ofob = simulate_parallel(instance, plan, "1f1b")
+    assert gp.time_per_batch == pytest.approx((local + stages - 1) * 6, rel=1e-12)
+    assert ofob.time_per_batch == pytest.approx((local + stages - 1) * 6, rel=1e-12)
+    assert [s.peak_in_flight for s in gp.stages] == [local] * stages
+    assert [s.peak_in_flight for s in ofob.stages] == [min(stages - i, local) for i in range(stages)]
+
+
+@pytest.mark.parametrize("ranks, chunks", [(1, 2), (2, 2), (2, 3), (4, 2), (3, 4)])
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_uniform_interleaved(ranks, chunks, groups):
+    local = groups * ranks
+    n = ranks * chunks
+    instance = chain([3] * n, m=local, activations=[1] * n)
+    result = simulate_parallel(instance, one_per_stage(instance, [1] * n), "interleaved", chunks=chunks)
+    assert result.time_per_batch == pytest.approx((local * chunks + ranks - 1) * 3, rel=1e-12)
+    for replica in result.replicas:
+        rho = replica.rank
+        warm = local * chunks if local == ranks else min(2 * (ranks - rho - 1) + (chunks - 1) * ranks,
+                                                         local * chunks)
+        assert replica.peak_in_flight == min(warm + 1, local * chunks)
+        assert replica.peak_memory == replica.peak_in_flight
+
+
+# --- independent methods ---------------------------------------------------------------------------
+
+def gpipe_longest_path(forward, backward, allreduce, local):
+    """GPipe with uniform d: the longest path of the task grid. Forwards form a flow shop of identical
+    jobs (Σ F + (n−1)·max F up to stage s), the last forward of stage s precedes its first backward,
+    backwards form a flow shop back to stage s'; a rank's ring starts when its identical replicas end."""
+    stages = len(forward)
+
+    def finish(last):
+        return max(sum(forward[:s + 1]) + (local - 1) * max(forward[:s + 1]) + sum(backward[last:s + 1])
+                   + (local - 1) * max(backward[last:s + 1]) for s in range(last, stages))
+
+    return max(finish(s) + allreduce[s] for s in range(stages))
+
+
+chains = st.integers(1, 5).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(1, 12), min_size=n, max_size=n),           # C
+    st.lists(st.sampled_from([0, 2, 5]), min_size=n - 1, max_size=n - 1),   # edge bytes
+    st.lists(st.sampled_from([0, 3, 8]), min_size=n, max_size=n),   # parameters
+    st.lists(st.sampled_from([0, 4]), min_size=n, max_size=n),      # sync bytes out
+))
+
+
+@given(chains, st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 3]), st.sampled_from(["ring", "piper"]),
+       st.sampled_from([1 / 3, 0.5, 0.2]))
+@example(([6, 17], [0], [0, 0], [6, 0]), 1, 4, "ring", 1 / 3)
+@settings(max_examples=60)
+def test_gpipe_equals_its_longest_path(data, d, local, allreduce, share):
+    times, edge_bytes, parameters, sync = data
+    instance = chain(times, edge_bytes, m=d * local, parameters=parameters, sync_bw=sync)
+    result = simulate_parallel(instance, one_per_stage(instance, [d] * len(times)), "gpipe",
+                               allreduce=allreduce, forward_share=share)
+    step = {"ring": 1, "piper": 2}[allreduce]
+    ring = [2 * (d - 1) * step * p / d for p in parameters]
+    expected = gpipe_longest_path([s.forward for s in result.stages], [s.backward for s in result.stages], ring,
+                                  local)
+    assert result.time_per_batch == pytest.approx(expected, rel=1e-12)
+
+
+def piper_time_per_sample(instance, degrees, allreduce):
+    """Piper's objective for one node per stage (msr-fiddle/piper algo.cpp getTPSForResult), the
+    all-reduce bytes 4(d−1)/d·P there, 2(d−1)/d·P for a ring."""
+    m, bw = instance.microbatches_in_batch, instance.bandwidth
+    factor = {"ring": 2, "piper": 4}[allreduce]
+    worst = 0.0
+    for i, d in enumerate(degrees):
+        config = instance.nodes[i].configurations[1][0]
+        crossing = 0.0
+        for e in instance.edges:
+            if e.dst == i:
+                crossing += 2 * (e.communication_cost + config.sync_time_fw[e.src])
+            if e.src == i:
+                crossing += 2 * (e.communication_cost + config.sync_time_bw[e.dst])
+        worst = max(worst, (crossing / d + factor * (d - 1) * config.parameter_size / (d * m)) / bw
+                    + config.time_per_sample / d)
+    return worst
+
+
+degree_lists = st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=5)
+
+
+@given(degree_lists, st.data(), st.sampled_from(["gpipe", "1f1b"]), st.sampled_from(["ring", "piper"]))
+@example([2, 1], None, "1f1b", "piper")
+@example([1, 4, 4], None, "1f1b", "ring")   # Σ d > m: stage 0's y = 9 is capped at its 8 micro-batches
+@settings(max_examples=60)
+def test_time_per_sample_and_memory_are_pipers(degrees, data, schedule, allreduce):
+    """Any d per stage: the time per sample without fill and drain is Piper's objective; the peak memory
+    is R + A·y with y = n (GPipe) or ⌈(d_i + … + d_last)/d_i⌉ capped at n (1F1B)."""
+    n = len(degrees)
+    m = 8
+    if data is None:
+        times, edge_bytes, parameters, sync = [5, 7, 1, 1, 1][:n], [2, 0, 0, 0][:n - 1], [3, 8, 0, 0, 0][:n], [4] * n
+    else:
+        times, edge_bytes, parameters, sync = data.draw(chains.filter(lambda c: len(c[0]) == n))
+    activations = [i + 1 for i in range(n)]
+    resident = [10 * (i + 1) for i in range(n)]
+    instance = chain(times, edge_bytes, m=m, parameters=parameters, sync_bw=sync, activations=activations,
+                     resident=resident)
+    result = simulate_parallel(instance, one_per_stage(instance, degrees), schedule, allreduce=allreduce)
+    assert result.time_per_sample == pytest.approx(piper_time_per_sample(instance, degrees, allreduce), rel=1e-12)
+    for i, d in enumerate(degrees):
+        held = m // d if schedule == "gpipe" else min(math.ceil(sum(degrees[i:]) / d), m // d)
+        assert result.peak_memory(i) == resident[i] + activations[i] * held
+
+
+def test_time_per_sample_does_not_depend_on_the_forward_share():
+    instance = chain([4, 9, 2], [3, 1], m=8, parameters=[5, 0, 7], sync_bw=[0, 4, 0])
+    plan = one_per_stage(instance, [2, 1, 4])
+    values = {simulate_parallel(instance, plan, "1f1b", forward_share=s).time_per_sample for s in (0.0, 0.25, 1.0)}
+    assert max(values) == pytest.approx(min(values), rel=1e-12)
+
+
+def test_unit_scale_multiplies_compute_only():
+    instance = chain([3, 6], [10], m=4, bandwidth=10.0)
+    result = simulate_parallel(instance, one_per_stage(instance, [1, 1]), "gpipe", unit_scale=0.5)
+    assert [x for s in result.stages for x in (s.forward, s.backward)] == pytest.approx([1.5, 2, 2, 3])
+
+
+# --- plans of the published instances -------------------------------------------------------------
+
+def contiguous_plan(instance, stages, degrees, name="vanilla", t=1):
+    """The nodes in a topological order cut into ``stages`` runs of nearly equal length."""
+    order = TopologicalSorter({node.id: () for node in instance.nodes})
+    for e in instance.edges:
+        order.add(e.dst, e.src)
+    ids = list(order.static_order())
+    cuts = [round(k * len(ids) / stages) for k in range(stages + 1)]
+    return [StageSpec(tuple(ids[cuts[k]:cuts[k + 1]]), degrees[k], t,
+                      {v: name for v in ids[cuts[k]:cuts[k + 1]]}) for k in range(stages)]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared Piper instances not present")
+@pytest.mark.parametrize("name, degrees", [("bert32a100", [2, 1, 1, 2]), ("gnmt", [2, 2]), ("resnet", [4, 2, 1])])
+def test_shared_instances_piper_objective(name, degrees):
+    instance = read_piper(SHARED / f"{name}.json")
+    plan = contiguous_plan(instance, len(degrees), degrees)
+    result = simulate_parallel(instance, plan, "1f1b", allreduce="piper", microbatches=64)
+    m, bw = 64, instance.bandwidth
+    nodes = {n.id: n for n in instance.nodes}
+    stage_of = {v: k for k, s in enumerate(plan) for v in s.nodes}
+    expected = 0.0
+    for k, stage in enumerate(plan):
+        configs = {v: next(c for c in nodes[v].configurations[1] if c.id == "vanilla") for v in stage.nodes}
+        crossing = sum(2 * (e.communication_cost + configs[e.dst].sync_time_fw[e.src]) for e in instance.edges
+                       if stage_of[e.dst] == k and stage_of[e.src] != k)
+        crossing += sum(2 * (e.communication_cost + configs[e.src].sync_time_bw[e.dst]) for e in instance.edges
+                        if stage_of[e.src] == k and stage_of[e.dst] != k)
+        d = stage.d
+        weights = sum(c.parameter_size for c in configs.values())
+        expected = max(expected, (crossing / d + 4 * (d - 1) * weights / (d * m)) / bw
+                       + sum(c.time_per_sample for c in configs.values()) / d)
+        y = math.ceil(sum(degrees[k:]) / d)
+        memory = sum(c.memory_usage_a * y + c.memory_usage_b for c in configs.values())
+        assert result.peak_memory(k) == pytest.approx(memory, rel=1e-12)
+    assert result.time_per_sample == pytest.approx(expected, rel=1e-12)
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("plan, message", [
+    ([StageSpec((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 nodes missing)"),
+    ([StageSpec((0, 1), 1, 1, {0: "x", 1: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+     "stage 1: node 1 is already in stage 0"),
+    ([StageSpec((1,), 1, 1, {1: "x"}), StageSpec((0,), 1, 1, {0: "x"})], "edge 0 -> 1 goes from stage 1 back to stage 0"),
+    ([StageSpec((0,), 1, 2, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC for t = 2"),
+    ([StageSpec((0,), 1, 1, {0: "z"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC 'z' for t = 1"),
+    ([StageSpec((0,), 3, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+     "stage 0: d = 3 does not divide the 4 micro-batches of a batch"),
+    ([StageSpec((0,), 0, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: d must be a positive integer, not 0"),
+    ([StageSpec((0,), 1, 1, {}), StageSpec((1,), 1, 1, {1: "x"})],
+     "stage 0: tmpcs must name one TMPC for each of its nodes and no other"),
+    ([StageSpec((0,), 1, 1, {0: "x"}), StageSpec((7,), 1, 1, {7: "x"})], "stage 1: node 7 is not a node of the instance"),
+    ([], "the plan has no stage"),
+])
+def test_bad_plans(plan, message):
+    with pytest.raises(InvalidPlanError) as info:
+        simulate_parallel(chain([1, 1]), plan, "1f1b")
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"schedule": "zb"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not 'zb'"),
+    ({"schedule": "interleaved", "chunks": 1}, "chunks must be at least 2 under the interleaved schedule, not 1"),
+    ({"schedule": "gpipe", "chunks": 2}, "chunks must be 1 under the gpipe schedule, not 2"),
+    ({"schedule": "interleaved", "chunks": 3}, "chunks must divide the number of stages (4), not 3"),
+    ({"schedule": "interleaved", "chunks": 2, "microbatches": 3},
+     "microbatches per replica (3) must be a multiple of the 2 pipeline ranks under the interleaved schedule"),
+    ({"microbatches": 0}, "microbatches must be a positive integer, not 0"),
+    ({"forward_share": 1.5}, "forward_share must be a finite number ≥ 0 and ≤ 1, not 1.5"),
+    ({"allreduce": "tree"}, "allreduce must be one of 'ring', 'piper', not 'tree'"),
+    ({"unit_scale": 0}, "unit_scale must be a finite number > 0, not 0"),
+])
+def test_bad_parameters(kwargs, message):
+    instance = chain([1, 1, 1, 1], m=4)
+    with pytest.raises(InvalidParameterError) as info:
+        simulate_parallel(instance, one_per_stage(instance, [1, 1, 1, 1]), **kwargs)
+    assert str(info.value) == message
+
+
+def test_interleaved_stages_of_one_rank_share_degrees():
+    instance = chain([1, 1, 1, 1], m=4)
+    with pytest.raises(InvalidPlanError) as info:
+        simulate_parallel(instance, one_per_stage(instance, [1, 1, 2, 1]), "interleaved", chunks=2)
+    assert str(info.value) == ("stage 2 shares the devices of stage 0 (chunks = 2) but has d = 2, t = 1, type '' "
+                               "against d = 1, t = 1, type ''")
