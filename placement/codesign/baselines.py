@@ -1,0 +1,293 @@
+"""Heuristic co-design baselines, to measure against the proven optimum of :mod:`.exact`.
+
+Each baseline picks chip designs from the grid by its own rule, then places the model on them
+with the DP the exact method runs (:func:`evaluate`: the DP over ideals on chips of the chosen
+designs), so its throughput is directly comparable with the optimum and can never exceed it:
+every design it considers is a design of the grid within the budgets.
+
+* :func:`wham` — after WHAM (M. Adnan, A. Phanishayee, J. Kulkarni, P. J. Nair, D. Mahajan,
+  "Workload-Aware Hardware Accelerator Mining for Distributed Deep Learning Training",
+  arXiv:2404.14632, 2024). Its search, as the paper's abstract describes it, decomposes the
+  problem: a *local search* tunes an architecture for each pipeline stage "using a heuristic-based
+  approach that prioritizes accelerator resources ... to critical operators", keeping *k* designs
+  per stage, and a *global search* picks one design per stage from the top-k sets to maximise
+  training throughput. Here: (1) the stages are the DP's optimal split of the model onto ``chips``
+  copies of the smallest feasible design (WHAM takes the stages as given); (2) per stage,
+  hill climbing on the grid from that design: the stage's critical operators are its slowest
+  nodes that make up :data:`CRITICAL_SHARE` of its time, every move changes one parameter by one
+  grid step up (or one up and another one down, to stay within the budgets), the move taken is the
+  one that most shortens the critical operators among those that shorten the stage, until none
+  does; the ``top_k`` fastest designs met are kept; (3) the global pick evaluates, with the DP,
+  the combination of every stage's fastest design and each combination that swaps one stage's
+  design for another of its top-k (homogeneous: every design of the union of the top-k sets on
+  all chips), and returns the best.
+* :func:`random_search` — a fixed budget of evaluations of uniformly drawn feasible design
+  combinations (seeded), the best one kept: the budget-bound black-box search of the Spotlight
+  kind, without its model of the objective.
+* :func:`fixed` — one TPU-like design on every chip: two tensor cores of 128×128 MACs, two
+  vector cores of 128 lanes, 32 MB of buffer, after TPUv2 (N. P. Jouppi et al., "A
+  domain-specific supercomputer for training deep neural networks", CACM 63(7), 2020: two
+  TensorCores per chip, each with one 128×128 MXU and a vector unit, 16 MiB of vector memory
+  per core), each parameter snapped to the grid's nearest value (on a log scale).
+
+Every baseline returns a :class:`BaselineResult` with its throughput, the designs and plan,
+the number of designs (or combinations) it evaluated and its search time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from placement import parameters
+from placement.codesign.grid import Grid, load_grid
+from placement.codesign.pipeline import design_instance, layer_plans, stage_designs
+from placement.codesign.result import OBJECTIVES
+from placement.codesign.space import Candidates, candidates
+from placement.codesign.template import PARAMETERS, Design
+from placement.codesign.workload import Workload, load_workload
+from placement.solvers.dp import solve_dp
+from placement.solvers.dp_table import build_layers
+from placement.errors import InvalidParameterError
+
+#: Share of a stage's time that its critical operators make up (WHAM-like local search).
+CRITICAL_SHARE = 0.8
+#: The TPUv2-like design of :func:`fixed`, before snapping to the grid.
+TPU_LIKE = Design(tensor_cores=2, array_width=128, array_depth=128, vector_cores=2, vector_lanes=128,
+                  buffer_mb=32.0)
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """A baseline's answer: ``value`` as the exact method reports it, ``throughput`` in samples per
+    second, the designs per stage and the plan, how many evaluations it made, its search time."""
+
+    method: str
+    value: float
+    throughput: float
+    designs: tuple[Design, ...]
+    plan: Any
+    evaluated: int
+    runtime_s: float
+    details: dict = field(default_factory=dict)
+
+    def ratio(self, optimum_throughput: float) -> float:
+        """This throughput over the optimum's (≤ 1 up to rounding)."""
+        return self.throughput / optimum_throughput
+
+
+def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objective: str
+           ) -> tuple[Workload, Grid, Candidates]:
+    chips = parameters.integer("chips", chips, smallest=1)
+    area = parameters.number("area", area, positive=True)
+    power = parameters.number("power", power, positive=True)
+    parameters.one_of("objective", objective, OBJECTIVES)
+    workload, grid = load_workload(model), load_grid(grid)
+    space = candidates(workload, grid, area, power)
+    if not space.designs:
+        raise InvalidParameterError("area", f"and power leave no design of the grid: none fits {area:g} mm² "
+                                            f"and {power:g} W")
+    return workload, grid, space
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The best placement on given chips: ``score`` (smaller is better: the max load in ms per input
+    for throughput; max load × watts of the chips used for perf-per-watt), the max load ``time_ms``,
+    the plan, and the design of each non-empty stage in pipeline order."""
+
+    score: float
+    time_ms: float
+    plan: Any
+    designs: tuple[Design, ...]
+
+
+def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *,
+             objective: str = "throughput") -> Evaluation:
+    """Place ``workload`` on one chip of each of ``designs`` (repeats: several chips of a design), in
+    any pipeline order, with the DP of :mod:`placement.solvers.dp`; ``times`` holds each design's node
+    times (rows, ms). For perf-per-watt every chip count the DP can leave empty is tried (the best
+    plan of every DP layer) and the least max load × watts of the chips used is kept. ``score`` is
+    infinite when no plan fits (node memory)."""
+    distinct = list(dict.fromkeys(designs))
+    rows = [next(i for i, d in enumerate(designs) if d == x) for x in distinct]
+    problem = design_instance(workload, distinct, np.asarray(times)[rows], [designs.count(d) for d in distinct])
+    if objective == "throughput":
+        solution = solve_dp(problem)
+        if solution.plan is None:
+            return Evaluation(math.inf, math.inf, None, ())
+        return Evaluation(solution.objective, solution.objective, solution.plan, stage_designs(solution.plan, distinct))
+    best = Evaluation(math.inf, math.inf, None, ())
+    for _, value, plan in layer_plans(problem, build_layers(problem))[0]:
+        used = stage_designs(plan, distinct)
+        score = value * sum(d.tdp_w for d in used)
+        if score < best.score:
+            best = Evaluation(score, value, plan, used)
+    return best
+
+
+class _Evaluator:
+    """:func:`evaluate` on the design combinations a baseline tries (rows of ``space``), counting them
+    and keeping the best."""
+
+    def __init__(self, workload: Workload, space: Candidates, chips: int, objective: str) -> None:
+        self.workload, self.space, self.chips, self.objective = workload, space, chips, objective
+        self.row = {d: i for i, d in enumerate(space.designs)}
+        self.calls, self.best, self.seen = 0, None, {}
+
+    def __call__(self, designs: Sequence[Design]) -> Evaluation:
+        designs = tuple(designs) if len(designs) == self.chips else (designs[0],) * self.chips
+        key = tuple(sorted(designs))  # the DP orders the chips itself
+        if key not in self.seen:
+            self.calls += 1
+            answer = evaluate(self.workload, key, self.space.times[[self.row[d] for d in key]],
+                              objective=self.objective)
+            self.seen[key] = answer
+            if answer.plan is not None and (self.best is None or answer.score < self.best.score):
+                self.best = answer
+        return self.seen[key]
+
+    def result(self, method: str, start: float, details: dict | None = None) -> BaselineResult:
+        if self.best is None:
+            raise InvalidParameterError("model", "has no placement on any design the baseline tried (node memory)")
+        best = self.best
+        throughput = throughput_of(best.time_ms)
+        value = throughput / sum(d.tdp_w for d in best.designs) if self.objective == "perf-per-watt" else throughput
+        return BaselineResult(method, value, throughput, best.designs, best.plan, self.calls,
+                              time.perf_counter() - start, details or {})
+
+
+def throughput_of(time_ms: float) -> float:
+    """Inputs per second at ``time_ms`` ms per input."""
+    return 1000.0 / time_ms if time_ms > 0 else math.inf
+
+
+def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
+          ) -> BaselineResult:
+    """The TPU-like design (module docstring) on all ``chips``; an :class:`InvalidParameterError`
+    (parameter ``area``) when it does not fit the budgets."""
+    start = time.perf_counter()
+    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    design = Design(*(_nearest(getattr(TPU_LIKE, name), values) for name, values in zip(PARAMETERS, grid.values)))
+    if design not in space.designs:
+        raise InvalidParameterError("area", f"and power do not hold the TPU-like design {design.label} "
+                                            f"({design.area_mm2:g} mm², {design.tdp_w:g} W)")
+    run = _Evaluator(workload, space, chips, objective)
+    run((design,))
+    return run.result("fixed", start, {"design": design.label})
+
+
+def _nearest(target: float, values: Sequence[float]) -> float:
+    """The value of ``values`` nearest to ``target`` on a log scale (the smaller on a tie)."""
+    return min(values, key=lambda v: (abs(math.log(v / target)), v))
+
+
+def random_search(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
+                  objective: str = "throughput", homogeneous: bool = False, budget: int = 64, seed: int = 0,
+                  ) -> BaselineResult:
+    """The best of ``budget`` uniformly drawn design combinations (one design for all chips when
+    ``homogeneous``), drawn with ``numpy.random.default_rng(seed)``, each placed by the DP."""
+    start = time.perf_counter()
+    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    designs = space.designs
+    budget = parameters.integer("budget", budget, smallest=1)
+    seed = parameters.integer("seed", seed, largest=parameters.MAX_SEED)
+    rng = np.random.default_rng(seed)
+    run = _Evaluator(workload, space, chips, objective)
+    width = 1 if homogeneous else chips
+    for _ in range(budget):
+        run(tuple(designs[i] for i in rng.integers(len(designs), size=width)))
+    return run.result("random", start, {"budget": budget, "seed": seed})
+
+
+def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
+         homogeneous: bool = False, top_k: int = 5) -> BaselineResult:
+    """The WHAM-like search (module docstring): stages, per-stage local search keeping ``top_k``
+    designs, global pick."""
+    start = time.perf_counter()
+    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    designs = space.designs
+    top_k = parameters.integer("top_k", top_k, smallest=1)
+    run = _Evaluator(workload, space, chips, objective)
+    smallest = min(designs, key=lambda d: (d.area_mm2, d.tdp_w))
+    start_plan = run((smallest,)).plan
+    if start_plan is None:
+        raise InvalidParameterError("model", f"has no placement on {chips} chips of {smallest.label} (node memory)")
+    stages = _stage_nodes(start_plan, workload)
+    row = {d: i for i, d in enumerate(designs)}
+    tops, local = [], 0
+    for nodes in stages:
+        top, steps = _local_search(space, row, nodes, smallest, grid, top_k)
+        tops.append(top)
+        local += steps
+    if homogeneous:
+        for design in dict.fromkeys(itertools.chain.from_iterable(tops)):
+            run((design,))
+    else:
+        first = [top[0] for top in tops]
+        run(first)
+        for s, top in enumerate(tops):
+            for other in top[1:]:
+                run(first[:s] + [other] + first[s + 1:])
+    return run.result("wham", start, {"top_k": top_k, "local_steps": local, "stages": len(stages)})
+
+
+def _stage_nodes(plan: Any, workload: Workload) -> list[list[int]]:
+    """Node positions of each stage of ``plan`` in pipeline order (stages without nodes left out)."""
+    position = {node.id: i for i, node in enumerate(workload.instance.nodes)}
+    return [[position[v] for v in device.nodes] for device in plan.devices if device.nodes]
+
+
+def _neighbours(design: Design, grid: Grid, row: dict[Design, int]) -> list[Design]:
+    """Designs within the budgets (keys of ``row``) one grid step up in one parameter, or one step up
+    in one and one down in another (steps between the sorted values of each parameter)."""
+    ladders = [sorted(values) for values in grid.values]
+    index = [ladder.index(getattr(design, name)) for name, ladder in zip(PARAMETERS, ladders)]
+    out = []
+    for up in range(len(PARAMETERS)):
+        if index[up] + 1 >= len(ladders[up]):
+            continue
+        for down in [None] + [p for p in range(len(PARAMETERS)) if p != up and index[p] > 0]:
+            moved = list(index)
+            moved[up] += 1
+            if down is not None:
+                moved[down] -= 1
+            candidate = Design(*(ladder[i] for ladder, i in zip(ladders, moved)))
+            if candidate in row:
+                out.append(candidate)
+    return out
+
+
+def _local_search(space: Candidates, row: dict[Design, int], nodes: list[int], start: Design, grid: Grid,
+                  top_k: int) -> tuple[list[Design], int]:
+    """Hill climbing for the stage of node positions ``nodes`` (module docstring): the ``top_k``
+    fastest designs met, fastest first, and the number of moves made."""
+    def stage_times(designs: Sequence[Design]) -> np.ndarray:
+        return space.times[np.ix_([row[d] for d in designs], nodes)]
+
+    seen = {start: float(stage_times([start]).sum())}
+    current, steps = start, 0
+    while True:
+        times = stage_times([current])[0]
+        order = np.argsort(-times, kind="stable")
+        share = np.cumsum(times[order]) / max(float(times.sum()), 1e-300)
+        critical = order[: int(np.searchsorted(share, CRITICAL_SHARE)) + 1]
+        moves = _neighbours(current, grid, row)
+        if not moves:
+            break
+        table = stage_times(moves)
+        stage, crit = table.sum(axis=1), table[:, critical].sum(axis=1)
+        for design, t in zip(moves, stage):
+            seen.setdefault(design, float(t))
+        better = np.flatnonzero(stage < seen[current] * (1 - 1e-12))
+        if better.size == 0:
+            break
+        current = moves[better[np.lexsort((stage[better], crit[better]))[0]]]
+        steps += 1
+    ranked = sorted(seen, key=lambda d: (seen[d], d.area_mm2, d))
+    return ranked[:top_k], steps

@@ -1,0 +1,371 @@
+"""Design studies: sweeps of the co-design over models × chips × budgets × grids on a Dask cluster.
+
+A sweep specification (:class:`SweepSpec`, or a JSON file read by :func:`load_spec`) names
+lists of models, chip counts ``k``, budgets ``(area mm², power W)`` per chip, grids,
+objectives and design modes (homogeneous or one design per stage); a *configuration* is one
+element of their Cartesian product (:func:`configurations`). :func:`run_sweep` runs every
+configuration that the results file does not hold yet as one Dask task
+(:func:`run_configuration`: the exact co-design and the baselines), on a
+``distributed.LocalCluster`` by default or on the cluster at ``scheduler``, and appends each
+record to the JSON Lines file as soon as it arrives, flushed to disk. A sweep that was
+interrupted (a killed process, a lost cluster) is resumed by running it again: records are
+matched to configurations by their ``id`` (:func:`configuration_id`, a digest of the
+configuration), the configurations already there are skipped, and a last line cut short by the
+interruption is dropped first.
+
+Record fields (one JSON object per line): ``id``, ``config`` (the configuration), ``status``
+(the exact method's: ``optimal``, or ``infeasible`` with ``error`` saying why, e.g. no design of
+the grid fits the budgets; ``error`` when the configuration cannot be run at all, e.g. an unknown
+model), ``value`` (the objective: inputs per second, or per second per watt), ``throughput``
+(inputs per second), ``time_per_input_ms``, ``power_w`` (summed TDP of the chips used),
+``designs`` (per stage: the template parameters, ``label``, ``area_mm2`` and ``tdp_w``),
+``area_mm2`` and ``tdp_w`` (the largest over the stages), ``evaluated``, ``pruned``,
+``runtime_s``, and ``baselines``: per baseline its ``value``, ``throughput``, ``ratio`` (its
+value over the optimum's: at most 1), ``runtime_s``, ``evaluated`` and ``designs`` (labels), or
+``error`` when it cannot run (the TPU-like design over the budgets).
+
+Dask is imported only here and only when a sweep runs (the ``sweep`` extra).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError
+from placement.jsonfile import load_json, strict_json
+from placement import parameters
+
+#: the keys of a configuration, in the order records show them
+CONFIG_KEYS = ("model", "chips", "area_mm2", "power_w", "grid", "objective", "homogeneous")
+#: the keys of a sweep specification file
+SPEC_KEYS = ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines", "random_budget", "seed")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The lists a sweep multiplies out, and the baselines each configuration also runs.
+
+    ``budgets`` are ``(area_mm2, power_w)`` pairs, per chip; ``grids`` are grid files (or
+    ``None`` for the default grid); ``random_budget`` and ``seed`` set the random-search baseline.
+    """
+
+    models: tuple[str, ...]
+    chips: tuple[int, ...]
+    budgets: tuple[tuple[float, float], ...]
+    grids: tuple[str | None, ...] = (None,)
+    objectives: tuple[str, ...] = ("throughput",)
+    homogeneous: tuple[bool, ...] = (False,)
+    baselines: tuple[str, ...] = ("wham", "random", "fixed")
+    random_budget: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous"):
+            if not getattr(self, name):
+                raise InvalidParameterError(name, "must list at least one value")
+        for k in self.chips:
+            parameters.integer("chips", k, smallest=1)
+        for budget in self.budgets:
+            if not (isinstance(budget, (tuple, list)) and len(budget) == 2):
+                raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs, not {budget!r}")
+            parameters.number("area_mm2", budget[0], positive=True)
+            parameters.number("power_w", budget[1], positive=True)
+        for objective in self.objectives:
+            parameters.one_of("objective", objective, ("throughput", "perf-per-watt"))
+        for flag in self.homogeneous:
+            parameters.flag("homogeneous", flag)
+        for baseline in self.baselines:
+            parameters.one_of("baselines", baseline, ("wham", "random", "fixed"))
+        parameters.integer("random_budget", self.random_budget, smallest=1)
+        parameters.integer("seed", self.seed, largest=parameters.MAX_SEED)
+
+    @property
+    def size(self) -> int:
+        """The number of configurations."""
+        return (len(self.models) * len(self.chips) * len(self.budgets) * len(self.grids) * len(self.objectives)
+                * len(self.homogeneous))
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """The sweep specification in the JSON file at ``path``: an object with the fields of
+    :class:`SweepSpec` (``budgets`` as ``[[area_mm2, power_w], ...]``); relative grid and model
+    paths are taken relative to the current directory. A file that is not such an object raises
+    :class:`InvalidInstanceError` whose message starts with ``path``."""
+    data = load_json(path, InvalidInstanceError)
+    if not isinstance(data, dict):
+        raise InvalidInstanceError(f"{path}: a sweep specification is a JSON object with the keys "
+                                   f"{', '.join(SPEC_KEYS)}")
+    unknown = sorted(set(data) - set(SPEC_KEYS))
+    if unknown:
+        raise InvalidInstanceError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(SPEC_KEYS)})")
+    missing = [key for key in ("models", "chips", "budgets") if key not in data]
+    if missing:
+        raise InvalidInstanceError(f"{path}: missing key {missing[0]!r}")
+    fields: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in ("random_budget", "seed"):
+            fields[key] = value
+        elif not isinstance(value, list):
+            raise InvalidInstanceError(f"{path}: {key} must be a list, not {value!r}")
+        else:
+            fields[key] = tuple(tuple(v) if key == "budgets" and isinstance(v, list) else v for v in value)
+    try:
+        return SweepSpec(**fields)
+    except InvalidParameterError as exc:
+        raise InvalidInstanceError(f"{path}: {exc}") from None
+
+
+def configurations(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every configuration of ``spec``, in a fixed order (models outermost, design modes innermost)."""
+    return [dict(zip(CONFIG_KEYS, (model, k, float(area), float(power), grid, objective, homogeneous)))
+            for model, k, (area, power), grid, objective, homogeneous
+            in itertools.product(spec.models, spec.chips, spec.budgets, spec.grids, spec.objectives,
+                                 spec.homogeneous)]
+
+
+def configuration_id(config: dict[str, Any]) -> str:
+    """A digest of ``config`` (its canonical JSON): the same configuration always has the same id."""
+    text = json.dumps(strict_json(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of the JSON Lines file at ``path`` (none when it does not exist).
+
+    A last line without its newline (a write cut short by an interruption) is ignored; any
+    other line that is not a JSON object with an ``id`` raises :class:`InvalidParameterError`
+    (parameter ``out``) naming the line.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    lines.pop()  # the text after the last newline: empty, or a cut-short record
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidParameterError("out", f"{path}: line {number} is not JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str):
+            raise InvalidParameterError("out", f"{path}: line {number} is not a sweep record (no id)")
+        records.append(record)
+    return records
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut the file at ``path`` after its last newline (a record whose write was interrupted)."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one line to ``path`` and flush it to disk (the sweep's checkpoint)."""
+    line = json.dumps(strict_json(record), separators=(",", ":"), allow_nan=False) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class ProgressBar:
+    """A one-line progress bar on standard error: done/total, elapsed time and the estimated rest.
+
+    ``quiet`` prints nothing. The line is redrawn in place (carriage return) and ended by :meth:`close`.
+    """
+
+    WIDTH = 30
+
+    def __init__(self, total: int, done: int = 0, *, quiet: bool = False, stream: Any = None) -> None:
+        self.total, self.done, self.quiet = total, done, quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.start, self.new = time.perf_counter(), 0
+        self._draw()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        self.new += n
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.quiet:
+            return
+        share = self.done / self.total if self.total else 1.0
+        filled = int(round(self.WIDTH * share))
+        elapsed = time.perf_counter() - self.start
+        rest = elapsed / self.new * (self.total - self.done) if self.new else math.nan
+        eta = f", about {rest:.0f} s left" if math.isfinite(rest) and self.done < self.total else ""
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
+                          f"configurations, {elapsed:.0f} s{eta}   ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if not self.quiet:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What :func:`run_sweep` did: configurations in the spec, already in the file, run now, and how
+    many of those run now have no optimum (``errors``: status not ``optimal``)."""
+
+    total: int
+    skipped: int
+    ran: int
+    errors: int
+    out: str
+    plots: tuple[str, ...] = ()
+
+
+def _client(scheduler: str | None, workers: int | None, processes: bool) -> tuple[Any, Any]:
+    """A Dask client on the cluster at ``scheduler``, or on a new local cluster (returned too, to close)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise SolverUnavailableError("sweeps need Dask: pip install 'placement[sweep]'") from None
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout="30s"), None
+        except (OSError, TimeoutError) as exc:
+            raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0")
+    return Client(cluster), cluster
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None, workers: int | None = None,
+              processes: bool = True, quiet: bool = False, plots: str | Path | None = None,
+              task: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> SweepSummary:
+    """Run every configuration of ``spec`` not yet in the JSON Lines file ``out``, appending records.
+
+    ``scheduler`` is the address of a running Dask scheduler (``tcp://host:8786``); without it a
+    ``distributed.LocalCluster`` of ``workers`` worker processes (threads when ``processes`` is
+    false) runs here and is closed at the end. A progress bar goes to standard error unless
+    ``quiet``. ``plots`` is a folder to write the plots of every record of ``out`` into
+    (:func:`placement.codesign.plots.write_plots`). ``task`` replaces :func:`run_configuration`
+    (it takes a configuration, with its baselines settings, and returns a record without ``id``).
+    """
+    out = Path(out)
+    parameters.integer("workers", workers, smallest=1, optional=True)
+    if plots is not None:  # fail before hours of work when the plots cannot be drawn
+        from placement.codesign.plots import matplotlib_modules
+        matplotlib_modules()
+    _drop_partial_line(out)
+    done = {record["id"] for record in read_records(out)}
+    todo = []
+    for config in configurations(spec):
+        ident = configuration_id(config)
+        if ident not in done:
+            todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
+                         "random_budget": spec.random_budget, "seed": spec.seed})
+    total = spec.size
+    errors = 0
+    if todo:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        client, cluster = _client(scheduler, workers, processes)
+        bar = ProgressBar(total, total - len(todo), quiet=quiet)
+        try:
+            from dask.distributed import as_completed
+            futures = client.map(_run_task, todo, [task or run_configuration] * len(todo), pure=False)
+            for future in as_completed(futures):
+                record = future.result()
+                errors += record.get("status") != "optimal"
+                append_record(out, record)
+                bar.update()
+        finally:
+            bar.close()
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    written: tuple[str, ...] = ()
+    if plots is not None:
+        from placement.codesign.plots import write_plots
+        written = tuple(str(p) for p in write_plots(read_records(out), plots))
+    return SweepSummary(total=total, skipped=total - len(todo), ran=len(todo), errors=errors, out=str(out),
+                        plots=written)
+
+
+def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """One configuration on a worker: its record with its ``id`` first; a :class:`PlacementError`
+    (the configuration cannot be solved) becomes a record with status ``error`` and the message."""
+    start = time.perf_counter()
+    try:
+        body = task(item)
+    except PlacementError as exc:
+        body = {"config": item["config"], "status": "error", "error": str(exc),
+                "runtime_s": time.perf_counter() - start}
+    return {"id": item["id"], **body}
+
+
+def sweep_model(model: str) -> Any:
+    """The model a configuration names: a model file's path, or a generated model of
+    :func:`placement.zoo.codesign_models.model_names` (e.g. ``gnmt-training``) as a decoded model file."""
+    from placement.codesign.template import LINK_BYTES_PER_S
+    from placement.zoo.codesign_models import model_file, model_names
+
+    if Path(model).exists():
+        return model
+    if model in model_names():
+        return model_file(model, LINK_BYTES_PER_S)
+    raise InvalidParameterError("model", f"{model!r} is neither a model file nor one of {', '.join(model_names())}")
+
+
+def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
+    """The record of one configuration: the exact co-design, then each baseline of ``item["baselines"]``
+    on the same model, grid and budgets (see the module docstring for the fields). A baseline that
+    cannot run (the TPU-like design over the budget) has ``error`` instead of a throughput."""
+    from placement.codesign import baselines
+    from placement.codesign.exact import solve_exact
+    from placement.codesign.grid import load_grid
+    from placement.codesign.workload import load_workload
+
+    config = item["config"]
+    workload = load_workload(sweep_model(config["model"]))
+    grid = load_grid(config["grid"])
+    common = {"grid": grid, "objective": config["objective"]}
+    exact = solve_exact(workload, grid, config["chips"], config["area_mm2"], config["power_w"],
+                        homogeneous=config["homogeneous"], objective=config["objective"])
+    record: dict[str, Any] = {
+        "config": config, "status": exact.status, "value": exact.value,
+        "throughput": 1000.0 / exact.time_per_input_ms if exact.status == "optimal" else None,
+        "time_per_input_ms": exact.time_per_input_ms, "power_w": exact.power_w,
+        "designs": [d.as_dict() for d in exact.designs],
+        "area_mm2": max((d.area_mm2 for d in exact.designs), default=None),
+        "tdp_w": max((d.tdp_w for d in exact.designs), default=None),
+        "evaluated": exact.evaluated, "pruned": exact.pruned, "runtime_s": exact.runtime_s, "baselines": {}}
+    if exact.status != "optimal":
+        record["error"] = exact.message or exact.status
+        return record
+    runs = {"wham": lambda: baselines.wham(workload, config["chips"], config["area_mm2"], config["power_w"],
+                                           homogeneous=config["homogeneous"], **common),
+            "random": lambda: baselines.random_search(workload, config["chips"], config["area_mm2"],
+                                                      config["power_w"], homogeneous=config["homogeneous"],
+                                                      budget=item["random_budget"], seed=item["seed"], **common),
+            "fixed": lambda: baselines.fixed(workload, config["chips"], config["area_mm2"], config["power_w"],
+                                             **common)}
+    for name in item["baselines"]:
+        try:
+            found = runs[name]()
+        except InvalidParameterError as exc:
+            record["baselines"][name] = {"error": str(exc)}
+            continue
+        record["baselines"][name] = {
+            "value": found.value, "throughput": found.throughput, "ratio": found.value / exact.value,
+            "runtime_s": found.runtime_s, "evaluated": found.evaluated, "designs": [d.label for d in found.designs]}
+    return record

@@ -1,0 +1,253 @@
+"""Co-design baselines, sweeps and the generated benchmark models.
+
+* the baselines never beat the proven optimum (their designs are grid designs within the
+  budgets, placed by the same DP), and agree with it where they cover the whole space;
+* a sweep resumes: a partial results file (its last record cut short) makes only the missing
+  configurations run, and the records are those of an uninterrupted run; a sweep killed mid-run
+  and started again ends with every configuration exactly once;
+* the generated models match the FLOPs of the torch-imported instances and the published
+  parameter counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.codesign import baselines, sweep
+from placement.codesign.exact import solve_exact
+from placement.codesign.grid import load_grid
+from placement.codesign.workload import load_workload
+from placement.errors import InvalidInstanceError, InvalidParameterError
+from placement.zoo import codesign_models
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = str(ROOT / "instances" / "models" / "mlp-training.json")
+TINY = str(ROOT / "instances" / "grids" / "tiny.json")
+
+pytest.importorskip("dask.distributed", reason="Dask is not installed (pip install 'placement[sweep]')")
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return load_workload(MLP)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_grid(TINY)
+
+
+@pytest.mark.parametrize("objective", ["throughput", "perf-per-watt"])
+@pytest.mark.parametrize("homogeneous", [False, True])
+@pytest.mark.parametrize("chips", [1, 2, 3])
+@pytest.mark.parametrize("budget", [(606.68, 300.0), (350.0, 150.0)])
+def test_baselines_never_beat_the_optimum(mlp, tiny, chips, homogeneous, objective, budget):
+    exact = solve_exact(mlp, tiny, chips, *budget, homogeneous=homogeneous, objective=objective)
+    assert exact.status == "optimal"
+    runs = [baselines.wham(mlp, chips, *budget, grid=tiny, objective=objective, homogeneous=homogeneous),
+            baselines.random_search(mlp, chips, *budget, grid=tiny, objective=objective, homogeneous=homogeneous,
+                                    budget=8, seed=3)]
+    if budget[0] >= 354:  # the TPU-like design of the tiny grid takes 353.952 mm²
+        runs.append(baselines.fixed(mlp, chips, *budget, grid=tiny, objective=objective))
+    for found in runs:
+        assert 0 < found.value <= exact.value * (1 + 1e-12), found.method
+        assert all(d.area_mm2 <= budget[0] and d.tdp_w <= budget[1] for d in found.designs)
+        assert len(found.designs) <= chips
+
+
+def test_a_random_search_that_draws_every_design_finds_the_optimum(mlp, tiny):
+    # Homogeneous: one draw is one design; 200 seeded draws from the 16 designs of the tiny grid
+    # (all within 606.68 mm² and 300 W) meet all 16, so the best of them is the optimum.
+    exact = solve_exact(mlp, tiny, 2, 606.68, 300.0, homogeneous=True)
+    found = baselines.random_search(mlp, 2, 606.68, 300.0, grid=tiny, homogeneous=True, budget=200, seed=0)
+    assert found.evaluated == 16
+    assert found.value == pytest.approx(exact.value, rel=1e-12)
+    assert found.designs == exact.designs
+
+
+def test_the_fixed_design_is_tpu_like_snapped_to_the_grid(mlp, tiny):
+    # tiny grid: tensor cores {1, 2} -> 2; width {64, 128} -> 128; depth {128}; vector cores {1, 8}:
+    # 2 is a factor 2 from 1 and 4 from 8 -> 1; lanes {128}; buffer {8, 32} -> 32.
+    found = baselines.fixed(mlp, 1, 606.68, 300.0, grid=tiny)
+    assert [d.label for d in found.designs] == ["tc2x128x128-vc1x128-buf32"]
+    # Its value is the optimum over the grid of that one design (the exact method, another path).
+    only = {"tensor_cores": [2], "array_width": [128], "array_depth": [128], "vector_cores": [1],
+            "vector_lanes": [128], "buffer_mb": [32]}
+    assert found.value == pytest.approx(solve_exact(mlp, load_grid(only), 1, 606.68, 300.0).value, rel=1e-12)
+    with pytest.raises(InvalidParameterError) as caught:
+        baselines.fixed(mlp, 1, 350.0, 300.0, grid=tiny)
+    assert str(caught.value) == ("area and power do not hold the TPU-like design tc2x128x128-vc1x128-buf32 "
+                                 "(353.952 mm², 186.481 W)")
+
+
+def test_wham_through_the_library_entry_point(tiny):
+    direct = baselines.wham(MLP, 3, 606.68, 300.0, grid=tiny)
+    wrapped = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline="wham")
+    assert wrapped.status == "feasible" and wrapped.method == "wham"
+    assert wrapped.value == pytest.approx(direct.value, rel=1e-12)
+    assert wrapped.evaluated == direct.evaluated
+
+
+def test_no_design_within_the_budgets(mlp, tiny):
+    with pytest.raises(InvalidParameterError) as caught:
+        baselines.wham(mlp, 1, 100.0, 50.0, grid=tiny)
+    assert str(caught.value) == "area and power leave no design of the grid: none fits 100 mm² and 50 W"
+
+
+SPEC = sweep.SweepSpec(models=(MLP,), chips=(1, 2), budgets=((606.68, 300.0), (100.0, 50.0)), grids=(TINY,),
+                       homogeneous=(False, True), random_budget=4)
+RECORD_KEYS = {"id", "config", "status", "value", "throughput", "time_per_input_ms", "power_w", "designs", "area_mm2",
+               "tdp_w", "evaluated", "pruned", "runtime_s", "baselines"}
+
+
+def _steady(record: dict) -> dict:
+    """A record without its timings (the only fields two runs may differ in)."""
+    out = {k: v for k, v in record.items() if k != "runtime_s"}
+    out["baselines"] = {name: {k: v for k, v in b.items() if k != "runtime_s"}
+                        for name, b in record["baselines"].items()}
+    return out
+
+
+def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
+    full = tmp_path / "full.jsonl"
+    summary = sweep.run_sweep(SPEC, full, workers=1, processes=False, quiet=True)
+    assert (summary.total, summary.skipped, summary.ran, summary.errors) == (8, 0, 8, 4)  # 100 mm²: no design
+    records = sweep.read_records(full)
+    assert [r["id"] for r in records] != [] and sorted(r["id"] for r in records) == \
+        sorted(sweep.configuration_id(c) for c in sweep.configurations(SPEC))
+    for r in records:
+        if r["config"]["area_mm2"] == 100.0:
+            assert r["status"] == "infeasible" and r["throughput"] is None and r["baselines"] == {}
+            assert r["error"] == "no design of the grid fits 100 mm² and 50 W (16 over the area, 0 more over the power)"
+            continue
+        assert set(r) == RECORD_KEYS and r["status"] == "optimal"
+        assert r["throughput"] == pytest.approx(1000.0 / r["time_per_input_ms"])
+        assert set(r["baselines"]) == {"wham", "random", "fixed"}
+        for b in r["baselines"].values():
+            assert set(b) == {"value", "throughput", "ratio", "runtime_s", "evaluated", "designs"}
+            assert 0 < b["ratio"] <= 1 + 1e-12 and b["ratio"] == pytest.approx(b["value"] / r["value"])
+        assert len(r["designs"]) <= r["config"]["chips"]
+        assert r["area_mm2"] == max(d["area_mm2"] for d in r["designs"])
+
+    # Interrupted after three records, the fourth written halfway.
+    lines = full.read_text(encoding="utf-8").splitlines(keepends=True)
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2], encoding="utf-8")
+    log = tmp_path / "ran.txt"  # tasks are serialised to the workers: they report through a file
+
+    def task(item):
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(item["id"] + "\n")
+        return sweep.run_configuration(item)
+
+    summary = sweep.run_sweep(SPEC, partial, workers=1, processes=False, quiet=True, task=task)
+    assert (summary.skipped, summary.ran) == (3, 5)
+    assert sorted(log.read_text().split()) == sorted(json.loads(line)["id"] for line in lines[3:])
+    resumed = sweep.read_records(partial)
+    assert len(resumed) == 8
+    assert sorted(map(json.dumps, map(_steady, resumed))) == sorted(map(json.dumps, map(_steady, records)))
+    # A third run has nothing left to do.
+    assert sweep.run_sweep(SPEC, partial, workers=1, processes=False, quiet=True, task=task).ran == 0
+    assert len(log.read_text().split()) == 5
+
+
+def test_a_sweep_killed_mid_run_resumes(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"models": [MLP], "chips": [1, 2, 3], "budgets": [[606.68, 300.0], [400.0, 200.0]],
+                                "grids": [TINY], "homogeneous": [False, True], "baselines": ["wham"]}))
+    out = tmp_path / "records.jsonl"
+    command = [sys.executable, "-m", "placement", "codesign", "--sweep", str(spec), "--out", str(out),
+               "--workers", "1", "--quiet"]
+    process = subprocess.Popen(command, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if out.exists() and out.read_text(encoding="utf-8").count("\n") >= 2:
+            break
+        time.sleep(0.05)
+    finished_first = process.poll() is not None
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    before = len(sweep.read_records(out))
+    assert before >= 2
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ids = [r["id"] for r in sweep.read_records(out)]
+    assert sorted(ids) == sorted(sweep.configuration_id(c) for c in sweep.configurations(sweep.load_spec(spec)))
+    assert finished_first or before < 12
+
+
+def test_sweep_spec_files(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1, 8], "budgets": [[606.68, 300]],
+                                "homogeneous": [True, False], "objectives": ["throughput", "perf-per-watt"]}))
+    loaded = sweep.load_spec(spec)
+    assert loaded.size == 8 and len(sweep.configurations(loaded)) == 8
+    assert len({sweep.configuration_id(c) for c in sweep.configurations(loaded)}) == 8
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300]], "k": [2]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == (f"{spec}: unknown key 'k' (known: models, chips, budgets, grids, objectives, "
+                                 "homogeneous, baselines, random_budget, seed)")
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [0], "budgets": [[606.68, 300]]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: chips must be a positive integer, not 0"
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "budgets": [[606.68, 300]]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: missing key 'chips'"
+
+
+def test_plots_of_a_sweep(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "records.jsonl"
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1, 2), budgets=((606.68, 300.0), (350.0, 150.0)), grids=(TINY,),
+                           baselines=())
+    summary = sweep.run_sweep(spec, out, workers=1, processes=False, quiet=True, plots=tmp_path / "plots")
+    assert [Path(p).name for p in summary.plots] == ["throughput-area-power.png", "pareto.png",
+                                                      "designs-per-stage.png"]
+    for p in summary.plots:
+        assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pareto_front():
+    from placement.codesign.plots import pareto_front
+    # (power, throughput): (2, 5) is dominated by (1, 5); (3, 4) by (1, 5); (4, 9) and (1, 5) stay.
+    assert pareto_front([(2, 5), (1, 5), (3, 4), (4, 9), (1, 3)]) == [(1, 5), (4, 9)]
+
+
+# Forward FLOPs of the torch-imported instances (about.forward_flops of instances/models/*-inference.json)
+# and the parameter counts of the published models (HuggingFace BertModel 109,482,240 + a 2-label
+# classifier 1,538; GPT-2 small 124,439,808; timm vit_base_patch16_224 86,567,656; torchvision
+# resnet50 25,557,032).
+@pytest.mark.parametrize("name, params", [("bert-base", 109_483_778), ("gpt2", 124_439_808),
+                                          ("vit-base", 86_567_656), ("resnet50", 25_557_032)])
+def test_generated_models_match_the_imported_ones(name, params):
+    graph = codesign_models.MODELS[name](training=False)
+    assert sum(layer.param_bytes for layer in graph.layers) == 2 * params
+    imported = json.loads((ROOT / "instances" / "models" / f"{name}-inference.json").read_text())
+    assert graph.flops == pytest.approx(imported["about"]["forward_flops"], rel=0.01)
+
+
+def test_generated_models_are_model_files():
+    for name in codesign_models.model_names():
+        workload = load_workload(sweep.sweep_model(name))
+        training = name.endswith("-training")
+        forward = sum(not node.backward for node in workload.instance.nodes)
+        assert len(workload.instance.nodes) == forward * (2 if training else 1)
+        assert workload.shapeless_nodes == 0
+    # GNMT: 2 embeddings, 4 encoder and 4 decoder LSTM layers, attention, classifier.
+    assert len(codesign_models.gnmt(training=False).layers) == 12
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.sweep_model("gnmt")
+    assert str(caught.value).startswith("model 'gnmt' is neither a model file nor one of bert-base-training, ")
