@@ -17,11 +17,17 @@ class DeviceAssignment:
     that the device runs one after another, as separate calls, in this order
     (every node of ``nodes`` in exactly one call). Empty means a single call
     holding all of ``nodes``.
+
+    ``b_tasks`` and ``w_tasks`` matter for a split-backward plan only (``docs/backward-split.md``):
+    the backward nodes whose activation-gradient task B, and whose weight-gradient task W, run
+    on this device; ``nodes`` then says where each node's layer is.
     """
 
     type: str
     nodes: tuple[int, ...]
     calls: tuple[tuple[int, ...], ...] = ()
+    b_tasks: tuple[int, ...] = ()
+    w_tasks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,8 @@ class Stage:
     """One device of a plan: its type, the node ids it holds, and its verified load and memory.
 
     ``calls`` (latency objective) splits ``nodes`` into calls the device runs in this order;
-    empty means one call holding every node.
+    empty means one call holding every node. ``b_tasks`` / ``w_tasks`` (split-backward plans): the
+    backward nodes whose B / W task runs here (``nodes`` then places the layers).
     """
 
     device_type: str
@@ -56,6 +57,8 @@ class Stage:
     load: float
     memory: float = 0.0
     calls: tuple[tuple[int, ...], ...] = ()
+    b_tasks: tuple[int, ...] = ()
+    w_tasks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ class Result:
     instance: str = ""
     message: str = ""
     stages: int | None = None
+    #: the split-backward model of the plan (``mode``, ``w_placement``, ``inter_layer``, ``w_share``); None: joint
+    backward: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -150,7 +155,7 @@ class Result:
 
     def to_plan(self) -> Plan:
         """The plan as the evaluator and the simulator take it."""
-        return Plan(tuple(DeviceAssignment(s.device_type, s.nodes, s.calls) for s in self.plan))
+        return Plan(tuple(DeviceAssignment(s.device_type, s.nodes, s.calls, s.b_tasks, s.w_tasks) for s in self.plan))
 
     def to_json(self) -> dict[str, Any]:
         """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads) plus ours."""
@@ -163,6 +168,8 @@ class Result:
             out["nodes"] = list(s.nodes)
             if s.calls:
                 out["calls"] = [list(c) for c in s.calls]
+            if typed and self.backward is not None:
+                out.update(b_tasks=list(s.b_tasks), w_tasks=list(s.w_tasks))
             return out
 
         v = self.verification
@@ -188,6 +195,8 @@ class Result:
         }
         if self.message:
             data["message"] = self.message
+        if self.backward is not None:
+            data["backward"] = dict(self.backward)
         return strict_json(data)
 
     @classmethod
@@ -210,7 +219,8 @@ class Result:
             try:
                 stages.append(Stage(str(d["type"]), tuple(int(v) for v in d["nodes"]), _number(d.get("load")),
                                     _number(d.get("memory")) or 0.0,
-                                    tuple(tuple(int(v) for v in c) for c in d.get("calls") or ())))
+                                    tuple(tuple(int(v) for v in c) for c in d.get("calls") or ()),
+                                    *(tuple(int(v) for v in d.get(f) or ()) for f in ("b_tasks", "w_tasks"))))
             except (KeyError, TypeError, ValueError) as exc:
                 raise InvalidPlanError(f"devices[{k}]: malformed device entry ({exc})") from None
         verified = data.get("verified")
@@ -223,7 +233,7 @@ class Result:
                    verification=verification,
                    verified=bool(verification is not None and verification.valid and stages),
                    instance=str(data.get("instance", "")), message=str(data.get("message", "")),
-                   stages=data.get("stages"))
+                   stages=data.get("stages"), backward=data.get("backward"))
 
 
 def _require_object(data: Any, where: str) -> None:

@@ -48,7 +48,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
           memory: float | None = None, calls: int = 1, warm_start: bool | Any = True,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
-          split: Any = None, restarts: int | None = None) -> Result:
+          split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str = "any",
+          inter_layer: bool = False, w_share: float = 0.5) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
@@ -61,7 +62,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     ``calls`` is the number of calls per accelerator of the latency model. ``progress``
     receives one-line messages while solving. ``split`` (a plan or plan file) is what method
     ``expert`` evaluates; ``restarts`` the number of restarts of ``local-search``;
-    ``max_ideals`` the most ideals the DP enumerates (default 200,000).
+    ``max_ideals`` the most ideals the DP enumerates (default 200,000). ``backward="split"`` places each
+    backward node's B and W tasks apart (``w_placement`` ``"any"`` or ``"adjacent"``, ``inter_layer``,
+    ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
     """
     from placement.solvers.registry import METHODS
 
@@ -90,6 +93,19 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
                                                   "places calls, not pipeline stages); leave it at 'stages'")
     stage_count(problem, options["stages"])
+    from placement.problem.split import BACKWARD_MODES, split_model
+
+    one_of("backward", backward, BACKWARD_MODES)
+    model = split_model(w_placement, inter_layer, w_share)
+    if backward == "split":
+        from placement.backward_split import check_split_request, solve_split
+
+        check_split_request(problem, method, options, _DEFAULTS)
+        return solve_split(problem, model, options, started)
+    for name, value, default in (("w_placement", w_placement, "any"), ("inter_layer", inter_layer, False),
+                                 ("w_share", w_share, 0.5)):
+        if value != default:
+            raise InvalidParameterError(name, "applies to backward='split' only")
 
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:

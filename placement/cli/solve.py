@@ -54,6 +54,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
                    help="start the MILP from nothing instead of the DP's plan")
+    p.add_argument("--backward", choices=("joint", "split"), default="joint",
+                   help="training: joint (default, each backward node one task) or split (B and W tasks "
+                        "placed apart; docs/backward-split.md)")
+    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent"), default="any",
+                   help="--backward split: W on any stage (default) or on its layer's stage or the next")
+    p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
+                   help="--backward split: B may run on the stage before its layer's")
+    p.add_argument("--w-share", dest="w_share", type=float, default=0.5, metavar="FRACTION",
+                   help="--backward split: W's share of a backward node's time where the instance gives none "
+                        "(default 0.5)")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
     p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
     add_device_options(p)
@@ -75,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         instance, method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
         calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
-        max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, **devices(args))
+        max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
+        w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, **devices(args))
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

@@ -15,6 +15,10 @@ JSON has no infinity: non-finite numbers are written as ``null``.
 entries alike) lists the device's nodes as separate calls in the order the
 device runs them: ``[[ids], [ids], ...]``. Absent, ``null`` or ``[]``: one call
 holding all of ``nodes``. It is written only for devices that have calls.
+
+``b_tasks`` and ``w_tasks`` (split-backward plans, ``docs/backward-split.md``; optional arrays of
+backward node ids in ``devices`` entries) say which backward nodes run their activation-gradient
+task B and their weight-gradient task W on the device; ``nodes`` then places the layers.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssig
         if "nodes" not in dev:
             raise InvalidPlanError(f"{where}: missing field 'nodes'")
         devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes"),
-                                        _calls(dev.get("calls"), f"{where}.calls")))
+                                        _calls(dev.get("calls"), f"{where}.calls"),
+                                        *(_node_ids(dev.get(f) or [], f"{where}.{f}") for f in ("b_tasks", "w_tasks"))))
     return tuple(devices)
 
 
@@ -110,6 +115,8 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         entry: dict[str, Any] = {"type": dev.type, "nodes": list(dev.nodes)}
         if dev.calls:
             entry["calls"] = [list(call) for call in dev.calls]
+        if dev.b_tasks or dev.w_tasks:
+            entry.update(b_tasks=list(dev.b_tasks), w_tasks=list(dev.w_tasks))
         devices.append(entry)
     return {"format": FORMAT, "devices": devices}
 

@@ -1,0 +1,125 @@
+"""The split-backward model: a backward node's work as an activation-gradient task B and a
+weight-gradient task W (LayerPipe, zero-bubble pipelines), placed apart.
+
+Model (``docs/backward-split.md`` states it in full)
+---------------------------------------------------
+A backward node ``u`` with time ``p_t(u)`` on device type ``t`` splits into ``W_t(u)``, its
+weight-gradient part, and ``B_t(u) = p_t(u) − W_t(u)``. ``W_t(u)`` is the node's own
+``weight_times[t]`` where the instance gives it, else ``share · p_t(u)`` with the user's
+``w_share`` (default :data:`DEFAULT_W_SHARE`, the simulator's ``w_fraction``).
+
+Placement variants (names as the API takes them):
+
+* ``w_placement="any"`` — ``W(u)`` runs on any stage of the pipeline whose type supports ``u``;
+* ``w_placement="adjacent"`` — on ``u``'s layer stage or the next stage in pipeline order;
+* ``inter_layer=True`` — ``B(u)`` runs on ``u``'s layer stage or the previous stage.
+
+This module holds the data of the model only; the evaluator (:mod:`placement.verification.split`)
+and the solvers compute loads from it independently.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.errors import InvalidParameterError
+from placement.parameters import flag, number, one_of
+from placement.problem.instance import Instance
+
+BACKWARD_MODES = ("joint", "split")
+W_PLACEMENTS = ("any", "adjacent")
+DEFAULT_W_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class SplitModel:
+    """The variant of the split model a plan is placed and evaluated under."""
+
+    w_placement: str = "any"
+    inter_layer: bool = False
+    w_share: float = DEFAULT_W_SHARE
+
+    @property
+    def name(self) -> str:
+        """Short name of the variant, e.g. ``adjacent+inter-layer``."""
+        return self.w_placement + ("+inter-layer" if self.inter_layer else "")
+
+
+def split_model(w_placement: object = "any", inter_layer: object = False, w_share: object = DEFAULT_W_SHARE
+                ) -> SplitModel:
+    """A checked :class:`SplitModel`; bad values raise :class:`InvalidParameterError`."""
+    one_of("w_placement", w_placement, W_PLACEMENTS)
+    flag("inter_layer", inter_layer)
+    share = number("w_share", w_share, largest=1)
+    return SplitModel(str(w_placement), bool(inter_layer), float(share))
+
+
+def check_training(problem: Instance) -> None:
+    """Refuse an inference instance: it has no backward node to split."""
+    if not problem.is_training:
+        raise InvalidParameterError("backward", "'split' needs a training instance (one with backward nodes); "
+                                                "this instance has none")
+
+
+def split_times(problem: Instance, model: SplitModel) -> tuple[list[tuple[float | None, ...]],
+                                                                 list[tuple[float | None, ...]]]:
+    """``(B, W)``: per node position and device type, the B and W times (``None`` where unsupported).
+
+    A forward node has ``B = times`` and ``W = 0`` (it has no weight-gradient task).
+    """
+    b_times: list[tuple[float | None, ...]] = []
+    w_times: list[tuple[float | None, ...]] = []
+    for n in problem.nodes:
+        given = getattr(n, "weight_times", None)
+        if not n.backward:
+            b_times.append(n.times)
+            w_times.append(tuple(None if p is None else 0.0 for p in n.times))
+            continue
+        ws = tuple(None if p is None else (given[k] if given is not None else model.w_share * p)
+                   for k, p in enumerate(n.times))
+        w_times.append(ws)
+        b_times.append(tuple(None if p is None else max(0.0, p - w) for p, w in zip(n.times, ws)))
+    return b_times, w_times
+
+
+def split_lower_bound(problem: Instance, model: SplitModel) -> float:
+    """A lower bound on the max load of every split plan: the LP relaxation in which every task (a
+    forward colour class, each B and each W) may be divided among the device types at will and
+    communication is free. By LP duality, for any ``λ ≥ 0`` with ``Σ_k λ_k count_k = 1``,
+    ``Σ_i min_k λ_k p_k(i)`` is such a bound; this takes the best ``λ`` on the line between every two
+    types at once for two types (exact: the function is concave and piecewise linear in ``t``,
+    with ``λ = (t/count_1, (1−t)/count_2)``, so its maximum is at a breakpoint or an end), and the
+    single types and the uniform ``λ`` otherwise."""
+    import numpy as np
+
+    types = [k for k, t in enumerate(problem.device_types) if t.count > 0]
+    counts = np.array([problem.device_types[k].count for k in types], dtype=float)
+    b_times, w_times = split_times(problem, model)
+    rows: list[list[float]] = []
+    for members in problem.colour_classes():
+        fw = [v for v in members if not problem.nodes[v].backward]
+        if fw:
+            rows.append([math.inf if any(problem.nodes[v].times[k] is None for v in members)
+                         else sum(problem.nodes[v].times[k] for v in fw) for k in types])
+    for u, n in enumerate(problem.nodes):
+        if n.backward:
+            for times in (b_times[u], w_times[u]):
+                rows.append([math.inf if times[k] is None else times[k] for k in types])
+    if not rows:
+        return 0.0
+    p = np.array(rows, dtype=float)
+
+    def g(lam: np.ndarray) -> float:
+        scaled = np.where(np.isinf(p), np.inf, np.where(np.isinf(p), 0.0, p) * lam)
+        best = scaled.min(axis=1)
+        return float(best[np.isfinite(best)].sum())
+
+    candidates = [np.where(np.arange(len(types)) == k, 1.0 / counts[k], 0.0) for k in range(len(types))]
+    candidates.append(1.0 / (len(types) * counts))
+    if len(types) == 2:
+        a, b = p[:, 0] / counts[0], p[:, 1] / counts[1]
+        ok = np.isfinite(a) & np.isfinite(b) & (a + b > 0)
+        for t in np.unique(b[ok] / (a[ok] + b[ok])):
+            candidates.append(np.array([t / counts[0], (1 - t) / counts[1]]))
+    return max(g(lam) for lam in candidates)

@@ -1,0 +1,408 @@
+"""MILP of the split-backward model under ``stages`` contiguity (``docs/backward-split.md``).
+
+Model
+-----
+Data: the supernodes ``v`` of :func:`placement.solvers.ideals.contract` (colour classes merged,
+no zero-cost merges) with the edges of the contracted extended forward graph H; the backward
+nodes ``u`` with layer supernode ``g(u)``, times ``B_k(u)``, ``W_k(u)``, memory ``m(u)`` and the
+bytes ``a(u)`` its W reads; device types ``k``; slots ``s = 1..S``, ``S = Σ_k count_k``.
+
+Variables: ``y[s,k]``, ``z[v,s]`` and ``x[v,s] = z[v,s] − z[v,s−1]`` as in :mod:`.stages` (the
+layer assignment, a chain of ideals of H); per backward node ``u``:
+
+* ``inter_layer``: ``bm[u,s] ∈ {0,1}`` (B(u) moved from slot ``s+1`` into ``s``), ``bm[u,s] ≤ x[g(u),s+1]``;
+  B(u) is on ``s`` when ``Bx[u,s] = x[g(u),s] − bm[u,s−1] + bm[u,s] = 1`` (else ``Bx = x[g(u),s]``);
+* ``adjacent``: ``wm[u,s] ∈ {0,1}`` (W(u) moved from ``s−1`` into ``s``), ``wm[u,s] ≤ x[g(u),s−1]``;
+  ``Wx[u,s] = x[g(u),s] − wm[u,s+1] + wm[u,s]``;
+* ``any``: ``w[u,s] ∈ {0,1}``, ``Σ_s w[u,s] = 1``, ``Wx[u,s] = w[u,s]``, and ``mv[u,s] ≥ w[u,s] − x[g(u),s]``
+  (moved in, for the memory row);
+* a moved task only onto a slot whose type supports ``u``: ``bm[u,s], wm[u,s], w[u,s] ≤ Σ_{k ∋ u} y[s,k]``.
+
+Boundary: for every node ``x`` with ``c(x) > 0``, its producer ``P`` (``x[g(x),s]``, or ``Bx[x,s]`` for a
+backward ``x``) and its distinct readers ``R`` (``x[g(w),s]`` of forward successors, ``Bx[w,s]`` and
+``Wx[w,s]`` of backward successors, ``Wx[w,s]`` of backward ``w`` whose class's forward nodes read
+``x``): ``b[x,s] ≥ R − P`` and ``b[x,s] ≥ P − R``; minimisation makes ``b`` the In/Out indicator.
+
+Rows per slot: one type per slot and the counts; support and per-group memory
+(``x[v,s] ≤ Σ_{k fits v} y[s,k]``); memory ``Σ_v m(v)x[v,s] + Σ_u m(u)bm[u,s] + Σ_u a(u)(wm|mv)[u,s]
+≤ Σ_k M_k y[s,k]``; loads ``y[s,k] = 1 ⇒ Σ_v F_k(v)x[v,s] + Σ_u (B_k(u)Bx[u,s] + W_k(u)Wx[u,s]) +
+pays_k Σ_x c(x)b[x,s] ≤ T`` (``throughput-gpipe``: forward part ``≤ TF``, rest ``≤ TB``); used slots are
+non-empty and come first. (A): the sum over slots of each slot's load with every task at its cheapest
+type (communication only when every type pays it) is at most ``S · T`` (``S · (TF + TB)``): each used
+slot's load is at least that and at most ``T``, an unused slot holds nothing. (D): ``T`` (``TF + TB``) is
+at least :func:`placement.problem.split.split_lower_bound` (a bound on every plan's true value; in
+model units rounded down). Minimise ``T`` (or ``TF + TB``).
+
+Slot order is the pipeline order of the layer sets, so "previous" and "next" stage are slots
+``s−1`` and ``s+1`` (both used whenever the rows allow a move there), and every solution decodes
+to a plan of the model with the same value, and every plan is a solution: the MILP is exact.
+Warm start: the unsplit optimum (every task on its layer's stage), always feasible.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import Instance
+from placement.problem.split import SplitModel, split_lower_bound, split_times
+from placement.solution import Solution
+from placement.solvers.ideals import contract
+from placement.solvers.milp.backends import SolveOptions, check_backend_available, make_backend
+from placement.solvers.milp.data import choose_scale, scale_memory
+from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, run_solver, start_from
+from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.verification.contiguity import pipeline_order
+from placement.verification.split import evaluate_split, tensor_bytes, w_reads
+
+Terms = list[tuple[float, Any]]
+
+
+class _Model:
+    """The variables and the expressions that decode them."""
+
+    def __init__(self) -> None:
+        self.y: dict[tuple[int, int], Any] = {}
+        self.z: dict[tuple[int, int], Any] = {}
+        self.bm: dict[tuple[int, int], Any] = {}
+        self.wm: dict[tuple[int, int], Any] = {}
+        self.w: dict[tuple[int, int], Any] = {}
+        self.mv: dict[tuple[int, int], Any] = {}
+        self.b: dict[tuple[int, int], Any] = {}
+        self.targets: list[Any] = []
+        self.loads: list[tuple[int, int, int, Terms]] = []   # (slot, type, target index, terms)
+
+
+def _value(terms: Terms, value: Callable[[Any], float]) -> float:
+    return sum(a * value(v) for a, v in terms)
+
+
+def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "throughput", backend: str = "cp-sat",
+                     time_limit: float = 60.0, gap: float = 0.0, threads: int = 1, seed: int = 0,
+                     log_path: str | None = None, warm_start: Plan | bool | None = True,
+                     progress: Callable[[str], None] | None = None, deadline: float | None = None) -> Solution:
+    """Optimal (or bounded) split plan by MILP; see the module docstring. ``warm_start`` is a split plan
+    (every task on its layer's stage when its lists are empty); ``True``: the unsplit DP optimum;
+    ``False`` or ``None``: none."""
+    start = time.perf_counter()
+    check_backend_available(backend)
+    be = make_backend(backend)
+    options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
+
+    def verify(plan: Plan) -> Verdict:
+        ev = evaluate_split(problem, plan, model)
+        return Verdict(ev.valid, ev.objective(objective), ev.violations)
+
+    if warm_start is True:
+        warm_start = unsplit_start(problem)
+    elif warm_start is False:
+        warm_start = None
+    con = contract(problem, merge_zero_cost=False)
+    groups, succ, of_node = con.members, con.succ, con.of_node
+    nodes = problem.nodes
+    n, G = len(nodes), len(groups)
+    types = [k for k, t in enumerate(problem.device_types) if t.count > 0]
+    K = range(len(types))
+    S = sum(problem.device_types[t].count for t in types)
+    slots = range(1, S + 1)
+    pays = [problem.device_types[t].pays_comm for t in types]
+    b_raw, w_raw = split_times(problem, model)
+    backward = [u for u in range(n) if nodes[u].backward]
+    reads = w_reads(problem)
+    size = tensor_bytes(problem)
+    a_raw = {u: float(sum(size[x] for x in reads[nodes[u].id])) for u in backward}
+
+    # --- numbers (scaled to integers for CP-SAT; floored where no scale is exact) --------------
+    f_raw = [[None if any(nodes[v].times[t] is None for v in groups[g])
+              else float(sum(nodes[v].times[t] for v in groups[g] if not nodes[v].backward)) for t in types]
+             for g in range(G)]
+    costs = {x: float(nodes[x].out_cost) for x in range(n) if nodes[x].out_cost > 0}
+    values = [q for row in f_raw for q in row if q is not None] + list(costs.values())
+    values += [q for u in backward for t in types for q in (b_raw[u][t], w_raw[u][t]) if q is not None]
+    largest = max([sum(q or 0.0 for q in col) for col in zip(*f_raw)] + [0.0]) + sum(
+        max((b_raw[u][t] or 0.0) + (w_raw[u][t] or 0.0) for t in types) for u in backward) + sum(costs.values())
+    widest = max(values + [0.0])
+    if be.integer_only:
+        scaling = choose_scale(values, math.sqrt(max(widest * largest, 0.0)), math.sqrt(DEFAULT_MAX_PRODUCT))
+    else:
+        from placement.solvers.milp.data import Scaling
+        scaling = Scaling(1.0, True)
+
+    def q(a: float | None) -> float:
+        if a is None:
+            return 0.0
+        if not be.integer_only:
+            return a
+        return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
+
+    g_mem = [float(sum(nodes[v].memory for v in groups[g])) for g in range(G)]
+    sizes = g_mem + [float(nodes[u].memory) for u in backward] + [a_raw[u] for u in backward]
+    mem = scale_memory(sizes, [problem.device_types[t].memory for t in types], be.integer_only)
+    m_g = mem.sizes[:G]
+    m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
+    m_w = dict(zip(backward, mem.sizes[G + len(backward):]))
+    load_ub = q(largest) + 1
+
+    # --- model -----------------------------------------------------------------------------
+    V = _Model()
+    for s in slots:
+        for k in K:
+            V.y[s, k] = be.bool_var(f"y[{s},{k}]")
+        be.add([(1, V.y[s, k]) for k in K], hi=1)
+    for k in K:
+        be.add([(1, V.y[s, k]) for s in slots], hi=problem.device_types[types[k]].count)
+    for g in range(G):
+        for s in slots:
+            V.z[g, s] = be.bool_var(f"z[{g},{s}]", fixed=1 if s == S else None)
+        for s in slots[:-1]:
+            be.add([(1, V.z[g, s]), (-1, V.z[g, s + 1])], hi=0)
+    for g in range(G):
+        for h in succ[g]:
+            for s in slots[:-1]:
+                be.add([(1, V.z[h, s]), (-1, V.z[g, s])], hi=0)
+
+    def x(g: int, s: int) -> Terms:
+        if s < 1 or s > S:
+            return []
+        return [(1, V.z[g, s])] + ([(-1, V.z[g, s - 1])] if s > 1 else [])
+
+    def used(s: int) -> Terms:
+        return [(1, V.y[s, k]) for k in K]
+
+    def supporting(u: int, s: int) -> Terms:
+        return [(1, V.y[s, k]) for k in K if nodes[u].times[types[k]] is not None]
+
+    for u in backward:
+        g = of_node[u]
+        if model.inter_layer:
+            for s in slots[:-1]:
+                V.bm[u, s] = be.bool_var(f"bm[{u},{s}]")
+                be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in x(g, s + 1)], hi=0)
+                be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+        if model.w_placement == "adjacent":
+            for s in slots[1:]:
+                V.wm[u, s] = be.bool_var(f"wm[{u},{s}]")
+                be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in x(g, s - 1)], hi=0)
+                be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+        else:
+            for s in slots:
+                V.w[u, s] = be.bool_var(f"w[{u},{s}]")
+                be.add([(1, V.w[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+                if mem.binds and m_w[u] > 0:
+                    V.mv[u, s] = be.num_var(1, f"mv[{u},{s}]")
+                    be.add([(1, V.w[u, s]), (-1, V.mv[u, s])] + [(-a, v) for a, v in x(g, s)], hi=0)
+            be.add([(1, V.w[u, s]) for s in slots], lo=1, hi=1)
+
+    def bx(u: int, s: int) -> Terms:
+        """B(u) is on slot s."""
+        terms = x(of_node[u], s)
+        if model.inter_layer:
+            terms = terms + ([(-1, V.bm[u, s - 1])] if s > 1 else []) + ([(1, V.bm[u, s])] if s < S else [])
+        return terms
+
+    def wx(u: int, s: int) -> Terms:
+        """W(u) is on slot s."""
+        if model.w_placement == "any":
+            return [(1, V.w[u, s])]
+        return x(of_node[u], s) + ([(-1, V.wm[u, s + 1])] if s < S else []) + ([(1, V.wm[u, s])] if s > 1 else [])
+
+    # readers of every costly tensor, as keys of the expressions above
+    colour_forward: dict[int, list[int]] = {}
+    for v, node in enumerate(nodes):
+        if not node.backward and node.colour is not None:
+            colour_forward.setdefault(node.colour, []).append(v)
+    pred: list[list[int]] = [[] for _ in range(n)]
+    node_succ = problem.successors()
+    for v in range(n):
+        for w in node_succ[v]:
+            pred[w].append(v)
+    readers: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
+    for x_ in costs:
+        for w in node_succ[x_]:
+            if nodes[w].backward:
+                readers[x_].add(("B", w) if model.inter_layer else ("x", of_node[w]))
+                readers[x_].add(("W", w))
+            else:
+                readers[x_].add(("x", of_node[w]))
+    for u in backward:
+        colour = nodes[u].colour
+        for f in colour_forward.get(colour, []) if colour is not None else []:
+            for x_ in pred[f]:
+                if x_ in readers:
+                    readers[x_].add(("W", u))
+
+    def expr(key: tuple[str, int], s: int) -> Terms:
+        kind, i = key
+        return x(i, s) if kind == "x" else bx(i, s) if kind == "B" else wx(i, s)
+
+    cost_nodes = []
+    for x_, c in costs.items():
+        own = ("B", x_) if nodes[x_].backward and model.inter_layer else ("x", of_node[x_])
+        keys = sorted(readers[x_] - {own})
+        if keys and any(pays):
+            cost_nodes.append((x_, own, keys))
+            for s in slots:
+                V.b[x_, s] = be.bool_var(f"b[{x_},{s}]")
+                for key in keys:
+                    r, p = expr(key, s), expr(own, s)
+                    be.add(r + [(-a, v) for a, v in p] + [(-1, V.b[x_, s])], hi=0)
+                    be.add(p + [(-a, v) for a, v in r] + [(-1, V.b[x_, s])], hi=0)
+
+    if objective == "throughput":
+        V.targets = [be.num_var(load_ub, "T")]
+    else:
+        V.targets = [be.num_var(load_ub, "TF"), be.num_var(load_ub, "TB")]
+    total_m = sum(mem.sizes)
+    for s in slots:
+        for g in range(G):
+            fits = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and m_g[g] <= mem.bounds[k]]
+            be.add(x(g, s) + [(-a, v) for a, v in fits], hi=0)
+        if mem.binds:
+            terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
+            terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
+            terms += [(m_w[u], V.wm[u, s]) for u in backward if (u, s) in V.wm and m_w[u]]
+            terms += [(m_w[u], V.mv[u, s]) for u in backward if (u, s) in V.mv]
+            be.add(terms + [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K], hi=0)
+        for k in K:
+            t = types[k]
+            fw: Terms = [(q(f_raw[g][k]) * a, v) for g in range(G) if f_raw[g][k] for a, v in x(g, s)]
+            bw: Terms = []
+            for u in backward:
+                if b_raw[u][t]:
+                    bw += [(q(b_raw[u][t]) * a, v) for a, v in bx(u, s)]
+                if w_raw[u][t]:
+                    bw += [(q(w_raw[u][t]) * a, v) for a, v in wx(u, s)]
+            if pays[k]:
+                fw += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes if not nodes[x_].backward]
+                bw += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes if nodes[x_].backward]
+            parts = [(0, fw + bw)] if objective == "throughput" else [(0, fw), (1, bw)]
+            for i, terms in parts:
+                terms = [(a, v) for a, v in terms if a]
+                V.loads.append((s, k, i, terms))
+                if terms:
+                    be.add(terms + [(-1, V.targets[i])], hi=0, enforce=V.y[s, k])
+        be.add(used(s) + [(-a, v) for g in range(G) for a, v in x(g, s)], hi=0)
+        if s < S:
+            be.add(used(s + 1) + [(-1, V.y[s, k]) for k in K], hi=0)
+    # (A) the average load: Σ_s (slot s's load at each task's cheapest type) ≤ S · T (or S · (TF + TB))
+    def cheapest(times: list[float | None]) -> float:
+        return min((q(a) for a in times if a is not None), default=0.0)
+
+    aggregate: Terms = []
+    for s in slots:
+        aggregate += [(cheapest(f_raw[g]) * a, v) for g in range(G) for a, v in x(g, s)]
+        for u in backward:
+            aggregate += [(cheapest([b_raw[u][t] for t in types]) * a, v) for a, v in bx(u, s)]
+            aggregate += [(cheapest([w_raw[u][t] for t in types]) * a, v) for a, v in wx(u, s)]
+        if all(pays):
+            aggregate += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes]
+    aggregate = [(a, v) for a, v in aggregate if a]
+    if aggregate:
+        be.add(aggregate + [(-S, t) for t in V.targets], hi=0)
+    # (D) the divisible-task bound of split_lower_bound
+    lower = split_lower_bound(problem, model)
+    floor = lower * scaling.scale * (1 - 1e-9)
+    if lower > 0:
+        be.add([(1, t) for t in V.targets], lo=math.floor(floor) if be.integer_only else floor)
+    be.minimize([(1, t) for t in V.targets])
+
+    # --- warm start, solve, decode ------------------------------------------------------------
+    notes = []
+    if not scaling.exact:
+        notes.append(f"times rounded down to multiples of 2^-{math.log2(scaling.scale):g} for {be.name}")
+    if not mem.exact:
+        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    fallback = start_from(warm_start, verify, be, V.targets, scaling.scale, notes)
+    if fallback is not None:
+        hint = _hint(problem, warm_start, V, types, of_node, backward, cost_nodes, S, x, bx, wx, expr)
+        why = be.hint(hint) if hint is not None else "warm start not given to the solver: it is not in slot order"
+        if why:
+            notes.append(why)
+    stats: dict[str, Any] = {"backend": be.name, "groups": G, "slots": S, "cost_nodes": len(cost_nodes),
+                             "time_scale": scaling.scale, "time_scale_exact": scaling.exact, **be.size,
+                             "build_s": time.perf_counter() - start, "gap_allowed": gap,
+                             "w_placement": model.w_placement, "inter_layer": model.inter_layer}
+    if fallback is not None:
+        stats["start_value"] = fallback[1]
+    raw = run_solver(be, options, progress, 1.0 / scaling.scale)
+    ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity="stages", start=start,
+                  unit=1.0 / scaling.scale, exact_data=scaling.exact, simple_bound=lower,
+                  exact_feasibility=mem.exact, notes=notes, stats=stats)
+
+    def decode(value: Callable[[Any], float]) -> Plan | None:
+        devices = []
+        for s in slots:
+            ks = [k for k in K if value(V.y[s, k]) > 0.5]
+            members = [g for g in range(G) if _value(x(g, s), value) > 0.5]
+            if not members and not ks:
+                continue
+            if len(ks) != 1 or not members:
+                return None
+            ids = tuple(nodes[v].id for g in members for v in groups[g])
+            b_ids = tuple(nodes[u].id for u in backward if _value(bx(u, s), value) > 0.5)
+            w_ids = tuple(nodes[u].id for u in backward if _value(wx(u, s), value) > 0.5)
+            devices.append(DeviceAssignment(problem.device_types[types[ks[0]]].name, ids, (), b_ids, w_ids))
+        return Plan(tuple(devices))
+
+    return conclude(ctx, be, raw, decode, verify, fallback)
+
+
+def unsplit_start(problem: Instance) -> Plan | None:
+    """The unsplit throughput optimum (the DP), its devices in pipeline order: a split plan with every
+    task on its layer's stage. ``None`` when the DP finds none."""
+    from placement.solvers.dp import solve_dp
+
+    solution = solve_dp(problem)
+    if solution.plan is None:
+        return None
+    order = pipeline_order(problem, solution.plan) or range(len(solution.plan.devices))
+    return Plan(tuple(solution.plan.devices[i] for i in order if solution.plan.devices[i].nodes))
+
+
+def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: tuple[int, ...],
+          backward: list[int], cost_nodes: list, S: int, x: Callable, bx: Callable, wx: Callable,
+          expr: Callable) -> dict[Any, float] | None:
+    """Values of every variable for the split plan ``plan`` (its non-empty devices in order are slots)."""
+    devices = [dev for dev in plan.devices if dev.nodes]
+    if len(devices) > S:
+        return None
+    slot_of = {problem.index_of(v): s for s, dev in enumerate(devices, 1) for v in dev.nodes}
+    g_slot: dict[int, int] = {}
+    for v, s in slot_of.items():
+        g_slot.setdefault(of_node[v], s)
+    if len(g_slot) != len({g for g in of_node}):
+        return None
+    b_slot = {problem.index_of(u): s for s, dev in enumerate(devices, 1) for u in dev.b_tasks}
+    w_slot = {problem.index_of(u): s for s, dev in enumerate(devices, 1) for u in dev.w_tasks}
+    values: dict[Any, float] = {}
+    names = [problem.device_types[t].name for t in types]
+    for s in range(1, S + 1):
+        for k, name in enumerate(names):
+            values[V.y[s, k]] = 1.0 if s <= len(devices) and devices[s - 1].type == name else 0.0
+    for (g, s), var in V.z.items():
+        values[var] = 1.0 if g_slot[g] <= s else 0.0
+    for u in backward:
+        home = g_slot[of_node[u]]
+        bs, ws = b_slot.get(u, home), w_slot.get(u, home)
+        for s in range(1, S + 1):
+            if (u, s) in V.bm:
+                values[V.bm[u, s]] = 1.0 if bs == s and home == s + 1 else 0.0
+            if (u, s) in V.wm:
+                values[V.wm[u, s]] = 1.0 if ws == s and home == s - 1 else 0.0
+            if (u, s) in V.w:
+                values[V.w[u, s]] = 1.0 if ws == s else 0.0
+            if (u, s) in V.mv:
+                values[V.mv[u, s]] = 1.0 if ws == s and home != s else 0.0
+    get = values.__getitem__
+    for x_, own, keys in cost_nodes:
+        for s in range(1, S + 1):
+            p = _value(expr(own, s), get)
+            values[V.b[x_, s]] = 1.0 if any(abs(_value(expr(key, s), get) - p) > 0.5 for key in keys) else 0.0
+    tops = [0.0] * len(V.targets)
+    for s, k, i, terms in V.loads:
+        if values[V.y[s, k]] > 0.5:
+            tops[i] = max(tops[i], _value(terms, get))
+    values.update(zip(V.targets, tops))
+    return values

@@ -1,0 +1,211 @@
+"""The independent evaluator of split-backward plans (``docs/backward-split.md``).
+
+Part of the verification package: it imports nothing from :mod:`placement.solvers` and
+recomputes every figure from the :class:`Instance`, task by task.
+
+Model implemented
+-----------------
+A split plan lists its devices in pipeline order. ``nodes`` is the *layer* assignment: a
+``stages`` plan of today's model (colour classes, support, counts, contiguity), which fixes the
+layer stage ``L(v)`` of every node. ``b_tasks`` / ``w_tasks`` say where the B and W task of each
+backward node runs (a node listed nowhere runs that task on ``L(u)``). The stages are the
+devices with layer nodes; ``prev``/``next`` are the neighbouring stages in the plan's order, which
+must be a pipeline order (no edge of the extended forward graph H goes from a later stage to an
+earlier one). Rules: ``B(u)`` on ``L(u)``, or on ``prev(L(u))`` with ``inter_layer``; ``W(u)`` on
+any stage (``any``) or on ``L(u)`` / ``next(L(u))`` (``adjacent``); the stage's type supports ``u``.
+
+Tensors: node ``x`` produces one tensor, on ``L(x)`` (forward ``x``) or where ``B(x)`` runs
+(backward ``x``). Its readers: ``L(w)`` of each forward successor ``w``; where ``B(w)`` and
+``W(w)`` run for each backward successor ``w``; and where ``W(w)`` runs for each backward ``w``
+whose colour class holds a forward node with ``x`` among its predecessors (W reads its layer's
+forward input). A device that pays communication pays ``c(x)`` once when it produces ``x`` and
+some reader is elsewhere (Out), and once when it reads ``x`` produced elsewhere (In).
+
+For a device of type ``t``::
+
+    load   = Σ_{forward v, L(v)=d} p_t(v) + Σ_{B(u) on d} B_t(u) + Σ_{W(u) on d} W_t(u) + [pays_t] Σ c(x)
+    memory = Σ_{L(v)=d} m(v) + Σ_{B(u) on d, L(u)≠d} m(u) + Σ_{W(u) on d, L(u)≠d} a(u)
+
+with ``a(u)`` the bytes of the tensors ``W(u)`` reads (each tensor's bytes: the largest ``size``
+of its out-edges, 0 where none is given). ``throughput`` is the max load; ``throughput-gpipe``
+is ``max_d FW_d + max_d BW_d`` with ``FW_d`` the forward compute plus the costs of forward
+tensors and ``BW_d`` the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.problem.instance import Instance
+from placement.problem.split import SplitModel, split_times
+from placement.plan import DeviceAssignment, Plan
+from placement.verification.contiguity import _quotient
+from placement.verification.evaluate import DeviceReport, Evaluation, evaluate, fmt_number
+
+
+@dataclass(frozen=True)
+class SplitEvaluation:
+    """The verdict on a split plan: per-device figures, where each B and W runs, violations."""
+
+    evaluation: Evaluation                 # devices: the split loads and memory
+    b_device: dict[int, int]               # backward node id -> device position of its B task
+    w_device: dict[int, int]               # backward node id -> device position of its W task
+
+    @property
+    def valid(self) -> bool:
+        return self.evaluation.valid
+
+    @property
+    def violations(self) -> tuple[str, ...]:
+        return self.evaluation.violations
+
+    def objective(self, kind: str) -> float:
+        return self.evaluation.objective(kind)
+
+
+def tensor_bytes(problem: Instance) -> dict[int, float]:
+    """Per node id, the bytes of its output: the largest size of its out-edges (0 when none is given)."""
+    out: dict[int, float] = {n.id: 0.0 for n in problem.nodes}
+    for e in problem.edges:
+        if e.size is not None and e.size > out[e.src]:
+            out[e.src] = e.size
+    return out
+
+
+def w_reads(problem: Instance) -> dict[int, list[int]]:
+    """Per backward node id, the node ids whose tensors its W task reads: its predecessors, and the
+    predecessors of the forward nodes of its colour class."""
+    preds: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
+    for e in problem.edges:
+        if e.src not in preds[e.dst]:
+            preds[e.dst].append(e.src)
+    forward_of: dict[int, list[int]] = {}
+    for n in problem.nodes:
+        if not n.backward and n.colour is not None:
+            forward_of.setdefault(n.colour, []).append(n.id)
+    reads: dict[int, list[int]] = {}
+    for n in problem.nodes:
+        if n.backward:
+            found = list(preds[n.id])
+            for f in forward_of.get(n.colour, []) if n.colour is not None else []:
+                found += [x for x in preds[f] if x not in found]
+            reads[n.id] = found
+    return reads
+
+
+def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: str,
+                  violations: list[str]) -> dict[int, int]:
+    """Where the B (``field='b_tasks'``) or W task of every backward node runs."""
+    backward = {n.id for n in problem.nodes if n.backward}
+    found: dict[int, int] = {}
+    for d, dev in enumerate(plan.devices):
+        for u in getattr(dev, field):
+            if u not in backward:
+                violations.append(f"device {d}: {field} lists node {u}, which is not a backward node")
+            elif u in found:
+                violations.append(f"node {u}: {field} lists it on devices {found[u]} and {d}")
+            else:
+                found[u] = d
+    return {u: found.get(u, layer.get(u, -1)) for u in backward}
+
+
+def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEvaluation:
+    """Verify the split plan ``plan`` under ``model``: loads, memory and every rule of the module docstring."""
+    anchor = evaluate(problem, Plan(tuple(DeviceAssignment(d.type, d.nodes) for d in plan.devices)),
+                      contiguity="stages")
+    violations = [v for v in anchor.violations if "exceeds the bound" not in v]
+    layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
+    n_dev = len(plan.devices)
+    stages = [d for d, dev in enumerate(plan.devices) if dev.nodes]
+    rank = {d: i for i, d in enumerate(stages)}
+    where = {n.id: ([layer[n.id]] if n.id in layer else []) for n in problem.nodes}
+    labels, succ = _quotient(problem, where, n_dev)
+    for i in range(n_dev):
+        for j in succ[i]:
+            if j < n_dev and j < i:
+                violations.append(f"the devices are not in pipeline order: device {i} feeds device {j}")
+    b_dev = _task_devices(problem, plan, layer, "b_tasks", violations)
+    w_dev = _task_devices(problem, plan, layer, "w_tasks", violations)
+    types = {t.name: (k, t) for k, t in enumerate(problem.device_types)}
+
+    def supports(u: int, d: int) -> bool:
+        kt = types.get(plan.devices[d].type)
+        return kt is not None and problem.node(u).times[kt[0]] is not None
+
+    for u in sorted(b_dev, key=problem.index_of):
+        home = layer.get(u)
+        if home is None:
+            continue
+        prev = stages[rank[home] - 1] if rank[home] > 0 else None
+        nxt = stages[rank[home] + 1] if rank[home] + 1 < len(stages) else None
+        allowed_b = {home} | ({prev} if model.inter_layer and prev is not None else set())
+        allowed_w = set(stages) if model.w_placement == "any" else {home} | ({nxt} if nxt is not None else set())
+        for task, d, allowed in (("B", b_dev[u], allowed_b), ("W", w_dev[u], allowed_w)):
+            if d not in allowed:
+                violations.append(f"node {u}: its {task} task runs on device {d}, which the variant "
+                                  f"{model.name!r} does not allow (layer on device {home})")
+            elif not supports(u, d):
+                violations.append(f"node {u}: its {task} task runs on device {d} ({plan.devices[d].type}), "
+                                  "which does not support it")
+
+    b_times, w_times = split_times(problem, model)
+    reads = w_reads(problem)
+    size = tensor_bytes(problem)
+    readers: dict[int, set[int]] = {n.id: set() for n in problem.nodes}
+    for e in problem.edges:
+        if problem.node(e.dst).backward:
+            readers[e.src].update((b_dev[e.dst], w_dev[e.dst]))
+        elif e.dst in layer:
+            readers[e.src].add(layer[e.dst])
+    for u, xs in reads.items():
+        for x in xs:
+            readers[x].add(w_dev[u])
+    producer = {n.id: (b_dev[n.id] if n.backward else layer.get(n.id, -1)) for n in problem.nodes}
+
+    reports = []
+    for d, dev in enumerate(plan.devices):
+        k, dtype = types.get(dev.type, (None, None))
+        fw = bw = memory = 0.0
+        for v in dev.nodes:
+            if v not in layer or layer[v] != d:
+                continue
+            node = problem.node(v)
+            memory += node.memory
+            if not node.backward and k is not None:
+                fw += node.times[k] or 0.0
+        for u in problem.nodes:
+            if not u.backward:
+                continue
+            i = problem.index_of(u.id)
+            if b_dev[u.id] == d:
+                bw += (b_times[i][k] or 0.0) if k is not None else 0.0
+                if layer.get(u.id) != d:
+                    memory += u.memory
+            if w_dev[u.id] == d:
+                bw += (w_times[i][k] or 0.0) if k is not None else 0.0
+                if layer.get(u.id) != d:
+                    memory += sum(size[x] for x in reads[u.id])
+        comm_fw = comm_bw = 0.0
+        if dtype is not None and dtype.pays_comm:
+            for x in problem.nodes:
+                if x.out_cost <= 0:
+                    continue
+                here = producer[x.id] == d
+                if (here and readers[x.id] - {d}) or (not here and d in readers[x.id]):
+                    if x.backward:
+                        comm_bw += x.out_cost
+                    else:
+                        comm_fw += x.out_cost
+        bound = dtype.memory if dtype is not None else math.inf
+        if memory > bound:
+            violations.append(f"device {d} ({dev.type}): memory {fmt_number(memory)} exceeds the bound "
+                              f"{fmt_number(bound)}")
+        members = tuple(v for v in dev.nodes)
+        reports.append(DeviceReport(position=d, type=dev.type, nodes=members, compute=fw + bw,
+                                    comm=comm_fw + comm_bw, load=fw + bw + comm_fw + comm_bw, memory=memory,
+                                    memory_bound=bound, forward_load=fw + comm_fw, backward_load=bw + comm_bw))
+    evaluation = Evaluation(devices=tuple(reports), max_load=max((r.load for r in reports), default=0.0),
+                            violations=tuple(violations), contiguity="stages", finest_class=anchor.finest_class,
+                            inferred=())
+    return SplitEvaluation(evaluation, b_dev, w_dev)
