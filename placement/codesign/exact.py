@@ -13,7 +13,8 @@ Method
    the layers' best plans, the TDP counted over the chips the plan uses.
 3. *Homogeneous* (one design for every chip): the DP of :mod:`placement.solvers.dp` per design,
    designs taken by increasing lower bound (:func:`.space.time_lower_bounds`; for throughput per
-   watt the bound times the TDP, since ``max load · chips used ≥ total compute``); once a design's
+   watt, the larger of the total compute and the largest colour class, times the TDP, since
+   ``max load · chips used ≥ total compute``); once a design's
    bound reaches the best value found, it and every later design are pruned.
 
 The objective values: throughput = ``1000 / T`` model inputs per second for a max load of ``T``
@@ -30,7 +31,7 @@ import numpy as np
 from placement.codesign.grid import Grid
 from placement.codesign.outcome import Best, finish, infeasible
 from placement.codesign.pipeline import design_dp, design_instance, layer_plans, power_layers, stage_designs
-from placement.codesign.space import Candidates, candidates, time_lower_bounds, undominated
+from placement.codesign.space import Candidates, candidates, class_times, time_lower_bounds, undominated
 from placement.codesign.workload import Workload
 from placement.solvers.dp import solve_dp
 from placement.solvers.dp_table import build_layers
@@ -59,8 +60,8 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
 def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
                  max_ideals: int) -> tuple[Best | None, int, int]:
     bounds = time_lower_bounds(workload, c.times, chips)
-    if per_watt:
-        bounds = np.maximum(bounds * chips, c.times.sum(axis=1)) * c.tdp
+    if per_watt:   # on c ≤ chips chips: max load · c ≥ total compute, and ≥ the largest class (c ≥ 1)
+        bounds = np.maximum(class_times(workload, c.times), c.times.sum(axis=1)) * c.tdp
     order = np.argsort(bounds, kind="stable")
     best: Best | None = None
     runs = 0

@@ -1,0 +1,311 @@
+"""The co-design (placement.codesign): the cost model on hand-computed cases, the exact method's
+optimum derived by hand and equal to the exhaustive check (every design combination × the DP)
+on random small grids and graphs, bad input, and the command line's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import placement
+from placement.cli import main
+from placement.codesign.exact import solve_exact
+from placement.codesign.exhaustive import solve_exhaustive
+from placement.codesign.grid import load_grid
+from placement.codesign.models import mlp
+from placement.codesign.opcost import node_times_ms
+from placement.codesign.template import Design
+from placement.codesign.workload import parse_workload
+from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
+
+MODEL = "instances/models/mlp-training.json"
+TINY = "instances/grids/tiny.json"
+
+# Two nodes: 0 = ReLU over 7,168,000 elements, 1 = 20 GEMMs 1024×128 · 128×256; 0 -> 1 costs 0.001 ms.
+CHAIN = {
+    "maxSizePerFPGA": 1e12, "maxFPGAs": 1, "maxCPUs": 0,
+    "nodes": [
+        {"id": 0, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0,
+         "operators": [{"kind": "vector", "op": "relu", "elements": 7_168_000}]},
+        {"id": 1, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0,
+         "operators": [{"kind": "gemm", "m": 1024, "n": 256, "k": 128, "batch": 20}]},
+    ],
+    "edges": [{"sourceId": 0, "destId": 1, "cost": 0.001}],
+}
+# Four designs: one 128-deep array 128 or 256 wide, one vector core of 128 or 256 lanes, 16 MB.
+CHAIN_GRID = {"tensor_cores": [1], "array_width": [128, 256], "array_depth": [128], "vector_cores": [1],
+              "vector_lanes": [128, 256], "buffer_mb": [16]}
+WIDE = Design(1, 256, 128, 1, 128, 16.0)    # fast GEMM
+LANES = Design(1, 128, 128, 1, 256, 16.0)   # fast vector
+SMALL = Design(1, 128, 128, 1, 128, 16.0)
+BIG = Design(1, 256, 128, 1, 256, 16.0)
+
+
+def test_area_and_tdp_by_hand():
+    # WIDE: 32,768 MACs, 128 lanes, 16 MB: 100 + 32768·0.0065 + 128·0.02 + 16·1.2 = 334.752 mm²;
+    # 10 + 33.6 (DRAM) + 0.05·334.752 + 0.7e9·(32768·5e-12 + 128·10e-12) + 16·0.3 = 180.7216 W, rounded to 2^-10 W.
+    assert WIDE.area_mm2 == pytest.approx(334.752, rel=1e-12)
+    assert WIDE.tdp_w == round(180.7216 * 1024) / 1024
+    # BIG: 337.312 mm², 10 + 33.6 + 16.8656 + 116.48 + 4.8 = 181.7456 W; LANES: 230.816 mm², 119.0768 W.
+    assert BIG.tdp_w == round(181.7456 * 1024) / 1024
+    assert LANES.area_mm2 == pytest.approx(230.816, rel=1e-12)
+    assert LANES.tdp_w == round(119.0768 * 1024) / 1024
+
+
+def test_operator_times_by_hand():
+    times = node_times_ms(parse_workload(CHAIN), [SMALL, WIDE, LANES])
+    # ReLU: 7,168,000 cycles-elements over 128 lanes = 56,000 cycles at 700 MHz = 0.08 ms (DRAM: 4 B per
+    # element, 28.672 MB at 700 GB/s = 0.04096 ms; buffer: 16 MB × 64 B/cycle = 716.8 GB/s, 0.04 ms);
+    # over 256 lanes 0.04 ms of compute, so DRAM bounds it: 0.04096 ms.
+    assert times[:, 0] == pytest.approx([0.08, 0.08, 0.04096], rel=1e-12)
+    # GEMM on a 128-wide array: 20·⌈128/128⌉·⌈256/128⌉ = 40 tiles, one array: 40 rounds of
+    # 1024 + 128 + 128 cycles = 51,200 cycles = 0.0731428571 ms; 256 wide: 20 tiles of 1024 + 128 + 256
+    # = 28,160 cycles = 0.0402285714 ms (DRAM 17.04 MB = 0.0243 ms and buffer traffic bind less).
+    assert times[:, 1] == pytest.approx([51_200 / 700e3, 28_160 / 700e3, 51_200 / 700e3], rel=1e-12)
+
+
+def test_two_node_chain_optimum_by_hand():
+    # Power 181 W leaves WIDE (180.72 W), LANES and SMALL, not BIG (181.75 W); SMALL is dominated.
+    # Times (ms):  node 0: WIDE 0.08, LANES 0.04096;  node 1: WIDE 0.0402286, LANES 0.0731429; c(0) = 0.001.
+    # One chip: WIDE 0.1202286, LANES 0.1141029. Two stages [0 | 1]: stage 0 pays c(0) out, stage 1 c(0) in:
+    # best is LANES then WIDE, max(0.04096 + 0.001, 0.001 + 0.0402286) = 0.04196 ms.
+    # Homogeneous: LANES, LANES = max(0.04196, 0.0741429) = 0.0741429 ms; WIDE, WIDE = 0.081 ms.
+    result = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID)
+    assert result.status == "optimal"
+    assert result.time_per_input_ms == pytest.approx(0.04196, rel=1e-12)
+    assert result.value == pytest.approx(1000 / 0.04196, rel=1e-12)
+    assert result.designs == (LANES, WIDE)
+    assert [dev.nodes for dev in result.plan.devices if dev.nodes] == [(0,), (1,)]
+    assert result.power_w == LANES.tdp_w + WIDE.tdp_w
+    assert result.pruned_by == {"area": 0, "power": 1, "dominated": 1, "bound": 0}
+    assert (result.evaluated, result.pruned, result.grid_designs) == (2, 2, 4)
+    homogeneous = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, homogeneous=True)
+    assert homogeneous.time_per_input_ms == pytest.approx(0.0731428571 + 0.001, rel=1e-9)
+    assert homogeneous.designs == (LANES, LANES)
+    # Per watt (ms × W, smaller is better): LANES then WIDE 0.04196 · 299.798 = 12.58; LANES alone
+    # 0.1141029 · 119.077 = 13.59; LANES, LANES 0.0741429 · 238.15 = 17.66; WIDE alone 0.1202286 · 180.72 = 21.73.
+    per_watt = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, objective="perf-per-watt")
+    assert per_watt.designs == (LANES, WIDE)
+    assert per_watt.value == pytest.approx(1000 / (0.04196 * (LANES.tdp_w + WIDE.tdp_w)), rel=1e-12)
+    for mode in (False, True):
+        for objective in ("throughput", "perf-per-watt"):
+            exact = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, homogeneous=mode,
+                                       objective=objective)
+            check = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, homogeneous=mode,
+                                       objective=objective, exhaustive=True)
+            assert check.status == exact.status == "optimal"
+            assert check.value == pytest.approx(exact.value, rel=1e-12)
+
+
+def _random_model(draw_ops: list, edges: list[tuple[int, int]], training: bool) -> dict:
+    """A model file of ``len(draw_ops)`` forward nodes with the given operators and edges (and, training,
+    a backward mate per node doing the same work with mirrored edges)."""
+    n = len(draw_ops)
+    nodes = [{"id": v, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1e6,
+              "operators": ops, **({"colorClass": v} if training else {})} for v, ops in enumerate(draw_ops)]
+    costs = {}
+    out = []
+    for a, b in edges:
+        costs.setdefault(a, 0.0005 * (1 + a % 3))
+        out.append({"sourceId": a, "destId": b, "cost": costs[a]})
+    if training:
+        nodes += [{"id": n + v, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1e6,
+                   "isBackwardNode": True, "colorClass": v, "operators": ops} for v, ops in enumerate(draw_ops)]
+        for a, b in edges:
+            costs.setdefault(n + b, 0.0004)
+            out.append({"sourceId": n + b, "destId": n + a, "cost": costs[n + b]})
+    return {"maxSizePerFPGA": 1e12, "maxFPGAs": 1, "maxCPUs": 0, "nodes": nodes, "edges": out}
+
+
+OPERATOR = st.one_of(
+    st.builds(lambda m, n, k, b: {"kind": "gemm", "m": m, "n": n, "k": k, "batch": b},
+              st.sampled_from([64, 512, 4096]), st.sampled_from([32, 200, 1024]), st.sampled_from([48, 128, 768]),
+              st.integers(1, 4)),
+    st.builds(lambda op, e: {"kind": "vector", "op": op, "elements": e},
+              st.sampled_from(["add", "gelu", "softmax", "layernorm"]), st.integers(10_000, 4_000_000)),
+)
+GRID_VALUES = {"tensor_cores": [1, 2, 4], "array_width": [32, 128], "array_depth": [64, 128],
+               "vector_cores": [1, 4], "vector_lanes": [64, 256], "buffer_mb": [1, 16]}
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(2, 5))
+    ops = [draw(st.lists(OPERATOR, min_size=1, max_size=2)) for _ in range(n)]
+    edges = sorted({(a, b) for b in range(1, n) for a in draw(st.sets(st.integers(0, b - 1), min_size=1, max_size=2))})
+    training = draw(st.booleans())
+    # 4 or 8 designs: two or three parameters with two values (three chips at most with 4 designs, two with 8)
+    varied = draw(st.lists(st.sampled_from(sorted(GRID_VALUES)), min_size=2, max_size=3, unique=True))
+    grid = {key: (values[:2] if key in varied else values[-1:]) for key, values in GRID_VALUES.items()}
+    chips = draw(st.integers(1, 3 if len(varied) == 2 else 2))
+    share = draw(st.sampled_from([0.5, 0.8, 1.0]))
+    return _random_model(ops, edges, training), grid, chips, share
+
+
+def _budget(grid: dict, share: float) -> float:
+    """A power budget ``share`` of the way from the grid's lowest TDP to its highest (all designs at 1.0)."""
+    powers = [d.tdp_w for d in load_grid(grid).designs()]
+    return min(powers) + share * (max(powers) - min(powers))
+
+
+@settings(max_examples=30)
+@given(cases(), st.booleans(), st.sampled_from(["throughput", "perf-per-watt"]))
+@example((_random_model([[{"kind": "gemm", "m": 512, "n": 200, "k": 48, "batch": 1}],
+                         [{"kind": "vector", "op": "add", "elements": 10_000}]], [(0, 1)], False),
+          {**{k: v[:1] for k, v in GRID_VALUES.items()}, "tensor_cores": [2], "array_width": [32, 128],
+           "array_depth": [64, 128]}, 2, 0.5), True, "perf-per-watt")
+@example((_random_model([[{"kind": "vector", "op": "gelu", "elements": 2_000_000}],
+                         [{"kind": "gemm", "m": 4096, "n": 1024, "k": 768, "batch": 1}],
+                         [{"kind": "vector", "op": "softmax", "elements": 3_000_000}]], [(0, 1), (1, 2)], False),
+          {**{k: v[:1] for k, v in GRID_VALUES.items()}, "array_width": [32, 128], "vector_lanes": [64, 256]},
+          3, 0.8), False, "throughput")
+@example((_random_model([[{"kind": "gemm", "m": 512, "n": 200, "k": 48, "batch": 2}],
+                         [{"kind": "vector", "op": "layernorm", "elements": 1_000_000}],
+                         [{"kind": "gemm", "m": 64, "n": 1024, "k": 768, "batch": 4}]], [(0, 1), (0, 2)], True),
+          {**{k: v[:1] for k, v in GRID_VALUES.items()}, "tensor_cores": [1, 4], "vector_cores": [1, 4]},
+          2, 1.0), False, "perf-per-watt")
+def test_exact_equals_exhaustive(case, homogeneous, objective):
+    model, grid, chips, share = case
+    power = _budget(grid, share)
+    exact = placement.codesign(model, chips=chips, power=power, grid=grid, homogeneous=homogeneous,
+                               objective=objective)
+    check = placement.codesign(model, chips=chips, power=power, grid=grid, homogeneous=homogeneous,
+                               objective=objective, exhaustive=True)
+    assert exact.status == check.status == "optimal"
+    assert exact.value == pytest.approx(check.value, rel=1e-9)
+    assert exact.evaluated + exact.pruned == exact.grid_designs == check.grid_designs
+    assert len(exact.designs) <= chips and all(d.tdp_w <= power for d in exact.designs)
+    if homogeneous:
+        assert len(set(exact.designs)) == 1
+
+
+@pytest.mark.parametrize("objective", ["throughput", "perf-per-watt"])
+def test_bundled_model_and_grid_exact_equals_exhaustive(objective):
+    workload_grid = dict(grid=TINY, power=130)
+    for homogeneous in (False, True):
+        exact = placement.codesign(MODEL, chips=2, homogeneous=homogeneous, objective=objective, **workload_grid)
+        check = placement.codesign(MODEL, chips=2, homogeneous=homogeneous, objective=objective, exhaustive=True,
+                                   **workload_grid)
+        assert exact.status == check.status == "optimal"
+        assert exact.value == pytest.approx(check.value, rel=1e-9)
+        # 10 designs within 130 W: each on 2 chips, or on exactly 1 and 2 chips per watt; C(11, 2) = 55 pairs,
+        # and per watt also the 10 single chips
+        runs = {(True, "throughput"): 10, (True, "perf-per-watt"): 20, (False, "throughput"): 55,
+                (False, "perf-per-watt"): 65}
+        assert check.dp_runs == runs[homogeneous, objective]
+
+
+def test_five_hundred_designs_homogeneous_exact_equals_exhaustive():
+    grid = {"tensor_cores": [1, 2, 4, 8, 16], "array_width": [16, 32, 64, 128, 256], "array_depth": [32, 128],
+            "vector_cores": [1, 2, 4, 8, 16], "vector_lanes": [64, 256], "buffer_mb": [4, 32]}
+    assert load_grid(grid).size == 1000
+    grid["buffer_mb"] = [32]   # 500 designs
+    exact = solve_exact(parse_workload(mlp([512, 2048, 1024, 4096, 256, 10], 128)), load_grid(grid), 4, 606.68, 250,
+                        homogeneous=True)
+    check = solve_exhaustive(parse_workload(mlp([512, 2048, 1024, 4096, 256, 10], 128)), load_grid(grid), 4,
+                             606.68, 250, homogeneous=True)
+    assert exact.status == check.status == "optimal"
+    assert exact.value == pytest.approx(check.value, rel=1e-12)
+    assert check.dp_runs == check.evaluated == 500 - check.pruned
+    assert exact.dp_runs < check.dp_runs and exact.pruned_by["bound"] > 0
+
+
+def test_five_hundred_designs_a_design_per_stage_exact_equals_exhaustive():
+    grid = {"tensor_cores": [1, 2, 4, 8, 16], "array_width": [16, 32, 64, 128, 256], "array_depth": [32, 128],
+            "vector_cores": [1, 2, 4, 8, 16], "vector_lanes": [64, 256], "buffer_mb": [32]}
+    workload = parse_workload(mlp([512, 2048, 1024, 4096, 256, 10], 128, training=False))
+    # 606.68 mm² and 70 W leave 26 of the 500 designs (76 over the area, 398 more over the power): 351 multisets
+    # of two chips
+    exact = solve_exact(workload, load_grid(grid), 2, 606.68, 70)
+    check = solve_exhaustive(workload, load_grid(grid), 2, 606.68, 70)
+    assert (check.dp_runs, check.evaluated, check.pruned_by["area"], check.pruned_by["power"]) == (351, 26, 76, 398)
+    assert exact.status == check.status == "optimal"
+    assert exact.value == pytest.approx(check.value, rel=1e-12)
+    assert exact.pruned_by["dominated"] > 0
+
+
+def test_infeasible_budget():
+    result = placement.codesign(MODEL, chips=2, power=50, grid=TINY)
+    assert result.status == "infeasible" and result.plan is None and result.value == 0
+    assert result.message == "no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the power)"
+
+
+@pytest.mark.parametrize("kwargs, parameter, detail", [
+    ({"chips": 0}, "chips", "must be a positive integer, not 0"),
+    ({"power": -1}, "power", "must be a finite number > 0, not -1"),
+    ({"objective": "speed"}, "objective", "must be one of 'throughput', 'perf-per-watt', not 'speed'"),
+    ({"baseline": "annealing"}, "baseline", "must be one of 'wham', 'random', 'fixed', not 'annealing'"),
+    ({"baseline": "wham", "exhaustive": True}, "baseline", "and exhaustive are two methods: ask for one"),
+])
+def test_bad_parameters(kwargs, parameter, detail):
+    options = {"chips": 2, "power": 130, "grid": TINY, **kwargs}
+    with pytest.raises(InvalidParameterError) as info:
+        placement.codesign(MODEL, **options)
+    assert (info.value.parameter, info.value.detail) == (parameter, detail)
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"tensor_cores": [1]}, "grid: unknown field 'name2' (the fields are tensor_cores, array_width, array_depth, "
+                            "vector_cores, vector_lanes, buffer_mb)"),
+    ({**CHAIN_GRID, "array_width": []}, "grid: field 'array_width' must be a non-empty array"),
+    ({**CHAIN_GRID, "vector_lanes": [0]}, "grid: field 'vector_lanes' must hold positive integers up to 2^20, got 0"),
+    ({**CHAIN_GRID, "buffer_mb": [16, 16]}, "grid: field 'buffer_mb' repeats a value"),
+    ({k: v for k, v in CHAIN_GRID.items() if k != "vector_cores"}, "grid: missing field 'vector_cores'"),
+])
+def test_bad_grids(grid, message):
+    if "'name2'" in message:
+        grid = {**CHAIN_GRID, "name2": 1}
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(CHAIN, chips=1, power=500, grid=grid)
+    assert str(info.value) == message
+
+
+def test_bad_model():
+    model = json.loads(json.dumps(CHAIN))
+    del model["nodes"][1]["operators"]
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+    assert str(info.value) == ("node 1: has neither 'operators' nor 'flops' and 'bytes': the co-design cost model "
+                               "needs what each node computes")
+    model["nodes"][1]["operators"] = [{"kind": "gemm", "m": 4, "n": 0, "k": 4}]
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+    assert str(info.value) == "node 1: operator #0: field 'n' must be a positive integer up to 2^40, got 0"
+
+
+def test_exhaustive_refused_with_the_count():
+    with pytest.raises(LimitExceededError) as info:
+        placement.codesign(MODEL, chips=3, power=130, grid=TINY, exhaustive=True, max_combinations=100)
+    assert str(info.value) == ("the exhaustive check would run the DP on 220 design combinations (10 designs within "
+                               "the budgets, 3 chips), more than the limit max_combinations (100)")
+
+
+def test_cli_json(capsys):
+    assert main(["codesign", MODEL, "--chips", "2", "--power", "130", "--grid", TINY, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    expected = placement.codesign(MODEL, chips=2, power=130, grid=TINY)
+    assert {"status", "value", "designs", "plan", "evaluated", "pruned", "runtime_s"} <= set(document)
+    assert document["status"] == "optimal"
+    assert document["value"] == expected.value
+    assert [d["label"] for d in document["designs"]] == [d.label for d in expected.designs]
+    assert [stage["nodes"] for stage in document["plan"]] == [list(dev.nodes) for dev in expected.plan.devices
+                                                              if dev.nodes]
+    assert (document["evaluated"], document["pruned"]) == (expected.evaluated, expected.pruned)
+    assert sorted(v for stage in document["plan"] for v in stage["nodes"]) == list(range(28))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--chips", "2", "--power", "130", "--grid", TINY, "--exhaustive", "--max-combinations", "10", "--chips", "3"],
+     "error: the exhaustive check would run the DP on 220 design combinations (10 designs within the budgets, "
+     "3 chips), more than the limit --max-combinations (10)"),
+    (["--power", "130"], "error: codesign needs --chips"),
+    (["--chips", "2", "--power", "130", "--grid", "missing.json"], "error: missing.json: no such file"),
+])
+def test_cli_errors(capsys, argv, message):
+    assert main(["codesign", MODEL, *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == message
