@@ -1,0 +1,191 @@
+"""The split-backward model: hand-solved optima, MILP = brute force = evaluator on random tiny
+training graphs (every variant, both objectives), the request's errors, and the plan file."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import placement
+from placement.errors import InvalidParameterError
+from placement.io.plans import parse_plan
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
+from placement.problem.split import split_lower_bound, split_model
+from placement.result import Result
+from placement.solvers.milp.backends import backend_availability
+from placement.solvers.milp.split import solve_split_milp
+from placement.testing.bruteforce_split import brute_force_split
+from placement.verification.split import evaluate_split
+from tests.strategies import problems
+
+
+def two_layers(accelerators: int = 2, cost: float = 0.0) -> Instance:
+    """Layer 1: forward f1 (1), backward b1 (2); layer 2: f2 (1), b2 (6); f1 -> f2, b2 -> b1; W share 0.5,
+    so B = W = 1 for b1 and 3 for b2. ``cost``: c(f1) = c(b2)."""
+    nodes = (Node(1, "f1", (1.0,), colour=1, out_cost=cost), Node(2, "f2", (1.0,), colour=2),
+             Node(3, "b2", (6.0,), backward=True, colour=2, out_cost=cost), Node(4, "b1", (2.0,), backward=True, colour=1))
+    return Instance(nodes, (Edge(1, 2, 8.0), Edge(3, 4, 8.0)), (DeviceType(ACCELERATOR, accelerators),), "two-layers")
+
+
+# Joint: {f1,b1} = 3 and {f2,b2} = 7 on two stages (7), or everything on one (10): optimum 7.
+# any: W(b2) = 3 to stage 1 and W(b1) = 1 to stage 2 gives 1+1+3 = 5 and 1+3+1 = 5, the total 10 halved: 5.
+# adjacent: only W(b1) may move (to stage 2): stages 2 and 8, worse; optimum 7, as joint.
+# adjacent + inter-layer: B(b2) = 3 to stage 1, W(b1) = 1 to stage 2: 1+1+3 = 5 and 1+3+1 = 5: optimum 5.
+# any + inter-layer: 5 (the total halved cannot be beaten).
+HAND = [("any", False, 5.0), ("adjacent", False, 7.0), ("adjacent", True, 5.0), ("any", True, 5.0)]
+
+
+@pytest.mark.parametrize("w_placement, inter_layer, optimum", HAND)
+def test_hand_solved_optimum(w_placement: str, inter_layer: bool, optimum: float) -> None:
+    problem = two_layers()
+    r = placement.solve(problem, backward="split", w_placement=w_placement, inter_layer=inter_layer)
+    assert r.status == "optimal" and r.value == optimum and r.verified
+    assert brute_force_split(problem, split_model(w_placement, inter_layer))[0] == optimum
+    assert placement.solve(problem).value == 7.0
+
+
+def test_hand_solved_flush_objective() -> None:
+    # Flush: max FW + max BW. Joint, two stages: FW 1 and 1, BW 2 and 6: 1 + 6 = 7 (one stage: 2 + 8 = 10).
+    # any: BW = B + W balanced over the two stages, 8 / 2 = 4 (W(b2) to stage 1, W(b1) to stage 2): 1 + 4 = 5.
+    problem = two_layers()
+    r = placement.solve(problem, backward="split", objective="throughput-gpipe")
+    assert r.status == "optimal" and r.value == 5.0
+    assert placement.solve(problem, objective="throughput-gpipe", method="milp").value == 7.0
+
+
+def test_moved_w_pays_its_transfers_and_keeps_its_inputs() -> None:
+    # c(f1) = c(b2) = 0.5. Joint, two stages: stage 1 = 3 + 0.5 (f1 out) + 0.5 (b2 in) = 4, stage 2 = 7 + 1 = 8.
+    # Split (any): W(b2) on stage 1 reads f2's input f1, local there; W(b1) on stage 2 reads b2, local there;
+    # both stages still exchange f1 and b2: 1+1+3 + 1 = 6 and 1+3+1 + 1 = 6. Balancing compute further
+    # is impossible (total compute 10 over 2 stages is 5 each, plus the exchange of 1 each): optimum 6.
+    problem = two_layers(cost=0.5)
+    r = placement.solve(problem, backward="split")
+    assert r.status == "optimal" and r.value == 6.0
+    assert placement.solve(problem).value == 8.0
+    assert brute_force_split(problem, split_model())[0] == 6.0
+    plan = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (4,), (3,)), DeviceAssignment(ACCELERATOR, (2, 3), (), (3,), (4,))))
+    ev = evaluate_split(problem, plan, split_model())
+    # memory of a moved W: the tensors it reads, 8 bytes each (f1's output for W(b2), b2's for W(b1))
+    assert ev.valid and [d.memory for d in ev.evaluation.devices] == [8.0, 8.0]
+    assert [d.load for d in ev.evaluation.devices] == [6.0, 6.0]
+    # W(b1) on stage 1 as well: stage 1 = 1+1+1+3 + 1 = 7 (it keeps no tensor: W(b1) is at home)
+    home = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (4,), (3, 4)), DeviceAssignment(ACCELERATOR, (2, 3), (), (3,), ())))
+    assert [d.load for d in evaluate_split(problem, home, split_model()).evaluation.devices] == [7.0, 5.0]
+
+
+def test_evaluator_refuses_what_the_variant_forbids() -> None:
+    problem = two_layers()
+    # W(b2) on stage 1 is "previous", not "next": adjacent forbids it; B(b1) on stage 2 is never allowed.
+    plan = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (), (3,)), DeviceAssignment(ACCELERATOR, (2, 3), (), (4,), ())))
+    ev = evaluate_split(problem, plan, split_model("adjacent", True))
+    assert ev.violations == (
+        "node 3: its W task runs on device 0, which the variant 'adjacent+inter-layer' does not allow (layer on device 1)",
+        "node 4: its B task runs on device 1, which the variant 'adjacent+inter-layer' does not allow (layer on device 0)")
+    backwards = Plan(tuple(reversed(plan.devices)))
+    assert "the devices are not in pipeline order: device 1 feeds device 0" in evaluate_split(
+        problem, backwards, split_model()).violations
+
+
+def test_lower_bound_is_the_divided_total() -> None:
+    # One type, 2 devices, tasks 1, 1 (forward), B/W 1, 1, 3, 3: total 10, divided over 2 devices: 5.
+    assert split_lower_bound(two_layers(), split_model()) == 5.0
+
+
+def test_plan_file_keeps_b_and_w_tasks() -> None:
+    problem = two_layers()
+    model = split_model("adjacent", True)
+    r = placement.solve(problem, backward="split", w_placement="adjacent", inter_layer=True)
+    data = json.loads(json.dumps(r.to_json()))
+    assert data["backward"] == {"mode": "split", "w_placement": "adjacent", "inter_layer": True, "w_share": 0.5}
+    assert sorted(v for d in data["devices"] for v in d["b_tasks"]) == [3, 4]
+    assert sorted(v for d in data["devices"] for v in d["w_tasks"]) == [3, 4]
+    back = Result.from_json(data)
+    assert back.backward == data["backward"] and back.to_plan() == r.to_plan() == parse_plan(data)
+    assert evaluate_split(problem, back.to_plan(), model).objective("throughput") == 5.0
+
+
+@pytest.mark.parametrize("backend", [name for name, ok, _ in backend_availability() if ok and ":" not in name])
+def test_every_backend_finds_the_hand_optimum(backend: str) -> None:
+    solution = solve_split_milp(two_layers(), split_model("adjacent", True), backend=backend, time_limit=20)
+    assert solution.status.value == "optimal" and solution.objective == 5.0
+
+
+@pytest.mark.parametrize("kwargs, parameter, detail", [
+    (dict(backward="sideways"), "backward", "must be one of 'joint', 'split', not 'sideways'"),
+    (dict(backward="split", w_placement="near"), "w_placement", "must be one of 'any', 'adjacent', not 'near'"),
+    (dict(backward="split", inter_layer=1), "inter_layer", "must be True or False, not 1"),
+    (dict(backward="split", w_share=1.5), "w_share", "must be a finite number ≥ 0 and ≤ 1, not 1.5"),
+    (dict(w_placement="adjacent"), "w_placement", "applies to backward='split' only"),
+    (dict(inter_layer=True), "inter_layer", "applies to backward='split' only"),
+    (dict(backward="split", method="dp"), "method",
+     "'dp' does not place split backward tasks; backward='split' is solved by method 'milp' (or 'auto')"),
+    (dict(backward="split", contiguity="none"), "contiguity",
+     "'none' does not apply to backward='split', whose previous and next stages need a pipeline; use 'stages'"),
+    (dict(backward="split", stages=2), "stages", "does not apply to backward='split'"),
+])
+def test_bad_requests(kwargs: dict, parameter: str, detail: str) -> None:
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(two_layers(), **kwargs)
+    assert (info.value.parameter, info.value.detail) == (parameter, detail)
+
+
+def test_inference_instance_is_refused() -> None:
+    inference = Instance((Node(1, "f", (1.0,)),), (), (DeviceType(ACCELERATOR, 1),))
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(inference, backward="split")
+    assert info.value.detail == ("'split' needs a training instance (one with backward nodes); "
+                                 "this instance has none")
+
+
+def test_cli_split(tmp_path) -> None:
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"deviceTypes": [{"name": "accelerator", "count": 2, "paysComm": True}], "nodes": [
+        {"id": 1, "name": "f1", "times": {"accelerator": 1}, "colorClass": 1},
+        {"id": 2, "name": "f2", "times": {"accelerator": 1}, "colorClass": 2},
+        {"id": 3, "name": "b2", "times": {"accelerator": 6}, "colorClass": 2, "isBackwardNode": True},
+        {"id": 4, "name": "b1", "times": {"accelerator": 2}, "colorClass": 1, "isBackwardNode": True}],
+        "edges": [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 3, "destId": 4, "cost": 0}]}))
+    run = [sys.executable, "-m", "placement", "solve", str(path), "--json", "--backward", "split"]
+    out = subprocess.run(run + ["--w-placement", "adjacent", "--inter-layer"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["objective"] == 5.0
+    bad = subprocess.run(run + ["--w-share", "2"], capture_output=True, text=True)
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"
+
+
+@st.composite
+def tiny_training(draw) -> Instance:
+    """A random training graph of at most 7 nodes (tests/strategies.py) with random tensor sizes."""
+    p = draw(problems(max_nodes=7, training=True, max_accelerators=3, max_cpus=1))
+    edges = tuple(Edge(e.src, e.dst, float(draw(st.integers(0, 2)))) for e in p.edges)
+    return Instance(p.nodes, edges, p.device_types, p.name)
+
+
+@pytest.mark.parametrize("w_placement, inter_layer", [("any", False), ("adjacent", False), ("adjacent", True),
+                                                      ("any", True)])
+def test_milp_agrees_with_brute_force(w_placement: str, inter_layer: bool) -> None:
+    model = split_model(w_placement, inter_layer)
+
+    @settings(max_examples=200)
+    @given(tiny_training(), st.sampled_from(["throughput", "throughput-gpipe"]))
+    def check(problem: Instance, objective: str) -> None:
+        best, plan = brute_force_split(problem, model, objective)
+        solution = solve_split_milp(problem, model, objective, time_limit=20)
+        if plan is None:
+            assert solution.status.value == "infeasible"
+            return
+        evaluation = evaluate_split(problem, plan, model)
+        assert evaluation.valid and math.isclose(evaluation.objective(objective), best, abs_tol=1e-9)
+        assert solution.status.value == "optimal", solution.message
+        assert math.isclose(solution.objective, best, abs_tol=1e-9)
+        assert split_lower_bound(problem, model) <= best + 1e-9
+
+    check()
