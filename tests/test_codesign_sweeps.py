@@ -251,3 +251,25 @@ def test_generated_models_are_model_files():
     with pytest.raises(InvalidParameterError) as caught:
         sweep.sweep_model("gnmt")
     assert str(caught.value).startswith("model 'gnmt' is neither a model file nor one of bert-base-training, ")
+
+
+def test_docs_examples_run(monkeypatch):
+    import contextlib
+    import io
+
+    from tests.test_docs import python_blocks
+
+    monkeypatch.chdir(ROOT)
+    blocks = python_blocks(ROOT / "docs" / "codesign.md")
+    assert len(blocks) == 3
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for block in blocks:
+            exec(compile(block, "docs/codesign.md", "exec"), namespace)
+    # What the page says they print.
+    assert out.getvalue().splitlines() == [
+        "optimal 727.691 ['tc2x128x128-vc8x128-buf32', 'tc2x128x128-vc8x128-buf32']",
+        "2 14 {'area': 0, 'power': 0, 'dominated': 14, 'bound': 0}",
+        "wham 1.0 6", "random 0.7746 8", "fixed 0.4297 1",
+        "8 8 0", "0", "['designs', 'evaluated', 'ratio', 'runtime_s', 'throughput', 'value']"]

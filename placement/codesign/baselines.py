@@ -8,16 +8,17 @@ every design it considers is a design of the grid within the budgets.
 * :func:`wham` — after WHAM (M. Adnan, A. Phanishayee, J. Kulkarni, P. J. Nair, D. Mahajan,
   "Workload-Aware Hardware Accelerator Mining for Distributed Deep Learning Training",
   arXiv:2404.14632, 2024). Its search, as the paper's abstract describes it, decomposes the
-  problem: a *local search* tunes an architecture for each pipeline stage "using a heuristic-based
-  approach that prioritizes accelerator resources ... to critical operators", keeping *k* designs
-  per stage, and a *global search* picks one design per stage from the top-k sets to maximise
-  training throughput. Here: (1) the stages are the DP's optimal split of the model onto ``chips``
+  problem: a *local search* tunes the architecture of each pipeline stage "using a novel
+  heuristic-based approach that prioritizes accelerator resources and scheduling to critical
+  operators" and "selects multiple (k) designs per stage", and a *global search* "identifies an
+  accelerator from the top-k sets to optimize training throughput across the stages". Here: (1) the stages are the DP's optimal split of the model onto ``chips``
   copies of the smallest feasible design (WHAM takes the stages as given); (2) per stage,
   hill climbing on the grid from that design: the stage's critical operators are its slowest
   nodes that make up :data:`CRITICAL_SHARE` of its time, every move changes one parameter by one
   grid step up (or one up and another one down, to stay within the budgets), the move taken is the
   one that most shortens the critical operators among those that shorten the stage, until none
-  does; the ``top_k`` fastest designs met are kept; (3) the global pick evaluates, with the DP,
+  does (for perf-per-watt, the stage's time × the design's TDP plays the part of its time); the
+  ``top_k`` best designs met are kept; (3) the global pick evaluates, with the DP,
   the combination of every stage's fastest design and each combination that swaps one stage's
   design for another of its top-k (homogeneous: every design of the union of the top-k sets on
   all chips), and returns the best.
@@ -222,7 +223,7 @@ def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
     row = {d: i for i, d in enumerate(designs)}
     tops, local = [], 0
     for nodes in stages:
-        top, steps = _local_search(space, row, nodes, smallest, grid, top_k)
+        top, steps = _local_search(space, row, nodes, smallest, grid, top_k, objective == "perf-per-watt")
         tops.append(top)
         local += steps
     if homogeneous:
@@ -264,13 +265,17 @@ def _neighbours(design: Design, grid: Grid, row: dict[Design, int]) -> list[Desi
 
 
 def _local_search(space: Candidates, row: dict[Design, int], nodes: list[int], start: Design, grid: Grid,
-                  top_k: int) -> tuple[list[Design], int]:
-    """Hill climbing for the stage of node positions ``nodes`` (module docstring): the ``top_k``
-    fastest designs met, fastest first, and the number of moves made."""
+                  top_k: int, per_watt: bool) -> tuple[list[Design], int]:
+    """Hill climbing for the stage of node positions ``nodes`` (module docstring): the ``top_k`` best
+    designs met, best first, and the number of moves made. A design's score is the stage's time on
+    it, times its TDP when ``per_watt`` (WHAM's throughput/TDP)."""
     def stage_times(designs: Sequence[Design]) -> np.ndarray:
         return space.times[np.ix_([row[d] for d in designs], nodes)]
 
-    seen = {start: float(stage_times([start]).sum())}
+    def watts(designs: Sequence[Design]) -> np.ndarray:
+        return np.array([d.tdp_w if per_watt else 1.0 for d in designs])
+
+    seen = {start: float(stage_times([start]).sum() * watts([start])[0])}
     current, steps = start, 0
     while True:
         times = stage_times([current])[0]
@@ -281,13 +286,14 @@ def _local_search(space: Candidates, row: dict[Design, int], nodes: list[int], s
         if not moves:
             break
         table = stage_times(moves)
-        stage, crit = table.sum(axis=1), table[:, critical].sum(axis=1)
-        for design, t in zip(moves, stage):
-            seen.setdefault(design, float(t))
-        better = np.flatnonzero(stage < seen[current] * (1 - 1e-12))
+        scale = watts(moves)
+        score, crit = table.sum(axis=1) * scale, table[:, critical].sum(axis=1) * scale
+        for design, value in zip(moves, score):
+            seen.setdefault(design, float(value))
+        better = np.flatnonzero(score < seen[current] * (1 - 1e-12))
         if better.size == 0:
             break
-        current = moves[better[np.lexsort((stage[better], crit[better]))[0]]]
+        current = moves[better[np.lexsort((score[better], crit[better]))[0]]]
         steps += 1
     ranked = sorted(seen, key=lambda d: (seen[d], d.area_mm2, d))
     return ranked[:top_k], steps
