@@ -10,7 +10,10 @@ Method
    of each stage (:func:`.pipeline.design_dp`; pool layers, so the DP never enumerates design
    assignments). For throughput per watt the layers also carry the summed TDP
    (:func:`.pipeline.power_layers`) and the optimum is the least (max load × summed TDP) over
-   the layers' best plans, the TDP counted over the chips the plan uses.
+   the layers' best plans, the TDP counted over the chips the plan uses. Before it, the best
+   homogeneous plan (step 3) gives an upper bound, and every design whose energy bound
+   (:func:`energy_bounds`: a stage on it makes max load × watts at least that) reaches it is
+   pruned.
 3. *Homogeneous* (one design for every chip): the DP of :mod:`placement.solvers.dp` per design,
    designs taken by increasing lower bound (:func:`.space.time_lower_bounds`; for throughput per
    watt, the larger of the total compute and the largest colour class, times the TDP, since
@@ -51,8 +54,10 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
     dominated = len(space.designs) - len(pareto.designs)
     if homogeneous:
         best, runs, bound_pruned = _homogeneous(workload, pareto, chips, per_watt, max_ideals)
+    elif per_watt:
+        best, runs, bound_pruned = _heterogeneous_per_watt(workload, pareto, chips, max_ideals)
     else:
-        best, runs, bound_pruned = _heterogeneous(workload, pareto, chips, per_watt, max_ideals), 1, 0
+        best, runs, bound_pruned = _heterogeneous(workload, pareto, chips, max_ideals), 1, 0
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": dominated, "bound": bound_pruned}
     return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs)
 
@@ -84,22 +89,49 @@ def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
     return best, runs, 0
 
 
-def _heterogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool, max_ideals: int) -> Best | None:
+def _heterogeneous(workload: Workload, c: Candidates, chips: int, max_ideals: int) -> Best | None:
     problem = design_instance(workload, c.designs, c.times, [chips] * len(c.designs))
-    if not per_watt:
-        run = design_dp(problem, chips, max_ideals=max_ideals)
-        if run.plan is None:
-            return None
-        return Best(run.time_ms, run.time_ms, run.plan, c.designs)
-    layers, _ = power_layers([float(p) for p in c.tdp], chips)
+    run = design_dp(problem, chips, max_ideals=max_ideals)
+    if run.plan is None:
+        return None
+    return Best(run.time_ms, run.time_ms, run.plan, c.designs)
+
+
+def energy_bounds(workload: Workload, c: Candidates) -> np.ndarray:
+    """Per design ``d``, a lower bound on (max load × summed TDP) of any plan with a stage on ``d``.
+
+    With stage loads ``ℓ_s ≤ T`` on designs ``d_s``: ``T · Σ_s TDP(d_s) ≥ Σ_s TDP(d_s) · ℓ_s ≥
+    Σ_C TDP(d_C) · time_{d_C}(C)`` over the colour classes ``C`` (each on one stage, ``d_C`` its
+    design), which is at least ``E = Σ_C e(C)`` with ``e(C) = min_d TDP(d) · time_d(C)``; a stage on
+    ``d`` holds at least one class, whose term exceeds ``e(C)`` by ``TDP(d) · time_d(C) − e(C) ≥ 0``,
+    so the bound is ``E + min_C (TDP(d) · time_d(C) − e(C))``.
+    """
+    classes = workload.instance.colour_classes()
+    energy = np.column_stack([c.times[:, members].sum(axis=1) for members in classes]) * c.tdp[:, None]
+    least = energy.min(axis=0)
+    return least.sum() + (energy - least).min(axis=1)
+
+
+def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
+                            max_ideals: int) -> tuple[Best | None, int, int]:
+    """The best homogeneous plan first (an upper bound ``UB``); the designs whose
+    :func:`energy_bounds` reach ``UB`` are pruned; the power-layer DP over the rest."""
+    best, runs, _ = _homogeneous(workload, c, chips, True, max_ideals)
+    if best is None:
+        return None, runs, 0
+    keep = np.flatnonzero(energy_bounds(workload, c) < best.score)
+    if len(keep) == 0:
+        return best, runs, len(c.designs)
+    kept = c.subset(keep)
+    problem = design_instance(workload, kept.designs, kept.times, [chips] * len(kept.designs))
+    layers, _ = power_layers([float(p) for p in kept.tdp], chips)
     plans, _, _ = layer_plans(problem, layers, max_ideals=max_ideals)
-    tdp = {d.label: float(p) for d, p in zip(c.designs, c.tdp)}
-    best: Best | None = None
+    tdp = {d.label: float(p) for d, p in zip(kept.designs, kept.tdp)}
     for _, value, plan in plans:
-        score = value * sum(tdp[d.label] for d in stage_designs(plan, c.designs))
-        if best is None or score < best.score:
-            best = Best(score, value, plan, c.designs)
-    return best
+        score = value * sum(tdp[d.label] for d in stage_designs(plan, kept.designs))
+        if score < best.score:
+            best = Best(score, value, plan, kept.designs)
+    return best, runs + 1, len(c.designs) - len(keep)
 
 
 __all__ = ["solve_exact"]
