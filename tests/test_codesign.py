@@ -67,6 +67,20 @@ def test_operator_times_by_hand():
     assert times[:, 1] == pytest.approx([51_200 / 700e3, 28_160 / 700e3, 51_200 / 700e3], rel=1e-12)
 
 
+def test_importer_output_without_shapes():
+    # The importers record FLOPs and bytes per node, no shapes: a node is then costed with every MAC busy,
+    # max(FLOPs / (2 · MACs · 700 MHz), bytes / 700 GB/s, bytes / buffer rate).
+    model = json.loads(open("instances/models/bert-base-inference.json", encoding="utf-8").read())
+    workload = parse_workload(model)
+    assert workload.shapeless_nodes == len(model["nodes"])
+    node = max(model["nodes"], key=lambda n: n["flops"])
+    times = node_times_ms(workload, [WIDE])[0]
+    expected = max(node["flops"] / (2 * 32768 * 700e6), node["bytes"] / 700e9, node["bytes"] / (16 * 64 * 700e6))
+    assert times[[n["id"] for n in model["nodes"]].index(node["id"])] == pytest.approx(1000 * expected, rel=1e-12)
+    result = placement.codesign(model, chips=2, power=181, grid=CHAIN_GRID)
+    assert result.status == "optimal" and result.shapeless_nodes == len(model["nodes"])
+
+
 def test_two_node_chain_optimum_by_hand():
     # Power 181 W leaves WIDE (180.72 W), LANES and SMALL, not BIG (181.75 W); SMALL is dominated.
     # Times (ms):  node 0: WIDE 0.08, LANES 0.04096;  node 1: WIDE 0.0402286, LANES 0.0731429; c(0) = 0.001.
