@@ -17,7 +17,7 @@ from placement.errors import InvalidParameterError
 from placement.io.plans import parse_plan
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
-from placement.problem.split import split_lower_bound, split_model
+from placement.problem.split import split_lower_bound, split_model, split_times
 from placement.result import Result
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.split import solve_split_milp
@@ -189,3 +189,46 @@ def test_milp_agrees_with_brute_force(w_placement: str, inter_layer: bool) -> No
         assert split_lower_bound(problem, model) <= best + 1e-9
 
     check()
+
+
+def test_torch_import_gives_weight_gradient_times() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms
+    from placement.io.torch_export import import_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    imported = import_torch(model, (torch.randn(3, 4),), platform=make_platform("h100", "epyc-7763", 2, 1),
+                            training=True, granularity="operator")
+    nodes = {n["id"]: n for n in imported.instance["nodes"]}
+    q = imported.instance["about"]["time_quantum_ms"]
+    # The first linear (3x4 @ 4x8: 192 FLOPs, 304 bytes forward) spends one of its two backward kernels on
+    # the weight gradient: the forward's roofline time with one kernel. ReLU's gradient has no weight part.
+    h100 = bundled_catalogue()["h100"]
+    assert abs(nodes[3]["fpgaWeightLatency"] - roofline_ms(192, 304, h100, "fp32", 1)) <= q / 2
+    assert nodes[4]["fpgaWeightLatency"] == nodes[4]["cpuWeightLatency"] == 0.0
+    problem = imported.problem
+    b_times, w_times = split_times(problem, split_model(w_share=0.9))   # the given parts win over the share
+    u = problem.index_of(3)
+    assert w_times[u] == problem.nodes[u].weight_times == (nodes[3]["fpgaWeightLatency"], nodes[3]["cpuWeightLatency"])
+    assert b_times[u][0] == nodes[3]["fpgaLatency"] - nodes[3]["fpgaWeightLatency"]
+
+
+def _two_nodes(**weights) -> dict:
+    return {"maxFPGAs": 2, "maxCPUs": 0, "maxSizePerFPGA": 10, "nodes": [
+        {"id": 1, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1, "isBackwardNode": 0, "colorClass": 1},
+        {"id": 3, "supportedOnFpga": 1, "cpuLatency": 6, "fpgaLatency": 6, "isBackwardNode": 1, "colorClass": 1,
+         **weights}], "edges": []}
+
+
+def test_weight_time_fields_are_read_and_checked() -> None:
+    assert placement.load(_two_nodes(fpgaWeightLatency=2, cpuWeightLatency=1)).node(3).weight_times == (2, 1)
+    native = {"deviceTypes": [{"name": "gpu", "count": 1, "paysComm": True}], "nodes": [
+        {"id": 3, "times": {"gpu": 6}, "weightTimes": {"gpu": 4}, "isBackwardNode": True}], "edges": []}
+    assert placement.load(native).node(3).weight_times == (4,)
+    for data, message in [
+            (_two_nodes(fpgaWeightLatency=7, cpuWeightLatency=1), "node 3: weight time on accelerator (7) exceeds its time (6)"),
+            (_two_nodes(fpgaWeightLatency=1), "node 3: missing field 'cpuWeightLatency'")]:
+        with pytest.raises(placement.errors.InvalidInstanceError) as info:
+            placement.load(data)
+        assert str(info.value) == message

@@ -43,6 +43,12 @@ weight gradients; attention 3: the fused backward's preprocessing, main and grad
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
 constants none), each paying the device's overhead.
 
+Split backward: a matmul or convolution that reads a trained parameter spends half its gradient
+work (one of its two kernels, the forward's FLOPs and bytes) on the weight gradient; every other
+operator's gradient is activation gradient (bias and norm-scale gradients are small reductions,
+left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
+``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
+
 Edges are mirrored (``u → v`` gives ``grad(v) → grad(u)`` of the same size) and
 ``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer time
 of the gradients of all of ``v``'s inputs from other nodes (the sum of its in-edge sizes).
@@ -235,6 +241,17 @@ def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool 
     return total
 
 
+#: Operator kinds whose gradient splits into an input gradient and a weight gradient of equal work.
+WEIGHT_GRADIENT_KINDS = frozenset({"matmul", "conv"})
+
+
+def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
+    """The weight-gradient part of node ``v``'s backward time on ``device``: one kernel of its forward
+    FLOPs and bytes for every matmul or convolution that reads a trained parameter (module docstring)."""
+    return sum(roofline_ms(op.flops, op.bytes_moved, device, op.dtype, 1) for op in pg.node_ops(v)
+               if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable for p in op.params))
+
+
 def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
 
@@ -280,6 +297,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) 
                 "supportedOnFpga": True,
                 "cpuLatency": node_time_ms(pg, v, cpu, backward=True),
                 "fpgaLatency": node_time_ms(pg, v, accelerator, backward=True),
+                "cpuWeightLatency": weight_time_ms(pg, v, cpu),
+                "fpgaWeightLatency": weight_time_ms(pg, v, accelerator),
                 "isBackwardNode": True,
                 "colorClass": v,
                 "size": pg.param_bytes(v, trainable_only=True),
@@ -325,8 +344,9 @@ def _quantise(nodes: list[dict], edges: list[dict]) -> float:
         return 1.0
     quantum = 2.0 ** (math.ceil(math.log2(total)) - TIME_BITS)
     for n in nodes:
-        for key in ("cpuLatency", "fpgaLatency"):
-            n[key] = quantum * round(n[key] / quantum)
+        for key in ("cpuLatency", "fpgaLatency", "cpuWeightLatency", "fpgaWeightLatency"):
+            if key in n:   # rounding is monotone: a weight part stays within its node's time
+                n[key] = quantum * round(n[key] / quantum)
     for e in edges:
         e["cost"] = quantum * round(e["cost"] / quantum)
     return quantum

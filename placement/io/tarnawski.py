@@ -13,6 +13,10 @@ Extension for device catalogues with any number of types: a top-level
 null: unbounded) replaces ``maxSizePerFPGA``, ``maxFPGAs`` and ``maxCPUs``, and every
 node then gives ``"times": {type name: time or null}`` (null: unsupported on that type)
 instead of ``supportedOnFpga``, ``cpuLatency`` and ``fpgaLatency``.
+
+Split backward (``docs/backward-split.md``): a backward node may give the weight-gradient part of its
+times, ``"fpgaWeightLatency"`` and ``"cpuWeightLatency"`` (both, in the two-type format), or
+``"weightTimes": {type name: time or null}`` (with ``deviceTypes``, null exactly where ``times`` is).
 """
 
 from __future__ import annotations
@@ -165,13 +169,18 @@ def _read_nodes(raw_nodes: list, costs: dict[int, float], catalogue: tuple[Devic
             cpu = read_field(n, "cpuLatency", where, "number")
             acc = read_field(n, "fpgaLatency", where, "number")
             times: tuple[float | None, ...] = (acc if supported else None, cpu)
+            weights = None
+            if "fpgaWeightLatency" in n or "cpuWeightLatency" in n:
+                w_acc = read_field(n, "fpgaWeightLatency", where, "number")
+                weights = (w_acc if supported else None, read_field(n, "cpuWeightLatency", where, "number"))
         else:
             times = _node_times(n, where, catalogue)
+            weights = _node_times(n, where, catalogue, "weightTimes") if "weightTimes" in n else None
         size = read_field(n, "size", where, "number", default=0.0)
         backward = read_field(n, "isBackwardNode", where, "bool", default=False)
         colour = read_field(n, "colorClass", where, "int", default=None)
         label = read_field(n, "name", where, "str", default=str(node_id))
-        nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0)))
+        nodes.append(Node(node_id, label, times, size, backward, colour, costs.get(node_id, 0.0), weights))
     return nodes
 
 
@@ -223,7 +232,8 @@ def _plain_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]] | None:
 def _plain_nodes(raw_nodes: list, costs: dict[int, float]) -> list[Node] | None:
     """What :func:`_read_nodes` returns for the two-type format, checked in bulk; ``None`` when any field
     is not plainly valid (then :func:`_read_nodes` names the first problem)."""
-    if not all(type(n) is dict for n in raw_nodes):
+    if not all(type(n) is dict for n in raw_nodes) or any("fpgaWeightLatency" in n or "cpuWeightLatency" in n
+                                                          for n in raw_nodes):
         return None
     ids = _column(raw_nodes, "id")
     supported = _plain_bools(_column(raw_nodes, "supportedOnFpga"))
@@ -269,19 +279,19 @@ def _device_types(raw: Any) -> tuple[DeviceType, ...]:
     return tuple(types)
 
 
-def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...]) -> tuple[float | None, ...]:
-    """A node's ``times`` object: one number or null per device type, nothing else."""
-    raw = n.get("times")
+def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...], key: str = "times") -> tuple[float | None, ...]:
+    """A node's ``times`` (or ``key``) object: one number or null per device type, nothing else."""
+    raw = n.get(key)
     if not isinstance(raw, dict):
-        raise InvalidInstanceError(f"{where}: field 'times' must be an object (one time per device type), "
-                            f"got {json_type_name(raw) if 'times' in n else 'nothing'}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be an object (one time per device type), "
+                            f"got {json_type_name(raw) if key in n else 'nothing'}")
     names = [t.name for t in catalogue]
     unknown = sorted(set(raw) - set(names))
     if unknown:
-        raise InvalidInstanceError(f"{where}: 'times' names unknown device type {unknown[0]!r}")
+        raise InvalidInstanceError(f"{where}: {key!r} names unknown device type {unknown[0]!r}")
     missing = [name for name in names if name not in raw]
     if missing:
-        raise InvalidInstanceError(f"{where}: 'times' gives no time for device type {missing[0]!r} (null if unsupported)")
+        raise InvalidInstanceError(f"{where}: {key!r} gives no time for device type {missing[0]!r} (null if unsupported)")
     return tuple(None if raw[name] is None else read_field(raw, name, where, "number") for name in names)
 
 

@@ -10,6 +10,8 @@ Model
   ``backward`` whether it is a backward (gradient) node, ``colour`` its colour
   class (nodes of one colour share a device; ``None``: a class of its own), and
   ``out_cost`` = c(v), the time to move its output across a device boundary.
+  A backward node may give ``weight_times[t]``, the weight-gradient part of ``times[t]`` (the
+  split-backward model, ``docs/backward-split.md``; ``None``: not given).
 * Edge ``(u, w)``: a data dependency; ``size`` the tensor bytes (optional).
 * Device type ``t``: ``count`` devices, each with memory bound ``memory``
   (``math.inf`` for none); ``pays_comm`` tells whether a device of this type
@@ -65,6 +67,7 @@ class Node:
     backward: bool = False
     colour: int | None = None
     out_cost: float = 0.0
+    weight_times: tuple[float | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -331,6 +334,8 @@ def _validate_each(problem: Instance) -> None:
         _check_number(n.out_cost, f"node {n.id}: transfer cost")
         _add(sums, f"node {n.id}", "memory size", n.memory)
         _add(sums, f"node {n.id}", "transfer cost", n.out_cost)
+        if n.weight_times is not None:
+            _check_weight_times(n, types)
         if not any(
             p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
         ):
@@ -355,6 +360,23 @@ def _validate_each(problem: Instance) -> None:
     if cycle is not None:
         names = " -> ".join(str(problem.nodes[i].id) for i in cycle + cycle[:1])
         raise InvalidInstanceError(f"the graph has a cycle: {names}")
+
+
+def _check_weight_times(n: Node, types: tuple[DeviceType, ...]) -> None:
+    """A backward node's ``weight_times``: one per device type, given exactly where ``times`` is, each at
+    most the node's time there."""
+    if not n.backward:
+        raise InvalidInstanceError(f"node {n.id}: weight times given for a forward node")
+    if len(n.weight_times) != len(types):
+        raise InvalidInstanceError(f"node {n.id}: {len(n.weight_times)} weight times given for {len(types)} device types")
+    for t, p, w in zip(types, n.times, n.weight_times):
+        if (p is None) != (w is None):
+            raise InvalidInstanceError(f"node {n.id}: weight time on {t.name} must be given exactly where its time is")
+        if w is not None:
+            _check_number(w, f"node {n.id}: weight time on {t.name}")
+            if w > p:
+                raise InvalidInstanceError(f"node {n.id}: weight time on {t.name} ({format_number(w)}) exceeds its "
+                                           f"time ({format_number(p)})")
 
 
 def plain_numbers(values: list, optional: bool = False) -> np.ndarray | None:
@@ -398,7 +420,7 @@ def _plainly_valid(problem: Instance) -> bool:
         if len(index) != n:
             return False
         times = [v.times for v in nodes]
-        if set(map(len, times)) != {len(types)}:
+        if set(map(len, times)) != {len(types)} or any(v.weight_times is not None for v in nodes):
             return False
         memory = plain_numbers([v.memory for v in nodes])
         out_cost = plain_numbers([v.out_cost for v in nodes])

@@ -5,7 +5,8 @@ Model (``docs/backward-split.md`` states it in full)
 ---------------------------------------------------
 A backward node ``u`` with time ``p_t(u)`` on device type ``t`` splits into ``W_t(u)``, its
 weight-gradient part, and ``B_t(u) = p_t(u) − W_t(u)``. ``W_t(u)`` is the node's own
-``weight_times[t]`` where the instance gives it, else ``share · p_t(u)`` with the user's
+``weight_times[t]`` where the instance gives it (fields ``fpgaWeightLatency``/``cpuWeightLatency`` or
+``weightTimes`` in the files), else ``share · p_t(u)`` with the user's
 ``w_share`` (default :data:`DEFAULT_W_SHARE`, the simulator's ``w_fraction``).
 
 Placement variants (names as the API takes them):
@@ -71,7 +72,7 @@ def split_times(problem: Instance, model: SplitModel) -> tuple[list[tuple[float 
     b_times: list[tuple[float | None, ...]] = []
     w_times: list[tuple[float | None, ...]] = []
     for n in problem.nodes:
-        given = getattr(n, "weight_times", None)
+        given = n.weight_times
         if not n.backward:
             b_times.append(n.times)
             w_times.append(tuple(None if p is None else 0.0 for p in n.times))

@@ -1,0 +1,101 @@
+"""Split backward vs joint backward: the optimum of each on the published training graphs.
+
+For every training graph of Tarnawski et al. (``../shared/tarnawski/throughput-inputs``: the layer
+graphs by default, ``--operator`` adds the BERT operator graphs) and every accelerator count
+(default 2..9, the instance's one CPU core kept), the unsplit optimum (``placement.solve``: the DP,
+PipeDream's objective) and, per split variant, ``placement.solve(backward="split", ...)`` within
+``--time-limit`` seconds: value, proven bound, gap, status, runtime, and the speed-up
+unsplit / split. A split plan is never worse than the unsplit optimum (the MILP starts from it), so
+a run counts as *better* when the split value is strictly below the unsplit one.
+
+    python benchmarks/backward_split.py [--time-limit 20] [--accelerators 2 3 ... 9]
+                                        [--variants any adjacent adjacent+inter-layer] [--operator]
+
+Writes ``benchmarks/results/backward_split.json`` (one row per run) and prints a table and, per
+variant, how many runs are strictly better. Times are wall seconds on this machine, one solver thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import placement
+from placement.report.table import format_table
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
+RESULTS = ROOT / "benchmarks" / "results" / "backward_split.json"
+VARIANTS = {"any": ("any", False), "adjacent": ("adjacent", False), "adjacent+inter-layer": ("adjacent", True),
+            "any+inter-layer": ("any", True)}
+
+
+def graphs(operator: bool) -> list[Path]:
+    """The published training graphs: layer graphs, and the BERT operator graphs with ``operator``."""
+    found = sorted((SHARED / "LayerGraphs").glob("*training*.json"))
+    if operator:
+        found += sorted(p for p in (SHARED / "OperatorGraphs").glob("bert*training*.json"))
+    return found
+
+
+def compare(instance: Any, accelerators: int, variants: list[str], time_limit: float) -> list[dict[str, Any]]:
+    """One row per variant: the unsplit optimum and the split result on ``accelerators`` accelerators."""
+    start = time.perf_counter()
+    joint = placement.solve(instance, accelerators=accelerators)
+    joint_s = time.perf_counter() - start
+    rows = []
+    for name in variants:
+        w_placement, inter_layer = VARIANTS[name]
+        r = placement.solve(instance, accelerators=accelerators, backward="split", w_placement=w_placement,
+                            inter_layer=inter_layer, time_limit=time_limit)
+        rows.append({"instance": instance.name, "accelerators": accelerators, "variant": name,
+                     "unsplit": joint.value, "unsplit_status": str(joint.status), "unsplit_s": joint_s,
+                     "split": r.value, "bound": r.bound, "gap": r.gap, "status": str(r.status),
+                     "split_s": r.runtime_s, "verified": r.verified,
+                     "speedup": joint.value / r.value if r.value else None,
+                     "better": r.value is not None and joint.value is not None and r.value < joint.value * (1 - 1e-9)})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--time-limit", type=float, default=20.0)
+    ap.add_argument("--accelerators", type=int, nargs="+", default=list(range(2, 10)))
+    ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["any", "adjacent", "adjacent+inter-layer"])
+    ap.add_argument("--operator", action="store_true", help="also the BERT operator graphs")
+    ap.add_argument("--match", default="", help="only graphs whose file name contains this")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    paths = [p for p in graphs(args.operator) if args.match in p.name]
+    if not paths:
+        print(f"no published training graphs under {SHARED}: nothing to measure")
+        return
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        instance = placement.load(path)
+        for k in args.accelerators:
+            for row in compare(instance, k, args.variants, args.time_limit):
+                row["file"] = f"{path.parent.name}/{path.name}"
+                rows.append(row)
+                print(f"{row['file']} k={k} {row['variant']}: unsplit {row['unsplit']:.6g} split {row['split']:.6g} "
+                      f"gap {row['gap']:.2%} {row['status']} {row['split_s']:.1f} s", flush=True)
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps({"time_limit": args.time_limit, "rows": rows}, indent=1) + "\n")
+    table = [["graph", "acc", "variant", "unsplit", "split", "speed-up", "bound", "gap", "status", "s"]]
+    for r in rows:
+        table.append([r["file"], str(r["accelerators"]), r["variant"], f"{r['unsplit']:.6g}", f"{r['split']:.6g}",
+                      f"{r['speedup']:.4f}", f"{r['bound']:.6g}", f"{r['gap']:.2%}", r["status"], f"{r['split_s']:.1f}"])
+    print("\n".join(format_table(table, left=(0, 2, 8))))
+    for name in args.variants:
+        mine = [r for r in rows if r["variant"] == name]
+        better = sum(r["better"] for r in mine)
+        worse = sum(r["split"] > r["unsplit"] * (1 + 1e-9) for r in mine)
+        print(f"{name}: strictly better on {better} of {len(mine)} runs; worse on {worse}; "
+              f"median speed-up {sorted(r['speedup'] for r in mine)[len(mine) // 2]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
