@@ -129,6 +129,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
         return base
 
     task_times = [{k: compute_time(s, k) for k in kinds} for s in range(n)]
+    lags = w_lags(pipeline, schedule)
     main: dict[tuple[int, str], int] = {}
     gate: dict[tuple[int, str], int] = {}     # the task that receives the inputs of (s, kind)
     output: dict[tuple[int, str], int] = {}   # the task after which the outputs of (s, kind) are out
@@ -136,7 +137,8 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
         link = link_resource[s]
         for kind in kinds:
             key = (s, kind)
-            work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False), filler=kind == WEIGHT)
+            work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False),
+                        filler=kind == WEIGHT and lags[s] is None)
             main[key] = gate[key] = output[key] = work
             if link is not None and st.receive[kind] > 0:
                 gate[key] = task(link, st.receive[kind], TaskLabel(s, RECEIVE, True))
@@ -189,8 +191,9 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                 for u in sources:
                     graph.add_dependency(t + (j - window) * size, u + j * size)
     caps = stage_caps(pipeline, schedule)
+    lags = w_lags(pipeline, schedule)
     for s in range(n):
-        order = stage_order(schedule, s, n, microbatches, caps[s])
+        order = stage_order(schedule, s, n, microbatches, caps[s], lags[s])
         graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
         if caps[s] is not None:
             # F(j) waits until the stage has finished every task of micro-batch j - cap.
@@ -209,6 +212,18 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
     return Program(graph, labels, microbatches, compute_resource, link_resource, task_times)
 
 
+def w_lags(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
+    """Per stage, how many rounds its W call trails its B under ``schedule`` (``None``: W fills idle time).
+
+    1F1B on a split plan runs ``W(j − δ)`` right after ``B(j)``: ``δ = 0`` when the stage's W reads only
+    its own tensors and forward outputs (all there by its ``B(j)``), ``δ = 1`` when it also reads the
+    output of another stage's B, which the round of ``B(j)`` may not have produced yet."""
+    if not (pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush")):
+        return [None] * len(pipeline.stages)
+    return [int(any(k != s and kind == BACKWARD for k, kind in pipeline.inputs[(s, WEIGHT)]))
+            for s in range(len(pipeline.stages))]
+
+
 def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     """Per stage, the most micro-batches it may hold under ``schedule`` (``None``: no limit of its own):
     the schedule's limit (:func:`in_flight_cap`), lowered to what the device's memory bound holds
@@ -221,10 +236,6 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     n = len(pipeline.stages)
     caps: list[int | None] = []
     for s, st in enumerate(pipeline.stages):
-        if pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush"):
-            first = min([s] + [k for k, kind in pipeline.inputs[(s, WEIGHT)] if kind == BACKWARD])
-            caps.append(n - first)
-            continue
         fits = None
         if schedule.zero_bubble is not None and st.activation_bytes and math.isfinite(st.memory_bound):
             fits = int((st.memory_bound - st.static_memory) // st.activation_bytes)

@@ -29,6 +29,15 @@ as the stage is free and its inputs have arrived.
   ``2(S − i) − 2`` warm-up forwards (``2(S − i) − 1`` before its first ``B``) and holds
   at most ``2S − 1`` micro-batches; otherwise as ``zb-h1``.
 
+Split-backward plans (:mod:`placement.simulation.split`: the plan places every W call, and a
+stage may run W parts of other stages' layers) run under every training schedule with a ``W``
+call per stage and micro-batch. Under ``1f1b-async`` and ``1f1b-flush`` the ``W`` calls are in
+the order: stage ``i`` runs ``W(j − δ_i)`` right after ``B(j)`` (the remaining ones after its
+last ``B``), with ``δ_i = 0`` when its ``W`` call receives nothing from another stage's ``B`` (its
+inputs are there once its own ``B(j)`` ends) and ``δ_i = 1`` otherwise; nothing waits for a ``W``
+(delayed weight updates), so a steady state runs at the max load. Under ``gpipe``,
+``split-backward`` and the zero-bubble schedules the ``W`` calls fill idle time as above.
+
 Both zero-bubble schedules also respect each device's memory bound: a stage whose
 activations per micro-batch are known holds at most as many micro-batches as fit
 ``(memory bound − node memory) / activation bytes`` (and at most ``max_in_flight`` when
@@ -59,6 +68,7 @@ from placement.errors import InvalidParameterError
 
 FORWARD = "F"
 BACKWARD = "B"
+WEIGHT = "W"
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ def in_flight_cap(schedule: Schedule, stage: int, n_stages: int, fits: int | Non
 
 
 def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int,
-                cap: int | None = None) -> list[tuple[str, int]]:
+                cap: int | None = None, w_lag: int | None = None) -> list[tuple[str, int]]:
     """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them; ``cap`` is the
     stage's in-flight limit (:func:`in_flight_cap`), which bounds its warm-up forwards."""
     m = microbatches
@@ -128,4 +138,8 @@ def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int
         if warm + j < m:
             order.append((FORWARD, warm + j))
         order.append((BACKWARD, j))
+        if w_lag is not None and j >= w_lag:
+            order.append((WEIGHT, j - w_lag))
+    if w_lag is not None:
+        order += [(WEIGHT, j) for j in range(max(0, m - w_lag), m)]
     return order

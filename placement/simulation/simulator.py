@@ -36,7 +36,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
-from placement.simulation.pipeline import BACKWARD, FORWARD, Pipeline, build_pipeline
+from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline
 from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
                                           stream_window)
 from placement.simulation.schedules import Schedule, get_schedule
@@ -95,6 +95,10 @@ class StageResult:
     activation_bytes: float | None
     peak_memory: float | None
     memory_bound: float
+    #: split-backward plans: the most bytes held at once for W parts whose layer is elsewhere
+    #: (the tensors they read, from their arrival to the end of the W call); None for joint plans
+    peak_w_inputs: float | None = None
+    w_inputs_per_microbatch: float | None = None   # the most of those bytes held for any one micro-batch
 
     @property
     def bubble_fraction(self) -> float:
@@ -152,6 +156,15 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     figures only (the task table comes back empty): a steady-state schedule with communication
     inline then runs in memory independent of the micro-batches (:mod:`.streaming`).
     """
+    from placement.simulation.split import build_split_pipeline, is_split_plan
+
+    if is_split_plan(plan):
+        # a split plan fixes its W calls: w_fraction is the W share of backward nodes without their own
+        from placement.problem.split import DEFAULT_W_SHARE, SplitModel
+
+        pipeline = build_split_pipeline(problem, plan, SplitModel(
+            w_share=DEFAULT_W_SHARE if w_fraction is None else w_fraction))
+        return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks)
     return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
                              memory_limit, keep_tasks)
 
@@ -164,8 +177,9 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
     _check_fit(pipeline, sched, w_fraction)
-    fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward else None
-    if not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward:
+    fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward and not pipeline.split else None
+    if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
+            and not pipeline.split):
         if microbatches < 1:
             raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
         result = _streamed(pipeline, sched, microbatches)
@@ -222,8 +236,9 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
     link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
     peaks = [int(in_flight_profile(*holding(tasks, s, m))[1].max(initial=0)) for s in range(n)]
+    held = split_memory(pipeline, tasks, m) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
-                   makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes)
+                   makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
 
 def _streamed(pipeline: Pipeline, schedule: Schedule, m: int) -> SimulationResult | None:
@@ -298,7 +313,8 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
             task_times: list[dict[str, float]], link_resource: list[int | None], tasks: TaskTable, makespan: float,
             window: tuple[int, int] | None, span: tuple[float, float], iteration: float | None,
             per_sample: float | None, period: int | None, busy: np.ndarray, link_busy: np.ndarray,
-            peaks: list[int], notes: list[str]) -> SimulationResult:
+            peaks: list[int], notes: list[str],
+            held: list[tuple[float, float, float]] | None = None) -> SimulationResult:
     """The :class:`SimulationResult` of a run from its measured figures."""
     n = len(pipeline.stages)
     width = span[1] - span[0]
@@ -307,6 +323,9 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
         in_flight = peaks[s]
         peak_memory = (None if st.activation_bytes is None
                        else st.static_memory + in_flight * st.activation_bytes)
+        w_inputs = w_one = None
+        if held is not None:
+            peak_memory, w_inputs, w_one = st.static_memory + held[s][0], held[s][1], held[s][2]
         link = link_resource[s] is not None
         stage_results.append(StageResult(
             index=s, position=st.position, type=st.type, task_times=dict(task_times[s]),
@@ -315,7 +334,8 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
             link_busy=float(link_busy[s]) if link else None,
             link_utilisation=(float(link_busy[s]) / width if width > 0 else 0.0) if link else None,
             peak_in_flight=in_flight, static_memory=st.static_memory, activation_bytes=st.activation_bytes,
-            peak_memory=peak_memory, memory_bound=st.memory_bound))
+            peak_memory=peak_memory, memory_bound=st.memory_bound, peak_w_inputs=w_inputs,
+            w_inputs_per_microbatch=w_one))
         if peak_memory is not None and peak_memory > st.memory_bound:
             notes.append(f"{st.label}: peak memory {peak_memory:.6g} exceeds its bound {st.memory_bound:.6g}")
     if any(st.activation_bytes is None for st in pipeline.stages):
@@ -359,14 +379,62 @@ def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray
     return held_from, held_to
 
 
-def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The moments the number of held micro-batches changes and that number after every change at the moment.
+def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int) -> list[tuple[float, float, float]]:
+    """Per stage of a split plan, ``(most activation + W-input bytes held at once, most W-input bytes,
+    most W-input bytes held for one micro-batch)``.
+
+    Activations (the stage's forward outputs) are held per micro-batch from the start of its ``F`` to the
+    end of its last call on the stage (its W call included); each other tensor a W call reads for a part
+    whose layer is elsewhere from the end of the call that produces it (it is sent then) to the end of
+    that W call, one copy per tensor.
+    """
+    compute = ~tasks.on_link
+    end_of: dict[tuple[int, str], np.ndarray] = {}
+    for s in range(len(pipeline.stages)):
+        for kind in (BACKWARD, FORWARD, WEIGHT):
+            mine = compute & (tasks.stage == s) & (tasks.kind == kind)
+            ends = np.full(microbatches, np.nan)
+            ends[tasks.microbatch[mine]] = tasks.end[mine]
+            end_of[(s, kind)] = ends
+    out = []
+    for s, st in enumerate(pipeline.stages):
+        starts, ends, weights = [], [], []
+        seen = set()
+        for w in pipeline.w_inputs[s]:
+            if w.node in seen or (w.stage == s and w.kind == FORWARD):
+                continue     # one copy of a tensor on a stage; the stage's own forward outputs are activations
+            seen.add(w.node)
+            starts.append(end_of[(w.stage, w.kind)])
+            ends.append(end_of[(s, WEIGHT)])
+            weights.append(np.full(microbatches, w.size))
+        w_peak = one = 0.0
+        if starts:
+            w_peak = float(in_flight_profile(np.concatenate(starts), np.concatenate(ends),
+                                             np.concatenate(weights))[1].max(initial=0.0))
+            one = max(float(in_flight_profile(np.array([a[j] for a in starts]), np.array([b[j] for b in ends]),
+                                              np.array([w[j] for w in weights]))[1].max(initial=0.0))
+                      for j in range(microbatches))
+        held_from, held_to = holding(tasks, s, microbatches)
+        starts.append(held_from)
+        ends.append(held_to)
+        weights.append(np.full(microbatches, st.activation_bytes or 0.0))
+        total = float(in_flight_profile(np.concatenate(starts), np.concatenate(ends),
+                                        np.concatenate(weights))[1].max(initial=0.0))
+        out.append((total, w_peak, one))
+    return out
+
+
+def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray,
+                      weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The moments the number of held micro-batches changes and that number after every change at the moment
+    (with ``weights``: the sum of the weights of what is held, e.g. bytes).
 
     A micro-batch is held on ``[held_from, held_to)``: one released at the moment
     another is taken does not count twice, and one held for no time not at all.
     """
     times = np.concatenate([held_to, held_from])
-    deltas = np.concatenate([-np.ones(len(held_to), dtype=np.int64), np.ones(len(held_from), dtype=np.int64)])
+    ones = np.ones(len(held_to), dtype=np.int64) if weights is None else weights
+    deltas = np.concatenate([-ones, ones])
     order = np.lexsort((deltas, times))     # at one moment, releases before new holds
     times, counts = times[order], np.cumsum(deltas[order])
     last = np.append(times[1:] != times[:-1], True)

@@ -1,0 +1,202 @@
+"""Split-backward plans and the zero-bubble schedules in the simulator.
+
+Zero-bubble schedules on the uniform stages of ``test_simulate_schedules`` (forward 1, backward 2
+split as B 1 + W 1, no transfer cost): Qi et al. give the idle time of each stage within its own
+span (first task start to last task end) as ``(S − 1)(F + B + W)`` for 1F1B on the first stage,
+``(S − 1)(F + B − W)`` for ZB-H1 and 0 for ZB-H2; with F = B = W = 1 the stage ``i`` figures
+are ``3(S − 1 − i)``, ``S − 1 − i`` and 0.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from placement.errors import InvalidParameterError
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import Edge, Node, make_two_type_problem
+from placement.problem.split import SplitModel
+from placement.simulation import simulate
+from placement.verification.split import evaluate_split
+
+from tests.test_simulate_schedules import uniform_pipeline
+
+
+def idle_within_span(result, stage: int) -> float:
+    """Time stage ``stage`` is idle between the start of its first task and the end of its last."""
+    mine = (result.tasks.stage == stage) & ~result.tasks.on_link
+    start, end = result.tasks.start[mine], result.tasks.end[mine]
+    return float(end.max() - start.min() - (end - start).sum())
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4, 5])
+@pytest.mark.parametrize("extra", [0, 1, 4])
+def test_zero_bubble_schedules_match_the_paper_on_uniform_stages(stages, extra):
+    m = 2 * stages - 1 + extra
+    problem, plan = uniform_pipeline(stages, 1.0, 2.0)
+    flush = simulate(problem, plan, "1f1b-flush", m)
+    h1 = simulate(problem, plan, "zb-h1", m, w_fraction=0.5)
+    h2 = simulate(problem, plan, "zb-h2", m, w_fraction=0.5)
+    assert [idle_within_span(flush, i) for i in range(stages)] == [3.0 * (stages - 1 - i) for i in range(stages)]
+    assert [idle_within_span(h1, i) for i in range(stages)] == [1.0 * (stages - 1 - i) for i in range(stages)]
+    assert [idle_within_span(h2, i) for i in range(stages)] == [0.0] * stages
+    # the last stage starts at S - 1 and works 3m: both zero-bubble schedules end then
+    assert flush.iteration_time == 3.0 * (m + stages - 1)
+    assert h1.iteration_time == h2.iteration_time == 3.0 * m + stages - 1
+    # in flight: 1F1B S - i, ZB-H1 S on every stage (1F1B's most), ZB-H2 2S - 1
+    assert [s.peak_in_flight for s in flush.stages] == [stages - i for i in range(stages)]
+    assert [s.peak_in_flight for s in h1.stages] == [stages] * stages
+    assert [s.peak_in_flight for s in h2.stages] == [2 * stages - 1] * stages
+    assert max(s.peak_memory for s in h1.stages) == max(s.peak_memory for s in flush.stages) == 1.0 + 8.0 * stages
+
+
+def uneven(seed: int):
+    rng = random.Random(seed)
+    stages = rng.randint(2, 6)
+    forward = [float(rng.randint(1, 4)) for _ in range(stages)]
+    backward = [float(rng.randint(1, 8)) for _ in range(stages)]
+    problem, plan = uniform_pipeline(stages, forward, backward, cost=rng.choice([0.0, 0.5]))
+    return problem, plan, rng.randint(1, 12)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_zb_h1_never_longer_and_never_more_memory_than_1f1b(seed):
+    problem, plan, m = uneven(seed)
+    flush = simulate(problem, plan, "1f1b-flush", m)
+    h1 = simulate(problem, plan, "zb-h1", m, w_fraction=0.5)
+    assert h1.iteration_time <= flush.iteration_time
+    assert max(s.peak_memory for s in h1.stages) <= max(s.peak_memory for s in flush.stages)
+
+
+def test_zb_h2_can_be_longer_than_zb_h1_on_uneven_stages():
+    # ZB-H2's extra warm-up forwards are tuned for F = B = W; here they delay the first backwards.
+    problem, plan = uniform_pipeline(4, [2.0, 3.0, 2.0, 1.0], [6.0, 3.0, 5.0, 6.0])
+    h1 = simulate(problem, plan, "zb-h1", 4, w_fraction=0.5).iteration_time
+    h2 = simulate(problem, plan, "zb-h2", 4, w_fraction=0.5).iteration_time
+    assert h1 < h2 < simulate(problem, plan, "1f1b-flush", 4).iteration_time
+    assert (h1, h2) == (39.0, 41.0)
+
+
+def bounded_uniform(stages: int, bound: float):
+    problem, plan = uniform_pipeline(stages, 1.0, 2.0)
+    return make_two_type_problem(problem.nodes, problem.edges, stages, 0, bound, name="bounded"), plan
+
+
+def test_zero_bubble_schedules_hold_what_the_memory_bound_allows():
+    # node memory 1 + 8 bytes of activations per micro-batch: a bound of 25 holds 3 micro-batches
+    problem, plan = bounded_uniform(4, 25.0)
+    h2 = simulate(problem, plan, "zb-h2", 10, w_fraction=0.5)
+    assert [s.peak_in_flight for s in h2.stages] == [3, 3, 3, 3]
+    assert max(s.peak_memory for s in h2.stages) == 25.0
+    unbounded = simulate(uniform_pipeline(4, 1.0, 2.0)[0], plan, "zb-h2", 10, w_fraction=0.5)
+    assert [s.peak_in_flight for s in unbounded.stages] == [7, 7, 7, 7]
+    assert h2.iteration_time > unbounded.iteration_time == 33.0
+
+
+def test_a_memory_bound_below_one_micro_batch_is_refused():
+    problem, plan = bounded_uniform(2, 5.0)
+    with pytest.raises(InvalidParameterError, match=r"^schedule 'zb-h1' cannot run this plan: stage 0 \(device 0, "
+                                                    r"accelerator\) holds node memory 1 and 8 bytes of activations "
+                                                    r"per micro-batch, over its memory bound 5$"):
+        simulate(problem, plan, "zb-h1", 4, w_fraction=0.5)
+
+
+def two_layers(cost: float = 0.0):
+    """f0 (1) -> f1 (1) -> b1 (2) -> b0 (2), f0 -> b0; sizes f0: 4, f1: 6, b1: 2; f1 costs ``cost``.
+    Layer 0 on device 0, layer 1 on device 1, the W of b1 on device 0."""
+    nodes = [Node(0, "f0", (1.0, None), memory=1.0, colour=0), Node(1, "f1", (1.0, None), memory=1.0, colour=1,
+                                                                    out_cost=cost),
+             Node(10, "b0", (2.0, None), backward=True, colour=0), Node(11, "b1", (2.0, None), backward=True, colour=1)]
+    edges = [Edge(0, 1, 4.0), Edge(0, 10, 4.0), Edge(1, 11, 6.0), Edge(11, 10, 2.0)]
+    problem = make_two_type_problem(nodes, edges, 2, 0, math.inf, name="two-layers")
+    plan = Plan((DeviceAssignment("accelerator", (0, 10), w_tasks=(11,)), DeviceAssignment("accelerator", (1, 11))))
+    return problem, plan
+
+
+def test_split_plan_under_async_1f1b_worked_by_hand():
+    # W share 0.5: device 0 runs F = f0 (1), B = B(b0) (1), W = W(b0) + W(b1) (2): load 4;
+    # device 1 runs F = f1 (1), B = B(b1) (1), no W: load 2. No transfer costs.
+    # 1F1B, S = 2: device 0 runs F0 F1 B0 W0 F2 B1 W1 ..., device 1 F0 B0 W0 F1 B1 W1 ...: every W call
+    # reads only what its own stage's B has received (the gradient of b1 reaches device 0's B first), so
+    # it runs right after that B.
+    # d0: F0 [0,1] F1 [1,2] | d1: F0 [1,2] B0 [2,3] (W0 empty at 3) F1 [3,4] B1 [4,5]
+    # d0: B0 waits for d1's B0: [3,4]; W0 [4,6]; F2 [6,7]; B1 [7,8]; W1 [8,10]; F3 [10,11] ...:
+    #     device 0 repeats every 4 = the max load.
+    problem, plan = two_layers()
+    result = simulate(problem, plan, "1f1b-async", 24)
+    assert result.time_per_sample == result.max_load == 4.0
+    assert [s.task_times for s in result.stages] == [{"F": 1.0, "B": 1.0, "W": 2.0}, {"F": 1.0, "B": 1.0, "W": 0.0}]
+    runs = {(t.stage, t.kind, t.microbatch): (t.start, t.end) for t in result.tasks}
+    assert [runs[(0, k, j)] for k, j in [("F", 0), ("F", 1), ("B", 0), ("W", 0), ("F", 2), ("B", 1), ("W", 1)]] == \
+        [(0, 1), (1, 2), (3, 4), (4, 6), (6, 7), (7, 8), (8, 10)]
+    assert [runs[(1, k, j)] for k, j in [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2)]] == \
+        [(1, 2), (2, 3), (3, 4), (4, 5), (7, 8)]
+    # Memory. Device 0: node memory 1; its activation f0 (4 bytes) per micro-batch held from F to W:
+    # [0,6), [1,10), [6,14): at most 2 -> 8. W(b1) reads f1 (6 bytes, from device 1) and f0 (its own
+    # activation, not a second copy): f1 of micro-batch 0 arrives at 2 and is held to 6, of micro-batch 1
+    # from 4 to 10: 12 bytes at [4,6), when 8 bytes of activations are held too: 1 + 8 + 12 = 21.
+    # Device 1: node memory 1, f1 (6 bytes) of one micro-batch at a time: 7.
+    assert [s.peak_memory for s in result.stages] == [21.0, 7.0]
+    assert [s.peak_w_inputs for s in result.stages] == [12.0, 0.0]
+    assert [s.w_inputs_per_microbatch for s in result.stages] == [6.0, 0.0]
+
+
+def test_split_plan_gpipe_pays_a_w_call_receive_in_the_backward_phase():
+    # f1 costs 1. Device 0 receives f1 only for W(b1): in its W call, after the forward phase.
+    # Per sample, forward phase: max(d0 F 1, d1 F 1 + send f1 1) = 2; backward phase: max(d0 B 1 + W 2 +
+    # receive 1, d1 B 1) = 4. GPipe's iteration grows by 2 + 4 = 6 per micro-batch.
+    problem, plan = two_layers(cost=1.0)
+    t20 = simulate(problem, plan, "gpipe", 20).iteration_time
+    t40 = simulate(problem, plan, "gpipe", 40).iteration_time
+    assert (t20, t40) == (122.0, 242.0)
+    assert simulate(problem, plan, "1f1b-async", 24).time_per_sample == 5.0
+
+
+def random_split_plan(seed: int):
+    """A chain of 2-7 layers (f_i -> f_i+1, b_i+1 -> b_i, f_i -> b_i; random times, costs, sizes) cut
+    into 1-4 stages; every W on a random stage, and with inter-layer moves half of the stages' first B
+    on the stage before."""
+    rng = random.Random(seed)
+    layers = rng.randint(2, 7)
+    stages = rng.randint(1, min(layers, 4))
+    nodes, edges = [], []
+    for i in range(layers):
+        nodes.append(Node(i, f"f{i}", (float(rng.randint(1, 5)), None), memory=1.0, colour=i,
+                          out_cost=rng.choice([0.0, 0.5, 1.0])))
+        nodes.append(Node(100 + i, f"b{i}", (float(rng.randint(1, 8)), None), backward=True, colour=i,
+                          out_cost=rng.choice([0.0, 0.5, 1.0])))
+        edges.append(Edge(i, 100 + i, 8.0))
+        if i + 1 < layers:
+            edges.append(Edge(i, i + 1, float(rng.randint(1, 9))))
+            edges.append(Edge(100 + i + 1, 100 + i, float(rng.randint(1, 9))))
+    problem = make_two_type_problem(nodes, edges, stages, 0, math.inf, name=f"split-{seed}")
+    bounds = [0] + sorted(rng.sample(range(1, layers), stages - 1)) + [layers]
+    stage = {i: s for s in range(stages) for i in range(bounds[s], bounds[s + 1])}
+    inter = rng.random() < 0.5
+    b_tasks: list[list[int]] = [[] for _ in range(stages)]
+    w_tasks: list[list[int]] = [[] for _ in range(stages)]
+    for i in range(layers):
+        s = stage[i]
+        if inter and s > 0 and i == bounds[s] and rng.random() < 0.5:
+            b_tasks[s - 1].append(100 + i)
+        w = rng.randrange(stages)
+        if w != s:
+            w_tasks[w].append(100 + i)
+    plan = Plan(tuple(DeviceAssignment("accelerator", tuple([i for i in range(layers) if stage[i] == s]
+                                                             + [100 + i for i in range(layers) if stage[i] == s]),
+                                       b_tasks=tuple(b_tasks[s]), w_tasks=tuple(w_tasks[s])) for s in range(stages)))
+    return problem, plan, SplitModel("any", inter)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_async_1f1b_runs_random_split_plans_at_the_evaluators_max_load(seed):
+    problem, plan, model = random_split_plan(seed)
+    verdict = evaluate_split(problem, plan, model)
+    assert verdict.valid
+    result = simulate(problem, plan, "1f1b-async", 8 * len(plan.devices) + 16)
+    assert [sum(s.task_times.values()) for s in result.stages] == pytest.approx([d.load for d in verdict.evaluation.devices], rel=1e-12)
+    assert result.time_per_sample == pytest.approx(verdict.evaluation.max_load, rel=1e-9)
+    assert np.all(result.tasks.end >= result.tasks.start)
