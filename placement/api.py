@@ -57,7 +57,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     graphs; ``microbatches`` is the number run (one iteration of that many for the flush
     schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
-    backward's compute that is weight-gradient work (``split-backward`` only, default 0.5);
+    backward's compute that is weight-gradient work (``split-backward`` only, default 0.5; for a
+    split-backward plan, the W share of its backward nodes, by default the one the plan records);
     ``engine`` ``heap`` (built in) or ``simpy``; ``memory_limit`` the bytes the run may take (default
     2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
@@ -67,10 +68,13 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
+    from placement.simulation.split import plan_w_share
 
     problem = override_devices(instance, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
+    if w_fraction is None:
+        w_fraction = plan_w_share(plan)   # a split plan's W share, as it was solved
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     return run(problem, as_plan(plan), one_of("schedule", schedule, SCHEDULES),

@@ -9,8 +9,10 @@ are ``3(S − 1 − i)``, ``S − 1 − i`` and 0.
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,8 @@ from placement.simulation import simulate
 from placement.verification.split import evaluate_split
 
 from tests.test_simulate_schedules import uniform_pipeline
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 
 
 def idle_within_span(result, stage: int) -> float:
@@ -200,3 +204,20 @@ def test_async_1f1b_runs_random_split_plans_at_the_evaluators_max_load(seed):
     assert [sum(s.task_times.values()) for s in result.stages] == pytest.approx([d.load for d in verdict.evaluation.devices], rel=1e-12)
     assert result.time_per_sample == pytest.approx(verdict.evaluation.max_load, rel=1e-9)
     assert np.all(result.tasks.end >= result.tasks.start)
+
+
+def test_simulate_command_replays_a_solved_split_plan(tmp_path, capsys):
+    # training-pair (f1 2 -> f2 3 -> b2 6 -> b1 4, f1 -> b1; costs f1 1, f2 0.5, b2 1.5, b1 1) on two
+    # accelerators: the split optimum the planner writes, replayed from its file with its W share.
+    from placement.cli import main
+
+    pair = str(TINY / "training-pair.json")
+    plan_file = tmp_path / "split.json"
+    assert main(["solve", pair, "--backward", "split", "--quiet", "--out", str(plan_file)]) == 0
+    capsys.readouterr()
+    solved = json.loads(plan_file.read_text())
+    assert main(["simulate", pair, str(plan_file), "--microbatches", "16", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["split_plan"] is True
+    assert run["time_per_sample"] == run["max_load"] == solved["objective"] == max(d["load"] for d in solved["devices"])
+    assert [sum(s["task_times"].values()) for s in run["stages"]] == [d["load"] for d in solved["devices"]]

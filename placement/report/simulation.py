@@ -31,7 +31,8 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
         what = "max load" if result.comm == "inline" else "max over stages of max(compute, comm)"
         ratio = result.time_per_sample / model if model > 0 else math.nan
         lines.append(f"load model      {model:.9g}  ({what}); simulated / model = {ratio:.9f}")
-    lines.append(f"max load        {result.max_load:.9g}  (verified plan)")
+    lines.append(f"max load        {result.max_load:.9g}  "
+                 + ("(split plan: its calls' loads)" if result.split_plan else "(verified plan)"))
     lines.append(f"makespan        {result.makespan:.9g}")
     lines.append(f"bubble fraction {result.bubble_fraction:.2%}")
     lines.append("")
@@ -39,7 +40,8 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     kinds = [k for k in ("F", "B", "W") if any(k in s.task_times for s in result.stages)]
     link = any(s.link_time is not None for s in result.stages)
     header = ["stage", "device", "type", *kinds] + (["link"] if link else []) + \
-             ["busy", "util"] + (["link util"] if link else []) + ["in flight", "peak memory/bound"]
+             ["busy", "util"] + (["link util"] if link else []) + ["in flight", "peak memory/bound"] + \
+             (["W inputs"] if result.split_plan else [])
     rows = [header]
     for s in result.stages:
         row = [str(s.index), str(s.position), s.type, *(cell(s.task_times.get(k)) for k in kinds)]
@@ -49,6 +51,8 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
         if link:
             row.append("-" if s.link_utilisation is None else f"{s.link_utilisation:.1%}")
         row += [str(s.peak_in_flight), f"{cell(s.peak_memory)}/{cell(s.memory_bound)}"]
+        if result.split_plan:
+            row.append(cell(s.peak_w_inputs))
         rows.append(row)
     lines.extend(format_table(rows, left={2}))
     if result.notes:

@@ -125,6 +125,7 @@ class SimulationResult:
     max_load: float                            # the evaluator's max load of the plan
     model_time_per_sample: float | None        # the load model's steady-state time per sample (see _model)
     notes: tuple[str, ...]
+    split_plan: bool = False                   # a split-backward plan (its loads derived by the simulator)
 
     def to_json(self) -> dict[str, Any]:
         """The run's figures as strict JSON: the headline numbers and one entry per stage (the task
@@ -137,7 +138,7 @@ class SimulationResult:
             "time_per_sample": self.time_per_sample, "iteration_time": self.iteration_time,
             "steady_window": self.steady_window, "period": self.period, "span": self.span,
             "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
-            "model_time_per_sample": self.model_time_per_sample, "notes": self.notes,
+            "model_time_per_sample": self.model_time_per_sample, "notes": self.notes, "split_plan": self.split_plan,
             "stages": [asdict(stage) for stage in self.stages],
         })
 
@@ -347,7 +348,7 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
         stages=tuple(stage_results), tasks=tasks, makespan=makespan, time_per_sample=per_sample,
         iteration_time=iteration, steady_window=window, period=period, span=span, bubble_fraction=bubble,
         max_load=pipeline.max_load, model_time_per_sample=_model(pipeline, schedule, comm),
-        notes=tuple(notes))
+        notes=tuple(notes), split_plan=pipeline.split)
 
 
 def steady_rate(completion: np.ndarray, a: int, b: int) -> tuple[float, int | None]:
