@@ -191,6 +191,7 @@ def test_exact_equals_exhaustive(case, homogeneous, objective):
     assert exact.status == check.status == "optimal"
     assert exact.value == pytest.approx(check.value, rel=1e-9)
     assert exact.evaluated + exact.pruned == exact.grid_designs == check.grid_designs
+    assert 1 <= exact.evaluated <= check.evaluated   # the optimum's designs were evaluated
     assert len(exact.designs) <= chips and all(d.tdp_w <= power for d in exact.designs)
     if homogeneous:
         assert len(set(exact.designs)) == 1
@@ -205,6 +206,7 @@ def test_bundled_model_and_grid_exact_equals_exhaustive(objective):
                                    **workload_grid)
         assert exact.status == check.status == "optimal"
         assert exact.value == pytest.approx(check.value, rel=1e-9)
+        assert exact.evaluated + exact.pruned == 16 and exact.evaluated >= 1
         # 10 designs within 130 W: each on 2 chips, or on exactly 1 and 2 chips per watt; C(11, 2) = 55 pairs,
         # and per watt also the 10 single chips
         runs = {(True, "throughput"): 10, (True, "perf-per-watt"): 20, (False, "throughput"): 55,

@@ -53,7 +53,8 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
     pareto = space.subset(undominated(space, per_watt))
     dominated = len(space.designs) - len(pareto.designs)
     if homogeneous:
-        best, runs, bound_pruned = _homogeneous(workload, pareto, chips, per_watt, max_ideals)
+        best, ran = _homogeneous(workload, pareto, chips, per_watt, max_ideals)
+        runs, bound_pruned = len(ran), len(pareto.designs) - len(ran)
     elif per_watt:
         best, runs, bound_pruned = _heterogeneous_per_watt(workload, pareto, chips, max_ideals)
     else:
@@ -63,18 +64,20 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
 
 
 def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
-                 max_ideals: int) -> tuple[Best | None, int, int]:
+                 max_ideals: int) -> tuple[Best | None, list[int]]:
+    """The best homogeneous plan, and the designs (rows of ``c``) that a DP ran on; the others were
+    pruned by their bound."""
     bounds = time_lower_bounds(workload, c.times, chips)
     if per_watt:   # on c ≤ chips chips: max load · c ≥ total compute, and ≥ the largest class (c ≥ 1)
         bounds = np.maximum(class_times(workload, c.times), c.times.sum(axis=1)) * c.tdp
     order = np.argsort(bounds, kind="stable")
     best: Best | None = None
-    runs = 0
-    for rank, t in enumerate(order):
+    ran: list[int] = []
+    for t in order:
         if best is not None and bounds[t] >= best.score:
-            return best, runs, len(order) - rank
+            break
         design = c.designs[t]
-        runs += 1
+        ran.append(int(t))
         if not per_watt:
             solution = solve_dp(design_instance(workload, [design], c.times[[t]], [chips]), max_ideals=max_ideals)
             if solution.plan is not None and (best is None or solution.objective < best.score):
@@ -86,7 +89,7 @@ def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
             score = value * plan.non_empty * float(c.tdp[t])
             if best is None or score < best.score:
                 best = Best(score, value, plan, (design,))
-    return best, runs, 0
+    return best, ran
 
 
 def _heterogeneous(workload: Workload, c: Candidates, chips: int, max_ideals: int) -> Best | None:
@@ -116,12 +119,13 @@ def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
                             max_ideals: int) -> tuple[Best | None, int, int]:
     """The best homogeneous plan first (an upper bound ``UB``); the designs whose
     :func:`energy_bounds` reach ``UB`` are pruned; the power-layer DP over the rest."""
-    best, runs, _ = _homogeneous(workload, c, chips, True, max_ideals)
+    best, ran = _homogeneous(workload, c, chips, True, max_ideals)
     if best is None:
-        return None, runs, 0
+        return None, len(ran), len(c.designs) - len(ran)
     keep = np.flatnonzero(energy_bounds(workload, c) < best.score)
+    evaluated = len(set(ran) | set(keep.tolist()))
     if len(keep) == 0:
-        return best, runs, len(c.designs)
+        return best, len(ran), len(c.designs) - evaluated
     kept = c.subset(keep)
     problem = design_instance(workload, kept.designs, kept.times, [chips] * len(kept.designs))
     layers, _ = power_layers([float(p) for p in kept.tdp], chips)
@@ -131,7 +135,7 @@ def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
         score = value * sum(tdp[d.label] for d in stage_designs(plan, kept.designs))
         if score < best.score:
             best = Best(score, value, plan, kept.designs)
-    return best, runs + 1, len(c.designs) - len(keep)
+    return best, len(ran) + 1, len(c.designs) - evaluated
 
 
 __all__ = ["solve_exact"]
