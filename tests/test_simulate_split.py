@@ -221,3 +221,24 @@ def test_simulate_command_replays_a_solved_split_plan(tmp_path, capsys):
     assert run["split_plan"] is True
     assert run["time_per_sample"] == run["max_load"] == solved["objective"] == max(d["load"] for d in solved["devices"])
     assert [sum(s["task_times"].values()) for s in run["stages"]] == [d["load"] for d in solved["devices"]]
+
+
+def test_layerpipe_page_examples_print_what_it_says(monkeypatch):
+    import contextlib
+    import io
+    import re
+
+    from tests.test_docs import python_blocks
+
+    root = TINY.parents[1]
+    monkeypatch.chdir(root)
+    page = (root / "docs" / "layerpipe.md").read_text(encoding="utf-8")
+    blocks = python_blocks(root / "docs" / "layerpipe.md")
+    said = re.findall(r"^```python\n.*?^```\n\nprints\n\n```\n(.*?)^```", page, flags=re.S | re.M)
+    assert len(blocks) == len(said) == 2
+    namespace: dict = {}
+    for block, expected in zip(blocks, said):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/layerpipe.md", "exec"), namespace)
+        assert out.getvalue() == expected

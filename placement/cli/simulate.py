@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "link: transfers on a separate link per device, overlapping compute")
     p.add_argument("--w-fraction", dest="w_fraction", type=fraction, metavar="F",
                    help="split-backward: share of each backward's compute that is weight-gradient work "
-                        "(default 0.5)")
+                        "(default 0.5); a split-backward plan: the W share of its backward nodes (default: the "
+                        "share its file records, else 0.5)")
     add_device_options(p, " (as given to solve)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--gantt", metavar="GANTT.png", help="draw a Gantt chart of the run (needs matplotlib)")
