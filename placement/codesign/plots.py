@@ -6,8 +6,8 @@
 * ``pareto.png`` — per model, throughput against TDP with the Pareto front (no other
   configuration of the model has at least the throughput at no more power) drawn as a step line;
 * ``designs-per-stage.png`` — per model, the designs of its configuration with the most chips
-  (the largest budget among those): tensor MACs (cores × width × depth) and vector lanes of each
-  stage's chip, the buffer in MB written above.
+  (among those, the one with the most distinct designs, then the largest budget): tensor MACs
+  (cores × width × depth) and vector lanes of each stage's chip, the buffer in MB written above.
 
 Needs matplotlib (the ``plot`` extra); it is imported only when a plot is drawn. Records whose
 status is ``error`` are left out.
@@ -121,14 +121,15 @@ def macs(design: dict[str, Any]) -> int:
 
 
 def plot_designs(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Per model, the designs per stage of its configuration with the most chips and largest budget."""
+    """Per model, the designs per stage of its configuration with the most chips (then the most distinct
+    designs, then the largest budget)."""
     models = _models(records)
     fig = _figure(5 * min(len(models), 3), 4 * ((len(models) + 2) // 3))
     axes = fig.subplots((len(models) + 2) // 3, min(len(models), 3), squeeze=False).ravel()
     for ax, model in zip(axes, models):
         mine = [r for r in records if r["config"]["model"] == model]
-        best = max(mine, key=lambda r: (r["config"]["chips"], r["config"]["area_mm2"], r["config"]["power_w"],
-                                        r["throughput"]))
+        best = max(mine, key=lambda r: (r["config"]["chips"], len({d["label"] for d in r["designs"]}),
+                                        r["config"]["area_mm2"], r["config"]["power_w"], r["throughput"]))
         designs = best["designs"]
         stages = list(range(len(designs)))
         ax.bar([s - 0.2 for s in stages], [macs(d) for d in designs], width=0.4, color="C0", label="tensor MACs")
@@ -144,7 +145,7 @@ def plot_designs(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
         ax.set_ylabel("tensor MACs")
         ax2.set_ylabel("vector lanes")
         handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-        ax.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9)
+        ax2.legend(handles=handles, fontsize=7, loc="lower right", framealpha=0.9)
     for ax in axes[len(models):]:
         ax.set_visible(False)
     fig.tight_layout()

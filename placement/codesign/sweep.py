@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 import sys
@@ -245,7 +246,8 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
             return Client(scheduler, timeout="30s"), None
         except (OSError, TimeoutError) as exc:
             raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0")
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
+                           silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 
