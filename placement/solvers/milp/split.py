@@ -351,10 +351,14 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
 
 def unsplit_start(problem: Instance) -> Plan | None:
     """The unsplit throughput optimum (the DP), its devices in pipeline order: a split plan with every
-    task on its layer's stage. ``None`` when the DP finds none."""
+    task on its layer's stage. ``None`` when the DP finds none or refuses (too many ideals)."""
+    from placement.errors import LimitExceededError
     from placement.solvers.dp import solve_dp
 
-    solution = solve_dp(problem)
+    try:
+        solution = solve_dp(problem)
+    except LimitExceededError:   # too many ideals: the MILP starts from nothing
+        return None
     if solution.plan is None:
         return None
     order = pipeline_order(problem, solution.plan) or range(len(solution.plan.devices))
