@@ -86,7 +86,7 @@ def test_hypar_json(capsys):
     (["solve", CHAIN4, "--backend", "gurobi"],
      "error: --backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or 'pulp:NAME', not 'gurobi'"),
     (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'solve', 'verify', "
-                     "'info', 'simulate', 'hypar', 'import', 'split')"),
+                     "'info', 'simulate', 'hypar', 'import', 'split', 'codesign')"),
 ])
 def test_usage_errors_are_one_line(capsys, argv, message):
     status, out, err = run(capsys, *argv)
