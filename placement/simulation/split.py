@@ -41,6 +41,7 @@ from placement.plan import Plan
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, split_times
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage, check_acyclic
+from placement.verification.split import tensor_bytes
 
 KIND_ORDER = (FORWARD, BACKWARD, WEIGHT)
 
@@ -162,7 +163,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
 
     inputs: dict[tuple[int, str], set[tuple[int, str]]] = {(s, k): set() for s in range(n) for k in KIND_ORDER}
     pays = [problem.device_types[t].pays_comm for t in types]
-    size = _tensor_bytes(problem)
+    size = tensor_bytes(problem)
     w_inputs: list[list[WInput]] = [[] for _ in range(n)]
     for x in sorted(layer, key=index):
         source = produced[x]
@@ -213,12 +214,3 @@ def _time(value: float | None, node: int, stage: int) -> float:
         raise InvalidParameterError("plan", f"runs a task of node {node} on stage {stage}, whose device type "
                                             "does not support it")
     return value
-
-
-def _tensor_bytes(problem: Instance) -> dict[int, float]:
-    """Per node id, the bytes of its output tensor: the largest ``size`` of its out-edges (0 where none)."""
-    out = {n.id: 0.0 for n in problem.nodes}
-    for e in problem.edges:
-        if e.size is not None and e.size > out[e.src]:
-            out[e.src] = e.size
-    return out
