@@ -19,10 +19,8 @@ def format_codesign(result) -> str:
         rows = [["stage", "design", "area mm²", "TDP W", "nodes"]]
         stages = [dev for dev in result.plan.devices if dev.nodes]
         for s, (design, dev) in enumerate(zip(result.designs, stages)):
-            nodes = dev.nodes
-            span = f"{len(nodes)} ({nodes[0]}..{nodes[-1]})" if len(nodes) > 1 else str(nodes[0])
-            rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), span])
-        lines.extend(format_table(rows, left=(1, 4)))
+            rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), str(len(dev.nodes))])
+        lines.extend(format_table(rows, left=(1,)))
     pruned = ", ".join(f"{n} {why}" for why, n in result.pruned_by.items() if n)
     lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
                  f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; {result.dp_runs:,} DP "
