@@ -60,7 +60,8 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
     else:
         best, runs, bound_pruned = _heterogeneous(workload, pareto, chips, max_ideals), 1, 0
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": dominated, "bound": bound_pruned}
-    return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs)
+    return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs,
+                  stats={"within_budgets": len(space.designs), "undominated": len(pareto.designs)})
 
 
 def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,

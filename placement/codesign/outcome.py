@@ -49,14 +49,14 @@ def verified_time(workload: Workload, space: Candidates, plan: Plan, designs: tu
 
 def finish(workload: Workload, space: Candidates, best: Best | None, chips: int, homogeneous: bool, objective: str,
            method: str, start: float, pruned_by: dict[str, int], dp_runs: int,
-           status: str = "optimal", evaluated: int | None = None) -> CodesignResult:
+           status: str = "optimal", evaluated: int | None = None, stats: dict | None = None) -> CodesignResult:
     """The result of ``best`` (``None``: no plan), its plan re-checked by the evaluator (status ``error``
     when the check disagrees). ``evaluated``: designs evaluated, by default the grid's less ``pruned_by``."""
     if evaluated is None:
         evaluated = space.grid_designs - sum(pruned_by.values())
     common = dict(objective=objective, evaluated=evaluated, pruned=sum(pruned_by.values()), pruned_by=pruned_by,
                   grid_designs=space.grid_designs, chips=chips, homogeneous=homogeneous, method=method,
-                  dp_runs=dp_runs, shapeless_nodes=workload.shapeless_nodes)
+                  dp_runs=dp_runs, shapeless_nodes=workload.shapeless_nodes, stats=dict(stats or {}))
     if best is None:
         return CodesignResult("infeasible", value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
                               plan=None, runtime_s=time.perf_counter() - start,
