@@ -242,3 +242,48 @@ def test_layerpipe_page_examples_print_what_it_says(monkeypatch):
         with contextlib.redirect_stdout(out):
             exec(compile(block, "docs/layerpipe.md", "exec"), namespace)
         assert out.getvalue() == expected
+
+
+def three_layers(b_tasks=((), (), ()), w_tasks=((), (), ()), layers=((0, 100), (1, 101), (2, 102))):
+    """f0 -> f1 -> f2 -> b2 -> b1 -> b0 with f_i -> b_i; forward 1, backward 2 (B 1 + W 1), no costs."""
+    nodes, edges = [], []
+    for i in range(3):
+        nodes += [Node(i, f"f{i}", (1.0, None), memory=1.0, colour=i),
+                  Node(100 + i, f"b{i}", (2.0, None), backward=True, colour=i)]
+        edges.append(Edge(i, 100 + i, 4.0))
+        if i < 2:
+            edges += [Edge(i, i + 1, 4.0), Edge(101 + i, 100 + i, 4.0)]
+    problem = make_two_type_problem(nodes, edges, 3, 0, math.inf, name="three-layers")
+    plan = Plan(tuple(DeviceAssignment("accelerator", nodes, b_tasks=b, w_tasks=w)
+                      for nodes, b, w in zip(layers, b_tasks, w_tasks) if nodes))
+    return problem, plan
+
+
+def test_a_w_call_that_receives_another_stages_b_output_trails_by_one_round():
+    # W(b0) on stage 2 reads f0 (stage 0's F) and b1 (stage 1's B, which stage 2's own B does not read):
+    # stage 2 runs W(j - 1) after B(j). Loads: stage 0 F 1 + B 1 = 2; stage 1 F 1 + B 1 + W 1 = 3;
+    # stage 2 F 1 + B 1 + W(b2) 1 + W(b0) 1 = 4: the max load, at which async 1F1B runs.
+    from placement.simulation.program import w_lags
+    from placement.simulation.schedules import get_schedule
+    from placement.simulation.split import build_split_pipeline
+
+    problem, plan = three_layers(w_tasks=((), (), (100,)))
+    pipeline = build_split_pipeline(problem, plan, SplitModel())
+    assert w_lags(pipeline, get_schedule("1f1b-async")) == [0, 0, 1]
+    assert w_lags(pipeline, get_schedule("zb-h1")) == [None, None, None]
+    result = simulate(problem, plan, "1f1b-async", 40)
+    assert [sum(s.task_times.values()) for s in result.stages] == [2.0, 3.0, 4.0]
+    assert result.time_per_sample == 4.0
+    runs = {(t.stage, t.kind, t.microbatch): t.start for t in result.tasks}
+    order = sorted((start, kind, j) for (s, kind, j), start in runs.items() if s == 2 and j < 3)
+    assert [(kind, j) for _, kind, j in order][:6] == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("W", 0), ("F", 2)]
+
+
+def test_b_calls_that_wait_for_each_other_are_refused():
+    # Layers 0 | 1, 2; B(b2) moved to stage 0: stage 0's B (b2) feeds stage 1's B (b1), which feeds
+    # stage 0's B (b0) again: one B call per device cannot run it.
+    problem, plan = three_layers(b_tasks=((102,), ()), w_tasks=((), ()), layers=((0, 100), (1, 101, 2, 102), ()))
+    with pytest.raises(InvalidParameterError, match=r"^plan has stages that wait for each other in a cycle .*: "
+                                                    r"B of stage 0 \(device 0, accelerator\) -> B of stage 1 \(device 1, "
+                                                    r"accelerator\) -> B of stage 0 \(device 0, accelerator\)$"):
+        simulate(problem, plan, "1f1b-async", 8)
