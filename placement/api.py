@@ -29,7 +29,9 @@ DEFAULT_MICROBATCHES = 64
 
 def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguity: str = "none",
            calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
-           accelerators: int | None = None, cpus: int | None = None, memory: float | None = None) -> Verification:
+           accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
+           backward: str = "joint", w_placement: str = "any", inter_layer: bool = False,
+           w_share: float = 0.5) -> Verification:
     """Check ``plan`` (a Result, Plan, plan document or plan file) against ``instance``, sharing nothing
     with any solver.
 
@@ -39,10 +41,24 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``.
+    ``backward="split"`` checks a split-backward plan under the variant ``w_placement``,
+    ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules).
     """
     from placement.verification.check import check_plan
 
     problem = override_devices(instance, accelerators, cpus, memory)
+    from placement.problem.split import BACKWARD_MODES, check_training, split_model
+
+    model = split_model(w_placement, inter_layer, w_share)
+    if one_of("backward", backward, BACKWARD_MODES) == "split":
+        from placement.verification.split import check_split_plan
+
+        check_training(problem)
+        return check_split_plan(problem, as_plan(plan), model, objective)
+    for name, value, default in (("w_placement", w_placement, "any"), ("inter_layer", inter_layer, False),
+                                 ("w_share", w_share, 0.5)):
+        if value != default:
+            raise InvalidParameterError(name, "applies to backward='split' only")
     return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, check_training
-from placement.result import Result, Stage, Status, Verification
+from placement.result import Result, Stage, Status
 
 #: the options of :func:`placement.solve` the split MILP takes (the others must keep their defaults)
 SPLIT_OPTIONS = ("backend", "time_limit", "gap", "threads", "seed", "log", "warm_start", "progress",
@@ -63,7 +63,7 @@ def verified_split(problem: Instance, model: SplitModel, solution: Any, objectiv
     """The Result of ``solution`` after the split evaluator's check: its value is the evaluator's, a plan
     that fails the check or disagrees with the method's value is never returned."""
     from placement.solution import Status as method_status
-    from placement.verification.split import evaluate_split
+    from placement.verification.split import check_split_plan
 
     backward = {"mode": "split", "w_placement": model.w_placement, "inter_layer": model.inter_layer,
                 "w_share": model.w_share}
@@ -73,20 +73,17 @@ def verified_split(problem: Instance, model: SplitModel, solution: Any, objectiv
     status = Status.INFEASIBLE if solution.status is method_status.INFEASIBLE else Status.NO_SOLUTION
     verification = None
     if solution.plan is not None:
-        ev = evaluate_split(problem, solution.plan, model)
-        value = ev.objective(objective)
-        verification = Verification(valid=ev.valid, objective=objective, contiguity="stages", value=value,
-                                    max_load=ev.evaluation.max_load, violations=ev.violations,
-                                    finest_class=ev.evaluation.finest_class, report=(ev.evaluation, None, None))
-        if not ev.valid:
-            message = "the plan failed independent verification: " + ev.violations[0]
+        verification = check_split_plan(problem, solution.plan, model, objective)
+        value, evaluation = verification.value, verification.report[0]
+        if not verification.valid:
+            message = "the plan failed independent verification: " + verification.violations[0]
         elif not math.isclose(solution.objective, value, rel_tol=1e-9, abs_tol=1e-9):
             message = f"the method's value {solution.objective!r} disagrees with the verified {value!r}"
         elif solution.status in (method_status.OPTIMAL, method_status.FEASIBLE):
             proven = solution.status is method_status.OPTIMAL
             bound = value if proven else min(solution.bound, value)
             stages = tuple(Stage(dev.type, dev.nodes, r.load, r.memory, (), dev.b_tasks, dev.w_tasks)
-                           for dev, r in zip(solution.plan.devices, ev.evaluation.devices))
+                           for dev, r in zip(solution.plan.devices, evaluation.devices))
             gap = 0.0 if proven or value <= 0 else max(0.0, (value - bound) / value)
             return Result(status=Status.OPTIMAL if proven else Status.FEASIBLE, value=value, bound=bound, gap=gap,
                           plan=stages, runtime_s=time.perf_counter() - started, verification=verification,

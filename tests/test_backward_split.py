@@ -156,6 +156,13 @@ def test_cli_split(tmp_path) -> None:
     out = subprocess.run(run + ["--w-placement", "adjacent", "--inter-layer"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["objective"] == 5.0
+    plan = tmp_path / "plan.json"
+    plan.write_text(out.stdout)
+    check = [sys.executable, "-m", "placement", "verify", str(path), str(plan), "--json", "--backward", "split"]
+    ok = subprocess.run(check + ["--w-placement", "adjacent", "--inter-layer"], capture_output=True, text=True)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["value"] == 5.0
+    # without --inter-layer a moved B breaks the rule: exit 1
+    assert subprocess.run(check + ["--w-placement", "adjacent"], capture_output=True, text=True).returncode == 1
     bad = subprocess.run(run + ["--w-share", "2"], capture_output=True, text=True)
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"
@@ -232,3 +239,19 @@ def test_weight_time_fields_are_read_and_checked() -> None:
         with pytest.raises(placement.errors.InvalidInstanceError) as info:
             placement.load(data)
         assert str(info.value) == message
+
+
+def test_verify_checks_a_split_plan_file(tmp_path) -> None:
+    problem = two_layers()
+    r = placement.solve(problem, backward="split")   # "any": W(b2) moves back to stage 1, W(b1) forward
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(r.to_json()))
+    assert placement.verify(problem, str(path), backward="split").value == 5.0
+    strict = placement.verify(problem, str(path), backward="split", w_placement="adjacent")
+    assert not strict.valid and strict.violations == (
+        "node 3: its W task runs on device 0, which the variant 'adjacent' does not allow (layer on device 1)",)
+    # the joint evaluator reads the same file as the unsplit plan of its layers
+    assert placement.verify(problem, str(path)).value == 7.0
+    with pytest.raises(InvalidParameterError) as info:
+        placement.verify(problem, str(path), inter_layer=True)
+    assert info.value.detail == "applies to backward='split' only"

@@ -26,6 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="throughput (default), throughput-gpipe, or latency (schedules the plan's calls)")
     p.add_argument("--calls", type=positive_int, metavar="Q",
                    help="latency objective: the most calls an accelerator may run")
+    p.add_argument("--backward", choices=("joint", "split"), default="joint",
+                   help="split: check a split-backward plan (its b_tasks and w_tasks; docs/backward-split.md)")
+    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent"), default="any",
+                   help="--backward split: the W rule the plan must follow (default any)")
+    p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
+                   help="--backward split: B may run on the stage before its layer's")
+    p.add_argument("--w-share", dest="w_share", type=float, default=0.5, metavar="FRACTION",
+                   help="--backward split: W's share of a backward time the instance does not split (default 0.5)")
     add_device_options(p, " (as given to solve)")
     add_output_options(p)
     p.set_defaults(handler=run)
@@ -37,9 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.ledger import format_ledger
 
     instance = placement.load(args.instance)
-    verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
-                                    calls=args.calls, infer_from_colours=True,
-                                    ledger=args.objective != "latency", **devices(args))
+    split = {} if args.backward == "joint" else dict(backward="split", w_placement=args.w_placement,
+                                                      inter_layer=args.inter_layer, w_share=args.w_share)
+    if split:   # the split evaluator checks contiguity stages and infers nothing
+        verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
+    else:
+        verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
+                                        calls=args.calls, infer_from_colours=True,
+                                        ledger=args.objective != "latency", **devices(args))
     if args.json:
         print_json(verification.to_json())
     else:

@@ -37,9 +37,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, split_times
 from placement.plan import DeviceAssignment, Plan
+from placement.result import Verification
 from placement.verification.contiguity import _quotient
 from placement.verification.evaluate import DeviceReport, Evaluation, evaluate, fmt_number
 
@@ -201,11 +203,22 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
         if memory > bound:
             violations.append(f"device {d} ({dev.type}): memory {fmt_number(memory)} exceeds the bound "
                               f"{fmt_number(bound)}")
-        members = tuple(v for v in dev.nodes)
-        reports.append(DeviceReport(position=d, type=dev.type, nodes=members, compute=fw + bw,
+        reports.append(DeviceReport(position=d, type=dev.type, nodes=tuple(dev.nodes), compute=fw + bw,
                                     comm=comm_fw + comm_bw, load=fw + bw + comm_fw + comm_bw, memory=memory,
                                     memory_bound=bound, forward_load=fw + comm_fw, backward_load=bw + comm_bw))
     evaluation = Evaluation(devices=tuple(reports), max_load=max((r.load for r in reports), default=0.0),
                             violations=tuple(violations), contiguity="stages", finest_class=anchor.finest_class,
                             inferred=())
     return SplitEvaluation(evaluation, b_dev, w_dev)
+
+
+def check_split_plan(problem: Instance, plan: Plan, model: SplitModel, objective: str = "throughput") -> Verification:
+    """The evaluator's verdict on the split plan ``plan`` as a :class:`Verification` (``value``: max load for
+    ``throughput``, max FW + max BW for ``throughput-gpipe``); ``report`` holds ``(evaluation, None, None)``."""
+    if objective not in ("throughput", "throughput-gpipe"):
+        raise InvalidParameterError("objective", f"{objective!r} does not apply to backward='split' "
+                                                 "(it solves 'throughput', 'throughput-gpipe')")
+    ev = evaluate_split(problem, plan, model)
+    return Verification(valid=ev.valid, objective=objective, contiguity="stages", value=ev.objective(objective),
+                        max_load=ev.evaluation.max_load, violations=ev.violations,
+                        finest_class=ev.evaluation.finest_class, report=(ev.evaluation, None, None))
