@@ -335,3 +335,20 @@ def test_on_a_dask_cluster():
     assert remote.status == "optimal"
     assert (remote.value, remote.designs, remote.plan) == (here.value, here.designs, here.plan)
 
+
+
+def test_cli_sweep_runs_and_resumes(tmp_path, capsys):
+    pytest.importorskip("dask.distributed")
+    spec = tmp_path / "sweep.json"
+    spec.write_text(json.dumps({"models": [MODEL], "chips": [1, 2], "budgets": [[606.68, 130]], "grids": [TINY],
+                                "baselines": ["random"], "random_budget": 2}), encoding="utf-8")
+    out = tmp_path / "records.jsonl"
+    argv = ["codesign", "--sweep", str(spec), "--out", str(out), "--workers", "1", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["ran"] == 2
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    expected = {k: placement.codesign(MODEL, chips=k, power=130, grid=TINY).value for k in (1, 2)}
+    assert sorted((r["config"]["chips"], r["throughput"]) for r in records) == sorted(expected.items())
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["ran"], summary["skipped"]) == (0, 2)
