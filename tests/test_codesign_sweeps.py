@@ -250,7 +250,10 @@ def test_generated_models_are_model_files():
     assert len(codesign_models.gnmt(training=False).layers) == 12
     with pytest.raises(InvalidParameterError) as caught:
         sweep.sweep_model("gnmt")
-    assert str(caught.value).startswith("model 'gnmt' is neither a model file nor one of bert-base-training, ")
+    assert str(caught.value).startswith("model is 'gnmt', neither a model file nor one of bert-base-training, ")
+    with pytest.raises(InvalidParameterError) as caught:  # before any cluster starts
+        sweep.run_sweep(sweep.SweepSpec(models=("gnmt",), chips=(1,), budgets=((606.68, 280.0),)), "unused.jsonl")
+    assert str(caught.value).startswith("models lists 'gnmt', neither a model file nor one of bert-base-training, ")
 
 
 def test_docs_examples_run(monkeypatch):

@@ -268,6 +268,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     if plots is not None:  # fail before hours of work when the plots cannot be drawn
         from placement.codesign.plots import matplotlib_modules
         matplotlib_modules()
+    from placement.codesign.grid import load_grid
+    for model in spec.models:  # fail before starting a cluster: an unknown model, a bad grid file
+        if not _known_model(model):
+            raise InvalidParameterError("models", f"lists {_unknown_model(model)}")
+    for grid in spec.grids:
+        load_grid(grid)
     _drop_partial_line(out)
     done = {record["id"] for record in read_records(out)}
     todo = []
@@ -315,17 +321,25 @@ def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, A
     return {"id": item["id"], **body}
 
 
+def _known_model(model: str) -> bool:
+    from placement.zoo.codesign_models import model_names
+    return Path(model).exists() or model in model_names()
+
+
+def _unknown_model(model: str) -> str:
+    from placement.zoo.codesign_models import model_names
+    return f"{model!r}, neither a model file nor one of {', '.join(model_names())}"
+
+
 def sweep_model(model: str) -> Any:
     """The model a configuration names: a model file's path, or a generated model of
     :func:`placement.zoo.codesign_models.model_names` (e.g. ``gnmt-training``) as a decoded model file."""
     from placement.codesign.template import LINK_BYTES_PER_S
-    from placement.zoo.codesign_models import model_file, model_names
+    from placement.zoo.codesign_models import model_file
 
-    if Path(model).exists():
-        return model
-    if model in model_names():
-        return model_file(model, LINK_BYTES_PER_S)
-    raise InvalidParameterError("model", f"{model!r} is neither a model file nor one of {', '.join(model_names())}")
+    if not _known_model(model):
+        raise InvalidParameterError("model", f"is {_unknown_model(model)}")
+    return model if Path(model).exists() else model_file(model, LINK_BYTES_PER_S)
 
 
 def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
