@@ -290,6 +290,19 @@ def test_bad_model():
     with pytest.raises(InvalidInstanceError) as info:
         placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == "node 1: operator #0: field 'n' must be a positive integer up to 2^40, got 0"
+    model["nodes"][1]["operators"] = [{"kind": "gemm", "m": 4, "n": 4, "k": 4}]
+    model["nodes"][1]["size"] = 2**35
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+    assert str(info.value) == "node 1 needs 34359738368 bytes, more than a chip's 17,179,869,184 bytes of DRAM"
+
+
+def test_more_chips_than_colour_classes():
+    # 14 classes (forward node and its backward mate share one): 1000 chips give the plans of 14
+    many = placement.codesign(MODEL, chips=1000, power=130, grid=TINY)
+    assert many.status == "optimal" and many.chips == 1000
+    assert many.value == placement.codesign(MODEL, chips=14, power=130, grid=TINY).value
+    assert len(many.designs) <= 14
 
 
 def test_exhaustive_refused_with_the_count():

@@ -52,13 +52,15 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
         return infeasible(workload, space, chips, homogeneous, objective, "exact", start, area_mm2, power_w)
     pareto = space.subset(undominated(space, per_watt))
     dominated = len(space.designs) - len(pareto.designs)
+    # a colour class sits on one chip: no plan has more non-empty stages than classes
+    usable = min(chips, len(workload.instance.colour_classes()))
     if homogeneous:
-        best, ran = _homogeneous(workload, pareto, chips, per_watt, max_ideals)
+        best, ran = _homogeneous(workload, pareto, usable, per_watt, max_ideals)
         runs, bound_pruned = len(ran), len(pareto.designs) - len(ran)
     elif per_watt:
-        best, runs, bound_pruned = _heterogeneous_per_watt(workload, pareto, chips, max_ideals)
+        best, runs, bound_pruned = _heterogeneous_per_watt(workload, pareto, usable, max_ideals)
     else:
-        best, runs, bound_pruned = _heterogeneous(workload, pareto, chips, max_ideals), 1, 0
+        best, runs, bound_pruned = _heterogeneous(workload, pareto, usable, max_ideals), 1, 0
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": dominated, "bound": bound_pruned}
     return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs,
                   stats={"within_budgets": len(space.designs), "undominated": len(pareto.designs)})
