@@ -160,6 +160,19 @@ def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     assert len(log.read_text().split()) == 5
 
 
+def test_a_sweep_on_a_running_cluster(tmp_path):
+    from dask.distributed import Client, LocalCluster
+
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1, 2), budgets=((606.68, 300.0),), grids=(TINY,), baselines=("fixed",))
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
+        summary = sweep.run_sweep(spec, tmp_path / "r.jsonl", scheduler=cluster.scheduler_address, quiet=True)
+        assert (summary.ran, summary.errors) == (2, 0)
+        with Client(cluster.scheduler_address) as client:  # the sweep left the cluster running
+            assert client.submit(sum, [1, 2]).result() == 3
+    by_chips = {r["config"]["chips"]: r for r in sweep.read_records(tmp_path / "r.jsonl")}
+    assert by_chips[1]["value"] == pytest.approx(solve_exact(load_workload(MLP), load_grid(TINY), 1, 606.68, 300.0).value)
+
+
 def test_a_sweep_killed_mid_run_resumes(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"models": [MLP], "chips": [1, 2, 3], "budgets": [[606.68, 300.0], [400.0, 200.0]],

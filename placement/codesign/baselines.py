@@ -77,10 +77,6 @@ class BaselineResult:
     runtime_s: float
     details: dict = field(default_factory=dict)
 
-    def ratio(self, optimum_throughput: float) -> float:
-        """This throughput over the optimum's (≤ 1 up to rounding)."""
-        return self.throughput / optimum_throughput
-
 
 def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objective: str
            ) -> tuple[Workload, Grid, Candidates]:
