@@ -115,24 +115,31 @@ def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:
 def load_rows(be: Backend, d: GroupData, objective: str, x: Callable[[int], Terms], b: dict[int, Any],
               y: dict[int, Any], targets: list[Any]) -> None:
     """(L) for one slot; ``y[k]`` is the slot's type indicator, ``targets`` from :func:`objective_vars`."""
-    n = len(d.groups)
     for k in range(len(d.types)):
-        parts: list[tuple[Callable[[int], float | None], bool | None]]
-        if objective == "throughput":
-            parts = [(lambda v: d.p(v, k), None)]
-        else:
-            parts = [(lambda v: d.pf[v][k], False), (lambda v: d.pb[v][k], True)]
-        for (time_of, backward), target in zip(parts, targets):
-            terms: Terms = []
-            for v in range(n):
-                p = time_of(v)
-                if p:
-                    terms += [(a * p, var) for a, var in x(v)]
-            if d.pays[k]:
-                terms += [(cn.c, b[i]) for i, cn in enumerate(d.cost_nodes)
-                          if backward is None or cn.backward == backward]
-            if terms:
-                be.add(terms + [(-1, target)], hi=0, enforce=y[k])
+        typed_load_rows(be, d, objective, k, x, b, targets, enforce=y[k])
+
+
+def typed_load_rows(be: Backend, d: GroupData, objective: str, k: int, x: Callable[[int], Terms],
+                    b: dict[int, Any], targets: list[Any], enforce: Any = None) -> None:
+    """(L) for one slot of type ``k``: plain rows (a slot whose type is fixed), or, with ``enforce``,
+    rows that hold only when that 0/1 variable is 1."""
+    n = len(d.groups)
+    parts: list[tuple[Callable[[int], float | None], bool | None]]
+    if objective == "throughput":
+        parts = [(lambda v: d.p(v, k), None)]
+    else:
+        parts = [(lambda v: d.pf[v][k], False), (lambda v: d.pb[v][k], True)]
+    for (time_of, backward), target in zip(parts, targets):
+        terms: Terms = []
+        for v in range(n):
+            p = time_of(v)
+            if p:
+                terms += [(a * p, var) for a, var in x(v)]
+        if d.pays[k] and b:
+            terms += [(cn.c, b[i]) for i, cn in enumerate(d.cost_nodes)
+                      if backward is None or cn.backward == backward]
+        if terms:
+            be.add(terms + [(-1, target)], hi=0, enforce=enforce)
 
 
 def minimise(be: Backend, targets: list[Any]) -> None:

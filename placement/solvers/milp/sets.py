@@ -18,8 +18,9 @@ These are rows (C) of :mod:`.rows` for each slot over the forward graph: rows 9â
 only bound ``a`` and ``d`` from below, and the least values are the true closures, which
 are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in which no forward
 path leaves a device's forward nodes and re-enters them: the class ``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
-through their colour classes and are not constrained further. With ``stages=N`` the slots
-are those of :mod:`.none` (``N`` of them, every one used).
+through their colour classes and are not constrained further. The slots, their symmetry
+rows, ``stages=N`` and the counting rows are those of :mod:`.none` (all valid here: the
+rows 9â€“11 constrain each device's set alone, whatever its slot).
 """
 
 from __future__ import annotations
@@ -41,16 +42,21 @@ def _forward_edges(problem: Instance) -> tuple[list[int], list[tuple[int, int]]]
     return forward, edges
 
 
+def _terms(V: AssignmentVars, v: int, s: int) -> list[tuple[float, Any]]:
+    """Terms of ``x[v,s]``: none where it is fixed to 0."""
+    return [(1, V.x[v, s])] if (v, s) in V.free else []
+
+
 class ContiguousSets(NoContiguity):
     contiguity = "sets"
 
-    def extra_rows(self, problem: Instance, d: GroupData, be: Backend, x: dict[tuple[int, int], Any]) -> None:
+    def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         forward, edges = _forward_edges(problem)
         group = {u: g for g, members in enumerate(d.groups) for u in members}
         a: dict[tuple[int, int], Any] = {}
         dn: dict[tuple[int, int], Any] = {}
-        for s in range(1, d.slots + 1):                                                   # (9)-(11)
-            alpha, delta = convexity_rows(be, forward, edges, lambda v, s=s: [(1, x[group[v], s])], f"s{s}")
+        for s in V.slots:                                                                 # (9)-(11)
+            alpha, delta = convexity_rows(be, forward, edges, lambda v, s=s: _terms(V, group[v], s), f"s{s}")
             a.update({(v, s): var for v, var in alpha.items()})
             dn.update({(v, s): var for v, var in delta.items()})
         self._closures = (a, dn)
@@ -69,7 +75,7 @@ class ContiguousSets(NoContiguity):
             pred[w].append(v)
         order = [problem.index_of(i) for i in problem.topological_ids()]
         order = [v for v in order if not problem.nodes[v].backward]
-        for s in range(1, d.slots + 1):
+        for s in V.slots:
             on = {v: where[group[v]] == s - 1 for v in forward}
             up = {}
             for v in order:
