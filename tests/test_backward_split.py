@@ -72,8 +72,9 @@ def test_moved_w_pays_its_transfers_and_keeps_its_inputs() -> None:
     assert brute_force_split(problem, split_model())[0] == 6.0
     plan = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (4,), (3,)), DeviceAssignment(ACCELERATOR, (2, 3), (), (3,), (4,))))
     ev = evaluate_split(problem, plan, split_model())
-    # memory of a moved W: the tensors it reads, 8 bytes each (f1's output for W(b2), b2's for W(b1))
-    assert ev.valid and [d.memory for d in ev.evaluation.devices] == [8.0, 8.0]
+    # memory of a moved W: the tensors it reads (8 bytes each) but the forward ones its device produces:
+    # W(b2) reads f1, produced on device 0 (kept there anyway); W(b1) reads b2's output gradient
+    assert ev.valid and [d.memory for d in ev.evaluation.devices] == [0.0, 8.0]
     assert [d.load for d in ev.evaluation.devices] == [6.0, 6.0]
     # W(b1) on stage 1 as well: stage 1 = 1+1+1+3 + 1 = 7 (it keeps no tensor: W(b1) is at home)
     home = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (4,), (3, 4)), DeviceAssignment(ACCELERATOR, (2, 3), (), (3,), ())))
@@ -170,8 +171,8 @@ def test_cli_split(tmp_path) -> None:
 
 @st.composite
 def tiny_training(draw) -> Instance:
-    """A random training graph of at most 7 nodes (tests/strategies.py) with random tensor sizes."""
-    p = draw(problems(max_nodes=7, training=True, max_accelerators=3, max_cpus=1))
+    """A random training graph of at most 6 nodes (tests/strategies.py) with random tensor sizes."""
+    p = draw(problems(max_nodes=6, training=True, max_accelerators=3, max_cpus=1))
     edges = tuple(Edge(e.src, e.dst, float(draw(st.integers(0, 2)))) for e in p.edges)
     return Instance(p.nodes, edges, p.device_types, p.name)
 
@@ -255,3 +256,36 @@ def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     with pytest.raises(InvalidParameterError) as info:
         placement.verify(problem, str(path), inter_layer=True)
     assert info.value.detail == "applies to backward='split' only"
+
+
+def test_flush_phases_and_kept_tensors_of_a_moved_w() -> None:
+    # f0 (1) -> f1 (1, c = 1); b1 -> b0 (backward, 2 each, W = B = 1); f0 -> b0, f1 -> b1 carry activations.
+    # Device 0 holds layer 0 and W(b1); device 1 holds layer 1.
+    nodes = (Node(0, "f0", (1.0,), colour=0), Node(1, "f1", (1.0,), colour=1, out_cost=1.0),
+             Node(2, "b0", (2.0,), backward=True, colour=0), Node(3, "b1", (2.0,), backward=True, colour=1))
+    edges = (Edge(0, 1, 4.0), Edge(0, 2, 4.0), Edge(1, 3, 6.0), Edge(3, 2, 2.0))
+    problem = Instance(nodes, edges, (DeviceType(ACCELERATOR, 2),))
+    plan = Plan((DeviceAssignment(ACCELERATOR, (0, 2), (), (2,), (2, 3)), DeviceAssignment(ACCELERATOR, (1, 3), (), (3,), ())))
+    ev = evaluate_split(problem, plan, split_model()).evaluation
+    # Device 0 receives f1 only for W(b1): backward phase. FW = (1, 1 + send f1 1), BW = (B0 1 + W0 1 + W1 1 +
+    # receive f1 1, B1 1): flush objective 2 + 4 = 6; max load 5 (device 0: 1 + 3 + 1).
+    assert [(d.forward_load, d.backward_load) for d in ev.devices] == [(1.0, 4.0), (2.0, 1.0)]
+    assert ev.objective("throughput-gpipe") == 6.0 and ev.max_load == 5.0
+    # W(b1) reads b1's input f1 (6 bytes, kept) and its layer's input f0 (produced on device 0: no copy)
+    assert [d.memory for d in ev.devices] == [6.0, 0.0]
+
+
+def test_inter_layer_b_calls_must_not_wait_in_a_cycle() -> None:
+    # Three layers, backward b3 -> b2 -> b1; layer 1 on device 0, layers 2 and 3 on device 1. Moving B(b3) to
+    # device 0 but not B(b2) makes device 0's B call feed device 1's, which feeds device 0's: a cycle.
+    nodes = tuple(Node(i, f"f{i}", (1.0,), colour=i) for i in (1, 2, 3)) + tuple(
+        Node(10 + i, f"b{i}", (2.0,), backward=True, colour=i) for i in (1, 2, 3))
+    edges = (Edge(1, 2), Edge(2, 3), Edge(13, 12), Edge(12, 11))
+    problem = Instance(nodes, edges, (DeviceType(ACCELERATOR, 2),))
+    layers = ((1, 11), (2, 12, 3, 13))
+    cyclic = Plan((DeviceAssignment(ACCELERATOR, layers[0], (), (11, 13), ()),
+                   DeviceAssignment(ACCELERATOR, layers[1], (), (12,), ())))
+    assert evaluate_split(problem, cyclic, split_model(inter_layer=True)).violations == (
+        "the B tasks of devices 0 -> 1 -> 0 wait for each other in a cycle",)
+    both = Plan((DeviceAssignment(ACCELERATOR, layers[0], (), (11, 12, 13), ()), DeviceAssignment(ACCELERATOR, layers[1])))
+    assert evaluate_split(problem, both, split_model(inter_layer=True)).valid

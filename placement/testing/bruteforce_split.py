@@ -2,7 +2,7 @@
 
 It enumerates every pipeline of device types, every assignment of colour classes to its stages
 that is a pipeline in that order, and every allowed placement of each backward node's B and W
-task, and computes loads and memory with its own arithmetic (the model of
+task (with ``inter_layer``, only those whose B calls wait for no cycle of devices), and computes loads and memory with its own arithmetic (the model of
 :mod:`placement.verification.split`, written out again over class positions), sharing nothing
 with the solvers. Exponential: meant for a handful of classes and devices.
 """
@@ -27,6 +27,18 @@ def _type_sequences(problem: Instance) -> list[tuple[int, ...]]:
             if all(seq.count(k) <= problem.device_types[k].count for k in types):
                 out.append(seq)
     return out
+
+
+def _cyclic(arcs: set[tuple[int, int]], n: int) -> bool:
+    """Whether the arcs between distinct devices ``0..n-1`` close a cycle (repeatedly drop devices with
+    no incoming arc)."""
+    arcs = {(a, b) for a, b in arcs if a != b}
+    alive = set(range(n))
+    while True:
+        sources = {d for d in alive if not any(b == d and a in alive for a, b in arcs)}
+        if not sources:
+            return bool(alive)
+        alive -= sources
 
 
 def brute_force_split(problem: Instance, model: SplitModel, objective: str = "throughput"
@@ -68,6 +80,7 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                 found |= set(pred[f])
         w_reads[u] = found
     costly = [x for x in range(n) if nodes[x].out_cost > 0]
+    backward_edges = [(x, w) for x in backward for w in succ[x] if nodes[w].backward]
 
     best, best_plan = math.inf, None
     for seq in _type_sequences(problem):
@@ -95,6 +108,7 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                     mem[d] += nodes[v].memory
                     if not nodes[v].backward:
                         fw[d] += nodes[v].times[seq[d]]
+                kept: list[set[int]] = [set() for _ in range(S)]
                 for u in backward:
                     bd, wd = bpos[u], wpos[u]
                     bw[bd] += b_times[u][seq[bd]]
@@ -102,8 +116,12 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                     if bd != st[cls[u]]:
                         mem[bd] += nodes[u].memory
                     if wd != st[cls[u]]:
-                        mem[wd] += sum(size[x] for x in w_reads[u])
+                        kept[wd] |= {x for x in w_reads[u] if nodes[x].backward or st[cls[x]] != wd}
+                for d in range(S):
+                    mem[d] += sum(size[x] for x in kept[d])
                 if any(mem[d] > problem.device_types[seq[d]].memory for d in range(S)):
+                    continue
+                if model.inter_layer and _cyclic({(bpos[x], bpos[w]) for x, w in backward_edges}, S):
                     continue
                 for x in costly:
                     prod = bpos[x] if nodes[x].backward else st[cls[x]]
@@ -116,10 +134,11 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                     for u in backward:
                         if x in w_reads[u]:
                             readers.add(wpos[u])
+                    forward_readers = {st[cls[w]] for w in succ[x] if not nodes[w].backward}
                     paying = ({prod} if readers - {prod} else set()) | (readers - {prod})
                     for d in paying:
                         if problem.device_types[seq[d]].pays_comm:
-                            if nodes[x].backward:
+                            if nodes[x].backward or (d != prod and d not in forward_readers):
                                 bw[d] += nodes[x].out_cost
                             else:
                                 fw[d] += nodes[x].out_cost

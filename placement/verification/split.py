@@ -21,15 +21,22 @@ whose colour class holds a forward node with ``x`` among its predecessors (W rea
 forward input). A device that pays communication pays ``c(x)`` once when it produces ``x`` and
 some reader is elsewhere (Out), and once when it reads ``x`` produced elsewhere (In).
 
+With ``inter_layer``, the B calls must not wait for each other in a cycle: the graph on devices
+with an arc from the device of ``B(x)`` to the device of ``B(w)`` for every backward edge ``x → w``
+(between different devices) is acyclic. (Each device runs its B tasks as one call per micro-batch,
+as the load model charges them; a cycle would deadlock a pipeline schedule.)
+
 For a device of type ``t``::
 
     load   = Σ_{forward v, L(v)=d} p_t(v) + Σ_{B(u) on d} B_t(u) + Σ_{W(u) on d} W_t(u) + [pays_t] Σ c(x)
-    memory = Σ_{L(v)=d} m(v) + Σ_{B(u) on d, L(u)≠d} m(u) + Σ_{W(u) on d, L(u)≠d} a(u)
+    memory = Σ_{L(v)=d} m(v) + Σ_{B(u) on d, L(u)≠d} m(u) + Σ_{x ∈ K(d)} bytes(x)
 
-with ``a(u)`` the bytes of the tensors ``W(u)`` reads (each tensor's bytes: the largest ``size``
-of its out-edges, 0 where none is given). ``throughput`` is the max load; ``throughput-gpipe``
-is ``max_d FW_d + max_d BW_d`` with ``FW_d`` the forward compute plus the costs of forward
-tensors and ``BW_d`` the rest.
+where the last term is ``Σ bytes(x)`` over the union of the tensors the moved W tasks on ``d`` read,
+less the forward tensors ``d`` produces itself (each tensor's bytes: the largest ``size`` of its
+out-edges, 0 where none is given). ``throughput`` is the max load; ``throughput-gpipe`` is
+``max_d FW_d + max_d BW_d``: ``FW_d`` is the forward compute plus ``c(x)`` of the forward tensors ``d``
+sends and of those it receives for a forward node; ``BW_d`` the rest (backward tensors, and forward
+tensors ``d`` receives only for its B and W tasks).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import math
 from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError
-from placement.problem.instance import Instance
+from placement.problem.instance import Instance, find_cycle
 from placement.problem.split import SplitModel, split_times
 from placement.plan import DeviceAssignment, Plan
 from placement.result import Verification
@@ -112,6 +119,24 @@ def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: s
     return {u: found.get(u, layer.get(u, -1)) for u in backward}
 
 
+def _b_call_cycles(problem: Instance, b_dev: dict[int, int]) -> list[str]:
+    """A violation when the devices' B calls wait for each other in a cycle: the backward edges, taken
+    between the devices running the B tasks at their ends, close a cycle of devices."""
+    succ: dict[int, set[int]] = {}
+    for e in problem.edges:
+        if problem.node(e.src).backward and problem.node(e.dst).backward:
+            a, b = b_dev[e.src], b_dev[e.dst]
+            if a != b and a >= 0 and b >= 0:
+                succ.setdefault(a, set()).add(b)
+    devices = sorted(set(succ) | {b for targets in succ.values() for b in targets})
+    index = {d: i for i, d in enumerate(devices)}
+    cycle = find_cycle(len(devices), [sorted(index[b] for b in succ.get(d, ())) for d in devices])
+    if cycle is None:
+        return []
+    return ["the B tasks of devices " + " -> ".join(str(devices[i]) for i in cycle + cycle[:1])
+            + " wait for each other in a cycle"]
+
+
 def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEvaluation:
     """Verify the split plan ``plan`` under ``model``: loads, memory and every rule of the module docstring."""
     anchor = evaluate(problem, Plan(tuple(DeviceAssignment(d.type, d.nodes) for d in plan.devices)),
@@ -155,15 +180,19 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
     reads = w_reads(problem)
     size = tensor_bytes(problem)
     readers: dict[int, set[int]] = {n.id: set() for n in problem.nodes}
+    forward_readers: dict[int, set[int]] = {n.id: set() for n in problem.nodes}
     for e in problem.edges:
         if problem.node(e.dst).backward:
             readers[e.src].update((b_dev[e.dst], w_dev[e.dst]))
         elif e.dst in layer:
             readers[e.src].add(layer[e.dst])
+            forward_readers[e.src].add(layer[e.dst])
     for u, xs in reads.items():
         for x in xs:
             readers[x].add(w_dev[u])
     producer = {n.id: (b_dev[n.id] if n.backward else layer.get(n.id, -1)) for n in problem.nodes}
+    if model.inter_layer:
+        violations += _b_call_cycles(problem, b_dev)
 
     reports = []
     for d, dev in enumerate(plan.devices):
@@ -176,6 +205,7 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
             memory += node.memory
             if not node.backward and k is not None:
                 fw += node.times[k] or 0.0
+        kept: set[int] = set()   # tensors moved W tasks read here, one copy each
         for u in problem.nodes:
             if not u.backward:
                 continue
@@ -187,7 +217,8 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
             if w_dev[u.id] == d:
                 bw += (w_times[i][k] or 0.0) if k is not None else 0.0
                 if layer.get(u.id) != d:
-                    memory += sum(size[x] for x in reads[u.id])
+                    kept.update(x for x in reads[u.id] if problem.node(x).backward or layer.get(x) != d)
+        memory += sum(size[x] for x in kept)
         comm_fw = comm_bw = 0.0
         if dtype is not None and dtype.pays_comm:
             for x in problem.nodes:
@@ -195,7 +226,8 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                     continue
                 here = producer[x.id] == d
                 if (here and readers[x.id] - {d}) or (not here and d in readers[x.id]):
-                    if x.backward:
+                    # a send goes with the call producing x; a receive with the first call reading it here
+                    if x.backward or (not here and d not in forward_readers[x.id]):
                         comm_bw += x.out_cost
                     else:
                         comm_fw += x.out_cost

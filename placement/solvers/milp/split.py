@@ -71,6 +71,10 @@ class _Model:
         self.w: dict[tuple[int, int], Any] = {}
         self.mv: dict[tuple[int, int], Any] = {}
         self.b: dict[tuple[int, int], Any] = {}
+        self.bb: dict[tuple[int, int], Any] = {}
+        self.k: dict[tuple[int, int], Any] = {}
+        self.pi: dict[int, Any] = {}
+        self.arc: dict[tuple[int, int], Any] = {}
         self.targets: list[Any] = []
         self.loads: list[tuple[int, int, int, Terms]] = []   # (slot, type, target index, terms)
 
@@ -112,7 +116,8 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     backward = [u for u in range(n) if nodes[u].backward]
     reads = w_reads(problem)
     size = tensor_bytes(problem)
-    a_raw = {u: float(sum(size[x] for x in reads[nodes[u].id])) for u in backward}
+    w_in = {u: [problem.index_of(x) for x in reads[nodes[u].id]] for u in backward}   # tensors W(u) reads
+    kept_tensors = sorted({x for u in backward for x in w_in[u] if size[nodes[x].id] > 0})
 
     # --- numbers (scaled to integers for CP-SAT; floored where no scale is exact) --------------
     f_raw = [[None if any(nodes[v].times[t] is None for v in groups[g])
@@ -138,11 +143,11 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     g_mem = [float(sum(nodes[v].memory for v in groups[g])) for g in range(G)]
-    sizes = g_mem + [float(nodes[u].memory) for u in backward] + [a_raw[u] for u in backward]
+    sizes = g_mem + [float(nodes[u].memory) for u in backward] + [float(size[nodes[x].id]) for x in kept_tensors]
     mem = scale_memory(sizes, [problem.device_types[t].memory for t in types], be.integer_only)
     m_g = mem.sizes[:G]
     m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
-    m_w = dict(zip(backward, mem.sizes[G + len(backward):]))
+    m_x = dict(zip(kept_tensors, mem.sizes[G + len(backward):]))
     load_ub = q(largest) + 1
 
     # --- model -----------------------------------------------------------------------------
@@ -190,7 +195,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
             for s in slots:
                 V.w[u, s] = be.bool_var(f"w[{u},{s}]")
                 be.add([(1, V.w[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-                if mem.binds and m_w[u] > 0:
+                if mem.binds and any(m_x.get(x_) for x_ in w_in[u]):
                     V.mv[u, s] = be.num_var(1, f"mv[{u},{s}]")
                     be.add([(1, V.w[u, s]), (-1, V.mv[u, s])] + [(-a, v) for a, v in x(g, s)], hi=0)
             be.add([(1, V.w[u, s]) for s in slots], lo=1, hi=1)
@@ -219,6 +224,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         for w in node_succ[v]:
             pred[w].append(v)
     readers: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
+    forward_keys: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
     for x_ in costs:
         for w in node_succ[x_]:
             if nodes[w].backward:
@@ -226,6 +232,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                 readers[x_].add(("W", w))
             else:
                 readers[x_].add(("x", of_node[w]))
+                forward_keys[x_].add(("x", of_node[w]))
     for u in backward:
         colour = nodes[u].colour
         for f in colour_forward.get(colour, []) if colour is not None else []:
@@ -237,18 +244,59 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         kind, i = key
         return x(i, s) if kind == "x" else bx(i, s) if kind == "B" else wx(i, s)
 
+    # (B) boundary indicators; for throughput-gpipe a forward tensor has two: b (its send, and its
+    # receive where a forward node reads it: forward phase) and bb (its receive where only B/W read it)
     cost_nodes = []
     for x_, c in costs.items():
         own = ("B", x_) if nodes[x_].backward and model.inter_layer else ("x", of_node[x_])
         keys = sorted(readers[x_] - {own})
+        fkeys = sorted(forward_keys[x_] - {own})
         if keys and any(pays):
-            cost_nodes.append((x_, own, keys))
+            cost_nodes.append((x_, own, keys, fkeys))
+            two = objective != "throughput" and not nodes[x_].backward
             for s in slots:
                 V.b[x_, s] = be.bool_var(f"b[{x_},{s}]")
+                if two:
+                    V.bb[x_, s] = be.bool_var(f"bb[{x_},{s}]")
+                p = expr(own, s)
                 for key in keys:
-                    r, p = expr(key, s), expr(own, s)
-                    be.add(r + [(-a, v) for a, v in p] + [(-1, V.b[x_, s])], hi=0)
+                    r = expr(key, s)
                     be.add(p + [(-a, v) for a, v in r] + [(-1, V.b[x_, s])], hi=0)
+                    if not two or key in fkeys:
+                        be.add(r + [(-a, v) for a, v in p] + [(-1, V.b[x_, s])], hi=0)
+                    else:
+                        here = [(-a, v) for f in fkeys for a, v in expr(f, s)]
+                        be.add(r + [(-a, v) for a, v in p] + here + [(-1, V.bb[x_, s])], hi=0)
+
+    # (K) tensors kept for moved W tasks: k[x,s] ≥ (W(u) moved into s) − (x is forward and produced on s)
+    if mem.binds:
+        for u in backward:
+            for s in slots:
+                moved = V.wm.get((u, s)) if model.w_placement == "adjacent" else V.mv.get((u, s))
+                if moved is None:
+                    continue
+                for x_ in w_in[u]:
+                    if not m_x.get(x_):
+                        continue
+                    if (x_, s) not in V.k:
+                        V.k[x_, s] = be.num_var(1, f"k[{x_},{s}]")
+                    own = [] if nodes[x_].backward else [(-a, v) for a, v in x(of_node[x_], s)]
+                    be.add([(1, moved)] + own + [(-1, V.k[x_, s])], hi=0)
+
+    # (Y) with inter_layer, the B calls wait in no cycle: an arc between the slots of B(x) and B(w) for a
+    # backward edge x -> w raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
+    b_edges = sorted({(u, w) for u in backward for w in node_succ[u] if nodes[w].backward})
+    if model.inter_layer:
+        if b_edges and S > 1:
+            for s in slots:
+                V.pi[s] = be.num_var(S, f"pi[{s}]")
+            for s in slots:
+                for s2 in slots:
+                    if s != s2:
+                        V.arc[s, s2] = be.bool_var(f"arc[{s},{s2}]")
+                        be.add([(1, V.pi[s]), (-1, V.pi[s2])], hi=-1, enforce=V.arc[s, s2])
+                        for u, w in b_edges:
+                            be.add(bx(u, s) + bx(w, s2) + [(-1, V.arc[s, s2])], hi=1)
 
     if objective == "throughput":
         V.targets = [be.num_var(load_ub, "T")]
@@ -262,8 +310,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         if mem.binds:
             terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
             terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
-            terms += [(m_w[u], V.wm[u, s]) for u in backward if (u, s) in V.wm and m_w[u]]
-            terms += [(m_w[u], V.mv[u, s]) for u in backward if (u, s) in V.mv]
+            terms += [(m_x[x_], V.k[x_, s]) for x_ in kept_tensors if (x_, s) in V.k]
             be.add(terms + [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K], hi=0)
         for k in K:
             t = types[k]
@@ -275,8 +322,9 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                 if w_raw[u][t]:
                     bw += [(q(w_raw[u][t]) * a, v) for a, v in wx(u, s)]
             if pays[k]:
-                fw += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes if not nodes[x_].backward]
-                bw += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes if nodes[x_].backward]
+                fw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if not nodes[x_].backward]
+                bw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if nodes[x_].backward]
+                bw += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
             parts = [(0, fw + bw)] if objective == "throughput" else [(0, fw), (1, bw)]
             for i, terms in parts:
                 terms = [(a, v) for a, v in terms if a]
@@ -297,7 +345,8 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
             aggregate += [(cheapest([b_raw[u][t] for t in types]) * a, v) for a, v in bx(u, s)]
             aggregate += [(cheapest([w_raw[u][t] for t in types]) * a, v) for a, v in wx(u, s)]
         if all(pays):
-            aggregate += [(q(costs[x_]), V.b[x_, s]) for x_, _, _ in cost_nodes]
+            aggregate += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes]
+            aggregate += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
     aggregate = [(a, v) for a, v in aggregate if a]
     if aggregate:
         be.add(aggregate + [(-S, t) for t in V.targets], hi=0)
@@ -316,7 +365,12 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     fallback = start_from(warm_start, verify, be, V.targets, scaling.scale, notes)
     if fallback is not None:
-        hint = _hint(problem, warm_start, V, types, of_node, backward, cost_nodes, S, x, bx, wx, expr)
+        def moved(u: int, s: int) -> Terms:
+            var = V.wm.get((u, s)) if model.w_placement == "adjacent" else V.mv.get((u, s))
+            return [] if var is None else [(1, var)]
+
+        hint = _hint(problem, warm_start, V, types, of_node, backward, cost_nodes, S, x, bx, wx, expr,
+                     moved, w_in, b_edges)
         why = be.hint(hint) if hint is not None else "warm start not given to the solver: it is not in slot order"
         if why:
             notes.append(why)
@@ -367,7 +421,8 @@ def unsplit_start(problem: Instance) -> Plan | None:
 
 def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: tuple[int, ...],
           backward: list[int], cost_nodes: list, S: int, x: Callable, bx: Callable, wx: Callable,
-          expr: Callable) -> dict[Any, float] | None:
+          expr: Callable, moved: Callable, w_in: dict[int, list[int]],
+          b_edges: list[tuple[int, int]]) -> dict[Any, float] | None:
     """Values of every variable for the split plan ``plan`` (its non-empty devices in order are slots)."""
     devices = [dev for dev in plan.devices if dev.nodes]
     if len(devices) > S:
@@ -400,10 +455,32 @@ def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: t
             if (u, s) in V.mv:
                 values[V.mv[u, s]] = 1.0 if ws == s and home != s else 0.0
     get = values.__getitem__
-    for x_, own, keys in cost_nodes:
+    for x_, own, keys, fkeys in cost_nodes:
         for s in range(1, S + 1):
-            p = _value(expr(own, s), get)
-            values[V.b[x_, s]] = 1.0 if any(abs(_value(expr(key, s), get) - p) > 0.5 for key in keys) else 0.0
+            p = _value(expr(own, s), get) > 0.5
+            at = {key: _value(expr(key, s), get) > 0.5 for key in keys}
+            sends = p and not all(at.values())
+            receives_f = not p and any(at[key] for key in fkeys)
+            receives = not p and any(at.values())
+            if (x_, s) in V.bb:
+                values[V.b[x_, s]] = 1.0 if sends or receives_f else 0.0
+                values[V.bb[x_, s]] = 1.0 if receives and not receives_f else 0.0
+            else:
+                values[V.b[x_, s]] = 1.0 if sends or receives else 0.0
+    for (x_, s), var in V.k.items():
+        needed = any(_value(moved(u, s), get) > 0.5 for u in backward if x_ in w_in[u])
+        values[var] = 1.0 if needed and (problem.nodes[x_].backward or g_slot[of_node[x_]] != s) else 0.0
+    if V.arc:
+        b_at = {u: next(s for s in range(1, S + 1) if _value(bx(u, s), get) > 0.5) for u in backward}
+        arcs = {(b_at[u], b_at[w]) for u, w in b_edges if b_at[u] != b_at[w]}
+        for (s, s2), var in V.arc.items():
+            values[var] = 1.0 if (s, s2) in arcs else 0.0
+        level = {s: 0 for s in range(1, S + 1)}
+        for _ in range(S):   # longest-path levels of the acyclic slot graph
+            for s, s2 in arcs:
+                level[s2] = max(level[s2], level[s] + 1)
+        for s, var in V.pi.items():
+            values[var] = float(level[s])
     tops = [0.0] * len(V.targets)
     for s, k, i, terms in V.loads:
         if values[V.y[s, k]] > 0.5:
