@@ -6,7 +6,8 @@ graphs by default, ``--operator`` adds the BERT operator graphs) and every accel
 PipeDream's objective) and, per split variant, ``placement.solve(backward="split", ...)`` within
 ``--time-limit`` seconds: value, proven bound, gap, status, runtime, and the speed-up
 unsplit / split. A split plan is never worse than the unsplit optimum (the MILP starts from it), so
-a run counts as *better* when the split value is strictly below the unsplit one.
+a run counts as *better* when the split value is strictly below the unsplit one. The split MILP
+is started from the unsplit optimal plan (every task on its layer's stage).
 
     python benchmarks/backward_split.py [--time-limit 20] [--accelerators 2 3 ... 9]
                                         [--variants any adjacent adjacent+inter-layer] [--operator]
@@ -50,7 +51,7 @@ def compare(instance: Any, accelerators: int, variants: list[str], time_limit: f
     for name in variants:
         w_placement, inter_layer = VARIANTS[name]
         r = placement.solve(instance, accelerators=accelerators, backward="split", w_placement=w_placement,
-                            inter_layer=inter_layer, time_limit=time_limit)
+                            inter_layer=inter_layer, time_limit=time_limit, warm_start=joint)
         rows.append({"instance": instance.name, "accelerators": accelerators, "variant": name,
                      "unsplit": joint.value, "unsplit_status": str(joint.status), "unsplit_s": joint_s,
                      "split": r.value, "bound": r.bound, "gap": r.gap, "status": str(r.status),

@@ -50,9 +50,9 @@ from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, split_lower_bound, split_times
 from placement.solution import Solution
 from placement.solvers.ideals import contract
-from placement.solvers.milp.backends import SolveOptions, check_backend_available, make_backend
+from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
 from placement.solvers.milp.data import choose_scale, scale_memory
-from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, run_solver, start_from
+from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
 from placement.verification.split import evaluate_split, tensor_bytes, w_reads
@@ -100,7 +100,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         return Verdict(ev.valid, ev.objective(objective), ev.violations)
 
     if warm_start is True:
-        warm_start = unsplit_start(problem)
+        warm_start = unsplit_start(problem, deadline)
     elif warm_start is False:
         warm_start = None
     con = contract(problem, merge_zero_cost=False)
@@ -150,212 +150,218 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     m_x = dict(zip(kept_tensors, mem.sizes[G + len(backward):]))
     load_ub = q(largest) + 1
 
-    # --- model -----------------------------------------------------------------------------
-    V = _Model()
-    for s in slots:
-        for k in K:
-            V.y[s, k] = be.bool_var(f"y[{s},{k}]")
-        be.add([(1, V.y[s, k]) for k in K], hi=1)
-    for k in K:
-        be.add([(1, V.y[s, k]) for s in slots], hi=problem.device_types[types[k]].count)
-    for g in range(G):
+    # --- model (built within the deadline: the backend's tick raises OutOfTime past it) ----------
+    be.deadline = deadline
+    try:
+        V = _Model()
         for s in slots:
-            V.z[g, s] = be.bool_var(f"z[{g},{s}]", fixed=1 if s == S else None)
-        for s in slots[:-1]:
-            be.add([(1, V.z[g, s]), (-1, V.z[g, s + 1])], hi=0)
-    for g in range(G):
-        for h in succ[g]:
-            for s in slots[:-1]:
-                be.add([(1, V.z[h, s]), (-1, V.z[g, s])], hi=0)
-
-    def x(g: int, s: int) -> Terms:
-        if s < 1 or s > S:
-            return []
-        return [(1, V.z[g, s])] + ([(-1, V.z[g, s - 1])] if s > 1 else [])
-
-    def used(s: int) -> Terms:
-        return [(1, V.y[s, k]) for k in K]
-
-    def supporting(u: int, s: int) -> Terms:
-        return [(1, V.y[s, k]) for k in K if nodes[u].times[types[k]] is not None]
-
-    for u in backward:
-        g = of_node[u]
-        if model.inter_layer:
-            for s in slots[:-1]:
-                V.bm[u, s] = be.bool_var(f"bm[{u},{s}]")
-                be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in x(g, s + 1)], hi=0)
-                be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-        if model.w_placement == "adjacent":
-            for s in slots[1:]:
-                V.wm[u, s] = be.bool_var(f"wm[{u},{s}]")
-                be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in x(g, s - 1)], hi=0)
-                be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-        else:
-            for s in slots:
-                V.w[u, s] = be.bool_var(f"w[{u},{s}]")
-                be.add([(1, V.w[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-                if mem.binds and any(m_x.get(x_) for x_ in w_in[u]):
-                    V.mv[u, s] = be.num_var(1, f"mv[{u},{s}]")
-                    be.add([(1, V.w[u, s]), (-1, V.mv[u, s])] + [(-a, v) for a, v in x(g, s)], hi=0)
-            be.add([(1, V.w[u, s]) for s in slots], lo=1, hi=1)
-
-    def bx(u: int, s: int) -> Terms:
-        """B(u) is on slot s."""
-        terms = x(of_node[u], s)
-        if model.inter_layer:
-            terms = terms + ([(-1, V.bm[u, s - 1])] if s > 1 else []) + ([(1, V.bm[u, s])] if s < S else [])
-        return terms
-
-    def wx(u: int, s: int) -> Terms:
-        """W(u) is on slot s."""
-        if model.w_placement == "any":
-            return [(1, V.w[u, s])]
-        return x(of_node[u], s) + ([(-1, V.wm[u, s + 1])] if s < S else []) + ([(1, V.wm[u, s])] if s > 1 else [])
-
-    # readers of every costly tensor, as keys of the expressions above
-    colour_forward: dict[int, list[int]] = {}
-    for v, node in enumerate(nodes):
-        if not node.backward and node.colour is not None:
-            colour_forward.setdefault(node.colour, []).append(v)
-    pred: list[list[int]] = [[] for _ in range(n)]
-    node_succ = problem.successors()
-    for v in range(n):
-        for w in node_succ[v]:
-            pred[w].append(v)
-    readers: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
-    forward_keys: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
-    for x_ in costs:
-        for w in node_succ[x_]:
-            if nodes[w].backward:
-                readers[x_].add(("B", w) if model.inter_layer else ("x", of_node[w]))
-                readers[x_].add(("W", w))
-            else:
-                readers[x_].add(("x", of_node[w]))
-                forward_keys[x_].add(("x", of_node[w]))
-    for u in backward:
-        colour = nodes[u].colour
-        for f in colour_forward.get(colour, []) if colour is not None else []:
-            for x_ in pred[f]:
-                if x_ in readers:
-                    readers[x_].add(("W", u))
-
-    def expr(key: tuple[str, int], s: int) -> Terms:
-        kind, i = key
-        return x(i, s) if kind == "x" else bx(i, s) if kind == "B" else wx(i, s)
-
-    # (B) boundary indicators; for throughput-gpipe a forward tensor has two: b (its send, and its
-    # receive where a forward node reads it: forward phase) and bb (its receive where only B/W read it)
-    cost_nodes = []
-    for x_, c in costs.items():
-        own = ("B", x_) if nodes[x_].backward and model.inter_layer else ("x", of_node[x_])
-        keys = sorted(readers[x_] - {own})
-        fkeys = sorted(forward_keys[x_] - {own})
-        if keys and any(pays):
-            cost_nodes.append((x_, own, keys, fkeys))
-            two = objective != "throughput" and not nodes[x_].backward
-            for s in slots:
-                V.b[x_, s] = be.bool_var(f"b[{x_},{s}]")
-                if two:
-                    V.bb[x_, s] = be.bool_var(f"bb[{x_},{s}]")
-                p = expr(own, s)
-                for key in keys:
-                    r = expr(key, s)
-                    be.add(p + [(-a, v) for a, v in r] + [(-1, V.b[x_, s])], hi=0)
-                    if not two or key in fkeys:
-                        be.add(r + [(-a, v) for a, v in p] + [(-1, V.b[x_, s])], hi=0)
-                    else:
-                        here = [(-a, v) for f in fkeys for a, v in expr(f, s)]
-                        be.add(r + [(-a, v) for a, v in p] + here + [(-1, V.bb[x_, s])], hi=0)
-
-    # (K) tensors kept for moved W tasks: k[x,s] ≥ (W(u) moved into s) − (x is forward and produced on s)
-    if mem.binds:
-        for u in backward:
-            for s in slots:
-                moved = V.wm.get((u, s)) if model.w_placement == "adjacent" else V.mv.get((u, s))
-                if moved is None:
-                    continue
-                for x_ in w_in[u]:
-                    if not m_x.get(x_):
-                        continue
-                    if (x_, s) not in V.k:
-                        V.k[x_, s] = be.num_var(1, f"k[{x_},{s}]")
-                    own = [] if nodes[x_].backward else [(-a, v) for a, v in x(of_node[x_], s)]
-                    be.add([(1, moved)] + own + [(-1, V.k[x_, s])], hi=0)
-
-    # (Y) with inter_layer, the B calls wait in no cycle: an arc between the slots of B(x) and B(w) for a
-    # backward edge x -> w raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
-    b_edges = sorted({(u, w) for u in backward for w in node_succ[u] if nodes[w].backward})
-    if model.inter_layer:
-        if b_edges and S > 1:
-            for s in slots:
-                V.pi[s] = be.num_var(S, f"pi[{s}]")
-            for s in slots:
-                for s2 in slots:
-                    if s != s2:
-                        V.arc[s, s2] = be.bool_var(f"arc[{s},{s2}]")
-                        be.add([(1, V.pi[s]), (-1, V.pi[s2])], hi=-1, enforce=V.arc[s, s2])
-                        for u, w in b_edges:
-                            be.add(bx(u, s) + bx(w, s2) + [(-1, V.arc[s, s2])], hi=1)
-
-    if objective == "throughput":
-        V.targets = [be.num_var(load_ub, "T")]
-    else:
-        V.targets = [be.num_var(load_ub, "TF"), be.num_var(load_ub, "TB")]
-    total_m = sum(mem.sizes)
-    for s in slots:
-        for g in range(G):
-            fits = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and m_g[g] <= mem.bounds[k]]
-            be.add(x(g, s) + [(-a, v) for a, v in fits], hi=0)
-        if mem.binds:
-            terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
-            terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
-            terms += [(m_x[x_], V.k[x_, s]) for x_ in kept_tensors if (x_, s) in V.k]
-            be.add(terms + [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K], hi=0)
+            for k in K:
+                V.y[s, k] = be.bool_var(f"y[{s},{k}]")
+            be.add([(1, V.y[s, k]) for k in K], hi=1)
         for k in K:
-            t = types[k]
-            fw: Terms = [(q(f_raw[g][k]) * a, v) for g in range(G) if f_raw[g][k] for a, v in x(g, s)]
-            bw: Terms = []
-            for u in backward:
-                if b_raw[u][t]:
-                    bw += [(q(b_raw[u][t]) * a, v) for a, v in bx(u, s)]
-                if w_raw[u][t]:
-                    bw += [(q(w_raw[u][t]) * a, v) for a, v in wx(u, s)]
-            if pays[k]:
-                fw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if not nodes[x_].backward]
-                bw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if nodes[x_].backward]
-                bw += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
-            parts = [(0, fw + bw)] if objective == "throughput" else [(0, fw), (1, bw)]
-            for i, terms in parts:
-                terms = [(a, v) for a, v in terms if a]
-                V.loads.append((s, k, i, terms))
-                if terms:
-                    be.add(terms + [(-1, V.targets[i])], hi=0, enforce=V.y[s, k])
-        be.add(used(s) + [(-a, v) for g in range(G) for a, v in x(g, s)], hi=0)
-        if s < S:
-            be.add(used(s + 1) + [(-1, V.y[s, k]) for k in K], hi=0)
-    # (A) the average load: Σ_s (slot s's load at each task's cheapest type) ≤ S · T (or S · (TF + TB))
-    def cheapest(times: list[float | None]) -> float:
-        return min((q(a) for a in times if a is not None), default=0.0)
+            be.add([(1, V.y[s, k]) for s in slots], hi=problem.device_types[types[k]].count)
+        for g in range(G):
+            for s in slots:
+                V.z[g, s] = be.bool_var(f"z[{g},{s}]", fixed=1 if s == S else None)
+            for s in slots[:-1]:
+                be.add([(1, V.z[g, s]), (-1, V.z[g, s + 1])], hi=0)
+        for g in range(G):
+            for h in succ[g]:
+                for s in slots[:-1]:
+                    be.add([(1, V.z[h, s]), (-1, V.z[g, s])], hi=0)
 
-    aggregate: Terms = []
-    for s in slots:
-        aggregate += [(cheapest(f_raw[g]) * a, v) for g in range(G) for a, v in x(g, s)]
+        def x(g: int, s: int) -> Terms:
+            if s < 1 or s > S:
+                return []
+            return [(1, V.z[g, s])] + ([(-1, V.z[g, s - 1])] if s > 1 else [])
+
+        def used(s: int) -> Terms:
+            return [(1, V.y[s, k]) for k in K]
+
+        def supporting(u: int, s: int) -> Terms:
+            return [(1, V.y[s, k]) for k in K if nodes[u].times[types[k]] is not None]
+
         for u in backward:
-            aggregate += [(cheapest([b_raw[u][t] for t in types]) * a, v) for a, v in bx(u, s)]
-            aggregate += [(cheapest([w_raw[u][t] for t in types]) * a, v) for a, v in wx(u, s)]
-        if all(pays):
-            aggregate += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes]
-            aggregate += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
-    aggregate = [(a, v) for a, v in aggregate if a]
-    if aggregate:
-        be.add(aggregate + [(-S, t) for t in V.targets], hi=0)
-    # (D) the divisible-task bound of split_lower_bound
-    lower = split_lower_bound(problem, model)
-    floor = lower * scaling.scale * (1 - 1e-9)
-    if lower > 0:
-        be.add([(1, t) for t in V.targets], lo=math.floor(floor) if be.integer_only else floor)
-    be.minimize([(1, t) for t in V.targets])
+            g = of_node[u]
+            if model.inter_layer:
+                for s in slots[:-1]:
+                    V.bm[u, s] = be.bool_var(f"bm[{u},{s}]")
+                    be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in x(g, s + 1)], hi=0)
+                    be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+            if model.w_placement == "adjacent":
+                for s in slots[1:]:
+                    V.wm[u, s] = be.bool_var(f"wm[{u},{s}]")
+                    be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in x(g, s - 1)], hi=0)
+                    be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+            else:
+                for s in slots:
+                    V.w[u, s] = be.bool_var(f"w[{u},{s}]")
+                    be.add([(1, V.w[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
+                    if mem.binds and any(m_x.get(x_) for x_ in w_in[u]):
+                        V.mv[u, s] = be.num_var(1, f"mv[{u},{s}]")
+                        be.add([(1, V.w[u, s]), (-1, V.mv[u, s])] + [(-a, v) for a, v in x(g, s)], hi=0)
+                be.add([(1, V.w[u, s]) for s in slots], lo=1, hi=1)
+
+        def bx(u: int, s: int) -> Terms:
+            """B(u) is on slot s."""
+            terms = x(of_node[u], s)
+            if model.inter_layer:
+                terms = terms + ([(-1, V.bm[u, s - 1])] if s > 1 else []) + ([(1, V.bm[u, s])] if s < S else [])
+            return terms
+
+        def wx(u: int, s: int) -> Terms:
+            """W(u) is on slot s."""
+            if model.w_placement == "any":
+                return [(1, V.w[u, s])]
+            return x(of_node[u], s) + ([(-1, V.wm[u, s + 1])] if s < S else []) + ([(1, V.wm[u, s])] if s > 1 else [])
+
+        # readers of every costly tensor, as keys of the expressions above
+        colour_forward: dict[int, list[int]] = {}
+        for v, node in enumerate(nodes):
+            if not node.backward and node.colour is not None:
+                colour_forward.setdefault(node.colour, []).append(v)
+        pred: list[list[int]] = [[] for _ in range(n)]
+        node_succ = problem.successors()
+        for v in range(n):
+            for w in node_succ[v]:
+                pred[w].append(v)
+        readers: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
+        forward_keys: dict[int, set[tuple[str, int]]] = {x_: set() for x_ in costs}
+        for x_ in costs:
+            for w in node_succ[x_]:
+                if nodes[w].backward:
+                    readers[x_].add(("B", w) if model.inter_layer else ("x", of_node[w]))
+                    readers[x_].add(("W", w))
+                else:
+                    readers[x_].add(("x", of_node[w]))
+                    forward_keys[x_].add(("x", of_node[w]))
+        for u in backward:
+            colour = nodes[u].colour
+            for f in colour_forward.get(colour, []) if colour is not None else []:
+                for x_ in pred[f]:
+                    if x_ in readers:
+                        readers[x_].add(("W", u))
+
+        def expr(key: tuple[str, int], s: int) -> Terms:
+            kind, i = key
+            return x(i, s) if kind == "x" else bx(i, s) if kind == "B" else wx(i, s)
+
+        # (B) boundary indicators; for throughput-gpipe a forward tensor has two: b (its send, and its
+        # receive where a forward node reads it: forward phase) and bb (its receive where only B/W read it)
+        cost_nodes = []
+        for x_, c in costs.items():
+            own = ("B", x_) if nodes[x_].backward and model.inter_layer else ("x", of_node[x_])
+            keys = sorted(readers[x_] - {own})
+            fkeys = sorted(forward_keys[x_] - {own})
+            if keys and any(pays):
+                cost_nodes.append((x_, own, keys, fkeys))
+                two = objective != "throughput" and not nodes[x_].backward
+                for s in slots:
+                    V.b[x_, s] = be.bool_var(f"b[{x_},{s}]")
+                    if two:
+                        V.bb[x_, s] = be.bool_var(f"bb[{x_},{s}]")
+                    p = expr(own, s)
+                    for key in keys:
+                        r = expr(key, s)
+                        be.add(p + [(-a, v) for a, v in r] + [(-1, V.b[x_, s])], hi=0)
+                        if not two or key in fkeys:
+                            be.add(r + [(-a, v) for a, v in p] + [(-1, V.b[x_, s])], hi=0)
+                        else:
+                            here = [(-a, v) for f in fkeys for a, v in expr(f, s)]
+                            be.add(r + [(-a, v) for a, v in p] + here + [(-1, V.bb[x_, s])], hi=0)
+
+        # (K) tensors kept for moved W tasks: k[x,s] ≥ (W(u) moved into s) − (x is forward and produced on s)
+        if mem.binds:
+            for u in backward:
+                for s in slots:
+                    moved = V.wm.get((u, s)) if model.w_placement == "adjacent" else V.mv.get((u, s))
+                    if moved is None:
+                        continue
+                    for x_ in w_in[u]:
+                        if not m_x.get(x_):
+                            continue
+                        if (x_, s) not in V.k:
+                            V.k[x_, s] = be.num_var(1, f"k[{x_},{s}]")
+                        own = [] if nodes[x_].backward else [(-a, v) for a, v in x(of_node[x_], s)]
+                        be.add([(1, moved)] + own + [(-1, V.k[x_, s])], hi=0)
+
+        # (Y) with inter_layer, the B calls wait in no cycle: an arc between the slots of B(x) and B(w) for a
+        # backward edge x -> w raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
+        b_edges = sorted({(u, w) for u in backward for w in node_succ[u] if nodes[w].backward})
+        if model.inter_layer:
+            if b_edges and S > 1:
+                for s in slots:
+                    V.pi[s] = be.num_var(S, f"pi[{s}]")
+                for s in slots:
+                    for s2 in slots:
+                        if s != s2:
+                            V.arc[s, s2] = be.bool_var(f"arc[{s},{s2}]")
+                            be.add([(1, V.pi[s]), (-1, V.pi[s2])], hi=-1, enforce=V.arc[s, s2])
+                            for u, w in b_edges:
+                                be.add(bx(u, s) + bx(w, s2) + [(-1, V.arc[s, s2])], hi=1)
+
+        if objective == "throughput":
+            V.targets = [be.num_var(load_ub, "T")]
+        else:
+            V.targets = [be.num_var(load_ub, "TF"), be.num_var(load_ub, "TB")]
+        total_m = sum(mem.sizes)
+        for s in slots:
+            for g in range(G):
+                fits = [(1, V.y[s, k]) for k in K if f_raw[g][k] is not None and m_g[g] <= mem.bounds[k]]
+                be.add(x(g, s) + [(-a, v) for a, v in fits], hi=0)
+            if mem.binds:
+                terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
+                terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
+                terms += [(m_x[x_], V.k[x_, s]) for x_ in kept_tensors if (x_, s) in V.k]
+                be.add(terms + [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K], hi=0)
+            for k in K:
+                t = types[k]
+                fw: Terms = [(q(f_raw[g][k]) * a, v) for g in range(G) if f_raw[g][k] for a, v in x(g, s)]
+                bw: Terms = []
+                for u in backward:
+                    if b_raw[u][t]:
+                        bw += [(q(b_raw[u][t]) * a, v) for a, v in bx(u, s)]
+                    if w_raw[u][t]:
+                        bw += [(q(w_raw[u][t]) * a, v) for a, v in wx(u, s)]
+                if pays[k]:
+                    fw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if not nodes[x_].backward]
+                    bw += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes if nodes[x_].backward]
+                    bw += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
+                parts = [(0, fw + bw)] if objective == "throughput" else [(0, fw), (1, bw)]
+                for i, terms in parts:
+                    terms = [(a, v) for a, v in terms if a]
+                    V.loads.append((s, k, i, terms))
+                    if terms:
+                        be.add(terms + [(-1, V.targets[i])], hi=0, enforce=V.y[s, k])
+            be.add(used(s) + [(-a, v) for g in range(G) for a, v in x(g, s)], hi=0)
+            if s < S:
+                be.add(used(s + 1) + [(-1, V.y[s, k]) for k in K], hi=0)
+        # (A) the average load: Σ_s (slot s's load at each task's cheapest type) ≤ S · T (or S · (TF + TB))
+        def cheapest(times: list[float | None]) -> float:
+            return min((q(a) for a in times if a is not None), default=0.0)
+
+        aggregate: Terms = []
+        for s in slots:
+            aggregate += [(cheapest(f_raw[g]) * a, v) for g in range(G) for a, v in x(g, s)]
+            for u in backward:
+                aggregate += [(cheapest([b_raw[u][t] for t in types]) * a, v) for a, v in bx(u, s)]
+                aggregate += [(cheapest([w_raw[u][t] for t in types]) * a, v) for a, v in wx(u, s)]
+            if all(pays):
+                aggregate += [(q(costs[x_]), V.b[x_, s]) for x_, *_ in cost_nodes]
+                aggregate += [(q(costs[x_]), V.bb[x_, s]) for x_, *_ in cost_nodes if (x_, s) in V.bb]
+        aggregate = [(a, v) for a, v in aggregate if a]
+        if aggregate:
+            be.add(aggregate + [(-S, t) for t in V.targets], hi=0)
+        # (D) the divisible-task bound of split_lower_bound
+        lower = split_lower_bound(problem, model)
+        floor = lower * scaling.scale * (1 - 1e-9)
+        if lower > 0:
+            be.add([(1, t) for t in V.targets], lo=math.floor(floor) if be.integer_only else floor)
+        be.minimize([(1, t) for t in V.targets])
+    except OutOfTime as exc:
+        return out_of_time(problem, f"milp-{be.name}", objective, "stages", start, str(exc), warm_start,
+                           verify, split_lower_bound(problem, model))
+    be.deadline = None
 
     # --- warm start, solve, decode ------------------------------------------------------------
     notes = []
@@ -403,15 +409,16 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     return conclude(ctx, be, raw, decode, verify, fallback)
 
 
-def unsplit_start(problem: Instance) -> Plan | None:
+def unsplit_start(problem: Instance, deadline: float | None = None) -> Plan | None:
     """The unsplit throughput optimum (the DP), its devices in pipeline order: a split plan with every
-    task on its layer's stage. ``None`` when the DP finds none or refuses (too many ideals)."""
+    task on its layer's stage. ``None`` when the DP finds none, refuses (too many ideals) or runs past
+    ``deadline`` (a ``time.perf_counter()`` value)."""
     from placement.errors import LimitExceededError
-    from placement.solvers.dp import solve_dp
+    from placement.solvers.dp import deadline_watch, solve_dp
 
     try:
-        solution = solve_dp(problem)
-    except LimitExceededError:   # too many ideals: the MILP starts from nothing
+        solution = solve_dp(problem, progress=deadline_watch(deadline))
+    except LimitExceededError:   # too many ideals, or out of time: the MILP starts from nothing
         return None
     if solution.plan is None:
         return None
