@@ -289,3 +289,11 @@ def test_inter_layer_b_calls_must_not_wait_in_a_cycle() -> None:
         "the B tasks of devices 0 -> 1 -> 0 wait for each other in a cycle",)
     both = Plan((DeviceAssignment(ACCELERATOR, layers[0], (), (11, 12, 13), ()), DeviceAssignment(ACCELERATOR, layers[1])))
     assert evaluate_split(problem, both, split_model(inter_layer=True)).valid
+
+
+def test_out_of_time_returns_the_unsplit_start() -> None:
+    problem = two_layers()
+    joint = placement.solve(problem)
+    r = placement.solve(problem, backward="split", warm_start=joint, time_limit=1e-6)
+    assert (r.status, r.value, r.verified) == ("feasible", 7.0, True)
+    assert "the time limit ran out before the solver could start" in r.message
