@@ -9,11 +9,16 @@ and backend, warm-started from the DP plan (a chain-DP plan where the graph has 
 ideals); the reference column is that starting plan's latency (one call per device), and
 the instance's simple lower bound goes to standard error.
 
-Every row: status, verified objective, proven bound, gap, seconds, model size. A row
-prints as soon as it is done; the whole table is printed at the end and written as JSON.
+The frontier table: one row per instance × class × objective × backend with status,
+verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
+status column says how many runs proved optimality), and the model size. A row prints as soon
+as it is done; the whole table is printed at the end with the machine and its load average,
+and written as JSON (``--append`` merges the rows into an existing file, replacing rows of the
+same instance, class, objective, backend and time limit, so long runs can go one at a time).
 
-    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none]
-                              [--backends cp-sat highs ...] [--match LayerGraphs] [--cold]
+    python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 3]
+                              [--objectives throughput throughput-gpipe] [--backends cp-sat highs ...]
+                              [--match LayerGraphs] [--cold] [--append]
     python benchmarks/milp.py --latency [--calls 1 2] [--time-limit 60]
 """
 
@@ -21,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,18 +39,35 @@ from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dp_throughput import machine  # noqa: E402  (a sibling script)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
-COLUMNS = ["instance", "class", "backend", "status", "objective", "bound", "gap", "seconds", "reference",
+COLUMNS = ["instance", "class", "goal", "backend", "status", "objective", "bound", "gap", "seconds", "reference",
            "variables", "rows"]
+KEY = ("instance", "class", "goal", "backend", "time_limit")
 
 
-def _row(instance: str, label: str, backend: str, result: placement.Result, reference: float | None) -> dict:
-    return {"instance": instance, "class": label, "backend": backend, "status": str(result.status),
-            "objective": result.value, "bound": result.bound, "gap": result.gap,
-            "seconds": round(result.runtime_s, 2), "reference": reference,
-            "variables": result.stats.get("variables"), "rows": result.stats.get("rows"),
-            "message": result.message}
+def _row(instance: str, label: str, goal: str, backend: str, results: list[placement.Result],
+         reference: float | None, time_limit: float) -> dict:
+    """One frontier row: medians over the runs ``results`` of one case."""
+    proven = sum(str(r.status) == "optimal" for r in results)
+    statuses = sorted({str(r.status) for r in results})
+    status = statuses[0] if len(statuses) == 1 else "/".join(statuses)
+    if len(results) > 1:
+        status += f" ({proven}/{len(results)} proven)"
+    last = results[-1]
+    return {"instance": instance, "class": label, "goal": goal, "backend": backend, "status": status,
+            "objective": statistics.median(r.value for r in results),
+            "bound": statistics.median(r.bound for r in results),
+            "gap": statistics.median(r.gap for r in results),
+            "seconds": round(statistics.median(r.runtime_s for r in results), 2),
+            "seconds_each": [round(r.runtime_s, 2) for r in results], "repeats": len(results),
+            "time_limit": time_limit, "reference": reference,
+            "variables": last.stats.get("variables"), "rows": last.stats.get("rows"), "message": last.message,
+            # this process's peak resident memory so far: every run up to this row stayed within it
+            "peak_mib_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
 def _cell(value: object) -> str:
@@ -74,13 +98,18 @@ def throughput(args: argparse.Namespace, backends: list[str]) -> list[dict]:
         name = f"{path.parent.name}/{path.stem}"
         dp = placement.solve(problem, method="dp", max_ideals=args.max_ideals)
         start = False if args.cold else dp
-        for contiguity in args.contiguity:
-            for backend in backends:
-                result = placement.solve(problem, method="milp", contiguity=contiguity, backend=backend,
-                                         time_limit=args.time_limit, threads=args.threads, warm_start=start)
-                row = _row(name, contiguity, backend, result, dp.value)
-                rows.append(row)
-                print(format_row(row), flush=True)
+        goals = [g for g in args.objectives if g == "throughput" or problem.is_training]
+        for goal in goals:
+            for contiguity in args.contiguity:
+                for backend in backends:
+                    results = [placement.solve(problem, method="milp", contiguity=contiguity, objective=goal,
+                                               backend=backend, time_limit=args.time_limit, threads=args.threads,
+                                               warm_start=start if goal == "throughput" else not args.cold)
+                               for _ in range(args.repeat)]
+                    row = _row(name, contiguity, goal, backend, results,
+                               dp.value if goal == "throughput" else None, args.time_limit)
+                    rows.append(row)
+                    print(format_row(row), flush=True)
     return rows
 
 
@@ -96,13 +125,23 @@ def latency(args: argparse.Namespace, backends: list[str]) -> list[dict]:
               file=sys.stderr, flush=True)
         for calls in args.calls:
             for backend in backends:
-                result = placement.solve(problem, method="milp", objective="latency", calls=calls, backend=backend,
-                                         time_limit=args.time_limit, threads=args.threads,
-                                         warm_start=False if args.cold or start is None else start)
-                row = _row(name, f"q={calls}", backend, result, start_latency)
+                results = [placement.solve(problem, method="milp", objective="latency", calls=calls,
+                                           backend=backend, time_limit=args.time_limit, threads=args.threads,
+                                           warm_start=False if args.cold or start is None else start)
+                           for _ in range(args.repeat)]
+                row = _row(name, f"q={calls}", "latency", backend, results, start_latency, args.time_limit)
                 rows.append(row)
                 print(format_row(row), flush=True)
     return rows
+
+
+def merged(path: Path, rows: list[dict]) -> list[dict]:
+    """The rows of the JSON file at ``path`` that ``rows`` do not replace (same :data:`KEY`), then ``rows``."""
+    if not path.is_file():
+        return rows
+    new = {tuple(r.get(k) for k in KEY) for r in rows}
+    old = [r for r in json.loads(path.read_text()).get("rows", []) if tuple(r.get(k) for k in KEY) not in new]
+    return old + rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", action="store_true", help="the latency benchmark (latency-inputs)")
     parser.add_argument("--contiguity", nargs="+", default=["stages", "sets", "none"],
                         choices=["stages", "sets", "none"])
+    parser.add_argument("--objectives", nargs="+", default=["throughput"], choices=["throughput", "throughput-gpipe"],
+                        help="throughput objectives (throughput-gpipe on training graphs only)")
     parser.add_argument("--calls", nargs="+", type=int, default=[1, 2], help="latency: calls per accelerator")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per row; the row holds their medians")
+    parser.add_argument("--append", action="store_true", help="merge the rows into the existing JSON file")
     parser.add_argument("--backends", nargs="+", help="default: every available backend")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=1)
@@ -131,17 +174,22 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     started = time.time()
+    print(f"machine: {machine()}", flush=True)
     print(header(), flush=True)
     rows = latency(args, backends) if args.latency else throughput(args, backends)
     print()
     print(header())
     for row in rows:
         print(format_row(row))
-    out = args.json or ROOT / "results" / f"milp_{'latency' if args.latency else 'throughput'}.json"
+    here = machine()
+    print(f"\nmachine: {here}")
+    out = args.json or ROOT / "benchmarks" / "results" / f"milp_{'latency' if args.latency else 'throughput'}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"time_limit": args.time_limit, "threads": args.threads, "cold": args.cold,
+    if args.append:
+        rows = merged(out, rows)
+    out.write_text(json.dumps({"threads": args.threads, "cold": args.cold, "machine": here,
                                "wall_s": round(time.time() - started, 1), "rows": rows}, indent=2) + "\n")
-    print(f"\nwrote {out}", file=sys.stderr)
+    print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
