@@ -1,0 +1,273 @@
+"""Exact DP over successor-closed sets for Piper's problem, with the schedule's memory model.
+
+Model (Piper, msr-fiddle/piper ``algo.cpp``; see ``docs/piper.md``)
+-------------------------------------------------------------------
+A plan is a pipeline of stages ``X_0, …, X_{S−1}``, each a contiguous node set with a tensor-
+parallel degree ``t_i`` (every node of the stage has TMPCs for it), a data-parallel degree
+``d_i`` dividing ``m = mbsInBatch``, and one TMPC per node. Constraints: ``Σ d_i·t_i ≤``
+``devices``; ``Σ d_i ≤ m`` (Piper's ``boundOnS = min(mbsInBatch, maxDevices)``, line 704);
+each device of stage ``i`` holds ``Σ_v memoryUsageA_v·y_i + memoryUsageB_v ≤ memory`` with
+``y_i`` the micro-batches in flight of the schedule (:mod:`placement.parallel.schedules`).
+Objective: the largest stage time per sample (:mod:`placement.parallel._kernels`).
+
+Recurrence. Let ``I`` range over the successor-closed sets (unions of the last stages). With
+``dp[∅, 0, 0] = 0``::
+
+    dp[I, k, s] = min over J ⊊ I, t, d:  max(dp[J, k − d·t, s − d], TPS(I \\ J, t, d, y))
+
+``k`` the devices and ``s`` the sum of data-parallel degrees of the stages in ``I``, exactly,
+``y = ⌈s / d⌉`` (``1f1b``, ``piper``) or ``m / d`` (``gpipe``), and ``TPS`` the least time per
+sample of the stage over the TMPC choices that fit (an exact knapsack; ``mode="greedy"``
+uses Piper's heuristic instead, for the baseline). The optimum is
+``min_{k ≤ devices, s ≤ m} dp[V, k, s]``. Piper's table is the same with "at most ``k``, at most
+``s``" (lines 849–930); with an exact stage cost that is monotone in ``y`` the two have the same
+optimum. When ``s`` cannot matter (every degree ``t`` is 1, so ``s = k``; or ``gpipe`` with
+``m ≥ devices``) the table drops it.
+
+Speed, all of it exact: the DP first runs over the prefixes of one topological order (a chain:
+``n + 1`` sets), whose optimum ``c`` is the value of a real plan; the full run then needs no value
+above ``c`` — it skips stages whose time exceeds ``c``, and device counts that leave the rest of
+the graph (or the later stages) fewer devices than they need at ``c`` (``d·t ≥ Σ_v min t·time /
+c``). Stages whose nodes all have a dominant TMPC (:mod:`placement.parallel.tables`) take their
+sums as differences of per-set prefix sums and their boundary from the two sets' cuts; the
+knapsack runs only where the fastest choice does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from placement.errors import InvalidParameterError, LimitExceededError
+from placement.io.piper import PiperInstance
+from placement.parallel import _kernels as K
+from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
+from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
+
+#: the most successor-closed sets the DP enumerates by default
+DEFAULT_MAX_SETS = 200_000
+#: the most table cells (sets × device counts × degree sums) the DP allocates
+MAX_CELLS = 50_000_000
+MODES = ("exact", "greedy")
+
+
+@dataclass(frozen=True)
+class ParallelSolution:
+    """What the DP found: ``value`` (largest stage time per sample; ``inf`` when nothing fits) and
+    its ``plan`` (``None`` when nothing fits), with counters in ``stats``."""
+
+    value: float
+    plan: ParallelPlan | None
+    runtime_s: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def degree_pairs(tables: Tables, devices: int, microbatches: int,
+                 allowed: Sequence[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """The (degree index, d) pairs a stage may take: ``d`` divides ``m``, ``d ≤ m``, ``d·t ≤ devices``
+    (Piper's loops, lines 1097 and 1160), filtered by ``allowed`` ``(t, d)`` pairs when given."""
+    out = []
+    for k, t in enumerate(tables.degrees):
+        for d in range(1, devices // t + 1):
+            if microbatches % d == 0 and d <= microbatches and (allowed is None or (t, d) in allowed):
+                out.append((k, d))
+    return out
+
+
+def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
+                   schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
+                   max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
+                   tables: Tables | None = None, sets: Family | None = None) -> ParallelSolution:
+    """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
+    instance's), for ``schedule``'s memory model (module docstring).
+
+    ``mode="greedy"`` replaces the exact knapsack by Piper's heuristic (its value is Piper's);
+    ``allowed``: only these ``(t, d)`` pairs for every stage (baselines). ``compiled``: numba or plain
+    Python (default: numba when the table is large). ``tables``/``sets``: reuse a previous build.
+    """
+    started = time.perf_counter()
+    check_schedule(schedule)
+    if mode not in MODES:
+        raise InvalidParameterError("mode", f"must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+    devices = instance.max_devices if devices is None else devices
+    capacity = instance.max_memory_per_device if memory is None else memory
+    m = instance.microbatches_in_batch
+    tables = build_tables(instance) if tables is None else tables
+    pairs = degree_pairs(tables, devices, m, allowed)
+    alone = _node_alone(tables, pairs, capacity)
+    if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
+        return ParallelSolution(math.inf, None, time.perf_counter() - started,
+                                {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
+    sets = all_sets(tables, max_sets) if sets is None else sets
+    suffix = uses_suffix(schedule)
+    multi = any(tables.degrees[k] > 1 for k, _ in pairs)
+    collapsed = not (multi and (suffix or m < devices))
+    cap = min(devices, m) if collapsed and not multi else devices
+    width = 1 if collapsed else min(devices, m) + 1
+    cells = len(sets.size) * (cap + 1) * width
+    if cells > MAX_CELLS:
+        raise LimitExceededError(f"the DP table would have {cells:,} cells (more than {MAX_CELLS:,}): "
+                                 f"{len(sets.size):,} sets × {cap + 1} device counts × {width} degree sums; "
+                                 "lower devices", "devices")
+    ys = np.arange(cap + 2) if suffix else np.array([m // d for _, d in pairs], dtype=np.int64)
+    arrays = _arrays(tables, sets, ys)
+    use_compiled = compiled if compiled is not None else len(sets.size) * len(pairs) * (cap + 1) > 20_000
+    kernels = K.kernels(use_compiled)
+    stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed}
+
+    # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
+    # all nodes, then the pipelines along one topological order.
+    whole = list(range(len(tables.ids)))
+    ceiling = min((stage_choice(tables, whole, k, d, in_flight(schedule, d, d, m), m, capacity, instance.bandwidth,
+                                "greedy")[0] for k, d in pairs if d <= cap), default=math.inf)
+    stats["one_stage_value"] = ceiling if math.isfinite(ceiling) else None
+    chain = chain_sets(tables)
+    chain_dp = _run(kernels, tables, chain, _arrays(tables, chain, ys), pairs, cap, width, collapsed, suffix, m, capacity,
+                    instance.bandwidth, "greedy", ceiling)
+    ceiling = min(ceiling, _best(chain_dp[0], chain.full)[0])
+    stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
+    dp, par_set, par_q, counters = _run(kernels, tables, sets, arrays, pairs, cap, width, collapsed, suffix, m,
+                                        capacity, instance.bandwidth, mode, ceiling)
+    value, k, s = _best(dp, sets.full)
+    stats.update(pairs=int(counters[0]), stage_evaluations=int(counters[1]), knapsacks=int(counters[2]))
+    if mode == "greedy":
+        stats["greedy_not_monotone"] = int(counters[3])
+    if not math.isfinite(value):
+        return ParallelSolution(math.inf, None, time.perf_counter() - started, stats)
+    plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, collapsed, schedule, m, capacity,
+                        instance.bandwidth, mode, value)
+    return ParallelSolution(value, plan, time.perf_counter() - started, stats)
+
+
+def _node_alone(tables: Tables, pairs, capacity: float) -> int | None:
+    """The id of a node whose least memory at ``y = 1`` exceeds ``capacity`` at every degree of ``pairs``."""
+    ks = sorted({k for k, _ in pairs})
+    for r in range(len(tables.ids)):
+        least = min((tables.mem_a[r, k, l] + tables.mem_b[r, k, l] for k in ks
+                     for l in range(tables.options[r, k])), default=math.inf)
+        if least > capacity:
+            return tables.ids[r]
+    return None
+
+
+def _arrays(tables: Tables, sets: Family, ys: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-set sums of the dominant options and of the least memory at each ``y`` of ``ys``, bit masks
+    per degree, and the device lower bounds (:func:`placement.parallel._kernels.fill`)."""
+    n, degrees = tables.options.shape
+    words = sets.bits.shape[1]
+    dom = np.maximum(tables.dominant, 0)
+    pick = lambda a: np.take_along_axis(a, dom[:, :, None], axis=2)[:, :, 0] * (tables.dominant >= 0)  # noqa: E731
+    member = sets.member.astype(np.float64)
+    missing = np.zeros((degrees, words), dtype=np.uint64)
+    nondom = np.zeros((degrees, words), dtype=np.uint64)
+    for r in range(n):
+        for k in range(degrees):
+            bit = np.uint64(1) << np.uint64(r & 63)
+            if tables.options[r, k] == 0:
+                missing[k, r >> 6] |= bit
+            elif tables.dominant[r, k] < 0:
+                nondom[k, r >> 6] |= bit
+    e_in = np.take_along_axis(tables.sync_in, dom[tables.dst][:, :, None], axis=2)[:, :, 0]
+    e_out = np.take_along_axis(tables.sync_out, dom[tables.src][:, :, None], axis=2)[:, :, 0]
+    scale = np.array(tables.degrees, dtype=np.float64)[None, :, None]
+    available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
+    least = np.where(available, tables.time * scale, np.inf).min(axis=(1, 2))
+    least[~np.isfinite(least)] = 0.0
+    available_mem = np.where(available[:, :, :, None], tables.mem_a[:, :, :, None] * ys[None, None, None, :]
+                             + tables.mem_b[:, :, :, None], np.inf).min(axis=2)     # (n, degrees, len(ys))
+    available_mem[~np.isfinite(available_mem)] = 0.0
+    lowm = (member @ available_mem.reshape(n, -1)).reshape(len(sets.size), degrees, len(ys))
+    return {"missing": missing, "nondom": nondom, "lowm": lowm, "f_time": member @ pick(tables.time),
+            "f_params": member @ pick(tables.params), "f_a": member @ pick(tables.mem_a),
+            "f_b": member @ pick(tables.mem_b), "f_in": 2.0 * (tables.cost[:, None] + e_in),
+            "f_out": 2.0 * (tables.cost[:, None] + e_out), "wlb": member @ least, "wtot": float(least.sum())}
+
+
+def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, width, collapsed, suffix, m, capacity, bandwidth,
+         mode, ceiling):
+    count = len(sets.size)
+    by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
+    dp = np.full((count, cap + 1, width), np.inf)
+    par_set = np.full((count, cap + 1, width), -1, dtype=np.int64)
+    par_q = np.full((count, cap + 1, width), -1, dtype=np.int64)
+    counters = np.zeros(4, dtype=np.int64)
+    q_k = np.array([k for k, _ in pairs], dtype=np.int64)
+    q_d = np.array([d for _, d in pairs], dtype=np.int64)
+    kernels.fill(by_size, sets.bits, sets.size, np.array(tables.degrees, dtype=np.int64), q_k, q_d, cap, width,
+                 collapsed, suffix, m, float(capacity), float(bandwidth), mode == "greedy", arrays["missing"],
+                 arrays["nondom"], arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"],
+                 arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
+                 sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
+                 tables.in_idx, tables.out_ptr, tables.out_idx, tables.time, tables.params, tables.mem_a,
+                 tables.mem_b, tables.options, dp, par_set, par_q, counters)
+    return dp, par_set, par_q, counters
+
+
+def _best(dp: np.ndarray, full: int) -> tuple[float, int, int]:
+    """The least value over device counts and degree sums; ties to the fewest devices, then the least sum."""
+    table = dp[full]
+    value = float(table.min()) if table.size else math.inf
+    if not math.isfinite(value):
+        return math.inf, -1, -1
+    ks, ss = np.nonzero(table == value)
+    first = np.lexsort((ss, ks))[0]
+    return value, int(ks[first]), int(ss[first])
+
+
+def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: int, capacity: float,
+                 bandwidth: float, mode: str) -> tuple[float, list[int]]:
+    """The stage value and the option of each of ``nodes`` (node numbers, ascending) at degree index
+    ``k``: the dominant options where they all exist and fit, else the knapsack of ``mode``."""
+    n, _, width = tables.time.shape
+    words = (n + 63) // 64
+    xb = np.zeros(words, dtype=np.uint64)
+    for r in nodes:
+        xb[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
+    count = np.zeros(n, dtype=np.int64)
+    buffers = [np.zeros((n, width)) for _ in range(7)]
+    kern = K.interpreted()
+    items = kern.stage_items(xb, k, tables.time, tables.params, tables.mem_a, tables.mem_b, tables.options,
+                             tables.cost, tables.sync_in, tables.sync_out, tables.src, tables.dst, tables.in_ptr,
+                             tables.in_idx, tables.out_ptr, tables.out_idx, np.zeros(n, dtype=np.int64), count,
+                             *buffers[:5])
+    cost, mem = buffers[5], buffers[6]
+    kern.item_costs(items, count, *buffers[:5], d, y, m, bandwidth, cost, mem)
+    dominant = [int(tables.dominant[r, k]) for r in nodes]
+    if all(l >= 0 for l in dominant) and sum(mem[i, l] for i, l in enumerate(dominant)) <= capacity:
+        return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
+    choice = np.zeros(items, dtype=np.int64)
+    if mode == "greedy":
+        value = kern.knapsack_greedy(count[:items], cost[:items], mem[:items], capacity, choice)
+    else:
+        value = kern.knapsack_exact(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
+    return value, choice.tolist()
+
+
+def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, collapsed, schedule, m, capacity, bandwidth, mode,
+                 value) -> ParallelPlan:
+    stages = []
+    current = sets.full
+    while sets.size[current] > 0:
+        nxt, q = int(par_set[current, k, s]), int(par_q[current, k, s])
+        degree_index, d = pairs[q]
+        t = tables.degrees[degree_index]
+        nodes = np.flatnonzero(sets.member[current] & ~sets.member[nxt]).tolist()
+        suffix_sum = k if collapsed else s
+        y = in_flight(schedule, suffix_sum, d, m)
+        stage_value, choice = stage_choice(tables, nodes, degree_index, d, y, m, capacity, bandwidth, mode)
+        if not stage_value <= value * (1 + 1e-9):   # cannot happen: the table holds this stage's value
+            raise AssertionError(f"stage value {stage_value} above the DP's optimum {value}")
+        tmpcs = {tables.ids[r]: tables.tmpc_ids[r][degree_index][l] for r, l in zip(nodes, choice)}
+        stages.append(ParallelStage(tuple(sorted(tables.ids[r] for r in nodes)), d, t, tmpcs))
+        k -= d * t
+        s = 0 if collapsed else s - d
+        current = nxt
+    return ParallelPlan(tuple(stages), schedule)
+
+
+__all__ = ["DEFAULT_MAX_SETS", "MODES", "ParallelSolution", "degree_pairs", "solve_parallel", "stage_choice"]

@@ -1,0 +1,112 @@
+"""Plans with data- and tensor-parallel stages: the data a parallel planner returns.
+
+A :class:`ParallelPlan` is a pipeline of :class:`ParallelStage` s in order (stage 0 first): each
+stage is a contiguous node set (a difference of two nested successor-closed sets, as in the
+``stages`` contiguity class: no edge goes from a later stage to an earlier one), run by ``d``
+data-parallel replicas of ``t`` tensor-parallel devices each, with one TMPC chosen per node
+among the node's TMPCs of degree ``t``. The plan also names the schedule whose memory model it
+was planned for (:mod:`placement.parallel.schedules`). The plan uses ``Σ d·t`` devices.
+
+This module holds data only (and its JSON form); it neither solves nor evaluates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from placement.errors import InvalidPlanError
+
+#: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
+SCHEDULES = ("piper", "1f1b", "gpipe")
+
+
+@dataclass(frozen=True)
+class ParallelStage:
+    """One pipeline stage: ``nodes`` (Piper node ids, ascending) on ``d·t`` devices.
+
+    ``d``: data-parallel degree (replicas, each processing its share of the micro-batches);
+    ``t``: tensor-parallel degree (devices one replica is split over); ``tmpcs``: node id -> the
+    id of the chosen TMPC among the node's TMPCs of degree ``t``; ``device_type``: the name of the
+    devices' type (``""``: the instance's one type).
+    """
+
+    nodes: tuple[int, ...]
+    d: int
+    t: int
+    tmpcs: Mapping[int, str]
+    device_type: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "tmpcs", MappingProxyType(dict(self.tmpcs)))
+
+    def __reduce__(self):  # mapping proxies do not pickle
+        return (type(self), (self.nodes, self.d, self.t, dict(self.tmpcs), self.device_type))
+
+    def __hash__(self) -> int:
+        return hash((self.nodes, self.d, self.t, frozenset(self.tmpcs.items()), self.device_type))
+
+    @property
+    def devices(self) -> int:
+        """Devices the stage occupies: ``d·t``."""
+        return self.d * self.t
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"nodes": list(self.nodes), "d": self.d, "t": self.t,
+                               "tmpcs": {str(v): self.tmpcs[v] for v in self.nodes if v in self.tmpcs}}
+        if self.device_type:
+            doc["deviceType"] = self.device_type
+        return doc
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """Stages in pipeline order, and the schedule (``piper``, ``1f1b`` or ``gpipe``) planned for."""
+
+    stages: tuple[ParallelStage, ...]
+    schedule: str = "piper"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(self.stages))
+
+    @property
+    def devices(self) -> int:
+        """Devices the plan occupies: ``Σ d·t`` over its stages."""
+        return sum(s.devices for s in self.stages)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schedule": self.schedule, "stages": [s.to_json() for s in self.stages]}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "ParallelPlan":
+        """Read back :meth:`to_json`; :class:`InvalidPlanError` for a malformed document."""
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("stages"), list):
+            raise InvalidPlanError("a parallel plan must be a JSON object with a list 'stages'")
+        schedule = doc.get("schedule", "piper")
+        if schedule not in SCHEDULES:
+            raise InvalidPlanError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+        stages = []
+        for k, raw in enumerate(doc["stages"]):
+            where = f"stages[{k}]"
+            if not isinstance(raw, Mapping):
+                raise InvalidPlanError(f"{where} must be a JSON object")
+            nodes, tmpcs = raw.get("nodes"), raw.get("tmpcs", {})
+            if not isinstance(nodes, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in nodes):
+                raise InvalidPlanError(f"{where}.nodes must be a list of node ids (integers)")
+            for key in ("d", "t"):
+                value = raw.get(key)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {value!r}")
+            if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
+                raise InvalidPlanError(f"{where}.tmpcs must map node ids to TMPC ids (strings)")
+            try:
+                chosen = {int(v): c for v, c in tmpcs.items()}
+            except ValueError:
+                raise InvalidPlanError(f"{where}.tmpcs keys must be node ids") from None
+            stages.append(ParallelStage(tuple(nodes), raw["d"], raw["t"], chosen, str(raw.get("deviceType", ""))))
+        return cls(tuple(stages), schedule)
+
+
+__all__ = ["SCHEDULES", "ParallelPlan", "ParallelStage"]

@@ -1,0 +1,69 @@
+"""What :func:`placement.solve` returns for a Piper instance: a verified :class:`ParallelResult`.
+
+Data only: the status (the words of :class:`placement.result.Status`), the plan, its value (the
+largest stage time per sample, as the independent evaluator computed it), the proven bound and
+gap, the evaluator's per-stage figures, and the Megatron-style hand-off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement.parallel.plan import ParallelPlan
+from placement.result import Status
+from placement.verification.parallel import ParallelEvaluation
+
+PLAN_FORMAT = "placement-parallel-plan/1"
+
+
+@dataclass(frozen=True)
+class ParallelResult:
+    """``value``: largest stage time per sample (Piper's objective) of ``plan`` as evaluated; ``bound``:
+    proven lower bound on it; ``time_per_batch``: the schedule's time per batch of ``plan`` (fill and
+    drain included; evaluated, not minimised); ``megatron``: the hand-off (:mod:`.handoff`)."""
+
+    status: Status
+    plan: ParallelPlan | None
+    value: float | None
+    bound: float | None
+    devices: int
+    memory: float
+    schedule: str
+    evaluation: ParallelEvaluation | None
+    megatron: dict[str, Any] | None
+    runtime_s: float
+    message: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def gap(self) -> float | None:
+        if self.value is None or self.bound is None:
+            return None
+        return 0.0 if self.value == self.bound else (self.value - self.bound) / self.value
+
+    @property
+    def time_per_batch(self) -> float | None:
+        return None if self.evaluation is None else self.evaluation.time_per_batch
+
+    def to_json(self) -> dict[str, Any]:
+        stages = []
+        if self.plan is not None and self.evaluation is not None:
+            for stage, ev in zip(self.plan.stages, self.evaluation.stages):
+                doc = stage.to_json()
+                doc.update(timePerSample=ev.time_per_sample, memory=ev.memory, inFlight=ev.in_flight)
+                stages.append(doc)
+        finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
+        return {"format": PLAN_FORMAT, "status": str(self.status), "schedule": self.schedule,
+                "devices": self.devices, "memory": self.memory, "value": finite(self.value),
+                "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
+                "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
+                "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s}
+
+
+__all__ = ["PLAN_FORMAT", "ParallelResult"]

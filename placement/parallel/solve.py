@@ -1,0 +1,69 @@
+"""``placement.solve`` for a Piper instance: the exact DP, then the independent evaluator.
+
+:func:`solve_piper` runs :func:`placement.parallel.dp.solve_parallel` (exact for the largest stage
+time per sample under the schedule's memory model), re-evaluates its plan with
+:func:`placement.verification.parallel.evaluate_parallel`, and returns a
+:class:`~placement.parallel.result.ParallelResult` whose value is the evaluator's. ``optimal``
+stands only when the plan passes every check and the two values agree to
+:data:`AGREEMENT_TOLERANCE`; ``infeasible`` when the DP proves no plan fits; otherwise
+``no_solution`` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+from placement.io.piper import PiperInstance
+from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
+from placement.parallel.handoff import megatron_config
+from placement.parallel.result import ParallelResult
+from placement.parallel.schedules import check_schedule
+from placement.parameters import callback, integer, number
+from placement.result import Status
+from placement.verification.parallel import evaluate_parallel
+
+#: relative tolerance between the DP's value and the evaluator's
+AGREEMENT_TOLERANCE = 1e-9
+
+
+def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
+                schedule: str = "piper", max_sets: int | None = None,
+                progress: Callable[[str], None] | None = None) -> ParallelResult:
+    """The optimal plan of ``instance`` on ``devices`` devices (default ``maxDevices``) of ``memory``
+    bytes each (default ``maxMemoryPerDevice``) for ``schedule``'s memory model (``piper``, ``1f1b``,
+    ``gpipe``); ``max_sets``: the most successor-closed sets the DP enumerates (default 200,000)."""
+    started = time.perf_counter()
+    devices = integer("devices", devices, smallest=1, optional=True)
+    memory = number("memory", memory, positive=True, optional=True)
+    check_schedule(schedule)
+    max_sets = integer("max_sets", max_sets, smallest=1, optional=True)
+    callback("progress", progress)
+    devices = instance.max_devices if devices is None else devices
+    memory = instance.max_memory_per_device if memory is None else memory
+    found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule,
+                           max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets)
+    if progress is not None:
+        progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
+
+    def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
+        handoff = megatron_config(instance, plan) if plan is not None else None
+        return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
+                              time.perf_counter() - started, message, found.stats)
+
+    if found.plan is None:
+        reason = found.stats.get("reason") or "no pipeline of the devices fits every stage's memory"
+        return answer(Status.INFEASIBLE, bound=math.inf,
+                      message=f"no plan on {devices} devices of {memory:.6g} bytes: {reason}")
+    evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
+    if not evaluation.ok:
+        return answer(Status.NO_SOLUTION, evaluation=evaluation,
+                      message="the DP's plan failed the independent check: " + "; ".join(evaluation.violations))
+    if abs(evaluation.value - found.value) > AGREEMENT_TOLERANCE * max(abs(found.value), 1e-300):
+        return answer(Status.NO_SOLUTION, evaluation=evaluation,
+                      message=f"the DP claims {found.value!r}, the evaluator computes {evaluation.value!r}")
+    return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
+
+
+__all__ = ["AGREEMENT_TOLERANCE", "solve_piper"]

@@ -1,0 +1,166 @@
+"""Independent evaluation of a plan with data- and tensor-parallel stages in Piper's model.
+
+Computed from the instance and the plan alone (no solver code): for every stage ``i`` in
+pipeline order, with its chosen TMPCs (msr-fiddle/piper ``algo.cpp``, ``Graph::getTPSForResult``,
+lines 1497–1640, whose checks and formulas this mirrors):
+
+* ``compute_i = Σ_v timePerSample_v``; ``edges_i`` = bytes over every edge with exactly one end in
+  the stage, ``2·(communicationCost + syncTimeFw[u])`` for an edge ``u -> v`` entering node ``v``
+  of the stage, ``2·(communicationCost + syncTimeBw[w])`` for an edge ``v -> w`` leaving it;
+  ``resync_i = Σ_v 4·(d − 1)·parameterSize_v / (d·m)``;
+* time per sample ``TPS_i = (edges_i / d + resync_i) / bandwidth + compute_i / d`` (with
+  ``time_unit``, ``compute`` is first multiplied by it: 1e-3 puts millisecond profiles in
+  seconds; Piper adds them unconverted, ``time_unit = 1``);
+* micro-batches in flight ``y_i``: ``⌈(d_i + … + d_{S−1}) / d_i⌉`` for ``piper`` and ``1f1b``,
+  ``m / d_i`` for ``gpipe``; memory per device ``Σ_v memoryUsageA_v·y_i + memoryUsageB_v``;
+* per-replica time of a micro-batch ``c_i = compute_i + edges_i / bandwidth`` and weight
+  synchronisation per batch ``AR_i = 4·(d − 1)·Σ_v parameterSize_v / (d·bandwidth)``; time per
+  batch ``Σ_i c_i + max_i (m/d_i·c_i + AR_i − c_i)``.
+
+The plan's value is ``max_i TPS_i``. Violations (each a sentence): a node missing, repeated or
+unknown; an edge from a later stage to an earlier one; a degree below 1, a ``d`` not dividing
+``m``, a node without TMPCs of the stage's ``t`` or a TMPC id it does not have; more devices than
+``devices`` (``Σ d·t``), ``Σ d`` above ``m``; a stage's memory above ``memory``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement.io.piper import PiperInstance
+from placement.parallel.plan import ParallelPlan
+
+
+@dataclass(frozen=True)
+class StageEvaluation:
+    """One stage as the evaluator sees it (module docstring)."""
+
+    time_per_sample: float
+    memory: float
+    in_flight: int
+    per_microbatch: float
+    sync: float
+
+
+@dataclass(frozen=True)
+class ParallelEvaluation:
+    """``value``: largest stage time per sample; ``time_per_batch`` of the schedule; ``ok``: no violation."""
+
+    value: float
+    time_per_batch: float
+    stages: tuple[StageEvaluation, ...]
+    devices: int
+    violations: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
+                      memory: float | None = None, time_unit: float = 1.0) -> ParallelEvaluation:
+    """Evaluate ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
+    instance's); see the module docstring."""
+    devices = instance.max_devices if devices is None else devices
+    memory = instance.max_memory_per_device if memory is None else memory
+    m = instance.microbatches_in_batch
+    nodes = {node.id: node for node in instance.nodes}
+    violations: list[str] = []
+    stage_of: dict[int, int] = {}
+    for i, stage in enumerate(plan.stages):
+        if not stage.nodes:
+            violations.append(f"stage {i} holds no node")
+        for v in stage.nodes:
+            if v not in nodes:
+                violations.append(f"stage {i} holds node {v}, which the instance does not have")
+            elif v in stage_of:
+                violations.append(f"node {v} is in stages {stage_of[v]} and {i}")
+            else:
+                stage_of[v] = i
+    for v in nodes:
+        if v not in stage_of:
+            violations.append(f"node {v} is in no stage")
+    for e in instance.edges:
+        if e.src in stage_of and e.dst in stage_of and stage_of[e.src] > stage_of[e.dst]:
+            violations.append(f"edge {e.src} -> {e.dst} goes from stage {stage_of[e.src]} back to stage "
+                              f"{stage_of[e.dst]}")
+    used = sum(s.d * s.t for s in plan.stages)
+    if used > devices:
+        violations.append(f"the plan uses {used} devices (Σ d·t), more than the {devices} available")
+    if sum(s.d for s in plan.stages) > m:
+        violations.append(f"the data-parallel degrees sum to {sum(s.d for s in plan.stages)}, more than the "
+                          f"{m} micro-batches of a batch")
+
+    into: dict[int, list] = {}
+    out_of: dict[int, list] = {}
+    for e in instance.edges:
+        into.setdefault(e.dst, []).append(e)
+        out_of.setdefault(e.src, []).append(e)
+    suffix = sum(s.d for s in plan.stages)
+    evaluated = []
+    for i, stage in enumerate(plan.stages):
+        d, t = stage.d, stage.t
+        if d < 1 or t < 1:
+            violations.append(f"stage {i} has degrees d={d}, t={t}; both must be at least 1")
+            return ParallelEvaluation(math.inf, math.inf, (), used, tuple(violations))
+        if m % d:
+            violations.append(f"stage {i}: d={d} does not divide the {m} micro-batches of a batch")
+        y = m // d if plan.schedule == "gpipe" else -(-suffix // d)
+        suffix -= d
+        members = set(stage.nodes)
+        compute, edges, params, mem_terms = [], [], [], []
+        for v in stage.nodes:
+            if v not in nodes or stage_of.get(v) != i:
+                continue
+            chosen = _tmpc(nodes[v], t, stage.tmpcs.get(v), i, violations)
+            if chosen is None:
+                continue
+            compute.append(chosen.time_per_sample)
+            params.append(chosen.parameter_size)
+            mem_terms.extend((chosen.memory_usage_a * y, chosen.memory_usage_b))
+            for e in into.get(v, ()):
+                if e.src not in members:
+                    edges.append(2 * (e.communication_cost + chosen.sync_time_fw[e.src]))
+            for e in out_of.get(v, ()):
+                if e.dst not in members:
+                    edges.append(2 * (e.communication_cost + chosen.sync_time_bw[e.dst]))
+        for v in stage.tmpcs:
+            if v not in members:
+                violations.append(f"stage {i} names a TMPC for node {v}, which it does not hold")
+        total_compute = math.fsum(compute) * time_unit
+        total_edges = math.fsum(edges)
+        total_params = math.fsum(params)
+        resync = 4 * (d - 1) * total_params / d / m
+        tps = (total_edges / d + resync) / instance.bandwidth + total_compute / d
+        used_memory = math.fsum(mem_terms)
+        if used_memory > memory:
+            violations.append(f"stage {i} needs {used_memory:.6g} bytes per device (y={y} micro-batches in "
+                              f"flight), more than the {memory:.6g} available")
+        evaluated.append(StageEvaluation(tps, used_memory, y, total_compute + total_edges / instance.bandwidth,
+                                         4 * (d - 1) * total_params / d / instance.bandwidth))
+    value = max((s.time_per_sample for s in evaluated), default=math.inf)
+    batch = math.inf
+    if evaluated:
+        busy = max((m // st.d) * ev.per_microbatch + ev.sync - ev.per_microbatch
+                   for st, ev in zip(plan.stages, evaluated))
+        batch = math.fsum(ev.per_microbatch for ev in evaluated) + busy
+    return ParallelEvaluation(value, batch, tuple(evaluated), used, tuple(violations))
+
+
+def _tmpc(node, t: int, name: str | None, stage: int, violations: list[str]):
+    options = node.configurations.get(t)
+    if not options:
+        violations.append(f"stage {stage}: node {node.id} has no TMPC for tensor-parallel degree t={t}")
+        return None
+    if name is None:
+        violations.append(f"stage {stage}: no TMPC chosen for node {node.id}")
+        return None
+    for c in options:
+        if c.id == name:
+            return c
+    violations.append(f"stage {stage}: node {node.id} has no TMPC {name!r} for t={t}")
+    return None
+
+
+__all__ = ["ParallelEvaluation", "StageEvaluation", "evaluate_parallel"]
