@@ -11,9 +11,10 @@ Method
    assignments). For throughput per watt the layers also carry the summed TDP
    (:func:`.pipeline.power_layers`) and the optimum is the least (max load × summed TDP) over
    the layers' best plans, the TDP counted over the chips the plan uses. Before it, the best
-   homogeneous plan (step 3) gives an upper bound, and every design whose energy bound
-   (:func:`energy_bounds`: a stage on it makes max load × watts at least that) reaches it is
-   pruned.
+   homogeneous plan (step 3) gives an upper bound ``UB`` and the throughput co-design the least
+   max load ``T*``; designs and layers of summed TDP ``≥ UB / T*``, and every design whose energy
+   bound (:func:`energy_bounds`: a stage on it makes max load × watts at least that) reaches ``UB``,
+   are pruned.
 3. *Homogeneous* (one design for every chip): the DP of :mod:`placement.solvers.dp` per design,
    designs taken by increasing lower bound (:func:`.space.time_lower_bounds`; for throughput per
    watt, the larger of the total compute and the largest colour class, times the TDP, since
@@ -27,6 +28,7 @@ re-checked by :func:`placement.verification.evaluate.evaluate` (:func:`.outcome.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -120,25 +122,30 @@ def energy_bounds(workload: Workload, c: Candidates) -> np.ndarray:
 
 def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
                             max_ideals: int) -> tuple[Best | None, int, int]:
-    """The best homogeneous plan first (an upper bound ``UB``); the designs whose
-    :func:`energy_bounds` reach ``UB`` are pruned; the power-layer DP over the rest."""
+    """The best homogeneous plan first (an upper bound ``UB``) and the least max load ``T*`` of any
+    plan (the throughput co-design, over the designs undominated in time alone, which are among
+    ``c``'s); every plan of summed TDP ``P`` scores at least ``T* · P``, so designs and DP layers with
+    ``P ≥ UB / T*`` are pruned, and so are the designs whose :func:`energy_bounds` reach ``UB``; then
+    the power-layer DP over the rest."""
     best, ran = _homogeneous(workload, c, chips, True, max_ideals)
     if best is None:
         return None, len(ran), len(c.designs) - len(ran)
-    keep = np.flatnonzero(energy_bounds(workload, c) < best.score)
+    fastest = _heterogeneous(workload, c.subset(undominated(c, False)), chips, max_ideals)
+    below = best.score / fastest.time_ms if fastest is not None and fastest.time_ms > 0 else math.inf
+    keep = np.flatnonzero((energy_bounds(workload, c) < best.score) & (c.tdp < below))
     evaluated = len(set(ran) | set(keep.tolist()))
     if len(keep) == 0:
-        return best, len(ran), len(c.designs) - evaluated
+        return best, len(ran) + 1, len(c.designs) - evaluated
     kept = c.subset(keep)
     problem = design_instance(workload, kept.designs, kept.times, [chips] * len(kept.designs))
-    layers, _ = power_layers([float(p) for p in kept.tdp], chips)
+    layers, _ = power_layers([float(p) for p in kept.tdp], chips, below)
     plans, _, _ = layer_plans(problem, layers, max_ideals=max_ideals)
     tdp = {d.label: float(p) for d, p in zip(kept.designs, kept.tdp)}
     for _, value, plan in plans:
         score = value * sum(tdp[d.label] for d in stage_designs(plan, kept.designs))
         if score < best.score:
             best = Best(score, value, plan, kept.designs)
-    return best, len(ran) + 1, len(c.designs) - evaluated
+    return best, len(ran) + 2, len(c.designs) - evaluated
 
 
 __all__ = ["solve_exact"]

@@ -66,10 +66,11 @@ def pool_layers(n_types: int, chips: int) -> Layers:
     return Layers(counts, prev, chips)
 
 
-def power_layers(powers: Sequence[float], chips: int) -> tuple[Layers, np.ndarray]:
+def power_layers(powers: Sequence[float], chips: int, below: float = math.inf) -> tuple[Layers, np.ndarray]:
     """Layers (chips ``c``, summed TDP ``P``) reachable with at most ``chips`` chips of designs of TDPs
-    ``powers``, and ``P`` per layer (module docstring). The TDPs are multiples of a binary quantum, so the
-    sums are exact and equal sums meet in one layer."""
+    ``powers``, and ``P`` per layer (module docstring); only those with ``P < below`` (a DP path only
+    adds power, so every layer on the path to a kept layer is kept). The TDPs are multiples of a binary
+    quantum, so the sums are exact and equal sums meet in one layer."""
     keys: list[tuple[int, float]] = [(0, 0.0)]
     index = {keys[0]: 0}
     prev_rows: list[list[int]] = [[-1] * len(powers)]
@@ -79,7 +80,7 @@ def power_layers(powers: Sequence[float], chips: int) -> tuple[Layers, np.ndarra
         for L in frontier:
             for t, p in enumerate(powers):
                 key = (c, keys[L][1] + p)
-                if key not in index:
+                if key not in index and key[1] < below:
                     index[key] = len(keys)
                     keys.append(key)
                     prev_rows.append([-1] * len(powers))
