@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -33,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MLP = str(ROOT / "instances" / "models" / "mlp-training.json")
 TINY = str(ROOT / "instances" / "grids" / "tiny.json")
 
-pytest.importorskip("dask.distributed", reason="Dask is not installed (pip install 'placement[sweep]')")
+needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None,
+                                reason="Dask is not installed (pip install 'placement[sweep]')")
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +119,7 @@ def _steady(record: dict) -> dict:
     return out
 
 
+@needs_dask
 def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     full = tmp_path / "full.jsonl"
     summary = sweep.run_sweep(SPEC, full, workers=1, processes=False, quiet=True)
@@ -160,6 +163,7 @@ def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     assert len(log.read_text().split()) == 5
 
 
+@needs_dask
 def test_a_sweep_on_a_running_cluster(tmp_path):
     from dask.distributed import Client, LocalCluster
 
@@ -173,6 +177,7 @@ def test_a_sweep_on_a_running_cluster(tmp_path):
     assert by_chips[1]["value"] == pytest.approx(solve_exact(load_workload(MLP), load_grid(TINY), 1, 606.68, 300.0).value)
 
 
+@needs_dask
 def test_a_sweep_killed_mid_run_resumes(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"models": [MLP], "chips": [1, 2, 3], "budgets": [[606.68, 300.0], [400.0, 200.0]],
@@ -221,6 +226,7 @@ def test_sweep_spec_files(tmp_path):
     assert str(caught.value) == f"{spec}: missing key 'chips'"
 
 
+@needs_dask
 def test_plots_of_a_sweep(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "records.jsonl"
@@ -269,6 +275,7 @@ def test_generated_models_are_model_files():
     assert str(caught.value).startswith("models lists 'gnmt', neither a model file nor one of bert-base-training, ")
 
 
+@needs_dask
 def test_docs_examples_run(monkeypatch):
     import contextlib
     import io
