@@ -49,7 +49,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           memory: float | None = None, calls: int = 1, warm_start: bool | Any = True,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
           split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str = "any",
-          inter_layer: bool = False, w_share: float = 0.5) -> Result:
+          inter_layer: bool = False, w_share: float = 0.5, devices: int | None = None,
+          schedule: str = "piper") -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
@@ -65,10 +66,29 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     ``max_ideals`` the most ideals the DP enumerates (default 200,000). ``backward="split"`` places each
     backward node's B and W tasks apart (``w_placement`` ``"any"`` or ``"adjacent"``, ``inter_layer``,
     ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
+    A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
+    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``), ``max_ideals`` and
+    ``progress``, and returns a :class:`placement.parallel.ParallelResult` (docs/piper.md).
     """
     from placement.solvers.registry import METHODS
 
     started = time.perf_counter()
+    if isinstance(instance, (str, PathLike, Mapping)):
+        from placement.loading import load
+
+        instance = load(instance)
+    from placement.io.piper import PiperInstance
+
+    if isinstance(instance, PiperInstance):
+        from placement.parallel.solve import check_piper_request, solve_piper
+
+        check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
+                            cpus=cpus, stages=stages, backward=backward)
+        return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
+                           progress=progress)
+    if devices is not None or schedule != "piper":
+        raise InvalidParameterError("devices" if devices is not None else "schedule",
+                                    "applies to Piper instances only (data- and tensor-parallel stages)")
     one_of("method", method, (AUTO, *METHODS))
     one_of("objective", objective, OBJECTIVES)
     from placement.verification.evaluate import check_contiguity

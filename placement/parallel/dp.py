@@ -224,6 +224,8 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
     """The stage value and the option of each of ``nodes`` (node numbers, ascending) at degree index
     ``k``: the dominant options where they all exist and fit, else the knapsack of ``mode``."""
     n, _, width = tables.time.shape
+    if any(tables.options[r, k] == 0 for r in nodes):
+        return math.inf, []
     words = (n + 63) // 64
     xb = np.zeros(words, dtype=np.uint64)
     for r in nodes:

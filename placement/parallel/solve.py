@@ -28,6 +28,22 @@ from placement.verification.parallel import evaluate_parallel
 AGREEMENT_TOLERANCE = 1e-9
 
 
+def check_piper_request(*, method: str, objective: str, contiguity: str, accelerators: int | None, cpus: int | None,
+                        stages: int | None, backward: str) -> None:
+    """Refuse the keywords of :func:`placement.solve` that do not apply to a Piper instance."""
+    from placement.errors import InvalidParameterError
+
+    fixed = (("method", method, "auto"), ("objective", objective, "throughput"), ("contiguity", contiguity, "stages"),
+             ("backward", backward, "joint"))
+    for name, value, default in fixed:
+        if value != default:
+            raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines of "
+                                              f"data- and tensor-parallel stages, solved by one exact DP), not {value!r}")
+    for name, value in (("accelerators", accelerators), ("cpus", cpus), ("stages", stages)):
+        if value is not None:
+            raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices")
+
+
 def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
                 schedule: str = "piper", max_sets: int | None = None,
                 progress: Callable[[str], None] | None = None) -> ParallelResult:
@@ -66,4 +82,4 @@ def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: 
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
-__all__ = ["AGREEMENT_TOLERANCE", "solve_piper"]
+__all__ = ["AGREEMENT_TOLERANCE", "check_piper_request", "solve_piper"]
