@@ -342,7 +342,8 @@ def test_cli_errors(capsys, argv, message):
 
 def test_on_a_dask_cluster():
     distributed = pytest.importorskip("dask.distributed")
-    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=":0") as cluster:
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                  dashboard_address=":0") as cluster:
         remote = placement.codesign(MODEL, chips=2, power=130, grid=TINY, scheduler=cluster.scheduler_address)
     here = placement.codesign(MODEL, chips=2, power=130, grid=TINY)
     assert remote.status == "optimal"

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL_OR_INSTANCE",
                    help="model file: an instance whose nodes list their operators (or FLOPs and bytes)")
     p.add_argument("--chips", type=positive_int, metavar="K", help="chips in the pipeline (at most K are used)")
-    p.add_argument("--area", type=positive_float, metavar="MM2", help="area budget per chip (mm²; default 606.68, WHAM's)")
+    p.add_argument("--area", type=positive_float, metavar="MM2",
+                   help="area budget per chip (mm²; default 606.68, WHAM's)")
     p.add_argument("--power", type=positive_float, metavar="W", help="power (TDP) budget per chip (W)")
     p.add_argument("--homogeneous", action="store_true", help="one design for every chip (default: one per stage)")
     p.add_argument("--grid", metavar="FILE", help="design grid file (default: the WHAM-scale grid of 10,000 designs)")

@@ -71,8 +71,8 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
     runs = combination_count(len(space.designs), chips, homogeneous, per_watt)
     if runs > max_combinations:
         raise LimitExceededError(f"the exhaustive check would run the DP on {runs:,} design combinations "
-                                 f"({len(space.designs):,} designs within the budgets, {chips} chips), more than the limit "
-                                 f"max_combinations ({max_combinations:,})", "max_combinations")
+                                 f"({len(space.designs):,} designs within the budgets, {chips} chips), more than "
+                                 f"the limit max_combinations ({max_combinations:,})", "max_combinations")
     best: Best | None = None
     for used, counts, stages in _combinations(len(space.designs), chips, homogeneous, per_watt):
         designs = [space.designs[t] for t in used]

@@ -37,7 +37,8 @@ def objective_value(objective: str, time_ms: float, power_w: float) -> float:
     return throughput / power_w if objective == "perf-per-watt" else throughput
 
 
-def verified_time(workload: Workload, space: Candidates, plan: Plan, designs: tuple[Design, ...]) -> tuple[float, tuple[str, ...]]:
+def verified_time(workload: Workload, space: Candidates, plan: Plan,
+                  designs: tuple[Design, ...]) -> tuple[float, tuple[str, ...]]:
     """The max load of ``plan`` on chips of the stages' ``designs`` and the violations, by the evaluator."""
     counts = Counter(designs)
     used = sorted(counts)
