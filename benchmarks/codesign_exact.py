@@ -1,0 +1,91 @@
+"""The exact co-design against its independent check, the DP on every design combination.
+
+For the bundled ``instances/models/mlp-training.json`` (28 nodes) on ``instances/grids/tiny.json``
+(16 designs), per-chip area 606.68 mm² and power ``--power`` W, for k = 1..``--chips`` chips, a
+design per stage or one for all chips, throughput or throughput per watt: the exact method
+(:func:`placement.codesign.exact.solve_exact`) and the exhaustive check
+(:func:`placement.codesign.exhaustive.solve_exhaustive`) are each run ``--repeat`` times in this
+session. Columns: chips, mode, objective, the two values (they must be equal: the row says
+``equal``, or the run stops with exit status 1), designs evaluated and DP runs of each, median
+seconds of each, and the check's time over the exact method's. Writes
+``benchmarks/results/codesign_exact.json``.
+
+    python benchmarks/codesign_exact.py [--chips 3] [--power 130] [--repeat 3]
+                                        [--json benchmarks/results/codesign_exact.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from placement.codesign.exact import solve_exact  # noqa: E402
+from placement.codesign.exhaustive import solve_exhaustive  # noqa: E402
+from placement.codesign.grid import load_grid  # noqa: E402
+from placement.codesign.workload import load_workload  # noqa: E402
+from placement.report.table import cell, format_table  # noqa: E402
+
+MODEL = ROOT / "instances" / "models" / "mlp-training.json"
+GRID = ROOT / "instances" / "grids" / "tiny.json"
+AREA = 606.68
+
+
+def timed(solve, repeat: int, *args, **kwargs):
+    """The last result of ``repeat`` runs of ``solve`` and the median of their wall-clock seconds."""
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = solve(*args, **kwargs)
+        seconds.append(time.perf_counter() - start)
+    return result, statistics.median(seconds)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chips", type=int, default=3)
+    parser.add_argument("--power", type=float, default=130.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "codesign_exact.json"))
+    args = parser.parse_args(argv)
+    workload, grid = load_workload(MODEL), load_grid(GRID)
+    rows = [["chips", "mode", "objective", "exact", "exhaustive", "agree", "evaluated", "DP runs", "exact s",
+             "check s", "ratio"]]
+    records = []
+    agree = True
+    for chips in range(1, args.chips + 1):
+        for homogeneous in (False, True):
+            for objective in ("throughput", "perf-per-watt"):
+                options = dict(homogeneous=homogeneous, objective=objective)
+                exact, exact_s = timed(solve_exact, args.repeat, workload, grid, chips, AREA, args.power, **options)
+                check, check_s = timed(solve_exhaustive, args.repeat, workload, grid, chips, AREA, args.power,
+                                       **options)
+                equal = exact.value == check.value
+                agree &= equal
+                mode = "homogeneous" if homogeneous else "per stage"
+                rows.append([str(chips), mode, objective, cell(exact.value), cell(check.value),
+                             "equal" if equal else "DIFFERENT", f"{exact.evaluated}/{check.evaluated}",
+                             f"{exact.dp_runs}/{check.dp_runs}", f"{exact_s:.3f}", f"{check_s:.3f}",
+                             f"{check_s / exact_s:.1f}"])
+                records.append({"chips": chips, "homogeneous": homogeneous, "objective": objective,
+                                "exact_value": exact.value, "exhaustive_value": check.value, "equal": equal,
+                                "exact_evaluated": exact.evaluated, "exhaustive_evaluated": check.evaluated,
+                                "exact_dp_runs": exact.dp_runs, "exhaustive_dp_runs": check.dp_runs,
+                                "exact_median_s": exact_s, "exhaustive_median_s": check_s,
+                                "ratio": check_s / exact_s})
+    print("\n".join(format_table(rows, left=(1, 2, 5))))
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"model": str(MODEL.relative_to(ROOT)), "grid": str(GRID.relative_to(ROOT)),
+                                           "area_mm2": AREA, "power_w": args.power, "repeat": args.repeat,
+                                           "rows": records}, indent=1) + "\n", encoding="utf-8")
+    return 0 if agree else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
