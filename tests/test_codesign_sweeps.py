@@ -296,3 +296,23 @@ def test_docs_examples_run(monkeypatch):
         "2 14 {'area': 0, 'power': 0, 'dominated': 14, 'bound': 0}",
         "wham 1.0 6", "random 0.7746 8", "fixed 0.4297 1",
         "8 8 0", "0", "['designs', 'evaluated', 'ratio', 'runtime_s', 'throughput', 'value']"]
+
+
+def test_wham_grows_the_resource_of_the_critical_operator():
+    # One node: an add over E = 2^20 elements of 2 bytes. On vc vector cores of 32 lanes it takes
+    # max(E / (32·vc·700 MHz), 4E / 700 GB/s, 4E / (64 B·64 MB·700 MHz)) s: compute-bound up to vc = 4
+    # (E / 8.96e10 s), DRAM-bound at vc = 8 (4E / 7e11 s = 5.9918e-3 ms). Tensor cores do not shorten it,
+    # so from the smallest design (1 tensor core, 1 vector core) the search steps the vector cores
+    # 1 → 2 → 4 → 8 and stops: three moves (steps follow the sorted values; the grid lists them descending).
+    model = {"maxSizePerFPGA": 2**30, "maxFPGAs": 1, "maxCPUs": 0, "edges": [],
+             "nodes": [{"id": 0, "name": "add", "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0,
+                        "isBackwardNode": False, "size": 0,
+                        "operators": [{"kind": "vector", "op": "add", "elements": 2**20}]}]}
+    grid = {"tensor_cores": [1, 2], "array_width": [16], "array_depth": [16], "vector_cores": [8, 4, 2, 1],
+            "vector_lanes": [32], "buffer_mb": [64]}
+    found = baselines.wham(model, 1, 606.68, 300.0, grid=grid)
+    assert [d.label for d in found.designs] == ["tc1x16x16-vc8x32-buf64"]
+    assert found.details["local_steps"] == 3
+    assert 1000.0 / found.throughput == pytest.approx(4 * 2**20 / 700e9 * 1000, rel=1e-12)
+    assert found.value == pytest.approx(solve_exact(load_workload(model), load_grid(grid), 1, 606.68, 300.0).value,
+                                        rel=1e-12)
