@@ -65,8 +65,9 @@ TPU_LIKE = Design(tensor_cores=2, array_width=128, array_depth=128, vector_cores
 
 @dataclass(frozen=True)
 class BaselineResult:
-    """A baseline's answer: ``value`` as the exact method reports it, ``throughput`` in samples per
-    second, the designs per stage and the plan, how many evaluations it made, its search time."""
+    """A baseline's answer: ``value`` as the exact method reports it (larger is better), ``throughput``
+    in model inputs per second, the designs per stage and the plan, how many design combinations it
+    placed (``evaluated``), its search time, and method-specific ``details``."""
 
     method: str
     value: float
