@@ -11,6 +11,8 @@ entering/leaving the stage over the bandwidth).
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -330,15 +332,18 @@ def test_shared_instances_piper_objective(name, degrees):
     ([StageSpec((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 nodes missing)"),
     ([StageSpec((0, 1), 1, 1, {0: "x", 1: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
      "stage 1: node 1 is already in stage 0"),
-    ([StageSpec((1,), 1, 1, {1: "x"}), StageSpec((0,), 1, 1, {0: "x"})], "edge 0 -> 1 goes from stage 1 back to stage 0"),
+    ([StageSpec((1,), 1, 1, {1: "x"}), StageSpec((0,), 1, 1, {0: "x"})],
+     "edge 0 -> 1 goes from stage 1 back to stage 0"),
     ([StageSpec((0,), 1, 2, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC for t = 2"),
     ([StageSpec((0,), 1, 1, {0: "z"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC 'z' for t = 1"),
     ([StageSpec((0,), 3, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
      "stage 0: d = 3 does not divide the 4 micro-batches of a batch"),
-    ([StageSpec((0,), 0, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: d must be a positive integer, not 0"),
+    ([StageSpec((0,), 0, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+     "stage 0: d must be a positive integer, not 0"),
     ([StageSpec((0,), 1, 1, {}), StageSpec((1,), 1, 1, {1: "x"})],
      "stage 0: tmpcs must name one TMPC for each of its nodes and no other"),
-    ([StageSpec((0,), 1, 1, {0: "x"}), StageSpec((7,), 1, 1, {7: "x"})], "stage 1: node 7 is not a node of the instance"),
+    ([StageSpec((0,), 1, 1, {0: "x"}), StageSpec((7,), 1, 1, {7: "x"})],
+     "stage 1: node 7 is not a node of the instance"),
     ([], "the plan has no stage"),
 ])
 def test_bad_plans(plan, message):
@@ -372,3 +377,12 @@ def test_interleaved_stages_of_one_rank_share_degrees():
         simulate_parallel(instance, one_per_stage(instance, [1, 1, 2, 1]), "interleaved", chunks=2)
     assert str(info.value) == ("stage 2 shares the devices of stage 0 (chunks = 2) but has d = 2, t = 1, type '' "
                                "against d = 1, t = 1, type ''")
+
+
+def test_simulator_imports_no_planner():
+    """The simulator checks the planner: a fresh interpreter that imports it has loaded no solver or planner."""
+    code = ("import sys, placement.simulation.parallel; print(sorted(m for m in sys.modules "
+            "if m.startswith(('placement.solvers', 'placement.parallel'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -137,12 +137,13 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     ``stages`` is such a sequence (a :class:`placement.parallel.plan.ParallelPlan`, whose
     ``schedule`` and ``chunks`` are then the defaults). ``schedule``: ``gpipe``, ``1f1b``,
     ``piper`` (Piper's model: the 1F1B order, read for ``time_per_sample``) or ``interleaved``
-    (then ``chunks = v ≥ 2`` model chunks per rank; the stages are the ``p·v`` virtual stages and
-    stage ``k`` runs on rank ``k mod p``); default the plan's, else ``1f1b``. ``microbatches``: per batch (default the instance's
-    ``mbsInBatch``); each replica of a stage with ``d`` replicas runs ``microbatches / d``.
-    ``forward_share``: the forward's part of each node's time per sample. ``allreduce``:
-    ``ring`` (``2(d − 1)/d · W`` bytes per replica) or ``piper`` (``4(d − 1)/d · W``, Piper's
-    objective). ``unit_scale``: seconds per unit of ``timePerSample``.
+    (then ``chunks = v ≥ 2`` model chunks per rank; the stages are the ``p·v`` virtual stages
+    and stage ``k`` runs on rank ``k mod p``); default the plan's, else ``1f1b``.
+    ``microbatches``: per batch (default the instance's ``mbsInBatch``); each replica of a
+    stage with ``d`` replicas runs ``microbatches / d``. ``forward_share``: the forward's part
+    of each node's time per sample. ``allreduce``: ``ring`` (``2(d − 1)/d · W`` bytes per
+    replica) or ``piper`` (``4(d − 1)/d · W``, Piper's objective). ``unit_scale``: the factor
+    applied to every ``timePerSample`` (``1e-3`` for the milliseconds of ``gnmt.json``).
 
     Raises :class:`~placement.errors.InvalidPlanError` for a plan that is not a pipeline of the
     instance and :class:`~placement.errors.InvalidParameterError` naming a bad parameter.
@@ -162,7 +163,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     share = number("forward_share", forward_share, largest=1.0)
     one_of("allreduce", allreduce, ALLREDUCE_MODELS)
     unit = number("unit_scale", unit_scale, positive=True)
-    layout = build_layout(instance, stage_specs(plan), chunks, m, share, allreduce, unit)
+    layout = build_layout(instance, stage_specs(plan), chunks, m, share, unit)
     run = _Run(layout, schedule, allreduce)
     try:
         start, end = execute(run.graph)

@@ -24,10 +24,10 @@ moves the gradients of the same edges the other way at the same cost. Each end o
 pays its own side on its own devices, inside its task (a blocking point-to-point transfer on
 the link of the instance's bandwidth): ``F_k + B_k = C_k + E_k / bandwidth`` with Piper's
 ``E_k = Σ 2·(communicationCost + sync)`` over the stage's crossing edges (msr-fiddle/piper
-``algo.cpp``, commit d7fc8cf, lines 1602–1617). Times are added as the instance gives them
-(``gnmt.json`` and ``resnet.json`` give milliseconds of compute and bytes whose quotient by the
-bandwidth is seconds, and Piper adds them as they are); ``unit_scale`` scales every
-``timePerSample`` (``1e-3`` turns those milliseconds into seconds).
+``algo.cpp``, commit d7fc8cf, ``Graph::getTPSForResult``, lines 1604–1635). Times are added as
+the instance gives them (``gnmt.json`` and ``resnet.json`` give milliseconds of compute and
+bytes whose quotient by the bandwidth is seconds, and Piper adds them as they are);
+``unit_scale`` scales every ``timePerSample`` (``1e-3`` turns those milliseconds into seconds).
 
 Memory per device: the TMPCs' ``memoryUsageB`` (weights and optimizer state) resident, plus
 ``A_k = Σ memoryUsageA`` for every micro-batch whose activations the device holds (from the
@@ -137,7 +137,7 @@ def stage_specs(plan: Any) -> tuple[StageSpec, ...]:
 
 
 def build_layout(instance: PiperInstance, stages: Iterable[StageSpec], chunks: int, microbatches: int,
-                 forward_share: float, allreduce: str, unit_scale: float) -> Layout:
+                 forward_share: float, unit_scale: float) -> Layout:
     """Check the plan against ``instance`` and compute every stage's :class:`StageCosts`.
 
     Raises :class:`InvalidPlanError` for a plan that is not a pipeline of the instance (a node

@@ -11,7 +11,7 @@ replica is free and the task's inputs have arrived.
 * ``1f1b`` — PipeDream-Flush / Megatron's 1F1B: ``w = min(y − 1, n)`` warm-up forwards,
   then one forward and one backward in turn, then the remaining backwards; a replica holds
   at most ``y`` micro-batches. ``y = ⌈(d_i + d_{i+1} + … + d_{S−1}) / d_i⌉`` for stage ``i``
-  (Piper's micro-batches in flight, msr-fiddle/piper ``algo.cpp`` line 1565), which is
+  (Piper's micro-batches in flight, msr-fiddle/piper ``algo.cpp``, commit d7fc8cf, line 1565), which is
   ``S − i`` when every stage has the same ``d``: over one round trip from stage ``i`` to the
   last stage and back, the replicas of the later stages pass ``Σ d_k`` micro-batches, which
   stage ``i``'s ``d_i`` replicas must have started.
@@ -42,7 +42,7 @@ Task = tuple[str, int, int]   # (kind, chunk, local micro-batch)
 
 
 def in_flight_limit(degrees: list[int], stage: int) -> int:
-    """Piper's ``y`` of ``stage``: ``⌈(d_stage + … + d_last) / d_stage⌉`` for the data-parallel degrees in pipeline order."""
+    """Piper's ``y`` of ``stage``: ``⌈(d_stage + … + d_last) / d_stage⌉``, ``degrees`` in pipeline order."""
     return -(-sum(degrees[stage:]) // degrees[stage])
 
 
@@ -89,5 +89,5 @@ def interleaved(local: int, ranks: int, chunks: int, rank: int) -> list[Task]:
     return order
 
 
-__all__ = ["BACKWARD", "FORWARD", "GPIPE", "INTERLEAVED", "ONE_F_ONE_B", "PARALLEL_SCHEDULES", "PIPER_SCHEDULE", "gpipe",
-           "in_flight_limit", "interleaved", "one_f_one_b"]
+__all__ = ["BACKWARD", "FORWARD", "GPIPE", "INTERLEAVED", "ONE_F_ONE_B", "PARALLEL_SCHEDULES", "PIPER_SCHEDULE",
+           "gpipe", "in_flight_limit", "interleaved", "one_f_one_b"]
