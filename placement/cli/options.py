@@ -57,8 +57,16 @@ def positive_float(text: str) -> float:
     return _number(text, "a finite positive number", positive=True)
 
 
+_BYTE_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
 def byte_count(text: str) -> float:
-    return _number(text, "a finite non-negative number of bytes")
+    """Bytes, plain or with a binary unit: ``2GiB`` is 2·2^30."""
+    for unit, size in _BYTE_UNITS.items():
+        if text.endswith(unit):
+            return _number(text[:-len(unit)], "a finite non-negative number of bytes (or with KiB, MiB, GiB, TiB)") \
+                * size
+    return _number(text, "a finite non-negative number of bytes (or with KiB, MiB, GiB, TiB)")
 
 
 def relative_gap(text: str) -> float:

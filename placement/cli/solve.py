@@ -11,6 +11,9 @@ import argparse
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, json_text,
                                    non_negative_int, positive_float, positive_int, print_json, progress_printer,
                                    relative_gap, write_text)
+from placement.cli.piper import run_piper
+from placement.io.piper import PiperInstance
+from placement.parallel.plan import SCHEDULES
 from placement.problem.objectives import OBJECTIVES
 from placement.solvers.registry import METHODS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -67,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
     p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
     add_device_options(p)
+    p.add_argument("--devices", type=positive_int, metavar="N",
+                   help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices)")
+    p.add_argument("--schedule", choices=SCHEDULES, default="piper",
+                   help="Piper instance: the schedule whose memory model the plan obeys (default piper)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="refuse the DP above this many ideals (default 200,000)")
     p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
@@ -81,12 +88,15 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.log)
     check_writable(args.out)
     instance = placement.load(args.instance)
+    if isinstance(instance, PiperInstance):
+        return run_piper(args, instance)
     result = placement.solve(
         instance, method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
         calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
-        w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, **devices(args))
+        w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
+        schedule=args.schedule, **devices(args))
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

@@ -1,0 +1,48 @@
+"""Text rendering of a :class:`placement.parallel.ParallelResult`: status, value, and one row per stage."""
+
+from __future__ import annotations
+
+from placement.io.piper import PiperInstance
+from placement.parallel.result import ParallelResult
+from placement.report.table import cell, format_table
+
+
+def _nodes(ids: tuple[int, ...]) -> str:
+    """Node ids as ranges of consecutive ids: ``0-4,7``."""
+    parts, start = [], None
+    for k, v in enumerate(ids):
+        if start is None:
+            start = v
+        if k + 1 == len(ids) or ids[k + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ",".join(parts)
+
+
+def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> str:
+    """The answer as text: a header, the stages (nodes, d, t, how many nodes run a TMPC other than their
+    first listed — the JSON names them —, time per sample, memory, micro-batches in flight) and the Megatron-style hand-off."""
+    lines = [f"instance {instance.name or '-'}: {len(instance.nodes)} nodes, {result.devices} devices of "
+             f"{result.memory:.6g} bytes, {instance.microbatches_in_batch} micro-batches per batch, "
+             f"schedule {result.schedule}",
+             f"status {result.status}" + (f": {result.message}" if result.message else "")]
+    if result.plan is None or result.evaluation is None:
+        return "\n".join(lines) + "\n"
+    lines.append(f"largest stage time per sample {cell(result.value)} (bound {cell(result.bound)}), "
+                 f"time per batch {cell(result.time_per_batch)}, {result.plan.devices} devices used")
+    nodes = {n.id: n for n in instance.nodes}
+    rows = [["stage", "nodes", "d", "t", "not 1st TMPC", "time/sample", "memory", "in flight"]]
+    for i, (stage, ev) in enumerate(zip(result.plan.stages, result.evaluation.stages)):
+        others = sum(c != nodes[v].configurations[stage.t][0].id for v, c in stage.tmpcs.items())
+        rows.append([str(i), _nodes(stage.nodes), str(stage.d), str(stage.t), f"{others}/{len(stage.nodes)}",
+                     cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
+    lines += format_table(rows, left=(1,))
+    mega = result.megatron or {}
+    if mega.get("expressible"):
+        lines.append(f"Megatron-style: tensor {mega['tensor']}, pipeline {mega['pipeline']}, data {mega['data']}")
+    elif mega:
+        lines.append(f"Megatron-style: not expressible ({mega['reason']})")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["format_parallel_result"]
