@@ -156,7 +156,21 @@ def test_split_plan_gpipe_pays_a_w_call_receive_in_the_backward_phase():
     t20 = simulate(problem, plan, "gpipe", 20).iteration_time
     t40 = simulate(problem, plan, "gpipe", 40).iteration_time
     assert (t20, t40) == (122.0, 242.0)
+    assert evaluate_split(problem, plan, SplitModel()).objective("throughput-gpipe") == 6.0
     assert simulate(problem, plan, "1f1b-async", 24).time_per_sample == 5.0
+
+
+def test_gpipe_phases_of_different_devices_overlap_below_the_flush_objective():
+    # f0 (2, c .5) -> f1 (2, c .5) -> b1 (6) -> b0 (2), f0 -> b0; B(b1) moved to device 0. Device 0:
+    # F = f0 2 + send .5 = 2.5, B = B(b1) 3 + B(b0) 1 + receive f1 .5 = 4.5, W = W(b0) 1; device 1: F = f1 2
+    # + receive f0 .5 + send f1 .5 = 3, W = W(b1) 3. Max FW + max BW = 3 + 5.5 = 8.5, but device 0's B(0)
+    # waits only for f1 of micro-batch 0: it runs its forwards (2.5 m) and then B and W back to back
+    # (5.5 m), ahead of device 1's forwards: 8 per micro-batch.
+    problem, plan, model = random_split_plan(89)
+    assert [b.name for b in problem.nodes] == ["f0", "b0", "f1", "b1"]
+    assert plan.devices[0].b_tasks == (101,) and not any(d.w_tasks for d in plan.devices)
+    assert evaluate_split(problem, plan, model).objective("throughput-gpipe") == 8.5
+    assert [simulate(problem, plan, "gpipe", m).iteration_time for m in (4, 8, 16)] == [32.0, 64.0, 128.0]
 
 
 def random_split_plan(seed: int):
@@ -204,6 +218,14 @@ def test_async_1f1b_runs_random_split_plans_at_the_evaluators_max_load(seed):
     assert [sum(s.task_times.values()) for s in result.stages] == pytest.approx([d.load for d in verdict.evaluation.devices], rel=1e-12)
     assert result.time_per_sample == pytest.approx(verdict.evaluation.max_load, rel=1e-9)
     assert np.all(result.tasks.end >= result.tasks.start)
+    # memory: node memory and one micro-batch's W inputs, as the planner counts them
+    assert [s.static_memory + (s.w_inputs_per_microbatch or 0.0) for s in result.stages] == \
+        [d.memory for d in verdict.evaluation.devices]
+    # the flush objective max FW + max BW bounds GPipe's growth per micro-batch (phases may overlap)
+    m1, m2 = 8 * len(plan.devices), 16 * len(plan.devices)
+    slope = (simulate(problem, plan, "gpipe", m2).iteration_time
+             - simulate(problem, plan, "gpipe", m1).iteration_time) / (m2 - m1)
+    assert slope <= verdict.objective("throughput-gpipe") * (1 + 1e-12)
 
 
 def test_simulate_command_replays_a_solved_split_plan(tmp_path, capsys):
