@@ -8,13 +8,13 @@ Method
    dropped (never needed in an optimal plan).
 2. *Heterogeneous* (a design per stage): one DP over ideals whose transitions choose the design
    of each stage (:func:`.pipeline.design_dp`; pool layers, so the DP never enumerates design
-   assignments). For throughput per watt the layers also carry the summed TDP
-   (:func:`.pipeline.power_layers`) and the optimum is the least (max load × summed TDP) over
-   the layers' best plans, the TDP counted over the chips the plan uses. Before it, the best
-   homogeneous plan (step 3) gives an upper bound ``UB`` and the throughput co-design the least
-   max load ``T*``; designs and layers of summed TDP ``≥ UB / T*``, and every design whose energy
-   bound (:func:`energy_bounds`: a stage on it makes max load × watts at least that) reaches ``UB``,
-   are pruned.
+   assignments). For throughput per watt, a DP over the same ideals whose state is the Pareto
+   front of (max load, summed TDP) per ideal and number of stages (:func:`.frontier.per_watt_dp`:
+   its docstring states the recurrence and why dominance and its bound keep the optimum); the
+   optimum is the least (max load × summed TDP) on the front of the whole graph, the TDP counted
+   over the chips the plan uses. Before it, every design whose energy bound
+   (:func:`energy_bounds`: a stage on it makes max load × watts at least that) exceeds the score
+   of the best one-chip plan is pruned.
 3. *Homogeneous* (one design for every chip): the DP of :mod:`placement.solvers.dp` per design,
    designs taken by increasing lower bound (:func:`.space.time_lower_bounds`; for throughput per
    watt, the larger of the total compute and the largest colour class, times the TDP, since
@@ -34,9 +34,11 @@ import time
 import numpy as np
 
 from placement.codesign.grid import Grid
+from placement.codesign.frontier import SLACK, per_watt_dp
 from placement.codesign.outcome import Best, finish, infeasible
-from placement.codesign.pipeline import design_dp, design_instance, layer_plans, power_layers, stage_designs
+from placement.codesign.pipeline import design_dp, design_instance, layer_plans
 from placement.codesign.space import Candidates, candidates, class_times, time_lower_bounds, undominated
+from placement.codesign.template import DRAM_BYTES
 from placement.codesign.workload import Workload
 from placement.solvers.dp import solve_dp
 from placement.solvers.dp_table import build_layers
@@ -122,30 +124,19 @@ def energy_bounds(workload: Workload, c: Candidates) -> np.ndarray:
 
 def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
                             max_ideals: int) -> tuple[Best | None, int, int]:
-    """The best homogeneous plan first (an upper bound ``UB``) and the least max load ``T*`` of any
-    plan (the throughput co-design, over the designs undominated in time alone, which are among
-    ``c``'s); every plan of summed TDP ``P`` scores at least ``T* · P``, so designs and DP layers with
-    ``P ≥ UB / T*`` are pruned, and so are the designs whose :func:`energy_bounds` reach ``UB``; then
-    the power-layer DP over the rest."""
-    best, ran = _homogeneous(workload, c, chips, True, max_ideals)
-    if best is None:
-        return None, len(ran), len(c.designs) - len(ran)
-    fastest = _heterogeneous(workload, c.subset(undominated(c, False)), chips, max_ideals)
-    below = best.score / fastest.time_ms if fastest is not None and fastest.time_ms > 0 else math.inf
-    keep = np.flatnonzero((energy_bounds(workload, c) < best.score) & (c.tdp < below))
-    evaluated = len(set(ran) | set(keep.tolist()))
-    if len(keep) == 0:
-        return best, len(ran) + 1, len(c.designs) - evaluated
+    """The Pareto-front DP (:func:`.frontier.per_watt_dp`) over the designs of ``c`` whose
+    :func:`energy_bounds` do not exceed the score of the best one-chip plan (the whole model on one
+    chip: its load is its compute; a bound only when the model fits a chip's DRAM); with the DP runs
+    (1) and the designs pruned by that bound."""
+    single = c.times.sum(axis=1) * c.tdp
+    fits = sum(node.memory for node in workload.instance.nodes) <= DRAM_BYTES
+    ub = float(single.min()) if fits else math.inf
+    keep = np.flatnonzero(energy_bounds(workload, c) <= ub * (1 + SLACK))
     kept = c.subset(keep)
     problem = design_instance(workload, kept.designs, kept.times, [chips] * len(kept.designs))
-    layers, _ = power_layers([float(p) for p in kept.tdp], chips, below)
-    plans, _, _ = layer_plans(problem, layers, max_ideals=max_ideals)
-    tdp = {d.label: float(p) for d, p in zip(kept.designs, kept.tdp)}
-    for _, value, plan in plans:
-        score = value * sum(tdp[d.label] for d in stage_designs(plan, kept.designs))
-        if score < best.score:
-            best = Best(score, value, plan, kept.designs)
-    return best, len(ran) + 2, len(c.designs) - evaluated
+    run = per_watt_dp(problem, kept.tdp, chips, max_ideals=max_ideals)
+    best = None if run.plan is None else Best(run.score, run.time_ms, run.plan, kept.designs)
+    return best, 1, len(c.designs) - len(keep)
 
 
 __all__ = ["solve_exact"]
