@@ -10,6 +10,7 @@ entering/leaving the stage over the bandwidth).
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from placement.cli import main
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import parse_piper, read_piper
 from placement.simulation.parallel import simulate_parallel
@@ -386,3 +388,39 @@ def test_simulator_imports_no_planner():
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+def write_two_stage(tmp_path):
+    instance = two_stage()
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(instance.to_json()))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schedule": "gpipe", "stages": [
+        {"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}}, {"nodes": [1], "d": 2, "t": 1, "tmpcs": {"1": "x"}}]}))
+    return str(path), str(plan)
+
+
+def test_cli_simulates_a_piper_plan(tmp_path, capsys):
+    instance, plan = write_two_stage(tmp_path)
+    assert main(["simulate", instance, plan]) == 0        # the plan's schedule: GPipe, as worked by hand above
+    out = capsys.readouterr().out
+    assert "time per batch  23  (fill, drain and all-reduce included)" in out
+    assert "time per sample 5  (largest busy time" in out
+    assert main(["simulate", instance, plan, "--schedule", "1f1b", "--allreduce", "piper", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["time_per_batch"], doc["time_per_sample"]) == (26.0, 6.0)
+    assert [s["peak_memory"] for s in doc["stages"]] == [110.0, 207.0]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--trace", "t.json"], "error: --trace does not apply to a Piper instance (its plans run data- and "
+                            "tensor-parallel stages; see placement simulate --help)"),
+    (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
+    (["--microbatches", "3"], "error: stage 0: d = 2 does not divide the 3 micro-batches of a batch"),
+])
+def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
+    instance, plan = write_two_stage(tmp_path)
+    assert main(["simulate", instance, plan, *extra]) == 2
+    assert capsys.readouterr().err.strip() == message

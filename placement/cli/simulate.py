@@ -12,6 +12,8 @@ import argparse
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, byte_count, devices, fraction,
                                    positive_int, print_json)
+from placement.cli.simulate_parallel import add_parallel_options, run_parallel
+from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import ENGINES
@@ -25,12 +27,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "trace and a Gantt chart.")
     p.add_argument("instance", help="instance file (Tarnawski JSON format)")
     p.add_argument("plan", help="plan file: the output of 'placement solve --out', a Tarnawski plan or an expert split")
-    p.add_argument("--schedule", choices=list(SCHEDULES), metavar="NAME",
+    p.add_argument("--schedule", choices=list(dict.fromkeys(list(SCHEDULES) + list(PARALLEL_SCHEDULES))),
+                   metavar="NAME",
                    help="one of " + ", ".join(SCHEDULES) + " (default: stream for inference graphs, "
-                        "1f1b-async for training graphs)")
-    p.add_argument("--microbatches", type=positive_int, default=DEFAULT_MICROBATCHES, metavar="M",
+                        "1f1b-async for training graphs); for a Piper instance one of "
+                        + ", ".join(PARALLEL_SCHEDULES) + " (default: the plan's)")
+    p.add_argument("--microbatches", type=positive_int, metavar="M",
                    help=f"micro-batches to run (default {DEFAULT_MICROBATCHES}); one iteration of M for the "
-                        "flush schedules")
+                        "flush schedules; for a Piper instance the micro-batches of the batch (default mbsInBatch)")
     p.add_argument("--comm", choices=COMM_MODES, default=INLINE,
                    help="inline: communication inside each device's call, as in the load model (default); "
                         "link: transfers on a separate link per device, overlapping compute")
@@ -45,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="refuse a run that would take more memory than this (default 2 GiB)")
     p.add_argument("--engine", choices=ENGINES, default="heap",
                    help="event engine: heap (built in, default) or simpy (same model, needs SimPy)")
+    add_parallel_options(p)
     add_output_options(p)
     p.set_defaults(handler=run)
 
@@ -58,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:
         matplotlib_modules()     # fail before simulating when the chart cannot be drawn
     instance = placement.load(args.instance)
-    result = placement.simulate(instance, args.plan, schedule=args.schedule, microbatches=args.microbatches,
+    if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
+        return run_parallel(args, instance)
+    result = placement.simulate(instance, args.plan, schedule=args.schedule,
+                                microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
                                 **devices(args))

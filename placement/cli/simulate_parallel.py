@@ -1,0 +1,55 @@
+"""``placement simulate`` on a Piper instance: one batch of a data- and tensor-parallel plan.
+
+``placement simulate`` hands a Piper instance here; the plan file is a parallel plan
+(``{"schedule", "stages": [{"nodes", "d", "t", "tmpcs"}]}``, as ``placement solve --out``
+writes it for a Piper instance, or a record of ``benchmarks/results/piper.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from placement.cli.options import UsageError, fraction, positive_int, print_json
+
+
+def add_parallel_options(parser: argparse.ArgumentParser) -> None:
+    """The options that apply to Piper instances only."""
+    group = parser.add_argument_group("Piper instances (data- and tensor-parallel stages)")
+    group.add_argument("--chunks", type=positive_int, metavar="V",
+                       help="model chunks per pipeline rank under --schedule interleaved (default: the plan's)")
+    group.add_argument("--forward-share", dest="forward_share", type=fraction, default=None, metavar="F",
+                       help="share of each node's time per sample that is forward work (default 1/3)")
+    group.add_argument("--allreduce", choices=("ring", "piper"), default="ring",
+                       help="data-parallel gradient sync: ring, 2(d-1)/d of the parameters per replica "
+                            "(default), or piper, Piper's 4(d-1)/d")
+    group.add_argument("--unit-scale", dest="unit_scale", type=float, default=1.0, metavar="X",
+                       help="factor applied to every timePerSample (1e-3: milliseconds to seconds)")
+
+
+def run_parallel(args: argparse.Namespace, instance) -> int:
+    """Simulate the plan file on the Piper ``instance`` and print the figures."""
+    from placement.errors import InvalidPlanError
+    from placement.jsonfile import load_json
+    from placement.parallel.plan import ParallelPlan
+    from placement.report.parallel_simulation import format_parallel_simulation
+    from placement.simulation.parallel import FORWARD_SHARE, simulate_parallel
+
+    unused = [option for option, given in (("--trace", args.trace), ("--gantt", args.gantt),
+                                           ("--comm", args.comm != "inline"), ("--w-fraction", args.w_fraction),
+                                           ("--accelerators", args.accelerators), ("--cpus", args.cpus),
+                                           ("--memory", args.memory), ("--memory-limit", args.memory_limit),
+                                           ("--engine", args.engine != "heap")) if given not in (None, False)]
+    if unused:
+        raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
+                         "tensor-parallel stages; see placement simulate --help)")
+    doc = load_json(args.plan, InvalidPlanError)
+    plan = ParallelPlan.from_json(doc.get("plan", doc) if isinstance(doc, dict) else doc)
+    result = simulate_parallel(instance, plan, schedule=args.schedule, chunks=args.chunks,
+                               microbatches=args.microbatches,
+                               forward_share=FORWARD_SHARE if args.forward_share is None else args.forward_share,
+                               allreduce=args.allreduce, unit_scale=args.unit_scale)
+    if args.json:
+        print_json(result.to_json())
+        return 0
+    print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
+    return 0
