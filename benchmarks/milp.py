@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -67,7 +68,8 @@ def _row(instance: str, label: str, goal: str, backend: str, results: list[place
             "time_limit": time_limit, "reference": reference,
             "variables": last.stats.get("variables"), "rows": last.stats.get("rows"), "message": last.message,
             # this process's peak resident memory so far: every run up to this row stayed within it
-            "peak_mib_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "peak_mib_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "load_average": os.getloadavg()}
 
 
 def _cell(value: object) -> str:
