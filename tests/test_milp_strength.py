@@ -14,16 +14,21 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Instance
 from placement.solution import Status
 from placement.solvers.milp.cuts import chord_sums, heavy_sets, least_with_comm, reachable, room_bound
+from placement.solvers.milp.backends import SolveOptions, make_backend
 from placement.solvers.milp.data import prepare
-from placement.solvers.milp.none import ranks, slot_kinds
+from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT
+from placement.solvers.milp.sets import ContiguousSets
+from placement.solvers.milp.none import NoContiguity, ranks, slot_kinds
 from placement.testing.bruteforce import brute_force
-from tests.strategies import problems
+from placement.verification.evaluate import evaluate
+from tests.strategies import colour_respecting_plans, problems
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
 BERT24 = SHARED / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
@@ -101,3 +106,29 @@ def test_bert24_inference_pigeonhole_bound() -> None:
     best, H = found[0]
     assert len(H) == 25
     assert best == pytest.approx(17.703 + 6 * 0.001953125, abs=1e-9)
+
+
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.data())
+def test_every_plan_meets_every_row(data: st.DataObject) -> None:
+    # any plan, reordered into the model's canonical slots by its warm-start values, satisfies
+    # every row (symmetry, counting rows included): fixing all its values leaves a feasible model
+    # whose objective is the plan's verified value (the data are exact multiples of 1/4)
+    problem = data.draw(problems(max_nodes=7, max_accelerators=3, max_cpus=2))
+    plan = data.draw(colour_respecting_plans(problem))
+    for formulation in (NoContiguity(), ContiguousSets()):
+        ev = evaluate(problem, plan, contiguity=formulation.contiguity)
+        assume(formulation.contiguity == "sets" or ev.valid)
+        if not ev.valid:
+            continue
+        be = make_backend("cp-sat")
+        d = prepare(problem, formulation.groups(problem, "throughput"), True, DEFAULT_MAX_PRODUCT)
+        assert d.scaling.exact
+        variables = formulation.build(problem, d, be, "throughput")
+        values, why = formulation.hint(problem, d, variables, plan, "throughput")
+        assert values is not None, why
+        for var, value in values.items():
+            be.add([(1, var)], lo=round(value), hi=round(value))
+        raw = be.solve(SolveOptions(30.0))
+        assert raw.status == "optimal", (formulation.contiguity, raw.status, raw.message)
+        assert raw.objective / d.scaling.scale == ev.objective("throughput")
