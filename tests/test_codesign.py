@@ -197,6 +197,32 @@ def test_exact_equals_exhaustive(case, homogeneous, objective):
         assert len(set(exact.designs)) == 1
 
 
+@st.composite
+def per_watt_cases(draw):
+    """Up to 6 nodes, 4 designs (two parameters with two values), 1 to 4 chips: up to 69 design multisets."""
+    n = draw(st.integers(2, 6))
+    ops = [draw(st.lists(OPERATOR, min_size=1, max_size=2)) for _ in range(n)]
+    edges = sorted({(a, b) for b in range(1, n) for a in draw(st.sets(st.integers(0, b - 1), min_size=1, max_size=2))})
+    varied = draw(st.lists(st.sampled_from(sorted(GRID_VALUES)), min_size=2, max_size=2, unique=True))
+    grid = {key: (values[:2] if key in varied else values[-1:]) for key, values in GRID_VALUES.items()}
+    return _random_model(ops, edges, draw(st.booleans())), grid, draw(st.integers(1, 4))
+
+
+@settings(max_examples=25, deadline=None)
+@given(per_watt_cases())
+def test_per_watt_fronts_equal_exhaustive(case):
+    """Throughput per watt with a design per stage: the Pareto-front DP (placement.codesign.frontier) against
+    the placement DP on every multiset of the grid's designs, up to four chips."""
+    model, grid, chips = case
+    exact = placement.codesign(model, chips=chips, power=1000, grid=grid, objective="perf-per-watt")
+    check = placement.codesign(model, chips=chips, power=1000, grid=grid, objective="perf-per-watt", exhaustive=True)
+    assert exact.status == check.status == "optimal"   # "optimal": the evaluator re-checked the plan's max load
+    assert exact.value == pytest.approx(check.value, rel=1e-9)
+    assert exact.value == pytest.approx(1000 / (exact.time_per_input_ms * sum(d.tdp_w for d in exact.designs)),
+                                        rel=1e-12)
+    assert exact.dp_runs == 1 and len(exact.designs) <= chips
+
+
 @pytest.mark.parametrize("objective", ["throughput", "perf-per-watt"])
 def test_bundled_model_and_grid_exact_equals_exhaustive(objective):
     workload_grid = dict(grid=TINY, power=130)

@@ -58,16 +58,17 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
     dominated = len(space.designs) - len(pareto.designs)
     # a colour class sits on one chip: no plan has more non-empty stages than classes
     usable = min(chips, len(workload.instance.colour_classes()))
+    work: dict[str, int] = {}
     if homogeneous:
         best, ran = _homogeneous(workload, pareto, usable, per_watt, max_ideals)
         runs, bound_pruned = len(ran), len(pareto.designs) - len(ran)
     elif per_watt:
-        best, runs, bound_pruned = _heterogeneous_per_watt(workload, pareto, usable, max_ideals)
+        best, runs, bound_pruned, work = _heterogeneous_per_watt(workload, pareto, usable, max_ideals)
     else:
         best, runs, bound_pruned = _heterogeneous(workload, pareto, usable, max_ideals), 1, 0
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": dominated, "bound": bound_pruned}
     return finish(workload, space, best, chips, homogeneous, objective, "exact", start, pruned_by, runs,
-                  stats={"within_budgets": len(space.designs), "undominated": len(pareto.designs)})
+                  stats={"within_budgets": len(space.designs), "undominated": len(pareto.designs), **work})
 
 
 def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
@@ -123,11 +124,11 @@ def energy_bounds(workload: Workload, c: Candidates) -> np.ndarray:
 
 
 def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
-                            max_ideals: int) -> tuple[Best | None, int, int]:
+                            max_ideals: int) -> tuple[Best | None, int, int, dict[str, int]]:
     """The Pareto-front DP (:func:`.frontier.per_watt_dp`) over the designs of ``c`` whose
     :func:`energy_bounds` do not exceed the score of the best one-chip plan (the whole model on one
     chip: its load is its compute; a bound only when the model fits a chip's DRAM); with the DP runs
-    (1) and the designs pruned by that bound."""
+    (1), the designs pruned by that bound, and the DP's work (ideals, blocks costed, front pairs kept)."""
     single = c.times.sum(axis=1) * c.tdp
     fits = sum(node.memory for node in workload.instance.nodes) <= DRAM_BYTES
     ub = float(single.min()) if fits else math.inf
@@ -136,7 +137,8 @@ def _heterogeneous_per_watt(workload: Workload, c: Candidates, chips: int,
     problem = design_instance(workload, kept.designs, kept.times, [chips] * len(kept.designs))
     run = per_watt_dp(problem, kept.tdp, chips, max_ideals=max_ideals)
     best = None if run.plan is None else Best(run.score, run.time_ms, run.plan, kept.designs)
-    return best, 1, len(c.designs) - len(keep)
+    work = {"ideals": run.ideals, "blocks": run.blocks, "front_pairs": run.pairs}
+    return best, 1, len(c.designs) - len(keep), work
 
 
 __all__ = ["solve_exact"]

@@ -17,13 +17,8 @@ layer ``c − 1`` to ``c`` for every ``t`` (``prev[c][t] = c − 1``)::
     dp[c][I] = min( dp[c−1][I],  min_t min_{I' ⊊ I} max(dp[c−1][I'], load_t(I \\ I')) )
 
 so ``dp[k][V]`` is the least max-load of a pipeline of at most ``k`` chips, each of any design of
-``D`` (the heterogeneous co-design for throughput). With *power layers* (:func:`power_layers`) a
-layer is a pair (chips ``c``, summed TDP ``P``) and placing a block on design ``t`` comes from
-(``c − 1``, ``P − TDP(t)``): ``dp[(c, P)][V]`` is the least max-load over pipelines whose chips'
-designs form a multiset of ``c`` designs of summed TDP ``P`` (some of which may stay empty), so
-``min_L dp[L][V] · P_L`` is the least (time per input × watts), the heterogeneous
-throughput-per-watt optimum. The kernels' capacity pruning sees every layer of ``c`` chips as
-``c`` chips of every type, an over-estimate of what the layer can hold, so it stays valid.
+``D`` (the heterogeneous co-design for throughput). Throughput per watt with a design per stage
+has its own DP over the same ideals (:mod:`.frontier`).
 """
 
 from __future__ import annotations
@@ -36,17 +31,12 @@ import numpy as np
 
 from placement.codesign.template import DRAM_BYTES, Design
 from placement.codesign.workload import Workload
-from placement.errors import LimitExceededError
 from placement.plan import Plan
 from placement.problem.instance import DeviceType, Instance, Node
 from placement.solvers import _dp_kernels as K
 from placement.solvers.chain_dp import upper_bound
 from placement.solvers.dp_table import Layers, best_plan, build_graph, extract, fill, prepare
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
-
-#: The most power layers (distinct (chips, summed TDP) pairs) a throughput-per-watt DP may have.
-MAX_POWER_LAYERS = 20_000
-
 
 def design_instance(workload: Workload, designs: Sequence[Design], times: np.ndarray,
                     counts: Sequence[int]) -> Instance:
@@ -64,40 +54,6 @@ def pool_layers(n_types: int, chips: int) -> Layers:
     counts = np.repeat(np.arange(chips + 1, dtype=np.int64)[:, None], n_types, axis=1)
     prev = np.repeat((np.arange(chips + 1, dtype=np.int64) - 1)[:, None], n_types, axis=1)
     return Layers(counts, prev, chips)
-
-
-def power_layers(powers: Sequence[float], chips: int, below: float = math.inf) -> tuple[Layers, np.ndarray]:
-    """Layers (chips ``c``, summed TDP ``P``) reachable with at most ``chips`` chips of designs of TDPs
-    ``powers``, and ``P`` per layer (module docstring); only those with ``P < below`` (a DP path only
-    adds power, so every layer on the path to a kept layer is kept). The TDPs are multiples of a binary
-    quantum, so the sums are exact and equal sums meet in one layer."""
-    keys: list[tuple[int, float]] = [(0, 0.0)]
-    index = {keys[0]: 0}
-    prev_rows: list[list[int]] = [[-1] * len(powers)]
-    frontier = [0]
-    for c in range(1, chips + 1):
-        nxt = []
-        for L in frontier:
-            for t, p in enumerate(powers):
-                key = (c, keys[L][1] + p)
-                if key not in index and key[1] < below:
-                    index[key] = len(keys)
-                    keys.append(key)
-                    prev_rows.append([-1] * len(powers))
-                    nxt.append(index[key])
-                    if len(keys) > MAX_POWER_LAYERS:
-                        raise LimitExceededError(
-                            f"the throughput-per-watt DP needs more than {MAX_POWER_LAYERS:,} (chips, summed TDP) "
-                            f"layers for {len(powers)} designs on {chips} chips; use homogeneous designs, fewer "
-                            "chips or a smaller grid", "chips")
-        frontier = nxt
-    for L, (c, power) in enumerate(keys):
-        if c:
-            for t, p in enumerate(powers):
-                prev_rows[L][t] = index.get((c - 1, power - p), -1)
-    counts = np.repeat(np.array([c for c, _ in keys], dtype=np.int64)[:, None], len(powers), axis=1)
-    return Layers(counts, np.array(prev_rows, dtype=np.int64), len(keys) - 1), \
-        np.array([p for _, p in keys], dtype=np.float64)
 
 
 @dataclass(frozen=True)
