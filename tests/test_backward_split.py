@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import placement
@@ -169,6 +169,10 @@ def test_cli_split(tmp_path) -> None:
     assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"
 
 
+ONE_NODE = Instance((Node(1, "f0", (0.25, 0.0), colour=0),), (),
+                    (DeviceType(ACCELERATOR, 1), DeviceType("cpu", 0, pays_comm=False)))
+
+
 @st.composite
 def tiny_training(draw) -> Instance:
     """A random training graph of at most 6 nodes (tests/strategies.py) with random tensor sizes."""
@@ -184,6 +188,7 @@ def test_milp_agrees_with_brute_force(w_placement: str, inter_layer: bool) -> No
 
     @settings(max_examples=200)
     @given(tiny_training(), st.sampled_from(["throughput", "throughput-gpipe"]))
+    @example(ONE_NODE, "throughput")   # found while building: the warm start's hint missed a fixed variable
     def check(problem: Instance, objective: str) -> None:
         best, plan = brute_force_split(problem, model, objective)
         solution = solve_split_milp(problem, model, objective, time_limit=20)
