@@ -66,6 +66,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=VALUE",
                    help="ONNX: fix a symbolic input dimension (repeatable)")
     p.add_argument("--name", help="instance name recorded in the file (default: from MODEL)")
+    p.add_argument("--operators", action="store_true",
+                   help="record each node's operators with their shapes (GEMMs, vector operators), "
+                        "which placement codesign times on its accelerator template")
     add_output_options(p)
     p.set_defaults(handler=run)
 
@@ -144,13 +147,13 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
 
 def import_model_spec(spec: str, platform: Platform, *, training: bool, granularity: str,
                       module_depth: int | None, dtype: str | None, dims: dict[str, int],
-                      name: str | None) -> ImportedModel:
-    """Import ``spec`` (a factory or an .onnx file) as an instance."""
+                      name: str | None, operators: bool = False) -> ImportedModel:
+    """Import ``spec`` (a factory or an .onnx file) as an instance (``operators``: with operator shapes)."""
     if spec.lower().endswith(".onnx"):
         from placement.io.onnx_import import import_onnx
 
         imported = import_onnx(spec, platform=platform, training=training, granularity=granularity,
-                               module_depth=module_depth, dtype=dtype, dims=dims)
+                               module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
         label = name or Path(spec).stem
     else:
         if dims:
@@ -161,7 +164,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
         model, args, kwargs = load_factory(spec)
         label = name or spec.rpartition(":")[2]
         imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity,
-                                module_depth=module_depth, dtype=dtype, name=label)
+                                module_depth=module_depth, dtype=dtype, name=label, operators=operators)
     imported.instance["about"]["model"] = label
     return imported
 
@@ -172,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", CostModelWarning)
         imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
                                      module_depth=args.module_depth, dtype=args.dtype, dims=dict(args.dim),
-                                     name=args.name)
+                                     name=args.name, operators=args.operators)
     for w in caught:
         if issubclass(w.category, CostModelWarning) and not args.quiet:
             print(f"warning: {w.message}", file=sys.stderr)

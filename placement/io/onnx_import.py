@@ -48,6 +48,12 @@ optimiser made) takes the module path of the first node that reads it. Any other
 control flow, an operator without a rule) is costed by the bytes it moves and named in a
 :class:`~placement.io.opgraph.CostModelWarning`. ``dtype`` overrides the type of every
 floating-point tensor, as in the torch importer.
+
+Every operator also records what it computes, as GEMMs and vector operators with their
+shapes (:mod:`placement.io.operator_shapes`), for the co-design; a fused operator lists
+those of its nodes in order, less those its PyTorch kernel folds in (:data:`FUSED_SHAPE_KINDS`:
+attention keeps its two matmuls and softmax, not its scale and mask; a normalisation keeps
+itself, not its affine ``Mul`` and ``Add``), as the torch importer gives them.
 """
 
 from __future__ import annotations
@@ -60,7 +66,9 @@ from pathlib import Path
 from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
+from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, SolverUnavailableError
+from placement.io import operator_shapes as shapes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
@@ -88,6 +96,8 @@ for _kind, _names in {
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
 FUSED_FLOP_KINDS = frozenset({"matmul", "conv", "norm"})
+#: Per fused kind, the member kinds whose operator shapes the fused operator lists (others are folded in).
+FUSED_SHAPE_KINDS = {"attention": frozenset({"matmul", "softmax"}), "norm": frozenset({"norm"})}
 NORM_FLOPS = 5
 ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT16": "bf16", "FLOAT8E4M3FN": "fp8",
                    "FLOAT8E4M3FNUZ": "fp8", "FLOAT8E5M2": "fp8", "FLOAT8E5M2FNUZ": "fp8"}
@@ -201,9 +211,27 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
     raise AssertionError(kind)
 
 
+def _operators(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: list[_Tensor | None]
+               ) -> tuple[Operator, ...]:
+    """The GEMMs and vector operators of one node (:mod:`placement.io.operator_shapes`)."""
+    out = outs[0].shape if outs and outs[0] is not None else ()
+    bias = len(ins) > 2 and ins[2] is not None
+    if kind == "matmul" and op_type == "Gemm":
+        trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
+        k = ins[0].shape[0] if trans_a else ins[0].shape[-1]
+        return shapes.gemm(out[0], out[1], k) + (shapes.vector("add", outs[0].numel) if bias else ())
+    if kind == "matmul":
+        return shapes.matmul(ins[0].shape, ins[1].shape, out)
+    if kind == "conv":
+        return shapes.convolution(ins[0].shape, ins[1].shape, out, op_type == "ConvTranspose", bias)
+    first_in = ins[0].numel if ins and ins[0] is not None else 0
+    return shapes.elementwise(kind, op_type, first_in, outs[0].numel if outs and outs[0] is not None else 0)
+
+
 @dataclass(frozen=True)
 class _Node:
-    """One ONNX node as costed alone: name, label, kind, tensors, FLOPs, data type, module path."""
+    """One ONNX node as costed alone: name, label, kind, tensors, FLOPs, data type, module path,
+    operator shapes."""
 
     name: str
     label: str
@@ -214,6 +242,7 @@ class _Node:
     flops: float
     dtype: str
     path: tuple[str, ...] | None
+    operators: tuple[Operator, ...] = ()
 
 
 def _kind(node: Any, ins: list[_Tensor | None]) -> str:
@@ -282,7 +311,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         floating = [t for t in (*outs, *ins) if t is not None and t.floating]
         nodes.append(_Node(op_name, label, kind, node, tuple(ins), tuple(outs),
                            float(_flops(kind, op_type, node, ins, outs)),
-                           floating[0].key if floating else "fp32", _module_path(node)))
+                           floating[0].key if floating else "fp32", _module_path(node),
+                           _operators(kind, op_type, node, ins, outs)))
 
     paths = _inherit_paths(nodes)
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
@@ -318,7 +348,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         label = "+".join(m.label for m in members)
         index = len(ops)
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
-                      tuple(used_params), path, path))
+                      tuple(used_params), path, path, tuple(s for m in members for s in m.operators
+                                                            if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,)))))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)
@@ -331,8 +362,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",
                 module_depth: int | None = None, dtype: str | None = None,
-                dims: dict[str, int] | None = None) -> ImportedModel:
-    """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate."""
+                dims: dict[str, int] | None = None, operators: bool = False) -> ImportedModel:
+    """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate
+    (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
     model = read_onnx(path)
     graph = graph_from_onnx(model, Path(path).stem, dtype, dims)
-    return build(group_ops(graph, granularity, module_depth), platform, training, source=model)
+    return build(group_ops(graph, granularity, module_depth), platform, training, source=model, operators=operators)

@@ -53,6 +53,11 @@ Edges are mirrored (``u → v`` gives ``grad(v) → grad(u)`` of the same size) 
 ``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer time
 of the gradients of all of ``v``'s inputs from other nodes (the sum of its in-edge sizes).
 
+Operator shapes: on request (``operators=True``) every node also lists what its operators
+compute, forward and backward, as GEMMs and vector operators
+(:mod:`placement.io.operator_shapes`), in its ``"operators"`` field: the input of the
+co-design (:mod:`placement.codesign.workload`).
+
 Memory per node: inference, its parameter (and buffer) bytes; training, a forward node
 holds its parameters and the activations it saves for its backward pass (the outputs of
 its operators other than views and constants, one micro-batch), a backward node holds
@@ -77,6 +82,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
+from placement.codesign.workload import Operator
+from placement.io.operator_shapes import backward as backward_shapes, to_json
 from placement.io.tarnawski import parse_instance
 from placement.problem.instance import Instance
 
@@ -128,7 +135,8 @@ class Op:
     index)``; an output index of ``-1`` is a dependency through a non-tensor value (a size,
     say), 0 bytes. ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
-    (a module called twice has two call ids).
+    (a module called twice has two call ids). ``operators`` are the GEMMs and vector
+    operators it runs forward (:mod:`placement.io.operator_shapes`).
     """
 
     name: str
@@ -142,6 +150,7 @@ class Op:
     params: tuple[Param, ...] = ()
     module_path: tuple[str, ...] = ()
     module_calls: tuple[str, ...] = ()
+    operators: tuple[Operator, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -168,6 +177,11 @@ class Op:
     @property
     def backward_bytes(self) -> float:
         return BACKWARD_FACTOR[self.kind] * self.bytes_moved
+
+    @property
+    def backward_operators(self) -> tuple[Operator, ...]:
+        """The operators of its gradient (:func:`placement.io.operator_shapes.backward`)."""
+        return backward_shapes(self.kind, self.operators)
 
 
 @dataclass(frozen=True)
@@ -228,6 +242,12 @@ class PlacementGraph:
     def activation_bytes(self, v: int) -> float:
         return float(sum(op.activation_bytes for op in self.node_ops(v)))
 
+    def operators(self, v: int, backward: bool = False) -> list[dict]:
+        """The operators node ``v`` (or its backward node) runs, in the model-file format of
+        :mod:`placement.codesign.workload`."""
+        return [to_json(s) for op in self.node_ops(v)
+                for s in (op.backward_operators if backward else op.operators)]
+
 
 def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool = False) -> float:
     """Time of node ``v`` (or of its backward node) on ``device``: the sum of its operators' times,
@@ -252,14 +272,15 @@ def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
                if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable for p in op.params))
 
 
-def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) -> dict:
+def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
 
     Besides the fields of the format, each node records ``module``, ``starts``,
     ``flops``, ``bytes`` (moved) and ``ops`` (the program's operator names), which the
     exporters of :mod:`placement.io.exporters` read; backward nodes record their
-    ``forward`` mate. ``about`` records the source, the granularity and the devices.
-    Readers of the format ignore these fields.
+    ``forward`` mate; with ``operators``, every node also records its ``operators``
+    (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
+    the devices. Readers of the format ignore these fields.
     """
     accelerator, cpu = platform.accelerator, platform.cpu
     bandwidth = platform.link_bandwidth
@@ -283,6 +304,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) 
             "bytes": pg.bytes_moved(v),
             "ops": [pg.graph.ops[i].name for i in node.ops],
         }
+        if operators:
+            entry["operators"] = pg.operators(v)
         if training:
             entry["colorClass"] = v
         nodes.append(entry)
@@ -305,6 +328,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False) 
                 "forward": v,
                 "flops": float(sum(op.backward_flops for op in ops)),
                 "bytes": float(sum(op.backward_bytes for op in ops)),
+                **({"operators": pg.operators(v, backward=True)} if operators else {}),
             })
         grad_cost = [transfer_ms(in_bytes[v], bandwidth) for v in range(n)]
         edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in pg.edges]
@@ -364,8 +388,9 @@ class ImportedModel:
 
 
 def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: str | None = None,
-          source: Any = None) -> ImportedModel:
-    """Cost ``pg`` on ``platform`` and validate the result as a :class:`Instance`."""
-    instance = to_instance(pg, platform, training)
+          source: Any = None, operators: bool = False) -> ImportedModel:
+    """Cost ``pg`` on ``platform`` and validate the result as a :class:`Instance` (``operators``:
+    record every node's operator shapes, :func:`to_instance`)."""
+    instance = to_instance(pg, platform, training, operators)
     label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
     return ImportedModel(pg, instance, parse_instance(instance, label), source)

@@ -50,6 +50,9 @@ without a rule above) is costed by the bytes it moves alone and named in a
 tensor, for sizes and for the peak FLOP/s used, so that a model exported in fp32 can be
 planned for bf16 training. Integer and boolean tensors keep their sizes and are computed
 at the ``fp32`` peak.
+
+Every operator also records what it computes, as GEMMs and vector operators with their
+shapes (:mod:`placement.io.operator_shapes`), for the co-design.
 """
 
 from __future__ import annotations
@@ -61,7 +64,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
+from placement.codesign.workload import Operator
 from placement.errors import InvalidParameterError, SolverUnavailableError
+from placement.io import operator_shapes as shapes
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -225,6 +230,27 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     raise AssertionError(kind)
 
 
+def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple
+               ) -> tuple[Operator, ...]:
+    """The GEMMs and vector operators of one operator (:mod:`placement.io.operator_shapes`)."""
+    name = _base(_op_name(target))
+    first_out = out[0] if out else None
+    out_shape = tuple(first_out.shape) if first_out is not None else ()
+    if kind == "matmul":
+        at = MATMUL[name]
+        return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
+                             linear=name == "linear", bias=len(tensor_args) > 2)
+    if kind == "conv":
+        transposed = name.startswith("conv_transpose") or (
+            name in ("convolution", "_convolution") and len(node_args) > 6 and bool(node_args[6]))
+        return shapes.convolution(tuple(tensor_args[0].shape), tuple(tensor_args[1].shape), out_shape, transposed,
+                                  bias=len(tensor_args) > 2)
+    if kind == "attention":
+        return shapes.attention(*(tuple(t.shape) for t in tensor_args[:3]))
+    return shapes.elementwise(kind, name or _target_label(target), _numel(tensor_args[0]) if tensor_args else 0,
+                              _numel(first_out) if first_out is not None else 0)
+
+
 # ----- walking the exported graph ---------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -355,7 +381,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         reads_all = tuple(dict.fromkeys(reads)) + tuple((i, -1) for i in sorted(depends))
         ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
                       float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
-                      reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls)))
+                      reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
+                      _operators(kind, node.target, tensor_args, present, node.args)))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
@@ -374,14 +401,15 @@ def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
 
 def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, platform: Platform,
                  training: bool = False, granularity: str = "module", module_depth: int | None = None,
-                 dtype: str | None = None, name: str | None = None) -> ImportedModel:
+                 dtype: str | None = None, name: str | None = None, operators: bool = False) -> ImportedModel:
     """A PyTorch model as a placement instance: export, group, cost on ``platform``, validate.
 
-    ``training`` adds backward nodes (see :mod:`placement.io.opgraph`). The result's
+    ``training`` adds backward nodes (see :mod:`placement.io.opgraph`); ``operators`` records
+    every node's operator shapes for the co-design (:mod:`placement.io.operator_shapes`). The result's
     ``problem`` goes to any solver; its ``graph`` and ``instance`` to the exporters of
     :mod:`placement.io.exporters`; its ``source`` is the ``ExportedProgram``, which
     :func:`placement.io.exporters.pipe_split_module` splits.
     """
     program = export_program(model, args, kwargs)
     graph = graph_from_program(program, name or type(model).__name__, dtype)
-    return build(group_ops(graph, granularity, module_depth), platform, training, source=program)
+    return build(group_ops(graph, granularity, module_depth), platform, training, source=program, operators=operators)
