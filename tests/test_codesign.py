@@ -208,8 +208,17 @@ def per_watt_cases(draw):
     return _random_model(ops, edges, draw(st.booleans())), grid, draw(st.integers(1, 4))
 
 
+_GEMM = {"kind": "gemm", "m": 64, "n": 32, "k": 48, "batch": 1}
+
+
 @settings(max_examples=25, deadline=None)
 @given(per_watt_cases())
+# found by a search for optima on two designs: two stages, 2 arrays 32 wide then 2 arrays 128 wide (the best
+# homogeneous plan is 0.6% below)
+@example((_random_model([[_GEMM]] * 4 + [[{"kind": "vector", "op": "add", "elements": 10_000}],
+                         [{"kind": "gemm", "m": 512, "n": 200, "k": 48, "batch": 1}]],
+                        [(0, 1), (0, 2), (0, 3), (0, 4), (0, 5)], False),
+          {**{k: v[-1:] for k, v in GRID_VALUES.items()}, "tensor_cores": [1, 2], "array_width": [32, 128]}, 3))
 def test_per_watt_fronts_equal_exhaustive(case):
     """Throughput per watt with a design per stage: the Pareto-front DP (placement.codesign.frontier) against
     the placement DP on every multiset of the grid's designs, up to four chips."""
@@ -267,6 +276,24 @@ def test_five_hundred_designs_a_design_per_stage_exact_equals_exhaustive():
     assert exact.status == check.status == "optimal"
     assert exact.value == pytest.approx(check.value, rel=1e-12)
     assert exact.pruned_by["dominated"] > 0
+
+
+def test_per_watt_a_design_per_stage_on_the_default_grid():
+    """Four chips of the 10,000-design grid, ResNet-50 training at 280 W: every design of the Pareto set
+    enters the front DP (the one-chip bound prunes none here), the optimum uses two designs, and it is at
+    least the homogeneous optimum and the two-chip optimum (both are among its candidates)."""
+    from placement.codesign.template import LINK_BYTES_PER_S
+    from placement.zoo.codesign_models import model_file
+
+    model = model_file("resnet50-training", LINK_BYTES_PER_S)
+    exact = placement.codesign(model, chips=4, power=280, objective="perf-per-watt")
+    homogeneous = placement.codesign(model, chips=4, power=280, objective="perf-per-watt", homogeneous=True)
+    two = placement.codesign(model, chips=2, power=280, objective="perf-per-watt")
+    assert exact.status == homogeneous.status == two.status == "optimal"
+    assert (exact.grid_designs, exact.stats["undominated"], exact.evaluated) == (10_000, 161, 161)
+    assert len(set(exact.designs)) == 2 and exact.dp_runs == 1
+    assert exact.value >= homogeneous.value * (1 - 1e-12) and exact.value >= two.value * (1 - 1e-12)
+    assert exact.value == pytest.approx(1000 / (exact.time_per_input_ms * exact.power_w), rel=1e-12)
 
 
 def test_infeasible_budget():
