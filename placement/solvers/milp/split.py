@@ -51,7 +51,7 @@ from placement.problem.split import SplitModel, split_lower_bound, split_times
 from placement.solution import Solution
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
-from placement.solvers.milp.data import choose_scale, scale_memory
+from placement.solvers.milp.data import Scaling, choose_scale, scale_memory
 from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
@@ -132,7 +132,6 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     if be.integer_only:
         scaling = choose_scale(values, math.sqrt(max(widest * largest, 0.0)), math.sqrt(DEFAULT_MAX_PRODUCT))
     else:
-        from placement.solvers.milp.data import Scaling
         scaling = Scaling(1.0, True)
 
     def q(a: float | None) -> float:
