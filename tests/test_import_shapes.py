@@ -207,8 +207,14 @@ def test_onnx_import_lists_the_torch_operators(tmp_path):
 
     model, args = tiny_block()
     path = _export_onnx(model, args, tmp_path / "block.onnx")
-    via_torch = import_torch(model, args, platform=_platform(), training=True, operators=True).instance
-    via_onnx = import_onnx(path, platform=_platform(), training=True, granularity="module", operators=True).instance
+    torch_import = import_torch(model, args, platform=_platform(), training=True, operators=True)
+    onnx_import = import_onnx(path, platform=_platform(), training=True, granularity="module", operators=True)
+    via_torch, via_onnx = torch_import.instance, onnx_import.instance
+    # two independent counts agree: the importers' FLOP formulas and the GEMMs of the shapes
+    for imported in (torch_import, onnx_import):
+        products = [op for op in imported.graph.graph.ops if op.kind in ("matmul", "attention")]
+        assert len(products) == 6   # qkv, attention, proj, up, down, head
+        assert all(sum(map(flops, op.operators)) == op.flops > 0 for op in products)
     # ONNX writes attention as Mul(q·scale), Mul(k·scale), MatMul, Add(mask), Softmax, MatMul: one fused operator
     # whose scale and mask the kernel folds in, so both importers list the same GEMMs and vector operators
     assert _ops(via_onnx) == _ops(via_torch)
