@@ -65,14 +65,16 @@ def undominated(c: Candidates, with_power: bool) -> list[int]:
     area = np.array([d.area_mm2 for d in c.designs])
     order = np.lexsort((np.arange(len(total)), area, c.tdp, total))
     kept: list[int] = []
+    kept_times, kept_tdp = np.empty_like(c.times), np.empty_like(c.tdp)   # the rows of ``kept``, in order
     for i in order:
-        if kept:
-            ahead = c.times[kept] <= c.times[i]
-            dominated = ahead.all(axis=1)
+        m = len(kept)
+        if m:
+            dominated = (kept_times[:m] <= c.times[i]).all(axis=1)
             if with_power:
-                dominated &= c.tdp[kept] <= c.tdp[i]
+                dominated &= kept_tdp[:m] <= c.tdp[i]
             if dominated.any():
                 continue
+        kept_times[m], kept_tdp[m] = c.times[i], c.tdp[i]
         kept.append(int(i))
     return kept
 
