@@ -116,7 +116,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memor
                                  "lower devices", "devices")
     ys = np.arange(cap + 2) if suffix else np.array([m // d for _, d in pairs], dtype=np.int64)
     arrays = _arrays(tables, sets, ys)
-    use_compiled = compiled if compiled is not None else len(sets.size) * len(pairs) * (cap + 1) > 20_000
+    use_compiled = compiled if compiled is not None else len(sets.size) * (cap + 1) * width > 2_000
     kernels = K.kernels(use_compiled)
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed}
 

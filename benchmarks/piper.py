@@ -1,0 +1,147 @@
+"""Piper's instances solved exactly, beside Piper's own algorithm and two simpler planners.
+
+For each shared instance (``../shared/piper``; skipped when absent) at its own settings (10
+devices) and at 1, 2, 4, 8, 16, 32, 64 devices, and memory-bounded as in Piper's experiments
+(bert32a100 at 1, 2, 8 GiB and resnet at 1, 2, 4 GiB, each at 8, 16, 32, 64 devices; GiB = 2^30
+bytes), with schedule ``piper``:
+
+* ``objective`` — the exact optimum (``placement.solve``, verified by the independent evaluator):
+  the largest stage time per sample as Piper's code computes it (gnmt and resnet profile times in
+  milliseconds and Piper adds bytes / bandwidth in seconds unconverted; so does this value);
+* ``consistent`` — the same plan with times converted to seconds, and ``consistent optimum`` — the
+  exact optimum of the converted instance;
+* ``piper`` — Piper's algorithm re-implemented (the same DP, TMPCs by Piper's greedy knapsack;
+  Piper's C++ is not run here), the reference for Piper's values; ``below`` marks where the exact
+  optimum is lower (Piper's heuristic missed it);
+* ``1/stage`` — the best plan with one device per stage (d = t = 1); ``megatron`` — the best
+  uniform plan over the (t, d) grid (every stage the same t and d, best number of stages p).
+
+Writes ``results/piper.json`` (records ``{instance, devices, memory, objective, status, stages:
+[{nodes, d, t, tmpcs}]}``) and ``results/piper_comparison.json`` (every column and the solve times).
+
+    python benchmarks/piper.py [--shared ../shared/piper] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import placement
+from placement.io.piper import PiperInstance, read_piper
+from placement.parallel.baselines import megatron_grid, one_device_per_stage, piper_value
+from placement.parallel.tables import all_sets, build_tables
+from placement.report.table import cell, format_table
+from placement.verification.parallel import evaluate_parallel
+
+GIB = 2**30
+MILLISECONDS = {"gnmt", "resnet"}
+
+
+def runs(names: list[str]) -> list[tuple[str, int, float | None]]:
+    out = []
+    for name in names:
+        out += [(name, k, None) for k in (10, 1, 2, 4, 8, 16, 32, 64)]
+    bounded = {"bert32a100": (1, 2, 8), "resnet": (1, 2, 4)}
+    for name in names:
+        for gib in bounded.get(name, ()):
+            out += [(name, k, gib * GIB) for k in (8, 16, 32, 64)]
+    return out
+
+
+def in_seconds(instance: PiperInstance) -> PiperInstance:
+    """The instance with every timePerSample divided by 1000 (milliseconds to seconds)."""
+    nodes = tuple(replace(n, configurations={t: tuple(replace(c, time_per_sample=c.time_per_sample / 1000)
+                                                      for c in cs) for t, cs in n.configurations.items()})
+                  for n in instance.nodes)
+    return replace(instance, nodes=nodes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "piper"))
+    parser.add_argument("--quick", action="store_true", help="skip the Megatron grid and the one-device baseline")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args()
+    shared = Path(args.shared)
+    names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
+    if not names:
+        print(f"no Piper instances under {shared}; nothing to do")
+        return 0
+    instances = {n: read_piper(shared / f"{n}.json") for n in names}
+    prepared = {}
+    for n, inst in instances.items():
+        tables = build_tables(inst)
+        prepared[n] = {"tables": tables, "sets": all_sets(tables, 200_000)}
+    placement.solve(instances[names[0]], devices=2)   # compile the kernels before timing anything
+    records, comparison = [], []
+    rows = [["instance", "devices", "memory", "status", "objective", "consistent", "cons. optimum", "piper",
+             "exact<piper", "1/stage", "megatron", "(t,p,d)", "solve s"]]
+    for name, devices, memory in runs(names):
+        inst = instances[name]
+        mem = inst.max_memory_per_device if memory is None else memory
+        started = time.perf_counter()
+        result = placement.solve(inst, devices=devices, memory=mem)
+        solve_s = time.perf_counter() - started
+        plan = result.plan
+        stages = [] if plan is None else [{"nodes": list(s.nodes), "d": s.d, "t": s.t,
+                                           "tmpcs": {str(v): c for v, c in sorted(s.tmpcs.items())}}
+                                          for s in plan.stages]
+        records.append({"instance": name, "devices": devices, "memory": mem, "objective": result.value,
+                        "status": str(result.status), "stages": stages})
+        opts = dict(devices=devices, memory=mem, **prepared[name])
+        greedy = piper_value(inst, **opts)
+        checked = None if greedy.plan is None else evaluate_parallel(inst, greedy.plan, devices=devices, memory=mem)
+        consistent = cons_opt = None
+        if plan is not None:
+            unit = 1e-3 if name in MILLISECONDS else 1.0
+            consistent = evaluate_parallel(inst, plan, devices=devices, memory=mem, time_unit=unit).value
+            cons_opt = (placement.solve(in_seconds(inst), devices=devices, memory=mem).value
+                        if name in MILLISECONDS else result.value)
+        single = grid = None
+        grid_points = 0
+        if not args.quick:
+            single = one_device_per_stage(inst, **opts)
+            grid, grid_points = megatron_grid(inst, **opts)
+        below = (result.value is not None and greedy.plan is not None
+                 and result.value < greedy.value * (1 - 1e-9))
+        shape = "-"
+        if grid is not None and grid.plan is not None:
+            s0 = grid.plan.stages[0]
+            shape = f"({s0.t},{len(grid.plan.stages)},{s0.d})"
+        comparison.append({
+            "instance": name, "devices": devices, "memory": mem, "status": str(result.status),
+            "objective": result.value, "bound": result.bound, "consistent_unit_value": consistent,
+            "consistent_unit_optimum": cons_opt, "piper_greedy": greedy.value if greedy.plan else None,
+            "piper_greedy_plan_verified": None if checked is None else checked.ok and
+            abs(checked.value - greedy.value) <= 1e-9 * greedy.value,
+            "greedy_not_monotone_in_y": greedy.stats.get("greedy_not_monotone"),
+            "exact_below_piper": below,
+            "one_device_per_stage": None if single is None or single.plan is None else single.value,
+            "megatron_grid": None if grid is None or grid.plan is None else grid.value,
+            "megatron_shape_t_p_d": None if shape == "-" else shape, "megatron_grid_points": grid_points,
+            "solve_s": solve_s, "time_per_batch": result.time_per_batch,
+            "megatron_handoff": result.megatron})
+        gib = f"{mem / GIB:g} GiB"
+        rows.append([name, str(devices), gib, str(result.status), cell(result.value), cell(consistent),
+                     cell(cons_opt), cell(greedy.value if greedy.plan else None), "yes" if below else "",
+                     cell(None if single is None or single.plan is None else single.value),
+                     cell(None if grid is None or grid.plan is None else grid.value), shape, f"{solve_s:.2f}"])
+        print("  ".join(rows[-1]), file=sys.stderr, flush=True)
+    print("\n".join(format_table(rows, left=(0, 2, 3, 8, 11))))
+    times = sorted(c["solve_s"] for c in comparison)
+    print(f"\nsolve time per setting: median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s "
+          f"({len(times)} settings)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "piper.json").write_text(json.dumps(records, indent=1) + "\n")
+    (out / "piper_comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The exact planner for Piper instances: hand-solved optima, brute force, Piper's greedy, errors, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+
+import placement
+from placement.cli import main
+from placement.errors import InvalidParameterError
+from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+from placement.parallel.baselines import piper_value
+from placement.parallel.dp import solve_parallel
+from placement.parallel.plan import ParallelPlan
+from placement.testing.bruteforce_parallel import brute_force_parallel
+from placement.verification.parallel import evaluate_parallel
+from tests.strategies_parallel import piper_instances
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+
+
+def tmpc(name, time, params=0.0, a=0.0, b=0.0, fw=None, bw=None):
+    return TMPC(name, float(time), float(params), float(a), float(b), fw or {}, bw or {})
+
+
+def chain(nodes, cost=0.0, devices=1, memory=100.0, bandwidth=1.0, microbatches=1):
+    """Nodes 0 -> 1 -> … (each a dict t -> TMPCs without sync entries; zero syncs are added)."""
+    built = []
+    for k, table in enumerate(nodes):
+        fw = {k - 1: 0.0} if k else {}
+        bw = {k + 1: 0.0} if k + 1 < len(nodes) else {}
+        built.append(PiperNode(k, f"n{k}", {t: tuple(TMPC(c.id, c.time_per_sample, c.parameter_size, c.memory_usage_a,
+                                                          c.memory_usage_b, fw, bw) for c in cs)
+                                            for t, cs in table.items()}))
+    edges = tuple(PiperEdge(k, k + 1, cost) for k in range(len(nodes) - 1))
+    return PiperInstance("hand", devices, memory, bandwidth, microbatches, tuple(built), edges)
+
+
+def test_data_parallel_split_by_hand():
+    # a -> b, times 4 and 2, parameters 2 each, edge 1 byte, bandwidth 1, m = 4, 3 devices (d divides 4).
+    # {a} d=2: edges 2·1/2 = 1, resync 4·1·2/(2·4) = 1, compute 4/2 = 2 -> 4; {b} d=1: 2 + 0 + 2 = 4: max 4.
+    # Others: {a,b} d=2: 6/2 + 4·1·4/(2·4) = 5; {a,b} d=1: 6; {a} d=1, {b} d=2: a alone 2 + 4 = 6.
+    inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    result = placement.solve(inst)
+    assert str(result.status) == "optimal" and result.value == 4.0
+    assert [(s.nodes, s.d, s.t) for s in result.plan.stages] == [((0,), 2, 1), ((1,), 1, 1)]
+    assert result.megatron["expressible"] is False
+
+
+def test_exact_knapsack_beats_piper_greedy_by_hand():
+    # One device, one stage. Fast TMPCs: memory 10 + 6 = 16 > 11, so 5 bytes must go.
+    # Greedy takes the best time per byte first: n0 (5/9 < 3/5) saves 9 -> time 6 + 1 = 7.
+    # Exact: n1 slow alone saves 5 (memory 10 + 1 = 11 fits) -> time 1 + 4 = 5.
+    inst = chain([{1: (tmpc("fast", 1, b=10), tmpc("slow", 6, b=1))},
+                  {1: (tmpc("fast", 1, b=6), tmpc("slow", 4, b=1))}], devices=1, memory=11.0)
+    exact = placement.solve(inst)
+    assert exact.value == 5.0 and dict(exact.plan.stages[0].tmpcs) == {0: "fast", 1: "slow"}
+    greedy = piper_value(inst)
+    assert greedy.value == 7.0
+    assert evaluate_parallel(inst, greedy.plan).value == 7.0
+
+
+def test_schedule_memory_by_hand():
+    # a -> b, time 2 each, activation memory 1 per micro-batch each, m = 4, 2 devices, 3 bytes.
+    # 1f1b: one stage d=2 holds ⌈2/2⌉ = 1 micro-batch: memory 2 ≤ 3, time 4/2 = 2 (two stages d=1 also 2).
+    # gpipe: every replica holds m/d micro-batches: one stage d=2 -> 2·2 = 4 > 3; d=1 stages -> 4 > 3: nothing fits.
+    inst = chain([{1: (tmpc("v", 2, a=1),)}, {1: (tmpc("v", 2, a=1),)}], devices=2, memory=3.0, microbatches=4)
+    assert placement.solve(inst, schedule="1f1b").value == 2.0
+    gpipe = placement.solve(inst, schedule="gpipe")
+    assert str(gpipe.status) == "infeasible" and gpipe.plan is None and gpipe.value is None
+    # with 4 bytes gpipe fits one stage d=2 (memory 4) at time 2; Piper's own memory equals 1f1b's
+    assert placement.solve(inst, schedule="gpipe", memory=4.0).value == 2.0
+    one = placement.solve(inst, schedule="piper")
+    assert [s.in_flight for s in one.evaluation.stages] in ([1], [2, 1])
+
+
+ONE_STAGE_CEILING = PiperInstance(   # the one-stage ceiling must use a degree every node supports
+    "tiny", 2, 4.0, 1.0, 1,
+    (PiperNode(2, "n0", {1: (tmpc("vanilla", 1, bw={5: 0.0}),), 2: (tmpc("vanilla", 1, bw={5: 0.0}),)}),
+     PiperNode(5, "n1", {1: (tmpc("vanilla", 1, fw={2: 0.0}),)})),
+    (PiperEdge(2, 5, 0.0),))
+
+
+@settings(max_examples=60)
+@given(piper_instances())
+@example(ONE_STAGE_CEILING)
+def test_dp_matches_brute_force_for_every_schedule(inst):
+    for schedule in ("piper", "1f1b", "gpipe"):
+        best, _ = brute_force_parallel(inst, schedule=schedule)
+        found = solve_parallel(inst, schedule=schedule, compiled=False)
+        if math.isinf(best):
+            assert found.plan is None and math.isinf(found.value)
+            continue
+        assert found.value == pytest.approx(best, rel=1e-9)
+        check = evaluate_parallel(inst, found.plan)
+        assert check.ok and check.value == pytest.approx(found.value, rel=1e-9)
+        greedy = solve_parallel(inst, schedule=schedule, compiled=False, mode="greedy")
+        if greedy.plan is not None:   # Piper's heuristic: a real plan, never below the optimum
+            assert evaluate_parallel(inst, greedy.plan).ok
+            assert greedy.value >= found.value * (1 - 1e-9)
+
+
+def test_bad_parameters_and_memory_that_fits_nothing():
+    inst = chain([{1: (tmpc("v", 1, b=5),)}], devices=2)
+    with pytest.raises(InvalidParameterError, match=r"^devices must be a positive integer or None, not 0$"):
+        placement.solve(inst, devices=0)
+    with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'piper', '1f1b', 'gpipe', not 'zb'$"):
+        placement.solve(inst, schedule="zb")
+    with pytest.raises(InvalidParameterError, match=r"^memory must be a finite number > 0 or None, not -1$"):
+        placement.solve(inst, memory=-1)
+    with pytest.raises(InvalidParameterError, match=r"^stages does not apply to a Piper instance"):
+        placement.solve(inst, stages=1)
+    result = placement.solve(inst, memory=4.0)
+    assert str(result.status) == "infeasible" and result.plan is None
+    assert result.message == "no plan on 2 devices of 4 bytes: node 0 alone exceeds the memory at every allowed degree"
+
+
+def test_evaluator_reports_violations():
+    inst = chain([{1: (tmpc("v", 1, b=5),)}, {1: (tmpc("v", 1, b=5),)}], devices=2, memory=6.0, microbatches=2)
+    plan = ParallelPlan.from_json({"stages": [{"nodes": [1], "d": 1, "t": 1, "tmpcs": {"1": "v"}},
+                                              {"nodes": [0], "d": 3, "t": 1, "tmpcs": {"0": "x"}}]})
+    assert evaluate_parallel(inst, plan).violations == (
+        "edge 0 -> 1 goes from stage 1 back to stage 0",
+        "the plan uses 4 devices (Σ d·t), more than the 2 available",
+        "the data-parallel degrees sum to 4, more than the 2 micro-batches of a batch",
+        "stage 1: d=3 does not divide the 2 micro-batches of a batch",
+        "stage 1: node 0 has no TMPC 'x' for t=1")
+
+
+def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
+    path = tmp_path / "tiny.json"
+    inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    path.write_text(json.dumps(inst.to_json()))
+    assert main(["solve", str(path), "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "optimal" and doc["value"] == 4.0
+    assert [(s["nodes"], s["d"], s["t"], s["tmpcs"]) for s in doc["stages"]] == [([0], 2, 1, {"0": "v"}),
+                                                                                ([1], 1, 1, {"1": "v"})]
+    assert main(["solve", str(path), "--devices", "2", "--memory", "1KiB", "--quiet"]) == 0
+    assert "d  t" in capsys.readouterr().out
+    assert main(["solve", str(path), "--devices", "0"]) == 2
+    assert "error: argument --devices: expected a positive integer, got '0'" in capsys.readouterr().err
+    assert main(["solve", str(path), "--method", "milp"]) == 2
+    assert capsys.readouterr().err.startswith("error: --method must be 'auto' for a Piper instance")
+
+
+@pytest.mark.skipif(not (SHARED / "bert32a100.json").exists(), reason="shared Piper instances absent")
+def test_bert_matches_piper_and_is_infeasible_where_piper_is():
+    inst = placement.load(SHARED / "bert32a100.json")
+    for devices, memory in ((10, None), (8, 8 * 2**30)):
+        exact = solve_parallel(inst, devices=devices, memory=memory, compiled=False)
+        greedy = piper_value(inst, devices=devices, memory=memory, compiled=False)
+        assert exact.value == pytest.approx(greedy.value, rel=1e-6)
+        check = evaluate_parallel(inst, exact.plan, devices=devices, memory=memory)
+        assert check.ok and check.value == pytest.approx(exact.value, rel=1e-9)
+    assert solve_parallel(inst, devices=10, compiled=False).value == pytest.approx(0.09772736112, rel=1e-9)
+    for memory in (2**30, 2 * 2**30):   # 1 GiB fits nothing; 2 GiB needs more than 8 devices
+        assert solve_parallel(inst, devices=8, memory=memory, compiled=False).plan is None
+        assert piper_value(inst, devices=8, memory=memory, compiled=False).plan is None
