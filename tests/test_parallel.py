@@ -104,6 +104,16 @@ def test_dp_matches_brute_force_for_every_schedule(inst):
             assert greedy.value >= found.value * (1 - 1e-9)
 
 
+def test_rounding_of_the_device_lower_bound_keeps_the_only_plan():
+    # One device: the only plan is one stage holding all nine nodes, time Σ t. The device lower bound
+    # of the rest of the graph, Σ t − Σ t summed in two orders, is 8.9e-16 here, not 0; rounded up
+    # without slack it asked for one more device than exists and the DP called the instance infeasible.
+    times = [0.686, 0.969, 0.726, 0.528, 0.764, 0.939, 0.553, 0.346, 0.677]
+    inst = chain([{1: (tmpc("v", t),)} for t in times], devices=1)
+    found = solve_parallel(inst, compiled=False)
+    assert found.plan is not None and found.value == pytest.approx(math.fsum(times), rel=1e-12)
+
+
 def test_bad_parameters_and_memory_that_fits_nothing():
     inst = chain([{1: (tmpc("v", 1, b=5),)}], devices=2)
     with pytest.raises(InvalidParameterError, match=r"^devices must be a positive integer or None, not 0$"):

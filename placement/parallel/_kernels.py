@@ -124,6 +124,15 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
     return value
 
 
+def first_least(row, count):
+    """The first position of the least of ``row[:count]`` (Piper's tie rule: strictly smaller replaces)."""
+    best = 0
+    for l in range(1, count):
+        if row[best] > row[l]:
+            best = l
+    return best
+
+
 def knapsack_greedy(count, cost, mem, capacity, choice):
     """Piper's fast heuristic (``algo.cpp`` lines 1267–1428): the fastest option of every node if that
     fits; ``inf`` if even the least-memory options do not; otherwise, from the fastest, apply the swaps
@@ -132,12 +141,8 @@ def knapsack_greedy(count, cost, mem, capacity, choice):
     n = count.shape[0]
     total = 0.0
     for i in range(n):
-        best = 0
-        for l in range(1, count[i]):
-            if cost[i, best] > cost[i, l]:
-                best = l
-        choice[i] = best
-        total += mem[i, best]
+        choice[i] = first_least(cost[i], count[i])
+        total += mem[i, choice[i]]
     if total <= capacity:
         value = 0.0
         for i in range(n):
@@ -145,11 +150,7 @@ def knapsack_greedy(count, cost, mem, capacity, choice):
         return value
     lowest = 0.0
     for i in range(n):
-        low = 0
-        for l in range(1, count[i]):
-            if mem[i, low] > mem[i, l]:
-                low = l
-        lowest += mem[i, low]
+        lowest += mem[i, first_least(mem[i], count[i])]
     if lowest > capacity:
         return INF
     shave = total - capacity
@@ -243,7 +244,9 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
     memory ignores ``s``). Values above ``ceiling`` (the value of a known plan) are never needed:
     stages above it are skipped, and so are device counts that cannot leave the rest of the graph
     (or the later stages) enough devices at that ceiling (``wlb``: Σ over nodes of the least
-    ``t · time``; a stage at time per sample ``≤ c`` needs ``d·t ≥ wlb(X) / c`` devices).
+    ``t · time``; a stage at time per sample ``≤ c`` needs ``d·t ≥ wlb(X) / c`` devices; the count is
+    rounded up only past a relative and an absolute slack of 1e-9, as sums in another order may
+    leave a rest of ``+1e-17`` where the exact rest is 0).
     ``lowm[I, k, j]``: Σ over the nodes of ``I`` of their least memory at degree index ``k`` and
     ``y = j`` (suffix schedules) or ``y = m / q_d[j]`` (``gpipe``): a stage whose difference exceeds
     the capacity fits no choice. Where every node of the stage has options of equal parameter
@@ -287,7 +290,7 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
             continue
         rest = 0
         if windows:
-            rest = int(np.ceil((wtot - wlb[I]) / ceiling * (1.0 - 1e-9)))
+            rest = int(np.ceil((wtot - wlb[I]) / ceiling * (1.0 - 1e-9) - 1e-9))
         kcap = K - rest
         if kcap < 1:
             continue
@@ -309,7 +312,7 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
                 xb[w] = bits[I, w] & ~bits[J, w]
             jlo = 0
             if windows:
-                jlo = int(np.ceil(wlb[J] / ceiling * (1.0 - 1e-9)))
+                jlo = int(np.ceil(wlb[J] / ceiling * (1.0 - 1e-9) - 1e-9))
             for k in range(degrees.shape[0]):
                 bad = False
                 fast = True
@@ -440,7 +443,7 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
 def interpreted() -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation)."""
     return SimpleNamespace(fill=fill, knapsack_exact=knapsack_exact, knapsack_greedy=knapsack_greedy,
-                           stage_items=stage_items, item_costs=item_costs)
+                           stage_items=stage_items, item_costs=item_costs, equal_params=equal_params)
 
 
 @lru_cache(maxsize=1)
@@ -448,9 +451,10 @@ def compiled() -> SimpleNamespace:
     """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
     from placement.kernels import compile_kernel
 
-    helpers = {f.__name__: compile_kernel(f)
-               for f in (knapsack_exact, knapsack_greedy, stage_items, item_costs, equal_params)}
-    return SimpleNamespace(fill=compile_kernel(fill, helpers), **helpers)
+    first = {"first_least": compile_kernel(first_least)}
+    helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
+                                                               item_costs, equal_params)}
+    return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
 
 
 def kernels(use_compiled: bool) -> SimpleNamespace:
