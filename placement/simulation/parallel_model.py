@@ -64,6 +64,8 @@ class StageSpec:
     """One stage of a plan: its nodes, degrees, device type and the TMPC id chosen per node.
 
     ``tmpcs`` maps every node id of ``nodes`` to the id of one of that node's TMPCs for ``t``.
+    The fields are those of the planner's :class:`placement.parallel.plan.ParallelStage`, which the
+    simulator takes as it is; this copy lets the simulator, the planner's check, load no planner code.
     """
 
     nodes: tuple[int, ...]
