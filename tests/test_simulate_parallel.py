@@ -26,7 +26,6 @@ from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import parse_piper, read_piper
 from placement.parallel import ParallelPlan, ParallelStage, solve_piper
 from placement.simulation.parallel import simulate_parallel
-from placement.simulation.parallel_model import StageSpec
 from placement.verification.parallel import evaluate_parallel
 
 from tests.strategies_parallel import piper_instances
@@ -67,7 +66,7 @@ def chain(times, edge_bytes=None, m=4, bandwidth=1.0, parameters=None, activatio
 
 def one_per_stage(instance, degrees, t=1):
     name = "x" if t == 1 else "y"
-    return [StageSpec((i,), d, t, {i: name}) for i, d in enumerate(degrees)]
+    return [ParallelStage((i,), d, t, {i: name}) for i, d in enumerate(degrees)]
 
 
 # --- hand-worked batches -------------------------------------------------------------------------
@@ -302,7 +301,7 @@ def contiguous_plan(instance, stages, degrees, name="vanilla", t=1):
         order.add(e.dst, e.src)
     ids = list(order.static_order())
     cuts = [round(k * len(ids) / stages) for k in range(stages + 1)]
-    return [StageSpec(tuple(ids[cuts[k]:cuts[k + 1]]), degrees[k], t,
+    return [ParallelStage(tuple(ids[cuts[k]:cuts[k + 1]]), degrees[k], t,
                       {v: name for v in ids[cuts[k]:cuts[k + 1]]}) for k in range(stages)]
 
 
@@ -335,20 +334,20 @@ def test_shared_instances_piper_objective(name, degrees):
 # --- errors ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("plan, message", [
-    ([StageSpec((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 nodes missing)"),
-    ([StageSpec((0, 1), 1, 1, {0: "x", 1: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+    ([ParallelStage((0,), 1, 1, {0: "x"})], "node 1 is in no stage (1 nodes missing)"),
+    ([ParallelStage((0, 1), 1, 1, {0: "x", 1: "x"}), ParallelStage((1,), 1, 1, {1: "x"})],
      "stage 1: node 1 is already in stage 0"),
-    ([StageSpec((1,), 1, 1, {1: "x"}), StageSpec((0,), 1, 1, {0: "x"})],
+    ([ParallelStage((1,), 1, 1, {1: "x"}), ParallelStage((0,), 1, 1, {0: "x"})],
      "edge 0 -> 1 goes from stage 1 back to stage 0"),
-    ([StageSpec((0,), 1, 2, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC for t = 2"),
-    ([StageSpec((0,), 1, 1, {0: "z"}), StageSpec((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC 'z' for t = 1"),
-    ([StageSpec((0,), 3, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+    ([ParallelStage((0,), 1, 2, {0: "x"}), ParallelStage((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC for t = 2"),
+    ([ParallelStage((0,), 1, 1, {0: "z"}), ParallelStage((1,), 1, 1, {1: "x"})], "stage 0: node 0 has no TMPC 'z' for t = 1"),
+    ([ParallelStage((0,), 3, 1, {0: "x"}), ParallelStage((1,), 1, 1, {1: "x"})],
      "stage 0: d = 3 does not divide the 4 micro-batches of a batch"),
-    ([StageSpec((0,), 0, 1, {0: "x"}), StageSpec((1,), 1, 1, {1: "x"})],
+    ([ParallelStage((0,), 0, 1, {0: "x"}), ParallelStage((1,), 1, 1, {1: "x"})],
      "stage 0: d must be a positive integer, not 0"),
-    ([StageSpec((0,), 1, 1, {}), StageSpec((1,), 1, 1, {1: "x"})],
+    ([ParallelStage((0,), 1, 1, {}), ParallelStage((1,), 1, 1, {1: "x"})],
      "stage 0: tmpcs must name one TMPC for each of its nodes and no other"),
-    ([StageSpec((0,), 1, 1, {0: "x"}), StageSpec((7,), 1, 1, {7: "x"})],
+    ([ParallelStage((0,), 1, 1, {0: "x"}), ParallelStage((7,), 1, 1, {7: "x"})],
      "stage 1: node 7 is not a node of the instance"),
     ([], "the plan has no stage"),
 ])

@@ -132,7 +132,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     """Simulate one batch of ``plan`` on ``instance`` under ``schedule`` (see the module docstring).
 
     ``plan``: a sequence of stages in pipeline order, each a
-    :class:`~placement.simulation.parallel_model.StageSpec` or any object with ``nodes``, ``d``,
+    :class:`placement.parallel.plan.ParallelStage` or any object with ``nodes``, ``d``,
     ``t``, ``tmpcs`` (node id -> TMPC id) and optionally ``device_type``, or an object whose
     ``stages`` is such a sequence (a :class:`placement.parallel.plan.ParallelPlan`, whose
     ``schedule`` and ``chunks`` are then the defaults). ``schedule``: ``gpipe``, ``1f1b``,

@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from types import SimpleNamespace
+from typing import Any, Iterable
 
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import TMPC, PiperInstance
@@ -57,26 +58,6 @@ PIPER = "piper"
 ALLREDUCE_MODELS = (RING, PIPER)
 #: bytes each replica sends per ring step, as a multiple of ``W / d``
 STEP_BYTES = {RING: 1.0, PIPER: 2.0}
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    """One stage of a plan: its nodes, degrees, device type and the TMPC id chosen per node.
-
-    ``tmpcs`` maps every node id of ``nodes`` to the id of one of that node's TMPCs for ``t``.
-    The fields are those of the planner's :class:`placement.parallel.plan.ParallelStage`, which the
-    simulator takes as it is; this copy lets the simulator, the planner's check, load no planner code.
-    """
-
-    nodes: tuple[int, ...]
-    d: int
-    t: int
-    tmpcs: Mapping[int, str]
-    device_type: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        object.__setattr__(self, "tmpcs", dict(self.tmpcs))
 
 
 @dataclass(frozen=True)
@@ -116,10 +97,12 @@ class Layout:
         return [s for s in self.stages if s.rank == rank]
 
 
-def stage_specs(plan: Any) -> tuple[StageSpec, ...]:
-    """The stages of ``plan``: a sequence of :class:`StageSpec`, or of objects with the attributes
-    ``nodes``, ``d``, ``t``, ``tmpcs`` (and optionally ``device_type``), or a plan object whose
-    ``stages`` attribute is such a sequence."""
+def stage_specs(plan: Any) -> tuple[SimpleNamespace, ...]:
+    """The stages of ``plan``, each read into a namespace ``nodes`` (tuple), ``d``, ``t``, ``tmpcs`` (dict)
+    and ``device_type``: ``plan`` is a :class:`placement.parallel.plan.ParallelPlan` (or any object
+    whose ``stages`` is a sequence) or a sequence of stages, each a
+    :class:`placement.parallel.plan.ParallelStage` or any object with those attributes (``device_type``
+    optional). Read by attribute, so the simulator loads no planner code."""
     items = getattr(plan, "stages", plan)
     try:
         items = list(items)
@@ -127,18 +110,15 @@ def stage_specs(plan: Any) -> tuple[StageSpec, ...]:
         raise InvalidPlanError(f"a plan is a sequence of stages, not {type(plan).__name__}") from None
     specs = []
     for k, item in enumerate(items):
-        if isinstance(item, StageSpec):
-            specs.append(item)
-            continue
         try:
-            specs.append(StageSpec(tuple(item.nodes), item.d, item.t, dict(item.tmpcs),
-                                   str(getattr(item, "device_type", "") or "")))
+            specs.append(SimpleNamespace(nodes=tuple(item.nodes), d=item.d, t=item.t, tmpcs=dict(item.tmpcs),
+                                         device_type=str(getattr(item, "device_type", "") or "")))
         except (AttributeError, TypeError, ValueError):
             raise InvalidPlanError(f"stage {k}: needs nodes, d, t and tmpcs") from None
     return tuple(specs)
 
 
-def build_layout(instance: PiperInstance, stages: Iterable[StageSpec], chunks: int, microbatches: int,
+def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chunks: int, microbatches: int,
                  forward_share: float, unit_scale: float) -> Layout:
     """Check the plan against ``instance`` and compute every stage's :class:`StageCosts`.
 
@@ -226,7 +206,7 @@ def ring_step_time(layout: Layout, rank: int, allreduce: str) -> float:
     return STEP_BYTES[allreduce] * weights / d / layout.bandwidth
 
 
-def _tmpc(node, spec: StageSpec, k: int) -> TMPC:
+def _tmpc(node, spec: SimpleNamespace, k: int) -> TMPC:
     options = node.configurations.get(spec.t)
     if options is None:
         raise InvalidPlanError(f"stage {k}: node {node.id} has no TMPC for t = {spec.t}")
@@ -237,5 +217,5 @@ def _tmpc(node, spec: StageSpec, k: int) -> TMPC:
     raise InvalidPlanError(f"stage {k}: node {node.id} has no TMPC {wanted!r} for t = {spec.t}")
 
 
-__all__ = ["ALLREDUCE_MODELS", "PIPER", "RING", "Layout", "StageCosts", "StageSpec", "build_layout",
+__all__ = ["ALLREDUCE_MODELS", "PIPER", "RING", "Layout", "StageCosts", "build_layout",
            "ring_step_time", "stage_specs"]
