@@ -75,9 +75,10 @@ def accelerator_range(text: str) -> list[int]:
     return list(range(int(low), int(high or low) + 1))
 
 
-def replay(problem, result, microbatches: int) -> dict:
+def replay(problem, result, microbatches: int, k: int) -> dict:
     """The split plan of ``result`` through async 1F1B: time per sample and memory against the planner's."""
-    run = placement.simulate(problem, result, schedule="1f1b-async", microbatches=microbatches)
+    run = placement.simulate(problem, result, schedule="1f1b-async", microbatches=microbatches, accelerators=k,
+                             cpus=0)
     model_memory = [s.memory for s in result.plan if s.nodes]
     one = [s.static_memory + (s.w_inputs_per_microbatch or 0.0) for s in run.stages]
     memory_diff = max((abs(a - b) / max(abs(b), 1.0) for a, b in zip(one, model_memory)), default=0.0)
@@ -88,14 +89,14 @@ def replay(problem, result, microbatches: int) -> dict:
             "peak_w_inputs": [s.peak_w_inputs for s in run.stages]}
 
 
-def schedules(problem, result, stages: int) -> dict:
+def schedules(problem, result, stages: int, k: int) -> dict:
     """Iteration time and peak memory of 1F1B-flush, ZB-H1 and ZB-H2 on one split plan (4 × stages micro-batches),
     and the planner's flush objective of the plan against the growth of GPipe's iteration per micro-batch
     (from ``8 × stages`` to ``16 × stages`` micro-batches)."""
     out = {}
     for name in ("1f1b-flush", "zb-h1", "zb-h2"):
         try:
-            run = placement.simulate(problem, result, schedule=name, microbatches=4 * stages)
+            run = placement.simulate(problem, result, schedule=name, microbatches=4 * stages, accelerators=k, cpus=0)
         except placement.InvalidParameterError as exc:
             out[name] = {"error": str(exc)}
             continue
@@ -109,7 +110,8 @@ def schedules(problem, result, stages: int) -> dict:
     model = split_model(backward["w_placement"], backward["inter_layer"], backward["w_share"])
     objective = evaluate_split(problem, result.to_plan(), model).objective("throughput-gpipe")
     m1, m2 = 8 * stages, 16 * stages
-    t1, t2 = (placement.simulate(problem, result, schedule="gpipe", microbatches=m).iteration_time for m in (m1, m2))
+    t1, t2 = (placement.simulate(problem, result, schedule="gpipe", microbatches=m, accelerators=k, cpus=0).iteration_time
+              for m in (m1, m2))
     out["gpipe"] = {"objective": objective, "simulated_per_sample": (t2 - t1) / (m2 - m1),
                     "rel_diff": ((t2 - t1) / (m2 - m1) - objective) / objective}
     return out
@@ -133,15 +135,17 @@ def rows_for(label: str, path: Path, accelerators: list[int], variants: list[str
                                "runtime_s": joint_s},
                    "split": {"status": str(split.status), "value": split.value, "bound": split.bound,
                              "gap": split.gap, "runtime_s": time.perf_counter() - started,
-                             "stages": sum(1 for s in split.plan if s.nodes)}}
+                             "stages": sum(1 for s in split.plan if s.nodes)},
+                   "plan": [{"nodes": list(s.nodes), "b_tasks": list(s.b_tasks), "w_tasks": list(s.w_tasks)}
+                            for s in split.plan]}
             if split.value is not None and joint.value is not None:
                 row["speedup"] = joint.value / split.value
                 try:
-                    row["simulated"] = replay(problem, split, microbatches)
+                    row["simulated"] = replay(problem, split, microbatches, k)
                 except placement.InvalidParameterError as exc:   # a plan no schedule can run as calls
                     row["simulator_error"] = str(exc)
                 if variant == variants[0] and "simulated" in row:
-                    row["schedules"] = schedules(problem, split, row["split"]["stages"])
+                    row["schedules"] = schedules(problem, split, row["split"]["stages"], k)
             rows.append(row)
             print(f"  {label} k={k} {variant}: unsplit {joint.value} split {split.value} ({split.status}, "
                   f"gap {split.gap})", file=sys.stderr, flush=True)
@@ -255,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accelerators", default="2-9", help="a range, e.g. 2-9 (default)")
     parser.add_argument("--time-limit", type=float, default=6.0, help="seconds per solve (default 6)")
     parser.add_argument("--variants", default="any,adjacent,any+inter,adjacent+inter")
-    parser.add_argument("--microbatches", type=int, default=64, help="async 1F1B run length (default 64)")
+    parser.add_argument("--microbatches", type=int, default=256, help="async 1F1B run length (default 256)")
     parser.add_argument("--only", nargs="*", choices=list(GRAPHS), help="graphs to run (default: all found)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
     parser.add_argument("--plot", default=str(ROOT / "benchmarks" / "results" / "layerpipe.png"))

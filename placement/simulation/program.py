@@ -216,12 +216,16 @@ def w_lags(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     """Per stage, how many rounds its W call trails its B under ``schedule`` (``None``: W fills idle time).
 
     1F1B on a split plan runs ``W(j − δ)`` right after ``B(j)``: ``δ = 0`` when the stage's W reads only
-    its own tensors and forward outputs (all there by its ``B(j)``), ``δ = 1`` when it also reads the
-    output of another stage's B, which the round of ``B(j)`` may not have produced yet."""
+    its own tensors and forward outputs (all there by its ``B(j)``); when it also reads the output of
+    the B of stages ``k ≠ i``, which the round of ``B(j)`` may not have produced yet (a chain of B calls
+    between ``i`` and ``k`` may take up to one round per stage), ``δ = 1 + max |k − i|``."""
     if not (pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush")):
         return [None] * len(pipeline.stages)
-    return [int(any(k != s and kind == BACKWARD for k, kind in pipeline.inputs[(s, WEIGHT)]))
-            for s in range(len(pipeline.stages))]
+    lags = []
+    for s in range(len(pipeline.stages)):
+        distances = [abs(k - s) for k, kind in pipeline.inputs[(s, WEIGHT)] if kind == BACKWARD and k != s]
+        lags.append(1 + max(distances) if distances else 0)
+    return lags
 
 
 def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:

@@ -34,7 +34,8 @@ stage may run W parts of other stages' layers) run under every training schedule
 call per stage and micro-batch. Under ``1f1b-async`` and ``1f1b-flush`` the ``W`` calls are in
 the order: stage ``i`` runs ``W(j − δ_i)`` right after ``B(j)`` (the remaining ones after its
 last ``B``), with ``δ_i = 0`` when its ``W`` call receives nothing from another stage's ``B`` (its
-inputs are there once its own ``B(j)`` ends) and ``δ_i = 1`` otherwise; nothing waits for a ``W``
+inputs are there once its own ``B(j)`` ends) and ``δ_i = 1 + max |k − i|`` over the stages ``k``
+whose ``B`` output it receives otherwise; nothing waits for a ``W``
 (delayed weight updates), so a steady state runs at the max load. Under ``gpipe``,
 ``split-backward`` and the zero-bubble schedules the ``W`` calls fill idle time as above.
 
