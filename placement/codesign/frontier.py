@@ -111,36 +111,41 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
     best, best_score = -1, math.inf
     blocks = 0
     others = [i for i in np.argsort(data.popcount, kind="stable") if i not in (empty, full)]
+    sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for _ in range(chips):
-        has_fresh = np.array([len(ids) > 0 for ids in fresh])
+        fresh_count = np.array([len(ids) for ids in fresh])
+        fresh_ids = np.concatenate(fresh)
+        fresh_start = np.cumsum(fresh_count) - fresh_count
+        has_fresh = fresh_count > 0
         if not has_fresh.any():
             break
         created: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(n)]
         level_T, level_P = np.asarray(T), np.asarray(P)   # the pairs read at this level are all older
         for i in [full] + others:
-            src = np.flatnonzero(has_fresh & (data.popcount < data.popcount[i]))
-            if len(src):
-                src = src[((data.bits[src] & ~data.bits[i]) == 0).all(axis=1) & (data.mem[i] - data.mem[src] <= memcap)]
+            if i not in sources:   # the ideals I' ⊊ I whose block fits a chip's memory, and its transfers
+                below = np.flatnonzero(data.popcount < data.popcount[i])
+                below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
+                              & (data.mem[i] - data.mem[below] <= memcap)]
+                crossing = touched[i] - touched[below]
+                sources[i] = below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
+            src, comm = sources[i]
+            now = has_fresh[src]
+            src, comm = src[now], comm[now]
             if not len(src):
                 continue
             blocks += len(src)
-            crossing = touched[i] - touched[src]
-            comm = ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
-            cand_T, cand_P, cand_prev, cand_design = [], [], [], []
-            for j, extra in zip(src, comm):
-                load = comp[i] - comp[j] + extra
-                ordered = load[by_power]
-                keep = ordered < np.concatenate(([math.inf], np.minimum.accumulate(ordered)[:-1]))
-                ts = by_power[keep]
-                ids = fresh[j]
-                pair_T = np.maximum(level_T[ids][:, None], load[ts][None, :])
-                pair_P = level_P[ids][:, None] + power[ts][None, :]
-                cand_T.append(pair_T.ravel())
-                cand_P.append(pair_P.ravel())
-                cand_prev.append(np.repeat(ids, len(ts)))
-                cand_design.append(np.tile(ts, len(ids)))
-            new_T, new_P = np.concatenate(cand_T), np.concatenate(cand_P)
-            new_prev, new_design = np.concatenate(cand_prev), np.concatenate(cand_design)
+            load = comp[i][None, :] - comp[src] + comm[:, None]          # (sources, designs)
+            ordered = load[:, by_power]
+            shifted = np.minimum.accumulate(ordered, axis=1)[:, :-1]
+            useful = np.zeros_like(ordered, dtype=bool)                  # Pareto in (block load, TDP)
+            useful[:, by_power] = ordered < np.hstack((np.full((len(src), 1), math.inf), shifted))
+            counts = fresh_count[src]                                     # the new pairs of each source
+            rows = np.repeat(np.arange(len(src)), counts)
+            ids = fresh_ids[np.repeat(fresh_start[src] - np.cumsum(counts) + counts, counts) + np.arange(len(rows))]
+            pair, t = np.nonzero(useful[rows])
+            new_T = np.maximum(level_T[ids[pair]], load[rows[pair], t])
+            new_P = level_P[ids[pair]] + power[t]
+            new_prev, new_design = ids[pair], t
             within = new_T * new_P + rest_energy[i] <= best_score * (1 + SLACK)
             new_T, new_P, new_prev, new_design = new_T[within], new_P[within], new_prev[within], new_design[within]
             old = fronts[i]
