@@ -37,8 +37,10 @@ Data-parallel gradient synchronisation: at the end of the batch the ``d`` replic
 all-reduce their parameters (``W = Σ parameterSize`` of the rank's TMPCs, per device: each
 of the ``t`` tensor-parallel shards runs its own ring over the ``d`` replicas, in parallel and
 alike) with a ring: ``2(d − 1)`` steps, in each of which every replica sends ``W/d`` bytes to
-the next on the ring, ``2(d − 1)/d · W / bandwidth`` in all (PALM, Fang et al. 2024, §III:
-ring all-reduce of data parallelism). ``allreduce="piper"`` doubles the bytes of every
+the next on the ring, ``2(d − 1)/d · W / bandwidth`` in all — PALM's all-reduce (Fang et al.
+2024; fangjh21/PALM ``hardware.py``, ``Hardware.collective_comm``, commit beb5a3e: ``P − 1``
+reduce-scatter and ``P − 1`` all-gather rounds of ``size/P`` to the next device, analytically
+``2(P − 1)/P · size / bandwidth``). ``allreduce="piper"`` doubles the bytes of every
 step, giving the ``4(d − 1)/d · W`` of Piper's objective (``algo.cpp`` lines 840–846, which
 follows PipeDream's planner).
 """
