@@ -57,7 +57,7 @@ from placement.codesign.pipeline import pool_layers
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
 from placement.solvers.dp_table import build_graph, prepare
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract, enumerate_ideals
 
 #: Relative slack of the bound: a pair is dropped when its bound exceeds the best score by more.
 SLACK = 1e-9
@@ -69,8 +69,8 @@ INTERPRETED_IDEALS = 5_000
 @dataclass(frozen=True)
 class FrontRun:
     """The least ``T · P`` (``score``, ms·W per input), its max load ``time_ms`` and plan (``None``: no
-    plan), and the work: ``ideals``, ``blocks`` (pairs ``I' ⊊ I`` whose block was costed) and
-    ``pairs`` ((T, P) pairs kept in the fronts)."""
+    plan), and the work: ``ideals``, ``blocks`` (pairs ``I' ⊊ I`` whose block extended the new pairs
+    of ``I'``, summed over the levels) and ``pairs`` ((T, P) pairs ever kept in a front)."""
 
     score: float
     time_ms: float
@@ -178,7 +178,7 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
                     n, blocks, len(T))
 
 
-def _plan(problem: Instance, contraction, bits: np.ndarray, point: int, prev: list[int], where: list[int],
+def _plan(problem: Instance, contraction: Contraction, bits: np.ndarray, point: int, prev: list[int], where: list[int],
           design: list[int]) -> Plan:
     """The pipeline of a pair, walked back to ``∅``: one device per block, in pipeline order."""
     devices = []
