@@ -141,6 +141,19 @@ def test_evaluator_reports_violations():
         "stage 1: node 0 has no TMPC 'x' for t=1")
 
 
+def test_the_evaluator_loads_no_solver_code():
+    # a fresh interpreter importing the evaluator on its own: no import cycle, no DP, no solver module
+    import subprocess
+    import sys
+
+    code = ("import sys, placement.verification.parallel; print(sorted(m for m in sys.modules if "
+            "m.startswith(('placement.solvers', 'placement.parallel.dp', 'placement.parallel._kernels', "
+            "'placement.parallel.solve', 'placement.parallel.tables'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
     path = tmp_path / "tiny.json"
     inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)

@@ -3,10 +3,24 @@
 :func:`solve_piper` (what :func:`placement.solve` calls for a Piper instance), the plan data
 (:class:`ParallelPlan`, :class:`ParallelStage`), the schedules' memory models
 (:mod:`.schedules`) and the DP (:mod:`.dp`). See ``docs/piper.md``.
+
+The names are loaded on first use, so that importing the plan data (as the independent evaluator
+does) loads no solver code.
 """
 
-from placement.parallel.plan import SCHEDULES, ParallelPlan, ParallelStage
-from placement.parallel.result import ParallelResult
-from placement.parallel.solve import solve_piper
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_WHERE = {"SCHEDULES": "plan", "ParallelPlan": "plan", "ParallelStage": "plan", "ParallelResult": "result",
+          "solve_piper": "solve"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(f"placement.parallel.{_WHERE[name]}"), name)
+    raise AttributeError(f"module 'placement.parallel' has no attribute {name!r}")
+
 
 __all__ = ["SCHEDULES", "ParallelPlan", "ParallelResult", "ParallelStage", "solve_piper"]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.parallel.plan import ParallelPlan
 from placement.result import Status
-from placement.verification.parallel import ParallelEvaluation
+
+if TYPE_CHECKING:
+    from placement.verification.parallel import ParallelEvaluation
 
 PLAN_FORMAT = "placement-parallel-plan/1"
 
@@ -31,7 +33,7 @@ class ParallelResult:
     devices: int
     memory: float
     schedule: str
-    evaluation: ParallelEvaluation | None
+    evaluation: "ParallelEvaluation | None"
     megatron: dict[str, Any] | None
     runtime_s: float
     message: str = ""
