@@ -29,7 +29,7 @@ from typing import Any
 from placement.errors import InvalidInstanceError
 from placement.io.tarnawski import read_field
 from placement.jsonfile import json_type_name, parse_file
-from placement.problem.instance import find_cycle
+from placement.problem.instance import add_to_total, find_cycle
 
 _TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")
 _NODE_FIELDS = ("id", "TMPCs")
@@ -244,6 +244,7 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
         names = " -> ".join(str(nodes[i].id) for i in cycle + cycle[:1])
         raise InvalidInstanceError(f"{top}: the graph has a cycle: {names}")
     _check_sync_times(nodes, edges)
+    _check_totals(nodes, edges)
     return PiperInstance(name, max_devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges))
 
 
@@ -352,6 +353,24 @@ def _check_sync_times(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> Non
                                   "{} -> " + str(node.id))
                 _match_neighbours(tmpc.sync_time_bw, succs.get(node.id, set()), f"{where}.syncTimeBw",
                                   f"{node.id} -> {{}}")
+
+
+def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> None:
+    """Each field summed over every TMPC (and the edges' costs over the edges) stays at most
+    :data:`placement.problem.instance.MAX_SUM`, as for the other formats, so every stage time,
+    memory and objective the planners form is finite."""
+    sums: dict[str, float] = {}
+    for k, node in enumerate(nodes):
+        for t, tmpcs in node.configurations.items():
+            for j, c in enumerate(tmpcs):
+                where = f"nodes[{k}].TMPCs[{json.dumps(str(t))}][{j}]"
+                for field, value in (("timePerSample", c.time_per_sample), ("parameterSize", c.parameter_size),
+                                     ("memoryUsageA", c.memory_usage_a), ("memoryUsageB", c.memory_usage_b),
+                                     ("syncTimeFw", sum(c.sync_time_fw.values())),
+                                     ("syncTimeBw", sum(c.sync_time_bw.values()))):
+                    add_to_total(sums, where, field, value)
+    for k, edge in enumerate(edges):
+        add_to_total(sums, f"edges[{k}]", "communicationCost", edge.communication_cost)
 
 
 def _match_neighbours(table: Mapping[int, float], neighbours: set[int], where: str, edge: str) -> None:

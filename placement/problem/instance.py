@@ -233,7 +233,7 @@ def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
         raise InvalidInstanceError(f"{what} is negative ({format_number(value)})")
 
 
-def _add(sums: dict[str, float], where: str, field: str, value: float) -> None:
+def add_to_total(sums: dict[str, float], where: str, field: str, value: float) -> None:
     """Add ``value`` to the sum of ``field`` over the graph; refuse a sum above :data:`MAX_SUM`."""
     total = sums.get(field, 0.0) + value
     if total > MAX_SUM:
@@ -329,11 +329,11 @@ def _validate_each(problem: Instance) -> None:
         for t, p in zip(types, n.times):
             if p is not None:
                 _check_number(p, f"node {n.id}: time on {t.name}")
-                _add(sums, f"node {n.id}", f"time on {t.name}", p)
+                add_to_total(sums, f"node {n.id}", f"time on {t.name}", p)
         _check_number(n.memory, f"node {n.id}: memory size")
         _check_number(n.out_cost, f"node {n.id}: transfer cost")
-        _add(sums, f"node {n.id}", "memory size", n.memory)
-        _add(sums, f"node {n.id}", "transfer cost", n.out_cost)
+        add_to_total(sums, f"node {n.id}", "memory size", n.memory)
+        add_to_total(sums, f"node {n.id}", "transfer cost", n.out_cost)
         if n.weight_times is not None:
             _check_weight_times(n, types)
         if not any(
@@ -351,7 +351,7 @@ def _validate_each(problem: Instance) -> None:
             raise InvalidInstanceError(f"edge {e.src} -> {e.dst} is a self-loop")
         if e.size is not None:
             _check_number(e.size, f"edge {e.src} -> {e.dst}: size")
-            _add(sums, f"edge {e.src} -> {e.dst}", "tensor size", e.size)
+            add_to_total(sums, f"edge {e.src} -> {e.dst}", "tensor size", e.size)
         if ids[e.src].backward and not ids[e.dst].backward:
             raise InvalidInstanceError(f"edge {e.src} -> {e.dst} goes from a backward node to a forward node")
         succ[index[e.src]].append(index[e.dst])
