@@ -149,7 +149,12 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidParameterError("out", f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise InvalidParameterError("out", f"{path}: cannot be read ({exc.strerror})") from None
     lines = text.split("\n")
     lines.pop()  # the text after the last newline: empty, or a cut-short record
     records = []
@@ -158,8 +163,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidParameterError("out", f"{path}: line {number} is not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # malformed, nested too deep, an integer too long
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep or a number too long"
+            raise InvalidParameterError("out", f"{path}: line {number} is not JSON ({detail})") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise InvalidParameterError("out", f"{path}: line {number} is not a sweep record (no id)")
         records.append(record)
@@ -274,8 +280,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
             raise InvalidParameterError("models", f"lists {_unknown_model(model)}")
     for grid in spec.grids:
         load_grid(grid)
+    done = {record["id"] for record in read_records(out)}  # before cutting anything: out may not be records
     _drop_partial_line(out)
-    done = {record["id"] for record in read_records(out)}
     todo = []
     for config in configurations(spec):
         ident = configuration_id(config)

@@ -1,0 +1,221 @@
+"""Hostile input for the co-design, Piper and split-backward surfaces of the command line: each
+bad document or option must end with exit status 2 and one line ``error: ...`` on stderr —
+never a traceback, never a plan — and a valid request that cannot be met with its documented
+status (exit 1).
+
+The surfaces:
+
+* ``placement codesign``: model files, ``--grid`` files, ``--sweep`` specification files and the
+  ``--out`` JSON Lines records they resume from, and the numeric options;
+* ``placement solve`` on Piper instances (``--devices``, ``--memory``, ``--schedule``) and
+  ``placement simulate PIPER PLAN`` with a hand-written or corrupted parallel plan;
+* ``placement solve|verify|simulate --backward split`` and split plan files (``b_tasks``,
+  ``w_tasks``).
+
+Built like ``tests/test_fuzz.py`` (whose helpers it reuses): a fixed corpus of wrong values field
+by field, then Hypothesis with every example found pinned.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings, strategies as st
+
+from tests.test_fuzz import PIPER, RAW_TEXTS, changed, refused, removed, run, write
+
+NAN, INF = math.nan, math.inf
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "instances" / "models" / "mlp-training.json"
+GRID = {"tensor_cores": [1, 2], "array_width": [64], "array_depth": [128], "vector_cores": [1],
+        "vector_lanes": [128], "buffer_mb": [8]}
+SPEC = {"models": [str(MODEL)], "chips": [1], "budgets": [[606.68, 130]], "baselines": ["fixed"]}
+#: the split-backward training pair: f1 -> f2 -> b2 -> b1, f1 -> b1 (backward nodes 3 and 4)
+TRAINING = ROOT / "instances" / "tiny" / "training-pair.json"
+SPLIT_PLAN = {"format": "placement-plan/1", "devices": [
+    {"type": "accelerator", "nodes": [1, 4], "b_tasks": [4], "w_tasks": [3]},
+    {"type": "accelerator", "nodes": [2, 3], "b_tasks": [3], "w_tasks": [4]}]}
+#: PIPER's two nodes on one stage of one device (each node has one TMPC, "vanilla", of degree 1)
+PIPER_PLAN = {"schedule": "piper", "stages": [{"nodes": [1, 2], "d": 1, "t": 1,
+                                                "tmpcs": {"1": "vanilla", "2": "vanilla"}}]}
+
+NOT_NUMBERS = ["1", [], {}, True, None]
+BAD_COUNTS = NOT_NUMBERS + [0, -1, 1.5, NAN, INF, 10**400]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("fuzz-new")
+    for name, doc in (("piper.json", PIPER), ("piper-plan.json", PIPER_PLAN), ("grid.json", GRID),
+                      ("split-plan.json", SPLIT_PLAN), ("spec.json", SPEC)):
+        write(root, name, doc)
+    return root
+
+
+def codesign(folder: Path, *extra: Any) -> list[Any]:
+    return ["codesign", MODEL, "--chips", "2", "--power", "130", "--grid", folder / "grid.json", *extra]
+
+
+def test_the_valid_documents_are_accepted(folder):
+    assert run(codesign(folder, "--json"))[0] == 0
+    assert run(["solve", folder / "piper.json", "--devices", "2", "--quiet"])[0] == 0
+    assert run(["simulate", folder / "piper.json", folder / "piper-plan.json"])[0] == 0
+    assert run(["verify", TRAINING, folder / "split-plan.json", "--backward", "split"])[0] == 0
+    assert run(["simulate", TRAINING, folder / "split-plan.json"])[0] == 0
+
+
+# ----- placement codesign -------------------------------------------------------------------------
+
+GRID_SITES = [(("tensor_cores",), NOT_NUMBERS + [[], [0], [-1], [1.5], [NAN], [INF], [True], [2**21], [10**400],
+                                                  ["1"], [1, 1], [[1]], 1]),
+              (("buffer_mb",), NOT_NUMBERS + [[], [0], [-8], [NAN], [INF], [-INF], [1e300], [True], [8, 8.0]]),
+              ((), [None, [], "x", 1, {}, {**GRID, "colour": [1]}])]
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in GRID_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_bad_grid_file(folder, path, value):
+    grid = write(folder, "bad-grid.json", changed(GRID, path, value))
+    refused(codesign(folder, "--grid", grid)[:-2] + ["--grid", grid])
+
+
+@pytest.mark.parametrize("name", list(RAW_TEXTS))
+def test_raw_grid_model_and_spec_texts(folder, name):
+    bad = write(folder, "raw.json", RAW_TEXTS[name])
+    refused(["codesign", MODEL, "--chips", "2", "--power", "130", "--grid", bad])
+    refused(["codesign", bad, "--chips", "2", "--power", "130", "--grid", folder / "grid.json"])
+    refused(["codesign", "--sweep", bad, "--out", folder / "never.jsonl"])
+    assert not (folder / "never.jsonl").exists()
+
+
+def _model() -> dict:
+    return json.loads(MODEL.read_text(encoding="utf-8"))
+
+
+OPERATOR = ("nodes", 0, "operators", 0)
+MODEL_SITES = [
+    (OPERATOR, [None, 1, "gemm", [], {}]),
+    (OPERATOR + ("kind",), [None, 1, "conv", []]),
+    (OPERATOR + ("m",), BAD_COUNTS + [2**41]),
+    (OPERATOR + ("bytes",), ["1", [], True, -1, NAN, INF, 1e30]),
+    (("nodes", 0, "operators"), [None, {}, "x", 1, [1]]),
+    (("about", "link_bytes_per_s"), [0, -1, NAN, INF, "fast", True]),
+]
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in MODEL_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_bad_model_file(folder, path, value):
+    model = write(folder, "bad-model.json", changed(_model(), path, value))
+    refused(["codesign", model, "--chips", "2", "--power", "130", "--grid", folder / "grid.json"])
+
+
+def test_model_node_without_operators(folder):
+    model = write(folder, "bad-model.json", removed(_model(), ("nodes", 3, "operators")))
+    err = refused(["codesign", model, "--chips", "2", "--power", "130", "--grid", folder / "grid.json"])
+    assert "node 3: has neither 'operators' nor 'flops' and 'bytes'" in err
+
+
+BAD_POSITIVE = ["0", "-1", "nan", "inf", "-inf", "1e400", "x", "", "0x10"]
+CODESIGN_OPTIONS = [("--chips", ["0", "-1", "1.5", "x", "", "nan", "1e3"]), ("--power", BAD_POSITIVE),
+                    ("--area", BAD_POSITIVE), ("--max-ideals", ["0", "-5", "x"]),
+                    ("--max-combinations", ["0", "nan"]), ("--objective", ["latency", ""]),
+                    ("--baseline", ["best"])]
+
+
+@pytest.mark.parametrize("option, value", [(o, v) for o, values in CODESIGN_OPTIONS for v in values])
+def test_bad_codesign_option(folder, option, value):
+    refused(codesign(folder, option, value))
+
+
+def test_codesign_usage_errors(folder):
+    assert refused(["codesign", "--chips", "2", "--power", "130"]) == \
+        "error: codesign needs a model file (or --sweep SPEC)\n"
+    assert refused(["codesign", MODEL, "--sweep", folder / "spec.json", "--out", folder / "o.jsonl"]) == \
+        "error: give a model file or --sweep SPEC, not both\n"
+    assert refused(["codesign", "--sweep", folder / "spec.json"]) == \
+        "error: --sweep needs --out FILE (the records, resumed if present)\n"
+
+
+def test_codesign_power_below_every_design_is_infeasible_not_an_error(folder):
+    status, out, err = run(codesign(folder, "--json")[:-1] + ["--power", "1e-9", "--json"])
+    assert (status, json.loads(out)["status"]) == (1, "infeasible"), err
+
+
+SPEC_SITES = [
+    ((), [None, [], "x", 1, {}, {**SPEC, "colour": 1}]),
+    (("models",), [None, "m.json", [], {}, 1]),
+    (("chips",), [None, 2, [], [0], [-1], [1.5], [True], ["2"], [NAN], [10**400]]),
+    (("budgets",), [None, [], [1], [[1]], [[1, 2, 3]], [[NAN, 1]], [[1, INF]], [[-1, 1]], [[1, 0]], [["a", 1]],
+                    [[True, 1]], [{"area": 1}]]),
+    (("grids",), [[], "g.json"]),
+    (("objectives",), [[], ["latency"], [1]]),
+    (("homogeneous",), [[], [1], ["yes"], [None]]),
+    (("baselines",), [["best"], [1], None]),
+    (("random_budget",), [0, -1, 1.5, "8", True, NAN, None, 10**400]),
+    (("seed",), [-1, 1.5, "0", True, NAN, 10**400]),
+]
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in SPEC_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_bad_sweep_spec(folder, path, value):
+    spec = write(folder, "bad-spec.json", changed(SPEC, path, value))
+    refused(["codesign", "--sweep", spec, "--out", folder / "never.jsonl"])
+    assert not (folder / "never.jsonl").exists()
+
+
+@pytest.mark.parametrize("key", ["models", "chips", "budgets"])
+def test_sweep_spec_missing_key(folder, key):
+    spec = write(folder, "bad-spec.json", removed(SPEC, (key,)))
+    assert refused(["codesign", "--sweep", spec, "--out", folder / "never.jsonl"]).endswith(
+        f"bad-spec.json: missing key {key!r}\n")
+
+
+@pytest.mark.parametrize("where, value", [("models", "no-such-model.json"), ("grids", "no-such-grid.json")])
+def test_sweep_spec_naming_missing_files(folder, where, value):
+    spec = write(folder, "bad-spec.json", changed(SPEC, (where,), [value]))
+    refused(["codesign", "--sweep", spec, "--out", folder / "never.jsonl"])
+    assert not (folder / "never.jsonl").exists()
+
+
+@pytest.mark.parametrize("text", ["{not json}\n", "[1, 2]\n", '{"id": 5}\n', "\n{\n", "null\n", '"id"\n',
+                                  '{"id": "a"}\n' * 2 + "garbage\n"])
+def test_corrupt_records_file(folder, text):
+    out = write(folder, "records.jsonl", text)
+    err = refused(["codesign", "--sweep", folder / "spec.json", "--out", out, "--workers", "1"])
+    assert "records.jsonl: line " in err
+    assert out.read_text(encoding="utf-8") == text  # nothing appended to a file that could not be read
+
+
+def test_records_file_not_utf8(folder):
+    out = write(folder, "records.jsonl", b'{"id": "\xff"}\n')
+    refused(["codesign", "--sweep", folder / "spec.json", "--out", out, "--workers", "1"])
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "1.5"])
+def test_bad_workers(folder, value):
+    refused(["codesign", "--sweep", folder / "spec.json", "--out", folder / "never.jsonl", "--workers", value])
+
+
+@pytest.mark.parametrize("text", [b"[" * 100_000 + b"]" * 100_000 + b"\n", b'{"id": ' + b"9" * 5000 + b"}\n",
+                                  b'{"id": "a"}\n' + b"[" * 100_000 + b"\n"])
+def test_records_line_nested_too_deep_or_too_long(folder, text):
+    out = write(folder, "records.jsonl", text)
+    assert "records.jsonl: line " in refused(["codesign", "--sweep", folder / "spec.json", "--out", out])
+
+
+def test_out_is_not_a_records_file_and_is_left_whole(folder):
+    """A spec file given as --out by mistake (its last line without a newline) is refused, not cut."""
+    text = json.dumps(SPEC, indent=1)
+    out = write(folder, "mistaken.json", text)
+    assert "mistaken.json: line 1 is not JSON" in refused(["codesign", "--sweep", folder / "spec.json", "--out", out])
+    assert out.read_text(encoding="utf-8") == text
+
+
+def test_out_is_a_directory(folder):
+    refused(["codesign", "--sweep", folder / "spec.json", "--out", folder])
