@@ -219,3 +219,78 @@ def test_out_is_not_a_records_file_and_is_left_whole(folder):
 
 def test_out_is_a_directory(folder):
     refused(["codesign", "--sweep", folder / "spec.json", "--out", folder])
+
+
+# ----- placement solve / simulate on a Piper instance ---------------------------------------------
+
+STAGE = ("stages", 0)
+PIPER_PLAN_SITES = [
+    ((), [None, [], "x", 1, {}, {"stages": {}}, {"stages": "x"}, {"stages": []}]),
+    (("schedule",), [None, 1, [], {}, "zb", "PIPER"]),
+    (("stages",), [None, {}, [1], [None], [[]]]),
+    (STAGE, [None, [], "x", {}]),
+    (STAGE + ("nodes",), [None, {}, "1", [1.5], ["1"], [True], [1], [1, 2, 99], [1, 1, 2], [2, 1, 2], []]),
+    (STAGE + ("d",), BAD_COUNTS + [10**30]),
+    (STAGE + ("t",), BAD_COUNTS + [2, 10**30]),
+    (STAGE + ("tmpcs",), [None, [], "x", {"1": 1, "2": "vanilla"}, {"x": "vanilla"}, {"1": "nope", "2": "vanilla"},
+                          {"1": "vanilla"}, {"1": "vanilla", "2": "vanilla", "99": "vanilla"},
+                          {"1.5": "vanilla", "2": "vanilla"}]),
+    (STAGE + ("deviceType",), [1, [], {}, True, None]),
+]
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in PIPER_PLAN_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_bad_piper_plan(folder, path, value):
+    plan = write(folder, "bad-plan.json", changed(PIPER_PLAN, path, value))
+    refused(["simulate", folder / "piper.json", plan])
+
+
+@pytest.mark.parametrize("key", ["stages", "d", "t"])
+def test_piper_plan_missing_field(folder, key):
+    doc = removed(PIPER_PLAN, ("stages",) if key == "stages" else STAGE + (key,))
+    refused(["simulate", folder / "piper.json", write(folder, "bad-plan.json", doc)])
+
+
+def test_piper_solve_output_is_a_plan_file(folder):
+    """The fields a solve writes beside the plan's (status, timePerSample, ...) are not errors: its
+    output simulates (here one stage replicated on all 4 devices)."""
+    status, out, _ = run(["solve", folder / "piper.json", "--json", "--quiet"])
+    document = json.loads(out)
+    assert status == 0 and [(s["d"], s["t"]) for s in document["stages"]] == [(4, 1)]
+    status, simulated, err = run(["simulate", folder / "piper.json", write(folder, "solved.json", out), "--json"])
+    assert status == 0, err
+
+
+def test_piper_plan_for_another_instance(folder):
+    """A plan of the split training pair, or a Tarnawski plan, given with a Piper instance."""
+    for plan in (folder / "split-plan.json", write(folder, "bad-plan.json", {"fpgas": [{"nodes": [1, 2]}]})):
+        refused(["simulate", folder / "piper.json", plan])
+    refused(["simulate", TRAINING, folder / "piper-plan.json"])
+
+
+@pytest.mark.parametrize("name", list(RAW_TEXTS))
+def test_raw_piper_plan(folder, name):
+    refused(["simulate", folder / "piper.json", write(folder, "bad-plan.json", RAW_TEXTS[name])])
+
+
+PIPER_OPTIONS = [("solve", "--devices", ["0", "-1", "x", "1.5", "nan", ""]),
+                 ("solve", "--memory", ["-1", "nan", "inf", "x", "1e400", "1e308GiB"]),
+                 ("solve", "--schedule", ["zb", ""]),
+                 ("simulate", "--unit-scale", ["nan", "inf", "-inf", "-1", "0", "x", "1e400"]),
+                 ("simulate", "--forward-share", ["nan", "-0.5", "1.5", "x"]),
+                 ("simulate", "--chunks", ["0", "-1", "x"]),
+                 ("simulate", "--microbatches", ["0", "-1", "x"]),
+                 ("simulate", "--allreduce", ["tree"])]
+
+
+@pytest.mark.parametrize("command, option, value", [(c, o, v) for c, o, values in PIPER_OPTIONS for v in values])
+def test_bad_piper_option(folder, command, option, value):
+    argv = [command, folder / "piper.json"] + ([folder / "piper-plan.json"] if command == "simulate" else ["--quiet"])
+    refused(argv + [option, value])
+
+
+def test_piper_plan_on_too_few_devices_or_too_little_memory(folder):
+    """Valid requests that cannot be met: solve reports infeasible (exit 1)."""
+    status, out, err = run(["solve", folder / "piper.json", "--memory", "1", "--json", "--quiet"])
+    assert (status, json.loads(out)["status"]) == (1, "infeasible"), err

@@ -105,7 +105,11 @@ class ParallelPlan:
                 chosen = {int(v): c for v, c in tmpcs.items()}
             except ValueError:
                 raise InvalidPlanError(f"{where}.tmpcs keys must be node ids") from None
-            stages.append(ParallelStage(tuple(nodes), raw["d"], raw["t"], chosen, str(raw.get("deviceType", ""))))
+            device_type = raw.get("deviceType", "")
+            if not isinstance(device_type, str):
+                raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "
+                                       f"not {device_type!r}")
+            stages.append(ParallelStage(tuple(nodes), raw["d"], raw["t"], chosen, device_type))
         return cls(tuple(stages), schedule)
 
 
