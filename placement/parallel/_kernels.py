@@ -85,7 +85,7 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
                 k += 1
         if k == 0:
             return INF
-        order = np.argsort(cm[:k], kind="mergesort")
+        order = stable_order(cm[:k])
         if hi + k > size:
             while hi + k > size:
                 size *= 2
@@ -122,6 +122,51 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
         choice[i] = opt[p]
         p = back[p]
     return value
+
+
+def stable_order(keys):
+    """The positions of ``keys`` in the order of their values, ties in position order (NaN last): a stable
+    argsort, whose answer is unique. Plain Python uses numpy's; the compiled kernels use
+    :func:`merge_order`, the same permutation at a small fraction of the compile time of numba's."""
+    return np.argsort(keys, kind="stable")
+
+
+def merge_order(keys):
+    """:func:`stable_order` by a bottom-up merge sort."""
+    k = keys.shape[0]
+    order = np.arange(k)
+    other = np.empty(k, dtype=np.int64)
+    width = 1
+    while width < k:
+        lo = 0
+        while lo < k:
+            mid = min(lo + width, k)
+            hi = min(lo + 2 * width, k)
+            i = lo
+            j = mid
+            o = lo
+            while i < mid and j < hi:
+                a = keys[order[i]]
+                b = keys[order[j]]
+                if b < a or (a != a and b == b):   # b first only when strictly smaller (NaN counts as largest)
+                    other[o] = order[j]
+                    j += 1
+                else:
+                    other[o] = order[i]
+                    i += 1
+                o += 1
+            while i < mid:
+                other[o] = order[i]
+                i += 1
+                o += 1
+            while j < hi:
+                other[o] = order[j]
+                j += 1
+                o += 1
+            lo = hi
+        order, other = other, order
+        width *= 2
+    return order
 
 
 def first_least(row, count):
@@ -169,7 +214,7 @@ def knapsack_greedy(count, cost, mem, capacity, choice):
                 who[k] = i
                 which[k] = l
                 k += 1
-    order = np.argsort(ratio[:k], kind="mergesort")   # stable: ties keep (node, option) order
+    order = stable_order(ratio[:k])   # ties keep (node, option) order
     for j in range(k):
         i = who[order[j]]
         l = which[order[j]]
@@ -364,8 +409,8 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
                                                 src, dst, in_ptr, in_idx, out_ptr, out_idx, nodes, count, it_time,
                                                 it_edge, it_params, it_a, it_b)
                             pequal = equal_params(built, count, it_params)
-                        item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, 1, m, bandwidth,
-                                   c_cost, c_mem)
+                        item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, m // d, m, bandwidth,
+                                   c_cost, c_mem)   # only the costs are read: any y (an int64, as below)
                         for i in range(built):
                             low = INF
                             for l in range(count[i]):
@@ -451,7 +496,7 @@ def compiled() -> SimpleNamespace:
     """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
     from placement.kernels import compile_kernel
 
-    first = {"first_least": compile_kernel(first_least)}
+    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
     helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
                                                                item_costs, equal_params)}
     return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
@@ -459,3 +504,16 @@ def compiled() -> SimpleNamespace:
 
 def kernels(use_compiled: bool) -> SimpleNamespace:
     return compiled() if use_compiled else interpreted()
+
+
+def must_compile(namespace: SimpleNamespace) -> bool:
+    """Whether running ``namespace.fill`` compiles it first: compiled kernels neither compiled in this
+    process nor found in numba's on-disk cache (that cache's index for the current source; where it
+    cannot be read, the answer is yes)."""
+    fill_kernel = namespace.fill
+    if fill_kernel is fill or getattr(fill_kernel, "signatures", None):
+        return False
+    try:
+        return not fill_kernel._cache._cache_file._load_index()
+    except Exception:   # no cache (read-only install) or another numba layout
+        return True

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -82,13 +82,15 @@ def degree_pairs(tables: Tables, devices: int, microbatches: int,
 def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
                    schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
-                   tables: Tables | None = None, sets: Family | None = None) -> ParallelSolution:
+                   tables: Tables | None = None, sets: Family | None = None,
+                   progress: Callable[[str], None] | None = None) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's), for ``schedule``'s memory model (module docstring).
 
     ``mode="greedy"`` replaces the exact knapsack by Piper's heuristic (its value is Piper's);
     ``allowed``: only these ``(t, d)`` pairs for every stage (baselines). ``compiled``: numba or plain
     Python (default: numba when the table is large). ``tables``/``sets``: reuse a previous build.
+    ``progress`` hears when the kernels must be compiled first (once per install, some seconds).
     """
     started = time.perf_counter()
     check_schedule(schedule)
@@ -118,6 +120,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memor
     arrays = _arrays(tables, sets, ys)
     use_compiled = compiled if compiled is not None else len(sets.size) * (cap + 1) * width > 2_000
     kernels = K.kernels(use_compiled)
+    if progress is not None and K.must_compile(kernels):
+        progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed}
 
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on

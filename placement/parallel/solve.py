@@ -59,7 +59,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: 
     devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
     found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule,
-                           max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets)
+                           max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets, progress=progress)
     if progress is not None:
         progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
 
