@@ -294,3 +294,63 @@ def test_piper_plan_on_too_few_devices_or_too_little_memory(folder):
     """Valid requests that cannot be met: solve reports infeasible (exit 1)."""
     status, out, err = run(["solve", folder / "piper.json", "--memory", "1", "--json", "--quiet"])
     assert (status, json.loads(out)["status"]) == (1, "infeasible"), err
+
+
+# ----- split-backward plans: b_tasks and w_tasks --------------------------------------------------
+
+DEVICE = ("devices", 0)
+SPLIT_SITES = [
+    (DEVICE + ("b_tasks",), [{}, 0, False, "", "4", 4, [4.5], ["4"], [True], [None], [[4]], [99], [1], [4, 4], [4, 3]]),
+    (DEVICE + ("w_tasks",), [{}, 0, False, "", "3", [3.5], ["3"], [True], [99], [2], [3, 3], [3, 4]]),
+    (DEVICE + ("nodes",), [[1], [1, 4, 99], [1, 4, 2]]),
+]
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in SPLIT_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_bad_split_plan(folder, path, value):
+    plan = write(folder, "bad-split.json", changed(SPLIT_PLAN, path, value))
+    status, out, err = run(["verify", TRAINING, plan, "--backward", "split", "--json"])
+    if status == 1:  # read, and found to break the rules: the verifier's documented answer
+        assert not json.loads(out)["valid"] and json.loads(out)["violations"], (value, out)
+    else:
+        refused(["verify", TRAINING, plan, "--backward", "split"])
+    if status == 2:  # what verify could not read, simulate cannot either
+        refused(["simulate", TRAINING, plan])
+
+
+@pytest.mark.parametrize("value", [{}, 0, False, ""])
+def test_empty_but_not_a_list_b_tasks_refused(folder, value):
+    plan = write(folder, "bad-split.json", changed(SPLIT_PLAN, DEVICE + ("b_tasks",), value))
+    assert "devices[0].b_tasks: must be an array of node ids" in refused(
+        ["verify", TRAINING, plan, "--backward", "split"])
+
+
+def test_absent_null_or_empty_task_lists_mean_the_layer_device(folder):
+    """A backward node listed in no b_tasks runs B on its layer's device (docs/backward-split.md): on
+    device 0 b_tasks [4] says just that, so [], null and no field give the same verdict and loads."""
+    expected = run(["verify", TRAINING, folder / "split-plan.json", "--backward", "split", "--json"])
+    assert expected[0] == 0
+    for doc in (changed(SPLIT_PLAN, DEVICE + ("b_tasks",), []), changed(SPLIT_PLAN, DEVICE + ("b_tasks",), None),
+                removed(SPLIT_PLAN, DEVICE + ("b_tasks",))):
+        assert run(["verify", TRAINING, write(folder, "same.json", doc), "--backward", "split", "--json"]) == expected
+
+
+def test_split_plan_on_an_instance_without_backward_nodes(folder):
+    refused(["verify", ROOT / "instances" / "tiny" / "chain4.json", folder / "split-plan.json", "--backward", "split"])
+    refused(["solve", ROOT / "instances" / "tiny" / "chain4.json", "--backward", "split", "--quiet"])
+
+
+SPLIT_OPTIONS = [("--w-share", ["nan", "inf", "-0.1", "1.5", "x", ""]), ("--w-placement", ["near"]),
+                 ("--backward", ["both", ""])]
+
+
+@pytest.mark.parametrize("command", ["solve", "verify"])
+@pytest.mark.parametrize("option, value", [(o, v) for o, values in SPLIT_OPTIONS for v in values])
+def test_bad_split_option(folder, command, option, value):
+    argv = [command, TRAINING] + ([folder / "split-plan.json"] if command == "verify" else ["--quiet"])
+    refused(argv + ["--backward", "split", option, value] if option != "--backward" else argv + [option, value])
+
+
+def test_split_options_without_backward_split(folder):
+    refused(["solve", TRAINING, "--w-placement", "adjacent", "--quiet"])

@@ -81,7 +81,8 @@ def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssig
             raise InvalidPlanError(f"{where}: missing field 'nodes'")
         devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes"),
                                         _calls(dev.get("calls"), f"{where}.calls"),
-                                        *(_node_ids(dev.get(f) or [], f"{where}.{f}") for f in ("b_tasks", "w_tasks"))))
+                                        *(_node_ids(dev.get(f, []) if dev.get(f) is not None else [], f"{where}.{f}")
+                                          for f in ("b_tasks", "w_tasks"))))
     return tuple(devices)
 
 

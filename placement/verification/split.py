@@ -142,7 +142,8 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
     anchor = evaluate(problem, Plan(tuple(DeviceAssignment(d.type, d.nodes) for d in plan.devices)),
                       contiguity="stages")
     violations = [v for v in anchor.violations if "exceeds the bound" not in v]
-    layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
+    known = {n.id for n in problem.nodes}  # the anchor reports the others
+    layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes if v in known}
     n_dev = len(plan.devices)
     stages = [d for d, dev in enumerate(plan.devices) if dev.nodes]
     rank = {d: i for i, d in enumerate(stages)}
