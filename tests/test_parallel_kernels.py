@@ -1,0 +1,56 @@
+"""The compiled kernels of the Piper DP: the merge sort they use agrees with numpy's stable argsort,
+and a solve says so when it must compile them first (a fresh numba cache) and not when it loads them."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from placement.parallel import _kernels as K
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.5, -1.0, math.inf, math.nan]), max_size=40))
+@example([1.0, 0.0, 1.0, 0.0])      # ties keep position order: [1, 3, 0, 2]
+@example([math.nan, 1.0, math.nan, 0.0])   # NaN sorts last, NaNs in position order: [3, 1, 0, 2]
+@example([])
+def test_merge_order_is_the_stable_argsort(values):
+    keys = np.array(values, dtype=np.float64)
+    assert K.merge_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_merge_order_by_hand():
+    assert K.merge_order(np.array([1.0, 0.0, 1.0, 0.0])).tolist() == [1, 3, 0, 2]
+    assert K.merge_order(np.array([math.nan, 1.0, math.nan, 0.0])).tolist() == [3, 1, 0, 2]
+
+
+def test_plain_kernels_never_compile():
+    assert K.must_compile(K.interpreted()) is False
+
+
+SCRIPT = """
+import sys
+from placement.parallel.dp import solve_parallel
+from tests.test_parallel import chain, tmpc
+# a -> b on 3 devices, m = 4 (hand-solved in tests/test_parallel.py: optimum 4)
+inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+found = solve_parallel(inst, compiled=True, progress=lambda message: print(message))
+print("value", found.value)
+"""
+
+
+def test_progress_says_when_the_kernels_are_compiled(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                           check=True).stdout.splitlines() for _ in range(2)]
+    compiling = "compiling the DP's kernels with numba (once per install; later runs load them from its cache)"
+    assert runs[0] == [compiling, "value 4.0"]
+    assert runs[1] == ["value 4.0"]     # the second process loads them from the cache
