@@ -148,11 +148,11 @@ def test_codesign_power_below_every_design_is_infeasible_not_an_error(folder):
 
 SPEC_SITES = [
     ((), [None, [], "x", 1, {}, {**SPEC, "colour": 1}]),
-    (("models",), [None, "m.json", [], {}, 1]),
+    (("models",), [None, "m.json", [], {}, 1, [None], [1], [["m.json"]]]),
     (("chips",), [None, 2, [], [0], [-1], [1.5], [True], ["2"], [NAN], [10**400]]),
     (("budgets",), [None, [], [1], [[1]], [[1, 2, 3]], [[NAN, 1]], [[1, INF]], [[-1, 1]], [[1, 0]], [["a", 1]],
                     [[True, 1]], [{"area": 1}]]),
-    (("grids",), [[], "g.json"]),
+    (("grids",), [[], "g.json", [1], [{}], [True]]),
     (("objectives",), [[], ["latency"], [1]]),
     (("homogeneous",), [[], [1], ["yes"], [None]]),
     (("baselines",), [["best"], [1], None]),
@@ -354,3 +354,52 @@ def test_bad_split_option(folder, command, option, value):
 
 def test_split_options_without_backward_split(folder):
     refused(["solve", TRAINING, "--w-placement", "adjacent", "--quiet"])
+
+
+@pytest.mark.parametrize("path, value", [(p, v) for p, values in SPLIT_SITES for v in values],
+                         ids=lambda x: repr(x)[:30])
+def test_simulate_bad_split_plan(folder, path, value):
+    """simulate refuses what it cannot read (2) or reports the rules the plan breaks (1), never a trace."""
+    plan = write(folder, "bad-split.json", changed(SPLIT_PLAN, path, value))
+    status, _, err = run(["simulate", TRAINING, plan])
+    assert status in (1, 2) and err.count("\n") <= 1 and "Traceback" not in err, (status, err)
+    if status == 2:
+        refused(["simulate", TRAINING, plan])
+
+
+# ----- Hypothesis: any JSON value at any field -----------------------------------------------------
+
+_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                   max_size=3), max_leaves=6)
+_FIELDS = [("piper-plan", PIPER_PLAN, p) for p in [("schedule",), ("stages",), STAGE, STAGE + ("nodes",),
+                                                     STAGE + ("nodes", 0), STAGE + ("d",), STAGE + ("t",),
+                                                     STAGE + ("tmpcs",), STAGE + ("tmpcs", "1")]] + \
+          [("grid", GRID, (key,)) for key in GRID] + [("grid", GRID, ("buffer_mb", 0))] + \
+          [("spec", SPEC, (key,)) for key in SPEC] + [("spec", SPEC, ("budgets", 0, 1)), ("spec", SPEC, ("chips", 0))]
+
+
+def _argv_for(kind: str, folder: Path, path: Path) -> list[Any]:
+    if kind == "piper-plan":
+        return ["simulate", folder / "piper.json", path]
+    if kind == "grid":
+        return ["codesign", MODEL, "--chips", "1", "--power", "130", "--grid", path]
+    return ["codesign", "--sweep", path, "--out", folder / "random.jsonl", "--quiet", "--workers", "1"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(site=st.sampled_from(_FIELDS), value=_values)
+@example(site=("spec", SPEC, ("models",)), value=[None])
+@example(site=_FIELDS[5], value=2)                        # t = 2: no TMPC of degree 2
+@example(site=_FIELDS[1], value=[{"nodes": [1], "d": 1, "t": 1, "tmpcs": {"1": "vanilla"}}])  # node 2 nowhere
+def test_random_value_at_a_field(folder, site, value):
+    """Whatever replaces a field: the command refuses it (2) or, if it is a valid document still,
+    runs it (0) or reports it infeasible (1) — and never prints a traceback."""
+    kind, doc, path = site
+    bad = write(folder, f"random-{kind}.json", changed(doc, path, value))
+    status, _, err = run(_argv_for(kind, folder, bad))
+    assert status in (0, 1, 2) and "Traceback" not in err, (status, err)
+    if status == 2:
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert not (folder / "random.jsonl").exists()
+    (folder / "random.jsonl").unlink(missing_ok=True)  # a valid sweep ran: the next starts afresh

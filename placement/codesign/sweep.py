@@ -73,6 +73,11 @@ class SweepSpec:
         for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous"):
             if not getattr(self, name):
                 raise InvalidParameterError(name, "must list at least one value")
+        for name, allowed in (("models", (str,)), ("grids", (str, type(None)))):
+            for value in getattr(self, name):
+                if not isinstance(value, allowed):
+                    raise InvalidParameterError(name, f"must list file paths{' (or null)' * (name == 'grids')}, "
+                                                      f"not {value!r}")
         for k in self.chips:
             parameters.integer("chips", k, smallest=1)
         for budget in self.budgets:

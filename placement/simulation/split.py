@@ -98,18 +98,27 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
             if v in layer:
                 raise InvalidParameterError("plan", f"places node {v} on two devices")
             layer[v] = stage_of_device[d]
+    known = {n.id for n in problem.nodes}
+    unknown = [v for v in layer if v not in known]
+    if unknown:
+        raise InvalidParameterError("plan", f"places node {unknown[0]}, which is not in the instance")
     missing = [n.id for n in problem.nodes if n.id not in layer]
     if missing:
         raise InvalidParameterError("plan", f"places no layer for node {missing[0]} (a split plan lists every node)")
     backward = [n.id for n in problem.nodes if n.backward]
     b_at = {u: layer[u] for u in backward}
     w_at = {u: layer[u] for u in backward}
+    listed: dict[tuple[str, int], int] = {}
     for d, dev in enumerate(plan.devices):
         for field, where in (("b_tasks", b_at), ("w_tasks", w_at)):
             for u in getattr(dev, field):
                 if u not in where:
                     raise InvalidParameterError("plan", f"device {d} lists node {u} in {field}, which is not a "
                                                         "backward node")
+                if (field, u) in listed:
+                    raise InvalidParameterError("plan", f"lists node {u} in {field} on devices {listed[field, u]} "
+                                                        f"and {d} (a task runs once)")
+                listed[field, u] = d
                 if d not in stage_of_device:
                     raise InvalidParameterError("plan", f"device {d} runs a task of node {u} but holds no layer")
                 where[u] = stage_of_device[d]
