@@ -403,3 +403,18 @@ def test_random_value_at_a_field(folder, site, value):
         assert err.startswith("error: ") and err.count("\n") == 1, err
         assert not (folder / "random.jsonl").exists()
     (folder / "random.jsonl").unlink(missing_ok=True)  # a valid sweep ran: the next starts afresh
+
+
+def test_huge_device_counts_are_solved_as_the_reachable_count(folder):
+    """PIPER has 2 nodes, mbsInBatch 8 and only t = 1: no plan uses more than 2·8·1 = 16 devices, so
+    10^12 devices (on the command line or as maxDevices) answer as 16 do, at once, and say 10^12."""
+    def solve(path, *extra):
+        status, out, err = run(["solve", path, "--json", "--quiet", *extra])
+        assert status == 0, err
+        return json.loads(out)
+
+    reachable = solve(folder / "piper.json", "--devices", "16")
+    for result in (solve(folder / "piper.json", "--devices", str(10**12)),
+                   solve(write(folder, "huge.json", changed(PIPER, ("maxDevices",), 10**12)))):
+        assert result["devices"] == 10**12
+        assert (result["value"], result["stages"]) == (reachable["value"], reachable["stages"])

@@ -58,7 +58,10 @@ def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: 
     callback("progress", progress)
     devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
-    found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule,
+    # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
+    reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
+        (t for node in instance.nodes for t in node.configurations), default=1)
+    found = solve_parallel(instance, devices=min(devices, reachable), memory=memory, schedule=schedule,
                            max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets, progress=progress)
     if progress is not None:
         progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
