@@ -418,3 +418,13 @@ def test_huge_device_counts_are_solved_as_the_reachable_count(folder):
                    solve(write(folder, "huge.json", changed(PIPER, ("maxDevices",), 10**12)))):
         assert result["devices"] == 10**12
         assert (result["value"], result["stages"]) == (reachable["value"], reachable["stages"])
+
+
+def test_too_many_microbatches_refused_before_simulating(folder):
+    """One stage, 10^11 micro-batches: 2·10^11 tasks of 400 bytes each, far over the 2 GiB limit;
+    2 GiB / 400 B / 2 tasks = 2,684,354 micro-batches fit."""
+    err = refused(["simulate", folder / "piper.json", folder / "piper-plan.json", "--microbatches", str(10**11)])
+    assert err == ("error: 100,000,000,000 micro-batches make 200,000,000,000 tasks, about 7.45e+04 GiB to "
+                   "simulate, over the limit of 2 GiB; at most 2,684,354 micro-batches fit\n")
+    refused(["simulate", write(folder, "many.json", changed(PIPER, ("mbsInBatch",), 10**11)),
+             folder / "piper-plan.json"])
