@@ -93,10 +93,11 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
             fm2 = np.empty(size)
             back2 = np.empty(size, dtype=np.int64)
             opt2 = np.empty(size, dtype=np.int64)
-            fc2[:hi] = fc[:hi]
-            fm2[:hi] = fm[:hi]
-            back2[:hi] = back[:hi]
-            opt2[:hi] = opt[:hi]
+            for p in range(hi):   # element by element: numba's slice assignment is slow to compile
+                fc2[p] = fc[p]
+                fm2[p] = fm[p]
+                back2[p] = back[p]
+                opt2[p] = opt[p]
             fc, fm, back, opt = fc2, fm2, back2, opt2
         end = hi
         for j in range(k):

@@ -164,7 +164,8 @@ def _grow(buf, need):
     if need <= buf.shape[0]:
         return buf
     out = np.empty(max(need, 2 * buf.shape[0]), dtype=buf.dtype)
-    out[:buf.shape[0]] = buf
+    for i in range(buf.shape[0]):   # element by element: numba's slice assignment is slow to compile
+        out[i] = buf[i]
     return out
 
 
