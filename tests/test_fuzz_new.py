@@ -277,7 +277,7 @@ def test_raw_piper_plan(folder, name):
 PIPER_OPTIONS = [("solve", "--devices", ["0", "-1", "x", "1.5", "nan", ""]),
                  ("solve", "--memory", ["-1", "nan", "inf", "x", "1e400", "1e308GiB"]),
                  ("solve", "--schedule", ["zb", ""]),
-                 ("simulate", "--unit-scale", ["nan", "inf", "-inf", "-1", "0", "x", "1e400"]),
+                 ("simulate", "--unit-scale", ["nan", "inf", "-inf", "-1", "0", "x", "1e400", "1e308"]),
                  ("simulate", "--forward-share", ["nan", "-0.5", "1.5", "x"]),
                  ("simulate", "--chunks", ["0", "-1", "x"]),
                  ("simulate", "--microbatches", ["0", "-1", "x"]),

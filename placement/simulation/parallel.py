@@ -186,6 +186,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
         raise InvalidParameterError("schedule", f"{schedule!r} deadlocks on this plan: {len(exc.waiting)} tasks "
                                                 "can never start") from None
     start_a, end_a = np.asarray(start), np.asarray(end)
+    if not np.isfinite(end_a).all():
+        raise InvalidParameterError("unit_scale", f"{unit:g} makes the batch's times overflow past the float range")
     replicas, in_flight = run.measure(start_a, end_a)
     stages = tuple(ParallelStageResult(s.index, s.rank, s.chunk, s.d, s.t, s.device_type, s.forward, s.backward,
                                        s.static_memory, s.activation_memory, in_flight[s.index])
