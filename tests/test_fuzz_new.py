@@ -428,3 +428,29 @@ def test_too_many_microbatches_refused_before_simulating(folder):
                    "simulate, over the limit of 2 GiB; at most 2,684,354 micro-batches fit\n")
     refused(["simulate", write(folder, "many.json", changed(PIPER, ("mbsInBatch",), 10**11)),
              folder / "piper-plan.json"])
+
+
+@pytest.fixture(scope="module")
+def records(folder) -> str:
+    """The one record of SPEC's sweep (one configuration), as the sweep wrote it."""
+    out = folder / "done.jsonl"
+    assert run(["codesign", "--sweep", folder / "spec.json", "--out", out, "--workers", "1", "--quiet"])[0] == 0
+    return out.read_text(encoding="utf-8")
+
+
+_CONFIG = {"model": "m", "chips": 1, "area_mm2": 1, "power_w": 1}
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"config": 5, "throughput": 1.0}, "config"),
+    ({"config": {"model": 1}, "throughput": "x", "designs": []}, "config.model"),
+    ({"config": {**_CONFIG, "chips": "1"}, "throughput": 1.0, "designs": []}, "config.chips"),
+    ({"config": _CONFIG, "throughput": NAN, "designs": []}, "throughput"),
+    ({"config": _CONFIG, "throughput": 1.0, "area_mm2": 1, "tdp_w": INF, "designs": []}, "tdp_w"),
+    ({"config": _CONFIG, "throughput": 1.0, "area_mm2": 1, "tdp_w": 1, "designs": [{"label": "x"}]}, "designs[0]"),
+])
+def test_records_the_plots_cannot_read(folder, records, extra, field):
+    pytest.importorskip("matplotlib")
+    out = write(folder, "plotted.jsonl", records + json.dumps({"id": "zzz", "status": "optimal", **extra}) + "\n")
+    err = refused(["codesign", "--sweep", folder / "spec.json", "--out", out, "--plots", folder / "plots", "--quiet"])
+    assert err == f"error: --out record 'zzz' cannot be plotted: its field {field} is not what a sweep writes\n"

@@ -16,10 +16,11 @@ status is ``error`` are left out.
 from __future__ import annotations
 
 import importlib
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from placement.errors import SolverUnavailableError
+from placement.errors import InvalidParameterError, SolverUnavailableError
 
 DPI = 120
 MARKERS = "os^Dvp*hX<>"
@@ -44,7 +45,34 @@ def _figure(width: float, height: float) -> Any:
 
 def solved(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records with a throughput (status not ``error``)."""
-    return [r for r in records if r.get("status") != "error" and r.get("throughput") is not None]
+    found = [r for r in records if r.get("status") != "error" and r.get("throughput") is not None]
+    for record in found:
+        _check_plottable(record)
+    return found
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_plottable(record: dict[str, Any]) -> None:
+    """:class:`InvalidParameterError` (parameter ``out``) naming the first field of a solved record the
+    plots read that is not what a sweep writes."""
+    config, designs = record.get("config"), record.get("designs")
+    checks = [("config", isinstance(config, dict)), ("designs", isinstance(designs, list))]
+    if isinstance(config, dict):
+        checks += [("config.model", isinstance(config.get("model"), str))]
+        checks += [(f"config.{key}", _finite(config.get(key))) for key in ("chips", "area_mm2", "power_w")]
+    checks += [(key, _finite(record.get(key))) for key in ("throughput", "area_mm2", "tdp_w")]
+    for k, design in enumerate(designs if isinstance(designs, list) else []):
+        ok = isinstance(design, dict) and isinstance(design.get("label"), str) and all(
+            _finite(design.get(key)) for key in ("tensor_cores", "array_width", "array_depth", "vector_cores",
+                                                 "vector_lanes", "buffer_mb"))
+        checks.append((f"designs[{k}]", ok))
+    bad = next((name for name, ok in checks if not ok), None)
+    if bad is not None:
+        raise InvalidParameterError("out", f"record {record.get('id')!r} cannot be plotted: its field {bad} is not "
+                                           "what a sweep writes")
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
