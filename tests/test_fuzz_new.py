@@ -313,6 +313,8 @@ def test_bad_split_plan(folder, path, value):
     status, out, err = run(["verify", TRAINING, plan, "--backward", "split", "--json"])
     if status == 1:  # read, and found to break the rules: the verifier's documented answer
         assert not json.loads(out)["valid"] and json.loads(out)["violations"], (value, out)
+        text = run(["verify", TRAINING, plan, "--backward", "split"])
+        assert text[0] == 1 and "INVALID" in text[1] and text[2] == "", text
     else:
         refused(["verify", TRAINING, plan, "--backward", "split"])
     if status == 2:  # what verify could not read, simulate cannot either

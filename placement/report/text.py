@@ -10,7 +10,7 @@ from placement.report.table import cell, format_table
 def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
     """Names of the first and last forward node a device holds, in topological order: its split points."""
     order = {v: k for k, v in enumerate(problem.topological_ids())}
-    forward = sorted((v for v in nodes if not problem.node(v).backward), key=order.__getitem__)
+    forward = sorted((v for v in nodes if v in order and not problem.node(v).backward), key=order.__getitem__)
     if not forward:
         return "-"
     first, last = problem.node(forward[0]).name, problem.node(forward[-1]).name
