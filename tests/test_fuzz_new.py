@@ -456,3 +456,21 @@ def test_records_the_plots_cannot_read(folder, records, extra, field):
     out = write(folder, "plotted.jsonl", records + json.dumps({"id": "zzz", "status": "optimal", **extra}) + "\n")
     err = refused(["codesign", "--sweep", folder / "spec.json", "--out", out, "--plots", folder / "plots", "--quiet"])
     assert err == f"error: --out record 'zzz' cannot be plotted: its field {field} is not what a sweep writes\n"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--plots", "p"], "--plots: only with --sweep SPEC"),
+    (["--out", "o.jsonl", "--workers", "2"], "--out, --workers: only with --sweep SPEC"),
+])
+def test_sweep_options_without_sweep_are_refused_not_ignored(folder, extra, message):
+    assert refused(codesign(folder, *extra)) == f"error: {message}\n"
+    assert not (Path("p").exists() or Path("o.jsonl").exists())
+
+
+@pytest.mark.parametrize("extra, named", [(["--chips", "2"], "--chips"), (["--power", "1", "--grid", "g"], "--power, --grid"),
+                                          (["--objective", "perf-per-watt"], "--objective"),
+                                          (["--homogeneous"], "--homogeneous")])
+def test_single_run_options_with_sweep_are_refused_not_ignored(folder, extra, named):
+    err = refused(["codesign", "--sweep", folder / "spec.json", "--out", folder / "never.jsonl", *extra])
+    assert err == f"error: {named}: a sweep takes its settings from SPEC\n"
+    assert not (folder / "never.jsonl").exists()

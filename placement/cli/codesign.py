@@ -45,9 +45,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def _given(args: argparse.Namespace, options: tuple[str, ...]) -> list[str]:
+    """Those of ``options`` (``--max-ideals``) the command line sets."""
+    return [option for option in options if getattr(args, option[2:].replace("-", "_")) not in (None, False)]
+
+
 def run(args: argparse.Namespace) -> int:
+    sweep_only = ("--out", "--plots", "--workers")
     if args.sweep is not None:
+        ignored = _given(args, ("--chips", "--area", "--power", "--homogeneous", "--grid", "--exhaustive",
+                                "--max-combinations", "--baseline", "--max-ideals"))
+        if ignored or args.objective != "throughput":
+            raise UsageError(f"{', '.join(ignored or ['--objective'])}: a sweep takes its settings from SPEC")
         return _sweep(args)
+    if _given(args, sweep_only):
+        raise UsageError(f"{', '.join(_given(args, sweep_only))}: only with --sweep SPEC")
     if args.model is None:
         raise UsageError("codesign needs a model file (or --sweep SPEC)")
     missing = [option for option, value in (("--chips", args.chips), ("--power", args.power)) if value is None]
