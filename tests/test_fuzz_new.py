@@ -467,7 +467,8 @@ def test_sweep_options_without_sweep_are_refused_not_ignored(folder, extra, mess
     assert not (Path("p").exists() or Path("o.jsonl").exists())
 
 
-@pytest.mark.parametrize("extra, named", [(["--chips", "2"], "--chips"), (["--power", "1", "--grid", "g"], "--power, --grid"),
+@pytest.mark.parametrize("extra, named", [(["--chips", "2"], "--chips"),
+                                          (["--power", "1", "--grid", "g"], "--power, --grid"),
                                           (["--objective", "perf-per-watt"], "--objective"),
                                           (["--homogeneous"], "--homogeneous")])
 def test_single_run_options_with_sweep_are_refused_not_ignored(folder, extra, named):
