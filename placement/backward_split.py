@@ -9,14 +9,12 @@ value is the evaluator's. The model: ``docs/backward-split.md``.
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, check_training
-from placement.result import Result, Stage, Status
+from placement.result import Result, Stage
 
 #: the options of :func:`placement.solve` the split MILP takes (the others must keep their defaults)
 SPLIT_OPTIONS = ("backend", "time_limit", "gap", "threads", "seed", "log", "warm_start", "progress",
@@ -60,34 +58,24 @@ def solve_split(problem: Instance, model: SplitModel, options: Mapping[str, Any]
 
 def verified_split(problem: Instance, model: SplitModel, solution: Any, objective: str, backend: str,
                    started: float) -> Result:
-    """The Result of ``solution`` after the split evaluator's check: its value is the evaluator's, a plan
-    that fails the check or disagrees with the method's value is never returned."""
-    from placement.solution import Status as method_status
+    """The Result of ``solution`` after the split evaluator's check, as :func:`placement.solving.verified_result`
+    makes every Result: its value is the evaluator's, a plan that fails the check or disagrees with the
+    method's value is never returned, and ``optimal`` needs the method's bound to equal its value."""
+    from placement.solvers.registry import METHODS
+    from placement.solving import certified, verified_result
     from placement.verification.split import check_split_plan
 
+    solution = certified(METHODS["milp"], solution)
     backward = {"mode": "split", "w_placement": model.w_placement, "inter_layer": model.inter_layer,
                 "w_share": model.w_share}
     common = dict(method="milp", backend=backend, objective=objective, contiguity="stages",
                   stats=dict(solution.stats), instance=problem.name, backward=backward)
-    message = solution.message
-    status = Status.INFEASIBLE if solution.status is method_status.INFEASIBLE else Status.NO_SOLUTION
     verification = None
     if solution.plan is not None:
         verification = check_split_plan(problem, solution.plan, model, objective)
-        value, evaluation = verification.value, verification.report[0]
-        if not verification.valid:
-            message = "the plan failed independent verification: " + verification.violations[0]
-        elif not math.isclose(solution.objective, value, rel_tol=1e-9, abs_tol=1e-9):
-            message = f"the method's value {solution.objective!r} disagrees with the verified {value!r}"
-        elif solution.status in (method_status.OPTIMAL, method_status.FEASIBLE):
-            proven = solution.status is method_status.OPTIMAL
-            bound = value if proven else min(solution.bound, value)
-            stages = tuple(Stage(dev.type, dev.nodes, r.load, r.memory, (), dev.b_tasks, dev.w_tasks)
-                           for dev, r in zip(solution.plan.devices, evaluation.devices))
-            gap = 0.0 if proven or value <= 0 else max(0.0, (value - bound) / value)
-            return Result(status=Status.OPTIMAL if proven else Status.FEASIBLE, value=value, bound=bound, gap=gap,
-                          plan=stages, runtime_s=time.perf_counter() - started, verification=verification,
-                          verified=True, message=message, **common)
-    bound = solution.bound if math.isfinite(solution.bound) and solution.bound > 0 else None
-    return Result(status=status, value=None, bound=bound, gap=None, plan=(), runtime_s=time.perf_counter() - started,
-                  verification=verification, verified=False, message=message, **common)
+
+    def plan_stages(reports: Any) -> tuple[Stage, ...]:
+        return tuple(Stage(dev.type, dev.nodes, r.load, r.memory, (), dev.b_tasks, dev.w_tasks)
+                     for dev, r in zip(solution.plan.devices, reports))
+
+    return verified_result(solution, verification, plan_stages, common, started)

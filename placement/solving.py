@@ -225,7 +225,6 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
 
 def _verified(problem: Instance, solution: Any, method: str, options: Mapping[str, Any], started: float) -> Result:
     """The Result of ``solution`` after the independent check of its plan."""
-    from placement.solution import Status as MethodStatus
     from placement.verification.check import check_plan
 
     objective = options["objective"]
@@ -234,18 +233,36 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
                   objective=objective, contiguity=contiguity, stats=dict(solution.stats), instance=problem.name,
                   stages=options["stages"])
     verification = None
-    message = solution.message
-    status = {MethodStatus.INFEASIBLE: Status.INFEASIBLE}.get(solution.status, Status.NO_SOLUTION)
     if solution.plan is not None:
         verification = check_plan(problem, solution.plan, objective=objective, contiguity=contiguity,
                                   calls=options["calls"] if objective == "latency" else None)
+
+    def plan_stages(reports: Any) -> tuple[Stage, ...]:
+        return tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
+                     for dev, r in zip(solution.plan.devices, reports) if dev.nodes)
+
+    return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
+
+
+def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any], tuple[Stage, ...]],
+                    common: dict[str, Any], started: float, *, stages: int | None = None) -> Result:
+    """The Result of a method's ``solution`` given ``verification``, the independent check of its plan
+    (``None`` when it has none): the value is the evaluator's; a plan that fails the check, whose
+    value disagrees with the method's, or (``stages``) with another number of non-empty stages is never
+    returned; a method's bound above the verified value is refuted and not used. ``plan_stages`` makes
+    the Result's stages from the check's device reports; ``common``: the other Result fields."""
+    from placement.solution import Status as MethodStatus
+
+    message = solution.message
+    status = {MethodStatus.INFEASIBLE: Status.INFEASIBLE}.get(solution.status, Status.NO_SOLUTION)
+    if verification is not None:
         claimed, value = solution.objective, verification.value
         if not verification.valid:
             message = "the plan failed independent verification: " + verification.violations[0]
         elif not math.isclose(claimed, value, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
             message = f"the method's value {claimed!r} disagrees with the verified {value!r}"
-        elif options["stages"] is not None and solution.plan.non_empty != options["stages"]:
-            message = f"the plan has {solution.plan.non_empty} non-empty stages, not stages={options['stages']}"
+        elif stages is not None and solution.plan.non_empty != stages:
+            message = f"the plan has {solution.plan.non_empty} non-empty stages, not stages={stages}"
         elif solution.status in (MethodStatus.OPTIMAL, MethodStatus.FEASIBLE):
             proven = solution.status is MethodStatus.OPTIMAL
             bound = value if proven else min(solution.bound, value)
@@ -253,12 +270,10 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
                 bound = 0.0   # the verified plan refutes the method's bound
                 message = "; ".join(m for m in (message, f"the method's bound {solution.bound!r} is above the "
                                                           f"verified value {value!r}: not used") if m)
-            stages = tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
-                           for dev, r in zip(solution.plan.devices, verification.report[0].devices) if dev.nodes)
             gap = 0.0 if proven or value <= 0 else max(0.0, (value - bound) / value)
             return Result(status=Status.OPTIMAL if proven else Status.FEASIBLE, value=value, bound=bound, gap=gap,
-                          plan=stages, runtime_s=time.perf_counter() - started, verification=verification,
-                          verified=True, message=message, **common)
+                          plan=plan_stages(verification.report[0].devices), runtime_s=time.perf_counter() - started,
+                          verification=verification, verified=True, message=message, **common)
         common["stats"]["rejected_plan"] = [[dev.type, list(dev.nodes)] for dev in solution.plan.devices]
         common["stats"]["claimed_value"] = claimed
     bound = solution.bound if math.isfinite(solution.bound) and solution.bound > 0 else None
