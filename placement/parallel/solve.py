@@ -5,7 +5,7 @@ time per sample under the schedule's memory model), re-evaluates its plan with
 :func:`placement.verification.parallel.evaluate_parallel`, and returns a
 :class:`~placement.parallel.result.ParallelResult` whose value is the evaluator's. ``optimal``
 stands only when the plan passes every check and the two values agree to
-:data:`AGREEMENT_TOLERANCE`; ``infeasible`` when the DP proves no plan fits; otherwise
+:data:`placement.solving.AGREEMENT_TOLERANCE`; ``infeasible`` when the DP proves no plan fits; otherwise
 ``no_solution`` with the reason.
 """
 
@@ -22,10 +22,8 @@ from placement.parallel.result import ParallelResult
 from placement.parallel.schedules import check_schedule
 from placement.parameters import callback, integer, number
 from placement.result import Status
+from placement.solving import AGREEMENT_TOLERANCE
 from placement.verification.parallel import evaluate_parallel
-
-#: relative tolerance between the DP's value and the evaluator's
-AGREEMENT_TOLERANCE = 1e-9
 
 
 def check_piper_request(*, method: str, objective: str, contiguity: str, accelerators: int | None, cpus: int | None,
@@ -85,4 +83,4 @@ def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: 
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
-__all__ = ["AGREEMENT_TOLERANCE", "check_piper_request", "solve_piper"]
+__all__ = ["check_piper_request", "solve_piper"]
