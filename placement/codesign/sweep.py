@@ -38,11 +38,12 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError
-from placement.jsonfile import load_json, strict_json
+from placement.jsonfile import load_json, read_bytes, strict_json
 from placement import parameters
 
 #: the keys of a configuration, in the order records show them
@@ -154,12 +155,11 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
+    data = read_bytes(path, partial(InvalidParameterError, "out"))  # type: ignore[arg-type]
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidParameterError("out", f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise InvalidParameterError("out", f"{path}: cannot be read ({exc.strerror})") from None
     lines = text.split("\n")
     lines.pop()  # the text after the last newline: empty, or a cut-short record
     records = []
