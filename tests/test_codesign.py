@@ -302,6 +302,23 @@ def test_infeasible_budget():
     assert result.message == "no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the power)"
 
 
+def test_a_plan_the_evaluator_refutes_is_not_returned(monkeypatch, capsys):
+    """A method whose max load the evaluator does not confirm (simulated by an evaluator that finds
+    twice the time) yields no plan, as placement.solve does: status no_solution, exit 1."""
+    from placement.codesign import outcome
+
+    real = outcome.verified_time
+    monkeypatch.setattr(outcome, "verified_time", lambda *a: (2 * real(*a)[0], ()))
+    result = placement.codesign(MODEL, chips=2, power=300, grid=TINY)
+    assert result.status == "no_solution" and result.plan is None and result.designs == ()
+    assert result.value == 0 and result.time_per_input_ms == float("inf")
+    assert result.message.startswith("the exact method's plan failed independent verification: max load ")
+    assert [len(nodes) for _, nodes in result.stats["rejected_plan"]] and all(
+        isinstance(label, str) for label, _ in result.stats["rejected_plan"])
+    assert main(["codesign", MODEL, "--chips", "2", "--power", "300", "--grid", TINY]) == 1
+    assert "status: no_solution" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("kwargs, parameter, detail", [
     ({"chips": 0}, "chips", "must be a positive integer, not 0"),
     ({"power": -1}, "power", "must be a finite number > 0, not -1"),

@@ -2,8 +2,8 @@
 throughput per watt) under per-chip area and power budgets, proven optimal over a grid; or, with
 ``--sweep SPEC``, a design study on a Dask cluster.
 
-Exit status: 0 a plan was found (or the sweep ran); 1 no design within the budgets holds the model;
-2 bad input or usage.
+Exit status: 0 a plan was found (or the sweep ran); 1 no plan (no design within the budgets holds the
+model, or a method's plan failed the independent check); 2 bad input or usage.
 """
 
 from __future__ import annotations

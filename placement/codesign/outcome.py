@@ -51,8 +51,8 @@ def verified_time(workload: Workload, space: Candidates, plan: Plan,
 def finish(workload: Workload, space: Candidates, best: Best | None, chips: int, homogeneous: bool, objective: str,
            method: str, start: float, pruned_by: dict[str, int], dp_runs: int,
            status: str = "optimal", evaluated: int | None = None, stats: dict | None = None) -> CodesignResult:
-    """The result of ``best`` (``None``: no plan), its plan re-checked by the evaluator (status ``error``
-    when the check disagrees). ``evaluated``: designs evaluated, by default the grid's less ``pruned_by``."""
+    """The result of ``best`` (``None``: no plan), its plan re-checked by the evaluator (status
+    ``no_solution``, without the plan, when the check disagrees). ``evaluated``: designs evaluated, by default the grid's less ``pruned_by``."""
     if evaluated is None:
         evaluated = space.grid_designs - sum(pruned_by.values())
     common = dict(objective=objective, evaluated=evaluated, pruned=sum(pruned_by.values()), pruned_by=pruned_by,
@@ -66,14 +66,18 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
     designs = stage_designs(best.plan, best.designs)
     power = float(sum(d.tdp_w for d in designs))
     checked, violations = verified_time(workload, space, best.plan, designs)
-    message = ""
     if violations or abs(checked - best.time_ms) > TOLERANCE * max(1.0, abs(best.time_ms)):
-        status = "error"
-        message = (f"the evaluator disagrees with the {method} method: max load {checked!r} ms against "
-                   f"{best.time_ms!r} ms{'; ' + violations[0] if violations else ''}")
+        # a plan the evaluator does not confirm is never returned (as in placement.solve)
+        common["stats"]["rejected_plan"] = [[d.label, list(dev.nodes)] for d, dev in
+                                            zip(designs, (dev for dev in best.plan.devices if dev.nodes))]
+        return CodesignResult("no_solution", value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
+                              plan=None, runtime_s=time.perf_counter() - start,
+                              message=f"the {method} method's plan failed independent verification: max load "
+                                      f"{checked!r} ms against its {best.time_ms!r} ms"
+                                      f"{'; ' + violations[0] if violations else ''}", **common)
     return CodesignResult(status, value=objective_value(objective, best.time_ms, power),
                           time_per_input_ms=best.time_ms, power_w=power, designs=designs, plan=best.plan,
-                          runtime_s=time.perf_counter() - start, message=message, **common)
+                          runtime_s=time.perf_counter() - start, **common)
 
 
 def infeasible(workload: Workload, space: Candidates, chips: int, homogeneous: bool, objective: str, method: str,

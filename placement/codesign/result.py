@@ -19,7 +19,9 @@ class CodesignResult:
     """A co-design's answer.
 
     ``status``: ``optimal`` (proven over the grid), ``infeasible`` (no design within the budgets
-    can run the model: ``message`` says why), or, for a baseline, ``feasible``. ``value``: the
+    can run the model: ``message`` says why), ``no_solution`` (the method's plan failed the
+    independent evaluator: no plan is returned, ``stats["rejected_plan"]`` names it), or, for a
+    baseline, ``feasible``. ``value``: the
     objective (``objective``; 0 when infeasible). ``time_per_input_ms``: the pipeline's max load,
     the time per model input in steady state. ``power_w``: the summed TDP of the chips used.
     ``designs``: the design of every non-empty stage, in pipeline order; ``plan``: the stages'
