@@ -35,7 +35,7 @@ import numpy as np
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
-from placement.solvers.ideals import Contraction, csr, edge_positions
+from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
 
 Progress = Callable[[str], None]
 
@@ -99,7 +99,7 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     owner = np.concatenate([src, np.arange(len(nodes), dtype=np.int64)])
     group = np.concatenate([of[dst], of])
     paying = out_cost[owner] > 0
-    pairs = np.unique(owner[paying] * max(size, 1) + group[paying])   # (node, supernode of N[node]), sorted
+    pairs = sorted_distinct(owner[paying] * max(size, 1) + group[paying])   # (node, supernode of N[node]), sorted
     u, g = pairs // max(size, 1), pairs % max(size, 1)
     groups = np.bincount(u, minlength=len(nodes))
     eligible = groups >= 2
