@@ -52,14 +52,9 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> N
     ax = fig.add_subplot(1, 1, 1)
     horizon = result.makespan if result.makespan > 0 else 1.0
     bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    tasks = result.tasks
-    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
-                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
-                                                       tasks.end.tolist(), tasks.on_link.tolist()):
-        if finish <= begin:
-            continue
-        row = row_of[(stage, on_link)]
-        bars.setdefault((row, kind), []).append((begin, finish - begin))
+    for task in result.tasks.busy():
+        row = row_of[(task.stage, task.on_link)]
+        bars.setdefault((row, task.kind), []).append((task.start, task.end - task.start))
 
     for (row, kind), spans in bars.items():
         ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=COLOURS[kind], edgecolor="white", linewidth=0.4)

@@ -40,14 +40,11 @@ def trace_events(result: SimulationResult, title: str = "", unit_us: float = 100
                            "args": {"name": f"stage {st.index}: link"}})
             events.append({"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
                            "args": {"sort_index": tid + 1}})
-    tasks = result.tasks
-    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
-                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
-                                                       tasks.end.tolist(), tasks.on_link.tolist()):
-        if finish <= begin:
-            continue
+    for task in result.tasks.busy():
+        kind, j, begin, finish = task.kind, task.microbatch, task.start, task.end
         events.append({"name": f"{kind} {j}", "cat": KIND_NAMES[kind], "ph": "X", "pid": PROCESS_ID,
-                       "tid": _track(stage, on_link), "ts": begin * unit_us, "dur": (finish - begin) * unit_us,
+                       "tid": _track(task.stage, task.on_link), "ts": begin * unit_us,
+                       "dur": (finish - begin) * unit_us,
                        "args": {"micro-batch": j, "kind": KIND_NAMES[kind], "start": begin, "end": finish}})
     events.extend(_in_flight_counters(result, unit_us))
     return {

@@ -76,6 +76,10 @@ class TaskTable:
                        self.end.tolist(), self.on_link.tolist()):
             yield TaskRecord(*row)
 
+    def busy(self) -> Iterator[TaskRecord]:
+        """The tasks that took time (``end > start``), in table order."""
+        return (task for task in self if task.end > task.start)
+
 
 @dataclass(frozen=True)
 class StageResult:
