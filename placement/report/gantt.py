@@ -62,16 +62,14 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> N
     # micro-batch numbers where a bar is wide enough: about 7 px per digit at this size
     px_per_unit = WIDTH_IN * DPI * (RIGHT - LEFT) / horizon
     drawn = 0
-    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
-                                                       tasks.microbatch.tolist(), tasks.start.tolist(),
-                                                       tasks.end.tolist(), tasks.on_link.tolist()):
+    for task in result.tasks:
         if drawn >= MAX_LABELS:
             break
-        width_px = (finish - begin) * px_per_unit
-        if width_px < 7 * len(str(j)) + 4:
+        label = str(task.microbatch)
+        if (task.end - task.start) * px_per_unit < 7 * len(label) + 4:
             continue
-        ax.text((begin + finish) / 2, row_of[(stage, on_link)], str(j), ha="center", va="center",
-                fontsize=7, color="white")
+        ax.text((task.start + task.end) / 2, row_of[(task.stage, task.on_link)], label, ha="center",
+                va="center", fontsize=7, color="white")
         drawn += 1
 
     ax.set_ylim(len(rows) - 0.5, -0.5)
