@@ -7,9 +7,11 @@ planner and the evaluator form in different orders may still round differently o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
-from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, PiperNode
 
 
 @st.composite
@@ -40,3 +42,15 @@ def piper_instances(draw, max_nodes: int = 4) -> PiperInstance:
     bandwidth = float(draw(st.sampled_from([1, 2, 4])))
     microbatches = draw(st.sampled_from([1, 2, 4, 6]))
     return PiperInstance("tiny", devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges))
+
+
+@st.composite
+def typed_piper_instances(draw, max_nodes: int = 3) -> PiperInstance:
+    """:func:`piper_instances` with two device types: counts 1–3, memories from tight to ample, speeds
+    ½, 1 or 2, a bandwidth of their own or the instance's, the second type possibly a CPU (t = 1)."""
+    base = draw(piper_instances(max_nodes))
+    types = tuple(PiperDeviceType(name, draw(st.integers(1, 3)), float(draw(st.integers(4, 60))),
+                                  draw(st.sampled_from([0.5, 1.0, 2.0])),
+                                  draw(st.sampled_from([None, 1.0, 4.0])), cpu and draw(st.booleans()))
+                  for name, cpu in (("gpu", False), ("other", True)))
+    return replace(base, device_types=types)

@@ -167,7 +167,8 @@ def add_edge(src, dst, cost=0.0):
 
 T = 'nodes[1].TMPCs["1"][0]'
 REQUIRED = "(required: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, nodes, edges)"
-ALLOWED = "(allowed: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, nodes, edges)"
+ALLOWED = "(allowed: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, nodes, edges, deviceTypes)"
+TYPE_ALLOWED = "(allowed: count, memory, speed, bandwidth, cpu)"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -210,6 +211,28 @@ ALLOWED = "(allowed: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, node
     (put(-0.5, "edges", 0, "communicationCost"), "edges[0]: field 'communicationCost' is negative (-0.5)"),
     (put("2", "edges", 0, "destId"), "edges[0]: field 'destId' must be an integer, got string"),
     (put(None, "edges", 1), "edges[1] must be a JSON object, got null"),
+    (put([], "deviceTypes"), "instance: field 'deviceTypes' must be an object, got array"),
+    (put({}, "deviceTypes"), "instance: field 'deviceTypes' is empty (name at least one type, or leave it out)"),
+    (put({"a:b": {"count": 1, "memory": 1}}, "deviceTypes"),
+     'deviceTypes["a:b"]: a device type\'s name must be non-empty, without \',\' or \':\' and without surrounding spaces'),
+    (put({"": {"count": 1, "memory": 1}}, "deviceTypes"),
+     'deviceTypes[""]: a device type\'s name must be non-empty, without \',\' or \':\' and without surrounding spaces'),
+    (put({"a": 3}, "deviceTypes"), 'deviceTypes["a"] must be a JSON object, got integer'),
+    (put({"a": {"count": 1}}, "deviceTypes"), 'deviceTypes["a"]: missing field \'memory\' (required: count, memory)'),
+    (put({"a": {"count": 1, "memory": 1, "fast": 1}}, "deviceTypes"),
+     f'deviceTypes["a"]: unknown field \'fast\' {TYPE_ALLOWED}'),
+    (put({"a": {"count": 0, "memory": 1}}, "deviceTypes"), 'deviceTypes["a"]: field \'count\' must be positive, got 0'),
+    (put({"a": {"count": 1.5, "memory": 1}}, "deviceTypes"),
+     'deviceTypes["a"]: field \'count\' must be an integer, got number'),
+    (put({"a": {"count": 1, "memory": 1, "speed": 0}}, "deviceTypes"),
+     'deviceTypes["a"]: field \'speed\' must be positive, got 0'),
+    (put({"a": {"count": 1, "memory": 1, "speed": 1e-120}}, "deviceTypes"),
+     'deviceTypes["a"]: speed 1e-120 takes the graph\'s total timePerSample on the type above 1e+100, the most a '
+     'total of times may be'),
+    (put({"a": {"count": 1, "memory": 1, "bandwidth": -1}}, "deviceTypes"),
+     'deviceTypes["a"]: field \'bandwidth\' is negative (-1)'),
+    (put({"a": {"count": 1, "memory": 1, "cpu": "yes"}}, "deviceTypes"),
+     "deviceTypes[\"a\"]: field 'cpu' must be true/false or 0/1, got 'yes'"),
 ])
 def test_bad_instance(change, message: str) -> None:
     data = instance()
@@ -217,6 +240,21 @@ def test_bad_instance(change, message: str) -> None:
     with pytest.raises(InvalidInstanceError) as info:
         parse_piper(data)
     assert str(info.value) == message
+
+
+def test_device_types_round_trip() -> None:
+    data = instance()
+    data["deviceTypes"] = {"a100": {"count": 8, "memory": 8e10},
+                           "v100": {"count": 16, "memory": 3.2e10, "speed": 0.5, "bandwidth": 1.25e10},
+                           "cpu": {"count": 4, "memory": 2e11, "speed": 0.05, "cpu": True}}
+    inst = parse_piper(data)
+    assert [(t.name, t.count, t.memory, t.speed, t.bandwidth, t.cpu) for t in inst.device_types] == [
+        ("a100", 8, 8e10, 1.0, None, False), ("v100", 16, 3.2e10, 0.5, 1.25e10, False),
+        ("cpu", 4, 2e11, 0.05, None, True)]
+    assert [t.degrees_allowed(2) for t in inst.device_types] == [True, True, False]
+    assert inst.to_json()["deviceTypes"] == data["deviceTypes"]
+    assert parse_piper(inst.to_json()) == inst and pickle.loads(pickle.dumps(inst)) == inst
+    assert "deviceTypes" not in parse_piper(instance()).to_json()
 
 
 def test_not_an_object() -> None:

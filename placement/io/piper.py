@@ -14,6 +14,20 @@ more: every field is present, of the right JSON type, finite and non-negative; u
 fields are errors; every degree lists at least one TMPC. Values are kept as written: in
 ``gnmt.json`` and ``resnet.json`` times are milliseconds while sizes divided by the
 bandwidth are seconds, and Piper adds the two as they are.
+
+Beyond Piper's format, an optional top-level ``deviceTypes`` object names the kinds of device a
+plan may use (docs/piper.md, "Device types and CPUs")::
+
+    "deviceTypes": {"a100": {"count": 8, "memory": 8e10},
+                    "v100": {"count": 16, "memory": 3.2e10, "speed": 0.5, "bandwidth": 1.25e10},
+                    "cpu": {"count": 4, "memory": 2e11, "speed": 0.05, "cpu": true}}
+
+``count`` (devices of the type, a positive integer), ``memory`` (bytes per device), ``speed``
+(optional, default 1: the profiled times are divided by it; bytes are unchanged), ``bandwidth``
+(optional, default the top-level one: bytes per second of the type's stages), ``cpu`` (optional,
+default false: a CPU runs tensor-parallel degree 1 only). Each stage's devices are of one type.
+With ``deviceTypes``, the types' counts and memories replace ``maxDevices`` and
+``maxMemoryPerDevice`` (still required, as in Piper's files, but not used).
 """
 
 from __future__ import annotations
@@ -29,9 +43,12 @@ from typing import Any
 from placement.errors import InvalidInstanceError
 from placement.io.tarnawski import read_field
 from placement.jsonfile import json_type_name, parse_file
-from placement.problem.instance import add_to_total, find_cycle
+from placement.problem.instance import MAX_SUM, add_to_total, find_cycle, format_number
 
 _TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")
+_TOP_OPTIONAL = ("deviceTypes",)
+_TYPE_FIELDS = ("count", "memory")
+_TYPE_OPTIONAL = ("speed", "bandwidth", "cpu")
 _NODE_FIELDS = ("id", "TMPCs")
 _NODE_OPTIONAL = ("name",)
 _TMPC_FIELDS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw")
@@ -142,6 +159,43 @@ class PiperEdge:
 
 
 @dataclass(frozen=True)
+class PiperDeviceType:
+    """A kind of device of a heterogeneous Piper instance (an entry of ``deviceTypes``).
+
+    * ``name``: the type's name (stages record it; ``devices="a100:8"`` counts by it).
+    * ``count``: devices of the type; the stages on it use at most this many (``Σ d·t``).
+    * ``memory``: bytes of memory of each device of the type.
+    * ``speed``: the type's speed relative to the profiled device: a TMPC's ``timePerSample``
+      becomes ``timePerSample / speed`` on it; bytes (transfers, syncs, parameters, memory) are
+      unchanged.
+    * ``bandwidth``: bytes per second of the transfers of the type's stages (``None``: the
+      instance's ``bandwidth``).
+    * ``cpu``: a CPU type, which runs tensor-parallel degree ``t = 1`` only.
+    """
+
+    name: str
+    count: int
+    memory: float
+    speed: float = 1.0
+    bandwidth: float | None = None
+    cpu: bool = False
+
+    def degrees_allowed(self, t: int) -> bool:
+        """Whether a stage of tensor-parallel degree ``t`` may run on this type (CPUs: ``t = 1``)."""
+        return t == 1 or not self.cpu
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"count": self.count, "memory": self.memory}
+        if self.speed != 1.0:
+            doc["speed"] = self.speed
+        if self.bandwidth is not None:
+            doc["bandwidth"] = self.bandwidth
+        if self.cpu:
+            doc["cpu"] = True
+        return doc
+
+
+@dataclass(frozen=True)
 class PiperInstance:
     """A Piper instance: a DAG of nodes with TMPCs, and a pool of identical devices.
 
@@ -153,6 +207,9 @@ class PiperInstance:
       stage's data-parallel degree divides it, and the gradient synchronisation is
       amortised over it.
     * ``nodes``, ``edges``: the graph, in file order.
+    * ``device_types``: the kinds of device (:class:`PiperDeviceType`, file order); empty for
+      Piper's own instances, whose ``max_devices`` devices of ``max_memory_per_device`` bytes are
+      all of one (unnamed) type.
     """
 
     name: str
@@ -162,10 +219,12 @@ class PiperInstance:
     microbatches_in_batch: int
     nodes: tuple[PiperNode, ...]
     edges: tuple[PiperEdge, ...]
+    device_types: tuple[PiperDeviceType, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "edges", tuple(self.edges))
+        object.__setattr__(self, "device_types", tuple(self.device_types))
 
     def degrees(self) -> tuple[int, ...]:
         """The tensor-parallel degrees every node has TMPCs for, ascending.
@@ -180,9 +239,12 @@ class PiperInstance:
 
     def to_json(self) -> dict[str, Any]:
         """The decoded JSON of the instance in Piper's format: ``parse_piper(i.to_json()) == i``."""
-        return {"maxDevices": self.max_devices, "maxMemoryPerDevice": self.max_memory_per_device,
-                "bandwidth": self.bandwidth, "mbsInBatch": self.microbatches_in_batch,
-                "nodes": [n.to_json() for n in self.nodes], "edges": [e.to_json() for e in self.edges]}
+        doc = {"maxDevices": self.max_devices, "maxMemoryPerDevice": self.max_memory_per_device,
+               "bandwidth": self.bandwidth, "mbsInBatch": self.microbatches_in_batch,
+               "nodes": [n.to_json() for n in self.nodes], "edges": [e.to_json() for e in self.edges]}
+        if self.device_types:
+            doc["deviceTypes"] = {t.name: t.to_json() for t in self.device_types}
+        return doc
 
 
 def looks_like_piper(data: Any) -> bool:
@@ -200,7 +262,7 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
     ``nodes[3].TMPCs["2"][0]: field 'timePerSample' is negative (-1)``.
     """
     top = "instance"
-    _object(data, top, _TOP_FIELDS)
+    _object(data, top, _TOP_FIELDS, _TOP_OPTIONAL)
     max_devices = _positive(data, "maxDevices", top, "count")
     memory = _positive(data, "maxMemoryPerDevice", top, "number")
     bandwidth = _positive(data, "bandwidth", top, "number")
@@ -244,8 +306,9 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
         names = " -> ".join(str(nodes[i].id) for i in cycle + cycle[:1])
         raise InvalidInstanceError(f"{top}: the graph has a cycle: {names}")
     _check_sync_times(nodes, edges)
-    _check_totals(nodes, edges)
-    return PiperInstance(name, max_devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges))
+    times = _check_totals(nodes, edges)
+    types = _device_types(data, times) if "deviceTypes" in data else ()
+    return PiperInstance(name, max_devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges), types)
 
 
 def read_piper(path: str | Path) -> PiperInstance:
@@ -355,10 +418,36 @@ def _check_sync_times(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> Non
                                   f"{node.id} -> {{}}")
 
 
-def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> None:
+def _device_types(data: dict, times: float) -> tuple[PiperDeviceType, ...]:
+    """The ``deviceTypes`` object (module docstring); ``times``: the total of every ``timePerSample``,
+    which divided by a type's speed must stay at most :data:`placement.problem.instance.MAX_SUM`."""
+    top = "instance"
+    table = _typed(data, "deviceTypes", top, dict)
+    if not table:
+        raise InvalidInstanceError(f"{top}: field 'deviceTypes' is empty (name at least one type, or leave it out)")
+    types = []
+    for name, entry in table.items():
+        where = f"deviceTypes[{json.dumps(name)}]"
+        if not name or "," in name or ":" in name or name != name.strip():
+            raise InvalidInstanceError(f"{where}: a device type's name must be non-empty, without ',' or ':' "
+                                       "and without surrounding spaces")
+        _object(entry, where, _TYPE_FIELDS, _TYPE_OPTIONAL)
+        count = _positive(entry, "count", where, "count")
+        memory = _positive(entry, "memory", where, "number")
+        speed = _positive(entry, "speed", where, "number") if "speed" in entry else 1.0
+        if times / speed > MAX_SUM:
+            raise InvalidInstanceError(f"{where}: speed {format_number(speed)} takes the graph's total timePerSample "
+                                       f"on the type above {MAX_SUM:g}, the most a total of times may be")
+        bandwidth = _positive(entry, "bandwidth", where, "number") if "bandwidth" in entry else None
+        cpu = read_field(entry, "cpu", where, "bool") if "cpu" in entry else False
+        types.append(PiperDeviceType(name, count, memory, speed, bandwidth, cpu))
+    return tuple(types)
+
+
+def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> float:
     """Each field summed over every TMPC (and the edges' costs over the edges) stays at most
     :data:`placement.problem.instance.MAX_SUM`, as for the other formats, so every stage time,
-    memory and objective the planners form is finite."""
+    memory and objective the planners form is finite. Returns the total ``timePerSample``."""
     sums: dict[str, float] = {}
     for k, node in enumerate(nodes):
         for t, tmpcs in node.configurations.items():
@@ -371,6 +460,7 @@ def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> None:
                     add_to_total(sums, where, field, value)
     for k, edge in enumerate(edges):
         add_to_total(sums, f"edges[{k}]", "communicationCost", edge.communication_cost)
+    return sums.get("timePerSample", 0.0)
 
 
 def _match_neighbours(table: Mapping[int, float], neighbours: set[int], where: str, edge: str) -> None:
@@ -383,4 +473,5 @@ def _match_neighbours(table: Mapping[int, float], neighbours: set[int], where: s
             raise InvalidInstanceError(f"{where}: no entry for the edge {edge.format(other)}")
 
 
-__all__ = ["TMPC", "PiperEdge", "PiperInstance", "PiperNode", "looks_like_piper", "parse_piper", "read_piper"]
+__all__ = ["TMPC", "PiperDeviceType", "PiperEdge", "PiperInstance", "PiperNode", "looks_like_piper", "parse_piper",
+           "read_piper"]

@@ -6,12 +6,14 @@ Stage cost (Piper's time per sample of a stage, msr-fiddle/piper ``algo.cpp``,
 ``Graph::getAllTPSsForIdealPair``, lines 1125–1195): node ``v`` with option ``l`` in stage
 ``X`` of data-parallel degree ``d`` contributes::
 
-    (edge_l(v, X) / d + 4·(d − 1)·params_l / (d · m)) / bandwidth + time_l / d
+    (edge_l(v, X) / d + 4·(d − 1)·params_l / (d · m)) / bandwidth + time_l / speed / d
 
 where ``edge_l(v, X)`` sums ``2·(communicationCost + syncTimeFw[u])`` over the in-edges from
 ``u ∉ X`` and ``2·(communicationCost + syncTimeBw[w])`` over the out-edges to ``w ∉ X``; its
 memory is ``mem_a_l · y + mem_b_l``. The stage's time per sample is the sum of the chosen
-options' contributions, subject to ``Σ memory ≤ capacity``.
+options' contributions, subject to ``Σ memory ≤ capacity``. ``speed``, ``bandwidth`` and
+``capacity`` are those of the stage's device type (one type: speed 1, the instance's bandwidth
+and memory; dividing by a speed of 1.0 is exact, so the values are those of Piper's formula).
 
 Choosing the options (one per node) is a multiple-choice knapsack:
 
@@ -263,11 +265,12 @@ def stage_items(xbits, k, time, params, mem_a, mem_b, options, cost, sync_in, sy
     return items
 
 
-def item_costs(items, count, it_time, it_edge, it_params, it_a, it_b, d, y, m, bandwidth, cost, mem):
+def item_costs(items, count, it_time, it_edge, it_params, it_a, it_b, d, y, m, bandwidth, speed, cost, mem):
     """Piper's contribution and memory of every option (module docstring) at degree ``d`` and ``y``."""
     for i in range(items):
         for l in range(count[i]):
-            cost[i, l] = (it_edge[i, l] / d + 4.0 * (d - 1) * it_params[i, l] / d / m) / bandwidth + it_time[i, l] / d
+            cost[i, l] = ((it_edge[i, l] / d + 4.0 * (d - 1) * it_params[i, l] / d / m) / bandwidth
+                          + it_time[i, l] / speed / d)
             mem[i, l] = it_a[i, l] * y + it_b[i, l]
 
 
@@ -280,14 +283,17 @@ def equal_params(items, count, it_params):
     return True
 
 
-def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, capacity, bandwidth, greedy,
-         missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
+def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, m, tcap, tbw, speed, tcount,
+         stride, digits, total, greedy, missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
          cut_ptr, cut_idx, src, dst, cost, sync_in, sync_out, in_ptr, in_idx, out_ptr, out_idx,
          time, params, mem_a, mem_b, options, dp, par_set, par_q, stats):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
-    (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s = k``, or the schedule's
-    memory ignores ``s``). Values above ``ceiling`` (the value of a known plan) are never needed:
+    (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
+    the schedule's memory ignores ``s``). With device types, ``k`` is a code of the count per type:
+    ``k = Σ_τ k_τ · stride[τ]`` (``digits[k, τ] = k_τ``, ``total[k] = Σ_τ k_τ``); pair ``q`` puts a
+    stage of degrees ``(t, q_d[q])`` on type ``q_t[q]``, whose ``tcount``, ``tcap`` (bytes per device),
+    ``tbw`` (bandwidth) and ``speed`` apply; ``K`` bounds the total. One type: ``k`` is the count. Values above ``ceiling`` (the value of a known plan) are never needed:
     stages above it are skipped, and so are device counts that cannot leave the rest of the graph
     (or the later stages) enough devices at that ceiling (``wlb``: Σ over nodes of the least
     ``t · time``; a stage at time per sample ``≤ c`` needs ``d·t ≥ wlb(X) / c`` devices; the count is
@@ -304,6 +310,8 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
     n = options.shape[0]
     width = time.shape[2]
     Q = q_k.shape[0]
+    T = tcount.shape[0]
+    codes = total.shape[0]
     slack = ceiling * (1.0 + 1e-12)
     windows = ceiling > 0.0 and ceiling < INF
     xb = np.zeros(W, dtype=np.uint64)
@@ -321,12 +329,11 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
     cache = np.empty(ycap)
     kept = np.zeros(ycap + Q, dtype=np.bool_)
     kept_choice = np.zeros((ycap + Q, n), dtype=np.int64)
-    mtol = capacity * (1.0 - 1e-12)
     has = np.zeros(N, dtype=np.bool_)
     has[0] = True
     for a in range(N):
         I = by_size[a]
-        for kk in range(K + 1):
+        for kk in range(codes):
             for ss in range(S1):
                 dp[I, kk, ss] = INF
                 par_set[I, kk, ss] = -1
@@ -392,98 +399,106 @@ def fill(by_size, bits, size, degrees, q_k, q_d, K, S1, collapsed, suffix, m, ca
                             ce += f_out[e, k]
                 built = -1
                 pequal = True
-                for z in range(ycap + Q):
-                    kept[z] = False
-                for q in range(Q):
-                    if q_k[q] != k:
-                        continue
-                    d = q_d[q]
-                    dt = d * t
-                    if dt > kcap - jlo:
-                        continue
-                    lb = 0.0
-                    if fast:
-                        lb = (ce / d + 4.0 * (d - 1) * cp / d / m) / bandwidth + ct / d
-                    else:
-                        if built < 0:
-                            built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost, sync_in, sync_out,
-                                                src, dst, in_ptr, in_idx, out_ptr, out_idx, nodes, count, it_time,
-                                                it_edge, it_params, it_a, it_b)
-                            pequal = equal_params(built, count, it_params)
-                        item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, m // d, m, bandwidth,
-                                   c_cost, c_mem)   # only the costs are read: any y (an int64, as below)
-                        for i in range(built):
-                            low = INF
-                            for l in range(count[i]):
-                                low = min(low, c_cost[i, l])
-                            lb += low
-                    if lb > slack:
-                        continue
-                    for y in range(ycap):
-                        cache[y] = -1.0
-                    for kp in range(jlo, kcap - dt + 1):
-                        s_lo = 0
-                        s_hi = 0
-                        if not collapsed:
-                            s_hi = min(kp, S1 - 1 - d)
-                        for sp in range(s_lo, s_hi + 1):
-                            prev = dp[J, kp, sp]
-                            if prev >= INF or prev > slack:
+                for tau in range(T):
+                    capacity = tcap[tau]
+                    bandwidth = tbw[tau]
+                    spd = speed[tau]
+                    mtol = capacity * (1.0 - 1e-12)
+                    for z in range(ycap + Q):
+                        kept[z] = False
+                    for q in range(Q):
+                        if q_k[q] != k or q_t[q] != tau:
+                            continue
+                        d = q_d[q]
+                        dt = d * t
+                        if dt > kcap - jlo:
+                            continue
+                        lb = 0.0
+                        if fast:
+                            lb = (ce / d + 4.0 * (d - 1) * cp / d / m) / bandwidth + ct / spd / d
+                        else:
+                            if built < 0:
+                                built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost, sync_in, sync_out,
+                                                    src, dst, in_ptr, in_idx, out_ptr, out_idx, nodes, count, it_time,
+                                                    it_edge, it_params, it_a, it_b)
+                                pequal = equal_params(built, count, it_params)
+                            item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, m // d, m, bandwidth,
+                                       spd, c_cost, c_mem)   # only the costs are read: any y (an int64, as below)
+                            for i in range(built):
+                                low = INF
+                                for l in range(count[i]):
+                                    low = min(low, c_cost[i, l])
+                                lb += low
+                        if lb > slack:
+                            continue
+                        for y in range(ycap):
+                            cache[y] = -1.0
+                        for kp in range(jlo, codes):   # a code is at least its total
+                            tk = total[kp]
+                            if tk < jlo or tk > kcap - dt or digits[kp, tau] + dt > tcount[tau]:
                                 continue
-                            kn = kp + dt
-                            sn = 0 if collapsed else sp + d
-                            sval = kn if collapsed else sn
-                            y = m // d
-                            slot = 0
-                            if suffix:
-                                y = (sval + d - 1) // d
-                                slot = y
-                            val = cache[slot]
-                            if val < 0.0:
-                                stats[1] += 1
-                                low = slot if suffix else q
-                                if fast and ca * y + cb <= mtol:
-                                    val = lb
-                                elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9):
-                                    val = INF
-                                else:
-                                    if built < 0:
-                                        built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost,
-                                                            sync_in, sync_out, src, dst, in_ptr, in_idx, out_ptr,
-                                                            out_idx, nodes, count, it_time, it_edge, it_params,
-                                                            it_a, it_b)
-                                        pequal = equal_params(built, count, it_params)
-                                    item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, y, m,
-                                               bandwidth, c_cost, c_mem)
-                                    key = y if suffix else ycap + q
-                                    if not greedy and pequal and kept[key]:
-                                        val = 0.0
-                                        for i in range(built):
-                                            val += c_cost[i, kept_choice[key, i]]
+                            s_lo = 0
+                            s_hi = 0
+                            if not collapsed:
+                                s_hi = min(tk, S1 - 1 - d)
+                            for sp in range(s_lo, s_hi + 1):
+                                prev = dp[J, kp, sp]
+                                if prev >= INF or prev > slack:
+                                    continue
+                                kn = kp + dt * stride[tau]
+                                sn = 0 if collapsed else sp + d
+                                sval = total[kn] if collapsed else sn
+                                y = m // d
+                                slot = 0
+                                if suffix:
+                                    y = (sval + d - 1) // d
+                                    slot = y
+                                val = cache[slot]
+                                if val < 0.0:
+                                    stats[1] += 1
+                                    low = slot if suffix else q
+                                    if fast and ca * y + cb <= mtol:
+                                        val = lb
+                                    elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9):
+                                        val = INF
                                     else:
-                                        stats[2] += 1
-                                        val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
-                                                              capacity, choice)
-                                        if greedy:
-                                            if suffix:
-                                                for z in range(1, ycap):
-                                                    if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
-                                                                            or (z > y and cache[z] * (1 + 1e-12) < val)):
-                                                        stats[3] += 1
-                                        elif val < INF:   # the greedy value is that of a fitting choice: a ceiling
-                                            val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
-                                                                 capacity, min(slack, val * (1.0 + 1e-12)), choice)
-                                            if val < INF and pequal:
-                                                kept[key] = True
-                                                for i in range(built):
-                                                    kept_choice[key, i] = choice[i]
-                                cache[slot] = val
-                            cand = max(prev, val)
-                            if cand < dp[I, kn, sn]:
-                                dp[I, kn, sn] = cand
-                                par_set[I, kn, sn] = J
-                                par_q[I, kn, sn] = q
-                                has[I] = True
+                                        if built < 0:
+                                            built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost,
+                                                                sync_in, sync_out, src, dst, in_ptr, in_idx, out_ptr,
+                                                                out_idx, nodes, count, it_time, it_edge, it_params,
+                                                                it_a, it_b)
+                                            pequal = equal_params(built, count, it_params)
+                                        item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, y, m,
+                                                   bandwidth, spd, c_cost, c_mem)
+                                        key = y if suffix else ycap + q
+                                        if not greedy and pequal and kept[key]:
+                                            val = 0.0
+                                            for i in range(built):
+                                                val += c_cost[i, kept_choice[key, i]]
+                                        else:
+                                            stats[2] += 1
+                                            val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
+                                                                  capacity, choice)
+                                            if greedy:
+                                                if suffix:
+                                                    for z in range(1, ycap):
+                                                        if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
+                                                                                or (z > y and cache[z] * (1 + 1e-12) < val)):
+                                                            stats[3] += 1
+                                            elif val < INF:   # the greedy value is that of a fitting choice: a ceiling
+                                                val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
+                                                                     capacity, min(slack, val * (1.0 + 1e-12)), choice)
+                                                if val < INF and pequal:
+                                                    kept[key] = True
+                                                    for i in range(built):
+                                                        kept_choice[key, i] = choice[i]
+                                    cache[slot] = val
+                                cand = max(prev, val)
+                                if cand < dp[I, kn, sn]:
+                                    dp[I, kn, sn] = cand
+                                    par_set[I, kn, sn] = J
+                                    par_q[I, kn, sn] = q
+                                    has[I] = True
 
 
 def interpreted() -> SimpleNamespace:

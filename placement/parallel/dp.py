@@ -24,6 +24,14 @@ uses Piper's heuristic instead, for the baseline). The optimum is
 optimum. When ``s`` cannot matter (every degree ``t`` is 1, so ``s = k``; or ``gpipe`` with
 ``m ≥ devices``) the table drops it.
 
+Device types (``deviceTypes``, docs/piper.md): each stage runs on one type, whose speed divides
+the profiled times, whose bandwidth divides the transfers and whose memory bounds the stage's; a
+CPU type takes ``t = 1`` only. ``k`` becomes the vector of devices per type, coded as one index
+(mixed radix, :func:`placement.parallel._kernels.fill`); the recurrence is the same with
+``k − d·t·e_τ`` for a stage on type ``τ``, so the optimum is exact for every type's bound. An
+instance without types is the one-type case, computed by exactly the same operations as before
+types existed (a speed of 1.0 divides exactly).
+
 Speed, all of it exact: the DP first runs over the prefixes of one topological order (a chain:
 ``n + 1`` sets), whose optimum ``c`` is the value of a real plan; the full run then needs no value
 above ``c`` — it skips stages whose time exceeds ``c``, and device counts that leave the rest of
@@ -45,6 +53,7 @@ import numpy as np
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parallel import _kernels as K
+from placement.parallel.devices import check_memory, device_counts
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
 from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
@@ -79,13 +88,49 @@ def degree_pairs(tables: Tables, devices: int, microbatches: int,
     return out
 
 
-def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
+@dataclass(frozen=True)
+class DeviceTypes:
+    """The types a solve plans on, as the kernels read them (one unnamed type without ``deviceTypes``)."""
+
+    names: tuple[str, ...]
+    counts: tuple[int, ...]
+    memory: tuple[float, ...]
+    bandwidth: tuple[float, ...]
+    speed: tuple[float, ...]
+    cpu: tuple[bool, ...]
+
+
+def device_types(instance: PiperInstance, devices: int | dict[str, int], memory: float) -> DeviceTypes:
+    """The :class:`DeviceTypes` of ``instance`` with ``devices`` resolved by
+    :func:`placement.parallel.devices.device_counts` (``memory``: the one type's bytes per device)."""
+    if not isinstance(devices, dict):
+        return DeviceTypes(("",), (devices,), (memory,), (instance.bandwidth,), (1.0,), (False,))
+    types = instance.device_types
+    return DeviceTypes(tuple(t.name for t in types), tuple(devices[t.name] for t in types),
+                       tuple(t.memory for t in types),
+                       tuple(instance.bandwidth if t.bandwidth is None else t.bandwidth for t in types),
+                       tuple(t.speed for t in types), tuple(t.cpu for t in types))
+
+
+def typed_pairs(tables: Tables, types: DeviceTypes, microbatches: int,
+                allowed: Sequence[tuple[int, int]] | None = None) -> list[tuple[int, int, int]]:
+    """The (type index, degree index, d) triples a stage may take: :func:`degree_pairs` on each type's
+    count, ``t = 1`` only on a CPU type."""
+    return [(tau, k, d) for tau, count in enumerate(types.counts)
+            for k, d in degree_pairs(tables, count, microbatches, allowed)
+            if not types.cpu[tau] or tables.degrees[k] == 1]
+
+
+def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
+                   memory: float | None = None,
                    schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
                    tables: Tables | None = None, sets: Family | None = None,
                    progress: Callable[[str], None] | None = None) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
-    instance's), for ``schedule``'s memory model (module docstring).
+    instance's), for ``schedule``'s memory model (module docstring). For an instance with device
+    types, ``devices`` gives counts per type (:mod:`placement.parallel.devices`) and ``memory`` must be
+    ``None``.
 
     ``mode="greedy"`` replaces the exact knapsack by Piper's heuristic (its value is Piper's);
     ``allowed``: only these ``(t, d)`` pairs for every stage (baselines). ``compiled``: numba or plain
@@ -96,29 +141,33 @@ def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memor
     check_schedule(schedule)
     if mode not in MODES:
         raise InvalidParameterError("mode", f"must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
-    devices = instance.max_devices if devices is None else devices
+    devices = device_counts(instance, devices)
+    check_memory(instance, memory)
     capacity = instance.max_memory_per_device if memory is None else memory
+    types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
-    pairs = degree_pairs(tables, devices, m, allowed)
-    alone = _node_alone(tables, pairs, capacity)
+    pairs = typed_pairs(tables, types, m, allowed)
+    alone = _node_alone(tables, pairs, types.memory)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
                                 {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
     sets = all_sets(tables, max_sets) if sets is None else sets
     suffix = uses_suffix(schedule)
-    multi = any(tables.degrees[k] > 1 for k, _ in pairs)
-    collapsed = not (multi and (suffix or m < devices))
-    cap = min(devices, m) if collapsed and not multi else devices
-    width = 1 if collapsed else min(devices, m) + 1
-    cells = len(sets.size) * (cap + 1) * width
+    total = sum(types.counts)
+    multi = any(tables.degrees[k] > 1 for _, k, _ in pairs)
+    collapsed = not (multi and (suffix or m < total))
+    cap = min(total, m) if collapsed and not multi else total
+    codes = Codes(tuple(min(c, cap) for c in types.counts))
+    width = 1 if collapsed else min(total, m) + 1
+    cells = len(sets.size) * codes.count * width
     if cells > MAX_CELLS:
         raise LimitExceededError(f"the DP table would have {cells:,} cells (more than {MAX_CELLS:,}): "
-                                 f"{len(sets.size):,} sets × {cap + 1} device counts × {width} degree sums; "
+                                 f"{len(sets.size):,} sets × {codes.count} device counts × {width} degree sums; "
                                  "lower devices", "devices")
-    ys = np.arange(cap + 2) if suffix else np.array([m // d for _, d in pairs], dtype=np.int64)
-    arrays = _arrays(tables, sets, ys)
-    use_compiled = compiled if compiled is not None else len(sets.size) * (cap + 1) * width > 2_000
+    ys = np.arange(cap + 2) if suffix else np.array([m // d for _, _, d in pairs], dtype=np.int64)
+    arrays = _arrays(tables, sets, ys, max(types.speed))
+    use_compiled = compiled if compiled is not None else cells > 2_000
     kernels = K.kernels(use_compiled)
     if progress is not None and K.must_compile(kernels):
         progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
@@ -127,41 +176,65 @@ def solve_parallel(instance: PiperInstance, *, devices: int | None = None, memor
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
     # all nodes, then the pipelines along one topological order.
     whole = list(range(len(tables.ids)))
-    ceiling = min((stage_choice(tables, whole, k, d, in_flight(schedule, d, d, m), m, capacity, instance.bandwidth,
-                                "greedy")[0] for k, d in pairs if d <= cap), default=math.inf)
+    ceiling = min((stage_choice(tables, whole, k, d, in_flight(schedule, d, d, m), m, types.memory[tau],
+                                types.bandwidth[tau], "greedy", types.speed[tau])[0]
+                   for tau, k, d in pairs if d <= cap), default=math.inf)
     stats["one_stage_value"] = ceiling if math.isfinite(ceiling) else None
     chain = chain_sets(tables)
-    chain_dp = _run(kernels, tables, chain, _arrays(tables, chain, ys), pairs, cap, width, collapsed, suffix, m, capacity,
-                    instance.bandwidth, "greedy", ceiling)
-    ceiling = min(ceiling, _best(chain_dp[0], chain.full)[0])
+    chain_dp = _run(kernels, tables, chain, _arrays(tables, chain, ys, max(types.speed)), pairs, cap, codes, width,
+                    collapsed, suffix, m, types, "greedy", ceiling)
+    ceiling = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
-    dp, par_set, par_q, counters = _run(kernels, tables, sets, arrays, pairs, cap, width, collapsed, suffix, m,
-                                        capacity, instance.bandwidth, mode, ceiling)
-    value, k, s = _best(dp, sets.full)
+    dp, par_set, par_q, counters = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m,
+                                        types, mode, ceiling)
+    value, k, s = _best(dp, sets.full, codes)
     stats.update(pairs=int(counters[0]), stage_evaluations=int(counters[1]), knapsacks=int(counters[2]))
     if mode == "greedy":
         stats["greedy_not_monotone"] = int(counters[3])
     if not math.isfinite(value):
         return ParallelSolution(math.inf, None, time.perf_counter() - started, stats)
-    plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, collapsed, schedule, m, capacity,
-                        instance.bandwidth, mode, value)
+    plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, mode,
+                        value)
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
 
 
-def _node_alone(tables: Tables, pairs, capacity: float) -> int | None:
-    """The id of a node whose least memory at ``y = 1`` exceeds ``capacity`` at every degree of ``pairs``."""
-    ks = sorted({k for k, _ in pairs})
+def _node_alone(tables: Tables, pairs, memory: Sequence[float]) -> int | None:
+    """The id of a node whose least memory at ``y = 1`` exceeds its type's memory at every (type, degree)
+    of ``pairs``."""
+    placed = sorted({(tau, k) for tau, k, _ in pairs})
     for r in range(len(tables.ids)):
-        least = min((tables.mem_a[r, k, l] + tables.mem_b[r, k, l] for k in ks
-                     for l in range(tables.options[r, k])), default=math.inf)
-        if least > capacity:
+        if all(tables.mem_a[r, k, l] + tables.mem_b[r, k, l] > memory[tau] for tau, k in placed
+               for l in range(tables.options[r, k])):
             return tables.ids[r]
     return None
 
 
-def _arrays(tables: Tables, sets: Family, ys: np.ndarray) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Codes:
+    """Device counts per type ``(k_0, …, k_{T−1})``, ``k_τ ≤ bound[τ]``, coded as one index
+    ``Σ k_τ·stride[τ]`` (one type: the count itself)."""
+
+    bound: tuple[int, ...]
+
+    @property
+    def stride(self) -> np.ndarray:
+        return np.cumprod([1] + [b + 1 for b in self.bound[:-1]]).astype(np.int64)
+
+    @property
+    def count(self) -> int:
+        return int(np.prod([b + 1 for b in self.bound]))
+
+    def digits(self) -> np.ndarray:
+        """``digits[code, τ]``: ``k_τ`` of every code."""
+        index = np.arange(self.count, dtype=np.int64)[:, None]
+        radix = np.array([b + 1 for b in self.bound], dtype=np.int64)[None, :]
+        return (index // self.stride[None, :]) % radix
+
+
+def _arrays(tables: Tables, sets: Family, ys: np.ndarray, fastest: float) -> dict[str, np.ndarray]:
     """Per-set sums of the dominant options and of the least memory at each ``y`` of ``ys``, bit masks
-    per degree, and the device lower bounds (:func:`placement.parallel._kernels.fill`)."""
+    per degree, and the device lower bounds (:func:`placement.parallel._kernels.fill`; ``fastest``: the
+    largest speed of a device type, which divides the least ``t·time``)."""
     n, degrees = tables.options.shape
     words = sets.bits.shape[1]
     dom = np.maximum(tables.dominant, 0)
@@ -180,7 +253,7 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray) -> dict[str, np.ndarra
     e_out = np.take_along_axis(tables.sync_out, dom[tables.src][:, :, None], axis=2)[:, :, 0]
     scale = np.array(tables.degrees, dtype=np.float64)[None, :, None]
     available = np.arange(tables.time.shape[2])[None, None, :] < tables.options[:, :, None]
-    least = np.where(available, tables.time * scale, np.inf).min(axis=(1, 2))
+    least = np.where(available, tables.time * scale, np.inf).min(axis=(1, 2)) / fastest
     least[~np.isfinite(least)] = 0.0
     available_mem = np.where(available[:, :, :, None], tables.mem_a[:, :, :, None] * ys[None, None, None, :]
                              + tables.mem_b[:, :, :, None], np.inf).min(axis=2)     # (n, degrees, len(ys))
@@ -192,18 +265,21 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray) -> dict[str, np.ndarra
             "f_out": 2.0 * (tables.cost[:, None] + e_out), "wlb": member @ least, "wtot": float(least.sum())}
 
 
-def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, width, collapsed, suffix, m, capacity, bandwidth,
-         mode, ceiling):
+def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
+         types: DeviceTypes, mode, ceiling):
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
-    dp = np.full((count, cap + 1, width), np.inf)
-    par_set = np.full((count, cap + 1, width), -1, dtype=np.int64)
-    par_q = np.full((count, cap + 1, width), -1, dtype=np.int64)
+    dp = np.full((count, codes.count, width), np.inf)
+    par_set = np.full((count, codes.count, width), -1, dtype=np.int64)
+    par_q = np.full((count, codes.count, width), -1, dtype=np.int64)
     counters = np.zeros(4, dtype=np.int64)
-    q_k = np.array([k for k, _ in pairs], dtype=np.int64)
-    q_d = np.array([d for _, d in pairs], dtype=np.int64)
-    kernels.fill(by_size, sets.bits, sets.size, np.array(tables.degrees, dtype=np.int64), q_k, q_d, cap, width,
-                 collapsed, suffix, m, float(capacity), float(bandwidth), mode == "greedy", arrays["missing"],
+    q_t, q_k, q_d = (np.array([p[j] for p in pairs], dtype=np.int64).reshape(-1) for j in range(3))
+    digits = codes.digits()
+    floats = lambda values: np.array(values, dtype=np.float64)  # noqa: E731
+    kernels.fill(by_size, sets.bits, sets.size, np.array(tables.degrees, dtype=np.int64), q_k, q_d, q_t, cap, width,
+                 collapsed, suffix, m, floats(types.memory), floats(types.bandwidth), floats(types.speed),
+                 np.array(codes.bound, dtype=np.int64), codes.stride, digits, digits.sum(axis=1),
+                 mode == "greedy", arrays["missing"],
                  arrays["nondom"], arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"],
                  arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
                  sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
@@ -212,21 +288,23 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, width, colla
     return dp, par_set, par_q, counters
 
 
-def _best(dp: np.ndarray, full: int) -> tuple[float, int, int]:
-    """The least value over device counts and degree sums; ties to the fewest devices, then the least sum."""
+def _best(dp: np.ndarray, full: int, codes: Codes) -> tuple[float, int, int]:
+    """The least value over device counts and degree sums; ties to the fewest devices (then the least
+    code: the fewest of the last types), then the least sum."""
     table = dp[full]
     value = float(table.min()) if table.size else math.inf
     if not math.isfinite(value):
         return math.inf, -1, -1
     ks, ss = np.nonzero(table == value)
-    first = np.lexsort((ss, ks))[0]
+    first = np.lexsort((ss, ks, codes.digits().sum(axis=1)[ks]))[0]
     return value, int(ks[first]), int(ss[first])
 
 
 def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: int, capacity: float,
-                 bandwidth: float, mode: str) -> tuple[float, list[int]]:
+                 bandwidth: float, mode: str, speed: float = 1.0) -> tuple[float, list[int]]:
     """The stage value and the option of each of ``nodes`` (node numbers, ascending) at degree index
-    ``k``: the dominant options where they all exist and fit, else the knapsack of ``mode``."""
+    ``k`` on devices of ``capacity`` bytes, ``bandwidth`` and ``speed``: the dominant options where they
+    all exist and fit, else the knapsack of ``mode``."""
     n, _, width = tables.time.shape
     if any(tables.options[r, k] == 0 for r in nodes):
         return math.inf, []
@@ -242,7 +320,7 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
                              tables.in_idx, tables.out_ptr, tables.out_idx, np.zeros(n, dtype=np.int64), count,
                              *buffers[:5])
     cost, mem = buffers[5], buffers[6]
-    kern.item_costs(items, count, *buffers[:5], d, y, m, bandwidth, cost, mem)
+    kern.item_costs(items, count, *buffers[:5], d, y, m, bandwidth, speed, cost, mem)
     dominant = [int(tables.dominant[r, k]) for r in nodes]
     if all(l >= 0 for l in dominant) and sum(mem[i, l] for i, l in enumerate(dominant)) <= capacity:
         return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
@@ -254,26 +332,30 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
     return value, choice.tolist()
 
 
-def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, collapsed, schedule, m, capacity, bandwidth, mode,
-                 value) -> ParallelPlan:
+def _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes: Codes, collapsed, schedule, m,
+                 types: DeviceTypes, mode, value) -> ParallelPlan:
     stages = []
     current = sets.full
+    totals = codes.digits().sum(axis=1)
+    stride = codes.stride
     while sets.size[current] > 0:
         nxt, q = int(par_set[current, k, s]), int(par_q[current, k, s])
-        degree_index, d = pairs[q]
+        tau, degree_index, d = pairs[q]
         t = tables.degrees[degree_index]
         nodes = np.flatnonzero(sets.member[current] & ~sets.member[nxt]).tolist()
-        suffix_sum = k if collapsed else s
+        suffix_sum = int(totals[k]) if collapsed else s
         y = in_flight(schedule, suffix_sum, d, m)
-        stage_value, choice = stage_choice(tables, nodes, degree_index, d, y, m, capacity, bandwidth, mode)
+        stage_value, choice = stage_choice(tables, nodes, degree_index, d, y, m, types.memory[tau],
+                                           types.bandwidth[tau], mode, types.speed[tau])
         if not stage_value <= value * (1 + 1e-9):   # cannot happen: the table holds this stage's value
             raise AssertionError(f"stage value {stage_value} above the DP's optimum {value}")
         tmpcs = {tables.ids[r]: tables.tmpc_ids[r][degree_index][l] for r, l in zip(nodes, choice)}
-        stages.append(ParallelStage(tuple(sorted(tables.ids[r] for r in nodes)), d, t, tmpcs))
-        k -= d * t
+        stages.append(ParallelStage(tuple(sorted(tables.ids[r] for r in nodes)), d, t, tmpcs, types.names[tau]))
+        k -= d * t * int(stride[tau])
         s = 0 if collapsed else s - d
         current = nxt
     return ParallelPlan(tuple(stages), schedule)
 
 
-__all__ = ["DEFAULT_MAX_SETS", "MODES", "ParallelSolution", "degree_pairs", "solve_parallel", "stage_choice"]
+__all__ = ["DEFAULT_MAX_SETS", "MODES", "DeviceTypes", "ParallelSolution", "degree_pairs", "device_types",
+           "solve_parallel", "stage_choice", "typed_pairs"]

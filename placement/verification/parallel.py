@@ -17,15 +17,24 @@ lines 1497–1640, whose checks and formulas this mirrors):
   synchronisation per batch ``AR_i = 4·(d − 1)·Σ_v parameterSize_v / (d·bandwidth)``; time per
   batch ``Σ_i c_i + max_i (m/d_i·c_i + AR_i − c_i)``.
 
+Device types (an instance with ``deviceTypes``): each stage names its type; on it ``compute_i`` is
+divided by the type's ``speed``, ``bandwidth`` is the type's (default the instance's), the memory
+bound is the type's ``memory``, and a CPU type runs ``t = 1`` only; ``Σ d·t`` over the stages of a
+type is at most its count (``devices`` then maps type names to counts; default each type's
+``count``; ``memory`` is not used).
+
 The plan's value is ``max_i TPS_i``. Violations (each a sentence): a node missing, repeated or
 unknown; an edge from a later stage to an earlier one; a degree below 1, a ``d`` not dividing
 ``m``, a node without TMPCs of the stage's ``t`` or a TMPC id it does not have; more devices than
-``devices`` (``Σ d·t``), ``Σ d`` above ``m``; a stage's memory above ``memory``.
+``devices`` (``Σ d·t``; per type with types), ``Σ d`` above ``m``; a stage's memory above ``memory``
+(its type's); a device type the instance does not have, none named where it has types, one named
+where it has none; ``t > 1`` on a CPU type.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from placement.io.piper import PiperInstance
@@ -58,11 +67,16 @@ class ParallelEvaluation:
         return not self.violations
 
 
-def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
+def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: int | Mapping[str, int] | None = None,
                       memory: float | None = None, time_unit: float = 1.0) -> ParallelEvaluation:
     """Evaluate ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
-    instance's); see the module docstring."""
-    devices = instance.max_devices if devices is None else devices
+    instance's; with device types, ``devices`` maps type names to counts); see the module docstring."""
+    types = {t.name: t for t in instance.device_types}
+    if types:
+        counts = {name: t.count for name, t in types.items()} if devices is None else dict(devices)
+        devices = sum(counts.values())
+    else:
+        devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
     m = instance.microbatches_in_batch
     nodes = {node.id: node for node in instance.nodes}
@@ -86,7 +100,13 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
             violations.append(f"edge {e.src} -> {e.dst} goes from stage {stage_of[e.src]} back to stage "
                               f"{stage_of[e.dst]}")
     used = sum(s.d * s.t for s in plan.stages)
-    if used > devices:
+    if types:
+        for name in types:
+            on_type = sum(s.d * s.t for s in plan.stages if s.device_type == name)
+            if on_type > counts.get(name, 0):
+                violations.append(f"the plan uses {on_type} devices of type {name!r} (Σ d·t), more than the "
+                                  f"{counts.get(name, 0)} available")
+    elif used > devices:
         violations.append(f"the plan uses {used} devices (Σ d·t), more than the {devices} available")
     if sum(s.d for s in plan.stages) > m:
         violations.append(f"the data-parallel degrees sum to {sum(s.d for s in plan.stages)}, more than the "
@@ -108,6 +128,20 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
             violations.append(f"stage {i}: d={d} does not divide the {m} micro-batches of a batch")
         y = m // d if plan.schedule == "gpipe" else -(-suffix // d)
         suffix -= d
+        speed, bandwidth, bound = 1.0, instance.bandwidth, memory
+        kind = types.get(stage.device_type)
+        if types and kind is None:
+            violations.append(f"stage {i} runs on device type {stage.device_type!r}, which the instance does not "
+                              f"have (its types: {', '.join(types)})" if stage.device_type else
+                              f"stage {i} names no device type (the instance has deviceTypes: {', '.join(types)})")
+        elif not types and stage.device_type:
+            violations.append(f"stage {i} names device type {stage.device_type!r}, but the instance has no "
+                              "deviceTypes")
+        elif kind is not None:
+            speed, bound = kind.speed, kind.memory
+            bandwidth = instance.bandwidth if kind.bandwidth is None else kind.bandwidth
+            if kind.cpu and t != 1:
+                violations.append(f"stage {i} has t={t} on CPU type {kind.name!r}; a CPU runs t=1 only")
         members = set(stage.nodes)
         compute, edges, params, mem_terms = [], [], [], []
         for v in stage.nodes:
@@ -128,17 +162,17 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
         for v in stage.tmpcs:
             if v not in members:
                 violations.append(f"stage {i} names a TMPC for node {v}, which it does not hold")
-        total_compute = math.fsum(compute) * time_unit
+        total_compute = math.fsum(compute) * time_unit / speed
         total_edges = math.fsum(edges)
         total_params = math.fsum(params)
         resync = 4 * (d - 1) * total_params / d / m
-        tps = (total_edges / d + resync) / instance.bandwidth + total_compute / d
+        tps = (total_edges / d + resync) / bandwidth + total_compute / d
         used_memory = math.fsum(mem_terms)
-        if used_memory > memory:
+        if used_memory > bound:
             violations.append(f"stage {i} needs {used_memory:.6g} bytes per device (y={y} micro-batches in "
-                              f"flight), more than the {memory:.6g} available")
-        evaluated.append(StageEvaluation(tps, used_memory, y, total_compute + total_edges / instance.bandwidth,
-                                         4 * (d - 1) * total_params / d / instance.bandwidth))
+                              f"flight), more than the {bound:.6g} available")
+        evaluated.append(StageEvaluation(tps, used_memory, y, total_compute + total_edges / bandwidth,
+                                         4 * (d - 1) * total_params / d / bandwidth))
     value = max((s.time_per_sample for s in evaluated), default=math.inf)
     batch = math.inf
     if evaluated:
