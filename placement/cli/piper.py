@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import json_text, print_json, progress_printer, write_text
+from placement.cli.options import json_text, positive_int, print_json, progress_printer, write_text
 from placement.io.piper import PiperInstance
+
+
+def devices_argument(text: str) -> int | str:
+    """``--devices``: a device count (``10``), or counts per device type (``a100:8,v100:16``), which the
+    library reads (:mod:`placement.parallel.devices`)."""
+    return text if ":" in text else positive_int(text)
 
 
 def run_piper(args: argparse.Namespace, instance: PiperInstance) -> int:
@@ -26,4 +32,4 @@ def run_piper(args: argparse.Namespace, instance: PiperInstance) -> int:
     return 0 if result.ok else 1
 
 
-__all__ = ["run_piper"]
+__all__ = ["devices_argument", "run_piper"]

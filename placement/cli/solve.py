@@ -11,7 +11,7 @@ import argparse
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, json_text,
                                    non_negative_int, positive_float, positive_int, print_json, progress_printer,
                                    relative_gap, write_text)
-from placement.cli.piper import run_piper
+from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
 from placement.problem.objectives import OBJECTIVES
@@ -70,8 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
     p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
     add_device_options(p)
-    p.add_argument("--devices", type=positive_int, metavar="N",
-                   help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices)")
+    p.add_argument("--devices", type=devices_argument, metavar="N|TYPE:N,...",
+                   help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices), "
+                        "or counts per device type of its deviceTypes (a100:8,v100:16)")
     p.add_argument("--schedule", choices=SCHEDULES, default="piper",
                    help="Piper instance: the schedule whose memory model the plan obeys (default piper)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",

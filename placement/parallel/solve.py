@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from placement.io.piper import PiperInstance
+from placement.parallel.devices import at_most, check_memory, describe, device_counts
 from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
 from placement.parallel.handoff import megatron_config
 from placement.parallel.result import ParallelResult
@@ -42,24 +43,27 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
             raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices")
 
 
-def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
+def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
+                memory: float | None = None,
                 schedule: str = "piper", max_sets: int | None = None,
                 progress: Callable[[str], None] | None = None) -> ParallelResult:
     """The optimal plan of ``instance`` on ``devices`` devices (default ``maxDevices``) of ``memory``
     bytes each (default ``maxMemoryPerDevice``) for ``schedule``'s memory model (``piper``, ``1f1b``,
-    ``gpipe``); ``max_sets``: the most successor-closed sets the DP enumerates (default 200,000)."""
+    ``gpipe``); ``max_sets``: the most successor-closed sets the DP enumerates (default 200,000). With
+    ``deviceTypes``, ``devices`` counts per type (:mod:`placement.parallel.devices`) and each type gives its memory."""
     started = time.perf_counter()
-    devices = integer("devices", devices, smallest=1, optional=True)
+    devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
+    check_memory(instance, memory)
     check_schedule(schedule)
     max_sets = integer("max_sets", max_sets, smallest=1, optional=True)
     callback("progress", progress)
-    devices = instance.max_devices if devices is None else devices
-    memory = instance.max_memory_per_device if memory is None else memory
+    if not instance.device_types:   # with types, each type gives its memory
+        memory = instance.max_memory_per_device if memory is None else memory
     # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
     reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
         (t for node in instance.nodes for t in node.configurations), default=1)
-    found = solve_parallel(instance, devices=min(devices, reachable), memory=memory, schedule=schedule,
+    found = solve_parallel(instance, devices=at_most(devices, reachable), memory=memory, schedule=schedule,
                            max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets, progress=progress)
     if progress is not None:
         progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
@@ -72,7 +76,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | None = None, memory: 
     if found.plan is None:
         reason = found.stats.get("reason") or "no pipeline of the devices fits every stage's memory"
         return answer(Status.INFEASIBLE, bound=math.inf,
-                      message=f"no plan on {devices} devices of {memory:.6g} bytes: {reason}")
+                      message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
     if not evaluation.ok:
         return answer(Status.NO_SOLUTION, evaluation=evaluation,

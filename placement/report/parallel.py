@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from placement.io.piper import PiperInstance
+from placement.parallel.devices import describe
 from placement.parallel.result import ParallelResult
 from placement.report.table import cell, format_table
 
@@ -22,8 +23,8 @@ def _nodes(ids: tuple[int, ...]) -> str:
 def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> str:
     """The answer as text: a header, the stages (nodes, d, t, how many nodes run a TMPC other than their
     first listed — the JSON names them —, time per sample, memory, micro-batches in flight) and the Megatron-style hand-off."""
-    lines = [f"instance {instance.name or '-'}: {len(instance.nodes)} nodes, {result.devices} devices of "
-             f"{result.memory:.6g} bytes, {instance.microbatches_in_batch} micro-batches per batch, "
+    lines = [f"instance {instance.name or '-'}: {len(instance.nodes)} nodes, {describe(result.devices, result.memory)}, "
+             f"{instance.microbatches_in_batch} micro-batches per batch, "
              f"schedule {result.schedule}",
              f"status {result.status}" + (f": {result.message}" if result.message else "")]
     if result.plan is None or result.evaluation is None:
@@ -31,12 +32,14 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     lines.append(f"largest stage time per sample {cell(result.value)} (bound {cell(result.bound)}), "
                  f"time per batch {cell(result.time_per_batch)}, {result.plan.devices} devices used")
     nodes = {n.id: n for n in instance.nodes}
-    rows = [["stage", "nodes", "d", "t", "not 1st TMPC", "time/sample", "memory", "in flight"]]
+    typed = bool(instance.device_types)
+    rows = [["stage", "nodes", *(["type"] if typed else []), "d", "t", "not 1st TMPC", "time/sample", "memory",
+             "in flight"]]
     for i, (stage, ev) in enumerate(zip(result.plan.stages, result.evaluation.stages)):
         others = sum(c != nodes[v].configurations[stage.t][0].id for v, c in stage.tmpcs.items())
-        rows.append([str(i), _nodes(stage.nodes), str(stage.d), str(stage.t), f"{others}/{len(stage.nodes)}",
-                     cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
-    lines += format_table(rows, left=(1,))
+        rows.append([str(i), _nodes(stage.nodes), *([stage.device_type] if typed else []), str(stage.d), str(stage.t),
+                     f"{others}/{len(stage.nodes)}", cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
+    lines += format_table(rows, left=(1, 2) if typed else (1,))
     mega = result.megatron or {}
     if mega.get("expressible"):
         lines.append(f"Megatron-style: tensor {mega['tensor']}, pipeline {mega['pipeline']}, data {mega['data']}")
