@@ -12,13 +12,13 @@ from hypothesis import example, given, settings
 import placement
 from placement.cli import main
 from placement.errors import InvalidParameterError
-from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, PiperNode
 from placement.parallel.baselines import piper_value
 from placement.parallel.dp import solve_parallel
 from placement.parallel.plan import ParallelPlan
 from placement.testing.bruteforce_parallel import brute_force_parallel
 from placement.verification.parallel import evaluate_parallel
-from tests.strategies_parallel import piper_instances
+from tests.strategies_parallel import piper_instances, typed_piper_instances
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
 
@@ -184,3 +184,90 @@ def test_bert_matches_piper_and_is_infeasible_where_piper_is():
     for memory in (2**30, 2 * 2**30):   # 1 GiB fits nothing; 2 GiB needs more than 8 devices
         assert solve_parallel(inst, devices=8, memory=memory, compiled=False).plan is None
         assert piper_value(inst, devices=8, memory=memory, compiled=False).plan is None
+
+
+def two_types(cpu: bool) -> PiperInstance:
+    # a -> b, m = 4, no transfers: a has t = 1 (time 2); b has t = 1 (time 2) and t = 2 (time 0.4).
+    # Types: "gpu" 2 devices, speed 1; "cpu" 2 devices, speed 0.5 (times doubled), a CPU when ``cpu``.
+    inst = chain([{1: (tmpc("v", 2),)}, {1: (tmpc("v", 2),), 2: (tmpc("v", 0.4),)}], microbatches=4)
+    return PiperInstance("two", 1, 100.0, 1.0, 4, inst.nodes, inst.edges,
+                         (PiperDeviceType("gpu", 2, 100.0), PiperDeviceType("cpu", 2, 100.0, 0.5, None, cpu)))
+
+
+def test_two_device_types_by_hand():
+    # Stage times (Σ time / speed / d; Σ d ≤ 4; each type's Σ d·t ≤ 2):
+    #   {a,b} on gpu d=2: 4/2 = 2; on cpu d=2: 8/2 = 4.
+    #   a on gpu d=2 (1), b on cpu d=2 (4/2 = 2): 2.   a on cpu d=2 (4/2 = 2), b on gpu t=2 d=1 (0.4) or d=2 (1): 2.
+    #   b on cpu at t=2 (0.8/d) is what a CPU may not run; were it allowed: a on gpu d=2 (1), b on cpu t=2 d=1 (0.8): 1.
+    # So the optimum is 2 with a CPU type and 1 when the second type is an accelerator.
+    result = placement.solve(two_types(cpu=True))
+    assert str(result.status) == "optimal" and result.value == pytest.approx(2.0, rel=1e-12)
+    assert all(s.t == 1 for s in result.plan.stages if s.device_type == "cpu")
+    free = placement.solve(two_types(cpu=False))
+    assert free.value == pytest.approx(1.0, rel=1e-12)
+    assert [(s.nodes, s.device_type, s.d, s.t) for s in free.plan.stages] == [((0,), "gpu", 2, 1), ((1,), "cpu", 1, 2)]
+    assert free.megatron["expressible"] is False and "one kind of device" in free.megatron["reason"]
+    # fewer gpus: a on gpu d=1 (2), b on cpu t=2 d=1 (0.8) -> 2; {a,b} on gpu d=1 -> 4; a on cpu d=2 (2), b on gpu -> 2
+    assert placement.solve(two_types(cpu=False), devices={"gpu": 1, "cpu": 2}).value == pytest.approx(2.0)
+    # the cpu alone, d=2 (it divides m = 4): 8 / 2 = 4
+    only_cpu = placement.solve(two_types(cpu=True), devices="cpu:2")
+    assert only_cpu.value == pytest.approx(4.0) and {s.device_type for s in only_cpu.plan.stages} == {"cpu"}
+    for inst in (two_types(True), two_types(False)):
+        assert brute_force_parallel(inst)[0] == pytest.approx(placement.solve(inst).value, rel=1e-12)
+
+
+TWO_TYPES_EXAMPLE = two_types(cpu=True)
+
+
+@settings(max_examples=80)
+@given(typed_piper_instances())
+@example(TWO_TYPES_EXAMPLE)
+def test_dp_matches_brute_force_with_device_types(inst):
+    for schedule in ("piper", "gpipe"):
+        best, _ = brute_force_parallel(inst, schedule=schedule)
+        found = solve_parallel(inst, schedule=schedule, compiled=False)
+        if math.isinf(best):
+            assert found.plan is None and math.isinf(found.value)
+            continue
+        assert found.value == pytest.approx(best, rel=1e-9)
+        check = evaluate_parallel(inst, found.plan)
+        assert check.ok and check.value == pytest.approx(found.value, rel=1e-9)
+        kinds = {t.name: t for t in inst.device_types}
+        assert all(kinds[s.device_type].degrees_allowed(s.t) for s in found.plan.stages)
+
+
+def test_device_type_parameters_and_violations(tmp_path, capsys):
+    inst = two_types(cpu=True)
+    with pytest.raises(InvalidParameterError, match=r"^devices must give counts per device type for an instance with "
+                                                     r"deviceTypes, as a mapping or '<type>:<count>"):
+        placement.solve(inst, devices=3)
+    with pytest.raises(InvalidParameterError, match=r"^devices names 'tpu', which is not a device type of the instance "
+                                                     r"\(its types: gpu, cpu\)$"):
+        placement.solve(inst, devices="tpu:2")
+    with pytest.raises(InvalidParameterError, match=r"^devices must be a device count or '<type>:<count>"):
+        placement.solve(inst, devices="gpu:x")
+    with pytest.raises(InvalidParameterError, match=r"^devices gives no device of any type$"):
+        placement.solve(inst, devices={"gpu": 0})
+    with pytest.raises(InvalidParameterError, match=r"^memory does not apply to an instance with deviceTypes"):
+        placement.solve(inst, memory=5.0)
+    with pytest.raises(InvalidParameterError, match=r"^devices names device types, but the instance has no deviceTypes"):
+        placement.solve(chain([{1: (tmpc("v", 1),)}]), devices="gpu:1")
+    plan = ParallelPlan.from_json({"stages": [
+        {"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "v"}, "deviceType": "gpu"},
+        {"nodes": [1], "d": 1, "t": 2, "tmpcs": {"1": "v"}, "deviceType": "cpu"}]})
+    assert evaluate_parallel(inst, plan).violations == ("stage 1 has t=2 on CPU type 'cpu'; a CPU runs t=1 only",)
+    assert evaluate_parallel(inst, plan, devices={"gpu": 1, "cpu": 2}).violations[0] == (
+        "the plan uses 2 devices of type 'gpu' (Σ d·t), more than the 1 available")
+    unnamed = ParallelPlan.from_json({"stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {"0": "v", "1": "v"}}]})
+    assert evaluate_parallel(inst, unnamed).violations == (
+        "stage 0 names no device type (the instance has deviceTypes: gpu, cpu)",)
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(inst.to_json()))
+    assert main(["solve", str(path), "--devices", "gpu:2,cpu:2", "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["value"] == pytest.approx(2.0) and doc["devices"] == {"gpu": 2, "cpu": 2}
+    assert {s["deviceType"] for s in doc["stages"]} <= {"gpu", "cpu"}
+    assert main(["solve", str(path), "--devices", "gpu:2,gpu:1"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --devices names 'gpu' twice in 'gpu:2,gpu:1'"
+    assert main(["solve", str(path), "--devices", "4"]) == 2
+    assert capsys.readouterr().err.startswith("error: --devices must give counts per device type")
