@@ -28,6 +28,9 @@ the link of the instance's bandwidth): ``F_k + B_k = C_k + E_k / bandwidth`` wit
 the instance gives them (``gnmt.json`` and ``resnet.json`` give milliseconds of compute and
 bytes whose quotient by the bandwidth is seconds, and Piper adds them as they are);
 ``unit_scale`` scales every ``timePerSample`` (``1e-3`` turns those milliseconds into seconds).
+On an instance with device types, a stage's ``timePerSample`` are divided by its type's
+``speed`` and its transfers and all-reduce steps run at its type's ``bandwidth`` (default the
+instance's), as the evaluator reads them.
 
 Memory per device: the TMPCs' ``memoryUsageB`` (weights and optimizer state) resident, plus
 ``A_k = Σ memoryUsageA`` for every micro-batch whose activations the device holds (from the
@@ -82,6 +85,7 @@ class StageCosts:
     activation_memory: float  # Σ memoryUsageA per micro-batch held (per device)
     upstream: tuple[int, ...] = field(default=())    # stages with an edge into this one
     downstream: tuple[int, ...] = field(default=())  # stages this one has an edge into
+    bandwidth: float = 0.0    # bytes per second of its transfers and all-reduce (its device type's)
 
 
 @dataclass(frozen=True)
@@ -170,7 +174,7 @@ def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chu
                                    f"{first.d}, t = {first.t}, type {first.device_type!r}")
 
     chosen = {v: _tmpc(nodes[v], stages[k], k) for v, k in stage_of.items()}
-    bandwidth = instance.bandwidth
+    speed, link = zip(*(_device(instance, spec, k) for k, spec in enumerate(stages)))
     receive = [0.0] * n
     send = [0.0] * n
     upstream: list[set[int]] = [set() for _ in range(n)]
@@ -179,14 +183,14 @@ def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chu
         a, b = stage_of[e.src], stage_of[e.dst]
         if a == b:
             continue
-        send[a] += (e.communication_cost + chosen[e.src].sync_time_bw[e.dst]) / bandwidth
-        receive[b] += (e.communication_cost + chosen[e.dst].sync_time_fw[e.src]) / bandwidth
+        send[a] += (e.communication_cost + chosen[e.src].sync_time_bw[e.dst]) / link[a]
+        receive[b] += (e.communication_cost + chosen[e.dst].sync_time_fw[e.src]) / link[b]
         downstream[a].add(b)
         upstream[b].add(a)
     costs = []
     for k, spec in enumerate(stages):
         tmpcs = [chosen[v] for v in spec.nodes]
-        compute = math.fsum(c.time_per_sample for c in tmpcs) * unit_scale
+        compute = math.fsum(c.time_per_sample for c in tmpcs) * unit_scale / speed[k]
         costs.append(StageCosts(
             index=k, rank=k % ranks, chunk=k // ranks, d=spec.d, t=spec.t, device_type=spec.device_type,
             compute=compute, receive=receive[k], send=send[k],
@@ -195,8 +199,8 @@ def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chu
             parameter_bytes=math.fsum(c.parameter_size for c in tmpcs),
             static_memory=math.fsum(c.memory_usage_b for c in tmpcs),
             activation_memory=math.fsum(c.memory_usage_a for c in tmpcs),
-            upstream=tuple(sorted(upstream[k])), downstream=tuple(sorted(downstream[k]))))
-    return Layout(tuple(costs), ranks, chunks, bandwidth, microbatches)
+            upstream=tuple(sorted(upstream[k])), downstream=tuple(sorted(downstream[k])), bandwidth=link[k]))
+    return Layout(tuple(costs), ranks, chunks, instance.bandwidth, microbatches)
 
 
 def ring_step_time(layout: Layout, rank: int, allreduce: str) -> float:
@@ -205,7 +209,20 @@ def ring_step_time(layout: Layout, rank: int, allreduce: str) -> float:
     stages = layout.rank_stages(rank)
     d = stages[0].d
     weights = math.fsum(s.parameter_bytes for s in stages)
-    return STEP_BYTES[allreduce] * weights / d / layout.bandwidth
+    return STEP_BYTES[allreduce] * weights / d / stages[0].bandwidth
+
+
+def _device(instance: PiperInstance, spec: SimpleNamespace, k: int) -> tuple[float, float]:
+    """``(speed, bandwidth)`` of the stage's device type: ``timePerSample`` is divided by the speed, every
+    transfer and all-reduce step of the stage runs at the bandwidth (the instance's, speed 1, without types)."""
+    types = {t.name: t for t in getattr(instance, "device_types", ())}
+    if not types and not spec.device_type:
+        return 1.0, instance.bandwidth
+    if spec.device_type not in types:
+        raise InvalidPlanError(f"stage {k}: device type {spec.device_type!r} is not one of the instance's "
+                               f"({', '.join(types) or 'none'})")
+    kind = types[spec.device_type]
+    return kind.speed, instance.bandwidth if kind.bandwidth is None else kind.bandwidth
 
 
 def _tmpc(node, spec: SimpleNamespace, k: int) -> TMPC:
