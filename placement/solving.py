@@ -67,8 +67,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     backward node's B and W tasks apart (``w_placement`` ``"any"`` or ``"adjacent"``, ``inter_layer``,
     ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
-    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``), ``max_ideals`` and
-    ``progress``, and returns a :class:`placement.parallel.ParallelResult` (docs/piper.md).
+    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``), ``objective``
+    (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` and ``progress``, and
+    returns a :class:`placement.parallel.ParallelResult` (docs/piper.md).
     """
     from placement.solvers.registry import METHODS
 
@@ -85,7 +86,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
         return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
-                           progress=progress)
+                           progress=progress, objective=objective)
     if devices is not None or schedule != "piper":
         raise InvalidParameterError("devices" if devices is not None else "schedule",
                                     "applies to Piper instances only (data- and tensor-parallel stages)")

@@ -22,9 +22,11 @@ PLAN_FORMAT = "placement-parallel-plan/1"
 
 @dataclass(frozen=True)
 class ParallelResult:
-    """``value``: largest stage time per sample (Piper's objective) of ``plan`` as evaluated; ``bound``:
-    proven lower bound on it; ``time_per_batch``: the schedule's time per batch of ``plan`` (fill and
-    drain included; evaluated, not minimised); ``megatron``: the hand-off (:mod:`.handoff`)."""
+    """``value``: the ``objective`` of ``plan`` — ``throughput``: its largest stage time per sample
+    (Piper's objective) as evaluated; ``time-per-batch``: the schedule's exact time per batch, fill,
+    drain, waits and all-reduce included (:mod:`placement.parallel.timing`) — and ``bound`` a proven
+    lower bound on it; ``time_per_batch``: the plan's exact time per batch under the schedule
+    (``piper``: the 1F1B order), whatever the objective; ``megatron``: the hand-off (:mod:`.handoff`)."""
 
     status: Status
     plan: ParallelPlan | None
@@ -38,6 +40,8 @@ class ParallelResult:
     runtime_s: float
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    objective: str = "throughput"
+    batch_time: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -51,7 +55,7 @@ class ParallelResult:
 
     @property
     def time_per_batch(self) -> float | None:
-        return None if self.evaluation is None else self.evaluation.time_per_batch
+        return self.batch_time
 
     def to_json(self) -> dict[str, Any]:
         stages = []
@@ -62,7 +66,7 @@ class ParallelResult:
                 stages.append(doc)
         finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
         return {"format": PLAN_FORMAT, "status": str(self.status), "schedule": self.schedule,
-                "devices": self.devices, "memory": self.memory, "value": finite(self.value),
+                "objective": self.objective, "devices": self.devices, "memory": self.memory, "value": finite(self.value),
                 "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
                 "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s}

@@ -7,6 +7,13 @@ time per sample under the schedule's memory model), re-evaluates its plan with
 stands only when the plan passes every check and the two values agree to
 :data:`placement.solving.AGREEMENT_TOLERANCE`; ``infeasible`` when the DP proves no plan fits; otherwise
 ``no_solution`` with the reason.
+
+With ``objective="time-per-batch"`` (schedules ``gpipe`` and ``1f1b``) the value is the schedule's
+exact time per batch (:mod:`placement.parallel.timing`), minimised by
+:func:`placement.parallel.batch_search.search_time_per_batch`; the plan is checked by the evaluator
+(devices, memory, contiguity) and its time per batch re-computed by the event simulator
+(:func:`placement.simulation.parallel.simulate_parallel`, code shared with neither); ``optimal``
+only when the search proved it, else ``feasible`` with the bound ``m·M*`` and the gap.
 """
 
 from __future__ import annotations
@@ -15,25 +22,35 @@ import math
 import time
 from typing import Callable
 
+from placement.errors import InvalidParameterError
 from placement.io.piper import PiperInstance
+from placement.parallel.batch_search import BATCH_SCHEDULES, search_time_per_batch
 from placement.parallel.devices import at_most, check_memory, describe, device_counts
 from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
 from placement.parallel.handoff import megatron_config
 from placement.parallel.result import ParallelResult
 from placement.parallel.schedules import check_schedule
+from placement.parallel.timing import FORWARD_SHARE, time_per_batch
 from placement.parameters import callback, integer, number
 from placement.result import Status
 from placement.solving import AGREEMENT_TOLERANCE
 from placement.verification.parallel import evaluate_parallel
 
+#: objectives of a Piper instance: Piper's largest stage time per sample, or the schedule's exact time per batch
+OBJECTIVES = ("throughput", "time-per-batch")
+
+
+def _check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise InvalidParameterError("objective", f"must be one of {', '.join(map(repr, OBJECTIVES))} for a Piper "
+                                                 f"instance, not {objective!r}")
+
 
 def check_piper_request(*, method: str, objective: str, contiguity: str, accelerators: int | None, cpus: int | None,
                         stages: int | None, backward: str) -> None:
     """Refuse the keywords of :func:`placement.solve` that do not apply to a Piper instance."""
-    from placement.errors import InvalidParameterError
-
-    fixed = (("method", method, "auto"), ("objective", objective, "throughput"), ("contiguity", contiguity, "stages"),
-             ("backward", backward, "joint"))
+    _check_objective(objective)
+    fixed = (("method", method, "auto"), ("contiguity", contiguity, "stages"), ("backward", backward, "joint"))
     for name, value, default in fixed:
         if value != default:
             raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines of "
@@ -46,16 +63,26 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
 def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
                 memory: float | None = None,
                 schedule: str = "piper", max_sets: int | None = None,
-                progress: Callable[[str], None] | None = None) -> ParallelResult:
+                progress: Callable[[str], None] | None = None, objective: str = "throughput",
+                forward_share: float = FORWARD_SHARE) -> ParallelResult:
     """The optimal plan of ``instance`` on ``devices`` devices (default ``maxDevices``) of ``memory``
     bytes each (default ``maxMemoryPerDevice``) for ``schedule``'s memory model (``piper``, ``1f1b``,
     ``gpipe``); ``max_sets``: the most successor-closed sets the DP enumerates (default 200,000). With
-    ``deviceTypes``, ``devices`` counts per type (:mod:`placement.parallel.devices`) and each type gives its memory."""
+    ``deviceTypes``, ``devices`` counts per type (:mod:`placement.parallel.devices`) and each type gives its memory.
+    ``objective``: ``throughput`` (Piper's largest stage time per sample) or ``time-per-batch`` (the exact
+    time per batch of ``gpipe`` or ``1f1b``, with the forward share ``forward_share`` of each node's time
+    per sample: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its plan
+    either way."""
     started = time.perf_counter()
     devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
     check_memory(instance, memory)
     check_schedule(schedule)
+    _check_objective(objective)
+    if objective == "time-per-batch" and schedule not in BATCH_SCHEDULES:
+        raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, BATCH_SCHEDULES))} with "
+                                                f"objective 'time-per-batch', not {schedule!r}")
+    forward_share = number("forward_share", forward_share, largest=1.0)
     max_sets = integer("max_sets", max_sets, smallest=1, optional=True)
     callback("progress", progress)
     if not instance.device_types:   # with types, each type gives its memory
@@ -63,15 +90,20 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
     reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
         (t for node in instance.nodes for t in node.configurations), default=1)
+    max_sets = DEFAULT_MAX_SETS if max_sets is None else max_sets
+    if objective == "time-per-batch":
+        return _solve_time_per_batch(instance, at_most(devices, reachable), devices, memory, schedule, max_sets,
+                                     forward_share, progress, started)
     found = solve_parallel(instance, devices=at_most(devices, reachable), memory=memory, schedule=schedule,
-                           max_sets=DEFAULT_MAX_SETS if max_sets is None else max_sets, progress=progress)
+                           max_sets=max_sets, progress=progress)
     if progress is not None:
         progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
 
     def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
         handoff = megatron_config(instance, plan) if plan is not None else None
+        batch = None if plan is None else time_per_batch(instance, plan, schedule, forward_share=forward_share)
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
-                              time.perf_counter() - started, message, found.stats)
+                              time.perf_counter() - started, message, found.stats, batch_time=batch)
 
     if found.plan is None:
         reason = found.stats.get("reason") or "no pipeline of the devices fits every stage's memory"
@@ -87,4 +119,39 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
-__all__ = ["check_piper_request", "solve_piper"]
+def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, schedule: str, max_sets: int,
+                          forward_share: float, progress, started: float) -> ParallelResult:
+    """``objective="time-per-batch"``: the search, the evaluator's check of the plan's constraints and the
+    simulator's re-computation of its time per batch (module docstring)."""
+    found = search_time_per_batch(instance, devices=reachable, memory=memory, schedule=schedule,
+                                  forward_share=forward_share, max_sets=max_sets, progress=progress)
+    if progress is not None:
+        progress(f"time-per-batch search: {found.stats.get('candidates', 0)} uniform-degree candidates, "
+                 f"{'proven' if found.proven else 'not proven'}")
+
+    def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
+        handoff = megatron_config(instance, plan) if plan is not None else None
+        return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
+                              time.perf_counter() - started, message, found.stats, "time-per-batch",
+                              value if plan is not None else None)
+
+    if found.plan is None:
+        return answer(Status.INFEASIBLE, bound=math.inf, message=f"no plan on {describe(devices, memory)}: "
+                                                                 "no pipeline of the devices fits every stage's memory")
+    evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
+    if not evaluation.ok:
+        return answer(Status.NO_SOLUTION, evaluation=evaluation,
+                      message="the search's plan failed the independent check: " + "; ".join(evaluation.violations))
+    from placement.simulation.parallel import simulate_parallel
+
+    simulated = simulate_parallel(instance, found.plan, schedule, forward_share=forward_share,
+                                  allreduce="piper").time_per_batch
+    if abs(simulated - found.value) > AGREEMENT_TOLERANCE * max(abs(found.value), 1e-300):
+        return answer(Status.NO_SOLUTION, evaluation=evaluation,
+                      message=f"the search claims a time per batch of {found.value!r}, the simulator measures "
+                              f"{simulated!r}")
+    status = Status.OPTIMAL if found.proven else Status.FEASIBLE
+    return answer(status, found.plan, found.value, found.bound, evaluation)
+
+
+__all__ = ["OBJECTIVES", "check_piper_request", "solve_piper"]

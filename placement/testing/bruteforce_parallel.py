@@ -20,16 +20,19 @@ from collections.abc import Mapping
 from placement.errors import LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.simulation.parallel import simulate_parallel
 from placement.verification.parallel import evaluate_parallel
 
 MAX_NODES = 6
 
 
 def brute_force_parallel(instance: PiperInstance, *, devices: int | Mapping[str, int] | None = None,
-                         memory: float | None = None, schedule: str = "piper") -> tuple[float, ParallelPlan | None]:
+                         memory: float | None = None, schedule: str = "piper",
+                         objective: str = "throughput") -> tuple[float, ParallelPlan | None]:
     """The least largest stage time per sample over every plan, and a plan attaining it (``inf, None``
     when no plan fits). With device types, ``devices`` maps type names to counts (default each
-    type's count)."""
+    type's count). ``objective="time-per-batch"``: the least time per batch instead, each plan's
+    simulated by :func:`placement.simulation.parallel.simulate_parallel` (Piper's all-reduce)."""
     if len(instance.nodes) > MAX_NODES:
         raise LimitExceededError(f"brute force enumerates plans of at most {MAX_NODES} nodes, "
                                  f"not {len(instance.nodes)}")
@@ -47,8 +50,12 @@ def brute_force_parallel(instance: PiperInstance, *, devices: int | Mapping[str,
             plan = ParallelPlan(tuple(stages), schedule)
             evaluation = evaluate_parallel(instance, plan, devices=counts if instance.device_types else counts[""],
                                            memory=memory)
-            if evaluation.ok and evaluation.value < best:
-                best, best_plan = evaluation.value, plan
+            if not evaluation.ok:
+                continue
+            value = evaluation.value if objective == "throughput" else simulate_parallel(
+                instance, plan, schedule, allreduce="piper").time_per_batch
+            if value < best:
+                best, best_plan = value, plan
     return best, best_plan
 
 

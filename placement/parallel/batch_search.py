@@ -1,0 +1,234 @@
+"""The plan of least time per batch under GPipe or 1F1B: a search with a proven lower bound.
+
+Objective: the exact time per batch ``T(plan)`` of :mod:`placement.parallel.timing` (longest path
+of the schedule's task graph, all-reduce ``"piper"``: ``4(d − 1)/d · W / bandwidth`` per batch),
+over the plans of the schedule's memory model (:mod:`placement.parallel.dp`: contiguous stages,
+``Σ d·t ≤ devices``, ``Σ d ≤ m``, memory per device with the schedule's micro-batches in flight).
+
+Lower bound. For every plan, ``T(plan) ≥ m · max_k TPS_k(plan)`` with ``TPS_k`` Piper's time per
+sample of stage ``k``. Proof: a replica of stage ``k`` runs its ``n_k = m / d_k`` forwards and
+backwards one at a time, ``n_k·c_k`` in all (``c_k = F_k + B_k`` its time per micro-batch), and
+after its last task sends ``2(d_k − 1)`` ring steps of ``2·W_k / (d_k·bandwidth)`` one after
+another on its link, so the batch lasts at least ``n_k·c_k + 4(d_k − 1)·W_k / (d_k·bandwidth)``
+``= m·(c_k / d_k + 4(d_k − 1)·W_k / (d_k·m·bandwidth)) = m·TPS_k`` (Piper's time per sample,
+``algo.cpp`` lines 1125–1195). Hence, with ``M*`` the least ``max_k TPS_k`` over the plans that
+fit (the DP's optimum), every plan has ``T ≥ m·M*``: that is the bound reported.
+
+Search:
+
+1. The DP's plan (optimal for ``max_k TPS_k``) is the first incumbent. When its ``T`` meets
+   ``m·M*`` (single-stage plans do: nothing waits) it is optimal.
+2. When its stages have different data-parallel degrees (1F1B then stalls: with ``y_k`` micro-
+   batches in flight a replica waits for round trips through replicas that do not run in step),
+   the DP restricted to one degree ``d`` for every stage is run for each ``d`` of that plan (most
+   frequent first); every plan found is a candidate.
+3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
+   (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
+   TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
+   resident memory) — ``T`` is non-decreasing in every task and ring step length, so a dominated
+   choice never does better) prunes a partial plan when ``m·TPS_k`` of a placed stage, or
+   ``m·Σ_v least_v / (devices left)`` for the nodes left (``least_v`` the least ``t·timePerSample``
+   of node ``v``: no stage runs faster than its work over its devices), is at least the
+   incumbent's ``T``, or when a placed stage exceeds the memory already (its micro-batches in
+   flight only grow as later stages are added). When it finishes within ``max_nodes`` steps the
+   incumbent is optimal.
+
+Otherwise the result is the best candidate, with the bound ``m·M*`` and its gap.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from placement.io.piper import PiperInstance
+from placement.parallel.dp import solve_parallel
+from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.parallel.tables import all_sets, build_tables
+from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, time_per_batch
+
+#: instances of at most this many nodes get the exhaustive branch and bound
+EXHAUSTIVE_NODES = 8
+#: the most partial plans the branch and bound extends before it gives up
+DEFAULT_MAX_NODES = 200_000
+#: schedules whose time per batch the search minimises
+BATCH_SCHEDULES = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class BatchSearch:
+    """``value``: the exact time per batch of ``plan`` (``inf`` and ``None`` when nothing fits);
+    ``bound``: a proven lower bound on every plan's; ``proven``: ``value`` is the optimum."""
+
+    value: float
+    plan: ParallelPlan | None
+    bound: float
+    proven: bool
+    piper_value: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: float, schedule: str,
+                          forward_share: float = FORWARD_SHARE, max_sets: int, max_nodes: int = DEFAULT_MAX_NODES,
+                          tolerance: float = 1e-9,
+                          progress: Callable[[str], None] | None = None) -> BatchSearch:
+    """The plan of least time per batch found, the bound ``m·M*`` and whether it is proven optimal
+    (module docstring); ``tolerance``: relative slack within which ``T`` meets the bound."""
+    m = instance.microbatches_in_batch
+    tables = build_tables(instance)
+    sets = all_sets(tables, max_sets)
+    found = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables, sets=sets,
+                           progress=progress)
+    stats: dict[str, Any] = {"dp": dict(found.stats), "candidates": 0}
+    if found.plan is None:
+        return BatchSearch(math.inf, None, math.inf, True, math.inf, stats)
+    bound = m * found.value
+    best_plan = found.plan
+    best = time_per_batch(instance, best_plan, schedule, forward_share=forward_share)
+    stats["dp_plan_time_per_batch"] = best
+
+    def proven_by_bound() -> bool:
+        return best <= bound * (1 + tolerance)
+
+    degrees = Counter(s.d for s in found.plan.stages)
+    if not proven_by_bound() and len(degrees) > 1:
+        for d, _ in sorted(degrees.items(), key=lambda item: (-item[1], -item[0])):
+            uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
+                                     sets=sets, allowed=[(t, d) for t in tables.degrees])
+            stats["candidates"] += 1
+            if uniform.plan is None or m * uniform.value >= best:
+                continue
+            value = time_per_batch(instance, uniform.plan, schedule, forward_share=forward_share)
+            if value < best:
+                best, best_plan = value, uniform.plan
+    proven = proven_by_bound()
+    if not proven and len(instance.nodes) <= EXHAUSTIVE_NODES and not instance.device_types:
+        search = _BranchAndBound(instance, devices, memory, schedule, forward_share, best, max_nodes)
+        completed = search.run()
+        stats["branch_and_bound_nodes"] = search.visited
+        stats["branch_and_bound_completed"] = completed
+        if search.plan is not None:
+            best, best_plan = search.best, search.plan
+        if completed:
+            proven, bound = True, best
+    return BatchSearch(best, best_plan, min(bound, best), proven, found.value, stats)
+
+
+class _Stop(Exception):
+    """The branch and bound ran out of steps."""
+
+
+class _BranchAndBound:
+    """Every plan of a small instance, pruned by the bounds of the module docstring."""
+
+    def __init__(self, instance: PiperInstance, devices: int, memory: float, schedule: str, forward_share: float,
+                 incumbent: float, max_nodes: int) -> None:
+        self.instance, self.devices, self.memory, self.schedule = instance, devices, memory, schedule
+        self.share, self.best, self.plan, self.max_nodes, self.visited = forward_share, incumbent, None, max_nodes, 0
+        self.m = instance.microbatches_in_batch
+        self.nodes = {node.id: node for node in instance.nodes}
+        self.preds: dict[int, set[int]] = {v: set() for v in self.nodes}
+        for e in instance.edges:
+            self.preds[e.dst].add(e.src)
+        self.least = {v: min(t * c.time_per_sample for t, cs in node.configurations.items() for c in cs)
+                      for v, node in self.nodes.items()}
+        self.options: dict[tuple[frozenset, int], list[tuple[tuple[float, ...], dict[int, str]]]] = {}
+
+    def run(self) -> bool:
+        try:
+            self._extend([], frozenset(self.nodes), 0, 0)
+        except _Stop:
+            return False
+        return True
+
+    def _ideals(self, rest: frozenset):
+        members = sorted(rest)
+        for size in range(1, len(members) + 1):
+            for first in itertools.combinations(members, size):
+                chosen = set(first)
+                if all(self.preds[v] & rest <= chosen for v in first):
+                    yield frozenset(first)
+
+    def _stage_options(self, block: frozenset, t: int):
+        """Non-dominated TMPC choices of ``block`` at degree ``t``: ((C, boundary bytes, W, A, R), choice)."""
+        key = (block, t)
+        if key not in self.options:
+            ordered = sorted(block)
+            into = [e for e in self.instance.edges if e.dst in block and e.src not in block]
+            out_of = [e for e in self.instance.edges if e.src in block and e.dst not in block]
+            found = []
+            for combo in itertools.product(*(self.nodes[v].configurations[t] for v in ordered)):
+                chosen = dict(zip(ordered, combo))
+                boundary = (math.fsum(2 * (e.communication_cost + chosen[e.dst].sync_time_fw[e.src]) for e in into)
+                            + math.fsum(2 * (e.communication_cost + chosen[e.src].sync_time_bw[e.dst])
+                                        for e in out_of))
+                vector = (math.fsum(c.time_per_sample for c in combo), boundary,
+                          math.fsum(c.parameter_size for c in combo), math.fsum(c.memory_usage_a for c in combo),
+                          math.fsum(c.memory_usage_b for c in combo))
+                found.append((vector, {v: c.id for v, c in chosen.items()}))
+            self.options[key] = [(vec, ch) for vec, ch in found
+                                 if not any(all(a <= b for a, b in zip(other, vec)) and other != vec
+                                            for other, _ in found)]
+        return self.options[key]
+
+    def _in_flight(self, degrees: list[int], k: int) -> int:
+        if self.schedule == "gpipe":
+            return self.m // degrees[k]
+        return -(-sum(degrees[k:]) // degrees[k])
+
+    def _extend(self, placed: list, rest: frozenset, used: int, degree_sum: int) -> None:
+        m, bandwidth = self.m, self.instance.bandwidth
+        for block in self._ideals(rest):
+            left = rest - block
+            common = set.intersection(*(set(self.nodes[v].configurations) for v in block))
+            for t in sorted(common):
+                for d in range(1, (self.devices - used) // t + 1):
+                    if m % d or degree_sum + d + (1 if left else 0) > m:
+                        continue
+                    spare = self.devices - used - d * t
+                    if left and (spare < 1 or m * math.fsum(self.least[v] for v in left) / spare >= self.best):
+                        continue
+                    for vector, choice in self._stage_options(block, t):
+                        self.visited += 1
+                        if self.visited > self.max_nodes:
+                            raise _Stop
+                        compute, boundary, weights, activations, resident = vector
+                        per_microbatch = compute + boundary / bandwidth
+                        busy = (m // d) * per_microbatch + 4 * (d - 1) * weights / (d * bandwidth)
+                        if busy >= self.best:
+                            continue
+                        stages = placed + [(block, d, t, vector, choice)]
+                        degrees = [s[1] for s in stages]
+                        if any(s[3][3] * self._in_flight(degrees, k) + s[3][4] > self.memory
+                               for k, s in enumerate(stages)):
+                            continue
+                        if left:
+                            self._extend(stages, left, used + d * t, degree_sum + d)
+                        else:
+                            self._leaf(stages)
+
+    def _leaf(self, stages: list) -> None:
+        stage_of = {v: k for k, s in enumerate(stages) for v in s[0]}
+        upstream: list[set[int]] = [set() for _ in stages]
+        downstream: list[set[int]] = [set() for _ in stages]
+        for e in self.instance.edges:
+            a, b = stage_of[e.src], stage_of[e.dst]
+            if a != b:
+                downstream[a].add(b)
+                upstream[b].add(a)
+        bandwidth = self.instance.bandwidth
+        times = [StageTimes(boundary / (2 * bandwidth) + self.share * compute,
+                            boundary / (2 * bandwidth) + (1 - self.share) * compute, d, weights / bandwidth,
+                            tuple(sorted(upstream[k])), tuple(sorted(downstream[k])))
+                 for k, (_, d, _, (compute, boundary, weights, _, _), _) in enumerate(stages)]
+        value = batch_time(times, self.m, self.schedule)
+        if value < self.best:
+            self.best = value
+            self.plan = ParallelPlan(tuple(ParallelStage(tuple(sorted(block)), d, t, choice)
+                                           for block, d, t, _, choice in stages), self.schedule)
+
+
+__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "BatchSearch", "search_time_per_batch"]

@@ -1,0 +1,210 @@
+"""The planner's exact time per batch (placement.parallel.timing) and the search that minimises it.
+
+Hand-worked batches (forward share φ = 1/3, Piper's all-reduce ``4(d − 1)/d · W``), agreement with
+the event simulator (independent code) on random plans, and the search's optimum against brute
+force over every plan of tiny instances. Chains as in tests/test_simulate_parallel.py: node ``i``
+with time per sample ``C_i``, one node per stage.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import placement
+from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.io.piper import PiperInstance
+from placement.parallel import ParallelPlan, ParallelStage
+from placement.parallel.batch_search import search_time_per_batch
+from placement.parallel.timing import StageTimes, batch_time, stage_times, time_per_batch
+from placement.simulation.parallel import simulate_parallel
+from placement.testing.bruteforce_parallel import brute_force_parallel
+
+from tests.strategies_parallel import piper_instances, typed_piper_instances
+from tests.test_simulate_parallel import chain, one_per_stage
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+
+
+# --- hand-worked batches -------------------------------------------------------------------------
+
+def test_1f1b_waits_only_for_the_round_trip():
+    # C = (9, 3, 6), m = 4, d = 1: F, B = (3, 6), (1, 2), (2, 4); warm-up y − 1 = (2, 1, 0).
+    # Stage 0: F0 0–3, F1 3–6, F2 6–9; micro-batch 0 returns: stage 1 F0 3–4, stage 2 F0 4–6, B0 6–10,
+    # stage 1 (F0, F1 6–7, B0 10–12), so stage 0 waits until 12: B0 12–18, F3 18–21, B1 21–27,
+    # B2 27–33, B3 33–39. The flow-shop formula 4·9 + 3 + 6 = 45 is only an upper bound.
+    instance = chain([9, 3, 6], m=4)
+    assert time_per_batch(instance, one_per_stage(instance, [1, 1, 1]), "1f1b") == 39.0
+
+
+def test_gpipe_runs_forwards_at_the_largest_forward_and_backwards_at_the_largest_backward():
+    # C = (6, 17), node 0 sends 6 bytes of syncTimeBw on its edge (bandwidth 1), m = 4:
+    # F0 = 6 + 2 = 8, B0 = 6 + 4 = 10, F1 = 17/3, B1 = 34/3. Forwards: stage 0 ends F3 at 32, stage 1
+    # F3 at 32 + 17/3; its backwards then run back to back: 32 + 17/3 + 4·34/3 = 83; stage 0's last
+    # backward 83 + 10 = 93 (the flow-shop formula gives 4·18 + 17 = 89).
+    instance = chain([6, 17], m=4, sync_bw=[6, 0])
+    assert time_per_batch(instance, one_per_stage(instance, [1, 1]), "gpipe") == pytest.approx(93.0, rel=1e-12)
+
+
+def test_gpipe_all_reduce_after_the_last_backward_of_the_rank():
+    # C = (3, 15), P = (0, 20), d = (2, 2), m = 8: two identical pipelines of n = 4 micro-batches,
+    # F, B = (1, 2), (5, 10). Stage 1's forwards of a replica end 6, 11, 16, 21, its backwards 31, 41,
+    # 51, 61; stage 0's backwards follow each, the last 61–63. Stage 1's ring: 2 steps of 2·20/2 = 20
+    # from 61: 101 = T (stage 0 has no parameters; the flow-shop formula gave 103).
+    instance = chain([3, 15], m=8, parameters=[0, 20])
+    assert time_per_batch(instance, one_per_stage(instance, [2, 2]), "gpipe") == 101.0
+
+
+def test_gpipe_with_replicas_of_different_counts():
+    # C = (3, 12), d = (1, 4), m = 8: F, B = (1, 2), (4, 8). Replica r of stage 1 gets micro-batches r
+    # and r + 4: F(r) r+1..r+5, F(r+4) r+5..r+9, B(r) r+9..r+17, B(r+4) r+17..r+25. So stage 1's
+    # backwards of micro-batches 0…7 end at 17, 18, 19, 20, 25, 26, 27, 28; stage 0 (its forwards over by
+    # 8) runs its backwards of 2 each in that order as they come: 17–19, 19–21, 21–23, 23–25, 25–27,
+    # 27–29, 29–31, 31–33.
+    instance = chain([3, 12], m=8)
+    assert time_per_batch(instance, one_per_stage(instance, [1, 4]), "gpipe") == 33.0
+
+
+def test_single_stage_meets_the_bound_and_ring_vs_piper_all_reduce():
+    # One stage, d = 2, m = 4, C = 6, P = 10: each replica runs 2·6 = 12, then 2 ring steps of
+    # β·10/2: Piper's β = 2 gives 12 + 20 = 32 = m·TPS (TPS = 6/2 + 4·1·10/(2·4) = 8); PALM's 12 + 10.
+    instance = chain([6], m=4, parameters=[10])
+    plan = one_per_stage(instance, [2])
+    assert time_per_batch(instance, plan, "1f1b") == 32.0
+    assert time_per_batch(instance, plan, "gpipe", allreduce="ring") == 22.0
+
+
+def test_interleaved_textbook_bubble():
+    # p = 2 ranks, v = 2 chunks, 4 equal stages (F, B = 1, 2), m = 4 = n: Megatron's interleaved 1F1B
+    # with n = p runs every forward first; its time is n·v·(F + B) + (p − 1)·(F + B) = 8·3 + 3 = 27.
+    instance = chain([3, 3, 3, 3], m=4)
+    plan = one_per_stage(instance, [1, 1, 1, 1])
+    assert time_per_batch(instance, plan, "interleaved", chunks=2) == 27.0
+    assert simulate_parallel(instance, plan, "interleaved", chunks=2).time_per_batch == 27.0
+
+
+def test_forward_share_moves_gpipe_but_not_a_single_stage():
+    instance = chain([6, 17], m=4, sync_bw=[6, 0])
+    plan = one_per_stage(instance, [1, 1])
+    # φ = 1/2: F, B = (9, 9), (8.5, 8.5). Stage 1's forwards end 17.5, 26.5, 35.5, 44.5, its backwards
+    # 53, 61.5, 70, 78.5; stage 0's backwards (9 each, the slower) run back to back from 53: 53 + 4·9 = 89
+    # (φ = 1/3 gave 93 above; F + B is the same).
+    assert time_per_batch(instance, plan, "gpipe", forward_share=0.5) == 89.0
+    single = chain([6], m=4)
+    # one stage: its 4 micro-batches back to back, 4·6 = 24 whatever φ
+    assert time_per_batch(single, one_per_stage(single, [1]), "gpipe", forward_share=0.9) == pytest.approx(24.0)
+
+
+def test_stage_times_read_the_plan():
+    instance = chain([3, 6], edge_bytes=[10], m=4, bandwidth=10, parameters=[20, 40])
+    first, second = stage_times(instance, one_per_stage(instance, [2, 2]))
+    # stage 0: out = 10/10 = 1, F = 1 + 1 = 2, B = 1 + 2 = 3; stage 1: in = 1, F = 1 + 2 = 3, B = 1 + 4 = 5
+    assert (first.forward, first.backward, first.weights, first.downstream) == (2.0, 3.0, 2.0, (1,))
+    assert (second.forward, second.backward, second.weights, second.upstream) == (3.0, 5.0, 4.0, (0,))
+
+
+def test_bad_input():
+    instance = chain([3, 6], m=4)
+    plan = one_per_stage(instance, [1, 1])
+    with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'gpipe', '1f1b', 'piper', "
+                                                    r"'interleaved', not 'zb'$"):
+        time_per_batch(instance, plan, "zb")
+    with pytest.raises(InvalidParameterError, match=r"^chunks must be 1 under the gpipe schedule, not 2$"):
+        time_per_batch(instance, plan, "gpipe", chunks=2)
+    with pytest.raises(InvalidPlanError, match=r"^stage 0: d = 3 does not divide the 4 micro-batches of a batch$"):
+        time_per_batch(instance, one_per_stage(instance, [3, 1]), "gpipe")
+    with pytest.raises(InvalidPlanError, match=r"^edge 0 -> 1 goes from stage 1 back to stage 0$"):
+        time_per_batch(instance, list(reversed(plan)), "gpipe")
+    with pytest.raises(InvalidPlanError, match=r"^node 1 is in no stage$"):
+        time_per_batch(instance, plan[:1], "gpipe")
+    with pytest.raises(InvalidParameterError, match=r"^allreduce must be one of 'piper', 'ring', not 'tree'$"):
+        batch_time([StageTimes(1.0, 2.0, 1, 0.0)], 2, "gpipe", allreduce="tree")
+
+
+# --- against the event simulator ------------------------------------------------------------------
+
+@st.composite
+def plans(draw, instance: PiperInstance):
+    """A random plan of ``instance``: its nodes in a topological order cut into contiguous stages, each with
+    a degree ``t`` its nodes share, a ``d`` dividing ``m``, a random TMPC per node and a device type."""
+    ids = [node.id for node in instance.nodes]            # the strategy's nodes are in topological order
+    cuts = sorted(draw(st.sets(st.integers(1, len(ids) - 1), max_size=len(ids) - 1))) if len(ids) > 1 else []
+    bounds = [0, *cuts, len(ids)]
+    nodes = {node.id: node for node in instance.nodes}
+    m = instance.microbatches_in_batch
+    types = [t for t in instance.device_types]
+    stages = []
+    for a, b in zip(bounds, bounds[1:]):
+        block = ids[a:b]
+        kind = draw(st.sampled_from(types)) if types else None
+        common = sorted(set.intersection(*(set(nodes[v].configurations) for v in block)))
+        t = 1 if kind is not None and kind.cpu else draw(st.sampled_from(common))
+        d = draw(st.sampled_from([d for d in range(1, m + 1) if m % d == 0]))
+        tmpcs = {v: draw(st.sampled_from([c.id for c in nodes[v].configurations[t]])) for v in block}
+        stages.append(ParallelStage(tuple(block), d, t, tmpcs, "" if kind is None else kind.name))
+    return stages
+
+
+@given(st.data(), st.sampled_from(["gpipe", "1f1b", "piper"]), st.sampled_from(["piper", "ring"]),
+       st.sampled_from([0.0, 1 / 3, 0.5, 1.0]), st.booleans())
+@settings(max_examples=150)
+def test_time_per_batch_equals_the_simulated_one(data, schedule, allreduce, share, typed):
+    instance = data.draw(typed_piper_instances(4) if typed else piper_instances(5))
+    plan = data.draw(plans(instance))
+    planned = time_per_batch(instance, plan, schedule, forward_share=share, allreduce=allreduce)
+    simulated = simulate_parallel(instance, plan, schedule, forward_share=share, allreduce=allreduce)
+    assert planned == pytest.approx(simulated.time_per_batch, rel=1e-12, abs=1e-12)
+
+
+@given(st.lists(st.integers(1, 9), min_size=2, max_size=6), st.sampled_from([1, 2]),
+       st.lists(st.integers(0, 5), min_size=6, max_size=6), st.sampled_from([2, 4, 8]))
+@example([3, 5], 2, [0, 4, 0, 0, 0, 0], 4)
+@settings(max_examples=60)
+def test_interleaved_equals_the_simulated_one(times, d, parameters, m):
+    chunks = 2
+    if len(times) % chunks or (m // d) % (len(times) // chunks) or m % d:
+        return
+    instance = chain(times, m=m, parameters=parameters[:len(times)])
+    plan = one_per_stage(instance, [d] * len(times))
+    planned = time_per_batch(instance, plan, "interleaved", chunks=chunks)
+    simulated = simulate_parallel(instance, plan, "interleaved", chunks=chunks, allreduce="piper")
+    assert planned == pytest.approx(simulated.time_per_batch, rel=1e-12)
+
+
+# --- the search -------------------------------------------------------------------------------------
+
+@given(piper_instances(max_nodes=3), st.sampled_from(["gpipe", "1f1b"]))
+@settings(max_examples=40)
+def test_search_optimum_equals_brute_force(instance, schedule):
+    """Every plan enumerated and simulated (brute force) against the search: same least time per batch,
+    and the search says it proved it."""
+    best, _ = brute_force_parallel(instance, schedule=schedule, objective="time-per-batch")
+    result = placement.solve(instance, schedule=schedule, objective="time-per-batch")
+    if math.isinf(best):
+        assert str(result.status) == "infeasible"
+        return
+    assert str(result.status) == "optimal"
+    assert result.value == pytest.approx(best, rel=1e-9)
+    assert simulate_parallel(instance, result.plan, schedule, allreduce="piper").time_per_batch == \
+        pytest.approx(result.value, rel=1e-9)
+
+
+def test_search_leaves_the_dp_plan_when_the_bound_meets_it_and_improves_a_stalling_one():
+    # One node C = 6 on up to 2 devices, m = 4: a single stage of d = 2 meets m·TPS = 4·3 = 12: optimal.
+    single = chain([6], m=4)
+    found = search_time_per_batch(single, devices=2, memory=1e15, schedule="1f1b", max_sets=100)
+    assert (found.value, found.bound, found.proven) == (12.0, 12.0, True)
+
+
+def test_objective_is_refused_with_piper_schedule():
+    instance = chain([3, 6], m=4)
+    with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'gpipe', '1f1b' with objective "
+                                                    r"'time-per-batch', not 'piper'$"):
+        placement.solve(instance, objective="time-per-batch")
+    with pytest.raises(InvalidParameterError, match=r"^objective must be one of 'throughput', 'time-per-batch' "
+                                                    r"for a Piper instance, not 'latency'$"):
+        placement.solve(instance, objective="latency")
