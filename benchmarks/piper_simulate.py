@@ -1,4 +1,4 @@
-"""Simulate every plan of the Piper benchmark under each schedule; compare with the plan model.
+"""Simulate every plan of the Piper benchmark under each schedule; compare with the planner's figures.
 
 Plans: the feasible records of ``benchmarks/results/piper.json`` (``benchmarks/piper.py``:
 ``{instance, devices, memory, objective, status, stages: [{nodes, d, t, tmpcs}]}``), or, when that
@@ -7,26 +7,29 @@ file is absent (or with ``--solve``), the optimal plans of the same settings sol
 4, 8, 16, 32 and 64 devices; bert32a100 at 1, 2 and 8 GiB and resnet at 1, 2 and 4 GiB per
 device, each at 8, 16, 32 and 64 devices.
 
-Each plan runs, for each schedule of the plan model (``piper``, ``1f1b``, ``gpipe``), one batch of
-the instance's ``mbsInBatch`` micro-batches through
+Part 1 — each plan runs, for each schedule of the plan model (``piper``, ``1f1b``, ``gpipe``), one
+batch of the instance's ``mbsInBatch`` micro-batches through
 :func:`placement.simulation.parallel.simulate_parallel` (with Piper's all-reduce bytes,
-``allreduce="piper"``, which the model counts), and is compared with the model's evaluation
-(:func:`placement.verification.parallel.evaluate_parallel`, the plan given that schedule):
+``allreduce="piper"``, and the default forward share 1/3, as the planner counts them):
 
-* memory: per stage the simulated peak per device against the model's memory; the table shows
-  the largest relative difference over the stages (acceptance: 1%);
+* memory: per stage the simulated peak per device against the model's memory
+  (:func:`placement.verification.parallel.evaluate_parallel`, the plan given that schedule); the
+  table shows the largest relative difference over the stages (acceptance: 1%);
 * time: ``piper`` — the simulated time per sample without fill and drain against Piper's objective
-  (the model's value); ``1f1b`` and ``gpipe`` — the simulated time per batch against the model's
-  time per batch (acceptance: 0.1%).
+  (the model's value); ``1f1b`` and ``gpipe`` — the simulated time per batch against the planner's
+  exact time per batch (:func:`placement.parallel.timing.time_per_batch`; acceptance: 0.1%).
 
-Columns: instance, devices, memory per device (GiB; ``-``: the file's own), schedule, stages,
-``Σ d·t``, ``d`` per stage, tasks simulated, seconds per simulation (median of ``--repeat``),
-model and simulated time, relative difference, largest memory relative difference. Writes
-``benchmarks/results/piper_simulate.json``: per run the figures above, ``[d, t]`` per stage and
-``[model, simulated]`` memory per stage.
+Part 2 (skipped with ``--no-search``) — every setting solved for ``objective="time-per-batch"``
+under ``gpipe`` and ``1f1b`` (``placement.solve``; kernels compiled first): status, the planner's
+objective (the plan's exact time per batch), the proven bound ``m·M*`` and gap, the time per
+batch of the plan that minimises Piper's objective (what the search starts from), solve seconds,
+and the simulated time per batch of the returned plan against the objective (acceptance: 0.1%).
+
+Writes ``benchmarks/results/piper_simulate.json``: per run of part 1 the figures above, ``[d, t]``
+per stage and ``[model, simulated]`` memory per stage; under ``"search"`` the rows of part 2.
 
     python benchmarks/piper_simulate.py [--results benchmarks/results/piper.json] [--solve]
-                                        [--repeat 1] [--json benchmarks/results/piper_simulate.json]
+                                        [--no-search] [--repeat 1] [--json benchmarks/results/piper_simulate.json]
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import placement  # noqa: E402
 from placement.io.piper import read_piper  # noqa: E402
-from placement.parallel import SCHEDULES, ParallelPlan, solve_piper  # noqa: E402
+from placement.parallel import ParallelPlan, solve_piper  # noqa: E402
+from placement.parallel.timing import time_per_batch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
@@ -51,6 +56,8 @@ SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
 MEMORY_BOUND = 0.01
 TIME_BOUND = 0.001
+#: the schedules of part 1 (interleaved plans are laid out differently; see benchmarks of that planner)
+SCHEDULES = ("piper", "1f1b", "gpipe")
 
 
 def settings() -> list[tuple[str, int | None, float | None]]:
@@ -90,11 +97,60 @@ def check(instance, plan: ParallelPlan, repeat: int) -> dict:
     if plan.schedule == "piper":
         simulated, expected = result.time_per_sample, evaluation.value
     else:
-        simulated, expected = result.time_per_batch, evaluation.time_per_batch
+        simulated, expected = result.time_per_batch, time_per_batch(instance, plan, plan.schedule)
     return {"schedule": plan.schedule, "tasks": result.tasks, "seconds": statistics.median(seconds),
             "model_time": expected, "simulated_time": simulated, "time_rel": relative(simulated, expected),
             "memory": [[b, a] for a, b in memory],
             "memory_rel": max(relative(a, b) for a, b in memory)}
+
+
+def search_rows(instances: dict) -> list[dict]:
+    """Part 2 of the module docstring: solve every setting for the time per batch, simulate the plan."""
+    from placement.parallel.dp import solve_parallel
+
+    solve_parallel(read_piper(SHARED / "bert32a100.json"), devices=2, compiled=True)   # compile before timing
+    rows = [["instance", "devices", "GiB", "schedule", "status", "objective", "bound", "gap", "DP plan", "stages",
+             "solve s", "simulated", "rel"]]
+    out = []
+    for name, devices, memory in settings():
+        if name not in instances:
+            instances[name] = read_piper(SHARED / f"{name}.json")
+        instance = instances[name]
+        for schedule in ("gpipe", "1f1b"):
+            started = time.perf_counter()
+            result = placement.solve(instance, devices=devices, memory=memory, schedule=schedule,
+                                     objective="time-per-batch")
+            seconds = time.perf_counter() - started
+            simulated = rel = None
+            if result.plan is not None:
+                simulated = simulate_parallel(instance, result.plan, schedule, allreduce="piper").time_per_batch
+                rel = relative(simulated, result.value)
+            row = {"instance": name, "devices": result.devices, "memory_bound": memory, "schedule": schedule,
+                   "status": str(result.status), "objective": result.value, "bound": result.bound, "gap": result.gap,
+                   "dp_plan_time_per_batch": result.stats.get("dp_plan_time_per_batch"),
+                   "candidates": result.stats.get("candidates"), "seconds": seconds, "simulated": simulated,
+                   "time_rel": rel, "degrees": None if result.plan is None else [[s.d, s.t] for s in result.plan.stages]}
+            out.append(row)
+            gib = "-" if memory is None else f"{memory / GIB:g}"
+            rows.append([name, str(result.devices), gib, schedule, str(result.status), cell(result.value),
+                         cell(result.bound), "-" if result.gap is None else f"{result.gap:.2%}",
+                         cell(row["dp_plan_time_per_batch"]),
+                         "-" if result.plan is None else str(len(result.plan.stages)), f"{seconds:.2f}",
+                         cell(simulated), "-" if rel is None else f"{rel:.1e}"])
+            print("  ".join(rows[-1]), file=sys.stderr, flush=True)
+    print("\nobjective='time-per-batch' (placement.solve), each plan simulated:")
+    print("\n".join(format_table(rows, left=(0, 2, 3, 4))))
+    for schedule in ("gpipe", "1f1b"):
+        mine = [r for r in out if r["schedule"] == schedule and r["simulated"] is not None]
+        seconds = sorted(r["seconds"] for r in out if r["schedule"] == schedule)
+        gaps = [r["gap"] for r in mine]
+        print(f"{schedule}: {len(mine)} plans, simulated within {TIME_BOUND:.1%} of the objective in "
+              f"{sum(r['time_rel'] <= TIME_BOUND for r in mine)} (largest difference "
+              f"{max((r['time_rel'] for r in mine), default=0):.2e}); optimal {sum(r['status'] == 'optimal' for r in mine)}, "
+              f"feasible {sum(r['status'] == 'feasible' for r in mine)}, largest gap {max(gaps, default=0):.2%}, "
+              f"median gap {statistics.median(gaps) if gaps else 0:.2%}; solve s median "
+              f"{statistics.median(seconds):.2f}, max {seconds[-1]:.2f}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "piper.json")
     parser.add_argument("--solve", action="store_true", help="solve the settings here even if --results exists")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-search", action="store_true", help="skip part 2 (solving for the time per batch)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_simulate.json")
     args = parser.parse_args(argv)
 
@@ -139,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(r['time_rel'] <= TIME_BOUND for r in mine)}; largest time difference "
               f"{max((r['time_rel'] for r in mine), default=0):.2e}, memory "
               f"{max((r['memory_rel'] for r in mine), default=0):.2e}")
+    search = [] if args.no_search else search_rows(instances)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"source": source, "runs": out}, indent=1) + "\n")
+    args.json.write_text(json.dumps({"source": source, "runs": out, "search": search}, indent=1) + "\n")
     return 0
 
 

@@ -8,6 +8,7 @@ with time per sample ``C_i``, one node per stage.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -208,3 +209,20 @@ def test_objective_is_refused_with_piper_schedule():
     with pytest.raises(InvalidParameterError, match=r"^objective must be one of 'throughput', 'time-per-batch' "
                                                     r"for a Piper instance, not 'latency'$"):
         placement.solve(instance, objective="latency")
+
+
+def test_cli_solves_for_the_time_per_batch(tmp_path, capsys):
+    # Nodes C = (9, 3) on 2 devices, m = 4: one stage with d = 2 runs 2·12 = 24 on each replica and nothing
+    # waits, meeting the bound m·TPS = 4·12/2 = 24; two stages of d = 1 (TPS 9) would take 4·9 + 3 = 39 or more.
+    from placement.cli import main
+
+    instance = chain([9, 3], m=4)
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(instance.to_json()))
+    assert main(["solve", str(path), "--devices", "2", "--schedule", "1f1b", "--objective", "time-per-batch"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["status optimal",
+                        "time per batch 24 (bound 24, gap 0.00%), largest stage time per sample 6, 2 devices used"]
+    assert main(["solve", str(path), "--objective", "time-per-batch"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --schedule must be one of 'gpipe', '1f1b' with objective "
+                                               "'time-per-batch', not 'piper'")

@@ -37,9 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="solution method (default auto; see below)")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="stages",
                    help="contiguity class of the plan (default: stages)")
-    p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
+    p.add_argument("--objective", choices=(*OBJECTIVES, "time-per-batch"), default="throughput",
                    help="throughput (default: max load, PipeDream), throughput-gpipe (max FW + max BW, "
-                        "training) or latency (one sample, inference)")
+                        "training), latency (one sample, inference) or time-per-batch (Piper instances with "
+                        "--schedule gpipe or 1f1b: the schedule's exact time per batch)")
     p.add_argument("--stages", type=positive_int, metavar="N", help="exactly N non-empty pipeline stages")
     p.add_argument("--backend", metavar="NAME",
                    help="MILP backend: cp-sat (default), cbc, scip, highs, pulp (PuLP's CBC) or pulp:SOLVER; "

@@ -1,4 +1,4 @@
-"""Pipeline schedules of data-parallel stages: micro-batches in flight (memory) and time per batch.
+"""Pipeline schedules of data-parallel stages: micro-batches in flight (the memory model).
 
 Setting: a batch of ``m`` micro-batches (Piper's ``mbsInBatch``; one micro-batch is one
 "sample" of Piper's time per sample) flows through stages ``0 … S−1``. Stage ``i`` has ``d_i``
@@ -24,14 +24,11 @@ memory is ``Σ_v memoryUsageA_v · y_i + memoryUsageB_v``):
   ``y = ceildiv(suffixSumOfDataParallelDegrees, d)``), with the objective of largest time per
   sample (no fill or drain).
 
-Time per batch (``gpipe`` and ``1f1b``): a flow shop of identical jobs (the micro-batches)
-through the chain of stages takes ``Σ_i p_i + (n − 1)·max_i p_i``; with replicas, stage ``i``
-is busy ``n_i·c_i + AR_i`` per batch, and the fill and drain cost one micro-batch per stage::
-
-    T = Σ_i c_i + max_i (n_i·c_i + AR_i − c_i)
-
-With equal stages (``c_i = c``, ``d_i = d``, no synchronisation) this is the textbook
-``(n + S − 1)·c``. Both schedules have the same bubble; they differ in memory only.
+Time per batch: :mod:`placement.parallel.timing` computes it exactly (the longest path of the
+schedule's task graph). No closed form holds in general: with stages of different forward and
+backward shares GPipe's critical path runs the forwards at the largest ``F`` and the backwards at
+the largest ``B``; 1F1B waits only for round trips, and with data-parallel degrees that do not
+divide each other its ``y_i`` micro-batches in flight do not keep the bottleneck busy.
 """
 
 from __future__ import annotations
@@ -70,11 +67,4 @@ def in_flight_all(schedule: str, degrees: Sequence[int], microbatches: int) -> l
     return out
 
 
-def time_per_batch(per_microbatch: Sequence[float], sync: Sequence[float], degrees: Sequence[int],
-                   microbatches: int) -> float:
-    """``T = Σ c_i + max_i (n_i·c_i + AR_i − c_i)`` (module docstring) from ``c_i``, ``AR_i``, ``d_i``."""
-    busy = max((microbatches // d) * c + a - c for c, a, d in zip(per_microbatch, sync, degrees))
-    return sum(per_microbatch) + busy
-
-
-__all__ = ["check_schedule", "in_flight", "in_flight_all", "time_per_batch", "uses_suffix"]
+__all__ = ["check_schedule", "in_flight", "in_flight_all", "uses_suffix"]

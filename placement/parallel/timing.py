@@ -60,6 +60,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.parallel.schedules import in_flight
 
 #: forward share of a node's time per sample (the backward is about twice the forward)
 FORWARD_SHARE = 1.0 / 3.0
@@ -220,8 +221,7 @@ def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, all
         elif schedule == "gpipe":
             kinds, chunk_of, local = _gpipe(n)
         else:
-            y = -(-sum(degrees[rank:]) // d)
-            kinds, chunk_of, local = _one_f_one_b(n, y - 1)
+            kinds, chunk_of, local = _one_f_one_b(n, in_flight("1f1b", sum(degrees[rank:]), d, m) - 1)
         stage = chunk_of * p + rank
         base = np.where(kinds == 0, stage, count + stage) * m
         for r in range(d):

@@ -29,8 +29,12 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
              f"status {result.status}" + (f": {result.message}" if result.message else "")]
     if result.plan is None or result.evaluation is None:
         return "\n".join(lines) + "\n"
-    lines.append(f"largest stage time per sample {cell(result.value)} (bound {cell(result.bound)}), "
-                 f"time per batch {cell(result.time_per_batch)}, {result.plan.devices} devices used")
+    if result.objective == "time-per-batch":
+        lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {result.gap:.2%}), "
+                     f"largest stage time per sample {cell(result.evaluation.value)}, {result.plan.devices} devices used")
+    else:
+        lines.append(f"largest stage time per sample {cell(result.value)} (bound {cell(result.bound)}), "
+                     f"time per batch {cell(result.time_per_batch)}, {result.plan.devices} devices used")
     nodes = {n.id: n for n in instance.nodes}
     typed = bool(instance.device_types)
     rows = [["stage", "nodes", *(["type"] if typed else []), "d", "t", "not 1st TMPC", "time/sample", "memory",
