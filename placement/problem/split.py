@@ -13,6 +13,8 @@ Placement variants (names as the API takes them):
 
 * ``w_placement="any"`` — ``W(u)`` runs on any stage of the pipeline whose type supports ``u``;
 * ``w_placement="adjacent"`` — on ``u``'s layer stage or the next stage in pipeline order;
+* ``w_placement="home"`` — on ``u``'s layer stage (no W moves: with ``inter_layer=False`` these are the
+  unsplit plans, priced with the split model's memory, the baseline a split plan is compared with);
 * ``inter_layer=True`` — ``B(u)`` runs on ``u``'s layer stage or the previous stage.
 
 This module holds the data of the model only; the evaluator (:mod:`placement.verification.split`)
@@ -29,7 +31,7 @@ from placement.parameters import flag, number, one_of
 from placement.problem.instance import Instance
 
 BACKWARD_MODES = ("joint", "split")
-W_PLACEMENTS = ("any", "adjacent")
+W_PLACEMENTS = ("any", "adjacent", "home")
 DEFAULT_W_SHARE = 0.5
 
 

@@ -192,6 +192,12 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                     graph.add_dependency(t + (j - window) * size, u + j * size)
     caps = stage_caps(pipeline, schedule)
     lags = w_lags(pipeline, schedule)
+    if schedule.name == "gpipe" and pipeline.split:
+        # a split plan's GPipe flushes between the phases: no stage starts its backward calls before every
+        # stage has run all its forwards, so the time per sample grows by max FW + max BW per micro-batch
+        for s in range(n):
+            for s2 in range(n):
+                graph.add_dependency(main[(s2, FORWARD)] + (microbatches - 1) * size, main[(s, BACKWARD)])
     for s in range(n):
         order = stage_order(schedule, s, n, microbatches, caps[s], lags[s])
         graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
@@ -233,12 +239,14 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     the schedule's limit (:func:`in_flight_cap`), lowered to what the device's memory bound holds
     beside its node memory where the activations per micro-batch are known.
 
-    A split plan under 1F1B (``1f1b-async``, ``1f1b-flush``): stage ``i`` holds at most ``S − k``
-    micro-batches, ``k`` the first stage whose B its W call waits for (``k = i`` when its W parts
-    wait only for its own B and later stages'), so every W runs within the round trip that
-    brings its inputs and a W never piles up behind ready ``F``/``B`` calls."""
+    A split plan under 1F1B (``1f1b-async``, ``1f1b-flush``): stage ``i`` admits at most
+    ``S − i + δ_i`` micro-batches (``δ_i`` its W lag, :func:`w_lags`): ``F(j)`` waits for the end of its
+    last call of micro-batch ``j − (S − i + δ_i)``, the call just before ``F(j)`` in its order, so the
+    limit is the order's own and is reached once ``m ≥ S − i + δ_i``."""
     n = len(pipeline.stages)
     caps: list[int | None] = []
+    if pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush"):
+        return [n - s + (lag or 0) for s, lag in enumerate(w_lags(pipeline, schedule))]
     for s, st in enumerate(pipeline.stages):
         fits = None
         if schedule.zero_bubble is not None and st.activation_bytes and math.isfinite(st.memory_bound):

@@ -36,8 +36,12 @@ the order: stage ``i`` runs ``W(j − δ_i)`` right after ``B(j)`` (the remainin
 last ``B``), with ``δ_i = 0`` when its ``W`` call receives nothing from another stage's ``B`` (its
 inputs are there once its own ``B(j)`` ends) and ``δ_i = 1 + max |k − i|`` over the stages ``k``
 whose ``B`` output it receives otherwise; nothing waits for a ``W``
-(delayed weight updates), so a steady state runs at the max load. Under ``gpipe``,
-``split-backward`` and the zero-bubble schedules the ``W`` calls fill idle time as above.
+(delayed weight updates), so a steady state runs at the max load. Stage ``i`` then holds at most
+``S − i + δ_i`` micro-batches, the order's own limit, enforced as an admission limit too
+(:func:`placement.simulation.program.stage_caps`). Under ``gpipe``,
+``split-backward`` and the zero-bubble schedules the ``W`` calls fill idle time as above; under
+``gpipe`` a split plan also flushes between the phases (no stage starts a backward call before every
+stage has run all its forwards), so its iteration grows by exactly ``max FW + max BW`` per micro-batch.
 
 Both zero-bubble schedules also respect each device's memory bound: a stage whose
 activations per micro-batch are known holds at most as many micro-batches as fit

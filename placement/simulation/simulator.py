@@ -21,7 +21,8 @@ Figures reported
   on the stage (``B``, or ``W`` when the backward is split; ``F`` for inference);
   one released at the moment another starts does not count twice.
   ``peak_memory = static memory + peak_in_flight × activation bytes``
-  (unknown when the instance gives no tensor sizes).
+  (unknown when the instance gives no tensor sizes); for a split plan the bytes per micro-batch
+  also hold one buffer per tensor its moved W tasks read (:func:`split_memory`).
 """
 
 from __future__ import annotations
@@ -99,10 +100,10 @@ class StageResult:
     activation_bytes: float | None
     peak_memory: float | None
     memory_bound: float
-    #: split-backward plans: the most bytes held at once for W parts whose layer is elsewhere
-    #: (the tensors they read, from their arrival to the end of the W call); None for joint plans
+    #: split-backward plans: the most bytes reserved at once for the inputs of W parts whose layer is
+    #: elsewhere (one buffer per tensor and micro-batch in flight); None for joint plans
     peak_w_inputs: float | None = None
-    w_inputs_per_microbatch: float | None = None   # the most of those bytes held for any one micro-batch
+    w_inputs_per_microbatch: float | None = None   # those bytes for one micro-batch
 
     @property
     def bubble_fraction(self) -> float:
@@ -385,47 +386,28 @@ def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray
 
 
 def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int) -> list[tuple[float, float, float]]:
-    """Per stage of a split plan, ``(most activation + W-input bytes held at once, most W-input bytes,
-    most W-input bytes held for one micro-batch)``.
+    """Per stage of a split plan, ``(most bytes reserved at once for micro-batches in flight, most of them for
+    W inputs, W-input bytes of one micro-batch)``.
 
-    Activations (the stage's forward outputs) are held per micro-batch from the start of its ``F`` to the
-    end of its last call on the stage (its W call included); each other tensor a W call reads for a part
-    whose layer is elsewhere from the end of the call that produces it (it is sent then) to the end of
-    that W call, one copy per tensor.
+    A stage reserves one micro-batch's buffers when it starts the micro-batch's ``F`` and frees them at the end
+    of its last call of the micro-batch (its ``W`` call): the activations (its forward outputs) and one buffer
+    per tensor its W call reads for a part whose layer is elsewhere (received into it by the call that reads
+    it first; one copy per tensor; the stage's own forward outputs are activations already).
     """
-    compute = ~tasks.on_link
-    end_of: dict[tuple[int, str], np.ndarray] = {}
-    for s in range(len(pipeline.stages)):
-        for kind in (BACKWARD, FORWARD, WEIGHT):
-            mine = compute & (tasks.stage == s) & (tasks.kind == kind)
-            ends = np.full(microbatches, np.nan)
-            ends[tasks.microbatch[mine]] = tasks.end[mine]
-            end_of[(s, kind)] = ends
     out = []
     for s, st in enumerate(pipeline.stages):
-        starts, ends, weights = [], [], []
-        seen = set()
+        seen: set[int] = set()
+        kept = 0.0
         for w in pipeline.w_inputs[s]:
             if w.node in seen or (w.stage == s and w.kind == FORWARD):
-                continue     # one copy of a tensor on a stage; the stage's own forward outputs are activations
+                continue
             seen.add(w.node)
-            starts.append(end_of[(w.stage, w.kind)])
-            ends.append(end_of[(s, WEIGHT)])
-            weights.append(np.full(microbatches, w.size))
-        w_peak = one = 0.0
-        if starts:
-            w_peak = float(in_flight_profile(np.concatenate(starts), np.concatenate(ends),
-                                             np.concatenate(weights))[1].max(initial=0.0))
-            one = max(float(in_flight_profile(np.array([a[j] for a in starts]), np.array([b[j] for b in ends]),
-                                              np.array([w[j] for w in weights]))[1].max(initial=0.0))
-                      for j in range(microbatches))
+            kept += w.size
         held_from, held_to = holding(tasks, s, microbatches)
-        starts.append(held_from)
-        ends.append(held_to)
-        weights.append(np.full(microbatches, st.activation_bytes or 0.0))
-        total = float(in_flight_profile(np.concatenate(starts), np.concatenate(ends),
-                                        np.concatenate(weights))[1].max(initial=0.0))
-        out.append((total, w_peak, one))
+        footprint = (st.activation_bytes or 0.0) + kept
+        peak = float(in_flight_profile(held_from, held_to, np.full(microbatches, footprint))[1].max(initial=0.0))
+        count = int(in_flight_profile(held_from, held_to)[1].max(initial=0))
+        out.append((peak, count * kept, kept))
     return out
 
 

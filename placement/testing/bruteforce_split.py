@@ -94,7 +94,8 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
             for u in backward:
                 home = st[cls[u]]
                 b_opts = [home] + ([home - 1] if model.inter_layer and home > 0 else [])
-                w_opts = list(range(S)) if model.w_placement == "any" else [home] + ([home + 1] if home + 1 < S else [])
+                w_opts = (list(range(S)) if model.w_placement == "any" else [home] if model.w_placement == "home"
+                          else [home] + ([home + 1] if home + 1 < S else []))
                 ok = lambda d, u=u: nodes[u].times[seq[d]] is not None
                 options.append([(b, w) for b in b_opts if ok(b) for w in w_opts if ok(w)])
             for choice in itertools.product(*options):
@@ -117,8 +118,21 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                         mem[bd] += nodes[u].memory
                     if wd != st[cls[u]]:
                         kept[wd] |= {x for x in w_reads[u] if nodes[x].backward or st[cls[x]] != wd}
+                # bounded async 1F1B: position d holds S - d + lag micro-batches, lag = 1 + the farthest
+                # position whose B output its W call is the first call there to read (0 if none)
+                lag = [0] * S
+                for u in backward:
+                    wd = wpos[u]
+                    for x in w_reads[u]:
+                        if not nodes[x].backward or bpos[x] == wd:
+                            continue
+                        early = ({bpos[w] for w in succ[x] if nodes[w].backward}
+                                 | {st[cls[w]] for w in succ[x] if not nodes[w].backward})
+                        if wd not in early:
+                            lag[wd] = max(lag[wd], 1 + abs(bpos[x] - wd))
                 for d in range(S):
-                    mem[d] += sum(size[x] for x in kept[d])
+                    footprint = sum(size[v] for v in range(n) if st[cls[v]] == d and not nodes[v].backward)
+                    mem[d] += (S - d + lag[d]) * (footprint + sum(size[x] for x in kept[d]))
                 if any(mem[d] > problem.device_types[seq[d]].memory for d in range(S)):
                     continue
                 if model.inter_layer and _cyclic({(bpos[x], bpos[w]) for x, w in backward_edges}, S):

@@ -137,6 +137,33 @@ def _b_call_cycles(problem: Instance, b_dev: dict[int, int]) -> list[str]:
             + " wait for each other in a cycle"]
 
 
+def micro_batches_held(problem: Instance, b_dev: dict[int, int], w_dev: dict[int, int], layer: dict[int, int],
+                       reads: dict[int, list[int]], rank: dict[int, int]) -> dict[int, int]:
+    """Per stage (device position), ``H = (S − p) + δ``: the micro-batches it holds at once under bounded
+    asynchronous 1F1B, ``S`` the stages, ``p`` its position among them, ``δ`` the lag of its W call: 0 when
+    the call receives no B output of another stage, else ``1 + max |p − q|`` over the stages ``q`` whose
+    B output it receives (a tensor is received by the first call on the stage that reads it, in the order
+    F, B, W: a backward tensor that a B task of the stage also reads is received by the B call)."""
+    n_stages = len(rank)
+    f_read: dict[int, set[int]] = {n.id: set() for n in problem.nodes}    # devices whose F or B call reads x
+    for e in problem.edges:
+        dst = problem.node(e.dst)
+        if dst.backward:
+            f_read[e.src].add(b_dev[e.dst])
+        elif e.dst in layer:
+            f_read[e.src].add(layer[e.dst])
+    lag = {d: 0 for d in rank}
+    for u, xs in reads.items():
+        d = w_dev[u]
+        if d not in rank:
+            continue
+        for x in xs:
+            q = b_dev.get(x)
+            if problem.node(x).backward and q in rank and q != d and d not in f_read[x]:
+                lag[d] = max(lag[d], 1 + abs(rank[q] - rank[d]))
+    return {d: n_stages - rank[d] + lag[d] for d in rank}
+
+
 def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEvaluation:
     """Verify the split plan ``plan`` under ``model``: loads, memory and every rule of the module docstring."""
     anchor = evaluate(problem, Plan(tuple(DeviceAssignment(d.type, d.nodes) for d in plan.devices)),
@@ -168,7 +195,8 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
         prev = stages[rank[home] - 1] if rank[home] > 0 else None
         nxt = stages[rank[home] + 1] if rank[home] + 1 < len(stages) else None
         allowed_b = {home} | ({prev} if model.inter_layer and prev is not None else set())
-        allowed_w = set(stages) if model.w_placement == "any" else {home} | ({nxt} if nxt is not None else set())
+        allowed_w = (set(stages) if model.w_placement == "any" else {home} if model.w_placement == "home"
+                     else {home} | ({nxt} if nxt is not None else set()))
         for task, d, allowed in (("B", b_dev[u], allowed_b), ("W", w_dev[u], allowed_w)):
             if d not in allowed:
                 violations.append(f"node {u}: its {task} task runs on device {d}, which the variant "
@@ -194,6 +222,7 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
     producer = {n.id: (b_dev[n.id] if n.backward else layer.get(n.id, -1)) for n in problem.nodes}
     if model.inter_layer:
         violations += _b_call_cycles(problem, b_dev)
+    held = micro_batches_held(problem, b_dev, w_dev, layer, reads, rank)
 
     reports = []
     for d, dev in enumerate(plan.devices):
@@ -219,7 +248,9 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                 bw += (w_times[i][k] or 0.0) if k is not None else 0.0
                 if layer.get(u.id) != d:
                     kept.update(x for x in reads[u.id] if problem.node(x).backward or layer.get(x) != d)
-        memory += sum(size[x] for x in kept)
+        if d in rank:   # the footprint of a micro-batch in flight: its activations and the moved W's inputs
+            memory += held[d] * (sum(size[v] for v in dev.nodes if layer.get(v) == d and not problem.node(v).backward)
+                                 + sum(size[x] for x in kept))
         comm_fw = comm_bw = 0.0
         if dtype is not None and dtype.pays_comm:
             for x in problem.nodes:

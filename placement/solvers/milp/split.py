@@ -73,6 +73,9 @@ class _Model:
         self.b: dict[tuple[int, int], Any] = {}
         self.bb: dict[tuple[int, int], Any] = {}
         self.k: dict[tuple[int, int], Any] = {}
+        self.wr: dict[tuple[int, int], Any] = {}
+        self.lag: dict[int, Any] = {}
+        self.h: dict[tuple[int, int], Any] = {}
         self.pi: dict[int, Any] = {}
         self.arc: dict[tuple[int, int], Any] = {}
         self.targets: list[Any] = []
@@ -142,11 +145,16 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     g_mem = [float(sum(nodes[v].memory for v in groups[g])) for g in range(G)]
-    sizes = g_mem + [float(nodes[u].memory) for u in backward] + [float(size[nodes[x].id]) for x in kept_tensors]
-    mem = scale_memory(sizes, [problem.device_types[t].memory for t in types], be.integer_only)
+    g_act = [float(sum(size[nodes[v].id] for v in groups[g] if not nodes[v].backward)) for g in range(G)]
+    footprint = g_act + [float(size[nodes[x].id]) for x in kept_tensors]
+    most_held = 2 * S      # (S − p) + δ ≤ S + S
+    sizes = g_mem + [float(nodes[u].memory) for u in backward] + footprint
+    mem = scale_memory(sizes + [most_held * sum(footprint)], [problem.device_types[t].memory for t in types],
+                       be.integer_only)
     m_g = mem.sizes[:G]
     m_b = dict(zip(backward, mem.sizes[G:G + len(backward)]))
-    m_x = dict(zip(kept_tensors, mem.sizes[G + len(backward):]))
+    a_g = mem.sizes[G + len(backward):2 * G + len(backward)]
+    m_x = dict(zip(kept_tensors, mem.sizes[2 * G + len(backward):-1]))
     load_ub = q(largest) + 1
 
     # --- model (built within the deadline: the backend's tick raises OutOfTime past it) ----------
@@ -187,7 +195,9 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                     V.bm[u, s] = be.bool_var(f"bm[{u},{s}]")
                     be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in x(g, s + 1)], hi=0)
                     be.add([(1, V.bm[u, s])] + [(-a, v) for a, v in supporting(u, s)], hi=0)
-            if model.w_placement == "adjacent":
+            if model.w_placement == "home":
+                pass      # W(u) on its layer's slot: Wx = x
+            elif model.w_placement == "adjacent":
                 for s in slots[1:]:
                     V.wm[u, s] = be.bool_var(f"wm[{u},{s}]")
                     be.add([(1, V.wm[u, s])] + [(-a, v) for a, v in x(g, s - 1)], hi=0)
@@ -212,7 +222,8 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
             """W(u) is on slot s."""
             if model.w_placement == "any":
                 return [(1, V.w[u, s])]
-            return x(of_node[u], s) + ([(-1, V.wm[u, s + 1])] if s < S else []) + ([(1, V.wm[u, s])] if s > 1 else [])
+            return (x(of_node[u], s) + ([(-1, V.wm[u, s + 1])] if (u, s + 1) in V.wm else [])
+                    + ([(1, V.wm[u, s])] if (u, s) in V.wm else []))
 
         # readers of every costly tensor, as keys of the expressions above
         colour_forward: dict[int, list[int]] = {}
@@ -284,6 +295,42 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                         own = [] if nodes[x_].backward else [(-a, v) for a, v in x(of_node[x_], s)]
                         be.add([(1, moved)] + own + [(-1, V.k[x_, s])], hi=0)
 
+        # (H) micro-batches held by slot s under bounded async 1F1B: H_s = (used slots from s on) + lag_s, with
+        # lag_s ≥ (1 + |q − s|) when a W on s reads a backward tensor x whose B runs on q ≠ s and no F or B on s
+        # reads x (the W call receives it); h[s,n] = 1 iff H_s = n (one-hot, so the memory rows stay linear)
+        footprint_on = mem.binds and (any(a_g) or any(m_x.values()))
+        if footprint_on:
+            x_readers: dict[int, list[int]] = {}
+            for u in backward:
+                for x_ in w_in[u]:
+                    if nodes[x_].backward:
+                        x_readers.setdefault(x_, []).append(u)
+            for x_, us in x_readers.items():
+                for s in slots:
+                    V.wr[x_, s] = be.bool_var(f"wr[{x_},{s}]")
+                    for u in us:
+                        be.add(wx(u, s) + [(-1, V.wr[x_, s])], hi=0)
+            for s in slots:
+                V.lag[s] = be.num_var(S, f"lag[{s}]")
+            for x_ in x_readers:
+                for s in slots:
+                    early: Terms = []
+                    for w in node_succ[x_]:
+                        early += bx(w, s) if nodes[w].backward else x(of_node[w], s)
+                    for q_ in slots:
+                        if q_ == s:
+                            continue
+                        c = 1 + abs(q_ - s)
+                        # lag_s ≥ c · (wr[x,s] + B(x) on q − 1 − Σ early readers on s)
+                        be.add([(1, V.lag[s]), (-c, V.wr[x_, s])] + [(-c * a, v) for a, v in bx(x_, q_)]
+                               + [(c * a, v) for a, v in early], lo=-c)
+            for s in slots:
+                for n_ in range(1, S - s + 2 + S):
+                    V.h[s, n_] = be.bool_var(f"h[{s},{n_}]")
+                be.add([(1, V.h[s, n_]) for n_ in range(1, S - s + 2 + S)] + [(-a, v) for a, v in used(s)], lo=0, hi=0)
+                later = [(-a, v) for s2 in slots if s2 >= s for a, v in used(s2)]
+                be.add([(n_, V.h[s, n_]) for n_ in range(1, S - s + 2 + S)] + later + [(-1, V.lag[s])], lo=0, hi=0)
+
         # (Y) with inter_layer, the B calls wait in no cycle: an arc between the slots of B(x) and B(w) for a
         # backward edge x -> w raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
         b_edges = sorted({(u, w) for u in backward for w in node_succ[u] if nodes[w].backward})
@@ -311,8 +358,14 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
             if mem.binds:
                 terms = [(m_g[g] * a, v) for g in range(G) if m_g[g] for a, v in x(g, s)]
                 terms += [(m_b[u], V.bm[u, s]) for u in backward if (u, s) in V.bm and m_b[u]]
-                terms += [(m_x[x_], V.k[x_, s]) for x_ in kept_tensors if (x_, s) in V.k]
-                be.add(terms + [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K], hi=0)
+                room = [(-min(mem.bounds[k], total_m), V.y[s, k]) for k in K]
+                be.add(terms + room, hi=0)
+                if footprint_on:   # node memory + H_s · (activations + kept W inputs), for the n with h[s,n] = 1
+                    foot = [(a_g[g] * a, v) for g in range(G) if a_g[g] for a, v in x(g, s)]
+                    foot += [(m_x[x_], V.k[x_, s]) for x_ in kept_tensors if (x_, s) in V.k]
+                    for (s2, n_), var in V.h.items():
+                        if s2 == s and foot:
+                            be.add(terms + [(n_ * a, v) for a, v in foot] + room, hi=0, enforce=var)
             for k in K:
                 t = types[k]
                 fw: Terms = [(q(f_raw[g][k]) * a, v) for g in range(G) if f_raw[g][k] for a, v in x(g, s)]
@@ -476,8 +529,21 @@ def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: t
     for (x_, s), var in V.k.items():
         needed = any(_value(moved(u, s), get) > 0.5 for u in backward if x_ in w_in[u])
         values[var] = 1.0 if needed and (problem.nodes[x_].backward or g_slot[of_node[x_]] != s) else 0.0
+    b_at = {u: next(s for s in range(1, S + 1) if _value(bx(u, s), get) > 0.5) for u in backward}
+    for (x_, s), var in V.wr.items():
+        values[var] = 1.0 if any(_value(wx(u, s), get) > 0.5 for u in backward if x_ in w_in[u]) else 0.0
+    if V.lag:
+        succ = problem.successors()
+        lag = {s: 0 for s in range(1, S + 1)}
+        for (x_, s), var in V.wr.items():
+            early = {b_at[w] if problem.nodes[w].backward else g_slot[of_node[w]] for w in succ[x_]}
+            if values[var] > 0.5 and b_at[x_] != s and s not in early:
+                lag[s] = max(lag[s], 1 + abs(b_at[x_] - s))
+        for s, var in V.lag.items():
+            values[var] = float(lag[s])
+        for (s, n_), var in V.h.items():
+            values[var] = 1.0 if s <= len(devices) and n_ == len(devices) - s + 1 + lag[s] else 0.0
     if V.arc:
-        b_at = {u: next(s for s in range(1, S + 1) if _value(bx(u, s), get) > 0.5) for u in backward}
         arcs = {(b_at[u], b_at[w]) for u, w in b_edges if b_at[u] != b_at[w]}
         for (s, s2), var in V.arc.items():
             values[var] = 1.0 if (s, s2) in arcs else 0.0
