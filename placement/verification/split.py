@@ -29,11 +29,14 @@ as the load model charges them; a cycle would deadlock a pipeline schedule.)
 For a device of type ``t``::
 
     load   = Σ_{forward v, L(v)=d} p_t(v) + Σ_{B(u) on d} B_t(u) + Σ_{W(u) on d} W_t(u) + [pays_t] Σ c(x)
-    memory = Σ_{L(v)=d} m(v) + Σ_{B(u) on d, L(u)≠d} m(u) + Σ_{x ∈ K(d)} bytes(x)
+    memory = Σ_{L(v)=d} m(v) + Σ_{B(u) on d, L(u)≠d} m(u) + H(d) · (Σ_{forward v, L(v)=d} bytes(v) + Σ_{x ∈ K(d)} bytes(x))
 
-where the last term is ``Σ bytes(x)`` over the union of the tensors the moved W tasks on ``d`` read,
-less the forward tensors ``d`` produces itself (each tensor's bytes: the largest ``size`` of its
-out-edges, 0 where none is given). ``throughput`` is the max load; ``throughput-gpipe`` is
+``K(d)`` is the union of the tensors the moved W tasks on ``d`` read, less the forward tensors ``d``
+produces itself (each tensor's bytes: the largest ``size`` of its out-edges, 0 where none is given).
+``H(d)`` is the number of micro-batches ``d`` holds under bounded asynchronous 1F1B
+(:func:`micro_batches_held`): ``S − p + δ``, ``p`` its position among the ``S`` stages and ``δ`` its
+W call's lag (0, or ``1 + max |p − q|`` over the stages ``q`` whose B output its W call receives);
+per micro-batch in flight it holds its activations and one copy of each tensor of ``K(d)``. ``throughput`` is the max load; ``throughput-gpipe`` is
 ``max_d FW_d + max_d BW_d``: ``FW_d`` is the forward compute plus ``c(x)`` of the forward tensors ``d``
 sends and of those it receives for a forward node; ``BW_d`` the rest (backward tensors, and forward
 tensors ``d`` receives only for its B and W tasks).

@@ -23,9 +23,17 @@ backward ``x``) and its distinct readers ``R`` (``x[g(w),s]`` of forward success
 ``Wx[w,s]`` of backward successors, ``Wx[w,s]`` of backward ``w`` whose class's forward nodes read
 ``x``): ``b[x,s] ≥ R − P`` and ``b[x,s] ≥ P − R``; minimisation makes ``b`` the In/Out indicator.
 
+Hold count (bounded async 1F1B, ``docs/backward-split.md`` "Memory"): ``wr[x,s] ≥ Wx[u,s]`` for every
+backward tensor ``x`` a W(u) reads; ``lag[s] ≥ (1 + |q − s|)(wr[x,s] + Bx[x,q] − 1 − Σ_{F/B readers r of x} r_s)``
+for ``q ≠ s`` (the W call of ``s`` receives ``x`` from ``q``); ``h[s,n] ∈ {0,1}`` with ``Σ_n h[s,n] = used(s)``
+and ``Σ_n n·h[s,n] = Σ_{s' ≥ s} used(s') + lag[s]`` (used slots come first, so the first sum is ``S_used − s + 1``):
+``h[s,n] = 1`` iff slot ``s`` holds ``n`` micro-batches. A larger ``lag`` than the plan's only tightens the
+memory rows, so the minimum the rows allow is the plan's.
+
 Rows per slot: one type per slot and the counts; support and per-group memory
-(``x[v,s] ≤ Σ_{k fits v} y[s,k]``); memory ``Σ_v m(v)x[v,s] + Σ_u m(u)bm[u,s] + Σ_u a(u)(wm|mv)[u,s]
-≤ Σ_k M_k y[s,k]``; loads ``y[s,k] = 1 ⇒ Σ_v F_k(v)x[v,s] + Σ_u (B_k(u)Bx[u,s] + W_k(u)Wx[u,s]) +
+(``x[v,s] ≤ Σ_{k fits v} y[s,k]``); memory ``Σ_v m(v)x[v,s] + Σ_u m(u)bm[u,s] ≤ Σ_k M_k y[s,k]`` and, for
+each ``n`` with ``h[s,n] = 1``, that plus ``n · (Σ_v act(v)x[v,s] + Σ_x bytes(x)k[x,s])``, ``act(v)`` the bytes
+of the forward outputs of group ``v`` and ``k[x,s] ≥ (W(u) moved into s) − (x forward and produced on s)``; loads ``y[s,k] = 1 ⇒ Σ_v F_k(v)x[v,s] + Σ_u (B_k(u)Bx[u,s] + W_k(u)Wx[u,s]) +
 pays_k Σ_x c(x)b[x,s] ≤ T`` (``throughput-gpipe``: forward part ``≤ TF``, rest ``≤ TB``); used slots are
 non-empty and come first. (A): the sum over slots of each slot's load with every task at its cheapest
 type (communication only when every type pays it) is at most ``S · T`` (``S · (TF + TB)``): each used
@@ -36,7 +44,10 @@ model units rounded down). Minimise ``T`` (or ``TF + TB``).
 Slot order is the pipeline order of the layer sets, so "previous" and "next" stage are slots
 ``s−1`` and ``s+1`` (both used whenever the rows allow a move there), and every solution decodes
 to a plan of the model with the same value, and every plan is a solution: the MILP is exact.
-Warm start: the unsplit optimum (every task on its layer's stage), always feasible.
+Warm start: the unsplit optimum of the DP (every task on its layer's stage) where it fits the split
+model's memory, which adds the micro-batches in flight to the node memory the DP bounds (else the
+solver starts from nothing; pass the ``w_placement="home"`` optimum as ``warm_start`` to keep a result
+never worse than it). ``w_placement="home"``: no ``wm``/``w`` variables, ``Wx = x``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,77 @@
+"""The split model's memory under bounded async 1F1B, worked by hand: the evaluator's figure, the simulator's
+peak from its reservation events, and the micro-batches each device holds (``docs/backward-split.md``)."""
+
+from __future__ import annotations
+
+import math
+
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
+from placement.problem.split import split_model
+from placement.simulation.simulator import simulate
+from placement.solvers.milp.split import solve_split_milp
+from placement.testing.bruteforce_split import brute_force_split
+from placement.verification.split import evaluate_split
+
+
+def three_layers(memory: float = math.inf) -> Instance:
+    """f0 -> f1 -> f2, b2 -> b1 -> b0, f_i -> b_i; forward 1, backward 2 (W = B = 1), node memory 1 each.
+    Tensor bytes (largest out-edge): f0 4, f1 5, f2 6, b2 7, b1 3."""
+    nodes = tuple(Node(i, f"f{i}", (1.0,), memory=1.0, colour=i) for i in range(3)) + tuple(
+        Node(10 + i, f"b{i}", (2.0,), memory=1.0, backward=True, colour=i) for i in range(3))
+    edges = (Edge(0, 1, 4.0), Edge(0, 10, 4.0), Edge(1, 2, 5.0), Edge(1, 11, 5.0), Edge(2, 12, 6.0),
+             Edge(12, 11, 7.0), Edge(11, 10, 3.0))
+    return Instance(nodes, edges, (DeviceType(ACCELERATOR, 3, memory=memory),), "three-layers")
+
+
+def layer_per_stage(w_of_b0: int) -> Plan:
+    """Layer i on stage i; W(b0) on stage ``w_of_b0``."""
+    return Plan(tuple(DeviceAssignment(ACCELERATOR, (i, 10 + i), w_tasks=(10,) if i == w_of_b0 and i != 0 else ())
+                      for i in range(3)))
+
+
+def test_unsplit_plan_holds_s_minus_p_micro_batches_of_activations() -> None:
+    # Every task at home: no W call receives anything of its own, lag 0, stage p holds 3 - p micro-batches of
+    # its activations: 2 + 3 x 4 = 14, 2 + 2 x 5 = 12, 2 + 1 x 6 = 8.
+    problem = three_layers()
+    ev = evaluate_split(problem, layer_per_stage(0), split_model("home"))
+    assert ev.valid and [d.memory for d in ev.evaluation.devices] == [14.0, 12.0, 8.0]
+    run = simulate(problem, layer_per_stage(0), "1f1b-async", 48)
+    assert [s.peak_in_flight for s in run.stages] == [3, 2, 1]
+
+
+def test_a_w_call_receiving_another_stages_b_output_holds_its_lag_more() -> None:
+    # W(b0) on stage 2 reads f0 (stage 0's activation, 4 bytes) and b1, the output of B(b1) on stage 1 (3
+    # bytes), which no F or B call of stage 2 reads: its W call receives it, lag 1 + |1 - 2| = 2, so stage 2
+    # holds (3 - 2) + 2 = 3 micro-batches of its activation f2 (6) and of the kept f0 and b1:
+    # 2 + 3 x (6 + 4 + 3) = 41. Stages 0 and 1 as unsplit: 14 and 12.
+    problem = three_layers()
+    plan = layer_per_stage(2)
+    ev = evaluate_split(problem, plan, split_model("any"))
+    assert ev.valid and [d.memory for d in ev.evaluation.devices] == [14.0, 12.0, 41.0]
+    # loads: stage 0 F 1 + B 1 = 2, stage 1 F 1 + B 1 + W 1 = 3, stage 2 F 1 + B 1 + W 1 + W(b0) 1 = 4
+    assert [d.load for d in ev.evaluation.devices] == [2.0, 3.0, 4.0]
+    run = simulate(problem, plan, "1f1b-async", 48)
+    assert [s.peak_in_flight for s in run.stages] == [3, 2, 3]
+    assert [s.peak_memory for s in run.stages] == [14.0, 12.0, 41.0]
+    assert [s.peak_w_inputs for s in run.stages] == [0.0, 0.0, 21.0]
+    assert run.time_per_sample == 4.0
+
+
+def test_the_hold_count_binds_in_the_evaluator_the_milp_and_the_brute_force() -> None:
+    # A bound of 40 refuses the plan above (41 on stage 2), 41 admits it; the MILP and the brute force,
+    # which count the hold counts on their own, agree on the optimum at both bounds and both objectives.
+    model = split_model("any")
+    assert evaluate_split(three_layers(40.0), layer_per_stage(2), model).violations == (
+        "device 2 (accelerator): memory 41 exceeds the bound 40",)
+    assert evaluate_split(three_layers(41.0), layer_per_stage(2), model).valid
+    for memory in (12.0, 20.0, 26.0, 40.0, 41.0):
+        problem = three_layers(memory)
+        for objective in ("throughput", "throughput-gpipe"):
+            best, plan = brute_force_split(problem, model, objective)
+            solution = solve_split_milp(problem, model, objective, time_limit=20)
+            if plan is None:
+                assert solution.status.value == "infeasible"
+                continue
+            assert solution.status.value == "optimal" and math.isclose(solution.objective, best, abs_tol=1e-9)
+            assert evaluate_split(problem, solution.plan, model).valid
