@@ -50,7 +50,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
           split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str = "any",
           inter_layer: bool = False, w_share: float = 0.5, devices: int | None = None,
-          schedule: str = "piper") -> Result:
+          schedule: str = "piper", chunks: int | None = None) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
@@ -67,7 +67,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     backward node's B and W tasks apart (``w_placement`` ``"any"`` or ``"adjacent"``, ``inter_layer``,
     ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
-    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``), ``objective``
+    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``, or ``interleaved`` with
+    ``chunks`` per device group and ``time_limit``), ``objective``
     (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` and ``progress``, and
     returns a :class:`placement.parallel.ParallelResult` (docs/piper.md).
     """
@@ -86,9 +87,10 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
         return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
-                           progress=progress, objective=objective)
-    if devices is not None or schedule != "piper":
-        raise InvalidParameterError("devices" if devices is not None else "schedule",
+                           progress=progress, objective=objective, chunks=chunks, time_limit=time_limit)
+    if devices is not None or schedule != "piper" or chunks is not None:
+        named = "devices" if devices is not None else "schedule" if schedule != "piper" else "chunks"
+        raise InvalidParameterError(named,
                                     "applies to Piper instances only (data- and tensor-parallel stages)")
     one_of("method", method, (AUTO, *METHODS))
     one_of("objective", objective, OBJECTIVES)

@@ -118,7 +118,8 @@ def test_bad_parameters_and_memory_that_fits_nothing():
     inst = chain([{1: (tmpc("v", 1, b=5),)}], devices=2)
     with pytest.raises(InvalidParameterError, match=r"^devices must be a positive integer or None, not 0$"):
         placement.solve(inst, devices=0)
-    with pytest.raises(InvalidParameterError, match=r"^schedule must be one of 'piper', '1f1b', 'gpipe', not 'zb'$"):
+    with pytest.raises(InvalidParameterError,
+                       match=r"^schedule must be one of 'piper', '1f1b', 'gpipe', 'interleaved', not 'zb'$"):
         placement.solve(inst, schedule="zb")
     with pytest.raises(InvalidParameterError, match=r"^memory must be a finite number > 0 or None, not -1$"):
         placement.solve(inst, memory=-1)

@@ -22,6 +22,7 @@ def run_piper(args: argparse.Namespace, instance: PiperInstance) -> int:
     result = placement.solve(instance, method=args.method, objective=args.objective, contiguity=args.contiguity,
                              stages=args.stages, accelerators=args.accelerators, cpus=args.cpus, memory=args.memory,
                              devices=args.devices, schedule=args.schedule, max_ideals=args.max_ideals,
+                             chunks=args.chunks, time_limit=args.time_limit,
                              backward=getattr(args, "backward", "joint"), progress=progress_printer(args.quiet))
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")

@@ -76,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "or counts per device type of its deviceTypes (a100:8,v100:16)")
     p.add_argument("--schedule", choices=SCHEDULES, default="piper",
                    help="Piper instance: the schedule whose memory model the plan obeys (default piper)")
+    p.add_argument("--chunks", type=positive_int, metavar="V",
+                   help="Piper instance, --schedule interleaved: model chunks per device group (default 2)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="refuse the DP above this many ideals (default 200,000)")
     p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
-        schedule=args.schedule, **devices(args))
+        schedule=args.schedule, chunks=args.chunks, **devices(args))
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from placement.errors import InvalidPlanError
 
 #: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
-SCHEDULES = ("piper", "1f1b", "gpipe")
+SCHEDULES = ("piper", "1f1b", "gpipe", "interleaved")
 
 
 @dataclass(frozen=True)
@@ -63,21 +63,27 @@ class ParallelStage:
 
 @dataclass(frozen=True)
 class ParallelPlan:
-    """Stages in pipeline order, and the schedule (``piper``, ``1f1b`` or ``gpipe``) planned for."""
+    """Stages in pipeline order, and the schedule (``piper``, ``1f1b``, ``gpipe`` or ``interleaved``) planned
+    for. ``chunks``: model chunks per device group (``v``, interleaved only): stage ``k`` is chunk ``k div S``
+    of device group ``k mod S``, ``S = len(stages) / chunks`` (:mod:`placement.parallel.interleaved`)."""
 
     stages: tuple[ParallelStage, ...]
     schedule: str = "piper"
+    chunks: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
 
     @property
     def devices(self) -> int:
-        """Devices the plan occupies: ``Σ d·t`` over its stages."""
-        return sum(s.devices for s in self.stages)
+        """Devices the plan occupies: ``Σ d·t`` over its stages (over one chunk of each group when interleaved)."""
+        return sum(s.devices for s in self.stages[:len(self.stages) // self.chunks])
 
     def to_json(self) -> dict[str, Any]:
-        return {"schedule": self.schedule, "stages": [s.to_json() for s in self.stages]}
+        doc: dict[str, Any] = {"schedule": self.schedule, "stages": [s.to_json() for s in self.stages]}
+        if self.chunks != 1:
+            doc["chunks"] = self.chunks
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> "ParallelPlan":
@@ -87,6 +93,9 @@ class ParallelPlan:
         schedule = doc.get("schedule", "piper")
         if schedule not in SCHEDULES:
             raise InvalidPlanError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+        chunks = doc.get("chunks", 1)
+        if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+            raise InvalidPlanError(f"chunks must be a positive integer, not {chunks!r}")
         stages = []
         for k, raw in enumerate(doc["stages"]):
             where = f"stages[{k}]"
@@ -110,7 +119,7 @@ class ParallelPlan:
                 raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "
                                        f"not {device_type!r}")
             stages.append(ParallelStage(tuple(nodes), raw["d"], raw["t"], chosen, device_type))
-        return cls(tuple(stages), schedule)
+        return cls(tuple(stages), schedule, chunks)
 
 
 __all__ = ["SCHEDULES", "ParallelPlan", "ParallelStage"]

@@ -59,17 +59,22 @@ class ParallelResult:
 
     def to_json(self) -> dict[str, Any]:
         stages = []
+        chunks = 1 if self.plan is None else self.plan.chunks
         if self.plan is not None and self.evaluation is not None:
-            for stage, ev in zip(self.plan.stages, self.evaluation.stages):
+            groups = len(self.plan.stages) // chunks
+            for k, (stage, ev) in enumerate(zip(self.plan.stages, self.evaluation.stages)):
                 doc = stage.to_json()
                 doc.update(timePerSample=ev.time_per_sample, memory=ev.memory, inFlight=ev.in_flight)
+                if chunks != 1:   # interleaved: stage k is chunk k div S of device group k mod S
+                    doc.update(group=k % groups, chunk=k // groups)
                 stages.append(doc)
         finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
         return {"format": PLAN_FORMAT, "status": str(self.status), "schedule": self.schedule,
                 "objective": self.objective, "devices": self.devices, "memory": self.memory, "value": finite(self.value),
                 "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
-                "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s}
+                "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s,
+                **({"chunks": chunks} if chunks != 1 else {})}
 
 
 __all__ = ["PLAN_FORMAT", "ParallelResult"]

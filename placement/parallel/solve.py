@@ -28,6 +28,7 @@ from placement.parallel.batch_search import BATCH_SCHEDULES, search_time_per_bat
 from placement.parallel.devices import at_most, check_memory, describe, device_counts
 from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
 from placement.parallel.handoff import megatron_config
+from placement.parallel.interleaved import INTERLEAVED, check_chunks, solve_interleaved
 from placement.parallel.result import ParallelResult
 from placement.parallel.schedules import check_schedule
 from placement.parallel.timing import FORWARD_SHARE, time_per_batch
@@ -64,7 +65,8 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
                 memory: float | None = None,
                 schedule: str = "piper", max_sets: int | None = None,
                 progress: Callable[[str], None] | None = None, objective: str = "throughput",
-                forward_share: float = FORWARD_SHARE) -> ParallelResult:
+                forward_share: float = FORWARD_SHARE, chunks: int | None = None,
+                time_limit: float | None = None) -> ParallelResult:
     """The optimal plan of ``instance`` on ``devices`` devices (default ``maxDevices``) of ``memory``
     bytes each (default ``maxMemoryPerDevice``) for ``schedule``'s memory model (``piper``, ``1f1b``,
     ``gpipe``); ``max_sets``: the most successor-closed sets the DP enumerates (default 200,000). With
@@ -72,7 +74,8 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     ``objective``: ``throughput`` (Piper's largest stage time per sample) or ``time-per-batch`` (the exact
     time per batch of ``gpipe`` or ``1f1b``, with the forward share ``forward_share`` of each node's time
     per sample: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its plan
-    either way."""
+    either way. ``schedule="interleaved"``: ``chunks`` model chunks per device group (default 2), solved
+    within ``time_limit`` seconds (default 10) by :func:`placement.parallel.interleaved.solve_interleaved`."""
     started = time.perf_counter()
     devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
@@ -87,6 +90,13 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     callback("progress", progress)
     if not instance.device_types:   # with types, each type gives its memory
         memory = instance.max_memory_per_device if memory is None else memory
+    chunks = check_chunks(schedule, chunks)
+    if schedule == INTERLEAVED:
+        return solve_interleaved(instance, devices=devices, memory=memory, chunks=chunks, time_limit=time_limit,
+                                 progress=progress)
+    if time_limit is not None:
+        raise InvalidParameterError("time_limit", "applies to the 'interleaved' schedule only (the other schedules' "
+                                                  "solvers run to the end)")
     # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
     reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
         (t for node in instance.nodes for t in node.configurations), default=1)

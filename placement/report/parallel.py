@@ -33,20 +33,25 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
         lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {result.gap:.2%}), "
                      f"largest stage time per sample {cell(result.evaluation.value)}, {result.plan.devices} devices used")
     else:
-        lines.append(f"largest stage time per sample {cell(result.value)} (bound {cell(result.bound)}), "
+        unit = "group" if result.plan.chunks != 1 else "stage"   # interleaved: a group runs several stages
+        lines.append(f"largest {unit} time per sample {cell(result.value)} (bound {cell(result.bound)}), "
                      f"time per batch {cell(result.time_per_batch)}, {result.plan.devices} devices used")
     nodes = {n.id: n for n in instance.nodes}
     typed = bool(instance.device_types)
-    rows = [["stage", "nodes", *(["type"] if typed else []), "d", "t", "not 1st TMPC", "time/sample", "memory",
-             "in flight"]]
+    groups = len(result.plan.stages) // result.plan.chunks if result.plan.chunks != 1 else 0
+    rows = [["stage", *(["group"] if groups else []), "nodes", *(["type"] if typed else []), "d", "t", "not 1st TMPC",
+             "time/sample", "memory", "in flight"]]
     for i, (stage, ev) in enumerate(zip(result.plan.stages, result.evaluation.stages)):
         others = sum(c != nodes[v].configurations[stage.t][0].id for v, c in stage.tmpcs.items())
-        rows.append([str(i), _nodes(stage.nodes), *([stage.device_type] if typed else []), str(stage.d), str(stage.t),
+        rows.append([str(i), *([str(i % groups)] if groups else []), _nodes(stage.nodes),
+                     *([stage.device_type] if typed else []), str(stage.d), str(stage.t),
                      f"{others}/{len(stage.nodes)}", cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
-    lines += format_table(rows, left=(1, 2) if typed else (1,))
+    first = 2 if groups else 1   # the nodes column
+    lines += format_table(rows, left=(first, first + 1) if typed else (first,))
     mega = result.megatron or {}
     if mega.get("expressible"):
-        lines.append(f"Megatron-style: tensor {mega['tensor']}, pipeline {mega['pipeline']}, data {mega['data']}")
+        lines.append(f"Megatron-style: tensor {mega['tensor']}, pipeline {mega['pipeline']}, data {mega['data']}"
+                     + (f", virtual pipeline {mega['virtual_pipeline']}" if "virtual_pipeline" in mega else ""))
     elif mega:
         lines.append(f"Megatron-style: not expressible ({mega['reason']})")
     return "\n".join(lines) + "\n"

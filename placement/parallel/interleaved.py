@@ -1,0 +1,353 @@
+"""Interleaved 1F1B with ``v`` model chunks per device group, planned exactly.
+
+Model
+-----
+A plan has ``S ≥ 2`` device groups (Megatron's pipeline ranks), each of ``d·t`` devices: ``d``
+data-parallel replicas of ``t`` tensor-parallel devices. All groups have the same ``d`` and ``t``
+(Megatron-LM gives every rank the same tensor- and data-parallel sizes, and the interleaved order
+below needs every replica to run the same number ``n = m/d`` of micro-batches, ``m =
+mbsInBatch``): ``S·d·t ≤ devices``, ``d`` divides ``m`` and ``n`` is a multiple of ``S`` (Megatron's
+requirement for the interleaved order). The node graph is cut into ``K = S·v`` non-empty chunks
+``X_0 … X_{K−1}`` in pipeline order, each a difference of two nested successor-closed sets (no
+edge from a later chunk to an earlier one: the ``stages`` contiguity class), and chunk ``k`` runs
+on group ``k mod S`` as its model chunk ``k div S`` (Megatron's virtual pipeline layout). Every node
+takes one TMPC of degree ``t``. The plan is a :class:`~placement.parallel.plan.ParallelPlan` with
+``chunks = v`` whose stages are the chunks in pipeline order.
+
+Time per sample of group ``g`` (Piper's stage time per sample, summed over the group's chunks,
+whose devices run all of them): ``TPS_g = Σ_{k ≡ g} ((E_k / d) / bw + C_k / d) + 4·(d − 1)·W_g /
+(d·m·bw)``, with ``C_k`` the chunk's ``Σ timePerSample``, ``E_k`` Piper's boundary bytes of the chunk
+(``2·(communicationCost + syncTimeFw)`` per edge entering it, ``2·(communicationCost +
+syncTimeBw)`` per edge leaving it) and ``W_g`` the ``Σ parameterSize`` of the group's nodes (the
+group all-reduces all its chunks' weights once per batch). Objective: ``max_g TPS_g`` (with ``v = 1``
+this is Piper's objective). The plan's time per batch under the interleaved order is evaluated,
+not minimised.
+
+Memory per device of group ``g``: ``Σ_{k ≡ g} B_k + max over the prefixes of the group's order of
+Σ_c A_{cS+g}·held_c`` (``A_k``, ``B_k`` the chunk's ``Σ memoryUsageA``, ``Σ memoryUsageB``; ``held_c``
+the micro-batches whose forward on chunk ``c`` has started and whose backward there has not ended).
+The order is Megatron's interleaved 1F1B
+(:func:`placement.simulation.parallel_orders.interleaved`), so the ``held`` vectors depend only on
+``n``, ``S``, ``v`` and the group: the peak is the largest of finitely many linear forms in the
+``A_k`` (:func:`held_profiles`), exactly what the event simulator counts.
+
+Solving
+-------
+The DP over successor-closed sets does not apply (a group's load is a sum of non-contiguous
+chunks). For each shape ``(S, d, t)`` the CP-SAT model of :mod:`.interleaved_cpsat` minimises the
+largest group load; shapes run in order of a lower bound (the group's share of the least total
+work, and the least single node) and stop once the bound reaches the best plan found. The model's
+times are scaled to integers and rounded down, so its bounds are bounds of the true optimum;
+every plan is re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`.
+``optimal`` only when every shape is closed (solved, or its bound at least the incumbent) and the
+proven bound is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value; ``feasible`` with the
+bound and gap when the time limit cut a shape short.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from placement.errors import InvalidParameterError
+from placement.io.piper import PiperInstance
+from placement.parallel.handoff import megatron_config
+from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.parallel.result import ParallelResult
+from placement.parameters import callback, integer, number
+from placement.result import Status
+from placement.simulation.parallel_orders import FORWARD, interleaved
+
+INTERLEAVED = "interleaved"
+#: the default limit on a whole interleaved solve, seconds
+DEFAULT_TIME_LIMIT = 10.0
+#: relative gap between the proven bound and the evaluated value under which a plan is called optimal
+#: (the model's times are integers of about 2^31 units of the best value: rounding costs under 1e-7)
+OPTIMALITY_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Shape:
+    """``groups`` device groups of ``d`` replicas of ``t`` devices, each running ``chunks`` chunks."""
+
+    groups: int
+    d: int
+    t: int
+    chunks: int
+
+    @property
+    def devices(self) -> int:
+        return self.groups * self.d * self.t
+
+
+def check_chunks(schedule: str, chunks: Any) -> int:
+    """``v`` for ``schedule``: ``chunks`` (default 2) under ``interleaved``, where it must be at least 2;
+    1 otherwise, where only ``None`` or 1 is accepted."""
+    if schedule != INTERLEAVED:
+        if chunks is not None and integer("chunks", chunks, smallest=1) != 1:
+            raise InvalidParameterError("chunks", f"applies to the 'interleaved' schedule only, not to {schedule!r}")
+        return 1
+    v = integer("chunks", 2 if chunks is None else chunks, smallest=1)
+    if v < 2:
+        raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {v}")
+    return v
+
+
+def held_profiles(local: int, groups: int, chunks: int, group: int) -> tuple[tuple[int, ...], ...]:
+    """The micro-batches held per chunk (``held_c``, ``c < chunks``) after each forward of ``group``'s
+    interleaved order with ``local`` micro-batches per replica, keeping only the vectors no other one
+    is at least as large as everywhere (the memory peak is the largest ``Σ_c A_c·held_c`` over them)."""
+    held = [0] * chunks
+    seen: set[tuple[int, ...]] = set()
+    for kind, chunk, _ in interleaved(local, groups, chunks, group):
+        held[chunk] += 1 if kind == FORWARD else -1
+        if kind == FORWARD:
+            seen.add(tuple(held))
+    top = [h for h in seen if not any(o != h and all(a >= b for a, b in zip(o, h)) for o in seen)]
+    return tuple(sorted(top))
+
+
+def shapes(instance: PiperInstance, devices: int, chunks: int) -> list[Shape]:
+    """Every shape a plan may take (module docstring): ``S ≥ 2``, ``S·v ≤`` nodes, ``S·d·t ≤ devices``,
+    ``d | m``, ``S | m/d``, and every node has TMPCs of degree ``t``."""
+    m = instance.microbatches_in_batch
+    common = set.intersection(*(set(node.configurations) for node in instance.nodes))
+    out = []
+    for t in sorted(common):
+        for d in range(1, devices // t + 1):
+            if m % d:
+                continue
+            for s in range(2, min(len(instance.nodes) // chunks, devices // (d * t)) + 1):
+                if (m // d) % s == 0:
+                    out.append(Shape(s, d, t, chunks))
+    return out
+
+
+def node_costs(instance: PiperInstance, shape: Shape) -> dict[int, list[float]]:
+    """Per node, per TMPC of degree ``t`` (in the instance's order): its share of its group's time per
+    sample, ``timePerSample/d + 4·(d − 1)·parameterSize/(d·m·bw)``."""
+    d, m, bw = shape.d, instance.microbatches_in_batch, instance.bandwidth
+    return {node.id: [c.time_per_sample / d + 4 * (d - 1) * c.parameter_size / (d * m * bw)
+                      for c in node.configurations[shape.t]] for node in instance.nodes}
+
+
+#: the most successor-closed sets for which :func:`boundary_floors` runs its DP (it is quadratic in them)
+BOUNDARY_SETS = 3000
+
+
+def boundary_floors(instance: PiperInstance, t: int, most: int) -> list[float]:
+    """``f[K]`` for ``K ≤ most``: the least total boundary time (at ``d = 1``; a plan of degree ``d`` pays
+    ``1/d`` of it) of a pipeline of exactly ``K`` non-empty chunks, every crossing edge paying both its
+    sides at the least sync of the two nodes' TMPCs of degree ``t``; zeros when the graph has more than
+    :data:`BOUNDARY_SETS` successor-closed sets.
+
+    DP over the successor-closed sets ``J ⊊ I`` (unions of the last chunks): adding the chunk ``I ∖ J``
+    in front makes exactly the edges from it into ``J`` cross, ``f_K[I] = min_J f_{K−1}[J] + Σ_{u ∈ I∖J,
+    w ∈ J} c_(u→w)``; with ``c`` the sum of both sides, each crossing edge is counted once."""
+    import numpy as np
+
+    from placement.errors import LimitExceededError
+    from placement.parallel.tables import all_sets, build_tables
+
+    tables = build_tables(instance)
+    try:
+        sets = all_sets(tables, BOUNDARY_SETS)
+    except LimitExceededError:
+        return [0.0] * (most + 1)
+    nodes = {node.id: node for node in instance.nodes}
+    bw = instance.bandwidth
+    cost = np.array([(4 * e.communication_cost
+                      + 2 * min(c.sync_time_bw[e.dst] for c in nodes[e.src].configurations[t])
+                      + 2 * min(c.sync_time_fw[e.src] for c in nodes[e.dst].configurations[t])) / bw
+                     for e in instance.edges])
+    number = {u: r for r, u in enumerate(tables.ids)}
+    member = sets.member.astype(np.float64)
+    src = member[:, [number[e.src] for e in instance.edges]]
+    dst = member[:, [number[e.dst] for e in instance.edges]]
+    # new[J, I] = Σ_e c_e·(I[u] − J[u])·J[w], for J ⊊ I
+    new = dst @ (src * cost).T - ((src * dst) @ cost)[:, None]
+    below = (member @ (1 - member).T) == 0                       # J ⊆ I
+    np.fill_diagonal(below, False)
+    step = np.where(below, new, np.inf)
+    floors = [0.0]
+    f = np.full(len(member), np.inf)
+    f[0] = 0.0                                                   # the empty set
+    for _ in range(most):
+        f = (f[:, None] + step).min(axis=0)
+        floors.append(max(0.0, float(f[sets.full])))
+    return floors
+
+
+def lower_bound(instance: PiperInstance, shape: Shape, floors: list[float] | None = None) -> float:
+    """A bound on the value of every plan of ``shape``: the least total node work plus the least total
+    boundary of ``S·v`` chunks (``floors``, :func:`boundary_floors`), over ``S`` groups; and the least work
+    of any one node (memory left out)."""
+    least = [min(costs) for costs in node_costs(instance, shape).values()]
+    boundary = 0.0 if floors is None else floors[shape.groups * shape.chunks] / shape.d
+    return max((math.fsum(least) + boundary) / shape.groups, max(least))
+
+
+def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
+                      chunks: int | None = None, time_limit: float | None = None, threads: int = 1,
+                      progress: Callable[[str], None] | None = None) -> ParallelResult:
+    """The plan of least largest group time per sample (module docstring) of ``instance`` on at most
+    ``devices`` devices (default ``maxDevices``) of ``memory`` bytes (default ``maxMemoryPerDevice``),
+    ``chunks = v`` chunks per group (default 2), within ``time_limit`` seconds (default 10)."""
+    from placement.parallel.interleaved_cpsat import solve_shape
+    from placement.verification.parallel_interleaved import evaluate_interleaved
+
+    started = time.perf_counter()
+    if instance.device_types:
+        raise InvalidParameterError("schedule", "'interleaved' plans one device type (every group alike); this "
+                                                f"instance names {len(instance.device_types)} device types")
+    devices = integer("devices", instance.max_devices if devices is None else devices, smallest=1)
+    memory = number("memory", instance.max_memory_per_device if memory is None else memory, positive=True)
+    v = check_chunks(INTERLEAVED, chunks)
+    limit = number("time_limit", DEFAULT_TIME_LIMIT if time_limit is None else time_limit, positive=True)
+    threads = integer("threads", threads, smallest=1)
+    callback("progress", progress)
+    if len(instance.nodes) < 2 * v:
+        raise InvalidParameterError("chunks", f"{v} needs at least {2 * v} nodes (2 device groups of {v} non-empty "
+                                              f"chunks each); the instance has {len(instance.nodes)}")
+    if devices < 2:
+        raise InvalidParameterError("devices", f"must be at least 2 under the interleaved schedule (2 device "
+                                               f"groups), not {devices}")
+    deadline = started + limit
+    every = shapes(instance, devices, v)
+    floors = {t: boundary_floors(instance, t, max(s.groups * v for s in every if s.t == t))
+              for t in {s.t for s in every}}
+    candidates = sorted(((lower_bound(instance, s, floors[s.t]), s) for s in every),
+                        key=lambda pair: (pair[0], pair[1].devices, pair[1].groups))
+    best: tuple[float, ParallelPlan, Shape] | None = None
+    for _, shape in candidates:   # a first incumbent: each shape's even split along one topological order
+        for plan in even_splits(instance, shape):
+            ev = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
+            if ev.ok and (best is None or ev.value < best[0]):
+                best = (ev.value, plan, shape)
+    bounds: list[float] = []      # per shape: a proven bound on the value of its plans
+    stats: dict[str, Any] = {"shapes": len(candidates), "solved": 0, "infeasible": 0, "pruned": 0, "open": 0}
+    for k, (bound, shape) in enumerate(candidates):
+        left = deadline - time.perf_counter()
+        if best is not None and bound >= best[0] * (1 - OPTIMALITY_TOLERANCE):
+            stats["pruned"] += len(candidates) - k
+            bounds.append(bound)   # the least bound of this shape and every later one
+            break
+        if left <= 0:
+            stats["open"] += len(candidates) - k
+            bounds.append(bound)
+            break
+        hopeful = sum(1 for lb, _ in candidates[k:] if best is None or lb < best[0] * (1 - OPTIMALITY_TOLERANCE))
+        hint = best[1] if best is not None and best[2] == shape else None
+        outcome = solve_shape(instance, shape, memory, cutoff=None if best is None else best[0],
+                              time_limit=max(min(left, 0.5), left / hopeful), threads=threads, hint=hint)
+        if progress is not None:
+            shown = "" if outcome.plan is None else f" {outcome.value:.6g}"
+            progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} ({outcome.wall_s:.2f} s)")
+        if outcome.plan is not None:
+            ev = evaluate_interleaved(instance, outcome.plan, devices=devices, memory=memory)
+            if ev.ok and (best is None or ev.value < best[0]):
+                best = (ev.value, outcome.plan, shape)
+        if outcome.status in ("optimal", "infeasible"):
+            stats["solved" if outcome.status == "optimal" else "infeasible"] += 1
+        else:
+            stats["open"] += 1
+        bounds.append(max(bound, outcome.bound))
+    return _answer(instance, best, bounds, devices, memory, v, started, stats)
+
+
+def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, memory: float, v: int,
+            started: float, stats: dict[str, Any]) -> ParallelResult:
+    """The verified result: the best plan, the least bound of what is left open, the status."""
+    from placement.verification.parallel_interleaved import evaluate_interleaved
+
+    proven = min(bounds, default=math.inf)
+    if best is None:
+        if math.isfinite(proven):
+            return ParallelResult(Status.NO_SOLUTION, None, None, proven, devices, memory, INTERLEAVED, None, None,
+                                  time.perf_counter() - started,
+                                  "the time limit ran out before a plan was found", stats)
+        return ParallelResult(Status.INFEASIBLE, None, None, math.inf, devices, memory, INTERLEAVED, None, None,
+                              time.perf_counter() - started,
+                              f"no interleaved plan with {v} chunks per group on {devices} devices of "
+                              f"{memory:.6g} bytes fits", stats)
+    value, plan, shape = best
+    evaluation = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
+    bound = min(proven, value)
+    optimal = value - bound <= OPTIMALITY_TOLERANCE * value
+    stats.update(groups=shape.groups, d=shape.d, t=shape.t)
+    return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
+                          memory, INTERLEAVED, evaluation, handoff(instance, plan),
+                          time.perf_counter() - started, "" if optimal else
+                          "the time limit ran out before every shape was closed", stats,
+                          batch_time=interleaved_time_per_batch(instance, plan))
+
+
+def handoff(instance: PiperInstance, plan: ParallelPlan) -> dict[str, Any]:
+    """Megatron's configuration of an interleaved plan: ``pipeline`` = groups, ``virtual_pipeline`` = v,
+    ``layout`` = each chunk's nodes in pipeline order (chunk ``k`` on rank ``k mod pipeline``)."""
+    config = megatron_config(instance, plan)
+    if config.get("expressible"):
+        groups = len(plan.stages) // plan.chunks
+        config.update(pipeline=groups, virtual_pipeline=plan.chunks, devices=groups * config["tensor"] * config["data"])
+    return config
+
+
+def interleaved_time_per_batch(instance: PiperInstance, plan: ParallelPlan) -> float:
+    """The plan's time per batch under the interleaved order: the longest path of its task graph
+    (:func:`placement.parallel.timing.time_per_batch`, Piper's all-reduce, forward share 1/3)."""
+    from placement.parallel.timing import time_per_batch
+
+    return time_per_batch(instance, plan, INTERLEAVED, chunks=plan.chunks)
+
+
+def topological_order(instance: PiperInstance) -> list[int]:
+    """Node ids in a topological order (ties in the instance's order)."""
+    import graphlib
+
+    sorter = graphlib.TopologicalSorter({node.id: set() for node in instance.nodes})
+    for e in instance.edges:
+        sorter.add(e.dst, e.src)
+    return list(sorter.static_order())
+
+
+def even_splits(instance: PiperInstance, shape: Shape) -> list[ParallelPlan]:
+    """Plans of ``shape`` that cut one topological order into ``S·v`` chunks of about equal work, every
+    node in its fastest TMPC, or every node in its TMPC of least activation memory (starting points)."""
+    order = topological_order(instance)
+    nodes = {node.id: node for node in instance.nodes}
+    costs = node_costs(instance, shape)
+    K = shape.groups * shape.chunks
+    plans = []
+    for pick in (lambda u: min(range(len(costs[u])), key=costs[u].__getitem__),
+                 lambda u: min(range(len(costs[u])), key=lambda o: nodes[u].configurations[shape.t][o].memory_usage_a)):
+        choice = {u: pick(u) for u in order}
+        work = [costs[u][choice[u]] for u in order]
+        total, done, chunk_of, k = math.fsum(work), 0.0, {}, 0
+        for i, u in enumerate(order):
+            # the next chunk starts once this one has its share, while enough nodes remain for the rest
+            if k < K - 1 and i > 0 and (done >= total * (k + 1) / K or len(order) - i == K - 1 - k) and \
+                    any(c == k for c in chunk_of.values()):
+                k += 1
+            chunk_of[u] = k
+            done += work[i]
+        if k == K - 1:
+            plans.append(plan_of(instance, shape, chunk_of, choice))
+    return plans
+
+
+def plan_of(instance: PiperInstance, shape: Shape, chunk_of: dict[int, int], choice: dict[int, int]) -> ParallelPlan:
+    """The plan whose chunk ``k`` holds the nodes ``v`` with ``chunk_of[v] = k``, node ``v`` in its TMPC
+    number ``choice[v]`` of degree ``t``."""
+    stages = []
+    for k in range(shape.groups * shape.chunks):
+        nodes = tuple(sorted(node.id for node in instance.nodes if chunk_of[node.id] == k))
+        tmpcs = {node.id: node.configurations[shape.t][choice[node.id]].id for node in instance.nodes
+                 if chunk_of[node.id] == k}
+        stages.append(ParallelStage(nodes, shape.d, shape.t, tmpcs))
+    return ParallelPlan(tuple(stages), INTERLEAVED, shape.chunks)
+
+
+__all__ = ["DEFAULT_TIME_LIMIT", "INTERLEAVED", "OPTIMALITY_TOLERANCE", "Shape", "check_chunks", "handoff",
+           "held_profiles", "lower_bound", "node_costs", "plan_of", "shapes", "solve_interleaved"]

@@ -1,0 +1,229 @@
+"""The CP-SAT model of one interleaved shape ``(S, d, t, v)`` (see :mod:`placement.parallel.interleaved`).
+
+Data: nodes ``u`` with TMPCs ``o`` of degree ``t``; ``a(u,o) = timePerSample/d + 4·(d − 1)·
+parameterSize/(d·m·bw)``; per edge ``u → w`` the sides ``out(u,o) = 2·(communicationCost +
+syncTimeBw[w])/(d·bw)`` (paid by ``u``'s group) and ``in(w,o) = 2·(communicationCost +
+syncTimeFw[u])/(d·bw)`` (paid by ``w``'s group) when the edge crosses two chunks; ``A(u,o)``,
+``B(u,o)`` the TMPC's ``memoryUsageA``, ``memoryUsageB``; ``K = S·v`` chunks, chunk ``k`` on group
+``k mod S``; the held profiles ``h`` of each group (:func:`~placement.parallel.interleaved.held_profiles`).
+
+Variables (0/1 unless said): ``x[u,k]`` (``u`` is in a chunk ``≤ k``), ``sel[u,o]`` (``u`` runs TMPC
+``o``; absent for a node's base option, the first, whose choice is ``1 − Σ sel``), ``T ≥ 0``
+(integer). ``b[u,k] = x[u,k] − x[u,k−1]`` and ``in[u,g] = Σ_{k ≡ g} b[u,k]`` are expressions.
+
+1. ``x[u,k] ≤ x[u,k+1]``, ``x[u,K−1] = 1``; ``x[w,k] ≤ x[u,k]`` for every edge ``u → w``
+   (each ``{u : x[u,k] = 1}`` is predecessor-closed: the chunks are a pipeline, no edge backwards);
+2. ``Σ_u b[u,k] ≥ 1`` (no empty chunk); ``Σ_o sel[u,o] ≤ 1``;
+3. crossing sides ``co[e,g] ≥ b[u,k] − b[w,k]`` and ``ci[e,g] ≥ b[w,k] − b[u,k]`` for ``k ≡ g``;
+4. load of group ``g``: ``Σ_u in[u,g]·a₀(u) + Σ_e co[e,g]·out₀(e) + ci[e,g]·in₀(e) + Σ extras ≤ T``, where
+   the ``₀`` terms are the least over the options and every extra is a product ``p ≥ f + sel[u,o] − 1``
+   (``f`` the 0/1 term it multiplies) with the option's non-negative excess as coefficient;
+5. memory of group ``g``, for each profile ``h``: ``Σ_c h_c·Σ_u (b[u,cS+g]·A(u,o)) + Σ_u in[u,g]·B(u,o)
+   ≤ memory``, the option's excess over the base again a product (``p ≥ f + sel − 1`` for a
+   positive coefficient, ``p ≤ f``, ``p ≤ sel`` for a negative one);
+6. minimise ``T``.
+
+Every plan of the shape is a solution with ``T`` its largest group load (the products may only
+exceed the true products where that cannot lower a left-hand side), and every solution decodes to
+a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so are options
+dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
+
+Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff,
+else the whole work) near ``2^31`` and rounded down; memory likewise under ``2^60``, bound rounded
+down. Rounding down makes the model a relaxation: its infeasibility and bounds hold for the true
+data, and the decoded plan is re-evaluated exactly by the caller. The backend is the package's
+CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from placement.io.piper import PiperInstance
+from placement.parallel.interleaved import Shape, held_profiles, node_costs, plan_of
+from placement.parallel.plan import ParallelPlan
+from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
+
+#: the load ceiling in model units: ``2^31``, so that a coefficient times ``T``'s bound stays under ``2^62``
+LOAD_UNITS = 2.0 ** 31
+#: the largest total of a memory row in model units
+MEMORY_UNITS = 2.0 ** 60
+
+
+@dataclass(frozen=True)
+class ShapeOutcome:
+    """``status``: ``optimal``, ``feasible``, ``infeasible`` (no plan of the shape at or under the
+    cutoff), ``no_solution`` (stopped without one); ``plan`` and its model ``value`` (true units,
+    rounded down); ``bound``: proven bound on the value of every plan of the shape."""
+
+    status: str
+    plan: ParallelPlan | None
+    value: float | None
+    bound: float
+    wall_s: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _power_of_two(ceiling: float, largest: float) -> float:
+    """The largest power of two ``s`` with ``ceiling · s ≤ largest``."""
+    return 2.0 ** math.floor(math.log2(largest / ceiling)) if ceiling > 0 else 1.0
+
+
+def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff: float | None,
+                time_limit: float, threads: int = 1, hint: ParallelPlan | None = None) -> ShapeOutcome:
+    """Minimise the largest group load of ``shape`` (module docstring), only plans of value ``≤ cutoff``."""
+    import time
+
+    from placement.solvers.milp.backends.cpsat import CpSatBackend
+
+    started = time.perf_counter()
+    nodes = [node.id for node in instance.nodes]
+    K, S, d, t, v = shape.groups * shape.chunks, shape.groups, shape.d, shape.t, shape.chunks
+    bw = instance.bandwidth
+    tmpcs = {node.id: node.configurations[t] for node in instance.nodes}
+    cost = node_costs(instance, shape)
+    local = instance.microbatches_in_batch // d
+    profiles = [held_profiles(local, S, v, g) for g in range(S)]
+    # memory rows only when some choice could exceed the memory
+    held_max = max(max(max(h) for h in p) for p in profiles)
+    worst = held_max * sum(max(c.memory_usage_a for c in tmpcs[u]) for u in nodes) + \
+        sum(max(c.memory_usage_b for c in tmpcs[u]) for u in nodes)
+    with_memory = worst > memory
+    edges = [e for e in instance.edges]
+    out_side = {(e.src, e.dst): [2 * (e.communication_cost + c.sync_time_bw[e.dst]) / (d * bw) for c in tmpcs[e.src]]
+                for e in edges}
+    in_side = {(e.src, e.dst): [2 * (e.communication_cost + c.sync_time_fw[e.src]) / (d * bw) for c in tmpcs[e.dst]]
+               for e in edges}
+    options = {u: list(range(len(tmpcs[u]))) for u in nodes}
+    if not with_memory:
+        for u in nodes:
+            def key(o: int, u: int = u) -> tuple[float, ...]:
+                return (cost[u][o], *(out_side[(e.src, e.dst)][o] for e in edges if e.src == u),
+                        *(in_side[(e.src, e.dst)][o] for e in edges if e.dst == u))
+            keys = {o: key(o) for o in options[u]}
+            options[u] = [o for o in options[u]
+                          if not any(p != o and all(a <= b for a, b in zip(keys[p], keys[o])) and
+                                     (keys[p] != keys[o] or p < o) for p in options[u])]
+    ceiling = cutoff if cutoff is not None else (
+        math.fsum(max(cost[u]) for u in nodes) + math.fsum(max(out_side[k]) + max(in_side[k]) for k in out_side))
+    scale = _power_of_two(max(ceiling, max(max(c) for c in cost.values())), LOAD_UNITS)
+    units = lambda x: float(math.floor(x * scale))  # noqa: E731
+
+    be = CpSatBackend()
+    be.deadline = started + time_limit
+    try:
+        x = {(u, k): be.bool_var(f"x{u}_{k}", fixed=1 if k == K - 1 else None) for u in nodes for k in range(K)}
+        for u in nodes:
+            for k in range(K - 1):
+                be.add([(1, x[u, k]), (-1, x[u, k + 1])], hi=0)
+        for e in edges:
+            for k in range(K - 1):
+                be.add([(1, x[e.dst, k]), (-1, x[e.src, k])], hi=0)
+
+        def b(u: int, k: int) -> list[tuple[float, Any]]:
+            return [(1, x[u, k])] + ([(-1, x[u, k - 1])] if k else [])
+
+        def member(u: int, g: int) -> list[tuple[float, Any]]:
+            return [term for c in range(v) for term in b(u, c * S + g)]
+
+        for k in range(K):
+            be.add([term for u in nodes for term in b(u, k)], lo=1)
+        base = {u: options[u][0] for u in nodes}
+        sel = {}
+        for u in nodes:
+            for o in options[u][1:]:
+                sel[u, o] = be.bool_var(f"s{u}_{o}")
+            if len(options[u]) > 2:
+                be.add([(1, sel[u, o]) for o in options[u][1:]], hi=1)
+
+        def product(f: list[tuple[float, Any]], u: int, o: int, positive: bool, name: str) -> Any:
+            """A 0/1 ``p`` standing for ``f · sel[u,o]``: ``p ≥ f + sel − 1`` (positive coefficient) or
+            ``p ≤ f``, ``p ≤ sel`` (negative)."""
+            p = be.bool_var(name)
+            if positive:
+                be.add([(1, p), *[(-a, var) for a, var in f], (-1, sel[u, o])], lo=-1)
+            else:
+                be.add([(1, p), *[(-a, var) for a, var in f]], hi=0)
+                be.add([(1, p), (-1, sel[u, o])], hi=0)
+            return p
+
+        def base_excess(f: list[tuple[float, Any]], u: int, name: str) -> Any:
+            """A 0/1 ``p ≥ f − Σ_o sel[u,o]``: ``f`` times "``u`` runs its base option"."""
+            p = be.bool_var(name)
+            be.add([(1, p), *[(-a, var) for a, var in f], *[(1, sel[u, o]) for o in options[u][1:]]], lo=0)
+            return p
+
+        def choice_terms(f: list[tuple[float, Any]], u: int, values: list[float], name: str,
+                         exact: bool) -> list[tuple[float, Any]]:
+            """``f · value(u's option)``. ``exact``: the base option's value on ``f`` and each other option's
+            difference on a product of either sign; otherwise the least value on ``f`` and every option's
+            non-negative excess over it on a product bounded from below only."""
+            low = values[base[u]] if exact else min(values[o] for o in options[u])
+            terms = [(a * low, var) for a, var in f] if low else []
+            for o in options[u][1:]:
+                excess = values[o] - low
+                if excess:
+                    terms.append((excess, product(f, u, o, excess > 0, f"{name}_{o}")))
+            if values[base[u]] - low:
+                terms.append((values[base[u]] - low, base_excess(f, u, f"{name}_b")))
+            return terms
+
+        T = be.num_var(math.floor(ceiling * scale), "T")
+        crossing = [(e.src, e.dst) for e in edges
+                    if max(out_side[(e.src, e.dst)]) > 0 or max(in_side[(e.src, e.dst)]) > 0]
+        for g in range(S):
+            load: list[tuple[float, Any]] = []
+            for u in nodes:
+                load += choice_terms(member(u, g), u, [units(c) for c in cost[u]], f"q{u}_{g}", exact=False)
+            for (src, dst) in crossing:
+                for side, owner, other, values in (("o", src, dst, out_side), ("i", dst, src, in_side)):
+                    scaled = [units(c) for c in values[(src, dst)]]
+                    if not any(scaled):
+                        continue
+                    flag = be.num_var(1, f"c{side}{src}_{dst}_{g}")
+                    for c in range(v):
+                        k = c * S + g
+                        be.add([(1, flag), *[(-a, var) for a, var in b(owner, k)], *b(other, k)], lo=0)
+                    load += choice_terms([(1, flag)], owner, scaled, f"e{side}{src}_{dst}_{g}", exact=False)
+            be.add(load + [(-1, T)], hi=0)
+        if with_memory:
+            mscale = _power_of_two(max(memory, worst) * max(1, len(nodes)), MEMORY_UNITS)
+            mu = lambda x: float(math.floor(x * mscale))  # noqa: E731
+            for g in range(S):
+                per_chunk = [[term for u in nodes for term in
+                              choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],
+                                           f"a{u}_{c * S + g}", exact=True)] for c in range(v)]
+                static = [term for u in nodes for term in
+                          choice_terms(member(u, g), u, [mu(o.memory_usage_b) for o in tmpcs[u]], f"m{u}_{g}",
+                                       exact=True)]
+                for h in profiles[g]:
+                    be.add(static + [(h[c] * a, var) for c in range(v) for a, var in per_chunk[c]],
+                           hi=math.floor(memory * mscale))
+        be.minimize([(1, T)])
+        if hint is not None:   # a plan of this shape: its chunks and TMPCs
+            where = {u: (k, stage.tmpcs[u]) for k, stage in enumerate(hint.stages) for u in stage.nodes}
+            values = {x[u, k]: float(k >= where[u][0]) for u in nodes for k in range(K - 1)}
+            for (u, o), var in sel.items():
+                values[var] = float(tmpcs[u][o].id == where[u][1])
+            be.hint(values)
+    except OutOfTime:
+        return ShapeOutcome("no_solution", None, None, 0.0, time.perf_counter() - started, {"reason": "model"})
+    left = max(0.01, time_limit - (time.perf_counter() - started))
+    raw = be.solve(SolveOptions(time_limit=left, threads=threads))
+    stats = dict(raw.stats, scale=scale, memory_rows=with_memory, size=be.size)
+    wall = time.perf_counter() - started
+    if raw.status == "infeasible":
+        return ShapeOutcome("infeasible", None, None, math.inf if cutoff is None else cutoff, wall, stats)
+    if raw.status not in ("optimal", "feasible"):
+        bound = raw.bound / scale if raw.bound is not None else 0.0
+        return ShapeOutcome(raw.status, None, None, bound, wall, stats)
+    chunk_of = {u: min(k for k in range(K) if raw.value(x[u, k]) > 0.5) for u in nodes}
+    choice = {u: next((o for o in options[u][1:] if raw.value(sel[u, o]) > 0.5), base[u]) for u in nodes}
+    bound = raw.bound / scale if raw.bound is not None else 0.0
+    return ShapeOutcome(raw.status, plan_of(instance, shape, chunk_of, choice), raw.objective / scale, bound, wall,
+                        stats)
+
+
+__all__ = ["ShapeOutcome", "solve_shape"]

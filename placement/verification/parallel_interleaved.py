@@ -1,0 +1,146 @@
+"""Independent evaluation of an interleaved plan (``v`` model chunks per device group) in Piper's terms.
+
+Computed from the instance and the plan alone (no solver code). The plan's ``K`` stages are its
+chunks in pipeline order; ``S = K / v`` device groups, chunk ``k`` on group ``k mod S``
+(Megatron's virtual pipeline layout), every chunk with the same ``d`` and ``t``. Per chunk ``k``,
+with its chosen TMPCs:
+
+* ``compute_k = Σ timePerSample`` (times ``time_unit``), ``edges_k`` = Piper's boundary bytes
+  (``2·(communicationCost + syncTimeFw[u])`` per edge ``u → v`` entering the chunk,
+  ``2·(communicationCost + syncTimeBw[w])`` per edge ``v → w`` leaving it), ``W_k = Σ parameterSize``;
+* its time per sample ``TPS_k = (edges_k / d + 4·(d − 1)·W_k / (d·m)) / bandwidth + compute_k / d``
+  (Piper's stage formula); a group's time per sample is the sum over its chunks (its devices run
+  them all and all-reduce all their weights), and the plan's value is the largest group's;
+* memory per device of group ``g``: ``Σ_{k ≡ g} Σ memoryUsageB`` plus the largest, over the steps
+  of the group's order (Megatron's interleaved 1F1B, :func:`placement.simulation.parallel_orders.interleaved`,
+  with ``n = m/d`` micro-batches per replica), of ``Σ_c held_c · Σ memoryUsageA`` of chunk ``cS + g``,
+  ``held_c`` counting the forwards on chunk ``c`` started so far less the backwards there ended.
+
+Violations (each a sentence): not ``interleaved``, ``chunks`` below 2 or not dividing the stages,
+fewer than 2 groups, a node missing, repeated or unknown, an empty chunk, an edge from a later
+chunk to an earlier one, degrees that differ between chunks or are below 1, ``d`` not dividing
+``m``, ``m/d`` not a multiple of ``S``, a TMPC the node does not have at ``t``, more than
+``devices`` devices (``S·d·t``), a group's memory above ``memory``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from placement.io.piper import PiperInstance
+from placement.parallel.plan import ParallelPlan
+from placement.simulation.parallel_orders import FORWARD, interleaved
+from placement.verification.parallel import ParallelEvaluation, StageEvaluation
+
+
+def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
+                         memory: float | None = None, time_unit: float = 1.0) -> ParallelEvaluation:
+    """Evaluate the interleaved ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes
+    (default: the instance's); see the module docstring. ``time_per_batch`` is left ``nan`` (the
+    order's makespan is the planner's and the simulator's to compute)."""
+    devices = instance.max_devices if devices is None else devices
+    memory = instance.max_memory_per_device if memory is None else memory
+    m = instance.microbatches_in_batch
+    stages, v = plan.stages, plan.chunks
+    violations: list[str] = []
+    if plan.schedule != "interleaved":
+        violations.append(f"the plan is for schedule {plan.schedule!r}, not 'interleaved'")
+    if v < 2 or not stages or len(stages) % v:
+        violations.append(f"chunks = {v} must be at least 2 and divide the {len(stages)} stages")
+        return ParallelEvaluation(math.inf, math.nan, (), 0, tuple(violations))
+    groups = len(stages) // v
+    degrees = {(s.d, s.t) for s in stages}
+    if len(degrees) != 1:
+        violations.append(f"every chunk must have the same d and t; the plan has {sorted(degrees)}")
+    d, t = stages[0].d, stages[0].t
+    if d < 1 or t < 1:
+        violations.append(f"degrees d={d}, t={t}; both must be at least 1")
+        return ParallelEvaluation(math.inf, math.nan, (), 0, tuple(violations))
+    if groups < 2:
+        violations.append(f"{groups} device group; the interleaved schedule needs at least 2")
+    if m % d or (m // d) % groups:
+        violations.append(f"d={d} must divide the {m} micro-batches and leave a multiple of the {groups} groups "
+                          "per replica")
+    used = groups * d * t
+    if used > devices:
+        violations.append(f"the plan uses {used} devices (S·d·t), more than the {devices} available")
+
+    nodes = {node.id: node for node in instance.nodes}
+    chunk_of: dict[int, int] = {}
+    for k, stage in enumerate(stages):
+        if not stage.nodes:
+            violations.append(f"chunk {k} holds no node")
+        for u in stage.nodes:
+            if u not in nodes:
+                violations.append(f"chunk {k} holds node {u}, which the instance does not have")
+            elif u in chunk_of:
+                violations.append(f"node {u} is in chunks {chunk_of[u]} and {k}")
+            else:
+                chunk_of[u] = k
+    violations.extend(f"node {u} is in no chunk" for u in nodes if u not in chunk_of)
+    for e in instance.edges:
+        if e.src in chunk_of and e.dst in chunk_of and chunk_of[e.src] > chunk_of[e.dst]:
+            violations.append(f"edge {e.src} -> {e.dst} goes from chunk {chunk_of[e.src]} back to chunk "
+                              f"{chunk_of[e.dst]}")
+
+    per_chunk = []   # (tps, compute + edges/bw, params, Σ A, Σ B)
+    for k, stage in enumerate(stages):
+        members = set(stage.nodes)
+        compute, edges, params, mem_a, mem_b = [], [], [], [], []
+        for u in stage.nodes:
+            if chunk_of.get(u) != k:
+                continue
+            chosen = _chosen(nodes[u], stage.t, stage.tmpcs.get(u), k, violations)
+            if chosen is None:
+                continue
+            compute.append(chosen.time_per_sample)
+            params.append(chosen.parameter_size)
+            mem_a.append(chosen.memory_usage_a)
+            mem_b.append(chosen.memory_usage_b)
+            for e in instance.edges:
+                if e.dst == u and e.src not in members:
+                    edges.append(2 * (e.communication_cost + chosen.sync_time_fw[e.src]))
+                if e.src == u and e.dst not in members:
+                    edges.append(2 * (e.communication_cost + chosen.sync_time_bw[e.dst]))
+        extra = [u for u in stage.tmpcs if u not in members]
+        if extra:
+            violations.append(f"chunk {k} names a TMPC for node {extra[0]}, which it does not hold")
+        total_compute, total_edges, total_params = math.fsum(compute) * time_unit, math.fsum(edges), math.fsum(params)
+        tps = (total_edges / d + 4 * (d - 1) * total_params / d / m) / instance.bandwidth + total_compute / d
+        per_chunk.append((tps, total_compute + total_edges / instance.bandwidth, total_params,
+                          math.fsum(mem_a), math.fsum(mem_b)))
+
+    group_memory, peak_held = [], [0] * len(stages)
+    runnable = not (m % d or (m // d) % groups)
+    for g in range(groups):
+        mine = [per_chunk[c * groups + g] for c in range(v)]
+        static = math.fsum(x[4] for x in mine)
+        peak = 0.0
+        if runnable:
+            held = [0] * v
+            for kind, c, _ in interleaved(m // d, groups, v, g):
+                held[c] += 1 if kind == FORWARD else -1
+                if kind == FORWARD:
+                    peak = max(peak, math.fsum(h * x[3] for h, x in zip(held, mine)))
+                    peak_held[c * groups + g] = max(peak_held[c * groups + g], held[c])
+        group_memory.append(static + peak)
+        if static + peak > memory:
+            violations.append(f"group {g} needs {static + peak:.6g} bytes per device, more than the {memory:.6g} "
+                              "available")
+    group_tps = [math.fsum(per_chunk[c * groups + g][0] for c in range(v)) for g in range(groups)]
+    evaluated = tuple(StageEvaluation(per_chunk[k][0], group_memory[k % groups], peak_held[k], per_chunk[k][1],
+                                      4 * (d - 1) * per_chunk[k][2] / d / instance.bandwidth)
+                      for k in range(len(stages)))
+    return ParallelEvaluation(max(group_tps), math.nan, evaluated, used, tuple(violations))
+
+
+def _chosen(node, t: int, name: str | None, chunk: int, violations: list[str]):
+    """The TMPC ``name`` of ``node`` at degree ``t``, or ``None`` with a violation."""
+    found = [c for c in node.configurations.get(t, ()) if c.id == name]
+    if not found:
+        violations.append(f"chunk {chunk}: node {node.id} has no TMPC {name!r} for t={t}")
+        return None
+    return found[0]
+
+
+__all__ = ["evaluate_interleaved"]

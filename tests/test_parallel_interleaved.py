@@ -1,0 +1,240 @@
+"""Interleaved 1F1B with v chunks per device group as part of the plan (placement.parallel.interleaved).
+
+The exact solver against hand-solved instances and the brute force, its plans against the
+independent evaluator and the event simulator (peak memory per device and time per sample equal to
+the model's; time per batch equal to the exact evaluator's), and the refusals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+from placement.parallel.interleaved import held_profiles, solve_interleaved
+from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.result import Status
+from placement.simulation.parallel import simulate_parallel
+from placement.testing.bruteforce_interleaved import brute_force_interleaved
+from placement.verification.parallel_interleaved import evaluate_interleaved
+from tests.strategies_parallel import piper_instances
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+
+
+def chain(times, m=2, devices=2, memory=1e9, activations=None, recompute=None, edge_bytes=0.0):
+    """A chain ``0 → 1 → …`` with one TMPC ``x`` per node (``timePerSample`` from ``times``,
+    ``memoryUsageA`` from ``activations``), plus a TMPC ``r`` where ``recompute`` gives ``(time, A)``."""
+    n = len(times)
+    activations = activations or [0.0] * n
+    nodes = []
+    for i, time in enumerate(times):
+        fw = {i - 1: 0.0} if i else {}
+        bw = {i + 1: 0.0} if i + 1 < n else {}
+        options = [TMPC("x", float(time), 0.0, float(activations[i]), 0.0, fw, bw)]
+        if recompute and i in recompute:
+            options.append(TMPC("r", float(recompute[i][0]), 0.0, float(recompute[i][1]), 0.0, fw, bw))
+        nodes.append(PiperNode(i, f"n{i}", {1: tuple(options)}))
+    edges = tuple(PiperEdge(i, i + 1, edge_bytes) for i in range(n - 1))
+    return PiperInstance("chain", devices, float(memory), 1.0, m, tuple(nodes), edges)
+
+
+# --- the order's held micro-batches, by hand ---------------------------------------------------------
+
+# n = 4 local micro-batches, p = 2 groups, v = 2 chunks. Rank 0 warms up with
+# min(2·(2−0−1) + (2−1)·2, 8) = 4 forwards: (c0,l0) (c0,l1) (c1,l0) (c1,l1) → held (2,2); then
+# F(c0,l2) (3,2), B(c1,l0) (3,1), F(c0,l3) (4,1), B(c1,l1) (4,0), F(c1,l2) (4,1), B(c0,l0) (3,1),
+# F(c1,l3) (3,2), …: after a forward the maximal vectors are (3,2) and (4,1). Rank 1 warms up with
+# 2: (c0,l0) (c0,l1) → (2,0); F(c1,l0) (2,1), B(c1,l0), F(c1,l1) (2,1), B, F(c0,l2) (3,0), …:
+# (2,1) and (3,0). With n = p every forward comes first: (n, n).
+@pytest.mark.parametrize("local, groups, chunks, rank, expected", [
+    (4, 2, 2, 0, ((3, 2), (4, 1))),
+    (4, 2, 2, 1, ((2, 1), (3, 0))),
+    (2, 2, 2, 0, ((2, 2),)),
+    (2, 2, 2, 1, ((2, 2),)),
+])
+def test_held_profiles_by_hand(local, groups, chunks, rank, expected):
+    assert held_profiles(local, groups, chunks, rank) == expected
+
+
+# --- hand-solved plans -------------------------------------------------------------------------------
+
+# Chain of 5 nodes, times 1..5, m = 2, 2 devices, v = 2: S = 2 groups of d = t = 1, K = 4 chunks, so
+# exactly one chunk holds two adjacent nodes; group 0 runs chunks 0 and 2, group 1 chunks 1 and 3:
+#   [01][2][3][4]: max(3+4, 3+5) = 8;  [0][12][3][4]: max(1+4, 5+5) = 10;
+#   [0][1][23][4]: max(1+7, 2+5) = 8;  [0][1][2][34]: max(1+3, 2+9) = 11.   Optimum 8.
+def test_five_node_chain_by_hand():
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2)
+    assert result.status is Status.OPTIMAL
+    assert result.value == 8.0 and result.bound == pytest.approx(8.0, rel=1e-6)
+    assert result.plan.chunks == 2 and result.plan.schedule == "interleaved"
+    assert [s.nodes for s in result.plan.stages] in ([(0, 1), (2,), (3,), (4,)], [(0,), (1,), (2, 3), (4,)])
+    assert result.megatron["pipeline"] == 2 and result.megatron["virtual_pipeline"] == 2
+
+
+# Memory: A = 1 per node, m = 2, d = 1, so n = 2 = p: every forward runs first and a group holds
+# both micro-batches of both its chunks: 2·(A of its chunks). The group with the two-node chunk holds
+# 2·2 + 2·1 = 6. At memory 5 no plan fits; at 6 the optimum 8 fits.
+@pytest.mark.parametrize("memory, status, value", [(5.0, Status.INFEASIBLE, None), (6.0, Status.OPTIMAL, 8.0)])
+def test_memory_of_the_order_by_hand(memory, status, value):
+    instance = chain([1, 2, 3, 4, 5], memory=memory, activations=[1] * 5)
+    result = solve_interleaved(instance, chunks=2)
+    assert (result.status, result.value) == (status, value)
+    if value is not None:
+        assert max(s.memory for s in result.evaluation.stages) == 6.0
+
+
+# A recompute TMPC trades time for memory: node 4 may run as r (time 6, A = 0); memory 5. Group
+# memory is 2·(A of chunk c0 + A of chunk c1):
+#   [01][2][3][4]: group 0 holds [01],[3]: 2·3 = 6 — no;   [0][1][23][4]: group 0 [0],[23]: 6 — no;
+#   [0][12][3][4r]: group 0 [0],[3]: 4, group 1 [12],[4r]: 2·2 = 4; value max(1+4, 5+6) = 11;
+#   [0][1][2][34r]: group 0 4, group 1 [1],[34r]: 4; value max(1+3, 2+4+6) = 12  (with 4 as x: 6 — no).
+# Optimum 11.
+def test_recompute_tmpc_by_hand():
+    instance = chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5, recompute={4: (6, 0)})
+    result = solve_interleaved(instance, chunks=2)
+    assert (result.status, result.value) == (Status.OPTIMAL, 11.0)
+    assert [s.nodes for s in result.plan.stages] == [(0,), (1, 2), (3,), (4,)]
+    assert result.plan.stages[3].tmpcs[4] == "r"
+
+
+# --- brute force -----------------------------------------------------------------------------------
+
+@st.composite
+def tiny(draw):
+    """Piper's tiny instances with 4–5 nodes (two groups of two chunks need four), 2–8 micro-batches
+    and memory from tight to ample (an interleaved group holds up to n·v micro-batches)."""
+    base = draw(piper_instances(max_nodes=5))
+    assume(len(base.nodes) >= 4)
+    return replace(base, microbatches_in_batch=draw(st.sampled_from([2, 4, 8])),
+                   max_memory_per_device=float(draw(st.integers(4, 300))))
+
+
+@given(tiny(), st.integers(2, 4))
+@example(chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5, recompute={4: (6, 0)}), 2)
+@settings(max_examples=40, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+def test_agrees_with_brute_force(instance, devices):
+    """Same optimum (or both infeasible) as the enumeration of every interleaved plan."""
+    expected, _ = brute_force_interleaved(instance, devices=devices, chunks=2)
+    result = solve_interleaved(instance, devices=devices, chunks=2)
+    if math.isinf(expected):
+        assert result.status is Status.INFEASIBLE
+        return
+    assert result.status is Status.OPTIMAL
+    assert result.value == pytest.approx(expected, rel=1e-9)
+    assert evaluate_interleaved(instance, result.plan, devices=devices).ok
+
+
+# --- the simulator replays the plans ---------------------------------------------------------------
+
+def check_against_simulator(instance, result):
+    """Simulated peak memory per device = the evaluator's (1e-9), time per sample = the value, and time
+    per batch = the planner's exact evaluation (allreduce "piper", forward share 1/3)."""
+    sim = simulate_parallel(instance, result.plan, allreduce="piper")
+    assert (sim.schedule, sim.chunks) == ("interleaved", result.plan.chunks)
+    for k, stage in enumerate(result.evaluation.stages):
+        assert sim.peak_memory(k) == pytest.approx(stage.memory, rel=1e-9)
+    assert sim.time_per_sample == pytest.approx(result.value, rel=1e-9)
+    assert sim.time_per_batch == pytest.approx(result.time_per_batch, rel=1e-9)
+
+
+@given(tiny(), st.integers(2, 4))
+@settings(max_examples=25, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+def test_tiny_plans_replay_in_the_simulator(instance, devices):
+    result = solve_interleaved(instance, devices=devices, chunks=2)
+    assume(result.plan is not None)
+    check_against_simulator(instance, result)
+
+
+@pytest.mark.skipif(not (SHARED / "bert32a100.json").exists(), reason="shared Piper instances absent")
+def test_bert_plan_replays_in_the_simulator():
+    import placement
+
+    instance = placement.load(SHARED / "bert32a100.json")
+    result = solve_interleaved(instance, devices=8, chunks=2, time_limit=10)
+    assert result.plan is not None and evaluate_interleaved(instance, result.plan, devices=8).ok
+    assert result.bound <= result.value
+    check_against_simulator(instance, result)
+
+
+# --- plan files and refusals -------------------------------------------------------------------------
+
+def test_plan_json_keeps_the_chunks():
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2)
+    doc = json.loads(json.dumps(result.plan.to_json()))
+    assert doc["chunks"] == 2 and doc["schedule"] == "interleaved"
+    assert ParallelPlan.from_json(doc) == result.plan
+    with pytest.raises(InvalidPlanError, match="^chunks must be a positive integer, not 0$"):
+        ParallelPlan.from_json(dict(doc, chunks=0))
+
+
+def test_evaluator_names_what_is_wrong():
+    instance = chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5)
+    stage = lambda nodes, d=1: ParallelStage(nodes, d, 1, {u: "x" for u in nodes})  # noqa: E731
+    plan = ParallelPlan((stage((0, 1)), stage((2,)), stage((4,)), stage((3,))), "interleaved", 2)
+    assert evaluate_interleaved(instance, plan).violations == (
+        "edge 3 -> 4 goes from chunk 3 back to chunk 2",
+        "group 0 needs 6 bytes per device, more than the 5 available")
+    uneven = ParallelPlan((stage((0, 1)), stage((2,), 2), stage((3,)), stage((4,))), "interleaved", 2)
+    assert evaluate_interleaved(instance, uneven, devices=8).violations[0] == \
+        "every chunk must have the same d and t; the plan has [(1, 1), (2, 1)]"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"chunks": 1}, "chunks must be at least 2 under the interleaved schedule, not 1"),
+    ({"chunks": 0}, "chunks must be a positive integer, not 0"),
+    ({"chunks": 3}, "chunks 3 needs at least 6 nodes (2 device groups of 3 non-empty chunks each); the instance "
+                    "has 5"),
+    ({"devices": 1}, "devices must be at least 2 under the interleaved schedule (2 device groups), not 1"),
+])
+def test_refusals(kwargs, message):
+    with pytest.raises(InvalidParameterError) as caught:
+        solve_interleaved(chain([1, 2, 3, 4, 5]), **kwargs)
+    assert str(caught.value) == message
+
+
+# --- command line ----------------------------------------------------------------------------------
+
+def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):
+    from placement.cli import main
+
+    path, plan = tmp_path / "chain.json", tmp_path / "plan.json"
+    path.write_text(json.dumps(chain([1, 2, 3, 4, 5]).to_json()))
+    assert main(["solve", str(path), "--schedule", "interleaved", "--chunks", "2", "--out", str(plan), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "largest group time per sample 8 (bound 8)" in out
+    assert "Megatron-style: tensor 1, pipeline 2, data 1, virtual pipeline 2" in out
+    doc = json.loads(plan.read_text())
+    assert (doc["schedule"], doc["chunks"]) == ("interleaved", 2)
+    assert [(s["group"], s["chunk"]) for s in doc["stages"]] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    assert main(["simulate", str(path), str(plan), "--allreduce", "piper", "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert (simulated["schedule"], simulated["chunks"]) == ("interleaved", 2)
+    assert simulated["time_per_sample"] == 8.0 and simulated["time_per_batch"] == doc["timePerBatch"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--schedule", "1f1b", "--chunks", "2"],
+     "error: --chunks applies to the 'interleaved' schedule only, not to '1f1b'"),
+    (["--schedule", "interleaved", "--chunks", "1"], "error: --chunks must be at least 2 under the interleaved "
+                                                     "schedule, not 1"),
+    (["--schedule", "interleaved", "--chunks", "0"], "error: argument --chunks: expected a positive integer, got '0'"),
+    (["--schedule", "interleaved", "--chunks", "3"], "error: --chunks 3 needs at least 6 nodes (2 device groups of 3 "
+                                                     "non-empty chunks each); the instance has 5"),
+    (["--schedule", "piper", "--time-limit", "3"], "error: --time-limit applies to the 'interleaved' schedule only "
+                                                   "(the other schedules' solvers run to the end)"),
+])
+def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
+    from placement.cli import main
+
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(chain([1, 2, 3, 4, 5]).to_json()))
+    assert main(["solve", str(path), *extra]) == 2
+    assert capsys.readouterr().err.strip() == message
