@@ -20,7 +20,12 @@ bytes), with schedule ``piper``:
 Writes ``results/piper.json`` (records ``{instance, devices, memory, objective, status, stages:
 [{nodes, d, t, tmpcs}]}``) and ``results/piper_comparison.json`` (every column and the solve times).
 
-    python benchmarks/piper.py [--shared ../shared/piper] [--quick]
+Device types (``--types``, or ``--types-only`` for just these rows): bert32a100 with the file's
+device as ``a100`` (its memory, speed 1) beside a slower ``v100`` (32 GiB, speed 0.5) and a ``cpu``
+(256 GiB, speed 0.02, t = 1 only), at several counts per type; each row beside the optimum on its
+``a100`` devices alone (the instance without types at that count). Writes ``results/piper_types.json``.
+
+    python benchmarks/piper.py [--shared ../shared/piper] [--quick] [--types | --types-only]
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import placement
-from placement.io.piper import PiperInstance, read_piper
+from placement.io.piper import PiperDeviceType, PiperInstance, read_piper
 from placement.parallel.baselines import megatron_grid, one_device_per_stage, piper_value
 from placement.parallel.dp import solve_parallel
 from placement.parallel.tables import all_sets, build_tables
@@ -55,6 +60,45 @@ def runs(names: list[str]) -> list[tuple[str, int, float | None]]:
     return out
 
 
+#: the device types of the rows with types, and the counts per type of each row
+TYPES = (("a100", None, 1.0, False), ("v100", 32 * GIB, 0.5, False), ("cpu", 256 * GIB, 0.02, True))
+TYPE_RUNS = ({"a100": 8}, {"a100": 8, "v100": 8}, {"a100": 8, "v100": 16}, {"a100": 4, "v100": 16},
+             {"a100": 8, "cpu": 8}, {"a100": 2, "cpu": 8}, {"a100": 4, "v100": 8, "cpu": 8})
+
+
+def with_types(instance: PiperInstance) -> PiperInstance:
+    """The instance with :data:`TYPES` (``a100``: the file's device and memory)."""
+    return replace(instance, device_types=tuple(
+        PiperDeviceType(name, 64, instance.max_memory_per_device if memory is None else memory, speed, None, cpu)
+        for name, memory, speed, cpu in TYPES))
+
+
+def type_rows(instance: PiperInstance, out: Path) -> None:
+    """Solve :data:`TYPE_RUNS` on ``instance`` with types; print the table, write ``piper_types.json``."""
+    typed = with_types(instance)
+    records = []
+    rows = [["instance", "devices", "status", "objective", "a100 alone", "ratio", "stages (type×d·t)", "solve s"]]
+    for counts in TYPE_RUNS:
+        started = time.perf_counter()
+        result = placement.solve(typed, devices=counts)
+        solve_s = time.perf_counter() - started
+        alone = placement.solve(instance, devices=counts["a100"])
+        layout = "-" if result.plan is None else " | ".join(f"{s.device_type}×{s.d * s.t}" for s in result.plan.stages)
+        spec = ",".join(f"{name}:{count}" for name, count in counts.items())
+        ratio = None if result.value is None or alone.value is None else result.value / alone.value
+        records.append({"instance": instance.name, "devices": counts, "types": typed.to_json()["deviceTypes"],
+                        "objective": result.value, "status": str(result.status), "a100_alone": alone.value,
+                        "solve_s": solve_s, "stages": [] if result.plan is None else [
+                            {"nodes": list(s.nodes), "deviceType": s.device_type, "d": s.d, "t": s.t,
+                             "tmpcs": {str(v): c for v, c in sorted(s.tmpcs.items())}} for s in result.plan.stages]})
+        rows.append([instance.name, spec, str(result.status), cell(result.value), cell(alone.value),
+                     "-" if ratio is None else f"{ratio:.3f}", layout, f"{solve_s:.2f}"])
+        print("  ".join(rows[-1]), file=sys.stderr, flush=True)
+    print("\n".join(format_table(rows, left=(0, 1, 2, 6))))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "piper_types.json").write_text(json.dumps(records, indent=1) + "\n")
+
+
 def in_seconds(instance: PiperInstance) -> PiperInstance:
     """The instance with every timePerSample divided by 1000 (milliseconds to seconds)."""
     nodes = tuple(replace(n, configurations={t: tuple(replace(c, time_per_sample=c.time_per_sample / 1000)
@@ -71,11 +115,17 @@ def main() -> int:
                         help="comma-separated instances without the Megatron grid and one-device baseline "
                              "(default gnmt: its restricted DPs take about 15 s each, 8 per setting)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--types", action="store_true", help="also the rows with device types (bert32a100)")
+    parser.add_argument("--types-only", dest="types_only", action="store_true", help="only the rows with device types")
     args = parser.parse_args()
     shared = Path(args.shared)
     names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
     if not names:
         print(f"no Piper instances under {shared}; nothing to do")
+        return 0
+    if args.types_only:
+        if "bert32a100" in names:
+            type_rows(read_piper(shared / "bert32a100.json"), Path(args.out))
         return 0
     instances = {n: read_piper(shared / f"{n}.json") for n in names}
     prepared = {}
@@ -145,6 +195,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "piper.json").write_text(json.dumps(records, indent=1) + "\n")
     (out / "piper_comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    if args.types and "bert32a100" in names:
+        print()
+        type_rows(instances["bert32a100"], out)
     return 0
 
 

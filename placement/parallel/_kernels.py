@@ -30,6 +30,7 @@ Choosing the options (one per node) is a multiple-choice knapsack:
 
 from __future__ import annotations
 
+import types
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -286,7 +287,7 @@ def equal_params(items, count, it_params):
 def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, m, tcap, tbw, speed, tcount,
          stride, digits, total, greedy, missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
          cut_ptr, cut_idx, src, dst, cost, sync_in, sync_out, in_ptr, in_idx, out_ptr, out_idx,
-         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats):
+         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, budget):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -304,7 +305,8 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
     the capacity fits no choice. Where every node of the stage has options of equal parameter
     size, the options' costs at another ``d`` are one affine map of those at the first (``1/d``
     times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
-    ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y]."""
+    ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
+    stops (``stopped`` = 1, the table unfinished) once it has evaluated more than ``budget`` stages."""
     N = by_size.shape[0]
     W = bits.shape[1]
     n = options.shape[0]
@@ -456,6 +458,9 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                 val = cache[slot]
                                 if val < 0.0:
                                     stats[1] += 1
+                                    if stats[1] > budget:
+                                        stats[4] = 1
+                                        return
                                     low = slot if suffix else q
                                     if fast and ca * y + cb <= mtol:
                                         val = lb
@@ -475,23 +480,23 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                             val = 0.0
                                             for i in range(built):
                                                 val += c_cost[i, kept_choice[key, i]]
-                                        else:
+                                        elif greedy:
                                             stats[2] += 1
                                             val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
                                                                   capacity, choice)
-                                            if greedy:
-                                                if suffix:
-                                                    for z in range(1, ycap):
-                                                        if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
-                                                                                or (z > y and cache[z] * (1 + 1e-12) < val)):
-                                                            stats[3] += 1
-                                            elif val < INF:   # the greedy value is that of a fitting choice: a ceiling
-                                                val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
-                                                                     capacity, min(slack, val * (1.0 + 1e-12)), choice)
-                                                if val < INF and pequal:
-                                                    kept[key] = True
-                                                    for i in range(built):
-                                                        kept_choice[key, i] = choice[i]
+                                            if suffix:
+                                                for z in range(1, ycap):
+                                                    if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
+                                                                            or (z > y and cache[z] * (1 + 1e-12) < val)):
+                                                        stats[3] += 1
+                                        else:
+                                            stats[2] += 1
+                                            val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
+                                                                 capacity, slack, choice)
+                                            if val < INF and pequal:
+                                                kept[key] = True
+                                                for i in range(built):
+                                                    kept_choice[key, i] = choice[i]
                                     cache[slot] = val
                                 cand = max(prev, val)
                                 if cand < dp[I, kn, sn]:
@@ -501,25 +506,39 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                     has[I] = True
 
 
+def never_called(count, cost, mem, capacity, *rest):
+    """Stands for the knapsack a mode's compiled :func:`fill` never calls (``fill`` calls
+    :func:`knapsack_greedy` only when ``greedy``, :func:`knapsack_exact` only when not), so that each
+    mode compiles one knapsack."""
+    return INF
+
+
 def interpreted() -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation)."""
     return SimpleNamespace(fill=fill, knapsack_exact=knapsack_exact, knapsack_greedy=knapsack_greedy,
                            stage_items=stage_items, item_costs=item_costs, equal_params=equal_params)
 
 
-@lru_cache(maxsize=1)
-def compiled() -> SimpleNamespace:
-    """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
+@lru_cache(maxsize=2)
+def compiled(greedy: bool) -> SimpleNamespace:
+    """The kernels of one mode compiled by numba (:func:`placement.kernels.compile_kernel`): ``fill`` with
+    Piper's greedy knapsack (``greedy``, the baseline) or with the exact one, not both."""
     from placement.kernels import compile_kernel
 
-    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
-    helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
-                                                               item_costs, equal_params)}
-    return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
+    order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    used, unused = (knapsack_greedy, knapsack_exact) if greedy else (knapsack_exact, knapsack_greedy)
+    helpers = {f.__name__: compile_kernel(f, order) for f in (used, stage_items, item_costs, equal_params)}
+    helpers[unused.__name__] = compile_kernel(never_called)
+    # numba caches a function under its qualified name: the greedy fill gets its own, apart from the exact one
+    function = fill
+    if greedy:
+        function = types.FunctionType(fill.__code__, fill.__globals__, "fill_greedy", fill.__defaults__)
+        function.__module__, function.__qualname__ = fill.__module__, "fill_greedy"
+    return SimpleNamespace(fill=compile_kernel(function, helpers), **helpers)
 
 
-def kernels(use_compiled: bool) -> SimpleNamespace:
-    return compiled() if use_compiled else interpreted()
+def kernels(use_compiled: bool, greedy: bool = False) -> SimpleNamespace:
+    return compiled(greedy) if use_compiled else interpreted()
 
 
 def must_compile(namespace: SimpleNamespace) -> bool:

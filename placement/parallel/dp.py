@@ -63,6 +63,11 @@ DEFAULT_MAX_SETS = 200_000
 #: the most table cells (sets × device counts × degree sums) the DP allocates
 MAX_CELLS = 50_000_000
 MODES = ("exact", "greedy")
+#: families of at most this many sets are first tried with the plain-Python kernels when the compiled
+#: ones are not in numba's cache yet ...
+INTERPRETED_SETS = 2_000
+#: ... for at most this many stage evaluations (about a second), after which the kernels are compiled
+INTERPRETED_BUDGET = 10_000
 
 
 @dataclass(frozen=True)
@@ -167,10 +172,6 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                                  "lower devices", "devices")
     ys = np.arange(cap + 2) if suffix else np.array([m // d for _, _, d in pairs], dtype=np.int64)
     arrays = _arrays(tables, sets, ys, max(types.speed))
-    use_compiled = compiled if compiled is not None else cells > 2_000
-    kernels = K.kernels(use_compiled)
-    if progress is not None and K.must_compile(kernels):
-        progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed}
 
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
@@ -181,12 +182,34 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                    for tau, k, d in pairs if d <= cap), default=math.inf)
     stats["one_stage_value"] = ceiling if math.isfinite(ceiling) else None
     chain = chain_sets(tables)
-    chain_dp = _run(kernels, tables, chain, _arrays(tables, chain, ys, max(types.speed)), pairs, cap, codes, width,
-                    collapsed, suffix, m, types, "greedy", ceiling)
-    ceiling = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
+    chain_arrays = _arrays(tables, chain, ys, max(types.speed))
+
+    def passes(kernels, budget: int):
+        """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
+        pass stopped at ``budget`` stage evaluations."""
+        chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
+                        mode, ceiling, budget)
+        if chain_dp[3][4]:
+            return None
+        lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
+        full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, mode,
+                    lowered, budget - int(chain_dp[3][1]))
+        return None if full[3][4] else (lowered, *full)
+
+    unlimited = np.iinfo(np.int64).max
+    found = None
+    if compiled is None and (cells <= 2_000 or len(sets.size) <= INTERPRETED_SETS
+                             and K.must_compile(K.kernels(True, mode == "greedy"))):
+        # small, or not compiled yet: plain Python, within a budget unless the table is small
+        found = passes(K.interpreted(), unlimited if cells <= 2_000 else INTERPRETED_BUDGET)
+        stats["interpreted"] = found is not None
+    if found is None:
+        kernels = K.kernels(compiled is not False, mode == "greedy")
+        if progress is not None and K.must_compile(kernels):
+            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
+        found = passes(kernels, unlimited)
+    ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
-    dp, par_set, par_q, counters = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m,
-                                        types, mode, ceiling)
     value, k, s = _best(dp, sets.full, codes)
     stats.update(pairs=int(counters[0]), stage_evaluations=int(counters[1]), knapsacks=int(counters[2]))
     if mode == "greedy":
@@ -266,13 +289,13 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray, fastest: float) -> dic
 
 
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
-         types: DeviceTypes, mode, ceiling):
+         types: DeviceTypes, mode, ceiling, budget):
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
     dp = np.full((count, codes.count, width), np.inf)
     par_set = np.full((count, codes.count, width), -1, dtype=np.int64)
     par_q = np.full((count, codes.count, width), -1, dtype=np.int64)
-    counters = np.zeros(4, dtype=np.int64)
+    counters = np.zeros(5, dtype=np.int64)
     q_t, q_k, q_d = (np.array([p[j] for p in pairs], dtype=np.int64).reshape(-1) for j in range(3))
     digits = codes.digits()
     floats = lambda values: np.array(values, dtype=np.float64)  # noqa: E731
@@ -284,7 +307,7 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
                  sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
                  tables.in_idx, tables.out_ptr, tables.out_idx, tables.time, tables.params, tables.mem_a,
-                 tables.mem_b, tables.options, dp, par_set, par_q, counters)
+                 tables.mem_b, tables.options, dp, par_set, par_q, counters, budget)
     return dp, par_set, par_q, counters
 
 

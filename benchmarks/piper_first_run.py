@@ -1,0 +1,126 @@
+"""First-run and warm time of ``placement solve`` on Piper instances, each in a fresh process.
+
+A *cold* run starts with an empty numba cache (a fresh ``NUMBA_CACHE_DIR``: what a fresh install
+has); the *warm* run that follows uses the cache the cold run left. Each setting is run ``--repeat``
+times (default 3); the table gives the medians of wall-clock and CPU seconds (user + system of the
+child: the machine may be shared, and CPU time is less sensitive to that), whether the kernels
+were compiled, and, with ``--baseline COMMIT``, the same for the package as of that commit (its
+``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
+alternately in the same session, with the ratios new / baseline.
+
+Writes ``results/piper_first_run.json`` (every run and the medians).
+
+    python benchmarks/piper_first_run.py [--baseline 9984622] [--repeat 3] [--shared ../shared/piper]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+from placement.report.table import format_table
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 2**30
+#: (instance, devices, memory in bytes or None): the shared instances at their own setting, and a
+#: memory-bounded one whose DP is too long for the plain-Python kernels
+SETTINGS = (("bert32a100", 10, None), ("resnet", 10, None), ("gnmt", 10, None), ("bert32a100", 32, GIB))
+COMPILING = "compiling the DP's kernels"
+
+
+def export(commit: str, into: Path) -> Path:
+    """The ``placement`` package as of ``commit``, unpacked under ``into``."""
+    archive = subprocess.run(["git", "archive", commit, "placement"], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath: Path | None) -> dict:
+    """One ``placement solve`` in a fresh process: wall and CPU seconds, compiled or not, the value line."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    command = [sys.executable, "-m", "placement", "solve", str(path), "--devices", str(devices)]
+    if memory is not None:
+        command += ["--memory", str(memory)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    value = next((line for line in done.stdout.splitlines() if line.startswith(("largest", "status"))), "")
+    return {"wall_s": wall, "cpu_s": cpu, "compiled": COMPILING in done.stderr, "exit": done.returncode,
+            "value_line": value}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", default=str(ROOT.parent / "shared" / "piper"))
+    parser.add_argument("--baseline", metavar="COMMIT", help="also run the package as of COMMIT, alternately")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = parser.parse_args()
+    shared = Path(args.shared)
+    settings = [s for s in SETTINGS if (shared / f"{s[0]}.json").exists()]
+    if not settings:
+        print(f"no Piper instances under {shared}; nothing to do")
+        return 0
+    runs = []
+    with tempfile.TemporaryDirectory() as scratch:
+        versions = [("new", None)]
+        if args.baseline:
+            versions.append((f"baseline {args.baseline}", export(args.baseline, Path(scratch) / "baseline")))
+        for name, devices, memory in settings:
+            for repeat in range(args.repeat):
+                for label, pythonpath in versions:
+                    with tempfile.TemporaryDirectory(dir=scratch) as cache:
+                        for kind in ("cold", "warm"):
+                            run = one_run(shared / f"{name}.json", devices, memory, cache, pythonpath)
+                            run.update(version=label, instance=name, devices=devices, memory=memory, run=kind,
+                                       repeat=repeat)
+                            runs.append(run)
+                            print(json.dumps(run), file=sys.stderr, flush=True)
+    rows = [["instance", "devices", "memory", "version", "cold wall s", "cold cpu s", "compiled", "warm wall s",
+             "warm cpu s", "cold cpu / baseline"]]
+    medians = []
+    for name, devices, memory in settings:
+        per_version = {}
+        for label, _ in versions:
+            mine = [r for r in runs if (r["instance"], r["devices"], r["memory"], r["version"]) ==
+                    (name, devices, memory, label)]
+            pick = lambda kind, key: statistics.median(r[key] for r in mine if r["run"] == kind)  # noqa: E731
+            entry = {"instance": name, "devices": devices, "memory": memory, "version": label,
+                     "cold_wall_s": pick("cold", "wall_s"), "cold_cpu_s": pick("cold", "cpu_s"),
+                     "warm_wall_s": pick("warm", "wall_s"), "warm_cpu_s": pick("warm", "cpu_s"),
+                     "cold_compiled": sum(r["compiled"] for r in mine if r["run"] == "cold"),
+                     "runs": len(mine) // 2, "exits": sorted({r["exit"] for r in mine})}
+            per_version[label] = entry
+            medians.append(entry)
+        base = per_version.get(versions[-1][0]) if len(versions) > 1 else None
+        for label, _ in versions:
+            e = per_version[label]
+            ratio = "" if base is None or label == versions[-1][0] else f"{e['cold_cpu_s'] / base['cold_cpu_s']:.2f}"
+            rows.append([name, str(devices), "file" if memory is None else f"{memory / GIB:g} GiB", label,
+                         f"{e['cold_wall_s']:.2f}", f"{e['cold_cpu_s']:.2f}", f"{e['cold_compiled']}/{e['runs']}",
+                         f"{e['warm_wall_s']:.2f}", f"{e['warm_cpu_s']:.2f}", ratio])
+    print("\n".join(format_table(rows, left=(0, 2, 3))))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "piper_first_run.json").write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
