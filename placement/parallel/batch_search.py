@@ -18,10 +18,12 @@ Search:
 
 1. The DP's plan (optimal for ``max_k TPS_k``) is the first incumbent. When its ``T`` meets
    ``m·M*`` (single-stage plans do: nothing waits) it is optimal.
-2. When its stages have different data-parallel degrees (1F1B then stalls: with ``y_k`` micro-
-   batches in flight a replica waits for round trips through replicas that do not run in step),
-   the DP restricted to one degree ``d`` for every stage is run for each ``d`` of that plan (most
-   frequent first); every plan found is a candidate.
+2. When 1F1B stalls on that plan — it takes longer than GPipe on the same plan, the sign that its
+   in-flight limits make replicas wait: with ``y_k`` micro-batches in flight and data-parallel
+   degrees that do not run in step, a replica waits for round trips — the DP restricted to one
+   degree ``d`` for every stage is run for the degrees of that plan (most frequent first, larger
+   first on ties, at most :data:`MAX_CANDIDATES`); every plan found is a candidate. (A heuristic
+   for the incumbent: the bound and the proof do not depend on it.)
 3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
    (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
    TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
@@ -54,6 +56,8 @@ from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, tim
 EXHAUSTIVE_NODES = 8
 #: the most partial plans the branch and bound extends before it gives up
 DEFAULT_MAX_NODES = 200_000
+#: the most uniform-degree candidates (DP runs) the search tries
+MAX_CANDIDATES = 3
 #: schedules whose time per batch the search minimises
 BATCH_SCHEDULES = ("gpipe", "1f1b")
 
@@ -94,8 +98,11 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
         return best <= bound * (1 + tolerance)
 
     degrees = Counter(s.d for s in found.plan.stages)
-    if not proven_by_bound() and len(degrees) > 1:
-        for d, _ in sorted(degrees.items(), key=lambda item: (-item[1], -item[0])):
+    stalls = schedule == "1f1b" and best > time_per_batch(instance, best_plan, "gpipe", forward_share=forward_share) * (
+        1 + tolerance)
+    stats["dp_plan_stalls"] = stalls
+    if not proven_by_bound() and stalls:
+        for d, _ in sorted(degrees.items(), key=lambda item: (-item[1], -item[0]))[:MAX_CANDIDATES]:
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
                                      sets=sets, allowed=[(t, d) for t in tables.degrees])
             stats["candidates"] += 1
@@ -231,4 +238,5 @@ class _BranchAndBound:
                                            for block, d, t, _, choice in stages), self.schedule)
 
 
-__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "BatchSearch", "search_time_per_batch"]
+__all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "MAX_CANDIDATES", "BatchSearch",
+           "search_time_per_batch"]
