@@ -290,35 +290,12 @@ def _interleaved(n: int, p: int, v: int, rank: int):
     return kinds, chunks_out, local[step]
 
 
-def longest_path(length, in_ptr, in_idx, order_ptr, order_idx):
-    """End time of every task: tasks run in their replica's order (``order_idx[order_ptr[r]:order_ptr[r+1]]``),
-    each starting at the latest of its replica's previous end and its inputs' ends (``in_idx`` CSR);
-    ``-1`` everywhere when the orders and inputs form a cycle (a deadlock)."""
+def longest_path(length, succ_ptr, succ_idx, waiting):
+    """End time of every task of a DAG: each starts at the latest end of its predecessors (0 without any);
+    ``succ_idx[succ_ptr[t]:succ_ptr[t + 1]]`` are the successors of ``t`` and ``waiting[t]`` the number of its
+    predecessors (consumed). ``-1`` everywhere when the graph has a cycle (the orders deadlock)."""
     tasks = length.shape[0]
-    replicas = order_ptr.shape[0] - 1
     end = np.full(tasks, -1.0)
-    nxt = np.full(tasks, -1, dtype=np.int64)       # the task after it on its replica
-    waiting = np.zeros(tasks, dtype=np.int64)      # inputs and replica predecessor not yet ended
-    for r in range(replicas):
-        for q in range(order_ptr[r], order_ptr[r + 1]):
-            task = order_idx[q]
-            waiting[task] = in_ptr[task + 1] - in_ptr[task]
-            if q > order_ptr[r]:
-                nxt[order_idx[q - 1]] = task
-                waiting[task] += 1
-    # successors by inputs (reverse CSR)
-    out_count = np.zeros(tasks + 1, dtype=np.int64)
-    for q in range(in_idx.shape[0]):
-        out_count[in_idx[q] + 1] += 1
-    for t in range(tasks):
-        out_count[t + 1] += out_count[t]
-    fill = out_count[:-1].copy()
-    out_idx = np.empty(in_idx.shape[0], dtype=np.int64)
-    for t in range(tasks):
-        for q in range(in_ptr[t], in_ptr[t + 1]):
-            src = in_idx[q]
-            out_idx[fill[src]] = t
-            fill[src] += 1
     start = np.zeros(tasks)
     stack = np.empty(tasks, dtype=np.int64)
     top = 0
@@ -332,16 +309,8 @@ def longest_path(length, in_ptr, in_idx, order_ptr, order_idx):
         t = stack[top]
         end[t] = start[t] + length[t]
         done += 1
-        following = nxt[t]
-        if following >= 0:
-            if end[t] > start[following]:
-                start[following] = end[t]
-            waiting[following] -= 1
-            if waiting[following] == 0:
-                stack[top] = following
-                top += 1
-        for q in range(out_count[t], out_count[t + 1]):
-            s = out_idx[q]
+        for q in range(succ_ptr[t], succ_ptr[t + 1]):
+            s = succ_idx[q]
             if end[t] > start[s]:
                 start[s] = end[t]
             waiting[s] -= 1
@@ -354,10 +323,18 @@ def longest_path(length, in_ptr, in_idx, order_ptr, order_idx):
 
 
 def _longest_path(length, in_ptr, in_idx, order_ptr, order_idx) -> np.ndarray:
-    if length.shape[0] <= INTERPRETED_TASKS:
-        ends = longest_path(length, in_ptr, in_idx, order_ptr, order_idx)
-    else:
-        ends = _compiled()(length, in_ptr, in_idx, order_ptr, order_idx)
+    """:func:`longest_path` of the graph whose edges are each task's inputs and each replica's order."""
+    tasks = length.shape[0]
+    firsts = np.zeros(order_idx.shape[0], dtype=bool)
+    firsts[order_ptr[:-1]] = True                       # the first task of each replica has no order predecessor
+    src = np.concatenate([in_idx, order_idx[:-1][~firsts[1:]]])
+    dst = np.concatenate([np.repeat(np.arange(tasks), np.diff(in_ptr)), order_idx[1:][~firsts[1:]]])
+    by_source = np.argsort(src, kind="stable")
+    succ_ptr = np.zeros(tasks + 1, dtype=np.int64)
+    succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=tasks))
+    waiting = np.bincount(dst, minlength=tasks).astype(np.int64)
+    kernel = longest_path if tasks <= INTERPRETED_TASKS else _compiled()
+    ends = kernel(length, succ_ptr, dst[by_source].astype(np.int64), waiting)
     if ends.size and ends[0] < 0:
         raise InvalidParameterError("schedule", "the schedule's order deadlocks on this plan")
     return ends
