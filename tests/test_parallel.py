@@ -130,6 +130,18 @@ def test_bad_parameters_and_memory_that_fits_nothing():
     assert result.message == "no plan on 2 devices of 4 bytes: node 0 alone exceeds the memory at every allowed degree"
 
 
+def test_gpipe_node_alone_at_its_fewest_micro_batches():
+    # m = 4, 2 devices: d ∈ {1, 2}, so under gpipe a stage holds y = m/d ≥ 2 micro-batches: the node needs
+    # 1·2 = 2 > 1.5 bytes at best, and nothing fits; under 1f1b one stage with d = 2 holds y = ⌈2/2⌉ = 1
+    # (1 byte): time 3/2.
+    inst = chain([{1: (tmpc("v", 3, a=1),)}], devices=2, memory=1.5, microbatches=4)
+    gpipe = placement.solve(inst, schedule="gpipe")
+    assert str(gpipe.status) == "infeasible"
+    assert gpipe.message.endswith("node 0 alone exceeds the memory at every allowed degree")
+    assert brute_force_parallel(inst, schedule="gpipe")[0] == math.inf
+    assert placement.solve(inst, schedule="1f1b").value == 1.5
+
+
 def test_evaluator_reports_violations():
     inst = chain([{1: (tmpc("v", 1, b=5),)}, {1: (tmpc("v", 1, b=5),)}], devices=2, memory=6.0, microbatches=2)
     plan = ParallelPlan.from_json({"stages": [{"nodes": [1], "d": 1, "t": 1, "tmpcs": {"1": "v"}},

@@ -30,7 +30,6 @@ Choosing the options (one per node) is a multiple-choice knapsack:
 
 from __future__ import annotations
 
-import types
 from functools import lru_cache
 from types import SimpleNamespace
 
@@ -480,23 +479,23 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                             val = 0.0
                                             for i in range(built):
                                                 val += c_cost[i, kept_choice[key, i]]
-                                        elif greedy:
+                                        else:
                                             stats[2] += 1
                                             val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
                                                                   capacity, choice)
-                                            if suffix:
-                                                for z in range(1, ycap):
-                                                    if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
-                                                                            or (z > y and cache[z] * (1 + 1e-12) < val)):
-                                                        stats[3] += 1
-                                        else:
-                                            stats[2] += 1
-                                            val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
-                                                                 capacity, slack, choice)
-                                            if val < INF and pequal:
-                                                kept[key] = True
-                                                for i in range(built):
-                                                    kept_choice[key, i] = choice[i]
+                                            if greedy:
+                                                if suffix:
+                                                    for z in range(1, ycap):
+                                                        if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
+                                                                                or (z > y and cache[z] * (1 + 1e-12) < val)):
+                                                            stats[3] += 1
+                                            elif val < INF:   # the greedy value is that of a fitting choice: a ceiling
+                                                val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
+                                                                     capacity, min(slack, val * (1.0 + 1e-12)), choice)
+                                                if val < INF and pequal:
+                                                    kept[key] = True
+                                                    for i in range(built):
+                                                        kept_choice[key, i] = choice[i]
                                     cache[slot] = val
                                 cand = max(prev, val)
                                 if cand < dp[I, kn, sn]:
@@ -506,39 +505,25 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                     has[I] = True
 
 
-def never_called(count, cost, mem, capacity, *rest):
-    """Stands for the knapsack a mode's compiled :func:`fill` never calls (``fill`` calls
-    :func:`knapsack_greedy` only when ``greedy``, :func:`knapsack_exact` only when not), so that each
-    mode compiles one knapsack."""
-    return INF
-
-
 def interpreted() -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation)."""
     return SimpleNamespace(fill=fill, knapsack_exact=knapsack_exact, knapsack_greedy=knapsack_greedy,
                            stage_items=stage_items, item_costs=item_costs, equal_params=equal_params)
 
 
-@lru_cache(maxsize=2)
-def compiled(greedy: bool) -> SimpleNamespace:
-    """The kernels of one mode compiled by numba (:func:`placement.kernels.compile_kernel`): ``fill`` with
-    Piper's greedy knapsack (``greedy``, the baseline) or with the exact one, not both."""
+@lru_cache(maxsize=1)
+def compiled() -> SimpleNamespace:
+    """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
     from placement.kernels import compile_kernel
 
-    order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
-    used, unused = (knapsack_greedy, knapsack_exact) if greedy else (knapsack_exact, knapsack_greedy)
-    helpers = {f.__name__: compile_kernel(f, order) for f in (used, stage_items, item_costs, equal_params)}
-    helpers[unused.__name__] = compile_kernel(never_called)
-    # numba caches a function under its qualified name: the greedy fill gets its own, apart from the exact one
-    function = fill
-    if greedy:
-        function = types.FunctionType(fill.__code__, fill.__globals__, "fill_greedy", fill.__defaults__)
-        function.__module__, function.__qualname__ = fill.__module__, "fill_greedy"
-    return SimpleNamespace(fill=compile_kernel(function, helpers), **helpers)
+    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
+                                                               item_costs, equal_params)}
+    return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
 
 
-def kernels(use_compiled: bool, greedy: bool = False) -> SimpleNamespace:
-    return compiled(greedy) if use_compiled else interpreted()
+def kernels(use_compiled: bool) -> SimpleNamespace:
+    return compiled() if use_compiled else interpreted()
 
 
 def must_compile(namespace: SimpleNamespace) -> bool:

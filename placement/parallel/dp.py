@@ -153,7 +153,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
     pairs = typed_pairs(tables, types, m, allowed)
-    alone = _node_alone(tables, pairs, types.memory)
+    alone = _node_alone(tables, pairs, types.memory, None if uses_suffix(schedule) else m)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
                                 {"reason": f"node {alone} alone exceeds the memory at every allowed degree"})
@@ -188,7 +188,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
         pass stopped at ``budget`` stage evaluations."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        mode, ceiling, budget)
+                        "greedy", ceiling, budget)
         if chain_dp[3][4]:
             return None
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
@@ -199,12 +199,12 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     unlimited = np.iinfo(np.int64).max
     found = None
     if compiled is None and (cells <= 2_000 or len(sets.size) <= INTERPRETED_SETS
-                             and K.must_compile(K.kernels(True, mode == "greedy"))):
+                             and K.must_compile(K.kernels(True))):
         # small, or not compiled yet: plain Python, within a budget unless the table is small
         found = passes(K.interpreted(), unlimited if cells <= 2_000 else INTERPRETED_BUDGET)
         stats["interpreted"] = found is not None
     if found is None:
-        kernels = K.kernels(compiled is not False, mode == "greedy")
+        kernels = K.kernels(compiled is not False)
         if progress is not None and K.must_compile(kernels):
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
         found = passes(kernels, unlimited)
@@ -221,12 +221,13 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
 
 
-def _node_alone(tables: Tables, pairs, memory: Sequence[float]) -> int | None:
-    """The id of a node whose least memory at ``y = 1`` exceeds its type's memory at every (type, degree)
-    of ``pairs``."""
-    placed = sorted({(tau, k) for tau, k, _ in pairs})
+def _node_alone(tables: Tables, pairs, memory: Sequence[float], gpipe_m: int | None) -> int | None:
+    """The id of a node whose least memory alone exceeds its type's memory at every (type, degree, d) of
+    ``pairs``, with the fewest micro-batches in flight there: ``y = 1`` (suffix schedules: ``y ≥ 1``) or
+    ``y = m / d`` (``gpipe``, ``gpipe_m = m``). Every node sits in some stage, so then no plan fits."""
+    placed = sorted({(tau, k, 1 if gpipe_m is None else gpipe_m // d) for tau, k, d in pairs})
     for r in range(len(tables.ids)):
-        if all(tables.mem_a[r, k, l] + tables.mem_b[r, k, l] > memory[tau] for tau, k in placed
+        if all(tables.mem_a[r, k, l] * y + tables.mem_b[r, k, l] > memory[tau] for tau, k, y in placed
                for l in range(tables.options[r, k])):
             return tables.ids[r]
     return None
