@@ -9,9 +9,11 @@ value is the evaluator's. The model: ``docs/backward-split.md``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError
+from placement.plan import Plan
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, check_training
 from placement.result import Result, Stage
@@ -56,6 +58,23 @@ def solve_split(problem: Instance, model: SplitModel, options: Mapping[str, Any]
     return verified_split(problem, model, solution, objective, options["backend"] or "cp-sat", started)
 
 
+def explicit_tasks(problem: Instance, plan: Plan) -> Plan:
+    """``plan`` with every backward node's B and W task listed on the device that runs it: a task no device
+    lists runs on its layer's device, so a plan of the split model (a warm start, say) that moves nothing
+    still reads as a split plan (the simulator then replays its W calls and the split schedules)."""
+    backward = [n.id for n in problem.nodes if n.backward]
+    listed_b = {u for d in plan.devices for u in d.b_tasks}
+    listed_w = {u for d in plan.devices for u in d.w_tasks}
+    devices = []
+    for dev in plan.devices:
+        here = set(dev.nodes)
+        b = set(dev.b_tasks) | {u for u in backward if u in here and u not in listed_b}
+        w = set(dev.w_tasks) | {u for u in backward if u in here and u not in listed_w}
+        devices.append(replace(dev, b_tasks=tuple(u for u in backward if u in b),
+                               w_tasks=tuple(u for u in backward if u in w)))
+    return Plan(tuple(devices))
+
+
 def verified_split(problem: Instance, model: SplitModel, solution: Any, objective: str, backend: str,
                    started: float) -> Result:
     """The Result of ``solution`` after the split evaluator's check, as :func:`placement.solving.verified_result`
@@ -66,6 +85,8 @@ def verified_split(problem: Instance, model: SplitModel, solution: Any, objectiv
     from placement.verification.split import check_split_plan
 
     solution = certified(METHODS["milp"], solution)
+    if solution.plan is not None:
+        solution = replace(solution, plan=explicit_tasks(problem, solution.plan))
     backward = {"mode": "split", "w_placement": model.w_placement, "inter_layer": model.inter_layer,
                 "w_share": model.w_share}
     common = dict(method="milp", backend=backend, objective=objective, contiguity="stages",

@@ -75,3 +75,19 @@ def test_the_hold_count_binds_in_the_evaluator_the_milp_and_the_brute_force() ->
                 continue
             assert solution.status.value == "optimal" and math.isclose(solution.objective, best, abs_tol=1e-9)
             assert evaluate_split(problem, solution.plan, model).valid
+
+
+def test_a_split_result_that_moves_nothing_still_replays_as_a_split_plan() -> None:
+    # Unsplit (w_placement "home"), one layer per stage is optimal (loads 3, 3, 3; the total 9 over 3 devices).
+    # The result lists every B and W on its layer's device, so the simulator replays W calls (a W call per
+    # stage) and the flush of GPipe's split schedule: it grows by max FW + max BW = 1 + 2 = 3 per micro-batch.
+    import placement
+
+    problem = three_layers()
+    r = placement.solve(problem, backward="split", w_placement="home")
+    assert r.status == "optimal" and r.value == 3.0
+    assert [(s.b_tasks, s.w_tasks) for s in r.plan] == [((10,), (10,)), ((11,), (11,)), ((12,), (12,))]
+    run = placement.simulate(problem, r, schedule="gpipe", microbatches=24)
+    assert run.split_plan and [s.task_times["W"] for s in run.stages] == [1.0, 1.0, 1.0]
+    t24, t48 = run.iteration_time, placement.simulate(problem, r, schedule="gpipe", microbatches=48).iteration_time
+    assert (t48 - t24) / 24 == 3.0
