@@ -270,3 +270,18 @@ def test_cli_solves_for_the_time_per_batch(tmp_path, capsys):
     assert main(["solve", str(path), "--objective", "time-per-batch"]) == 2
     assert capsys.readouterr().err.strip() == ("error: --schedule must be one of 'gpipe', '1f1b' with objective "
                                                "'time-per-batch', not 'piper'")
+
+
+@given(typed_piper_instances(max_nodes=3), st.sampled_from(["gpipe", "1f1b"]))
+@settings(max_examples=30)
+def test_search_with_device_types_brackets_brute_force(instance, schedule):
+    """With device types (no branch and bound there) the search's bound and value bracket the brute-force
+    optimum, and an 'optimal' claim is the optimum."""
+    best, _ = brute_force_parallel(instance, schedule=schedule, objective="time-per-batch")
+    result = placement.solve(instance, schedule=schedule, objective="time-per-batch")
+    if math.isinf(best):
+        assert str(result.status) == "infeasible"
+        return
+    assert result.bound <= best * (1 + 1e-9) and best <= result.value * (1 + 1e-9)
+    if str(result.status) == "optimal":
+        assert result.value == pytest.approx(best, rel=1e-9)
