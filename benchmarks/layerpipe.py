@@ -99,17 +99,36 @@ def replay(problem, result, microbatches: int, k: int) -> dict:
     model = split_model(backward["w_placement"], backward["inter_layer"], backward["w_share"])
     evaluation = evaluate_split(problem, result.to_plan(), model)   # FW and BW need no device counts
     flush = evaluation.objective("throughput-gpipe")
-    stages = len(run.stages)
-    m1, m2 = 8 * stages, 16 * stages
-    t1, t2 = (placement.simulate(problem, result, schedule="gpipe", microbatches=m, accelerators=k, cpus=0).iteration_time
-              for m in (m1, m2))
-    growth = (t2 - t1) / (m2 - m1)
+    growth, gpipe_m = gpipe_growth(problem, result, len(run.stages), k)
     return {"time_per_sample": run.time_per_sample, "period": run.period, "microbatches": microbatches,
             "rel_diff": (run.time_per_sample - result.value) / result.value,
             "memory_model": model_memory, "peak_memory": peak, "memory_rel_diff": memory_diff,
             "in_flight": [s.peak_in_flight for s in run.stages],
             "peak_w_inputs": [s.peak_w_inputs for s in run.stages],
-            "flush_objective": flush, "gpipe_per_sample": growth, "flush_rel_diff": (growth - flush) / flush}
+            "flush_objective": flush, "gpipe_per_sample": growth, "gpipe_microbatches": gpipe_m,
+            "flush_rel_diff": (growth - flush) / flush}
+
+
+def gpipe_growth(problem, result, stages: int, k: int, most: int = 1 << 14) -> tuple[float, int]:
+    """GPipe's growth of the iteration per micro-batch, from ``m`` to ``2m`` micro-batches, doubling ``m``
+    from ``8 × stages`` until two successive growths agree to 1e-9 (or ``2m`` reaches ``most``): a device
+    that starts its phase late but has less work per micro-batch than the busiest sets the iteration's end
+    at small ``m``, so the first growths can be below the asymptotic ``max FW + max BW``. Returns the last
+    growth and its ``2m``."""
+    def iteration(m: int) -> float:
+        return placement.simulate(problem, result, schedule="gpipe", microbatches=m, accelerators=k,
+                                  cpus=0, keep_tasks=False).iteration_time
+
+    m = 8 * stages
+    times = [iteration(m), iteration(2 * m)]
+    growth = [(times[1] - times[0]) / m]
+    while 4 * m <= most:
+        m *= 2
+        times.append(iteration(2 * m))
+        growth.append((times[-1] - times[-2]) / m)
+        if abs(growth[-1] - growth[-2]) <= 1e-9 * abs(growth[-1]):
+            break
+    return growth[-1], 2 * m
 
 
 def schedules(problem, result, stages: int, k: int) -> dict:
