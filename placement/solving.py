@@ -70,7 +70,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``, or ``interleaved`` with
     ``chunks`` per device group and ``time_limit``), ``objective``
     (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` and ``progress``, and
-    returns a :class:`placement.parallel.ParallelResult` (docs/piper.md).
+    returns a :class:`placement.parallel.ParallelResult` (docs/piper.md); for one with ``deviceTypes``,
+    ``devices`` counts per type (``{"a100": 8, "v100": 16}`` or ``"a100:8,v100:16"``).
     """
     from placement.solvers.registry import METHODS
 
