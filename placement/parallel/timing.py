@@ -152,15 +152,15 @@ def _device(instance: Any, stage: Any, k: int) -> tuple[float, float]:
     return kind.speed, instance.bandwidth if kind.bandwidth is None else kind.bandwidth
 
 
-def time_per_batch(instance: Any, plan: Any, schedule: str | None = None, *, chunks: int = 1,
+def time_per_batch(instance: Any, plan: Any, schedule: str | None = None, *, chunks: int | None = None,
                    microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
                    allreduce: str = PIPER) -> float:
-    """The exact time per batch of ``plan`` on ``instance`` under ``schedule`` (default the plan's);
-    ``microbatches`` default the instance's ``mbsInBatch`` (module docstring)."""
+    """The exact time per batch of ``plan`` on ``instance`` under ``schedule`` and ``chunks`` (default the
+    plan's, else ``1f1b`` and 1); ``microbatches`` default the instance's ``mbsInBatch`` (module docstring)."""
     m = instance.microbatches_in_batch if microbatches is None else microbatches
     return batch_time(stage_times(instance, plan, forward_share=forward_share), m,
-                      schedule if schedule is not None else getattr(plan, "schedule", "1f1b"), chunks=chunks,
-                      allreduce=allreduce)
+                      schedule if schedule is not None else getattr(plan, "schedule", "1f1b"),
+                      chunks=chunks if chunks is not None else getattr(plan, "chunks", 1), allreduce=allreduce)
 
 
 def batch_time(stages: Sequence[StageTimes], microbatches: int, schedule: str, *, chunks: int = 1,
