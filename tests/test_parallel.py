@@ -272,6 +272,12 @@ def test_device_type_parameters_and_violations(tmp_path, capsys):
     assert evaluate_parallel(inst, plan).violations == ("stage 1 has t=2 on CPU type 'cpu'; a CPU runs t=1 only",)
     assert evaluate_parallel(inst, plan, devices={"gpu": 1, "cpu": 2}).violations[0] == (
         "the plan uses 2 devices of type 'gpu' (Σ d·t), more than the 1 available")
+    fine = ParallelPlan.from_json({"stages": [
+        {"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "v"}, "deviceType": "gpu"},
+        {"nodes": [1], "d": 2, "t": 1, "tmpcs": {"1": "v"}, "deviceType": "cpu"}]})
+    assert evaluate_parallel(inst, fine).ok and evaluate_parallel(inst, fine).value == 2.0   # max(2/2, 2/0.5/2)
+    assert evaluate_parallel(inst, fine, devices=3).violations == (   # an integer bounds the total besides
+        "the plan uses 4 devices (Σ d·t), more than the 3 available",)
     unnamed = ParallelPlan.from_json({"stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {"0": "v", "1": "v"}}]})
     assert evaluate_parallel(inst, unnamed).violations == (
         "stage 0 names no device type (the instance has deviceTypes: gpu, cpu)",)

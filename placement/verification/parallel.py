@@ -21,7 +21,7 @@ Device types (an instance with ``deviceTypes``): each stage names its type; on i
 divided by the type's ``speed``, ``bandwidth`` is the type's (default the instance's), the memory
 bound is the type's ``memory``, and a CPU type runs ``t = 1`` only; ``Σ d·t`` over the stages of a
 type is at most its count (``devices`` then maps type names to counts; default each type's
-``count``; ``memory`` is not used).
+``count``; an integer bounds the total besides; ``memory`` is not used).
 
 The plan's value is ``max_i TPS_i``. Violations (each a sentence): a node missing, repeated or
 unknown; an edge from a later stage to an earlier one; a degree below 1, a ``d`` not dividing
@@ -72,9 +72,9 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
     """Evaluate ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's; with device types, ``devices`` maps type names to counts); see the module docstring."""
     types = {t.name: t for t in instance.device_types}
-    if types:
-        counts = {name: t.count for name, t in types.items()} if devices is None else dict(devices)
-        devices = sum(counts.values())
+    if types:   # an integer ``devices`` bounds the total on top of each type's count
+        counts = dict(devices) if isinstance(devices, Mapping) else {name: t.count for name, t in types.items()}
+        devices = sum(counts.values()) if devices is None or isinstance(devices, Mapping) else devices
     else:
         devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
@@ -106,7 +106,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
             if on_type > counts.get(name, 0):
                 violations.append(f"the plan uses {on_type} devices of type {name!r} (Σ d·t), more than the "
                                   f"{counts.get(name, 0)} available")
-    elif used > devices:
+    if used > devices:
         violations.append(f"the plan uses {used} devices (Σ d·t), more than the {devices} available")
     if sum(s.d for s in plan.stages) > m:
         violations.append(f"the data-parallel degrees sum to {sum(s.d for s in plan.stages)}, more than the "
