@@ -21,9 +21,9 @@ Search:
 2. When 1F1B stalls on that plan — it takes longer than GPipe on the same plan, the sign that its
    in-flight limits make replicas wait: with ``y_k`` micro-batches in flight and data-parallel
    degrees that do not run in step, a replica waits for round trips — the DP restricted to one
-   degree ``d`` for every stage is run for the degrees of that plan (most frequent first, larger
-   first on ties, at most :data:`MAX_CANDIDATES`); every plan found is a candidate. (A heuristic
-   for the incumbent: the bound and the proof do not depend on it.)
+   degree ``d`` for every stage is run for the :data:`MAX_CANDIDATES` degrees nearest the plan's
+   device-weighted mean degree (:func:`candidate_degrees`); every plan found is a candidate. (A
+   heuristic for the incumbent: the bound and the proof do not depend on it.)
 3. On instances of at most :data:`EXHAUSTIVE_NODES` nodes and one device type, a branch and bound over every plan
    (stages front to back: a predecessor-closed set of what is left, ``t``, ``d``, and the
    TMPC choices that are not dominated in (compute, boundary bytes, parameters, activation and
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -97,12 +96,11 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
     def proven_by_bound() -> bool:
         return best <= bound * (1 + tolerance)
 
-    degrees = Counter(s.d for s in found.plan.stages)
     stalls = schedule == "1f1b" and best > time_per_batch(instance, best_plan, "gpipe", forward_share=forward_share) * (
         1 + tolerance)
     stats["dp_plan_stalls"] = stalls
     if not proven_by_bound() and stalls:
-        for d, _ in sorted(degrees.items(), key=lambda item: (-item[1], -item[0]))[:MAX_CANDIDATES]:
+        for d in candidate_degrees(found.plan, m):
             uniform = solve_parallel(instance, devices=devices, memory=memory, schedule=schedule, tables=tables,
                                      sets=sets, allowed=[(t, d) for t in tables.degrees])
             stats["candidates"] += 1
@@ -122,6 +120,14 @@ def search_time_per_batch(instance: PiperInstance, *, devices: int, memory: floa
         if completed:
             proven, bound = True, best
     return BatchSearch(best, best_plan, min(bound, best), proven, found.value, stats)
+
+
+def candidate_degrees(plan: ParallelPlan, microbatches: int) -> list[int]:
+    """The :data:`MAX_CANDIDATES` divisors ``d`` of ``microbatches`` (at most the plan's devices) nearest,
+    by ratio, to the plan's device-weighted mean degree ``Σ d_k²·t_k / Σ d_k·t_k`` (ties: the smaller)."""
+    mean = sum(s.d * s.devices for s in plan.stages) / plan.devices
+    divisors = [d for d in range(1, min(plan.devices, microbatches) + 1) if microbatches % d == 0]
+    return sorted(divisors, key=lambda d: (abs(math.log(d / mean)), d))[:MAX_CANDIDATES]
 
 
 class _Stop(Exception):
@@ -239,4 +245,4 @@ class _BranchAndBound:
 
 
 __all__ = ["BATCH_SCHEDULES", "DEFAULT_MAX_NODES", "EXHAUSTIVE_NODES", "MAX_CANDIDATES", "BatchSearch",
-           "search_time_per_batch"]
+           "candidate_degrees", "search_time_per_batch"]
