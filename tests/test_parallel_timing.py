@@ -285,3 +285,21 @@ def test_search_with_device_types_brackets_brute_force(instance, schedule):
     assert result.bound <= best * (1 + 1e-9) and best <= result.value * (1 + 1e-9)
     if str(result.status) == "optimal":
         assert result.value == pytest.approx(best, rel=1e-9)
+
+
+def test_a_time_per_batch_the_simulator_refutes_gives_no_solution(monkeypatch):
+    """The simulator re-measures the search's plan: a value off by one is refused, not returned."""
+    import dataclasses
+
+    import placement.parallel.solve as solve_module
+
+    real = solve_module.search_time_per_batch
+
+    def wrong(*args, **kwargs):
+        found = real(*args, **kwargs)
+        return dataclasses.replace(found, value=found.value + 1)
+
+    monkeypatch.setattr(solve_module, "search_time_per_batch", wrong)
+    result = placement.solve(chain([9, 3], m=4), devices=2, schedule="gpipe", objective="time-per-batch")
+    assert (str(result.status), result.plan) == ("no_solution", None)
+    assert result.message == "the search claims a time per batch of 25.0, the simulator measures 24.0"
