@@ -128,7 +128,8 @@ def search_rows(instances: dict) -> list[dict]:
             row = {"instance": name, "devices": result.devices, "memory_bound": memory, "schedule": schedule,
                    "status": str(result.status), "objective": result.value, "bound": result.bound, "gap": result.gap,
                    "dp_plan_time_per_batch": result.stats.get("dp_plan_time_per_batch"),
-                   "candidates": result.stats.get("candidates"), "seconds": seconds, "simulated": simulated,
+                   "candidates": result.stats.get("candidates"), "simulator_check_in_solve":
+                   result.stats.get("simulator_check"), "seconds": seconds, "simulated": simulated,
                    "time_rel": rel, "degrees": None if result.plan is None else [[s.d, s.t] for s in result.plan.stages]}
             out.append(row)
             gib = "-" if memory is None else f"{memory / GIB:g}"
