@@ -54,3 +54,24 @@ def test_progress_says_when_the_kernels_are_compiled(tmp_path):
     compiling = "compiling the DP's kernels with numba (once per install; later runs load them from its cache)"
     assert runs[0] == [compiling, "value 4.0"]
     assert runs[1] == ["value 4.0"]     # the second process loads them from the cache
+
+
+def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkeypatch):
+    # On a fresh install (nothing compiled yet) a table of more than 2,000 cells is tried in plain Python until
+    # dp.INTERPRETED_SECONDS have passed, then solved by the compiled kernels. Here the deadline has passed before
+    # the attempt starts, and the "compiled" kernels are the plain ones (no compilation in this test).
+    from placement.parallel import dp
+    from tests.test_parallel import chain, tmpc
+
+    inst = chain([{1: (tmpc("v", 3 + k % 4, 1, a=1),), 2: (tmpc("v", 2, 1, a=1),)} for k in range(5)], cost=1.0,
+                 devices=40, memory=30.0, microbatches=8)
+    reference = dp.solve_parallel(inst, compiled=False)
+    plain = K.interpreted()
+    monkeypatch.setattr(K, "kernels", lambda use_compiled: plain)
+    monkeypatch.setattr(K, "must_compile", lambda namespace: True)
+    found = dp.solve_parallel(inst)
+    assert found.stats["interpreted"] is True and found.value == reference.value   # within the deadline
+    monkeypatch.setattr(dp, "INTERPRETED_SECONDS", -1.0)
+    found = dp.solve_parallel(inst)
+    assert found.stats["interpreted"] is False     # the attempt stopped at once ...
+    assert found.value == reference.value and found.plan == reference.plan   # ... and the fill that followed agrees

@@ -31,6 +31,7 @@ Choosing the options (one per node) is a multiple-choice knapsack:
 from __future__ import annotations
 
 from functools import lru_cache
+from time import perf_counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -286,7 +287,7 @@ def equal_params(items, count, it_params):
 def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, m, tcap, tbw, speed, tcount,
          stride, digits, total, greedy, missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
          cut_ptr, cut_idx, src, dst, cost, sync_in, sync_out, in_ptr, in_idx, out_ptr, out_idx,
-         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, budget):
+         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, deadline):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -305,7 +306,8 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
     size, the options' costs at another ``d`` are one affine map of those at the first (``1/d``
     times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
-    stops (``stopped`` = 1, the table unfinished) once it has evaluated more than ``budget`` stages."""
+    stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
+    Python only: compiled, it runs to the end)."""
     N = by_size.shape[0]
     W = bits.shape[1]
     n = options.shape[0]
@@ -362,6 +364,9 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
             if not sub:
                 continue
             stats[0] += 1
+            if past(deadline):
+                stats[4] = 1
+                return
             for w in range(W):
                 xb[w] = bits[I, w] & ~bits[J, w]
             jlo = 0
@@ -457,7 +462,7 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                 val = cache[slot]
                                 if val < 0.0:
                                     stats[1] += 1
-                                    if stats[1] > budget:
+                                    if past(deadline):
                                         stats[4] = 1
                                         return
                                     low = slot if suffix else q
@@ -505,6 +510,16 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                     has[I] = True
 
 
+def past(deadline):
+    """Whether the clock (:func:`time.perf_counter`) is past ``deadline``: the plain-Python fill's budget."""
+    return perf_counter() > deadline
+
+
+def never_past(deadline):
+    """:func:`past` in the compiled kernels, which run to the end."""
+    return False
+
+
 def interpreted() -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation)."""
     return SimpleNamespace(fill=fill, knapsack_exact=knapsack_exact, knapsack_greedy=knapsack_greedy,
@@ -516,7 +531,8 @@ def compiled() -> SimpleNamespace:
     """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
     from placement.kernels import compile_kernel
 
-    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order),
+             "past": compile_kernel(never_past)}
     helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
                                                                item_costs, equal_params)}
     return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)

@@ -66,8 +66,8 @@ MODES = ("exact", "greedy")
 #: families of at most this many sets are first tried with the plain-Python kernels when the compiled
 #: ones are not in numba's cache yet ...
 INTERPRETED_SETS = 2_000
-#: ... for at most this many stage evaluations (about a second), after which the kernels are compiled
-INTERPRETED_BUDGET = 10_000
+#: ... for at most this many seconds, after which the kernels are compiled
+INTERPRETED_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -184,24 +184,24 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     chain = chain_sets(tables)
     chain_arrays = _arrays(tables, chain, ys, max(types.speed))
 
-    def passes(kernels, budget: int):
+    def passes(kernels, deadline: float):
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
-        pass stopped at ``budget`` stage evaluations."""
+        pass stopped at ``deadline`` (:func:`time.perf_counter`)."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        "greedy", ceiling, budget)
+                        "greedy", ceiling, deadline)
         if chain_dp[3][4]:
             return None
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
         full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, mode,
-                    lowered, budget - int(chain_dp[3][1]))
+                    lowered, deadline)
         return None if full[3][4] else (lowered, *full)
 
-    unlimited = np.iinfo(np.int64).max
+    unlimited = math.inf
     found = None
     if compiled is None and (cells <= 2_000 or len(sets.size) <= INTERPRETED_SETS
                              and K.must_compile(K.kernels(True))):
         # small, or not compiled yet: plain Python, within a budget unless the table is small
-        found = passes(K.interpreted(), unlimited if cells <= 2_000 else INTERPRETED_BUDGET)
+        found = passes(K.interpreted(), unlimited if cells <= 2_000 else time.perf_counter() + INTERPRETED_SECONDS)
         stats["interpreted"] = found is not None
     if found is None:
         kernels = K.kernels(compiled is not False)
@@ -290,7 +290,7 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray, fastest: float) -> dic
 
 
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
-         types: DeviceTypes, mode, ceiling, budget):
+         types: DeviceTypes, mode, ceiling, deadline):
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
     dp = np.full((count, codes.count, width), np.inf)
@@ -308,7 +308,7 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
                  sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
                  tables.in_idx, tables.out_ptr, tables.out_idx, tables.time, tables.params, tables.mem_a,
-                 tables.mem_b, tables.options, dp, par_set, par_q, counters, budget)
+                 tables.mem_b, tables.options, dp, par_set, par_q, counters, float(deadline))
     return dp, par_set, par_q, counters
 
 
