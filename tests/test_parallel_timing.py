@@ -303,3 +303,15 @@ def test_a_time_per_batch_the_simulator_refutes_gives_no_solution(monkeypatch):
     result = placement.solve(chain([9, 3], m=4), devices=2, schedule="gpipe", objective="time-per-batch")
     assert (str(result.status), result.plan) == ("no_solution", None)
     assert result.message == "the search claims a time per batch of 25.0, the simulator measures 24.0"
+
+
+def test_branch_and_bound_out_of_steps_leaves_a_bounded_feasible_answer():
+    # The pinned instance: M* = 33 (the DP's optimum of Piper's objective), m = 2, so the bound is 66;
+    # the DP's plan takes 89. With one step the branch and bound stops: not proven, 89 with bound 66;
+    # unbounded, it finishes in 26 steps at the optimum 87.
+    instance = parse_piper(BRANCH_AND_BOUND_WINS)
+    stopped = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000, max_nodes=1)
+    assert (stopped.value, stopped.bound, stopped.proven, stopped.piper_value) == (89.0, 66.0, False, 33.0)
+    assert stopped.stats["branch_and_bound_completed"] is False
+    finished = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000)
+    assert finished.proven and finished.value == pytest.approx(87.0) and finished.bound == finished.value
