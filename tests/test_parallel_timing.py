@@ -313,5 +313,6 @@ def test_branch_and_bound_out_of_steps_leaves_a_bounded_feasible_answer():
     stopped = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000, max_nodes=1)
     assert (stopped.value, stopped.bound, stopped.proven, stopped.piper_value) == (89.0, 66.0, False, 33.0)
     assert stopped.stats["branch_and_bound_completed"] is False
+    assert brute_force_parallel(instance, schedule="1f1b")[0] == pytest.approx(33.0)   # M*, independently
     finished = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000)
     assert finished.proven and finished.value == pytest.approx(87.0) and finished.bound == finished.value
