@@ -130,7 +130,8 @@ def search_rows(instances: dict) -> list[dict]:
                    "dp_plan_time_per_batch": result.stats.get("dp_plan_time_per_batch"),
                    "candidates": result.stats.get("candidates"), "simulator_check_in_solve":
                    result.stats.get("simulator_check"), "seconds": seconds, "simulated": simulated,
-                   "time_rel": rel, "degrees": None if result.plan is None else [[s.d, s.t] for s in result.plan.stages]}
+                   "time_rel": rel,
+                   "degrees": None if result.plan is None else [[s.d, s.t] for s in result.plan.stages]}
             out.append(row)
             gib = "-" if memory is None else f"{memory / GIB:g}"
             rows.append([name, str(result.devices), gib, schedule, str(result.status), cell(result.value),
@@ -147,7 +148,8 @@ def search_rows(instances: dict) -> list[dict]:
         gaps = [r["gap"] for r in mine]
         print(f"{schedule}: {len(mine)} plans, simulated within {TIME_BOUND:.1%} of the objective in "
               f"{sum(r['time_rel'] <= TIME_BOUND for r in mine)} (largest difference "
-              f"{max((r['time_rel'] for r in mine), default=0):.2e}); optimal {sum(r['status'] == 'optimal' for r in mine)}, "
+              f"{max((r['time_rel'] for r in mine), default=0):.2e}); optimal "
+              f"{sum(r['status'] == 'optimal' for r in mine)}, "
               f"feasible {sum(r['status'] == 'feasible' for r in mine)}, largest gap {max(gaps, default=0):.2%}, "
               f"median gap {statistics.median(gaps) if gaps else 0:.2%}; solve s median "
               f"{statistics.median(seconds):.2f}, max {seconds[-1]:.2f}")

@@ -58,8 +58,9 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
     fixed = (("method", method, "auto"), ("contiguity", contiguity, "stages"), ("backward", backward, "joint"))
     for name, value, default in fixed:
         if value != default:
-            raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines of "
-                                              f"data- and tensor-parallel stages, solved by one exact DP), not {value!r}")
+            raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines "
+                                              f"of data- and tensor-parallel stages, solved by one exact DP), not "
+                                              f"{value!r}")
     for name, value in (("accelerators", accelerators), ("cpus", cpus), ("stages", stages)):
         if value is not None:
             raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices")

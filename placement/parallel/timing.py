@@ -119,13 +119,14 @@ def stage_times(instance: Any, plan: Any, *, forward_share: float = FORWARD_SHAR
     receive, send = [0.0] * count, [0.0] * count
     upstream: list[set[int]] = [set() for _ in range(count)]
     downstream: list[set[int]] = [set() for _ in range(count)]
+    links = [_device(instance, stage, k)[1] for k, stage in enumerate(stages)]
     for e in instance.edges:
         a, b = stage_of[e.src], stage_of[e.dst]
         if a > b:
             raise InvalidPlanError(f"edge {e.src} -> {e.dst} goes from stage {a} back to stage {b}")
         if a < b:
-            send[a] += (e.communication_cost + chosen[e.src].sync_time_bw[e.dst]) / _device(instance, stages[a], a)[1]
-            receive[b] += (e.communication_cost + chosen[e.dst].sync_time_fw[e.src]) / _device(instance, stages[b], b)[1]
+            send[a] += (e.communication_cost + chosen[e.src].sync_time_bw[e.dst]) / links[a]
+            receive[b] += (e.communication_cost + chosen[e.dst].sync_time_fw[e.src]) / links[b]
             downstream[a].add(b)
             upstream[b].add(a)
     out = []

@@ -31,7 +31,8 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
         return "\n".join(lines) + "\n"
     if result.objective == "time-per-batch":
         lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {result.gap:.2%}), "
-                     f"largest stage time per sample {cell(result.evaluation.value)}, {result.plan.devices} devices used")
+                     f"largest stage time per sample {cell(result.evaluation.value)}, "
+                     f"{result.plan.devices} devices used")
     else:
         unit = "group" if result.plan.chunks != 1 else "stage"   # interleaved: a group runs several stages
         lines.append(f"largest {unit} time per sample {cell(result.value)} (bound {cell(result.bound)}), "
