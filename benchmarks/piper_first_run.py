@@ -49,20 +49,25 @@ def export(commit: str, into: Path) -> Path:
 def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath: Path | None) -> dict:
     """One ``placement solve`` in a fresh process: wall and CPU seconds, compiled or not, the value line."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-    if pythonpath is not None:
+    if pythonpath is not None:   # ``python -m`` puts its working directory first on the path: run from there
         env["PYTHONPATH"] = str(pythonpath)
     command = [sys.executable, "-m", "placement", "solve", str(path), "--devices", str(devices)]
     if memory is not None:
         command += ["--memory", str(memory)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=pythonpath or ROOT)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    value = next((line for line in done.stdout.splitlines() if line.startswith(("largest", "status"))), "")
+    lines = done.stdout.splitlines()
+    value = next((line for line in lines if line.startswith("largest")), next((line for line in lines
+                                                                                if line.startswith("status")), ""))
+    check = "import placement, sys; print(placement.__file__)"
+    where = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
+                           cwd=pythonpath or ROOT).stdout.strip()
     return {"wall_s": wall, "cpu_s": cpu, "compiled": COMPILING in done.stderr, "exit": done.returncode,
-            "value_line": value}
+            "value_line": value, "package": where}
 
 
 def main() -> int:
