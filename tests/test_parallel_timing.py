@@ -123,6 +123,10 @@ def test_bad_input():
         time_per_batch(instance, list(reversed(plan)), "gpipe")
     with pytest.raises(InvalidPlanError, match=r"^node 1 is in no stage$"):
         time_per_batch(instance, plan[:1], "gpipe")
+    with pytest.raises(InvalidPlanError, match=r"^stage 1: d must be a positive integer, not 0$"):
+        time_per_batch(instance, one_per_stage(instance, [1, 0]), "1f1b")
+    with pytest.raises(InvalidParameterError, match=r"^forward_share must be a finite number ≥ 0 and ≤ 1, not 1.5$"):
+        time_per_batch(instance, plan, "gpipe", forward_share=1.5)
     with pytest.raises(InvalidParameterError, match=r"^allreduce must be one of 'piper', 'ring', not 'tree'$"):
         batch_time([StageTimes(1.0, 2.0, 1, 0.0)], 2, "gpipe", allreduce="tree")
 

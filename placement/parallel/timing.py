@@ -61,6 +61,7 @@ import numpy as np
 
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.parallel.schedules import in_flight
+from placement.parameters import number
 
 #: forward share of a node's time per sample (the backward is about twice the forward)
 FORWARD_SHARE = 1.0 / 3.0
@@ -94,8 +95,7 @@ def stage_times(instance: Any, plan: Any, *, forward_share: float = FORWARD_SHAR
     Raises :class:`InvalidPlanError` for a node in no stage or in two, a TMPC the node does not
     have at the stage's ``t``, or an edge from a later stage to an earlier one.
     """
-    if not 0.0 <= forward_share <= 1.0:
-        raise InvalidParameterError("forward_share", f"must be between 0 and 1, not {forward_share!r}")
+    forward_share = number("forward_share", forward_share, largest=1.0)
     stages = list(getattr(plan, "stages", plan))
     if not stages:
         raise InvalidPlanError("the plan has no stage")
@@ -195,6 +195,8 @@ def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, all
         raise InvalidParameterError("chunks", f"must divide the number of stages ({count}), not {chunks}")
     p = count // chunks
     for k, s in enumerate(stages):
+        if isinstance(s.d, bool) or not isinstance(s.d, int) or s.d < 1:
+            raise InvalidPlanError(f"stage {k}: d must be a positive integer, not {s.d!r}")
         if m % s.d:
             raise InvalidPlanError(f"stage {k}: d = {s.d} does not divide the {m} micro-batches of a batch")
         if s.d != stages[k % p].d:
