@@ -116,7 +116,12 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
 
     def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
         handoff = megatron_config(instance, plan) if plan is not None else None
-        batch = None if plan is None else time_per_batch(instance, plan, schedule, forward_share=forward_share)
+        batch = None
+        if plan is not None:
+            try:
+                batch = time_per_batch(instance, plan, schedule, forward_share=forward_share)
+            except InvalidParameterError as exc:   # the schedule's order deadlocks: no time per batch to report
+                found.stats["time_per_batch"] = str(exc)
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
                               time.perf_counter() - started, message, found.stats, batch_time=batch)
 
