@@ -139,7 +139,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
 
     ``mode="greedy"`` replaces the exact knapsack by Piper's heuristic (its value is Piper's);
     ``allowed``: only these ``(t, d)`` pairs for every stage (baselines). ``compiled``: numba or plain
-    Python (default: numba when the table is large). ``tables``/``sets``: reuse a previous build.
+    Python (default: plain Python for a table of at most 2,000 cells; numba for a larger one, except that
+    while the compiled kernels are not in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is
+    first tried in plain Python for :data:`INTERPRETED_SECONDS`; the results are the same either way).
+    ``tables``/``sets``: reuse a previous build.
     ``progress`` hears when the kernels must be compiled first (once per install, some seconds).
     """
     started = time.perf_counter()
