@@ -287,6 +287,10 @@ def test_device_type_parameters_and_violations(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["value"] == pytest.approx(2.0) and doc["devices"] == {"gpu": 2, "cpu": 2}
     assert {s["deviceType"] for s in doc["stages"]} <= {"gpu", "cpu"}
+    assert main(["solve", str(path), "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "instance two: 2 nodes, gpu:2, cpu:2 devices, 4 micro-batches per batch, schedule piper"
+    assert lines[3].split()[:5] == ["stage", "nodes", "type", "d", "t"]
     assert main(["solve", str(path), "--devices", "gpu:2,gpu:1"]) == 2
     assert capsys.readouterr().err.strip() == "error: --devices names 'gpu' twice in 'gpu:2,gpu:1'"
     assert main(["solve", str(path), "--devices", "4"]) == 2
