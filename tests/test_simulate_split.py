@@ -138,10 +138,10 @@ def test_split_plan_under_async_1f1b_worked_by_hand():
         [(0, 1), (1, 2), (3, 4), (4, 6), (6, 7), (7, 8), (8, 10)]
     assert [runs[(1, k, j)] for k, j in [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2)]] == \
         [(1, 2), (2, 3), (3, 4), (4, 5), (7, 8)]
-    # Memory. Device 0: node memory 1; its activation f0 (4 bytes) per micro-batch held from F to W:
-    # [0,6), [1,10), [6,14): at most 2 -> 8. W(b1) reads f1 (6 bytes, from device 1) and f0 (its own
-    # activation, not a second copy): f1 of micro-batch 0 arrives at 2 and is held to 6, of micro-batch 1
-    # from 4 to 10: 12 bytes at [4,6), when 8 bytes of activations are held too: 1 + 8 + 12 = 21.
+    # Memory. Device 0 (position 0 of 2, W lag 0) admits a micro-batch at its F and releases it after its
+    # W: [0,6), [1,10), [6,14), ...: 2 at once = S - p. Per micro-batch it reserves its activation f0 (4
+    # bytes) and a buffer for f1 (6 bytes, from device 1), which W(b1) reads (f0, W(b1)'s layer input, is
+    # its own activation already): 1 + 2 x (4 + 6) = 21, 12 of it W inputs.
     # Device 1: node memory 1, f1 (6 bytes) of one micro-batch at a time: 7.
     assert [s.peak_memory for s in result.stages] == [21.0, 7.0]
     assert [s.peak_w_inputs for s in result.stages] == [12.0, 0.0]
