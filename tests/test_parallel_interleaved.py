@@ -238,3 +238,23 @@ def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
     path.write_text(json.dumps(chain([1, 2, 3, 4, 5]).to_json()))
     assert main(["solve", str(path), *extra]) == 2
     assert capsys.readouterr().err.strip() == message
+
+
+@given(tiny(), st.sampled_from([(2, 1), (2, 2)]))
+@settings(max_examples=30, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+def test_chain_dp_and_cpsat_model_agree_per_shape(instance, shape):
+    """The two exact solvers of one shape (the DP over chains of successor-closed sets, used when memory
+    cannot bind, and the CP-SAT model) reach the same optimum with memory out of the way."""
+    from placement.parallel.interleaved import Shape
+    from placement.parallel.interleaved_chain import chain_sets, solve_chain
+    from placement.parallel.interleaved_cpsat import solve_shape
+
+    groups, d = shape
+    assume(instance.microbatches_in_batch % d == 0 and (instance.microbatches_in_batch // d) % groups == 0)
+    shape = Shape(groups, d, 1, 2)
+    dp = solve_chain(instance, shape, chain_sets(instance), cutoff=None, time_limit=30)
+    milp = solve_shape(instance, shape, math.inf, cutoff=None, time_limit=30)
+    assert dp.status == milp.status == "optimal"
+    values = [evaluate_interleaved(instance, o.plan, devices=64, memory=math.inf).value for o in (dp, milp)]
+    assert values[0] == pytest.approx(values[1], rel=1e-9)
+    assert dp.value == pytest.approx(values[0], rel=1e-9)

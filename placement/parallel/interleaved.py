@@ -189,12 +189,24 @@ def lower_bound(instance: PiperInstance, shape: Shape, floors: list[float] | Non
     return max((math.fsum(least) + boundary) / shape.groups, max(least))
 
 
+def memory_can_bind(instance: PiperInstance, shape: Shape, memory: float) -> bool:
+    """Whether some plan of ``shape`` could need more than ``memory`` per device: its most micro-batches
+    held of any chunk, times every node's largest ``memoryUsageA``, plus every node's largest
+    ``memoryUsageB``, exceeds it (each group's peak is at most that)."""
+    local = instance.microbatches_in_batch // shape.d
+    held = max(max(h) for g in range(shape.groups) for h in held_profiles(local, shape.groups, shape.chunks, g))
+    tmpcs = [node.configurations[shape.t] for node in instance.nodes]
+    return held * sum(max(c.memory_usage_a for c in cs) for cs in tmpcs) + \
+        sum(max(c.memory_usage_b for c in cs) for cs in tmpcs) > memory
+
+
 def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
                       chunks: int | None = None, time_limit: float | None = None, threads: int = 1,
                       progress: Callable[[str], None] | None = None) -> ParallelResult:
     """The plan of least largest group time per sample (module docstring) of ``instance`` on at most
     ``devices`` devices (default ``maxDevices``) of ``memory`` bytes (default ``maxMemoryPerDevice``),
     ``chunks = v`` chunks per group (default 2), within ``time_limit`` seconds (default 10)."""
+    from placement.parallel.interleaved_chain import chain_sets, solve_chain
     from placement.parallel.interleaved_cpsat import solve_shape
     from placement.verification.parallel_interleaved import evaluate_interleaved
 
@@ -221,27 +233,47 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     candidates = sorted(((lower_bound(instance, s, floors[s.t]), s) for s in every),
                         key=lambda pair: (pair[0], pair[1].devices, pair[1].groups))
     best: tuple[float, ParallelPlan, Shape] | None = None
-    for _, shape in candidates:   # a first incumbent: each shape's even split along one topological order
+    for floor, shape in candidates:   # a first incumbent: even splits along one topological order
+        if best is not None and floor >= best[0]:
+            continue
         for plan in even_splits(instance, shape):
             ev = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
             if ev.ok and (best is None or ev.value < best[0]):
                 best = (ev.value, plan, shape)
     bounds: list[float] = []      # per shape: a proven bound on the value of its plans
+    member: Any = None            # the successor-closed sets of the chain model, once needed (False: too many)
     stats: dict[str, Any] = {"shapes": len(candidates), "solved": 0, "infeasible": 0, "pruned": 0, "open": 0}
+    # two device groups first (fewest boundaries, and the chain DP settles them fast), then by bound
+    candidates.sort(key=lambda pair: pair[1].groups != 2)
     for k, (bound, shape) in enumerate(candidates):
         left = deadline - time.perf_counter()
         if best is not None and bound >= best[0] * (1 - OPTIMALITY_TOLERANCE):
-            stats["pruned"] += len(candidates) - k
-            bounds.append(bound)   # the least bound of this shape and every later one
-            break
-        if left <= 0:
-            stats["open"] += len(candidates) - k
+            stats["pruned"] += 1
             bounds.append(bound)
-            break
+            continue
+        if left <= 0:
+            stats["open"] += 1
+            bounds.append(bound)
+            continue
         hopeful = sum(1 for lb, _ in candidates[k:] if best is None or lb < best[0] * (1 - OPTIMALITY_TOLERANCE))
         hint = best[1] if best is not None and best[2] == shape else None
-        outcome = solve_shape(instance, shape, memory, cutoff=None if best is None else best[0],
-                              time_limit=max(min(left, 0.5), left / hopeful), threads=threads, hint=hint)
+        budget = dict(cutoff=None if best is None else best[0], time_limit=max(min(left, 0.5), left / hopeful),
+                      threads=threads, hint=hint)
+        outcome = None
+        if not memory_can_bind(instance, shape, memory):
+            if member is None:
+                member = chain_sets(instance)
+                member = False if member is None else member
+            if member is not False:
+                share = 1.0 if shape.groups == 2 else 0.5   # two groups: the DP usually settles it alone
+                outcome = solve_chain(instance, shape, member, floor=bound,
+                                      **dict(budget, time_limit=budget["time_limit"] * share))
+                if outcome.status == "no_solution":   # the labels or half the time ran out: the MILP gets the rest
+                    budget["time_limit"] -= outcome.wall_s
+                    bound = max(bound, outcome.bound)
+                    outcome = None
+        if outcome is None:
+            outcome = solve_shape(instance, shape, memory, **budget)
         if progress is not None:
             shown = "" if outcome.plan is None else f" {outcome.value:.6g}"
             progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} ({outcome.wall_s:.2f} s)")

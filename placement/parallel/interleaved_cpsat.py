@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from placement.io.piper import PiperInstance
-from placement.parallel.interleaved import Shape, held_profiles, node_costs, plan_of
+from placement.parallel.interleaved import Shape, held_profiles, memory_can_bind, node_costs, plan_of
 from placement.parallel.plan import ParallelPlan
 from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
 
@@ -86,11 +86,9 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
     cost = node_costs(instance, shape)
     local = instance.microbatches_in_batch // d
     profiles = [held_profiles(local, S, v, g) for g in range(S)]
-    # memory rows only when some choice could exceed the memory
-    held_max = max(max(max(h) for h in p) for p in profiles)
-    worst = held_max * sum(max(c.memory_usage_a for c in tmpcs[u]) for u in nodes) + \
-        sum(max(c.memory_usage_b for c in tmpcs[u]) for u in nodes)
-    with_memory = worst > memory
+    with_memory = memory_can_bind(instance, shape, memory)   # memory rows only when some choice could exceed it
+    worst = max(max(max(h) for h in p) for p in profiles) * sum(max(c.memory_usage_a for c in tmpcs[u]) for u in nodes) \
+        + sum(max(c.memory_usage_b for c in tmpcs[u]) for u in nodes)
     edges = [e for e in instance.edges]
     out_side = {(e.src, e.dst): [2 * (e.communication_cost + c.sync_time_bw[e.dst]) / (d * bw) for c in tmpcs[e.src]]
                 for e in edges}
@@ -174,6 +172,8 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
         crossing = [(e.src, e.dst) for e in edges
                     if max(out_side[(e.src, e.dst)]) > 0 or max(in_side[(e.src, e.dst)]) > 0]
         for g in range(S):
+            if time.perf_counter() > be.deadline:
+                raise OutOfTime("the time limit ran out while the model was built")
             load: list[tuple[float, Any]] = []
             for u in nodes:
                 load += choice_terms(member(u, g), u, [units(c) for c in cost[u]], f"q{u}_{g}", exact=False)
@@ -199,6 +199,8 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                           choice_terms(member(u, g), u, [mu(o.memory_usage_b) for o in tmpcs[u]], f"m{u}_{g}",
                                        exact=True)]
                 for h in profiles[g]:
+                    if time.perf_counter() > be.deadline:
+                        raise OutOfTime("the time limit ran out while the model was built")
                     be.add(static + [(h[c] * a, var) for c in range(v) for a, var in per_chunk[c]],
                            hi=math.floor(memory * mscale))
         be.minimize([(1, T)])

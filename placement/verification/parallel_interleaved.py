@@ -83,6 +83,11 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
             violations.append(f"edge {e.src} -> {e.dst} goes from chunk {chunk_of[e.src]} back to chunk "
                               f"{chunk_of[e.dst]}")
 
+    into: dict[int, list] = {}
+    out_of: dict[int, list] = {}
+    for e in instance.edges:
+        into.setdefault(e.dst, []).append(e)
+        out_of.setdefault(e.src, []).append(e)
     per_chunk = []   # (tps, compute + edges/bw, params, Σ A, Σ B)
     for k, stage in enumerate(stages):
         members = set(stage.nodes)
@@ -97,11 +102,10 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
             params.append(chosen.parameter_size)
             mem_a.append(chosen.memory_usage_a)
             mem_b.append(chosen.memory_usage_b)
-            for e in instance.edges:
-                if e.dst == u and e.src not in members:
-                    edges.append(2 * (e.communication_cost + chosen.sync_time_fw[e.src]))
-                if e.src == u and e.dst not in members:
-                    edges.append(2 * (e.communication_cost + chosen.sync_time_bw[e.dst]))
+            edges.extend(2 * (e.communication_cost + chosen.sync_time_fw[e.src]) for e in into.get(u, ())
+                         if e.src not in members)
+            edges.extend(2 * (e.communication_cost + chosen.sync_time_bw[e.dst]) for e in out_of.get(u, ())
+                         if e.dst not in members)
         extra = [u for u in stage.tmpcs if u not in members]
         if extra:
             violations.append(f"chunk {k} names a TMPC for node {extra[0]}, which it does not hold")
@@ -118,11 +122,17 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         peak = 0.0
         if runnable:
             held = [0] * v
+            seen = set()   # the activation memory is a function of the held counts: each vector once
             for kind, c, _ in interleaved(m // d, groups, v, g):
-                held[c] += 1 if kind == FORWARD else -1
-                if kind == FORWARD:
+                if kind != FORWARD:
+                    held[c] -= 1
+                    continue
+                held[c] += 1
+                peak_held[c * groups + g] = max(peak_held[c * groups + g], held[c])
+                key = tuple(held)
+                if key not in seen:
+                    seen.add(key)
                     peak = max(peak, math.fsum(h * x[3] for h, x in zip(held, mine)))
-                    peak_held[c * groups + g] = max(peak_held[c * groups + g], held[c])
         group_memory.append(static + peak)
         if static + peak > memory:
             violations.append(f"group {g} needs {static + peak:.6g} bytes per device, more than the {memory:.6g} "

@@ -1,0 +1,137 @@
+"""Interleaved 1F1B plans (v chunks per device group) on the published Piper instances, against 1F1B.
+
+Settings: each instance of ``../shared/piper`` at 8 and 16 devices (its own memory); bert32a100 at
+32 devices with 8 GiB and resnet at 16 devices with 4 GiB (memory binding), each with ``v = 2`` and
+``v = 4`` chunks per group (``placement.solve(..., schedule="interleaved", chunks=v)``, 10 s limit),
+and beside each the non-interleaved optimum of the same setting (``schedule="1f1b"``, the exact DP).
+
+Every interleaved plan is simulated (:func:`placement.simulation.parallel.simulate_parallel`,
+Piper's all-reduce, forward share 1/3): per stage the simulated peak memory per device against the
+model's (the independent evaluator's group memory; acceptance 1%), the simulated time per sample
+against the value (Piper's objective generalised: the largest group's), and the simulated time per
+batch against the planner's (the exact max-plus evaluation of the interleaved order; acceptance
+0.1%). The 1F1B plans' time per batch is the same exact evaluation of their order.
+
+Columns: ``value`` the largest group time per sample, ``bound``/``gap`` what is proven, ``batch``
+the time per batch, ``1f1b`` the 1F1B optimum's time per sample and batch, ``batch ratio`` =
+interleaved / 1F1B time per batch, ``mem rel``/``tps rel``/``batch rel`` the simulator's
+differences. Writes ``benchmarks/results/piper_interleaved.json``.
+
+    python benchmarks/piper_interleaved.py [--time-limit 10] [--json benchmarks/results/piper_interleaved.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import placement  # noqa: E402
+from placement.report.table import cell, format_table  # noqa: E402
+from placement.simulation.parallel import simulate_parallel  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "piper"
+GIB = 2 ** 30
+MEMORY_BOUND = 0.01
+TIME_BOUND = 0.001
+SETTINGS = [(name, devices, None) for name in ("bert32a100", "gnmt", "resnet") for devices in (8, 16)] + \
+    [("bert32a100", 32, 8 * GIB), ("resnet", 16, 4 * GIB)]
+CHUNKS = (2, 4)
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+def simulate(instance, result) -> dict:
+    """The simulator's figures of an interleaved result, and their largest differences from the model's."""
+    sim = simulate_parallel(instance, result.plan, allreduce="piper")
+    memory = [[ev.memory, sim.peak_memory(k)] for k, ev in enumerate(result.evaluation.stages)]
+    return {"memory_rel": max(relative(s, m) for m, s in memory), "memory": memory,
+            "simulated_time_per_sample": sim.time_per_sample,
+            "time_per_sample_rel": relative(sim.time_per_sample, result.value),
+            "simulated_time_per_batch": sim.time_per_batch,
+            "time_per_batch_rel": relative(sim.time_per_batch, result.time_per_batch)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=10.0)
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_interleaved.json")
+    args = parser.parse_args(argv)
+    if not SHARED.is_dir():
+        print(f"skipped: {SHARED} is absent")
+        return 0
+    rows = [["instance", "devices", "GiB", "v", "status", "S,d,t", "value", "gap", "batch", "solve s", "1f1b value",
+             "1f1b batch", "batch ratio", "mem rel", "tps rel", "batch rel"]]
+    records = []
+    for name, devices, memory in SETTINGS:
+        instance = placement.load(SHARED / f"{name}.json")
+        base = placement.solve(instance, devices=devices, memory=memory, schedule="1f1b")
+        for v in CHUNKS:
+            started = time.perf_counter()
+            result = placement.solve(instance, devices=devices, memory=memory, schedule="interleaved", chunks=v,
+                                     time_limit=args.time_limit)
+            seconds = time.perf_counter() - started
+            record = {"instance": name, "devices": devices, "memory": memory, "chunks": v,
+                      "status": str(result.status), "value": result.value, "bound": result.bound,
+                      "gap": result.gap, "time_per_batch": result.time_per_batch, "solve_s": seconds,
+                      "stats": {k: x for k, x in result.stats.items() if isinstance(x, (int, float, str))},
+                      "baseline_1f1b": {"status": str(base.status), "value": base.value,
+                                        "time_per_batch": base.time_per_batch},
+                      "plan": None if result.plan is None else result.plan.to_json()}
+            if result.plan is not None:
+                record |= simulate(instance, result)
+            records.append(record)
+            ratio = (result.time_per_batch / base.time_per_batch
+                     if result.plan is not None and base.plan is not None else None)
+            record["batch_ratio"] = ratio
+            shape = "-" if result.plan is None else \
+                f"{len(result.plan.stages) // v},{result.plan.stages[0].d},{result.plan.stages[0].t}"
+            rows.append([name, str(devices), "-" if memory is None else f"{memory / GIB:g}", str(v),
+                         str(result.status), shape, cell(result.value),
+                         "-" if result.gap is None else f"{result.gap:.1e}", cell(result.time_per_batch),
+                         f"{seconds:.2f}", cell(base.value), cell(base.time_per_batch),
+                         "-" if ratio is None else f"{ratio:.3f}",
+                         *([f"{record['memory_rel']:.1e}", f"{record['time_per_sample_rel']:.1e}",
+                            f"{record['time_per_batch_rel']:.1e}"] if result.plan is not None else ["-"] * 3)])
+            print(f"{name} {devices} {v}: {result.status} ({seconds:.1f} s)", file=sys.stderr, flush=True)
+    print("\n".join(format_table(rows, left=(0, 4, 5))))
+    planned = [r for r in records if r["plan"] is not None]
+    seconds = sorted(r["solve_s"] for r in records)
+    ratios = [r["batch_ratio"] for r in planned if r["batch_ratio"] is not None]
+    summary = {
+        "runs": len(records), "optimal": sum(r["status"] == "optimal" for r in records),
+        "feasible": sum(r["status"] == "feasible" for r in records),
+        "without_plan": len(records) - len(planned),
+        "memory_within_1pct": sum(r["memory_rel"] <= MEMORY_BOUND for r in planned),
+        "time_per_sample_within_0.1pct": sum(r["time_per_sample_rel"] <= TIME_BOUND for r in planned),
+        "time_per_batch_within_0.1pct": sum(r["time_per_batch_rel"] <= TIME_BOUND for r in planned),
+        "worst_memory_rel": max((r["memory_rel"] for r in planned), default=None),
+        "worst_time_per_sample_rel": max((r["time_per_sample_rel"] for r in planned), default=None),
+        "worst_time_per_batch_rel": max((r["time_per_batch_rel"] for r in planned), default=None),
+        "largest_gap": max((r["gap"] for r in planned if r["gap"] is not None), default=None),
+        "solve_s_median": statistics.median(seconds), "solve_s_max": seconds[-1],
+        "batch_ratio_median": statistics.median(ratios) if ratios else None,
+        "batch_ratio_min": min(ratios, default=None), "batch_ratio_max": max(ratios, default=None)}
+    print(f"{summary['runs']} runs: {summary['optimal']} optimal, {summary['feasible']} feasible (largest gap "
+          f"{summary['largest_gap']}), {summary['without_plan']} without a plan; on {len(planned)} plans the "
+          f"simulator's memory is within 1% in {summary['memory_within_1pct']} (worst {summary['worst_memory_rel']}), "
+          f"time per sample within 0.1% in {summary['time_per_sample_within_0.1pct']} (worst "
+          f"{summary['worst_time_per_sample_rel']}), time per batch within 0.1% in "
+          f"{summary['time_per_batch_within_0.1pct']} (worst {summary['worst_time_per_batch_rel']}); solve s median "
+          f"{summary['solve_s_median']:.2f}, max {summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median "
+          f"{summary['batch_ratio_median']}, range {summary['batch_ratio_min']}–{summary['batch_ratio_max']}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"summary": summary, "records": records}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
