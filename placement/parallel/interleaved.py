@@ -236,7 +236,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     for floor, shape in candidates:   # a first incumbent: even splits along one topological order
         if best is not None and floor >= best[0]:
             continue
-        for plan in even_splits(instance, shape):
+        for plan in even_splits(instance, shape, memory):
             ev = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
             if ev.ok and (best is None or ev.value < best[0]):
                 best = (ev.value, plan, shape)
@@ -344,18 +344,30 @@ def topological_order(instance: PiperInstance) -> list[int]:
     return list(sorter.static_order())
 
 
-def even_splits(instance: PiperInstance, shape: Shape) -> list[ParallelPlan]:
+def even_splits(instance: PiperInstance, shape: Shape, memory: float | None = None) -> list[ParallelPlan]:
     """Plans of ``shape`` that cut one topological order into ``S·v`` chunks of about equal work, every
-    node in its fastest TMPC, or every node in its TMPC of least activation memory (starting points)."""
+    node in its fastest TMPC, or every node in its TMPC of least activation memory; and the latter cut into
+    chunks of about equal memory (``memoryUsageB`` plus the most micro-batches a chunk holds times
+    ``memoryUsageA``); with ``memory``, also chunks filled in order up to ``memory / v`` (or 1.25 or 1.5 times
+    that) each (a group's
+    most held micro-batches times the activations, plus the static memory). Starting points for the search."""
     order = topological_order(instance)
     nodes = {node.id: node for node in instance.nodes}
     costs = node_costs(instance, shape)
     K = shape.groups * shape.chunks
+    held = max(max(h) for h in held_profiles(instance.microbatches_in_batch // shape.d, shape.groups, shape.chunks, 0))
+    fastest = {u: min(range(len(costs[u])), key=costs[u].__getitem__) for u in order}
+    smallest = {u: min(range(len(costs[u])), key=lambda o, u=u: nodes[u].configurations[shape.t][o].memory_usage_a)
+                for u in order}
+
+    def footprint(u: int, o: int) -> float:
+        tmpc = nodes[u].configurations[shape.t][o]
+        return tmpc.memory_usage_b + held * tmpc.memory_usage_a
+
     plans = []
-    for pick in (lambda u: min(range(len(costs[u])), key=costs[u].__getitem__),
-                 lambda u: min(range(len(costs[u])), key=lambda o: nodes[u].configurations[shape.t][o].memory_usage_a)):
-        choice = {u: pick(u) for u in order}
-        work = [costs[u][choice[u]] for u in order]
+    for choice, work in ((fastest, [costs[u][fastest[u]] for u in order]),
+                         (smallest, [costs[u][smallest[u]] for u in order]),
+                         (smallest, [footprint(u, smallest[u]) for u in order])):
         total, done, chunk_of, k = math.fsum(work), 0.0, {}, 0
         for i, u in enumerate(order):
             # the next chunk starts once this one has its share, while enough nodes remain for the rest
@@ -366,6 +378,21 @@ def even_splits(instance: PiperInstance, shape: Shape) -> list[ParallelPlan]:
             done += work[i]
         if k == K - 1:
             plans.append(plan_of(instance, shape, chunk_of, choice))
+    if memory is not None:   # fill each chunk up to its share of its group's memory, least activations first
+        most = [max(max(h) for h in held_profiles(instance.microbatches_in_batch // shape.d, shape.groups,
+                                                  shape.chunks, g)) for g in range(shape.groups)]
+        for share in (1.0, 1.25, 1.5):   # the peaks of a group's chunks need not coincide: bolder shares too
+            chunk_of, k, used = {}, 0, 0.0
+            for i, u in enumerate(order):
+                tmpc = nodes[u].configurations[shape.t][smallest[u]]
+                size = tmpc.memory_usage_b + most[k % shape.groups] * tmpc.memory_usage_a
+                if k < K - 1 and i > 0 and (used + size > share * memory / shape.chunks or len(order) - i == K - 1 - k):
+                    k, used = k + 1, 0.0
+                    size = tmpc.memory_usage_b + most[k % shape.groups] * tmpc.memory_usage_a
+                chunk_of[u] = k
+                used += size
+            if k == K - 1:
+                plans.append(plan_of(instance, shape, chunk_of, smallest))
     return plans
 
 

@@ -7,7 +7,8 @@ the graph has at most :data:`MAX_SETS` successor-closed sets ``J`` (the unions o
 A plan of ``K = S·v`` chunks is a chain ``∅ = J_0 ⊊ J_1 ⊊ … ⊊ J_K = V``; step ``k`` adds chunk
 ``X = J_k ∖ J_{k−1}``, which is chunk ``K − k`` in pipeline order and runs on group ``(K − k) mod S``.
 Its time per sample (its share of the group's) is exact for the pair ``(J_{k−1}, J_k)``:
-``cost(J, I) = Σ_{u ∈ I∖J} min_o (a(u,o) + Σ_{p → u, p ∉ I} in(p→u, o) + Σ_{u → w, w ∈ J} out(u→w, o))``
+``cost(J, I) = Σ_{u ∈ I∖J} min_o (a(u,o) + Σ_{p → u, p ∉ I} in(p→u, o)
++ Σ_{u → w, w ∈ J} out(u→w, o))``
 with ``a``, ``in``, ``out`` as in :mod:`.interleaved_cpsat` (a node's TMPC moves only its own terms,
 so the cheapest per node is the cheapest for the chunk). Model: integer ``j_k`` (the index of ``J_k``,
 ``j_0`` and ``j_K`` fixed), integer ``c_k``, the table ``(j_{k−1}, j_k, c_k)`` of every pair ``J ⊊ I``

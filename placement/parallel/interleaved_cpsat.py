@@ -87,8 +87,9 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
     local = instance.microbatches_in_batch // d
     profiles = [held_profiles(local, S, v, g) for g in range(S)]
     with_memory = memory_can_bind(instance, shape, memory)   # memory rows only when some choice could exceed it
-    worst = max(max(max(h) for h in p) for p in profiles) * sum(max(c.memory_usage_a for c in tmpcs[u]) for u in nodes) \
-        + sum(max(c.memory_usage_b for c in tmpcs[u]) for u in nodes)
+    held = max(max(max(h) for h in p) for p in profiles)
+    worst = held * sum(max(c.memory_usage_a for c in tmpcs[u]) for u in nodes) + \
+        sum(max(c.memory_usage_b for c in tmpcs[u]) for u in nodes)
     edges = [e for e in instance.edges]
     out_side = {(e.src, e.dst): [2 * (e.communication_cost + c.sync_time_bw[e.dst]) / (d * bw) for c in tmpcs[e.src]]
                 for e in edges}
