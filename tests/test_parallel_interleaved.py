@@ -258,3 +258,13 @@ def test_chain_dp_and_cpsat_model_agree_per_shape(instance, shape):
     values = [evaluate_interleaved(instance, o.plan, devices=64, memory=math.inf).value for o in (dp, milp)]
     assert values[0] == pytest.approx(values[1], rel=1e-9)
     assert dp.value == pytest.approx(values[0], rel=1e-9)
+
+
+def test_evaluator_loads_no_solver_code():
+    import subprocess
+    import sys
+
+    code = ("import sys, placement.verification.parallel_interleaved; "
+            "print(sorted(m for m in sys.modules if m.startswith(('placement.solvers', 'placement.parallel.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['placement.parallel.plan']"

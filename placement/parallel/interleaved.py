@@ -236,6 +236,8 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     for floor, shape in candidates:   # a first incumbent: even splits along one topological order
         if best is not None and floor >= best[0]:
             continue
+        if time.perf_counter() > started + 0.3 * limit:   # the rest of the time is the search's
+            break
         for plan in even_splits(instance, shape, memory):
             ev = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
             if ev.ok and (best is None or ev.value < best[0]):
