@@ -40,6 +40,11 @@ VARIANTS = {"any": ("any", False), "adjacent": ("adjacent", False), "adjacent+in
             "any+inter-layer": ("any", True)}
 
 
+def fmt(value: float | None, spec: str = ".6g") -> str:
+    """``value`` in ``spec``, or ``-`` where a solve found no plan."""
+    return "-" if value is None else format(value, spec)
+
+
 def graphs(operator: bool) -> list[Path]:
     """The published training graphs: layer graphs, and the BERT operator graphs with ``operator``."""
     found = sorted((SHARED / "LayerGraphs").glob("*training*.json"))
@@ -100,21 +105,23 @@ def main() -> None:
             for row in compare(instance, k, args.variants, args.time_limit):
                 row["file"] = f"{path.parent.name}/{path.name}"
                 rows.append(row)
-                print(f"{row['file']} k={k} {row['variant']}: unsplit {row['unsplit']:.6g} split {row['split']:.6g} "
-                      f"gap {row['gap']:.2%} {row['status']} {row['split_s']:.1f} s", flush=True)
+                print(f"{row['file']} k={k} {row['variant']}: unsplit {fmt(row['unsplit'])} split {fmt(row['split'])} "
+                      f"gap {fmt(row['gap'], '.2%')} {row['status']} {row['split_s']:.1f} s", flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_text(json.dumps({"time_limit": args.time_limit, "rows": rows}, indent=1) + "\n")
     table = [["graph", "acc", "variant", "unsplit", "split", "speed-up", "bound", "gap", "status", "s"]]
     for r in rows:
-        table.append([r["file"], str(r["accelerators"]), r["variant"], f"{r['unsplit']:.6g}", f"{r['split']:.6g}",
-                      f"{r['speedup']:.4f}", f"{r['bound']:.6g}", f"{r['gap']:.2%}", r["status"], f"{r['split_s']:.1f}"])
+        table.append([r["file"], str(r["accelerators"]), r["variant"], fmt(r["unsplit"]), fmt(r["split"]),
+                      fmt(r["speedup"], ".4f"), fmt(r["bound"]), fmt(r["gap"], ".2%"), r["status"], f"{r['split_s']:.1f}"])
     print("\n".join(format_table(table, left=(0, 2, 8))))
     for name in args.variants:
         mine = [r for r in rows if r["variant"] == name]
+        both = [r for r in mine if r["split"] is not None and r["unsplit"] is not None]
         better = sum(r["better"] for r in mine)
-        worse = sum(r["split"] > r["unsplit"] * (1 + 1e-9) for r in mine)
-        print(f"{name}: strictly better on {better} of {len(mine)} runs; worse on {worse}; "
-              f"median speed-up {sorted(r['speedup'] for r in mine)[len(mine) // 2]:.4f}")
+        worse = sum(r["split"] > r["unsplit"] * (1 + 1e-9) for r in both)
+        ups = sorted(r["speedup"] for r in both)
+        print(f"{name}: strictly better on {better} of {len(mine)} runs ({len(mine) - len(both)} without a plan on "
+              f"one side); worse on {worse}; median speed-up {fmt(ups[len(ups) // 2] if ups else None, '.4f')}")
 
 
 if __name__ == "__main__":
