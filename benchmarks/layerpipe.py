@@ -2,18 +2,21 @@
 
 For every training graph below and 2 to 9 accelerators (no CPU), the script solves
 
-* the unsplit optimum (``placement.solve``, today's model: the PipeDream objective, the max load
-  of a pipeline whose backward nodes run with their layers), and
-* the optimum of each split variant (``backward="split"``: ``w_placement`` ``any`` or
-  ``adjacent``, optionally ``inter_layer``), each MILP under ``--time-limit`` seconds and
-  warm-started from the unsplit optimum, with its status and gap as the solver reports them;
+* the joint optimum (``placement.solve``, today's model: the PipeDream objective, node memory only),
+* the baseline: the unsplit optimum under the split model's memory (``backward="split"``,
+  ``w_placement="home"``: node memory plus the micro-batches bounded async 1F1B holds in flight),
+  started from the DP's plan, so both sides of every speed-up use one memory model, and
+* the optimum of each split variant (``w_placement`` ``any`` or ``adjacent``, optionally
+  ``inter_layer``), each MILP under ``--time-limit`` seconds and warm-started from the baseline's plan,
+  with its status and gap as the solver reports them;
 
-and replays every split plan in the simulator (:mod:`placement.simulation.split`, which derives
-the calls, transfers and memory from the instance on its own): the steady-state time per sample
-of asynchronous 1F1B against the planner's objective, and per device the node memory plus the
-W inputs of one micro-batch against the planner's memory (and the peak from events, which holds
-several micro-batches' W inputs). On the ``any`` plan it also compares 1F1B with flush against
-ZB-H1 and ZB-H2 (iteration of ``4 × stages`` micro-batches, each device's memory bound enforced).
+and replays every plan found in the simulator (:mod:`placement.simulation.split`, which derives the
+calls, transfers and memory from the instance on its own): the steady-state time per sample of
+bounded async 1F1B against the planner's objective, the peak memory per device from the simulator's
+reservation events against the planner's memory, and GPipe's growth per micro-batch (a flush between
+the phases) against the plan's flush objective ``max FW + max BW``. On the first variant's plan it
+also compares 1F1B with flush against ZB-H1 and ZB-H2 (iteration of ``4 × stages`` micro-batches,
+each device's memory bound enforced).
 
 Graphs: the published layer graphs (BERT-24, GNMT, ResNet-50) and BERT operator graphs (L-3,
 L-6) of Tarnawski et al. (read from ``../shared/tarnawski/throughput-inputs``, skipped when
