@@ -166,6 +166,13 @@ def test_cli_split(tmp_path) -> None:
     assert ok.returncode == 0 and json.loads(ok.stdout)["value"] == 5.0
     # without --inter-layer a moved B breaks the rule: exit 1
     assert subprocess.run(check + ["--w-placement", "adjacent"], capture_output=True, text=True).returncode == 1
+    # home: every W on its layer's stage, the unsplit optimum {f1,b1} | {f2,b2} = max(3, 7) = 7 (HAND's comment)
+    home = subprocess.run(run + ["--w-placement", "home"], capture_output=True, text=True)
+    assert home.returncode == 0, home.stderr
+    doc = json.loads(home.stdout)
+    assert doc["objective"] == 7.0
+    assert doc["backward"] == {"mode": "split", "w_placement": "home", "inter_layer": False, "w_share": 0.5}
+    assert [(d["nodes"], d["b_tasks"], d["w_tasks"]) for d in doc["devices"]] == [([1, 4], [4], [4]), ([2, 3], [3], [3])]
     bad = subprocess.run(run + ["--w-share", "2"], capture_output=True, text=True)
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"

@@ -61,8 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backward", choices=("joint", "split"), default="joint",
                    help="training: joint (default, each backward node one task) or split (B and W tasks "
                         "placed apart; docs/backward-split.md)")
-    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent"), default="any",
-                   help="--backward split: W on any stage (default) or on its layer's stage or the next")
+    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent", "home"), default="any",
+                   help="--backward split: W on any stage (default), on its layer's stage or the next, "
+                        "or only on its layer's stage (home: the unsplit plans, priced as split plans)")
     p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
                    help="--backward split: B may run on the stage before its layer's")
     p.add_argument("--w-share", dest="w_share", type=float, default=0.5, metavar="FRACTION",
