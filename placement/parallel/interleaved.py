@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
@@ -262,18 +262,22 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         budget = dict(cutoff=None if best is None else best[0], time_limit=max(min(left, 0.5), left / hopeful),
                       threads=threads, hint=hint)
         outcome = None
-        if not memory_can_bind(instance, shape, memory):
-            if member is None:
-                member = chain_sets(instance)
-                member = False if member is None else member
-            if member is not False:
-                share = 1.0 if shape.groups == 2 else 0.5   # two groups: the DP usually settles it alone
-                outcome = solve_chain(instance, shape, member, floor=bound,
-                                      **dict(budget, time_limit=budget["time_limit"] * share))
-                if outcome.status == "no_solution":   # the labels or half the time ran out: the MILP gets the rest
-                    budget["time_limit"] -= outcome.wall_s
-                    bound = max(bound, outcome.bound)
-                    outcome = None
+        if member is None:
+            member = chain_sets(instance)
+            member = False if member is None else member
+        if member is not False:
+            # the chain DP ignores memory: its optimum bounds the shape, and is the shape's optimum when it fits
+            share = 1.0 if shape.groups == 2 else 0.5   # two groups: the DP usually settles it alone
+            outcome = solve_chain(instance, shape, member, floor=bound,
+                                  **dict(budget, time_limit=budget["time_limit"] * share))
+            if outcome.plan is not None and memory_can_bind(instance, shape, memory) and \
+                    not evaluate_interleaved(instance, outcome.plan, devices=devices, memory=memory).ok:
+                bound = max(bound, outcome.bound)   # the least value without memory: a bound, not a plan
+                outcome = replace(outcome, status="no_solution", plan=None, value=None)
+            if outcome.status == "no_solution":   # labels, time or memory: the MILP gets the rest of the time
+                budget["time_limit"] -= outcome.wall_s
+                bound = max(bound, outcome.bound)
+                outcome = None
         if outcome is None:
             outcome = solve_shape(instance, shape, memory, **budget)
         if progress is not None:
