@@ -34,14 +34,16 @@ The order is Megatron's interleaved 1F1B
 Solving
 -------
 The DP over successor-closed sets does not apply (a group's load is a sum of non-contiguous
-chunks). For each shape ``(S, d, t)`` the CP-SAT model of :mod:`.interleaved_cpsat` minimises the
-largest group load; shapes run in order of a lower bound (the group's share of the least total
-work, and the least single node) and stop once the bound reaches the best plan found. The model's
-times are scaled to integers and rounded down, so its bounds are bounds of the true optimum;
-every plan is re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`.
-``optimal`` only when every shape is closed (solved, or its bound at least the incumbent) and the
-proven bound is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value; ``feasible`` with the
-bound and gap when the time limit cut a shape short.
+chunks). Shapes ``(S, d, t)`` run two-group ones first, then in order of a lower bound (the least
+node work plus the least total boundary of ``S·v`` chunks, :func:`boundary_floors`, over ``S``),
+after starting plans (:func:`even_splits`) gave an incumbent; a shape whose bound reaches the
+incumbent is closed. A shape goes first to the exact DP over chains of successor-closed sets
+(:mod:`.interleaved_chain`; it ignores memory, so its optimum is the shape's when that plan fits
+and a bound otherwise), then to the CP-SAT model of :mod:`.interleaved_cpsat` (memory exact; times
+scaled to integers and rounded down, so its bounds are bounds of the true optimum). Every plan is
+re-evaluated exactly by :mod:`placement.verification.parallel_interleaved`. ``optimal`` only when
+the least bound over all shapes is within :data:`OPTIMALITY_TOLERANCE` of the evaluated value;
+``feasible`` with the bound and gap when the time limit cut a shape short.
 """
 
 from __future__ import annotations
@@ -268,8 +270,8 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         if member is not False:
             # the chain DP ignores memory: its optimum bounds the shape, and is the shape's optimum when it fits
             share = 1.0 if shape.groups == 2 else 0.5   # two groups: the DP usually settles it alone
-            outcome = solve_chain(instance, shape, member, floor=bound,
-                                  **dict(budget, time_limit=budget["time_limit"] * share))
+            outcome = solve_chain(instance, shape, member, cutoff=budget["cutoff"], floor=bound,
+                                  time_limit=budget["time_limit"] * share)
             if outcome.plan is not None and memory_can_bind(instance, shape, memory) and \
                     not evaluate_interleaved(instance, outcome.plan, devices=devices, memory=memory).ok:
                 bound = max(bound, outcome.bound)   # the least value without memory: a bound, not a plan

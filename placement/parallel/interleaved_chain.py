@@ -1,8 +1,9 @@
-"""The CP-SAT model of one interleaved shape over chains of successor-closed sets, when memory cannot bind.
+"""An exact DP for one interleaved shape over chains of successor-closed sets, memory left out.
 
-Used by :mod:`placement.parallel.interleaved` instead of :mod:`.interleaved_cpsat` when no choice
-of TMPCs can exceed the memory (so each node takes the TMPC that is cheapest for its chunk) and
-the graph has at most :data:`MAX_SETS` successor-closed sets ``J`` (the unions of the last chunks).
+Used by :mod:`placement.parallel.interleaved` first for every shape when the graph has at most
+:data:`MAX_SETS` successor-closed sets ``J`` (the unions of the last chunks). It ignores memory, so
+each node takes the TMPC cheapest for its chunk; its optimum is a bound on the shape, and the
+shape's optimum when its plan fits the memory.
 
 A plan of ``K = S·v`` chunks is a chain ``∅ = J_0 ⊊ J_1 ⊊ … ⊊ J_K = V``; step ``k`` adds chunk
 ``X = J_k ∖ J_{k−1}``, which is chunk ``K − k`` in pipeline order and runs on group ``(K − k) mod S``.
@@ -10,11 +11,10 @@ Its time per sample (its share of the group's) is exact for the pair ``(J_{k−1
 ``cost(J, I) = Σ_{u ∈ I∖J} min_o (a(u,o) + Σ_{p → u, p ∉ I} in(p→u, o)
 + Σ_{u → w, w ∈ J} out(u→w, o))``
 with ``a``, ``in``, ``out`` as in :mod:`.interleaved_cpsat` (a node's TMPC moves only its own terms,
-so the cheapest per node is the cheapest for the chunk). Model: integer ``j_k`` (the index of ``J_k``,
-``j_0`` and ``j_K`` fixed), integer ``c_k``, the table ``(j_{k−1}, j_k, c_k)`` of every pair ``J ⊊ I``
-with its scaled cost (rounded down: a relaxation, as there), ``Σ_{k: chunk on g} c_k ≤ T``, minimise
-``T``. CP-SAT runs with presolve off, as the package's backend does
-(:mod:`placement.solvers.milp.backends.cpsat`); every coefficient is 1, so no product nears ``2^62``.
+so the cheapest per node is the cheapest for the chunk). The DP keeps, per step and set, the
+vectors of group loads so far that no other is at most everywhere (:func:`_best_chain`), under a
+ceiling on every load; :func:`solve_chain` raises the ceiling from a bound of the shape until a plan
+appears. Times are the floats of the instance (no scaling).
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from placement.io.piper import PiperInstance
 from placement.parallel.interleaved import Shape, node_costs, plan_of
 from placement.parallel.interleaved_cpsat import ShapeOutcome
 
-#: the most successor-closed sets for which the chain model is built (its tables are quadratic in them)
+#: the most successor-closed sets for which the DP runs (its pair costs are quadratic in them)
 MAX_SETS = 400
-#: model units of the cutoff (every row has coefficients 1, so the scale may be fine)
-UNITS = 2.0 ** 40
 
 
 def chain_sets(instance: PiperInstance) -> np.ndarray | None:
@@ -86,7 +84,7 @@ def pair_costs(instance: PiperInstance, shape: Shape, member: np.ndarray) -> tup
 
 
 def solve_chain(instance: PiperInstance, shape: Shape, member: np.ndarray, *, cutoff: float | None,
-                time_limit: float, floor: float = 0.0, threads: int = 1, hint=None) -> ShapeOutcome:
+                time_limit: float, floor: float = 0.0) -> ShapeOutcome:
     """The best plan of ``shape`` whose every group load is at most ``cutoff`` (module docstring), or a proof
     that there is none; ``no_solution`` when :data:`MAX_LABELS` or the time ran out first.
 
