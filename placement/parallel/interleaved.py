@@ -63,8 +63,9 @@ from placement.result import Status
 from placement.simulation.parallel_orders import FORWARD, interleaved
 
 INTERLEAVED = "interleaved"
-#: the default limit on a whole interleaved solve, seconds
-DEFAULT_TIME_LIMIT = 10.0
+#: the default limit on the search of an interleaved solve, seconds (with the final evaluation, simulation
+#: and model building past the deadline, a solve ends within about 10 s)
+DEFAULT_TIME_LIMIT = 8.0
 #: relative gap between the proven bound and the evaluated value under which a plan is called optimal
 #: (the model's times are integers of about 2^31 units of the best value: rounding costs under 1e-7)
 OPTIMALITY_TOLERANCE = 1e-6
@@ -207,7 +208,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                       progress: Callable[[str], None] | None = None) -> ParallelResult:
     """The plan of least largest group time per sample (module docstring) of ``instance`` on at most
     ``devices`` devices (default ``maxDevices``) of ``memory`` bytes (default ``maxMemoryPerDevice``),
-    ``chunks = v`` chunks per group (default 2), within ``time_limit`` seconds (default 10)."""
+    ``chunks = v`` chunks per group (default 2), within ``time_limit`` seconds (default 8)."""
     from placement.parallel.interleaved_chain import chain_sets, solve_chain
     from placement.parallel.interleaved_cpsat import solve_shape
     from placement.verification.parallel_interleaved import evaluate_interleaved
