@@ -31,3 +31,15 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None)
         return numba.njit(cache=True)(function)
     except RuntimeError:  # no writable cache location
         return numba.njit(cache=False)(function)
+
+
+def is_cached(kernel: Any) -> bool:
+    """Whether running ``kernel`` (from :func:`compile_kernel`, or a plain function) compiles nothing: a
+    plain function, a kernel already compiled in this process, or one whose compiled code numba's on-disk
+    cache holds for the current source (where that cache cannot be read, the answer is no)."""
+    if not hasattr(kernel, "py_func") or getattr(kernel, "signatures", None):
+        return True
+    try:
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:   # no cache (read-only install) or another numba layout
+        return False

@@ -43,8 +43,10 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
     """Least ``Σ cost[i, choice[i]]`` with ``Σ mem[i, choice[i]] ≤ capacity``, or ``inf`` when no choice
     fits or the least exceeds ``ceiling``; fills ``choice`` when finite (module docstring)."""
     n = count.shape[0]
-    rest_cost = np.zeros(n + 1)
-    rest_mem = np.zeros(n + 1)
+    rest_cost = np.empty(n + 1)
+    rest_mem = np.empty(n + 1)
+    rest_cost[n] = 0.0
+    rest_mem[n] = 0.0
     for i in range(n - 1, -1, -1):
         mc = INF
         mm = INF
@@ -60,7 +62,8 @@ def knapsack_exact(count, cost, mem, capacity, ceiling, choice):
     fm = np.empty(size)
     back = np.empty(size, dtype=np.int64)
     opt = np.empty(size, dtype=np.int64)
-    start = np.zeros(n + 2, dtype=np.int64)
+    start = np.empty(n + 2, dtype=np.int64)
+    start[0] = 0
     fc[0] = 0.0
     fm[0] = 0.0
     back[0] = -1
@@ -138,7 +141,9 @@ def stable_order(keys):
 def merge_order(keys):
     """:func:`stable_order` by a bottom-up merge sort."""
     k = keys.shape[0]
-    order = np.arange(k)
+    order = np.empty(k, dtype=np.int64)
+    for i in range(k):
+        order[i] = i
     other = np.empty(k, dtype=np.int64)
     width = 1
     while width < k:
@@ -287,7 +292,8 @@ def equal_params(items, count, it_params):
 def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, m, tcap, tbw, speed, tcount,
          stride, digits, total, greedy, missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
          cut_ptr, cut_idx, src, dst, cost, sync_in, sync_out, in_ptr, in_idx, out_ptr, out_idx,
-         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, deadline):
+         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, deadline, xb, ints, floats, cache, kept,
+         kept_choice, has):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -307,7 +313,7 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
     times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
-    Python only: compiled, it runs to the end)."""
+    Python only: compiled, it runs to the end). ``xb`` to ``has``: scratch arrays (:func:`workspace`)."""
     N = by_size.shape[0]
     W = bits.shape[1]
     n = options.shape[0]
@@ -317,22 +323,17 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
     codes = total.shape[0]
     slack = ceiling * (1.0 + 1e-12)
     windows = ceiling > 0.0 and ceiling < INF
-    xb = np.zeros(W, dtype=np.uint64)
-    nodes = np.zeros(n, dtype=np.int64)
-    count = np.zeros(n, dtype=np.int64)
-    it_time = np.zeros((n, width))
-    it_edge = np.zeros((n, width))
-    it_params = np.zeros((n, width))
-    it_a = np.zeros((n, width))
-    it_b = np.zeros((n, width))
-    c_cost = np.zeros((n, width))
-    c_mem = np.zeros((n, width))
-    choice = np.zeros(n, dtype=np.int64)
-    ycap = K + 2 if suffix else 1
-    cache = np.empty(ycap)
-    kept = np.zeros(ycap + Q, dtype=np.bool_)
-    kept_choice = np.zeros((ycap + Q, n), dtype=np.int64)
-    has = np.zeros(N, dtype=np.bool_)
+    nodes = ints[0]
+    count = ints[1]
+    choice = ints[2]
+    it_time = floats[0]
+    it_edge = floats[1]
+    it_params = floats[2]
+    it_a = floats[3]
+    it_b = floats[4]
+    c_cost = floats[5]
+    c_mem = floats[6]
+    ycap = cache.shape[0]
     has[0] = True
     for a in range(N):
         I = by_size[a]
@@ -510,6 +511,17 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                     has[I] = True
 
 
+def workspace(sets, nodes, width, words, devices, suffix, pairs):
+    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, kept_choice, has``) for ``sets``
+    sets of ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of
+    ``devices`` and ``pairs`` (type, degree, d) pairs; allocated here so that the compiled fill allocates
+    nothing (each array type numba allocates costs its own compilation on a fresh install)."""
+    ycap = devices + 2 if suffix else 1
+    return (np.zeros(words, dtype=np.uint64), np.zeros((3, nodes), dtype=np.int64), np.zeros((7, nodes, width)),
+            np.empty(ycap), np.zeros(ycap + pairs, dtype=np.bool_), np.zeros((ycap + pairs, nodes), dtype=np.int64),
+            np.zeros(sets, dtype=np.bool_))
+
+
 def past(deadline):
     """Whether the clock (:func:`time.perf_counter`) is past ``deadline``: the plain-Python fill's budget."""
     return perf_counter() > deadline
@@ -546,10 +558,6 @@ def must_compile(namespace: SimpleNamespace) -> bool:
     """Whether running ``namespace.fill`` compiles it first: compiled kernels neither compiled in this
     process nor found in numba's on-disk cache (that cache's index for the current source; where it
     cannot be read, the answer is yes)."""
-    fill_kernel = namespace.fill
-    if fill_kernel is fill or getattr(fill_kernel, "signatures", None):
-        return False
-    try:
-        return not fill_kernel._cache._cache_file._load_index()
-    except Exception:   # no cache (read-only install) or another numba layout
-        return True
+    from placement.kernels import is_cached
+
+    return not is_cached(namespace.fill)

@@ -311,7 +311,9 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
                  sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
                  tables.in_idx, tables.out_ptr, tables.out_idx, tables.time, tables.params, tables.mem_a,
-                 tables.mem_b, tables.options, dp, par_set, par_q, counters, float(deadline))
+                 tables.mem_b, tables.options, dp, par_set, par_q, counters, float(deadline),
+                 *K.workspace(count, tables.options.shape[0], tables.time.shape[2], sets.bits.shape[1], cap, suffix,
+                              len(pairs)))
     return dp, par_set, par_q, counters
 
 
