@@ -215,6 +215,27 @@ def test_milp_agrees_with_brute_force(w_placement: str, inter_layer: bool) -> No
     check()
 
 
+CPU_ONLY_NODE = Instance((Node(1, "f0", (None, 0.0), colour=0),), (),
+                            (DeviceType(ACCELERATOR, 1), DeviceType("cpu", 1, pays_comm=False)))
+
+
+@settings(max_examples=200)
+@given(tiny_training())
+@example(CPU_ONLY_NODE)   # found while building: the cut to one accelerator left f0 no device
+def test_fitting_starts_fit_the_split_memory(problem: Instance) -> None:
+    # fitting_starts' rule (a home plan of at most c stages within node memory m(v) + c x bytes(v) fits the
+    # in-flight memory): every plan it yields is valid in every variant, and no better than the brute-force
+    # optimum of the unsplit plans under that memory
+    from placement.solvers.milp.split import fitting_starts
+
+    home = brute_force_split(problem, split_model("home"))[0]
+    for plan in fitting_starts(problem):
+        for w_placement, inter_layer in (("home", False), ("any", False), ("adjacent", True)):
+            evaluation = evaluate_split(problem, plan, split_model(w_placement, inter_layer))
+            assert evaluation.valid, evaluation.violations
+        assert evaluation.objective("throughput") >= home - 1e-9
+
+
 def test_torch_import_gives_weight_gradient_times() -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms

@@ -9,7 +9,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
 from placement.problem.split import split_model
 from placement.simulation.simulator import simulate
-from placement.solvers.milp.split import solve_split_milp
+from placement.solvers.milp.split import fitting_starts, solve_split_milp, unsplit_start
 from placement.testing.bruteforce_split import brute_force_split
 from placement.verification.split import evaluate_split
 
@@ -91,3 +91,33 @@ def test_a_split_result_that_moves_nothing_still_replays_as_a_split_plan() -> No
     assert run.split_plan and [s.task_times["W"] for s in run.stages] == [1.0, 1.0, 1.0]
     t24, t48 = run.iteration_time, placement.simulate(problem, r, schedule="gpipe", microbatches=48).iteration_time
     assert (t48 - t24) / 24 == 3.0
+
+
+def test_a_start_that_fits_the_activations_in_flight() -> None:
+    # three_layers with a CPU (times 3x: a layer 3 + 6 = 9; unbounded memory) and two accelerators of memory 13.
+    # The DP bounds node memory only and picks {L0, L1} | {L2} (loads 6, 3), but stage 0 then holds 2
+    # micro-batches of f0 and f1: 4 + 2 x (4 + 5) = 22 > 13. fitting_starts, c stages, node memory
+    # m(v) + c x bytes(v): c = 1 only the CPU: everything there, 27; c = 2 the CPU and one accelerator, which
+    # fits {L0} (2 + 2 x 4 = 10) but neither L2 (2 + 2 x 6 = 14) nor {L0, L1}: accelerator {L0} then CPU
+    # {L1, L2}, max(3, 18) = 18; c = 3 nothing fits an accelerator (L0: 2 + 3 x 4 = 14), all on the CPU, 27.
+    # The true optimum (brute force): CPU {L0} (9), accelerators {L1} (2 + 2 x 5 = 12) and {L2} (8): 9.
+    nodes = tuple(Node(i, f"f{i}", (1.0, 3.0), memory=1.0, colour=i) for i in range(3)) + tuple(
+        Node(10 + i, f"b{i}", (2.0, 6.0), memory=1.0, backward=True, colour=i) for i in range(3))
+    problem = Instance(nodes, three_layers().edges, (DeviceType(ACCELERATOR, 2, memory=13.0),
+                                                     DeviceType("cpu", 1, pays_comm=False)), "three-layers-cpu")
+    model = split_model("home")
+    starts = list(fitting_starts(problem))
+    assert [[d.nodes for d in plan.devices] for plan in starts] == [
+        [(0, 10, 1, 11, 2, 12)], [(0, 10), (1, 11, 2, 12)], [(0, 10, 1, 11, 2, 12)]]
+    assert [evaluate_split(problem, plan, model).objective("throughput") for plan in starts] == [27.0, 18.0, 27.0]
+
+    def verify(plan: Plan):
+        from placement.solvers.milp.outcome import Verdict
+        ev = evaluate_split(problem, plan, model)
+        return Verdict(ev.valid, ev.objective("throughput"), ev.violations)
+
+    start = unsplit_start(problem, verify=verify)
+    assert [d.nodes for d in start.devices] == [(0, 10), (1, 11, 2, 12)]
+    assert brute_force_split(problem, model)[0] == 9.0
+    solution = solve_split_milp(problem, model, time_limit=20)
+    assert (solution.status.value, solution.objective, solution.stats["start_value"]) == ("optimal", 9.0, 18.0)

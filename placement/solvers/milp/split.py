@@ -45,16 +45,17 @@ Slot order is the pipeline order of the layer sets, so "previous" and "next" sta
 ``s−1`` and ``s+1`` (both used whenever the rows allow a move there), and every solution decodes
 to a plan of the model with the same value, and every plan is a solution: the MILP is exact.
 Warm start: the unsplit optimum of the DP (every task on its layer's stage) where it fits the split
-model's memory, which adds the micro-batches in flight to the node memory the DP bounds (else the
-solver starts from nothing; pass the ``w_placement="home"`` optimum as ``warm_start`` to keep a result
-never worse than it). ``w_placement="home"``: no ``wm``/``w`` variables, ``Wx = x``.
+model's memory, which adds the micro-batches in flight to the node memory the DP bounds; else the
+best of :func:`fitting_starts` (DP plans of at most ``c`` stages under node memory plus ``c`` copies of
+the activations, which fit by construction) found in the time given to starts (pass the
+``w_placement="home"`` optimum as ``warm_start`` to keep a result never worse than it). ``w_placement="home"``: no ``wm``/``w`` variables, ``Wx = x``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
@@ -114,7 +115,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         return Verdict(ev.valid, ev.objective(objective), ev.violations)
 
     if warm_start is True:
-        warm_start = unsplit_start(problem, deadline)
+        warm_start = unsplit_start(problem, deadline, verify)
     elif warm_start is False:
         warm_start = None
     con = contract(problem, merge_zero_cost=False)
@@ -472,10 +473,31 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     return conclude(ctx, be, raw, decode, verify, fallback)
 
 
-def unsplit_start(problem: Instance, deadline: float | None = None) -> Plan | None:
+def unsplit_start(problem: Instance, deadline: float | None = None,
+                  verify: Callable[[Plan], Verdict] | None = None, share: float = 0.3) -> Plan | None:
     """The unsplit throughput optimum (the DP), its devices in pipeline order: a split plan with every
-    task on its layer's stage. ``None`` when the DP finds none, refuses (too many ideals) or runs past
-    ``deadline`` (a ``time.perf_counter()`` value)."""
+    task on its layer's stage. With ``verify`` (the split evaluator) and a ``deadline`` (a
+    ``time.perf_counter()`` value), the DP gets half of ``share`` of the time left; where its plan breaks
+    the split model's memory (the DP bounds node memory only) or it finds none in that time, the best
+    valid plan of :func:`fitting_starts` found until ``share`` of the time left has passed (its first plan
+    until ``deadline``). ``None`` when no plan is found, or the DP refuses (too many ideals)."""
+    if verify is None:
+        return _dp_plan(problem, deadline)
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    plan = _dp_plan(problem, None if left is None else time.perf_counter() + share / 2 * left)
+    if plan is not None and verify(plan).valid:
+        return plan
+    budget = None if left is None else time.perf_counter() + share / 2 * left
+    best: tuple[float, Plan] | None = None
+    for candidate in fitting_starts(problem, budget, until_first=deadline):
+        verdict = verify(candidate)
+        if verdict.valid and (best is None or verdict.objective < best[0]):
+            best = (verdict.objective, candidate)
+    return None if best is None else best[1]
+
+
+def _dp_plan(problem: Instance, deadline: float | None) -> Plan | None:
+    """The DP's throughput optimum of ``problem`` in pipeline order, or ``None`` (none, refused, out of time)."""
     from placement.errors import LimitExceededError
     from placement.solvers.dp import deadline_watch, solve_dp
 
@@ -487,6 +509,57 @@ def unsplit_start(problem: Instance, deadline: float | None = None) -> Plan | No
         return None
     order = pipeline_order(problem, solution.plan) or range(len(solution.plan.devices))
     return Plan(tuple(solution.plan.devices[i] for i in order if solution.plan.devices[i].nodes))
+
+
+def fitting_starts(problem: Instance, deadline: float | None = None,
+                   until_first: float | None = None) -> Iterator[Plan]:
+    """Unsplit plans within the split model's memory, for ``c = 1, 2, ...`` stages.
+
+    Rule: under bounded async 1F1B a plan with every task on its layer's stage holds, on its stage at
+    position ``p`` of ``S``, ``H_p = S − p`` micro-batches (``δ_p = 0``: each W call reads the output
+    gradient its own B call reads, and no W moved, so ``K(d)`` is empty), so its memory is
+    ``Σ_{L(v)=d} m(v) + (S − p) · A(d) ≤ Σ_{L(v)=d} (m(v) + S · act(v))`` with ``act(v)`` the bytes of
+    forward node ``v``'s output. Hence a plan of at most ``c`` stages that fits the node memories
+    ``m(v) + c · act(v)`` (forward ``v``; backward nodes unchanged) fits the split model's memory.
+    For each ``c`` this runs the DP on that instance with the device counts cut to ``c`` devices in all,
+    filled with the largest-memory types first (a device of unbounded memory, a CPU, takes the
+    activations most cheaply). The DP's plan is unsplit-optimal among those plans, not among all
+    that fit (the bound ``c`` is loose after the first stage), so these are warm starts, not optima.
+    A cut in which some node fits no device gives nothing. Stops at ``deadline`` (a ``time.perf_counter()``
+    value), or before its first plan at ``until_first`` where that is later."""
+    from dataclasses import replace as with_fields
+
+    from placement.errors import InvalidInstanceError
+
+    size = tensor_bytes(problem)
+    order = sorted(problem.device_types, key=lambda t: -t.memory)
+    total = sum(t.count for t in problem.device_types)
+    seen: set[tuple[int, ...]] = set()
+    found = False
+    for c in range(1, total + 1):
+        stop = deadline if found or until_first is None or deadline is None else max(deadline, until_first)
+        if stop is not None and time.perf_counter() > stop:
+            return
+        counts, left = {}, c
+        for t in order:
+            counts[t.name] = min(t.count, left)
+            left -= counts[t.name]
+        key = tuple(counts[t.name] for t in problem.device_types)
+        if key in seen:
+            continue
+        seen.add(key)
+        nodes = tuple(v if v.backward else with_fields(v, memory=v.memory + c * size[v.id]) for v in problem.nodes)
+        try:
+            cut = Instance(nodes, problem.edges, problem.device_types, problem.name).with_devices(counts)
+        except InvalidInstanceError:    # a node fits none of these devices: no plan of this kind
+            continue
+        plan = _dp_plan(cut, stop)
+        if plan is None:
+            if stop is not None and time.perf_counter() > stop:
+                return
+            continue
+        found = True
+        yield plan
 
 
 def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: tuple[int, ...],
