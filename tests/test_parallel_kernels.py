@@ -75,20 +75,3 @@ def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkey
     found = dp.solve_parallel(inst)
     assert found.stats["interpreted"] is False     # the attempt stopped at once ...
     assert found.value == reference.value and found.plan == reference.plan   # ... and the fill that followed agrees
-
-
-ENUMERATE = """
-from placement.solvers import _dp_kernels, ideals
-# two disjoint chains of 40 vertices: an ideal is a prefix of each, (40 + 1) * (40 + 1) = 1681 of them
-succ = [[v + 1] if v % 40 != 39 else [] for v in range(80)]
-print(ideals.count_ideals(succ), ideals.count_ideals(succ, limit=1000), len(_dp_kernels.compiled().enumerate_ideals.signatures))
-"""
-
-
-def test_a_family_below_the_uncompiled_bound_is_enumerated_without_compiling(tmp_path):
-    # A fresh numba cache: 1681 ideals (more than INTERPRETED_IDEALS, fewer than UNCOMPILED_IDEALS) are listed by
-    # the plain kernel, and nothing is compiled; past a limit of 1000 the count stops at 1001.
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", ENUMERATE], cwd=ROOT, env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["1681", "1001", "0"]

@@ -338,8 +338,6 @@ def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list
 
 # Families at most this large are enumerated without compiling anything (plain Python is faster there).
 INTERPRETED_IDEALS = 256
-#: ... or this many while the compiled kernel is not in numba's cache yet (compiling it takes longer)
-UNCOMPILED_IDEALS = 30_000
 
 
 def csr(lists) -> tuple[np.ndarray, np.ndarray]:
@@ -366,14 +364,8 @@ def _enumerate(succ, limit: int, store: bool) -> tuple[int, np.ndarray, np.ndarr
 
     ptr, idx, indeg = _csr(succ)
     if limit > INTERPRETED_IDEALS and len(succ) < INTERPRETED_IDEALS:   # S vertices: at least S + 1 ideals
-        from placement.kernels import is_cached
-
-        plain = INTERPRETED_IDEALS
-        count, parent, added = K.interpreted().enumerate_ideals(ptr, idx, indeg, plain, store)
-        if count > plain and not is_cached(K.compiled().enumerate_ideals):
-            plain = min(UNCOMPILED_IDEALS, limit)
-            count, parent, added = K.interpreted().enumerate_ideals(ptr, idx, indeg, plain, store)
-        if count <= plain or plain == limit:   # at the limit, the count past it (limit + 1) is the answer
+        count, parent, added = K.interpreted().enumerate_ideals(ptr, idx, indeg, INTERPRETED_IDEALS, store)
+        if count <= INTERPRETED_IDEALS:
             return count, parent[:count], added[:count]
     count, parent, added = K.kernels(limit > INTERPRETED_IDEALS).enumerate_ideals(ptr, idx, indeg, limit, store)
     return count, parent[:count], added[:count]
