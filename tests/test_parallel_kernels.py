@@ -75,3 +75,22 @@ def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkey
     found = dp.solve_parallel(inst)
     assert found.stats["interpreted"] is False     # the attempt stopped at once ...
     assert found.value == reference.value and found.plan == reference.plan   # ... and the fill that followed agrees
+
+
+def test_compiled_fill_with_caller_scratch_equals_plain_fill():
+    # Six nodes, each with a fast option that holds 3 units per micro-batch and a lean one that holds 1 at twice
+    # the time, and a t = 2 option: at 12 units per device the knapsack chooses per stage. The compiled fill (its
+    # scratch arrays allocated by the caller) and the plain one give the same value and plan for each schedule and
+    # mode; the plan's value is the largest stage time as the plain stage evaluation computes it.
+    from placement.parallel.dp import solve_parallel
+    from tests.test_parallel import chain, tmpc
+
+    nodes = [{1: (tmpc("fast", 2 + k % 3, 1, a=3), tmpc("lean", 4 + 2 * (k % 3), 1, a=1)),
+              2: (tmpc("tp", 1.5 + k % 3, 2, a=2),)} for k in range(6)]
+    inst = chain(nodes, cost=0.5, devices=8, memory=12.0, microbatches=4)
+    for schedule in ("piper", "1f1b", "gpipe"):
+        for mode in ("exact", "greedy"):
+            plain = solve_parallel(inst, schedule=schedule, mode=mode, compiled=False)
+            compiled = solve_parallel(inst, schedule=schedule, mode=mode, compiled=True)
+            assert compiled.value == plain.value and compiled.plan == plain.plan
+            assert plain.plan is not None and plain.stats["knapsacks"] > 0    # a plan, and the knapsack ran
