@@ -7,7 +7,7 @@ import math
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
-from placement.problem.split import split_model
+from placement.problem.split import memory_shortfall, split_model
 from placement.simulation.simulator import simulate
 from placement.solvers.milp.split import fitting_starts, solve_split_milp, unsplit_start
 from placement.testing.bruteforce_split import brute_force_split
@@ -121,3 +121,23 @@ def test_a_start_that_fits_the_activations_in_flight() -> None:
     assert brute_force_split(problem, model)[0] == 9.0
     solution = solve_split_milp(problem, model, time_limit=20)
     assert (solution.status.value, solution.objective, solution.stats["start_value"]) == ("optimal", 9.0, 18.0)
+
+
+def test_memory_shortfall_proves_infeasibility_where_the_brute_force_finds_no_plan() -> None:
+    # Node memory 6 and one micro-batch of activations 4 + 5 + 6 = 15: 21 bytes at least on the devices in use,
+    # 3 devices of 6 hold 18 < 21, so no plan; at 7 (21) the rule proves nothing, and the search shows
+    # there is still no plan (the first stage holds more than one micro-batch); at 14 the unsplit plan fits.
+    assert memory_shortfall(three_layers(6.0)) == (
+        "the node memory and one micro-batch of activations (21 bytes) exceed the memory of all devices (18 bytes)")
+    assert memory_shortfall(three_layers(7.0)) is None
+    for memory, optimum in ((6.0, math.inf), (7.0, math.inf), (14.0, 3.0)):
+        for w_placement in ("home", "any"):
+            model = split_model(w_placement)
+            assert brute_force_split(three_layers(memory), model)[0] == optimum
+            solution = solve_split_milp(three_layers(memory), model, time_limit=20)
+            assert solution.status.value == ("infeasible" if optimum == math.inf else "optimal")
+            assert ("memory of all devices" in solution.message) == (memory == 6.0)
+    import placement
+
+    r = placement.solve(three_layers(6.0), backward="split", objective="throughput-gpipe")
+    assert (r.status, r.value) == ("infeasible", None) and r.message.startswith("infeasible: the node memory")

@@ -126,3 +126,23 @@ def split_lower_bound(problem: Instance, model: SplitModel) -> float:
         for t in np.unique(b[ok] / (a[ok] + b[ok])):
             candidates.append(np.array([t / counts[0], (1 - t) / counts[1]]))
     return max(g(lam) for lam in candidates)
+
+
+def memory_shortfall(problem: Instance) -> str | None:
+    """Why no split plan of ``problem`` fits its memory bounds, or ``None`` when this rule proves nothing.
+
+    Rule: every plan places each node's layer on one device and that device's memory counts the node's
+    memory ``m(v)`` once, and each forward node's output bytes ``act(v)`` ``H_p ≥ 1`` times (the stage at
+    position ``p`` of ``S`` holds ``H_p = (S − p) + δ_p ≥ 1`` micro-batches; moved B tasks and kept W
+    inputs only add). So the devices in use hold at least ``Σ_v m(v) + Σ_{forward v} act(v)`` together,
+    and at most ``Σ_k count_k · M_k``: where the first exceeds the second, every variant and both
+    objectives are infeasible (the memory model is the same for ``throughput-gpipe``)."""
+    from placement.verification.split import tensor_bytes
+
+    size = tensor_bytes(problem)
+    capacity = sum(t.count * t.memory for t in problem.device_types if t.count > 0)
+    need = sum(n.memory for n in problem.nodes) + sum(size[n.id] for n in problem.nodes if not n.backward)
+    if need <= capacity * (1 + 1e-12):
+        return None
+    return (f"the node memory and one micro-batch of activations ({need:.6g} bytes) exceed the memory of "
+            f"all devices ({capacity:.6g} bytes)")

@@ -44,6 +44,8 @@ model units rounded down). Minimise ``T`` (or ``TF + TB``).
 Slot order is the pipeline order of the layer sets, so "previous" and "next" stage are slots
 ``s−1`` and ``s+1`` (both used whenever the rows allow a move there), and every solution decodes
 to a plan of the model with the same value, and every plan is a solution: the MILP is exact.
+Before the model is built, :func:`placement.problem.split.memory_shortfall` (node memory plus one
+micro-batch of activations above the memory of all devices) answers ``infeasible`` with its proof.
 Warm start: the unsplit optimum of the DP (every task on its layer's stage) where it fits the split
 model's memory, which adds the micro-batches in flight to the node memory the DP bounds; else the
 best of :func:`fitting_starts` (DP plans of at most ``c`` stages under node memory plus ``c`` copies of
@@ -59,8 +61,8 @@ from typing import Any, Callable, Iterator
 
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.problem.split import SplitModel, split_lower_bound, split_times
-from placement.solution import Solution
+from placement.problem.split import SplitModel, memory_shortfall, split_lower_bound, split_times
+from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
 from placement.solvers.milp.data import Scaling, choose_scale, scale_memory
@@ -114,6 +116,10 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         ev = evaluate_split(problem, plan, model)
         return Verdict(ev.valid, ev.objective(objective), ev.violations)
 
+    shortfall = memory_shortfall(problem)
+    if shortfall is not None:    # a proof of infeasibility (the rule of memory_shortfall)
+        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, f"milp-{be.name}", objective, "stages",
+                        runtime_s=time.perf_counter() - start, message=f"infeasible: {shortfall}")
     if warm_start is True:
         warm_start = unsplit_start(problem, deadline, verify)
     elif warm_start is False:
