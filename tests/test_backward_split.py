@@ -173,6 +173,13 @@ def test_cli_split(tmp_path) -> None:
     assert doc["objective"] == 7.0
     assert doc["backward"] == {"mode": "split", "w_placement": "home", "inter_layer": False, "w_share": 0.5}
     assert [(d["nodes"], d["b_tasks"], d["w_tasks"]) for d in doc["devices"]] == [([1, 4], [4], [4]), ([2, 3], [3], [3])]
+    home_plan = tmp_path / "home.json"
+    home_plan.write_text(home.stdout)
+    checked = subprocess.run(check[:5] + [str(home_plan), "--json", "--backward", "split", "--w-placement", "home"],
+                             capture_output=True, text=True)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["value"] == 7.0
+    # the adjacent plan moves B and W tasks off their layers' stages: not a home plan, exit 1
+    assert subprocess.run(check + ["--w-placement", "home"], capture_output=True, text=True).returncode == 1
     bad = subprocess.run(run + ["--w-share", "2"], capture_output=True, text=True)
     assert (bad.returncode, bad.stdout) == (2, "")
     assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"

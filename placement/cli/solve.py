@@ -15,6 +15,7 @@ from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
 from placement.problem.objectives import OBJECTIVES
+from placement.problem.split import W_PLACEMENTS
 from placement.solvers.registry import METHODS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
 
@@ -61,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backward", choices=("joint", "split"), default="joint",
                    help="training: joint (default, each backward node one task) or split (B and W tasks "
                         "placed apart; docs/backward-split.md)")
-    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent", "home"), default="any",
+    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS, default="any",
                    help="--backward split: W on any stage (default), on its layer's stage or the next, "
                         "or only on its layer's stage (home: the unsplit plans, priced as split plans)")
     p.add_argument("--inter-layer", dest="inter_layer", action="store_true",

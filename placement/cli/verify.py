@@ -13,6 +13,7 @@ import argparse
 
 from placement.cli.options import add_device_options, add_output_options, devices, positive_int, print_json
 from placement.problem.objectives import OBJECTIVES
+from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="latency objective: the most calls an accelerator may run")
     p.add_argument("--backward", choices=("joint", "split"), default="joint",
                    help="split: check a split-backward plan (its b_tasks and w_tasks; docs/backward-split.md)")
-    p.add_argument("--w-placement", dest="w_placement", choices=("any", "adjacent"), default="any",
+    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS, default="any",
                    help="--backward split: the W rule the plan must follow (default any)")
     p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
                    help="--backward split: B may run on the stage before its layer's")
