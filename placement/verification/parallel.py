@@ -81,24 +81,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
     m = instance.microbatches_in_batch
     nodes = {node.id: node for node in instance.nodes}
     violations: list[str] = []
-    stage_of: dict[int, int] = {}
-    for i, stage in enumerate(plan.stages):
-        if not stage.nodes:
-            violations.append(f"stage {i} holds no node")
-        for v in stage.nodes:
-            if v not in nodes:
-                violations.append(f"stage {i} holds node {v}, which the instance does not have")
-            elif v in stage_of:
-                violations.append(f"node {v} is in stages {stage_of[v]} and {i}")
-            else:
-                stage_of[v] = i
-    for v in nodes:
-        if v not in stage_of:
-            violations.append(f"node {v} is in no stage")
-    for e in instance.edges:
-        if e.src in stage_of and e.dst in stage_of and stage_of[e.src] > stage_of[e.dst]:
-            violations.append(f"edge {e.src} -> {e.dst} goes from stage {stage_of[e.src]} back to stage "
-                              f"{stage_of[e.dst]}")
+    stage_of = pipeline_positions(instance, plan.stages, "stage", violations)
     used = sum(s.d * s.t for s in plan.stages)
     if types:
         for name in types:
@@ -147,7 +130,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
         for v in stage.nodes:
             if v not in nodes or stage_of.get(v) != i:
                 continue
-            chosen = _tmpc(nodes[v], t, stage.tmpcs.get(v), i, violations)
+            chosen = chosen_tmpc(nodes[v], t, stage.tmpcs.get(v), f"stage {i}", violations)
             if chosen is None:
                 continue
             compute.append(chosen.time_per_sample)
@@ -182,19 +165,44 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
     return ParallelEvaluation(value, batch, tuple(evaluated), used, tuple(violations))
 
 
-def _tmpc(node, t: int, name: str | None, stage: int, violations: list[str]):
+def pipeline_positions(instance: PiperInstance, stages, word: str, violations: list[str]) -> dict[int, int]:
+    """Node id -> the index of its ``word`` (``stage`` or ``chunk``) in ``stages``, in pipeline order; every
+    node in exactly one, none empty, and no edge going back to an earlier one, else a violation each."""
+    nodes = dict.fromkeys(node.id for node in instance.nodes)   # in the instance's order
+    position: dict[int, int] = {}
+    for i, stage in enumerate(stages):
+        if not stage.nodes:
+            violations.append(f"{word} {i} holds no node")
+        for v in stage.nodes:
+            if v not in nodes:
+                violations.append(f"{word} {i} holds node {v}, which the instance does not have")
+            elif v in position:
+                violations.append(f"node {v} is in {word}s {position[v]} and {i}")
+            else:
+                position[v] = i
+    violations.extend(f"node {v} is in no {word}" for v in nodes if v not in position)
+    for e in instance.edges:
+        if e.src in position and e.dst in position and position[e.src] > position[e.dst]:
+            violations.append(f"edge {e.src} -> {e.dst} goes from {word} {position[e.src]} back to {word} "
+                              f"{position[e.dst]}")
+    return position
+
+
+def chosen_tmpc(node, t: int, name: str | None, where: str, violations: list[str]):
+    """The TMPC ``name`` of ``node`` at tensor-parallel degree ``t``, or ``None`` with a violation that
+    names ``where`` (e.g. ``stage 2``)."""
     options = node.configurations.get(t)
     if not options:
-        violations.append(f"stage {stage}: node {node.id} has no TMPC for tensor-parallel degree t={t}")
+        violations.append(f"{where}: node {node.id} has no TMPC for tensor-parallel degree t={t}")
         return None
     if name is None:
-        violations.append(f"stage {stage}: no TMPC chosen for node {node.id}")
+        violations.append(f"{where}: no TMPC chosen for node {node.id}")
         return None
     for c in options:
         if c.id == name:
             return c
-    violations.append(f"stage {stage}: node {node.id} has no TMPC {name!r} for t={t}")
+    violations.append(f"{where}: node {node.id} has no TMPC {name!r} for t={t}")
     return None
 
 
-__all__ = ["ParallelEvaluation", "StageEvaluation", "evaluate_parallel"]
+__all__ = ["ParallelEvaluation", "StageEvaluation", "chosen_tmpc", "evaluate_parallel", "pipeline_positions"]

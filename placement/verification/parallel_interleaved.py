@@ -30,7 +30,7 @@ import math
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
 from placement.simulation.parallel_orders import FORWARD, interleaved
-from placement.verification.parallel import ParallelEvaluation, StageEvaluation
+from placement.verification.parallel import ParallelEvaluation, StageEvaluation, chosen_tmpc, pipeline_positions
 
 
 def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
@@ -66,22 +66,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         violations.append(f"the plan uses {used} devices (S·d·t), more than the {devices} available")
 
     nodes = {node.id: node for node in instance.nodes}
-    chunk_of: dict[int, int] = {}
-    for k, stage in enumerate(stages):
-        if not stage.nodes:
-            violations.append(f"chunk {k} holds no node")
-        for u in stage.nodes:
-            if u not in nodes:
-                violations.append(f"chunk {k} holds node {u}, which the instance does not have")
-            elif u in chunk_of:
-                violations.append(f"node {u} is in chunks {chunk_of[u]} and {k}")
-            else:
-                chunk_of[u] = k
-    violations.extend(f"node {u} is in no chunk" for u in nodes if u not in chunk_of)
-    for e in instance.edges:
-        if e.src in chunk_of and e.dst in chunk_of and chunk_of[e.src] > chunk_of[e.dst]:
-            violations.append(f"edge {e.src} -> {e.dst} goes from chunk {chunk_of[e.src]} back to chunk "
-                              f"{chunk_of[e.dst]}")
+    chunk_of = pipeline_positions(instance, stages, "chunk", violations)
 
     into: dict[int, list] = {}
     out_of: dict[int, list] = {}
@@ -95,7 +80,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         for u in stage.nodes:
             if chunk_of.get(u) != k:
                 continue
-            chosen = _chosen(nodes[u], stage.t, stage.tmpcs.get(u), k, violations)
+            chosen = chosen_tmpc(nodes[u], stage.t, stage.tmpcs.get(u), f"chunk {k}", violations)
             if chosen is None:
                 continue
             compute.append(chosen.time_per_sample)
@@ -142,15 +127,6 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
                                       4 * (d - 1) * per_chunk[k][2] / d / instance.bandwidth)
                       for k in range(len(stages)))
     return ParallelEvaluation(max(group_tps), math.nan, evaluated, used, tuple(violations))
-
-
-def _chosen(node, t: int, name: str | None, chunk: int, violations: list[str]):
-    """The TMPC ``name`` of ``node`` at degree ``t``, or ``None`` with a violation."""
-    found = [c for c in node.configurations.get(t, ()) if c.id == name]
-    if not found:
-        violations.append(f"chunk {chunk}: node {node.id} has no TMPC {name!r} for t={t}")
-        return None
-    return found[0]
 
 
 __all__ = ["evaluate_interleaved"]
