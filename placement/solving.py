@@ -64,7 +64,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     receives one-line messages while solving. ``split`` (a plan or plan file) is what method
     ``expert`` evaluates; ``restarts`` the number of restarts of ``local-search``;
     ``max_ideals`` the most ideals the DP enumerates (default 200,000). ``backward="split"`` places each
-    backward node's B and W tasks apart (``w_placement`` ``"any"`` or ``"adjacent"``, ``inter_layer``,
+    backward node's B and W tasks apart (``w_placement`` ``"any"``, ``"adjacent"`` or ``"home"``, ``inter_layer``,
     ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
     with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``, or ``interleaved`` with
