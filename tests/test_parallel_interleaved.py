@@ -79,6 +79,24 @@ def test_five_node_chain_by_hand():
     assert result.megatron["pipeline"] == 2 and result.megatron["virtual_pipeline"] == 2
 
 
+def test_without_cpsat_the_shapes_stay_open(monkeypatch):
+    """Where OR-Tools is not installed, a shape the chain DP cannot settle stays open at its bound: the
+    answer is the best starting plan, feasible, saying which backend is missing (no traceback)."""
+    from placement.errors import SolverUnavailableError
+    from placement.parallel import interleaved_chain, interleaved_cpsat
+
+    def unavailable(*args, **kwargs):
+        raise SolverUnavailableError("MILP backend 'cp-sat' cannot run here: OR-Tools is not installed")
+
+    monkeypatch.setattr(interleaved_chain, "chain_sets", lambda instance: None)   # as with too many sets
+    monkeypatch.setattr(interleaved_cpsat, "solve_shape", unavailable)
+    result = solve_interleaved(chain([1, 2, 3, 4, 5]), chunks=2)
+    # the starting plans' best is the optimum 8 of the hand-solved test above; the shape's bound is below it
+    assert result.status is Status.FEASIBLE and result.value >= 8.0 and result.bound < result.value
+    assert result.message == ("shapes left open before every shape was closed: MILP backend 'cp-sat' cannot run "
+                              "here: OR-Tools is not installed")
+
+
 # Memory: A = 1 per node, m = 2, d = 1, so n = 2 = p: every forward runs first and a group holds
 # both micro-batches of both its chunks: 2·(A of its chunks). The group with the two-node chunk holds
 # 2·2 + 2·1 = 6. At memory 5 no plan fits; at 6 the optimum 8 fits.

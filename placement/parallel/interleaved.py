@@ -53,7 +53,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.io.piper import PiperInstance
 from placement.parallel.handoff import megatron_config
 from placement.parallel.plan import ParallelPlan, ParallelStage
@@ -282,7 +282,13 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 bound = max(bound, outcome.bound)
                 outcome = None
         if outcome is None:
-            outcome = solve_shape(instance, shape, memory, **budget)
+            try:
+                outcome = solve_shape(instance, shape, memory, **budget)
+            except SolverUnavailableError as exc:   # no CP-SAT here: the shape stays open at its bound
+                stats["unavailable"] = str(exc)
+                stats["open"] += 1
+                bounds.append(bound)
+                continue
         if progress is not None:
             shown = "" if outcome.plan is None else f" {outcome.value:.6g}"
             progress(f"S={shape.groups} d={shape.d} t={shape.t}: {outcome.status}{shown} ({outcome.wall_s:.2f} s)")
@@ -308,7 +314,7 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
         if math.isfinite(proven):
             return ParallelResult(Status.NO_SOLUTION, None, None, proven, devices, memory, INTERLEAVED, None, None,
                                   time.perf_counter() - started,
-                                  "the time limit ran out before a plan was found", stats)
+                                  _open_reason(stats, "before a plan was found"), stats)
         return ParallelResult(Status.INFEASIBLE, None, None, math.inf, devices, memory, INTERLEAVED, None, None,
                               time.perf_counter() - started,
                               f"no interleaved plan with {v} chunks per group on {devices} devices of "
@@ -321,8 +327,15 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
                           memory, INTERLEAVED, evaluation, handoff(instance, plan),
                           time.perf_counter() - started, "" if optimal else
-                          "the time limit ran out before every shape was closed", stats,
+                          _open_reason(stats, "before every shape was closed"), stats,
                           batch_time=interleaved_time_per_batch(instance, plan))
+
+
+def _open_reason(stats: dict[str, Any], when: str) -> str:
+    """Why shapes stayed open: the time limit, or no CP-SAT to solve them (the ``milp`` extra)."""
+    if "unavailable" in stats:
+        return f"shapes left open {when}: {stats['unavailable']}"
+    return f"the time limit ran out {when}"
 
 
 def handoff(instance: PiperInstance, plan: ParallelPlan) -> dict[str, Any]:

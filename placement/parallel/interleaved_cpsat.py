@@ -76,7 +76,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
     """Minimise the largest group load of ``shape`` (module docstring), only plans of value ``≤ cutoff``."""
     import time
 
-    from placement.solvers.milp.backends.cpsat import CpSatBackend
+    from placement.solvers.milp.backends import make_backend
 
     started = time.perf_counter()
     nodes = [node.id for node in instance.nodes]
@@ -110,7 +110,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
     scale = _power_of_two(max(ceiling, max(max(c) for c in cost.values())), LOAD_UNITS)
     units = lambda x: float(math.floor(x * scale))  # noqa: E731
 
-    be = CpSatBackend()
+    be = make_backend("cp-sat")   # SolverUnavailableError where OR-Tools is not installed
     be.deadline = started + time_limit
     try:
         x = {(u, k): be.bool_var(f"x{u}_{k}", fixed=1 if k == K - 1 else None) for u in nodes for k in range(K)}
