@@ -58,7 +58,7 @@ PUBLISHED = ("bert24-layers", "gnmt-layers", "resnet50-layers", "bert-l3-ops", "
 #: LayerPipe's reported speed-ups over PipeDream (arXiv:2108.06629, abstract and Section VI)
 LAYERPIPE_AVERAGE = 1.25
 LAYERPIPE_7_TO_9 = 1.80
-REL_TOLERANCE = 1e-3     # the acceptance bound: simulated time per sample within 0.1% of the objective
+REL_TOLERANCE = 1e-3     # the tolerance: simulated time per sample within 0.1% of the objective
 
 
 def balance_bound(problem, accelerators: int) -> float:

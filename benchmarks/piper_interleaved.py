@@ -7,9 +7,9 @@ and beside each the non-interleaved optimum of the same setting (``schedule="1f1
 
 Every interleaved plan is simulated (:func:`placement.simulation.parallel.simulate_parallel`,
 Piper's all-reduce, forward share 1/3): per stage the simulated peak memory per device against the
-model's (the independent evaluator's group memory; acceptance 1%), the simulated time per sample
+model's (the independent evaluator's group memory; tolerance 1%), the simulated time per sample
 against the value (Piper's objective generalised: the largest group's), and the simulated time per
-batch against the planner's (the exact max-plus evaluation of the interleaved order; acceptance
+batch against the planner's (the exact max-plus evaluation of the interleaved order; tolerance
 0.1%). The 1F1B plans' time per batch is the same exact evaluation of their order.
 
 Columns: ``value`` the largest group time per sample, ``bound``/``gap`` what is proven, ``batch``

@@ -14,16 +14,16 @@ batch of the instance's ``mbsInBatch`` micro-batches through
 
 * memory: per stage the simulated peak per device against the model's memory
   (:func:`placement.verification.parallel.evaluate_parallel`, the plan given that schedule); the
-  table shows the largest relative difference over the stages (acceptance: 1%);
+  table shows the largest relative difference over the stages (tolerance: 1%);
 * time: ``piper`` — the simulated time per sample without fill and drain against Piper's objective
   (the model's value); ``1f1b`` and ``gpipe`` — the simulated time per batch against the planner's
-  exact time per batch (:func:`placement.parallel.timing.time_per_batch`; acceptance: 0.1%).
+  exact time per batch (:func:`placement.parallel.timing.time_per_batch`; tolerance: 0.1%).
 
 Part 2 (skipped with ``--no-search``) — every setting solved for ``objective="time-per-batch"``
 under ``gpipe`` and ``1f1b`` (``placement.solve``; kernels compiled first): status, the planner's
 objective (the plan's exact time per batch), the proven bound ``m·M*`` and gap, the time per
 batch of the plan that minimises Piper's objective (what the search starts from), solve seconds,
-and the simulated time per batch of the returned plan against the objective (acceptance: 0.1%).
+and the simulated time per batch of the returned plan against the objective (tolerance: 0.1%).
 
 Writes ``benchmarks/results/piper_simulate.json``: per run of part 1 the figures above, ``[d, t]``
 per stage and ``[model, simulated]`` memory per stage; under ``"search"`` the rows of part 2.

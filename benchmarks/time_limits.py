@@ -12,7 +12,7 @@ runs in a fresh process, and its wall time is measured from outside: Python's st
 imports, reading the instance, the warm start, the model, the solver, the verification and the
 output. Beside it, the process's CPU time (user + system: on a loaded machine the wall time
 of the fixed work — start, imports, reading, verification — grows with the wait for a core),
-the time inside ``placement.solve`` (``runtime_s``) and the solver's own (``stats.solve_s``). The acceptance is ``wall ≤ 1.05 T + 2 s`` for every row.
+the time inside ``placement.solve`` (``runtime_s``) and the solver's own (``stats.solve_s``). The test is ``wall ≤ 1.05 T + 2 s`` for every row.
 
     python benchmarks/time_limits.py [--time-limit 10] [--contiguity stages sets none]
                                      [--methods milp auto local-search] [--match LayerGraphs]
