@@ -80,7 +80,8 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     time per batch of ``gpipe`` or ``1f1b``, with the forward share ``forward_share`` of each node's time
     per sample: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its plan
     either way. ``schedule="interleaved"``: ``chunks`` model chunks per device group (default 2), solved
-    within ``time_limit`` seconds (default 10) by :func:`placement.parallel.interleaved.solve_interleaved`."""
+    within ``time_limit`` seconds (default :data:`~placement.parallel.interleaved.DEFAULT_TIME_LIMIT`, 8)
+    by :func:`placement.parallel.interleaved.solve_interleaved`."""
     started = time.perf_counter()
     devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
