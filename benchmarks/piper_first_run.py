@@ -8,9 +8,11 @@ were compiled, and, with ``--baseline COMMIT``, the same for the package as of t
 ``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
 alternately in the same session, with the ratios new / baseline.
 
-Writes ``results/piper_first_run.json`` (every run and the medians).
+Writes ``results/piper_first_run.json`` (every run and the medians); with ``--all``, every run of
+``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and memory-bounded) instead
+of four, into ``results/piper_first_run_all.json``.
 
-    python benchmarks/piper_first_run.py [--baseline 9984622] [--repeat 3] [--shared ../shared/piper]
+    python benchmarks/piper_first_run.py [--baseline 9984622] [--repeat 3] [--shared ../shared/piper] [--all]
 """
 
 from __future__ import annotations
@@ -76,9 +78,16 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="COMMIT", help="also run the package as of COMMIT, alternately")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--all", action="store_true", help="every run of benchmarks/piper.py")
     args = parser.parse_args()
     shared = Path(args.shared)
-    settings = [s for s in SETTINGS if (shared / f"{s[0]}.json").exists()]
+    if args.all:
+        from piper import runs as piper_runs   # benchmarks/piper.py, beside this script
+
+        candidates = piper_runs(["bert32a100", "gnmt", "resnet"])
+    else:
+        candidates = SETTINGS
+    settings = [s for s in candidates if (shared / f"{s[0]}.json").exists()]
     if not settings:
         print(f"no Piper instances under {shared}; nothing to do")
         return 0
@@ -117,13 +126,13 @@ def main() -> int:
         for label, _ in versions:
             e = per_version[label]
             ratio = "" if base is None or label == versions[-1][0] else f"{e['cold_cpu_s'] / base['cold_cpu_s']:.2f}"
-            rows.append([name, str(devices), "file" if memory is None else f"{memory / GIB:g} GiB", label,
+            rows.append([name, str(devices), "file" if memory is None else f"{int(memory) / GIB:g} GiB", label,
                          f"{e['cold_wall_s']:.2f}", f"{e['cold_cpu_s']:.2f}", f"{e['cold_compiled']}/{e['runs']}",
                          f"{e['warm_wall_s']:.2f}", f"{e['warm_cpu_s']:.2f}", ratio])
     print("\n".join(format_table(rows, left=(0, 2, 3))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "piper_first_run.json").write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
+    (out / ("piper_first_run_all.json" if args.all else "piper_first_run.json")).write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
     return 0
 
 

@@ -11,9 +11,10 @@ import types
 from typing import Any, Callable, Mapping
 
 
-def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None) -> Any:
+def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, name: str | None = None) -> Any:
     """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
-    compiled helpers given there.
+    compiled helpers given there; ``name`` (default: the function's) names the compiled code in the
+    on-disk cache, so that one function compiled with two sets of helpers keeps two entries.
 
     The compiled code is cached on disk where numba finds a writable cache location; where it
     finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
@@ -21,11 +22,11 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None)
     """
     import numba
 
-    if helpers:
+    if helpers or name:
         scope = dict(function.__globals__)
-        scope.update(helpers)
-        clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
-        clone.__module__, clone.__qualname__ = function.__module__, function.__qualname__
+        scope.update(helpers or {})
+        clone = types.FunctionType(function.__code__, scope, name or function.__name__, function.__defaults__)
+        clone.__module__, clone.__qualname__ = function.__module__, name or function.__qualname__
         function = clone
     try:
         return numba.njit(cache=True)(function)

@@ -22,7 +22,8 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
 from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
-from placement.solvers.ideals import contract, count_ideals
+from placement.solvers import _dp_kernels
+from placement.solvers.ideals import _csr, contract, count_ideals, enumerate_plain
 from placement.verification.evaluate import evaluate
 from tests.strategies import problems
 
@@ -119,6 +120,27 @@ def test_ideal_count_equals_number_of_antichains(dag):
     graph.add_edges_from(edges)
     succ = [[w for w in graph.successors(v)] for v in range(n)]
     assert count_ideals(succ) == sum(1 for _ in nx.antichains(graph))
+
+
+@settings(max_examples=200, deadline=None)
+@given(dags(max_nodes=14), st.sampled_from([0, 1, 7, 60, 1 << 40]), st.booleans())
+@example((3, [(0, 1), (1, 2)]), 2, True)   # a chain of 3 cut at 2: ∅, {0}, {0, 1} stored, count 3
+def test_plain_enumeration_equals_the_kernel(dag, limit, store):
+    """The plain-integer enumeration lists the kernel's ideals in the kernel's order, and stops alike."""
+    n, edges = dag
+    succ = [[w for v, w in edges if v == u] for u in range(n)]
+    count, parent, added = enumerate_plain(succ, limit, store)
+    expected = _dp_kernels.interpreted().enumerate_ideals(*_csr(succ), limit, store)
+    assert count == expected[0]
+    if store:
+        kept = min(count, limit + 1)
+        assert (parent, added) == (expected[1][:kept].tolist(), expected[2][:kept].tolist())
+
+
+def test_plain_enumeration_by_hand():
+    # the diamond 0 → {1, 2} → 3: ∅, {0}, {0,1}, {0,1,2}, {0,1,2,3}, {0,2} in depth-first order
+    count, parent, added = enumerate_plain([[1, 2], [3], [3], []], 1 << 40, True)
+    assert (count, parent, added) == (6, [-1, 0, 1, 2, 3, 1], [-1, 0, 1, 2, 3, 2])
 
 
 def test_ideal_count_stops_at_limit():

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from types import SimpleNamespace
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -67,7 +68,7 @@ def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkey
                  devices=40, memory=30.0, microbatches=8)
     reference = dp.solve_parallel(inst, compiled=False)
     plain = K.interpreted()
-    monkeypatch.setattr(K, "kernels", lambda use_compiled: plain)
+    monkeypatch.setattr(K, "kernels", lambda use_compiled, knapsacks=True: plain)
     monkeypatch.setattr(K, "must_compile", lambda namespace: True)
     found = dp.solve_parallel(inst)
     assert found.stats["interpreted"] is True and found.value == reference.value   # within the deadline
@@ -94,3 +95,77 @@ def test_compiled_fill_with_caller_scratch_equals_plain_fill():
             compiled = solve_parallel(inst, schedule=schedule, mode=mode, compiled=True)
             assert compiled.value == plain.value and compiled.plan == plain.plan
             assert plain.plan is not None and plain.stats["knapsacks"] > 0    # a plan, and the knapsack ran
+
+
+def _nodes_with_a_lean_option():
+    from tests.test_parallel import tmpc
+
+    # six nodes: a fast option holding 3 units per micro-batch, a lean one holding 1 at twice the time; t = 2
+    return [{1: (tmpc("fast", 2 + k % 3, 1, a=3), tmpc("lean", 4 + 2 * (k % 3), 1, a=1)),
+             2: (tmpc("tp", 1.5 + k % 3, 2, a=2),)} for k in range(6)]
+
+
+def test_knapsacks_are_needed_only_where_a_stage_may_miss_its_dominant_options():
+    from placement.parallel.dp import _knapsacks_needed, device_types
+    from placement.parallel.tables import build_tables
+    from tests.test_parallel import chain, tmpc
+
+    def needed(inst, in_flight):
+        return _knapsacks_needed(build_tables(inst), device_types(inst, inst.max_devices, inst.max_memory_per_device),
+                                 in_flight)
+
+    # the fast option is dominant (less time, as many parameters): whether it fits decides
+    assert needed(chain(_nodes_with_a_lean_option(), memory=1e9, devices=8, microbatches=4), 5) is False
+    assert needed(chain(_nodes_with_a_lean_option(), memory=12.0, devices=8, microbatches=4), 5) is True
+    # less time but more parameters: no option dominates, a stage may need the knapsack whatever the memory
+    traded = [{1: (tmpc("fast", 2, 3), tmpc("small", 3, 1))} for _ in range(3)]
+    assert needed(chain(traded, memory=1e9, devices=8), 5) is True
+    # one option per node: dominant; all six at t = 1 hold 6 · (3 · y); at t = 2, 6 · (2 · y)
+    fast = [{1: (tmpc("fast", 2, 1, a=3),), 2: (tmpc("tp", 1.5, 2, a=2),)} for _ in range(6)]
+    assert needed(chain(fast, memory=91.0, devices=8), 5) is False     # 6 · 3 · 5 = 90 fits 91
+    assert needed(chain(fast, memory=90.0, devices=8), 5) is True      # ... not 90 less a 1e-9 margin
+    assert needed(chain(fast, memory=89.0, devices=8), 4) is False     # 6 · 3 · 4 = 72
+
+
+def test_the_fill_without_knapsacks_stops_where_one_is_needed_and_the_solve_falls_back(monkeypatch):
+    # The kernels compiled without the knapsacks stop (stats[4] = 2) at the first stage that needs one; the solve
+    # then reruns with the full kernels. Here that fill is the plain one bound to the stubs (nothing compiled).
+    import types as pytypes
+
+    from placement.parallel import dp
+    from tests.test_parallel import chain
+
+    inst = chain(_nodes_with_a_lean_option(), cost=0.5, devices=8, memory=12.0, microbatches=4)
+    reference = dp.solve_parallel(inst, compiled=False)
+    stubs = {f.__name__[3:]: f for f in (K.no_stage_items, K.no_item_costs, K.no_equal_params, K.no_knapsack_greedy,
+                                         K.no_knapsack_exact)}
+    stubbed = pytypes.FunctionType(K.fill.__code__, {**K.fill.__globals__, **stubs})
+    calls = []
+
+    def kernels(use_compiled, knapsacks=True):
+        calls.append(knapsacks)
+        return K.interpreted() if knapsacks else SimpleNamespace(fill=stubbed)
+
+    monkeypatch.setattr(K, "kernels", kernels)
+    monkeypatch.setattr(dp, "_knapsacks_needed", lambda *args: False)
+    found = dp.solve_parallel(inst, compiled=True)
+    assert calls == [False, True]
+    assert found.value == reference.value and found.plan == reference.plan and reference.stats["knapsacks"] > 0
+
+
+def test_compiled_fill_without_knapsacks_equals_plain_fill(monkeypatch):
+    # Memory never binds (every node's only option fits with all of them together): the solve takes the fill
+    # compiled without the knapsacks, which gives the plain fill's value and plan for each schedule.
+    from placement.parallel.dp import solve_parallel
+    from tests.test_parallel import chain, tmpc
+
+    nodes = [{1: (tmpc("v", 3 + k % 4, 1, a=1),), 2: (tmpc("v", 2 + k % 3, 1, a=1),)} for k in range(7)]
+    inst = chain(nodes, cost=1.0, devices=12, memory=1e6, microbatches=8)
+    chosen, kernels = [], K.kernels
+    monkeypatch.setattr(K, "kernels", lambda use_compiled, knapsacks=True: chosen.append((use_compiled, knapsacks))
+                        or kernels(use_compiled, knapsacks))
+    for schedule in ("piper", "1f1b", "gpipe"):
+        plain = solve_parallel(inst, schedule=schedule, compiled=False)
+        compiled = solve_parallel(inst, schedule=schedule, compiled=True)
+        assert compiled.value == plain.value and compiled.plan == plain.plan and plain.plan is not None
+    assert [knapsacks for use_compiled, knapsacks in chosen if use_compiled] == [False] * 3

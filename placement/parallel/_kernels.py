@@ -237,12 +237,15 @@ def knapsack_greedy(count, cost, mem, capacity, choice):
     return value
 
 
-def stage_items(xbits, k, time, params, mem_a, mem_b, options, cost, sync_in, sync_out, src, dst,
-                in_ptr, in_idx, out_ptr, out_idx, nodes, count, it_time, it_edge, it_params, it_a, it_b):
-    """Fill the per-node option data of stage ``X`` (bitset ``xbits``) at degree index ``k``; returns
-    the number of nodes (in increasing node number)."""
+def stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it):
+    """Fill the per-node option data of stage ``X`` (bitset ``xbits``) at degree index ``k``: ``it[0]``
+    time, ``it[1]`` edge term, ``it[2]`` parameters, ``it[3]``, ``it[4]`` memory coefficients, row ``i``
+    for the ``i``-th node of ``X`` in increasing node number (``nodes[i]``, ``count[i]`` options);
+    returns the number of nodes. The tables are packed (:func:`pack_tables`): ``opt`` = (time, params,
+    mem_a, mem_b), ``sync`` = (sync_in, sync_out), ``ends`` = (src, dst, in_idx, out_idx), ``ptr`` =
+    (in_ptr, out_ptr)."""
     n = options.shape[0]
-    width = time.shape[2]
+    width = opt.shape[3]
     items = 0
     for r in range(n):
         if (xbits[r >> 6] >> np.uint64(r & 63)) & np.uint64(1) == 0:
@@ -252,97 +255,144 @@ def stage_items(xbits, k, time, params, mem_a, mem_b, options, cost, sync_in, sy
         for l in range(width):
             edge = 0.0
             if l < options[r, k]:
-                for q in range(in_ptr[r], in_ptr[r + 1]):
-                    e = in_idx[q]
-                    u = src[e]
+                for q in range(ptr[0, r], ptr[0, r + 1]):
+                    e = ends[2, q]
+                    u = ends[0, e]
                     if (xbits[u >> 6] >> np.uint64(u & 63)) & np.uint64(1) == 0:
-                        edge += 2.0 * (cost[e] + sync_in[e, k, l])
-                for q in range(out_ptr[r], out_ptr[r + 1]):
-                    e = out_idx[q]
-                    w = dst[e]
+                        edge += 2.0 * (cost[e] + sync[0, e, k, l])
+                for q in range(ptr[1, r], ptr[1, r + 1]):
+                    e = ends[3, q]
+                    w = ends[1, e]
                     if (xbits[w >> 6] >> np.uint64(w & 63)) & np.uint64(1) == 0:
-                        edge += 2.0 * (cost[e] + sync_out[e, k, l])
-            it_edge[items, l] = edge
-            it_time[items, l] = time[r, k, l]
-            it_params[items, l] = params[r, k, l]
-            it_a[items, l] = mem_a[r, k, l]
-            it_b[items, l] = mem_b[r, k, l]
+                        edge += 2.0 * (cost[e] + sync[1, e, k, l])
+            it[0, items, l] = opt[0, r, k, l]
+            it[1, items, l] = edge
+            it[2, items, l] = opt[1, r, k, l]
+            it[3, items, l] = opt[2, r, k, l]
+            it[4, items, l] = opt[3, r, k, l]
         items += 1
     return items
 
 
-def item_costs(items, count, it_time, it_edge, it_params, it_a, it_b, d, y, m, bandwidth, speed, cost, mem):
-    """Piper's contribution and memory of every option (module docstring) at degree ``d`` and ``y``."""
+def item_costs(items, count, it, d, y, m, bandwidth, speed):
+    """Piper's contribution (into ``it[5]``) and memory (into ``it[6]``) of every option (module
+    docstring) at degree ``d`` and ``y``, from the rows :func:`stage_items` filled."""
     for i in range(items):
         for l in range(count[i]):
-            cost[i, l] = ((it_edge[i, l] / d + 4.0 * (d - 1) * it_params[i, l] / d / m) / bandwidth
-                          + it_time[i, l] / speed / d)
-            mem[i, l] = it_a[i, l] * y + it_b[i, l]
+            it[5, i, l] = ((it[1, i, l] / d + 4.0 * (d - 1) * it[2, i, l] / d / m) / bandwidth
+                           + it[0, i, l] / speed / d)
+            it[6, i, l] = it[3, i, l] * y + it[4, i, l]
 
 
-def equal_params(items, count, it_params):
-    """Whether every node's options have one parameter size."""
+def equal_params(items, count, it):
+    """Whether every node's options have one parameter size (``it[2]``, as :func:`stage_items` fills it)."""
     for i in range(items):
         for l in range(1, count[i]):
-            if it_params[i, l] != it_params[i, 0]:
+            if it[2, i, l] != it[2, i, 0]:
                 return False
     return True
 
 
-def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, m, tcap, tbw, speed, tcount,
-         stride, digits, total, greedy, missing, nondom, f_time, f_params, f_a, f_b, f_in, f_out, lowm, wlb, wtot, ceiling,
-         cut_ptr, cut_idx, src, dst, cost, sync_in, sync_out, in_ptr, in_idx, out_ptr, out_idx,
-         time, params, mem_a, mem_b, options, dp, par_set, par_q, stats, deadline, xb, ints, floats, cache, kept,
-         kept_choice, has):
+def pack_tables(tables):
+    """The node and edge tables of :class:`placement.parallel.tables.Tables` as the kernels take them:
+    ``(opt, sync, ends, ptr)`` (:func:`stage_items`). Few arguments keep numba's compilation short."""
+    opt = np.stack([tables.time, tables.params, tables.mem_a, tables.mem_b])
+    sync = np.stack([tables.sync_in, tables.sync_out])
+    ends = np.stack([tables.src, tables.dst, tables.in_idx, tables.out_idx]).astype(np.int64)
+    ptr = np.stack([tables.in_ptr, tables.out_ptr]).astype(np.int64)
+    return opt, sync, ends, ptr
+
+
+def no_stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it):
+    """:func:`stage_items` in the fill compiled without the knapsacks (:func:`compiled_fast`): −1, on
+    which the fill stops."""
+    return -1
+
+
+def no_item_costs(items, count, it, d, y, m, bandwidth, speed):
+    """:func:`item_costs` in the fill compiled without the knapsacks: never reached (the fill stops first)."""
+    return None
+
+
+def no_equal_params(items, count, it):
+    """:func:`equal_params` in the fill compiled without the knapsacks: never reached."""
+    return False
+
+
+def no_knapsack_greedy(count, cost, mem, capacity, choice):
+    """:func:`knapsack_greedy` in the fill compiled without the knapsacks: never reached."""
+    return np.nan
+
+
+def no_knapsack_exact(count, cost, mem, capacity, ceiling, choice):
+    """:func:`knapsack_exact` in the fill compiled without the knapsacks: never reached."""
+    return np.nan
+
+
+def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, fsum, fcut, lowm, wlb, limits,
+         cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
     the schedule's memory ignores ``s``). With device types, ``k`` is a code of the count per type:
-    ``k = Σ_τ k_τ · stride[τ]`` (``digits[k, τ] = k_τ``, ``total[k] = Σ_τ k_τ``); pair ``q`` puts a
-    stage of degrees ``(t, q_d[q])`` on type ``q_t[q]``, whose ``tcount``, ``tcap`` (bytes per device),
-    ``tbw`` (bandwidth) and ``speed`` apply; ``K`` bounds the total. One type: ``k`` is the count. Values above ``ceiling`` (the value of a known plan) are never needed:
+    ``k = Σ_τ k_τ · stride[τ]`` (``codes[k, τ] = k_τ``, ``codes[k, T] = Σ_τ k_τ``); pair ``q`` (column
+    ``q`` of ``pairs``: degree index, ``d``, type) puts a stage of degrees ``(t, d)`` on type ``τ``,
+    whose count (``type_counts[0, τ]``), bytes per device, bandwidth and speed (``types[:, τ]``)
+    apply; ``K`` bounds the total. One type: ``k`` is the count. Values above ``ceiling`` (the value
+    of a known plan) are never needed:
     stages above it are skipped, and so are device counts that cannot leave the rest of the graph
     (or the later stages) enough devices at that ceiling (``wlb``: Σ over nodes of the least
     ``t · time``; a stage at time per sample ``≤ c`` needs ``d·t ≥ wlb(X) / c`` devices; the count is
     rounded up only past a relative and an absolute slack of 1e-9, as sums in another order may
     leave a rest of ``+1e-17`` where the exact rest is 0).
     ``lowm[I, k, j]``: Σ over the nodes of ``I`` of their least memory at degree index ``k`` and
-    ``y = j`` (suffix schedules) or ``y = m / q_d[j]`` (``gpipe``): a stage whose difference exceeds
-    the capacity fits no choice. Where every node of the stage has options of equal parameter
+    ``y = j`` (suffix schedules) or ``y = m / d`` of pair ``j`` (``gpipe``): a stage whose difference
+    exceeds the capacity fits no choice. Where every node of the stage has options of equal parameter
     size, the options' costs at another ``d`` are one affine map of those at the first (``1/d``
     times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
+
+    Packed arguments (few of them keep numba's compilation short): ``sizes`` = (sets by size, set
+    sizes); ``config`` = (K, columns S1, collapsed, suffix, m, greedy); ``type_counts`` = (count,
+    stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
+    bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
+    an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
+    ``wlb`` over all nodes, ceiling, deadline); ``parent`` = (set, pair) of the last stage; the tables
+    as :func:`pack_tables` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
     Python only: compiled, it runs to the end). ``xb`` to ``has``: scratch arrays (:func:`workspace`)."""
-    N = by_size.shape[0]
+    N = sizes.shape[1]
     W = bits.shape[1]
-    n = options.shape[0]
-    width = time.shape[2]
-    Q = q_k.shape[0]
-    T = tcount.shape[0]
-    codes = total.shape[0]
+    Q = pairs.shape[1]
+    T = types.shape[1]
+    ncodes = codes.shape[0]
+    K = config[0]
+    S1 = config[1]
+    collapsed = config[2] != 0
+    suffix = config[3] != 0
+    m = config[4]
+    greedy = config[5] != 0
+    wtot = limits[0]
+    ceiling = limits[1]
+    deadline = limits[2]
     slack = ceiling * (1.0 + 1e-12)
     windows = ceiling > 0.0 and ceiling < INF
     nodes = ints[0]
     count = ints[1]
     choice = ints[2]
-    it_time = floats[0]
-    it_edge = floats[1]
-    it_params = floats[2]
-    it_a = floats[3]
-    it_b = floats[4]
     c_cost = floats[5]
     c_mem = floats[6]
     ycap = cache.shape[0]
+    n = options.shape[0]
     has[0] = True
     for a in range(N):
-        I = by_size[a]
-        for kk in range(codes):
+        I = sizes[0, a]
+        for kk in range(ncodes):
             for ss in range(S1):
                 dp[I, kk, ss] = INF
-                par_set[I, kk, ss] = -1
-                par_q[I, kk, ss] = -1
-        if size[I] == 0:
+                parent[0, I, kk, ss] = -1
+                parent[1, I, kk, ss] = -1
+        if sizes[1, I] == 0:
             dp[I, 0, 0] = 0.0
             continue
         rest = 0
@@ -352,8 +402,8 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
         if kcap < 1:
             continue
         for b in range(a):
-            J = by_size[b]
-            if size[J] >= size[I]:
+            J = sizes[0, b]
+            if sizes[1, J] >= sizes[1, I]:
                 break
             if not has[J]:
                 continue
@@ -377,9 +427,9 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                 bad = False
                 fast = True
                 for w in range(W):
-                    if xb[w] & missing[k, w]:
+                    if xb[w] & masks[0, k, w]:
                         bad = True
-                    if xb[w] & nondom[k, w]:
+                    if xb[w] & masks[1, k, w]:
                         fast = False
                 if bad:
                     continue
@@ -390,33 +440,33 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                 cb = 0.0
                 ce = 0.0
                 if fast:
-                    ct = f_time[I, k] - f_time[J, k]
-                    cp = f_params[I, k] - f_params[J, k]
-                    ca = f_a[I, k] - f_a[J, k]
-                    cb = f_b[I, k] - f_b[J, k]
+                    ct = fsum[0, I, k] - fsum[0, J, k]
+                    cp = fsum[1, I, k] - fsum[1, J, k]
+                    ca = fsum[2, I, k] - fsum[2, J, k]
+                    cb = fsum[3, I, k] - fsum[3, J, k]
                     for q in range(cut_ptr[I], cut_ptr[I + 1]):   # entering I from outside: into X unless into J
                         e = cut_idx[q]
-                        v = dst[e]
+                        v = ends[1, e]
                         if (bits[J, v >> 6] >> np.uint64(v & 63)) & np.uint64(1) == 0:
-                            ce += f_in[e, k]
+                            ce += fcut[0, e, k]
                     for q in range(cut_ptr[J], cut_ptr[J + 1]):   # entering J: from X when from inside I
                         e = cut_idx[q]
-                        u = src[e]
+                        u = ends[0, e]
                         if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) != 0:
-                            ce += f_out[e, k]
-                built = -1
+                            ce += fcut[1, e, k]
+                built = -1   # the stage's items are built on first use
                 pequal = True
                 for tau in range(T):
-                    capacity = tcap[tau]
-                    bandwidth = tbw[tau]
-                    spd = speed[tau]
+                    capacity = types[0, tau]
+                    bandwidth = types[1, tau]
+                    spd = types[2, tau]
                     mtol = capacity * (1.0 - 1e-12)
                     for z in range(ycap + Q):
-                        kept[z] = False
+                        kept[z, n] = 0
                     for q in range(Q):
-                        if q_k[q] != k or q_t[q] != tau:
+                        if pairs[0, q] != k or pairs[2, q] != tau:
                             continue
-                        d = q_d[q]
+                        d = pairs[1, q]
                         dt = d * t
                         if dt > kcap - jlo:
                             continue
@@ -425,12 +475,12 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                             lb = (ce / d + 4.0 * (d - 1) * cp / d / m) / bandwidth + ct / spd / d
                         else:
                             if built < 0:
-                                built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost, sync_in, sync_out,
-                                                    src, dst, in_ptr, in_idx, out_ptr, out_idx, nodes, count, it_time,
-                                                    it_edge, it_params, it_a, it_b)
-                                pequal = equal_params(built, count, it_params)
-                            item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, m // d, m, bandwidth,
-                                       spd, c_cost, c_mem)   # only the costs are read: any y (an int64, as below)
+                                built = stage_items(xb, k, opt, options, cost, sync, ends, ptr, nodes, count, floats)
+                                if built < 0:   # the kernels compiled without the knapsacks: the caller reruns
+                                    stats[4] = 2
+                                    return
+                                pequal = equal_params(built, count, floats)
+                            item_costs(built, count, floats, d, m // d, m, bandwidth, spd)   # only the costs are read
                             for i in range(built):
                                 low = INF
                                 for l in range(count[i]):
@@ -440,21 +490,20 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                             continue
                         for y in range(ycap):
                             cache[y] = -1.0
-                        for kp in range(jlo, codes):   # a code is at least its total
-                            tk = total[kp]
-                            if tk < jlo or tk > kcap - dt or digits[kp, tau] + dt > tcount[tau]:
+                        for kp in range(jlo, ncodes):   # a code is at least its total
+                            tk = codes[kp, T]
+                            if tk < jlo or tk > kcap - dt or codes[kp, tau] + dt > type_counts[0, tau]:
                                 continue
-                            s_lo = 0
                             s_hi = 0
                             if not collapsed:
                                 s_hi = min(tk, S1 - 1 - d)
-                            for sp in range(s_lo, s_hi + 1):
+                            for sp in range(s_hi + 1):
                                 prev = dp[J, kp, sp]
                                 if prev >= INF or prev > slack:
                                     continue
-                                kn = kp + dt * stride[tau]
+                                kn = kp + dt * type_counts[1, tau]
                                 sn = 0 if collapsed else sp + d
-                                sval = total[kn] if collapsed else sn
+                                sval = codes[kn, T] if collapsed else sn
                                 y = m // d
                                 slot = 0
                                 if suffix:
@@ -473,18 +522,18 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                         val = INF
                                     else:
                                         if built < 0:
-                                            built = stage_items(xb, k, time, params, mem_a, mem_b, options, cost,
-                                                                sync_in, sync_out, src, dst, in_ptr, in_idx, out_ptr,
-                                                                out_idx, nodes, count, it_time, it_edge, it_params,
-                                                                it_a, it_b)
-                                            pequal = equal_params(built, count, it_params)
-                                        item_costs(built, count, it_time, it_edge, it_params, it_a, it_b, d, y, m,
-                                                   bandwidth, spd, c_cost, c_mem)
+                                            built = stage_items(xb, k, opt, options, cost, sync, ends, ptr, nodes,
+                                                                count, floats)
+                                            if built < 0:
+                                                stats[4] = 2
+                                                return
+                                            pequal = equal_params(built, count, floats)
+                                        item_costs(built, count, floats, d, y, m, bandwidth, spd)
                                         key = y if suffix else ycap + q
-                                        if not greedy and pequal and kept[key]:
+                                        if not greedy and pequal and kept[key, n] != 0:
                                             val = 0.0
                                             for i in range(built):
-                                                val += c_cost[i, kept_choice[key, i]]
+                                                val += c_cost[i, kept[key, i]]
                                         else:
                                             stats[2] += 1
                                             val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
@@ -499,27 +548,27 @@ def fill(by_size, bits, size, degrees, q_k, q_d, q_t, K, S1, collapsed, suffix, 
                                                 val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
                                                                      capacity, min(slack, val * (1.0 + 1e-12)), choice)
                                                 if val < INF and pequal:
-                                                    kept[key] = True
+                                                    kept[key, n] = 1
                                                     for i in range(built):
-                                                        kept_choice[key, i] = choice[i]
+                                                        kept[key, i] = choice[i]
                                     cache[slot] = val
                                 cand = max(prev, val)
                                 if cand < dp[I, kn, sn]:
                                     dp[I, kn, sn] = cand
-                                    par_set[I, kn, sn] = J
-                                    par_q[I, kn, sn] = q
+                                    parent[0, I, kn, sn] = J
+                                    parent[1, I, kn, sn] = q
                                     has[I] = True
 
 
 def workspace(sets, nodes, width, words, devices, suffix, pairs):
-    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, kept_choice, has``) for ``sets``
-    sets of ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of
-    ``devices`` and ``pairs`` (type, degree, d) pairs; allocated here so that the compiled fill allocates
-    nothing (each array type numba allocates costs its own compilation on a fresh install)."""
+    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, has``) for ``sets`` sets of
+    ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of ``devices``
+    and ``pairs`` (type, degree, d) pairs; allocated here so that the compiled fill allocates nothing
+    (each array type numba allocates costs its own compilation on a fresh install). ``kept[key]``:
+    a knapsack choice kept for reuse, its last column 1 when set."""
     ycap = devices + 2 if suffix else 1
     return (np.zeros(words, dtype=np.uint64), np.zeros((3, nodes), dtype=np.int64), np.zeros((7, nodes, width)),
-            np.empty(ycap), np.zeros(ycap + pairs, dtype=np.bool_), np.zeros((ycap + pairs, nodes), dtype=np.int64),
-            np.zeros(sets, dtype=np.bool_))
+            np.empty(ycap), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_))
 
 
 def past(deadline):
@@ -550,8 +599,25 @@ def compiled() -> SimpleNamespace:
     return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
 
 
-def kernels(use_compiled: bool) -> SimpleNamespace:
-    return compiled() if use_compiled else interpreted()
+@lru_cache(maxsize=1)
+def compiled_fast() -> SimpleNamespace:
+    """:func:`fill` compiled without the knapsacks (a fraction of the compile time): it runs where every
+    stage's dominant options fit (``fast``, :func:`fill`) and stops with ``stats[4] = 2`` at the first
+    stage where they do not (its stage items are built by :func:`no_stage_items`)."""
+    from placement.kernels import compile_kernel
+
+    helpers = {"past": compile_kernel(never_past)}
+    helpers.update({f.__name__[3:]: compile_kernel(f) for f in (no_stage_items, no_item_costs, no_equal_params,
+                                                                 no_knapsack_greedy, no_knapsack_exact)})
+    return SimpleNamespace(fill=compile_kernel(fill, helpers, name="fill_fast"))
+
+
+def kernels(use_compiled: bool, knapsacks: bool = True) -> SimpleNamespace:
+    """The interpreted kernels, or the compiled ones (:func:`compiled`; :func:`compiled_fast` without
+    ``knapsacks``)."""
+    if not use_compiled:
+        return interpreted()
+    return compiled() if knapsacks else compiled_fast()
 
 
 def must_compile(namespace: SimpleNamespace) -> bool:

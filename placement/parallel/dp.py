@@ -207,10 +207,13 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         found = passes(K.interpreted(), unlimited if cells <= 2_000 else time.perf_counter() + INTERPRETED_SECONDS)
         stats["interpreted"] = found is not None
     if found is None:
-        kernels = K.kernels(compiled is not False)
+        knapsacks = _knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0)
+        kernels = K.kernels(compiled is not False, knapsacks)
         if progress is not None and K.must_compile(kernels):
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
         found = passes(kernels, unlimited)
+        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): the full kernels
+            found = passes(K.kernels(True), unlimited)
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
@@ -222,6 +225,21 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, mode,
                         value)
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
+
+
+def _knapsacks_needed(tables: Tables, types: DeviceTypes, most_in_flight: int) -> bool:
+    """Whether some stage may need a knapsack: unless every node has a dominant option at every degree
+    (every stage then takes its dominant options, :func:`placement.parallel._kernels.fill`'s ``fast``)
+    and all nodes' dominant options together fit the smallest device with ``most_in_flight`` micro-batches
+    in flight, the largest number any stage holds. Then the fill compiled without them serves."""
+    available = tables.options > 0
+    if np.any(available & (tables.dominant < 0)):
+        return True
+    dom = np.maximum(tables.dominant, 0)[:, :, None]
+    mem_a = np.maximum(np.take_along_axis(tables.mem_a, dom, axis=2)[:, :, 0], 0.0)
+    mem_b = np.maximum(np.take_along_axis(tables.mem_b, dom, axis=2)[:, :, 0], 0.0)
+    need = (np.where(available, mem_a * most_in_flight + mem_b, 0.0)).sum(axis=0)   # per degree index
+    return bool(np.any(need > min(types.memory) * (1.0 - 1e-9)))
 
 
 def _node_alone(tables: Tables, pairs, memory: Sequence[float], gpipe_m: int | None) -> int | None:
@@ -297,23 +315,24 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
     dp = np.full((count, codes.count, width), np.inf)
-    par_set = np.full((count, codes.count, width), -1, dtype=np.int64)
-    par_q = np.full((count, codes.count, width), -1, dtype=np.int64)
+    parent = np.full((2, count, codes.count, width), -1, dtype=np.int64)
     counters = np.zeros(5, dtype=np.int64)
-    q_t, q_k, q_d = (np.array([p[j] for p in pairs], dtype=np.int64).reshape(-1) for j in range(3))
     digits = codes.digits()
-    floats = lambda values: np.array(values, dtype=np.float64)  # noqa: E731
-    kernels.fill(by_size, sets.bits, sets.size, np.array(tables.degrees, dtype=np.int64), q_k, q_d, q_t, cap, width,
-                 collapsed, suffix, m, floats(types.memory), floats(types.bandwidth), floats(types.speed),
-                 np.array(codes.bound, dtype=np.int64), codes.stride, digits, digits.sum(axis=1),
-                 mode == "greedy", arrays["missing"],
-                 arrays["nondom"], arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"],
-                 arrays["f_in"], arrays["f_out"], arrays["lowm"], arrays["wlb"], arrays["wtot"], float(ceiling), sets.cut_ptr,
-                 sets.cut_idx, tables.src, tables.dst, tables.cost, tables.sync_in, tables.sync_out, tables.in_ptr,
-                 tables.in_idx, tables.out_ptr, tables.out_idx, tables.time, tables.params, tables.mem_a,
-                 tables.mem_b, tables.options, dp, par_set, par_q, counters, float(deadline),
+    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy"], dtype=np.int64)
+    kinds = np.array([types.memory, types.bandwidth, types.speed], dtype=np.float64)
+    pair_rows = np.array([[k for _, k, _ in pairs], [d for _, _, d in pairs], [tau for tau, _, _ in pairs]],
+                         dtype=np.int64).reshape(3, len(pairs))
+    opt, sync, ends, ptr = K.pack_tables(tables)
+    kernels.fill(np.stack([by_size, sets.size.astype(np.int64)]), sets.bits, np.array(tables.degrees, dtype=np.int64),
+                 pair_rows, config, kinds, np.array([codes.bound, codes.stride], dtype=np.int64),
+                 np.hstack([digits, digits.sum(axis=1)[:, None]]), np.stack([arrays["missing"], arrays["nondom"]]),
+                 np.stack([arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"]]),
+                 np.stack([arrays["f_in"], arrays["f_out"]]), arrays["lowm"], arrays["wlb"],
+                 np.array([arrays["wtot"], ceiling, deadline], dtype=np.float64), sets.cut_ptr, sets.cut_idx,
+                 tables.cost, sync, ends, ptr, opt, tables.options, dp, parent, counters,
                  *K.workspace(count, tables.options.shape[0], tables.time.shape[2], sets.bits.shape[1], cap, suffix,
                               len(pairs)))
+    par_set, par_q = parent
     return dp, par_set, par_q, counters
 
 
@@ -342,14 +361,13 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
     for r in nodes:
         xb[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
     count = np.zeros(n, dtype=np.int64)
-    buffers = [np.zeros((n, width)) for _ in range(7)]
+    buffers = np.zeros((7, n, width))
     kern = K.interpreted()
-    items = kern.stage_items(xb, k, tables.time, tables.params, tables.mem_a, tables.mem_b, tables.options,
-                             tables.cost, tables.sync_in, tables.sync_out, tables.src, tables.dst, tables.in_ptr,
-                             tables.in_idx, tables.out_ptr, tables.out_idx, np.zeros(n, dtype=np.int64), count,
-                             *buffers[:5])
+    opt, sync, ends, ptr = K.pack_tables(tables)
+    items = kern.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, np.zeros(n, dtype=np.int64),
+                             count, buffers)
+    kern.item_costs(items, count, buffers, d, y, m, bandwidth, speed)
     cost, mem = buffers[5], buffers[6]
-    kern.item_costs(items, count, *buffers[:5], d, y, m, bandwidth, speed, cost, mem)
     dominant = [int(tables.dominant[r, k]) for r in nodes]
     if all(l >= 0 for l in dominant) and sum(mem[i, l] for i, l in enumerate(dominant)) <= capacity:
         return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
