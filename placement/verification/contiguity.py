@@ -63,8 +63,10 @@ def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]]) -> li
 def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
     """One line per device whose forward nodes are not convex in the forward graph."""
     fsucc: dict[int, list[int]] = {n.id: [] for n in problem.nodes if not n.backward}
+    seen: set[tuple[int, int]] = set()   # a set, not the lists: a node may have thousands of successors
     for e in problem.edges:
-        if e.src in fsucc and e.dst in fsucc and e.dst not in fsucc[e.src]:
+        if e.src in fsucc and e.dst in fsucc and (e.src, e.dst) not in seen:
+            seen.add((e.src, e.dst))
             fsucc[e.src].append(e.dst)
     out: list[str] = []
     for d, nodes in enumerate(device_nodes):
