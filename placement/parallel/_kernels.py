@@ -360,7 +360,8 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     as :func:`pack_tables` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
-    Python only: compiled, it runs to the end). ``xb`` to ``has``: scratch arrays (:func:`workspace`)."""
+    Python only: compiled, it runs to the end), and (``stopped`` = 2) where the fill compiled without
+    the knapsacks (:func:`compiled_fast`) meets a stage whose items it would need. ``xb`` to ``has``: scratch arrays (:func:`workspace`)."""
     N = sizes.shape[1]
     W = bits.shape[1]
     Q = pairs.shape[1]
