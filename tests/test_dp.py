@@ -366,3 +366,27 @@ def test_a_huge_ideal_limit_allocates_nothing_up_front():
     problem = read_instance(TINY / "diamond-cpu.json")
     for compiled in (False, True):
         assert solve_dp(problem, max_ideals=10**15, compiled=compiled).objective == 9.0
+
+
+def test_a_fresh_install_solves_mid_sized_families_without_compiling(monkeypatch):
+    # The bundled BERT-Base training graph: its largest family is 3,010,880 units of work (ideals² × types ×
+    # layers), above INTERPRETED_WORK (200,000) and below INTERPRETED_WORK_UNCOMPILED (5,000,000). While the
+    # compiled kernels are not cached it runs interpreted; once they are, compiled. The kernels handed out are
+    # the plain ones either way (nothing compiles here), so both runs give the same optimum, the README's.
+    from pathlib import Path
+
+    from placement.io.tarnawski import read_instance
+    from placement.solvers import dp_table
+
+    problem = read_instance(Path(__file__).resolve().parents[1] / "instances" / "models" / "bert-base-training.json")
+    asked = []
+    monkeypatch.setattr(_dp_kernels, "kernels", lambda use_compiled: asked.append(use_compiled)
+                        or _dp_kernels.interpreted())
+    values = []
+    for cached in (False, True):
+        asked.clear()
+        monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
+        values.append(solve_dp(problem).objective)
+        assert len(asked) >= 2 and asked == [cached] * len(asked)   # the chain DP's families and the full one
+    assert dp_table.INTERPRETED_WORK < 3_010_880 < dp_table.INTERPRETED_WORK_UNCOMPILED
+    assert values[0] == values[1] == pytest.approx(3.362709, abs=1e-6)

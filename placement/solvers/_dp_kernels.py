@@ -394,3 +394,12 @@ def compiled() -> SimpleNamespace:
 def kernels(use_compiled: bool) -> SimpleNamespace:
     """The compiled kernels, or the interpreted ones."""
     return compiled() if use_compiled else interpreted()
+
+
+def must_compile() -> bool:
+    """Whether running the DP's compiled kernels compiles them first: neither compiled in this process nor
+    in numba's on-disk cache for the current source (:func:`placement.kernels.is_cached`)."""
+    from placement.kernels import is_cached
+
+    kernels = compiled()
+    return not (is_cached(kernels.family_data) and is_cached(kernels.dp_range))

@@ -187,6 +187,10 @@ def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) 
 
 # Families with at most this many (ideals² × types × layers) run interpreted: compiling would cost more.
 INTERPRETED_WORK = 200_000
+# ... and at most this many while the compiled kernels are not in numba's cache yet (a fresh install):
+# about 0.1-0.5 µs per unit interpreted (0.7 s for the bundled BERT-Base training graph, 3 million), against
+# seconds of compilation.
+INTERPRETED_WORK_UNCOMPILED = 5_000_000
 
 
 def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -200,12 +204,14 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
             compiled: bool | None = None) -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
     processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
-    numba-compiled kernels (default: when the family is large enough to pay for compiling)."""
+    numba-compiled kernels (default: when the family is large enough to pay for compiling, or for loading
+    the compiled kernels where they are cached: :data:`INTERPRETED_WORK`, :data:`INTERPRETED_WORK_UNCOMPILED`)."""
     parent_of, added = family
     n = len(parent_of)
     n_types = graph.comp.shape[1]
     if compiled is None:
-        compiled = n * n * n_types * len(layers.counts) > INTERPRETED_WORK
+        work = n * n * n_types * len(layers.counts)
+        compiled = work > INTERPRETED_WORK and (work > INTERPRETED_WORK_UNCOMPILED or not K.must_compile())
     kernels = K.kernels(compiled)
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
     sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc = kernels.family_data(
