@@ -69,7 +69,7 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
-from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers
+from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, uses_compiled
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
 
@@ -128,6 +128,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     n_ideals = len(family[0])
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
+        if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():
+            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
     if n_ideals == contraction.size + 1:
         # The ideals are the prefixes of the one topological order: the chain DP would be this very run.
         ub, ub_plan = math.inf, None

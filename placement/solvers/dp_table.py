@@ -200,6 +200,16 @@ def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return parent, added
 
 
+def uses_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = None) -> bool:
+    """Whether a family of ``n`` ideals runs on the compiled kernels: ``compiled`` where given, else where
+    its work (``n² × types × layers``) exceeds :data:`INTERPRETED_WORK`, and, while the compiled kernels
+    are not cached yet, :data:`INTERPRETED_WORK_UNCOMPILED`."""
+    if compiled is not None:
+        return compiled
+    work = n * n * graph.comp.shape[1] * len(layers.counts)
+    return work > INTERPRETED_WORK and (work > INTERPRETED_WORK_UNCOMPILED or not K.must_compile())
+
+
 def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
             compiled: bool | None = None) -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
@@ -209,10 +219,7 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     parent_of, added = family
     n = len(parent_of)
     n_types = graph.comp.shape[1]
-    if compiled is None:
-        work = n * n * n_types * len(layers.counts)
-        compiled = work > INTERPRETED_WORK and (work > INTERPRETED_WORK_UNCOMPILED or not K.must_compile())
-    kernels = K.kernels(compiled)
+    kernels = K.kernels(uses_compiled(n, graph, layers, compiled))
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
     sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc = kernels.family_data(
         parent_of, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx, graph.touch_ptr,
