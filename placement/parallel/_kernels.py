@@ -241,7 +241,7 @@ def stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it)
     """Fill the per-node option data of stage ``X`` (bitset ``xbits``) at degree index ``k``: ``it[0]``
     time, ``it[1]`` edge term, ``it[2]`` parameters, ``it[3]``, ``it[4]`` memory coefficients, row ``i``
     for the ``i``-th node of ``X`` in increasing node number (``nodes[i]``, ``count[i]`` options);
-    returns the number of nodes. The tables are packed (:func:`pack_tables`): ``opt`` = (time, params,
+    returns the number of nodes. The tables are packed (:attr:`placement.parallel.tables.Tables.packed`): ``opt`` = (time, params,
     mem_a, mem_b), ``sync`` = (sync_in, sync_out), ``ends`` = (src, dst, in_idx, out_idx), ``ptr`` =
     (in_ptr, out_ptr)."""
     n = options.shape[0]
@@ -291,16 +291,6 @@ def equal_params(items, count, it):
             if it[2, i, l] != it[2, i, 0]:
                 return False
     return True
-
-
-def pack_tables(tables):
-    """The node and edge tables of :class:`placement.parallel.tables.Tables` as the kernels take them:
-    ``(opt, sync, ends, ptr)`` (:func:`stage_items`). Few arguments keep numba's compilation short."""
-    opt = np.stack([tables.time, tables.params, tables.mem_a, tables.mem_b])
-    sync = np.stack([tables.sync_in, tables.sync_out])
-    ends = np.stack([tables.src, tables.dst, tables.in_idx, tables.out_idx]).astype(np.int64)
-    ptr = np.stack([tables.in_ptr, tables.out_ptr]).astype(np.int64)
-    return opt, sync, ends, ptr
 
 
 def no_stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it):
@@ -357,7 +347,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
     ``wlb`` over all nodes, ceiling, deadline); ``parent`` = (set, pair) of the last stage; the tables
-    as :func:`pack_tables` gives them.
+    as :attr:`placement.parallel.tables.Tables.packed` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
     Python only: compiled, it runs to the end), and (``stopped`` = 2) where the fill compiled without

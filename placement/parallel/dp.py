@@ -322,7 +322,7 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     kinds = np.array([types.memory, types.bandwidth, types.speed], dtype=np.float64)
     pair_rows = np.array([[k for _, k, _ in pairs], [d for _, _, d in pairs], [tau for tau, _, _ in pairs]],
                          dtype=np.int64).reshape(3, len(pairs))
-    opt, sync, ends, ptr = K.pack_tables(tables)
+    opt, sync, ends, ptr = tables.packed
     kernels.fill(np.stack([by_size, sets.size.astype(np.int64)]), sets.bits, np.array(tables.degrees, dtype=np.int64),
                  pair_rows, config, kinds, np.array([codes.bound, codes.stride], dtype=np.int64),
                  np.hstack([digits, digits.sum(axis=1)[:, None]]), np.stack([arrays["missing"], arrays["nondom"]]),
@@ -363,7 +363,7 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
     count = np.zeros(n, dtype=np.int64)
     buffers = np.zeros((7, n, width))
     kern = K.interpreted()
-    opt, sync, ends, ptr = K.pack_tables(tables)
+    opt, sync, ends, ptr = tables.packed
     items = kern.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, np.zeros(n, dtype=np.int64),
                              count, buffers)
     kern.item_costs(items, count, buffers, d, y, m, bandwidth, speed)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import graphlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,6 +54,15 @@ class Tables:
     out_ptr: np.ndarray
     out_idx: np.ndarray
     dominant: np.ndarray              # (n, K) int64
+
+    @cached_property
+    def packed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The tables as the DP's kernels take them, stacked once (few arguments keep numba's compilation
+        short): ``(opt, sync, ends, ptr)`` = ((time, params, mem_a, mem_b), (sync_in, sync_out),
+        (src, dst, in_idx, out_idx), (in_ptr, out_ptr)) (:func:`placement.parallel._kernels.stage_items`)."""
+        return (np.stack([self.time, self.params, self.mem_a, self.mem_b]), np.stack([self.sync_in, self.sync_out]),
+                np.stack([self.src, self.dst, self.in_idx, self.out_idx]).astype(np.int64),
+                np.stack([self.in_ptr, self.out_ptr]).astype(np.int64))
 
 
 @dataclass(frozen=True)

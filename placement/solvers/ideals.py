@@ -364,11 +364,10 @@ def _enumerate(succ, limit: int, store: bool) -> tuple[int, np.ndarray, np.ndarr
     """Run the enumeration: in plain Python while the family stays small, compiled beyond."""
     from placement.solvers import _dp_kernels as K
 
-    ptr, idx, indeg = _csr(succ)   # checks the order
     count, parent, added = enumerate_plain(succ, min(limit, PLAIN_IDEALS), store)
     if count <= PLAIN_IDEALS or limit <= PLAIN_IDEALS:   # all of them, or past the caller's limit
         return count, np.array(parent, dtype=np.int64), np.array(added, dtype=np.int64)
-    count, parent, added = K.compiled().enumerate_ideals(ptr, idx, indeg, limit, store)
+    count, parent, added = K.compiled().enumerate_ideals(*_csr(succ), limit, store)
     return count, parent[:count], added[:count]
 
 
@@ -376,11 +375,14 @@ def enumerate_plain(succ, limit: int, store: bool) -> tuple[int, list[int], list
     """:func:`placement.solvers._dp_kernels.enumerate_ideals` over Python integers as bitsets: the same
     ideals in the same order (a depth-first search adding, from an ideal whose last added vertex is
     ``v``, each available vertex above ``v`` in increasing order), at most ``limit + 1`` counted and
-    ``limit + 1`` stored (∅ first, ``parent = added = -1``) when ``store``."""
+    ``limit + 1`` stored (∅ first, ``parent = added = -1``) when ``store``. Every edge must go from a lower
+    to a higher index (:class:`ValueError` otherwise, as :func:`_csr`)."""
     n = len(succ)
     remaining = [0] * n
-    for heads in succ:
+    for v, heads in enumerate(succ):
         for u in heads:
+            if u <= v:
+                raise ValueError("succ must list vertices in topological order")
             remaining[u] += 1
     avail = 0   # bit v: every predecessor of v is in the current ideal, v is not
     for v in range(n):
