@@ -2,19 +2,29 @@
 
 The DP over ideals (:mod:`placement.solvers._dp_kernels`) and the streamed simulation
 (:mod:`placement.simulation.streaming`) write their inner loops as plain Python over numpy
-arrays, run them as they are on small inputs, and compile them here for large ones.
+arrays, run them as they are on small inputs, and compile them here for large ones. Kernels that
+do not call each other may be compiled by a second process at the same time
+(:func:`compile_aside`), which leaves them in numba's on-disk cache.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import types
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 
-def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, name: str | None = None) -> Any:
+def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, name: str | None = None,
+                   signature: Any = None) -> Any:
     """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
     compiled helpers given there; ``name`` (default: the function's) names the compiled code in the
-    on-disk cache, so that one function compiled with two sets of helpers keeps two entries.
+    on-disk cache, so that one function compiled with two sets of helpers keeps two entries. With a
+    ``signature`` (numba's), it is compiled (or loaded from the cache) now, for that signature only;
+    without, on its first call, for the types of that call.
 
     The compiled code is cached on disk where numba finds a writable cache location; where it
     finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
@@ -28,10 +38,22 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
         clone = types.FunctionType(function.__code__, scope, name or function.__name__, function.__defaults__)
         clone.__module__, clone.__qualname__ = function.__module__, name or function.__qualname__
         function = clone
+    args = () if signature is None else (signature,)
     try:
-        return numba.njit(cache=True)(function)
+        return numba.njit(*args, cache=True)(function)
     except RuntimeError:  # no writable cache location
-        return numba.njit(cache=False)(function)
+        return numba.njit(*args, cache=False)(function)
+
+
+def can_cache(function: Callable) -> bool:
+    """Whether numba finds a writable location to cache ``function``'s compiled code."""
+    import numba
+
+    try:
+        numba.njit(cache=True)(function)
+    except RuntimeError:
+        return False
+    return True
 
 
 def is_cached(kernel: Any) -> bool:
@@ -44,3 +66,42 @@ def is_cached(kernel: Any) -> bool:
         return bool(kernel._cache._cache_file._load_index())
     except Exception:   # no cache (read-only install) or another numba layout
         return False
+
+
+def compile_aside(calls: Sequence[tuple[str, str, tuple[str, ...]]], probe: Callable) -> subprocess.Popen | None:
+    """A second Python process that makes each call ``(module, function, args)`` — functions that compile
+    kernels with :func:`compile_kernel` — so that their compiled code lands in numba's on-disk cache while
+    this process does other work (compiling is single-threaded: a second core compiles the independent
+    kernels in parallel). ``None`` where no process can be started or numba cannot cache ``probe`` (the
+    plain function of one of those kernels) there; the caller then compiles them itself, as it also does
+    for whatever the process has not cached by the time it needs them. The process runs this very copy of
+    the package, with numba's settings from the environment."""
+    if not calls or not sys.executable or not can_cache(probe):
+        return None
+    root = str(Path(__file__).resolve().parents[1])   # the directory holding this copy of the package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    code = ("import importlib, json, sys\n"
+            "for module, function, args in json.loads(sys.argv[1]):\n"
+            "    getattr(importlib.import_module(module), function)(*args)\n")
+    try:
+        return subprocess.Popen([sys.executable, "-c", code, json.dumps([list(call) for call in calls])], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def wait_aside(process: subprocess.Popen | None, timeout: float = 300.0) -> None:
+    """Wait for :func:`compile_aside`'s process (stopping it after ``timeout`` seconds)."""
+    if process is None:
+        return
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        stop_aside(process)
+
+
+def stop_aside(process: subprocess.Popen | None) -> None:
+    """Stop :func:`compile_aside`'s process if it still runs (its kernels were not needed after all)."""
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()

@@ -294,33 +294,33 @@ def equal_params(items, count, it):
 
 
 def no_stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it):
-    """:func:`stage_items` in the fill compiled without the knapsacks (:func:`compiled_fast`): −1, on
-    which the fill stops."""
+    """The stand-in for :func:`stage_items` where no stage should need the knapsacks (:func:`compiled`): −1,
+    on which the fill stops."""
     return -1
 
 
 def no_item_costs(items, count, it, d, y, m, bandwidth, speed):
-    """:func:`item_costs` in the fill compiled without the knapsacks: never reached (the fill stops first)."""
-    return None
+    """The stand-in for :func:`item_costs`: never reached (the fill stops first)."""
 
 
 def no_equal_params(items, count, it):
-    """:func:`equal_params` in the fill compiled without the knapsacks: never reached."""
+    """The stand-in for :func:`equal_params`: never reached."""
     return False
 
 
 def no_knapsack_greedy(count, cost, mem, capacity, choice):
-    """:func:`knapsack_greedy` in the fill compiled without the knapsacks: never reached."""
+    """The stand-in for :func:`knapsack_greedy` (exact mode, or no knapsack needed): never reached."""
     return np.nan
 
 
 def no_knapsack_exact(count, cost, mem, capacity, ceiling, choice):
-    """:func:`knapsack_exact` in the fill compiled without the knapsacks: never reached."""
+    """The stand-in for :func:`knapsack_exact` (greedy mode, or no knapsack needed): never reached."""
     return np.nan
 
 
 def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, fsum, fcut, lowm, wlb, limits,
-         cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has):
+         cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has,
+         stage_items, item_costs, equal_params, knapsack_greedy, knapsack_exact):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -340,9 +340,16 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     exceeds the capacity fits no choice. Where every node of the stage has options of equal parameter
     size, the options' costs at another ``d`` are one affine map of those at the first (``1/d``
     times, plus the same constant per node), so the knapsack's choice at ``y`` is kept for every ``d``.
+    A stage value is needed only where it could lower its cell: none is computed where the previous
+    stages' value already reaches the cell's, and the exact knapsack runs with the cell's value as
+    its ceiling (an answer above it is kept as a lower bound of that ``y``, ``cache[1]``, not as the
+    value). Greedy mode (Piper's values) evaluates every stage, as Piper does.
 
     Packed arguments (few of them keep numba's compilation short): ``sizes`` = (sets by size, set
-    sizes); ``config`` = (K, columns S1, collapsed, suffix, m, greedy); ``type_counts`` = (count,
+    sizes); ``config`` = (K, columns S1, collapsed, suffix, m, greedy,
+    rising: exact values that never fall as ``y`` grows, so that a value or bound at ``y`` bounds every
+    larger ``y`` — true when no option's memory per micro-batch is negative; descending: each set's
+    subsets in decreasing size, for a pass whose value alone is read); ``type_counts`` = (count,
     stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
@@ -350,8 +357,11 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     as :attr:`placement.parallel.tables.Tables.packed` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
-    Python only: compiled, it runs to the end), and (``stopped`` = 2) where the fill compiled without
-    the knapsacks (:func:`compiled_fast`) meets a stage whose items it would need. ``xb`` to ``has``: scratch arrays (:func:`workspace`)."""
+    Python only: compiled, it runs to the end), and (``stopped`` = 2) where it was given the stubs
+    instead of the knapsacks (:func:`compiled`) and meets a stage whose items it would need. ``xb`` to
+    ``has``: scratch arrays (:func:`workspace`). The last five arguments are the helpers it calls
+    (:data:`HELPERS`: the functions of this module, or compiled, or stubs): compiled, the fill takes
+    them as function values, so it compiles without them and they compile apart from it."""
     N = sizes.shape[1]
     W = bits.shape[1]
     Q = pairs.shape[1]
@@ -363,6 +373,8 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     suffix = config[3] != 0
     m = config[4]
     greedy = config[5] != 0
+    rising = config[6] != 0
+    descending = config[7] != 0
     wtot = limits[0]
     ceiling = limits[1]
     deadline = limits[2]
@@ -373,7 +385,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     choice = ints[2]
     c_cost = floats[5]
     c_mem = floats[6]
-    ycap = cache.shape[0]
+    ycap = cache.shape[1]
     n = options.shape[0]
     has[0] = True
     for a in range(N):
@@ -392,9 +404,12 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
         kcap = K - rest
         if kcap < 1:
             continue
-        for b in range(a):
+        for bb in range(a):
+            b = a - 1 - bb if descending else bb
             J = sizes[0, b]
             if sizes[1, J] >= sizes[1, I]:
+                if descending:
+                    continue
                 break
             if not has[J]:
                 continue
@@ -480,7 +495,8 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                         if lb > slack:
                             continue
                         for y in range(ycap):
-                            cache[y] = -1.0
+                            cache[0, y] = -1.0
+                            cache[1, y] = lb
                         for kp in range(jlo, ncodes):   # a code is at least its total
                             tk = codes[kp, T]
                             if tk < jlo or tk > kcap - dt or codes[kp, tau] + dt > type_counts[0, tau]:
@@ -500,13 +516,19 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                 if suffix:
                                     y = (sval + d - 1) // d
                                     slot = y
-                                val = cache[slot]
+                                target = dp[I, kn, sn]
+                                if not greedy and prev >= target:
+                                    continue   # no stage value can improve this cell
+                                val = cache[0, slot]
+                                if not greedy and val < 0.0 and cache[1, slot] >= target:
+                                    continue   # the stage is known to cost at least the cell's value
                                 if val < 0.0:
                                     stats[1] += 1
                                     if past(deadline):
                                         stats[4] = 1
                                         return
                                     low = slot if suffix else q
+                                    above = False
                                     if fast and ca * y + cb <= mtol:
                                         val = lb
                                     elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9):
@@ -527,22 +549,37 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                                 val += c_cost[i, kept[key, i]]
                                         else:
                                             stats[2] += 1
-                                            val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
-                                                                  capacity, choice)
                                             if greedy:
+                                                val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
+                                                                      capacity, choice)
                                                 if suffix:
                                                     for z in range(1, ycap):
-                                                        if cache[z] >= 0.0 and ((z < y and cache[z] > val * (1 + 1e-12))
-                                                                                or (z > y and cache[z] * (1 + 1e-12) < val)):
+                                                        if cache[0, z] >= 0.0 and (
+                                                                (z < y and cache[0, z] > val * (1 + 1e-12))
+                                                                or (z > y and cache[0, z] * (1 + 1e-12) < val)):
                                                             stats[3] += 1
-                                            elif val < INF:   # the greedy value is that of a fitting choice: a ceiling
+                                            else:
+                                                top = slack
+                                                cut = target < top
+                                                if cut:   # only a value below the cell's matters
+                                                    top = target
                                                 val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
-                                                                     capacity, min(slack, val * (1.0 + 1e-12)), choice)
+                                                                     capacity, top, choice)
                                                 if val < INF and pequal:
                                                     kept[key, n] = 1
                                                     for i in range(built):
                                                         kept[key, i] = choice[i]
-                                    cache[slot] = val
+                                                if val >= INF and cut:   # the value is unknown, above ``top``
+                                                    above = True
+                                                    val = top
+                                    if rising:   # the value rises with y: a lower bound at every larger y
+                                        for z in range(slot, ycap):
+                                            if cache[1, z] < val:
+                                                cache[1, z] = val
+                                    if above:
+                                        cache[1, slot] = max(cache[1, slot], val)
+                                        continue
+                                    cache[0, slot] = val
                                 cand = max(prev, val)
                                 if cand < dp[I, kn, sn]:
                                     dp[I, kn, sn] = cand
@@ -559,7 +596,7 @@ def workspace(sets, nodes, width, words, devices, suffix, pairs):
     a knapsack choice kept for reuse, its last column 1 when set."""
     ycap = devices + 2 if suffix else 1
     return (np.zeros(words, dtype=np.uint64), np.zeros((3, nodes), dtype=np.int64), np.zeros((7, nodes, width)),
-            np.empty(ycap), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_))
+            np.empty((2, ycap)), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_))
 
 
 def past(deadline):
@@ -572,49 +609,116 @@ def never_past(deadline):
     return False
 
 
+#: the helpers :func:`fill` calls, in the order it takes them
+HELPERS = ("stage_items", "item_costs", "equal_params", "knapsack_greedy", "knapsack_exact")
+
+
+def needed_helpers(knapsacks: bool, greedy: bool) -> frozenset[str]:
+    """The helpers a fill calls: none unless some stage needs a knapsack (``knapsacks``); then the stage
+    helpers and the knapsack of the mode (Piper's heuristic when ``greedy``, else the exact one)."""
+    if not knapsacks:
+        return frozenset()
+    return frozenset(("stage_items", "item_costs", "equal_params", "knapsack_greedy" if greedy else "knapsack_exact"))
+
+
 def interpreted() -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation)."""
-    return SimpleNamespace(fill=fill, knapsack_exact=knapsack_exact, knapsack_greedy=knapsack_greedy,
-                           stage_items=stage_items, item_costs=item_costs, equal_params=equal_params)
+    plain = (stage_items, item_costs, equal_params, knapsack_greedy, knapsack_exact)
+    return SimpleNamespace(fill=lambda *args: fill(*args, *plain), compiles=lambda: False, close=lambda: None,
+                           **dict(zip(HELPERS, plain)))
 
 
-@lru_cache(maxsize=1)
-def compiled() -> SimpleNamespace:
-    """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`)."""
+def helper_signature(name: str) -> Any:
+    """The numba signature of helper ``name`` (every array C-contiguous, as the fill passes them)."""
+    from numba import types as nt
+
+    i8, f8 = nt.int64, nt.float64
+    vec, mat = nt.Array(i8, 1, "C"), nt.Array(f8, 2, "C")
+    items = nt.Array(f8, 3, "C")
+    return {"stage_items": i8(nt.Array(nt.uint64, 1, "C"), i8, nt.Array(f8, 4, "C"), nt.Array(i8, 2, "C"),
+                              nt.Array(f8, 1, "C"), nt.Array(f8, 4, "C"), nt.Array(i8, 2, "C"), nt.Array(i8, 2, "C"),
+                              vec, vec, items),
+            "item_costs": nt.void(i8, vec, items, i8, i8, i8, f8, f8),
+            "equal_params": nt.boolean(i8, vec, items),
+            "knapsack_greedy": f8(vec, mat, mat, f8, vec),
+            "knapsack_exact": f8(vec, mat, mat, f8, f8, vec)}[name]
+
+
+@lru_cache(maxsize=None)
+def compiled_helper(name: str, stub: bool = False) -> Any:
+    """Helper ``name`` compiled for :func:`helper_signature` (loaded from numba's cache where it holds it);
+    with ``stub``, its stand-in ``no_<name>`` instead."""
     from placement.kernels import compile_kernel
 
-    first = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order),
-             "past": compile_kernel(never_past)}
-    helpers = {f.__name__: compile_kernel(f, first) for f in (knapsack_exact, knapsack_greedy, stage_items,
-                                                               item_costs, equal_params)}
-    return SimpleNamespace(fill=compile_kernel(fill, {**first, **helpers}), **helpers)
+    if stub:
+        return compile_kernel(globals()["no_" + name], signature=helper_signature(name))
+    callees = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    return compile_kernel(globals()[name], callees, signature=helper_signature(name))
 
 
-@lru_cache(maxsize=1)
-def compiled_fast() -> SimpleNamespace:
-    """:func:`fill` compiled without the knapsacks (a fraction of the compile time): it runs where every
-    stage's dominant options fit (``fast``, :func:`fill`) and stops with ``stats[4] = 2`` at the first
-    stage where they do not (its stage items are built by :func:`no_stage_items`)."""
+@lru_cache(maxsize=None)
+def compiled_fill(arg_types: tuple) -> Any:
+    """:func:`fill` compiled for ``arg_types`` (numba types of its arrays and scalars) followed by the
+    helpers as function values of :func:`helper_signature`."""
+    from numba import types as nt
+
     from placement.kernels import compile_kernel
 
-    helpers = {"past": compile_kernel(never_past)}
-    helpers.update({f.__name__[3:]: compile_kernel(f) for f in (no_stage_items, no_item_costs, no_equal_params,
-                                                                 no_knapsack_greedy, no_knapsack_exact)})
-    return SimpleNamespace(fill=compile_kernel(fill, helpers, name="fill_fast"))
+    functions = tuple(nt.FunctionType(helper_signature(name)) for name in HELPERS)
+    return compile_kernel(fill, {"past": compile_kernel(never_past)}, signature=arg_types + functions)
 
 
-def kernels(use_compiled: bool, knapsacks: bool = True) -> SimpleNamespace:
-    """The interpreted kernels, or the compiled ones (:func:`compiled`; :func:`compiled_fast` without
-    ``knapsacks``)."""
-    if not use_compiled:
-        return interpreted()
-    return compiled() if knapsacks else compiled_fast()
+def helper_compiles(name: str) -> bool:
+    """Whether helper ``name`` is not in numba's on-disk cache (nor readable there)."""
+    from placement.kernels import compile_kernel, is_cached
+
+    return not is_cached(compile_kernel(globals()[name]))
+
+
+def fill_compiles() -> bool:
+    """Whether :func:`fill` is neither compiled in this process nor in numba's on-disk cache."""
+    from placement.kernels import compile_kernel, is_cached
+
+    return compiled_fill.cache_info().currsize == 0 and not is_cached(compile_kernel(fill))
+
+
+def compiled(needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -> SimpleNamespace:
+    """The fill compiled (:func:`compiled_fill`, for the arguments of each call) with the helpers in ``needed``
+    compiled and stubs for the others; the stub of ``stage_items`` returns −1, on which the fill stops
+    (``stats[4] = 2``) where a stage needs them. With ``aside``, when the fill must be compiled, the helpers
+    it needs and the kernel that times the plan afterwards (:func:`placement.parallel.timing.time_per_batch`)
+    are compiled by a second process (:func:`placement.kernels.compile_aside`) while this one compiles the
+    fill: they are independent units, so two cores compile them in about the time of the fill alone. The
+    fill waits for that process before it loads them (``close`` stops it where the fill is not run)."""
+    from placement.kernels import compile_aside, stop_aside, wait_aside
+
+    process = None
+    if aside and fill_compiles():
+        from placement.parallel import timing
+
+        calls = [("placement.parallel._kernels", "compiled_helper", (name,)) for name in sorted(needed)
+                 if helper_compiles(name)]
+        if not timing.longest_path_cached():
+            calls.append(("placement.parallel.timing", "compiled_longest_path", ()))
+        process = compile_aside(calls, fill)
+
+    def run(*args):
+        from numba import typeof
+
+        kernel = compiled_fill(tuple(typeof(a) for a in args))
+        wait_aside(process)
+        kernel(*args, *(compiled_helper(name, stub=name not in needed) for name in HELPERS))
+
+    return SimpleNamespace(fill=run, close=lambda: stop_aside(process),
+                           compiles=lambda: fill_compiles() or any(helper_compiles(n) for n in needed))
+
+
+def kernels(use_compiled: bool, needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -> SimpleNamespace:
+    """The interpreted kernels, or the compiled ones with the helpers in ``needed`` (:func:`compiled`)."""
+    return compiled(needed, aside) if use_compiled else interpreted()
 
 
 def must_compile(namespace: SimpleNamespace) -> bool:
-    """Whether running ``namespace.fill`` compiles it first: compiled kernels neither compiled in this
-    process nor found in numba's on-disk cache (that cache's index for the current source; where it
-    cannot be read, the answer is yes)."""
-    from placement.kernels import is_cached
-
-    return not is_cached(namespace.fill)
+    """Whether running ``namespace.fill`` compiles something first: compiled kernels neither compiled in this
+    process nor found in numba's on-disk cache (where that cache cannot be read, the answer is yes)."""
+    return namespace.compiles()

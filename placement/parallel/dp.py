@@ -38,7 +38,11 @@ above ``c`` — it skips stages whose time exceeds ``c``, and device counts that
 the graph (or the later stages) fewer devices than they need at ``c`` (``d·t ≥ Σ_v min t·time /
 c``). Stages whose nodes all have a dominant TMPC (:mod:`placement.parallel.tables`) take their
 sums as differences of per-set prefix sums and their boundary from the two sets' cuts; the
-knapsack runs only where the fastest choice does not fit.
+knapsack runs only where the fastest choice does not fit, and (exact mode) only where the stage
+could lower its cell: with the cell's value as its ceiling, and not where a lower bound (the least
+times; a value or bound at fewer micro-batches in flight, as the exact value never falls as ``y``
+grows) already reaches it. The chain's pass visits each set's last stages smallest first, so that
+its large stages meet low ceilings.
 """
 
 from __future__ import annotations
@@ -191,7 +195,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
         pass stopped at ``deadline`` (:func:`time.perf_counter`)."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        "greedy", ceiling, deadline)
+                        mode, ceiling, deadline, descending=True)
         if chain_dp[3][4]:
             return None
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
@@ -199,21 +203,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                     lowered, deadline)
         return None if full[3][4] else (lowered, *full)
 
-    unlimited = math.inf
-    found = None
-    if compiled is None and (cells <= 2_000 or len(sets.size) <= INTERPRETED_SETS
-                             and K.must_compile(K.kernels(True))):
-        # small, or not compiled yet: plain Python, within a budget unless the table is small
-        found = passes(K.interpreted(), unlimited if cells <= 2_000 else time.perf_counter() + INTERPRETED_SECONDS)
-        stats["interpreted"] = found is not None
-    if found is None:
-        knapsacks = _knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0)
-        kernels = K.kernels(compiled is not False, knapsacks)
-        if progress is not None and K.must_compile(kernels):
-            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
-        found = passes(kernels, unlimited)
-        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): the full kernels
-            found = passes(K.kernels(True), unlimited)
+    found = _fill_both(passes, cells, len(sets.size), compiled, stats, progress,
+                       K.needed_helpers(_knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0),
+                                        mode == "greedy"), mode == "greedy")
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
@@ -225,6 +217,35 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     plan = _reconstruct(tables, sets, dp, par_set, par_q, pairs, k, s, codes, collapsed, schedule, m, types, mode,
                         value)
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
+
+
+def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, stats: dict[str, Any],
+               progress: Callable[[str], None] | None, needed: frozenset[str], greedy: bool):
+    """The result of ``passes`` (the chain's pass and the full one) with the kernels :func:`solve_parallel`
+    chooses: plain Python for a table of at most 2,000 cells; else compiled, except that while they are not
+    in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is first tried in plain Python for
+    :data:`INTERPRETED_SECONDS` (a second process compiles the helpers meanwhile, which is stopped if that
+    try succeeds). ``needed``: the helpers the fill calls (:func:`placement.parallel._kernels.needed_helpers`)."""
+    unlimited = math.inf
+    if compiled is False or compiled is None and cells <= 2_000:
+        if compiled is None:
+            stats["interpreted"] = True
+        return passes(K.interpreted(), unlimited)
+    kernels = K.kernels(True, needed, aside=True)
+    try:
+        if compiled is None and sets <= INTERPRETED_SETS and K.must_compile(kernels):
+            found = passes(K.interpreted(), time.perf_counter() + INTERPRETED_SECONDS)
+            stats["interpreted"] = found is not None
+            if found is not None:
+                return found
+        if progress is not None and K.must_compile(kernels):
+            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
+        found = passes(kernels, unlimited)
+        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): compile the helpers
+            found = passes(K.kernels(True, K.needed_helpers(True, greedy)), unlimited)
+        return found
+    finally:
+        kernels.close()
 
 
 def _knapsacks_needed(tables: Tables, types: DeviceTypes, most_in_flight: int) -> bool:
@@ -311,14 +332,19 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray, fastest: float) -> dic
 
 
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
-         types: DeviceTypes, mode, ceiling, deadline):
+         types: DeviceTypes, mode, ceiling, deadline, descending=False):
+    """One fill over ``sets`` (:func:`placement.parallel._kernels.fill`); ``descending``: each set's
+    subsets in decreasing size (its last stage smallest first), for a pass whose value alone is read:
+    small stages set low cell values early, which then bound the knapsacks of large ones, but ties
+    between plans may fall the other way."""
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
     dp = np.full((count, codes.count, width), np.inf)
     parent = np.full((2, count, codes.count, width), -1, dtype=np.int64)
     counters = np.zeros(5, dtype=np.int64)
     digits = codes.digits()
-    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy"], dtype=np.int64)
+    rising = mode != "greedy" and bool((tables.mem_a >= 0).all())   # exact stage values rise with y
+    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy", rising, descending], dtype=np.int64)
     kinds = np.array([types.memory, types.bandwidth, types.speed], dtype=np.float64)
     pair_rows = np.array([[k for _, k, _ in pairs], [d for _, _, d in pairs], [tau for tau, _, _ in pairs]],
                          dtype=np.int64).reshape(3, len(pairs))
