@@ -178,9 +178,9 @@ def test_the_helpers_a_fill_needs():
 ASIDE = """
 import sys
 from placement.kernels import compile_aside, wait_aside
-from placement.parallel._kernels import helper_compiles
+from placement.parallel._kernels import equal_params, helper_compiles
 before = helper_compiles("equal_params"), helper_compiles("item_costs")
-process = compile_aside([("placement.parallel._kernels", "compiled_helper", ("equal_params",))], print)
+process = compile_aside([("placement.parallel._kernels", "compiled_helper", ("equal_params", False))], equal_params)
 wait_aside(process)
 print(before, process.returncode, helper_compiles("equal_params"), helper_compiles("item_costs"))
 """
@@ -200,3 +200,16 @@ def test_a_second_process_that_is_not_needed_is_stopped():
     stop_aside(process)
     assert process.returncode is not None and process.returncode != 0
     stop_aside(None)   # nothing started: nothing to stop
+
+
+def test_a_plain_fill_stops_at_its_deadline_or_when_on_course_to_overrun_it():
+    from time import perf_counter
+
+    now = perf_counter()
+    started = [0.0, 0.0, now + 1.0, now - 0.2]     # a budget of 1.2 s, 0.2 s spent
+    assert K.past(started, 1, 10) is True           # 0.2 s · (10 / 1)² = 20 s > 3 · 1.2 s
+    assert K.past(started, 9, 10) is False          # 0.2 s · (10 / 9)² ≈ 0.25 s
+    assert K.past([0.0, 0.0, now + 1.0, now], 1, 10) is False   # under a tenth of a second: no projection
+    assert K.past([0.0, 0.0, now - 0.01, now - 0.5], 9, 10) is True   # past the deadline
+    assert K.past([0.0, 0.0, math.inf, now - 0.2], 1, 10) is False    # no deadline
+    assert K.never_past(started, 1, 10) is False

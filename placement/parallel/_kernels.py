@@ -353,11 +353,11 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
-    ``wlb`` over all nodes, ceiling, deadline); ``parent`` = (set, pair) of the last stage; the tables
+    ``wlb`` over all nodes, ceiling, deadline, start); ``parent`` = (set, pair) of the last stage; the tables
     as :attr:`placement.parallel.tables.Tables.packed` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
-    stops (``stopped`` = 1, the table unfinished) when :func:`past` says ``deadline`` has passed (plain
-    Python only: compiled, it runs to the end), and (``stopped`` = 2) where it was given the stubs
+    stops (``stopped`` = 1, the table unfinished) when :func:`past` says so: the deadline has passed, or
+    the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end), and (``stopped`` = 2) where it was given the stubs
     instead of the knapsacks (:func:`compiled`) and meets a stage whose items it would need. ``xb`` to
     ``has``: scratch arrays (:func:`workspace`). The last five arguments are the helpers it calls
     (:data:`HELPERS`: the functions of this module, or compiled, or stubs): compiled, the fill takes
@@ -377,7 +377,6 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     descending = config[7] != 0
     wtot = limits[0]
     ceiling = limits[1]
-    deadline = limits[2]
     slack = ceiling * (1.0 + 1e-12)
     windows = ceiling > 0.0 and ceiling < INF
     nodes = ints[0]
@@ -421,7 +420,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
             if not sub:
                 continue
             stats[0] += 1
-            if past(deadline):
+            if past(limits, a, N):
                 stats[4] = 1
                 return
             for w in range(W):
@@ -524,7 +523,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                     continue   # the stage is known to cost at least the cell's value
                                 if val < 0.0:
                                     stats[1] += 1
-                                    if past(deadline):
+                                    if past(limits, a, N):
                                         stats[4] = 1
                                         return
                                     low = slot if suffix else q
@@ -599,12 +598,20 @@ def workspace(sets, nodes, width, words, devices, suffix, pairs):
             np.empty((2, ycap)), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_))
 
 
-def past(deadline):
-    """Whether the clock (:func:`time.perf_counter`) is past ``deadline``: the plain-Python fill's budget."""
-    return perf_counter() > deadline
+def past(limits, done, total):
+    """Whether the plain-Python fill stops: the clock (:func:`time.perf_counter`) is past the deadline
+    ``limits[2]``, or, after a tenth of a second, the fill is on course to run more than three times its
+    budget (``limits[2] − limits[3]``, ``limits[3]`` its start), the time so far scaled by
+    ``(total / done)²``: the sets come by size, and a set has about as many subsets before it as its
+    position, so the work up to set ``done`` grows as its square."""
+    now = perf_counter()
+    if now > limits[2]:
+        return True
+    spent = now - limits[3]
+    return spent > 0.1 and done > 0 and spent * (total / done) ** 2 > 3.0 * (limits[2] - limits[3])
 
 
-def never_past(deadline):
+def never_past(limits, done, total):
     """:func:`past` in the compiled kernels, which run to the end."""
     return False
 
@@ -668,11 +675,12 @@ def compiled_fill(arg_types: tuple) -> Any:
     return compile_kernel(fill, {"past": compile_kernel(never_past)}, signature=arg_types + functions)
 
 
-def helper_compiles(name: str) -> bool:
-    """Whether helper ``name`` is not in numba's on-disk cache (nor readable there)."""
+def helper_compiles(name: str, stub: bool = False) -> bool:
+    """Whether helper ``name`` (with ``stub``, its stand-in) is not in numba's on-disk cache (nor readable
+    there)."""
     from placement.kernels import compile_kernel, is_cached
 
-    return not is_cached(compile_kernel(globals()[name]))
+    return not is_cached(compile_kernel(globals()[("no_" if stub else "") + name]))
 
 
 def fill_compiles() -> bool:
@@ -686,7 +694,7 @@ def compiled(needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -
     """The fill compiled (:func:`compiled_fill`, for the arguments of each call) with the helpers in ``needed``
     compiled and stubs for the others; the stub of ``stage_items`` returns −1, on which the fill stops
     (``stats[4] = 2``) where a stage needs them. With ``aside``, when the fill must be compiled, the helpers
-    it needs and the kernel that times the plan afterwards (:func:`placement.parallel.timing.time_per_batch`)
+    it needs, the stubs of the others and the kernel that times the plan afterwards (:func:`placement.parallel.timing.time_per_batch`)
     are compiled by a second process (:func:`placement.kernels.compile_aside`) while this one compiles the
     fill: they are independent units, so two cores compile them in about the time of the fill alone. The
     fill waits for that process before it loads them (``close`` stops it where the fill is not run)."""
@@ -696,8 +704,8 @@ def compiled(needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -
     if aside and fill_compiles():
         from placement.parallel import timing
 
-        calls = [("placement.parallel._kernels", "compiled_helper", (name,)) for name in sorted(needed)
-                 if helper_compiles(name)]
+        calls = [("placement.parallel._kernels", "compiled_helper", (name, name not in needed)) for name in HELPERS
+                 if helper_compiles(name, name not in needed)]
         if not timing.longest_path_cached():
             calls.append(("placement.parallel.timing", "compiled_longest_path", ()))
         process = compile_aside(calls, fill)

@@ -354,8 +354,8 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  np.hstack([digits, digits.sum(axis=1)[:, None]]), np.stack([arrays["missing"], arrays["nondom"]]),
                  np.stack([arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"]]),
                  np.stack([arrays["f_in"], arrays["f_out"]]), arrays["lowm"], arrays["wlb"],
-                 np.array([arrays["wtot"], ceiling, deadline], dtype=np.float64), sets.cut_ptr, sets.cut_idx,
-                 tables.cost, sync, ends, ptr, opt, tables.options, dp, parent, counters,
+                 np.array([arrays["wtot"], ceiling, deadline, time.perf_counter()], dtype=np.float64),
+                 sets.cut_ptr, sets.cut_idx, tables.cost, sync, ends, ptr, opt, tables.options, dp, parent, counters,
                  *K.workspace(count, tables.options.shape[0], tables.time.shape[2], sets.bits.shape[1], cap, suffix,
                               len(pairs)))
     par_set, par_q = parent
