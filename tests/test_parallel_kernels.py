@@ -68,7 +68,7 @@ def test_a_plain_attempt_past_its_deadline_hands_over_and_changes_nothing(monkey
                  devices=40, memory=30.0, microbatches=8)
     reference = dp.solve_parallel(inst, compiled=False)
     plain = K.interpreted()
-    monkeypatch.setattr(K, "kernels", lambda use_compiled, needed=frozenset(), aside=False: plain)
+    monkeypatch.setattr(K, "kernels", lambda use_compiled, kind="exact", aside=False: plain)
     monkeypatch.setattr(K, "must_compile", lambda namespace: True)
     found = dp.solve_parallel(inst)
     assert found.stats["interpreted"] is True and found.value == reference.value   # within the deadline
@@ -128,66 +128,65 @@ def test_knapsacks_are_needed_only_where_a_stage_may_miss_its_dominant_options()
 
 
 def test_the_fill_without_knapsacks_stops_where_one_is_needed_and_the_solve_falls_back(monkeypatch):
-    # Given the stubs instead of the helpers, the fill stops (stats[4] = 2) at the first stage that needs a
-    # knapsack; the solve then reruns with the helpers. Here the fill is the plain one given the plain stubs.
+    # Given the stub instead of the stage evaluation, the fill stops (stats[4] = 2) at the first stage that needs
+    # one; the solve then reruns with the evaluation. Here the fill is the plain one given the plain stub.
     from placement.parallel import dp
     from tests.test_parallel import chain
 
     inst = chain(_nodes_with_a_lean_option(), cost=0.5, devices=8, memory=12.0, microbatches=4)
     reference = dp.solve_parallel(inst, compiled=False)
-    stubs = (K.no_stage_items, K.no_item_costs, K.no_equal_params, K.no_knapsack_greedy, K.no_knapsack_exact)
     calls = []
 
-    def kernels(use_compiled, needed=frozenset(K.HELPERS), aside=False):
-        calls.append(needed)
-        if needed:
+    def kernels(use_compiled, kind="exact", aside=False):
+        calls.append(kind)
+        if kind != "none":
             return K.interpreted()
-        return SimpleNamespace(fill=lambda *args: K.fill(*args, *stubs), close=lambda: None, compiles=lambda: False)
+        return SimpleNamespace(fill=lambda *args: K.fill(*args, *K.plain_functions("none")), close=lambda: None,
+                               compiles=lambda: False)
 
     monkeypatch.setattr(K, "kernels", kernels)
     monkeypatch.setattr(dp, "_knapsacks_needed", lambda *args: False)
     found = dp.solve_parallel(inst, compiled=True)
-    assert calls == [frozenset(), {"stage_items", "item_costs", "equal_params", "knapsack_exact"}]
+    assert calls == ["none", "exact"]
     assert found.value == reference.value and found.plan == reference.plan and reference.stats["knapsacks"] > 0
 
 
 def test_compiled_fill_without_knapsacks_equals_plain_fill(monkeypatch):
     # Memory never binds (every node's only option fits with all of them together): the compiled fill is given
-    # the stubs instead of the helpers, and gives the plain fill's value and plan for each schedule.
+    # the stub instead of the stage evaluation, and gives the plain fill's value and plan for each schedule.
     from placement.parallel.dp import solve_parallel
     from tests.test_parallel import chain, tmpc
 
     nodes = [{1: (tmpc("v", 3 + k % 4, 1, a=1),), 2: (tmpc("v", 2 + k % 3, 1, a=1),)} for k in range(7)]
     inst = chain(nodes, cost=1.0, devices=12, memory=1e6, microbatches=8)
     chosen, kernels = [], K.kernels
-    monkeypatch.setattr(K, "kernels", lambda use_compiled, needed=frozenset(K.HELPERS), aside=False:
-                        chosen.append((use_compiled, needed)) or kernels(use_compiled, needed, aside))
+    monkeypatch.setattr(K, "kernels", lambda use_compiled, kind="exact", aside=False:
+                        chosen.append((use_compiled, kind)) or kernels(use_compiled, kind, aside))
     for schedule in ("piper", "1f1b", "gpipe"):
         plain = solve_parallel(inst, schedule=schedule, compiled=False)
         compiled = solve_parallel(inst, schedule=schedule, compiled=True)
         assert compiled.value == plain.value and compiled.plan == plain.plan and plain.plan is not None
-    assert [needed for use_compiled, needed in chosen if use_compiled] == [frozenset()] * 3
+    assert [kind for use_compiled, kind in chosen if use_compiled] == ["none"] * 3
 
 
-def test_the_helpers_a_fill_needs():
-    assert K.needed_helpers(False, False) == K.needed_helpers(False, True) == frozenset()
-    assert K.needed_helpers(True, False) == {"stage_items", "item_costs", "equal_params", "knapsack_exact"}
-    assert K.needed_helpers(True, True) == {"stage_items", "item_costs", "equal_params", "knapsack_greedy"}
+def test_the_stage_evaluation_a_fill_needs():
+    assert K.evaluator(False, False) == K.evaluator(False, True) == "none"
+    assert K.evaluator(True, False) == "exact" and K.evaluator(True, True) == "greedy"
 
 
 ASIDE = """
-import sys
 from placement.kernels import compile_aside, wait_aside
-from placement.parallel._kernels import equal_params, helper_compiles
-before = helper_compiles("equal_params"), helper_compiles("item_costs")
-process = compile_aside([("placement.parallel._kernels", "compiled_helper", ("equal_params", False))], equal_params)
+from placement.parallel._kernels import fill, functions_compile
+before = functions_compile("none"), functions_compile("exact")
+process = compile_aside([("placement.parallel._kernels", "compiled_functions", ("none",))], fill)
 wait_aside(process)
-print(before, process.returncode, helper_compiles("equal_params"), helper_compiles("item_costs"))
+print(before, process.returncode, functions_compile("none"), functions_compile("exact"))
 """
 
 
-def test_a_second_process_compiles_helpers_into_the_cache(tmp_path):
-    # Nothing cached at first; the second process compiles equal_params (and only it) into the cache it shares.
+def test_a_second_process_compiles_kernels_into_the_cache(tmp_path):
+    # Nothing cached at first; the second process compiles the stub evaluation and its stub helpers (and not the
+    # exact evaluation) into the cache it shares with this one.
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", ASIDE], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[0] == "(True, True) 0 False True"

@@ -187,11 +187,13 @@ def first_least(row, count):
     return best
 
 
-def knapsack_greedy(count, cost, mem, capacity, choice):
+def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
     """Piper's fast heuristic (``algo.cpp`` lines 1267–1428): the fastest option of every node if that
     fits; ``inf`` if even the least-memory options do not; otherwise, from the fastest, apply the swaps
     to other options in increasing order of extra cost per byte saved (ties by node, then option)
-    until the memory fits. Fills ``choice``; ``cost`` is Piper's time-per-sample contribution."""
+    until the memory fits. Fills ``choice``; ``cost`` is Piper's time-per-sample contribution.
+    ``ceiling`` is not read (the signature is :func:`knapsack_exact`'s, so either is the fill's
+    ``knapsack``)."""
     n = count.shape[0]
     total = 0.0
     for i in range(n):
@@ -293,34 +295,102 @@ def equal_params(items, count, it):
     return True
 
 
+def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d, y,
+             bandwidth, speed, capacity, key, target, slack, stage_items, item_costs, equal_params, knapsack):
+    """A stage's value for :func:`fill` (the stage ``X`` = bitset ``xb`` at degree index ``k``, data-parallel
+    degree ``d`` and ``y`` micro-batches in flight, on devices of ``capacity`` bytes, ``bandwidth`` and
+    ``speed``). ``what = 0``: a lower bound at every ``y``, the sum of each node's least contribution;
+    ``what = 1``: the least time per sample over the choices that fit — Piper's greedy knapsack in greedy
+    mode (``config[5]``), else the exact one with ``min(slack, target)`` as its ceiling, where an answer
+    above ``target`` sets ``state[2]`` and returns ``target`` (a lower bound, not the value).
+
+    ``state`` = (items built for this stage, −1 before the first call; whether its nodes' options share
+    one parameter size; above; stop — set only by :func:`no_evaluate`). ``kept[key]``: an exact choice of
+    this stage at the same ``y`` and another ``d``, which stays optimal when the parameter sizes are shared
+    (:func:`fill`); ``ints`` = (nodes, count, choice) and ``floats`` the stage's items
+    (:func:`stage_items`, :func:`item_costs`). The last four arguments are the helpers it calls
+    (``knapsack``: :func:`knapsack_greedy` in greedy mode, else :func:`knapsack_exact`)."""
+    state[2] = 0
+    n = options.shape[0]
+    count = ints[1]
+    choice = ints[2]
+    c_cost = floats[5]
+    c_mem = floats[6]
+    m = config[4]
+    greedy = config[5] != 0
+    if state[0] < 0:
+        state[0] = stage_items(xb, k, opt, options, cost, sync, ends, ptr, ints[0], count, floats)
+        state[1] = 1 if equal_params(state[0], count, floats) else 0
+    built = state[0]
+    if what == 0:
+        item_costs(built, count, floats, d, y, m, bandwidth, speed)   # only the costs are read
+        lb = 0.0
+        for i in range(built):
+            low = INF
+            for l in range(count[i]):
+                low = min(low, c_cost[i, l])
+            lb += low
+        return lb
+    item_costs(built, count, floats, d, y, m, bandwidth, speed)
+    if not greedy and state[1] != 0 and kept[key, n] != 0:
+        val = 0.0
+        for i in range(built):
+            val += c_cost[i, kept[key, i]]
+        return val
+    stats[2] += 1
+    if greedy:
+        val = knapsack(count[:built], c_cost[:built], c_mem[:built], capacity, INF, choice)
+        if config[3] != 0:   # suffix schedules: count the values not monotone in y
+            for z in range(1, cache.shape[1]):
+                if cache[0, z] >= 0.0 and ((z < y and cache[0, z] > val * (1 + 1e-12))
+                                           or (z > y and cache[0, z] * (1 + 1e-12) < val)):
+                    stats[3] += 1
+        return val
+    top = slack
+    cut = target < top
+    if cut:   # only a value below the cell's matters
+        top = target
+    val = knapsack(count[:built], c_cost[:built], c_mem[:built], capacity, top, choice)
+    if val < INF and state[1] != 0:
+        kept[key, n] = 1
+        for i in range(built):
+            kept[key, i] = choice[i]
+    if val >= INF and cut:   # the value is unknown, above ``top``
+        state[2] = 1
+        return top
+    return val
+
+
+def no_evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept, cache, stats, config, d,
+                y, bandwidth, speed, capacity, key, target, slack, stage_items, item_costs, equal_params, knapsack):
+    """The stand-in for :func:`evaluate` where no stage should need it: sets ``state[3]``, on which the
+    fill stops."""
+    state[3] = 1
+    return 0.0
+
+
 def no_stage_items(xbits, k, opt, options, cost, sync, ends, ptr, nodes, count, it):
-    """The stand-in for :func:`stage_items` where no stage should need the knapsacks (:func:`compiled`): −1,
-    on which the fill stops."""
+    """The stand-in for :func:`stage_items` beside :func:`no_evaluate`: never called."""
     return -1
 
 
 def no_item_costs(items, count, it, d, y, m, bandwidth, speed):
-    """The stand-in for :func:`item_costs`: never reached (the fill stops first)."""
+    """The stand-in for :func:`item_costs` beside :func:`no_evaluate`: never called."""
 
 
 def no_equal_params(items, count, it):
-    """The stand-in for :func:`equal_params`: never reached."""
+    """The stand-in for :func:`equal_params` beside :func:`no_evaluate`: never called."""
     return False
 
 
-def no_knapsack_greedy(count, cost, mem, capacity, choice):
-    """The stand-in for :func:`knapsack_greedy` (exact mode, or no knapsack needed): never reached."""
-    return np.nan
-
-
-def no_knapsack_exact(count, cost, mem, capacity, ceiling, choice):
-    """The stand-in for :func:`knapsack_exact` (greedy mode, or no knapsack needed): never reached."""
+def no_knapsack(count, cost, mem, capacity, ceiling, choice):
+    """The stand-in for the knapsack beside :func:`no_evaluate`: never called."""
     return np.nan
 
 
 def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, fsum, fcut, lowm, wlb, limits,
          cut_ptr, cut_idx, cost, sync, ends, ptr, opt, options, dp, parent, stats, xb, ints, floats, cache, kept, has,
-         stage_items, item_costs, equal_params, knapsack_greedy, knapsack_exact):
+         state, evaluate, stage_items, item_costs, equal_params, knapsack):
     """Fill ``dp[I, k, s]``: the least largest stage time per sample of a pipeline of the nodes of the
     successor-closed set ``I`` on exactly ``k`` devices whose data-parallel degrees sum to exactly ``s``
     (``collapsed``: one column, ``s`` not tracked — every degree is 1, so ``s`` is the device count, or
@@ -357,11 +427,12 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     as :attr:`placement.parallel.tables.Tables.packed` gives them.
     ``stats``: [pairs, stage evaluations, knapsacks, greedy values not monotone in y, stopped]: the fill
     stops (``stopped`` = 1, the table unfinished) when :func:`past` says so: the deadline has passed, or
-    the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end), and (``stopped`` = 2) where it was given the stubs
-    instead of the knapsacks (:func:`compiled`) and meets a stage whose items it would need. ``xb`` to
-    ``has``: scratch arrays (:func:`workspace`). The last five arguments are the helpers it calls
-    (:data:`HELPERS`: the functions of this module, or compiled, or stubs): compiled, the fill takes
-    them as function values, so it compiles without them and they compile apart from it."""
+    the fill is on course to overrun it threefold (plain Python only: compiled, it runs to the end); and
+    (``stopped`` = 2) where it was given :func:`no_evaluate` and meets a stage that needs an evaluation.
+    ``xb`` to ``state``: scratch arrays (:func:`workspace`). The last five arguments are ``evaluate``, which
+    values the stages whose dominant options are missing or do not fit (:func:`evaluate`, or its stub), and
+    the helpers the fill passes on to it; compiled, the fill takes them as function values, so each
+    compiles apart from the others."""
     N = sizes.shape[1]
     W = bits.shape[1]
     Q = pairs.shape[1]
@@ -379,11 +450,6 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     ceiling = limits[1]
     slack = ceiling * (1.0 + 1e-12)
     windows = ceiling > 0.0 and ceiling < INF
-    nodes = ints[0]
-    count = ints[1]
-    choice = ints[2]
-    c_cost = floats[5]
-    c_mem = floats[6]
     ycap = cache.shape[1]
     n = options.shape[0]
     has[0] = True
@@ -459,8 +525,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                         u = ends[0, e]
                         if (bits[I, u >> 6] >> np.uint64(u & 63)) & np.uint64(1) != 0:
                             ce += fcut[1, e, k]
-                built = -1   # the stage's items are built on first use
-                pequal = True
+                state[0] = -1   # the stage's items are built on first use
                 for tau in range(T):
                     capacity = types[0, tau]
                     bandwidth = types[1, tau]
@@ -479,18 +544,12 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                         if fast:
                             lb = (ce / d + 4.0 * (d - 1) * cp / d / m) / bandwidth + ct / spd / d
                         else:
-                            if built < 0:
-                                built = stage_items(xb, k, opt, options, cost, sync, ends, ptr, nodes, count, floats)
-                                if built < 0:   # the kernels compiled without the knapsacks: the caller reruns
-                                    stats[4] = 2
-                                    return
-                                pequal = equal_params(built, count, floats)
-                            item_costs(built, count, floats, d, m // d, m, bandwidth, spd)   # only the costs are read
-                            for i in range(built):
-                                low = INF
-                                for l in range(count[i]):
-                                    low = min(low, c_cost[i, l])
-                                lb += low
+                            lb = evaluate(0, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, state, kept,
+                                          cache, stats, config, d, m // d, bandwidth, spd, capacity, 0, 0.0, slack,
+                                          stage_items, item_costs, equal_params, knapsack)
+                            if state[3] != 0:   # given the stub: the caller reruns with the evaluation
+                                stats[4] = 2
+                                return
                         if lb > slack:
                             continue
                         for y in range(ycap):
@@ -533,44 +592,15 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
                                     elif lowm[I, k, low] - lowm[J, k, low] > capacity * (1.0 + 1e-9):
                                         val = INF
                                     else:
-                                        if built < 0:
-                                            built = stage_items(xb, k, opt, options, cost, sync, ends, ptr, nodes,
-                                                                count, floats)
-                                            if built < 0:
-                                                stats[4] = 2
-                                                return
-                                            pequal = equal_params(built, count, floats)
-                                        item_costs(built, count, floats, d, y, m, bandwidth, spd)
                                         key = y if suffix else ycap + q
-                                        if not greedy and pequal and kept[key, n] != 0:
-                                            val = 0.0
-                                            for i in range(built):
-                                                val += c_cost[i, kept[key, i]]
-                                        else:
-                                            stats[2] += 1
-                                            if greedy:
-                                                val = knapsack_greedy(count[:built], c_cost[:built], c_mem[:built],
-                                                                      capacity, choice)
-                                                if suffix:
-                                                    for z in range(1, ycap):
-                                                        if cache[0, z] >= 0.0 and (
-                                                                (z < y and cache[0, z] > val * (1 + 1e-12))
-                                                                or (z > y and cache[0, z] * (1 + 1e-12) < val)):
-                                                            stats[3] += 1
-                                            else:
-                                                top = slack
-                                                cut = target < top
-                                                if cut:   # only a value below the cell's matters
-                                                    top = target
-                                                val = knapsack_exact(count[:built], c_cost[:built], c_mem[:built],
-                                                                     capacity, top, choice)
-                                                if val < INF and pequal:
-                                                    kept[key, n] = 1
-                                                    for i in range(built):
-                                                        kept[key, i] = choice[i]
-                                                if val >= INF and cut:   # the value is unknown, above ``top``
-                                                    above = True
-                                                    val = top
+                                        val = evaluate(1, xb, k, opt, options, cost, sync, ends, ptr, ints, floats,
+                                                       state, kept, cache, stats, config, d, y, bandwidth, spd,
+                                                       capacity, key, target, slack, stage_items, item_costs,
+                                                       equal_params, knapsack)
+                                        if state[3] != 0:
+                                            stats[4] = 2
+                                            return
+                                        above = state[2] != 0
                                     if rising:   # the value rises with y: a lower bound at every larger y
                                         for z in range(slot, ycap):
                                             if cache[1, z] < val:
@@ -588,14 +618,15 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
 
 
 def workspace(sets, nodes, width, words, devices, suffix, pairs):
-    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, has``) for ``sets`` sets of
+    """The scratch arrays of :func:`fill` (``xb, ints, floats, cache, kept, has, state``) for ``sets`` sets of
     ``nodes`` nodes with ``width`` options at most, ``words`` words per bitset, a total of ``devices``
     and ``pairs`` (type, degree, d) pairs; allocated here so that the compiled fill allocates nothing
     (each array type numba allocates costs its own compilation on a fresh install). ``kept[key]``:
     a knapsack choice kept for reuse, its last column 1 when set."""
     ycap = devices + 2 if suffix else 1
     return (np.zeros(words, dtype=np.uint64), np.zeros((3, nodes), dtype=np.int64), np.zeros((7, nodes, width)),
-            np.empty((2, ycap)), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_))
+            np.empty((2, ycap)), np.zeros((ycap + pairs, nodes + 1), dtype=np.int64), np.zeros(sets, dtype=np.bool_),
+            np.zeros(4, dtype=np.int64))
 
 
 def past(limits, done, total):
@@ -616,71 +647,91 @@ def never_past(limits, done, total):
     return False
 
 
-#: the helpers :func:`fill` calls, in the order it takes them
-HELPERS = ("stage_items", "item_costs", "equal_params", "knapsack_greedy", "knapsack_exact")
+#: what :func:`fill` calls, in the order it takes them: the stage evaluation and its helpers
+FUNCTIONS = ("evaluate", "stage_items", "item_costs", "equal_params", "knapsack")
 
 
-def needed_helpers(knapsacks: bool, greedy: bool) -> frozenset[str]:
-    """The helpers a fill calls: none unless some stage needs a knapsack (``knapsacks``); then the stage
-    helpers and the knapsack of the mode (Piper's heuristic when ``greedy``, else the exact one)."""
-    if not knapsacks:
-        return frozenset()
-    return frozenset(("stage_items", "item_costs", "equal_params", "knapsack_greedy" if greedy else "knapsack_exact"))
+def evaluator(knapsacks: bool, greedy: bool) -> str:
+    """Which stage evaluation a fill needs: ``"none"`` (:func:`no_evaluate` and stubs) unless some stage
+    needs a knapsack (``knapsacks``); then :func:`evaluate` with Piper's greedy knapsack (``"greedy"``) or
+    the exact one (``"exact"``)."""
+    return "none" if not knapsacks else "greedy" if greedy else "exact"
 
 
-def interpreted() -> SimpleNamespace:
-    """The kernels as plain Python (small families: no compilation)."""
-    plain = (stage_items, item_costs, equal_params, knapsack_greedy, knapsack_exact)
-    return SimpleNamespace(fill=lambda *args: fill(*args, *plain), compiles=lambda: False, close=lambda: None,
-                           **dict(zip(HELPERS, plain)))
+def plain_functions(kind: str = "exact") -> tuple:
+    """The functions of :data:`FUNCTIONS` as plain Python for the evaluation ``kind``."""
+    if kind == "none":
+        return no_evaluate, no_stage_items, no_item_costs, no_equal_params, no_knapsack
+    return evaluate, stage_items, item_costs, equal_params, knapsack_greedy if kind == "greedy" else knapsack_exact
 
 
-def helper_signature(name: str) -> Any:
-    """The numba signature of helper ``name`` (every array C-contiguous, as the fill passes them)."""
+def interpreted(greedy: bool = False) -> SimpleNamespace:
+    """The kernels as plain Python (small families: no compilation), the fill with the knapsack of the mode
+    (Piper's greedy one where ``greedy``)."""
+    functions = plain_functions("greedy" if greedy else "exact")
+    return SimpleNamespace(fill=lambda *args: fill(*args, *functions), compiles=lambda: False,
+                           close=lambda: None, stage_items=stage_items, item_costs=item_costs,
+                           knapsack_greedy=knapsack_greedy, knapsack_exact=knapsack_exact)
+
+
+def signature(name: str) -> Any:
+    """The numba signature of the function ``name`` of :data:`FUNCTIONS` (every array C-contiguous, as
+    the fill passes them)."""
     from numba import types as nt
 
     i8, f8 = nt.int64, nt.float64
-    vec, mat = nt.Array(i8, 1, "C"), nt.Array(f8, 2, "C")
-    items = nt.Array(f8, 3, "C")
-    return {"stage_items": i8(nt.Array(nt.uint64, 1, "C"), i8, nt.Array(f8, 4, "C"), nt.Array(i8, 2, "C"),
-                              nt.Array(f8, 1, "C"), nt.Array(f8, 4, "C"), nt.Array(i8, 2, "C"), nt.Array(i8, 2, "C"),
-                              vec, vec, items),
-            "item_costs": nt.void(i8, vec, items, i8, i8, i8, f8, f8),
-            "equal_params": nt.boolean(i8, vec, items),
-            "knapsack_greedy": f8(vec, mat, mat, f8, vec),
-            "knapsack_exact": f8(vec, mat, mat, f8, f8, vec)}[name]
+
+    def arr(dtype, dims):
+        return nt.Array(dtype, dims, "C")
+
+    vec, mat, items = arr(i8, 1), arr(f8, 2), arr(f8, 3)
+    helpers = {"stage_items": i8(arr(nt.uint64, 1), i8, arr(f8, 4), arr(i8, 2), arr(f8, 1), arr(f8, 4), arr(i8, 2),
+                                 arr(i8, 2), vec, vec, items),
+               "item_costs": nt.void(i8, vec, items, i8, i8, i8, f8, f8),
+               "equal_params": nt.boolean(i8, vec, items),
+               "knapsack": f8(vec, mat, mat, f8, f8, vec)}
+    if name != "evaluate":
+        return helpers[name]
+    return f8(i8, arr(nt.uint64, 1), i8, arr(f8, 4), arr(i8, 2), arr(f8, 1), arr(f8, 4), arr(i8, 2), arr(i8, 2),
+              arr(i8, 2), arr(f8, 3), vec, arr(i8, 2), arr(f8, 2), vec, vec, i8, i8, f8, f8, f8, i8, f8, f8,
+              *(nt.FunctionType(helpers[h]) for h in FUNCTIONS[1:]))
 
 
 @lru_cache(maxsize=None)
-def compiled_helper(name: str, stub: bool = False) -> Any:
-    """Helper ``name`` compiled for :func:`helper_signature` (loaded from numba's cache where it holds it);
-    with ``stub``, its stand-in ``no_<name>`` instead."""
+def compiled_function(kind: str, position: int) -> Any:
+    """Function ``position`` of :func:`plain_functions` for the evaluation ``kind``, compiled for its
+    :func:`signature` (loaded from numba's cache where it holds it)."""
     from placement.kernels import compile_kernel
 
-    if stub:
-        return compile_kernel(globals()["no_" + name], signature=helper_signature(name))
-    callees = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
-    return compile_kernel(globals()[name], callees, signature=helper_signature(name))
+    function = plain_functions(kind)[position]
+    order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    return compile_kernel(function, order if function in (knapsack_greedy, knapsack_exact) else None,
+                          signature=signature(FUNCTIONS[position]))
+
+
+def compiled_functions(kind: str) -> tuple:
+    """All the functions of :func:`plain_functions` for ``kind``, compiled (:func:`compiled_function`)."""
+    return tuple(compiled_function(kind, position) for position in range(len(FUNCTIONS)))
+
+
+def functions_compile(kind: str) -> bool:
+    """Whether some function of :func:`plain_functions` for ``kind`` is neither compiled in this process nor
+    in numba's on-disk cache."""
+    from placement.kernels import compile_kernel, is_cached
+
+    return any(not is_cached(compile_kernel(function)) for function in plain_functions(kind))
 
 
 @lru_cache(maxsize=None)
 def compiled_fill(arg_types: tuple) -> Any:
     """:func:`fill` compiled for ``arg_types`` (numba types of its arrays and scalars) followed by the
-    helpers as function values of :func:`helper_signature`."""
+    functions of :data:`FUNCTIONS` as function values of their :func:`signature`."""
     from numba import types as nt
 
     from placement.kernels import compile_kernel
 
-    functions = tuple(nt.FunctionType(helper_signature(name)) for name in HELPERS)
+    functions = tuple(nt.FunctionType(signature(name)) for name in FUNCTIONS)
     return compile_kernel(fill, {"past": compile_kernel(never_past)}, signature=arg_types + functions)
-
-
-def helper_compiles(name: str, stub: bool = False) -> bool:
-    """Whether helper ``name`` (with ``stub``, its stand-in) is not in numba's on-disk cache (nor readable
-    there)."""
-    from placement.kernels import compile_kernel, is_cached
-
-    return not is_cached(compile_kernel(globals()[("no_" if stub else "") + name]))
 
 
 def fill_compiles() -> bool:
@@ -690,40 +741,37 @@ def fill_compiles() -> bool:
     return compiled_fill.cache_info().currsize == 0 and not is_cached(compile_kernel(fill))
 
 
-def compiled(needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -> SimpleNamespace:
-    """The fill compiled (:func:`compiled_fill`, for the arguments of each call) with the helpers in ``needed``
-    compiled and stubs for the others; the stub of ``stage_items`` returns −1, on which the fill stops
-    (``stats[4] = 2``) where a stage needs them. With ``aside``, when the fill must be compiled, the helpers
-    it needs, the stubs of the others and the kernel that times the plan afterwards (:func:`placement.parallel.timing.time_per_batch`)
-    are compiled by a second process (:func:`placement.kernels.compile_aside`) while this one compiles the
-    fill: they are independent units, so two cores compile them in about the time of the fill alone. The
-    fill waits for that process before it loads them (``close`` stops it where the fill is not run)."""
+def compiled(kind: str = "exact", aside: bool = False) -> SimpleNamespace:
+    """The fill compiled (:func:`compiled_fill`, for the arguments of each call) with the stage evaluation
+    ``kind`` (:func:`evaluator`) and its helpers, compiled apart (:func:`compiled_functions`); with
+    ``"none"``, :func:`no_evaluate` stops the fill (``stats[4] = 2``) where a stage needs an evaluation.
+    With ``aside``, when the fill must be compiled, a second process (:func:`placement.kernels.compile_aside`)
+    compiles those functions but ``stage_items`` while this one compiles the fill and then ``stage_items``:
+    they are independent units, so two cores compile them in about half the time of all of them in turn.
+    The fill waits for that process before it loads them (``close`` stops it where the fill is not run)."""
     from placement.kernels import compile_aside, stop_aside, wait_aside
 
     process = None
-    if aside and fill_compiles():
-        from placement.parallel import timing
-
-        calls = [("placement.parallel._kernels", "compiled_helper", (name, name not in needed)) for name in HELPERS
-                 if helper_compiles(name, name not in needed)]
-        if not timing.longest_path_cached():
-            calls.append(("placement.parallel.timing", "compiled_longest_path", ()))
-        process = compile_aside(calls, fill)
+    if aside and fill_compiles() and functions_compile(kind):   # all but stage_items: about half the work each
+        process = compile_aside([("placement.parallel._kernels", "compiled_function", (kind, position))
+                                 for position in (0, 2, 3, 4)], fill)
 
     def run(*args):
         from numba import typeof
 
         kernel = compiled_fill(tuple(typeof(a) for a in args))
-        wait_aside(process)
-        kernel(*args, *(compiled_helper(name, stub=name not in needed) for name in HELPERS))
+        if process is not None:
+            compiled_function(kind, 1)   # stage_items, while the second process finishes the others
+            wait_aside(process)
+        kernel(*args, *compiled_functions(kind))
 
     return SimpleNamespace(fill=run, close=lambda: stop_aside(process),
-                           compiles=lambda: fill_compiles() or any(helper_compiles(n) for n in needed))
+                           compiles=lambda: fill_compiles() or functions_compile(kind))
 
 
-def kernels(use_compiled: bool, needed: frozenset[str] = frozenset(HELPERS), aside: bool = False) -> SimpleNamespace:
-    """The interpreted kernels, or the compiled ones with the helpers in ``needed`` (:func:`compiled`)."""
-    return compiled(needed, aside) if use_compiled else interpreted()
+def kernels(use_compiled: bool, kind: str = "exact", aside: bool = False) -> SimpleNamespace:
+    """The interpreted kernels, or the compiled ones with the stage evaluation ``kind`` (:func:`compiled`)."""
+    return compiled(kind, aside) if use_compiled else interpreted(kind == "greedy")
 
 
 def must_compile(namespace: SimpleNamespace) -> bool:

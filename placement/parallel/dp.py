@@ -204,8 +204,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
         return None if full[3][4] else (lowered, *full)
 
     found = _fill_both(passes, cells, len(sets.size), compiled, stats, progress,
-                       K.needed_helpers(_knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0),
-                                        mode == "greedy"), mode == "greedy")
+                       K.evaluator(_knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0), mode == "greedy"),
+                       mode == "greedy")
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
@@ -220,29 +220,30 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
 
 
 def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, stats: dict[str, Any],
-               progress: Callable[[str], None] | None, needed: frozenset[str], greedy: bool):
+               progress: Callable[[str], None] | None, kind: str, greedy: bool):
     """The result of ``passes`` (the chain's pass and the full one) with the kernels :func:`solve_parallel`
     chooses: plain Python for a table of at most 2,000 cells; else compiled, except that while they are not
     in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is first tried in plain Python for
-    :data:`INTERPRETED_SECONDS` (a second process compiles the helpers meanwhile, which is stopped if that
-    try succeeds). ``needed``: the helpers the fill calls (:func:`placement.parallel._kernels.needed_helpers`)."""
+    :data:`INTERPRETED_SECONDS` (a second process compiles the stage evaluation meanwhile, which is stopped if
+    that try succeeds). ``kind``: the stage evaluation the fill calls
+    (:func:`placement.parallel._kernels.evaluator`)."""
     unlimited = math.inf
     if compiled is False or compiled is None and cells <= 2_000:
         if compiled is None:
             stats["interpreted"] = True
-        return passes(K.interpreted(), unlimited)
-    kernels = K.kernels(True, needed, aside=True)
+        return passes(K.interpreted(greedy), unlimited)
+    kernels = K.kernels(True, kind, aside=True)
     try:
         if compiled is None and sets <= INTERPRETED_SETS and K.must_compile(kernels):
-            found = passes(K.interpreted(), time.perf_counter() + INTERPRETED_SECONDS)
+            found = passes(K.interpreted(greedy), time.perf_counter() + INTERPRETED_SECONDS)
             stats["interpreted"] = found is not None
             if found is not None:
                 return found
         if progress is not None and K.must_compile(kernels):
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
         found = passes(kernels, unlimited)
-        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): compile the helpers
-            found = passes(K.kernels(True, K.needed_helpers(True, greedy)), unlimited)
+        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): the evaluation
+            found = passes(K.kernels(True, K.evaluator(True, greedy)), unlimited)
         return found
     finally:
         kernels.close()
@@ -399,7 +400,7 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
         return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
     choice = np.zeros(items, dtype=np.int64)
     if mode == "greedy":
-        value = kern.knapsack_greedy(count[:items], cost[:items], mem[:items], capacity, choice)
+        value = kern.knapsack_greedy(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
     else:
         value = kern.knapsack_exact(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
     return value, choice.tolist()
