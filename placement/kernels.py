@@ -90,7 +90,7 @@ def compile_aside(calls: Sequence[tuple[str, str, tuple[str, ...]]], probe: Call
         return None
 
 
-def wait_aside(process: subprocess.Popen | None, timeout: float = 300.0) -> None:
+def wait_aside(process: subprocess.Popen | None, timeout: float = 120.0) -> None:
     """Wait for :func:`compile_aside`'s process (stopping it after ``timeout`` seconds)."""
     if process is None:
         return

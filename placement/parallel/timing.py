@@ -336,30 +336,18 @@ def _longest_path(length, in_ptr, in_idx, order_ptr, order_idx) -> np.ndarray:
     succ_ptr = np.zeros(tasks + 1, dtype=np.int64)
     succ_ptr[1:] = np.cumsum(np.bincount(src, minlength=tasks))
     waiting = np.bincount(dst, minlength=tasks).astype(np.int64)
-    kernel = longest_path if tasks <= INTERPRETED_TASKS else compiled_longest_path()
-    ends = kernel(np.ascontiguousarray(length, dtype=np.float64), succ_ptr, dst[by_source].astype(np.int64), waiting)
+    kernel = longest_path if tasks <= INTERPRETED_TASKS else _compiled()
+    ends = kernel(length, succ_ptr, dst[by_source].astype(np.int64), waiting)
     if ends.size and ends[0] < 0:
         raise InvalidParameterError("schedule", "the schedule's order deadlocks on this plan")
     return ends
 
 
 @lru_cache(maxsize=1)
-def compiled_longest_path():
-    """:func:`longest_path` compiled by numba for its one signature (compiled, or loaded from numba's cache,
-    on this call)."""
-    from numba import types as nt
-
+def _compiled():
     from placement.kernels import compile_kernel
 
-    ints, floats = nt.Array(nt.int64, 1, "C"), nt.Array(nt.float64, 1, "C")
-    return compile_kernel(longest_path, signature=floats(floats, ints, ints, ints))
-
-
-def longest_path_cached() -> bool:
-    """Whether :func:`compiled_longest_path` finds its code compiled (in this process or numba's cache)."""
-    from placement.kernels import compile_kernel, is_cached
-
-    return compiled_longest_path.cache_info().currsize > 0 or is_cached(compile_kernel(longest_path))
+    return compile_kernel(longest_path)
 
 
 def _with_allreduce(ends: np.ndarray, last: list[int], ring: list[tuple[int, int, float]]) -> float:
