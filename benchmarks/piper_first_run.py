@@ -132,7 +132,8 @@ def main() -> int:
     print("\n".join(format_table(rows, left=(0, 2, 3))))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / ("piper_first_run_all.json" if args.all else "piper_first_run.json")).write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
+    filename = "piper_first_run_all.json" if args.all else "piper_first_run.json"
+    (out / filename).write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
     return 0
 
 

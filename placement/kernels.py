@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 
-def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, name: str | None = None,
-                   signature: Any = None) -> Any:
+def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, signature: Any = None) -> Any:
     """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
-    compiled helpers given there; ``name`` (default: the function's) names the compiled code in the
-    on-disk cache, so that one function compiled with two sets of helpers keeps two entries. With a
-    ``signature`` (numba's), it is compiled (or loaded from the cache) now, for that signature only;
-    without, on its first call, for the types of that call.
+    compiled helpers given there. With a ``signature`` (numba's), it is compiled (or loaded from the
+    cache) now, for that signature only; without, on its first call, for the types of that call.
 
     The compiled code is cached on disk where numba finds a writable cache location; where it
     finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
@@ -32,11 +29,11 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
     """
     import numba
 
-    if helpers or name:
+    if helpers:
         scope = dict(function.__globals__)
-        scope.update(helpers or {})
-        clone = types.FunctionType(function.__code__, scope, name or function.__name__, function.__defaults__)
-        clone.__module__, clone.__qualname__ = function.__module__, name or function.__qualname__
+        scope.update(helpers)
+        clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
+        clone.__module__, clone.__qualname__ = function.__module__, function.__qualname__
         function = clone
     args = () if signature is None else (signature,)
     try:

@@ -322,8 +322,8 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
         state[0] = stage_items(xb, k, opt, options, cost, sync, ends, ptr, ints[0], count, floats)
         state[1] = 1 if equal_params(state[0], count, floats) else 0
     built = state[0]
+    item_costs(built, count, floats, d, y, m, bandwidth, speed)   # what = 0 reads only the costs
     if what == 0:
-        item_costs(built, count, floats, d, y, m, bandwidth, speed)   # only the costs are read
         lb = 0.0
         for i in range(built):
             low = INF
@@ -331,7 +331,6 @@ def evaluate(what, xb, k, opt, options, cost, sync, ends, ptr, ints, floats, sta
                 low = min(low, c_cost[i, l])
             lb += low
         return lb
-    item_costs(built, count, floats, d, y, m, bandwidth, speed)
     if not greedy and state[1] != 0 and kept[key, n] != 0:
         val = 0.0
         for i in range(built):
@@ -669,9 +668,7 @@ def interpreted(greedy: bool = False) -> SimpleNamespace:
     """The kernels as plain Python (small families: no compilation), the fill with the knapsack of the mode
     (Piper's greedy one where ``greedy``)."""
     functions = plain_functions("greedy" if greedy else "exact")
-    return SimpleNamespace(fill=lambda *args: fill(*args, *functions), compiles=lambda: False,
-                           close=lambda: None, stage_items=stage_items, item_costs=item_costs,
-                           knapsack_greedy=knapsack_greedy, knapsack_exact=knapsack_exact)
+    return SimpleNamespace(fill=lambda *args: fill(*args, *functions), compiles=lambda: False, close=lambda: None)
 
 
 def signature(name: str) -> Any:
@@ -704,9 +701,10 @@ def compiled_function(kind: str, position: int) -> Any:
     from placement.kernels import compile_kernel
 
     function = plain_functions(kind)[position]
-    order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
-    return compile_kernel(function, order if function in (knapsack_greedy, knapsack_exact) else None,
-                          signature=signature(FUNCTIONS[position]))
+    order = None
+    if function in (knapsack_greedy, knapsack_exact):
+        order = {"first_least": compile_kernel(first_least), "stable_order": compile_kernel(merge_order)}
+    return compile_kernel(function, order, signature=signature(FUNCTIONS[position]))
 
 
 def compiled_functions(kind: str) -> tuple:

@@ -389,20 +389,17 @@ def stage_choice(tables: Tables, nodes: list[int], k: int, d: int, y: int, m: in
         xb[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
     count = np.zeros(n, dtype=np.int64)
     buffers = np.zeros((7, n, width))
-    kern = K.interpreted()
     opt, sync, ends, ptr = tables.packed
-    items = kern.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, np.zeros(n, dtype=np.int64),
-                             count, buffers)
-    kern.item_costs(items, count, buffers, d, y, m, bandwidth, speed)
+    items = K.stage_items(xb, k, opt, tables.options, tables.cost, sync, ends, ptr, np.zeros(n, dtype=np.int64),
+                          count, buffers)
+    K.item_costs(items, count, buffers, d, y, m, bandwidth, speed)
     cost, mem = buffers[5], buffers[6]
     dominant = [int(tables.dominant[r, k]) for r in nodes]
     if all(l >= 0 for l in dominant) and sum(mem[i, l] for i, l in enumerate(dominant)) <= capacity:
         return sum(cost[i, l] for i, l in enumerate(dominant)), dominant
     choice = np.zeros(items, dtype=np.int64)
-    if mode == "greedy":
-        value = kern.knapsack_greedy(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
-    else:
-        value = kern.knapsack_exact(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
+    knapsack = K.knapsack_greedy if mode == "greedy" else K.knapsack_exact
+    value = knapsack(count[:items], cost[:items], mem[:items], capacity, math.inf, choice)
     return value, choice.tolist()
 
 
