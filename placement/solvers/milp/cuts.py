@@ -186,11 +186,13 @@ def heavy_sets(d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]]) -
 
 
 def count_rows(be: Backend, d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]],
-               x: dict[tuple[int, int], Any], targets: list[Any]) -> None:
-    """Rows 1–4 of the module docstring for each set of :func:`heavy_sets`."""
+               x: dict[tuple[int, int], Any], targets: list[Any]) -> float:
+    """Rows 1–4 of the module docstring for each set of :func:`heavy_sets`; returns the largest
+    ``L(H)`` (0 when there is none)."""
     slots = range(1, len(kinds) + 1)
     theta = [(1, t) for t in targets]
-    for number, (bound, H) in enumerate(heavy_sets(d, kinds, free)):
+    sets = heavy_sets(d, kinds, free)
+    for number, (bound, H) in enumerate(sets):
         be.add(theta, lo=bound)                                                            # (4)
         counts = []
         for s in slots:
@@ -207,3 +209,4 @@ def count_rows(be: Backend, d: GroupData, kinds: Sequence[int], free: set[tuple[
                 if g[j + 1] > len(targets) * d.load_ub:   # more groups of H than j + 1 cannot fit
                     break
         be.add([(1, N) for N in counts], lo=len(H), hi=len(H))                             # (2)
+    return max((bound for bound, _ in sets), default=0.0)

@@ -63,6 +63,11 @@ class Formulation(ABC):
     def decode(self, problem: Instance, d: GroupData, variables: Any, value: Callable[[Any], float]) -> Plan | None:
         """The plan the values describe, or ``None`` when they place no plan."""
 
+    def model_stats(self, variables: Any, unit: float) -> dict[str, Any]:
+        """What the model's construction found, for :attr:`Solution.stats` (``unit``: model to
+        instance time units)."""
+        return {}
+
 
 def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
     """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
@@ -212,7 +217,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     stats: dict[str, Any] = {"backend": be.name, "groups": len(d.groups), "slots": d.slots,
                              "cost_nodes": len(d.cost_nodes), "time_scale": d.scaling.scale,
                              "time_scale_exact": d.scaling.exact, **be.size,
-                             "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
+                             "build_s": time.perf_counter() - start, "gap_allowed": options.gap,
+                             **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)

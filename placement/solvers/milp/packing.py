@@ -1,0 +1,370 @@
+"""The packing bound for the assignment models (:mod:`.none`, :mod:`.sets`): the exact optimum of the
+heaviest groups alone, with the communication their split forces.
+
+Model
+-----
+Slots with fixed types ``k(s)`` (:func:`.none.slot_kinds`), groups ``v`` with times ``p_k(v)``
+(forward plus backward), memory ``m(v)`` and the types ``F(v)`` they fit (:mod:`.data`), and
+``Θ`` the sum of the objective variables (``T``, or ``TF + TB``, which is at least every slot's
+whole load: compute plus communication). Every cost node ``u`` (group ``r(u)``, successor groups
+``W(u)``, cost ``c(u)``) is a hyperedge ``e(u) = {r(u)} ∪ W(u)`` over the groups: a device whose
+set of groups meets ``e(u)`` and misses part of it has ``u`` in ``In`` or ``Out`` and pays ``c(u)``
+once (DESIGN.md §2).
+
+For a set ``H`` of groups and an assignment ``a`` of ``H`` to slots (``k(a(v)) ∈ F(v)``,
+``Σ_{a(v) = s} m(v) ≤ M_k(s)``), with ``A_s = {v ∈ H : a(v) = s}``, the value of slot ``s`` is
+
+    Σ_{v ∈ A_s} p_k(s)(v)  +  pays_k(s) · cut(A_s, H ∖ A_s)
+
+where ``cut(A, B)`` is the least total cost of the hyperedges cut by a set of groups that holds
+``A`` and nothing of ``B`` (a minimum s–t cut of the hypergraph, 0 when ``A`` is empty).
+``P(H)`` is the least, over the assignments, of the largest slot value.
+
+Every plan of :mod:`.none` or :mod:`.sets` restricted to ``H`` is such an assignment, and each
+slot's load in the plan is at least its value: the other groups only add compute, and the slot's
+set of groups holds ``A_s`` and nothing of ``H ∖ A_s``, so its boundary costs at least
+``cut(A_s, H ∖ A_s)``. So ``Θ ≥ P(H)``, row 9 of :mod:`.none`.
+
+Where a few groups carry most of the work (GNMT's LSTM layers, the stems of convolutional
+networks), ``P(H)`` for those groups is a bin-packing bound that the linear relaxation and the
+counting rows of :mod:`.cuts` (each slot holding the *smallest* groups of ``H``) do not see, and
+the cut term prices the tensors that packing must send.
+
+Computing ``P(H)``: a depth-first branch and bound over the groups in decreasing cheapest time;
+each group goes to each slot it fits, empty slots of one type tried once (they are
+interchangeable). A partial assignment's slot loads count compute and the hyperedges already cut
+among placed groups (a lower bound on the values); a node is cut when its largest load, or the
+fluid bound of the groups left (the least ``θ`` with ``Σ_s (θ − load_s)⁺ / ρ_s ≥ Σ_{v left}
+q(v)``, ``q(v)`` the cheapest time and ``ρ_s`` the least ratio ``p_k(s)(v) / q(v)`` over ``H``),
+reaches the best complete assignment found. At a complete assignment the cuts are computed by
+maximum flow for the slots they could make the largest. The search is exact when it ends; when the time
+allowed is spent it gives up and the set is not used. ``H`` is the ``j`` heaviest groups for
+growing ``j`` (:func:`packing_floor`); each exact answer is at least the previous one, since a
+larger ``H`` only adds compute and cut hyperedges.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from typing import Any, Sequence
+
+from placement.solvers.milp.backends import Backend
+from placement.solvers.milp.data import GroupData
+
+#: the most groups in H
+LARGEST = 40
+#: the most seconds spent on the bound, and its share of the time left before the model's deadline
+SECONDS = 30.0
+SHARE = 0.1
+#: the most seconds for a set searched after one that did not raise the floor
+PROBE = 1.0
+#: H grows by the groups at least this share of the last one's time before it is searched again
+LIGHTER = 0.95
+
+
+class _GaveUp(Exception):
+    pass
+
+
+class HyperCut:
+    """Minimum cuts of the cost-node hypergraph over the groups (module docstring): each hyperedge
+    ``e`` becomes an arc ``e_in → e_out`` of capacity ``c`` with infinite arcs ``v → e_in`` and
+    ``e_out → v`` for its groups ``v``, so a finite s–t cut is a set of hyperedges whose removal
+    separates the sources from the sinks."""
+
+    def __init__(self, groups: int, edges: Sequence[tuple[Sequence[int], float]]) -> None:
+        self.groups = groups
+        self.edges = [(tuple(members), c) for members, c in edges if c > 0 and len(set(members)) > 1]
+        self.total = sum(c for _, c in self.edges)
+        size = groups + 2 * len(self.edges) + 2
+        self.source, self.sink = size - 2, size - 1
+        self.arcs: list[list[int]] = [[] for _ in range(size)]   # arc indices leaving each vertex
+        self.head: list[int] = []
+        self.capacity: list[float] = []
+        for i, (members, c) in enumerate(self.edges):
+            e_in, e_out = groups + 2 * i, groups + 2 * i + 1
+            self._arc(e_in, e_out, c)
+            for v in members:
+                self._arc(v, e_in, math.inf)
+                self._arc(e_out, v, math.inf)
+        self._fixed = len(self.head)
+        self._pairs: dict[tuple[int, int], float] = {}
+
+    def pair(self, a: int, b: int) -> float:
+        """``cut({a}, {b})`` for two groups, remembered."""
+        key = (a, b) if a < b else (b, a)
+        if key not in self._pairs:
+            self._pairs[key] = self.cut([a], [b])
+        return self._pairs[key]
+
+    def _arc(self, a: int, b: int, c: float) -> None:
+        self.arcs[a].append(len(self.head))
+        self.head.append(b)
+        self.capacity.append(c)
+        self.arcs[b].append(len(self.head))
+        self.head.append(a)
+        self.capacity.append(0.0)
+
+    def cut(self, inside: Sequence[int], outside: Sequence[int]) -> float:
+        """The least cost of the hyperedges cut by a set of groups holding ``inside`` and none of
+        ``outside`` (0 when either is empty)."""
+        if not inside or not outside or not self.edges:
+            return 0.0
+        for v in inside:
+            self._arc(self.source, v, math.inf)
+        for v in outside:
+            self._arc(v, self.sink, math.inf)
+        residual = list(self.capacity)
+        flow = 0.0
+        while True:                       # shortest augmenting paths (Edmonds–Karp)
+            parent = {self.source: -1}
+            queue = deque([self.source])
+            while queue and self.sink not in parent:
+                a = queue.popleft()
+                for arc in self.arcs[a]:
+                    b = self.head[arc]
+                    if residual[arc] > 0 and b not in parent:
+                        parent[b] = arc
+                        queue.append(b)
+            if self.sink not in parent:
+                break
+            push, b = math.inf, self.sink
+            while b != self.source:
+                arc = parent[b]
+                push = min(push, residual[arc])
+                b = self.head[arc ^ 1]
+            if not math.isfinite(push):   # an infinite path: inside and outside share a group
+                break
+            b = self.sink
+            while b != self.source:
+                arc = parent[b]
+                residual[arc] -= push
+                residual[arc ^ 1] += push
+                b = self.head[arc ^ 1]
+            flow += push
+        self._drop()
+        return flow
+
+    def _drop(self) -> None:
+        """Remove the source and sink arcs of the last :meth:`cut`."""
+        for vertex in (self.source, self.sink):
+            self.arcs[vertex] = [a for a in self.arcs[vertex] if a < self._fixed]
+        for v in range(self.groups):
+            self.arcs[v] = [a for a in self.arcs[v] if a < self._fixed]
+        del self.head[self._fixed:]
+        del self.capacity[self._fixed:]
+
+
+def hypergraph(d: GroupData) -> HyperCut:
+    """The cost-node hypergraph of ``d``'s groups."""
+    return HyperCut(len(d.groups), [((cn.r, *cn.W), cn.c) for cn in d.cost_nodes])
+
+
+def cheapest(d: GroupData) -> dict[int, float]:
+    """``q(v)``: each group's least time over the types it fits (groups that fit none left out)."""
+    return {v: min(d.p(v, k) for k in d.fits(v)) for v in range(len(d.groups)) if d.fits(v)}  # type: ignore[type-var]
+
+
+def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
+                  deadline: float = math.inf, above: float = -math.inf) -> float | None:
+    """``P(H)`` of the module docstring (model units); ``None`` when the search is still running at
+    ``deadline`` (a :func:`time.perf_counter` time), when no assignment of ``H`` fits, or as soon as
+    an assignment of value at most ``above`` is found (``P(H)`` then bounds nothing above it)."""
+    cuts = cuts or hypergraph(d)
+    slots = range(len(kinds))
+    q = cheapest(d)
+    items = sorted(H, key=lambda v: -q[v])
+    position = {v: i for i, v in enumerate(items)}
+    time_on = [[d.p(v, kinds[s]) if kinds[s] in d.fits(v) else None for s in slots] for v in items]
+    size = [d.m[v] for v in items]
+    room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
+    pays = [d.pays[kinds[s]] for s in slots]
+    fitting = [(v, {k: d.p(v, k) for k in d.fits(v)}) for v in q if q[v] > 0]
+    ratio = [min((times[kinds[s]] / q[v] for v, times in fitting if kinds[s] in times), default=math.inf)
+             for s in slots]
+    left_work = [0.0] * (len(items) + 1)
+    left_work[-1] = sum(q[v] for v in q if v not in position)       # the groups outside H
+    for i in range(len(items) - 1, -1, -1):
+        left_work[i] = left_work[i + 1] + q[items[i]]
+    # hyperedges with two or more groups of H, by positions; per position the ones it is in
+    inner = []
+    for members, c in cuts.edges:
+        mine = sorted({position[v] for v in members if v in position})
+        if len(mine) > 1:
+            inner.append((mine, c))
+    touching: list[list[int]] = [[] for _ in items]
+    for index, (mine, _) in enumerate(inner):
+        for i in mine:
+            touching[i].append(index)
+
+    compute = [0.0] * len(kinds)
+    paid = [0.0] * len(kinds)          # inner hyperedges cut so far
+    pair = [0.0] * len(kinds)          # the largest cut({v}, {w}), v on the slot, w placed elsewhere
+    load = [0.0] * len(kinds)          # compute + max(paid, pair) on paying slots: a lower bound on the value
+    held = [0.0] * len(kinds)
+    members = [0] * len(kinds)
+    where = [-1] * len(items)
+    order_placed: list[int] = []               # positions placed, in order
+    lam: list[list[float | None]] = [[None] * len(items) for _ in items]   # cut({v}, {w}) by positions
+    charged: list[set[int]] = [set() for _ in slots]
+    best = [math.inf]
+    count = [0]
+    known: dict[int, float] = {}               # cut(A, H ∖ A) by the bit mask of A's positions
+    mask = [0] * len(kinds)
+
+    def cut_of(s: int) -> float:
+        if mask[s] not in known:
+            known[mask[s]] = cuts.cut([items[i] for i in range(len(items)) if mask[s] >> i & 1],
+                                      [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
+        return known[mask[s]]
+
+    def refresh(s: int) -> None:
+        load[s] = compute[s] + (max(paid[s], pair[s]) if pays[s] else 0.0)
+
+    def water(levels: Sequence[float], need: float) -> float:
+        """The least θ with ``Σ_s (θ − levels[s])⁺ / ρ_s ≥ need``."""
+        if need <= 0:
+            return 0.0
+        order = sorted((levels[s], ratio[s]) for s in slots if math.isfinite(ratio[s]))
+        speed = base = 0.0
+        for j, (level, r) in enumerate(order):
+            speed += 1.0 / r
+            base += level / r
+            theta = (need + base) / speed
+            if j + 1 == len(order) or theta <= order[j + 1][0]:
+                return theta
+        return math.inf
+
+    def place(i: int, s: int) -> list[tuple[str, int, Any]]:
+        """Put position ``i`` on slot ``s``; returns what to undo."""
+        undo: list[tuple[str, int, Any]] = []
+        where[i] = s
+        compute[s] += time_on[i][s]  # type: ignore[operator]
+        held[s] += size[i]
+        members[s] += 1
+        mask[s] |= 1 << i
+        for index in touching[i]:                 # inner hyperedges now split
+            placed = {where[j] for j in inner[index][0] if where[j] >= 0}
+            if len(placed) < 2:
+                continue
+            for t in placed:
+                if pays[t] and index not in charged[t]:
+                    charged[t].add(index)
+                    paid[t] += inner[index][1]
+                    undo.append(("paid", t, index))
+        row = lam[i]
+        for j in order_placed:                     # pairs split by this placement
+            t = where[j]
+            if t == s or not (pays[s] or pays[t]):
+                continue
+            cost = row[j]
+            if cost is None:
+                cost = row[j] = lam[j][i] = cuts.pair(items[i], items[j])
+            for slot in (s, t):
+                if pays[slot] and cost > pair[slot]:
+                    undo.append(("pair", slot, pair[slot]))
+                    pair[slot] = cost
+        order_placed.append(i)
+        for slot in {s} | {t for _, t, _ in undo}:
+            refresh(slot)
+        return undo
+
+    def unplace(i: int, s: int, undo: list[tuple[str, int, Any]]) -> None:
+        for what, t, value in reversed(undo):
+            if what == "paid":
+                charged[t].discard(value)
+                paid[t] -= inner[value][1]
+            else:
+                pair[t] = value
+        order_placed.pop()
+        members[s] -= 1
+        mask[s] &= ~(1 << i)
+        held[s] -= size[i]
+        compute[s] -= time_on[i][s]  # type: ignore[operator]
+        where[i] = -1
+        for slot in {s} | {t for _, t, _ in undo}:
+            refresh(slot)
+
+    def complete() -> float:
+        """The value of the complete assignment: its largest slot value (cuts where they could
+        matter), or the water level of the groups outside ``H`` above the values."""
+        values = list(load)
+        cheap = max(max(values), water(values, left_work[-1]))
+        if cheap >= best[0]:
+            return cheap
+        for s in slots:
+            if pays[s] and members[s] and compute[s] + cuts.total > load[s]:
+                values[s] = max(load[s], compute[s] + cut_of(s))
+        return max(max(values), water(values, left_work[-1]))
+
+    def search(i: int) -> None:
+        count[0] += 1
+        if count[0] % 1000 == 0 and time.perf_counter() > deadline:
+            raise _GaveUp
+        if i == len(items):
+            best[0] = min(best[0], complete())
+            if best[0] <= above:
+                raise _GaveUp
+            return
+        if max(max(load), water(load, left_work[i])) >= best[0]:
+            return
+        empty_tried = set()
+        for _, s in sorted((load[s], s) for s in slots if time_on[i][s] is not None):
+            if held[s] + size[i] > room[s] or load[s] + time_on[i][s] >= best[0]:  # type: ignore[operator]
+                continue
+            if not members[s]:
+                if kinds[s] in empty_tried:
+                    continue
+                empty_tried.add(kinds[s])
+            undo = place(i, s)
+            if max(load) < best[0]:
+                search(i + 1)
+            unplace(i, s, undo)
+
+    try:
+        search(0)
+    except _GaveUp:
+        return None
+    return best[0] if math.isfinite(best[0]) else None
+
+
+def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS,
+                  above: float = 0.0) -> tuple[float, int]:
+    """The largest ``P(H)`` above ``above`` found for ``H`` = the ``j`` heaviest groups, for growing
+    ``j`` (at most :data:`LARGEST`; ``j`` stops only where the next group is lighter than
+    :data:`LIGHTER` times the ``j``-th), until ``seconds`` have passed in all; with that ``j``
+    (``above`` and 0 when there is none). A search after one that did not raise the floor gets at
+    most :data:`PROBE` seconds."""
+    q = cheapest(d)
+    order = sorted(q, key=lambda v: -q[v])
+    cuts = hypergraph(d)
+    floor, used = above, 0
+    deadline = time.perf_counter() + seconds
+    rising = False                                 # the last set searched raised the floor
+    for j in range(1, min(len(order), LARGEST) + 1):
+        if j < min(len(order), LARGEST) and q[order[j]] >= LIGHTER * q[order[j - 1]]:
+            continue                               # the next group is about as heavy: take it too
+        limit = deadline if rising else min(deadline, time.perf_counter() + PROBE)
+        value = packing_value(d, kinds, order[:j], cuts, limit, floor)
+        rising = value is not None
+        if rising:
+            floor, used = value, j
+        elif time.perf_counter() > limit:          # still running: larger sets would take longer
+            break
+    return floor, used
+
+
+def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[Any],
+                 above: float = 0.0) -> tuple[float, int]:
+    """Row 9 of :mod:`.none`: ``Θ ≥`` :func:`packing_floor` where it is above ``above`` (the
+    largest floor the model already has; less a relative ``1e-9`` on a floating-point backend,
+    whose sums may round differently), searched for at most :data:`SECONDS`, or :data:`SHARE` of
+    the time left before the backend's deadline. Returns the floor (``above`` when none) and the
+    size of its set (0 when none)."""
+    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - time.perf_counter()))
+    floor, used = packing_floor(d, kinds, max(0.0, seconds), above)
+    if used:
+        be.add([(1, t) for t in targets], lo=floor if be.integer_only else floor * (1 - 1e-9))
+    return floor, used

@@ -1,0 +1,150 @@
+"""The packing bound of the assignment MILPs (placement.solvers.milp.packing) against brute force,
+enumeration and hand-solved values.
+
+With every group in ``H`` the bound is the ``none`` optimum itself (each slot's cut is then its
+true boundary), so brute force pins it exactly; for any smaller ``H`` it must lie at or below
+that optimum, and grow with ``H``. The hypergraph cut is checked against enumerating the sets
+between its two sides.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from placement.io.tarnawski import parse_instance, read_instance
+from placement.problem.instance import Instance
+from placement.solution import Status
+from placement.solvers.milp.data import prepare
+from placement.solvers.milp.none import slot_kinds
+from placement.solvers.milp.packing import HyperCut, cheapest, hypergraph, packing_floor, packing_value
+from placement.testing.bruteforce import brute_force
+from tests.strategies import problems
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
+GNMT = SHARED / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
+
+
+def data(problem: Instance):
+    return prepare(problem, problem.colour_classes(), integer=False, max_product=2.0 ** 62)
+
+
+def chain(times: list[float], cost: float, accelerators: int, cpus: int = 0, memory: float = 1e9,
+          size: float = 0.0) -> Instance:
+    """A chain of nodes 0 → 1 → … with the given accelerator times (ten times slower on a CPU)."""
+    nodes = [{"id": i, "supportedOnFpga": 1, "cpuLatency": 10 * t, "fpgaLatency": t, "isBackwardNode": 0,
+              "size": size} for i, t in enumerate(times)]
+    edges = [{"sourceId": i, "destId": i + 1, "cost": cost} for i in range(len(times) - 1)]
+    return parse_instance({"maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": cpus,
+                           "nodes": nodes, "edges": edges})
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_cut_matches_enumeration(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(2, 7)
+    edges = [(rng.sample(range(n), rng.randint(2, min(3, n))), rng.choice([0.5, 1.0, 2.0, 3.0]))
+             for _ in range(rng.randint(1, 8))]
+    inside = rng.sample(range(n), rng.randint(1, n - 1))
+    outside = rng.sample([v for v in range(n) if v not in inside], rng.randint(1, n - len(inside)))
+    free = [v for v in range(n) if v not in inside and v not in outside]
+    truth = math.inf
+    for r in range(len(free) + 1):
+        for extra in itertools.combinations(free, r):
+            S = set(inside) | set(extra)
+            truth = min(truth, sum(c for members, c in edges if set(members) & S and set(members) - S))
+    cuts = HyperCut(n, edges)
+    assert cuts.cut(inside, outside) == truth
+    assert cuts.cut(inside, outside) == truth          # the source and sink arcs were removed
+    assert cuts.cut([], outside) == 0.0
+
+
+def test_hand_solved_chain() -> None:
+    # a chain 0 → 1 → 2 → 3 with times 4, 1, 1, 4 and cost 0.5 per boundary node, on two
+    # accelerators. The heaviest (0 and 3, time 4 each) apart: 4 + a cut of at least 0.5 each
+    # (together they would be 8), and the other two groups' time 2 poured over both: the level
+    # (4.5 + 4.5 + 2) / 2 = 5.5 = P({0, 3}). All four groups: {0, 1} and {2, 3} load 5 + 0.5
+    # (node 1 is in Out of the first, In of the second) = 5.5, the none optimum; {0} alone with
+    # {1, 2, 3}: 6 + 0.5 = 6.5; any split of the chain in more runs pays more
+    problem = chain([4.0, 1.0, 1.0, 4.0], 0.5, accelerators=2)
+    d = data(problem)
+    kinds = slot_kinds(d)
+    assert packing_value(d, kinds, [0]) == 5.0          # level (4 + 0 + 6) / 2
+    assert packing_value(d, kinds, [0, 3]) == 5.5
+    assert packing_value(d, kinds, [0, 1, 2, 3]) == 5.5
+    assert brute_force(problem, "none").objective == 5.5
+    assert packing_floor(d, kinds) == (5.5, 2)            # H = {0, 3} already reaches it
+    # a floor the model already has: a set whose value cannot exceed it is not searched to the end
+    assert packing_value(d, kinds, [0, 3], above=5.5) is None
+    assert packing_value(d, kinds, [0, 3], above=5.25) == 5.5
+    assert packing_floor(d, kinds, above=5.5) == (5.5, 0)
+
+
+def test_the_cut_prices_every_path_out() -> None:
+    # a chain 0 → 1 → 2 → 3 → 4, heavy 0, 2 and 4 (time 4), light 1 and 3 (0.5), cost 1 per
+    # boundary node, three accelerators. Two heavy groups together load 8, so each is alone among
+    # H = {0, 2, 4}; the set holding 2 and neither 0 nor 4 is cut on both sides of 2: 4 + 2 = 6
+    # (each pair alone prices one side: 4 + 1), above the level of the light groups' time 1
+    # poured over 5, 6 and 5. The none optimum is 6 as well: {0, 1}, {2},
+    # {3, 4} load 5.5, 6 and 5.5; {0, 1}, {2, 3}, {4} load 6.5 on {2, 3}
+    problem = chain([4.0, 0.5, 4.0, 0.5, 4.0], 1.0, accelerators=3)
+    d = data(problem)
+    assert packing_value(d, slot_kinds(d), [0, 2, 4]) == 6.0
+    assert brute_force(problem, "none").objective == 6.0
+
+
+def test_memory_and_support_bind() -> None:
+    # memory 1 per accelerator and two groups of size 1: they cannot share one, so the bound for
+    # both heavy groups (times 3 and 2, one accelerator each, cut 0.5 each) is 3.5, not 5
+    d = data(chain([3.0, 2.0], 0.5, accelerators=2, memory=1, size=1))
+    assert packing_value(d, slot_kinds(d), [0, 1]) == 3.5
+    # one accelerator and no CPU: no assignment fits
+    d = data(chain([3.0, 2.0], 0.5, accelerators=1, memory=1, size=1))
+    assert packing_value(d, slot_kinds(d), [0, 1]) is None
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(problems(max_nodes=7, max_accelerators=3, max_cpus=2), st.randoms(use_true_random=False))
+def test_equals_the_none_optimum_with_every_group_and_stays_below_it(problem: Instance, rng: random.Random) -> None:
+    d = data(problem)
+    kinds = slot_kinds(d)
+    everything = list(cheapest(d))
+    truth = brute_force(problem, "none", objective="throughput")
+    if len(everything) < len(d.groups):          # a colour class fits no device
+        assert truth.status is not Status.OPTIMAL
+        return
+    value = packing_value(d, kinds, everything)
+    if truth.status is Status.OPTIMAL:
+        assert value == pytest.approx(truth.objective, rel=1e-12, abs=1e-12)
+    else:
+        assert value is None
+        return
+    cuts = hypergraph(d)
+    smaller = rng.sample(everything, rng.randint(1, len(everything)))
+    grown = smaller + [v for v in everything if v not in smaller][:1]
+    part, more = packing_value(d, kinds, smaller, cuts), packing_value(d, kinds, grown, cuts)
+    assert part <= more * (1 + 1e-12) and more <= truth.objective * (1 + 1e-12)
+    if problem.is_training:
+        gpipe = brute_force(problem, "none", objective="throughput-gpipe")
+        assert value <= gpipe.objective * (1 + 1e-12)
+
+
+@pytest.mark.skipif(not GNMT.exists(), reason="published instances not present")
+def test_gnmt_inference_packing_is_the_none_optimum() -> None:
+    # 17 groups carry 180.5 of the 182.6 accelerator time (24.782, 15.210, 14.126, eight LSTM
+    # layers of 10.298..10.725, six of 6.887..7.055); the rest is 0.19 or less. Packed on six
+    # accelerators (the CPU is ten times slower) the best largest load is 24.782 + 6.887 = 31.669
+    # of compute, and that device's set pays 0.018310546875 of communication: 31.687310546875,
+    # the value of the best plan the MILP finds
+    problem = read_instance(GNMT)
+    d = data(problem)
+    kinds = slot_kinds(d)
+    q = cheapest(d)
+    heavy = sorted(q, key=lambda v: -q[v])[:17]
+    assert packing_value(d, kinds, heavy) == pytest.approx(31.687310546875, abs=1e-9)
