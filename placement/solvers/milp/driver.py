@@ -68,6 +68,10 @@ class Formulation(ABC):
         instance time units)."""
         return {}
 
+    def model_news(self, variables: Any, unit: float) -> list[str]:
+        """Progress lines on what the model's construction found."""
+        return []
+
 
 def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
     """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
@@ -221,6 +225,9 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
+    if progress is not None:
+        for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
+            progress(line)
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,

@@ -69,7 +69,7 @@ class AssignmentVars:
     f: dict[tuple[int, int], Any]
     targets: list[Any]
     free: set[tuple[int, int]]            # the (v, s) whose x is not fixed to 0
-    packing: tuple[float, int] = (0.0, 0)  # row 9's floor (model units) and the size of its set (0: no row)
+    packing: tuple[float, int, float] = (0.0, 0, 0.0)  # row 9: floor (model units), size of its set (0: no row), seconds
 
     @property
     def slots(self) -> range:
@@ -145,8 +145,14 @@ class NoContiguity(Formulation):
         return V
 
     def model_stats(self, V: AssignmentVars, unit: float) -> dict[str, Any]:
-        floor, used = V.packing
-        return {"packing_bound": floor * unit if used else None, "packing_groups": used}
+        floor, used, seconds = V.packing
+        return {"packing_bound": floor * unit if used else None, "packing_groups": used, "packing_s": seconds}
+
+    def model_news(self, V: AssignmentVars, unit: float) -> list[str]:
+        floor, used, seconds = V.packing
+        if not used:
+            return [f"packing bound: none above the counting bound ({seconds:.2f} s)"]
+        return [f"packing bound {floor * unit:.6g} from the {used} heaviest groups ({seconds:.2f} s)"]
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         """Rows a stricter contiguity class adds (none here)."""

@@ -331,7 +331,7 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
 
 
 def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS,
-                  above: float = 0.0) -> tuple[float, int]:
+                  above: float = 0.0) -> tuple[float, int, float]:
     """The largest ``P(H)`` above ``above`` found for ``H`` = the ``j`` heaviest groups, for growing
     ``j`` (at most :data:`LARGEST`; ``j`` stops only where the next group is lighter than
     :data:`LIGHTER` times the ``j``-th), until ``seconds`` have passed in all; with that ``j``
@@ -357,14 +357,15 @@ def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS,
 
 
 def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[Any],
-                 above: float = 0.0) -> tuple[float, int]:
+                 above: float = 0.0) -> tuple[float, int, float]:
     """Row 9 of :mod:`.none`: ``Θ ≥`` :func:`packing_floor` where it is above ``above`` (the
     largest floor the model already has; less a relative ``1e-9`` on a floating-point backend,
     whose sums may round differently), searched for at most :data:`SECONDS`, or :data:`SHARE` of
-    the time left before the backend's deadline. Returns the floor (``above`` when none) and the
-    size of its set (0 when none)."""
-    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - time.perf_counter()))
+    the time left before the backend's deadline. Returns the floor (``above`` when none), the
+    size of its set (0 when none) and the seconds spent."""
+    start = time.perf_counter()
+    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - start))
     floor, used = packing_floor(d, kinds, max(0.0, seconds), above)
     if used:
         be.add([(1, t) for t in targets], lo=floor if be.integer_only else floor * (1 - 1e-9))
-    return floor, used
+    return floor, used, time.perf_counter() - start
