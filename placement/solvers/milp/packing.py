@@ -60,6 +60,8 @@ SECONDS = 30.0
 SHARE = 0.1
 #: the most seconds for a set searched after one that did not raise the floor
 PROBE = 1.0
+#: relative margin taken off the floor on an integer backend (see :func:`packing_rows`)
+ROUNDING = 1e-12
 #: H grows by the groups at least this share of the last one's time before it is searched again
 LIGHTER = 0.95
 
@@ -359,13 +361,14 @@ def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS,
 def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[Any],
                  above: float = 0.0) -> tuple[float, int, float]:
     """Row 9 of :mod:`.none`: ``Θ ≥`` :func:`packing_floor` where it is above ``above`` (the
-    largest floor the model already has; less a relative ``1e-9`` on a floating-point backend,
-    whose sums may round differently), searched for at most :data:`SECONDS`, or :data:`SHARE` of
+    largest floor the model already has), less a relative ``1e-9`` on a floating-point backend,
+    whose sums may round differently, and :data:`ROUNDING` on an integer one (the water level is a
+    quotient, and its last bit must not lift the row past an integer optimum); searched for at most :data:`SECONDS`, or :data:`SHARE` of
     the time left before the backend's deadline. Returns the floor (``above`` when none), the
     size of its set (0 when none) and the seconds spent."""
     start = time.perf_counter()
     seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - start))
     floor, used = packing_floor(d, kinds, max(0.0, seconds), above)
     if used:
-        be.add([(1, t) for t in targets], lo=floor if be.integer_only else floor * (1 - 1e-9))
+        be.add([(1, t) for t in targets], lo=floor * (1 - (ROUNDING if be.integer_only else 1e-9)))
     return floor, used, time.perf_counter() - start

@@ -2,25 +2,25 @@
 
 Model
 -----
-The model of :mod:`.none` (rows 1–8, same data and variables) plus, for every forward
+The model of :mod:`.none` (rows 1–9, same data and variables) plus, for every forward
 node ``v`` (instance node, not class) and slot ``s``, two closure variables
 ``a[v,s], d[v,s] ∈ [0,1]`` and, with ``g(v)`` the class of ``v`` and ``E_F`` the edges
 between forward nodes:
 
-9.  ``a[v,s] ≥ x[g(v),s]``, and ``a[w,s] ≥ a[v,s]`` for ``(v,w) ∈ E_F``
+10. ``a[v,s] ≥ x[g(v),s]``, and ``a[w,s] ≥ a[v,s]`` for ``(v,w) ∈ E_F``
     (``a[v,s] = 1`` when ``v`` or a forward ancestor of ``v`` is on slot ``s``)
-10. ``d[v,s] ≥ x[g(v),s]``, and ``d[v,s] ≥ d[w,s]`` for ``(v,w) ∈ E_F``
+11. ``d[v,s] ≥ x[g(v),s]``, and ``d[v,s] ≥ d[w,s]`` for ``(v,w) ∈ E_F``
     (``d[v,s] = 1`` when ``v`` or a forward descendant of ``v`` is on slot ``s``)
-11. ``x[g(v),s] ≥ a[v,s] + d[v,s] − 1`` for ``v`` with forward predecessors and successors
+12. ``x[g(v),s] ≥ a[v,s] + d[v,s] − 1`` for ``v`` with forward predecessors and successors
     (a node between two nodes of slot ``s`` is on slot ``s``)
 
-These are rows (C) of :mod:`.rows` for each slot over the forward graph: rows 9–10
+These are rows (C) of :mod:`.rows` for each slot over the forward graph: rows 10–11
 only bound ``a`` and ``d`` from below, and the least values are the true closures, which
-are 0/1 whenever ``x`` is; so row 11 admits exactly the assignments in which no forward
+are 0/1 whenever ``x`` is; so row 12 admits exactly the assignments in which no forward
 path leaves a device's forward nodes and re-enters them: the class ``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
 through their colour classes and are not constrained further. The slots, their symmetry
-rows, ``stages=N`` and the counting rows are those of :mod:`.none` (all valid here: the
-rows 9–11 constrain each device's set alone, whatever its slot).
+rows, ``stages=N``, the counting rows and the packing row are those of :mod:`.none` (all
+valid here: the rows 10–12 constrain each device's set alone, whatever its slot).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class ContiguousSets(NoContiguity):
         group = {u: g for g, members in enumerate(d.groups) for u in members}
         a: dict[tuple[int, int], Any] = {}
         dn: dict[tuple[int, int], Any] = {}
-        for s in V.slots:                                                                 # (9)-(11)
+        for s in V.slots:                                                                 # (10)-(12)
             alpha, delta = convexity_rows(be, forward, edges, lambda v, s=s: _terms(V, group[v], s), f"s{s}")
             a.update({(v, s): var for v, var in alpha.items()})
             dn.update({(v, s): var for v, var in delta.items()})
