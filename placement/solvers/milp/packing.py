@@ -180,6 +180,7 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     items = sorted(H, key=lambda v: -q[v])
     position = {v: i for i, v in enumerate(items)}
     time_on = [[d.p(v, kinds[s]) if kinds[s] in d.fits(v) else None for s in slots] for v in items]
+    fits = [[s for s in slots if time_on[i][s] is not None] for i in range(len(items))]
     size = [d.m[v] for v in items]
     room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
     pays = [d.pays[kinds[s]] for s in slots]
@@ -225,17 +226,21 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     def refresh(s: int) -> None:
         load[s] = compute[s] + (max(paid[s], pair[s]) if pays[s] else 0.0)
 
+    finite = [s for s in slots if math.isfinite(ratio[s])]
+    speed_of = [0.0 if not math.isfinite(r) else 1.0 / r for r in ratio]
+
     def water(levels: Sequence[float], need: float) -> float:
         """The least θ with ``Σ_s (θ − levels[s])⁺ / ρ_s ≥ need``."""
         if need <= 0:
             return 0.0
-        order = sorted((levels[s], ratio[s]) for s in slots if math.isfinite(ratio[s]))
+        order = sorted(finite, key=levels.__getitem__)
         speed = base = 0.0
-        for j, (level, r) in enumerate(order):
-            speed += 1.0 / r
-            base += level / r
+        last = len(order) - 1
+        for j, s in enumerate(order):
+            speed += speed_of[s]
+            base += levels[s] * speed_of[s]
             theta = (need + base) / speed
-            if j + 1 == len(order) or theta <= order[j + 1][0]:
+            if j == last or theta <= levels[order[j + 1]]:
                 return theta
         return math.inf
 
@@ -310,11 +315,12 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
             if best[0] <= above:
                 raise _GaveUp
             return
-        if max(max(load), water(load, left_work[i])) >= best[0]:
+        if max(load) >= best[0] or water(load, left_work[i]) >= best[0]:
             return
         empty_tried = set()
-        for _, s in sorted((load[s], s) for s in slots if time_on[i][s] is not None):
-            if held[s] + size[i] > room[s] or load[s] + time_on[i][s] >= best[0]:  # type: ignore[operator]
+        times = time_on[i]
+        for s in sorted(fits[i], key=load.__getitem__):
+            if held[s] + size[i] > room[s] or load[s] + times[s] >= best[0]:  # type: ignore[operator]
                 continue
             if not members[s]:
                 if kinds[s] in empty_tried:
