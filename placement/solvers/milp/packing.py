@@ -56,7 +56,7 @@ from placement.solvers.milp.data import GroupData
 #: the most groups in H
 LARGEST = 40
 #: the most seconds spent on the bound, and its share of the time left before the model's deadline
-SECONDS = 30.0
+SECONDS = 60.0
 SHARE = 0.1
 #: the most seconds for a set searched after one that did not raise the floor
 PROBE = 1.0
@@ -109,15 +109,21 @@ class HyperCut:
         self.head.append(a)
         self.capacity.append(0.0)
 
-    def cut(self, inside: Sequence[int], outside: Sequence[int]) -> float:
+    def cut(self, inside: Sequence[int], outside: Sequence[int], weights: Sequence[float] | None = None) -> float:
         """The least cost of the hyperedges cut by a set of groups holding ``inside`` and none of
-        ``outside`` (0 when either is empty)."""
-        if not inside or not outside or not self.edges:
+        ``outside`` (0 when either is empty), plus, with ``weights``, the weights of the other
+        groups it holds (``inf``: a group it cannot hold)."""
+        if not inside or not (outside or weights):
             return 0.0
         for v in inside:
             self._arc(self.source, v, math.inf)
         for v in outside:
             self._arc(v, self.sink, math.inf)
+        if weights is not None:
+            fixed = set(inside) | set(outside)
+            for v, w in enumerate(weights):
+                if w > 0 and v not in fixed:
+                    self._arc(v, self.sink, w)
         residual = list(self.capacity)
         flow = 0.0
         while True:                       # shortest augmenting paths (Edmonds–Karp)
@@ -137,8 +143,9 @@ class HyperCut:
                 arc = parent[b]
                 push = min(push, residual[arc])
                 b = self.head[arc ^ 1]
-            if not math.isfinite(push):   # an infinite path: inside and outside share a group
-                break
+            if not math.isfinite(push):   # an infinite path: no set holds inside and avoids outside
+                self._drop()
+                return math.inf
             b = self.sink
             while b != self.source:
                 arc = parent[b]
@@ -217,11 +224,24 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     known: dict[int, float] = {}               # cut(A, H ∖ A) by the bit mask of A's positions
     mask = [0] * len(kinds)
 
+    weights = {k: [(d.p(v, k) if k in d.fits(v) else math.inf) if v not in position else 0.0  # type: ignore[misc]
+                   for v in range(len(d.groups))] for k in set(kinds)}
+    charged_known: dict[tuple[int, int], float] = {}   # the same with the other groups' times, by (mask, type)
+
+    def sides(s: int) -> tuple[list[int], list[int]]:
+        return ([items[i] for i in range(len(items)) if mask[s] >> i & 1],
+                [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
+
     def cut_of(s: int) -> float:
         if mask[s] not in known:
-            known[mask[s]] = cuts.cut([items[i] for i in range(len(items)) if mask[s] >> i & 1],
-                                      [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
+            known[mask[s]] = cuts.cut(*sides(s))
         return known[mask[s]]
+
+    def charged_cut_of(s: int) -> float:
+        key = (mask[s], kinds[s])
+        if key not in charged_known:
+            charged_known[key] = cuts.cut(*sides(s), weights[kinds[s]])
+        return charged_known[key]
 
     def refresh(s: int) -> None:
         load[s] = compute[s] + (max(paid[s], pair[s]) if pays[s] else 0.0)
@@ -297,14 +317,20 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     def complete() -> float:
         """The value of the complete assignment: its largest slot value (cuts where they could
         matter), or the water level of the groups outside ``H`` above the values."""
-        values = list(load)
-        cheap = max(max(values), water(values, left_work[-1]))
-        if cheap >= best[0]:
-            return cheap
+        base = list(load)
+        value = max(max(base), water(base, left_work[-1]))
+        if value >= best[0]:
+            return value
         for s in slots:
             if pays[s] and members[s] and compute[s] + cuts.total > load[s]:
-                values[s] = max(load[s], compute[s] + cut_of(s))
-        return max(max(values), water(values, left_work[-1]))
+                base[s] = max(load[s], compute[s] + cut_of(s))
+        value = max(max(base), water(base, left_work[-1]))
+        for s in sorted(slots, key=lambda s: -base[s]):
+            if value >= best[0]:
+                break
+            if pays[s] and members[s]:
+                value = max(value, compute[s] + charged_cut_of(s))
+        return value
 
     def search(i: int) -> None:
         count[0] += 1
