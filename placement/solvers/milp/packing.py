@@ -12,35 +12,49 @@ set of groups meets ``e(u)`` and misses part of it has ``u`` in ``In`` or ``Out`
 once (DESIGN.md §2).
 
 For a set ``H`` of groups and an assignment ``a`` of ``H`` to slots (``k(a(v)) ∈ F(v)``,
-``Σ_{a(v) = s} m(v) ≤ M_k(s)``), with ``A_s = {v ∈ H : a(v) = s}``, the value of slot ``s`` is
+``Σ_{a(v) = s} m(v) ≤ M_k(s)``), with ``A_s = {v ∈ H : a(v) = s}`` and ``C_s = Σ_{v ∈ A_s}
+p_k(s)(v)``, two lower bounds on slot ``s``'s load in any plan that extends ``a``:
 
-    Σ_{v ∈ A_s} p_k(s)(v)  +  pays_k(s) · cut(A_s, H ∖ A_s)
+    base_s  = C_s + pays_k(s) · cut(A_s, H ∖ A_s)
+    value_s = C_s + pays_k(s) · cut_s(A_s, H ∖ A_s)
 
 where ``cut(A, B)`` is the least total cost of the hyperedges cut by a set of groups that holds
-``A`` and nothing of ``B`` (a minimum s–t cut of the hypergraph, 0 when ``A`` is empty).
-``P(H)`` is the least, over the assignments, of the largest slot value.
+``A`` and nothing of ``B`` (a minimum s–t cut of the hypergraph; 0 when ``A`` is empty), and
+``cut_s`` the least of that cost plus the times ``p_k(s)`` of the groups outside ``H`` the set
+holds, over the sets whose groups all fit type ``k(s)`` (an s–t cut with an arc of capacity
+``p_k(s)(v)`` from each such group ``v`` to the sink, infinite where ``v`` does not fit). The
+value of ``a`` is
 
-Every plan of :mod:`.none` or :mod:`.sets` restricted to ``H`` is such an assignment, and each
-slot's load in the plan is at least its value: the other groups only add compute, and the slot's
-set of groups holds ``A_s`` and nothing of ``H ∖ A_s``, so its boundary costs at least
-``cut(A_s, H ∖ A_s)``. So ``Θ ≥ P(H)``, row 9 of :mod:`.none`.
+    max( max_s value_s ,  the least θ with Σ_s (θ − base_s)⁺ / ρ_s ≥ Σ_{v ∉ H} q(v) )
+
+with ``q(v)`` the group's cheapest time and ``ρ_s`` the least ratio ``p_k(s)(v) / q(v)`` over
+the groups that fit type ``k(s)`` (the second term: the other groups' work poured over the
+slots); ``P(H)`` is the least value over the assignments.
+
+Every plan of :mod:`.none` or :mod:`.sets` restricted to ``H`` is such an assignment. Slot
+``s``'s set ``S`` holds ``A_s``, nothing of ``H ∖ A_s`` and only groups that fit its type, so its
+load is ``C_s`` plus the times of ``S ∖ H`` plus the boundary of ``S``: at least ``value_s``, and
+at least ``base_s`` plus ``ρ_s`` times the cheapest times of ``S ∖ H``. With ``Θ`` at least
+every load, summing ``(Θ − base_s) / ρ_s ≥ Σ_{v ∈ S ∖ H} q(v)`` over the slots gives the second
+term (the two bounds are kept apart: ``value_s`` already counts some of that work). So
+``Θ ≥ P(H)``, row 9 of :mod:`.none`; with every group in ``H``, ``P(H)`` is the optimum.
 
 Where a few groups carry most of the work (GNMT's LSTM layers, the stems of convolutional
 networks), ``P(H)`` for those groups is a bin-packing bound that the linear relaxation and the
 counting rows of :mod:`.cuts` (each slot holding the *smallest* groups of ``H``) do not see, and
-the cut term prices the tensors that packing must send.
+the cut terms price the tensors that packing must send.
 
-Computing ``P(H)``: a depth-first branch and bound over the groups in decreasing cheapest time;
-each group goes to each slot it fits, empty slots of one type tried once (they are
-interchangeable). A partial assignment's slot loads count compute and the hyperedges already cut
-among placed groups (a lower bound on the values); a node is cut when its largest load, or the
-fluid bound of the groups left (the least ``θ`` with ``Σ_s (θ − load_s)⁺ / ρ_s ≥ Σ_{v left}
-q(v)``, ``q(v)`` the cheapest time and ``ρ_s`` the least ratio ``p_k(s)(v) / q(v)`` over ``H``),
-reaches the best complete assignment found. At a complete assignment the cuts are computed by
-maximum flow for the slots they could make the largest. The search is exact when it ends; when the time
-allowed is spent it gives up and the set is not used. ``H`` is the ``j`` heaviest groups for
-growing ``j`` (:func:`packing_floor`); each exact answer is at least the previous one, since a
-larger ``H`` only adds compute and cut hyperedges.
+Computing ``P(H)``: a depth-first branch and bound over the groups of ``H`` in decreasing
+cheapest time; each group goes to each slot it fits, empty slots of one type tried once (they
+are interchangeable). A partial assignment's slot loads count compute and, on paying slots, the
+larger of the hyperedges already cut among placed groups and the largest ``cut({v}, {w})`` over
+``v`` on the slot and ``w`` placed elsewhere (each a lower bound on the final cut); a node is
+cut when its largest load, or the water level of the work left (the groups of ``H`` not placed
+and the groups outside ``H``) above the loads, reaches the best complete assignment found. At a
+complete assignment the cuts are computed by maximum flow, remembered by slot set. The search
+is exact when it ends; when the time allowed is spent it gives up and the set is not used.
+``H`` is the ``j`` heaviest groups for growing ``j`` (:func:`packing_floor`); each exact answer
+is at least the previous one, since a larger ``H`` only adds compute and constraints to the cuts.
 """
 
 from __future__ import annotations
