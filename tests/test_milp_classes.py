@@ -71,11 +71,25 @@ def agree(problem: Instance, contiguity: str, objective: str, backend: str, fail
         assert milp.objective == truth.objective, (milp.objective, truth.objective, milp.message)
 
 
+def floor_meets_cutoff() -> Instance:
+    """Four nodes on one accelerator and one CPU whose packing floor (2, the heaviest node alone)
+    equals the warm start's value: HiGHS called the model infeasible while the floor's margin was
+    ``1e-9``, thinner than its tolerances."""
+    def node(i: int, times: tuple[float | None, float], cost: float) -> Node:
+        return Node(id=2 * i + 1, name=f"f{i}", times=times, memory=0.0, backward=False, colour=None,
+                    out_cost=cost, weight_times=None)
+    nodes = (node(0, (None, 0.0), 0.0), node(1, (None, 0.0), 0.0), node(2, (1.25, 2.0), 1.0), node(3, (1.0, 0.25), 0.0))
+    edges = tuple(Edge(src=a, dst=b, size=None) for a, b in [(1, 3), (1, 5), (1, 7), (3, 5), (3, 7), (5, 7)])
+    devices = (DeviceType(ACCELERATOR, 1, math.inf, True), DeviceType(CPU, 1, math.inf, False))
+    return Instance(nodes, edges, devices, "floor-meets-cutoff")
+
+
 @pytest.mark.parametrize("backend", AVAILABLE)
 @pytest.mark.parametrize("contiguity", ["none", "sets"])
 def test_throughput_matches_brute_force(backend: str, contiguity: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=6, max_accelerators=2, max_cpus=1))
+    @example(floor_meets_cutoff())
     def run(problem: Instance) -> None:
         agree(problem, contiguity, "throughput", backend, failures)
 

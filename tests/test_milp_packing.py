@@ -79,11 +79,13 @@ def test_hand_solved_chain() -> None:
     assert packing_value(d, kinds, [0, 3]) == 5.5
     assert packing_value(d, kinds, [0, 1, 2, 3]) == 5.5
     assert brute_force(problem, "none").objective == 5.5
-    assert packing_floor(d, kinds) == (5.5, 2)            # H = {0, 3} already reaches it
+    found = packing_floor(d, kinds)
+    assert (found.floor, found.groups) == (5.5, 2)        # H = {0, 3} already reaches it
+    assert found.assignment[0] != found.assignment[3]
     # a floor the model already has: a set whose value cannot exceed it is not searched to the end
     assert packing_value(d, kinds, [0, 3], above=5.5) is None
     assert packing_value(d, kinds, [0, 3], above=5.25) == 5.5
-    assert packing_floor(d, kinds, above=5.5) == (5.5, 0)
+    assert packing_floor(d, kinds, above=5.5).groups == 0
 
 
 def test_the_cut_prices_every_path_out() -> None:

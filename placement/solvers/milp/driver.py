@@ -72,6 +72,11 @@ class Formulation(ABC):
         """Progress lines on what the model's construction found."""
         return []
 
+    def start_plan(self, problem: Instance, d: GroupData, variables: Any) -> Plan | None:
+        """A plan the model's construction suggests as a start (the better of it and the given
+        warm start is used), or ``None``."""
+        return None
+
 
 def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
     """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
@@ -145,6 +150,23 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     return plan, verdict.objective
 
 
+def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], Verdict],
+                 progress: Callable[[str], None] | None) -> Plan | None:
+    """``own`` (a formulation's suggestion) where it is valid and better than ``given``, else ``given``."""
+    if own is None:
+        return given
+    mine = verify(own)
+    if not mine.valid:
+        return given
+    if given is not None:
+        theirs = verify(given)
+        if theirs.valid and theirs.objective <= mine.objective:
+            return given
+    if progress is not None:
+        progress(f"start from the packing plan: {mine.objective:.6g}")
+    return own
+
+
 def data_notes(scaling: Scaling, memory_exact: bool, backend: str) -> list[str]:
     """The notes on how the model's data differ from the instance's (rounded times or memory)."""
     notes = []
@@ -211,6 +233,10 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                            warm_start, verify, simple)
     be.deadline = None
     notes = data_notes(d.scaling, d.memory_exact, be.name)
+    if progress is not None:
+        for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
+            progress(line)
+    warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)
@@ -225,9 +251,6 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
-    if progress is not None:
-        for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
-            progress(line)
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,

@@ -55,7 +55,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solvers.milp.backends import Backend
 from placement.solvers.milp.cuts import count_rows
 from placement.solvers.milp.data import GroupData
-from placement.solvers.milp.packing import packing_rows
+from placement.solvers.milp.packing import Packing, extend, packing_rows
 from placement.solvers.milp.driver import Formulation, slot_of_groups, type_position
 from placement.solvers.milp.rows import (Terms, boundary_rows, boundary_values, minimise, objective_vars,
                                          target_values, typed_load_rows)
@@ -69,7 +69,7 @@ class AssignmentVars:
     f: dict[tuple[int, int], Any]
     targets: list[Any]
     free: set[tuple[int, int]]            # the (v, s) whose x is not fixed to 0
-    packing: tuple[float, int, float] = (0.0, 0, 0.0)  # row 9: floor (model units), size of its set (0: no row), seconds
+    packing: Packing = Packing(0.0)        # row 9 (no row when its set is empty)
 
     @property
     def slots(self) -> range:
@@ -145,14 +145,31 @@ class NoContiguity(Formulation):
         return V
 
     def model_stats(self, V: AssignmentVars, unit: float) -> dict[str, Any]:
-        floor, used, seconds = V.packing
-        return {"packing_bound": floor * unit if used else None, "packing_groups": used, "packing_s": seconds}
+        found = V.packing
+        return {"packing_bound": found.floor * unit if found.groups else None, "packing_groups": found.groups,
+                "packing_s": found.seconds}
 
     def model_news(self, V: AssignmentVars, unit: float) -> list[str]:
-        floor, used, seconds = V.packing
-        if not used:
-            return [f"packing bound: none above the counting bound ({seconds:.2f} s)"]
-        return [f"packing bound {floor * unit:.6g} from the {used} heaviest groups ({seconds:.2f} s)"]
+        found = V.packing
+        if not found.groups:
+            return [f"packing bound: none above the counting bound ({found.seconds:.2f} s)"]
+        return [f"packing bound {found.floor * unit:.6g} from the {found.groups} heaviest groups ({found.seconds:.2f} s)"]
+
+    def start_plan(self, problem: Instance, d: GroupData, V: AssignmentVars) -> Plan | None:
+        """The packing row's assignment of the heaviest groups, extended to every group
+        (:func:`.packing.extend`), or ``None``."""
+        if not V.packing.groups:
+            return None
+        where = extend(d, V.kinds, V.packing.assignment)
+        if where is None:
+            return None
+        devices = []
+        for s in range(len(V.kinds)):
+            members = [v for v in range(len(d.groups)) if where[v] == s]
+            if members:
+                ids = tuple(sorted((problem.nodes[u].id for v in members for u in d.groups[v]), key=problem.index_of))
+                devices.append(DeviceAssignment(problem.device_types[d.types[V.kinds[s]]].name, ids))
+        return Plan(tuple(devices))
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         """Rows a stricter contiguity class adds (none here)."""

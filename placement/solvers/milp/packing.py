@@ -62,6 +62,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from placement.solvers.milp.backends import Backend
@@ -74,8 +75,10 @@ SECONDS = 60.0
 SHARE = 0.1
 #: the most seconds for a set searched after one that did not raise the floor
 PROBE = 1.0
-#: relative margin taken off the floor on an integer backend (see :func:`packing_rows`)
+#: relative margin taken off the floor on an integer backend, and on a floating-point one (see
+#: :func:`packing_rows`)
 ROUNDING = 1e-12
+FLOATING = 1e-6
 #: H grows by the groups at least this share of the last one's time before it is searched again
 LIGHTER = 0.95
 
@@ -195,6 +198,13 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     """``P(H)`` of the module docstring (model units); ``None`` when the search is still running at
     ``deadline`` (a :func:`time.perf_counter` time), when no assignment of ``H`` fits, or as soon as
     an assignment of value at most ``above`` is found (``P(H)`` then bounds nothing above it)."""
+    found = packing_search(d, kinds, H, cuts, deadline, above)
+    return None if found is None else found[0]
+
+
+def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
+                   deadline: float = math.inf, above: float = -math.inf) -> tuple[float, dict[int, int]] | None:
+    """:func:`packing_value` with an assignment that attains it (group → slot position in ``kinds``)."""
     cuts = cuts or hypergraph(d)
     slots = range(len(kinds))
     q = cheapest(d)
@@ -234,6 +244,7 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
     lam: list[list[float | None]] = [[None] * len(items) for _ in items]   # cut({v}, {w}) by positions
     charged: list[set[int]] = [set() for _ in slots]
     best = [math.inf]
+    best_where: list[int] = []
     count = [0]
     known: dict[int, float] = {}               # cut(A, H ∖ A) by the bit mask of A's positions
     mask = [0] * len(kinds)
@@ -351,7 +362,10 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
         if count[0] % 1000 == 0 and time.perf_counter() > deadline:
             raise _GaveUp
         if i == len(items):
-            best[0] = min(best[0], complete())
+            value = complete()
+            if value < best[0]:
+                best[0] = value
+                best_where[:] = where
             if best[0] <= above:
                 raise _GaveUp
             return
@@ -375,46 +389,130 @@ def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: Hy
         search(0)
     except _GaveUp:
         return None
-    return best[0] if math.isfinite(best[0]) else None
+    if not math.isfinite(best[0]):
+        return None
+    return best[0], {items[i]: s for i, s in enumerate(best_where)}
 
 
-def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS,
-                  above: float = 0.0) -> tuple[float, int, float]:
+@dataclass(frozen=True)
+class Packing:
+    """What :func:`packing_floor` found: the floor (model units), the size of its set ``H`` (0: no
+    floor above the one asked for), an assignment of ``H`` that attains it (group → slot position)
+    and the seconds spent."""
+
+    floor: float
+    groups: int = 0
+    assignment: dict[int, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS, above: float = 0.0) -> Packing:
     """The largest ``P(H)`` above ``above`` found for ``H`` = the ``j`` heaviest groups, for growing
     ``j`` (at most :data:`LARGEST`; ``j`` stops only where the next group is lighter than
     :data:`LIGHTER` times the ``j``-th), until ``seconds`` have passed in all; with that ``j``
     (``above`` and 0 when there is none). A search after one that did not raise the floor gets at
     most :data:`PROBE` seconds."""
+    start = time.perf_counter()
     q = cheapest(d)
     order = sorted(q, key=lambda v: -q[v])
     cuts = hypergraph(d)
-    floor, used = above, 0
-    deadline = time.perf_counter() + seconds
+    result = Packing(above)
+    deadline = start + seconds
     rising = False                                 # the last set searched raised the floor
     for j in range(1, min(len(order), LARGEST) + 1):
         if j < min(len(order), LARGEST) and q[order[j]] >= LIGHTER * q[order[j - 1]]:
             continue                               # the next group is about as heavy: take it too
         limit = deadline if rising else min(deadline, time.perf_counter() + PROBE)
-        value = packing_value(d, kinds, order[:j], cuts, limit, floor)
-        rising = value is not None
-        if rising:
-            floor, used = value, j
+        found = packing_search(d, kinds, order[:j], cuts, limit, result.floor)
+        rising = found is not None
+        if found is not None:
+            result = Packing(found[0], j, found[1])
         elif time.perf_counter() > limit:          # still running: larger sets would take longer
             break
-    return floor, used
+    return replace(result, seconds=time.perf_counter() - start)
 
 
 def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[Any],
-                 above: float = 0.0) -> tuple[float, int, float]:
+                 above: float = 0.0) -> Packing:
     """Row 9 of :mod:`.none`: ``Θ ≥`` :func:`packing_floor` where it is above ``above`` (the
-    largest floor the model already has), less a relative ``1e-9`` on a floating-point backend,
-    whose sums may round differently, and :data:`ROUNDING` on an integer one (the water level is a
-    quotient, and its last bit must not lift the row past an integer optimum); searched for at most :data:`SECONDS`, or :data:`SHARE` of
-    the time left before the backend's deadline. Returns the floor (``above`` when none), the
-    size of its set (0 when none) and the seconds spent."""
-    start = time.perf_counter()
-    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - start))
-    floor, used = packing_floor(d, kinds, max(0.0, seconds), above)
-    if used:
-        be.add([(1, t) for t in targets], lo=floor * (1 - (ROUNDING if be.integer_only else 1e-9)))
-    return floor, used, time.perf_counter() - start
+    largest floor the model already has), less a relative :data:`FLOATING` on a floating-point
+    backend (whose sums may round differently, and which within its tolerances may call a model
+    infeasible whose floor meets the warm start's cutoff: HiGHS did on a 4-node instance at
+    ``1e-9``), and :data:`ROUNDING` on an integer one (the water level is a
+    quotient, and its last bit must not lift the row past an integer optimum); searched for
+    at most :data:`SECONDS`, or :data:`SHARE` of the time left before the backend's deadline. Returns what :func:`packing_floor` found."""
+    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - time.perf_counter()))
+    found = packing_floor(d, kinds, max(0.0, seconds), above)
+    if found.groups:
+        be.add([(1, t) for t in targets], lo=found.floor * (1 - (ROUNDING if be.integer_only else FLOATING)))
+    return found
+
+
+def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], seconds: float = 1.0) -> list[int] | None:
+    """A slot position for every group: ``assignment`` for the groups it places, the others added
+    one at a time (heaviest first) where the largest load grows least, then single groups moved
+    while a move lowers the largest load, for at most ``seconds``; ``None`` when a group fits no
+    slot. Loads as in DESIGN.md §2 (compute, and a cost node once per paying slot whose set meets
+    its hyperedge and misses part of it); a heuristic: the plan it describes is verified by the
+    caller."""
+    stop = time.perf_counter() + seconds
+    n, slots = len(d.groups), range(len(kinds))
+    edges = [((cn.r, *cn.W), cn.c) for cn in d.cost_nodes if cn.W and cn.c > 0]
+    of_group: list[list[int]] = [[] for _ in range(n)]
+    for e, (members, _) in enumerate(edges):
+        for v in members:
+            of_group[v].append(e)
+    inside = [[0] * len(edges) for _ in slots]       # members of each hyperedge on each slot
+    load = [0.0] * len(kinds)
+    held = [0.0] * len(kinds)
+    room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
+    where = [-1] * n
+
+    def delta(v: int, s: int, step: int) -> float:
+        """Change of slot ``s``'s load when group ``v`` joins it (``step`` 1) or leaves it (−1)."""
+        change = d.p(v, kinds[s]) * step  # type: ignore[operator]
+        if d.pays[kinds[s]]:
+            for e in of_group[v]:
+                members, c = edges[e]
+                before = 0 < inside[s][e] < len(members)
+                after = 0 < inside[s][e] + step < len(members)
+                change += c * (after - before)
+        return change
+
+    def move(v: int, s: int, step: int) -> None:
+        load[s] += delta(v, s, step)
+        held[s] += d.m[v] * step
+        for e in of_group[v]:
+            inside[s][e] += step
+        where[v] = s if step > 0 else -1
+
+    def fitting(v: int) -> list[int]:
+        return [s for s in slots if kinds[s] in d.fits(v) and held[s] + d.m[v] <= room[s]]
+
+    for v, s in assignment.items():
+        move(v, s, 1)
+    q = cheapest(d)
+    for v in sorted((v for v in range(n) if v not in assignment), key=lambda v: -q.get(v, 0.0)):
+        options = fitting(v)
+        if not options:
+            return None
+        top = max(load)
+        move(v, min(options, key=lambda s: (max(top, load[s] + delta(v, s, 1)), load[s] + delta(v, s, 1))), 1)
+    improved = True
+    while improved and time.perf_counter() < stop:
+        improved = False
+        for v in range(n):
+            top = max(load)
+            s = where[v]
+            if load[s] < top:
+                continue                              # only moves off a slot at the largest load
+            off = load[s] + delta(v, s, -1)
+            for t in slots:
+                if t == s or kinds[t] not in d.fits(v) or held[t] + d.m[v] > room[t]:
+                    continue
+                if max(off, load[t] + delta(v, t, 1)) < top:
+                    move(v, s, -1)
+                    move(v, t, 1)
+                    improved = True
+                    break
+    return where
