@@ -23,7 +23,11 @@ from placement.problem.instance import Instance
 from placement.solution import Status
 from placement.solvers.milp.data import prepare
 from placement.solvers.milp.none import slot_kinds
-from placement.solvers.milp.packing import HyperCut, cheapest, hypergraph, packing_floor, packing_value
+from placement.solvers.milp.driver import better_start
+from placement.solvers.milp.none import AssignmentVars, NoContiguity
+from placement.solvers.milp.outcome import Verdict
+from placement.solvers.milp.packing import HyperCut, cheapest, extend, hypergraph, packing_floor, packing_value
+from placement.verification.evaluate import evaluate
 from placement.testing.bruteforce import brute_force
 from tests.strategies import problems
 
@@ -164,3 +168,49 @@ def test_gnmt_inference_none_is_proven() -> None:
     assert result.value == pytest.approx(31.687310546875, abs=1e-9)
     assert result.bound == pytest.approx(31.687310546875, abs=1e-6)
     assert result.stats["packing_groups"] == 17
+
+
+def test_extend_places_every_group_where_it_fits() -> None:
+    # the heavy ends of the chain 0 → 1 → 2 → 3 (times 4, 1, 1, 4, cost 0.5) on their own
+    # accelerators; the light groups join them: {0, 1} and {2, 3}, loads 5.5 each (the optimum)
+    d = data(chain([4.0, 1.0, 1.0, 4.0], 0.5, accelerators=2))
+    where = extend(d, slot_kinds(d), {0: 0, 3: 1})
+    assert where[0] == where[1] != where[2] == where[3]
+    # with memory for one group per accelerator and no CPU there is no room for the light groups
+    d = data(chain([4.0, 1.0, 1.0, 4.0], 0.5, accelerators=2, memory=1, size=1))
+    assert extend(d, slot_kinds(d), {0: 0, 3: 1}) is None
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(problems(max_nodes=7, max_accelerators=3, max_cpus=2))
+def test_the_packing_plan_is_a_plan(problem: Instance) -> None:
+    # the extended assignment respects support and memory, so the evaluator accepts its plan
+    # (class none)
+    d = data(problem)
+    kinds = slot_kinds(d)
+    found = packing_floor(d, kinds)
+    if not found.groups:
+        return
+    where = extend(d, kinds, found.assignment)
+    if where is None:
+        return
+    for s in range(len(kinds)):
+        mine = [v for v in range(len(d.groups)) if where[v] == s]
+        assert all(kinds[s] in d.fits(v) for v in mine)
+        assert sum(d.m[v] for v in mine) <= d.M[kinds[s]]
+    formulation = NoContiguity()
+    plan = formulation.start_plan(problem, d, AssignmentVars(kinds, {}, {}, {}, [], set(), found))
+    assert evaluate(problem, plan, contiguity="none").valid
+
+
+def test_the_better_start_is_taken() -> None:
+    values = {"a": 3.0, "b": 2.0}
+
+    def verify(plan):
+        return Verdict(plan != "bad", values.get(plan, 0.0), ())
+
+    assert better_start("a", "b", verify, None) == "b"
+    assert better_start("b", "a", verify, None) == "b"
+    assert better_start("a", "bad", verify, None) == "a"
+    assert better_start(None, "b", verify, None) == "b"
+    assert better_start("a", None, verify, None) == "a"
