@@ -163,7 +163,7 @@ def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], 
         if theirs.valid and theirs.objective <= mine.objective:
             return given
     if progress is not None:
-        progress(f"start from the packing plan: {mine.objective:.6g}")
+        progress(f"starting plan from the model's construction: {mine.objective:.6g}")
     return own
 
 

@@ -87,6 +87,17 @@ def ranks(kinds: list[int]) -> list[int]:
     return [kinds[:s].count(k) for s, k in enumerate(kinds)]
 
 
+def _plan(problem: Instance, d: GroupData, kinds: list[int], held: list[list[int]]) -> Plan:
+    """The plan whose device ``s`` (of type ``kinds[s]``) holds the groups ``held[s]``; empty
+    devices left out."""
+    devices = []
+    for k, members in zip(kinds, held):
+        if members:
+            ids = tuple(sorted((problem.nodes[u].id for v in members for u in d.groups[v]), key=problem.index_of))
+            devices.append(DeviceAssignment(problem.device_types[d.types[k]].name, ids))
+    return Plan(tuple(devices))
+
+
 class NoContiguity(Formulation):
     contiguity = "none"
 
@@ -163,13 +174,7 @@ class NoContiguity(Formulation):
         where = extend(d, V.kinds, V.packing.assignment)
         if where is None:
             return None
-        devices = []
-        for s in range(len(V.kinds)):
-            members = [v for v in range(len(d.groups)) if where[v] == s]
-            if members:
-                ids = tuple(sorted((problem.nodes[u].id for v in members for u in d.groups[v]), key=problem.index_of))
-                devices.append(DeviceAssignment(problem.device_types[d.types[V.kinds[s]]].name, ids))
-        return Plan(tuple(devices))
+        return _plan(problem, d, V.kinds, [[v for v in range(len(d.groups)) if where[v] == s] for s in range(len(V.kinds))])
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         """Rows a stricter contiguity class adds (none here)."""
@@ -218,15 +223,7 @@ class NoContiguity(Formulation):
 
     def decode(self, problem: Instance, d: GroupData, V: AssignmentVars,
                value: Callable[[Any], float]) -> Plan | None:
-        devices = []
-        placed = 0
-        for s in V.slots:
-            members = [v for v in range(len(d.groups)) if value(V.x[v, s]) > 0.5]
-            if not members:
-                continue
-            placed += len(members)
-            ids = tuple(sorted((problem.nodes[u].id for v in members for u in d.groups[v]), key=problem.index_of))
-            devices.append(DeviceAssignment(problem.device_types[d.types[V.kinds[s - 1]]].name, ids))
-        if placed != len(d.groups):
+        held = [[v for v in range(len(d.groups)) if value(V.x[v, s]) > 0.5] for s in V.slots]
+        if sum(map(len, held)) != len(d.groups):
             return None
-        return Plan(tuple(devices))
+        return _plan(problem, d, V.kinds, held)

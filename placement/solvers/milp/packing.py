@@ -257,14 +257,21 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
         return ([items[i] for i in range(len(items)) if mask[s] >> i & 1],
                 [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
 
+    def in_time() -> None:
+        """Give up past the deadline (checked before each maximum flow, which may be long)."""
+        if time.perf_counter() > deadline:
+            raise _GaveUp
+
     def cut_of(s: int) -> float:
         if mask[s] not in known:
+            in_time()
             known[mask[s]] = cuts.cut(*sides(s))
         return known[mask[s]]
 
     def charged_cut_of(s: int) -> float:
         key = (mask[s], kinds[s])
         if key not in charged_known:
+            in_time()
             charged_known[key] = cuts.cut(*sides(s), weights[kinds[s]])
         return charged_known[key]
 
@@ -313,6 +320,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
                 continue
             cost = row[j]
             if cost is None:
+                in_time()
                 cost = row[j] = lam[j][i] = cuts.pair(items[i], items[j])
             for slot in (s, t):
                 if pays[slot] and cost > pair[slot]:
