@@ -67,6 +67,9 @@ def _row(instance: str, label: str, goal: str, backend: str, results: list[place
             "seconds_each": [round(r.runtime_s, 2) for r in results], "repeats": len(results),
             "time_limit": time_limit, "reference": reference,
             "variables": last.stats.get("variables"), "rows": last.stats.get("rows"), "message": last.message,
+            # none/sets: the packing row's floor, the heaviest classes it packs, its seconds (last run)
+            "packing_bound": last.stats.get("packing_bound"), "packing_groups": last.stats.get("packing_groups"),
+            "packing_s": last.stats.get("packing_s"),
             # this process's peak resident memory so far: every run up to this row stayed within it
             "peak_mib_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "load_average": os.getloadavg()}
