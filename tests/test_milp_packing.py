@@ -19,12 +19,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from placement.io.tarnawski import parse_instance, read_instance
-from placement.problem.instance import Instance
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Instance, Node
 from placement.solution import Status
 from placement.solvers.milp.data import prepare
-from placement.solvers.milp.none import slot_kinds
 from placement.solvers.milp.driver import better_start
-from placement.solvers.milp.none import AssignmentVars, NoContiguity
+from placement.solvers.milp.none import AssignmentVars, NoContiguity, slot_kinds
 from placement.solvers.milp.outcome import Verdict
 from placement.solvers.milp.packing import HyperCut, cheapest, extend, hypergraph, packing_floor, packing_value
 from placement.verification.evaluate import evaluate
@@ -115,8 +114,16 @@ def test_memory_and_support_bind() -> None:
     assert packing_value(d, slot_kinds(d), [0, 1]) is None
 
 
+def class_too_big() -> Instance:
+    """One colour class of two nodes of memory 1 each, and one accelerator of memory 1: no plan."""
+    nodes = tuple(Node(id=2 * i + 1, name=f"f{i}", times=(0.0, 0.0), memory=1.0, backward=False, colour=1000,
+                       out_cost=0.0, weight_times=None) for i in range(2))
+    return Instance(nodes, (), (DeviceType(ACCELERATOR, 1, 1.0, True), DeviceType(CPU, 0, math.inf, False)), "too-big")
+
+
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(problems(max_nodes=7, max_accelerators=3, max_cpus=2), st.randoms(use_true_random=False))
+@example(class_too_big(), random.Random(0))
 def test_equals_the_none_optimum_with_every_group_and_stays_below_it(problem: Instance, rng: random.Random) -> None:
     d = data(problem)
     kinds = slot_kinds(d)
