@@ -104,6 +104,22 @@ def test_the_cut_prices_every_path_out() -> None:
     assert brute_force(problem, "none").objective == 6.0
 
 
+def test_absorbing_light_groups_costs_their_time() -> None:
+    # heavy 0 and 3 (time 4) joined through light 1 and 2 (0.05 each): 0 → 1, 0 → 2, 1 → 3,
+    # 2 → 3, node 0's output costs 1, the light nodes' 0.1; two accelerators. The set holding 0
+    # but not 3 cuts 0's output (1) unless it takes both light groups, which then cut 0.1 + 0.1
+    # and cost their time: 0.2 + 0.1 = 0.3, so 4 + 0.3 = 4.3 (without their time the cut alone
+    # would be 0.2, and the light work poured over 4.2 and 4.2 reaches only 4.25). The none
+    # optimum is that plan: {0, 1, 2} loads 4.1 + 0.2, {3} loads 4 + 0.2
+    nodes = [{"id": i, "supportedOnFpga": 1, "cpuLatency": 1.0, "fpgaLatency": t, "isBackwardNode": 0, "size": 0}
+             for i, t in enumerate([4.0, 0.05, 0.05, 4.0])]
+    edges = [{"sourceId": a, "destId": b, "cost": c} for a, b, c in [(0, 1, 1.0), (0, 2, 1.0), (1, 3, 0.1), (2, 3, 0.1)]]
+    problem = parse_instance({"maxSizePerFPGA": 1e9, "maxFPGAs": 2, "maxCPUs": 0, "nodes": nodes, "edges": edges})
+    d = data(problem)
+    assert packing_value(d, slot_kinds(d), [0, 3]) == pytest.approx(4.3, abs=1e-12)
+    assert brute_force(problem, "none").objective == pytest.approx(4.3, abs=1e-12)
+
+
 def test_memory_and_support_bind() -> None:
     # memory 1 per accelerator and two groups of size 1: they cannot share one, so the bound for
     # both heavy groups (times 3 and 2, one accelerator each, cut 0.5 each) is 3.5, not 5
