@@ -25,7 +25,7 @@ from placement.solvers.milp.data import prepare
 from placement.solvers.milp.driver import better_start
 from placement.solvers.milp.none import AssignmentVars, NoContiguity, slot_kinds
 from placement.solvers.milp.outcome import Verdict
-from placement.solvers.milp.packing import HyperCut, cheapest, extend, hypergraph, packing_floor, packing_value
+from placement.solvers.milp.packing import HyperCut, extend, hypergraph, packing_floor, packing_value
 from placement.verification.evaluate import evaluate
 from placement.testing.bruteforce import brute_force
 from tests.strategies import problems
@@ -143,7 +143,7 @@ def class_too_big() -> Instance:
 def test_equals_the_none_optimum_with_every_group_and_stays_below_it(problem: Instance, rng: random.Random) -> None:
     d = data(problem)
     kinds = slot_kinds(d)
-    everything = list(cheapest(d))
+    everything = list(d.cheapest())
     truth = brute_force(problem, "none", objective="throughput")
     if len(everything) < len(d.groups):          # a colour class fits no device
         assert truth.status is not Status.OPTIMAL
@@ -174,7 +174,7 @@ def test_gnmt_inference_packing_is_the_none_optimum() -> None:
     problem = read_instance(GNMT)
     d = data(problem)
     kinds = slot_kinds(d)
-    q = cheapest(d)
+    q = d.cheapest()
     heavy = sorted(q, key=lambda v: -q[v])[:17]
     assert packing_value(d, kinds, heavy) == pytest.approx(31.687310546875, abs=1e-9)
 

@@ -168,7 +168,7 @@ def room_bound_with_comm(d: GroupData, kinds: Sequence[int], H: Sequence[int], f
 def heavy_sets(d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]]) -> list[tuple[float, list[int]]]:
     """The sets ``H`` given count rows, with their ``L(H)`` (see the module docstring), best first."""
     n = len(d.groups)
-    q = {v: min(d.p(v, k) for k in d.fits(v)) for v in range(n) if d.fits(v)}  # type: ignore[type-var]
+    q = d.cheapest()
     levels = sorted(set(q.values()))
     if not levels:
         return []

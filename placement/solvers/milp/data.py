@@ -146,6 +146,11 @@ class GroupData:
         """Types that support every node of group ``v`` and have room for it."""
         return [k for k in range(len(self.types)) if self.p(v, k) is not None and self.m[v] <= self.M[k]]
 
+    def cheapest(self) -> dict[int, float]:
+        """Each group's least time over the types it fits (model units); groups that fit none are left out."""
+        return {v: min(self.p(v, k) for k in self.fits(v)) for v in range(len(self.groups))  # type: ignore[type-var]
+                if self.fits(v)}
+
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
             stages: int | None = None) -> GroupData:

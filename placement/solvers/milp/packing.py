@@ -183,14 +183,15 @@ class HyperCut:
         del self.capacity[self._fixed:]
 
 
+def hyperedges(d: GroupData) -> list[tuple[tuple[int, ...], float]]:
+    """The cost nodes of ``d`` as hyperedges over the groups (module docstring), with their costs;
+    those that no set can cut (one group, or no cost) left out."""
+    return [((cn.r, *cn.W), cn.c) for cn in d.cost_nodes if cn.W and cn.c > 0]
+
+
 def hypergraph(d: GroupData) -> HyperCut:
     """The cost-node hypergraph of ``d``'s groups."""
-    return HyperCut(len(d.groups), [((cn.r, *cn.W), cn.c) for cn in d.cost_nodes])
-
-
-def cheapest(d: GroupData) -> dict[int, float]:
-    """``q(v)``: each group's least time over the types it fits (groups that fit none left out)."""
-    return {v: min(d.p(v, k) for k in d.fits(v)) for v in range(len(d.groups)) if d.fits(v)}  # type: ignore[type-var]
+    return HyperCut(len(d.groups), hyperedges(d))
 
 
 def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
@@ -207,7 +208,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
     """:func:`packing_value` with an assignment that attains it (group → slot position in ``kinds``)."""
     cuts = cuts or hypergraph(d)
     slots = range(len(kinds))
-    q = cheapest(d)
+    q = d.cheapest()
     items = sorted(H, key=lambda v: -q[v])
     position = {v: i for i, v in enumerate(items)}
     time_on = [[d.p(v, kinds[s]) if kinds[s] in d.fits(v) else None for s in slots] for v in items]
@@ -421,7 +422,7 @@ def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS, 
     (``above`` and 0 when there is none). A search after one that did not raise the floor gets at
     most :data:`PROBE` seconds."""
     start = time.perf_counter()
-    q = cheapest(d)
+    q = d.cheapest()
     order = sorted(q, key=lambda v: -q[v])
     cuts = hypergraph(d)
     result = Packing(above)
@@ -465,7 +466,7 @@ def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], secon
     caller."""
     stop = time.perf_counter() + seconds
     n, slots = len(d.groups), range(len(kinds))
-    edges = [((cn.r, *cn.W), cn.c) for cn in d.cost_nodes if cn.W and cn.c > 0]
+    edges = hyperedges(d)
     of_group: list[list[int]] = [[] for _ in range(n)]
     for e, (members, _) in enumerate(edges):
         for v in members:
@@ -499,13 +500,14 @@ def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], secon
 
     for v, s in assignment.items():
         move(v, s, 1)
-    q = cheapest(d)
+    q = d.cheapest()
     for v in sorted((v for v in range(n) if v not in assignment), key=lambda v: -q.get(v, 0.0)):
         options = fitting(v)
         if not options:
             return None
         top = max(load)
-        move(v, min(options, key=lambda s: (max(top, load[s] + delta(v, s, 1)), load[s] + delta(v, s, 1))), 1)
+        after = {s: load[s] + delta(v, s, 1) for s in options}
+        move(v, min(options, key=lambda s: (max(top, after[s]), after[s])), 1)
     improved = True
     while improved and time.perf_counter() < stop:
         improved = False
