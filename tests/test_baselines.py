@@ -30,7 +30,7 @@ from tests.strategies import problems
 A, C = ACCELERATOR, CPU
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 THROUGHPUT = ("pipedream", "greedy", "local-search", "partition", "expert", "single")
-LATENCY = ("latency-greedy", "latency-dp-split")
+LATENCY = ("latency-greedy", "latency-dp-split", "latency-chain")
 try:
     import pymetis  # noqa: F401
     HAVE_METIS = True
@@ -160,7 +160,8 @@ def test_latency_greedy_by_hand():
 @pytest.mark.parametrize("method", ["greedy", "pipedream", "single", "local-search", "partition", "expert"])
 def test_throughput_baselines_refuse_the_latency_objective(method):
     with pytest.raises(InvalidParameterError, match=f"^objective must be 'throughput' for method '{method}', not "
-                                                    "'latency'; for latency use latency-greedy, latency-dp-split$"):
+                                                    "'latency'; for latency use latency-greedy, latency-dp-split, "
+                                                    "latency-chain$"):
         solve(costly_middle(), method, objective="latency")
 
 

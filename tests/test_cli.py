@@ -108,7 +108,8 @@ def test_zero_devices_is_bad_input(capsys):
      "--time-limit must be a finite number > 0 and ≤ 1e+09 or None, not 1e+300"),
     (["solve", CHAIN4, "--method", "magic"], "argument --method: invalid choice: 'magic' (choose from 'auto', 'dp', "
                                              "'milp', 'pipedream', 'greedy', 'local-search', 'partition', 'expert', "
-                                             "'single', 'latency-greedy', 'latency-dp-split')"),
+                                             "'single', 'latency-greedy', 'latency-dp-split', "
+                                             "'latency-chain')"),
 ])
 def test_usage_errors_exit_2(argv, message, capsys):
     assert main(argv) == 2

@@ -127,12 +127,12 @@ def test_baselines_and_bound_against_the_optimum(problem):
         ev = evaluate_latency(problem, truth.plan)
         assert ev.valid and ev.latency == truth.objective
         assert latency_lower_bound(problem) <= truth.objective
-    for method in ("latency-greedy", "latency-dp-split"):
+    for method in ("latency-greedy", "latency-dp-split", "latency-chain"):
         solution = solve(problem, method)
         if solution.status is Status.FEASIBLE:
             assert evaluate_latency(problem, solution.plan).latency == solution.objective
             assert solution.objective >= truth.objective
-            if method == "latency-dp-split":   # one call per device
+            if method in ("latency-dp-split", "latency-chain"):   # one call per device
                 assert solution.objective >= one_call.objective
         else:
             assert solution.status in (Status.ERROR, Status.NO_SOLUTION, Status.INFEASIBLE)

@@ -28,7 +28,7 @@ from placement.solvers.dp_table import Graph, Layers, best_plan, build_graph, bu
 from placement.solvers.ideals import Contraction, contract
 
 
-def _topological_orders(contraction: Contraction) -> list[list[int]]:
+def topological_orders(contraction: Contraction) -> list[list[int]]:
     """A few linear extensions of the contracted graph, to seed the upper bound."""
     size = contraction.size
     succ = contraction.succ
@@ -76,7 +76,7 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
     """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
     best, best_found = math.inf, None
     tried: set[tuple[int, ...]] = set()
-    for order in _topological_orders(contraction):
+    for order in topological_orders(contraction):
         if tuple(order) in tried:  # on a chain, every order is the same
             continue
         tried.add(tuple(order))

@@ -78,4 +78,5 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     _baseline("latency-greedy", "latency_greedy", "greedy single-sample schedule", _LATENCY),
     _baseline("latency-dp-split", "latency_dp_split", "the DP's pipeline run for one sample", _LATENCY,
               options=("max_ideals",)),
+    _baseline("latency-chain", "latency_chain", "calls in turn along a few topological orders, by DP", _LATENCY),
 )}

@@ -5,16 +5,17 @@ plan is also a valid start for the larger classes ``sets`` and ``none``, for the
 ``throughput-gpipe`` objective, and for the latency model (one call per device, calls in
 pipeline order, so no two calls feed each other). Where the graph has more ideals than
 ``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
-latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) is
-tried as well, and the plan of lower latency is the start.
+latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) and
+the latency chain DP (:mod:`placement.solvers.baselines.latency_chain`) are tried as well,
+and the plan of lowest latency is the start.
 
 Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
 the start.
 
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan), and the
-latency greedy's plan only when it has exactly ``N`` non-empty devices; no start when neither
-finds one.
+latency baselines' plans only when they have exactly ``N`` non-empty devices; no start when
+none finds one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from placement.errors import LimitExceededError, PlacementError
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Status
+from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
@@ -42,13 +44,14 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     if objective != "latency":
         return plan
     candidates = [] if plan is None else [plan]
-    try:
-        greedy = solve_latency_greedy(problem, objective="latency")
-        if greedy.status is Status.FEASIBLE and greedy.plan is not None and (
-                stages is None or greedy.plan.non_empty == stages):
-            candidates.append(greedy.plan)
-    except PlacementError:  # the greedy takes the two-type catalogue only
-        pass
+    for baseline in (solve_latency_greedy, solve_latency_chain):
+        try:
+            found = baseline(problem, objective="latency")
+        except PlacementError:  # the baselines take the two-type catalogue only
+            continue
+        if found.status is Status.FEASIBLE and found.plan is not None and (
+                stages is None or found.plan.non_empty == stages):
+            candidates.append(found.plan)
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
     scored = [(ev.latency, p) for ev, p in scored if ev.valid]
     if not scored:

@@ -1,0 +1,133 @@
+"""The latency chain DP (method ``latency-chain``): hand-solved instances, exactness on chains against
+the brute force with one call per accelerator, and its place among the MILP's starting plans."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from placement.errors import InvalidParameterError
+from placement.io.tarnawski import read_instance
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Instance, Node, make_two_type_problem
+from placement.solution import Status
+from placement.solvers.milp.warmstart import default_warm_start
+from placement.testing.bruteforce_latency import brute_force_latency
+from placement.verification.latency import evaluate_latency
+from tests.methods import run_method as solve
+
+A, C = ACCELERATOR, CPU
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski" / "latency-inputs"
+
+
+def test_memory_chain_by_hand():
+    """a -> b -> c, 2 ms each on an accelerator, 8 on the CPU, 3 bytes each, 5 bytes per accelerator
+    (2 of them), every transfer 0.5: an accelerator holds one node.
+
+    Runs of a b c (sums of durations; on a chain that is the latency):
+    * a | b on accelerators, c on the CPU: 2.5 + (0.5 + 2 + 0.5) + 8 = 13.5
+    * a on an accelerator, b on the CPU, c on an accelerator: 2.5 + 8 + (0.5 + 2) = 13
+    * a on the CPU first: 8 + ... > 13; b and c on the CPU: 2.5 + 16 > 13.
+    So 13, the brute-force optimum (latency-greedy gives 13.5).
+    """
+    problem = read_instance(TINY / "memory-chain.json")
+    found = solve(problem, "latency-chain")
+    assert (found.status, found.objective, found.objective_kind) == (Status.FEASIBLE, 13.0, "latency")
+    assert found.stats["sequential_sum"] == 13.0
+    assert found.plan == Plan((DeviceAssignment(A, (1,)), DeviceAssignment(C, (2,)), DeviceAssignment(A, (3,))))
+    assert brute_force_latency(problem).objective == 13.0
+
+
+def diamond(accelerators: int) -> Instance:
+    """s -> x, s -> y, x -> t, y -> t; accelerator times 1, 4, 4, 1 (CPU 10 times that); 1 byte each,
+    2 bytes per accelerator; every transfer 0.5."""
+    nodes = [Node(i, name, (p, 10 * p), 1.0, False, None, 0.5) for i, name, p in
+             ((1, "s", 1.0), (2, "x", 4.0), (3, "y", 4.0), (4, "t", 1.0))]
+    return make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3), Edge(2, 4), Edge(3, 4)], accelerators, 1, 2)
+
+
+def test_parallel_calls_are_priced_in_turn():
+    """The diamond on 4 accelerators. Runs of the order s x y t, with their sums:
+    * {s, x} | {y, t}: (1 + 4 + out s, x 1) + (in s, x 1 + 4 + 1) = 6 + 6 = 12, also its latency
+      ({y, t} waits for s and x, which end at 6);
+    * {s} | {x} | {y} | {t}: 1.5 + 5 + 5 + 2 = 13.5, but x and y both start at 1.5 and run side by
+      side: they end at 6.5, t at 6.5 + 1 + 1 = 8.5, the optimum with one call per accelerator.
+    The DP minimises the sum, so it returns the first (12): a plan, not a proof.
+    """
+    problem = diamond(4)
+    found = solve(problem, "latency-chain")
+    assert (found.objective, found.stats["sequential_sum"]) == (12.0, 12.0)
+    assert brute_force_latency(problem, max_calls=1).objective == 8.5
+    spread = Plan(tuple(DeviceAssignment(A, (i,)) for i in (1, 2, 3, 4)))
+    assert evaluate_latency(problem, spread).latency == 8.5
+
+
+@st.composite
+def chains(draw) -> Instance:
+    """A path 1 -> 2 -> ... -> n with random times, sizes and transfer costs; no colour classes."""
+    n = draw(st.integers(1, 5))
+    nodes = []
+    for i in range(1, n + 1):
+        acc = draw(st.one_of(st.none(), st.integers(0, 6).map(float)))
+        cpu = draw(st.integers(0, 30).map(float)) if acc is not None else draw(st.integers(1, 30).map(float))
+        nodes.append(Node(i, f"n{i}", (acc, cpu), float(draw(st.integers(0, 3))), False, None,
+                          draw(st.integers(0, 3)) / 2))
+    accelerators = draw(st.integers(1, 3))
+    memory = draw(st.one_of(st.just(math.inf), st.integers(1, 6).map(float)))
+    return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(1, n)], accelerators, 1, memory)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains())
+@example(make_two_type_problem([Node(1, "a", (None, 1.0)), Node(2, "b", (0.0, 0.0), 0.0, False, None, 1.5)],
+                               [Edge(1, 2)], 1, 1, math.inf))
+def test_exact_on_chains(problem):
+    """On a chain every call is an interval and each waits for the one before, so the latency of a plan
+    with one call per accelerator is the sum of its runs' durations: the DP's optimum is the optimum."""
+    truth = brute_force_latency(problem, max_calls=1)
+    found = solve(problem, "latency-chain")
+    if truth.status is Status.INFEASIBLE:
+        assert found.status is Status.NO_SOLUTION
+        return
+    assert found.status is Status.FEASIBLE
+    assert found.objective == pytest.approx(truth.objective, rel=1e-12, abs=1e-12)
+    assert found.stats["sequential_sum"] == pytest.approx(found.objective, rel=1e-12, abs=1e-12)
+
+
+def test_refuses_other_catalogues_and_objectives():
+    problem = Instance((Node(0, "a", (1.0,)),), (), (DeviceType("tpu", 1),))
+    with pytest.raises(InvalidParameterError, match="^method 'latency-chain' takes the device types 'accelerator' "
+                                                    "and 'cpu' only; this instance has 'tpu'$"):
+        solve(problem, "latency-chain")
+    with pytest.raises(InvalidParameterError, match="^objective must be 'latency' for method 'latency-chain', not "
+                                                    "'throughput'; "):
+        solve(read_instance(TINY / "memory-chain.json"), "latency-chain", objective="throughput")
+
+
+def test_no_plan_when_nothing_fits():
+    """a -> b, both accelerator-only, 2 bytes each; one accelerator of 3 bytes: they fit one at a time,
+    and there is no second accelerator."""
+    problem = make_two_type_problem([Node(1, "a", (1.0, None), 2.0), Node(2, "b", (1.0, None), 2.0)],
+                                    [Edge(1, 2)], 1, 1, 3)
+    found = solve(problem, "latency-chain")
+    assert (found.status, found.plan) == (Status.NO_SOLUTION, None)
+    assert found.message == "no run of a topological order fits the accelerators and CPUs"
+
+
+@pytest.mark.parametrize("name", ["OperatorGraphs/bert_l-3_inference", "LayerGraphs/resnet50_inference"])
+def test_starts_the_latency_milp_no_worse(name):
+    """The MILP's latency start is the best of the baselines, so never worse than the chain DP's plan."""
+    path = SHARED / f"{name}.json"
+    if not path.exists():
+        pytest.skip("../shared/tarnawski is not available")
+    problem = read_instance(path)
+    chain = solve(problem, "latency-chain")
+    greedy = solve(problem, "latency-greedy")
+    start = default_warm_start(problem, objective="latency")
+    latency = evaluate_latency(problem, start).latency
+    assert latency <= min(chain.objective, greedy.objective)
