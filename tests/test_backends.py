@@ -409,3 +409,20 @@ def test_cbc_infeasible_by_its_own_clock_at_the_limit_is_no_proof():
     assert late.message == "cbc reported infeasible after 0.05 s, as its time limit ran out: not a proof (CBC's clock)"
     assert cbc_limit_infeasible(RawResult("infeasible"), log, 10.0, "cbc").status == "infeasible"
     assert cbc_limit_infeasible(RawResult("optimal", 1.0, 1.0), log, 0.05, "cbc").status == "optimal"
+
+
+@pytest.mark.skipif("cp-sat" not in AVAILABLE, reason="OR-Tools is not installed")
+def test_full_relaxation_sets_cpsat_linearization():
+    """CP-SAT keeps enforced rows out of its LP at its default level 1; a formulation that asks for
+    the full relaxation gets level 2, and the stages formulation asks for it."""
+    from placement.solvers.milp.backends.cpsat import CpSatBackend
+    from placement.solvers.milp.stages import Stages
+    from placement.solvers.milp.none import NoContiguity
+    from placement.solvers.milp.sets import ContiguousSets
+
+    be = CpSatBackend()
+    assert be._solver(SolveOptions(time_limit=1.0)).parameters.linearization_level == 1
+    be.full_relaxation = True
+    assert be._solver(SolveOptions(time_limit=1.0)).parameters.linearization_level == 2
+    assert (Stages.full_relaxation, NoContiguity.full_relaxation,
+            ContiguousSets.full_relaxation) == (True, False, False)

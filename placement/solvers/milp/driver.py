@@ -77,6 +77,9 @@ class Formulation(ABC):
         warm start is used), or ``None``."""
         return None
 
+    #: ask the backend for its full LP relaxation (:attr:`Backend.full_relaxation`)
+    full_relaxation: bool = False
+
 
 def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
     """The position in ``devices`` (plan device assignments) of every group, or ``None`` and why."""
@@ -224,6 +227,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
               else gpipe_lower_bound(problem))
     be.deadline = options.deadline
+    be.full_relaxation = formulation.full_relaxation
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
                     formulation.stages)

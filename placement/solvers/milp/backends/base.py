@@ -198,6 +198,9 @@ class Backend(ABC):
 
     #: ``time.perf_counter()`` after which building the model stops (:meth:`tick`); ``None``: never
     deadline: float | None = None
+    #: put every row, enforced ones too, into the solver's LP relaxation where it leaves some out by
+    #: default (CP-SAT: linearization level 2); set by a formulation whose proofs it speeds up
+    full_relaxation: bool = False
     _ticks: int = 0
 
     def tick(self) -> None:

@@ -2,7 +2,9 @@
 
 Integer data only: the formulation scales its data to integers before building and tells the
 backend so (:attr:`Backend.integer_only`); a non-integer coefficient is a ``ValueError``,
-never rounded here. Enforced rows use CP-SAT's enforcement literals (no big-M).
+never rounded here. Enforced rows use CP-SAT's enforcement literals (no big-M); CP-SAT leaves
+them out of its LP relaxation unless the formulation asks for the full relaxation
+(:attr:`Backend.full_relaxation`: linearization level 2).
 
 CP-SAT's presolve is switched off: in OR-Tools 9.15 it returned wrong answers on these models
 (on the published InceptionV3 and ResNet-50 layer graphs: "optimal" 125.93 where the DP's
@@ -138,6 +140,8 @@ class CpSatBackend(Backend):
         solver.parameters.random_seed = int(options.seed)
         solver.parameters.relative_gap_limit = float(options.gap)
         solver.parameters.cp_model_presolve = False  # see the module docstring
+        if self.full_relaxation:
+            solver.parameters.linearization_level = 2
         return solver
 
     def _progress(self, options: SolveOptions) -> Any:
