@@ -7,8 +7,8 @@ class and backend with the given time limit. Latency (``--latency``): every inst
 under ``../shared/tarnawski/latency-inputs``, for each number of calls per accelerator
 and backend, warm-started from the MILP's latency start (the best of the DP's pipeline, the
 latency greedy and the latency chain DP, each with one call per device); the reference
-column is that starting plan's latency, and the instance's simple lower bound goes to
-standard error.
+column is that starting plan's latency, and the instance's critical-path and path bounds
+go to standard error.
 
 The frontier table: one row per instance × class × objective × backend with status,
 verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
@@ -37,6 +37,7 @@ from pathlib import Path
 import placement
 from placement.io.tarnawski import read_instance
 from placement.problem.bounds import latency_lower_bound
+from placement.problem.path_bound import latency_path_bound
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
@@ -127,7 +128,8 @@ def latency(args: argparse.Namespace, backends: list[str]) -> list[dict]:
         name = f"{path.parent.name}/{path.stem}"
         start = default_warm_start(problem, args.max_ideals, objective="latency")
         start_latency = evaluate_latency(problem, start).latency if start is not None else None
-        print(f"{name}: starting plan latency {start_latency}, lower bound {latency_lower_bound(problem):.6f}",
+        print(f"{name}: starting plan latency {start_latency}, critical path {latency_lower_bound(problem):.6f}, "
+              f"path bound (1 call) {latency_path_bound(problem):.6f}",
               file=sys.stderr, flush=True)
         for calls in args.calls:
             for backend in backends:

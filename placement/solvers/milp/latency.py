@@ -58,6 +58,13 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     ``Σ_r w[r] ≤ Σ_C on_cpu(C)`` over the colour classes ``C`` (each core used holds a whole class);
     and ``Σ_a e[a,1] + Σ_r w[r] = N``.
 
+14. ``L ≥ B``, with ``B`` the path bound of :mod:`placement.problem.path_bound` computed on the
+    model's own data (:func:`path_floor`): along a path, every call meets it in one segment and
+    the segments and CPU nodes run in turn, so every plan's latency is at least ``B``. Integer
+    backends only: on the floating-point ones a row at the optimum itself lets their
+    tolerances pull ``L`` below a plan's value (HiGHS returned 0.999999 for a plan of 1), so
+    there the bound is only reported (the solution's bound is the larger of it and theirs).
+
 Objective: minimise ``L``.
 
 Exactly ``N`` devices (row 13): accelerator ``a`` holds a node exactly when ``e[a,1] = 1``
@@ -87,6 +94,7 @@ from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
+from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -107,6 +115,7 @@ class _Vars:
     x: dict[tuple[int, int, int], Any]
     L: Any
     w: list[Any]                            # CPU cores holding a node (row 13; empty without stages)
+    floor: float                            # right-hand side of row 14, model units (0: no row)
 
 
 def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | None = None) -> _Vars:
@@ -219,8 +228,25 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
             be.add([(1, var) for var in w] + [t for members in colours for t in on_acc(d.group[members[0]])],
                    hi=len(colours))
         be.add([(1, e[a, 0]) for a in range(A)] + [(1, var) for var in w], lo=stages, hi=stages)
+    floor = path_floor(problem, d, q) if be.integer_only else 0.0                       # (14)
+    if floor > 0:
+        be.add([(1, L)], lo=floor)
     be.minimize([(1, L)])
-    return _Vars(x, L, w)
+    return _Vars(x, L, w, floor)
+
+
+def path_floor(problem: Instance, d: LatencyData, q: int) -> float:
+    """Row 14's right-hand side: :func:`placement.problem.path_bound.path_bound` on the model's own
+    integer data (model units; each node at its fastest accelerator that takes it, the largest memory
+    bound, ``q·A`` segments), where the DP's sums are exact; 0 when no path has a partition."""
+    fastest = [min((p for a, p in enumerate(d.p_acc[d.group[i]]) if p is not None and d.m[d.group[i]] <= d.M[a]),
+                   default=None) for i in range(len(problem.nodes))]
+    cost = [0.0] * len(problem.nodes)
+    for cn in d.cost:
+        cost[cn.u] = cn.c
+    bound = path_bound(problem, fastest, d.p_cpu, [d.m[d.group[i]] for i in range(len(problem.nodes))], cost,
+                       max(d.M, default=0.0), q * len(d.acc))
+    return bound if math.isfinite(bound) else 0.0
 
 
 def _decode(problem: Instance, d: LatencyData, V: _Vars, q: int, value: Callable[[Any], float]) -> Plan | None:
@@ -330,13 +356,14 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
+    simple_bound = max(latency_lower_bound(problem), latency_path_bound(problem, calls))
     be.deadline = options.deadline
     try:
         d = prepare_latency(problem, be.integer_only, max_product)
         V = _build(problem, d, be, calls, stages)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
-                           latency_lower_bound(problem))
+                           simple_bound)
     be.deadline = None
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
@@ -352,9 +379,12 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
     if stages is not None:
         stats["stages"] = stages
+    stats["path_bound"] = V.floor / d.scaling.scale
+    if progress is not None and V.floor > 0:
+        progress(f"path bound {V.floor / d.scaling.scale:.6g}")
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
-                  unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=latency_lower_bound(problem),
+                  unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)
 
     return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify, fallback)

@@ -1,0 +1,135 @@
+"""Runs of an order executed one after another: the least sum of their durations, by DP.
+
+Model
+-----
+An *order* is a sequence of units ``o_1 … o_n`` (each a list of node positions, its nodes in
+a topological order, every edge between units going forward in the order). A *run* is a
+stretch ``o_i..o_{j−1}`` of consecutive units, placed
+
+* on an accelerator of its own as one call (every node supported, memory ``Σ m ≤ capacity``),
+  lasting ``Σ_{u∈In(S)} c(u) + Σ_{v∈S} p_acc(v) + Σ_{u∈Out(S)} c(u)`` over the given graph
+  (DESIGN.md §2: ``In(S)`` the nodes outside ``S`` with a successor in it, ``Out(S)`` the
+  nodes of ``S`` with a successor outside it), or
+* on the CPUs, lasting the longest path of CPU times inside it.
+
+With ``D[a][j]`` the least sum of durations of runs covering ``o_1..o_j`` with ``a``
+accelerator runs (``a ≤`` ``accelerators``)::
+
+    D[0][0] = 0
+    D[a][j] = min( min_{i<j} D[a−1][i] + acc(i, j),  min_{i<j} D[a][i] + cpu(i, j) )
+
+and the answer is ``min_a D[a][n]`` with its runs. ``In`` and ``Out`` of a growing run are
+kept incrementally (a node joins before any of its successors), so each start costs the
+degrees of the nodes its runs reach. :mod:`placement.solvers.baselines.latency_chain` reads
+the runs of a topological order as a plan; :mod:`placement.problem.path_bound` applies the
+DP to one path and the edges among its nodes for a lower bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The least sum and its runs ``(first unit, end unit, on an accelerator)``, ends exclusive, in order."""
+
+    total: float
+    runs: tuple[tuple[int, int, bool], ...]
+
+
+def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                  cost: Sequence[float], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
+                  memory: Sequence[float], capacity: float, accelerators: int) -> Runs | None:
+    """The DP of the module docstring; ``succ``, ``pred``, ``cost`` (``c``), ``p_acc``, ``p_cpu``
+    (``None``: unsupported) and ``memory`` are indexed by node position. ``None`` when no runs cover
+    the order."""
+    n, k = len(order), max(0, accelerators)
+    D = np.full((k + 1, n + 1), math.inf)
+    D[0, 0] = 0.0
+    came = np.full((k + 1, n + 1), -1, dtype=np.int64)   # start of the last run
+    on_acc = np.zeros((k + 1, n + 1), dtype=bool)         # whether it ran on an accelerator
+    for i in range(n):
+        if not np.isfinite(D[:, i]).any():
+            continue
+        for accelerator, (ends, durations) in ((True, _accelerator_runs(order, i, succ, pred, cost, p_acc, memory,
+                                                                         capacity) if k else ([], [])),
+                                               (False, _cpu_runs(order, i, pred, p_cpu))):
+            if not ends:
+                continue
+            js, cs = np.array(ends), np.array(durations)
+            low = 1 if accelerator else 0
+            new = D[:k + 1 - low, i, None] + cs[None, :]
+            rows, cols = np.nonzero(new < D[low:, js])
+            D[rows + low, js[cols]] = new[rows, cols]
+            came[rows + low, js[cols]] = i
+            on_acc[rows + low, js[cols]] = accelerator
+    a = int(np.argmin(D[:, n]))
+    if not math.isfinite(D[a, n]):
+        return None
+    runs = []
+    j = n
+    while j > 0:
+        i = int(came[a, j])
+        runs.append((i, j, bool(on_acc[a, j])))
+        a -= int(on_acc[a, j])
+        j = i
+    return Runs(float(D[:, n].min()), tuple(reversed(runs)))
+
+
+def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Sequence[int]],
+                      pred: Sequence[Sequence[int]], cost: Sequence[float], p: Sequence[float | None],
+                      memory: Sequence[float], capacity: float) -> tuple[list[int], list[float]]:
+    """Ends ``j`` and call durations of the accelerator runs ``o_i..o_{j−1}`` within ``capacity``."""
+    inside: set[int] = set()
+    held_succ: dict[int, int] = {}            # successors of a node that are in the run
+    compute = comm = used = 0.0
+    ends: list[int] = []
+    durations: list[float] = []
+    for j in range(i, len(order)):
+        for x in order[j]:
+            time = p[x]
+            if time is None:
+                return ends, durations
+            used += memory[x]
+            if used > capacity:
+                return ends, durations
+            compute += time
+            inside.add(x)
+            if succ[x]:          # no successor of x has joined yet: x is an output
+                comm += cost[x]
+            for u in pred[x]:
+                count = held_succ.get(u, 0) + 1
+                held_succ[u] = count
+                if u in inside:
+                    if count == len(succ[u]):    # u's successors are all inside now
+                        comm -= cost[u]
+                elif count == 1:                 # u starts to feed the run
+                    comm += cost[u]
+        ends.append(j + 1)
+        durations.append(compute + comm)
+    return ends, durations
+
+
+def _cpu_runs(order: Sequence[Sequence[int]], i: int, pred: Sequence[Sequence[int]], p: Sequence[float | None]
+              ) -> tuple[list[int], list[float]]:
+    """Ends ``j`` and durations (longest path of CPU times inside) of the CPU runs ``o_i..o_{j−1}``."""
+    finish: dict[int, float] = {}
+    longest = 0.0
+    ends: list[int] = []
+    durations: list[float] = []
+    for j in range(i, len(order)):
+        for x in order[j]:
+            time = p[x]
+            if time is None:
+                return ends, durations
+            f = time + max((finish[u] for u in pred[x] if u in finish), default=0.0)
+            finish[x] = f
+            longest = max(longest, f)
+        ends.append(j + 1)
+        durations.append(longest)
+    return ends, durations

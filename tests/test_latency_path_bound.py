@@ -1,0 +1,96 @@
+"""The path bound on latency (placement.problem.path_bound): hand-solved values, never above the
+brute-force optimum, equal to it on chains, and as row 14 of the latency MILP."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import placement
+from placement.io.tarnawski import read_instance
+from placement.problem.bounds import latency_lower_bound
+from placement.problem.instance import Edge, Node, make_two_type_problem
+from placement.problem.path_bound import latency_path_bound
+from placement.solution import Status
+from placement.solvers.milp.backends import backend_availability
+from placement.testing.bruteforce_latency import brute_force_latency
+from tests.strategies import problems
+from tests.test_latency_chain import chains
+
+TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski" / "latency-inputs"
+HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
+
+
+def test_memory_chain_by_hand():
+    """a -> b -> c (2 ms each on an accelerator, 8 on the CPU, 3 bytes, transfers 0.5), 2 accelerators
+    of 5 bytes and a CPU. The path is the whole graph.
+
+    One call per accelerator: at most 2 accelerator segments of one node each, so one node runs on
+    the CPU: a | CPU b | c gives 2.5 + 8 + 2.5 = 13, the optimum (the critical path alone says 6).
+    Two calls: up to 4 segments, each within 5 bytes (the bound does not add up an accelerator's
+    calls): a | b | c on accelerators, 2.5 + 3 + 2.5 = 8, below the optimum of 13 (each
+    accelerator still holds one node).
+    """
+    problem = read_instance(TINY / "memory-chain.json")
+    assert latency_lower_bound(problem) == 6.0
+    assert latency_path_bound(problem, calls=1) == 13.0
+    assert latency_path_bound(problem, calls=2) == 8.0
+    assert brute_force_latency(problem, max_calls=2).objective == 13.0
+
+
+def test_an_input_from_off_the_path_pays_its_transfer_or_its_time():
+    """a -> b and u -> b; accelerator times a=2, b=2, u=1 (CPU 8 each), memory 3, 3, 1, transfers
+    c(a)=0.5, c(u)=0.25; 2 accelerators of 5 bytes, a CPU. The heaviest path is a -> b.
+
+    Path bound: a and b cannot share a call (6 bytes); a | b costs 2.5 + (0.5 + 2) = 5, and b's call
+    either holds u (1 ms more) or receives it (0.25 more): 5.25. The optimum: a alone [0, 2.5], then
+    {u, b} receiving a: 0.5 + 1 + 2 = 3.5, ends at 6 ({a, u} then b: 3.75 + 2.75 = 6.5).
+    """
+    nodes = [Node(1, "a", (2.0, 8.0), 3.0, False, None, 0.5), Node(2, "b", (2.0, 8.0), 3.0),
+             Node(3, "u", (1.0, 8.0), 1.0, False, None, 0.25)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(3, 2)], 2, 1, 5)
+    assert latency_path_bound(problem) == 5.25
+    assert brute_force_latency(problem, max_calls=1).objective == 6.0
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=5, training=False, max_accelerators=2, max_cpus=1))
+def test_never_above_the_optimum(problem):
+    for calls in (1, 2):
+        truth = brute_force_latency(problem, max_calls=calls)
+        bound = latency_path_bound(problem, calls)
+        if truth.status is Status.INFEASIBLE:
+            continue
+        assert truth.status is Status.OPTIMAL
+        assert bound <= truth.objective + 1e-9 * max(1.0, truth.objective)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chains())
+def test_the_optimum_on_chains(problem):
+    """On a chain the path is the graph and the bound is the optimum with one call per accelerator."""
+    truth = brute_force_latency(problem, max_calls=1)
+    bound = latency_path_bound(problem)
+    if truth.status is Status.INFEASIBLE:
+        assert bound == math.inf
+    else:
+        assert bound == pytest.approx(truth.objective, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_proves_bert24_latency():
+    """BERT-24's heaviest path holds every layer; the MILP's row 14 meets the chain DP's plan (100.2185),
+    so CP-SAT proves it at once (the critical path alone is 92.406, a gap of 7.8%)."""
+    path = SHARED / "LayerGraphs" / "bert24_inference.json"
+    if not path.exists():
+        pytest.skip("../shared/tarnawski is not available")
+    result = placement.solve(path, objective="latency", method="milp", backend="cp-sat", time_limit=60)
+    assert result.status == "optimal"
+    assert result.value == pytest.approx(100.2185, abs=1e-9)
+    assert result.bound == result.value
+    assert result.stats["path_bound"] == pytest.approx(100.2185, rel=1e-6)
+    assert latency_lower_bound(read_instance(path)) == pytest.approx(92.406, abs=1e-9)
