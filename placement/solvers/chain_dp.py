@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Sequence
 
 from placement.problem.instance import Instance
 from placement.plan import Plan
@@ -56,19 +57,27 @@ def topological_orders(contraction: Contraction) -> list[list[int]]:
                 post.append(v)
                 stack.pop()
     orders.append(post[::-1])
-    # Kahn's algorithm preferring the most recently enabled vertex.
-    remaining = indeg[:]
-    ready = [s for s in range(size) if remaining[s] == 0]
-    lifo = []
+    orders.append(lifo_order(succ))
+    return orders
+
+
+def lifo_order(succ: Sequence[Sequence[int]]) -> list[int]:
+    """Kahn's algorithm on the graph of successor lists ``succ``, preferring the most recently
+    enabled vertex (a topological order of that graph)."""
+    remaining = [0] * len(succ)
+    for targets in succ:
+        for w in targets:
+            remaining[w] += 1
+    ready = [s for s in range(len(succ)) if remaining[s] == 0]
+    order = []
     while ready:
         v = ready.pop()
-        lifo.append(v)
+        order.append(v)
         for w in succ[v]:
             remaining[w] -= 1
             if remaining[w] == 0:
                 ready.append(w)
-    orders.append(lifo)
-    return orders
+    return order
 
 
 def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,

@@ -4,9 +4,9 @@ Throughput (max-load): ``pipedream`` (:mod:`.pipedream`), ``greedy``
 (:mod:`.greedy`), ``local-search`` (:mod:`.local_search`), ``partition``
 (:mod:`.partition`), ``expert`` (:mod:`.expert`), ``single`` (:mod:`.single`).
 Latency: ``latency-greedy`` (:mod:`.latency_greedy`), ``latency-dp-split``
-(:mod:`.latency_dp_split`) and ``latency-chain`` (:mod:`.latency_chain`). :data:`BASELINES` maps each name to a function
-``(problem, **options) -> Solution`` that imports its module only when called;
-every one ignores the options it does not use (see each module).
+(:mod:`.latency_dp_split`) and ``latency-chain`` (:mod:`.latency_chain`). :data:`BASELINES`
+maps each name to a function ``(problem, **options) -> Solution`` that imports its module
+only when called; every one ignores the options it does not use (see each module).
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ A run of ``o`` is contiguous (a path that leaves it and re-enters it would pass 
 placed between two of its units in ``o``), and the calls never wait on each other in a
 cycle (inputs come from earlier runs only), so every plan is valid under the latency
 model with one call per accelerator. The least ``Σ`` with at most ``k`` accelerators (the
-accelerator count) is the DP of :mod:`placement.problem.sequential`. Four orders are tried
-(the three of :func:`placement.solvers.chain_dp.topological_orders` and one more); the answer is the plan of
-least *latency* (the evaluator's value, at most its ``Σ``). It is a plan, not a proof:
-calls that could run in parallel are priced as if they ran in turn. A fourth order puts each
+accelerator count) is the DP of :mod:`placement.problem.sequential`. Four orders are tried:
+the three of :func:`placement.solvers.chain_dp.topological_orders`, and one that puts each
 unit as late as it can go (:func:`_late_order`), so that inputs read far ahead (weights,
-constants, masks) sit with their readers.
+constants, masks) sit with their readers. The answer is the plan of least *latency* (the
+evaluator's value, at most its ``Σ``). It is a plan, not a proof: calls that could run in
+parallel are priced as if they ran in turn.
+
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
 than ``objective`` are ignored.
 """
@@ -37,7 +38,7 @@ from placement.problem.sequential import least_run_sum
 from placement.solution import Solution
 from placement.solvers.baselines.common import (LATENCY, TwoTypes, build_plan, check_objective, latency_solution,
                                                 two_types)
-from placement.solvers.chain_dp import topological_orders
+from placement.solvers.chain_dp import lifo_order, topological_orders
 from placement.solvers.ideals import contract
 from placement.verification.latency import evaluate_latency
 
@@ -73,25 +74,14 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
 
 
 def _late_order(succ: tuple[tuple[int, ...], ...]) -> list[int]:
-    """A topological order that puts every unit as late as it can go, next to its first consumer
-    (Kahn's algorithm on the reversed graph, preferring the most recently enabled unit, reversed):
-    inputs that only later units read (weights, constants) then join their readers' runs."""
-    size = len(succ)
-    pred: list[list[int]] = [[] for _ in range(size)]
-    for v in range(size):
-        for w in succ[v]:
+    """A topological order that puts every unit as late as it can go, next to its first reader
+    (:func:`placement.solvers.chain_dp.lifo_order` on the reversed graph, reversed): inputs that
+    only later units read (weights, constants) then join their readers' runs."""
+    pred: list[list[int]] = [[] for _ in succ]
+    for v, targets in enumerate(succ):
+        for w in targets:
             pred[w].append(v)
-    remaining = [len(succ[v]) for v in range(size)]
-    ready = [v for v in range(size) if remaining[v] == 0]
-    backwards = []
-    while ready:
-        v = ready.pop()
-        backwards.append(v)
-        for u in pred[v]:
-            remaining[u] -= 1
-            if remaining[u] == 0:
-                ready.append(u)
-    return backwards[::-1]
+    return lifo_order(pred)[::-1]
 
 
 def _chain(problem: Instance, kinds: TwoTypes, order: list[list[int]]
