@@ -41,8 +41,8 @@ def test_runs_and_writes_every_output(reproduction):
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in ("throughput.md", "latency.md", "results.json"):
         assert (out / name).is_file()
-    assert "12/12" in proc.stderr                     # the progress line reached the end
-    assert len(list((out / "plans").glob("*.json"))) == 12
+    assert "13/13" in proc.stderr                     # the progress line reached the end
+    assert len(list((out / "plans").glob("*.json"))) == 13
 
 
 def test_results_hold_the_hand_solved_values(reproduction):
@@ -63,8 +63,10 @@ def test_results_hold_the_hand_solved_values(reproduction):
     # see tests/test_baselines.py::test_latency_greedy_by_hand: greedy 13.5, optimum 13
     assert lat["latency-greedy"]["value"] == 13.5
     assert (lat["milp-latency"]["status"], lat["milp-latency"]["value"]) == ("optimal", 13.0)
-    # critical path with cheapest times: 2 + 2 + 2
-    assert memory_chain["lower_bound"] == 6.0
+    assert lat["latency-chain"]["value"] == 13.0   # exact on a chain (tests/test_latency_chain.py)
+    # the critical path with cheapest times is 2 + 2 + 2, the path bound 13 (the graph is one path:
+    # tests/test_latency_path_bound.py::test_memory_chain_by_hand)
+    assert memory_chain["lower_bound"] == 13.0
     assert results["failed_checks"] == 0
 
 
@@ -75,7 +77,7 @@ def test_tables(reproduction):
     assert "11.000 ×1.467 stages" in throughput          # the expert: 11 / 7.5
     assert "No plan beats a proven optimum or bound of its class" in throughput
     latency = (out / "latency.md").read_text()
-    assert "| LayerGraphs/memory-chain | 13.000 optimal | 6.000 | 13.500 ×1.038 stages |" in latency
+    assert "| LayerGraphs/memory-chain | 13.000 optimal | 13.000 | 13.500 ×1.038 stages |" in latency
 
 
 def test_report_only_rebuilds_the_same_tables(reproduction):
