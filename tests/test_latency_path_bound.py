@@ -10,13 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import placement
+from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
 from placement.problem.bounds import latency_lower_bound
-from placement.problem.instance import Edge, Node, make_two_type_problem
+from placement.problem.instance import Edge, Instance, Node, make_two_type_problem
 from placement.problem.path_bound import latency_path_bound
+from placement.problem.sequential import Budget, least_run_sum
 from placement.solution import Status
 from placement.solvers.milp.backends import backend_availability
 from placement.testing.bruteforce_latency import brute_force_latency
+from tests.methods import run_method as solve
 from tests.strategies import problems
 from tests.test_latency_chain import chains
 
@@ -94,3 +97,38 @@ def test_proves_bert24_latency():
     assert result.bound == result.value
     assert result.stats["path_bound"] == pytest.approx(100.2185, rel=1e-6)
     assert latency_lower_bound(read_instance(path)) == pytest.approx(92.406, abs=1e-9)
+
+
+def long_chain(n: int, memory: float) -> Instance:
+    nodes = [Node(i, f"n{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in range(n)]
+    return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(n - 1)], 2, 1, memory)
+
+
+def test_the_run_dp_stops_at_its_budget():
+    """50 units whose runs memory does not bound: runs from every start reach the end, 50 + 49 + ...
+    joins for the accelerator runs alone, far more than 100."""
+    problem = long_chain(50, math.inf)
+    succ = problem.successors()
+    pred = [[i - 1] if i else [] for i in range(50)]
+    args = ([[i] for i in range(50)], succ, pred, [0.5] * 50, [1.0] * 50, [10.0] * 50, [1.0] * 50, math.inf, 2)
+    with pytest.raises(LimitExceededError, match="^the run DP would join units to runs more than 100 times "
+                                                 r"\(long runs: memory does not bound them\)$"):
+        least_run_sum(*args, budget=Budget(100))
+    # within the default budget: 50 ms on one accelerator, one call (its output goes nowhere)
+    assert least_run_sum(*args).total == 50.0
+
+
+def test_no_bound_and_no_chain_plan_past_the_budget():
+    """2,100 units and no memory bound: about 2.2 million joins for the accelerator runs, past the default
+    budget of 2 million. The path bound then gives nothing (0, still a bound) and the chain DP no plan;
+    the MILP falls back to the critical path."""
+    problem = long_chain(2100, math.inf)
+    assert latency_path_bound(problem) == 0.0
+    found = solve(problem, "latency-chain")
+    assert (found.status, found.plan) == (Status.NO_SOLUTION, None)
+    assert found.message == ("the run DP would join units to runs more than 2,000,000 times "
+                             "(long runs: memory does not bound them)")
+    # with a memory bound of 100 nodes the runs stay short: one run per accelerator of 100 units, the
+    # rest on the CPU: the bound is the DP's optimum on this chain
+    bounded = long_chain(2100, 100)
+    assert latency_path_bound(bounded) == solve(bounded, "latency-chain").objective

@@ -46,18 +46,19 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.sequential import least_run_sum
+from placement.problem.sequential import Budget, least_run_sum
 
 
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], p_acc: Sequence[float | None],
                   p_cpu: Sequence[float | None], memory: Sequence[float], cost: Sequence[float], capacity: float,
-                  segments: int) -> float:
+                  segments: int, budget: Budget | None = None) -> float:
     """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) with the
     edges of ``succ`` among its nodes; per node position its fastest accelerator time and CPU time
     (``None``: unsupported there), memory and transfer cost ``c``; ``capacity`` is the largest
     accelerator memory and ``segments`` the most accelerator segments (``q·A``). ``inf`` when no
-    partition exists."""
+    partition exists; :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
     on_path = set(path)
     succ_in: list[list[int]] = [[] for _ in succ]
     pred_in: list[list[int]] = [[] for _ in succ]
@@ -71,7 +72,8 @@ def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], p_acc: Seq
         for w in targets:
             if w in on_path:
                 pred_in[w].append(u)
-    found = least_run_sum([[v] for v in path], succ_in, pred_in, fee, p_acc, p_cpu, memory, capacity, segments)
+    found = least_run_sum([[v] for v in path], succ_in, pred_in, fee, p_acc, p_cpu, memory, capacity, segments,
+                          budget, max_cpu_run=1)
     return math.inf if found is None else found.total
 
 
@@ -110,12 +112,18 @@ def path_weights(fastest: Sequence[float], memory: Sequence[float]) -> list[list
 def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
                memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int) -> float:
     """The largest :func:`segment_bound` over the :func:`heavy_paths` of ``problem``'s graph, with the
-    data given per node position (in any consistent units)."""
+    data given per node position (in any consistent units); the paths whose DP would outrun one
+    shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
+    give no bound (0)."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
     succ = problem.successors()
+    budget = Budget()
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
-        best = max(best, segment_bound(path, succ, p_acc, p_cpu, memory, cost, capacity, segments))
+        try:
+            best = max(best, segment_bound(path, succ, p_acc, p_cpu, memory, cost, capacity, segments, budget))
+        except LimitExceededError:
+            break
     return best
 
 

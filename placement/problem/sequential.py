@@ -20,7 +20,11 @@ accelerator runs (``a ≤`` ``accelerators``)::
 
 and the answer is ``min_a D[a][n]`` with its runs. ``In`` and ``Out`` of a growing run are
 kept incrementally (a node joins before any of its successors), so each start costs the
-degrees of the nodes its runs reach. :mod:`placement.solvers.baselines.latency_chain` reads
+degrees of the nodes its runs reach: up to ``n²`` unit joins where memory does not bind. A
+:class:`Budget` caps the joins (:data:`MAX_JOINS`, a few seconds) and raises
+:class:`~placement.errors.LimitExceededError` beyond it; ``max_cpu_run`` caps the units of a
+CPU run (on a path a CPU run lasts the sum of its nodes' times, so runs of one unit lose
+nothing there). :mod:`placement.solvers.baselines.latency_chain` reads
 the runs of a topological order as a plan; :mod:`placement.problem.path_bound` applies the
 DP to one path and the edges among its nodes for a lower bound.
 """
@@ -33,6 +37,24 @@ from typing import Sequence
 
 import numpy as np
 
+from placement.errors import LimitExceededError
+
+#: units joined to runs that :func:`least_run_sum` may spend (a few seconds)
+MAX_JOINS = 2_000_000
+
+
+class Budget:
+    """Unit joins left to the DP, shared by every call it is given to."""
+
+    def __init__(self, joins: int = MAX_JOINS) -> None:
+        self.joins = self.left = joins
+
+    def spend(self, joins: int) -> None:
+        self.left -= joins
+        if self.left < 0:
+            raise LimitExceededError(f"the run DP would join units to runs more than {self.joins:,} times "
+                                     "(long runs: memory does not bound them)")
+
 
 @dataclass(frozen=True)
 class Runs:
@@ -44,10 +66,13 @@ class Runs:
 
 def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                   cost: Sequence[float], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
-                  memory: Sequence[float], capacity: float, accelerators: int) -> Runs | None:
+                  memory: Sequence[float], capacity: float, accelerators: int, budget: Budget | None = None,
+                  max_cpu_run: int | None = None) -> Runs | None:
     """The DP of the module docstring; ``succ``, ``pred``, ``cost`` (``c``), ``p_acc``, ``p_cpu``
     (``None``: unsupported) and ``memory`` are indexed by node position. ``None`` when no runs cover
-    the order."""
+    the order; :class:`~placement.errors.LimitExceededError` when ``budget`` (default: a fresh
+    :class:`Budget`) runs out."""
+    budget = budget or Budget()
     n, k = len(order), max(0, accelerators)
     D = np.full((k + 1, n + 1), math.inf)
     D[0, 0] = 0.0
@@ -56,9 +81,11 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
     for i in range(n):
         if not np.isfinite(D[:, i]).any():
             continue
+        last = n if max_cpu_run is None else min(n, i + max_cpu_run)
         for accelerator, (ends, durations) in ((True, _accelerator_runs(order, i, succ, pred, cost, p_acc, memory,
                                                                          capacity) if k else ([], [])),
-                                               (False, _cpu_runs(order, i, pred, p_cpu))):
+                                               (False, _cpu_runs(order, i, last, pred, p_cpu))):
+            budget.spend(len(ends))
             if not ends:
                 continue
             js, cs = np.array(ends), np.array(durations)
@@ -115,14 +142,14 @@ def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Seq
     return ends, durations
 
 
-def _cpu_runs(order: Sequence[Sequence[int]], i: int, pred: Sequence[Sequence[int]], p: Sequence[float | None]
-              ) -> tuple[list[int], list[float]]:
-    """Ends ``j`` and durations (longest path of CPU times inside) of the CPU runs ``o_i..o_{j−1}``."""
+def _cpu_runs(order: Sequence[Sequence[int]], i: int, last: int, pred: Sequence[Sequence[int]],
+              p: Sequence[float | None]) -> tuple[list[int], list[float]]:
+    """Ends ``j ≤ last`` and durations (longest path of CPU times inside) of the CPU runs ``o_i..o_{j−1}``."""
     finish: dict[int, float] = {}
     longest = 0.0
     ends: list[int] = []
     durations: list[float] = []
-    for j in range(i, len(order)):
+    for j in range(i, last):
         for x in order[j]:
             time = p[x]
             if time is None:

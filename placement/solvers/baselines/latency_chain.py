@@ -22,7 +22,10 @@ the three of :func:`placement.solvers.chain_dp.topological_orders`, and one that
 unit as late as it can go (:func:`_late_order`), so that inputs read far ahead (weights,
 constants, masks) sit with their readers. The answer is the plan of least *latency* (the
 evaluator's value, at most its ``Σ``). It is a plan, not a proof: calls that could run in
-parallel are priced as if they ran in turn.
+parallel are priced as if they ran in turn. CPU runs hold at most :data:`CPU_RUN` units (on a
+chain CPU runs add up, so shorter ones lose nothing there). The orders share one
+:class:`~placement.problem.sequential.Budget`: on a long graph whose runs memory does not bound,
+the orders tried before it runs out give the plan (none: no plan, and the message says why).
 
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
 than ``objective`` are ignored.
@@ -33,14 +36,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from placement.errors import LimitExceededError
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.sequential import least_run_sum
+from placement.problem.sequential import Budget, least_run_sum
 from placement.solution import Solution
 from placement.solvers.baselines.common import (LATENCY, TwoTypes, build_plan, check_objective, latency_solution,
                                                 two_types)
 from placement.solvers.chain_dp import lifo_order, topological_orders
 from placement.solvers.ideals import contract
 from placement.verification.latency import evaluate_latency
+
+
+#: the most units in one CPU run (on a chain, CPU runs add up, so shorter ones lose nothing there)
+CPU_RUN = 32
 
 
 def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
@@ -54,11 +62,17 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
     units = [sorted(members, key=rank.__getitem__) for members in contraction.members]
     best: tuple[float, float, Any] | None = None
     tried: set[tuple[int, ...]] = set()
+    budget = Budget()
+    too_long = ""
     for order in topological_orders(contraction) + [_late_order(contraction.succ)]:
         if tuple(order) in tried:
             continue
         tried.add(tuple(order))
-        found = _chain(problem, kinds, [units[u] for u in order])
+        try:
+            found = _chain(problem, kinds, [units[u] for u in order], budget)
+        except LimitExceededError as exc:
+            too_long = str(exc)
+            break
         if found is None:
             continue
         total, held = found
@@ -68,7 +82,7 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
             best = (latency, total, plan)
     if best is None:
         return latency_solution(problem, None, "latency-chain", start, {"orders": len(tried)},
-                                "no run of a topological order fits the accelerators and CPUs")
+                                too_long or "no run of a topological order fits the accelerators and CPUs")
     return latency_solution(problem, best[2], "latency-chain", start,
                             {"orders": len(tried), "sequential_sum": best[1]})
 
@@ -84,7 +98,7 @@ def _late_order(succ: tuple[tuple[int, ...], ...]) -> list[int]:
     return lifo_order(pred)[::-1]
 
 
-def _chain(problem: Instance, kinds: TwoTypes, order: list[list[int]]
+def _chain(problem: Instance, kinds: TwoTypes, order: list[list[int]], budget: Budget
            ) -> tuple[float, dict[tuple[str, int], list[int]]] | None:
     """The DP on one order of units (node positions, each unit's nodes in a topological order): the
     least ``Σ`` and its plan as ``(type name, device) -> node positions``."""
@@ -100,7 +114,7 @@ def _chain(problem: Instance, kinds: TwoTypes, order: list[list[int]]
 
     found = least_run_sum(order, succ, pred, [v.out_cost for v in nodes], times(kinds.acc),
                           times(kinds.cpu if kinds.cpus > 0 else None), [v.memory for v in nodes], kinds.memory,
-                          kinds.accelerators)
+                          kinds.accelerators, budget, max_cpu_run=CPU_RUN)
     if found is None:
         return None
     held: dict[tuple[str, int], list[int]] = {}
