@@ -63,7 +63,8 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     the segments and CPU nodes run in turn, so every plan's latency is at least ``B``. Integer
     backends only: on the floating-point ones a row at the optimum itself lets their
     tolerances pull ``L`` below a plan's value (HiGHS returned 0.999999 for a plan of 1), so
-    there the bound is only reported (the solution's bound is the larger of it and theirs).
+    there the bound is only reported. On every backend the solution's bound is at least
+    ``B`` (in instance units) and the critical path.
 
 Objective: minimise ``L``.
 
@@ -94,7 +95,7 @@ from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
-from placement.problem.path_bound import latency_path_bound, path_bound
+from placement.problem.path_bound import path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -115,7 +116,7 @@ class _Vars:
     x: dict[tuple[int, int, int], Any]
     L: Any
     w: list[Any]                            # CPU cores holding a node (row 13; empty without stages)
-    floor: float                            # right-hand side of row 14, model units (0: no row)
+    floor: float                            # the path bound, model units (row 14 on integer backends)
 
 
 def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | None = None) -> _Vars:
@@ -228,8 +229,8 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
             be.add([(1, var) for var in w] + [t for members in colours for t in on_acc(d.group[members[0]])],
                    hi=len(colours))
         be.add([(1, e[a, 0]) for a in range(A)] + [(1, var) for var in w], lo=stages, hi=stages)
-    floor = path_floor(problem, d, q) if be.integer_only else 0.0                       # (14)
-    if floor > 0:
+    floor = path_floor(problem, d, q)                                                   # (14)
+    if floor > 0 and be.integer_only:
         be.add([(1, L)], lo=floor)
     be.minimize([(1, L)])
     return _Vars(x, L, w, floor)
@@ -356,15 +357,16 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
-    simple_bound = max(latency_lower_bound(problem), latency_path_bound(problem, calls))
     be.deadline = options.deadline
     try:
         d = prepare_latency(problem, be.integer_only, max_product)
         V = _build(problem, d, be, calls, stages)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
-                           simple_bound)
+                           latency_lower_bound(problem))
     be.deadline = None
+    # the path bound in instance units: model times are the instance's scaled, or rounded down
+    simple_bound = max(latency_lower_bound(problem), V.floor / d.scaling.scale)
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
