@@ -150,6 +150,16 @@ class Instance:
             self._graph["succ"] = tuple(tuple(targets[bounds[v]:bounds[v + 1]]) for v in range(n))
         return [list(targets) for targets in self._graph["succ"]]
 
+    def predecessors(self) -> list[list[int]]:
+        """Predecessor lists by node position (duplicates removed), the reverse of :meth:`successors`."""
+        if "pred" not in self._graph:
+            pred: list[list[int]] = [[] for _ in self.nodes]
+            for u, targets in enumerate(self.successors()):
+                for w in targets:
+                    pred[w].append(u)
+            self._graph["pred"] = tuple(tuple(sources) for sources in pred)
+        return [list(sources) for sources in self._graph["pred"]]
+
     def topological_ids(self) -> list[int]:
         """Node ids in a topological order (Kahn's algorithm, ties broken by input order)."""
         if "order" not in self._graph:

@@ -78,23 +78,28 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
     D[0, 0] = 0.0
     came = np.full((k + 1, n + 1), -1, dtype=np.int64)   # start of the last run
     on_acc = np.zeros((k + 1, n + 1), dtype=bool)         # whether it ran on an accelerator
+
+    def relax(i: int, ends: list[int], durations: list[float], accelerator: bool) -> None:
+        """``D[a + used][j] = min(D[a + used][j], D[a][i] + duration)`` for the runs from ``i``, where an
+        accelerator run uses one accelerator."""
+        budget.spend(len(ends))
+        if not ends:
+            return
+        used = int(accelerator)
+        js, cs = np.array(ends), np.array(durations)
+        new = D[:k + 1 - used, i, None] + cs[None, :]
+        rows, cols = np.nonzero(new < D[used:, js])
+        D[rows + used, js[cols]] = new[rows, cols]
+        came[rows + used, js[cols]] = i
+        on_acc[rows + used, js[cols]] = accelerator
+
     for i in range(n):
         if not np.isfinite(D[:, i]).any():
             continue
+        if k:
+            relax(i, *_accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity), accelerator=True)
         last = n if max_cpu_run is None else min(n, i + max_cpu_run)
-        for accelerator, (ends, durations) in ((True, _accelerator_runs(order, i, succ, pred, cost, p_acc, memory,
-                                                                         capacity) if k else ([], [])),
-                                               (False, _cpu_runs(order, i, last, pred, p_cpu))):
-            budget.spend(len(ends))
-            if not ends:
-                continue
-            js, cs = np.array(ends), np.array(durations)
-            low = 1 if accelerator else 0
-            new = D[:k + 1 - low, i, None] + cs[None, :]
-            rows, cols = np.nonzero(new < D[low:, js])
-            D[rows + low, js[cols]] = new[rows, cols]
-            came[rows + low, js[cols]] = i
-            on_acc[rows + low, js[cols]] = accelerator
+        relax(i, *_cpu_runs(order, i, last, pred, p_cpu), accelerator=False)
     a = int(np.argmin(D[:, n]))
     if not math.isfinite(D[a, n]):
         return None

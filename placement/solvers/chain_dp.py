@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from placement.problem.instance import Instance
 from placement.plan import Plan
@@ -64,6 +64,12 @@ def topological_orders(contraction: Contraction) -> list[list[int]]:
 def lifo_order(succ: Sequence[Sequence[int]]) -> list[int]:
     """Kahn's algorithm on the graph of successor lists ``succ``, preferring the most recently
     enabled vertex (a topological order of that graph)."""
+    return kahn_order(succ, list.pop)
+
+
+def kahn_order(succ: Sequence[Sequence[int]], take: Callable[[list[int]], int]) -> list[int]:
+    """Kahn's algorithm on the graph of successor lists ``succ``: ``take`` removes and returns the
+    next vertex from the list of ready ones (in the order they became ready)."""
     remaining = [0] * len(succ)
     for targets in succ:
         for w in targets:
@@ -71,7 +77,7 @@ def lifo_order(succ: Sequence[Sequence[int]]) -> list[int]:
     ready = [s for s in range(len(succ)) if remaining[s] == 0]
     order = []
     while ready:
-        v = ready.pop()
+        v = take(ready)
         order.append(v)
         for w in succ[v]:
             remaining[w] -= 1

@@ -104,10 +104,7 @@ def _chain(problem: Instance, kinds: TwoTypes, order: list[list[int]], budget: B
     least ``Σ`` and its plan as ``(type name, device) -> node positions``."""
     nodes = problem.nodes
     succ = problem.successors()
-    pred: list[list[int]] = [[] for _ in nodes]
-    for u, targets in enumerate(succ):
-        for w in targets:
-            pred[w].append(u)
+    pred = problem.predecessors()
 
     def times(t: int | None) -> list[float | None]:
         return [None if t is None else v.times[t] for v in nodes]

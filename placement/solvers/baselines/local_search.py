@@ -42,6 +42,7 @@ from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
                                                 contracted_units, throughput_solution, two_types)
 from placement.solvers.baselines.greedy import greedy_fill
+from placement.solvers.chain_dp import kahn_order
 from placement.verification.evaluate import evaluate
 
 DEFAULT_RESTARTS = 10
@@ -59,20 +60,7 @@ def _option_int(options: dict[str, Any], name: str, default: int, minimum: int) 
 
 def random_topological_order(units: list[Unit], succ: tuple[tuple[int, ...], ...], rng: random.Random) -> list[Unit]:
     """A uniformly drawn ready unit at each step of Kahn's algorithm (units indexed as ``succ``)."""
-    indegree = [0] * len(units)
-    for targets in succ:
-        for w in targets:
-            indegree[w] += 1
-    ready = [s for s in range(len(units)) if indegree[s] == 0]
-    order = []
-    while ready:
-        s = ready.pop(rng.randrange(len(ready)))
-        order.append(units[s])
-        for w in succ[s]:
-            indegree[w] -= 1
-            if indegree[w] == 0:
-                ready.append(w)
-    return order
+    return [units[s] for s in kahn_order(succ, lambda ready: ready.pop(rng.randrange(len(ready))))]
 
 
 class _Climber:
@@ -104,10 +92,7 @@ class _Climber:
             self.ctime.append(row)
             self.cmem.append(sum(nodes[v].memory for v in members))
         # per class: (u, successors of u inside the class, u inside the class) for u in X ∪ preds(X)
-        preds: list[list[int]] = [[] for _ in nodes]
-        for u, targets in enumerate(self.succ):
-            for w in targets:
-                preds[w].append(u)
+        preds = problem.predecessors()
         self.affected: list[list[tuple[int, int, bool]]] = []
         for members in self.classes:
             inside = set(members)

@@ -123,10 +123,7 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
     n_classes, A = len(d.classes), len(d.acc)
     nodes = problem.nodes
     succ = problem.successors()
-    pred: list[list[int]] = [[] for _ in nodes]
-    for u, ws in enumerate(succ):
-        for w in ws:
-            pred[w].append(u)
+    pred = problem.predecessors()
     edges = [(u, w) for u, ws in enumerate(succ) for w in ws]
     U = d.horizon
     calls = [(a, j) for a in range(A) for j in range(q)]
