@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from placement.io.tarnawski import read_instance
 from placement.plan import DeviceAssignment, Plan
-from placement.problem.instance import DeviceType, Instance, Node
+from placement.problem.instance import CPU, DeviceType, Edge, Instance, Node
 from placement.simulation import simulate
 from placement.solvers.dp import solve_dp
 from placement.verification.evaluate import evaluate
@@ -187,3 +187,21 @@ def test_streamed_figures_of_a_zero_time_stage():
     streamed = simulate(problem, plan, "stream", 500, keep_tasks=False)
     _same_figures(simulate(problem, plan, "stream", 500), streamed)
     assert streamed.makespan == 0.0 and streamed.stages[0].peak_in_flight == 0
+
+
+def test_a_run_the_ring_cannot_hold_still_comes_back_without_tasks():
+    # Found by the property test above: one accelerator holds every training node that it supports,
+    # all of them but one taking no time, and the CPU holds the rest. Over 300 micro-batches the
+    # streamed evaluation's ring cannot hold the run, so it goes through the event engine; asked for
+    # the figures only, it still returns no task table, and the figures are the engine's.
+    nodes = (Node(1, "f0", (0.25, 0.0), colour=1000), Node(3, "f1", (0.0, 0.0), colour=1000),
+             Node(5, "f2", (0.0, 0.0), colour=2), Node(7, "f3", (None, 0.0), colour=3),
+             Node(9, "b4", (0.0, 0.0), backward=True, colour=1000), Node(11, "b5", (0.0, 0.0), backward=True, colour=2),
+             Node(13, "b6", (None, 0.0), backward=True, colour=3))
+    problem = Instance(nodes, (Edge(3, 9), Edge(5, 11), Edge(7, 13)),
+                       (DeviceType("accelerator", 1), DeviceType(CPU, 1, math.inf, False)))
+    plan = Plan((DeviceAssignment("accelerator", (1, 3, 9, 5, 11)), DeviceAssignment(CPU, (7, 13))))
+    assert evaluate(problem, plan, "stages").valid
+    kept = simulate(problem, plan, "1f1b-async", 300)
+    assert len(kept.tasks) == 1200     # 300 micro-batches x (F, B) x 2 stages
+    _same_figures(kept, simulate(problem, plan, "1f1b-async", 300, keep_tasks=False))

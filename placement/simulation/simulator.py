@@ -27,7 +27,7 @@ Figures reported
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
@@ -68,6 +68,12 @@ class TaskTable:
     start: np.ndarray        # float
     end: np.ndarray          # float
     on_link: np.ndarray      # bool
+
+    @classmethod
+    def empty(cls) -> TaskTable:
+        """The table of no task (what a run asked for its figures only returns)."""
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype="<U4"), np.zeros(0, dtype=np.int64),
+                   np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
 
     def __len__(self) -> int:
         return len(self.start)
@@ -160,7 +166,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     take more than ``memory_limit`` bytes (default 2 GiB) is refused with
     :class:`placement.errors.LimitExceededError` before it starts. ``keep_tasks=False`` asks for the
     figures only (the task table comes back empty): a steady-state schedule with communication
-    inline then runs in memory independent of the micro-batches (:mod:`.streaming`).
+    inline then runs in memory independent of the micro-batches (:mod:`.streaming`); other runs, and
+    those the streamed evaluation cannot hold, go through the event engine and drop the table.
     """
     from placement.simulation.split import build_split_pipeline, is_split_plan
 
@@ -202,7 +209,9 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         raise InvalidParameterError("schedule", f"{sched.name!r} deadlocks on this plan: {len(exc.waiting)} tasks "
                                                 f"can never start, first {label.kind} of micro-batch {j} on "
                                                 f"{pipeline.stages[label.stage].label}") from None
-    return _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
+    result = _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
+    # figures only: a run the streamed evaluation could not hold came through the event engine
+    return result if keep_tasks else replace(result, tasks=TaskTable.empty())
 
 
 def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None) -> None:
@@ -284,9 +293,7 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int) -> SimulationResul
         return c_a, c_b, (c_b - c_a) / (b - a), None
 
     window_figures = _headline(schedule, m, n, float(makespan), steady)
-    empty = TaskTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype="<U4"), np.zeros(0, dtype=np.int64),
-                      np.zeros(0), np.zeros(0), np.zeros(0, dtype=bool))
-    return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, empty,
+    return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, TaskTable.empty(),
                    float(makespan), window_figures[0], window_figures[1], window_figures[2], window_figures[3],
                    window_figures[4], busy, np.zeros(n), [int(p) for p in peaks], window_figures[5])
 
