@@ -60,6 +60,37 @@ def test_an_input_from_off_the_path_pays_its_transfer_or_its_time():
     assert brute_force_latency(problem, max_calls=1).objective == 6.0
 
 
+def test_a_call_holds_every_node_between_its_ends():
+    """Diamond a -> {b, c} -> d; accelerator times a=1, b=3, c=2, d=1 (CPU 10 each), memory 1 each,
+    transfers 0.5 (d none); one accelerator of 10 bytes and a CPU. The heaviest path is a -> b -> d.
+
+    A call holding a and d holds c too (a path that leaves a call does not come back), so the
+    segment a..d lasts 1 + 3 + 2 + 1 = 7, with no transfers in or out; any CPU node costs 10. The
+    bound is 7, the optimum (everything in one call). Counting only the path's nodes and c as an
+    input (min(0.5, 2)) would give 5.5.
+    """
+    nodes = [Node(1, "a", (1.0, 10.0), 1.0, False, None, 0.5), Node(2, "b", (3.0, 10.0), 1.0, False, None, 0.5),
+             Node(3, "c", (2.0, 10.0), 1.0, False, None, 0.5), Node(4, "d", (1.0, 10.0), 1.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3), Edge(2, 4), Edge(3, 4)], 1, 1, 10)
+    assert latency_path_bound(problem) == 7.0
+    assert brute_force_latency(problem, max_calls=1).objective == 7.0
+
+
+def test_an_output_off_the_path_pays_its_transfer_or_its_successor():
+    """a -> b and a -> w (w a sink); accelerator times a=2, b=2, w=1 (CPU 8 each), memory 2 each,
+    c(a)=0.5; one accelerator of 4 bytes and a CPU. The heaviest path is a -> b.
+
+    The segment a..b (4 bytes) lasts 4, and a's output either leaves the call for w (0.5) or w is
+    in it (1 ms more): 4.5; a CPU node costs 8. The bound is 4.5 (4 without the output's share).
+    The optimum: a alone on the accelerator, 2.5, then b and w on the CPU: 10.5.
+    """
+    nodes = [Node(1, "a", (2.0, 8.0), 2.0, False, None, 0.5), Node(2, "b", (2.0, 8.0), 2.0),
+             Node(3, "w", (1.0, 8.0), 2.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3)], 1, 1, 4)
+    assert latency_path_bound(problem) == 4.5
+    assert brute_force_latency(problem, max_calls=1).objective == 10.5
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_nodes=5, training=False, max_accelerators=2, max_cpus=1))
 def test_never_above_the_optimum(problem):

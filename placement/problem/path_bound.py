@@ -6,39 +6,42 @@ The latency model of DESIGN.md §2 with at most ``q`` calls per accelerator. Tak
 ``P = v_1 → … → v_ℓ`` of the graph and any valid plan. The nodes of ``P`` on accelerators
 fall into maximal *segments* of consecutive nodes of ``P`` in one call; a call is
 contiguous, so ``P`` meets each call in at most one segment, and there are at most
-``J = q·A`` segments (``A`` accelerators), each within one accelerator's memory. For a
-segment ``v_s..v_t`` in call ``S``:
+``J = q·A`` segments (``A`` accelerators). For a segment ``v_s..v_t`` in call ``S``:
 
-* ``S`` starts no earlier than ``v_{s−1}`` finishes (``v_{s−1} ∈ In(S)``, when ``s > 1``);
-* it lasts at least the duration of a call holding the segment alone in the subgraph
-  ``G[P]`` of the edges among the nodes of ``P``: ``Σ_{i=s..t} p_acc(v_i)`` plus ``c(u)``
-  for each node ``u`` of ``P`` outside the segment with an edge into it, plus ``c(v_i)`` for
-  each ``v_i`` of the segment with an edge to a node of ``P`` outside it (no other node of
-  ``P`` is in ``S``, so these are in ``In(S)`` and ``Out(S)``; ``v_{s−1}`` and ``v_t`` when
-  ``1 < s`` and ``t < ℓ``);
-* a node ``u`` off ``P`` with an edge into the segment is in ``S``, adding at least its
-  fastest accelerator time, or outside it, adding ``c(u)`` as an input: the call lasts at
-  least ``min(c(u), p_acc(u))`` more for each such ``u`` (``c(u)`` when ``u`` runs on no
-  accelerator), and an ``S`` holding ``u`` holds no other segment;
-* ``v_t`` finishes at its end.
+* ``S`` starts no earlier than ``v_{s−1}`` finishes (``v_{s−1} ∈ In(S)``, when ``s > 1``),
+  and ``v_t`` finishes at its end;
+* ``S`` holds the whole *interval* ``I = I(s, t)``, the nodes on the paths from ``v_s`` to
+  ``v_t`` (descendants of ``v_s`` that are ancestors of ``v_t``, both included): a path that
+  leaves ``S`` does not come back. So every node of ``I`` runs on an accelerator, ``I`` fits
+  in one accelerator's memory, and ``S`` lasts at least ``Σ_{x∈I} p_acc(x)`` plus:
+* *inputs*: each node ``x ∉ I`` with an edge into ``I`` (never a descendant of ``v_s``, else it
+  would be in ``I``) is outside ``S``, adding ``c(x)`` (certainly so for a node of ``P``, or one
+  that runs on no accelerator), or in it, adding its accelerator time: ``min(c(x), p_acc(x))``;
+* *outputs*: a node ``u ∈ I`` with a successor on ``P`` after ``v_t`` is in ``Out(S)``: ``c(u)``.
+  Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} p_acc(w))``, where ``A(u)`` are the
+  successors off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P``
+  where it has one): either
+  one of them is outside ``S``, so ``u ∈ Out(S)``, or all are in ``S`` (``∞`` when one runs
+  on no accelerator). These nodes are descendants of ``v_s`` outside ``I``, so no input and no
+  node of ``I`` is counted twice.
 
 A node of ``P`` on a CPU finishes ``p_cpu`` after its predecessor on ``P``. So ``v_ℓ``
 finishes no earlier than the least, over the partitions of ``P`` into at most ``J``
 accelerator segments and CPU nodes, of the sum of these durations, with ``p_acc`` a node's
 time on the fastest accelerator that supports it and the memory bound the largest
-accelerator's (other nodes in the calls, colour classes and which accelerator takes which
-segment only add). With ``B[j][t]`` that least sum for ``v_1..v_t`` using ``j`` segments::
+accelerator's (other nodes in the calls and which accelerator takes which segment only
+add). With ``B[j][t]`` that least sum for ``v_1..v_t`` using ``j`` segments::
 
     B[0][0] = 0
     B[j][t] = min( B[j][t−1] + p_cpu(v_t),  min_{s ≤ t} B[j−1][s−1] + seg(s, t) )
 
-over the segments ``s..t`` that every node supports and that fit the memory bound; the bound
-is ``min_j B[j][ℓ]``, the DP of :mod:`placement.problem.sequential` on ``P`` as an order of
-single nodes in ``G[P]`` (there a CPU run lasts the sum of its CPU times, as ``P`` passes
-through all of them). On a chain (every node on ``P``) it is the optimum with one call per
-accelerator. The paths tried (:func:`heavy_paths`) are the longest paths for a few node
-weights: the cheapest time, the memory, and the two normalised and added; the bound is the
-largest of theirs.
+the DP :func:`placement.problem.sequential.least_sum` over the nodes of ``P``; the bound is
+``min_j B[j][ℓ]``. The intervals ``I(s, t)`` grow with ``t``: the nodes that reach ``v_t`` but
+not ``v_{t−1}`` form the layer ``t``, and ``I(s, t)`` adds the descendants of ``v_s`` in it, so
+each start ``s`` scans the layers once (the budget counts the nodes scanned). On a chain
+(every node on ``P``) the bound is the optimum with one call per accelerator. The paths
+tried (:func:`heavy_paths`) are the longest paths for a few node weights: the cheapest time,
+the memory, and the two normalised and added; the bound is the largest of theirs.
 """
 
 from __future__ import annotations
@@ -48,32 +51,131 @@ from typing import Sequence
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.sequential import Budget, least_run_sum
+from placement.problem.sequential import Budget, least_sum
 
 
-def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], p_acc: Sequence[float | None],
-                  p_cpu: Sequence[float | None], memory: Sequence[float], cost: Sequence[float], capacity: float,
-                  segments: int, budget: Budget | None = None) -> float:
-    """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) with the
-    edges of ``succ`` among its nodes; per node position its fastest accelerator time and CPU time
-    (``None``: unsupported there), memory and transfer cost ``c``; ``capacity`` is the largest
-    accelerator memory and ``segments`` the most accelerator segments (``q·A``). ``inf`` when no
-    partition exists; :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
-    on_path = set(path)
-    succ_in: list[list[int]] = [[] for _ in succ]
-    pred_in: list[list[int]] = [[] for _ in succ]
-    fee = list(cost)
-    for u, targets in enumerate(succ):
-        if u in on_path:
-            succ_in[u] = [w for w in targets if w in on_path]
-        else:   # an input from off the path: paid as c(u), or u runs in the call
-            time = p_acc[u]
-            fee[u] = cost[u] if time is None else min(cost[u], time)
-        for w in targets:
-            if w in on_path:
-                pred_in[w].append(u)
-    found = least_run_sum([[v] for v in path], succ_in, pred_in, fee, p_acc, p_cpu, memory, capacity, segments,
-                          budget, max_cpu_run=1)
+def path_layers(path: Sequence[int], pred: Sequence[Sequence[int]], rank: Sequence[int]) -> list[list[int]]:
+    """Per position ``t`` of ``path``, the nodes that reach ``path[t]`` (itself included) but not
+    ``path[t − 1]``, in increasing topological ``rank``: ``path[t]`` comes last."""
+    layer: list[list[int]] = []
+    seen: set[int] = set()
+    for v in path:
+        found = [v]
+        seen.add(v)
+        stack = [v]
+        while stack:
+            for u in pred[stack.pop()]:
+                if u not in seen:
+                    seen.add(u)
+                    found.append(u)
+                    stack.append(u)
+        layer.append(sorted(found, key=rank.__getitem__))
+    return layer
+
+
+class PathData:
+    """What :func:`interval_runs` reads for one path, per node position: whether it is on the
+    path, its successors on the path, what it adds as an input (``c``, or ``min(c, p_acc)`` off
+    the path), the node off the path assigned to it (``owner``) and the time of its assigned
+    successors (``inf`` when one runs on no accelerator)."""
+
+    def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                 rank: Sequence[int], p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
+        n = len(succ)
+        self.path = list(path)
+        self.on_path = [False] * n
+        for v in path:
+            self.on_path[v] = True
+        on_path = self.on_path
+        self.layers = path_layers(path, pred, rank)
+        self.path_succ = [sum(on_path[w] for w in succ[u]) for u in range(n)]
+        self.owner = [-1 if on_path[w] or not pred[w] else next((u for u in pred[w] if on_path[u]), pred[w][0])
+                      for w in range(n)]
+        self.assigned = [0.0] * n
+        for w in range(n):
+            u = self.owner[w]
+            if u >= 0:
+                time = p_acc[w]
+                self.assigned[u] += math.inf if time is None else time
+        self.input_fee = [cost[u] if on_path[u] or p_acc[u] is None else min(cost[u], p_acc[u])  # type: ignore[type-var]
+                          for u in range(n)]
+
+
+def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: Sequence[float | None],
+                  memory: Sequence[float], cost: Sequence[float], capacity: float,
+                  budget: Budget) -> tuple[list[int], list[float]]:
+    """Ends ``t + 1`` and the durations of the module docstring of the segments ``path[s..t]``; the
+    budget pays for the nodes scanned beyond one per end (which :func:`least_sum` pays)."""
+    path, on_path, owner = data.path, data.on_path, data.owner
+    first = path[s]
+    inside: dict[int, list[float]] = {}       # member -> [successors on the path not in I, assigned time not in I]
+    paid: set[int] = set()                    # inputs already counted
+    compute = used = inputs = outputs = 0.0
+    scanned = 0
+    ends: list[int] = []
+    durations: list[float] = []
+    for t in range(s, len(path)):
+        for x in data.layers[t]:
+            scanned += 1
+            preds = pred[x]
+            if x != first:
+                for u in preds:
+                    if u in inside:
+                        break
+                else:
+                    continue          # not a descendant of path[s]
+            time = p_acc[x]
+            used += memory[x]
+            if time is None or used > capacity:
+                budget.spend(scanned - len(ends))
+                return ends, durations
+            compute += time
+            for u in preds:
+                state = inside.get(u)
+                if state is None:
+                    if u not in paid:
+                        paid.add(u)
+                        inputs += data.input_fee[u]
+                    continue
+                c = cost[u]
+                if on_path[x]:        # u's output may now stay in the call
+                    state[0] -= 1
+                    if not state[0] and state[1] < c:
+                        outputs -= c - state[1]
+                elif owner[x] == u:   # x, assigned to u, joins: it no longer stands for u's output
+                    left = state[1]
+                    state[1] = left - time
+                    if not state[0] and state[1] < c:
+                        outputs -= min(c, left) - state[1]
+            waiting, assigned, c = data.path_succ[x], data.assigned[x], cost[x]
+            inside[x] = [waiting, assigned]
+            outputs += c if waiting or assigned >= c else assigned
+        ends.append(t + 1)
+        durations.append(compute + inputs + outputs)
+    budget.spend(scanned - len(ends))
+    return ends, durations
+
+
+def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                  rank: Sequence[int], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
+                  memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int,
+                  budget: Budget | None = None) -> float:
+    """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) in the
+    graph ``succ``/``pred`` (``rank``: each node's position in a topological order); per node
+    position its fastest accelerator time and CPU time (``None``: unsupported there), memory and
+    transfer cost ``c``; ``capacity`` is the largest accelerator memory and ``segments`` the most
+    accelerator segments (``q·A``). ``inf`` when no partition exists;
+    :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
+    budget = budget or Budget()
+    data = PathData(path, succ, pred, rank, p_acc, cost)
+
+    def cpu_runs(i: int) -> tuple[list[int], list[float]]:
+        time = p_cpu[path[i]]
+        return ([], []) if time is None else ([i + 1], [time])
+
+    found = least_sum(len(path), segments,
+                      lambda s: interval_runs(data, s, pred, p_acc, memory, cost, capacity, budget),
+                      cpu_runs, budget)
     return math.inf if found is None else found.total
 
 
@@ -116,12 +218,16 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
     give no bound (0)."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
-    succ = problem.successors()
+    succ, pred = problem.successors(), problem.predecessors()
+    rank = [0] * len(succ)
+    for position, node_id in enumerate(problem.topological_ids()):
+        rank[problem.index_of(node_id)] = position
     budget = Budget()
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
         try:
-            best = max(best, segment_bound(path, succ, p_acc, p_cpu, memory, cost, capacity, segments, budget))
+            best = max(best, segment_bound(path, succ, pred, rank, p_acc, p_cpu, memory, cost, capacity, segments,
+                                           budget))
         except LimitExceededError:
             break
     return best

@@ -25,15 +25,16 @@ degrees of the nodes its runs reach: up to ``n²`` unit joins where memory does 
 :class:`~placement.errors.LimitExceededError` beyond it; ``max_cpu_run`` caps the units of a
 CPU run (on a path a CPU run lasts the sum of its nodes' times, so runs of one unit lose
 nothing there). :mod:`placement.solvers.baselines.latency_chain` reads
-the runs of a topological order as a plan; :mod:`placement.problem.path_bound` applies the
-DP to one path and the edges among its nodes for a lower bound.
+the runs of a topological order as a plan. The DP itself (:func:`least_sum`) takes the runs'
+durations from any source: :mod:`placement.problem.path_bound` gives it lower bounds on the
+calls that meet one path, for a lower bound on the latency.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -64,16 +65,16 @@ class Runs:
     runs: tuple[tuple[int, int, bool], ...]
 
 
-def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
-                  cost: Sequence[float], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
-                  memory: Sequence[float], capacity: float, accelerators: int, budget: Budget | None = None,
-                  max_cpu_run: int | None = None) -> Runs | None:
-    """The DP of the module docstring; ``succ``, ``pred``, ``cost`` (``c``), ``p_acc``, ``p_cpu``
-    (``None``: unsupported) and ``memory`` are indexed by node position. ``None`` when no runs cover
-    the order; :class:`~placement.errors.LimitExceededError` when ``budget`` (default: a fresh
-    :class:`Budget`) runs out."""
-    budget = budget or Budget()
-    n, k = len(order), max(0, accelerators)
+#: the runs that start at one unit: their ends (exclusive) and durations
+RunsFrom = Callable[[int], tuple[list[int], list[float]]]
+
+
+def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: RunsFrom,
+              budget: Budget) -> Runs | None:
+    """The DP ``D[a][j]`` of the module docstring over ``n`` units for any run durations:
+    ``accelerator_runs(i)`` and ``cpu_runs(i)`` give the ends and durations of the runs from unit
+    ``i``; each run ``budget`` pays one join per end. ``None`` when no runs cover the units."""
+    k = max(0, accelerators)
     D = np.full((k + 1, n + 1), math.inf)
     D[0, 0] = 0.0
     came = np.full((k + 1, n + 1), -1, dtype=np.int64)   # start of the last run
@@ -97,9 +98,8 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
         if not np.isfinite(D[:, i]).any():
             continue
         if k:
-            relax(i, *_accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity), accelerator=True)
-        last = n if max_cpu_run is None else min(n, i + max_cpu_run)
-        relax(i, *_cpu_runs(order, i, last, pred, p_cpu), accelerator=False)
+            relax(i, *accelerator_runs(i), accelerator=True)
+        relax(i, *cpu_runs(i), accelerator=False)
     a = int(np.argmin(D[:, n]))
     if not math.isfinite(D[a, n]):
         return None
@@ -111,6 +111,22 @@ def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]],
         a -= int(on_acc[a, j])
         j = i
     return Runs(float(D[:, n].min()), tuple(reversed(runs)))
+
+
+def least_run_sum(order: Sequence[Sequence[int]], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
+                  cost: Sequence[float], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
+                  memory: Sequence[float], capacity: float, accelerators: int, budget: Budget | None = None,
+                  max_cpu_run: int | None = None) -> Runs | None:
+    """The DP of the module docstring; ``succ``, ``pred``, ``cost`` (``c``), ``p_acc``, ``p_cpu``
+    (``None``: unsupported) and ``memory`` are indexed by node position. ``None`` when no runs cover
+    the order; :class:`~placement.errors.LimitExceededError` when ``budget`` (default: a fresh
+    :class:`Budget`) runs out."""
+    n = len(order)
+    return least_sum(
+        n, accelerators,
+        lambda i: _accelerator_runs(order, i, succ, pred, cost, p_acc, memory, capacity),
+        lambda i: _cpu_runs(order, i, n if max_cpu_run is None else min(n, i + max_cpu_run), pred, p_cpu),
+        budget or Budget())
 
 
 def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Sequence[int]],
