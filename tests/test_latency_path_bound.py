@@ -26,6 +26,7 @@ from tests.test_latency_chain import chains
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski" / "latency-inputs"
 HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
+HAVE_HIGHS = any(name == "highs" and ok for name, ok, _ in backend_availability())
 
 
 def test_memory_chain_by_hand():
@@ -101,6 +102,40 @@ def test_never_above_the_optimum(problem):
             continue
         assert truth.status is Status.OPTIMAL
         assert bound <= truth.objective + 1e-9 * max(1.0, truth.objective)
+
+
+@pytest.mark.parametrize("c_c, bound", [(0.25, 9.25), (3.0, 10.0)])
+def test_a_member_off_the_path_pays_its_transfer_or_its_successors(c_c, bound):
+    """a -> b -> d, a -> c -> e -> d and c -> w (w a sink); accelerator times b=5, the others 1 (CPU 20
+    each), memory b=3, the others 1, c(a)=c(b)=c(e)=0.5 and c(c) as given; one accelerator of 10 bytes
+    and a CPU. The heaviest path is a -> b -> d for every weighting tried.
+
+    The segment a..d holds the interval {a, b, c, e, d}: 9 ms, 7 bytes. c is off the path and feeds e (in the
+    interval) and w (assigned to c, outside it): either w is in the call (1 ms more) or c's output
+    leaves it (c(c)): 9 + min(c(c), 1), the bound (any CPU node costs 20). Before e joins, c's share
+    is min(c(c), p(e) + p(w)). The optimum: all six nodes in one call, 10 (with w on the CPU:
+    9 + c(c) + 20).
+    """
+    nodes = [Node(i, name, (p, 20.0), m, False, None, c)
+             for i, name, p, m, c in [(1, "a", 1.0, 1.0, 0.5), (2, "b", 5.0, 3.0, 0.5), (3, "c", 1.0, 1.0, c_c),
+                                      (4, "e", 1.0, 1.0, 0.5), (5, "d", 1.0, 1.0, 0.0), (6, "w", 1.0, 1.0, 0.0)]]
+    edges = [Edge(1, 2), Edge(2, 5), Edge(1, 3), Edge(3, 4), Edge(4, 5), Edge(3, 6)]
+    problem = make_two_type_problem(nodes, edges, 1, 1, 10)
+    assert latency_path_bound(problem) == bound
+    assert brute_force_latency(problem, max_calls=1).objective == 10.0
+
+
+@pytest.mark.skipif(not HAVE_HIGHS, reason="highspy is not installed")
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=10, training=False, max_accelerators=3, max_cpus=1))
+def test_never_above_a_proven_optimum_on_larger_graphs(problem):
+    """Graphs too large for the brute force, where segments' intervals hold nodes off the path: HiGHS
+    proves the latency MILP's optimum without the path bound as a row (it only reports it)."""
+    for calls in (1, 2):
+        result = placement.solve(problem, objective="latency", method="milp", backend="highs", calls=calls,
+                                 time_limit=30, warm_start=False)
+        if result.status == "optimal":
+            assert latency_path_bound(problem, calls) <= result.value + 1e-7 * max(1.0, result.value)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
