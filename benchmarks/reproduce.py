@@ -453,7 +453,7 @@ def latency_markdown(args: argparse.Namespace, results: list[dict[str, Any]]) ->
     lines += ["Values are latencies (ms) as the independent latency evaluator computes them. `milp-latency` is the "
               "latency MILP (`optimal` when proven, else its best plan and gap at the time limit); `lower bound` is "
               "the larger of the longest path with every node at its cheapest time and the path bound (along a "
-              "path every call is one segment, and segments run in turn). Baseline "
+              "path every call is one segment holding every node between its ends, and segments run in turn). Baseline "
               "cells: value, ratio to the MILP's plan (to the optimum where that is proven), and the contiguity "
               "class of the plan's device sets.", ""]
     columns = ("milp-latency", "lower bound") + LATENCY_BASELINES

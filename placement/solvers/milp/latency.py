@@ -59,8 +59,9 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     and ``Σ_a e[a,1] + Σ_r w[r] = N``.
 
 14. ``L ≥ B``, with ``B`` the path bound of :mod:`placement.problem.path_bound` computed on the
-    model's own data (:func:`path_floor`): along a path, every call meets it in one segment and
-    the segments and CPU nodes run in turn, so every plan's latency is at least ``B``. Integer
+    model's own data (:func:`path_floor`): along a path, every call meets it in one segment, holds
+    every node between the segment's ends, and the segments and CPU nodes run in turn, so every
+    plan's latency is at least ``B``. Integer
     backends only: on the floating-point ones a row at the optimum itself lets their
     tolerances pull ``L`` below a plan's value (HiGHS returned 0.999999 for a plan of 1), so
     there the bound is only reported. On every backend the solution's bound is at least
