@@ -23,8 +23,7 @@ kept incrementally (a node joins before any of its successors), so each start co
 degrees of the nodes its runs reach: up to ``n²`` unit joins where memory does not bind. A
 :class:`Budget` caps the joins (:data:`MAX_JOINS`, a few seconds) and raises
 :class:`~placement.errors.LimitExceededError` beyond it; ``max_cpu_run`` caps the units of a
-CPU run (on a path a CPU run lasts the sum of its nodes' times, so runs of one unit lose
-nothing there). :mod:`placement.solvers.baselines.latency_chain` reads
+CPU run. :mod:`placement.solvers.baselines.latency_chain` reads
 the runs of a topological order as a plan. The DP itself (:func:`least_sum`) takes the runs'
 durations from any source: :mod:`placement.problem.path_bound` gives it lower bounds on the
 calls that meet one path, for a lower bound on the latency.
@@ -73,7 +72,7 @@ def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: R
               budget: Budget) -> Runs | None:
     """The DP ``D[a][j]`` of the module docstring over ``n`` units for any run durations:
     ``accelerator_runs(i)`` and ``cpu_runs(i)`` give the ends and durations of the runs from unit
-    ``i``; each run ``budget`` pays one join per end. ``None`` when no runs cover the units."""
+    ``i``; ``budget`` pays one join per run. ``None`` when no runs cover the units."""
     k = max(0, accelerators)
     D = np.full((k + 1, n + 1), math.inf)
     D[0, 0] = 0.0
