@@ -184,6 +184,19 @@ def test_the_run_dp_stops_at_its_budget():
     assert least_run_sum(*args).total == 50.0
 
 
+def test_the_budget_counts_in_edges():
+    """A total order of 400 nodes (every i -> j, i < j) with no memory bound: the heaviest path visits
+    every node, and a segment from node s scans each later node x with its x in-edges, about 80,000
+    for the first start and 400³/3 ≈ 21 million in all, past the budget of 2 million: no bound (0;
+    the critical path, 400, remains). Counting nodes alone (80,000 in all) would let the scans run
+    over every edge of every start."""
+    nodes = [Node(i, f"n{i}", (1.0, 10.0), 1.0, False, None, 0.5) for i in range(400)]
+    edges = [Edge(i, j) for i in range(400) for j in range(i + 1, 400)]
+    problem = make_two_type_problem(nodes, edges, 2, 1, math.inf)
+    assert latency_path_bound(problem) == 0.0
+    assert latency_lower_bound(problem) == 400.0
+
+
 def test_no_bound_and_no_chain_plan_past_the_budget():
     """2,100 units and no memory bound: about 2.2 million joins for the accelerator runs, past the default
     budget of 2 million. The path bound then gives nothing (0, still a bound) and the chain DP no plan;

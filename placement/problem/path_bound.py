@@ -38,7 +38,7 @@ add). With ``B[j][t]`` that least sum for ``v_1..v_t`` using ``j`` segments::
 the DP :func:`placement.problem.sequential.least_sum` over the nodes of ``P``; the bound is
 ``min_j B[j][ℓ]``. The intervals ``I(s, t)`` grow with ``t``: the nodes that reach ``v_t`` but
 not ``v_{t−1}`` form the layer ``t``, and ``I(s, t)`` adds the descendants of ``v_s`` in it, so
-each start ``s`` scans the layers once (the budget counts the nodes scanned). On a chain
+each start ``s`` scans the layers once (the budget counts the in-edges of the nodes scanned). On a chain
 (every node on ``P``) the bound is the optimum with one call per accelerator. The paths
 tried (:func:`heavy_paths`) are the longest paths for a few node weights: the cheapest time,
 the memory, and the two normalised and added; the bound is the largest of theirs.
@@ -76,8 +76,8 @@ def path_layers(path: Sequence[int], pred: Sequence[Sequence[int]], rank: Sequen
 class PathData:
     """What :func:`interval_runs` reads for one path, per node position: whether it is on the
     path, its successors on the path, what it adds as an input (``c``, or ``min(c, p_acc)`` off
-    the path), the node off the path assigned to it (``owner``) and the time of its assigned
-    successors (``inf`` when one runs on no accelerator)."""
+    the path), the node it is assigned to (``owner``, off the path) and the time of the successors
+    assigned to it (``inf`` when one runs on no accelerator); and the scratch lists it writes."""
 
     def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                  rank: Sequence[int], p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
@@ -99,28 +99,35 @@ class PathData:
                 self.assigned[u] += math.inf if time is None else time
         self.input_fee = [cost[u] if on_path[u] or p_acc[u] is None else min(cost[u], p_acc[u])  # type: ignore[type-var]
                           for u in range(n)]
+        # scratch for interval_runs, marked with the start: membership of I, inputs paid, and per
+        # member its successors on the path not in I yet and the time of its assigned ones not in I yet
+        self.member = [-1] * n
+        self.paid = [-1] * n
+        self.waiting = [0] * n
+        self.left = [0.0] * n
 
 
 def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: Sequence[float | None],
                   memory: Sequence[float], cost: Sequence[float], capacity: float,
                   budget: Budget) -> tuple[list[int], list[float]]:
     """Ends ``t + 1`` and the durations of the module docstring of the segments ``path[s..t]``; the
-    budget pays for the nodes scanned beyond one per end (which :func:`least_sum` pays)."""
+    budget pays for the in-edges of the nodes scanned (at least one per node), less one per end (which
+    :func:`least_sum` pays). Membership and the inputs paid are marked with ``s`` in ``data``'s
+    scratch lists, so the starts must be distinct."""
     path, on_path, owner = data.path, data.on_path, data.owner
+    member, paid, waiting, left = data.member, data.paid, data.waiting, data.left
     first = path[s]
-    inside: dict[int, list[float]] = {}       # member -> [successors on the path not in I, assigned time not in I]
-    paid: set[int] = set()                    # inputs already counted
     compute = used = inputs = outputs = 0.0
     scanned = 0
     ends: list[int] = []
     durations: list[float] = []
     for t in range(s, len(path)):
         for x in data.layers[t]:
-            scanned += 1
             preds = pred[x]
+            scanned += len(preds) or 1
             if x != first:
                 for u in preds:
-                    if u in inside:
+                    if member[u] == s:
                         break
                 else:
                     continue          # not a descendant of path[s]
@@ -131,25 +138,26 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 return ends, durations
             compute += time
             for u in preds:
-                state = inside.get(u)
-                if state is None:
-                    if u not in paid:
-                        paid.add(u)
+                if member[u] != s:
+                    if paid[u] != s:
+                        paid[u] = s
                         inputs += data.input_fee[u]
                     continue
                 c = cost[u]
                 if on_path[x]:        # u's output may now stay in the call
-                    state[0] -= 1
-                    if not state[0] and state[1] < c:
-                        outputs -= c - state[1]
+                    waiting[u] -= 1
+                    if not waiting[u] and left[u] < c:
+                        outputs -= c - left[u]
                 elif owner[x] == u:   # x, assigned to u, joins: it no longer stands for u's output
-                    left = state[1]
-                    state[1] = left - time
-                    if not state[0] and state[1] < c:
-                        outputs -= min(c, left) - state[1]
-            waiting, assigned, c = data.path_succ[x], data.assigned[x], cost[x]
-            inside[x] = [waiting, assigned]
-            outputs += c if waiting or assigned >= c else assigned
+                    before = left[u]
+                    left[u] = before - time
+                    if not waiting[u] and left[u] < c:
+                        outputs -= min(c, before) - left[u]
+            member[x] = s
+            waiting[x] = data.path_succ[x]
+            left[x] = data.assigned[x]
+            c = cost[x]
+            outputs += c if waiting[x] or left[x] >= c else left[x]
         ends.append(t + 1)
         durations.append(compute + inputs + outputs)
     budget.spend(scanned - len(ends))
