@@ -123,6 +123,13 @@ def test_successors_and_topological_order_keep_input_order_and_drop_repeats():
     first.append(99)   # a caller's list is its own
     assert problem.topological_ids() == [3, 1, 2]
     assert problem.successors() == [[1, 2], [2], []]
+    # ids 5, 9, 7 at positions 0, 1, 2 with edges 7 -> 9 -> 5: the order is 7, 9, 5, so position 0
+    # (node 5) comes last, position 2 (node 7) first
+    reversed_chain = make_two_type_problem([Node(i, str(i), (1.0, 1.0)) for i in (5, 9, 7)],
+                                           [Edge(7, 9), Edge(9, 5)], 1, 1, 10.0)
+    rank = reversed_chain.topological_rank()
+    rank.append(99)   # a caller's list is its own
+    assert reversed_chain.topological_rank() == [2, 1, 0]
 
 
 def test_contract_chain_and_colours():

@@ -166,6 +166,15 @@ class Instance:
             self._graph["order"] = tuple(self._kahn_order())
         return list(self._graph["order"])
 
+    def topological_rank(self) -> list[int]:
+        """Each node's place (by node position) in :meth:`topological_ids`' order."""
+        if "rank" not in self._graph:
+            rank = [0] * len(self.nodes)
+            for place, node_id in enumerate(self.topological_ids()):
+                rank[self._index[node_id]] = place
+            self._graph["rank"] = tuple(rank)
+        return list(self._graph["rank"])
+
     def _kahn_order(self) -> list[int]:
         succ = self.successors()
         indeg = [0] * len(self.nodes)

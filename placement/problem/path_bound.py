@@ -20,10 +20,9 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
 * *outputs*: a node ``u ∈ I`` with a successor on ``P`` after ``v_t`` is in ``Out(S)``: ``c(u)``.
   Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} p_acc(w))``, where ``A(u)`` are the
   successors off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P``
-  where it has one): either
-  one of them is outside ``S``, so ``u ∈ Out(S)``, or all are in ``S`` (``∞`` when one runs
-  on no accelerator). These nodes are descendants of ``v_s`` outside ``I``, so no input and no
-  node of ``I`` is counted twice.
+  where it has one): either one of them is outside ``S``, so ``u ∈ Out(S)``, or all are in
+  ``S`` (``∞`` when one runs on no accelerator). These nodes are descendants of ``v_s``
+  outside ``I``, so no input and no node of ``I`` is counted twice.
 
 A node of ``P`` on a CPU finishes ``p_cpu`` after its predecessor on ``P``. So ``v_ℓ``
 finishes no earlier than the least, over the partitions of ``P`` into at most ``J``
@@ -38,10 +37,10 @@ add). With ``B[j][t]`` that least sum for ``v_1..v_t`` using ``j`` segments::
 the DP :func:`placement.problem.sequential.least_sum` over the nodes of ``P``; the bound is
 ``min_j B[j][ℓ]``. The intervals ``I(s, t)`` grow with ``t``: the nodes that reach ``v_t`` but
 not ``v_{t−1}`` form the layer ``t``, and ``I(s, t)`` adds the descendants of ``v_s`` in it, so
-each start ``s`` scans the layers once (the budget counts the in-edges of the nodes scanned). On a chain
-(every node on ``P``) the bound is the optimum with one call per accelerator. The paths
-tried (:func:`heavy_paths`) are the longest paths for a few node weights: the cheapest time,
-the memory, and the two normalised and added; the bound is the largest of theirs.
+each start ``s`` scans the layers once (the budget counts the in-edges of the nodes scanned).
+On a chain (every node on ``P``) the bound is the optimum with one call per accelerator. The
+paths tried (:func:`heavy_paths`) are the longest paths for a few node weights: the cheapest
+time, the memory, and the two normalised and added; the bound is the largest of theirs.
 """
 
 from __future__ import annotations
@@ -226,10 +225,7 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
     give no bound (0)."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
-    succ, pred = problem.successors(), problem.predecessors()
-    rank = [0] * len(succ)
-    for position, node_id in enumerate(problem.topological_ids()):
-        rank[problem.index_of(node_id)] = position
+    succ, pred, rank = problem.successors(), problem.predecessors(), problem.topological_rank()
     budget = Budget()
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):

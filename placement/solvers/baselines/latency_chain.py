@@ -58,7 +58,7 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
     start = time.perf_counter()
     kinds = two_types(problem, "latency-chain")
     contraction = contract(problem, merge_zero_cost=False)
-    rank = {problem.index_of(i): r for r, i in enumerate(problem.topological_ids())}
+    rank = problem.topological_rank()
     units = [sorted(members, key=rank.__getitem__) for members in contraction.members]
     best: tuple[float, float, Any] | None = None
     tried: set[tuple[int, ...]] = set()
