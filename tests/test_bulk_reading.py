@@ -130,6 +130,10 @@ def test_successors_and_topological_order_keep_input_order_and_drop_repeats():
     rank = reversed_chain.topological_rank()
     rank.append(99)   # a caller's list is its own
     assert reversed_chain.topological_rank() == [2, 1, 0]
+    positions = reversed_chain.topological_positions()
+    positions.append(99)
+    assert reversed_chain.topological_positions() == [2, 1, 0]
+    assert reversed_chain.topological_ids() == [7, 9, 5]
 
 
 def test_contract_chain_and_colours():

@@ -91,7 +91,7 @@ def latency_lower_bound(problem: Instance) -> float:
     """
     succ = problem.successors()
     finish = [0.0] * len(problem.nodes)
-    order = [problem.index_of(i) for i in problem.topological_ids()]
+    order = problem.topological_positions()
     ready = [0.0] * len(problem.nodes)
     for v in order:
         finish[v] = ready[v] + _node_time(problem, v)

@@ -160,18 +160,22 @@ class Instance:
             self._graph["pred"] = tuple(tuple(sources) for sources in pred)
         return [list(sources) for sources in self._graph["pred"]]
 
-    def topological_ids(self) -> list[int]:
-        """Node ids in a topological order (Kahn's algorithm, ties broken by input order)."""
+    def topological_positions(self) -> list[int]:
+        """Node positions in a topological order (Kahn's algorithm, ties broken by input order)."""
         if "order" not in self._graph:
             self._graph["order"] = tuple(self._kahn_order())
         return list(self._graph["order"])
 
+    def topological_ids(self) -> list[int]:
+        """Node ids in :meth:`topological_positions`' order."""
+        return [self.nodes[v].id for v in self.topological_positions()]
+
     def topological_rank(self) -> list[int]:
-        """Each node's place (by node position) in :meth:`topological_ids`' order."""
+        """Each node's place (by node position) in :meth:`topological_positions`' order."""
         if "rank" not in self._graph:
             rank = [0] * len(self.nodes)
-            for place, node_id in enumerate(self.topological_ids()):
-                rank[self._index[node_id]] = place
+            for place, v in enumerate(self.topological_positions()):
+                rank[v] = place
             self._graph["rank"] = tuple(rank)
         return list(self._graph["rank"])
 
@@ -185,7 +189,7 @@ class Instance:
         order: list[int] = []
         while ready:
             v = ready.pop()
-            order.append(self.nodes[v].id)
+            order.append(v)
             for w in reversed(succ[v]):
                 indeg[w] -= 1
                 if indeg[w] == 0:

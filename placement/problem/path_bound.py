@@ -190,7 +190,7 @@ def heavy_paths(problem: Instance, weights: Sequence[Sequence[float]]) -> list[l
     """For each node weighting in ``weights`` (a value per node position), a longest source-to-sink
     path (node positions, in path order); repeated paths are given once."""
     succ = problem.successors()
-    order = [problem.index_of(i) for i in problem.topological_ids()]
+    order = problem.topological_positions()
     paths: list[list[int]] = []
     for weight in weights:
         best = [0.0] * len(order)

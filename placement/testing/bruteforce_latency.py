@@ -68,7 +68,7 @@ class _Search:
         self.supported = [[all(problem.nodes[v].times[t] is not None for v in members) and types[t].count > 0
                            for t in range(len(types))] for members in self.classes]
         self.class_memory = [sum(problem.nodes[v].memory for v in members) for members in self.classes]
-        self.order = [problem.index_of(v) for v in problem.topological_ids()]
+        self.order = problem.topological_positions()
         # state
         self.device_of_class: list[tuple[int, int] | None] = [None] * len(self.classes)  # (type, number)
         self.opened = [0] * len(types)

@@ -16,6 +16,7 @@ check here (a warm start is then not used; a decoded plan would be an error).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from abc import ABC, abstractmethod
@@ -219,6 +220,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     start = time.perf_counter()
     be = make_backend(backend)
 
+    @functools.lru_cache(maxsize=4)   # the warm start is checked when chosen and again when it bounds the model
     def verify(plan: Plan) -> Verdict:
         ev = evaluate(problem, plan, contiguity=formulation.contiguity)
         return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan,

@@ -73,7 +73,7 @@ class ContiguousSets(NoContiguity):
         for v, w in edges:
             succ[v].append(w)
             pred[w].append(v)
-        order = [problem.index_of(i) for i in problem.topological_ids()]
+        order = problem.topological_positions()
         order = [v for v in order if not problem.nodes[v].backward]
         for s in V.slots:
             on = {v: where[group[v]] == s - 1 for v in forward}
