@@ -41,6 +41,23 @@ slot is used and, by row 9, non-empty: the solutions are the ``stages`` plans wi
 fills slots ``1..N``. Zero-cost classes are then not merged (a zero-time class may be a
 stage of its own; see :mod:`placement.solvers.dp`), for either objective.
 
+Measured and not kept (InceptionV3 training, the slowest layer graph; CP-SAT, one thread, seeds
+0–2, 6–17 s each without them). The LP bound passes 117.9 at about 3 s, and the search takes the
+rest of the time to reach the optimum 122.76. None of these shortened that search:
+
+* a row ``T ≥`` a constant below the optimum: the average bound 101.5, the packing floor of
+  :mod:`.packing` 116.6, 120, even 122;
+* a load row per slot that needs no type, ``Σ_v min_k p_k(v) x[v,s] ≤ T``;
+* CP-SAT's pseudo-cost branching or objective shaving (same times), LP-guided branching,
+  core-based or bound-tree search (no proof in 30 s), and rows added eagerly to the LP (about
+  twice as slow); zero-half cuts off or fewer cuts (no change beyond the seed's);
+* fixing the ``z`` that prefix and suffix arguments decide (1,520 of 1,956): twice as slow;
+* fixing the slot types to the optimum's sequence: 3.3 s for that one sequence alone, and the
+  other sequences would each need their own proof;
+* asking only for a plan below the optimum (a feasibility model): 16–19 s.
+
+The HiGHS and SCIP backends take about 100 s; CBC does not prove the optimum in 120 s.
+
 Numbers and statuses: :mod:`.data` (integer scaling for CP-SAT) and :mod:`.outcome`.
 """
 
