@@ -61,6 +61,44 @@ def test_an_input_from_off_the_path_pays_its_transfer_or_its_time():
     assert brute_force_latency(problem, max_calls=1).objective == 6.0
 
 
+@pytest.mark.parametrize("m_u, bound, optimum", [(1.0, 6.0, 6.0), (2.5, 6.5, 10.5)])
+def test_an_input_without_room_in_the_call_pays_its_transfer(m_u, bound, optimum):
+    """a -> b and u -> b; accelerator times a=2, b=2, u=1 (CPU 8 each), memory a=3, b=3 and u as given,
+    transfers c(a)=0.5, c(u)=1.5; 2 accelerators of 5 bytes, a CPU. The heaviest path is a -> b for
+    every weighting tried (u is lighter than a in time and memory).
+
+    a and b cannot share a call (6 bytes): a | b, 2.5 + (0.5 + 2) plus u's share of b's call. With
+    u of 1 byte, u fits beside b (4 bytes) and adds min(1.5, 1) = 1: 6, the optimum ({u, b} after a).
+    With u of 2.5 bytes, b's call has no room for it (5.5 bytes), so u is received: 1.5, and the
+    bound is 6.5 (6 if u could still be in the call). The optimum is then 10.5: a and u alone on the
+    accelerators, b on the CPU.
+    """
+    nodes = [Node(1, "a", (2.0, 8.0), 3.0, False, None, 0.5), Node(2, "b", (2.0, 8.0), 3.0),
+             Node(3, "u", (1.0, 8.0), m_u, False, None, 1.5)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(3, 2)], 2, 1, 5)
+    assert latency_path_bound(problem) == bound
+    assert brute_force_latency(problem, max_calls=1).objective == optimum
+
+
+def test_an_input_that_reaches_the_previous_segment_pays_its_transfer():
+    """p -> a -> b, x -> a and x -> b; accelerator times p=2, x=0.25, a=2, b=2 (CPU 8 each), memory
+    p=1, x=0.5, a=3, b=3, transfers c(p)=0.5, c(a)=0.5, c(x)=1.5; 2 accelerators of 5 bytes, a CPU.
+    The heaviest path is p -> a -> b (x is lighter than p in time and memory).
+
+    a and b cannot share a call (6 bytes), and a third segment would be a CPU node (8): the
+    partition is p, a | b. The first segment holds {p, a} (4 bytes): 4, plus x's share min(1.5, 0.25)
+    (x fits beside them), plus a's output 0.5: 4.75. In b's call x cannot be: x reaches a, which is
+    outside that call, so a call with x and b would be left and re-entered. x is received (1.5) with
+    a (0.5): 2 + 2 = 4, and the bound is 8.75 (7.5 with x's share at its time). The optimum: {p, x, a}
+    sending a and x (2 + 0.25 + 2 + 0.5 + 1.5 = 6.25), then b receiving both (4): 10.25.
+    """
+    nodes = [Node(1, "p", (2.0, 8.0), 1.0, False, None, 0.5), Node(2, "x", (0.25, 8.0), 0.5, False, None, 1.5),
+             Node(3, "a", (2.0, 8.0), 3.0, False, None, 0.5), Node(4, "b", (2.0, 8.0), 3.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 3), Edge(2, 3), Edge(3, 4), Edge(2, 4)], 2, 1, 5)
+    assert latency_path_bound(problem) == 8.75
+    assert brute_force_latency(problem, max_calls=1).objective == 10.25
+
+
 def test_a_call_holds_every_node_between_its_ends():
     """Diamond a -> {b, c} -> d; accelerator times a=1, b=3, c=2, d=1 (CPU 10 each), memory 1 each,
     transfers 0.5 (d none); one accelerator of 10 bytes and a CPU. The heaviest path is a -> b -> d.
@@ -90,6 +128,26 @@ def test_an_output_off_the_path_pays_its_transfer_or_its_successor():
     problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3)], 1, 1, 4)
     assert latency_path_bound(problem) == 4.5
     assert brute_force_latency(problem, max_calls=1).objective == 10.5
+
+
+@pytest.mark.parametrize("c_w, p_w2, bound, optimum", [(0.25, 3.0, 7.75, 10.5), (5.0, 3.0, 9.0, 10.5),
+                                                      (5.0, 0.5, 8.0, 8.0)])
+def test_a_successor_held_in_the_call_sends_its_own_output_or_holds_its_successors(c_w, p_w2, bound, optimum):
+    """a -> b, a -> w -> w2 (w2 a sink); accelerator times a=2, b=5, w=0.5 and w2 as given (CPU 20
+    each), memory a=b=1, w=w2=0.1, c(a)=2 and c(w) as given; one accelerator of 10 bytes and a CPU.
+    The heaviest path is a -> b for every weighting tried.
+
+    The segment a..b lasts 7, plus a's output share: either w is outside the call (c(a) = 2) or it
+    is in it, adding its time 0.5 and, in turn, either its output c(w) or w2's time:
+    min(2, 0.5 + min(c(w), p(w2))). c(w) = 0.25, p(w2) = 3: 7.75 (7.5 counting w's time alone);
+    c(w) = 5, p(w2) = 3: 9; c(w) = 5, p(w2) = 0.5: 8 (9 if w had to send its output). The optimum:
+    all four nodes in one call, 7 + 0.5 + p(w2).
+    """
+    nodes = [Node(1, "a", (2.0, 20.0), 1.0, False, None, 2.0), Node(2, "b", (5.0, 20.0), 1.0),
+             Node(3, "w", (0.5, 20.0), 0.1, False, None, c_w), Node(4, "w2", (p_w2, 20.0), 0.1)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(1, 3), Edge(3, 4)], 1, 1, 10)
+    assert latency_path_bound(problem) == bound
+    assert brute_force_latency(problem, max_calls=1).objective == optimum
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,15 +14,24 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
   ``v_t`` (descendants of ``v_s`` that are ancestors of ``v_t``, both included): a path that
   leaves ``S`` does not come back. So every node of ``I`` runs on an accelerator, ``I`` fits
   in one accelerator's memory, and ``S`` lasts at least ``Σ_{x∈I} p_acc(x)`` plus:
+* the segment is maximal, so ``v_{s−1}`` and ``v_{t+1}`` are outside ``S``, and with them every
+  node of ``P`` before ``v_s`` or after ``v_t`` (a path leaving ``S`` does not come back);
 * *inputs*: each node ``x ∉ I`` with an edge into ``I`` (never a descendant of ``v_s``, else it
-  would be in ``I``) is outside ``S``, adding ``c(x)`` (certainly so for a node of ``P``, or one
-  that runs on no accelerator), or in it, adding its accelerator time: ``min(c(x), p_acc(x))``;
+  would be in ``I``) is outside ``S``, adding ``c(x)``, or in it, adding its accelerator time:
+  ``min(c(x), p_acc(x))``. It is certainly outside when it is on ``P``, runs on no accelerator,
+  has no room beside ``I`` (``m(I) + m(x)`` above the memory bound), or reaches ``v_{s−1}``
+  (the path ``x → … → v_{s−1} → v_s`` would leave ``S`` and come back); then it adds ``c(x)``;
 * *outputs*: a node ``u ∈ I`` with a successor on ``P`` after ``v_t`` is in ``Out(S)``: ``c(u)``.
-  Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} p_acc(w))``, where ``A(u)`` are the
-  successors off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P``
-  where it has one): either one of them is outside ``S``, so ``u ∈ Out(S)``, or all are in
-  ``S`` (``∞`` when one runs on no accelerator). These nodes are descendants of ``v_s``
-  outside ``I``, so no input and no node of ``I`` is counted twice.
+  Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} a(w))``, where ``A(u)`` are the successors
+  off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P`` where it has
+  one): either one of them is outside ``S``, so ``u ∈ Out(S)``, or all are in ``S``, each adding
+  at least ``a(w) = p_acc(w) + (c(w)`` if ``w`` has a successor on ``P``, else
+  ``min(c(w), Σ_{w' ∈ A(w)} a(w')))`` (``∞`` when ``w`` runs on no accelerator): its time, and
+  either its own output or, by the same argument, its assigned successors. A node ``w ∉ I``
+  with a descendant in ``I`` would be in ``I``, so no descendant of ``w`` is in ``I``, and its
+  successors on ``P`` come after ``v_t``, outside ``S``. The assigned nodes form a forest
+  hanging from ``I``, of descendants of ``v_s`` outside ``I``, so no input, no node of ``I`` and
+  no assigned node is counted twice.
 
 A node of ``P`` on a CPU finishes ``p_cpu`` after its predecessor on ``P``. So ``v_ℓ``
 finishes no earlier than the least, over the partitions of ``P`` into at most ``J``
@@ -45,6 +54,7 @@ time, the memory, and the two normalised and added; the bound is the largest of 
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Sequence
 
@@ -75,8 +85,9 @@ def path_layers(path: Sequence[int], pred: Sequence[Sequence[int]], rank: Sequen
 class PathData:
     """What :func:`interval_runs` reads for one path, per node position: whether it is on the
     path, its successors on the path, what it adds as an input (``c``, or ``min(c, p_acc)`` off
-    the path), the node it is assigned to (``owner``, off the path) and the time of the successors
-    assigned to it (``inf`` when one runs on no accelerator); and the scratch lists it writes."""
+    the path) and the layer it is in, the node it is assigned to (``owner``, off the path), what a
+    call adds by holding it (``a``) and the sum of ``a`` over the nodes assigned to it (``inf``
+    when one runs on no accelerator); and the scratch lists it writes."""
 
     def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                  rank: Sequence[int], p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
@@ -90,14 +101,25 @@ class PathData:
         self.path_succ = [sum(on_path[w] for w in succ[u]) for u in range(n)]
         self.owner = [-1 if on_path[w] or not pred[w] else next((u for u in pred[w] if on_path[u]), pred[w][0])
                       for w in range(n)]
+        # absorb[w]: the least a call adds by holding w off the path (its time, plus its output or
+        # what its own assigned successors add); assigned[u]: the sum of absorb over those of u
         self.assigned = [0.0] * n
-        for w in range(n):
+        self.absorb = [0.0] * n
+        for w in sorted(range(n), key=rank.__getitem__, reverse=True):
             u = self.owner[w]
-            if u >= 0:
-                time = p_acc[w]
-                self.assigned[u] += math.inf if time is None else time
+            if u < 0:
+                continue
+            time = p_acc[w]
+            out = cost[w] if self.path_succ[w] else min(cost[w], self.assigned[w])
+            self.absorb[w] = math.inf if time is None else time + out
+            self.assigned[u] += self.absorb[w]
         self.input_fee = [cost[u] if on_path[u] or p_acc[u] is None else min(cost[u], p_acc[u])  # type: ignore[type-var]
                           for u in range(n)]
+        # the layer holding each node (len(path): none): a node of a layer before s reaches path[s − 1]
+        self.layer_of = [len(path)] * n
+        for t, layer in enumerate(self.layers):
+            for x in layer:
+                self.layer_of[x] = t
         # scratch for interval_runs, marked with the start: membership of I, inputs paid, and per
         # member its successors on the path not in I yet and the time of its assigned ones not in I yet
         self.member = [-1] * n
@@ -114,12 +136,13 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     :func:`least_sum` pays). Membership and the inputs paid are marked with ``s`` in ``data``'s
     scratch lists, so the starts must be distinct."""
     path, on_path, owner = data.path, data.on_path, data.owner
-    member, paid, waiting, left = data.member, data.paid, data.waiting, data.left
+    member, paid, waiting, left, layer_of = data.member, data.paid, data.waiting, data.left, data.layer_of
     first = path[s]
     compute = used = inputs = outputs = 0.0
     scanned = 0
     ends: list[int] = []
     durations: list[float] = []
+    guests: list[tuple[float, float]] = []   # inputs paid below c: (−memory, c − fee paid)
     for t in range(s, len(path)):
         for x in data.layers[t]:
             preds = pred[x]
@@ -140,7 +163,10 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 if member[u] != s:
                     if paid[u] != s:
                         paid[u] = s
-                        inputs += data.input_fee[u]
+                        fee = data.input_fee[u] if layer_of[u] >= s else cost[u]
+                        inputs += fee
+                        if fee < cost[u]:
+                            heapq.heappush(guests, (-memory[u], cost[u] - fee))
                     continue
                 c = cost[u]
                 if on_path[x]:        # u's output may now stay in the call
@@ -149,7 +175,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                         outputs -= c - left[u]
                 elif owner[x] == u:   # x, assigned to u, joins: it no longer stands for u's output
                     before = left[u]
-                    left[u] = before - time
+                    left[u] = before - data.absorb[x]
                     if not waiting[u] and left[u] < c:
                         outputs -= min(c, before) - left[u]
             member[x] = s
@@ -157,6 +183,8 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
             left[x] = data.assigned[x]
             c = cost[x]
             outputs += c if waiting[x] or left[x] >= c else left[x]
+        while guests and used - guests[0][0] > capacity:   # no room left in the call for this input
+            inputs += heapq.heappop(guests)[1]
         ends.append(t + 1)
         durations.append(compute + inputs + outputs)
     budget.spend(scanned - len(ends))
