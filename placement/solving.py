@@ -264,7 +264,8 @@ def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any
         if not verification.valid:
             message = "the plan failed independent verification: " + verification.violations[0]
         elif not math.isclose(claimed, value, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
-            message = f"the method's value {claimed!r} disagrees with the verified {value!r}"
+            message = "; ".join(m for m in (f"the method's value {claimed!r} disagrees with the verified {value!r}",
+                                            solution.message) if m)
         elif stages is not None and solution.plan.non_empty != stages:
             message = f"the plan has {solution.plan.non_empty} non-empty stages, not stages={stages}"
         elif solution.status in (MethodStatus.OPTIMAL, MethodStatus.FEASIBLE):
@@ -309,6 +310,14 @@ def _warm_start(warm_start: Any) -> Any:
 
 
 def _log(log: Any) -> str | None:
+    """The solver log's path, checked before any work: appending nothing to it must succeed."""
     if log is not None and not isinstance(log, (str, PathLike)):
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
-    return None if log is None else str(log)
+    if log is None:
+        return None
+    try:
+        with open(log, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise InvalidParameterError("log", f"names a file that cannot be written: {log}: {exc.strerror}") from None
+    return str(log)

@@ -81,10 +81,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
+    for stream in (sys.stdout, sys.stderr):  # names from an instance may hold text no encoding takes
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         status = main()
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 0
+    except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"error: {exc.strerror or exc}", file=sys.stderr)
+        status = 2
     sys.exit(status)

@@ -72,6 +72,10 @@ from placement.solvers.chain_dp import solve_chain, upper_bound
 from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, uses_compiled
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
+#: the DP's optimum is proven when the rounding of its sums (:func:`rounding_error`) is at most this
+#: share of its value: the tolerance of the MILP on rounded data
+ROUNDING_SHARE = 1e-6
+
 
 def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
                    ) -> Callable[[str], None] | None:
@@ -165,7 +169,32 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
             f"no pipeline of exactly {stages} non-empty {'stage' if stages == 1 else 'stages'}"
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=runtime, stats=stats,
                         message=f"{what} satisfies the memory and support constraints")
+    error = rounding_error(problem)
+    if error > ROUNDING_SHARE * value:
+        stats["rounding_error"] = error
+        return Solution(Status.FEASIBLE, plan, value, max(0.0, value - error), "dp", runtime_s=runtime, stats=stats,
+                        message=f"the times and costs span too many orders of magnitude for exact sums: the DP's "
+                                f"loads may be off by up to {error:.3g}, so its plan is not proven optimal")
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
+
+
+def rounding_error(problem: Instance) -> float:
+    """At least the error of any load the DP computes in floating point. 0 when every time and cost
+    is a multiple of one power of two ``2^-k`` and their total is below ``2^(53−k)``: every sum is
+    then exact. Otherwise a block's compute and communication are differences of running sums over
+    at most ``n`` nodes, each sum within ``n · 2^-53`` times the total of every node's largest
+    time plus its transfer cost, and a load is a few such differences (8 sums' errors allowed).
+    Every plan's computed load is within this error of its true load, so the true optimum is at
+    least the DP's value less it."""
+    numbers = [t for v in problem.nodes for t in v.times if t is not None] + [v.out_cost for v in problem.nodes]
+    if not all(map(math.isfinite, numbers)):
+        return math.inf
+    unit = max((x.as_integer_ratio()[1] for x in numbers), default=1)   # a power of two
+    total = math.fsum(numbers)
+    if total * unit <= 2.0 ** 53:
+        return 0.0
+    total = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
+    return 8 * len(problem.nodes) * 2.0 ** -53 * total
 
 
 

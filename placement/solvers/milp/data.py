@@ -72,7 +72,9 @@ def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> 
             return Scaling(scale, True)
     if largest <= 0:
         return Scaling(1.0, True)
-    return Scaling(2.0 ** math.floor(math.log2(max_scaled / largest)), False)
+    # a difference of logarithms: the quotient itself overflows for a tiny ``largest``; the power
+    # is capped within a float's range
+    return Scaling(2.0 ** min(math.floor(math.log2(max_scaled) - math.log2(largest)), 1000), False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,111 @@
+"""Inputs at the edges of floating point: times that span many orders of magnitude, tiny sizes, and
+names or outputs that text output cannot take. Each gives a plan that is not claimed beyond what
+its arithmetic proves, or a one-line error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.errors import InvalidParameterError
+from placement.solvers.milp.backends import backend_availability
+from placement.solvers.milp.data import choose_scale
+
+HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
+CHAIN4 = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+
+
+def two_nodes(fpga: tuple[float, float], cpu: tuple[float, float], edges: list[dict], size: float = 1.0,
+              memory: float = 3.0, fpgas: int = 2) -> dict:
+    return {"maxSizePerFPGA": memory, "maxFPGAs": fpgas, "maxCPUs": 1, "edges": edges,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": size}
+                      for i, f, c in zip((0, 4), fpga, cpu)]}
+
+
+def test_the_dp_does_not_claim_an_optimum_its_sums_cannot_separate():
+    """Node 0 takes 7e9 on an accelerator and 0 on the CPU, node 4 1e-9 and 1e-10; no edges; two
+    accelerators and a CPU. Both nodes on the CPU: 1e-10, the optimum. The DP's running sums add
+    1e-9 to 7e9, which rounds it away (an ulp of 7e9 is about 1e-6), so it cannot tell its plans
+    apart: its answer is a feasible plan with a bound below the optimum, not a proof."""
+    result = placement.solve(two_nodes((7e9, 1e-9), (0.0, 1e-10), []), method="dp")
+    assert result.status == "feasible"
+    assert result.value >= 1e-10
+    assert result.bound <= 1e-10
+    assert "span too many orders of magnitude" in result.message
+
+
+def test_a_plan_whose_claimed_value_was_rounded_away_is_not_returned():
+    """0 -> 4 with cost 1; node 0 takes 1e16 on the accelerator and 1 on the CPU, node 4 the other
+    way round; one accelerator. The optimum is 2: node 0 on the CPU (1), node 4 on the accelerator
+    (1, plus 1 to receive node 0's output). The DP's sums add 1 to 1e16 and lose it, so its value
+    no longer matches its plan: the plan is not returned, and the note says why."""
+    doc = two_nodes((1e16, 1.0), (1.0, 1e16), [{"sourceId": 0, "destId": 4, "cost": 1.0}], fpgas=1)
+    result = placement.solve(doc, method="dp")
+    assert result.status == "no_solution"
+    assert "disagrees with the verified" in result.message
+    assert "span too many orders of magnitude" in result.message
+
+
+def test_ordinary_ranges_stay_proven():
+    result = placement.solve(two_nodes((3.0, 1.0), (4.0, 2.0), [{"sourceId": 0, "destId": 4, "cost": 0.5}]),
+                             method="dp")
+    assert result.status == "optimal"
+
+
+def test_scale_for_a_tiny_largest_value():
+    """1e-300 is no multiple of any power of two or ten up to 2^40 and 10^12, so the scale is the
+    largest power of two under the cap, capped in turn at 2^1000 (2^53 / 1e-300 overflows a float)."""
+    scaling = choose_scale([1e-300], 1e-300, 2.0 ** 53)
+    assert scaling == type(scaling)(2.0 ** 1000, False)
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_the_milp_places_a_tiny_node_where_no_accelerator_has_memory():
+    doc = {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
+           "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300}]}
+    """The memory scale for 1e-300 is capped (see above), so sizes are rounded up: the plan is
+    verified, but the bound is not a proof."""
+    result = placement.solve(doc, method="milp", time_limit=10)
+    assert result.status == "feasible"
+    assert "memory rounded conservatively" in result.message
+    assert result.value == 1.0
+    assert [stage.device_type for stage in result.plan] == ["cpu"]
+
+
+@pytest.mark.parametrize("log, why", [("/nonexistent-folder/solver.log", "No such file or directory"),
+                                      (".", "Is a directory")])
+def test_a_log_that_cannot_be_written(log, why):
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.solve(str(CHAIN4), method="milp", log=log)
+    assert caught.value.parameter == "log"
+    assert str(caught.value).endswith(f"names a file that cannot be written: {log}: {why}")
+
+
+def run_cli(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "placement", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, errors="replace", timeout=120,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+
+def test_a_name_no_encoding_takes_is_escaped_in_text_output(tmp_path):
+    path = tmp_path / "surrogate.json"
+    path.write_text('{"maxSizePerFPGA": 100, "maxFPGAs": 1, "maxCPUs": 1, "edges": [], "nodes": '
+                    '[{"id": 0, "name": "\\ud800", "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, '
+                    '"size": 1}]}')
+    done = run_cli("solve", str(path), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "\\ud800" in done.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_output_to_a_full_device_is_one_error_line():
+    with open("/dev/full", "w") as full:
+        done = run_cli("solve", str(CHAIN4), "--quiet", stdout=full)
+    assert done.returncode == 2
+    assert done.stderr == "error: No space left on device\n"
