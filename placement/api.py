@@ -150,14 +150,14 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
     ``accelerators`` a power of two ≥ 2; ``batch`` the batch size; ``types`` 2 for HyPar's
     partition types (dp, mp) or 3 for AccPar's (dp, mp, mp-out).
     """
-    from placement.costmodel.hypar import hierarchy_levels, partition_types
+    from placement.costmodel.hypar import MAX_BATCH, hierarchy_levels, partition_types
     from placement.costmodel.network import load_network
     from placement.solvers.hypar import PLANNERS
 
     if not isinstance(network, (str, PathLike)):
         raise InvalidParameterError("network", f"must be a network name or file path, not {type(network).__name__}")
     integer("accelerators", accelerators, smallest=2)
-    integer("batch", batch, smallest=1)
+    integer("batch", batch, smallest=1, largest=MAX_BATCH)
     if types not in (2, 3) or isinstance(types, bool):
         raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
     chain = load_network(network)

@@ -56,7 +56,11 @@ def number(name: str, value: Any, *, positive: bool = False, below_one: bool = F
     ≤ ``largest`` when given)."""
     if value is None and optional:
         return None
-    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    try:
+        finite = isinstance(value, numbers.Real) and math.isfinite(value)
+    except OverflowError:   # an integer past the largest float
+        finite = False
+    ok = (not isinstance(value, bool) and finite
           and (value > 0 if positive else value >= 0) and (not below_one or value < 1)
           and (largest is None or value <= largest))
     if not ok:

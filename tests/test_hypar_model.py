@@ -145,5 +145,5 @@ def test_partition_shape_is_checked():
     with pytest.raises(InvalidParameterError, match=r"^partition gives layer 1 \(fc2\) at level 0 the type 'xx'; "
                                                     r"the types are dp, mp, mp-out$"):
         communication(FC, ((DP,), ("xx",)), batch=1)
-    with pytest.raises(InvalidParameterError, match="^batch must be a positive integer, not 0$"):
+    with pytest.raises(InvalidParameterError, match="^batch must be an integer from 1 to 9007199254740992, not 0$"):
         communication(FC, two(DP, DP), batch=0)

@@ -160,7 +160,8 @@ def test_stream_refuses_a_training_graph():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"microbatches": 0}, "microbatches must be a positive integer, not 0"),
+    ({"microbatches": 0}, "microbatches must be an integer from 1 to 9007199254740992, not 0"),
+    ({"microbatches": 2 ** 62}, "microbatches must be an integer from 1 to 9007199254740992, not 4611686018427387904"),
     ({"comm": "pigeon"}, "comm must be one of 'inline', 'link', not 'pigeon'"),
     ({"w_fraction": 0.5, "schedule": "gpipe"}, "w_fraction applies to schedule='split-backward' only, not 'gpipe'"),
     ({"w_fraction": 1.5}, "w_fraction must be between 0 and 1, not 1.5"),

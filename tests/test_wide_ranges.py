@@ -109,3 +109,20 @@ def test_output_to_a_full_device_is_one_error_line():
         done = run_cli("solve", str(CHAIN4), "--quiet", stdout=full)
     assert done.returncode == 2
     assert done.stderr == "error: No space left on device\n"
+
+
+def test_an_integer_past_the_largest_float_is_refused():
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.solve(str(CHAIN4), memory=10 ** 400)
+    assert str(caught.value) == "memory must be a finite number ≥ 0 or None, not an integer of about 401 digits"
+
+
+def test_a_batch_too_large_to_plan_is_refused_before_any_work():
+    """A 2-stage Piper batch of 10^8 micro-batches would need 2·10^8 simulated tasks (about 75 GiB);
+    the planner refuses it with the simulator's limit instead of running out of memory."""
+    from placement.errors import LimitExceededError
+    from placement.parallel.timing import StageTimes, batch_time
+
+    with pytest.raises(LimitExceededError) as caught:
+        batch_time([StageTimes(1.0, 2.0, 1, 0.0, (), (1,)), StageTimes(1.0, 2.0, 1, 0.0, (0,), ())], 10 ** 8, "1f1b")
+    assert str(caught.value).startswith("100,000,000 micro-batches make 400,000,000 tasks")

@@ -47,6 +47,7 @@ from typing import Sequence
 
 from placement.costmodel.network import Layer, Network
 from placement.errors import InvalidParameterError
+from placement.parameters import integer
 
 DP = "dp"
 MP = "mp"
@@ -89,10 +90,12 @@ def hierarchy_levels(accelerators: int) -> int:
     return accelerators.bit_length() - 1
 
 
+#: the largest batch: its byte and operation counts stay exact in floating point
+MAX_BATCH = 2 ** 53
+
+
 def check_batch(batch: int) -> int:
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-        raise InvalidParameterError("batch", f"must be a positive integer, not {batch!r}")
-    return batch
+    return integer("batch", batch, smallest=1, largest=MAX_BATCH)  # type: ignore[return-value]
 
 
 def _halvings(flags: Sequence[bool]) -> Fraction:

@@ -186,6 +186,8 @@ def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, all
     count = len(stages)
     if count == 0:
         raise InvalidPlanError("the plan has no stage")
+    from placement.simulation.program import check_task_count   # the simulator's memory limit, on demand
+    check_task_count(2 * count * m, m)
     interleaving = schedule == "interleaved"
     if interleaving and (not isinstance(chunks, int) or chunks < 2):
         raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {chunks!r}")

@@ -47,12 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from placement.errors import InvalidParameterError, LimitExceededError
+from placement.errors import InvalidParameterError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
+from placement.simulation.program import check_task_count
 from placement.simulation.parallel_orders import (BACKWARD, FORWARD, GPIPE, INTERLEAVED, ONE_F_ONE_B,
                                                   PARALLEL_SCHEDULES, PIPER_SCHEDULE, gpipe, in_flight_limit,
                                                   interleaved, one_f_one_b)
@@ -126,19 +127,6 @@ class ParallelSimulation:
             "replicas": [asdict(r) for r in self.replicas]})
 
 
-def _check_size(tasks: int, microbatches: int) -> None:
-    """Refuse a batch whose ``tasks`` (a forward and a backward per micro-batch and stage) would take
-    more memory to simulate than the pipeline simulator's limit."""
-    from placement.simulation.program import BYTES_PER_TASK, DEFAULT_MEMORY_LIMIT
-
-    if tasks * BYTES_PER_TASK > DEFAULT_MEMORY_LIMIT:
-        fits = max(1, microbatches * DEFAULT_MEMORY_LIMIT // (tasks * BYTES_PER_TASK))
-        raise LimitExceededError(f"{microbatches:,} micro-batches make {tasks:,} tasks, about "
-                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the limit of "
-                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; at most {fits:,} micro-batches fit",
-                                 "microbatches")
-
-
 def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None = None, chunks: int | None = None,
                       microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
                       allreduce: str = RING, unit_scale: float = 1.0) -> ParallelSimulation:
@@ -177,7 +165,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     one_of("allreduce", allreduce, ALLREDUCE_MODELS)
     unit = number("unit_scale", unit_scale, positive=True)
     specs = stage_specs(plan)
-    _check_size(2 * m * len(specs), m)
+    check_task_count(2 * m * len(specs), m)
     layout = build_layout(instance, specs, chunks, m, share, unit)
     run = _Run(layout, schedule, allreduce)
     try:

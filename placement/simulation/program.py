@@ -270,3 +270,14 @@ def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, mem
             f"{need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; "
             f"at most {fits:,} micro-batches fit (a steady state needs about {4 * stages}), "
             "or raise memory_limit", "memory_limit")
+
+
+def check_task_count(tasks: int, microbatches: int) -> None:
+    """Refuse a batch whose ``tasks`` (a forward and a backward per micro-batch and stage) would take
+    more memory to simulate than the pipeline simulator's limit."""
+    if tasks * BYTES_PER_TASK > DEFAULT_MEMORY_LIMIT:
+        fits = max(1, microbatches * DEFAULT_MEMORY_LIMIT // (tasks * BYTES_PER_TASK))
+        raise LimitExceededError(f"{microbatches:,} micro-batches make {tasks:,} tasks, about "
+                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the limit of "
+                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; at most {fits:,} micro-batches fit",
+                                 "microbatches")

@@ -33,6 +33,7 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from placement.errors import InvalidParameterError
+from placement.parameters import integer
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
@@ -45,6 +46,10 @@ from placement.simulation.schedules import Schedule, get_schedule
 ENGINES = ("heap", "simpy")
 MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
 PERIOD_TOLERANCE = 1e-9    # relative: completion gaps this close count as equal
+
+#: the most micro-batches a run takes: counts and times built from them stay exact in floating point
+#: and far from the 64-bit integers of the streamed evaluation (2^62 micro-batches overflowed them)
+MAX_MICROBATCHES = 2 ** 53
 
 
 class TaskRecord(NamedTuple):
@@ -186,6 +191,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
                       comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
                       memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True) -> SimulationResult:
     """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
+    microbatches = integer("microbatches", microbatches, smallest=1, largest=MAX_MICROBATCHES)  # type: ignore[assignment]
     if engine not in ENGINES:
         raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
