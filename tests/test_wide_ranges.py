@@ -40,6 +40,17 @@ def test_the_dp_does_not_claim_an_optimum_its_sums_cannot_separate():
     assert "span too many orders of magnitude" in result.message
 
 
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_the_milp_does_not_prove_what_its_rounded_times_cannot_tell_apart():
+    """The same instance on CP-SAT: its integer times round 1e-9 and 1e-10 down to 0, so its bound
+    is 0 beside a plan of 1e-9 (or 1e-10). A proof must meet the plan's value relatively; the
+    answer is a feasible plan with a bound at most the optimum, 1e-10."""
+    result = placement.solve(two_nodes((7e9, 1e-9), (0.0, 1e-10), []), method="milp", backend="cp-sat",
+                             time_limit=10)
+    assert result.status == "feasible"
+    assert result.bound <= 1e-10 <= result.value
+
+
 def test_a_plan_whose_claimed_value_was_rounded_away_is_not_returned():
     """0 -> 4 with cost 1; node 0 takes 1e16 on the accelerator and 1 on the CPU, node 4 the other
     way round; one accelerator. The optimum is 2: node 0 on the CPU (1), node 4 on the accelerator

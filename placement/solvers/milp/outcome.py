@@ -117,7 +117,9 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
         plan, objective = fallback
     bound = unrefuted(bound, simple, objective, be)
-    if raw.status == "optimal" and not doubt and objective - bound <= slack:
+    # the proof must meet the plan's value relatively: an absolute slack would let a bound of 0
+    # "prove" a plan of 1e-9 whose instance has one of 1e-10
+    if raw.status == "optimal" and not doubt and objective - bound <= tolerance * abs(objective):
         return done(Status.OPTIMAL, plan, objective, objective)
     extra = doubt
     if raw.status == "optimal" and not doubt:
