@@ -9,10 +9,10 @@ conservatively the model may miss feasible plans, so only the simple bound is ke
 Statuses:
 
 * ``optimal`` — a certificate: the backend proved optimality on a model that misses no plan,
-  its incumbent is the verified value of the plan it returned (on exact data), and its bound
-  meets that value, both within the backend's documented tolerance
-  (:attr:`~.backends.base.Backend.optimality_tolerance`, at least 1e-6 on data rounded to
-  integers) times ``max(1, |value|)``. The bound is then the objective;
+  its incumbent is the verified value of the plan it returned (on exact data), within the
+  backend's documented tolerance (:attr:`~.backends.base.Backend.optimality_tolerance`, at
+  least 1e-6 on data rounded to integers) times ``max(1, |value|)``, and its bound meets that
+  value within the tolerance times ``|value|``. The bound is then the objective;
   ``stats["solver_bound"]`` keeps the solver's own figure. A claim that fails a check is
   reported ``feasible`` with the reason in the message (:func:`certificate_doubt`);
 * ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
