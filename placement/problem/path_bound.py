@@ -105,7 +105,10 @@ class PathData:
         # what its own assigned successors add); assigned[u]: the sum of absorb over those of u
         self.assigned = [0.0] * n
         self.absorb = [0.0] * n
-        for w in sorted(range(n), key=rank.__getitem__, reverse=True):
+        order = [0] * n
+        for w, place in enumerate(rank):
+            order[place] = w
+        for w in reversed(order):
             u = self.owner[w]
             if u < 0:
                 continue
