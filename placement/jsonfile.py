@@ -105,9 +105,13 @@ def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MA
     if nested_deeper_than(data, MAX_DEPTH):
         raise error(too_deep)
     try:
-        return json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None)
+        return json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except _RepeatedKey as exc:
+        raise error(f"{path}: the key {exc.args[0]!r} appears twice in one object; which one is meant is "
+                    "not clear") from None
     except RecursionError:  # unbalanced brackets the depth check left to the parser
         raise error(too_deep) from None
     except OverflowError as exc:
@@ -115,6 +119,22 @@ def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MA
     except ValueError:  # an integer literal longer than the interpreter converts
         raise error(f"{path}: malformed JSON: an integer with more than {sys.get_int_max_str_digits()} "
                     "digits") from None
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object names one key twice (the parser would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The object of ``pairs``; :class:`_RepeatedKey` when a key comes twice."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return obj
 
 
 def _finite_int(digits: str) -> int:

@@ -67,7 +67,7 @@ def number(name: str, value: Any, *, positive: bool = False, below_one: bool = F
         what = ("a finite number " + ("> 0" if positive else "≥ 0") + (" and < 1" if below_one else "")
                 + (f" and ≤ {largest:g}" if largest is not None else ""))
         raise InvalidParameterError(name, f"must be {what}{' or None' if optional else ''}, not {_shown(value)}")
-    return float(value)
+    return float(value) + 0.0   # -0 reads as 0
 
 
 def flag(name: str, value: Any) -> bool:

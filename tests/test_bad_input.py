@@ -175,6 +175,16 @@ def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why)
     assert message(tmp_path, text) == f"malformed JSON at line {line}, column {column}: {why}"
 
 
+@pytest.mark.parametrize("text, key", [
+    ('{"maxSizePerFPGA": 100, "maxFPGAs": 4, "maxFPGAs": 1, "maxCPUs": 1, "nodes": [], "edges": []}', "maxFPGAs"),
+    ('{"maxSizePerFPGA": 100, "maxFPGAs": 1, "maxCPUs": 1, "edges": [], '
+     '"nodes": [{"id": 0, "fpgaLatency": 1, "fpgaLatency": 9, "cpuLatency": 1}]}', "fpgaLatency"),
+])
+def test_a_key_given_twice_is_refused(tmp_path, text, key):
+    """JSON parsers keep the last of two equal keys; which one the writer meant is not known."""
+    assert message(tmp_path, text) == f"the key {key!r} appears twice in one object; which one is meant is not clear"
+
+
 def test_missing_file(tmp_path):
     path = tmp_path / "nowhere.json"
     with pytest.raises(InvalidInstanceError) as info:

@@ -137,3 +137,12 @@ def test_a_batch_too_large_to_plan_is_refused_before_any_work():
     with pytest.raises(LimitExceededError) as caught:
         batch_time([StageTimes(1.0, 2.0, 1, 0.0, (), (1,)), StageTimes(1.0, 2.0, 1, 0.0, (0,), ())], 10 ** 8, "1f1b")
     assert str(caught.value).startswith("100,000,000 micro-batches make 400,000,000 tasks")
+
+
+def test_minus_zero_reads_as_zero():
+    """-0 passes "≥ 0" but would be shown as "-0" in messages and reports."""
+    import math
+
+    from placement.parameters import number
+
+    assert math.copysign(1.0, number("memory", -0.0)) == 1.0
