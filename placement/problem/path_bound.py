@@ -90,7 +90,8 @@ class PathData:
     when one runs on no accelerator); and the scratch lists it writes."""
 
     def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
-                 rank: Sequence[int], p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
+                 rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
+                 cost: Sequence[float]) -> None:
         n = len(succ)
         self.path = list(path)
         self.on_path = [False] * n
@@ -105,10 +106,7 @@ class PathData:
         # what its own assigned successors add); assigned[u]: the sum of absorb over those of u
         self.assigned = [0.0] * n
         self.absorb = [0.0] * n
-        order = [0] * n
-        for w, place in enumerate(rank):
-            order[place] = w
-        for w in reversed(order):
+        for w in reversed(order):          # an assigned node's successors are settled before it
             u = self.owner[w]
             if u < 0:
                 continue
@@ -195,17 +193,17 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
 
 
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
-                  rank: Sequence[int], p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
-                  memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int,
-                  budget: Budget | None = None) -> float:
+                  rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
+                  p_cpu: Sequence[float | None], memory: Sequence[float], cost: Sequence[float], capacity: float,
+                  segments: int, budget: Budget | None = None) -> float:
     """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) in the
-    graph ``succ``/``pred`` (``rank``: each node's position in a topological order); per node
-    position its fastest accelerator time and CPU time (``None``: unsupported there), memory and
-    transfer cost ``c``; ``capacity`` is the largest accelerator memory and ``segments`` the most
+    graph ``succ``/``pred`` (``order``: the node positions in a topological order, ``rank``: each
+    node's place in it); per node position its fastest accelerator time and CPU time (``None``:
+    unsupported there), memory and transfer cost ``c``; ``capacity`` is the largest accelerator memory and ``segments`` the most
     accelerator segments (``q·A``). ``inf`` when no partition exists;
     :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
     budget = budget or Budget()
-    data = PathData(path, succ, pred, rank, p_acc, cost)
+    data = PathData(path, succ, pred, rank, order, p_acc, cost)
 
     def cpu_runs(i: int) -> tuple[list[int], list[float]]:
         time = p_cpu[path[i]]
@@ -256,13 +254,14 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
     give no bound (0)."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
-    succ, pred, rank = problem.successors(), problem.predecessors(), problem.topological_rank()
+    succ, pred = problem.successors(), problem.predecessors()
+    rank, order = problem.topological_rank(), problem.topological_positions()
     budget = Budget()
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
         try:
-            best = max(best, segment_bound(path, succ, pred, rank, p_acc, p_cpu, memory, cost, capacity, segments,
-                                           budget))
+            best = max(best, segment_bound(path, succ, pred, rank, order, p_acc, p_cpu, memory, cost, capacity,
+                                           segments, budget))
         except LimitExceededError:
             break
     return best
