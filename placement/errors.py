@@ -42,6 +42,11 @@ class InvalidParameterError(PlacementError, ValueError):
         self.detail = detail
 
 
+def unwritable(path: object, exc: OSError, parameter: str = "path") -> InvalidParameterError:
+    """The error about ``parameter``, the file ``path``, when writing it failed with ``exc``."""
+    return InvalidParameterError(parameter, f"names a file that cannot be written: {path}: {exc.strerror}")
+
+
 class SolverUnavailableError(PlacementError):
     """A solver backend, or an optional package a method needs, cannot be used here."""
 

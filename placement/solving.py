@@ -26,7 +26,7 @@ from dataclasses import replace
 from os import PathLike
 from typing import Any, Callable, Mapping
 
-from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
+from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError, unwritable
 from placement.loading import override_devices
 from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number, one_of,
                                   stage_count)
@@ -319,5 +319,5 @@ def _log(log: Any) -> str | None:
         with open(log, "a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise InvalidParameterError("log", f"names a file that cannot be written: {log}: {exc.strerror}") from None
+        raise unwritable(log, exc, "log") from None
     return str(log)

@@ -13,8 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from placement.errors import SolverUnavailableError
-from placement.report.trace import unwritable
+from placement.errors import SolverUnavailableError, unwritable
 from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}

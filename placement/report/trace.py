@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InvalidParameterError
+from placement.errors import unwritable
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
@@ -67,11 +67,6 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
             fh.write("\n")
     except OSError as exc:
         raise unwritable(path, exc) from None
-
-
-def unwritable(path: str | Path, exc: OSError) -> InvalidParameterError:
-    """The error about parameter ``path`` when writing the file failed with ``exc``."""
-    return InvalidParameterError("path", f"names a file that cannot be written: {path}: {exc.strerror}")
 
 
 def _track(stage: int, on_link: bool) -> int:
