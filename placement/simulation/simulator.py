@@ -199,8 +199,6 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward and not pipeline.split else None
     if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
             and not pipeline.split):
-        if microbatches < 1:
-            raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
         result = _streamed(pipeline, sched, microbatches)
         if result is not None:
             return result

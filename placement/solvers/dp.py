@@ -193,8 +193,8 @@ def rounding_error(problem: Instance) -> float:
     total = math.fsum(numbers)
     if total * unit <= 2.0 ** 53:
         return 0.0
-    total = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
-    return 8 * len(problem.nodes) * 2.0 ** -53 * total
+    largest = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
+    return 8 * len(problem.nodes) * 2.0 ** -53 * largest
 
 
 
