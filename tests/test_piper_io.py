@@ -138,9 +138,28 @@ def test_looks_like_piper() -> None:
     assert looks_like_piper(instance())
     assert not looks_like_piper({"maxFPGAs": 1, "maxCPUs": 1, "maxSizePerFPGA": 1.0, "nodes": [], "edges": []})
     assert not looks_like_piper([instance()])
+    # Piper's own top-level fields decide, so a broken Piper document is reported in Piper's terms
     data = instance()
     del data["nodes"][0]["TMPCs"]
-    assert not looks_like_piper(data)
+    assert looks_like_piper(data)
+    assert looks_like_piper({"maxDevices": 4, "nodes": [], "edges": []})
+    assert not looks_like_piper({"maxFPGAs": 1, "bandwidth": 1.0, "nodes": [], "edges": []})
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(nodes=[]), "instance: field 'nodes' is empty"),
+    (lambda d: d.pop("bandwidth"),
+     "instance: missing field 'bandwidth' (required: maxDevices, maxMemoryPerDevice, bandwidth, mbsInBatch, nodes, edges)"),
+    (lambda d: d["nodes"][0].pop("TMPCs"), "nodes[0]: missing field 'TMPCs' (required: id, TMPCs)"),
+])
+def test_broken_piper_documents_load_as_piper(change, message) -> None:
+    from placement import load
+
+    data = instance()
+    change(data)
+    with pytest.raises(InvalidInstanceError) as info:
+        load(data)
+    assert str(info.value) == message
 
 
 def drop(*path):

@@ -47,6 +47,8 @@ from placement.problem.instance import MAX_SUM, add_to_total, find_cycle, format
 
 _TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")
 _TOP_OPTIONAL = ("deviceTypes",)
+#: the top-level fields of a Tarnawski instance, which no Piper instance has
+_TARNAWSKI_FIELDS = ("maxFPGAs", "maxCPUs", "maxSizePerFPGA")
 _TYPE_FIELDS = ("count", "memory")
 _TYPE_OPTIONAL = ("speed", "bandwidth", "cpu")
 _NODE_FIELDS = ("id", "TMPCs")
@@ -248,9 +250,14 @@ class PiperInstance:
 
 
 def looks_like_piper(data: Any) -> bool:
-    """Whether decoded JSON looks like a Piper instance (a cheap test of its shape, not a validation)."""
-    if not isinstance(data, dict) or not all(key in data for key in _TOP_FIELDS[:4]):
+    """Whether decoded JSON looks like a Piper instance (a cheap test of its shape, not a validation):
+    an object with one of Piper's own top-level fields (``maxDevices``, ``maxMemoryPerDevice``,
+    ``bandwidth``, ``mbsInBatch``) and none of Tarnawski's, or whose first node has ``TMPCs``. A
+    Piper document with a field missing, misspelt or empty is then reported in Piper's terms."""
+    if not isinstance(data, dict):
         return False
+    if any(key in data for key in _TOP_FIELDS[:4]) and not any(key in data for key in _TARNAWSKI_FIELDS):
+        return True
     nodes = data.get("nodes")
     return isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict) and "TMPCs" in nodes[0]
 
