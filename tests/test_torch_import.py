@@ -239,6 +239,20 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         group_ops(import_module(*mlp()), "layer")
 
 
+def test_a_failed_export_writes_nothing_but_its_error(capfd):
+    """torch logs a warning and prints the partial graph when it cannot export data-dependent control
+    flow; the one-line error says it all."""
+
+    class DataDependent(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(InvalidParameterError, match="^model DataDependent cannot be exported: torch.export raised "
+                                                    "GuardOnDataDependentSymNode: "):
+        import_module(DataDependent(), (torch.randn(2),))
+    assert capfd.readouterr() == ("", "")
+
+
 def test_exported_program_can_be_read_directly():
     model, args = mlp()
     program = torch.export.export(model, args)

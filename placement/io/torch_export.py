@@ -57,11 +57,15 @@ shapes (:mod:`placement.io.operator_shapes`), for the co-design.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
 import operator
+import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
@@ -123,12 +127,44 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
     torch = require_torch()
     if not isinstance(model, torch.nn.Module):
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
+    with _held_diagnostics() as held:
+        try:
+            program = torch.export.export(model, tuple(args), kwargs or {})
+        except Exception as exc:  # torch raises many types; the user gets the first line of the reason
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
+                                                 f"raised {type(exc).__name__}: {first}") from None
+        held.keep = True
+    return program
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.text = io.StringIO()
+        self.keep = False
+
+
+@contextlib.contextmanager
+def _held_diagnostics() -> Iterator[_Held]:
+    """Hold what torch writes to standard error while it exports (its log lines, and the partial
+    graph it prints when an export fails), and write it out afterwards only if ``keep`` was set:
+    a failed export is then reported by its one-line error alone."""
+    held = _Held()
+    real = sys.stderr
+    handlers = [h for name, lg in list(logging.root.manager.loggerDict.items())
+                if name == "torch" or name.startswith("torch.")
+                if isinstance(lg, logging.Logger)
+                for h in lg.handlers if isinstance(h, logging.StreamHandler) and h.stream in (real, sys.__stderr__)]
+    for h in handlers:
+        h.setStream(held.text)
     try:
-        return torch.export.export(model, tuple(args), kwargs or {})
-    except Exception as exc:  # torch raises many types; the user gets the first line of the reason
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export raised "
-                                             f"{type(exc).__name__}: {first}") from None
+        with contextlib.redirect_stderr(held.text):
+            yield held
+    finally:
+        for h in handlers:
+            h.setStream(real)
+        if held.keep and held.text.getvalue():
+            real.write(held.text.getvalue())
 
 
 # ----- classification and formulas --------------------------------------------------------
