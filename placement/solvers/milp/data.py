@@ -155,9 +155,15 @@ class GroupData:
 
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
-            stages: int | None = None) -> GroupData:
+            stages: int | None = None, by_direction: bool = True) -> GroupData:
     """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``;
-    ``stages``: the number of slots, all used (``None``: one slot per device)."""
+    ``stages``: the number of slots, all used (``None``: one slot per device).
+
+    Cost nodes whose groups form the same set ``{r(u)} ∪ W(u)`` are cut by exactly the same device
+    sets, so they become one cost node with the summed cost (the first one's ``u`` and ``r``); with
+    ``by_direction`` only those of one direction are merged (the loads of ``throughput-gpipe``
+    charge forward and backward costs apart). In a training graph, a forward node's output and the
+    gradient sent back over the same edge are such a pair."""
     nodes = problem.nodes
     types = tuple(t for t, dt in enumerate(problem.device_types) if dt.count > 0)
     of_node = {u: g for g, members in enumerate(groups) for u in members}
@@ -179,14 +185,20 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         pb_raw.append(rb)
         m_raw.append(float(sum(nodes[v].memory for v in members)))
     succ = problem.successors()
-    cost_raw = []
+    merged: dict[tuple, list] = {}
     for u, node in enumerate(nodes):
         if node.out_cost <= 0:
             continue
         r = of_node[u]
         W = tuple(sorted({of_node[w] for w in succ[u]} - {r}))
-        if W:
-            cost_raw.append((u, r, W, float(node.out_cost), node.backward))
+        if not W:
+            continue
+        key = (frozenset(W) | {r}, node.backward if by_direction else None)
+        if key in merged:
+            merged[key][3] += float(node.out_cost)
+        else:
+            merged[key] = [u, r, W, float(node.out_cost), node.backward]
+    cost_raw = [tuple(entry) for entry in merged.values()]
     pays = tuple(problem.device_types[t].pays_comm for t in types)
     total_cost = sum(c for *_, c, _ in cost_raw)
 

@@ -232,7 +232,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     be.full_relaxation = formulation.full_relaxation
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
-                    formulation.stages)
+                    formulation.stages, by_direction=objective != "throughput")
         variables = formulation.build(problem, d, be, objective)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
