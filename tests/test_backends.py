@@ -426,3 +426,19 @@ def test_full_relaxation_sets_cpsat_linearization():
     assert be._solver(SolveOptions(time_limit=1.0)).parameters.linearization_level == 2
     assert (Stages.full_relaxation, NoContiguity.full_relaxation,
             ContiguousSets.full_relaxation) == (True, False, False)
+
+
+@pytest.mark.skipif("cp-sat" not in AVAILABLE, reason="OR-Tools is not installed")
+def test_solver_cuts_off_sets_cpsat_cut_level_zero():
+    """CP-SAT adds its own cuts at cut level 1; the stages formulation, whose proofs go faster on the
+    plain LP, asks for none, and the assignment formulations keep them."""
+    from placement.solvers.milp.backends.cpsat import CpSatBackend
+    from placement.solvers.milp.stages import Stages
+    from placement.solvers.milp.none import NoContiguity
+    from placement.solvers.milp.sets import ContiguousSets
+
+    be = CpSatBackend()
+    assert be._solver(SolveOptions(time_limit=1.0)).parameters.cut_level == 1
+    be.solver_cuts = False
+    assert be._solver(SolveOptions(time_limit=1.0)).parameters.cut_level == 0
+    assert (Stages.solver_cuts, NoContiguity.solver_cuts, ContiguousSets.solver_cuts) == (False, True, True)

@@ -80,6 +80,8 @@ class Formulation(ABC):
 
     #: ask the backend for its full LP relaxation (:attr:`Backend.full_relaxation`)
     full_relaxation: bool = False
+    #: let the backend add its own cutting planes (:attr:`Backend.solver_cuts`)
+    solver_cuts: bool = True
 
 
 def slot_of_groups(problem: Instance, d: GroupData, devices: list[Any]) -> tuple[list[int] | None, str]:
@@ -230,6 +232,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
               else gpipe_lower_bound(problem))
     be.deadline = options.deadline
     be.full_relaxation = formulation.full_relaxation
+    be.solver_cuts = formulation.solver_cuts
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
                     formulation.stages, by_direction=objective != "throughput")

@@ -201,6 +201,9 @@ class Backend(ABC):
     #: put every row, enforced ones too, into the solver's LP relaxation where it leaves some out by
     #: default (CP-SAT: linearization level 2); set by a formulation whose proofs it speeds up
     full_relaxation: bool = False
+    #: let the solver add its own cutting planes to the LP relaxation (CP-SAT: ``cut_level``); cleared by
+    #: a formulation whose proofs go faster on the plain, cheaper LP
+    solver_cuts: bool = True
     _ticks: int = 0
 
     def tick(self) -> None:

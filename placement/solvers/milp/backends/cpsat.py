@@ -4,7 +4,8 @@ Integer data only: the formulation scales its data to integers before building a
 backend so (:attr:`Backend.integer_only`); a non-integer coefficient is a ``ValueError``,
 never rounded here. Enforced rows use CP-SAT's enforcement literals (no big-M); CP-SAT leaves
 them out of its LP relaxation unless the formulation asks for the full relaxation
-(:attr:`Backend.full_relaxation`: linearization level 2).
+(:attr:`Backend.full_relaxation`: linearization level 2); a formulation may also turn off
+CP-SAT's own cutting planes (:attr:`Backend.solver_cuts`: cut level 0).
 
 CP-SAT's presolve is switched off: in OR-Tools 9.15 it returned wrong answers on these models
 (on the published InceptionV3 and ResNet-50 layer graphs: "optimal" 125.93 where the DP's
@@ -71,13 +72,15 @@ class CpSatBackend(Backend):
         self._largest[var.Index()] = abs(largest)
         return var
 
-    def _note_row(self, coefficients: list[tuple[int, Any]], rhs: int = 0) -> None:
+    def _note_row(self, coefficients: list[int], variables: list[Any], rhs: int = 0) -> None:
         """Raise :attr:`overflow_risk` to this row's largest coefficient-times-bound product."""
         if not coefficients:
             return
-        bounds = [self._largest.get(var.Index(), 1) for _, var in coefficients]
-        cross = max(abs(a) for a, _ in coefficients) * max(bounds)
-        activity = sum(abs(a) * b for (a, _), b in zip(coefficients, bounds)) + abs(rhs)
+        largest = self._largest
+        bounds = [largest.get(var.Index(), 1) for var in variables]
+        magnitudes = [abs(a) for a in coefficients]
+        cross = max(magnitudes) * max(bounds)
+        activity = sum(a * b for a, b in zip(magnitudes, bounds)) + abs(rhs)
         self.overflow_risk = max(self.overflow_risk, cross, activity)
 
     @staticmethod
@@ -106,27 +109,29 @@ class CpSatBackend(Backend):
 
     def add(self, terms: Terms, lo: float = -math.inf, hi: float = math.inf, enforce: Any = None) -> None:
         self.tick()
-        coefficients = [(self._int(a), v) for a, v in terms]
-        expr = sum(a * v for a, v in coefficients)
+        coefficients = [self._int(a) for a, _ in terms]
+        variables = [v for _, v in terms]
         if enforce is not None:
             upper_side_only(lo)
-        if math.isfinite(lo):
-            self._size["rows"] += 1
-            rhs = self._int(math.ceil(lo))
-            self._note_row(coefficients, rhs)
-            self.model.Add(expr >= rhs)
-        if math.isfinite(hi):
-            self._size["rows"] += 1
-            rhs = self._int(math.floor(hi))
-            self._note_row(coefficients, rhs)
-            ct = self.model.Add(expr <= rhs)
+        low = self._int(math.ceil(lo)) if math.isfinite(lo) else None
+        high = self._int(math.floor(hi)) if math.isfinite(hi) else None
+        if low is None and high is None:
+            return
+        self._size["rows"] += (low is not None) + (high is not None)
+        self._note_row(coefficients, variables, max(abs(low or 0), abs(high or 0)))
+        expr = self._cp.LinearExpr.WeightedSum(variables, coefficients)
+        if low is not None:
+            self.model.Add(expr >= low)
+        if high is not None:
+            ct = self.model.Add(expr <= high)
             if enforce is not None:
                 ct.OnlyEnforceIf(enforce)
 
     def minimize(self, terms: Terms) -> None:
-        coefficients = [(self._int(a), v) for a, v in terms]
-        self._note_row(coefficients)
-        self.model.Minimize(sum(a * v for a, v in coefficients))
+        coefficients = [self._int(a) for a, _ in terms]
+        variables = [v for _, v in terms]
+        self._note_row(coefficients, variables)
+        self.model.Minimize(self._cp.LinearExpr.WeightedSum(variables, coefficients))
 
     def hint(self, values: dict[Any, float]) -> str:
         for var, val in values.items():
@@ -142,6 +147,8 @@ class CpSatBackend(Backend):
         solver.parameters.cp_model_presolve = False  # see the module docstring
         if self.full_relaxation:
             solver.parameters.linearization_level = 2
+        if not self.solver_cuts:
+            solver.parameters.cut_level = 0
         return solver
 
     def _progress(self, options: SolveOptions) -> Any:
