@@ -144,6 +144,7 @@ def test_looks_like_piper() -> None:
     assert looks_like_piper(data)
     assert looks_like_piper({"maxDevices": 4, "nodes": [], "edges": []})
     assert not looks_like_piper({"maxFPGAs": 1, "bandwidth": 1.0, "nodes": [], "edges": []})
+    assert not looks_like_piper({"deviceTypes": [], "bandwidth": 1.0, "nodes": [], "edges": []})   # native
 
 
 @pytest.mark.parametrize("change, message", [

@@ -252,11 +252,13 @@ class PiperInstance:
 def looks_like_piper(data: Any) -> bool:
     """Whether decoded JSON looks like a Piper instance (a cheap test of its shape, not a validation):
     an object with one of Piper's own top-level fields (``maxDevices``, ``maxMemoryPerDevice``,
-    ``bandwidth``, ``mbsInBatch``) and none of Tarnawski's, or whose first node has ``TMPCs``. A
-    Piper document with a field missing, misspelt or empty is then reported in Piper's terms."""
+    ``bandwidth``, ``mbsInBatch``) and none of Tarnawski's (nor the native format's list of
+    ``deviceTypes``; Piper's is an object), or whose first node has ``TMPCs``. A Piper document
+    with a field missing, misspelt or empty is then reported in Piper's terms."""
     if not isinstance(data, dict):
         return False
-    if any(key in data for key in _TOP_FIELDS[:4]) and not any(key in data for key in _TARNAWSKI_FIELDS):
+    if (any(key in data for key in _TOP_FIELDS[:4]) and not any(key in data for key in _TARNAWSKI_FIELDS)
+            and not isinstance(data.get("deviceTypes"), list)):
         return True
     nodes = data.get("nodes")
     return isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict) and "TMPCs" in nodes[0]
