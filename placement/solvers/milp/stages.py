@@ -41,16 +41,25 @@ slot is used and, by row 9, non-empty: the solutions are the ``stages`` plans wi
 fills slots ``1..N``. Zero-cost classes are then not merged (a zero-time class may be a
 stage of its own; see :mod:`placement.solvers.dp`), for either objective.
 
-Measured and not kept (InceptionV3 training, the slowest layer graph; CP-SAT, one thread, seeds
-0–2, 6–17 s each without them). The LP bound passes 117.9 at about 3 s, and the search takes the
-rest of the time to reach the optimum 122.76. None of these shortened that search:
+Solver settings and what was measured (InceptionV3 training, the slowest layer graph; CP-SAT, one
+thread). Two changes are kept:
+
+* the full LP relaxation (:attr:`full_relaxation`): enforced load rows in the LP, about half the
+  time;
+* no cuts of CP-SAT's own (:attr:`solver_cuts`): the plain LP is cheaper at every node. Over seeds
+  0–9 the solver took 2.5–5.6 s (median 4.2) without them and 3.2–12.8 s (median 5.0) with them,
+  on the model whose cost nodes are merged as :func:`.data.prepare` states (325 instead of 650
+  indicators per slot, which alone took the median of seeds 0–2 from 10.2 to 7.2 s).
+
+None of these shortened the search:
 
 * a row ``T ≥`` a constant below the optimum: the average bound 101.5, the packing floor of
   :mod:`.packing` 116.6, 120, even 122;
 * a load row per slot that needs no type, ``Σ_v min_k p_k(v) x[v,s] ≤ T``;
 * CP-SAT's pseudo-cost branching or objective shaving (same times), LP-guided branching,
-  core-based or bound-tree search (no proof in 30 s), and rows added eagerly to the LP (about
-  twice as slow); zero-half cuts off or fewer cuts (no change beyond the seed's);
+  core-based or bound-tree search (no proof in 30 s), rows added eagerly to the LP (about
+  twice as slow), zero-half cuts off or fewer cuts (no change beyond the seed's), probing off,
+  symmetry detection off, an objective cut, or interleaved subsolvers (three times as slow);
 * fixing the ``z`` that prefix and suffix arguments decide (1,520 of 1,956): twice as slow;
 * fixing the slot types to the optimum's sequence: 3.3 s for that one sequence alone, and the
   other sequences would each need their own proof;
@@ -93,10 +102,9 @@ def _x(z: dict[tuple[int, int], Any], v: int, s: int) -> list[tuple[float, Any]]
 
 class Stages(Formulation):
     contiguity = "stages"
-    #: CP-SAT proves InceptionV3 training in about half the time with enforced load rows in its LP
-    #: (``benchmarks/milp.py``, README)
+    #: CP-SAT proves InceptionV3 training in about half the time with enforced load rows in its LP,
+    #: and faster still without its own cuts (the module docstring; ``benchmarks/milp.py``, README)
     full_relaxation = True
-    #: and in about 0.85 of the time without CP-SAT's own cuts, with less spread over seeds (README)
     solver_cuts = False
 
     def groups(self, problem: Instance, objective: str) -> list[list[int]]:
