@@ -31,19 +31,24 @@ from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
 
 
-def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]]) -> list[int] | None:
+def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]],
+                      rank: Mapping[int, int] | None = None) -> list[int] | None:
     """A path that leaves the set ``nodes`` and re-enters it, or ``None`` when the set is convex.
 
     Breadth-first search over the vertices outside the set, started from the set's successors
-    (in the order ``nodes`` gives them, so that the witness reported is deterministic).
+    (in the order ``nodes`` gives them, so that the witness reported is deterministic). With
+    ``rank``, a topological numbering of every vertex, the search skips the vertices ranked after
+    the set's last member: every vertex on a path back into the set ranks before the member it
+    reaches, so the witness is the same, and the work stays within the set's span of the order.
     """
     nodes = list(nodes)
     members = set(nodes)
+    limit = max((rank[v] for v in nodes), default=-1) if rank is not None else None
     parent: dict[int, int] = {}
     queue: deque[int] = deque()
     for v in nodes:
         for w in succ[v]:
-            if w not in members and w not in parent:
+            if w not in members and w not in parent and (limit is None or rank[w] < limit):  # type: ignore[index]
                 parent[w] = v
                 queue.append(w)
     while queue:
@@ -54,10 +59,19 @@ def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]]) -> li
                 while path[-1] not in members:
                     path.append(parent[path[-1]])
                 return path[::-1]
-            if z not in parent:
+            if z not in parent and (limit is None or rank[z] < limit):  # type: ignore[index]
                 parent[z] = y
                 queue.append(z)
     return None
+
+
+def topological_rank_by_id(problem: Instance) -> dict[int, int] | None:
+    """Each node id's place in the instance's topological order, or ``None`` if the order does not
+    reach every node (a cycle)."""
+    order = problem.topological_positions()
+    if len(order) != len(problem.nodes):
+        return None
+    return {problem.nodes[v].id: place for place, v in enumerate(order)}
 
 
 def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:
@@ -68,9 +82,10 @@ def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]
         if e.src in fsucc and e.dst in fsucc and (e.src, e.dst) not in seen:
             seen.add((e.src, e.dst))
             fsucc[e.src].append(e.dst)
+    rank = topological_rank_by_id(problem)
     out: list[str] = []
     for d, nodes in enumerate(device_nodes):
-        witness = convexity_witness([v for v in nodes if v in fsucc], fsucc)
+        witness = convexity_witness([v for v in nodes if v in fsucc], fsucc, rank)
         if witness is not None:
             out.append(f"sets: device {d} ({plan.devices[d].type}): forward path "
                        f"{' -> '.join(map(str, witness))} leaves and re-enters its forward nodes")

@@ -173,8 +173,9 @@ def _placements(problem: Instance, plan: Plan, infer_from_colours: bool
 # loads
 # ----------------------------------------------------------------------------------------
 
-def _device_report(problem: Instance, position: int, type_name: str, nodes: list[int]
-                   ) -> tuple[DeviceReport, list[str]]:
+def _device_report(problem: Instance, position: int, type_name: str, nodes: list[int],
+                   succ: list[list[int]], pred: list[list[int]]) -> tuple[DeviceReport, list[str]]:
+    """The loads of one device; ``succ`` and ``pred`` are the instance's adjacency by node position."""
     violations: list[str] = []
     try:
         t = problem.type_index(type_name)
@@ -198,10 +199,14 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
         else:
             compute_fw += p
 
-    boundary: set[int] = set()  # In(S) ∪ Out(S): the sources u of edges crossing S either way
-    for e in problem.edges:
-        if (e.src in members) != (e.dst in members):
-            boundary.add(e.src)
+    # In(S) ∪ Out(S): the sources u of edges crossing S either way, found from the edges at S's nodes
+    boundary: set[int] = set()
+    ids = problem.nodes
+    for v in members:
+        at = problem.index_of(v)
+        if any(ids[w].id not in members for w in succ[at]):
+            boundary.add(v)
+        boundary.update(ids[u].id for u in pred[at] if ids[u].id not in members)
     comm_fw = comm_bw = 0.0
     if dtype is not None and dtype.pays_comm:
         for u in sorted(boundary, key=problem.index_of):
@@ -241,8 +246,9 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
     device_nodes, where, inferred, violations = _placements(problem, plan, infer_from_colours)
 
     reports: list[DeviceReport] = []
+    succ, pred = problem.successors(), problem.predecessors()
     for d, dev in enumerate(plan.devices):
-        report, device_violations = _device_report(problem, d, dev.type, device_nodes[d])
+        report, device_violations = _device_report(problem, d, dev.type, device_nodes[d], succ, pred)
         reports.append(report)
         violations.extend(device_violations)
 

@@ -54,7 +54,7 @@ from typing import Mapping
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
-from placement.verification.contiguity import convexity_witness
+from placement.verification.contiguity import convexity_witness, topological_rank_by_id
 from placement.verification.evaluate import evaluate, fmt_number
 
 
@@ -161,10 +161,13 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
 
     succ: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
     pred: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
+    seen: set[tuple[int, int]] = set()   # a set, not the lists: a node may have thousands of successors
     for e in problem.edges:
-        if e.dst not in succ[e.src]:
+        if (e.src, e.dst) not in seen:
+            seen.add((e.src, e.dst))
             succ[e.src].append(e.dst)
             pred[e.dst].append(e.src)
+    rank = topological_rank_by_id(problem)
 
     # where every node is: exactly one device of a known type, or the placement is not sound
     owner_device: dict[int, int] = {}
@@ -199,7 +202,7 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
                 compute += p if p is not None else 0.0
             receive = sum(problem.node(u).out_cost for u in inputs)
             send = sum(problem.node(u).out_cost for u in outputs)
-            witness = convexity_witness(set(ordered), succ)
+            witness = convexity_witness(set(ordered), succ, rank)
             if witness is not None:
                 violations.append(f"device {d} ({dev.type}) call {k}: path {' -> '.join(map(str, witness))} "
                                   "leaves and re-enters the call")
