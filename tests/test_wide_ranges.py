@@ -69,6 +69,15 @@ def test_ordinary_ranges_stay_proven():
     assert result.status == "optimal"
 
 
+@pytest.mark.parametrize("tiny", [1e-300, 5e-324])
+def test_a_time_near_the_smallest_float_is_solved(tiny):
+    """Node 0 takes ``tiny`` on an accelerator (a subnormal at 5e-324), node 4 takes 1; no edges, two
+    accelerators. Each node on its own accelerator: the optimum is 1. The exactness test of the
+    DP's sums compares with 2^(53-1074) at most, and must not overflow doing so."""
+    result = placement.solve(two_nodes((tiny, 1.0), (5.0, 5.0), []), method="dp")
+    assert result.status == "optimal" and result.value == 1.0
+
+
 def test_scale_for_a_tiny_largest_value():
     """1e-300 is no multiple of any power of two or ten up to 2^40 and 10^12, so the scale is the
     largest power of two under the cap, capped in turn at 2^1000 (2^53 / 1e-300 overflows a float)."""

@@ -189,9 +189,9 @@ def rounding_error(problem: Instance) -> float:
     numbers = [t for v in problem.nodes for t in v.times if t is not None] + [v.out_cost for v in problem.nodes]
     if not all(map(math.isfinite, numbers)):
         return math.inf
-    unit = max((x.as_integer_ratio()[1] for x in numbers), default=1)   # a power of two
+    unit = max((x.as_integer_ratio()[1] for x in numbers), default=1)   # a power of two, 2^k
     total = math.fsum(numbers)
-    if total * unit <= 2.0 ** 53:
+    if total <= math.ldexp(1.0, 53 - (unit.bit_length() - 1)):          # total · 2^k ≤ 2^53, no overflow
         return 0.0
     largest = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
     return 8 * len(problem.nodes) * 2.0 ** -53 * largest
