@@ -436,3 +436,15 @@ def test_cli_sweep_runs_and_resumes(tmp_path, capsys):
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["ran"], summary["skipped"]) == (0, 2)
+
+
+def test_a_node_supported_on_no_accelerator_is_refused():
+    """The co-design places every node on a chip; a node the file keeps off accelerators (with a CPU
+    to run it) would be planned on a chip anyway, so the model is refused."""
+    model = json.loads(json.dumps(CHAIN))
+    model["maxCPUs"] = 1
+    model["nodes"][1]["supportedOnFpga"] = False
+    model["nodes"][1]["cpuLatency"] = 5.0
+    with pytest.raises(InvalidInstanceError, match="^node 1: not supported on any accelerator, but the co-design "
+                                                   "places every node on a chip$"):
+        parse_workload(model)

@@ -17,7 +17,9 @@ importers' output) whose nodes also say what they compute, in one of two ways:
 Transfers between chips: node ``u``'s output of ``b`` bytes costs ``b / LINK_BYTES_PER_S``. The
 bytes are the file's transfer cost ``c(u)`` (ms) times ``about.link_bytes_per_s`` (the link the
 importer costed it on); a file without that field keeps its transfer times as given. A chip
-holds at most :data:`.template.DRAM_BYTES` of node memory (the nodes' ``size``).
+holds at most :data:`.template.DRAM_BYTES` of node memory (the nodes' ``size``). Every node runs on
+a chip, so a node the file supports on no accelerator (Tarnawski's ``supportedOnFpga`` false; in
+the native format, on no type that pays communication) is refused.
 """
 
 from __future__ import annotations
@@ -118,6 +120,11 @@ def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
 def parse_workload(data: Any, name: str = "") -> Workload:
     """A :class:`Workload` from a decoded model file (module docstring)."""
     instance = parse_instance(data, name)
+    accelerators = [t for t, dt in enumerate(instance.device_types) if dt.pays_comm]
+    for node in instance.nodes:
+        if all(node.times[t] is None for t in accelerators):
+            raise InvalidInstanceError(f"node {node.id}: not supported on any accelerator, but the co-design "
+                                       "places every node on a chip")
     link = None
     about = data.get("about")
     if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
