@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import numpy as np  # noqa: E402
 
 from placement.costmodel.roofline import make_platform  # noqa: E402
-from placement.errors import InvalidInstanceError  # noqa: E402
+from placement.errors import InvalidInstanceError, InvalidParameterError  # noqa: E402
 from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
 from placement.io.op_grouping import group_ops  # noqa: E402
 from placement.io.opgraph import CostModelWarning  # noqa: E402
@@ -84,6 +84,18 @@ def test_symbolic_dimensions_must_be_fixed(tmp_path):
     assert imported.graph.graph.total_flops == 240.0
     assert len(imported.problem.nodes) == 8 and imported.problem.is_training  # 4 operators, forward and backward
     assert imported.instance["about"]["generator"] == "placement.io.onnx_import"
+
+
+@pytest.mark.parametrize("dims, message", [
+    ({"nosuch": 4}, "dims names 'nosuch', which is not a symbolic input dimension of the model (it has: batch)"),
+    ({"batch": 2 ** 63}, "dims must give each dimension a positive integer up to 2^40, got batch=9223372036854775808"),
+    ({"batch": 0}, "dims must give each dimension a positive integer up to 2^40, got batch=0"),
+    ({"batch": 2.0}, "dims must give each dimension a positive integer up to 2^40, got batch=2.0"),
+])
+def test_bad_dimensions_are_named(dims, message):
+    with pytest.raises(InvalidParameterError) as err:
+        graph_from_onnx(mlp_model(batch="batch"), "mlp", dims=dims)
+    assert str(err.value) == message
 
 
 def test_unknown_operators_are_costed_by_bytes_and_warned():

@@ -63,7 +63,7 @@ def register(subparsers: Any) -> None:
                    help="group by module paths cut to D levels (default: leaf modules)")
     p.add_argument("--dtype", choices=tuple(ELEMENT_BYTES),
                    help="treat every floating-point tensor as this type (default: the model's own)")
-    p.add_argument("--dim", type=_dim, action="append", default=[], metavar="NAME=VALUE",
+    p.add_argument("--dim", dest="dims", type=_dim, action="append", default=[], metavar="NAME=VALUE",
                    help="ONNX: fix a symbolic input dimension (repeatable)")
     p.add_argument("--name", help="instance name recorded in the file (default: from MODEL)")
     p.add_argument("--operators", action="store_true",
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
-                                     module_depth=args.module_depth, dtype=args.dtype, dims=dict(args.dim),
+                                     module_depth=args.module_depth, dtype=args.dtype, dims=dict(args.dims),
                                      name=args.name, operators=args.operators)
     for w in caught:
         if issubclass(w.category, CostModelWarning) and not args.quiet:

@@ -67,7 +67,7 @@ from typing import Any
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
-from placement.errors import InvalidInstanceError, SolverUnavailableError
+from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import operator_shapes as shapes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.op_grouping import group_ops
@@ -141,8 +141,23 @@ class _Tensor:
             self.key = ONNX_DTYPE_KEYS.get(self.type_name, "fp32")
 
 
+#: the largest value a symbolic dimension may be fixed to
+MAX_DIM = 2 ** 40
+
+
 def _fix_dims(model: Any, dims: dict[str, int]) -> None:
-    """Replace symbolic input dimensions by the values in ``dims``."""
+    """Replace symbolic input dimensions by the values in ``dims``; every name must be one of the
+    model's symbolic input dimensions, and every value a positive integer up to :data:`MAX_DIM`."""
+    symbolic = [dim.dim_param for value in model.graph.input for dim in value.type.tensor_type.shape.dim
+                if dim.HasField("dim_param")]
+    for key, size in dims.items():
+        if key not in symbolic:
+            known = ", ".join(dict.fromkeys(symbolic)) or "none"
+            raise InvalidParameterError("dims", f"names {key!r}, which is not a symbolic input dimension of the "
+                                                f"model (it has: {known})")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_DIM:
+            raise InvalidParameterError("dims", f"must give each dimension a positive integer up to 2^40, "
+                                                f"got {key}={size!r}")
     for value in model.graph.input:
         for dim in value.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in dims:
