@@ -392,6 +392,18 @@ def test_unwritable_outputs(folder):
     refused(["simulate", folder / "instance.json", folder / "plan.json", "--trace", folder / "no" / "t.json"])
 
 
+@pytest.mark.parametrize("before, option", [
+    (["solve", "@instance"], "--out"), (["solve", "@instance"], "--log"),
+    (["simulate", "@instance", "@plan"], "--trace"), (["simulate", "@instance", "@plan"], "--gantt"),
+    (["hypar", "@network", "--accelerators", "4", "--batch", "2"], "--out"),
+    (["split", "@instance", "@plan"], "--out"), (["import", "model.onnx"], "--out"),
+    (["codesign", "--sweep", "sweep.json"], "--out"), (["codesign", "--sweep", "sweep.json"], "--plots"),
+])
+def test_an_empty_output_name_is_refused(folder, before, option):
+    """An empty name writes nothing; it is refused before any work, never reported as written."""
+    assert refused(_argv(folder, before) + [option, ""]) == f"error: argument {option}: expected a file name, got ''\n"
+
+
 def test_huge_counts_are_solved_as_the_reachable_counts(folder):
     """Counts of 10^9 and 2^64 are accepted and solved as the number of colour classes: the same
     optimum, and the instance keeps the count the user gave."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, add_output_options, positive_float, positive_int, print_json
+from placement.cli.options import UsageError, add_output_options, path_name, positive_float, positive_int, print_json
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="refuse the DP above this many ideals (default 200,000)")
     p.add_argument("--sweep", metavar="SPEC", help="run the design study of a sweep file instead (needs --out)")
-    p.add_argument("--out", metavar="FILE", help="--sweep: the JSON Lines file of records (resumed if present)")
-    p.add_argument("--plots", metavar="DIR", help="--sweep: write the plots into DIR")
+    p.add_argument("--out", type=path_name, metavar="FILE",
+                   help="--sweep: the JSON Lines file of records (resumed if present)")
+    p.add_argument("--plots", type=path_name, metavar="DIR", help="--sweep: write the plots into DIR")
     p.add_argument("--workers", type=positive_int, metavar="N", help="--sweep: local Dask workers")
     add_output_options(p)
     p.set_defaults(handler=run)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import add_output_options, json_text, positive_int, print_json, write_text
+from placement.cli.options import add_output_options, json_text, path_name, positive_int, print_json, write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=positive_int, required=True, metavar="B", help="batch size")
     p.add_argument("--types", type=int, choices=[2, 3], default=2,
                    help="partition types: 2 = HyPar's dp and mp (default), 3 = AccPar's dp, mp and mp-out")
-    p.add_argument("--out", metavar="FILE", help="also write the choices and totals as JSON")
+    p.add_argument("--out", type=path_name, metavar="FILE", help="also write the choices and totals as JSON")
     add_output_options(p)
     p.set_defaults(handler=run)
 

@@ -25,8 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli.options import (UsageError, add_output_options, byte_count, non_negative_int, positive_int,
-                                   print_json, write_text)
+from placement.cli.options import (UsageError, add_output_options, byte_count, non_negative_int, path_name,
+                                   positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import PlacementError
@@ -46,7 +46,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("import", help="turn a PyTorch or ONNX model into an instance")
     p.add_argument("model", help="pkg.module:factory, file.py:factory (returning (model, args[, kwargs])), "
                                  "or an .onnx file")
-    p.add_argument("--out", required=True, metavar="INSTANCE.json", help="where to write the instance")
+    p.add_argument("--out", required=True, type=path_name, metavar="INSTANCE.json",
+                   help="where to write the instance")
     p.add_argument("--devices", nargs="+", default=[DEFAULT_ACCELERATOR], metavar="NAME|FILE.json",
                    help="device catalogue files (.json, extending the bundled one) and the ids of one accelerator "
                         f"and at most one CPU (default: {DEFAULT_ACCELERATOR}; a CPU is {DEFAULT_CPU} unless named)")

@@ -31,6 +31,13 @@ def _integer(text: str, smallest: int, noun: str) -> int:
     return value
 
 
+def path_name(text: str) -> str:
+    """A file or folder name to write: not empty (an empty name would write nothing)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file name, got ''")
+    return text
+
+
 def non_negative_int(text: str) -> int:
     return _integer(text, 0, "non-negative integer")
 

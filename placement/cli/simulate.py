@@ -11,7 +11,7 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, byte_count, devices, fraction,
-                                   positive_int, print_json)
+                                   path_name, positive_int, print_json)
 from placement.cli.simulate_parallel import add_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
@@ -43,8 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 0.5); a split-backward plan: the W share of its backward nodes (default: the "
                         "share its file records, else 0.5)")
     add_device_options(p, " (as given to solve)")
-    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run")
-    p.add_argument("--gantt", metavar="GANTT.png", help="draw a Gantt chart of the run (needs matplotlib)")
+    p.add_argument("--trace", type=path_name, metavar="TRACE.json",
+                   help="write a Chrome/Perfetto trace of the run")
+    p.add_argument("--gantt", type=path_name, metavar="GANTT.png",
+                   help="draw a Gantt chart of the run (needs matplotlib)")
     p.add_argument("--memory-limit", dest="memory_limit", type=byte_count, metavar="BYTES",
                    help="refuse a run that would take more memory than this (default 2 GiB)")
     p.add_argument("--engine", choices=ENGINES, default="heap",

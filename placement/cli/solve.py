@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, json_text,
-                                   non_negative_int, positive_float, positive_int, print_json, progress_printer,
-                                   relative_gap, write_text)
+                                   non_negative_int, path_name, positive_float, positive_int, print_json,
+                                   progress_printer, relative_gap, write_text)
 from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
                    help="random seed of the MILP solver and the randomised baselines (default 0)")
-    p.add_argument("--log", metavar="FILE", help="write the MILP solver's log to FILE")
+    p.add_argument("--log", type=path_name, metavar="FILE", help="write the MILP solver's log to FILE")
     p.add_argument("--calls", type=positive_int, default=1, metavar="Q",
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
@@ -82,7 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="Piper instance, --schedule interleaved: model chunks per device group (default 2)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="refuse the DP above this many ideals (default 200,000)")
-    p.add_argument("--out", metavar="PLAN.json", help="write the plan (verified loads included) as JSON")
+    p.add_argument("--out", type=path_name, metavar="PLAN.json",
+                   help="write the plan (verified loads included) as JSON")
     add_output_options(p)
     p.set_defaults(handler=run)
 

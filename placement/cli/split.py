@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any, Callable
 
-from placement.cli.options import UsageError, add_output_options, print_json, write_text
+from placement.cli.options import UsageError, add_output_options, path_name, print_json, write_text
 from placement.errors import InvalidParameterError
 from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal,
                                     split_points, stage_types, stages)
@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule layers and "
                         "parts), megatron (pipeline layout string), pipe-split (the operators of each stage, for "
                         "pipe_split_module) or stages (a table)")
-    p.add_argument("--out", metavar="FILE", help="also write the output to FILE")
+    p.add_argument("--out", type=path_name, metavar="FILE", help="also write the output to FILE")
     add_output_options(p)
     p.set_defaults(handler=run)
 
