@@ -50,6 +50,19 @@ def test_summary_of_1f1b_flush(pair_plan, capsys):
     assert out.endswith("note: some tensor sizes are missing from the instance: activation memory is unknown there\n")
 
 
+def test_a_plan_of_nothing_but_zeros_has_no_ratio(tmp_path, capsys):
+    """Every time and cost 0: the run takes 0 per sample, as the load model says; there is no ratio
+    to print (it used to read nan)."""
+    zeros = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 0, "cpuLatency": 0, "size": 1} for i in (1, 2)]}
+    instance, plan = tmp_path / "zeros.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(zeros))
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    assert main(["simulate", str(instance), str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "load model      0  (max load)\n" in out and "nan" not in out
+
+
 def test_default_schedule_follows_the_graph(pair_plan, tmp_path, capsys):
     assert main(["simulate", PAIR, pair_plan, "--microbatches", "40"]) == 0
     out = capsys.readouterr().out

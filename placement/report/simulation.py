@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import SimulationResult
 from placement.report.table import cell, format_table
@@ -29,8 +27,11 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     model = result.model_time_per_sample
     if model is not None and result.time_per_sample is not None:
         what = "max load" if result.comm == "inline" else "max over stages of max(compute, comm)"
-        ratio = result.time_per_sample / model if model > 0 else math.nan
-        lines.append(f"load model      {model:.9g}  ({what}); simulated / model = {ratio:.9f}")
+        if model > 0:
+            lines.append(f"load model      {model:.9g}  ({what}); simulated / model = "
+                         f"{result.time_per_sample / model:.9f}")
+        else:  # every time and cost is 0: no ratio to speak of
+            lines.append(f"load model      {model:.9g}  ({what})")
     lines.append(f"max load        {result.max_load:.9g}  "
                  + ("(split plan: its calls' loads)" if result.split_plan else "(verified plan)"))
     lines.append(f"makespan        {result.makespan:.9g}")
