@@ -438,6 +438,19 @@ def test_cli_sweep_runs_and_resumes(tmp_path, capsys):
     assert (summary["ran"], summary["skipped"]) == (0, 2)
 
 
+def test_cli_sweep_whose_every_configuration_fails_exits_1(tmp_path, capsys):
+    """chain4's nodes say nothing of what they compute: both configurations end in an error, and the
+    sweep's exit status says so."""
+    pytest.importorskip("dask.distributed")
+    spec = tmp_path / "sweep.json"
+    spec.write_text(json.dumps({"models": ["instances/tiny/chain4.json"], "chips": [1, 2], "budgets": [[606.68, 130]],
+                                "grids": [TINY]}), encoding="utf-8")
+    argv = ["codesign", "--sweep", str(spec), "--out", str(tmp_path / "records.jsonl"), "--workers", "1", "--json"]
+    assert main(argv) == 1
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["ran"], summary["errors"]) == (2, 2)
+
+
 def test_a_node_supported_on_no_accelerator_is_refused():
     """The co-design places every node on a chip; a node the file keeps off accelerators (with a CPU
     to run it) would be planned on a chip anyway, so the model is refused."""

@@ -2,8 +2,9 @@
 throughput per watt) under per-chip area and power budgets, proven optimal over a grid; or, with
 ``--sweep SPEC``, a design study on a Dask cluster.
 
-Exit status: 0 a plan was found (or the sweep ran); 1 no plan (no design within the budgets holds the
-model, or a method's plan failed the independent check); 2 bad input or usage.
+Exit status: 0 a plan was found (or the sweep ran, and some configuration it ran now has an optimum); 1 no
+plan (no design within the budgets holds the model, or a method's plan failed the independent check; for a
+sweep, no configuration it ran now has an optimum); 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -97,4 +98,4 @@ def _sweep(args: argparse.Namespace) -> int:
     else:
         print(f"{summary.ran} configurations run, {summary.skipped} already in {summary.out}, "
               f"{summary.errors} errors; {len(summary.plots)} plots written")
-    return 0
+    return 1 if summary.ran and summary.errors == summary.ran else 0
