@@ -49,6 +49,9 @@ def test_read_our_plan_prefers_devices(tmp_path):
 @pytest.mark.parametrize("data, reason", [
     ([], "the plan must be a JSON object, got array"),
     ({"maxLoad": 3}, "the plan has none of the fields 'devices', 'fpgas', 'cpus'"),
+    ({"format": "placement-plan/99", "devices": []}, "field 'format' must be 'placement-plan/1', got 'placement-plan/99'"),
+    ({"format": "placement-parallel-plan/1", "stages": []},
+     "field 'format' must be 'placement-plan/1', got 'placement-parallel-plan/1'"),
     ({"fpgas": {}}, "field 'fpgas' must be an array, got object"),
     ({"fpgas": [], "cpus": 3}, "field 'cpus' must be an array, got integer"),
     ({"fpgas": [[1, 2]]}, "fpgas[0]: must be an object, got array"),

@@ -164,6 +164,18 @@ def test_import_errors_are_one_line(tmp_path, monkeypatch, capsys, argv, message
     assert not (tmp_path / "x.json").exists()
 
 
+def test_split_refuses_a_plan_the_instance_cannot_run(tmp_path, capsys):
+    """Three accelerator stages on an instance with two accelerators: the hand-off would need a device
+    the instance does not have, so the split is refused with the evaluator's reason."""
+    instance = tmp_path / "stack.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2"]) == 0
+    plan = write_plan(tmp_path / "plan.json", range(0, 3), range(3, 6), range(6, 8))
+    capsys.readouterr()
+    assert main(["split", str(instance), plan]) == 2
+    assert capsys.readouterr().err == ("error: the plan does not fit the instance: device type accelerator: 3 devices "
+                                       "used, but only 2 exist\n")
+
+
 def test_split_refuses_instances_without_metadata(tmp_path, capsys):
     from pathlib import Path
 

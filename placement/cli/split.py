@@ -45,6 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def _check_fit(instance: str, plan: Plan) -> None:
+    """Refuse a plan the instance cannot run (unknown device types, more devices than it has, nodes
+    off their supported types, memory), as the independent evaluator finds it."""
+    import placement
+    from placement.verification.evaluate import evaluate
+
+    violations = evaluate(placement.load(instance), plan, "none").violations
+    if violations:
+        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+        raise UsageError(f"the plan does not fit the instance: {violations[0]}{more}")
+
+
 def _stage_rows(layout: Layout, plan: Plan) -> list[tuple[str, ...]]:
     """Header and one row per stage: index, device type, node count, first and last node."""
     by_id = {node.id: node for node in layout.nodes}
@@ -81,6 +93,7 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
 def run(args: argparse.Namespace) -> int:
     layout = read_layout(args.instance)
     plan = read_plan(args.plan)
+    _check_fit(args.instance, plan)
     if args.format == "stages":
         rows = _stage_rows(layout, plan)
         value: Any = [dict(zip(rows[0], row)) for row in rows[1:]]

@@ -53,6 +53,8 @@ def parse_plan(data: Any) -> Plan:
     """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
     if not isinstance(data, dict):
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
+    if "format" in data and data["format"] != FORMAT:
+        raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {data['format']!r}")
     if "devices" in data:
         return Plan(_device_list(data["devices"], "devices", None))
     if "fpgas" not in data and "cpus" not in data:
