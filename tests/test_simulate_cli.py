@@ -130,6 +130,16 @@ def test_trace_opens_as_chrome_trace_events(pair_plan, tmp_path, capsys):
     assert doc["otherData"]["iteration time"] == 31.5
 
 
+
+def test_the_trace_file_is_the_trace_document_written_event_by_event(pair_plan, tmp_path):
+    """write_trace streams the events; the file is the very text json.dump gives trace_events."""
+    import placement
+    from placement.report.trace import trace_events, write_trace
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, schedule="gpipe", microbatches=3)
+    write_trace(result, tmp_path / "run.json", "pair")
+    assert (tmp_path / "run.json").read_text() == json.dumps(trace_events(result, "pair"), allow_nan=False) + "\n"
+
 def test_gantt_png(pair_plan, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     chart = tmp_path / "run.png"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from placement.errors import unwritable
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
@@ -24,61 +24,63 @@ PROCESS_ID = 1
 
 def trace_events(result: SimulationResult, title: str = "", unit_us: float = 1000.0) -> dict[str, Any]:
     """The trace document of ``result`` (a dict ready for ``json.dump``)."""
-    events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": PROCESS_ID, "tid": 0,
-         "args": {"name": title or f"pipeline ({result.schedule})"}},
-    ]
-    has_link = [s.link_time is not None for s in result.stages]
-    for st in result.stages:
-        tid = _track(st.index, False)
-        events.append({"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid,
-                       "args": {"name": f"stage {st.index}: device {st.position} ({st.type})"}})
-        events.append({"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid,
-                       "args": {"sort_index": tid}})
-        if has_link[st.index]:
-            events.append({"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
-                           "args": {"name": f"stage {st.index}: link"}})
-            events.append({"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
-                           "args": {"sort_index": tid + 1}})
-    for task in result.tasks.busy():
-        kind, j, begin, finish = task.kind, task.microbatch, task.start, task.end
-        events.append({"name": f"{kind} {j}", "cat": KIND_NAMES[kind], "ph": "X", "pid": PROCESS_ID,
-                       "tid": _track(task.stage, task.on_link), "ts": begin * unit_us,
-                       "dur": (finish - begin) * unit_us,
-                       "args": {"micro-batch": j, "kind": KIND_NAMES[kind], "start": begin, "end": finish}})
-    events.extend(_in_flight_counters(result, unit_us))
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "schedule": result.schedule, "communication": result.comm, "micro-batches": result.microbatches,
-            "time per sample": result.time_per_sample, "iteration time": result.iteration_time,
-            "max load": result.max_load, "time unit (us)": unit_us,
-        },
-    }
+    return {"traceEvents": list(_events(result, title, unit_us)), "displayTimeUnit": "ms",
+            "otherData": _other_data(result, unit_us)}
 
 
 def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0) -> None:
-    """Write the trace of ``result`` to ``path``; :class:`InvalidParameterError` if it cannot be written."""
-    doc = trace_events(result, title, unit_us)
+    """Write the trace of ``result`` to ``path`` (the text ``json.dump`` gives :func:`trace_events`, written
+    event by event, so that a long run's trace takes no more memory than its tasks);
+    :class:`InvalidParameterError` if it cannot be written."""
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, allow_nan=False)
-            fh.write("\n")
+            fh.write('{"traceEvents": [')
+            for k, event in enumerate(_events(result, title, unit_us)):
+                fh.write((", " if k else "") + json.dumps(event, allow_nan=False))
+            fh.write('], "displayTimeUnit": "ms", "otherData": ')
+            fh.write(json.dumps(_other_data(result, unit_us), allow_nan=False))
+            fh.write("}\n")
     except OSError as exc:
         raise unwritable(path, exc) from None
+
+
+def _events(result: SimulationResult, title: str, unit_us: float) -> Iterator[dict[str, Any]]:
+    """The trace's events: the tracks' names and order, every task, and the in-flight counters."""
+    yield {"name": "process_name", "ph": "M", "pid": PROCESS_ID, "tid": 0,
+           "args": {"name": title or f"pipeline ({result.schedule})"}}
+    has_link = [s.link_time is not None for s in result.stages]
+    for st in result.stages:
+        tid = _track(st.index, False)
+        yield {"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid,
+               "args": {"name": f"stage {st.index}: device {st.position} ({st.type})"}}
+        yield {"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid, "args": {"sort_index": tid}}
+        if has_link[st.index]:
+            yield {"name": "thread_name", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
+                   "args": {"name": f"stage {st.index}: link"}}
+            yield {"name": "thread_sort_index", "ph": "M", "pid": PROCESS_ID, "tid": tid + 1,
+                   "args": {"sort_index": tid + 1}}
+    for task in result.tasks.busy():
+        kind, j, begin, finish = task.kind, task.microbatch, task.start, task.end
+        yield {"name": f"{kind} {j}", "cat": KIND_NAMES[kind], "ph": "X", "pid": PROCESS_ID,
+               "tid": _track(task.stage, task.on_link), "ts": begin * unit_us, "dur": (finish - begin) * unit_us,
+               "args": {"micro-batch": j, "kind": KIND_NAMES[kind], "start": begin, "end": finish}}
+    yield from _in_flight_counters(result, unit_us)
+
+
+def _other_data(result: SimulationResult, unit_us: float) -> dict[str, Any]:
+    return {"schedule": result.schedule, "communication": result.comm, "micro-batches": result.microbatches,
+            "time per sample": result.time_per_sample, "iteration time": result.iteration_time,
+            "max load": result.max_load, "time unit (us)": unit_us}
 
 
 def _track(stage: int, on_link: bool) -> int:
     return 2 * stage + 1 + (1 if on_link else 0)
 
 
-def _in_flight_counters(result: SimulationResult, unit_us: float) -> list[dict[str, Any]]:
+def _in_flight_counters(result: SimulationResult, unit_us: float) -> Iterator[dict[str, Any]]:
     """Per stage a counter event at every change of the number of micro-batches it holds."""
-    events: list[dict[str, Any]] = []
     for st in result.stages:
         times, counts = in_flight_profile(*holding(result.tasks, st.index, result.microbatches))
         name = f"stage {st.index} in flight"
-        events.extend({"name": name, "ph": "C", "pid": PROCESS_ID, "ts": t * unit_us, "args": {"micro-batches": c}}
-                      for t, c in zip(times.tolist(), counts.tolist()))
-    return events
+        for t, c in zip(times.tolist(), counts.tolist()):
+            yield {"name": name, "ph": "C", "pid": PROCESS_ID, "ts": t * unit_us, "args": {"micro-batches": c}}
