@@ -140,6 +140,7 @@ def test_the_trace_file_is_the_trace_document_written_event_by_event(pair_plan, 
     write_trace(result, tmp_path / "run.json", "pair")
     assert (tmp_path / "run.json").read_text() == json.dumps(trace_events(result, "pair"), allow_nan=False) + "\n"
 
+
 def test_gantt_png(pair_plan, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     chart = tmp_path / "run.png"
