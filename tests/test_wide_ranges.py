@@ -137,6 +137,20 @@ def test_an_integer_past_the_largest_float_is_refused():
     assert str(caught.value) == "memory must be a finite number ≥ 0 or None, not an integer of about 401 digits"
 
 
+def test_times_whose_total_overflows_are_refused_without_a_warning(tmp_path):
+    """Two nodes of 1e308 each: their total is past the largest float. The instance is refused with
+    the checker's message, and numpy's overflow warning stays inside the check."""
+    import warnings
+
+    from placement.errors import InvalidInstanceError
+
+    doc = two_nodes((1e308, 1e308), (4.0, 3.0), [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidInstanceError, match="takes the graph's total time on accelerator above 1e\\+100"):
+            placement.load(doc)
+
+
 def test_a_batch_too_large_to_plan_is_refused_before_any_work():
     """A 2-stage Piper batch of 10^8 micro-batches would need 2·10^8 simulated tasks (about 75 GiB);
     the planner refuses it with the simulator's limit instead of running out of memory."""

@@ -438,39 +438,40 @@ def _plainly_valid(problem: Instance) -> bool:
     nodes, edges, types = problem.nodes, problem.edges, problem.device_types
     n = len(nodes)
     limit = MAX_SUM / 2
-    try:
-        index = dict(zip([v.id for v in nodes], range(n)))
-        if len(index) != n:
-            return False
-        times = [v.times for v in nodes]
-        if set(map(len, times)) != {len(types)} or any(v.weight_times is not None for v in nodes):
-            return False
-        memory = plain_numbers([v.memory for v in nodes])
-        out_cost = plain_numbers([v.out_cost for v in nodes])
-        if memory is None or out_cost is None or memory.sum() > limit or out_cost.sum() > limit:
-            return False
-        fits = np.zeros(n, dtype=np.bool_)
-        for k, t in enumerate(types):
-            column = plain_numbers([p[k] for p in times], optional=True)
-            if column is None:
+    with np.errstate(over="ignore", invalid="ignore"):   # a total past the largest float is inf: refused below
+        try:
+            index = dict(zip([v.id for v in nodes], range(n)))
+            if len(index) != n:
                 return False
-            supported = ~np.isnan(column)
-            if column[supported].sum() > limit:
+            times = [v.times for v in nodes]
+            if set(map(len, times)) != {len(types)} or any(v.weight_times is not None for v in nodes):
                 return False
-            if t.count > 0:
-                fits |= supported & (memory <= t.memory)
-        if not np.all(fits):
+            memory = plain_numbers([v.memory for v in nodes])
+            out_cost = plain_numbers([v.out_cost for v in nodes])
+            if memory is None or out_cost is None or memory.sum() > limit or out_cost.sum() > limit:
+                return False
+            fits = np.zeros(n, dtype=np.bool_)
+            for k, t in enumerate(types):
+                column = plain_numbers([p[k] for p in times], optional=True)
+                if column is None:
+                    return False
+                supported = ~np.isnan(column)
+                if column[supported].sum() > limit:
+                    return False
+                if t.count > 0:
+                    fits |= supported & (memory <= t.memory)
+            if not np.all(fits):
+                return False
+            src = np.array([index[e.src] for e in edges], dtype=np.int64)
+            dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
+            sizes = plain_numbers([e.size for e in edges], optional=True)
+            if sizes is None or np.nansum(sizes) > limit or np.any(src == dst):
+                return False
+            backward = np.array([bool(v.backward) for v in nodes], dtype=np.bool_)
+            if np.any(backward[src] & ~backward[dst]):
+                return False
+        except (KeyError, TypeError, ValueError):   # an unknown or unhashable end, an odd type
             return False
-        src = np.array([index[e.src] for e in edges], dtype=np.int64)
-        dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
-        sizes = plain_numbers([e.size for e in edges], optional=True)
-        if sizes is None or np.nansum(sizes) > limit or np.any(src == dst):
-            return False
-        backward = np.array([bool(v.backward) for v in nodes], dtype=np.bool_)
-        if np.any(backward[src] & ~backward[dst]):
-            return False
-    except (KeyError, TypeError, ValueError):   # an unknown or unhashable end, an odd type
-        return False
     if np.all(src < dst):   # every edge goes forward in input order: no cycle
         return True
     order = np.argsort(src, kind="stable")
