@@ -96,6 +96,8 @@ CASES = [
      "edge 0 -> 3 refers to unknown node 0"),
     ("self-loop", instance(edges=[edge(1, 2), edge(2, 2)]),
      "edge 2 -> 2 is a self-loop"),
+    ("self-loop with another cost", instance(edges=[edge(2, 3), dict(edge(2, 2), cost=9.0)]),
+     "edge 2 -> 2 is a self-loop"),
     ("cycle", instance(edges=[edge(1, 2), edge(2, 3), edge(3, 1)]),
      "the graph has a cycle: 1 -> 2 -> 3 -> 1"),
     ("negative time", with_node(instance(), 1, fpgaLatency=-1.5),

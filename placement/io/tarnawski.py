@@ -147,6 +147,8 @@ def _read_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]]:
         where = f"edge {src} -> {dst}"
         cost = read_field(e, "cost", where, "number")
         size = read_field(e, "size", where, "number", default=None)
+        if src == dst:   # named as such, before its cost is compared with the node's other out-edges
+            raise InvalidInstanceError(f"{where} is a self-loop")
         if src in costs and costs[src] != cost:
             raise InvalidInstanceError(
                 f"node {src}: out-edges have different costs ({format_number(costs[src])} and {format_number(cost)}); "
