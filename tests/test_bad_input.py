@@ -420,3 +420,9 @@ def test_cli_info_missing_file(tmp_path, capsys):
     path = tmp_path / "nowhere.json"
     assert cli.main(["info", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: no such file\n"
+
+
+def test_an_empty_device_catalogue_is_named_as_empty():
+    with pytest.raises(InvalidInstanceError) as err:
+        load({"deviceTypes": [], "nodes": [{"id": 1, "times": {}}], "edges": []})
+    assert str(err.value) == "instance: field 'deviceTypes' must be a non-empty array, got an empty array"

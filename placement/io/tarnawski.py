@@ -263,7 +263,8 @@ def _plain_nodes(raw_nodes: list, costs: dict[int, float]) -> list[Node] | None:
 def _device_types(raw: Any) -> tuple[DeviceType, ...]:
     """The ``deviceTypes`` extension: a non-empty array of distinct, well-formed types."""
     if not isinstance(raw, list) or not raw:
-        raise InvalidInstanceError(f"instance: field 'deviceTypes' must be a non-empty array, got {json_type_name(raw)}")
+        got = "an empty array" if isinstance(raw, list) else json_type_name(raw)
+        raise InvalidInstanceError(f"instance: field 'deviceTypes' must be a non-empty array, got {got}")
     types: list[DeviceType] = []
     for k, t in enumerate(raw):
         where = f"device type #{k}"
