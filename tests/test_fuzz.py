@@ -392,6 +392,16 @@ def test_unwritable_outputs(folder):
     refused(["simulate", folder / "instance.json", folder / "plan.json", "--trace", folder / "no" / "t.json"])
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "@instance", "@plan", "--memory-limit", "0"],
+     "error: --memory-limit must be a finite number > 0, not 0.0\n"),
+    (["solve", "@instance", "--method", "milp", "--threads", "1025"],
+     "error: --threads must be an integer from 1 to 1024, not 1025\n"),
+])
+def test_option_limits_are_stated_in_the_options_terms(folder, argv, message):
+    assert refused(_argv(folder, argv)) == message
+
+
 @pytest.mark.parametrize("before, option", [
     (["solve", "@instance"], "--out"), (["solve", "@instance"], "--log"),
     (["simulate", "@instance", "@plan"], "--trace"), (["simulate", "@instance", "@plan"], "--gantt"),

@@ -54,8 +54,8 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
 
 def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
     """The error's text, with a library parameter named by the command-line option that sets it."""
-    if isinstance(exc, InvalidParameterError):
-        return f"{option_name(parser, argv, exc.parameter)} {exc.detail}"
+    if isinstance(exc, InvalidParameterError):   # the library's None is an option left out
+        return f"{option_name(parser, argv, exc.parameter)} {re.sub(r' or None(?=[,;)]|$)', '', exc.detail)}"
     parameter = getattr(exc, "parameter", None)
     if parameter:  # a limit set by a parameter: name the option instead
         return re.sub(rf"\b{re.escape(parameter)}\b", option_name(parser, argv, parameter), str(exc))
