@@ -147,7 +147,7 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
     :mod:`placement.solvers.hypar` (HyPar/AccPar communication model, :mod:`placement.costmodel.hypar`).
 
     ``network`` is a bundled network name (``vgg-a``, ``lenet-c``, ...) or a network file;
-    ``accelerators`` a power of two ≥ 2; ``batch`` the batch size; ``types`` 2 for HyPar's
+    ``accelerators`` a power of two from 2 to 2^53; ``batch`` the batch size; ``types`` 2 for HyPar's
     partition types (dp, mp) or 3 for AccPar's (dp, mp, mp-out).
     """
     from placement.costmodel.hypar import MAX_BATCH, hierarchy_levels, partition_types

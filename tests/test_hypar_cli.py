@@ -54,7 +54,7 @@ def test_hypar_json(tmp_path, capsys):
 def test_hypar_bad_input_is_one_line(capsys):
     assert main(["hypar", "lenet-c", "--accelerators", "6", "--batch", "4"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: --accelerators must be a power of two ≥ 2 (the array is bisected level by level), not 6\n"
+    assert err == "error: --accelerators must be a power of two from 2 to 2^53 (the array is bisected level by level), not 6\n"
     assert main(["hypar", "nosuch", "--accelerators", "4", "--batch", "4"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown network 'nosuch': no such file")
     assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "0"]) == 2

@@ -129,9 +129,15 @@ def test_hierarchy_levels_and_types_reject_bad_values():
     for bad in (0, 1, 3, 12, -4):
         with pytest.raises(InvalidParameterError) as err:
             hierarchy_levels(bad)
-        assert str(err.value) == ("accelerators must be a power of two ≥ 2 (the array is bisected level by level), "
-                                  f"not {bad}")
+        assert str(err.value) == ("accelerators must be a power of two from 2 to 2^53 (the array is bisected level "
+                                  f"by level), not {bad}")
         assert err.value.parameter == "accelerators"
+    assert hierarchy_levels(2 ** 53) == 53
+    # 2^5000 would have meant 5,000 levels of big-integer amounts
+    for bad, shown in ((2 ** 54, "18014398509481984"), (2 ** 5000, "an integer of about 1506 digits")):
+        with pytest.raises(InvalidParameterError) as err:
+            hierarchy_levels(bad)
+        assert str(err.value).endswith(f"(the array is bisected level by level), not {shown}")
     assert partition_types(2) == (DP, MP) and partition_types(3) == (DP, MP, MP_OUT)
     with pytest.raises(InvalidParameterError, match="^types must be 2 \\(HyPar\\) or 3 \\(AccPar\\), not 4$"):
         partition_types(4)

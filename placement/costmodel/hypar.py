@@ -41,6 +41,7 @@ accelerators (15.9 GB data parallel, 1.47 GB HyPar; see ``docs/hypar.md``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
@@ -81,12 +82,20 @@ def partition_types(types: int) -> tuple[str, ...]:
     raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
 
 
+#: the most accelerators: 2^MAX_LEVELS (a level per bisection; amounts stay within floating point)
+MAX_LEVELS = 53
+
+
 def hierarchy_levels(accelerators: int) -> int:
-    """``H`` with ``accelerators = 2^H``; HyPar bisects the array, so ``N`` must be a power of two ≥ 2."""
+    """``H`` with ``accelerators = 2^H``; HyPar bisects the array, so ``N`` must be a power of two from 2
+    to ``2^MAX_LEVELS``."""
     if isinstance(accelerators, bool) or not isinstance(accelerators, int) or accelerators < 2 \
-            or accelerators & (accelerators - 1):
-        raise InvalidParameterError("accelerators", f"must be a power of two ≥ 2 (the array is bisected level by "
-                                                    f"level), not {accelerators!r}")
+            or accelerators & (accelerators - 1) or accelerators > 2 ** MAX_LEVELS:
+        shown = repr(accelerators)
+        if isinstance(accelerators, int) and accelerators > 2 ** 64:
+            shown = f"an integer of about {int(accelerators.bit_length() * math.log10(2)) + 1} digits"
+        raise InvalidParameterError("accelerators", f"must be a power of two from 2 to 2^{MAX_LEVELS} (the array is "
+                                                    f"bisected level by level), not {shown}")
     return accelerators.bit_length() - 1
 
 
