@@ -107,6 +107,17 @@ def test_a_log_that_cannot_be_written(log, why):
     assert str(caught.value).endswith(f"names a file that cannot be written: {log}: {why}")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("backend", [name for name, ok, _ in backend_availability() if ok])
+def test_a_log_on_a_full_device_is_one_error_and_no_endless_read(backend):
+    """/dev/full opens for writing, then every write fails, and reading it back never ends: the CBC
+    backends read their log back for its bound, and once ran out of memory doing so. Every backend
+    logs to a scratch file and adds it to the user's log afterwards, where the failure is named."""
+    with pytest.raises(InvalidParameterError) as caught:
+        placement.solve(str(CHAIN4), method="milp", backend=backend, log="/dev/full", time_limit=30)
+    assert str(caught.value) == "log names a file that cannot be written: /dev/full: No space left on device"
+
+
 def run_cli(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "placement", *args], stdout=stdout, stderr=subprocess.PIPE,
                           text=True, errors="replace", timeout=120,

@@ -205,6 +205,8 @@ def load_network(name_or_path: str | Path) -> Network:
     path = Path(name_or_path)
     if path.is_file():
         return read_network(path)
+    if path.is_dir():
+        raise InvalidInstanceError(f"{path}: is a directory, not a network file")
     key = str(name_or_path).lower()
     if key in bundled_networks():
         resource = resources.files("placement.costmodel") / "networks" / f"{key}.json"

@@ -33,6 +33,7 @@ import math
 import time
 from typing import Any, ClassVar
 
+from placement.errors import unwritable
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions, Terms, upper_side_only
 
 #: Beyond this product of a coefficient and a bound in one row, CP-SAT's proofs are not trusted
@@ -165,15 +166,18 @@ class CpSatBackend(Backend):
 
     def solve(self, options: SolveOptions) -> RawResult:
         solver = self._solver(options)
-        with contextlib.ExitStack() as stack:
-            if options.log_path is not None:
-                log = stack.enter_context(open(options.log_path, "a", encoding="utf-8"))
-                solver.parameters.log_search_progress = True
-                solver.parameters.log_to_stdout = False
-                solver.log_callback = lambda line: log.write(line + "\n")
-            start = time.perf_counter()
-            code = solver.Solve(self.model, self._progress(options))
-            wall = time.perf_counter() - start
+        try:
+            with contextlib.ExitStack() as stack:
+                if options.log_path is not None:
+                    log = stack.enter_context(open(options.log_path, "a", encoding="utf-8"))
+                    solver.parameters.log_search_progress = True
+                    solver.parameters.log_to_stdout = False
+                    solver.log_callback = lambda line: log.write(line + "\n")
+                start = time.perf_counter()
+                code = solver.Solve(self.model, self._progress(options))
+                wall = time.perf_counter() - start
+        except OSError as exc:   # the log could not be written (a full device)
+            raise unwritable(options.log_path or "", exc, "log") from None
         status = solver.StatusName(code)
         word = self.status_word(status)
         stats = {"solver_status": status, "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from placement.errors import SolverUnavailableError
+from placement.errors import SolverUnavailableError, unwritable
 from placement.solvers.milp.backends.base import (LIMIT_REACHED, BigMBackend, RawResult, SolveOptions, Terms,
                                                   limit_infeasible, package_version, unavailable_message)
 
@@ -147,22 +147,24 @@ class LinearSolverBackend(BigMBackend):
         return raw
 
     def solve(self, options: SolveOptions) -> RawResult:
-        if not self.reads_log:
-            return self._solve(options, options.log_path)
-        scratch = None
-        log_path = options.log_path
-        if log_path is None:
-            with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
-                scratch = log_path = fh.name
+        if options.log_path is None and not self.reads_log:
+            return self._solve(options, None)
+        # the solver logs to a scratch file, read back here and then added to the user's log: a log
+        # named by the user may be no regular file (reading /dev/full back never ends)
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+            scratch = fh.name
         try:
-            offset = os.path.getsize(log_path) if os.path.exists(log_path) else 0
-            raw = self._solve(options, log_path)
-            with open(log_path, encoding="utf-8", errors="replace") as fh:
-                fh.seek(offset)
+            raw = self._solve(options, scratch)
+            with open(scratch, encoding="utf-8", errors="replace") as fh:
                 log_text = fh.read()
         finally:
-            if scratch is not None:
-                os.unlink(scratch)
+            os.unlink(scratch)
+        if options.log_path is not None:
+            try:
+                with open(options.log_path, "a", encoding="utf-8") as fh:
+                    fh.write(log_text)
+            except OSError as exc:
+                raise unwritable(options.log_path, exc, "log") from None
         return self.audit(raw, log_text, options)
 
     def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:

@@ -30,6 +30,7 @@ import time
 import warnings
 from typing import Any, ClassVar
 
+from placement.errors import unwritable
 from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
                                                   SolveOptions, Terms, cbc_limit_infeasible, distrust_cbc,
                                                   limit_infeasible, package_version)
@@ -154,9 +155,11 @@ class PulpBackend(BigMBackend):
 
     def solve(self, options: SolveOptions) -> RawResult:
         is_cbc = self.is_cbc
+        # CBC's bound is only in its log: it logs to a scratch file, read back here and then added to
+        # the user's log (which may be no regular file: reading /dev/full back never ends)
         log_path = options.log_path
         scratch = None
-        if is_cbc and log_path is None:  # CBC's bound is only in its log
+        if is_cbc:
             scratch = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
             scratch.close()
             log_path = scratch.name
@@ -168,12 +171,18 @@ class PulpBackend(BigMBackend):
             self.problem.solve(solver)
             wall = time.perf_counter() - start
             log_text = ""
-            if is_cbc and log_path is not None and os.path.exists(log_path):
-                with open(log_path, encoding="utf-8", errors="replace") as fh:
+            if scratch is not None and os.path.exists(scratch.name):
+                with open(scratch.name, encoding="utf-8", errors="replace") as fh:
                     log_text = fh.read()
         finally:
             if scratch is not None:
                 os.unlink(scratch.name)
+        if scratch is not None and options.log_path is not None:
+            try:
+                with open(options.log_path, "a", encoding="utf-8") as fh:
+                    fh.write(log_text)
+            except OSError as exc:
+                raise unwritable(options.log_path, exc, "log") from None
         found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
                  _CBC_PROVEN.findall(log_text)]
         raw = self._result(wall, found[-1] if found else None, options.time_limit)
