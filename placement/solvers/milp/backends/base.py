@@ -30,6 +30,8 @@ from importlib import metadata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from placement.errors import unwritable
+
 Terms = Sequence[tuple[float, Any]]
 
 #: the status words a backend reports (the values of :class:`placement.solution.Status`)
@@ -155,6 +157,19 @@ def distrust_cbc(raw: RawResult, log_text: str) -> RawResult:
     raw.message = "; ".join(m for m in (raw.message, note) if m)
     raw.stats["cbc_increment_raised"] = True
     return raw
+
+
+def append_log(path: str | None, text: str) -> None:
+    """Add a run's solver log, written to a scratch file, to the user's log ``path`` (if any): the
+    scratch file is what a backend reads back, since the user's may be no regular file (reading
+    ``/dev/full`` back never ends). A failed write is the error about the ``log`` parameter."""
+    if path is None:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise unwritable(path, exc, "log") from None
 
 
 def package_version(distribution: str) -> str | None:

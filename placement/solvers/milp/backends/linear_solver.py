@@ -26,9 +26,10 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from placement.errors import SolverUnavailableError, unwritable
+from placement.errors import SolverUnavailableError
 from placement.solvers.milp.backends.base import (LIMIT_REACHED, BigMBackend, RawResult, SolveOptions, Terms,
-                                                  limit_infeasible, package_version, unavailable_message)
+                                                  append_log, limit_infeasible, package_version,
+                                                  unavailable_message)
 
 
 @contextlib.contextmanager
@@ -159,12 +160,7 @@ class LinearSolverBackend(BigMBackend):
                 log_text = fh.read()
         finally:
             os.unlink(scratch)
-        if options.log_path is not None:
-            try:
-                with open(options.log_path, "a", encoding="utf-8") as fh:
-                    fh.write(log_text)
-            except OSError as exc:
-                raise unwritable(options.log_path, exc, "log") from None
+        append_log(options.log_path, log_text)
         return self.audit(raw, log_text, options)
 
     def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:

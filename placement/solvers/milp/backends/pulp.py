@@ -10,7 +10,7 @@ comes back as status "Infeasible" with "No Solution Found" (a stop at the time l
 "Not Solved"), so there the status decides; an infeasibility reached as the time limit runs out
 is no proof (:data:`~placement.solvers.milp.backends.base.LIMIT_REACHED`). CBC's best bound is
 read from its log ("Lower bound", "Best possible", or the objective its summary proves optimal),
-written to a scratch file when no log was asked for; a claim of optimality without a bound
+written to a scratch file and then added to the log asked for, if any; a claim of optimality without a bound
 (another solver, or a log without one) is passed on without one, and so is not certified.
 
 CBC's objective is multiplied by :data:`~placement.solvers.milp.backends.base.CBC_OBJECTIVE_SCALE`
@@ -30,9 +30,8 @@ import time
 import warnings
 from typing import Any, ClassVar
 
-from placement.errors import unwritable
 from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
-                                                  SolveOptions, Terms, cbc_limit_infeasible, distrust_cbc,
+                                                  SolveOptions, Terms, append_log, cbc_limit_infeasible, distrust_cbc,
                                                   limit_infeasible, package_version)
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
@@ -177,12 +176,8 @@ class PulpBackend(BigMBackend):
         finally:
             if scratch is not None:
                 os.unlink(scratch.name)
-        if scratch is not None and options.log_path is not None:
-            try:
-                with open(options.log_path, "a", encoding="utf-8") as fh:
-                    fh.write(log_text)
-            except OSError as exc:
-                raise unwritable(options.log_path, exc, "log") from None
+        if scratch is not None:
+            append_log(options.log_path, log_text)
         found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
                  _CBC_PROVEN.findall(log_text)]
         raw = self._result(wall, found[-1] if found else None, options.time_limit)
