@@ -63,6 +63,16 @@ def test_a_plan_of_nothing_but_zeros_has_no_ratio(tmp_path, capsys):
     assert "load model      0  (max load)\n" in out and "nan" not in out
 
 
+@pytest.mark.parametrize("option", [["--unit-scale", "nan"], ["--chunks", "2"], ["--allreduce", "piper"],
+                                    ["--forward-share", "0.5"]])
+def test_piper_options_are_refused_on_other_instances(pair_plan, option, capsys):
+    """A Piper instance refuses the options of plain pipelines; a plain instance, in turn, the Piper ones
+    (they used to be ignored in silence, nan included)."""
+    assert main(["simulate", PAIR, pair_plan, *option]) == 2
+    assert capsys.readouterr().err == (f"error: {option[0]} applies to Piper instances only (data- and tensor-"
+                                       "parallel stages; see placement simulate --help)\n")
+
+
 def test_default_schedule_follows_the_graph(pair_plan, tmp_path, capsys):
     assert main(["simulate", PAIR, pair_plan, "--microbatches", "40"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ import argparse
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, byte_count, devices, fraction,
                                    path_name, positive_int, print_json)
-from placement.cli.simulate_parallel import add_parallel_options, run_parallel
+from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
 from placement.simulation.schedules import SCHEDULES
@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     instance = placement.load(args.instance)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)
+    check_no_parallel_options(args)
     result = placement.simulate(instance, args.plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,

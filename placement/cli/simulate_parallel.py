@@ -26,6 +26,17 @@ def add_parallel_options(parser: argparse.ArgumentParser) -> None:
                        help="factor applied to every timePerSample (1e-3: milliseconds to seconds)")
 
 
+def check_no_parallel_options(args: argparse.Namespace) -> None:
+    """Refuse the Piper-only options on an instance that is not a Piper instance."""
+    given = [option for option, used in (("--chunks", args.chunks is not None),
+                                         ("--forward-share", args.forward_share is not None),
+                                         ("--allreduce", args.allreduce != "ring"),
+                                         ("--unit-scale", args.unit_scale != 1.0)) if used]
+    if given:
+        raise UsageError(f"{', '.join(given)} applies to Piper instances only (data- and tensor-parallel "
+                         "stages; see placement simulate --help)")
+
+
 def run_parallel(args: argparse.Namespace, instance) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
     from placement.errors import InvalidPlanError
