@@ -68,10 +68,9 @@ def convexity_witness(nodes: Iterable[int], succ: Mapping[int, list[int]],
 def topological_rank_by_id(problem: Instance) -> dict[int, int] | None:
     """Each node id's place in the instance's topological order, or ``None`` if the order does not
     reach every node (a cycle)."""
-    order = problem.topological_positions()
-    if len(order) != len(problem.nodes):
+    if len(problem.topological_positions()) != len(problem.nodes):
         return None
-    return {problem.nodes[v].id: place for place, v in enumerate(order)}
+    return {node.id: place for node, place in zip(problem.nodes, problem.topological_rank())}
 
 
 def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]) -> list[str]:

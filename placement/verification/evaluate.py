@@ -201,12 +201,12 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
 
     # In(S) ∪ Out(S): the sources u of edges crossing S either way, found from the edges at S's nodes
     boundary: set[int] = set()
-    ids = problem.nodes
+    nodes_at = problem.nodes
     for v in members:
         at = problem.index_of(v)
-        if any(ids[w].id not in members for w in succ[at]):
+        if any(nodes_at[w].id not in members for w in succ[at]):
             boundary.add(v)
-        boundary.update(ids[u].id for u in pred[at] if ids[u].id not in members)
+        boundary.update(nodes_at[u].id for u in pred[at] if nodes_at[u].id not in members)
     comm_fw = comm_bw = 0.0
     if dtype is not None and dtype.pays_comm:
         for u in sorted(boundary, key=problem.index_of):

@@ -176,8 +176,10 @@ class CpSatBackend(Backend):
                 start = time.perf_counter()
                 code = solver.Solve(self.model, self._progress(options))
                 wall = time.perf_counter() - start
-        except OSError as exc:   # the log could not be written (a full device)
-            raise unwritable(options.log_path or "", exc, "log") from None
+        except OSError as exc:
+            if options.log_path is None:
+                raise
+            raise unwritable(options.log_path, exc, "log") from None   # the log could not be written (a full device)
         status = solver.StatusName(code)
         word = self.status_word(status)
         stats = {"solver_status": status, "branches": solver.NumBranches(), "conflicts": solver.NumConflicts(),
