@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import placement
 from placement.errors import LimitExceededError
@@ -97,6 +98,69 @@ def test_an_input_that_reaches_the_previous_segment_pays_its_transfer():
     problem = make_two_type_problem(nodes, [Edge(1, 3), Edge(2, 3), Edge(3, 4), Edge(2, 4)], 2, 1, 5)
     assert latency_path_bound(problem) == 8.75
     assert brute_force_latency(problem, max_calls=1).objective == 10.25
+
+
+def test_an_input_whose_colour_mate_reaches_the_previous_segment_pays_its_transfer():
+    """a -> b -> c and w -> c, w of a's colour (a weight a and c share); accelerator times 1 (w 0),
+    CPU times a=2, w=0, b=c=20, memory 2 (w 0), transfers c(a)=c(b)=1, c(w)=3; 2 accelerators of 4
+    bytes and a CPU. The heaviest path is a -> b -> c.
+
+    With one call per accelerator w goes wherever a goes, so a call from b or c holds no w: a, and
+    with it w, reaches the node before such a call. Every partition with a segment holding c from b
+    or c pays c(w) = 3: a on the CPU | b c: 2 + (1 + 3 + 2) = 8; a | b c: 2 + 6 = 8; a b | c:
+    3 + 5 = 8 (a b c is 6 bytes). The bound is 8, and so is the optimum (a and w on the CPU, b and c
+    in one call). Without colours w would be taken into c's call at its time 0: 5. With two calls
+    per accelerator w may sit in another call of a's accelerator, and colours give nothing.
+    """
+    nodes = [Node(1, "a", (1.0, 2.0), 2.0, False, 7, 1.0), Node(2, "b", (1.0, 20.0), 2.0, False, None, 1.0),
+             Node(3, "c", (1.0, 20.0), 2.0), Node(4, "w", (0.0, 0.0), 0.0, False, 7, 3.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3), Edge(4, 3)], 2, 1, 4)
+    assert latency_path_bound(problem) == 8.0
+    assert brute_force_latency(problem, max_calls=1).objective == 8.0
+    assert latency_path_bound(problem, calls=2) == 5.0
+
+
+def test_no_call_holds_a_node_whose_colour_mate_reaches_the_node_before_it():
+    """Chain p -> a -> b with p and a of one colour; accelerator times 1, CPU 10, memory 2, transfers
+    c(p)=0.25, c(a)=2; 2 accelerators of 4 bytes and a CPU.
+
+    The cheapest split, p | a b (1.25 + 2.25 = 3.5), would put a in a call without p, which reaches
+    the node before that call. So a's call starts at p: p a | b, 4 + 3 = 7 (p a b is 6 bytes; a CPU
+    node costs 10), the optimum with one call per accelerator. With two calls (colours unused) the
+    bound is 3.5 and the optimum still 7: a must share p's accelerator, and both calls count
+    against its memory.
+    """
+    nodes = [Node(1, "p", (1.0, 10.0), 2.0, False, 3, 0.25), Node(2, "a", (1.0, 10.0), 2.0, False, 3, 2.0),
+             Node(3, "b", (1.0, 10.0), 2.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 4)
+    assert latency_path_bound(problem) == 7.0
+    assert brute_force_latency(problem, max_calls=1).objective == 7.0
+    assert latency_path_bound(problem, calls=2) == 3.5
+    assert brute_force_latency(problem, max_calls=2).objective == 7.0
+
+
+@st.composite
+def coloured_graphs(draw, max_nodes: int = 7):
+    """Inference DAGs whose nodes fall into random colour classes (up to ``max_nodes`` nodes, 1–3
+    accelerators, at most a CPU, memory bounds that often bind)."""
+    n = draw(st.integers(2, max_nodes))
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    edges = sorted(draw(st.sets(st.sampled_from(pairs), min_size=1, max_size=2 * n)))
+    colours = draw(st.integers(1, n))
+    times = st.sampled_from([0.25, 0.5, 1.0, 2.0, 3.0])
+    nodes = [Node(i + 1, f"n{i}", (draw(times), draw(st.sampled_from([1.0, 4.0, 20.0]))),
+                  float(draw(st.integers(0, 3))), False, draw(st.integers(0, colours - 1)), draw(times))
+             for i in range(n)]
+    return make_two_type_problem(nodes, [Edge(a + 1, b + 1) for a, b in edges], draw(st.integers(1, 3)),
+                                 draw(st.integers(0, 1)), float(draw(st.sampled_from([3, 5, 8, 100]))))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(coloured_graphs())
+def test_never_above_the_optimum_with_colours(problem):
+    truth = brute_force_latency(problem, max_calls=1)
+    if truth.status is not Status.INFEASIBLE:
+        assert latency_path_bound(problem) <= truth.objective + 1e-9 * max(1.0, truth.objective)
 
 
 def test_a_call_holds_every_node_between_its_ends():

@@ -21,6 +21,11 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
   ``min(c(x), p_acc(x))``. It is certainly outside when it is on ``P``, runs on no accelerator,
   has no room beside ``I`` (``m(I) + m(x)`` above the memory bound), or reaches ``v_{s−1}``
   (the path ``x → … → v_{s−1} → v_s`` would leave ``S`` and come back); then it adds ``c(x)``;
+* *colours* (``q = 1`` only): a colour class goes whole to one device, so with one call per
+  accelerator it goes whole to one call. A node with a colour mate that reaches ``v_{s−1}`` is
+  certainly outside ``S`` (the mate is, by the argument above): as an input it adds ``c(x)``, and
+  an interval holding it is no call of any plan. With ``q > 1`` the mate may sit in another call
+  of the same accelerator, and colours are not used;
 * *outputs*: a node ``u ∈ I`` with a successor on ``P`` after ``v_t`` is in ``Out(S)``: ``c(u)``.
   Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} a(w))``, where ``A(u)`` are the successors
   off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P`` where it has
@@ -87,11 +92,12 @@ class PathData:
     path, its successors on the path, what it adds as an input (``c``, or ``min(c, p_acc)`` off
     the path) and the layer it is in, the node it is assigned to (``owner``, off the path), what a
     call adds by holding it (``a``) and the sum of ``a`` over the nodes assigned to it (``inf``
-    when one runs on no accelerator); and the scratch lists it writes."""
+    when one runs on no accelerator), the first layer holding a colour mate of it (``mate_layer``,
+    from ``classes``, the classes that go whole to one call); and the scratch lists it writes."""
 
     def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                  rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
-                 cost: Sequence[float]) -> None:
+                 cost: Sequence[float], classes: Sequence[Sequence[int]] = ()) -> None:
         n = len(succ)
         self.path = list(path)
         self.on_path = [False] * n
@@ -121,6 +127,13 @@ class PathData:
         for t, layer in enumerate(self.layers):
             for x in layer:
                 self.layer_of[x] = t
+        # a node whose mate_layer is before s has a mate that reaches path[s − 1]: outside a call from s
+        self.mate_layer = [len(path)] * n
+        for members in classes:
+            if len(members) > 1:
+                first = sorted(self.layer_of[x] for x in members)
+                for x in members:
+                    self.mate_layer[x] = first[1] if self.layer_of[x] == first[0] else first[0]
         # scratch for interval_runs, marked with the start: membership of I, inputs paid, and per
         # member its successors on the path not in I yet and the time of its assigned ones not in I yet
         self.member = [-1] * n
@@ -137,7 +150,8 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     :func:`least_sum` pays). Membership and the inputs paid are marked with ``s`` in ``data``'s
     scratch lists, so the starts must be distinct."""
     path, on_path, owner = data.path, data.on_path, data.owner
-    member, paid, waiting, left, layer_of = data.member, data.paid, data.waiting, data.left, data.layer_of
+    member, paid, waiting, left = data.member, data.paid, data.waiting, data.left
+    layer_of, mate_layer = data.layer_of, data.mate_layer
     first = path[s]
     compute = used = inputs = outputs = 0.0
     scanned = 0
@@ -156,7 +170,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                     continue          # not a descendant of path[s]
             time = p_acc[x]
             used += memory[x]
-            if time is None or used > capacity:
+            if time is None or used > capacity or mate_layer[x] < s:
                 budget.spend(scanned - len(ends))
                 return ends, durations
             compute += time
@@ -164,7 +178,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 if member[u] != s:
                     if paid[u] != s:
                         paid[u] = s
-                        fee = data.input_fee[u] if layer_of[u] >= s else cost[u]
+                        fee = data.input_fee[u] if layer_of[u] >= s and mate_layer[u] >= s else cost[u]
                         inputs += fee
                         if fee < cost[u]:
                             heapq.heappush(guests, (-memory[u], cost[u] - fee))
@@ -195,15 +209,16 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                   rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
                   p_cpu: Sequence[float | None], memory: Sequence[float], cost: Sequence[float], capacity: float,
-                  segments: int, budget: Budget | None = None) -> float:
+                  segments: int, budget: Budget | None = None, classes: Sequence[Sequence[int]] = ()) -> float:
     """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) in the
     graph ``succ``/``pred`` (``order``: the node positions in a topological order, ``rank``: each
     node's place in it); per node position its fastest accelerator time and CPU time (``None``:
     unsupported there), memory and transfer cost ``c``; ``capacity`` is the largest accelerator memory and ``segments`` the most
-    accelerator segments (``q·A``). ``inf`` when no partition exists;
+    accelerator segments (``q·A``); ``classes`` the colour classes (node positions) that go whole to
+    one call (give them only with one call per accelerator). ``inf`` when no partition exists;
     :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
     budget = budget or Budget()
-    data = PathData(path, succ, pred, rank, order, p_acc, cost)
+    data = PathData(path, succ, pred, rank, order, p_acc, cost, classes)
 
     def cpu_runs(i: int) -> tuple[list[int], list[float]]:
         time = p_cpu[path[i]]
@@ -248,20 +263,23 @@ def path_weights(fastest: Sequence[float], memory: Sequence[float]) -> list[list
 
 
 def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
-               memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int) -> float:
+               memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int,
+               calls: int) -> float:
     """The largest :func:`segment_bound` over the :func:`heavy_paths` of ``problem``'s graph, with the
-    data given per node position (in any consistent units); the paths whose DP would outrun one
+    data given per node position (in any consistent units), ``segments`` accelerator segments and
+    ``problem``'s colour classes where ``calls`` (per accelerator) is 1; the paths whose DP would outrun one
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
     give no bound (0)."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
     succ, pred = problem.successors(), problem.predecessors()
     rank, order = problem.topological_rank(), problem.topological_positions()
+    classes = problem.colour_classes() if calls == 1 else []
     budget = Budget()
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
         try:
             best = max(best, segment_bound(path, succ, pred, rank, order, p_acc, p_cpu, memory, cost, capacity,
-                                           segments, budget))
+                                           segments, budget, classes))
         except LimitExceededError:
             break
     return best
@@ -284,4 +302,4 @@ def latency_path_bound(problem: Instance, calls: int = 1) -> float:
     return path_bound(problem, [fastest(i, acc) for i in range(len(nodes))],
                       [fastest(i, cpu) for i in range(len(nodes))], [v.memory for v in nodes],
                       [v.out_cost for v in nodes], max((types[t].memory for t in acc), default=0.0),
-                      calls * sum(types[t].count for t in acc))
+                      calls * sum(types[t].count for t in acc), calls)

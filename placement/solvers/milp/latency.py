@@ -60,8 +60,8 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
 
 14. ``L ≥ B``, with ``B`` the path bound of :mod:`placement.problem.path_bound` computed on the
     model's own data (:func:`path_floor`): along a path, every call meets it in one segment, holds
-    every node between the segment's ends, and the segments and CPU nodes run in turn, so every
-    plan's latency is at least ``B``. Integer
+    every node between the segment's ends (and, with ``q = 1``, whole colour classes), and the
+    segments and CPU nodes run in turn, so every plan's latency is at least ``B``. Integer
     backends only: on the floating-point ones a row at the optimum itself lets their
     tolerances pull ``L`` below a plan's value (HiGHS returned 0.999999 for a plan of 1), so
     there the bound is only reported. On every backend the solution's bound is at least
@@ -244,7 +244,7 @@ def path_floor(problem: Instance, d: LatencyData, q: int) -> float:
     for cn in d.cost:
         cost[cn.u] = cn.c
     bound = path_bound(problem, fastest, d.p_cpu, [d.m[d.group[i]] for i in range(len(problem.nodes))], cost,
-                       max(d.M, default=0.0), q * len(d.acc))
+                       max(d.M, default=0.0), q * len(d.acc), q)
     return bound if math.isfinite(bound) else 0.0
 
 
