@@ -17,10 +17,20 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
 * the segment is maximal, so ``v_{s−1}`` and ``v_{t+1}`` are outside ``S``, and with them every
   node of ``P`` before ``v_s`` or after ``v_t`` (a path leaving ``S`` does not come back);
 * *inputs*: each node ``x ∉ I`` with an edge into ``I`` (never a descendant of ``v_s``, else it
-  would be in ``I``) is outside ``S``, adding ``c(x)``, or in it, adding its accelerator time:
-  ``min(c(x), p_acc(x))``. It is certainly outside when it is on ``P``, runs on no accelerator,
-  has no room beside ``I`` (``m(I) + m(x)`` above the memory bound), or reaches ``v_{s−1}``
-  (the path ``x → … → v_{s−1} → v_s`` would leave ``S`` and come back); then it adds ``c(x)``;
+  would be in ``I``) is outside ``S``, adding ``c(x)``, or in it, adding its accelerator time and
+  what it brings in: ``min(c(x), p_acc(x) + r(x))``. It is certainly outside when it is on ``P``,
+  runs on no accelerator, has no room beside ``I`` (``m(I) + m(x)`` above the memory bound), or
+  reaches ``v_{s−1}`` (the path ``x → … → v_{s−1} → v_s`` would leave ``S`` and come back); then
+  it adds ``c(x)``;
+* *what an input held brings*: a held ``x`` has each predecessor ``y`` in ``S`` or in ``In(S)``.
+  A ``y`` certainly outside ``S`` (as for inputs) adds ``c(y)``; another adds at least
+  ``min(c(y), p_acc(y) + r'(y))``, with ``r'(y)`` the same sum over the predecessors of ``y``
+  whose only successor is ``y``. ``r(x)`` sums this over the predecessors ``y`` of ``x`` that are
+  not inputs of ``I`` and feed no other input of ``I``, so each ``y`` (and each ancestor counted
+  through it, whose only successor leads to ``y``) stands for ``x`` alone, and nothing is
+  counted twice; no such node descends from ``v_s``. Where memory binds, this is how a branch
+  that leaves ``P`` before ``v_{s−1}`` and joins it in ``I`` (a residual block's shortcut) makes
+  the call receive the branch's tensor one way or the other;
 * *colours* (``q = 1`` only): a colour class goes whole to one device, so with one call per
   accelerator it goes whole to one call. A node with a colour mate that reaches ``v_{s−1}`` is
   certainly outside ``S`` (the mate is, by the argument above): as an input it adds ``c(x)``, and
@@ -106,6 +116,7 @@ class PathData:
         on_path = self.on_path
         self.layers = path_layers(path, pred, rank)
         self.path_succ = [sum(on_path[w] for w in succ[u]) for u in range(n)]
+        self.succ_count = [len(succ[u]) for u in range(n)]
         self.owner = [-1 if on_path[w] or not pred[w] else next((u for u in pred[w] if on_path[u]), pred[w][0])
                       for w in range(n)]
         # absorb[w]: the least a call adds by holding w off the path (its time, plus its output or
@@ -157,7 +168,8 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     scanned = 0
     ends: list[int] = []
     durations: list[float] = []
-    guests: list[tuple[float, float]] = []   # inputs paid below c: (−memory, c − fee paid)
+    guests: list[tuple[float, int]] = []     # inputs that may be in the call: (−memory, node)
+    fees = _InputFees(data, s, pred, data.succ_count, p_acc, cost)
     for t in range(s, len(path)):
         for x in data.layers[t]:
             preds = pred[x]
@@ -171,17 +183,19 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
             time = p_acc[x]
             used += memory[x]
             if time is None or used > capacity or mate_layer[x] < s:
-                budget.spend(scanned - len(ends))
+                budget.spend(scanned + fees.scanned - len(ends))
                 return ends, durations
             compute += time
             for u in preds:
                 if member[u] != s:
                     if paid[u] != s:
                         paid[u] = s
-                        fee = data.input_fee[u] if layer_of[u] >= s and mate_layer[u] >= s else cost[u]
-                        inputs += fee
-                        if fee < cost[u]:
-                            heapq.heappush(guests, (-memory[u], cost[u] - fee))
+                        if data.input_fee[u] < cost[u] and layer_of[u] >= s and mate_layer[u] >= s:
+                            fees.add(u)
+                            heapq.heappush(guests, (-memory[u], u))
+                        else:
+                            inputs += cost[u]
+                            fees.settle(u)
                     continue
                 c = cost[u]
                 if on_path[x]:        # u's output may now stay in the call
@@ -199,11 +213,91 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
             c = cost[x]
             outputs += c if waiting[x] or left[x] >= c else left[x]
         while guests and used - guests[0][0] > capacity:   # no room left in the call for this input
-            inputs += heapq.heappop(guests)[1]
+            fees.force_out(heapq.heappop(guests)[1])
         ends.append(t + 1)
-        durations.append(compute + inputs + outputs)
-    budget.spend(scanned - len(ends))
+        durations.append(compute + inputs + fees.total + outputs)
+    budget.spend(scanned + fees.scanned - len(ends))
     return ends, durations
+
+
+class _InputFees:
+    """The inputs of a call from ``path[s]`` that it may hold (off the path, on an accelerator, not
+    reaching ``path[s − 1]``, themselves or by a colour mate), each adding ``min(c(x), p_acc(x) + r(x))``,
+    or ``c(x)`` once the call has no room for it. A held ``x`` needs each predecessor ``y`` in the call
+    or received: ``r(x)`` sums over them ``c(y)`` where ``y`` is certainly outside the call (as the
+    input itself), else ``min(c(y), p_acc(y) + r'(y))``, with ``r'`` the same sum over the predecessors
+    whose only successor is ``y``. A predecessor that is an input of the interval, or feeds another
+    such ``x``, adds nothing, so that no transfer or time is counted twice."""
+
+    def __init__(self, data: PathData, s: int, pred: Sequence[Sequence[int]], succ_count: Sequence[int],
+                 p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
+        self.data, self.s, self.pred, self.succ_count, self.p_acc, self.cost = data, s, pred, succ_count, p_acc, cost
+        self.total = 0.0
+        self.fee: dict[int, float] = {}            # the inputs x that the call may hold, and what each adds
+        self.held_by: dict[int, list[int]] = {}    # a predecessor of such inputs -> those inputs
+        self.inputs: set[int] = set()              # every input of the interval so far
+        self.out: set[int] = set()                 # inputs with no room left in the call
+        self.deep: dict[int, float] = {}           # r'(y)
+        self.scanned = 0                           # predecessors read for r'
+
+    def outside(self, y: int) -> bool:
+        data = self.data
+        return (data.on_path[y] or self.p_acc[y] is None or data.layer_of[y] < self.s
+                or data.mate_layer[y] < self.s)
+
+    def add(self, x: int) -> None:
+        """``x`` is an input of the interval that the call may hold."""
+        self.fee[x] = 0.0
+        self._input(x)
+        for y in self.pred[x]:
+            feeds = self.held_by.setdefault(y, [])
+            feeds.append(x)
+            if len(feeds) == 2:
+                self._refresh(feeds[0])
+        self._refresh(x)
+
+    def settle(self, y: int) -> None:
+        """``y`` is an input of the interval certainly outside the call."""
+        self._input(y)
+
+    def force_out(self, x: int) -> None:
+        self.out.add(x)
+        self._refresh(x)
+
+    def _input(self, y: int) -> None:
+        self.inputs.add(y)
+        for x in self.held_by.get(y, ()):
+            self._refresh(x)
+
+    def _refresh(self, x: int) -> None:
+        c = self.cost[x]
+        if x in self.out:
+            fee = c
+        else:
+            brought = sum(self._brought(y) for y in self.pred[x]
+                          if y not in self.inputs and len(self.held_by[y]) == 1)
+            fee = min(c, self.p_acc[x] + brought)  # type: ignore[operator]
+        self.total += fee - self.fee[x]
+        self.fee[x] = fee
+
+    def _brought(self, y: int) -> float:
+        """``c(y)`` where ``y`` is certainly outside the call, else ``min(c(y), p_acc(y) + r'(y))``."""
+        if self.outside(y):
+            return self.cost[y]
+        stack = [y]                                # r' of y's private ancestors first, without recursion
+        while stack:
+            z = stack[-1]
+            todo = [w for w in self.pred[z] if self.succ_count[w] == 1 and not self.outside(w)
+                    and w not in self.deep]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            self.scanned += len(self.pred[z]) or 1
+            self.deep[z] = sum(self.cost[w] if self.outside(w) else
+                               min(self.cost[w], self.p_acc[w] + self.deep[w])  # type: ignore[operator]
+                               for w in self.pred[z] if self.succ_count[w] == 1)
+        return min(self.cost[y], self.p_acc[y] + self.deep[y])  # type: ignore[operator]
 
 
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
