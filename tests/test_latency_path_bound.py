@@ -217,6 +217,26 @@ def test_an_input_held_in_the_call_brings_its_own_inputs():
     assert brute_force_latency(problem, max_calls=1).objective == 12.5
 
 
+def test_a_held_branch_brings_the_transfer_from_where_it_leaves_the_path():
+    """Path q -> p -> a -> d with a branch q -> y -> x -> d; accelerator times 1 (y, x 0.5), CPU 10,
+    memory q=p=2, a=d=1, y=x=0.5, transfers c(q)=3, c(p)=c(a)=1, c(y)=c(x)=4; 2 accelerators of 4
+    bytes and a CPU.
+
+    q p | a d: the first call lasts 2 + c(p) + q's share min(3, 0.5 + min(4, 0.5 + 4)) = 6. The
+    second receives p (1) and x (4) or holds x (0.5) with y received (4) or held (0.5) with q
+    received (3): q's other successor p comes before the call, so only the branch can bring q in.
+    That is 4 either way: 2 + 1 + 4 = 7, and the bound is 13, the optimum (q p, then a y x d).
+    Stopping at y's time would give x a share of 1 and a bound of 10.
+    """
+    nodes = [Node(1, "q", (1.0, 10.0), 2.0, False, None, 3.0), Node(2, "p", (1.0, 10.0), 2.0, False, None, 1.0),
+             Node(3, "a", (1.0, 10.0), 1.0, False, None, 1.0), Node(4, "d", (1.0, 10.0), 1.0),
+             Node(5, "y", (0.5, 10.0), 0.5, False, None, 4.0), Node(6, "x", (0.5, 10.0), 0.5, False, None, 4.0)]
+    edges = [Edge(1, 2), Edge(2, 3), Edge(3, 4), Edge(1, 5), Edge(5, 6), Edge(6, 4)]
+    problem = make_two_type_problem(nodes, edges, 2, 1, 4)
+    assert latency_path_bound(problem) == 13.0
+    assert brute_force_latency(problem, max_calls=1).objective == 13.0
+
+
 def test_a_call_holds_every_node_between_its_ends():
     """Diamond a -> {b, c} -> d; accelerator times a=1, b=3, c=2, d=1 (CPU 10 each), memory 1 each,
     transfers 0.5 (d none); one accelerator of 10 bytes and a CPU. The heaviest path is a -> b -> d.

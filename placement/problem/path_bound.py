@@ -24,13 +24,14 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
   it adds ``c(x)``;
 * *what an input held brings*: a held ``x`` has each predecessor ``y`` in ``S`` or in ``In(S)``.
   A ``y`` certainly outside ``S`` (as for inputs) adds ``c(y)``; another adds at least
-  ``min(c(y), p_acc(y) + r'(y))``, with ``r'(y)`` the same sum over the predecessors of ``y``
-  whose only successor is ``y``. ``r(x)`` sums this over the predecessors ``y`` of ``x`` that are
-  not inputs of ``I`` and feed no other input of ``I``, so each ``y`` (and each ancestor counted
-  through it, whose only successor leads to ``y``) stands for ``x`` alone, and nothing is
-  counted twice; no such node descends from ``v_s``. Where memory binds, this is how a branch
-  that leaves ``P`` before ``v_{s−1}`` and joins it in ``I`` (a residual block's shortcut) makes
-  the call receive the branch's tensor one way or the other;
+  ``min(c(y), p_acc(y) + r'(y))``, with ``r'(y)`` the same sum over the *private* predecessors of
+  ``y``: those whose every other successor reaches ``v_{s−1}`` (so is outside ``S``, neither in
+  ``I`` nor an input of it, nor counted through another node). ``r(x)`` sums this over the
+  predecessors ``y`` of ``x`` that are not inputs of ``I`` and feed no other input of ``I``. So
+  each ``y``, and each ancestor counted through it, stands for ``x`` alone, and nothing is
+  counted twice; none of them descends from ``v_s``. A branch that leaves ``P`` before
+  ``v_{s−1}`` and joins it in ``I`` (a residual block's shortcut) thus makes the call receive
+  the branch's tensor, or hold the branch and receive what feeds it;
 * *colours* (``q = 1`` only): a colour class goes whole to one device, so with one call per
   accelerator it goes whole to one call. A node with a colour mate that reaches ``v_{s−1}`` is
   certainly outside ``S`` (the mate is, by the argument above): as an input it adds ``c(x)``, and
@@ -116,7 +117,7 @@ class PathData:
         on_path = self.on_path
         self.layers = path_layers(path, pred, rank)
         self.path_succ = [sum(on_path[w] for w in succ[u]) for u in range(n)]
-        self.succ_count = [len(succ[u]) for u in range(n)]
+        self.succ = succ
         self.owner = [-1 if on_path[w] or not pred[w] else next((u for u in pred[w] if on_path[u]), pred[w][0])
                       for w in range(n)]
         # absorb[w]: the least a call adds by holding w off the path (its time, plus its output or
@@ -169,7 +170,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     ends: list[int] = []
     durations: list[float] = []
     guests: list[tuple[float, int]] = []     # inputs that may be in the call: (−memory, node)
-    fees = _InputFees(data, s, pred, data.succ_count, p_acc, cost)
+    fees = _InputFees(data, s, pred, p_acc, cost)
     for t in range(s, len(path)):
         for x in data.layers[t]:
             preds = pred[x]
@@ -225,20 +226,21 @@ class _InputFees:
     reaching ``path[s − 1]``, themselves or by a colour mate), each adding ``min(c(x), p_acc(x) + r(x))``,
     or ``c(x)`` once the call has no room for it. A held ``x`` needs each predecessor ``y`` in the call
     or received: ``r(x)`` sums over them ``c(y)`` where ``y`` is certainly outside the call (as the
-    input itself), else ``min(c(y), p_acc(y) + r'(y))``, with ``r'`` the same sum over the predecessors
-    whose only successor is ``y``. A predecessor that is an input of the interval, or feeds another
-    such ``x``, adds nothing, so that no transfer or time is counted twice."""
+    input itself), else ``min(c(y), p_acc(y) + r'(y))``, with ``r'(y)`` the same sum over the
+    predecessors of ``y`` whose every other successor reaches ``path[s − 1]``. A predecessor of ``x``
+    that is an input of the interval, or feeds another such ``x``, adds nothing, so that no transfer
+    or time is counted twice (module docstring)."""
 
-    def __init__(self, data: PathData, s: int, pred: Sequence[Sequence[int]], succ_count: Sequence[int],
-                 p_acc: Sequence[float | None], cost: Sequence[float]) -> None:
-        self.data, self.s, self.pred, self.succ_count, self.p_acc, self.cost = data, s, pred, succ_count, p_acc, cost
+    def __init__(self, data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: Sequence[float | None],
+                 cost: Sequence[float]) -> None:
+        self.data, self.s, self.pred, self.p_acc, self.cost = data, s, pred, p_acc, cost
         self.total = 0.0
         self.fee: dict[int, float] = {}            # the inputs x that the call may hold, and what each adds
         self.held_by: dict[int, list[int]] = {}    # a predecessor of such inputs -> those inputs
         self.inputs: set[int] = set()              # every input of the interval so far
         self.out: set[int] = set()                 # inputs with no room left in the call
         self.deep: dict[int, float] = {}           # r'(y)
-        self.scanned = 0                           # predecessors read for r'
+        self.scanned = 0                           # successors read for r'
 
     def outside(self, y: int) -> bool:
         data = self.data
@@ -287,17 +289,27 @@ class _InputFees:
         stack = [y]                                # r' of y's private ancestors first, without recursion
         while stack:
             z = stack[-1]
-            todo = [w for w in self.pred[z] if self.succ_count[w] == 1 and not self.outside(w)
-                    and w not in self.deep]
+            private = self._private(z)
+            todo = [w for w in private if not self.outside(w) and w not in self.deep]
             if todo:
                 stack.extend(todo)
                 continue
             stack.pop()
-            self.scanned += len(self.pred[z]) or 1
             self.deep[z] = sum(self.cost[w] if self.outside(w) else
                                min(self.cost[w], self.p_acc[w] + self.deep[w])  # type: ignore[operator]
-                               for w in self.pred[z] if self.succ_count[w] == 1)
+                               for w in private)
         return min(self.cost[y], self.p_acc[y] + self.deep[y])  # type: ignore[operator]
+
+    def _private(self, z: int) -> list[int]:
+        """The predecessors of ``z`` whose every other successor reaches ``path[s − 1]``."""
+        layer_of, s = self.data.layer_of, self.s
+        private = []
+        for w in self.pred[z]:
+            successors = self.data.succ[w]
+            self.scanned += len(successors)
+            if all(layer_of[v] < s for v in successors if v != z):
+                private.append(w)
+        return private
 
 
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
