@@ -366,6 +366,22 @@ def long_chain(n: int, memory: float) -> Instance:
     return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(n - 1)], 2, 1, memory)
 
 
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_proves_the_resnet50_layer_latency():
+    """ResNet-50's layer graph (14 accelerators; the transfers sum to 50 times the compute): the path
+    bound charges each call on the heaviest path for the shortcut branches that join it, and meets
+    the chain DP's plan, 1156.88128125. The bound on the instance's own times proves it, though
+    CP-SAT's times are rounded down."""
+    path = SHARED / "LayerGraphs" / "resnet50_inference.json"
+    if not path.exists():
+        pytest.skip("../shared/tarnawski is not available")
+    problem = read_instance(path)
+    assert latency_path_bound(problem) == 1156.88128125
+    result = placement.solve(problem, objective="latency", method="milp", backend="cp-sat", time_limit=120)
+    assert result.status == "optimal"
+    assert result.value == 1156.88128125
+
+
 def test_the_run_dp_stops_at_its_budget():
     """50 units whose runs memory does not bound: runs from every start reach the end, 50 + 49 + ...
     joins for the accelerator runs alone, far more than 100."""

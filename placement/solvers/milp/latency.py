@@ -64,8 +64,9 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     segments and CPU nodes run in turn, so every plan's latency is at least ``B``. Integer
     backends only: on the floating-point ones a row at the optimum itself lets their
     tolerances pull ``L`` below a plan's value (HiGHS returned 0.999999 for a plan of 1), so
-    there the bound is only reported. On every backend the solution's bound is at least
-    ``B`` (in instance units) and the critical path.
+    there the bound is only reported. On every backend the solution's bound is at least the
+    critical path and the path bound on the instance's own times (``B`` uses the model's times,
+    which may be rounded down), so a plan that meets it is proven optimal whatever the rounding.
 
 Objective: minimise ``L``.
 
@@ -96,7 +97,7 @@ from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
-from placement.problem.path_bound import path_bound
+from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
@@ -363,8 +364,9 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
                            latency_lower_bound(problem))
     be.deadline = None
-    # the path bound in instance units: model times are the instance's scaled, or rounded down
-    simple_bound = max(latency_lower_bound(problem), V.floor / d.scaling.scale)
+    # the path bound on the instance's own times (the model's are scaled, or rounded down)
+    path = latency_path_bound(problem, calls)
+    simple_bound = max(latency_lower_bound(problem), path if math.isfinite(path) else 0.0)
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     if fallback is not None:
@@ -379,9 +381,9 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
                              "build_s": time.perf_counter() - start, "gap_allowed": options.gap}
     if stages is not None:
         stats["stages"] = stages
-    stats["path_bound"] = V.floor / d.scaling.scale
-    if progress is not None and V.floor > 0:
-        progress(f"path bound {V.floor / d.scaling.scale:.6g}")
+    stats["path_bound"] = path
+    if progress is not None and path > 0:
+        progress(f"path bound {path:.6g}")
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,

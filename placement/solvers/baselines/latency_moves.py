@@ -1,0 +1,85 @@
+"""Improve a latency plan by moving whole colour classes from the accelerators to the CPUs.
+
+Model
+-----
+The latency model of DESIGN.md §2 (one sample, inference): a CPU node runs as soon as its inputs
+are ready, CPUs pay no transfers, and an accelerator call lasts its inputs' transfers, its
+compute and its outputs' transfers. A node whose output is large but whose CPU time is short (an
+embedding table that is read at the start and again at the end of a language model) can cost a
+call far more as a transfer than it costs on a CPU, where it runs beside the accelerators.
+
+Descent: take the colour classes that are on accelerators, heaviest total transfer ``Σ c(v)``
+first; move one whole class to the CPUs (every member supported there) and keep the move when
+the independent evaluator (:func:`placement.verification.latency.evaluate_latency`) finds the
+plan valid (calls still contiguous, memory within bounds) and faster; sweep again after any
+improvement, until a sweep improves nothing or the deadline passes. With ``stages`` the plans
+must keep that many non-empty devices. The result is never slower than the plan given.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+from placement.problem.instance import Instance
+from placement.plan import DeviceAssignment, Plan
+from placement.verification.latency import evaluate_latency
+
+
+def move_classes_to_cpus(problem: Instance, plan: Plan, deadline: float = math.inf, stages: int | None = None,
+                         progress: Callable[[str], None] | None = None) -> Plan:
+    """The descent of the module docstring from ``plan``; ``deadline`` is a ``time.perf_counter()`` value.
+    ``plan`` itself when the instance has no CPU device or no move helps."""
+    types = problem.device_types
+    cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
+    if len(cpus) != 1:
+        return plan
+    cpu = cpus[0]
+    nodes = problem.nodes
+    evaluation = evaluate_latency(problem, plan)
+    if not evaluation.valid:
+        return plan
+    best = evaluation.latency
+    classes = [c for c in problem.colour_classes() if all(nodes[i].times[cpu] is not None for i in c)]
+    classes.sort(key=lambda c: -sum(nodes[i].out_cost for i in c))
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        on_cpu = {n for d in plan.devices if d.type == types[cpu].name for n in d.nodes}   # whole classes
+        for members in classes:
+            if time.perf_counter() >= deadline:
+                break
+            ids = {nodes[i].id for i in members}
+            if ids & on_cpu:
+                continue
+            candidate = _moved(problem, plan, ids, types[cpu].name)
+            if stages is not None and candidate.non_empty != stages:
+                continue
+            found = evaluate_latency(problem, candidate)
+            if found.valid and found.latency < best:
+                plan, best, improved = candidate, found.latency, True
+                on_cpu |= ids
+                if progress is not None:
+                    progress(f"latency {best:.6g}: class of node {min(ids)} moved to the CPUs")
+    return plan
+
+
+def _moved(problem: Instance, plan: Plan, ids: set[int], cpu: str) -> Plan:
+    """``plan`` with the nodes ``ids`` taken off their accelerators and added to its first CPU device
+    (a new one when it has none)."""
+    devices = []
+    added = False
+    for device in plan.devices:
+        if device.type == cpu and not added:
+            joined = set(device.nodes) | ids
+            devices.append(DeviceAssignment(cpu, tuple(sorted(joined, key=problem.index_of))))
+            added = True
+            continue
+        rest = tuple(n for n in device.nodes if n not in ids)
+        if rest or device.type == cpu:
+            calls = tuple(kept for kept in (tuple(n for n in call if n not in ids) for call in device.calls) if kept)
+            devices.append(DeviceAssignment(device.type, rest, calls=calls))
+    if not added:
+        devices.append(DeviceAssignment(cpu, tuple(sorted(ids, key=problem.index_of))))
+    return Plan(tuple(devices))
