@@ -139,6 +139,22 @@ def test_no_call_holds_a_node_whose_colour_mate_reaches_the_node_before_it():
     assert brute_force_latency(problem, max_calls=2).objective == 7.0
 
 
+def test_no_call_holds_a_node_whose_colour_mate_comes_later_on_the_path():
+    """Chain a -> b -> c with a and c of one colour; accelerator times 1, CPU times a=c=2, b=10,
+    memory 1, transfers c(a)=c(b)=5; 2 accelerators of 2 bytes and a CPU.
+
+    A call holding a holds c, and so b (a path that leaves a call does not come back): 3 bytes, too
+    many. So a and c run on the CPU, and b either there (2 + 10 + 2 = 14) or in a call receiving a
+    and sending b (2 + 11 + 2 = 15): the bound is 14, the optimum. Without the mate after the
+    segment, a b | c on the CPU would give 7 + 2 = 9.
+    """
+    nodes = [Node(1, "a", (1.0, 2.0), 1.0, False, 9, 5.0), Node(2, "b", (1.0, 10.0), 1.0, False, None, 5.0),
+             Node(3, "c", (1.0, 2.0), 1.0, False, 9)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 2)
+    assert latency_path_bound(problem) == 14.0
+    assert brute_force_latency(problem, max_calls=1).objective == 14.0
+
+
 @st.composite
 def coloured_graphs(draw, max_nodes: int = 7):
     """Inference DAGs whose nodes fall into random colour classes (up to ``max_nodes`` nodes, 1–3

@@ -35,8 +35,9 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
 * *colours* (``q = 1`` only): a colour class goes whole to one device, so with one call per
   accelerator it goes whole to one call. A node with a colour mate that reaches ``v_{s−1}`` is
   certainly outside ``S`` (the mate is, by the argument above): as an input it adds ``c(x)``, and
-  an interval holding it is no call of any plan. With ``q > 1`` the mate may sit in another call
-  of the same accelerator, and colours are not used;
+  an interval holding it is no call of any plan. Nor is one holding a node with a mate on ``P``
+  after ``v_t``: the mate would be in ``S`` beyond ``v_{t+1}``, which is not. With ``q > 1`` the
+  mate may sit in another call of the same accelerator, and colours are not used;
 * *outputs*: a node ``u ∈ I`` with a successor on ``P`` after ``v_t`` is in ``Out(S)``: ``c(u)``.
   Otherwise ``u`` adds ``min(c(u), Σ_{w ∈ A(u) ∖ I} a(w))``, where ``A(u)`` are the successors
   off ``P`` assigned to ``u`` (each node off ``P`` to one predecessor, one on ``P`` where it has
@@ -140,12 +141,18 @@ class PathData:
             for x in layer:
                 self.layer_of[x] = t
         # a node whose mate_layer is before s has a mate that reaches path[s − 1]: outside a call from s
+        # and a node whose last_mate is after t has a mate on the path after path[t]: it is in no call
+        # that ends at path[t]
         self.mate_layer = [len(path)] * n
+        self.last_mate = [-1] * n
+        position = {v: i for i, v in enumerate(path)}
         for members in classes:
             if len(members) > 1:
                 first = sorted(self.layer_of[x] for x in members)
+                last = max((position[x] for x in members if on_path[x]), default=-1)
                 for x in members:
                     self.mate_layer[x] = first[1] if self.layer_of[x] == first[0] else first[0]
+                    self.last_mate[x] = last
         # scratch for interval_runs, marked with the start: membership of I, inputs paid, and per
         # member its successors on the path not in I yet and the time of its assigned ones not in I yet
         self.member = [-1] * n
@@ -171,6 +178,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     durations: list[float] = []
     guests: list[tuple[float, int]] = []     # inputs that may be in the call: (−memory, node)
     fees = _InputFees(data, s, pred, p_acc, cost)
+    reach = s                                 # the last position of the path holding a member's mate
     for t in range(s, len(path)):
         for x in data.layers[t]:
             preds = pred[x]
@@ -187,6 +195,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 budget.spend(scanned + fees.scanned - len(ends))
                 return ends, durations
             compute += time
+            reach = max(reach, data.last_mate[x])
             for u in preds:
                 if member[u] != s:
                     if paid[u] != s:
@@ -215,8 +224,9 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
             outputs += c if waiting[x] or left[x] >= c else left[x]
         while guests and used - guests[0][0] > capacity:   # no room left in the call for this input
             fees.force_out(heapq.heappop(guests)[1])
-        ends.append(t + 1)
-        durations.append(compute + inputs + fees.total + outputs)
+        if reach <= t:
+            ends.append(t + 1)
+            durations.append(compute + inputs + fees.total + outputs)
     budget.spend(scanned + fees.scanned - len(ends))
     return ends, durations
 
