@@ -2,8 +2,10 @@
 
 ``warm_start`` is a plan to start from, or ``True``, which starts the solver from :func:`.warmstart.default_warm_start` (the DP's
 optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals, and for the latency
-objective the better of that and the latency greedy); ``False`` starts from nothing. A start
-that breaks a constraint of the request is never used (the formulation checks it).
+objective the best of that, the latency greedy and the latency chain DP); ``False`` starts from
+nothing. A latency start, given or found, is first improved by moving colour classes to the CPUs
+(:mod:`placement.solvers.baselines.latency_moves`) within the warm start's share of the time. A
+start that breaks a constraint of the request is never used (the formulation checks it).
 ``stages=N`` goes to both the start (the DP's best plan with exactly ``N`` stages) and the MILP.
 ``time_limit=None`` is :data:`DEFAULT_TIME_LIMIT` seconds, ``threads=None`` one thread,
 ``backend=None`` CP-SAT.
@@ -24,6 +26,7 @@ from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
 from placement.solvers.milp.backends import check_backend_available
+from placement.solvers.baselines.latency_moves import move_classes_to_cpus
 from placement.solvers.milp.warmstart import default_warm_start
 
 DEFAULT_BACKEND = "cp-sat"
@@ -46,6 +49,9 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     if warm_start is True:
         start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
                                    deadline=began + WARM_START_SHARE * (deadline - began))
+    if start is not None and objective == "latency":
+        start = move_classes_to_cpus(instance, start, began + WARM_START_SHARE * (deadline - began), stages,
+                                     progress)
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,

@@ -7,8 +7,7 @@ pipeline order, so no two calls feed each other). Where the graph has more ideal
 ``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
 latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) and
 the latency chain DP (:mod:`placement.solvers.baselines.latency_chain`) are tried as well,
-and the plan of lowest latency, improved by moving colour classes to the CPUs
-(:mod:`placement.solvers.baselines.latency_moves`) until the deadline, is the start.
+and the plan of lowest latency is the start.
 
 Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
 the start.
@@ -21,7 +20,6 @@ none finds one.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 
@@ -31,7 +29,6 @@ from placement.plan import Plan
 from placement.solution import Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
-from placement.solvers.baselines.latency_moves import move_classes_to_cpus
 from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
@@ -62,7 +59,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     latency, best = min(scored, key=lambda item: item[0])
     if progress is not None:
         progress(f"warm start for latency: {latency:.6g}")
-    return move_classes_to_cpus(problem, best, math.inf if deadline is None else deadline, stages, progress)
+    return best
 
 
 def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
