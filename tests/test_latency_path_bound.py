@@ -199,17 +199,9 @@ def branched_chains(draw, max_nodes: int = 8):
                                  draw(st.integers(0, 1)), float(draw(st.sampled_from([3, 4, 5, 8]))))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(branched_chains())
-def test_never_above_the_optimum_on_branched_chains(problem):
-    truth = brute_force_latency(problem, max_calls=1)
-    if truth.status is not Status.INFEASIBLE:
-        assert latency_path_bound(problem) <= truth.objective + 1e-9 * max(1.0, truth.objective)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(coloured_graphs())
-def test_never_above_the_optimum_with_colours(problem):
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(branched_chains(), coloured_graphs()))
+def test_never_above_the_optimum_with_colours_and_shortcuts(problem):
     truth = brute_force_latency(problem, max_calls=1)
     if truth.status is not Status.INFEASIBLE:
         assert latency_path_bound(problem) <= truth.objective + 1e-9 * max(1.0, truth.objective)
