@@ -25,9 +25,10 @@ contiguous, so ``P`` meets each call in at most one segment, and there are at mo
 * *what an input held brings*: a held ``x`` has each predecessor ``y`` in ``S`` or in ``In(S)``.
   A ``y`` certainly outside ``S`` (as for inputs) adds ``c(y)``; another adds at least
   ``min(c(y), p_acc(y) + r'(y))``, with ``r'(y)`` the same sum over the *private* predecessors of
-  ``y``: those whose every other successor reaches ``v_{s−1}`` (so is outside ``S``, neither in
-  ``I`` nor an input of it, nor counted through another node). ``r(x)`` sums this over the
-  predecessors ``y`` of ``x`` that are not inputs of ``I`` and feed no other input of ``I``. So
+  ``y``: those whose every other successor reaches ``v_{s−1}``, so that, besides the node it is
+  counted through, such a predecessor feeds nothing in ``S``: it is no input of ``I`` and is
+  counted through no other node. ``r(x)`` sums this over the predecessors ``y`` of ``x`` that
+  are not inputs of ``I`` and feed no other input of ``I``. So
   each ``y``, and each ancestor counted through it, stands for ``x`` alone, and nothing is
   counted twice; none of them descends from ``v_s``. A branch that leaves ``P`` before
   ``v_{s−1}`` and joins it in ``I`` (a residual block's shortcut) thus makes the call receive
@@ -104,8 +105,9 @@ class PathData:
     path, its successors on the path, what it adds as an input (``c``, or ``min(c, p_acc)`` off
     the path) and the layer it is in, the node it is assigned to (``owner``, off the path), what a
     call adds by holding it (``a``) and the sum of ``a`` over the nodes assigned to it (``inf``
-    when one runs on no accelerator), the first layer holding a colour mate of it (``mate_layer``,
-    from ``classes``, the classes that go whole to one call); and the scratch lists it writes."""
+    when one runs on no accelerator), the first layer holding a colour mate of it (``mate_layer``)
+    and the last position of the path holding one (``last_mate``), from ``classes``, the classes
+    that go whole to one call; and the scratch lists it writes."""
 
     def __init__(self, path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                  rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
