@@ -84,12 +84,25 @@ def floor_meets_cutoff() -> Instance:
     return Instance(nodes, edges, devices, "floor-meets-cutoff")
 
 
+def start_meets_cutoff() -> Instance:
+    """A CPU-only node of 0.25 and a node of 0 on the accelerator: the warm start (0.25) is the
+    optimum and the instance's lower bound, and HiGHS, once, under load, called the model infeasible
+    within the start's value instead of proving it; the start must still be reported optimal."""
+    nodes = (Node(id=1, name="f0", times=(None, 0.25), memory=0.0, backward=False, colour=None, out_cost=0.0,
+                  weight_times=None),
+             Node(id=3, name="f1", times=(0.0, 0.25), memory=0.0, backward=False, colour=None, out_cost=0.0,
+                  weight_times=None))
+    devices = (DeviceType(ACCELERATOR, 1, math.inf, True), DeviceType(CPU, 1, math.inf, False))
+    return Instance(nodes, (), devices, "start-meets-cutoff")
+
+
 @pytest.mark.parametrize("backend", AVAILABLE)
 @pytest.mark.parametrize("contiguity", ["none", "sets"])
 def test_throughput_matches_brute_force(backend: str, contiguity: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(problems(max_nodes=6, max_accelerators=2, max_cpus=1))
     @example(floor_meets_cutoff())
+    @example(start_meets_cutoff())
     def run(problem: Instance) -> None:
         agree(problem, contiguity, "throughput", backend, failures)
 

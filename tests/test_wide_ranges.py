@@ -89,11 +89,13 @@ def test_scale_for_a_tiny_largest_value():
 def test_the_milp_places_a_tiny_node_where_no_accelerator_has_memory():
     doc = {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300}]}
-    """The memory scale for 1e-300 is capped (see above), so sizes are rounded up: the plan is
-    verified, but the bound is not a proof."""
+    """The memory scale for 1e-300 is capped (see above), so sizes are rounded up and the solver's
+    answer is no proof. The plan is verified, and its value 1 meets the instance's lower bound (the
+    node's time on the CPU, the only device with room for it), which proves it."""
     result = placement.solve(doc, method="milp", time_limit=10)
-    assert result.status == "feasible"
+    assert result.status == "optimal"
     assert "memory rounded conservatively" in result.message
+    assert "meets the instance's lower bound" in result.message
     assert result.value == 1.0
     assert [stage.device_type for stage in result.plan] == ["cpu"]
 

@@ -88,6 +88,9 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         why = {"infeasible": f"{be.name} found no plan within the starting plan's value, which is one",
                "no_solution": "the solver found no better plan", "error": "the solver failed"}[raw.status]
         plan, value = fallback
+        if meets(simple, value):
+            return done(Status.OPTIMAL, plan, value, value, extra=f"{why}; the starting plan meets the instance's "
+                                                                   "lower bound")
         trusted = raw.status == "no_solution"
         return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be),
                     extra=f"{why}; the starting plan is returned")
@@ -121,6 +124,8 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     # "prove" a plan of 1e-9 whose instance has one of 1e-10
     if raw.status == "optimal" and not doubt and objective - bound <= tolerance * abs(objective):
         return done(Status.OPTIMAL, plan, objective, objective)
+    if meets(simple, objective):
+        return done(Status.OPTIMAL, plan, objective, objective, extra="the plan meets the instance's lower bound")
     extra = doubt
     if raw.status == "optimal" and not doubt:
         extra = ("stopped within the allowed gap" if ctx.stats.get("gap_allowed")
@@ -128,6 +133,17 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if doubt:
         ctx.stats["uncertified"] = doubt
     return done(Status.FEASIBLE, plan, objective, bound, extra)
+
+
+#: relative slack between a plan's verified value and the instance's lower bound that still proves it
+#: optimal: both are sums of the instance's own numbers, so only their rounding differs
+MEETS = 1e-12
+
+
+def meets(simple: float, value: float) -> bool:
+    """Whether the instance's lower bound ``simple`` (computed from the instance, not by a solver)
+    proves a plan of verified value ``value`` optimal."""
+    return math.isfinite(value) and value - simple <= MEETS * abs(value)
 
 
 def unrefuted(bound: float, simple: float, value: float, be: Backend) -> float:
