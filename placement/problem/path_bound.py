@@ -172,7 +172,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     scratch lists, so the starts must be distinct."""
     path, on_path, owner = data.path, data.on_path, data.owner
     member, paid, waiting, left = data.member, data.paid, data.waiting, data.left
-    layer_of, mate_layer = data.layer_of, data.mate_layer
+    mate_layer = data.mate_layer
     first = path[s]
     compute = used = inputs = outputs = 0.0
     scanned = 0
@@ -202,7 +202,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 if member[u] != s:
                     if paid[u] != s:
                         paid[u] = s
-                        if data.input_fee[u] < cost[u] and layer_of[u] >= s and mate_layer[u] >= s:
+                        if data.input_fee[u] < cost[u] and not fees.outside(u):
                             fees.add(u)
                             heapq.heappush(guests, (-memory[u], u))
                         else:

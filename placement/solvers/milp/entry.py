@@ -46,12 +46,12 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     began = time.perf_counter()
     deadline = began + time_limit if deadline is None else deadline
     start = warm_start if isinstance(warm_start, Plan) else None
+    start_deadline = began + WARM_START_SHARE * (deadline - began)
     if warm_start is True:
         start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
-                                   deadline=began + WARM_START_SHARE * (deadline - began))
+                                   deadline=start_deadline)
     if start is not None and objective == "latency":
-        start = move_classes_to_cpus(instance, start, began + WARM_START_SHARE * (deadline - began), stages,
-                                     progress)
+        start = move_classes_to_cpus(instance, start, start_deadline, stages, progress)
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,

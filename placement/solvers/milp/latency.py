@@ -364,8 +364,11 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
                            latency_lower_bound(problem))
     be.deadline = None
-    # the path bound on the instance's own times (the model's are scaled, or rounded down)
-    path = latency_path_bound(problem, calls)
+    # the path bound on the instance's own times: row 14's where the model holds them exactly scaled
+    # (its integer sums are then the exact ones), else computed again, since the model's times are
+    # rounded down or its memory rounded up
+    path = (V.floor / d.scaling.scale if d.scaling.exact and d.memory_exact and V.floor > 0
+            else latency_path_bound(problem, calls))
     simple_bound = max(latency_lower_bound(problem), path if math.isfinite(path) else 0.0)
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
