@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placement.plan import DeviceAssignment, Plan
+from placement.problem.bounds import meets
 from placement.solution import Status
 from placement.solvers.milp.backends.base import RawResult
-from placement.solvers.milp.outcome import Context, Verdict, conclude, meets
+from placement.solvers.milp.outcome import Context, Verdict, conclude
 
 PLAN = Plan((DeviceAssignment("cpu", (1,)),))
 

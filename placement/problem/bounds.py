@@ -10,6 +10,16 @@ import math
 
 from placement.problem.instance import Instance
 
+#: relative slack between a plan's verified value and the instance's lower bound that still proves it
+#: optimal: both are sums of the instance's own numbers, so only their rounding differs
+MEETS = 1e-12
+
+
+def meets(simple: float, value: float) -> bool:
+    """Whether the instance's lower bound ``simple`` (computed from the instance, not by a solver)
+    proves a plan of verified value ``value`` optimal."""
+    return math.isfinite(value) and value - simple <= MEETS * abs(value)
+
 
 def _class_time(problem: Instance, members: list[int], part: list[int] | None = None) -> float:
     """Cheapest time of the nodes ``part`` (default: all) of a colour class on one device that

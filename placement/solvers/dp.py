@@ -64,6 +64,8 @@ import math
 import time
 
 from placement.errors import LimitExceededError
+from placement.plan import Plan
+from placement.problem.bounds import meets, throughput_lower_bound
 from placement.problem.instance import Instance
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
@@ -71,6 +73,7 @@ from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
 from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, uses_compiled
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
+from placement.verification.evaluate import evaluate
 
 #: the DP's optimum is proven when the rounding of its sums (:func:`rounding_error`) is at most this
 #: share of its value: the tolerance of the MILP on rounded data
@@ -171,11 +174,25 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
                         message=f"{what} satisfies the memory and support constraints")
     error = rounding_error(problem)
     if error > ROUNDING_SHARE * value:
-        stats["rounding_error"] = error
-        return Solution(Status.FEASIBLE, plan, value, max(0.0, value - error), "dp", runtime_s=runtime, stats=stats,
-                        message=f"the times and costs span too many orders of magnitude for exact sums: the DP's "
-                                f"loads may be off by up to {error:.3g}, so its plan is not proven optimal")
+        return _inexact(problem, plan, value, error, runtime, stats)
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
+
+
+def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict) -> Solution:
+    """The DP's ``plan`` where its floating-point loads may be off by up to ``error``: optimal when the
+    plan's value, recomputed by the evaluator, meets the instance's own lower bound (the optimum is at
+    least that bound, whatever the rounding); otherwise feasible, with the larger of that bound and
+    ``value − error`` (every plan's computed load is within ``error`` of its true load)."""
+    simple = throughput_lower_bound(problem)["bound"]
+    exact = evaluate(problem, plan, "stages").max_load
+    if meets(simple, exact):
+        return Solution(Status.OPTIMAL, plan, exact, exact, "dp", runtime_s=runtime, stats=stats)
+    stats["rounding_error"] = error
+    return Solution(Status.FEASIBLE, plan, value, max(0.0, value - error, simple), "dp",
+                    runtime_s=runtime, stats=stats,
+                    message=f"the DP sums the times and costs in floating point: on these numbers its loads "
+                            f"may be off by up to {error:.3g}, against a value of {value:.6g}, so its plan is not "
+                            f"proven optimal")
 
 
 def rounding_error(problem: Instance) -> float:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from placement.plan import Plan
+from placement.problem.bounds import meets
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, RawResult
 
@@ -133,17 +134,6 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if doubt:
         ctx.stats["uncertified"] = doubt
     return done(Status.FEASIBLE, plan, objective, bound, extra)
-
-
-#: relative slack between a plan's verified value and the instance's lower bound that still proves it
-#: optimal: both are sums of the instance's own numbers, so only their rounding differs
-MEETS = 1e-12
-
-
-def meets(simple: float, value: float) -> bool:
-    """Whether the instance's lower bound ``simple`` (computed from the instance, not by a solver)
-    proves a plan of verified value ``value`` optimal."""
-    return math.isfinite(value) and value - simple <= MEETS * abs(value)
 
 
 def unrefuted(bound: float, simple: float, value: float, be: Backend) -> float:
