@@ -71,7 +71,8 @@ class Verification:
     ``valid``); ``finest_class`` the smallest contiguity class the plan belongs to; ``calls``
     the call limit per accelerator that was checked (latency, ``None``: none); ``ledger``
     whether the HyPar-style communication ledger agrees with the communication charged in the
-    loads (``None`` where it was not run). ``report`` carries the evaluator's full report for
+    loads (``None`` where it was not run, or where nothing disagrees but the instance gives no
+    tensor sizes to check against). ``report`` carries the evaluator's full report for
     renderers; it is not written to JSON.
     """
 

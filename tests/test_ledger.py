@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import placement
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, Instance, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
@@ -145,6 +146,7 @@ def test_unsized_boundary_is_unchecked():
     assert ledger.devices[0].unsized == (1,)
     assert ledger.disagreements[0] == "device 0 (accelerator): unchecked, no size for boundary nodes 1"
     assert not ledger.agrees
+    assert ledger.verdict is None   # nothing disagrees: unchecked, not false
 
 
 def test_no_sizes_at_all():
@@ -153,6 +155,8 @@ def test_no_sizes_at_all():
     ledger = communication_ledger(problem, PLAN)
     assert ledger.time_per_byte.value is None
     assert ledger.disagreements == ("no edge carries a tensor size: the ledger cannot be checked",)
+    assert ledger.verdict is None
+    assert placement.verify(problem, PLAN, ledger=True).ledger is None   # "ledger_agrees": null in JSON
 
 
 def test_largest_crossing_edge_counts():

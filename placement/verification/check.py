@@ -52,7 +52,7 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
     return Verification(valid=not violations, objective=objective, contiguity=contiguity, value=value,
                         max_load=evaluation.max_load, violations=tuple(violations),
                         finest_class=evaluation.finest_class, inferred=evaluation.inferred, calls=calls,
-                        ledger=None if traffic is None else traffic.agrees,
+                        ledger=None if traffic is None else traffic.verdict,
                         report=(evaluation, latency, traffic))
 
 

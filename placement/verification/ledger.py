@@ -172,6 +172,14 @@ class Ledger:
         """Every charging device's communication equals ``ρ`` times its ledger bytes."""
         return not self.disagreements
 
+    @property
+    def verdict(self) -> bool | None:
+        """``True`` when the ledger agrees on every charging device, ``False`` when it disagrees on one,
+        ``None`` when nothing disagrees but something could not be checked (no tensor sizes)."""
+        if any(d.status == DISAGREES for d in self.devices):
+            return False
+        return None if self.disagreements else True
+
 
 def format_bytes(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.10g}"
