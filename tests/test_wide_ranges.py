@@ -198,3 +198,20 @@ def test_minus_zero_reads_as_zero():
     from placement.parameters import number
 
     assert math.copysign(1.0, number("memory", -0.0)) == 1.0
+
+
+def test_summary_figures_stay_readable_at_any_magnitude():
+    """Six decimals where they show the value; exponent form where they would print 91 digits or
+    hide a value as 0.000000."""
+    from placement.report.solution import figure
+
+    assert [figure(x) for x in (3.3627094, 0.0, 1e90, 2.5e-9, -1e-12)] == \
+        ["3.362709", "0.000000", "1.000000e+90", "2.500000e-09", "-1.000000e-12"]
+
+
+def test_the_rounding_unit_reads_as_a_power_of_two():
+    """CP-SAT's note names the multiple the times were rounded down to: 2^-20 at scale 2^20, and
+    2^286 where times near 1e90 need a scale below 1 (it read 2^--286)."""
+    from placement.solvers.milp.data import rounding_unit
+
+    assert [rounding_unit(s) for s in (2.0 ** 20, 2.0 ** -286, 1.0)] == ["2^-20", "2^286", "2^0"]

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.report.solution import format_verification
+    from placement.report.solution import figure, format_verification
     from placement.report.ledger import format_ledger
 
     instance = placement.load(args.instance)
@@ -63,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(format_ledger(ledger))
         if args.objective == "throughput-gpipe":
-            print(f"FW+BW       {evaluation.gpipe_time:.6f}  (max forward load + max backward load)")
+            print(f"FW+BW       {figure(evaluation.gpipe_time)}  (max forward load + max backward load)")
     return 0 if verification.valid else 1

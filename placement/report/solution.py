@@ -11,6 +11,15 @@ _STAT_LABELS = (("ideals", "ideals"), ("pairs_examined", "ideal pairs examined")
                 ("variables", "variables"), ("rows", "rows"))
 
 
+def figure(x: float) -> str:
+    """A value for the summary: six decimals where that shows it exactly enough (``3.362709``),
+    else seven significant digits in exponent form (``1.000000e+90``, ``2.500000e-09``); 0 as
+    ``0.000000``."""
+    if x == 0 or 1e-3 <= abs(x) < 1e15:
+        return f"{x:.6f}"
+    return f"{x:.6e}"
+
+
 def format_summary(instance: Instance, result: Result) -> str:
     """Instance, method, status, verified value, bound and gap, note, runtime with the method's counts."""
     method = result.method + (f" ({result.backend})" if result.backend else "")
@@ -22,10 +31,10 @@ def format_summary(instance: Instance, result: Result) -> str:
     ]
     if result.value is not None:
         label = OBJECTIVE_LABELS.get(result.objective, result.objective)
-        lines.append(f"{label:<11} {result.value:.6f}  (verified independently)")
-        lines.append(f"bound       {result.bound:.6f}   gap {result.gap:.2%}")
+        lines.append(f"{label:<11} {figure(result.value)}  (verified independently)")
+        lines.append(f"bound       {figure(result.bound)}   gap {result.gap:.2%}")
     elif result.status is Status.NO_SOLUTION and result.bound:
-        lines.append(f"bound       {result.bound:.6f}")
+        lines.append(f"bound       {figure(result.bound)}")
     if result.message:
         lines.append(f"note        {result.message}")
     counts = ", ".join(f"{result.stats[k]:,} {label}" for k, label in _STAT_LABELS

@@ -77,6 +77,12 @@ def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> 
     return Scaling(2.0 ** min(math.floor(math.log2(max_scaled) - math.log2(largest)), 1000), False)
 
 
+def rounding_unit(scale: float) -> str:
+    """The multiple times are rounded down to under a power-of-two ``scale``, as text: ``2^-20`` for
+    ``scale = 2^20``, ``2^286`` for ``scale = 2^-286``."""
+    return f"2^{-round(math.log2(scale))}"
+
+
 @dataclass(frozen=True)
 class MemoryData:
     """Sizes and bounds in model units; a bound that cannot bind (at least the total size) is ``inf``."""
