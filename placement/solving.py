@@ -87,6 +87,15 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
+        unused = (("backend", backend, None), ("gap", gap, 0.0), ("threads", threads, None), ("seed", seed, 0),
+                  ("calls", calls, 1), ("warm_start", warm_start, True), ("log", log, None), ("split", split, None),
+                  ("restarts", restarts, None), ("w_placement", w_placement, "any"),
+                  ("inter_layer", inter_layer, False), ("w_share", w_share, 0.5))
+        for name, value, default in unused:
+            if value is not default and value != default:
+                raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
+                                                  "its own options (it takes devices, memory, schedule, chunks, "
+                                                  "objective, max_ideals, time_limit)")
         return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
                            progress=progress, objective=objective, chunks=chunks, time_limit=time_limit)
     if devices is not None or schedule != "piper" or chunks is not None:

@@ -134,6 +134,11 @@ def test_bad_parameters_and_memory_that_fits_nothing():
         placement.solve(inst, memory=-1)
     with pytest.raises(InvalidParameterError, match=r"^stages does not apply to a Piper instance"):
         placement.solve(inst, stages=1)
+    for name, value in (("backend", "cp-sat"), ("gap", 0.1), ("threads", 2), ("seed", 1), ("calls", 2),
+                        ("warm_start", False), ("restarts", 3), ("w_share", 0.25)):
+        with pytest.raises(InvalidParameterError, match=rf"^{name} does not apply to a Piper instance, whose one "
+                                                        r"exact DP has its own options \(it takes devices,"):
+            placement.solve(inst, **{name: value})
     result = placement.solve(inst, memory=4.0)
     assert str(result.status) == "infeasible" and result.plan is None
     assert result.message == "no plan on 2 devices of 4 bytes: node 0 alone exceeds the memory at every allowed degree"
@@ -191,6 +196,13 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
     assert "error: argument --devices: expected a positive integer, got '0'" in capsys.readouterr().err
     assert main(["solve", str(path), "--method", "milp"]) == 2
     assert capsys.readouterr().err.startswith("error: --method must be 'auto' for a Piper instance")
+    assert main(["solve", str(path), "--backend", "highs"]) == 2
+    assert capsys.readouterr().err == ("error: --backend does not apply to a Piper instance, whose one exact DP has "
+                                       "its own options (it takes --devices, --memory, --schedule, --chunks, "
+                                       "--objective, --max-ideals, --time-limit)\n")
+    assert main(["solve", str(path), "--stages", "2"]) == 2
+    assert capsys.readouterr().err == ("error: --stages does not apply to a Piper instance; give its device count "
+                                       "as --devices N\n")
 
 
 @pytest.mark.skipif(not (SHARED / "bert32a100.json").exists(), reason="shared Piper instances absent")

@@ -55,11 +55,29 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
 def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
     """The error's text, with a library parameter named by the command-line option that sets it."""
     if isinstance(exc, InvalidParameterError):   # the library's None is an option left out
-        return f"{option_name(parser, argv, exc.parameter)} {re.sub(r' or None(?=[,;)]|$)', '', exc.detail)}"
+        detail = _options_named(re.sub(r' or None(?=[,;)]|$)', '', exc.detail), parser, argv)
+        return f"{option_name(parser, argv, exc.parameter)} {detail}"
     parameter = getattr(exc, "parameter", None)
     if parameter:  # a limit set by a parameter: name the option instead
         return re.sub(rf"\b{re.escape(parameter)}\b", option_name(parser, argv, parameter), str(exc))
     return str(exc)
+
+
+def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """``detail`` with the other library parameters it names written as the command's options:
+    ``backward='split'`` as ``--backward split``, ``devices=N`` as ``--devices N``, and the names listed
+    in ``(it takes a, b)``; words that name no option of the command stay as they are."""
+    def option(word: str) -> str | None:
+        name = option_name(parser, argv, word)
+        return name if name.startswith("-") else None
+
+    def assignment(match: re.Match[str]) -> str:
+        name = option(match[1])
+        return match[0] if name is None else f"{name} {match[3] if match[3] is not None else ''}"
+
+    detail = re.sub(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2)?", assignment, detail).rstrip()
+    return re.sub(r"\(it takes ([a-z_, ]+)\)",
+                  lambda m: "(it takes " + ", ".join(option(w) or w for w in m[1].split(", ")) + ")", detail)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

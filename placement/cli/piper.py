@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from placement.cli.options import json_text, positive_int, print_json, progress_printer, write_text
+from placement.cli.options import json_text, positive_int, print_json, write_text
 from placement.io.piper import PiperInstance
 
 
@@ -14,16 +15,13 @@ def devices_argument(text: str) -> int | str:
     return text if ":" in text else positive_int(text)
 
 
-def run_piper(args: argparse.Namespace, instance: PiperInstance) -> int:
-    """Solve through :func:`placement.solve` (which refuses the options that do not apply) and render."""
+def run_piper(args: argparse.Namespace, instance: PiperInstance, options: dict[str, Any]) -> int:
+    """Solve through :func:`placement.solve` with the command's ``options`` (it refuses those that do not
+    apply to a Piper instance) and render."""
     import placement
     from placement.report.parallel import format_parallel_result
 
-    result = placement.solve(instance, method=args.method, objective=args.objective, contiguity=args.contiguity,
-                             stages=args.stages, accelerators=args.accelerators, cpus=args.cpus, memory=args.memory,
-                             devices=args.devices, schedule=args.schedule, max_ideals=args.max_ideals,
-                             chunks=args.chunks, time_limit=args.time_limit,
-                             backward=getattr(args, "backward", "joint"), progress=progress_printer(args.quiet))
+    result = placement.solve(instance, **options)
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

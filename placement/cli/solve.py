@@ -95,15 +95,16 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.log)
     check_writable(args.out)
     instance = placement.load(args.instance)
-    if isinstance(instance, PiperInstance):
-        return run_piper(args, instance)
-    result = placement.solve(
-        instance, method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
+    options = dict(
+        method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
         calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
         schedule=args.schedule, chunks=args.chunks, **devices(args))
+    if isinstance(instance, PiperInstance):
+        return run_piper(args, instance, options)
+    result = placement.solve(instance, **options)
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")
     if args.json:

@@ -63,7 +63,7 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
                                               f"{value!r}")
     for name, value in (("accelerators", accelerators), ("cpus", cpus), ("stages", stages)):
         if value is not None:
-            raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices")
+            raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices=N")
 
 
 def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
