@@ -84,9 +84,8 @@ def as_instance(instance: Any) -> Instance:
     from placement.io.piper import PiperInstance
 
     if isinstance(instance, PiperInstance):
-        raise InvalidParameterError("instance", "is a Piper instance (per-stage data- and tensor-parallel "
-                                                "configurations): it can be loaded, but the planners here "
-                                                "place graphs with one device per stage")
+        raise InvalidParameterError("instance", f"is a Piper instance ({instance.name}: per-stage data- and "
+                                                f"tensor-parallel configurations): only solve and simulate take it")
     raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON document, "
                                             f"not {type(instance).__name__}")
 
