@@ -120,6 +120,7 @@ def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):
     assert err.startswith("error: MILP backend 'pulp:NOPE' cannot run here: PuLP ")
     assert "knows no solver 'NOPE' (its solvers are " in err
     assert "PULP_CBC_CMD" in err and "warm start" not in err
+    assert err.endswith("; name one of PuLP's solvers\n")
     import pulp
 
     missing = [n for n in ("GUROBI_CMD", "CPLEX_CMD", "MOSEK") if n not in pulp.listSolvers(onlyAvailable=True)]
@@ -127,7 +128,8 @@ def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):
         assert main(["solve", CHAIN4, "--method", "milp", "--backend", f"pulp:{missing[0]}"]) == 2
         assert capsys.readouterr().err == (f"error: MILP backend 'pulp:{missing[0]}' cannot run here: PuLP "
                                            f"{pulp.__version__} finds {missing[0]} not installed or not usable "
-                                           "here; the MILP backends come with pip install 'placement[milp]'\n")
+                                           f"here; PuLP calls {missing[0]} where it is installed, but does not "
+                                           "install it\n")
 
 
 # ----- the wrong answers of the trust review, each pinned -------------------------------------

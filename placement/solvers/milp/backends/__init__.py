@@ -70,7 +70,7 @@ def check_backend_available(name: str) -> None:
     cls, args = _parse(name)
     reason = cls.availability(*args)
     if reason is not None:
-        raise SolverUnavailableError(unavailable_message(name, reason))
+        raise SolverUnavailableError(unavailable_message(name, reason, cls.install_hint(*args)))
 
 
 def make_backend(name: str) -> Backend:
@@ -79,7 +79,8 @@ def make_backend(name: str) -> Backend:
     try:
         return cls(*args)
     except ImportError as exc:
-        raise SolverUnavailableError(unavailable_message(name, cls.availability(*args) or str(exc))) from None
+        raise SolverUnavailableError(unavailable_message(name, cls.availability(*args) or str(exc),
+                                                         cls.install_hint(*args))) from None
 
 
 def backend_capabilities(name: str) -> dict[str, bool]:

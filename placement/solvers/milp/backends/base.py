@@ -180,9 +180,9 @@ def package_version(distribution: str) -> str | None:
         return None
 
 
-def unavailable_message(name: str, reason: str) -> str:
-    """The one-line message of a backend that cannot run here."""
-    return f"MILP backend {name!r} cannot run here: {reason}; the MILP backends come with {INSTALL}"
+def unavailable_message(name: str, reason: str, hint: str = f"the MILP backends come with {INSTALL}") -> str:
+    """The one-line message of a backend that cannot run here, with ``hint``: what would make it run."""
+    return f"MILP backend {name!r} cannot run here: {reason}; {hint}"
 
 
 def upper_side_only(lo: float) -> None:
@@ -248,6 +248,11 @@ class Backend(ABC):
     def variants(cls) -> list[str]:
         """Arguments (``NAME`` of ``name:NAME``) this backend can run with here, beyond its default."""
         return []
+
+    @classmethod
+    def install_hint(cls, argument: str | None = None) -> str:
+        """What would make the backend run where :meth:`availability` says it cannot."""
+        return f"the MILP backends come with {INSTALL}"
 
     @classmethod
     def import_problem(cls, module: str) -> str | None:

@@ -79,6 +79,16 @@ class PulpBackend(BigMBackend):
         return None
 
     @classmethod
+    def install_hint(cls, argument: str | None = None) -> str:
+        if argument in (None, BUNDLED) or cls.import_problem("pulp") is not None:
+            return super().install_hint(argument)
+        import pulp
+
+        if argument not in pulp.listSolvers():
+            return "name one of PuLP's solvers"
+        return f"PuLP calls {argument} where it is installed, but does not install it"
+
+    @classmethod
     def detail(cls, argument: str | None = None) -> str:
         return f"PuLP {package_version(cls.package)}" + ("" if argument not in (None, BUNDLED) else ", bundled CBC")
 
