@@ -159,6 +159,32 @@ def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
     assert "stages: no pipeline order of the devices exists" in text
 
 
+def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
+    """chain4's optimal plan ({a,b} | {c,d}, both loads 7.5) written by solve, then edited to claim a
+    max load of 1: still valid (exit 0), and the note says what the file claims and what holds.
+    The file as written claims 7.5, which holds: no note, and null in JSON."""
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert "claims" not in capsys.readouterr().out
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["claim_refuted"] is None
+    document = json.loads(out.read_text())
+    out.write_text(json.dumps({**document, "objective": 1.0, "maxLoad": 1.0}))
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert "note: the plan file claims throughput 1; the verified value is 7.5\n" in capsys.readouterr().out
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["claim_refuted"] == 1.0
+    tarnawski = tmp_path / "tarnawski.json"   # Tarnawski's format claims maxLoad
+    tarnawski.write_text(json.dumps({"maxLoad": 3, "fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}], "cpus": []}))
+    assert main(["verify", CHAIN4, str(tarnawski)]) == 0
+    assert "note: the plan file claims throughput 3; the verified value is 7.5\n" in capsys.readouterr().out
+    tarnawski.write_text(json.dumps({"maxLoad": -1, "fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}], "cpus": []}))
+    assert main(["verify", CHAIN4, str(tarnawski)]) == 0
+    assert "claims" not in capsys.readouterr().out          # -1: not computed
+
+
 def test_info_reports_ideals_and_bound(capsys):
     assert main(["info", DIAMOND]) == 0
     lines = capsys.readouterr().out.splitlines()

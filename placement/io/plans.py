@@ -107,6 +107,23 @@ def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
         raise InvalidPlanError(f"{path}: {exc}") from None
 
 
+def claimed_value(path: str | Path, objective: str) -> float | None:
+    """The value a plan file claims for ``objective``: its ``objective`` where its ``objective_kind`` is
+    that objective (a solved plan of ours), else, for ``throughput``, its ``maxLoad`` (Tarnawski's
+    format); ``None`` when it claims none (a negative value, such as Tarnawski's ``-1``, means "not
+    computed")."""
+    data = load_json(path, InvalidPlanError)
+    if not isinstance(data, dict):
+        return None
+
+    def number(x: Any) -> float | None:
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 else None
+
+    if data.get("objective_kind") == objective:
+        return number(data.get("objective"))
+    return number(data.get("maxLoad")) if objective == "throughput" and "objective_kind" not in data else None
+
+
 def plan_document(plan: Plan) -> dict[str, Any]:
     """A bare plan as a document :func:`parse_plan` reads back: its devices in order, with their calls.
 
