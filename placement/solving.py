@@ -103,6 +103,10 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         raise InvalidParameterError(named,
                                     "applies to Piper instances only (data- and tensor-parallel stages)")
     one_of("method", method, (AUTO, *METHODS))
+    if objective == "time-per-batch":
+        raise InvalidParameterError("objective", f"{objective!r} applies to Piper instances only (data- and "
+                                                 f"tensor-parallel stages); this instance takes one of "
+                                                 f"{', '.join(map(repr, OBJECTIVES))}")
     one_of("objective", objective, OBJECTIVES)
     from placement.verification.evaluate import check_contiguity
 

@@ -84,6 +84,9 @@ def test_hypar_json(capsys):
     (["solve", CHAIN4, "--method", "local-search", "--stages", "2"],
      "error: --stages does not apply to method 'local-search' (it takes --restarts, --seed, --time-limit)"),
     (["solve", CHAIN4, "--calls", "2"], "error: --calls applies to --objective latency only"),
+    (["solve", CHAIN4, "--objective", "time-per-batch"],
+     "error: --objective 'time-per-batch' applies to Piper instances only (data- and tensor-parallel stages); "
+     "this instance takes one of 'throughput', 'throughput-gpipe', 'latency'"),
     (["solve", CHAIN4, "--stages", "3"], "error: --stages must be at most the number of devices (2), got 3"),
     (["solve", CHAIN4, "--backend", "gurobi"],
      "error: --backend must be one of 'cp-sat', 'cbc', 'scip', 'highs', 'pulp' or 'pulp:NAME', not 'gurobi'"),
