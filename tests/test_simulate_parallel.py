@@ -422,12 +422,23 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--trace", "t.json"], "error: --trace does not apply to a Piper instance (its plans run data- and "
                             "tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
-    (["--microbatches", "3"], "error: stage 0: d = 2 does not divide the 3 micro-batches of a batch"),
+    (["--microbatches", "3"], "error: PLAN: stage 0: d = 2 does not divide the 3 micro-batches of a batch"),
 ])
 def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
     instance, plan = write_two_stage(tmp_path)
     assert main(["simulate", instance, plan, *extra]) == 2
-    assert capsys.readouterr().err.strip() == message
+    assert capsys.readouterr().err.strip() == message.replace("PLAN", plan)
+
+
+def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
+    instance, plan = write_two_stage(tmp_path)
+    for doc, message in (({"stages": []}, "the plan has no stage"),
+                         ({"fpgas": []}, "a parallel plan must be a JSON object with a list 'stages'"),
+                         ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}}]},
+                          "node 1 is in no stage (1 nodes missing)")):
+        Path(plan).write_text(json.dumps(doc))
+        assert main(["simulate", instance, plan]) == 2
+        assert capsys.readouterr().err == f"error: {plan}: {message}\n"
 
 
 # --- plans of the planner ----------------------------------------------------------------------------

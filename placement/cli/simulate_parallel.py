@@ -54,11 +54,14 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
     doc = load_json(args.plan, InvalidPlanError)
-    plan = ParallelPlan.from_json(doc.get("plan", doc) if isinstance(doc, dict) else doc)
-    result = simulate_parallel(instance, plan, schedule=args.schedule, chunks=args.chunks,
-                               microbatches=args.microbatches,
-                               forward_share=FORWARD_SHARE if args.forward_share is None else args.forward_share,
-                               allreduce=args.allreduce, unit_scale=args.unit_scale)
+    try:
+        plan = ParallelPlan.from_json(doc.get("plan", doc) if isinstance(doc, dict) else doc)
+        result = simulate_parallel(instance, plan, schedule=args.schedule, chunks=args.chunks,
+                                   microbatches=args.microbatches,
+                                   forward_share=FORWARD_SHARE if args.forward_share is None else args.forward_share,
+                                   allreduce=args.allreduce, unit_scale=args.unit_scale)
+    except InvalidPlanError as exc:   # name the plan file
+        raise InvalidPlanError(f"{args.plan}: {exc}") from None
     if args.json:
         print_json(result.to_json())
         return 0
