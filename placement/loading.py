@@ -108,4 +108,8 @@ def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, m
         if value is not None and type_name not in names:
             raise InvalidParameterError(parameter, f"overrides the device type {type_name!r}, which this instance "
                                                    f"does not have (it has {', '.join(sorted(names))})")
+    if counts and not any(counts.get(t.name, t.count) for t in problem.device_types):
+        zeroed = [name for name, value in (("accelerators", accelerators), ("cpus", cpus)) if value == 0]
+        raise InvalidParameterError(zeroed[0], f"leaves no device ({' and '.join(f'{n}=0' for n in zeroed)}: every "
+                                               f"device count is 0)")
     return problem.with_devices(counts, sizes) if counts or sizes else problem

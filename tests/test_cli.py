@@ -90,7 +90,8 @@ def main_dp_value(path: str) -> float:
 
 def test_zero_devices_is_bad_input(capsys):
     assert main(["solve", CHAIN4, "--accelerators", "0", "--cpus", "0"]) == 2
-    assert capsys.readouterr().err == "error: zero devices: every device count is 0\n"
+    assert capsys.readouterr().err == ("error: --accelerators leaves no device (--accelerators 0 and --cpus 0: "
+                                       "every device count is 0)\n")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -84,6 +84,8 @@ def test_hypar_json(capsys):
     (["solve", CHAIN4, "--method", "local-search", "--stages", "2"],
      "error: --stages does not apply to method 'local-search' (it takes --restarts, --seed, --time-limit)"),
     (["solve", CHAIN4, "--calls", "2"], "error: --calls applies to --objective latency only"),
+    (["solve", CHAIN4, "--accelerators", "0"],     # chain4 has no CPU
+     "error: --accelerators leaves no device (--accelerators 0: every device count is 0)"),
     (["solve", CHAIN4, "--objective", "time-per-batch"],
      "error: --objective 'time-per-batch' applies to Piper instances only (data- and tensor-parallel stages); "
      "this instance takes one of 'throughput', 'throughput-gpipe', 'latency'"),
