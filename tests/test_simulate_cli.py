@@ -182,10 +182,10 @@ def test_bad_inputs_exit_2_with_one_line(pair_plan, tmp_path, capsys):
                                        "(devices 0, 1) (and 1 more; placement.verify lists them)\n")
     assert main(["simulate", PAIR, pair_plan, "--schedule", "stream"]) == 2
     assert capsys.readouterr().err == ("error: --schedule 'stream' runs inference graphs only, but the instance has "
-                                       "backward nodes: use schedule='1f1b-async' for a steady-state training "
+                                       "backward nodes: use --schedule 1f1b-async for a steady-state training "
                                        "pipeline\n")
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--w-fraction", "0.3"]) == 2
-    assert capsys.readouterr().err == "error: --w-fraction applies to schedule='split-backward' only, not 'gpipe'\n"
+    assert capsys.readouterr().err == "error: --w-fraction applies to --schedule split-backward only, not 'gpipe'\n"
     assert main(["simulate", PAIR, pair_plan, "--trace", str(tmp_path / "missing" / "t.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: path names a file that cannot be written: {tmp_path / 'missing' / 't.json'}: ")
