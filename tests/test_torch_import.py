@@ -187,6 +187,22 @@ def test_dtype_override_scales_bytes_and_picks_the_peak():
         import_module(*mlp(), dtype="fp12")
 
 
+def test_a_data_type_only_the_unused_device_type_lacks_is_no_reason_to_refuse():
+    """fp8 on H100s with no CPU: the EPYC has no fp8 peak, but the platform has none of it, so the
+    instance is costed (the CPU times at the EPYC's largest peak, never used); with a CPU in the
+    platform the data type is refused, naming the CPU."""
+    model, args = mlp()
+    h100 = bundled_catalogue()["h100"]
+    imported = import_torch(model, args, platform=make_platform("h100", accelerators=2, cpus=0), dtype="fp8")
+    assert imported.instance["maxCPUs"] == 0
+    # the first operator on the H100: its time is the fp8 roofline of its FLOPs and bytes
+    first = imported.instance["nodes"][0]
+    assert first["fpgaLatency"] > 0 and dict(h100.peak_flops)["fp8"] > dict(h100.peak_flops)["bf16"]
+    with pytest.raises(InvalidParameterError, match="^dtype must be one of the data types with a peak FLOP/s on "
+                                                    "device 'epyc-7763' .*, not 'fp8'$"):
+        import_torch(model, args, platform=make_platform("h100", accelerators=2, cpus=1), dtype="fp8")
+
+
 @torch.library.custom_op("placement_test::mystery", mutates_args=())
 def mystery(x: torch.Tensor) -> torch.Tensor:
     return x * 2

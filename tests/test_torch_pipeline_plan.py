@@ -147,6 +147,55 @@ def test_a_full_checkpoint_loads_stage_by_stage():
     assert covered == set(checkpoint)
 
 
+def test_a_non_persistent_buffer_stays_out_of_the_stages_checkpoints():
+    """A buffer registered with persistent=False (as position ids or rotary frequencies are) is not
+    in the model's state_dict, so no stage may expect it there: the full checkpoint loads into each
+    stage with no key missing, and the stages still compute the model."""
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+            self.register_buffer("scale", torch.tensor(2.0), persistent=False)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)) * self.scale)
+
+    torch.manual_seed(0)
+    model, x = Scaled(), torch.randn(4, 16)
+    pp = plan_pipeline(model, (x,), devices="h100:2", stages=2)
+    out, modules = chained(pp, (x,))
+    assert torch.allclose(out, model(x))
+    for module in modules:
+        assert set(module.state_dict()) <= set(model.state_dict())
+        assert module.load_state_dict(model.state_dict(), strict=False).missing_keys == []
+
+
+def test_a_stage_may_write_into_the_activation_it_receives():
+    """Linear → ReLU(inplace=True) → Linear on three CPUs: one module per stage, so stage 1 starts
+    with relu_ on the tensor it receives, a leaf that requires grad, as a pipeline stage hands it
+    over. The stage works on a copy: it returns relu(h), and the gradient it sends back is 1 where
+    h > 0, else 0; chained, the stages give the model's output and gradients."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(32, 32), nn.ReLU(inplace=True), nn.Linear(32, 32)), torch.randn(4, 32)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:3", stages=3)
+    middle = pp.stage_module(1)
+    assert any("relu_" in str(n.target) for n in middle.graph.nodes)
+    h = torch.randn(4, 32).requires_grad_()
+    out = middle(h)
+    out = out[0] if isinstance(out, tuple) else out
+    assert torch.equal(out, torch.relu(h))
+    out.sum().backward()
+    assert torch.equal(h.grad, (h > 0).float())
+    out, modules = chained(pp, (x,))
+    assert torch.allclose(out, model(x))
+    out.sum().backward()
+    model(x).sum().backward()
+    grads = {k: p.grad for m in modules for k, p in m.named_parameters()}
+    assert sorted(grads) == sorted(k for k, _ in model.named_parameters())
+    for k, p in model.named_parameters():
+        assert torch.allclose(grads[k], p.grad), k
+
+
 def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     # TiedLM: wte.weight is 24 x 16 fp32 = 1536 bytes, read by the embedding and the output
     # projection. Its exchange node costs 2 * 1536 bytes over the H100's PCIe link (64e9 B/s):

@@ -78,7 +78,7 @@ coefficient times a variable bound: here at most 2^52).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
@@ -272,6 +272,18 @@ def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
                if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable for p in op.params))
 
 
+def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpec:
+    """``device`` as the instance costs it: itself, or, where the platform has none of it (``count``
+    0) and it has no peak for some of ``dtypes``, with those data types at its largest peak (its
+    times are then never used, unless a solve adds such devices, and the data type is no reason
+    to refuse the platform)."""
+    missing = sorted(d for d in dtypes if d not in dict(device.peak_flops))
+    if count or not missing or not device.peak_flops:
+        return device
+    top = max(value for _, value in device.peak_flops)
+    return replace(device, peak_flops=device.peak_flops + tuple((d, top) for d in missing))
+
+
 def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
 
@@ -282,7 +294,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
     the devices. Readers of the format ignore these fields.
     """
-    accelerator, cpu = platform.accelerator, platform.cpu
+    dtypes = {op.dtype for v in range(len(pg.nodes)) for op in pg.node_ops(v) if op.flops or op.backward_flops}
+    accelerator = unused_costed(platform.accelerator, platform.accelerators, dtypes)
+    cpu = unused_costed(platform.cpu, platform.cpus, dtypes)
     bandwidth = platform.link_bandwidth
     n = len(pg.nodes)
     in_bytes = [0.0] * n

@@ -5,7 +5,10 @@ saw when it inferred the stages' metadata; an activation that is a transposed vi
 gradient that is a slice of a concatenation's gradient, would give a strided buffer. A stage
 therefore sends contiguous activations (``contiguous()`` on each output) and reads each
 received floating-point tensor through :func:`contiguous_gradient`, the identity whose
-backward makes the gradient contiguous. Imports torch.
+backward makes the gradient contiguous, or, where the stage writes into the received tensor (an
+in-place operator such as ``relu_`` on it or on a view of it), through :func:`contiguous_copy`,
+the same on a copy: autograd forbids writing into a custom function's view of its input (and
+into the leaf a pipeline stage receives). Imports torch.
 """
 
 from __future__ import annotations
@@ -28,3 +31,38 @@ class _ContiguousGradient(torch.autograd.Function):
 def contiguous_gradient(x: Any) -> Any:
     """``x`` itself, as a value whose gradient comes back contiguous."""
     return _ContiguousGradient.apply(x)
+
+
+class _ContiguousCopy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad.contiguous()
+
+
+def contiguous_copy(x: Any) -> Any:
+    """A copy of ``x`` that the stage may write into, whose gradient comes back contiguous."""
+    return _ContiguousCopy.apply(x)
+
+
+def written_in_place(value: Any, nodes: Any) -> bool:
+    """Whether one of the FX ``nodes`` writes into ``value`` in place: an operator with a mutable
+    schema applied to it, or to a view of it (an operator whose result aliases its input)."""
+    inside = set(nodes)
+    stack, seen = [value], set()
+    while stack:
+        for user in stack.pop().users:
+            if user not in inside or user in seen:
+                continue
+            seen.add(user)
+            schema = getattr(user.target, "_schema", None)
+            if schema is None:
+                continue
+            if schema.is_mutable:
+                return True
+            if any(r.alias_info is not None for r in schema.returns):
+                stack.append(user)
+    return False

@@ -58,7 +58,8 @@ class StageGraph:
 class Partition:
     """The stages of a reordered program. ``root`` holds its attributes, ``canonical`` maps each
     ``get_attr`` target to the name stages use, ``state`` holds the names of the model's own
-    parameters and buffers (other attributes are constants of the program)."""
+    parameters and persistent buffers, its ``state_dict`` keys (other attributes, and the model's
+    non-persistent buffers, are non-persistent buffers of the stages)."""
 
     root: Any
     stages: tuple[StageGraph, ...]
@@ -121,11 +122,13 @@ def _single_output(gm: Any) -> bool:
     return False
 
 
-def partition(gm: Any, names: Mapping[int, str]) -> Partition:
+def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = None) -> Partition:
     """Cut ``gm`` (a graph module with ``pipe_split()`` calls) into stages (module docstring).
 
     ``names`` maps ``id(tensor)`` to the tensor's name in the user's model
-    (:func:`canonical_names`). A non-tensor value that would cross a boundary is an
+    (:func:`canonical_names`); ``saved`` are the keys of the model's ``state_dict`` (default: every
+    name of ``names``): a buffer outside it is non-persistent in the model and stays so in the
+    stages. A non-tensor value that would cross a boundary is an
     :class:`InvalidParameterError` about the plan.
     """
     import torch
@@ -180,7 +183,8 @@ def partition(gm: Any, names: Mapping[int, str]) -> Partition:
         attributes = dict.fromkeys(canonical[a.target] for n in nodes for a in n.all_input_nodes if a.op == "get_attr")
         stages.append(StageGraph(nodes, placeholders if s == 0 else live(s),
                                  tuple(results) if s == last else live(s + 1), tuple(attributes)))
-    return Partition(gm, tuple(stages), canonical, frozenset(names.values()))
+    return Partition(gm, tuple(stages), canonical,
+                     frozenset(n for n in names.values() if saved is None or n in saved))
 
 
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
@@ -193,7 +197,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-    from placement.torch.contiguity import contiguous_gradient
+    from placement.torch.contiguity import contiguous_copy, contiguous_gradient, written_in_place
 
     stage = part.stages[s]
     graph = torch.fx.Graph()
@@ -205,7 +209,11 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         env[value] = received[value]
         example = value.meta.get("val")
         if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
-            env[value] = graph.call_function(contiguous_gradient, (received[value],))
+            if written_in_place(value, stage.nodes):   # relayed as written, like the one tensor of the model
+                env[value] = graph.call_function(contiguous_copy, (received[value],))
+                del received[value]
+            else:
+                env[value] = graph.call_function(contiguous_gradient, (received[value],))
     reads: dict[str, Any] = {}
 
     def read(arg: Any) -> Any:
