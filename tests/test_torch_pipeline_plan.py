@@ -196,6 +196,31 @@ def test_a_stage_may_write_into_the_activation_it_receives():
         assert torch.allclose(grads[k], p.grad), k
 
 
+def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
+    """a → b → c; a and c take 1 on an accelerator and 100 on the CPU, b the other way round; no
+    transfer costs; two accelerators and a CPU. The optimum, 1, runs b on the CPU between a and c
+    on the accelerators, which no pipeline runtime executes. On the accelerators alone, b goes with
+    a or with c: 101. That plan is returned, feasible, with the optimum 1 as its bound."""
+    from placement.torch.planning import accelerators_only, cpu_between_accelerators
+
+    doc = {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": 1}
+                     for i, f, c in ((1, 1, 100), (2, 100, 1), (3, 1, 100))],
+           "edges": [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 2, "destId": 3, "cost": 0}]}
+    problem = placement.load(doc)
+    optimum = placement.solve(problem)
+    assert (optimum.status, optimum.value) == ("optimal", 1.0)
+    assert cpu_between_accelerators(optimum.to_plan())
+    found = accelerators_only(problem, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
+    assert (found.status, found.value, found.bound) == ("feasible", 101.0, 1.0)
+    assert found.gap == pytest.approx(100 / 101, rel=1e-12)
+    assert not cpu_between_accelerators(found.to_plan())
+    assert "runs a CPU stage between accelerator stages" in found.message
+    with pytest.raises(placement.errors.InvalidParameterError, match=r"^devices 'x:2,y:1': the optimal plan runs "
+                                                                      r"a CPU stage between accelerator stages"):
+        accelerators_only(problem, optimum, "x:2,y:1", objective="throughput", stages=3, time_limit=None)
+
+
 def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     # TiedLM: wte.weight is 24 x 16 fp32 = 1536 bytes, read by the embedding and the output
     # projection. Its exchange node costs 2 * 1536 bytes over the H100's PCIe link (64e9 B/s):

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.parameters import flag, integer, number, one_of
+from placement.problem.instance import CPU
+from placement.result import Status
 from placement.torch.schedules import SCHEDULES, make_schedule
 
 
@@ -105,6 +107,38 @@ class PipelinePlan:
                              self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
 
 
+def cpu_between_accelerators(plan: Any) -> bool:
+    """Whether a stage of ``plan`` (devices in pipeline order) runs on a CPU between two accelerator
+    stages: no pipeline runtime sends activations from an accelerator to a CPU and back."""
+    kinds = [device.type for device in plan.devices if device.nodes]
+    accelerators = [k for k, kind in enumerate(kinds) if kind != CPU]
+    return any(kind == CPU and accelerators[0] < k < accelerators[-1] for k, kind in enumerate(kinds))
+
+
+def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) -> Any:
+    """The plan on the accelerators alone, where the optimum ``optimum`` puts a CPU stage between two
+    accelerator stages; ``feasible``, its bound the optimum's (every pipeline the runtime executes is
+    a plan, so none is faster), the note saying why. Plans with CPU stages only at the ends are not
+    searched."""
+    import placement
+
+    try:
+        found = placement.solve(problem, cpus=0, **options)
+        why = found.message or str(found.status)
+    except InvalidParameterError as exc:      # more stages asked for than there are accelerators
+        found, why = None, f"{exc.parameter} {exc.detail}"
+    if found is None or not found.ok:
+        raise InvalidParameterError("devices", f"{devices!r}: the optimal plan runs a CPU stage between "
+                                               f"accelerator stages, which no pipeline runtime executes, and the "
+                                               f"accelerators alone hold no plan ({why})")
+    bound = min(optimum.bound, found.value)
+    note = (f"the optimum ({optimum.value:.6g}) runs a CPU stage between accelerator stages, which no pipeline "
+            f"runtime executes: this is the best plan on the accelerators alone")
+    return dataclasses.replace(found, status=Status.FEASIBLE if found.value > bound else found.status, bound=bound,
+                               gap=(found.value - bound) / found.value if found.value > 0 else 0.0,
+                               message="; ".join(m for m in (found.message, note) if m))
+
+
 def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
                   training: bool = True, microbatches: int = 8, stages: int | None = None, schedule: str = "1f1b",
                   time_limit: float | None = None, granularity: str = "module") -> PipelinePlan:
@@ -144,6 +178,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
+    if result.ok and cpu_between_accelerators(result.to_plan()):
+        result = accelerators_only(problem, result, devices, objective=objective, stages=stages,
+                                   time_limit=time_limit)
     if not result.ok:
         if result.status == "infeasible":
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
