@@ -274,8 +274,9 @@ def test_device_type_parameters_and_violations(tmp_path, capsys):
     with pytest.raises(InvalidParameterError, match=r"^devices names 'tpu', which is not a device type of the instance "
                                                      r"\(its types: gpu, cpu\)$"):
         placement.solve(inst, devices="tpu:2")
-    with pytest.raises(InvalidParameterError, match=r"^devices must be a device count or '<type>:<count>"):
-        placement.solve(inst, devices="gpu:x")
+    for text in ("gpu:x", "gpu:\u00b2"):      # a superscript digit: isdigit() takes it, int() does not
+        with pytest.raises(InvalidParameterError, match=r"^devices must be a device count or '<type>:<count>"):
+            placement.solve(inst, devices=text)
     with pytest.raises(InvalidParameterError, match=r"^devices gives no device of any type$"):
         placement.solve(inst, devices={"gpu": 0})
     with pytest.raises(InvalidParameterError, match=r"^memory does not apply to an instance with deviceTypes"):

@@ -56,11 +56,31 @@ def test_too_few_nodes_for_the_stages_asked_for():
     assert str(error.value) == "stages must be at most the number of devices (4), got 5"
 
 
+def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
+    x = torch.randn(4, 8)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), x, devices="h100:2")
+    assert str(error.value) == ("args must be a tuple of the model's positional inputs (one micro-batch), not "
+                                "Tensor; for one input write (x,)")
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2)
+    assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "
+                                "got 2; use more micro-batches, fewer stages or schedule 'gpipe'")
+    pp = plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2, schedule="gpipe")
+    assert pp.num_stages == 3
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.stage_module(0, "bogus")
+    assert error.value.parameter == "device"
+    assert str(error.value).startswith("device must be a torch device ('cpu', 'cuda:0', a torch.device), not 'bogus' (")
+
+
 @pytest.mark.parametrize(("devices", "message"), [
     ("h100", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; 'h100' in 'h100' "
              "is not '<id>:<count>'"),
     ("h100:0", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; 'h100:0' in "
                "'h100:0' is not '<id>:<count>'"),
+    ("h100:\u00b2", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; "
+                    "'h100:\u00b2' in 'h100:\u00b2' is not '<id>:<count>'"),   # a superscript: a digit int() refuses
     ("h100:2,,", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; '' in "
                  "'h100:2,,' is not '<id>:<count>'"),
     ("tpu:2", "devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),

@@ -25,7 +25,7 @@ def parse_type_counts(text: str) -> dict[str, int]:
     for item in text.split(","):
         name, sep, count = item.strip().partition(":")
         name, count = name.strip(), count.strip()
-        if not sep or not name or not count.isdigit():
+        if not sep or not name or not (count.isascii() and count.isdigit()):
             raise InvalidParameterError("devices", f"must be a device count or {FORM}; {item.strip()!r} in "
                                                    f"{text!r} is not '<type>:<count>'")
         if name in counts:

@@ -23,7 +23,7 @@ def parse_devices(devices: object) -> Platform:
     counts: dict[str, tuple[object, int]] = {}
     for item in devices.split(","):
         name, sep, count = item.strip().partition(":")
-        if not sep or not name.strip() or not count.strip().isdigit() or int(count) < 1:
+        if not sep or not name.strip() or not (count.strip().isascii() and count.strip().isdigit()) or int(count) < 1:
             raise InvalidParameterError("devices", f"must be {FORM} with positive counts; {item.strip()!r} in "
                                                    f"{devices!r} is not '<id>:<count>'")
         spec = find_device(catalogue, name.strip(), "devices")

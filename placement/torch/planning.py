@@ -18,7 +18,7 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, LimitE
 from placement.parameters import flag, integer, number, one_of
 from placement.problem.instance import CPU
 from placement.result import Status
-from placement.torch.schedules import SCHEDULES, make_schedule
+from placement.torch.schedules import SCHEDULES, check_microbatches, make_schedule
 
 
 class PipelinePlan:
@@ -57,7 +57,7 @@ class PipelinePlan:
                                                        f"got {stage_index}")
         from placement.torch.partition import stage_module
 
-        return stage_module(self.partition, stage_index, device)
+        return stage_module(self.partition, stage_index, None if device is None else torch_device(device))
 
     def build_stage(self, stage_index: int, device: Any, group: Any = None) -> Any:
         """A ``torch.distributed.pipelining.PipelineStage`` running stage ``stage_index`` on ``device``.
@@ -71,7 +71,7 @@ class PipelinePlan:
 
         from placement.torch.sharing import GradientExchange
 
-        device = torch.device(device)
+        device = torch_device(device)
         module = self.stage_module(stage_index, device)
         if not dist.is_initialized():
             raise InvalidParameterError("group", "needs an initialised process group "
@@ -105,6 +105,17 @@ class PipelinePlan:
         flag("scale_grads", scale_grads)
         return make_schedule(stage, loss_fn, schedule or self.default_schedule,
                              self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
+
+
+def torch_device(device: Any) -> Any:
+    """``device`` as a ``torch.device``; an :class:`InvalidParameterError` for what torch does not read as one."""
+    import torch
+
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise InvalidParameterError("device", f"must be a torch device ('cpu', 'cuda:0', a torch.device), "
+                                              f"not {device!r} ({str(exc).splitlines()[0]})") from None
 
 
 def cpu_between_accelerators(plan: Any) -> bool:
@@ -159,6 +170,12 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.sharing import charge_gradient_exchange
 
     require_torch()
+    if not isinstance(args, (tuple, list)):
+        raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
+                                            f"not {type(args).__name__}; for one input write (x,)")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
+                                              f"not {type(kwargs).__name__}")
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
     integer("stages", stages, smallest=1, optional=True)
@@ -192,6 +209,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
                                    f"{result.num_stages}")
+    if training:
+        check_microbatches(schedule, microbatches, len(part.stages))
     plan = PipelinePlan(result, part, imported, instance, schedule, microbatches)
     stats = dict(result.stats, shared_parameters={k: list(v) for k, v in plan.shared_parameters.items()})
     plan.result = dataclasses.replace(result, stats=stats)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from placement.errors import InvalidParameterError
 from placement.parameters import integer, one_of
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -30,6 +31,15 @@ class SumsSharedGradients:
         return result
 
 
+def check_microbatches(schedule: str, microbatches: int, stages: int) -> None:
+    """1F1B fills the pipeline with one micro-batch per stage before its steady state: it needs at
+    least as many micro-batches as stages (torch's ``Schedule1F1B`` refuses fewer)."""
+    if schedule == "1f1b" and microbatches < stages:
+        raise InvalidParameterError("microbatches", f"must be at least the number of stages ({stages}) under the "
+                                                    f"1f1b schedule, got {microbatches}; use more micro-batches, "
+                                                    f"fewer stages or schedule 'gpipe'")
+
+
 def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatches: int, scale_grads: bool,
                   exchange: Any = None) -> Any:
     """The torch schedule ``schedule`` for ``stage`` (module docstring)."""
@@ -37,6 +47,7 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
 
     one_of("schedule", schedule, SCHEDULES)
     integer("microbatches", microbatches, smallest=1)
+    check_microbatches(schedule, microbatches, stage.num_stages)
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     if exchange is None or not exchange.entries:
         return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
