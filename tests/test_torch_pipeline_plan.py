@@ -231,6 +231,7 @@ def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
     optimum = placement.solve(problem)
     assert (optimum.status, optimum.value) == ("optimal", 1.0)
     assert cpu_between_accelerators(optimum.to_plan())
+    assert not cpu_between_accelerators(Plan((DeviceAssignment("cpu", (1, 2)), DeviceAssignment("cpu", (3,)))))
     found = accelerators_only(problem, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
     assert (found.status, found.value, found.bound) == ("feasible", 101.0, 1.0)
     assert found.gap == pytest.approx(100 / 101, rel=1e-12)

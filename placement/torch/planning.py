@@ -123,7 +123,8 @@ def cpu_between_accelerators(plan: Any) -> bool:
     stages: no pipeline runtime sends activations from an accelerator to a CPU and back."""
     kinds = [device.type for device in plan.devices if device.nodes]
     accelerators = [k for k, kind in enumerate(kinds) if kind != CPU]
-    return any(kind == CPU and accelerators[0] < k < accelerators[-1] for k, kind in enumerate(kinds))
+    return bool(accelerators) and any(kind == CPU and accelerators[0] < k < accelerators[-1]
+                                      for k, kind in enumerate(kinds))
 
 
 def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) -> Any:
