@@ -115,6 +115,26 @@ def test_a_file_that_is_not_onnx(tmp_path):
     path.write_bytes(b"\xff\xfe not a protobuf")
     with pytest.raises(InvalidInstanceError, match=r"^.*bad.onnx: not an ONNX model \("):
         import_onnx(path, platform=make_platform())
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(InvalidInstanceError, match=r"^.*empty.onnx: an empty file, not an ONNX model$"):
+        import_onnx(empty, platform=make_platform())
+
+
+def test_an_onnx_file_without_its_external_data_says_where_the_data_should_be(tmp_path):
+    """A model whose weights live in a side file (as torch's exporter writes large models), copied
+    without that file: the error gives onnx's reason, which names the missing file."""
+    onnx = pytest.importorskip("onnx")
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = mlp_model()
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="mlp.onnx.data",
+                                   size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "mlp.onnx"))
+    (tmp_path / "mlp.onnx.data").unlink()
+    with pytest.raises(InvalidInstanceError, match=r"^.*mlp.onnx: not an ONNX model \(ValidationError: .*"
+                                                   r"mlp\.onnx\.data"):
+        import_onnx(tmp_path / "mlp.onnx", platform=make_platform())
 
 
 def test_onnx_and_torch_importers_agree_on_an_exported_model(tmp_path):

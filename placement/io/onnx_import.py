@@ -118,10 +118,15 @@ def read_onnx(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
         raise InvalidInstanceError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise InvalidInstanceError(f"{path}: an empty file, not an ONNX model")
     try:
-        return onnx.load(str(path))
-    except Exception as exc:  # protobuf raises DecodeError and others
-        raise InvalidInstanceError(f"{path}: not an ONNX model ({type(exc).__name__})") from None
+        model = onnx.load(str(path))
+    except Exception as exc:  # protobuf raises DecodeError, onnx a ValidationError for missing external data
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InvalidInstanceError(f"{path}: not an ONNX model ({type(exc).__name__}"
+                                   + (f": {detail}" if detail else "") + ")") from None
+    return model
 
 
 class _Tensor:
