@@ -66,6 +66,11 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2)
     assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "
                                 "got 2; use more micro-batches, fewer stages or schedule 'gpipe'")
+    with pytest.raises(placement.InvalidParameterError) as error:     # a V100 has no bf16 peak
+        plan_pipeline(mlp().to(torch.bfloat16), (x.to(torch.bfloat16),), devices="v100:2")
+    assert str(error.value) == ("devices 'v100:2' cannot run the model's data type, which must be one of the data "
+                                "types with a peak FLOP/s on device 'v100' (NVIDIA Tesla V100 SXM2 32GB): 'fp64', "
+                                "'fp32', 'fp16', not 'bf16'")
     pp = plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2, schedule="gpipe")
     assert pp.num_stages == 3
     with pytest.raises(placement.InvalidParameterError) as error:

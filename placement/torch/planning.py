@@ -183,7 +183,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     one_of("schedule", schedule, SCHEDULES)
     number("time_limit", time_limit, positive=True, optional=True)
     platform = parse_devices(devices)
-    imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity)
+    try:
+        imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity)
+    except InvalidParameterError as exc:
+        if exc.parameter != "dtype":
+            raise
+        raise InvalidParameterError("devices", f"{devices!r} cannot run the model's data type, which "
+                                               f"{exc.detail}") from None
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
         raise InvalidParameterError("stages", f"must be at most the number of nodes of the model ({nodes} at "
