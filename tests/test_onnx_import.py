@@ -203,3 +203,20 @@ def test_layout_operators_are_views_without_kernels():
     graph = graph_from_onnx(model, "t")
     # PyTorch transposes by strides: no bytes, no kernel; the Relu reads and writes 32 B, one kernel
     assert [(op.kind, op.bytes_moved, op.kernels) for op in graph.ops] == [("view", 0.0, 0), ("pointwise", 64.0, 1)]
+
+
+def test_a_shape_computed_in_the_graph_is_propagated():
+    """Y[1,3] is expanded to the shape of X[2,3], read from X by Shape, as the TorchScript exporter
+    writes broadcasts: the Expand's output is [2,3] only when shape inference propagates Shape's
+    value (without it, the import refused the Expand as not static). Then X + E: an Add of 6
+    elements, reading 24 + 24 B and writing 24 B."""
+    one = numpy_helper.from_array(np.ones((1, 3), dtype=np.float32), "Y")
+    nodes = [helper.make_node("Shape", ["X"], ["s"], name="/shape"),
+             helper.make_node("Expand", ["Y", "s"], ["E"], name="/expand"),
+             helper.make_node("Add", ["X", "E"], ["Z"], name="/add")]
+    graph = helper.make_graph(nodes, "broadcast", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("Z", TensorProto.FLOAT, None)], [one])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    ops = {op.name: op for op in graph_from_onnx(model, "broadcast").ops}
+    assert ops["/expand"].outputs == (24.0,)
+    assert (ops["/add"].flops, ops["/add"].bytes_moved) == (6.0, 72.0)

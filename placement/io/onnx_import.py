@@ -4,8 +4,9 @@ Needs the optional extra ``onnx`` (``pip install 'placement[onnx]'``), imported 
 
 What is read
 ------------
-``onnx.shape_inference.infer_shapes`` gives every tensor its element type and shape; all
-shapes must be static (symbolic input dimensions can be fixed with ``dims``, e.g.
+``onnx.shape_inference.infer_shapes`` gives every tensor its element type and shape, following
+shapes the graph computes itself (``Shape`` and the arithmetic on it, as exporters write
+broadcasts); all shapes must be static (symbolic input dimensions can be fixed with ``dims``, e.g.
 ``{"batch": 8}``). Every node of the main graph is an operator, in graph order (ONNX
 requires a topological order), except ``Constant`` nodes: their values, like the
 initializers, are data the consumers read (initializers of floating-point type are the
@@ -299,7 +300,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     _fix_dims(model, dims or {})
     try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises InferenceError and others
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
     table = _tensor_table(model, dtype, onnx)
