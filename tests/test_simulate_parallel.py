@@ -377,6 +377,23 @@ def test_bad_parameters(kwargs, message):
     assert str(info.value) == message
 
 
+def test_an_interleaved_plan_keeps_its_chunks():
+    """A plan solved as 2 device groups × 2 chunks records chunks = 2: another chunk count would run
+    it on other device groups, and a plain schedule cannot run it at all; both are refused, naming
+    what the plan holds. Without either, the plan's own layout runs."""
+    instance = chain([1, 1, 1, 1], m=4)
+    plan = ParallelPlan(one_per_stage(instance, [1, 1, 1, 1]), schedule="interleaved", chunks=2)
+    assert simulate_parallel(instance, plan).chunks == 2
+    with pytest.raises(InvalidParameterError) as info:
+        simulate_parallel(instance, plan, chunks=4)
+    assert str(info.value) == ("chunks must be the plan's 2 model chunks per device group (its stages record them), "
+                               "not 4")
+    with pytest.raises(InvalidParameterError) as info:
+        simulate_parallel(instance, plan, "1f1b")
+    assert str(info.value) == ("schedule '1f1b' cannot run the plan, which is interleaved (2 model chunks per "
+                               "device group); use 'interleaved'")
+
+
 def test_interleaved_stages_of_one_rank_share_degrees():
     instance = chain([1, 1, 1, 1], m=4)
     with pytest.raises(InvalidPlanError) as info:

@@ -152,9 +152,16 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     if schedule is None:
         schedule = getattr(plan, "schedule", None) or ONE_F_ONE_B
     one_of("schedule", schedule, PARALLEL_SCHEDULES)
+    recorded = getattr(plan, "chunks", None) or 1   # model chunks per device group the plan was solved for
     if chunks is None:
-        chunks = getattr(plan, "chunks", None) or 1
+        chunks = recorded
     chunks = integer("chunks", chunks, smallest=1)
+    if recorded > 1 and chunks != recorded:
+        raise InvalidParameterError("chunks", f"must be the plan's {recorded} model chunks per device group (its "
+                                              f"stages record them), not {chunks}")
+    if recorded > 1 and schedule != INTERLEAVED:
+        raise InvalidParameterError("schedule", f"{schedule!r} cannot run the plan, which is interleaved ({recorded} "
+                                                f"model chunks per device group); use 'interleaved'")
     if schedule == INTERLEAVED and chunks < 2:
         raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {chunks}")
     if schedule != INTERLEAVED and chunks != 1:
