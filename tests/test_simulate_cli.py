@@ -234,4 +234,8 @@ def test_a_run_over_the_memory_limit_is_refused_before_it_starts(pair_plan, tmp_
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "625", "--memory-limit",
                  "1e6", "--quiet"]) == 0
     assert main(["simulate", PAIR, pair_plan, "--memory-limit", "0"]) == 2
-    assert capsys.readouterr().err.startswith("error: --memory-limit must be")
+    assert capsys.readouterr().err == ("error: argument --memory-limit: expected a finite positive number of bytes "
+                                       "(or with KiB, MiB, GiB, TiB), got '0'\n")
+    # 10 bytes hold no micro-batch of 4 tasks (1,600 bytes): the count is 0, not 1
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--memory-limit", "10"]) == 2
+    assert "GiB; not one micro-batch fits (a steady state needs about 8)" in capsys.readouterr().err

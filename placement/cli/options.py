@@ -76,6 +76,15 @@ def byte_count(text: str) -> float:
     return _number(text, "a finite non-negative number of bytes (or with KiB, MiB, GiB, TiB)")
 
 
+def positive_byte_count(text: str) -> float:
+    """:func:`byte_count` above 0."""
+    value = byte_count(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite positive number of bytes (or with KiB, MiB, GiB, TiB), "
+                                         f"got {text!r}")
+    return value
+
+
 def relative_gap(text: str) -> float:
     return _number(text, "a relative gap of at least 0 and below 1", below_one=True)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
-from placement.cli.options import (add_device_options, add_output_options, byte_count, devices, fraction,
-                                   path_name, positive_int, print_json)
+from placement.cli.options import (add_device_options, add_output_options, devices, fraction, path_name,
+                                   positive_byte_count, positive_int, print_json)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--gantt", type=path_name, metavar="GANTT.png",
                    help="draw a Gantt chart of the run (needs matplotlib)")
-    p.add_argument("--memory-limit", dest="memory_limit", type=byte_count, metavar="BYTES",
+    p.add_argument("--memory-limit", dest="memory_limit", type=positive_byte_count, metavar="BYTES",
                    help="refuse a run that would take more memory than this (default 2 GiB)")
     p.add_argument("--engine", choices=ENGINES, default="heap",
                    help="event engine: heap (built in, default) or simpy (same model, needs SimPy)")

@@ -264,12 +264,12 @@ def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, mem
     """Refuse a run whose tasks would need more than ``memory_limit`` bytes."""
     need = tasks_per_microbatch * microbatches * BYTES_PER_TASK
     if need > memory_limit:
-        fits = max(1, int(memory_limit // (tasks_per_microbatch * BYTES_PER_TASK)))
+        fits = int(memory_limit // (tasks_per_microbatch * BYTES_PER_TASK))
+        room = f"at most {fits:,} micro-batches fit" if fits else "not one micro-batch fits"
         raise LimitExceededError(
             f"{microbatches:,} micro-batches of {tasks_per_microbatch} tasks each would take about "
             f"{need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; "
-            f"at most {fits:,} micro-batches fit (a steady state needs about {4 * stages}), "
-            "or raise memory_limit", "memory_limit")
+            f"{room} (a steady state needs about {4 * stages}), or raise memory_limit", "memory_limit")
 
 
 def check_task_count(tasks: int, microbatches: int) -> None:
