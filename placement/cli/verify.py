@@ -10,7 +10,6 @@ change the exit status (:mod:`placement.verification.ledger`).
 from __future__ import annotations
 
 import argparse
-import math
 
 from placement.cli.options import add_device_options, add_output_options, devices, positive_int, print_json
 from placement.problem.objectives import OBJECTIVES
@@ -43,9 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.report.solution import figure, format_verification
-    from placement.io.plans import claimed_value
+    from placement.io.plans import refuted_claim
     from placement.report.ledger import format_ledger
+    from placement.report.solution import figure, format_verification
 
     instance = placement.load(args.instance)
     split = {} if args.backward == "joint" else dict(backward="split", w_placement=args.w_placement,
@@ -56,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
         verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
                                         calls=args.calls, infer_from_colours=True,
                                         ledger=args.objective != "latency", **devices(args))
-    claimed = claimed_value(args.plan, args.objective)
-    if claimed is not None and verification.value is not None and \
-            math.isclose(claimed, verification.value, rel_tol=1e-9, abs_tol=1e-12):
-        claimed = None   # the file's claim holds: nothing to say
+    claimed = refuted_claim(args.plan, args.objective, verification.value)
     if args.json:
         print_json({**verification.to_json(), "claim_refuted": claimed})
     else:

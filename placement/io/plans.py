@@ -23,6 +23,7 @@ task B and their weight-gradient task W on the device; ``nodes`` then places the
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -107,21 +108,26 @@ def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
         raise InvalidPlanError(f"{path}: {exc}") from None
 
 
-def claimed_value(path: str | Path, objective: str) -> float | None:
-    """The value a plan file claims for ``objective``: its ``objective`` where its ``objective_kind`` is
-    that objective (a solved plan of ours), else, for ``throughput``, its ``maxLoad`` (Tarnawski's
-    format); ``None`` when it claims none (a negative value, such as Tarnawski's ``-1``, means "not
-    computed")."""
+def refuted_claim(path: str | Path, objective: str, value: float | None) -> float | None:
+    """The value a plan file claims for ``objective`` where the verified ``value`` refutes it (differs by
+    more than 1e-9 relative), else ``None``. The claim is the file's ``objective`` where its
+    ``objective_kind`` is that objective (a solved plan of ours), else, for ``throughput``, its
+    ``maxLoad`` (Tarnawski's format); a negative value, such as Tarnawski's ``-1``, means "not
+    computed"."""
     data = load_json(path, InvalidPlanError)
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or value is None:
         return None
 
     def number(x: Any) -> float | None:
         return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 else None
 
     if data.get("objective_kind") == objective:
-        return number(data.get("objective"))
-    return number(data.get("maxLoad")) if objective == "throughput" and "objective_kind" not in data else None
+        claim = number(data.get("objective"))
+    else:
+        claim = number(data.get("maxLoad")) if objective == "throughput" and "objective_kind" not in data else None
+    if claim is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    return claim
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
