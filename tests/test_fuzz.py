@@ -394,7 +394,8 @@ def test_unwritable_outputs(folder):
 
 @pytest.mark.parametrize("argv, message", [
     (["simulate", "@instance", "@plan", "--memory-limit", "0"],
-     "error: --memory-limit must be a finite number > 0, not 0.0\n"),
+     "error: argument --memory-limit: expected a finite positive number of bytes (or with KiB, MiB, GiB, TiB), "
+     "got '0'\n"),
     (["solve", "@instance", "--method", "milp", "--threads", "1025"],
      "error: --threads must be an integer from 1 to 1024, not 1025\n"),
 ])
