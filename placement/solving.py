@@ -40,6 +40,10 @@ AUTO = "auto"
 _DEFAULTS: dict[str, Any] = {"backend": None, "time_limit": None, "gap": 0.0, "threads": None, "seed": 0,
                              "stages": None, "calls": 1, "warm_start": True, "max_ideals": None, "log": None,
                              "split": None, "restarts": None}
+#: the options of backward="split", and their defaults
+_SPLIT_DEFAULTS: dict[str, Any] = {"w_placement": "any", "inter_layer": False, "w_share": 0.5}
+#: the solver options a Piper instance's DP takes (``stages`` it refuses with its own message)
+_PIPER_TAKES = ("time_limit", "max_ideals", "stages")
 
 
 def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, method: str = AUTO,
@@ -82,17 +86,16 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         instance = load(instance)
     from placement.io.piper import PiperInstance
 
+    given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
+                 calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
+                 w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
     if isinstance(instance, PiperInstance):
         from placement.parallel.solve import check_piper_request, solve_piper
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
-        unused = (("backend", backend, None), ("gap", gap, 0.0), ("threads", threads, None), ("seed", seed, 0),
-                  ("calls", calls, 1), ("warm_start", warm_start, True), ("log", log, None), ("split", split, None),
-                  ("restarts", restarts, None), ("w_placement", w_placement, "any"),
-                  ("inter_layer", inter_layer, False), ("w_share", w_share, 0.5))
-        for name, value, default in unused:
-            if value is not default and value != default:
+        for name, default in {**_DEFAULTS, **_SPLIT_DEFAULTS}.items():
+            if name not in _PIPER_TAKES and given[name] is not default and given[name] != default:
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
                                                   "objective, max_ideals, time_limit)")
@@ -139,9 +142,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_split_request(problem, method, options, _DEFAULTS)
         return solve_split(problem, model, options, started)
-    for name, value, default in (("w_placement", w_placement, "any"), ("inter_layer", inter_layer, False),
-                                 ("w_share", w_share, 0.5)):
-        if value != default:
+    for name, default in _SPLIT_DEFAULTS.items():
+        if given[name] != default:
             raise InvalidParameterError(name, "applies to backward='split' only")
 
     names = [method] if method != AUTO else ["dp", "milp"]
