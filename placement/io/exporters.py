@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, load_json
@@ -188,16 +188,25 @@ def refusal(exc: InvalidParameterError, form: str) -> str | None:
     return exc.detail[len(prefix):] if exc.parameter == "plan" and exc.detail.startswith(prefix) else None
 
 
+def cpu_between(kinds: Sequence[str]) -> int | None:
+    """The first stage of a pipeline whose stages run on device types ``kinds`` (in order) that runs on a
+    CPU between two accelerator stages, which no pipeline runtime executes; ``None`` when there is none."""
+    accelerators = [k for k, kind in enumerate(kinds) if kind != CPU]
+    if not accelerators:
+        return None
+    return next((k for k, kind in enumerate(kinds) if kind == CPU and accelerators[0] < k < accelerators[-1]),
+                None)
+
+
 def runtime_stages(layout: Layout, plan: Plan, form: str) -> list[list[int]]:
     """:func:`stages`, checked to be a pipeline without a CPU stage between accelerator stages."""
     typed = _typed_stages(layout, plan)
-    accelerators = [k for k, (kind, _) in enumerate(typed) if kind != CPU]
-    for k, (kind, _) in enumerate(typed):
-        if kind == CPU and accelerators and accelerators[0] < k < accelerators[-1]:
-            before = max(a for a in accelerators if a < k)
-            after = min(a for a in accelerators if a > k)
-            refuse(form, f"stage {k} runs on a CPU between accelerator stages {before} and {after}, and no pipeline "
-                         "runtime sends activations from an accelerator to a CPU and back")
+    k = cpu_between([kind for kind, _ in typed])
+    if k is not None:
+        before = max(a for a, (kind, _) in enumerate(typed[:k]) if kind != CPU)
+        after = min(a for a, (kind, _) in enumerate(typed) if a > k and kind != CPU)
+        refuse(form, f"stage {k} runs on a CPU between accelerator stages {before} and {after}, and no pipeline "
+                     "runtime sends activations from an accelerator to a CPU and back")
     stage_of = {v: k for k, (_, part) in enumerate(typed) for v in part}
     for u, v in layout.edges:
         if stage_of[u] > stage_of[v]:

@@ -16,7 +16,6 @@ from typing import Any, Callable, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.parameters import flag, integer, number, one_of
-from placement.problem.instance import CPU
 from placement.result import Status
 from placement.torch.schedules import SCHEDULES, check_microbatches, make_schedule
 
@@ -121,10 +120,9 @@ def torch_device(device: Any) -> Any:
 def cpu_between_accelerators(plan: Any) -> bool:
     """Whether a stage of ``plan`` (devices in pipeline order) runs on a CPU between two accelerator
     stages: no pipeline runtime sends activations from an accelerator to a CPU and back."""
-    kinds = [device.type for device in plan.devices if device.nodes]
-    accelerators = [k for k, kind in enumerate(kinds) if kind != CPU]
-    return bool(accelerators) and any(kind == CPU and accelerators[0] < k < accelerators[-1]
-                                      for k, kind in enumerate(kinds))
+    from placement.io.exporters import cpu_between
+
+    return cpu_between([device.type for device in plan.devices if device.nodes]) is not None
 
 
 def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) -> Any:
