@@ -239,3 +239,22 @@ def test_a_run_over_the_memory_limit_is_refused_before_it_starts(pair_plan, tmp_
     # 10 bytes hold no micro-batch of 4 tasks (1,600 bytes): the count is 0, not 1
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--memory-limit", "10"]) == 2
     assert "GiB; not one micro-batch fits (a steady state needs about 8)" in capsys.readouterr().err
+
+
+def test_gantt_format_follows_the_suffix(pair_plan, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    chart = tmp_path / "run.svg"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--gantt", str(chart)]) == 0
+    assert chart.read_text().lstrip().startswith("<?xml") and "<svg" in chart.read_text()
+    pdf = tmp_path / "run.PDF"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--gantt", str(pdf)]) == 0
+    assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_gantt_with_a_suffix_of_no_chart_format_is_refused_before_simulating(pair_plan, tmp_path, capsys):
+    chart = tmp_path / "run.txt"
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--gantt", str(chart)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: --gantt must name a .png, .svg or .pdf file, not .txt: {chart}\n"
+    assert not chart.exists()

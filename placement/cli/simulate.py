@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trace", type=path_name, metavar="TRACE.json",
                    help="write a Chrome/Perfetto trace of the run")
     p.add_argument("--gantt", type=path_name, metavar="GANTT.png",
-                   help="draw a Gantt chart of the run (needs matplotlib)")
+                   help="draw a Gantt chart of the run (needs matplotlib); .png, .svg or .pdf")
     p.add_argument("--memory-limit", dest="memory_limit", type=positive_byte_count, metavar="BYTES",
                    help="refuse a run that would take more memory than this (default 2 GiB)")
     p.add_argument("--engine", choices=ENGINES, default="heap",
@@ -58,12 +58,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.report.gantt import matplotlib_modules, write_gantt
+    from placement.report.gantt import chart_format, matplotlib_modules, write_gantt
     from placement.report.simulation import format_simulation
     from placement.report.trace import write_trace
 
-    if args.gantt:
-        matplotlib_modules()     # fail before simulating when the chart cannot be drawn
+    if args.gantt:               # fail before simulating when the chart cannot be drawn
+        chart_format(args.gantt, parameter="gantt")
+        matplotlib_modules()
     instance = placement.load(args.instance)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)

@@ -1,4 +1,4 @@
-"""A simulated run as a Gantt chart (PNG): stages as rows, tasks coloured by kind, micro-batch numbers.
+"""A simulated run as a Gantt chart (PNG, SVG or PDF): stages as rows, tasks coloured by kind, micro-batch numbers.
 
 Rows top to bottom follow the pipeline; in the ``link`` mode each stage's link
 gets a row under it. A task's micro-batch number is written inside its bar when
@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from placement.errors import SolverUnavailableError, unwritable
+from placement.errors import InvalidParameterError, SolverUnavailableError, unwritable
 from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -23,6 +23,17 @@ WIDTH_IN = 14.0
 ROW_IN = 0.42
 DPI = 120
 LEFT, RIGHT = 0.15, 0.90   # the axes' share of the figure width
+CHART_FORMATS = ("png", "svg", "pdf")   # a chart file's suffix names its format; no suffix means PNG
+
+
+def chart_format(path: str | Path, parameter: str = "path") -> str:
+    """The format a chart at ``path`` is written in, from its suffix; :class:`InvalidParameterError` about
+    ``parameter`` for a suffix that names no chart format (``gantt.txt`` would otherwise hold a PNG under a
+    text file's name)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix and suffix not in CHART_FORMATS:
+        raise InvalidParameterError(parameter, f"must name a .png, .svg or .pdf file, not .{suffix}: {path}")
+    return suffix or "png"
 
 
 def matplotlib_modules() -> tuple[Any, Any, Any]:
@@ -37,7 +48,9 @@ def matplotlib_modules() -> tuple[Any, Any, Any]:
 
 
 def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> None:
-    """Draw the run of ``result`` and save it as a PNG at ``path``; ``name`` (the instance) heads the title."""
+    """Draw the run of ``result`` and save it at ``path``, in the format its suffix names (PNG without one);
+    ``name`` (the instance) heads the title."""
+    file_format = chart_format(path)
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:
@@ -84,7 +97,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> N
     fig.subplots_adjust(left=LEFT, right=RIGHT, top=1 - 0.55 / fig.get_figheight(),
                         bottom=0.6 / fig.get_figheight())
     try:
-        fig.savefig(path, format="png")
+        fig.savefig(path, format=file_format)
     except OSError as exc:
         raise unwritable(path, exc) from None
 
