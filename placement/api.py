@@ -117,6 +117,21 @@ class HyparResult:
     plans: tuple[Any, ...]
     skipped: Mapping[str, str]
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """One line per plan whose ``dp`` choices split the batch into shares that are not whole samples
+        (the model counts them as divisible, as HyPar's does; a real run cannot)."""
+        from placement.costmodel.hypar import undivided_batch
+
+        notes = []
+        for p in self.plans:
+            found = undivided_batch(self.network, p.partition, self.batch)
+            if found:
+                layer, shares = found
+                notes.append(f"{p.planner} splits the batch of layer {layer} into {shares} shares, which batch "
+                             f"{self.batch} does not divide: its amounts count fractions of a sample")
+        return tuple(notes)
+
     def to_json(self) -> dict[str, Any]:
         """The document ``placement-hypar/1``: setting, per planner the choices, totals and per-level amounts."""
         from placement.costmodel.hypar import BYTES_PER_ELEMENT, SIDES, hierarchy_levels
@@ -139,6 +154,7 @@ class HyparResult:
                 "runtime_s": p.runtime_s,
             } for p in self.plans],
             "skipped": dict(self.skipped),
+            "notes": list(self.notes),
         }
 
 

@@ -49,6 +49,7 @@ def test_hypar_json(tmp_path, capsys):
     assert communication(load_network("lenet-c"), partition, 4).bytes == exact["bytes"]
     assert planners["exact"]["bytes"] <= planners["hypar"]["bytes"]
     assert doc["skipped"] == {}
+    assert doc["notes"] == []   # batch 4 on 2 accelerators: every dp split is whole
 
 
 def test_hypar_bad_input_is_one_line(capsys):
@@ -67,3 +68,15 @@ def test_hypar_reports_a_skipped_exact_planner(capsys):
     assert "exact: skipped: the exact planner needs 6,561² = 43,046,721 state pairs" in out
     assert next(line for line in out.splitlines() if line.startswith("layer")).split()[2:] == \
         ["hypar", "all-dp", "all-mp", "one-weird-trick"]
+
+
+def test_hypar_notes_a_batch_split_into_fractions_of_a_sample(capsys):
+    # batch 2 on 4 accelerators: all-dp splits it into 2^2 = 4 shares; all-mp never splits the batch
+    assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "2", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert "all-dp splits the batch of layer conv1 into 4 shares, which batch 2 does not divide: its amounts " \
+           "count fractions of a sample" in notes
+    assert not any(note.startswith("all-mp ") for note in notes)
+    assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "note: all-dp splits the batch of layer conv1 into 4 shares, which batch 2 does not divide" in out

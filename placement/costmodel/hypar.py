@@ -267,6 +267,18 @@ def uniform_partition(network: Network, levels: int, kind_of_layer) -> Partition
     return tuple((kind_of_layer(layer),) * levels for layer in network.layers)
 
 
+def undivided_batch(network: Network, partition: Partition, batch: int) -> tuple[str, int] | None:
+    """The first layer whose ``dp`` choices split the batch into more equal shares than ``batch`` divides
+    into (``2^d`` shares for ``d`` levels of ``dp``), with that number of shares; ``None`` when every split
+    is whole. The model, like HyPar's, counts amounts as divisible, so such a plan's figures assume
+    fractions of a sample per accelerator."""
+    for layer, row in zip(network.layers, partition):
+        shares = 2 ** sum(1 for t in row if t == DP)
+        if batch % shares:
+            return layer.name, shares
+    return None
+
+
 def partition_letters(row: Sequence[str]) -> str:
     """A layer's choices over the levels as letters, top level first: ``dp, dp, mp`` → ``ddm``."""
     return "".join(LETTERS[t] for t in row)

@@ -52,4 +52,5 @@ def format_hypar(result: HyparResult) -> str:
     lines += format_table(rows, left=set())
     for name, why in skipped.items():
         lines.append(f"{name}: skipped: {why}")
+    lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
