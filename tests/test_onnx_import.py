@@ -197,6 +197,33 @@ def test_an_epilogue_fuses_only_a_result_nobody_else_reads():
         ("Relu", "pointwise", 16.0, 128.0)]
 
 
+def test_a_bias_read_through_identity_still_fuses_and_is_counted_once():
+    """The TorchScript exporter deduplicates equal initializers and reads them through Identity nodes
+    (nn.MultiheadAttention's zero q, k and v biases all become Identity(out_proj.bias)). Such an alias
+    is the parameter itself: both bias Adds fuse with their MatMul (128 FLOPs each; reads X 32 + W 128 +
+    B 32, writes 64: 256 B), and B is one parameter read by both, not three."""
+    bias = numpy_helper.from_array(np.ones(8, dtype=np.float32), "B")
+    weight = numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W")
+    model = _graph([helper.make_node("Identity", ["B"], ["B_q"], name="/Identity"),
+                    helper.make_node("Identity", ["B"], ["B_k"], name="/Identity_1"),
+                    helper.make_node("MatMul", ["X", "W"], ["H"], name="/q/MatMul"),
+                    helper.make_node("Add", ["B_q", "H"], ["Q"], name="/q/Add"),
+                    helper.make_node("MatMul", ["X", "W"], ["G"], name="/k/MatMul"),
+                    helper.make_node("Add", ["B_k", "G"], ["K"], name="/k/Add")],
+                   [("X", [2, 4])], ["Q", "K"], [weight, bias])
+    graph = graph_from_onnx(model, "qk")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("MatMul+Add", "matmul", 128.0, 256.0), ("MatMul+Add", "matmul", 128.0, 256.0)]
+    assert [[p.name for p in op.params] for op in graph.ops] == [["W", "B"], ["W", "B"]]
+
+
+def test_an_identity_of_a_parameter_that_is_a_graph_output_stays():
+    bias = numpy_helper.from_array(np.ones(8, dtype=np.float32), "B")
+    graph = graph_from_onnx(_graph([helper.make_node("Identity", ["B"], ["Y"], name="/Identity")], [("X", [2, 4])],
+                                   ["Y"], [bias]), "alias")
+    assert [(op.target, op.kind) for op in graph.ops] == [("Identity", "view")]
+
+
 def test_layout_operators_are_views_without_kernels():
     model = _graph([helper.make_node("Transpose", ["X"], ["T"], name="/t/Transpose", perm=[1, 0]),
                     helper.make_node("Relu", ["T"], ["Y"], name="/r/Relu")], [("X", [2, 4])], ["Y"])

@@ -10,7 +10,8 @@ broadcasts); all shapes must be static (symbolic input dimensions can be fixed w
 ``{"batch": 8}``). Every node of the main graph is an operator, in graph order (ONNX
 requires a topological order), except ``Constant`` nodes: their values, like the
 initializers, are data the consumers read (initializers of floating-point type are the
-trained parameters). The module path of an operator comes from the
+trained parameters); an ``Identity`` of such data (an alias exporters write for shared or
+deduplicated parameters) is that data, read under its own name. The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
 
@@ -292,6 +293,30 @@ def _inherit_paths(nodes: list[_Node]) -> list[tuple[str, ...]]:
     return [p if p is not None else () for p in paths]
 
 
+def _fold_data_aliases(graph: Any) -> None:
+    """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
+    deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
+    ``Add`` still fuses with its matmul and a parameter read through two names is counted once. An alias
+    that is a graph output stays."""
+    data = {init.name for init in graph.initializer}
+    data |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+    outputs = {v.name for v in graph.output}
+    source: dict[str, str] = {}
+    kept = []
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name in source:
+                node.input[k] = source[name]
+        if (node.op_type == "Identity" and len(node.input) == 1 and node.input[0] in data
+                and len(node.output) == 1 and node.output[0] not in outputs):
+            source[node.output[0]] = node.input[0]
+            continue
+        kept.append(node)
+    if source:
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators."""
@@ -303,6 +328,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises InferenceError and others
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+    _fold_data_aliases(model.graph)
     table = _tensor_table(model, dtype, onnx)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
