@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from os import PathLike
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
 from placement.loading import override_devices
-from placement.parameters import flag, integer, number, one_of
+from placement.parameters import callback, flag, integer, number, one_of
 from placement.result import Verification
 
 HYPAR_FORMAT = "placement-hypar/1"
@@ -66,7 +66,8 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int = DEFAULT_MICROBATCHES,
              comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-             memory_limit: float | None = None, keep_tasks: bool = True) -> Any:
+             memory_limit: float | None = None, keep_tasks: bool = True,
+             progress: Callable[[str], None] | None = None) -> Any:
     """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
 
     ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
@@ -78,7 +79,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     ``engine`` ``heap`` (built in) or ``simpy``; ``memory_limit`` the bytes the run may take (default
     2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
-    in memory independent of ``microbatches``). Returns a
+    in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
+    how far a long run of that kind has got (every few million tasks). Returns a
     :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
     """
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
@@ -98,7 +100,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
                integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
                one_of("engine", engine, ENGINES),
                number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
-               flag("keep_tasks", keep_tasks))
+               flag("keep_tasks", keep_tasks), callback("progress", progress))
 
 
 @dataclass(frozen=True)

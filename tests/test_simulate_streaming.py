@@ -205,3 +205,24 @@ def test_a_run_the_ring_cannot_hold_still_comes_back_without_tasks():
     kept = simulate(problem, plan, "1f1b-async", 300)
     assert len(kept.tasks) == 1200     # 300 micro-batches x (F, B) x 2 stages
     _same_figures(kept, simulate(problem, plan, "1f1b-async", 300, keep_tasks=False))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 119, 120])
+def test_a_run_paused_in_chunks_gives_the_same_figures_and_reports_progress(monkeypatch, chunk):
+    # The streamed evaluation of a long run returns every `chunk` tasks to report progress and goes
+    # on from where it stopped: the figures are those of one uninterrupted run (the event engine's).
+    # diamond-cpu streamed: 3 stages x 40 micro-batches = 120 tasks a pass, two passes.
+    from placement.simulation import streaming
+
+    monkeypatch.setattr(streaming, "CHUNK", chunk)
+    monkeypatch.setattr(streaming, "REPORT_EVERY_S", 0.0)
+    problem = read_instance(TINY / "diamond-cpu.json")
+    lines: list[str] = []
+    streamed = simulate(problem, diamond_plan(), "stream", 40, keep_tasks=False, progress=lines.append)
+    _same_figures(simulate(problem, diamond_plan(), "stream", 40), streamed)
+    # a pass pauses after chunk, 2·chunk, ... tasks, as long as tasks are left
+    pauses = [done for done in range(chunk, 120, chunk)]
+    expected = [already + done for already in (0, 120) for done in pauses]
+    assert [int(line.split()[1].replace(",", "")) for line in lines] == expected
+    assert all(line.startswith("simulated ") and " of 240 tasks (two passes), " in line and line.endswith(" left")
+               for line in lines)

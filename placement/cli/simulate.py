@@ -11,7 +11,7 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, devices, fraction, path_name,
-                                   positive_byte_count, positive_int, print_json)
+                                   positive_byte_count, positive_int, print_json, progress_printer)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
-                                **devices(args))
+                                progress=progress_printer(args.quiet), **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
         write_trace(result, args.trace, f"{title}: {result.schedule}")

@@ -28,7 +28,7 @@ Figures reported
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -161,7 +161,8 @@ class SimulationResult:
 
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
-             memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True) -> SimulationResult:
+             memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True,
+             progress: Callable[[str], None] | None = None) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
@@ -173,6 +174,7 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     figures only (the task table comes back empty): a steady-state schedule with communication
     inline then runs in memory independent of the micro-batches (:mod:`.streaming`); other runs, and
     those the streamed evaluation cannot hold, go through the event engine and drop the table.
+    ``progress``, if given, receives a line every few million tasks of a long streamed run.
     """
     from placement.simulation.split import build_split_pipeline, is_split_plan
 
@@ -182,14 +184,16 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
 
         pipeline = build_split_pipeline(problem, plan, SplitModel(
             w_share=DEFAULT_W_SHARE if w_fraction is None else w_fraction))
-        return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks)
+        return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks,
+                                 progress)
     return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
-                             memory_limit, keep_tasks)
+                             memory_limit, keep_tasks, progress)
 
 
 def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
                       comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
-                      memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True) -> SimulationResult:
+                      memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True,
+                      progress: Callable[[str], None] | None = None) -> SimulationResult:
     """:func:`simulate` on a pipeline already built by :func:`build_pipeline`."""
     microbatches = integer("microbatches", microbatches, smallest=1, largest=MAX_MICROBATCHES)  # type: ignore[assignment]
     if engine not in ENGINES:
@@ -199,7 +203,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward and not pipeline.split else None
     if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
             and not pipeline.split):
-        result = _streamed(pipeline, sched, microbatches)
+        result = _streamed(pipeline, sched, microbatches, progress)
         if result is not None:
             return result
     program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0, memory_limit)
@@ -260,7 +264,8 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
                    makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
 
-def _streamed(pipeline: Pipeline, schedule: Schedule, m: int) -> SimulationResult | None:
+def _streamed(pipeline: Pipeline, schedule: Schedule, m: int,
+              progress: Callable[[str], None] | None = None) -> SimulationResult | None:
     """The figures of a steady-state run with communication inline, in memory independent of ``m``
     (:mod:`placement.simulation.streaming`); ``None`` where that evaluation cannot run it."""
     from placement.simulation.streaming import OK, stream_figures
@@ -285,7 +290,7 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int) -> SimulationResul
     p_max = min(MAX_PERIOD, (b - a) // 2) if b > a else 0
     status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, busy = stream_figures(
         m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
-        window, sources, sinks, a, b, p_max)
+        window, sources, sinks, a, b, p_max, progress)
     if status != OK:
         return None
     c_a, c_b = float(c_a), float(c_b)

@@ -19,17 +19,21 @@ per stage the peak of micro-batches in flight; a second pass, knowing the span
 ``[c[a], c[b]]``, sums each stage's busy time within it. Work is linear in the tasks, memory
 independent of the micro-batches (a stage that waits on nothing downstream is held back
 until the ring has room). A run the ring cannot hold (or a deadlock) is reported by status,
-and the caller falls back to the event engine.
+and the caller falls back to the event engine. A long pass runs in chunks of :data:`CHUNK` tasks,
+its state kept between them, so that progress can be reported.
 """
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 
 import numpy as np
 
-OK, DEADLOCK, RING_TOO_SHORT = 0, 1, 2
+OK, DEADLOCK, RING_TOO_SHORT, PAUSED = 0, 1, 2, 3
 HISTORY = 128   # completions kept for the period search (more than MAX_PERIOD)
+CHUNK = 1 << 22  # tasks a pass evaluates between two looks at the clock
+REPORT_EVERY_S = 5.0  # seconds between two progress lines
 
 
 def _order(training, s, n, m, k):
@@ -66,45 +70,50 @@ def _settle(s, t, n_from, rel, m, ring, owner, tag, end, last_task, peak):
         peak[s] = n_from - rel[s]
 
 
+def new_state(n, k, ring, p_max):
+    """The state of one pass of :func:`run` before its first task, as the arrays it updates in place:
+    per ring slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end;
+    per stage its cursor, last end, released and taken micro-batches, moment of the last take, peak
+    and busy time; the completion history and per period the gap figures; ``c_a, c_b, makespan``;
+    ``emitted, done``."""
+    return (np.full(ring, -1, dtype=np.int64), np.zeros(ring, dtype=np.int64), np.zeros(ring),
+            np.full((ring, k), -1, dtype=np.int64), np.zeros((ring, k)),
+            np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1.0),
+            np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
+            np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
+            np.zeros(3), np.zeros(2, dtype=np.int64))
+
+
 def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
-        ring, a, b, p_max, span_lo, span_hi):
+        ring, a, b, p_max, span_lo, span_hi, owner, count, finish, tag, end, cursor, last_end, rel, taken_at,
+        taken, peak, busy, history, gap_min, gap_max, gap_sum, figures, counters, limit):
     """One pass over ``m`` micro-batches of ``n`` stages; see the module docstring.
 
     Task ``t`` of a micro-batch lasts ``duration[t]`` after its predecessors
     ``pred_idx[pred_ptr[t]:pred_ptr[t + 1]]`` of the same micro-batch; ``first_task[s]``/``last_task[s]``
     are stage ``s``'s F and last compute task (B when training); with ``window > 0`` the sources
-    of micro-batch ``j`` also wait for the ``sinks`` of micro-batch ``j − window``. Returns
-    ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy`` (busy within
-    ``[span_lo, span_hi]``).
+    of micro-batch ``j`` also wait for the ``sinks`` of micro-batch ``j − window``. The state
+    (:func:`new_state`) is updated in place: ``figures`` holds ``c_a, c_b, makespan``, ``counters``
+    ``emitted, done``, ``busy`` the time within ``[span_lo, span_hi]``. Returns the status:
+    ``PAUSED`` once ``limit`` tasks are done (call again with a larger one to go on), else ``OK``,
+    ``DEADLOCK`` or ``RING_TOO_SHORT``.
     """
-    k = duration.shape[0]
     total = m * (2 * n if training else n)
     length = 2 * m if training else m
-    owner = np.full(ring, -1, dtype=np.int64)
-    count = np.zeros(ring, dtype=np.int64)
-    finish = np.zeros(ring)
-    tag = np.full((ring, k), -1, dtype=np.int64)
-    end = np.zeros((ring, k))
-    cursor = np.zeros(n, dtype=np.int64)
-    last_end = np.zeros(n)
-    rel = np.zeros(n, dtype=np.int64)
-    taken_at = np.full(n, -1.0)
-    taken = np.zeros(n, dtype=np.int64)
-    peak = np.zeros(n, dtype=np.int64)
-    busy = np.zeros(n)
-    history = np.zeros(HISTORY)
-    gap_min = np.full(p_max + 1, np.inf)
-    gap_max = np.full(p_max + 1, -np.inf)
-    gap_sum = np.zeros(p_max + 1)
-    c_a = 0.0
-    c_b = 0.0
-    makespan = 0.0
-    emitted = 0
-    done = 0
+    k = duration.shape[0]
+    c_a = figures[0]
+    c_b = figures[1]
+    makespan = figures[2]
+    emitted = counters[0]
+    done = counters[1]
+    status = OK
     while done < total:
+        if done >= limit:
+            status = PAUSED
+            break
         progressed = False
         for s in range(n):
-            while cursor[s] < length:
+            while cursor[s] < length and done < limit:
                 kind, j = _order(training, s, n, m, cursor[s])
                 if j - ring + window >= emitted:
                     break   # a stage that depends on nothing downstream waits until the ring has room
@@ -141,12 +150,12 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                     old = owner[slot]
                     if old >= 0:   # the slot's micro-batch must be complete and needed by nobody
                         if old >= emitted or old + window >= emitted:
-                            return RING_TOO_SHORT, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy
+                            return RING_TOO_SHORT
                         for r in range(n):
                             if rel[r] <= old:   # released by the stage's latest hold: count it now
                                 _release(r, taken_at[r], rel, m, ring, owner, tag, end, last_task)
                             if rel[r] <= old:
-                                return RING_TOO_SHORT, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy
+                                return RING_TOO_SHORT
                     owner[slot] = j
                     count[slot] = 0
                     finish[slot] = -np.inf
@@ -189,11 +198,27 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                     history[emitted % HISTORY] = c
                     emitted += 1
         if not progressed:
-            return DEADLOCK, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy
+            return DEADLOCK
+    figures[0] = c_a
+    figures[1] = c_b
+    figures[2] = makespan
+    counters[0] = emitted
+    counters[1] = done
+    if status == PAUSED:
+        return PAUSED
     for s in range(n):
         if taken[s] > 0:
             _settle(s, taken_at[s], taken[s], rel, m, ring, owner, tag, end, last_task, peak)
-    return OK, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy
+    return OK
+
+
+def _duration(seconds):
+    """``seconds`` as a rounded duration: ``40 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @lru_cache(maxsize=1)
@@ -211,15 +236,43 @@ INTERPRETED_TASKS = 20_000
 
 
 def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
-                   a, b, p_max):
-    """Both passes of :func:`run`: ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy``."""
+                   a, b, p_max, progress=None):
+    """Both passes of :func:`run`: ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy``.
+    ``progress``, if given, receives a line every :data:`REPORT_EVERY_S` seconds of a longer run."""
     kernel = _compiled() if m * len(duration) > INTERPRETED_TASKS else run
     ring = 4 * (n + window) + 64
     args = (m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks, ring,
             a, b, p_max)
-    first = kernel(*args, 0.0, 0.0)
-    if first[0] != OK:
-        return first
-    c_a, c_b = (first[2], first[3]) if b > a else (0.0, first[1])
-    second = kernel(*args, c_a, c_b)
-    return first[:8] + (second[8],)
+    total = m * (2 * n if training else n)
+
+    started = time.perf_counter()
+    reported = [started]
+
+    def report(done):
+        now = time.perf_counter()
+        if progress is None or now - reported[0] < REPORT_EVERY_S:
+            return
+        reported[0] = now
+        left = (now - started) * (2 * total - done) / done
+        progress(f"simulated {done:,} of {2 * total:,} tasks (two passes), {done / (2 * total):.1%}; "
+                 f"about {_duration(left)} left")
+
+    def one_pass(span_lo, span_hi, already):
+        state = new_state(n, len(duration), ring, p_max)
+        limit = CHUNK
+        while True:
+            status = kernel(*args, span_lo, span_hi, *state, limit)
+            if status != PAUSED:
+                return status, state
+            report(already + int(state[-1][1]))
+            limit += CHUNK
+
+    status, first = one_pass(0.0, 0.0, 0)
+    figures = first[-2]
+    makespan, c_a, c_b = float(figures[2]), float(figures[0]), float(figures[1])
+    peak, gap_min, gap_max, gap_sum = first[10], first[13], first[14], first[15]
+    if status != OK:
+        return status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, first[11]
+    lo, hi = (c_a, c_b) if b > a else (0.0, makespan)
+    status, second = one_pass(lo, hi, total)
+    return status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, second[11]
