@@ -39,8 +39,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 BERT24 = DEFAULT_INSTANCES / "LayerGraphs" / "bert24_inference.json"
+
+from child import run_child  # noqa: E402
 
 
 def machine() -> dict:
@@ -131,17 +134,12 @@ def startup_row(tmp: Path, repeat: int) -> dict:
 def run_one(instance: Path, out: Path) -> dict:
     """Solve one instance in a child process; return its row."""
     cmd = [sys.executable, "-m", "placement", "solve", str(instance), "--quiet", "--out", str(out)]
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    proc.stderr.close()
-    code = os.waitstatus_to_exitcode(status)
+    child = run_child(cmd, ROOT)
+    code = child.exit
     row = {"instance": f"{instance.parent.name}/{instance.stem}", "exit": code,
-           "wall_s": round(wall, 3), "peak_mib": round(usage.ru_maxrss / 1024, 1)}
+           "wall_s": round(child.wall_s, 3), "peak_mib": round(child.peak_mib, 1)}
     if code != 0:
-        row["error"] = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {code}"
+        row["error"] = child.stderr.strip().splitlines()[-1] if child.stderr.strip() else f"exit {code}"
         return row
     plan = json.loads(out.read_text())
     stats = plan.get("stats", {})

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import placement  # noqa: E402
-from placement.report.table import format_table  # noqa: E402
+from placement.report.table import format_table, percent  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {
@@ -254,7 +254,7 @@ def markdown(rows: list[dict]) -> list[str]:
             lines.append(f"| {name} | {k} | {joint_cell} | {base['status']} | - |" + " - |" * len(variants)
                          + " - | - | - |")
             continue
-        mark = "*" if base["proven"] else f" (gap {base['gap'] or 0.0:.1%})"
+        mark = "*" if base["proven"] else f" (gap {percent(base['gap'] or 0.0)})"
         first = next(iter(mine.values()))
         head = (f"| {name} | {k} | {joint_cell} | {base['value']:.6g}{mark} | "
                 f"{base['value'] / first['balance_bound']:.3f} | ")
@@ -265,7 +265,7 @@ def markdown(rows: list[dict]) -> list[str]:
                 cells.append("-" if r is None else r["split"]["status"])
                 continue
             gap = r["split"]["gap"] or 0.0
-            mark = "*" if r["split"]["status"] == "optimal" else f" (gap {gap:.1%})"
+            mark = "*" if r["split"]["status"] == "optimal" else f" (gap {percent(gap)})"
             cells.append(f"{r['speedup']:.3f}{mark}" + (" †" if "simulator_error" in r else ""))
         sims = [r["simulated"] for r in mine.values() if "simulated" in r]
         diffs = [f"{max(abs(x[key]) for x in sims):.0e}" if sims else "-"

@@ -28,10 +28,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from child import run_child  # noqa: E402
 from dp_throughput import ROOT, _write, line_document, machine  # noqa: E402
 
 SHAPES = {
@@ -67,16 +67,10 @@ print(json.dumps(laps))
 
 def run_process(cmd: list[str], tree: Path) -> dict:
     """Wall time, CPU time and peak memory of one child process run from ``tree``."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd)} failed: {stderr.strip()}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mib": usage.ru_maxrss / 1024}
+    child = run_child(cmd, tree, dict(os.environ, PYTHONPATH=str(tree)))
+    if child.exit not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} failed: {child.stderr.strip()}")
+    return {"wall_s": child.wall_s, "cpu_s": child.cpu_s, "peak_mib": child.peak_mib}
 
 
 def steps(path: Path, tree: Path) -> dict:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.jsonfile import strict_json
+from placement.report.table import percent
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski"
@@ -354,7 +355,7 @@ def _status_cell(rec: dict[str, Any] | None) -> str:
         return f"{text} optimal"
     if status == "feasible" and rec.get("bound"):
         gap = (rec["value"] - rec["bound"]) / rec["value"] if rec["value"] else 0.0
-        return f"{text} (gap {gap:.1%})"
+        return f"{text} (gap {percent(gap)})"
     return text
 
 

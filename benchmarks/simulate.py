@@ -36,7 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from child import run_child  # noqa: E402
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -151,12 +153,10 @@ BERT_L12 = DEFAULT_INSTANCES / "OperatorGraphs" / "bert_L-12_training.json"
 
 def _process(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and peak resident MiB of a child process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    child = run_child(cmd, ROOT, capture_stderr=False)
+    if child.exit != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
+    return child.wall_s, child.peak_mib
 
 
 def scale_rows(microbatches: int, baseline_microbatches: int, repeat: int) -> list[dict]:

@@ -24,12 +24,31 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 FORMATS = ("tarnawski", "native", "piper")
 
 
+def _other_document(data: Mapping[str, Any]) -> str | None:
+    """What a document without ``nodes`` is instead of an instance, where its fields say: a plan, or
+    another document of this package (named by its ``format``); ``None`` otherwise."""
+    if "nodes" in data:
+        return None
+    kind = data.get("format")
+    if "fpgas" in data or "cpus" in data or "stages" in data or kind in ("placement-plan/1",
+                                                                          "placement-parallel-plan/1"):
+        return "a plan"
+    if isinstance(kind, str) and kind.startswith("placement-"):
+        return f"a {kind} document"
+    return None
+
+
 def detect_format(data: Any) -> str:
     """The format of a decoded instance document (see the module docstring)."""
     from placement.io.piper import looks_like_piper
 
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
+    other = _other_document(data)
+    if other:
+        raise InvalidInstanceError(f"the document is {other}, not an instance, which has 'nodes' and 'edges'"
+                                   + ("; a plan goes after its instance, as in placement verify INSTANCE PLAN"
+                                      if other == "a plan" else ""))
     if looks_like_piper(data):
         return "piper"
     return "native" if "deviceTypes" in data else "tarnawski"

@@ -426,3 +426,25 @@ def test_an_empty_device_catalogue_is_named_as_empty():
     with pytest.raises(InvalidInstanceError) as err:
         load({"deviceTypes": [], "nodes": [{"id": 1, "times": {}}], "edges": []})
     assert str(err.value) == "instance: field 'deviceTypes' must be a non-empty array, got an empty array"
+
+
+PLAN_NOT_INSTANCE = ("the document is a plan, not an instance, which has 'nodes' and 'edges'; a plan goes after its "
+                     "instance, as in placement verify INSTANCE PLAN")
+
+
+@pytest.mark.parametrize("document, what", [
+    ({"fpgas": [{"nodes": [1, 2]}], "cpus": []}, PLAN_NOT_INSTANCE),                     # an expert split
+    ({"format": "placement-plan/1", "maxLoad": 7.5, "fpgas": [], "cpus": [], "backend": None}, PLAN_NOT_INSTANCE),
+    ({"format": "placement-parallel-plan/1", "stages": []}, PLAN_NOT_INSTANCE),
+    ({"format": "placement-hypar/1", "network": "Lenet-c"},
+     "the document is a placement-hypar/1 document, not an instance, which has 'nodes' and 'edges'"),
+], ids=["expert split", "plan file", "parallel plan", "hypar output"])
+def test_another_document_of_the_package_is_named_not_read_field_by_field(tmp_path, capsys, document, what):
+    # before: "instance: unknown field 'backend' (the fields are nodes, edges, ...)"
+    path = write(tmp_path, document)
+    with pytest.raises(InvalidInstanceError) as info:
+        load(path)
+    assert str(info.value) == f"{path}: {what}"
+    cli = _cli()
+    assert cli.main(["verify", str(path), str(path)]) == 2   # a plan given first, as the instance
+    assert capsys.readouterr().err == f"error: {path}: {what}\n"

@@ -30,3 +30,15 @@ def test_api_examples_run(monkeypatch):
     assert printed[0] == "optimal 7.5 [(1, 2), (3, 4)]"
     assert printed[1] == ("contiguity 'sets' is not solved by method 'dp' (it solves 'stages'; method 'milp' "
                           "solves every class)")
+
+
+def test_hypar_page_examples_run(monkeypatch):
+    # docs/hypar.md: the planners on VGG-A, then the ledger of BERT-Base training's optimal plan
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for block in python_blocks(ROOT / "docs" / "hypar.md"):
+            exec(compile(block, "docs/hypar.md", "exec"), namespace)
+    assert namespace["plan"].status == "optimal" and namespace["ledger"].agrees
+    assert out.getvalue().splitlines()[-1] == "ledger agrees with the charged communication on every device"

@@ -202,7 +202,8 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
                                        "--objective, --max-ideals, --time-limit)\n")
     for command in (["info", str(path)], ["verify", str(path), str(path)]):
         assert main(command) == 2
-        assert capsys.readouterr().err == ("error: INSTANCE is a Piper instance (tiny: per-stage data- and "
+        # the positional argument is named by the file given, not by its placeholder
+        assert capsys.readouterr().err == (f"error: {path} is a Piper instance (tiny: per-stage data- and "
                                            "tensor-parallel configurations): only solve and simulate take it\n")
     assert main(["solve", str(path), "--stages", "2"]) == 2
     assert capsys.readouterr().err == ("error: --stages does not apply to a Piper instance; give its device count "

@@ -95,7 +95,7 @@ def test_device_overrides_match_solve(tmp_path, capsys):
     plan.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}, {"nodes": [3, 4]}]}))
     chain = str(TINY / "chain4.json")
     assert main(["simulate", chain, str(plan), "--microbatches", "40"]) == 2
-    assert capsys.readouterr().err == ("error: PLAN is not valid for this instance: device type accelerator: "
+    assert capsys.readouterr().err == (f"error: {plan} is not valid for this instance: device type accelerator: "
                                        "3 devices used, but only 2 exist\n")
     assert main(["simulate", chain, str(plan), "--microbatches", "40", "--accelerators", "3"]) == 0
     out = capsys.readouterr().out
@@ -178,7 +178,7 @@ def test_bad_inputs_exit_2_with_one_line(pair_plan, tmp_path, capsys):
     bad_plan = tmp_path / "bad.json"
     bad_plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 4, 2]}, {"nodes": [2, 3]}]}))
     assert main(["simulate", PAIR, str(bad_plan), "--schedule", "gpipe"]) == 2
-    assert capsys.readouterr().err == ("error: PLAN is not valid for this instance: node 2 is placed 2 times "
+    assert capsys.readouterr().err == (f"error: {bad_plan} is not valid for this instance: node 2 is placed 2 times "
                                        "(devices 0, 1) (and 1 more; placement.verify lists them)\n")
     assert main(["simulate", PAIR, pair_plan, "--schedule", "stream"]) == 2
     assert capsys.readouterr().err == ("error: --schedule 'stream' runs inference graphs only, but the instance has "

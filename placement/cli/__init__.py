@@ -52,15 +52,27 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     return parser
 
 
-def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
-    """The error's text, with a library parameter named by the command-line option that sets it."""
+def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequence[str],
+             args: argparse.Namespace | None = None) -> str:
+    """The error's text, with a library parameter named by the command-line option that sets it, or,
+    for a positional argument (a file), by the value given."""
     if isinstance(exc, InvalidParameterError):   # the library's None is an option left out
         detail = _options_named(re.sub(r' or None(?=[,;)]|$)', '', exc.detail), parser, argv)
-        return f"{option_name(parser, argv, exc.parameter)} {detail}"
+        return f"{_argument_name(parser, argv, args, exc.parameter)} {detail}"
     parameter = getattr(exc, "parameter", None)
     if parameter:  # a limit set by a parameter: name the option instead
-        return re.sub(rf"\b{re.escape(parameter)}\b", option_name(parser, argv, parameter), str(exc))
+        return re.sub(rf"\b{re.escape(parameter)}\b", _argument_name(parser, argv, args, parameter), str(exc))
     return str(exc)
+
+
+def _argument_name(parser: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace | None,
+                   parameter: str) -> str:
+    """The option that sets ``parameter``, or, for a positional argument, the value given (a file name)."""
+    name = option_name(parser, argv, parameter)
+    given = getattr(args, parameter, None)
+    if not name.startswith("-") and name != parameter and isinstance(given, str):
+        return given
+    return name
 
 
 def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
@@ -84,13 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
+    args = None
     try:
         args = parser.parse_args(argv)
         return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     except PlacementError as exc:
-        print(f"error: {_message(exc, parser, argv)}", file=sys.stderr)
+        print(f"error: {_message(exc, parser, argv, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

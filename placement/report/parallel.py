@@ -5,7 +5,7 @@ from __future__ import annotations
 from placement.io.piper import PiperInstance
 from placement.parallel.devices import describe
 from placement.parallel.result import ParallelResult
-from placement.report.table import cell, format_table
+from placement.report.table import cell, format_table, percent
 
 
 def _nodes(ids: tuple[int, ...]) -> str:
@@ -30,7 +30,7 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     if result.plan is None or result.evaluation is None:
         return "\n".join(lines) + "\n"
     if result.objective == "time-per-batch":
-        lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {result.gap:.2%}), "
+        lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {percent(result.gap, 2)}), "
                      f"largest stage time per sample {cell(result.evaluation.value)}, "
                      f"{result.plan.devices} devices used")
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from placement.problem.instance import Instance
+from placement.report.table import percent
 from placement.result import Result, Status, Verification
 
 OBJECTIVE_LABELS = {"throughput": "max-load", "throughput-gpipe": "FW+BW", "latency": "latency"}
@@ -32,7 +33,7 @@ def format_summary(instance: Instance, result: Result) -> str:
     if result.value is not None:
         label = OBJECTIVE_LABELS.get(result.objective, result.objective)
         lines.append(f"{label:<11} {figure(result.value)}  (verified independently)")
-        lines.append(f"bound       {figure(result.bound)}   gap {result.gap:.2%}")
+        lines.append(f"bound       {figure(result.bound)}   gap {percent(result.gap, 2)}")
     elif result.status is Status.NO_SOLUTION and result.bound:
         lines.append(f"bound       {figure(result.bound)}")
     if result.message:

@@ -29,3 +29,13 @@ def cell(x: float | None) -> str:
     if x is None:
         return "-"
     return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def percent(share: float, decimals: int = 1) -> str:
+    """``share`` as a percentage with ``decimals`` decimals, or with two significant digits where those
+    would round a non-zero share to zero (``0.0011%``): a gap shown as ``0.0%`` is a gap of zero."""
+    text = f"{share:.{decimals}%}"
+    if share != 0 and math.isfinite(share) and float(text.rstrip("%")) == 0:
+        digits = 1 - math.floor(math.log10(abs(share) * 100))
+        return f"{share * 100:.{digits}f}%"
+    return text

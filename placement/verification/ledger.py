@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from placement.io.plans import as_plan
 from placement.problem.instance import Instance
 from placement.plan import Plan
 
@@ -220,8 +221,11 @@ def _max_size(current: float | None, size: float | None, missing: set[int], u: i
     return size if current is None else max(current, size)
 
 
-def communication_ledger(problem: Instance, plan: Plan) -> Ledger:
-    """The ledger of ``plan`` (see the module docstring); unknown node ids in the plan are ignored."""
+def communication_ledger(problem: Instance, plan: Plan | object) -> Ledger:
+    """The ledger of ``plan`` (see the module docstring): a :class:`Plan`, or what
+    :func:`placement.io.plans.as_plan` reads (a ``Result``, a plan document, a plan file path);
+    unknown node ids in the plan are ignored."""
+    plan = as_plan(plan)
     rho = infer_time_per_byte(problem)
     known = {n.id for n in problem.nodes}
     members = [{v for v in dev.nodes if v in known} for dev in plan.devices]
