@@ -9,8 +9,10 @@ every available backend, with and without warm start, ``throughput`` in each con
 heuristics) and is judged against the brute-force optimum.
 
 Prints the table method × backend × objective → runs, agreements (``optimal`` at the optimum,
-or ``infeasible`` where no plan exists), other honest answers, wrong claims; and every wrong
-claim with its seed and case. Writes ``benchmarks/results/crosscheck.json``. Exit status 1 when
+or ``infeasible`` where no plan exists), other honest answers (no proof claimed, none refuted:
+a ``feasible`` plan at or above the optimum with a bound at or below it, as a heuristic or a MILP
+stopped at its limit gives, or no plan and no claim), wrong claims; and every wrong claim with
+its seed and case. Writes ``benchmarks/results/crosscheck.json``. Exit status 1 when
 any claim is wrong.
 
     python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--backends cp-sat cbc ...]
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     table.append(("all", "", "", str(total["runs"]), str(total["agreements"]),
                   str(total["runs"] - total["agreements"] - total["wrong_claims"]), str(total["wrong_claims"]), ""))
     print("\n".join(format_table(table, left={0, 1, 2})))
+    print("agreements: optimal at the optimum, or infeasible where no plan exists; other honest: no proof "
+          "claimed and none refuted (a feasible plan and a bound enclosing the optimum, or no plan and no claim)")
     print(f"\n{total['runs']:,} runs on {args.instances} instances in {total['wall_s']} s: "
           f"{total['agreements']:,} agreements, {total['wrong_claims']} wrong claims")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ Where they disagree, the column "mate costs" says whether every boundary node at
 backward node charged exactly its forward mate's transfer cost (the published training layer
 graphs copy those costs while their edges carry the backward tensors' own sizes).
 
-    python benchmarks/hypar.py [--batch 256] [--types 2] [--max-accelerators 64] [--json results/hypar.json]
+    python benchmarks/hypar.py [--batch 256] [--types 2] [--max-accelerators 64] [--json benchmarks/results/hypar.json]
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="time each planner as the best of this many runs")
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
     parser.add_argument("--no-ledger", action="store_true", help="skip part 2 (the ledger on the published instances)")
-    parser.add_argument("--json", type=Path, default=ROOT / "results" / "hypar.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "hypar.json")
     args = parser.parse_args(argv)
     types = partition_types(args.types)
 

@@ -152,6 +152,11 @@ def schedules(problem, result, stages: int, k: int) -> dict:
     return out
 
 
+def _value(x: float | None) -> str:
+    """A value for a progress line: seven significant digits, or ``-`` without one."""
+    return "-" if x is None else f"{x:.7g}"
+
+
 def solved(result, runtime: float) -> dict:
     return {"status": str(result.status), "value": result.value, "bound": result.bound, "gap": result.gap,
             "runtime_s": runtime, "stages": sum(1 for s in result.plan if s.nodes) if result.plan else 0}
@@ -206,8 +211,9 @@ def rows_for(label: str, path: Path, accelerators: list[int], variants: list[str
                 if variant == variants[0] and "simulated" in row:
                     row["schedules"] = schedules(problem, split, row["split"]["stages"], k)
             rows.append(row)
-            print(f"  {label} k={k} {variant}: unsplit {joint.value} baseline {home.value} split {split.value} "
-                  f"({split.status}, gap {split.gap})", file=sys.stderr, flush=True)
+            print(f"  {label} k={k} {variant}: unsplit {_value(joint.value)} baseline {_value(home.value)} split "
+                  f"{_value(split.value)} ({split.status}, gap {percent(split.gap) if split.gap is not None else '-'})",
+                  file=sys.stderr, flush=True)
     return rows
 
 
@@ -286,9 +292,9 @@ def summary(rows: list[dict]) -> list[str]:
                     and 7 <= r["accelerators"] <= 9]
             better = sum(1 for u in ups if u > 1 + 1e-9)
             if ups:
+                at_7_to_9 = f"{statistics.mean(high):.3f}" if high else "no run"
                 lines.append(f"{scope:17} {variant:15} mean speed-up {statistics.mean(ups):.3f} over {len(ups)} runs "
-                             f"(7-9 accelerators: {statistics.mean(high) if high else float('nan'):.3f}); "
-                             f"strictly better on {better}/{len(ups)}")
+                             f"(7-9 accelerators: {at_7_to_9}); strictly better on {better}/{len(ups)}")
     lines.append(f"LayerPipe (reported)              mean speed-up {LAYERPIPE_AVERAGE:.2f}, 7-9 processors "
                  f"> {LAYERPIPE_7_TO_9:.2f}")
     sims = [r["simulated"] for r in rows if "simulated" in r]
@@ -347,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--microbatches", type=int, default=256, help="async 1F1B run length (default 256)")
     parser.add_argument("--only", nargs="*", choices=list(GRAPHS), help="graphs to run (default: all found)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
-    parser.add_argument("--plot", default=str(ROOT / "benchmarks" / "results" / "layerpipe.png"))
+    parser.add_argument("--plot", help="where the plot goes (default: beside the JSON, with the suffix .png)")
     args = parser.parse_args(argv)
     accelerators = accelerator_range(args.accelerators)
     variants = args.variants.split(",")
@@ -369,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for line in summary(rows):
         print(line)
-    if args.plot and rows:
-        plot(rows, Path(args.plot))
+    if rows:
+        plot(rows, Path(args.plot) if args.plot else Path(args.json).with_suffix(".png"))
     return 0
 
 

@@ -198,3 +198,28 @@ def test_info_reports_ideals_and_bound(capsys):
     # ... and it is a bound: the optimum is 9 ({s,x} pays 7 + out-costs of s and x = 9; {y} 6 + 1 + 1;
     # t alone on the CPU, which pays no communication; s on the CPU alone costs 10), as the DP finds.
     assert main_dp_value(DIAMOND) == 9.0 >= 6
+
+
+def test_verify_names_the_instance_a_plan_was_made_for(tmp_path, capsys):
+    """A plan solved for diamond-cpu (nodes 10-13) checked against chain4 (nodes 1-4): every node is
+    unknown and none of chain4's is placed, 8 violations; the note says whose plan it is, and the
+    value it claims is not weighed against the value of an invalid plan."""
+    out = tmp_path / "plan.json"
+    assert main(["solve", str(TINY / "diamond-cpu.json"), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "INVALID: 8 violations" in text
+    assert "note: the plan file was made for instance 'diamond-cpu', not 'chain4'\n" in text
+    assert "claims" not in text
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["plan_made_for"], document["claim_refuted"]) == ("diamond-cpu", None)
+
+
+def test_a_text_report_lists_twenty_violations_and_counts_the_rest():
+    from placement.report.text import verdict_lines
+
+    lines = verdict_lines(tuple(f"node {k} is not placed" for k in range(23)))
+    assert lines[0] == "INVALID: 23 violations" and lines[1] == "  node 0 is not placed"
+    assert lines[20:] == ["  node 19 is not placed", "  ... and 3 more (the JSON report lists them all)"]

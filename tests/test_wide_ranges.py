@@ -221,6 +221,6 @@ def test_a_gap_reads_zero_only_when_it_is_zero():
     # A feasible plan 0.04% above its bound is not shown as a 0.0% gap (which reads as proven).
     from placement.report.table import percent
 
-    assert [percent(x) for x in (0.0, 0.123, 0.0006, 0.0004, 4e-5, 1e-9)] == [
-        "0.0%", "12.3%", "0.1%", "0.040%", "0.0040%", "0.00000010%"]
+    assert [percent(x) for x in (0.0, 0.123, 0.0006, 0.0004, 4e-5, 1e-8, 2.2e-15)] == [
+        "0.0%", "12.3%", "0.1%", "0.040%", "0.0040%", "0.0000010%", "0.0%"]
     assert [percent(x, 2) for x in (0.0, 0.0006, 4e-5)] == ["0.00%", "0.06%", "0.0040%"]

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import refuted_claim
+    from placement.io.plans import refuted_claims
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -55,14 +55,18 @@ def run(args: argparse.Namespace) -> int:
         verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
                                         calls=args.calls, infer_from_colours=True,
                                         ledger=args.objective != "latency", **devices(args))
-    claimed = refuted_claim(args.plan, args.objective, verification.value)
+    # an invalid plan's value is no verdict on the value it claims
+    claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
+                            instance.name)
     if args.json:
-        print_json({**verification.to_json(), "claim_refuted": claimed})
+        print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance})
     else:
         print(format_verification(instance, verification), end="")
-        if claimed is not None:
-            print(f"note: the plan file claims {args.objective} {claimed:.10g}; the verified value is "
+        if claims.value is not None:
+            print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
                   f"{verification.value:.10g}")
+        if claims.instance is not None:
+            print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")
         evaluation, _, ledger = verification.report
         if ledger is not None:
             print()

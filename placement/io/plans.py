@@ -24,6 +24,7 @@ task B and their weight-gradient task W on the device; ``nodes`` then places the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,15 +109,26 @@ def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
         raise InvalidPlanError(f"{path}: {exc}") from None
 
 
-def refuted_claim(path: str | Path, objective: str, value: float | None) -> float | None:
-    """The value a plan file claims for ``objective`` where the verified ``value`` refutes it (differs by
-    more than 1e-9 relative), else ``None``. The claim is the file's ``objective`` where its
-    ``objective_kind`` is that objective (a solved plan of ours), else, for ``throughput``, its
-    ``maxLoad`` (Tarnawski's format); a negative value, such as Tarnawski's ``-1``, means "not
-    computed"."""
+@dataclass(frozen=True)
+class FileClaims:
+    """What a plan file claims that verification refutes: ``value``, the objective value it claims where the
+    verified one differs by more than 1e-9 relative; ``instance``, the instance it names (field
+    ``instance``) where that is not the instance it was checked against. ``None`` where nothing is refuted."""
+
+    value: float | None = None
+    instance: str | None = None
+
+
+def refuted_claims(path: str | Path, objective: str, value: float | None, instance_name: str) -> FileClaims:
+    """The claims of the plan file at ``path`` that a verification against the instance named
+    ``instance_name`` refutes (:class:`FileClaims`), given the verified ``value`` of ``objective``.
+
+    The claimed value is the file's ``objective`` where its ``objective_kind`` is that objective (a
+    solved plan of ours), else, for ``throughput``, its ``maxLoad`` (Tarnawski's format); a negative
+    value, such as Tarnawski's ``-1``, means "not computed". The instance is named by a plan of ours."""
     data = load_json(path, InvalidPlanError)
-    if not isinstance(data, dict) or value is None:
-        return None
+    if not isinstance(data, dict):
+        return FileClaims()
 
     def number(x: Any) -> float | None:
         return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 else None
@@ -125,9 +137,11 @@ def refuted_claim(path: str | Path, objective: str, value: float | None) -> floa
         claim = number(data.get("objective"))
     else:
         claim = number(data.get("maxLoad")) if objective == "throughput" and "objective_kind" not in data else None
-    if claim is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
-        return None
-    return claim
+    if claim is None or value is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
+        claim = None
+    named = data.get("instance")
+    other = named if isinstance(named, str) and named and named != instance_name else None
+    return FileClaims(claim, other)
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:

@@ -140,6 +140,19 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
+def _search_story(stats: dict, proven: bool) -> str:
+    """What the time-per-batch search did and whether it proved its plan optimal, in words."""
+    steps = []
+    if stats.get("candidates"):
+        steps.append(f"{stats['candidates']} uniform-degree plans tried")
+    if "branch_and_bound_nodes" in stats:
+        steps.append(f"branch and bound over {stats['branch_and_bound_nodes']:,} partial plans "
+                     + ("completed" if stats.get("branch_and_bound_completed") else "stopped at its step limit"))
+    if proven and not steps:
+        steps.append("the throughput optimum's plan meets the bound m·M*")
+    return ("proven" if proven else "not proven") + (f" ({'; '.join(steps)})" if steps else "")
+
+
 def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, schedule: str, max_sets: int,
                           forward_share: float, progress, started: float) -> ParallelResult:
     """``objective="time-per-batch"``: the search, the evaluator's check of the plan's constraints and the
@@ -147,8 +160,7 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
     found = search_time_per_batch(instance, devices=reachable, memory=memory, schedule=schedule,
                                   forward_share=forward_share, max_sets=max_sets, progress=progress)
     if progress is not None:
-        progress(f"time-per-batch search: {found.stats.get('candidates', 0)} uniform-degree candidates, "
-                 f"{'proven' if found.proven else 'not proven'}")
+        progress(f"time-per-batch search: {_search_story(found.stats, found.proven)}")
 
     def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
         handoff = megatron_config(instance, plan) if plan is not None else None

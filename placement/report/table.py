@@ -33,9 +33,10 @@ def cell(x: float | None) -> str:
 
 def percent(share: float, decimals: int = 1) -> str:
     """``share`` as a percentage with ``decimals`` decimals, or with two significant digits where those
-    would round a non-zero share to zero (``0.0011%``): a gap shown as ``0.0%`` is a gap of zero."""
+    would round a share of 1e-9 or more to zero (``0.0011%``): a gap shown as ``0.0%`` is a gap below the
+    1e-9 that floating-point sums leave in a proven optimum."""
     text = f"{share:.{decimals}%}"
-    if share != 0 and math.isfinite(share) and float(text.rstrip("%")) == 0:
+    if abs(share) >= 1e-9 and math.isfinite(share) and float(text.rstrip("%")) == 0:
         digits = 1 - math.floor(math.log10(abs(share) * 100))
         return f"{share * 100:.{digits}f}%"
     return text

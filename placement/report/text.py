@@ -36,9 +36,18 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
     return "\n".join(lines) + "\n"
 
 
+VIOLATIONS_SHOWN = 20
+"""Violations a text report lists; the rest are counted (the JSON report lists every one)."""
+
+
 def verdict_lines(violations: tuple[str, ...]) -> list[str]:
-    """``valid: no violations``, or ``INVALID: N violations`` and one indented line each."""
+    """``valid: no violations``, or ``INVALID: N violations`` and one indented line each, up to
+    :data:`VIOLATIONS_SHOWN` of them."""
     if not violations:
         return ["valid: no violations"]
     count = len(violations)
-    return [f"INVALID: {count} violation{'' if count == 1 else 's'}"] + [f"  {v}" for v in violations]
+    lines = [f"INVALID: {count} violation{'' if count == 1 else 's'}"]
+    lines += [f"  {v}" for v in violations[:VIOLATIONS_SHOWN]]
+    if count > VIOLATIONS_SHOWN:
+        lines.append(f"  ... and {count - VIOLATIONS_SHOWN} more (the JSON report lists them all)")
+    return lines
