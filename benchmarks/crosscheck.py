@@ -15,7 +15,10 @@ stopped at its limit gives, or no plan and no claim), wrong claims; and every wr
 its seed and case. Writes ``benchmarks/results/crosscheck.json``. Exit status 1 when
 any claim is wrong.
 
-    python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--backends cp-sat cbc ...]
+    python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--unit 1e-9] [--backends cp-sat cbc ...]
+
+``--unit`` multiplies every time and cost: the floating-point backends' tolerances are absolute, so
+times of 1e-9 or 1e9 units are a test of their scaling of their own.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=int, default=40, help="random instances (default 40)")
     parser.add_argument("--first", type=int, default=1000, help="seed of the first instance (default 1000)")
     parser.add_argument("--backends", nargs="+", default=available, help="MILP backends (default: all available)")
+    parser.add_argument("--unit", type=float, default=1.0,
+                        help="multiply every time and cost by this (e.g. 1e-9 or 1e9; default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
@@ -52,11 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     seconds: Counter = Counter()
     started = time.perf_counter()
     for seed in range(args.first, args.first + args.instances):
-        problem = random_instance(random.Random(seed), training=seed % 2 == 1)
+        problem = random_instance(random.Random(seed), training=seed % 2 == 1, unit=args.unit)
         optima: dict = {}
         for case in cases(problem, tuple(args.backends)):
             began = time.perf_counter()
-            verdict = check(problem, case, optima)
+            verdict = check(problem, case, optima, args.unit)
             row = (case.method, case.backend or "-", case.objective)
             seconds[row] += time.perf_counter() - began
             runs[row] += 1
@@ -80,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         table.append((method, backend, objective, str(runs[key]), str(agreements[key]), str(honest), str(wrong[key]),
                       f"{seconds[key] / runs[key]:.3f}"))
     total = {"runs": sum(runs.values()), "agreements": sum(agreements.values()), "wrong_claims": len(wrong_claims),
-             "instances": args.instances, "first_seed": args.first, "backends": list(args.backends),
+             "instances": args.instances, "first_seed": args.first, "unit": args.unit,
+             "backends": list(args.backends),
              "wall_s": round(time.perf_counter() - started, 1)}
     table.append(("all", "", "", str(total["runs"]), str(total["agreements"]),
                   str(total["runs"] - total["agreements"] - total["wrong_claims"]), str(total["wrong_claims"]), ""))

@@ -30,12 +30,13 @@ def training_pair():
 def test_the_activation_and_its_gradient_are_one_cost_node_for_throughput():
     problem = training_pair()
     groups = problem.colour_classes()
-    merged = prepare(problem, groups, integer=False, max_product=2.0 ** 62, by_direction=False).cost_nodes
-    assert [(cn.u, cn.r, cn.W, cn.c) for cn in merged] == [(0, 0, (1,), 2.0)]
+    # costs in model units: times the power of two a floating-point backend's model is scaled by
+    d = prepare(problem, groups, integer=False, max_product=2.0 ** 62, by_direction=False)
+    assert [(cn.u, cn.r, cn.W, cn.c / d.scaling.scale) for cn in d.cost_nodes] == [(0, 0, (1,), 2.0)]
     # throughput-gpipe charges forward and backward costs to separate loads: kept apart
-    apart = prepare(problem, groups, integer=False, max_product=2.0 ** 62, by_direction=True).cost_nodes
-    assert [(cn.u, cn.r, cn.W, cn.c, cn.backward) for cn in apart] == [(0, 0, (1,), 1.0, False),
-                                                                        (2, 1, (0,), 1.0, True)]
+    d = prepare(problem, groups, integer=False, max_product=2.0 ** 62, by_direction=True)
+    assert [(cn.u, cn.r, cn.W, cn.c / d.scaling.scale, cn.backward) for cn in d.cost_nodes] == [
+        (0, 0, (1,), 1.0, False), (2, 1, (0,), 1.0, True)]
 
 
 @pytest.mark.parametrize("contiguity", ["stages", "sets", "none"])

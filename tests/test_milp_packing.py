@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from placement.io.tarnawski import parse_instance, read_instance
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Instance, Node
 from placement.solution import Status
-from placement.solvers.milp.data import prepare
 from placement.solvers.milp.driver import better_start
 from placement.solvers.milp.none import AssignmentVars, NoContiguity, slot_kinds
 from placement.solvers.milp.outcome import Verdict
 from placement.solvers.milp.packing import HyperCut, extend, hypergraph, packing_floor, packing_value
 from placement.verification.evaluate import evaluate
 from placement.testing.bruteforce import brute_force
+from tests.model_units import float_data
 from tests.strategies import problems
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
@@ -35,7 +35,7 @@ GNMT = SHARED / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
 
 
 def data(problem: Instance):
-    return prepare(problem, problem.colour_classes(), integer=False, max_product=2.0 ** 62)
+    return float_data(problem)
 
 
 def chain(times: list[float], cost: float, accelerators: int, cpus: int = 0, memory: float = 1e9,

@@ -28,6 +28,7 @@ from placement.solvers.milp.sets import ContiguousSets
 from placement.solvers.milp.none import NoContiguity, ranks, slot_kinds
 from placement.testing.bruteforce import brute_force
 from placement.verification.evaluate import evaluate
+from tests.model_units import float_data
 from tests.strategies import colour_respecting_plans, problems
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
@@ -85,7 +86,7 @@ def test_counting_bounds_never_exceed_the_none_optimum(problem: Instance) -> Non
         truth = brute_force(problem, "none", objective=objective)
         if truth.status is not Status.OPTIMAL:
             continue
-        d = prepare(problem, problem.colour_classes(), integer=False, max_product=2.0 ** 62)
+        d = float_data(problem)
         for bound, H in heavy_sets(d, slot_kinds(d), free_pairs(d)):
             assert H
             assert bound <= truth.objective * (1 + 1e-12), (objective, bound, truth.objective, H)
@@ -101,7 +102,7 @@ def test_bert24_inference_pigeonhole_bound() -> None:
     # (three runs, each with an input and an output): 17.703 + 6 · 0.001953125 = 17.71471875,
     # the optimum the MILP proves for class none.
     problem = read_instance(BERT24)
-    d = prepare(problem, problem.colour_classes(), integer=False, max_product=2.0 ** 62)
+    d = float_data(problem)
     found = heavy_sets(d, slot_kinds(d), free_pairs(d))
     best, H = found[0]
     assert len(H) == 25

@@ -181,14 +181,15 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
 def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict) -> Solution:
     """The DP's ``plan`` where its floating-point loads may be off by up to ``error``: optimal when the
     plan's value, recomputed by the evaluator, meets the instance's own lower bound (the optimum is at
-    least that bound, whatever the rounding); otherwise feasible, with the larger of that bound and
+    least that bound, whatever the rounding); otherwise feasible at the plan's recomputed value, with
+    the larger of that bound and
     ``value − error`` (every plan's computed load is within ``error`` of its true load)."""
     simple = throughput_lower_bound(problem)["bound"]
     exact = evaluate(problem, plan, "stages").max_load
     if meets(simple, exact):
         return Solution(Status.OPTIMAL, plan, exact, exact, "dp", runtime_s=runtime, stats=stats)
     stats["rounding_error"] = error
-    return Solution(Status.FEASIBLE, plan, value, max(0.0, value - error, simple), "dp",
+    return Solution(Status.FEASIBLE, plan, exact, min(exact, max(0.0, value - error, simple)), "dp",
                     runtime_s=runtime, stats=stats,
                     message=f"the DP sums the times and costs in floating point: on these numbers its loads "
                             f"may be off by up to {error:.3g}, against a value of {value:.6g}, so its plan is not "

@@ -36,10 +36,10 @@ TOLERANCE = 1e-9
 EXACT = ("dp", "milp")
 
 
-def random_instance(rng: random.Random, training: bool, max_forward: int = 4) -> Instance:
+def random_instance(rng: random.Random, training: bool, max_forward: int = 4, unit: float = 1.0) -> Instance:
     """A tiny instance: a random DAG of ``2..max_forward`` forward nodes (with backward mates sharing
-    their colour when ``training``), times and costs in quarters, 1–2 accelerators with a memory
-    bound that sometimes binds, 0–1 CPU cores, some nodes unsupported on accelerators."""
+    their colour when ``training``), times and costs in quarters of ``unit``, 1–2 accelerators with a
+    memory bound that sometimes binds, 0–1 CPU cores, some nodes unsupported on accelerators."""
     n = rng.randint(2, max_forward)
     edges = {(i, j) for j in range(1, n) for i in range(j) if rng.random() < 0.45}
     edges |= {(j - 1, j) for j in range(1, n) if rng.random() < 0.5}
@@ -58,9 +58,9 @@ def random_instance(rng: random.Random, training: bool, max_forward: int = 4) ->
         if cpus == 0:
             memory = min(memory, bound)
         nodes.append(Node(2 * pos + 1, f"{'b' if backward else 'f'}{pos}",
-                          (rng.randint(0, 16) / 4 if supported else None, rng.randint(0, 32) / 4),
+                          (rng.randint(0, 16) / 4 * unit if supported else None, rng.randint(0, 32) / 4 * unit),
                           memory=memory, backward=backward, colour=forward if training else None,
-                          out_cost=rng.randint(0, 8) / 4))
+                          out_cost=rng.randint(0, 8) / 4 * unit))
     types = (DeviceType(ACCELERATOR, accelerators, bound, True), DeviceType(CPU, cpus, math.inf, False))
     return Instance(tuple(nodes), tuple(Edge(2 * a + 1, 2 * b + 1) for a, b in sorted(edges)), types,
                     name="crosscheck")
@@ -132,12 +132,13 @@ def truth(problem: Instance, case: Case) -> float | None:
     return found.objective if found.status is Status.OPTIMAL else None
 
 
-def judge(case: Case, result: object, optimum: float | None) -> Verdict:
-    """The verdict on ``result`` (a :class:`placement.Result`) given the brute-force ``optimum``."""
+def judge(case: Case, result: object, optimum: float | None, unit: float = 1.0) -> Verdict:
+    """The verdict on ``result`` (a :class:`placement.Result`) given the brute-force ``optimum``; values are
+    compared to within :data:`TOLERANCE` relatively, or absolutely in the instance's time ``unit``."""
     status, value, bound = str(result.status), result.value, result.bound  # type: ignore[attr-defined]
 
     def close(a: float, b: float) -> bool:
-        return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+        return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE * unit)
 
     wrong = ""
     if status in ("optimal", "infeasible") and case.method not in EXACT:
@@ -157,10 +158,11 @@ def judge(case: Case, result: object, optimum: float | None) -> Verdict:
     return Verdict(case, status, value, optimum, agrees, wrong)
 
 
-def check(problem: Instance, case: Case, optima: dict | None = None) -> Verdict:
+def check(problem: Instance, case: Case, optima: dict | None = None, unit: float = 1.0) -> Verdict:
     """Run ``case`` on ``problem`` through :func:`placement.solve` and judge it against the optimum of
     the contiguity class the result reports (a heuristic reports the finest class its plan is in,
-    whatever was asked); ``optima`` caches the brute force's answers between cases."""
+    whatever was asked); ``optima`` caches the brute force's answers between cases; ``unit`` is the
+    instance's time unit (:func:`random_instance`)."""
     import placement
 
     optima = {} if optima is None else optima
@@ -169,4 +171,4 @@ def check(problem: Instance, case: Case, optima: dict | None = None) -> Verdict:
     key = (judged.objective, judged.contiguity, judged.calls)
     if key not in optima:
         optima[key] = truth(problem, judged)
-    return judge(case, result, optima[key])
+    return judge(case, result, optima[key], unit)

@@ -31,11 +31,18 @@ by *another* variable's bound, and with ``widest`` and ``load_ub`` both near ``2
 ``2^53``, and otherwise rounded conservatively (sizes up, bounds down): every plan
 found then fits, but the model may miss plans that fit, so neither its bound nor an
 infeasibility verdict is a proof (``memory_exact`` is False).
+
+Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
+of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
+keeps their absolute tolerances small against every load. In the instance's own units, times
+near 1e-9 fell inside those tolerances (a plan 58% above the optimum was proven "optimal") and
+times near 1e9 lost plans in the big-M rows.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -75,6 +82,29 @@ def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> 
     # a difference of logarithms: the quotient itself overflows for a tiny ``largest``; the power
     # is capped within a float's range
     return Scaling(2.0 ** min(math.floor(math.log2(max_scaled) - math.log2(largest)), 1000), False)
+
+
+FLOAT_TARGET = 2.0 ** 10
+"""A floating-point backend's model has its largest load scaled to about this (module docstring)."""
+
+
+def float_scaling(values: Sequence[float], largest: float) -> Scaling:
+    """The power of two that brings ``largest`` (a bound on every load) into ``[2^9, 2^10)`` for a
+    floating-point backend, whose tolerances are absolute (1e-6 and so on): times of 1e-9 would all
+    look equal to it, and times of 1e9 would make its big-M rows lose the difference between plans.
+    Multiplying by a power of two is exact unless a value falls below the normal range, where
+    :func:`float_time` rounds it down to 0 (``exact`` False)."""
+    if not largest > 0 or not math.isfinite(largest):
+        return Scaling(1.0, True)
+    scale = 2.0 ** max(-1000, min(1000, math.log2(FLOAT_TARGET) - math.ceil(math.log2(largest))))
+    return Scaling(scale, all(a == 0 or abs(a * scale) >= sys.float_info.min for a in values))
+
+
+def float_time(a: float, scaling: Scaling) -> float:
+    """``a`` in a floating-point backend's model: times the scale, 0 where that falls below the normal
+    range (rounded down, so that no model load exceeds its true value)."""
+    q = a * scaling.scale
+    return 0.0 if 0 < q < sys.float_info.min else q
 
 
 def rounding_unit(scale: float) -> str:
@@ -224,11 +254,12 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         # widest·scale · load_ub ≤ widest·largest·scale² ≤ max_product (module docstring)
         scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))
     else:
-        scaling = Scaling(1.0, True)
+        scaling = float_scaling([q for row in pf_raw + pb_raw for q in row if q is not None]
+                                + [c for *_, c, _ in cost_raw], largest)
 
     def t_model(a: float) -> float:
         if not integer:
-            return a
+            return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     pf = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pf_raw)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.solvers.milp.data import CostNode, Scaling, choose_scale, scale_memory
+from placement.solvers.milp.data import CostNode, Scaling, choose_scale, float_scaling, float_time, scale_memory
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,12 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
               + [c for *_, c in cost_raw])
     # rows (8)-(10) put the horizon U as a coefficient beside variables bounded by U, so U² ≤ max_product;
     # the half leaves room for the len(nodes) + 1 units U adds to the scaled horizon
-    scaling = choose_scale(values, horizon_raw, math.sqrt(max_product) / 2) if integer else Scaling(1.0, True)
+    scaling = (choose_scale(values, horizon_raw, math.sqrt(max_product) / 2) if integer
+               else float_scaling(values, horizon_raw))
 
     def t_model(a: float) -> float:  # rounded down where inexact: model latencies never exceed true ones
         if not integer:
-            return a
+            return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     memory = scale_memory([float(sum(nodes[i].memory for i in members)) for members in classes],

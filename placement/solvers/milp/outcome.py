@@ -11,8 +11,9 @@ Statuses:
 * ``optimal`` — a certificate: the backend proved optimality on a model that misses no plan,
   its incumbent is the verified value of the plan it returned (on exact data), within the
   backend's documented tolerance (:attr:`~.backends.base.Backend.optimality_tolerance`, at
-  least 1e-6 on data rounded to integers) times ``max(1, |value|)``, and its bound meets that
-  value within the tolerance times ``|value|``. The bound is then the objective;
+  least 1e-6 on data rounded to integers) times ``|value|`` or one model unit, whichever is larger,
+  and its bound meets that value within the tolerance times ``|value|``. The bound is then the
+  objective (on rounded data, optimal within that tolerance);
   ``stats["solver_bound"]`` keeps the solver's own figure. A claim that fails a check is
   reported ``feasible`` with the reason in the message (:func:`certificate_doubt`);
 * ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
@@ -93,7 +94,7 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
             return done(Status.OPTIMAL, plan, value, value, extra=f"{why}; the starting plan meets the instance's "
                                                                    "lower bound")
         trusted = raw.status == "no_solution"
-        return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be),
+        return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be, ctx.unit),
                     extra=f"{why}; the starting plan is returned")
     if raw.status == "infeasible":
         if not ctx.exact_feasibility:
@@ -105,7 +106,7 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     plan = decode(raw.value)
     if plan is None and fallback is not None:
         plan, value = fallback
-        return done(Status.FEASIBLE, plan, value, unrefuted(bound, simple, value, be),
+        return done(Status.FEASIBLE, plan, value, unrefuted(bound, simple, value, be, ctx.unit),
                     extra=f"{be.name} returned no usable values; the starting plan is returned")
     if plan is None:
         if raw.status == "feasible":
@@ -116,11 +117,11 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
     objective = verdict.objective
     tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
-    slack = tolerance * max(1.0, abs(objective))
+    slack = tolerance * max(ctx.unit, abs(objective))
     doubt = certificate_doubt(raw, ctx, objective, solver_bound, slack)
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
         plan, objective = fallback
-    bound = unrefuted(bound, simple, objective, be)
+    bound = unrefuted(bound, simple, objective, be, ctx.unit)
     # the proof must meet the plan's value relatively: an absolute slack would let a bound of 0
     # "prove" a plan of 1e-9 whose instance has one of 1e-10
     if raw.status == "optimal" and not doubt and objective - bound <= tolerance * abs(objective):
@@ -136,10 +137,11 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     return done(Status.FEASIBLE, plan, objective, bound, extra)
 
 
-def unrefuted(bound: float, simple: float, value: float, be: Backend) -> float:
+def unrefuted(bound: float, simple: float, value: float, be: Backend, unit: float = 1.0) -> float:
     """``bound`` capped at ``value``, the verified value of a plan; the instance's ``simple`` bound when
-    ``bound`` is above ``value`` by more than the backend's tolerance (a plan refutes it)."""
-    if bound > value + be.optimality_tolerance * max(1.0, abs(value)):
+    ``bound`` is above ``value`` by more than the backend's tolerance, relative or of one model ``unit``
+    (original units per model unit), whichever is larger (a plan refutes it)."""
+    if bound > value + be.optimality_tolerance * max(unit, abs(value)):
         return min(simple, value)
     return min(bound, value)
 

@@ -65,7 +65,7 @@ from placement.problem.split import SplitModel, memory_shortfall, split_lower_bo
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
-from placement.solvers.milp.data import Scaling, choose_scale, rounding_unit, scale_memory
+from placement.solvers.milp.data import Scaling, choose_scale, float_scaling, float_time, rounding_unit, scale_memory
 from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
@@ -153,13 +153,13 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     if be.integer_only:
         scaling = choose_scale(values, math.sqrt(max(widest * largest, 0.0)), math.sqrt(DEFAULT_MAX_PRODUCT))
     else:
-        scaling = Scaling(1.0, True)
+        scaling = float_scaling(values, largest)
 
     def q(a: float | None) -> float:
         if a is None:
             return 0.0
         if not be.integer_only:
-            return a
+            return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     g_mem = [float(sum(nodes[v].memory for v in groups[g])) for g in range(G)]

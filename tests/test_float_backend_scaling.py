@@ -1,0 +1,73 @@
+"""The floating-point MILP backends on times of 1e-9 and of 1e9 units: every answer against brute force.
+
+Their tolerances are absolute (1e-6 and so on), so a model in the instance's own units let them call
+plans of 1e-8 equal and prove a plan 58% above the optimum "optimal" (CBC through PuLP, SCIP), or
+lose plans in big-M rows of 1e10 (HiGHS, SCIP on latency). The model is now scaled by a power of
+two to a largest load near 2^10 (:func:`placement.solvers.milp.data.float_scaling`). Instances found
+by a random search against brute force; the optima come from :mod:`placement.testing`'s brute force.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import placement
+from placement.solvers.milp.backends import backend_availability
+from placement.testing.bruteforce import brute_force
+from placement.testing.bruteforce_latency import brute_force_latency
+
+FLOAT_BACKENDS = ("cbc", "scip", "highs", "pulp")
+AVAILABLE = {name for name, ok, _ in backend_availability() if ok}
+
+
+def node(i, acc, cpu, size, colour=None, backward=0, on_acc=1):
+    data = {"id": i, "name": f"v{i}", "supportedOnFpga": on_acc, "fpgaLatency": acc, "cpuLatency": cpu,
+            "isBackwardNode": backward, "size": size}
+    if colour is not None:
+        data["colorClass"] = colour
+    return data
+
+
+def edges(*triples):
+    return [{"sourceId": a, "destId": b, "cost": c} for a, b, c in triples]
+
+
+# none, stages=2, times of a few 1e-9: PuLP and SCIP claimed optimal at 4.1e-8 and 5.8e-8
+TINY = {"maxSizePerFPGA": 4, "maxFPGAs": 2, "maxCPUs": 1,
+        "nodes": [node(25, 5e-9, 6e-9, 0, on_acc=0), node(22, 1e-9, 9e-9, 3), node(13, 1e-8, 2e-9, 1),
+                  node(28, 9e-9, 3e-9, 4), node(10, 9e-9, 2.4e-8, 0), node(19, 1e-9, 5e-9, 4),
+                  node(16, 9e-9, 3e-9, 2)],
+        "edges": edges((22, 19, 7e-9), (13, 28, 8e-9), (13, 19, 8e-9), (13, 16, 8e-9), (28, 10, 2e-9),
+                       (28, 19, 2e-9), (10, 19, 7e-9), (19, 16, 2e-9))}
+
+# latency, times of 1e9: SCIP claimed optimal at 6.4e10, HiGHS at 3.2e10
+HUGE = {"maxSizePerFPGA": 5, "maxFPGAs": 3, "maxCPUs": 2,
+        "nodes": [node(13, 7e9, 7e9, 4, colour=7), node(19, 2e9, 2.1e10, 1), node(22, 5e9, 2.1e10, 1),
+                  node(16, 2e9, 3e9, 4), node(25, 3e9, 1.8e10, 4), node(10, 1e9, 7e9, 0, colour=7)],
+        "edges": edges((13, 19, 0), (13, 22, 0), (13, 16, 0), (13, 10, 0), (19, 22, 7e9), (19, 16, 7e9),
+                       (19, 25, 7e9), (19, 10, 7e9), (22, 16, 0), (22, 10, 0), (16, 25, 5e9), (16, 10, 5e9),
+                       (25, 10, 7e9))}
+
+
+@pytest.mark.parametrize("backend", FLOAT_BACKENDS)
+def test_tiny_times_are_solved_to_the_brute_force_optimum(backend):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    problem = placement.load(TINY)
+    optimum = brute_force(problem, "none", stages=2).objective
+    result = placement.solve(problem, method="milp", backend=backend, contiguity="none", stages=2, time_limit=30)
+    assert optimum == pytest.approx(2.6e-8, rel=1e-12)
+    assert result.status == "optimal" and result.value == pytest.approx(optimum, rel=1e-9)
+    assert result.bound <= optimum * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("backend", FLOAT_BACKENDS)
+def test_huge_times_are_solved_to_the_brute_force_optimum(backend):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    problem = placement.load(HUGE)
+    optimum = brute_force_latency(problem, 1).objective
+    result = placement.solve(problem, method="milp", backend=backend, objective="latency", time_limit=30)
+    assert optimum == pytest.approx(4.9e10, rel=1e-12)
+    assert result.status == "optimal" and result.value == pytest.approx(optimum, rel=1e-9)
+    assert result.bound <= optimum * (1 + 1e-9)
