@@ -71,3 +71,17 @@ def test_huge_times_are_solved_to_the_brute_force_optimum(backend):
     assert optimum == pytest.approx(4.9e10, rel=1e-12)
     assert result.status == "optimal" and result.value == pytest.approx(optimum, rel=1e-9)
     assert result.bound <= optimum * (1 + 1e-9)
+
+
+def test_times_too_small_beside_the_largest_are_noted_as_zero():
+    # node a takes 1e90 on an accelerator, b 1e-300: scaled so that the largest load is near 2^10,
+    # b's time falls below a float's range and is taken as 0; the note says so, not "rounded down
+    # to multiples of 2^308" (an integer backend's wording)
+    from placement.solvers.milp.data import float_scaling, float_time, scaling_note
+
+    scaling = float_scaling([1e90, 1e-300], 1e90)
+    assert scaling.scale == 2.0 ** (10 - 299) and not scaling.exact and not scaling.integer
+    assert float_time(1e-300, scaling) == 0.0 and float_time(1e90, scaling) == 1e90 * 2.0 ** -289
+    assert scaling_note(scaling, "scip") == ("times below 2.21e-221 taken as 0 for scip (beside the largest load "
+                                             "they are below a float's range)")
+    assert scaling_note(float_scaling([1.0, 3.5], 4.5), "scip") is None

@@ -53,10 +53,12 @@ MEMORY_MAX_SCALED = 2.0 ** 53
 
 @dataclass(frozen=True)
 class Scaling:
-    """``value_in_model = round(value · scale)``; ``exact`` when no rounding happened."""
+    """``value_in_model = round(value · scale)`` (an integer backend's) or ``value · scale`` (a
+    floating-point one's, ``integer`` False); ``exact`` when no rounding happened."""
 
     scale: float
     exact: bool
+    integer: bool = True
 
 
 def exact_at(values: Sequence[float], scale: float) -> bool:
@@ -97,7 +99,7 @@ def float_scaling(values: Sequence[float], largest: float) -> Scaling:
     if not largest > 0 or not math.isfinite(largest):
         return Scaling(1.0, True)
     scale = 2.0 ** max(-1000, min(1000, math.log2(FLOAT_TARGET) - math.ceil(math.log2(largest))))
-    return Scaling(scale, all(a == 0 or abs(a * scale) >= sys.float_info.min for a in values))
+    return Scaling(scale, all(a == 0 or abs(a * scale) >= sys.float_info.min for a in values), integer=False)
 
 
 def float_time(a: float, scaling: Scaling) -> float:
@@ -105,6 +107,16 @@ def float_time(a: float, scaling: Scaling) -> float:
     range (rounded down, so that no model load exceeds its true value)."""
     q = a * scaling.scale
     return 0.0 if 0 < q < sys.float_info.min else q
+
+
+def scaling_note(scaling: Scaling, backend: str) -> str | None:
+    """What an inexact ``scaling`` did to the times, for ``backend``'s result note; ``None`` when exact."""
+    if scaling.exact:
+        return None
+    if scaling.integer:
+        return f"times rounded down to multiples of {rounding_unit(scaling.scale)} for {backend}"
+    return (f"times below {sys.float_info.min / scaling.scale:.3g} taken as 0 for {backend} (beside the largest "
+            "load they are below a float's range)")
 
 
 def rounding_unit(scale: float) -> str:

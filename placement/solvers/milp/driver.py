@@ -28,7 +28,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
-from placement.solvers.milp.data import GroupData, Scaling, prepare, rounding_unit
+from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -176,8 +176,9 @@ def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], 
 def data_notes(scaling: Scaling, memory_exact: bool, backend: str) -> list[str]:
     """The notes on how the model's data differ from the instance's (rounded times or memory)."""
     notes = []
-    if not scaling.exact:
-        notes.append(f"times rounded down to multiples of {rounding_unit(scaling.scale)} for {backend}")
+    note = scaling_note(scaling, backend)
+    if note:
+        notes.append(note)
     if not memory_exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     return notes

@@ -65,7 +65,7 @@ from placement.problem.split import SplitModel, memory_shortfall, split_lower_bo
 from placement.solution import Solution, Status
 from placement.solvers.ideals import contract
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, check_backend_available, make_backend
-from placement.solvers.milp.data import Scaling, choose_scale, float_scaling, float_time, rounding_unit, scale_memory
+from placement.solvers.milp.data import choose_scale, float_scaling, float_time, scale_memory, scaling_note
 from placement.solvers.milp.driver import DEFAULT_MAX_PRODUCT, out_of_time, run_solver, start_from
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.contiguity import pipeline_order
@@ -435,8 +435,9 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
 
     # --- warm start, solve, decode ------------------------------------------------------------
     notes = []
-    if not scaling.exact:
-        notes.append(f"times rounded down to multiples of {rounding_unit(scaling.scale)} for {be.name}")
+    note = scaling_note(scaling, be.name)
+    if note:
+        notes.append(note)
     if not mem.exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
     fallback = start_from(warm_start, verify, be, V.targets, scaling.scale, notes)
