@@ -85,9 +85,34 @@ ONE_STAGE_CEILING = PiperInstance(   # the one-stage ceiling must use a degree e
     (PiperEdge(2, 5, 0.0),))
 
 
+def _tmpc(name, time, a, b):
+    return {"id": name, "timePerSample": time, "parameterSize": 0.0, "memoryUsageA": a, "memoryUsageB": b,
+            "syncTimeFw": {}, "syncTimeBw": {}}
+
+
+# Two nodes, one device of memory 5, one micro-batch (memory A + B). Piper's greedy starts from the
+# fastest options, n0:c0 (time 0, memory 6) and n1:x1 (0, 12), 18 bytes, and ranks the swaps by extra
+# time per byte saved against them: n1 to x2 (10 for 12 bytes), n1 to c0 (7 for 7), n0 to c1 (5 for
+# 5). The second swap takes n1 from x2 back to c0 and gives 5 bytes back, so after the third the
+# choice holds 6 bytes on a device of 5: no plan, yet its 12 was taken as the value of a real plan,
+# the DP pruned every plan from 12 up and answered infeasible. The optimum is c1 + x2: 5 + 10 = 15.
+GREEDY_OVER_MEMORY = placement.load({
+    "maxDevices": 1, "maxMemoryPerDevice": 5.0, "bandwidth": 1.0, "mbsInBatch": 1, "edges": [],
+    "nodes": [{"id": 0, "name": "n0", "TMPCs": {"1": [_tmpc("c0", 0.0, 1.0, 5.0), _tmpc("c1", 5.0, 0.0, 1.0)]}},
+              {"id": 1, "name": "n1", "TMPCs": {"1": [_tmpc("c0", 7.0, 5.0, 0.0), _tmpc("x1", 0.0, 6.0, 6.0),
+                                                      _tmpc("x2", 10.0, 0.0, 0.0)]}}]})
+
+
+def test_a_greedy_choice_over_memory_is_no_plan():
+    assert brute_force_parallel(GREEDY_OVER_MEMORY)[0] == 15.0
+    assert (placement.solve(GREEDY_OVER_MEMORY).status, placement.solve(GREEDY_OVER_MEMORY).value) == ("optimal", 15.0)
+    assert piper_value(GREEDY_OVER_MEMORY).plan is None   # Piper's heuristic finds no fitting choice
+
+
 @settings(max_examples=60)
 @given(piper_instances())
 @example(ONE_STAGE_CEILING)
+@example(GREEDY_OVER_MEMORY)
 def test_dp_matches_brute_force_for_every_schedule(inst):
     agrees_with_brute_force(inst, ("piper", "1f1b", "gpipe"))
 

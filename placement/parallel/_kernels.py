@@ -192,8 +192,10 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
     fits; ``inf`` if even the least-memory options do not; otherwise, from the fastest, apply the swaps
     to other options in increasing order of extra cost per byte saved (ties by node, then option)
     until the memory fits. Fills ``choice``; ``cost`` is Piper's time-per-sample contribution.
-    ``ceiling`` is not read (the signature is :func:`knapsack_exact`'s, so either is the fill's
-    ``knapsack``)."""
+    The swaps are ranked against the fastest options, so a second swap of one node can give back
+    memory the first saved: a choice that still does not fit when the swaps run out is ``inf`` (no
+    plan), never a value. ``ceiling`` is not read (the signature is :func:`knapsack_exact`'s, so
+    either is the fill's ``knapsack``)."""
     n = count.shape[0]
     total = 0.0
     for i in range(n):
@@ -233,6 +235,8 @@ def knapsack_greedy(count, cost, mem, capacity, ceiling, choice):
         choice[i] = l
         if shave < 1e-9:
             break
+    if shave >= 1e-9:
+        return INF
     value = 0.0
     for i in range(n):
         value += cost[i, choice[i]]
