@@ -338,3 +338,14 @@ def test_device_type_parameters_and_violations(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "error: --devices names 'gpu' twice in 'gpu:2,gpu:1'"
     assert main(["solve", str(path), "--devices", "4"]) == 2
     assert capsys.readouterr().err.startswith("error: --devices must give counts per device type")
+
+
+def test_a_batch_too_long_to_lay_out_still_gets_its_plan():
+    # 3,000,000 micro-batches per batch: the time per batch (the longest path of the batch's task graph,
+    # 6,000,000 tasks here) is over the task-graph limit, which refused the whole solve; the plan is
+    # the same as at any m (one stage of both nodes on the one device), only its time per batch is left out
+    doc = {"maxDevices": 1, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 3_000_000, "edges": [],
+           "nodes": [{"id": k, "name": f"n{k}", "TMPCs": {"1": [_tmpc("a", 1.0, 1.0, 0.0)]}} for k in (0, 1)]}
+    result = placement.solve(placement.load(doc))
+    assert (result.status, result.value, result.time_per_batch) == ("optimal", 2.0, None)
+    assert result.stats["time_per_batch"].startswith("not computed: 3,000,000 micro-batches make 6,000,000 tasks")

@@ -23,7 +23,7 @@ import math
 import time
 from typing import Callable
 
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parallel.batch_search import BATCH_SCHEDULES, search_time_per_batch
 from placement.parallel.devices import at_most, check_memory, describe, device_counts
@@ -123,6 +123,8 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
                 batch = time_per_batch(instance, plan, schedule, forward_share=forward_share)
             except InvalidParameterError as exc:   # the schedule's order deadlocks: no time per batch to report
                 found.stats["time_per_batch"] = str(exc)
+            except LimitExceededError as exc:      # a batch too long to lay out as a task graph
+                found.stats["time_per_batch"] = f"not computed: {exc}"
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
                               time.perf_counter() - started, message, found.stats, batch_time=batch)
 
