@@ -349,3 +349,16 @@ def test_a_batch_too_long_to_lay_out_still_gets_its_plan():
     result = placement.solve(placement.load(doc))
     assert (result.status, result.value, result.time_per_batch) == ("optimal", 2.0, None)
     assert result.stats["time_per_batch"].startswith("not computed: 3,000,000 micro-batches make 6,000,000 tasks")
+
+
+def test_the_set_limit_of_a_piper_instance_speaks_of_its_graph(tmp_path, capsys):
+    # two unconnected nodes have four successor-closed sets; a limit of 1 refuses them, in terms of
+    # Piper's graph (the ideals' message suggested colour classes, which Piper instances do not have)
+    doc = {"maxDevices": 1, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 1, "edges": [],
+           "nodes": [{"id": k, "name": f"n{k}", "TMPCs": {"1": [_tmpc("a", 1.0, 1.0, 0.0)]}} for k in (0, 1)]}
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc))
+    assert main(["solve", str(path), "--max-ideals", "1"]) == 2
+    assert capsys.readouterr().err == ("error: more than 1 successor-closed node sets in a graph of 2 nodes; the DP "
+                                       "over them would need too much time and memory. Raise the limit --max-ideals "
+                                       "(memory grows linearly with it), or merge nodes into layers\n")

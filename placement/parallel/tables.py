@@ -28,6 +28,7 @@ from functools import cached_property
 
 import numpy as np
 
+from placement.errors import LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.solvers.ideals import Contraction, enumerate_ideals
 
@@ -134,7 +135,12 @@ def all_sets(tables: Tables, max_sets: int) -> Family:
     n = len(tables.ids)
     succ = [sorted(set(tables.src[tables.dst == r].tolist())) for r in range(n)]
     contraction = Contraction(tuple((r,) for r in range(n)), tuple(tuple(s) for s in succ), tuple(range(n)), 0)
-    parent, added = enumerate_ideals(contraction, max_sets)
+    try:
+        parent, added = enumerate_ideals(contraction, max_sets)
+    except LimitExceededError:   # the message of the ideals speaks of colour classes, which Piper's graphs lack
+        raise LimitExceededError(f"more than {max_sets:,} successor-closed node sets in a graph of {n} nodes; the "
+                                 "DP over them would need too much time and memory. Raise the limit max_ideals "
+                                 "(memory grows linearly with it), or merge nodes into layers", "max_ideals") from None
     member = np.zeros((len(parent), n), dtype=np.bool_)
     for i in range(1, len(parent)):
         member[i] = member[parent[i]]
