@@ -56,13 +56,14 @@ def test_a_plan_whose_computed_value_was_rounded_away_is_returned_at_its_true_va
     way round; one accelerator. The optimum is 2: node 0 on the CPU (1), node 4 on the accelerator
     (1, plus 1 to receive node 0's output). The DP's sums add 1 to 1e16 and lose it (its value reads
     1): its plan comes back at the evaluator's value 2, feasible, not proven, with the instance's
-    bound 1 (its own value less its error bound, 35.5, is below that). It was dropped before, leaving
+    bound 1 (its own value less its error bound is below that: 8 sums of 2 nodes at 2^-53 of a
+    type's total, 1e16 + 1 plus the cost 1, 17.8 on either type). It was dropped before, leaving
     no plan where the DP had found the optimum."""
     doc = two_nodes((1e16, 1.0), (1.0, 1e16), [{"sourceId": 0, "destId": 4, "cost": 1.0}], fpgas=1)
     result = placement.solve(doc, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 2.0, 1.0)
     assert [(s.device_type, s.nodes) for s in result.plan] == [("cpu", (0,)), ("accelerator", (4,))]
-    assert "floating point: on these numbers its loads may be off by up to 35.5" in result.message
+    assert "floating point: on these numbers its loads may be off by up to 17.8" in result.message
 
 
 def test_a_dp_plan_that_meets_the_instance_bound_is_proven():
@@ -226,3 +227,19 @@ def test_a_gap_reads_zero_only_when_it_is_zero():
     assert [percent(x) for x in (0.0, 0.123, 0.0006, 0.0004, 4e-5, 1e-8, 2.2e-15)] == [
         "0.0%", "12.3%", "0.1%", "0.040%", "0.0040%", "0.0000010%", "0.0%"]
     assert [percent(x, 2) for x in (0.0, 0.0006, 4e-5)] == ["0.00%", "0.06%", "0.0040%"]
+
+
+def test_a_type_no_better_plan_can_use_adds_no_rounding_error():
+    """A chain of four nodes taking 1e-9 to 4e-9 on an accelerator and 40 to 43 on the CPU, costs
+    1e-10: the DP's plan takes 6.1e-9. The CPU's sums (about 166) could be off by 1e-13, far more than
+    1e-6 of that value, so the plan read as not proven; but no plan as good puts a node on the CPU
+    (each takes 40 there), so only the accelerator's sums count, and the plan is proven."""
+    doc = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1e-9 * (i + 1), "cpuLatency": 40.0 + i,
+                      "size": 1} for i in range(4)],
+           "edges": [{"sourceId": i, "destId": i + 1, "cost": 1e-10} for i in range(3)]}
+    result = placement.solve(doc, method="dp")
+    assert result.status == "optimal" and result.value == pytest.approx(6.1e-9, rel=1e-12)
+    # the brute force agrees
+    from placement.testing.bruteforce import brute_force
+    assert brute_force(placement.load(doc), "stages").objective == pytest.approx(result.value, rel=1e-12)

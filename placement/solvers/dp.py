@@ -172,7 +172,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
             f"no pipeline of exactly {stages} non-empty {'stage' if stages == 1 else 'stages'}"
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=runtime, stats=stats,
                         message=f"{what} satisfies the memory and support constraints")
-    error = rounding_error(problem)
+    error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
         return _inexact(problem, plan, value, error, runtime, stats)
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
@@ -196,14 +196,17 @@ def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime:
                             f"proven optimal")
 
 
-def rounding_error(problem: Instance) -> float:
-    """At least the error of any load the DP computes in floating point. 0 when every time and cost
-    is a multiple of one power of two ``2^-k`` and their total is below ``2^(53−k)``: every sum is
-    then exact. Otherwise a block's compute and communication are differences of running sums over
-    at most ``n`` nodes, each sum within ``n · 2^-53`` times the total of every node's largest
-    time plus its transfer cost, and a load is a few such differences (8 sums' errors allowed).
-    Every plan's computed load is within this error of its true load, so the true optimum is at
-    least the DP's value less it."""
+def rounding_error(problem: Instance, value: float = math.inf) -> float:
+    """At least the error of any load the DP computes in floating point, on the devices a plan better
+    than one of computed max-load ``value`` can use. 0 when every time and cost is a multiple of one
+    power of two ``2^-k`` and their total is below ``2^(53−k)``: every sum is then exact. Otherwise a
+    block's compute on type ``t`` and its communication are differences of running sums over at most
+    ``n`` nodes of type-``t`` times and of costs, each within ``n · 2^-53`` times the total of those
+    (``E_t``), and a load is a few such differences (8 sums' errors allowed). With ``E`` the bound
+    over every node's largest time and cost, the DP's plan is truly at most ``value + E``, so a plan no
+    worse uses no type whose every node takes longer than that: the error is the largest ``E_t`` of
+    the other types. Every such plan's computed load is within it of its true load, so the true
+    optimum is at least the DP's value less it."""
     numbers = [t for v in problem.nodes for t in v.times if t is not None] + [v.out_cost for v in problem.nodes]
     if not all(map(math.isfinite, numbers)):
         return math.inf
@@ -211,8 +214,16 @@ def rounding_error(problem: Instance) -> float:
     total = math.fsum(numbers)
     if total <= math.ldexp(1.0, 53 - (unit.bit_length() - 1)):          # total · 2^k ≤ 2^53, no overflow
         return 0.0
+    per_sum = 8 * len(problem.nodes) * 2.0 ** -53
     largest = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
-    return 8 * len(problem.nodes) * 2.0 ** -53 * largest
+    reach = value + per_sum * largest
+    costs = math.fsum(v.out_cost for v in problem.nodes)
+    usable = [t for t in range(len(problem.device_types))
+              if any(v.times[t] is not None and v.times[t] <= reach for v in problem.nodes)]
+    if not math.isfinite(reach) or not usable:
+        return per_sum * largest
+    return per_sum * max(math.fsum(v.times[t] for v in problem.nodes if v.times[t] is not None) + costs
+                         for t in usable)
 
 
 
