@@ -316,3 +316,39 @@ def test_wham_grows_the_resource_of_the_critical_operator():
     assert 1000.0 / found.throughput == pytest.approx(4 * 2**20 / 700e9 * 1000, rel=1e-12)
     assert found.value == pytest.approx(solve_exact(load_workload(model), load_grid(grid), 1, 606.68, 300.0).value,
                                         rel=1e-12)
+
+
+def test_a_model_that_takes_no_time_has_an_unbounded_throughput(tmp_path):
+    # two nodes without operators: every design runs them in 0 ms, so the throughput (1000 / 0 inputs
+    # per second) is unbounded; its record says so (null in the file) instead of the sweep dying on a
+    # division by zero
+    model = tmp_path / "zero.json"
+    model.write_text(json.dumps({"maxSizePerFPGA": 2.0 ** 34, "maxFPGAs": 2, "maxCPUs": 0, "edges": [], "nodes": [
+        {"id": k, "name": f"n{k}", "supportedOnFpga": True, "cpuLatency": 0.0, "fpgaLatency": 0.0,
+         "isBackwardNode": False, "size": 1000, "operators": []} for k in (0, 1)]}))
+    record = sweep.run_configuration({"config": {"model": str(model), "chips": 1, "area_mm2": 606.68,
+                                                 "power_w": 300.0, "grid": TINY, "objective": "throughput",
+                                                 "homogeneous": False}, "baselines": []})
+    assert (record["status"], record["time_per_input_ms"], record["throughput"]) == ("optimal", 0.0, float("inf"))
+
+
+def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    blocker = tmp_path / "file.json"
+    blocker.write_text("{}")
+    ran = []
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, blocker / "records.jsonl", quiet=True, task=ran.append)
+    assert str(caught.value) == f"out names a file in a folder that is a file: {blocker / 'records.jsonl'}"
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True, plots=blocker, task=ran.append)
+    assert str(caught.value) == f"plots names a folder that cannot be written: {blocker}: File exists"
+    assert ran == []
+
+
+@needs_dask
+def test_a_scheduler_address_dask_cannot_parse_is_one_error(tmp_path):
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    with pytest.raises(InvalidParameterError) as caught:   # was an uncaught ValueError from Dask
+        sweep.run_sweep(spec, tmp_path / "records.jsonl", scheduler="notanaddress", quiet=True)
+    assert str(caught.value).startswith("scheduler cannot reach a Dask scheduler at 'notanaddress': ")

@@ -42,7 +42,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError
+from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
+                              unwritable)
 from placement.jsonfile import load_json, read_bytes, strict_json
 from placement import parameters
 
@@ -255,7 +256,7 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     if scheduler is not None:
         try:
             return Client(scheduler, timeout="30s"), None
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:   # ValueError: an address Dask cannot parse
             raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
                            silence_logs=logging.ERROR)
@@ -286,6 +287,20 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     for grid in spec.grids:
         load_grid(grid)
     done = {record["id"] for record in read_records(out)}  # before cutting anything: out may not be records
+    try:   # fail before hours of work when the records or the plots cannot be written
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "a", encoding="utf-8"):
+            pass
+    except FileExistsError:   # a folder on the way is a file
+        raise InvalidParameterError("out", f"names a file in a folder that is a file: {out}") from None
+    except OSError as exc:
+        raise unwritable(out, exc, "out") from None
+    if plots is not None:
+        try:
+            Path(plots).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidParameterError("plots", f"names a folder that cannot be written: {plots}: "
+                                                 f"{exc.strerror}") from None
     _drop_partial_line(out)
     todo = []
     for config in configurations(spec):
@@ -296,7 +311,6 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     total = spec.size
     errors = 0
     if todo:
-        out.parent.mkdir(parents=True, exist_ok=True)
         client, cluster = _client(scheduler, workers, processes)
         bar = ProgressBar(total, total - len(todo), quiet=quiet)
         try:
@@ -370,7 +384,8 @@ def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
                         homogeneous=config["homogeneous"], objective=config["objective"])
     record: dict[str, Any] = {
         "config": config, "status": exact.status, "value": exact.value,
-        "throughput": 1000.0 / exact.time_per_input_ms if exact.status == "optimal" else None,
+        "throughput": (1000.0 / exact.time_per_input_ms if exact.time_per_input_ms > 0 else math.inf)
+        if exact.status == "optimal" else None,
         "time_per_input_ms": exact.time_per_input_ms, "power_w": exact.power_w,
         "designs": [d.as_dict() for d in exact.designs],
         "area_mm2": max((d.area_mm2 for d in exact.designs), default=None),
