@@ -352,3 +352,16 @@ def test_a_scheduler_address_dask_cannot_parse_is_one_error(tmp_path):
     with pytest.raises(InvalidParameterError) as caught:   # was an uncaught ValueError from Dask
         sweep.run_sweep(spec, tmp_path / "records.jsonl", scheduler="notanaddress", quiet=True)
     assert str(caught.value).startswith("scheduler cannot reach a Dask scheduler at 'notanaddress': ")
+
+
+def test_a_configuration_listed_twice_runs_once(tmp_path):
+    # budgets (606.68, 300) and (606.68, 300.0) and chips [1, 1] are one configuration
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1, 1), budgets=((606.68, 300), (606.68, 300.0)), grids=(TINY,))
+
+    def task(item):
+        return {"id": item["id"], "config": item["config"], "status": "error", "error": "not run here"}
+
+    pytest.importorskip("dask")
+    summary = sweep.run_sweep(spec, tmp_path / "r.jsonl", workers=1, processes=False, quiet=True, task=task)
+    assert (summary.total, summary.ran) == (1, 1)
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 1

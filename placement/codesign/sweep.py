@@ -303,12 +303,16 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
                                                  f"{exc.strerror}") from None
     _drop_partial_line(out)
     todo = []
+    distinct = set()   # a value listed twice in the sweep file makes one configuration, run once
     for config in configurations(spec):
         ident = configuration_id(config)
+        if ident in distinct:
+            continue
+        distinct.add(ident)
         if ident not in done:
             todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
                          "random_budget": spec.random_budget, "seed": spec.seed})
-    total = spec.size
+    total = len(distinct)
     errors = 0
     if todo:
         client, cluster = _client(scheduler, workers, processes)
