@@ -355,13 +355,13 @@ def test_a_scheduler_address_dask_cannot_parse_is_one_error(tmp_path):
 
 
 def test_a_configuration_listed_twice_runs_once(tmp_path):
-    # budgets (606.68, 300) and (606.68, 300.0) and chips [1, 1] are one configuration
+    # budgets (606.68, 300) and (606.68, 300.0) and chips [1, 1] are one configuration: its record in
+    # the file is the whole sweep (no cluster starts), not one of four to run
     spec = sweep.SweepSpec(models=(MLP,), chips=(1, 1), budgets=((606.68, 300), (606.68, 300.0)), grids=(TINY,))
-
-    def task(item):
-        return {"id": item["id"], "config": item["config"], "status": "error", "error": "not run here"}
-
-    pytest.importorskip("dask")
-    summary = sweep.run_sweep(spec, tmp_path / "r.jsonl", workers=1, processes=False, quiet=True, task=task)
-    assert (summary.total, summary.ran) == (1, 1)
-    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 1
+    configs = list(sweep.configurations(spec))
+    assert len(configs) == 4 and len({sweep.configuration_id(c) for c in configs}) == 1
+    out = tmp_path / "r.jsonl"
+    sweep.append_record(out, {"id": sweep.configuration_id(configs[0]), "config": configs[0], "status": "error",
+                              "error": "recorded before"})
+    summary = sweep.run_sweep(spec, out, quiet=True)
+    assert (summary.total, summary.skipped, summary.ran) == (1, 1, 0)
