@@ -17,6 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+import placement
+
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import Edge, Node, make_two_type_problem
 from placement.plan import DeviceAssignment, Plan
@@ -183,3 +185,27 @@ def test_schedule_names_and_flags():
     assert list(SCHEDULES) == ["stream", "1f1b-async", "gpipe", "1f1b-flush", "split-backward", "zb-h1", "zb-h2"]
     assert [s.flush for s in SCHEDULES.values()] == [False, False, True, True, True, True, True]
     assert [s.training for s in SCHEDULES.values()] == [False, True, True, True, True, True, True]
+
+
+def test_a_memory_bound_on_an_early_stage_lowers_the_later_warm_ups_too():
+    """A 3-stage training chain, every node taking 1 (B and W 0.5 each), no transfer cost, stage 0
+    sending 100 bytes of activations per micro-batch and bound 102 beside node memory 2: it holds one
+    micro-batch (L_0 = 1, no warm-up forward). Stage 1 kept its own warm-up forward, waiting for stage
+    0's F(1), which stage 0 runs after B(0), which waits on stage 1: the run was refused as a
+    deadlock. With no stage warming up more than the one before it, each micro-batch runs alone:
+    three forwards (3), three B (1.5), then stage 0's W (0.5) before it admits the next: 5 per
+    micro-batch, 6 micro-batches in 30."""
+    def node(i, backward, colour):
+        return {"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "isBackwardNode": backward,
+                "colorClass": colour, "size": 1}
+
+    chain = [(1, 2, 100), (2, 3, 1), (3, 13, 1), (13, 12, 1), (12, 11, 1)]
+    instance = placement.load({"maxSizePerFPGA": 102, "maxFPGAs": 3, "maxCPUs": 0,
+                               "nodes": [node(1, 0, 1), node(2, 0, 2), node(3, 0, 3), node(13, 1, 3),
+                                         node(12, 1, 2), node(11, 1, 1)],
+                               "edges": [{"sourceId": a, "destId": b, "cost": 0, "size": s} for a, b, s in chain]})
+    plan = {"fpgas": [{"nodes": [1, 11]}, {"nodes": [2, 12]}, {"nodes": [3, 13]}], "cpus": []}
+    result = placement.simulate(instance, plan, schedule="zb-h1", microbatches=6)
+    assert result.iteration_time == 30.0
+    assert [s.peak_in_flight for s in result.stages] == [1, 1, 1]
+    assert placement.simulate(instance, plan, schedule="zb-h2", microbatches=6).stages[0].peak_in_flight == 1
