@@ -163,7 +163,9 @@ def test_stream_refuses_a_training_graph():
     ({"microbatches": 0}, "microbatches must be an integer from 1 to 9007199254740992, not 0"),
     ({"microbatches": 2 ** 62}, "microbatches must be an integer from 1 to 9007199254740992, not 4611686018427387904"),
     ({"comm": "pigeon"}, "comm must be one of 'inline', 'link', not 'pigeon'"),
-    ({"w_fraction": 0.5, "schedule": "gpipe"}, "w_fraction applies to schedule='split-backward' only, not 'gpipe'"),
+    ({"w_fraction": 0.5, "schedule": "gpipe"},
+     "w_fraction applies to the schedules that split the backward ('split-backward', 'zb-h1', 'zb-h2') only, "
+     "not 'gpipe'"),
     ({"w_fraction": 1.5}, "w_fraction must be between 0 and 1, not 1.5"),
     ({"engine": "steam"}, "engine must be one of 'heap', 'simpy', not 'steam'"),
 ])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
-from placement.cli.options import (add_device_options, add_output_options, devices, fraction, path_name,
-                                   positive_byte_count, positive_int, print_json, progress_printer)
+from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, fraction,
+                                   path_name, positive_byte_count, positive_int, print_json, progress_printer)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="inline: communication inside each device's call, as in the load model (default); "
                         "link: transfers on a separate link per device, overlapping compute")
     p.add_argument("--w-fraction", dest="w_fraction", type=fraction, metavar="F",
-                   help="split-backward: share of each backward's compute that is weight-gradient work "
+                   help="split-backward, zb-h1, zb-h2: share of each backward's compute that is weight-gradient work "
                         "(default 0.5); a split-backward plan: the W share of its backward nodes (default: the "
                         "share its file records, else 0.5)")
     add_device_options(p, " (as given to solve)")
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:               # fail before simulating when the chart cannot be drawn
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
+    check_writable(args.trace)   # or its outputs cannot be written
+    check_writable(args.gantt)
     instance = placement.load(args.instance)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)

@@ -41,7 +41,7 @@ from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline
 from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
                                           stream_window)
-from placement.simulation.schedules import Schedule, get_schedule
+from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
 MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
@@ -231,8 +231,9 @@ def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None)
                                                 "backward nodes: use schedule='1f1b-async' for a steady-state "
                                                 "training pipeline")
     if w_fraction is not None and not schedule.split_backward:
-        raise InvalidParameterError("w_fraction", f"applies to schedule='split-backward' only, not "
-                                                  f"{schedule.name!r}")
+        splitting = ", ".join(repr(s.name) for s in SCHEDULES.values() if s.split_backward)
+        raise InvalidParameterError("w_fraction", f"applies to the schedules that split the backward ({splitting}) "
+                                                  f"only, not {schedule.name!r}")
 
 
 def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str, w_fraction: float | None,
