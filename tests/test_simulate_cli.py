@@ -269,3 +269,11 @@ def test_an_unwritable_output_is_refused_before_simulating(pair_plan, tmp_path, 
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "1000000", option,
                  str(target)]) == 2
     assert capsys.readouterr().err == f"error: {target}: cannot write: No such file or directory\n"
+
+
+@pytest.mark.parametrize("given", ["-1", "0", "0KiB", "-3GiB", "abc"])
+def test_a_memory_limit_that_is_not_positive_gets_one_message(pair_plan, capsys, given):
+    # -1 was "expected a finite non-negative number", 0 "a finite positive number"; 0KiB was quoted as '0'
+    assert main(["simulate", PAIR, pair_plan, f"--memory-limit={given}"]) == 2
+    assert capsys.readouterr().err.endswith("error: argument --memory-limit: expected a finite positive number of "
+                                            f"bytes (or with KiB, MiB, GiB, TiB), got '{given}'\n")

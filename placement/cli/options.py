@@ -67,22 +67,30 @@ def positive_float(text: str) -> float:
 _BYTE_UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
-def byte_count(text: str) -> float:
-    """Bytes, plain or with a binary unit: ``2GiB`` is 2·2^30."""
+def _bytes(text: str, positive: bool) -> float:
+    """Bytes, plain or with a binary unit (``2GiB`` is 2·2^30), at least 0 (above 0 when ``positive``); the
+    message names the kind of number expected whichever bound the text misses."""
+    noun = f"a finite {'positive' if positive else 'non-negative'} number of bytes (or with KiB, MiB, GiB, TiB)"
     for unit, size in _BYTE_UNITS.items():
         if text.endswith(unit):
-            return _number(text[:-len(unit)], "a finite non-negative number of bytes (or with KiB, MiB, GiB, TiB)") \
-                * size
-    return _number(text, "a finite non-negative number of bytes (or with KiB, MiB, GiB, TiB)")
+            try:
+                value = _number(text[:-len(unit)], noun, positive=positive) * size
+            except argparse.ArgumentTypeError:
+                value = math.nan
+            if not (value > 0 if positive else value >= 0) or not math.isfinite(value):
+                raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}")
+            return value
+    return _number(text, noun, positive=positive)
+
+
+def byte_count(text: str) -> float:
+    """Bytes, plain or with a binary unit: ``2GiB`` is 2·2^30."""
+    return _bytes(text, positive=False)
 
 
 def positive_byte_count(text: str) -> float:
     """:func:`byte_count` above 0."""
-    value = byte_count(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite positive number of bytes (or with KiB, MiB, GiB, TiB), "
-                                         f"got {text!r}")
-    return value
+    return _bytes(text, positive=True)
 
 
 def relative_gap(text: str) -> float:
