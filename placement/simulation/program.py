@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
-from placement.simulation.schedules import Schedule, in_flight_cap, stage_order, warmup_count
+from placement.simulation.schedules import Schedule, in_flight_cap, stage_order, warmup_counts
 
 INLINE = "inline"
 LINK = "link"
@@ -198,11 +198,9 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
         for s in range(n):
             for s2 in range(n):
                 graph.add_dependency(main[(s2, FORWARD)] + (microbatches - 1) * size, main[(s, BACKWARD)])
-    upstream = None
+    warm = warmup_counts(schedule, n, microbatches, caps)
     for s in range(n):
-        order = stage_order(schedule, s, n, microbatches, caps[s], lags[s], upstream)
-        if schedule.training and schedule.name != "gpipe":
-            upstream = warmup_count(schedule, s, n, microbatches, caps[s], upstream)
+        order = stage_order(schedule, s, n, microbatches, warm=warm[s], w_lag=lags[s])
         graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
         if caps[s] is not None:
             # F(j) waits until the stage has finished every task of micro-batch j - cap.

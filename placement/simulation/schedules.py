@@ -47,7 +47,7 @@ Both zero-bubble schedules also respect each device's memory bound: a stage whos
 activations per micro-batch are known holds at most as many micro-batches as fit
 ``(memory bound − node memory) / activation bytes`` (and at most ``max_in_flight`` when
 given), and runs at most that number minus one warm-up forwards, and no more than the stage
-before it (:func:`warmup_count`: more would deadlock). The limit ``L_i``
+before it (:func:`warmup_counts`: more would deadlock). The limit ``L_i``
 (:func:`in_flight_cap`) becomes dependencies ``F(j) ← every task of ``j − L_i``
 on the stage``; with ``L_i`` at least the forwards the stage runs before its first
 ``B``, the order never waits for a task ordered after it.
@@ -69,6 +69,7 @@ resources it is not guaranteed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from placement.errors import InvalidParameterError
 
@@ -124,38 +125,41 @@ def in_flight_cap(schedule: Schedule, stage: int, n_stages: int, fits: int | Non
     return cap if fits is None else min(cap, fits)
 
 
-def warmup_count(schedule: Schedule, stage: int, n_stages: int, microbatches: int, cap: int | None = None,
-                 upstream: int | None = None) -> int:
-    """The forwards a stage runs before its first backward under a 1F1B-type order: the schedule's
-    (``min(S − i − 1, m)``, ZB-H2 ``min(2(S − i) − 2, m)``), at most ``cap − 1`` for an in-flight
-    limit ``cap``, and at most ``upstream``, the warm-up of the stage before it. A stage that ran more
-    warm-up forwards than the stage before it would wait for a forward that stage orders after a
-    backward waiting on this one: a deadlock (a memory bound lowering one stage's limit and not the
-    next one's made it)."""
+def warmup_counts(schedule: Schedule, n_stages: int, microbatches: int,
+                  caps: Sequence[int | None] | None = None) -> list[int]:
+    """Per stage, the forwards it runs before its first backward under a 1F1B-type order: the
+    schedule's (``min(S − i − 1, m)``, ZB-H2 ``min(2(S − i) − 2, m)``), at most ``cap − 1`` for its
+    in-flight limit ``caps[i]`` (:func:`in_flight_cap`), and at most the warm-up of the stage before
+    it. A stage that ran more warm-up forwards than the stage before it would wait for a forward that
+    stage orders after a backward waiting on this one: a deadlock (a memory bound lowering one
+    stage's limit and not the next one's made it)."""
     m = microbatches
-    if schedule.zero_bubble == "h2":
-        warm = min(2 * (n_stages - stage) - 2, m)
-    else:
-        warm = warmup_forwards(stage, n_stages, m)
-    if cap is not None:
-        warm = min(warm, cap - 1)
-    if upstream is not None:
-        warm = min(warm, upstream)
-    return warm
+    counts: list[int] = []
+    for stage in range(n_stages):
+        if schedule.zero_bubble == "h2":
+            warm = min(2 * (n_stages - stage) - 2, m)
+        else:
+            warm = warmup_forwards(stage, n_stages, m)
+        cap = caps[stage] if caps is not None else None
+        if cap is not None:
+            warm = min(warm, cap - 1)
+        if counts:
+            warm = min(warm, counts[-1])
+        counts.append(warm)
+    return counts
 
 
 def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int,
-                cap: int | None = None, w_lag: int | None = None, upstream: int | None = None
-                ) -> list[tuple[str, int]]:
-    """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them; ``cap`` is the
-    stage's in-flight limit (:func:`in_flight_cap`) and ``upstream`` the warm-up of the stage before
-    it, which bound its warm-up forwards (:func:`warmup_count`)."""
+                warm: int | None = None, w_lag: int | None = None) -> list[tuple[str, int]]:
+    """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them; ``warm`` is its
+    warm-up forwards under a 1F1B-type order (default: :func:`warmup_counts` without in-flight limits)."""
     m = microbatches
     if not schedule.training:
         return [(FORWARD, j) for j in range(m)]
     if schedule.name == "gpipe":
         return [(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)]
-    warm = warmup_count(schedule, stage, n_stages, m, cap, upstream)
+    if warm is None:
+        warm = warmup_counts(schedule, n_stages, m)[stage]
     order = [(FORWARD, j) for j in range(warm)]
     for j in range(m):
         if warm + j < m:
