@@ -96,18 +96,16 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
 
 def _on_cluster(scheduler: str, model: Any, **options: Any) -> CodesignResult:
     """:func:`codesign` run on the Dask cluster whose scheduler is at ``scheduler``."""
+    from placement.codesign.sweep import connect
     from placement.errors import InvalidParameterError, SolverUnavailableError
 
     try:
-        from dask.distributed import Client
+        import dask.distributed  # noqa: F401
     except ImportError:
         raise SolverUnavailableError("scheduler needs Dask: pip install 'placement[sweep]'") from None
     if not isinstance(scheduler, str) or not scheduler:
         raise InvalidParameterError("scheduler", f"must be a Dask scheduler address, not {scheduler!r}")
-    try:
-        client = Client(scheduler, timeout="30s")
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+    client = connect(scheduler)
     try:
         return client.submit(codesign, model, pure=False, **options).result()
     finally:

@@ -247,6 +247,17 @@ class SweepSummary:
     plots: tuple[str, ...] = ()
 
 
+def connect(scheduler: str) -> Any:
+    """A Dask client on the running cluster whose scheduler is at ``scheduler`` (Dask imported by the caller);
+    :class:`InvalidParameterError` when it cannot be reached or the address cannot be read."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler, timeout="30s")
+    except (OSError, TimeoutError, ValueError) as exc:   # ValueError: an address Dask cannot parse
+        raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+
+
 def _client(scheduler: str | None, workers: int | None, processes: bool) -> tuple[Any, Any]:
     """A Dask client on the cluster at ``scheduler``, or on a new local cluster (returned too, to close)."""
     try:
@@ -254,10 +265,7 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     except ImportError:
         raise SolverUnavailableError("sweeps need Dask: pip install 'placement[sweep]'") from None
     if scheduler is not None:
-        try:
-            return Client(scheduler, timeout="30s"), None
-        except (OSError, TimeoutError, ValueError) as exc:   # ValueError: an address Dask cannot parse
-            raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+        return connect(scheduler), None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
                            silence_logs=logging.ERROR)
     return Client(cluster), cluster
