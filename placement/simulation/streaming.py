@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,18 +71,41 @@ def _settle(s, t, n_from, rel, m, ring, owner, tag, end, last_task, peak):
         peak[s] = n_from - rel[s]
 
 
+class State(NamedTuple):
+    """The arrays one pass of :func:`run` updates in place, in the order of its parameters: per ring
+    slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end; per stage
+    its cursor, last end, released and taken micro-batches, moment of the last take, peak and busy
+    time; the completion history and per period the gap figures; ``c_a, c_b, makespan``; ``emitted,
+    done``."""
+
+    owner: np.ndarray
+    count: np.ndarray
+    finish: np.ndarray
+    tag: np.ndarray
+    end: np.ndarray
+    cursor: np.ndarray
+    last_end: np.ndarray
+    rel: np.ndarray
+    taken_at: np.ndarray
+    taken: np.ndarray
+    peak: np.ndarray
+    busy: np.ndarray
+    history: np.ndarray
+    gap_min: np.ndarray
+    gap_max: np.ndarray
+    gap_sum: np.ndarray
+    figures: np.ndarray
+    counters: np.ndarray
+
+
 def new_state(n, k, ring, p_max):
-    """The state of one pass of :func:`run` before its first task, as the arrays it updates in place:
-    per ring slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end;
-    per stage its cursor, last end, released and taken micro-batches, moment of the last take, peak
-    and busy time; the completion history and per period the gap figures; ``c_a, c_b, makespan``;
-    ``emitted, done``."""
-    return (np.full(ring, -1, dtype=np.int64), np.zeros(ring, dtype=np.int64), np.zeros(ring),
-            np.full((ring, k), -1, dtype=np.int64), np.zeros((ring, k)),
-            np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1.0),
-            np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
-            np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
-            np.zeros(3), np.zeros(2, dtype=np.int64))
+    """The :class:`State` of one pass of :func:`run` before its first task."""
+    return State(np.full(ring, -1, dtype=np.int64), np.zeros(ring, dtype=np.int64), np.zeros(ring),
+                 np.full((ring, k), -1, dtype=np.int64), np.zeros((ring, k)),
+                 np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1.0),
+                 np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
+                 np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
+                 np.zeros(3), np.zeros(2, dtype=np.int64))
 
 
 def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
@@ -264,15 +288,14 @@ def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, las
             status = kernel(*args, span_lo, span_hi, *state, limit)
             if status != PAUSED:
                 return status, state
-            report(already + int(state[-1][1]))
+            report(already + int(state.counters[1]))
             limit += CHUNK
 
     status, first = one_pass(0.0, 0.0, 0)
-    figures = first[-2]
-    makespan, c_a, c_b = float(figures[2]), float(figures[0]), float(figures[1])
-    peak, gap_min, gap_max, gap_sum = first[10], first[13], first[14], first[15]
+    c_a, c_b, makespan = (float(x) for x in first.figures)
+    figures = (makespan, c_a, c_b, first.gap_min, first.gap_max, first.gap_sum, first.peak)
     if status != OK:
-        return status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, first[11]
+        return (status,) + figures + (first.busy,)
     lo, hi = (c_a, c_b) if b > a else (0.0, makespan)
     status, second = one_pass(lo, hi, total)
-    return status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, second[11]
+    return (status,) + figures + (second.busy,)
