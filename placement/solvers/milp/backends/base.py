@@ -42,6 +42,7 @@ CAPABILITIES = ("integer_only", "warm_start", "threads")
 
 #: what installs every backend's package
 INSTALL = "pip install 'placement[milp]'"
+INSTALL_HINT = f"the MILP backends come with {INSTALL}"   # what makes a missing backend run
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def package_version(distribution: str) -> str | None:
         return None
 
 
-def unavailable_message(name: str, reason: str, hint: str = f"the MILP backends come with {INSTALL}") -> str:
+def unavailable_message(name: str, reason: str, hint: str = INSTALL_HINT) -> str:
     """The one-line message of a backend that cannot run here, with ``hint``: what would make it run."""
     return f"MILP backend {name!r} cannot run here: {reason}; {hint}"
 
@@ -252,7 +253,7 @@ class Backend(ABC):
     @classmethod
     def install_hint(cls, argument: str | None = None) -> str:
         """What would make the backend run where :meth:`availability` says it cannot."""
-        return f"the MILP backends come with {INSTALL}"
+        return INSTALL_HINT
 
     @classmethod
     def import_problem(cls, module: str) -> str | None:
