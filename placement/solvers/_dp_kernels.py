@@ -169,14 +169,18 @@ def _grow(buf, need):
     return out
 
 
-def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost):
+def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost,
+                max_entries):
     """Per-ideal data of a family (module docstring): sums, bitset rows, maxima and cuts.
 
     ``values[s]``: the additive quantities of supernode ``s``; ``pred``: predecessors in the
     contracted graph; ``touch[s]``: the cost nodes ``u`` (ascending) with ``s ∈ N[u]``;
     ``degree[u] = |N[u]|``. Returns ``sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf,
-    cut_count, cut_cost``: the maxima of ideal ``i`` are ``max_buf[max_ptr[i]:max_ptr[i + 1]]``,
+    cut_count, cut_cost, done``: the maxima of ideal ``i`` are ``max_buf[max_ptr[i]:max_ptr[i + 1]]``,
     its cut ``cut_buf[cut_ptr[i]:cut_ptr[i + 1]]`` with the counts ``|N[u] ∩ I|`` alongside.
+    The maxima and the cuts together hold one entry per maximal element and cut node of every
+    ideal; once they would hold more than ``max_entries`` the work stops, and ``done`` is the
+    number of ideals filled in (``len(parent)`` when all are).
     """
     n = parent.shape[0]
     n_values = values.shape[1]
@@ -205,6 +209,9 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
         for k in range(pred_ptr[b], pred_ptr[b + 1]):
             is_pred[pred_idx[k]] = True
         start = max_ptr[i]
+        if start + cut_ptr[i] + max_ptr[p + 1] - max_ptr[p] + 1 + cut_ptr[p + 1] - cut_ptr[p] \
+                + touch_ptr[b + 1] - touch_ptr[b] > max_entries:
+            return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, i
         max_buf = _grow(max_buf, start + max_ptr[p + 1] - max_ptr[p] + 1)
         end = start
         for k in range(max_ptr[p], max_ptr[p + 1]):
@@ -246,7 +253,7 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
                 end += 1
         cut_ptr[i + 1] = end
         cut_cost[i] = total
-    return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost
+    return sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cut_cost, n
 
 
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,

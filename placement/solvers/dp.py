@@ -71,7 +71,7 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
-from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, uses_compiled
+from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, check_memory, uses_compiled
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
 
@@ -106,7 +106,9 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     docstring): the plan is optimal among those plans, and the status is ``infeasible`` when
     there is none. ``N`` must be from 1 to the number of devices (:class:`InvalidParameterError`
     otherwise). Raises :class:`LimitExceededError` when the contracted graph has more than
-    ``max_ideals`` ideals. ``merge_zero_cost=False`` keeps every colour class
+    ``max_ideals`` ideals, or when the tables of its ideals would not fit in the memory the DP may use
+    (:func:`placement.solvers.dp_table.memory_budget`): besides fixed data per ideal, each ideal
+    keeps its cut, the nodes whose outputs cross it, which grows with the graph's width. ``merge_zero_cost=False`` keeps every colour class
     as its own supernode (slower; for cross-checks; with ``stages`` this is always so).
     ``compiled``: run the numba-compiled kernels (``True``) or the interpreted ones (``False``);
     by default, compiled only where the families of ideals are large enough to pay for it.
@@ -133,6 +135,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "
                                  "ideals than without)", exc.parameter) from None
     n_ideals = len(family[0])
+    check_memory(n_ideals, graph, layers)
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
         if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():

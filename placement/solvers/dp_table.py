@@ -25,6 +25,7 @@ devices left (with ``stages=N``: the best ``N - |L|`` of the devices left).
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -32,6 +33,7 @@ from typing import Callable
 
 import numpy as np
 
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
@@ -210,6 +212,58 @@ def uses_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = 
     return work > INTERPRETED_WORK and (work > INTERPRETED_WORK_UNCOMPILED or not K.must_compile())
 
 
+#: Families of at least this many ideals announce their table build in the progress, and builds
+#: that take at least this many seconds report their time
+LARGE_FAMILY, PREPARE_NOTED_S = 50_000, 1.0
+
+#: Bytes one entry of the ideals' maxima and cuts (:func:`._dp_kernels.family_data`) takes at most: three
+#: int64 arrays, each grown by doubling, so at most twice the entries and, while one is copied, three times
+BYTES_PER_ENTRY = 3 * 3 * 8
+
+
+def memory_budget() -> float:
+    """Bytes the DP's tables may take: 80% of the memory available now (``MemAvailable`` of
+    ``/proc/meminfo``), else half the physical memory, else no limit."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return 0.8 * int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return math.inf
+
+
+def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int) -> int:
+    """Bytes every ideal takes in the tables besides its maxima and cuts: its sums, bitset row and
+    offsets (twice: as found and in processing order), its places in the orders per type, and
+    its value, parent and choice per layer."""
+    words = max(1, (supernodes + 63) // 64)
+    return 2 * 8 * (n_values + words + 5) + 4 * 8 * n_types + 3 * 8 * n_layers
+
+
+def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None) -> int:
+    """The bytes of the fixed-size data of ``n`` ideals (:func:`bytes_per_ideal`);
+    :class:`LimitExceededError` when they exceed ``budget`` (default: :func:`memory_budget`)."""
+    budget = memory_budget() if budget is None else budget
+    n_types = graph.comp.shape[1]
+    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts))
+    if fixed > budget:
+        raise _too_big(n, fixed, budget, "")
+    return fixed
+
+
+def _too_big(n: int, need: float, budget: float, how: str) -> LimitExceededError:
+    gib = 2.0 ** 30
+    return LimitExceededError(
+        f"the DP's tables for {n:,} ideals would take up to about {need / gib:,.1f} GiB{how}, more than the "
+        f"{budget / gib:,.1f} GiB of memory it may use (80% of the memory available); coarsen the graph by "
+        "giving nodes that belong together one colour class, or solve the MILP")
+
+
 def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
             compiled: bool | None = None) -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
@@ -221,9 +275,16 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     n_types = graph.comp.shape[1]
     kernels = K.kernels(uses_compiled(n, graph, layers, compiled))
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
-    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc = kernels.family_data(
+    budget = memory_budget()
+    fixed = check_memory(n, graph, layers, budget)
+    sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, done = kernels.family_data(
         parent_of, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx, graph.touch_ptr,
-        graph.touch_idx, graph.degree, graph.cost)
+        graph.touch_idx, graph.degree, graph.cost, int(min((budget - fixed) // BYTES_PER_ENTRY, 2 ** 62)))
+    if done < n:   # the entries so far, spread over every ideal at the same rate
+        entries = (max_ptr[done] + cut_ptr[done]) * n / max(done, 1)
+        raise _too_big(n, fixed + entries * BYTES_PER_ENTRY, budget,
+                       f" (after {done:,} ideals, their maxima and cuts, the nodes whose outputs cross each "
+                       f"ideal, held {int(max_ptr[done] + cut_ptr[done]):,} entries)")
     per_type, unsup = sums[:, :n_types], sums[:, n_types:2 * n_types]
     mem, pmin = sums[:, 2 * n_types], sums[:, 2 * n_types + 1]
     # Processing order: by compute on the first type, then size (a linear extension of ⊆).
@@ -313,7 +374,12 @@ def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.
         if 0 < lb < math.inf:
             ceilings = [lb * f for f in CEILINGS] + ceilings
     counters = np.zeros(3, dtype=np.int64)
+    started = time.perf_counter()
+    if progress is not None and len(family[0]) >= LARGE_FAMILY:
+        progress(f"{label}: building the tables of {len(family[0]):,} ideals (sums, maxima, cuts)")
     data = prepare(graph, layers, family, compiled)
+    if progress is not None and time.perf_counter() - started >= PREPARE_NOTED_S:
+        progress(f"{label}: tables built in {time.perf_counter() - started:.1f} s")
     for ceiling in ceilings:
         table = fill(problem, graph, layers, data, ceiling, progress, label, stages)
         counters += table.counters

@@ -445,6 +445,6 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
         raise LimitExceededError(
             f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
             "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
-            "(memory grows linearly with it), "
+            "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), "
             "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
     return parent, added

@@ -1,0 +1,90 @@
+"""The DP over ideals refuses, with one error, tables that would not fit in memory.
+
+The tables hold, per ideal, fixed-size data (sums, a bitset row, one value per layer) and its
+maxima and cut, whose sizes depend on the graph: on two rails joined by rungs, an ideal that
+holds more of one rail than of the other has every rung between them in its cut, so the
+cuts grow with the graph as well as with the ideals.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import placement
+from placement.errors import LimitExceededError
+from placement.problem.instance import Edge, Node, make_two_type_problem
+from placement.solvers import _dp_kernels as K
+from placement.solvers import dp_table
+from placement.solvers.dp import solve_dp
+from placement.solvers.ideals import contract, enumerate_ideals
+
+
+def rails(blocks: int):
+    """Two rails a_i → a_{i+1}, b_i → b_{i+1}, with rungs a_i → b_i: (blocks + 1)(blocks + 2)/2
+    ideals (b_j needs a_j, so an ideal is a prefix of a and a no longer prefix of b)."""
+    nodes, edges = [], []
+    for i in range(blocks):
+        nodes += [Node(2 * i, f"a{i}", (1.0, 10.0), out_cost=0.1), Node(2 * i + 1, f"b{i}", (1.5, 15.0), out_cost=0.2)]
+        edges.append(Edge(2 * i, 2 * i + 1))
+        if i:
+            edges += [Edge(2 * i - 2, 2 * i), Edge(2 * i - 1, 2 * i + 1)]
+    return make_two_type_problem(nodes, edges, 3, 1, math.inf, "rails")
+
+
+def test_rails_count():
+    assert len(enumerate_ideals(contract(rails(6), False))[0]) == 28
+
+
+def family_data(problem, max_entries):
+    graph = dp_table.build_graph(problem, contract(problem))
+    parent, added = enumerate_ideals(graph.contraction)
+    values = graph.comp.astype(float)
+    return K.family_data(parent, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx,
+                         graph.touch_ptr, graph.touch_idx, graph.degree, graph.cost, max_entries), len(parent)
+
+
+def test_family_data_stops_at_the_entry_limit():
+    """With room for every entry the family is done; with less, the kernel stops at the first
+    ideal that would exceed it, and what it filled in is what the full run has."""
+    full, n = family_data(rails(6), 2 ** 62)
+    assert full[-1] == n
+    entries = int(full[3][n] + full[5][n])          # maxima and cut entries of every ideal
+    part, _ = family_data(rails(6), entries // 2)
+    done = part[-1]
+    assert 0 < done < n
+    assert part[3][done] + part[5][done] <= entries // 2
+    assert part[3][done + 1] == 0 or part[3][done + 1] + part[5][done + 1] > entries // 2
+    for whole, cut in ((full[0], part[0]), (full[1], part[1]), (full[2], part[2])):
+        assert (whole[:done] == cut[:done]).all()
+
+
+def test_tables_beyond_the_budget_are_refused_before_they_are_built(monkeypatch):
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 0.0)
+    with pytest.raises(LimitExceededError, match=r"^the DP's tables for 28 ideals would take up to about 0\.0 GiB, "
+                                                 r"more than the 0\.0 GiB of memory it may use \(80% of the memory "
+                                                 r"available\); coarsen the graph by giving nodes that belong "
+                                                 r"together one colour class, or solve the MILP$"):
+        solve_dp(rails(6))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_cuts_beyond_the_budget_stop_the_dp(monkeypatch, compiled):
+    """Room for the fixed data and a few entries: the kernel stops while the cuts grow, and the
+    message says after how many ideals, with what."""
+    problem = rails(12)
+    real = solve_dp(problem, compiled=compiled)
+    graph = dp_table.build_graph(problem, contract(problem))
+    fixed_per_ideal = dp_table.bytes_per_ideal(2 * len(problem.device_types) + 2, graph.contraction.size,
+                                               len(problem.device_types), len(dp_table.build_layers(problem).counts))
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 91 * fixed_per_ideal + 40 * dp_table.BYTES_PER_ENTRY)
+    with pytest.raises(LimitExceededError, match=r"^the DP's tables for 91 ideals would take up to about .* GiB "
+                                                 r"\(after \d+ ideals, their maxima and cuts, the nodes whose "
+                                                 r"outputs cross each ideal, held \d+ entries\)"):
+        solve_dp(problem, compiled=compiled)
+    # the automatic method solves the MILP instead, to the DP's optimum
+    result = placement.solve(problem, time_limit=60)
+    assert result.method == "milp"
+    assert result.status == "optimal"
+    assert result.value == pytest.approx(real.objective)
