@@ -114,3 +114,30 @@ def test_published_calls_limit_case():
         assert (result.status, result.verified) == ("optimal", True), (backend, result.message)
         assert result.value == pytest.approx(21.445, rel=1e-9), backend
         assert all(len(stage.calls) <= 1 for stage in result.plan)
+
+
+def memory_bound_cores(cores: int) -> Instance:
+    """Two independent nodes, 10 each on the one accelerator and 1 each on a core of a type that pays
+    no communication and holds 1 byte; each node takes 1 byte.
+
+    One core holds one node: the other runs on the accelerator, 10, the latency. With two cores,
+    one node each: 1; three non-empty devices would need a third node."""
+    types = (DeviceType("acc", 1, math.inf, True), DeviceType("dsp", cores, 1.0, False))
+    nodes = [Node(i, f"n{i}", (10.0, 1.0), memory=1.0) for i in (1, 2)]
+    return Instance(tuple(nodes), (), types, "memory-bound-cores")
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+@pytest.mark.parametrize("cores, calls, stages, optimum", [(1, 1, None, 10.0), (1, 2, None, 10.0), (1, 1, 2, 10.0),
+                                                           (2, 1, None, 1.0), (2, 1, 2, 1.0), (2, 2, 2, 1.0)])
+def test_the_cores_memory_bound_holds(backend, cores, calls, stages, optimum):
+    """The cores of the type that pays no communication have memory too: the plan keeps within it
+    (it used to put both nodes on one core, which verification refused: no plan)."""
+    result = placement.solve(memory_bound_cores(cores), objective="latency", method="milp", backend=backend,
+                             calls=calls, stages=stages, time_limit=30)
+    assert (result.status, result.value) == ("optimal", optimum), result.message
+    assert all(stage.memory <= 1.0 for stage in result.plan if stage.device_type == "dsp")
+
+
+def test_more_stages_than_nodes_is_infeasible_with_bound_cores():
+    assert placement.solve(memory_bound_cores(2), objective="latency", method="milp", stages=3).status == "infeasible"

@@ -68,6 +68,13 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     critical path and the path bound on the instance's own times (``B`` uses the model's times,
     which may be rounded down), so a plan that meets it is proven optimal whatever the rounding.
 
+15. (only where the CPU type has a memory bound ``M_cpu`` below the memory of the colour classes that
+    can run on CPUs) ``z[C,r] ∈ {0,1}``, colour class ``C`` on CPU core ``r``:
+    ``Σ_r z[C,r] = on_cpu(C)``, ``Σ_C m(C) z[C,r] ≤ M_cpu``; with ``stages=N`` also
+    ``z[C,r] ≤ w[r] ≤ Σ_C z[C,r]``, so that ``w[r]`` says exactly whether core ``r`` holds a node.
+    Times do not depend on the core (CPU nodes run in parallel without limit), so only memory
+    decides where a class goes.
+
 Objective: minimise ``L``.
 
 Exactly ``N`` devices (row 13): accelerator ``a`` holds a node exactly when ``e[a,1] = 1``
@@ -85,14 +92,15 @@ last 0 through rows 6–9; row 12 then forbids it, since ranks strictly increase
 such a cycle. Without zero-time nodes no call lasts 0 and row 12 is left out.
 The data, scaled for CP-SAT, come from :mod:`.latency_data`. Decoded plans give every
 accelerator its non-empty calls in order (:attr:`placement.plan.DeviceAssignment.calls`)
-and put the CPU nodes on one CPU device (with ``stages``: on ``Σ_r w[r]`` of them).
+and put the CPU nodes on one CPU device (with ``stages``: on ``Σ_r w[r]`` of them; with row 15:
+each class on its core ``r``).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
@@ -119,6 +127,9 @@ class _Vars:
     L: Any
     w: list[Any]                            # CPU cores holding a node (row 13; empty without stages)
     floor: float                            # the path bound, model units (row 14 on integer backends)
+    #: row 15: z[k, r], colour class k (of problem.colour_classes()) on CPU core r; empty unless
+    #: the cores' memory binds
+    z: dict[tuple[int, int], Any] = field(default_factory=dict)
 
 
 def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | None = None) -> _Vars:
@@ -228,11 +239,33 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
             be.add([(1, var) for var in w] + [t for members in colours for t in on_acc(d.group[members[0]])],
                    hi=len(colours))
         be.add([(1, e[a, 0]) for a in range(A)] + [(1, var) for var in w], lo=stages, hi=stages)
+    z = _core_rows(problem, d, be, on_acc, w)                                          # (15)
     floor = path_floor(problem, d, q)                                                   # (14)
     if floor > 0 and be.integer_only:
         be.add([(1, L)], lo=floor)
     be.minimize([(1, L)])
-    return _Vars(x, L, w, floor)
+    return _Vars(x, L, w, floor, z)
+
+
+def _core_rows(problem: Instance, d: LatencyData, be: Any, on_acc: Callable[[int], list[tuple[float, Any]]],
+               w: list[Any]) -> dict[tuple[int, int], Any]:
+    """Row 15: where the CPU cores' memory binds, the core of every colour class on the CPUs."""
+    colours = problem.colour_classes()
+    size = [sum(d.m[d.group[i]] for i in members) for members in colours]
+    movable = [k for k, members in enumerate(colours) if all(d.p_cpu[i] is not None for i in members)]
+    if not d.cores or not math.isfinite(d.M_cpu) or sum(size[k] for k in movable) <= d.M_cpu:
+        return {}
+    z = {(k, r): be.bool_var(f"z[{k},{r}]", fixed=None if size[k] <= d.M_cpu else 0)
+         for k in movable for r in range(d.cores)}
+    for k in movable:   # Σ_r z[k, r] = on_cpu(first node of k) = 1 − Σ x
+        be.add([(1, z[k, r]) for r in range(d.cores)] + on_acc(d.group[colours[k][0]]), lo=1, hi=1)
+    for r in range(d.cores):
+        be.add([(size[k], z[k, r]) for k in movable if size[k]], hi=d.M_cpu)
+        if w:           # stages: core r holds a node exactly when w[r] (row 13)
+            for k in movable:
+                be.add([(1, z[k, r]), (-1, w[r])], hi=0)
+            be.add([(1, w[r])] + [(-1, z[k, r]) for k in movable], hi=0)
+    return z
 
 
 def path_floor(problem: Instance, d: LatencyData, q: int) -> float:
@@ -273,6 +306,15 @@ def _decode(problem: Instance, d: LatencyData, V: _Vars, q: int, value: Callable
             if t is None:
                 return None
             by_cpu.setdefault(t, []).append(problem.nodes[i].id)
+    if V.z:  # the cores' memory binds: each class on its core (row 15)
+        t = next(iter(by_cpu), None)
+        colours = problem.colour_classes()
+        for r in range(d.cores):
+            ids = [problem.nodes[i].id for k, members in enumerate(colours) for i in members
+                   if (k, r) in V.z and value(V.z[k, r]) > 0.5]
+            if ids and t is not None:
+                devices.append(DeviceAssignment(types[t].name, tuple(sorted(ids, key=problem.index_of))))
+        return Plan(tuple(devices))
     if V.w:  # stages: deal the CPU colour classes round the cores in use (row 13)
         cores = sum(1 for var in V.w if value(var) > 0.5)
         on_cpu = [c for c in problem.colour_classes() if d.group[c[0]] not in on_acc]

@@ -8,7 +8,8 @@ index among the accelerators of that type); at most one other type may have devi
 CPU type with its ``cores`` (:class:`InvalidParameterError` otherwise). ``p_acc[v][a]`` is
 the time of class ``v`` on ``a`` (``None``: unsupported), ``p_cpu[i]`` and ``cpu_type[i]``
 the time of node ``i`` on the CPU type and that type (``None``: the node must go to an
-accelerator); ``m`` and ``M`` are the class sizes and the accelerators' memory bounds; cost
+accelerator); ``m`` and ``M`` are the class sizes and the accelerators' memory bounds, ``M_cpu``
+the bound of each CPU core (``inf`` where it cannot bind); cost
 nodes ``u`` have ``r(u)``, ``W(u)`` and ``c(u)`` as in :mod:`.data`. The horizon ``U``
 bounds every finish time of every plan: each node at its slowest, plus each transfer cost
 ``c(u)`` counted ``1 + min(|succ(u)|, A)`` times (``A`` accelerators, at least 1), rounded
@@ -45,6 +46,7 @@ class LatencyData:
     horizon: float                          # U, model units
     memory_exact: bool
     cores: int                              # l: devices of the CPU type (0 without one)
+    M_cpu: float = math.inf                 # memory bound of each core (inf: it never binds)
 
 
 def prepare_latency(problem: Instance, integer: bool, max_product: float) -> LatencyData:
@@ -101,11 +103,11 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     memory = scale_memory([float(sum(nodes[i].memory for i in members)) for members in classes],
-                          [types[t].memory for t in acc], integer)
+                          [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer)
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
-                       list(memory.bounds),
+                       list(memory.bounds[:len(acc)]),
                        [CostNode(u, r, W, t_model(c), False) for u, r, W, c in cost_raw],
                        scaling, math.ceil(t_model(horizon_raw)) + len(nodes) + 1.0, memory.exact,
-                       sum(types[t].count for t in cpus))
+                       sum(types[t].count for t in cpus), memory.bounds[len(acc)] if cpus else math.inf)
