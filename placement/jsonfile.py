@@ -97,10 +97,14 @@ def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MA
     :data:`MAX_DEPTH` levels raises ``error``.
     """
     data = read_bytes(path, error, max_bytes)
+    if data[:2] == b"\x1f\x8b":
+        raise error(f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)")
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")      # a byte order mark, as some editors write, is no part of the text
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise error(f"{path}: the file is empty; it should hold a JSON document")
     too_deep = f"{path}: JSON nested more than {MAX_DEPTH} levels deep"
     if nested_deeper_than(data, MAX_DEPTH):
         raise error(too_deep)

@@ -14,6 +14,7 @@ Formats (``format=``; by default told from the content):
 
 from __future__ import annotations
 
+import os
 from os import PathLike
 from typing import Any, Mapping
 
@@ -75,6 +76,9 @@ def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None 
     if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("source", f"must be a file path or a decoded JSON document (dict), "
                                               f"not {type(source).__name__}")
+    if isinstance(source, str) and source.lstrip()[:1] in ("{", "[") and not os.path.exists(source):
+        raise InvalidParameterError("source", "is JSON text, not a file name; pass the decoded document "
+                                              "(json.loads of the text) or the path of a file holding it")
     return parse_file(source, lambda data, name: _parse(data, format, name), max_bytes)
 
 

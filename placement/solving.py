@@ -160,6 +160,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             progress(f"the DP refuses ({exc}); solving the MILP instead")
         method = "milp"
         solution = _run(METHODS[method], problem, options, started)
+    if method == "dp" and options["log"] is not None and progress is not None:
+        progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     return _verified(problem, certified(METHODS[method], solution), method, options, started)
 
 
@@ -236,6 +238,12 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
         if other:
             raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r} and "
                                                   f"{CPU!r} only; this instance has {other[0]!r}")
+        swapped = next((t for t in problem.device_types if (t.name == ACCELERATOR) != t.pays_comm), None)
+        if swapped is not None:
+            raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r}, which "
+                                                  f"pays communication, and {CPU!r}, which does not; this instance's "
+                                                  f"{swapped.name!r} {'pays' if swapped.pays_comm else 'does not pay'} "
+                                                  "it")
     for name, default in _DEFAULTS.items():
         if name not in spec.options and options[name] != default:
             takes = ", ".join(sorted(k for k in spec.options if k in _DEFAULTS)) or "none of the solver options"
@@ -260,7 +268,21 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
         return tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
                      for dev, r in zip(solution.plan.devices, reports) if dev.nodes)
 
+    if not solution.bound > 0:   # a heuristic proves nothing: the instance's simple bound holds for it too
+        solution = replace(solution, bound=simple_bound(problem, objective))
     return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
+
+
+def simple_bound(problem: Instance, objective: str) -> float:
+    """The instance's simple lower bound on ``objective`` (:mod:`placement.problem.bounds`), as
+    ``placement info`` reports it: a bound on every plan of every method."""
+    from placement.problem import bounds
+
+    if objective == "latency":
+        return bounds.latency_lower_bound(problem)
+    if objective == "throughput-gpipe":
+        return bounds.gpipe_lower_bound(problem)
+    return bounds.throughput_lower_bound(problem)["bound"]
 
 
 def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any], tuple[Stage, ...]],

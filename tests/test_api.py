@@ -164,6 +164,15 @@ def test_bad_instance_and_source():
         placement.load(CHAIN4, format="native")
 
 
+def test_load_names_json_text_given_as_a_file_name():
+    text = CHAIN4.read_text()
+    with pytest.raises(placement.InvalidParameterError) as info:
+        placement.load(text)
+    assert str(info.value) == ("source is JSON text, not a file name; pass the decoded document (json.loads of "
+                               "the text) or the path of a file holding it")
+    assert placement.load(json.loads(text)).nodes == placement.load(CHAIN4).nodes
+
+
 def test_load_detects_piper_and_solve_refuses_it():
     path = ROOT.parent / "shared" / "piper" / "gnmt.json"
     if not path.is_file():

@@ -171,7 +171,7 @@ def test_missing_node_id(tmp_path):
     ('{"maxFPGAs": 2,\n "maxCPUs": }', 2, 13, "Expecting value"),
     ('{"maxFPGAs": 2 "maxCPUs": 1}', 1, 16, "Expecting ',' delimiter"),
     ('{"nodes": [\n\n  {"id": 1,}\n]}', 3, 12, "Expecting property name enclosed in double quotes"),
-    ("", 1, 1, "Expecting value"),
+    ("[1, 2", 1, 6, "Expecting ',' delimiter"),
 ])
 def test_malformed_json_names_line_and_column(tmp_path, text, line, column, why):
     assert message(tmp_path, text) == f"malformed JSON at line {line}, column {column}: {why}"
@@ -206,6 +206,32 @@ def test_not_utf8(tmp_path):
     with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
     assert str(info.value) == f"{path}: not UTF-8 text (byte 13)"
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n\t\n", b"\xef\xbb\xbf"])
+def test_an_empty_file_is_named_as_empty(tmp_path, content):
+    path = tmp_path / "empty.json"
+    path.write_bytes(content)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: the file is empty; it should hold a JSON document"
+
+
+def test_a_gzip_file_is_named_as_compressed(tmp_path):
+    import gzip
+
+    path = tmp_path / "chain.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(instance()).encode()))
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)"
+
+
+def test_a_byte_order_mark_is_no_part_of_the_text(tmp_path):
+    """Some editors start UTF-8 files with the mark EF BB BF; the document after it is read."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(instance()).encode())
+    assert [n.id for n in read_instance(path).nodes] == [1, 2, 3]
 
 
 def test_a_bad_instance_is_both_a_placement_error_and_a_value_error(tmp_path):
@@ -266,7 +292,7 @@ def test_an_endless_stream_stops_at_the_default_limit(capsys):
 
     assert MAX_INPUT_BYTES == 256 * 2**20
     assert main(["info", "/dev/zero"]) == 2
-    assert capsys.readouterr().err == "error: /dev/zero: more than 268435456 bytes, the input size limit (max_bytes)\n"
+    assert capsys.readouterr().err == "error: /dev/zero: more than 268435456 bytes, the input size limit\n"
 
 
 @pytest.mark.parametrize("literal, expected", [

@@ -4,6 +4,7 @@ small graphs: every plan is the evaluator's, and none beats the exhaustive optim
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -196,6 +197,13 @@ def test_bad_options():
     with pytest.raises(InvalidParameterError, match="^method 'greedy' takes the device types 'accelerator' and "
                                                     "'cpu' only; this instance has 'tpu'$"):
         solve(three, "greedy")
+    # the names are Tarnawski's, and so is what they mean: an 'accelerator' that pays no communication
+    # (or a 'cpu' that pays it) is another device, which the baselines would label wrongly
+    swapped = replace(problem, device_types=(DeviceType(A, 2, 10, False), DeviceType(C, 0, math.inf, False)))
+    with pytest.raises(InvalidParameterError, match="^method 'greedy' takes the device types 'accelerator', which "
+                                                    "pays communication, and 'cpu', which does not; this instance's "
+                                                    "'accelerator' does not pay it$"):
+        placement.solve(swapped, method="greedy")
 
 
 def test_local_search_is_reproducible_and_respects_its_time_limit():
@@ -271,3 +279,17 @@ def test_unconstrained_baselines_never_beat_the_milp_none_optimum(path):
         solution = solve(problem, method, restarts=5)
         if solution.status is Status.FEASIBLE:
             assert solution.objective >= milp.value * (1 - 1e-12)
+
+
+def test_a_baseline_reports_the_instances_simple_bound():
+    """A heuristic proves no bound of its own; the result carries the instance's simple bound.
+
+    training-pair: classes {f1, b1} (2 + 4 = 6) and {f2, b2} (3 + 6 = 9) on two accelerators, so
+    every plan has a device of load at least 9, what `placement info` prints. PipeDream's plan is
+    11.5: gap 2.5 / 11.5. memory-chain as an inference graph (a -> b -> c, 2 each on an
+    accelerator): one sample takes at least 2 + 2 + 2 = 6; the greedy plan takes 13.5."""
+    pipedream = placement.solve(TINY / "training-pair.json", method="pipedream")
+    assert (pipedream.status, pipedream.value, pipedream.bound) == ("feasible", 11.5, 9.0)
+    assert pipedream.gap == pytest.approx(2.5 / 11.5)
+    greedy = placement.solve(TINY / "memory-chain.json", method="latency-greedy", objective="latency")
+    assert (greedy.status, greedy.value, greedy.bound) == ("feasible", 13.5, 6.0)

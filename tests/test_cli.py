@@ -79,6 +79,8 @@ def test_auto_takes_the_milp_above_the_ideal_limit(capsys):
     document = json.loads(captured.out)
     assert (document["method"], document["status"]) == ("milp", "optimal")
     assert "the DP refuses (more than 5 ideals" in captured.err
+    # the progress line, like the error, names the option, not the library's parameter
+    assert "Raise the limit --max-ideals" in captured.err and "max_ideals" not in captured.err
     assert document["objective"] == main_dp_value(DIAMOND)
 
 
@@ -223,3 +225,10 @@ def test_a_text_report_lists_twenty_violations_and_counts_the_rest():
     lines = verdict_lines(tuple(f"node {k} is not placed" for k in range(23)))
     assert lines[0] == "INVALID: 23 violations" and lines[1] == "  node 0 is not placed"
     assert lines[20:] == ["  node 19 is not placed", "  ... and 3 more (the JSON report lists them all)"]
+
+
+def test_a_log_the_dp_leaves_empty_is_explained(tmp_path, capsys):
+    """--log is the MILP solver's; when the automatic method's DP solves the instance, it says so."""
+    log = tmp_path / "solver.log"
+    assert main(["solve", DIAMOND, "--log", str(log)]) == 0
+    assert f"the DP solved this, so nothing went to the MILP solver's log {log}\n" in capsys.readouterr().err

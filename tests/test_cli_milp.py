@@ -46,6 +46,8 @@ def test_latency_objective_writes_calls(tmp_path, capsys):
     # one sample through a chain on idle devices: everything on one accelerator in one call,
     # 4 + 3 + 2 + 5 = 14 with no transfer (any split adds transfers and CPUs take 10x longer)
     assert "latency     14.000000  (verified independently)" in text
+    # the calls are contiguous by the latency model: the summary names the calls, not a class
+    assert "method      milp (cp-sat) (objective latency, 2 calls per accelerator)" in text
     plan = json.loads(out.read_text())
     assert (plan["objective_kind"], plan["objective"], plan["verified"]["value"]) == ("latency", 14.0, 14.0)
     assert main(["verify", CHAIN4, str(out), "--objective", "latency"]) == 0

@@ -179,7 +179,7 @@ def test_bad_inputs_exit_2_with_one_line(pair_plan, tmp_path, capsys):
     bad_plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 4, 2]}, {"nodes": [2, 3]}]}))
     assert main(["simulate", PAIR, str(bad_plan), "--schedule", "gpipe"]) == 2
     assert capsys.readouterr().err == (f"error: {bad_plan} is not valid for this instance: node 2 is placed 2 times "
-                                       "(devices 0, 1) (and 1 more; placement.verify lists them)\n")
+                                       "(devices 0, 1) (and 1 more; verifying the plan lists them all)\n")
     assert main(["simulate", PAIR, pair_plan, "--schedule", "stream"]) == 2
     assert capsys.readouterr().err == ("error: --schedule 'stream' runs inference graphs only, but the instance has "
                                        "backward nodes: use --schedule 1f1b-async for a steady-state training "

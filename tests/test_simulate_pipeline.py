@@ -95,7 +95,7 @@ def test_invalid_plan_is_refused_with_the_first_violation():
     with pytest.raises(InvalidParameterError) as info:
         simulate(problem, plan, "gpipe", 2)
     assert str(info.value) == ("plan is not valid for this instance: node 2 is placed 2 times (devices 0, 1) "
-                               "(and 1 more; placement.verify lists them)")
+                               "(and 1 more; verifying the plan lists them all)")
     assert info.value.parameter == "plan"
 
 

@@ -61,7 +61,10 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
         return f"{_argument_name(parser, argv, args, exc.parameter)} {detail}"
     parameter = getattr(exc, "parameter", None)
     if parameter:  # a limit set by a parameter: name the option instead
-        return re.sub(rf"\b{re.escape(parameter)}\b", _argument_name(parser, argv, args, parameter), str(exc))
+        name = _argument_name(parser, argv, args, parameter)
+        if name == parameter:   # no option of the command sets it: the library's name means nothing here
+            return re.sub(rf" \({re.escape(parameter)}\)", "", str(exc))
+        return re.sub(rf"\b{re.escape(parameter)}\b", name, str(exc))
     return str(exc)
 
 
@@ -92,6 +95,16 @@ def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[
                   lambda m: "(it takes " + ", ".join(option(w) or w for w in m[1].split(", ")) + ")", detail)
 
 
+def _options_for_parameters(text: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """``text`` (a progress line of the library) with the library parameters it names that have an
+    underscore (``max_ideals``, ``time_limit``) written as the command's options that set them."""
+    def option(match: re.Match[str]) -> str:
+        name = option_name(parser, argv, match[0])
+        return name if name.startswith("-") else match[0]
+
+    return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", option, text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -99,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
         args = parser.parse_args(argv)
+        args.rename = lambda text: _options_for_parameters(text, parser, argv)
         return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)

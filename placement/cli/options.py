@@ -132,14 +132,16 @@ def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter:
     return parameter
 
 
-def progress_printer(quiet: bool) -> Callable[[str], None] | None:
-    """A progress callback printing ``[elapsed] message`` on stderr, or ``None`` when ``quiet``."""
+def progress_printer(quiet: bool, rename: Callable[[str], str] | None = None) -> Callable[[str], None] | None:
+    """A progress callback printing ``[elapsed] message`` on stderr, or ``None`` when ``quiet``;
+    ``rename`` rewrites each message (the library's parameter names as the command's options)."""
     if quiet:
         return None
     start = time.perf_counter()
 
     def progress(message: str) -> None:
-        print(f"[{time.perf_counter() - start:8.2f} s] {message}", file=sys.stderr, flush=True)
+        text = message if rename is None else rename(message)
+        print(f"[{time.perf_counter() - start:8.2f} s] {text}", file=sys.stderr, flush=True)
 
     return progress
 

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
-                                progress=progress_printer(args.quiet), **devices(args))
+                                progress=progress_printer(args.quiet, getattr(args, "rename", None)),
+                                **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
         write_trace(result, args.trace, f"{title}: {result.schedule}")

@@ -98,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     options = dict(
         method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
-        calls=args.calls, warm_start=args.warm_start, progress=progress_printer(args.quiet), log=args.log,
+        calls=args.calls, warm_start=args.warm_start, log=args.log,
+        progress=progress_printer(args.quiet, getattr(args, "rename", None)),
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
         schedule=args.schedule, chunks=args.chunks, **devices(args))

@@ -106,7 +106,7 @@ class Pipeline:
 
 def _invalid(evaluation: Evaluation) -> InvalidParameterError:
     count = len(evaluation.violations)
-    more = f" (and {count - 1} more; placement.verify lists them)" if count > 1 else ""
+    more = f" (and {count - 1} more; verifying the plan lists them all)" if count > 1 else ""
     return InvalidParameterError("plan", f"is not valid for this instance: {evaluation.violations[0]}{more}")
 
 
