@@ -269,20 +269,10 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
                      for dev, r in zip(solution.plan.devices, reports) if dev.nodes)
 
     if not solution.bound > 0:   # a heuristic proves nothing: the instance's simple bound holds for it too
-        solution = replace(solution, bound=simple_bound(problem, objective))
+        from placement.problem.bounds import lower_bound
+
+        solution = replace(solution, bound=lower_bound(problem, objective))
     return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
-
-
-def simple_bound(problem: Instance, objective: str) -> float:
-    """The instance's simple lower bound on ``objective`` (:mod:`placement.problem.bounds`), as
-    ``placement info`` reports it: a bound on every plan of every method."""
-    from placement.problem import bounds
-
-    if objective == "latency":
-        return bounds.latency_lower_bound(problem)
-    if objective == "throughput-gpipe":
-        return bounds.gpipe_lower_bound(problem)
-    return bounds.throughput_lower_bound(problem)["bound"]
 
 
 def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any], tuple[Stage, ...]],

@@ -361,4 +361,5 @@ def test_the_set_limit_of_a_piper_instance_speaks_of_its_graph(tmp_path, capsys)
     assert main(["solve", str(path), "--max-ideals", "1"]) == 2
     assert capsys.readouterr().err == ("error: more than 1 successor-closed node sets in a graph of 2 nodes; the DP "
                                        "over them would need too much time and memory. Raise the limit --max-ideals "
-                                       "(time and memory grow with it, memory also with the nodes), or merge nodes into layers\n")
+                                       "(time and memory grow with it, memory also with the nodes), or merge nodes "
+                                       "into layers\n")

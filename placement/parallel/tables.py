@@ -140,7 +140,8 @@ def all_sets(tables: Tables, max_sets: int) -> Family:
     except LimitExceededError:   # the message of the ideals speaks of colour classes, which Piper's graphs lack
         raise LimitExceededError(f"more than {max_sets:,} successor-closed node sets in a graph of {n} nodes; the "
                                  "DP over them would need too much time and memory. Raise the limit max_ideals "
-                                 "(time and memory grow with it, memory also with the nodes), or merge nodes into layers", "max_ideals") from None
+                                 "(time and memory grow with it, memory also with the nodes), or merge nodes into "
+                                 "layers", "max_ideals") from None
     member = np.zeros((len(parent), n), dtype=np.bool_)
     for i in range(1, len(parent)):
         member[i] = member[parent[i]]

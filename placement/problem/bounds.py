@@ -110,6 +110,16 @@ def latency_lower_bound(problem: Instance) -> float:
     return max(finish, default=0.0)
 
 
+def lower_bound(problem: Instance, objective: str) -> float:
+    """The simple lower bound of ``objective`` (``throughput``, ``throughput-gpipe`` or ``latency``)
+    above, as ``placement info`` reports it: a bound on every plan of every method."""
+    if objective == "latency":
+        return latency_lower_bound(problem)
+    if objective == "throughput-gpipe":
+        return gpipe_lower_bound(problem)
+    return throughput_lower_bound(problem)["bound"]
+
+
 def _node_time(problem: Instance, i: int) -> float:
     """Cheapest time of node ``i`` on a type that exists, supports it and has room for it."""
     node = problem.nodes[i]

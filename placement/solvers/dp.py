@@ -108,8 +108,9 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     otherwise). Raises :class:`LimitExceededError` when the contracted graph has more than
     ``max_ideals`` ideals, or when the tables of its ideals would not fit in the memory the DP may use
     (:func:`placement.solvers.dp_table.memory_budget`): besides fixed data per ideal, each ideal
-    keeps its cut, the nodes whose outputs cross it, which grows with the graph's width. ``merge_zero_cost=False`` keeps every colour class
-    as its own supernode (slower; for cross-checks; with ``stages`` this is always so).
+    keeps its cut, the nodes whose outputs cross it, which grows with the graph's width.
+    ``merge_zero_cost=False`` keeps every colour class as its own supernode (slower; for
+    cross-checks; with ``stages`` this is always so).
     ``compiled``: run the numba-compiled kernels (``True``) or the interpreted ones (``False``);
     by default, compiled only where the families of ideals are large enough to pay for it.
     The plan's loads are not stored: verify it with

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, Callable
 
-from placement.problem.bounds import gpipe_lower_bound, throughput_lower_bound
+from placement.problem.bounds import lower_bound
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
@@ -229,8 +229,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan,
                                    formulation.stages)
 
-    simple = (throughput_lower_bound(problem)["bound"] if objective == "throughput"
-              else gpipe_lower_bound(problem))
+    simple = lower_bound(problem, objective)
     be.deadline = options.deadline
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
