@@ -186,6 +186,16 @@ def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
     tarnawski.write_text(json.dumps({"maxLoad": -1, "fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}], "cpus": []}))
     assert main(["verify", CHAIN4, str(tarnawski)]) == 0
     assert "claims" not in capsys.readouterr().out          # -1: not computed
+    tarnawski.write_text(json.dumps({"maxLoad": "abc", "fpgas": [{"nodes": [1, 2]}, {"nodes": [3, 4]}], "cpus": []}))
+    assert main(["verify", CHAIN4, str(tarnawski)]) == 0
+    assert ("note: the plan file's 'maxLoad' is not a finite number; its claimed value was not checked\n"
+            in capsys.readouterr().out)
+    assert main(["verify", CHAIN4, str(tarnawski), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["claim_unreadable"] == "maxLoad"
+    out.write_text(json.dumps({**document, "objective": True}))   # a bool is no number either
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert (reply["claim_unreadable"], reply["claim_refuted"]) == ("objective", None)
 
 
 def test_info_reports_ideals_and_bound(capsys):

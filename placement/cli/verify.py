@@ -59,12 +59,15 @@ def run(args: argparse.Namespace) -> int:
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)
     if args.json:
-        print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance})
+        print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance,
+                    "claim_unreadable": claims.unreadable})
     else:
         print(format_verification(instance, verification), end="")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
                   f"{verification.value:.10g}")
+        if claims.unreadable is not None:
+            print(f"note: the plan file's {claims.unreadable!r} is not a finite number; its claimed value was not checked")
         if claims.instance is not None:
             print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")
         evaluation, _, ledger = verification.report

@@ -113,10 +113,13 @@ def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
 class FileClaims:
     """What a plan file claims that verification refutes: ``value``, the objective value it claims where the
     verified one differs by more than 1e-9 relative; ``instance``, the instance it names (field
-    ``instance``) where that is not the instance it was checked against. ``None`` where nothing is refuted."""
+    ``instance``) where that is not the instance it was checked against; ``unreadable``, the field
+    that holds the claimed value where that is not a number (so nothing could be checked). ``None``
+    where nothing is refuted."""
 
     value: float | None = None
     instance: str | None = None
+    unreadable: str | None = None
 
 
 def refuted_claims(path: str | Path, objective: str, value: float | None, instance_name: str) -> FileClaims:
@@ -130,18 +133,18 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     if not isinstance(data, dict):
         return FileClaims()
 
-    def number(x: Any) -> float | None:
-        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 else None
-
     if data.get("objective_kind") == objective:
-        claim = number(data.get("objective"))
+        field = "objective"
     else:
-        claim = number(data.get("maxLoad")) if objective == "throughput" and "objective_kind" not in data else None
+        field = "maxLoad" if objective == "throughput" and "objective_kind" not in data else None
+    raw = data.get(field) if field is not None else None
+    readable = raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw))
+    claim = float(raw) if readable and raw is not None and raw >= 0 else None
     if claim is None or value is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
         claim = None
     named = data.get("instance")
     other = named if isinstance(named, str) and named and named != instance_name else None
-    return FileClaims(claim, other)
+    return FileClaims(claim, other, None if readable else field)
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
