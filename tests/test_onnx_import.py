@@ -247,3 +247,34 @@ def test_a_shape_computed_in_the_graph_is_propagated():
     ops = {op.name: op for op in graph_from_onnx(model, "broadcast").ops}
     assert ops["/expand"].outputs == (24.0,)
     assert (ops["/add"].flops, ops["/add"].bytes_moved) == (6.0, 72.0)
+
+
+def test_a_control_flow_operator_reads_what_its_subgraphs_read():
+    """fc1 -> If -> fc2, where the If takes only its condition and its branches read fc1's output H
+    from the main graph (a Relu in one branch, a Loop whose body negates H in the other). H is an input
+    of the If: the edge fc1 -> If exists, and the If reads H (8x32 fp32, 1,024 B) and the Loop's trip
+    count N (int64, 8 B) besides its bool condition (1 B), and writes A (1,024 B). Without it the If would have no predecessor and a plan could run it before fc1."""
+    w1 = numpy_helper.from_array(np.ones((16, 32), dtype=np.float32), "W1")
+    w2 = numpy_helper.from_array(np.ones((32, 4), dtype=np.float32), "W2")
+    cond = numpy_helper.from_array(np.array(True), "C")
+    trip = numpy_helper.from_array(np.array(1, dtype=np.int64), "N")
+    body = helper.make_graph([helper.make_node("Neg", ["H"], ["neg"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                             [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("neg", TensorProto.FLOAT, [8, 32])])
+    then_branch = helper.make_graph([helper.make_node("Relu", ["H"], ["t"])], "then", [],
+                                    [helper.make_tensor_value_info("t", TensorProto.FLOAT, [8, 32])])
+    else_branch = helper.make_graph([helper.make_node("Loop", ["N", "C"], ["e"], body=body)], "else", [],
+                                    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 8, 32])])
+    model = _graph([helper.make_node("MatMul", ["X", "W1"], ["H"], name="/fc1/MatMul"),
+                    helper.make_node("If", ["C"], ["A"], name="/act/If", then_branch=then_branch,
+                                     else_branch=else_branch),
+                    helper.make_node("MatMul", ["A", "W2"], ["Y"], name="/fc2/MatMul")],
+                   [("X", [8, 16])], ["Y"], [w1, w2, cond, trip])
+    model.graph.value_info.append(helper.make_tensor_value_info("A", TensorProto.FLOAT, [8, 32]))
+    with pytest.warns(CostModelWarning, match="If"):
+        graph = graph_from_onnx(model, "branchy")
+    assert [(op.name, op.inputs) for op in graph.ops] == [
+        ("/fc1/MatMul", ()), ("/act/If", ((0, 0),)), ("/fc2/MatMul", ((1, 0),))]
+    assert graph.ops[1].bytes_moved == 1 + 8 + 1024 + 1024

@@ -48,7 +48,9 @@ formula of :mod:`placement.io.torch_export`); its name is that of its main node,
 target the node types joined by ``+``. A node without a module scope (one the exporter's
 optimiser made) takes the module path of the first node that reads it. Any other operator (another domain,
 control flow, an operator without a rule) is costed by the bytes it moves and named in a
-:class:`~placement.io.opgraph.CostModelWarning`. ``dtype`` overrides the type of every
+:class:`~placement.io.opgraph.CostModelWarning`. A control-flow operator (``If``, ``Loop``,
+``Scan``) reads, besides its inputs, every value of the main graph its subgraphs read: those are
+edges like any other; the work inside its subgraphs is not costed. ``dtype`` overrides the type of every
 floating-point tensor, as in the torch importer.
 
 Every operator also records what it computes, as GEMMs and vector operators with their
@@ -293,6 +295,34 @@ def _inherit_paths(nodes: list[_Node]) -> list[tuple[str, ...]]:
     return [p if p is not None else () for p in paths]
 
 
+def _outer_reads(graph: Any) -> list[str]:
+    """The names a subgraph reads from the scopes around it: what its nodes (and their own subgraphs)
+    read that it neither takes as input, holds as an initializer, nor computes, in order of first use."""
+    defined = {v.name for v in graph.input} | {init.name for init in graph.initializer}
+    reads: dict[str, None] = {}
+    for node in graph.node:
+        for name in (*node.input, *_subgraph_reads(node)):
+            if name and name not in defined:
+                reads.setdefault(name)
+        defined.update(node.output)
+    return list(reads)
+
+
+def _subgraph_reads(node: Any) -> list[str]:
+    """The outer-scope names the subgraphs of a control-flow node (``If``, ``Loop``, ``Scan``) read."""
+    graphs = [attr.g for attr in node.attribute if attr.HasField("g")]
+    graphs += [g for attr in node.attribute for g in attr.graphs]
+    return list(dict.fromkeys(name for g in graphs for name in _outer_reads(g)))
+
+
+def _expose_subgraph_reads(graph: Any) -> None:
+    """Give every control-flow node of ``graph`` the outer-scope values its subgraphs read as further
+    inputs: they are its dependencies, edges like any other (the copy is no valid ONNX any more, and
+    is only read from here on)."""
+    for node in graph.node:
+        node.input.extend(name for name in _subgraph_reads(node) if name not in node.input)
+
+
 def _fold_data_aliases(graph: Any) -> None:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
@@ -328,6 +358,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises InferenceError and others
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+    _expose_subgraph_reads(model.graph)
     _fold_data_aliases(model.graph)
     table = _tensor_table(model, dtype, onnx)
     params = {init.name: table[init.name] for init in model.graph.initializer}
