@@ -373,3 +373,31 @@ def test_pipe_split_module_reorders_stages_and_keeps_the_function():
     with pytest.raises(InvalidParameterError, match="^plan cannot be written as a pipe_split program: stage 1 runs on "
                                                     "a CPU between accelerator stages 0 and 2"):
         pipe_split_module(imported.source, lay, plan([1], [0], [2], kinds=["accelerator", "cpu", "accelerator"]))
+
+
+def _shared_linear():
+    """nn.Sequential(fc, shared, ReLU, shared, head): one Linear registered as "1" and "3"."""
+    import torch
+
+    torch.manual_seed(0)
+    shared = torch.nn.Linear(8, 8)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), shared, torch.nn.ReLU(), shared, torch.nn.Linear(8, 2))
+    return model, (torch.randn(4, 8),)
+
+
+def test_a_module_registered_under_two_names_is_called_twice():
+    """Modules "1" and "3" are one object: torch's pipeline() would split before both of its calls,
+    so neither name may begin a stage, and no DeepSpeed layer may be it; both forms refuse."""
+    lay = imported_layout(_shared_linear)
+    assert [(node.name, node.starts) for node in lay.nodes] == [("0", ("0",)), ("1", ()), ("2", ("2",)), ("3", ()),
+                                                               ("4", ("4",))]
+    before_second = plan(range(0, 3), range(3, 5))
+    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec: stage 1 begins at "
+                                                    "'3', which is not where a module called once begins$"):
+        split_points(lay, before_second)
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as DeepSpeed parts: stage 0 holds '1' "
+                                                    r"of module 1, called more than once \(or registered under "
+                                                    r"several names\), and a PipelineModule layer is a module "
+                                                    r"called once$"):
+        deepspeed_parts(lay, before_second)
+    assert split_points(lay, plan(range(0, 2), range(2, 5))) == ["2"]

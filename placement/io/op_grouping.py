@@ -31,8 +31,10 @@ def _module_key(op: Op, depth: int | None) -> str:
     return path[-1] if path else ""
 
 
-def _module_calls(ops: tuple[Op, ...]) -> tuple[list[set[str]], dict[str, int]]:
-    """Per operator, the modules whose call begins at it; and the number of calls of each module."""
+def _module_calls(ops: tuple[Op, ...], aliases: tuple[tuple[str, ...], ...] = ()
+                  ) -> tuple[list[set[str]], dict[str, int]]:
+    """Per operator, the modules whose call begins at it; and the number of calls of each module,
+    a module registered under several names (``aliases``) counting its calls under all of them."""
     begins: list[set[str]] = []
     calls: dict[str, int] = {}
     previous: set[str] = set()
@@ -43,6 +45,9 @@ def _module_calls(ops: tuple[Op, ...]) -> tuple[list[set[str]], dict[str, int]]:
             calls[fqn] = calls.get(fqn, 0) + 1
         begins.append(started)
         previous = current
+    for names in aliases:
+        total = sum(calls.get(fqn, 0) for fqn in names)
+        calls.update((fqn, total) for fqn in names if fqn in calls)
     return begins, calls
 
 
@@ -64,7 +69,7 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
         else:
             runs.append((key, [i]))
 
-    begins, calls = _module_calls(ops)
+    begins, calls = _module_calls(ops, graph.aliases)
     order = {fqn: k for k, fqn in enumerate(_outer_first(ops))}
     seen: dict[str, int] = {}
     nodes: list[GraphNode] = []

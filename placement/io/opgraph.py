@@ -187,12 +187,15 @@ class Op:
 @dataclass(frozen=True)
 class OpGraph:
     """A model's operators in program order (a topological order); ``unknown`` lists the
-    operators the cost model has no FLOP formula for (costed by bytes moved only)."""
+    operators the cost model has no FLOP formula for (costed by bytes moved only); ``aliases``,
+    the groups of module names that name one module object (a module registered under several
+    names: its calls under any of them are calls of one module)."""
 
     ops: tuple[Op, ...]
     name: str
     source: str
     unknown: tuple[str, ...] = ()
+    aliases: tuple[tuple[str, ...], ...] = ()
 
     @property
     def total_flops(self) -> float:

@@ -64,7 +64,7 @@ import math
 import operator
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
@@ -432,7 +432,17 @@ def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                   dtype: str | None = None) -> OpGraph:
     """Export ``model`` with the example inputs and read its :class:`OpGraph`."""
     program = export_program(model, args, kwargs)
-    return graph_from_program(program, name or type(model).__name__, dtype)
+    graph = graph_from_program(program, name or type(model).__name__, dtype)
+    return replace(graph, aliases=module_aliases(model))
+
+
+def module_aliases(model: Any) -> tuple[tuple[str, ...], ...]:
+    """The groups of names under which one submodule of ``model`` is registered more than once
+    (``nn.Sequential(a, b, a)``: ``("0", "2")``)."""
+    names: dict[int, list[str]] = {}
+    for fqn, module in model.named_modules(remove_duplicate=False):
+        names.setdefault(id(module), []).append(fqn)
+    return tuple(tuple(group) for group in names.values() if len(group) > 1)
 
 
 def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, platform: Platform,
@@ -447,5 +457,5 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     :func:`placement.io.exporters.pipe_split_module` splits.
     """
     program = export_program(model, args, kwargs)
-    graph = graph_from_program(program, name or type(model).__name__, dtype)
+    graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
     return build(group_ops(graph, granularity, module_depth), platform, training, source=program, operators=operators)
