@@ -296,3 +296,41 @@ def test_dropout_in_evaluation_is_no_operator_and_views_launch_no_kernel():
     pg = group_ops(evaluation, "operator")
     assert node_time_ms(pg, 1, h100) == 0.0
     assert node_time_ms(pg, 0, h100) == roofline_ms(192, 304, h100, "fp32") + 1e3 * 5e-6
+
+
+def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
+    """torch.export writes a torch.no_grad block, an autocast block or a torch.cond as one higher-order
+    operator whose inner linears this importer would never see (they would cost 0 FLOPs, and the
+    stage modules could not be built); a boolean mask gives a shape that depends on the data. Each
+    is refused by name."""
+
+    class NoGrad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            with torch.no_grad():
+                h = self.a(x)
+            return self.b(h)
+
+    class Cond(NoGrad):
+        def forward(self, x):
+            h = self.a(x)
+            return torch.cond(h.sum() > 0, lambda t: self.b(t), lambda t: t.tanh(), (h,))
+
+    class Masked(NoGrad):
+        def forward(self, x):
+            h = self.a(x)
+            return self.b(h[h.sum(-1) > 0])
+
+    for model, hop in ((NoGrad(), "wrap_with_set_grad_enabled"), (Cond(), "cond")):
+        with pytest.raises(InvalidParameterError, match=rf"^model {type(model).__name__} cannot be costed: its "
+                                                        rf"forward holds a region that torch.export writes as the "
+                                                        rf"higher-order operator {hop} \(torch.no_grad, "):
+            import_module(model, (torch.randn(4, 8),))
+    with pytest.raises(InvalidParameterError, match=r"^model Masked cannot be costed: the shape of operator 'index' "
+                                                    r"\(aten::index.Tensor\) depends on the values of the inputs "
+                                                    r"\(as after nonzero or a boolean mask\); only shapes that the "
+                                                    r"example inputs' shapes fix are known$"):
+        import_module(Masked(), (torch.randn(4, 8),))

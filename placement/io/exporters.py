@@ -284,7 +284,8 @@ def _cover(layout: Layout, runs: dict[str, tuple[int, int]], begin: int, end: in
                                 "PipelineModule layer is a module")
         if not whole and not any(node.module in other.starts for other in layout.nodes):
             refuse("deepspeed", f"stage {k} holds {node.name!r} of module {node.module}, called more than once "
-                                "(or registered under several names), and a PipelineModule layer is a module called once")
+                                "(or registered under several names), and a PipelineModule layer is a module "
+                                "called once")
         smallest = whole[-1] if whole else node.module
         refuse("deepspeed", f"stage {k} holds {node.name!r} but not the whole call of {smallest}, the smallest "
                             "module holding it, and a PipelineModule layer is a whole module")

@@ -11,7 +11,10 @@ operator; its output sizes come from that value, the module calls enclosing it f
 ``node.meta["nn_module_stack"]``, and the parameters and buffers it reads from the graph
 signature. ``getitem`` nodes select an output of the operator they read and are not
 operators themselves. Nodes without a tensor value (shape queries, assertions) are not
-operators either; a dependency through one is kept as a 0-byte dependency.
+operators either; a dependency through one is kept as a 0-byte dependency. A model is
+refused when its graph holds a higher-order operator (``torch.no_grad``, ``torch.autocast``
+and ``torch.cond`` regions: the operators inside are not in this graph) or a shape that depends
+on the data (``nonzero``, a boolean mask): neither can be costed.
 
 FLOPs (one multiply-add = 2 FLOPs; bias additions not counted), with ``out`` the output
 and ``a`` the first matrix operand:
@@ -233,6 +236,24 @@ def _is_identity_dropout(node: Any) -> bool:
     return train is False
 
 
+def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:
+    """Raise :class:`InvalidParameterError` for an operator whose cost this module cannot know: a
+    higher-order operator (a region ``torch.export`` wraps: ``torch.no_grad``, ``torch.autocast``,
+    ``torch.cond``; the operators inside it are not in the graph this module reads), or an output
+    whose shape depends on the input's values (``nonzero``, a boolean mask)."""
+    if isinstance(node.target, torch._ops.HigherOrderOperator):
+        raise InvalidParameterError("model", f"{name} cannot be costed: its forward holds a region that "
+                                             "torch.export writes as the higher-order operator "
+                                             f"{node.target.name()} (torch.no_grad, torch.autocast, torch.cond and "
+                                             "the like), whose operators are not read; plan the model without it")
+    for t in _tensors(node.meta.get("val")):
+        if t is not None and not all(isinstance(d, int) for d in t.shape):
+            raise InvalidParameterError("model", f"{name} cannot be costed: the shape of operator {node.name!r} "
+                                                 f"({_target_label(node.target)}) depends on the values of the "
+                                                 "inputs (as after nonzero or a boolean mask); only shapes that the "
+                                                 "example inputs' shapes fix are known")
+
+
 def _numel(t: Any) -> int:
     return int(math.prod(int(d) for d in t.shape))
 
@@ -347,6 +368,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
+        _refuse_what_cannot_be_costed(node, name, torch)
         reads: list[tuple[int, int]] = []
         depends: set[int] = set()
         tensor_args: list[Any] = []
