@@ -79,6 +79,24 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
     assert str(error.value).startswith("device must be a torch device ('cpu', 'cuda:0', a torch.device), not 'bogus' (")
 
 
+def test_1f1b_with_fewer_micro_batches_than_devices_plans_fewer_stages():
+    """Six equal linears on four H100s: the unrestricted optimum uses four stages, which 1F1B with
+    two micro-batches cannot run. Left to choose, the planner returns the best plan of at most two
+    stages: the 2-stage optimum (the 1-stage plan carries all six), proven, with a note."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(64, 64) for _ in range(6)])
+    x = (torch.randn(8, 64),)
+    assert plan_pipeline(model, x, devices="h100:4").num_stages == 4
+    pp = plan_pipeline(model, x, devices="h100:4", microbatches=2)
+    two = plan_pipeline(model, x, devices="h100:4", stages=2, microbatches=2)
+    one = plan_pipeline(model, x, devices="h100:4", stages=1, microbatches=2)
+    assert pp.num_stages == 2
+    assert (pp.result.status, pp.result.value, pp.result.bound) == ("optimal", two.result.value, two.result.value)
+    assert two.result.value < one.result.value
+    assert pp.result.message.endswith("1f1b with 2 micro-batches runs at most 2 stages: the best such plan")
+    assert plan_pipeline(model, x, devices="h100:4", microbatches=1).num_stages == 1
+
+
 @pytest.mark.parametrize(("devices", "message"), [
     ("h100", "devices must be '<id>:<count>[,<id>:<count>]' (e.g. 'h100:4') with positive counts; 'h100' in 'h100' "
              "is not '<id>:<count>'"),
@@ -245,6 +263,17 @@ def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
     with pytest.raises(placement.errors.InvalidParameterError, match=r"^devices 'x:2,y:1': the optimal plan runs "
                                                                       r"a CPU stage between accelerator stages"):
         accelerators_only(problem, optimum, "x:2,y:1", objective="throughput", stages=3, time_limit=None)
+    # b needs 20 bytes, more than an accelerator's 10: only the CPU holds it, and the refusal says so
+    doc["nodes"][1]["size"] = 20
+    big = placement.load(doc)
+    optimum = placement.solve(big)
+    assert (optimum.status, optimum.value) == ("optimal", 1.0)
+    with pytest.raises(placement.errors.InvalidParameterError, match=r"^devices 'x:2,y:1': the optimal plan runs "
+                                                                      r"a CPU stage between accelerator stages, "
+                                                                      r"which no pipeline runtime executes, and the "
+                                                                      r"accelerators alone hold no plan \(node 2 "
+                                                                      r"fits no device: "):
+        accelerators_only(big, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
 
 
 def test_the_plan_charges_the_exchange_of_a_shared_parameter():

@@ -137,6 +137,8 @@ def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) 
         why = found.message or str(found.status)
     except InvalidParameterError as exc:      # more stages asked for than there are accelerators
         found, why = None, f"{exc.parameter} {exc.detail}"
+    except InvalidInstanceError as exc:       # a node only a CPU holds
+        found, why = None, str(exc)
     if found is None or not found.ok:
         raise InvalidParameterError("devices", f"{devices!r}: the optimal plan runs a CPU stage between "
                                                f"accelerator stages, which no pipeline runtime executes, and the "
@@ -147,6 +149,32 @@ def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) 
     return dataclasses.replace(found, status=Status.FEASIBLE if found.value > bound else found.status, bound=bound,
                                gap=(found.value - bound) / found.value if found.value > 0 else 0.0,
                                message="; ".join(m for m in (found.message, note) if m))
+
+
+def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
+    """The best plan of at most ``most`` non-empty stages: the best of the optima with exactly
+    ``1 … most`` stages, optimal when each of them is proven (or proven infeasible), else feasible
+    with the least of their bounds. ``None`` when no such plan was found."""
+    import placement
+
+    found = []
+    for count in range(1, most + 1):
+        try:
+            found.append(placement.solve(problem, stages=count, **options))
+        except InvalidParameterError:      # more stages than devices or nodes
+            break
+    plans = [r for r in found if r.ok]
+    if not plans:
+        return None
+    best = min(plans, key=lambda r: r.value)
+    bound = min((r.bound for r in found if r.status != Status.INFEASIBLE), default=best.value)
+    bound = min(bound, best.value)
+    proven = all(r.status in (Status.OPTIMAL, Status.INFEASIBLE) for r in found)
+    note = (f"1f1b with {most} micro-batch{'es' if most > 1 else ''} runs at most {most} "
+            f"stage{'s' if most > 1 else ''}: the best such plan")
+    return dataclasses.replace(best, status=Status.OPTIMAL if proven else Status.FEASIBLE, bound=bound,
+                               gap=(best.value - bound) / best.value if best.value > 0 else 0.0,
+                               message="; ".join(m for m in (best.message, note) if m))
 
 
 def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
@@ -200,6 +228,12 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
+    if training and schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
+        # 1F1B runs at most one stage per micro-batch in flight
+        within = best_within_stages(problem, microbatches, objective=objective, time_limit=time_limit)
+        if within is None:
+            check_microbatches(schedule, microbatches, result.num_stages)
+        result = within
     if result.ok and cpu_between_accelerators(result.to_plan()):
         result = accelerators_only(problem, result, devices, objective=objective, stages=stages,
                                    time_limit=time_limit)
