@@ -278,3 +278,34 @@ def test_a_control_flow_operator_reads_what_its_subgraphs_read():
     assert [(op.name, op.inputs) for op in graph.ops] == [
         ("/fc1/MatMul", ()), ("/act/If", ((0, 0),)), ("/fc2/MatMul", ((1, 0),))]
     assert graph.ops[1].bytes_moved == 1 + 8 + 1024 + 1024
+
+
+def test_shape_arithmetic_of_an_unoptimised_export_is_data_not_operators(tmp_path):
+    """torch.onnx.export(..., optimize=False) writes the reshapes and the attention scale of a GPT as
+    Concat, Gather, Slice, CastLike, Sqrt and Div nodes on Shape outputs and constants; PyTorch
+    computes them on the host. Folded as data, the instance matches torch.export's node for node:
+    names, times, edges (the arange of the positions stays a kernel in both)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export needs onnxscript")
+    from placement.io.onnx_import import import_onnx
+    from placement.io.torch_export import import_torch
+    from tests.handoff_models import gpt
+
+    model, args = gpt()
+    model.eval()
+    path = tmp_path / "gpt.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), dynamo=True, optimize=False, verbose=False)
+    platform = make_platform("h100", "epyc-7763", 4, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        from_onnx = import_onnx(path, platform=platform, granularity="module").instance
+    from_torch = import_torch(model, args, platform=platform).instance
+    assert len(from_onnx["nodes"]) == len(from_torch["nodes"]) == 22
+
+    def summary(instance):
+        return ([(n["name"], pytest.approx(n["fpgaLatency"], rel=1e-12)) for n in instance["nodes"]],
+                sorted((e["sourceId"], e["destId"]) for e in instance["edges"]))
+
+    assert summary(from_onnx) == summary(from_torch)

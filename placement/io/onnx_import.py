@@ -11,7 +11,10 @@ broadcasts); all shapes must be static (symbolic input dimensions can be fixed w
 requires a topological order), except ``Constant`` nodes: their values, like the
 initializers, are data the consumers read (initializers of floating-point type are the
 trained parameters); an ``Identity`` of such data (an alias exporters write for shared or
-deduplicated parameters) is that data, read under its own name. The module path of an operator comes from the
+deduplicated parameters) is that data, read under its own name. So is the result of shape
+arithmetic (a node reading only constants, integer initializers, ``Shape`` outputs and other
+such results, as unoptimised exports write for reshapes and the attention scale), which PyTorch
+computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in PyTorch). The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
 
@@ -323,6 +326,35 @@ def _expose_subgraph_reads(graph: Any) -> None:
         node.input.extend(name for name in _subgraph_reads(node) if name not in node.input)
 
 
+#: Per operator type, the inputs it reads for their type or shape only, never their values.
+META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
+
+
+def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
+    """The nodes of ``graph`` that compute on shapes and constants only: every input they read for
+    its values is a ``Constant``, an integer initializer or the output of another such node (a
+    ``Shape``'s output is one: shapes are static here). Exporters write them for reshapes and
+    scales (``Concat`` of constant dimensions, ``Sqrt`` of a head size); PyTorch computes them on
+    the host, so they are data, not operators. Kept as operators: nodes that make tensors
+    (``Range``, ``ConstantOfShape``: ``arange`` and ``full`` are kernels), nodes whose output the
+    graph returns or has no static shape."""
+    static = {init.name for init in graph.initializer if not table[init.name].floating}
+    static |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+    returned = {v.name for v in graph.output}
+    folded: set[int] = set()
+    for k, node in enumerate(graph.node):
+        if node.op_type == "Constant" or not node.output or KINDS.get(node.op_type) == "constant":
+            continue   # Range, ConstantOfShape and the like make tensors: kernels in PyTorch
+        meta = META_INPUTS.get(node.op_type, ())
+        values = [name for i, name in enumerate(node.input) if name and i not in meta]
+        outputs = [name for name in node.output if name]
+        if (all(name in static for name in values) and not returned.intersection(outputs)
+                and all(name in table for name in outputs) and not _subgraph_reads(node)):
+            static.update(outputs)
+            folded.add(k)
+    return folded
+
+
 def _fold_data_aliases(graph: Any) -> None:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
@@ -362,11 +394,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     _fold_data_aliases(model.graph)
     table = _tensor_table(model, dtype, onnx)
     params = {init.name: table[init.name] for init in model.graph.initializer}
+    folded = _shape_arithmetic(model.graph, table)
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
+    constants |= {name for k in folded for name in model.graph.node[k].output if name}
     nodes: list[_Node] = []
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
-        if node.op_type == "Constant":
+        if node.op_type == "Constant" or k in folded:
             continue
         domain = node.domain or "ai.onnx"
         op_type = node.op_type
