@@ -164,8 +164,11 @@ def test_cli_split(tmp_path) -> None:
     check = [sys.executable, "-m", "placement", "verify", str(path), str(plan), "--json", "--backward", "split"]
     ok = subprocess.run(check + ["--w-placement", "adjacent", "--inter-layer"], capture_output=True, text=True)
     assert ok.returncode == 0 and json.loads(ok.stdout)["value"] == 5.0
-    # without --inter-layer a moved B breaks the rule: exit 1
-    assert subprocess.run(check + ["--w-placement", "adjacent"], capture_output=True, text=True).returncode == 1
+    # the file records --inter-layer, which verify takes unless told otherwise; without it a moved B breaks
+    # the rule: exit 1
+    assert subprocess.run(check + ["--w-placement", "adjacent"], capture_output=True, text=True).returncode == 0
+    assert subprocess.run(check + ["--w-placement", "adjacent", "--no-inter-layer"], capture_output=True,
+                          text=True).returncode == 1
     # home: every W on its layer's stage, the unsplit optimum {f1,b1} | {f2,b2} = max(3, 7) = 7 (HAND's comment)
     home = subprocess.run(run + ["--w-placement", "home"], capture_output=True, text=True)
     assert home.returncode == 0, home.stderr

@@ -242,3 +242,26 @@ def test_a_log_the_dp_leaves_empty_is_explained(tmp_path, capsys):
     log = tmp_path / "solver.log"
     assert main(["solve", DIAMOND, "--log", str(log)]) == 0
     assert f"the DP solved this, so nothing went to the MILP solver's log {log}\n" in capsys.readouterr().err
+
+
+def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
+    """training-pair solved with --backward split --w-share 0.2 records those options in its file.
+    verify reads the file as that split plan (its claimed value holds: no note about it), says so,
+    and prices it at 0.2; options given on the command line win; split options with --backward
+    joint are refused, as solve refuses them."""
+    pair = str(TINY / "training-pair.json")
+    out = tmp_path / "plan.json"
+    assert main(["solve", pair, "--backward", "split", "--w-share", "0.2", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    claimed = json.loads(out.read_text())["objective"]
+    assert main(["verify", pair, str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("note: checked as a split-backward plan with --backward split, --w-placement any, "
+                           "--no-inter-layer, --w-share 0.2, as the plan file records\n")
+    assert "claims" not in text
+    assert main(["verify", pair, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(claimed, rel=1e-12)
+    assert main(["verify", pair, str(out), "--w-share", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] != pytest.approx(claimed, rel=1e-9)
+    assert main(["verify", pair, str(out), "--backward", "joint", "--w-placement", "adjacent"]) == 2
+    assert capsys.readouterr().err == "error: --w-placement applies to --backward split only\n"

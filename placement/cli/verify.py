@@ -27,17 +27,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="throughput (default), throughput-gpipe, or latency (schedules the plan's calls)")
     p.add_argument("--calls", type=positive_int, metavar="Q",
                    help="latency objective: the most calls an accelerator may run")
-    p.add_argument("--backward", choices=("joint", "split"), default="joint",
-                   help="split: check a split-backward plan (its b_tasks and w_tasks; docs/backward-split.md)")
-    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS, default="any",
-                   help="--backward split: the W rule the plan must follow (default any)")
-    p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
-                   help="--backward split: B may run on the stage before its layer's")
-    p.add_argument("--w-share", dest="w_share", type=float, default=0.5, metavar="FRACTION",
-                   help="--backward split: W's share of a backward time the instance does not split (default 0.5)")
+    p.add_argument("--backward", choices=("joint", "split"),
+                   help="split: check a split-backward plan (its b_tasks and w_tasks; docs/backward-split.md); "
+                        "default: split for a plan file that records a split solve, else joint")
+    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS,
+                   help="--backward split: the W rule the plan must follow (default: the plan file's, else any)")
+    p.add_argument("--inter-layer", dest="inter_layer", action=argparse.BooleanOptionalAction, default=None,
+                   help="--backward split: B may run on the stage before its layer's (default: as the plan file "
+                        "records, else not)")
+    p.add_argument("--w-share", dest="w_share", type=float, metavar="FRACTION",
+                   help="--backward split: W's share of a backward time the instance does not split (default: "
+                        "the plan file's, else 0.5)")
     add_device_options(p, " (as given to solve)")
     add_output_options(p)
     p.set_defaults(handler=run)
+
+
+def split_options(args: argparse.Namespace) -> tuple[dict, str]:
+    """The backward options of the check: those given, else those the plan file records for a split
+    solve (``backward``: ``split`` where it records one), else the defaults; and, where the record
+    supplied some of them, a phrase naming them."""
+    from placement.io.plans import recorded_backward
+
+    record = recorded_backward(args.plan)
+    from_record = args.backward is None and record.get("mode") == "split" or args.backward == "split"
+    given = {"w_placement": args.w_placement, "inter_layer": args.inter_layer, "w_share": args.w_share}
+    defaults = {"w_placement": "any", "inter_layer": False, "w_share": 0.5}
+    options = {"backward": args.backward or ("split" if record.get("mode") == "split" else "joint")}
+    taken = []
+    for name, value in given.items():
+        if value is None and from_record and name in record:
+            value = record[name]
+            flag = f"--{name.replace('_', '-')}"
+            taken.append((flag if value else f"--no-{flag[2:]}") if isinstance(value, bool) else f"{flag} {value}")
+        options[name] = defaults[name] if value is None else value
+    if args.backward is None and options["backward"] == "split":
+        taken.insert(0, "--backward split")
+    return options, ", ".join(taken)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,14 +73,13 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import figure, format_verification
 
     instance = placement.load(args.instance)
-    split = {} if args.backward == "joint" else dict(backward="split", w_placement=args.w_placement,
-                                                      inter_layer=args.inter_layer, w_share=args.w_share)
-    if split:   # the split evaluator checks contiguity stages and infers nothing
+    split, recorded = split_options(args)
+    if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
-    else:
+    else:   # split options given without --backward split are refused by name
         verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
                                         calls=args.calls, infer_from_colours=True,
-                                        ledger=args.objective != "latency", **devices(args))
+                                        ledger=args.objective != "latency", **split, **devices(args))
     # an invalid plan's value is no verdict on the value it claims
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)
@@ -62,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance,
                     "claim_unreadable": claims.unreadable})
     else:
+        if recorded:
+            print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
         print(format_verification(instance, verification), end="")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "

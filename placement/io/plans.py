@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InvalidPlanError
+from placement.errors import InvalidPlanError, PlacementError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, load_json
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
@@ -145,6 +145,23 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     named = data.get("instance")
     other = named if isinstance(named, str) and named and named != instance_name else None
     return FileClaims(claim, other, None if readable else field)
+
+
+def recorded_backward(plan: object) -> dict[str, Any]:
+    """The ``backward`` record of a split-backward plan (``{"mode": "split", "w_placement",
+    "inter_layer", "w_share"}``) where the plan has one: a :class:`placement.Result`'s ``backward``,
+    or that section of a plan document or plan file; ``{}`` otherwise, and for a file that cannot
+    be read (reading the plan itself reports what is wrong with it)."""
+    backward = getattr(plan, "backward", None)
+    if isinstance(plan, (str, Path)):
+        try:
+            data = load_json(plan, InvalidPlanError)
+        except PlacementError:
+            return {}
+        backward = data.get("backward") if isinstance(data, dict) else None
+    elif isinstance(plan, dict):
+        backward = plan.get("backward")
+    return dict(backward) if isinstance(backward, dict) else {}
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:

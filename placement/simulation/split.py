@@ -65,18 +65,9 @@ def is_split_plan(plan: Plan) -> bool:
 def plan_w_share(plan: object) -> float | None:
     """The W share a split plan was solved with, where the plan says it: a Result's ``backward``, or the
     ``backward`` section of a plan document or plan file; ``None`` otherwise."""
-    import json
-    from pathlib import Path
+    from placement.io.plans import recorded_backward
 
-    backward = getattr(plan, "backward", None)
-    if isinstance(plan, (str, Path)):
-        try:
-            backward = json.loads(Path(plan).read_text(encoding="utf-8")).get("backward")
-        except (OSError, ValueError, AttributeError):
-            return None     # reading the plan reports what is wrong with it
-    elif isinstance(plan, dict):
-        backward = plan.get("backward")
-    share = backward.get("w_share") if isinstance(backward, dict) else None
+    share = recorded_backward(plan).get("w_share")
     return float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else None
 
 
