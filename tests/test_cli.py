@@ -265,3 +265,22 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["value"] != pytest.approx(claimed, rel=1e-9)
     assert main(["verify", pair, str(out), "--backward", "joint", "--w-placement", "adjacent"]) == 2
     assert capsys.readouterr().err == "error: --w-placement applies to --backward split only\n"
+
+
+def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
+    """solve --out INSTANCE (or --log) and split/hypar --out onto their inputs would destroy them."""
+    instance = tmp_path / "chain4.json"
+    instance.write_text((TINY / "chain4.json").read_text())
+    before = instance.read_text()
+    for option in ("--out", "--log"):
+        assert main(["solve", str(instance), option, str(instance)]) == 2
+        assert capsys.readouterr().err == (f"error: {instance}: is also an input of the command, which writing "
+                                           f"would overwrite; choose another name\n")
+    assert instance.read_text() == before
+    network = tmp_path / "net.json"
+    network.write_text(json.dumps({"format": "placement-network/1", "name": "n", "layers": [
+        {"name": "fc", "type": "fc", "in": 4, "out": 2}]}))
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "2", "--out", str(network)]) == 2
+    assert "is also an input of the command" in capsys.readouterr().err
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "2", "--out",
+                 str(tmp_path / "out.json")]) == 0

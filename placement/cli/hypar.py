@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import add_output_options, json_text, path_name, positive_int, print_json, write_text
+from placement.cli.options import (add_output_options, check_writable, json_text, path_name, positive_int, print_json,
+                                  write_text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.hypar import format_hypar
 
+    check_writable(args.out, (args.network,))
     result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -166,7 +167,13 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
-def check_writable(path: str | None) -> None:
-    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is)."""
-    if path is not None:
-        write_text(path, "", mode="a")
+def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
+    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is), or
+    is one of the command's ``inputs``, which writing would overwrite."""
+    if path is None:
+        return
+    for source in inputs:
+        if source is not None and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
+            raise UsageError(f"{path}: is also an input of the command, which writing would overwrite; "
+                             "choose another name")
+    write_text(path, "", mode="a")

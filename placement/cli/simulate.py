@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:               # fail before simulating when the chart cannot be drawn
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
-    check_writable(args.trace)   # or its outputs cannot be written
-    check_writable(args.gantt)
+    check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
+    check_writable(args.gantt, (args.instance, args.plan))
     instance = placement.load(args.instance)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)

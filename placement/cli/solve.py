@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.solution import format_result
 
-    check_writable(args.log)
-    check_writable(args.out)
+    check_writable(args.log, (args.instance, args.split))
+    check_writable(args.out, (args.instance, args.split))
     instance = placement.load(args.instance)
     options = dict(
         method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,

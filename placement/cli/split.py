@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any, Callable
 
-from placement.cli.options import UsageError, add_output_options, path_name, print_json, write_text
+from placement.cli.options import UsageError, add_output_options, check_writable, path_name, print_json, write_text
 from placement.errors import InvalidParameterError
 from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal,
                                     split_points, stage_types, stages)
@@ -92,6 +92,7 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     layout = read_layout(args.instance)
+    check_writable(args.out, (args.instance, args.plan))
     plan = read_plan(args.plan)
     _check_fit(args.instance, plan)
     if args.format == "stages":

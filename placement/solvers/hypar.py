@@ -18,8 +18,10 @@ it (:func:`placement.costmodel.hypar.communication`), so planners are compared o
 * baselines — ``all-dp``, ``all-mp``, and ``one-weird-trick`` (conv layers dp, fc layers mp, at
   every level; Krizhevsky 2014).
 
-Ties are broken towards the type listed first (dp, mp, mp-out) and, in the exact DP, towards
-the lexicographically smallest vector (level 0 most significant).
+Ties: both chains are traced back from the last layer, so among plans of equal total the
+smallest choice for the last layer wins, then the smallest for the layer before given it, and
+so on (types in the order listed: dp, mp, mp-out; the exact DP's vectors with level 0 most
+significant).
 """
 
 from __future__ import annotations
