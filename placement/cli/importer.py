@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli.options import (UsageError, add_output_options, byte_count, check_writable, non_negative_int,
+from placement.cli.options import (UsageError, add_output_options, byte_count, check_not_input, non_negative_int,
                                    path_name, positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
@@ -171,7 +171,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
 
 
 def run(args: argparse.Namespace) -> int:
-    check_writable(args.out, (args.model, args.model.rpartition(":")[0]))
+    check_not_input(args.out, (args.model, args.model.rpartition(":")[0]))
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)

@@ -169,11 +169,16 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
 
 def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
     """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is), or
-    is one of the command's ``inputs``, which writing would overwrite."""
-    if path is None:
-        return
+    is one of the command's ``inputs`` (:func:`check_not_input`)."""
+    if path is not None:
+        check_not_input(path, inputs)
+        write_text(path, "", mode="a")
+
+
+def check_not_input(path: str, inputs: tuple[str | None, ...]) -> None:
+    """Fail when the output file ``path`` is one of the command's ``inputs``, which writing it would
+    overwrite."""
     for source in inputs:
         if source is not None and os.path.exists(path) and os.path.exists(source) and os.path.samefile(path, source):
             raise UsageError(f"{path}: is also an input of the command, which writing would overwrite; "
                              "choose another name")
-    write_text(path, "", mode="a")
