@@ -253,7 +253,8 @@ def test_a_control_flow_operator_reads_what_its_subgraphs_read():
     """fc1 -> If -> fc2, where the If takes only its condition and its branches read fc1's output H
     from the main graph (a Relu in one branch, a Loop whose body negates H in the other). H is an input
     of the If: the edge fc1 -> If exists, and the If reads H (8x32 fp32, 1,024 B) and the Loop's trip
-    count N (int64, 8 B) besides its bool condition (1 B), and writes A (1,024 B). Without it the If would have no predecessor and a plan could run it before fc1."""
+    count N (int64, 8 B) besides its bool condition (1 B), and writes A (1,024 B). Without it the If would
+    have no predecessor and a plan could run it before fc1."""
     w1 = numpy_helper.from_array(np.ones((16, 32), dtype=np.float32), "W1")
     w2 = numpy_helper.from_array(np.ones((32, 4), dtype=np.float32), "W2")
     cond = numpy_helper.from_array(np.array(True), "C")

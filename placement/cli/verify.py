@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
                   f"{verification.value:.10g}")
         if claims.unreadable is not None:
-            print(f"note: the plan file's {claims.unreadable!r} is not a finite number; its claimed value was not checked")
+            print(f"note: the plan file's {claims.unreadable!r} is not a finite number; its claimed value was "
+                  "not checked")
         if claims.instance is not None:
             print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")
         evaluation, _, ledger = verification.report

@@ -14,7 +14,8 @@ trained parameters); an ``Identity`` of such data (an alias exporters write for 
 deduplicated parameters) is that data, read under its own name. So is the result of shape
 arithmetic (a node reading only constants, integer initializers, ``Shape`` outputs and other
 such results, as unoptimised exports write for reshapes and the attention scale), which PyTorch
-computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in PyTorch). The module path of an operator comes from the
+computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in PyTorch).
+The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
 
