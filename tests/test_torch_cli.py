@@ -79,6 +79,10 @@ def test_split_prints_every_format(tmp_path, capsys):
     assert [row.split() for row in capsys.readouterr().out.splitlines()] == [
         ["stage", "device", "#nodes", "first", "last"], ["0", "accelerator", "4", "embed", "blocks.0"],
         ["1", "accelerator", "4", "blocks.1.norm", "head"]]
+    assert main(["split", str(instance), plan, "--format", "stages", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["split"] == [
+        {"stage": 0, "device": "accelerator", "#nodes": 4, "first": "embed", "last": "blocks.0"},
+        {"stage": 1, "device": "accelerator", "#nodes": 4, "first": "blocks.1.norm", "last": "head"}]
 
 
 def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, capsys):

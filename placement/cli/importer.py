@@ -25,8 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli.options import (UsageError, add_output_options, byte_count, check_not_input, non_negative_int,
-                                   path_name, positive_int, print_json, write_text)
+from placement.cli.options import (UsageError, add_output_options, check_not_input, non_negative_int, path_name,
+                                   positive_byte_count, positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import PlacementError
@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--accelerators", type=non_negative_int, default=4, metavar="N", help="number of accelerators (default 4)")
     p.add_argument("--cpus", type=non_negative_int, metavar="M",
                    help="number of CPU sockets (default: 1 when --devices names a CPU, else 0)")
-    p.add_argument("--memory", type=byte_count, metavar="BYTES",
+    p.add_argument("--memory", type=positive_byte_count, metavar="BYTES",
                    help="memory per accelerator (default: the catalogue's)")
     p.add_argument("--link", metavar="NAME", help="accelerator link for transfer costs (default: its default_link)")
     p.add_argument("--training", action="store_true", help="add backward nodes (training graph)")

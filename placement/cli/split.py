@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     _check_fit(args.instance, plan)
     if args.format == "stages":
         rows = _stage_rows(layout, plan)
-        value: Any = [dict(zip(rows[0], row)) for row in rows[1:]]
+        value: Any = [{"stage": int(k), "device": kind, "#nodes": int(count), "first": first, "last": last}
+                      for k, kind, count, first, last in rows[1:]]
         text = "\n".join(format_table(rows, left=range(5), rule=False))
     else:
         value = export(args.format, layout, plan)
