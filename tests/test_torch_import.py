@@ -337,3 +337,14 @@ def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
                                                     r"\(as after nonzero or a boolean mask\); only shapes that the "
                                                     r"example inputs' shapes fix are known$"):
         import_module(Masked(), (torch.randn(4, 8),))
+
+
+def test_inputs_the_model_cannot_multiply_are_refused():
+    """float64 (or int64) inputs to an fp32 Linear: eager PyTorch refuses the matmul, torch.export
+    does not; the importer does, naming the operator and the types."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    for dtype, types in ((torch.float64, "float32, float64"), (torch.int64, "float32, int64")):
+        with pytest.raises(InvalidParameterError, match=rf"^args cannot run Sequential: operator 'linear' "
+                                                        rf"\(aten::linear\) would multiply tensors of types "
+                                                        rf"{types}; give inputs of the type of the parameters$"):
+            import_module(model, (torch.ones(4, 8, dtype=dtype),))

@@ -427,6 +427,11 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
         kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
+        mixed = sorted({str(t.dtype).replace("torch.", "") for t in tensor_args})
+        if kind in ("matmul", "conv") and len(mixed) > 1:   # eager PyTorch refuses it; export does not check
+            raise InvalidParameterError("args", f"cannot run {name}: operator {node.name!r} "
+                                                f"({_target_label(node.target)}) would multiply tensors of types "
+                                                f"{', '.join(mixed)}; give inputs of the type of the parameters")
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
