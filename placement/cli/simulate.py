@@ -65,12 +65,12 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:               # fail before simulating when the chart cannot be drawn
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
-    check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
-    check_writable(args.gantt, (args.instance, args.plan))
     instance = placement.load(args.instance)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)
     check_no_parallel_options(args)
+    check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
+    check_writable(args.gantt, (args.instance, args.plan))
     result = placement.simulate(instance, args.plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
