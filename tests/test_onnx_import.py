@@ -310,3 +310,30 @@ def test_shape_arithmetic_of_an_unoptimised_export_is_data_not_operators(tmp_pat
                 sorted((e["sourceId"], e["destId"]) for e in instance["edges"]))
 
     assert summary(from_onnx) == summary(from_torch)
+
+
+def test_only_shape_arithmetic_is_folded():
+    """Shape -> Gather -> Concat with a constant computes the new shape of X on the host: data, so
+    the graph's operators are the Reshape (a view), the Range (torch's arange, a kernel) and the
+    other domain's node (it may be a kernel, though it reads a constant only) and the Add of its
+    output, in graph order."""
+    consts = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, dtype=np.int64)))
+              for name, v in (("i0", [0]), ("m1", [-1]), ("z", 0), ("n", 4), ("one", 1))]
+    nodes = consts + [helper.make_node("Shape", ["X"], ["s"], name="/shape"),
+                      helper.make_node("Gather", ["s", "i0"], ["d"], name="/gather", axis=0),
+                      helper.make_node("Concat", ["d", "m1"], ["t"], name="/concat", axis=0),
+                      helper.make_node("Reshape", ["X", "t"], ["Y"], name="/reshape"),
+                      helper.make_node("Range", ["z", "n", "one"], ["R"], name="/range"),
+                      helper.make_node("Seed", ["n"], ["S"], name="/seed", domain="com.example"),
+                      helper.make_node("Add", ["S", "S"], ["T"], name="/add")]
+    graph = helper.make_graph(nodes, "shapes", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 3, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("R", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("T", TensorProto.FLOAT, [2])],
+                              value_info=[helper.make_tensor_value_info("S", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.warns(CostModelWarning):
+        ops = graph_from_onnx(model, "shapes").ops
+    assert [(op.name, op.kind) for op in ops] == [("/reshape", "view"), ("/range", "constant"),
+                                                  ("/seed", "unknown"), ("/add", "pointwise")]
+    assert ops[0].outputs == (96.0,)   # Y is [2, 12] fp32

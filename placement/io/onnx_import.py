@@ -346,10 +346,13 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     for k, node in enumerate(graph.node):
         if node.op_type == "Constant" or not node.output or KINDS.get(node.op_type) == "constant":
             continue   # Range, ConstantOfShape and the like make tensors: kernels in PyTorch
+        if node.domain not in ("", "ai.onnx"):
+            continue   # another domain's operator may be a kernel whatever it reads
         meta = META_INPUTS.get(node.op_type, ())
         values = [name for i, name in enumerate(node.input) if name and i not in meta]
         outputs = [name for name in node.output if name]
-        if (all(name in static for name in values) and not returned.intersection(outputs)
+        if ((values or node.op_type in META_INPUTS) and all(name in static for name in values)
+                and not returned.intersection(outputs)
                 and all(name in table for name in outputs) and not _subgraph_reads(node)):
             static.update(outputs)
             folded.add(k)
