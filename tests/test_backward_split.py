@@ -289,6 +289,17 @@ def test_weight_time_fields_are_read_and_checked() -> None:
         assert str(info.value) == message
 
 
+def test_a_time_limit_too_short_for_the_solver_returns_the_starting_plan() -> None:
+    """two_layers: the unsplit optimum {f1,b1} | {f2,b2} (7) is the start; 0.1 ms leaves the solver no
+    time (the DP's share runs out as well: the chain DP gives the same plan), so that plan comes back,
+    feasible, with the split model's simple bound, as the other MILPs do."""
+    problem = two_layers()
+    assert placement.solve(problem, backward="split").value == 5.0     # warm: imports done
+    r = placement.solve(problem, backward="split", time_limit=1e-4)
+    assert (r.status, r.value) == ("feasible", 7.0)
+    assert r.bound <= 5.0 and r.message.endswith("the starting plan is returned")
+
+
 def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     problem = two_layers()
     r = placement.solve(problem, backward="split")   # "any": W(b2) moves back to stage 1, W(b1) forward

@@ -108,8 +108,6 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     (every task on its layer's stage when its lists are empty); ``True``: the unsplit DP optimum;
     ``False`` or ``None``: none."""
     start = time.perf_counter()
-    check_backend_available(backend)
-    be = make_backend(backend)
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
 
     def verify(plan: Plan) -> Verdict:
@@ -117,13 +115,15 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
         return Verdict(ev.valid, ev.objective(objective), ev.violations)
 
     shortfall = memory_shortfall(problem)
-    if shortfall is not None:    # a proof of infeasibility (the rule of memory_shortfall)
-        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, f"milp-{be.name}", objective, "stages",
-                        runtime_s=time.perf_counter() - start, message=f"infeasible: {shortfall}")
-    if warm_start is True:
+    if shortfall is None and warm_start is True:   # before the backend's import, which takes its time
         warm_start = unsplit_start(problem, deadline, verify)
     elif warm_start is False:
         warm_start = None
+    check_backend_available(backend)
+    be = make_backend(backend)
+    if shortfall is not None:    # a proof of infeasibility (the rule of memory_shortfall)
+        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, f"milp-{be.name}", objective, "stages",
+                        runtime_s=time.perf_counter() - start, message=f"infeasible: {shortfall}")
     con = contract(problem, merge_zero_cost=False)
     groups, succ, of_node = con.members, con.succ, con.of_node
     nodes = problem.nodes
@@ -487,7 +487,8 @@ def unsplit_start(problem: Instance, deadline: float | None = None,
     ``time.perf_counter()`` value), the DP gets half of ``share`` of the time left; where its plan breaks
     the split model's memory (the DP bounds node memory only) or it finds none in that time, the best
     valid plan of :func:`fitting_starts` found until ``share`` of the time left has passed (its first plan
-    until ``deadline``). ``None`` when no plan is found, or the DP refuses (too many ideals)."""
+    until ``deadline``); the DP's plan is the chain DP's where the DP runs out of its time or is refused
+    (too many ideals). ``None`` when no plan is found."""
     if verify is None:
         return _dp_plan(problem, deadline)
     left = None if deadline is None else max(0.0, deadline - time.perf_counter())
@@ -504,18 +505,16 @@ def unsplit_start(problem: Instance, deadline: float | None = None,
 
 
 def _dp_plan(problem: Instance, deadline: float | None) -> Plan | None:
-    """The DP's throughput optimum of ``problem`` in pipeline order, or ``None`` (none, refused, out of time)."""
-    from placement.errors import LimitExceededError
-    from placement.solvers.dp import deadline_watch, solve_dp
+    """The DP's throughput optimum of ``problem`` in pipeline order (the chain DP's plan where the DP
+    runs past ``deadline`` or is refused), or ``None`` (no plan)."""
+    from placement.solvers.dp import DEFAULT_MAX_IDEALS
+    from placement.solvers.milp.warmstart import pipeline_start
 
-    try:
-        solution = solve_dp(problem, progress=deadline_watch(deadline))
-    except LimitExceededError:   # too many ideals, or out of time: the MILP starts from nothing
+    plan = pipeline_start(problem, DEFAULT_MAX_IDEALS, None, deadline=deadline)
+    if plan is None:
         return None
-    if solution.plan is None:
-        return None
-    order = pipeline_order(problem, solution.plan) or range(len(solution.plan.devices))
-    return Plan(tuple(solution.plan.devices[i] for i in order if solution.plan.devices[i].nodes))
+    order = pipeline_order(problem, plan) or range(len(plan.devices))
+    return Plan(tuple(plan.devices[i] for i in order if plan.devices[i].nodes))
 
 
 def fitting_starts(problem: Instance, deadline: float | None = None,

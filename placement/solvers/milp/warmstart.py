@@ -40,7 +40,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     """A good feasible plan quickly (with exactly ``stages`` non-empty devices when given), or ``None``
     when no method finds one. Past ``deadline`` (a ``time.perf_counter()`` value) the DP stops and
     the chain DP gives the plan."""
-    plan = _pipeline_start(problem, max_ideals, progress, stages, deadline)
+    plan = pipeline_start(problem, max_ideals, progress, stages, deadline)
     if objective != "latency":
         return plan
     candidates = [] if plan is None else [plan]
@@ -62,7 +62,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     return best
 
 
-def _pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
+def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
                     stages: int | None = None, deadline: float | None = None) -> Plan | None:
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
     (exactly ``stages`` stages when given)."""
