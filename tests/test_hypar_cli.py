@@ -80,3 +80,16 @@ def test_hypar_notes_a_batch_split_into_fractions_of_a_sample(capsys):
     assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "2"]) == 0
     out = capsys.readouterr().out
     assert "note: all-dp splits the batch of layer conv1 into 4 shares, which batch 2 does not divide" in out
+
+
+def test_amounts_print_exactly_past_two_to_the_53():
+    """Totals are exact fractions; the table rounds them to 3 decimals from the fraction itself (a
+    float has 53 bits: 2^70 + 1 would print as 2^70)."""
+    from fractions import Fraction
+
+    from placement.report.hypar import _amount
+
+    assert _amount(Fraction(2**70 + 1)) == "1,180,591,620,717,411,303,425"
+    assert _amount(Fraction(2**70) + Fraction(9999, 10000)) == "1,180,591,620,717,411,303,425.000"
+    assert _amount(Fraction(2**70) + Fraction(1, 3)) == "1,180,591,620,717,411,303,424.333"
+    assert [_amount(Fraction(7, 2)), _amount(Fraction(-5, 4))] == ["3.500", "-1.250"]

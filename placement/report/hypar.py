@@ -13,7 +13,13 @@ if TYPE_CHECKING:
 
 
 def _amount(x: Fraction) -> str:
-    return f"{x.numerator:,}" if x.denominator == 1 else f"{float(x):,.3f}"
+    """An exact amount: whole numbers in full, others rounded to 3 decimals from the exact fraction
+    (a float would lose digits past 2^53)."""
+    if x.denominator == 1:
+        return f"{x.numerator:,}"
+    thousandths = round(x * 1000)
+    whole, rest = divmod(abs(thousandths), 1000)
+    return f"{'-' if thousandths < 0 else ''}{whole:,}.{rest:03d}"
 
 
 def format_hypar(result: HyparResult) -> str:
