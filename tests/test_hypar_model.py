@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -151,5 +152,10 @@ def test_partition_shape_is_checked():
     with pytest.raises(InvalidParameterError, match=r"^partition gives layer 1 \(fc2\) at level 0 the type 'xx'; "
                                                     r"the types are dp, mp, mp-out$"):
         communication(FC, ((DP,), ("xx",)), batch=1)
+    for bad in (None, "dp", (DP, DP)):   # not one sequence of choices per layer
+        with pytest.raises(InvalidParameterError, match=r"^partition must be a sequence of per-level choice "
+                                                        r"sequences, one per layer \(as a HyparPlan's partition\), "
+                                                        rf"not {re.escape(repr(bad))}$"):
+            communication(FC, bad, batch=1)
     with pytest.raises(InvalidParameterError, match="^batch must be an integer from 1 to 9007199254740992, not 0$"):
         communication(FC, two(DP, DP), batch=0)

@@ -233,6 +233,9 @@ class Communication:
 
 def check_partition(network: Network, partition: Partition, types: Sequence[str] = ACCPAR_TYPES) -> int:
     """Validate ``partition`` (one choice per layer and level, from ``types``); return the number of levels."""
+    if not isinstance(partition, (tuple, list)) or not all(isinstance(row, (tuple, list)) for row in partition):
+        raise InvalidParameterError("partition", f"must be a sequence of per-level choice sequences, one per "
+                                                 f"layer (as a HyparPlan's partition), not {partition!r}")
     if len(partition) != len(network.layers):
         raise InvalidParameterError("partition", f"has {len(partition)} layers, the network "
                                                  f"{len(network.layers)}")
