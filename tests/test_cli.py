@@ -284,3 +284,16 @@ def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, ca
     assert "is also an input of the command" in capsys.readouterr().err
     assert main(["hypar", str(network), "--accelerators", "2", "--batch", "2", "--out",
                  str(tmp_path / "out.json")]) == 0
+
+
+def test_a_failed_solve_leaves_no_plan_file(tmp_path, capsys):
+    """The output is checked for writability before the solve; a solve that then fails (no device
+    left) creates no empty file, and an existing file is left as it was."""
+    out = tmp_path / "plan.json"
+    argv = ["solve", str(TINY / "chain4.json"), "--accelerators", "0", "--cpus", "0", "--out", str(out)]
+    assert main(argv) == 2
+    assert "no device" in capsys.readouterr().err
+    assert not out.exists()
+    out.write_text("kept")
+    assert main(argv) == 2
+    assert out.read_text() == "kept"

@@ -168,11 +168,14 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
 
 
 def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
-    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is), or
-    is one of the command's ``inputs`` (:func:`check_not_input`)."""
+    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is; a file
+    the check creates is removed), or is one of the command's ``inputs`` (:func:`check_not_input`)."""
     if path is not None:
         check_not_input(path, inputs)
+        existed = os.path.exists(path)
         write_text(path, "", mode="a")
+        if not existed:     # a failed run leaves no empty file behind
+            os.remove(path)
 
 
 def check_not_input(path: str, inputs: tuple[str | None, ...]) -> None:
