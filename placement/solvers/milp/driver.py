@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, Callable
 
-from placement.problem.bounds import lower_bound
+from placement.problem.bounds import lower_bound, meets
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
@@ -190,9 +190,15 @@ def reserve(options: SolveOptions) -> float:
 
 
 def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None,
-               unit: float) -> RawResult:
+               unit: float, fallback: tuple[Plan, float] | None = None, simple: float = 0.0) -> RawResult:
     """The backend's answer within the time left before ``options.deadline`` (see
-    :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left."""
+    :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left, and
+    ``skipped`` when the starting plan ``fallback`` already meets the instance's lower bound
+    ``simple`` (nothing is left to prove)."""
+    if fallback is not None and meets(simple, fallback[1]):
+        if progress is not None:
+            progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
+        return RawResult("skipped")
     limit = options.left(reserve(options))
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start")
@@ -260,7 +266,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
-    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
+    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
                   simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)

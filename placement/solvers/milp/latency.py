@@ -429,7 +429,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     stats["path_bound"] = path
     if progress is not None and path > 0:
         progress(f"path bound {path:.6g}")
-    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale)
+    raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)

@@ -86,9 +86,10 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         return Solution(status, plan, objective, bound, ctx.method, ctx.objective_kind, ctx.contiguity,
                         runtime_s=time.perf_counter() - ctx.start, stats=ctx.stats, message=message)
 
-    if fallback is not None and raw.status in ("infeasible", "no_solution", "error"):
+    if fallback is not None and raw.status in ("infeasible", "no_solution", "error", "skipped"):
         why = {"infeasible": f"{be.name} found no plan within the starting plan's value, which is one",
-               "no_solution": "the solver found no better plan", "error": "the solver failed"}[raw.status]
+               "no_solution": "the solver found no better plan", "error": "the solver failed",
+               "skipped": "the solver was not run"}[raw.status]
         plan, value = fallback
         if meets(simple, value):
             return done(Status.OPTIMAL, plan, value, value, extra=f"{why}; the starting plan meets the instance's "

@@ -457,7 +457,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                              "w_placement": model.w_placement, "inter_layer": model.inter_layer}
     if fallback is not None:
         stats["start_value"] = fallback[1]
-    raw = run_solver(be, options, progress, 1.0 / scaling.scale)
+    raw = run_solver(be, options, progress, 1.0 / scaling.scale, fallback, lower)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity="stages", start=start,
                   unit=1.0 / scaling.scale, exact_data=scaling.exact, simple_bound=lower,
                   exact_feasibility=mem.exact, notes=notes, stats=stats)

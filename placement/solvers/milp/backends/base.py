@@ -15,7 +15,8 @@ proven; the formulation still checks the bound against the verified objective be
 ``optimal``. Status words of :class:`RawResult` are those of
 :class:`placement.solution.Status`: ``optimal`` only when the solver proved it, ``feasible``
 when a limit stopped it with a solution, ``infeasible`` only when proven, ``no_solution`` when
-it stopped without one, ``error`` otherwise.
+it stopped without one, ``error`` otherwise; the driver's own ``skipped`` says it did not run
+the backend, its starting plan meeting the instance's lower bound.
 """
 
 from __future__ import annotations
