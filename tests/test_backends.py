@@ -367,8 +367,8 @@ def test_no_time_left_for_the_solver_returns_the_verified_start(name):
 
 
 def test_model_building_stops_at_the_deadline():
-    """A 40-node model has thousands of rows: past the deadline, building stops at the first look at the
-    clock (row 512), and the start is returned as it is."""
+    """A 40-node model has thousands of variables and rows: past the deadline, building stops at the first
+    look at the clock (variable 512, after the model's first 10 rows), and the start is returned as it is."""
     from placement.plan import DeviceAssignment, Plan
     from placement.solvers.milp import solve_milp
     from tests.test_milp_stages import random_problem
@@ -377,7 +377,8 @@ def test_model_building_stops_at_the_deadline():
     on_cpu = Plan((DeviceAssignment("cpu", tuple(n.id for n in problem.nodes)),))
     solution = solve_milp(problem, backend="cp-sat", warm_start=on_cpu, deadline=past())
     assert solution.status is Status.FEASIBLE and solution.plan == on_cpu
-    assert solution.message.startswith("the time limit ran out while the cp-sat model was built (512 rows)")
+    assert solution.message.startswith("the time limit ran out while the cp-sat model was built (512 variables, "
+                                       "10 rows)")
     assert solve_milp(problem, backend="cp-sat", deadline=past()).status is Status.NO_SOLUTION
 
 

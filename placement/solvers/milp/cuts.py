@@ -23,10 +23,12 @@ smallest ``p_k(s)(v)`` over ``H_s`` (``g_s(0) = 0``; ``g_s`` is convex in ``j``)
    node of a group of ``A`` with a successor in ``H ∖ A`` is in ``Out``, and every cost node
    of a group of ``H ∖ A`` with a successor in ``A`` is in ``In``. ``h_s(j)`` is the least
    compute-plus-that-communication over the ``j``-subsets of ``H_s``, found by visiting the
-   subsets in increasing compute (at most :data:`VISITS` of them; the compute of the first
-   subset not visited bounds the rest), for the two largest ``j`` with ``g_s(j)`` at most the
-   room bound ``L`` of plain ``g_s`` (the counts a slot may take at ``θ = L``), where ``g_s(j)``
-   is within the total communication of ``H`` below ``L``; elsewhere ``h_s = g_s``.
+   subsets in increasing compute (at most :data:`VISITS` of them, fewer where a visit is dear:
+   :data:`WORK` over ``j² +`` the cost nodes of ``H``; the compute of the first subset not
+   visited bounds the rest), for the two largest ``j`` with ``g_s(j)`` at most the room bound
+   ``L`` of plain ``g_s`` (the counts a slot may take at ``θ = L``), where ``g_s(j)`` is within
+   the total communication of ``H`` below ``L`` and ``j ≤`` :data:`MOST_REFINED`; elsewhere
+   ``h_s = g_s``. (The published graphs need ``j ≤ 19`` and far under the work limit.)
 
 Communication, memory and contiguity only add to the load or remove plans, so every row holds
 for every plan of :mod:`.none` and :mod:`.sets`, with ``stages=N`` too. Their use: a
@@ -57,6 +59,11 @@ CANDIDATES = 64
 KEPT = 2
 #: most subsets visited per slot type and count when adding communication to g
 VISITS = 5_000
+#: elementary steps a search of :func:`least_with_comm` may take (a visit costs about j² plus the
+#: cost nodes of H): keeps the search to seconds on graphs of thousands of nodes
+WORK = 10_000_000
+#: largest count j whose h_s(j) adds communication
+MOST_REFINED = 64
 
 
 def chord_sums(times: Sequence[float]) -> list[float]:
@@ -91,11 +98,12 @@ def reachable(allowed: Sequence[Sequence[int]], total: int) -> bool:
 
 
 def least_with_comm(times: Sequence[float], comm: Callable[[frozenset[int]], float], j: int,
-                    visits: int = VISITS) -> float:
+                    visits: int = VISITS, check: Callable[[], None] | None = None) -> float:
     """The least ``Σ_{i∈A} times[i] + comm(A)`` over the ``j``-subsets ``A`` of positions in ``times``
     (sorted ascending), or a lower bound on it: subsets are visited in increasing time sum and the
     search stops when the next sum reaches the best found, or after ``visits`` subsets (the next
-    sum then bounds every subset not visited; ``comm`` is never negative)."""
+    sum then bounds every subset not visited; ``comm`` is never negative). ``check`` is called
+    every 64 visits (it raises to stop the search, at the model's deadline)."""
     m = len(times)
     if j > m:
         return float("inf")
@@ -103,7 +111,9 @@ def least_with_comm(times: Sequence[float], comm: Callable[[frozenset[int]], flo
     heap = [(sum(times[:j]), first)]
     seen = {first}
     best = float("inf")
-    for _ in range(visits):
+    for visit in range(visits):
+        if check is not None and visit % 64 == 63:
+            check()
         if not heap:
             return best
         total, combo = heapq.heappop(heap)
@@ -129,7 +139,7 @@ def comm_of_heavy(d: GroupData, H: Sequence[int]) -> tuple[list[tuple[int, froze
 
 
 def room_bound_with_comm(d: GroupData, kinds: Sequence[int], H: Sequence[int], free: set[tuple[int, int]],
-                         plain: float) -> float:
+                         plain: float, check: Callable[[], None] | None = None) -> float:
     """``L(H)`` of row 4 with ``h_s`` (communication added where it pays; see the module docstring)."""
     links, spread = comm_of_heavy(d, H)
     if not links or not math.isfinite(plain):
@@ -153,9 +163,11 @@ def room_bound_with_comm(d: GroupData, kinds: Sequence[int], H: Sequence[int], f
                     return sum(c for r, W, c in local
                                if (r in A and not W <= A) or (r not in A and W & A))
                 top = bisect.bisect_right(sums, plain) - 1      # the most groups of H the slot takes at plain
-                for j in range(max(1, top - 1), top + 1):
+                for j in range(max(1, top - 1), min(top, MOST_REFINED) + 1):
                     if sums[j] >= plain - spread:
-                        sums[j] = max(sums[j], least_with_comm(times, comm, j))  # type: ignore[arg-type]
+                        visits = min(VISITS, max(1, WORK // (j * j + len(local))))
+                        sums[j] = max(sums[j], least_with_comm(times, comm, j, visits,  # type: ignore[arg-type]
+                                                               check))
             h_by_key[key] = sums
         h.append(h_by_key[key])
     candidates = sorted({g for sums in h for g in sums if g >= plain})
@@ -165,8 +177,10 @@ def room_bound_with_comm(d: GroupData, kinds: Sequence[int], H: Sequence[int], f
     return plain
 
 
-def heavy_sets(d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]]) -> list[tuple[float, list[int]]]:
-    """The sets ``H`` given count rows, with their ``L(H)`` (see the module docstring), best first."""
+def heavy_sets(d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]],
+               check: Callable[[], None] | None = None) -> list[tuple[float, list[int]]]:
+    """The sets ``H`` given count rows, with their ``L(H)`` (see the module docstring), best first;
+    ``check`` as in :func:`least_with_comm`."""
     n = len(d.groups)
     q = d.cheapest()
     levels = sorted(set(q.values()))
@@ -181,7 +195,7 @@ def heavy_sets(d: GroupData, kinds: Sequence[int], free: set[tuple[int, int]]) -
         found.append((room_bound(sums, len(H)), H))
     floor = found[0][0]   # H = every group that fits somewhere
     best = sorted((f for f in found[1:] if f[0] > floor), key=lambda f: -f[0])[:KEPT]
-    refined = [(room_bound_with_comm(d, kinds, H, free, plain), H) for plain, H in best]
+    refined = [(room_bound_with_comm(d, kinds, H, free, plain, check), H) for plain, H in best]
     return sorted(refined, key=lambda f: -f[0])
 
 
@@ -191,7 +205,7 @@ def count_rows(be: Backend, d: GroupData, kinds: Sequence[int], free: set[tuple[
     ``L(H)`` (0 when there is none)."""
     slots = range(1, len(kinds) + 1)
     theta = [(1, t) for t in targets]
-    sets = heavy_sets(d, kinds, free)
+    sets = heavy_sets(d, kinds, free, be.check_time)
     for number, (bound, H) in enumerate(sets):
         be.add(theta, lo=bound)                                                            # (4)
         counts = []

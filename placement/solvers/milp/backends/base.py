@@ -222,13 +222,25 @@ class Backend(ABC):
     #: a formulation whose proofs go faster on the plain, cheaper LP
     solver_cuts: bool = True
     _ticks: int = 0
+    _variable_ticks: int = 0
 
     def tick(self) -> None:
         """Count a row; every :data:`ROWS_PER_TICK` rows, raise :class:`OutOfTime` past :attr:`deadline`."""
         self._ticks += 1
-        if self.deadline is not None and self._ticks % ROWS_PER_TICK == 0 and time.perf_counter() > self.deadline:
+        if self._ticks % ROWS_PER_TICK == 0:
+            self.check_time()
+
+    def tick_variable(self) -> None:
+        """Count a variable; every :data:`ROWS_PER_TICK` of them, :meth:`check_time`."""
+        self._variable_ticks += 1
+        if self._variable_ticks % ROWS_PER_TICK == 0:
+            self.check_time()
+
+    def check_time(self) -> None:
+        """Raise :class:`OutOfTime` past :attr:`deadline` (for work between rows that may take long)."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
             raise OutOfTime(f"the time limit ran out while the {self.name} model was built "
-                            f"({self._ticks:,} rows)")
+                            f"({self._variable_ticks:,} variables, {self._ticks:,} rows)")
 
     @classmethod
     def capabilities(cls) -> dict[str, bool]:

@@ -133,6 +133,7 @@ class CpSatBackend(Backend):
         return dict(self._size)
 
     def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        self.tick_variable()
         self._size["variables"] += 1
         if fixed is None:
             self._size["binaries"] += 1
@@ -140,6 +141,7 @@ class CpSatBackend(Backend):
         return self._new(self.model.NewIntVar(fixed, fixed, name), fixed)
 
     def num_var(self, ub: float, name: str) -> Any:
+        self.tick_variable()
         self._size["variables"] += 1
         top = self._int(math.ceil(ub))
         return self._new(self.model.NewIntVar(0, top, name), top)

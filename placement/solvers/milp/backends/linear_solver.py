@@ -107,10 +107,12 @@ class LinearSolverBackend(BigMBackend):
         return super().declared(var, lb, ub, binary)
 
     def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        self.tick_variable()
         lb, ub = (0, 1) if fixed is None else (fixed, fixed)
         return self.declared(self.solver.IntVar(lb, ub, name), lb, ub, fixed is None)
 
     def num_var(self, ub: float, name: str) -> Any:
+        self.tick_variable()
         return self.declared(self.solver.NumVar(0.0, float(ub), name), 0.0, float(ub), False)
 
     def write_row(self, coef: dict[Any, float], lo: float, hi: float) -> None:

@@ -118,11 +118,13 @@ class PulpBackend(BigMBackend):
         return re.sub(r"[^A-Za-z0-9_]", "_", name) + f"_{len(self._bounds)}"
 
     def bool_var(self, name: str, fixed: int | None = None) -> Any:
+        self.tick_variable()
         lb, ub = (0, 1) if fixed is None else (fixed, fixed)
         var = self.problem.add_variable(self._fresh(name), lb, ub, cat="Integer" if fixed is None else "Continuous")
         return self.declared(var, lb, ub, fixed is None)
 
     def num_var(self, ub: float, name: str) -> Any:
+        self.tick_variable()
         return self.declared(self.problem.add_variable(self._fresh(name), 0.0, float(ub)), 0.0, float(ub), False)
 
     def write_row(self, coef: dict[Any, float], lo: float, hi: float) -> None:
