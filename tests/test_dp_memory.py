@@ -88,3 +88,22 @@ def test_cuts_beyond_the_budget_stop_the_dp(monkeypatch, compiled):
     assert result.method == "milp"
     assert result.status == "optimal"
     assert result.value == pytest.approx(real.objective)
+
+
+def test_a_large_limit_counts_the_ideals_before_it_stores_them(monkeypatch):
+    """Above COUNT_FIRST ideals allowed, the family is counted first (in memory linear in the graph):
+    over the limit it is refused without allocating an array per allowed ideal, within it the arrays
+    hold its own size; the count is announced. rails(6) has 28 ideals."""
+    from placement.solvers import ideals
+
+    monkeypatch.setattr(ideals, "COUNT_FIRST", 10)
+    graph = contract(rails(6), False)
+    heard = []
+    with pytest.raises(LimitExceededError, match="^more than 20 ideals in the contracted graph"):
+        enumerate_ideals(graph, 20, heard.append)
+    assert heard == ["counting the ideals (at most 20)"]
+    heard.clear()
+    parent, added = enumerate_ideals(graph, 1_000_000_000_000, heard.append)
+    assert heard == ["counting the ideals (at most 1,000,000,000,000)", "28 ideals"]
+    monkeypatch.setattr(ideals, "COUNT_FIRST", 1 << 22)
+    assert [a.tolist() for a in enumerate_ideals(graph)] == [parent.tolist(), added.tolist()]

@@ -129,7 +129,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     layers = build_layers(problem)
 
     try:
-        family = enumerate_ideals(contraction, max_ideals)  # fail fast, before any solving
+        family = enumerate_ideals(contraction, max_ideals, progress)  # fail fast, before any solving
     except LimitExceededError as exc:
         if stages is None:
             raise

@@ -43,6 +43,7 @@ the contracted ``H``, each with the positions of its original nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -340,6 +341,8 @@ def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list
 # lists about a million ideals per second, the compiled kernel five to eight times as many after a
 # compilation that costs seconds on a fresh install.
 PLAIN_IDEALS = 200_000
+#: above this many ideals allowed, :func:`enumerate_ideals` counts them before it stores them
+COUNT_FIRST = 1 << 22
 
 
 def csr(lists) -> tuple[np.ndarray, np.ndarray]:
@@ -436,15 +439,34 @@ def count_ideals(succ: list[list[int]] | tuple[tuple[int, ...], ...], limit: int
     return count
 
 
-def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS) -> tuple[np.ndarray, np.ndarray]:
+def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDEALS,
+                     progress: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """All ideals of the contracted graph as a family ``(parent, added)`` (see
     :mod:`placement.solvers._dp_kernels`): ideal 0 is ∅, ideal ``i`` is ideal ``parent[i]`` plus
-    supernode ``added[i]``. :class:`LimitExceededError` past ``max_ideals``."""
+    supernode ``added[i]``. :class:`LimitExceededError` past ``max_ideals``.
+
+    The family's arrays are allocated for the most ideals it may hold: above
+    :data:`COUNT_FIRST` ideals allowed, the ideals are counted first (in memory linear in the
+    graph), so that a family past the limit takes no memory and one within it takes its own
+    size; ``progress`` then hears the count (and may stop the work there, at a deadline)."""
+    if max_ideals > COUNT_FIRST:
+        if progress is not None:
+            progress(f"counting the ideals (at most {max_ideals:,})")
+        counted = _enumerate(contraction.succ, max_ideals, store=False)[0]
+        if counted > max_ideals:
+            raise _too_many_ideals(contraction, max_ideals)
+        if progress is not None:
+            progress(f"{counted:,} ideals")
+        max_ideals = counted
     count, parent, added = _enumerate(contraction.succ, max_ideals, store=True)
     if count > max_ideals:
-        raise LimitExceededError(
-            f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
-            "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
-            "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), "
-            "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
+        raise _too_many_ideals(contraction, max_ideals)
     return parent, added
+
+
+def _too_many_ideals(contraction: Contraction, max_ideals: int) -> LimitExceededError:
+    return LimitExceededError(
+        f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
+        "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
+        "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), "
+        "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
