@@ -239,6 +239,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     be.deadline = options.deadline
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
+    if progress is not None:
+        progress(f"building the {formulation.contiguity} model for {be.name} ({len(problem.nodes):,} nodes)")
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
                     formulation.stages, by_direction=objective != "throughput")

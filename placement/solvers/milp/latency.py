@@ -399,6 +399,9 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
     be.deadline = options.deadline
+    if progress is not None:
+        progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
+                 f"call{'s' if calls > 1 else ''} per accelerator)")
     try:
         d = prepare_latency(problem, be.integer_only, max_product)
         V = _build(problem, d, be, calls, stages)
