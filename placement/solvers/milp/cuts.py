@@ -28,7 +28,8 @@ smallest ``p_k(s)(v)`` over ``H_s`` (``g_s(0) = 0``; ``g_s`` is convex in ``j``)
    visited bounds the rest), for the two largest ``j`` with ``g_s(j)`` at most the room bound
    ``L`` of plain ``g_s`` (the counts a slot may take at ``θ = L``), where ``g_s(j)`` is within
    the total communication of ``H`` below ``L`` and ``j ≤`` :data:`MOST_REFINED`; elsewhere
-   ``h_s = g_s``. (The published graphs need ``j ≤ 19`` and far under the work limit.)
+   ``h_s = g_s``. (The published graphs need ``j ≤ 19`` and at most 2,012 cost nodes: all
+   :data:`VISITS` within the work limit.)
 
 Communication, memory and contiguity only add to the load or remove plans, so every row holds
 for every plan of :mod:`.none` and :mod:`.sets`, with ``stages=N`` too. Their use: a
@@ -61,7 +62,7 @@ KEPT = 2
 VISITS = 5_000
 #: elementary steps a search of :func:`least_with_comm` may take (a visit costs about j² plus the
 #: cost nodes of H): keeps the search to seconds on graphs of thousands of nodes
-WORK = 10_000_000
+WORK = 20_000_000
 #: largest count j whose h_s(j) adds communication
 MOST_REFINED = 64
 

@@ -198,7 +198,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
-        return RawResult("skipped")
+        return RawResult("skipped", stats=be.build_stats())
     limit = options.left(reserve(options))
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start")

@@ -305,6 +305,10 @@ class Backend(ABC):
     def hint(self, values: dict[Any, float]) -> str:
         """Give a starting solution; returns a note ('' when accepted)."""
 
+    def build_stats(self) -> dict[str, Any]:
+        """Figures about the model as built, reported whether or not it is solved."""
+        return {}
+
     @abstractmethod
     def solve(self, options: SolveOptions) -> RawResult: ...
 

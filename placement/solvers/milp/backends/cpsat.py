@@ -225,6 +225,10 @@ class CpSatBackend(Backend):
         hint.vars.extend(range(len(values)))
         hint.values.extend(values)
 
+    def build_stats(self) -> dict[str, Any]:
+        """The model's largest coefficient-times-bound product, as a power of two (module docstring)."""
+        return {"overflow_risk_log2": round(math.log2(self.overflow_risk), 2) if self.overflow_risk else 0.0}
+
     def solve(self, options: SolveOptions) -> RawResult:
         single = max(1, int(options.threads)) == 1
         first = self._solver(options, options.time_limit * PROOF_SHARE if single else None)
@@ -252,8 +256,7 @@ class CpSatBackend(Backend):
             raise unwritable(options.log_path, exc, "log") from None   # the log could not be written (a full device)
         word = self.status_word(status)
         stats = {"solver_status": status, "branches": branches, "conflicts": conflicts,
-                 "phases": phases,
-                 "overflow_risk_log2": round(math.log2(self.overflow_risk), 2) if self.overflow_risk else 0.0}
+                 "phases": phases, **self.build_stats()}
         trusted = self.overflow_risk <= SAFE_PRODUCT
         doubt = (f"a coefficient times a bound reaches 2^{math.log2(self.overflow_risk):.1f} in the CP-SAT model, "
                  "beyond what it handles exactly: its proofs are not used") if not trusted else ""
