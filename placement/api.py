@@ -47,7 +47,7 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
     from placement.verification.check import check_plan
 
     problem = override_devices(instance, accelerators, cpus, memory)
-    from placement.problem.split import BACKWARD_MODES, check_training, split_model
+    from placement.problem.split import BACKWARD_MODES, check_training, refuse_split_options, split_model
 
     model = split_model(w_placement, inter_layer, w_share)
     if one_of("backward", backward, BACKWARD_MODES) == "split":
@@ -55,10 +55,7 @@ def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguit
 
         check_training(problem)
         return check_split_plan(problem, as_plan(plan), model, objective)
-    for name, value, default in (("w_placement", w_placement, "any"), ("inter_layer", inter_layer, False),
-                                 ("w_share", w_share, 0.5)):
-        if value != default:
-            raise InvalidParameterError(name, "applies to backward='split' only")
+    refuse_split_options(w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
     return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 

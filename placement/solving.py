@@ -32,6 +32,7 @@ from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callbac
                                   stage_count)
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
+from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
 from placement.result import Result, Stage, Status
 
 #: relative tolerance between a method's claimed value and the evaluator's recomputation
@@ -40,8 +41,6 @@ AUTO = "auto"
 _DEFAULTS: dict[str, Any] = {"backend": None, "time_limit": None, "gap": 0.0, "threads": None, "seed": 0,
                              "stages": None, "calls": 1, "warm_start": True, "max_ideals": None, "log": None,
                              "split": None, "restarts": None}
-#: the options of backward="split", and their defaults
-_SPLIT_DEFAULTS: dict[str, Any] = {"w_placement": "any", "inter_layer": False, "w_share": 0.5}
 #: the solver options a Piper instance's DP takes (``stages`` it refuses with its own message)
 _PIPER_TAKES = ("time_limit", "max_ideals", "stages")
 
@@ -94,7 +93,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
-        for name, default in {**_DEFAULTS, **_SPLIT_DEFAULTS}.items():
+        for name, default in {**_DEFAULTS, **SPLIT_DEFAULTS}.items():
             if name not in _PIPER_TAKES and given[name] is not default and given[name] != default:
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
@@ -142,9 +141,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_split_request(problem, method, options, _DEFAULTS)
         return solve_split(problem, model, options, started)
-    for name, default in _SPLIT_DEFAULTS.items():
-        if given[name] != default:
-            raise InvalidParameterError(name, "applies to backward='split' only")
+    refuse_split_options(**{name: given[name] for name in SPLIT_DEFAULTS})
 
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:

@@ -48,11 +48,11 @@ def split_options(args: argparse.Namespace) -> tuple[dict, str]:
     solve (``backward``: ``split`` where it records one), else the defaults; and, where the record
     supplied some of them, a phrase naming them."""
     from placement.io.plans import recorded_backward
+    from placement.problem.split import SPLIT_DEFAULTS
 
     record = recorded_backward(args.plan)
     from_record = args.backward is None and record.get("mode") == "split" or args.backward == "split"
     given = {"w_placement": args.w_placement, "inter_layer": args.inter_layer, "w_share": args.w_share}
-    defaults = {"w_placement": "any", "inter_layer": False, "w_share": 0.5}
     options = {"backward": args.backward or ("split" if record.get("mode") == "split" else "joint")}
     taken = []
     for name, value in given.items():
@@ -60,7 +60,7 @@ def split_options(args: argparse.Namespace) -> tuple[dict, str]:
             value = record[name]
             flag = f"--{name.replace('_', '-')}"
             taken.append((flag if value else f"--no-{flag[2:]}") if isinstance(value, bool) else f"{flag} {value}")
-        options[name] = defaults[name] if value is None else value
+        options[name] = SPLIT_DEFAULTS[name] if value is None else value
     if args.backward is None and options["backward"] == "split":
         taken.insert(0, "--backward split")
     return options, ", ".join(taken)

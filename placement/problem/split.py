@@ -33,6 +33,8 @@ from placement.problem.instance import Instance
 BACKWARD_MODES = ("joint", "split")
 W_PLACEMENTS = ("any", "adjacent", "home")
 DEFAULT_W_SHARE = 0.5
+#: the options of ``backward="split"`` and their defaults (what a joint solve or check must leave as is)
+SPLIT_DEFAULTS = {"w_placement": "any", "inter_layer": False, "w_share": DEFAULT_W_SHARE}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,14 @@ class SplitModel:
     def name(self) -> str:
         """Short name of the variant, e.g. ``adjacent+inter-layer``."""
         return self.w_placement + ("+inter-layer" if self.inter_layer else "")
+
+
+def refuse_split_options(**given: object) -> None:
+    """:class:`InvalidParameterError` for the first of the options of :data:`SPLIT_DEFAULTS` given
+    with a value other than its default, where the backward pass is not split."""
+    for name, default in SPLIT_DEFAULTS.items():
+        if name in given and given[name] != default:
+            raise InvalidParameterError(name, "applies to backward='split' only")
 
 
 def split_model(w_placement: object = "any", inter_layer: object = False, w_share: object = DEFAULT_W_SHARE
