@@ -29,6 +29,7 @@ from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
+from placement.solvers.milp.heartbeat import heartbeat
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -194,7 +195,8 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     """The backend's answer within the time left before ``options.deadline`` (see
     :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left, and
     ``skipped`` when the starting plan ``fallback`` already meets the instance's lower bound
-    ``simple`` (nothing is left to prove)."""
+    ``simple`` (nothing is left to prove). A search silent for a while says so
+    (:func:`.heartbeat.heartbeat`)."""
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
@@ -202,7 +204,9 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     limit = options.left(reserve(options))
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start")
-    return be.solve(replace(announce(progress, be, options, unit, limit), time_limit=limit))
+    best = None if fallback is None else fallback[1]
+    with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best) as watched:
+        return be.solve(replace(watched, time_limit=limit))
 
 
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,

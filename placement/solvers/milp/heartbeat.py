@@ -1,0 +1,69 @@
+"""A line of progress while a MILP backend searches in silence.
+
+CP-SAT reports every improving solution (:attr:`SolveOptions.on_solution`), but can prove for
+many seconds without a new one; HiGHS, CBC and SCIP behind OR-Tools, and the solvers behind
+PuLP, report nothing until they stop. :func:`heartbeat` runs the backend's search with a
+watcher thread that, whenever nothing has been said for :data:`HEARTBEAT_S` seconds, says how
+long the search has run and the best value known so far (the starting plan's, or the last
+improving solution's). The solvers release the interpreter while they search, so the watcher
+runs beside them; it stops when the search returns, however it returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from placement.solvers.milp.backends.base import SolveOptions
+
+#: seconds of silence after which the search says it is still running
+HEARTBEAT_S = 10.0
+
+
+@contextlib.contextmanager
+def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, unit: float,
+              best: float | None = None, every: float | None = None) -> Iterator[SolveOptions]:
+    """``options`` whose ``on_solution`` also keeps the watcher quiet, while the watcher runs.
+
+    ``best`` is the starting plan's value (original units), ``unit`` converts the model's values
+    to original units; ``every`` is the silence in seconds before a line (default
+    :data:`HEARTBEAT_S`); each line reads ``  <seconds> s  still searching, best <value>``."""
+    every = HEARTBEAT_S if every is None else every
+    if progress is None:
+        yield options
+        return
+    began = time.perf_counter()
+    state = {"said": began, "best": best}
+    lock = threading.Lock()
+    reported = options.on_solution
+
+    def on_solution(objective: float, bound: float, seconds: float) -> None:
+        with lock:
+            state["said"] = time.perf_counter()
+            state["best"] = objective * unit
+        if reported is not None:
+            reported(objective, bound, seconds)
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(timeout=min(1.0, every)):
+            now = time.perf_counter()
+            with lock:
+                if now - state["said"] < every:
+                    continue
+                state["said"] = now
+                value = state["best"]
+            known = "" if value is None else f", best {value:.6g}"
+            progress(f"  {now - began:7.2f} s  still searching{known}")
+
+    watcher = threading.Thread(target=watch, name="milp-heartbeat", daemon=True)
+    watcher.start()
+    try:
+        yield replace(options, on_solution=on_solution)
+    finally:
+        done.set()
+        watcher.join()

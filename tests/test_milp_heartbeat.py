@@ -1,0 +1,103 @@
+"""A MILP search that says nothing for a while says that it is still searching."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import pytest
+
+from placement.solvers.milp import heartbeat as heartbeat_module
+from placement.solvers.milp.backends import RawResult, SolveOptions
+from placement.solvers.milp.driver import run_solver
+from placement.solvers.milp.heartbeat import heartbeat
+
+#: the longest a test waits for a line that should come within a fraction of a second
+PATIENCE_S = 60.0
+
+
+def _heard(lines: list[str], wanted: int) -> tuple[threading.Event, Callable[[str], None]]:
+    """A progress callback collecting ``lines``, and an event set once ``wanted`` of them came."""
+    enough = threading.Event()
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if len(lines) >= wanted:
+            enough.set()
+
+    return enough, progress
+
+
+def test_a_silent_search_says_it_runs_with_the_best_value_known():
+    lines: list[str] = []
+    enough, progress = _heard(lines, 2)
+    with heartbeat(progress, SolveOptions(time_limit=10), unit=0.5, best=7.25, every=0.01) as options:
+        assert enough.wait(PATIENCE_S)       # the search "runs" until two lines came
+    assert len(lines) >= 2
+    for line in lines:
+        seconds, rest = line.split(" s  ", 1)
+        assert float(seconds) > 0
+        assert rest == "still searching, best 7.25"
+    assert options.on_solution is not None
+
+
+def test_an_improving_solution_is_reported_and_becomes_the_best():
+    # the model's objective 20 at unit 0.5 is 10 in the instance's units
+    solutions: list[tuple[float, float, float]] = []
+    lines: list[str] = []
+    enough, progress = _heard(lines, 1)
+    given = SolveOptions(time_limit=10, on_solution=lambda *args: solutions.append(args))
+    with heartbeat(progress, given, unit=0.5, every=0.01) as options:
+        options.on_solution(20.0, 12.0, 0.5)
+        assert enough.wait(PATIENCE_S)
+    assert solutions == [(20.0, 12.0, 0.5)]
+    assert lines[0].endswith("  still searching, best 10")
+
+
+def test_without_a_known_value_the_line_names_no_value():
+    lines: list[str] = []
+    enough, progress = _heard(lines, 1)
+    with heartbeat(progress, SolveOptions(time_limit=10), unit=1.0, every=0.01):
+        assert enough.wait(PATIENCE_S)
+    assert lines[0].endswith(" s  still searching")
+
+
+def test_the_watcher_stops_when_the_search_fails():
+    lines: list[str] = []
+    with pytest.raises(RuntimeError, match="solver crashed"):
+        with heartbeat(lines.append, SolveOptions(time_limit=10), unit=1.0, every=0.01):
+            raise RuntimeError("solver crashed")
+    assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
+
+
+def test_without_progress_nothing_runs_and_the_options_are_unchanged():
+    given = SolveOptions(time_limit=10)
+    with heartbeat(None, given, unit=1.0, every=0.01) as options:
+        assert options is given
+        assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
+
+
+class _SilentBackend:
+    """A backend that searches, silently, until the heartbeat has spoken twice."""
+
+    name = "silent"
+    size = {"variables": 3, "binaries": 2, "rows": 1}
+
+    def __init__(self, enough: threading.Event) -> None:
+        self.enough = enough
+
+    def solve(self, options: SolveOptions) -> RawResult:
+        assert self.enough.wait(PATIENCE_S)
+        return RawResult("feasible", objective=8.0, bound=6.0, wall_s=0.1)
+
+
+def test_the_solver_run_speaks_while_the_backend_is_silent(monkeypatch):
+    # the starting plan's value 9 is the best known; the backend reports no solution of its own
+    monkeypatch.setattr(heartbeat_module, "HEARTBEAT_S", 0.01)
+    lines: list[str] = []
+    enough, progress = _heard(lines, 3)
+    raw = run_solver(_SilentBackend(enough), SolveOptions(time_limit=10), progress, unit=1.0,
+                     fallback=(None, 9.0), simple=1.0)
+    assert raw.status == "feasible"
+    assert lines[0] == "MILP: 3 variables (2 binary), 1 rows; solving with silent, time limit 10 s"
+    assert all(line.endswith("  still searching, best 9") for line in lines[1:])
