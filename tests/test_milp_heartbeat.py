@@ -1,4 +1,5 @@
-"""A MILP search that says nothing for a while says that it is still searching."""
+"""A MILP search that says nothing for a while says that it is still searching, and one that runs past
+its time limit says so."""
 
 from __future__ import annotations
 
@@ -101,3 +102,23 @@ def test_the_solver_run_speaks_while_the_backend_is_silent(monkeypatch):
     assert raw.status == "feasible"
     assert lines[0] == "MILP: 3 variables (2 binary), 1 rows; solving with silent, time limit 10 s"
     assert all(line.endswith("  still searching, best 9") for line in lines[1:])
+
+
+class _SlowBackend:
+    """A backend that reports a run of ``wall_s`` seconds, whatever its limit."""
+
+    name = "slow"
+    size = {"variables": 1, "binaries": 1, "rows": 1}
+
+    def __init__(self, wall_s: float, message: str = "") -> None:
+        self.wall_s, self.message = wall_s, message
+
+    def solve(self, options: SolveOptions) -> RawResult:
+        return RawResult("feasible", objective=8.0, bound=6.0, wall_s=self.wall_s, message=self.message)
+
+
+def test_a_run_past_its_time_limit_says_so():
+    # limit 4 s: 5.5 s is past it by more than the 1 s the solvers' clocks are allowed
+    raw = run_solver(_SlowBackend(5.5, "cut short"), SolveOptions(time_limit=4), None, unit=1.0)
+    assert raw.message == "cut short; slow overran its time limit of 4 s (5.5 s)"
+    assert run_solver(_SlowBackend(4.9), SolveOptions(time_limit=4), None, unit=1.0).message == ""

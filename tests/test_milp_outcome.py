@@ -10,7 +10,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.problem.bounds import meets
 from placement.solution import Status
 from placement.solvers.milp.backends.base import RawResult
-from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.solvers.milp.outcome import FLOAT_RESOLUTION, Context, Verdict, conclude
 
 PLAN = Plan((DeviceAssignment("cpu", (1,)),))
 
@@ -19,10 +19,18 @@ PLAN = Plan((DeviceAssignment("cpu", (1,)),))
 class FakeBackend:
     name: str = "fake"
     optimality_tolerance: float = 1e-9
+    integer_only: bool = True
 
 
-def context(simple: float) -> Context:
-    return Context(method="milp-fake", objective_kind="throughput", contiguity="sets", start=0.0, unit=1.0,
+@dataclass
+class FloatBackend:
+    name: str = "float"
+    optimality_tolerance: float = 1e-6
+    integer_only: bool = False
+
+
+def context(simple: float, unit: float = 1.0) -> Context:
+    return Context(method="milp-fake", objective_kind="throughput", contiguity="sets", start=0.0, unit=unit,
                    exact_data=True, simple_bound=simple, exact_feasibility=True, notes=[], stats={})
 
 
@@ -53,3 +61,43 @@ def test_meets_allows_rounding_only():
     assert meets(1156.88128125 * (1 - 1e-13), 1156.88128125)
     assert not meets(1156.88128125 * (1 - 1e-11), 1156.88128125)
     assert not meets(0.0, float("inf"))
+
+
+COARSE_NOTE = ("float worked at {} model units, where its tolerances are not small against the objective (the "
+               "times span too many orders of magnitude for one scale): its proof and bound are not used")
+
+
+def test_a_floating_point_proof_far_below_the_scale_is_not_used():
+    # the plan's value 3.3e-9 is 4.2e-7 model units at 2^7 model units per unit: within a
+    # floating-point solver's absolute tolerances, so neither its "optimal" nor its bound counts
+    unit = 2.0 ** -7
+    raw = RawResult("optimal", objective=3.3e-9 / unit, bound=3.3e-9 / unit)
+    result = conclude(context(1e-9, unit), FloatBackend(), raw, lambda value: PLAN,
+                      lambda plan: Verdict(True, 3.3e-9, ()))
+    assert result.status is Status.FEASIBLE
+    assert (result.objective, result.bound) == (3.3e-9, 1e-9)
+    assert result.message == COARSE_NOTE.format("4.22e-07")
+
+
+def test_a_floating_point_bound_at_a_start_far_below_the_scale_is_not_used():
+    # no plan of the solver's own: the starting plan's value, 0.5 model units, decides
+    result = conclude(context(0.1, 0.5), FloatBackend(), RawResult("no_solution", bound=0.4), lambda value: None,
+                      lambda plan: Verdict(True, 0.25, ()), fallback=(PLAN, 0.25))
+    assert result.status is Status.FEASIBLE
+    assert (result.objective, result.bound) == (0.25, 0.1)
+    assert result.message.startswith(COARSE_NOTE.format("0.5"))
+
+
+def test_a_floating_point_proof_at_the_resolution_is_used():
+    raw = RawResult("optimal", objective=FLOAT_RESOLUTION, bound=FLOAT_RESOLUTION)
+    result = conclude(context(0.1, 0.125), FloatBackend(), raw, lambda value: PLAN,
+                      lambda plan: Verdict(True, FLOAT_RESOLUTION * 0.125, ()))
+    assert result.status is Status.OPTIMAL
+    assert (result.objective, result.bound) == (0.125, 0.125)
+    assert result.message == ""
+
+
+def test_an_integer_backend_is_not_held_to_the_resolution():
+    raw = RawResult("optimal", objective=3.0, bound=3.0)
+    result = conclude(context(1.0), FakeBackend(), raw, lambda value: PLAN, lambda plan: Verdict(True, 3.0, ()))
+    assert result.status is Status.OPTIMAL

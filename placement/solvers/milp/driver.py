@@ -190,13 +190,19 @@ def reserve(options: SolveOptions) -> float:
     return min(1.0, 0.02 * options.time_limit)
 
 
+#: seconds past its time limit after which a backend's run is reported as an overrun (the solvers
+#: look at their clocks between steps, and some steps are long)
+OVERRUN_S = 1.0
+
+
 def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None,
                unit: float, fallback: tuple[Plan, float] | None = None, simple: float = 0.0) -> RawResult:
     """The backend's answer within the time left before ``options.deadline`` (see
     :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left, and
     ``skipped`` when the starting plan ``fallback`` already meets the instance's lower bound
     ``simple`` (nothing is left to prove). A search silent for a while says so
-    (:func:`.heartbeat.heartbeat`)."""
+    (:func:`.heartbeat.heartbeat`), and a run past its limit by more than :data:`OVERRUN_S` says so in
+    its message."""
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
@@ -206,7 +212,11 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
         return RawResult("no_solution", message="the time limit ran out before the solver could start")
     best = None if fallback is None else fallback[1]
     with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best) as watched:
-        return be.solve(replace(watched, time_limit=limit))
+        raw = be.solve(replace(watched, time_limit=limit))
+    if raw.wall_s > limit + OVERRUN_S:
+        note = f"{be.name} overran its time limit of {limit:g} s ({raw.wall_s:.1f} s)"
+        raw = replace(raw, message="; ".join(m for m in (raw.message, note) if m))
+    return raw
 
 
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,

@@ -27,19 +27,29 @@ Statuses:
 A *fallback* plan (the verified warm start) is returned instead of the solver's when the
 solver has none or a worse one; the status is then ``feasible`` unless the solver's
 proof reaches the fallback's value.
+
+A floating-point backend's tolerances are absolute (about 1e-6 of a model unit). Its proof
+and its bound are used only when the value it worked at (its incumbent's, else the
+fallback's) is at least :data:`FLOAT_RESOLUTION` model unit (:func:`coarse_scale`), where
+they stay within the 1e-6 relative that its claims are held to; below it they do not (a plan
+48% above the optimum was proven "optimal" where accelerator times were 1e-9 of the CPUs').
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from placement.plan import Plan
 from placement.problem.bounds import meets
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, RawResult
+
+
+#: the least value, in model units, at which a floating-point backend's proof and bound are used
+FLOAT_RESOLUTION = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,11 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     ctx.stats["solve_s"] = raw.wall_s
     ctx.stats.update(raw.stats)
     simple = ctx.simple_bound if math.isfinite(ctx.simple_bound) else 0.0
-    bound = max(solver_bound, simple) if ctx.exact_feasibility else simple
+    coarse = coarse_scale(be, raw, ctx, fallback)
+    if coarse:
+        ctx.notes.append(coarse)
+        raw = replace(raw, status="feasible" if raw.status == "optimal" else raw.status)
+    bound = max(solver_bound, simple) if ctx.exact_feasibility and not coarse else simple
 
     def done(status: Status, plan: Plan | None = None, objective: float = math.inf, bound: float = bound,
              extra: str = "") -> Solution:
@@ -136,6 +150,22 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if doubt:
         ctx.stats["uncertified"] = doubt
     return done(Status.FEASIBLE, plan, objective, bound, extra)
+
+
+def coarse_scale(be: Backend, raw: RawResult, ctx: Context, fallback: tuple[Plan, float] | None) -> str:
+    """Why a floating-point backend's proof and bound are not used, or '': the value it worked at
+    (its incumbent's, else the fallback's), in model units, is positive and below
+    :data:`FLOAT_RESOLUTION` (module docstring)."""
+    if be.integer_only:
+        return ""
+    value = raw.objective if raw.status in ("optimal", "feasible") else None
+    if (value is None or not math.isfinite(value)) and fallback is not None:
+        value = fallback[1] / ctx.unit
+    if value is None or not math.isfinite(value) or not 0 < value < FLOAT_RESOLUTION:
+        return ""
+    return (f"{be.name} worked at {value:.3g} model units, where its tolerances are not small against the "
+            "objective (the times span too many orders of magnitude for one scale): its proof and bound are "
+            "not used")
 
 
 def unrefuted(bound: float, simple: float, value: float, be: Backend, unit: float = 1.0) -> float:
