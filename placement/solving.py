@@ -248,8 +248,10 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
 
 
 def _verified(problem: Instance, solution: Any, method: str, options: Mapping[str, Any], started: float) -> Result:
-    """The Result of ``solution`` after the independent check of its plan."""
+    """The Result of ``solution`` after the independent check of its plan; a plan of a coarser class
+    than the one asked for (a baseline's) says so in the message."""
     from placement.verification.check import check_plan
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
 
     objective = options["objective"]
     contiguity = "none" if objective == "latency" else solution.contiguity
@@ -265,10 +267,15 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
         return tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
                      for dev, r in zip(solution.plan.devices, reports) if dev.nodes)
 
-    if not solution.bound > 0:   # a heuristic proves nothing: the instance's simple bound holds for it too
-        from placement.problem.bounds import lower_bound
+    asked = options["contiguity"]
+    if (objective != "latency" and solution.plan is not None and contiguity in CONTIGUITY_CLASSES
+            and CONTIGUITY_CLASSES.index(contiguity) < CONTIGUITY_CLASSES.index(asked)):  # coarser
+        note = f"method {method!r} does not keep to contiguity {asked!r}: its plan is of class {contiguity!r}"
+        solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
+    if not solution.bound > 0:   # a heuristic proves nothing: the instance's own bounds hold for it too
+        from placement.problem.bounds import heuristic_bound
 
-        solution = replace(solution, bound=lower_bound(problem, objective))
+        solution = replace(solution, bound=heuristic_bound(problem, objective, options["calls"]))
     return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
 
 

@@ -287,9 +287,27 @@ def test_a_baseline_reports_the_instances_simple_bound():
     training-pair: classes {f1, b1} (2 + 4 = 6) and {f2, b2} (3 + 6 = 9) on two accelerators, so
     every plan has a device of load at least 9, what `placement info` prints. PipeDream's plan is
     11.5: gap 2.5 / 11.5. memory-chain as an inference graph (a -> b -> c, 2 each on an
-    accelerator): one sample takes at least 2 + 2 + 2 = 6; the greedy plan takes 13.5."""
+    accelerator): the critical path says 6, and the path bound 13, the optimum with one call per
+    accelerator (tests/test_latency_path_bound.py derives both); the latency baselines' results
+    carry the larger, and the greedy plan takes 13.5."""
     pipedream = placement.solve(TINY / "training-pair.json", method="pipedream")
     assert (pipedream.status, pipedream.value, pipedream.bound) == ("feasible", 11.5, 9.0)
     assert pipedream.gap == pytest.approx(2.5 / 11.5)
     greedy = placement.solve(TINY / "memory-chain.json", method="latency-greedy", objective="latency")
-    assert (greedy.status, greedy.value, greedy.bound) == ("feasible", 13.5, 6.0)
+    assert (greedy.status, greedy.value, greedy.bound) == ("feasible", 13.5, 13.0)
+    chain = placement.solve(TINY / "memory-chain.json", method="latency-chain", objective="latency")
+    assert (chain.status, chain.bound) == ("feasible", 13.0)
+
+
+def test_a_baseline_plan_coarser_than_the_class_asked_for_says_so():
+    """1 -> 2 -> 3 with 2 unsupported on accelerators: `single` puts 1 and 3 on one accelerator and 2
+    on the CPU. The path 1 -> 2 -> 3 leaves the accelerator's set and comes back, so the plan is
+    of class none, whatever class was asked for."""
+    chain = {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 1,
+             "nodes": [{"id": k, "supportedOnFpga": int(k != 2), "fpgaLatency": 1, "cpuLatency": 10,
+                        "isBackwardNode": 0, "size": 1} for k in (1, 2, 3)],
+             "edges": [{"sourceId": 1, "destId": 2, "cost": 1}, {"sourceId": 2, "destId": 3, "cost": 1}]}
+    asked = placement.solve(chain, method="single", contiguity="stages")
+    assert asked.contiguity == "none"
+    assert asked.message == "method 'single' does not keep to contiguity 'stages': its plan is of class 'none'"
+    assert placement.solve(chain, method="single", contiguity="none").message == ""

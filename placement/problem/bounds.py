@@ -120,6 +120,25 @@ def lower_bound(problem: Instance, objective: str) -> float:
     return throughput_lower_bound(problem)["bound"]
 
 
+#: the joins the path bound may make for a heuristic's latency result: every published latency
+#: instance needs fewer (at most about 144,000, half a second)
+HEURISTIC_PATH_JOINS = 250_000
+
+
+def heuristic_bound(problem: Instance, objective: str, calls: int = 1) -> float:
+    """The bound reported beside the plan of a method that proves none: :func:`lower_bound`, and for
+    ``latency`` (at most ``calls`` calls per accelerator) the larger of it and the path bound
+    (:func:`placement.problem.path_bound.latency_path_bound`) within :data:`HEURISTIC_PATH_JOINS`
+    joins, so that the gap says how far the plan can be from the optimum."""
+    simple = lower_bound(problem, objective)
+    if objective != "latency":
+        return simple
+    from placement.problem.path_bound import latency_path_bound
+
+    path = latency_path_bound(problem, calls, HEURISTIC_PATH_JOINS)
+    return max(simple, path) if math.isfinite(path) else simple
+
+
 def _node_time(problem: Instance, i: int) -> float:
     """Cheapest time of node ``i`` on a type that exists, supports it and has room for it."""
     node = problem.nodes[i]

@@ -78,7 +78,7 @@ from typing import Sequence
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.sequential import Budget, least_sum
+from placement.problem.sequential import MAX_JOINS, Budget, least_sum
 
 
 def path_layers(path: Sequence[int], pred: Sequence[Sequence[int]], rank: Sequence[int]) -> list[list[int]]:
@@ -382,17 +382,17 @@ def path_weights(fastest: Sequence[float], memory: Sequence[float]) -> list[list
 
 def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence[float | None],
                memory: Sequence[float], cost: Sequence[float], capacity: float, segments: int,
-               calls: int) -> float:
+               calls: int, joins: int = MAX_JOINS) -> float:
     """The largest :func:`segment_bound` over the :func:`heavy_paths` of ``problem``'s graph, with the
     data given per node position (in any consistent units), ``segments`` accelerator segments and
     ``problem``'s colour classes where ``calls`` (per accelerator) is 1; the paths whose DP would outrun one
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
-    give no bound (0)."""
+    give no bound (0); ``joins`` is that budget's size."""
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
     succ, pred = problem.successors(), problem.predecessors()
     rank, order = problem.topological_rank(), problem.topological_positions()
     classes = problem.colour_classes() if calls == 1 else []
-    budget = Budget()
+    budget = Budget(joins)
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
         try:
@@ -403,10 +403,11 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     return best
 
 
-def latency_path_bound(problem: Instance, calls: int = 1) -> float:
+def latency_path_bound(problem: Instance, calls: int = 1, joins: int = MAX_JOINS) -> float:
     """:func:`path_bound` in the instance's units, for plans with at most ``calls`` calls per
     accelerator (the types that pay communication; the others are the CPUs); a node's time is its
-    fastest on the accelerator types (CPU types) that support it and have room for it."""
+    fastest on the accelerator types (CPU types) that support it and have room for it. ``joins``
+    caps the DP's work (paths past it give no bound)."""
     types = problem.device_types
     acc = [t for t, dt in enumerate(types) if dt.pays_comm and dt.count > 0]
     cpu = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
@@ -420,4 +421,4 @@ def latency_path_bound(problem: Instance, calls: int = 1) -> float:
     return path_bound(problem, [fastest(i, acc) for i in range(len(nodes))],
                       [fastest(i, cpu) for i in range(len(nodes))], [v.memory for v in nodes],
                       [v.out_cost for v in nodes], max((types[t].memory for t in acc), default=0.0),
-                      calls * sum(types[t].count for t in acc), calls)
+                      calls * sum(types[t].count for t in acc), calls, joins)
