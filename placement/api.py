@@ -171,8 +171,8 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
 
     if not isinstance(network, (str, PathLike)):
         raise InvalidParameterError("network", f"must be a network name or file path, not {type(network).__name__}")
-    integer("accelerators", accelerators, smallest=2)
-    integer("batch", batch, smallest=1, largest=MAX_BATCH)
+    accelerators = integer("accelerators", accelerators, smallest=2)
+    batch = integer("batch", batch, smallest=1, largest=MAX_BATCH)
     if types not in (2, 3) or isinstance(types, bool):
         raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
     chain = load_network(network)

@@ -6,7 +6,22 @@ The plan is pure data; its loads and validity are computed by
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
+
+from placement.errors import InvalidPlanError
+
+
+def _ids(value: object, what: str) -> tuple[int, ...]:
+    """``value`` as a tuple of node ids (integers of any integer type); :class:`InvalidPlanError`
+    naming ``what`` otherwise."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise InvalidPlanError(f"{what} must be a sequence of node ids, got {type(value).__name__}")
+    ids = tuple(value)
+    for v in ids:
+        if not isinstance(v, numbers.Integral) or type(v).__name__ in ("bool", "bool_"):
+            raise InvalidPlanError(f"{what}: a node id must be an integer, got {type(v).__name__} {v!r}")
+    return tuple(int(v) for v in ids)
 
 
 @dataclass(frozen=True)
@@ -29,12 +44,34 @@ class DeviceAssignment:
     b_tasks: tuple[int, ...] = ()
     w_tasks: tuple[int, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str):
+            raise InvalidPlanError(f"a device's type must be a string, got {type(self.type).__name__}")
+        where = f"device of type {self.type!r}"
+        object.__setattr__(self, "nodes", _ids(self.nodes, f"{where}: nodes"))
+        if isinstance(self.calls, (str, bytes)) or not hasattr(self.calls, "__iter__"):
+            raise InvalidPlanError(f"{where}: calls must be a sequence of sequences of node ids, got "
+                                   f"{type(self.calls).__name__}")
+        object.__setattr__(self, "calls", tuple(_ids(c, f"{where}: calls") for c in self.calls))
+        object.__setattr__(self, "b_tasks", _ids(self.b_tasks, f"{where}: b_tasks"))
+        object.__setattr__(self, "w_tasks", _ids(self.w_tasks, f"{where}: w_tasks"))
+
 
 @dataclass(frozen=True)
 class Plan:
     """Device assignments; for pipeline (``stages``) plans, in pipeline order."""
 
     devices: tuple[DeviceAssignment, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.devices, (str, bytes)) or not hasattr(self.devices, "__iter__"):
+            raise InvalidPlanError(f"a plan's devices must be a sequence of DeviceAssignment, got "
+                                   f"{type(self.devices).__name__}")
+        devices = tuple(self.devices)
+        for k, dev in enumerate(devices):
+            if not isinstance(dev, DeviceAssignment):
+                raise InvalidPlanError(f"devices[{k}] must be a DeviceAssignment, got {type(dev).__name__}")
+        object.__setattr__(self, "devices", devices)
 
     @property
     def non_empty(self) -> int:

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.jsonfile import strict_json
+from placement.jsonfile import json_type_name, strict_json
 from placement.plan import DeviceAssignment, Plan
 
 PLAN_FORMAT = "placement-plan/1"
@@ -214,23 +214,35 @@ class Result:
         devices = data.get("devices")
         if not isinstance(devices, list):
             raise InvalidPlanError("field 'devices' must be an array")
+        from placement.io.plans import node_ids
+
         stages = []
         for k, d in enumerate(devices):
             _require_object(d, f"devices[{k}]")
+            where = f"devices[{k}]"
+            calls = d.get("calls") or []
+            if not isinstance(calls, list):
+                raise InvalidPlanError(f"{where}.calls: must be an array of arrays of node ids, got "
+                                       f"{json_type_name(calls)}")
             try:
-                stages.append(Stage(str(d["type"]), tuple(int(v) for v in d["nodes"]), _number(d.get("load")),
+                stages.append(Stage(str(d["type"]), node_ids(d["nodes"], f"{where}.nodes"), _number(d.get("load")),
                                     _number(d.get("memory")) or 0.0,
-                                    tuple(tuple(int(v) for v in c) for c in d.get("calls") or ()),
-                                    *(tuple(int(v) for v in d.get(f) or ()) for f in ("b_tasks", "w_tasks"))))
+                                    tuple(node_ids(c, f"{where}.calls[{j}]") for j, c in enumerate(calls)),
+                                    *(node_ids(d.get(f) or [], f"{where}.{f}") for f in ("b_tasks", "w_tasks"))))
+            except InvalidPlanError:
+                raise
             except (KeyError, TypeError, ValueError) as exc:
-                raise InvalidPlanError(f"devices[{k}]: malformed device entry ({exc})") from None
+                raise InvalidPlanError(f"{where}: malformed device entry ({exc})") from None
+        stats = data.get("stats") or {}
+        if not isinstance(stats, dict):
+            raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
         verification = Verification.from_json(verified) if verified is not None else None
         return cls(status=status, value=_number(data.get("objective")), bound=_number(data.get("bound")),
                    gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
                    backend=data.get("backend"), objective=str(data.get("objective_kind", "throughput")),
                    contiguity=str(data.get("contiguity", "stages")),
-                   runtime_s=_number(data.get("runtime_s")) or 0.0, stats=data.get("stats") or {},
+                   runtime_s=_number(data.get("runtime_s")) or 0.0, stats=stats,
                    verification=verification,
                    verified=bool(verification is not None and verification.valid and stages),
                    instance=str(data.get("instance", "")), message=str(data.get("message", "")),

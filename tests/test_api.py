@@ -247,6 +247,30 @@ def test_result_from_json_rejects_other_documents():
         placement.Result.from_json({"fpgas": []})
 
 
+@pytest.mark.parametrize("nodes,why", [
+    ([1.9, 2.7], "devices[0].nodes[0]: node id must be an integer, got 1.9"),
+    ("12", "devices[0].nodes: must be an array of node ids, got string"),
+    (["1", "2"], "devices[0].nodes[0]: node id must be an integer, got string"),
+    ([True, 2], "devices[0].nodes[0]: node id must be an integer, got boolean"),
+    ({"1": 0}, "devices[0].nodes: must be an array of node ids, got object"),
+])
+def test_result_from_json_reads_node_ids_as_verify_does(nodes, why):
+    document = placement.solve(CHAIN4).to_json()
+    document["devices"][0]["nodes"] = nodes
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.Result.from_json(document)
+    assert str(caught.value) == why
+    document["devices"][0]["nodes"] = [1.0, 2.0]
+    assert placement.Result.from_json(document).plan[0].nodes == (1, 2)
+
+
+def test_result_from_json_refuses_stats_that_are_no_object():
+    document = placement.solve(CHAIN4).to_json()
+    document["stats"] = [1, 2]
+    with pytest.raises(placement.InvalidPlanError, match=r"^field 'stats' must be an object, got array$"):
+        placement.Result.from_json(document)
+
+
 # ----- verify, simulate, hypar ----------------------------------------------------------------------
 
 def test_verify_accepts_results_plans_documents_and_files(tmp_path):

@@ -36,7 +36,9 @@ from placement.plan import DeviceAssignment, Plan
 FORMAT = "placement-plan/1"
 
 
-def _node_ids(value: Any, where: str) -> tuple[int, ...]:
+def node_ids(value: Any, where: str) -> tuple[int, ...]:
+    """The node ids of a plan file's array ``value`` (integers, or floats with integer values);
+    anything else raises :class:`InvalidPlanError` naming ``where``."""
     if not isinstance(value, list):
         raise InvalidPlanError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
     ids: list[int] = []
@@ -83,9 +85,9 @@ def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssig
                 raise InvalidPlanError(f"{where}: field 'type' must be a string, got {json_type_name(kind)}")
         if "nodes" not in dev:
             raise InvalidPlanError(f"{where}: missing field 'nodes'")
-        devices.append(DeviceAssignment(kind, _node_ids(dev["nodes"], f"{where}.nodes"),
+        devices.append(DeviceAssignment(kind, node_ids(dev["nodes"], f"{where}.nodes"),
                                         _calls(dev.get("calls"), f"{where}.calls"),
-                                        *(_node_ids(dev.get(f, []) if dev.get(f) is not None else [], f"{where}.{f}")
+                                        *(node_ids(dev.get(f, []) if dev.get(f) is not None else [], f"{where}.{f}")
                                           for f in ("b_tasks", "w_tasks"))))
     return tuple(devices)
 
@@ -96,7 +98,7 @@ def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
         return ()
     if not isinstance(raw, list):
         raise InvalidPlanError(f"{where}: must be an array of calls (arrays of node ids), got {json_type_name(raw)}")
-    return tuple(_node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
+    return tuple(node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
 
 
 def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:

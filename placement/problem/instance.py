@@ -28,6 +28,7 @@ with ``In(S)`` the nodes outside ``S`` with a successor in ``S`` and
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -46,6 +47,35 @@ CPU = "cpu"
 MAX_SUM = 1e100
 
 
+def _as_int(value: object) -> object:
+    """An integer of any integer type (numpy's too) as ``int``; anything else unchanged, for
+    :func:`validate` to name."""
+    return int(value) if isinstance(value, numbers.Integral) and not _is_flag(value) else value
+
+
+def _as_float(value: object) -> object:
+    """A real number of any type (numpy's too) as ``float``; anything else unchanged."""
+    return float(value) if isinstance(value, numbers.Real) and not _is_flag(value) else value
+
+
+def _is_flag(value: object) -> bool:
+    """Whether ``value`` is a boolean: Python's or numpy's."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
+
+
+def _as_flag(value: object) -> object:
+    """A boolean of either kind as ``bool``; anything else unchanged."""
+    return bool(value) if _is_flag(value) else value
+
+
+def _as_times(value: object) -> object:
+    """A sequence of times (``None`` where unsupported) as a tuple of floats; anything else unchanged."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        return value
+    return tuple(None if p is None else _as_float(p) for p in value)
+
+
 @dataclass(frozen=True)
 class DeviceType:
     """A kind of device: how many there are, their memory, and whether they pay communication."""
@@ -54,6 +84,11 @@ class DeviceType:
     count: int
     memory: float = math.inf
     pays_comm: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count", _as_int(self.count))
+        object.__setattr__(self, "memory", _as_float(self.memory))
+        object.__setattr__(self, "pays_comm", _as_flag(self.pays_comm))
 
 
 @dataclass(frozen=True)
@@ -69,6 +104,16 @@ class Node:
     out_cost: float = 0.0
     weight_times: tuple[float | None, ...] | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", _as_int(self.id))
+        object.__setattr__(self, "times", _as_times(self.times))
+        object.__setattr__(self, "memory", _as_float(self.memory))
+        object.__setattr__(self, "backward", _as_flag(self.backward))
+        object.__setattr__(self, "colour", _as_int(self.colour))
+        object.__setattr__(self, "out_cost", _as_float(self.out_cost))
+        if self.weight_times is not None:
+            object.__setattr__(self, "weight_times", _as_times(self.weight_times))
+
 
 @dataclass(frozen=True)
 class Edge:
@@ -77,6 +122,11 @@ class Edge:
     src: int
     dst: int
     size: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "src", _as_int(self.src))
+        object.__setattr__(self, "dst", _as_int(self.dst))
+        object.__setattr__(self, "size", None if self.size is None else _as_float(self.size))
 
 
 @dataclass(frozen=True)
@@ -96,9 +146,9 @@ class Instance:
     _graph: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        object.__setattr__(self, "edges", tuple(self.edges))
-        object.__setattr__(self, "device_types", tuple(self.device_types))
+        object.__setattr__(self, "nodes", _elements(self.nodes, "nodes", Node))
+        object.__setattr__(self, "edges", _elements(self.edges, "edges", Edge))
+        object.__setattr__(self, "device_types", _elements(self.device_types, "device_types", DeviceType))
         validate(self)
         object.__setattr__(self, "_index", {n.id: i for i, n in enumerate(self.nodes)})
 
@@ -245,6 +295,18 @@ class Instance:
         return Instance(self.nodes, self.edges, types, self.name)
 
 
+def _elements(value: object, what: str, kind: type) -> tuple:
+    """``value`` as a tuple of ``kind``; :class:`InvalidInstanceError` when it is no sequence of them."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise InvalidInstanceError(f"{what} must be a sequence of {kind.__name__}, got {type(value).__name__}")
+    items = tuple(value)
+    for k, item in enumerate(items):
+        if not isinstance(item, kind):
+            article = "an" if kind.__name__[0] in "AEIOU" else "a"
+            raise InvalidInstanceError(f"{what}[{k}] must be {article} {kind.__name__}, got {type(item).__name__}")
+    return items
+
+
 def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInstanceError(f"{what} must be a number, got {type(value).__name__}")
@@ -323,6 +385,11 @@ def validate(problem: Instance) -> None:
         raise InvalidInstanceError("no device types")
     seen_types: set[str] = set()
     for t in types:
+        if not isinstance(t.name, str):
+            raise InvalidInstanceError(f"a device type's name must be a string, got {type(t.name).__name__}")
+        if not isinstance(t.pays_comm, bool):
+            raise InvalidInstanceError(f"device type {t.name!r}: pays_comm must be true or false, got "
+                                       f"{type(t.pays_comm).__name__} {t.pays_comm!r}")
         if t.name in seen_types:
             raise InvalidInstanceError(f"duplicate device type {t.name!r}")
         seen_types.add(t.name)
@@ -344,9 +411,20 @@ def _validate_each(problem: Instance) -> None:
     ids: dict[int, Node] = {}
     sums: dict[str, float] = {}
     for n in problem.nodes:
+        if not isinstance(n.id, int) or isinstance(n.id, bool):
+            raise InvalidInstanceError(f"a node id must be an integer, got {type(n.id).__name__} {n.id!r}")
         if n.id in ids:
             raise InvalidInstanceError(f"duplicate node id {n.id}")
         ids[n.id] = n
+        if not isinstance(n.backward, bool):
+            raise InvalidInstanceError(f"node {n.id}: backward must be true or false, got "
+                                       f"{type(n.backward).__name__} {n.backward!r}")
+        if n.colour is not None and (not isinstance(n.colour, int) or isinstance(n.colour, bool)):
+            raise InvalidInstanceError(f"node {n.id}: colour must be an integer or None, got "
+                                       f"{type(n.colour).__name__} {n.colour!r}")
+        if not isinstance(n.times, tuple):
+            raise InvalidInstanceError(f"node {n.id}: times must be a sequence of numbers (None where "
+                                       f"unsupported), got {type(n.times).__name__}")
         if len(n.times) != len(types):
             raise InvalidInstanceError(f"node {n.id}: {len(n.times)} times given for {len(types)} device types")
         for t, p in zip(types, n.times):
@@ -440,6 +518,9 @@ def _plainly_valid(problem: Instance) -> bool:
     limit = MAX_SUM / 2
     with np.errstate(over="ignore", invalid="ignore"):   # a total past the largest float is inf: refused below
         try:
+            if not all(type(v.id) is int and type(v.backward) is bool and type(v.times) is tuple
+                       and (v.colour is None or type(v.colour) is int) for v in nodes):
+                return False
             index = dict(zip([v.id for v in nodes], range(n)))
             if len(index) != n:
                 return False

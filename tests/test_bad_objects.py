@@ -1,0 +1,92 @@
+"""Instances and plans built in Python: numpy numbers are taken as the numbers they are, and
+anything else of the wrong kind is refused at once with one exact message, never a bare
+TypeError from deep inside a solver or a silently different model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import placement
+from placement import DeviceAssignment, DeviceType, Edge, Instance, Node, Plan
+from placement.errors import InvalidInstanceError, InvalidPlanError
+
+TYPES = (DeviceType("accelerator", 2, 10.0), DeviceType("cpu", 1, math.inf, False))
+
+
+def pair(first: Node, types=TYPES) -> Instance:
+    return Instance((first, Node(2, "y", (1.0, 5.0))), (Edge(first.id, 2),), types)
+
+
+def test_numpy_numbers_are_the_numbers_they_hold():
+    # x (1 on an accelerator) -> y (1), no transfer cost: one accelerator each, max-load 1
+    numpy_typed = Instance((Node(np.int64(1), "x", np.array([1.0, 5.0]), memory=np.float32(1.0),
+                                 backward=np.bool_(False), colour=np.int32(7)),
+                            Node(2, "y", (np.float32(1.0), np.int64(5)))),
+                           (Edge(np.int64(1), 2, size=np.float64(4.0)),),
+                           (DeviceType("accelerator", np.int64(2), np.float32(10.0)),
+                            DeviceType("cpu", 1, math.inf, np.bool_(False))))
+    plain = Instance((Node(1, "x", (1.0, 5.0), memory=1.0, colour=7), Node(2, "y", (1.0, 5.0))),
+                     (Edge(1, 2, size=4.0),), TYPES)
+    assert numpy_typed == plain
+    assert type(numpy_typed.nodes[0].id) is int and type(numpy_typed.nodes[0].backward) is bool
+    assert placement.solve(numpy_typed).value == 1.0
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda: Instance(None, (), TYPES), "nodes must be a sequence of Node, got NoneType"),
+    (lambda: Instance((Node(1, "x", (1.0, 5.0)), "n2"), (), TYPES), "nodes[1] must be a Node, got str"),
+    (lambda: Instance((Node(1, "x", (1.0, 5.0)), Node(2, "y", (1.0, 5.0))), ((1, 2),), TYPES),
+     "edges[0] must be an Edge, got tuple"),
+    (lambda: Instance((Node(1, "x", (1.0, 5.0)),), (), ({"name": "cpu"},)),
+     "device_types[0] must be a DeviceType, got dict"),
+    (lambda: pair(Node("a", "x", (1.0, 5.0))), "a node id must be an integer, got str 'a'"),
+    (lambda: pair(Node(1.5, "x", (1.0, 5.0))), "a node id must be an integer, got float 1.5"),
+    (lambda: pair(Node(True, "x", (1.0, 5.0))), "a node id must be an integer, got bool True"),
+    (lambda: pair(Node(1, "x", (1.0, 5.0), colour=[1])), "node 1: colour must be an integer or None, got list [1]"),
+    (lambda: pair(Node(1, "x", 5.0)),
+     "node 1: times must be a sequence of numbers (None where unsupported), got float"),
+    (lambda: pair(Node(1, "x", (1.0, 5.0), backward="False")),
+     "node 1: backward must be true or false, got str 'False'"),
+    (lambda: pair(Node(1, "x", (1.0, 5.0)), (TYPES[0], DeviceType("cpu", 1, math.inf, "False"))),
+     "device type 'cpu': pays_comm must be true or false, got str 'False'"),
+    (lambda: pair(Node(1, "x", (1.0, 5.0)), (TYPES[0], DeviceType(None, 1, math.inf, False))),
+     "a device type's name must be a string, got NoneType"),
+])
+def test_a_malformed_instance_object_is_refused_by_name(build, message):
+    with pytest.raises(InvalidInstanceError) as caught:
+        build()
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda: DeviceAssignment("accelerator", "12"),
+     "device of type 'accelerator': nodes must be a sequence of node ids, got str"),
+    (lambda: DeviceAssignment("accelerator", None),
+     "device of type 'accelerator': nodes must be a sequence of node ids, got NoneType"),
+    (lambda: DeviceAssignment("accelerator", (1, 2.0)),
+     "device of type 'accelerator': nodes: a node id must be an integer, got float 2.0"),
+    (lambda: DeviceAssignment("accelerator", (1,), calls=((1,), "2")),
+     "device of type 'accelerator': calls must be a sequence of node ids, got str"),
+    (lambda: DeviceAssignment(3, (1,)), "a device's type must be a string, got int"),
+    (lambda: Plan([{"type": "accelerator", "nodes": [1]}]), "devices[0] must be a DeviceAssignment, got dict"),
+    (lambda: Plan(None), "a plan's devices must be a sequence of DeviceAssignment, got NoneType"),
+])
+def test_a_malformed_plan_object_is_refused_by_name(build, message):
+    with pytest.raises(InvalidPlanError) as caught:
+        build()
+    assert str(caught.value) == message
+
+
+def test_a_plan_of_numpy_ids_is_verified_as_its_integers():
+    # chain4 split {1, 2} | {3, 4}: 7.5 (tests/test_cli_milp.py derives it)
+    plan = Plan([DeviceAssignment("accelerator", np.array([1, 2])), DeviceAssignment("accelerator", [np.int64(3), 4])])
+    assert plan.devices[0].nodes == (1, 2)
+    assert placement.verify("instances/tiny/chain4.json", plan).value == 7.5
+
+
+def test_hypar_takes_numpy_integers():
+    result = placement.hypar("lenet-c", accelerators=np.int64(4), batch=np.int64(32))
+    assert (type(result.accelerators), result.accelerators) == (int, 4)
