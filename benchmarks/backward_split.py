@@ -19,20 +19,26 @@ plan of the larger model too; its B calls are those of the unsplit plan), and ``
     python benchmarks/backward_split.py [--time-limit 20] [--accelerators 2 3 ... 9]
                                         [--variants any adjacent adjacent+inter-layer] [--operator]
 
-Writes ``benchmarks/results/backward_split.json`` (one row per run, with the unsplit solve's bound and gap) and prints a table and, per
-variant, how many runs are strictly better. Times are wall seconds on this machine, one solver thread.
+Writes ``benchmarks/results/backward_split.json`` (``--out``; the machine, and one row per run, with the unsplit
+solve's bound and gap) and prints a table and, per variant, how many runs are strictly better. Times are wall
+seconds on this machine, one solver thread.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import placement
 from placement.report.table import format_table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -95,19 +101,32 @@ def compare(instance: Any, accelerators: int, variants: list[str], time_limit: f
     return rows, joint
 
 
-def main() -> None:
+def variant_summary(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """Of the rows of variant ``name``: runs, runs with a plan on both sides, runs strictly better and worse than
+    the unsplit plan, and the median speed-up over the runs with both plans (None without one)."""
+    mine = [r for r in rows if r["variant"] == name]
+    both = [r for r in mine if r["split"] is not None and r["unsplit"] is not None]
+    return {"runs": len(mine), "both": len(both), "better": sum(r["better"] for r in mine),
+            "worse": sum(r["split"] > r["unsplit"] * (1 + 1e-9) for r in both),
+            "median_speedup": statistics.median(r["speedup"] for r in both) if both else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Compare every selected graph and accelerator count; print the table and the summary, write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--time-limit", type=float, default=20.0)
-    ap.add_argument("--accelerators", type=int, nargs="+", default=list(range(2, 10)))
+    ap.add_argument("--time-limit", type=positive_float, default=20.0)
+    ap.add_argument("--accelerators", type=positive_int, nargs="+", default=list(range(2, 10)))
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["any", "adjacent", "adjacent+inter-layer"])
     ap.add_argument("--operator", action="store_true", help="also the BERT operator graphs")
     ap.add_argument("--match", default="", help="only graphs whose file name contains this")
     ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    paths = [p for p in graphs(args.operator) if args.match in p.name]
+    args = ap.parse_args(argv)
+    found = graphs(args.operator)
+    if not found:
+        return refuse(f"no published training graphs under {SHARED}: nothing to measure")
+    paths = [p for p in found if args.match in p.name]
     if not paths:
-        print(f"no published training graphs under {SHARED}: nothing to measure")
-        return
+        return refuse(f"no training graph matches --match {args.match!r} (of {', '.join(p.name for p in found)})")
     rows: list[dict[str, Any]] = []
     for path in paths:
         instance = placement.load(path)
@@ -121,21 +140,19 @@ def main() -> None:
                 print(f"{row['file']} k={k} {row['variant']}: unsplit {fmt(row['unsplit'])} split {fmt(row['split'])} "
                       f"gap {fmt(row['gap'], '.2%')} {row['status']} {row['split_s']:.1f} s", flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps({"time_limit": args.time_limit, "rows": rows}, indent=1) + "\n")
+                args.out.write_text(json.dumps({"time_limit": args.time_limit, "machine": machine(), "rows": rows},
+                                               indent=1) + "\n")
     table = [["graph", "acc", "variant", "unsplit", "split", "speed-up", "bound", "gap", "status", "s"]]
     for r in rows:
         table.append([r["file"], str(r["accelerators"]), r["variant"], fmt(r["unsplit"]), fmt(r["split"]),
                       fmt(r["speedup"], ".4f"), fmt(r["bound"]), fmt(r["gap"], ".2%"), r["status"], f"{r['split_s']:.1f}"])
     print("\n".join(format_table(table, left=(0, 2, 8))))
     for name in args.variants:
-        mine = [r for r in rows if r["variant"] == name]
-        both = [r for r in mine if r["split"] is not None and r["unsplit"] is not None]
-        better = sum(r["better"] for r in mine)
-        worse = sum(r["split"] > r["unsplit"] * (1 + 1e-9) for r in both)
-        ups = sorted(r["speedup"] for r in both)
-        print(f"{name}: strictly better on {better} of {len(mine)} runs ({len(mine) - len(both)} without a plan on "
-              f"one side); worse on {worse}; median speed-up {fmt(ups[len(ups) // 2] if ups else None, '.4f')}")
+        s = variant_summary(rows, name)
+        print(f"{name}: strictly better on {s['better']} of {s['runs']} runs ({s['runs'] - s['both']} without a plan "
+              f"on one side); worse on {s['worse']}; median speed-up {fmt(s['median_speedup'], '.4f')}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

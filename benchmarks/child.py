@@ -11,8 +11,8 @@ floor of the peak reported, not the benchmark's.
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -52,10 +52,26 @@ def run_child(cmd: list[str], cwd: Path | str | None = None, env: dict | None = 
                               stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE if capture_stderr else subprocess.DEVNULL)
         if not report.exists():
-            raise RuntimeError(f"could not start {cmd[0]}: {proc.stderr.decode().strip() if proc.stderr else ''}")
+            said = proc.stderr.decode().strip().splitlines() if proc.stderr else []
+            raise RuntimeError(f"could not start {cmd[0]}" + (f": {said[-1]}" if said else ""))
         code, wall, cpu, maxrss_kib = json.loads(report.read_text())
     return ChildRun(code, wall, cpu, maxrss_kib / 1024, proc.stderr.decode() if proc.stderr else "")
 
 
-if __name__ == "__main__":   # python benchmarks/child.py CMD...: the measured figures of one run
-    print(run_child(sys.argv[1:]))
+def main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/child.py CMD ARG...``: run the command once and print what it cost."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, with its arguments")
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.error("no command given")
+    try:
+        print(run_child(args.command))
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,18 +19,19 @@ its throughput, and +12% throughput over a TPU architecture) beside the same com
 (medians over the rows). Those figures are for WHAM's cost model, models and baselines, not
 these: the side-by-side shows the direction, not a reproduction.
 
-    python benchmarks/codesign.py [--repeat 3] [--models gnmt ...] [--chips 1 2 4 8]
+    python benchmarks/codesign.py [--repeat 3] [--models gnmt ...] [--chips 1 2 4 8] [--json PATH]
 
-writes ``benchmarks/results/codesign.json``.
+writes ``benchmarks/results/codesign.json`` (or ``--json``), with the machine.
 
-    python benchmarks/codesign.py --sweep [--workers 2] [--scheduler ADDRESS]
+    python benchmarks/codesign.py --sweep [--workers 2] [--scheduler ADDRESS] [--out RECORDS] [--plots DIR]
+                                          [--json PATH]
 
 runs the design study of ``benchmarks/codesign-sweep.json`` (the five models × k = 1, 2, 4, 8 ×
 three budgets × homogeneous or not: 120 configurations, each the exact method and the three
 baselines) on a local Dask cluster (or the cluster at ``ADDRESS``), appending records to
-``benchmarks/results/codesign-sweep.jsonl`` (resumed when present), writing the plots to
-``benchmarks/results/codesign-plots/`` and a summary to ``benchmarks/results/codesign-sweep.json``.
-It is the same as ``placement codesign --sweep benchmarks/codesign-sweep.json --out ... --plots ...``.
+``benchmarks/results/codesign-sweep.jsonl`` (``--out``; resumed when present), writing the plots to
+``benchmarks/results/codesign-plots/`` (``--plots``) and a summary to ``benchmarks/results/codesign-sweep.json``
+(``--json``). It is the same as ``placement codesign --sweep benchmarks/codesign-sweep.json --out ... --plots ...``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ from placement.codesign.template import AREA_BUDGET_MM2, LINK_BYTES_PER_S  # noq
 from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 RESULTS = ROOT / "benchmarks" / "results"
 SPEC = ROOT / "benchmarks" / "codesign-sweep.json"
@@ -111,6 +115,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def table(rows: list[dict]) -> list[str]:
+    """The rows as a text table: each method's throughput ratio to the optimum and its search time."""
     head = ["model", "k", "exact inputs/s", "exact s", "WHAM ratio", "WHAM s", "random ratio", "random s",
             "TPU-like ratio", "TPU-like s", "exact ≥ all"]
     lines = [head]
@@ -124,6 +129,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def comparison(s: dict) -> list[str]:
+    """WHAM's reported figures beside the same comparisons measured here, as a text table."""
     lines = [["comparison", "WHAM reports", "measured here (median)"],
              ["search time, Spotlight / WHAM  (here: random / WHAM-like)", f"{WHAM_REPORTED['search_time_vs_spotlight']:g}×",
               f"{s['search_time_random_over_wham']:.2f}×"],
@@ -137,6 +143,7 @@ def comparison(s: dict) -> list[str]:
 
 
 def run_benchmark(args: argparse.Namespace) -> int:
+    """The table of the module docstring: print it and write it to ``args.json``."""
     grid = load_grid(None)
     rows = []
     for model in args.models:
@@ -154,43 +161,61 @@ def run_benchmark(args: argparse.Namespace) -> int:
     document = {"setting": {"area_mm2": AREA_BUDGET_MM2, "power_w": POWER_W, "grid": "default", "grid_designs": 10_000,
                             "objective": "throughput", "homogeneous": False, "repeat": args.repeat,
                             "random_budget": RANDOM_BUDGET, "seed": SEED, "top_k": TOP_K},
-                "wham_reported": WHAM_REPORTED, "summary": s, "rows": rows}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "codesign.json").write_text(json.dumps(document, indent=1) + "\n")
+                "wham_reported": WHAM_REPORTED, "machine": machine(), "summary": s, "rows": rows}
+    out = Path(args.json or RESULTS / "codesign.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1) + "\n")
     return 0 if s["rows_exact_at_least_every_baseline"] == s["rows"] else 1
 
 
+def shown(path: str | Path) -> str:
+    """``path`` relative to the repository when it lies inside it, else as it is."""
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_absolute() and path.is_relative_to(ROOT) else str(path)
+
+
 def run_sweep_command(args: argparse.Namespace) -> int:
+    """The design study of :data:`SPEC`: records to ``args.out``, plots to ``args.plots``, summary to ``args.json``."""
     from placement.codesign.sweep import load_spec, read_records, run_sweep
 
-    out = Path(args.out)
+    out = Path(args.out or RESULTS / "codesign-sweep.jsonl")
+    plots = args.plots or str(RESULTS / "codesign-plots")
     start = time.perf_counter()
-    result = run_sweep(load_spec(SPEC), out, scheduler=args.scheduler, workers=args.workers, plots=args.plots)
+    result = run_sweep(load_spec(SPEC), out, scheduler=args.scheduler, workers=args.workers, plots=plots)
     records = read_records(out)
     ratios = {name: [r["baselines"][name]["ratio"] for r in records
                      if "ratio" in r.get("baselines", {}).get(name, {})] for name in ("wham", "random", "fixed")}
     document = {"spec": str(SPEC.relative_to(ROOT)), "configurations": result.total, "records": len(records),
                 "optimal": sum(r["status"] == "optimal" for r in records), "ran_now": result.ran,
-                "skipped": result.skipped, "wall_s_this_run": time.perf_counter() - start,
+                "skipped": result.skipped, "wall_s_this_run": time.perf_counter() - start, "machine": machine(),
                 "baseline_ratio": {name: {"min": min(v), "median": statistics.median(v), "count": len(v)}
                                    for name, v in ratios.items() if v},
-                "plots": [str(Path(p).relative_to(ROOT)) if Path(p).is_absolute() else p for p in result.plots]}
-    (RESULTS / "codesign-sweep.json").write_text(json.dumps(document, indent=1) + "\n")
+                "plots": [shown(p) for p in result.plots]}
+    summary_path = Path(args.json or RESULTS / "codesign-sweep.json")
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    summary_path.write_text(json.dumps(document, indent=1) + "\n")
     print(json.dumps(document, indent=1))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per median search time (default 3)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median search time (default 3)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--chips", nargs="+", type=int, default=[1, 2, 4, 8])
+    parser.add_argument("--chips", nargs="+", type=positive_int, default=[1, 2, 4, 8])
+    parser.add_argument("--json", help="the JSON written (default benchmarks/results/codesign.json, "
+                                       "with --sweep benchmarks/results/codesign-sweep.json)")
     parser.add_argument("--sweep", action="store_true", help="run the design study of benchmarks/codesign-sweep.json")
-    parser.add_argument("--out", default=str(RESULTS / "codesign-sweep.jsonl"), help="--sweep: the records file")
-    parser.add_argument("--plots", default=str(RESULTS / "codesign-plots"), help="--sweep: the plots folder")
-    parser.add_argument("--workers", type=int, help="--sweep: local Dask worker processes")
+    parser.add_argument("--out", help="--sweep: the records file (default benchmarks/results/codesign-sweep.jsonl)")
+    parser.add_argument("--plots", help="--sweep: the plots folder (default benchmarks/results/codesign-plots)")
+    parser.add_argument("--workers", type=positive_int, help="--sweep: local Dask worker processes")
     parser.add_argument("--scheduler", help="--sweep: a Dask scheduler's address instead of a local cluster")
     args = parser.parse_args(argv)
+    if not args.sweep:
+        given = [f"--{name}" for name in ("out", "plots", "workers", "scheduler") if getattr(args, name) is not None]
+        if given:
+            return refuse(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --sweep only "
+                          "(the table's JSON goes to --json)")
     return run_sweep_command(args) if args.sweep else run_benchmark(args)
 
 

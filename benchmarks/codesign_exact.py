@@ -8,7 +8,7 @@ design per stage or one for all chips, throughput or throughput per watt: the ex
 session. Columns: chips, mode, objective, the two values (they must be equal: the row says
 ``equal``, or the run stops with exit status 1), designs evaluated and DP runs of each, median
 seconds of each, and the check's time over the exact method's. Writes
-``benchmarks/results/codesign_exact.json``.
+``benchmarks/results/codesign_exact.json`` (or ``--json``), with the machine.
 
     python benchmarks/codesign_exact.py [--chips 3] [--power 130] [--repeat 3]
                                         [--json benchmarks/results/codesign_exact.json]
@@ -32,6 +32,9 @@ from placement.codesign.grid import load_grid  # noqa: E402
 from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, positive_int  # noqa: E402  (beside this script)
+
 MODEL = ROOT / "instances" / "models" / "mlp-training.json"
 GRID = ROOT / "instances" / "grids" / "tiny.json"
 AREA = 606.68
@@ -47,11 +50,12 @@ def timed(solve, repeat: int, *args, **kwargs):
     return result, statistics.median(seconds)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run both methods on every chip count, mode and objective; print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chips", type=int, default=3)
-    parser.add_argument("--power", type=float, default=130.0)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chips", type=positive_int, default=3, help="chip counts 1..CHIPS (default 3)")
+    parser.add_argument("--power", type=positive_float, default=130.0, help="per-chip power budget, W (default 130)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "codesign_exact.json"))
     args = parser.parse_args(argv)
     workload, grid = load_workload(MODEL), load_grid(GRID)
@@ -83,9 +87,9 @@ def main(argv: list[str]) -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"model": str(MODEL.relative_to(ROOT)), "grid": str(GRID.relative_to(ROOT)),
                                            "area_mm2": AREA, "power_w": args.power, "repeat": args.repeat,
-                                           "rows": records}, indent=1) + "\n", encoding="utf-8")
+                                           "machine": machine(), "rows": records}, indent=1) + "\n", encoding="utf-8")
     return 0 if agree else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

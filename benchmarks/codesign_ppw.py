@@ -10,10 +10,10 @@ stage (inputs/s/W), its designs (stages, distinct), its ratio to the homogeneous
 the homogeneous plans are among its candidates), the designs entering the DP, the blocks it
 costed and the (max load, summed TDP) pairs it kept, the median seconds of each and their ratio.
 Every call includes costing the grid's designs within the budgets on the model. Writes
-``benchmarks/results/codesign_ppw.json``.
+``benchmarks/results/codesign_ppw.json`` (or ``--json``), with the machine.
 
     python benchmarks/codesign_ppw.py [--repeat 3] [--power 280] [--kinds training inference]
-                                      [--models gnmt ...] [--chips 1 2 4 8]
+                                      [--models gnmt ...] [--chips 1 2 4 8] [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,19 +33,23 @@ from placement.codesign.template import AREA_BUDGET_MM2, LINK_BYTES_PER_S  # noq
 from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
-from codesign import timed  # noqa: E402  (a sibling script)
-from dp_throughput import machine  # noqa: E402  (a sibling script)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from codesign import timed  # noqa: E402  (beside this script)
+from common import machine, positive_float, positive_int  # noqa: E402  (beside this script)
 
 RESULTS = ROOT / "benchmarks" / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Solve every model, kind and chip count per stage and homogeneously; print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per median (default 3)")
-    parser.add_argument("--power", type=float, default=280.0, help="per-chip power budget, W (default 280)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
+    parser.add_argument("--power", type=positive_float, default=280.0, help="per-chip power budget, W (default 280)")
     parser.add_argument("--kinds", nargs="+", default=["training"], choices=["training", "inference"])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--chips", nargs="+", type=int, default=[1, 2, 4, 8])
+    parser.add_argument("--chips", nargs="+", type=positive_int, default=[1, 2, 4, 8])
+    parser.add_argument("--json", type=Path, default=RESULTS / "codesign_ppw.json",
+                        help="the JSON written (default benchmarks/results/codesign_ppw.json)")
     args = parser.parse_args(argv)
     grid = load_grid(None)
     rows = [["model", "kind", "k", "per stage inputs/s/W", "stages/distinct", "vs homogeneous", "designs in DP",
@@ -77,13 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     where = machine()
     print(f"\nper stage: median {statistics.median(times):.3f} s, max {max(times):.3f} s over {len(times)} rows; "
           f"{args.repeat} runs per median; {where['processor']}, {where['cpus']} CPUs, load {where['load_average']}")
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     document = {"setting": {"area_mm2": AREA_BUDGET_MM2, "power_w": args.power, "grid": "default",
                             "grid_designs": grid.size, "objective": "perf-per-watt", "repeat": args.repeat},
                 "machine": where,
                 "summary": {"median_s": statistics.median(times), "max_s": max(times), "rows": len(times)},
                 "rows": records}
-    (RESULTS / "codesign_ppw.json").write_text(json.dumps(document, indent=1) + "\n")
+    args.json.write_text(json.dumps(document, indent=1) + "\n")
     return 0 if ok else 1
 
 

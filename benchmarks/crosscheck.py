@@ -12,8 +12,8 @@ Prints the table method × backend × objective → runs, agreements (``optimal`
 or ``infeasible`` where no plan exists), other honest answers (no proof claimed, none refuted:
 a ``feasible`` plan at or above the optimum with a bound at or below it, as a heuristic or a MILP
 stopped at its limit gives, or no plan and no claim), wrong claims; and every wrong claim with
-its seed and case. Writes ``benchmarks/results/crosscheck.json``. Exit status 1 when
-any claim is wrong.
+its seed and case. Writes ``benchmarks/results/crosscheck.json`` (or ``--out``), with the machine.
+Exit status 1 when any claim is wrong.
 
     python benchmarks/crosscheck.py [--instances 40] [--first 1000] [--unit 1e-9] [--backends cp-sat cbc ...]
 
@@ -36,19 +36,27 @@ from placement.report.table import format_table
 from placement.solvers.milp.backends import backend_availability
 from placement.testing.crosscheck import cases, check, random_instance
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+
 RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    available = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
+    """Run every case on every random instance; print the table and the wrong claims, write the JSON."""
+    usable = [name for name, ok, _ in backend_availability() if ok]
+    available = [name for name in usable if ":" not in name]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--instances", type=int, default=40, help="random instances (default 40)")
+    parser.add_argument("--instances", type=positive_int, default=40, help="random instances (default 40)")
     parser.add_argument("--first", type=int, default=1000, help="seed of the first instance (default 1000)")
     parser.add_argument("--backends", nargs="+", default=available, help="MILP backends (default: all available)")
-    parser.add_argument("--unit", type=float, default=1.0,
+    parser.add_argument("--unit", type=positive_float, default=1.0,
                         help="multiply every time and cost by this (e.g. 1e-9 or 1e9; default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    missing = [name for name in args.backends if name not in usable]
+    if missing:
+        return refuse(f"backend(s) not available here: {', '.join(missing)} (see `placement info --solvers`)")
 
     runs: Counter = Counter()
     agreements: Counter = Counter()
@@ -96,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{total['runs']:,} runs on {args.instances} instances in {total['wall_s']} s: "
           f"{total['agreements']:,} agreements, {total['wrong_claims']} wrong claims")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": total, "table": rows, "wrong": wrong_claims}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"machine": machine(), "summary": total, "table": rows, "wrong": wrong_claims},
+                                   indent=1) + "\n")
     return 1 if wrong_claims else 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -44,12 +43,7 @@ DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 BERT24 = DEFAULT_INSTANCES / "LayerGraphs" / "bert24_inference.json"
 
 from child import run_child  # noqa: E402
-
-
-def machine() -> dict:
-    """What the numbers were measured on."""
-    return {"python": sys.version.split()[0], "cpus": os.cpu_count(), "machine": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "load_average": os.getloadavg()}
+from common import machine, positive_int, refuse  # noqa: E402
 
 
 def line_document(n: int, all_pairs: bool, seed: int) -> dict:
@@ -79,6 +73,7 @@ SHAPES = {
 
 
 def timed_process(cmd: list[str], env: dict | None = None) -> float:
+    """Wall seconds of one run of ``cmd`` in a child process (it must exit with status 0)."""
     start = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env, check=True)
     return time.perf_counter() - start
@@ -178,21 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "dp_throughput.json")
     parser.add_argument("--warmup", action="store_true", help="solve the first instance once before timing")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per median (default 3)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
     parser.add_argument("--skip-published", action="store_true", help="only the shapes and the start-up")
     args = parser.parse_args(argv)
+    files = [] if args.skip_published else sorted(args.instances.rglob("*.json"))
+    if not args.skip_published and not files:
+        where = "holds no instance files (*.json)" if args.instances.is_dir() else "is not a folder"
+        return refuse(f"{args.instances} {where} (the published instances live in ../shared; "
+                      "--skip-published times only the shapes and the start-up)")
     print(f"machine: {machine()}\n")
     with tempfile.TemporaryDirectory() as tmp:
         shapes = shape_rows(Path(tmp), args.repeat)
         startup = startup_row(Path(tmp), args.repeat) if BERT24.is_file() else None
     document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
-    if args.skip_published or not args.instances.is_dir():
-        if not args.instances.is_dir():
-            print(f"no instances at {args.instances} (the published instances live in ../shared)")
+    if args.skip_published:
         _write(args.json, document)
         return 0
     print()
-    files = sorted(args.instances.rglob("*.json"))
     rows = document["rows"]
     header = (f"{'instance':42} {'nodes':>6} {'ideals':>7} {'pairs examined':>15} {'max-load':>12} "
               f"{'bound':>12} {'gap':>6} {'status':>8} {'solve s':>8} {'wall s':>7} {'peak MiB':>9}")
@@ -216,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(path: Path, document: dict) -> None:
+    """Write ``document`` as indented JSON to ``path`` (creating its folder) and say so."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nwrote {path}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -29,16 +28,21 @@ from placement.costmodel.network import bundled_networks, load_network
 from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import int_at_least, machine, positive_int  # noqa: E402  (beside this script)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 PAPER = {"all-dp": 15.9e9, "hypar": 1.47e9}   # VGG-A, 16 accelerators, bytes per step (HyPar, HPCA 2019)
 
 
 def _number(x) -> int | float:
+    """A fraction as an int when it is whole, else as a float."""
     return x.numerator if x.denominator == 1 else float(x)
 
 
 def plan_rows(batch: int, types: tuple[str, ...], max_accelerators: int, repeat: int) -> list[dict]:
+    """Part 1: every planner on every bundled network at 2, 4, ... ``max_accelerators``; prints each row."""
     rows = []
     names = list(PLANNERS)
     header = (f"{'network':8} {'N':>3} " + " ".join(f"{n + ' GB':>19}" for n in names)
@@ -80,6 +84,7 @@ def plan_rows(batch: int, types: tuple[str, ...], max_accelerators: int, repeat:
 
 
 def paper_rows(rows: list[dict]) -> list[dict]:
+    """VGG-A on 16 accelerators at batch 256 against the totals the HyPar paper reports."""
     out = []
     for row in rows:
         if row["network"] == "VGG-A" and row["accelerators"] == 16 and row["batch"] == 256:
@@ -91,6 +96,7 @@ def paper_rows(rows: list[dict]) -> list[dict]:
 
 
 def ledger_rows(instances: Path) -> list[dict]:
+    """Part 2: the communication ledger of the DP's optimal plan on every instance under ``instances``."""
     from placement.io.tarnawski import read_instance
     from placement.solvers.dp import solve_dp
     from placement.verification.ledger import AGREES, DISAGREES, NOT_CHARGED, communication_ledger
@@ -130,11 +136,13 @@ def ledger_rows(instances: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parts 1 and 2 of the module docstring; print the tables, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=positive_int, default=256)
     parser.add_argument("--types", type=int, choices=[2, 3], default=2)
-    parser.add_argument("--max-accelerators", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=3, help="time each planner as the best of this many runs")
+    parser.add_argument("--max-accelerators", type=int_at_least(2), default=64)
+    parser.add_argument("--repeat", type=positive_int, default=3,
+                        help="time each planner as the best of this many runs")
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
     parser.add_argument("--no-ledger", action="store_true", help="skip part 2 (the ledger on the published instances)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "hypar.json")
@@ -158,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(), "planners": rows,
-                                     "paper": paper, "ledger": ledger}, indent=2) + "\n")
+    args.json.write_text(json.dumps({"machine": machine(), "planners": rows, "paper": paper, "ledger": ledger},
+                                    indent=2) + "\n")
     print(f"\nwrote {args.json}")
     return 0
 

@@ -44,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {
     "bert24-layers": SHARED / "LayerGraphs" / "bert24_training.json",
@@ -59,6 +62,8 @@ PUBLISHED = ("bert24-layers", "gnmt-layers", "resnet50-layers", "bert-l3-ops", "
 LAYERPIPE_AVERAGE = 1.25
 LAYERPIPE_7_TO_9 = 1.80
 REL_TOLERANCE = 1e-3     # the tolerance: simulated time per sample within 0.1% of the objective
+#: the split variants: ``w_placement`` and, after ``+inter``, inter-layer moves
+VARIANTS = ("any", "adjacent", "any+inter", "adjacent+inter")
 
 
 def balance_bound(problem, accelerators: int) -> float:
@@ -69,13 +74,31 @@ def balance_bound(problem, accelerators: int) -> float:
 
 
 def variant_options(name: str) -> dict:
+    """The ``placement.solve`` options of a variant of :data:`VARIANTS`."""
     placement_rule, _, extra = name.partition("+")
     return {"w_placement": placement_rule, "inter_layer": extra == "inter"}
 
 
+def variant_list(text: str) -> list[str]:
+    """An argparse type: comma-separated variants of :data:`VARIANTS`, at least one, each once."""
+    names = [name.strip() for name in text.split(",")]
+    unknown = [name for name in names if name not in VARIANTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown variant(s) {', '.join(map(repr, unknown))} "
+                                         f"(choose from {', '.join(VARIANTS)})")
+    return list(dict.fromkeys(names))
+
+
 def accelerator_range(text: str) -> list[int]:
+    """An argparse type: ``LOW-HIGH`` (or one count) as the accelerator counts LOW..HIGH, each at least 1."""
     low, _, high = text.partition("-")
-    return list(range(int(low), int(high or low) + 1))
+    try:
+        first, last = int(low), int(high or low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count or a range such as 2-9") from None
+    if first < 1 or last < first:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range of counts from 1 up, such as 2-9")
+    return list(range(first, last + 1))
 
 
 def replay(problem, result, microbatches: int, k: int) -> dict:
@@ -158,6 +181,7 @@ def _value(x: float | None) -> str:
 
 
 def solved(result, runtime: float) -> dict:
+    """The figures of one solve for a row: status, value, bound, gap, seconds and stages used."""
     return {"status": str(result.status), "value": result.value, "bound": result.bound, "gap": result.gap,
             "runtime_s": runtime, "stages": sum(1 for s in result.plan if s.nodes) if result.plan else 0}
 
@@ -218,6 +242,7 @@ def rows_for(label: str, path: Path, accelerators: list[int], variants: list[str
 
 
 def table(rows: list[dict]) -> list[str]:
+    """Every row as a text table: values, speed-ups and the replay's differences."""
     header = ["instance", "acc", "variant", "joint", "baseline", "split", "status", "gap", "speed-up", "simulated",
               "rel. diff", "memory diff", "flush", "GPipe", "flush diff"]
     out = [header]
@@ -314,6 +339,7 @@ def summary(rows: list[dict]) -> list[str]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    """Speed-up over the baseline against accelerators, per graph and variant, with LayerPipe's figures; to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -346,27 +372,30 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Solve, replay and tabulate every graph found; write the JSON and the plot."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--accelerators", default="2-9", help="a range, e.g. 2-9 (default)")
-    parser.add_argument("--time-limit", type=float, default=6.0, help="seconds per solve (default 6)")
-    parser.add_argument("--variants", default="any,adjacent,any+inter,adjacent+inter")
-    parser.add_argument("--microbatches", type=int, default=256, help="async 1F1B run length (default 256)")
+    parser.add_argument("--accelerators", type=accelerator_range, default="2-9", help="a range, e.g. 2-9 (default)")
+    parser.add_argument("--time-limit", type=positive_float, default=6.0, help="seconds per solve (default 6)")
+    parser.add_argument("--variants", type=variant_list, default=",".join(VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all)")
+    parser.add_argument("--microbatches", type=positive_int, default=256, help="async 1F1B run length (default 256)")
     parser.add_argument("--only", nargs="*", choices=list(GRAPHS), help="graphs to run (default: all found)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
     parser.add_argument("--plot", help="where the plot goes (default: beside the JSON, with the suffix .png)")
     args = parser.parse_args(argv)
-    accelerators = accelerator_range(args.accelerators)
-    variants = args.variants.split(",")
-    rows = []
-    for label, path in GRAPHS.items():
-        if args.only and label not in args.only:
-            continue
+    graphs = {label: path for label, path in GRAPHS.items() if not args.only or label in args.only}
+    for label, path in graphs.items():
         if not path.exists():
             print(f"skipped {label}: {path} not found", file=sys.stderr)
-            continue
-        rows += rows_for(label, path, accelerators, variants, args.time_limit, args.microbatches)
+    graphs = {label: path for label, path in graphs.items() if path.exists()}
+    if not graphs:
+        return refuse("no graph to run: " + ("none of --only is found" if args.only else "no graph file is found"))
+    rows = []
+    for label, path in graphs.items():
+        rows += rows_for(label, path, args.accelerators, args.variants, args.time_limit, args.microbatches)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"time_limit_s": args.time_limit, "microbatches": args.microbatches,
-                                           "rows": rows}, indent=1) + "\n", encoding="utf-8")
+                                           "machine": machine(), "rows": rows}, indent=1) + "\n", encoding="utf-8")
     for line in table(rows):
         print(line)
     print()

@@ -43,7 +43,7 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dp_throughput import machine  # noqa: E402  (a sibling script)
+from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -78,6 +78,7 @@ def _row(instance: str, label: str, goal: str, backend: str, results: list[place
 
 
 def _cell(value: object) -> str:
+    """A table cell: ``-`` for None, floats to six decimals (four significant digits when large), ints with commas."""
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -88,18 +89,32 @@ def _cell(value: object) -> str:
 
 
 def format_row(row: dict) -> str:
+    """One frontier row as a Markdown table line of :data:`COLUMNS`."""
     cells = [f"{row[c]:.2%}" if c == "gap" and row[c] is not None else
              f"{row[c]:.2f}" if c == "seconds" else _cell(row[c]) for c in COLUMNS]
     return "| " + " | ".join(cells) + " |"
 
 
 def header() -> str:
+    """The Markdown table header of :data:`COLUMNS`."""
     return "| " + " | ".join(COLUMNS) + " |\n|" + "|".join("---" for _ in COLUMNS) + "|"
 
 
-def throughput(args: argparse.Namespace, backends: list[str]) -> list[dict]:
+def instance_root(args: argparse.Namespace) -> Path:
+    """The folder of the instances: ``--instances``, or with ``--latency`` and the default, the latency inputs."""
+    if args.latency and args.instances == SHARED / "throughput-inputs":
+        return SHARED / "latency-inputs"
+    return args.instances
+
+
+def instance_files(root: Path, match: str) -> list[Path]:
+    """The instance files under ``root`` whose path contains ``match``, sorted."""
+    return sorted(p for p in root.rglob("*.json") if match in str(p))
+
+
+def throughput(args: argparse.Namespace, files: list[Path], backends: list[str]) -> list[dict]:
+    """The frontier rows of the throughput objectives on ``files``, each printed as it is done."""
     rows = []
-    files = sorted(p for p in args.instances.rglob("*.json") if args.match in str(p))
     for path in files:
         problem = read_instance(path)
         name = f"{path.parent.name}/{path.stem}"
@@ -120,10 +135,10 @@ def throughput(args: argparse.Namespace, backends: list[str]) -> list[dict]:
     return rows
 
 
-def latency(args: argparse.Namespace, backends: list[str]) -> list[dict]:
+def latency(args: argparse.Namespace, files: list[Path], backends: list[str]) -> list[dict]:
+    """The frontier rows of the latency objective on ``files``, each printed as it is done."""
     rows = []
-    root = args.instances if args.instances != SHARED / "throughput-inputs" else SHARED / "latency-inputs"
-    for path in sorted(p for p in root.rglob("*.json") if args.match in str(p)):
+    for path in files:
         problem = read_instance(path)
         name = f"{path.parent.name}/{path.stem}"
         start = default_warm_start(problem, args.max_ideals, objective="latency")
@@ -160,20 +175,24 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["stages", "sets", "none"])
     parser.add_argument("--objectives", nargs="+", default=["throughput"], choices=["throughput", "throughput-gpipe"],
                         help="throughput objectives (throughput-gpipe on training graphs only)")
-    parser.add_argument("--calls", nargs="+", type=int, default=[1, 2], help="latency: calls per accelerator")
-    parser.add_argument("--repeat", type=int, default=1, help="runs per row; the row holds their medians")
+    parser.add_argument("--calls", nargs="+", type=positive_int, default=[1, 2], help="latency: calls per accelerator")
+    parser.add_argument("--repeat", type=positive_int, default=1, help="runs per row; the row holds their medians")
     parser.add_argument("--append", action="store_true", help="merge the rows into the existing JSON file")
     parser.add_argument("--backends", nargs="+", help="default: every available backend")
-    parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--time-limit", type=positive_float, default=60.0)
+    parser.add_argument("--threads", type=positive_int, default=1)
     parser.add_argument("--match", default="", help="only instances whose path contains this text")
     parser.add_argument("--cold", action="store_true", help="no warm start from the DP")
-    parser.add_argument("--max-ideals", type=int, default=200_000)
+    parser.add_argument("--max-ideals", type=positive_int, default=200_000)
     parser.add_argument("--json", type=Path, help="default: results/milp_{throughput,latency}.json")
     args = parser.parse_args(argv)
-    if not (SHARED.exists() or args.instances.exists()):
-        print(f"no instances: {args.instances} does not exist", file=sys.stderr)
-        return 2
+    root = instance_root(args)
+    if not root.is_dir():
+        return refuse(f"no instances: {root} is not a folder")
+    files = instance_files(root, args.match)
+    if not files:
+        return refuse(f"no instance under {root} matches --match {args.match!r}" if args.match
+                      else f"no instance files (*.json) under {root}")
     available = [name for name, ok, _ in backend_availability() if ok]
     backends = args.backends or [b for b in available if ":" not in b]
     missing = sorted(set(backends) - set(available))
@@ -184,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     print(f"machine: {machine()}", flush=True)
     print(header(), flush=True)
-    rows = latency(args, backends) if args.latency else throughput(args, backends)
+    rows = latency(args, files, backends) if args.latency else throughput(args, files, backends)
     print()
     print(header())
     for row in rows:

@@ -18,12 +18,14 @@ bytes), with schedule ``piper``:
   both skipped for the instances of ``--no-grid`` (default gnmt, whose restricted DPs are slow).
 
 Writes ``results/piper.json`` (records ``{instance, devices, memory, objective, status, stages:
-[{nodes, d, t, tmpcs}]}``) and ``results/piper_comparison.json`` (every column and the solve times).
+[{nodes, d, t, tmpcs}]}``) and ``results/piper_comparison.json`` (``{machine, rows}``: the machine, and
+per setting every column and the solve time).
 
 Device types (``--types``, or ``--types-only`` for just these rows): bert32a100 with the file's
 device as ``a100`` (its memory, speed 1) beside a slower ``v100`` (32 GiB, speed 0.5) and a ``cpu``
 (256 GiB, speed 0.02, t = 1 only), at several counts per type; each row beside the optimum on its
-``a100`` devices alone (the instance without types at that count). Writes ``results/piper_types.json``.
+``a100`` devices alone (the instance without types at that count). Writes ``results/piper_types.json``
+(``{machine, rows}``).
 
     python benchmarks/piper.py [--shared ../shared/piper] [--quick] [--types | --types-only]
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -45,11 +48,15 @@ from placement.parallel.tables import all_sets, build_tables
 from placement.report.table import cell, format_table
 from placement.verification.parallel import evaluate_parallel
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, refuse  # noqa: E402  (beside this script)
+
 GIB = 2**30
 MILLISECONDS = {"gnmt", "resnet"}
 
 
 def runs(names: list[str]) -> list[tuple[str, int, float | None]]:
+    """(instance, devices, memory bound or None for the file's) of every setting of the instances ``names``."""
     out = []
     for name in names:
         out += [(name, k, None) for k in (10, 1, 2, 4, 8, 16, 32, 64)]
@@ -96,7 +103,7 @@ def type_rows(instance: PiperInstance, out: Path) -> None:
         print("  ".join(rows[-1]), file=sys.stderr, flush=True)
     print("\n".join(format_table(rows, left=(0, 1, 2, 6))))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "piper_types.json").write_text(json.dumps(records, indent=1) + "\n")
+    (out / "piper_types.json").write_text(json.dumps({"machine": machine(), "rows": records}, indent=1) + "\n")
 
 
 def in_seconds(instance: PiperInstance) -> PiperInstance:
@@ -107,7 +114,8 @@ def in_seconds(instance: PiperInstance) -> PiperInstance:
     return replace(instance, nodes=nodes)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Solve every setting exactly and by the baselines; print the table, write the JSON files."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared" / "piper"))
     parser.add_argument("--quick", action="store_true", help="skip the Megatron grid and the one-device baseline")
@@ -117,15 +125,15 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--types", action="store_true", help="also the rows with device types (bert32a100)")
     parser.add_argument("--types-only", dest="types_only", action="store_true", help="only the rows with device types")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     shared = Path(args.shared)
     names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
     if not names:
-        print(f"no Piper instances under {shared}; nothing to do")
-        return 0
+        return refuse(f"no Piper instances (bert32a100.json, gnmt.json, resnet.json) under {shared}")
     if args.types_only:
-        if "bert32a100" in names:
-            type_rows(read_piper(shared / "bert32a100.json"), Path(args.out))
+        if "bert32a100" not in names:
+            return refuse(f"--types-only needs bert32a100.json, which is not under {shared}")
+        type_rows(read_piper(shared / "bert32a100.json"), Path(args.out))
         return 0
     instances = {n: read_piper(shared / f"{n}.json") for n in names}
     prepared = {}
@@ -188,13 +196,13 @@ def main() -> int:
                      cell(None if grid is None or grid.plan is None else grid.value), shape, f"{solve_s:.2f}"])
         print("  ".join(rows[-1]), file=sys.stderr, flush=True)
     print("\n".join(format_table(rows, left=(0, 2, 3, 8, 11))))
-    times = sorted(c["solve_s"] for c in comparison)
-    print(f"\nsolve time per setting: median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s "
+    times = [c["solve_s"] for c in comparison]
+    print(f"\nsolve time per setting: median {statistics.median(times):.2f} s, max {max(times):.2f} s "
           f"({len(times)} settings)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "piper.json").write_text(json.dumps(records, indent=1) + "\n")
-    (out / "piper_comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    (out / "piper_comparison.json").write_text(json.dumps({"machine": machine(), "rows": comparison}, indent=1) + "\n")
     if args.types and "bert32a100" in names:
         print()
         type_rows(instances["bert32a100"], out)

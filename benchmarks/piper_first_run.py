@@ -8,7 +8,7 @@ were compiled, and, with ``--baseline COMMIT``, the same for the package as of t
 ``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
 alternately in the same session, with the ratios new / baseline.
 
-Writes ``results/piper_first_run.json`` (every run and the medians); with ``--all``, every run of
+Writes ``results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``, every run of
 ``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and memory-bounded) instead
 of four, into ``results/piper_first_run_all.json``.
 
@@ -32,12 +32,28 @@ from pathlib import Path
 
 from placement.report.table import format_table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_int, refuse  # noqa: E402  (beside this script)
+
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
 #: (instance, devices, memory in bytes or None): the shared instances at their own setting, and a
 #: memory-bounded one whose DP is too long for the plain-Python kernels
 SETTINGS = (("bert32a100", 10, None), ("resnet", 10, None), ("gnmt", 10, None), ("bert32a100", 32, GIB))
 COMPILING = "compiling the DP's kernels"
+
+
+def commit_error(commit: str) -> str | None:
+    """Why ``commit`` cannot be exported (git's last word), or None when it names a commit of this repository."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], cwd=ROOT,
+                              capture_output=True, text=True)
+    except OSError as exc:
+        return f"git cannot run: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        return said[-1] if said else f"no commit {commit!r} in {ROOT}"
+    return None
 
 
 def export(commit: str, into: Path) -> Path:
@@ -72,14 +88,19 @@ def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath
             "value_line": value, "package": where}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Time the cold and warm runs of every setting (and of the baseline); print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shared", default=str(ROOT.parent / "shared" / "piper"))
     parser.add_argument("--baseline", metavar="COMMIT", help="also run the package as of COMMIT, alternately")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--all", action="store_true", help="every run of benchmarks/piper.py")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.baseline:
+        why = commit_error(args.baseline)
+        if why:
+            return refuse(f"--baseline {args.baseline}: {why}")
     shared = Path(args.shared)
     if args.all:
         from piper import runs as piper_runs   # benchmarks/piper.py, beside this script
@@ -89,13 +110,17 @@ def main() -> int:
         candidates = SETTINGS
     settings = [s for s in candidates if (shared / f"{s[0]}.json").exists()]
     if not settings:
-        print(f"no Piper instances under {shared}; nothing to do")
-        return 0
+        return refuse(f"no Piper instances under {shared}")
     runs = []
     with tempfile.TemporaryDirectory() as scratch:
         versions = [("new", None)]
         if args.baseline:
-            versions.append((f"baseline {args.baseline}", export(args.baseline, Path(scratch) / "baseline")))
+            try:
+                versions.append((f"baseline {args.baseline}", export(args.baseline, Path(scratch) / "baseline")))
+            except subprocess.CalledProcessError as exc:
+                said = exc.stderr.decode(errors="replace").strip().splitlines() if exc.stderr else []
+                return refuse(f"--baseline {args.baseline}: cannot export placement/: "
+                              + (said[-1] if said else f"git exit {exc.returncode}"))
         for name, devices, memory in settings:
             for repeat in range(args.repeat):
                 for label, pythonpath in versions:
@@ -133,7 +158,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     filename = "piper_first_run_all.json" if args.all else "piper_first_run.json"
-    (out / filename).write_text(json.dumps({"medians": medians, "runs": runs}, indent=1) + "\n")
+    (out / filename).write_text(json.dumps({"machine": machine(), "medians": medians, "runs": runs}, indent=1) + "\n")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Settings: each instance of ``../shared/piper`` at 8 and 16 devices (its own memory); bert32a100 at
 32 devices with 8 GiB and resnet at 16 devices with 4 GiB (memory binding), each with ``v = 2`` and
-``v = 4`` chunks per group (``placement.solve(..., schedule="interleaved", chunks=v)``, 10 s limit),
+``v = 4`` chunks per group (``placement.solve(..., schedule="interleaved", chunks=v)``, with the library's
+default search limit of 8 s unless ``--time-limit``),
 and beside each the non-interleaved optimum of the same setting (``schedule="1f1b"``, the exact DP).
 
 Every interleaved plan is simulated (:func:`placement.simulation.parallel.simulate_parallel`,
@@ -15,7 +16,7 @@ batch against the planner's (the exact max-plus evaluation of the interleaved or
 Columns: ``value`` the largest group time per sample, ``bound``/``gap`` what is proven, ``batch``
 the time per batch, ``1f1b`` the 1F1B optimum's time per sample and batch, ``batch ratio`` =
 interleaved / 1F1B time per batch, ``mem rel``/``tps rel``/``batch rel`` the simulator's
-differences. Writes ``benchmarks/results/piper_interleaved.json``.
+differences. Writes ``benchmarks/results/piper_interleaved.json`` (or ``--json``), with the machine.
 
     python benchmarks/piper_interleaved.py [--time-limit 8] [--json benchmarks/results/piper_interleaved.json]
 """
@@ -33,8 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import placement  # noqa: E402
+from placement.parallel.interleaved import DEFAULT_TIME_LIMIT  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2 ** 30
@@ -46,6 +51,7 @@ CHUNKS = (2, 4)
 
 
 def relative(a: float, b: float) -> float:
+    """``|a - b| / |b|``."""
     return abs(a - b) / max(abs(b), 1e-300)
 
 
@@ -61,9 +67,10 @@ def simulate(instance, result) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Solve and simulate every setting; print the table and the summary, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=None,
-                        help="seconds per interleaved solve (default: the library's, 8)")
+    parser.add_argument("--time-limit", type=positive_float, default=None,
+                        help=f"seconds per interleaved solve (default: the library's, {DEFAULT_TIME_LIMIT:g})")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_interleaved.json")
     args = parser.parse_args(argv)
     if not SHARED.is_dir():
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['solve_s_median']:.2f}, max {summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median "
           f"{summary['batch_ratio_median']}, range {summary['batch_ratio_min']}–{summary['batch_ratio_max']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"summary": summary, "records": records}, indent=1) + "\n")
+    args.json.write_text(json.dumps({"machine": machine(), "summary": summary, "records": records}, indent=1) + "\n")
     return 0
 
 

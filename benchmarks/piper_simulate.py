@@ -25,7 +25,7 @@ objective (the plan's exact time per batch), the proven bound ``m·M*`` and gap,
 batch of the plan that minimises Piper's objective (what the search starts from), solve seconds,
 and the simulated time per batch of the returned plan against the objective (tolerance: 0.1%).
 
-Writes ``benchmarks/results/piper_simulate.json``: per run of part 1 the figures above, ``[d, t]``
+Writes ``benchmarks/results/piper_simulate.json``: the machine; per run of part 1 the figures above, ``[d, t]``
 per stage and ``[model, simulated]`` memory per stage; under ``"search"`` the rows of part 2.
 
     python benchmarks/piper_simulate.py [--results benchmarks/results/piper.json] [--solve]
@@ -51,6 +51,9 @@ from placement.parallel.timing import time_per_batch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_int  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "piper.json")
     parser.add_argument("--solve", action="store_true", help="solve the settings here even if --results exists")
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--repeat", type=positive_int, default=1)
     parser.add_argument("--no-search", action="store_true", help="skip part 2 (solving for the time per batch)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_simulate.json")
     args = parser.parse_args(argv)
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{max((r['memory_rel'] for r in mine), default=0):.2e}")
     search = [] if args.no_search else search_rows(instances)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"source": source, "runs": out, "search": search}, indent=1) + "\n")
+    args.json.write_text(json.dumps({"machine": machine(), "source": source, "runs": out, "search": search},
+                                    indent=1) + "\n")
     return 0
 
 

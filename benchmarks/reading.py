@@ -32,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child import run_child  # noqa: E402
-from dp_throughput import ROOT, _write, line_document, machine  # noqa: E402
+from common import machine, positive_int  # noqa: E402
+from dp_throughput import ROOT, _write, line_document  # noqa: E402
 
 SHAPES = {
     "chain-200000": lambda: line_document(200_000, False, 3),
@@ -74,6 +75,7 @@ def run_process(cmd: list[str], tree: Path) -> dict:
 
 
 def steps(path: Path, tree: Path) -> dict:
+    """Seconds of each step of ``placement info`` on ``path``, timed in a child process run from ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     out = subprocess.run([sys.executable, "-c", STEPS, str(path)], capture_output=True, text=True, cwd=tree,
                          env=env, check=True)
@@ -81,12 +83,13 @@ def steps(path: Path, tree: Path) -> dict:
 
 
 def medians(runs: list[dict]) -> dict:
+    """The median of every field of ``runs``, as ``<field>_median``."""
     return {f"{key}_median": statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3, help="runs per median (default 3)")
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
     parser.add_argument("--baseline", type=Path, help="a source tree to compare with (same session)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "reading.json")
     args = parser.parse_args(argv)

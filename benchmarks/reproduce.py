@@ -27,8 +27,9 @@ class and exits with status 1 if one does.
 
 Outputs in ``OUT``: ``throughput.md``, ``latency.md`` (tables: values, ratios to
 the optimum, plan classes, runtimes, flagged plans, checks), ``results.json``
-(every run), ``throughput.png`` (each method's max-load relative to the optimum,
-per instance; needs matplotlib, the ``plot`` extra) and ``plans/`` (every plan).
+(every run, and the machine under ``settings``), ``throughput.png`` (each method's
+max-load relative to the optimum, per instance; needs matplotlib, the ``plot`` extra)
+and ``plans/`` (every plan).
 Progress goes to standard error.
 """
 
@@ -53,6 +54,9 @@ from typing import Any
 
 from placement.jsonfile import strict_json
 from placement.report.table import percent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski"
@@ -536,12 +540,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder with throughput-inputs/, latency-inputs/, human-experts/ "
                              "(default ../shared/tarnawski)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default results/reproduce)")
-    parser.add_argument("--time-limit", type=float, default=60.0, help="MILP time limit per run, s (default 60)")
-    parser.add_argument("--heuristic-time-limit", type=float, default=60.0,
+    parser.add_argument("--time-limit", type=positive_float, default=60.0,
+                        help="MILP time limit per run, s (default 60)")
+    parser.add_argument("--heuristic-time-limit", type=positive_float, default=60.0,
                         help="local search time limit per run, s (default 60)")
-    parser.add_argument("--restarts", type=int, default=10, help="local search restarts (default 10)")
+    parser.add_argument("--restarts", type=positive_int, default=10, help="local search restarts (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of local search and partition (default 0)")
-    parser.add_argument("--latency-calls", type=int, default=1,
+    parser.add_argument("--latency-calls", type=positive_int, default=1,
                         help="calls per accelerator the latency MILP may use (default 1)")
     parser.add_argument("--only", choices=["throughput", "latency"], help="run one objective only")
     parser.add_argument("--filter", help="only instances whose name contains this text")
@@ -555,13 +560,15 @@ def main(argv: list[str] | None = None) -> int:
     args.date, args.cores, args.python = datetime.date.today().isoformat(), os.cpu_count(), platform.python_version()
     if args.report_only:
         return report_only(args)
+    args.machine = machine()
     if not args.instances.is_dir():
-        print(f"no instances at {args.instances} (the published instances live in ../shared); nothing to do")
-        return 0
+        return refuse(f"no instances: {args.instances} is not a folder (the published instances live in ../shared)")
     runs = plan_runs(args)
     if not runs:
-        print(f"no throughput-inputs/ or latency-inputs/ instances under {args.instances}; nothing to do")
-        return 0
+        if args.filter and plan_runs(argparse.Namespace(**{**vars(args), "filter": None})):
+            return refuse(f"no instance matches --filter {args.filter}")
+        return refuse(f"no throughput-inputs/ or latency-inputs/ instances under {args.instances}"
+                      + (f" for --only {args.only}" if args.only else ""))
     args.out.mkdir(parents=True, exist_ok=True)
     plans_dir = args.out / "plans"
     plans_dir.mkdir(exist_ok=True)
@@ -646,7 +653,8 @@ def report_only(args: argparse.Namespace) -> int:
     if "partial" in summary:
         print(f"error: {path} holds a reproduction that did not finish ({summary['partial']})", file=sys.stderr)
         return 2
-    for key in ("time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls", "date", "cores", "python"):
+    for key in ("time_limit", "heuristic_time_limit", "restarts", "seed", "latency_calls", "date", "cores", "python",
+                "machine"):
         if key in summary["settings"]:
             setattr(args, key, summary["settings"][key])
     return write_reports(args, summary["throughput"], summary["latency"], summary["total_wall_s"],

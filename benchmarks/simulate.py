@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
+from common import machine, positive_int  # noqa: E402
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -192,21 +193,20 @@ def scale_rows(microbatches: int, baseline_microbatches: int, repeat: int) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--microbatches", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--microbatches", type=positive_int, default=1000)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "simulate.json")
-    parser.add_argument("--scale-microbatches", type=int, default=10**6)
-    parser.add_argument("--baseline-microbatches", type=int, default=10**5)
+    parser.add_argument("--scale-microbatches", type=positive_int, default=10**6)
+    parser.add_argument("--baseline-microbatches", type=positive_int, default=10**5)
     parser.add_argument("--only-scale", action="store_true", help="only the scale table")
     args = parser.parse_args(argv)
     engines = [] if args.only_scale else engine_rows(args.microbatches, args.repeat)
     streams = [] if args.only_scale else stream_rows(args.instances, args.microbatches)
     scale = scale_rows(args.scale_microbatches, args.baseline_microbatches, args.repeat)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(),
-                                     "load_average": os.getloadavg(), "engines": engines, "streams": streams,
-                                     "scale": scale}, indent=2) + "\n")
+    args.json.write_text(json.dumps({"machine": machine(), "engines": engines, "streams": streams, "scale": scale},
+                                    indent=2) + "\n")
     print(f"\nwrote {args.json}")
     ok = all(abs(r["rel_diff"]) <= 1e-3 for r in streams) and all(r["simulate_s"] < 2.0 for r in engines)
     return 0 if ok else 1

@@ -17,10 +17,13 @@ the time inside ``placement.solve`` (``runtime_s``) and the solver's own (``stat
     python benchmarks/time_limits.py [--time-limit 10] [--contiguity stages sets none]
                                      [--methods milp auto local-search] [--match LayerGraphs]
 
-Writes ``benchmarks/results/time_limits.json``. Timings depend on the machine's load: the
-solver, the warm start and the model building watch the wall clock, while the work that cannot
-be cut (start, imports, reading, the DP's steps between two looks at the clock, verification)
-stretches with the load; compare ``cpu`` with ``wall``.
+A run whose process exits with a status other than 0 (or does not end within ten times the limit,
+at least 600 s) fails; the script then exits with status 1, as it does when a run is over.
+
+Writes ``benchmarks/results/time_limits.json`` (``--out``), with the machine. Timings depend on
+the machine's load: the solver, the warm start and the model building watch the wall clock, while
+the work that cannot be cut (start, imports, reading, the DP's steps between two looks at the
+clock, verification) stretches with the load; compare ``cpu`` with ``wall``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -35,9 +39,14 @@ from pathlib import Path
 
 from placement.report.table import format_table
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_float, refuse  # noqa: E402  (beside this script)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
 RESULTS = ROOT / "benchmarks" / "results" / "time_limits.json"
+METHODS = ("milp", "auto", "local-search")
+CONTIGUITY = ("stages", "sets", "none")
 
 
 def allowed(limit: float) -> float:
@@ -63,64 +72,92 @@ def runs(contiguity: list[str], methods: list[str], match: str) -> list[tuple[Pa
 
 
 def measure(path: Path, method: str, objective: str, contiguity: str, limit: float) -> dict:
-    """Run one ``placement solve`` in a fresh process and time it from outside."""
+    """Run one ``placement solve`` in a fresh process and time it from outside. The row is ``ok`` when the
+    process exits with status 0 within :func:`allowed`; ``exit`` is None when it was killed at its timeout."""
     command = [sys.executable, "-m", "placement", "solve", str(path), "--method", method, "--objective", objective,
                "--time-limit", f"{limit:g}", "--json"]
     if contiguity != "stages":
         command += ["--contiguity", contiguity]
+    timeout = max(600.0, 10 * limit)
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=max(600.0, 10 * limit))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+        code, stdout, stderr = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired:
+        code, stdout, stderr = None, "", f"killed after {timeout:g} s"
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    status, message = "-", done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    status, message = "-", stderr.strip().splitlines()[-1] if stderr.strip() else ""
     inside = solver = None
-    if done.stdout.strip():
-        answer = json.loads(done.stdout)
+    try:
+        answer = json.loads(stdout) if code == 0 and stdout.strip() else None
+    except ValueError:
+        answer, message = None, "the output is not JSON"
+    if isinstance(answer, dict):
         status, message = answer.get("status", "-"), answer.get("message", "")
         inside, solver = answer.get("runtime_s"), (answer.get("stats") or {}).get("solve_s")
-    return {"instance": str(path.relative_to(SHARED)), "method": method, "objective": objective,
+    within = wall <= allowed(limit)
+    return {"instance": str(path.relative_to(SHARED)) if path.is_relative_to(SHARED) else str(path),
+            "method": method, "objective": objective,
             "contiguity": contiguity, "time_limit": limit, "wall_s": round(wall, 2),
-            "allowed_s": round(allowed(limit), 2), "ok": wall <= allowed(limit), "exit": done.returncode,
-            "solve_call_s": inside, "solver_s": solver, "cpu_s": round(cpu, 2),
+            "allowed_s": round(allowed(limit), 2), "within_limit": within, "ok": code == 0 and within,
+            "exit": code, "solve_call_s": inside, "solver_s": solver, "cpu_s": round(cpu, 2),
             "status": status, "message": message}
 
 
+def verdict(row: dict) -> str:
+    """``ok``, ``OVER`` (exit status 0, too slow) or ``FAILED`` with the exit status (or the kill)."""
+    if row["exit"] != 0:
+        return "FAILED (killed)" if row["exit"] is None else f"FAILED (exit {row['exit']})"
+    return "ok" if row["ok"] else "OVER"
+
+
+def summary(rows: list[dict], limit: float) -> dict:
+    """Runs, runs over the allowed wall time, failed runs, the median of wall / limit and the largest wall."""
+    return {"time_limit": limit, "runs": len(rows),
+            "over": sum(r["exit"] == 0 and r["wall_s"] > allowed(r["time_limit"]) for r in rows),
+            "failed": sum(r["exit"] != 0 for r in rows),
+            "median_wall_over_limit": round(statistics.median(r["wall_s"] / r["time_limit"] for r in rows), 4)
+            if rows else None,
+            "max_wall_s": max((r["wall_s"] for r in rows), default=None)}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Measure every selected run; print the table and the summary, write the JSON; 1 if a run failed or was over."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="T in seconds (default 10)")
-    parser.add_argument("--contiguity", nargs="+", default=["stages", "sets", "none"],
+    parser.add_argument("--time-limit", type=positive_float, default=10.0, help="T in seconds (default 10)")
+    parser.add_argument("--contiguity", nargs="+", default=list(CONTIGUITY), choices=CONTIGUITY,
                         help="contiguity classes of the MILP runs (default: all three)")
-    parser.add_argument("--methods", nargs="+", default=["milp", "auto", "local-search"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--match", default="", help="only instances whose path contains this")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if not SHARED.is_dir():
-        print(f"{SHARED} is not here: nothing to measure", file=sys.stderr)
-        return 0
+        return refuse(f"no published instances: {SHARED} is not a folder")
+    selected = runs(args.contiguity, args.methods, args.match)
+    if not selected:
+        return refuse(f"no run: no published instance matches --match {args.match!r} for methods "
+                      f"{', '.join(args.methods)}")
     rows = []
-    for path, method, objective, contiguity in runs(args.contiguity, args.methods, args.match):
+    for path, method, objective, contiguity in selected:
         row = measure(path, method, objective, contiguity, args.time_limit)
         rows.append(row)
         print(f"{row['instance']:52} {method:12} {objective:16} {contiguity:7} {row['wall_s']:7.2f} s "
-              f"{'ok' if row['ok'] else 'OVER'}  {row['status']}", file=sys.stderr, flush=True)
+              f"{verdict(row)}  {row['status']}", file=sys.stderr, flush=True)
     table = [("instance", "method", "objective", "class", "limit", "wall", "cpu", "solve()", "solver", "wall/limit",
               "allowed", "status")]
     for r in rows:
         table.append((r["instance"], r["method"], r["objective"], r["contiguity"], f"{r['time_limit']:g}",
                       f"{r['wall_s']:.2f}", f"{r['cpu_s']:.2f}", "-" if r["solve_call_s"] is None else f"{r['solve_call_s']:.2f}",
                       "-" if r["solver_s"] is None else f"{r['solver_s']:.2f}", f"{r['wall_s'] / r['time_limit']:.3f}",
-                      f"{r['allowed_s']:.2f}" + ("" if r["ok"] else " OVER"), r["status"]))
+                      f"{r['allowed_s']:.2f}" + ("" if r["ok"] else f" {verdict(r)}"), r["status"]))
     print("\n".join(format_table(table, left={0, 1, 2, 3, 11})))
-    walls = sorted(r["wall_s"] / r["time_limit"] for r in rows)
-    over = [r for r in rows if not r["ok"]]
-    summary = {"time_limit": args.time_limit, "runs": len(rows), "over": len(over),
-               "median_wall_over_limit": walls[len(walls) // 2] if walls else None,
-               "max_wall_s": max((r["wall_s"] for r in rows), default=None)}
-    print(f"\n{summary['runs']} runs, {summary['over']} over 1.05·T + 2 s; wall/limit median "
-          f"{summary['median_wall_over_limit']}, largest wall {summary['max_wall_s']} s")
+    total = summary(rows, args.time_limit)
+    print(f"\n{total['runs']} runs, {total['over']} over 1.05·T + 2 s, {total['failed']} failed; wall/limit median "
+          f"{total['median_wall_over_limit']:.3f}, largest wall {total['max_wall_s']} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
-    return 0 if not over else 1
+    args.out.write_text(json.dumps({"machine": machine(), "summary": total, "rows": rows}, indent=1) + "\n")
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform as host
 import statistics
 import sys
 import time
@@ -58,6 +57,9 @@ from placement.io.torch_export import import_module, import_torch  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 from tests.test_import_consistency import MLP, UNet  # noqa: E402
 from tests.test_torch_pipelining import TinyTransformer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, positive_int  # noqa: E402  (beside this script)
 
 SOCKET_CORES = 64
 
@@ -174,9 +176,10 @@ def unet_plans() -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: the machine is "
-                                                              "shared; more threads than idle cores distorts)")
-    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch intra-op threads (default 1: the machine is shared; more threads than idle cores "
+                             "distorts)")
+    parser.add_argument("--repeats", type=positive_int, default=9)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "torch_costs.json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -235,8 +238,7 @@ def main() -> None:
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({
-        "machine": {"processor": host.processor() or host.machine(), "cpus": os.cpu_count(), "threads": args.threads,
-                    "torch": torch.__version__, "python": sys.version.split()[0]},
+        "machine": {**machine(), "threads": args.threads, "torch": torch.__version__},
         "device": {"id": cpu.id, "model": cpu.model, "op_overhead_s": cpu.op_overhead, "socket_share": share},
         "repeats": args.repeats, "calibration": calibration, "models": results,
         "unet_plans": plans}, indent=1) + "\n")

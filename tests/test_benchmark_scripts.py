@@ -1,0 +1,280 @@
+"""The benchmark scripts refuse nonsense in one line, with exit status 2 and nothing written; medians are
+medians; a failed run is a failure; timings say what machine they ran on."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+TARNAWSKI = ROOT.parent / "shared" / "tarnawski"
+_PATH = list(sys.path)
+sys.path.insert(0, str(BENCHMARKS))   # the scripts import each other by name: only while they are imported
+import backward_split  # noqa: E402
+import common  # noqa: E402
+import layerpipe  # noqa: E402
+import time_limits  # noqa: E402
+
+sys.path[:] = _PATH
+
+#: every script with a command line, but torch_costs.py (importing torch alone takes seconds)
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in ("common.py", "torch_costs.py"))
+
+
+def run(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``python benchmarks/SCRIPT ARGS...`` from the repository root."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, str(BENCHMARKS / script), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def refused(done: subprocess.CompletedProcess) -> str:
+    """The last line of a refusal's standard error, after checking that it is one: status 2, no traceback,
+    and an error line last."""
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") or f"{done.args[1].rsplit('/', 1)[-1]}: error: " in last, done.stderr
+    return last
+
+
+def needs_published() -> None:
+    if not TARNAWSKI.is_dir():
+        pytest.skip(f"the published instances are not at {TARNAWSKI}")
+
+
+# ------------------------------------------------------------------------------------------------
+# empty selections: one line, status 2, no file
+
+
+def test_milp_empty_match_writes_nothing(tmp_path):
+    needs_published()
+    out = tmp_path / "milp.json"
+    done = run("milp.py", "--match", "typo_instance", "--json", str(out))
+    assert done.stderr == (f"error: no instance under {TARNAWSKI / 'throughput-inputs'} "
+                           "matches --match 'typo_instance'\n")
+    refused(done)
+    assert not out.exists()
+
+
+def test_milp_latency_empty_match_writes_nothing(tmp_path):
+    needs_published()
+    out = tmp_path / "milp.json"
+    done = run("milp.py", "--latency", "--match", "typo", "--json", str(out))
+    assert refused(done) == f"error: no instance under {TARNAWSKI / 'latency-inputs'} matches --match 'typo'"
+    assert not out.exists()
+
+
+def test_milp_missing_folder_writes_nothing(tmp_path):
+    out = tmp_path / "milp.json"
+    done = run("milp.py", "--instances", str(tmp_path / "missing"), "--json", str(out))
+    assert refused(done) == f"error: no instances: {tmp_path / 'missing'} is not a folder"
+    assert not out.exists()
+
+
+def test_time_limits_empty_match_writes_nothing(tmp_path):
+    needs_published()
+    out = tmp_path / "time_limits.json"
+    done = run("time_limits.py", "--match", "nothing", "--out", str(out))
+    assert done.stderr == ("error: no run: no published instance matches --match 'nothing' for methods "
+                           "milp, auto, local-search\n")
+    refused(done)
+    assert not out.exists()
+
+
+def test_dp_throughput_missing_folder_is_refused_before_timing(tmp_path):
+    out = tmp_path / "dp.json"
+    done = run("dp_throughput.py", "--instances", str(tmp_path / "missing"), "--repeat", "1", "--json", str(out),
+               timeout=10)
+    assert refused(done).startswith(f"error: {tmp_path / 'missing'} is not a folder")
+    assert not out.exists()
+
+
+def test_backward_split_empty_match(tmp_path):
+    needs_published()
+    out = tmp_path / "split.json"
+    done = run("backward_split.py", "--match", "nothing_matches", "--out", str(out))
+    assert refused(done).startswith("error: no training graph matches --match 'nothing_matches' (of ")
+    assert not out.exists()
+
+
+def tiny_tarnawski(base: Path) -> Path:
+    """A folder laid out like ../shared/tarnawski holding one bundled tiny instance."""
+    (base / "throughput-inputs" / "LayerGraphs").mkdir(parents=True)
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", base / "throughput-inputs" / "LayerGraphs")
+    return base
+
+
+def test_reproduce_says_the_filter_matched_nothing(tmp_path):
+    instances, out = tiny_tarnawski(tmp_path / "tarnawski"), tmp_path / "out"
+    done = run("reproduce.py", "--instances", str(instances), "--out", str(out), "--filter", "nonexistent")
+    assert done.stderr == "error: no instance matches --filter nonexistent\n"
+    refused(done)
+    assert not out.exists()
+
+
+def test_reproduce_refuses_a_missing_folder(tmp_path):
+    done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
+    assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_piper_refuses_a_folder_without_instances(tmp_path):
+    done = run("piper.py", "--shared", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert refused(done).startswith("error: no Piper instances")
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# bad options: argparse's error or one line, status 2, no traceback, no file
+
+BAD_OPTIONS = [
+    ("milp.py", ["--time-limit", "-5"]),
+    ("milp.py", ["--repeat", "0"]),
+    ("milp.py", ["--calls", "0"]),
+    ("time_limits.py", ["--methods", "foo", "--match", "bert24_inference"]),
+    ("time_limits.py", ["--contiguity", "bogus"]),
+    ("time_limits.py", ["--time-limit", "0"]),
+    ("crosscheck.py", ["--instances", "2", "--backends", "foo"]),
+    ("crosscheck.py", ["--instances", "1", "--unit", "-1", "--backends", "cp-sat"]),
+    ("crosscheck.py", ["--instances", "-3"]),
+    ("crosscheck.py", ["--unit", "0"]),
+    ("dp_throughput.py", ["--repeat", "0", "--skip-published"]),
+    ("hypar.py", ["--repeat", "0", "--max-accelerators", "2", "--no-ledger"]),
+    ("hypar.py", ["--batch", "-5"]),
+    ("hypar.py", ["--max-accelerators", "1"]),
+    ("layerpipe.py", ["--accelerators", "abc"]),
+    ("layerpipe.py", ["--accelerators", "9-2"]),
+    ("layerpipe.py", ["--time-limit", "-1"]),
+    ("layerpipe.py", ["--variants", "foo"]),
+    ("backward_split.py", ["--time-limit", "-5"]),
+    ("backward_split.py", ["--accelerators", "0"]),
+    ("codesign_exact.py", ["--repeat", "0", "--chips", "1"]),
+    ("codesign_exact.py", ["--chips", "0"]),
+    ("codesign_exact.py", ["--chips", "-1"]),
+    ("codesign.py", ["--repeat", "0"]),
+    ("codesign.py", ["--out", "records.jsonl"]),
+    ("codesign_ppw.py", ["--chips", "0"]),
+    ("reproduce.py", ["--time-limit", "-5"]),
+    ("reproduce.py", ["--restarts", "0"]),
+    ("reproduce.py", ["--heuristic-time-limit", "nan"]),
+    ("piper_first_run.py", ["--baseline", "nonexistentcommit"]),
+    ("piper_interleaved.py", ["--time-limit", "0"]),
+]
+
+
+@pytest.mark.parametrize(("script", "args"), BAD_OPTIONS, ids=[f"{s} {' '.join(a)}" for s, a in BAD_OPTIONS])
+def test_bad_options_are_refused(tmp_path, script, args):
+    before = {p: p.stat().st_mtime_ns for p in (BENCHMARKS / "results").iterdir()}
+    refused(run(script, *args, timeout=20))
+    assert {p: p.stat().st_mtime_ns for p in (BENCHMARKS / "results").iterdir()} == before
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help(script):
+    done = run(script, "--help", timeout=20)
+    assert done.returncode == 0 and done.stdout.startswith("usage: "), done.stderr[-2000:]
+
+
+def test_child_runs_a_command_and_refuses_none():
+    assert "exit=0" in run("child.py", sys.executable, "-c", "pass").stdout
+    refused(run("child.py"))
+    assert refused(run("child.py", "no-such-command-here")).startswith("error: could not start no-such-command-here")
+
+
+# ------------------------------------------------------------------------------------------------
+# argument types, medians, failed runs, the machine
+
+
+def test_argument_types():
+    assert common.positive_float("0.5") == 0.5 and common.positive_int("3") == 3
+    for text in ("0", "-5", "nan", "inf", "abc"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            common.positive_float(text)
+    for text in ("0", "-1", "1.5", "abc"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            common.positive_int(text)
+    with pytest.raises(argparse.ArgumentTypeError):
+        common.int_at_least(2)("1")
+    assert layerpipe.accelerator_range("2-4") == [2, 3, 4] and layerpipe.accelerator_range("3") == [3]
+    assert layerpipe.variant_list("any,adjacent+inter,any") == ["any", "adjacent+inter"]
+    for text in ("9-2", "0-2", "abc", "2-x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            layerpipe.accelerator_range(text)
+
+
+def limit_row(wall: float, exit_code: int | None = 0) -> dict:
+    """A time_limits row of one run at a limit of 10 s."""
+    within = wall <= time_limits.allowed(10.0)
+    return {"wall_s": wall, "time_limit": 10.0, "within_limit": within, "ok": exit_code == 0 and within,
+            "exit": exit_code}
+
+
+def test_time_limits_median_of_an_even_count():
+    rows = [limit_row(w) for w in (10.0, 12.0, 11.0, 30.0)]
+    total = time_limits.summary(rows, 10.0)
+    assert total["median_wall_over_limit"] == 1.15     # (1.1 + 1.2) / 2, not the upper middle 1.2
+    assert (total["runs"], total["over"], total["failed"]) == (4, 1, 0)
+
+
+def test_time_limits_counts_a_failed_run_apart_from_a_slow_one():
+    rows = [limit_row(1.0, 2), limit_row(1.0, None), limit_row(30.0)]
+    assert [time_limits.verdict(r) for r in rows] == ["FAILED (exit 2)", "FAILED (killed)", "OVER"]
+    assert time_limits.summary(rows, 10.0)["failed"] == 2 and time_limits.summary(rows, 10.0)["over"] == 1
+
+
+def test_time_limits_row_of_a_failed_child_is_not_ok():
+    row = time_limits.measure(ROOT / "instances" / "tiny" / "chain4.json", "foo", "throughput", "stages", 5.0)
+    assert row["exit"] == 2 and row["within_limit"] and not row["ok"]
+    assert time_limits.verdict(row) == "FAILED (exit 2)"
+    assert "invalid choice: 'foo'" in row["message"]
+
+
+def test_backward_split_median_of_an_even_count():
+    rows = [{"variant": "any", "split": 1.0, "unsplit": u, "speedup": u, "better": u > 1}
+            for u in (1.0, 1.2, 1.1, 2.0)]
+    rows.append({"variant": "any", "split": None, "unsplit": 1.0, "speedup": None, "better": False})
+    s = backward_split.variant_summary(rows, "any")
+    assert s["median_speedup"] == pytest.approx(1.15)
+    assert (s["runs"], s["both"], s["better"], s["worse"]) == (5, 4, 3, 0)
+    assert backward_split.variant_summary(rows, "adjacent")["median_speedup"] is None
+
+
+def test_committed_medians_are_medians():
+    for name in ("time_limits.json", "time_limits_5s.json"):
+        document = json.loads((BENCHMARKS / "results" / name).read_text())
+        rows, stored = document["rows"], document["summary"]
+        assert stored["median_wall_over_limit"] == time_limits.summary(rows, stored["time_limit"])["median_wall_over_limit"]
+
+
+def test_machine_names_the_cpu(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Some CPU @ 2.00GHz\n")
+    assert common.cpu_model(cpuinfo) == "Some CPU @ 2.00GHz"
+    assert common.cpu_model(tmp_path / "missing") is None
+    here = common.machine()
+    assert {"python", "cpus", "machine", "processor", "cpu_model", "load_average"} <= set(here)
+
+
+def test_codesign_writes_its_table_where_told(tmp_path):
+    out = tmp_path / "codesign.json"
+    done = run("codesign.py", "--repeat", "1", "--models", "gnmt", "--chips", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(out.read_text())
+    assert document["summary"]["rows"] == 1 and document["machine"]["cpus"] == os.cpu_count()
+
+
+def test_codesign_ppw_writes_where_told(tmp_path):
+    out = tmp_path / "ppw.json"
+    done = run("codesign_ppw.py", "--repeat", "1", "--models", "gnmt", "--chips", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(out.read_text())
+    assert document["summary"]["rows"] == 1 and "cpu_model" in document["machine"]
