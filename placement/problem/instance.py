@@ -50,11 +50,15 @@ MAX_SUM = 1e100
 def _as_int(value: object) -> object:
     """An integer of any integer type (numpy's too) as ``int``; anything else unchanged, for
     :func:`validate` to name."""
+    if type(value) is int:
+        return value
     return int(value) if isinstance(value, numbers.Integral) and not _is_flag(value) else value
 
 
 def _as_float(value: object) -> object:
     """A real number of any type (numpy's too) as ``float``; anything else unchanged."""
+    if type(value) is float:
+        return value
     return float(value) if isinstance(value, numbers.Real) and not _is_flag(value) else value
 
 
@@ -66,11 +70,15 @@ def _is_flag(value: object) -> bool:
 
 def _as_flag(value: object) -> object:
     """A boolean of either kind as ``bool``; anything else unchanged."""
+    if type(value) is bool:
+        return value
     return bool(value) if _is_flag(value) else value
 
 
 def _as_times(value: object) -> object:
     """A sequence of times (``None`` where unsupported) as a tuple of floats; anything else unchanged."""
+    if type(value) is tuple and all(type(p) is float or p is None for p in value):
+        return value
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         return value
     return tuple(None if p is None else _as_float(p) for p in value)
@@ -105,14 +113,15 @@ class Node:
     weight_times: tuple[float | None, ...] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "id", _as_int(self.id))
-        object.__setattr__(self, "times", _as_times(self.times))
-        object.__setattr__(self, "memory", _as_float(self.memory))
-        object.__setattr__(self, "backward", _as_flag(self.backward))
-        object.__setattr__(self, "colour", _as_int(self.colour))
-        object.__setattr__(self, "out_cost", _as_float(self.out_cost))
+        fields = {"id": _as_int(self.id), "times": _as_times(self.times), "memory": _as_float(self.memory),
+                  "backward": _as_flag(self.backward), "out_cost": _as_float(self.out_cost)}
+        if self.colour is not None:
+            fields["colour"] = _as_int(self.colour)
         if self.weight_times is not None:
-            object.__setattr__(self, "weight_times", _as_times(self.weight_times))
+            fields["weight_times"] = _as_times(self.weight_times)
+        for name, value in fields.items():
+            if value is not getattr(self, name):
+                object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -124,9 +133,11 @@ class Edge:
     size: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "src", _as_int(self.src))
-        object.__setattr__(self, "dst", _as_int(self.dst))
-        object.__setattr__(self, "size", None if self.size is None else _as_float(self.size))
+        if type(self.src) is not int or type(self.dst) is not int:
+            object.__setattr__(self, "src", _as_int(self.src))
+            object.__setattr__(self, "dst", _as_int(self.dst))
+        if self.size is not None and type(self.size) is not float:
+            object.__setattr__(self, "size", _as_float(self.size))
 
 
 @dataclass(frozen=True)
