@@ -30,6 +30,7 @@ from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.heartbeat import heartbeat
+from placement.solvers.milp.interrupt import solve_interruptibly
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -201,8 +202,8 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left, and
     ``skipped`` when the starting plan ``fallback`` already meets the instance's lower bound
     ``simple`` (nothing is left to prove). A search silent for a while says so
-    (:func:`.heartbeat.heartbeat`), and a run past its limit by more than :data:`OVERRUN_S` says so in
-    its message."""
+    (:func:`.heartbeat.heartbeat`), Ctrl-C stops it (:func:`.interrupt.solve_interruptibly`), and a run
+    past its limit by more than :data:`OVERRUN_S` says so in its message."""
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
@@ -212,7 +213,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
         return RawResult("no_solution", message="the time limit ran out before the solver could start")
     best = None if fallback is None else fallback[1]
     with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best) as watched:
-        raw = be.solve(replace(watched, time_limit=limit))
+        raw = solve_interruptibly(be, replace(watched, time_limit=limit))
     if raw.wall_s > limit + OVERRUN_S:
         note = f"{be.name} overran its time limit of {limit:g} s ({raw.wall_s:.1f} s)"
         raw = replace(raw, message="; ".join(m for m in (raw.message, note) if m))

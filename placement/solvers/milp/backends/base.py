@@ -312,6 +312,11 @@ class Backend(ABC):
     @abstractmethod
     def solve(self, options: SolveOptions) -> RawResult: ...
 
+    def interrupt(self) -> bool:
+        """Ask a :meth:`solve` running in another thread to stop now; whether the solver takes such a
+        request (none by default)."""
+        return False
+
     @property
     @abstractmethod
     def size(self) -> dict[str, int]:

@@ -104,6 +104,8 @@ class CpSatBackend(Backend):
         self._size = {"variables": 0, "binaries": 0, "rows": 0}
         self._largest: dict[int, int] = {}   # variable index -> max |value| in its domain
         self.overflow_risk = 0                # see the module docstring
+        self._running: Any = None             # the CpSolver searching now, for :meth:`interrupt`
+        self._stopped = False
 
     def _new(self, var: Any, largest: int) -> Any:
         self._largest[var.Index()] = abs(largest)
@@ -186,6 +188,7 @@ class CpSatBackend(Backend):
         solver.parameters.random_seed = int(options.seed)
         solver.parameters.relative_gap_limit = float(options.gap)
         solver.parameters.cp_model_presolve = False  # see the module docstring
+        solver.parameters.catch_sigint_signal = False  # Ctrl-C is the caller's (:mod:`..interrupt`)
         if self.full_relaxation:
             solver.parameters.linearization_level = 2
         if not self.solver_cuts:
@@ -214,8 +217,17 @@ class CpSatBackend(Backend):
             solver.parameters.log_to_stdout = False
             solver.log_callback = lambda line: log.write(line + "\n")
         start = time.perf_counter()
+        self._running = solver
+        if self._stopped:
+            solver.parameters.max_time_in_seconds = 0.0
         code = solver.Solve(self.model, callback)
         return solver.StatusName(code), time.perf_counter() - start
+
+    def interrupt(self) -> bool:
+        self._stopped = True
+        if self._running is not None:
+            self._running.StopSearch()
+        return True
 
     def _hint_solution(self, solver: Any) -> None:
         """Replace the model's hint by ``solver``'s solution (every variable)."""
@@ -241,7 +253,7 @@ class CpSatBackend(Backend):
                 phases = [{"status": status, "seconds": round(wall, 3)}]
                 branches, conflicts = first.NumBranches(), first.NumConflicts()
                 left = options.time_limit - wall
-                if single and status in ("FEASIBLE", "UNKNOWN") and left >= MIN_IMPROVE_S:
+                if single and status in ("FEASIBLE", "UNKNOWN") and left >= MIN_IMPROVE_S and not self._stopped:
                     if status == "FEASIBLE":
                         self._hint_solution(first)
                     second = self._solver(options, left, improve=True)

@@ -98,6 +98,7 @@ class LinearSolverBackend(BigMBackend):
         if self.solver is None:
             raise SolverUnavailableError(unavailable_message(self.name, self.availability() or "no solver"))
         self._vars: dict[int, Any] = {}
+        self._stopped = False   # set by :meth:`interrupt`: no second run
 
     def key(self, var: Any) -> Any:
         return var.index()
@@ -170,6 +171,10 @@ class LinearSolverBackend(BigMBackend):
         append_log(options.log_path, log_text)
         return self.audit(raw, log_text, options)
 
+    def interrupt(self) -> bool:
+        self._stopped = True
+        return bool(self.solver.InterruptSolve())
+
     def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:
         lp, solver = self._lp, self.solver
         solver.SetTimeLimit(_milliseconds(options.time_limit))
@@ -184,7 +189,7 @@ class LinearSolverBackend(BigMBackend):
         with stdout_to(log_path):
             start = time.perf_counter()
             code = solver.Solve(params)
-            note = self.rerun(code, time.perf_counter() - start, options)
+            note = "" if self._stopped else self.rerun(code, time.perf_counter() - start, options)
             if note:
                 notes.append(note)
                 solver.SetTimeLimit(_milliseconds(options.time_limit - (time.perf_counter() - start)))

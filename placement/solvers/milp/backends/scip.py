@@ -1,4 +1,6 @@
-"""``scip``: SCIP behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`)."""
+"""``scip``: SCIP behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`). SCIP's own Ctrl-C handler is
+off (``misc/catchctrlc``): it stopped the search and returned an ordinary result; Ctrl-C is the
+caller's (:mod:`..interrupt`), which stops SCIP through OR-Tools."""
 
 from __future__ import annotations
 
@@ -13,3 +15,6 @@ class ScipBackend(LinearSolverBackend):
     seed_parameter = "randomization/randomseedshift"
     warm_start = True
     threads = True
+
+    def set_parameters(self, seed: int, **extra: str) -> None:
+        super().set_parameters(seed, **{"misc/catchctrlc": "FALSE", **extra})

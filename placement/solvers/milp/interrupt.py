@@ -1,0 +1,64 @@
+"""Ctrl-C while a MILP backend searches.
+
+Python delivers SIGINT to the main thread as a :class:`KeyboardInterrupt`, but only when that
+thread runs Python code, and a solver's search is one long call into compiled code: the
+interrupt waited for the search to end (CP-SAT, CBC and HiGHS searched on to their time
+limits, and SCIP, stopped by its own handler, was reported as an ordinary result). So
+:func:`solve_interruptibly` runs the search in a worker thread while the main thread waits, where
+the interrupt reaches it at once (the process's SIGINT handler is restored every
+:data:`REASSERT_S` seconds, as CBC and SCIP replace it with their own); the backend is then asked to stop
+(:meth:`~placement.solvers.milp.backends.base.Backend.interrupt`), given
+:data:`INTERRUPT_GRACE_S` seconds to return, and the :class:`KeyboardInterrupt` goes on to the
+caller. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
+its daemon thread, which ends with the process.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions
+
+#: seconds a stopped solver is given to return before the interrupt goes on without it
+INTERRUPT_GRACE_S = 5.0
+#: seconds between two restorings of the process's SIGINT handler while a solver runs
+REASSERT_S = 0.2
+
+
+def _reassert_sigint() -> None:
+    """Install again the SIGINT handler Python knows of: CBC and SCIP put their own in its place
+    when they start, which swallowed Ctrl-C."""
+    current = signal.getsignal(signal.SIGINT)
+    if current is not None:
+        signal.signal(signal.SIGINT, current)
+
+
+def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
+    """``be.solve(options)``, with Ctrl-C stopping it (module docstring). Off the main thread, where
+    no interrupt arrives, the backend simply runs."""
+    if threading.current_thread() is not threading.main_thread():
+        return be.solve(options)
+    outcome: dict[str, Any] = {}
+    finished = threading.Event()   # not Thread.join: interrupted, it may take a running thread for ended
+
+    def work() -> None:
+        try:
+            outcome["raw"] = be.solve(options)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+        finally:
+            finished.set()
+
+    try:
+        threading.Thread(target=work, name="milp-solve", daemon=True).start()
+        while not finished.wait(REASSERT_S):
+            _reassert_sigint()
+    except KeyboardInterrupt:
+        if be.interrupt():
+            finished.wait(INTERRUPT_GRACE_S)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["raw"]
