@@ -174,12 +174,25 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     if plan is None:
         what = "no pipeline of the available devices" if stages is None else \
             f"no pipeline of exactly {stages} non-empty {'stage' if stages == 1 else 'stages'}"
+        if not graph.memory_exact:
+            return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "dp", runtime_s=runtime, stats=stats,
+                            message=f"{what} was found; {MEMORY_ROUNDED}, so this is no proof")
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=runtime, stats=stats,
                         message=f"{what} satisfies the memory and support constraints")
     error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
         return _inexact(problem, plan, value, error, runtime, stats)
+    if not graph.memory_exact:
+        simple = throughput_lower_bound(problem)["bound"]
+        if not meets(simple, value):
+            return Solution(Status.FEASIBLE, plan, value, min(value, simple), "dp", runtime_s=runtime, stats=stats,
+                            message=f"{MEMORY_ROUNDED}: its optimum is no proof")
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
+
+
+#: why the DP proves nothing where memory binds and the sizes have no exact common unit
+MEMORY_ROUNDED = ("the memory sizes and bounds have no unit in which the DP's sums are exact "
+                  "(placement.problem.memory_fit), and its memory checks round")
 
 
 def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict) -> Solution:

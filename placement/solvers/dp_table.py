@@ -35,6 +35,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import decimal_unit
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
@@ -60,6 +61,7 @@ class Graph:
     memcap: np.ndarray
     pays: np.ndarray
     work_nodes: np.ndarray  # (N, T+1) per node: pmin(v), then p_t(v) (inf if unsupported)
+    memory_exact: bool = True  # mem and memcap in a unit where their sums are exact (memory_fit.decimal_unit)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,12 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
 
     comp = np.column_stack([per_supernode(np.where(supported[:, t], times[:, t], 0.0)) for t in range(n_types)])
     unsup = np.column_stack([per_supernode(~supported[:, t]) for t in range(n_types)]).astype(np.int64)
-    mem = per_supernode(np.array([node.memory for node in nodes], dtype=np.float64))[:, None]
+    sizes = [node.memory for node in nodes]
+    total = math.fsum(sizes)
+    binding = [t.memory for t in types if t.memory < total]
+    unit = decimal_unit(sizes + binding, total) if binding else 1.0
+    # in an exact unit, a block's memory as a difference of prefix sums is exact (memory_fit)
+    mem = per_supernode(np.array(sizes, dtype=np.float64) * (unit or 1.0))[:, None]
     pmin = per_supernode(cheapest)[:, None]
     work_nodes = np.column_stack([cheapest, times])
     # Cost nodes: positive transfer cost and a successor in another supernode; N[u] as supernodes.
@@ -119,8 +126,9 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     np.cumsum(np.bincount(succ_idx, minlength=size), out=pred_ptr[1:])
     return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
                  groups[eligible].astype(np.int64), out_cost[eligible],
-                 np.array([t.memory for t in types], dtype=np.float64),
-                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes)
+                 np.array([t.memory * (unit or 1.0) if t.memory < total else math.inf for t in types],
+                          dtype=np.float64),
+                 np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes, unit is not None)
 
 
 def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:

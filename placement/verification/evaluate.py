@@ -21,7 +21,8 @@ direction. ``forward_load`` is the compute of the forward nodes of ``S`` plus
 
 Constraints checked (each failure is one line in ``Evaluation.violations``):
 every instance node placed exactly once; no unknown node ids or device types;
-supported nodes only; memory ``Σ node.memory`` within the device type's bound;
+supported nodes only; memory ``Σ node.memory`` within the device type's bound (summed exactly on the
+sizes as written: :func:`placement.problem.memory_fit.fits`);
 nodes of one colour on one device; at most ``count`` non-empty devices per
 type; and the requested contiguity class: ``none`` (nothing more), ``sets`` or ``stages``
 (:mod:`placement.verification.contiguity` defines and checks those two), with
@@ -36,6 +37,7 @@ from typing import Sequence
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import fits
 from placement.plan import Plan
 from placement.verification.contiguity import pipeline_order, sets_violations, stages_violations
 
@@ -184,10 +186,11 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
     dtype = problem.device_types[t] if t is not None else None
     members = set(nodes)
 
-    compute_fw = compute_bw = memory = 0.0
+    compute_fw = compute_bw = 0.0
+    sizes = []
     for v in nodes:
         node = problem.node(v)
-        memory += node.memory
+        sizes.append(node.memory)
         if t is None:
             continue
         p = node.times[t]
@@ -217,7 +220,8 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
                 comm_fw += node.out_cost
 
     bound = dtype.memory if dtype is not None else math.inf
-    if memory > bound:
+    memory = math.fsum(sizes)
+    if not fits(sizes, bound):
         violations.append(f"device {position} ({type_name}): memory {fmt_number(memory)} "
                           f"exceeds the bound {fmt_number(bound)}")
     compute = compute_fw + compute_bw

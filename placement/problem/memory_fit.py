@@ -1,0 +1,59 @@
+"""Whether the memory of a device's nodes fits its bound, decided exactly.
+
+The model's rule is ``Σ m(v) ≤ M`` over the nodes a device holds (DESIGN.md §2). Summed in
+floating point the rule rounds, and depends on the order of the terms: sizes 0.1 and 0.2 sum to
+0.30000000000000004, above a bound of 0.3 that whoever wrote these numbers meant them to meet,
+and a DP that takes a block's memory as a difference of two prefix sums found
+(0.1 + 0.2) − 0.1 above 0.2. Here every number is read as its shortest decimal form (what
+``repr`` prints: the number as a JSON file or a Python literal gave it), and the sum is compared
+exactly. A sum clearly apart from the bound (by more than :data:`CLEAR` relative) is decided on
+``math.fsum`` alone, so the exact sum is taken only for the few that are close.
+
+:func:`decimal_unit` gives the DP (and any other method that sums memory in floating point) a
+unit in which every size and bound is an integer below ``2^53``: its sums and differences are
+then exact and agree with :func:`fits`.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+#: relative distance from the bound beyond which the rounded sum decides
+CLEAR = 1e-9
+#: the largest integer up to which every integer is a float, and sums of them are exact
+EXACT_INTEGERS = 2.0 ** 53
+
+
+def fits(sizes: Iterable[float], bound: float) -> bool:
+    """Whether ``Σ sizes ≤ bound``, exactly on the sizes as written (module docstring)."""
+    sizes = list(sizes)
+    if math.isinf(bound):
+        return bound > 0
+    total = math.fsum(sizes)
+    margin = CLEAR * max(abs(bound), abs(total))
+    if total < bound - margin:
+        return True
+    if total > bound + margin:
+        return False
+    return sum((Fraction(repr(float(a))) for a in sizes), Fraction(0)) <= Fraction(repr(float(bound)))
+
+
+def decimal_unit(values: Sequence[float], total: float) -> float | None:
+    """The smallest power of ten (10^-12 … 10^12) or two (2^-40 … 2^40) that makes every value an
+    integer whose quotient by it is the value again, with ``total`` times it below ``2^53``; ``None``
+    when there is none. In that unit every sum of the values is exact, and a value is its shortest
+    decimal form."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=np.float64)
+    candidates = sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in range(-12, 13)})
+    for unit in candidates:
+        if total * unit >= EXACT_INTEGERS:
+            return None
+        scaled = array * unit
+        whole = np.round(scaled)
+        if np.array_equal(scaled, whole) and np.array_equal(whole / unit, array):
+            return unit
+    return None

@@ -1,0 +1,61 @@
+"""Memory bounds are decided exactly on the sizes as written: by the evaluator, and by the DP, whose
+block memory is a difference of prefix sums."""
+
+from __future__ import annotations
+
+import pytest
+
+import placement
+from placement.problem.memory_fit import decimal_unit, fits
+
+
+@pytest.mark.parametrize("sizes,bound,expected", [
+    ([0.1, 0.2], 0.3, True),                   # 0.30000000000000004 in floating point
+    ([0.1, 0.2], 0.2, False),
+    ([0.2], 0.2, True),
+    ([0.7, 1e-9, 0.1], 0.8000000009999999, False),   # the rounded sum equals the bound; 0.800000001 does not fit
+    ([0.7, 1e-9, 0.1], 0.800000001, True),
+    ([1e15, 2.5e14], 1.25e15, True),
+    ([3, 4], float("inf"), True),
+    ([], 0.0, True),
+])
+def test_fits_decides_on_the_sizes_as_written(sizes, bound, expected):
+    assert fits(sizes, bound) is expected
+
+
+def test_the_decimal_unit_makes_every_size_an_integer():
+    assert decimal_unit([0.1, 0.2, 3.3], 3.6) == 10.0
+    assert decimal_unit([0.5, 0.25], 0.75) == 4.0
+    assert decimal_unit([60432384.0, 2147483648.0], 2.2e9) == 2.0 ** -13   # the smallest: both are multiples of 2^13
+    assert decimal_unit([1 / 3], 1.0) is None              # no power of ten or two up to 10^12 or 2^40
+    assert decimal_unit([0.1], 2.0 ** 53) is None           # its total would pass 2^53
+
+
+def two_nodes(size_1: float, size_2: float, memory: float, cpus: int = 1) -> dict:
+    return {"maxSizePerFPGA": memory, "maxFPGAs": 2, "maxCPUs": cpus,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "isBackwardNode": 0,
+                       "size": m} for i, m in ((1, size_1), (2, size_2))],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 0}]}
+
+
+@pytest.mark.parametrize("instance", [two_nodes(0.1, 0.2, 0.2), two_nodes(0.1, 0.2, 0.2, cpus=0),
+                                      two_nodes(1.1, 3.3, 3.3)])
+@pytest.mark.parametrize("method", ["auto", "dp", "milp"])
+def test_a_block_that_fills_its_bound_exactly_is_used(instance, method):
+    # 1 -> 2, 1 ms each on an accelerator, no transfer cost; node 2 alone fills an accelerator's memory:
+    # one node per accelerator, max-load 1. The DP found (0.1 + 0.2) - 0.1 above 0.2 and put node 2 on
+    # the CPU (10), or, without a CPU, called the instance infeasible
+    result = placement.solve(instance, method=method)
+    assert (result.status, result.value) == ("optimal", 1.0)
+
+
+def test_without_an_exact_unit_the_dp_proves_nothing_where_memory_binds():
+    # three nodes of a third each: no power of ten or two makes them integers. Two do not fit together
+    # under 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10, which
+    # the DP finds but, its memory sums rounded, cannot prove (the simple bound, blind to memory, is 1)
+    instance = two_nodes(1 / 3, 1 / 3, 0.5)
+    instance["nodes"].append(dict(instance["nodes"][1], id=3))
+    instance["edges"].append({"sourceId": 2, "destId": 3, "cost": 0})
+    result = placement.solve(instance, method="dp")
+    assert (result.status, result.value, result.bound) == ("feasible", 10.0, 1.0)
+    assert result.message.startswith("the memory sizes and bounds have no unit in which the DP's sums are exact")
