@@ -124,3 +124,21 @@ def test_accelerator_times_far_below_the_cpus_prove_nothing_false(backend, unit,
     assert result.bound <= dp.value * (1 + 1e-9)
     if result.status == "optimal":
         assert math.isclose(result.value, dp.value, rel_tol=1e-6)
+
+
+def byte_sized(memory: float, sizes: list[float], times: list[tuple[float, float]], accelerators: int) -> dict:
+    """Nodes of ``sizes`` bytes (near 10^15) and (accelerator, CPU) ``times``, no edges, two CPUs."""
+    return {"maxSizePerFPGA": memory, "maxFPGAs": accelerators, "maxCPUs": 2,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "isBackwardNode": 0,
+                       "size": m} for i, (m, (f, c)) in enumerate(zip(sizes, times))], "edges": []}
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=needs(b)) for b in ("highs", "cbc", "scip", "pulp")])
+@pytest.mark.parametrize("contiguity", ["none", "stages"])
+def test_memory_in_bytes_near_ten_to_the_fifteen_is_no_obstacle(backend, contiguity):
+    # node 0 takes 0 on the accelerator and 1 on a CPU, node 1 takes 0 on a CPU: node 0 alone on
+    # the accelerator (9.3e14 of 1.24e15 bytes) and node 1 on a CPU give 0, the optimum; HiGHS,
+    # which takes 10^15 for infinite, proved 1 optimal
+    instance = byte_sized(1242374292120195.8, [931164685391715, 366071120929781], [(0, 1), (0, 0)], 1)
+    result = placement.solve(instance, method="milp", backend=backend, contiguity=contiguity, warm_start=False)
+    assert (result.status, result.value, result.bound) == ("optimal", 0.0, 0.0)

@@ -140,18 +140,33 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool)
     binding bound an integer, else conservatively rounded (see the module docstring)."""
     total = sum(sizes)
     binding = [M for M in bounds if math.isfinite(M) and M < total]
-    scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED) if integer and binding
+    if not integer:
+        return _float_memory(sizes, bounds, total, binding)
+    scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED) if binding
                else Scaling(1.0, True))
 
     def model(a: float, up: bool) -> float:
-        if not integer:
-            return a
         q = a * scaling.scale
         return float(round(q)) if scaling.exact else float(math.ceil(q) if up else math.floor(q))
 
     return MemoryData(tuple(model(a, True) for a in sizes),
                       tuple(model(M, False) if math.isfinite(M) and M < total else math.inf for M in bounds),
                       bool(binding), scaling.exact)
+
+
+def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float]) -> MemoryData:
+    """Memory for a floating-point backend: times the power of two that brings the largest binding bound
+    into ``[2^9, 2^10)``, as :func:`float_scaling` does for times. Sizes in bytes near 10^15 reached
+    the solvers' limits on coefficients (HiGHS takes 10^15 for infinite) and gave false proofs of
+    optimality and infeasibility. Exact unless a size falls below a float's range (then rounded up)."""
+    if not binding:
+        return MemoryData(tuple(sizes), tuple(math.inf for _ in bounds), False, True)
+    scale = float_scaling([], max(binding)).scale
+    scaled = [a * scale for a in sizes]
+    exact = all(a == 0 or q >= sys.float_info.min for a, q in zip(sizes, scaled))
+    scaled = [sys.float_info.min if 0 < q < sys.float_info.min else q for q in scaled]
+    return MemoryData(tuple(scaled), tuple(M * scale if math.isfinite(M) and M < total else math.inf for M in bounds),
+                      True, exact)
 
 
 @dataclass(frozen=True)
