@@ -18,9 +18,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import placement
 from placement.io.tarnawski import parse_instance, read_instance
 from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Instance, Node
 from placement.solution import Status
+from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.driver import better_start
 from placement.solvers.milp.none import AssignmentVars, NoContiguity, slot_kinds
 from placement.solvers.milp.outcome import Verdict
@@ -237,3 +239,18 @@ def test_the_better_start_is_taken() -> None:
     assert better_start("a", "bad", verify, None) == "a"
     assert better_start(None, "b", verify, None) == "b"
     assert better_start("a", None, verify, None) == "a"
+
+
+@pytest.mark.parametrize("backend", [b for b in ("cp-sat", "highs", "cbc", "scip", "pulp")
+                                     if any(name == b and ok for name, ok, _ in backend_availability())])
+def test_the_packing_bound_is_the_reported_bound_whatever_the_backend_proves(backend):
+    """Three groups of 10 on two accelerators, no CPU: the simple bound is the average, 15; two groups
+    share an accelerator in every plan, so the packing bound is 20, the optimum, which the starting
+    plan reaches: every backend reports 20 proven, without a search (CBC and PuLP, stopped without a
+    bound of their own, reported 15)."""
+    three = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0, "edges": [],
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 10, "cpuLatency": 100, "isBackwardNode": 0,
+                        "size": 1} for i in range(3)]}
+    result = placement.solve(three, method="milp", contiguity="none", backend=backend)
+    assert (result.status, result.value, result.bound, result.stats["packing_bound"]) == ("optimal", 20.0, 20.0, 20.0)
+    assert "the solver was not run" in result.message

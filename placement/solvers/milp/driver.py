@@ -75,6 +75,11 @@ class Formulation(ABC):
         """Progress lines on what the model's construction found."""
         return []
 
+    def floor(self, variables: Any, unit: float) -> float:
+        """A lower bound on the objective that the model's construction proved (instance units; 0 for
+        none), reported whatever the backend proves beyond it."""
+        return 0.0
+
     def start_plan(self, problem: Instance, d: GroupData, variables: Any) -> Plan | None:
         """A plan the model's construction suggests as a start (the better of it and the given
         warm start is used), or ``None``."""
@@ -268,6 +273,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
             progress(line)
+    if d.memory_exact:   # proven on the model's data, which round times down only
+        simple = max(simple, formulation.floor(variables, 1.0 / d.scaling.scale))
     warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:

@@ -160,6 +160,9 @@ class NoContiguity(Formulation):
         return {"packing_bound": found.floor * unit if found.groups else None, "packing_groups": found.groups,
                 "packing_s": found.seconds}
 
+    def floor(self, V: AssignmentVars, unit: float) -> float:
+        return V.packing.floor * unit if V.packing.groups else 0.0
+
     def model_news(self, V: AssignmentVars, unit: float) -> list[str]:
         found = V.packing
         if not found.groups:
