@@ -443,3 +443,21 @@ def test_solver_cuts_off_sets_cpsat_cut_level_zero():
     be.solver_cuts = False
     assert be._solver(SolveOptions(time_limit=1.0)).parameters.cut_level == 0
     assert (Stages.solver_cuts, NoContiguity.solver_cuts, ContiguousSets.solver_cuts) == (False, True, True)
+
+
+def test_a_pulp_solver_process_that_fails_is_an_error_not_a_traceback(monkeypatch):
+    # PuLP raises PulpSolverError when its solver's process dies ("Error while trying to execute ...")
+    if not any(name == "pulp" and ok for name, ok, _ in backend_availability()):
+        pytest.skip("PuLP is not installed")
+    import pulp
+
+    be = make_backend("pulp")
+    x = be.bool_var("x")
+    be.minimize([(1, x)])
+
+    def crash(*args, **kwargs):
+        raise pulp.PulpSolverError("Error while trying to execute cbc\n(more)")
+
+    monkeypatch.setattr(be.problem, "solve", crash)
+    raw = be.solve(SolveOptions(time_limit=5))
+    assert (raw.status, raw.message) == ("error", "PuLP's PULP_CBC_CMD failed: Error while trying to execute cbc")

@@ -179,7 +179,11 @@ class PulpBackend(BigMBackend):
             if isinstance(solver, str):
                 return RawResult("error", message=solver)
             start = time.perf_counter()
-            self.problem.solve(solver)
+            try:
+                self.problem.solve(solver)
+            except self._pulp.PulpSolverError as exc:   # the solver's process failed (crashed, killed)
+                return RawResult("error", wall_s=time.perf_counter() - start,
+                                 message=f"PuLP's {self.solver_name} failed: {str(exc).strip().splitlines()[0]}")
             wall = time.perf_counter() - start
             log_text = ""
             if scratch is not None and os.path.exists(scratch.name):
