@@ -58,11 +58,11 @@ def test_device_overrides(capsys):
 
 def test_infeasible_exits_1_and_says_so(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    assert main(["solve", MEMORY_CHAIN, "--cpus", "0", "--quiet", "--out", str(out)]) == 1
-    assert "status      infeasible" in capsys.readouterr().out
-    plan = json.loads(out.read_text())
-    assert plan["status"] == "infeasible"
-    assert plan["maxLoad"] is None and plan["fpgas"] == []
+    assert main(["solve", MEMORY_CHAIN, "--cpus", "0", "--quiet", "--out", str(out), "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)      # the status, machine-readable, without a plan file
+    assert document["status"] == "infeasible"
+    assert document["maxLoad"] is None and document["fpgas"] == []
+    assert not out.exists()
 
 
 def test_ideal_limit_exits_2_with_count(capsys):

@@ -429,6 +429,10 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "time per batch  23  (fill, drain and all-reduce included)" in out
     assert "time per sample 5  (largest busy time" in out
+    assert out.endswith("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures "
+                        "use Piper's 4(d-1)/d (--allreduce piper)\n")
+    assert main(["simulate", instance, plan, "--allreduce", "piper"]) == 0
+    assert "note: all-reduce" not in capsys.readouterr().out
     assert main(["simulate", instance, plan, "--schedule", "1f1b", "--allreduce", "piper", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["time_per_batch"], doc["time_per_sample"]) == (26.0, 6.0)

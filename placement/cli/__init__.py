@@ -17,7 +17,7 @@ import importlib
 import os
 import re
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from placement import __version__
 from placement.cli.options import UsageError, option_name
@@ -124,18 +124,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+#: the exit status of a command whose output pipe closed before it finished (128 + SIGPIPE)
+BROKEN_PIPE = 141
+
+
+class _Output:
+    """Standard output that, once its reader has gone (``placement verify ... | head``), discards what is
+    written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def _discard(self) -> None:
+        self._gone = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def run() -> None:
     """Console-script entry point."""
     for stream in (sys.stdout, sys.stderr):  # names from an instance may hold text no encoding takes
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    sys.stdout = _Output(sys.stdout)
+    status = None
     try:
         status = main()
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = 0
+        status = BROKEN_PIPE if status is None else status   # where the output was not written through _Output
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print(f"error: {exc.strerror or exc}", file=sys.stderr)

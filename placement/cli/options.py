@@ -178,6 +178,30 @@ def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> Non
             os.remove(path)
 
 
+def write_plan_file(path: str | None, result: Any, quiet: bool) -> None:
+    """Write ``result``'s plan file to ``path`` where it has a plan; a solve without one writes nothing,
+    and says so unless ``quiet``."""
+    if path is None:
+        return
+    if not result.ok:
+        if not quiet:
+            print(f"no plan: nothing written to {path}", file=sys.stderr)
+        return
+    write_text(path, json_text(result.to_json()) + "\n")
+
+
+def check_distinct(outputs: dict[str, str | None]) -> None:
+    """Fail when two of the command's output files (option name → path) are one file."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        key = os.path.realpath(path)
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {option} name the same file {path}; choose two names")
+        seen[key] = option
+
+
 def check_not_input(path: str, inputs: tuple[str | None, ...]) -> None:
     """Fail when the output file ``path`` is one of the command's ``inputs``, which writing it would
     overwrite."""

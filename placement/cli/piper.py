@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from placement.cli.options import json_text, positive_int, print_json, write_text
+from placement.cli.options import positive_int, print_json, write_plan_file
 from placement.io.piper import PiperInstance
 
 
@@ -22,8 +22,7 @@ def run_piper(args: argparse.Namespace, instance: PiperInstance, options: dict[s
     from placement.report.parallel import format_parallel_result
 
     result = placement.solve(instance, **options)
-    if args.out:
-        write_text(args.out, json_text(result.to_json()) + "\n")
+    write_plan_file(args.out, result, args.quiet)
     if args.json:
         print_json(result.to_json())
     else:

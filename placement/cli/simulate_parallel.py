@@ -66,4 +66,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
         print_json(result.to_json())
         return 0
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
+    if args.allreduce == "ring" and any(stage.d > 1 for stage in plan.stages):
+        print("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
+              "Piper's 4(d-1)/d (--allreduce piper)")
     return 0

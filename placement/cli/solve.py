@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, json_text,
+from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
                                    non_negative_int, path_name, positive_float, positive_int, print_json,
-                                   progress_printer, relative_gap, write_text)
+                                   progress_printer, relative_gap, write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.solution import format_result
 
+    check_distinct({"--log": args.log, "--out": args.out})
     check_writable(args.log, (args.instance, args.split))
     check_writable(args.out, (args.instance, args.split))
     instance = placement.load(args.instance)
@@ -106,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(instance, PiperInstance):
         return run_piper(args, instance, options)
     result = placement.solve(instance, **options)
-    if args.out:
-        write_text(args.out, json_text(result.to_json()) + "\n")
+    write_plan_file(args.out, result, args.quiet)
     if args.json:
         print_json(result.to_json())
     else:
