@@ -93,7 +93,16 @@ def chain() -> placement.Instance:
     return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3), Edge(3, 4)], 2, 1, math.inf)
 
 
-def test_a_model_left_open_by_the_main_search_is_proven_by_the_second_phase(monkeypatch):
+@pytest.fixture
+def searched(monkeypatch):
+    """The packing bound proves this chain's optimum before any search (the start meets it): set it
+    aside, so that CP-SAT searches."""
+    from placement.solvers.milp.none import NoContiguity
+
+    monkeypatch.setattr(NoContiguity, "floor", lambda self, variables, unit: 0.0)
+
+
+def test_a_model_left_open_by_the_main_search_is_proven_by_the_second_phase(monkeypatch, searched):
     """With no time for the first phase, the second proves the optimum: two phases in the statistics."""
     from placement.solvers.milp.backends import cpsat
 
@@ -106,14 +115,14 @@ def test_a_model_left_open_by_the_main_search_is_proven_by_the_second_phase(monk
     assert second["status"] == "OPTIMAL"
 
 
-def test_a_proof_in_the_first_phase_ends_the_solve():
+def test_a_proof_in_the_first_phase_ends_the_solve(searched):
     result = placement.solve(chain(), method="milp", contiguity="none", time_limit=30)
     assert result.status == "optimal"
     assert result.value == pytest.approx(4.5)
     assert [p["status"] for p in result.stats["phases"]] == ["OPTIMAL"]
 
 
-def test_more_threads_run_one_phase(monkeypatch):
+def test_more_threads_run_one_phase(monkeypatch, searched):
     """With several threads CP-SAT's own portfolio searches neighbourhoods: no second phase."""
     from placement.solvers.milp.backends import cpsat
 
@@ -122,3 +131,9 @@ def test_more_threads_run_one_phase(monkeypatch):
                              time_limit=30)
     assert result.value == pytest.approx(4.5)
     assert len(result.stats["phases"]) == 1
+
+
+def test_the_packing_bound_settles_the_chain_without_a_search():
+    result = placement.solve(chain(), method="milp", contiguity="none", time_limit=30)
+    assert (result.status, result.value, result.stats["packing_bound"]) == ("optimal", 4.5, 4.5)
+    assert "phases" not in result.stats
