@@ -412,6 +412,18 @@ def test_cbc_infeasible_by_its_own_clock_at_the_limit_is_no_proof():
     assert cbc_limit_infeasible(RawResult("optimal", 1.0, 1.0), log, 0.05, "cbc").status == "optimal"
 
 
+def test_cbc_infeasible_that_its_log_doubts_is_no_proof():
+    """CBC through OR-Tools called a model with a plan infeasible (sizes 1e-9 and 0.7 under a bound of
+    0.7), and said so itself in its log."""
+    from placement.solvers.milp.backends.base import RawResult, cbc_limit_infeasible
+
+    log = ("Presolve determined that the problem was infeasible with tolerance of 1e-08\n"
+           "Postprocessed model is infeasible - possible tolerance issue - try without preprocessing\n")
+    doubted = cbc_limit_infeasible(RawResult("infeasible"), log, 10.0, "cbc")
+    assert doubted.status == "no_solution"
+    assert doubted.message == "cbc reported infeasible, but its log says 'possible tolerance issue': not a proof"
+
+
 @pytest.mark.skipif("cp-sat" not in AVAILABLE, reason="OR-Tools is not installed")
 def test_full_relaxation_sets_cpsat_linearization():
     """CP-SAT keeps enforced rows out of its LP at its default level 1; a formulation that asks for

@@ -142,3 +142,24 @@ def test_memory_in_bytes_near_ten_to_the_fifteen_is_no_obstacle(backend, contigu
     instance = byte_sized(1242374292120195.8, [931164685391715, 366071120929781], [(0, 1), (0, 0)], 1)
     result = placement.solve(instance, method="milp", backend=backend, contiguity=contiguity, warm_start=False)
     assert (result.status, result.value, result.bound) == ("optimal", 0.0, 0.0)
+
+
+def wide_sets() -> dict:
+    """Five nodes whose accelerator times are 1e95 to 1e97 and CPU times 0 to 10; 2 -> 6 -> 7. On
+    the two CPUs: {2, 6} and {1, 7, 5}, or better, loads at most 12 (the DP's `stages` optimum)."""
+    times = [(1, 1.328974761157794e+96, 0), (2, 2.0461431799301925e+96, 1.0), (6, 1.1923856186349501e+97, 2),
+             (7, 1.4865894777724247e+95, 10.0), (5, 5.643431186524747e+95, 9.0)]
+    return {"maxSizePerFPGA": 1e300, "maxFPGAs": 3, "maxCPUs": 2,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "isBackwardNode": 0,
+                       "size": 0} for i, f, c in times],
+            "edges": [{"sourceId": 2, "destId": 6, "cost": 0}, {"sourceId": 6, "destId": 7, "cost": 0}]}
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=needs(b)) for b in ("cp-sat", "highs", "cbc", "scip")])
+def test_times_spanning_a_hundred_orders_prove_nothing_false(backend):
+    # the packing bound, sought on such data, came out at 2.96e80 and "proved" plans of 19 and 22
+    optimum = placement.solve(wide_sets(), method="dp").value
+    assert optimum == 12.0
+    result = placement.solve(wide_sets(), method="milp", backend=backend, contiguity="sets", warm_start=False)
+    assert result.bound <= optimum
+    assert result.status != "optimal" or result.value == optimum

@@ -19,8 +19,10 @@ Statuses:
 * ``feasible`` — a verified plan, with the bound and gap (a limit stopped the
   search, a ``gap`` was allowed, or the proof did not reach the verified value); a
   solver bound above the verified value of a plan is refuted and replaced by the simple one;
-* ``infeasible`` — proven by the backend on exact data (a backend reports ``infeasible`` only
-  with its solver's proof, never for a stop at its time limit: :mod:`.backends`);
+* ``infeasible`` — proven by an integer backend (CP-SAT) on exact data (a backend reports
+  ``infeasible`` only with its solver's proof, never for a stop at its time limit: :mod:`.backends`).
+  A floating-point solver's infeasibility rests on its tolerances (PuLP's CBC, its cuts cutting off
+  the one plan of a model whose memory row was tight, called it infeasible): ``no_solution``;
 * ``no_solution`` — stopped without a usable plan (or infeasible on rounded data);
 * ``error`` — the backend failed, or its plan failed verification.
 
@@ -114,6 +116,9 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     if raw.status == "infeasible":
         if not ctx.exact_feasibility:
             return done(Status.NO_SOLUTION, extra="infeasible with rounded memory; not a proof")
+        if not be.integer_only:
+            return done(Status.NO_SOLUTION, extra=f"{be.name} reported infeasible, which rests on a floating-point "
+                                                  "solver's tolerances: not a proof (CP-SAT or the DP gives one)")
         return done(Status.INFEASIBLE, bound=math.inf,
                     extra="no plan of the available devices satisfies the constraints")
     if raw.status in ("no_solution", "error"):

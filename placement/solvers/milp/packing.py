@@ -81,6 +81,10 @@ ROUNDING = 1e-12
 FLOATING = 1e-6
 #: H grows by the groups at least this share of the last one's time before it is searched again
 LIGHTER = 0.95
+#: the widest ratio of the largest positive time or cost to the smallest for which the bound is
+#: sought: past it, its cuts and water levels in floating point lose the small values, and it
+#: came out far above the optimum (2.96e80 where the optimum was 12, with times from 1 to 1e97)
+SPAN = 2.0 ** 40
 
 
 class _GaveUp(Exception):
@@ -441,6 +445,12 @@ def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS, 
     return replace(result, seconds=time.perf_counter() - start)
 
 
+def data_span(d: GroupData) -> float:
+    """The ratio of the largest positive time or cost of the model to the smallest (1 when none)."""
+    values = [q for rows in (d.pf, d.pb) for row in rows for q in row if q] + [cn.c for cn in d.cost_nodes if cn.c > 0]
+    return max(values) / min(values) if values else 1.0
+
+
 def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[Any],
                  above: float = 0.0) -> Packing:
     """Row 9 of :mod:`.none`: ``Θ ≥`` :func:`packing_floor` where it is above ``above`` (the
@@ -448,8 +458,11 @@ def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[
     backend (whose sums may round differently, and which within its tolerances may call a model
     infeasible whose floor meets the warm start's cutoff: HiGHS did on a 4-node instance at
     ``1e-9``), and :data:`ROUNDING` on an integer one (the water level is a
-    quotient, and its last bit must not lift the row past an integer optimum); searched for
+    quotient, and its last bit must not lift the row past an integer optimum); not sought where the
+    model's times and costs span more than :data:`SPAN`; searched for
     at most :data:`SECONDS`, or :data:`SHARE` of the time left before the backend's deadline. Returns what :func:`packing_floor` found."""
+    if data_span(d) > SPAN:
+        return Packing(0.0)
     seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - time.perf_counter()))
     found = packing_floor(d, kinds, max(0.0, seconds), above)
     if found.groups:

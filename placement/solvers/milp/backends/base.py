@@ -108,10 +108,22 @@ def limit_infeasible(name: str, wall: float) -> str:
 _CBC_TOTAL_TIME = re.compile(r"Total time \(CPU seconds\):\s*([0-9.eE+-]+)")
 
 
+#: CBC's own doubt about an infeasibility its preprocessing found
+_CBC_TOLERANCE_DOUBT = "possible tolerance issue"
+
+
 def cbc_limit_infeasible(raw: RawResult, log_text: str, time_limit: float, name: str) -> RawResult:
     """``raw``, or, when it is ``infeasible`` and CBC's log shows that its own clock (CPU seconds, which
     run faster than the wall clock with several threads) had reached :data:`LIMIT_REACHED` of the time
-    limit, ``no_solution``: CBC cut short by its limit may call a feasible model infeasible."""
+    limit, ``no_solution``: CBC cut short by its limit may call a feasible model infeasible. So too
+    when its log doubts the infeasibility itself ("Postprocessed model is infeasible - possible
+    tolerance issue"): it called a model with a plan of value 1 infeasible (sizes 1e-9 and 0.7, a
+    bound of 0.7)."""
+    if raw.status == "infeasible" and _CBC_TOLERANCE_DOUBT in log_text:
+        raw.status = "no_solution"
+        raw.message = "; ".join(m for m in (raw.message, f"{name} reported infeasible, but its log says "
+                                            f"'{_CBC_TOLERANCE_DOUBT}': not a proof") if m)
+        return raw
     found = _CBC_TOTAL_TIME.findall(log_text)
     if raw.status != "infeasible" or not found or float(found[-1]) < time_limit * LIMIT_REACHED:
         return raw
