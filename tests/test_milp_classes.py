@@ -20,6 +20,7 @@ from placement.solvers.dp import solve_dp
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
 from placement.verification.evaluate import evaluate
+from tests.proofs import claimable
 from tests.strategies import problems, trust_instances
 
 AVAILABLE = [name for name, ok, _ in backend_availability() if ok and ":" not in name]
@@ -64,7 +65,7 @@ def agree(problem: Instance, contiguity: str, objective: str, backend: str, fail
     if failures.tolerated(milp):
         return
     check(problem, milp, contiguity, objective)
-    assert milp.status is truth.status, milp.message
+    assert milp.status is claimable(truth.status, backend), milp.message
     if truth.status is Status.OPTIMAL:
         # exact data (multiples of 1/4): CP-SAT's value is the optimum to the last bit; the
         # floating-point solvers' plans are verified exactly too, so equality holds for them as well

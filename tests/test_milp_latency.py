@@ -22,6 +22,7 @@ from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.milp import solve_milp
 from placement.solvers.milp.backends import backend_availability
 from placement.verification.latency import evaluate_latency
+from tests.proofs import claimable
 from tests.strategies import problems, trust_instances
 from tests.test_milp_classes import Failures
 
@@ -40,7 +41,7 @@ def test_latency_matches_brute_force(backend: str, calls: int) -> None:
         milp = solve_milp(problem, objective="latency", calls=calls, backend=backend, time_limit=30)
         if failures.tolerated(milp):
             return
-        assert milp.status is truth.status, milp.message
+        assert milp.status is claimable(truth.status, backend), milp.message
         if truth.status is Status.OPTIMAL:
             ev = evaluate_latency(problem, milp.plan)
             assert ev.valid, ev.violations
