@@ -138,7 +138,7 @@ def test_stages_matches_dp(backend: str) -> None:
         if failures.tolerated(milp):
             return
         check(problem, milp, "stages", "throughput")
-        assert milp.status is dp.status, milp.message
+        assert milp.status is claimable(dp.status, backend), milp.message
         if dp.status is Status.OPTIMAL:
             assert milp.objective == dp.objective
 
