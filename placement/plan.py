@@ -10,6 +10,7 @@ import numbers
 from dataclasses import dataclass
 
 from placement.errors import InvalidPlanError
+from placement.problem.instance import is_flag
 
 
 def _ids(value: object, what: str) -> tuple[int, ...]:
@@ -19,7 +20,7 @@ def _ids(value: object, what: str) -> tuple[int, ...]:
         raise InvalidPlanError(f"{what} must be a sequence of node ids, got {type(value).__name__}")
     ids = tuple(value)
     for v in ids:
-        if not isinstance(v, numbers.Integral) or type(v).__name__ in ("bool", "bool_"):
+        if not isinstance(v, numbers.Integral) or is_flag(v):
             raise InvalidPlanError(f"{what}: a node id must be an integer, got {type(v).__name__} {v!r}")
     return tuple(int(v) for v in ids)
 

@@ -52,17 +52,17 @@ def _as_int(value: object) -> object:
     :func:`validate` to name."""
     if type(value) is int:
         return value
-    return int(value) if isinstance(value, numbers.Integral) and not _is_flag(value) else value
+    return int(value) if isinstance(value, numbers.Integral) and not is_flag(value) else value
 
 
 def _as_float(value: object) -> object:
     """A real number of any type (numpy's too) as ``float``; anything else unchanged."""
     if type(value) is float:
         return value
-    return float(value) if isinstance(value, numbers.Real) and not _is_flag(value) else value
+    return float(value) if isinstance(value, numbers.Real) and not is_flag(value) else value
 
 
-def _is_flag(value: object) -> bool:
+def is_flag(value: object) -> bool:
     """Whether ``value`` is a boolean: Python's or numpy's."""
     kind = type(value)
     return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_"))
@@ -72,7 +72,7 @@ def _as_flag(value: object) -> object:
     """A boolean of either kind as ``bool``; anything else unchanged."""
     if type(value) is bool:
         return value
-    return bool(value) if _is_flag(value) else value
+    return bool(value) if is_flag(value) else value
 
 
 def _as_times(value: object) -> object:

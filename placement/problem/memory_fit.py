@@ -20,6 +20,8 @@ import math
 from fractions import Fraction
 from typing import Iterable, Sequence
 
+from placement.problem.units import exact_unit
+
 #: relative distance from the bound beyond which the rounded sum decides
 CLEAR = 1e-9
 #: the largest integer up to which every integer is a float, and sums of them are exact
@@ -41,19 +43,7 @@ def fits(sizes: Iterable[float], bound: float) -> bool:
 
 
 def decimal_unit(values: Sequence[float], total: float) -> float | None:
-    """The smallest power of ten (10^-12 … 10^12) or two (2^-40 … 2^40) that makes every value an
-    integer whose quotient by it is the value again, with ``total`` times it below ``2^53``; ``None``
-    when there is none. In that unit every sum of the values is exact, and a value is its shortest
-    decimal form."""
-    import numpy as np
-
-    array = np.asarray(values, dtype=np.float64)
-    candidates = sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in range(-12, 13)})
-    for unit in candidates:
-        if total * unit >= EXACT_INTEGERS:
-            return None
-        scaled = array * unit
-        whole = np.round(scaled)
-        if np.array_equal(scaled, whole) and np.array_equal(whole / unit, array):
-            return unit
-    return None
+    """The unit of :func:`placement.problem.units.exact_unit` for ``values`` whose sum is ``total``,
+    with that sum at most ``2^53``; ``None`` when there is none. In that unit every sum of the values
+    is exact, and a value is its shortest decimal form."""
+    return exact_unit(values, total, EXACT_INTEGERS)

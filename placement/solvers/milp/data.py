@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.problem.instance import Instance
+from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
 
@@ -61,24 +62,13 @@ class Scaling:
     integer: bool = True
 
 
-def exact_at(values: Sequence[float], scale: float) -> bool:
-    """Whether every value times ``scale`` is an integer that maps back to the value exactly."""
-    for a in values:
-        q = a * scale
-        if q != round(q) or round(q) / scale != a:
-            return False
-    return True
-
-
 def choose_scale(values: Sequence[float], largest: float, max_scaled: float) -> Scaling:
-    """Smallest power of two or ten making every value an integer with ``largest · scale ≤ max_scaled``;
-    else the largest power of two within the cap (``exact`` False)."""
-    candidates = sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in range(-12, 13)})
-    for scale in candidates:
-        if largest * scale > max_scaled:
-            break
-        if exact_at(values, scale):
-            return Scaling(scale, True)
+    """Smallest power of two or ten making every value an integer with ``largest · scale ≤ max_scaled``
+    (:func:`placement.problem.units.exact_unit`); else the largest power of two within the cap
+    (``exact`` False)."""
+    unit = exact_unit(values, largest, max_scaled)
+    if unit is not None:
+        return Scaling(unit, True)
     if largest <= 0:
         return Scaling(1.0, True)
     # a difference of logarithms: the quotient itself overflows for a tiny ``largest``; the power
