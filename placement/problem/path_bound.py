@@ -79,6 +79,11 @@ from typing import Sequence
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 from placement.problem.sequential import MAX_JOINS, Budget, least_sum
+from placement.problem.units import sums_exactly
+
+#: the rounding allowance per operation of :func:`interval_runs` where its sums are not exact: twice
+#: the relative error of one floating-point operation
+ROUNDING = 2.0 ** -52
 
 
 def path_layers(path: Sequence[int], pred: Sequence[Sequence[int]], rank: Sequence[int]) -> list[list[int]]:
@@ -165,16 +170,25 @@ class PathData:
 
 def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: Sequence[float | None],
                   memory: Sequence[float], cost: Sequence[float], capacity: float,
-                  budget: Budget) -> tuple[list[int], list[float]]:
+                  budget: Budget, rounding: float = 0.0) -> tuple[list[int], list[float]]:
     """Ends ``t + 1`` and the durations of the module docstring of the segments ``path[s..t]``; the
     budget pays for the in-edges of the nodes scanned (at least one per node), less one per end (which
     :func:`least_sum` pays). Membership and the inputs paid are marked with ``s`` in ``data``'s
-    scratch lists, so the starts must be distinct."""
+    scratch lists, so the starts must be distinct.
+
+    The durations are running sums from which amounts are taken out again (an output that stays in
+    the call, an input's fee revised), so in floating point they may keep a residue of the amounts
+    taken out: with transfers of 10^96 beside times of 10^-308 one of 2·10^80 made a bound of an
+    instance whose optimum is 10^-308. Each duration is therefore lowered by ``rounding`` times the
+    operations so far times the magnitude of everything added or taken out (each operation errs by
+    at most ``2^-53`` of a partial sum, which that magnitude bounds); ``rounding`` is 0 where the
+    sums are exact (:func:`placement.problem.units.sums_exactly`)."""
     path, on_path, owner = data.path, data.on_path, data.owner
     member, paid, waiting, left = data.member, data.paid, data.waiting, data.left
     mate_layer = data.mate_layer
     first = path[s]
     compute = used = inputs = outputs = 0.0
+    moved = 0.0                               # the magnitude of every amount added or taken out
     scanned = 0
     ends: list[int] = []
     durations: list[float] = []
@@ -197,6 +211,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                 budget.spend(scanned + fees.scanned - len(ends))
                 return ends, durations
             compute += time
+            moved += time
             reach = max(reach, data.last_mate[x])
             for u in preds:
                 if member[u] != s:
@@ -207,6 +222,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                             heapq.heappush(guests, (-memory[u], u))
                         else:
                             inputs += cost[u]
+                            moved += cost[u]
                             fees.settle(u)
                     continue
                 c = cost[u]
@@ -214,21 +230,29 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                     waiting[u] -= 1
                     if not waiting[u] and left[u] < c:
                         outputs -= c - left[u]
+                        moved += c
                 elif owner[x] == u:   # x, assigned to u, joins: it no longer stands for u's output
                     before = left[u]
                     left[u] = before - data.absorb[x]
                     if not waiting[u] and left[u] < c:
                         outputs -= min(c, before) - left[u]
+                        moved += min(c, before) + abs(left[u])
             member[x] = s
             waiting[x] = data.path_succ[x]
             left[x] = data.assigned[x]
             c = cost[x]
-            outputs += c if waiting[x] or left[x] >= c else left[x]
+            added = c if waiting[x] or left[x] >= c else left[x]
+            outputs += added
+            moved += added
         while guests and used - guests[0][0] > capacity:   # no room left in the call for this input
             fees.force_out(heapq.heappop(guests)[1])
         if reach <= t:
             ends.append(t + 1)
-            durations.append(compute + inputs + fees.total + outputs)
+            duration = compute + inputs + fees.total + outputs
+            if rounding:
+                operations = 4 * (scanned + fees.scanned + fees.revisions + len(ends))
+                duration = max(0.0, duration - rounding * operations * (moved + fees.moved))
+            durations.append(duration)
     budget.spend(scanned + fees.scanned - len(ends))
     return ends, durations
 
@@ -253,6 +277,8 @@ class _InputFees:
         self.out: set[int] = set()                 # inputs with no room left in the call
         self.deep: dict[int, float] = {}           # r'(y)
         self.scanned = 0                           # successors read for r'
+        self.revisions = 0                         # fees set or revised
+        self.moved = 0.0                           # the magnitude of every fee set or taken out
 
     def outside(self, y: int) -> bool:
         data = self.data
@@ -292,6 +318,8 @@ class _InputFees:
                           if y not in self.inputs and len(self.held_by[y]) == 1)
             fee = min(c, self.p_acc[x] + brought)  # type: ignore[operator]
         self.total += fee - self.fee[x]
+        self.moved += fee + self.fee[x]
+        self.revisions += 1 + len(self.pred[x])
         self.fee[x] = fee
 
     def _brought(self, y: int) -> float:
@@ -327,13 +355,15 @@ class _InputFees:
 def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequence[Sequence[int]],
                   rank: Sequence[int], order: Sequence[int], p_acc: Sequence[float | None],
                   p_cpu: Sequence[float | None], memory: Sequence[float], cost: Sequence[float], capacity: float,
-                  segments: int, budget: Budget | None = None, classes: Sequence[Sequence[int]] = ()) -> float:
+                  segments: int, budget: Budget | None = None, classes: Sequence[Sequence[int]] = (),
+                  rounding: float = 0.0) -> float:
     """``min_j B[j][ℓ]`` of the module docstring for ``path`` (node positions in path order) in the
     graph ``succ``/``pred`` (``order``: the node positions in a topological order, ``rank``: each
     node's place in it); per node position its fastest accelerator time and CPU time (``None``:
     unsupported there), memory and transfer cost ``c``; ``capacity`` is the largest accelerator memory and ``segments`` the most
     accelerator segments (``q·A``); ``classes`` the colour classes (node positions) that go whole to
-    one call (give them only with one call per accelerator). ``inf`` when no partition exists;
+    one call (give them only with one call per accelerator); ``rounding`` as :func:`interval_runs`
+    takes it. ``inf`` when no partition exists;
     :class:`~placement.errors.LimitExceededError` when ``budget`` runs out."""
     budget = budget or Budget()
     data = PathData(path, succ, pred, rank, order, p_acc, cost, classes)
@@ -343,7 +373,7 @@ def segment_bound(path: Sequence[int], succ: Sequence[Sequence[int]], pred: Sequ
         return ([], []) if time is None else ([i + 1], [time])
 
     found = least_sum(len(path), segments,
-                      lambda s: interval_runs(data, s, pred, p_acc, memory, cost, capacity, budget),
+                      lambda s: interval_runs(data, s, pred, p_acc, memory, cost, capacity, budget, rounding),
                       cpu_runs, budget)
     return math.inf if found is None else found.total
 
@@ -393,11 +423,12 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     rank, order = problem.topological_rank(), problem.topological_positions()
     classes = problem.colour_classes() if calls == 1 else []
     budget = Budget(joins)
+    rounding = 0.0 if sums_exactly([p for p in p_acc if p is not None] + list(cost)) else ROUNDING
     best = 0.0
     for path in heavy_paths(problem, path_weights(cheapest, memory)):
         try:
             best = max(best, segment_bound(path, succ, pred, rank, order, p_acc, p_cpu, memory, cost, capacity,
-                                           segments, budget, classes))
+                                           segments, budget, classes, rounding))
         except LimitExceededError:
             break
     return best

@@ -30,3 +30,15 @@ def exact_unit(values: Sequence[float], largest: float, cap: float) -> float | N
         if np.array_equal(scaled, whole) and np.array_equal(whole / unit, array):
             return unit
     return None
+
+
+def sums_exactly(values: Sequence[float]) -> bool:
+    """Whether floating-point sums and differences of ``values`` (finite, non-negative) are exact:
+    every value is a multiple of one power of two ``2^-k`` and their total is at most ``2^(53−k)``,
+    so that every partial sum is an integer below ``2^53`` in that unit."""
+    import math
+
+    if not all(map(math.isfinite, values)):
+        return False
+    unit = max((x.as_integer_ratio()[1] for x in values), default=1)   # a power of two, 2^k
+    return math.fsum(values) <= math.ldexp(1.0, 53 - (unit.bit_length() - 1))

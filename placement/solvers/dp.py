@@ -67,6 +67,7 @@ from placement.errors import LimitExceededError
 from placement.plan import Plan
 from placement.problem.bounds import meets, throughput_lower_bound
 from placement.problem.instance import Instance
+from placement.problem.units import sums_exactly
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
@@ -227,9 +228,7 @@ def rounding_error(problem: Instance, value: float = math.inf) -> float:
     numbers = [t for v in problem.nodes for t in v.times if t is not None] + [v.out_cost for v in problem.nodes]
     if not all(map(math.isfinite, numbers)):
         return math.inf
-    unit = max((x.as_integer_ratio()[1] for x in numbers), default=1)   # a power of two, 2^k
-    total = math.fsum(numbers)
-    if total <= math.ldexp(1.0, 53 - (unit.bit_length() - 1)):          # total · 2^k ≤ 2^53, no overflow
+    if sums_exactly(numbers):
         return 0.0
     per_sum = 8 * len(problem.nodes) * 2.0 ** -53
     largest = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
