@@ -85,3 +85,51 @@ def test_times_too_small_beside_the_largest_are_noted_as_zero():
     assert scaling_note(scaling, "scip") == ("times below 2.21e-221 taken as 0 for scip (beside the largest load "
                                              "they are below a float's range)")
     assert scaling_note(float_scaling([1.0, 3.5], 4.5), "scip") is None
+
+
+# sets/none, sizes 1, 1, 1e-9, 3.3 under accelerators of 3.3, a CPU that takes every node in no time:
+# the optimum is 0 (everything on the CPU). Scaled by 2^8, the 1e-9 was a coefficient of 2.6e-7 beside
+# 845, and CBC's preprocessing cut the optimum off: it "proved" 1 optimal.
+TINY_SIZE = {"maxSizePerFPGA": 3.3, "maxFPGAs": 2, "maxCPUs": 1,
+             "nodes": [node(6, 1, 0, 1), node(1, 1, 0, 1), node(2, 1, 0, 1e-9), node(3, 1, 0, 3.3)],
+             "edges": []}
+
+
+@pytest.mark.parametrize("backend", FLOAT_BACKENDS)
+@pytest.mark.parametrize("contiguity", ["sets", "none"])
+def test_sizes_too_small_for_the_tolerances_are_left_out_of_the_memory_rows(backend, contiguity):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    problem = placement.load(TINY_SIZE)
+    assert brute_force(problem, contiguity).objective == 0.0
+    result = placement.solve(problem, method="milp", backend=backend, contiguity=contiguity, warm_start=False,
+                             time_limit=30)
+    assert result.status == "optimal" and result.value == 0.0
+
+
+def test_a_size_below_the_resolution_is_0_in_the_rows_and_the_rows_stay_exact():
+    from placement.solvers.milp.data import FLOAT_MEMORY_RESOLUTION, scale_memory
+
+    memory = scale_memory([1.0, 1e-9, 3.3], [3.3, float("inf")], integer=False)
+    # the bound 3.3 times 2^8 is in [2^9, 2^10); 1e-9 · 2^8 = 2.6e-7 is below 2^-10
+    assert memory.bounds == (3.3 * 256, float("inf")) and 1e-9 * 256 < FLOAT_MEMORY_RESOLUTION
+    assert memory.sizes == (256.0, 0.0, 3.3 * 256) and memory.exact
+
+
+# latency, a -> b with a transfer of 2.2e-11 and no times on the accelerator: the optimum is 0 (both on
+# the accelerator in one call). PuLP's CBC wrote its incumbent as 0 beside a bound of 1.1e-8 model
+# units and the plan that sends a's output to the CPU (2.2e-11) was called optimal.
+TINY_TRANSFER = {"maxSizePerFPGA": 1e300, "maxFPGAs": 1, "maxCPUs": 1,
+                 "nodes": [node(6, 0, 1, 0), node(1, 0, 0, 0)], "edges": edges((6, 1, 2.1771966025941464e-11))}
+
+
+@pytest.mark.parametrize("backend", FLOAT_BACKENDS)
+def test_a_bound_below_one_model_unit_proves_nothing(backend):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    problem = placement.load(TINY_TRANSFER)
+    assert brute_force_latency(problem, 1).objective == 0.0
+    result = placement.solve(problem, method="milp", backend=backend, objective="latency", warm_start=False,
+                             time_limit=30)
+    assert result.bound == 0.0
+    assert result.status == "optimal" and result.value == 0.0 or result.status == "feasible"

@@ -36,7 +36,8 @@ Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied 
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
 keeps their absolute tolerances small against every load. In the instance's own units, times
 near 1e-9 fell inside those tolerances (a plan 58% above the optimum was proven "optimal") and
-times near 1e9 lost plans in the big-M rows.
+times near 1e9 lost plans in the big-M rows. Their memory rows are scaled the same way, and sizes
+too small for their tolerances are left out (:func:`_float_memory`).
 """
 
 from __future__ import annotations
@@ -144,19 +145,27 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool)
                       bool(binding), scaling.exact)
 
 
+#: sizes below this many model units are left out of a floating-point backend's memory rows: about
+#: 1e-6 of the largest binding bound, below the solvers' tolerances
+FLOAT_MEMORY_RESOLUTION = 2.0 ** -10
+
+
 def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float]) -> MemoryData:
     """Memory for a floating-point backend: times the power of two that brings the largest binding bound
     into ``[2^9, 2^10)``, as :func:`float_scaling` does for times. Sizes in bytes near 10^15 reached
     the solvers' limits on coefficients (HiGHS takes 10^15 for infinite) and gave false proofs of
-    optimality and infeasibility. Exact unless a size falls below a float's range (then rounded up)."""
+    optimality and infeasibility. Sizes below :data:`FLOAT_MEMORY_RESOLUTION` are taken as 0: a
+    coefficient of 2.6e-7 beside bounds of 845 made CBC's preprocessing cut off the optimum, and CBC,
+    HiGHS and PuLP then "proved" plans optimal that were not. Leaving them out relaxes the rows, so
+    the model misses no plan and its bound stays valid; a plan it returns may exceed a bound by the
+    sizes left out, which the verification of every plan catches (:mod:`.outcome`)."""
     if not binding:
         return MemoryData(tuple(sizes), tuple(math.inf for _ in bounds), False, True)
     scale = float_scaling([], max(binding)).scale
     scaled = [a * scale for a in sizes]
-    exact = all(a == 0 or q >= sys.float_info.min for a, q in zip(sizes, scaled))
-    scaled = [sys.float_info.min if 0 < q < sys.float_info.min else q for q in scaled]
+    scaled = [0.0 if q < FLOAT_MEMORY_RESOLUTION else q for q in scaled]
     return MemoryData(tuple(scaled), tuple(M * scale if math.isfinite(M) and M < total else math.inf for M in bounds),
-                      True, exact)
+                      True, True)
 
 
 @dataclass(frozen=True)
