@@ -101,3 +101,31 @@ def test_an_integer_backend_is_not_held_to_the_resolution():
     raw = RawResult("optimal", objective=3.0, bound=3.0)
     result = conclude(context(1.0), FakeBackend(), raw, lambda value: PLAN, lambda plan: Verdict(True, 3.0, ()))
     assert result.status is Status.OPTIMAL
+
+
+def test_an_incumbent_of_0_beside_a_bound_below_the_resolution_proves_nothing():
+    # PuLP's CBC wrote its incumbent as 0 and proved a bound of 1.1e-8 model units: the value it
+    # worked at is the bound's, far below the resolution, so the plan (2.2e-11) is not proven optimal
+    unit = 2.0 ** -9
+    raw = RawResult("optimal", objective=0.0, bound=1.117e-8)
+    result = conclude(context(0.0, unit), FloatBackend(), raw, lambda value: PLAN,
+                      lambda plan: Verdict(True, 2.18e-11, ()))
+    assert result.status is Status.FEASIBLE
+    assert (result.objective, result.bound) == (2.18e-11, 0.0)
+    assert result.message == COARSE_NOTE.format("1.12e-08")
+
+
+def test_a_plan_that_fails_verification_gives_way_to_the_starting_plan():
+    # a floating-point backend leaves sizes below its tolerances out of its memory rows, so its plan
+    # may exceed a bound by them: the verified starting plan is returned, with the instance's bound
+    raw = RawResult("optimal", objective=1.0, bound=1.0)
+    failing = lambda plan: Verdict(False, 1.0, ("device 0 (accelerator): memory 0.700000001 exceeds the bound 0.7",))
+    result = conclude(context(0.5), FloatBackend(), raw, lambda value: PLAN, failing, fallback=(PLAN, 2.0))
+    assert result.status is Status.FEASIBLE
+    assert (result.objective, result.bound) == (2.0, 0.5)
+    assert result.message == ("decoded plan fails verification: device 0 (accelerator): memory 0.700000001 "
+                              "exceeds the bound 0.7; the starting plan is returned")
+    alone = conclude(context(0.5), FloatBackend(), raw, lambda value: PLAN, failing)
+    assert alone.status is Status.ERROR
+    assert alone.message == ("decoded plan fails verification: device 0 (accelerator): memory 0.700000001 "
+                             "exceeds the bound 0.7")

@@ -24,7 +24,7 @@ Statuses:
   A floating-point solver's infeasibility rests on its tolerances (PuLP's CBC, its cuts cutting off
   the one plan of a model whose memory row was tight, called it infeasible): ``no_solution``;
 * ``no_solution`` — stopped without a usable plan (or infeasible on rounded data);
-* ``error`` — the backend failed, or its plan failed verification.
+* ``error`` — the backend failed, or its plan failed verification and there is no fallback.
 
 A *fallback* plan (the verified warm start) is returned instead of the solver's when the
 solver has none or a worse one; the status is then ``feasible`` unless the solver's
@@ -134,7 +134,11 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
         return done(Status.ERROR, extra=f"{be.name} reported {raw.status} but its values decode to no plan")
     verdict = verify(plan)
     if not verdict.valid:
-        return done(Status.ERROR, plan, extra="decoded plan fails verification: " + "; ".join(verdict.violations[:3]))
+        why = "decoded plan fails verification: " + "; ".join(verdict.violations[:3])
+        if fallback is not None:   # e.g. over a memory bound by the sizes a floating-point backend left out
+            plan, value = fallback
+            return done(Status.FEASIBLE, plan, value, min(simple, value), extra=f"{why}; the starting plan is returned")
+        return done(Status.ERROR, plan, extra=why)
     objective = verdict.objective
     tolerance = be.optimality_tolerance if ctx.exact_data else max(be.optimality_tolerance, 1e-6)
     slack = tolerance * max(ctx.unit, abs(objective))
@@ -159,13 +163,17 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
 
 def coarse_scale(be: Backend, raw: RawResult, ctx: Context, fallback: tuple[Plan, float] | None) -> str:
     """Why a floating-point backend's proof and bound are not used, or '': the value it worked at
-    (its incumbent's, else the fallback's), in model units, is positive and below
-    :data:`FLOAT_RESOLUTION` (module docstring)."""
+    (the larger of its incumbent's and its bound, else the fallback's), in model units, is positive
+    and below :data:`FLOAT_RESOLUTION` (module docstring). The bound counts too: PuLP's CBC reported
+    an incumbent of 0 (its solution file rounds tiny values to 0) beside a bound of 1e-8, and
+    "proved" optimal a plan of an instance whose optimum is 0."""
     if be.integer_only:
         return ""
     value = raw.objective if raw.status in ("optimal", "feasible") else None
     if (value is None or not math.isfinite(value)) and fallback is not None:
         value = fallback[1] / ctx.unit
+    if value is not None and raw.bound is not None and math.isfinite(raw.bound):
+        value = max(value, raw.bound)
     if value is None or not math.isfinite(value) or not 0 < value < FLOAT_RESOLUTION:
         return ""
     return (f"{be.name} worked at {value:.3g} model units, where its tolerances are not small against the "
