@@ -95,3 +95,41 @@ def test_ctrl_c_during_a_long_search_exits_130(backend):
     assert proc.returncode == 130, "".join(seen) + err
     assert err.strip().splitlines()[-1] == "error: interrupted"
     assert out == ""
+
+
+def _processes_naming(path: str) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                line = fh.read()
+        except OSError:
+            continue
+        if path.encode() in line:
+            found.append(line.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+@pytest.mark.skipif(not RESNET.exists() or not os.path.isdir("/proc"),
+                    reason="the published instances are not beside the project, or no /proc")
+def test_an_interrupted_pulp_search_leaves_no_solver_and_no_files(tmp_path):
+    # SIGINT to the Python process alone, as a notebook or a supervisor sends it: PuLP's CBC, a child
+    # process, ran on to its time limit, orphaned once the script ended, and its files stayed
+    from placement.solvers.milp.backends import backend_availability
+
+    if not any(name == "pulp" and ok for name, ok, _ in backend_availability()):
+        pytest.skip("pulp is not installed")
+    proc = subprocess.Popen([sys.executable, "-m", "placement", "solve", str(RESNET), "--method", "milp",
+                             "--contiguity", "none", "--backend", "pulp", "--time-limit", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "TMPDIR": str(tmp_path)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in proc.stderr:
+        if "MILP: " in line:
+            break
+    threading.Event().wait(2.0)               # CBC has started on the files PuLP wrote
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert _processes_naming(str(tmp_path)) == []
+    assert os.listdir(tmp_path) == []

@@ -18,6 +18,12 @@ CBC's objective is multiplied by :data:`~placement.solvers.milp.backends.base.CB
 optimum; a run whose log shows that the analysis raised the cutoff increment all the same keeps
 its plan but loses its claim of optimality and its bound
 (:func:`~placement.solvers.milp.backends.base.distrust_cbc`).
+
+PuLP runs its solver as a child process on files it writes (``*-pulp.mps`` and so on). Each solve
+gets a scratch directory of its own for them and for CBC's log, removed when the solve ends;
+:meth:`PulpBackend.interrupt` stops the child processes whose command line names that directory
+(an interrupted solve had left CBC running to its time limit, orphaned once the script ended, and
+its files behind).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
+import signal
 import tempfile
 import time
 import warnings
@@ -112,6 +120,8 @@ class PulpBackend(BigMBackend):
         self.is_cbc = solver_name in CBC_SOLVERS
         #: what the objective is multiplied by in the solver (objective and bound are divided back)
         self.objective_scale = CBC_OBJECTIVE_SCALE if self.is_cbc else 1.0
+        #: the scratch directory of the solve under way (module docstring), or None
+        self._workdir: str | None = None
 
     def _fresh(self, name: str) -> str:
         # PuLP names must be unique and free of brackets and commas in LP files
@@ -169,15 +179,15 @@ class PulpBackend(BigMBackend):
         # CBC's bound is only in its log: it logs to a scratch file, read back here and then added to
         # the user's log (which may be no regular file: reading /dev/full back never ends)
         log_path = options.log_path
-        scratch = None
-        if is_cbc:
-            scratch = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
-            scratch.close()
-            log_path = scratch.name
+        workdir = self._workdir = tempfile.mkdtemp(prefix="placement-pulp-")
+        scratch = os.path.join(workdir, "solver.log") if is_cbc else None
+        if scratch is not None:
+            log_path = scratch
         try:
             solver = self._solver(options, log_path)
             if isinstance(solver, str):
                 return RawResult("error", message=solver)
+            solver.tmpDir = workdir
             start = time.perf_counter()
             try:
                 self.problem.solve(solver)
@@ -186,12 +196,12 @@ class PulpBackend(BigMBackend):
                                  message=f"PuLP's {self.solver_name} failed: {str(exc).strip().splitlines()[0]}")
             wall = time.perf_counter() - start
             log_text = ""
-            if scratch is not None and os.path.exists(scratch.name):
-                with open(scratch.name, encoding="utf-8", errors="replace") as fh:
+            if scratch is not None and os.path.exists(scratch):
+                with open(scratch, encoding="utf-8", errors="replace") as fh:
                     log_text = fh.read()
         finally:
-            if scratch is not None:
-                os.unlink(scratch.name)
+            self._workdir = None
+            shutil.rmtree(workdir, ignore_errors=True)
         if scratch is not None:
             append_log(options.log_path, log_text)
         found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
@@ -200,6 +210,10 @@ class PulpBackend(BigMBackend):
         if not is_cbc:
             return raw
         return cbc_limit_infeasible(distrust_cbc(raw, log_text), log_text, options.time_limit, self.name)
+
+    def interrupt(self) -> bool:
+        workdir = self._workdir
+        return workdir is not None and stop_children_naming(workdir)
 
     def _result(self, wall: float, bound: float | None, time_limit: float) -> RawResult:
         pulp = self._pulp
@@ -229,3 +243,28 @@ class PulpBackend(BigMBackend):
                              message=f"{self.name} stopped after {wall:.2f} s without a solution")
         return RawResult("error", wall_s=wall, stats=stats,
                          message=f"{self.name} returned {stats['solution_status']}")
+
+
+def stop_children_naming(path: str) -> bool:
+    """Send SIGTERM to this process's children whose command line holds ``path``; whether there were
+    any. Where ``/proc`` cannot be read (not Linux), none are found."""
+    me = os.getpid()
+    stopped = False
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return False
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                parent = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                named = path.encode() in fh.read()
+            if named:
+                os.kill(int(entry), signal.SIGTERM)
+                stopped = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return stopped
