@@ -71,6 +71,19 @@ def test_the_watcher_stops_when_the_search_fails():
     assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
 
 
+def test_a_progress_that_raises_stops_the_search_and_reaches_the_caller():
+    # before, the error was printed as one of the watcher's thread and the search ran to its limit
+    stopped = threading.Event()
+
+    def progress(line: str) -> None:
+        raise ValueError("enough")
+
+    with pytest.raises(ValueError, match="^enough$"):
+        with heartbeat(progress, SolveOptions(time_limit=10), unit=1.0, every=0.01, stop=stopped.set):
+            assert stopped.wait(PATIENCE_S)        # the search is asked to stop
+    assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
+
+
 def test_without_progress_nothing_runs_and_the_options_are_unchanged():
     given = SolveOptions(time_limit=10)
     with heartbeat(None, given, unit=1.0, every=0.01) as options:
@@ -86,6 +99,9 @@ class _SilentBackend:
 
     def __init__(self, enough: threading.Event) -> None:
         self.enough = enough
+
+    def interrupt(self) -> bool:
+        return False
 
     def solve(self, options: SolveOptions) -> RawResult:
         assert self.enough.wait(PATIENCE_S)
@@ -112,6 +128,9 @@ class _SlowBackend:
 
     def __init__(self, wall_s: float, message: str = "") -> None:
         self.wall_s, self.message = wall_s, message
+
+    def interrupt(self) -> bool:
+        return False
 
     def solve(self, options: SolveOptions) -> RawResult:
         return RawResult("feasible", objective=8.0, bound=6.0, wall_s=self.wall_s, message=self.message)

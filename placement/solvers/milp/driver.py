@@ -217,7 +217,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start")
     best = None if fallback is None else fallback[1]
-    with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best) as watched:
+    with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best, stop=be.interrupt) as watched:
         raw = solve_interruptibly(be, replace(watched, time_limit=limit))
     if raw.wall_s > limit + OVERRUN_S:
         note = f"{be.name} overran its time limit of {limit:g} s ({raw.wall_s:.1f} s)"

@@ -6,7 +6,10 @@ PuLP, report nothing until they stop. :func:`heartbeat` runs the backend's searc
 watcher thread that, whenever nothing has been said for :data:`HEARTBEAT_S` seconds, says how
 long the search has run and the best value known so far (the starting plan's, or the last
 improving solution's). The solvers release the interpreter while they search, so the watcher
-runs beside them; it stops when the search returns, however it returns.
+runs beside them; it stops when the search returns, however it returns. A ``progress`` that
+raises stops the search, as it does when CP-SAT calls it with a new solution: the watcher asks the
+backend to stop (``stop``), says no more, and the exception reaches the caller once the search has
+returned (before, it was printed as an error of the watcher's thread, and the search ran on).
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ HEARTBEAT_S = 10.0
 
 @contextlib.contextmanager
 def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, unit: float,
-              best: float | None = None, every: float | None = None) -> Iterator[SolveOptions]:
+              best: float | None = None, every: float | None = None,
+              stop: Callable[[], object] | None = None) -> Iterator[SolveOptions]:
     """``options`` whose ``on_solution`` also keeps the watcher quiet, while the watcher runs.
 
     ``best`` is the starting plan's value (original units), ``unit`` converts the model's values
     to original units; ``every`` is the silence in seconds before a line (default
-    :data:`HEARTBEAT_S`); each line reads ``  <seconds> s  still searching, best <value>``."""
+    :data:`HEARTBEAT_S`); each line reads ``  <seconds> s  still searching, best <value>``.
+    ``stop`` asks the search to stop when ``progress`` raises (module docstring)."""
     every = HEARTBEAT_S if every is None else every
     if progress is None:
         yield options
@@ -48,6 +53,7 @@ def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, uni
             reported(objective, bound, seconds)
 
     done = threading.Event()
+    failed: list[BaseException] = []
 
     def watch() -> None:
         while not done.wait(timeout=min(1.0, every)):
@@ -58,7 +64,13 @@ def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, uni
                 state["said"] = now
                 value = state["best"]
             known = "" if value is None else f", best {value:.6g}"
-            progress(f"  {now - began:7.2f} s  still searching{known}")
+            try:
+                progress(f"  {now - began:7.2f} s  still searching{known}")
+            except Exception as exc:  # handed to the caller when the search returns
+                failed.append(exc)
+                if stop is not None:
+                    stop()
+                return
 
     watcher = threading.Thread(target=watch, name="milp-heartbeat", daemon=True)
     watcher.start()
@@ -67,3 +79,5 @@ def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, uni
     finally:
         done.set()
         watcher.join()
+    if failed:
+        raise failed[0]
