@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -143,6 +143,10 @@ class Result:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "plan", tuple(self.plan))
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+
+    def __reduce__(self):  # mapping proxies do not pickle (nor copy.deepcopy): rebuild from plain dicts
+        return (type(self), tuple(dict(value) if isinstance(value, MappingProxyType) else value
+                                  for value in (getattr(self, member.name) for member in fields(self))))
 
     @property
     def ok(self) -> bool:

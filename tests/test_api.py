@@ -234,6 +234,18 @@ def test_result_json_round_trip_and_tarnawski_fields():
     assert parse_plan(document) == result.to_plan()
 
 
+def test_a_result_pickles_and_deep_copies_for_process_pools():
+    import copy
+    import pickle
+
+    result = placement.solve(CHAIN4)
+    for back in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
+        assert back == result and back.value == 7.5
+        assert dict(back.stats) == dict(result.stats)
+        with pytest.raises(TypeError):
+            back.stats["dp_value"] = 0.0     # still read-only
+
+
 def test_result_json_without_plan():
     result = placement.solve(CHAIN4, memory=1)
     document = result.to_json()
