@@ -25,7 +25,9 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
 
     The compiled code is cached on disk where numba finds a writable cache location; where it
     finds none (a read-only install and a read-only home) numba refuses to cache ("cannot cache
-    function ...: no locator available"), and the function is compiled in memory instead.
+    function ...: no locator available"), and the function is compiled in memory instead. The
+    kernels touch only numpy arrays and numbers, so they release the interpreter's lock while they
+    run: other threads of the caller go on beside them.
     """
     import numba
 
@@ -37,9 +39,9 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
         function = clone
     args = () if signature is None else (signature,)
     try:
-        return numba.njit(*args, cache=True)(function)
+        return numba.njit(*args, cache=True, nogil=True)(function)
     except RuntimeError:  # no writable cache location
-        return numba.njit(*args, cache=False)(function)
+        return numba.njit(*args, cache=False, nogil=True)(function)
 
 
 def can_cache(function: Callable) -> bool:
