@@ -133,3 +133,24 @@ def test_a_bound_below_one_model_unit_proves_nothing(backend):
                              time_limit=30)
     assert result.bound == 0.0
     assert result.status == "optimal" and result.value == 0.0 or result.status == "feasible"
+
+
+# throughput-gpipe, backward split with W at home: n4 runs only on a CPU (1), n1 takes 949.422 on an
+# accelerator or 1 on a CPU, and the class {n2, n7} (forward 1, backward 1) holds 3.3 + 1e-9 bytes,
+# more than an accelerator's 3.3, so it runs on a CPU too. Two CPUs: {n4, n1} (forward 2) and
+# {n2, n7} (forward 1, backward 1) give 2 + 1 = 3; one CPU alone takes forward 3 and backward 1, and
+# n1 on the accelerator alone takes 949.422, so 3 is the optimum. HiGHS's probing in presolve cut it
+# off and HiGHS proved 950.422 optimal.
+PROBING = {"maxSizePerFPGA": 3.3, "maxFPGAs": 2, "maxCPUs": 2,
+           "nodes": [node(4, 1.0, 1.0, 0.3, colour=4, on_acc=0), node(2, 1.0, 1.0, 1e-9, colour=2),
+                     node(1, 949.422, 1.0, 0.1, colour=1), node(7, 1.0, 1.0, 3.3, colour=2, backward=1)],
+           "edges": edges((4, 1, 0.0))}
+
+
+@pytest.mark.parametrize("backend", ("cp-sat",) + FLOAT_BACKENDS)
+def test_a_split_model_that_highs_probing_got_wrong(backend):
+    if backend not in AVAILABLE:
+        pytest.skip(f"{backend} is not available here")
+    result = placement.solve(placement.load(PROBING), objective="throughput-gpipe", method="milp", backend=backend,
+                             backward="split", w_placement="home", warm_start=False, time_limit=30)
+    assert result.status == "optimal" and result.value == 3.0

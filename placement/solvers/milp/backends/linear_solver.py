@@ -144,6 +144,9 @@ class LinearSolverBackend(BigMBackend):
         self.solver.SetHint(list(values), [float(v) for v in values.values()])
         return ""
 
+    #: the solver's own parameters for every run (around its defects; none by default)
+    fixed_parameters: ClassVar[dict[str, str]] = {}
+
     def gap_parameters(self, gap: float) -> dict[str, str]:
         """Solver-specific parameters that make it stop at the relative ``gap`` (and no sooner), for
         a solver that does not take OR-Tools' own gap parameter; none by default."""
@@ -192,7 +195,7 @@ class LinearSolverBackend(BigMBackend):
         notes = []
         if options.threads != 1 and not solver.SetNumThreads(int(options.threads)):
             notes.append(f"{self.name} ignored threads={options.threads}")
-        self.set_parameters(options.seed, **self.gap_parameters(options.gap))
+        self.set_parameters(options.seed, **self.fixed_parameters, **self.gap_parameters(options.gap))
         params = lp.MPSolverParameters()
         params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
         if log_path is not None:
