@@ -9,6 +9,7 @@ reads the value as its shortest decimal form.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 #: the candidate units, in increasing order: 2^-40 … 2^40 and 10^-12 … 10^12
@@ -36,8 +37,6 @@ def sums_exactly(values: Sequence[float]) -> bool:
     """Whether floating-point sums and differences of ``values`` (finite, non-negative) are exact:
     every value is a multiple of one power of two ``2^-k`` and their total is at most ``2^(53−k)``,
     so that every partial sum is an integer below ``2^53`` in that unit."""
-    import math
-
     if not all(map(math.isfinite, values)):
         return False
     unit = max((x.as_integer_ratio()[1] for x in values), default=1)   # a power of two, 2^k
