@@ -93,3 +93,35 @@ def test_amounts_print_exactly_past_two_to_the_53():
     assert _amount(Fraction(2**70) + Fraction(9999, 10000)) == "1,180,591,620,717,411,303,425.000"
     assert _amount(Fraction(2**70) + Fraction(1, 3)) == "1,180,591,620,717,411,303,424.333"
     assert [_amount(Fraction(7, 2)), _amount(Fraction(-5, 4))] == ["3.500", "-1.250"]
+
+
+def test_gigabytes_print_past_the_range_of_a_float(tmp_path, capsys):
+    """One fc layer of 10^155 inputs and outputs: 10^310 weights, and all-dp moves (2 − 1) · 8 · 10^310
+    bytes = 8 · 10^301 GB, past the largest float (1.8e308 bytes): the GB column came from a float of
+    the amount and the report died with an OverflowError."""
+    from placement.report.hypar import _gigabytes
+
+    assert [_gigabytes(0), _gigabytes(15_942_167_040)] == ["0.0000", "15.9422"]
+    assert [_gigabytes(10**21), _gigabytes(9_999_960 * 10**15)] == ["1.0000e+12", "1.0000e+13"]
+    network = tmp_path / "huge.json"
+    network.write_text('{"layers": [{"name": "a", "type": "fc", "in": 1' + "0" * 155 + ', "out": 1' + "0" * 155 + "}]}")
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("all-dp "))
+    assert row.split()[3:5] == ["8.0000e+301", "1.0000"]
+
+
+def test_names_that_do_not_print_are_escaped_in_the_tables(tmp_path, capsys):
+    """A layer named "a\\nb" split the choices table over two lines, and a right-to-left override
+    (U+202E) reordered it: table cells write such characters as escapes, other names as they are."""
+    from placement.report.table import format_table, printable
+
+    assert [printable("a\nb"), printable("x\u202ey"), printable("日本語"), printable("e\u0301")] == \
+        ["a\\nb", "x\\u202ey", "日本語", "e\u0301"]
+    assert format_table([("name", "v"), ("a\nb", "1")], left={0}) == ["name  v", "----  -", "a\\nb  1"]
+    network = tmp_path / "named.json"
+    network.write_text('{"layers": [{"name": "a\\nb", "type": "fc", "in": 4, "out": 4}, '
+                       '{"name": "c", "type": "fc", "in": 4, "out": 2}]}')
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("a\\nb "))
+    assert lines[row + 1].split()[:2] == ["c", "fc"]           # the next row is the next layer's

@@ -22,6 +22,19 @@ def _amount(x: Fraction) -> str:
     return f"{'-' if thousandths < 0 else ''}{whole:,}.{rest:03d}"
 
 
+def _gigabytes(amount: Fraction | int) -> str:
+    """``amount`` bytes in GB (10^9 bytes) to 4 decimals, or to 5 significant digits from 10^12 GB on,
+    computed from the exact amount: a float of it overflowed past 1.8e308 bytes."""
+    gb = Fraction(amount) / 10 ** 9
+    if gb < 10 ** 12:
+        return f"{float(gb):.4f}"
+    digits = len(str(gb.numerator // gb.denominator)) - 1           # gb = m · 10^digits, 1 ≤ m < 10
+    mantissa = gb / 10 ** digits
+    if round(mantissa, 4) >= 10:
+        mantissa, digits = mantissa / 10, digits + 1
+    return f"{float(mantissa):.4f}e+{digits:02d}"
+
+
 def format_hypar(result: HyparResult) -> str:
     """The report of a :class:`placement.api.HyparResult`: setting, choices per layer, totals, elements per level."""
     network, accelerators, batch, types = result.network, result.accelerators, result.batch, result.types
@@ -48,7 +61,7 @@ def format_hypar(result: HyparResult) -> str:
     for p in plans:
         share = f"{float(p.communication.bytes / baseline):.4f}" if baseline else "-"
         rows.append((p.planner, _amount(p.communication.elements), _amount(p.communication.bytes),
-                     f"{float(p.communication.bytes) / 1e9:.4f}", share, f"{p.runtime_s:.4f}"))
+                     _gigabytes(p.communication.bytes), share, f"{p.runtime_s:.4f}"))
     lines += format_table(rows, left={0})
     lines.append("")
     lines.append("elements per level (2^h pairs x the amount of one pair)")

@@ -10,10 +10,13 @@ def format_table(rows: Sequence[Sequence[str]], *, left: Iterable[int] = (), rul
     """Lines of ``rows`` (the first is the header) in columns two spaces apart.
 
     Columns whose index is in ``left`` are left-aligned (text), the others right-aligned
-    (numbers); ``rule`` puts a line of dashes under the header. Trailing blanks are cut.
+    (numbers); ``rule`` puts a line of dashes under the header. Trailing blanks are cut. A cell's
+    characters that do not print (a newline, a right-to-left override in a layer's name) are
+    written as escapes (:func:`printable`): they had split or reordered the table.
     """
     if not rows:
         return []
+    rows = [[printable(str(c)) for c in row] for row in rows]
     left = set(left)
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(cell).ljust(w) if i in left else str(cell).rjust(w)
@@ -22,6 +25,14 @@ def format_table(rows: Sequence[Sequence[str]], *, left: Iterable[int] = (), rul
     if rule:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that does not print (``str.isprintable``) as its escape:
+    ``a\\nb`` for a newline, ``\\u202e`` for a right-to-left override."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def cell(x: float | None) -> str:
