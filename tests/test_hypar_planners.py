@@ -143,3 +143,12 @@ def test_exact_refuses_too_many_states():
 
 def test_planner_names():
     assert list(PLANNERS) == ["hypar", "exact", "all-dp", "all-mp", "one-weird-trick"]
+
+
+def test_numpy_integers_are_accelerator_counts():
+    # a sweep over np.arange gives numpy integers: 4 was refused as "not a power of two"
+    import numpy as np
+
+    lenet = load_network("lenet-c")
+    assert plan_exact(lenet, accelerators=np.int64(4), batch=np.int64(4)).communication.bytes == \
+        plan_exact(lenet, accelerators=4, batch=4).communication.bytes == 248480

@@ -42,6 +42,7 @@ accelerators (15.9 GB data parallel, 1.47 GB HyPar; see ``docs/hypar.md``).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
@@ -89,6 +90,8 @@ MAX_LEVELS = 53
 def hierarchy_levels(accelerators: int) -> int:
     """``H`` with ``accelerators = 2^H``; HyPar bisects the array, so ``N`` must be a power of two from 2
     to ``2^MAX_LEVELS``."""
+    if isinstance(accelerators, numbers.Integral) and not isinstance(accelerators, bool):
+        accelerators = int(accelerators)      # a numpy integer too
     if isinstance(accelerators, bool) or not isinstance(accelerators, int) or accelerators < 2 \
             or accelerators & (accelerators - 1) or accelerators > 2 ** MAX_LEVELS:
         shown = repr(accelerators)
