@@ -61,6 +61,12 @@ class Stage:
     w_tasks: tuple[int, ...] = ()
 
 
+def plan_of_stages(stages: tuple[Stage, ...] | list[Stage]) -> Plan:
+    """The plan whose devices are ``stages`` (a :attr:`Result.plan`), as the evaluator and the simulator
+    take it."""
+    return Plan(tuple(DeviceAssignment(s.device_type, s.nodes, s.calls, s.b_tasks, s.w_tasks) for s in stages))
+
+
 @dataclass(frozen=True)
 class Verification:
     """The independent evaluator's verdict on a plan, under one objective and contiguity class.
@@ -160,7 +166,7 @@ class Result:
 
     def to_plan(self) -> Plan:
         """The plan as the evaluator and the simulator take it."""
-        return Plan(tuple(DeviceAssignment(s.device_type, s.nodes, s.calls, s.b_tasks, s.w_tasks) for s in self.plan))
+        return plan_of_stages(self.plan)
 
     def to_json(self) -> dict[str, Any]:
         """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads) plus ours."""

@@ -131,8 +131,8 @@ def test_unknown_keyword_is_a_type_error():
     ({"method": "greedy", "stages": 2}, "stages",
      "stages does not apply to method 'greedy' (it takes none of the solver options)"),
     ({"backend": "gurobi"}, "backend", None),
-    ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result, a plan "
-                                        "document (dict) or a plan file path, not int)"),
+    ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
+                                        "plan, a plan document (dict) or a plan file path, not int)"),
     ({"progress": 3}, "progress", "progress must be a function of one string or None, not int"),
     ({"cpus": -1}, "cpus", "cpus must be a non-negative integer or None, not -1"),
 ])
@@ -232,6 +232,14 @@ def test_result_json_round_trip_and_tarnawski_fields():
     assert back == result           # the evaluator's report is not compared
     assert back.to_json() == document
     assert parse_plan(document) == result.to_plan()
+
+
+def test_a_results_plan_is_a_plan_to_start_from_and_to_verify():
+    # result.plan (its stages) was refused where the Result itself was taken
+    result = placement.solve(CHAIN4)
+    again = placement.solve(CHAIN4, method="milp", warm_start=result.plan, time_limit=30)
+    assert again.value == 7.5 and "started from a plan of value 7.5" in again.message
+    assert placement.verify(CHAIN4, result.plan).max_load == 7.5
 
 
 def test_a_result_pickles_and_deep_copies_for_process_pools():

@@ -184,10 +184,15 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 
 def as_plan(plan: object) -> Plan:
-    """A :class:`Plan` from what callers hold: a Plan, a :class:`placement.Result` (its stages), a
-    decoded plan document (dict), or the path of a plan file (either format of this module). Raises :class:`InvalidPlanError` for anything else."""
+    """A :class:`Plan` from what callers hold: a Plan, a :class:`placement.Result` or its ``plan`` (the
+    stages), a decoded plan document (dict), or the path of a plan file (either format of this module).
+    Raises :class:`InvalidPlanError` for anything else."""
+    from placement.result import Stage, plan_of_stages
+
     if isinstance(plan, Plan):
         return plan
+    if isinstance(plan, (tuple, list)) and plan and all(isinstance(s, Stage) for s in plan):
+        return plan_of_stages(plan)
     to_plan = getattr(plan, "to_plan", None)
     if callable(to_plan):
         return to_plan()
@@ -195,5 +200,5 @@ def as_plan(plan: object) -> Plan:
         return read_plan(plan)
     if isinstance(plan, dict):
         return parse_plan(plan)
-    raise InvalidPlanError(f"plan must be a Plan, a Result, a plan document (dict) or a plan file path, "
+    raise InvalidPlanError(f"plan must be a Plan, a Result or its plan, a plan document (dict) or a plan file path, "
                            f"not {type(plan).__name__}")
