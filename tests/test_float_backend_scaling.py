@@ -139,18 +139,27 @@ def test_a_bound_below_one_model_unit_proves_nothing(backend):
 # accelerator or 1 on a CPU, and the class {n2, n7} (forward 1, backward 1) holds 3.3 + 1e-9 bytes,
 # more than an accelerator's 3.3, so it runs on a CPU too. Two CPUs: {n4, n1} (forward 2) and
 # {n2, n7} (forward 1, backward 1) give 2 + 1 = 3; one CPU alone takes forward 3 and backward 1, and
-# n1 on the accelerator alone takes 949.422, so 3 is the optimum. HiGHS's probing in presolve cut it
-# off and HiGHS proved 950.422 optimal.
-PROBING = {"maxSizePerFPGA": 3.3, "maxFPGAs": 2, "maxCPUs": 2,
-           "nodes": [node(4, 1.0, 1.0, 0.3, colour=4, on_acc=0), node(2, 1.0, 1.0, 1e-9, colour=2),
-                     node(1, 949.422, 1.0, 0.1, colour=1), node(7, 1.0, 1.0, 3.3, colour=2, backward=1)],
-           "edges": edges((4, 1, 0.0))}
+# n1 on the accelerator alone takes 949.422, so 3 is the optimum. HiGHS's presolve (its probing) cut
+# it off and HiGHS proved 950.422 optimal.
+PRESOLVED = {"maxSizePerFPGA": 3.3, "maxFPGAs": 2, "maxCPUs": 2,
+             "nodes": [node(4, 1.0, 1.0, 0.3, colour=4, on_acc=0), node(2, 1.0, 1.0, 1e-9, colour=2),
+                       node(1, 949.422, 1.0, 0.1, colour=1), node(7, 1.0, 1.0, 3.3, colour=2, backward=1)],
+             "edges": edges((4, 1, 0.0))}
+# The same, with every layer 1 and a CPU-only layer n3 of 454.258 besides: n3 alone on one CPU
+# (forward 454.258), {n4, n2, n7} on the other (forward 2, backward 1), n1 on an accelerator: 454.258 + 1
+# = 455.258, the optimum (n3 takes a CPU, and the class a CPU too: backward 1 is unavoidable). With
+# probing off, HiGHS's presolve still cut it off and HiGHS proved 456.258.
+PRESOLVED_TOO = {**PRESOLVED, "nodes": [node(4, 1.0, 1.0, 0.3, colour=4, on_acc=0), node(2, 1.0, 1.0, 1e-9, colour=2),
+                                        node(1, 1.0, 1.0, 0.1, colour=1), node(3, 1.0, 454.258, 0.0, on_acc=0),
+                                        node(7, 1.0, 1.0, 3.3, colour=2, backward=1)],
+                 "edges": edges((4, 1, 0.0), (4, 2, 0.0))}
 
 
 @pytest.mark.parametrize("backend", ("cp-sat",) + FLOAT_BACKENDS)
-def test_a_split_model_that_highs_probing_got_wrong(backend):
+@pytest.mark.parametrize("instance, optimum", [(PRESOLVED, 3.0), (PRESOLVED_TOO, 455.258)])
+def test_split_models_that_highs_presolve_got_wrong(backend, instance, optimum):
     if backend not in AVAILABLE:
         pytest.skip(f"{backend} is not available here")
-    result = placement.solve(placement.load(PROBING), objective="throughput-gpipe", method="milp", backend=backend,
+    result = placement.solve(placement.load(instance), objective="throughput-gpipe", method="milp", backend=backend,
                              backward="split", w_placement="home", warm_start=False, time_limit=30)
-    assert result.status == "optimal" and result.value == 3.0
+    assert result.status == "optimal" and result.value == pytest.approx(optimum, rel=1e-12)

@@ -34,7 +34,7 @@ HIGHS_SUMMARY = """Solving report
 
 def test_the_dual_bound_is_read_from_the_highs_summary():
     assert logged_dual_bound(HIGHS_SUMMARY) == -815.0
-    assert logged_dual_bound(HIGHS_SUMMARY + HIGHS_SUMMARY.replace("-815", "-790")) == -790.0   # the rerun's
+    assert logged_dual_bound(HIGHS_SUMMARY + HIGHS_SUMMARY.replace("-815", "-790")) == -790.0   # the last one
     assert logged_dual_bound("Running HiGHS\n") is None
     assert logged_dual_bound("  Dual bound        n/a\n") is None
 

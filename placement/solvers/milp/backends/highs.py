@@ -1,22 +1,22 @@
-"""``highs``: HiGHS behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`), with five workarounds.
+"""``highs``: HiGHS behind OR-Tools' ``pywraplp`` (see :mod:`.linear_solver`), with four workarounds.
 
 * No hint: OR-Tools' wrapper crashes when HiGHS is given one, so :meth:`HighsBackend.hint`
   only says so.
-* HiGHS sometimes rejects its own optimum after presolve ("claims optimality, but with primal
-  infeasibilities"), and OR-Tools then says ``NOT_SOLVED`` at once; without presolve it does
-  not. Such a run, well before the time limit, is retried without presolve in the time left.
 * OR-Tools does not hand HiGHS its relative gap: HiGHS stopped at its own default (0.01%)
   and OR-Tools called that optimal. The gap goes to HiGHS as its own ``mip_rel_gap``, with
   ``mip_abs_gap`` 0.
 * OR-Tools reports the incumbent's value as HiGHS's best bound. The bound is read from HiGHS's
   log instead (its last ``Dual bound`` line); a run whose log has none has no bound, so it
   proves nothing.
-* HiGHS 1.12's probing in presolve cut the optimum off a 22-column split model (one CPU-only
-  layer, one layer of 949 on an accelerator or 1 on a CPU, a class too large for an
-  accelerator's memory: HiGHS proved 950.4 optimal where CBC, SCIP and CP-SAT find 3), so it
-  runs without probing (presolve rule 15, :data:`HighsBackend.fixed_parameters`). On the layer
-  graphs this made its proofs up to 2-3 times slower (0.3 s to 0.9 s on BERT-24 ``stages``,
-  12 s to 17 s on BERT-24 training ``sets``).
+* No presolve (:data:`HighsBackend.fixed_parameters`). HiGHS 1.12's presolve cut the optimum
+  off small split models and proved worse plans optimal, where CBC, SCIP and CP-SAT find the
+  optimum on the same model: 950.4 for 3 on 4 layers (a CPU-only layer, one of 949 on an
+  accelerator or 1 on a CPU, a class too large for an accelerator's memory; its probing), 456.3
+  for 455.3 on 5 (with probing off; every rule HiGHS lets one switch off, off, still did). It also
+  rejected its own optimum after presolve now and then ("claims optimality, but with primal
+  infeasibilities", ``NOT_SOLVED`` at once). On the layer graphs its proofs take longer without
+  presolve: 0.3 s to 1.1 s on BERT-24 ``stages``, 1.2 s to 7.4 s on ResNet-50 ``stages``,
+  2.5 s to 4.1 s on BERT-24 ``none``.
 """
 
 from __future__ import annotations
@@ -55,20 +55,14 @@ class HighsBackend(LinearSolverBackend):
     threads = True
     reads_log = True
 
-    #: no probing in presolve (rule 15; module docstring)
-    fixed_parameters = {"presolve_rule_off": str(1 << 15)}
+    #: no presolve (module docstring)
+    fixed_parameters = {"presolve": "off"}
 
     def hint(self, values: dict[Any, float]) -> str:
         return "no warm start for HiGHS (OR-Tools' wrapper crashes on a hint)"
 
     def gap_parameters(self, gap: float) -> dict[str, str]:
         return {"mip_rel_gap": repr(float(gap)), "mip_abs_gap": "0"}
-
-    def rerun(self, code: int, wall: float, options: SolveOptions) -> str:
-        if code != self._lp.Solver.NOT_SOLVED or wall >= 0.5 * options.time_limit:
-            return ""
-        self.set_parameters(options.seed, presolve="off", **self.gap_parameters(options.gap))
-        return "HiGHS retried without presolve"
 
     def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
         bound = logged_dual_bound(log_text)

@@ -6,7 +6,7 @@ subclass (:mod:`.cbc`, :mod:`.scip`, :mod:`.highs`) naming its ``pywraplp`` id, 
 parameter and its quirks.
 
 Known defects of the wrapper (DESIGN.md §8) are handled: HiGHS gets no hint (it crashes on
-one) and a HiGHS run that rejects its own optimum is retried without presolve (both in
+one) and HiGHS runs without presolve (both in
 :mod:`.highs`); a status of ``FEASIBLE``/``OPTIMAL`` that comes back without values is
 detected by the formulation (the decoded plan does not place every node) and reported as
 ``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
@@ -159,11 +159,6 @@ class LinearSolverBackend(BigMBackend):
         if lines:
             self.solver.SetSolverSpecificParametersAsString("\n".join(lines) + "\n")
 
-    def rerun(self, code: int, wall: float, options: SolveOptions) -> str:
-        """After a run that ended with ``code`` in ``wall`` seconds: '' to keep its answer, or a note
-        saying why the solver, now set up for it, runs again in the time left."""
-        return ""
-
     def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
         """The result to report, given the raw one, the solver's log of the run (only read for
         backends with :attr:`reads_log`) and the options it ran with."""
@@ -203,11 +198,6 @@ class LinearSolverBackend(BigMBackend):
         with stdout_to(log_path):
             start = time.perf_counter()
             code = solver.Solve(params)
-            note = "" if self._stopped else self.rerun(code, time.perf_counter() - start, options)
-            if note:
-                notes.append(note)
-                solver.SetTimeLimit(_milliseconds(options.time_limit - (time.perf_counter() - start)))
-                code = solver.Solve(params)
             wall = time.perf_counter() - start
         return self._result(code, wall, options.time_limit, notes)
 
