@@ -6,10 +6,9 @@ subclass (:mod:`.cbc`, :mod:`.scip`, :mod:`.highs`) naming its ``pywraplp`` id, 
 parameter and its quirks.
 
 Known defects of the wrapper (DESIGN.md §8) are handled: HiGHS gets no hint (it crashes on
-one) and HiGHS runs without presolve (both in
-:mod:`.highs`); a status of ``FEASIBLE``/``OPTIMAL`` that comes back without values is
-detected by the formulation (the decoded plan does not place every node) and reported as
-``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
+one) and runs without presolve (both in :mod:`.highs`); a status of ``FEASIBLE``/``OPTIMAL``
+that comes back without values is detected by the formulation (the decoded plan does not place
+every node) and reported as ``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
 ``ABNORMAL`` mean a stop without a solution at the time limit, and a solver failure before it.
 ``INFEASIBLE`` reported as the time limit runs out is a stop too, not a proof
 (:data:`~placement.solvers.milp.backends.base.LIMIT_REACHED`).
@@ -109,7 +108,6 @@ class LinearSolverBackend(BigMBackend):
         if self.solver is None:
             raise SolverUnavailableError(unavailable_message(self.name, self.availability() or "no solver"))
         self._vars: dict[int, Any] = {}
-        self._stopped = False   # set by :meth:`interrupt`: no second run
 
     def key(self, var: Any) -> Any:
         return var.index()
@@ -181,7 +179,6 @@ class LinearSolverBackend(BigMBackend):
         return self.audit(raw, log_text, options)
 
     def interrupt(self) -> bool:
-        self._stopped = True
         return bool(self.solver.InterruptSolve())
 
     def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:
