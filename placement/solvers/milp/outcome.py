@@ -31,10 +31,11 @@ solver has none or a worse one; the status is then ``feasible`` unless the solve
 proof reaches the fallback's value.
 
 A floating-point backend's tolerances are absolute (about 1e-6 of a model unit). Its proof
-and its bound are used only when the value it worked at (its incumbent's, else the
-fallback's) is at least :data:`FLOAT_RESOLUTION` model unit (:func:`coarse_scale`), where
-they stay within the 1e-6 relative that its claims are held to; below it they do not (a plan
-48% above the optimum was proven "optimal" where accelerator times were 1e-9 of the CPUs').
+and its bound are used only when the value it worked at (the larger of its incumbent's and its
+bound, else the fallback's) is at least :data:`FLOAT_RESOLUTION` model unit
+(:func:`coarse_scale`), where they stay within the 1e-6 relative that its claims are held to;
+below it they do not (a plan 48% above the optimum was proven "optimal" where accelerator times
+were 1e-9 of the CPUs').
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def logged_dual_bound(log_text: str) -> float | None:
 
 
 class HighsBackend(LinearSolverBackend):
-    """HiGHS through ``pywraplp``: no hint, a retry without presolve, its own gap parameters and its
-    bound from its log (see the module docstring)."""
+    """HiGHS through ``pywraplp``: no hint, no presolve, its own gap parameters and its bound from its
+    log (see the module docstring)."""
 
     name = "highs"
     solver_id = "HIGHS"

@@ -8,8 +8,9 @@ parameter and its quirks.
 Known defects of the wrapper (DESIGN.md §8) are handled: HiGHS gets no hint (it crashes on
 one) and runs without presolve (both in :mod:`.highs`); a status of ``FEASIBLE``/``OPTIMAL``
 that comes back without values is detected by the formulation (the decoded plan does not place
-every node) and reported as ``no_solution``. Status codes outside the wrapper's enum (HiGHS gives 99), ``NOT_SOLVED`` and
-``ABNORMAL`` mean a stop without a solution at the time limit, and a solver failure before it.
+every node) and reported as ``no_solution``. Status codes outside the wrapper's enum (HiGHS
+gives 99), ``NOT_SOLVED`` and ``ABNORMAL`` mean a stop without a solution at the time limit,
+and a solver failure before it.
 ``INFEASIBLE`` reported as the time limit runs out is a stop too, not a proof
 (:data:`~placement.solvers.milp.backends.base.LIMIT_REACHED`).
 """
