@@ -128,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 BROKEN_PIPE = 141
 
 
+def _to_devnull(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at ``/dev/null``: what is still buffered or written later goes
+    nowhere, and closing the stream at exit cannot fail on a broken pipe or a full device."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 class _Output:
     """Standard output that, once its reader has gone (``placement verify ... | head``), discards what is
     written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
@@ -153,7 +159,7 @@ class _Output:
 
     def _discard(self) -> None:
         self._gone = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+        _to_devnull(self._stream)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -171,10 +177,10 @@ def run() -> None:
         status = main()
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _to_devnull(sys.stdout)
         status = BROKEN_PIPE if status is None else status   # where the output was not written through _Output
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _to_devnull(sys.stdout)
         print(f"error: {exc.strerror or exc}", file=sys.stderr)
         status = 2
     sys.exit(status)
