@@ -1,46 +1,19 @@
-"""What the benchmark scripts share: argument types that refuse nonsense, the one-line refusal of a
-run that would measure nothing, and the description of the machine a timing was measured on."""
+"""What the benchmark scripts share: argument types that refuse nonsense (the command line's own), the
+one-line refusal of a run that would measure nothing, and the description of the machine a timing
+was measured on."""
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
 import platform
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from placement.cli.options import integer_at_least, positive_float, positive_int
+
+__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cpu_model", "machine"]
+
 CPUINFO = Path("/proc/cpuinfo")
-
-
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: the argument as an integer, refused below ``low``."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-        return value
-
-    return parse
-
-
-#: an argparse type: an integer of at least 1
-positive_int = int_at_least(1)
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: the argument as a finite number above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
-    return value
 
 
 def refuse(message: str) -> int:

@@ -29,7 +29,7 @@ from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import int_at_least, machine, positive_int  # noqa: E402  (beside this script)
+from common import integer_at_least, machine, positive_int  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=positive_int, default=256)
     parser.add_argument("--types", type=int, choices=[2, 3], default=2)
-    parser.add_argument("--max-accelerators", type=int_at_least(2), default=64)
+    parser.add_argument("--max-accelerators", type=integer_at_least(2), default=64)
     parser.add_argument("--repeat", type=positive_int, default=3,
                         help="time each planner as the best of this many runs")
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)

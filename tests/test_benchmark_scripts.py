@@ -203,7 +203,7 @@ def test_argument_types():
         with pytest.raises(argparse.ArgumentTypeError):
             common.positive_int(text)
     with pytest.raises(argparse.ArgumentTypeError):
-        common.int_at_least(2)("1")
+        common.integer_at_least(2)("1")
     assert layerpipe.accelerator_range("2-4") == [2, 3, 4] and layerpipe.accelerator_range("3") == [3]
     assert layerpipe.variant_list("any,adjacent+inter,any") == ["any", "adjacent+inter"]
     for text in ("9-2", "0-2", "abc", "2-x"):

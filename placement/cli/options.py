@@ -39,6 +39,11 @@ def path_name(text: str) -> str:
     return text
 
 
+def integer_at_least(smallest: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``smallest`` (1 or more)."""
+    return lambda text: _integer(text, smallest, f"positive integer of at least {smallest}")
+
+
 def non_negative_int(text: str) -> int:
     return _integer(text, 0, "non-negative integer")
 
