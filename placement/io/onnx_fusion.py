@@ -17,7 +17,10 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
 
 A node joins a group only when every tensor it takes from the group is read by it alone
-(and is not a graph output), so no intermediate value of a group is needed elsewhere.
+(and is not a graph output), and a group is formed only when no other output of its nodes
+but the last is read outside it or returned (a ``Split`` passes one of its outputs on to a
+bias ``Add`` and another to the rest of the graph: no epilogue), so no intermediate value
+of a group is needed elsewhere.
 """
 
 from __future__ import annotations
@@ -68,11 +71,17 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         """``t`` is read by ``reader`` alone and is not a graph output."""
         return readers.get(t) == [reader] and t not in graph_outputs
 
+    def closed(members: Sequence[int]) -> bool:
+        """No output of a member but the last (in graph order) is returned or read outside ``members``."""
+        inside = set(members)
+        return all(t not in graph_outputs and inside.issuperset(readers.get(t, ()))
+                   for m in sorted(members)[:-1] for t in nodes[m].outputs if t)
+
     group_of: dict[int, Group] = {}
     for softmax, node in enumerate(nodes):
         if node.op_type == "Softmax" and softmax not in group_of:
             members = _attention(nodes, softmax, producer, readers, parameters, private)
-            if members is not None and not any(m in group_of for m in members):
+            if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
 
@@ -81,7 +90,7 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
             continue
         chain = _epilogue_chain(nodes, i, producer, parameters, private)
         if chain is not None and chain[0] in group_of and group_of[chain[0]].kind in EPILOGUE_ANCHORS \
-                and group_of[chain[0]].exit == chain[0]:
+                and group_of[chain[0]].exit == chain[0] and closed(group_of[chain[0]].members + chain[1:]):
             group = group_of[chain[0]]
             group.members.extend(chain[1:])
             group_of.update(dict.fromkeys(chain[1:], group))
