@@ -79,7 +79,7 @@ def test_symbolic_dimensions_must_be_fixed(tmp_path):
     with pytest.raises(InvalidInstanceError) as err:
         import_onnx(path, platform=platform)
     assert str(err.value) == ("mlp: cannot cost node '/enc/mm/MatMul' (MatMul): the shape of its input 'X' is not "
-                              "static after shape inference (fix symbolic dimensions with dims)")
+                              "static after shape inference (fix the symbolic input dimension 'batch' with dims)")
     imported = import_onnx(path, platform=platform, dims={"batch": 2}, training=True)
     assert imported.graph.graph.total_flops == 240.0
     assert len(imported.problem.nodes) == 8 and imported.problem.is_training  # 4 operators, forward and backward
@@ -121,20 +121,38 @@ def test_a_file_that_is_not_onnx(tmp_path):
         import_onnx(empty, platform=make_platform())
 
 
-def test_an_onnx_file_without_its_external_data_says_where_the_data_should_be(tmp_path):
-    """A model whose weights live in a side file (as torch's exporter writes large models), copied
-    without that file: the error gives onnx's reason, which names the missing file."""
-    onnx = pytest.importorskip("onnx")
+def test_weights_stored_outside_the_file_are_not_read(tmp_path):
+    """A model whose weights live in a side file (as ONNX requires beyond 2 GiB), copied without that
+    file: only shapes are needed, so it imports as the model with its weights inline does."""
     from onnx.external_data_helper import convert_model_to_external_data
 
+    platform = make_platform()
+    onnx.save_model(mlp_model(), str(tmp_path / "inline.onnx"))
     model = mlp_model()
-    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="mlp.onnx.data",
-                                   size_threshold=0)
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="mlp.onnx.data", size_threshold=0)
     onnx.save_model(model, str(tmp_path / "mlp.onnx"))
     (tmp_path / "mlp.onnx.data").unlink()
-    with pytest.raises(InvalidInstanceError, match=r"^.*mlp.onnx: not an ONNX model \(ValidationError: .*"
-                                                   r"mlp\.onnx\.data"):
-        import_onnx(tmp_path / "mlp.onnx", platform=make_platform())
+    inline = import_onnx(tmp_path / "inline.onnx", platform=platform).instance
+    outside = import_onnx(tmp_path / "mlp.onnx", platform=platform).instance
+    assert outside["nodes"] == inline["nodes"] and outside["edges"] == inline["edges"]
+
+
+def test_a_shape_stored_outside_the_file_is_read_and_its_file_must_exist(tmp_path):
+    """An integer initializer may be a shape the graph reshapes with: its external data is read (the
+    Reshape's output is [2, 8], 64 B), and a missing file is an error naming the tensor."""
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    shape = numpy_helper.from_array(np.array([2, 8], dtype=np.int64), "shape")
+    model = _graph([helper.make_node("Reshape", ["X", "shape"], ["Y"], name="/reshape"),
+                    helper.make_node("Relu", ["Y"], ["Z"], name="/relu")], [("X", [4, 4])], ["Z"], [shape])
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="shape.bin", size_threshold=0)
+    onnx.save_model(model, str(tmp_path / "m.onnx"))
+    graph = import_onnx(tmp_path / "m.onnx", platform=make_platform()).graph.graph
+    assert [(op.name, op.outputs) for op in graph.ops] == [("/reshape", (64.0,)), ("/relu", (64.0,))]
+    (tmp_path / "shape.bin").unlink()
+    with pytest.raises(InvalidInstanceError, match=r"^.*m\.onnx: cannot read the data of tensor 'shape', stored "
+                                                   r"outside the model \(.*shape\.bin"):
+        import_onnx(tmp_path / "m.onnx", platform=make_platform())
 
 
 def test_onnx_and_torch_importers_agree_on_an_exported_model(tmp_path):

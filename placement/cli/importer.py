@@ -170,13 +170,24 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
     return imported
 
 
+def _dims(pairs: list[tuple[str, int]]) -> dict[str, int]:
+    """The ``--dim`` options as a dict; a dimension given twice is an error."""
+    dims: dict[str, int] = {}
+    for name, value in pairs:
+        if name in dims and dims[name] != value:
+            raise UsageError(f"--dim gives {name!r} twice ({dims[name]} and {value})")
+        dims[name] = value
+    return dims
+
+
 def run(args: argparse.Namespace) -> int:
     check_not_input(args.out, (args.model, args.model.rpartition(":")[0]))
+    dims = _dims(args.dims)
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
-                                     module_depth=args.module_depth, dtype=args.dtype, dims=dict(args.dims),
+                                     module_depth=args.module_depth, dtype=args.dtype, dims=dims,
                                      name=args.name, operators=args.operators)
     for w in caught:
         if issubclass(w.category, CostModelWarning) and not args.quiet:

@@ -4,17 +4,23 @@ Needs the optional extra ``onnx`` (``pip install 'placement[onnx]'``), imported 
 
 What is read
 ------------
-``onnx.shape_inference.infer_shapes`` gives every tensor its element type and shape, following
-shapes the graph computes itself (``Shape`` and the arithmetic on it, as exporters write
-broadcasts); all shapes must be static (symbolic input dimensions can be fixed with ``dims``, e.g.
-``{"batch": 8}``). Every node of the main graph is an operator, in graph order (ONNX
-requires a topological order), except ``Constant`` nodes: their values, like the
-initializers, are data the consumers read (initializers of floating-point type are the
-trained parameters); an ``Identity`` of such data (an alias exporters write for shared or
-deduplicated parameters) is that data, read under its own name. So is the result of shape
-arithmetic (a node reading only constants, integer initializers, ``Shape`` outputs and other
-such results, as unoptimised exports write for reshapes and the attention scale), which PyTorch
-computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in PyTorch).
+The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, every tensor is
+written once and read only where written; nodes stored out of order are sorted, a cycle is an
+error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
+shape, following shapes the graph computes itself (``Shape`` and the arithmetic on it, as
+exporters write broadcasts and reshapes), helped by evaluating that arithmetic where its own
+propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operators contradict
+is an error. All shapes must be static (symbolic input dimensions can be fixed with ``dims``,
+e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
+Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
+values, like the initializers (dense or sparse), are data the consumers read (initializers of
+floating-point type are the trained parameters); an ``Identity`` of such data (an alias
+exporters write for shared or deduplicated parameters) is that data, read under its own name.
+So is the result of shape arithmetic (a node reading only constants, integer initializers,
+``Shape`` outputs and other such results, as unoptimised exports write for reshapes and the
+attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements), which
+PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
+PyTorch). Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
 The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
@@ -69,6 +75,7 @@ from __future__ import annotations
 import ast
 import math
 import warnings
+from decimal import Decimal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +84,9 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import operator_shapes as shapes
+from placement.io.onnx_checks import check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
+from placement.io.onnx_shapes import SMALL, shaped_model
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -121,37 +130,84 @@ def require_onnx() -> Any:
 
 
 def read_onnx(path: str | Path) -> Any:
-    """Load an ONNX file; a missing or malformed file is an :class:`InvalidInstanceError` naming it."""
+    """Load an ONNX file; a missing or malformed file is an :class:`InvalidInstanceError` naming it.
+
+    Only shapes are needed, so tensors stored outside the file (external data, which ONNX requires
+    of models over 2 GiB) are not read, except integer tensors of at most
+    :data:`~.onnx_shapes.SMALL` elements, which may be shapes the graph computes with: a model is
+    read without its weight files."""
     onnx = require_onnx()
     path = Path(path)
+    if path.is_dir():
+        raise InvalidInstanceError(f"{path}: a directory, not an ONNX model")
     if not path.is_file():
         raise InvalidInstanceError(f"{path}: no such file")
     if path.stat().st_size == 0:
         raise InvalidInstanceError(f"{path}: an empty file, not an ONNX model")
     try:
-        model = onnx.load(str(path))
-    except Exception as exc:  # protobuf raises DecodeError, onnx a ValidationError for missing external data
+        model = onnx.load(str(path), load_external_data=False)
+    except OSError as exc:
+        raise InvalidInstanceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except Exception as exc:  # protobuf raises DecodeError
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InvalidInstanceError(f"{path}: not an ONNX model ({type(exc).__name__}"
                                    + (f": {detail}" if detail else "") + ")") from None
+    _load_small_external_data(model, path, onnx)
     return model
+
+
+def _load_small_external_data(model: Any, path: Path, onnx: Any) -> None:
+    """Read the external data of the integer tensors of the main graph of at most ``SMALL`` elements."""
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    tensors = [*model.graph.initializer]
+    tensors += [attr.t for node in model.graph.node if node.op_type == "Constant"
+                for attr in node.attribute if attr.HasField("t")]
+    for tensor in tensors:
+        if (tensor.data_location != onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > SMALL
+                or onnx.TensorProto.DataType.Name(tensor.data_type) in ONNX_DTYPE_KEYS
+                if tensor.data_type in onnx.TensorProto.DataType.values() else True):
+            continue
+        try:
+            load_external_data_for_tensor(tensor, str(path.parent))
+        except Exception as exc:  # onnx raises OSError, ValueError or its ValidationError
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InvalidInstanceError(f"{path}: cannot read the data of tensor {tensor.name!r}, stored outside "
+                                       f"the model ({detail})") from None
+
+
+#: bits per element of the element types narrower than a byte (numpy holds them in one byte each)
+SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2}
+#: the most bytes one tensor may hold (far beyond any device; it keeps the sums finite)
+MAX_TENSOR_BYTES = 2 ** 80
 
 
 class _Tensor:
     """Element type name, shape and size of one tensor."""
 
-    def __init__(self, name: str, elem_type: int, shape: tuple[int, ...], dtype: str | None, onnx: Any) -> None:
+    def __init__(self, name: str, elem_type: int, shape: tuple[int, ...], dtype: str | None, onnx: Any,
+                 model: str = "model") -> None:
         self.name = name
-        self.type_name = onnx.TensorProto.DataType.Name(elem_type)
+        try:
+            self.type_name = onnx.TensorProto.DataType.Name(elem_type)
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+        except (ValueError, KeyError):
+            raise InvalidInstanceError(f"{model}: tensor {name!r} has element type {elem_type}, which is no ONNX "
+                                       "element type this onnx version knows") from None
         self.shape = shape
         self.numel = int(math.prod(shape))
         self.floating = self.type_name in ONNX_DTYPE_KEYS
         if self.floating and dtype is not None:
-            self.nbytes = float(self.numel * ELEMENT_BYTES[dtype])
+            size = self.numel * ELEMENT_BYTES[dtype]
             self.key = dtype
         else:
-            self.nbytes = float(self.numel * onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+            bits = SUB_BYTE_BITS.get(self.type_name)
+            size = self.numel * itemsize if bits is None else math.ceil(self.numel * bits / 8)
             self.key = ONNX_DTYPE_KEYS.get(self.type_name, "fp32")
+        if size > MAX_TENSOR_BYTES:
+            raise InvalidInstanceError(f"{model}: tensor {name!r} holds {Decimal(self.numel):.3e} elements "
+                                       f"({len(shape)} dimensions), more than any device can hold")
+        self.nbytes = float(size)
 
 
 #: the largest value a symbolic dimension may be fixed to
@@ -177,12 +233,25 @@ def _fix_dims(model: Any, dims: dict[str, int]) -> None:
                 dim.dim_value = int(dims[dim.dim_param])
 
 
-def _tensor_table(model: Any, dtype: str | None, onnx: Any) -> dict[str, _Tensor]:
+def _symbolic_dims(model: Any) -> list[str]:
+    """The names of the model's input dimensions that are still symbolic (or unnamed and unknown)."""
+    found: dict[str, None] = {}
+    for value in model.graph.input:
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            if not dim.HasField("dim_value"):
+                found.setdefault(dim.dim_param if dim.HasField("dim_param") else f"{value.name}[{k}]")
+    return list(found)
+
+
+def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model") -> dict[str, _Tensor]:
     """Every tensor with a fully static shape, by name (after shape inference)."""
     table: dict[str, _Tensor] = {}
     graph = model.graph
     for init in graph.initializer:
-        table[init.name] = _Tensor(init.name, init.data_type, tuple(int(d) for d in init.dims), dtype, onnx)
+        table[init.name] = _Tensor(init.name, init.data_type, tuple(int(d) for d in init.dims), dtype, onnx, name)
+    for sparse in graph.sparse_initializer:
+        table[sparse.values.name] = _Tensor(sparse.values.name, sparse.values.data_type,
+                                            tuple(int(d) for d in sparse.dims), dtype, onnx, name)
     for value in (*graph.input, *graph.value_info, *graph.output):
         tt = value.type.tensor_type
         if not value.type.HasField("tensor_type") or not tt.HasField("shape"):
@@ -190,13 +259,13 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any) -> dict[str, _Tensor
         dims = tt.shape.dim
         if all(d.HasField("dim_value") for d in dims):
             table.setdefault(value.name, _Tensor(value.name, tt.elem_type, tuple(int(d.dim_value) for d in dims),
-                                                 dtype, onnx))
+                                                 dtype, onnx, name))
     for node in graph.node:
         if node.op_type == "Constant" and node.output:
             for attr in node.attribute:
                 if attr.name == "value":
                     table[node.output[0]] = _Tensor(node.output[0], attr.t.data_type,
-                                                    tuple(int(d) for d in attr.t.dims), dtype, onnx)
+                                                    tuple(int(d) for d in attr.t.dims), dtype, onnx, name)
     return table
 
 
@@ -205,8 +274,10 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
                 scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
                 break
+            if not isinstance(scopes, (list, tuple)) or not all(isinstance(s, str) for s in scopes):
+                break   # not the list of module names torch writes: the node name is read instead
             return tuple(s for s in scopes[:-1] if s)
     if not node.name.startswith("/"):
         return None
@@ -338,7 +409,8 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     scales (``Concat`` of constant dimensions, ``Sqrt`` of a head size); PyTorch computes them on
     the host, so they are data, not operators. Kept as operators: nodes that make tensors
     (``Range``, ``ConstantOfShape``: ``arange`` and ``full`` are kernels), nodes whose output the
-    graph returns or has no static shape."""
+    graph returns, has no static shape or holds more than :data:`~.onnx_shapes.SMALL` elements (an
+    ``Expand`` of a constant to the size of an activation is a tensor, not a shape)."""
     static = {init.name for init in graph.initializer if not table[init.name].floating}
     static |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
     returned = {v.name for v in graph.output}
@@ -353,7 +425,8 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
         outputs = [name for name in node.output if name]
         if ((values or node.op_type in META_INPUTS) and all(name in static for name in values)
                 and not returned.intersection(outputs)
-                and all(name in table for name in outputs) and not _subgraph_reads(node)):
+                and all(name in table and table[name].numel <= SMALL for name in outputs)
+                and not _subgraph_reads(node)):
             static.update(outputs)
             folded.add(k)
     return folded
@@ -389,18 +462,25 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     onnx = require_onnx()
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
+    check_text(model.graph, name)
     _fix_dims(model, dims or {})
-    try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as exc:  # onnx raises InferenceError and others
-        raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {str(exc).strip().splitlines()[0]}") from None
+    ordered = topological_nodes(model.graph, name, _subgraph_reads)
+    if ordered != list(model.graph.node):
+        del model.graph.node[:]
+        model.graph.node.extend(ordered)
+    shaped = shaped_model(model, name, onnx)
     _expose_subgraph_reads(model.graph)
     _fold_data_aliases(model.graph)
-    table = _tensor_table(model, dtype, onnx)
+    table = _tensor_table(shaped, dtype, onnx, name)
     params = {init.name: table[init.name] for init in model.graph.initializer}
+    params.update((sparse.values.name, table[sparse.values.name]) for sparse in model.graph.sparse_initializer)
     folded = _shape_arithmetic(model.graph, table)
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
+    symbolic = _symbolic_dims(model)
+    unknown_why = (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
+                   f"{', '.join(map(repr, symbolic))} with dims" if symbolic
+                   else "it follows from values the graph computes that the importer could not evaluate")
     nodes: list[_Node] = []
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
@@ -417,8 +497,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:
                 raise InvalidInstanceError(f"{name}: cannot cost node {op_name!r} ({op_type}): the shape of its {role} "
-                                    f"{tensor_name!r} is not static after shape inference"
-                                    + (" (fix symbolic dimensions with dims)" if dims is None else ""))
+                                           f"{tensor_name!r} is not static after shape inference ({unknown_why})")
             return table[tensor_name]
 
         ins = [tensor(t, "input") if t else None for t in node.input]
@@ -434,6 +513,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
                   set(params) | constants, {v.name for v in model.graph.output})
     producers: dict[str, tuple[int, int]] = {}
+    graph_inputs = {value.name for value in model.graph.input}
     ops: list[Op] = []
     unknown: set[str] = set()
     for group in groups:
@@ -454,6 +534,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 used_params.append(Param(t, info.nbytes, info.floating))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
+            elif t not in graph_inputs:   # fusion keeps every value read outside a group its exit's
+                raise AssertionError(f"{name}: {t!r} is read, but no operator writes it")
         last = nodes[group.exit]
         outputs = tuple(o.nbytes if o is not None else 0.0 for o in last.outs)
         moved = bytes_moved(group.kind, read_bytes, int_read_bytes, float(sum(outputs)))

@@ -1,0 +1,103 @@
+"""Checks that an ONNX graph is one the importer can read, and its nodes in an order it can cost.
+
+ONNX requires (and ``onnx.checker`` tests) that the names a graph uses are text, that every
+tensor is written once, and that every node reads only the graph's inputs, its initializers
+and what earlier nodes wrote. A graph that breaks these was read as if it did not: a node
+stored before the node it reads lost that edge (and a plan could run it first), a tensor
+written twice kept its last writer. Here:
+
+* a name that is not valid UTF-8 (protobuf hands it over as bytes) is an error naming the node;
+* a tensor written twice, or read and never written, is an error naming the node and tensor;
+* nodes stored out of order are put in a topological order (the stored order where it is one);
+  a cycle is an error naming a node on it.
+
+The values a control-flow node's subgraphs read from the main graph count as its inputs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable, Iterable
+
+from placement.errors import InvalidInstanceError
+
+
+def _text(value: Any, model: str, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    shown = bytes(value).decode("utf-8", "backslashreplace") if isinstance(value, (bytes, bytearray)) else repr(value)
+    raise InvalidInstanceError(f"{model}: {where} ('{shown}') is not valid UTF-8 text")
+
+
+def check_text(graph: Any, model: str) -> None:
+    """Every name of ``graph`` the importer reads is text (module docstring)."""
+    for value in (*graph.input, *graph.output, *graph.value_info, *graph.initializer):
+        _text(value.name, model, "the tensor name")
+    for k, node in enumerate(graph.node):
+        label = _text(node.name, model, f"the name of node {k}") or f"node {k}"
+        _text(node.op_type, model, f"the operator type of {label}")
+        _text(node.domain, model, f"the domain of {label}")
+        for name in (*node.input, *node.output):
+            _text(name, model, f"a tensor name of {label}")
+        for prop in node.metadata_props:
+            _text(prop.key, model, f"a metadata key of {label}")
+            _text(prop.value, model, f"a metadata value of {label}")
+
+
+def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Iterable[str]]) -> list[Any]:
+    """The nodes of ``graph`` in a topological order, the stored one where it is one (module docstring);
+    ``extra_reads(node)`` are the further names a node reads (its subgraphs' outer reads)."""
+    nodes = list(graph.node)
+
+    def label(k: int) -> str:
+        return repr(nodes[k].name) if nodes[k].name else f"{k} ({nodes[k].op_type})"
+
+    given = {value.name for value in graph.input} | {init.name for init in graph.initializer}
+    given |= {init.values.name for init in getattr(graph, "sparse_initializer", ())}
+    writer: dict[str, int] = {}
+    for k, node in enumerate(nodes):
+        for name in node.output:
+            if not name:
+                continue
+            if name in given or name in writer:
+                first = "a graph input or initializer" if name in given else f"node {label(writer[name])}"
+                raise InvalidInstanceError(f"{model}: node {label(k)} writes {name!r}, which {first} already "
+                                           "holds (an ONNX tensor is written once)")
+            writer[name] = k
+    needs: list[set[int]] = []
+    for k, node in enumerate(nodes):
+        sources = set()
+        for name in (*node.input, *extra_reads(node)):
+            if not name or name in given:
+                continue
+            if name not in writer:
+                raise InvalidInstanceError(f"{model}: node {label(k)} reads {name!r}, which is no graph input, "
+                                           "initializer or output of a node")
+            sources.add(writer[name])
+        needs.append(sources)
+    if all(source < k for k, sources in enumerate(needs) for source in sources):
+        return nodes
+    waiting = [len(sources) for sources in needs]
+    readers: list[list[int]] = [[] for _ in nodes]
+    for k, sources in enumerate(needs):
+        for source in sources:
+            readers[source].append(k)
+    ready = [k for k, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for reader in readers[k]:
+            waiting[reader] -= 1
+            if waiting[reader] == 0:
+                heapq.heappush(ready, reader)
+    if len(order) < len(nodes):
+        # every node left waits for another node left: walking back through those ends on a cycle
+        seen: set[int] = set()
+        k = min(k for k in range(len(nodes)) if waiting[k])
+        while k not in seen:
+            seen.add(k)
+            k = min(source for source in needs[k] if waiting[source])
+        raise InvalidInstanceError(f"{model}: the graph has a cycle through node {label(k)}")
+    return [nodes[k] for k in order]

@@ -1,0 +1,177 @@
+"""The shape of every tensor of an ONNX graph: shape inference, helped by evaluating shape arithmetic.
+
+``onnx.shape_inference.infer_shapes`` with data propagation follows a shape the graph computes
+(``Shape`` → ``Gather`` → ``Concat`` → ``Reshape``) only through the operators its propagation
+knows. Exporters write more on shapes: ``Mod`` on a head count, ``Squeeze`` → ``Mul`` →
+``Reshape``, ``Slice`` ends read from a ``Shape`` (an unoptimised export of
+``nn.TransformerEncoder`` or of an LSTM), and every shape after such a node stayed unknown. So
+:func:`shaped_model`, after inference, evaluates with ONNX's reference implementation
+(``onnx.reference``) every node of the default domain whose inputs it knows the values of:
+
+* the values of ``Constant`` nodes and of initializers of at most :data:`SMALL` elements;
+* the ``Shape`` and ``Size`` of a tensor whose shape inference made static;
+* the results of such evaluations that hold at most :data:`SMALL` elements each.
+
+Nodes that draw random numbers or hold subgraphs are not evaluated. In a copy of the model the
+evaluated nodes become ``Constant`` nodes and inference runs again, until no new value is found
+(at most :data:`ROUNDS` times). Only shapes are read from the copy: the importer costs the graph
+as the file holds it.
+
+Inference runs in strict mode, so that a shape or element type the file declares and its
+operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4, 8]`` and
+``[8, 16]``) is an error rather than a wrong FLOP count. Where strict inference fails for any
+other reason, the lenient inference of earlier versions is used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from placement.errors import InvalidInstanceError
+
+#: the most elements of a value evaluated while following shapes
+SMALL = 1024
+#: the most rounds of evaluation and inference
+ROUNDS = 64
+#: operators never evaluated: their results are random or not functions of their inputs
+RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                    "Bernoulli", "Dropout"})
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _conflict(line: str) -> str:
+    """onnx's report of a conflict, ``(op_type:MatMul, node name: mm): [ShapeInferenceError] Inferred shape
+    and existing shape differ ...``, as ``node 'mm' (MatMul): inferred shape and existing shape differ ...``."""
+    found = re.search(r"\(op_type:([^,]*), node name: (.*?)\): (?:\[\w+\] )?(.*)", line)
+    if found is None:
+        return line
+    op_type, node, detail = found.groups()
+    return f"node {node!r} ({op_type}): {detail[:1].lower()}{detail[1:]}"
+
+
+def _infer(model: Any, name: str, onnx: Any) -> Any:
+    """``model`` with every shape inference finds, in strict mode where it succeeds (module docstring)."""
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:  # onnx raises InferenceError and others
+        lines = [line.strip() for line in str(exc).splitlines() if "differ" in line]
+        if lines:
+            raise InvalidInstanceError(f"{name}: a shape or element type the model declares contradicts its "
+                                       f"operators: {_conflict(lines[0])}") from None
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as exc:
+        raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {_first_line(exc)}") from None
+
+
+def static_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
+    """The static shape of every tensor ``graph`` declares with one (inputs, value infos, outputs)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes.setdefault(value.name, tuple(int(d.dim_value) for d in dims))
+    for init in graph.initializer:
+        shapes[init.name] = tuple(int(d) for d in init.dims)
+    return shapes
+
+
+def _initial_values(graph: Any, onnx: Any) -> dict[str, Any]:
+    """The values of the small initializers whose data the model holds."""
+    from onnx import numpy_helper
+
+    values: dict[str, Any] = {}
+    for init in graph.initializer:
+        if math.prod(init.dims) > SMALL or init.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        try:
+            values[init.name] = numpy_helper.to_array(init)
+        except Exception:  # a tensor the reference cannot read is simply not known
+            continue
+    return values
+
+
+def _shape_value(node: Any, shape: tuple[int, ...], np: Any) -> Any:
+    """The value of ``Shape`` (with its ``start`` and ``end``) or ``Size`` of a tensor of ``shape``."""
+    if node.op_type == "Size":
+        return np.array(math.prod(shape), dtype=np.int64)
+    attrs = {attr.name: attr.i for attr in node.attribute}
+    rank = len(shape)
+    start, end = attrs.get("start", 0), attrs.get("end", rank)
+    start, end = (min(max(x + rank if x < 0 else x, 0), rank) for x in (start, end))
+    return np.array(shape[start:end], dtype=np.int64)
+
+
+def _evaluate(graph: Any, opsets: dict[str, int], known: dict[str, Any]) -> set[int]:
+    """Evaluate every node of ``graph`` whose inputs are known (module docstring), adding its results to
+    ``known``; the positions of the nodes whose results are all known now and were not before."""
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+
+    shapes = static_shapes(graph)
+    found: set[int] = set()
+    for k, node in enumerate(graph.node):
+        outputs = [name for name in node.output if name]
+        if not outputs or all(name in known for name in outputs):
+            continue
+        if (node.domain not in ("", "ai.onnx") or node.op_type in RANDOM
+                or any(attr.HasField("g") or attr.graphs for attr in node.attribute)):
+            continue
+        if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
+            results = [_shape_value(node, shapes[node.input[0]], np)]
+        else:
+            if not all(name in known for name in node.input if name):
+                continue
+            feeds = {name: known[name] for name in node.input if name}
+            try:
+                results = ReferenceEvaluator(node, opsets=opsets).run(None, feeds)
+            except Exception:  # an operator the reference cannot run on these values is not followed
+                continue
+        values = [r for r, name in zip(results, node.output) if name]
+        if len(values) != len(outputs) or any(np.asarray(v).size > SMALL for v in values):
+            continue
+        known.update(zip(outputs, (np.asarray(v) for v in values)))
+        if node.op_type != "Constant":
+            found.add(k)
+    return found
+
+
+def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> None:
+    """Replace the nodes of ``graph`` at ``positions`` by ``Constant`` nodes writing their known results."""
+    from onnx import helper, numpy_helper
+
+    nodes = []
+    for k, node in enumerate(graph.node):
+        if k not in positions:
+            nodes.append(node)
+            continue
+        nodes.extend(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(known[name], name))
+                     for name in node.output if name)
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def shaped_model(model: Any, name: str, onnx: Any) -> Any:
+    """A copy of ``model`` whose value infos hold every shape found (module docstring); ``model`` is
+    not changed."""
+    shaped = _infer(model, name, onnx)
+    opsets = {"": entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")}
+    known = _initial_values(model.graph, onnx)
+    for _ in range(ROUNDS):
+        found = _evaluate(shaped.graph, opsets, known)
+        if not found:
+            break
+        _as_constants(shaped.graph, found, known)
+        try:
+            shaped = _infer(shaped, name, onnx)
+        except InvalidInstanceError:
+            break
+    return shaped

@@ -1,0 +1,222 @@
+"""ONNX models the importer must read right or refuse clearly: invalid graphs, shapes that inference
+alone cannot follow, declared shapes that contradict the operators, malformed fields, fusion that
+must not swallow a value read elsewhere, sizes at the edges.
+
+Expected values are derived in the comments (fp32: 4 bytes per element, int64: 8).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'placement[onnx]')")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from placement.cli import main  # noqa: E402
+from placement.costmodel.roofline import make_platform  # noqa: E402
+from placement.errors import InvalidInstanceError, InvalidParameterError  # noqa: E402
+from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
+
+
+def model(nodes, inputs, outputs, inits=(), value_info=(), opset=17):
+    """A model of ``nodes``; ``inputs`` and ``outputs`` are (name, shape) pairs (fp32; shape None: unknown)."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], list(inits),
+                              value_info=list(value_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def weight(name, shape, dtype=np.float32):
+    return numpy_helper.from_array(np.ones(shape, dtype=dtype), name)
+
+
+def edges(graph):
+    return [(k, src) for k, op in enumerate(graph.ops) for src, _ in op.inputs]
+
+
+def test_a_bias_after_a_split_does_not_hide_the_splits_other_output():
+    """MatMul -> Split -> (half 0 + bias) and (half 1 -> Relu) -> Add. The bias Add reads the MatMul's
+    result through a view, but the Split's other half goes to the Relu: fusing the Add into the MatMul
+    would leave the Relu reading a value no operator writes (it lost its edge and its 512 KiB transfer).
+    Every node stays an operator: edges mm->split, split->bias, split->relu, bias->sum, relu->sum."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="mm"),
+             helper.make_node("Split", ["a", "sizes"], ["a0", "a1"], name="split", axis=1),
+             helper.make_node("Add", ["a0", "bias"], ["y0"], name="bias"),
+             helper.make_node("Relu", ["a1"], ["y1"], name="relu"),
+             helper.make_node("Add", ["y0", "y1"], ["y"], name="sum")]
+    inits = [weight("W", (512, 512)), numpy_helper.from_array(np.array([256, 256], np.int64), "sizes"),
+             weight("bias", (256,))]
+    graph = graph_from_onnx(model(nodes, [("x", [512, 512])], [("y", [512, 256])], inits), "split")
+    assert [op.name for op in graph.ops] == ["mm", "split", "bias", "relu", "sum"]
+    assert edges(graph) == [(1, 0), (2, 1), (3, 1), (4, 2), (4, 3)]
+    assert graph.ops[1].outputs == (512 * 256 * 4.0, 512 * 256 * 4.0)
+
+
+def test_nodes_stored_out_of_order_are_sorted():
+    """A chain of three MatMuls stored last first: ONNX requires a topological order, and read in the
+    stored order the reads of earlier-stored nodes found no writer, so the graph had no edges at all."""
+    chain = [helper.make_node("MatMul", ["x", "W0"], ["a"], name="m0"),
+             helper.make_node("MatMul", ["a", "W1"], ["b"], name="m1"),
+             helper.make_node("MatMul", ["b", "W2"], ["y"], name="m2")]
+    inits = [weight(f"W{k}", (8, 8)) for k in range(3)]
+    stored = graph_from_onnx(model(chain[::-1], [("x", [4, 8])], [("y", [4, 8])], inits), "reversed")
+    ordered = graph_from_onnx(model(chain, [("x", [4, 8])], [("y", [4, 8])], inits), "ordered")
+    assert [op.name for op in stored.ops] == ["m0", "m1", "m2"]
+    assert edges(stored) == edges(ordered) == [(1, 0), (2, 1)]
+
+
+@pytest.mark.parametrize("nodes, message", [
+    ([helper.make_node("Relu", ["b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2")],
+     "cycle: the graph has a cycle through node 'n1'"),
+    ([helper.make_node("Relu", ["x"], ["a"], name="n1"), helper.make_node("Relu", ["x"], ["a"], name="n2")],
+     "cycle: node 'n2' writes 'a', which node 'n1' already holds (an ONNX tensor is written once)"),
+    ([helper.make_node("Relu", ["x"], ["x"], name="n1")],
+     "cycle: node 'n1' writes 'x', which a graph input or initializer already holds (an ONNX tensor is written once)"),
+    ([helper.make_node("Add", ["x", "ghost"], ["a"], name="n1")],
+     "cycle: node 'n1' reads 'ghost', which is no graph input, initializer or output of a node"),
+    ([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["c"], ["b"]),
+      helper.make_node("Relu", ["b"], ["c"])],
+     "cycle: the graph has a cycle through node 1 (Relu)"),
+])
+def test_an_invalid_graph_is_refused(nodes, message):
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [2, 2])], [("a", [2, 2])]), "cycle")
+    assert str(err.value) == message
+
+
+def test_shape_arithmetic_that_inference_does_not_follow_is_evaluated():
+    """X[6,8] -> Slice(X, 0, Div(Shape(X)[0], 2)) -> Relu: onnx's data propagation does not follow Div,
+    so the Slice's output was [?, 8] and the import refused it. Evaluated: the slice keeps rows 0..2,
+    [3, 8]; the Relu reads and writes 96 B each and does 24 FLOPs."""
+    consts = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, dtype=np.int64)))
+              for name, v in (("zero", [0]), ("two", [2]))]
+    nodes = consts + [helper.make_node("Shape", ["X"], ["s"], name="/shape", start=0, end=1),
+                      helper.make_node("Div", ["s", "two"], ["half"], name="/div"),
+                      helper.make_node("Slice", ["X", "zero", "half", "zero"], ["top"], name="/slice"),
+                      helper.make_node("Relu", ["top"], ["Y"], name="/relu")]
+    graph = graph_from_onnx(model(nodes, [("X", [6, 8])], [("Y", None)]), "halves")
+    assert [(op.name, op.outputs) for op in graph.ops] == [("/slice", (96.0,)), ("/relu", (96.0,))]
+    assert (graph.ops[1].flops, graph.ops[1].bytes_moved) == (24.0, 192.0)
+
+
+def test_a_declared_shape_the_operators_contradict_is_an_error():
+    """y = x[4,8] @ W[8,16] is [4,16]; the file says [4,1000]. Costed as declared, the MatMul had 64,000
+    FLOPs instead of 2*4*16*8 = 1,024."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm"), helper.make_node("Relu", ["y"], ["z"])]
+    info = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1000])]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [4, 8])], [("z", None)], [weight("W", (8, 16))], info), "wrong")
+    assert str(err.value) == ("wrong: a shape or element type the model declares contradicts its operators: node "
+                              "'mm' (MatMul): inferred shape and existing shape differ in dimension 1: (16) vs (1000)")
+
+
+def _relu(name="r"):
+    return model([helper.make_node("Relu", ["x"], ["y"], name=name)], [("x", [4, 8])], [("y", [4, 8])])
+
+
+def test_a_name_that_is_not_text_is_an_error(tmp_path):
+    data = _relu("NODENAME").SerializeToString().replace(b"NODENAME", b"NODE\xff\xfeME")
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(data)
+    with pytest.raises(InvalidInstanceError) as err:
+        import_onnx(path, platform=make_platform())
+    assert str(err.value) == r"bad: the name of node 0 ('NODE\xff\xfeME') is not valid UTF-8 text"
+
+
+@pytest.mark.parametrize("data_type, shown", [(72, 72), (0, 0)])
+def test_an_unknown_element_type_is_an_error(data_type, shown):
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [("x", [4, 8])], [("y", [4, 8])],
+              [weight("W", (8, 8))])
+    m.graph.initializer[0].data_type = data_type
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "types")
+    assert str(err.value) == (f"types: tensor 'W' has element type {shown}, which is no ONNX element type this onnx "
+                              "version knows")
+
+
+@pytest.mark.parametrize("scopes", ["None", "[1, 2, 3]", "['a', 'b'", "'a'"])
+def test_scope_metadata_that_is_no_list_of_names_is_ignored(scopes):
+    """torch writes ``pkg.torch.onnx.name_scopes`` as a list of module names; anything else is not read,
+    and the node name /enc/Relu gives the module path ('enc',)."""
+    m = _relu("/enc/Relu")
+    prop = m.graph.node[0].metadata_props.add()
+    prop.key, prop.value = "pkg.torch.onnx.name_scopes", scopes
+    assert [op.module_path for op in graph_from_onnx(m, "scopes").ops] == [("enc",)]
+
+
+def test_an_expand_of_a_constant_is_a_tensor_not_parameter_memory():
+    """Add(X, Expand(1.0, [64, 64])): the Expand reads a 4-byte constant and an int64 shape (16 B); it
+    is an operator (a view) whose output the Add reads, not 16 KiB of constant data held as memory."""
+    one = helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1.0, np.float32)))
+    size = helper.make_node("Constant", [], ["size"], value=numpy_helper.from_array(np.array([64, 64], np.int64)))
+    nodes = [one, size, helper.make_node("Expand", ["one", "size"], ["E"], name="/expand"),
+             helper.make_node("Add", ["X", "E"], ["Y"], name="/add")]
+    graph = graph_from_onnx(model(nodes, [("X", [64, 64])], [("Y", None)]), "expand")
+    assert [(op.name, op.kind) for op in graph.ops] == [("/expand", "view"), ("/add", "pointwise")]
+    assert [[(p.name, p.nbytes) for p in op.params] for op in graph.ops] == [[("one", 4.0), ("size", 16.0)], []]
+    assert edges(graph) == [(1, 0)]
+
+
+def test_sub_byte_element_types_take_their_bits():
+    """An int4 weight of 64x32 = 2,048 elements is 1,024 bytes; a uint2 one 512 bytes. (Dequantised by a
+    Cast: more than SMALL elements, so the Cast is an operator, not shape arithmetic.)"""
+    for elem_type, nbytes in ((TensorProto.INT4, 1024.0), (TensorProto.UINT2, 512.0)):
+        w = helper.make_tensor("W", elem_type, [64, 32], [1] * 2048)
+        m = model([helper.make_node("Cast", ["W"], ["Wf"], to=TensorProto.FLOAT, name="/cast"),
+                   helper.make_node("MatMul", ["x", "Wf"], ["y"], name="/mm")], [("x", [2, 64])], [("y", [2, 32])],
+                  [w], opset=25)
+        params = [p for op in graph_from_onnx(m, "narrow").ops for p in op.params]
+        assert [(p.name, p.nbytes) for p in params] == [("W", nbytes)]
+
+
+def test_a_tensor_beyond_any_device_is_an_error():
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", [2 ** 62, 2 ** 62])], [("y", None)])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "huge")
+    assert str(err.value) == "huge: tensor 'x' holds 2.127e+37 elements (2 dimensions), more than any device can hold"
+
+
+def test_a_sparse_initializer_is_a_parameter():
+    """A sparse 8x8 weight with two stored values is a dense 256-byte parameter of the MatMul."""
+    values = numpy_helper.from_array(np.array([1.0, 2.0], np.float32), "W")
+    indices = numpy_helper.from_array(np.array([0, 9], np.int64), "W_indices")
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [("x", [4, 8])], [("y", [4, 8])])
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [8, 8]))
+    graph = graph_from_onnx(m, "sparse")
+    assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in graph.ops] == [[("W", 256.0, True)]]
+    assert graph.ops[0].flops == 2 * 4 * 8 * 8
+
+
+def test_a_bf16_model_on_a_device_without_bf16(tmp_path, capsys):
+    m = _relu()
+    for value in (*m.graph.input, *m.graph.output):
+        value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    path = tmp_path / "bf16.onnx"
+    onnx.save(m, str(path))
+    with pytest.raises(InvalidParameterError) as err:
+        import_onnx(path, platform=make_platform("v100", "epyc-7763", 2, 1))
+    assert str(err.value) == ("dtype must be a data type device 'v100' (NVIDIA Tesla V100 SXM2 32GB) has a peak "
+                              "FLOP/s for ('fp64', 'fp32', 'fp16'): the model computes in 'bf16'")
+    assert main(["import", str(path), "--devices", "v100", "--dtype", "fp16", "--out", str(tmp_path / "o.json")]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dim", "batch=8", "--dim", "batch=9"], "error: --dim gives 'batch' twice (8 and 9)\n"),
+])
+def test_import_options(tmp_path, capsys, argv, message):
+    path = tmp_path / "m.onnx"
+    m = _relu()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(m, str(path))
+    assert main(["import", str(path), "--out", str(tmp_path / "o.json"), *argv]) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_a_directory_is_no_model(tmp_path):
+    (tmp_path / "x.onnx").mkdir()
+    with pytest.raises(InvalidInstanceError) as err:
+        import_onnx(tmp_path / "x.onnx", platform=make_platform())
+    assert str(err.value) == f"{tmp_path / 'x.onnx'}: a directory, not an ONNX model"
