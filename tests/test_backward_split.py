@@ -358,3 +358,20 @@ def test_out_of_time_returns_the_unsplit_start() -> None:
     r = placement.solve(problem, backward="split", warm_start=joint, time_limit=1e-6)
     assert (r.status, r.value, r.verified) == ("feasible", 7.0, True)
     assert "the time limit ran out before the solver could start" in r.message
+
+
+def test_weight_latencies_given_as_null_read_as_missing():
+    """An optional field given as null reads as missing: weight latencies both null are the default
+    share of the backward time, and the split optimum is the one without the fields."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json").read_text())
+    nulled = json.loads(json.dumps(data))
+    backward = next(n for n in nulled["nodes"] if n["isBackwardNode"])
+    backward["fpgaWeightLatency"] = backward["cpuWeightLatency"] = None
+    plain, given = placement.load(data), placement.load(nulled)
+    assert [n.weight_times for n in given.nodes] == [n.weight_times for n in plain.nodes] == [None] * len(plain.nodes)
+    assert placement.solve(given, backward="split").value == placement.solve(plain, backward="split").value
+    backward["cpuWeightLatency"] = 1.0   # one of the two given is still an error
+    with pytest.raises(placement.InvalidInstanceError, match="field 'fpgaWeightLatency' must be a number, got null"):
+        placement.load(nulled)

@@ -305,10 +305,73 @@ def test_a_w_call_that_receives_another_stages_b_output_trails_its_b():
 
 
 def test_b_calls_that_wait_for_each_other_are_refused():
+    from placement.simulation.split import build_split_pipeline
+
     # Layers 0 | 1, 2; B(b2) moved to stage 0: stage 0's B (b2) feeds stage 1's B (b1), which feeds
     # stage 0's B (b0) again: one B call per device cannot run it.
     problem, plan = three_layers(b_tasks=((102,), ()), w_tasks=((), ()), layers=((0, 100), (1, 101, 2, 102), ()))
+    # the evaluator, which the simulator asks first, names the cycle; the pipeline builder's own check
+    # names it by stages
+    with pytest.raises(InvalidParameterError) as err:
+        simulate(problem, plan, "1f1b-async", 8)
+    assert str(err.value) == ("plan is not valid for this instance: the B tasks of devices 0 -> 1 -> 0 wait for "
+                              "each other in a cycle")
     with pytest.raises(InvalidParameterError, match=r"^plan has stages that wait for each other in a cycle .*: "
                                                     r"B of stage 0 \(device 0, accelerator\) -> B of stage 1 \(device 1, "
                                                     r"accelerator\) -> B of stage 0 \(device 0, accelerator\)$"):
-        simulate(problem, plan, "1f1b-async", 8)
+        build_split_pipeline(problem, plan, SplitModel("any", True))
+
+
+def transient_instance():
+    """Three layers (backward edges b0 -> b1 -> b2 run forward, as in the published layer graphs), no
+    transfer costs. Stage 0 = f0 50, B(b0) 30 and the moved W(b2) 50: 130 per micro-batch; stage 1 =
+    f1 25, f2 10, B(b1) 25, B(b2) 120.5 - 50 = 70.5: 130.5, the max load."""
+    def node(i, name, time, backward, weight=None):
+        return Node(i, name, (float(time), float(time)), backward=backward, colour=i % 3,
+                    weight_times=None if weight is None else (float(weight), float(weight)))
+    nodes = [node(0, "f0", 50, False), node(1, "f1", 25, False), node(2, "f2", 10, False),
+             node(3, "b0", 30, True, 0), node(4, "b1", 25, True, 0), node(5, "b2", 120.5, True, 50)]
+    edges = [Edge(0, 1, 0.0), Edge(1, 2, 0.0), Edge(3, 4, 0.0), Edge(4, 5, 0.0)]
+    problem = make_two_type_problem(nodes, edges, 2, 0, 100.0, name="transient")
+    plan = Plan((DeviceAssignment("accelerator", (0, 3), b_tasks=(3,), w_tasks=(3, 5)),
+                 DeviceAssignment("accelerator", (1, 2, 4, 5), b_tasks=(4, 5), w_tasks=(4,))))
+    return problem, plan
+
+
+def test_a_regime_faster_than_the_busiest_stage_is_no_steady_state():
+    """Stage 0's delayed W call ends each micro-batch last, every 130, while stage 1, which works 130.5
+    per micro-batch, falls behind by 0.5 each: over micro-batches 32..55 of 64 the completions are
+    periodic at 130, which the run reported as its steady state (simulated / model 0.996). No steady
+    state is faster than the busiest stage; by 1,024 micro-batches the run settles at 130.5."""
+    problem, plan = transient_instance()
+    verdict = evaluate_split(problem, plan, SplitModel("any", False))
+    assert verdict.valid and verdict.evaluation.max_load == 130.5
+    short = simulate(problem, plan, "1f1b-async", 64)
+    assert (short.time_per_sample, short.period) == (130.0, None)
+    assert short.notes == ("not settled within micro-batches 32..55: they complete every 130, faster than the "
+                           "busiest stage works per micro-batch (130.5); the time per sample is their average "
+                           "slope; run more micro-batches",)
+    long = simulate(problem, plan, "1f1b-async", 1024, keep_tasks=False)
+    assert (long.time_per_sample, long.period, long.notes) == (130.5, 1, ())
+
+
+@pytest.mark.parametrize("b_tasks, recorded, message", [
+    # B(b1) on the stage after its layer: no variant runs a B there
+    (((), (), (101,)), {}, "node 101: its B task runs on device 2, which the variant 'any+inter-layer' does not "
+                           "allow (layer on device 1)"),
+    # B(b1) on the stage before its layer, in a plan solved without inter_layer
+    (((101,), (), ()), {"inter_layer": False}, "node 101: its B task runs on device 0, which the variant 'any' "
+                                               "does not allow (layer on device 1)"),
+])
+def test_a_split_plan_its_variant_does_not_allow_is_not_simulated(b_tasks, recorded, message):
+    """The simulator ran such plans, which verify rejects, and reported a time per sample for them."""
+    import placement
+    from placement.io.plans import plan_document
+
+    problem, plan = three_layers(b_tasks=((), (), ()))
+    moved = Plan(tuple(DeviceAssignment(d.type, d.nodes, b_tasks=b) for d, b in zip(plan.devices, b_tasks)))
+    document = plan_document(moved)
+    document["backward"] = {"mode": "split", **recorded}
+    with pytest.raises(InvalidParameterError) as err:
+        placement.simulate(problem, document, microbatches=8)
+    assert str(err.value) == f"plan is not valid for this instance: {message}"

@@ -172,12 +172,12 @@ def _read_nodes(raw_nodes: list, costs: dict[int, float], catalogue: tuple[Devic
             acc = read_field(n, "fpgaLatency", where, "number")
             times: tuple[float | None, ...] = (acc if supported else None, cpu)
             weights = None
-            if "fpgaWeightLatency" in n or "cpuWeightLatency" in n:
+            if n.get("fpgaWeightLatency") is not None or n.get("cpuWeightLatency") is not None:  # null: missing
                 w_acc = read_field(n, "fpgaWeightLatency", where, "number")
                 weights = (w_acc if supported else None, read_field(n, "cpuWeightLatency", where, "number"))
         else:
             times = _node_times(n, where, catalogue)
-            weights = _node_times(n, where, catalogue, "weightTimes") if "weightTimes" in n else None
+            weights = _node_times(n, where, catalogue, "weightTimes") if n.get("weightTimes") is not None else None
         size = read_field(n, "size", where, "number", default=0.0)
         backward = read_field(n, "isBackwardNode", where, "bool", default=False)
         colour = read_field(n, "colorClass", where, "int", default=None)

@@ -21,7 +21,8 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
         lines.append(f"iteration       {result.iteration_time:.9g}  (time per sample {result.time_per_sample:.9g})")
     elif result.time_per_sample is not None and result.steady_window is not None:
         a, b = result.steady_window
-        lines.append(f"time per sample {result.time_per_sample:.9g}  (steady state, micro-batches {a}..{b})")
+        how = "steady state" if result.period is not None else "average, no steady state"
+        lines.append(f"time per sample {result.time_per_sample:.9g}  ({how}, micro-batches {a}..{b})")
     else:
         lines.append("time per sample -  (no steady state measured)")
     model = result.model_time_per_sample

@@ -104,7 +104,8 @@ class Pipeline:
     split: bool = False                    # the plan places W tasks itself (stages have a W call)
 
 
-def _invalid(evaluation: Evaluation) -> InvalidParameterError:
+def invalid_plan_error(evaluation: Evaluation) -> InvalidParameterError:
+    """The error for a plan the evaluator found invalid: its first violation, and how many more."""
     count = len(evaluation.violations)
     more = f" (and {count - 1} more; verifying the plan lists them all)" if count > 1 else ""
     return InvalidParameterError("plan", f"is not valid for this instance: {evaluation.violations[0]}{more}")
@@ -117,7 +118,7 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     """
     evaluation = evaluate(problem, plan, contiguity="none", infer_from_colours=True)
     if not evaluation.valid:
-        raise _invalid(evaluation)
+        raise invalid_plan_error(evaluation)
     reports = [r for r in evaluation.devices if r.nodes]
     if not reports:
         raise InvalidParameterError("plan", "places no nodes")

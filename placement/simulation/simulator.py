@@ -38,7 +38,8 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
-from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline
+from placement.simulation.pipeline import (BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline,
+                                          invalid_plan_error)
 from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
                                           stream_window)
 from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
@@ -46,6 +47,7 @@ from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 ENGINES = ("heap", "simpy")
 MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
 PERIOD_TOLERANCE = 1e-9    # relative: completion gaps this close count as equal
+SETTLED_TOLERANCE = 1e-9   # relative: a time per sample this far below the load model is no steady state
 
 #: the most micro-batches a run takes: counts and times built from them stay exact in floating point
 #: and far from the 64-bit integers of the streamed evaluation (2^62 micro-batches overflowed them)
@@ -162,7 +164,8 @@ class SimulationResult:
 def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatches: int = 64,
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
              memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True,
-             progress: Callable[[str], None] | None = None) -> SimulationResult:
+             progress: Callable[[str], None] | None = None, w_placement: str = "any",
+             inter_layer: bool = True) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
@@ -175,15 +178,22 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     inline then runs in memory independent of the micro-batches (:mod:`.streaming`); other runs, and
     those the streamed evaluation cannot hold, go through the event engine and drop the table.
     ``progress``, if given, receives a line every few million tasks of a long streamed run.
+    A split-backward plan must be valid under the variant ``w_placement`` / ``inter_layer`` of the
+    split model (by default the most permissive: W anywhere, B also on the previous stage), as
+    :func:`placement.verification.split.evaluate_split` checks it.
     """
     from placement.simulation.split import build_split_pipeline, is_split_plan
 
     if is_split_plan(plan):
         # a split plan fixes its W calls: w_fraction is the W share of backward nodes without their own
         from placement.problem.split import DEFAULT_W_SHARE, SplitModel
+        from placement.verification.split import evaluate_split
 
-        pipeline = build_split_pipeline(problem, plan, SplitModel(
-            w_share=DEFAULT_W_SHARE if w_fraction is None else w_fraction))
+        model = SplitModel(w_placement, inter_layer, DEFAULT_W_SHARE if w_fraction is None else w_fraction)
+        verdict = evaluate_split(problem, plan, model)
+        if not verdict.valid:
+            raise invalid_plan_error(verdict.evaluation)
+        pipeline = build_split_pipeline(problem, plan, model)
         return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks,
                                  progress)
     return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
@@ -254,7 +264,8 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     def steady(a: int, b: int) -> tuple[float, float, float, int | None]:
         return (float(completion[a]), float(completion[b])) + steady_rate(completion, a, b)
 
-    window, span, iteration, per_sample, period, notes = _headline(schedule, m, n, makespan, steady)
+    window, span, iteration, per_sample, period, notes = _headline(schedule, m, n, makespan, steady,
+                                                                   _model(pipeline, schedule, comm))
     overlap = np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0.0, None)
     compute = ~tasks.on_link
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
@@ -302,15 +313,20 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int,
                 return c_a, c_b, float(gap_sum[p]) / (b - a + 1 - p) / p, p
         return c_a, c_b, (c_b - c_a) / (b - a), None
 
-    window_figures = _headline(schedule, m, n, float(makespan), steady)
+    window_figures = _headline(schedule, m, n, float(makespan), steady, _model(pipeline, schedule, INLINE))
     return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, TaskTable.empty(),
                    float(makespan), window_figures[0], window_figures[1], window_figures[2], window_figures[3],
                    window_figures[4], busy, np.zeros(n), [int(p) for p in peaks], window_figures[5])
 
 
-def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady) -> tuple:
+def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor: float | None) -> tuple:
     """The steady window, measured span, iteration time, time per sample, period and notes of a run;
-    ``steady(a, b)`` gives ``c[a], c[b]`` and :func:`steady_rate` over micro-batches ``a..b``."""
+    ``steady(a, b)`` gives ``c[a], c[b]`` and :func:`steady_rate` over micro-batches ``a..b``.
+
+    ``floor`` is the load model's time per sample (:func:`_model`): every micro-batch keeps the
+    busiest resource that long, so no steady state is faster. A period found faster than that is a
+    regime the run has not left yet (a stage that finishes each micro-batch last, at its own rhythm,
+    while a busier stage falls behind slowly): it is reported as no period, with a note."""
     notes: list[str] = []
     period: int | None = None
     if schedule.flush:
@@ -320,7 +336,12 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady) -> tu
         window = (a, b)
         c_a, c_b, per_sample, period = steady(a, b)
         span = (c_a, c_b)
-        if period is None:
+        if floor is not None and per_sample < floor * (1 - SETTLED_TOLERANCE):
+            period = None
+            notes.append(f"not settled within micro-batches {a}..{b}: they complete every {per_sample:.9g}, "
+                         f"faster than the busiest stage works per micro-batch ({floor:.9g}); the time per "
+                         "sample is their average slope; run more micro-batches")
+        elif period is None:
             notes.append(f"no periodic steady state within micro-batches {a}..{b}: the time per sample is "
                          "their average slope; run more micro-batches")
     else:

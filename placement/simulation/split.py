@@ -71,6 +71,21 @@ def plan_w_share(plan: object) -> float | None:
     return float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else None
 
 
+def plan_variant(plan: object) -> dict[str, object]:
+    """The variant of the split model a split plan was solved under, where the plan records a valid one:
+    ``{"w_placement": ..., "inter_layer": ...}`` (either left out when not recorded)."""
+    from placement.io.plans import recorded_backward
+    from placement.problem.split import W_PLACEMENTS
+
+    recorded = recorded_backward(plan)
+    variant: dict[str, object] = {}
+    if recorded.get("w_placement") in W_PLACEMENTS:
+        variant["w_placement"] = recorded["w_placement"]
+    if isinstance(recorded.get("inter_layer"), bool):
+        variant["inter_layer"] = recorded["inter_layer"]
+    return variant
+
+
 def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pipeline:
     """The pipeline of the split plan ``plan`` under ``model`` (see the module docstring).
 
