@@ -123,10 +123,14 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
      "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; use --format pipe-split"),
     ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
-     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can"),
+     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
+     "needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage between accelerator "
+     "stages)"),
     ("megatron", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "megatron cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
-     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can"),
+     "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
+     "needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage between accelerator "
+     "stages)"),
 ])
 def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, capsys, form, groups, kinds, message):
     instance = tmp_path / "gpt.json"

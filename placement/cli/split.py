@@ -86,7 +86,9 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
             raise
     other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
     if other is None:
-        raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can")
+        raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can (a runtime needs a "
+                         f"pipeline, as placement solve --contiguity stages plans, with no CPU stage between "
+                         f"accelerator stages)")
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
 
