@@ -230,3 +230,24 @@ def test_simpy_engine_gives_the_same_times(g):
     from placement.simulation.engine_simpy import execute_simpy
 
     assert execute_simpy(g) == execute(g)
+
+
+@pytest.mark.parametrize("scale", [1e-13, 1e-200, 1e100])
+def test_moments_are_merged_relative_to_the_runs_own_scale(scale):
+    """The two-device chain scaled by ``scale``: c ends at 6·scale and b at 5·scale, distinct moments at
+    any scale. Merged within an absolute 1e-12, a run in units of 1e-13 (or smaller) took moments
+    apart by less than that for one, and started tasks late (a 1F1B-with-flush iteration of the
+    tiny training pair came out at 163 where it is 146.5, in those units)."""
+    g, (a, b, c) = two_device_chain()
+    g.duration = [d * scale for d in g.duration]
+    d2 = g.add_resource(ORDERED)
+    late = g.add_task(d2, 1.0 * scale)
+    g.add_dependency(b, late)       # b ends at 5: the task runs 5 .. 6
+    g.set_order(d2, [late])
+    start, end = execute(g)
+    assert [s / scale for s in start] == pytest.approx([0.0, 2.0, 2.0, 5.0], rel=1e-12)
+    assert [e / scale for e in end] == pytest.approx([2.0, 5.0, 6.0, 6.0], rel=1e-12)
+    if HAVE_SIMPY:
+        from placement.simulation.engine_simpy import execute_simpy
+
+        assert execute_simpy(g) == (start, end)

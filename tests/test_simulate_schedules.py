@@ -209,3 +209,15 @@ def test_a_memory_bound_on_an_early_stage_lowers_the_later_warm_ups_too():
     assert result.iteration_time == 30.0
     assert [s.peak_in_flight for s in result.stages] == [1, 1, 1]
     assert placement.simulate(instance, plan, schedule="zb-h2", microbatches=6).stages[0].peak_in_flight == 1
+
+
+def test_utilisation_and_bubbles_stay_within_their_range():
+    """One stage of F = B = 0.1 under GPipe, 7 micro-batches: busy the whole iteration. Summed task by
+    task, its busy time exceeded the span by a rounding error: utilisation 1.0000000000000002 and
+    bubble fraction -2.2e-16 (printed as -0.00%)."""
+    from placement.problem.instance import DeviceType, Edge, Instance, Node
+
+    problem = Instance((Node(0, "f", (0.1,), colour=0), Node(1, "b", (0.1,), backward=True, colour=0)),
+                       (Edge(0, 1),), (DeviceType("accelerator", 1),))
+    result = simulate(problem, Plan((DeviceAssignment("accelerator", (0, 1)),)), "gpipe", 7)
+    assert (result.stages[0].utilisation, result.bubble_fraction) == (1.0, 0.0)

@@ -226,3 +226,26 @@ def test_a_run_paused_in_chunks_gives_the_same_figures_and_reports_progress(monk
     assert [int(line.split()[1].replace(",", "")) for line in lines] == expected
     assert all(line.startswith("simulated ") and " of 240 tasks (two passes), " in line and line.endswith(" left")
                for line in lines)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 333])
+def test_a_paused_training_run_whose_first_stage_runs_ahead_stays_streamed(monkeypatch, chunk):
+    """Four layers whose backward edges run forward (b0 -> b1 -> b2 -> b3, as in the published layer
+    graphs), one per device: stage 0 waits on nothing downstream and runs ahead as far as the ring
+    allows. A pass resumed at stage 0 after a pause let it evict a micro-batch the last stage, stopped
+    between a B and its next F, had not counted as released: the ring could not hold the run, which
+    fell back to the event engine (memory growing with the micro-batches; every run past 2^22 tasks of
+    a published training graph). A 1-byte memory limit refuses any run through the engine."""
+    from placement.simulation import streaming
+
+    nodes = tuple(Node(i, f"f{i}", (1.0 + i % 2,), colour=i) for i in range(4)) + \
+        tuple(Node(10 + i, f"b{i}", (2.0,), backward=True, colour=i) for i in range(4))
+    edges = tuple(Edge(i, i + 1) for i in range(3)) + tuple(Edge(10 + i, 11 + i) for i in range(3)) + \
+        tuple(Edge(i, 10 + i) for i in range(4))
+    problem = Instance(nodes, edges, (DeviceType("accelerator", 4),))
+    plan = Plan(tuple(DeviceAssignment("accelerator", (i, 10 + i)) for i in range(4)))
+    whole = simulate(problem, plan, "1f1b-async", 200)
+    monkeypatch.setattr(streaming, "CHUNK", chunk)
+    streamed = simulate(problem, plan, "1f1b-async", 200, keep_tasks=False, memory_limit=1)
+    _same_figures(whole, streamed)
+    assert streamed.time_per_sample == 4.0   # stages 1 and 3: F 2 + B 2

@@ -20,8 +20,10 @@ first; with equal priorities that is first come, first served.
 At one moment, ordered resources start their next main task as soon as it is
 ready; queues choose only once every event of the moment has happened (the ends
 of zero-length tasks started at it included), and fillers after that, so neither
-passes over a task that becomes ready at that same moment. Times within a
-relative 1e-12 of each other count as one moment.
+passes over a task that becomes ready at that same moment. Times within 1e-12 of
+each other, relative to the larger of the current time and the longest task (the
+run's own scale: an instance in picoseconds merges no more than one in seconds),
+count as one moment.
 :func:`execute` returns every task's start and end; a task that can never start
 (its predecessors wait for it, or for a main task ordered after it) raises
 :class:`Deadlock`.
@@ -110,6 +112,11 @@ class TaskGraph:
             order=[[] for _ in self.policy])
 
 
+def moment_scale(graph: TaskGraph) -> float:
+    """The time scale moments are merged at (module docstring): the longest task, 0 when none lasts."""
+    return max(graph.duration, default=0.0)
+
+
 def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
     """Run every task of ``graph``; return ``(start, end)`` lists indexed by task id."""
     n = len(graph)
@@ -132,6 +139,7 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
     heappush, heappop = heapq.heappush, heapq.heappop
     done = 0
     now = 0.0
+    scale = moment_scale(graph)
 
     for task in range(n):
         if waiting[task] == 0:
@@ -143,7 +151,7 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
                     with_fillers.add(r)
             dirty.append(r)
     while True:
-        while events and events[0][0] <= now + SAME_TIME * max(1.0, abs(now)):
+        while events and events[0][0] <= now + SAME_TIME * max(scale, abs(now)):
             moment, task = heappop(events)
             if moment > now:
                 now = moment
@@ -178,7 +186,7 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
             elif queue[r]:
                 choosing.append(r)
         dirty.clear()
-        horizon = now + SAME_TIME * max(1.0, abs(now))
+        horizon = now + SAME_TIME * max(scale, abs(now))
         if events and events[0][0] <= horizon:
             dirty.extend(choosing)   # a zero-length task ended at once: queues choose once the moment is over
             continue

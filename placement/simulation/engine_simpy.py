@@ -25,7 +25,7 @@ import importlib
 from typing import Any
 
 from placement.errors import SolverUnavailableError
-from placement.simulation.engine import ORDERED, SAME_TIME, Deadlock, TaskGraph, _check_orders
+from placement.simulation.engine import ORDERED, SAME_TIME, Deadlock, TaskGraph, _check_orders, moment_scale
 
 # Wake-up ranks after SimPy's own events of a moment (URGENT 0, NORMAL 1): queues choose
 # after those, fillers after the queues' choices (as the heap core dispatches them last).
@@ -51,6 +51,7 @@ def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:
     done = [env.event() for _ in range(n)]
     waiting = list(graph.predecessor_count)
     ready = [False] * n
+    scale = moment_scale(graph)
     queues: list[list[tuple[float, float, int]]] = [[] for _ in graph.policy]
     wake: list[Any] = [None] * len(graph.policy)   # event a resource process sleeps on
 
@@ -86,7 +87,7 @@ def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:
         """Wait until every event of this moment ranked before ``priority`` has happened."""
         yield after_this_moment(0.0, priority)
         while True:
-            horizon = env.now + SAME_TIME * max(1.0, abs(env.now))
+            horizon = env.now + SAME_TIME * max(scale, abs(env.now))
             pending = [when for when, rank, _, _ in env._queue if when <= horizon and rank < priority]
             if not pending:
                 return

@@ -353,6 +353,12 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor
     return window, span, None, per_sample, period, notes
 
 
+def _share(part: float, whole: float) -> float:
+    """``part / whole`` within [0, 1] (0 when ``whole`` is 0): busy time summed task by task can exceed the
+    span it lies in by a rounding error (utilisation 1.0000000000000002, bubble fraction -2e-16)."""
+    return min(max(part / whole, 0.0), 1.0) if whole > 0 else 0.0
+
+
 def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float | None, m: int,
             task_times: list[dict[str, float]], link_resource: list[int | None], tasks: TaskTable, makespan: float,
             window: tuple[int, int] | None, span: tuple[float, float], iteration: float | None,
@@ -374,9 +380,9 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
         stage_results.append(StageResult(
             index=s, position=st.position, type=st.type, task_times=dict(task_times[s]),
             link_time=st.comm if link else None,
-            busy=float(busy[s]), utilisation=float(busy[s]) / width if width > 0 else 0.0,
+            busy=float(busy[s]), utilisation=_share(float(busy[s]), width),
             link_busy=float(link_busy[s]) if link else None,
-            link_utilisation=(float(link_busy[s]) / width if width > 0 else 0.0) if link else None,
+            link_utilisation=_share(float(link_busy[s]), width) if link else None,
             peak_in_flight=in_flight, static_memory=st.static_memory, activation_bytes=st.activation_bytes,
             peak_memory=peak_memory, memory_bound=st.memory_bound, peak_w_inputs=w_inputs,
             w_inputs_per_microbatch=w_one))
@@ -385,7 +391,7 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
     if any(st.activation_bytes is None for st in pipeline.stages):
         notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")
 
-    bubble = 1.0 - float(np.sum(busy)) / (n * width) if width > 0 else 0.0
+    bubble = 1.0 - _share(float(np.sum(busy)), n * width) if width > 0 else 0.0
     return SimulationResult(
         schedule=schedule.name, comm=comm, microbatches=m, w_fraction=w_fraction,
         stages=tuple(stage_results), tasks=tasks, makespan=makespan, time_per_sample=per_sample,

@@ -20,7 +20,12 @@ per stage the peak of micro-batches in flight; a second pass, knowing the span
 independent of the micro-batches (a stage that waits on nothing downstream is held back
 until the ring has room). A run the ring cannot hold (or a deadlock) is reported by status,
 and the caller falls back to the event engine. A long pass runs in chunks of :data:`CHUNK` tasks,
-its state kept between them, so that progress can be reported.
+its state kept between them, so that progress can be reported; a chunk ends where the tasks run
+out, perhaps within a stage's turn, and the next goes on with that stage, so that the tasks run
+in the order of an unpaused pass (resumed at the first stage instead, a stage that depends on
+nothing downstream ran ahead of a last stage stopped between a B and its next F, and the ring
+could not hold the run: every run past 2^22 tasks of a published training graph fell back to the
+event engine, whose memory grows with the micro-batches).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ class State(NamedTuple):
     slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end; per stage
     its cursor, last end, released and taken micro-batches, moment of the last take, peak and busy
     time; the completion history and per period the gap figures; ``c_a, c_b, makespan``; ``emitted,
-    done``."""
+    done`` and the stage a paused pass goes on with."""
 
     owner: np.ndarray
     count: np.ndarray
@@ -105,7 +110,7 @@ def new_state(n, k, ring, p_max):
                  np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1.0),
                  np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
                  np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
-                 np.zeros(3), np.zeros(2, dtype=np.int64))
+                 np.zeros(3), np.zeros(3, dtype=np.int64))
 
 
 def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
@@ -130,13 +135,18 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
     makespan = figures[2]
     emitted = counters[0]
     done = counters[1]
+    resume = counters[2]   # a paused pass goes on with the stage it stopped in, as an unpaused one would
     status = OK
     while done < total:
         if done >= limit:
             status = PAUSED
             break
         progressed = False
-        for s in range(n):
+        first = resume
+        resume = 0
+        for s in range(first, n):
+            if done >= limit:
+                break
             while cursor[s] < length and done < limit:
                 kind, j = _order(training, s, n, m, cursor[s])
                 if j - ring + window >= emitted:
@@ -221,13 +231,16 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                                 gap_sum[p] += gap
                     history[emitted % HISTORY] = c
                     emitted += 1
-        if not progressed:
+            if done >= limit:
+                resume = s
+        if not progressed and first == 0:
             return DEADLOCK
     figures[0] = c_a
     figures[1] = c_b
     figures[2] = makespan
     counters[0] = emitted
     counters[1] = done
+    counters[2] = resume
     if status == PAUSED:
         return PAUSED
     for s in range(n):
