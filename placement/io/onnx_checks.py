@@ -16,10 +16,10 @@ The values a control-flow node's subgraphs read from the main graph count as its
 
 from __future__ import annotations
 
-import heapq
 from typing import Any, Callable, Iterable
 
 from placement.errors import InvalidInstanceError
+from placement.problem.instance import find_cycle, least_first_order
 
 
 def _text(value: Any, model: str, where: str) -> str:
@@ -77,27 +77,12 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
         needs.append(sources)
     if all(source < k for k, sources in enumerate(needs) for source in sources):
         return nodes
-    waiting = [len(sources) for sources in needs]
     readers: list[list[int]] = [[] for _ in nodes]
     for k, sources in enumerate(needs):
         for source in sources:
             readers[source].append(k)
-    ready = [k for k, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(k)
-        for reader in readers[k]:
-            waiting[reader] -= 1
-            if waiting[reader] == 0:
-                heapq.heappush(ready, reader)
+    order = least_first_order(len(nodes), readers)
     if len(order) < len(nodes):
-        # every node left waits for another node left: walking back through those ends on a cycle
-        seen: set[int] = set()
-        k = min(k for k in range(len(nodes)) if waiting[k])
-        while k not in seen:
-            seen.add(k)
-            k = min(source for source in needs[k] if waiting[source])
-        raise InvalidInstanceError(f"{model}: the graph has a cycle through node {label(k)}")
+        cycle = find_cycle(len(nodes), readers) or [min(set(range(len(nodes))) - set(order))]
+        raise InvalidInstanceError(f"{model}: the graph has a cycle through node {label(min(cycle))}")
     return [nodes[k] for k in order]

@@ -27,10 +27,11 @@ with ``In(S)`` the nodes outside ``S`` with a successor in ``S`` and
 
 from __future__ import annotations
 
+import heapq
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from placement.errors import InvalidInstanceError
 
@@ -359,6 +360,27 @@ def _why_no_fit(n: Node, types: tuple[DeviceType, ...]) -> str:
         else:
             reasons.append(f"needs {format_number(n.memory)} bytes, {t.name} memory is {format_number(t.memory)}")
     return "; ".join(reasons)
+
+
+def least_first_order(n: int, succ: Sequence[Iterable[int]]) -> list[int]:
+    """Positions ``0..n−1`` in a topological order of the arcs ``succ`` (Kahn's algorithm, the least
+    ready position first, so the given order where it is one); shorter than ``n`` where a cycle holds
+    the rest back."""
+    indegree = [0] * n
+    for targets in succ:
+        for j in targets:
+            indegree[j] += 1
+    ready = [i for i in range(n) if indegree[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in succ[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(ready, j)
+    return order
 
 
 def find_cycle(n: int, succ: list[list[int]]) -> list[int] | None:

@@ -23,11 +23,10 @@ A plan in ``stages`` has its devices put in such an order by :func:`pipeline_ord
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from typing import Iterable, Mapping
 
-from placement.problem.instance import Instance, find_cycle
+from placement.problem.instance import Instance, find_cycle, least_first_order
 from placement.plan import Plan
 
 
@@ -172,20 +171,7 @@ def pipeline_order(problem: Instance, plan: Plan) -> tuple[int, ...] | None:
             if v in where and d not in where[v]:
                 where[v].append(d)
     labels, succ = _quotient(problem, where, len(plan.devices))
-    indegree = [0] * len(labels)
-    for i in range(len(labels)):
-        for j in succ[i]:
-            indegree[j] += 1
-    ready = [i for i in range(len(labels)) if indegree[i] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for j in succ[i]:
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                heapq.heappush(ready, j)
+    order = least_first_order(len(labels), succ)
     if len(order) < len(labels):
         return None
     return tuple(i for i in order if i < len(plan.devices))
