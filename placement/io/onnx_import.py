@@ -163,10 +163,11 @@ def _load_small_external_data(model: Any, path: Path, onnx: Any) -> None:
     tensors = [*model.graph.initializer]
     tensors += [attr.t for node in model.graph.node if node.op_type == "Constant"
                 for attr in node.attribute if attr.HasField("t")]
+    known_types = set(onnx.TensorProto.DataType.values())
     for tensor in tensors:
         if (tensor.data_location != onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > SMALL
-                or onnx.TensorProto.DataType.Name(tensor.data_type) in ONNX_DTYPE_KEYS
-                if tensor.data_type in onnx.TensorProto.DataType.values() else True):
+                or tensor.data_type not in known_types   # refused when its table entry is made
+                or onnx.TensorProto.DataType.Name(tensor.data_type) in ONNX_DTYPE_KEYS):
             continue
         try:
             load_external_data_for_tensor(tensor, str(path.parent))
