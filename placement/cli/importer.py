@@ -29,7 +29,7 @@ from placement.cli.options import (UsageError, add_output_options, check_not_inp
                                    positive_byte_count, positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
-from placement.errors import PlacementError
+from placement.errors import InvalidParameterError, PlacementError
 from placement.io.op_grouping import GRANULARITIES
 from placement.io.opgraph import CostModelWarning, ImportedModel
 
@@ -186,9 +186,16 @@ def run(args: argparse.Namespace) -> int:
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
-        imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
-                                     module_depth=args.module_depth, dtype=args.dtype, dims=dims,
-                                     name=args.name, operators=args.operators)
+        try:
+            imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
+                                         module_depth=args.module_depth, dtype=args.dtype, dims=dims,
+                                         name=args.name, operators=args.operators)
+        except InvalidParameterError as exc:
+            if exc.parameter != "dtype" or args.dtype is not None:
+                raise
+            # the model's own data type, not an option given: say so before naming the option that helps
+            raise UsageError(f"the model computes in a data type a device has no peak FLOP/s for: --dtype "
+                             f"{exc.detail}") from None
     for w in caught:
         if issubclass(w.category, CostModelWarning) and not args.quiet:
             print(f"warning: {w.message}", file=sys.stderr)

@@ -81,7 +81,6 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from placement.errors import InvalidParameterError
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
 from placement.io.operator_shapes import backward as backward_shapes, to_json
@@ -301,13 +300,6 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     dtypes = {op.dtype for v in range(len(pg.nodes)) for op in pg.node_ops(v) if op.flops or op.backward_flops}
     accelerator = unused_costed(platform.accelerator, platform.accelerators, dtypes)
     cpu = unused_costed(platform.cpu, platform.cpus, dtypes)
-    for device in (accelerator, cpu):
-        missing = sorted(dtypes - {name for name, _ in device.peak_flops})
-        if missing:
-            have = ", ".join(repr(name) for name, _ in device.peak_flops)
-            raise InvalidParameterError("dtype", f"must be a data type device {device.id!r} ({device.model}) has a "
-                                                 f"peak FLOP/s for ({have}): the model computes in "
-                                                 f"{', '.join(map(repr, missing))}")
     bandwidth = platform.link_bandwidth
     n = len(pg.nodes)
     in_bytes = [0.0] * n
