@@ -251,3 +251,22 @@ def test_moments_are_merged_relative_to_the_runs_own_scale(scale):
         from placement.simulation.engine_simpy import execute_simpy
 
         assert execute_simpy(g) == (start, end)
+
+
+def test_a_long_task_does_not_merge_the_moments_of_short_ones():
+    """Tasks of 1e-6 and 0.5 beside one of 1e12. Device 0 runs a (1e-6) then x (0.5); device 1 runs c
+    (1e-6, after a) then f (1e-6); device 2 the long task. c ends at 2e-6 and x at 0.500001: merged
+    within 1e-12 of the longest task (a window of 1.0) they were one moment, and f started at 0.500001
+    instead of 2e-6."""
+    g = TaskGraph()
+    r0, r1, r2 = g.add_resource(ORDERED), g.add_resource(ORDERED), g.add_resource(ORDERED)
+    a, x = g.add_task(r0, 1e-6), g.add_task(r0, 0.5)
+    c, f = g.add_task(r1, 1e-6), g.add_task(r1, 1e-6)
+    long = g.add_task(r2, 1e12)
+    g.add_dependency(a, c)
+    g.set_order(r0, [a, x])
+    g.set_order(r1, [c, f])
+    g.set_order(r2, [long])
+    start, end = execute(g)
+    assert (start[f], end[f]) == (2e-6, 3e-6)
+    assert (start[x], end[x]) == (1e-6, 0.5 + 1e-6)

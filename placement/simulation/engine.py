@@ -21,9 +21,9 @@ At one moment, ordered resources start their next main task as soon as it is
 ready; queues choose only once every event of the moment has happened (the ends
 of zero-length tasks started at it included), and fillers after that, so neither
 passes over a task that becomes ready at that same moment. Times within 1e-12 of
-each other, relative to the larger of the current time and the longest task (the
-run's own scale: an instance in picoseconds merges no more than one in seconds),
-count as one moment.
+each other, relative to the larger of the current time and the shortest task that
+takes any time (the run's own scale: an instance in picoseconds merges no more
+than one in seconds), count as one moment.
 :func:`execute` returns every task's start and end; a task that can never start
 (its predecessors wait for it, or for a main task ordered after it) raises
 :class:`Deadlock`.
@@ -113,8 +113,10 @@ class TaskGraph:
 
 
 def moment_scale(graph: TaskGraph) -> float:
-    """The time scale moments are merged at (module docstring): the longest task, 0 when none lasts."""
-    return max(graph.duration, default=0.0)
+    """The least time scale moments are merged at (module docstring): the shortest task that takes any
+    time, 0 when none does. (Near time 0 every moment is a sum of such durations; further on the
+    merging is relative to the time itself.)"""
+    return min((d for d in graph.duration if d > 0), default=0.0)
 
 
 def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
