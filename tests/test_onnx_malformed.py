@@ -19,6 +19,7 @@ from placement.cli import main  # noqa: E402
 from placement.costmodel.roofline import make_platform  # noqa: E402
 from placement.errors import InvalidInstanceError  # noqa: E402
 from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
+from placement.io.opgraph import CostModelWarning  # noqa: E402
 
 
 def model(nodes, inputs, outputs, inits=(), value_info=(), opset=17):
@@ -225,3 +226,49 @@ def test_a_directory_is_no_model(tmp_path):
     with pytest.raises(InvalidInstanceError) as err:
         import_onnx(tmp_path / "x.onnx", platform=make_platform())
     assert str(err.value) == f"{tmp_path / 'x.onnx'}: a directory, not an ONNX model"
+
+
+def test_onnx_sequences_are_refused_clearly():
+    """torch.onnx.export(..., optimize=False) writes torch.split as SplitToSequence + SequenceAt. Of a
+    48-element parameter split into 16 and 32, evaluating the shape arithmetic met a list of two
+    arrays of different lengths and died with a numpy traceback; the importer reads no sequences."""
+    split = numpy_helper.from_array(np.array([16, 32], np.int64), "sizes")
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    nodes = [helper.make_node("SplitToSequence", ["b", "sizes"], ["parts"], name="node_split"),
+             helper.make_node("SequenceAt", ["parts", "zero"], ["b0"], name="node_at"),
+             helper.make_node("Add", ["x", "b0"], ["y"], name="node_add")]
+    m = model(nodes, [("x", [2, 16])], [("y", [2, 16])], [weight("b", (48,)), split, zero])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "seq")
+    assert str(err.value) == ("seq: node 'node_split' (SplitToSequence) makes or reads an ONNX sequence, which the "
+                              "importer does not read (torch.onnx.export writes them for torch.split and chunk with "
+                              "optimize=False; export with optimize=True or dynamo=False)")
+
+
+def test_an_epilogue_is_a_bias_or_an_affine_not_any_parameter():
+    """MatMul + Add(bias [16]) + Add(pos [6, 16]) + Mul(g [16]), as torch exports (linear(x) + pos) * g:
+    torch runs linear (with its bias), the add and the mul, three kernels. The position embedding has
+    two axes, and a matmul takes one Add: the Add of pos and the Mul are operators of their own (they
+    had joined the MatMul as one kernel with no FLOPs of their own)."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+             helper.make_node("Add", ["h", "bias"], ["hb"], name="bias"),
+             helper.make_node("Add", ["hb", "pos"], ["hp"], name="pos"),
+             helper.make_node("Mul", ["hp", "g"], ["y"], name="scale")]
+    inits = [weight("W", (16, 16)), weight("bias", (16,)), weight("pos", (6, 16)), weight("g", (16,))]
+    graph = graph_from_onnx(model(nodes, [("x", [2, 6, 16])], [("y", None)], inits), "epilogue")
+    # 2*192*16 = 6,144 FLOPs for the matmul; 192 each for the add and the mul
+    assert [(op.target, op.flops) for op in graph.ops] == [("MatMul+Add", 6144.0), ("Add", 192.0), ("Mul", 192.0)]
+
+
+def test_a_small_int8_weight_dequantized_is_a_weight_of_one_byte_an_element():
+    """DequantizeLinear of a 16x16 int8 weight with a constant scale reads only constants; folded as
+    shape arithmetic, it became a 1,024-byte fp32 constant and no kernel, where a 64x64 one stayed a
+    kernel with its 4,096 int8 bytes. Both are kernels now: the 16x16 weight is 256 bytes."""
+    scale = helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(0.1, np.float32)))
+    nodes = [scale, helper.make_node("DequantizeLinear", ["wq", "s"], ["w"], name="dq"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    wq = numpy_helper.from_array(np.ones((16, 16), np.int8), "wq")
+    with pytest.warns(CostModelWarning):
+        graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)], [wq]), "qdq")
+    assert [op.name for op in graph.ops] == ["dq", "mm"]
+    assert [(p.name, p.nbytes) for p in graph.ops[0].params] == [("wq", 256.0), ("s", 4.0)]

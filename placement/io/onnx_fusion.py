@@ -6,11 +6,14 @@ that PyTorch never spends. :func:`fuse` groups the nodes of a graph (in order, c
 removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
 
 * **Epilogue**: an ``Add`` or ``Mul`` whose other operand is a parameter (an initializer
-  or a constant: a bias, a scale) joins the matmul, convolution or normalisation whose
-  result it reads, through views. ``MatMul`` + ``Add(bias)`` is torch's ``linear`` on a
-  tensor of rank 3 or more, ``InstanceNormalization`` + ``Reshape`` + ``Mul(weight)`` +
-  ``Add(bias)`` is ``group_norm``: one kernel each, the bias read and the result written
-  once.
+  or a constant) of one axis (at most one dimension above 1: a bias, a per-channel scale)
+  joins the matmul, convolution or normalisation whose result it reads, through views,
+  as PyTorch's kernels take them: one ``Add`` after a matmul or convolution (its bias),
+  a ``Mul`` and then an ``Add`` after a normalisation (its affine weight and bias).
+  ``MatMul`` + ``Add(bias)`` is torch's ``linear`` on a tensor of rank 3 or more,
+  ``InstanceNormalization`` + ``Reshape`` + ``Mul(weight)`` + ``Add(bias)`` is
+  ``group_norm``: one kernel each, the bias read and the result written once. A position
+  embedding added after a linear layer, or a scale after its bias, is a kernel of its own.
 * **Attention**: ``MatMul(q, k)`` → optional ``Add``/``Mul``/``Div``/``Where`` (mask,
   scale) → ``Softmax`` → optional ``Dropout``/``Cast`` → ``MatMul(·, v)``, with a ``Mul``
   or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
@@ -59,8 +62,11 @@ class Group:
         return self.members[-1]
 
 
-def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[str]) -> list[Group]:
-    """The groups of ``nodes`` (module docstring), ordered by their exit; every node in exactly one."""
+def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[str],
+         axis_parameters: set[str] | None = None) -> list[Group]:
+    """The groups of ``nodes`` (module docstring), ordered by their exit; every node in exactly one.
+    ``axis_parameters`` are the parameters of one axis, which an epilogue may read (default: all)."""
+    vectors = parameters if axis_parameters is None else axis_parameters
     producer = {t: i for i, node in enumerate(nodes) for t in node.outputs if t}
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(nodes):
@@ -88,9 +94,10 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
     for i, node in enumerate(nodes):
         if i in group_of:
             continue
-        chain = _epilogue_chain(nodes, i, producer, parameters, private)
+        chain = _epilogue_chain(nodes, i, producer, vectors, private)
         if chain is not None and chain[0] in group_of and group_of[chain[0]].kind in EPILOGUE_ANCHORS \
-                and group_of[chain[0]].exit == chain[0] and closed(group_of[chain[0]].members + chain[1:]):
+                and group_of[chain[0]].exit == chain[0] and closed(group_of[chain[0]].members + chain[1:]) \
+                and _takes(nodes, group_of[chain[0]], node.op_type):
             group = group_of[chain[0]]
             group.members.extend(chain[1:])
             group_of.update(dict.fromkeys(chain[1:], group))
@@ -98,6 +105,17 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         group_of[i] = Group([i], node.kind)
     groups = list({id(g): g for g in group_of.values()}.values())
     return sorted(groups, key=lambda g: g.exit)
+
+
+#: the epilogues a group of each kind takes, in order
+EPILOGUES = {"matmul": ("Add",), "conv": ("Add",), "norm": ("Mul", "Add")}
+
+
+def _takes(nodes: Sequence[FusionNode], group: Group, op_type: str) -> bool:
+    """Whether ``group`` takes one more epilogue ``op_type`` (:data:`EPILOGUES`, each at most once, in order)."""
+    taken = [nodes[m].op_type for m in group.members[1:] if nodes[m].kind != "view"]
+    allowed = EPILOGUES.get(group.kind, ())
+    return op_type in allowed[allowed.index(taken[-1]) + 1 if taken else 0:]
 
 
 def _activation(node: FusionNode, parameters: set[str], producer: dict[str, int]) -> str | None:

@@ -18,7 +18,8 @@ floating-point type are the trained parameters); an ``Identity`` of such data (a
 exporters write for shared or deduplicated parameters) is that data, read under its own name.
 So is the result of shape arithmetic (a node reading only constants, integer initializers,
 ``Shape`` outputs and other such results, as unoptimised exports write for reshapes and the
-attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements), which
+attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
+:data:`FLOAT_SHAPE_VALUES` of a floating-point type), which
 PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
 PyTorch). Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
 The module path of an operator comes from the
@@ -177,6 +178,13 @@ def _load_small_external_data(model: Any, path: Path, onnx: Any) -> None:
                                        f"the model ({detail})") from None
 
 
+#: the most elements of a floating-point result of shape arithmetic (a scale per dimension, as
+#: ``Resize`` reads; the attention scale is one)
+FLOAT_SHAPE_VALUES = 8
+#: operators on ONNX sequences (lists of tensors), which the importer does not read
+SEQUENCE_OPERATORS = frozenset({"SplitToSequence", "SequenceAt", "SequenceConstruct", "SequenceEmpty",
+                                "SequenceInsert", "SequenceErase", "SequenceLength", "ConcatFromSequence",
+                                "SequenceMap"})
 #: bits per element of the element types narrower than a byte (numpy holds them in one byte each)
 SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2}
 #: the most bytes one tensor may hold (far beyond any device; it keeps the sums finite)
@@ -410,8 +418,10 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     scales (``Concat`` of constant dimensions, ``Sqrt`` of a head size); PyTorch computes them on
     the host, so they are data, not operators. Kept as operators: nodes that make tensors
     (``Range``, ``ConstantOfShape``: ``arange`` and ``full`` are kernels), nodes whose output the
-    graph returns, has no static shape or holds more than :data:`~.onnx_shapes.SMALL` elements (an
-    ``Expand`` of a constant to the size of an activation is a tensor, not a shape)."""
+    graph returns, has no static shape or holds more than :data:`~.onnx_shapes.SMALL` elements, or
+    more than :data:`FLOAT_SHAPE_VALUES` of a floating-point type (an ``Expand`` of a constant to the
+    size of an activation is a tensor, not a shape; a ``DequantizeLinear`` of an int8 weight is a
+    kernel, and its weight is 1 byte an element)."""
     static = {init.name for init in graph.initializer if not table[init.name].floating}
     static |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
     returned = {v.name for v in graph.output}
@@ -426,7 +436,8 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
         outputs = [name for name in node.output if name]
         if ((values or node.op_type in META_INPUTS) and all(name in static for name in values)
                 and not returned.intersection(outputs)
-                and all(name in table and table[name].numel <= SMALL for name in outputs)
+                and all(name in table and table[name].numel <= (FLOAT_SHAPE_VALUES if table[name].floating else SMALL)
+                        for name in outputs)
                 and not _subgraph_reads(node)):
             static.update(outputs)
             folded.add(k)
@@ -494,6 +505,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         if op_name in used_names:
             op_name = f"{op_name}_{k}"
         used_names.add(op_name)
+        if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
+            raise InvalidInstanceError(f"{name}: node {op_name!r} ({op_type}) makes or reads an ONNX sequence, which "
+                                       "the importer does not read (torch.onnx.export writes them for torch.split "
+                                       "and chunk with optimize=False; export with optimize=True or dynamo=False)")
 
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:
@@ -511,8 +526,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                            _operators(kind, op_type, node, ins, outs)))
 
     paths = _inherit_paths(nodes)
+    data = set(params) | constants
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
-                  set(params) | constants, {v.name for v in model.graph.output})
+                  data, {v.name for v in model.graph.output},
+                  {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1})
     producers: dict[str, tuple[int, int]] = {}
     graph_inputs = {value.name for value in model.graph.input}
     ops: list[Op] = []

@@ -136,9 +136,10 @@ def _evaluate(graph: Any, opsets: dict[str, int], known: dict[str, Any]) -> set[
             except Exception:  # an operator the reference cannot run on these values is not followed
                 continue
         values = [r for r, name in zip(results, node.output) if name]
-        if len(values) != len(outputs) or any(np.asarray(v).size > SMALL for v in values):
-            continue
-        known.update(zip(outputs, (np.asarray(v) for v in values)))
+        if (len(values) != len(outputs) or not all(isinstance(v, np.ndarray) for v in values)
+                or any(v.size > SMALL for v in values)):
+            continue   # a sequence (SplitToSequence), a map or a large result is not followed
+        known.update(zip(outputs, values))
         if node.op_type != "Constant":
             found.add(k)
     return found
