@@ -1,9 +1,10 @@
-"""``plan_pipeline`` end to end: six models, 2, 3 and 4 stages, GPipe and 1F1B, gradients equal to the unsplit model.
+"""``plan_pipeline`` end to end: seven models, 2, 3 and 4 stages, GPipe and 1F1B, gradients equal to the unsplit model.
 
 Models (small widths): an encoder-decoder ``nn.Transformer``, a GPT-style LM whose output
 projection is its token embedding (tied), a U-Net-like net with skip concatenations, a model
 whose second input is read only by its last operator, a BERT-style encoder reading an integer
-attention mask in every layer, and an MLP. Each is planned by ``plan_pipeline(...,
+attention mask in every layer, an MLP, and an MLP with BatchNorm in training mode (its running
+statistics must equal the unsplit model's too). Each is planned by ``plan_pipeline(...,
 stages=N)`` for N = 2, 3, 4 (the plan's stages, not hand-picked ones) and run in 4 processes
 (gloo on 127.0.0.1, CPU; an N-stage pipeline on ranks 0..N-1; planned for 4 CPU sockets, which
 pay no transfers, so the optimum balances compute and cuts through skip connections) with both schedules over 4
@@ -41,7 +42,7 @@ BATCH, MICROBATCHES = 8, 4
 WORLD = 4
 STAGES = (2, 3, 4)
 SCHEDULES = ("gpipe", "1f1b")
-MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm")
 REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
 
 
@@ -170,6 +171,11 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
+    if name == "batchnorm":
+        # linear layers before a BatchNorm without bias: its gradient would be 0 up to rounding
+        layers = [nn.Linear(WIDTH, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 32, bias=False),
+                  nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4)]
+        return nn.Sequential(*layers), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     layers = [nn.Linear(WIDTH, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4)]
     return nn.Sequential(*layers), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
 
@@ -186,15 +192,20 @@ def micro(tensors, k: int):
     return tuple(t[k * size:(k + 1) * size] for t in tensors)
 
 
+def statistics(module) -> dict:
+    """The running statistics of a module's normalisations (BatchNorm), by state-dict key."""
+    return {k: v.detach().clone() for k, v in module.state_dict().items() if "running" in k or "num_batches" in k}
+
+
 def reference(name: str):
-    """The unsplit model's summed loss and gradients over the micro-batches."""
+    """The unsplit model's summed loss, gradients and running statistics over the micro-batches."""
     model, args, target = case(name)
     total = 0.0
     for k in range(MICROBATCHES):
         loss = loss_fn(model(*micro(args, k)), micro((target,), k)[0])
         loss.backward()
         total += float(loss.detach())
-    return total, {n: p.grad for n, p in model.named_parameters()}
+    return total, {n: p.grad for n, p in model.named_parameters()}, statistics(model)
 
 
 def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
@@ -228,6 +239,7 @@ def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
                     "kind": [c.__name__ for c in type(sched).__mro__],
                     "torch's own class": type(sched).__module__.startswith("torch."),
                     "grads": {k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()},
+                    "statistics": statistics(stage.submod),
                     "losses": [float(loss) for loss in losses]}
         torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
@@ -282,12 +294,13 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
 
     worst = {}
     for name in MODELS:
-        ref_loss, ref_grads = reference(name)
+        ref_loss, ref_grads, ref_statistics = reference(name)
         for n in STAGES:
             for schedule in SCHEDULES:
                 times = 2 if (name, schedule) == REPEATED else 1
                 held: dict[str, list[int]] = {}
                 errors = []
+                statistics_seen: dict = {}
                 for rank in range(n):
                     entry = reports[rank][name, n, schedule]
                     expected_class = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}[schedule]
@@ -298,6 +311,15 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
                     for param, grad in entry["grads"].items():
                         held.setdefault(param, []).append(rank)
                         errors.append(_relative(grad, times * ref_grads[param]))
+                    statistics_seen.update(entry["statistics"])
+                # BatchNorm statistics as after the unsplit model's micro-batches: the stages were once
+                # updated one extra time, by torch's runtime shape inference (infinite variances after stage 0)
+                assert sorted(statistics_seen) == sorted(ref_statistics), (name, n, schedule)
+                for key, value in statistics_seen.items():
+                    if value.dtype == torch.long:
+                        assert int(value) == int(ref_statistics[key]), (name, n, schedule, key)
+                    else:
+                        errors.append(_relative(value, ref_statistics[key]))
                 # every parameter is on some stage; only shared ones on several
                 assert sorted(held) == sorted(ref_grads)
                 assert {p: tuple(r) for p, r in held.items() if len(r) > 1} == plans[name, n].shared_parameters

@@ -187,6 +187,39 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
                      frozenset(n for n in names.values() if saved is None or n in saved))
 
 
+def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """Empty tensors (on ``device``) with the shapes, types and ``requires_grad`` of the values stage ``s``
+    takes and returns, from the exported program's metadata; ``None`` where one is not a tensor, or
+    where stage 0 takes more than the model's positional tensors (keyword inputs).
+
+    They let ``torch.distributed.pipelining.PipelineStage`` start in its static mode; without them it
+    learns the shapes by running every stage's forward once more, on the first micro-batch for stage
+    0 and on uninitialised memory for the others, which updated BatchNorm running statistics an extra
+    time (with infinite variances on the later stages)."""
+    import torch
+
+    stage = part.stages[s]
+    if s == 0:
+        codegen = part.root.graph._codegen
+        in_spec = getattr(getattr(codegen, "pytree_info", None), "in_spec", None)
+        if in_spec is not None:
+            parts = list(in_spec.children())   # (positional inputs, keyword inputs)
+            if in_spec.num_leaves != len(stage.inputs) or (len(parts) == 2 and parts[1].num_leaves):
+                return None   # keyword inputs: the stage takes them by name, not in the static metadata's order
+    examples = []
+    for values, trained in ((stage.inputs, s > 0), (stage.outputs, True)):
+        made = []
+        for value in values:
+            val = value.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                return None
+            # floating-point values between stages carry gradients (the model's own inputs do not)
+            made.append(torch.empty(tuple(val.shape), dtype=val.dtype, device=device)
+                        .requires_grad_(trained and val.is_floating_point()))
+        examples.append(tuple(made))
+    return examples[0], examples[1]
+
+
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
 

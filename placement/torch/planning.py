@@ -68,6 +68,7 @@ class PipelinePlan:
         import torch.distributed as dist
         from torch.distributed.pipelining import PipelineStage
 
+        from placement.torch.partition import stage_examples
         from placement.torch.sharing import GradientExchange
 
         device = torch_device(device)
@@ -82,7 +83,9 @@ class PipelinePlan:
         if rank != stage_index:
             raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
                                                        f"process is rank {rank}")
-        stage = PipelineStage(module, stage_index, self.num_stages, device, group=group)
+        examples = stage_examples(self.partition, stage_index, device)
+        static = {} if examples is None else {"input_args": examples[0], "output_args": examples[1]}
+        stage = PipelineStage(module, stage_index, self.num_stages, device, group=group, **static)
         params = dict(module.named_parameters())
         entries = [(params[name], holders) for name, holders in self.shared_parameters.items()
                    if stage_index in holders]
