@@ -370,3 +370,35 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
         with pytest.raises(placement.InvalidParameterError) as error:
             plan_pipeline(Outputs(form), (x,), devices="epyc-7763:2", stages=2)
         assert str(error.value) == message
+
+
+class Tempered(nn.Module):
+    """A linear layer whose output is divided by a constant keyword input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, temperature: float = 1.0):
+        return self.fc(x) / temperature
+
+
+def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
+    """The program is exported for one micro-batch: its shapes and its constant inputs. Torch's
+    schedule splits a batch of 7 rows into micro-batches of 2, 2, 2 and 1 rows: the stages ran the
+    last one anyway (a wrong row came back), and a temperature of 4 ran as the planned 2. Stage 0
+    now refuses both, naming the input."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 8)
+    pp = plan_pipeline(Tempered(), (x,), kwargs={"temperature": 2.0}, devices="h100:2", stages=1, microbatches=1)
+    first = pp.stage_module(0)
+    assert torch.equal(first(x, temperature=2.0), pp.imported.source.module()(x, temperature=2.0))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        first(torch.randn(1, 8), temperature=2.0)
+    assert str(error.value) == ("args of the pipeline's step() must split into micro-batches like the example inputs "
+                                "of plan_pipeline: input 'x' of a micro-batch is [1, 8], planned [2, 8]")
+    with pytest.raises(placement.InvalidParameterError) as error:
+        first(x, temperature=4.0)
+    assert str(error.value) == ("args of the pipeline's step() must hold the values the plan was made with: input "
+                                "'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again for "
+                                "another)")

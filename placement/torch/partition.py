@@ -187,6 +187,36 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
                      frozenset(n for n in names.values() if saved is None or n in saved))
 
 
+def _planned(value: Any) -> Any:
+    """What a model input was exported as: a tensor's shape (a tuple), or a constant's value."""
+    import torch
+
+    val = value.meta.get("val")
+    return ("tensor", tuple(int(d) for d in val.shape)) if isinstance(val, torch.Tensor) else ("value", val)
+
+
+def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], *values: Any) -> None:
+    """Refuse a micro-batch unlike the one the plan's program was exported for (stage 0 runs it first).
+
+    ``torch.export`` specialises the program to its example inputs: tensor shapes and other values.
+    ``ExportedProgram.module()`` checks them (its guards), and the stages, which drop those guards,
+    check here instead: a batch that does not split into micro-batches of the planned shape gave
+    wrong rows or failed deep inside torch, and another value of a constant input was ignored."""
+    import torch
+
+    for name, (kind, want), got in zip(names, planned, values):
+        if kind == "tensor":
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
+                shown = list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+                raise InvalidParameterError("args", f"of the pipeline's step() must split into micro-batches like "
+                                                    f"the example inputs of plan_pipeline: input {name!r} of a "
+                                                    f"micro-batch is {shown}, planned {list(want)}")
+        elif got != want:
+            raise InvalidParameterError("args", f"of the pipeline's step() must hold the values the plan was "
+                                                f"made with: input {name!r} is {got!r}, planned {want!r} (the "
+                                                "program is exported for it; plan again for another)")
+
+
 def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """Empty tensors (on ``device``) with the shapes, types and ``requires_grad`` of the values stage ``s``
     takes and returns, from the exported program's metadata; ``None`` where one is not a tensor, or
@@ -247,6 +277,10 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
                 del received[value]
             else:
                 env[value] = graph.call_function(contiguous_gradient, (received[value],))
+    if s == 0:   # the program was exported for one micro-batch of these shapes and constants
+        planned = tuple(_planned(value) for value in stage.inputs)
+        graph.call_function(check_microbatch, (tuple(v.name for v in stage.inputs), planned,
+                                               *(received[v] for v in stage.inputs)))
     reads: dict[str, Any] = {}
 
     def read(arg: Any) -> Any:
