@@ -401,3 +401,22 @@ def test_a_module_registered_under_two_names_is_called_twice():
                                                     r"called once$"):
         deepspeed_parts(lay, before_second)
     assert split_points(lay, plan(range(0, 2), range(2, 5))) == ["2"]
+
+
+def test_a_training_plan_whose_value_skips_a_stage_is_no_split_for_torchs_pipeline():
+    """GPT in three stages with the embedding read again by the head (a skip from stage 0 to stage 2):
+    torch's pipeline() sends such a value on but runs no backward of it (PipeliningMetadataError at the
+    first step), so a training plan cannot be written as a split_spec or a pipe_split program;
+    plan_pipeline relays it. An inference plan can."""
+    n = len(GPT)
+    edges = CHAIN + [(0, 11)]
+    groups = ([0, 1, 2, 3], list(range(4, 7)), list(range(7, 12)))
+    assert split_points(layout(GPT, edges=edges), plan(*groups)) == ["h.1", "h.2"]
+    lay = layout(GPT, training=True, edges=edges)
+    p = plan(*([*g, *(n + v for v in g)] for g in groups))
+    reason = ("'head' in stage 2 reads 'embed' of stage 0, and torch's pipeline() runs no backward of a value that "
+              "skips a stage (placement.torch.plan_pipeline relays it)")
+    for export, name in ((split_points, "a split_spec"), (pipe_split_ops, "a pipe_split program")):
+        with pytest.raises(InvalidParameterError) as err:
+            export(lay, p)
+        assert str(err.value) == f"plan cannot be written as {name}: {reason}"

@@ -86,9 +86,10 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
             raise
     other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
     if other is None:
-        raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can (a runtime needs a "
-                         f"pipeline, as placement solve --contiguity stages plans, with no CPU stage between "
-                         f"accelerator stages)")
+        advice = (" (a runtime needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage "
+                  "between accelerator stages)" if reason.startswith("it is no pipeline") or "runs on a CPU" in reason
+                  else "")
+        raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can{advice}")
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
 

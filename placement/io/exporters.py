@@ -20,6 +20,9 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   operators are reordered stage by stage (a topological order, since stages form a chain
   of ideals) with a ``pipe_split()`` call between consecutive stages; ``pipeline(gm,
   mb_args)`` splits it there. :func:`pipe_split_ops` lists the operators of each stage.
+* for a training graph neither of these two exists where a stage reads a node of a stage two
+  or more before it: ``pipeline()`` runs no backward of such a skip connection
+  (:func:`require_neighbour_reads`; :mod:`placement.torch.partition` relays it instead);
 * :func:`deepspeed_parts` — the ``layers`` and ``parts`` of DeepSpeed's ``PipelineModule``
   (stage ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``). The layers are modules,
   never single operators: each stage, an interval of program order, is covered by the
@@ -215,6 +218,21 @@ def runtime_stages(layout: Layout, plan: Plan, form: str) -> list[list[int]]:
     return [part for _, part in typed]
 
 
+def require_neighbour_reads(layout: Layout, parts: list[list[int]], form: str) -> None:
+    """For a training graph, no stage may read a node of a stage two or more before it: torch's
+    ``pipeline()`` sends it on, but runs no backward of such a skip connection (``PipeliningMetadataError:
+    Backward of skip connections not supported yet``); :func:`placement.torch.plan_pipeline` relays it
+    stage by stage instead."""
+    if not layout.mates:
+        return
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    for u, v in layout.edges:
+        if stage_of[v] - stage_of[u] > 1:
+            refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} reads {_name(layout, u)!r} of stage "
+                         f"{stage_of[u]}, and torch's pipeline() runs no backward of a value that skips a stage "
+                         "(placement.torch.plan_pipeline relays it)")
+
+
 def require_intervals(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Each stage must be a run of consecutive nodes in program order, stages in order."""
     position = layout.position()
@@ -233,6 +251,7 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     """The module FQNs at which stages 1, 2, … begin (see :func:`split_spec`)."""
     parts = runtime_stages(layout, plan, "split-spec")
     require_intervals(layout, parts, "split-spec")
+    require_neighbour_reads(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     points = []
     for k, stage in enumerate(parts[1:], start=1):
@@ -320,17 +339,20 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
 def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     """The program's operators of each stage, in program order (what :func:`pipe_split_module` splits)."""
     parts = runtime_stages(layout, plan, "pipe-split")
+    require_neighbour_reads(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
 
-def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
+def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = False) -> Any:
     """The exported program as a ``GraphModule`` reordered stage by stage, with ``pipe_split()`` between stages.
 
     ``program`` is the ``torch.export.ExportedProgram`` the instance was made from
     (``ImportedModel.source``). Operators the instance does not hold (getitems, shape
     queries, assertions, guards) go to the earliest stage that uses them, or, unused, to
-    the stage of their latest input.
+    the stage of their latest input. For ``torch.distributed.pipelining.pipeline``, a training plan
+    may not skip a stage (:func:`require_neighbour_reads`); ``relayed=True`` (for a caller that relays
+    such values stage by stage, as :mod:`placement.torch.partition` does) allows it.
     """
     from placement.io.torch_export import require_torch
 
@@ -338,6 +360,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan) -> Any:
     from torch.distributed.pipelining import pipe_split
 
     parts = runtime_stages(layout, plan, "pipe-split")
+    if not relayed:
+        require_neighbour_reads(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()

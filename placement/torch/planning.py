@@ -246,7 +246,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                                    + (f" in {stages} stages" if stages else "")
                                                    + f": no plan fits ({result.message or 'proven infeasible'})")
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
-    gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan())
+    gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
