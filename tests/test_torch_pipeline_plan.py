@@ -77,6 +77,10 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         pp.stage_module(0, "bogus")
     assert error.value.parameter == "device"
     assert str(error.value).startswith("device must be a torch device ('cpu', 'cuda:0', a torch.device), not 'bogus' (")
+    if not torch.cuda.is_available():   # torch's own AssertionError ('Torch not compiled with CUDA enabled') came through
+        with pytest.raises(placement.InvalidParameterError) as error:
+            pp.stage_module(0, "cuda:0")
+        assert str(error.value) == f"device names 'cuda:0', but this torch sees no CUDA device (torch {torch.__version__})"
 
 
 def test_1f1b_with_fewer_micro_batches_than_devices_plans_fewer_stages():

@@ -114,10 +114,14 @@ def torch_device(device: Any) -> Any:
     import torch
 
     try:
-        return torch.device(device)
+        found = torch.device(device)
     except (RuntimeError, TypeError, ValueError) as exc:
         raise InvalidParameterError("device", f"must be a torch device ('cpu', 'cuda:0', a torch.device), "
                                               f"not {device!r} ({str(exc).splitlines()[0]})") from None
+    if found.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidParameterError("device", f"names {str(found)!r}, but this torch sees no CUDA device "
+                                              f"(torch {torch.__version__})")
+    return found
 
 
 def cpu_between_accelerators(plan: Any) -> bool:
