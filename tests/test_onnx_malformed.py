@@ -228,21 +228,56 @@ def test_a_directory_is_no_model(tmp_path):
     assert str(err.value) == f"{tmp_path / 'x.onnx'}: a directory, not an ONNX model"
 
 
-def test_onnx_sequences_are_refused_clearly():
-    """torch.onnx.export(..., optimize=False) writes torch.split as SplitToSequence + SequenceAt. Of a
-    48-element parameter split into 16 and 32, evaluating the shape arithmetic met a list of two
-    arrays of different lengths and died with a numpy traceback; the importer reads no sequences."""
-    split = numpy_helper.from_array(np.array([16, 32], np.int64), "sizes")
-    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
-    nodes = [helper.make_node("SplitToSequence", ["b", "sizes"], ["parts"], name="node_split"),
-             helper.make_node("SequenceAt", ["parts", "zero"], ["b0"], name="node_at"),
-             helper.make_node("Add", ["x", "b0"], ["y"], name="node_add")]
-    m = model(nodes, [("x", [2, 16])], [("y", [2, 16])], [weight("b", (48,)), split, zero])
+def _sequence_model(split_input, axis, keepdims, takes, x_shape, out_shape, opset=18):
+    """x -> MatMul W -> SplitToSequence(split) -> SequenceAt(i) for i in ``takes`` -> summed by Adds -> y."""
+    inits = [weight("W", (x_shape[-1], x_shape[-1]))]
+    inputs = ["h"]
+    if split_input is not None:
+        inits.append(numpy_helper.from_array(np.array(split_input, np.int64), "split"))
+        inputs.append("split")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+             helper.make_node("SplitToSequence", inputs, ["parts"], name="to_sequence", axis=axis, keepdims=keepdims)]
+    for k, i in enumerate(takes):
+        inits.append(numpy_helper.from_array(np.array(i, np.int64), f"i{k}"))
+        nodes.append(helper.make_node("SequenceAt", ["parts", f"i{k}"], [f"p{k}"], name=f"at{k}"))
+    total = "p0"
+    for k in range(1, len(takes)):
+        nodes.append(helper.make_node("Add", [total, f"p{k}"], [f"s{k}"], name=f"add{k}"))
+        total = f"s{k}"
+    nodes.append(helper.make_node("Relu", [total], ["y"], name="relu"))
+    return model(nodes, [("x", x_shape)], [("y", out_shape)], inits, opset=opset)
+
+
+@pytest.mark.parametrize("split_input, axis, keepdims, takes, out_shape", [
+    (16, -1, 1, [0, 1, -1], [2, 16]),          # q, k, v = h.split(16, -1): three parts of 16
+    ([16, 32], 1, 1, [0], [2, 16]),            # h.split([16, 32], 1)[0]
+    (None, 0, 0, [0, 1], [48]),                # a, b = h.unbind(0): parts of 1 row, squeezed
+])
+def test_a_split_written_as_a_sequence_is_read_as_the_split(split_input, axis, keepdims, takes, out_shape):
+    """torch.onnx.export(..., optimize=False) writes torch.split, chunk and unbind as SplitToSequence and one
+    SequenceAt per part taken; they were refused (and an uneven split of a parameter crashed the shape
+    evaluation with a numpy traceback). Read as the Split they are: the parts are views of the MatMul's
+    result, the Adds and the Relu cost their true sizes (2x48 fp32 = 384 B for h)."""
+    graph = graph_from_onnx(_sequence_model(split_input, axis, keepdims, takes, [2, 48], out_shape), "seq")
+    names = [op.name for op in graph.ops]
+    assert names[:2] == ["mm", "to_sequence"] and names[-1] == "relu"
+    assert [op.kind for op in graph.ops[1:2 + len(takes)]] == ["view"] * (1 + len(takes))
+    relu = graph.ops[-1]
+    size = 4.0 * np.prod(out_shape)
+    assert relu.flops == np.prod(out_shape) and relu.outputs == (size,)
+    assert graph.ops[0].outputs == (384.0,)
+
+
+def test_a_sequence_that_is_no_split_is_refused_clearly():
+    """A sequence read as a whole (ConcatFromSequence) is no split of known parts: refused by name."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["parts"], name="to_sequence", axis=0),
+             helper.make_node("ConcatFromSequence", ["parts"], ["y"], name="concat", axis=0)]
     with pytest.raises(InvalidInstanceError) as err:
-        graph_from_onnx(m, "seq")
-    assert str(err.value) == ("seq: node 'node_split' (SplitToSequence) makes or reads an ONNX sequence, which the "
-                              "importer does not read (torch.onnx.export writes them for torch.split and chunk with "
-                              "optimize=False; export with optimize=True or dynamo=False)")
+        graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)]), "seq")
+    assert str(err.value) == ("seq: node 'to_sequence' (SplitToSequence) makes or reads an ONNX sequence that is no "
+                              "split of a known tensor into parts taken at known positions, which is all the importer "
+                              "reads of sequences (placement.io.onnx_sequences); export with optimize=True or "
+                              "dynamo=False")
 
 
 def test_an_epilogue_is_a_bias_or_an_affine_not_any_parameter():
@@ -272,3 +307,20 @@ def test_a_small_int8_weight_dequantized_is_a_weight_of_one_byte_an_element():
         graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)], [wq]), "qdq")
     assert [op.name for op in graph.ops] == ["dq", "mm"]
     assert [(p.name, p.nbytes) for p in graph.ops[0].params] == [("wq", 256.0), ("s", 4.0)]
+
+
+def test_an_uneven_split_of_a_parameter_written_as_a_sequence():
+    """b (48 floats) split into 16 and 32, x + b[:16]: evaluating the shape arithmetic met a list of two
+    arrays of different lengths and died with a numpy traceback. The split is a view reading b (192 B),
+    and the Add does 2x16 = 32 FLOPs."""
+    nodes = [helper.make_node("SplitToSequence", ["b", "sizes"], ["parts"], name="split"),
+             helper.make_node("SequenceAt", ["parts", "zero"], ["b0"], name="at"),
+             helper.make_node("Add", ["x", "b0"], ["y"], name="add")]
+    inits = [weight("b", (48,)), numpy_helper.from_array(np.array([16, 32], np.int64), "sizes"),
+             numpy_helper.from_array(np.array(0, np.int64), "zero")]
+    graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", [2, 16])], inits), "param")
+    assert [(op.name, op.kind, op.flops) for op in graph.ops] == [("split", "view", 0.0), ("at", "view", 0.0),
+                                                                   ("add", "pointwise", 32.0)]
+    # the part sizes become a constant of the Split (two int64, 16 B)
+    assert [(p.name, p.nbytes, p.trainable) for p in graph.ops[0].params] == [("b", 192.0, True),
+                                                                            ("parts__sizes", 16.0, False)]

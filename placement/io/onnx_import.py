@@ -22,6 +22,8 @@ attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` ele
 :data:`FLOAT_SHAPE_VALUES` of a floating-point type), which
 PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
 PyTorch). Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
+A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Split``
+(:mod:`placement.io.onnx_sequences`); other sequences are refused.
 The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
@@ -87,7 +89,8 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, Solver
 from placement.io import operator_shapes as shapes
 from placement.io.onnx_checks import check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
-from placement.io.onnx_shapes import SMALL, shaped_model
+from placement.io.onnx_sequences import split_sequences
+from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -480,7 +483,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     if ordered != list(model.graph.node):
         del model.graph.node[:]
         model.graph.node.extend(ordered)
-    shaped = shaped_model(model, name, onnx)
+    shaped, known = shaped_model(model, name, onnx)
+    opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), default=1)
+    if split_sequences(model.graph, static_shapes(shaped.graph), known, opset):
+        shaped, known = shaped_model(model, name, onnx)
     _expose_subgraph_reads(model.graph)
     _fold_data_aliases(model.graph)
     table = _tensor_table(shaped, dtype, onnx, name)
@@ -506,9 +512,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             op_name = f"{op_name}_{k}"
         used_names.add(op_name)
         if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
-            raise InvalidInstanceError(f"{name}: node {op_name!r} ({op_type}) makes or reads an ONNX sequence, which "
-                                       "the importer does not read (torch.onnx.export writes them for torch.split "
-                                       "and chunk with optimize=False; export with optimize=True or dynamo=False)")
+            raise InvalidInstanceError(f"{name}: node {op_name!r} ({op_type}) makes or reads an ONNX sequence that "
+                                       "is no split of a known tensor into parts taken at known positions, which "
+                                       "is all the importer reads of sequences (placement.io.onnx_sequences); "
+                                       "export with optimize=True or dynamo=False")
 
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:

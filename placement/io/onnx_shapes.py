@@ -160,9 +160,10 @@ def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> Non
     graph.node.extend(nodes)
 
 
-def shaped_model(model: Any, name: str, onnx: Any) -> Any:
-    """A copy of ``model`` whose value infos hold every shape found (module docstring); ``model`` is
-    not changed."""
+def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]:
+    """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
+    known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
+    changed."""
     shaped = _infer(model, name, onnx)
     opsets = {"": entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")}
     known = _initial_values(model.graph, onnx)
@@ -175,4 +176,4 @@ def shaped_model(model: Any, name: str, onnx: Any) -> Any:
             shaped = _infer(shaped, name, onnx)
         except InvalidInstanceError:
             break
-    return shaped
+    return shaped, known
