@@ -221,3 +221,17 @@ def test_utilisation_and_bubbles_stay_within_their_range():
                        (Edge(0, 1),), (DeviceType("accelerator", 1),))
     result = simulate(problem, Plan((DeviceAssignment("accelerator", (0, 1)),)), "gpipe", 7)
     assert (result.stages[0].utilisation, result.bubble_fraction) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("time", [0.0, 1.0])
+def test_a_stage_whose_tasks_take_no_time_holds_what_its_order_keeps(time):
+    """One stage, f -> b (f's output 10 bytes, node memory 1 + 1), GPipe over 4 micro-batches: the four
+    forwards run before the first backward, so the stage holds 4 micro-batches, 2 + 4 x 10 = 42 bytes,
+    whatever the tasks last. Counted over time, tasks of no length held nothing (0 in flight, 2 bytes)."""
+    from placement.problem.instance import DeviceType, Instance
+
+    problem = Instance((Node(1, "f", (time,), memory=1.0, colour=1), Node(2, "b", (time,), memory=1.0, backward=True,
+                                                                           colour=1)),
+                       (Edge(1, 2, 10.0),), (DeviceType("accelerator", 1, 100.0),))
+    result = simulate(problem, Plan((DeviceAssignment("accelerator", (1, 2)),)), "gpipe", 4)
+    assert (result.stages[0].peak_in_flight, result.stages[0].peak_memory) == (4, 42.0)

@@ -375,3 +375,27 @@ def test_a_split_plan_its_variant_does_not_allow_is_not_simulated(b_tasks, recor
     with pytest.raises(InvalidParameterError) as err:
         placement.simulate(problem, document, microbatches=8)
     assert str(err.value) == f"plan is not valid for this instance: {message}"
+
+
+def test_a_device_whose_calls_take_no_time_holds_its_buffer_sets_between_them():
+    """f0 (3) | f1 (0) -> b1 (0) | b0 (6) on two devices, every tensor 10 bytes, node memory 1 each. The
+    second device's calls take no time: counted over time it held no micro-batch (peak memory 2, below
+    the planner's 12); counted in its order it holds H = S - p = 1 set, and both devices' peaks equal
+    the planner's memory: 1 + 1 + 2 x 10 = 22 and 1 + 1 + 1 x 10 = 12."""
+    import placement
+
+    def node(i, name, time, backward):
+        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": time, "cpuLatency": time,
+                "isBackwardNode": int(backward), "colorClass": 0 if name.endswith("0") else 1, "size": 1}
+    instance = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+                "nodes": [node(1, "f0", 3, False), node(2, "f1", 0, False), node(3, "b1", 0, True),
+                          node(4, "b0", 6, True)],
+                "edges": [{"sourceId": a, "destId": b, "cost": 0, "size": 10} for a, b in ((1, 2), (2, 3), (3, 4),
+                                                                                          (1, 4))]}
+    problem = placement.load(instance)
+    plan = Plan((DeviceAssignment("accelerator", (1, 4), b_tasks=(4,), w_tasks=(4,)),
+                 DeviceAssignment("accelerator", (2, 3), b_tasks=(3,), w_tasks=(3,))))
+    verdict = evaluate_split(problem, plan, SplitModel("home"))
+    result = simulate(problem, plan, "1f1b-async", 64)
+    assert [s.peak_in_flight for s in result.stages] == [2, 1]
+    assert [s.peak_memory for s in result.stages] == [d.memory for d in verdict.evaluation.devices] == [22.0, 12.0]

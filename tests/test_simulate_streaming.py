@@ -179,14 +179,15 @@ def test_streamed_figures_of_published_dp_plans(name):
 
 
 def test_streamed_figures_of_a_zero_time_stage():
-    # One node taking no time on one accelerator: every F starts and ends at 0, so the stage never
-    # holds a micro-batch (peak 0), the makespan is 0, and the streamed run must not fall back to
-    # the event engine for want of a later moment to count releases at.
+    # One node taking no time on one accelerator: every F starts and ends at 0. Counted in the stage's
+    # order, it holds each micro-batch during its F, one at a time (peak 1; counted over time, a
+    # micro-batch held for no time was not held, and the peak was 0); the makespan is 0, and the
+    # streamed run must not fall back to the event engine.
     problem = Instance((Node(1, "a", (0.0,), 0.0, False, None, 0.0),), (), (DeviceType("accelerator", 1),))
     plan = Plan((DeviceAssignment("accelerator", (1,)),))
     streamed = simulate(problem, plan, "stream", 500, keep_tasks=False)
     _same_figures(simulate(problem, plan, "stream", 500), streamed)
-    assert streamed.makespan == 0.0 and streamed.stages[0].peak_in_flight == 0
+    assert streamed.makespan == 0.0 and streamed.stages[0].peak_in_flight == 1
 
 
 def test_a_run_the_ring_cannot_hold_still_comes_back_without_tasks():

@@ -270,8 +270,9 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     compute = ~tasks.on_link
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
     link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
-    peaks = [int(in_flight_profile(*holding(tasks, s, m))[1].max(initial=0)) for s in range(n)]
-    held = split_memory(pipeline, tasks, m) if pipeline.split else None
+    rank = order_rank(program)
+    peaks = [int(in_flight_peak(tasks, s, m, rank)) for s in range(n)]
+    held = split_memory(pipeline, tasks, m, rank) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
                    makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
@@ -416,6 +417,48 @@ def steady_rate(completion: np.ndarray, a: int, b: int) -> tuple[float, int | No
     return float(window[-1] - window[0]) / (b - a), None
 
 
+def order_rank(program: Program) -> np.ndarray:
+    """Per task id, its place in the order its resource runs its main tasks (fillers, which have none,
+    after every main task: at one moment the engine runs them last)."""
+    rank = np.full(len(program.graph), len(program.graph), dtype=np.int64)
+    for order in program.graph.order:
+        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+    return rank
+
+
+def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.ndarray,
+                   weights: np.ndarray | None = None) -> float:
+    """The most micro-batches ``stage`` holds at once (with ``weights``, one per micro-batch: the largest
+    sum of the weights of those it holds), counted in the order the stage runs its tasks: a micro-batch
+    is taken by its first ``F`` there and released by its last task there.
+
+    On a stage whose tasks take time this is the count over time (held from the start of the ``F`` to
+    the end of the last task; one released at the moment another is taken does not count twice).
+    Where tasks take no time the order still tells what the stage holds between them: a stage of
+    zero-time tasks under 1F1B holds the micro-batches its warm-up forwards took (counted over time,
+    each was held for no time, and the count was 0).
+    """
+    mine = np.flatnonzero(~tasks.on_link & (tasks.stage == stage))
+    if not len(mine):
+        return 0.0
+    run = mine[np.lexsort((tasks.end[mine], rank[mine], tasks.start[mine]))]   # the order the stage ran them
+    position = np.arange(len(run))
+    batches = tasks.microbatch[run]
+    forward = tasks.kind[run] == FORWARD
+    taken = np.full(microbatches, np.iinfo(np.int64).max)
+    released = np.full(microbatches, -1)
+    np.minimum.at(taken, batches[forward], position[forward])
+    np.maximum.at(released, batches, position)
+    held = taken < np.iinfo(np.int64).max
+    amounts = np.ones(microbatches) if weights is None else np.asarray(weights, dtype=np.float64)
+    places = np.concatenate([taken[held], released[held]])
+    deltas = np.concatenate([amounts[held], -amounts[held]])
+    # a take before the release at one place (a stage whose only task is the F takes, then releases)
+    kinds = np.concatenate([np.zeros(int(held.sum())), np.ones(int(held.sum()))])
+    counts = np.cumsum(deltas[np.lexsort((kinds, places))])
+    return float(max(counts.max(initial=0.0), 0.0))
+
+
 def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray, np.ndarray]:
     """Per micro-batch, when ``stage`` takes and releases it: the start of its ``F`` there, the end of its
     last compute task there."""
@@ -429,7 +472,8 @@ def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray
     return held_from, held_to
 
 
-def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int) -> list[tuple[float, float, float]]:
+def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int,
+                 rank: np.ndarray) -> list[tuple[float, float, float]]:
     """Per stage of a split plan, ``(most bytes reserved at once for micro-batches in flight, most of them for
     W inputs, W-input bytes of one micro-batch)``.
 
@@ -447,10 +491,9 @@ def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int) -> lis
                 continue
             seen.add(w.node)
             kept += w.size
-        held_from, held_to = holding(tasks, s, microbatches)
         footprint = (st.activation_bytes or 0.0) + kept
-        peak = float(in_flight_profile(held_from, held_to, np.full(microbatches, footprint))[1].max(initial=0.0))
-        count = int(in_flight_profile(held_from, held_to)[1].max(initial=0))
+        peak = in_flight_peak(tasks, s, microbatches, rank, np.full(microbatches, footprint))
+        count = int(in_flight_peak(tasks, s, microbatches, rank))
         out.append((peak, count * kept, kept))
     return out
 

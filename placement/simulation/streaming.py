@@ -15,7 +15,9 @@ computed position by position) while the next task's predecessors are done, and 
 of the last micro-batches' end times is kept. From the stream of completion times ``c[j]``
 it keeps what :func:`placement.simulation.simulator.steady_rate` needs (``c[a]``, ``c[b]`` and,
 per period ``p``, the least, largest and summed gap ``c[j + p] − c[j]`` in the window), and
-per stage the peak of micro-batches in flight; a second pass, knowing the span
+per stage the peak of micro-batches in flight (counted in the stage's order, taken by its ``F`` and
+released by its last task there, as :func:`placement.simulation.simulator.in_flight_peak` counts
+them); a second pass, knowing the span
 ``[c[a], c[b]]``, sums each stage's busy time within it. Work is linear in the tasks, memory
 independent of the micro-batches (a stage that waits on nothing downstream is held back
 until the ring has room). A run the ring cannot hold (or a deadlock) is reported by status,
@@ -58,28 +60,10 @@ def _order(training, s, n, m, k):
     return 1, steady + (r - 2 * steady)
 
 
-def _release(s, t, rel, m, ring, owner, tag, end, last_task):
-    """Count on stage ``s`` the micro-batches released by moment ``t`` (their last task there ended)."""
-    while rel[s] < m:
-        j = rel[s]
-        slot = j % ring
-        task = last_task[s]
-        if owner[slot] != j or tag[slot, task] != j or end[slot, task] > t:
-            break
-        rel[s] += 1
-
-
-def _settle(s, t, n_from, rel, m, ring, owner, tag, end, last_task, peak):
-    """In-flight count on stage ``s`` just after moment ``t``, ``n_from`` micro-batches having been taken."""
-    _release(s, t, rel, m, ring, owner, tag, end, last_task)
-    if n_from - rel[s] > peak[s]:
-        peak[s] = n_from - rel[s]
-
-
 class State(NamedTuple):
     """The arrays one pass of :func:`run` updates in place, in the order of its parameters: per ring
     slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end; per stage
-    its cursor, last end, released and taken micro-batches, moment of the last take, peak and busy
+    its cursor, last end, released and taken micro-batches, peak and busy
     time; the completion history and per period the gap figures; ``c_a, c_b, makespan``; ``emitted,
     done`` and the stage a paused pass goes on with."""
 
@@ -91,7 +75,6 @@ class State(NamedTuple):
     cursor: np.ndarray
     last_end: np.ndarray
     rel: np.ndarray
-    taken_at: np.ndarray
     taken: np.ndarray
     peak: np.ndarray
     busy: np.ndarray
@@ -107,15 +90,15 @@ def new_state(n, k, ring, p_max):
     """The :class:`State` of one pass of :func:`run` before its first task."""
     return State(np.full(ring, -1, dtype=np.int64), np.zeros(ring, dtype=np.int64), np.zeros(ring),
                  np.full((ring, k), -1, dtype=np.int64), np.zeros((ring, k)),
-                 np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64), np.full(n, -1.0),
+                 np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64),
                  np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
                  np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
                  np.zeros(3), np.zeros(3, dtype=np.int64))
 
 
 def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
-        ring, a, b, p_max, span_lo, span_hi, owner, count, finish, tag, end, cursor, last_end, rel, taken_at,
-        taken, peak, busy, history, gap_min, gap_max, gap_sum, figures, counters, limit):
+        ring, a, b, p_max, span_lo, span_hi, owner, count, finish, tag, end, cursor, last_end, rel, taken, peak,
+        busy, history, gap_min, gap_max, gap_sum, figures, counters, limit):
     """One pass over ``m`` micro-batches of ``n`` stages; see the module docstring.
 
     Task ``t`` of a micro-batch lasts ``duration[t]`` after its predecessors
@@ -186,20 +169,19 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                         if old >= emitted or old + window >= emitted:
                             return RING_TOO_SHORT
                         for r in range(n):
-                            if rel[r] <= old:   # released by the stage's latest hold: count it now
-                                _release(r, taken_at[r], rel, m, ring, owner, tag, end, last_task)
-                            if rel[r] <= old:
+                            if rel[r] <= old:   # not released everywhere yet (a complete one always is)
                                 return RING_TOO_SHORT
                     owner[slot] = j
                     count[slot] = 0
                     finish[slot] = -np.inf
                 start = ready
                 stop = start + duration[t]
-                if kind == 0:   # a stage takes micro-batch j when its F starts
-                    if taken[s] > 0 and start > taken_at[s]:
-                        _settle(s, taken_at[s], taken[s], rel, m, ring, owner, tag, end, last_task, peak)
-                    taken_at[s] = start
+                if kind == 0:   # a stage takes micro-batch j with its F: count what it holds then
                     taken[s] += 1
+                    if taken[s] - rel[s] > peak[s]:
+                        peak[s] = taken[s] - rel[s]
+                if t == last_task[s]:   # and releases it with its last task there
+                    rel[s] += 1
                 end[slot, t] = stop
                 tag[slot, t] = j
                 count[slot] += 1
@@ -243,9 +225,6 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
     counters[2] = resume
     if status == PAUSED:
         return PAUSED
-    for s in range(n):
-        if taken[s] > 0:
-            _settle(s, taken_at[s], taken[s], rel, m, ring, owner, tag, end, last_task, peak)
     return OK
 
 
@@ -263,9 +242,7 @@ def _compiled():
     """:func:`run` compiled by numba (:func:`placement.kernels.compile_kernel`)."""
     from placement.kernels import compile_kernel
 
-    release = compile_kernel(_release)
-    settle = compile_kernel(_settle, {"_release": release})
-    return compile_kernel(run, {"_order": compile_kernel(_order), "_release": release, "_settle": settle})
+    return compile_kernel(run, {"_order": compile_kernel(_order)})
 
 
 #: Runs with at most this many tasks are evaluated interpreted (compiling would cost more).
