@@ -265,6 +265,31 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["value"] != pytest.approx(claimed, rel=1e-9)
     assert main(["verify", pair, str(out), "--backward", "joint", "--w-placement", "adjacent"]) == 2
     assert capsys.readouterr().err == "error: --w-placement applies to --backward split only\n"
+    # a --x/--no-x option is named as typed in its positive form (it was named --no-inter-layer)
+    assert main(["verify", pair, str(out), "--backward", "joint", "--inter-layer"]) == 2
+    assert capsys.readouterr().err == "error: --inter-layer applies to --backward split only\n"
+    # checked as joint on purpose: the file's B and W placement is not read, and the note says so
+    assert main(["verify", pair, str(out), "--backward", "joint"]) == 0
+    assert capsys.readouterr().out.startswith("note: the plan file records a split-backward solve; --backward joint "
+                                              "checks its layers only (its b_tasks and w_tasks are not read)\n")
+
+
+@pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])
+def test_verify_checks_the_objective_the_plan_was_solved_for(tmp_path, capsys, objective, figure):
+    """diamond-cpu solved for latency (17; its max load is 15), training-pair for throughput-gpipe: verify
+    without --objective checked every plan as throughput and printed the max load with no word of it."""
+    name = "diamond-cpu.json" if objective == "latency" else "training-pair.json"
+    instance, out = str(TINY / name), str(tmp_path / "plan.json")
+    assert main(["solve", instance, "--objective", objective, "--method", "milp", "--quiet", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["verify", instance, out]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"note: checked for {objective}, the objective the plan file records it was solved "
+                           "for\n")
+    assert f"{figure}\n" in text
+    assert main(["verify", instance, out, "--objective", "throughput"]) == 0
+    assert capsys.readouterr().out.startswith(f"note: the plan file records a solve for {objective}; checked for "
+                                              "throughput as asked\n")
 
 
 def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):

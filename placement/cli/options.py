@@ -133,8 +133,9 @@ def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter:
     commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
     command = next((commands[word] for word in argv if word in commands), None)
     for action in command._actions if command is not None else ():
-        if action.dest == parameter:
-            return action.option_strings[-1] if action.option_strings else action.metavar or parameter.upper()
+        if action.dest == parameter:   # the long form; of a --x/--no-x pair, --x
+            names = [name for name in action.option_strings if not name.startswith("--no-")] or action.option_strings
+            return names[-1] if names else action.metavar or parameter.upper()
     return parameter
 
 

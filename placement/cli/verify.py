@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="none",
                    help="contiguity class the plan must belong to (default: none)")
-    p.add_argument("--objective", choices=OBJECTIVES, default="throughput",
-                   help="throughput (default), throughput-gpipe, or latency (schedules the plan's calls)")
+    p.add_argument("--objective", choices=OBJECTIVES,
+                   help="throughput, throughput-gpipe, or latency (schedules the plan's calls); default: the "
+                        "objective the plan file records it was solved for, else throughput")
     p.add_argument("--calls", type=positive_int, metavar="Q",
                    help="latency objective: the most calls an accelerator may run")
     p.add_argument("--backward", choices=("joint", "split"),
@@ -68,11 +69,14 @@ def split_options(args: argparse.Namespace) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import refuted_claims
+    from placement.io.plans import recorded_backward, recorded_objective, refuted_claims
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
     instance = placement.load(args.instance)
+    solved_for = recorded_objective(args.plan)
+    if args.objective is None:
+        args.objective = solved_for or "throughput"
     split, recorded = split_options(args)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
@@ -87,8 +91,15 @@ def run(args: argparse.Namespace) -> int:
         print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance,
                     "claim_unreadable": claims.unreadable})
     else:
+        if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
+            print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
+        elif solved_for is not None and solved_for != args.objective:
+            print(f"note: the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
         if recorded:
             print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
+        elif split["backward"] == "joint" and recorded_backward(args.plan).get("mode") == "split":
+            print("note: the plan file records a split-backward solve; --backward joint checks its layers only "
+                  "(its b_tasks and w_tasks are not read)")
         print(format_verification(instance, verification), end="")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
