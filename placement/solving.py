@@ -21,6 +21,7 @@ MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the M
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import replace
 from os import PathLike
@@ -346,9 +347,12 @@ def _log(log: Any) -> str | None:
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
+    existed = os.path.exists(log)
     try:
         with open(log, "a", encoding="utf-8"):
             pass
+        if not existed:   # a probe: a run refused later leaves no empty log behind
+            os.remove(log)
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
     return str(log)

@@ -322,3 +322,12 @@ def test_a_failed_solve_leaves_no_plan_file(tmp_path, capsys):
     out.write_text("kept")
     assert main(argv) == 2
     assert out.read_text() == "kept"
+
+
+def test_a_refused_solve_leaves_no_empty_log_behind(tmp_path, capsys):
+    """The writability probe of --log created the file; a run refused after it (the DP keeps no solver
+    log) left an empty log behind, while a refused --out left nothing."""
+    log = tmp_path / "run.log"
+    assert main(["solve", str(TINY / "chain4.json"), "--method", "dp", "--log", str(log)]) == 2
+    assert capsys.readouterr().err == "error: --log does not apply to method 'dp' (it takes --max-ideals, --stages)\n"
+    assert not log.exists()
