@@ -184,12 +184,13 @@ class Result:
             return out
 
         v = self.verification
+        placed = [device(s, True) for s in self.plan]
         data = {
-            "maxLoad": v.max_load if v is not None else None,
+            "maxLoad": v.max_load if v is not None and placed else None,   # no plan, no load (no_solution)
             "fpgas": [device(s, False) for s in self.plan if s.device_type == _ACCELERATOR],
             "cpus": [device(s, False) for s in self.plan if s.device_type == _CPU],
             "format": PLAN_FORMAT,
-            "devices": [device(s, True) for s in self.plan],
+            "devices": placed,
             "instance": self.instance,
             "status": str(self.status),
             "method": self.method,

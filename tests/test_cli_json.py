@@ -98,3 +98,13 @@ def test_hypar_json(capsys):
 def test_usage_errors_are_one_line(capsys, argv, message):
     status, out, err = run(capsys, *argv)
     assert (status, out, err) == (2, "", message + "\n")
+
+
+def test_a_plan_document_without_a_plan_has_no_max_load(capsys):
+    """memory-chain on one accelerator (method single): the one-device plan breaks the memory bound, so
+    no plan is returned (no_solution, exit 1). Its document said maxLoad 6.0, the rejected plan's load,
+    beside an empty device list."""
+    assert main(["solve", str(ROOT / "instances" / "tiny" / "memory-chain.json"), "--method", "single", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["status"], document["maxLoad"], document["objective"], document["devices"]) == \
+        ("no_solution", None, None, [])
