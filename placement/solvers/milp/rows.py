@@ -106,10 +106,13 @@ def slot_rows(be: Backend, d: GroupData, objective: str, s: int, x: Callable[[in
 
 
 def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:
-    """``[T]`` or ``[TF, TB]``, each bounded by the largest possible load."""
+    """``[T]`` or ``[TF, TB]``, each bounded by the largest possible load (on a floating-point backend
+    with a margin of one model unit: where that load is the optimum, as when every node can only go
+    to one CPU, the bound met the optimum exactly and PuLP's CBC called the model infeasible)."""
+    ub = d.load_ub if be.integer_only else d.load_ub + 1.0
     if objective == "throughput":
-        return [be.num_var(d.load_ub, "T")]
-    return [be.num_var(d.load_ub, "TF"), be.num_var(d.load_ub, "TB")]
+        return [be.num_var(ub, "T")]
+    return [be.num_var(ub, "TF"), be.num_var(ub, "TB")]
 
 
 def load_rows(be: Backend, d: GroupData, objective: str, x: Callable[[int], Terms], b: dict[int, Any],
