@@ -128,9 +128,17 @@ def test_gpipe_matches_brute_force(backend: str, contiguity: str) -> None:
     failures.check()
 
 
+def only_the_cpu() -> Instance:
+    """Two nodes of one colour that only the CPU runs (6.25 + 8 = 14.25): the objective's upper bound, the
+    largest possible load, is the optimum itself, and PuLP's CBC called the model infeasible."""
+    return Instance((Node(1, "f0", (None, 6.25), colour=1000), Node(3, "f1", (None, 8.0), colour=1000)), (),
+                    (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)), name="only-the-cpu")
+
+
 @pytest.mark.parametrize("backend", [b for b in AVAILABLE if b != "cp-sat"])
 def test_stages_matches_dp(backend: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @example(only_the_cpu())
     @given(problems(max_nodes=7))
     def run(problem: Instance) -> None:
         dp = solve_dp(problem)
@@ -273,3 +281,19 @@ def test_proven_infeasibility(backend: str) -> None:
             assert solution.status is Status.NO_SOLUTION and solution.plan is None, (contiguity, solution.message)
             assert solution.message.endswith(f"{backend} reported infeasible, which rests on a floating-point "
                                              "solver's tolerances: not a proof (CP-SAT or the DP gives one)")
+
+
+def test_no_warm_start_starts_from_nothing():
+    """GNMT inference under `none`: the packing bound's assignment, extended to every layer, is a plan the
+    model builds for itself, and it was used as the starting plan even with warm_start=False ("started
+    from a plan of value 32.6644"); asked to start from nothing, the solver does."""
+    path = SHARED / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json"
+    if not path.exists():
+        pytest.skip(f"{path} not found: the published instances are not beside the repository")
+    import placement
+
+    problem = placement.load(path)
+    cold = placement.solve(problem, method="milp", contiguity="none", warm_start=False, time_limit=3)
+    assert "started from a plan" not in cold.message
+    warm = placement.solve(problem, method="milp", contiguity="none", time_limit=3)
+    assert "started from a plan of value" in warm.message

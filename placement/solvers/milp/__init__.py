@@ -58,7 +58,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
-               stages: int | None = None, deadline: float | None = None) -> Solution:
+               stages: int | None = None, deadline: float | None = None, own_start: bool = True) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
@@ -72,7 +72,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     the model building and the solver together: the solver gets what is left of it, at most
     ``time_limit``, and a model not built by then is not solved (the warm start, verified, is
     returned as ``feasible``, else ``no_solution``). Bad values raise :class:`InvalidParameterError`,
-    a backend that cannot run here :class:`SolverUnavailableError`.
+    a backend that cannot run here :class:`SolverUnavailableError`. ``own_start=False`` also keeps the
+    plan a formulation builds with its model (the packing bound's assignment of :mod:`.none`) from the
+    solver: a run asked to start from nothing starts from nothing.
     """
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
@@ -83,7 +85,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
                                   progress=progress, stages=stages)
     return solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
-                            progress=progress)
+                            progress=progress, own_start=own_start)
 
 
 __all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "DEFAULT_CALLS"]

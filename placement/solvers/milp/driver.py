@@ -243,9 +243,11 @@ def out_of_time(problem: Instance, method: str, objective: str, contiguity: str,
 def solve_throughput(problem: Instance, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_product: float = DEFAULT_MAX_PRODUCT,
-                     progress: Callable[[str], None] | None = None) -> Solution:
+                     progress: Callable[[str], None] | None = None, own_start: bool = True) -> Solution:
     """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend; the model is
-    built, and the solver run, within ``options.deadline`` (:func:`out_of_time` when it passes first)."""
+    built, and the solver run, within ``options.deadline`` (:func:`out_of_time` when it passes first).
+    ``own_start``: the formulation's own starting plan (:meth:`Formulation.start_plan`) may replace
+    ``warm_start`` where it is better."""
     start = time.perf_counter()
     be = make_backend(backend)
 
@@ -275,7 +277,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
             progress(line)
     if d.memory_exact:   # proven on the model's data, which round times down only
         simple = max(simple, formulation.floor(variables, 1.0 / d.scaling.scale))
-    warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
+    if own_start:
+        warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)

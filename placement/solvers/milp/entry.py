@@ -55,4 +55,4 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,
-                      deadline=deadline)
+                      deadline=deadline, own_start=warm_start is not False)
