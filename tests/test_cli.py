@@ -268,6 +268,13 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     # a --x/--no-x option is named as typed in its positive form (it was named --no-inter-layer)
     assert main(["verify", pair, str(out), "--backward", "joint", "--inter-layer"]) == 2
     assert capsys.readouterr().err == "error: --inter-layer applies to --backward split only\n"
+    # a split plan is checked as a pipeline with one call per device: other classes and call counts are refused
+    for option in (["--contiguity", "none"], ["--calls", "2"]):
+        assert main(["verify", pair, str(out), *option]) == 2
+        assert capsys.readouterr().err == (f"error: {option[0]} does not apply to --backward split (a split-backward "
+                                           "plan is checked as a pipeline: contiguity stages, one call per device)\n")
+    assert main(["verify", pair, str(out), "--contiguity", "stages", "--calls", "1"]) == 0
+    capsys.readouterr()
     # checked as joint on purpose: the file's B and W placement is not read, and the note says so
     assert main(["verify", pair, str(out), "--backward", "joint"]) == 0
     assert capsys.readouterr().out.startswith("note: the plan file records a split-backward solve; --backward joint "

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import add_device_options, add_output_options, devices, positive_int, print_json
+from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
+                                   print_json)
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -21,8 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="check a plan against an instance, independently of any solver")
     p.add_argument("instance", help="instance file")
     p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
-    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="none",
-                   help="contiguity class the plan must belong to (default: none)")
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
+                   help="contiguity class the plan must belong to (default: none; a split-backward plan is "
+                        "checked as a pipeline, stages)")
     p.add_argument("--objective", choices=OBJECTIVES,
                    help="throughput, throughput-gpipe, or latency (schedules the plan's calls); default: the "
                         "objective the plan file records it was solved for, else throughput")
@@ -79,9 +81,14 @@ def run(args: argparse.Namespace) -> int:
         args.objective = solved_for or "throughput"
     split, recorded = split_options(args)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
+        for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
+            if value is not None and value != fits:
+                raise UsageError(f"{option} does not apply to --backward split (a split-backward plan is checked "
+                                 "as a pipeline: contiguity stages, one call per device)")
         verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
     else:   # split options given without --backward split are refused by name
-        verification = placement.verify(instance, args.plan, objective=args.objective, contiguity=args.contiguity,
+        verification = placement.verify(instance, args.plan, objective=args.objective,
+                                        contiguity=args.contiguity or "none",
                                         calls=args.calls, infer_from_colours=True,
                                         ledger=args.objective != "latency", **split, **devices(args))
     # an invalid plan's value is no verdict on the value it claims
