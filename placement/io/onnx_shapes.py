@@ -20,7 +20,7 @@ as the file holds it.
 Inference runs in strict mode, so that a shape or element type the file declares and its
 operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4, 8]`` and
 ``[8, 16]``) is an error rather than a wrong FLOP count. Where strict inference fails for any
-other reason, the lenient inference of earlier versions is used.
+other reason, lenient inference is used instead.
 """
 
 from __future__ import annotations
