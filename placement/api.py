@@ -83,17 +83,17 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
-    from placement.simulation.split import is_split_plan, plan_variant, plan_w_share
+    from placement.simulation.split import is_split_plan, plan_split_record
 
     problem = override_devices(instance, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     source, plan = plan, as_plan(plan)
     variant: dict[str, Any] = {}
-    if is_split_plan(plan):
-        if w_fraction is None:
-            w_fraction = plan_w_share(source)   # a split plan's W share, as it was solved
-        variant = plan_variant(source)          # and the variant it was solved under, checked before the run
+    if is_split_plan(plan):   # the W share and the variant it was solved under (checked before the run)
+        variant = plan_split_record(source)
+        share = variant.pop("w_share", None)
+        w_fraction = share if w_fraction is None else w_fraction
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     return run(problem, plan, one_of("schedule", schedule, SCHEDULES),

@@ -18,8 +18,9 @@ Figures reported
   ``1 − Σ busy / (S × span)`` over the stages' compute resources.
 * per stage ``peak_in_flight``: the most micro-batches held at once, a
   micro-batch being held from the start of its ``F`` to the end of its last task
-  on the stage (``B``, or ``W`` when the backward is split; ``F`` for inference);
-  one released at the moment another starts does not count twice.
+  on the stage (``B``, or ``W`` when the backward is split; ``F`` for inference),
+  counted in the order the stage runs its tasks (:func:`in_flight_peak`); one
+  released at the moment another starts does not count twice.
   ``peak_memory = static memory + peak_in_flight × activation bytes``
   (unknown when the instance gives no tensor sizes); for a split plan the bytes per micro-batch
   also hold one buffer per tensor its moved W tasks read (:func:`split_memory`).
@@ -271,8 +272,8 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
     link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
     rank = order_rank(program)
-    peaks = [int(in_flight_peak(tasks, s, m, rank)) for s in range(n)]
-    held = split_memory(pipeline, tasks, m, rank) if pipeline.split else None
+    peaks = [in_flight_peak(tasks, s, m, rank) for s in range(n)]
+    held = split_memory(pipeline, peaks) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
                    makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
@@ -426,11 +427,9 @@ def order_rank(program: Program) -> np.ndarray:
     return rank
 
 
-def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.ndarray,
-                   weights: np.ndarray | None = None) -> float:
-    """The most micro-batches ``stage`` holds at once (with ``weights``, one per micro-batch: the largest
-    sum of the weights of those it holds), counted in the order the stage runs its tasks: a micro-batch
-    is taken by its first ``F`` there and released by its last task there.
+def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.ndarray) -> int:
+    """The most micro-batches ``stage`` holds at once, counted in the order the stage runs its tasks: a
+    micro-batch is taken by its first ``F`` there and released by its last task there.
 
     On a stage whose tasks take time this is the count over time (held from the start of the ``F`` to
     the end of the last task; one released at the moment another is taken does not count twice).
@@ -440,7 +439,7 @@ def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.nda
     """
     mine = np.flatnonzero(~tasks.on_link & (tasks.stage == stage))
     if not len(mine):
-        return 0.0
+        return 0
     run = mine[np.lexsort((tasks.end[mine], rank[mine], tasks.start[mine]))]   # the order the stage ran them
     position = np.arange(len(run))
     batches = tasks.microbatch[run]
@@ -450,13 +449,12 @@ def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.nda
     np.minimum.at(taken, batches[forward], position[forward])
     np.maximum.at(released, batches, position)
     held = taken < np.iinfo(np.int64).max
-    amounts = np.ones(microbatches) if weights is None else np.asarray(weights, dtype=np.float64)
+    count = int(held.sum())
     places = np.concatenate([taken[held], released[held]])
-    deltas = np.concatenate([amounts[held], -amounts[held]])
+    deltas = np.concatenate([np.ones(count, dtype=np.int64), -np.ones(count, dtype=np.int64)])
     # a take before the release at one place (a stage whose only task is the F takes, then releases)
-    kinds = np.concatenate([np.zeros(int(held.sum())), np.ones(int(held.sum()))])
-    counts = np.cumsum(deltas[np.lexsort((kinds, places))])
-    return float(max(counts.max(initial=0.0), 0.0))
+    counts = np.cumsum(deltas[np.lexsort((-deltas, places))])
+    return int(max(counts.max(initial=0), 0))
 
 
 def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray, np.ndarray]:
@@ -472,10 +470,10 @@ def holding(tasks: TaskTable, stage: int, microbatches: int) -> tuple[np.ndarray
     return held_from, held_to
 
 
-def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int,
-                 rank: np.ndarray) -> list[tuple[float, float, float]]:
+def split_memory(pipeline: Pipeline, peaks: list[int]) -> list[tuple[float, float, float]]:
     """Per stage of a split plan, ``(most bytes reserved at once for micro-batches in flight, most of them for
-    W inputs, W-input bytes of one micro-batch)``.
+    W inputs, W-input bytes of one micro-batch)``; ``peaks`` are the stages' most micro-batches in flight
+    (:func:`in_flight_peak`), each holding the same buffers.
 
     A stage reserves one micro-batch's buffers when it starts the micro-batch's ``F`` and frees them at the end
     of its last call of the micro-batch (its ``W`` call): the activations (its forward outputs) and one buffer
@@ -492,22 +490,19 @@ def split_memory(pipeline: Pipeline, tasks: TaskTable, microbatches: int,
             seen.add(w.node)
             kept += w.size
         footprint = (st.activation_bytes or 0.0) + kept
-        peak = in_flight_peak(tasks, s, microbatches, rank, np.full(microbatches, footprint))
-        count = int(in_flight_peak(tasks, s, microbatches, rank))
-        out.append((peak, count * kept, kept))
+        out.append((peaks[s] * footprint, peaks[s] * kept, kept))
     return out
 
 
-def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray,
-                      weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The moments the number of held micro-batches changes and that number after every change at the moment
-    (with ``weights``: the sum of the weights of what is held, e.g. bytes).
+def in_flight_profile(held_from: np.ndarray, held_to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The moments the number of held micro-batches changes and that number after every change at the moment,
+    for a trace's counter track (the peak is :func:`in_flight_peak`'s).
 
     A micro-batch is held on ``[held_from, held_to)``: one released at the moment
     another is taken does not count twice, and one held for no time not at all.
     """
     times = np.concatenate([held_to, held_from])
-    ones = np.ones(len(held_to), dtype=np.int64) if weights is None else weights
+    ones = np.ones(len(held_to), dtype=np.int64)
     deltas = np.concatenate([-ones, ones])
     order = np.lexsort((deltas, times))     # at one moment, releases before new holds
     times, counts = times[order], np.cumsum(deltas[order])

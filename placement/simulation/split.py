@@ -62,28 +62,23 @@ def is_split_plan(plan: Plan) -> bool:
     return any(d.b_tasks or d.w_tasks for d in plan.devices)
 
 
-def plan_w_share(plan: object) -> float | None:
-    """The W share a split plan was solved with, where the plan says it: a Result's ``backward``, or the
-    ``backward`` section of a plan document or plan file; ``None`` otherwise."""
-    from placement.io.plans import recorded_backward
-
-    share = recorded_backward(plan).get("w_share")
-    return float(share) if isinstance(share, (int, float)) and not isinstance(share, bool) else None
-
-
-def plan_variant(plan: object) -> dict[str, object]:
-    """The variant of the split model a split plan was solved under, where the plan records a valid one:
-    ``{"w_placement": ..., "inter_layer": ...}`` (either left out when not recorded)."""
+def plan_split_record(plan: object) -> dict[str, object]:
+    """What a split plan records of how it was solved, where it says it (a Result's ``backward``, or the
+    ``backward`` section of a plan document or plan file) with a valid value: ``w_share`` (a float),
+    ``w_placement`` and ``inter_layer``, each left out when not recorded."""
     from placement.io.plans import recorded_backward
     from placement.problem.split import W_PLACEMENTS
 
     recorded = recorded_backward(plan)
-    variant: dict[str, object] = {}
+    found: dict[str, object] = {}
+    share = recorded.get("w_share")
+    if isinstance(share, (int, float)) and not isinstance(share, bool):
+        found["w_share"] = float(share)
     if recorded.get("w_placement") in W_PLACEMENTS:
-        variant["w_placement"] = recorded["w_placement"]
+        found["w_placement"] = recorded["w_placement"]
     if isinstance(recorded.get("inter_layer"), bool):
-        variant["inter_layer"] = recorded["inter_layer"]
-    return variant
+        found["inter_layer"] = recorded["inter_layer"]
+    return found
 
 
 def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pipeline:
