@@ -165,12 +165,10 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                     break
                 if owner[slot] != j:
                     old = owner[slot]
-                    if old >= 0:   # the slot's micro-batch must be complete and needed by nobody
-                        if old >= emitted or old + window >= emitted:
-                            return RING_TOO_SHORT
-                        for r in range(n):
-                            if rel[r] <= old:   # not released everywhere yet (a complete one always is)
-                                return RING_TOO_SHORT
+                    # the slot's micro-batch must be complete (so every stage has run, and released, it)
+                    # and needed by nobody
+                    if old >= 0 and (old >= emitted or old + window >= emitted):
+                        return RING_TOO_SHORT
                     owner[slot] = j
                     count[slot] = 0
                     finish[slot] = -np.inf
