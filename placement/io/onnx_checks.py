@@ -44,16 +44,16 @@ def check_text(graph: Any, model: str) -> None:
             _text(prop.value, model, f"a metadata value of {label}")
 
 
-def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Iterable[str]]) -> list[Any]:
-    """The nodes of ``graph`` in a topological order, the stored one where it is one (module docstring);
-    ``extra_reads(node)`` are the further names a node reads (its subgraphs' outer reads)."""
+def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Iterable[str]]) -> list[Any] | None:
+    """The nodes of ``graph`` in a topological order, or ``None`` where the stored order is one (module
+    docstring); ``extra_reads(node)`` are the further names a node reads (its subgraphs' outer reads)."""
     nodes = list(graph.node)
 
     def label(k: int) -> str:
         return repr(nodes[k].name) if nodes[k].name else f"{k} ({nodes[k].op_type})"
 
     given = {value.name for value in graph.input} | {init.name for init in graph.initializer}
-    given |= {init.values.name for init in getattr(graph, "sparse_initializer", ())}
+    given |= {init.values.name for init in graph.sparse_initializer}
     writer: dict[str, int] = {}
     for k, node in enumerate(nodes):
         for name in node.output:
@@ -76,7 +76,7 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
             sources.add(writer[name])
         needs.append(sources)
     if all(source < k for k, sources in enumerate(needs) for source in sources):
-        return nodes
+        return None
     readers: list[list[int]] = [[] for _ in nodes]
     for k, sources in enumerate(needs):
         for source in sources:

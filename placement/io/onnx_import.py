@@ -480,7 +480,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_text(model.graph, name)
     _fix_dims(model, dims or {})
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
-    if ordered != list(model.graph.node):
+    if ordered is not None:
         del model.graph.node[:]
         model.graph.node.extend(ordered)
     shaped, known = shaped_model(model, name, onnx)
