@@ -46,14 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def split_options(args: argparse.Namespace) -> tuple[dict, str]:
+def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
     """The backward options of the check: those given, else those the plan file records for a split
-    solve (``backward``: ``split`` where it records one), else the defaults; and, where the record
-    supplied some of them, a phrase naming them."""
-    from placement.io.plans import recorded_backward
+    solve (``record``, its ``backward`` section; ``backward``: ``split`` where it records one), else the
+    defaults; and, where the record supplied some of them, a phrase naming them."""
     from placement.problem.split import SPLIT_DEFAULTS
 
-    record = recorded_backward(args.plan)
     from_record = args.backward is None and record.get("mode") == "split" or args.backward == "split"
     given = {"w_placement": args.w_placement, "inter_layer": args.inter_layer, "w_share": args.w_share}
     options = {"backward": args.backward or ("split" if record.get("mode") == "split" else "joint")}
@@ -79,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
         args.objective = solved_for or "throughput"
-    split, recorded = split_options(args)
+    record = recorded_backward(args.plan)
+    split, recorded = split_options(args, record)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
@@ -104,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
         if recorded:
             print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
-        elif split["backward"] == "joint" and recorded_backward(args.plan).get("mode") == "split":
+        elif split["backward"] == "joint" and record.get("mode") == "split":
             print("note: the plan file records a split-backward solve; --backward joint checks its layers only "
                   "(its b_tasks and w_tasks are not read)")
         print(format_verification(instance, verification), end="")

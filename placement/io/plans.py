@@ -149,38 +149,35 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     return FileClaims(claim, other, None if readable else field)
 
 
-def recorded_objective(plan: object) -> str | None:
-    """The objective a solved plan records it was solved for (``objective_kind`` of a plan document or
-    file, or a :class:`placement.Result`'s ``objective``), where it records a known one; ``None``
-    otherwise, and for a file that cannot be read."""
-    from placement.problem.objectives import OBJECTIVES
-
-    kind = getattr(plan, "objective", None) if not isinstance(plan, (str, Path, dict)) else None
+def _recorded(plan: object, field: str, attribute: str) -> Any:
+    """What a solved plan records under ``field`` (a plan document or plan file) or ``attribute`` (a
+    :class:`placement.Result`); ``None`` where it records nothing, and for a file that cannot be read
+    (reading the plan itself reports what is wrong with it)."""
     if isinstance(plan, (str, Path)):
         try:
             data = load_json(plan, InvalidPlanError)
         except PlacementError:
             return None
-        kind = data.get("objective_kind") if isinstance(data, dict) else None
-    elif isinstance(plan, dict):
-        kind = plan.get("objective_kind")
+        return data.get(field) if isinstance(data, dict) else None
+    if isinstance(plan, dict):
+        return plan.get(field)
+    return getattr(plan, attribute, None)
+
+
+def recorded_objective(plan: object) -> str | None:
+    """The objective a solved plan records it was solved for (``objective_kind`` of a plan document or
+    file, or a :class:`placement.Result`'s ``objective``), where it records a known one; else ``None``."""
+    from placement.problem.objectives import OBJECTIVES
+
+    kind = _recorded(plan, "objective_kind", "objective")
     return kind if isinstance(kind, str) and kind in OBJECTIVES else None
 
 
 def recorded_backward(plan: object) -> dict[str, Any]:
     """The ``backward`` record of a split-backward plan (``{"mode": "split", "w_placement",
     "inter_layer", "w_share"}``) where the plan has one: a :class:`placement.Result`'s ``backward``,
-    or that section of a plan document or plan file; ``{}`` otherwise, and for a file that cannot
-    be read (reading the plan itself reports what is wrong with it)."""
-    backward = getattr(plan, "backward", None)
-    if isinstance(plan, (str, Path)):
-        try:
-            data = load_json(plan, InvalidPlanError)
-        except PlacementError:
-            return {}
-        backward = data.get("backward") if isinstance(data, dict) else None
-    elif isinstance(plan, dict):
-        backward = plan.get("backward")
+    or that section of a plan document or plan file; ``{}`` otherwise."""
+    backward = _recorded(plan, "backward", "backward")
     return dict(backward) if isinstance(backward, dict) else {}
 
 
