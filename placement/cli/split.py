@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from placement.cli.options import UsageError, add_output_options, check_writable, path_name, print_json, write_text
 from placement.errors import InvalidParameterError
-from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal,
+from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal, runtime_stages,
                                     split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
 from placement.io.plans import read_plan
@@ -76,6 +76,16 @@ def _expresses(form: str, layout: Layout, plan: Plan) -> bool:
     return True
 
 
+def _runs_as_pipeline(layout: Layout, plan: Plan) -> bool:
+    """Whether the plan is what every hand-off form needs first: a pipeline without a CPU stage between
+    accelerator stages (:func:`placement.io.exporters.runtime_stages`)."""
+    try:
+        runtime_stages(layout, plan, "split-spec")
+    except InvalidParameterError:
+        return False
+    return True
+
+
 def export(form: str, layout: Layout, plan: Plan) -> Any:
     """The plan in ``form``; a refusal becomes one line naming the reason and a form that can express it."""
     try:
@@ -87,8 +97,7 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
     other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
     if other is None:
         advice = (" (a runtime needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage "
-                  "between accelerator stages)" if reason.startswith("it is no pipeline") or "runs on a CPU" in reason
-                  else "")
+                  "between accelerator stages)" if not _runs_as_pipeline(layout, plan) else "")
         raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can{advice}")
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
