@@ -135,10 +135,24 @@ def only_the_cpu() -> Instance:
                     (DeviceType(ACCELERATOR, 1), DeviceType(CPU, 1, math.inf, False)), name="only-the-cpu")
 
 
+def six_layers() -> Instance:
+    """Six nodes on 3 accelerators and 2 CPUs, DP optimum 6.0: with the objective's upper bound raised
+    by one model unit, HiGHS proved 7.0 (its bound 7.0 too)."""
+    def node(i, name, times, cost):
+        return Node(i, name, times, out_cost=cost)
+    nodes = (node(11, "f5", (3.25, 2.25), 0.0), node(3, "f1", (2.25, 8.0), 0.75), node(5, "f2", (2.25, 1.75), 0.5),
+             node(9, "f4", (0.75, 4.75), 3.0), node(1, "f0", (3.5, 6.5), 2.5), node(7, "f3", (None, 5.5), 1.25))
+    edges = tuple(Edge(a, b) for a, b in ((1, 7), (1, 11), (3, 5), (3, 7), (3, 11), (5, 7), (5, 9), (5, 11), (7, 9),
+                                          (7, 11), (9, 11)))
+    return Instance(nodes, edges, (DeviceType(ACCELERATOR, 3), DeviceType(CPU, 2, math.inf, False)),
+                    name="six-layers")
+
+
 @pytest.mark.parametrize("backend", [b for b in AVAILABLE if b != "cp-sat"])
 def test_stages_matches_dp(backend: str) -> None:
     @settings(max_examples=EXAMPLES[backend], suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @example(only_the_cpu())
+    @example(six_layers())
     @given(problems(max_nodes=7))
     def run(problem: Instance) -> None:
         dp = solve_dp(problem)

@@ -107,9 +107,11 @@ def slot_rows(be: Backend, d: GroupData, objective: str, s: int, x: Callable[[in
 
 def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:
     """``[T]`` or ``[TF, TB]``, each bounded by the largest possible load (on a floating-point backend
-    with a margin of one model unit: where that load is the optimum, as when every node can only go
-    to one CPU, the bound met the optimum exactly and PuLP's CBC called the model infeasible)."""
-    ub = d.load_ub if be.integer_only else d.load_ub + 1.0
+    with a relative margin of 1e-9: where that load is the optimum, as when every node can only go to
+    one CPU, the bound met the optimum exactly and PuLP's CBC called the model infeasible; a margin of
+    one model unit instead made HiGHS prove 7 where the optimum is 6 on another model, which the
+    relative margin does not)."""
+    ub = d.load_ub if be.integer_only else d.load_ub * (1 + 1e-9)
     if objective == "throughput":
         return [be.num_var(ub, "T")]
     return [be.num_var(ub, "TF"), be.num_var(ub, "TB")]
