@@ -131,3 +131,18 @@ def test_starts_the_latency_milp_no_worse(name):
     start = default_warm_start(problem, objective="latency")
     latency = evaluate_latency(problem, start).latency
     assert latency <= min(chain.objective, greedy.objective)
+
+
+def test_the_latency_start_leaves_the_dp_out(monkeypatch):
+    """The DP optimises throughput; for latency the start comes from the latency baselines and the
+    chain DP, and the DP (which takes minutes on branchy graphs) runs only when none finds a plan.
+    On the memory chain of :func:`test_memory_chain_by_hand` the latency chain DP's 13 is the start."""
+    import placement.solvers.milp.warmstart as warmstart
+
+    def no_dp(*args, **kwargs):
+        raise AssertionError("the DP ran for a latency start")
+
+    monkeypatch.setattr(warmstart, "solve_dp", no_dp)
+    problem = read_instance(TINY / "memory-chain.json")
+    start = default_warm_start(problem, objective="latency")
+    assert evaluate_latency(problem, start).latency == 13.0

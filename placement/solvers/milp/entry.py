@@ -1,8 +1,9 @@
 """The MILP as a method of :func:`placement.solve`: its keywords turned into :func:`solve_milp`'s.
 
 ``warm_start`` is a plan to start from, or ``True``, which starts the solver from :func:`.warmstart.default_warm_start` (the DP's
-optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals, and for the latency
-objective the best of that, the latency greedy and the latency chain DP); ``False`` starts from
+optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals; for the latency
+objective the best of the chain DP's plan, the latency greedy and the latency chain DP, the DP
+only when none of them finds a plan); ``False`` starts from
 nothing. A latency start, given or found, is first improved by moving colour classes to the CPUs
 (:mod:`placement.solvers.baselines.latency_moves`) within the warm start's share of the time. A
 start that breaks a constraint of the request is never used (the formulation checks it).
