@@ -5,7 +5,7 @@ Throughput (default): for every instance under ``--instances`` (default
 ``stages`` and the warm start, unless ``--cold``), then the MILP for each contiguity
 class and backend with the given time limit. Latency (``--latency``): every instance
 under ``../shared/tarnawski/latency-inputs``, for each number of calls per accelerator
-and backend, warm-started from the MILP's latency start (the best of the DP's pipeline, the
+and backend, warm-started from the MILP's latency start (the best of the chain DP's pipeline, the
 latency greedy and the latency chain DP, each with one call per device); the reference
 column is that starting plan's latency, and the instance's critical-path and path bounds
 go to standard error.

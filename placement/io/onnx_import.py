@@ -15,7 +15,8 @@ e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`rea
 Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
 floating-point type are the trained parameters); an ``Identity`` of such data (an alias
-exporters write for shared or deduplicated parameters) is that data, read under its own name.
+exporters write for shared or deduplicated parameters) is that data, read under its own name,
+and so is the transposed copy exporters write of a tied weight (:mod:`placement.io.onnx_tied`).
 So is the result of shape arithmetic (a node reading only constants, integer initializers,
 ``Shape`` outputs and other such results, as unoptimised exports write for reshapes and the
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
@@ -91,6 +92,7 @@ from placement.io.onnx_checks import check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
+from placement.io.onnx_tied import transposed_copies
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -472,8 +474,9 @@ def _fold_data_aliases(graph: Any) -> None:
 
 
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
-                    dims: dict[str, int] | None = None) -> OpGraph:
-    """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators."""
+                    dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
+    """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
+    where the model's external data lies, read only to find tied weights (``None``: not read)."""
     onnx = require_onnx()
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
@@ -492,6 +495,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     table = _tensor_table(shaped, dtype, onnx, name)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     params.update((sparse.values.name, table[sparse.values.name]) for sparse in model.graph.sparse_initializer)
+    tied = transposed_copies(model.graph, folder)
     folded = _shape_arithmetic(model.graph, table)
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
@@ -556,7 +560,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             if t in producers:
                 reads.append(producers[t])
             elif t in params:
-                used_params.append(Param(t, info.nbytes, info.floating))
+                used_params.append(Param(tied.get(t, t), info.nbytes, info.floating))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
             elif t not in graph_inputs:   # fusion keeps every value read outside a group its exit's
@@ -589,5 +593,5 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
     """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate
     (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
     model = read_onnx(path)
-    graph = graph_from_onnx(model, Path(path).stem, dtype, dims)
+    graph = graph_from_onnx(model, Path(path).stem, dtype, dims, Path(path).parent)
     return build(group_ops(graph, granularity, module_depth), platform, training, source=model, operators=operators)
