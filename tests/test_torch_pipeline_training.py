@@ -1,10 +1,13 @@
-"""``plan_pipeline`` end to end: seven models, 2, 3 and 4 stages, GPipe and 1F1B, gradients equal to the unsplit model.
+"""``plan_pipeline`` end to end: eight models, 2, 3 and 4 stages, GPipe and 1F1B, gradients equal to the unsplit model.
 
 Models (small widths): an encoder-decoder ``nn.Transformer``, a GPT-style LM whose output
 projection is its token embedding (tied), a U-Net-like net with skip concatenations, a model
 whose second input is read only by its last operator, a BERT-style encoder reading an integer
-attention mask in every layer, an MLP, and an MLP with BatchNorm in training mode (its running
-statistics must equal the unsplit model's too). Each is planned by ``plan_pipeline(...,
+attention mask in every layer, an MLP, an MLP with BatchNorm in training mode (its running
+statistics must equal the unsplit model's too), and a model that updates a running mean kept in a
+buffer in place and reads it again in a later stage (the buffer and the loss must equal the
+unsplit model's: the stage sent the buffer itself, which the next micro-batch overwrote before
+the send was done). Each is planned by ``plan_pipeline(...,
 stages=N)`` for N = 2, 3, 4 (the plan's stages, not hand-picked ones) and run in 4 processes
 (gloo on 127.0.0.1, CPU; an N-stage pipeline on ranks 0..N-1; planned for 4 CPU sockets, which
 pay no transfers, so the optimum balances compute and cuts through skip connections) with both schedules over 4
@@ -42,7 +45,7 @@ BATCH, MICROBATCHES = 8, 4
 WORLD = 4
 STAGES = (2, 3, 4)
 SCHEDULES = ("gpipe", "1f1b")
-MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean")
 REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
 
 
@@ -142,6 +145,24 @@ class LateInput(nn.Module):
         return self.head(self.body(x)) * scale
 
 
+class RunningMean(nn.Module):
+    """A running mean of the first hidden layer, kept in a buffer that every forward updates in place
+    and the last operator reads again: each micro-batch must read the mean after its own update,
+    wherever the plan cuts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(WIDTH, WIDTH)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.head = nn.Linear(WIDTH, 4)
+        self.register_buffer("mean", torch.zeros(WIDTH))
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        self.mean.mul_(0.9).add_(0.1 * h.detach().mean(0))
+        return self.head(self.body(h - self.mean)) + self.mean.sum()
+
+
 class Seq2Seq(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -171,6 +192,8 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
+    if name == "running-mean":
+        return RunningMean(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "batchnorm":
         # linear layers before a BatchNorm without bias: its gradient would be 0 up to rounding
         layers = [nn.Linear(WIDTH, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 32, bias=False),
@@ -193,8 +216,9 @@ def micro(tensors, k: int):
 
 
 def statistics(module) -> dict:
-    """The running statistics of a module's normalisations (BatchNorm), by state-dict key."""
-    return {k: v.detach().clone() for k, v in module.state_dict().items() if "running" in k or "num_batches" in k}
+    """A module's buffers (BatchNorm's running statistics, the running mean), by state-dict key."""
+    trained = dict(module.named_parameters(remove_duplicate=False))
+    return {k: v.detach().clone() for k, v in module.state_dict().items() if k not in trained}
 
 
 def reference(name: str):
@@ -267,6 +291,9 @@ def test_plans_have_the_stages_asked_for_and_relay_what_later_stages_read(plans)
         gpt = plans["gpt", n]
         assert gpt.shared_parameters == {"wte.weight": (0, n - 1)}
         assert gpt.result.stats["shared_parameters"] == {"wte.weight": [0, n - 1]}
+    # The buffer's updated value is made before the last stage and read there: sent as a copy.
+    for n in STAGES:
+        assert any(name.startswith("add_") for received in plans["running-mean", n].relayed for name in received)
     # The late input is received by every stage after the first: relayed, not read.
     for n in STAGES:
         assert all("scale" in received for received in plans["late-input", n].relayed)

@@ -66,3 +66,25 @@ def written_in_place(value: Any, nodes: Any) -> bool:
             if any(r.alias_info is not None for r in schema.returns):
                 stack.append(user)
     return False
+
+
+def aliases_state(value: Any) -> bool:
+    """Whether the FX value ``value`` may share memory with a parameter or buffer: an attribute
+    read, or the result of an operator whose result aliases its first argument (a view, or an
+    in-place operator such as the ``add_`` of a running average kept in a buffer), or an item of
+    such a result, applied to such a value. A stage sends such a value as a copy: the send may
+    still be in flight when the next micro-batch's forward writes into the buffer."""
+    import operator
+
+    import torch
+
+    while True:
+        if value.op == "get_attr":
+            return True
+        if value.op != "call_function" or not value.args or not isinstance(value.args[0], torch.fx.Node):
+            return False
+        schema = getattr(value.target, "_schema", None)
+        if value.target is not operator.getitem and (
+                schema is None or not any(r.alias_info is not None for r in schema.returns)):
+            return False
+        value = value.args[0]

@@ -23,7 +23,10 @@ skip connection, an input read near the end), is thus relayed stage by stage. It
 flows back the same way: a relayed tensor is returned as the very tensor received, so
 autograd adds the gradient of the relay to the gradients of the stage's own reads. What a
 stage makes leaves contiguous, and the floating-point tensors it receives are read through
-:func:`placement.torch.contiguity.contiguous_gradient` (gloo sends contiguous tensors only).
+:func:`placement.torch.contiguity.contiguous_gradient` (gloo sends contiguous tensors only). A
+value that may share memory with a parameter or buffer (:func:`~placement.torch.contiguity.aliases_state`:
+a running average updated in place, read again by a later stage) leaves as a copy, so that each
+micro-batch sends the value it made, not the buffer, which the next micro-batch writes into.
 
 Parameters and buffers (``get_attr`` nodes) are read in every stage that uses them; each
 stage reads a tensor under one name, the name ``model.named_parameters()`` (or
@@ -260,7 +263,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-    from placement.torch.contiguity import contiguous_copy, contiguous_gradient, written_in_place
+    from placement.torch.contiguity import aliases_state, contiguous_copy, contiguous_gradient, written_in_place
 
     stage = part.stages[s]
     graph = torch.fx.Graph()
@@ -296,8 +299,12 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     last = s == len(part.stages) - 1
     if last:
         results = tuple(env[v] for v in stage.outputs)
-    else:  # relayed values leave as received; what the stage makes leaves contiguous
-        results = tuple(received[v] if v in received else graph.call_method("contiguous", (env[v],))
+    else:  # relayed values leave as received; what the stage makes leaves contiguous, a copy where it
+        # may share memory with the stage's state (a buffer updated in place), which the next
+        # micro-batch may overwrite before the send is done
+        results = tuple(received[v] if v in received else
+                        graph.call_method("clone", (env[v],), {"memory_format": torch.contiguous_format})
+                        if aliases_state(v) else graph.call_method("contiguous", (env[v],))
                         for v in stage.outputs)
     source = part.root.graph._codegen
     info = source.pytree_info if isinstance(source, _PyTreeCodeGen) else None
