@@ -359,7 +359,7 @@ class Outputs(nn.Module):
 
     def forward(self, x):
         y = self.c(self.b(self.a(x)))
-        return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3)}[self.form]
+        return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3), "scalar": (y, y.square().sum())}[self.form]
 
 
 def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
@@ -370,7 +370,13 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
     assert isinstance(out, tuple) and len(out) == 2 and all(torch.equal(o, model(x)[0]) for o in out)
     for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors"),
                           ("int", "model returns a value that is not a tensor; a pipelined model returns a tensor or "
-                                  "a tuple of tensors")):
+                                  "a tuple of tensors"),
+                          # a loss computed inside the model: torch's runtime failed after the backward pass,
+                          # concatenating the micro-batches' losses
+                          ("scalar", "model returns the 0-dimensional tensor 'sum_1', which the pipeline runtime "
+                                     "cannot gather over micro-batches (it concatenates each output along its first "
+                                     "dimension); return it with a first dimension (a loss as loss.unsqueeze(0), or "
+                                     "one per sample) and reduce it in loss_fn")):
         with pytest.raises(placement.InvalidParameterError) as error:
             plan_pipeline(Outputs(form), (x,), devices="epyc-7763:2", stages=2)
         assert str(error.value) == message

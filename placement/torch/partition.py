@@ -169,6 +169,13 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
                                              "tensor or a tuple of tensors")
     _single_output(gm)
     for value in results:
+        example = value.meta.get("val")
+        if isinstance(example, torch.Tensor) and example.dim() == 0:
+            raise InvalidParameterError("model", f"returns the 0-dimensional tensor {value.name!r}, which the "
+                                                 "pipeline runtime cannot gather over micro-batches (it "
+                                                 "concatenates each output along its first dimension); return it "
+                                                 "with a first dimension (a loss as loss.unsqueeze(0), or one per "
+                                                 "sample) and reduce it in loss_fn")
         read_until[value] = last
     for node in order:
         if read_until.get(node, 0) > stage_of[node] and not _is_tensor(node):
