@@ -269,6 +269,34 @@ def test_torch_import_gives_weight_gradient_times() -> None:
     assert b_times[u][0] == nodes[3]["fpgaLatency"] - nodes[3]["fpgaWeightLatency"]
 
 
+def test_a_frozen_weight_has_no_weight_gradient() -> None:
+    """A fine-tuned model whose first linear is frozen (requires_grad=False), the second trained, the
+    third reading a frozen weight and a trained bias. Forward: 3x4 @ 4x8 (192 FLOPs, 304 bytes),
+    3x8 @ 8x8 (384 FLOPs), 3x8 @ 8x2 (96 FLOPs). A matmul whose parameters are all frozen computes its
+    input gradient alone: backward 192 FLOPs (not 384) in one kernel, no weight time; the trained one
+    twice its forward, half of it weight time; one with a trained parameter keeps both halves."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms
+    from placement.io.torch_export import import_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    for p in (*model[0].parameters(), model[2].weight):
+        p.requires_grad_(False)
+    imported = import_torch(model, (torch.randn(3, 4),), platform=make_platform("h100", "epyc-7763", 2, 1),
+                            training=True, granularity="operator")
+    nodes = {n["name"]: n for n in imported.instance["nodes"]}
+    q = imported.instance["about"]["time_quantum_ms"]
+    h100 = bundled_catalogue()["h100"]
+    frozen, trained, mixed = nodes["linear.grad"], nodes["linear_1.grad"], nodes["linear_2.grad"]
+    assert (frozen["flops"], trained["flops"], mixed["flops"]) == (192.0, 768.0, 192.0)
+    assert abs(frozen["fpgaLatency"] - roofline_ms(192, 304, h100, "fp32", 1)) <= q / 2
+    assert frozen["fpgaWeightLatency"] == frozen["cpuWeightLatency"] == 0.0
+    assert trained["fpgaWeightLatency"] > 0 and abs(trained["fpgaLatency"] - 2 * trained["fpgaWeightLatency"]) <= q
+    assert abs(mixed["fpgaLatency"] - 2 * mixed["fpgaWeightLatency"]) <= q
+    # the gradients of the frozen layer are no memory of its backward node
+    assert frozen["size"] == 0.0 and trained["size"] == (8 * 8 + 8) * 4.0
+
 def _two_nodes(**weights) -> dict:
     return {"maxFPGAs": 2, "maxCPUs": 0, "maxSizePerFPGA": 10, "nodes": [
         {"id": 1, "supportedOnFpga": 1, "cpuLatency": 1, "fpgaLatency": 1, "isBackwardNode": 0, "colorClass": 1},

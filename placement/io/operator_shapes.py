@@ -141,9 +141,9 @@ def elementwise(kind: str, name: str, in_elements: int, out_elements: int) -> tu
     return vector(KIND_VECTOR_OPS[kind], elements)
 
 
-def backward(kind: str, forward: Sequence[Operator]) -> tuple[Operator, ...]:
+def backward(kind: str, forward: Sequence[Operator], weights: bool = True) -> tuple[Operator, ...]:
     """The gradient operators of an operator of cost ``kind`` whose forward shapes are ``forward``
-    (module docstring, "Backward")."""
+    (module docstring, "Backward"); without ``weights`` (frozen weights) no weight-gradient GEMM."""
     if kind in ("view", "constant"):
         return ()
     out: list[Operator] = []
@@ -151,7 +151,7 @@ def backward(kind: str, forward: Sequence[Operator]) -> tuple[Operator, ...]:
         out.extend(next(([s] for s in forward if s.kind == "gemm"), []))   # the scores, recomputed
     for s in forward:
         if s.kind == "gemm":
-            out.extend(gemm(s.m, s.k, s.n, s.batch) + gemm(s.k, s.n, s.m, s.batch))
+            out.extend(gemm(s.m, s.k, s.n, s.batch) + (gemm(s.k, s.n, s.m, s.batch) if weights else []))
         else:
             out.extend([s] * (2 if s.op in TWO_PASS_GRADIENTS else 1))
     return tuple(out)

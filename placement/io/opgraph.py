@@ -38,6 +38,13 @@ unknown
 view, constant                                  0       no data touched, nothing to differentiate
 =============================================  ======  ==================================
 
+A matmul or convolution that reads parameters none of which is trained (``requires_grad=False``:
+the frozen weights of a fine-tuned model, or buffers) computes no weight gradient: factor 1,
+one kernel, its input gradient alone. Gradients of activations are charged for every operator,
+as if every floating-point input of the model needed one: operators before the first trained
+parameter (a frozen backbone, an attention mask's arithmetic) are charged the gradients autograd
+does not compute.
+
 A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution 2: input and
 weight gradients; attention 3: the fused backward's preprocessing, main and gradient
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
@@ -166,22 +173,33 @@ class Op:
         return 0 if self.kind in NO_KERNEL_KINDS else 1
 
     @property
+    def frozen_weights(self) -> bool:
+        """A matmul or convolution whose parameters are all frozen: it computes no weight gradient."""
+        return self.kind in WEIGHT_GRADIENT_KINDS and bool(self.params) and not any(p.trainable for p in self.params)
+
+    @property
+    def backward_factor(self) -> float:
+        """Its gradient work in forward units: ``BACKWARD_FACTOR[kind]``, less the weight gradient
+        (one forward's work) where its weights are frozen (module docstring, "Training")."""
+        return BACKWARD_FACTOR[self.kind] - (1.0 if self.frozen_weights else 0.0)
+
+    @property
     def backward_kernels(self) -> int:
-        """Kernels of its gradient: ``⌈BACKWARD_FACTOR[kind]⌉``."""
-        return math.ceil(BACKWARD_FACTOR[self.kind])
+        """Kernels of its gradient: ``⌈backward_factor⌉``."""
+        return math.ceil(self.backward_factor)
 
     @property
     def backward_flops(self) -> float:
-        return BACKWARD_FACTOR[self.kind] * self.flops
+        return self.backward_factor * self.flops
 
     @property
     def backward_bytes(self) -> float:
-        return BACKWARD_FACTOR[self.kind] * self.bytes_moved
+        return self.backward_factor * self.bytes_moved
 
     @property
     def backward_operators(self) -> tuple[Operator, ...]:
         """The operators of its gradient (:func:`placement.io.operator_shapes.backward`)."""
-        return backward_shapes(self.kind, self.operators)
+        return backward_shapes(self.kind, self.operators, weights=not self.frozen_weights)
 
 
 @dataclass(frozen=True)
