@@ -7,6 +7,9 @@
 * :func:`residual_stack` — an input Linear, a stack ``blocks`` of two residual blocks and a
   head; with ``root_op=True`` a ReLU applied in the model's own forward, between the input
   Linear and the blocks, an operator outside every module.
+* :func:`conditioned` — three Linears on ``x`` and a Linear ``cond_proj`` on a second input
+  ``cond`` that only the end reads (added to the last Linear's output); with ``unused=True`` a
+  third input ``extra`` that nothing reads.
 """
 
 from __future__ import annotations
@@ -92,3 +95,23 @@ def residual_stack(root_op: bool = False):
 
 def residual_stack_with_root_op():
     return residual_stack(root_op=True)
+
+
+class Conditioned(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.cond_proj = nn.Linear(2, 4)
+
+    def forward(self, x, cond, extra=None):
+        return self.c(self.b(self.a(x))) + self.cond_proj(cond)
+
+
+def conditioned(unused: bool = False):
+    torch.manual_seed(0)
+    args = (torch.randn(3, 4), torch.randn(3, 2))
+    return Conditioned(), args + ((torch.randn(3, 1),) if unused else ())
+
+
+def conditioned_unused():
+    return conditioned(unused=True)

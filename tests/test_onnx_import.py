@@ -355,3 +355,14 @@ def test_only_shape_arithmetic_is_folded():
     assert [(op.name, op.kind) for op in ops] == [("/reshape", "view"), ("/range", "constant"),
                                                   ("/seed", "unknown"), ("/add", "pointwise")]
     assert ops[0].outputs == (96.0,)   # Y is [2, 12] fp32
+
+
+def test_the_model_inputs_and_their_readers_are_recorded():
+    """X is the model's one input (the initializers W1, B1, W2, B2 are no inputs, even where an older
+    exporter lists them among the graph's inputs); the MatMul+Add that reads it records it, and the
+    instance lists it per node and in ``about.inputs``, which the hand-off forms check."""
+    model = mlp_model()
+    model.graph.input.extend([helper.make_tensor_value_info("W1", TensorProto.FLOAT, [4, 8])])
+    graph = graph_from_onnx(model, "mlp")
+    assert graph.inputs == ("X",)
+    assert [op.model_inputs for op in graph.ops] == [("X",), (), (), ()]

@@ -120,7 +120,12 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
      "once begins; use --format pipe-split"),
     ("split-spec", [[1, 2], [0, *range(3, 22)]], None,  # arange and wpe first, then wte and the rest: a pipeline
      "split-spec cannot express this plan: it needs stages that are consecutive intervals of program order, and "
-     "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; use --format pipe-split"),
+     "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; no hand-off format can"),
+    # ... whose first stage does not read the token ids: torch's stage 1 would be called without them
+    ("pipe-split", [[1, 2], [0, *range(3, 22)]], None,
+     "pipe-split cannot express this plan: model input 'idx' is first read by 'transformer.wte' in stage 1, and "
+     "torch's pipeline() passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
+     "no hand-off format can"),
     ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
@@ -142,6 +147,46 @@ def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, cap
     assert (captured.out, captured.err) == ("", f"error: {message}\n")
     assert main(["split", str(instance), plan, "--format", "stages", "--quiet"]) == 0  # the table shows any plan
     assert len(capsys.readouterr().out.splitlines()) == 1 + len(groups)
+
+
+def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys):
+    """torch's pipeline() (and DeepSpeed) give the model's inputs to stage 0 alone. Conditioned's nodes in
+    program order: a, b, c (on x), cond_proj (on cond), the add. A plan whose stage 0 holds cond_proj
+    with a is written; one whose stage 0 is a and b leaves cond to stage 1, where torch's stage was
+    called without it (TypeError); an input nothing reads fails alike."""
+    instance = tmp_path / "cond.json"
+    assert main(["import", "tests.handoff_models:conditioned", "--out", str(instance)]) == 0
+    data = json.loads(instance.read_text())
+    assert data["about"]["inputs"] == ["x", "cond"]
+    assert [(n["name"], n.get("inputs")) for n in data["nodes"]] == [
+        ("a", ["x"]), ("b", None), ("c", None), ("cond_proj", ["cond"]), ("(model)", None)]
+    capsys.readouterr()
+    late = write_plan(tmp_path / "late.json", [0, 1], [2, 3, 4])
+    for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
+                          ("deepspeed", "DeepSpeed's PipelineModule")):
+        assert main(["split", str(instance), late, "--format", form]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {form} cannot express this plan: model input 'cond' is first read by 'cond_proj' in stage 1, "
+            f"and {runtime} passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
+            "no hand-off format can\n")
+    early = write_plan(tmp_path / "early.json", [0, 3], [1, 2, 4])
+    assert main(["split", str(instance), early, "--format", "pipe-split"]) == 0
+    capsys.readouterr()
+    # an instance that does not record the model's inputs (made before they were recorded) is not checked
+    del data["about"]["inputs"]
+    instance.write_text(json.dumps(data))
+    assert main(["split", str(instance), late, "--format", "pipe-split"]) == 0
+    capsys.readouterr()
+
+    unused = tmp_path / "unused.json"
+    assert main(["import", "tests.handoff_models:conditioned_unused", "--out", str(unused)]) == 0
+    assert json.loads(unused.read_text())["about"]["inputs"] == ["x", "cond", "extra"]
+    capsys.readouterr()
+    assert main(["split", str(unused), early, "--format", "pipe-split"]) == 2
+    assert capsys.readouterr().err == (
+        "error: pipe-split cannot express this plan: model input 'extra' is read by no node, and torch's pipeline() "
+        "passes the model's inputs to stage 0 only, which fails on one it does not take "
+        "(placement.torch.plan_pipeline takes it); no hand-off format can\n")
 
 
 @pytest.mark.parametrize("argv, message", [

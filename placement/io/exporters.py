@@ -22,7 +22,11 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   mb_args)`` splits it there. :func:`pipe_split_ops` lists the operators of each stage.
 * for a training graph neither of these two exists where a stage reads a node of a stage two
   or more before it: ``pipeline()`` runs no backward of such a skip connection
-  (:func:`require_neighbour_reads`; :mod:`placement.torch.partition` relays it instead);
+  (:func:`require_neighbour_reads`; :mod:`placement.torch.partition` relays it instead); nor,
+  for any graph, where an input of the model is read after the first stage, or by no node
+  (:func:`require_inputs_in_first_stage`: ``pipeline()`` passes the model's inputs to stage 0
+  only), where the instance records the model's inputs (``about.inputs``, and ``inputs`` per
+  node);
 * :func:`deepspeed_parts` — the ``layers`` and ``parts`` of DeepSpeed's ``PipelineModule``
   (stage ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``). The layers are modules,
   never single operators: each stage, an interval of program order, is covered by the
@@ -56,23 +60,27 @@ FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatr
 
 @dataclass(frozen=True)
 class LayoutNode:
-    """A forward node of an imported instance: its module, the modules beginning at it, its operators."""
+    """A forward node of an imported instance: its module, the modules beginning at it, its operators, the
+    model's inputs it reads."""
 
     id: int
     name: str
     module: str
     starts: tuple[str, ...]
     ops: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Layout:
-    """The forward nodes of an imported instance in program order, backward id -> forward id, and
-    the edges between forward nodes."""
+    """The forward nodes of an imported instance in program order, backward id -> forward id, the
+    edges between forward nodes, and the model's tensor inputs (``None``: the instance does not
+    record them)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
     edges: tuple[tuple[int, int], ...] = ()
+    inputs: tuple[str, ...] | None = None
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -100,19 +108,23 @@ def layout_from_instance(data: Any) -> Layout:
                                        "only instances made by the model importers can be exported")
         _check_strings(raw, raw["id"])
         forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
-                                  tuple(raw.get("starts", ())), tuple(raw["ops"])))
+                                  tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ()))))
     forward.sort(key=lambda n: n.id)
     ids = {node.id for node in forward}
     edges = tuple((e["sourceId"], e["destId"]) for e in data.get("edges", ())
                   if isinstance(e, dict) and e.get("sourceId") in ids and e.get("destId") in ids)
-    return Layout(tuple(forward), mates, edges)
+    about = data.get("about")
+    inputs = about.get("inputs") if isinstance(about, dict) else None
+    if inputs is not None and (not isinstance(inputs, list) or not all(isinstance(v, str) for v in inputs)):
+        raise InvalidInstanceError("field 'about.inputs' must be an array of strings")
+    return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
     """A forward node's module metadata: ``module`` a string, ``ops`` and ``starts`` arrays of strings."""
     if not isinstance(raw["module"], str):
         raise InvalidInstanceError(f"node {node_id}: field 'module' must be a string, got {json_type_name(raw['module'])}")
-    for key in ("ops", "starts"):
+    for key in ("ops", "starts", "inputs"):
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
@@ -233,6 +245,31 @@ def require_neighbour_reads(layout: Layout, parts: list[list[int]], form: str) -
                          "(placement.torch.plan_pipeline relays it)")
 
 
+def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
+    """Every input of the model is read in the first stage: torch's ``pipeline()`` gives the model's
+    inputs to stage 0 alone, and a later stage that reads one, or an input no stage reads, fails
+    at run time (``TypeError: forward() takes … positional arguments``);
+    :func:`placement.torch.plan_pipeline` relays such inputs. Instances that do not record the
+    model's inputs pass unchecked."""
+    if layout.inputs is None:
+        return
+    runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
+    first = set(parts[0]) if parts else set()
+    read_first = {name for node in layout.nodes if node.id in first for name in node.inputs}
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    for name in layout.inputs:
+        if name in read_first:
+            continue
+        reader = next((node for node in layout.nodes if name in node.inputs), None)
+        if reader is None:
+            refuse(form, f"model input {name!r} is read by no node, and {runtime} passes the model's "
+                         "inputs to stage 0 only, which fails on one it does not take "
+                         "(placement.torch.plan_pipeline takes it)")
+        refuse(form, f"model input {name!r} is first read by {reader.name!r} in stage {stage_of[reader.id]}, and "
+                     f"{runtime} passes the model's inputs to stage 0 only "
+                     "(placement.torch.plan_pipeline relays them)")
+
+
 def require_intervals(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Each stage must be a run of consecutive nodes in program order, stages in order."""
     position = layout.position()
@@ -252,6 +289,7 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     parts = runtime_stages(layout, plan, "split-spec")
     require_intervals(layout, parts, "split-spec")
     require_neighbour_reads(layout, parts, "split-spec")
+    require_inputs_in_first_stage(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     points = []
     for k, stage in enumerate(parts[1:], start=1):
@@ -316,6 +354,7 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     docstring): each stage covered by the fewest whole module calls, each layer reading only the layer before it."""
     parts = runtime_stages(layout, plan, "deepspeed")
     require_intervals(layout, parts, "deepspeed")
+    require_inputs_in_first_stage(layout, parts, "deepspeed")
     layers: list[str] = []
     bounds = [0]
     begin = 0
@@ -340,6 +379,7 @@ def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     """The program's operators of each stage, in program order (what :func:`pipe_split_module` splits)."""
     parts = runtime_stages(layout, plan, "pipe-split")
     require_neighbour_reads(layout, parts, "pipe-split")
+    require_inputs_in_first_stage(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
@@ -362,6 +402,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     parts = runtime_stages(layout, plan, "pipe-split")
     if not relayed:
         require_neighbour_reads(layout, parts, "pipe-split")
+        require_inputs_in_first_stage(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()

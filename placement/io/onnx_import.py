@@ -543,6 +543,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                   {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1})
     producers: dict[str, tuple[int, int]] = {}
     graph_inputs = {value.name for value in model.graph.input}
+    model_inputs = tuple(value.name for value in model.graph.input if value.name not in params and value.name in table)
     ops: list[Op] = []
     unknown: set[str] = set()
     for group in groups:
@@ -550,6 +551,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         internal = {t for m in members for t in m.node.output if t} - set(nodes[group.exit].node.output)
         reads: list[tuple[int, int]] = []
         used_params: list[Param] = []
+        inputs_read: list[str] = []
         read_bytes = 0.0
         int_read_bytes = 0.0
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
@@ -563,7 +565,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 used_params.append(Param(tied.get(t, t), info.nbytes, info.floating))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
-            elif t not in graph_inputs:   # fusion keeps every value read outside a group its exit's
+            elif t in graph_inputs:
+                inputs_read.append(t)
+            else:   # fusion keeps every value read outside a group its exit's
                 raise AssertionError(f"{name}: {t!r} is read, but no operator writes it")
         last = nodes[group.exit]
         outputs = tuple(o.nbytes if o is not None else 0.0 for o in last.outs)
@@ -576,7 +580,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         index = len(ops)
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, tuple(s for m in members for s in m.operators
-                                                            if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,)))))
+                                                            if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,))),
+                      tuple(inputs_read)))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)
@@ -584,7 +589,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     if names:
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
-    return OpGraph(tuple(ops), name, "onnx", names)
+    return OpGraph(tuple(ops), name, "onnx", names, inputs=model_inputs)
 
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",

@@ -140,7 +140,8 @@ class Op:
 
     ``inputs`` are the tensors it reads from other operators as ``(producer index, output
     index)``; an output index of ``-1`` is a dependency through a non-tensor value (a size,
-    say), 0 bytes. ``module_path`` are the qualified names of the module calls enclosing
+    say), 0 bytes. ``model_inputs`` are the names of the model's tensor inputs it reads.
+    ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
     operators it runs forward (:mod:`placement.io.operator_shapes`).
@@ -158,6 +159,7 @@ class Op:
     module_path: tuple[str, ...] = ()
     module_calls: tuple[str, ...] = ()
     operators: tuple[Operator, ...] = ()
+    model_inputs: tuple[str, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -207,13 +209,15 @@ class OpGraph:
     """A model's operators in program order (a topological order); ``unknown`` lists the
     operators the cost model has no FLOP formula for (costed by bytes moved only); ``aliases``,
     the groups of module names that name one module object (a module registered under several
-    names: its calls under any of them are calls of one module)."""
+    names: its calls under any of them are calls of one module); ``inputs``, the names of the
+    model's tensor inputs, in order."""
 
     ops: tuple[Op, ...]
     name: str
     source: str
     unknown: tuple[str, ...] = ()
     aliases: tuple[tuple[str, ...], ...] = ()
+    inputs: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -259,6 +263,11 @@ class PlacementGraph:
                 if p.trainable or not trainable_only:
                     seen[p.name] = p.nbytes
         return float(sum(seen.values()))
+
+    def model_inputs(self, v: int) -> list[str]:
+        """The model's inputs the node's operators read, in the model's order."""
+        read = {name for op in self.node_ops(v) for name in op.model_inputs}
+        return [name for name in self.graph.inputs if name in read]
 
     def activation_bytes(self, v: int) -> float:
         return float(sum(op.activation_bytes for op in self.node_ops(v)))
@@ -339,6 +348,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "bytes": pg.bytes_moved(v),
             "ops": [pg.graph.ops[i].name for i in node.ops],
         }
+        read = pg.model_inputs(v)
+        if read:
+            entry["inputs"] = read
         if operators:
             entry["operators"] = pg.operators(v)
         if training:
@@ -384,6 +396,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "link_bytes_per_s": bandwidth,
             "forward_flops": pg.graph.total_flops,
             "unknown_operators": list(pg.graph.unknown),
+            "inputs": list(pg.graph.inputs),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,
         },

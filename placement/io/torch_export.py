@@ -358,6 +358,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             placeholders[arg_name] = Param(spec.target, 0.0, trainable)  # size filled in below
         else:
             placeholders[arg_name] = None
+    inputs = tuple(n.name for n in program.graph.nodes if n.op == "placeholder" and n.name in placeholders
+                   and placeholders[n.name] is None and isinstance(n.meta.get("val"), torch.Tensor))
 
     ops: list[Op] = []
     index_of: dict[Any, int] = {}             # fx node -> operator index
@@ -373,6 +375,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         depends: set[int] = set()
         tensor_args: list[Any] = []
         params: list[Param] = []
+        model_inputs: list[str] = []
         read_bytes = 0.0
         int_read_bytes = 0.0
         seen_inputs: set[Any] = set()
@@ -393,6 +396,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                     value, torch.Tensor):
                 p = placeholders[arg.name]
                 params.append(Param(p.name, sizes.nbytes(value), p.trainable))
+            elif arg.op == "placeholder" and arg.name in inputs:
+                model_inputs.append(arg.name)
             if isinstance(value, torch.Tensor):
                 read_bytes += sizes.nbytes(value)
                 if not value.is_floating_point():
@@ -445,14 +450,14 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
                       float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
-                      _operators(kind, node.target, tensor_args, present, node.args)))
+                      _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs)))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
     if names:
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
-    return OpGraph(tuple(ops), name, "torch.export", names)
+    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
