@@ -16,7 +16,7 @@ from torch import nn  # noqa: E402
 
 import placement  # noqa: E402
 from placement.plan import DeviceAssignment, Plan  # noqa: E402
-from placement.torch import plan_pipeline  # noqa: E402
+from placement.torch import RelayWarning, plan_pipeline  # noqa: E402
 from placement.torch.sharing import SUFFIX  # noqa: E402
 from tests.test_torch_pipeline_training import LateInput, UNet, case, loss_fn, micro  # noqa: E402
 
@@ -412,3 +412,56 @@ def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     assert str(error.value) == ("args of the pipeline's step() must hold the values the plan was made with: input "
                                 "'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again for "
                                 "another)")
+
+
+class LateSide(nn.Module):
+    """Four linears on ``x`` [64, 256] and, at the end, a linear on a second input ``side`` [64, 64, 256]
+    (4 MiB in fp32) summed over its middle axis: ``side`` travels from stage 0 to the last stage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.ModuleList(nn.Linear(256, 256) for _ in range(4))
+        self.side = nn.Linear(256, 256)
+
+    def forward(self, x, side):
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x + self.side(side).sum(1)
+
+
+def test_run_time_transfers_of_relayed_values_are_reported():
+    """Over PCIe (64e9 B/s), the 4 MiB of ``side`` take 4,194,304 / 64e9 s = 0.065536 ms each way. In a
+    three-stage inference plan of LateSide on H100s, a middle stage receives and sends ``side`` (and the
+    [64, 256] activation, 64 KiB, 0.001024 ms each way): 0.13312 ms per micro-batch, where the plan charges
+    it the activation alone, 0.002048 ms. Its run-time load is the plan's load less the charged transfer
+    plus the run-time one, above the plan's largest load: a RelayWarning says so."""
+    x, side = torch.randn(64, 256), torch.randn(64, 64, 256)
+    with pytest.warns(RelayWarning) as caught:
+        pp = plan_pipeline(LateSide(), (x, side), devices="h100:3", stages=3, training=False)
+    assert all("side" in names for names in pp.relayed)
+    middle = pp.transfers[1]
+    q = pp.instance["about"]["time_quantum_ms"]
+    assert abs(middle.runtime - 0.13312) <= 1e-12 and abs(middle.charged - 0.002048) <= 2 * q
+    assert middle.runtime_load == pytest.approx(middle.load - middle.charged + 0.13312, abs=1e-15)
+    assert pp.result.stats["runtime_loads"] == [t.runtime_load for t in pp.transfers]
+    message = str(caught[0].message)
+    assert message.startswith("at run time stage 1 spends 0.13312 ms per micro-batch sending and receiving, where "
+                              f"the plan charges {middle.charged:.6g} ms: it relays values that later stages read")
+    assert message.endswith(f"so its load is {middle.runtime_load:.6g} ms against the plan's largest load of "
+                            f"{pp.result.value:.6g} ms; a plan with fewer stages (stages=N) may run faster")
+    # the first stage is given ``side`` and sends it on: received nothing, sent 4 MiB + 64 KiB
+    assert abs(pp.transfers[0].runtime - 0.065536 - 0.001024) <= 1e-12
+
+
+def test_a_plan_without_relays_raises_no_relay_warning():
+    import warnings
+
+    x = torch.randn(64, 256)
+    model = nn.Sequential(*(nn.Linear(256, 256) for _ in range(4)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RelayWarning)
+        pp = plan_pipeline(model, (x,), devices="h100:2", stages=2, training=False)
+    # the stage boundary carries the one activation, which the plan charges on both sides
+    assert [abs(t.runtime - t.charged) <= 2 * pp.instance["about"]["time_quantum_ms"] for t in pp.transfers] == \
+        [True, True]

@@ -5,5 +5,6 @@ imported when a function here is called. See ``docs/pytorch.md``.
 """
 
 from placement.torch.planning import PipelinePlan, plan_pipeline
+from placement.torch.relays import RelayWarning
 
-__all__ = ["PipelinePlan", "plan_pipeline"]
+__all__ = ["PipelinePlan", "RelayWarning", "plan_pipeline"]

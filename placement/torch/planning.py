@@ -12,6 +12,7 @@ stage module holds its own copies of its tensors.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Callable, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
@@ -27,7 +28,10 @@ class PipelinePlan:
     shared parameters by stage); ``num_stages`` the number of stages; ``shared_parameters``
     maps each trained parameter held by several stages to those stages; ``relayed[b]`` names
     the values stage ``b + 1`` receives from stage ``b``; ``imported`` is the imported model
-    (its instance, with the exchange nodes, in ``instance``).
+    (its instance, with the exchange nodes, in ``instance``); ``transfers`` what each stage sends
+    and receives at run time against what the plan charges (:mod:`placement.torch.relays`; their
+    loads are also ``result.stats["runtime_loads"]``, and a :class:`~placement.torch.relays.RelayWarning`
+    says where relayed values raise the largest load).
     """
 
     def __init__(self, result: Any, partition: Any, imported: Any, instance: dict, schedule: str,
@@ -45,6 +49,7 @@ class PipelinePlan:
                                   if len(stages) > 1 and name in trained}
         self.relayed = partition.relayed()
         self._exchanges: dict[int, Any] = {}
+        self.transfers: list[Any] = []
 
     def stage_module(self, stage_index: int, device: Any = None) -> Any:
         """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
@@ -201,6 +206,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.torch_export import import_torch, require_torch
     from placement.torch.devices import parse_devices
     from placement.torch.partition import canonical_names, partition
+    from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
 
     require_torch()
@@ -258,6 +264,11 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if training:
         check_microbatches(schedule, microbatches, len(part.stages))
     plan = PipelinePlan(result, part, imported, instance, schedule, microbatches)
-    stats = dict(result.stats, shared_parameters={k: list(v) for k, v in plan.shared_parameters.items()})
+    plan.transfers = stage_transfers(part, result, problem, platform.link_bandwidth, training)
+    stats = dict(result.stats, shared_parameters={k: list(v) for k, v in plan.shared_parameters.items()},
+                 runtime_loads=[t.runtime_load for t in plan.transfers])
     plan.result = dataclasses.replace(result, stats=stats)
+    note = relay_note(plan.transfers)
+    if note is not None:
+        warnings.warn(note, RelayWarning, stacklevel=2)
     return plan
