@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -187,6 +188,23 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         "error: pipe-split cannot express this plan: model input 'extra' is read by no node, and torch's pipeline() "
         "passes the model's inputs to stage 0 only, which fails on one it does not take "
         "(placement.torch.plan_pipeline takes it); no hand-off format can\n")
+
+
+def test_a_model_file_imports_its_neighbours(tmp_path, monkeypatch, capsys):
+    """``file.py:factory`` finds the modules beside the file, as ``python file.py`` would, from any
+    current directory."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "layers.py").write_text("from torch import nn\n\ndef block():\n    return nn.Linear(4, 2)\n")
+    (models / "net.py").write_text("import torch\nfrom layers import block\n\n"
+                                   "def factory():\n    return block(), (torch.randn(3, 4),)\n")
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["import", str(models / "net.py") + ":factory", "--out", "net.json"]) == 0
+    assert [n["name"] for n in json.loads((elsewhere / "net.json").read_text())["nodes"]] == ["(model)"]
+    capsys.readouterr()
 
 
 @pytest.mark.parametrize("argv, message", [

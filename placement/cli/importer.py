@@ -106,7 +106,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_factory(spec: str) -> tuple[Any, tuple, dict]:
-    """Call the factory named ``pkg.module:factory`` or ``file.py:factory``; check what it returns."""
+    """Call the factory named ``pkg.module:factory`` (found from the current directory) or
+    ``file.py:factory`` (whose own imports are found from its folder); check what it returns."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"cannot read model {spec!r}: expected pkg.module:factory, file.py:factory or FILE.onnx")
@@ -115,6 +116,9 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
             path = Path(module_name)
             if not path.is_file():
                 raise UsageError(f"{path}: no such file")
+            folder = str(path.resolve().parent)   # as `python file.py` does: the file's own imports resolve
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
             module_spec = importlib.util.spec_from_file_location(path.stem, path)
             module = importlib.util.module_from_spec(module_spec)
             module_spec.loader.exec_module(module)
