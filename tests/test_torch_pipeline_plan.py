@@ -62,6 +62,11 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         plan_pipeline(mlp(), x, devices="h100:2")
     assert str(error.value) == ("args must be a tuple of the model's positional inputs (one micro-batch), not "
                                 "Tensor; for one input write (x,)")
+    # a number given positionally: torch's stages refused it at the first step ("Use kwargs")
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x, 2.0), devices="h100:2")
+    assert str(error.value) == ("args must hold tensors only, but args[1] is a float: pipeline stages take tensors "
+                                "as positional inputs; pass it by keyword, in kwargs")
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2)
     assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "

@@ -209,10 +209,15 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
 
-    require_torch()
+    torch = require_torch()
     if not isinstance(args, (tuple, list)):
         raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
                                             f"not {type(args).__name__}; for one input write (x,)")
+    for k, value in enumerate(args):
+        if not isinstance(value, torch.Tensor):   # torch's stages refuse them at the first step
+            raise InvalidParameterError("args", f"must hold tensors only, but args[{k}] is a {type(value).__name__}: "
+                                                "pipeline stages take tensors as positional inputs; pass it by "
+                                                "keyword, in kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
                                               f"not {type(kwargs).__name__}")
