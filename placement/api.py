@@ -27,28 +27,45 @@ HYPAR_FORMAT = "placement-hypar/1"
 DEFAULT_MICROBATCHES = 64
 
 
-def verify(instance: Any, plan: Any, *, objective: str = "throughput", contiguity: str = "none",
+def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str = "none",
            calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-           backward: str = "joint", w_placement: str = "any", inter_layer: bool = False,
-           w_share: float = 0.5) -> Verification:
+           backward: str | None = None, w_placement: str | None = None, inter_layer: bool | None = None,
+           w_share: float | None = None) -> Verification:
     """Check ``plan`` (a Result, Plan, plan document or plan file) against ``instance``, sharing nothing
     with any solver.
 
     ``contiguity`` is the class the plan must belong to (default ``none``: any assignment);
     ``objective`` the value to compute (``throughput-gpipe`` on training graphs, ``latency`` on
-    inference graphs); ``calls`` the most calls per accelerator (latency only);
+    inference graphs; default: the objective a solved plan records, a Result's or a plan file's,
+    else ``throughput``); ``calls`` the most calls per accelerator (latency only);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``.
     ``backward="split"`` checks a split-backward plan under the variant ``w_placement``,
-    ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules).
+    ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules);
+    by default a plan that records a split-backward solve is checked so, under the variant it
+    records where these are not given, and any other plan as joint.
     """
+    from placement.io.plans import recorded_backward, recorded_objective
     from placement.verification.check import check_plan
 
     problem = override_devices(instance, accelerators, cpus, memory)
-    from placement.problem.split import BACKWARD_MODES, check_training, refuse_split_options, split_model
+    from placement.problem.split import (BACKWARD_MODES, SPLIT_DEFAULTS, check_training, refuse_split_options,
+                                         split_model)
 
+    if objective is None:
+        objective = recorded_objective(plan) or "throughput"
+    record = recorded_backward(plan) if backward in (None, "split") else {}
+    if backward is None:
+        backward = "split" if record.get("mode") == "split" else "joint"
+    given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
+    if backward == "split":
+        given = {name: record.get(name, SPLIT_DEFAULTS[name]) if value is None else value
+                 for name, value in given.items()}
+    else:
+        given = {name: SPLIT_DEFAULTS[name] if value is None else value for name, value in given.items()}
+    w_placement, inter_layer, w_share = given["w_placement"], given["inter_layer"], given["w_share"]
     model = split_model(w_placement, inter_layer, w_share)
     if one_of("backward", backward, BACKWARD_MODES) == "split":
         from placement.verification.split import check_split_plan

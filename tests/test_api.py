@@ -359,3 +359,28 @@ def test_public_names():
                                       "PlacementError", "InvalidInstanceError", "InvalidPlanError",
                                       "SolverUnavailableError", "LimitExceededError", "InvalidParameterError"}
     assert not math.isnan(placement.solve(CHAIN4).runtime_s)
+
+
+def test_verify_checks_what_a_solved_plan_records(tmp_path):
+    """As the command line does: a latency plan is checked for latency, a split-backward plan as one
+    under the variant it records, unless told otherwise. diamond-cpu's latency optimum is 17 (its max
+    load 15); training-pair split at W share 0.2 verifies at its solved value, which differs from the
+    joint max load of its layers."""
+    diamond = placement.load(ROOT / "instances" / "tiny" / "diamond-cpu.json")
+    latency = placement.solve(diamond, objective="latency")
+    path = tmp_path / "latency.json"
+    path.write_text(json.dumps(latency.to_json()))
+    for plan in (latency, path, latency.to_json()):
+        check = placement.verify(diamond, plan)
+        assert (check.objective, check.value) == ("latency", 17.0)
+    assert placement.verify(diamond, path, objective="throughput").value == 15.0
+
+    pair = placement.load(ROOT / "instances" / "tiny" / "training-pair.json")
+    split = placement.solve(pair, backward="split", w_share=0.2)
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps(split.to_json()))
+    recorded = placement.verify(pair, path)
+    assert recorded.valid and recorded.value == split.value
+    joint = placement.verify(pair, path, backward="joint")
+    assert joint.valid and joint.value != split.value
+    assert placement.verify(pair, path, w_share=0.5).value != split.value   # another variant when asked

@@ -337,10 +337,12 @@ def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     strict = placement.verify(problem, str(path), backward="split", w_placement="adjacent")
     assert not strict.valid and strict.violations == (
         "node 3: its W task runs on device 0, which the variant 'adjacent' does not allow (layer on device 1)",)
-    # the joint evaluator reads the same file as the unsplit plan of its layers
-    assert placement.verify(problem, str(path)).value == 7.0
+    # by default the file is checked as the split plan it records; the joint evaluator reads it as the
+    # unsplit plan of its layers
+    assert placement.verify(problem, str(path)).value == 5.0
+    assert placement.verify(problem, str(path), backward="joint").value == 7.0
     with pytest.raises(InvalidParameterError) as info:
-        placement.verify(problem, str(path), inter_layer=True)
+        placement.verify(problem, str(path), backward="joint", inter_layer=True)
     assert info.value.detail == "applies to backward='split' only"
 
 
