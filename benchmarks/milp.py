@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match", default="", help="only instances whose path contains this text")
     parser.add_argument("--cold", action="store_true", help="no warm start from the DP")
     parser.add_argument("--max-ideals", type=positive_int, default=200_000)
-    parser.add_argument("--json", type=Path, help="default: results/milp_{throughput,latency}.json")
+    parser.add_argument("--json", type=Path, help="default: benchmarks/results/milp_{throughput,latency}.json")
     args = parser.parse_args(argv)
     root = instance_root(args)
     if not root.is_dir():
