@@ -366,3 +366,20 @@ def test_the_model_inputs_and_their_readers_are_recorded():
     graph = graph_from_onnx(model, "mlp")
     assert graph.inputs == ("X",)
     assert [op.model_inputs for op in graph.ops] == [("X",), (), (), ()]
+
+
+def test_resize_and_where_are_costed_as_torch_costs_upsample_and_masked_fill():
+    """torch.export's upsample is a pointwise operator (one FLOP per output element) and its where and
+    masked_fill are copies (no FLOPs); their ONNX exports, Resize and Where, are costed alike. Resize of
+    X [1,2,4,4] by 2 along both spatial axes writes [1,2,8,8]: 128 FLOPs. Where over [2,4]: 0 FLOPs,
+    one kernel."""
+    scales = numpy_helper.from_array(np.array([1.0, 1.0, 2.0, 2.0], dtype=np.float32), "scales")
+    zero = numpy_helper.from_array(np.zeros((2, 4), dtype=np.float32), "Z")
+    nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"], name="/up/Resize", mode="nearest"),
+             helper.make_node("Greater", ["M", "Z"], ["C"], name="/mask/Greater"),
+             helper.make_node("Where", ["C", "M", "Z"], ["W"], name="/mask/Where")]
+    model = _graph(nodes, [("X", [1, 2, 4, 4]), ("M", [2, 4])], ["Y", "W"], [scales, zero])
+    graph = graph_from_onnx(model, "rw")
+    costs = {op.target: (op.kind, op.flops, op.kernels) for op in graph.ops}
+    assert costs["Resize"] == ("pointwise", 128.0, 1)
+    assert costs["Where"] == ("copy", 0.0, 1)

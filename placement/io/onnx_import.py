@@ -105,14 +105,14 @@ for _kind, _names in {
     "softmax": "Softmax LogSoftmax SoftmaxCrossEntropyLoss",
     "pointwise": "Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Relu LeakyRelu PRelu Elu Selu Celu Sigmoid "
                  "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
-                 "LessOrEqual GreaterOrEqual Not And Or Xor Where Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
-                 "Dropout Mish BitShift ThresholdedRelu Shrink",
+                 "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
+                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
                  "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
     "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
     "gather": "Gather GatherElements GatherND",
-    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Resize DepthToSpace SpaceToDepth",
+    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth",
     "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
