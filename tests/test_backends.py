@@ -473,3 +473,17 @@ def test_a_pulp_solver_process_that_fails_is_an_error_not_a_traceback(monkeypatc
     monkeypatch.setattr(be.problem, "solve", crash)
     raw = be.solve(SolveOptions(time_limit=5))
     assert (raw.status, raw.message) == ("error", "PuLP's PULP_CBC_CMD failed: Error while trying to execute cbc")
+
+
+def test_pulp_ignores_a_start_outside_a_variables_bounds():
+    """PuLP raised a ValueError on a start value above a variable's upper bound (a variable the model
+    fixed to 0); the start is ignored instead, and says why."""
+    if "pulp" not in AVAILABLE:
+        pytest.skip("PuLP is not installed")
+    be = make_backend("pulp")
+    x, y = be.bool_var("x", fixed=0), be.bool_var("y")
+    be.add([(1, x), (1, y)], lo=1)
+    be.minimize([(1, y)])
+    assert be.hint({x: 1.0, y: 0.0}) == f"warm start ignored: it sets {x.name} to 1, outside its bounds [0, 0]"
+    raw = be.solve(SolveOptions(time_limit=10))
+    assert raw.status == "optimal" and round(raw.value(y)) == 1

@@ -59,3 +59,49 @@ def test_without_an_exact_unit_the_dp_proves_nothing_where_memory_binds():
     result = placement.solve(instance, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 10.0, 1.0)
     assert result.message.startswith("the memory sizes and bounds have no unit in which the DP's sums are exact")
+
+
+def coloured_pair(chain: bool = False) -> dict:
+    """A colour class of sizes 0.1 and 0.2 on one accelerator of memory 0.3 and one CPU: the class fits
+    (0.1 + 0.2 = 0.3 on the numbers as written), so both go on the accelerator, load 1 + 1 = 2 (the
+    edge stays inside), where the CPU would take 10 + 10. With ``chain``, a node of size 0.1 sits between
+    the two (0 → 1 → 2, no transfer costs, CPU time 1): under ``none`` the accelerator takes the class
+    (2, memory 0.3), the CPU the middle node (1): optimum 2."""
+    nodes = [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 0.1, "colorClass": 5},
+             {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 0.2, "colorClass": 5}]
+    edges = [{"sourceId": 0, "destId": 1, "cost": 1}]
+    if chain:
+        nodes = [nodes[0], {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 0.1},
+                 {**nodes[1], "id": 2}]
+        edges = [{"sourceId": 0, "destId": 1, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0}]
+    return {"maxSizePerFPGA": 0.3, "maxFPGAs": 1, "maxCPUs": 1, "nodes": nodes, "edges": edges}
+
+
+def test_a_colour_class_fits_on_its_sizes_as_written():
+    """The instance's lower bound summed the class in floating point (0.30000000000000004 > 0.3), put it
+    on the CPU only, and gave 20: every MILP backend then proved 20 'optimal' (a plan meeting that
+    bound), and PuLP crashed on the DP's warm start, which its model forbade."""
+    from placement.problem.bounds import throughput_lower_bound
+    from placement.solvers.milp.backends import backend_availability
+
+    problem = placement.load(coloured_pair())
+    assert throughput_lower_bound(problem) == {"class": 2.0, "average": 1.0, "bound": 2.0}
+    backends = [name for name, ok, _ in backend_availability() if ok]
+    for backend in backends:
+        for contiguity in ("stages", "none"):
+            for warm_start in (False, True):
+                result = placement.solve(problem, method="milp", backend=backend, contiguity=contiguity,
+                                         warm_start=warm_start, time_limit=30)
+                assert (result.status, result.value) == ("optimal", 2.0), (backend, contiguity, result.message)
+    chain = placement.load(coloured_pair(chain=True))
+    for backend in backends:
+        result = placement.solve(chain, method="milp", backend=backend, contiguity="none", time_limit=30)
+        assert (result.status, result.value) == ("optimal", 2.0), (backend, result.message)
+
+
+def test_decimal_sum():
+    from placement.problem.memory_fit import decimal_sum
+
+    assert decimal_sum([0.1, 0.2]) == 0.3 and 0.1 + 0.2 != 0.3
+    assert decimal_sum([2.0 ** 52, 1.0, 1.0]) == 2.0 ** 52 + 2   # integers: exact
+    assert decimal_sum([]) == 0.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import fits
 
 #: relative slack between a plan's verified value and the instance's lower bound that still proves it
 #: optimal: both are sums of the instance's own numbers, so only their rounding differs
@@ -25,9 +26,9 @@ def _class_time(problem: Instance, members: list[int], part: list[int] | None = 
     """Cheapest time of the nodes ``part`` (default: all) of a colour class on one device that
     exists, supports all of the class and has room for it; ``inf`` when there is none."""
     best = math.inf
-    memory = sum(problem.nodes[i].memory for i in members)
+    sizes = [problem.nodes[i].memory for i in members]
     for t, dtype in enumerate(problem.device_types):
-        if dtype.count == 0 or memory > dtype.memory:
+        if dtype.count == 0 or not fits(sizes, dtype.memory):   # exactly, as the evaluator checks memory
             continue
         if any(problem.nodes[i].times[t] is None for i in members):
             continue

@@ -42,6 +42,18 @@ def fits(sizes: Iterable[float], bound: float) -> bool:
     return sum((Fraction(repr(float(a))) for a in sizes), Fraction(0)) <= Fraction(repr(float(bound)))
 
 
+def decimal_sum(sizes: Iterable[float]) -> float:
+    """``Σ sizes`` on the sizes as written (their shortest decimal forms), rounded once to the nearest
+    float: the memory of a colour class of sizes 0.1 and 0.2 is 0.3, which fits a bound of 0.3 as
+    :func:`fits` says (summed in floating point it is 0.30000000000000004, which does not)."""
+    sizes = [float(a) for a in sizes]
+    if all(a.is_integer() for a in sizes) and math.fsum(abs(a) for a in sizes) <= EXACT_INTEGERS:
+        return float(sum(sizes))   # integers below 2^53: the float sum is exact
+    if any(not math.isfinite(a) for a in sizes):
+        return math.fsum(sizes)
+    return float(sum((Fraction(repr(a)) for a in sizes), Fraction(0)))
+
+
 def decimal_unit(values: Sequence[float], total: float) -> float | None:
     """The unit of :func:`placement.problem.units.exact_unit` for ``values`` whose sum is ``total``,
     with that sum at most ``2^53``; ``None`` when there is none. In that unit every sum of the values

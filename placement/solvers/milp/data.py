@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import decimal_sum
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
@@ -245,7 +246,7 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
             rb.append(float(sum(nodes[v].times[t] for v in members if nodes[v].backward)))  # type: ignore[misc]
         pf_raw.append(rf)
         pb_raw.append(rb)
-        m_raw.append(float(sum(nodes[v].memory for v in members)))
+        m_raw.append(decimal_sum(nodes[v].memory for v in members))   # 0.1 + 0.2 fits 0.3, as verified
     succ = problem.successors()
     merged: dict[tuple, list] = {}
     for u, node in enumerate(nodes):

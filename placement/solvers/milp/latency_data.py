@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import decimal_sum
 from placement.solvers.milp.data import CostNode, Scaling, choose_scale, float_scaling, float_time, scale_memory
 
 
@@ -102,7 +103,7 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
             return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
-    memory = scale_memory([float(sum(nodes[i].memory for i in members)) for members in classes],
+    memory = scale_memory([decimal_sum(nodes[i].memory for i in members) for members in classes],
                           [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer)
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],

@@ -150,6 +150,10 @@ class PulpBackend(BigMBackend):
         self.problem += self._pulp.lpSum(a * self.objective_scale * v for a, v in terms)
 
     def hint(self, values: dict[Any, float]) -> str:
+        for var, val in values.items():   # PuLP raises on a start value outside a variable's bounds
+            if (var.lowBound is not None and val < var.lowBound) or (var.upBound is not None and val > var.upBound):
+                return (f"warm start ignored: it sets {var.name} to {val:g}, outside its bounds "
+                        f"[{var.lowBound}, {var.upBound}]")
         for var, val in values.items():
             var.setInitialValue(val)
         self._hint = values
