@@ -244,7 +244,7 @@ def test_optimal_on_rounded_memory_is_no_proof(name, monkeypatch):
     monkeypatch.setattr(driver, "prepare", lambda *a, **k: dataclasses.replace(prepare(*a, **k), memory_exact=False))
     result = solve_chain4(name)
     assert (result.status, result.value) == ("feasible", CHAIN4_OPTIMUM), result.message
-    assert "optimal on conservatively rounded memory only: not a proof" in result.message
+    assert "optimal on memory the model does not decide exactly: not a proof" in result.message
 
 
 @pytest.mark.parametrize("name", AVAILABLE)

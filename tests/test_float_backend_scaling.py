@@ -107,13 +107,15 @@ def test_sizes_too_small_for_the_tolerances_are_left_out_of_the_memory_rows(back
     assert result.status == "optimal" and result.value == 0.0
 
 
-def test_a_size_below_the_resolution_is_0_in_the_rows_and_the_rows_stay_exact():
+def test_a_size_below_the_resolution_is_0_in_the_rows():
     from placement.solvers.milp.data import FLOAT_MEMORY_RESOLUTION, scale_memory
 
     memory = scale_memory([1.0, 1e-9, 3.3], [3.3, float("inf")], integer=False)
     # the bound 3.3 times 2^8 is in [2^9, 2^10); 1e-9 · 2^8 = 2.6e-7 is below 2^-10
     assert memory.bounds == (3.3 * 256, float("inf")) and 1e-9 * 256 < FLOAT_MEMORY_RESOLUTION
-    assert memory.sizes == (256.0, 0.0, 3.3 * 256) and memory.exact
+    assert memory.sizes == (256.0, 0.0, 3.3 * 256)
+    # ... and the data then step by 1e-9 beside a bound of 3.3, finer than the rows decide: not exact
+    assert not memory.exact
 
 
 # latency, a -> b with a transfer of 2.2e-11 and no times on the accelerator: the optimum is 0 (both on
@@ -162,4 +164,8 @@ def test_split_models_that_highs_presolve_got_wrong(backend, instance, optimum):
         pytest.skip(f"{backend} is not available here")
     result = placement.solve(placement.load(instance), objective="throughput-gpipe", method="milp", backend=backend,
                              backward="split", w_placement="home", warm_start=False, time_limit=30)
-    assert result.status == "optimal" and result.value == pytest.approx(optimum, rel=1e-12)
+    assert result.value == pytest.approx(optimum, rel=1e-12)
+    # the class's 3.3 + 1e-9 against the bound 3.3 is a step a floating-point backend's rows cannot tell
+    # apart: it finds the optimum but proves nothing; CP-SAT proves it
+    assert result.status == ("optimal" if backend == "cp-sat" else "feasible")
+    assert result.bound <= optimum

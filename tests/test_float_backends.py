@@ -163,3 +163,42 @@ def test_times_spanning_a_hundred_orders_prove_nothing_false(backend):
     result = placement.solve(wide_sets(), method="milp", backend=backend, contiguity="sets", warm_start=False)
     assert result.bound <= optimum
     assert result.status != "optimal" or result.value == optimum
+
+
+def one_byte_over() -> dict:
+    """throughput-gpipe, stages. Node 7 (backward, 1,000,000,001 bytes) runs only on the accelerator
+    (3,000,000,001 bytes); colour class {3, 8} (forward 3: 24 on a CPU, 0 on the accelerator; backward 8:
+    2,000,000,001 bytes) fits beside 7 only one byte over the bound; node 6 takes 16 on a CPU, 0 on the
+    accelerator. So {3, 8} goes to a CPU (FW 24), 6 and 7 to the accelerator (BW 0): optimum 24 + 0. PuLP's
+    CBC, one byte away from a plan of 0, "proved" the starting plan of 40 optimal."""
+    return {"deviceTypes": [{"name": "acc", "count": 1, "memory": 3000000001, "paysComm": True},
+                            {"name": "cpu", "count": 2, "memory": None, "paysComm": False}],
+            "nodes": [{"id": 3, "times": {"acc": 0, "cpu": 24}, "isBackwardNode": False, "size": 0, "colorClass": 3},
+                      {"id": 8, "times": {"acc": 0, "cpu": 0}, "isBackwardNode": True, "size": 2000000001,
+                       "colorClass": 3},
+                      {"id": 6, "times": {"acc": 0, "cpu": 16}, "isBackwardNode": True, "size": 0},
+                      {"id": 7, "times": {"acc": 0, "cpu": None}, "isBackwardNode": True, "size": 1000000001}],
+            "edges": []}
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=needs(b)) for b in ("highs", "cbc", "scip", "pulp")])
+def test_memory_finer_than_the_tolerances_proves_nothing(backend):
+    """Sizes in bytes beside a bound of 3 GB differ by a step (one byte) far below the floating-point
+    solvers' tolerances: their proofs are not used, and the bound is the simple one."""
+    problem = placement.load(one_byte_over())
+    truth = placement.solve(problem, method="milp", backend="cp-sat", objective="throughput-gpipe")
+    assert (truth.status, truth.value) == ("optimal", 24.0)
+    result = placement.solve(problem, method="milp", backend=backend, objective="throughput-gpipe")
+    assert result.status == "feasible" and result.value >= 24.0 and result.bound <= 24.0
+    assert (f"the memory data differ by steps finer than {backend}'s tolerances can tell apart (a millionth of a "
+            "bound): its proof is not used and the bound is the simple one (cp-sat decides memory exactly)"
+            ) in result.message
+
+
+def test_the_floating_point_memory_rows_decide_coarse_data_only():
+    from placement.solvers.milp.data import scale_memory
+
+    assert not scale_memory([2000000001.0, 1000000001.0], [3000000001.0], integer=False).exact
+    assert scale_memory([2e9, 1e9], [2.5e9], integer=False).exact        # steps of 10^8: a 25th of the bound
+    assert scale_memory([0.1, 0.2], [0.25], integer=False).exact          # steps of 0.05
+    assert scale_memory([2000000001.0, 1000000001.0], [3000000001.0], integer=True).exact   # CP-SAT: integers

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum
+from placement.problem.memory_fit import decimal_sum, decimal_unit
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
@@ -149,6 +149,11 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool)
 #: sizes below this many model units are left out of a floating-point backend's memory rows: about
 #: 1e-6 of the largest binding bound, below the solvers' tolerances
 FLOAT_MEMORY_RESOLUTION = 2.0 ** -10
+#: the finest step of the memory data (the unit in which every size and binding bound is an integer),
+#: relative to the largest binding bound, that a floating-point backend's memory rows tell apart: below
+#: it a plan one byte over a bound of gigabytes is within the solvers' tolerances, and they took such
+#: plans, or "proved" a worse plan optimal; their models then decide memory only approximately
+FLOAT_MEMORY_DECIDES = 1e-6
 
 
 def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float]) -> MemoryData:
@@ -159,14 +164,19 @@ def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float,
     coefficient of 2.6e-7 beside bounds of 845 made CBC's preprocessing cut off the optimum, and CBC,
     HiGHS and PuLP then "proved" plans optimal that were not. Leaving them out relaxes the rows, so
     the model misses no plan and its bound stays valid; a plan it returns may exceed a bound by the
-    sizes left out, which the verification of every plan catches (:mod:`.outcome`)."""
+    sizes left out, which the verification of every plan catches (:mod:`.outcome`). Where the memory
+    data's finest step is below :data:`FLOAT_MEMORY_DECIDES` of the largest binding bound (byte sizes
+    beside bounds of gigabytes), the rows decide memory only within the solvers' tolerances: the data
+    is then marked inexact, so that no proof or bound of the solver is used (:mod:`.outcome`)."""
     if not binding:
         return MemoryData(tuple(sizes), tuple(math.inf for _ in bounds), False, True)
     scale = float_scaling([], max(binding)).scale
     scaled = [a * scale for a in sizes]
     scaled = [0.0 if q < FLOAT_MEMORY_RESOLUTION else q for q in scaled]
+    to_integers = decimal_unit(list(sizes) + binding, total + sum(binding))   # every value times it: an integer
+    decides = to_integers is None or to_integers * max(binding) * FLOAT_MEMORY_DECIDES <= 1.0
     return MemoryData(tuple(scaled), tuple(M * scale if math.isfinite(M) and M < total else math.inf for M in bounds),
-                      True, True)
+                      True, decides)
 
 
 @dataclass(frozen=True)

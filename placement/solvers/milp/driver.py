@@ -186,8 +186,12 @@ def data_notes(scaling: Scaling, memory_exact: bool, backend: str) -> list[str]:
     note = scaling_note(scaling, backend)
     if note:
         notes.append(note)
-    if not memory_exact:
+    if not memory_exact and backend == "cp-sat":
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    elif not memory_exact:
+        notes.append(f"the memory data differ by steps finer than {backend}'s tolerances can tell apart (a millionth "
+                     "of a bound): its proof is not used and the bound is the simple one (cp-sat decides memory "
+                     "exactly)")
     return notes
 
 

@@ -195,7 +195,8 @@ def certificate_doubt(raw: RawResult, ctx: Context, verified: float, solver_boun
     """Why the backend's answer for its own plan (verified value ``verified``) is no certificate of
     optimality, or '' when it is one as far as these checks go.
 
-    A claim of optimality stands only when the model misses no plan (memory not rounded), the
+    A claim of optimality stands only when the model decides memory exactly (not rounded
+    conservatively, and for a floating-point backend in steps its tolerances tell apart), the
     backend's incumbent is the verified value of the plan it returned (on exact data: the model
     values plans exactly; within ``slack``, the backend's documented tolerance), and its bound is
     not above a value a verified plan reaches. A bound above a verified value is wrong whatever the
@@ -207,7 +208,7 @@ def certificate_doubt(raw: RawResult, ctx: Context, verified: float, solver_boun
     if raw.status != "optimal":
         return ""
     if not ctx.exact_feasibility:
-        return "optimal on conservatively rounded memory only: not a proof"
+        return "optimal on memory the model does not decide exactly: not a proof"
     if raw.objective is None or not math.isfinite(raw.objective):
         return f"{ctx.method} claimed optimal without an objective value: not a proof"
     incumbent = raw.objective * ctx.unit
