@@ -293,8 +293,10 @@ def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any
     status = {MethodStatus.INFEASIBLE: Status.INFEASIBLE}.get(solution.status, Status.NO_SOLUTION)
     if verification is not None:
         claimed, value = solution.objective, verification.value
-        if not verification.valid:
-            message = "the plan failed independent verification: " + verification.violations[0]
+        if not verification.valid:   # with the method's own notes (why its model let the plan through)
+            violation = verification.violations[0]
+            notes = [part for part in solution.message.split("; ") if part and violation not in part]
+            message = "; ".join(["the plan failed independent verification: " + violation] + notes)
         elif not math.isclose(claimed, value, rel_tol=AGREEMENT_TOLERANCE, abs_tol=AGREEMENT_TOLERANCE):
             message = "; ".join(m for m in (f"the method's value {claimed!r} disagrees with the verified {value!r}",
                                             solution.message) if m)

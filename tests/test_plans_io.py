@@ -123,7 +123,9 @@ def test_plan_file_reports_violations(chain):
     assert (data["status"], data["devices"]) == ("no_solution", [])
     assert data["verified"]["valid"] is False
     assert data["verified"]["violations"] == ["node 2 is not placed"]
-    assert data["message"] == "the plan failed independent verification: node 2 is not placed"
+    # the method's own note follows, where it adds to the violation
+    assert data["message"] == ("the plan failed independent verification: node 2 is not placed; method 'expert' "
+                               "does not keep to contiguity 'stages': its plan is of class 'none'")
 
 
 def test_round_trip(tmp_path, chain):
