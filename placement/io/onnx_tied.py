@@ -7,9 +7,10 @@ folds that transpose into a second initializer, ``[d, V]``, under another name, 
 would count the parameter twice where one node holds both readers, unlike
 :mod:`placement.io.torch_export`, which sees one parameter.
 
-:func:`transposed_copies` finds such pairs by value: two floating-point initializers of shapes ``[a, b]`` and ``[b, a]`` with ``a ≠ b``, where one is exactly the other's
-transpose, element for element, and the values are not all equal. The later one in the
-graph's initializer list is then read as the earlier one, the same parameter. Square matrices
+:func:`transposed_copies` finds such pairs by value: two floating-point initializers of shapes
+``[a, b]`` and ``[b, a]`` with ``a ≠ b``, where one is exactly the other's transpose, element for
+element, and the values are not all equal. The later one in the graph's initializer list is then
+read as the earlier one, the same parameter. Square matrices
 and constant tensors are left apart: two distinct parameters initialised alike (zeros, ones, an
 identity) may equal each other's transpose, and merging them would count a parameter that
 exists too few times. Only the candidates (shapes that mirror another initializer's) are read

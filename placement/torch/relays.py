@@ -9,11 +9,12 @@ The placement model (DESIGN.md Â§2) charges a device that pays for transfers ``Î
 and sends every value live at its second, whether it reads the value or relays it to a later
 stage (a skip connection across it, a model input that a later stage reads; model inputs are
 no nodes of the instance, so the model charges them nowhere). In training the gradients of the
-floating-point values travel back the same way. So a stage's transfers at run time,
-``(bytes received + bytes sent) / link bandwidth`` per micro-batch, are at least what the plan
-charges it, and exceed it by what it relays. :func:`stage_transfers` gives both per stage, and
-the stage's load with its run-time transfers in place of the charged ones. Stages on devices
-that pay no transfers (CPUs) are charged nothing and counted so here too.
+floating-point values the model computes travel back the same way (its inputs carry none). So a
+stage's transfers at run time, ``(bytes received + bytes sent) / link bandwidth`` per
+micro-batch, are at least what the plan charges it, and exceed it by what it relays.
+:func:`stage_transfers` gives both per stage, and the stage's load with its run-time transfers in
+place of the charged ones. Stages on devices that pay no transfers (CPUs) are charged nothing and
+counted so here too.
 """
 
 from __future__ import annotations
@@ -44,14 +45,16 @@ class StageTransfers:
 
 
 def _nbytes(value: Any, gradients: bool) -> float:
-    """Bytes of an FX value's tensor, and of its gradient where ``gradients`` and it is floating-point."""
+    """Bytes of an FX value's tensor, and of its gradient where ``gradients`` and it is a floating-point
+    value the model computes (the model's own inputs carry no gradient between stages)."""
     import torch
 
     example = value.meta.get("val")
     if not isinstance(example, torch.Tensor):
         return 0.0
     size = float(example.numel() * example.element_size())
-    return 2 * size if gradients and example.is_floating_point() else size
+    carries = gradients and example.is_floating_point() and value.op != "placeholder"
+    return 2 * size if carries else size
 
 
 def stage_transfers(part: Any, result: Any, problem: Any, bandwidth: float, training: bool) -> list[StageTransfers]:
