@@ -7,6 +7,8 @@
 * :func:`residual_stack` — an input Linear, a stack ``blocks`` of two residual blocks and a
   head; with ``root_op=True`` a ReLU applied in the model's own forward, between the input
   Linear and the blocks, an operator outside every module.
+* :func:`tied_lm` — an embedding, two Linears and an output projection that is the embedding's
+  weight (tied), on token ids [2, 4].
 * :func:`conditioned` — three Linears on ``x`` and a Linear ``cond_proj`` on a second input
   ``cond`` that only the end reads (added to the last Linear's output); with ``unused=True`` a
   third input ``extra`` that nothing reads.
@@ -115,3 +117,20 @@ def conditioned(unused: bool = False):
 
 def conditioned_unused():
     return conditioned(unused=True)
+
+
+class TiedLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(16, 8)
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        self.head = nn.Linear(8, 16, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, idx):
+        return self.head(self.body(self.wte(idx)))
+
+
+def tied_lm():
+    torch.manual_seed(0)
+    return TiedLM(), (torch.randint(0, 16, (2, 4)),)

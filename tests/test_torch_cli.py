@@ -190,6 +190,34 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         "(placement.torch.plan_pipeline takes it); no hand-off format can\n")
 
 
+def test_split_warns_of_a_trained_parameter_that_stages_share(tmp_path, capsys):
+    """TiedLM's nodes: wte (0), body.0 (1), body.1 (2), body.2 (3), head (4), whose weight is wte's. A
+    training plan with wte and head on different stages: torch's pipeline() gives both a copy and does not
+    add their gradients (the copies drift apart; gradients were 88-103% off), so split says so on stderr.
+    One stage holding both, or an inference instance, draws no warning."""
+    instance = tmp_path / "lm.json"
+    assert main(["import", "tests.handoff_models:tied_lm", "--out", str(instance), "--training"]) == 0
+    assert json.loads(instance.read_text())["about"]["shared_parameters"] == {"head.weight": [0, 4]}
+    apart = write_plan(tmp_path / "apart.json", [0, 1, 5, 6], [2, 3, 4, 7, 8, 9])
+    together = write_plan(tmp_path / "together.json", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    capsys.readouterr()
+    for form in ("split-spec", "pipe-split", "deepspeed"):
+        assert main(["split", str(instance), apart, "--format", form]) == 0
+        assert capsys.readouterr().err == (
+            "warning: trained parameter 'head.weight' is read by stages 0 and 1; the runtime gives each stage its "
+            "own copy and does not add their gradients, so the copies drift apart in training "
+            "(placement.torch.plan_pipeline adds them)\n")
+    assert main(["split", str(instance), together, "--format", "pipe-split"]) == 0
+    assert capsys.readouterr().err == ""
+    inference = tmp_path / "lm-inference.json"
+    assert main(["import", "tests.handoff_models:tied_lm", "--out", str(inference)]) == 0
+    assert "shared_parameters" not in json.loads(inference.read_text())["about"]
+    capsys.readouterr()
+    assert main(["split", str(inference), write_plan(tmp_path / "i.json", [0, 1], [2, 3, 4]), "--format",
+                 "pipe-split"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_a_model_file_imports_its_neighbours(tmp_path, monkeypatch, capsys):
     """``file.py:factory`` finds the modules beside the file, as ``python file.py`` would, from any
     current directory."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any, Callable
 
 from placement.cli.options import UsageError, add_output_options, check_writable, path_name, print_json, write_text
 from placement.errors import InvalidParameterError
 from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal, runtime_stages,
-                                    split_points, stage_types, stages)
+                                    shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
 from placement.io.plans import read_plan
 from placement.plan import Plan
@@ -115,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         value = export(args.format, layout, plan)
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
+        if args.format != "megatron":   # Megatron ties its embeddings itself
+            for name, held in shared_across_stages(layout, plan).items():
+                listed = ", ".join(map(str, held[:-1])) + f" and {held[-1]}"
+                print(f"warning: trained parameter {name!r} is read by stages {listed}; the "
+                      "runtime gives each stage its own copy and does not add their gradients, so the copies "
+                      "drift apart in training (placement.torch.plan_pipeline adds them)", file=sys.stderr)
     if args.out:
         write_text(args.out, text + "\n")
     if args.json:

@@ -74,13 +74,14 @@ class LayoutNode:
 @dataclass(frozen=True)
 class Layout:
     """The forward nodes of an imported instance in program order, backward id -> forward id, the
-    edges between forward nodes, and the model's tensor inputs (``None``: the instance does not
-    record them)."""
+    edges between forward nodes, the model's tensor inputs (``None``: the instance does not
+    record them) and the trained parameters that several nodes read (training instances)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
     edges: tuple[tuple[int, int], ...] = ()
     inputs: tuple[str, ...] | None = None
+    shared: tuple[tuple[str, tuple[int, ...]], ...] = ()   # trained parameters several nodes read, with them
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -117,7 +118,13 @@ def layout_from_instance(data: Any) -> Layout:
     inputs = about.get("inputs") if isinstance(about, dict) else None
     if inputs is not None and (not isinstance(inputs, list) or not all(isinstance(v, str) for v in inputs)):
         raise InvalidInstanceError("field 'about.inputs' must be an array of strings")
-    return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs))
+    shared = about.get("shared_parameters", {}) if isinstance(about, dict) else {}
+    if not isinstance(shared, dict) or not all(
+            isinstance(v, list) and all(isinstance(u, int) and not isinstance(u, bool) for u in v)
+            for v in shared.values()):
+        raise InvalidInstanceError("field 'about.shared_parameters' must map parameter names to arrays of node ids")
+    return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
+                  tuple((name, tuple(ids)) for name, ids in shared.items()))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -268,6 +275,20 @@ def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: 
         refuse(form, f"model input {name!r} is first read by {reader.name!r} in stage {stage_of[reader.id]}, and "
                      f"{runtime} passes the model's inputs to stage 0 only "
                      "(placement.torch.plan_pipeline relays them)")
+
+
+def shared_across_stages(layout: Layout, plan: Plan) -> dict[str, tuple[int, ...]]:
+    """The trained parameters that nodes of several stages of ``plan`` read, each with those stages:
+    torch's ``pipeline()`` gives every such stage its own copy and does not add their gradients (nor
+    does DeepSpeed, but for layers declared tied), so the copies drift apart in training;
+    :func:`placement.torch.plan_pipeline` adds them."""
+    stage_of = {v: k for k, part in enumerate(stages(layout, plan)) for v in part}
+    out = {}
+    for name, readers in layout.shared:
+        held = tuple(sorted({stage_of[v] for v in readers if v in stage_of}))
+        if len(held) > 1:
+            out[name] = held
+    return out
 
 
 def require_intervals(layout: Layout, parts: list[list[int]], form: str) -> None:

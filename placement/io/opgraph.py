@@ -314,6 +314,17 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
     return replace(device, peak_flops=device.peak_flops + tuple((d, top) for d in missing))
 
 
+def shared_parameters(pg: PlacementGraph) -> dict[str, list[int]]:
+    """The trained parameters that several nodes read, each with those nodes' ids (ascending)."""
+    readers: dict[str, set[int]] = {}
+    for v in range(len(pg.nodes)):
+        for op in pg.node_ops(v):
+            for param in op.params:
+                if param.trainable:
+                    readers.setdefault(param.name, set()).add(v)
+    return {name: sorted(nodes) for name, nodes in readers.items() if len(nodes) > 1}
+
+
 def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
 
@@ -322,7 +333,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     exporters of :mod:`placement.io.exporters` read; backward nodes record their
     ``forward`` mate; with ``operators``, every node also records its ``operators``
     (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
-    the devices. Readers of the format ignore these fields.
+    the devices, the model's inputs (``inputs``; each node lists those it reads) and, for training,
+    the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
+    Readers of the format ignore these fields.
     """
     dtypes = {op.dtype for v in range(len(pg.nodes)) for op in pg.node_ops(v) if op.flops or op.backward_flops}
     accelerator = unused_costed(platform.accelerator, platform.accelerators, dtypes)
@@ -381,6 +394,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
         edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in pg.edges]
         edges += [{"sourceId": v, "destId": n + v, "cost": cost[v], "size": pg.activation_bytes(v)} for v in range(n)]
     quantum = _quantise(nodes, edges)
+    shared = shared_parameters(pg) if training else None
     return {
         "about": {
             "model": pg.graph.name,
@@ -397,6 +411,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "forward_flops": pg.graph.total_flops,
             "unknown_operators": list(pg.graph.unknown),
             "inputs": list(pg.graph.inputs),
+            **({"shared_parameters": shared} if shared else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,
         },
