@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
@@ -314,15 +314,16 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
     return replace(device, peak_flops=device.peak_flops + tuple((d, top) for d in missing))
 
 
-def shared_parameters(pg: PlacementGraph) -> dict[str, list[int]]:
-    """The trained parameters that several nodes read, each with those nodes' ids (ascending)."""
-    readers: dict[str, set[int]] = {}
+def shared_parameters(pg: PlacementGraph, names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
+    """Trained parameters read by two or more forward nodes of ``pg``, with those nodes (ascending);
+    ``names`` renames the graph's parameter names (aliases of one tensor to one name)."""
+    names = names or {}
+    readers: dict[str, list[int]] = {}
     for v in range(len(pg.nodes)):
-        for op in pg.node_ops(v):
-            for param in op.params:
-                if param.trainable:
-                    readers.setdefault(param.name, set()).add(v)
-    return {name: sorted(nodes) for name, nodes in readers.items() if len(nodes) > 1}
+        for name in dict.fromkeys(names.get(p.name, p.name) for op in pg.node_ops(v) for p in op.params
+                                  if p.trainable):
+            readers.setdefault(name, []).append(v)
+    return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 
 
 def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False) -> dict:
@@ -394,7 +395,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
         edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in pg.edges]
         edges += [{"sourceId": v, "destId": n + v, "cost": cost[v], "size": pg.activation_bytes(v)} for v in range(n)]
     quantum = _quantise(nodes, edges)
-    shared = shared_parameters(pg) if training else None
+    shared = {name: list(readers) for name, readers in shared_parameters(pg).items()} if training else None
     return {
         "about": {
             "model": pg.graph.name,

@@ -34,25 +34,15 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from placement.costmodel.roofline import transfer_ms
+from placement.io.opgraph import shared_parameters
 
 SUFFIX = ".grad-exchange"
-
-
-def shared_parameters(pg: Any, names: Mapping[str, str]) -> dict[str, tuple[int, ...]]:
-    """Trained parameters read by two or more forward nodes of placement graph ``pg``, with those nodes;
-    ``names`` renames the graph's parameter names (aliases of one tensor to one name)."""
-    readers: dict[str, list[int]] = {}
-    for v in range(len(pg.nodes)):
-        for name in dict.fromkeys(names.get(p.name, p.name) for op in pg.node_ops(v) for p in op.params
-                                  if p.trainable):
-            readers.setdefault(name, []).append(v)
-    return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 
 
 def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: float,
                              names: Mapping[str, str]) -> dict:
     """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring;
-    ``names`` as in :func:`shared_parameters`."""
+    ``names`` as in :func:`placement.io.opgraph.shared_parameters`."""
     shared = shared_parameters(pg, names)
     if not shared:
         return dict(instance)
@@ -73,8 +63,7 @@ def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: fl
                       "forward": first, "flops": 0.0, "bytes": 0.0})
         edges += [{"sourceId": next_id, "destId": n + v, "cost": cost, "size": size} for v in readers[1:]]
         next_id += 1
-    about = dict(instance["about"], shared_parameters={name: [pg.nodes[v].name for v in readers]
-                                                       for name, readers in shared.items()})
+    about = dict(instance["about"], shared_parameters={name: list(readers) for name, readers in shared.items()})
     return {**instance, "about": about, "nodes": nodes, "edges": edges}
 
 
