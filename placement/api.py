@@ -51,21 +51,15 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.verification.check import check_plan
 
     problem = override_devices(instance, accelerators, cpus, memory)
-    from placement.problem.split import (BACKWARD_MODES, SPLIT_DEFAULTS, check_training, refuse_split_options,
+    from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
     if objective is None:
         objective = recorded_objective(plan) or "throughput"
-    record = recorded_backward(plan) if backward in (None, "split") else {}
-    if backward is None:
-        backward = "split" if record.get("mode") == "split" else "joint"
-    given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
-    if backward == "split":
-        given = {name: record.get(name, SPLIT_DEFAULTS[name]) if value is None else value
-                 for name, value in given.items()}
-    else:
-        given = {name: SPLIT_DEFAULTS[name] if value is None else value for name, value in given.items()}
-    w_placement, inter_layer, w_share = given["w_placement"], given["inter_layer"], given["w_share"]
+    options, _ = checked_backward(recorded_backward(plan), backward, w_placement=w_placement,
+                                  inter_layer=inter_layer, w_share=w_share)
+    backward, w_placement, inter_layer, w_share = (options["backward"], options["w_placement"],
+                                                   options["inter_layer"], options["w_share"])
     model = split_model(w_placement, inter_layer, w_share)
     if one_of("backward", backward, BACKWARD_MODES) == "split":
         from placement.verification.split import check_split_plan

@@ -47,24 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
-    """The backward options of the check: those given, else those the plan file records for a split
-    solve (``record``, its ``backward`` section; ``backward``: ``split`` where it records one), else the
-    defaults; and, where the record supplied some of them, a phrase naming them."""
-    from placement.problem.split import SPLIT_DEFAULTS
+    """The backward options of the check (:func:`placement.problem.split.checked_backward`: those given,
+    else those the plan file records for a split solve, ``record``, else the defaults); and, where the
+    record supplied some of them, a phrase naming them as options."""
+    from placement.problem.split import checked_backward
 
-    from_record = args.backward is None and record.get("mode") == "split" or args.backward == "split"
-    given = {"w_placement": args.w_placement, "inter_layer": args.inter_layer, "w_share": args.w_share}
-    options = {"backward": args.backward or ("split" if record.get("mode") == "split" else "joint")}
-    taken = []
-    for name, value in given.items():
-        if value is None and from_record and name in record:
-            value = record[name]
-            flag = f"--{name.replace('_', '-')}"
-            taken.append((flag if value else f"--no-{flag[2:]}") if isinstance(value, bool) else f"{flag} {value}")
-        options[name] = SPLIT_DEFAULTS[name] if value is None else value
-    if args.backward is None and options["backward"] == "split":
-        taken.insert(0, "--backward split")
-    return options, ", ".join(taken)
+    options, taken = checked_backward(record, args.backward, w_placement=args.w_placement,
+                                      inter_layer=args.inter_layer, w_share=args.w_share)
+    phrases = []
+    for name in taken:
+        flag, value = f"--{name.replace('_', '-')}", options[name]
+        phrases.append((flag if value else f"--no-{flag[2:]}") if isinstance(value, bool) else f"{flag} {value}")
+    return options, ", ".join(phrases)
 
 
 def run(args: argparse.Namespace) -> int:

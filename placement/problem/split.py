@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError
 from placement.parameters import flag, number, one_of
@@ -49,6 +50,24 @@ class SplitModel:
     def name(self) -> str:
         """Short name of the variant, e.g. ``adjacent+inter-layer``."""
         return self.w_placement + ("+inter-layer" if self.inter_layer else "")
+
+
+def checked_backward(record: Mapping[str, Any], backward: str | None = None,
+                     **given: Any) -> tuple[dict[str, Any], list[str]]:
+    """The backward options to check a plan under: ``backward`` and the options of :data:`SPLIT_DEFAULTS`
+    as given (``None``: not given), else, for a split check, those the plan records of its split solve
+    (``record``, the ``backward`` section of a solved plan; ``backward`` is ``split`` where it records
+    one), else the defaults; with the names of the options taken from the record (``backward`` first)."""
+    from_record = backward is None and record.get("mode") == "split" or backward == "split"
+    options: dict[str, Any] = {"backward": backward or ("split" if record.get("mode") == "split" else "joint")}
+    taken = ["backward"] if backward is None and options["backward"] == "split" else []
+    for name, default in SPLIT_DEFAULTS.items():
+        value = given.get(name)
+        if value is None and from_record and name in record:
+            value = record[name]
+            taken.append(name)
+        options[name] = default if value is None else value
+    return options, taken
 
 
 def refuse_split_options(**given: object) -> None:
