@@ -59,20 +59,19 @@ def _nbytes(value: Any, gradients: bool) -> float:
 
 def stage_transfers(part: Any, result: Any, problem: Any, bandwidth: float, training: bool) -> list[StageTransfers]:
     """Per stage of ``part`` (:class:`placement.torch.partition.Partition`) and of the plan of ``result``
-    (the same stages, in order), on the instance ``problem``, whose times are in milliseconds, with
-    links of ``bandwidth`` bytes per second (module docstring)."""
+    (the same stages, in order; the charged transfers and loads are its evaluator's), on the instance
+    ``problem``, whose times are in milliseconds, with links of ``bandwidth`` bytes per second (module
+    docstring)."""
     out = []
     last = len(part.stages) - 1
-    used = [planned for planned in result.plan if planned.nodes]
-    for s, (stage, planned) in enumerate(zip(part.stages, used)):
-        kind = problem.type_index(planned.device_type)
-        compute = sum(problem.nodes[problem.index_of(v)].times[kind] or 0.0 for v in planned.nodes)
-        if not problem.device_types[kind].pays_comm:
-            out.append(StageTransfers(0.0, 0.0, planned.load))
+    used = [device for device in result.verification.report[0].devices if device.nodes]
+    for s, (stage, device) in enumerate(zip(part.stages, used)):
+        if not problem.device_types[problem.type_index(device.type)].pays_comm:
+            out.append(StageTransfers(0.0, 0.0, device.load))
             continue
         moved = sum(_nbytes(v, training) for v in stage.inputs) if s > 0 else 0.0
         moved += sum(_nbytes(v, training) for v in stage.outputs) if s < last else 0.0
-        out.append(StageTransfers(max(0.0, planned.load - compute), transfer_ms(moved, bandwidth), planned.load))
+        out.append(StageTransfers(device.comm, transfer_ms(moved, bandwidth), device.load))
     return out
 
 
