@@ -39,7 +39,12 @@ def fits(sizes: Iterable[float], bound: float) -> bool:
         return True
     if total > bound + margin:
         return False
-    return sum((Fraction(repr(float(a))) for a in sizes), Fraction(0)) <= Fraction(repr(float(bound)))
+    return _as_written(sizes) <= _as_written([bound])
+
+
+def _as_written(values: Iterable[float]) -> Fraction:
+    """The exact sum of ``values`` read as their shortest decimal forms (what ``repr`` prints)."""
+    return sum((Fraction(repr(float(a))) for a in values), Fraction(0))
 
 
 def decimal_sum(sizes: Iterable[float]) -> float:
@@ -51,7 +56,7 @@ def decimal_sum(sizes: Iterable[float]) -> float:
         return float(sum(sizes))   # integers below 2^53: the float sum is exact
     if any(not math.isfinite(a) for a in sizes):
         return math.fsum(sizes)
-    return float(sum((Fraction(repr(a)) for a in sizes), Fraction(0)))
+    return float(_as_written(sizes))
 
 
 def decimal_unit(values: Sequence[float], total: float) -> float | None:
