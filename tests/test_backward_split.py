@@ -270,32 +270,66 @@ def test_torch_import_gives_weight_gradient_times() -> None:
 
 
 def test_a_frozen_weight_has_no_weight_gradient() -> None:
-    """A fine-tuned model whose first linear is frozen (requires_grad=False), the second trained, the
-    third reading a frozen weight and a trained bias. Forward: 3x4 @ 4x8 (192 FLOPs, 304 bytes),
-    3x8 @ 8x8 (384 FLOPs), 3x8 @ 8x2 (96 FLOPs). A matmul whose parameters are all frozen computes its
-    input gradient alone: backward 192 FLOPs (not 384) in one kernel, no weight time; the trained one
-    twice its forward, half of it weight time; one with a trained parameter keeps both halves."""
+    """A fine-tuned model: a trained first linear, a frozen second (requires_grad=False), a third
+    reading a frozen weight and a trained bias. Forward: 3x4 @ 4x8 (192 FLOPs), 3x8 @ 8x8 (384 FLOPs,
+    its bytes B), 3x8 @ 8x2 (96 FLOPs). The first computes its weight gradient alone (the model's input
+    needs none): 192 FLOPs, one kernel, all of it weight time. The frozen one computes its input
+    gradient alone: 384 FLOPs (not 768) in one kernel, no weight time. The third, with a trained
+    parameter and an input that needs a gradient, keeps both halves."""
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms
     from placement.io.torch_export import import_torch
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
-    for p in (*model[0].parameters(), model[2].weight):
+    for p in (*model[1].parameters(), model[2].weight):
         p.requires_grad_(False)
     imported = import_torch(model, (torch.randn(3, 4),), platform=make_platform("h100", "epyc-7763", 2, 1),
                             training=True, granularity="operator")
     nodes = {n["name"]: n for n in imported.instance["nodes"]}
     q = imported.instance["about"]["time_quantum_ms"]
     h100 = bundled_catalogue()["h100"]
-    frozen, trained, mixed = nodes["linear.grad"], nodes["linear_1.grad"], nodes["linear_2.grad"]
-    assert (frozen["flops"], trained["flops"], mixed["flops"]) == (192.0, 768.0, 192.0)
-    assert abs(frozen["fpgaLatency"] - roofline_ms(192, 304, h100, "fp32", 1)) <= q / 2
+    first, frozen, mixed = nodes["linear.grad"], nodes["linear_1.grad"], nodes["linear_2.grad"]
+    assert (first["flops"], frozen["flops"], mixed["flops"]) == (192.0, 384.0, 192.0)
+    assert abs(frozen["fpgaLatency"] - roofline_ms(384, nodes["linear_1"]["bytes"], h100, "fp32", 1)) <= q / 2
     assert frozen["fpgaWeightLatency"] == frozen["cpuWeightLatency"] == 0.0
-    assert trained["fpgaWeightLatency"] > 0 and abs(trained["fpgaLatency"] - 2 * trained["fpgaWeightLatency"]) <= q
+    assert first["fpgaWeightLatency"] > 0 and abs(first["fpgaLatency"] - first["fpgaWeightLatency"]) <= q
     assert abs(mixed["fpgaLatency"] - 2 * mixed["fpgaWeightLatency"]) <= q
     # the gradients of the frozen layer are no memory of its backward node
-    assert frozen["size"] == 0.0 and trained["size"] == (8 * 8 + 8) * 4.0
+    assert frozen["size"] == 0.0 and first["size"] == (4 * 8 + 8) * 4.0
+
+
+def test_nothing_before_the_first_trained_parameter_has_a_gradient() -> None:
+    """A frozen backbone (two linears and a relu) under a trained head: autograd runs no backward for
+    the backbone, so its backward nodes cost nothing, save no activations, and no gradient flows back
+    to them (no mirrored edge); the head computes its weight gradient alone (3x8 @ 8x2: 96 FLOPs).
+    With an input that needs a gradient (requires_grad=True), every layer computes its input gradient."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    for p in (*model[0].parameters(), *model[2].parameters()):
+        p.requires_grad_(False)
+    platform = make_platform("h100", "epyc-7763", 2, 1)
+    x = torch.randn(3, 4)
+    data = import_torch(model, (x,), platform=platform, training=True, granularity="operator").instance
+    nodes = {n["name"]: n for n in data["nodes"]}
+    ids = {n["id"]: n["name"] for n in data["nodes"]}
+    backbone = ("linear", "relu", "linear_1")
+    assert [nodes[f"{b}.grad"]["flops"] for b in backbone] == [0.0, 0.0, 0.0]
+    assert [nodes[f"{b}.grad"]["fpgaLatency"] for b in backbone] == [0.0, 0.0, 0.0]
+    assert [nodes[b]["size"] for b in backbone] == [(32 + 8) * 4.0, 0.0, (64 + 8) * 4.0]  # parameters alone
+    assert nodes["linear_2.grad"]["flops"] == 96.0
+    gradient_edges = sorted((ids[e["sourceId"]], ids[e["destId"]]) for e in data["edges"]
+                            if ids[e["sourceId"]].endswith(".grad") and ids[e["destId"]].endswith(".grad"))
+    assert gradient_edges == []
+    x.requires_grad_(True)
+    data = import_torch(model, (x,), platform=platform, training=True, granularity="operator").instance
+    nodes = {n["name"]: n for n in data["nodes"]}
+    assert [nodes[f"{b}.grad"]["flops"] for b in (*backbone, "linear_2")] == [192.0, 24.0, 384.0, 192.0]
+
 
 def _two_nodes(**weights) -> dict:
     return {"maxFPGAs": 2, "maxCPUs": 0, "maxSizePerFPGA": 10, "nodes": [

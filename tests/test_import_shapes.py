@@ -117,16 +117,21 @@ def test_torch_linear_forward_and_backward_shapes():
 
     model, args = linear_mlp()
     imported = import_torch(model, args, platform=_platform(), training=True, operators=True)
-    # Linear(8, 4) on 2 rows: GEMM (2, 4, 8) and the bias add over 2·4; gradients: input (2, 8, 4), weight (8, 4, 2)
+    # Linear(8, 4) on 2 rows: GEMM (2, 4, 8) and the bias add over 2·4; gradients: input (2, 8, 4) where
+    # the input needs one, weight (8, 4, 2)
     assert _ops(imported.instance) == {
         "0": _j(*gemm(2, 4, 8), *vector("add", 8)), "1": _j(*vector("relu", 8)),
-        "0.grad": _j(*gemm(2, 8, 4), *gemm(8, 4, 2), *vector("add", 8)), "1.grad": _j(*vector("relu", 8))}
+        "0.grad": _j(*gemm(8, 4, 2), *vector("add", 8)), "1.grad": _j(*vector("relu", 8))}
     nodes = {n["name"]: n for n in imported.instance["nodes"]}
-    # the FLOPs the importer records are the GEMMs': forward 2·2·4·8 = 128, backward twice that; the weight
-    # gradient (the second GEMM, 128 FLOPs) is the W part weight_time_ms times: the forward's FLOPs
+    # the FLOPs the importer records are the GEMMs': forward 2·2·4·8 = 128, backward the weight gradient
+    # alone (the model's input needs none), the W part weight_time_ms times: the forward's FLOPs
     assert nodes["0"]["flops"] == 2 * 2 * 4 * 8 == 128.0
-    assert nodes["0.grad"]["flops"] == 2 * 2 * 8 * 4 + 2 * 8 * 4 * 2 == 256.0
+    assert nodes["0.grad"]["flops"] == 2 * 8 * 4 * 2 == 128.0
     assert flops(gemm(8, 4, 2)[0]) == nodes["0"]["flops"] and nodes["0.grad"]["fpgaWeightLatency"] > 0
+    x = args[0].clone().requires_grad_(True)   # an input that needs a gradient: both GEMMs
+    both = import_torch(model, (x,), platform=_platform(), training=True, operators=True).instance
+    assert _ops(both)["0.grad"] == _j(*gemm(2, 8, 4), *gemm(8, 4, 2), *vector("add", 8))
+    assert {n["name"]: n for n in both["nodes"]}["0.grad"]["flops"] == 2 * 2 * 8 * 4 + 2 * 8 * 4 * 2 == 256.0
 
 
 @torch_needed
@@ -173,13 +178,13 @@ def test_torch_convolutions_and_attention_by_hand():
         "conv": _j(*gemm(32, 8, 27), *vector("add", 256)),
         "grouped": _j(*gemm(8, 3, 36, 2)),
         "up": _j(*gemm(8, 16, 6)),
-        "conv.grad": _j(*gemm(32, 27, 8), *gemm(27, 8, 32), *vector("add", 256)),
+        "conv.grad": _j(*gemm(27, 8, 32), *vector("add", 256)),   # the weight gradient: x needs none
         "grouped.grad": _j(*gemm(8, 36, 3, 2), *gemm(36, 3, 8, 2)),
         "up.grad": _j(*gemm(8, 6, 16), *gemm(6, 16, 8))}
     counted = {n["name"]: n["flops"] for n in convs["nodes"]}  # the importer's 2·numel(out)·numel(w)/C_out
     assert (counted["conv"], counted["grouped"], counted["up"]) == (2 * 32 * 8 * 27, 2 * 2 * 8 * 3 * 36, 2 * 8 * 16 * 6)
 
-    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 7)
+    q, k, v = (torch.randn(*shape, requires_grad=True) for shape in ((2, 3, 5, 4), (2, 3, 6, 4), (2, 3, 6, 7)))
     sdpa = import_torch(Attention(), (q, k, v), platform=_platform(), training=True, operators=True).instance
     forward, grad = (n["operators"] for n in sdpa["nodes"])
     assert forward == _j(*attention(q.shape, k.shape, v.shape))   # by hand in test_attention_shapes_by_hand

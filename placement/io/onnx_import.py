@@ -581,7 +581,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, tuple(s for m in members for s in m.operators
                                                             if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,))),
-                      tuple(inputs_read)))
+                      tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs)))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)

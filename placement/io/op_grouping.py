@@ -104,11 +104,12 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
             if index >= 0:
                 tensors.add((producer, index))
                 leaving[a].add((producer, index))
-    edges = tuple((a, b, float(sum(ops[i].outputs[k] for i, k in tensors)))
-                  for (a, b), tensors in sorted(edge_tensors.items()))
+    carried = sorted(edge_tensors.items())
+    edges = tuple((a, b, float(sum(ops[i].outputs[k] for i, k in tensors))) for (a, b), tensors in carried)
     out_bytes = tuple(float(sum(ops[i].outputs[k] for i, k in tensors)) for tensors in leaving)
     return PlacementGraph(graph, tuple(nodes), edges, out_bytes, granularity,
-                          module_depth if granularity == "module" else None)
+                          module_depth if granularity == "module" else None,
+                          tuple(tuple(sorted(tensors)) for _, tensors in carried))
 
 
 def _outer_first(ops: Iterable[Op]) -> list[str]:

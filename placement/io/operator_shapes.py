@@ -38,6 +38,8 @@ two for ``softmax`` and ``layernorm`` (statistics recomputed). Views and constan
 gradient. The backward work of a matmul or convolution is therefore the forward FLOPs twice,
 as in :mod:`placement.io.opgraph`, and its weight gradient (the second GEMM) is the part that
 :func:`placement.io.opgraph.weight_time_ms` times when the operator reads a trained parameter.
+A gradient GEMM is left out where its operand needs no gradient (a frozen weight, an input that
+needs none: :func:`placement.io.opgraph.gradient_flow`).
 """
 
 from __future__ import annotations
@@ -141,9 +143,10 @@ def elementwise(kind: str, name: str, in_elements: int, out_elements: int) -> tu
     return vector(KIND_VECTOR_OPS[kind], elements)
 
 
-def backward(kind: str, forward: Sequence[Operator], weights: bool = True) -> tuple[Operator, ...]:
+def backward(kind: str, forward: Sequence[Operator], weights: bool = True, inputs: bool = True) -> tuple[Operator, ...]:
     """The gradient operators of an operator of cost ``kind`` whose forward shapes are ``forward``
-    (module docstring, "Backward"); without ``weights`` (frozen weights) no weight-gradient GEMM."""
+    (module docstring, "Backward"); without ``weights`` no weight-gradient GEMM (``dB``: frozen
+    weights), without ``inputs`` no input-gradient GEMM (``dA``: an input that needs none)."""
     if kind in ("view", "constant"):
         return ()
     out: list[Operator] = []
@@ -151,7 +154,7 @@ def backward(kind: str, forward: Sequence[Operator], weights: bool = True) -> tu
         out.extend(next(([s] for s in forward if s.kind == "gemm"), []))   # the scores, recomputed
     for s in forward:
         if s.kind == "gemm":
-            out.extend(gemm(s.m, s.k, s.n, s.batch) + (gemm(s.k, s.n, s.m, s.batch) if weights else []))
+            out.extend((gemm(s.m, s.k, s.n, s.batch) if inputs else ()) + (gemm(s.k, s.n, s.m, s.batch) if weights else ()))
         else:
             out.extend([s] * (2 if s.op in TWO_PASS_GRADIENTS else 1))
     return tuple(out)

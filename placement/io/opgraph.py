@@ -38,27 +38,32 @@ unknown
 view, constant                                  0       no data touched, nothing to differentiate
 =============================================  ======  ==================================
 
-A matmul or convolution that reads parameters none of which is trained (``requires_grad=False``:
-the frozen weights of a fine-tuned model, or buffers) computes no weight gradient: factor 1,
-one kernel, its input gradient alone. Gradients of activations are charged for every operator,
-as if every floating-point input of the model needed one: operators before the first trained
-parameter (a frozen backbone, an attention mask's arithmetic) are charged the gradients autograd
-does not compute.
+Only the gradients autograd computes are charged (:func:`gradient_flow`). An operator's
+floating-point output needs a gradient when the operator reads a trained parameter or an operand
+that needs one: the output of another operator that does, or a model input that does
+(``OpGraph.grad_inputs``: the example inputs with ``requires_grad=True``; none by default).
+An operator whose output needs none (everything before the first trained parameter, such as a
+frozen backbone or an attention mask's arithmetic) has no gradient work: factor 0, no kernel. A
+matmul or convolution computes one GEMM per operand that needs a gradient, a trained parameter
+counting as one operand: factor 2 for a trained layer inside the network; 1 for a layer whose
+weights are frozen (``requires_grad=False``, or buffers: its input gradient alone) and for the
+first trained layer, whose input needs none (its weight gradient alone); at most 2.
 
-A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution 2: input and
-weight gradients; attention 3: the fused backward's preprocessing, main and gradient
+A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution one per GEMM: input
+and weight gradients; attention 3: the fused backward's preprocessing, main and gradient
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
 constants none), each paying the device's overhead.
 
-Split backward: a matmul or convolution that reads a trained parameter spends half its gradient
-work (one of its two kernels, the forward's FLOPs and bytes) on the weight gradient; every other
+Split backward: a matmul or convolution that reads a trained parameter spends one GEMM of its
+gradient work (one kernel, the forward's FLOPs and bytes) on the weight gradient; every other
 operator's gradient is activation gradient (bias and norm-scale gradients are small reductions,
 left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
 ``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
 
-Edges are mirrored (``u → v`` gives ``grad(v) → grad(u)`` of the same size) and
-``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer time
-of the gradients of all of ``v``'s inputs from other nodes (the sum of its in-edge sizes).
+Edges that carry gradients are mirrored: ``u → v`` gives ``grad(v) → grad(u)``, whose size is
+that of the tensors of ``u`` that ``v`` reads and that need a gradient (no edge where none
+does). ``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer
+time of the gradients of all of ``v``'s inputs from other nodes (the sum of those sizes).
 
 Operator shapes: on request (``operators=True``) every node also lists what its operators
 compute, forward and backward, as GEMMs and vector operators
@@ -67,8 +72,8 @@ co-design (:mod:`placement.codesign.workload`).
 
 Memory per node: inference, its parameter (and buffer) bytes; training, a forward node
 holds its parameters and the activations it saves for its backward pass (the outputs of
-its operators other than views and constants, one micro-batch), a backward node holds
-the gradients of its trainable parameters. Optimiser state is not modelled.
+its operators other than views and constants that need a gradient, one micro-batch), a
+backward node holds the gradients of its trainable parameters. Optimiser state is not modelled.
 
 Units: times in milliseconds, sizes in bytes, as in the published Tarnawski files. Every
 time and transfer cost is rounded to the nearest multiple of the quantum
@@ -86,6 +91,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
@@ -100,6 +106,8 @@ BACKWARD_FACTOR: dict[str, float] = {
     "pointwise": 1.0, "reduction": 1.0, "pool": 1.0, "gather": 1.0, "copy": 1.0, "unknown": 1.0,
     "view": 0.0, "constant": 0.0,
 }
+#: Operator kinds whose gradient splits into an input gradient and a weight gradient of equal work.
+WEIGHT_GRADIENT_KINDS = frozenset({"matmul", "conv"})
 #: Kinds whose outputs are not new activations (they alias their input or are recomputable).
 NO_ACTIVATION_KINDS = frozenset({"view", "constant"})
 #: Kinds that launch no kernel (module docstring, "Node quantities").
@@ -141,6 +149,7 @@ class Op:
     ``inputs`` are the tensors it reads from other operators as ``(producer index, output
     index)``; an output index of ``-1`` is a dependency through a non-tensor value (a size,
     say), 0 bytes. ``model_inputs`` are the names of the model's tensor inputs it reads.
+    ``floating`` says which outputs are floating-point (empty: all).
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -160,6 +169,7 @@ class Op:
     module_calls: tuple[str, ...] = ()
     operators: tuple[Operator, ...] = ()
     model_inputs: tuple[str, ...] = ()
+    floating: tuple[bool, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -174,34 +184,70 @@ class Op:
         """Kernels the operator launches forward: 0 for a view, else 1."""
         return 0 if self.kind in NO_KERNEL_KINDS else 1
 
-    @property
-    def frozen_weights(self) -> bool:
-        """A matmul or convolution whose parameters are all frozen: it computes no weight gradient."""
-        return self.kind in WEIGHT_GRADIENT_KINDS and bool(self.params) and not any(p.trainable for p in self.params)
+    def output_floating(self, k: int) -> bool:
+        """Whether output ``k`` is a floating-point tensor (only those carry gradients)."""
+        return not self.floating or self.floating[k]
 
-    @property
-    def backward_factor(self) -> float:
-        """Its gradient work in forward units: ``BACKWARD_FACTOR[kind]``, less the weight gradient
-        (one forward's work) where its weights are frozen (module docstring, "Training")."""
-        return BACKWARD_FACTOR[self.kind] - (1.0 if self.frozen_weights else 0.0)
+    def backward_factor(self, gradient: Gradient) -> float:
+        """Its gradient work in forward units (module docstring, "Training"): none where nothing
+        needs a gradient; a matmul or convolution one GEMM per operand that needs one (at most 2);
+        every other kind ``BACKWARD_FACTOR[kind]``."""
+        if not gradient.needed:
+            return 0.0
+        if self.kind in WEIGHT_GRADIENT_KINDS:
+            return float(min(2, gradient.inputs + gradient.weights))
+        return BACKWARD_FACTOR[self.kind]
 
-    @property
-    def backward_kernels(self) -> int:
+    def backward_kernels(self, gradient: Gradient) -> int:
         """Kernels of its gradient: ``⌈backward_factor⌉``."""
-        return math.ceil(self.backward_factor)
+        return math.ceil(self.backward_factor(gradient))
 
-    @property
-    def backward_flops(self) -> float:
-        return self.backward_factor * self.flops
+    def backward_flops(self, gradient: Gradient) -> float:
+        return self.backward_factor(gradient) * self.flops
 
-    @property
-    def backward_bytes(self) -> float:
-        return self.backward_factor * self.bytes_moved
+    def backward_bytes(self, gradient: Gradient) -> float:
+        return self.backward_factor(gradient) * self.bytes_moved
 
-    @property
-    def backward_operators(self) -> tuple[Operator, ...]:
+    def backward_operators(self, gradient: Gradient) -> tuple[Operator, ...]:
         """The operators of its gradient (:func:`placement.io.operator_shapes.backward`)."""
-        return backward_shapes(self.kind, self.operators, weights=not self.frozen_weights)
+        if not gradient.needed:
+            return ()
+        if self.kind not in WEIGHT_GRADIENT_KINDS:
+            return backward_shapes(self.kind, self.operators)
+        if not self.params:   # both operands are activations: one GEMM for each that needs a gradient
+            return backward_shapes(self.kind, self.operators, weights=gradient.inputs >= 2, inputs=True)
+        return backward_shapes(self.kind, self.operators, weights=gradient.weights, inputs=gradient.inputs > 0)
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """What the backward pass computes for one operator (:func:`gradient_flow`): ``inputs``, how many
+    of its tensor operands (outputs of other operators, model inputs) need a gradient; ``weights``,
+    whether it reads a trained parameter."""
+
+    inputs: int
+    weights: bool
+
+    @property
+    def needed(self) -> bool:
+        """Whether its output needs a gradient, so that autograd runs its backward."""
+        return self.inputs > 0 or self.weights
+
+
+def gradient_flow(graph: OpGraph) -> tuple[Gradient, ...]:
+    """Per operator of ``graph`` (program order), the gradients autograd computes for it: an output
+    needs a gradient when it is floating-point and the operator reads a trained parameter or an
+    operand that needs one (module docstring, "Training")."""
+    needs: list[tuple[bool, ...]] = []
+    grad_inputs = set(graph.grad_inputs)
+    flow = []
+    for op in graph.ops:
+        operands = (sum(1 for producer, k in op.inputs if k >= 0 and needs[producer][k])
+                    + sum(1 for name in op.model_inputs if name in grad_inputs))
+        gradient = Gradient(operands, any(p.trainable for p in op.params))
+        flow.append(gradient)
+        needs.append(tuple(gradient.needed and op.output_floating(k) for k in range(len(op.outputs))))
+    return tuple(flow)
 
 
 @dataclass(frozen=True)
@@ -210,7 +256,7 @@ class OpGraph:
     operators the cost model has no FLOP formula for (costed by bytes moved only); ``aliases``,
     the groups of module names that name one module object (a module registered under several
     names: its calls under any of them are calls of one module); ``inputs``, the names of the
-    model's tensor inputs, in order."""
+    model's tensor inputs, in order; ``grad_inputs``, those that need a gradient."""
 
     ops: tuple[Op, ...]
     name: str
@@ -218,6 +264,7 @@ class OpGraph:
     unknown: tuple[str, ...] = ()
     aliases: tuple[tuple[str, ...], ...] = ()
     inputs: tuple[str, ...] = ()
+    grad_inputs: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -237,7 +284,8 @@ class GraphNode:
 
 @dataclass(frozen=True)
 class PlacementGraph:
-    """Operators grouped into nodes, with node edges ``(src, dst, bytes)`` and per-node ``out_bytes``."""
+    """Operators grouped into nodes, with node edges ``(src, dst, bytes)`` and per-node ``out_bytes``;
+    ``edge_tensors[e]`` are the tensors ``(operator, output)`` edge ``e`` carries."""
 
     graph: OpGraph
     nodes: tuple[GraphNode, ...]
@@ -245,9 +293,25 @@ class PlacementGraph:
     out_bytes: tuple[float, ...]
     granularity: str
     module_depth: int | None = None
+    edge_tensors: tuple[tuple[tuple[int, int], ...], ...] = ()
+
+    @cached_property
+    def gradients(self) -> tuple[Gradient, ...]:
+        """Per operator, the gradients autograd computes for it (:func:`gradient_flow`)."""
+        return gradient_flow(self.graph)
 
     def node_ops(self, v: int) -> list[Op]:
         return [self.graph.ops[i] for i in self.nodes[v].ops]
+
+    def node_gradients(self, v: int) -> list[tuple[Op, Gradient]]:
+        """Node ``v``'s operators, each with its :class:`Gradient`."""
+        return [(self.graph.ops[i], self.gradients[i]) for i in self.nodes[v].ops]
+
+    def gradient_bytes(self, e: int) -> float:
+        """Bytes of the gradients that flow back along edge ``e``: its tensors that need one."""
+        needed = self.gradients
+        return float(sum(self.graph.ops[i].outputs[k] for i, k in self.edge_tensors[e]
+                         if needed[i].needed and self.graph.ops[i].output_floating(k)))
 
     def flops(self, v: int) -> float:
         return float(sum(op.flops for op in self.node_ops(v)))
@@ -270,29 +334,28 @@ class PlacementGraph:
         return [name for name in self.graph.inputs if name in read]
 
     def activation_bytes(self, v: int) -> float:
-        return float(sum(op.activation_bytes for op in self.node_ops(v)))
+        """Bytes the node saves for its backward pass: the activations of its operators whose
+        outputs need a gradient."""
+        return float(sum(op.activation_bytes for op, gradient in self.node_gradients(v) if gradient.needed))
 
     def operators(self, v: int, backward: bool = False) -> list[dict]:
         """The operators node ``v`` (or its backward node) runs, in the model-file format of
         :mod:`placement.codesign.workload`."""
-        return [to_json(s) for op in self.node_ops(v)
-                for s in (op.backward_operators if backward else op.operators)]
+        return [to_json(s) for op, gradient in self.node_gradients(v)
+                for s in (op.backward_operators(gradient) if backward else op.operators)]
 
 
 def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool = False) -> float:
     """Time of node ``v`` (or of its backward node) on ``device``: the sum of its operators' times,
     roofline plus per-kernel overhead."""
     total = 0.0
-    for op in pg.node_ops(v):
+    for op, gradient in pg.node_gradients(v):
         if backward:
-            total += roofline_ms(op.backward_flops, op.backward_bytes, device, op.dtype, op.backward_kernels)
+            total += roofline_ms(op.backward_flops(gradient), op.backward_bytes(gradient), device, op.dtype,
+                                 op.backward_kernels(gradient))
         else:
             total += roofline_ms(op.flops, op.bytes_moved, device, op.dtype, op.kernels)
     return total
-
-
-#: Operator kinds whose gradient splits into an input gradient and a weight gradient of equal work.
-WEIGHT_GRADIENT_KINDS = frozenset({"matmul", "conv"})
 
 
 def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
@@ -338,14 +401,16 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
     Readers of the format ignore these fields.
     """
-    dtypes = {op.dtype for v in range(len(pg.nodes)) for op in pg.node_ops(v) if op.flops or op.backward_flops}
+    dtypes = {op.dtype for op in pg.graph.ops if op.flops}
     accelerator = unused_costed(platform.accelerator, platform.accelerators, dtypes)
     cpu = unused_costed(platform.cpu, platform.cpus, dtypes)
     bandwidth = platform.link_bandwidth
     n = len(pg.nodes)
-    in_bytes = [0.0] * n
-    for a, b, size in pg.edges:
-        in_bytes[b] += size
+    grad_edges = [(a, b, pg.gradient_bytes(e)) for e, (a, b, _) in enumerate(pg.edges)] if training else []
+    grad_edges = [(a, b, size) for a, b, size in grad_edges if size > 0]
+    in_grad_bytes = [0.0] * n
+    for a, b, size in grad_edges:
+        in_grad_bytes[b] += size
     nodes = []
     for v, node in enumerate(pg.nodes):
         entry = {
@@ -374,7 +439,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     edges = [{"sourceId": a, "destId": b, "cost": cost[a], "size": size} for a, b, size in pg.edges]
     if training:
         for v, node in enumerate(pg.nodes):
-            ops = pg.node_ops(v)
+            ops = pg.node_gradients(v)
             nodes.append({
                 "id": n + v,
                 "name": node.name + ".grad",
@@ -387,12 +452,12 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
                 "colorClass": v,
                 "size": pg.param_bytes(v, trainable_only=True),
                 "forward": v,
-                "flops": float(sum(op.backward_flops for op in ops)),
-                "bytes": float(sum(op.backward_bytes for op in ops)),
+                "flops": float(sum(op.backward_flops(gradient) for op, gradient in ops)),
+                "bytes": float(sum(op.backward_bytes(gradient) for op, gradient in ops)),
                 **({"operators": pg.operators(v, backward=True)} if operators else {}),
             })
-        grad_cost = [transfer_ms(in_bytes[v], bandwidth) for v in range(n)]
-        edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in pg.edges]
+        grad_cost = [transfer_ms(in_grad_bytes[v], bandwidth) for v in range(n)]
+        edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in grad_edges]
         edges += [{"sourceId": v, "destId": n + v, "cost": cost[v], "size": pg.activation_bytes(v)} for v in range(n)]
     quantum = _quantise(nodes, edges)
     shared = {name: list(readers) for name, readers in shared_parameters(pg).items()} if training else None

@@ -450,14 +450,17 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
                       float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
-                      _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs)))
+                      _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
+                      tuple(t is not None and t.is_floating_point() for t in out)))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
     if names:
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
-    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs)
+    grad_inputs = tuple(n.name for n in program.graph.nodes if n.op == "placeholder" and n.name in inputs
+                        and n.meta["val"].is_floating_point() and n.meta["val"].requires_grad)
+    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
