@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import placement
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from placement.errors import InvalidParameterError
 from placement.io.tarnawski import read_instance
@@ -23,6 +23,7 @@ from placement.testing.bruteforce_latency import brute_force_latency
 from placement.solvers.dp import solve_dp
 from placement.solvers.registry import METHODS
 from tests.methods import run_method as solve
+from placement.verification.check import call_limit_violations
 from placement.verification.evaluate import evaluate
 from placement.verification.latency import evaluate_latency
 
@@ -259,6 +260,48 @@ def test_no_baseline_beats_the_optimum_of_its_class(problem):
             assert solution.objective >= dp.objective
         if method == "pipedream":
             assert cls == "stages"
+
+
+def cpu_in_the_middle() -> Instance:
+    """a -> b -> c, b unsupported on accelerators; 1 ms on an accelerator, 10 on a CPU; transfers 0.5.
+
+    latency-greedy with one call per accelerator: a on accelerator 0 [0, 1.5], b on the CPU [1.5, 11.5],
+    c cannot be a second call of accelerator 0: accelerator 1 [11.5, 11.5 + 0.5 + 1 = 13] -> 13.
+    With two calls per accelerator c is accelerator 0's second call, at the same times -> 13."""
+    nodes = [Node(i, n, (1.0 if i != 2 else None, 10.0), 0.0, False, None, 0.5) for i, n in ((1, "a"), (2, "b"), (3, "c"))]
+    return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 10, name="cpu-in-the-middle")
+
+
+def test_latency_greedy_keeps_to_the_calls_per_accelerator():
+    problem = cpu_in_the_middle()
+    one = solve(problem, "latency-greedy")
+    assert (one.status, one.objective) == (Status.FEASIBLE, 13.0)
+    assert one.plan == Plan((DeviceAssignment(A, (1,)), DeviceAssignment(C, (2,)), DeviceAssignment(A, (3,))))
+    two = solve(problem, "latency-greedy", calls=2)
+    assert (two.status, two.objective) == (Status.FEASIBLE, 13.0)
+    assert two.plan.devices[0].nodes == (1, 3) and evaluate_latency(problem, two.plan).valid
+    assert call_limit_violations(problem, one.plan, 1) == call_limit_violations(problem, two.plan, 2) == []
+    assert brute_force_latency(problem, 1).objective == 13.0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=7, training=False))
+@example(cpu_in_the_middle())
+def test_latency_baselines_give_valid_plans_no_better_than_the_optimum(problem):
+    """With a CPU core every node has somewhere to go, so each latency baseline returns a plan the
+    evaluator accepts, with one call per accelerator (and two for the greedy asked for two), and none
+    below the exhaustive optimum."""
+    if not problem.device_types[1].count:
+        problem = replace(problem, device_types=(problem.device_types[0], replace(problem.device_types[1], count=1)))
+    optimum = brute_force_latency(problem, 1).objective
+    for method, calls in [(m, 1) for m in LATENCY] + [("latency-greedy", 2)]:
+        solution = solve(problem, method, objective="latency", calls=calls)
+        check = evaluate_latency(problem, solution.plan)
+        assert check.valid and solution.status is Status.FEASIBLE, (method, check.violations)
+        assert call_limit_violations(problem, solution.plan, calls) == [], method
+        assert solution.objective == check.latency
+        if calls == 1:
+            assert solution.objective >= optimum * (1 - 1e-12)
 
 
 TWO_TYPE_TINY = [p for p in sorted(TINY.glob("*.json"))

@@ -75,7 +75,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     _baseline("expert", "expert", "a given split (a plan) evaluated as it is", _THROUGHPUT, ANY_CATALOGUE,
               options=("split",)),
     _baseline("single", "single", "everything on one device of each kind", _THROUGHPUT),
-    _baseline("latency-greedy", "latency_greedy", "greedy single-sample schedule", _LATENCY),
+    _baseline("latency-greedy", "latency_greedy", "greedy single-sample schedule", _LATENCY, options=("calls",)),
     _baseline("latency-dp-split", "latency_dp_split", "the DP's pipeline run for one sample", _LATENCY,
               options=("max_ideals",)),
     _baseline("latency-chain", "latency_chain", "calls in turn along a few topological orders, by DP", _LATENCY),

@@ -10,12 +10,12 @@ accelerator 1, and so on; once a unit does not fit the last accelerator, it and
 every later unit go to the CPUs. Each accelerator runs its units as one call.
 A unit that is unsupported on accelerators, or larger than an accelerator's
 memory, goes to the CPUs on its own, and the next unit on the same accelerator
-starts a new call (so each call stays a run of consecutive units of one
-topological order, hence contiguous, and the calls never wait on each other in
-a cycle). All CPU nodes are listed on one CPU device: under the latency model
-CPU nodes run in parallel without limit. Without CPU cores, units that fit no
-accelerator stay on the last one and the evaluator reports the memory
-violation. Options other than ``objective`` are ignored.
+starts a new call there while it has fewer than ``calls`` calls, else on the next
+accelerator (so each call stays a run of consecutive units of one topological
+order, hence contiguous, and the calls never wait on each other in a cycle).
+All CPU nodes are listed on one CPU device: under the latency model CPU nodes
+run in parallel without limit. Without CPU cores, units that fit no accelerator
+stay on the last one and the evaluator reports the memory violation.
 """
 
 from __future__ import annotations
@@ -29,19 +29,24 @@ from placement.solvers.baselines.common import (LATENCY, build_plan, check_objec
                                                 units_in_topological_order)
 
 
-def solve_latency_greedy(problem: Instance, **options: Any) -> Solution:
-    """The greedy of the module docstring; the Solution's objective is the verified latency."""
+def solve_latency_greedy(problem: Instance, calls: int = 1, **options: Any) -> Solution:
+    """The greedy of the module docstring, at most ``calls`` calls per accelerator; the Solution's
+    objective is the verified latency."""
     check_objective(options, "latency-greedy", LATENCY)
     start = time.perf_counter()
     kinds = two_types(problem, "latency-greedy")
     units = units_in_topological_order(problem, kinds)
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
-    calls: dict[tuple[str, int], list[list[int]]] = {}
+    runs: dict[tuple[str, int], list[list[int]]] = {}
     d, memory, overflow = 0, 0.0, False
     break_call = False
     for unit in units:
         accelerator = unit.acc is not None and k > 0 and unit.memory <= kinds.memory and not overflow
+        if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls and d < k - 1:
+            d, memory, break_call = d + 1, 0.0, False   # a new call, but this accelerator has all its calls
+        if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls:
+            overflow, accelerator = True, False         # and so have all the others
         if accelerator:
             while d < k - 1 and memory + unit.memory > kinds.memory:
                 d, memory, break_call = d + 1, 0.0, False
@@ -52,7 +57,7 @@ def solve_latency_greedy(problem: Instance, **options: Any) -> Solution:
             accelerator = k > 0   # nowhere else to go: the evaluator reports what breaks
         if accelerator:
             key = (ACCELERATOR, d)
-            device_calls = calls.setdefault(key, [])
+            device_calls = runs.setdefault(key, [])
             if break_call or not device_calls:
                 device_calls.append([])
                 break_call = False
@@ -61,6 +66,6 @@ def solve_latency_greedy(problem: Instance, **options: Any) -> Solution:
             memory += unit.memory
         else:
             held.setdefault((CPU, 0), []).extend(unit.members)
-            break_call = (ACCELERATOR, d) in calls
-    plan = build_plan(problem, held, calls)
+            break_call = (ACCELERATOR, d) in runs
+    plan = build_plan(problem, held, runs)
     return latency_solution(problem, plan, "latency-greedy", start, {"units": len(units)})
