@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
-from placement.loading import override_devices
+from placement.loading import as_loaded, is_piper, override_devices
 from placement.parameters import callback, flag, integer, number, one_of
 from placement.result import Verification
 
@@ -71,15 +71,16 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 
 
-def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int = DEFAULT_MICROBATCHES,
+def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
              comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
              memory_limit: float | None = None, keep_tasks: bool = True,
-             progress: Callable[[str], None] | None = None) -> Any:
+             progress: Callable[[str], None] | None = None, chunks: int | None = None,
+             forward_share: float | None = None, allreduce: str = "ring", unit_scale: float = 1.0) -> Any:
     """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
 
     ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
-    graphs; ``microbatches`` is the number run (one iteration of that many for the flush
+    graphs; ``microbatches`` is the number run (default 64; one iteration of that many for the flush
     schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
     backward's compute that is weight-gradient work (``split-backward`` only, default 0.5; for a
@@ -90,13 +91,48 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
     how far a long run of that kind has got (every few million tasks). Returns a
     :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
+
+    A Piper instance (data- and tensor-parallel stages) runs one batch of its parallel plan (a
+    plan file or document as ``solve`` writes it for such an instance, the ``ParallelResult`` of
+    ``solve``, or a :class:`placement.parallel.plan.ParallelPlan`), checked first on the devices and memory the
+    plan records (a ``ParallelResult`` or a plan file records them; a bare ``ParallelPlan`` is checked on
+    the instance's): :func:`placement.simulation.parallel.simulate_parallel`, with ``schedule`` (default
+    the plan's), ``microbatches`` (default the instance's ``mbsInBatch``), ``chunks``,
+    ``forward_share`` (default 1/3), ``allreduce`` and ``unit_scale``; it returns a
+    :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
+    instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit``,
+    ``keep_tasks`` and ``progress`` to the others only.
     """
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
     from placement.simulation.split import is_split_plan, plan_split_record
 
-    problem = override_devices(instance, accelerators, cpus, memory)
+    given = {"comm": comm != "inline", "w_fraction": w_fraction is not None, "engine": engine != "heap",
+             "accelerators": accelerators is not None, "cpus": cpus is not None, "memory": memory is not None,
+             "memory_limit": memory_limit is not None, "keep_tasks": keep_tasks is not True,
+             "progress": progress is not None}
+    parallel = {"chunks": chunks is not None, "forward_share": forward_share is not None,
+                "allreduce": allreduce != "ring", "unit_scale": unit_scale != 1.0}
+    loaded = as_loaded(instance)
+    if is_piper(loaded):
+        unused = next((name for name, used in given.items() if used), None)
+        if unused is not None:
+            raise InvalidParameterError(unused, "does not apply to a Piper instance (its plans run data- and "
+                                                "tensor-parallel stages)")
+        from placement.simulation.parallel import FORWARD_SHARE, read_parallel_plan, refuse_invalid, simulate_parallel
+
+        parallel_plan, devices, plan_memory = read_parallel_plan(plan)
+        refuse_invalid(loaded, parallel_plan, devices, plan_memory)
+        return simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks, microbatches=microbatches,
+                                 forward_share=FORWARD_SHARE if forward_share is None else forward_share,
+                                 allreduce=allreduce, unit_scale=unit_scale)
+    unused = next((name for name, used in parallel.items() if used), None)
+    if unused is not None:
+        raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")
+    if microbatches is None:
+        microbatches = DEFAULT_MICROBATCHES
+    problem = override_devices(loaded, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     source, plan = plan, as_plan(plan)

@@ -97,16 +97,25 @@ def _parse(data: Any, format: str | None, name: str) -> Any:
     return parse_instance(data, name)
 
 
+def as_loaded(instance: Any) -> Any:
+    """``instance`` itself, or the instance (an :class:`Instance` or a Piper instance) a path or document holds."""
+    return load(instance) if isinstance(instance, (str, PathLike, Mapping)) else instance
+
+
+def is_piper(instance: Any) -> bool:
+    """Whether ``instance`` is a Piper instance (per-stage data- and tensor-parallel configurations)."""
+    from placement.io.piper import PiperInstance
+
+    return isinstance(instance, PiperInstance)
+
+
 def as_instance(instance: Any) -> Instance:
     """``instance`` itself, or the instance a path or document holds; a Piper instance is refused
     (its stages carry data- and tensor-parallel degrees, which the one-device-per-stage methods do not model)."""
-    if isinstance(instance, (str, PathLike, Mapping)):
-        instance = load(instance)
+    instance = as_loaded(instance)
     if isinstance(instance, Instance):
         return instance
-    from placement.io.piper import PiperInstance
-
-    if isinstance(instance, PiperInstance):
+    if is_piper(instance):
         raise InvalidParameterError("instance", f"is a Piper instance ({instance.name}: per-stage data- and "
                                                 f"tensor-parallel configurations): only solve and simulate take it")
     raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON document, "

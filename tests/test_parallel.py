@@ -231,8 +231,11 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
         assert capsys.readouterr().err == (f"error: {path} is a Piper instance (tiny: per-stage data- and "
                                            "tensor-parallel configurations): only solve and simulate take it\n")
     assert main(["solve", str(path), "--stages", "2"]) == 2
-    assert capsys.readouterr().err == ("error: --stages does not apply to a Piper instance; give its device count "
-                                       "as --devices N\n")
+    assert capsys.readouterr().err == ("error: --stages does not apply to a Piper instance: its DP chooses the "
+                                       "number of stages with their data- and tensor-parallel degrees\n")
+    assert main(["solve", str(path), "--accelerators", "2"]) == 2
+    assert capsys.readouterr().err == ("error: --accelerators does not apply to a Piper instance; give its device "
+                                       "count as --devices N\n")
 
 
 @pytest.mark.skipif(not (SHARED / "bert32a100.json").exists(), reason="shared Piper instances absent")

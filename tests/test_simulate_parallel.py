@@ -32,6 +32,7 @@ from placement.verification.parallel import evaluate_parallel
 from tests.strategies_parallel import piper_instances
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def tmpc(name, time, parameters=0.0, activations=0.0, resident=0.0, fw=None, bw=None):
@@ -453,13 +454,36 @@ def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
 
 def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
     instance, plan = write_two_stage(tmp_path)
-    for doc, message in (({"stages": []}, "the plan has no stage"),
+    for doc, message in (({"stages": []}, "the plan is not valid for this instance: node 0 is in no stage "
+                                          "(and 1 more)"),
                          ({"fpgas": []}, "a parallel plan must be a JSON object with a list 'stages'"),
                          ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}}]},
-                          "node 1 is in no stage (1 nodes missing)")):
+                          "the plan is not valid for this instance: node 1 is in no stage"),
+                         # the plan records 2 devices; 2 replicas of each stage take 4: checked before the run
+                         ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}},
+                                      {"nodes": [1], "d": 2, "t": 1, "tmpcs": {"1": "x"}}], "devices": 2},
+                          "the plan is not valid for this instance: the plan uses 4 devices (Σ d·t), more than the "
+                          "2 available")):
         Path(plan).write_text(json.dumps(doc))
         assert main(["simulate", instance, plan]) == 2
         assert capsys.readouterr().err == f"error: {plan}: {message}\n"
+
+
+def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, capsys):
+    import placement
+
+    instance, plan = write_two_stage(tmp_path)
+    run = placement.simulate(instance, plan)
+    assert main(["simulate", instance, plan, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(run.to_json()))
+    # 2 replicas of 2 stages: the gpipe batch of test_two_stages_two_replicas_by_hand, ring all-reduce
+    assert run.time_per_batch == pytest.approx(23.0, rel=1e-12)
+    with pytest.raises(placement.errors.InvalidParameterError,
+                       match="^comm does not apply to a Piper instance"):
+        placement.simulate(instance, plan, comm="link")
+    with pytest.raises(placement.errors.InvalidParameterError,
+                       match="^allreduce applies to Piper instances only"):
+        placement.simulate(ROOT / "instances" / "tiny" / "chain4.json", plan, allreduce="piper")
 
 
 # --- plans of the planner ----------------------------------------------------------------------------

@@ -39,11 +39,9 @@ def check_no_parallel_options(args: argparse.Namespace) -> None:
 
 def run_parallel(args: argparse.Namespace, instance) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
+    import placement
     from placement.errors import InvalidPlanError
-    from placement.jsonfile import load_json
-    from placement.parallel.plan import ParallelPlan
     from placement.report.parallel_simulation import format_parallel_simulation
-    from placement.simulation.parallel import FORWARD_SHARE, simulate_parallel
 
     unused = [option for option, given in (("--trace", args.trace), ("--gantt", args.gantt),
                                            ("--comm", args.comm != "inline"), ("--w-fraction", args.w_fraction),
@@ -53,20 +51,18 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if unused:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
-    doc = load_json(args.plan, InvalidPlanError)
     try:
-        plan = ParallelPlan.from_json(doc.get("plan", doc) if isinstance(doc, dict) else doc)
-        result = simulate_parallel(instance, plan, schedule=args.schedule, chunks=args.chunks,
-                                   microbatches=args.microbatches,
-                                   forward_share=FORWARD_SHARE if args.forward_share is None else args.forward_share,
-                                   allreduce=args.allreduce, unit_scale=args.unit_scale)
+        result = placement.simulate(instance, args.plan, schedule=args.schedule, chunks=args.chunks,
+                                    microbatches=args.microbatches, forward_share=args.forward_share,
+                                    allreduce=args.allreduce, unit_scale=args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
-        raise InvalidPlanError(f"{args.plan}: {exc}") from None
+        message = str(exc)
+        raise InvalidPlanError(message if message.startswith(f"{args.plan}:") else f"{args.plan}: {message}") from None
     if args.json:
         print_json(result.to_json())
         return 0
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
-    if args.allreduce == "ring" and any(stage.d > 1 for stage in plan.stages):
+    if args.allreduce == "ring" and any(stage.d > 1 for stage in result.stages):
         print("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
               "Piper's 4(d-1)/d (--allreduce piper)")
     return 0

@@ -61,9 +61,12 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
             raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines "
                                               f"of data- and tensor-parallel stages, solved by one exact DP), not "
                                               f"{value!r}")
-    for name, value in (("accelerators", accelerators), ("cpus", cpus), ("stages", stages)):
+    for name, value in (("accelerators", accelerators), ("cpus", cpus)):
         if value is not None:
             raise InvalidParameterError(name, "does not apply to a Piper instance; give its device count as devices=N")
+    if stages is not None:
+        raise InvalidParameterError("stages", "does not apply to a Piper instance: its DP chooses the number of "
+                                              "stages with their data- and tensor-parallel degrees")
 
 
 def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,

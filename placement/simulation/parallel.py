@@ -42,12 +42,14 @@ Figures
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
@@ -189,6 +191,65 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
                    for s in layout.stages)
     return ParallelSimulation(schedule, chunks, m, share, allreduce, float(end_a.max()),
                               max(r.busy for r in replicas) / m, stages, tuple(replicas), len(run.graph))
+
+
+def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
+    """The parallel plan ``source`` holds (a :class:`ParallelPlan`, a
+    :class:`placement.parallel.result.ParallelResult`, a plan file or its decoded document, as ``placement
+    solve --out`` writes it for a Piper instance, or a record whose ``plan`` is one), with the devices and
+    memory it records (``None`` where it records none); :class:`InvalidPlanError` if it holds none."""
+    from placement.parallel.plan import ParallelPlan   # the plan's data, read here only: the run needs none of it
+    from placement.parallel.result import ParallelResult
+
+    if isinstance(source, ParallelPlan):
+        return source, None, None
+
+    if isinstance(source, ParallelResult):
+        if source.plan is None:
+            raise InvalidPlanError(f"the result holds no plan ({source.status})")
+        return source.plan, source.devices, source.memory
+    if isinstance(source, (str, os.PathLike)):
+        from placement.jsonfile import load_json
+
+        try:
+            source = load_json(source, InvalidPlanError)
+        except InvalidPlanError as exc:
+            raise InvalidPlanError(f"{source}: {exc}") from None
+    if not isinstance(source, Mapping):
+        raise InvalidPlanError(f"a parallel plan must be a ParallelPlan, a plan file or a JSON object, "
+                               f"not {type(source).__name__}")
+    doc = source.get("plan", source)
+    plan = ParallelPlan.from_json(doc)
+    record = doc if isinstance(doc, Mapping) else source
+    devices = record.get("devices", source.get("devices"))
+    memory = record.get("memory", source.get("memory"))
+    counts = isinstance(devices, Mapping) and all(isinstance(k, str) and _count(c) for k, c in devices.items())
+    devices = devices if _count(devices) or counts else None
+    memory = memory if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory >= 0 else None
+    return plan, devices, memory
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None) -> None:
+    """:class:`InvalidPlanError` with the first violation the independent evaluator finds in ``plan``
+    (:mod:`placement.verification.parallel`, :mod:`placement.verification.parallel_interleaved` for an
+    interleaved plan) on ``devices`` devices (a count, or counts per device type) of ``memory`` bytes,
+    by default the instance's: more devices than there are, a stage over its memory, ..."""
+    from placement.verification.parallel import evaluate_parallel
+    from placement.verification.parallel_interleaved import evaluate_interleaved
+
+    if plan.chunks > 1:
+        evaluation = evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
+                                          memory=memory)
+    else:
+        evaluation = evaluate_parallel(instance, plan, devices=devices, memory=memory)
+    if evaluation.violations:
+        count = len(evaluation.violations)
+        more = f" (and {count - 1} more)" if count > 1 else ""
+        raise InvalidPlanError(f"the plan is not valid for this instance: {evaluation.violations[0]}{more}")
 
 
 class _Run:
