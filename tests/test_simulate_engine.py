@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from placement.simulation.engine import FIFO, ORDERED, Deadlock, TaskGraph, execute
@@ -223,8 +223,32 @@ def test_every_run_respects_dependencies_resources_and_orders(g):
         assert all(start[x] <= start[y] for x, y in zip(order, order[1:]))
 
 
+def main_task_ready_while_fillers_wait() -> TaskGraph:
+    """Found by the comparison below: zero-length main tasks 0 (resource 0) and 2 (resource 1, after 0)
+    make task 3 of the fifo resource 2 ready at time 0, where task 6 is ready too; resource 1 also
+    holds a ready filler (5). Task 3 comes first (same priority and time, lower id) only if resource 1
+    starts task 2 at once instead of waiting, for its filler, until the moment settles."""
+    g = TaskGraph()
+    for policy in (ORDERED, ORDERED, FIFO):
+        g.add_resource(policy)
+    for r, d, filler in [(0, 0.0, False), (0, 0.0, True), (1, 0.0, False), (2, 0.25, False), (0, 0.0, True),
+                         (1, 0.0, True), (2, 0.25, False)]:
+        g.add_task(r, d, filler=filler)
+    for before, after in [(0, 2), (0, 3), (2, 3)]:
+        g.add_dependency(before, after)
+    g.set_order(0, [0])
+    g.set_order(1, [2])
+    return g
+
+
+def test_a_main_task_that_becomes_ready_starts_before_the_queues_choose():
+    start, end = execute(main_task_ready_while_fillers_wait())
+    assert (start[3], start[6]) == (0.0, 0.25)
+
+
 @pytest.mark.skipif(not HAVE_SIMPY, reason="SimPy is not installed (pip install 'placement[simulate]')")
 @given(random_graphs())
+@example(main_task_ready_while_fillers_wait())
 @settings(max_examples=200)
 def test_simpy_engine_gives_the_same_times(g):
     from placement.simulation.engine_simpy import execute_simpy

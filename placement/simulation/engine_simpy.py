@@ -6,7 +6,8 @@ main-task order, waiting for each task's predecessors; while the next main task
 is not ready it runs the queued filler that comes first by ``(priority, time it
 became ready, id)``, choosing only after every other event of the moment (a
 wake-up event of lower priority than SimPy's own, re-armed while events within
-a relative ``SAME_TIME`` are pending, as the heap core merges them). A ``fifo``
+a relative ``SAME_TIME`` are pending, as the heap core merges them), and starts
+its next main task at once should that become ready while it waits. A ``fifo``
 resource serves its queue of ready tasks in the same order, also choosing only
 after every event of the moment. (The two engines may break a tie differently
 only when a queue task of length zero, or a filler of length zero, makes
@@ -102,7 +103,13 @@ def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:
                 k += 1
                 continue
             if queues[r]:
-                yield from settle(_FILLER)
+                # the moment settles before a filler runs, unless the next main task becomes ready
+                # meanwhile: that one starts at once (its end may make other tasks ready at this moment)
+                settled = env.process(settle(_FILLER))
+                while not settled.triggered and not (k < len(order) and ready[order[k]]):
+                    wake[r] = env.event()
+                    yield settled | wake[r]
+                    wake[r] = None
                 if k < len(order) and ready[order[k]]:
                     continue
                 yield from run(heapq.heappop(queues[r])[2])
