@@ -129,9 +129,12 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     check_objective(problem, objective)
     if calls != 1 and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
-    if objective == "latency" and contiguity != "stages":
+    if objective == "latency" and contiguity not in ("stages", "none"):
         raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
-                                                  "places calls, not pipeline stages); leave it at 'stages'")
+                                                  "places calls, not pipeline stages, and its plans are of class "
+                                                  "'none'); leave it at 'stages' or give 'none'")
+    if objective == "latency":
+        options["contiguity"] = contiguity = "stages"
     stage_count(problem, options["stages"])
     from placement.problem.split import BACKWARD_MODES, split_model
 

@@ -384,3 +384,18 @@ def test_verify_checks_what_a_solved_plan_records(tmp_path):
     joint = placement.verify(pair, path, backward="joint")
     assert joint.valid and joint.value != split.value
     assert placement.verify(pair, path, w_share=0.5).value != split.value   # another variant when asked
+
+
+def test_latency_takes_the_class_its_plans_belong_to():
+    """A latency plan places calls, and is of class 'none' (what its result records): contiguity 'none'
+    is the same request as the default, 'sets' is refused. chain4 for one sample: the chain DP's
+    single call of a..d lasts 14, and no split beats it (a split adds transfers to a chain)."""
+    default = placement.solve(CHAIN4, objective="latency", method="latency-chain")
+    none = placement.solve(CHAIN4, objective="latency", method="latency-chain", contiguity="none")
+    assert (none.value, none.contiguity, none.plan) == (default.value, default.contiguity, default.plan)
+    assert (none.value, none.contiguity) == (14.0, "none")
+    with pytest.raises(placement.errors.InvalidParameterError) as info:
+        placement.solve(CHAIN4, objective="latency", contiguity="sets")
+    assert str(info.value) == ("contiguity does not apply to objective='latency' (the latency model places calls, "
+                               "not pipeline stages, and its plans are of class 'none'); leave it at 'stages' or "
+                               "give 'none'")
