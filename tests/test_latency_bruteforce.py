@@ -63,7 +63,10 @@ def test_two_calls_on_one_accelerator_beat_one():
     # m is always on the CPU; a and b: both on the accelerator in one call (not contiguous), as (a), (b)
     # (valid) or (b), (a) (a deadlock); one of them there (2 plans, valid); neither (valid): 6 plans, 4 valid
     assert two.stats == {"plans": 6, "valid": 4, "max_calls": None}
-    assert solve(problem, "latency-greedy").objective == 5.0   # the greedy splits the call around m too
+    # the greedy, one call allowed: a on the accelerator, m and then b on the CPU (13); two allowed, it
+    # splits the call around m too (5)
+    assert solve(problem, "latency-greedy").objective == 13.0
+    assert solve(problem, "latency-greedy", calls=2).objective == 5.0
 
 
 def test_infeasible_when_a_class_fits_nowhere():
