@@ -41,7 +41,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     else ``throughput``); ``calls`` the most calls per accelerator (latency only);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
-    ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``.
+    ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``; those not
+    given are, by default, what a solved plan records it was solved with (``Result.overrides``).
     ``backward="split"`` checks a split-backward plan under the variant ``w_placement``,
     ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules);
     by default a plan that records a split-backward solve is checked so, under the variant it
@@ -50,7 +51,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.io.plans import recorded_backward, recorded_objective
     from placement.verification.check import check_plan
 
-    problem = override_devices(instance, accelerators, cpus, memory)
+    problem = override_devices(instance, **solved_devices(plan, accelerators, cpus, memory))
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
@@ -71,6 +72,16 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 
 
+def solved_devices(plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
+    """The device overrides of a check of ``plan``: those given, else those the plan records it was
+    solved with (:func:`placement.io.plans.recorded_overrides`)."""
+    from placement.io.plans import recorded_overrides
+
+    given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
+    recorded = recorded_overrides(plan)
+    return {name: recorded.get(name) if value is None else value for name, value in given.items()}
+
+
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
              comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
@@ -85,8 +96,9 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
     backward's compute that is weight-gradient work (``split-backward`` only, default 0.5; for a
     split-backward plan, the W share of its backward nodes, by default the one the plan records);
-    ``engine`` ``heap`` (built in) or ``simpy``; ``memory_limit`` the bytes the run may take (default
-    2 GiB; a longer run is refused with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
+    ``engine`` ``heap`` (built in) or ``simpy``; ``accelerators``, ``cpus`` and ``memory`` as in
+    ``verify``; ``memory_limit`` the bytes the run may take (default 2 GiB; a longer run is refused
+    with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
     in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
     how far a long run of that kind has got (every few million tasks). Returns a
@@ -132,7 +144,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")
     if microbatches is None:
         microbatches = DEFAULT_MICROBATCHES
-    problem = override_devices(loaded, accelerators, cpus, memory)
+    problem = override_devices(loaded, **solved_devices(plan, accelerators, cpus, memory))
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     source, plan = plan, as_plan(plan)

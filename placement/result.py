@@ -144,6 +144,9 @@ class Result:
     stages: int | None = None
     #: the split-backward model of the plan (``mode``, ``w_placement``, ``inter_layer``, ``w_share``); None: joint
     backward: Mapping[str, Any] | None = None
+    #: the device overrides the solve was given (``accelerators``, ``cpus``, ``memory``; None: the instance's
+    #: devices), which ``verify`` and ``simulate`` take by default
+    overrides: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
@@ -209,6 +212,8 @@ class Result:
             data["message"] = self.message
         if self.backward is not None:
             data["backward"] = dict(self.backward)
+        if self.overrides:
+            data["overrides"] = dict(self.overrides)
         return strict_json(data)
 
     @classmethod
@@ -225,7 +230,7 @@ class Result:
         devices = data.get("devices")
         if not isinstance(devices, list):
             raise InvalidPlanError("field 'devices' must be an array")
-        from placement.io.plans import node_ids
+        from placement.io.plans import node_ids, recorded_overrides
 
         stages = []
         for k, d in enumerate(devices):
@@ -257,7 +262,8 @@ class Result:
                    verification=verification,
                    verified=bool(verification is not None and verification.valid and stages),
                    instance=str(data.get("instance", "")), message=str(data.get("message", "")),
-                   stages=data.get("stages"), backward=data.get("backward"))
+                   stages=data.get("stages"), backward=data.get("backward"),
+                   overrides=recorded_overrides(data) or None)
 
 
 def _require_object(data: Any, where: str) -> None:

@@ -144,7 +144,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         from placement.backward_split import check_split_request, solve_split
 
         check_split_request(problem, method, options, _DEFAULTS)
-        return solve_split(problem, model, options, started)
+        return _recording(solve_split(problem, model, options, started), accelerators, cpus, memory)
     refuse_split_options(**{name: given[name] for name in SPLIT_DEFAULTS})
 
     names = [method] if method != AUTO else ["dp", "milp"]
@@ -163,7 +163,17 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         solution = _run(METHODS[method], problem, options, started)
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
-    return _verified(problem, certified(METHODS[method], solution), method, options, started)
+    return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
+                      accelerators, cpus, memory)
+
+
+def _recording(result: Result, accelerators: Any, cpus: Any, memory: Any) -> Result:
+    """``result`` with the device overrides it was solved with (checked by then), which ``verify`` and
+    ``simulate`` take by default."""
+    given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
+    overrides = {name: int(value) if name != "memory" else (value if isinstance(value, int) else float(value))
+                 for name, value in given.items() if value is not None}
+    return replace(result, overrides=overrides) if overrides else result
 
 
 def certified(spec: Any, solution: Any) -> Any:

@@ -399,3 +399,24 @@ def test_latency_takes_the_class_its_plans_belong_to():
     assert str(info.value) == ("contiguity does not apply to objective='latency' (the latency model places calls, "
                                "not pipeline stages, and its plans are of class 'none'); leave it at 'stages' or "
                                "give 'none'")
+
+
+def test_a_plan_solved_with_device_overrides_is_checked_on_those_devices(tmp_path, capsys):
+    """chain4 on 1 accelerator (the instance has 2): one stage, 4+3+2+5 = 14. The plan records the
+    override; verify and simulate take it unless given another, and the plan file keeps it."""
+    from placement.cli import main
+
+    result = placement.solve(CHAIN4, accelerators=1, memory=100)
+    assert (result.value, dict(result.overrides)) == (14.0, {"accelerators": 1, "memory": 100})
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(result.to_json()))
+    assert dict(placement.Result.from_json(json.loads(path.read_text())).overrides) == {"accelerators": 1,
+                                                                                        "memory": 100}
+    assert placement.verify(CHAIN4, path).valid and placement.verify(CHAIN4, result).valid
+    assert placement.simulate(CHAIN4, path).time_per_sample == 14.0
+    # given again, an override wins: on 2 accelerators of memory 1 the one stage does not fit
+    assert not placement.verify(CHAIN4, path, memory=1).valid
+    assert placement.solve(CHAIN4).overrides is None and "overrides" not in placement.solve(CHAIN4).to_json()
+    assert main(["verify", str(CHAIN4), str(path)]) == 0
+    assert capsys.readouterr().out.startswith("note: checked on the devices the plan file records it was solved "
+                                              "with: --accelerators 1, --memory 100\n")

@@ -127,6 +127,19 @@ def devices(args: argparse.Namespace) -> dict[str, Any]:
     return {"accelerators": args.accelerators, "cpus": args.cpus, "memory": args.memory}
 
 
+def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> str | None:
+    """The note for the device overrides a check (or run, ``done``) takes from the plan file
+    ``args.plan``: those the solve was given and the command line does not give again; ``None``
+    where it takes none."""
+    from placement.io.plans import recorded_overrides
+
+    taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name) is None}
+    if not taken:
+        return None
+    given = ", ".join(f"--{name} {value:g}" if name == "memory" else f"--{name} {value}" for name, value in taken.items())
+    return f"note: {done} on the devices the plan file records it was solved with: {given}"
+
+
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:
     """The option of the command in ``argv`` that sets the library parameter ``parameter`` (its
     ``dest``), e.g. ``--time-limit`` for ``time_limit``; the parameter itself when none does."""

@@ -11,7 +11,8 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, fraction,
-                                   path_name, positive_byte_count, positive_int, print_json, progress_printer)
+                                   path_name, positive_byte_count, positive_int, print_json, progress_printer,
+                                   recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
@@ -85,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
         return 0
+    if recorded_devices_note(args, "run"):
+        print(recorded_devices_note(args, "run"))
     print(format_simulation(result, title), end="")
     if args.trace:
         print(f"trace written to {args.trace} (open it in Perfetto or chrome://tracing)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
-                                   print_json)
+                                   print_json, recorded_devices_note)
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -95,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
         elif solved_for is not None and solved_for != args.objective:
             print(f"note: the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
+        if recorded_devices_note(args):
+            print(recorded_devices_note(args))
         if recorded:
             print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
         elif split["backward"] == "joint" and record.get("mode") == "split":

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError, PlacementError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, load_json
@@ -179,6 +179,28 @@ def recorded_backward(plan: object) -> dict[str, Any]:
     or that section of a plan document or plan file; ``{}`` otherwise."""
     backward = _recorded(plan, "backward", "backward")
     return dict(backward) if isinstance(backward, dict) else {}
+
+
+#: the device overrides a solve records (``Result.overrides``), by the keyword that gives them
+OVERRIDES = ("accelerators", "cpus", "memory")
+
+
+def recorded_overrides(plan: object) -> dict[str, Any]:
+    """The device overrides a solved plan records it was solved with (``accelerators``, ``cpus``,
+    ``memory``: a :class:`placement.Result`'s ``overrides``, or that section of a plan document or plan
+    file), those that are well-formed (counts non-negative integers, memory a non-negative number);
+    ``{}`` where it records none."""
+    record = _recorded(plan, "overrides", "overrides")
+    if not isinstance(record, Mapping):
+        return {}
+    found = {}
+    for name in OVERRIDES:
+        value = record.get(name)
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        number = whole or (isinstance(value, float) and math.isfinite(value))
+        if (whole if name != "memory" else number) and value >= 0:
+            found[name] = value
+    return found
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
