@@ -15,7 +15,8 @@ message says why. A bound above the verified value of the plan is refuted and no
 ``method="auto"`` takes the DP where it applies (objective ``throughput``, contiguity
 ``stages``) and the graph has at most ``max_ideals`` ideals; otherwise, or when the DP refuses
 for the number of ideals or runs out of ``time_limit``, the MILP (within what is left of it). The Result's ``method`` says which ran. With ``auto`` the
-MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the MILP runs.
+MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the MILP runs; when the DP
+solves it, the message names those given that went unused.
 """
 
 from __future__ import annotations
@@ -163,6 +164,13 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         solution = _run(METHODS[method], problem, options, started)
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
+    if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused
+        unused = [name for name, default in _DEFAULTS.items()
+                  if name not in METHODS["dp"].options and name != "time_limit" and options[name] != default]
+        if unused:
+            note = (f"the DP solved this (method 'auto'), so {', '.join(unused)} (the MILP's) "
+                    f"{'was' if len(unused) == 1 else 'were'} not used")
+            solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
                       accelerators, cpus, memory)
 

@@ -420,3 +420,10 @@ def test_a_plan_solved_with_device_overrides_is_checked_on_those_devices(tmp_pat
     assert main(["verify", str(CHAIN4), str(path)]) == 0
     assert capsys.readouterr().out.startswith("note: checked on the devices the plan file records it was solved "
                                               "with: --accelerators 1, --memory 100\n")
+
+
+def test_auto_says_which_options_of_the_milp_the_dp_left_unused():
+    result = placement.solve(CHAIN4, backend="cbc", threads=2, gap=0.1)
+    assert (result.method, result.value) == ("dp", 7.5)
+    assert result.message == "the DP solved this (method 'auto'), so backend, gap, threads (the MILP's) were not used"
+    assert placement.solve(CHAIN4, time_limit=5).message == ""   # the DP keeps to the time limit

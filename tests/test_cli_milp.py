@@ -51,6 +51,9 @@ def test_latency_objective_writes_calls(tmp_path, capsys):
     plan = json.loads(out.read_text())
     assert (plan["objective_kind"], plan["objective"], plan["verified"]["value"]) == ("latency", 14.0, 14.0)
     assert main(["verify", CHAIN4, str(out), "--objective", "latency"]) == 0
+    # more calls than chain4 has nodes (4) are solved as 4 and reported as given
+    assert main(["solve", CHAIN4, "--objective", "latency", "--calls", "5", "--quiet"]) == 0
+    assert "method      milp (cp-sat) (objective latency, 5 calls per accelerator)" in capsys.readouterr().out
 
 
 def test_gpipe_and_latency_refuse_the_wrong_graphs(capsys):

@@ -25,7 +25,8 @@ def format_summary(instance: Instance, result: Result) -> str:
     """Instance, method, status, verified value, bound and gap, note, runtime with the method's counts."""
     method = result.method + (f" ({result.backend})" if result.backend else "")
     stages = f", stages {result.stages}" if result.stages is not None else ""
-    calls = result.stats.get("calls_per_accelerator")
+    # as given (the check's), not as the method may have capped it at the node count
+    calls = result.verification.calls if result.verification is not None else result.stats.get("calls_per_accelerator")
     # a latency plan's calls are contiguous by the model; the contiguity class is no parameter of it
     shape = (f", {calls} calls per accelerator" if calls and calls > 1 else "") if result.objective == "latency" \
         else f", contiguity {result.contiguity}"
