@@ -157,6 +157,10 @@ class Result:
         return (type(self), tuple(dict(value) if isinstance(value, MappingProxyType) else value
                                   for value in (getattr(self, member.name) for member in fields(self))))
 
+    def __hash__(self) -> int:   # over the fields that hash (equal Results have equal ones); stats do not
+        return hash((self.status, self.value, self.bound, self.plan, self.method, self.backend, self.objective,
+                     self.contiguity, self.instance, self.stages))
+
     @property
     def ok(self) -> bool:
         """A verified plan was found (status ``optimal`` or ``feasible``)."""
@@ -230,6 +234,12 @@ class Result:
         devices = data.get("devices")
         if not isinstance(devices, list):
             raise InvalidPlanError("field 'devices' must be an array")
+        from placement.problem.objectives import OBJECTIVES
+
+        kind = data.get("objective_kind", "throughput")
+        if kind not in OBJECTIVES:
+            raise InvalidPlanError(f"field 'objective_kind' must be one of {', '.join(map(repr, OBJECTIVES))}, "
+                                   f"not {kind!r}")
         from placement.io.plans import node_ids, recorded_overrides
 
         stages = []
@@ -256,7 +266,7 @@ class Result:
         verification = Verification.from_json(verified) if verified is not None else None
         return cls(status=status, value=_number(data.get("objective")), bound=_number(data.get("bound")),
                    gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
-                   backend=data.get("backend"), objective=str(data.get("objective_kind", "throughput")),
+                   backend=data.get("backend"), objective=kind,
                    contiguity=str(data.get("contiguity", "stages")),
                    runtime_s=_number(data.get("runtime_s")) or 0.0, stats=stats,
                    verification=verification,

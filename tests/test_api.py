@@ -427,3 +427,13 @@ def test_auto_says_which_options_of_the_milp_the_dp_left_unused():
     assert (result.method, result.value) == ("dp", 7.5)
     assert result.message == "the DP solved this (method 'auto'), so backend, gap, threads (the MILP's) were not used"
     assert placement.solve(CHAIN4, time_limit=5).message == ""   # the DP keeps to the time limit
+
+
+def test_results_hash_and_refuse_an_unknown_objective_when_read():
+    result = placement.solve(CHAIN4)
+    again = placement.Result.from_json(json.loads(json.dumps(result.to_json())))
+    assert again == result and len({result, again}) == 1
+    with pytest.raises(placement.errors.InvalidPlanError) as info:
+        placement.Result.from_json({**result.to_json(), "objective_kind": "speed"})
+    assert str(info.value) == ("field 'objective_kind' must be one of 'throughput', 'throughput-gpipe', 'latency', "
+                               "not 'speed'")
