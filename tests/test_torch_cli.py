@@ -121,22 +121,24 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
      "once begins; use --format pipe-split"),
     ("split-spec", [[1, 2], [0, *range(3, 22)]], None,  # arange and wpe first, then wte and the rest: a pipeline
      "split-spec cannot express this plan: it needs stages that are consecutive intervals of program order, and "
-     "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; no hand-off format can"),
+     "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; no hand-off format can "
+     "(placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md)"),
     # ... whose first stage does not read the token ids: torch's stage 1 would be called without them
     ("pipe-split", [[1, 2], [0, *range(3, 22)]], None,
      "pipe-split cannot express this plan: model input 'idx' is first read by 'transformer.wte' in stage 1, and "
      "torch's pipeline() passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
-     "no hand-off format can"),
+     "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
+     "docs/pytorch.md)"),
     ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
      "needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage between accelerator "
-     "stages)"),
+     "stages; --cpus 0 plans on the accelerators alone)"),
     ("megatron", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "megatron cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
      "needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage between accelerator "
-     "stages)"),
+     "stages; --cpus 0 plans on the accelerators alone)"),
 ])
 def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, capsys, form, groups, kinds, message):
     instance = tmp_path / "gpt.json"
@@ -169,7 +171,8 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         assert capsys.readouterr().err == (
             f"error: {form} cannot express this plan: model input 'cond' is first read by 'cond_proj' in stage 1, "
             f"and {runtime} passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
-            "no hand-off format can\n")
+            "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
+            "docs/pytorch.md)\n")
     early = write_plan(tmp_path / "early.json", [0, 3], [1, 2, 4])
     assert main(["split", str(instance), early, "--format", "pipe-split"]) == 0
     capsys.readouterr()
@@ -187,7 +190,8 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
     assert capsys.readouterr().err == (
         "error: pipe-split cannot express this plan: model input 'extra' is read by no node, and torch's pipeline() "
         "passes the model's inputs to stage 0 only, which fails on one it does not take "
-        "(placement.torch.plan_pipeline takes it); no hand-off format can\n")
+        "(placement.torch.plan_pipeline takes it); no hand-off format can (placement.torch.plan_pipeline runs a "
+        "model cut at stages of any shape: docs/pytorch.md)\n")
 
 
 def test_split_warns_of_a_trained_parameter_that_stages_share(tmp_path, capsys):

@@ -98,7 +98,9 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
     other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
     if other is None:
         advice = (" (a runtime needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage "
-                  "between accelerator stages)" if not _runs_as_pipeline(layout, plan) else "")
+                  "between accelerator stages; --cpus 0 plans on the accelerators alone)"
+                  if not _runs_as_pipeline(layout, plan) else
+                  " (placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md)")
         raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can{advice}")
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
