@@ -274,8 +274,9 @@ def test_a_frozen_weight_has_no_weight_gradient() -> None:
     reading a frozen weight and a trained bias. Forward: 3x4 @ 4x8 (192 FLOPs), 3x8 @ 8x8 (384 FLOPs,
     its bytes B), 3x8 @ 8x2 (96 FLOPs). The first computes its weight gradient alone (the model's input
     needs none): 192 FLOPs, one kernel, all of it weight time. The frozen one computes its input
-    gradient alone: 384 FLOPs (not 768) in one kernel, no weight time. The third, with a trained
-    parameter and an input that needs a gradient, keeps both halves."""
+    gradient alone: 384 FLOPs (not 768) in one kernel, no weight time. The third trains its bias alone,
+    which is no operand of its product: its input gradient (96 FLOPs), no weight GEMM, no weight time
+    (the bias gradient, a small reduction, is not charged)."""
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import bundled_catalogue, make_platform, roofline_ms
     from placement.io.torch_export import import_torch
@@ -290,13 +291,13 @@ def test_a_frozen_weight_has_no_weight_gradient() -> None:
     q = imported.instance["about"]["time_quantum_ms"]
     h100 = bundled_catalogue()["h100"]
     first, frozen, mixed = nodes["linear.grad"], nodes["linear_1.grad"], nodes["linear_2.grad"]
-    assert (first["flops"], frozen["flops"], mixed["flops"]) == (192.0, 384.0, 192.0)
+    assert (first["flops"], frozen["flops"], mixed["flops"]) == (192.0, 384.0, 96.0)
     assert abs(frozen["fpgaLatency"] - roofline_ms(384, nodes["linear_1"]["bytes"], h100, "fp32", 1)) <= q / 2
     assert frozen["fpgaWeightLatency"] == frozen["cpuWeightLatency"] == 0.0
     assert first["fpgaWeightLatency"] > 0 and abs(first["fpgaLatency"] - first["fpgaWeightLatency"]) <= q
-    assert abs(mixed["fpgaLatency"] - 2 * mixed["fpgaWeightLatency"]) <= q
-    # the gradients of the frozen layer are no memory of its backward node
-    assert frozen["size"] == 0.0 and first["size"] == (4 * 8 + 8) * 4.0
+    assert mixed["fpgaWeightLatency"] == 0.0 and mixed["fpgaLatency"] > 0
+    # the gradients of the frozen layer are no memory of its backward node; the bias's are
+    assert frozen["size"] == 0.0 and first["size"] == (4 * 8 + 8) * 4.0 and mixed["size"] == 2 * 4.0
 
 
 def test_nothing_before_the_first_trained_parameter_has_a_gradient() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import Gradient, Op, OpGraph, Param, gradient_flow
 
@@ -39,6 +41,13 @@ def test_gradients_start_at_the_first_trained_parameter_and_follow_floating_outp
     with_x = gradient_flow(OpGraph(ops, "m", "test", inputs=("ids", "x"), grad_inputs=("x",)))
     assert with_x[1] == Gradient(1, False) and with_x[2] == Gradient(1, True)
     assert ops[2].backward_factor(with_x[2]) == 2
+    # a trained bias is no operand: the output needs a gradient, no GEMM is charged (BitFit)
+    bias = Param("b", 4.0, True, operand=False)
+    bitfit = _op("bitfit", "matmul", model_inputs=["x"], params=[FROZEN, bias])
+    after = _op("after", "matmul", inputs=[(0, 0)], params=[FROZEN])
+    flow = gradient_flow(OpGraph((bitfit, after), "m", "test", inputs=("x",)))
+    assert flow == (Gradient(0, False, True), Gradient(1, False)) and flow[0].needed
+    assert (bitfit.backward_factor(flow[0]), after.backward_factor(flow[1])) == (0, 1)
 
 
 def test_only_tensors_that_need_a_gradient_flow_back_along_an_edge():
@@ -46,10 +55,85 @@ def test_only_tensors_that_need_a_gradient_flow_back_along_an_edge():
         _op("frozen", "matmul", model_inputs=["x"], params=[FROZEN], outputs=(12.0,)),
         _op("trained", "matmul", inputs=[(0, 0)], params=[W], outputs=(6.0,)),
         _op("add", "pointwise", inputs=[(0, 0), (1, 0)], outputs=(6.0,)),
+        _op("positive", "pointwise", inputs=[(1, 0)], outputs=(1.0,), floating=(False,)),
     )
     pg = group_ops(OpGraph(ops, "m", "test", inputs=("x",)), "operator")
-    # edges 0→1 (12 bytes), 0→2 (12), 1→2 (6): only the trained matmul's output needs a gradient
-    assert [(a, b, size) for a, b, size in pg.edges] == [(0, 1, 12.0), (0, 2, 12.0), (1, 2, 6.0)]
-    assert [pg.gradient_bytes(e) for e in range(3)] == [0.0, 0.0, 6.0]
-    # the frozen matmul saves nothing for a backward pass; the others their outputs
-    assert [pg.activation_bytes(v) for v in range(3)] == [0.0, 6.0, 6.0]
+    # edges 0→1 (12 bytes), 0→2 (12), 1→2 (6), 1→3 (6): only the trained matmul's output needs a
+    # gradient, and the comparison that reads it has none to send back
+    assert [(a, b, size) for a, b, size in pg.edges] == [(0, 1, 12.0), (0, 2, 12.0), (1, 2, 6.0), (1, 3, 6.0)]
+    assert [pg.gradient_bytes(e) for e in range(4)] == [0.0, 0.0, 6.0, 0.0]
+    # the frozen matmul and the comparison save nothing for a backward pass; the others their outputs
+    assert [pg.activation_bytes(v) for v in range(4)] == [0.0, 6.0, 6.0, 0.0]
+
+
+def _autograd_truth(model, args):
+    """Per operator of the exported program, whether autograd gives its output ``requires_grad``: the
+    program run on ``args`` with the model's parameters, recorded node by node (tensor outputs only)."""
+    import torch
+
+    program = torch.export.export(model, args)
+    seen: dict[str, bool] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            if n.op == "call_function" and isinstance(out, torch.Tensor):
+                seen[n.name] = out.requires_grad
+            return out
+
+    Recorder(program.module()).run(*args)
+    return program, seen
+
+
+def _models():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    class StopAndMask(nn.Module):   # detach, a comparison, an index, a constant from a shape, where
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = self.a(x)
+            keep, z = h > 0, torch.zeros_like(h)
+            g = self.b(torch.where(keep, h, z).detach())
+            return self.c(g + torch.full_like(g, 2.0).triu(1)), h.argmax(-1)
+
+    class Masked(nn.Module):        # an attention-style mask from integer inputs, a frozen embedding
+        def __init__(self):
+            super().__init__()
+            self.emb, self.fc = nn.Embedding(10, 8), nn.Linear(8, 8)
+            self.emb.weight.requires_grad_(False)
+
+        def forward(self, ids, mask):
+            bias = (1.0 - mask.to(torch.float32)) * -1e4
+            return torch.softmax(self.fc(self.emb(ids)) + bias.unsqueeze(-1), -1)
+
+    frozen_stem = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.Flatten(),
+                                nn.Linear(64, 2))
+    for p in (*frozen_stem[0].parameters(), *frozen_stem[1].parameters()):
+        p.requires_grad_(False)
+    bitfit = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 2))
+    for layer in (bitfit[0], bitfit[2], bitfit[3]):
+        layer.weight.requires_grad_(False)
+    x = torch.randn(3, 4)
+    return [(StopAndMask(), (x,)), (StopAndMask(), (x.clone().requires_grad_(True),)),
+            (Masked(), (torch.randint(0, 10, (2, 5)), torch.ones(2, 5, dtype=torch.int64))),
+            (frozen_stem.train(), (torch.randn(2, 3, 8, 8),)), (bitfit, (x,))]
+
+
+def test_the_operators_that_need_a_gradient_are_those_autograd_gives_one():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.io.torch_export import graph_from_program
+
+    for model, args in _models():
+        program, truth = _autograd_truth(model, args)
+        graph = graph_from_program(program, type(model).__name__)
+        flow = dict(zip((op.name for op in graph.ops), gradient_flow(graph)))
+        checked = {name: (flow[name].needed, wanted) for name, wanted in truth.items() if name in flow}
+        assert len(checked) >= 4 and all(ours == wanted for ours, wanted in checked.values()), (
+            type(model).__name__, {name: pair for name, pair in checked.items() if pair[0] != pair[1]})
+    assert torch is not None

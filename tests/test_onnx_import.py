@@ -383,3 +383,23 @@ def test_resize_and_where_are_costed_as_torch_costs_upsample_and_masked_fill():
     costs = {op.target: (op.kind, op.flops, op.kernels) for op in graph.ops}
     assert costs["Resize"] == ("pointwise", 128.0, 1)
     assert costs["Where"] == ("copy", 0.0, 1)
+
+
+def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
+    """mlp_model's MatMul+Add fuses into one matmul reading W1 (an operand) and B1 (added: no operand);
+    the Gemm reads W2 (operand) and B2 (its C, added). A mask-style Mul by a one-element float
+    initializer reads a constant of the program, not a trained parameter: nothing before it needs a
+    gradient, so its backward is free."""
+    graph = graph_from_onnx(mlp_model())
+    params = {p.name: (p.trainable, p.operand) for op in graph.ops for p in op.params}
+    assert params == {"W1": (True, True), "B1": (True, False), "W2": (True, True), "B2": (True, False),
+                      "shape": (False, True)}   # the Reshape's integer shape
+    scale = numpy_helper.from_array(np.array(-1e4, dtype=np.float32), "S")
+    masked = _graph([helper.make_node("Mul", ["M", "S"], ["m"], name="/mask/Mul"),
+                     helper.make_node("Add", ["X", "m"], ["Y"], name="/mask/Add")],
+                    [("M", [2, 4]), ("X", [2, 4])], ["Y"], [scale])
+    graph = graph_from_onnx(masked)
+    from placement.io.opgraph import gradient_flow
+
+    assert [p.trainable for op in graph.ops for p in op.params] == [False]
+    assert [g.needed for g in gradient_flow(graph)] == [False, False]

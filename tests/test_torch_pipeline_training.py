@@ -45,7 +45,7 @@ BATCH, MICROBATCHES = 8, 4
 WORLD = 4
 STAGES = (2, 3, 4)
 SCHEDULES = ("gpipe", "1f1b")
-MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean", "frozen")
 REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
 
 
@@ -163,6 +163,24 @@ class RunningMean(nn.Module):
         return self.head(self.body(h - self.mean)) + self.mean.sum()
 
 
+class FrozenPrefix(nn.Module):
+    """A frozen backbone (two linears), a layer that trains its bias alone, a detached side value and a
+    trained head: the stages before the first trained parameter send no gradient back, and take none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.bitfit = nn.Linear(WIDTH, WIDTH)
+        self.head = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, 4))
+        for p in (*self.backbone.parameters(), self.bitfit.weight):
+            p.requires_grad_(False)
+
+    def forward(self, x):
+        h = self.backbone(x)
+        g = torch.tanh(self.bitfit(h))
+        return self.head(g + h.detach() * (h > 0))
+
+
 class Seq2Seq(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -192,6 +210,8 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
+    if name == "frozen":
+        return FrozenPrefix(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "running-mean":
         return RunningMean(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "batchnorm":
@@ -217,7 +237,7 @@ def micro(tensors, k: int):
 
 def statistics(module) -> dict:
     """A module's buffers (BatchNorm's running statistics, the running mean), by state-dict key."""
-    trained = dict(module.named_parameters(remove_duplicate=False))
+    trained = dict(module.named_parameters(remove_duplicate=False))   # frozen ones too: not statistics
     return {k: v.detach().clone() for k, v in module.state_dict().items() if k not in trained}
 
 
@@ -229,7 +249,7 @@ def reference(name: str):
         loss = loss_fn(model(*micro(args, k)), micro((target,), k)[0])
         loss.backward()
         total += float(loss.detach())
-    return total, {n: p.grad for n, p in model.named_parameters()}, statistics(model)
+    return total, {n: p.grad for n, p in model.named_parameters() if p.requires_grad}, statistics(model)
 
 
 def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
@@ -262,7 +282,8 @@ def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
                 report[name, n, schedule] = {
                     "kind": [c.__name__ for c in type(sched).__mro__],
                     "torch's own class": type(sched).__module__.startswith("torch."),
-                    "grads": {k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()},
+                    "grads": {k: p.grad.detach().clone() for k, p in stage.submod.named_parameters()
+                              if p.requires_grad},
                     "statistics": statistics(stage.submod),
                     "losses": [float(loss) for loss in losses]}
         torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))

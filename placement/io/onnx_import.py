@@ -14,7 +14,8 @@ is an error. All shapes must be static (symbolic input dimensions can be fixed w
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
 Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
-floating-point type are the trained parameters); an ``Identity`` of such data (an alias
+floating-point type and more than one element are the trained parameters; a single float is a
+constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of such data (an alias
 exporters write for shared or deduplicated parameters) is that data, read under its own name,
 and so is the transposed copy exporters write of a tied weight (:mod:`placement.io.onnx_tied`).
 So is the result of shape arithmetic (a node reading only constants, integer initializers,
@@ -299,6 +300,10 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
     return tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
 
 
+#: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
+PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+
+
 def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: list[_Tensor | None]) -> int:
     if kind in ("view", "gather", "copy", "constant", "unknown"):
         return 0
@@ -554,6 +559,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         inputs_read: list[str] = []
         read_bytes = 0.0
         int_read_bytes = 0.0
+        # what a matmul or convolution adds to its product (Gemm's C, Conv's B, a fused Add's bias): no operand
+        added = {x for m in members for k, x in enumerate(m.node.input)
+                 if (m.node.op_type in PRODUCTS and k >= 2) or (m.node.op_type not in PRODUCTS and group.kind in
+                                                                ("matmul", "conv"))}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
             info = table[t]
             read_bytes += info.nbytes
@@ -561,8 +570,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 int_read_bytes += info.nbytes
             if t in producers:
                 reads.append(producers[t])
-            elif t in params:
-                used_params.append(Param(tied.get(t, t), info.nbytes, info.floating))
+            elif t in params:   # a float of one element is a constant of the program (a scale), not trained
+                used_params.append(Param(tied.get(t, t), info.nbytes, info.floating and info.numel > 1,
+                                         t not in added))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
             elif t in graph_inputs:

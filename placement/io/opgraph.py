@@ -42,28 +42,33 @@ Only the gradients autograd computes are charged (:func:`gradient_flow`). An ope
 floating-point output needs a gradient when the operator reads a trained parameter or an operand
 that needs one: the output of another operator that does, or a model input that does
 (``OpGraph.grad_inputs``: the example inputs with ``requires_grad=True``; none by default).
-An operator whose output needs none (everything before the first trained parameter, such as a
-frozen backbone or an attention mask's arithmetic) has no gradient work: factor 0, no kernel. A
-matmul or convolution computes one GEMM per operand that needs a gradient, a trained parameter
-counting as one operand: factor 2 for a trained layer inside the network; 1 for a layer whose
-weights are frozen (``requires_grad=False``, or buffers: its input gradient alone) and for the
-first trained layer, whose input needs none (its weight gradient alone); at most 2.
+Outputs that are not floating-point (masks, indices), the outputs of constants (``zeros_like``
+and the like, whatever they read) and of ``detach`` need none. An operator whose output needs
+none (everything before the first trained parameter, such as a frozen backbone or an attention
+mask's arithmetic) has no gradient work: factor 0, no kernel. A matmul or convolution computes
+one GEMM per operand that needs a gradient, a trained weight counting as one operand: factor 2
+for a trained layer inside the network; 1 for a layer whose weights are frozen
+(``requires_grad=False``, or buffers: its input gradient alone) and for the first trained layer,
+whose input needs none (its weight gradient alone); at most 2. A trained bias is no operand:
+its gradient, a small reduction, is not charged (a layer that trains its bias alone, its input
+needing no gradient, has factor 0), but the layer's output needs a gradient.
 
 A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution one per GEMM: input
 and weight gradients; attention 3: the fused backward's preprocessing, main and gradient
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
 constants none), each paying the device's overhead.
 
-Split backward: a matmul or convolution that reads a trained parameter spends one GEMM of its
+Split backward: a matmul or convolution that reads a trained weight spends one GEMM of its
 gradient work (one kernel, the forward's FLOPs and bytes) on the weight gradient; every other
 operator's gradient is activation gradient (bias and norm-scale gradients are small reductions,
 left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
 ``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
 
 Edges that carry gradients are mirrored: ``u → v`` gives ``grad(v) → grad(u)``, whose size is
-that of the tensors of ``u`` that ``v`` reads and that need a gradient (no edge where none
-does). ``v → grad(v)`` carries the activations ``v`` saves. ``c(grad(v))`` is the transfer
-time of the gradients of all of ``v``'s inputs from other nodes (the sum of those sizes).
+that of the tensors of ``u`` that need a gradient and that operators of ``v`` whose outputs need
+one read (no edge where none does). ``v → grad(v)`` carries the activations ``v`` saves.
+``c(grad(v))`` is the transfer time of the gradients of all of ``v``'s inputs from other nodes
+(the sum of those sizes).
 
 Operator shapes: on request (``operators=True``) every node also lists what its operators
 compute, forward and backward, as GEMMs and vector operators
@@ -108,6 +113,8 @@ BACKWARD_FACTOR: dict[str, float] = {
 }
 #: Operator kinds whose gradient splits into an input gradient and a weight gradient of equal work.
 WEIGHT_GRADIENT_KINDS = frozenset({"matmul", "conv"})
+#: Kinds whose outputs never carry a gradient (made from shapes and constants, not from values).
+NO_GRADIENT_KINDS = frozenset({"constant"})
 #: Kinds whose outputs are not new activations (they alias their input or are recomputable).
 NO_ACTIVATION_KINDS = frozenset({"view", "constant"})
 #: Kinds that launch no kernel (module docstring, "Node quantities").
@@ -135,11 +142,14 @@ class CostModelWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Param:
-    """A parameter or buffer an operator reads: its qualified name, bytes, and whether it is trained."""
+    """A parameter or buffer an operator reads: its qualified name, bytes, whether it is trained, and
+    whether it is an operand of the operator's product (a matmul's or convolution's weight; not the
+    bias added to it)."""
 
     name: str
     nbytes: float
     trainable: bool
+    operand: bool = True
 
 
 @dataclass(frozen=True)
@@ -149,7 +159,9 @@ class Op:
     ``inputs`` are the tensors it reads from other operators as ``(producer index, output
     index)``; an output index of ``-1`` is a dependency through a non-tensor value (a size,
     say), 0 bytes. ``model_inputs`` are the names of the model's tensor inputs it reads.
-    ``floating`` says which outputs are floating-point (empty: all).
+    ``floating`` says which outputs are floating-point or complex, the types that carry gradients
+    (empty: all); ``differentiable`` is false for an operator whose output carries no gradient
+    whatever it reads (``detach``).
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -170,6 +182,7 @@ class Op:
     operators: tuple[Operator, ...] = ()
     model_inputs: tuple[str, ...] = ()
     floating: tuple[bool, ...] = ()
+    differentiable: bool = True
 
     @property
     def out_bytes(self) -> float:
@@ -185,7 +198,7 @@ class Op:
         return 0 if self.kind in NO_KERNEL_KINDS else 1
 
     def output_floating(self, k: int) -> bool:
-        """Whether output ``k`` is a floating-point tensor (only those carry gradients)."""
+        """Whether output ``k`` is a floating-point or complex tensor (only those carry gradients)."""
         return not self.floating or self.floating[k]
 
     def backward_factor(self, gradient: Gradient) -> float:
@@ -214,7 +227,7 @@ class Op:
             return ()
         if self.kind not in WEIGHT_GRADIENT_KINDS:
             return backward_shapes(self.kind, self.operators)
-        if not self.params:   # both operands are activations: one GEMM for each that needs a gradient
+        if not any(p.operand for p in self.params):   # both operands activations: a GEMM for each needing one
             return backward_shapes(self.kind, self.operators, weights=gradient.inputs >= 2, inputs=True)
         return backward_shapes(self.kind, self.operators, weights=gradient.weights, inputs=gradient.inputs > 0)
 
@@ -223,31 +236,52 @@ class Op:
 class Gradient:
     """What the backward pass computes for one operator (:func:`gradient_flow`): ``inputs``, how many
     of its tensor operands (outputs of other operators, model inputs) need a gradient; ``weights``,
-    whether it reads a trained parameter."""
+    whether it reads a trained parameter as an operand; ``bias``, a trained parameter added to its
+    product (a matmul's or convolution's bias)."""
 
     inputs: int
     weights: bool
+    bias: bool = False
 
     @property
     def needed(self) -> bool:
         """Whether its output needs a gradient, so that autograd runs its backward."""
-        return self.inputs > 0 or self.weights
+        return self.inputs > 0 or self.weights or self.bias
 
 
 def gradient_flow(graph: OpGraph) -> tuple[Gradient, ...]:
     """Per operator of ``graph`` (program order), the gradients autograd computes for it: an output
     needs a gradient when it is floating-point and the operator reads a trained parameter or an
     operand that needs one (module docstring, "Training")."""
+    return _flow(graph)[0]
+
+
+def gradient_values(graph: OpGraph) -> dict[str, tuple[bool, ...]]:
+    """Which values of ``graph`` need a gradient: per operator (by name) one flag per output, per model
+    input (by name) one flag (module docstring, "Training")."""
+    needs = _flow(graph)[1]
+    values = {name: (name in graph.grad_inputs,) for name in graph.inputs}
+    values.update((op.name, needs[i]) for i, op in enumerate(graph.ops))
+    return values
+
+
+def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]:
+    """:func:`gradient_flow`, and per operator which of its outputs need a gradient."""
     needs: list[tuple[bool, ...]] = []
     grad_inputs = set(graph.grad_inputs)
     flow = []
     for op in graph.ops:
-        operands = (sum(1 for producer, k in op.inputs if k >= 0 and needs[producer][k])
-                    + sum(1 for name in op.model_inputs if name in grad_inputs))
-        gradient = Gradient(operands, any(p.trainable for p in op.params))
+        if op.differentiable and op.kind not in NO_GRADIENT_KINDS and any(map(op.output_floating,
+                                                                              range(len(op.outputs)))):
+            operands = (sum(1 for producer, k in op.inputs if k >= 0 and needs[producer][k])
+                        + sum(1 for name in op.model_inputs if name in grad_inputs))
+            gradient = Gradient(operands, any(p.trainable and p.operand for p in op.params),
+                                any(p.trainable and not p.operand for p in op.params))
+        else:
+            gradient = Gradient(0, False)
         flow.append(gradient)
         needs.append(tuple(gradient.needed and op.output_floating(k) for k in range(len(op.outputs))))
-    return tuple(flow)
+    return tuple(flow), needs
 
 
 @dataclass(frozen=True)
@@ -308,10 +342,13 @@ class PlacementGraph:
         return [(self.graph.ops[i], self.gradients[i]) for i in self.nodes[v].ops]
 
     def gradient_bytes(self, e: int) -> float:
-        """Bytes of the gradients that flow back along edge ``e``: its tensors that need one."""
+        """Bytes of the gradients that flow back along edge ``e``: its tensors that need one and that an
+        operator of the edge's head reads whose output needs one (an operator autograd runs backward)."""
         needed = self.gradients
-        return float(sum(self.graph.ops[i].outputs[k] for i, k in self.edge_tensors[e]
-                         if needed[i].needed and self.graph.ops[i].output_floating(k)))
+        ops = self.graph.ops
+        read = {t for j in self.nodes[self.edges[e][1]].ops if needed[j].needed for t in ops[j].inputs}
+        return float(sum(ops[i].outputs[k] for i, k in self.edge_tensors[e]
+                         if (i, k) in read and needed[i].needed and ops[i].output_floating(k)))
 
     def flops(self, v: int) -> float:
         return float(sum(op.flops for op in self.node_ops(v)))
@@ -362,7 +399,7 @@ def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
     """The weight-gradient part of node ``v``'s backward time on ``device``: one kernel of its forward
     FLOPs and bytes for every matmul or convolution that reads a trained parameter (module docstring)."""
     return sum(roofline_ms(op.flops, op.bytes_moved, device, op.dtype, 1) for op in pg.node_ops(v)
-               if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable for p in op.params))
+               if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable and p.operand for p in op.params))
 
 
 def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpec:

@@ -99,6 +99,8 @@ GATHER = {"embedding", "index_select", "gather", "index", "take"}
 COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguous", "constant_pad_nd", "pad",
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "masked_fill", "where", "tril", "triu",
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy"}
+#: Operators whose output carries no gradient, whatever they read.
+STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
             "zeros_like", "ones_like", "full_like", "empty_like", "empty_strided", "scalar_tensor", "linspace",
             "eye", "rand", "randn", "randint", "rand_like", "randn_like"}
@@ -226,6 +228,16 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
     if base in CONSTANT:
         return "constant"
     return "unknown"
+
+
+def _added_term(node: Any) -> Any:
+    """The argument a matmul or convolution adds to its product (its bias; ``addmm``'s input), or ``None``."""
+    base = _base(_op_name(node.target))
+    if base == "linear" or base in CONV:
+        return node.kwargs.get("bias", node.args[2] if len(node.args) > 2 else None)
+    if MATMUL.get(base) == 1:
+        return node.args[0] if node.args else None
+    return None
 
 
 def _is_identity_dropout(node: Any) -> bool:
@@ -395,7 +407,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             elif arg.op == "placeholder" and placeholders.get(arg.name) is not None and isinstance(
                     value, torch.Tensor):
                 p = placeholders[arg.name]
-                params.append(Param(p.name, sizes.nbytes(value), p.trainable))
+                params.append(Param(p.name, sizes.nbytes(value), p.trainable, arg is not _added_term(node)))
             elif arg.op == "placeholder" and arg.name in inputs:
                 model_inputs.append(arg.name)
             if isinstance(value, torch.Tensor):
@@ -451,7 +463,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
                       _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
-                      tuple(t is not None and t.is_floating_point() for t in out)))
+                      tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
+                      _base(_op_name(node.target)) not in STOP_GRADIENT))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
@@ -459,7 +472,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
     grad_inputs = tuple(n.name for n in program.graph.nodes if n.op == "placeholder" and n.name in inputs
-                        and n.meta["val"].is_floating_point() and n.meta["val"].requires_grad)
+                        and n.meta["val"].requires_grad)
     return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs)
 
 

@@ -68,6 +68,25 @@ class Partition:
     stages: tuple[StageGraph, ...]
     canonical: Mapping[str, str]
     state: frozenset[str]
+    #: which values need a gradient, by name (:func:`placement.io.opgraph.gradient_values`); None: unknown
+    gradients: Mapping[str, tuple[bool, ...]] | None = None
+
+    def carries_gradient(self, value: Any) -> bool:
+        """Whether the value ``value`` (an fx node) sends a gradient back when it crosses a boundary:
+        a floating-point tensor that needs one. Where :attr:`gradients` does not name it, every value
+        the model computes is taken to (its own inputs not)."""
+        import torch
+
+        example = value.meta.get("val")
+        if not isinstance(example, torch.Tensor) or not (example.is_floating_point() or example.is_complex()):
+            return False
+        known = self.gradients or {}
+        if value.op == "call_function" and value.target is operator.getitem and value.args[0].name in known:
+            flags = known[value.args[0].name]
+            return flags[value.args[1]] if isinstance(value.args[1], int) and value.args[1] < len(flags) else True
+        if value.name in known:
+            return any(known[value.name])
+        return value.op != "placeholder"
 
     def relayed(self) -> tuple[tuple[str, ...], ...]:
         """Per boundary ``b = 1 … S-1``, the names of the values stage ``b`` receives."""
@@ -253,9 +272,9 @@ def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...
             val = value.meta.get("val")
             if not isinstance(val, torch.Tensor):
                 return None
-            # floating-point values between stages carry gradients (the model's own inputs do not)
+            # the values between stages that need a gradient carry one (Partition.carries_gradient)
             made.append(torch.empty(tuple(val.shape), dtype=val.dtype, device=device)
-                        .requires_grad_(trained and val.is_floating_point()))
+                        .requires_grad_(trained and part.carries_gradient(value)))
         examples.append(tuple(made))
     return examples[0], examples[1]
 

@@ -44,17 +44,16 @@ class StageTransfers:
         return self.load - self.charged + self.runtime
 
 
-def _nbytes(value: Any, gradients: bool) -> float:
-    """Bytes of an FX value's tensor, and of its gradient where ``gradients`` and it is a floating-point
-    value the model computes (the model's own inputs carry no gradient between stages)."""
+def _nbytes(part: Any, value: Any, gradients: bool) -> float:
+    """Bytes of an FX value's tensor, and of its gradient where ``gradients`` and it carries one
+    (:meth:`placement.torch.partition.Partition.carries_gradient`)."""
     import torch
 
     example = value.meta.get("val")
     if not isinstance(example, torch.Tensor):
         return 0.0
     size = float(example.numel() * example.element_size())
-    carries = gradients and example.is_floating_point() and value.op != "placeholder"
-    return 2 * size if carries else size
+    return 2 * size if gradients and part.carries_gradient(value) else size
 
 
 def stage_transfers(part: Any, result: Any, problem: Any, bandwidth: float, training: bool) -> list[StageTransfers]:
@@ -69,8 +68,8 @@ def stage_transfers(part: Any, result: Any, problem: Any, bandwidth: float, trai
         if not problem.device_types[problem.type_index(device.type)].pays_comm:
             out.append(StageTransfers(0.0, 0.0, device.load))
             continue
-        moved = sum(_nbytes(v, training) for v in stage.inputs) if s > 0 else 0.0
-        moved += sum(_nbytes(v, training) for v in stage.outputs) if s < last else 0.0
+        moved = sum(_nbytes(part, v, training) for v in stage.inputs) if s > 0 else 0.0
+        moved += sum(_nbytes(part, v, training) for v in stage.outputs) if s < last else 0.0
         out.append(StageTransfers(device.comm, transfer_ms(moved, bandwidth), device.load))
     return out
 
