@@ -268,7 +268,8 @@ def cpu_in_the_middle() -> Instance:
     latency-greedy with one call per accelerator: a on accelerator 0 [0, 1.5], b on the CPU [1.5, 11.5],
     c cannot be a second call of accelerator 0: accelerator 1 [11.5, 11.5 + 0.5 + 1 = 13] -> 13.
     With two calls per accelerator c is accelerator 0's second call, at the same times -> 13."""
-    nodes = [Node(i, n, (1.0 if i != 2 else None, 10.0), 0.0, False, None, 0.5) for i, n in ((1, "a"), (2, "b"), (3, "c"))]
+    nodes = [Node(i, n, (1.0 if i != 2 else None, 10.0), 0.0, False, None, 0.5)
+             for i, n in ((1, "a"), (2, "b"), (3, "c"))]
     return make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3)], 2, 1, 10, name="cpu-in-the-middle")
 
 

@@ -15,9 +15,10 @@ e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`rea
 Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
 floating-point type and more than one element are the trained parameters; a single float is a
-constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of such data (an alias
-exporters write for shared or deduplicated parameters) is that data, read under its own name,
-and so is the transposed copy exporters write of a tied weight (:mod:`placement.io.onnx_tied`).
+constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of
+such data (an alias exporters write for shared or deduplicated parameters) is that data, read
+under its own name, and so is the transposed copy exporters write of a tied weight
+(:mod:`placement.io.onnx_tied`).
 So is the result of shape arithmetic (a node reading only constants, integer initializers,
 ``Shape`` outputs and other such results, as unoptimised exports write for reshapes and the
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or

@@ -143,7 +143,8 @@ def elementwise(kind: str, name: str, in_elements: int, out_elements: int) -> tu
     return vector(KIND_VECTOR_OPS[kind], elements)
 
 
-def backward(kind: str, forward: Sequence[Operator], weights: bool = True, inputs: bool = True) -> tuple[Operator, ...]:
+def backward(kind: str, forward: Sequence[Operator], weights: bool = True,
+             inputs: bool = True) -> tuple[Operator, ...]:
     """The gradient operators of an operator of cost ``kind`` whose forward shapes are ``forward``
     (module docstring, "Backward"); without ``weights`` no weight-gradient GEMM (``dB``: frozen
     weights), without ``inputs`` no input-gradient GEMM (``dA``: an input that needs none)."""
@@ -154,7 +155,8 @@ def backward(kind: str, forward: Sequence[Operator], weights: bool = True, input
         out.extend(next(([s] for s in forward if s.kind == "gemm"), []))   # the scores, recomputed
     for s in forward:
         if s.kind == "gemm":
-            out.extend((gemm(s.m, s.k, s.n, s.batch) if inputs else ()) + (gemm(s.k, s.n, s.m, s.batch) if weights else ()))
+            out.extend((gemm(s.m, s.k, s.n, s.batch) if inputs else ())
+                       + (gemm(s.k, s.n, s.m, s.batch) if weights else ()))
         else:
             out.extend([s] * (2 if s.op in TWO_PASS_GRADIENTS else 1))
     return tuple(out)
