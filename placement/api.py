@@ -94,7 +94,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     graphs; ``microbatches`` is the number run (default 64; one iteration of that many for the flush
     schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
-    backward's compute that is weight-gradient work (``split-backward`` only, default 0.5; for a
+    backward's compute that is weight-gradient work (the schedules that split the backward; default:
+    the weight-gradient times the instance gives its backward nodes, else 0.5; for a
     split-backward plan, the W share of its backward nodes, by default the one the plan records);
     ``engine`` ``heap`` (built in) or ``simpy``; ``accelerators``, ``cpus`` and ``memory`` as in
     ``verify``; ``memory_limit`` the bytes the run may take (default 2 GiB; a longer run is refused

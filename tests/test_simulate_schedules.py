@@ -156,6 +156,28 @@ def test_w_fraction_zero_is_1f1b_flush_and_one_moves_all_backward_compute():
     assert all(s.task_times == {"F": 1.0, "B": 0.0, "W": 2.0} for s in all_split.stages)
 
 
+def test_w_tasks_take_the_weight_gradient_times_the_instance_gives():
+    """3 uniform stages, f = 1, b = 2; backward nodes that give a weight-gradient time of 0.5 (W 0.5,
+    B 1.5) run as such without a w_fraction; given one, it wins; a stage whose backward node gives
+    none falls back to half its backward compute."""
+    from dataclasses import replace
+
+    problem, plan = uniform_pipeline(3, 1.0, 2.0)
+    weighted = replace(problem, nodes=tuple(replace(n, weight_times=(0.5, 25.0)) if n.backward else n
+                                            for n in problem.nodes))
+    run = simulate(weighted, plan, "split-backward", 5)
+    assert all(s.task_times == {"F": 1.0, "B": 1.5, "W": 0.5} for s in run.stages)
+    assert (run.w_fraction, run.w_times) == (0.25, True)
+    given = simulate(weighted, plan, "split-backward", 5, w_fraction=0.5)
+    assert all(s.task_times == {"F": 1.0, "B": 1.0, "W": 1.0} for s in given.stages) and not given.w_times
+    assert simulate(problem, plan, "split-backward", 5).stages[0].task_times == {"F": 1.0, "B": 1.0, "W": 1.0}
+    one = replace(problem, nodes=tuple(replace(n, weight_times=(0.5, 25.0)) if n.id == 100 else n
+                                       for n in problem.nodes))
+    mixed = simulate(one, plan, "split-backward", 5)
+    assert [s.task_times["W"] for s in mixed.stages] == [0.5, 1.0, 1.0]
+    assert mixed.w_fraction == pytest.approx(2.5 / 6) and mixed.w_times
+
+
 @given(stages=st.integers(1, 5), m=st.integers(1, 9), data=st.data())
 @settings(max_examples=150)
 def test_split_backward_never_longer_than_1f1b_flush_on_uneven_stages(stages, m, data):

@@ -15,7 +15,10 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
         lines.append(f"instance        {title}")
     lines.append(f"schedule        {result.schedule} ({SCHEDULES[result.schedule].summary}), "
                  f"{result.microbatches} micro-batches, communication {result.comm}")
-    if result.w_fraction is not None:
+    if result.w_times:
+        lines.append(f"weight grads    the instance's weight-gradient times ({result.w_fraction:.3g} of the backward "
+                     "compute) run as W tasks")
+    elif result.w_fraction is not None:
         lines.append(f"weight grads    {result.w_fraction:g} of each backward's compute runs as W tasks")
     if result.iteration_time is not None:
         lines.append(f"iteration       {result.iteration_time:.9g}  (time per sample {result.time_per_sample:.9g})")

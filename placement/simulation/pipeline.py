@@ -24,10 +24,12 @@ stage ``s'`` that produces it, and ``B`` waits for ``F`` on the same stage (it
 needs the activations), so every reader of ``u`` on ``s`` has it in time.
 
 Split backward: ``B`` keeps the activation-gradient work, its communication
-and ``(1 − α)`` of the backward compute; a weight-gradient task ``W`` holds the
-other ``α`` and waits for ``B`` of its stage. The instances do not say which
-part of a backward node is weight gradient, so ``α`` (``w_fraction``) is a
-parameter, 0.5 by default.
+and the rest of the backward compute; a weight-gradient task ``W`` holds the
+weight-gradient part and waits for ``B`` of its stage. That part is ``α`` of the
+backward compute (``w_fraction``); where ``α`` is not given, it is the sum of the
+weight-gradient times the instance gives its backward nodes (``Stage.weight``:
+``fpgaWeightLatency`` and the like, which imported models record), on a stage
+whose every backward node gives one, and ``α = 0.5`` elsewhere.
 
 Activation memory: a micro-batch in flight on a stage holds the outputs of the
 stage's forward nodes; the output size of a node is the largest ``size`` of its
@@ -71,6 +73,7 @@ class Stage:
     static_memory: float         # Σ node memory (weights)
     memory_bound: float
     activation_bytes: float | None
+    weight: float | None = None  # Σ weight-gradient times of its backward nodes, where each gives one
 
     def task_time(self, kind: str) -> float:
         """Receive + compute + send of task ``kind``: its length when communication is inside the call."""
@@ -152,10 +155,14 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
         receive = {FORWARD: 0.0, BACKWARD: 0.0}
         send = {FORWARD: 0.0, BACKWARD: 0.0}
         activation: float | None = 0.0
+        weight: float | None = 0.0
         received: dict[int, str] = {}     # u ∈ In(S) -> the task that receives it
         for v in sorted(report.nodes, key=problem.index_of):
             node = problem.node(v)
             compute[kind_of(v)] += node.times[t]
+            if node.backward:
+                given = None if node.weight_times is None else node.weight_times[t]
+                weight = None if weight is None or given is None else weight + given
             if not node.backward and consumers[v]:
                 size = out_size[v]
                 activation = None if activation is None or size is None else activation + size
@@ -178,7 +185,7 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
         stages.append(Stage(index=s, position=report.position, type=report.type, pays_comm=dtype.pays_comm,
                             nodes=report.nodes, compute=compute, receive=receive, send=send, load=report.load,
                             static_memory=report.memory, memory_bound=report.memory_bound,
-                            activation_bytes=activation))
+                            activation_bytes=activation, weight=weight))
 
     check_acyclic(stages, inputs)
     return Pipeline(stages=tuple(stages),

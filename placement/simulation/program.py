@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
-from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline
+from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage
 from placement.simulation.schedules import Schedule, in_flight_cap, stage_order, warmup_counts
 
 INLINE = "inline"
@@ -104,7 +104,22 @@ class Unit:
     output: dict[tuple[int, str], int]
 
 
-def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float) -> Unit:
+#: the W share of a stage's backward compute where neither ``w_fraction`` nor the instance gives one
+DEFAULT_W_FRACTION = 0.5
+
+
+def weight_work(stage: Stage, w_fraction: float | None) -> float:
+    """The compute of a stage's W task (a joint plan under a schedule that splits the backward):
+    ``w_fraction`` of its backward compute; where that is ``None``, the weight-gradient times its
+    instance gives (:attr:`Stage.weight`, at most the backward compute), else
+    :data:`DEFAULT_W_FRACTION` of it (:mod:`placement.simulation.pipeline`, "Split backward")."""
+    backward = stage.compute[BACKWARD]
+    if w_fraction is None and stage.weight is not None:
+        return min(stage.weight, backward)
+    return (DEFAULT_W_FRACTION if w_fraction is None else w_fraction) * backward
+
+
+def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float | None) -> Unit:
     """The tasks, resources and dependencies of one micro-batch (no order, no window)."""
     stages = pipeline.stages
     n = len(stages)
@@ -125,7 +140,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
         st = stages[s]
         base = st.task_time(kind) if comm == INLINE else st.compute[kind]
         if kind == BACKWARD and schedule.split_backward and not pipeline.split:
-            base -= w_fraction * st.compute[BACKWARD]
+            base -= weight_work(st, w_fraction)
         return base
 
     task_times = [{k: compute_time(s, k) for k in kinds} for s in range(n)]
@@ -147,7 +162,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
                 output[key] = task(link, st.send[kind], TaskLabel(s, SEND, True))
                 one.add_dependency(work, output[key])
         if schedule.split_backward and not pipeline.split:
-            task_times[s][WEIGHT] = w_fraction * st.compute[BACKWARD]
+            task_times[s][WEIGHT] = weight_work(st, w_fraction)
             weight = task(compute_resource[s], task_times[s][WEIGHT], TaskLabel(s, WEIGHT, False), filler=True)
             one.add_dependency(main[(s, BACKWARD)], weight)
             main[(s, WEIGHT)] = weight
@@ -163,7 +178,7 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
 
 
 def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, comm: str = INLINE,
-                  w_fraction: float = 0.5, memory_limit: float = DEFAULT_MEMORY_LIMIT) -> Program:
+                  w_fraction: float | None = None, memory_limit: float = DEFAULT_MEMORY_LIMIT) -> Program:
     """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches.
 
     Memory grows linearly with the tasks (:data:`BYTES_PER_TASK` each): a run whose tasks would
@@ -173,7 +188,7 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
         raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
     if microbatches < 1:
         raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
-    if not 0.0 <= w_fraction <= 1.0:
+    if w_fraction is not None and not 0.0 <= w_fraction <= 1.0:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     unit = build_unit(pipeline, schedule, comm, w_fraction)
     one, labels, main, gate, output = unit.graph, unit.labels, unit.main, unit.gate, unit.output

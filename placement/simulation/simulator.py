@@ -41,8 +41,8 @@ from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import (BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline,
                                           invalid_plan_error)
-from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
-                                          stream_window)
+from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, DEFAULT_W_FRACTION, INLINE, Program,
+                                          build_program, build_unit, stream_window, weight_work)
 from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
@@ -145,6 +145,7 @@ class SimulationResult:
     model_time_per_sample: float | None        # the load model's steady-state time per sample (see _model)
     notes: tuple[str, ...]
     split_plan: bool = False                   # a split-backward plan (its loads derived by the simulator)
+    w_times: bool = False                      # W tasks took the instance's weight-gradient times
 
     def to_json(self) -> dict[str, Any]:
         """The run's figures as strict JSON: the headline numbers and one entry per stage (the task
@@ -158,6 +159,7 @@ class SimulationResult:
             "steady_window": self.steady_window, "period": self.period, "span": self.span,
             "bubble_fraction": self.bubble_fraction, "max_load": self.max_load,
             "model_time_per_sample": self.model_time_per_sample, "notes": self.notes, "split_plan": self.split_plan,
+            "w_times": self.w_times,
             "stages": [asdict(stage) for stage in self.stages],
         })
 
@@ -171,7 +173,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
     or ``link`` (separate link resources); ``w_fraction`` the weight-gradient
-    share of the backward compute (split-backward only, default 0.5); ``engine``
+    share of the backward compute (the schedules that split the backward; default: the
+    weight-gradient times the instance gives, else 0.5, :mod:`.pipeline`); ``engine``
     ``heap`` (the built-in core) or ``simpy`` (same model, run by SimPy). A run whose tasks would
     take more than ``memory_limit`` bytes (default 2 GiB) is refused with
     :class:`placement.errors.LimitExceededError` before it starts. ``keep_tasks=False`` asks for the
@@ -211,13 +214,14 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         raise InvalidParameterError("engine", f"must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
     sched = get_schedule(schedule)
     _check_fit(pipeline, sched, w_fraction)
-    fraction = (0.5 if w_fraction is None else w_fraction) if sched.split_backward and not pipeline.split else None
+    splits = sched.split_backward and not pipeline.split   # W tasks this run makes from the backward
+    fraction = w_fraction if splits else None
     if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
             and not pipeline.split):
         result = _streamed(pipeline, sched, microbatches, progress)
         if result is not None:
             return result
-    program = build_program(pipeline, sched, microbatches, comm, fraction or 0.0, memory_limit)
+    program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit)
     try:
         if engine == "heap":
             start, end = execute(program.graph)
@@ -229,8 +233,21 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
                                                 f"can never start, first {label.kind} of micro-batch {j} on "
                                                 f"{pipeline.stages[label.stage].label}") from None
     result = _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
+    if splits:   # the W share this run used: as given, or what the stages' weight times come to
+        times = w_fraction is None and any(st.weight is not None for st in pipeline.stages)
+        result = replace(result, w_fraction=w_fraction if w_fraction is not None else weight_share(pipeline),
+                         w_times=times)
     # figures only: a run the streamed evaluation could not hold came through the event engine
     return result if keep_tasks else replace(result, tasks=TaskTable.empty())
+
+
+def weight_share(pipeline: Pipeline) -> float:
+    """The share of the backward compute a joint plan's W tasks take without a ``w_fraction``
+    (:func:`placement.simulation.program.weight_work`), over all stages."""
+    backward = sum(st.compute[BACKWARD] for st in pipeline.stages)
+    if backward <= 0:
+        return DEFAULT_W_FRACTION
+    return sum(weight_work(st, None) for st in pipeline.stages) / backward
 
 
 def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None) -> None:
