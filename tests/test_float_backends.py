@@ -202,3 +202,34 @@ def test_the_floating_point_memory_rows_decide_coarse_data_only():
     assert scale_memory([2e9, 1e9], [2.5e9], integer=False).exact        # steps of 10^8: a 25th of the bound
     assert scale_memory([0.1, 0.2], [0.25], integer=False).exact          # steps of 0.05
     assert scale_memory([2000000001.0, 1000000001.0], [3000000001.0], integer=True).exact   # CP-SAT: integers
+
+
+def _exact_fill(sets: bool) -> dict:
+    """One accelerator of memory 0.3, a CPU; a (0.2, 1 ms) and c (0.1, 1 ms) with a CPU-only node b
+    (1 ms there) between them: a -> b -> c. Holding a and c, the accelerator is full to the byte
+    (0.2 + 0.1 = 0.3 as written; 0.30000000000000004 summed in floating point) and the plan's load is
+    max(1 + 1, 1) = 2 (no transfer costs), against 11 for the best pipeline (one of a, c on the CPU at
+    10 ms). For ``sets`` the CPU nodes are a colour class b1, b2 and the edges a -> b1, b2 -> c: the
+    accelerator's set {a, c} is then contiguous, and the optimum is 2 again (12 for a pipeline)."""
+    nodes = [{"id": 1, "times": {"acc": 1, "cpu": 10}, "size": 0.2},
+             {"id": 2, "times": {"acc": None, "cpu": 1}, "size": 0},
+             {"id": 3, "times": {"acc": 1, "cpu": 10}, "size": 0.1}]
+    edges = [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 2, "destId": 3, "cost": 0}]
+    if sets:
+        nodes = [nodes[0], dict(nodes[1], colorClass=7), {"id": 4, "times": {"acc": None, "cpu": 1}, "size": 0,
+                                                           "colorClass": 7}, dict(nodes[2])]
+        edges = [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 4, "destId": 3, "cost": 0}]
+    return {"deviceTypes": [{"name": "acc", "count": 1, "memory": 0.3, "paysComm": True},
+                            {"name": "cpu", "count": 1, "paysComm": False}], "nodes": nodes, "edges": edges}
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=needs(b))
+                                     for b in ("cp-sat", "highs", "cbc", "scip", "pulp")])
+@pytest.mark.parametrize("contiguity", ["none", "sets"])
+def test_a_device_filled_exactly_is_no_obstacle_to_the_packing_bound(backend, contiguity):
+    """The packing bound summed memory in floating point: it found no room for a and c together, its
+    floor (11, or 12) met the pipeline's value, and the floating-point backends 'proved' it optimal."""
+    instance = placement.load(_exact_fill(contiguity == "sets"))
+    assert placement.solve(instance, contiguity="stages").value == (12.0 if contiguity == "sets" else 11.0)
+    result = placement.solve(instance, method="milp", contiguity=contiguity, backend=backend, time_limit=30)
+    assert (result.status, result.value, result.bound) == ("optimal", 2.0, 2.0)

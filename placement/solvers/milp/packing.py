@@ -45,7 +45,9 @@ counting rows of :mod:`.cuts` (each slot holding the *smallest* groups of ``H``)
 the cut terms price the tensors that packing must send.
 
 Computing ``P(H)``: a depth-first branch and bound over the groups of ``H`` in decreasing
-cheapest time; each group goes to each slot it fits, empty slots of one type tried once (they
+cheapest time; each group goes to each slot it fits (memory summed in floating point against the
+bound plus :func:`memory_slack`, so that rounding never excludes an assignment that fits exactly:
+a relaxation, which keeps ``P(H)`` a lower bound), empty slots of one type tried once (they
 are interchangeable). A partial assignment's slot loads count compute and, on paying slots, the
 larger of the hyperedges already cut among placed groups and the largest ``cut({v}, {w})`` over
 ``v`` on the slot and ``w`` placed elsewhere (each a lower bound on the final cut); a node is
@@ -75,6 +77,8 @@ SECONDS = 60.0
 SHARE = 0.1
 #: the most seconds for a set searched after one that did not raise the floor
 PROBE = 1.0
+#: relative slack on a memory bound where the sizes are not integers (:func:`memory_slack`)
+MEMORY_SLACK = 1e-9
 #: relative margin taken off the floor on an integer backend, and on a floating-point one (see
 #: :func:`packing_rows`)
 ROUNDING = 1e-12
@@ -198,6 +202,17 @@ def hypergraph(d: GroupData) -> HyperCut:
     return HyperCut(len(d.groups), hyperedges(d))
 
 
+def memory_slack(sizes: Sequence[float], bound: float) -> float:
+    """What the search adds to a memory ``bound``: nothing where the sizes and the bound are integers
+    whose sums are exact (an integer backend's scaled data, byte counts), else :data:`MEMORY_SLACK` of
+    it, so that a sum rounded up in floating point (0.2 + 0.1 above 0.3) does not exclude an assignment
+    that fits. Fitting more only lowers the values found, so the floor stays a lower bound."""
+    if math.isinf(bound) or (float(bound).is_integer() and all(float(a).is_integer() for a in sizes)
+                             and math.fsum(sizes) <= 2.0 ** 53):
+        return 0.0
+    return MEMORY_SLACK * abs(bound)
+
+
 def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
                   deadline: float = math.inf, above: float = -math.inf) -> float | None:
     """``P(H)`` of the module docstring (model units); ``None`` when the search is still running at
@@ -219,6 +234,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
     fits = [[s for s in slots if time_on[i][s] is not None] for i in range(len(items))]
     size = [d.m[v] for v in items]
     room = [d.M[kinds[s]] if d.memory_binds else math.inf for s in slots]
+    room = [r + memory_slack(size, r) for r in room]
     pays = [d.pays[kinds[s]] for s in slots]
     fitting = [(v, {k: d.p(v, k) for k in d.fits(v)}) for v in q if q[v] > 0]
     ratio = [min((times[kinds[s]] / q[v] for v, times in fitting if kinds[s] in times), default=math.inf)
