@@ -40,7 +40,8 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tupl
                      f"ready); the last finishes at {_num(last.end)} (node {last.node})")
     lines.append("")
     title = f"instance {problem.name}: " if problem.name else ""
-    lines.append(f"{title}latency {evaluation.latency:.10g}")
+    lines.append(f"{title}latency {evaluation.latency:.10g}" if math.isfinite(evaluation.latency)
+                 else f"{title}latency not computed (see the violations)")
     if evaluation.critical:
         lines.append("critical chain: " + " -> ".join(evaluation.critical))
     lines.extend(verdict_lines(tuple(evaluation.violations) + tuple(extra)))
