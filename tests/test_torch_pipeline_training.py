@@ -45,7 +45,9 @@ BATCH, MICROBATCHES = 8, 4
 WORLD = 4
 STAGES = (2, 3, 4)
 SCHEDULES = ("gpipe", "1f1b")
-MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean", "frozen")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean", "frozen", "keyword")
+#: the models whose last inputs are passed by keyword, with their names
+KEYWORDS = {"keyword": ("scale",)}
 REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
 
 
@@ -181,6 +183,21 @@ class FrozenPrefix(nn.Module):
         return self.head(g + h.detach() * (h > 0))
 
 
+class KeywordScale(nn.Module):
+    """BatchNorm layers, and an input the model takes by keyword only: the first stage's inputs are then
+    no longer its positional ones alone, and its static metadata must still describe them (without it,
+    torch's runtime ran every stage's forward once more to learn the shapes, the later stages on
+    uninitialised memory, and the running statistics came out as 4e25 and inf)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(WIDTH, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(),
+                                 nn.Linear(32, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4))
+
+    def forward(self, x, *, scale):
+        return self.net(x) * scale
+
+
 class Seq2Seq(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -210,6 +227,9 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
+    if name == "keyword":
+        return KeywordScale(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
+            torch.randn(BATCH, 4, generator=g)
     if name == "frozen":
         return FrozenPrefix(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "running-mean":
@@ -235,6 +255,13 @@ def micro(tensors, k: int):
     return tuple(t[k * size:(k + 1) * size] for t in tensors)
 
 
+def call(name: str, tensors) -> tuple[tuple, dict]:
+    """A model's inputs as positional and keyword arguments (:data:`KEYWORDS`)."""
+    names = KEYWORDS.get(name, ())
+    split = len(tensors) - len(names)
+    return tuple(tensors[:split]), dict(zip(names, tensors[split:]))
+
+
 def statistics(module) -> dict:
     """A module's buffers (BatchNorm's running statistics, the running mean), by state-dict key."""
     trained = dict(module.named_parameters(remove_duplicate=False))   # frozen ones too: not statistics
@@ -246,7 +273,8 @@ def reference(name: str):
     model, args, target = case(name)
     total = 0.0
     for k in range(MICROBATCHES):
-        loss = loss_fn(model(*micro(args, k)), micro((target,), k)[0])
+        positional, keywords = call(name, micro(args, k))
+        loss = loss_fn(model(*positional, **keywords), micro((target,), k)[0])
         loss.backward()
         total += float(loss.detach())
     return total, {n: p.grad for n, p in model.named_parameters() if p.requires_grad}, statistics(model)
@@ -273,7 +301,8 @@ def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
                 for _ in range(2 if (name, schedule) == REPEATED else 1):
                     step_losses: list = []   # one loss per micro-batch, on the last stage
                     if rank == 0:
-                        sched.step(*args)
+                        positional, keywords = call(name, args)
+                        sched.step(*positional, **keywords)
                     elif rank == n - 1:
                         sched.step(target=target, losses=step_losses)
                     else:
@@ -297,7 +326,8 @@ def plans():
     for name in MODELS:
         for n in STAGES:
             model, args, _ = case(name)
-            out[name, n] = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=n,
+            positional, keywords = call(name, micro(args, 0))
+            out[name, n] = plan_pipeline(model, positional, keywords or None, devices="epyc-7763:4", stages=n,
                                          microbatches=MICROBATCHES)
     return out
 

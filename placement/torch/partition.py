@@ -248,8 +248,8 @@ def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], *values: 
 
 def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """Empty tensors (on ``device``) with the shapes, types and ``requires_grad`` of the values stage ``s``
-    takes and returns, from the exported program's metadata; ``None`` where one is not a tensor, or
-    where stage 0 takes more than the model's positional tensors (keyword inputs).
+    takes and returns, from the exported program's metadata (stage 0: the model's positional inputs; it
+    takes the keyword inputs by name); ``None`` where one is not a tensor.
 
     They let ``torch.distributed.pipelining.PipelineStage`` start in its static mode; without them it
     learns the shapes by running every stage's forward once more, on the first micro-batch for stage
@@ -258,15 +258,18 @@ def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...
     import torch
 
     stage = part.stages[s]
+    inputs = stage.inputs
     if s == 0:
         codegen = part.root.graph._codegen
         in_spec = getattr(getattr(codegen, "pytree_info", None), "in_spec", None)
         if in_spec is not None:
+            if in_spec.num_leaves != len(stage.inputs):
+                return None
             parts = list(in_spec.children())   # (positional inputs, keyword inputs)
-            if in_spec.num_leaves != len(stage.inputs) or (len(parts) == 2 and parts[1].num_leaves):
-                return None   # keyword inputs: the stage takes them by name, not in the static metadata's order
+            # the stage takes keyword inputs by name, beside the positional ones the metadata describes
+            inputs = stage.inputs[:parts[0].num_leaves] if len(parts) == 2 else stage.inputs
     examples = []
-    for values, trained in ((stage.inputs, s > 0), (stage.outputs, True)):
+    for values, trained in ((inputs, s > 0), (stage.outputs, True)):
         made = []
         for value in values:
             val = value.meta.get("val")
