@@ -45,7 +45,8 @@ BATCH, MICROBATCHES = 8, 4
 WORLD = 4
 STAGES = (2, 3, 4)
 SCHEDULES = ("gpipe", "1f1b")
-MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean", "frozen", "keyword")
+MODELS = ("transformer", "gpt", "unet", "late-input", "bert", "mlp", "batchnorm", "running-mean", "frozen", "keyword",
+          "step-count")
 #: the models whose last inputs are passed by keyword, with their names
 KEYWORDS = {"keyword": ("scale",)}
 REPEATED = ("gpt", "1f1b")   # the case whose step() runs twice
@@ -183,6 +184,22 @@ class FrozenPrefix(nn.Module):
         return self.head(g + h.detach() * (h > 0))
 
 
+class StepCount(nn.Module):
+    """A step counter kept in a buffer, incremented in place and multiplied into the output: autograd
+    keeps the counter for the backward pass, and the next micro-batch's increment (under GPipe, before
+    that backward runs) must not change what it kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh(),
+                                 nn.Linear(WIDTH, 4))
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.steps.add_(1.0)
+        return self.net(x) * self.steps
+
+
 class KeywordScale(nn.Module):
     """BatchNorm layers, and an input the model takes by keyword only: the first stage's inputs are then
     no longer its positional ones alone, and its static metadata must still describe them (without it,
@@ -227,6 +244,8 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
+    if name == "step-count":
+        return StepCount(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "keyword":
         return KeywordScale(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)

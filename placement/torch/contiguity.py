@@ -74,17 +74,23 @@ def aliases_state(value: Any) -> bool:
     in-place operator such as the ``add_`` of a running average kept in a buffer), or an item of
     such a result, applied to such a value. A stage sends such a value as a copy: the send may
     still be in flight when the next micro-batch's forward writes into the buffer."""
+    return state_root(value) is not None
+
+
+def state_root(value: Any) -> Any:
+    """The attribute read (a ``get_attr`` node) whose memory the FX value ``value`` may share
+    (:func:`aliases_state`), or ``None``."""
     import operator
 
     import torch
 
     while True:
         if value.op == "get_attr":
-            return True
+            return value
         if value.op != "call_function" or not value.args or not isinstance(value.args[0], torch.fx.Node):
-            return False
+            return None
         schema = getattr(value.target, "_schema", None)
         if value.target is not operator.getitem and (
                 schema is None or not any(r.alias_info is not None for r in schema.returns)):
-            return False
+            return None
         value = value.args[0]

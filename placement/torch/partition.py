@@ -282,6 +282,25 @@ def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...
     return examples[0], examples[1]
 
 
+def _buffers_written_in_place(part: Partition) -> set[str]:
+    """The attributes (``get_attr`` targets) other than parameters that the program writes in place."""
+    import torch
+
+    from placement.torch.contiguity import written_in_place
+
+    nodes = list(part.root.graph.nodes)
+    return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes)
+            and not isinstance(_attribute(part.root, n.target), torch.nn.Parameter)}
+
+
+def _acts_on_first_argument(node: Any) -> bool:
+    """Whether ``node`` writes into its first argument or returns a view of it (it must have the
+    argument itself, not a copy), or picks an item of a tuple."""
+    schema = getattr(node.target, "_schema", None)
+    return node.target is operator.getitem or (schema is not None and (
+        schema.is_mutable or any(r.alias_info is not None for r in schema.returns)))
+
+
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
 
@@ -292,7 +311,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-    from placement.torch.contiguity import aliases_state, contiguous_copy, contiguous_gradient, written_in_place
+    from placement.torch.contiguity import (aliases_state, contiguous_copy, contiguous_gradient, state_root,
+                                            written_in_place)
 
     stage = part.stages[s]
     graph = torch.fx.Graph()
@@ -323,8 +343,19 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             return reads[name]
         return env[arg]
 
+    mutated = _buffers_written_in_place(part)
+
+    def snapshot(arg: Any) -> Any:
+        """``read(arg)``; a copy where ``arg`` is a buffer the program writes in place (or a view of it):
+        autograd may keep what an operator reads for the backward pass, and the next micro-batch's
+        forward would overwrite it before that runs."""
+        root = state_root(arg)
+        if root is None or root.target not in mutated:
+            return read(arg)
+        return graph.call_method("clone", (read(arg),))
+
     for node in stage.nodes:
-        env[node] = graph.node_copy(node, read)
+        env[node] = graph.node_copy(node, read if _acts_on_first_argument(node) else snapshot)
     last = s == len(part.stages) - 1
     if last:
         results = tuple(env[v] for v in stage.outputs)
