@@ -209,6 +209,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.partition import canonical_names, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
+    from placement.torch.state import buffer_readers, keep_written_buffers_together, together_note, written_buffers
 
     torch = require_torch()
     if not isinstance(args, (tuple, list)):
@@ -245,6 +246,10 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
         problem = parse_instance(instance, imported.problem.name)
+    readers = buffer_readers(imported.graph, written_buffers(imported.source))
+    if readers:   # one stage holds a buffer the model writes in place, and reads it
+        instance = keep_written_buffers_together(instance, imported.graph, readers)
+        problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
     if training and schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
@@ -260,7 +265,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         if result.status == "infeasible":
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
                                                    + (f" in {stages} stages" if stages else "")
-                                                   + f": no plan fits ({result.message or 'proven infeasible'})")
+                                                   + f": no plan fits ({result.message or 'proven infeasible'})"
+                                                   + (f"; {together_note(readers, imported.graph)}" if readers
+                                                      else ""))
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))
