@@ -351,3 +351,55 @@ def test_inputs_the_model_cannot_multiply_are_refused():
                                                         rf"\(aten::linear\) would multiply tensors of types "
                                                         rf"{types}; give inputs of the type of the parameters$"):
             import_module(model, (torch.ones(4, 8, dtype=dtype),))
+
+
+def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
+    """Two-operand einsums are the GEMM torch runs: FlopCounterMode's counts (bij,bjk->bik on
+    [8,4,5]x[8,5,6]: 2·8·4·6·5 = 1920; nij,ijk->nk on [8,4,5]x[4,5,6]: 2·8·6·20 = 1920; bij,bij, every
+    index summed: 2·160 = 320). A GRU of 2 layers (16 -> 32, 7 steps of
+    3): per layer 2·7·3·96·(I + 32), I = 16 then 32: 193536 + 258048 = 451584, as FlopCounterMode
+    counts; an LSTM (which FlopCounterMode does not see on CPU): 2·7·3·128·48 = 258048; bidirectional,
+    batch first: 258048 for each direction of the one layer. A three-operand einsum is warned about."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Einsums(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 5, 6))
+
+        def forward(self, x, y):
+            return (torch.einsum("bij,bjk->bik", x, y).sum() + torch.einsum("nij,ijk->nk", x, self.w).sum()
+                    + torch.einsum("bij,bij", x, x))
+
+    class Recurrent(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(x)[0]
+
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4, 5), torch.randn(8, 5, 6)
+    graph = import_module(Einsums(), (x, y))
+    assert [op.flops for op in graph.ops if op.kind == "matmul"] == [1920.0, 1920.0, 320.0]
+    with FlopCounterMode(display=False) as counter:
+        Einsums()(x, y)
+    assert counter.get_total_flops() == 1920 + 1920 + 320
+    seq = torch.randn(7, 3, 16)
+    for layer, flops, counted in [(nn.GRU(16, 32, num_layers=2), 451584.0, True), (nn.LSTM(16, 32), 258048.0, False),
+                                  (nn.LSTM(16, 32, bidirectional=True, batch_first=True), 2 * 258048.0, False)]:
+        model, example = Recurrent(layer), seq.transpose(0, 1) if layer.batch_first else seq
+        graph = import_module(model, (example,))
+        assert sum(op.flops for op in graph.ops if op.kind == "matmul") == flops, layer
+        if counted:
+            with FlopCounterMode(display=False) as counter:
+                model(example)
+            assert counter.get_total_flops() == flops
+
+    class Chain(nn.Module):
+        def forward(self, a, b, c):
+            return torch.einsum("ij,jk,kl->il", a, b, c)
+
+    with pytest.warns(CostModelWarning, match="aten::einsum"):
+        import_module(Chain(), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)))

@@ -28,6 +28,13 @@ convolution (weight ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel
 transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · numel(weight) / C_in
 scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
 k ``[…, S, E]``, v ``[…, S, E_v]``                      (the two matmuls)
+einsum of two operands                                  2 · Π of the sizes of every index
+                                                        (batch, kept and contracted: one GEMM)
+einsum of one operand or of three or more               0 (the contraction order is the
+                                                        runtime's: a warning names it)
+LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + H)
+direction: input ``I`` wide, hidden ``H``, ``T`` steps  (input and recurrent GEMMs)
+of batch ``N``
 layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
@@ -36,7 +43,8 @@ views, gathers (embedding, index), copies, constants    0
 =====================================================  ==========================================
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
-convolution and attention operators. The per-element constants of the other operators are
+convolution and attention operators, for einsum (which it counts as the GEMM it runs) and for
+the recurrent layers' GEMMs (which it counts where the layer runs as separate operators). The per-element constants of the other operators are
 conventions; such operators are memory-bound on every catalogued device.
 
 Bytes moved: the bytes of the distinct tensors an operator reads (activations,
@@ -78,6 +86,8 @@ from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+#: recurrent layers, by their gates per step
+RECURRENT = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
         "conv_transpose3d"}
 ATTENTION = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
@@ -203,7 +213,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
     base = _base(_op_name(target))
     if base in ("to", "_to_copy", "type_as"):
         return "copy" if in_dtype is not None and in_dtype != out_dtype else "view"
-    if base in MATMUL:
+    if base in MATMUL or base in RECURRENT or base == "einsum":
         return "matmul"
     if base in CONV:
         return "conv"
@@ -276,6 +286,10 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
         return 0
     name = _base(_op_name(target))
     first_out = out[0] if out else None
+    if kind == "matmul" and name == "einsum":
+        return 2 * math.prod(_einsum_gemm(node_args[0], _listed(node_args[1])) or (0,))
+    if kind == "matmul" and name in RECURRENT:
+        return 2 * sum(steps * m * n * k for m, n, k, steps in _recurrent_gemms(name, node_args))
     if kind == "matmul":
         a = tensor_args[MATMUL[name]]
         return 2 * _numel(first_out) * int(a.shape[-1])
@@ -305,6 +319,11 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
     name = _base(_op_name(target))
     first_out = out[0] if out else None
     out_shape = tuple(first_out.shape) if first_out is not None else ()
+    if kind == "matmul" and name == "einsum":
+        gemm = _einsum_gemm(node_args[0], _listed(node_args[1]))
+        return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
+    if kind == "matmul" and name in RECURRENT:
+        return tuple(s for m, n, k, steps in _recurrent_gemms(name, node_args) for s in shapes.gemm(m, n, k, steps))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
@@ -318,6 +337,65 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
         return shapes.attention(*(tuple(t.shape) for t in tensor_args[:3]))
     return shapes.elementwise(kind, name or _target_label(target), _numel(tensor_args[0]) if tensor_args else 0,
                               _numel(first_out) if first_out is not None else 0)
+
+
+def _einsum_gemm(equation: Any, operands: list[Any]) -> tuple[int, int, int, int] | None:
+    """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs: ``batch`` the sizes of the indices
+    of both operands that the output keeps, ``m`` (``n``) of those of the first (second) operand alone
+    that it keeps, ``k`` of those of both that it sums (an index of one operand alone that the output
+    drops is summed before, at no GEMM cost); ``None`` for another number of operands, or an equation
+    with an ellipsis or that does not fit the operands."""
+    if not isinstance(equation, str) or len(operands) != 2 or "." in equation:
+        return None
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != 2:
+        return None
+    if not arrow:   # implicit output: the indices that appear once, in alphabetical order
+        output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
+    size: dict[str, int] = {}
+    for term, operand in zip(terms, operands):
+        if len(term) != len(operand.shape):
+            return None
+        size.update(zip(term, (int(d) for d in operand.shape)))
+    a, b, kept = set(terms[0]), set(terms[1]), set(output)
+
+    def group(chars: set[str]) -> int:
+        return math.prod(size[c] for c in chars)
+
+    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
+
+
+def _listed(values: Any) -> list[Any]:
+    """The example tensors of a list argument of FX nodes (``einsum``'s operands, an LSTM's weights)."""
+    if not isinstance(values, (list, tuple)):
+        return []
+    return [v.meta.get("val") for v in values if hasattr(v, "meta")]
+
+
+def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[int, int, int, int]]:
+    """The GEMMs ``(m, n, k, times)`` of a recurrent layer's forward (``aten.lstm.input`` and the like):
+    per layer and direction, the input projection of all ``T`` steps at once and the recurrent one per
+    step (module docstring)."""
+    gates = RECURRENT[name]
+    x = node_args[0].meta["val"]
+    layers, bidirectional, batch_first = int(node_args[4]), bool(node_args[7]), bool(node_args[8])
+    weights = [t for t in _listed(node_args[2]) if len(t.shape) == 2]   # w_ih, w_hh of each layer, direction
+    hidden = int(weights[0].shape[0]) // gates if weights else 0
+    recurrent = int(weights[1].shape[1]) if len(weights) > 1 else hidden   # the projected size (proj_size)
+    if len(x.shape) == 2:
+        steps, batch = int(x.shape[0]), 1
+    else:
+        steps, batch = (int(x.shape[1]), int(x.shape[0])) if batch_first else (int(x.shape[0]), int(x.shape[1]))
+    directions = 2 if bidirectional else 1
+    out = []
+    width = int(x.shape[-1])
+    for _ in range(layers):
+        for _ in range(directions):
+            out += [(steps * batch, gates * hidden, width, 1), (batch, gates * hidden, recurrent, steps)]
+        width = directions * recurrent
+    return out
 
 
 # ----- walking the exported graph ---------------------------------------------------------
@@ -452,7 +530,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
-        if kind == "unknown":
+        if kind == "unknown" or (_base(_op_name(node.target)) == "einsum"
+                                 and _einsum_gemm(node.args[0], _listed(node.args[1])) is None):
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
         op_dtype = sizes.key(floating[0].dtype) if floating else "fp32"
