@@ -16,15 +16,18 @@ from placement.io.megatron import block_stacks, layer_stack, megatron_layout
 from placement.plan import DeviceAssignment, Plan
 
 
-def layout(nodes, training=False, edges=()):
-    """An instance dict with forward nodes ``(name, module, starts)`` (ids in order), and mates if training."""
+def layout(nodes, training=False, edges=(), no_gradient=()):
+    """An instance dict with forward nodes ``(name, module, starts)`` (ids in order), and if training their
+    mates, with the mirror of every edge but those of ``no_gradient`` (which carry no gradient back)."""
     entries = [{"id": k, "name": name, "module": module, "starts": list(starts), "ops": [f"op{k}"],
                 "isBackwardNode": False} for k, (name, module, starts) in enumerate(nodes)]
+    links = [{"sourceId": a, "destId": b} for a, b in edges]
     if training:
         n = len(nodes)
         entries += [{"id": n + k, "name": name + ".grad", "isBackwardNode": True, "forward": k}
                     for k, (name, _, _) in enumerate(nodes)]
-    return layout_from_instance({"nodes": entries, "edges": [{"sourceId": a, "destId": b} for a, b in edges]})
+        links += [{"sourceId": n + b, "destId": n + a} for a, b in edges if (a, b) not in no_gradient]
+    return layout_from_instance({"nodes": entries, "edges": links})
 
 
 def block(prefix, k):
@@ -420,3 +423,6 @@ def test_a_training_plan_whose_value_skips_a_stage_is_no_split_for_torchs_pipeli
         with pytest.raises(InvalidParameterError) as err:
             export(lay, p)
         assert str(err.value) == f"plan cannot be written as {name}: {reason}"
+    # a value that skips a stage but carries no gradient back (a constant, a mask) is runnable
+    frozen = layout(GPT, training=True, edges=edges, no_gradient={(0, 11)})
+    assert split_points(frozen, p) == ["h.1", "h.2"]

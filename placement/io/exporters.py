@@ -75,13 +75,15 @@ class LayoutNode:
 class Layout:
     """The forward nodes of an imported instance in program order, backward id -> forward id, the
     edges between forward nodes, the model's tensor inputs (``None``: the instance does not
-    record them) and the trained parameters that several nodes read (training instances)."""
+    record them), the trained parameters that several nodes read (training instances) and the
+    forward edges a gradient flows back along (those whose backward mirror the instance has)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
     edges: tuple[tuple[int, int], ...] = ()
     inputs: tuple[str, ...] | None = None
     shared: tuple[tuple[str, tuple[int, ...]], ...] = ()   # trained parameters several nodes read, with them
+    gradient_edges: frozenset[tuple[int, int]] = frozenset()
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -123,8 +125,11 @@ def layout_from_instance(data: Any) -> Layout:
             isinstance(v, list) and all(isinstance(u, int) and not isinstance(u, bool) for u in v)
             for v in shared.values()):
         raise InvalidInstanceError("field 'about.shared_parameters' must map parameter names to arrays of node ids")
+    mate_of = {forward_id: backward_id for backward_id, forward_id in mates.items()}
+    mirrored = {(e.get("sourceId"), e.get("destId")) for e in data.get("edges", ()) if isinstance(e, dict)}
+    gradient_edges = frozenset((u, v) for u, v in edges if (mate_of.get(v), mate_of.get(u)) in mirrored)
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
-                  tuple((name, tuple(ids)) for name, ids in shared.items()))
+                  tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges)
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -238,15 +243,16 @@ def runtime_stages(layout: Layout, plan: Plan, form: str) -> list[list[int]]:
 
 
 def require_neighbour_reads(layout: Layout, parts: list[list[int]], form: str) -> None:
-    """For a training graph, no stage may read a node of a stage two or more before it: torch's
-    ``pipeline()`` sends it on, but runs no backward of such a skip connection (``PipeliningMetadataError:
-    Backward of skip connections not supported yet``); :func:`placement.torch.plan_pipeline` relays it
-    stage by stage instead."""
+    """For a training graph, no stage may read a node of a stage two or more before it where a
+    gradient flows back along the read (:attr:`Layout.gradient_edges`): torch's ``pipeline()`` sends
+    the value on, but runs no backward of such a skip connection (``PipeliningMetadataError: Backward
+    of skip connections not supported yet``); :func:`placement.torch.plan_pipeline` relays it stage by
+    stage instead."""
     if not layout.mates:
         return
     stage_of = {v: k for k, part in enumerate(parts) for v in part}
     for u, v in layout.edges:
-        if stage_of[v] - stage_of[u] > 1:
+        if stage_of[v] - stage_of[u] > 1 and (u, v) in layout.gradient_edges:
             refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} reads {_name(layout, u)!r} of stage "
                          f"{stage_of[u]}, and torch's pipeline() runs no backward of a value that skips a stage "
                          "(placement.torch.plan_pipeline relays it)")
