@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-grid", default="gnmt", metavar="NAMES",
                         help="comma-separated instances without the Megatron grid and one-device baseline "
                              "(default gnmt: its restricted DPs take about 15 s each, 8 per setting)")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"), metavar="FOLDER",
+                        help="the folder the JSON files are written to (default benchmarks/results)")
     parser.add_argument("--types", action="store_true", help="also the rows with device types (bert32a100)")
     parser.add_argument("--types-only", dest="types_only", action="store_true", help="only the rows with device types")
     args = parser.parse_args(argv)

@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared", default=str(ROOT.parent / "shared" / "piper"))
     parser.add_argument("--baseline", metavar="COMMIT", help="also run the package as of COMMIT, alternately")
     parser.add_argument("--repeat", type=positive_int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), metavar="FOLDER",
+                        help="the folder the JSON files are written to (default benchmarks/results)")
     parser.add_argument("--all", action="store_true", help="every run of benchmarks/piper.py")
     args = parser.parse_args(argv)
     if args.baseline:

@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-search", action="store_true", help="skip part 2 (solving for the time per batch)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_simulate.json")
     args = parser.parse_args(argv)
+    if not SHARED.is_dir():
+        print(f"error: {SHARED} is not here: the Piper instances whose plans this benchmark replays",
+              file=sys.stderr)
+        return 2
 
     if args.results.exists() and not args.solve:
         records = [r for r in json.loads(args.results.read_text()) if r.get("stages")]

@@ -57,6 +57,16 @@ from placement.report.table import percent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from placement.cli.options import non_negative_int  # noqa: E402
+from placement.parameters import MAX_SEED  # noqa: E402
+
+
+def seed_value(text: str) -> int:
+    """An argparse type: a seed the methods take, 0 to ``MAX_SEED``."""
+    value = non_negative_int(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}, not {value}")
+    return value
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski"
@@ -545,7 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heuristic-time-limit", type=positive_float, default=60.0,
                         help="local search time limit per run, s (default 60)")
     parser.add_argument("--restarts", type=positive_int, default=10, help="local search restarts (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of local search and partition (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0,
+                        help=f"seed of local search and partition, 0 to {MAX_SEED} (default 0)")
     parser.add_argument("--latency-calls", type=positive_int, default=1,
                         help="calls per accelerator the latency MILP may use (default 1)")
     parser.add_argument("--only", choices=["throughput", "latency"], help="run one objective only")
