@@ -142,7 +142,10 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
     torch = require_torch()
     if not isinstance(model, torch.nn.Module):
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
-    with _held_diagnostics() as held:
+    with _held_diagnostics() as held, warnings.catch_warnings():
+        # a recurrent layer's weights list (nn.LSTM._flat_weights), which torch rebuilds while exporting
+        # and then warns about: its parameters are read as any others
+        warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
         try:
             program = torch.export.export(model, tuple(args), kwargs or {})
         except Exception as exc:  # torch raises many types; the user gets the first line of the reason
