@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from placement.io.op_grouping import group_ops
-from placement.io.opgraph import Gradient, Op, OpGraph, Param, gradient_flow
+from placement.io.opgraph import Gradient, Op, OpGraph, Param, gradient_flow, gradient_values
 
 
 def _op(name: str, kind: str, inputs=(), params=(), model_inputs=(), outputs=(4.0,), floating=()) -> Op:
@@ -125,15 +125,32 @@ def _models():
             (frozen_stem.train(), (torch.randn(2, 3, 8, 8),)), (bitfit, (x,))]
 
 
-def test_the_operators_that_need_a_gradient_are_those_autograd_gives_one():
+def test_the_values_that_need_a_gradient_are_those_autograd_gives_one():
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.io.torch_export import graph_from_program
 
     for model, args in _models():
         program, truth = _autograd_truth(model, args)
         graph = graph_from_program(program, type(model).__name__)
-        flow = dict(zip((op.name for op in graph.ops), gradient_flow(graph)))
-        checked = {name: (flow[name].needed, wanted) for name, wanted in truth.items() if name in flow}
+        values = gradient_values(graph)
+        checked = {name: (any(values[name]), wanted) for name, wanted in truth.items() if name in values}
         assert len(checked) >= 4 and all(ours == wanted for ours, wanted in checked.values()), (
             type(model).__name__, {name: pair for name, pair in checked.items() if pair[0] != pair[1]})
     assert torch is not None
+
+
+def test_a_layer_whose_result_reaches_the_loss_only_through_detach_computes_no_gradient():
+    """StopAndMask's first linear needs a gradient in the forward pass (it is trained), but what it
+    makes reaches the results only through detach, a comparison and argmax: autograd never runs its
+    backward (its weight gets no gradient), and neither is it charged."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.io.torch_export import graph_from_program
+
+    model, args = _models()[0]
+    graph = graph_from_program(torch.export.export(model, args), "StopAndMask")
+    flow = dict(zip((op.name for op in graph.ops), gradient_flow(graph)))
+    assert any(gradient_values(graph)["linear"]) and not flow["linear"].needed
+    assert flow["linear_1"] == Gradient(0, True, True) and flow["linear_2"].needed   # weight and bias, not input
+    out, index = model(*args)
+    out.sum().backward()
+    assert model.a.weight.grad is None and model.b.weight.grad is not None

@@ -600,7 +600,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     if names:
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
-    return OpGraph(tuple(ops), name, "onnx", names, inputs=model_inputs)
+    outputs = tuple(sorted({producers[v.name][0] for v in model.graph.output if v.name in producers}))
+    return OpGraph(tuple(ops), name, "onnx", names, inputs=model_inputs, outputs=outputs)
 
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",

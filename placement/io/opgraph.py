@@ -43,7 +43,9 @@ floating-point output needs a gradient when the operator reads a trained paramet
 that needs one: the output of another operator that does, or a model input that does
 (``OpGraph.grad_inputs``: the example inputs with ``requires_grad=True``; none by default).
 Outputs that are not floating-point (masks, indices), the outputs of constants (``zeros_like``
-and the like, whatever they read) and of ``detach`` need none. An operator whose output needs
+and the like, whatever they read) and of ``detach`` need none. Nor does an output from which no
+result of the model is reached along such values: a trained layer read only through ``detach``
+computes no gradient (autograd frees its graph at the end of the forward pass). An operator whose output needs
 none (everything before the first trained parameter, such as a frozen backbone or an attention
 mask's arithmetic) has no gradient work: factor 0, no kernel. A matmul or convolution computes
 one GEMM per operand that needs a gradient, a trained weight counting as one operand: factor 2
@@ -281,7 +283,28 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
             gradient = Gradient(0, False)
         flow.append(gradient)
         needs.append(tuple(gradient.needed and op.output_floating(k) for k in range(len(op.outputs))))
-    return tuple(flow), needs
+    return tuple(_reaching(graph, flow, needs)), needs
+
+
+def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]]) -> list[Gradient]:
+    """``flow`` without the gradients no loss can ask for: an operator whose results reach neither the
+    model's results (``graph.outputs``) nor a result that no operator reads, along tensors that carry a
+    gradient to an operator that computes one, is never run backward (module docstring, "Training").
+    Unchanged where the graph does not record its outputs."""
+    if not graph.outputs:
+        return flow
+    readers: list[list[tuple[int, int]]] = [[] for _ in graph.ops]
+    for j, op in enumerate(graph.ops):
+        for producer, k in op.inputs:
+            if k >= 0:
+                readers[producer].append((j, k))
+    returned = set(graph.outputs)
+    reaches = [False] * len(graph.ops)
+    for i in range(len(graph.ops) - 1, -1, -1):
+        if flow[i].needed:
+            reaches[i] = (i in returned or not readers[i]
+                          or any(reaches[j] and needs[i][k] for j, k in readers[i]))
+    return [gradient if reaches[i] else Gradient(0, False) for i, gradient in enumerate(flow)]
 
 
 @dataclass(frozen=True)
@@ -290,7 +313,8 @@ class OpGraph:
     operators the cost model has no FLOP formula for (costed by bytes moved only); ``aliases``,
     the groups of module names that name one module object (a module registered under several
     names: its calls under any of them are calls of one module); ``inputs``, the names of the
-    model's tensor inputs, in order; ``grad_inputs``, those that need a gradient."""
+    model's tensor inputs, in order; ``grad_inputs``, those that need a gradient; ``outputs``, the
+    operators whose results the model returns (empty: not recorded)."""
 
     ops: tuple[Op, ...]
     name: str
@@ -299,6 +323,7 @@ class OpGraph:
     aliases: tuple[tuple[str, ...], ...] = ()
     inputs: tuple[str, ...] = ()
     grad_inputs: tuple[str, ...] = ()
+    outputs: tuple[int, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -397,9 +422,9 @@ def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool 
 
 def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
     """The weight-gradient part of node ``v``'s backward time on ``device``: one kernel of its forward
-    FLOPs and bytes for every matmul or convolution that reads a trained parameter (module docstring)."""
-    return sum(roofline_ms(op.flops, op.bytes_moved, device, op.dtype, 1) for op in pg.node_ops(v)
-               if op.kind in WEIGHT_GRADIENT_KINDS and any(p.trainable and p.operand for p in op.params))
+    FLOPs and bytes for every matmul or convolution that computes a weight gradient (module docstring)."""
+    return sum(roofline_ms(op.flops, op.bytes_moved, device, op.dtype, 1)
+               for op, gradient in pg.node_gradients(v) if op.kind in WEIGHT_GRADIENT_KINDS and gradient.weights)
 
 
 def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpec:

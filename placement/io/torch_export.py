@@ -555,7 +555,10 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       f"{', '.join(names)}", CostModelWarning, stacklevel=2)
     grad_inputs = tuple(n.name for n in program.graph.nodes if n.op == "placeholder" and n.name in inputs
                         and n.meta["val"].requires_grad)
-    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs)
+    returned = [v for n in program.graph.nodes if n.op == "output" for v in n.all_input_nodes]
+    outputs = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
+                            if v in index_of or v in selects}))
+    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs, outputs=outputs)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
