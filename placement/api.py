@@ -51,7 +51,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.io.plans import recorded_backward, recorded_objective
     from placement.verification.check import check_plan
 
-    problem = override_devices(instance, **solved_devices(plan, accelerators, cpus, memory))
+    problem = solved_devices(instance, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
@@ -72,14 +72,27 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 
 
-def solved_devices(plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
-    """The device overrides of a check of ``plan``: those given, else those the plan records it was
-    solved with (:func:`placement.io.plans.recorded_overrides`)."""
-    from placement.io.plans import recorded_overrides
+def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> Any:
+    """The instance a check of ``plan`` runs on: with the device overrides given, else those the plan
+    records it was solved with (:func:`placement.io.plans.recorded_overrides`). A record that cannot
+    be read, or whose overrides the instance cannot take, is an :class:`InvalidPlanError`."""
+    from placement.errors import InvalidInstanceError, InvalidPlanError
+    from placement.io.plans import recorded_overrides, unread_overrides
 
+    unread = unread_overrides(plan)
+    if unread:
+        raise InvalidPlanError(f"the plan's device overrides cannot be read: {', '.join(unread)} (accelerators "
+                               "and cpus are counts, memory a number of bytes, none negative)")
     given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
-    recorded = recorded_overrides(plan)
-    return {name: recorded.get(name) if value is None else value for name, value in given.items()}
+    taken = {name: value for name, value in recorded_overrides(plan).items() if given[name] is None}
+    try:
+        return override_devices(instance, **{**given, **taken})
+    except (InvalidParameterError, InvalidInstanceError) as exc:
+        if not taken or (isinstance(exc, InvalidParameterError) and exc.parameter not in taken
+                         and exc.parameter != "instance"):
+            raise
+        recorded = ", ".join(f"{name}={value!r}" for name, value in taken.items())
+        raise InvalidPlanError(f"the plan records the device overrides {recorded}, with which {exc}") from None
 
 
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
@@ -145,7 +158,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")
     if microbatches is None:
         microbatches = DEFAULT_MICROBATCHES
-    problem = override_devices(loaded, **solved_devices(plan, accelerators, cpus, memory))
+    problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     source, plan = plan, as_plan(plan)

@@ -437,3 +437,29 @@ def test_results_hash_and_refuse_an_unknown_objective_when_read():
         placement.Result.from_json({**result.to_json(), "objective_kind": "speed"})
     assert str(info.value) == ("field 'objective_kind' must be one of 'throughput', 'throughput-gpipe', 'latency', "
                                "not 'speed'")
+
+
+def test_recorded_overrides_that_cannot_be_read_or_taken_are_refused_as_the_plans(tmp_path, capsys):
+    """A plan file whose overrides were edited: unreadable values are an error about the plan, and so are
+    readable ones the instance cannot take; a memory override is noted exactly as written."""
+    from placement.cli import main
+
+    document = placement.solve(CHAIN4, memory=123456789).to_json()
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    assert main(["verify", str(CHAIN4), str(path)]) == 0
+    assert "solved with: --memory 123456789\n" in capsys.readouterr().out
+    for overrides, message in [
+            ({"accelerators": -1}, "the plan's device overrides cannot be read: accelerators=-1 (accelerators "
+                                   "and cpus are counts, memory a number of bytes, none negative)"),
+            ("x", "the plan's device overrides cannot be read: 'x' (accelerators and cpus are counts, memory a "
+                  "number of bytes, none negative)"),
+            ({"accelerators": 0, "cpus": 0}, "the plan records the device overrides accelerators=0, cpus=0, with "
+                                             "which accelerators leaves no device (accelerators=0 and cpus=0: "
+                                             "every device count is 0)")]:
+        path.write_text(json.dumps({**document, "overrides": overrides}))
+        with pytest.raises(placement.errors.InvalidPlanError) as info:
+            placement.verify(CHAIN4, path)
+        assert str(info.value) == message
+    path.write_text(json.dumps({**document, "overrides": {"accelerators": 2.0}}))   # a whole number
+    assert placement.verify(CHAIN4, path).valid

@@ -484,6 +484,17 @@ def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, c
     with pytest.raises(placement.errors.InvalidParameterError,
                        match="^allreduce applies to Piper instances only"):
         placement.simulate(ROOT / "instances" / "tiny" / "chain4.json", plan, allreduce="piper")
+    # counts per device type on an instance without types; a count the plan records, noted by the command
+    document = json.loads(Path(plan).read_text())
+    with pytest.raises(placement.errors.InvalidPlanError,
+                       match=r"^the plan records device counts per type \(x\), but the instance has no deviceTypes$"):
+        placement.simulate(instance, {**document, "devices": {"x": 3}})
+    Path(plan).write_text(json.dumps({**document, "devices": 4}))
+    assert main(["simulate", instance, plan]) == 0
+    assert capsys.readouterr().out.startswith("note: checked on the devices the plan file records it was solved "
+                                              "for: 4 devices\n")
+    result = placement.solve(instance)
+    assert hash(result) == hash(placement.solve(instance))
 
 
 # --- plans of the planner ----------------------------------------------------------------------------

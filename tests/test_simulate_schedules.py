@@ -176,6 +176,8 @@ def test_w_tasks_take_the_weight_gradient_times_the_instance_gives():
     mixed = simulate(one, plan, "split-backward", 5)
     assert [s.task_times["W"] for s in mixed.stages] == [0.5, 1.0, 1.0]
     assert mixed.w_fraction == pytest.approx(2.5 / 6) and mixed.w_times
+    assert mixed.notes[-1] == ("stages whose backward nodes do not all give a weight-gradient time split their "
+                               "backward compute 0.5 to W")
 
 
 @given(stages=st.integers(1, 5), m=st.integers(1, 9), data=st.data())

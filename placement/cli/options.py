@@ -136,7 +136,7 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
     taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name) is None}
     if not taken:
         return None
-    given = ", ".join(f"--{name} {value:g}" if name == "memory" else f"--{name} {value}"
+    given = ", ".join(f"--{name} {int(value) if float(value).is_integer() else value!r}"
                       for name, value in taken.items())
     return f"note: {done} on the devices the plan file records it was solved with: {given}"
 

@@ -42,6 +42,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     import placement
     from placement.errors import InvalidPlanError
     from placement.report.parallel_simulation import format_parallel_simulation
+    from placement.simulation.parallel import read_parallel_plan
 
     unused = [option for option, given in (("--trace", args.trace), ("--gantt", args.gantt),
                                            ("--comm", args.comm != "inline"), ("--w-fraction", args.w_fraction),
@@ -61,6 +62,16 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if args.json:
         print_json(result.to_json())
         return 0
+    _, devices, memory = read_parallel_plan(args.plan)
+    own = ({t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
+    recorded = []
+    if devices is not None and devices != own:
+        recorded.append(", ".join(f"{k}:{v}" for k, v in devices.items()) if isinstance(devices, dict)
+                        else f"{devices} devices")
+    if memory is not None and memory != instance.max_memory_per_device and not instance.device_types:
+        recorded.append(f"{int(memory) if float(memory).is_integer() else memory!r} bytes each")
+    if recorded:
+        print(f"note: checked on the devices the plan file records it was solved for: {', '.join(recorded)}")
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
     if args.allreduce == "ring" and any(stage.d > 1 for stage in result.stages):
         print("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "

@@ -196,11 +196,22 @@ def recorded_overrides(plan: object) -> dict[str, Any]:
     found = {}
     for name in OVERRIDES:
         value = record.get(name)
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        number = whole or (isinstance(value, float) and math.isfinite(value))
-        if (whole if name != "memory" else number) and value >= 0:
-            found[name] = value
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if number and value >= 0 and (name == "memory" or float(value).is_integer()):
+            found[name] = value if name == "memory" else int(value)
     return found
+
+
+def unread_overrides(plan: object) -> list[str]:
+    """What a plan's ``overrides`` record holds that :func:`recorded_overrides` cannot take (each as
+    ``name=value``, or the whole record where it is no object)."""
+    record = _recorded(plan, "overrides", "overrides")
+    if record is None:
+        return []
+    if not isinstance(record, Mapping):
+        return [repr(record)]
+    taken = recorded_overrides(plan)
+    return [f"{name}={value!r}" for name, value in record.items() if name not in taken]
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:

@@ -43,6 +43,10 @@ class ParallelResult:
     objective: str = "throughput"
     batch_time: float | None = None
 
+    def __hash__(self) -> int:   # over the fields that hash (equal results have equal ones); the dicts do not
+        devices = tuple(sorted(self.devices.items())) if isinstance(self.devices, dict) else self.devices
+        return hash((self.status, self.value, self.bound, devices, self.memory, self.schedule, self.objective))
+
     @property
     def ok(self) -> bool:
         return self.plan is not None

@@ -241,6 +241,9 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
     from placement.verification.parallel import evaluate_parallel
     from placement.verification.parallel_interleaved import evaluate_interleaved
 
+    if isinstance(devices, Mapping) and not instance.device_types:
+        raise InvalidPlanError(f"the plan records device counts per type ({', '.join(map(str, devices))}), but the "
+                               "instance has no deviceTypes")
     if plan.chunks > 1:
         evaluation = evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
                                           memory=memory)

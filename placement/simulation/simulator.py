@@ -235,8 +235,12 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     result = _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
     if splits:   # the W share this run used: as given, or what the stages' weight times come to
         times = w_fraction is None and any(st.weight is not None for st in pipeline.stages)
+        notes = result.notes
+        if times and any(st.weight is None and st.compute[BACKWARD] > 0 for st in pipeline.stages):
+            notes += (f"stages whose backward nodes do not all give a weight-gradient time split their backward "
+                      f"compute {DEFAULT_W_FRACTION:g} to W",)
         result = replace(result, w_fraction=w_fraction if w_fraction is not None else weight_share(pipeline),
-                         w_times=times)
+                         w_times=times, notes=notes)
     # figures only: a run the streamed evaluation could not hold came through the event engine
     return result if keep_tasks else replace(result, tasks=TaskTable.empty())
 
