@@ -41,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "link: transfers on a separate link per device, overlapping compute")
     p.add_argument("--w-fraction", dest="w_fraction", type=fraction, metavar="F",
                    help="split-backward, zb-h1, zb-h2: share of each backward's compute that is weight-gradient work "
-                        "(default: the weight-gradient times the instance gives, else 0.5); a split-backward plan: the W share of its backward nodes (default: the "
-                        "share its file records, else 0.5)")
+                        "(default: the weight-gradient times the instance gives, else 0.5); a split-backward plan: "
+                        "the W share of its backward nodes (default: the share its file records, else 0.5)")
     add_device_options(p, " (as given to solve)")
     p.add_argument("--trace", type=path_name, metavar="TRACE.json",
                    help="write a Chrome/Perfetto trace of the run")

@@ -44,8 +44,9 @@ views, gathers (embedding, index), copies, constants    0
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
 convolution and attention operators, for einsum (which it counts as the GEMM it runs) and for
-the recurrent layers' GEMMs (which it counts where the layer runs as separate operators). The per-element constants of the other operators are
-conventions; such operators are memory-bound on every catalogued device.
+the recurrent layers' GEMMs (which it counts where the layer runs as separate operators). The
+per-element constants of the other operators are conventions; such operators are memory-bound on
+every catalogued device.
 
 Bytes moved: the bytes of the distinct tensors an operator reads (activations,
 parameters, buffers, inputs) plus the bytes it writes; views move nothing (and launch no
