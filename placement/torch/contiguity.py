@@ -48,6 +48,19 @@ def contiguous_copy(x: Any) -> Any:
     return _ContiguousCopy.apply(x)
 
 
+def writes_in_place(node: Any) -> bool:
+    """Whether the operator of the FX ``node`` has a mutable schema (it writes into an argument)."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def returns_alias(node: Any) -> bool:
+    """Whether the operator of the FX ``node`` returns a result that aliases an argument (a view, or an
+    in-place operator's result)."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
 def written_in_place(value: Any, nodes: Any) -> bool:
     """Whether one of the FX ``nodes`` writes into ``value`` in place: an operator with a mutable
     schema applied to it, or to a view of it (an operator whose result aliases its input)."""
@@ -58,12 +71,9 @@ def written_in_place(value: Any, nodes: Any) -> bool:
             if user not in inside or user in seen:
                 continue
             seen.add(user)
-            schema = getattr(user.target, "_schema", None)
-            if schema is None:
-                continue
-            if schema.is_mutable:
+            if writes_in_place(user):
                 return True
-            if any(r.alias_info is not None for r in schema.returns):
+            if returns_alias(user):
                 stack.append(user)
     return False
 
@@ -89,8 +99,6 @@ def state_root(value: Any) -> Any:
             return value
         if value.op != "call_function" or not value.args or not isinstance(value.args[0], torch.fx.Node):
             return None
-        schema = getattr(value.target, "_schema", None)
-        if value.target is not operator.getitem and (
-                schema is None or not any(r.alias_info is not None for r in schema.returns)):
+        if value.target is not operator.getitem and not returns_alias(value):
             return None
         value = value.args[0]

@@ -296,9 +296,9 @@ def _buffers_written_in_place(part: Partition) -> set[str]:
 def _acts_on_first_argument(node: Any) -> bool:
     """Whether ``node`` writes into its first argument or returns a view of it (it must have the
     argument itself, not a copy), or picks an item of a tuple."""
-    schema = getattr(node.target, "_schema", None)
-    return node.target is operator.getitem or (schema is not None and (
-        schema.is_mutable or any(r.alias_info is not None for r in schema.returns)))
+    from placement.torch.contiguity import returns_alias, writes_in_place
+
+    return node.target is operator.getitem or writes_in_place(node) or returns_alias(node)
 
 
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
