@@ -99,7 +99,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
@@ -442,11 +442,18 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
 def shared_parameters(pg: PlacementGraph, names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
     """Trained parameters read by two or more forward nodes of ``pg``, with those nodes (ascending);
     ``names`` renames the graph's parameter names (aliases of one tensor to one name)."""
+    return parameter_readers(pg, lambda p: p.trainable, names)
+
+
+def parameter_readers(pg: PlacementGraph, chosen: Callable[[Param], bool],
+                      names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
+    """The parameters and buffers ``chosen`` picks that two or more forward nodes of ``pg`` read, by
+    name (in order), with those nodes (ascending); ``names`` renames the graph's names."""
     names = names or {}
     readers: dict[str, list[int]] = {}
     for v in range(len(pg.nodes)):
         for name in dict.fromkeys(names.get(p.name, p.name) for op in pg.node_ops(v) for p in op.params
-                                  if p.trainable):
+                                  if chosen(p)):
             readers.setdefault(name, []).append(v)
     return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 

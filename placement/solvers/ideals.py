@@ -49,6 +49,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
+from placement.problem.union_find import UnionFind
 
 DEFAULT_MAX_IDEALS = 200_000
 
@@ -71,25 +72,6 @@ class Contraction:
     @property
     def size(self) -> int:
         return len(self.members)
-
-
-
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, a: int) -> int:
-        parent = self.parent
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> int:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
-        return rb
 
 
 def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
@@ -203,7 +185,7 @@ def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     orphan = forward_members == 0
 
     heads, tails = _class_graph(problem, class_of, n_classes, orphan)
-    uf = _UnionFind(n_classes)
+    uf = UnionFind(n_classes)
     h_succ: list[list[int]] | None = None
     if not np.all(heads < tails):   # H may have a cycle: merge its strongly connected components
         h_succ = _adjacency(heads, tails, n_classes)
@@ -287,7 +269,7 @@ def _zero_time_nodes(problem: Instance) -> list[bool]:
 
 
 def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list[int],
-                     orphan: list[bool], h_succ: list[list[int]], uf: _UnionFind) -> int:
+                     orphan: list[bool], h_succ: list[list[int]], uf: UnionFind) -> int:
     """Apply merge rules (a) and (b) of the module docstring until none applies; return merge count."""
     nodes = problem.nodes
     candidate = _zero_time_nodes(problem)

@@ -245,10 +245,10 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if training:
         aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
-        problem = parse_instance(instance, imported.problem.name)
     readers = buffer_readers(imported.graph, written_buffers(imported.source))
     if readers:   # one stage holds a buffer the model writes in place, and reads it
         instance = keep_written_buffers_together(instance, imported.graph, readers)
+    if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from placement.problem.union_find import UnionFind
+
 
 def written_buffers(program: Any) -> set[str]:
     """The buffers (qualified names) the exported ``program`` writes in place: an operator with a
@@ -30,10 +32,9 @@ def written_buffers(program: Any) -> set[str]:
 
 def buffer_readers(pg: Any, buffers: set[str]) -> dict[str, tuple[int, ...]]:
     """Per buffer of ``buffers`` read by two or more forward nodes of ``pg``, those nodes (ascending)."""
-    readers = {name: tuple(v for v in range(len(pg.nodes)) if any(p.name == name for op in pg.node_ops(v)
-                                                                   for p in op.params))
-               for name in sorted(buffers)}
-    return {name: nodes for name, nodes in readers.items() if len(nodes) >= 2}
+    from placement.io.opgraph import parameter_readers
+
+    return parameter_readers(pg, lambda p: p.name in buffers)
 
 
 def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any,
@@ -43,19 +44,11 @@ def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any,
     backward nodes and every node of their classes; ``about.written_buffers`` records them."""
     if not readers:
         return dict(instance)
-    parent = list(range(len(pg.nodes)))
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
+    classes = UnionFind(len(pg.nodes))
     for nodes in readers.values():
         for v in nodes[1:]:
-            a, b = find(nodes[0]), find(v)
-            parent[max(a, b)] = min(a, b)
-    merged = {v: find(v) for nodes in readers.values() for v in nodes}
+            classes.union(v, nodes[0])
+    merged = {v: classes.find(v) for nodes in readers.values() for v in nodes}
     nodes = []
     for node in instance["nodes"]:
         colour = node.get("colorClass", node["id"] if node["id"] < len(pg.nodes) else None)
