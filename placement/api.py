@@ -77,22 +77,22 @@ def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memor
     records it was solved with (:func:`placement.io.plans.recorded_overrides`). A record that cannot
     be read, or whose overrides the instance cannot take, is an :class:`InvalidPlanError`."""
     from placement.errors import InvalidInstanceError, InvalidPlanError
-    from placement.io.plans import recorded_overrides, unread_overrides
+    from placement.io.plans import read_overrides
 
-    unread = unread_overrides(plan)
+    recorded, unread = read_overrides(plan)
     if unread:
         raise InvalidPlanError(f"the plan's device overrides cannot be read: {', '.join(unread)} (accelerators "
                                "and cpus are counts, memory a number of bytes, none negative)")
     given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
-    taken = {name: value for name, value in recorded_overrides(plan).items() if given[name] is None}
+    taken = {name: value for name, value in recorded.items() if given[name] is None}
     try:
         return override_devices(instance, **{**given, **taken})
     except (InvalidParameterError, InvalidInstanceError) as exc:
         if not taken or (isinstance(exc, InvalidParameterError) and exc.parameter not in taken
                          and exc.parameter != "instance"):
             raise
-        recorded = ", ".join(f"{name}={value!r}" for name, value in taken.items())
-        raise InvalidPlanError(f"the plan records the device overrides {recorded}, with which {exc}") from None
+        listed = ", ".join(f"{name}={value!r}" for name, value in taken.items())
+        raise InvalidPlanError(f"the plan records the device overrides {listed}, with which {exc}") from None
 
 
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,

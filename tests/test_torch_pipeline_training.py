@@ -241,6 +241,9 @@ class Seq2Seq(nn.Module):
         return self.out(self.net(src, tgt))
 
 
+ONE_INPUT = {"late-update": LateUpdate, "step-count": StepCount, "frozen": FrozenPrefix, "running-mean": RunningMean}
+
+
 def case(name: str):
     """Model, full-batch inputs and target of a model (the same in every process)."""
     torch.manual_seed(0)
@@ -259,17 +262,11 @@ def case(name: str):
     if name == "late-input":
         return LateInput(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
-    if name == "late-update":
-        return LateUpdate(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
-    if name == "step-count":
-        return StepCount(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
+    if name in ONE_INPUT:   # one input WIDTH wide, a target 4 wide
+        return ONE_INPUT[name](), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "keyword":
         return KeywordScale(), (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)), \
             torch.randn(BATCH, 4, generator=g)
-    if name == "frozen":
-        return FrozenPrefix(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
-    if name == "running-mean":
-        return RunningMean(), (torch.randn(BATCH, WIDTH, generator=g),), torch.randn(BATCH, 4, generator=g)
     if name == "batchnorm":
         # linear layers before a BatchNorm without bias: its gradient would be 0 up to rounding
         layers = [nn.Linear(WIDTH, 32, bias=False), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 32, bias=False),

@@ -136,9 +136,14 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
     taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name) is None}
     if not taken:
         return None
-    given = ", ".join(f"--{name} {int(value) if float(value).is_integer() else value!r}"
-                      for name, value in taken.items())
+    given = ", ".join(f"--{name} {as_written(value)}" for name, value in taken.items())
     return f"note: {done} on the devices the plan file records it was solved with: {given}"
+
+
+def as_written(value: float) -> str:
+    """A recorded number as an option would take it: a whole number without a fraction or an exponent
+    (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``)."""
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:

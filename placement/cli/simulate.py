@@ -86,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_json())
         return 0
-    if recorded_devices_note(args, "run"):
-        print(recorded_devices_note(args, "run"))
+    devices_note = recorded_devices_note(args, "run")
+    if devices_note:
+        print(devices_note)
     print(format_simulation(result, title), end="")
     if args.trace:
         print(f"trace written to {args.trace} (open it in Perfetto or chrome://tracing)")

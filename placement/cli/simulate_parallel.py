@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, fraction, positive_int, print_json
+from placement.cli.options import UsageError, as_written, fraction, positive_int, print_json
 
 
 def add_parallel_options(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
     import placement
     from placement.errors import InvalidPlanError
+    from placement.jsonfile import load_json
     from placement.report.parallel_simulation import format_parallel_simulation
     from placement.simulation.parallel import read_parallel_plan
 
@@ -52,8 +53,9 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if unused:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
+    document = load_json(args.plan, InvalidPlanError)   # read once: simulated, and its record noted
     try:
-        result = placement.simulate(instance, args.plan, schedule=args.schedule, chunks=args.chunks,
+        result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,
                                     allreduce=args.allreduce, unit_scale=args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
@@ -62,14 +64,14 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if args.json:
         print_json(result.to_json())
         return 0
-    _, devices, memory = read_parallel_plan(args.plan)
+    _, devices, memory = read_parallel_plan(document)
     own = ({t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
     recorded = []
     if devices is not None and devices != own:
         recorded.append(", ".join(f"{k}:{v}" for k, v in devices.items()) if isinstance(devices, dict)
                         else f"{devices} devices")
     if memory is not None and memory != instance.max_memory_per_device and not instance.device_types:
-        recorded.append(f"{int(memory) if float(memory).is_integer() else memory!r} bytes each")
+        recorded.append(f"{as_written(memory)} bytes each")
     if recorded:
         print(f"note: checked on the devices the plan file records it was solved for: {', '.join(recorded)}")
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")

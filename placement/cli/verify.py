@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
         elif solved_for is not None and solved_for != args.objective:
             print(f"note: the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
-        if recorded_devices_note(args):
-            print(recorded_devices_note(args))
+        devices_note = recorded_devices_note(args)
+        if devices_note:
+            print(devices_note)
         if recorded:
             print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
         elif split["backward"] == "joint" and record.get("mode") == "split":

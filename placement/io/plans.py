@@ -190,28 +190,24 @@ def recorded_overrides(plan: object) -> dict[str, Any]:
     ``memory``: a :class:`placement.Result`'s ``overrides``, or that section of a plan document or plan
     file), those that are well-formed (counts non-negative integers, memory a non-negative number);
     ``{}`` where it records none."""
+    return read_overrides(plan)[0]
+
+
+def read_overrides(plan: object) -> tuple[dict[str, Any], list[str]]:
+    """The well-formed overrides of :func:`recorded_overrides`, and what the record holds besides (each
+    as ``name=value``, or the whole record where it is no object), from one reading of the plan."""
     record = _recorded(plan, "overrides", "overrides")
+    if record is None:
+        return {}, []
     if not isinstance(record, Mapping):
-        return {}
+        return {}, [repr(record)]
     found = {}
     for name in OVERRIDES:
         value = record.get(name)
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if number and value >= 0 and (name == "memory" or float(value).is_integer()):
             found[name] = value if name == "memory" else int(value)
-    return found
-
-
-def unread_overrides(plan: object) -> list[str]:
-    """What a plan's ``overrides`` record holds that :func:`recorded_overrides` cannot take (each as
-    ``name=value``, or the whole record where it is no object)."""
-    record = _recorded(plan, "overrides", "overrides")
-    if record is None:
-        return []
-    if not isinstance(record, Mapping):
-        return [repr(record)]
-    taken = recorded_overrides(plan)
-    return [f"{name}={value!r}" for name, value in record.items() if name not in taken]
+    return found, [f"{name}={value!r}" for name, value in record.items() if name not in found]
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:

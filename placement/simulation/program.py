@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError, LimitExceededError
+from placement.problem.split import DEFAULT_W_SHARE
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage
 from placement.simulation.schedules import Schedule, in_flight_cap, stage_order, warmup_counts
@@ -104,19 +105,16 @@ class Unit:
     output: dict[tuple[int, str], int]
 
 
-#: the W share of a stage's backward compute where neither ``w_fraction`` nor the instance gives one
-DEFAULT_W_FRACTION = 0.5
-
-
 def weight_work(stage: Stage, w_fraction: float | None) -> float:
     """The compute of a stage's W task (a joint plan under a schedule that splits the backward):
     ``w_fraction`` of its backward compute; where that is ``None``, the weight-gradient times its
     instance gives (:attr:`Stage.weight`, at most the backward compute), else
-    :data:`DEFAULT_W_FRACTION` of it (:mod:`placement.simulation.pipeline`, "Split backward")."""
+    :data:`~placement.problem.split.DEFAULT_W_SHARE` of it (:mod:`placement.simulation.pipeline`,
+    "Split backward")."""
     backward = stage.compute[BACKWARD]
     if w_fraction is None and stage.weight is not None:
         return min(stage.weight, backward)
-    return (DEFAULT_W_FRACTION if w_fraction is None else w_fraction) * backward
+    return (DEFAULT_W_SHARE if w_fraction is None else w_fraction) * backward
 
 
 def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float | None) -> Unit:

@@ -41,8 +41,9 @@ from placement.simulation.engine import Deadlock, execute
 from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import (BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline,
                                           invalid_plan_error)
-from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, DEFAULT_W_FRACTION, INLINE, Program,
-                                          build_program, build_unit, stream_window, weight_work)
+from placement.problem.split import DEFAULT_W_SHARE
+from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
+                                          stream_window, weight_work)
 from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
@@ -190,7 +191,7 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
 
     if is_split_plan(plan):
         # a split plan fixes its W calls: w_fraction is the W share of backward nodes without their own
-        from placement.problem.split import DEFAULT_W_SHARE, SplitModel
+        from placement.problem.split import SplitModel
         from placement.verification.split import evaluate_split
 
         model = SplitModel(w_placement, inter_layer, DEFAULT_W_SHARE if w_fraction is None else w_fraction)
@@ -238,7 +239,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         notes = result.notes
         if times and any(st.weight is None and st.compute[BACKWARD] > 0 for st in pipeline.stages):
             notes += (f"stages whose backward nodes do not all give a weight-gradient time split their backward "
-                      f"compute {DEFAULT_W_FRACTION:g} to W",)
+                      f"compute {DEFAULT_W_SHARE:g} to W",)
         result = replace(result, w_fraction=w_fraction if w_fraction is not None else weight_share(pipeline),
                          w_times=times, notes=notes)
     # figures only: a run the streamed evaluation could not hold came through the event engine
@@ -250,7 +251,7 @@ def weight_share(pipeline: Pipeline) -> float:
     (:func:`placement.simulation.program.weight_work`), over all stages."""
     backward = sum(st.compute[BACKWARD] for st in pipeline.stages)
     if backward <= 0:
-        return DEFAULT_W_FRACTION
+        return DEFAULT_W_SHARE
     return sum(weight_work(st, None) for st in pipeline.stages) / backward
 
 
