@@ -154,3 +154,58 @@ def test_a_layer_whose_result_reaches_the_loss_only_through_detach_computes_no_g
     out, index = model(*args)
     out.sum().backward()
     assert model.a.weight.grad is None and model.b.weight.grad is not None
+
+
+def test_weights_read_through_a_view_or_multiplied_together_are_weight_gradients():
+    """``h @ W.t()`` reads its weight through a transpose and ``y @ (A @ B)`` a product of two
+    parameters (a merged low-rank update): their gradients are weight gradients. Checked against
+    autograd's GEMM FLOPs: the weight part is what the backward does beyond the one it does with
+    every parameter frozen (activation gradients alone), the input needing a gradient in both."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.costmodel.roofline import bundled_catalogue
+    from placement.io.opgraph import node_time_ms, weight_time_ms
+    from placement.io.torch_export import graph_from_program
+
+    class Merged(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = nn.Linear(4, 8, bias=False)
+            self.w = nn.Parameter(torch.randn(6, 8))
+            self.a, self.b = nn.Parameter(torch.randn(6, 3)), nn.Parameter(torch.randn(3, 5))
+
+        def forward(self, x):
+            return (torch.relu(self.first(x)) @ self.w.t()) @ (self.a @ self.b)
+
+    torch.manual_seed(0)
+    model, x = Merged(), torch.randn(2, 4, requires_grad=True)
+
+    def backward_flops(trained: bool) -> int:
+        for p in model.parameters():
+            p.requires_grad_(trained)
+        out = model(x)
+        with FlopCounterMode(display=False) as counter:
+            out.sum().backward()
+        return counter.get_total_flops()
+
+    activations = backward_flops(False)
+    everything = backward_flops(True)      # and the parameters stay trained for the export
+    graph = graph_from_program(torch.export.export(model, (x,)), "Merged")
+    flow = dict(zip((op.name for op in graph.ops), gradient_flow(graph)))
+    # first: x (an input needing a gradient) and its weight; matmul: h and W through t; matmul_1: a and b
+    # alone (its output is made of parameters); matmul_2: the activation and that product
+    assert (flow["linear"], flow["t"], flow["matmul"], flow["matmul_1"], flow["matmul_2"]) == (
+        Gradient(1, 1), Gradient(0, 1, weight_only=True), Gradient(1, 1), Gradient(0, 2, weight_only=True),
+        Gradient(1, 1))
+    gemms = [(op, flow[op.name]) for op in graph.ops if op.kind == "matmul"]
+    # forward 2·2·4·8 = 128, 2·2·8·6 = 192, 2·6·3·5 = 180, 2·2·6·5 = 120: backward 2 × 620, of which
+    # the weight part 128 + 192 + 2·180 + 120 = 800 and the activation part 128 + 192 + 120 = 440
+    assert sum(op.backward_flops(g) for op, g in gemms) == everything == 1240
+    assert sum(op.weight_factor(g) * op.flops for op, g in gemms) == everything - activations == 800
+    # one node per operator: the product of the two parameters is weight gradient entirely
+    pg = group_ops(graph, "operator")
+    device = next(iter(bundled_catalogue().values()))
+    product = next(v for v in range(len(pg.nodes)) if [op.name for op in pg.node_ops(v)] == ["matmul_1"])
+    assert weight_time_ms(pg, product, device) == node_time_ms(pg, product, device, backward=True) > 0

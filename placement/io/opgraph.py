@@ -48,7 +48,8 @@ result of the model is reached along such values: a trained layer read only thro
 computes no gradient (autograd frees its graph at the end of the forward pass). An operator whose output needs
 none (everything before the first trained parameter, such as a frozen backbone or an attention
 mask's arithmetic) has no gradient work: factor 0, no kernel. A matmul or convolution computes
-one GEMM per operand that needs a gradient, a trained weight counting as one operand: factor 2
+one GEMM per operand that needs a gradient, a trained weight (or a value computed from
+parameters alone, such as ``W.t()``) counting as one operand: factor 2
 for a trained layer inside the network; 1 for a layer whose weights are frozen
 (``requires_grad=False``, or buffers: its input gradient alone) and for the first trained layer,
 whose input needs none (its weight gradient alone); at most 2. A trained bias is no operand:
@@ -60,10 +61,12 @@ and weight gradients; attention 3: the fused backward's preprocessing, main and 
 conversion kernels; normalisation and softmax 2; pointwise and the others 1; views and
 constants none), each paying the device's overhead.
 
-Split backward: a matmul or convolution that reads a trained weight spends one GEMM of its
-gradient work (one kernel, the forward's FLOPs and bytes) on the weight gradient; every other
-operator's gradient is activation gradient (bias and norm-scale gradients are small reductions,
-left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
+Split backward: a matmul or convolution spends one GEMM of its gradient work (one kernel, the
+forward's FLOPs and bytes) on the gradient of each operand that is a weight: a trained parameter,
+or a value computed from parameters alone (a parameter read through a transpose or a cast,
+``x @ W.t()``; the product of two parameters, ``A @ B``, has two). An operator whose output is
+such a value spends all of its gradient work on weight gradient. Every other operator's gradient
+is activation gradient (bias and norm-scale gradients are small reductions, left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
 ``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
 
 Edges that carry gradients are mirrored: ``u → v`` gives ``grad(v) → grad(u)``, whose size is
@@ -229,21 +232,35 @@ class Op:
             return ()
         if self.kind not in WEIGHT_GRADIENT_KINDS:
             return backward_shapes(self.kind, self.operators)
-        if not any(p.operand for p in self.params):   # both operands activations: a GEMM for each needing one
-            return backward_shapes(self.kind, self.operators, weights=gradient.inputs >= 2, inputs=True)
-        return backward_shapes(self.kind, self.operators, weights=gradient.weights, inputs=gradient.inputs > 0)
+        # a GEMM per operand that needs a gradient, the weight taken as the product's second operand
+        # (an activation's gradient as the first) where only one of the two needs one
+        return backward_shapes(self.kind, self.operators, weights=gradient.weights >= 1 or gradient.inputs >= 2,
+                               inputs=gradient.inputs >= 1 or gradient.weights >= 2)
+
+    def weight_factor(self, gradient: Gradient) -> float:
+        """The part of :meth:`backward_factor` spent on weight gradients (module docstring, "Split
+        backward"): all of it for an operator whose output is computed from parameters alone; for a
+        matmul or convolution one GEMM per weight operand; none otherwise."""
+        if gradient.weight_only:
+            return self.backward_factor(gradient)
+        if self.kind in WEIGHT_GRADIENT_KINDS:
+            return float(min(2, gradient.weights))
+        return 0.0
 
 
 @dataclass(frozen=True)
 class Gradient:
     """What the backward pass computes for one operator (:func:`gradient_flow`): ``inputs``, how many
-    of its tensor operands (outputs of other operators, model inputs) need a gradient; ``weights``,
-    whether it reads a trained parameter as an operand; ``bias``, a trained parameter added to its
-    product (a matmul's or convolution's bias)."""
+    of its activation operands (outputs of other operators, model inputs) need a gradient;
+    ``weights``, how many of its operands are weights that need one: trained parameters, or values
+    computed from parameters alone (``W.t()``); ``bias``, a trained parameter added to its product
+    (a matmul's or convolution's bias); ``weight_only``, whether its output is computed from
+    parameters alone, so that all of its gradient is weight gradient."""
 
     inputs: int
-    weights: bool
+    weights: int
     bias: bool = False
+    weight_only: bool = False
 
     @property
     def needed(self) -> bool:
@@ -272,13 +289,22 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
     needs: list[tuple[bool, ...]] = []
     grad_inputs = set(graph.grad_inputs)
     flow = []
+    # data_free[i]: operator i reads no model input, directly or through the tensors it reads (its
+    # outputs are computed from parameters and constants alone)
+    data_free: list[bool] = []
     for op in graph.ops:
+        tensors = [(producer, k) for producer, k in op.inputs if k >= 0]
+        data_free.append(not op.model_inputs and all(data_free[producer] for producer, _ in tensors))
         if op.differentiable and op.kind not in NO_GRADIENT_KINDS and any(map(op.output_floating,
                                                                               range(len(op.outputs)))):
-            operands = (sum(1 for producer, k in op.inputs if k >= 0 and needs[producer][k])
-                        + sum(1 for name in op.model_inputs if name in grad_inputs))
-            gradient = Gradient(operands, any(p.trainable and p.operand for p in op.params),
-                                any(p.trainable and not p.operand for p in op.params))
+            needing = [producer for producer, k in tensors if needs[producer][k]]
+            weights = (sum(1 for p in op.params if p.trainable and p.operand)
+                       + sum(1 for producer in needing if data_free[producer]))
+            activations = (sum(1 for producer in needing if not data_free[producer])
+                           + sum(1 for name in op.model_inputs if name in grad_inputs))
+            gradient = Gradient(activations, weights, any(p.trainable and not p.operand for p in op.params))
+            if gradient.needed and data_free[-1]:
+                gradient = replace(gradient, weight_only=True)
         else:
             gradient = Gradient(0, False)
         flow.append(gradient)
@@ -421,10 +447,11 @@ def node_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec, backward: bool 
 
 
 def weight_time_ms(pg: PlacementGraph, v: int, device: DeviceSpec) -> float:
-    """The weight-gradient part of node ``v``'s backward time on ``device``: one kernel of its forward
-    FLOPs and bytes for every matmul or convolution that computes a weight gradient (module docstring)."""
-    return sum(roofline_ms(op.flops, op.bytes_moved, device, op.dtype, 1)
-               for op, gradient in pg.node_gradients(v) if op.kind in WEIGHT_GRADIENT_KINDS and gradient.weights)
+    """The weight-gradient part of node ``v``'s backward time on ``device`` (module docstring, "Split
+    backward"): one kernel of its forward FLOPs and bytes for each weight operand of a matmul or
+    convolution, and the whole gradient of an operator whose output is computed from parameters alone."""
+    return sum(roofline_ms(share * op.flops, share * op.bytes_moved, device, op.dtype, math.ceil(share))
+               for op, gradient in pg.node_gradients(v) if (share := op.weight_factor(gradient)))
 
 
 def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpec:
