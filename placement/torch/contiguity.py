@@ -48,6 +48,30 @@ def contiguous_copy(x: Any) -> Any:
     return _ContiguousCopy.apply(x)
 
 
+#: operators that update running statistics in place though their schema does not mark them written:
+#: the flag that turns the update on, and the arguments updated
+RUNNING_STATISTICS = {"aten::batch_norm": ("training", ("running_mean", "running_var")),
+                      "aten::instance_norm": ("use_input_stats", ("running_mean", "running_var"))}
+
+
+def _arguments(node: Any) -> list[tuple[Any, Any]]:
+    """The ``(schema argument, value passed)`` pairs of the FX ``node``'s operator (none without a schema)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return []
+    pairs = []
+    for i, argument in enumerate(schema.arguments):
+        if i < len(node.args):
+            pairs.append((argument, node.args[i]))
+        elif argument.name in node.kwargs:
+            pairs.append((argument, node.kwargs[argument.name]))
+    return pairs
+
+
+def _passes(passed: Any, value: Any) -> bool:
+    return passed is value or (isinstance(passed, (list, tuple)) and any(p is value for p in passed))
+
+
 def writes_in_place(node: Any) -> bool:
     """Whether the operator of the FX ``node`` has a mutable schema (it writes into an argument)."""
     schema = getattr(node.target, "_schema", None)
@@ -61,21 +85,54 @@ def returns_alias(node: Any) -> bool:
     return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
-def written_in_place(value: Any, nodes: Any) -> bool:
-    """Whether one of the FX ``nodes`` writes into ``value`` in place: an operator with a mutable
-    schema applied to it, or to a view of it (an operator whose result aliases its input)."""
+def writes_into(node: Any, value: Any) -> bool:
+    """Whether the operator of the FX ``node`` writes into the FX value ``value``: an argument its schema
+    marks written (``Tensor(a!)``), or the running statistics a batch or instance normalisation in
+    training mode updates."""
+    pairs = _arguments(node)
+    if any(a.alias_info is not None and a.alias_info.is_write and _passes(p, value) for a, p in pairs):
+        return True
+    flag, updated = RUNNING_STATISTICS.get(getattr(getattr(node.target, "_schema", None), "name", ""), ("", ()))
+    return (any(a.name == flag and p is True for a, p in pairs)
+            and any(a.name in updated and _passes(p, value) for a, p in pairs))
+
+
+def aliases_argument(node: Any, value: Any) -> bool:
+    """Whether the result of the FX ``node`` may share memory with its argument ``value``: a view of it,
+    the result of an in-place operator on it, or an item of a tuple ``value``."""
+    import operator
+
+    if node.target is operator.getitem:
+        return bool(node.args) and node.args[0] is value
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    returned = {name for r in schema.returns if r.alias_info is not None for name in r.alias_info.before_set}
+    return any(a.alias_info is not None and returned & set(a.alias_info.before_set) and _passes(p, value)
+               for a, p in _arguments(node))
+
+
+def state_accesses(value: Any, nodes: Any) -> tuple[list[Any], list[Any]]:
+    """The operators among the FX ``nodes`` that write into ``value`` in place, and those that read its
+    memory: ``value`` itself or a value aliasing it (:func:`aliases_argument`), in the order of
+    ``nodes``. A writer reads what it writes into."""
     inside = set(nodes)
-    stack, seen = [value], set()
+    aliases, stack = {value}, [value]
     while stack:
         for user in stack.pop().users:
-            if user not in inside or user in seen:
-                continue
-            seen.add(user)
-            if writes_in_place(user):
-                return True
-            if returns_alias(user):
+            if user in inside and user not in aliases and any(aliases_argument(user, a) for a in user.all_input_nodes
+                                                               if a in aliases):
+                aliases.add(user)
                 stack.append(user)
-    return False
+    readers = [n for n in nodes if any(a in aliases for a in n.all_input_nodes)]
+    writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
+    return writers, readers
+
+
+def written_in_place(value: Any, nodes: Any) -> bool:
+    """Whether one of the FX ``nodes`` writes into ``value`` in place, or into a value aliasing it
+    (:func:`state_accesses`)."""
+    return bool(state_accesses(value, nodes)[0])
 
 
 def aliases_state(value: Any) -> bool:

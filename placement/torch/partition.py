@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError
 
@@ -293,14 +293,6 @@ def _buffers_written_in_place(part: Partition) -> set[str]:
             and not isinstance(_attribute(part.root, n.target), torch.nn.Parameter)}
 
 
-def _acts_on_first_argument(node: Any) -> bool:
-    """Whether ``node`` writes into its first argument or returns a view of it (it must have the
-    argument itself, not a copy), or picks an item of a tuple."""
-    from placement.torch.contiguity import returns_alias, writes_in_place
-
-    return node.target is operator.getitem or writes_in_place(node) or returns_alias(node)
-
-
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
 
@@ -311,8 +303,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
-    from placement.torch.contiguity import (aliases_state, contiguous_copy, contiguous_gradient, state_root,
-                                            written_in_place)
+    from placement.torch.contiguity import (aliases_argument, aliases_state, contiguous_copy, contiguous_gradient,
+                                            state_root, writes_into, written_in_place)
 
     stage = part.stages[s]
     graph = torch.fx.Graph()
@@ -354,8 +346,13 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             return read(arg)
         return graph.call_method("clone", (read(arg),))
 
+    def argument(node: Any) -> Callable[[Any], Any]:
+        """How ``node`` reads an argument: itself where it writes into it or returns a view of it or an
+        item of it (it must have the argument, not a copy), else :func:`snapshot`."""
+        return lambda arg: read(arg) if writes_into(node, arg) or aliases_argument(node, arg) else snapshot(arg)
+
     for node in stage.nodes:
-        env[node] = graph.node_copy(node, read if _acts_on_first_argument(node) else snapshot)
+        env[node] = graph.node_copy(node, argument(node))
     last = s == len(part.stages) - 1
     if last:
         results = tuple(env[v] for v in stage.outputs)

@@ -1,14 +1,22 @@
-"""Buffers the model writes in place: the nodes that read one directly share a stage.
+"""State the model writes in place: the operators that read it, as it is, share a stage.
 
-Every stage holds its own copy of the buffers its operators read (:mod:`placement.torch.partition`).
-A buffer the forward pass writes in place (a running mean, a step counter, a cache) is written
-in one stage's copy only; an operator of another stage that reads the buffer itself, not the
-value the writing stage computes and sends on, would read a copy that never changes after the
-first step (before the write in the unsplit model, or after it), and the gradients come out
-wrong without an error. So the placement nodes whose operators read such a buffer directly are
-put in one colour class (:func:`keep_written_buffers_together`), which every plan keeps on one
-device: one stage holds the buffer and every direct read of it. Values computed from the buffer
-and read further on travel between stages as any other value.
+Every stage holds its own copy of the parameters and buffers its operators read
+(:mod:`placement.torch.partition`). State the forward pass writes in place (a running mean,
+BatchNorm's running statistics, a step counter, an embedding renormalised by ``max_norm``) is
+written in one stage's copy only. An operator of another stage that reads the state itself
+would read a copy that never changes after the first micro-batch; one that writes it again
+would write its own copy; and the gradients come out wrong without an error. So these
+operators are kept on one stage (:func:`keep_written_buffers_together`, one colour class,
+which every plan keeps on one device):
+
+* every operator that writes into the state, or into a value sharing its memory (a view of
+  it, the result of an in-place operator on it);
+* every operator that reads the state itself;
+* every operator that reads a value sharing its memory before the last write in program order
+  (the unsplit model would show it that write's effect on values received earlier).
+
+A value sharing the state's memory that is read after the last write leaves the writers'
+stage as a copy taken after every write, so it travels on as any other value.
 """
 
 from __future__ import annotations
@@ -18,23 +26,32 @@ from typing import Any, Mapping
 from placement.problem.union_find import UnionFind
 
 
-def written_buffers(program: Any) -> set[str]:
-    """The buffers (qualified names) the exported ``program`` writes in place: an operator with a
-    mutable schema applied to the buffer, or to a view of it."""
-    from placement.torch.contiguity import written_in_place
+def written_state(program: Any) -> dict[str, set[str]]:
+    """Per parameter or buffer (qualified name) the exported ``program`` writes in place, the names of
+    the operators that must share its stage (module docstring)."""
+    from placement.torch.contiguity import state_accesses
 
     nodes = list(program.graph.nodes)
-    buffers = {spec.arg.name: spec.target for spec in program.graph_signature.input_specs
-               if spec.kind.name == "BUFFER" and getattr(spec.arg, "name", None) is not None}
-    return {buffers[n.name] for n in nodes
-            if n.op == "placeholder" and n.name in buffers and written_in_place(n, nodes)}
+    state = {spec.arg.name: spec.target for spec in program.graph_signature.input_specs
+             if spec.kind.name in ("BUFFER", "PARAMETER") and getattr(spec.arg, "name", None) is not None}
+    position = {n: i for i, n in enumerate(nodes)}
+    out: dict[str, set[str]] = {}
+    for n in nodes:
+        if n.op != "placeholder" or n.name not in state:
+            continue
+        writers, readers = state_accesses(n, nodes)
+        if writers:
+            last = max(position[w] for w in writers)
+            out[state[n.name]] = {r.name for r in readers if n in r.all_input_nodes or position[r] <= last}
+    return out
 
 
-def buffer_readers(pg: Any, buffers: set[str]) -> dict[str, tuple[int, ...]]:
-    """Per buffer of ``buffers`` read by two or more forward nodes of ``pg``, those nodes (ascending)."""
-    from placement.io.opgraph import parameter_readers
-
-    return parameter_readers(pg, lambda p: p.name in buffers)
+def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[int, ...]]:
+    """Per parameter or buffer of ``written`` (:func:`written_state`) whose operators lie in two or more
+    forward nodes of ``pg``, those nodes (ascending)."""
+    node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
+    readers = {name: sorted({node_of[op] for op in ops if op in node_of}) for name, ops in sorted(written.items())}
+    return {name: tuple(nodes) for name, nodes in readers.items() if len(nodes) >= 2}
 
 
 def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any,
@@ -63,5 +80,5 @@ def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any) -> str:
     """Why some nodes share a stage, for a message when no plan fits."""
     parts = [f"{name!r} (written in place; read by {', '.join(pg.nodes[v].name for v in nodes)})"
              for name, nodes in readers.items()]
-    return ("the nodes that read a buffer the model writes in place share one stage, which holds its "
-            "only up-to-date copy: " + "; ".join(parts))
+    return ("the nodes that read a parameter or buffer the model writes in place share one stage, which "
+            "holds its only up-to-date copy: " + "; ".join(parts))

@@ -1,0 +1,135 @@
+"""State the forward pass writes in place (placement.torch.state): which operators share its stage.
+
+A stage holds its own copy of the state it reads; the operators that write it, read it as it is,
+or read a value sharing its memory before the last write must be on one stage, else a copy goes
+stale (module docstring of placement.torch.state). Checked on exported programs, by name, and on
+plans whose stages are chained in this process over several micro-batches against the unsplit
+model: the state written in place changes from one micro-batch to the next, so a stale copy shows
+from the second micro-batch on.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+pytest.importorskip("torch.distributed.pipelining", reason="this torch has no torch.distributed.pipelining")
+
+from torch import nn  # noqa: E402
+
+import placement  # noqa: E402
+from placement.torch import plan_pipeline  # noqa: E402
+from placement.torch.state import written_state  # noqa: E402
+
+WIDTH = 8
+
+
+class CountTwice(nn.Module):
+    """A step counter incremented before and after the body, the second time through the first
+    increment's result (``add_(add_, 1)`` in the exported program), and multiplied into the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("n", torch.zeros(()))
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.out = nn.Linear(WIDTH, 4)
+
+    def forward(self, x):
+        self.n.add_(1)
+        h = self.body(x)
+        self.n.add_(1)
+        return self.out(h) * self.n
+
+
+class NormTwice(nn.Module):
+    """One BatchNorm (training mode) called before and after a body, its running mean also read after
+    the second call: ``batch_norm`` updates the running statistics, though its schema does not say so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(WIDTH)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.head = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, 4))
+
+    def forward(self, x):
+        return self.head(self.bn(self.body(self.bn(x))) + self.bn.running_mean)
+
+
+class TiedMaxNorm(nn.Module):
+    """An embedding renormalised in place (``max_norm``) and tied to the output layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, WIDTH, max_norm=1.0)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.out = nn.Linear(WIDTH, 10, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, tokens):
+        return self.out(self.body(self.emb(tokens)))
+
+
+class ReadAfterWrite(nn.Module):
+    """A buffer scaled in place once, its result read after the body: sent on as a copy, no constraint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("m", torch.ones(WIDTH))
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH))
+
+    def forward(self, x):
+        scaled = self.m.mul_(0.5)
+        return self.body(x) - scaled
+
+
+def _written(model, args):
+    return written_state(torch.export.export(model, args))
+
+
+def test_the_operators_that_write_state_or_read_it_before_the_last_write_are_named():
+    x = torch.randn(2, WIDTH)
+    # both increments write the counter (the second through the first one's result); the product reads
+    # the second increment's result after the last write: not constrained
+    assert _written(CountTwice(), (x,)) == {"n": {"add_", "add__1"}}
+    # both BatchNorm calls update the statistics; the last add reads the running mean as it is; each call
+    # increments the batch counter
+    assert _written(NormTwice(), (x,)) == {"bn.running_mean": {"batch_norm", "batch_norm_1", "add"},
+                                           "bn.running_var": {"batch_norm", "batch_norm_1"},
+                                           "bn.num_batches_tracked": {"add_", "add__1"}}
+    # the renormalisation writes the tied weight; the lookup and the output layer read it as it is
+    tied = _written(TiedMaxNorm(), (torch.randint(0, 10, (2, 3)),))
+    assert len(tied) == 1 and {"embedding_renorm_", "embedding", "linear_1"} <= next(iter(tied.values()))
+    # one write; its result is read after it
+    assert _written(ReadAfterWrite(), (x,)) == {"m": {"mul_"}}
+    # in evaluation mode BatchNorm writes nothing
+    assert _written(NormTwice().eval(), (x,)) == {}
+
+
+@pytest.mark.parametrize("model", [CountTwice, NormTwice, ReadAfterWrite])
+def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(model):
+    torch.manual_seed(0)
+    net = model()
+    unsplit = copy.deepcopy(net)
+    batches = torch.randn(4, 2, WIDTH, generator=torch.Generator().manual_seed(1))
+    pp = plan_pipeline(net, (batches[0],), devices="epyc-7763:2", stages=2, microbatches=4)
+    modules = [pp.stage_module(s) for s in range(pp.num_stages)]
+    for x in batches:
+        values: tuple = (x,)
+        for module in modules:
+            out = module(*values)
+            values = out if isinstance(out, tuple) else (out,)
+        torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)
+    # the stage that holds the state holds what the unsplit model's state became
+    for key, value in unsplit.state_dict().items():
+        if key in dict(unsplit.named_buffers()):
+            held = [m.state_dict()[key] for m in modules if key in m.state_dict()]
+            assert len(held) == 1 and torch.equal(held[0], value), key
+
+
+def test_a_tied_weight_renormalised_in_place_keeps_its_readers_on_one_stage():
+    with pytest.raises(placement.InvalidParameterError,
+                       match=r"no plan fits .*share one stage, which holds its only up-to-date copy: '.*weight' "
+                             r"\(written in place; read by emb, out\)"):
+        plan_pipeline(TiedMaxNorm(), (torch.randint(0, 10, (2, 3)),), devices="epyc-7763:2", stages=2)
