@@ -359,7 +359,11 @@ def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
     index summed: 2·160 = 320). A GRU of 2 layers (16 -> 32, 7 steps of
     3): per layer 2·7·3·96·(I + 32), I = 16 then 32: 193536 + 258048 = 451584, as FlopCounterMode
     counts; an LSTM (which FlopCounterMode does not see on CPU): 2·7·3·128·48 = 258048; bidirectional,
-    batch first: 258048 for each direction of the one layer. A three-operand einsum is warned about."""
+    batch first: 258048 for each direction of the one layer; projected to 6 (proj_size, 12 -> 20, 7 steps
+    of 3): input 2·21·80·12 = 40320, recurrent 2·21·80·6 = 20160, projection 2·21·6·20 = 5040, 65520 as
+    FlopCounterMode counts. An ellipsis stands for the dimensions it covers: ...ij,jk->...ik on
+    [3,6,10]x[10,5] is 2·18·5·10 = 1800, ...ij,...jk on [2,3,6,10]x[3,10,5] 2·6·6·5·10 = 3600 (the
+    second operand broadcast). A three-operand einsum is warned about."""
     from torch.utils.flop_counter import FlopCounterMode
 
     class Einsums(nn.Module):
@@ -386,10 +390,23 @@ def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
     with FlopCounterMode(display=False) as counter:
         Einsums()(x, y)
     assert counter.get_total_flops() == 1920 + 1920 + 320
+
+    class Ellipsis(nn.Module):
+        def forward(self, a, b, c):
+            return torch.einsum("...ij,jk->...ik", a, b).sum() + torch.einsum("...ij,...jk", c, a.transpose(1, 2)).sum()
+
+    a, b, c = torch.randn(3, 6, 10), torch.randn(10, 5), torch.randn(2, 3, 5, 10)
+    graph = import_module(Ellipsis(), (a, b, c))
+    with FlopCounterMode(display=False) as counter:
+        Ellipsis()(a, b, c)
+    assert [op.flops for op in graph.ops if op.kind == "matmul"] == [1800.0, 2 * 6 * 5 * 6 * 10]
+    assert counter.get_total_flops() == 1800 + 3600
     seq = torch.randn(7, 3, 16)
     for layer, flops, counted in [(nn.GRU(16, 32, num_layers=2), 451584.0, True), (nn.LSTM(16, 32), 258048.0, False),
-                                  (nn.LSTM(16, 32, bidirectional=True, batch_first=True), 2 * 258048.0, False)]:
-        model, example = Recurrent(layer), seq.transpose(0, 1) if layer.batch_first else seq
+                                  (nn.LSTM(16, 32, bidirectional=True, batch_first=True), 2 * 258048.0, False),
+                                  (nn.LSTM(12, 20, proj_size=6), 65520.0, True)]:
+        model = Recurrent(layer)
+        example = seq[..., :layer.input_size].transpose(0, 1) if layer.batch_first else seq[..., :layer.input_size]
         with warnings.catch_warnings():   # neither a cost-model warning nor torch's about _flat_weights
             warnings.simplefilter("error", UserWarning)
             graph = import_module(model, (example,))

@@ -28,13 +28,14 @@ convolution (weight ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel
 transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · numel(weight) / C_in
 scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
 k ``[…, S, E]``, v ``[…, S, E_v]``                      (the two matmuls)
-einsum of two operands                                  2 · Π of the sizes of every index
-                                                        (batch, kept and contracted: one GEMM)
+einsum of two operands (an ellipsis stands for the      2 · Π of the sizes of every index
+dimensions it covers)                                   (batch, kept and contracted: one GEMM)
 einsum of one operand or of three or more               0 (the contraction order is the
                                                         runtime's: a warning names it)
-LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + H)
-direction: input ``I`` wide, hidden ``H``, ``T`` steps  (input and recurrent GEMMs)
-of batch ``N``
+LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + P)
+direction: input ``I`` wide, hidden ``H``, ``T`` steps  + 2 · T · N · H · P where P ≠ H
+of batch ``N``, projected to ``P`` (``proj_size``;      (input, recurrent and projection
+``P = H`` without)                                      GEMMs)
 layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
@@ -347,22 +348,37 @@ def _einsum_gemm(equation: Any, operands: list[Any]) -> tuple[int, int, int, int
     """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs: ``batch`` the sizes of the indices
     of both operands that the output keeps, ``m`` (``n``) of those of the first (second) operand alone
     that it keeps, ``k`` of those of both that it sums (an index of one operand alone that the output
-    drops is summed before, at no GEMM cost); ``None`` for another number of operands, or an equation
-    with an ellipsis or that does not fit the operands."""
-    if not isinstance(equation, str) or len(operands) != 2 or "." in equation:
+    drops is summed before, at no GEMM cost); an ellipsis stands for the dimensions it covers, aligned
+    from the right as in broadcasting. ``None`` for another number of operands, or an equation that
+    does not fit the operands."""
+    if not isinstance(equation, str) or len(operands) != 2:
         return None
     equation = equation.replace(" ", "")
     inputs, arrow, output = equation.partition("->")
     terms = inputs.split(",")
     if len(terms) != 2:
         return None
+    if "." in equation:
+        if any(t.replace("...", "", 1).count(".") for t in (*terms, output)):
+            return None
+        covered = [len(o.shape) - (len(t) - 3) if "..." in t else 0 for t, o in zip(terms, operands)]
+        spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+        widest = max(covered)
+        if min(covered) < 0 or widest > len(spare):
+            return None
+        letters = "".join(spare[:widest])
+        terms = [t.replace("...", letters[widest - n:]) for t, n in zip(terms, covered)]
+        output = output.replace("...", letters) if arrow else letters + "".join(
+            sorted(c for c in set(inputs) - {",", "."} if inputs.count(c) == 1))
+        arrow = "->"
     if not arrow:   # implicit output: the indices that appear once, in alphabetical order
         output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
     size: dict[str, int] = {}
     for term, operand in zip(terms, operands):
         if len(term) != len(operand.shape):
             return None
-        size.update(zip(term, (int(d) for d in operand.shape)))
+        for c, d in zip(term, operand.shape):   # a broadcast dimension (1 in one operand) has the other's size
+            size[c] = max(size.get(c, 1), int(d))
     a, b, kept = set(terms[0]), set(terms[1]), set(output)
 
     def group(chars: set[str]) -> int:
@@ -398,6 +414,8 @@ def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[int, int, int, i
     for _ in range(layers):
         for _ in range(directions):
             out += [(steps * batch, gates * hidden, width, 1), (batch, gates * hidden, recurrent, steps)]
+            if recurrent != hidden:   # the projection of each step's hidden state (proj_size)
+                out.append((batch, recurrent, hidden, steps))
         width = directions * recurrent
     return out
 
