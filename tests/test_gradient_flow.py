@@ -209,3 +209,36 @@ def test_weights_read_through_a_view_or_multiplied_together_are_weight_gradients
     device = next(iter(bundled_catalogue().values()))
     product = next(v for v in range(len(pg.nodes)) if [op.name for op in pg.node_ops(v)] == ["matmul_1"])
     assert weight_time_ms(pg, product, device) == node_time_ms(pg, product, device, backward=True) > 0
+
+
+def test_a_layer_nobody_reads_runs_no_backward_and_a_layer_without_gradients_holds_none():
+    """``unused`` is trained but its result is neither read nor returned; ``cut``'s result reaches the
+    loss only through ``detach``: autograd gives neither weight a gradient, so their backward nodes do
+    no work and hold no gradient (``used``'s holds its 8·4 + 4 floats: 144 bytes)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    class Dead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.unused, self.cut, self.used = nn.Linear(8, 4), nn.Linear(8, 8), nn.Linear(8, 4)
+
+        def forward(self, x):
+            self.unused(x)
+            return self.used(torch.relu(self.cut(x)).detach())
+
+    torch.manual_seed(0)
+    model, x = Dead(), torch.randn(2, 8)
+    model(x).sum().backward()
+    assert model.unused.weight.grad is None and model.cut.weight.grad is None and model.used.weight.grad is not None
+    instance = import_torch(model, (x,), platform=make_platform("h100", "epyc-7763", 2, 1), training=True,
+                            granularity="module").instance
+    nodes = {n["name"]: n for n in instance["nodes"]}
+    for name in ("unused", "cut"):
+        assert (nodes[f"{name}.grad"]["fpgaLatency"], nodes[f"{name}.grad"]["size"]) == (0, 0), name
+    # the forward nodes keep their parameters and save no activation: (8·4 + 4)·4 and (8·8 + 8)·4 bytes
+    assert (nodes["unused"]["size"], nodes["cut"]["size"]) == (144, 288)
+    assert nodes["used.grad"]["size"] == (8 * 4 + 4) * 4 and nodes["used.grad"]["fpgaLatency"] > 0

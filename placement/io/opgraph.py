@@ -44,8 +44,9 @@ that needs one: the output of another operator that does, or a model input that 
 (``OpGraph.grad_inputs``: the example inputs with ``requires_grad=True``; none by default).
 Outputs that are not floating-point (masks, indices), the outputs of constants (``zeros_like``
 and the like, whatever they read) and of ``detach`` need none. Nor does an output from which no
-result of the model is reached along such values: a trained layer read only through ``detach``
-computes no gradient (autograd frees its graph at the end of the forward pass). An operator whose output needs
+result of the model is reached along such values: a trained layer read only through ``detach``,
+or whose result nothing reads, computes no gradient (autograd frees its graph at the end of the
+forward pass). An operator whose output needs
 none (everything before the first trained parameter, such as a frozen backbone or an attention
 mask's arithmetic) has no gradient work: factor 0, no kernel. A matmul or convolution computes
 one GEMM per operand that needs a gradient, a trained weight (or a value computed from
@@ -83,7 +84,8 @@ co-design (:mod:`placement.codesign.workload`).
 Memory per node: inference, its parameter (and buffer) bytes; training, a forward node
 holds its parameters and the activations it saves for its backward pass (the outputs of
 its operators other than views and constants that need a gradient, one micro-batch), a
-backward node holds the gradients of its trainable parameters. Optimiser state is not modelled.
+backward node holds the gradients of the trained parameters its operators compute one for (a
+trained layer that runs no backward holds none). Optimiser state is not modelled.
 
 Units: times in milliseconds, sizes in bytes, as in the published Tarnawski files. Every
 time and transfer cost is rounded to the nearest multiple of the quantum
@@ -313,10 +315,11 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
 
 
 def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]]) -> list[Gradient]:
-    """``flow`` without the gradients no loss can ask for: an operator whose results reach neither the
-    model's results (``graph.outputs``) nor a result that no operator reads, along tensors that carry a
-    gradient to an operator that computes one, is never run backward (module docstring, "Training").
-    Unchanged where the graph does not record its outputs."""
+    """``flow`` without the gradients no loss can ask for: an operator whose results do not reach the
+    model's results (``graph.outputs``), along tensors that carry a gradient to an operator that
+    computes one, is never run backward (module docstring, "Training"); nor is one whose result
+    nothing reads and the model does not return. Unchanged where the graph does not record its
+    outputs."""
     if not graph.outputs:
         return flow
     readers: list[list[tuple[int, int]]] = [[] for _ in graph.ops]
@@ -328,8 +331,7 @@ def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]
     reaches = [False] * len(graph.ops)
     for i in range(len(graph.ops) - 1, -1, -1):
         if flow[i].needed:
-            reaches[i] = (i in returned or not readers[i]
-                          or any(reaches[j] and needs[i][k] for j, k in readers[i]))
+            reaches[i] = i in returned or any(reaches[j] and needs[i][k] for j, k in readers[i])
     return [gradient if reaches[i] else Gradient(0, False) for i, gradient in enumerate(flow)]
 
 
@@ -407,13 +409,16 @@ class PlacementGraph:
     def bytes_moved(self, v: int) -> float:
         return float(sum(op.bytes_moved for op in self.node_ops(v)))
 
-    def param_bytes(self, v: int, trainable_only: bool = False) -> float:
-        """Bytes of the distinct parameters the node reads (only trained ones if ``trainable_only``)."""
-        seen: dict[str, float] = {}
-        for op in self.node_ops(v):
-            for p in op.params:
-                if p.trainable or not trainable_only:
-                    seen[p.name] = p.nbytes
+    def param_bytes(self, v: int) -> float:
+        """Bytes of the distinct parameters (and buffers) the node reads."""
+        seen = {p.name: p.nbytes for op in self.node_ops(v) for p in op.params}
+        return float(sum(seen.values()))
+
+    def gradient_param_bytes(self, v: int) -> float:
+        """Bytes of the distinct trained parameters the node's operators compute a gradient for: those
+        read by an operator that runs backward (:func:`gradient_flow`)."""
+        seen = {p.name: p.nbytes for op, gradient in self.node_gradients(v) if gradient.needed
+                for p in op.params if p.trainable}
         return float(sum(seen.values()))
 
     def model_inputs(self, v: int) -> list[str]:
@@ -546,7 +551,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
                 "fpgaWeightLatency": weight_time_ms(pg, v, accelerator),
                 "isBackwardNode": True,
                 "colorClass": v,
-                "size": pg.param_bytes(v, trainable_only=True),
+                "size": pg.gradient_param_bytes(v),
                 "forward": v,
                 "flops": float(sum(op.backward_flops(gradient) for op, gradient in ops)),
                 "bytes": float(sum(op.backward_bytes(gradient) for op, gradient in ops)),
