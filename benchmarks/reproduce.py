@@ -14,7 +14,8 @@ process with a hard timeout:
   (``INSTANCES/human-experts/<name>_expert.json`` for the layer graphs);
 * latency: the baselines latency-greedy, latency-dp-split and latency-chain, and the
   latency MILP (warm-started from the best of them); the lower bound of the instance (the
-  larger of the critical path and the path bound of ``placement.problem.path_bound``).
+  largest of the critical path, the path bound of ``placement.problem.path_bound`` and, with one
+  call per accelerator, the critical-chain bound of ``placement.problem.chain_bound``).
 
 A method that is not available (the MILP before it supports a class or the
 latency objective, a missing optional dependency) is reported as such, never
@@ -467,8 +468,10 @@ def latency_markdown(args: argparse.Namespace, results: list[dict[str, Any]]) ->
     lines = _header(args, "Latency: one sample through the published inference graphs")
     lines += ["Values are latencies (ms) as the independent latency evaluator computes them. `milp-latency` is the "
               "latency MILP (`optimal` when proven, else its best plan and gap at the time limit); `lower bound` is "
-              "the larger of the longest path with every node at its cheapest time and the path bound (along a "
-              "path every call is one segment holding every node between its ends, and segments run in turn). Baseline "
+              "the largest of the longest path with every node at its cheapest time, the path bound (along a "
+              "path every call is one segment holding every node between its ends, and segments run in turn) and, "
+              "with one call per accelerator, the critical-chain bound (the least sum of the calls and CPU nodes "
+              "that run one after another, what runs beside them free). Baseline "
               "cells: value, ratio to the MILP's plan (to the optimum where that is proven), and the contiguity "
               "class of the plan's device sets.", ""]
     columns = ("milp-latency", "lower bound") + LATENCY_BASELINES
@@ -603,8 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     from placement.io.tarnawski import read_instance
-    from placement.problem.bounds import latency_lower_bound
-    from placement.problem.path_bound import latency_path_bound
+    from placement.problem.bounds import heuristic_bound
 
     throughput, latency = [], []
     for (objective, label), records in by_instance.items():
@@ -614,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path = next(r.instance for r in runs if r.objective == "latency" and r.label == label)
             problem = read_instance(path)
-            entry["lower_bound"] = max(latency_lower_bound(problem), latency_path_bound(problem, args.latency_calls))
+            entry["lower_bound"] = heuristic_bound(problem, "latency", args.latency_calls)
             latency.append(entry)
     return write_reports(args, throughput, latency, total, len(runs))
 

@@ -124,20 +124,30 @@ def lower_bound(problem: Instance, objective: str) -> float:
 #: the joins the path bound may make for a heuristic's latency result: every published latency
 #: instance needs fewer (at most about 144,000, half a second)
 HEURISTIC_PATH_JOINS = 250_000
+#: the ideals and subset tests the critical-chain bound may use for a heuristic's latency result (half a
+#: second at most)
+HEURISTIC_CHAIN_IDEALS = 2_000
+HEURISTIC_CHAIN_WORK = 2_000_000
 
 
 def heuristic_bound(problem: Instance, objective: str, calls: int = 1) -> float:
     """The bound reported beside the plan of a method that proves none: :func:`lower_bound`, and for
-    ``latency`` (at most ``calls`` calls per accelerator) the larger of it and the path bound
+    ``latency`` (at most ``calls`` calls per accelerator) the largest of it, the path bound
     (:func:`placement.problem.path_bound.latency_path_bound`) within :data:`HEURISTIC_PATH_JOINS`
-    joins, so that the gap says how far the plan can be from the optimum."""
+    joins and, with one call, the critical-chain bound (:mod:`placement.problem.chain_bound`) over at
+    most :data:`HEURISTIC_CHAIN_IDEALS` ideals and :data:`HEURISTIC_CHAIN_WORK` subset tests, so that
+    the gap says how far the plan can be from the optimum."""
     simple = lower_bound(problem, objective)
     if objective != "latency":
         return simple
+    from placement.problem.chain_bound import chain_bound
     from placement.problem.path_bound import latency_path_bound
 
     path = latency_path_bound(problem, calls, HEURISTIC_PATH_JOINS)
-    return max(simple, path) if math.isfinite(path) else simple
+    best = max(simple, path) if math.isfinite(path) else simple
+    chain = (chain_bound(problem, max_ideals=HEURISTIC_CHAIN_IDEALS, max_work=HEURISTIC_CHAIN_WORK).value
+             if calls == 1 else None)
+    return best if chain is None else max(best, chain)
 
 
 def _node_time(problem: Instance, i: int) -> float:

@@ -48,6 +48,7 @@ from typing import Callable
 import numpy as np
 
 from placement.errors import LimitExceededError
+from placement.problem.components import strongly_connected
 from placement.problem.instance import Instance
 from placement.problem.union_find import UnionFind
 
@@ -72,53 +73,6 @@ class Contraction:
     @property
     def size(self) -> int:
         return len(self.members)
-
-
-def _strongly_connected(n: int, succ: list[set[int]]) -> list[int]:
-    """Component id per vertex (iterative Tarjan)."""
-    index = [-1] * n
-    low = [0] * n
-    on_stack = [False] * n
-    comp = [-1] * n
-    stack: list[int] = []
-    counter = 0
-    n_comp = 0
-    for root in range(n):
-        if index[root] != -1:
-            continue
-        work = [(root, iter(succ[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = True
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if index[w] == -1:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack[w] = True
-                    work.append((w, iter(succ[w])))
-                    advanced = True
-                    break
-                if on_stack[w]:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    comp[w] = n_comp
-                    if w == v:
-                        break
-                n_comp += 1
-    return comp
 
 
 def edge_positions(problem: Instance) -> tuple[np.ndarray, np.ndarray]:
@@ -189,7 +143,7 @@ def contract(problem: Instance, merge_zero_cost: bool = True) -> Contraction:
     h_succ: list[list[int]] | None = None
     if not np.all(heads < tails):   # H may have a cycle: merge its strongly connected components
         h_succ = _adjacency(heads, tails, n_classes)
-        comp = _strongly_connected(n_classes, h_succ)
+        comp = strongly_connected(n_classes, h_succ)
         first_of_comp: dict[int, int] = {}
         for c in range(n_classes):
             if comp[c] in first_of_comp:

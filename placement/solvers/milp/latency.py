@@ -67,6 +67,9 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     there the bound is only reported. On every backend the solution's bound is at least the
     critical path and the path bound on the instance's own times (``B`` uses the model's times,
     which may be rounded down), so a plan that meets it is proven optimal whatever the rounding.
+    With ``q = 1`` the critical-chain bound of :mod:`placement.problem.chain_bound` (exact
+    arithmetic on the instance's own times) is reported beside it: where the starting plan meets
+    it, that plan is optimal and the solver is not run.
 
 15. (only where the CPU type has a memory bound ``M_cpu`` below the memory of the colour classes that
     can run on CPUs) ``z[C,r] ∈ {0,1}``, colour class ``C`` on CPU core ``r``:
@@ -105,6 +108,7 @@ from typing import Any, Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
+from placement.problem.chain_bound import chain_bound
 from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
@@ -417,6 +421,17 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     simple_bound = max(latency_lower_bound(problem), path if math.isfinite(path) else 0.0)
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
+    if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
+        chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
+        stats_chain: dict[str, Any] = {"chain_bound": chain.value, "chain_ideals": chain.ideals}
+        if chain.value is not None:
+            simple_bound = max(simple_bound, chain.value)
+            if progress is not None:
+                progress(f"chain bound {chain.value:.6g} ({chain.ideals:,} ideals)")
+        else:
+            stats_chain["chain_bound_skipped"] = chain.why
+    else:
+        stats_chain = {}
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:
@@ -430,6 +445,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if stages is not None:
         stats["stages"] = stages
     stats["path_bound"] = path
+    stats.update(stats_chain)
     if progress is not None and path > 0:
         progress(f"path bound {path:.6g}")
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound)
