@@ -116,7 +116,7 @@ def summary(rows: list[dict]) -> dict:
 
 def table(rows: list[dict]) -> list[str]:
     """The rows as a text table: each method's throughput ratio to the optimum and its search time."""
-    head = ["model", "k", "exact inputs/s", "exact s", "WHAM ratio", "WHAM s", "random ratio", "random s",
+    head = ["model", "k", "exact batches/s", "exact s", "WHAM ratio", "WHAM s", "random ratio", "random s",
             "TPU-like ratio", "TPU-like s", "exact ≥ all"]
     lines = [head]
     for r in rows:
@@ -150,7 +150,7 @@ def run_benchmark(args: argparse.Namespace) -> int:
         for k in args.chips:
             rows.append(row(model, k, args.repeat, grid))
             r = rows[-1]
-            print(f"{model} k={k}: exact {r['exact_throughput']:.4g} inputs/s in {r['exact_s']:.3f} s; "
+            print(f"{model} k={k}: exact {r['exact_throughput']:.4g} batches/s in {r['exact_s']:.3f} s; "
                   + ", ".join(f"{n} {b['ratio']:.4f}" for n, b in r["baselines"].items()), file=sys.stderr, flush=True)
     s = summary(rows)
     print("\n".join(table(rows)))

@@ -6,7 +6,7 @@ chips, each within 606.68 mm² and ``--power`` W (default 280 W, as ``benchmarks
 over the default grid of 10,000 designs, the exact co-design maximising throughput per watt is run
 ``--repeat`` times in this session with a design per stage (:mod:`placement.codesign.frontier`)
 and, as the baseline, with one design for every chip. Columns: model, kind, k, the optimum per
-stage (inputs/s/W), its designs (stages, distinct), its ratio to the homogeneous optimum (≥ 1:
+stage (batches/s/W), its designs (stages, distinct), its ratio to the homogeneous optimum (≥ 1:
 the homogeneous plans are among its candidates), the designs entering the DP, the blocks it
 costed and the (max load, summed TDP) pairs it kept, the median seconds of each and their ratio.
 Every call includes costing the grid's designs within the budgets on the model. Writes
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the JSON written (default benchmarks/results/codesign_ppw.json)")
     args = parser.parse_args(argv)
     grid = load_grid(None)
-    rows = [["model", "kind", "k", "per stage inputs/s/W", "stages/distinct", "vs homogeneous", "designs in DP",
+    rows = [["model", "kind", "k", "per stage batches/s/W", "stages/distinct", "vs homogeneous", "designs in DP",
              "blocks", "front pairs", "per stage s", "homogeneous s", "ratio"]]
     records = []
     ok = True

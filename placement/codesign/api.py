@@ -26,7 +26,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
              scheduler: str | None = None, max_combinations: int | None = None,
              max_ideals: int = DEFAULT_MAX_IDEALS) -> CodesignResult:
     """The chip designs and pipeline placement of ``model`` on at most ``chips`` chips that maximise
-    ``objective`` (``throughput``: model inputs per second; ``perf-per-watt``: that per watt of the
+    ``objective`` (``throughput``: batches per second; ``perf-per-watt``: that per watt of the
     chips' summed TDP), every chip within ``area`` mm² and ``power`` W, over the designs of ``grid``
     (a grid file, a dict, or ``None`` for the default WHAM-scale grid).
 

@@ -66,7 +66,7 @@ TPU_LIKE = Design(tensor_cores=2, array_width=128, array_depth=128, vector_cores
 @dataclass(frozen=True)
 class BaselineResult:
     """A baseline's answer: ``value`` as the exact method reports it (larger is better), ``throughput``
-    in model inputs per second, the designs per stage and the plan, how many design combinations it
+    in batches per second, the designs per stage and the plan, how many design combinations it
     placed (``evaluated``), its search time, and method-specific ``details``."""
 
     method: str
@@ -95,7 +95,7 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The best placement on given chips: ``score`` (smaller is better: the max load in ms per input
+    """The best placement on given chips: ``score`` (smaller is better: the max load in ms per batch
     for throughput; max load × watts of the chips used for perf-per-watt), the max load ``time_ms``,
     the plan, and the design of each non-empty stage in pipeline order."""
 
@@ -161,7 +161,7 @@ class _Evaluator:
 
 
 def throughput_of(time_ms: float) -> float:
-    """Inputs per second at ``time_ms`` ms per input."""
+    """Batches per second at ``time_ms`` ms per batch."""
     return 1000.0 / time_ms if time_ms > 0 else math.inf
 
 

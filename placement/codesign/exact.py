@@ -21,7 +21,7 @@ Method
    ``max load · chips used ≥ total compute``); once a design's
    bound reaches the best value found, it and every later design are pruned.
 
-The objective values: throughput = ``1000 / T`` model inputs per second for a max load of ``T``
+The objective values: throughput = ``1000 / T`` batches per second for a max load of ``T``
 ms; throughput per watt = that divided by the summed TDP of the chips used. The chosen plan is
 re-checked by :func:`placement.verification.evaluate.evaluate` (:func:`.outcome.finish`).
 """

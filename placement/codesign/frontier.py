@@ -7,7 +7,7 @@ On the design instance of :mod:`.pipeline` (designs ``D``, design ``t`` of TDP `
 chain of ideals ``∅ = I_0 ⊊ I_1 ⊊ … ⊊ I_m = V`` (``m ≤ k`` non-empty stages), stage ``s`` holding the
 block ``X_s = I_s \\ I_{s−1}`` on a chip of design ``t_s`` with load ``ℓ_{t_s}(X_s)`` = its compute on
 ``t_s`` plus its transfers (DESIGN.md §2; transfers and memory do not depend on the design, a block
-fits when its memory is within a chip's DRAM). With ``T = max_s ℓ_{t_s}(X_s)`` (ms per input) and
+fits when its memory is within a chip's DRAM). With ``T = max_s ℓ_{t_s}(X_s)`` (ms per batch) and
 ``P = Σ_s P_{t_s}`` (W; empty chips draw nothing), throughput per watt is ``1000 / (T · P)``: the DP
 minimises the *score* ``T · P``.
 
@@ -68,7 +68,7 @@ INTERPRETED_IDEALS = 5_000
 
 @dataclass(frozen=True)
 class FrontRun:
-    """The least ``T · P`` (``score``, ms·W per input), its max load ``time_ms`` and plan (``None``: no
+    """The least ``T · P`` (``score``, ms·W per batch), its max load ``time_ms`` and plan (``None``: no
     plan), and the work: ``ideals``, ``blocks`` (pairs ``I' ⊊ I`` whose block extended the new pairs
     of ``I'``, summed over the levels) and ``pairs`` ((T, P) pairs ever kept in a front)."""
 

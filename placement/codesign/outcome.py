@@ -32,7 +32,7 @@ class Best:
 
 
 def objective_value(objective: str, time_ms: float, power_w: float) -> float:
-    """Model inputs per second (``throughput``), or that per watt of ``power_w`` (``perf-per-watt``)."""
+    """Model batches per second (``throughput``), or that per watt of ``power_w`` (``perf-per-watt``)."""
     throughput = 1000.0 / time_ms if time_ms > 0 else float("inf")
     return throughput / power_w if objective == "perf-per-watt" else throughput
 

@@ -58,7 +58,7 @@ def pool_layers(n_types: int, chips: int) -> Layers:
 
 @dataclass(frozen=True)
 class DPRun:
-    """The best plan of one DP over a design instance: its max load (ms per input) and plan, and the DP's
+    """The best plan of one DP over a design instance: its max load (ms per batch) and plan, and the DP's
     work (``ideals``, ``blocks``: blocks whose load it computed)."""
 
     time_ms: float

@@ -109,7 +109,7 @@ def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path
                            marker=marker, s=24, alpha=0.8, label=label if key == "area_mm2" else None)
     axes[0].set_xlabel("area of the largest chip (mm²)")
     axes[1].set_xlabel("TDP of the largest chip (W)")
-    axes[0].set_ylabel("throughput (inputs/s, proven optimum over the grid)")
+    axes[0].set_ylabel("throughput (batches/s, proven optimum over the grid)")
     for ax in axes:
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
@@ -132,7 +132,7 @@ def plot_pareto(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
         ax.scatter(*zip(*front), s=22, color="C3")
         ax.set_title(_label(model))
         ax.set_xlabel("TDP of the largest chip (W)")
-        ax.set_ylabel("throughput (inputs/s)")
+        ax.set_ylabel("throughput (batches/s)")
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)

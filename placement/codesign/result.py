@@ -9,7 +9,7 @@ from typing import Any
 from placement.codesign.template import Design
 from placement.plan import Plan
 
-#: Objectives: ``throughput`` (model inputs per second) or ``perf-per-watt`` (inputs per second per
+#: Objectives: ``throughput`` (batches per second) or ``perf-per-watt`` (batches per second per
 #: watt of the summed TDP of the chips the pipeline uses).
 OBJECTIVES = ("throughput", "perf-per-watt")
 
@@ -23,7 +23,7 @@ class CodesignResult:
     independent evaluator: no plan is returned, ``stats["rejected_plan"]`` names it), or, for a
     baseline, ``feasible``. ``value``: the
     objective (``objective``; 0 when infeasible). ``time_per_input_ms``: the pipeline's max load,
-    the time per model input in steady state. ``power_w``: the summed TDP of the chips used.
+    the time per batch in steady state. ``power_w``: the summed TDP of the chips used.
     ``designs``: the design of every non-empty stage, in pipeline order; ``plan``: the stages'
     nodes (device types named by design labels). ``evaluated``: designs whose cost on the model
     entered a DP; ``pruned``: the grid's other designs, by reason in ``pruned_by`` (``area``,

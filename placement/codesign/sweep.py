@@ -16,8 +16,8 @@ interruption is dropped first.
 Record fields (one JSON object per line): ``id``, ``config`` (the configuration), ``status``
 (the exact method's: ``optimal``, or ``infeasible`` with ``error`` saying why, e.g. no design of
 the grid fits the budgets; ``error`` when the configuration cannot be run at all, e.g. an unknown
-model), ``value`` (the objective: inputs per second, or per second per watt), ``throughput``
-(inputs per second), ``time_per_input_ms``, ``power_w`` (summed TDP of the chips used),
+model), ``value`` (the objective: batches per second, or per second per watt), ``throughput``
+(batches per second), ``time_per_input_ms``, ``power_w`` (summed TDP of the chips used),
 ``designs`` (per stage: the template parameters, ``label``, ``area_mm2`` and ``tdp_w``),
 ``area_mm2`` and ``tdp_w`` (the largest over the stages), ``evaluated``, ``pruned``,
 ``runtime_s``, and ``baselines``: per baseline its ``value``, ``throughput``, ``ratio`` (its

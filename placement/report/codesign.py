@@ -7,14 +7,14 @@ from placement.report.table import cell, format_table
 
 def format_codesign(result) -> str:
     """The status and objective, the design of every stage with its nodes, and the search's counts."""
-    unit = "inputs/s/W" if result.objective == "perf-per-watt" else "inputs/s"
+    unit = "batches/s/W" if result.objective == "perf-per-watt" else "batches/s"
     lines = [f"status: {result.status} ({result.method}, {result.objective}, "
              f"{'homogeneous' if result.homogeneous else 'a design per stage'}, at most {result.chips} "
              f"chip{'s' if result.chips != 1 else ''})"]
     if result.message:
         lines.append(result.message)
     if result.plan is not None:
-        lines.append(f"value: {cell(result.value)} {unit}; {cell(result.time_per_input_ms)} ms per input; "
+        lines.append(f"value: {cell(result.value)} {unit}; {cell(result.time_per_input_ms)} ms per batch; "
                      f"{cell(result.power_w)} W over the chips used")
         rows = [["stage", "design", "area mm²", "TDP W", "nodes"]]
         stages = [dev for dev in result.plan.devices if dev.nodes]
