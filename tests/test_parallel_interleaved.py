@@ -191,6 +191,20 @@ def test_plan_json_keeps_the_chunks():
     assert ParallelPlan.from_json(doc) == result.plan
     with pytest.raises(InvalidPlanError, match="^chunks must be a positive integer, not 0$"):
         ParallelPlan.from_json(dict(doc, chunks=0))
+    with pytest.raises(InvalidPlanError, match="^an interleaved plan must give 'chunks', its model chunks per device "
+                                               "group$"):
+        ParallelPlan.from_json({k: v for k, v in doc.items() if k != "chunks"})
+    # the result's file records each stage's device group and chunk: stage k of 2S stages in 2 chunks is
+    # chunk k div S of group k mod S; a file that says otherwise is refused, not read as the order says
+    written = json.loads(json.dumps(result.to_json()))
+    stages = written["stages"]
+    assert [(s["group"], s["chunk"]) for s in stages] == [(k % (len(stages) // 2), k // (len(stages) // 2))
+                                                          for k in range(len(stages))]
+    assert ParallelPlan.from_json(written) == result.plan
+    stages[1] = dict(stages[1], group=0)
+    with pytest.raises(InvalidPlanError, match=rf"^stages\[1\]\.group is 0, but stage 1 of an interleaved plan of "
+                                               rf"{len(stages)} stages in 2 chunks is chunk 0 of device group 1$"):
+        ParallelPlan.from_json(written)
 
 
 def test_evaluator_names_what_is_wrong():

@@ -96,6 +96,9 @@ class ParallelPlan:
         chunks = doc.get("chunks", 1)
         if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
             raise InvalidPlanError(f"chunks must be a positive integer, not {chunks!r}")
+        if schedule == "interleaved" and "chunks" not in doc:
+            raise InvalidPlanError("an interleaved plan must give 'chunks', its model chunks per device group")
+        groups = len(doc["stages"]) // chunks if len(doc["stages"]) % chunks == 0 else None
         stages = []
         for k, raw in enumerate(doc["stages"]):
             where = f"stages[{k}]"
@@ -114,6 +117,16 @@ class ParallelPlan:
                 chosen = {int(v): c for v, c in tmpcs.items()}
             except ValueError:
                 raise InvalidPlanError(f"{where}.tmpcs keys must be node ids") from None
+            for key, value in (("group", None if groups is None else k % groups),
+                               ("chunk", None if groups is None else k // groups)):
+                if key in raw and (chunks == 1 or raw[key] != value or isinstance(raw[key], bool)):
+                    raise InvalidPlanError(f"{where}.{key} is {raw[key]!r}, but stage {k} of an interleaved plan of "
+                                           f"{len(doc['stages'])} stages in {chunks} chunks is chunk {k // groups} "
+                                           f"of device group {k % groups}"
+                                           if chunks != 1 and groups else
+                                           f"{where}.{key} belongs to interleaved plans with 'chunks' dividing the "
+                                           f"number of stages; this plan has {len(doc['stages'])} stages and "
+                                           f"{chunks} chunk{'s' if chunks != 1 else ''}")
             device_type = raw.get("deviceType", "")
             if not isinstance(device_type, str):
                 raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "
