@@ -52,11 +52,20 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.verification.check import check_plan
 
     problem = solved_devices(instance, plan, accelerators, cpus, memory)
+    from placement.problem.objectives import check_objective
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
     if objective is None:
-        objective = recorded_objective(plan) or "throughput"
+        recorded = recorded_objective(plan)
+        objective = recorded or "throughput"
+        if recorded is not None:   # the plan's record, not an argument: a refusal speaks of the plan
+            try:
+                check_objective(problem, recorded)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError("plan", f"records a solve for {recorded}, which "
+                                                    f"{exc.detail.removeprefix(repr(recorded) + ' ')}; pass "
+                                                    "objective= to check it for another objective") from None
     options, _ = checked_backward(recorded_backward(plan), backward, w_placement=w_placement,
                                   inter_layer=inter_layer, w_share=w_share)
     backward, w_placement, inter_layer, w_share = (options["backward"], options["w_placement"],

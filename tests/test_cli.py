@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import placement
 from placement.cli import main
 
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
@@ -297,6 +298,31 @@ def test_verify_checks_the_objective_the_plan_was_solved_for(tmp_path, capsys, o
     assert main(["verify", instance, out, "--objective", "throughput"]) == 0
     assert capsys.readouterr().out.startswith(f"note: the plan file records a solve for {objective}; checked for "
                                               "throughput as asked\n")
+
+
+def test_a_recorded_objective_the_instance_cannot_take_or_that_names_none_is_reported(tmp_path, capsys):
+    """A plan file of chain4 (inference) edited to record throughput-gpipe blamed an --objective nobody
+    gave; one recording "bogus" was checked as throughput without a word."""
+    instance, out = str(TINY / "chain4.json"), tmp_path / "plan.json"
+    assert main(["solve", instance, "--quiet", "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    out.write_text(json.dumps({**written, "objective_kind": "throughput-gpipe"}))
+    capsys.readouterr()
+    assert main(["verify", instance, str(out)]) == 2
+    assert capsys.readouterr().err == ("error: the plan file records a solve for throughput-gpipe, which is for "
+                                       "training graphs; this instance has no backward nodes; give --objective to "
+                                       "check it for another objective\n")
+    with pytest.raises(placement.InvalidParameterError, match="^plan records a solve for throughput-gpipe, which is "
+                                                              "for training graphs; this instance has no backward "
+                                                              "nodes; pass objective= to check it for another "
+                                                              "objective$"):
+        placement.verify(instance, str(out))
+    assert main(["verify", instance, str(out), "--objective", "throughput"]) == 0
+    out.write_text(json.dumps({**written, "objective_kind": "bogus"}))
+    capsys.readouterr()
+    assert main(["verify", instance, str(out)]) == 0
+    assert ("note: the plan file's 'objective_kind' names no objective (throughput, throughput-gpipe, latency); "
+            "checked for throughput, and its claimed value was not checked\n") in capsys.readouterr().out
 
 
 def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):

@@ -10,6 +10,7 @@ change the exit status (:mod:`placement.verification.ledger`).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
                                    print_json, recorded_devices_note)
@@ -63,14 +64,31 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import recorded_backward, recorded_objective, refuted_claims
-    from placement.report.ledger import format_ledger
-    from placement.report.solution import figure, format_verification
+    from placement.errors import InvalidParameterError
+    from placement.io.plans import recorded_objective
 
     instance = placement.load(args.instance)
     solved_for = recorded_objective(args.plan)
+    from_file = args.objective is None and solved_for is not None
     if args.objective is None:
         args.objective = solved_for or "throughput"
+    try:
+        return _check(args, instance, solved_for)
+    except InvalidParameterError as exc:
+        if from_file and exc.parameter == "objective":   # not an option given: the plan file's record
+            why = exc.detail.removeprefix(repr(solved_for) + " ")
+            why = f"which {why}" if why.startswith("is ") else f"which this instance cannot take ({why})"
+            raise UsageError(f"the plan file records a solve for {solved_for}, {why}; give --objective to check "
+                             "it for another objective") from None
+        raise
+
+
+def _check(args: argparse.Namespace, instance: Any, solved_for: str | None) -> int:
+    import placement
+    from placement.io.plans import recorded_backward, refuted_claims
+    from placement.report.ledger import format_ledger
+    from placement.report.solution import figure, format_verification
+
     record = recorded_backward(args.plan)
     split, recorded = split_options(args, record)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
@@ -107,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
                   f"{verification.value:.10g}")
-        if claims.unreadable is not None:
+        if claims.unreadable == "objective_kind":
+            print(f"note: the plan file's 'objective_kind' names no objective ({', '.join(OBJECTIVES)}); checked "
+                  f"for {args.objective}, and its claimed value was not checked")
+        elif claims.unreadable is not None:
             print(f"note: the plan file's {claims.unreadable!r} is not a finite number; its claimed value was "
                   "not checked")
         if claims.instance is not None:

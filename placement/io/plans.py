@@ -116,8 +116,8 @@ class FileClaims:
     """What a plan file claims that verification refutes: ``value``, the objective value it claims where the
     verified one differs by more than 1e-9 relative; ``instance``, the instance it names (field
     ``instance``) where that is not the instance it was checked against; ``unreadable``, the field
-    that holds the claimed value where that is not a number (so nothing could be checked). ``None``
-    where nothing is refuted."""
+    that holds the claimed value where that is not a number (so nothing could be checked), or
+    ``objective_kind`` where that names no objective. ``None`` where nothing is refuted."""
 
     value: float | None = None
     instance: str | None = None
@@ -134,8 +134,14 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     data = load_json(path, InvalidPlanError)
     if not isinstance(data, dict):
         return FileClaims()
+    from placement.problem.objectives import OBJECTIVES
 
-    if data.get("objective_kind") == objective:
+    named = data.get("instance")
+    other = named if isinstance(named, str) and named and named != instance_name else None
+    kind = data.get("objective_kind")
+    if "objective_kind" in data and not (isinstance(kind, str) and kind in OBJECTIVES):
+        return FileClaims(None, other, "objective_kind")
+    if kind == objective:
         field = "objective"
     else:
         field = "maxLoad" if objective == "throughput" and "objective_kind" not in data else None
@@ -144,8 +150,6 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     claim = float(raw) if readable and raw is not None and raw >= 0 else None
     if claim is None or value is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
         claim = None
-    named = data.get("instance")
-    other = named if isinstance(named, str) and named and named != instance_name else None
     return FileClaims(claim, other, None if readable else field)
 
 
