@@ -242,3 +242,46 @@ def test_a_layer_nobody_reads_runs_no_backward_and_a_layer_without_gradients_hol
     # the forward nodes keep their parameters and save no activation: (8·4 + 4)·4 and (8·8 + 8)·4 bytes
     assert (nodes["unused"]["size"], nodes["cut"]["size"]) == (144, 288)
     assert nodes["used.grad"]["size"] == (8 * 4 + 4) * 4 and nodes["used.grad"]["fpgaLatency"] > 0
+
+
+@pytest.mark.parametrize("layer, pre", [("rnn", False), ("gru2", False), ("gru2", True), ("birnn", False),
+                                        ("lstm-proj", False)])
+def test_recurrent_layers_are_charged_the_gradient_gemms_autograd_runs(layer, pre):
+    """Backward through time: the weight gradients (the forward's FLOPs), the hidden state's gradient
+    over T − 1 steps, the later layers' input gradients, and the first layer's only where its input
+    needs one (``pre``: a trained linear before it). An RNN of 20 on 7 steps of 3 × 12 whose input
+    needs none: weights 2·21·20·12 + 2·21·20·20 = 26,880, state 2·18·20·20 = 14,400: 41,280, as
+    autograd's GEMMs (FlopCounterMode, less the head's) count. It was 2 × forward, all of it weight
+    gradient in the split-backward model, where the state's gradient is activation gradient."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import graph_from_program
+
+    torch.manual_seed(0)
+    recurrent, width = {"rnn": (lambda: nn.RNN(12, 20), 20), "gru2": (lambda: nn.GRU(12, 16, num_layers=2), 16),
+                        "birnn": (lambda: nn.RNN(12, 20, bidirectional=True), 40),
+                        "lstm-proj": (lambda: nn.LSTM(12, 20, proj_size=6), 6)}[layer]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre, self.layer, self.head = nn.Linear(12, 12), recurrent(), nn.Linear(width, 3)
+
+        def forward(self, x):
+            return self.head(self.layer(self.pre(x) if pre else x)[0])
+
+    model, x = Model(), torch.randn(7, 3, 12)
+    graph = graph_from_program(torch.export.export(model, (x,)), "Model")
+    flow = gradient_flow(graph)
+    out = model(x)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    linear = sum(op.backward_flops(g) for op, g in zip(graph.ops, flow) if op.kind == "matmul")
+    (op, gradient), = [(op, g) for op, g in zip(graph.ops, flow) if op.kind == "recurrent"]
+    assert op.backward_flops(gradient) == counter.get_total_flops() - linear
+    # the weight gradients are the forward's FLOPs; the rest is activation gradient
+    assert op.weight_factor(gradient) * op.flops == op.flops
+    if layer == "rnn":
+        assert (op.flops, op.backward_flops(gradient)) == (26880, 41280)

@@ -31,6 +31,7 @@ gradient work is ``BACKWARD_FACTOR[k]`` times its forward FLOPs and bytes:
 kind                                           factor  why
 =============================================  ======  ==================================
 matmul (linear, mm, bmm, matmul), conv          2       gradients for the input and the weight
+LSTM, GRU, RNN                                  below   its gradient GEMMs through time
 attention (scaled dot-product)                  2.5     five matmuls backward for two forward
 norm (layer/batch/group norm), softmax          2       statistics recomputed, two passes
 pointwise, reduction, pool, gather, copy,       1       one elementwise pass of the same size
@@ -56,6 +57,15 @@ for a trained layer inside the network; 1 for a layer whose weights are frozen
 whose input needs none (its weight gradient alone); at most 2. A trained bias is no operand:
 its gradient, a small reduction, is not charged (a layer that trains its bias alone, its input
 needing no gradient, has factor 0), but the layer's output needs a gradient.
+
+A recurrent layer's gradient is its GEMMs (:func:`placement.io.torch_export._recurrent_gradients`):
+where it trains its weights, one weight gradient per forward GEMM (input, recurrent and
+projection), of the forward's size; wherever it runs backward, the hidden state's gradient
+through time (the recurrent GEMM over ``T − 1`` steps: the first step's state is no value that
+needs one; the projection's over all ``T``) and the input gradients of its second and later
+layers; and the first layer's input gradient where its input needs one. Its factor is their
+FLOPs over the forward's (``T = 7``, an RNN of 20 on inputs of 12 whose input needs none:
+10,080 + 16,800 for the weights and 14,400 for the state against 26,880 forward, 1.54).
 
 A backward operator launches ``⌈factor⌉`` kernels (matmul and convolution one per GEMM: input
 and weight gradients; attention 3: the fused backward's preprocessing, main and gradient
@@ -108,13 +118,13 @@ from typing import Any, Callable, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
-from placement.io.operator_shapes import backward as backward_shapes, to_json
+from placement.io.operator_shapes import backward as backward_shapes, flops as gemm_flops, to_json
 from placement.io.tarnawski import parse_instance
 from placement.problem.instance import Instance
 
 #: Gradient work per operator kind, as a multiple of forward FLOPs and bytes (module docstring).
 BACKWARD_FACTOR: dict[str, float] = {
-    "matmul": 2.0, "conv": 2.0, "attention": 2.5, "norm": 2.0, "softmax": 2.0,
+    "matmul": 2.0, "conv": 2.0, "recurrent": 2.0, "attention": 2.5, "norm": 2.0, "softmax": 2.0,
     "pointwise": 1.0, "reduction": 1.0, "pool": 1.0, "gather": 1.0, "copy": 1.0, "unknown": 1.0,
     "view": 0.0, "constant": 0.0,
 }
@@ -169,6 +179,8 @@ class Op:
     ``floating`` says which outputs are floating-point or complex, the types that carry gradients
     (empty: all); ``differentiable`` is false for an operator whose output carries no gradient
     whatever it reads (``detach``).
+    ``recurrent`` are a recurrent layer's gradient GEMMs in four parts (weights, hidden state through
+    time, the first layer's input, the later layers' inputs; module docstring, "Training").
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -190,6 +202,7 @@ class Op:
     model_inputs: tuple[str, ...] = ()
     floating: tuple[bool, ...] = ()
     differentiable: bool = True
+    recurrent: tuple[tuple[Operator, ...], ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -216,7 +229,21 @@ class Op:
             return 0.0
         if self.kind in WEIGHT_GRADIENT_KINDS:
             return float(min(2, gradient.inputs + gradient.weights))
+        if self.kind == "recurrent" and self.recurrent and self.flops > 0:
+            return sum(map(gemm_flops, self.recurrent_gradient(gradient))) / self.flops
         return BACKWARD_FACTOR[self.kind]
+
+    def recurrent_gradient(self, gradient: Gradient, weights_only: bool = False) -> tuple[Operator, ...]:
+        """A recurrent layer's gradient GEMMs (module docstring, "Training"): the weight gradients where
+        it trains its weights, the hidden state's and the later layers' input gradients wherever it
+        runs backward, the first layer's input gradient where its input needs one; the first part
+        alone with ``weights_only``."""
+        weights, state, first, later = self.recurrent
+        if not gradient.needed:
+            return ()
+        if weights_only:
+            return weights if gradient.weights else ()
+        return (weights if gradient.weights else ()) + state + later + (first if gradient.inputs else ())
 
     def backward_kernels(self, gradient: Gradient) -> int:
         """Kernels of its gradient: ``⌈backward_factor⌉``."""
@@ -232,6 +259,8 @@ class Op:
         """The operators of its gradient (:func:`placement.io.operator_shapes.backward`)."""
         if not gradient.needed:
             return ()
+        if self.kind == "recurrent" and self.recurrent:
+            return self.recurrent_gradient(gradient)
         if self.kind not in WEIGHT_GRADIENT_KINDS:
             return backward_shapes(self.kind, self.operators)
         # a GEMM per operand that needs a gradient, the weight taken as the product's second operand
@@ -247,6 +276,8 @@ class Op:
             return self.backward_factor(gradient)
         if self.kind in WEIGHT_GRADIENT_KINDS:
             return float(min(2, gradient.weights))
+        if self.kind == "recurrent" and self.recurrent and self.flops > 0:
+            return sum(map(gemm_flops, self.recurrent_gradient(gradient, weights_only=True))) / self.flops
         return 0.0
 
 

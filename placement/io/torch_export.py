@@ -218,7 +218,9 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
     base = _base(_op_name(target))
     if base in ("to", "_to_copy", "type_as"):
         return "copy" if in_dtype is not None and in_dtype != out_dtype else "view"
-    if base in MATMUL or base in RECURRENT or base == "einsum":
+    if base in RECURRENT:
+        return "recurrent"
+    if base in MATMUL or base == "einsum":
         return "matmul"
     if base in CONV:
         return "conv"
@@ -293,8 +295,8 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     first_out = out[0] if out else None
     if kind == "matmul" and name == "einsum":
         return 2 * math.prod(_einsum_gemm(node_args[0], _listed(node_args[1])) or (0,))
-    if kind == "matmul" and name in RECURRENT:
-        return 2 * sum(steps * m * n * k for m, n, k, steps in _recurrent_gemms(name, node_args))
+    if kind == "recurrent":
+        return 2 * sum(steps * m * n * k for _, (m, n, k, steps) in _recurrent_gemms(name, node_args))
     if kind == "matmul":
         a = tensor_args[MATMUL[name]]
         return 2 * _numel(first_out) * int(a.shape[-1])
@@ -327,8 +329,8 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
     if kind == "matmul" and name == "einsum":
         gemm = _einsum_gemm(node_args[0], _listed(node_args[1]))
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
-    if kind == "matmul" and name in RECURRENT:
-        return tuple(s for m, n, k, steps in _recurrent_gemms(name, node_args) for s in shapes.gemm(m, n, k, steps))
+    if kind == "recurrent":
+        return tuple(s for _, (m, n, k, steps) in _recurrent_gemms(name, node_args) for s in shapes.gemm(m, n, k, steps))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
@@ -394,10 +396,12 @@ def _listed(values: Any) -> list[Any]:
     return [v.meta.get("val") for v in values if hasattr(v, "meta")]
 
 
-def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[int, int, int, int]]:
-    """The GEMMs ``(m, n, k, times)`` of a recurrent layer's forward (``aten.lstm.input`` and the like):
-    per layer and direction, the input projection of all ``T`` steps at once and the recurrent one per
-    step (module docstring)."""
+def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[str, tuple[int, int, int, int]]]:
+    """The GEMMs ``(m, n, k, times)`` of a recurrent layer's forward (``aten.lstm.input`` and the like),
+    each with its role: per layer and direction, the input projection of all ``T`` steps at once
+    (``input`` for the first layer, ``input+`` for the others), the recurrent one per step
+    (``recurrent``) and, with ``proj_size``, the projection of each step's hidden state
+    (``projection``) (module docstring)."""
     gates = RECURRENT[name]
     x = node_args[0].meta["val"]
     layers, bidirectional, batch_first = int(node_args[4]), bool(node_args[7]), bool(node_args[8])
@@ -411,13 +415,34 @@ def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[int, int, int, i
     directions = 2 if bidirectional else 1
     out = []
     width = int(x.shape[-1])
-    for _ in range(layers):
+    for layer in range(layers):
         for _ in range(directions):
-            out += [(steps * batch, gates * hidden, width, 1), (batch, gates * hidden, recurrent, steps)]
+            out += [("input" if layer == 0 else "input+", (steps * batch, gates * hidden, width, 1)),
+                    ("recurrent", (batch, gates * hidden, recurrent, steps))]
             if recurrent != hidden:   # the projection of each step's hidden state (proj_size)
-                out.append((batch, recurrent, hidden, steps))
+                out.append(("projection", (batch, recurrent, hidden, steps)))
         width = directions * recurrent
     return out
+
+
+def _recurrent_gradients(name: str, node_args: tuple) -> tuple[tuple[Operator, ...], ...]:
+    """The gradient GEMMs of a recurrent layer, in four parts (module docstring of
+    :mod:`placement.io.opgraph`, "Training"): the weight gradients (one per forward GEMM, of its
+    size), the hidden state's gradients through time (the recurrent GEMM over ``T − 1`` steps, the
+    projection's over ``T``), the first layer's input gradient and the later layers' input gradients."""
+    weights: list[Operator] = []
+    state: list[Operator] = []
+    first: list[Operator] = []
+    later: list[Operator] = []
+    for role, (m, n, k, times) in _recurrent_gemms(name, node_args):
+        weights += shapes.gemm(k, n, m, times)
+        if role == "recurrent":
+            state += shapes.gemm(m, k, n, times - 1)
+        elif role == "projection":
+            state += shapes.gemm(m, k, n, times)
+        else:
+            (first if role == "input" else later).extend(shapes.gemm(m, k, n, times))
+    return tuple(weights), tuple(state), tuple(first), tuple(later)
 
 
 # ----- walking the exported graph ---------------------------------------------------------
@@ -565,7 +590,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
                       _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
-                      _base(_op_name(node.target)) not in STOP_GRADIENT))
+                      _base(_op_name(node.target)) not in STOP_GRADIENT,
+                      _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else ()))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
