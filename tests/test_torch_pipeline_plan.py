@@ -470,3 +470,31 @@ def test_a_plan_without_relays_raises_no_relay_warning():
     # the stage boundary carries the one activation, which the plan charges on both sides
     assert [abs(t.runtime - t.charged) <= 2 * pp.instance["about"]["time_quantum_ms"] for t in pp.transfers] == \
         [True, True]
+
+
+def test_shared_gradients_accumulate_over_steps_as_torch_scales_the_others():
+    """torch's schedule with scale_grads divides every gradient a stage holds by the micro-batch count
+    M at the end of each step, earlier steps' included: two steps leave (g1/M + g2)/M. The shared
+    parameters' earlier gradients were set aside for the exchange and came back undivided, g1/M + g2/M:
+    one model, two scalings (0.625 apart at M = 4). A stand-in schedule that does what torch's does
+    (add this step's gradient, then divide all by M), wrapped as a stage holding a shared parameter
+    is, must leave the shared and the other parameter equal."""
+    from placement.torch.schedules import SumsSharedGradients
+    from placement.torch.sharing import GradientExchange
+
+    shared, other = nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(3))
+
+    class TorchLike:
+        _has_backward, scale_grads, _n_microbatches = True, True, 4
+
+        def step(self):
+            for p in (shared, other):
+                p.grad = torch.ones(3) if p.grad is None else p.grad + 1
+                p.grad.div_(self._n_microbatches)
+
+    schedule = type("Wrapped", (SumsSharedGradients, TorchLike), {})()
+    schedule.gradient_exchange = GradientExchange(0, [(shared, (0,))], lambda stage: stage, None)
+    for _ in range(2):
+        schedule.step()
+    # (1/4 + 1)/4 = 0.3125 for both
+    assert torch.equal(shared.grad, other.grad) and float(other.grad[0]) == 0.3125

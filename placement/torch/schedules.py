@@ -4,7 +4,10 @@
 A stage that holds shared parameters gets an instance of a subclass of that schedule whose
 ``step`` sums those parameters' gradients across their holders after the schedule's own
 ``step`` (:class:`placement.torch.sharing.GradientExchange`) whenever the step runs a
-backward pass; otherwise the schedule is torch's own class, unwrapped.
+backward pass; otherwise the schedule is torch's own class, unwrapped. With ``scale_grads``,
+torch divides every gradient a stage holds by the number of micro-batches at the end of each
+step, those accumulated in earlier steps included; the shared parameters' earlier gradients are
+divided alike, so that every parameter of the model accumulates the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ class SumsSharedGradients:
         backward = bool(getattr(self, "_has_backward", False))
         kept = self.gradient_exchange.set_aside() if backward else None
         result = super().step(*args, **kwargs)  # type: ignore[misc]
-        if backward:
-            self.gradient_exchange.exchange(kept)
+        if backward:   # torch's scale_grads divides every gradient a stage holds, earlier steps' too: so here
+            scale = getattr(self, "_n_microbatches", 1) if getattr(self, "scale_grads", False) else 1
+            self.gradient_exchange.exchange(kept, scale)
         return result
 
 

@@ -88,8 +88,9 @@ class GradientExchange:
             p.grad = None
         return kept
 
-    def exchange(self, kept: Sequence[Any]) -> None:
-        """Sum this step's gradients over the holders; add back what :meth:`set_aside` took."""
+    def exchange(self, kept: Sequence[Any], scale: float = 1) -> None:
+        """Sum this step's gradients over the holders; add back what :meth:`set_aside` took, divided by
+        ``scale`` (as the schedule divided every other gradient the stage holds)."""
         import torch
         import torch.distributed as dist
 
@@ -108,4 +109,4 @@ class GradientExchange:
                 dist.send(part.contiguous(), dst=self.rank_of(first), group=self.group)
                 total = torch.empty_like(part)
                 dist.recv(total, src=self.rank_of(first), group=self.group)
-            p.grad = total if before is None else before + total
+            p.grad = total if before is None else (before / scale if scale != 1 else before) + total
