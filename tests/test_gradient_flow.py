@@ -257,7 +257,7 @@ def test_recurrent_layers_are_charged_the_gradient_gemms_autograd_runs(layer, pr
     from torch import nn
     from torch.utils.flop_counter import FlopCounterMode
 
-    from placement.io.torch_export import graph_from_program
+    from placement.io.torch_export import export_program, graph_from_program
 
     torch.manual_seed(0)
     recurrent, width = {"rnn": (lambda: nn.RNN(12, 20), 20), "gru2": (lambda: nn.GRU(12, 16, num_layers=2), 16),
@@ -273,7 +273,7 @@ def test_recurrent_layers_are_charged_the_gradient_gemms_autograd_runs(layer, pr
             return self.head(self.layer(self.pre(x) if pre else x)[0])
 
     model, x = Model(), torch.randn(7, 3, 12)
-    graph = graph_from_program(torch.export.export(model, (x,)), "Model")
+    graph = graph_from_program(export_program(model, (x,)), "Model")
     flow = gradient_flow(graph)
     out = model(x)
     with FlopCounterMode(display=False) as counter:

@@ -72,19 +72,6 @@ def _passes(passed: Any, value: Any) -> bool:
     return passed is value or (isinstance(passed, (list, tuple)) and any(p is value for p in passed))
 
 
-def writes_in_place(node: Any) -> bool:
-    """Whether the operator of the FX ``node`` has a mutable schema (it writes into an argument)."""
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and schema.is_mutable
-
-
-def returns_alias(node: Any) -> bool:
-    """Whether the operator of the FX ``node`` returns a result that aliases an argument (a view, or an
-    in-place operator's result)."""
-    schema = getattr(node.target, "_schema", None)
-    return schema is not None and any(r.alias_info is not None for r in schema.returns)
-
-
 def writes_into(node: Any, value: Any) -> bool:
     """Whether the operator of the FX ``node`` writes into the FX value ``value``: an argument its schema
     marks written (``Tensor(a!)``), or the running statistics a batch or instance normalisation in
@@ -147,8 +134,6 @@ def aliases_state(value: Any) -> bool:
 def state_root(value: Any) -> Any:
     """The attribute read (a ``get_attr`` node) whose memory the FX value ``value`` may share
     (:func:`aliases_state`), or ``None``."""
-    import operator
-
     import torch
 
     while True:
@@ -156,6 +141,6 @@ def state_root(value: Any) -> Any:
             return value
         if value.op != "call_function" or not value.args or not isinstance(value.args[0], torch.fx.Node):
             return None
-        if value.target is not operator.getitem and not returns_alias(value):
+        if not aliases_argument(value, value.args[0]):
             return None
         value = value.args[0]
