@@ -244,6 +244,7 @@ def test_a_layer_nobody_reads_runs_no_backward_and_a_layer_without_gradients_hol
     assert nodes["used.grad"]["size"] == (8 * 4 + 4) * 4 and nodes["used.grad"]["fpgaLatency"] > 0
 
 
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 @pytest.mark.parametrize("layer, pre", [("rnn", False), ("gru2", False), ("gru2", True), ("birnn", False),
                                         ("lstm-proj", False)])
 def test_recurrent_layers_are_charged_the_gradient_gemms_autograd_runs(layer, pre):
