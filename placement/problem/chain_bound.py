@@ -120,7 +120,11 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     acc_units = [None if t is None else int(Fraction(t) / unit) for t in p_acc]
     cpu_units = [None if t is None else int(Fraction(t) / unit) for t in p_cpu]
     cost = [int(Fraction(v.out_cost) / unit) for v in nodes]
-    room = Fraction(capacity) if math.isfinite(capacity) else None
+    # memory likewise, in the finest binary unit of the sizes and the bound
+    sizes = [v.memory for v in nodes] + ([capacity] if math.isfinite(capacity) else [])
+    grain = Fraction(1, max(x.as_integer_ratio()[1] for x in sizes))
+    size = [int(Fraction(v.memory) / grain) for v in nodes]
+    room = int(Fraction(capacity) / grain) if math.isfinite(capacity) else None
     member = [sum(1 << v for v in groups[x]) for x in range(g)]
     node_sets = [_union(I, member) for I in ideals]
     count = len(ideals)
@@ -135,8 +139,16 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     boundary = [[u for u in _members(S) if succ_bits[u] & ~S] for S in node_sets]   # nodes sending out
     acc_time = [sum(acc_units[v] or 0 for v in _members(S)) for S in node_sets]
     off_acc = [sum(1 for v in _members(S) if acc_units[v] is None) for S in node_sets]
-    memory = [sum(Fraction(nodes[v].memory) for v in _members(S)) for S in node_sets]
-    supersets = [[j for j in range(count) if node_sets[j] & node_sets[i] == node_sets[i]] for i in range(count)]
+    memory = [sum(size[v] for v in _members(S)) for S in node_sets]
+    found: dict[int, list[int]] = {}
+
+    def supersets(i: int) -> list[int]:
+        """The ideals that contain ideal ``i`` (itself included), computed once, when first asked for."""
+        if i not in found:
+            inner = node_sets[i]
+            found[i] = [j for j in range(i, count) if node_sets[j] & inner == inner]
+        return found[i]
+
     rank = problem.topological_rank()
     cpu_step = {member[x]: _longest(groups[x], pred, cpu_units, rank)
                 for x in range(g) if all(cpu_units[v] is not None for v in groups[x])}
@@ -151,7 +163,7 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
         if not values:
             continue
         inner = node_sets[i]
-        for j in supersets[i]:
+        for j in supersets(i):
             if j == i:
                 continue
             block = node_sets[j] & ~inner
@@ -169,10 +181,11 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
             for u in sent:
                 outside |= below[u]
             outside &= ~node_sets[j] & ~free
-            work += len(supersets[j])
+            above = supersets(j)
+            work += len(above)
             if work > max_work:
                 return ChainBound(None, count, f"more than {max_work:,} subset tests")
-            reach = [jj for jj in supersets[j] if node_sets[jj] & outside == 0]
+            reach = [jj for jj in above if node_sets[jj] & outside == 0]
             for extra, duration in steps:
                 for a, value in values:
                     total = value + duration
