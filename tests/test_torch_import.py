@@ -353,6 +353,7 @@ def test_inputs_the_model_cannot_multiply_are_refused():
             import_module(model, (torch.ones(4, 8, dtype=dtype),))
 
 
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
     """Two-operand einsums are the GEMM torch runs: FlopCounterMode's counts (bij,bjk->bik on
     [8,4,5]x[8,5,6]: 2·8·4·6·5 = 1920; nij,ijk->nk on [8,4,5]x[4,5,6]: 2·8·6·20 = 1920; bij,bij, every

@@ -84,6 +84,37 @@ class ReadAfterWrite(nn.Module):
         return self.body(x) - scaled
 
 
+class ChunkedState(nn.Module):
+    """A buffer split by ``chunk`` (whose schema gives its items' aliasing only as a wildcard), one part
+    updated in place from the input, and the buffer itself read again by the last operator."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("m", torch.ones(2 * WIDTH))
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.out = nn.Linear(WIDTH, 4)
+
+    def forward(self, x):
+        scale, shift = self.m.chunk(2)
+        shift.add_(0.1 * x.detach().mean(0))
+        return self.out(self.body(x) * scale + shift) + self.m[-4:]
+
+
+class FrozenParameterState(nn.Module):
+    """A running statistic kept in a frozen parameter, updated in place and multiplied into the
+    activations (autograd keeps it for the backward pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stat = nn.Parameter(torch.ones(WIDTH), requires_grad=False)
+        self.a, self.b = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        self.stat.mul_(0.9).add_(0.1 * h.detach().mean(0))
+        return self.b(h * self.stat)
+
+
 def _written(model, args):
     return written_state(torch.export.export(model, args))
 
@@ -105,9 +136,11 @@ def test_the_operators_that_write_state_or_read_it_before_the_last_write_are_nam
     assert _written(ReadAfterWrite(), (x,)) == {"m": {"mul_"}}
     # in evaluation mode BatchNorm writes nothing
     assert _written(NormTwice().eval(), (x,)) == {}
+    # chunk's items alias the buffer: the write into one is a write into it
+    assert {"chunk", "add_"} <= _written(ChunkedState(), (x,))["m"]
 
 
-@pytest.mark.parametrize("model", [CountTwice, NormTwice, ReadAfterWrite])
+@pytest.mark.parametrize("model", [CountTwice, NormTwice, ReadAfterWrite, ChunkedState])
 def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(model):
     torch.manual_seed(0)
     net = model()
@@ -128,8 +161,57 @@ def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(m
             assert len(held) == 1 and torch.equal(held[0], value), key
 
 
+@pytest.mark.filterwarnings("ignore:TiedMaxNorm. no FLOP formula")   # embedding_renorm_, costed by its bytes
 def test_a_tied_weight_renormalised_in_place_keeps_its_readers_on_one_stage():
     with pytest.raises(placement.InvalidParameterError,
                        match=r"no plan fits .*share one stage, which holds its only up-to-date copy: '.*weight' "
                              r"\(written in place; read by emb, out\)"):
         plan_pipeline(TiedMaxNorm(), (torch.randint(0, 10, (2, 3)),), devices="epyc-7763:2", stages=2)
+
+
+def test_state_in_a_frozen_parameter_is_read_through_a_copy_autograd_can_keep():
+    """GPipe's order, every forward before any backward: the next micro-batch's update of the statistic
+    changed what autograd had kept, and the backward pass failed ("modified by an inplace operation").
+    The stages give the unsplit model's gradients (run micro-batch by micro-batch, where it works)."""
+    torch.manual_seed(0)
+    net = FrozenParameterState()
+    unsplit = copy.deepcopy(net)
+    batches = torch.randn(4, 2, WIDTH, generator=torch.Generator().manual_seed(1))
+    pp = plan_pipeline(net, (batches[0],), devices="epyc-7763:2", stages=2, microbatches=4)
+    modules = [pp.stage_module(s) for s in range(pp.num_stages)]
+    losses = []
+    for x in batches:
+        values: tuple = (x,)
+        for module in modules:
+            out = module(*values)
+            values = out if isinstance(out, tuple) else (out,)
+        losses.append(out.square().sum())
+    for loss in losses:
+        loss.backward()
+    for x in batches:
+        unsplit(x).square().sum().backward()
+    grads = {name: p.grad for m in modules for name, p in m.named_parameters() if p.grad is not None}
+    assert sorted(grads) == ["a.bias", "a.weight", "b.bias", "b.weight"]
+    for name, p in unsplit.named_parameters():
+        if p.requires_grad:
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_state_sharing_memory_that_is_written_in_place_is_refused():
+    class Views(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            base = torch.zeros(2, WIDTH)
+            self.register_buffer("all", base)
+            self.register_buffer("lo", base[0])
+            self.register_buffer("hi", base[1])
+            self.body = nn.Linear(WIDTH, WIDTH)
+
+        def forward(self, x):
+            self.all.add_(1)
+            return self.body(x + self.lo) * self.hi
+
+    with pytest.raises(placement.InvalidParameterError,
+                       match=r"^model holds 'all', 'hi', 'lo', which share memory, and writes one of them in place; "
+                             r"every stage copies each parameter and buffer on its own"):
+        plan_pipeline(Views(), (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2)

@@ -95,7 +95,11 @@ def aliases_argument(node: Any, value: Any) -> bool:
     if schema is None:
         return False
     returned = {name for r in schema.returns if r.alias_info is not None for name in r.alias_info.before_set}
-    return any(a.alias_info is not None and returned & set(a.alias_info.before_set) and _passes(p, value)
+    # ``Tensor(a -> *) self`` with ``-> Tensor(a)[]`` (chunk, split, unbind): the list's items alias the
+    # argument, which the schema records as the argument's memory going into the wildcard set
+    listed = any(r.alias_info is not None for r in schema.returns)
+    return any(a.alias_info is not None and _passes(p, value)
+               and (returned & set(a.alias_info.before_set) or (listed and "*" in a.alias_info.after_set))
                for a, p in _arguments(node))
 
 

@@ -282,15 +282,13 @@ def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...
     return examples[0], examples[1]
 
 
-def _buffers_written_in_place(part: Partition) -> set[str]:
-    """The attributes (``get_attr`` targets) other than parameters that the program writes in place."""
-    import torch
-
+def _state_written_in_place(part: Partition) -> set[str]:
+    """The attributes (``get_attr`` targets: buffers, and parameters such as a frozen one kept as a
+    running statistic) that the program writes in place."""
     from placement.torch.contiguity import written_in_place
 
     nodes = list(part.root.graph.nodes)
-    return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes)
-            and not isinstance(_attribute(part.root, n.target), torch.nn.Parameter)}
+    return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes)}
 
 
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
@@ -335,12 +333,12 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             return reads[name]
         return env[arg]
 
-    mutated = _buffers_written_in_place(part)
+    mutated = _state_written_in_place(part)
 
     def snapshot(arg: Any) -> Any:
-        """``read(arg)``; a copy where ``arg`` is a buffer the program writes in place (or a view of it):
-        autograd may keep what an operator reads for the backward pass, and the next micro-batch's
-        forward would overwrite it before that runs."""
+        """``read(arg)``; a copy where ``arg`` is a buffer or parameter the program writes in place (or a
+        view of it): autograd may keep what an operator reads for the backward pass, and the next
+        micro-batch's forward would overwrite it before that runs."""
         root = state_root(arg)
         if root is None or root.target not in mutated:
             return read(arg)

@@ -209,7 +209,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.partition import canonical_names, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
-    from placement.torch.state import buffer_readers, keep_written_buffers_together, together_note, written_state
+    from placement.torch.state import (buffer_readers, keep_written_buffers_together, shared_storage, together_note,
+                                       written_state)
 
     torch = require_torch()
     if not isinstance(args, (tuple, list)):
@@ -245,7 +246,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if training:
         aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
-    readers = buffer_readers(imported.graph, written_state(imported.source))
+    written = written_state(imported.source)
+    for names in shared_storage(model, written):
+        raise InvalidParameterError("model", f"holds {', '.join(map(repr, names))}, which share memory, and writes "
+                                             "one of them in place; every stage copies each parameter and buffer "
+                                             "on its own, so the copies would drift apart: register one of them "
+                                             "and take the others as views of it in forward")
+    readers = buffer_readers(imported.graph, written)
     if readers:   # one stage holds state the model writes in place, and what reads it
         instance = keep_written_buffers_together(instance, imported.graph, readers)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make

@@ -46,6 +46,18 @@ def written_state(program: Any) -> dict[str, set[str]]:
     return out
 
 
+def shared_storage(model: Any, written: Mapping[str, set[str]]) -> list[list[str]]:
+    """The groups of distinct parameters and buffers of ``model`` (names) that share memory, where one of
+    them is written in place (``written``, :func:`written_state`): every stage copies each of them on
+    its own, so a write into one would not show in the copies of the others."""
+    by_storage: dict[int, dict[int, str]] = {}
+    for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
+        if tensor is not None and tensor.numel() > 0:
+            by_storage.setdefault(tensor.untyped_storage().data_ptr(), {}).setdefault(id(tensor), name)
+    return [sorted(tensors.values()) for tensors in by_storage.values()
+            if len(tensors) > 1 and any(name in written for name in tensors.values())]
+
+
 def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[int, ...]]:
     """Per parameter or buffer of ``written`` (:func:`written_state`) whose operators lie in two or more
     forward nodes of ``pg``, those nodes (ascending)."""
