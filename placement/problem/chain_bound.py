@@ -35,8 +35,11 @@ That is the DP over ideals::
     L[a'][A] = min over I ⊂ B ⊆ A of  L[a][I] + d(B ∖ I)     (a' = a + 1 for a call, a for a CPU node)
 
 over ideals ``I ⊂ B ⊆ A`` with ``B ∖ I`` a call or a CPU node and no node of ``A ∖ B`` descending
-from ``B ∖ I`` outside ``Z``; the bound is ``min_a L[a][V]``, computed in exact arithmetic on the
-instance's own times (integers of their finest binary unit) and given as the float at or below it. Where ``E_i`` is a call, ``d`` is its duration exactly; so
+from ``B ∖ I`` outside ``Z``; the bound is ``min_a L[a][V]``. It is computed in exact arithmetic
+on the instance's own times (integers of their finest binary unit), with memory read as the model
+reads it (:mod:`placement.problem.memory_fit`), and given as a float: the exact sum where every
+floating-point sum of the times is exact (:func:`placement.problem.units.sums_exactly`), else below
+it by what a floating-point sum of a plan's terms may lose, so that no evaluated latency is below it. Where ``E_i`` is a call, ``d`` is its duration exactly; so
 where the critical chain of the best plan holds everything (a sequential plan), the bound is its
 latency. A side branch that runs beside the chain is free in the bound: the bound is weak where
 concurrency pays.
@@ -71,9 +74,13 @@ from fractions import Fraction
 from placement.problem.components import strongly_connected
 from placement.problem.instance import Instance
 from placement.problem.union_find import UnionFind
+from placement.problem.units import sums_exactly
 
 #: the ideals of the groups the bound enumerates at most
 MAX_IDEALS = 5_000
+#: the relative excess over the memory bound a call of the bound may hold (a relaxation: the model's
+#: rule decides sums within 1e-9 of the bound on their rounded value, which may fall on either side)
+MEMORY_SLACK = Fraction(1, 10**8)
 #: the subset tests the DP makes at most (a few seconds)
 MAX_WORK = 20_000_000
 
@@ -120,11 +127,14 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     acc_units = [None if t is None else int(Fraction(t) / unit) for t in p_acc]
     cpu_units = [None if t is None else int(Fraction(t) / unit) for t in p_cpu]
     cost = [int(Fraction(v.out_cost) / unit) for v in nodes]
-    # memory likewise, in the finest binary unit of the sizes and the bound
-    sizes = [v.memory for v in nodes] + ([capacity] if math.isfinite(capacity) else [])
-    grain = Fraction(1, max(x.as_integer_ratio()[1] for x in sizes))
-    size = [int(Fraction(v.memory) / grain) for v in nodes]
-    room = int(Fraction(capacity) / grain) if math.isfinite(capacity) else None
+    # memory as the model reads it (placement.problem.memory_fit: each size as written, its shortest
+    # decimal form), in integers of the finest decimal unit; a call may hold a block whose sum exceeds
+    # the bound by MEMORY_SLACK relative, so that every block the model's rule lets fit fits here
+    written = [Fraction(repr(float(v.memory))) for v in nodes]
+    bound = Fraction(repr(float(capacity))) if math.isfinite(capacity) else None
+    grain = Fraction(1, math.lcm(*(x.denominator for x in (*written, *([bound] if bound is not None else [])))))
+    size = [int(x / grain) for x in written]
+    room = None if bound is None else bound / grain * (1 + MEMORY_SLACK)
     member = [sum(1 << v for v in groups[x]) for x in range(g)]
     node_sets = [_union(I, member) for I in ideals]
     count = len(ideals)
@@ -196,10 +206,15 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
                         if total < row[jj]:
                             row[jj] = total
     least = min(row[count - 1] for row in best)
-    if not math.isfinite(least):
+    if least == math.inf:                       # (an integer sum may be too large for math.isfinite)
         return ChainBound(cutoff if math.isfinite(cutoff) else None, count,
                           "" if math.isfinite(cutoff) else "no chain of ideals holds a plan")
+    # where floating-point sums of the times may round, below the exact sum by what a plan's sum may
+    # lose (each of at most 2n + m + 1 additions by at most 2^-53 of the total), so that no plan's
+    # evaluated latency falls below the bound
     exact = least * unit
+    if not sums_exactly([*_known(p_acc), *_known(p_cpu), *(v.out_cost for v in nodes)]):
+        exact *= 1 - Fraction(2 * n + sum(map(len, succ)) + 1, 2 ** 53)
     value = float(exact)
     if Fraction(value) > exact:                 # rounded up to the nearest float: the one below
         value = math.nextafter(value, -math.inf)
@@ -336,5 +351,5 @@ def _longest(members: list[int], pred: list[list[int]], p_cpu: list[int | None],
     inside = set(members)
     finish: dict[int, int] = {}
     for v in sorted(members, key=rank.__getitem__):
-        finish[v] = p_cpu[v] + max((finish[u] for u in pred[v] if u in inside), default=0.0)  # type: ignore[operator]
+        finish[v] = p_cpu[v] + max((finish[u] for u in pred[v] if u in inside), default=0)  # type: ignore[operator]
     return max(finish.values(), default=0)

@@ -81,6 +81,10 @@ from placement.problem.instance import Instance
 from placement.problem.sequential import MAX_JOINS, Budget, least_sum
 from placement.problem.units import sums_exactly
 
+#: the relative excess over the memory bound a segment's call may hold: the model decides memory on the
+#: sizes as written (:mod:`placement.problem.memory_fit`: 0.1 + 0.2 fits 0.3), which a floating-point
+#: sum may put above the bound by a few units in the last place; a relaxation, so the bound stays one
+MEMORY_SLACK = 1e-8
 #: the rounding allowance per operation of :func:`interval_runs` where its sums are not exact: twice
 #: the relative error of one floating-point operation
 ROUNDING = 2.0 ** -52
@@ -188,6 +192,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     mate_layer = data.mate_layer
     first = path[s]
     compute = used = inputs = outputs = 0.0
+    room = capacity * (1 + MEMORY_SLACK)       # lenient: every block the model's memory rule lets fit fits
     moved = 0.0                               # the magnitude of every amount added or taken out
     scanned = 0
     ends: list[int] = []
@@ -207,7 +212,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
                     continue          # not a descendant of path[s]
             time = p_acc[x]
             used += memory[x]
-            if time is None or used > capacity or mate_layer[x] < s:
+            if time is None or used > room or mate_layer[x] < s:
                 budget.spend(scanned + fees.scanned - len(ends))
                 return ends, durations
             compute += time
@@ -244,7 +249,7 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
             added = c if waiting[x] or left[x] >= c else left[x]
             outputs += added
             moved += added
-        while guests and used - guests[0][0] > capacity:   # no room left in the call for this input
+        while guests and used - guests[0][0] > room:   # no room left in the call for this input
             fees.force_out(heapq.heappop(guests)[1])
         if reach <= t:
             ends.append(t + 1)

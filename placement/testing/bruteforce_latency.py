@@ -21,7 +21,8 @@ Nodes are taken in a fixed order; a node either joins an existing call of its
 class's device or starts a new call at any position of that device's sequence,
 so every ordered partition is produced exactly once. The only pruning skips
 plans that cannot be valid (a class whose nodes a type does not support, an
-accelerator over its memory bound). Every complete plan is judged by the
+accelerator over its memory bound by more than 1e-8 relative: the evaluator reads
+sizes as written, so that 0.1 + 0.2 fits 0.3, which a floating-point sum exceeds). Every complete plan is judged by the
 independent evaluator :func:`placement.verification.latency.evaluate_latency`, which
 rejects non-contiguous calls and calls that wait on each other in a cycle; the
 valid plan of least latency (the first found on ties) is returned as
@@ -47,6 +48,9 @@ from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.parameters import stage_count
 from placement.verification.latency import evaluate_latency
+
+#: relative excess over a memory bound that the search still passes on to the evaluator
+_MEMORY_SLACK = 1e-8
 
 MAX_NODES = 8
 MAX_PLANS = 50_000  # about 10 s at some 200 µs per evaluation
@@ -133,8 +137,8 @@ class _Search:
                 continue
             for j in range(min(self.opened[t] + 1, dtype.count)):
                 key = (t, j)
-                if self.memory.get(key, 0.0) + self.class_memory[c] > dtype.memory:
-                    continue
+                if self.memory.get(key, 0.0) + self.class_memory[c] > dtype.memory * (1 + _MEMORY_SLACK):
+                    continue   # clearly over: the evaluator decides the rest, on the sizes as written
                 new = j == self.opened[t]
                 if new:
                     self.opened[t] += 1
