@@ -140,20 +140,30 @@ def test_the_operators_that_write_state_or_read_it_before_the_last_write_are_nam
     assert {"chunk", "add_"} <= _written(ChunkedState(), (x,))["m"]
 
 
-@pytest.mark.parametrize("model", [CountTwice, NormTwice, ReadAfterWrite, ChunkedState])
-def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(model):
+def _two_stages(model: type) -> tuple[nn.Module, torch.Tensor, list]:
+    """A copy of ``model`` unsplit, four micro-batches of two, and the stage modules of a 2-stage plan."""
     torch.manual_seed(0)
     net = model()
     unsplit = copy.deepcopy(net)
     batches = torch.randn(4, 2, WIDTH, generator=torch.Generator().manual_seed(1))
     pp = plan_pipeline(net, (batches[0],), devices="epyc-7763:2", stages=2, microbatches=4)
-    modules = [pp.stage_module(s) for s in range(pp.num_stages)]
+    return unsplit, batches, [pp.stage_module(s) for s in range(pp.num_stages)]
+
+
+def _chained(modules: list, x: torch.Tensor) -> torch.Tensor:
+    """The stages run one after another, each fed what the one before returned."""
+    values: tuple = (x,)
+    for module in modules:
+        out = module(*values)
+        values = out if isinstance(out, tuple) else (out,)
+    return out
+
+
+@pytest.mark.parametrize("model", [CountTwice, NormTwice, ReadAfterWrite, ChunkedState])
+def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(model):
+    unsplit, batches, modules = _two_stages(model)
     for x in batches:
-        values: tuple = (x,)
-        for module in modules:
-            out = module(*values)
-            values = out if isinstance(out, tuple) else (out,)
-        torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(_chained(modules, x), unsplit(x), rtol=1e-5, atol=1e-6)
     # the stage that holds the state holds what the unsplit model's state became
     for key, value in unsplit.state_dict().items():
         if key in dict(unsplit.named_buffers()):
@@ -173,19 +183,8 @@ def test_state_in_a_frozen_parameter_is_read_through_a_copy_autograd_can_keep():
     """GPipe's order, every forward before any backward: the next micro-batch's update of the statistic
     changed what autograd had kept, and the backward pass failed ("modified by an inplace operation").
     The stages give the unsplit model's gradients (run micro-batch by micro-batch, where it works)."""
-    torch.manual_seed(0)
-    net = FrozenParameterState()
-    unsplit = copy.deepcopy(net)
-    batches = torch.randn(4, 2, WIDTH, generator=torch.Generator().manual_seed(1))
-    pp = plan_pipeline(net, (batches[0],), devices="epyc-7763:2", stages=2, microbatches=4)
-    modules = [pp.stage_module(s) for s in range(pp.num_stages)]
-    losses = []
-    for x in batches:
-        values: tuple = (x,)
-        for module in modules:
-            out = module(*values)
-            values = out if isinstance(out, tuple) else (out,)
-        losses.append(out.square().sum())
+    unsplit, batches, modules = _two_stages(FrozenParameterState)
+    losses = [_chained(modules, x).square().sum() for x in batches]
     for loss in losses:
         loss.backward()
     for x in batches:
