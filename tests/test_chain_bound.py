@@ -92,6 +92,14 @@ def test_memory_is_read_as_the_model_reads_it():
     for backend in ("cp-sat", "highs"):
         result = placement.solve(problem, objective="latency", method="milp", backend=backend)
         assert (result.status, result.value) == ("optimal", 10.0), backend
+    # subnormal sizes: the rule's 1e-9 margin underflows and the rounded sum decides. Four sizes of
+    # 8.3609e-319 (169,226 units of 2^-1074) sum to one unit below 3.344355e-318 in binary, above it as
+    # written; the rule lets all four share a call: one call of 1 + 1 + 1 + 1, the optimum 4 (the bound
+    # read the sizes as written only, split the chain and said 6)
+    tiny = tuple(Node(i, f"n{i}", (1.0, 10.0), memory=8.3609e-319, out_cost=1.0) for i in range(4))
+    chain = Instance(tiny, tuple(Edge(i, i + 1) for i in range(3)), _devices(2, 0, 3.344355e-318), name="subnormal")
+    assert brute_force_latency(chain, max_calls=1).objective == 4.0
+    assert chain_bound(chain).value <= 4.0
 
 
 def test_no_evaluated_latency_is_below_the_bound_and_wide_ranges_of_times_are_integers():

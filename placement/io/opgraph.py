@@ -77,7 +77,8 @@ forward's FLOPs and bytes) on the gradient of each operand that is a weight: a t
 or a value computed from parameters alone (a parameter read through a transpose or a cast,
 ``x @ W.t()``; the product of two parameters, ``A @ B``, has two). An operator whose output is
 such a value spends all of its gradient work on weight gradient. Every other operator's gradient
-is activation gradient (bias and norm-scale gradients are small reductions, left there). A backward node records that weight-gradient time as ``fpgaWeightLatency`` and
+is activation gradient (bias and norm-scale gradients are small reductions, left there). A
+backward node records that weight-gradient time as ``fpgaWeightLatency`` and
 ``cpuWeightLatency`` (:func:`weight_time_ms`), the W part of the split-backward model.
 
 Edges that carry gradients are mirrored: ``u → v`` gives ``grad(v) → grad(u)``, whose size is

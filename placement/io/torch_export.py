@@ -330,7 +330,8 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
         gemm = _einsum_gemm(node_args[0], _listed(node_args[1]))
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
     if kind == "recurrent":
-        return tuple(s for _, (m, n, k, steps) in _recurrent_gemms(name, node_args) for s in shapes.gemm(m, n, k, steps))
+        return tuple(s for _, (m, n, k, steps) in _recurrent_gemms(name, node_args)
+                     for s in shapes.gemm(m, n, k, steps))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,

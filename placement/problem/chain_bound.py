@@ -36,13 +36,14 @@ That is the DP over ideals::
 
 over ideals ``I ⊂ B ⊆ A`` with ``B ∖ I`` a call or a CPU node and no node of ``A ∖ B`` descending
 from ``B ∖ I`` outside ``Z``; the bound is ``min_a L[a][V]``. It is computed in exact arithmetic
-on the instance's own times (integers of their finest binary unit), with memory read as the model
-reads it (:mod:`placement.problem.memory_fit`), and given as a float: the exact sum where every
-floating-point sum of the times is exact (:func:`placement.problem.units.sums_exactly`), else below
-it by what a floating-point sum of a plan's terms may lose, so that no evaluated latency is below it. Where ``E_i`` is a call, ``d`` is its duration exactly; so
-where the critical chain of the best plan holds everything (a sequential plan), the bound is its
-latency. A side branch that runs beside the chain is free in the bound: the bound is weak where
-concurrency pays.
+on the instance's own times (integers of their finest binary unit), with a call's memory allowed
+wherever the model's rule (:mod:`placement.problem.memory_fit`) may let it fit, and given as a
+float: the exact sum where every floating-point sum of the times is exact
+(:func:`placement.problem.units.sums_exactly`), else below it by what a floating-point sum of a
+plan's terms may lose, so that no evaluated latency is below it. Where ``E_i`` is a call, ``d``
+is its duration exactly; so where the critical chain of the best plan holds everything (a
+sequential plan), the bound is its latency. A side branch that runs beside the chain is free in
+the bound: the bound is weak where concurrency pays.
 
 Nodes that go together. The ideals are enumerated over *groups*: the colour classes (a class
 goes whole to one device, so whole into one call), each with the *free sinks* hanging from its
@@ -127,14 +128,17 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     acc_units = [None if t is None else int(Fraction(t) / unit) for t in p_acc]
     cpu_units = [None if t is None else int(Fraction(t) / unit) for t in p_cpu]
     cost = [int(Fraction(v.out_cost) / unit) for v in nodes]
-    # memory as the model reads it (placement.problem.memory_fit: each size as written, its shortest
-    # decimal form), in integers of the finest decimal unit; a call may hold a block whose sum exceeds
-    # the bound by MEMORY_SLACK relative, so that every block the model's rule lets fit fits here
-    written = [Fraction(repr(float(v.memory))) for v in nodes]
-    bound = Fraction(repr(float(capacity))) if math.isfinite(capacity) else None
-    grain = Fraction(1, math.lcm(*(x.denominator for x in (*written, *([bound] if bound is not None else [])))))
-    size = [int(x / grain) for x in written]
-    room = None if bound is None else bound / grain * (1 + MEMORY_SLACK)
+    # memory: the model's rule (placement.problem.memory_fit) decides a sum on its rounded value, or,
+    # near the bound, on the sizes as written (their shortest decimal forms). A call here may hold a
+    # block whose exact sum of the sizes, read either way, is within MEMORY_SLACK of the bound: every
+    # block the rule lets fit fits (a relaxation). Sums in integers of each reading's finest unit.
+    readings = []
+    for read in (Fraction, lambda x: Fraction(repr(float(x)))):
+        values = [read(v.memory) for v in nodes]
+        bound = read(capacity) if math.isfinite(capacity) else None
+        grain = Fraction(1, math.lcm(*(x.denominator for x in (*values, *([bound] if bound is not None else [])))))
+        room = None if bound is None else bound / grain * (1 + MEMORY_SLACK)
+        readings.append(([int(x / grain) for x in values], room))
     member = [sum(1 << v for v in groups[x]) for x in range(g)]
     node_sets = [_union(I, member) for I in ideals]
     count = len(ideals)
@@ -149,7 +153,11 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     boundary = [[u for u in _members(S) if succ_bits[u] & ~S] for S in node_sets]   # nodes sending out
     acc_time = [sum(acc_units[v] or 0 for v in _members(S)) for S in node_sets]
     off_acc = [sum(1 for v in _members(S) if acc_units[v] is None) for S in node_sets]
-    memory = [sum(size[v] for v in _members(S)) for S in node_sets]
+    memory = [[sum(size[v] for v in _members(S)) for S in node_sets] for size, _ in readings]
+
+    def fits(i: int, j: int) -> bool:
+        """Whether the block ``node_sets[j] ∖ node_sets[i]`` fits an accelerator under either reading."""
+        return any(room is None or sums[j] - sums[i] <= room for sums, (_, room) in zip(memory, readings))
     found: dict[int, list[int]] = {}
 
     def supersets(i: int) -> list[int]:
@@ -179,7 +187,7 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
             block = node_sets[j] & ~inner
             sent = [u for u in boundary[j] if block >> u & 1]
             steps = []
-            if k > 0 and off_acc[j] == off_acc[i] and (room is None or memory[j] - memory[i] <= room):
+            if k > 0 and off_acc[j] == off_acc[i] and fits(i, j):
                 received = [u for u in boundary[i] if succ_bits[u] & block]
                 steps.append((1, acc_time[j] - acc_time[i] + sum(cost[u] for u in sent)
                               + sum(cost[u] for u in received)))
@@ -207,8 +215,9 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
                             row[jj] = total
     least = min(row[count - 1] for row in best)
     if least == math.inf:                       # (an integer sum may be too large for math.isfinite)
-        return ChainBound(cutoff if math.isfinite(cutoff) else None, count,
-                          "" if math.isfinite(cutoff) else "no chain of ideals holds a plan")
+        if limit == math.inf:
+            return ChainBound(None, count, "no chain of ideals holds a plan")
+        least = limit                           # every chain was stopped at the cutoff or above
     # where floating-point sums of the times may round, below the exact sum by what a plan's sum may
     # lose (each of at most 2n + m + 1 additions by at most 2^-53 of the total), so that no plan's
     # evaluated latency falls below the bound
