@@ -247,11 +247,12 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
     written = written_state(imported.source)
-    for names in shared_storage(model, written):
-        raise InvalidParameterError("model", f"holds {', '.join(map(repr, names))}, which share memory, and writes "
-                                             "one of them in place; every stage copies each parameter and buffer "
-                                             "on its own, so the copies would drift apart: register one of them "
-                                             "and take the others as views of it in forward")
+    overlapping = shared_storage(model, written)
+    if overlapping:
+        raise InvalidParameterError("model", f"holds {', '.join(map(repr, overlapping[0]))}, which share memory, and "
+                                             "writes one of them in place; every stage copies each parameter and "
+                                             "buffer on its own, so the copies would drift apart: register one of "
+                                             "them and take the others as views of it in forward")
     readers = buffer_readers(imported.graph, written)
     if readers:   # one stage holds state the model writes in place, and what reads it
         instance = keep_written_buffers_together(instance, imported.graph, readers)
