@@ -154,3 +154,19 @@ def test_a_starting_plan_that_meets_the_path_bound_skips_the_search(backend):
     assert (result.status, result.value, result.bound) == ("optimal", 14.0, 14.0)
     assert result.message.endswith("the solver was not run; the starting plan meets the instance's lower bound")
     assert result.stats["solve_s"] == 0.0
+
+
+@pytest.mark.skipif("highs" not in AVAILABLE, reason="HiGHS is not available")
+def test_highs_proves_no_latency_plan_above_the_optimum():
+    """A chain 1 → 3 → 5 → 7 → 9 → 11, {7, 11} one colour class, 3 accelerators of memory 2.2, no CPUs,
+    two calls per accelerator. The optimum, 7.46 (exhaustive search; CBC, SCIP, CP-SAT): 1 and 3 in one
+    call, 5 and 7 then 11 as two calls of a second accelerator, 9 on the third. With its default
+    feasibility tolerances HiGHS proved 9.46 optimal (its bound 9.46)."""
+    spec = [(7, (0.1, None), 0.7, 100, 0.0), (9, (3.3, 0.7), 2.2, None, 0.0), (5, (0.76, 0.0), 0.3, None, 1.0),
+            (11, (2.2, 0.1), 1.1, 100, 0.0), (3, (1.1, 3.3), 1.3, None, 0.0), (1, (0.0, 0.2), 0.25, None, 0.0)]
+    nodes = tuple(Node(i, f"v{i}", t, memory=m, colour=c, out_cost=o) for i, t, m, c, o in spec)
+    problem = Instance(nodes, tuple(Edge(a, b) for a, b in [(1, 3), (3, 5), (5, 7), (7, 9), (9, 11)]),
+                       (DeviceType(ACCELERATOR, 3, 2.2), DeviceType(CPU, 0, math.inf, False)), name="highs-calls2")
+    assert brute_force_latency(problem, max_calls=2).objective == 7.46
+    result = solve_milp(problem, objective="latency", calls=2, backend="highs", time_limit=30)
+    assert (result.status, result.objective) == (Status.OPTIMAL, 7.46)
