@@ -170,3 +170,22 @@ def test_highs_proves_no_latency_plan_above_the_optimum():
     assert brute_force_latency(problem, max_calls=2).objective == 7.46
     result = solve_milp(problem, objective="latency", calls=2, backend="highs", time_limit=30)
     assert (result.status, result.objective) == (Status.OPTIMAL, 7.46)
+
+
+@pytest.mark.skipif("highs" not in AVAILABLE, reason="HiGHS is not available")
+def test_highs_is_not_cut_off_at_its_starting_plan():
+    """a → b → c, {a, b} one colour class; two accelerator types of two devices each and a CPU. Times
+    (accelerator, acc2, cpu): a 0.3, 7, 0.1; b 7, 0, 0; c 7, 0, 7; transfers a 1, b 7. All three in
+    one call on an acc2: 7 + 0 + 0, nothing sent, the optimum 7 (exhaustive search). The starting
+    plan, a and b on the CPU (0.1) and c on an acc2 after receiving b (7): 7.1. Given the row
+    L ≤ 7.1·(1 + 1e-9), HiGHS found that plan itself and proved it optimal."""
+    nodes = (Node(1, "a", (0.3, 7.0, 0.1), colour=100, out_cost=1.0), Node(5, "c", (7.0, 0.0, 7.0)),
+             Node(3, "b", (7.0, 0.0, 0.0), colour=100, out_cost=7.0))
+    types = (DeviceType(ACCELERATOR, 2, math.inf), DeviceType("acc2", 2, math.inf, True),
+             DeviceType(CPU, 1, math.inf, False))
+    problem = Instance(nodes, (Edge(1, 3), Edge(3, 5)), types, name="highs-cutoff")
+    assert brute_force_latency(problem, max_calls=1).objective == 7.0
+    start = Plan((DeviceAssignment(CPU, (1, 3)), DeviceAssignment("acc2", (5,))))
+    assert evaluate_latency(problem, start).latency == 7.1
+    result = solve_milp(problem, objective="latency", backend="highs", warm_start=start, time_limit=30)
+    assert (result.status, result.objective) == (Status.OPTIMAL, 7.0)

@@ -148,8 +148,9 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     The cutoff ``Σ targets ≤ ⌈value · scale⌉`` (integer backends; ``value · scale · (1 + 1e-9)``
     for the floating-point ones) keeps the starting plan itself (model values never exceed
     true values times ``scale``, see :mod:`.data`) and every better one, so the optimum
-    and every proven bound are unchanged whenever the start is valid. Returns the plan and
-    its verified value (the fallback), or ``None``.
+    and every proven bound are unchanged whenever the start is valid; a backend whose
+    ``cutoff_row`` is false gets no such row. Returns the plan and its verified value (the
+    fallback), or ``None``.
     """
     if plan is None:
         return None
@@ -157,8 +158,9 @@ def start_from(plan: Plan | None, verify: Callable[[Plan], Verdict], be: Backend
     if not verdict.valid:
         notes.append("warm start ignored: " + (verdict.violations[0] if verdict.violations else "not a valid plan"))
         return None
-    limit = math.ceil(verdict.objective * scale) if be.integer_only else verdict.objective * scale * (1 + 1e-9)
-    be.add([(1, t) for t in targets], hi=limit)
+    if be.cutoff_row:
+        limit = math.ceil(verdict.objective * scale) if be.integer_only else verdict.objective * scale * (1 + 1e-9)
+        be.add([(1, t) for t in targets], hi=limit)
     notes.append(f"started from a plan of value {verdict.objective:.6g}")
     return plan, verdict.objective
 

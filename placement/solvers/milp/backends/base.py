@@ -216,6 +216,8 @@ class Backend(ABC):
     warm_start: ClassVar[bool] = True
     #: the solver runs with :attr:`SolveOptions.threads` threads
     threads: ClassVar[bool] = True
+    #: a starting plan's value bounds the objective by a row (:func:`placement.solvers.milp.driver.start_from`)
+    cutoff_row: ClassVar[bool] = True
     #: the Python package it needs, as pip names it, and as people write it
     package: ClassVar[str] = ""
     package_label: ClassVar[str] = ""
