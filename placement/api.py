@@ -48,24 +48,19 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     by default a plan that records a split-backward solve is checked so, under the variant it
     records where these are not given, and any other plan as joint.
     """
-    from placement.io.plans import recorded_backward, recorded_objective
+    from placement.io.plans import recorded_backward, recorded_objective, recorded_objective_refusal
     from placement.verification.check import check_plan
 
     problem = solved_devices(instance, plan, accelerators, cpus, memory)
-    from placement.problem.objectives import check_objective
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
     if objective is None:
         recorded = recorded_objective(plan)
         objective = recorded or "throughput"
-        if recorded is not None:   # the plan's record, not an argument: a refusal speaks of the plan
-            try:
-                check_objective(problem, recorded)
-            except InvalidParameterError as exc:
-                raise InvalidParameterError("plan", f"records a solve for {recorded}, which "
-                                                    f"{exc.detail.removeprefix(repr(recorded) + ' ')}; pass "
-                                                    "objective= to check it for another objective") from None
+        refusal = recorded_objective_refusal(problem, recorded) if recorded is not None else None
+        if refusal:   # the plan's record, not an argument: the refusal speaks of the plan
+            raise InvalidParameterError("plan", f"{refusal}; pass objective= to check it for another objective")
     options, _ = checked_backward(recorded_backward(plan), backward, w_placement=w_placement,
                                   inter_layer=inter_layer, w_share=w_share)
     backward, w_placement, inter_layer, w_share = (options["backward"], options["w_placement"],

@@ -10,7 +10,6 @@ change the exit status (:mod:`placement.verification.ledger`).
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
                                    print_json, recorded_devices_note)
@@ -64,31 +63,17 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.errors import InvalidParameterError
-    from placement.io.plans import recorded_objective
-
-    instance = placement.load(args.instance)
-    solved_for = recorded_objective(args.plan)
-    from_file = args.objective is None and solved_for is not None
-    if args.objective is None:
-        args.objective = solved_for or "throughput"
-    try:
-        return _check(args, instance, solved_for)
-    except InvalidParameterError as exc:
-        if from_file and exc.parameter == "objective":   # not an option given: the plan file's record
-            why = exc.detail.removeprefix(repr(solved_for) + " ")
-            why = f"which {why}" if why.startswith("is ") else f"which this instance cannot take ({why})"
-            raise UsageError(f"the plan file records a solve for {solved_for}, {why}; give --objective to check "
-                             "it for another objective") from None
-        raise
-
-
-def _check(args: argparse.Namespace, instance: Any, solved_for: str | None) -> int:
-    import placement
-    from placement.io.plans import recorded_backward, refuted_claims
+    from placement.io.plans import recorded_backward, recorded_objective, recorded_objective_refusal, refuted_claims
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
+    instance = placement.load(args.instance)
+    solved_for = recorded_objective(args.plan)
+    if args.objective is None:
+        refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None
+        if refusal:   # not an option given: the plan file's record
+            raise UsageError(f"the plan file {refusal}; give --objective to check it for another objective")
+        args.objective = solved_for or "throughput"
     record = recorded_backward(args.plan)
     split, recorded = split_options(args, record)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing

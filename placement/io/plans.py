@@ -177,6 +177,20 @@ def recorded_objective(plan: object) -> str | None:
     return kind if isinstance(kind, str) and kind in OBJECTIVES else None
 
 
+def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
+    """Why ``problem`` cannot take ``objective``, the objective a plan records it was solved for, as
+    words about the plan (``records a solve for throughput-gpipe, which is for training graphs; ...``);
+    ``None`` where it can."""
+    from placement.errors import InvalidParameterError
+    from placement.problem.objectives import check_objective
+
+    try:
+        check_objective(problem, objective)
+    except InvalidParameterError as exc:
+        return f"records a solve for {objective}, which {exc.detail.removeprefix(repr(objective) + ' ')}"
+    return None
+
+
 def recorded_backward(plan: object) -> dict[str, Any]:
     """The ``backward`` record of a split-backward plan (``{"mode": "split", "w_placement",
     "inter_layer", "w_share"}``) where the plan has one: a :class:`placement.Result`'s ``backward``,
