@@ -74,14 +74,12 @@ from fractions import Fraction
 
 from placement.problem.components import strongly_connected
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import LENIENT, as_written
 from placement.problem.union_find import UnionFind
 from placement.problem.units import sums_exactly
 
 #: the ideals of the groups the bound enumerates at most
 MAX_IDEALS = 5_000
-#: the relative excess over the memory bound a call of the bound may hold (a relaxation: the model's
-#: rule decides sums within 1e-9 of the bound on their rounded value, which may fall on either side)
-MEMORY_SLACK = Fraction(1, 10**8)
 #: the subset tests the DP makes at most (a few seconds)
 MAX_WORK = 20_000_000
 
@@ -130,14 +128,14 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     cost = [int(Fraction(v.out_cost) / unit) for v in nodes]
     # memory: the model's rule (placement.problem.memory_fit) decides a sum on its rounded value, or,
     # near the bound, on the sizes as written (their shortest decimal forms). A call here may hold a
-    # block whose exact sum of the sizes, read either way, is within MEMORY_SLACK of the bound: every
+    # block whose exact sum of the sizes, read either way, is within LENIENT of the bound: every
     # block the rule lets fit fits (a relaxation). Sums in integers of each reading's finest unit.
     readings = []
-    for read in (Fraction, lambda x: Fraction(repr(float(x)))):
+    for read in (Fraction, as_written):
         values = [read(v.memory) for v in nodes]
         bound = read(capacity) if math.isfinite(capacity) else None
         grain = Fraction(1, math.lcm(*(x.denominator for x in (*values, *([bound] if bound is not None else [])))))
-        room = None if bound is None else bound / grain * (1 + MEMORY_SLACK)
+        room = None if bound is None else bound / grain * (1 + as_written(LENIENT))
         readings.append(([int(x / grain) for x in values], room))
     member = [sum(1 << v for v in groups[x]) for x in range(g)]
     node_sets = [_union(I, member) for I in ideals]

@@ -26,6 +26,10 @@ from placement.problem.units import exact_unit
 CLEAR = 1e-9
 #: the largest integer up to which every integer is a float, and sums of them are exact
 EXACT_INTEGERS = 2.0 ** 53
+#: the relative excess over a bound that a relaxation (a lower bound, a search that leaves the verdict
+#: to the evaluator) lets fit: every sum :func:`fits` accepts, read either way and summed in floating
+#: point, is within it
+LENIENT = 1e-8
 
 
 def fits(sizes: Iterable[float], bound: float) -> bool:
@@ -42,9 +46,14 @@ def fits(sizes: Iterable[float], bound: float) -> bool:
     return _as_written(sizes) <= _as_written([bound])
 
 
+def as_written(value: float) -> Fraction:
+    """``value`` read as its shortest decimal form (what ``repr`` prints), exactly."""
+    return Fraction(repr(float(value)))
+
+
 def _as_written(values: Iterable[float]) -> Fraction:
     """The exact sum of ``values`` read as their shortest decimal forms (what ``repr`` prints)."""
-    return sum((Fraction(repr(float(a))) for a in values), Fraction(0))
+    return sum(map(as_written, values), Fraction(0))
 
 
 def decimal_sum(sizes: Iterable[float]) -> float:

@@ -78,13 +78,10 @@ from typing import Sequence
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import LENIENT
 from placement.problem.sequential import MAX_JOINS, Budget, least_sum
 from placement.problem.units import sums_exactly
 
-#: the relative excess over the memory bound a segment's call may hold: the model decides memory on the
-#: sizes as written (:mod:`placement.problem.memory_fit`: 0.1 + 0.2 fits 0.3), which a floating-point
-#: sum may put above the bound by a few units in the last place; a relaxation, so the bound stays one
-MEMORY_SLACK = 1e-8
 #: the rounding allowance per operation of :func:`interval_runs` where its sums are not exact: twice
 #: the relative error of one floating-point operation
 ROUNDING = 2.0 ** -52
@@ -192,7 +189,9 @@ def interval_runs(data: PathData, s: int, pred: Sequence[Sequence[int]], p_acc: 
     mate_layer = data.mate_layer
     first = path[s]
     compute = used = inputs = outputs = 0.0
-    room = capacity * (1 + MEMORY_SLACK)       # lenient: every block the model's memory rule lets fit fits
+    # the model decides memory on the sizes as written (0.1 + 0.2 fits 0.3), which a floating-point sum
+    # may put above the bound by a few units in the last place: lenient, every block the rule lets fit fits
+    room = capacity * (1 + LENIENT)
     moved = 0.0                               # the magnitude of every amount added or taken out
     scanned = 0
     ends: list[int] = []

@@ -44,13 +44,11 @@ import time
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
+from placement.problem.memory_fit import LENIENT
 from placement.plan import DeviceAssignment, Plan
 from placement.solution import Solution, Status
 from placement.parameters import stage_count
 from placement.verification.latency import evaluate_latency
-
-#: relative excess over a memory bound that the search still passes on to the evaluator
-_MEMORY_SLACK = 1e-8
 
 MAX_NODES = 8
 MAX_PLANS = 50_000  # about 10 s at some 200 µs per evaluation
@@ -137,7 +135,7 @@ class _Search:
                 continue
             for j in range(min(self.opened[t] + 1, dtype.count)):
                 key = (t, j)
-                if self.memory.get(key, 0.0) + self.class_memory[c] > dtype.memory * (1 + _MEMORY_SLACK):
+                if self.memory.get(key, 0.0) + self.class_memory[c] > dtype.memory * (1 + LENIENT):
                     continue   # clearly over: the evaluator decides the rest, on the sizes as written
                 new = j == self.opened[t]
                 if new:
