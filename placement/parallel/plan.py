@@ -117,16 +117,18 @@ class ParallelPlan:
                 chosen = {int(v): c for v, c in tmpcs.items()}
             except ValueError:
                 raise InvalidPlanError(f"{where}.tmpcs keys must be node ids") from None
-            for key, value in (("group", None if groups is None else k % groups),
-                               ("chunk", None if groups is None else k // groups)):
-                if key in raw and (chunks == 1 or raw[key] != value or isinstance(raw[key], bool)):
-                    raise InvalidPlanError(f"{where}.{key} is {raw[key]!r}, but stage {k} of an interleaved plan of "
-                                           f"{len(doc['stages'])} stages in {chunks} chunks is chunk {k // groups} "
-                                           f"of device group {k % groups}"
-                                           if chunks != 1 and groups else
-                                           f"{where}.{key} belongs to interleaved plans with 'chunks' dividing the "
+            for key in ("group", "chunk"):
+                if key not in raw:
+                    continue
+                if chunks == 1 or not groups:
+                    raise InvalidPlanError(f"{where}.{key} belongs to interleaved plans with 'chunks' dividing the "
                                            f"number of stages; this plan has {len(doc['stages'])} stages and "
                                            f"{chunks} chunk{'s' if chunks != 1 else ''}")
+                expected = k % groups if key == "group" else k // groups
+                if isinstance(raw[key], bool) or raw[key] != expected:
+                    raise InvalidPlanError(f"{where}.{key} is {raw[key]!r}, but stage {k} of an interleaved plan of "
+                                           f"{len(doc['stages'])} stages in {chunks} chunks is chunk {k // groups} "
+                                           f"of device group {k % groups}")
             device_type = raw.get("deviceType", "")
             if not isinstance(device_type, str):
                 raise InvalidPlanError(f"{where}.deviceType must be a device type name (a string), "

@@ -421,17 +421,16 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     simple_bound = max(latency_lower_bound(problem), path if math.isfinite(path) else 0.0)
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
+    stats_chain: dict[str, Any] = {}
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
-        stats_chain: dict[str, Any] = {"chain_bound": chain.value, "chain_ideals": chain.ideals}
-        if chain.value is not None:
+        stats_chain = {"chain_bound": chain.value, "chain_ideals": chain.ideals}
+        if chain.value is None:
+            stats_chain["chain_bound_skipped"] = chain.why
+        else:
             simple_bound = max(simple_bound, chain.value)
             if progress is not None:
                 progress(f"chain bound {chain.value:.6g} ({chain.ideals:,} ideals)")
-        else:
-            stats_chain["chain_bound_skipped"] = chain.why
-    else:
-        stats_chain = {}
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:
