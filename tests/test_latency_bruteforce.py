@@ -139,3 +139,31 @@ def test_baselines_and_bound_against_the_optimum(problem):
                 assert solution.objective >= one_call.objective
         else:
             assert solution.status in (Status.ERROR, Status.NO_SOLUTION, Status.INFEASIBLE)
+
+
+def test_cpu_cores_with_a_memory_bound_are_packed():
+    """a and b run only on the CPUs (5 each), c (1 on the accelerator, 8 on a CPU) reads a; every
+    node holds 1 byte; two CPU cores of 1 byte each, one accelerator of 10 bytes; no transfer costs.
+
+    One core holds one node, so a and b go to different cores (in parallel, [0, 5]) and c to the
+    accelerator, [5, 6]: latency 6, on three devices; with exactly two devices no plan fits. A
+    search that lists every CPU node of a type on one device found no plan at all."""
+    nodes = [Node(1, "a", (None, 5.0), 1.0), Node(2, "b", (None, 5.0), 1.0), Node(3, "c", (1.0, 8.0), 1.0)]
+    problem = Instance(tuple(nodes), (Edge(1, 3),), (DeviceType(A, 1, 10.0), DeviceType(C, 2, 1.0, False)))
+    best = brute_force_latency(problem)
+    assert (best.status, best.objective) == (Status.OPTIMAL, 6.0)
+    assert best.plan == Plan((DeviceAssignment(A, (3,)), DeviceAssignment(C, (1,)), DeviceAssignment(C, (2,))))
+    assert brute_force_latency(problem, stages=3).objective == 6.0
+    assert brute_force_latency(problem, stages=2).status is Status.INFEASIBLE
+
+
+def test_exact_device_counts_never_exceed_a_type():
+    """Three CPU-only nodes of 1 byte on three cores of 2 bytes: one core holds at most two of them.
+    Exactly three devices: one node per core (latency 1); a split of a packing must not ask for a
+    fourth core. Exactly one device: no core holds all three."""
+    nodes = [Node(i, f"n{i}", (None, 1.0), 1.0) for i in (1, 2, 3)]
+    problem = Instance(tuple(nodes), (), (DeviceType(A, 1, 10.0), DeviceType(C, 3, 2.0, False)))
+    assert brute_force_latency(problem, stages=3).objective == 1.0
+    assert brute_force_latency(problem, stages=1).status is Status.INFEASIBLE
+    exact = brute_force_latency(problem, stages=3).plan
+    assert sorted(len(dev.nodes) for dev in exact.devices) == [1, 1, 1]

@@ -8,7 +8,10 @@ of one type:
 * each colour class goes, whole, to one device: to a device of a type that
   pays communication (an *accelerator*) or to the *pool* of a type that does
   not (a CPU type; pool nodes run in parallel without limit, so which core of
-  the type holds them does not matter and the plan lists one device per pool);
+  the type holds them does not matter and the plan lists one device per pool).
+  A CPU type whose memory bound is finite has no pool: its classes are packed
+  onto its cores as onto accelerators (every packing, up to the symmetry of the
+  cores), so that one that fits is found whenever one exists;
 * the nodes of each accelerator are split into an ordered sequence of
   non-empty calls — any set partition of its nodes, in any order — with at most
   ``max_calls`` calls per accelerator (``None``, the default: no limit other
@@ -20,20 +23,22 @@ of one type:
 Nodes are taken in a fixed order; a node either joins an existing call of its
 class's device or starts a new call at any position of that device's sequence,
 so every ordered partition is produced exactly once. The only pruning skips
-plans that cannot be valid (a class whose nodes a type does not support, an
-accelerator over its memory bound by more than 1e-8 relative: the evaluator reads
+plans that cannot be valid (a class whose nodes a type does not support, a
+device over its memory bound by more than 1e-8 relative: the evaluator reads
 sizes as written, so that 0.1 + 0.2 fits 0.3, which a floating-point sum exceeds). Every complete plan is judged by the
 independent evaluator :func:`placement.verification.latency.evaluate_latency`, which
 rejects non-contiguous calls and calls that wait on each other in a cycle; the
 valid plan of least latency (the first found on ties) is returned as
 ``optimal`` with ``bound == objective``, or ``infeasible`` when no plan is valid.
 
-Exactly ``N`` devices (``stages=N``): a pool of ``m`` colour classes may be
-listed as any number of devices of its type from 1 to ``min(count, m)`` without
-changing any time (pool nodes run in parallel without limit). A plan counts
-when ``N`` lies between its least and its largest number of devices holding a
-node; its pools are then split (classes dealt round the devices, the first pools
-split first) so that exactly ``N`` devices hold a node, and that plan is judged.
+Exactly ``N`` devices (``stages=N``): a pool, or a core of a CPU type with a
+memory bound, holding ``m`` colour classes may be listed as up to ``m`` devices
+of its type without changing any time (CPU nodes run in parallel without limit,
+and a part of a core's classes fits where the whole did), as long as the type
+has devices holding no node. A plan counts when ``N`` lies between its least
+and its largest number of devices holding a node; its pools and cores are then
+split (classes dealt round the devices, the first split first) so that exactly
+``N`` devices hold a node, and that plan is judged.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class _Search:
         self.opened = [0] * len(types)
         self.calls: dict[tuple[int, int], list[list[int]]] = {}
         self.pools: dict[int, list[int]] = {}
+        self.cores: set[tuple[int, int]] = set()    # the keys of ``calls`` that are CPU cores (one "call")
         self.memory: dict[tuple[int, int], float] = {}
 
     def run(self, visit) -> None:
@@ -89,7 +95,8 @@ class _Search:
             if not calls:
                 continue
             ids = tuple(nodes[v].id for call in calls for v in call)
-            call_ids = tuple(tuple(nodes[v].id for v in call) for call in calls) if len(calls) > 1 else ()
+            call_ids = (tuple(tuple(nodes[v].id for v in call) for call in calls)
+                        if len(calls) > 1 and (t, j) not in self.cores else ())
             devices.append(DeviceAssignment(self.types[t].name, ids, call_ids))
         for t in sorted(self.pools):
             if self.pools[t]:
@@ -121,13 +128,17 @@ class _Search:
                 self.pools[t].append(v)
                 self._place(k + 1, visit)
                 self.pools[t].pop()
+            elif where in self.cores:
+                self.calls[where][0].append(v)
+                self._place(k + 1, visit)
+                self.calls[where][0].pop()
             else:
                 self._into_calls(k, v, where, visit)
             return
         for t, dtype in enumerate(self.types):
             if not self.supported[c][t]:
                 continue
-            if not dtype.pays_comm:
+            if not dtype.pays_comm and math.isinf(dtype.memory):
                 self.device_of_class[c] = (t, -1)
                 self.pools.setdefault(t, []).append(v)
                 self._place(k + 1, visit)
@@ -140,14 +151,22 @@ class _Search:
                 new = j == self.opened[t]
                 if new:
                     self.opened[t] += 1
-                    self.calls[key] = []
+                    self.calls[key] = [] if dtype.pays_comm else [[]]
+                    if not dtype.pays_comm:
+                        self.cores.add(key)
                 self.memory[key] = self.memory.get(key, 0.0) + self.class_memory[c]
                 self.device_of_class[c] = key
-                self._into_calls(k, v, key, visit)
+                if dtype.pays_comm:
+                    self._into_calls(k, v, key, visit)
+                else:
+                    self.calls[key][0].append(v)
+                    self._place(k + 1, visit)
+                    self.calls[key][0].pop()
                 self.memory[key] -= self.class_memory[c]
                 if new:
                     self.opened[t] -= 1
                     del self.calls[key]
+                    self.cores.discard(key)
         self.device_of_class[c] = None
 
 
@@ -185,6 +204,9 @@ def with_stages(problem: Instance, plan: Plan, stages: int) -> Plan | None:
     extra = stages - len(devices)
     if extra < 0:
         return None
+    spare = dict(count)                  # devices of each type not yet holding a node
+    for dev in devices:
+        spare[dev.type] -= 1
     out = []
     for dev in devices:
         if pays[dev.type] or extra == 0:
@@ -193,8 +215,9 @@ def with_stages(problem: Instance, plan: Plan, stages: int) -> Plan | None:
         classes: dict[int, list[int]] = {}
         for v in dev.nodes:
             classes.setdefault(class_of[v], []).append(v)
-        parts = 1 + min(extra, min(count[dev.type], len(classes)) - 1)
+        parts = 1 + min(extra, spare[dev.type], len(classes) - 1)
         extra -= parts - 1
+        spare[dev.type] -= parts - 1
         dealt: list[list[int]] = [[] for _ in range(parts)]
         for k, members in enumerate(classes.values()):
             dealt[k % parts].extend(members)
