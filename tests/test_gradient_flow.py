@@ -286,3 +286,50 @@ def test_recurrent_layers_are_charged_the_gradient_gemms_autograd_runs(layer, pr
     assert op.weight_factor(gradient) * op.flops == op.flops
     if layer == "rnn":
         assert (op.flops, op.backward_flops(gradient)) == (26880, 41280)
+
+
+@pytest.mark.parametrize("layer, state, trained, expected", [
+    ("rnn", "parameter", True, 43680), ("rnn", "parameter", False, 16800), ("rnn", "expanded", False, 16800),
+    ("rnn", "input", False, 16800), ("rnn", "plain input", True, 41280), ("gru2", "parameter", False, 151200)])
+def test_a_learned_initial_state_is_charged_its_own_gradient(layer, state, trained, expected):
+    """A recurrent layer whose initial hidden state needs a gradient (a trained parameter, a value
+    computed from one, or an input that asks for one) runs the recurrent GEMM of the first step
+    backward too; its weight gradients only where its weights train. An RNN of 20 on 7 steps of 3 × 12
+    (one step's state GEMM: 2·3·20·20 = 2,400): trained, 26,880 for the weights and 7 · 2,400 for the
+    state, 43,680; frozen, the state alone, 16,800; the initial state a plain input, 41,280 (6 steps).
+    A frozen 2-layer GRU of 20 (one step's GEMM 2·3·60·20 = 7,200): 2 · 7 · 7,200 for the state and
+    2·21·60·20 = 50,400 for the second layer's input, 151,200. The weights were charged whatever the
+    state: 41,280 and 318,240 with frozen weights, 2.5 and 2.1 times autograd's GEMMs."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    layers = 2 if layer == "gru2" else 1
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = nn.GRU(12, 20, num_layers=2) if layer == "gru2" else nn.RNN(12, 20)
+            self.h0 = nn.Parameter(torch.randn(layers, 1 if state == "expanded" else 3, 20))
+            for p in self.layer.parameters():
+                p.requires_grad_(trained)
+
+        def forward(self, x, h=None):
+            initial = {"parameter": self.h0, "expanded": self.h0.expand(layers, 3, 20)}.get(state, h)
+            return self.layer(x, initial)[0].sum(dim=-1)
+
+    torch.manual_seed(0)
+    x = torch.randn(7, 3, 12)
+    h = torch.randn(layers, 3, 20, requires_grad=state == "input")
+    model = Model()
+    args = (x, h) if "input" in state else (x,)
+    graph = graph_from_program(export_program(model, args), "Model")
+    out = model(*args)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    (op, gradient), = [(op, g) for op, g in zip(graph.ops, gradient_flow(graph)) if op.kind == "recurrent"]
+    assert op.backward_flops(gradient) == counter.get_total_flops() == expected
+    # the first step's state GEMM is no weight gradient
+    assert op.weight_factor(gradient) * op.flops == (op.flops if trained else 0)

@@ -63,7 +63,9 @@ where it trains its weights, one weight gradient per forward GEMM (input, recurr
 projection), of the forward's size; wherever it runs backward, the hidden state's gradient
 through time (the recurrent GEMM over ``T − 1`` steps: the first step's state is no value that
 needs one; the projection's over all ``T``) and the input gradients of its second and later
-layers; and the first layer's input gradient where its input needs one. Its factor is their
+layers; the first layer's input gradient where its input needs one; and where its initial
+hidden state needs a gradient (a trained parameter, say), the recurrent GEMM of the first step
+too, which counts as state gradient, not weight gradient. Its factor is their
 FLOPs over the forward's (``T = 7``, an RNN of 20 on inputs of 12 whose input needs none:
 10,080 + 16,800 for the weights and 14,400 for the state against 26,880 forward, 1.54).
 
@@ -180,8 +182,10 @@ class Op:
     ``floating`` says which outputs are floating-point or complex, the types that carry gradients
     (empty: all); ``differentiable`` is false for an operator whose output carries no gradient
     whatever it reads (``detach``).
-    ``recurrent`` are a recurrent layer's gradient GEMMs in four parts (weights, hidden state through
-    time, the first layer's input, the later layers' inputs; module docstring, "Training").
+    ``recurrent`` are a recurrent layer's gradient GEMMs in five parts (weights, hidden state through
+    time, the first layer's input, the later layers' inputs, the initial state; module docstring,
+    "Training"), and ``state`` the operands that are its initial hidden state: reads ``(producer,
+    output)`` and names of parameters or model inputs.
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -204,6 +208,7 @@ class Op:
     floating: tuple[bool, ...] = ()
     differentiable: bool = True
     recurrent: tuple[tuple[Operator, ...], ...] = ()
+    state: tuple[tuple[int, int] | str, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -237,14 +242,15 @@ class Op:
     def recurrent_gradient(self, gradient: Gradient, weights_only: bool = False) -> tuple[Operator, ...]:
         """A recurrent layer's gradient GEMMs (module docstring, "Training"): the weight gradients where
         it trains its weights, the hidden state's and the later layers' input gradients wherever it
-        runs backward, the first layer's input gradient where its input needs one; the first part
-        alone with ``weights_only``."""
-        weights, state, first, later = self.recurrent
+        runs backward, the first layer's input gradient where its input needs one, the initial
+        state's where it needs one; the first part alone with ``weights_only``."""
+        weights, state, first, later, initial = self.recurrent
         if not gradient.needed:
             return ()
         if weights_only:
             return weights if gradient.weights else ()
-        return (weights if gradient.weights else ()) + state + later + (first if gradient.inputs else ())
+        return ((weights if gradient.weights else ()) + state + later + (first if gradient.inputs else ())
+                + (initial if gradient.state else ()))
 
     def backward_kernels(self, gradient: Gradient) -> int:
         """Kernels of its gradient: ``⌈backward_factor⌉``."""
@@ -289,17 +295,19 @@ class Gradient:
     ``weights``, how many of its operands are weights that need one: trained parameters, or values
     computed from parameters alone (``W.t()``); ``bias``, a trained parameter added to its product
     (a matmul's or convolution's bias); ``weight_only``, whether its output is computed from
-    parameters alone, so that all of its gradient is weight gradient."""
+    parameters alone, so that all of its gradient is weight gradient; ``state``, whether a recurrent
+    layer's initial hidden state needs one (a trained parameter, say)."""
 
     inputs: int
     weights: int
     bias: bool = False
     weight_only: bool = False
+    state: bool = False
 
     @property
     def needed(self) -> bool:
         """Whether its output needs a gradient, so that autograd runs its backward."""
-        return self.inputs > 0 or self.weights or self.bias
+        return self.inputs > 0 or bool(self.weights) or self.bias or self.state
 
 
 def gradient_flow(graph: OpGraph) -> tuple[Gradient, ...]:
@@ -331,12 +339,17 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
         data_free.append(not op.model_inputs and all(data_free[producer] for producer, _ in tensors))
         if op.differentiable and op.kind not in NO_GRADIENT_KINDS and any(map(op.output_floating,
                                                                               range(len(op.outputs)))):
-            needing = [producer for producer, k in tensors if needs[producer][k]]
-            weights = (sum(1 for p in op.params if p.trainable and p.operand)
-                       + sum(1 for producer in needing if data_free[producer]))
-            activations = (sum(1 for producer in needing if not data_free[producer])
-                           + sum(1 for name in op.model_inputs if name in grad_inputs))
-            gradient = Gradient(activations, weights, any(p.trainable and not p.operand for p in op.params))
+            state = set(op.state)    # a recurrent layer's initial state: its own part of the gradient
+            needing = [read for read in tensors if needs[read[0]][read[1]]]
+            weights = (sum(1 for p in op.params if p.trainable and p.operand and p.name not in state)
+                       + sum(1 for read in needing if data_free[read[0]] and read not in state))
+            activations = (sum(1 for read in needing if not data_free[read[0]] and read not in state)
+                           + sum(1 for name in op.model_inputs if name in grad_inputs and name not in state))
+            initial = (any(p.trainable and p.name in state for p in op.params)
+                       or any(read in state for read in needing)
+                       or any(name in grad_inputs and name in state for name in op.model_inputs))
+            gradient = Gradient(activations, weights, any(p.trainable and not p.operand for p in op.params),
+                                state=initial)
             if gradient.needed and data_free[-1]:
                 gradient = replace(gradient, weight_only=True)
         else:

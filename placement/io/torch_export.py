@@ -78,7 +78,7 @@ import operator
 import sys
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
@@ -427,23 +427,44 @@ def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[str, tuple[int, 
 
 
 def _recurrent_gradients(name: str, node_args: tuple) -> tuple[tuple[Operator, ...], ...]:
-    """The gradient GEMMs of a recurrent layer, in four parts (module docstring of
+    """The gradient GEMMs of a recurrent layer, in five parts (module docstring of
     :mod:`placement.io.opgraph`, "Training"): the weight gradients (one per forward GEMM, of its
     size), the hidden state's gradients through time (the recurrent GEMM over ``T − 1`` steps, the
-    projection's over ``T``), the first layer's input gradient and the later layers' input gradients."""
+    projection's over ``T``), the first layer's input gradient, the later layers' input gradients,
+    and the initial state's gradient (the recurrent GEMM of the first step)."""
     weights: list[Operator] = []
     state: list[Operator] = []
     first: list[Operator] = []
     later: list[Operator] = []
+    initial: list[Operator] = []
     for role, (m, n, k, times) in _recurrent_gemms(name, node_args):
         weights += shapes.gemm(k, n, m, times)
         if role == "recurrent":
             state += shapes.gemm(m, k, n, times - 1)
+            initial += shapes.gemm(m, k, n, 1)
         elif role == "projection":
             state += shapes.gemm(m, k, n, times)
         else:
             (first if role == "input" else later).extend(shapes.gemm(m, k, n, times))
-    return tuple(weights), tuple(state), tuple(first), tuple(later)
+    return tuple(weights), tuple(state), tuple(first), tuple(later), tuple(initial)
+
+
+def _state_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
+                    placeholders: dict[str, Param | None]) -> tuple[tuple[int, int] | str, ...]:
+    """The operands of a recurrent layer's node that are its initial hidden state (its second argument,
+    a tensor or, for an LSTM, a list of two): the reads of operator outputs, and the names of
+    parameters or model inputs."""
+    found: list[tuple[int, int] | str] = []
+    given = node.args[1] if len(node.args) > 1 else ()
+    for arg in given if isinstance(given, (list, tuple)) else (given,):
+        if not hasattr(arg, "op"):
+            continue
+        if arg.op == "placeholder":
+            p = placeholders.get(arg.name)
+            found.append(p.name if p is not None else arg.name)
+        else:
+            found.extend(reads_of(arg))
+    return tuple(found)
 
 
 # ----- walking the exported graph ---------------------------------------------------------
@@ -505,6 +526,15 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     hidden: dict[Any, set[int]] = {}          # non-tensor node -> operators it depends on
     unknown: set[str] = set()
 
+    def reads_of(arg: Any) -> list[tuple[int, int]]:
+        """The outputs of operators that ``arg`` (an FX node) stands for."""
+        if arg in selects:
+            return [selects[arg]]
+        if arg not in index_of:
+            return []
+        outs = ops[index_of[arg]].outputs
+        return [(index_of[arg], k) for k in range(len(outs)) if outs[k] > 0 or len(outs) == 1]
+
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
@@ -522,12 +552,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                 continue
             seen_inputs.add(arg)
             value = arg.meta.get("val")
-            if arg in index_of:
-                op_index = index_of[arg]
-                outs = ops[op_index].outputs
-                reads.extend((op_index, k) for k in range(len(outs)) if outs[k] > 0 or len(outs) == 1)
-            elif arg in selects:
-                reads.append(selects[arg])
+            if arg in index_of or arg in selects:
+                reads.extend(reads_of(arg))
             elif arg in hidden:
                 depends |= hidden[arg]
             elif arg.op == "placeholder" and placeholders.get(arg.name) is not None and isinstance(
@@ -592,7 +618,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
                       _base(_op_name(node.target)) not in STOP_GRADIENT,
-                      _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else ()))
+                      _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else (),
+                      _state_operands(node, reads_of, placeholders) if kind == "recurrent" else ()))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
