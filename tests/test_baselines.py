@@ -355,3 +355,17 @@ def test_a_baseline_plan_coarser_than_the_class_asked_for_says_so():
     assert asked.contiguity == "none"
     assert asked.message == "method 'single' does not keep to contiguity 'stages': its plan is of class 'none'"
     assert placement.solve(chain, method="single", contiguity="none").message == ""
+
+
+@pytest.mark.parametrize("method, objective", [("greedy", "throughput"), ("latency-greedy", "latency"),
+                                               ("latency-chain", "latency")])
+def test_heuristics_read_memory_as_the_model_does(method, objective):
+    """a -> b, sizes 0.1 and 0.2, one accelerator of 0.3 (1 ms each there, 10 on the CPU, transfer 1):
+    both fit the accelerator as written (0.1 + 0.2 = 0.3), so all three put them there: max load and
+    latency 1 + 1 = 2. Summed in floating point (0.30000000000000004 > 0.3), b went to the CPU: 10,
+    and a latency of 1 + 1 (a's output) + 10 = 12."""
+    nodes = [Node(1, "a", (1.0, 10.0), 0.1, False, None, 1.0), Node(2, "b", (1.0, 10.0), 0.2, False, None, 1.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 2)], 1, 1, 0.3)
+    solution = solve(problem, method, objective=objective)
+    assert solution.objective == 2.0
+    assert solution.plan == Plan((DeviceAssignment("accelerator", (1, 2)),))

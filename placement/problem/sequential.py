@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from placement.errors import LimitExceededError
+from placement.problem.memory_fit import CLEAR, fits
 
 #: units joined to runs that :func:`least_run_sum` may spend (a few seconds)
 MAX_JOINS = 2_000_000
@@ -135,6 +136,7 @@ def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Seq
     inside: set[int] = set()
     held_succ: dict[int, int] = {}            # successors of a node that are in the run
     compute = comm = used = 0.0
+    sizes: list[float] = []
     ends: list[int] = []
     durations: list[float] = []
     for j in range(i, len(order)):
@@ -143,7 +145,8 @@ def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Seq
             if time is None:
                 return ends, durations
             used += memory[x]
-            if used > capacity:
+            sizes.append(memory[x])
+            if used >= capacity * (1 - 2 * CLEAR) and not fits(sizes, capacity):   # the model's rule decides
                 return ends, durations
             compute += time
             inside.add(x)

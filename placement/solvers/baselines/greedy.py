@@ -30,6 +30,7 @@ import time
 from typing import Any, Sequence
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
+from placement.problem.memory_fit import fits
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
@@ -41,24 +42,26 @@ def greedy_fill(problem: Instance, kinds: TwoTypes, units: Sequence[Unit]) -> Pl
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
     remaining = sum(u.acc for u in units if u.acc is not None)
-    d, compute, memory = 0, 0.0, 0.0
+    d, compute = 0, 0.0
+    held_sizes: list[float] = []          # the sizes accelerator d holds (memory_fit.fits decides)
     share = remaining / k if k else 0.0
     for unit in units:
-        fits_somewhere = unit.acc is not None and k > 0 and unit.memory <= kinds.memory
+        sizes = [problem.nodes[v].memory for v in unit.members]
+        fits_somewhere = unit.acc is not None and k > 0 and fits(sizes, kinds.memory)
         placed = False
         while fits_somewhere and d < k:
             last = d == k - 1
             target = compute + unit.acc
             wanted = not held.get((ACCELERATOR, d)) or last or target <= share or target - share < share - compute
-            if wanted and memory + unit.memory <= kinds.memory:
+            if wanted and fits(held_sizes + sizes, kinds.memory):
                 held.setdefault((ACCELERATOR, d), []).extend(unit.members)
-                compute, memory = target, memory + unit.memory
+                compute, held_sizes = target, held_sizes + sizes
                 placed = True
                 break
             if last:
                 break
             d += 1
-            compute, memory = 0.0, 0.0
+            compute, held_sizes = 0.0, []
             share = remaining / (k - d)
         if unit.acc is not None:
             remaining -= unit.acc

@@ -5,7 +5,8 @@ Model
 The units are the inseparable blocks of
 :func:`placement.solvers.baselines.common.units_in_topological_order` (colour
 classes, merged where a contiguous plan cannot separate them), taken in a
-topological order. Accelerator 0 is filled while its memory bound allows; then
+topological order. Accelerator 0 is filled while its memory bound allows (on the sizes as
+written, as the model reads them: :func:`placement.problem.memory_fit.fits`); then
 accelerator 1, and so on; once a unit does not fit the last accelerator, it and
 every later unit go to the CPUs. Each accelerator runs its units as one call.
 A unit that is unsupported on accelerators, or larger than an accelerator's
@@ -24,6 +25,7 @@ import time
 from typing import Any
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
+from placement.problem.memory_fit import fits
 from placement.solution import Solution
 from placement.solvers.baselines.common import (LATENCY, build_plan, check_objective, latency_solution, two_types,
                                                 units_in_topological_order)
@@ -39,18 +41,20 @@ def solve_latency_greedy(problem: Instance, calls: int = 1, **options: Any) -> S
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
     runs: dict[tuple[str, int], list[list[int]]] = {}
-    d, memory, overflow = 0, 0.0, False
+    d, overflow = 0, False
+    held_sizes: list[float] = []          # the sizes the current accelerator holds (memory_fit.fits decides)
     break_call = False
     for unit in units:
-        accelerator = unit.acc is not None and k > 0 and unit.memory <= kinds.memory and not overflow
+        sizes = [problem.nodes[v].memory for v in unit.members]
+        accelerator = unit.acc is not None and k > 0 and fits(sizes, kinds.memory) and not overflow
         if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls and d < k - 1:
-            d, memory, break_call = d + 1, 0.0, False   # a new call, but this accelerator has all its calls
+            d, held_sizes, break_call = d + 1, [], False   # a new call, but this accelerator has all its calls
         if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls:
             overflow, accelerator = True, False         # and so have all the others
         if accelerator:
-            while d < k - 1 and memory + unit.memory > kinds.memory:
-                d, memory, break_call = d + 1, 0.0, False
-            if memory + unit.memory > kinds.memory:
+            while d < k - 1 and not fits(held_sizes + sizes, kinds.memory):
+                d, held_sizes, break_call = d + 1, [], False
+            if not fits(held_sizes + sizes, kinds.memory):
                 overflow = True
                 accelerator = False
         if not accelerator and (kinds.cpus == 0 or unit.cpu is None):
@@ -63,7 +67,7 @@ def solve_latency_greedy(problem: Instance, calls: int = 1, **options: Any) -> S
                 break_call = False
             device_calls[-1].extend(unit.members)
             held.setdefault(key, []).extend(unit.members)
-            memory += unit.memory
+            held_sizes += sizes
         else:
             held.setdefault((CPU, 0), []).extend(unit.members)
             break_call = (ACCELERATOR, d) in runs
