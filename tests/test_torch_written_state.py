@@ -214,3 +214,100 @@ def test_state_sharing_memory_that_is_written_in_place_is_refused():
                        match=r"^model holds 'all', 'hi', 'lo', which share memory, and writes one of them in place; "
                              r"every stage copies each parameter and buffer on its own"):
         plan_pipeline(Views(), (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2)
+
+
+class WriteAfterRead(nn.Module):
+    """``h`` read by ``cat`` and then rewritten by an in-place ReLU, nothing ordering the two: the plan
+    put the ReLU on stage 0 and ``cat`` on stage 1, which then received ``relu(h)`` (output 64% off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.act = nn.Linear(64, 64), nn.ReLU(inplace=True)
+        self.heavy = nn.Sequential(nn.Linear(128, 512), nn.Linear(512, 512), nn.Linear(512, 64))
+        self.c = nn.Sequential(nn.Linear(64, 512), *[nn.Linear(512, 512) for _ in range(5)], nn.Linear(512, 64))
+
+    def forward(self, x):
+        h = self.a(x)
+        t = torch.cat([h, h], -1)
+        h = self.act(h)
+        return self.heavy(t) + self.c(h)
+
+
+class ViewBeforeWrite(nn.Module):
+    """A view of ``g`` taken before ``g.relu_()`` and read after it: in eager mode the view shows the
+    ReLU; the plan put the view's reader on stage 1 and the ReLU on stage 2 (output 99% off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.pre = nn.Sequential(*[nn.Linear(64, 64) for _ in range(5)])
+        self.c = nn.Sequential(nn.Linear(64, 512), *[nn.Linear(512, 512) for _ in range(5)], nn.Linear(512, 64))
+
+    def forward(self, x):
+        h = self.pre(self.a(x))
+        h.mul_(2.0)
+        g = self.a(x)
+        w = g.view(32, 64)
+        g.relu_()
+        return self.c(h) + w * 3
+
+
+class InPlaceChains(nn.Module):
+    """In-place operators that each read the last one's result (a ReLU after a normalisation, a residual
+    ``x += f(x)``): the values order them, and no stage boundary is constrained."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.act = nn.LayerNorm(WIDTH), nn.ReLU(inplace=True)
+        self.layers = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(3))
+
+    def forward(self, x):
+        x = self.act(self.norm(x))
+        for layer in self.layers:
+            x += layer(x)
+        return x
+
+
+class WrittenInput(nn.Module):
+    """A model input read, then written in place, then read again through the write's result: the
+    first reader shares the write's stage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        y = self.a(x)
+        x.mul_(2.0)
+        return self.b(x) + y
+
+
+def test_writes_into_activations_share_a_stage_with_the_readers_they_must_not_pass():
+    from placement.torch.state import written_activations
+
+    def grouped(model, x):
+        return sorted(map(sorted, written_activations(torch.export.export(model, (x,))).values()))
+
+    # cat reads h before the ReLU and no value leads from it to the ReLU
+    assert grouped(WriteAfterRead(), torch.randn(32, 64)) == [["cat", "relu_"]]
+    # the view is made before the ReLU and read after it: it is made on the ReLU's stage; its reader,
+    # after the view, follows
+    assert grouped(ViewBeforeWrite(), torch.randn(32, 64)) == [["relu_", "view"]]
+    assert grouped(InPlaceChains(), torch.randn(2, WIDTH)) == []
+    # a reads the input before the write, and no value leads from it to the write; b reads the write's
+    # result, which the export gives it
+    assert grouped(WrittenInput(), torch.randn(2, WIDTH)) == [["linear", "mul_"]]
+
+
+@pytest.mark.parametrize("model, stages, granularity", [(WriteAfterRead, 2, "module"),
+                                                        (ViewBeforeWrite, 3, "operator")])
+def test_stages_around_an_activation_written_in_place_compute_the_unsplit_model(model, stages, granularity):
+    torch.manual_seed(0)
+    net, x = model(), torch.randn(32, 64)
+    unsplit = copy.deepcopy(net)
+    pp = plan_pipeline(net, (x,), devices="h100:4", stages=stages, granularity=granularity)
+    values: tuple = (x,)
+    for s in range(pp.num_stages):
+        out = pp.stage_module(s)(*(v.clone() for v in values))   # what crosses a boundary is a copy
+        values = out if isinstance(out, tuple) else (out,)
+    torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)

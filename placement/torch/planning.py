@@ -210,7 +210,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
     from placement.torch.state import (buffer_readers, keep_written_buffers_together, shared_storage, together_note,
-                                       written_state)
+                                       written_activations, written_state)
 
     torch = require_torch()
     if not isinstance(args, (tuple, list)):
@@ -254,8 +254,10 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                              "buffer on its own, so the copies would drift apart: register one of "
                                              "them and take the others as views of it in forward")
     readers = buffer_readers(imported.graph, written)
-    if readers:   # one stage holds state the model writes in place, and what reads it
-        instance = keep_written_buffers_together(instance, imported.graph, readers)
+    # and the writes into an activation stay ordered against its readers
+    activations = buffer_readers(imported.graph, written_activations(imported.source))
+    if readers or activations:   # one stage holds state the model writes in place, and what reads it
+        instance = keep_written_buffers_together(instance, imported.graph, readers, activations)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
@@ -274,8 +276,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
                                                    + (f" in {stages} stages" if stages else "")
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
-                                                   + (f"; {together_note(readers, imported.graph)}" if readers
-                                                      else ""))
+                                                   + (f"; {together_note(readers, imported.graph, activations)}"
+                                                      if readers or activations else ""))
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))

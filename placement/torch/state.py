@@ -17,10 +17,30 @@ which every plan keeps on one device):
 
 A value sharing the state's memory that is read after the last write leaves the writers'
 stage as a copy taken after every write, so it travels on as any other value.
+
+Activations written in place (``nn.ReLU(inplace=True)``, ``x += y``, a write through a view) are
+one value per stage too: a stage sends its values when its operators are done, and a stage
+that receives a value holds its own copy. So an operator must see exactly the writes that
+precede it in program order, and two rules, per write ``W`` into the memory of an activation
+(a value computed by an operator that is no view, or a model input, and the values sharing its
+memory), keep it so (:func:`written_activations`):
+
+* an operator ``R`` that reads that memory before ``W`` and from which no path of values leads
+  to ``W`` shares ``W``'s stage: on a later stage it would receive the value after ``W``;
+* an operator that reads, after ``W``, a value sharing that memory that was made before ``W``
+  (the activation itself, or a view taken before the write) sees ``W`` only where that value was
+  made on ``W``'s stage: the operator that made it shares ``W``'s stage (for a model input,
+  which is no operator's, the reader does).
+
+A reader that depends on ``W`` through values, or reads a value made at or after ``W``, needs
+neither: the paths of values order it, and the value it reads left its stage after ``W``. So
+a chain of in-place operators, each reading the last one's result (a ReLU after a
+normalisation, a residual ``x += f(x)`` per layer), constrains no stage boundary.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Mapping
 
 from placement.problem.union_find import UnionFind
@@ -46,6 +66,74 @@ def written_state(program: Any) -> dict[str, set[str]]:
     return out
 
 
+def written_activations(program: Any) -> dict[str, set[str]]:
+    """Per activation the exported ``program`` writes in place (named by the operator that computes
+    it, or the model input), the names of the operators that must share a stage with a write into it,
+    where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s."""
+    from placement.torch.contiguity import aliases_argument, state_root, writes_into
+
+    nodes = list(program.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    state = {spec.arg.name for spec in program.graph_signature.input_specs
+             if spec.kind.name in ("BUFFER", "PARAMETER", "CONSTANT_TENSOR")
+             and getattr(spec.arg, "name", None) is not None}
+    together = UnionFind(len(nodes))
+    grouped: set[int] = set()
+
+    def join(a: Any, b: Any) -> None:
+        together.union(position[a], position[b])
+        grouped.update((position[a], position[b]))
+
+    def operator_of(value: Any) -> Any:
+        """The operator that computes the FX ``value`` (an item of a tuple is its operator's)."""
+        while value.op == "call_function" and value.target is operator.getitem:
+            value = value.args[0]
+        return value
+
+    def ancestors(node: Any) -> set[Any]:
+        seen, stack = set(), [node]
+        while stack:
+            for arg in stack.pop().all_input_nodes:
+                if arg not in seen:
+                    seen.add(arg)
+                    stack.append(arg)
+        return seen
+
+    for root in nodes:
+        if root.op == "placeholder":
+            if root.name in state:
+                continue
+        elif (root.op != "call_function" or state_root(root) is not None
+              or any(aliases_argument(root, a) for a in root.all_input_nodes)):
+            continue
+        aliases, stack = {root}, [root]
+        while stack:
+            for user in stack.pop().users:
+                if user not in aliases and any(aliases_argument(user, a) for a in user.all_input_nodes
+                                               if a in aliases):
+                    aliases.add(user)
+                    stack.append(user)
+        readers = [n for n in nodes if any(a in aliases for a in n.all_input_nodes)]
+        writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
+        for w in writers:
+            before = ancestors(w)
+            for r in readers:
+                if r is w:
+                    continue
+                if position[r] < position[w]:
+                    if r not in before:
+                        join(r, w)
+                    continue
+                for a in r.all_input_nodes:
+                    if a in aliases and position[a] < position[w]:
+                        join(w, r if a.op == "placeholder" else operator_of(a))
+    groups: dict[int, set[str]] = {}
+    for i in grouped:
+        groups.setdefault(together.find(i), set()).add(nodes[i].name)
+    return {nodes[min(position[nodes[i]] for i in grouped if together.find(i) == key)].name: names
+            for key, names in groups.items()}
+
+
 def shared_storage(model: Any, written: Mapping[str, set[str]]) -> list[list[str]]:
     """The groups of distinct parameters and buffers of ``model`` (names) that share memory, where one of
     them is written in place (``written``, :func:`written_state`): every stage copies each of them on
@@ -66,31 +154,48 @@ def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[
     return {name: tuple(nodes) for name, nodes in readers.items() if len(nodes) >= 2}
 
 
-def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any,
-                                  readers: Mapping[str, tuple[int, ...]]) -> dict:
+def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers: Mapping[str, tuple[int, ...]],
+                                  activations: Mapping[str, tuple[int, ...]] | None = None) -> dict:
     """``instance`` (of ``pg``, written by :func:`placement.io.opgraph.to_instance`, possibly with
-    added nodes) with the readers of each buffer in ``readers`` in one colour class, with their
-    backward nodes and every node of their classes; ``about.written_buffers`` records them."""
-    if not readers:
+    added nodes) with the readers of each buffer in ``readers``, and the nodes of each group of
+    ``activations`` (:func:`written_activations` through :func:`buffer_readers`), in one colour class,
+    with their backward nodes and every node of their classes; ``about.written_buffers`` and
+    ``about.written_activations`` record them."""
+    activations = activations or {}
+    if not readers and not activations:
         return dict(instance)
     classes = UnionFind(len(pg.nodes))
-    for nodes in readers.values():
+    groups = [*readers.values(), *activations.values()]
+    for nodes in groups:
         for v in nodes[1:]:
             classes.union(v, nodes[0])
-    merged = {v: classes.find(v) for nodes in readers.values() for v in nodes}
+    merged = {v: classes.find(v) for nodes in groups for v in nodes}
     nodes = []
     for node in instance["nodes"]:
         colour = node.get("colorClass", node["id"] if node["id"] < len(pg.nodes) else None)
         if colour in merged:
             node = dict(node, colorClass=merged[colour])
         nodes.append(node)
-    about = dict(instance.get("about", {}), written_buffers={name: list(v) for name, v in readers.items()})
+    about = dict(instance.get("about", {}))
+    if readers:
+        about["written_buffers"] = {name: list(v) for name, v in readers.items()}
+    if activations:
+        about["written_activations"] = {name: list(v) for name, v in activations.items()}
     return {**instance, "about": about, "nodes": nodes}
 
 
-def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any) -> str:
+def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
+                  activations: Mapping[str, tuple[int, ...]] | None = None) -> str:
     """Why some nodes share a stage, for a message when no plan fits."""
-    parts = [f"{name!r} (written in place; read by {', '.join(pg.nodes[v].name for v in nodes)})"
-             for name, nodes in readers.items()]
-    return ("the nodes that read a parameter or buffer the model writes in place share one stage, which "
-            "holds its only up-to-date copy: " + "; ".join(parts))
+    notes = []
+    if readers:
+        parts = [f"{name!r} (written in place; read by {', '.join(pg.nodes[v].name for v in nodes)})"
+                 for name, nodes in readers.items()]
+        notes.append("the nodes that read a parameter or buffer the model writes in place share one stage, "
+                     "which holds its only up-to-date copy: " + "; ".join(parts))
+    if activations:
+        parts = [f"{', '.join(pg.nodes[v].name for v in nodes)} (around the value of {name!r})"
+                 for name, nodes in activations.items()]
+        notes.append("the nodes that write an activation in place share a stage with those that must see "
+                     "it before or after the write: " + "; ".join(parts))
+    return "; ".join(notes)
