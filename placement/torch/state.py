@@ -90,14 +90,17 @@ def written_activations(program: Any) -> dict[str, set[str]]:
             value = value.args[0]
         return value
 
-    def ancestors(node: Any) -> set[Any]:
-        seen, stack = set(), [node]
+    def leads(start: Any, target: Any) -> bool:
+        """Whether a path of values leads from ``start`` to ``target`` (searched among the nodes between)."""
+        seen, stack, end = {start}, [start], position[target]
         while stack:
-            for arg in stack.pop().all_input_nodes:
-                if arg not in seen:
-                    seen.add(arg)
-                    stack.append(arg)
-        return seen
+            for user in stack.pop().users:
+                if user is target:
+                    return True
+                if user not in seen and position[user] < end:
+                    seen.add(user)
+                    stack.append(user)
+        return False
 
     for root in nodes:
         if root.op == "placeholder":
@@ -113,15 +116,14 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                                                if a in aliases):
                     aliases.add(user)
                     stack.append(user)
-        readers = [n for n in nodes if any(a in aliases for a in n.all_input_nodes)]
+        readers = sorted({user for a in aliases for user in a.users}, key=position.__getitem__)
         writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
         for w in writers:
-            before = ancestors(w)
             for r in readers:
                 if r is w:
                     continue
                 if position[r] < position[w]:
-                    if r not in before:
+                    if not leads(r, w):
                         join(r, w)
                     continue
                 for a in r.all_input_nodes:
