@@ -333,3 +333,45 @@ def test_a_learned_initial_state_is_charged_its_own_gradient(layer, state, train
     assert op.backward_flops(gradient) == counter.get_total_flops() == expected
     # the first step's state GEMM is no weight gradient
     assert op.weight_factor(gradient) * op.flops == (op.flops if trained else 0)
+
+
+@pytest.mark.parametrize("form", ["mm", "einsum", "parameter"])
+def test_an_operand_given_twice_has_a_gradient_through_each_place(form):
+    """``h @ h``, ``einsum("bid,bjd->bij", h, h)`` and ``W @ W``: autograd computes a GEMM per place the
+    operand fills, 2 × forward; one was charged. ``mm`` of 64 × 64 (forward 2·64³ = 524,288) after a
+    linear of 64 whose input needs none (its weight gradient, 524,288): 1,572,864, as FlopCounterMode
+    counts; the einsum of 4 × 16 × 32 (forward 2·4·16·16·32 = 65,536) after a linear of 32 on 64 rows
+    (65,536): 262,144. ``x @ (W @ W)``, ``x`` needing none: the product's GEMM for ``W @ W`` (524,288)
+    and the weight product's two (1,048,576), 1,572,864, all of it weight gradient."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            width = 32 if form == "einsum" else 64
+            self.l = nn.Linear(width, width)
+            self.w = nn.Parameter(torch.randn(64, 64) / 8)
+
+        def forward(self, x):
+            if form == "parameter":
+                return x @ (self.w @ self.w)
+            h = self.l(x)
+            return torch.mm(h, h) if form == "mm" else torch.einsum("bid,bjd->bij", h, h)
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 16, 32) if form == "einsum" else torch.randn(64, 64)
+    model = Model()
+    graph = graph_from_program(export_program(model, (x,)), "Model")
+    flow = gradient_flow(graph)
+    out = model(x)
+    with FlopCounterMode(display=False) as counter:
+        out.sum().backward()
+    total = sum(op.backward_flops(g) for op, g in zip(graph.ops, flow))
+    assert total == counter.get_total_flops() == {"mm": 1572864, "einsum": 262144, "parameter": 1572864}[form]
+    product = [(op, g) for op, g in zip(graph.ops, flow) if op.kind == "matmul"][-1 if form != "parameter" else 0]
+    assert product[0].backward_factor(product[1]) == 2.0
+    assert product[0].weight_factor(product[1]) == (2.0 if form == "parameter" else 0.0)

@@ -403,3 +403,19 @@ def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
 
     assert [p.trainable for op in graph.ops for p in op.params] == [False]
     assert [g.needed for g in gradient_flow(graph)] == [False, False]
+
+
+def test_a_product_given_one_value_twice_has_a_gradient_through_each_operand():
+    """MatMul(h, h), h = MatMul(X, W) with W trained and X needing no gradient: the product's gradient
+    is two GEMMs (factor 2), as the torch importer counts it (and autograd); one was charged. And
+    MatMul(W, W) of a trained W alone: two weight-gradient GEMMs."""
+    from placement.io.opgraph import gradient_flow
+
+    weight = numpy_helper.from_array(np.ones((4, 4), dtype=np.float32), "W")
+    model = _graph([helper.make_node("MatMul", ["X", "W"], ["h"], name="/l/MatMul"),
+                    helper.make_node("MatMul", ["h", "h"], ["Y"], name="/gram/MatMul"),
+                    helper.make_node("MatMul", ["W", "W"], ["P"], name="/square/MatMul")],
+                   [("X", [4, 4])], ["Y", "P"], [weight])
+    graph = graph_from_onnx(model)
+    factors = {op.name: (op.backward_factor(g), op.weight_factor(g)) for op, g in zip(graph.ops, gradient_flow(graph))}
+    assert factors == {"/l/MatMul": (1.0, 1.0), "/gram/MatMul": (2.0, 0.0), "/square/MatMul": (2.0, 2.0)}

@@ -580,6 +580,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 inputs_read.append(t)
             else:   # fusion keeps every value read outside a group its exit's
                 raise AssertionError(f"{name}: {t!r} is read, but no operator writes it")
+        # a product given one value in both operand places (MatMul(h, h)) has a gradient through each
+        repeated = [producers[t] if t in producers else tied.get(t, t)
+                    for m in members if m.node.op_type in PRODUCTS
+                    for t in m.node.input[1:2] if t and t == m.node.input[0] and t not in internal]
         last = nodes[group.exit]
         outputs = tuple(o.nbytes if o is not None else 0.0 for o in last.outs)
         moved = bytes_moved(group.kind, read_bytes, int_read_bytes, float(sum(outputs)))
@@ -592,7 +596,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, tuple(s for m in members for s in m.operators
                                                             if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,))),
-                      tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs)))
+                      tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs),
+                      repeated=tuple(repeated)))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)

@@ -51,7 +51,8 @@ forward pass). An operator whose output needs
 none (everything before the first trained parameter, such as a frozen backbone or an attention
 mask's arithmetic) has no gradient work: factor 0, no kernel. A matmul or convolution computes
 one GEMM per operand that needs a gradient, a trained weight (or a value computed from
-parameters alone, such as ``W.t()``) counting as one operand: factor 2
+parameters alone, such as ``W.t()``) counting as one operand, and a value given in both places
+(``h @ h``) as two: factor 2
 for a trained layer inside the network; 1 for a layer whose weights are frozen
 (``requires_grad=False``, or buffers: its input gradient alone) and for the first trained layer,
 whose input needs none (its weight gradient alone); at most 2. A trained bias is no operand:
@@ -185,7 +186,8 @@ class Op:
     ``recurrent`` are a recurrent layer's gradient GEMMs in five parts (weights, hidden state through
     time, the first layer's input, the later layers' inputs, the initial state; module docstring,
     "Training"), and ``state`` the operands that are its initial hidden state: reads ``(producer,
-    output)`` and names of parameters or model inputs.
+    output)`` and names of parameters or model inputs. ``repeated`` are the operands it is given more
+    than once (``h @ h``), once per repetition, named the same way.
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -209,6 +211,7 @@ class Op:
     differentiable: bool = True
     recurrent: tuple[tuple[Operator, ...], ...] = ()
     state: tuple[tuple[int, int] | str, ...] = ()
+    repeated: tuple[tuple[int, int] | str, ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -345,6 +348,15 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
                        + sum(1 for read in needing if data_free[read[0]] and read not in state))
             activations = (sum(1 for read in needing if not data_free[read[0]] and read not in state)
                            + sum(1 for name in op.model_inputs if name in grad_inputs and name not in state))
+            trained = {p.name for p in op.params if p.trainable and p.operand}
+            for again in op.repeated:   # an operand in two places has a gradient through each
+                if isinstance(again, tuple):
+                    if needs[again[0]][again[1]] and again not in state:
+                        weights += data_free[again[0]]
+                        activations += not data_free[again[0]]
+                else:
+                    weights += again in trained and again not in state
+                    activations += again in grad_inputs and again in op.model_inputs and again not in state
             initial = (any(p.trainable and p.name in state for p in op.params)
                        or any(read in state for read in needing)
                        or any(name in grad_inputs and name in state for name in op.model_inputs))

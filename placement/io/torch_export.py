@@ -449,6 +449,30 @@ def _recurrent_gradients(name: str, node_args: tuple) -> tuple[tuple[Operator, .
     return tuple(weights), tuple(state), tuple(first), tuple(later), tuple(initial)
 
 
+def _operand_name(arg: Any, placeholders: dict[str, Param | None]) -> str:
+    """The name an operator's :class:`Op` gives the placeholder ``arg``: a parameter's qualified name,
+    or the model input's."""
+    p = placeholders.get(arg.name)
+    return p.name if p is not None else arg.name
+
+
+def _repeated_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
+                       placeholders: dict[str, Param | None]) -> tuple[tuple[int, int] | str, ...]:
+    """The operands the FX ``node`` is given more than once (``h @ h``, ``einsum("bid,bjd->bij", h, h)``),
+    once per repetition: reads of operator outputs, and names of parameters or model inputs.
+    Autograd computes a gradient through every place an operand fills."""
+    counts: dict[Any, int] = {}
+    for a in (*node.args, *node.kwargs.values()):
+        for item in a if isinstance(a, (list, tuple)) else (a,):
+            if hasattr(item, "op"):
+                counts[item] = counts.get(item, 0) + 1
+    found: list[tuple[int, int] | str] = []
+    for arg, count in counts.items():
+        for _ in range(count - 1):
+            found.extend([_operand_name(arg, placeholders)] if arg.op == "placeholder" else reads_of(arg))
+    return tuple(found)
+
+
 def _state_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
                     placeholders: dict[str, Param | None]) -> tuple[tuple[int, int] | str, ...]:
     """The operands of a recurrent layer's node that are its initial hidden state (its second argument,
@@ -460,8 +484,7 @@ def _state_operands(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]],
         if not hasattr(arg, "op"):
             continue
         if arg.op == "placeholder":
-            p = placeholders.get(arg.name)
-            found.append(p.name if p is not None else arg.name)
+            found.append(_operand_name(arg, placeholders))
         else:
             found.extend(reads_of(arg))
     return tuple(found)
@@ -571,6 +594,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
             if isinstance(v, torch.Tensor):
                 tensor_args.append(v)
+        repeated = _repeated_operands(node, reads_of, placeholders)
 
         if node.target is operator.getitem:
             source = node.args[0]
@@ -619,7 +643,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
                       _base(_op_name(node.target)) not in STOP_GRADIENT,
                       _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else (),
-                      _state_operands(node, reads_of, placeholders) if kind == "recurrent" else ()))
+                      _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
