@@ -423,3 +423,23 @@ def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
 
     with pytest.warns(CostModelWarning, match="aten::einsum"):
         import_module(Chain(), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)))
+
+
+def test_an_einsum_that_sums_no_shared_index_is_a_pointwise_multiply():
+    """``bi,bj->bij`` (an outer product) and ``bi,bi->bi`` (a Hadamard product) sum no index both
+    operands share: torch runs a broadcast multiply, no GEMM (FlopCounterMode counts none). They are
+    pointwise operators, one multiply per output element (8·16·16 = 2,048 and 8·16 = 128), not GEMMs
+    of 2·numel(out) FLOPs with two gradient GEMMs. ``bi,bi->b`` sums ``i``: the GEMM, 2·8·16 = 256."""
+    from torch import nn
+
+    from placement.io.torch_export import export_program, graph_from_program
+
+    class Products(nn.Module):
+        def forward(self, x, y):
+            return (torch.einsum("bi,bj->bij", x, y).sum() + torch.einsum("bi,bi->bi", x, y).sum()
+                    + torch.einsum("bi,bi->b", x, y).sum())
+
+    x, y = torch.randn(8, 16), torch.randn(8, 16)
+    graph = graph_from_program(export_program(Products(), (x, y)), "Products")
+    assert [(op.kind, op.flops) for op in graph.ops if "einsum" in op.target] == [
+        ("pointwise", 2048), ("pointwise", 128), ("matmul", 256)]

@@ -29,7 +29,10 @@ transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · num
 scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
 k ``[…, S, E]``, v ``[…, S, E_v]``                      (the two matmuls)
 einsum of two operands (an ellipsis stands for the      2 · Π of the sizes of every index
-dimensions it covers)                                   (batch, kept and contracted: one GEMM)
+dimensions it covers)                                   (batch, kept and contracted: one GEMM);
+                                                        numel(out) where it sums no index both
+                                                        operands share (``bi,bj->bij``: torch
+                                                        multiplies, a pointwise operator)
 einsum of one operand or of three or more               0 (the contraction order is the
                                                         runtime's: a warning names it)
 LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + P)
@@ -354,6 +357,27 @@ def _einsum_gemm(equation: Any, operands: list[Any]) -> tuple[int, int, int, int
     drops is summed before, at no GEMM cost); an ellipsis stands for the dimensions it covers, aligned
     from the right as in broadcasting. ``None`` for another number of operands, or an equation that
     does not fit the operands."""
+    parsed = _einsum_indices(equation, operands)
+    if parsed is None:
+        return None
+    a, b, kept, size = parsed
+
+    def group(chars: set[str]) -> int:
+        return math.prod(size[c] for c in chars)
+
+    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
+
+
+def _einsum_multiplies(equation: Any, operands: list[Any]) -> bool:
+    """Whether an einsum of two operands sums no index they share (an outer or elementwise product,
+    ``bi,bj->bij``): torch runs it as a broadcast multiply, not a GEMM."""
+    parsed = _einsum_indices(equation, operands)
+    return parsed is not None and not (parsed[0] & parsed[1]) - parsed[2]
+
+
+def _einsum_indices(equation: Any, operands: list[Any]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
+    """The index sets of an einsum's two operands and output and every index's size (:func:`_einsum_gemm`),
+    or ``None``."""
     if not isinstance(equation, str) or len(operands) != 2:
         return None
     equation = equation.replace(" ", "")
@@ -382,12 +406,7 @@ def _einsum_gemm(equation: Any, operands: list[Any]) -> tuple[int, int, int, int
             return None
         for c, d in zip(term, operand.shape):   # a broadcast dimension (1 in one operand) has the other's size
             size[c] = max(size.get(c, 1), int(d))
-    a, b, kept = set(terms[0]), set(terms[1]), set(output)
-
-    def group(chars: set[str]) -> int:
-        return math.prod(size[c] for c in chars)
-
-    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
+    return set(terms[0]), set(terms[1]), set(output), size
 
 
 def _listed(values: Any) -> list[Any]:
@@ -620,6 +639,9 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
         kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
+        if kind == "matmul" and _base(_op_name(node.target)) == "einsum" and _einsum_multiplies(
+                node.args[0], _listed(node.args[1])):
+            kind = "pointwise"
         mixed = sorted({str(t.dtype).replace("torch.", "") for t in tensor_args})
         if kind in ("matmul", "conv") and len(mixed) > 1:   # eager PyTorch refuses it; export does not check
             raise InvalidParameterError("args", f"cannot run {name}: operator {node.name!r} "
