@@ -443,3 +443,45 @@ def test_an_einsum_that_sums_no_shared_index_is_a_pointwise_multiply():
     graph = graph_from_program(export_program(Products(), (x, y)), "Products")
     assert [(op.kind, op.flops) for op in graph.ops if "einsum" in op.target] == [
         ("pointwise", 2048), ("pointwise", 128), ("matmul", 256)]
+
+
+def test_addbmm_tensordot_and_multi_dot_are_costed_as_their_gemms():
+    """Three products torch.export keeps whole, costed 0 with a warning before: ``addbmm`` of 4
+    products of 8 × 16 by 16 × 32 (2·4·8·16·32 = 32,768; FlopCounterMode has no forward rule for it,
+    its backward bmm's count 2 × that where both operands need a gradient); ``tensordot`` of
+    [8, 16, 4] and [16, 4, 32] over (16, 4): 2·8·32·64 = 32,768; ``multi_dot`` of a 16-vector and
+    matrices 16 × 64, 64 × 8, 8 × 4: the least multiplications, (v·A)·B·C = 1,024 + 512 + 32, times 2
+    = 3,136, torch's order. The inputs need a gradient: every product computes one through each
+    operand, 2 × forward, 137,344 in all. Forward and backward equal FlopCounterMode's but for
+    addbmm's forward. (A chain whose first operand needs no gradient skips one GEMM that the factor
+    of 2 still counts.)"""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from placement.io.opgraph import gradient_flow
+    from placement.io.torch_export import export_program, graph_from_program
+
+    class Products(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b2 = nn.Parameter(torch.randn(4, 16, 32))
+            self.t = nn.Parameter(torch.randn(16, 4, 32))
+            self.a, self.b, self.c = (nn.Parameter(torch.randn(*s)) for s in ((16, 64), (64, 8), (8, 4)))
+
+        def forward(self, x, y, v):
+            return (torch.addbmm(torch.zeros(8, 32), x, self.b2).sum()
+                    + torch.tensordot(y, self.t, dims=([1, 2], [0, 1])).sum()
+                    + torch.linalg.multi_dot([v, self.a, self.b, self.c]).sum())
+
+    args = tuple(torch.randn(*s, requires_grad=True) for s in ((4, 8, 16), (8, 16, 4), (16,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = graph_from_program(export_program(Products(), args), "Products")
+    products = [(op, g) for op, g in zip(graph.ops, gradient_flow(graph)) if op.kind == "matmul"]
+    assert [op.flops for op, _ in products] == [32768, 32768, 3136]
+    model = Products()
+    with FlopCounterMode(display=False) as forward:
+        out = model(*args)
+    with FlopCounterMode(display=False) as backward:
+        out.backward()
+    assert forward.get_total_flops() == 32768 + 3136       # no rule for addbmm
+    assert sum(op.backward_flops(g) for op, g in products) == backward.get_total_flops() == 137344

@@ -35,6 +35,10 @@ dimensions it covers)                                   (batch, kept and contrac
                                                         multiplies, a pointwise operator)
 einsum of one operand or of three or more               0 (the contraction order is the
                                                         runtime's: a warning names it)
+addbmm (``b`` products of ``n × m`` by ``m × p``)        2 · b · n · m · p
+tensordot                                               2 · numel(out) · Π of the contracted sizes
+linalg.multi_dot                                        2 · the least multiplications of the chain
+                                                        (torch's order)
 LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + P)
 direction: input ``I`` wide, hidden ``H``, ``T`` steps  + 2 · T · N · H · P where P ≠ H
 of batch ``N``, projected to ``P`` (``proj_size``;      (input, recurrent and projection
@@ -91,6 +95,8 @@ from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+#: products whose GEMMs :func:`_product_gemms` works out from their arguments
+GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot"}
 #: recurrent layers, by their gates per step
 RECURRENT = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
@@ -223,7 +229,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy" if in_dtype is not None and in_dtype != out_dtype else "view"
     if base in RECURRENT:
         return "recurrent"
-    if base in MATMUL or base == "einsum":
+    if base in MATMUL or base == "einsum" or base in GEMM_FORMS:
         return "matmul"
     if base in CONV:
         return "conv"
@@ -255,9 +261,46 @@ def _added_term(node: Any) -> Any:
     base = _base(_op_name(node.target))
     if base == "linear" or base in CONV:
         return node.kwargs.get("bias", node.args[2] if len(node.args) > 2 else None)
-    if MATMUL.get(base) == 1:
+    if MATMUL.get(base) == 1 or base == "addbmm":
         return node.args[0] if node.args else None
     return None
+
+
+def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[tuple[int, int, int, int]]:
+    """The GEMMs ``(m, n, k, batch)`` of ``addbmm`` (the batched product, summed over the batch:
+    ``b`` GEMMs of ``n × m`` by ``m × p``), ``tensordot`` (the free dimensions of each operand by the
+    contracted ones) and ``linalg_multi_dot`` (the products in the order of least multiplications,
+    which torch finds too)."""
+    if name == "addbmm":
+        b1, b2 = tensor_args[1].shape, tensor_args[2].shape
+        return [(int(b1[1]), int(b2[2]), int(b1[2]), int(b1[0]))]
+    if name == "tensordot":
+        a, b = tensor_args[0], tensor_args[1]
+        dims = node_args[2] if len(node_args) > 2 else ()
+        k = math.prod(int(a.shape[d]) for d in dims) if isinstance(dims, (list, tuple)) else 1
+        return [(_numel(a) // k, _numel(b) // k, k, 1)] if k else []
+    # linalg_multi_dot: a chain of matrices (the first may be a row, the last a column vector)
+    matrices = [tuple(int(d) for d in t.shape) for t in _listed(node_args[0] if node_args else ())]
+    if len(matrices) < 2:
+        return []
+    sizes = list(matrices[0]) if len(matrices[0]) == 2 else [1, matrices[0][0]]
+    sizes += [m[1] if len(m) == 2 else 1 for m in matrices[1:]]
+    n = len(matrices)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min((cost[i][s] + cost[s + 1][j] + sizes[i] * sizes[s + 1] * sizes[j + 1], s)
+                                          for s in range(i, j))
+
+    def gemms(i: int, j: int) -> list[tuple[int, int, int, int]]:
+        if i == j:
+            return []
+        s = split[i][j]
+        return gemms(i, s) + gemms(s + 1, j) + [(sizes[i], sizes[j + 1], sizes[s + 1], 1)]
+
+    return gemms(0, n - 1)
 
 
 def _is_identity_dropout(node: Any) -> bool:
@@ -298,6 +341,8 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     first_out = out[0] if out else None
     if kind == "matmul" and name == "einsum":
         return 2 * math.prod(_einsum_gemm(node_args[0], _listed(node_args[1])) or (0,))
+    if kind == "matmul" and name in GEMM_FORMS:
+        return 2 * sum(map(math.prod, _product_gemms(name, tensor_args, node_args)))
     if kind == "recurrent":
         return 2 * sum(steps * m * n * k for _, (m, n, k, steps) in _recurrent_gemms(name, node_args))
     if kind == "matmul":
@@ -332,6 +377,9 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
     if kind == "matmul" and name == "einsum":
         gemm = _einsum_gemm(node_args[0], _listed(node_args[1]))
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
+    if kind == "matmul" and name in GEMM_FORMS:
+        return tuple(op for m, n, k, batch in _product_gemms(name, tensor_args, node_args)
+                     for op in shapes.gemm(m, n, k, batch))
     if kind == "recurrent":
         return tuple(s for _, (m, n, k, steps) in _recurrent_gemms(name, node_args)
                      for s in shapes.gemm(m, n, k, steps))
