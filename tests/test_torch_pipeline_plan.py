@@ -67,6 +67,9 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         plan_pipeline(Tempered(), (x, 2.0), devices="h100:2")
     assert str(error.value) == ("args must hold tensors only, but args[1] is a float: pipeline stages take tensors "
                                 "as positional inputs; pass it by keyword, in kwargs")
+    with pytest.raises(placement.InvalidParameterError) as error:   # it was planned as a model that costs nothing
+        plan_pipeline(mlp(), (torch.randn(0, 8),), devices="h100:2")
+    assert str(error.value) == "args must be one micro-batch of samples, but args[0] has shape (0, 8), with no elements"
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2)
     assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "
