@@ -69,7 +69,7 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
                                 "as positional inputs; pass it by keyword, in kwargs")
     with pytest.raises(placement.InvalidParameterError) as error:   # it was planned as a model that costs nothing
         plan_pipeline(mlp(), (torch.randn(0, 8),), devices="h100:2")
-    assert str(error.value) == "args must be one micro-batch of samples, but args[0] has shape (0, 8), with no elements"
+    assert str(error.value) == "args must be one micro-batch of samples, but they hold no elements (shapes (0, 8))"
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (x,), devices="h100:3", stages=3, microbatches=2)
     assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "

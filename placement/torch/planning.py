@@ -221,9 +221,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             raise InvalidParameterError("args", f"must hold tensors only, but args[{k}] is a {type(value).__name__}: "
                                                 "pipeline stages take tensors as positional inputs; pass it by "
                                                 "keyword, in kwargs")
-        if value.numel() == 0:   # every cost would be that of no samples: a plan of nothing
-            raise InvalidParameterError("args", f"must be one micro-batch of samples, but args[{k}] has shape "
-                                                f"{tuple(value.shape)}, with no elements")
+    if args and all(value.numel() == 0 for value in args):   # every cost would be that of no samples
+        raise InvalidParameterError("args", f"must be one micro-batch of samples, but they hold no elements "
+                                            f"(shapes {', '.join(str(tuple(v.shape)) for v in args)})")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
                                               f"not {type(kwargs).__name__}")
