@@ -282,6 +282,33 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
                                               "checks its layers only (its b_tasks and w_tasks are not read)\n")
 
 
+def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_path, capsys):
+    """The split plan of training-pair with its backward record removed: verify checked it as a joint
+    plan (11.5) while simulate ran it as a split plan; both now read it as split, at the default W
+    share (max load 12). A record of mode 'joint' beside B and W tasks, or of a mode that is neither,
+    is refused by both."""
+    pair = str(TINY / "training-pair.json")
+    out = tmp_path / "plan.json"
+    assert main(["solve", pair, "--backward", "split", "--w-share", "0.2", "--out", str(out), "--quiet"]) == 0
+    document = json.loads(out.read_text())
+    variants = {"none": {k: v for k, v in document.items() if k != "backward"},
+                "joint": {**document, "backward": {**document["backward"], "mode": "joint"}},
+                "xx": {**document, "backward": {**document["backward"], "mode": "xx"}}}
+    for name, variant in variants.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(variant))
+    capsys.readouterr()
+    assert main(["verify", pair, str(tmp_path / "none.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == 12
+    assert main(["simulate", pair, str(tmp_path / "none.json"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_load"] == 12
+    for command in ("verify", "simulate"):
+        assert main([command, pair, str(tmp_path / "joint.json")]) == 2
+        assert capsys.readouterr().err == ("error: the plan places b_tasks or w_tasks, as a split-backward plan does, "
+                                           "but its backward record says mode 'joint'\n")
+        assert main([command, pair, str(tmp_path / "xx.json")]) == 2
+        assert capsys.readouterr().err == "error: the plan's backward record has mode 'xx'; it is 'joint' or 'split'\n"
+
+
 @pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])
 def test_verify_checks_the_objective_the_plan_was_solved_for(tmp_path, capsys, objective, figure):
     """diamond-cpu solved for latency (17; its max load is 15), training-pair for throughput-gpipe: verify

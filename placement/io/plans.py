@@ -194,9 +194,25 @@ def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
 def recorded_backward(plan: object) -> dict[str, Any]:
     """The ``backward`` record of a split-backward plan (``{"mode": "split", "w_placement",
     "inter_layer", "w_share"}``) where the plan has one: a :class:`placement.Result`'s ``backward``,
-    or that section of a plan document or plan file; ``{}`` otherwise."""
+    or that section of a plan document or plan file; ``{}`` otherwise. A plan that places B or W
+    tasks (``b_tasks``, ``w_tasks``) is a split-backward plan whatever it records: its mode is then
+    ``split``. :class:`InvalidPlanError` for a mode other than ``joint`` and ``split``, and for a
+    record of a joint solve beside B or W tasks (which of the two was meant is not clear)."""
     backward = _recorded(plan, "backward", "backward")
-    return dict(backward) if isinstance(backward, dict) else {}
+    record = dict(backward) if isinstance(backward, dict) else {}
+    mode = record.get("mode")
+    if mode is not None and mode not in ("joint", "split"):
+        raise InvalidPlanError(f"the plan's backward record has mode {mode!r}; it is 'joint' or 'split'")
+    try:
+        tasks = any(d.b_tasks or d.w_tasks for d in as_plan(plan).devices)
+    except PlacementError:   # reading the plan itself reports what is wrong with it
+        tasks = False
+    if tasks:
+        if mode == "joint":
+            raise InvalidPlanError("the plan places b_tasks or w_tasks, as a split-backward plan does, but its "
+                                   "backward record says mode 'joint'")
+        record["mode"] = "split"
+    return record
 
 
 #: the device overrides a solve records (``Result.overrides``), by the keyword that gives them
