@@ -27,7 +27,7 @@ HYPAR_FORMAT = "placement-hypar/1"
 DEFAULT_MICROBATCHES = 64
 
 
-def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str = "none",
+def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str | None = None,
            calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
            backward: str | None = None, w_placement: str | None = None, inter_layer: bool | None = None,
@@ -35,7 +35,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     """Check ``plan`` (a Result, Plan, plan document or plan file) against ``instance``, sharing nothing
     with any solver.
 
-    ``contiguity`` is the class the plan must belong to (default ``none``: any assignment);
+    ``contiguity`` is the class the plan must belong to (default: the class a solved plan records it
+    was solved in, a Result's or a plan file's, else ``none``: any assignment);
     ``objective`` the value to compute (``throughput-gpipe`` on training graphs, ``latency`` on
     inference graphs; default: the objective a solved plan records, a Result's or a plan file's,
     else ``throughput``); ``calls`` the most calls per accelerator (latency only);
@@ -48,7 +49,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     by default a plan that records a split-backward solve is checked so, under the variant it
     records where these are not given, and any other plan as joint.
     """
-    from placement.io.plans import recorded_backward, recorded_objective, recorded_objective_refusal
+    from placement.io.plans import recorded_backward, recorded_contiguity, recorded_objective, recorded_objective_refusal
     from placement.verification.check import check_plan
 
     problem = solved_devices(instance, plan, accelerators, cpus, memory)
@@ -72,6 +73,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         check_training(problem)
         return check_split_plan(problem, as_plan(plan), model, objective)
     refuse_split_options(w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
+    if contiguity is None:
+        contiguity = recorded_contiguity(plan) or "none"
     return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
 

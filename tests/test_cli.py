@@ -282,6 +282,26 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
                                               "checks its layers only (its b_tasks and w_tasks are not read)\n")
 
 
+def test_verify_checks_the_class_a_plan_file_records(tmp_path, capsys):
+    """A plan file recording an optimal `stages` solve of chain4 whose devices, {a, c} and {b, d}, feed
+    each other (no pipeline order): verify checked it as `none`, found it valid and said nothing of the
+    claim. It now checks the recorded class (loads 8.5 and 10.5: compute 6 and 8, each paying 2.5 of
+    transfers) and rejects it; --contiguity none checks it as any assignment, as asked."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"format": "placement-plan/1", "instance": "chain4", "method": "dp",
+                                "status": "optimal", "objective_kind": "throughput", "contiguity": "stages",
+                                "objective": 10.5, "devices": [{"type": "accelerator", "nodes": [1, 3]},
+                                                               {"type": "accelerator", "nodes": [2, 4]}]}))
+    assert main(["verify", CHAIN4, str(plan)]) == 1
+    text = capsys.readouterr().out
+    assert text.startswith("note: checked for contiguity stages, the class the plan file records it was solved in\n")
+    assert "  stages: no pipeline order of the devices exists: cycle 0 -> 1 -> 0\n" in text
+    assert main(["verify", CHAIN4, str(plan), "--contiguity", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["value"] == 10.5
+    assert not placement.verify(placement.load(CHAIN4), str(plan)).valid
+    assert placement.verify(placement.load(CHAIN4), str(plan), contiguity="none").valid
+
+
 def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_path, capsys):
     """The split plan of training-pair with its backward record removed: verify checked it as a joint
     plan (11.5) while simulate ran it as a split plan; both now read it as split, at the default W

@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("instance", help="instance file")
     p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
-                   help="contiguity class the plan must belong to (default: none; a split-backward plan is "
-                        "checked as a pipeline, stages)")
+                   help="contiguity class the plan must belong to (default: the class the plan file records it "
+                        "was solved in, else none; a split-backward plan is checked as a pipeline, stages)")
     p.add_argument("--objective", choices=OBJECTIVES,
                    help="throughput, throughput-gpipe, or latency (schedules the plan's calls); default: the "
                         "objective the plan file records it was solved for, else throughput")
@@ -63,7 +63,8 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import recorded_backward, recorded_objective, recorded_objective_refusal, refuted_claims
+    from placement.io.plans import (recorded_backward, recorded_contiguity, recorded_objective,
+                                    recorded_objective_refusal, refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         args.objective = solved_for or "throughput"
     record = recorded_backward(args.plan)
     split, recorded = split_options(args, record)
+    claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
@@ -83,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
                                  "as a pipeline: contiguity stages, one call per device)")
         verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
     else:   # split options given without --backward split are refused by name
+        claimed_class = recorded_contiguity(args.plan) if args.contiguity is None else None
         verification = placement.verify(instance, args.plan, objective=args.objective,
-                                        contiguity=args.contiguity or "none",
+                                        contiguity=args.contiguity or claimed_class or "none",
                                         calls=args.calls, infer_from_colours=True,
                                         ledger=args.objective != "latency", **split, **devices(args))
     # an invalid plan's value is no verdict on the value it claims
@@ -106,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         elif split["backward"] == "joint" and record.get("mode") == "split":
             print("note: the plan file records a split-backward solve; --backward joint checks its layers only "
                   "(its b_tasks and w_tasks are not read)")
+        if claimed_class not in (None, "none"):
+            print(f"note: checked for contiguity {claimed_class}, the class the plan file records it was solved in")
         print(format_verification(instance, verification), end="")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "

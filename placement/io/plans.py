@@ -177,6 +177,15 @@ def recorded_objective(plan: object) -> str | None:
     return kind if isinstance(kind, str) and kind in OBJECTIVES else None
 
 
+def recorded_contiguity(plan: object) -> str | None:
+    """The contiguity class a solved plan records it was solved in (``contiguity`` of a plan document
+    or file, or a :class:`placement.Result`'s), where it records a known one; else ``None``."""
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    found = _recorded(plan, "contiguity", "contiguity")
+    return found if isinstance(found, str) and found in CONTIGUITY_CLASSES else None
+
+
 def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
     """Why ``problem`` cannot take ``objective``, the objective a plan records it was solved for, as
     words about the plan (``records a solve for throughput-gpipe, which is for training graphs; ...``);
