@@ -41,9 +41,16 @@ def test_read_tarnawski_plan(tmp_path):
 
 
 def test_read_our_plan_prefers_devices(tmp_path):
-    data = {"format": FORMAT, "fpgas": [{"load": 1, "nodes": [1]}], "cpus": [],
-            "devices": [{"type": "cpu", "nodes": [2]}, {"type": "accelerator", "load": 1, "nodes": [1]}]}
+    """``devices`` gives the pipeline order (the CPU first here), which ``fpgas`` and ``cpus`` cannot;
+    where they place the nodes otherwise (the CPU node missing, or every node on one accelerator), which
+    of the two was meant is not clear, and the plan is refused."""
+    devices = [{"type": "cpu", "nodes": [2]}, {"type": "accelerator", "load": 1, "nodes": [1]}]
+    data = {"format": FORMAT, "fpgas": [{"load": 1, "nodes": [1]}], "cpus": [{"nodes": [2]}], "devices": devices}
     assert read_plan(write(tmp_path, data)) == Plan((DeviceAssignment(C, (2,)), DeviceAssignment(A, (1,))))
+    for key, other in (("cpus", []), ("fpgas", [{"nodes": [1, 2]}])):
+        with pytest.raises(InvalidPlanError, match=f"field '{key}' places the nodes otherwise than field 'devices' "
+                                                   "does"):
+            read_plan(write(tmp_path, {**data, key: other}))
 
 
 @pytest.mark.parametrize("data, reason", [

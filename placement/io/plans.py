@@ -7,7 +7,8 @@ Tarnawski's format::
 read as accelerator devices (``fpgas``, file order) followed by CPU devices.
 Our format, ``"format": "placement-plan/1"``, is a superset of it that adds
 ``"devices": [{"type", "load", "memory", "nodes", "calls"?}]`` in pipeline order
-(preferred when present), the solver's claims (status, objective, bound, gap, ...) and the
+(preferred when present; ``fpgas`` and ``cpus`` beside it must place the nodes of its
+accelerator and CPU devices, in order, as it does), the solver's claims (status, objective, bound, gap, ...) and the
 evaluator's verdict; :meth:`placement.Result.to_json` writes it, with the verified loads.
 JSON has no infinity: non-finite numbers are written as ``null``.
 
@@ -60,7 +61,13 @@ def parse_plan(data: Any) -> Plan:
     if "format" in data and data["format"] != FORMAT:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {data['format']!r}")
     if "devices" in data:
-        return Plan(_device_list(data["devices"], "devices", None))
+        devices = _device_list(data["devices"], "devices", None)
+        for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):   # the superset's Tarnawski fields
+            if key in data and ([frozenset(d.nodes) for d in _device_list(data[key], key, kind)]
+                                != [frozenset(d.nodes) for d in devices if d.type == kind]):
+                raise InvalidPlanError(f"field {key!r} places the nodes otherwise than field 'devices' does "
+                                       f"(on its {kind} devices, in order): which of the two was meant is not clear")
+        return Plan(devices)
     if "fpgas" not in data and "cpus" not in data:
         raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
     return Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
