@@ -279,6 +279,21 @@ def test_split_refuses_a_plan_the_instance_cannot_run(tmp_path, capsys):
                                        "used, but only 2 exist\n")
 
 
+def test_a_stage_table_of_a_plan_no_runtime_can_run_says_so(tmp_path, capsys):
+    """`--format stages` lists any plan, but one whose stages read a later stage is no pipeline: the
+    table came with no word of it, where every hand-off format refuses the plan with that reason."""
+    instance = tmp_path / "stack.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2"]) == 0
+    plan = write_plan(tmp_path / "plan.json", range(4, 8), range(0, 4))
+    capsys.readouterr()
+    assert main(["split", str(instance), plan, "--format", "stages"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("note: the stages are the plan's devices in its order, but no pipeline runtime can run "
+                            "them: it is no pipeline: 'blocks.1.norm' in stage 0 reads 'blocks.0' of the later stage "
+                            "1\n")
+    assert captured.out.splitlines()[0].split() == ["stage", "device", "#nodes", "first", "last"]
+
+
 def test_split_refuses_instances_without_metadata(tmp_path, capsys):
     from pathlib import Path
 

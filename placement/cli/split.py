@@ -46,13 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _check_fit(instance: str, plan: Plan) -> None:
+def _check_fit(problem: Any, plan: Plan) -> None:
     """Refuse a plan the instance cannot run (unknown device types, more devices than it has, nodes
     off their supported types, memory), as the independent evaluator finds it."""
-    import placement
     from placement.verification.evaluate import evaluate
 
-    violations = evaluate(placement.load(instance), plan, "none").violations
+    violations = evaluate(problem, plan, "none").violations
     if violations:
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
         raise UsageError(f"the plan does not fit the instance: {violations[0]}{more}")
@@ -80,11 +79,16 @@ def _expresses(form: str, layout: Layout, plan: Plan) -> bool:
 def _runs_as_pipeline(layout: Layout, plan: Plan) -> bool:
     """Whether the plan is what every hand-off form needs first: a pipeline without a CPU stage between
     accelerator stages (:func:`placement.io.exporters.runtime_stages`)."""
+    return _why_no_pipeline(layout, plan) is None
+
+
+def _why_no_pipeline(layout: Layout, plan: Plan) -> str | None:
+    """Why the plan is no pipeline a runtime can run (:func:`_runs_as_pipeline`), or ``None``."""
     try:
         runtime_stages(layout, plan, "split-spec")
-    except InvalidParameterError:
-        return False
-    return True
+    except InvalidParameterError as exc:
+        return refusal(exc, "split-spec") or exc.detail
+    return None
 
 
 def export(form: str, layout: Layout, plan: Plan) -> Any:
@@ -106,15 +110,22 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from placement.loading import as_instance
+
+    problem = as_instance(args.instance)   # a Piper instance is refused as such, before its layout is read
     layout = read_layout(args.instance)
     check_writable(args.out, (args.instance, args.plan))
     plan = read_plan(args.plan)
-    _check_fit(args.instance, plan)
+    _check_fit(problem, plan)
     if args.format == "stages":
         rows = _stage_rows(layout, plan)
         value: Any = [{"stage": int(k), "device": kind, "#nodes": int(count), "first": first, "last": last}
                       for k, kind, count, first, last in rows[1:]]
         text = "\n".join(format_table(rows, left=range(5), rule=False))
+        why = _why_no_pipeline(layout, plan)
+        if why is not None:   # the table lists the devices as the plan does; no runtime runs them so
+            print(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: "
+                  f"{why}", file=sys.stderr)
     else:
         value = export(args.format, layout, plan)
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
