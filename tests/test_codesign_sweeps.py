@@ -365,3 +365,41 @@ def test_a_configuration_listed_twice_runs_once(tmp_path):
                               "error": "recorded before"})
     summary = sweep.run_sweep(spec, out, quiet=True)
     assert (summary.total, summary.skipped, summary.ran) == (1, 1, 0)
+
+
+@needs_dask
+@pytest.mark.parametrize("answer, why", [(b"HTTP/1.0 400 Bad Request\r\n\r\n" * 4, "what answers is no Dask scheduler"),
+                                         (None, "no Dask scheduler answered within 2 s")])
+def test_a_service_that_is_no_dask_scheduler_is_one_error(tmp_path, monkeypatch, answer, why):
+    """A TCP service that answers other bytes made Dask read a length of exabytes (a MemoryError
+    traceback); one that accepts and never answers held the sweep past Dask's connect timeout for good."""
+    import socket
+    import threading
+
+    monkeypatch.setattr(sweep, "HANDSHAKE_S", 2)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if answer is not None:
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    try:
+        with pytest.raises(InvalidParameterError) as caught:
+            sweep.run_sweep(spec, tmp_path / "records.jsonl", scheduler=address, quiet=True)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert str(caught.value).startswith(f"scheduler cannot reach a Dask scheduler at {address!r}: {why}")

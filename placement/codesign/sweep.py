@@ -247,15 +247,41 @@ class SweepSummary:
     plots: tuple[str, ...] = ()
 
 
+#: seconds Dask may take to connect to a scheduler, and the most the whole handshake may take
+CONNECT_S = 30
+HANDSHAKE_S = 45
+
+
 def connect(scheduler: str) -> Any:
     """A Dask client on the running cluster whose scheduler is at ``scheduler`` (Dask imported by the caller);
-    :class:`InvalidParameterError` when it cannot be reached or the address cannot be read."""
+    :class:`InvalidParameterError` when it cannot be reached, the address cannot be read, or what answers
+    is no Dask scheduler. Dask's own timeout covers the connection only: a service that accepts it and
+    never answers held the client for good, and one that answers with other bytes made it read a length
+    of exabytes; so the client is made in a thread given :data:`HANDSHAKE_S` seconds."""
+    import threading
+
     from dask.distributed import Client
 
-    try:
-        return Client(scheduler, timeout="30s")
-    except (OSError, TimeoutError, ValueError) as exc:   # ValueError: an address Dask cannot parse
-        raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {exc}") from None
+    made: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            made["client"] = Client(scheduler, timeout=f"{CONNECT_S}s")
+        except (Exception, MemoryError) as exc:   # whatever a stranger's bytes make of the handshake
+            made["error"] = exc
+
+    worker = threading.Thread(target=make, name="dask-connect", daemon=True)
+    worker.start()
+    worker.join(HANDSHAKE_S)
+    if "client" in made:
+        return made["client"]
+    if "error" in made:
+        exc = made["error"]
+        why = (str(exc) if isinstance(exc, (OSError, TimeoutError, ValueError))   # ValueError: an address Dask
+               else f"what answers is no Dask scheduler ({type(exc).__name__})")    # cannot parse
+    else:
+        why = f"no Dask scheduler answered within {HANDSHAKE_S} s"
+    raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {why}")
 
 
 def _client(scheduler: str | None, workers: int | None, processes: bool) -> tuple[Any, Any]:
