@@ -105,3 +105,26 @@ def test_decimal_sum():
     assert decimal_sum([0.1, 0.2]) == 0.3 and 0.1 + 0.2 != 0.3
     assert decimal_sum([2.0 ** 52, 1.0, 1.0]) == 2.0 ** 52 + 2   # integers: exact
     assert decimal_sum([]) == 0.0
+
+
+def test_a_bound_the_rounded_total_meets_still_binds():
+    """Sizes 0.1 and 0.7 against accelerators of 0.7999999999999999 (the floating-point sum 0.7 + 0.1):
+    as written they need 0.8, so 1 -> 2 (transfer 5) takes both accelerators, 1 + 5 each: optimum 6.
+    The bound was judged never to bind from the rounded total, so every method put both nodes on one
+    accelerator (2), which the evaluator refused: no plan at all. The DP, which finds no unit making
+    these sizes integers, now rounds them up (and the bound down) and finds the plan, without proof;
+    the MILP and the brute force find 6 too, and the latency MILP a plan."""
+    from placement.testing.bruteforce import brute_force
+
+    instance = two_nodes(0.1, 0.7, 0.7999999999999999, cpus=2)
+    instance["edges"][0]["cost"] = 5
+    problem = placement.load(instance)
+    assert brute_force(problem).objective == 6.0
+    dp = placement.solve(problem, method="dp")
+    assert (dp.status, dp.value, [s.nodes for s in dp.plan]) == ("feasible", 6.0, [(1,), (2,)])
+    milp = placement.solve(problem, method="milp", time_limit=10)
+    assert milp.value == 6.0 and milp.status in ("feasible", "optimal")
+    assert placement.solve(problem, method="milp", contiguity="none", time_limit=10).value == 6.0
+    # latency: 1 on one accelerator (1, then 5 out), 2 on the other (5 in, then 1): 12; with a CPU, 16
+    latency = placement.solve(problem, method="milp", objective="latency", time_limit=10)
+    assert latency.ok and latency.value == 12.0

@@ -35,7 +35,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_unit
+from placement.problem.memory_fit import CLEAR, decimal_unit, fits
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
@@ -96,10 +96,15 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     unsup = np.column_stack([per_supernode(~supported[:, t]) for t in range(n_types)]).astype(np.int64)
     sizes = [node.memory for node in nodes]
     total = math.fsum(sizes)
-    binding = [t.memory for t in types if t.memory < total]
+    binds = [not fits(sizes, t.memory) for t in types]   # the model's rule, not the rounded total
+    binding = [t.memory for t, b in zip(types, binds) if b]
     unit = decimal_unit(sizes + binding, total) if binding else 1.0
     # in an exact unit, a block's memory as a difference of prefix sums is exact (memory_fit)
-    mem = per_supernode(np.array(sizes, dtype=np.float64) * (unit or 1.0))[:, None]
+    scaled_sizes = np.array(sizes, dtype=np.float64) * (unit or 1.0)
+    capacity = [t.memory * (unit or 1.0) if b else math.inf for t, b in zip(types, binds)]
+    if unit is None:
+        scaled_sizes, capacity = _rounded_memory(sizes, capacity, total)
+    mem = per_supernode(scaled_sizes)[:, None]
     pmin = per_supernode(cheapest)[:, None]
     work_nodes = np.column_stack([cheapest, times])
     # Cost nodes: positive transfer cost and a successor in another supernode; N[u] as supernodes.
@@ -126,9 +131,20 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     np.cumsum(np.bincount(succ_idx, minlength=size), out=pred_ptr[1:])
     return Graph(contraction, comp, unsup, mem, pmin, pred_ptr, pred_idx, touch_ptr, touch_idx,
                  groups[eligible].astype(np.int64), out_cost[eligible],
-                 np.array([t.memory * (unit or 1.0) if t.memory < total else math.inf for t in types],
-                          dtype=np.float64),
+                 np.array(capacity, dtype=np.float64),
                  np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes, unit is not None)
+
+
+def _rounded_memory(sizes: list[float], bounds: list[float], total: float) -> tuple[np.ndarray, list[float]]:
+    """Sizes and bounds where no unit makes them exact integers (:func:`decimal_unit`): in the power of
+    two that brings the total near ``2^52``, sizes rounded up and bounds, less twice
+    :data:`placement.problem.memory_fit.CLEAR` of themselves, rounded down. Every sum is then an exact
+    integer, and every set of nodes the DP lets a device hold fits it by the model's rule with room
+    to spare (the rule decides such a sum on its rounded value), so every plan it finds is valid;
+    the DP may miss plans that fill a bound to within that margin, so its optimum is no proof."""
+    unit = math.ldexp(1.0, 52 - max(1, math.frexp(max(total, 1e-300))[1]))
+    up = np.ceil(np.array(sizes, dtype=np.float64) * unit)
+    return up, [math.floor(M * (1 - 2 * CLEAR) * unit) if math.isfinite(M) else M for M in bounds]
 
 
 def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:

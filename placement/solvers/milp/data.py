@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum, decimal_unit
+from placement.problem.memory_fit import decimal_sum, decimal_unit, fits
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
@@ -127,13 +127,19 @@ class MemoryData:
     exact: bool          # False: sizes rounded up and bounds down (every plan found fits; not every fitting plan is found)
 
 
-def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool) -> MemoryData:
+def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool,
+                 binds: Sequence[bool] | None = None) -> MemoryData:
     """Memory for the model: exact where a power of two or ten under ``2^53`` makes every size and
-    binding bound an integer, else conservatively rounded (see the module docstring)."""
+    binding bound an integer, else conservatively rounded (see the module docstring). ``binds`` says
+    which bounds the whole graph does not fit, by the model's rule on the nodes' sizes as written
+    (:func:`placement.problem.memory_fit.fits`; the sizes here are sums, rounded); by default, those
+    below the sum of ``sizes``."""
     total = sum(sizes)
-    binding = [M for M in bounds if math.isfinite(M) and M < total]
+    if binds is None:
+        binds = [math.isfinite(M) and M < total for M in bounds]
+    binding = [M for M, b in zip(bounds, binds) if b]
     if not integer:
-        return _float_memory(sizes, bounds, total, binding)
+        return _float_memory(sizes, bounds, total, binding, binds)
     scaling = (choose_scale(list(sizes) + binding, total, MEMORY_MAX_SCALED) if binding
                else Scaling(1.0, True))
 
@@ -142,7 +148,7 @@ def scale_memory(sizes: Sequence[float], bounds: Sequence[float], integer: bool)
         return float(round(q)) if scaling.exact else float(math.ceil(q) if up else math.floor(q))
 
     return MemoryData(tuple(model(a, True) for a in sizes),
-                      tuple(model(M, False) if math.isfinite(M) and M < total else math.inf for M in bounds),
+                      tuple(model(M, False) if b else math.inf for M, b in zip(bounds, binds)),
                       bool(binding), scaling.exact)
 
 
@@ -156,7 +162,8 @@ FLOAT_MEMORY_RESOLUTION = 2.0 ** -10
 FLOAT_MEMORY_DECIDES = 1e-6
 
 
-def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float]) -> MemoryData:
+def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float, binding: list[float],
+                  binds: Sequence[bool]) -> MemoryData:
     """Memory for a floating-point backend: times the power of two that brings the largest binding bound
     into ``[2^9, 2^10)``, as :func:`float_scaling` does for times. Sizes in bytes near 10^15 reached
     the solvers' limits on coefficients (HiGHS takes 10^15 for infinite) and gave false proofs of
@@ -175,7 +182,7 @@ def _float_memory(sizes: Sequence[float], bounds: Sequence[float], total: float,
     scaled = [0.0 if q < FLOAT_MEMORY_RESOLUTION else q for q in scaled]
     to_integers = decimal_unit(list(sizes) + binding, total + sum(binding))   # every value times it: an integer
     decides = to_integers is None or to_integers * max(binding) * FLOAT_MEMORY_DECIDES <= 1.0
-    return MemoryData(tuple(scaled), tuple(M * scale if math.isfinite(M) and M < total else math.inf for M in bounds),
+    return MemoryData(tuple(scaled), tuple(M * scale if b else math.inf for M, b in zip(bounds, binds)),
                       True, decides)
 
 
@@ -225,6 +232,15 @@ class GroupData:
         """Each group's least time over the types it fits (model units); groups that fit none are left out."""
         return {v: min(self.p(v, k) for k in self.fits(v)) for v in range(len(self.groups))  # type: ignore[type-var]
                 if self.fits(v)}
+
+
+def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
+    """Per device type (positions ``types``), whether its memory bound is below the whole graph's
+    memory by the model's rule (:func:`placement.problem.memory_fit.fits`); a bound that the rule lets
+    the whole graph meet never binds, whatever a floating-point sum says (0.7 + 0.1 against
+    0.7999999999999999, which the sum equals but the sizes as written exceed)."""
+    sizes = [v.memory for v in problem.nodes]
+    return [not fits(sizes, problem.device_types[t].memory) for t in types]
 
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
@@ -284,7 +300,8 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
     # objective's), or one cost
     widest = max([sum(q or 0.0 for q in pair) for rf, rb in zip(pf_raw, pb_raw) for pair in zip(rf, rb)]
                  + [c for *_, c, _ in cost_raw] + [0.0])
-    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer)
+    memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer,
+                          memory_binds(problem, types))
 
     if integer:
         values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]

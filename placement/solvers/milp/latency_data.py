@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import decimal_sum
-from placement.solvers.milp.data import CostNode, Scaling, choose_scale, float_scaling, float_time, scale_memory
+from placement.solvers.milp.data import (CostNode, Scaling, choose_scale, float_scaling, float_time, memory_binds,
+                                         scale_memory)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
     memory = scale_memory([decimal_sum(nodes[i].memory for i in members) for members in classes],
-                          [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer)
+                          [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer,
+                          memory_binds(problem, list(acc) + list(cpus)))
     return LatencyData(classes, group, acc, rank,
                        [[None if q is None else t_model(q) for q in row] for row in p_acc_raw],
                        [None if q is None else t_model(q) for q in p_cpu_raw], cpu_type, list(memory.sizes),
