@@ -420,6 +420,15 @@ def test_a_plan_solved_with_device_overrides_is_checked_on_those_devices(tmp_pat
     assert main(["verify", str(CHAIN4), str(path)]) == 0
     assert capsys.readouterr().out.startswith("note: checked on the devices the plan file records it was solved "
                                               "with: --accelerators 1, --memory 100\n")
+    # the file vouches for the devices it is checked on: where the instance's own would refuse the plan,
+    # a second note says so (chain4 on 4 accelerators, one node each; the instance has 2)
+    wide = placement.solve(CHAIN4, accelerators=4)
+    path.write_text(json.dumps(wide.to_json()))
+    assert main(["verify", str(CHAIN4), str(path)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "note: checked on the devices the plan file records it was solved with: --accelerators 4\n"
+        "note: on the instance's own devices the plan is not valid: device type accelerator: 4 devices used, but "
+        "only 2 exist\n")
 
 
 def test_auto_says_which_options_of_the_milp_the_dp_left_unused():

@@ -63,7 +63,7 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (recorded_backward, recorded_contiguity, recorded_objective,
+    from placement.io.plans import (as_plan, recorded_backward, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
@@ -104,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
         devices_note = recorded_devices_note(args)
         if devices_note:
             print(devices_note)
+            if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
+                own = placement.verify(instance, as_plan(args.plan), objective=args.objective,
+                                       contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
+                if not own.valid:
+                    print(f"note: on the instance's own devices the plan is not valid: {own.violations[0]}")
         if recorded:
             print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
         elif split["backward"] == "joint" and record.get("mode") == "split":
