@@ -311,3 +311,66 @@ def test_stages_around_an_activation_written_in_place_compute_the_unsplit_model(
         out = pp.stage_module(s)(*(v.clone() for v in values))   # what crosses a boundary is a copy
         values = out if isinstance(out, tuple) else (out,)
     torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)
+
+
+class DropoutThenInPlace(nn.Module):
+    """In evaluation, dropout returns its input itself (its schema says nothing of it), so the in-place
+    ReLU after it writes into ``h``, which ``a`` read before: ``a`` shares the ReLU's stage. Where a
+    stage received ``h`` and ran the dropout and the ReLU, the write went into the received tensor
+    unseen, and autograd refused it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(8, 32), nn.Linear(32, 32), nn.Linear(32, 32)
+        self.drop, self.act = nn.Dropout(0.1), nn.ReLU(inplace=True)
+        self.out = nn.Sequential(nn.Linear(32, 32), nn.Linear(32, 8))
+
+    def forward(self, x):
+        h = self.l2(self.l1(x))
+        a = self.l3(h)
+        return self.out(self.act(self.drop(h))) + a[:, :8]
+
+
+def test_operators_that_return_their_argument_unannotated_alias_it():
+    from placement.torch.state import written_activations
+
+    model = DropoutThenInPlace().eval()
+    groups = written_activations(torch.export.export(model, (torch.randn(4, 8),)))
+    assert sorted(map(sorted, groups.values())) == [["linear_2", "relu_"]]
+    assert written_activations(torch.export.export(model.train(), (torch.randn(4, 8),))) == {}   # a new tensor
+    torch.manual_seed(0)
+    model, x = DropoutThenInPlace().eval(), torch.randn(4, 8)
+    unsplit = copy.deepcopy(model)
+    for stages in (2, 3, 4):
+        pp = plan_pipeline(copy.deepcopy(model), (x,), devices="h100:4", stages=stages, granularity="operator",
+                           training=False)
+        values: tuple = (x,)
+        for module in [pp.stage_module(s) for s in range(pp.num_stages)]:
+            out = module(*(v.clone() for v in values))
+            values = out if isinstance(out, tuple) else (out,)
+        torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)
+
+
+class InputViewWritten(nn.Module):
+    """A view of the input written in place after a body, the input read after the write: the view is
+    made on the write's stage, or the write reaches only the view a stage received."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*[nn.Linear(4, 4) for _ in range(4)])
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x):
+        v = x[:, :4]
+        v.mul_(torch.sigmoid(self.body(v * 1.0)))
+        return self.out(x)
+
+
+def test_a_write_through_a_view_keeps_the_view_on_its_stage():
+    from placement.torch.state import written_activations
+
+    groups = written_activations(torch.export.export(InputViewWritten(), (torch.randn(2, 8),)))
+    (names,) = groups.values()
+    assert names == {"slice_1", "mul_", "linear_4"}      # the view, the write, the reader of the input
+    with pytest.raises(placement.InvalidParameterError, match="share a stage with those that must see it"):
+        plan_pipeline(InputViewWritten(), (torch.randn(2, 8),), devices="epyc-7763:4", stages=2)

@@ -84,9 +84,37 @@ def writes_into(node: Any, value: Any) -> bool:
             and any(a.name in updated and _passes(p, value) for a, p in pairs))
 
 
+#: operators whose schema marks no alias but which may return an argument itself, or views of it: a
+#: dropout in evaluation, ``type_as`` to the same type, ``atleast_Nd`` of a tensor that has the
+#: dimensions, an einsum of one operand (a permutation), and the splitting and broadcasting ones
+RETURNS_ARGUMENT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "type_as", "atleast_1d",
+                    "atleast_2d", "atleast_3d", "einsum", "broadcast_tensors", "unsafe_chunk", "unsafe_split",
+                    "unsafe_split_with_sizes", "meshgrid"}
+
+
+def _returns_argument(node: Any, name: str, value: Any) -> bool:
+    """Whether ``node`` (its operator ``name`` one of :data:`RETURNS_ARGUMENT`) may return ``value``, one
+    of its arguments, itself or as views: eager PyTorch then lets an in-place write into the result
+    write into ``value``."""
+    args = node.args
+    if "dropout" in name:   # the input itself in evaluation (``train=False``)
+        return bool(args) and args[0] is value and node.kwargs.get("train", args[2] if len(args) > 2 else True) is False
+    if name == "type_as":   # the input itself where it has the other's type already
+        vals = [a.meta.get("val") if hasattr(a, "meta") else None for a in args[:2]]
+        return (len(args) > 1 and args[0] is value and None not in vals
+                and vals[0].dtype == vals[1].dtype)
+    if name.startswith("atleast_"):
+        val = value.meta.get("val") if hasattr(value, "meta") else None
+        return bool(args) and args[0] is value and (val is None or val.dim() >= int(name[-2]))
+    if name == "einsum":    # one operand: a permutation or a diagonal, a view
+        return len(args) > 1 and isinstance(args[1], (list, tuple)) and len(args[1]) == 1 and args[1][0] is value
+    return _passes(args[0] if args else None, value)
+
+
 def aliases_argument(node: Any, value: Any) -> bool:
     """Whether the result of the FX ``node`` may share memory with its argument ``value``: a view of it,
-    the result of an in-place operator on it, or an item of a tuple ``value``."""
+    the result of an in-place operator on it, an item of a tuple ``value``, or ``value`` itself where an
+    operator of :data:`RETURNS_ARGUMENT` may return it."""
     import operator
 
     if node.target is operator.getitem:
@@ -94,6 +122,9 @@ def aliases_argument(node: Any, value: Any) -> bool:
     schema = getattr(node.target, "_schema", None)
     if schema is None:
         return False
+    name = schema.name.split("::")[-1]
+    if name in RETURNS_ARGUMENT:
+        return _returns_argument(node, name, value)
     returned = {name for r in schema.returns if r.alias_info is not None for name in r.alias_info.before_set}
     # ``Tensor(a -> *) self`` with ``-> Tensor(a)[]`` (chunk, split, unbind): the list's items alias the
     # argument, which the schema records as the argument's memory going into the wildcard set

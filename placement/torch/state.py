@@ -30,7 +30,9 @@ memory), keep it so (:func:`written_activations`):
 * an operator that reads, after ``W``, a value sharing that memory that was made before ``W``
   (the activation itself, or a view taken before the write) sees ``W`` only where that value was
   made on ``W``'s stage: the operator that made it shares ``W``'s stage (for a model input,
-  which is no operator's, the reader does).
+  which is no operator's, the reader does), and so do the views between the activation and that
+  value, and between the activation and the value ``W`` writes into (a stage receives each value
+  as its own copy, so a write reaches another value only through views made on its stage).
 
 A reader that depends on ``W`` through values, or reads a value made at or after ``W``, needs
 neither: the paths of values order it, and the value it reads left its stage after ``W``. So
@@ -110,12 +112,23 @@ def written_activations(program: Any) -> dict[str, set[str]]:
               or any(aliases_argument(root, a) for a in root.all_input_nodes)):
             continue
         aliases, stack = {root}, [root]
+        parent: dict[Any, Any] = {}   # the value each alias was made from
         while stack:
-            for user in stack.pop().users:
-                if user not in aliases and any(aliases_argument(user, a) for a in user.all_input_nodes
-                                               if a in aliases):
+            made_from = stack.pop()
+            for user in made_from.users:
+                if user not in aliases and aliases_argument(user, made_from):
                     aliases.add(user)
+                    parent[user] = made_from
                     stack.append(user)
+
+        def made_on_the_way(value: Any) -> list[Any]:
+            """The aliases between ``root`` and ``value``, ``value`` included and ``root`` not."""
+            way = []
+            while value in parent:
+                way.append(value)
+                value = parent[value]
+            return way
+
         readers = sorted({user for a in aliases for user in a.users}, key=position.__getitem__)
         writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
         for w in writers:
@@ -129,6 +142,10 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                 for a in r.all_input_nodes:
                     if a in aliases and position[a] < position[w]:
                         join(w, r if a.op == "placeholder" else operator_of(a))
+                        # and the write reaches ``a`` there only through the views both were made by
+                        written = [b for b in w.all_input_nodes if b in aliases and writes_into(w, b)]
+                        for made in {v for b in [a, *written] for v in made_on_the_way(b)}:
+                            join(w, operator_of(made))
     groups: dict[int, set[str]] = {}
     for i in grouped:
         groups.setdefault(together.find(i), set()).add(nodes[i].name)
