@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 import placement
 from placement.cli import main
 from placement.errors import InvalidParameterError
-from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, PiperNode
+from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, PiperNode, parse_piper
 from placement.parallel.baselines import piper_value
 from placement.parallel.dp import solve_parallel
 from placement.parallel.plan import ParallelPlan
@@ -366,3 +366,30 @@ def test_the_set_limit_of_a_piper_instance_speaks_of_its_graph(tmp_path, capsys)
                                        "over them would need too much time and memory. Raise the limit --max-ideals "
                                        "(time and memory grow with it, memory also with the nodes), or merge nodes "
                                        "into layers\n")
+
+
+def two_sized_nodes(sizes: tuple[float, float], memory: float) -> PiperInstance:
+    """Two unconnected nodes of 1 each, memoryUsageB the two sizes, one device of ``memory``, m = 1."""
+    return parse_piper({"maxDevices": 1, "maxMemoryPerDevice": memory, "bandwidth": 1, "mbsInBatch": 1,
+                        "nodes": [{"id": k, "TMPCs": {"1": [{"id": "v", "timePerSample": 1, "parameterSize": 0,
+                                                             "memoryUsageA": 0, "memoryUsageB": size,
+                                                             "syncTimeFw": {}, "syncTimeBw": {}}]}}
+                                  for k, size in enumerate(sizes)],
+                        "edges": []})
+
+
+def test_memory_is_decided_on_the_sizes_as_written():
+    """0.2 + 0.1 fits a device of 0.3 as written (its floating-point sum, 0.30000000000000004, does not):
+    one stage of both nodes, 2; it was called infeasible. 0.7 + 0.1 = 0.8 does not fit 0.7999999999999999
+    (which is that floating-point sum): with one device there is no plan; the DP's one stage was
+    proven 'optimal'. The oracle reads memory through the evaluator, and agrees."""
+    fits = two_sized_nodes((0.2, 0.1), 0.3)
+    assert brute_force_parallel(fits)[0] == 2.0
+    result = placement.solve(fits)
+    assert (result.status, result.value) == ("optimal", 2.0)
+    over = two_sized_nodes((0.7, 0.1), 0.7999999999999999)
+    assert brute_force_parallel(over)[0] == math.inf
+    result = placement.solve(over)
+    assert result.status != "optimal" and result.plan is None
+    assert result.message.endswith("stage 0 needs 0.8 bytes per device (y=1 micro-batches in flight), more than "
+                                   "the 0.7999999999999999 available")

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -61,6 +61,8 @@ from placement.parallel.devices import check_memory, device_counts
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
 from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
+from placement.problem.memory_fit import LENIENT
+from placement.problem.units import sums_exactly
 
 #: the most successor-closed sets the DP enumerates by default
 DEFAULT_MAX_SETS = 200_000
@@ -107,6 +109,19 @@ class DeviceTypes:
     bandwidth: tuple[float, ...]
     speed: tuple[float, ...]
     cpu: tuple[bool, ...]
+
+
+def lenient_memory(types: DeviceTypes, tables: Tables, m: int) -> DeviceTypes:
+    """``types`` with memory bounds ``1 + LENIENT`` times larger where the DP's floating-point sums of the
+    memory data are not exact (sizes such as 0.1 and 0.2, which the model reads as written: they fit a
+    bound of 0.3 although their sum in floating point is above it). The DP then misses no plan the
+    model lets fit, and the independent check, which reads the sizes as written, refuses a plan that
+    only the slack let in. Integer sizes (bytes) sum exactly, and their bounds stay as they are."""
+    values = [*(np.abs(tables.mem_a.ravel()) * m), *np.abs(tables.mem_b.ravel()),
+              *(b for b in types.memory if math.isfinite(b))]
+    if sums_exactly([float(v) for v in values]):
+        return types
+    return replace(types, memory=tuple(b * (1 + LENIENT) for b in types.memory))
 
 
 def device_types(instance: PiperInstance, devices: int | dict[str, int], memory: float) -> DeviceTypes:
@@ -159,6 +174,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
+    types = lenient_memory(types, tables, m)
     pairs = typed_pairs(tables, types, m, allowed)
     alone = _node_alone(tables, pairs, types.memory, None if uses_suffix(schedule) else m)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits

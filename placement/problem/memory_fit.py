@@ -46,6 +46,22 @@ def fits(sizes: Iterable[float], bound: float) -> bool:
     return _as_written(sizes) <= _as_written([bound])
 
 
+def fits_counted(terms: Iterable[tuple[float, int]], bound: float) -> bool:
+    """Whether ``Σ size · count ≤ bound`` over ``terms`` (sizes, whole counts), exactly on the sizes and
+    the bound as written (:func:`fits` for sizes held ``count`` times: a stage's activations of ``y``
+    micro-batches beside its parameters)."""
+    terms = list(terms)
+    if math.isinf(bound):
+        return bound > 0
+    total = math.fsum(size * count for size, count in terms)
+    margin = CLEAR * max(abs(bound), abs(total))
+    if total < bound - margin:
+        return True
+    if total > bound + margin:
+        return False
+    return sum((as_written(size) * count for size, count in terms), Fraction(0)) <= as_written(bound)
+
+
 def as_written(value: float) -> Fraction:
     """``value`` read as its shortest decimal form (what ``repr`` prints), exactly."""
     return Fraction(repr(float(value)))

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from fractions import Fraction
 from dataclasses import dataclass
 
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
+from placement.problem.memory_fit import as_written, fits_counted
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
                 continue
             compute.append(chosen.time_per_sample)
             params.append(chosen.parameter_size)
-            mem_terms.extend((chosen.memory_usage_a * y, chosen.memory_usage_b))
+            mem_terms.extend(((chosen.memory_usage_a, y), (chosen.memory_usage_b, 1)))
             for e in into.get(v, ()):
                 if e.src not in members:
                     edges.append(2 * (e.communication_cost + chosen.sync_time_fw[e.src]))
@@ -150,10 +152,11 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
         total_params = math.fsum(params)
         resync = 4 * (d - 1) * total_params / d / m
         tps = (total_edges / d + resync) / bandwidth + total_compute / d
-        used_memory = math.fsum(mem_terms)
-        if used_memory > bound:
-            violations.append(f"stage {i} needs {used_memory:.6g} bytes per device (y={y} micro-batches in "
-                              f"flight), more than the {bound:.6g} available")
+        used_memory = math.fsum(a * k for a, k in mem_terms)
+        if not fits_counted(mem_terms, bound):   # on the sizes as written (placement.problem.memory_fit)
+            need, have = memory_figures(mem_terms, bound)
+            violations.append(f"stage {i} needs {need} bytes per device (y={y} micro-batches in "
+                              f"flight), more than the {have} available")
         evaluated.append(StageEvaluation(tps, used_memory, y, total_compute + total_edges / bandwidth,
                                          4 * (d - 1) * total_params / d / bandwidth))
     value = max((s.time_per_sample for s in evaluated), default=math.inf)
@@ -186,6 +189,17 @@ def pipeline_positions(instance: PiperInstance, stages, word: str, violations: l
             violations.append(f"edge {e.src} -> {e.dst} goes from {word} {position[e.src]} back to {word} "
                               f"{position[e.dst]}")
     return position
+
+
+def memory_figures(terms: list[tuple[float, int]], bound: float) -> tuple[str, str]:
+    """A memory need (``Σ size · count`` over ``terms``) above ``bound``, and the bound, in six digits
+    where they tell the two apart, else the need as written and the bound as given (0.8 for 0.7 + 0.1
+    beside a bound of 0.7999999999999999)."""
+    need = math.fsum(a * k for a, k in terms)
+    short = f"{need:.6g}", f"{bound:.6g}"
+    if short[0] != short[1]:
+        return short
+    return repr(float(sum((as_written(a) * k for a, k in terms), Fraction(0)))), repr(bound)
 
 
 def chosen_tmpc(node, t: int, name: str | None, where: str, violations: list[str]):

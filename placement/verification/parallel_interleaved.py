@@ -29,8 +29,10 @@ import math
 
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
+from placement.problem.memory_fit import fits_counted
 from placement.simulation.parallel_orders import FORWARD, interleaved
-from placement.verification.parallel import ParallelEvaluation, StageEvaluation, chosen_tmpc, pipeline_positions
+from placement.verification.parallel import (ParallelEvaluation, StageEvaluation, chosen_tmpc, memory_figures,
+                                             pipeline_positions)
 
 
 def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
@@ -74,6 +76,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         into.setdefault(e.dst, []).append(e)
         out_of.setdefault(e.src, []).append(e)
     per_chunk = []   # (tps, compute + edges/bw, params, Σ A, Σ B)
+    chunk_sizes: list[tuple[list[float], list[float]]] = []   # (A, B) of each node of a chunk
     for k, stage in enumerate(stages):
         members = set(stage.nodes)
         compute, edges, params, mem_a, mem_b = [], [], [], [], []
@@ -98,13 +101,15 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         tps = (total_edges / d + 4 * (d - 1) * total_params / d / m) / instance.bandwidth + total_compute / d
         per_chunk.append((tps, total_compute + total_edges / instance.bandwidth, total_params,
                           math.fsum(mem_a), math.fsum(mem_b)))
+        chunk_sizes.append((mem_a, mem_b))
 
     group_memory, peak_held = [], [0] * len(stages)
     runnable = not (m % d or (m // d) % groups)
     for g in range(groups):
         mine = [per_chunk[c * groups + g] for c in range(v)]
+        sizes = [chunk_sizes[c * groups + g] for c in range(v)]
         static = math.fsum(x[4] for x in mine)
-        peak = 0.0
+        peak, peaks = 0.0, [tuple(0 for _ in range(v))]   # the held counts of the largest activation memory
         if runnable:
             held = [0] * v
             seen = set()   # the activation memory is a function of the held counts: each vector once
@@ -117,10 +122,21 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
                 key = tuple(held)
                 if key not in seen:
                     seen.add(key)
-                    peak = max(peak, math.fsum(h * x[3] for h, x in zip(held, mine)))
+                    here = math.fsum(h * x[3] for h, x in zip(held, mine))
+                    if here > peak:
+                        peak = here
+                    peaks.append(key)
         group_memory.append(static + peak)
-        if static + peak > memory:
-            violations.append(f"group {g} needs {static + peak:.6g} bytes per device, more than the {memory:.6g} "
+        # decided on the sizes as written (placement.problem.memory_fit), for every count vector near the peak
+        near = [key for key in peaks if math.fsum(h * x[3] for h, x in zip(key, mine)) >= peak * (1 - 1e-9)]
+
+        def terms(key: tuple[int, ...]) -> list[tuple[float, int]]:
+            return [(b, 1) for _, bs in sizes for b in bs] + [(a, h) for h, (as_, _) in zip(key, sizes) for a in as_]
+
+        over = next((key for key in near if not fits_counted(terms(key), memory)), None)
+        if over is not None:
+            need, have = memory_figures(terms(over), memory)
+            violations.append(f"group {g} needs {need} bytes per device, more than the {have} "
                               "available")
     group_tps = [math.fsum(per_chunk[c * groups + g][0] for c in range(v)) for g in range(groups)]
     evaluated = tuple(StageEvaluation(per_chunk[k][0], group_memory[k % groups], peak_held[k], per_chunk[k][1],
