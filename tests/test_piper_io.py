@@ -205,6 +205,11 @@ TYPE_ALLOWED = "(allowed: count, memory, speed, bandwidth, cpu)"
     (put(True, "maxDevices"), "instance: field 'maxDevices' must be an integer, got boolean"),
     (put(2.5, "maxDevices"), "instance: field 'maxDevices' must be an integer, got number"),
     (put(0, "mbsInBatch"), "instance: field 'mbsInBatch' must be positive, got 0"),
+    # past the DP's integer arrays: an OverflowError traceback
+    (put(2 ** 63, "mbsInBatch"), "instance: field 'mbsInBatch' is 9223372036854775808, above 2^53, the largest count read"),
+    (put(1e308, "mbsInBatch"), "instance: field 'mbsInBatch' is a number of 309 digits, above 2^53, the largest count read"),
+    (put([tmpc()], "nodes", 0, "TMPCs", str(2 ** 63)),
+     "nodes[0].TMPCs: degree 9223372036854775808 is above 2^53, the largest degree read"),
     (put(0, "bandwidth"), "instance: field 'bandwidth' must be positive, got 0"),
     (put(-3, "maxDevices"), "instance: field 'maxDevices' is negative (-3)"),
     (put({}, "nodes"), "instance: field 'nodes' must be an array, got object"),

@@ -339,11 +339,20 @@ def _object(value: Any, where: str, required: tuple[str, ...], optional: tuple[s
             raise InvalidInstanceError(f"{where}: missing field {key!r} (required: {', '.join(required)})")
 
 
+#: the largest count or degree read: every whole number up to it is a float, and the DP's integer
+#: arrays hold it (2^63 overflowed them with a traceback)
+MAX_COUNT = 2 ** 53
+
+
 def _positive(obj: dict, key: str, where: str, kind: str) -> Any:
-    """A ``count`` or ``number`` field that must also be greater than zero."""
+    """A ``count`` or ``number`` field that must also be greater than zero (a count at most
+    :data:`MAX_COUNT`)."""
     value = read_field(obj, key, where, kind)
     if value == 0:
         raise InvalidInstanceError(f"{where}: field {key!r} must be positive, got 0")
+    if kind == "count" and value > MAX_COUNT:
+        shown = str(value) if len(str(value)) <= 20 else f"a number of {len(str(value))} digits"
+        raise InvalidInstanceError(f"{where}: field {key!r} is {shown}, above 2^53, the largest count read")
     return value
 
 
@@ -377,6 +386,9 @@ def _node(raw: Any, where: str) -> PiperNode:
         if not _DEGREE.fullmatch(key):
             raise InvalidInstanceError(f"{where}.TMPCs: key {json.dumps(key)} is not a tensor-parallel degree "
                                        "(a positive integer in decimal digits, no leading zeros)")
+        if len(key) > 16 or int(key) > MAX_COUNT:
+            shown = key if len(key) <= 20 else f"of {len(key)} digits"
+            raise InvalidInstanceError(f"{where}.TMPCs: degree {shown} is above 2^53, the largest degree read")
         at = f"{where}.TMPCs[{json.dumps(key)}]"
         if not isinstance(raw_list, list):
             raise InvalidInstanceError(f"{at}: must be an array of TMPCs, got {json_type_name(raw_list)}")
