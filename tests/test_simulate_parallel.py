@@ -463,7 +463,11 @@ def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
                          ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}},
                                       {"nodes": [1], "d": 2, "t": 1, "tmpcs": {"1": "x"}}], "devices": 2},
                           "the plan is not valid for this instance: the plan uses 4 devices (Σ d·t), more than the "
-                          "2 available")):
+                          "2 available"),
+                         # records the run would have read as none, checking against the instance's own limits
+                         ({"stages": [], "devices": -1},
+                          "the plan's 'devices' must be a device count or counts per device type, not -1"),
+                         ({"stages": [], "memory": "x"}, "the plan's 'memory' must be a number of bytes, not 'x'")):
         Path(plan).write_text(json.dumps(doc))
         assert main(["simulate", instance, plan]) == 2
         assert capsys.readouterr().err == f"error: {plan}: {message}\n"

@@ -224,8 +224,12 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     devices = record.get("devices", source.get("devices"))
     memory = record.get("memory", source.get("memory"))
     counts = isinstance(devices, Mapping) and all(isinstance(k, str) and _count(c) for k, c in devices.items())
-    devices = devices if _count(devices) or counts else None
-    memory = memory if isinstance(memory, (int, float)) and not isinstance(memory, bool) and memory >= 0 else None
+    if devices is not None and not (_count(devices) or counts):   # a record that says something else: refused
+        raise InvalidPlanError(f"the plan's 'devices' must be a device count or counts per device type, not "
+                               f"{devices!r}")
+    if memory is not None and not (isinstance(memory, (int, float)) and not isinstance(memory, bool)
+                                   and math.isfinite(memory) and memory >= 0):
+        raise InvalidPlanError(f"the plan's 'memory' must be a number of bytes, not {memory!r}")
     return plan, devices, memory
 
 
