@@ -374,3 +374,37 @@ def test_a_write_through_a_view_keeps_the_view_on_its_stage():
     assert names == {"slice_1", "mul_", "linear_4"}      # the view, the write, the reader of the input
     with pytest.raises(placement.InvalidParameterError, match="share a stage with those that must see it"):
         plan_pipeline(InputViewWritten(), (torch.randn(2, 8),), devices="epyc-7763:4", stages=2)
+
+
+class InPlaceDropoutThenWrite(nn.Module):
+    """``nn.Dropout(inplace=True)`` in evaluation returns ``h`` itself, and the graph leaves it out; a
+    column of ``h`` is then written and ``h`` read after: the write shares a stage with the operator
+    that made ``h``. Joined with the dropout, the constraint fell away with it, and the head ran
+    before the write (output 55% off)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.drop = nn.Linear(8, 8), nn.Dropout(0.1, inplace=True)
+        self.side = nn.Sequential(*[nn.Linear(8, 8) for _ in range(3)])
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.drop(self.l1(x))
+        h[:, 0] = self.side(h * 1.0)[:, 0]
+        return self.head(h)
+
+
+def test_a_join_through_a_dropout_the_graph_leaves_out_lands_on_its_input():
+    from placement.torch.state import written_activations
+
+    model = InPlaceDropoutThenWrite().eval()
+    x = torch.randn(4, 8)
+    (names,) = written_activations(torch.export.export(model, (x,))).values()
+    assert "linear" in names and "copy_" in names and "dropout_" not in names
+    unsplit = copy.deepcopy(model)
+    pp = plan_pipeline(model, (x,), devices="h100:4", stages=2, granularity="operator", training=False)
+    values: tuple = (x,)
+    for module in [pp.stage_module(s) for s in range(pp.num_stages)]:
+        out = module(*(v.clone() for v in values))
+        values = out if isinstance(out, tuple) else (out,)
+    torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)

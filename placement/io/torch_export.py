@@ -303,7 +303,7 @@ def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[
     return gemms(0, n - 1)
 
 
-def _is_identity_dropout(node: Any) -> bool:
+def is_identity_dropout(node: Any) -> bool:
     """Whether ``node`` is a dropout in evaluation (``train=False``): it returns its input, no kernel."""
     if _base(_op_name(node.target)) not in DROPOUT:
         return False
@@ -670,7 +670,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
             else:
                 hidden[node] = depends | {i for i, _ in reads}
             continue
-        identity_dropout = _is_identity_dropout(node)
+        identity_dropout = is_identity_dropout(node)
         if identity_dropout:
             source = node.args[0]
             if source in selects:

@@ -72,6 +72,7 @@ def written_activations(program: Any) -> dict[str, set[str]]:
     """Per activation the exported ``program`` writes in place (named by the operator that computes
     it, or the model input), the names of the operators that must share a stage with a write into it,
     where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s."""
+    from placement.io.torch_export import is_identity_dropout
     from placement.torch.contiguity import aliases_argument, state_root, writes_into
 
     nodes = list(program.graph.nodes)
@@ -82,15 +83,20 @@ def written_activations(program: Any) -> dict[str, set[str]]:
     together = UnionFind(len(nodes))
     grouped: set[int] = set()
 
-    def join(a: Any, b: Any) -> None:
-        together.union(position[a], position[b])
-        grouped.update((position[a], position[b]))
-
     def operator_of(value: Any) -> Any:
-        """The operator that computes the FX ``value`` (an item of a tuple is its operator's)."""
-        while value.op == "call_function" and value.target is operator.getitem:
+        """The operator of the imported graph that computes the FX ``value``: an item of a tuple is its
+        operator's, and a dropout in evaluation, which the graph leaves out, passes on its input's (a
+        model input stays itself)."""
+        while value.op == "call_function" and (value.target is operator.getitem or is_identity_dropout(value)):
             value = value.args[0]
         return value
+
+    def join(a: Any, b: Any) -> None:
+        a, b = operator_of(a), operator_of(b)
+        if a.op == "placeholder" or b.op == "placeholder":   # what reads a model input says so itself
+            return
+        together.union(position[a], position[b])
+        grouped.update((position[a], position[b]))
 
     def leads(start: Any, target: Any) -> bool:
         """Whether a path of values leads from ``start`` to ``target`` (searched among the nodes between)."""
@@ -130,7 +136,8 @@ def written_activations(program: Any) -> dict[str, set[str]]:
             return way
 
         readers = sorted({user for a in aliases for user in a.users}, key=position.__getitem__)
-        writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
+        writers = [n for n in readers if not is_identity_dropout(n)   # in evaluation it writes nothing
+                   and any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
         for w in writers:
             for r in readers:
                 if r is w:
@@ -141,11 +148,11 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                     continue
                 for a in r.all_input_nodes:
                     if a in aliases and position[a] < position[w]:
-                        join(w, r if a.op == "placeholder" else operator_of(a))
+                        join(w, r if operator_of(a).op == "placeholder" else a)
                         # and the write reaches ``a`` there only through the views both were made by
                         written = [b for b in w.all_input_nodes if b in aliases and writes_into(w, b)]
                         for made in {v for b in [a, *written] for v in made_on_the_way(b)}:
-                            join(w, operator_of(made))
+                            join(w, made)
     groups: dict[int, set[str]] = {}
     for i in grouped:
         groups.setdefault(together.find(i), set()).add(nodes[i].name)
