@@ -462,7 +462,9 @@ def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.nda
     mine = np.flatnonzero(~tasks.on_link & (tasks.stage == stage))
     if not len(mine):
         return 0
-    run = mine[np.lexsort((tasks.end[mine], rank[mine], tasks.start[mine]))]   # the order the stage ran them
+    # the order the stage ran them: by start; at one start, a task of no time ran before one that takes time
+    # (the stage runs one task at a time), and tasks of no time in the order of the schedule
+    run = mine[np.lexsort((rank[mine], tasks.end[mine], tasks.start[mine]))]
     position = np.arange(len(run))
     batches = tasks.microbatch[run]
     forward = tasks.kind[run] == FORWARD
