@@ -419,3 +419,27 @@ def test_a_product_given_one_value_twice_has_a_gradient_through_each_operand():
     graph = graph_from_onnx(model)
     factors = {op.name: (op.backward_factor(g), op.weight_factor(g)) for op, g in zip(graph.ops, gradient_flow(graph))}
     assert factors == {"/l/MatMul": (1.0, 1.0), "/gram/MatMul": (2.0, 0.0), "/square/MatMul": (2.0, 2.0)}
+
+
+def test_batch_norm_statistics_are_not_trained():
+    """BatchNormalization's inputs 3 and 4 are its running mean and variance: buffers, which the torch
+    importer reads as such. Read as trained, they gave a frozen first layer a backward pass and
+    gradient memory."""
+    vector = lambda name, value: numpy_helper.from_array(np.full(4, value, dtype=np.float32), name)  # noqa: E731
+    model = _graph([helper.make_node("BatchNormalization", ["X", "scale", "shift", "mean", "var"], ["Y"],
+                                     name="/bn/BatchNormalization")],
+                   [("X", [2, 4])], ["Y"], [vector("scale", 1), vector("shift", 0), vector("mean", 0.5),
+                                            vector("var", 2)])
+    graph = graph_from_onnx(model)
+    assert {p.name: p.trainable for op in graph.ops for p in op.params} == {"scale": True, "shift": True,
+                                                                            "mean": False, "var": False}
+
+
+def test_a_negative_dimension_is_refused():
+    """An input declared (-3, 16) was costed as it stood: -768 FLOPs for its MatMul, and, in training, an
+    error about an edge's negative size that did not name the shape."""
+    weight = numpy_helper.from_array(np.ones((16, 8), dtype=np.float32), "W")
+    model = _graph([helper.make_node("MatMul", ["x", "W"], ["y"])], [("x", [-3, 16])], ["y"], [weight])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model, "neg")
+    assert str(err.value) == "neg: tensor 'x' has the shape [-3, 16], with a negative dimension"

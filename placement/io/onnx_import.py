@@ -274,8 +274,11 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model")
             continue
         dims = tt.shape.dim
         if all(d.HasField("dim_value") for d in dims):
-            table.setdefault(value.name, _Tensor(value.name, tt.elem_type, tuple(int(d.dim_value) for d in dims),
-                                                 dtype, onnx, name))
+            shape = tuple(int(d.dim_value) for d in dims)
+            if min(shape, default=0) < 0:   # costed as it stands, it gave negative FLOPs and sizes
+                raise InvalidInstanceError(f"{name}: tensor {value.name!r} has the shape {list(shape)}, with a "
+                                           "negative dimension")
+            table.setdefault(value.name, _Tensor(value.name, tt.elem_type, shape, dtype, onnx, name))
     for node in graph.node:
         if node.op_type == "Constant" and node.output:
             for attr in node.attribute:
@@ -564,6 +567,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         added = {x for m in members for k, x in enumerate(m.node.input)
                  if (m.node.op_type in PRODUCTS and k >= 2) or (m.node.op_type not in PRODUCTS and group.kind in
                                                                 ("matmul", "conv"))}
+        # BatchNormalization's running mean and variance (inputs 3 and 4): statistics, never trained
+        statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
             info = table[t]
             read_bytes += info.nbytes
@@ -572,8 +577,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             if t in producers:
                 reads.append(producers[t])
             elif t in params:   # a float of one element is a constant of the program (a scale), not trained
-                used_params.append(Param(tied.get(t, t), info.nbytes, info.floating and info.numel > 1,
-                                         t not in added))
+                used_params.append(Param(tied.get(t, t), info.nbytes,
+                                         info.floating and info.numel > 1 and t not in statistics, t not in added))
             elif t in constants:
                 used_params.append(Param(t, info.nbytes, False))
             elif t in graph_inputs:
