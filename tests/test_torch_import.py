@@ -485,3 +485,16 @@ def test_addbmm_tensordot_and_multi_dot_are_costed_as_their_gemms():
         out.backward()
     assert forward.get_total_flops() == 32768 + 3136       # no rule for addbmm
     assert sum(op.backward_flops(g) for op, g in products) == backward.get_total_flops() == 137344
+
+
+def test_copies_are_copies_whatever_overload_carries_the_pointwise_tag():
+    """clone, where and masked_fill are copies (no FLOPs; docs/pytorch.md), as ONNX's Where is: their
+    overloads that torch tags pointwise (clone.default, where.self, masked_fill.Scalar) were costed
+    one FLOP per element, the others not."""
+    from placement.io.torch_export import classify
+
+    ops = torch.ops.aten
+    kinds = {classify(target, torch.float32, torch.float32)
+             for target in (ops.clone.default, ops.where.self, ops.where.ScalarOther, ops.masked_fill.Scalar,
+                            ops.masked_fill.Tensor)}
+    assert kinds == {"copy"}

@@ -241,6 +241,8 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "softmax"
     if target.is_view or base in ("alias", "detach"):
         return "view"
+    if base in COPY:   # before the pointwise tag, which clone, where.self and masked_fill.Scalar carry
+        return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
     if base in REDUCTION:
@@ -249,8 +251,6 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "pool"
     if base in GATHER:
         return "gather"
-    if base in COPY:
-        return "copy"
     if base in CONSTANT:
         return "constant"
     return "unknown"
