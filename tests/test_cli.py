@@ -313,7 +313,8 @@ def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_
     document = json.loads(out.read_text())
     variants = {"none": {k: v for k, v in document.items() if k != "backward"},
                 "joint": {**document, "backward": {**document["backward"], "mode": "joint"}},
-                "xx": {**document, "backward": {**document["backward"], "mode": "xx"}}}
+                "xx": {**document, "backward": {**document["backward"], "mode": "xx"}},
+                "text": {**document, "backward": "weird"}}
     for name, variant in variants.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(variant))
     capsys.readouterr()
@@ -327,6 +328,8 @@ def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_
                                            "but its backward record says mode 'joint'\n")
         assert main([command, pair, str(tmp_path / "xx.json")]) == 2
         assert capsys.readouterr().err == "error: the plan's backward record has mode 'xx'; it is 'joint' or 'split'\n"
+        assert main([command, pair, str(tmp_path / "text.json")]) == 2
+        assert capsys.readouterr().err == "error: the plan's backward record must be an object, not string\n"
 
 
 @pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])

@@ -215,7 +215,9 @@ def recorded_backward(plan: object) -> dict[str, Any]:
     ``split``. :class:`InvalidPlanError` for a mode other than ``joint`` and ``split``, and for a
     record of a joint solve beside B or W tasks (which of the two was meant is not clear)."""
     backward = _recorded(plan, "backward", "backward")
-    record = dict(backward) if isinstance(backward, dict) else {}
+    if backward is not None and not isinstance(backward, Mapping):
+        raise InvalidPlanError(f"the plan's backward record must be an object, not {json_type_name(backward)}")
+    record = dict(backward) if backward is not None else {}
     mode = record.get("mode")
     if mode is not None and mode not in ("joint", "split"):
         raise InvalidPlanError(f"the plan's backward record has mode {mode!r}; it is 'joint' or 'split'")
