@@ -13,7 +13,7 @@ into the leaf a pipeline stage receives). Imports torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Container, Mapping
 
 import torch
 
@@ -134,21 +134,35 @@ def aliases_argument(node: Any, value: Any) -> bool:
                for a, p in _arguments(node))
 
 
+def alias_tree(value: Any, within: Mapping[Any, int] | None = None) -> dict[Any, Any]:
+    """The FX values that may share the memory of ``value``: ``value`` itself, mapped to ``None``, and
+    every value made from one of them by an operator whose result aliases it (:func:`aliases_argument`),
+    mapped to the value it was made from; ``within``: only these nodes."""
+    made_from: dict[Any, Any] = {value: None}
+    stack = [value]
+    while stack:
+        source = stack.pop()
+        for user in source.users:
+            if user not in made_from and (within is None or user in within) and aliases_argument(user, source):
+                made_from[user] = source
+                stack.append(user)
+    return made_from
+
+
+def accesses(aliases: Container[Any], position: Mapping[Any, int]) -> tuple[list[Any], list[Any]]:
+    """The operators (those of ``position``, in its order) that write in place into one of the FX values
+    ``aliases`` (:func:`alias_tree`), and those that read one of them; a writer reads what it writes into."""
+    readers = sorted({user for a in aliases for user in a.users if user in position}, key=position.__getitem__)
+    writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
+    return writers, readers
+
+
 def state_accesses(value: Any, nodes: Any) -> tuple[list[Any], list[Any]]:
     """The operators among the FX ``nodes`` that write into ``value`` in place, and those that read its
     memory: ``value`` itself or a value aliasing it (:func:`aliases_argument`), in the order of
     ``nodes``. A writer reads what it writes into."""
-    inside = set(nodes)
-    aliases, stack = {value}, [value]
-    while stack:
-        for user in stack.pop().users:
-            if user in inside and user not in aliases and any(aliases_argument(user, a) for a in user.all_input_nodes
-                                                               if a in aliases):
-                aliases.add(user)
-                stack.append(user)
-    readers = [n for n in nodes if any(a in aliases for a in n.all_input_nodes)]
-    writers = [n for n in readers if any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
-    return writers, readers
+    position = {n: i for i, n in enumerate(nodes)}
+    return accesses(alias_tree(value, position), position)
 
 
 def written_in_place(value: Any, nodes: Any) -> bool:

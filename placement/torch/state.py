@@ -73,7 +73,7 @@ def written_activations(program: Any) -> dict[str, set[str]]:
     it, or the model input), the names of the operators that must share a stage with a write into it,
     where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s."""
     from placement.io.torch_export import is_identity_dropout
-    from placement.torch.contiguity import aliases_argument, state_root, writes_into
+    from placement.torch.contiguity import accesses, alias_tree, aliases_argument, state_root, writes_into
 
     nodes = list(program.graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
@@ -117,28 +117,21 @@ def written_activations(program: Any) -> dict[str, set[str]]:
         elif (root.op != "call_function" or state_root(root) is not None
               or any(aliases_argument(root, a) for a in root.all_input_nodes)):
             continue
-        aliases, stack = {root}, [root]
-        parent: dict[Any, Any] = {}   # the value each alias was made from
-        while stack:
-            made_from = stack.pop()
-            for user in made_from.users:
-                if user not in aliases and aliases_argument(user, made_from):
-                    aliases.add(user)
-                    parent[user] = made_from
-                    stack.append(user)
+        aliases = alias_tree(root)   # each value sharing the root's memory, and the value it was made from
 
         def made_on_the_way(value: Any) -> list[Any]:
             """The aliases between ``root`` and ``value``, ``value`` included and ``root`` not."""
             way = []
-            while value in parent:
+            while aliases[value] is not None:
                 way.append(value)
-                value = parent[value]
+                value = aliases[value]
             return way
 
-        readers = sorted({user for a in aliases for user in a.users}, key=position.__getitem__)
-        writers = [n for n in readers if not is_identity_dropout(n)   # in evaluation it writes nothing
-                   and any(writes_into(n, a) for a in n.all_input_nodes if a in aliases)]
+        writers, readers = accesses(aliases, position)
         for w in writers:
+            if is_identity_dropout(w):   # in evaluation it writes nothing
+                continue
+            written = [b for b in w.all_input_nodes if b in aliases and writes_into(w, b)]
             for r in readers:
                 if r is w:
                     continue
@@ -150,7 +143,6 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                     if a in aliases and position[a] < position[w]:
                         join(w, r if operator_of(a).op == "placeholder" else a)
                         # and the write reaches ``a`` there only through the views both were made by
-                        written = [b for b in w.all_input_nodes if b in aliases and writes_into(w, b)]
                         for made in {v for b in [a, *written] for v in made_on_the_way(b)}:
                             join(w, made)
     groups: dict[int, set[str]] = {}
