@@ -34,16 +34,22 @@ LENIENT = 1e-8
 
 def fits(sizes: Iterable[float], bound: float) -> bool:
     """Whether ``Σ sizes ≤ bound``, exactly on the sizes as written (module docstring)."""
-    sizes = list(sizes)
+    return fits_counted(((size, 1) for size in sizes), bound)
+
+
+def fits_summed(total: float, sizes: Iterable[float], bound: float) -> bool:
+    """:func:`fits` for a search that keeps ``total``, the sizes' floating-point sum in any order: decided
+    on it where it is apart from ``bound`` by more than twice :data:`CLEAR` relative (beyond the
+    rounding of any sum of fewer than 10^6 sizes), else by :func:`fits` on ``sizes``, read only then.
+    A search that adds one size at a time then pays for the exact rule only near the bound."""
     if math.isinf(bound):
         return bound > 0
-    total = math.fsum(sizes)
-    margin = CLEAR * max(abs(bound), abs(total))
+    margin = 2 * CLEAR * max(abs(bound), abs(total))
     if total < bound - margin:
         return True
     if total > bound + margin:
         return False
-    return _as_written(sizes) <= _as_written([bound])
+    return fits(sizes, bound)
 
 
 def fits_counted(terms: Iterable[tuple[float, int]], bound: float) -> bool:

@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from placement.errors import LimitExceededError
-from placement.problem.memory_fit import CLEAR, fits
+from placement.problem.memory_fit import fits_summed
 
 #: units joined to runs that :func:`least_run_sum` may spend (a few seconds)
 MAX_JOINS = 2_000_000
@@ -146,7 +146,7 @@ def _accelerator_runs(order: Sequence[Sequence[int]], i: int, succ: Sequence[Seq
                 return ends, durations
             used += memory[x]
             sizes.append(memory[x])
-            if used >= capacity * (1 - 2 * CLEAR) and not fits(sizes, capacity):   # the model's rule decides
+            if not fits_summed(used, sizes, capacity):   # the model's rule decides
                 return ends, durations
             compute += time
             inside.add(x)

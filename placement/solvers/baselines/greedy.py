@@ -27,10 +27,11 @@ unsupported or CPU units in between the plan is a pipeline (class ``stages``).
 from __future__ import annotations
 
 import time
+from itertools import chain
 from typing import Any, Sequence
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.memory_fit import fits
+from placement.problem.memory_fit import fits, fits_summed
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
@@ -42,8 +43,8 @@ def greedy_fill(problem: Instance, kinds: TwoTypes, units: Sequence[Unit]) -> Pl
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
     remaining = sum(u.acc for u in units if u.acc is not None)
-    d, compute = 0, 0.0
-    held_sizes: list[float] = []          # the sizes accelerator d holds (memory_fit.fits decides)
+    d, compute, memory = 0, 0.0, 0.0
+    held_sizes: list[float] = []          # the sizes accelerator d holds, memory their sum (memory_fit decides)
     share = remaining / k if k else 0.0
     for unit in units:
         sizes = [problem.nodes[v].memory for v in unit.members]
@@ -53,15 +54,16 @@ def greedy_fill(problem: Instance, kinds: TwoTypes, units: Sequence[Unit]) -> Pl
             last = d == k - 1
             target = compute + unit.acc
             wanted = not held.get((ACCELERATOR, d)) or last or target <= share or target - share < share - compute
-            if wanted and fits(held_sizes + sizes, kinds.memory):
+            if wanted and fits_summed(memory + unit.memory, chain(held_sizes, sizes), kinds.memory):
                 held.setdefault((ACCELERATOR, d), []).extend(unit.members)
-                compute, held_sizes = target, held_sizes + sizes
+                compute, memory = target, memory + unit.memory
+                held_sizes += sizes
                 placed = True
                 break
             if last:
                 break
             d += 1
-            compute, held_sizes = 0.0, []
+            compute, memory, held_sizes = 0.0, 0.0, []
             share = remaining / (k - d)
         if unit.acc is not None:
             remaining -= unit.acc

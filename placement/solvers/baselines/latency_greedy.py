@@ -22,10 +22,11 @@ stay on the last one and the evaluator reports the memory violation.
 from __future__ import annotations
 
 import time
+from itertools import chain
 from typing import Any
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.memory_fit import fits
+from placement.problem.memory_fit import fits, fits_summed
 from placement.solution import Solution
 from placement.solvers.baselines.common import (LATENCY, build_plan, check_objective, latency_solution, two_types,
                                                 units_in_topological_order)
@@ -41,20 +42,21 @@ def solve_latency_greedy(problem: Instance, calls: int = 1, **options: Any) -> S
     k = kinds.accelerators
     held: dict[tuple[str, int], list[int]] = {}
     runs: dict[tuple[str, int], list[list[int]]] = {}
-    d, overflow = 0, False
-    held_sizes: list[float] = []          # the sizes the current accelerator holds (memory_fit.fits decides)
+    d, memory, overflow = 0, 0.0, False
+    held_sizes: list[float] = []   # the sizes the current accelerator holds, memory their sum (memory_fit decides)
     break_call = False
     for unit in units:
         sizes = [problem.nodes[v].memory for v in unit.members]
         accelerator = unit.acc is not None and k > 0 and fits(sizes, kinds.memory) and not overflow
         if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls and d < k - 1:
-            d, held_sizes, break_call = d + 1, [], False   # a new call, but this accelerator has all its calls
+            # a new call, but this accelerator has all its calls
+            d, memory, held_sizes, break_call = d + 1, 0.0, [], False
         if accelerator and break_call and len(runs[(ACCELERATOR, d)]) >= calls:
             overflow, accelerator = True, False         # and so have all the others
         if accelerator:
-            while d < k - 1 and not fits(held_sizes + sizes, kinds.memory):
-                d, held_sizes, break_call = d + 1, [], False
-            if not fits(held_sizes + sizes, kinds.memory):
+            while d < k - 1 and not fits_summed(memory + unit.memory, chain(held_sizes, sizes), kinds.memory):
+                d, memory, held_sizes, break_call = d + 1, 0.0, [], False
+            if not fits_summed(memory + unit.memory, chain(held_sizes, sizes), kinds.memory):
                 overflow = True
                 accelerator = False
         if not accelerator and (kinds.cpus == 0 or unit.cpu is None):
@@ -67,6 +69,7 @@ def solve_latency_greedy(problem: Instance, calls: int = 1, **options: Any) -> S
                 break_call = False
             device_calls[-1].extend(unit.members)
             held.setdefault(key, []).extend(unit.members)
+            memory += unit.memory
             held_sizes += sizes
         else:
             held.setdefault((CPU, 0), []).extend(unit.members)
