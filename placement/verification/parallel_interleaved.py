@@ -109,10 +109,10 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
         mine = [per_chunk[c * groups + g] for c in range(v)]
         sizes = [chunk_sizes[c * groups + g] for c in range(v)]
         static = math.fsum(x[4] for x in mine)
-        peak, peaks = 0.0, [tuple(0 for _ in range(v))]   # the held counts of the largest activation memory
+        # the activation memory per vector of held counts (a function of them: each vector once)
+        activation = {tuple(0 for _ in range(v)): 0.0}
         if runnable:
             held = [0] * v
-            seen = set()   # the activation memory is a function of the held counts: each vector once
             for kind, c, _ in interleaved(m // d, groups, v, g):
                 if kind != FORWARD:
                     held[c] -= 1
@@ -120,15 +120,12 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
                 held[c] += 1
                 peak_held[c * groups + g] = max(peak_held[c * groups + g], held[c])
                 key = tuple(held)
-                if key not in seen:
-                    seen.add(key)
-                    here = math.fsum(h * x[3] for h, x in zip(held, mine))
-                    if here > peak:
-                        peak = here
-                    peaks.append(key)
+                if key not in activation:
+                    activation[key] = math.fsum(h * x[3] for h, x in zip(held, mine))
+        peak = max(activation.values())
         group_memory.append(static + peak)
         # decided on the sizes as written (placement.problem.memory_fit), for every count vector near the peak
-        near = [key for key in peaks if math.fsum(h * x[3] for h, x in zip(key, mine)) >= peak * (1 - 1e-9)]
+        near = [key for key, here in activation.items() if here >= peak * (1 - 1e-9)]
 
         def terms(key: tuple[int, ...]) -> list[tuple[float, int]]:
             return [(b, 1) for _, bs in sizes for b in bs] + [(a, h) for h, (as_, _) in zip(key, sizes) for a in as_]
