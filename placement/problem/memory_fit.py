@@ -52,6 +52,13 @@ def fits_summed(total: float, sizes: Iterable[float], bound: float) -> bool:
     return fits(sizes, bound)
 
 
+def which_bind(sizes: Sequence[float], bounds: Iterable[float]) -> list[bool]:
+    """Per bound, whether it is below the sum of ``sizes`` by the model's rule (:func:`fits`): a bound the
+    whole of ``sizes`` meets never binds, whatever a floating-point sum says (0.7 + 0.1 against
+    0.7999999999999999, which the sum equals but the sizes as written exceed)."""
+    return [not fits(sizes, bound) for bound in bounds]
+
+
 def fits_counted(terms: Iterable[tuple[float, int]], bound: float) -> bool:
     """Whether ``Σ size · count ≤ bound`` over ``terms`` (sizes, whole counts), exactly on the sizes and
     the bound as written (:func:`fits` for sizes held ``count`` times: a stage's activations of ``y``

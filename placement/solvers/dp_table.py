@@ -35,7 +35,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import CLEAR, decimal_unit, fits
+from placement.problem.memory_fit import CLEAR, decimal_unit, which_bind
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
@@ -96,12 +96,12 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     unsup = np.column_stack([per_supernode(~supported[:, t]) for t in range(n_types)]).astype(np.int64)
     sizes = [node.memory for node in nodes]
     total = math.fsum(sizes)
-    binds = [not fits(sizes, t.memory) for t in types]   # the model's rule, not the rounded total
-    binding = [t.memory for t, b in zip(types, binds) if b]
+    binding_types = which_bind(sizes, [t.memory for t in types])   # the model's rule, not the rounded total
+    binding = [t.memory for t, b in zip(types, binding_types) if b]
     unit = decimal_unit(sizes + binding, total) if binding else 1.0
     # in an exact unit, a block's memory as a difference of prefix sums is exact (memory_fit)
     scaled_sizes = np.array(sizes, dtype=np.float64) * (unit or 1.0)
-    capacity = [t.memory * (unit or 1.0) if b else math.inf for t, b in zip(types, binds)]
+    capacity = [t.memory * (unit or 1.0) if b else math.inf for t, b in zip(types, binding_types)]
     if unit is None:
         scaled_sizes, capacity = _rounded_memory(sizes, capacity, total)
     mem = per_supernode(scaled_sizes)[:, None]

@@ -50,7 +50,7 @@ import numpy as np
 from placement.errors import LimitExceededError
 from placement.problem.components import strongly_connected
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import fits
+from placement.problem.memory_fit import which_bind
 from placement.problem.union_find import UnionFind
 
 DEFAULT_MAX_IDEALS = 200_000
@@ -217,8 +217,8 @@ def _zero_time_nodes(problem: Instance) -> list[bool]:
     on every device type (all supported) and memory that cannot matter (zero, or the whole graph fits
     in every device type's memory)."""
     nodes = problem.nodes
-    sizes = [v.memory for v in nodes]
-    memory_never_binds = all(fits(sizes, t.memory) for t in problem.device_types if t.count > 0)
+    memory_never_binds = not any(which_bind([v.memory for v in nodes],
+                                            [t.memory for t in problem.device_types if t.count > 0]))
     no_time = tuple(0.0 for _ in problem.device_types)   # every type supported, zero time on each
     return [v.times == no_time and (v.memory == 0 or memory_never_binds) for v in nodes]
 

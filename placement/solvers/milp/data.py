@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import decimal_sum, decimal_unit, fits
+from placement.problem.memory_fit import decimal_sum, decimal_unit, which_bind
 from placement.problem.units import exact_unit
 
 MEMORY_MAX_SCALED = 2.0 ** 53
@@ -236,11 +236,8 @@ class GroupData:
 
 def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
     """Per device type (positions ``types``), whether its memory bound is below the whole graph's
-    memory by the model's rule (:func:`placement.problem.memory_fit.fits`); a bound that the rule lets
-    the whole graph meet never binds, whatever a floating-point sum says (0.7 + 0.1 against
-    0.7999999999999999, which the sum equals but the sizes as written exceed)."""
-    sizes = [v.memory for v in problem.nodes]
-    return [not fits(sizes, problem.device_types[t].memory) for t in types]
+    memory by the model's rule (:func:`placement.problem.memory_fit.which_bind`)."""
+    return which_bind([v.memory for v in problem.nodes], [problem.device_types[t].memory for t in types])
 
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
