@@ -67,6 +67,30 @@ class UNet(nn.Module):
         return self.out(self.dec(torch.cat([self.up(low), skip], dim=1)))
 
 
+class Activations(nn.Module):
+    """The kernels an exporter writes as several ONNX nodes at the opsets without them: GELU (both
+    forms), SiLU, Mish, Hardswish, softplus, log-sigmoid, LayerNorm (below opset 17), RMSNorm."""
+
+    def __init__(self, width: int = 32, rms: bool = True) -> None:
+        super().__init__()
+        self.up = nn.Linear(16, width)
+        self.gelu = nn.GELU()
+        self.tanh_gelu = nn.GELU(approximate="tanh")
+        self.silu = nn.SiLU()
+        self.mish = nn.Mish()
+        self.hardswish = nn.Hardswish()
+        self.softplus = nn.Softplus()
+        self.log_sigmoid = nn.LogSigmoid()
+        self.norm = nn.LayerNorm(width)
+        self.rms = nn.RMSNorm(width) if rms else nn.Identity()
+        self.down = nn.Linear(width, 10)
+
+    def forward(self, x):
+        h = self.up(x)
+        h = self.hardswish(self.mish(self.silu(self.tanh_gelu(self.gelu(h)))))
+        return self.down(self.rms(self.norm(self.log_sigmoid(self.softplus(h)))))
+
+
 def _cases():
     torch.manual_seed(0)
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2,
@@ -78,6 +102,11 @@ def _cases():
         "unet": (UNet().eval(), (torch.randn(2, 3, 16, 16),), {"optimize": False}),
         "transformer": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),), {}),
         "encoder": (encoder.eval(), (torch.randn(2, 8, 32),), {}),  # dropout in evaluation: no operator
+        # the default opset has Gelu, Mish, HardSwish and LayerNormalization, but no SiLU, RMSNorm,
+        # thresholded softplus or log-sigmoid; opset 13 without dynamo has none of them
+        "activations": (Activations(), (torch.randn(4, 8, 16),), {}),
+        "activations-opset13": (Activations(rms=False), (torch.randn(4, 8, 16),),
+                                {"opset_version": 13, "dynamo": False}),
     }
 
 

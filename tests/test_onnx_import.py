@@ -201,6 +201,71 @@ def test_attention_pattern_is_one_fused_operator():
     assert graph.ops[0].module_path == ("attn",)
 
 
+def _scalar(name, value):
+    return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
+
+
+GELU_NODES = [helper.make_node("Div", ["X", "sqrt2"], ["d"], name="/act/Div"),
+              helper.make_node("Erf", ["d"], ["e"], name="/act/Erf"),
+              helper.make_node("Add", ["e", "one"], ["a"], name="/act/Add"),
+              helper.make_node("Mul", ["X", "a"], ["m"], name="/act/Mul"),
+              helper.make_node("Mul", ["m", "half"], ["Y"], name="/act/Mul_1")]
+GELU_SCALARS = [_scalar("sqrt2", 2 ** 0.5), _scalar("one", 1.0), _scalar("half", 0.5)]
+
+
+def test_a_decomposed_gelu_is_one_kernel_unless_a_piece_is_read_elsewhere():
+    """GELU below opset 20, as the exporters write it, on X [2, 8]: one pointwise kernel of torch's
+    8 FLOPs per element (128), reading X (64 B) and the three scalars (12 B) and writing Y (64 B):
+    140 B, where its five nodes alone would move 132 + 128 + 132 + 192 + 132 = 716 B."""
+    graph = graph_from_onnx(_graph(GELU_NODES, [("X", [2, 8])], ["Y"], GELU_SCALARS), "gelu")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [
+        ("Div+Erf+Add+Mul+Mul", "pointwise", 128.0, 140.0, 1)]
+    assert [s.op for s in graph.ops[0].operators] == ["gelu"]
+    # the Erf's result is also returned: it is written, so every node stays a kernel of its own
+    graph = graph_from_onnx(_graph(GELU_NODES, [("X", [2, 8])], ["Y", "e"], GELU_SCALARS), "gelu")
+    assert [op.target for op in graph.ops] == ["Div", "Erf", "Add", "Mul", "Mul"]
+
+
+def test_silu_needs_its_input_read_twice_and_scalars_only():
+    """Sigmoid then Mul is SiLU when the Mul reads the Sigmoid's input (one kernel: 5 FLOPs per element,
+    X and Y 64 B each); a Sigmoid scaled by a constant, or multiplied by a weight of many elements,
+    is two kernels."""
+    silu = [helper.make_node("Sigmoid", ["X"], ["s"], name="/act/Sigmoid"),
+            helper.make_node("Mul", ["X", "s"], ["Y"], name="/act/Mul")]
+    graph = graph_from_onnx(_graph(silu, [("X", [2, 8])], ["Y"]), "silu")
+    assert [(op.target, op.flops, op.bytes_moved) for op in graph.ops] == [("Sigmoid+Mul", 80.0, 128.0)]
+    scaled = [silu[0], helper.make_node("Mul", ["s", "c"], ["Y"], name="/act/Mul")]
+    graph = graph_from_onnx(_graph(scaled, [("X", [2, 8])], ["Y"], [_scalar("c", 3.0)]), "scaled")
+    assert [op.target for op in graph.ops] == ["Sigmoid", "Mul"]
+    weighted = [silu[0], helper.make_node("Mul", ["s", "W"], ["Z"], name="/act/Mul_1"),
+                helper.make_node("Mul", ["X", "Z"], ["Y"], name="/act/Mul_2")]
+    weight = numpy_helper.from_array(np.ones((2, 8), dtype=np.float32), "W")
+    graph = graph_from_onnx(_graph(weighted, [("X", [2, 8])], ["Y"], [weight]), "weighted")
+    assert [op.target for op in graph.ops] == ["Sigmoid", "Mul", "Mul"]
+
+
+def test_a_decomposed_layer_norm_is_one_normalisation_with_its_affine_epilogue():
+    """LayerNorm below opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div), then its weight and
+    bias, on X [2, 8]: one normalisation of 5 FLOPs per element (80), reading X 64 B, the two scalars
+    8 B, weight and bias 32 B each, writing 64 B: 200 B; the weight and bias are its parameters."""
+    nodes = [helper.make_node("ReduceMean", ["X"], ["mu"], name="/ln/ReduceMean", axes=[-1]),
+             helper.make_node("Sub", ["X", "mu"], ["c"], name="/ln/Sub"),
+             helper.make_node("Pow", ["c", "two"], ["sq"], name="/ln/Pow"),
+             helper.make_node("ReduceMean", ["sq"], ["var"], name="/ln/ReduceMean_1", axes=[-1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"], name="/ln/Add"),
+             helper.make_node("Sqrt", ["ve"], ["sd"], name="/ln/Sqrt"),
+             helper.make_node("Div", ["c", "sd"], ["n"], name="/ln/Div"),
+             helper.make_node("Mul", ["n", "G"], ["g"], name="/ln/Mul"),
+             helper.make_node("Add", ["g", "B"], ["Y"], name="/ln/Add_1")]
+    inits = [_scalar("two", 2.0), _scalar("eps", 1e-5), numpy_helper.from_array(np.ones(8, dtype=np.float32), "G"),
+             numpy_helper.from_array(np.zeros(8, dtype=np.float32), "B")]
+    graph = graph_from_onnx(_graph(nodes, [("X", [2, 8])], ["Y"], inits), "ln")
+    assert [(op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [("norm", 80.0, 200.0)]
+    assert [(p.name, p.trainable) for p in graph.ops[0].params] == [("two", False), ("eps", False), ("G", True),
+                                                                  ("B", True)]
+    assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
+
+
 def test_an_epilogue_fuses_only_a_result_nobody_else_reads():
     bias = numpy_helper.from_array(np.ones(8, dtype=np.float32), "B")
     weight = numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W")

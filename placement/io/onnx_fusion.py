@@ -19,6 +19,21 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
 
+* **Decomposed kernels**: where ONNX (at the file's opset) has no operator for a PyTorch
+  kernel, the exporters write it as pointwise nodes of its one input (:data:`DECOMPOSITIONS`):
+  GELU as ``Div``, ``Erf``, ``Add``, ``Mul``, ``Mul`` below opset 20 (its tanh form with ``Pow``
+  or ``Mul`` nodes and ``Tanh``), SiLU as ``Sigmoid`` and ``Mul``, Mish as ``Softplus``, ``Tanh``
+  and ``Mul`` and Hardswish as ``HardSigmoid`` and ``Mul`` at the opsets without them, softplus
+  as ``Softplus``, ``Greater`` and ``Where``, log-sigmoid as ``Sigmoid`` and ``Log``, layer
+  normalisation below opset 17 as ``ReduceMean``, ``Sub``, ``Pow``, ``ReduceMean``, ``Add``,
+  ``Sqrt``, ``Div``, and RMS normalisation as ``Pow``, ``ReduceMean``, ``Add``, ``Sqrt``,
+  ``Reciprocal``, ``Mul``. Such nodes are one group of the kernel's name (``operator``) when
+  they are exactly one decomposition's node types, read one tensor besides constants of one
+  element (and integer axes), by at least as many of them as the decomposition reads it
+  with, and write one tensor of its size that nothing else of theirs is read by. A
+  normalisation takes its affine ``Mul`` and ``Add`` as any other. A hand-written
+  ``x * torch.sigmoid(x)`` is the same nodes, and is read as PyTorch's SiLU kernel.
+
 A node joins a group only when every tensor it takes from the group is read by it alone
 (and is not a graph output), and a group is formed only when no other output of its nodes
 but the last is read outside it or returned (a ``Split`` passes one of its outputs on to a
@@ -28,8 +43,9 @@ of a group is needed elsewhere.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 #: Kinds whose result an elementwise parameter operand can be fused into.
 EPILOGUE_ANCHORS = frozenset({"matmul", "conv", "norm"})
@@ -51,10 +67,14 @@ class FusionNode:
 
 @dataclass
 class Group:
-    """Nodes (positions, in order) run as one operator of ``kind``; ``exit`` writes its result."""
+    """Nodes (positions, in order) run as one operator of ``kind``; ``exit`` writes its result. The
+    first ``core`` members are the operator, the rest its epilogue; ``operator`` names the PyTorch
+    kernel a decomposition stands for (``None``: the kernel of its first member that is no view)."""
 
     members: list[int]
     kind: str
+    operator: str | None = None
+    core: int = 1
 
     @property
     def exit(self) -> int:
@@ -62,10 +82,46 @@ class Group:
         return self.members[-1]
 
 
+@dataclass(frozen=True)
+class Decomposition:
+    """A PyTorch kernel of one input as an exporter writes it: ``operator``, its cost ``kind``, the
+    node types it is written with and how many of them read its input (at least)."""
+
+    operator: str
+    kind: str
+    nodes: tuple[tuple[str, int], ...]
+    input_readers: int
+
+
+def _decomposition(operator: str, kind: str, input_readers: int, **nodes: int) -> Decomposition:
+    return Decomposition(operator, kind, tuple(sorted(nodes.items())), input_readers)
+
+
+#: The decompositions the exporters write (module docstring).
+DECOMPOSITIONS = (
+    _decomposition("gelu", "pointwise", 2, Div=1, Erf=1, Add=1, Mul=2),
+    _decomposition("gelu", "pointwise", 2, Erf=1, Add=1, Mul=3),
+    _decomposition("gelu", "pointwise", 2, Pow=1, Mul=4, Add=2, Tanh=1),
+    _decomposition("gelu", "pointwise", 2, Mul=6, Add=2, Tanh=1),
+    _decomposition("silu", "pointwise", 2, Sigmoid=1, Mul=1),
+    _decomposition("mish", "pointwise", 2, Softplus=1, Tanh=1, Mul=1),
+    _decomposition("hardswish", "pointwise", 2, HardSigmoid=1, Mul=1),
+    _decomposition("softplus", "pointwise", 2, Softplus=1, Greater=1, Where=1),
+    _decomposition("log_sigmoid", "pointwise", 1, Sigmoid=1, Log=1),
+    _decomposition("layer_norm", "norm", 2, ReduceMean=2, Sub=1, Pow=1, Add=1, Sqrt=1, Div=1),
+    _decomposition("rms_norm", "norm", 2, Pow=1, ReduceMean=1, Add=1, Sqrt=1, Reciprocal=1, Mul=1),
+)
+DECOMPOSED_OPS = frozenset(op for d in DECOMPOSITIONS for op, _ in d.nodes)
+LARGEST_DECOMPOSITION = max(sum(n for _, n in d.nodes) for d in DECOMPOSITIONS)
+
+
 def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[str],
-         axis_parameters: set[str] | None = None) -> list[Group]:
+         axis_parameters: set[str] | None = None, scalars: set[str] | None = None,
+         elements: Mapping[str, int] | None = None) -> list[Group]:
     """The groups of ``nodes`` (module docstring), ordered by their exit; every node in exactly one.
-    ``axis_parameters`` are the parameters of one axis, which an epilogue may read (default: all)."""
+    ``axis_parameters`` are the parameters of one axis, which an epilogue may read (default: all);
+    ``scalars`` the parameters a decomposition may read (default: all); ``elements`` the tensors'
+    element counts, by which a decomposition writes a tensor of its input's size (default: not checked)."""
     vectors = parameters if axis_parameters is None else axis_parameters
     producer = {t: i for i, node in enumerate(nodes) for t in node.outputs if t}
     readers: dict[str, list[int]] = {}
@@ -91,6 +147,15 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
 
+    for last in reversed(range(len(nodes))):
+        if last not in group_of:
+            found = _decomposed(nodes, last, producer, readers, parameters,
+                                parameters if scalars is None else scalars, graph_outputs, group_of, elements)
+            if found is not None:
+                members, decomposition = found
+                group = Group(members, decomposition.kind, decomposition.operator, len(members))
+                group_of.update(dict.fromkeys(members, group))
+
     for i, node in enumerate(nodes):
         if i in group_of:
             continue
@@ -113,9 +178,50 @@ EPILOGUES = {"matmul": ("Add",), "conv": ("Add",), "norm": ("Mul", "Add")}
 
 def _takes(nodes: Sequence[FusionNode], group: Group, op_type: str) -> bool:
     """Whether ``group`` takes one more epilogue ``op_type`` (:data:`EPILOGUES`, each at most once, in order)."""
-    taken = [nodes[m].op_type for m in group.members[1:] if nodes[m].kind != "view"]
+    taken = [nodes[m].op_type for m in group.members[group.core:] if nodes[m].kind != "view"]
     allowed = EPILOGUES.get(group.kind, ())
     return op_type in allowed[allowed.index(taken[-1]) + 1 if taken else 0:]
+
+
+def _decomposed(nodes: Sequence[FusionNode], last: int, producer: dict[str, int], readers: dict[str, list[int]],
+                parameters: set[str], scalars: set[str], graph_outputs: set[str], grouped: dict[int, Group],
+                elements: Mapping[str, int] | None) -> tuple[list[int], Decomposition] | None:
+    """The nodes ending at ``last`` that are one of :data:`DECOMPOSITIONS` (module docstring), and which.
+
+    From ``last`` back, the producer of a value the nodes read (the latest first) joins them once
+    every reader of its result is among them, until they read one tensor besides parameters and
+    their node types are a decomposition's, or no producer can join."""
+    if nodes[last].op_type not in DECOMPOSED_OPS or len(nodes[last].outputs) != 1:
+        return None
+    members = {last}
+    while len(members) <= LARGEST_DECOMPOSITION:
+        read = {t for m in members for t in nodes[m].inputs if t and producer.get(t) not in members}
+        if any(t in parameters and t not in producer and t not in scalars for t in read):
+            return None
+        values = [t for t in read if t not in parameters or t in producer]
+        if len(values) == 1:
+            decomposition = _which_decomposition(nodes, members, values[0], elements, nodes[last].outputs[0])
+            if decomposition is not None:
+                return sorted(members), decomposition
+        joining = [p for p in (producer.get(t) for t in values)
+                   if p is not None and p not in grouped and nodes[p].op_type in DECOMPOSED_OPS
+                   and all(t not in graph_outputs and members.issuperset(readers.get(t, ()))
+                           for t in nodes[p].outputs if t)]
+        if not joining:
+            return None
+        members.add(max(joining))
+    return None
+
+
+def _which_decomposition(nodes: Sequence[FusionNode], members: set[int], value: str,
+                         elements: Mapping[str, int] | None, result: str) -> Decomposition | None:
+    """The decomposition whose node types ``members`` are, reading ``value`` often enough and
+    writing ``result`` of its size, if any."""
+    types = tuple(sorted(Counter(nodes[m].op_type for m in members).items()))
+    if elements is not None and elements.get(value) != elements.get(result):
+        return None
+    input_readers = sum(value in nodes[m].inputs for m in members)
+    return next((d for d in DECOMPOSITIONS if d.nodes == types and input_readers >= d.input_readers), None)
 
 
 def _activation(node: FusionNode, parameters: set[str], producer: dict[str, int]) -> str | None:

@@ -119,6 +119,8 @@ for _kind, _names in {
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
+#: FLOPs per element of the PyTorch kernels an exporter decomposes (placement.io.onnx_fusion; 1 unless listed).
+DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
 FUSED_FLOP_KINDS = frozenset({"matmul", "conv", "norm"})
 #: Per fused kind, the member kinds whose operator shapes the fused operator lists (others are folded in).
@@ -549,7 +551,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     data = set(params) | constants
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
                   data, {v.name for v in model.graph.output},
-                  {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1})
+                  {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1},
+                  {t for t in data if t in table and (table[t].numel <= 1 or not table[t].floating)},
+                  {t: info.numel for t, info in table.items()})
     producers: dict[str, tuple[int, int]] = {}
     graph_inputs = {value.name for value in model.graph.input}
     model_inputs = tuple(value.name for value in model.graph.input if value.name not in params and value.name in table)
@@ -594,13 +598,19 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         moved = bytes_moved(group.kind, read_bytes, int_read_bytes, float(sum(outputs)))
         unknown.update(m.label for m in members if m.kind == "unknown")
         anchor = last if group.kind == "attention" else next((m for m in members if m.kind != "view"), last)
-        flops = anchor.flops if len(members) == 1 else sum(m.flops for m in members if m.kind in FUSED_FLOP_KINDS)
+        if group.operator is not None:   # a decomposed kernel: costed as PyTorch's, on its result's elements
+            core = members[group.core - 1].outs[0].numel
+            flops = (NORM_FLOPS if group.kind == "norm" else DECOMPOSED_FLOPS.get(group.operator, 1)) * core
+            operators = shapes.elementwise(group.kind, group.operator, core, core)
+        else:
+            flops = anchor.flops if len(members) == 1 else sum(m.flops for m in members if m.kind in FUSED_FLOP_KINDS)
+            operators = tuple(s for m in members for s in m.operators
+                              if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,)))
         path = paths[group.members[members.index(anchor)]]
         label = "+".join(m.label for m in members)
         index = len(ops)
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
-                      tuple(used_params), path, path, tuple(s for m in members for s in m.operators
-                                                            if m.kind in FUSED_SHAPE_KINDS.get(group.kind, (m.kind,))),
+                      tuple(used_params), path, path, operators,
                       tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs),
                       repeated=tuple(repeated)))
         for j, t in enumerate(last.node.output):

@@ -128,7 +128,8 @@ CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros",
 POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "hardtanh", "silu", "mish",
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
                       "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "upsample_nearest2d",
-                      "upsample_bilinear2d", "relu6", "hardswish", "hardsigmoid", "leaky_relu"}
+                      "upsample_bilinear2d", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "log_sigmoid",
+                      "log_sigmoid_forward"}
 DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
 POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
