@@ -330,7 +330,15 @@ def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
             h = self.a(x)
             return self.b(h[h.sum(-1) > 0])
 
-    for model, hop in ((NoGrad(), "wrap_with_set_grad_enabled"), (Cond(), "cond")):
+    class VmapNoGrad(NoGrad):  # a vmap region is traced through, but never a torch.no_grad beside it
+        def forward(self, x):
+            h = torch.vmap(lambda row: row * row.sum())(self.a(x))
+            with torch.no_grad():
+                h = self.b(h)
+            return h
+
+    for model, hop in ((NoGrad(), "wrap_with_set_grad_enabled"), (Cond(), "cond"),
+                       (VmapNoGrad(), "wrap_with_set_grad_enabled")):
         with pytest.raises(InvalidParameterError, match=rf"^model {type(model).__name__} cannot be costed: its "
                                                         rf"forward holds a region that torch.export writes as the "
                                                         rf"higher-order operator {hop} \(torch.no_grad, "):

@@ -185,6 +185,54 @@ def test_chained_stages_compute_the_model_and_its_gradients(granularity):
         assert torch.allclose(summed[k], p.grad, rtol=1e-4, atol=1e-6), k
 
 
+class VmapMask(nn.Module):
+    """A causal mask built as recent ``transformers`` builds it: nested ``torch.vmap`` over positions,
+    indexing a tensor inside (``torch.export`` writes functorch's calls and ``flat_apply``), then
+    BatchNorm in training mode and masked attention."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.norm, self.out = nn.Linear(8, 8), nn.BatchNorm1d(6), nn.Linear(8, 4)
+
+    def forward(self, x):
+        from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+
+        position = torch.ones(x.shape[1], dtype=torch.long).cumsum(0)
+        index = torch.arange(x.shape[1])
+        with TransformGetItemToIndex():
+            mask = torch.vmap(torch.vmap(lambda i, j: position[i] >= position[j], (None, 0)), (0, None))(index, index)
+        h = self.norm(self.q(x))
+        scores = (h @ h.transpose(-1, -2)).masked_fill(~mask, float("-inf")).softmax(-1)
+        return self.out(scores @ h)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_a_vmap_region_is_traced_through_and_the_stages_compute_the_model(stages):
+    # the vmap's plumbing would fail at run time where a stage boundary cut it; traced to ATen
+    # operators, any split computes the model, its gradients and its BatchNorm statistics
+    torch.manual_seed(0)
+    model, x = VmapMask().train(), torch.randn(2, 6, 8)
+    reference = VmapMask().train()
+    reference.load_state_dict(model.state_dict())
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
+    assert pp.num_stages == stages
+    out, modules = chained(pp, (x,))
+    expected = reference(x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    summed: dict[str, torch.Tensor] = {}
+    for module in modules:
+        for k, p in module.named_parameters():
+            summed[k] = summed.get(k, 0) + p.grad
+    assert sorted(summed) == sorted(k for k, _ in reference.named_parameters())
+    for k, p in reference.named_parameters():
+        assert torch.allclose(summed[k], p.grad, rtol=1e-4, atol=1e-6), k
+    buffers = {k: b for module in modules for k, b in module.named_buffers()}
+    for k, b in reference.named_buffers():
+        assert torch.equal(buffers[k], b), k
+
+
 def test_a_full_checkpoint_loads_stage_by_stage():
     model, args, _ = case("unet")
     pp = plan_pipeline(model, micro(args, 0), devices="epyc-7763:4", stages=4)

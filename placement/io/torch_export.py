@@ -11,9 +11,14 @@ operator; its output sizes come from that value, the module calls enclosing it f
 ``node.meta["nn_module_stack"]``, and the parameters and buffers it reads from the graph
 signature. ``getitem`` nodes select an output of the operator they read and are not
 operators themselves. Nodes without a tensor value (shape queries, assertions) are not
-operators either; a dependency through one is kept as a 0-byte dependency. A model is
-refused when its graph holds a higher-order operator (``torch.no_grad``, ``torch.autocast``
-and ``torch.cond`` regions: the operators inside are not in this graph) or a shape that depends
+operators either; a dependency through one is kept as a 0-byte dependency. A ``torch.vmap``
+region (functorch's calls that open and close it, and ``flat_apply`` inside it, as in the
+causal masks of recent ``transformers``) is traced through to the batched ATen operators it
+runs (``run_decompositions`` without decompositions; in-place operators then take their
+functional forms), so that its operators are costed and a stage boundary may fall anywhere in
+it. A model is refused when its graph holds another higher-order operator (``torch.no_grad``,
+``torch.autocast`` and ``torch.cond`` regions: the operators inside are not in this graph, and
+tracing through them would lose what they do to gradients and types) or a shape that depends
 on the data (``nonzero``, a boolean mask): neither can be costed.
 
 FLOPs (one multiply-add = 2 FLOPs; bias additions not counted), with ``out`` the output
@@ -165,7 +170,36 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
                                                  f"raised {type(exc).__name__}: {first}") from None
         held.keep = True
-    return program
+    return _without_regions(program, type(model).__name__, torch)
+
+
+#: what ``torch.export`` writes for a ``torch.vmap`` region: functorch's calls that open and close
+#: it, and the higher-order operator that applies a function inside it
+VMAP_CALLS = frozenset({"lazy_load_decompositions", "_vmap_increment_nesting", "_vmap_decrement_nesting",
+                        "_add_batch_dim", "_remove_batch_dim"})
+VMAP_OPERATORS = frozenset({"flat_apply"})
+
+
+def _without_regions(program: Any, name: str, torch: Any) -> Any:
+    """``program``, or where it holds ``torch.vmap`` regions (:data:`VMAP_CALLS`, as in the attention
+    masks of recent ``transformers``) and no other higher-order operator, the same program traced
+    through them to ATen operators (``run_decompositions`` with no decomposition: operators are
+    kept, a region's inside becomes batched operators of the graph, and in-place operators their
+    functional forms). Another higher-order operator (``torch.no_grad``, ``torch.autocast``,
+    ``torch.cond``) is never traced through, which would drop what it does to gradients or types:
+    it is refused where it is read."""
+    calls = [node.target for node in program.graph.nodes
+             if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload)
+             and node.target is not operator.getitem]
+    if not calls or not all(target.name() in VMAP_OPERATORS if isinstance(target, torch._ops.HigherOrderOperator)
+                            else getattr(target, "__name__", None) in VMAP_CALLS for target in calls):
+        return program
+    with _held_diagnostics(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return program.run_decompositions(decomp_table={})
+        except Exception:   # the region stays, and is refused with its name by graph_from_program
+            return program
 
 
 class _Held:
