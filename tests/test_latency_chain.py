@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import placement
 from placement.errors import InvalidParameterError
 from placement.io.tarnawski import read_instance
 from placement.plan import DeviceAssignment, Plan
@@ -41,6 +42,20 @@ def test_memory_chain_by_hand():
     assert found.stats["sequential_sum"] == 13.0
     assert found.plan == Plan((DeviceAssignment(A, (1,)), DeviceAssignment(C, (2,)), DeviceAssignment(A, (3,))))
     assert brute_force_latency(problem).objective == 13.0
+
+
+@pytest.mark.parametrize("method", ["latency-chain", "latency-dp-split", "latency-greedy"])
+def test_counts_far_above_the_nodes_are_solved_as_the_node_count(method):
+    """memory-chain.json (3 nodes) with 10^9 accelerators and, for the greedy, 10^9 calls each: a
+    count above the node count is solved as that number (three accelerators, or calls, are all a
+    plan can use), plan and bound alike; the bounds' tables were once sized by the count itself
+    (37 GiB for 10^9 accelerators)."""
+    problem = read_instance(TINY / "memory-chain.json")
+    calls = 10 ** 9 if method == "latency-greedy" else 1
+    huge = placement.solve(problem, method=method, objective="latency", accelerators=10 ** 9, calls=calls)
+    few = placement.solve(problem, method=method, objective="latency", accelerators=3, calls=min(calls, 3))
+    assert (huge.status, huge.value, huge.bound, huge.plan) == (few.status, few.value, few.bound, few.plan)
+    assert huge.bound > 0
 
 
 def diamond(accelerators: int) -> Instance:

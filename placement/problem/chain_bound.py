@@ -116,6 +116,7 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     if groups is None:
         return ChainBound(None, why=why)
     g = len(groups)
+    k = min(k, g)   # a chain of blocks holds at most one call per group
     gsucc = _group_graph(group_of, g, succ)
     ideals = _ideals(g, gsucc, max_ideals)
     if ideals is None:

@@ -74,7 +74,7 @@ def least_sum(n: int, accelerators: int, accelerator_runs: RunsFrom, cpu_runs: R
     """The DP ``D[a][j]`` of the module docstring over ``n`` units for any run durations:
     ``accelerator_runs(i)`` and ``cpu_runs(i)`` give the ends and durations of the runs from unit
     ``i``; ``budget`` pays one join per run. ``None`` when no runs cover the units."""
-    k = max(0, accelerators)
+    k = max(0, min(accelerators, n))   # each run covers a unit: more accelerators than units go unused
     D = np.full((k + 1, n + 1), math.inf)
     D[0, 0] = 0.0
     came = np.full((k + 1, n + 1), -1, dtype=np.int64)   # start of the last run
