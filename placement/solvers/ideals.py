@@ -246,29 +246,52 @@ def _merge_zero_cost(problem: Instance, classes: list[list[int]], class_of: list
             h_preds[d].add(c)
             preds[d].add(c)
             succs[c].add(d)
-    groups: dict[int, list[int]] = {}
+    # per group (keyed by its root): its neighbours as class ids, mapped to their roots when read (a
+    # group's sets are merged, never rebuilt from its members: a long zero chain merges in linear time)
+    p_of: dict[int, set[int]] = {}
+    s_of: dict[int, set[int]] = {}
+    hp_of: dict[int, set[int]] = {}
+    all_eligible: dict[int, bool] = {}
+    all_zero_cost: dict[int, bool] = {}
     for c in range(len(classes)):
-        groups.setdefault(uf.find(c), []).append(c)
+        r = uf.find(c)
+        p_of.setdefault(r, set()).update(preds[c])
+        s_of.setdefault(r, set()).update(succs[c])
+        hp_of.setdefault(r, set()).update(h_preds[c])
+        all_eligible[r] = all_eligible.get(r, True) and eligible[c]
+        all_zero_cost[r] = all_zero_cost.get(r, True) and zero_cost[c]
+
+    def roots(neighbours: dict[int, set[int]], c: int) -> set[int]:
+        """The groups next to group ``c`` in ``neighbours``, stored back as roots."""
+        found = {uf.find(x) for x in neighbours[c]}
+        found.discard(c)
+        neighbours[c] = found
+        return found
+
     merges = 0
     changed = True
     while changed:
         changed = False
-        for c in list(groups):
-            group = groups.get(c)
-            if group is None or not all(eligible[x] for x in group):
+        for c in list(p_of):
+            if c not in p_of or not all_eligible[c]:
                 continue
-            p = {uf.find(x) for g in group for x in preds[g]} - {c}
-            s = {uf.find(x) for g in group for x in succs[g]} - {c}
-            hp = {uf.find(x) for g in group for x in h_preds[g]} - {c}
+            p, s, hp = roots(p_of, c), roots(s_of, c), roots(hp_of, c)
             target = None
-            if len(p) == 1 and hp == p and all(zero_cost[x] for x in group):
+            if len(p) == 1 and hp == p and all_zero_cost[c]:
                 target = next(iter(p))
             elif len(p | s) == 1:
                 target = next(iter(p | s))
             if target is not None:
                 root = uf.union(c, target)
                 other = target if root == c else c
-                groups[root] = groups.pop(root) + groups.pop(other)
+                for neighbours in (p_of, s_of, hp_of):
+                    kept, gone = neighbours[root], neighbours.pop(other)
+                    if len(kept) < len(gone):
+                        kept, gone = gone, kept
+                    kept |= gone
+                    neighbours[root] = kept
+                all_eligible[root] = all_eligible.pop(other) and all_eligible[root]
+                all_zero_cost[root] = all_zero_cost.pop(other) and all_zero_cost[root]
                 merges += 1
                 changed = True
     return merges
