@@ -426,3 +426,97 @@ def test_a_training_plan_whose_value_skips_a_stage_is_no_split_for_torchs_pipeli
     # a value that skips a stage but carries no gradient back (a constant, a mask) is runnable
     frozen = layout(GPT, training=True, edges=edges, no_gradient={(0, 11)})
     assert split_points(frozen, p) == ["h.1", "h.2"]
+
+
+def _prealloc():
+    """A tensor filled by slice assignment (the copy_ of each write into a zeros tensor), then read."""
+    import torch
+    from torch import nn
+
+    class Prealloc(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(16, 8)
+
+        def forward(self, x):
+            out = torch.zeros(x.shape[0], 16)
+            out[:, :8] = torch.relu(self.a(x))
+            out[:, 8:] = torch.tanh(self.b(x))
+            return self.c(out)
+
+    torch.manual_seed(0)
+    return Prealloc(), (torch.randn(4, 8),)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_the_import_keeps_in_place_writes_and_their_readers_on_one_stage(training):
+    """The writes into ``out`` (``copy_``) read ``relu`` and ``tanh``, and ``c`` reads ``out`` itself
+    (``zeros``): no edge orders the writes before ``c``, and every solver was free to run ``c``
+    first (the split program then read zeros, 90% off). The import puts ``zeros``, its slices and
+    the writes into them in one colour class, as plan_pipeline does: ``c`` follows ``zeros``, so
+    every plan of the instance runs it after the writes."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    import placement
+    from placement.costmodel.roofline import make_platform
+    from placement.io.exporters import pipe_split_module
+    from placement.io.torch_export import import_torch
+
+    model, args = _prealloc()
+    imported = import_torch(model, args, platform=make_platform("h100", "epyc-7763", 0, 2), training=training,
+                            granularity="operator")
+    ids = {n["name"]: n["id"] for n in imported.instance["nodes"]}
+    colour = {n["id"]: n.get("colorClass", n["id"]) for n in imported.instance["nodes"]}
+    assert imported.instance["about"]["written_activations"] == {
+        "zeros": [ids[name] for name in ("zeros", "slice_1", "copy_", "slice_2", "copy__1")]}
+    assert len({colour[ids[name]] for name in ("zeros", "slice_1", "copy_", "slice_2", "copy__1")}) == 1
+    result = placement.solve(imported.problem, stages=2)
+    assert result.status == "optimal"
+    gm = pipe_split_module(imported.source, layout_from_instance(imported.instance), result.to_plan())
+    assert torch.equal(gm(*args), model(*args))
+
+
+def test_a_stage_that_writes_into_what_it_receives_writes_into_a_copy():
+    """``total += layer(h)`` with the layers on two stages: torch's stages receive ``total`` as a leaf
+    that requires a gradient, and autograd refuses to write into one. The split program copies it
+    at the boundary; the stage then runs, forward and backward, as the model does."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+    from torch.distributed.pipelining import pipeline
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.exporters import pipe_split_module
+    from placement.io.torch_export import import_torch
+
+    class Accumulate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+        def forward(self, x):
+            total, h = x * 1.0, x
+            for layer in self.layers:
+                total += layer(h)
+                h = torch.tanh(total)
+            return total
+
+    torch.manual_seed(0)
+    model, x = Accumulate(), torch.randn(4, 8)
+    imported = import_torch(model, (x,), platform=make_platform("h100", "epyc-7763", 2, 0), training=True)
+    ops = [op for node in layout_from_instance(imported.instance).nodes for op in node.ops]
+    cut = ops.index("linear_2")   # layers 0 and 1 on stage 0, layers 2 and 3 (and their adds) on stage 1
+    forward = [n["id"] for n in imported.instance["nodes"] if not n["isBackwardNode"]]
+    first, second = forward[:cut], forward[cut:]
+    mates = {n["id"]: n["colorClass"] for n in imported.instance["nodes"] if n["isBackwardNode"]}
+    p = Plan(tuple(DeviceAssignment("accelerator", tuple(part + [b for b, f in mates.items() if f in part]))
+                   for part in (first, second)))
+    pipe = pipeline(pipe_split_module(imported.source, layout_from_instance(imported.instance), p), mb_args=(x,))
+    received = tuple(t.detach().requires_grad_() for t in pipe.get_stage_module(0)(x))
+    out = pipe.get_stage_module(1)(*received)
+    expected = model(x)
+    assert torch.allclose(out, expected)
+    out.sum().backward()
+    expected.sum().backward()
+    assert all(t.grad is not None for t in received)
+    stage = dict(pipe.get_stage_module(1).named_parameters())
+    checked = [torch.allclose(stage[k].grad, p.grad) for k, p in model.named_parameters() if k in stage]
+    assert checked and all(checked)

@@ -411,6 +411,35 @@ def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
 
+def _copy_what_stages_write_into(graph: Any, movable: list[Any], stage: dict[Any, int], stages: int) -> list[Any]:
+    """Where stage ``s`` writes in place into a floating-point value an earlier stage made (or into a
+    view of it), a copy of the value that stage ``s`` and the later stages read instead: a stage
+    receives its inputs as leaves that require a gradient, which autograd refuses to write into.
+    The operators of the graph, in order, with the copies."""
+    import torch
+
+    from placement.torch.contiguity import written_in_place
+
+    added = False
+    for s in range(1, stages):
+        here = [n for n in graph.nodes if stage.get(n) == s]
+        received = dict.fromkeys(a for n in here for a in n.all_input_nodes
+                                 if a.op != "get_attr" and stage.get(a, 0) < s)
+        for value in received:
+            example = value.meta.get("val")
+            if not (isinstance(example, torch.Tensor) and example.is_floating_point() and written_in_place(value, here)):
+                continue
+            with graph.inserting_after(value):
+                copy = graph.call_function(torch.ops.aten.clone.default, (value,))
+            copy.meta = dict(value.meta)
+            stage[copy] = s
+            for user in list(value.users):
+                if user is not copy and stage.get(user, -1) >= s:
+                    user.replace_input_with(value, copy)
+            added = True
+    return [n for n in graph.nodes if n in stage] if added else movable
+
+
 def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = False) -> Any:
     """The exported program as a ``GraphModule`` reordered stage by stage, with ``pipe_split()`` between stages.
 
@@ -460,6 +489,8 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
         if late:
             refuse("pipe-split", f"it is no pipeline: operator {n.name!r} would run in stage {stage[n]}, before "
                                  f"its input {late[0].name!r} in stage {stage[late[0]]}")
+    if not relayed:
+        movable = _copy_what_stages_write_into(graph, movable, stage, len(parts))
     order = [n for n in graph.nodes if n.op in ("placeholder", "get_attr")]
     anchor = order[-1] if order else None
     for s in range(len(parts)):

@@ -793,4 +793,21 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     """
     program = export_program(model, args, kwargs)
     graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
-    return build(group_ops(graph, granularity, module_depth), platform, training, source=program, operators=operators)
+    imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
+                     operators=operators)
+    return _with_writes_in_place(imported, program)
+
+
+def _with_writes_in_place(imported: ImportedModel, program: Any) -> ImportedModel:
+    """``imported`` with each group of nodes that must share a stage because the program writes a
+    tensor in place (:func:`placement.torch.state.in_place_groups`: a buffer and its readers, a write
+    into an activation and what it is ordered against) in one colour class, so that every solver
+    keeps the program's order and ``pipe_split_module`` can split its plans."""
+    from placement.io.tarnawski import parse_instance
+    from placement.torch.state import in_place_groups, keep_written_buffers_together
+
+    readers, activations = in_place_groups(program, imported.graph)
+    if not readers and not activations:
+        return imported
+    instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations)
+    return replace(imported, instance=instance, problem=parse_instance(instance, imported.problem.name))

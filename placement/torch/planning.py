@@ -209,8 +209,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.partition import canonical_names, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.sharing import charge_gradient_exchange
-    from placement.torch.state import (buffer_readers, keep_written_buffers_together, shared_storage, together_note,
-                                       written_activations, written_state)
+    from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
     torch = require_torch()
     if not isinstance(args, (tuple, list)):
@@ -256,10 +255,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                              "writes one of them in place; every stage copies each parameter and "
                                              "buffer on its own, so the copies would drift apart: register one of "
                                              "them and take the others as views of it in forward")
-    readers = buffer_readers(imported.graph, written)
-    # and the writes into an activation stay ordered against its readers
-    activations = buffer_readers(imported.graph, written_activations(imported.source))
-    if readers or activations:   # one stage holds state the model writes in place, and what reads it
+    # one stage holds state the model writes in place and what reads it, and a write into an
+    # activation and what is ordered against it: the import's colour classes, which the exchange
+    # nodes join
+    about = imported.instance["about"]
+    readers = {name: tuple(nodes) for name, nodes in about.get("written_buffers", {}).items()}
+    activations = {name: tuple(nodes) for name, nodes in about.get("written_activations", {}).items()}
+    if readers or activations:
         instance = keep_written_buffers_together(instance, imported.graph, readers, activations)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
         problem = parse_instance(instance, imported.problem.name)

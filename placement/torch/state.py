@@ -202,6 +202,14 @@ def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers:
     return {**instance, "about": about, "nodes": nodes}
 
 
+def in_place_groups(program: Any, pg: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+    """The forward nodes of ``pg`` (imported from ``program``) that must share a stage: per parameter
+    or buffer the program writes in place, its readers (:func:`written_state`), and per activation
+    it writes in place, the nodes ordered against the write (:func:`written_activations`), each
+    through :func:`buffer_readers`."""
+    return buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program))
+
+
 def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
                   activations: Mapping[str, tuple[int, ...]] | None = None) -> str:
     """Why some nodes share a stage, for a message when no plan fits."""
