@@ -233,3 +233,30 @@ def test_a_device_filled_exactly_is_no_obstacle_to_the_packing_bound(backend, co
     assert placement.solve(instance, contiguity="stages").value == (12.0 if contiguity == "sets" else 11.0)
     result = placement.solve(instance, method="milp", contiguity=contiguity, backend=backend, time_limit=30)
     assert (result.status, result.value, result.bound) == ("optimal", 2.0, 2.0)
+
+
+def memory_edge() -> dict:
+    """Seven nodes, memory 10⁷ per accelerator (2) and sizes 5·10⁶ and 20, one CPU. Its ``stages``
+    optimum is 15 (the DP's, below): accelerator {1, 2} (load 1 + 2 + out 1, 2: 4 + 3 = 10,
+    memory 5,000,020), accelerator {4, 5} (in 1, 2: 7 + 8 = 15), CPU {3, 6, 7} (3 + 4 + 1 = 8)."""
+    times = {1: (1, 0, 20.0), 2: (2, 13, 5e6), 3: (0, 3, 5e6), 4: (8, 26, 0.0), 5: (0, 8, 5e6), 6: (8, 4, 5e6),
+             7: (0, 1, 5e6)}
+    edges = [(1, 2, 4), (1, 3, 4), (1, 4, 4), (2, 4, 3), (2, 5, 3), (2, 6, 3), (3, 6, 1), (3, 7, 1), (4, 5, 0),
+             (5, 6, 0)]
+    return {"maxSizePerFPGA": 1e7, "maxFPGAs": 2, "maxCPUs": 1,
+            "nodes": [{"id": i, "isBackwardNode": 0, "size": size, "supportedOnFpga": 1, "fpgaLatency": acc,
+                       "cpuLatency": cpu} for i, (acc, cpu, size) in times.items()],
+            "edges": [{"sourceId": a, "destId": b, "cost": c} for a, b, c in edges]}
+
+
+@needs("highs")
+def test_a_claim_of_a_run_without_a_start_is_checked_against_a_plan_found_after_it():
+    """HiGHS, started from nothing, proved a plan of 16 optimal here (its memory rows hold
+    coefficients 2·10⁻⁶ and 0.5 of the bound; no option of HiGHS's avoided it). Without a start,
+    the default warm start is found after the solve, and its plan of 15 refutes the claim."""
+    problem = placement.load(memory_edge())
+    dp = placement.solve(problem, method="dp")
+    assert (dp.status, dp.value) == ("optimal", 15.0)
+    found = placement.solve(problem, method="milp", backend="highs", warm_start=False, time_limit=20)
+    assert found.value == 15.0 and found.bound <= 15.0
+    assert found.status == "optimal" or "one of 15 exists: its proof is not used" in found.message

@@ -58,7 +58,8 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
-               stages: int | None = None, deadline: float | None = None, own_start: bool = True) -> Solution:
+               stages: int | None = None, deadline: float | None = None, own_start: bool = True,
+               check: Callable[[], Plan | None] | None = None) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
@@ -74,7 +75,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     returned as ``feasible``, else ``no_solution``). Bad values raise :class:`InvalidParameterError`,
     a backend that cannot run here :class:`SolverUnavailableError`. ``own_start=False`` also keeps the
     plan a formulation builds with its model (the packing bound's assignment of :mod:`.none`) from the
-    solver: a run asked to start from nothing starts from nothing.
+    solver: a run asked to start from nothing starts from nothing. ``check`` finds a plan that a
+    floating-point backend's claim of optimality is checked against where there is no start
+    (:func:`.driver.checked_claim`).
     """
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
@@ -83,9 +86,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
-                                  progress=progress, stages=stages)
+                                  progress=progress, stages=stages, check=check)
     return solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
-                            progress=progress, own_start=own_start)
+                            progress=progress, own_start=own_start, check=check)
 
 
 __all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "DEFAULT_CALLS"]

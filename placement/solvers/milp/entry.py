@@ -4,7 +4,8 @@
 optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals; for the latency
 objective the best of the chain DP's plan, the latency greedy and the latency chain DP, the DP
 only when none of them finds a plan); ``False`` starts from
-nothing. A latency start, given or found, is first improved by moving colour classes to the CPUs
+nothing, and then a floating-point backend's claim of optimality is checked against that plan,
+found after the solve (a better one refutes it). A latency start, given or found, is first improved by moving colour classes to the CPUs
 (:mod:`placement.solvers.baselines.latency_moves`) within the warm start's share of the time. A
 start that breaks a constraint of the request is never used (the formulation checks it).
 ``stages=N`` goes to both the start (the DP's best plan with exactly ``N`` stages) and the MILP.
@@ -33,6 +34,9 @@ from placement.solvers.milp.warmstart import default_warm_start
 DEFAULT_BACKEND = "cp-sat"
 #: the most of the time limit the default warm start may take
 WARM_START_SHARE = 0.5
+#: the least time the check of a floating-point backend's claim of optimality gets, where the run
+#: started from nothing (placement.solvers.milp.driver.checked_claim), past the deadline if need be
+CHECK_SECONDS = 1.0
 
 
 def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: str | None, time_limit: float | None,
@@ -53,7 +57,13 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
                                    deadline=start_deadline)
     if start is not None and objective == "latency":
         start = move_classes_to_cpus(instance, start, start_deadline, stages, progress)
+
+    def check() -> Plan | None:
+        """The default warm start, found after the solve within what is left of the deadline."""
+        return default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, None, objective, stages,
+                                  deadline=max(deadline, time.perf_counter() + CHECK_SECONDS))
+
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,
-                      deadline=deadline, own_start=warm_start is not False)
+                      deadline=deadline, own_start=warm_start is not False, check=check)

@@ -117,7 +117,7 @@ from placement.solution import Solution
 from placement.solvers.milp.backends import OutOfTime, SolveOptions, make_backend
 from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
-from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, data_notes, out_of_time, run_solver,
+from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, out_of_time, run_solver,
                                            stage_count_verdict, start_from)
 from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
@@ -383,9 +383,11 @@ def _hint(problem: Instance, d: LatencyData, V: _Vars, q: int, plan: Plan) -> tu
 
 def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions, calls: int = DEFAULT_CALLS,
                        warm_start: Plan | None = None, max_product: float = DEFAULT_MAX_PRODUCT,
-                       progress: Callable[[str], None] | None = None, stages: int | None = None) -> Solution:
+                       progress: Callable[[str], None] | None = None, stages: int | None = None,
+                       check: Callable[[], Plan | None] | None = None) -> Solution:
     """Latency-optimal plan with up to ``calls`` contiguous calls per accelerator, by the MILP above;
-    with ``stages=N``, among the plans in which exactly ``N`` devices hold a node (row 13)."""
+    with ``stages=N``, among the plans in which exactly ``N`` devices hold a node (row 13).
+    ``check``: as for :func:`~placement.solvers.milp.driver.solve_throughput`."""
     from placement.verification.check import call_limit_violations
     from placement.verification.latency import evaluate_latency
 
@@ -448,6 +450,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if progress is not None and path > 0:
         progress(f"path bound {path:.6g}")
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple_bound)
+    fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
                   exact_feasibility=d.memory_exact, notes=notes, stats=stats)

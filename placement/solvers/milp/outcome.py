@@ -145,6 +145,9 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     slack = tolerance * max(ctx.unit, abs(objective))
     doubt = certificate_doubt(raw, ctx, objective, solver_bound, slack)
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
+        if raw.status == "optimal" and not doubt and fallback[1] < objective - slack:
+            doubt = (f"{be.name} claimed its plan of {objective:.10g} optimal, but one of {fallback[1]:.10g} exists: "
+                     "its proof is not used")
         plan, objective = fallback
     bound = unrefuted(bound, simple, objective, be, ctx.unit)
     # the proof must meet the plan's value relatively: an absolute slack would let a bound of 0
