@@ -67,22 +67,23 @@ def test_only_tensors_that_need_a_gradient_flow_back_along_an_edge():
 
 
 def _autograd_truth(model, args):
-    """Per operator of the exported program, whether autograd gives its output ``requires_grad``: the
-    program run on ``args`` with the model's parameters, recorded node by node (tensor outputs only)."""
+    """Per operator of the exported program, whether autograd gives its output ``requires_grad`` once
+    the program has run (a tensor written in place later, ``out[:, 0] = h``, has one from then on):
+    the program run on ``args`` with the model's parameters, node by node (tensor outputs only)."""
     import torch
 
     program = torch.export.export(model, args)
-    seen: dict[str, bool] = {}
+    seen: dict[str, torch.Tensor] = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, n):
             out = super().run_node(n)
             if n.op == "call_function" and isinstance(out, torch.Tensor):
-                seen[n.name] = out.requires_grad
+                seen[n.name] = out
             return out
 
     Recorder(program.module()).run(*args)
-    return program, seen
+    return program, {name: out.requires_grad for name, out in seen.items()}
 
 
 def _models():
@@ -119,8 +120,19 @@ def _models():
     bitfit = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.Linear(8, 2))
     for layer in (bitfit[0], bitfit[2], bitfit[3]):
         layer.weight.requires_grad_(False)
+    class Assembled(nn.Module):     # a tensor made by zeros and filled through slices (ViT's class token)
+        def __init__(self):
+            super().__init__()
+            self.cls, self.embed, self.head = nn.Parameter(torch.randn(4)), nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = torch.zeros(x.shape[0] + 1, 4)
+            h[0] = self.cls
+            h[1:] = self.embed(x)
+            return self.head(h)
+
     x = torch.randn(3, 4)
-    return [(StopAndMask(), (x,)), (StopAndMask(), (x.clone().requires_grad_(True),)),
+    return [(StopAndMask(), (x,)), (StopAndMask(), (x.clone().requires_grad_(True),)), (Assembled(), (x,)),
             (Masked(), (torch.randint(0, 10, (2, 5)), torch.ones(2, 5, dtype=torch.int64))),
             (frozen_stem.train(), (torch.randn(2, 3, 8, 8),)), (bitfit, (x,))]
 
@@ -154,6 +166,25 @@ def test_a_layer_whose_result_reaches_the_loss_only_through_detach_computes_no_g
     out, index = model(*args)
     out.sum().backward()
     assert model.a.weight.grad is None and model.b.weight.grad is not None
+
+
+def test_a_tensor_filled_through_slices_carries_the_gradients_written_into_it():
+    """``h = zeros(...); h[0] = cls; h[1:] = embed(x); head(h)``: autograd gives ``h`` a gradient through
+    the writes into it, so ``embed`` runs backward (its weight and bias; its input ``x`` needs none)
+    and ``head`` computes the gradient of ``h`` besides its weight's, as for ``torch.cat``; both were
+    charged as if ``h`` needed none (``embed`` no backward at all), and a stage boundary after ``h``
+    declared it no gradient. ``h`` holds data once ``embed``'s result is written into it: ``head``'s
+    gradient of it is an activation gradient, not a weight gradient."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from placement.io.torch_export import graph_from_program
+
+    model, args = _models()[2]
+    graph = graph_from_program(torch.export.export(model, args), "Assembled")
+    flow = dict(zip((op.name for op in graph.ops), gradient_flow(graph)))
+    assert gradient_values(graph)["zeros"] == (True,)
+    assert flow["linear"] == Gradient(0, 1, True) and flow["linear_1"] == Gradient(1, 1, True)
+    assert [op.writes for op in graph.ops if op.target.startswith("aten::copy_")] == [
+        ((1, 0), (0, 0)), ((4, 0), (0, 0))]   # the select or slice written into, and zeros itself
 
 
 def test_weights_read_through_a_view_or_multiplied_together_are_weight_gradients():

@@ -187,7 +187,10 @@ class Op:
     time, the first layer's input, the later layers' inputs, the initial state; module docstring,
     "Training"), and ``state`` the operands that are its initial hidden state: reads ``(producer,
     output)`` and names of parameters or model inputs. ``repeated`` are the operands it is given more
-    than once (``h @ h``), once per repetition, named the same way.
+    than once (``h @ h``), once per repetition, named the same way. ``writes`` are the outputs of
+    earlier operators it writes into in place ``(producer, output)``, directly or through views of
+    them (``out[:, :k] = h``: the slice and ``out`` itself): a value written with one that needs a
+    gradient needs one from then on.
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -212,6 +215,7 @@ class Op:
     recurrent: tuple[tuple[Operator, ...], ...] = ()
     state: tuple[tuple[int, int] | str, ...] = ()
     repeated: tuple[tuple[int, int] | str, ...] = ()
+    writes: tuple[tuple[int, int], ...] = ()
 
     @property
     def out_bytes(self) -> float:
@@ -368,6 +372,10 @@ def _flow(graph: OpGraph) -> tuple[tuple[Gradient, ...], list[tuple[bool, ...]]]
             gradient = Gradient(0, False)
         flow.append(gradient)
         needs.append(tuple(gradient.needed and op.output_floating(k) for k in range(len(op.outputs))))
+        for producer, k in op.writes:   # what it writes into in place carries its data and gradient on
+            data_free[producer] = data_free[producer] and data_free[-1]
+            if gradient.needed and graph.ops[producer].output_floating(k) and not needs[producer][k]:
+                needs[producer] = tuple(x or j == k for j, x in enumerate(needs[producer]))
     return tuple(_reaching(graph, flow, needs)), needs
 
 
@@ -384,6 +392,9 @@ def _reaching(graph: OpGraph, flow: list[Gradient], needs: list[tuple[bool, ...]
         for producer, k in op.inputs:
             if k >= 0:
                 readers[producer].append((j, k))
+    for i, op in enumerate(graph.ops):   # a write in place reaches where a later reader of its value does
+        for producer, k in op.writes:
+            readers[i].extend((j, 0) for j, read in readers[producer] if j > i and read == k)
     returned = set(graph.outputs)
     reaches = [False] * len(graph.ops)
     for i in range(len(graph.ops) - 1, -1, -1):

@@ -346,6 +346,26 @@ def is_identity_dropout(node: Any) -> bool:
     return train is False
 
 
+def _written_values(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]]) -> tuple[tuple[int, int], ...]:
+    """The operators' outputs the FX ``node`` writes into in place (``Op.writes``): each argument it
+    writes into, and the values that argument is a view (or an in-place result) of, back to the
+    first that is none."""
+    from placement.torch.contiguity import aliases_argument, writes_into
+
+    written: list[tuple[int, int]] = []
+    for arg in node.all_input_nodes:
+        if not writes_into(node, arg):
+            continue
+        value = arg
+        while True:
+            written.extend(reads_of(value))
+            source = value.args[0] if value.op == "call_function" and value.args else None
+            if source is None or not hasattr(source, "op") or not aliases_argument(value, source):
+                break
+            value = source
+    return tuple(dict.fromkeys(written))
+
+
 def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:
     """Raise :class:`InvalidParameterError` for an operator whose cost this module cannot know: a
     higher-order operator (a region ``torch.export`` wraps: ``torch.no_grad``, ``torch.autocast``,
@@ -748,7 +768,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
                       _base(_op_name(node.target)) not in STOP_GRADIENT,
                       _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else (),
-                      _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated))
+                      _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated,
+                      _written_values(node, reads_of)))
         index_of[node] = len(ops) - 1
 
     names = tuple(sorted(unknown))
