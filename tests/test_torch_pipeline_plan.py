@@ -549,3 +549,29 @@ def test_shared_gradients_accumulate_over_steps_as_torch_scales_the_others():
         schedule.step()
     # (1/4 + 1)/4 = 0.3125 for both
     assert torch.equal(shared.grad, other.grad) and float(other.grad[0]) == 0.3125
+
+
+def test_a_model_that_returns_its_own_parameter_is_refused_by_name():
+    # each stage holds its own copy of the parameters; the last stage's module failed with KeyError('pos')
+    from placement.costmodel.roofline import make_platform
+    from placement.io.exporters import layout_from_instance, pipe_split_module
+    from placement.io.torch_export import import_torch
+
+    class ReturnsParameter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.pos = nn.Linear(8, 8), nn.Linear(8, 8), nn.Parameter(torch.randn(4, 8))
+
+        def forward(self, x):
+            return self.b(self.a(x) + self.pos), self.pos
+
+    model, x = ReturnsParameter(), torch.randn(4, 8)
+    with pytest.raises(placement.InvalidParameterError, match="^model returns its parameter or buffer 'pos' itself; "
+                                                              "a pipeline returns what its stages compute per "
+                                                              "micro-batch: leave it out and read it from the model$"):
+        plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2)
+    imported = import_torch(model, (x,), platform=make_platform("h100", "epyc-7763", 2, 0))
+    with pytest.raises(placement.InvalidParameterError, match="^plan cannot be written as .*: the model returns its "
+                                                              "parameter or buffer 'pos' itself"):
+        pipe_split_module(imported.source, layout_from_instance(imported.instance),
+                          placement.solve(imported.problem, stages=2).to_plan())

@@ -491,6 +491,11 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
                                  f"its input {late[0].name!r} in stage {stage[late[0]]}")
     if not relayed:
         movable = _copy_what_stages_write_into(graph, movable, stage, len(parts))
+    returned = [v for n in graph.nodes if n.op == "output" for v in n.all_input_nodes]
+    state = next((v for v in returned if v.op == "get_attr"), None)
+    if state is not None and not relayed:   # torch's pipeline() fails on it with an assertion
+        refuse("pipe-split", f"the model returns its parameter or buffer {state.target!r} itself; a pipeline "
+                             "returns what its stages compute per micro-batch")
     order = [n for n in graph.nodes if n.op in ("placeholder", "get_attr")]
     anchor = order[-1] if order else None
     for s in range(len(parts)):

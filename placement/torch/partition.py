@@ -188,6 +188,10 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
                                              "tensor or a tuple of tensors")
     _single_output(gm)
     for value in results:
+        if value.op == "get_attr":   # each stage holds its own copies of the parameters and buffers
+            raise InvalidParameterError("model", f"returns its parameter or buffer {canonical[value.target]!r} "
+                                                 "itself; a pipeline returns what its stages compute per "
+                                                 "micro-batch: leave it out and read it from the model")
         example = value.meta.get("val")
         if isinstance(example, torch.Tensor) and example.dim() == 0:
             raise InvalidParameterError("model", f"returns the 0-dimensional tensor {value.name!r}, which the "
