@@ -229,7 +229,7 @@ class Result:
         try:
             status = Status(data.get("status"))
         except ValueError:
-            raise InvalidPlanError(f"field 'status' must be one of {', '.join(map(repr, Status))}, "
+            raise InvalidPlanError(f"field 'status' must be one of {', '.join(repr(s.value) for s in Status)}, "
                                    f"not {data.get('status')!r}") from None
         devices = data.get("devices")
         if not isinstance(devices, list):
@@ -264,6 +264,10 @@ class Result:
             raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
         verification = Verification.from_json(verified) if verified is not None else None
+        if status in (Status.OPTIMAL, Status.FEASIBLE) and _number(data.get("objective")) is None:
+            found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
+            raise InvalidPlanError(f"field 'objective' must be a number in a plan document of status "
+                                   f"{status.value!r}; {found}")
         return cls(status=status, value=_number(data.get("objective")), bound=_number(data.get("bound")),
                    gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
                    backend=data.get("backend"), objective=kind,

@@ -291,6 +291,19 @@ def test_result_from_json_refuses_stats_that_are_no_object():
         placement.Result.from_json(document)
 
 
+def test_result_from_json_needs_the_value_a_plan_claims_and_names_statuses_plainly():
+    document = placement.solve(CHAIN4).to_json()
+    del document["objective"]
+    with pytest.raises(placement.InvalidPlanError, match="^field 'objective' must be a number in a plan document of "
+                                                         "status 'optimal'; it is missing$"):
+        placement.Result.from_json(document)
+    document = placement.solve(CHAIN4).to_json()
+    document["status"] = "wow"
+    with pytest.raises(placement.InvalidPlanError, match="^field 'status' must be one of 'optimal', 'feasible', "
+                                                         "'infeasible', 'no_solution', not 'wow'$"):
+        placement.Result.from_json(document)
+
+
 # ----- verify, simulate, hypar ----------------------------------------------------------------------
 
 def test_verify_accepts_results_plans_documents_and_files(tmp_path):

@@ -454,6 +454,14 @@ def test_an_empty_device_catalogue_is_named_as_empty():
     assert str(err.value) == "instance: field 'deviceTypes' must be a non-empty array, got an empty array"
 
 
+def test_a_time_for_a_type_the_catalogue_lacks_lists_the_types():
+    # a type named 5 (read as "5") left the node's "fast" unexplained
+    catalogue = [{"name": 5, "count": 1, "paysComm": True}, {"name": "cpu", "count": 1, "paysComm": False}]
+    with pytest.raises(InvalidInstanceError) as err:
+        load({"deviceTypes": catalogue, "nodes": [{"id": 1, "times": {"fast": 1, "cpu": 2}}], "edges": []})
+    assert str(err.value) == "node 1: 'times' names unknown device type 'fast' (the device types are '5', 'cpu')"
+
+
 PLAN_NOT_INSTANCE = ("the document is a plan, not an instance, which has 'nodes' and 'edges'; a plan goes after its "
                      "instance, as in placement verify INSTANCE PLAN")
 

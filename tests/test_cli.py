@@ -375,6 +375,19 @@ def test_a_recorded_objective_the_instance_cannot_take_or_that_names_none_is_rep
             "checked for throughput, and its claimed value was not checked\n") in capsys.readouterr().out
 
 
+def test_a_recorded_contiguity_that_names_no_class_is_noted(tmp_path, capsys):
+    """A plan file recording "sometimes" as its class was checked as none without a word."""
+    instance, out = str(TINY / "chain4.json"), tmp_path / "plan.json"
+    assert main(["solve", instance, "--quiet", "--out", str(out)]) == 0
+    out.write_text(json.dumps({**json.loads(out.read_text()), "contiguity": "sometimes"}))
+    capsys.readouterr()
+    assert main(["verify", instance, str(out)]) == 0
+    assert capsys.readouterr().out.startswith("note: the plan file's 'contiguity' names no class (none, sets, "
+                                              "stages): \"sometimes\"; checked for contiguity none\n")
+    assert main(["verify", instance, str(out), "--contiguity", "stages"]) == 0   # asked for: nothing to note
+    assert "names no class" not in capsys.readouterr().out
+
+
 def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
     """solve --out INSTANCE (or --log) and split/hypar --out onto their inputs would destroy them."""
     instance = tmp_path / "chain4.json"

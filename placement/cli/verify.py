@@ -10,6 +10,7 @@ change the exit status (:mod:`placement.verification.ledger`).
 from __future__ import annotations
 
 import argparse
+import json
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
                                    print_json, recorded_devices_note)
@@ -63,8 +64,8 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, recorded_backward, recorded_contiguity, recorded_objective,
-                                    recorded_objective_refusal, refuted_claims)
+    from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_contiguity,
+                                    recorded_objective, recorded_objective_refusal, refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -116,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
                   "(its b_tasks and w_tasks are not read)")
         if claimed_class not in (None, "none"):
             print(f"note: checked for contiguity {claimed_class}, the class the plan file records it was solved in")
+        garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None
+        if garbled is not None:
+            print(f"note: the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
+                  f"{json.dumps(garbled)[:40]}; checked for contiguity none")
         print(format_verification(instance, verification), end="")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "

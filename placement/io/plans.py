@@ -193,6 +193,15 @@ def recorded_contiguity(plan: object) -> str | None:
     return found if isinstance(found, str) and found in CONTIGUITY_CLASSES else None
 
 
+def garbled_contiguity(plan: object) -> object | None:
+    """What a solved plan records as its contiguity class where that is no class (a value to name in a
+    note); ``None`` where it records a class or nothing."""
+    from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+    found = _recorded(plan, "contiguity", "contiguity")
+    return None if found is None or (isinstance(found, str) and found in CONTIGUITY_CLASSES) else found
+
+
 def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
     """Why ``problem`` cannot take ``objective``, the objective a plan records it was solved for, as
     words about the plan (``records a solve for throughput-gpipe, which is for training graphs; ...``);

@@ -291,7 +291,8 @@ def _node_times(n: dict, where: str, catalogue: tuple[DeviceType, ...], key: str
     names = [t.name for t in catalogue]
     unknown = sorted(set(raw) - set(names))
     if unknown:
-        raise InvalidInstanceError(f"{where}: {key!r} names unknown device type {unknown[0]!r}")
+        raise InvalidInstanceError(f"{where}: {key!r} names unknown device type {unknown[0]!r} (the device types "
+                                   f"are {', '.join(map(repr, names))})")
     missing = [name for name in names if name not in raw]
     if missing:
         raise InvalidInstanceError(f"{where}: {key!r} gives no time for device type {missing[0]!r} (null if unsupported)")
