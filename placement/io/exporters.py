@@ -427,7 +427,8 @@ def _copy_what_stages_write_into(graph: Any, movable: list[Any], stage: dict[Any
                                  if a.op != "get_attr" and stage.get(a, 0) < s)
         for value in received:
             example = value.meta.get("val")
-            if not (isinstance(example, torch.Tensor) and example.is_floating_point() and written_in_place(value, here)):
+            floating = isinstance(example, torch.Tensor) and example.is_floating_point()
+            if not (floating and written_in_place(value, here)):
                 continue
             with graph.inserting_after(value):
                 copy = graph.call_function(torch.ops.aten.clone.default, (value,))
