@@ -101,6 +101,11 @@ def _cases():
         # different program from the one PyTorch runs), so this export is not optimised
         "unet": (UNet().eval(), (torch.randn(2, 3, 16, 16),), {"optimize": False}),
         "transformer": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),), {}),
+        # causal attention (is_causal=True) has its mask computed from constants in ONNX by these
+        # exports, and the TorchScript exporter names a container's children "blocks/blocks.0"
+        "transformer-unoptimised": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),), {"optimize": False}),
+        "transformer-opset17": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),),
+                                {"opset_version": 17, "dynamo": False}),
         "encoder": (encoder.eval(), (torch.randn(2, 8, 32),), {}),  # dropout in evaluation: no operator
         # the default opset has Gelu, Mish, HardSwish and LayerNormalization, but no SiLU, RMSNorm,
         # thresholded softplus or log-sigmoid; opset 13 without dynamo has none of them

@@ -18,6 +18,9 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   scale) → ``Softmax`` → optional ``Dropout``/``Cast`` → ``MatMul(·, v)``, with a ``Mul``
   or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
+  A mask the exporter computes from constants alone for such a pattern (``is_causal=True``
+  written as ``Expand``, ``Trilu``, ``Equal`` and ``Where`` on constants, where ONNX has no
+  causal attention) joins it too: PyTorch's kernel makes that mask itself, and reads none.
 
 * **Decomposed kernels**: where ONNX (at the file's opset) has no operator for a PyTorch
   kernel, the exporters write it as pointwise nodes of its one input (:data:`DECOMPOSITIONS`):
@@ -33,6 +36,7 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   with, and write one tensor of its size that nothing else of theirs is read by. A
   normalisation takes its affine ``Mul`` and ``Add`` as any other. A hand-written
   ``x * torch.sigmoid(x)`` is the same nodes, and is read as PyTorch's SiLU kernel.
+
 
 A node joins a group only when every tensor it takes from the group is read by it alone
 (and is not a graph output), and a group is formed only when no other output of its nodes
@@ -143,6 +147,8 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
     for softmax, node in enumerate(nodes):
         if node.op_type == "Softmax" and softmax not in group_of:
             members = _attention(nodes, softmax, producer, readers, parameters, private)
+            if members is not None:
+                members |= _constant_masks(nodes, members, producer, readers, parameters, graph_outputs)
             if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
@@ -252,6 +258,43 @@ def _epilogue_chain(nodes: Sequence[FusionNode], i: int, producer: dict[str, int
             return chain[::-1]
         t, reader = (source.inputs[0] if source.inputs else None), p
     return None
+
+
+#: the most nodes a mask computed from constants alone may take (module docstring)
+LARGEST_CONSTANT_MASK = 16
+
+
+def _constant_masks(nodes: Sequence[FusionNode], members: set[int], producer: dict[str, int],
+                    readers: dict[str, list[int]], parameters: set[str], graph_outputs: set[str]) -> set[int]:
+    """The nodes that compute a mask of the attention ``members`` from constants alone (module
+    docstring): for each operand of a score operator that a node makes, the nodes it is made by,
+    where every value they read is a parameter or made by one of them, and nothing but they and
+    the score operator reads what they make; none where that is not so."""
+    found: set[int] = set()
+    for member in sorted(members):
+        if nodes[member].op_type not in SCORE_OPS:
+            continue
+        for operand in nodes[member].inputs:
+            if not operand or operand not in producer or producer[operand] in members:
+                continue
+            mask: set[int] = set()
+            stack = [producer[operand]]
+            while stack and len(mask) <= LARGEST_CONSTANT_MASK:
+                k = stack.pop()
+                if k in mask:
+                    continue
+                mask.add(k)
+                for t in nodes[k].inputs:
+                    if t and t in producer:
+                        stack.append(producer[t])
+                    elif t and t not in parameters:
+                        mask.add(-1)   # a model input: no constant
+            inside = mask | {member}
+            if (-1 not in mask and len(mask) <= LARGEST_CONSTANT_MASK
+                    and all(t not in graph_outputs and inside.issuperset(readers.get(t, ()))
+                            for k in mask for t in nodes[k].outputs if t)):
+                found |= mask
+    return found
 
 
 def _attention(nodes: Sequence[FusionNode], softmax: int, producer: dict[str, int], readers: dict[str, list[int]],

@@ -302,8 +302,15 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
             return tuple(s for s in scopes[:-1] if s)
     if not node.name.startswith("/"):
         return None
-    parts = [p for p in node.name.split("/") if p][:-1]
-    return tuple(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+    # the TorchScript exporter names a container's children by the container's name and their key
+    # ("/blocks/blocks.0/ln1/...", "/seq/seq.0/seq.0.0/..."): such a segment adds only its key
+    paths: list[str] = []
+    parent = ""
+    for part in [p for p in node.name.split("/") if p][:-1]:
+        key = part[len(parent) + 1:] if parent and part.startswith(parent + ".") else part
+        paths.append(f"{paths[-1]}.{key}" if paths else key)
+        parent = part
+    return tuple(paths)
 
 
 #: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
