@@ -382,7 +382,9 @@ def test_memory_is_decided_on_the_sizes_as_written():
     """0.2 + 0.1 fits a device of 0.3 as written (its floating-point sum, 0.30000000000000004, does not):
     one stage of both nodes, 2; it was called infeasible. 0.7 + 0.1 = 0.8 does not fit 0.7999999999999999
     (which is that floating-point sum): with one device there is no plan; the DP's one stage was
-    proven 'optimal'. The oracle reads memory through the evaluator, and agrees."""
+    proven 'optimal', then refused by the evaluator (no_solution). The DP now sums the sizes in a unit
+    of 10^-16, in which they are integers: infeasible, proven. The oracle reads memory through the
+    evaluator, and agrees."""
     fits = two_sized_nodes((0.2, 0.1), 0.3)
     assert brute_force_parallel(fits)[0] == 2.0
     result = placement.solve(fits)
@@ -390,6 +392,26 @@ def test_memory_is_decided_on_the_sizes_as_written():
     over = two_sized_nodes((0.7, 0.1), 0.7999999999999999)
     assert brute_force_parallel(over)[0] == math.inf
     result = placement.solve(over)
-    assert result.status != "optimal" and result.plan is None
-    assert result.message.endswith("stage 0 needs 0.8 bytes per device (y=1 micro-batches in flight), more than "
-                                   "the 0.7999999999999999 available")
+    assert (result.status, result.plan) == ("infeasible", None)
+
+
+def test_a_plan_the_floating_point_sum_hides_is_found():
+    """Nodes 0 → 1, m = 2, two devices of 0.7999999999999999; node 0 has one TMPC (time 1, 0.1 bytes),
+    node 1 two: a (time 1, 0.7) and slow (time 1.5, 0.6). One stage of both at d = 2 with a and a
+    would take (1 + 1) / 2 = 1, but 0.1 + 0.7 = 0.8 does not fit (its floating-point sum is the
+    bound); with slow, 0.7 fits: (1 + 1.5) / 2 = 1.25. Two stages of one device each (d = 1) pay
+    the transfer of 1 and take at least 1 + 1 = 2. So 1.25; the DP took a and a and the evaluator
+    refused its plan (no_solution)."""
+    def tmpc(name, time, size, fw, bw):
+        return {"id": name, "timePerSample": time, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": size,
+                "syncTimeFw": fw, "syncTimeBw": bw}
+
+    first, second = ({}, {"1": 0}), ({"0": 0}, {})
+    instance = parse_piper({"maxDevices": 2, "maxMemoryPerDevice": 0.7999999999999999, "bandwidth": 1,
+                            "mbsInBatch": 2, "nodes": [{"id": 0, "TMPCs": {"1": [tmpc("a", 1.0, 0.1, *first)]}},
+                                                       {"id": 1, "TMPCs": {"1": [tmpc("a", 1.0, 0.7, *second),
+                                                                                 tmpc("slow", 1.5, 0.6, *second)]}}],
+                            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 1}]})
+    assert brute_force_parallel(instance)[0] == 1.25
+    result = placement.solve(instance)
+    assert (result.status, result.value) == ("optimal", 1.25)

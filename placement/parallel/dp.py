@@ -61,7 +61,7 @@ from placement.parallel.devices import check_memory, device_counts
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
 from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
-from placement.problem.memory_fit import LENIENT
+from placement.problem.memory_fit import EXACT_INTEGERS, LENIENT, as_written
 from placement.problem.units import sums_exactly
 
 #: the most successor-closed sets the DP enumerates by default
@@ -109,6 +109,34 @@ class DeviceTypes:
     bandwidth: tuple[float, ...]
     speed: tuple[float, ...]
     cpu: tuple[bool, ...]
+
+
+def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceTypes, Tables]:
+    """``types`` and ``tables`` with every memory figure and bound in the unit ``1/q``, ``q`` the least
+    common denominator of their shortest decimal forms (0.1, 0.7 and 0.7999999999999999 as whole
+    numbers of ``10^-16``), where the whole graph's memory at the most micro-batches in flight (any
+    sum or difference the DP takes) stays within ``2^53`` in it: the DP's sums then decide the
+    model's rule exactly (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
+    Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such
+    unit exists, it widens the bounds and the evaluator has the last word."""
+    bounds = [b for b in types.memory if math.isfinite(b)]
+    if not bounds:
+        return types, tables
+    mem_a, mem_b = np.abs(tables.mem_a), np.abs(tables.mem_b)
+    most_in_flight = max(m, sum(types.counts) + 1)
+    if sums_exactly([*(float(v) * most_in_flight for v in mem_a.ravel()), *map(float, mem_b.ravel()), *bounds]):
+        return types, tables
+    written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
+    q = math.lcm(*(f.denominator for f in written.values()))
+    whole = max(float(np.sum((mem_a * most_in_flight + mem_b).max(axis=(1, 2)))), max(bounds))
+    if not all(map(math.isfinite, written)) or whole * q > EXACT_INTEGERS:
+        return lenient_memory(types, tables, m), tables
+
+    def scaled(array: np.ndarray) -> np.ndarray:
+        return np.vectorize(lambda x: float(written[abs(float(x))] * q) * (1 if x >= 0 else -1), otypes=[float])(array)
+
+    return (replace(types, memory=tuple(float(written[b] * q) if math.isfinite(b) else b for b in types.memory)),
+            replace(tables, mem_a=scaled(tables.mem_a), mem_b=scaled(tables.mem_b)))
 
 
 def lenient_memory(types: DeviceTypes, tables: Tables, m: int) -> DeviceTypes:
@@ -174,7 +202,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
-    types = lenient_memory(types, tables, m)
+    types, tables = exact_memory(types, tables, m)
     pairs = typed_pairs(tables, types, m, allowed)
     alone = _node_alone(tables, pairs, types.memory, None if uses_suffix(schedule) else m)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
