@@ -417,6 +417,34 @@ def test_inter_layer_b_calls_must_not_wait_in_a_cycle() -> None:
     assert evaluate_split(problem, both, split_model(inter_layer=True)).valid
 
 
+def test_a_moved_b_that_reads_a_later_forward_and_feeds_its_stage_closes_a_cycle() -> None:
+    """f0 → f1 → f2 → b2 → b1 (b2 reads f2's output, as at a loss), every time 1 but B 1, W 1 (w_share
+    0.5 of 2); f0 on device 0, the rest on device 1, B(b2) moved to device 0. The B arcs alone (0 → 1:
+    b2 feeds b1) close no cycle, and the loads are 2 and 5; but B(b2) waits for device 1's F(f2) of
+    the same micro-batch, and device 1 (the last stage: no forward to run meanwhile) runs F, waits
+    for B(b2), then B(b1) and the W tasks: 6 per sample, not 5. The forward edge f2 → b2 into a B on
+    an earlier stage is an arc too (1 → 0): a cycle, refused. The optimum without it is the
+    unmoved plan's, and the simulator runs it at its max load."""
+    from placement.simulation.simulator import simulate
+
+    nodes = tuple(Node(i, f"f{i}", (1.0,), colour=i) for i in (0, 1, 2)) + tuple(
+        Node(10 + i, f"b{i}", (2.0,), backward=True, colour=i) for i in (1, 2))
+    edges = (Edge(0, 1), Edge(1, 2), Edge(2, 12), Edge(12, 11))
+    problem = Instance(nodes, edges, (DeviceType(ACCELERATOR, 2),))
+    model = split_model("adjacent", inter_layer=True)
+    round_trip = Plan((DeviceAssignment(ACCELERATOR, (0,), (), (12,), ()),
+                       DeviceAssignment(ACCELERATOR, (1, 2, 11, 12), (), (11,), (11, 12))))
+    assert evaluate_split(problem, round_trip, model).violations == (
+        "the B tasks of devices 0 -> 1 -> 0 wait for each other in a cycle",)
+    best, plan = brute_force_split(problem, model)
+    solution = solve_split_milp(problem, model, "throughput", time_limit=20)
+    assert (solution.status.value, solution.objective) == ("optimal", best)
+    ran = simulate(problem, solution.plan, "1f1b-async", microbatches=64, w_placement="adjacent", inter_layer=True)
+    assert ran.time_per_sample == pytest.approx(best, abs=1e-9)
+    with pytest.raises(InvalidParameterError, match="wait for each other in a cycle"):
+        simulate(problem, round_trip, "1f1b-async", 64, w_placement="adjacent")
+
+
 def test_out_of_time_returns_the_unsplit_start() -> None:
     problem = two_layers()
     joint = placement.solve(problem)

@@ -81,6 +81,7 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
         w_reads[u] = found
     costly = [x for x in range(n) if nodes[x].out_cost > 0]
     backward_edges = [(x, w) for x in backward for w in succ[x] if nodes[w].backward]
+    into_backward = [(x, w) for x in range(n) if not nodes[x].backward for w in succ[x] if nodes[w].backward]
 
     best, best_plan = math.inf, None
     for seq in _type_sequences(problem):
@@ -135,7 +136,10 @@ def brute_force_split(problem: Instance, model: SplitModel, objective: str = "th
                     mem[d] += (S - d + lag[d]) * (footprint + sum(size[x] for x in kept[d]))
                 if any(mem[d] > problem.device_types[seq[d]].memory for d in range(S)):
                     continue
-                if model.inter_layer and _cyclic({(bpos[x], bpos[w]) for x, w in backward_edges}, S):
+                # the B calls' arcs, and a forward tensor a B on an earlier stage reads: no cycle
+                if model.inter_layer and _cyclic({(bpos[x], bpos[w]) for x, w in backward_edges}
+                                                 | {(st[cls[x]], bpos[w]) for x, w in into_backward
+                                                    if st[cls[x]] > bpos[w]}, S):
                     continue
                 for x in costly:
                     prod = bpos[x] if nodes[x].backward else st[cls[x]]

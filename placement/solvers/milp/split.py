@@ -350,8 +350,10 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                 be.add([(n_, V.h[s, n_]) for n_ in range(1, S - s + 2 + S)] + later + [(-1, V.lag[s])], lo=0, hi=0)
 
         # (Y) with inter_layer, the B calls wait in no cycle: an arc between the slots of B(x) and B(w) for a
-        # backward edge x -> w raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
+        # backward edge x -> w, or between the slot of forward x and an earlier one of B(w) for an edge
+        # x -> w into a backward w, raises the potential, pi[s'] ≥ pi[s] + 1 (potentials exist iff acyclic)
         b_edges = sorted({(u, w) for u in backward for w in node_succ[u] if nodes[w].backward})
+        into_b = sorted({(v, w) for v in range(n) if not nodes[v].backward for w in node_succ[v] if nodes[w].backward})
         if model.inter_layer:
             if b_edges and S > 1:
                 for s in slots:
@@ -363,6 +365,8 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                             be.add([(1, V.pi[s]), (-1, V.pi[s2])], hi=-1, enforce=V.arc[s, s2])
                             for u, w in b_edges:
                                 be.add(bx(u, s) + bx(w, s2) + [(-1, V.arc[s, s2])], hi=1)
+                            for v, w in into_b if s > s2 else ():
+                                be.add(x(of_node[v], s) + bx(w, s2) + [(-1, V.arc[s, s2])], hi=1)
 
         if objective == "throughput":
             V.targets = [be.num_var(load_ub, "T")]
@@ -447,7 +451,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
             return [] if var is None else [(1, var)]
 
         hint = _hint(problem, warm_start, V, types, of_node, backward, cost_nodes, S, x, bx, wx, expr,
-                     moved, w_in, b_edges)
+                     moved, w_in, b_edges, into_b)
         why = be.hint(hint) if hint is not None else "warm start not given to the solver: it is not in slot order"
         if why:
             notes.append(why)
@@ -571,7 +575,7 @@ def fitting_starts(problem: Instance, deadline: float | None = None,
 def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: tuple[int, ...],
           backward: list[int], cost_nodes: list, S: int, x: Callable, bx: Callable, wx: Callable,
           expr: Callable, moved: Callable, w_in: dict[int, list[int]],
-          b_edges: list[tuple[int, int]]) -> dict[Any, float] | None:
+          b_edges: list[tuple[int, int]], into_b: list[tuple[int, int]]) -> dict[Any, float] | None:
     """Values of every variable for the split plan ``plan`` (its non-empty devices in order are slots)."""
     devices = [dev for dev in plan.devices if dev.nodes]
     if len(devices) > S:
@@ -634,7 +638,8 @@ def _hint(problem: Instance, plan: Plan, V: _Model, types: list[int], of_node: t
         for (s, n_), var in V.h.items():
             values[var] = 1.0 if s <= len(devices) and n_ == len(devices) - s + 1 + lag[s] else 0.0
     if V.arc:
-        arcs = {(b_at[u], b_at[w]) for u, w in b_edges if b_at[u] != b_at[w]}
+        arcs = ({(b_at[u], b_at[w]) for u, w in b_edges if b_at[u] != b_at[w]}
+                | {(g_slot[of_node[v]], b_at[w]) for v, w in into_b if g_slot[of_node[v]] > b_at[w]})
         for (s, s2), var in V.arc.items():
             values[var] = 1.0 if (s, s2) in arcs else 0.0
         level = {s: 0 for s in range(1, S + 1)}
