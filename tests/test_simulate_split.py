@@ -377,6 +377,27 @@ def test_a_split_plan_its_variant_does_not_allow_is_not_simulated(b_tasks, recor
     assert str(err.value) == f"plan is not valid for this instance: {message}"
 
 
+@pytest.mark.parametrize("recorded, message", [
+    ({"inter_layer": "no"}, "backward.inter_layer: must be true or false, not 'no'"),
+    ({"inter_layer": 0}, "backward.inter_layer: must be true or false, not 0"),
+    ({"w_placement": "bogus"}, "backward.w_placement: must be one of 'any', 'adjacent', 'home', not 'bogus'"),
+    ({"w_share": 2}, "backward.w_share: must be a number from 0 to 1, not 2"),
+])
+def test_a_split_record_that_names_no_variant_is_refused(recorded, message):
+    """The simulator dropped such values and ran the plan under its most permissive variant: with
+    "inter_layer": "no", a plan whose B task moved to the previous stage, which verify refuses."""
+    import placement
+    from placement.errors import InvalidPlanError
+    from placement.io.plans import plan_document
+
+    problem, plan = three_layers(b_tasks=((101,), (), ()))
+    document = plan_document(plan)
+    document["backward"] = {"mode": "split", **recorded}
+    with pytest.raises(InvalidPlanError) as err:
+        placement.simulate(problem, document, microbatches=8)
+    assert str(err.value) == message
+
+
 def test_a_device_whose_calls_take_no_time_holds_its_buffer_sets_between_them():
     """f0 (3) | f1 (0) -> b1 (0) | b0 (6) on two devices, every tensor 10 bytes, node memory 1 each. The
     second device's calls take no time: counted over time it held no micro-batch (peak memory 2, below

@@ -64,20 +64,30 @@ def is_split_plan(plan: Plan) -> bool:
 
 def plan_split_record(plan: object) -> dict[str, object]:
     """What a split plan records of how it was solved, where it says it (a Result's ``backward``, or the
-    ``backward`` section of a plan document or plan file) with a valid value: ``w_share`` (a float),
-    ``w_placement`` and ``inter_layer``, each left out when not recorded."""
+    ``backward`` section of a plan document or plan file): ``w_share`` (a float), ``w_placement`` and
+    ``inter_layer``, each left out when not recorded (``null``). A value of the wrong kind is an
+    :class:`InvalidPlanError`: run under another variant than the one solved, the plan would be
+    judged by rules it was not made for."""
+    from placement.errors import InvalidPlanError
     from placement.io.plans import recorded_backward
     from placement.problem.split import W_PLACEMENTS
 
     recorded = recorded_backward(plan)
     found: dict[str, object] = {}
-    share = recorded.get("w_share")
-    if isinstance(share, (int, float)) and not isinstance(share, bool):
+    share, placement, inter_layer = (recorded.get(k) for k in ("w_share", "w_placement", "inter_layer"))
+    if share is not None:
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise InvalidPlanError(f"backward.w_share: must be a number from 0 to 1, not {share!r}")
         found["w_share"] = float(share)
-    if recorded.get("w_placement") in W_PLACEMENTS:
-        found["w_placement"] = recorded["w_placement"]
-    if isinstance(recorded.get("inter_layer"), bool):
-        found["inter_layer"] = recorded["inter_layer"]
+    if placement is not None:
+        if placement not in W_PLACEMENTS:
+            raise InvalidPlanError(f"backward.w_placement: must be one of {', '.join(map(repr, W_PLACEMENTS))}, "
+                                   f"not {placement!r}")
+        found["w_placement"] = placement
+    if inter_layer is not None:
+        if not isinstance(inter_layer, bool):
+            raise InvalidPlanError(f"backward.inter_layer: must be true or false, not {inter_layer!r}")
+        found["inter_layer"] = inter_layer
     return found
 
 
