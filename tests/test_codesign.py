@@ -302,6 +302,26 @@ def test_infeasible_budget():
     assert result.message == "no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the power)"
 
 
+def test_a_budget_equal_to_a_designs_area_holds_it():
+    """tc1x16x16-vc1x256-buf16: 100 + 256·0.0065 + 256·0.02 + 16·1.2 = 125.984 mm², whose floating-point
+    sum was 125.98400000000001, so a budget of 125.984 refused it (183 of the 10,000 default designs
+    were one unit in the last place above their area)."""
+    design = Design(1, 16, 16, 1, 256, 16)
+    assert design.area_mm2 == 125.984
+    grid = {"tensor_cores": [1], "array_width": [16], "array_depth": [16], "vector_cores": [1],
+            "vector_lanes": [256], "buffer_mb": [16]}
+    assert placement.codesign(MODEL, chips=1, power=300, area=125.984, grid=grid).status == "optimal"
+
+
+def test_the_model_files_own_memory_bound_is_not_the_chips():
+    # a node of 6 GiB fits a chip (16 GiB) whatever maxSizePerFPGA the imported file carries
+    model = json.loads(json.dumps(CHAIN))
+    model["nodes"][0]["size"] = 6 * 2**30
+    for bound in (2**30, 7 * 2**30):
+        assert placement.codesign({**model, "maxSizePerFPGA": bound}, chips=1, power=500,
+                                  grid=CHAIN_GRID).status == "optimal"
+
+
 def test_a_plan_the_evaluator_refutes_is_not_returned(monkeypatch, capsys):
     """A method whose max load the evaluator does not confirm (simulated by an evaluator that finds
     twice the time) yields no plan, as placement.solve does: status no_solution, exit 1."""

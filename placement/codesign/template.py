@@ -34,7 +34,10 @@ parameters of a model, not measurements, and every figure the package reports is
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+from placement.problem.memory_fit import as_written
 
 #: Clock (Hz): WHAM's setting (arXiv:2404.14632), TPUv2's clock.
 CLOCK_HZ = 700e6
@@ -121,9 +124,16 @@ class Design:
 
 
 def area_mm2(design: Design) -> float:
-    """The chip's area (mm²) by the model of the module docstring."""
-    return (AREA_FIXED_MM2 + design.macs * AREA_PER_MAC_MM2 + design.lanes * AREA_PER_LANE_MM2
-            + design.buffer_mb * AREA_PER_MB_MM2)
+    """The chip's area (mm²) by the model of the module docstring: the float nearest its exact value
+    on the constants as written, so that a budget equal to a design's area holds it (their
+    floating-point sum was one unit in the last place above the budget for 183 of 10,000 designs)."""
+    return _area(design.macs, design.lanes, float(design.buffer_mb))
+
+
+@functools.lru_cache(maxsize=65536)
+def _area(macs: int, lanes: int, buffer_mb: float) -> float:
+    return float(as_written(AREA_FIXED_MM2) + macs * as_written(AREA_PER_MAC_MM2)
+                 + lanes * as_written(AREA_PER_LANE_MM2) + as_written(buffer_mb) * as_written(AREA_PER_MB_MM2))
 
 
 def tdp_w(design: Design) -> float:

@@ -17,19 +17,22 @@ importers' output) whose nodes also say what they compute, in one of two ways:
 Transfers between chips: node ``u``'s output of ``b`` bytes costs ``b / LINK_BYTES_PER_S``. The
 bytes are the file's transfer cost ``c(u)`` (ms) times ``about.link_bytes_per_s`` (the link the
 importer costed it on); a file without that field keeps its transfer times as given. A chip
-holds at most :data:`.template.DRAM_BYTES` of node memory (the nodes' ``size``). Every node runs on
+holds at most :data:`.template.DRAM_BYTES` of node memory (the nodes' ``size``), whatever memory
+the file gives its accelerators (``maxSizePerFPGA``, a device type's ``memory``): the chips are
+the template's, not the file's devices. Every node runs on
 a chip, so a node the file supports on no accelerator (Tarnawski's ``supportedOnFpga`` false; in
 the native format, on no type that pays communication) is refused.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from placement.codesign.template import LINK_BYTES_PER_S
+from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
 from placement.jsonfile import json_type_name, load_json
@@ -119,7 +122,7 @@ def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
 
 def parse_workload(data: Any, name: str = "") -> Workload:
     """A :class:`Workload` from a decoded model file (module docstring)."""
-    instance = parse_instance(data, name)
+    instance = parse_instance(_on_chips(data), name)
     accelerators = [t for t, dt in enumerate(instance.device_types) if dt.pays_comm]
     for node in instance.nodes:
         if all(node.times[t] is None for t in accelerators):
@@ -135,6 +138,26 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     scale = 1.0 if link is None else link / LINK_BYTES_PER_S
     transfer = tuple(node.out_cost * scale for node in instance.nodes)
     return Workload(instance, operators, transfer, name)
+
+
+def _on_chips(data: Any) -> Any:
+    """The decoded model file with its accelerators' memory at least the chips'
+    (:data:`.template.DRAM_BYTES`) and its largest node: a bound of the file's own devices would
+    refuse a node that fits a chip (the chips' bound is checked with the designs, by name)."""
+    if not isinstance(data, Mapping):
+        return data
+    nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
+    sizes = [n["size"] for n in nodes if isinstance(n, Mapping) and isinstance(n.get("size"), numbers.Real)
+             and not isinstance(n["size"], bool) and math.isfinite(n["size"])]
+    bound = max([DRAM_BYTES, *sizes])
+    if "maxSizePerFPGA" in data:
+        return {**data, "maxSizePerFPGA": bound}
+    types = data.get("deviceTypes")
+    if isinstance(types, list):
+        return {**data, "deviceTypes": [{**t, "memory": bound}
+                                        if isinstance(t, Mapping) and t.get("paysComm") in (True, 1) else t
+                                        for t in types]}
+    return data
 
 
 def load_workload(source: str | Path | Mapping | Workload) -> Workload:
