@@ -575,3 +575,39 @@ def test_a_model_that_returns_its_own_parameter_is_refused_by_name():
                                                               "parameter or buffer 'pos' itself"):
         pipe_split_module(imported.source, layout_from_instance(imported.instance),
                           placement.solve(imported.problem, stages=2).to_plan())
+
+
+class TransposedHeads(nn.Module):
+    """q as a transposed view of a slice (a split of one projection: strides with gaps), attention
+    in another module, then transpose(1, 2).contiguous().view(...): torch.export drops the
+    contiguous() (a no-op when traced, where attention gave its result q's layout) and keeps the
+    view, which only that layout allows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.out = nn.Linear(32, 96), nn.Linear(32, 32)
+
+    def heads(self, x):
+        q, k, v = self.qkv(x).split(32, -1)
+        return tuple(t.view(2, 8, 2, 16).transpose(1, 2) for t in (q, k, v))
+
+    def forward(self, x):
+        q, k, v = self.heads(x)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.out(o.transpose(1, 2).contiguous().view(2, 8, 32))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_a_received_view_is_laid_out_as_traced(stages):
+    # a boundary before the attention sent q, k, v contiguous: the view after it raised
+    torch.manual_seed(0)
+    model, x = TransposedHeads(), torch.randn(2, 8, 32)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
+    out, modules = chained(pp, (x,))
+    expected = model(x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    grads = {k: p.grad.clone() for module in modules for k, p in module.named_parameters()}
+    model.zero_grad()
+    expected.square().sum().backward()
+    assert all(torch.allclose(grads[k], p.grad, rtol=1e-4, atol=1e-6) for k, p in model.named_parameters())

@@ -8,7 +8,11 @@ received floating-point tensor through :func:`contiguous_gradient`, the identity
 backward makes the gradient contiguous, or, where the stage writes into the received tensor (an
 in-place operator such as ``relu_`` on it or on a view of it), through :func:`contiguous_copy`,
 the same on a copy: autograd forbids writing into a custom function's view of its input (and
-into the leaf a pipeline stage receives). Imports torch.
+into the leaf a pipeline stage receives). A received tensor that the program was traced with in
+another dense layout (a transposed view: ``q`` of attention after ``transpose(1, 2)``) is first
+copied into that order of its dimensions (:func:`traced_layout`, :func:`dense_order`): operators such as ``scaled_dot_product_attention``
+give their result the layout of their input, and ``torch.export`` keeps a later ``view`` that only
+the traced layout allows (it drops a ``contiguous()`` that was a no-op when traced). Imports torch.
 """
 
 from __future__ import annotations
@@ -46,6 +50,37 @@ class _ContiguousCopy(torch.autograd.Function):
 def contiguous_copy(x: Any) -> Any:
     """A copy of ``x`` that the stage may write into, whose gradient comes back contiguous."""
     return _ContiguousCopy.apply(x)
+
+
+class _TracedLayout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Any, stride: tuple[int, ...]) -> Any:
+        out = torch.empty_strided(tuple(x.shape), stride, dtype=x.dtype, device=x.device)
+        out.copy_(x)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad.contiguous(), None
+
+
+def traced_layout(x: Any, stride: tuple[int, ...]) -> Any:
+    """A copy of ``x`` with the strides ``stride`` (a dense layout, :func:`dense_order`), whose gradient
+    comes back contiguous; the stage may write into it."""
+    return _TracedLayout.apply(x, stride)
+
+
+def dense_order(shape: tuple[int, ...], stride: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a tensor of ``shape`` without gaps or overlaps whose dimensions lie in memory in
+    the order of ``stride`` (largest first; ties in dimension order): a transposed view keeps its
+    transpose, a slice of a wider tensor loses its gaps."""
+    order = sorted(range(len(shape)), key=lambda d: (-stride[d], d))
+    dense = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        dense[d] = step
+        step *= max(shape[d], 1)
+    return tuple(dense)
 
 
 #: operators that update running statistics in place though their schema does not mark them written:

@@ -306,7 +306,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
     from placement.torch.contiguity import (aliases_argument, aliases_state, contiguous_copy, contiguous_gradient,
-                                            state_root, writes_into, written_in_place)
+                                            dense_order, state_root, traced_layout, writes_into, written_in_place)
 
     stage = part.stages[s]
     graph = torch.fx.Graph()
@@ -318,7 +318,14 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         env[value] = received[value]
         example = value.meta.get("val")
         if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
-            if written_in_place(value, stage.nodes):   # relayed as written, like the one tensor of the model
+            shape = tuple(example.shape)
+            stride = dense_order(shape, tuple(example.stride()))
+            if not example.is_contiguous() and stride != dense_order(shape, tuple(range(len(shape), 0, -1))):
+                # laid out in the traced order of its dimensions (placement/torch/contiguity.py)
+                env[value] = graph.call_function(traced_layout, (received[value], stride))
+                if written_in_place(value, stage.nodes):   # a copy: relayed as written
+                    del received[value]
+            elif written_in_place(value, stage.nodes):   # relayed as written, like the one tensor of the model
                 env[value] = graph.call_function(contiguous_copy, (received[value],))
                 del received[value]
             else:
