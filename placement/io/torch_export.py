@@ -16,10 +16,13 @@ region (functorch's calls that open and close it, and ``flat_apply`` inside it, 
 causal masks of recent ``transformers``) is traced through to the batched ATen operators it
 runs (``run_decompositions`` without decompositions; in-place operators then take their
 functional forms), so that its operators are costed and a stage boundary may fall anywhere in
-it. A model is refused when its graph holds another higher-order operator (``torch.no_grad``,
-``torch.autocast`` and ``torch.cond`` regions: the operators inside are not in this graph, and
-tracing through them would lose what they do to gradients and types) or a shape that depends
-on the data (``nonzero``, a boolean mask): neither can be costed.
+it. So is a ``torch.no_grad`` region none of whose inputs needs a gradient (the rotary embeddings
+of recent decoder models, computed from a buffer and the positions: nothing in it could get one),
+and an ``autocast`` region that turns autocast off. A model is refused when its graph holds
+another higher-order operator (``torch.no_grad`` over values that need a gradient, an
+``autocast`` that casts, ``torch.cond``: the operators inside are not in this graph, and tracing
+through them would lose what they do to gradients and types) or a shape that depends on the data
+(``nonzero``, a boolean mask): neither can be costed.
 
 FLOPs (one multiply-add = 2 FLOPs; bias additions not counted), with ``out`` the output
 and ``a`` the first matrix operand:
@@ -181,18 +184,17 @@ VMAP_OPERATORS = frozenset({"flat_apply"})
 
 
 def _without_regions(program: Any, name: str, torch: Any) -> Any:
-    """``program``, or where it holds ``torch.vmap`` regions (:data:`VMAP_CALLS`, as in the attention
-    masks of recent ``transformers``) and no other higher-order operator, the same program traced
-    through them to ATen operators (``run_decompositions`` with no decomposition: operators are
-    kept, a region's inside becomes batched operators of the graph, and in-place operators their
-    functional forms). Another higher-order operator (``torch.no_grad``, ``torch.autocast``,
-    ``torch.cond``) is never traced through, which would drop what it does to gradients or types:
-    it is refused where it is read."""
-    calls = [node.target for node in program.graph.nodes
+    """``program``, or where every region it holds is one that can be read through
+    (:func:`_readable_region`), the same program traced through them to ATen operators
+    (``run_decompositions`` with no decomposition: operators are kept, a region's inside becomes
+    operators of the graph, and in-place operators their functional forms). Another region
+    (``torch.no_grad`` over values that need a gradient, ``torch.autocast`` that casts,
+    ``torch.cond``) is never traced through, which would change the gradients or the types: it is
+    refused where it is read."""
+    calls = [node for node in program.graph.nodes
              if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload)
              and node.target is not operator.getitem]
-    if not calls or not all(target.name() in VMAP_OPERATORS if isinstance(target, torch._ops.HigherOrderOperator)
-                            else getattr(target, "__name__", None) in VMAP_CALLS for target in calls):
+    if not calls or not all(_readable_region(node, program.graph_module, torch, top=True) for node in calls):
         return program
     with _held_diagnostics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -200,6 +202,35 @@ def _without_regions(program: Any, name: str, torch: Any) -> Any:
             return program.run_decompositions(decomp_table={})
         except Exception:   # the region stays, and is refused with its name by graph_from_program
             return program
+
+
+def _readable_region(node: Any, module: Any, torch: Any, top: bool = False) -> bool:
+    """Whether the FX ``node`` (a call that is no ATen operator) can be traced through without changing
+    what the program computes or which values get gradients: ``torch.vmap``'s calls
+    (:data:`VMAP_CALLS`, :data:`VMAP_OPERATORS`); a ``torch.no_grad`` region none of whose tensor
+    inputs needs a gradient (nothing in it could get one: the rotary embeddings of Llama, Mistral,
+    Qwen2, GPT-NeoX, Phi and Falcon, computed from a buffer and the positions); an ``autocast``
+    region that turns autocast off (the program runs without it); each with only such regions inside."""
+    target = node.target
+    if not isinstance(target, torch._ops.HigherOrderOperator):
+        return getattr(target, "__name__", None) in VMAP_CALLS
+    kind = target.name()
+    if kind in VMAP_OPERATORS:
+        return True
+    if kind == "wrap_with_set_grad_enabled" and node.args and node.args[0] is False:
+        inputs, body = node.args[2:], node.args[1]
+        if top and any(getattr(getattr(a, "meta", {}).get("val"), "requires_grad", False) for a in inputs):
+            return False
+    elif kind == "wrap_with_autocast" and len(node.args) > 4 and node.args[2] is False:
+        body = node.args[4]
+    else:
+        return False
+    inner = getattr(module, body.target, None) if getattr(body, "op", None) == "get_attr" else None
+    if inner is None:
+        return False
+    return all(_readable_region(n, inner, torch) for n in inner.graph.nodes
+               if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
+               and n.target is not operator.getitem)
 
 
 class _Held:
@@ -274,7 +305,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "norm"
     if base in SOFTMAX:
         return "softmax"
-    if target.is_view or base in ("alias", "detach"):
+    if target.is_view or base in ("alias", "detach", "_unsafe_view"):   # _unsafe_view: a view its schema hides
         return "view"
     if base in COPY:   # before the pointwise tag, which clone, where.self and masked_fill.Scalar carry
         return "copy"

@@ -121,10 +121,11 @@ def writes_into(node: Any, value: Any) -> bool:
 
 #: operators whose schema marks no alias but which may return an argument itself, or views of it: a
 #: dropout in evaluation, ``type_as`` to the same type, ``atleast_Nd`` of a tensor that has the
-#: dimensions, an einsum of one operand (a permutation), and the splitting and broadcasting ones
+#: dimensions, an einsum of one operand (a permutation), the splitting and broadcasting ones, and
+#: ``_unsafe_view`` (a reshape that a functional program writes after a copy)
 RETURNS_ARGUMENT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "type_as", "atleast_1d",
                     "atleast_2d", "atleast_3d", "einsum", "broadcast_tensors", "unsafe_chunk", "unsafe_split",
-                    "unsafe_split_with_sizes", "meshgrid"}
+                    "unsafe_split_with_sizes", "meshgrid", "_unsafe_view"}
 
 
 def _returns_argument(node: Any, name: str, value: Any) -> bool:
