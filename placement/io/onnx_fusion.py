@@ -20,7 +20,9 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
   A mask the exporter computes from constants alone for such a pattern (``is_causal=True``
   written as ``Expand``, ``Trilu``, ``Equal`` and ``Where`` on constants, where ONNX has no
-  causal attention) joins it too: PyTorch's kernel makes that mask itself, and reads none.
+  causal attention) joins it too: PyTorch's kernel makes that mask itself, and reads none. (A
+  mask the model computes from constants itself, ``ones(n, n).tril()``, is read the same way:
+  ONNX cannot tell the two apart, and PyTorch would run its two kernels.)
 
 * **Decomposed kernels**: where ONNX (at the file's opset) has no operator for a PyTorch
   kernel, the exporters write it as pointwise nodes of its one input (:data:`DECOMPOSITIONS`):
