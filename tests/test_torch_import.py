@@ -337,8 +337,24 @@ def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
                 h = self.b(h)
             return h
 
+    class ActivationNoGrad(NoGrad):   # no parameter inside: the activation alone needs a gradient
+        def forward(self, x):
+            h = self.a(x)
+            with torch.no_grad():
+                t = h * 2
+            return self.b(h + t)
+
+    class AutocastNoGrad(NoGrad):     # the export writes no no_grad inside an autocast region
+        def forward(self, x):
+            h = self.a(x)
+            with torch.autocast("cpu", enabled=False):
+                with torch.no_grad():
+                    t = self.b(h)
+            return h + t
+
     for model, hop in ((NoGrad(), "wrap_with_set_grad_enabled"), (Cond(), "cond"),
-                       (VmapNoGrad(), "wrap_with_set_grad_enabled")):
+                       (VmapNoGrad(), "wrap_with_set_grad_enabled"),
+                       (ActivationNoGrad(), "wrap_with_set_grad_enabled"), (AutocastNoGrad(), "wrap_with_autocast")):
         with pytest.raises(InvalidParameterError, match=rf"^model {type(model).__name__} cannot be costed: its "
                                                         rf"forward holds a region that torch.export writes as the "
                                                         rf"higher-order operator {hop} \(torch.no_grad, "):

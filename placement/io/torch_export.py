@@ -16,11 +16,11 @@ region (functorch's calls that open and close it, and ``flat_apply`` inside it, 
 causal masks of recent ``transformers``) is traced through to the batched ATen operators it
 runs (``run_decompositions`` without decompositions; in-place operators then take their
 functional forms), so that its operators are costed and a stage boundary may fall anywhere in
-it. So is a ``torch.no_grad`` region none of whose inputs needs a gradient (the rotary embeddings
-of recent decoder models, computed from a buffer and the positions: nothing in it could get one),
-and an ``autocast`` region that turns autocast off. A model is refused when its graph holds
-another higher-order operator (``torch.no_grad`` over values that need a gradient, an
-``autocast`` that casts, ``torch.cond``: the operators inside are not in this graph, and tracing
+it. So is a ``torch.no_grad`` region none of whose inputs may need a gradient (the rotary
+embeddings of recent decoder models, computed from a buffer and the positions: nothing in it could
+get one), with an ``autocast`` that turns autocast off inside it. A model is refused when its graph
+holds another higher-order operator (``torch.no_grad`` over values that may need a gradient, an
+``autocast`` elsewhere, ``torch.cond``: the operators inside are not in this graph, and tracing
 through them would lose what they do to gradients and types) or a shape that depends on the data
 (``nonzero``, a boolean mask): neither can be costed.
 
@@ -188,13 +188,16 @@ def _without_regions(program: Any, name: str, torch: Any) -> Any:
     (:func:`_readable_region`), the same program traced through them to ATen operators
     (``run_decompositions`` with no decomposition: operators are kept, a region's inside becomes
     operators of the graph, and in-place operators their functional forms). Another region
-    (``torch.no_grad`` over values that need a gradient, ``torch.autocast`` that casts,
+    (``torch.no_grad`` over values that need a gradient, ``torch.autocast`` outside such a region,
     ``torch.cond``) is never traced through, which would change the gradients or the types: it is
     refused where it is read."""
     calls = [node for node in program.graph.nodes
              if node.op == "call_function" and not isinstance(node.target, torch._ops.OpOverload)
              and node.target is not operator.getitem]
-    if not calls or not all(_readable_region(node, program.graph_module, torch, top=True) for node in calls):
+    if not calls:
+        return program
+    needs = _may_need_gradients(program, torch)
+    if not all(_readable_region(node, program.graph_module, torch, needs) for node in calls):
         return program
     with _held_diagnostics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -204,13 +207,34 @@ def _without_regions(program: Any, name: str, torch: Any) -> Any:
             return program
 
 
-def _readable_region(node: Any, module: Any, torch: Any, top: bool = False) -> bool:
+def _may_need_gradients(program: Any, torch: Any) -> set[Any]:
+    """The FX values of ``program`` that may need a gradient: trained parameters, inputs that require
+    one, and whatever an operator or region computes from them, except a ``no_grad`` region's results
+    (an over-estimate: it is used only to refuse; the traced values' own flags are not kept here)."""
+    trained = {spec.arg.name for spec in program.graph_signature.input_specs
+               if spec.kind.name == "PARAMETER" and getattr(spec.arg, "name", None) is not None}
+    needs: set[Any] = set()
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            value = node.meta.get("val")
+            if node.name in trained or (isinstance(value, torch.Tensor) and value.requires_grad):
+                needs.add(node)
+        elif node.op == "call_function":
+            grad_off = (isinstance(node.target, torch._ops.HigherOrderOperator)
+                        and node.target.name() == "wrap_with_set_grad_enabled" and node.args and node.args[0] is False)
+            if not grad_off and any(a in needs for a in node.all_input_nodes):
+                needs.add(node)
+    return needs
+
+
+def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradient_free: bool = False) -> bool:
     """Whether the FX ``node`` (a call that is no ATen operator) can be traced through without changing
     what the program computes or which values get gradients: ``torch.vmap``'s calls
-    (:data:`VMAP_CALLS`, :data:`VMAP_OPERATORS`); a ``torch.no_grad`` region none of whose tensor
-    inputs needs a gradient (nothing in it could get one: the rotary embeddings of Llama, Mistral,
-    Qwen2, GPT-NeoX, Phi and Falcon, computed from a buffer and the positions); an ``autocast``
-    region that turns autocast off (the program runs without it); each with only such regions inside."""
+    (:data:`VMAP_CALLS`, :data:`VMAP_OPERATORS`); a ``torch.no_grad`` region none of whose inputs may
+    need a gradient (``needs``, :func:`_may_need_gradients`; nothing in it could get one: the rotary
+    embeddings of Llama, Mistral, Qwen2, GPT-NeoX, Phi and Falcon, computed from a buffer and the
+    positions), with, inside it (``gradient_free``), such regions or an ``autocast`` that turns autocast
+    off. An ``autocast`` elsewhere is not read through: the export writes no ``no_grad`` inside one."""
     target = node.target
     if not isinstance(target, torch._ops.HigherOrderOperator):
         return getattr(target, "__name__", None) in VMAP_CALLS
@@ -218,17 +242,17 @@ def _readable_region(node: Any, module: Any, torch: Any, top: bool = False) -> b
     if kind in VMAP_OPERATORS:
         return True
     if kind == "wrap_with_set_grad_enabled" and node.args and node.args[0] is False:
-        inputs, body = node.args[2:], node.args[1]
-        if top and any(getattr(getattr(a, "meta", {}).get("val"), "requires_grad", False) for a in inputs):
+        body = node.args[1]
+        if not gradient_free and any(a in needs for a in node.args[2:] if isinstance(a, torch.fx.Node)):
             return False
-    elif kind == "wrap_with_autocast" and len(node.args) > 4 and node.args[2] is False:
+    elif kind == "wrap_with_autocast" and gradient_free and len(node.args) > 4 and node.args[2] is False:
         body = node.args[4]
     else:
         return False
     inner = getattr(module, body.target, None) if getattr(body, "op", None) == "get_attr" else None
     if inner is None:
         return False
-    return all(_readable_region(n, inner, torch) for n in inner.graph.nodes
+    return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
                and n.target is not operator.getitem)
 
