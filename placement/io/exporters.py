@@ -449,7 +449,9 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     queries, assertions, guards) go to the earliest stage that uses them, or, unused, to
     the stage of their latest input. For ``torch.distributed.pipelining.pipeline``, a training plan
     may not skip a stage (:func:`require_neighbour_reads`); ``relayed=True`` (for a caller that relays
-    such values stage by stage, as :mod:`placement.torch.partition` does) allows it.
+    such values stage by stage, as :mod:`placement.torch.partition` does) allows it. Without it, a
+    stage that writes in place into a value it receives writes into a copy made at its start
+    (:func:`_copy_what_stages_write_into`), and a model that returns its own parameter is refused.
     """
     from placement.io.torch_export import require_torch
 

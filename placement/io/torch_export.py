@@ -173,7 +173,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
                                                  f"raised {type(exc).__name__}: {first}") from None
         held.keep = True
-    return _without_regions(program, type(model).__name__, torch)
+    return _without_regions(program, torch)
 
 
 #: what ``torch.export`` writes for a ``torch.vmap`` region: functorch's calls that open and close
@@ -183,7 +183,7 @@ VMAP_CALLS = frozenset({"lazy_load_decompositions", "_vmap_increment_nesting", "
 VMAP_OPERATORS = frozenset({"flat_apply"})
 
 
-def _without_regions(program: Any, name: str, torch: Any) -> Any:
+def _without_regions(program: Any, torch: Any) -> Any:
     """``program``, or where every region it holds is one that can be read through
     (:func:`_readable_region`), the same program traced through them to ATen operators
     (``run_decompositions`` with no decomposition: operators are kept, a region's inside becomes
