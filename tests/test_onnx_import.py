@@ -266,6 +266,31 @@ def test_a_decomposed_layer_norm_is_one_normalisation_with_its_affine_epilogue()
     assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
 
 
+def test_a_kernel_with_its_own_bias_takes_no_second_one():
+    """Gemm(X, W, C) already adds C: a later Add of a parameter is torch's add, a kernel of its own."""
+    inits = [numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W"),
+             numpy_helper.from_array(np.ones(8, dtype=np.float32), "C"),
+             numpy_helper.from_array(np.ones(8, dtype=np.float32), "P")]
+    graph = graph_from_onnx(_graph([helper.make_node("Gemm", ["X", "W", "C"], ["H"], name="/fc/Gemm"),
+                                    helper.make_node("Add", ["H", "P"], ["Y"], name="/Add")],
+                                   [("X", [2, 4])], ["Y"], inits), "gemm")
+    assert [op.target for op in graph.ops] == ["Gemm", "Add"]
+
+
+def test_a_mask_from_a_trained_table_is_no_constant_mask_of_the_attention():
+    """A relative-position bias gathered from a trained table is a kernel of its own (the gather), read by
+    the attention; only a mask made from constants of one element (or integers) joins it."""
+    table = numpy_helper.from_array(np.ones((4, 4), dtype=np.float32), "T")
+    index = numpy_helper.from_array(np.arange(4, dtype=np.int64), "I")
+    model = _graph([helper.make_node("MatMul", ["Q", "K"], ["s"], name="/attn/MatMul"),
+                    helper.make_node("Gather", ["T", "I"], ["b"], name="/bias/Gather"),
+                    helper.make_node("Add", ["s", "b"], ["m"], name="/attn/Add"),
+                    helper.make_node("Softmax", ["m"], ["p"], name="/attn/Softmax", axis=-1),
+                    helper.make_node("MatMul", ["p", "V"], ["O"], name="/attn/MatMul_1")],
+                   [("Q", [1, 1, 4, 8]), ("K", [1, 1, 8, 4]), ("V", [1, 1, 4, 8])], ["O"], [table, index])
+    assert [op.target for op in graph_from_onnx(model, "bias").ops] == ["Gather", "MatMul+Add+Softmax+MatMul"]
+
+
 def test_an_epilogue_fuses_only_a_result_nobody_else_reads():
     bias = numpy_helper.from_array(np.ones(8, dtype=np.float32), "B")
     weight = numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W")

@@ -13,12 +13,15 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   ``MatMul`` + ``Add(bias)`` is torch's ``linear`` on a tensor of rank 3 or more,
   ``InstanceNormalization`` + ``Reshape`` + ``Mul(weight)`` + ``Add(bias)`` is
   ``group_norm``: one kernel each, the bias read and the result written once. A position
-  embedding added after a linear layer, or a scale after its bias, is a kernel of its own.
+  embedding added after a linear layer, or a scale after its bias, is a kernel of its own, and
+  so is an ``Add`` after a ``Gemm`` or convolution that adds its own bias, or a ``Mul`` or ``Add``
+  after a normalisation with its own scale or bias (:data:`OWN_EPILOGUES`).
 * **Attention**: ``MatMul(q, k)`` → optional ``Add``/``Mul``/``Div``/``Where`` (mask,
   scale) → ``Softmax`` → optional ``Dropout``/``Cast`` → ``MatMul(·, v)``, with a ``Mul``
   or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
   ``scaled_dot_product_attention``, which runs fused: the score matrix is never written.
-  A mask the exporter computes from constants alone for such a pattern (``is_causal=True``
+  A mask the exporter computes from constants alone (of one element, or integers: no trained
+  tensor, no model input) for such a pattern, added or selected (``is_causal=True``
   written as ``Expand``, ``Trilu``, ``Equal`` and ``Where`` on constants, where ONNX has no
   causal attention) joins it too: PyTorch's kernel makes that mask itself, and reads none. (A
   mask the model computes from constants itself, ``ones(n, n).tril()``, is read the same way:
@@ -58,6 +61,8 @@ EPILOGUE_ANCHORS = frozenset({"matmul", "conv", "norm"})
 EPILOGUE_OPS = frozenset({"Add", "Mul"})
 SCORE_OPS = frozenset({"Add", "Mul", "Div", "Sub", "Where"})
 SCALE_OPS = frozenset({"Mul", "Div"})
+#: the score operators that apply a mask (the others scale)
+MASK_OPS = frozenset({"Add", "Sub", "Where"})
 PROBABILITY_OPS = frozenset({"Dropout", "Cast"})
 
 
@@ -150,7 +155,8 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         if node.op_type == "Softmax" and softmax not in group_of:
             members = _attention(nodes, softmax, producer, readers, parameters, private)
             if members is not None:
-                members |= _constant_masks(nodes, members, producer, readers, parameters, graph_outputs)
+                members |= _constant_masks(nodes, members, producer, readers,
+                                           parameters if scalars is None else scalars, graph_outputs)
             if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
@@ -184,9 +190,20 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
 EPILOGUES = {"matmul": ("Add",), "conv": ("Add",), "norm": ("Mul", "Add")}
 
 
+#: per operator type, the epilogues its own inputs already apply (input position, epilogue): Gemm's C and
+#: a convolution's B are its bias, a normalisation's scale and bias its affine ``Mul`` and ``Add``
+OWN_EPILOGUES = {"Gemm": ((2, "Add"),), "Conv": ((2, "Add"),), "ConvTranspose": ((2, "Add"),),
+                 "LayerNormalization": ((1, "Mul"), (2, "Add")), "BatchNormalization": ((1, "Mul"), (2, "Add"))}
+
+
 def _takes(nodes: Sequence[FusionNode], group: Group, op_type: str) -> bool:
-    """Whether ``group`` takes one more epilogue ``op_type`` (:data:`EPILOGUES`, each at most once, in order)."""
-    taken = [nodes[m].op_type for m in group.members[group.core:] if nodes[m].kind != "view"]
+    """Whether ``group`` takes one more epilogue ``op_type`` (:data:`EPILOGUES`, each at most once, in order,
+    those its first node applies with its own inputs included: a linear layer with its bias takes no
+    second one)."""
+    anchor = nodes[group.members[0]]
+    own = [epilogue for k, epilogue in OWN_EPILOGUES.get(anchor.op_type, ())
+           if len(anchor.inputs) > k and anchor.inputs[k]]
+    taken = own + [nodes[m].op_type for m in group.members[group.core:] if nodes[m].kind != "view"]
     allowed = EPILOGUES.get(group.kind, ())
     return op_type in allowed[allowed.index(taken[-1]) + 1 if taken else 0:]
 
@@ -267,14 +284,15 @@ LARGEST_CONSTANT_MASK = 16
 
 
 def _constant_masks(nodes: Sequence[FusionNode], members: set[int], producer: dict[str, int],
-                    readers: dict[str, list[int]], parameters: set[str], graph_outputs: set[str]) -> set[int]:
+                    readers: dict[str, list[int]], constants: set[str], graph_outputs: set[str]) -> set[int]:
     """The nodes that compute a mask of the attention ``members`` from constants alone (module
-    docstring): for each operand of a score operator that a node makes, the nodes it is made by,
-    where every value they read is a parameter or made by one of them, and nothing but they and
-    the score operator reads what they make; none where that is not so."""
+    docstring): for each operand of a mask operator (:data:`MASK_OPS`, not a scale) that a node
+    makes, the nodes it is made by, where every value they read is one of ``constants`` (of one
+    element, or integers: no trained tensor, no model input) or made by one of them, and nothing but
+    they and the mask operator reads what they make; none where that is not so."""
     found: set[int] = set()
     for member in sorted(members):
-        if nodes[member].op_type not in SCORE_OPS:
+        if nodes[member].op_type not in MASK_OPS:
             continue
         for operand in nodes[member].inputs:
             if not operand or operand not in producer or producer[operand] in members:
@@ -289,8 +307,8 @@ def _constant_masks(nodes: Sequence[FusionNode], members: set[int], producer: di
                 for t in nodes[k].inputs:
                     if t and t in producer:
                         stack.append(producer[t])
-                    elif t and t not in parameters:
-                        mask.add(-1)   # a model input: no constant
+                    elif t and t not in constants:
+                        mask.add(-1)   # a model input or a trained tensor: no constant mask
             inside = mask | {member}
             if (-1 not in mask and len(mask) <= LARGEST_CONSTANT_MASK
                     and all(t not in graph_outputs and inside.issuperset(readers.get(t, ()))
