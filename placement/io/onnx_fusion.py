@@ -221,7 +221,11 @@ def _decomposed(nodes: Sequence[FusionNode], last: int, producer: dict[str, int]
     members = {last}
     while len(members) <= LARGEST_DECOMPOSITION:
         read = {t for m in members for t in nodes[m].inputs if t and producer.get(t) not in members}
-        if any(t in parameters and t not in producer and t not in scalars for t in read):
+        # constants of one element; a reduction's axes (its second input) may hold several
+        axes = {nodes[m].inputs[1] for m in members if nodes[m].kind == "reduction" and len(nodes[m].inputs) > 1}
+        if any(t in parameters and t not in producer
+               and (t not in scalars or (elements is not None and elements.get(t, 1) > 1 and t not in axes))
+               for t in read):
             return None
         values = [t for t in read if t not in parameters or t in producer]
         if len(values) == 1:
