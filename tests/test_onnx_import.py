@@ -277,6 +277,16 @@ def test_a_kernel_with_its_own_bias_takes_no_second_one():
     assert [op.target for op in graph.ops] == ["Gemm", "Add"]
 
 
+def test_an_operand_that_broadcasts_the_result_larger_is_no_epilogue():
+    # P [64, 1, 1] added to a [1, 4, 16] product writes 64 times its elements: torch's add, after the matmul
+    inits = [numpy_helper.from_array(np.ones((8, 16), dtype=np.float32), "W"),
+             numpy_helper.from_array(np.ones((64, 1, 1), dtype=np.float32), "P")]
+    graph = graph_from_onnx(_graph([helper.make_node("MatMul", ["X", "W"], ["H"], name="/fc/MatMul"),
+                                    helper.make_node("Add", ["H", "P"], ["Y"], name="/Add")],
+                                   [("X", [1, 4, 8])], ["Y"], inits), "wide")
+    assert [op.target for op in graph.ops] == ["MatMul", "Add"]
+
+
 def test_a_mask_from_a_trained_table_is_no_constant_mask_of_the_attention():
     """A relative-position bias gathered from a trained table is a kernel of its own (the gather), read by
     the attention; only a mask made from constants of one element (or integers) joins it."""

@@ -15,7 +15,8 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   ``group_norm``: one kernel each, the bias read and the result written once. A position
   embedding added after a linear layer, or a scale after its bias, is a kernel of its own, and
   so is an ``Add`` after a ``Gemm`` or convolution that adds its own bias, or a ``Mul`` or ``Add``
-  after a normalisation with its own scale or bias (:data:`OWN_EPILOGUES`).
+  after a normalisation with its own scale or bias (:data:`OWN_EPILOGUES`), or one whose
+  operand broadcasts the result to more elements than the kernel writes.
 * **Attention**: ``MatMul(q, k)`` → optional ``Add``/``Mul``/``Div``/``Where`` (mask,
   scale) → ``Softmax`` → optional ``Dropout``/``Cast`` → ``MatMul(·, v)``, with a ``Mul``
   or ``Div`` by a parameter on either operand of the first ``MatMul`` (the scale), is
@@ -176,7 +177,8 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         chain = _epilogue_chain(nodes, i, producer, vectors, private)
         if chain is not None and chain[0] in group_of and group_of[chain[0]].kind in EPILOGUE_ANCHORS \
                 and group_of[chain[0]].exit == chain[0] and closed(group_of[chain[0]].members + chain[1:]) \
-                and _takes(nodes, group_of[chain[0]], node.op_type):
+                and _takes(nodes, group_of[chain[0]], node.op_type) \
+                and (elements is None or elements.get(node.outputs[0]) == elements.get(nodes[chain[0]].outputs[0])):
             group = group_of[chain[0]]
             group.members.extend(chain[1:])
             group_of.update(dict.fromkeys(chain[1:], group))
