@@ -264,11 +264,12 @@ class Result:
             raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
         verification = Verification.from_json(verified) if verified is not None else None
-        if status in (Status.OPTIMAL, Status.FEASIBLE) and _number(data.get("objective")) is None:
+        value = _number(data.get("objective"))
+        if status in (Status.OPTIMAL, Status.FEASIBLE) and value is None:
             found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
             raise InvalidPlanError(f"field 'objective' must be a number in a plan document of status "
                                    f"{status.value!r}; {found}")
-        return cls(status=status, value=_number(data.get("objective")), bound=_number(data.get("bound")),
+        return cls(status=status, value=value, bound=_number(data.get("bound")),
                    gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
                    backend=data.get("backend"), objective=kind,
                    contiguity=str(data.get("contiguity", "stages")),

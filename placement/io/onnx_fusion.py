@@ -135,6 +135,7 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
     ``scalars`` the parameters a decomposition may read (default: all); ``elements`` the tensors'
     element counts, by which a decomposition writes a tensor of its input's size (default: not checked)."""
     vectors = parameters if axis_parameters is None else axis_parameters
+    singles = parameters if scalars is None else scalars
     producer = {t: i for i, node in enumerate(nodes) for t in node.outputs if t}
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(nodes):
@@ -156,16 +157,15 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
         if node.op_type == "Softmax" and softmax not in group_of:
             members = _attention(nodes, softmax, producer, readers, parameters, private)
             if members is not None:
-                members |= _constant_masks(nodes, members, producer, readers,
-                                           parameters if scalars is None else scalars, graph_outputs)
+                members |= _constant_masks(nodes, members, producer, readers, singles, graph_outputs)
             if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
 
     for last in reversed(range(len(nodes))):
         if last not in group_of:
-            found = _decomposed(nodes, last, producer, readers, parameters,
-                                parameters if scalars is None else scalars, graph_outputs, group_of, elements)
+            found = _decomposed(nodes, last, producer, readers, parameters, singles, graph_outputs, group_of,
+                                elements)
             if found is not None:
                 members, decomposition = found
                 group = Group(members, decomposition.kind, decomposition.operator, len(members))

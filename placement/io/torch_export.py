@@ -405,20 +405,10 @@ def _written_values(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]])
     """The operators' outputs the FX ``node`` writes into in place (``Op.writes``): each argument it
     writes into, and the values that argument is a view (or an in-place result) of, back to the
     first that is none."""
-    from placement.torch.contiguity import aliases_argument, writes_into
+    from placement.torch.contiguity import alias_sources, writes_into
 
-    written: list[tuple[int, int]] = []
-    for arg in node.all_input_nodes:
-        if not writes_into(node, arg):
-            continue
-        value = arg
-        while True:
-            written.extend(reads_of(value))
-            source = value.args[0] if value.op == "call_function" and value.args else None
-            if source is None or not hasattr(source, "op") or not aliases_argument(value, source):
-                break
-            value = source
-    return tuple(dict.fromkeys(written))
+    return tuple(dict.fromkeys(read for arg in node.all_input_nodes if writes_into(node, arg)
+                               for value in alias_sources(arg) for read in reads_of(value)))
 
 
 def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:

@@ -216,16 +216,20 @@ def aliases_state(value: Any) -> bool:
     return state_root(value) is not None
 
 
+def alias_sources(value: Any) -> list[Any]:
+    """``value`` and the FX values it was made from by operators whose result aliases their first
+    argument (a view, an in-place result), in turn, back to the first that was not: the values
+    whose memory a write into ``value`` writes into."""
+    chain = [value]
+    while (value.op == "call_function" and value.args and isinstance(value.args[0], torch.fx.Node)
+           and aliases_argument(value, value.args[0])):
+        value = value.args[0]
+        chain.append(value)
+    return chain
+
+
 def state_root(value: Any) -> Any:
     """The attribute read (a ``get_attr`` node) whose memory the FX value ``value`` may share
     (:func:`aliases_state`), or ``None``."""
-    import torch
-
-    while True:
-        if value.op == "get_attr":
-            return value
-        if value.op != "call_function" or not value.args or not isinstance(value.args[0], torch.fx.Node):
-            return None
-        if not aliases_argument(value, value.args[0]):
-            return None
-        value = value.args[0]
+    source = alias_sources(value)[-1]
+    return source if source.op == "get_attr" else None
