@@ -4,14 +4,17 @@ was measured on."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
+from placement.jsonfile import strict_json
 
-__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cpu_model", "machine"]
+__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cpu_model", "machine", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -40,3 +43,9 @@ def machine() -> dict:
     return {"python": sys.version.split()[0], "cpus": os.cpu_count(), "machine": platform.platform(),
             "processor": platform.processor() or platform.machine(), "cpu_model": cpu_model(),
             "load_average": os.getloadavg()}
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write ``document`` to ``path`` as strict JSON, indented: a bound that is not finite (an
+    infeasible setting's) as null, which every JSON reader takes, not Python's ``Infinity``."""
+    path.write_text(json.dumps(strict_json(document), indent=1, allow_nan=False) + "\n")

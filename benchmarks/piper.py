@@ -33,7 +33,6 @@ device as ``a100`` (its memory, speed 1) beside a slower ``v100`` (32 GiB, speed
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -49,7 +48,7 @@ from placement.report.table import cell, format_table
 from placement.verification.parallel import evaluate_parallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, refuse  # noqa: E402  (beside this script)
+from common import machine, refuse, write_json  # noqa: E402  (beside this script)
 
 GIB = 2**30
 MILLISECONDS = {"gnmt", "resnet"}
@@ -103,7 +102,7 @@ def type_rows(instance: PiperInstance, out: Path) -> None:
         print("  ".join(rows[-1]), file=sys.stderr, flush=True)
     print("\n".join(format_table(rows, left=(0, 1, 2, 6))))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "piper_types.json").write_text(json.dumps({"machine": machine(), "rows": records}, indent=1) + "\n")
+    write_json(out / "piper_types.json", {"machine": machine(), "rows": records})
 
 
 def in_seconds(instance: PiperInstance) -> PiperInstance:
@@ -202,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(times)} settings)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "piper.json").write_text(json.dumps(records, indent=1) + "\n")
-    (out / "piper_comparison.json").write_text(json.dumps({"machine": machine(), "rows": comparison}, indent=1) + "\n")
+    write_json(out / "piper.json", records)
+    write_json(out / "piper_comparison.json", {"machine": machine(), "rows": comparison})
     if args.types and "bert32a100" in names:
         print()
         type_rows(instances["bert32a100"], out)

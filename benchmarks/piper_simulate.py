@@ -53,7 +53,7 @@ from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_int  # noqa: E402  (beside this script)
+from common import machine, positive_int, write_json  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
@@ -208,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{max((r['memory_rel'] for r in mine), default=0):.2e}")
     search = [] if args.no_search else search_rows(instances)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine(), "source": source, "runs": out, "search": search},
-                                    indent=1) + "\n")
+    write_json(args.json, {"machine": machine(), "source": source, "runs": out, "search": search})
     return 0
 
 

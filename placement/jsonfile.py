@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -33,6 +34,9 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 309  # shorter integers are below 1e309: no need for the range-checking hook
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")
 _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
+# text that may decode to a number that is not finite: the parser's NaN and Infinity, or an exponent
+# of three digits or more (1e400 decodes to inf)
+_MAYBE_NOT_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?0*[1-9][0-9]{2}")
 
 
 def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes | bytearray:
@@ -90,12 +94,53 @@ def nested_deeper_than(data: bytes | bytearray, limit: int) -> bool:
     return b"()" in brackets
 
 
-def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> Any:
+def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES,
+              finite: bool = True) -> Any:
     """Parse the JSON file at ``path``; raise ``error`` with file, line and column on failure.
 
     A file longer than ``max_bytes`` raises :class:`LimitExceededError`; JSON nested more than
-    :data:`MAX_DEPTH` levels raises ``error``.
+    :data:`MAX_DEPTH` levels raises ``error``, and so, with ``finite``, does a number that is not
+    finite anywhere in the document (:func:`refuse_non_finite`; a caller whose parser names the
+    fields it reads passes ``finite=False`` and calls it after parsing).
     """
+    document, maybe_not_finite = _decode(path, error, max_bytes)
+    if finite and maybe_not_finite:
+        refuse_non_finite(document, path, error)
+    return document
+
+
+def refuse_non_finite(document: Any, path: str | Path, error: type[PlacementError]) -> None:
+    """Raise ``error`` naming the first number of ``document`` (read from ``path``) that is not
+    finite (``NaN``, ``Infinity``, ``1e400``), by its place in the document: no file read here has a
+    use for one, and a field a reader ignores must not hold one either (README, Limits)."""
+    found = _non_finite(document, "")
+    if found is not None:
+        where, value = found
+        raise error(f"{path}: {where or 'the document'} is {_non_finite_name(value)}; every number must be finite")
+
+
+def _non_finite_name(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
+    """The place (``nodes[3].extra``) and value of the first number in ``value`` that is not finite."""
+    stack = [(where, value)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return where, value
+        elif isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{k}]", item) for k, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tuple[Any, bool]:
+    """The document in the JSON file at ``path`` (:func:`load_json`), numbers unchecked, and whether
+    its text may spell a number that is not finite (only then is the document searched for one)."""
     data = read_bytes(path, error, max_bytes)
     if data[:2] == b"\x1f\x8b":
         raise error(f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)")
@@ -109,8 +154,9 @@ def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MA
     if nested_deeper_than(data, MAX_DEPTH):
         raise error(too_deep)
     try:
-        return json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None,
-                          object_pairs_hook=_unique_keys)
+        return (json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None,
+                           object_pairs_hook=_unique_keys),
+                _MAYBE_NOT_FINITE.search(data) is not None)
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except _RepeatedKey as exc:
@@ -186,10 +232,14 @@ def parse_file(path: str | Path, parse: Callable[[Any, str], T], max_bytes: int 
 
     Unreadable or malformed JSON, and every :class:`InvalidInstanceError` the parser raises,
     come out as :class:`InvalidInstanceError` whose message starts with ``path``; a file longer
-    than ``max_bytes`` as :class:`LimitExceededError`.
+    than ``max_bytes`` as :class:`LimitExceededError`. A number that is not finite where the parser
+    does not look (a field it ignores) is refused after it (:func:`refuse_non_finite`).
     """
-    data = load_json(path, InvalidInstanceError, max_bytes)
+    data, maybe_not_finite = _decode(path, InvalidInstanceError, max_bytes)
     try:
-        return parse(data, Path(path).stem)
+        parsed = parse(data, Path(path).stem)
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{path}: {exc}") from None
+    if maybe_not_finite:        # after the parser, whose messages name the fields it reads
+        refuse_non_finite(data, path, InvalidInstanceError)
+    return parsed

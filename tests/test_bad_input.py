@@ -306,6 +306,13 @@ def test_numbers_past_the_float_range(tmp_path, literal, expected):
     assert message(tmp_path, text) == expected
 
 
+@pytest.mark.parametrize("literal, value", [("NaN", "NaN"), ("-Infinity", "-Infinity"), ("1e400", "Infinity")])
+def test_a_number_that_is_not_finite_in_a_field_the_reader_ignores(tmp_path, literal, value):
+    # unknown node fields are ignored, but no file may hold such a number (README, Limits)
+    text = json.dumps(with_node(instance(), 1, note=12345.0)).replace("12345.0", literal)
+    assert message(tmp_path, text) == f"nodes[1].note is {value}; every number must be finite"
+
+
 def test_integers_past_the_float_range_in_a_document():
     """A decoded document (no file) reaches the field reader, which says which field it is."""
     with pytest.raises(InvalidInstanceError) as info:

@@ -89,6 +89,19 @@ def test_unreadable_plan_files(tmp_path):
         read_plan(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("text, where", [
+    ('{"maxLoad": NaN, "fpgas": [{"nodes": [1, 2]}]}', "maxLoad is NaN"),
+    ('{"fpgas": [{"load": 1e400, "nodes": [1, 2]}]}', "fpgas[0].load is Infinity"),
+    ('{"fpgas": [{"nodes": [1, 2]}], "about": {"x": [1, -Infinity]}}', "about.x[1] is -Infinity"),
+])
+def test_a_plan_file_with_a_number_that_is_not_finite_is_refused(tmp_path, text, where):
+    # README, Limits: no file holds NaN or an infinity, not even in a field that only records a claim
+    path = write(tmp_path, text)
+    with pytest.raises(InvalidPlanError) as info:
+        read_plan(path)
+    assert str(info.value) == f"{path}: {where}; every number must be finite"
+
+
 def written(problem: Instance, plan: Plan) -> dict:
     """The plan file of ``plan`` as ``placement.solve`` writes it (method expert: the plan as it is)."""
     return json.loads(json.dumps(placement.solve(problem, method="expert", split=plan).to_json(), allow_nan=False))

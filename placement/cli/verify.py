@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the plan file's 'objective_kind' names no objective ({', '.join(OBJECTIVES)}); checked "
                   f"for {args.objective}, and its claimed value was not checked")
         elif claims.unreadable is not None:
-            print(f"note: the plan file's {claims.unreadable!r} is not a finite number; its claimed value was "
+            print(f"note: the plan file's {claims.unreadable!r} is not a number; its claimed value was "
                   "not checked")
         if claims.instance is not None:
             print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")

@@ -111,7 +111,7 @@ def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
 def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
     """Read a plan file (Tarnawski's format or ours); errors name the file. A file longer than
     ``max_bytes`` raises :class:`placement.errors.LimitExceededError`."""
-    data = load_json(path, InvalidPlanError, max_bytes)
+    data = load_json(path, InvalidPlanError, max_bytes)    # no number in it may be NaN or infinite
     try:
         return parse_plan(data)
     except InvalidPlanError as exc:
