@@ -168,7 +168,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         unused = [name for name, default in _DEFAULTS.items()
                   if name not in METHODS["dp"].options and name != "time_limit" and options[name] != default]
         if unused:
-            note = (f"the DP solved this (method 'auto'), so {', '.join(unused)} (the MILP's) "
+            given = ", ".join(f"{name}={options[name]!r}" for name in unused)
+            note = (f"the DP solved this (method 'auto'), so {given} (the MILP's) "
                     f"{'was' if len(unused) == 1 else 'were'} not used")
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),

@@ -447,8 +447,16 @@ def test_a_plan_solved_with_device_overrides_is_checked_on_those_devices(tmp_pat
 def test_auto_says_which_options_of_the_milp_the_dp_left_unused():
     result = placement.solve(CHAIN4, backend="cbc", threads=2, gap=0.1)
     assert (result.method, result.value) == ("dp", 7.5)
-    assert result.message == "the DP solved this (method 'auto'), so backend, gap, threads (the MILP's) were not used"
+    assert result.message == ("the DP solved this (method 'auto'), so backend='cbc', gap=0.1, threads=2 (the MILP's) "
+                              "were not used")
     assert placement.solve(CHAIN4, time_limit=5).message == ""   # the DP keeps to the time limit
+
+
+def test_the_command_line_names_the_unused_options_by_their_own_names(capsys):
+    from placement.cli import main
+    assert main(["solve", str(CHAIN4), "--no-warm-start", "--threads", "2"]) == 0
+    assert ("note        the DP solved this (method 'auto'), so --threads 2, --no-warm-start (the MILP's) were not used\n"
+            in capsys.readouterr().out)
 
 
 def test_results_hash_and_refuse_an_unknown_objective_when_read():

@@ -344,7 +344,8 @@ def test_a_plan_the_evaluator_refutes_is_not_returned(monkeypatch, capsys):
     ({"power": -1}, "power", "must be a finite number > 0, not -1"),
     ({"objective": "speed"}, "objective", "must be one of 'throughput', 'perf-per-watt', not 'speed'"),
     ({"baseline": "annealing"}, "baseline", "must be one of 'wham', 'random', 'fixed', not 'annealing'"),
-    ({"baseline": "wham", "exhaustive": True}, "baseline", "and exhaustive are two methods: ask for one"),
+    ({"baseline": "wham", "exhaustive": True}, "baseline", "and exhaustive=True are two methods: ask for one"),
+    ({"max_combinations": 5}, "max_combinations", "limits the runs of exhaustive=True, which was not asked for"),
 ])
 def test_bad_parameters(kwargs, parameter, detail):
     options = {"chips": 2, "power": 130, "grid": TINY, **kwargs}
@@ -421,6 +422,11 @@ def test_cli_json(capsys):
      "error: the exhaustive check would run the DP on 220 design combinations (10 designs within the budgets, "
      "3 chips), more than the limit --max-combinations (10)"),
     (["--power", "130"], "error: codesign needs --chips"),
+    # the library's flag parameter exhaustive=True is named by its option
+    (["--chips", "2", "--power", "130", "--grid", TINY, "--baseline", "random", "--exhaustive"],
+     "error: --baseline and --exhaustive are two methods: ask for one"),
+    (["--chips", "2", "--power", "130", "--grid", TINY, "--max-combinations", "5"],
+     "error: --max-combinations limits the runs of --exhaustive, which was not asked for"),
     (["--chips", "2", "--power", "130", "--grid", "missing.json"], "error: missing.json: no such file"),
 ])
 def test_cli_errors(capsys, argv, message):

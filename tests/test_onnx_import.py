@@ -72,7 +72,7 @@ def test_operators_flops_bytes_and_parameters_by_hand():
     assert [(n.name, len(n.ops)) for n in group_ops(graph, "module", 1).nodes] == [("enc", 3), ("head", 1)]
 
 
-def test_symbolic_dimensions_must_be_fixed(tmp_path):
+def test_symbolic_dimensions_must_be_fixed(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_model(batch="batch"), str(path))
     platform = make_platform("h100", "epyc-7763", 2, 0)
@@ -80,6 +80,9 @@ def test_symbolic_dimensions_must_be_fixed(tmp_path):
         import_onnx(path, platform=platform)
     assert str(err.value) == ("mlp: cannot cost node '/enc/mm/MatMul' (MatMul): the shape of its input 'X' is not "
                               "static after shape inference (fix the symbolic input dimension 'batch' with dims)")
+    from placement.cli import main
+    assert main(["import", str(path), "--out", str(tmp_path / "mlp.json")]) == 2   # the command line's option
+    assert capsys.readouterr().err.endswith("(fix the symbolic input dimension 'batch' with --dim NAME=VALUE)\n")
     imported = import_onnx(path, platform=platform, dims={"batch": 2}, training=True)
     assert imported.graph.graph.total_flops == 240.0
     assert len(imported.problem.nodes) == 8 and imported.problem.is_training  # 4 operators, forward and backward

@@ -80,7 +80,8 @@ def _argument_name(parser: argparse.ArgumentParser, argv: Sequence[str], args: a
 
 def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
     """``detail`` with the other library parameters it names written as the command's options:
-    ``backward='split'`` as ``--backward split``, ``devices=N`` as ``--devices N``, and the names listed
+    ``backward='split'`` as ``--backward split``, ``devices=N`` as ``--devices N``, a flag
+    ``exhaustive=True`` as ``--exhaustive``, and the names listed
     in ``(it takes a, b)``; words that name no option of the command stay as they are."""
     def option(word: str) -> str | None:
         name = option_name(parser, argv, word)
@@ -88,9 +89,13 @@ def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[
 
     def assignment(match: re.Match[str]) -> str:
         name = option(match[1])
-        return match[0] if name is None else f"{name} {match[3] if match[3] is not None else ''}"
+        if name is None:
+            return match[0]
+        if match[4] is not None:     # flag=True (or False, of a --no-x option): the flag itself
+            return name
+        return f"{name} {match[3] if match[3] is not None else ''}"
 
-    detail = re.sub(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2)?", assignment, detail).rstrip()
+    detail = re.sub(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2|(True|False)\b)?", assignment, detail).rstrip()
     return re.sub(r"\(it takes ([a-z_, ]+)\)",
                   lambda m: "(it takes " + ", ".join(option(w) or w for w in m[1].split(", ")) + ")", detail)
 
@@ -112,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
         args = parser.parse_args(argv)
-        args.rename = lambda text: _options_for_parameters(text, parser, argv)
+        args.rename = lambda text: _options_for_parameters(_options_named(text, parser, argv), parser, argv)
         return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)

@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -29,7 +30,7 @@ from placement.cli.options import (UsageError, add_output_options, check_not_inp
                                    positive_byte_count, positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
-from placement.errors import InvalidParameterError, PlacementError
+from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError
 from placement.io.op_grouping import GRANULARITIES
 from placement.io.opgraph import CostModelWarning, ImportedModel
 
@@ -157,8 +158,11 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
     if spec.lower().endswith(".onnx"):
         from placement.io.onnx_import import import_onnx
 
-        imported = import_onnx(spec, platform=platform, training=training, granularity=granularity,
-                               module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
+        try:
+            imported = import_onnx(spec, platform=platform, training=training, granularity=granularity,
+                                   module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
+        except InvalidInstanceError as exc:   # the library's parameter dims is the option --dim here
+            raise InvalidInstanceError(re.sub(r" with dims\)", " with --dim NAME=VALUE)", str(exc))) from None
         label = name or Path(spec).stem
     else:
         if dims:

@@ -7,6 +7,7 @@ proven infeasible or a limit stopped the search); 2 bad input or usage.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
                                    non_negative_int, path_name, positive_float, positive_int, print_json,
@@ -110,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     write_plan_file(args.out, result, args.quiet)
     if args.json:
         print_json(result.to_json())
-    else:
-        print(format_result(instance, result), end="")
+    else:      # its message names the library's parameters ("warm_start was not used") by their options
+        rename = getattr(args, "rename", None)
+        shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
+        print(format_result(instance, shown), end="")
     return 0 if result.ok else 1

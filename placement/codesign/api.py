@@ -50,15 +50,18 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
         parameters.one_of("baseline", baseline, BASELINES)
         if exhaustive:
             from placement.errors import InvalidParameterError
-            raise InvalidParameterError("baseline", "and exhaustive are two methods: ask for one")
+            raise InvalidParameterError("baseline", "and exhaustive=True are two methods: ask for one")
     max_ideals = parameters.integer("max_ideals", max_ideals, smallest=1)
     from placement.codesign.exhaustive import DEFAULT_MAX_COMBINATIONS
-    max_combinations = parameters.integer("max_combinations", max_combinations, smallest=1,
-                                          optional=True) or DEFAULT_MAX_COMBINATIONS
+    max_combinations = parameters.integer("max_combinations", max_combinations, smallest=1, optional=True)
+    if max_combinations is not None and not exhaustive:
+        from placement.errors import InvalidParameterError
+        raise InvalidParameterError("max_combinations", "limits the runs of exhaustive=True, which was not asked for")
     if scheduler is not None:
         return _on_cluster(scheduler, model, chips=chips, power=power, area=area, homogeneous=homogeneous, grid=grid,
                            objective=objective, exhaustive=exhaustive, baseline=baseline,
                            max_combinations=max_combinations, max_ideals=max_ideals)
+    max_combinations = max_combinations or DEFAULT_MAX_COMBINATIONS
     from placement.codesign.grid import load_grid
     from placement.codesign.workload import load_workload
 
