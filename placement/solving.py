@@ -361,7 +361,7 @@ def _warm_start(warm_start: Any) -> Any:
 
     try:
         return as_plan(warm_start)
-    except InvalidPlanError as exc:
+    except (InvalidPlanError, InvalidParameterError) as exc:
         raise InvalidParameterError("warm_start", f"must be True, False or a plan ({exc})") from None
 
 

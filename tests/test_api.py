@@ -134,6 +134,8 @@ def test_unknown_keyword_is_a_type_error():
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),
     ({"progress": 3}, "progress", "progress must be a function of one string or None, not int"),
+    ({"method": "expert", "split": 12}, "split", "split must be a Plan, a Result or its plan, a plan document (dict) "
+                                                 "or a plan file path, not int"),
     ({"cpus": -1}, "cpus", "cpus must be a non-negative integer or None, not -1"),
 ])
 def test_bad_values_name_the_parameter(kwargs, parameter, message):
@@ -145,6 +147,19 @@ def test_bad_values_name_the_parameter(kwargs, parameter, message):
     assert str(info.value).startswith(parameter + " ")
     if message is not None:
         assert str(info.value) == message
+
+
+def test_an_instance_document_may_hold_numpy_scalars():
+    # what a script computing its costs with numpy hands over: int64 counts and ids, float32 times
+    np = pytest.importorskip("numpy")
+    document = json.loads(Path(CHAIN4).read_text())
+    plain = placement.solve(placement.load(document))
+    document["maxFPGAs"] = np.int64(document["maxFPGAs"])
+    document["nodes"] = [{**node, "id": np.int64(node["id"]), "fpgaLatency": np.float32(node["fpgaLatency"])}
+                         for node in document["nodes"]]
+    assert all(float(np.float32(n["fpgaLatency"])) == n["fpgaLatency"] for n in json.loads(Path(CHAIN4).read_text())["nodes"])
+    converted = placement.solve(placement.load(document))
+    assert (converted.status, converted.value, converted.plan) == (plain.status, plain.value, plain.plan)
 
 
 def test_cpus_override_needs_a_cpu_type():
@@ -315,8 +330,9 @@ def test_verify_accepts_results_plans_documents_and_files(tmp_path):
         assert (verdict.valid, verdict.value, verdict.finest_class) == (True, 7.5, "stages")
     bad = placement.verify(CHAIN4, {"fpgas": [{"nodes": [1, 3]}, {"nodes": [2, 4]}]}, contiguity="stages")
     assert not bad.valid and bad.finest_class == "none"
-    with pytest.raises(placement.InvalidPlanError):
+    with pytest.raises(placement.InvalidParameterError) as info:      # no plan at all: the parameter is wrong
         placement.verify(CHAIN4, 3)
+    assert info.value.parameter == "plan"
 
 
 def test_simulate_reproduces_the_load_model():

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from placement.errors import InvalidPlanError, PlacementError
+from placement.errors import InvalidParameterError, InvalidPlanError, PlacementError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, load_json
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
@@ -288,10 +288,11 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     return {"format": FORMAT, "devices": devices}
 
 
-def as_plan(plan: object) -> Plan:
+def as_plan(plan: object, parameter: str = "plan") -> Plan:
     """A :class:`Plan` from what callers hold: a Plan, a :class:`placement.Result` or its ``plan`` (the
     stages), a decoded plan document (dict), or the path of a plan file (either format of this module).
-    Raises :class:`InvalidPlanError` for anything else."""
+    Raises :class:`InvalidParameterError` naming ``parameter`` (the caller's name for it) for anything
+    else."""
     from placement.result import Stage, plan_of_stages
 
     if isinstance(plan, Plan):
@@ -305,5 +306,5 @@ def as_plan(plan: object) -> Plan:
         return read_plan(plan)
     if isinstance(plan, dict):
         return parse_plan(plan)
-    raise InvalidPlanError(f"plan must be a Plan, a Result or its plan, a plan document (dict) or a plan file path, "
-                           f"not {type(plan).__name__}")
+    raise InvalidParameterError(parameter, f"must be a Plan, a Result or its plan, a plan document (dict) or a plan "
+                                f"file path, not {type(plan).__name__}")

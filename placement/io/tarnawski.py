@@ -22,6 +22,7 @@ times, ``"fpgaWeightLatency"`` and ``"cpuWeightLatency"`` (both, in the two-type
 from __future__ import annotations
 
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
 
-_NUMBER = (int, float)
+#: what a number or an integer field takes: Python's and numpy's (numpy registers its scalar types)
+_NUMBER = numbers.Real
+_INTEGER = numbers.Integral
 
 
 def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
@@ -58,11 +61,11 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
             raise InvalidInstanceError(f"{where}: field {key!r} is negative ({format_number(value)})")
         return float(value)
     if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
+        if isinstance(value, bool) or not isinstance(value, _INTEGER):
+            if isinstance(value, _NUMBER) and not isinstance(value, bool) and float(value).is_integer():
                 return int(value)
             raise InvalidInstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
-        return value
+        return int(value)
     if kind == "count":
         value = read_field(obj, key, where, "int")
         if value < 0:
@@ -73,7 +76,7 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
             return bool(value)
         raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
     if kind == "str":
-        if not isinstance(value, (str, int)) or isinstance(value, bool):
+        if not isinstance(value, (str, _INTEGER)) or isinstance(value, bool):
             raise InvalidInstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
         return str(value)
     raise AssertionError(kind)

@@ -37,7 +37,7 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
         raise InvalidParameterError("split", "is required by method 'expert', which evaluates a given split: "
                                              "pass a plan or a plan file")
     start = time.perf_counter()
-    listed = as_plan(split)
+    listed = as_plan(split, "split")
     completed = evaluate(problem, listed, "none", infer_from_colours=True)
     inferred = set(completed.inferred)
     plan = Plan(tuple(DeviceAssignment(dev.type, dev.nodes + tuple(v for v in report.nodes if v in inferred), dev.calls)
