@@ -158,6 +158,19 @@ def test_a_call_with_a_node_the_device_does_not_list(chain):
     assert ev.latency == math.inf and set(ev.node_finish.values()) == {math.inf}
 
 
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_malformed_calls_are_violations_whatever_the_objective(chain, objective):
+    # the loads of throughput take no account of calls, but a plan listing them wrongly is still wrong
+    from placement.verification.check import check_plan
+    bad = plan(DeviceAssignment(A, (1, 2), ((1,), (3,))), DeviceAssignment(A, (3,)))
+    verdict = check_plan(chain, bad, objective=objective)
+    assert not verdict.valid
+    assert set(verdict.violations) >= {"device 0 (accelerator): call 1 holds node 3, which the device does not list",
+                                       "device 0 (accelerator): node 2 is in none of its calls"}
+    good = plan(DeviceAssignment(A, (1, 2), ((1,), (2,))), DeviceAssignment(A, (3,)))
+    assert check_plan(chain, good, objective=objective).valid
+
+
 def test_a_cpu_has_no_calls(chain):
     ev = evaluate_latency(chain, plan(DeviceAssignment(C, (1, 2, 3), ((1, 2, 3),))))
     assert ev.violations == ("device 0 (cpu): has calls, but a device that pays no communication runs each "

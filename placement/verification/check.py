@@ -21,7 +21,7 @@ from placement.problem.instance import Instance
 from placement.problem.objectives import check_objective
 from placement.result import Verification
 from placement.verification.evaluate import check_contiguity, evaluate
-from placement.verification.latency import evaluate_latency
+from placement.verification.latency import call_violations, evaluate_latency
 from placement.verification.ledger import communication_ledger
 
 
@@ -41,9 +41,9 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
         violations = list(latency.violations) + [v for v in evaluation.violations if v not in latency.violations]
         violations += call_limit_violations(instance, plan, calls)
         value = latency.latency
-    else:
+    else:       # the loads take no account of calls, but a plan that lists them must list them well
         evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
-        violations = list(evaluation.violations)
+        violations = list(evaluation.violations) + call_violations(instance, plan)
         value = evaluation.objective(objective)
     traffic = None
     if ledger:

@@ -104,6 +104,13 @@ class LatencyEvaluation:
         return not self.violations
 
 
+def call_violations(problem: Instance, plan: Plan) -> list[str]:
+    """What is wrong with the plan's ``calls`` fields, whatever the objective: a call that holds a node its
+    device does not list, a node in two calls or in none, an empty call, calls on a device that pays no
+    communication (its nodes run one by one)."""
+    return _device_calls(problem, plan, {t.name: t.pays_comm for t in problem.device_types})[1]
+
+
 def _device_calls(problem: Instance, plan: Plan, pays: dict[str, bool]
                   ) -> tuple[list[list[tuple[int, ...]]], list[str], bool]:
     """Per device its calls (accelerators) or ``[]`` (other types); violations; whether they partition."""
@@ -156,8 +163,8 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     violations = list(structural.violations)
     pays = {t.name: t.pays_comm for t in problem.device_types}
     type_of = {t.name: i for i, t in enumerate(problem.device_types)}
-    device_calls, call_violations, sound = _device_calls(problem, plan, pays)
-    violations.extend(call_violations)
+    device_calls, wrong_calls, sound = _device_calls(problem, plan, pays)
+    violations.extend(wrong_calls)
 
     succ: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
     pred: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
