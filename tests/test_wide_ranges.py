@@ -66,6 +66,38 @@ def test_a_plan_whose_computed_value_was_rounded_away_is_returned_at_its_true_va
     assert "floating point: on these numbers its loads may be off by up to 17.8" in result.message
 
 
+def test_a_chain_plan_whose_computed_value_was_rounded_down_still_bounds_the_dp():
+    """Node 1 takes 3e17 on the accelerator and 0 on a CPU, node 2 takes 1 on either; no edges; one
+    accelerator, two CPUs. The optimum is 1 (both on CPUs, or node 2 on the accelerator), and no plan
+    is below 1: node 2 takes 1 wherever it runs. The chain DP's running sums on the accelerator read
+    3e17 then 3e17 + 1 = 3e17, so it scored node 2 alone there at 0 and handed the DP a ceiling of 0,
+    under which the DP, summing in another order, found nothing: "the DP lost the upper-bound plan".
+    The ceiling is now the chain plan's true value plus the sums' error bound."""
+    doc = {"maxSizePerFPGA": 100, "maxFPGAs": 1, "maxCPUs": 2, "edges": [],
+           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 3e17, "cpuLatency": 0, "size": 0},
+                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 0}]}
+    for method in ("dp", "auto"):
+        result = placement.solve(doc, method=method)
+        assert (result.status, result.value, result.bound) == ("optimal", 1.0, 1.0)
+
+
+def test_rounded_sums_and_rounded_memory_bound_nothing_beyond_the_instance_bound():
+    """Node 1 takes 1 on the accelerator and 1e6 on the CPU, with size 1e9 (the memory bound); node 2
+    takes 1e17 and 1, with size 1e-9; no edges; one accelerator, one CPU. The optimum is 1: node 1
+    alone on the accelerator (its memory exactly fills it), node 2 on the CPU. The sizes have no
+    common unit, so the DP's memory checks round, and they dropped that block; its sums are inexact
+    too. Its value less its error bound (about 1e6) was reported as the bound, above the optimum; a
+    DP that may miss blocks bounds only as the instance's own bound does, 1."""
+    doc = {"maxSizePerFPGA": 1e9, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
+           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1e6, "size": 1e9},
+                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1e17, "cpuLatency": 1, "size": 1e-9}]}
+    result = placement.solve(doc, method="dp")
+    assert result.bound <= 1.0 <= result.value
+    if result.status != "optimal":
+        assert "memory sizes and bounds have no unit" in result.message
+    assert placement.verify(doc, {"fpgas": [{"nodes": [1]}], "cpus": [{"nodes": [2]}]}).value == 1.0
+
+
 def test_a_dp_plan_that_meets_the_instance_bound_is_proven():
     """A chain a → b → c → d taking 0 on an accelerator and 40, 30, 20, 50 on the CPU, with
     transfer costs 0.1 (no power of two makes 0.1 an exact sum, so the DP's loads may be off by

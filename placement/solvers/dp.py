@@ -149,6 +149,9 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
             progress("the ideals are the prefixes of the one topological order: no upper bound needed")
     else:
         ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled)
+        slack = rounding_error(problem, ub) if ub_plan is not None else 0.0
+        if slack > 0:   # the sums may be off either way: the ceiling is the plan's true value plus that
+            ub = evaluate(problem, ub_plan, "stages").max_load + slack
         chain_time = time.perf_counter() - start
         if progress is not None:
             progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
@@ -182,7 +185,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
                         message=f"{what} satisfies the memory and support constraints")
     error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
-        return _inexact(problem, plan, value, error, runtime, stats)
+        return _inexact(problem, plan, value, error, runtime, stats, graph.memory_exact)
     if not graph.memory_exact:
         simple = throughput_lower_bound(problem)["bound"]
         if not meets(simple, value):
@@ -196,22 +199,26 @@ MEMORY_ROUNDED = ("the memory sizes and bounds have no unit in which the DP's su
                   "(placement.problem.memory_fit), and its memory checks round")
 
 
-def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict) -> Solution:
+def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict,
+             memory_exact: bool = True) -> Solution:
     """The DP's ``plan`` where its floating-point loads may be off by up to ``error``: optimal when the
     plan's value, recomputed by the evaluator, meets the instance's own lower bound (the optimum is at
     least that bound, whatever the rounding); otherwise feasible at the plan's recomputed value, with
-    the larger of that bound and
-    ``value − error`` (every plan's computed load is within ``error`` of its true load)."""
+    the larger of that bound and ``value − error`` (every plan's computed load is within ``error`` of
+    its true load). Where the memory checks round (``memory_exact`` False) the DP may have left out
+    blocks that fit, so ``value − error`` bounds nothing and the bound is the instance's own."""
     simple = throughput_lower_bound(problem)["bound"]
     exact = evaluate(problem, plan, "stages").max_load
     if meets(simple, exact):
         return Solution(Status.OPTIMAL, plan, exact, exact, "dp", runtime_s=runtime, stats=stats)
     stats["rounding_error"] = error
-    return Solution(Status.FEASIBLE, plan, exact, min(exact, max(0.0, value - error, simple)), "dp",
+    floor = max(0.0, value - error, simple) if memory_exact else simple
+    memory = "" if memory_exact else f"; {MEMORY_ROUNDED}"
+    return Solution(Status.FEASIBLE, plan, exact, min(exact, floor), "dp",
                     runtime_s=runtime, stats=stats,
                     message=f"the DP sums the times and costs in floating point: on these numbers its loads "
                             f"may be off by up to {error:.3g}, against a value of {value:.6g}, so its plan is not "
-                            f"proven optimal")
+                            f"proven optimal{memory}")
 
 
 def rounding_error(problem: Instance, value: float = math.inf) -> float:
