@@ -152,6 +152,28 @@ def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, cap
     assert len(capsys.readouterr().out.splitlines()) == 1 + len(groups)
 
 
+def test_split_writes_a_plan_listed_out_of_pipeline_order_in_pipeline_order(tmp_path, capsys):
+    """The GPT's blocks h.1 .. lm_head (12-21) listed first, the embeddings and h.0 (0-11) second: the same
+    pipeline that verify and simulate accept. Its stages are written in pipeline order, as if listed so,
+    with a note; a plan with no pipeline order is still refused for what reads backwards."""
+    instance = tmp_path / "gpt.json"
+    assert main(["import", "tests.handoff_models:gpt", "--out", str(instance)]) == 0
+    ordered = write_plan(tmp_path / "ordered.json", range(0, 12), range(12, 22))
+    reversed_ = write_plan(tmp_path / "reversed.json", range(12, 22), range(0, 12))
+    capsys.readouterr()
+    for form in ("split-spec", "pipe-split", "stages"):
+        assert main(["split", str(instance), ordered, "--format", form, "--json"]) == 0
+        expected = json.loads(capsys.readouterr().out)
+        assert main(["split", str(instance), reversed_, "--format", form, "--json"]) == 0
+        captured = capsys.readouterr()
+        assert json.loads(captured.out) == expected
+        assert captured.err == ("note: the plan lists its devices out of pipeline order; its stages are its devices "
+                                "1, 0, in that order\n")
+    crossed = write_plan(tmp_path / "crossed.json", [*range(0, 8), *range(12, 22)], range(8, 12))
+    assert main(["split", str(instance), crossed, "--format", "split-spec"]) == 2
+    assert "it is no pipeline" in capsys.readouterr().err
+
+
 def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys):
     """torch's pipeline() (and DeepSpeed) give the model's inputs to stage 0 alone. Conditioned's nodes in
     program order: a, b, c (on x), cond_proj (on cond), the add. A plan whose stage 0 holds cond_proj
@@ -284,13 +306,14 @@ def test_a_stage_table_of_a_plan_no_runtime_can_run_says_so(tmp_path, capsys):
     table came with no word of it, where every hand-off format refuses the plan with that reason."""
     instance = tmp_path / "stack.json"
     assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2"]) == 0
-    plan = write_plan(tmp_path / "plan.json", range(4, 8), range(0, 4))
+    # the embedding, blocks.1 and the head on one device, blocks.0 between them on the other: the
+    # devices feed each other, in either order
+    plan = write_plan(tmp_path / "plan.json", [0, 1, 6, 7], range(2, 6))
     capsys.readouterr()
     assert main(["split", str(instance), plan, "--format", "stages"]) == 0
     captured = capsys.readouterr()
     assert captured.err == ("note: the stages are the plan's devices in its order, but no pipeline runtime can run "
-                            "them: it is no pipeline: 'blocks.1.norm' in stage 0 reads 'blocks.0' of the later stage "
-                            "1\n")
+                            "them: it is no pipeline: 'blocks.1' in stage 0 reads 'blocks.0' of the later stage 1\n")
     assert captured.out.splitlines()[0].split() == ["stage", "device", "#nodes", "first", "last"]
 
 

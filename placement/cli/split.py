@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from placement.cli.options import UsageError, add_output_options, check_writable, path_name, print_json, write_text
 from placement.errors import InvalidParameterError
-from placement.io.exporters import (Layout, deepspeed_parts, pipe_split_ops, read_layout, refusal, runtime_stages,
-                                    shared_across_stages, split_points, stage_types, stages)
+from placement.io.exporters import (Layout, deepspeed_parts, in_pipeline_order, pipe_split_ops, read_layout, refusal,
+                                    runtime_stages, shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
 from placement.io.plans import read_plan
 from placement.plan import Plan
@@ -117,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.out, (args.instance, args.plan))
     plan = read_plan(args.plan)
     _check_fit(problem, plan)
+    plan, order = in_pipeline_order(problem, plan)
+    if order is not None:
+        print(f"note: the plan lists its devices out of pipeline order; its stages are its devices "
+              f"{', '.join(map(str, order))}, in that order", file=sys.stderr)
     if args.format == "stages":
         rows = _stage_rows(layout, plan)
         value: Any = [{"stage": int(k), "device": kind, "#nodes": int(count), "first": first, "last": last}

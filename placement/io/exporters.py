@@ -51,7 +51,7 @@ from typing import Any, NoReturn, Sequence
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, load_json
 from placement.plan import Plan
-from placement.problem.instance import CPU
+from placement.problem.instance import CPU, Instance
 
 #: The hand-off forms, by their command-line names, with the names their messages use.
 FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatron": "a Megatron layout",
@@ -167,6 +167,18 @@ def stages(layout: Layout, plan: Plan) -> list[list[int]]:
 def stage_types(layout: Layout, plan: Plan) -> list[str]:
     """The device type (accelerator or CPU) of each stage of :func:`stages`."""
     return [kind for kind, _ in _typed_stages(layout, plan)]
+
+
+def in_pipeline_order(problem: Instance, plan: Plan) -> tuple[Plan, tuple[int, ...] | None]:
+    """``plan`` with its devices listed in a pipeline order (:func:`placement.verification.contiguity.
+    pipeline_order`) and that order, where it lists them in another; else ``plan`` and ``None`` (already in
+    order, or no pipeline order exists: the exporters then say what reads backwards)."""
+    from placement.verification.contiguity import pipeline_order
+
+    order = pipeline_order(problem, plan)
+    if order is None or list(order) == list(range(len(plan.devices))):
+        return plan, None
+    return Plan(tuple(plan.devices[d] for d in order)), order
 
 
 def _typed_stages(layout: Layout, plan: Plan) -> list[tuple[str, list[int]]]:
