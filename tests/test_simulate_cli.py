@@ -277,3 +277,25 @@ def test_a_memory_limit_that_is_not_positive_gets_one_message(pair_plan, capsys,
     assert main(["simulate", PAIR, pair_plan, f"--memory-limit={given}"]) == 2
     assert capsys.readouterr().err.endswith("error: argument --memory-limit: expected a finite positive number of "
                                             f"bytes (or with KiB, MiB, GiB, TiB), got '{given}'\n")
+
+
+def test_a_latency_plan_whose_device_runs_two_calls_is_simulated_with_a_note(tmp_path):
+    """diamond-cpu solved for latency with two calls per accelerator puts s and y on one device in two
+    calls. A pipeline schedule runs a stage's nodes as one call per micro-batch, so the run is the
+    throughput of that device as one stage, and the note says the calls are not followed."""
+    import placement
+
+    plan = tmp_path / "latency.json"
+    assert main(["solve", str(TINY / "diamond-cpu.json"), "--objective", "latency", "--calls", "2", "--quiet",
+                 "--out", str(plan)]) == 0
+    calls = [len(d.get("calls") or []) for d in json.loads(plan.read_text())["devices"]]
+    assert 2 in calls
+    device = calls.index(2)
+    result = placement.simulate(str(TINY / "diamond-cpu.json"), str(plan))
+    assert result.notes[-1] == (f"device {device} runs the nodes of its calls as one stage, one call per "
+                                "micro-batch: the plan's calls order a single sample (objective latency), which a "
+                                "pipeline schedule does not follow")
+    alone = json.loads(plan.read_text())
+    for d in alone["devices"]:
+        d.pop("calls", None)
+    assert not any("calls" in note for note in placement.simulate(str(TINY / "diamond-cpu.json"), alone).notes)

@@ -201,8 +201,16 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
         pipeline = build_split_pipeline(problem, plan, model)
         return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks,
                                  progress)
-    return simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
-                             memory_limit, keep_tasks, progress)
+    result = simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
+                               memory_limit, keep_tasks, progress)
+    several = [d for d, dev in enumerate(plan.devices) if len(dev.calls) > 1]
+    if several:   # a latency plan's calls: the schedules run a stage's nodes as one call per micro-batch
+        listed = ", ".join(map(str, several))
+        result = replace(result, notes=result.notes + (
+            f"device{'s' if len(several) > 1 else ''} {listed} run{'' if len(several) > 1 else 's'} the nodes of "
+            "its calls as one stage, one call per micro-batch: the plan's calls order a single sample "
+            "(objective latency), which a pipeline schedule does not follow",))
+    return result
 
 
 def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
