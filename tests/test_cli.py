@@ -163,6 +163,26 @@ def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
     assert "stages: no pipeline order of the devices exists" in text
 
 
+def test_verify_json_holds_the_figures_of_the_text_tables(tmp_path, capsys):
+    """chain4's optimal plan: {a,b} | {c,d}, each 7 of compute and 0.5 of communication (b's output
+    out, or in), memory 2 of 100. Under latency (one call each): the first call runs 0 .. 7.5, the
+    second receives b's output and ends at 15."""
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert [(d["type"], d["nodes"], d["compute"], d["comm"], d["load"], d["memory"], d["memory_bound"])
+            for d in reply["devices"]] == [("accelerator", [1, 2], 7.0, 0.5, 7.5, 2.0, 100.0),
+                                           ("accelerator", [3, 4], 7.0, 0.5, 7.5, 2.0, 100.0)]
+    assert "call_schedule" not in reply
+    assert main(["verify", CHAIN4, str(out), "--json", "--objective", "latency"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert [(c["device"], c["call"], c["start"], c["end"]) for c in reply["call_schedule"]] == [
+        (0, 0, 0.0, 7.5), (1, 0, 7.5, 15.0)]
+    assert reply["value"] == 15.0
+
+
 def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
     """chain4's optimal plan ({a,b} | {c,d}, both loads 7.5) written by solve, then edited to claim a
     max load of 1: still valid (exit 0), and the note says what the file claims and what holds.

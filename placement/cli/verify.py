@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
                                    print_json, recorded_devices_note)
@@ -62,6 +63,22 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
     return options, ", ".join(phrases)
 
 
+def _figures(verification: Any) -> dict[str, Any]:
+    """What the text output tables, for ``--json``: every device's verified figures and, for latency,
+    every call's schedule."""
+    evaluation, latency, _ = verification.report
+    figures: dict[str, Any] = {"devices": [
+        {"position": d.position, "type": d.type, "nodes": list(d.nodes), "compute": d.compute, "comm": d.comm,
+         "load": d.load, "memory": d.memory, "memory_bound": d.memory_bound, "forward_load": d.forward_load,
+         "backward_load": d.backward_load} for d in evaluation.devices]}
+    if latency is not None:
+        figures["call_schedule"] = [
+            {"device": c.device, "call": c.index, "type": c.type, "nodes": list(c.nodes), "receive": c.receive,
+             "compute": c.compute, "send": c.send, "duration": c.duration, "start": c.start, "end": c.end}
+            for c in latency.calls]
+    return figures
+
+
 def run(args: argparse.Namespace) -> int:
     import placement
     from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_contiguity,
@@ -95,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)
     if args.json:
-        print_json({**verification.to_json(), "claim_refuted": claims.value, "plan_made_for": claims.instance,
-                    "claim_unreadable": claims.unreadable})
+        print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
+                    "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable})
     else:
         if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
