@@ -299,3 +299,32 @@ def test_a_latency_plan_whose_device_runs_two_calls_is_simulated_with_a_note(tmp
     for d in alone["devices"]:
         d.pop("calls", None)
     assert not any("calls" in note for note in placement.simulate(str(TINY / "diamond-cpu.json"), alone).notes)
+
+
+def test_a_plan_whose_stages_wait_on_each_other_runs_slower_than_its_loads_and_says_so():
+    """docs/simulator.md, Limits: f0 -> f1 -> b1 -> b0, times 1, classes {f0, b1} and {f1, b0}, two
+    accelerators. The optimum {f0, b1} | {f1, b0} has max load 2; under 1F1B stage 1 runs F1, then
+    waits for b1 on stage 0 (which reads F1's output) before its b0: 3 per sample, with a note, from
+    the event engine and from the streamed figures alike. A chain whose mates pair up runs at its load."""
+    import placement
+
+    def node(i, name, backward, colour):
+        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1,
+                "isBackwardNode": backward, "colorClass": colour, "size": 1}
+
+    crossed = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+               "nodes": [node(0, "f0", 0, 0), node(1, "f1", 0, 1), node(2, "b1", 1, 0), node(3, "b0", 1, 1)],
+               "edges": [{"sourceId": u, "destId": w, "cost": 0} for u, w in ((0, 1), (1, 2), (2, 3))]}
+    result = placement.solve(crossed)
+    assert (result.status, result.value) == ("optimal", 2.0)
+    for keep in (True, False):
+        run = placement.simulate(crossed, result, schedule="1f1b-async", keep_tasks=keep)
+        assert run.time_per_sample == 3.0
+        assert run.notes[-1] == ("the run is slower than the load model (3 against 2 per sample): stages wait on "
+                                 "each other within a micro-batch, as where a backward task reads the forward "
+                                 "output of a later stage (docs/simulator.md, Limits)")
+    mates = {**crossed, "nodes": [node(0, "f0", 0, 0), node(1, "f1", 0, 1), node(2, "b1", 1, 1), node(3, "b0", 1, 0)]}
+    paired = placement.solve(mates)
+    run = placement.simulate(mates, paired, schedule="1f1b-async")
+    assert run.time_per_sample == paired.value == 2.0
+    assert not any("slower than the load model" in note for note in run.notes)

@@ -49,6 +49,7 @@ from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 ENGINES = ("heap", "simpy")
 MAX_PERIOD = 64            # longest steady-state period (in micro-batches) looked for
 PERIOD_TOLERANCE = 1e-9    # relative: completion gaps this close count as equal
+SLOWER = 1e-9              # relative: a time per sample this far above the load model's is noted
 SETTLED_TOLERANCE = 1e-9   # relative: a time per sample this far below the load model is no steady state
 
 #: the most micro-batches a run takes: counts and times built from them stay exact in floating point
@@ -229,7 +230,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
             and not pipeline.split):
         result = _streamed(pipeline, sched, microbatches, progress)
         if result is not None:
-            return result
+            return _with_model_note(result, comm)
     program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit)
     try:
         if engine == "heap":
@@ -250,8 +251,21 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
                       f"compute {DEFAULT_W_SHARE:g} to W",)
         result = replace(result, w_fraction=w_fraction if w_fraction is not None else weight_share(pipeline),
                          w_times=times, notes=notes)
+    result = _with_model_note(result, comm)
     # figures only: a run the streamed evaluation could not hold came through the event engine
     return result if keep_tasks else replace(result, tasks=TaskTable.empty())
+
+
+def _with_model_note(result: SimulationResult, comm: str) -> SimulationResult:
+    """``result`` with a note where its steady state, communication inline, is slower than the load
+    model says every valid plan runs (docs/simulator.md, Limits: where that does not hold)."""
+    model, measured = result.model_time_per_sample, result.time_per_sample
+    if comm != INLINE or model is None or measured is None or measured <= model * (1 + SLOWER):
+        return result
+    return replace(result, notes=result.notes + (
+        f"the run is slower than the load model ({measured:.9g} against {model:.9g} per sample): stages wait "
+        "on each other within a micro-batch, as where a backward task reads the forward output of a later "
+        "stage (docs/simulator.md, Limits)",))
 
 
 def weight_share(pipeline: Pipeline) -> float:
