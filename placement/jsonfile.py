@@ -94,17 +94,15 @@ def nested_deeper_than(data: bytes | bytearray, limit: int) -> bool:
     return b"()" in brackets
 
 
-def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES,
-              finite: bool = True) -> Any:
+def load_json(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> Any:
     """Parse the JSON file at ``path``; raise ``error`` with file, line and column on failure.
 
     A file longer than ``max_bytes`` raises :class:`LimitExceededError`; JSON nested more than
-    :data:`MAX_DEPTH` levels raises ``error``, and so, with ``finite``, does a number that is not
-    finite anywhere in the document (:func:`refuse_non_finite`; a caller whose parser names the
-    fields it reads passes ``finite=False`` and calls it after parsing).
+    :data:`MAX_DEPTH` levels raises ``error``, and so does a number that is not finite anywhere in
+    the document (:func:`refuse_non_finite`).
     """
     document, maybe_not_finite = _decode(path, error, max_bytes)
-    if finite and maybe_not_finite:
+    if maybe_not_finite:
         refuse_non_finite(document, path, error)
     return document
 
@@ -124,18 +122,37 @@ def _non_finite_name(value: float) -> str:
 
 
 def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
-    """The place (``nodes[3].extra``) and value of the first number in ``value`` that is not finite."""
-    stack = [(where, value)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return where, value
-        elif isinstance(value, dict):
-            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((f"{where}[{k}]", item) for k, item in reversed(list(enumerate(value))))
+    """The place (``nodes[3].extra``) and value of the first number in ``value`` that is not finite:
+    the containers are searched without their places, and only the one that holds such a number is
+    searched again, place by place (a document of millions of values names none of them on the way)."""
+    if isinstance(value, float):
+        return (where, value) if not math.isfinite(value) else None
+    if isinstance(value, dict):
+        items: Any = value.items()
+        place = (lambda key: f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        items = enumerate(value)
+        place = (lambda k: f"{where}[{k}]")
+    else:
+        return None
+    for key, item in items:
+        if isinstance(item, float) and not math.isfinite(item) or isinstance(item, (dict, list)) and _holds(item):
+            return _non_finite(item, place(key))
     return None
+
+
+def _holds(value: dict | list) -> bool:
+    """Whether a number that is not finite lies anywhere inside ``value`` (iteratively: any depth)."""
+    stack = [value]
+    while stack:
+        top = stack.pop()
+        for item in top.values() if isinstance(top, dict) else top:
+            if isinstance(item, float):
+                if not math.isfinite(item):
+                    return True
+            elif isinstance(item, (dict, list)):
+                stack.append(item)
+    return False
 
 
 def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tuple[Any, bool]:
