@@ -300,3 +300,31 @@ def test_evaluator_loads_no_solver_code():
             "print(sorted(m for m in sys.modules if m.startswith(('placement.solvers', 'placement.parallel.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['placement.parallel.plan']"
+
+
+@pytest.mark.parametrize("third", [("slow", 5.0, 0.0), ("big", 2.0, 0.5)])
+def test_memory_is_decided_on_the_sizes_as_written(third):
+    """Chain 0 -> 1 -> 2 -> 3, m = 2, two devices of 0.3, no activations; two chunks per group put each
+    node in its own chunk, groups {0, 2} and {1, 3}. Node 0 holds 0.1; node 2 runs 'fast' (time 1,
+    holds 0.2: 0.1 + 0.2 = 0.3 fits as written), 'huge' (0.5 s, holds 1.0: no) or the third option,
+    'slow' (time 5, holds nothing) or 'big' (holds 0.5: no). With 'fast' the groups take 1 + 1 and
+    0.5 + 0.5: 2. The CP-SAT rows scaled 0.1, 0.2 and 0.3 by a power of two and rounded, and the
+    binary sum lost the exact fit: 6 ('slow') was proven optimal, and with 'big' no plan at all."""
+    from placement.io.piper import parse_piper
+
+    def tmpc(name, time, b, fw=(), bw=()):
+        return {"id": name, "timePerSample": time, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": b,
+                "syncTimeFw": {str(u): 0 for u in fw}, "syncTimeBw": {str(w): 0 for w in bw}}
+
+    instance = parse_piper({
+        "maxDevices": 2, "maxMemoryPerDevice": 0.3, "bandwidth": 1, "mbsInBatch": 2,
+        "nodes": [{"id": 0, "TMPCs": {"1": [tmpc("c0", 1, 0.1, bw=[1])]}},
+                  {"id": 1, "TMPCs": {"1": [tmpc("c0", 0.5, 0, fw=[0], bw=[2])]}},
+                  {"id": 2, "TMPCs": {"1": [tmpc(third[0], third[1], third[2], fw=[1], bw=[3]),
+                                            tmpc("fast", 1, 0.2, fw=[1], bw=[3]),
+                                            tmpc("huge", 0.5, 1.0, fw=[1], bw=[3])]}},
+                  {"id": 3, "TMPCs": {"1": [tmpc("c0", 0.5, 0, fw=[2])]}}],
+        "edges": [{"sourceId": i, "destId": i + 1, "communicationCost": 0} for i in range(3)]})
+    result = solve_interleaved(instance, chunks=2)
+    assert (result.status, result.value) == (Status.OPTIMAL, 2.0)
+    assert result.plan.stages[2].tmpcs[2] == "fast"

@@ -320,3 +320,25 @@ def test_branch_and_bound_out_of_steps_leaves_a_bounded_feasible_answer():
     assert brute_force_parallel(instance, schedule="1f1b")[0] == pytest.approx(33.0)   # M*, independently
     finished = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000)
     assert finished.proven and finished.value == pytest.approx(87.0) and finished.bound == finished.value
+
+
+def test_the_branch_and_bound_decides_memory_on_the_sizes_as_written():
+    """Nodes 0 -> 1, m = 2, two devices of 0.3, each node time 1; node 0 has parameters 0.2 and resident
+    memory 0.1, node 1 resident 0.2. One stage of both at d = 2 holds 0.1 + 0.2 = 0.3 (as written; the
+    floating-point sum 0.30000000000000004 is above 0.3): each replica runs one micro-batch (2, forward
+    2/3 and backward 4/3), then the ring all-reduce of the 0.2 of parameters takes 2 steps of
+    0.2 / 2 = 0.1 each, twice over (reduce-scatter and all-gather at 2(d - 1)/d · W): 2.4 in all. Two
+    stages of one device take 3 under 1F1B (stage 0's last backward ends at 3), one stage of d = 1
+    takes 4. So 2.4; the search refused the one stage and proved 3 optimal."""
+    def tmpc(b, parameters, fw=(), bw=()):
+        return {"id": "c0", "timePerSample": 1, "parameterSize": parameters, "memoryUsageA": 0,
+                "memoryUsageB": b, "syncTimeFw": {str(u): 0 for u in fw}, "syncTimeBw": {str(w): 0 for w in bw}}
+
+    instance = parse_piper({"maxDevices": 2, "maxMemoryPerDevice": 0.3, "bandwidth": 1, "mbsInBatch": 2,
+                            "nodes": [{"id": 0, "TMPCs": {"1": [tmpc(0.1, 0.2, bw=[1])]}},
+                                      {"id": 1, "TMPCs": {"1": [tmpc(0.2, 0.0, fw=[0])]}}],
+                            "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}]})
+    result = placement.solve(instance, schedule="1f1b", objective="time-per-batch")
+    assert str(result.status) == "optimal"
+    assert result.value == pytest.approx(2.4)
+    assert [(s.nodes, s.d, s.t) for s in result.plan.stages] == [((0, 1), 2, 1)]

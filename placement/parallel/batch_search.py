@@ -32,7 +32,8 @@ Search:
    ``m·Σ_v least_v / (devices left)`` for the nodes left (``least_v`` the least ``t·timePerSample``
    of node ``v``: no stage runs faster than its work over its devices), is at least the
    incumbent's ``T``, or when a placed stage exceeds the memory already (its micro-batches in
-   flight only grow as later stages are added). When it finishes within ``max_nodes`` steps the
+   flight only grow as later stages are added; its memory is summed exactly on the sizes as
+   written, so that 0.1 + 0.2 fits 0.3 as the evaluator finds). When it finishes within ``max_nodes`` steps the
    incumbent is optimal.
 
 Otherwise the result is the best candidate, with the bound ``m·M*`` and its gap.
@@ -43,6 +44,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
@@ -50,6 +52,7 @@ from placement.parallel.dp import solve_parallel
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.tables import all_sets, build_tables
 from placement.parallel.timing import FORWARD_SHARE, StageTimes, batch_time, time_per_batch
+from placement.problem.memory_fit import as_written
 
 #: instances of at most this many nodes get the exhaustive branch and bound
 EXHAUSTIVE_NODES = 8
@@ -141,6 +144,8 @@ class _BranchAndBound:
     def __init__(self, instance: PiperInstance, devices: int, memory: float, schedule: str, forward_share: float,
                  incumbent: float, max_nodes: int) -> None:
         self.instance, self.devices, self.memory, self.schedule = instance, devices, memory, schedule
+        # the memory rule on the sizes and the bound as written (placement.problem.memory_fit): exact sums
+        self.room = as_written(memory) if math.isfinite(memory) else math.inf
         self.share, self.best, self.plan, self.max_nodes, self.visited = forward_share, incumbent, None, max_nodes, 0
         self.m = instance.microbatches_in_batch
         self.nodes = {node.id: node for node in instance.nodes}
@@ -180,8 +185,9 @@ class _BranchAndBound:
                             + math.fsum(2 * (e.communication_cost + chosen[e.src].sync_time_bw[e.dst])
                                         for e in out_of))
                 vector = (math.fsum(c.time_per_sample for c in combo), boundary,
-                          math.fsum(c.parameter_size for c in combo), math.fsum(c.memory_usage_a for c in combo),
-                          math.fsum(c.memory_usage_b for c in combo))
+                          math.fsum(c.parameter_size for c in combo),
+                          sum((as_written(c.memory_usage_a) for c in combo), Fraction(0)),   # memory as written
+                          sum((as_written(c.memory_usage_b) for c in combo), Fraction(0)))
                 found.append((vector, {v: c.id for v, c in chosen.items()}))
             self.options[key] = [(vec, ch) for vec, ch in found
                                  if not any(all(a <= b for a, b in zip(other, vec)) and other != vec
@@ -216,7 +222,7 @@ class _BranchAndBound:
                             continue
                         stages = placed + [(block, d, t, vector, choice)]
                         degrees = [s[1] for s in stages]
-                        if any(s[3][3] * self._in_flight(degrees, k) + s[3][4] > self.memory
+                        if any(s[3][3] * self._in_flight(degrees, k) + s[3][4] > self.room
                                for k, s in enumerate(stages)):
                             continue
                         if left:

@@ -29,9 +29,14 @@ a plan: exact. Rows 5 are left out when no choice can exceed the memory, and so 
 dominated by another (no larger in ``a`` and every sync) when memory cannot bind.
 
 Numbers: times are multiplied by a power of two ``scale`` that puts the ceiling ``U`` (the cutoff,
-else the whole work) near ``2^31`` and rounded down; memory likewise under ``2^60``, bound rounded
-down. Rounding down makes the model a relaxation: its infeasibility and bounds hold for the true
-data, and the decoded plan is re-evaluated exactly by the caller. The backend is the package's
+else the whole work) near ``2^31`` and rounded down. Memory is written in the decimal unit in which
+every size and the bound are whole numbers as written (:func:`placement.problem.memory_fit.
+decimal_unit`): the rows then decide the model's rule exactly (sizes 0.1 and 0.2 fit a bound of 0.3;
+in binary, scaled and rounded, they did not, and a plan that fits was lost). Where no such unit keeps
+a row within ``2^53``, sizes are multiplied by a power of two under ``2^60`` and rounded down and the
+bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
+infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
+caller. The backend is the package's
 CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
 """
 
@@ -39,11 +44,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from placement.io.piper import PiperInstance
 from placement.parallel.interleaved import Shape, held_profiles, memory_can_bind, node_costs, plan_of
 from placement.parallel.plan import ParallelPlan
+from placement.problem.memory_fit import LENIENT, decimal_unit
 from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
 
 #: the load ceiling in model units: ``2^31``, so that a coefficient times ``T``'s bound stays under ``2^62``
@@ -69,6 +75,21 @@ class ShapeOutcome:
 def _power_of_two(ceiling: float, largest: float) -> float:
     """The largest power of two ``s`` with ``ceiling · s ≤ largest``."""
     return 2.0 ** math.floor(math.log2(largest / ceiling)) if ceiling > 0 else 1.0
+
+
+def _memory_units(instance: PiperInstance, nodes: list[int], tmpcs: dict[int, list[Any]], memory: float,
+                  largest: float) -> tuple[Callable[[float], float], float]:
+    """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
+    in which every size and the bound are whole numbers as written (0.1 + 0.2 fits 0.3, as the evaluator
+    reads them), where ``largest`` (the most any row sums) stays within ``2^53`` in it; else times a
+    power of two, sizes rounded down and the bound rounded up past the rounding of the sizes as
+    written, so that the rows still admit every plan that fits."""
+    sizes = [x for u in nodes for o in tmpcs[u] for x in (o.memory_usage_a, o.memory_usage_b)]
+    unit = decimal_unit([*sizes, memory], largest)
+    if unit is not None:
+        return (lambda x: float(round(x * unit))), float(round(memory * unit))
+    scale = _power_of_two(largest, MEMORY_UNITS)
+    return (lambda x: float(math.floor(x * scale))), float(math.ceil(memory * (1 + LENIENT) * scale))
 
 
 def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff: float | None,
@@ -190,8 +211,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                     load += choice_terms([(1, flag)], owner, scaled, f"e{side}{src}_{dst}_{g}", exact=False)
             be.add(load + [(-1, T)], hi=0)
         if with_memory:
-            mscale = _power_of_two(max(memory, worst) * max(1, len(nodes)), MEMORY_UNITS)
-            mu = lambda x: float(math.floor(x * mscale))  # noqa: E731
+            mu, room = _memory_units(instance, nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)))
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
                               choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],
@@ -202,8 +222,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                 for h in profiles[g]:
                     if time.perf_counter() > be.deadline:
                         raise OutOfTime("the time limit ran out while the model was built")
-                    be.add(static + [(h[c] * a, var) for c in range(v) for a, var in per_chunk[c]],
-                           hi=math.floor(memory * mscale))
+                    be.add(static + [(h[c] * a, var) for c in range(v) for a, var in per_chunk[c]], hi=room)
         be.minimize([(1, T)])
         if hint is not None:   # a plan of this shape: its chunks and TMPCs
             where = {u: (k, stage.tmpcs[u]) for k, stage in enumerate(hint.stages) for u in stage.nodes}
