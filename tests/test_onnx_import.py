@@ -546,3 +546,58 @@ def test_a_negative_dimension_is_refused():
     with pytest.raises(InvalidInstanceError) as err:
         graph_from_onnx(model, "neg")
     assert str(err.value) == "neg: tensor 'x' has the shape [-3, 16], with a negative dimension"
+
+
+def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):
+    """X [T=5, N=4, I=12] (batch first with layout 1) -> one LSTM, GRU or RNN layer of hidden size 16 ->
+    Y; W [D, G·16, 12], R [D, G·16, 16], B [D, 2·G·16]."""
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op_type]
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
+             (("W", (directions, gates * 16, 12)), ("R", (directions, gates * 16, 16)),
+              ("B", (directions, 2 * gates * 16)))]
+    node = helper.make_node(op_type, ["X", "W", "R", "B"], ["Y"], name=f"/rnn/{op_type}", hidden_size=16,
+                            direction="bidirectional" if directions == 2 else "forward", layout=layout)
+    shape = [4, 5, 12] if layout else [5, 4, 12]
+    graph = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+# 2·T·N·G·H·(I + H) per direction (the torch importer's formula): T = 5, N = 4, H = 16, I = 12:
+# LSTM 2·5·4·64·28 = 71,680, GRU (48 gates) 53,760, RNN (16) 17,920; two directions twice that.
+@pytest.mark.parametrize("op_type, directions, layout, flops", [
+    ("LSTM", 1, 0, 71_680.0), ("GRU", 1, 0, 53_760.0), ("RNN", 1, 0, 17_920.0), ("LSTM", 2, 0, 143_360.0),
+    ("GRU", 1, 1, 53_760.0)])
+def test_recurrent_layers_are_costed_as_their_gemms(op_type, directions, layout, flops):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # no "no FLOP formula" warning
+        graph = graph_from_onnx(_recurrent_model(op_type, directions, layout), "rnn")
+    (op,) = graph.ops
+    assert (op.kind, op.flops) == ("recurrent", flops)
+    assert sum(2 * o.m * o.n * o.k * o.batch for o in op.operators) == flops
+    # training, the model input needing no gradient: the weight gradients (the forward GEMMs' size) and
+    # the state's through time, the recurrent GEMM over T - 1 = 4 steps, 2·4·N·G·H·H per direction
+    from placement.io.opgraph import Gradient
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op_type]
+    state = directions * 2 * 4 * 4 * gates * 16 * 16
+    assert op.backward_flops(Gradient(inputs=0, weights=2)) == pytest.approx(flops + state)
+
+
+def test_an_einsum_of_two_operands_is_the_gemm_it_runs():
+    """bi,ij->bj on X [4, 16] and W [16, 16]: one GEMM, 2·4·16·16 = 2,048 FLOPs; bi,bj->bij multiplies
+    (numel of the output, 4·16·16 = 1,024); three operands have no formula (a warning)."""
+    def model(equation, extra):
+        inits = [numpy_helper.from_array(np.ones((16, 16), dtype=np.float32), "W")]
+        node = helper.make_node("Einsum", ["X", *extra], ["Y"], name="/e/Einsum", equation=equation)
+        graph = helper.make_graph([node], "e", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4, 16])],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    (gemm,) = graph_from_onnx(model("bi,ij->bj", ["W"]), "e").ops
+    assert (gemm.kind, gemm.flops) == ("matmul", 2048.0)
+    (outer,) = graph_from_onnx(model("bi,bj->bij", ["X"]), "e").ops
+    assert (outer.kind, outer.flops) == ("pointwise", 1024.0)
+    with pytest.warns(CostModelWarning, match="Einsum"):
+        (three,) = graph_from_onnx(model("bi,ij,jk->bk", ["W", "W"]), "e").ops
+    assert (three.kind, three.flops) == ("unknown", 0.0)

@@ -38,6 +38,13 @@ operators                                       FLOPs
 ==============================================  =========================================
 MatMul                                          2 · numel(out) · A.shape[-1]
 Gemm                                            2 · numel(out) · K (K = A's inner dimension)
+Einsum of two operands                          2 · the GEMM it runs
+                                                (:mod:`placement.io.layer_gemms`), or
+                                                numel(out) where it only multiplies;
+                                                other operand counts: no formula
+LSTM, GRU, RNN (``G`` = 4, 3, 1 gates, ``D``    2 · D · T · N · G·H · (I + H), as in
+directions, ``T`` steps of batch ``N``, input   the torch importer; training: its
+``I``, hidden ``H``)                            gradient GEMMs (:mod:`placement.io.opgraph`)
 Conv (``W`` ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel(W) / C_out
 ConvTranspose (``W`` ``[C_in, C_out/g, *k]``)   2 · numel(X) · numel(W) / C_in
 LayerNormalization and other normalisations,    5 · numel(input)
@@ -89,7 +96,7 @@ from typing import Any
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
-from placement.io import operator_shapes as shapes
+from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.onnx_checks import check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
@@ -116,9 +123,14 @@ for _kind, _names in {
     "gather": "Gather GatherElements GatherND",
     "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth",
     "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
+    "recurrent": "LSTM GRU RNN",
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
+#: recurrent layers, by their gates per step
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+#: a recurrent node's inputs that are its initial hidden (and cell) state
+RECURRENT_STATE = slice(5, 7)
 #: FLOPs per element of the PyTorch kernels an exporter decomposes (placement.io.onnx_fusion; 1 unless listed).
 DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
@@ -314,7 +326,34 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
 
 
 #: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
-PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+
+
+def _attribute(node: Any, name: str, default: Any = None) -> Any:
+    """The value of a node's integer or string attribute ``name``, or ``default``."""
+    for attr in node.attribute:
+        if attr.name == name:
+            return attr.s.decode("utf-8", "replace") if attr.type == attr.STRING else attr.i
+    return default
+
+
+def _einsum_gemm(node: Any, ins: list[_Tensor | None]) -> tuple[int, int, int, int] | None:
+    """The GEMM an ``Einsum`` of two operands runs (:func:`placement.io.layer_gemms.einsum_gemm`), or ``None``."""
+    if len(ins) != 2 or None in ins:
+        return None
+    return layer_gemms.einsum_gemm(_attribute(node, "equation"), [t.shape for t in ins])
+
+
+def _recurrent_gemms(node: Any, ins: list[_Tensor | None]) -> list[tuple[str, tuple[int, int, int, int]]]:
+    """The GEMMs of one ``LSTM``, ``GRU`` or ``RNN`` node, a layer of one or two directions
+    (:func:`placement.io.layer_gemms.recurrent_gemms`): ``X`` ``[T, N, I]`` (``[N, T, I]`` with
+    ``layout = 1``), ``W`` ``[D, G·H, I]``."""
+    x, w = ins[0], ins[1]
+    gates = RECURRENT_GATES[node.op_type]
+    hidden = int(_attribute(node, "hidden_size", int(w.shape[1]) // gates))
+    steps, batch = (x.shape[1], x.shape[0]) if _attribute(node, "layout", 0) else (x.shape[0], x.shape[1])
+    return layer_gemms.recurrent_gemms(gates, int(steps), int(batch), int(x.shape[-1]), hidden, hidden, 1,
+                                       int(w.shape[0]))
 
 
 def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: list[_Tensor | None]) -> int:
@@ -323,11 +362,15 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
     out = outs[0]
     a = ins[0]
     if kind == "matmul":
+        if op_type == "Einsum":
+            return 2 * math.prod(_einsum_gemm(node, ins) or (0,))
         if op_type == "Gemm":
             trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
             k = a.shape[0] if trans_a else a.shape[-1]
             return 2 * out.numel * int(k)
         return 2 * out.numel * int(a.shape[-1])
+    if kind == "recurrent":
+        return layer_gemms.recurrent_flops(_recurrent_gemms(node, ins))
     if kind == "conv":
         w = ins[1]
         if op_type == "ConvTranspose":
@@ -347,6 +390,11 @@ def _operators(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], ou
     """The GEMMs and vector operators of one node (:mod:`placement.io.operator_shapes`)."""
     out = outs[0].shape if outs and outs[0] is not None else ()
     bias = len(ins) > 2 and ins[2] is not None
+    if kind == "matmul" and op_type == "Einsum":
+        gemm = _einsum_gemm(node, ins)
+        return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
+    if kind == "recurrent":
+        return layer_gemms.recurrent_operators(_recurrent_gemms(node, ins))
     if kind == "matmul" and op_type == "Gemm":
         trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
         k = ins[0].shape[0] if trans_a else ins[0].shape[-1]
@@ -385,6 +433,11 @@ def _kind(node: Any, ins: list[_Tensor | None]) -> str:
         return "view"
     if node.op_type == "Dropout" and (len(node.input) < 3 or not node.input[2]):
         return "view"
+    if node.op_type == "Einsum":    # as the torch importer: a GEMM, a broadcast multiply, or no formula
+        if _einsum_gemm(node, ins) is None:
+            return "unknown"
+        multiplies = layer_gemms.einsum_multiplies(_attribute(node, "equation"), [t.shape for t in ins])
+        return "pointwise" if multiplies else "matmul"
     return KINDS.get(node.op_type, "unknown")
 
 
@@ -616,10 +669,15 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         path = paths[group.members[members.index(anchor)]]
         label = "+".join(m.label for m in members)
         index = len(ops)
+        recurrent, state = (), ()
+        if group.kind == "recurrent":   # its gradient GEMMs, and the reads that are its initial state
+            recurrent = layer_gemms.recurrent_gradients(_recurrent_gemms(anchor.node, list(anchor.ins)))
+            state = tuple(producers[t] if t in producers else tied.get(t, t)
+                          for t in anchor.node.input[RECURRENT_STATE] if t)
         ops.append(Op(anchor.name, label, group.kind, anchor.dtype, float(flops), moved, outputs, tuple(reads),
                       tuple(used_params), path, path, operators,
                       tuple(inputs_read), tuple(o is not None and o.floating for o in last.outs),
-                      repeated=tuple(repeated)))
+                      recurrent=recurrent, state=state, repeated=tuple(repeated)))
         for j, t in enumerate(last.node.output):
             if t:
                 producers[t] = (index, j)

@@ -59,7 +59,7 @@ whose input needs none (its weight gradient alone); at most 2. A trained bias is
 its gradient, a small reduction, is not charged (a layer that trains its bias alone, its input
 needing no gradient, has factor 0), but the layer's output needs a gradient.
 
-A recurrent layer's gradient is its GEMMs (:func:`placement.io.torch_export._recurrent_gradients`):
+A recurrent layer's gradient is its GEMMs (:func:`placement.io.layer_gemms.recurrent_gradients`):
 where it trains its weights, one weight gradient per forward GEMM (input, recurrent and
 projection), of the forward's size; wherever it runs backward, the hidden state's gradient
 through time (the recurrent GEMM over ``T − 1`` steps: the first step's state is no value that

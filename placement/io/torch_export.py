@@ -98,7 +98,7 @@ from typing import Any, Callable, Iterator, Sequence
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidParameterError, SolverUnavailableError
-from placement.io import operator_shapes as shapes
+from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -440,11 +440,11 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     name = _base(_op_name(target))
     first_out = out[0] if out else None
     if kind == "matmul" and name == "einsum":
-        return 2 * math.prod(_einsum_gemm(node_args[0], _listed(node_args[1])) or (0,))
+        return 2 * math.prod(layer_gemms.einsum_gemm(node_args[0], _shapes(_listed(node_args[1]))) or (0,))
     if kind == "matmul" and name in GEMM_FORMS:
         return 2 * sum(map(math.prod, _product_gemms(name, tensor_args, node_args)))
     if kind == "recurrent":
-        return 2 * sum(steps * m * n * k for _, (m, n, k, steps) in _recurrent_gemms(name, node_args))
+        return layer_gemms.recurrent_flops(_recurrent_gemms(name, node_args))
     if kind == "matmul":
         a = tensor_args[MATMUL[name]]
         return 2 * _numel(first_out) * int(a.shape[-1])
@@ -475,14 +475,13 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
     first_out = out[0] if out else None
     out_shape = tuple(first_out.shape) if first_out is not None else ()
     if kind == "matmul" and name == "einsum":
-        gemm = _einsum_gemm(node_args[0], _listed(node_args[1]))
+        gemm = layer_gemms.einsum_gemm(node_args[0], _shapes(_listed(node_args[1])))
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
     if kind == "matmul" and name in GEMM_FORMS:
         return tuple(op for m, n, k, batch in _product_gemms(name, tensor_args, node_args)
                      for op in shapes.gemm(m, n, k, batch))
     if kind == "recurrent":
-        return tuple(s for _, (m, n, k, steps) in _recurrent_gemms(name, node_args)
-                     for s in shapes.gemm(m, n, k, steps))
+        return layer_gemms.recurrent_operators(_recurrent_gemms(name, node_args))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
@@ -498,63 +497,9 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
                               _numel(first_out) if first_out is not None else 0)
 
 
-def _einsum_gemm(equation: Any, operands: list[Any]) -> tuple[int, int, int, int] | None:
-    """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs: ``batch`` the sizes of the indices
-    of both operands that the output keeps, ``m`` (``n``) of those of the first (second) operand alone
-    that it keeps, ``k`` of those of both that it sums (an index of one operand alone that the output
-    drops is summed before, at no GEMM cost); an ellipsis stands for the dimensions it covers, aligned
-    from the right as in broadcasting. ``None`` for another number of operands, or an equation that
-    does not fit the operands."""
-    parsed = _einsum_indices(equation, operands)
-    if parsed is None:
-        return None
-    a, b, kept, size = parsed
-
-    def group(chars: set[str]) -> int:
-        return math.prod(size[c] for c in chars)
-
-    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
-
-
-def _einsum_multiplies(equation: Any, operands: list[Any]) -> bool:
-    """Whether an einsum of two operands sums no index they share (an outer or elementwise product,
-    ``bi,bj->bij``): torch runs it as a broadcast multiply, not a GEMM."""
-    parsed = _einsum_indices(equation, operands)
-    return parsed is not None and not (parsed[0] & parsed[1]) - parsed[2]
-
-
-def _einsum_indices(equation: Any, operands: list[Any]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
-    """The index sets of an einsum's two operands and output and every index's size (:func:`_einsum_gemm`),
-    or ``None``."""
-    if not isinstance(equation, str) or len(operands) != 2:
-        return None
-    equation = equation.replace(" ", "")
-    inputs, arrow, output = equation.partition("->")
-    terms = inputs.split(",")
-    if len(terms) != 2:
-        return None
-    if "." in equation:
-        if any(t.replace("...", "", 1).count(".") for t in (*terms, output)):
-            return None
-        covered = [len(o.shape) - (len(t) - 3) if "..." in t else 0 for t, o in zip(terms, operands)]
-        spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
-        widest = max(covered)
-        if min(covered) < 0 or widest > len(spare):
-            return None
-        letters = "".join(spare[:widest])
-        terms = [t.replace("...", letters[widest - n:]) for t, n in zip(terms, covered)]
-        output = output.replace("...", letters) if arrow else letters + "".join(
-            sorted(c for c in set(inputs) - {",", "."} if inputs.count(c) == 1))
-        arrow = "->"
-    if not arrow:   # implicit output: the indices that appear once, in alphabetical order
-        output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
-    size: dict[str, int] = {}
-    for term, operand in zip(terms, operands):
-        if len(term) != len(operand.shape):
-            return None
-        for c, d in zip(term, operand.shape):   # a broadcast dimension (1 in one operand) has the other's size
-            size[c] = max(size.get(c, 1), int(d))
-    return set(terms[0]), set(terms[1]), set(output), size
+def _shapes(tensors: list[Any]) -> list[tuple[int, ...]]:
+    """The shapes of example tensors (``None`` for a missing one: an equation that cannot fit it)."""
+    return [tuple(int(d) for d in t.shape) if t is not None else () for t in tensors]
 
 
 def _listed(values: Any) -> list[Any]:
@@ -565,55 +510,20 @@ def _listed(values: Any) -> list[Any]:
 
 
 def _recurrent_gemms(name: str, node_args: tuple) -> list[tuple[str, tuple[int, int, int, int]]]:
-    """The GEMMs ``(m, n, k, times)`` of a recurrent layer's forward (``aten.lstm.input`` and the like),
-    each with its role: per layer and direction, the input projection of all ``T`` steps at once
-    (``input`` for the first layer, ``input+`` for the others), the recurrent one per step
-    (``recurrent``) and, with ``proj_size``, the projection of each step's hidden state
-    (``projection``) (module docstring)."""
-    gates = RECURRENT[name]
+    """The GEMMs of a recurrent layer's forward (``aten.lstm.input`` and the like), each with its role
+    (:func:`placement.io.layer_gemms.recurrent_gemms`), from its arguments."""
     x = node_args[0].meta["val"]
     layers, bidirectional, batch_first = int(node_args[4]), bool(node_args[7]), bool(node_args[8])
     weights = [t for t in _listed(node_args[2]) if len(t.shape) == 2]   # w_ih, w_hh of each layer, direction
+    gates = RECURRENT[name]
     hidden = int(weights[0].shape[0]) // gates if weights else 0
-    recurrent = int(weights[1].shape[1]) if len(weights) > 1 else hidden   # the projected size (proj_size)
+    projected = int(weights[1].shape[1]) if len(weights) > 1 else hidden   # the projected size (proj_size)
     if len(x.shape) == 2:
         steps, batch = int(x.shape[0]), 1
     else:
         steps, batch = (int(x.shape[1]), int(x.shape[0])) if batch_first else (int(x.shape[0]), int(x.shape[1]))
-    directions = 2 if bidirectional else 1
-    out = []
-    width = int(x.shape[-1])
-    for layer in range(layers):
-        for _ in range(directions):
-            out += [("input" if layer == 0 else "input+", (steps * batch, gates * hidden, width, 1)),
-                    ("recurrent", (batch, gates * hidden, recurrent, steps))]
-            if recurrent != hidden:   # the projection of each step's hidden state (proj_size)
-                out.append(("projection", (batch, recurrent, hidden, steps)))
-        width = directions * recurrent
-    return out
-
-
-def _recurrent_gradients(name: str, node_args: tuple) -> tuple[tuple[Operator, ...], ...]:
-    """The gradient GEMMs of a recurrent layer, in five parts (module docstring of
-    :mod:`placement.io.opgraph`, "Training"): the weight gradients (one per forward GEMM, of its
-    size), the hidden state's gradients through time (the recurrent GEMM over ``T − 1`` steps, the
-    projection's over ``T``), the first layer's input gradient, the later layers' input gradients,
-    and the initial state's gradient (the recurrent GEMM of the first step)."""
-    weights: list[Operator] = []
-    state: list[Operator] = []
-    first: list[Operator] = []
-    later: list[Operator] = []
-    initial: list[Operator] = []
-    for role, (m, n, k, times) in _recurrent_gemms(name, node_args):
-        weights += shapes.gemm(k, n, m, times)
-        if role == "recurrent":
-            state += shapes.gemm(m, k, n, times - 1)
-            initial += shapes.gemm(m, k, n, 1)
-        elif role == "projection":
-            state += shapes.gemm(m, k, n, times)
-        else:
-            (first if role == "input" else later).extend(shapes.gemm(m, k, n, times))
-    return tuple(weights), tuple(state), tuple(first), tuple(later), tuple(initial)
+    return layer_gemms.recurrent_gemms(gates, steps, batch, int(x.shape[-1]), hidden, projected, layers,
+                                       2 if bidirectional else 1)
 
 
 def _operand_name(arg: Any, placeholders: dict[str, Param | None]) -> str:
@@ -787,8 +697,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
         kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
-        if kind == "matmul" and _base(_op_name(node.target)) == "einsum" and _einsum_multiplies(
-                node.args[0], _listed(node.args[1])):
+        if kind == "matmul" and _base(_op_name(node.target)) == "einsum" and layer_gemms.einsum_multiplies(
+                node.args[0], _shapes(_listed(node.args[1]))):
             kind = "pointwise"
         mixed = sorted({str(t.dtype).replace("torch.", "") for t in tensor_args})
         if kind in ("matmul", "conv") and len(mixed) > 1:   # eager PyTorch refuses it; export does not check
@@ -799,7 +709,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
         if kind == "unknown" or (_base(_op_name(node.target)) == "einsum"
-                                 and _einsum_gemm(node.args[0], _listed(node.args[1])) is None):
+                                 and layer_gemms.einsum_gemm(node.args[0], _shapes(_listed(node.args[1]))) is None):
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
         op_dtype = sizes.key(floating[0].dtype) if floating else "fp32"
@@ -812,7 +722,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                       _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
                       _base(_op_name(node.target)) not in STOP_GRADIENT,
-                      _recurrent_gradients(_base(_op_name(node.target)), node.args) if kind == "recurrent" else (),
+                      layer_gemms.recurrent_gradients(_recurrent_gemms(_base(_op_name(node.target)), node.args))
+                      if kind == "recurrent" else (),
                       _state_operands(node, reads_of, placeholders) if kind == "recurrent" else (), repeated,
                       _written_values(node, reads_of)))
         index_of[node] = len(ops) - 1

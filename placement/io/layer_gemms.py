@@ -1,0 +1,132 @@
+"""The GEMMs of the operators whose shape rules both importers share: an einsum of two operands and a
+recurrent layer (LSTM, GRU, RNN), worked out from shapes alone.
+
+Einsum (:func:`einsum_gemm`): the GEMM ``(batch, m, n, k)`` it runs, ``batch`` the sizes of the
+indices of both operands that the output keeps, ``m`` (``n``) those of the first (second) operand alone
+that it keeps, ``k`` those of both that it sums; an index of one operand alone that the output drops
+is summed before, at no GEMM cost. An ellipsis stands for the dimensions it covers, aligned from the
+right as in broadcasting. An einsum that sums no index both operands share (``bi,bj->bij``) is a
+broadcast multiply, no GEMM (:func:`einsum_multiplies`).
+
+Recurrent layer (:func:`recurrent_gemms`), per layer and direction: the input projection of all ``T``
+steps at once (``(T·N, G·H, I)``, role ``input`` for the first layer, ``input+`` for the others), the
+recurrent GEMM of each step (``(N, G·H, P)`` over ``T`` steps, role ``recurrent``) and, where the
+hidden state is projected (``P ≠ H``), the projection of each step's state (``(N, P, H)`` over ``T``,
+role ``projection``); ``G`` gates (4 LSTM, 3 GRU, 1 RNN), input ``I`` wide, hidden ``H``, batch ``N``.
+Its gradient (:func:`recurrent_gradients`) is in the five parts of :mod:`placement.io.opgraph`
+("Training").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from placement.codesign.workload import Operator
+from placement.io import operator_shapes as shapes
+
+Shape = Sequence[int]
+Gemm = tuple[int, int, int, int]
+
+
+def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
+    """The index sets of an einsum's two operands (of shapes ``operands``) and of its output, and every
+    index's size; ``None`` for another number of operands, or an equation that does not fit them."""
+    if not isinstance(equation, str) or len(operands) != 2:
+        return None
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != 2:
+        return None
+    if "." in equation:
+        if any(t.replace("...", "", 1).count(".") for t in (*terms, output)):
+            return None
+        covered = [len(o) - (len(t) - 3) if "..." in t else 0 for t, o in zip(terms, operands)]
+        spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation]
+        widest = max(covered)
+        if min(covered) < 0 or widest > len(spare):
+            return None
+        letters = "".join(spare[:widest])
+        terms = [t.replace("...", letters[widest - n:]) for t, n in zip(terms, covered)]
+        output = output.replace("...", letters) if arrow else letters + "".join(
+            sorted(c for c in set(inputs) - {",", "."} if inputs.count(c) == 1))
+        arrow = "->"
+    if not arrow:   # implicit output: the indices that appear once, in alphabetical order
+        output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
+    size: dict[str, int] = {}
+    for term, shape in zip(terms, operands):
+        if len(term) != len(shape):
+            return None
+        for c, d in zip(term, shape):   # a broadcast dimension (1 in one operand) has the other's size
+            size[c] = max(size.get(c, 1), int(d))
+    return set(terms[0]), set(terms[1]), set(output), size
+
+
+def einsum_gemm(equation: object, operands: Sequence[Shape]) -> Gemm | None:
+    """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs (module docstring), or ``None``."""
+    parsed = einsum_indices(equation, operands)
+    if parsed is None:
+        return None
+    a, b, kept, size = parsed
+
+    def group(chars: set[str]) -> int:
+        return math.prod(size[c] for c in chars)
+
+    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
+
+
+def einsum_multiplies(equation: object, operands: Sequence[Shape]) -> bool:
+    """Whether an einsum of two operands sums no index they share (an outer or elementwise product,
+    ``bi,bj->bij``): torch runs it as a broadcast multiply, not a GEMM."""
+    parsed = einsum_indices(equation, operands)
+    return parsed is not None and not (parsed[0] & parsed[1]) - parsed[2]
+
+
+def recurrent_gemms(gates: int, steps: int, batch: int, width: int, hidden: int, projected: int, layers: int,
+                    directions: int) -> list[tuple[str, Gemm]]:
+    """The GEMMs ``(m, n, k, times)`` of a recurrent layer's forward, each with its role (module
+    docstring); ``width`` is the first layer's input width, ``projected`` the hidden state's size after
+    the projection (``hidden`` without one)."""
+    out: list[tuple[str, Gemm]] = []
+    for layer in range(layers):
+        for _ in range(directions):
+            out += [("input" if layer == 0 else "input+", (steps * batch, gates * hidden, width, 1)),
+                    ("recurrent", (batch, gates * hidden, projected, steps))]
+            if projected != hidden:   # the projection of each step's hidden state (proj_size)
+                out.append(("projection", (batch, projected, hidden, steps)))
+        width = directions * projected
+    return out
+
+
+def recurrent_flops(gemms: list[tuple[str, Gemm]]) -> int:
+    """The forward FLOPs of a recurrent layer's GEMMs (one multiply-add = 2)."""
+    return 2 * sum(times * m * n * k for _, (m, n, k, times) in gemms)
+
+
+def recurrent_operators(gemms: list[tuple[str, Gemm]]) -> tuple[Operator, ...]:
+    """The forward GEMMs as operators (:mod:`placement.io.operator_shapes`)."""
+    return tuple(s for _, (m, n, k, times) in gemms for s in shapes.gemm(m, n, k, times))
+
+
+def recurrent_gradients(gemms: list[tuple[str, Gemm]]) -> tuple[tuple[Operator, ...], ...]:
+    """The gradient GEMMs of a recurrent layer, in five parts (module docstring of
+    :mod:`placement.io.opgraph`, "Training"): the weight gradients (one per forward GEMM, of its
+    size), the hidden state's gradients through time (the recurrent GEMM over ``T − 1`` steps, the
+    projection's over ``T``), the first layer's input gradient, the later layers' input gradients,
+    and the initial state's gradient (the recurrent GEMM of the first step)."""
+    weights: list[Operator] = []
+    state: list[Operator] = []
+    first: list[Operator] = []
+    later: list[Operator] = []
+    initial: list[Operator] = []
+    for role, (m, n, k, times) in gemms:
+        weights += shapes.gemm(k, n, m, times)
+        if role == "recurrent":
+            state += shapes.gemm(m, k, n, times - 1)
+            initial += shapes.gemm(m, k, n, 1)
+        elif role == "projection":
+            state += shapes.gemm(m, k, n, times)
+        else:
+            (first if role == "input" else later).extend(shapes.gemm(m, k, n, times))
+    return tuple(weights), tuple(state), tuple(first), tuple(later), tuple(initial)
