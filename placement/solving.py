@@ -162,6 +162,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             progress(f"the DP refuses ({exc}); solving the MILP instead")
         method = "milp"
         solution = _run(METHODS[method], problem, options, started)
+        refused = f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
+        solution = replace(solution, message="; ".join(m for m in (refused, solution.message) if m))
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused

@@ -83,6 +83,12 @@ def test_auto_takes_the_milp_above_the_ideal_limit(capsys):
     # the progress line, like the error, names the option, not the library's parameter
     assert "Raise the limit --max-ideals" in captured.err and "max_ideals" not in captured.err
     assert document["objective"] == main_dp_value(DIAMOND)
+    # the result says so too, not only the progress (which --quiet silences)
+    assert document["message"].startswith("the MILP solved this (method 'auto'): the DP refused it (more than 5 "
+                                          "ideals")
+    assert main(["solve", DIAMOND, "--max-ideals", "5", "--quiet"]) == 0
+    note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("note"))
+    assert "the DP refused it (more than 5 ideals" in note and "Raise the limit --max-ideals" in note
 
 
 def main_dp_value(path: str) -> float:

@@ -601,3 +601,24 @@ def test_an_einsum_of_two_operands_is_the_gemm_it_runs():
     with pytest.warns(CostModelWarning, match="Einsum"):
         (three,) = graph_from_onnx(model("bi,ij,jk->bk", ["W", "W"]), "e").ops
     assert (three.kind, three.flops) == ("unknown", 0.0)
+
+
+def test_pipe_split_of_an_onnx_instance_is_refused_for_another_form(tmp_path, capsys):
+    """pipe-split names the operators of a torch.export program; an instance imported from ONNX has
+    ONNX nodes instead, which no program has: refused, naming a form that can hand the plan over."""
+    import json
+
+    from placement.cli import main
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model(), str(path))
+    instance, plan = tmp_path / "mlp.json", tmp_path / "plan.json"
+    assert main(["import", str(path), "--out", str(instance), "--quiet"]) == 0
+    ids = [n["id"] for n in json.loads(instance.read_text())["nodes"]]
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": ids[:2]},
+                                            {"type": "accelerator", "nodes": ids[2:]}]}))
+    capsys.readouterr()
+    assert main(["split", str(instance), str(plan), "--format", "pipe-split"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: pipe-split cannot express this plan: the instance was imported from ONNX, so its operators are "
+        "ONNX nodes, and pipe_split_module cuts the operators of a torch.export program")

@@ -53,6 +53,8 @@ from placement.jsonfile import json_type_name, load_json
 from placement.plan import Plan
 from placement.problem.instance import CPU, Instance
 
+#: what an instance made by the ONNX importer records as its ``about.generator``
+ONNX_GENERATOR = "placement.io.onnx_import"
 #: The hand-off forms, by their command-line names, with the names their messages use.
 FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatron": "a Megatron layout",
            "pipe-split": "a pipe_split program"}
@@ -84,6 +86,7 @@ class Layout:
     inputs: tuple[str, ...] | None = None
     shared: tuple[tuple[str, tuple[int, ...]], ...] = ()   # trained parameters several nodes read, with them
     gradient_edges: frozenset[tuple[int, int]] = frozenset()
+    generator: str = ""        # the importer that made the instance (its about.generator)
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -128,8 +131,10 @@ def layout_from_instance(data: Any) -> Layout:
     mate_of = {forward_id: backward_id for backward_id, forward_id in mates.items()}
     mirrored = {(e.get("sourceId"), e.get("destId")) for e in data.get("edges", ()) if isinstance(e, dict)}
     gradient_edges = frozenset((u, v) for u, v in edges if (mate_of.get(v), mate_of.get(u)) in mirrored)
+    generator = about.get("generator") if isinstance(about, dict) else None
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
-                  tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges)
+                  tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
+                  generator if isinstance(generator, str) else "")
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -415,7 +420,13 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
 
 
 def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
-    """The program's operators of each stage, in program order (what :func:`pipe_split_module` splits)."""
+    """The program's operators of each stage, in program order (what :func:`pipe_split_module` splits);
+    refused for an instance imported from ONNX, whose operators are the ONNX graph's nodes, which no
+    ``torch.export`` program has."""
+    if layout.generator == ONNX_GENERATOR:
+        refuse("pipe-split", "the instance was imported from ONNX, so its operators are ONNX nodes, and "
+                             "pipe_split_module cuts the operators of a torch.export program (import the PyTorch "
+                             "model to hand this plan over as one)")
     parts = runtime_stages(layout, plan, "pipe-split")
     require_neighbour_reads(layout, parts, "pipe-split")
     require_inputs_in_first_stage(layout, parts, "pipe-split")
