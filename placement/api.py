@@ -12,6 +12,7 @@ the parameter), and returns a result object with ``to_json()``:
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from os import PathLike
@@ -256,7 +257,7 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
         raise InvalidParameterError("network", f"must be a network name or file path, not {type(network).__name__}")
     accelerators = integer("accelerators", accelerators, smallest=2)
     batch = integer("batch", batch, smallest=1, largest=MAX_BATCH)
-    if types not in (2, 3) or isinstance(types, bool):
+    if isinstance(types, bool) or not isinstance(types, numbers.Integral) or types not in (2, 3):   # not 2.0
         raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
     chain = load_network(network)
     kinds = partition_types(types)

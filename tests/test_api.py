@@ -350,8 +350,9 @@ def test_hypar_result_json():
     document = json.loads(json.dumps(run.to_json()))
     assert document["format"] == "placement-hypar/1" and document["levels"] == 2
     assert {p["planner"] for p in document["planners"]} >= {"all-dp", "hypar"}
-    with pytest.raises(placement.InvalidParameterError, match="^types must be 2"):
-        placement.hypar("lenet-c", accelerators=4, batch=32, types=4)
+    for types in (4, 2.0, True):   # a float or a bool is no count of partition types
+        with pytest.raises(placement.InvalidParameterError, match=f"^types must be 2 .* not {types!r}$"):
+            placement.hypar("lenet-c", accelerators=4, batch=32, types=types)
 
 
 # ----- the package itself ---------------------------------------------------------------------------

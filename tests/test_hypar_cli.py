@@ -58,6 +58,8 @@ def test_hypar_bad_input_is_one_line(capsys):
     assert err == "error: --accelerators must be a power of two from 2 to 2^53 (the array is bisected level by level), not 6\n"
     assert main(["hypar", "nosuch", "--accelerators", "4", "--batch", "4"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown network 'nosuch': no such file")
+    assert main(["hypar", "", "--accelerators", "4", "--batch", "4"]) == 2   # not the current directory
+    assert capsys.readouterr().err.startswith("error: unknown network '': no such file")
     assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "0"]) == 2
     assert "expected a positive integer, got '0'" in capsys.readouterr().err
 

@@ -203,9 +203,9 @@ def bundled_networks() -> tuple[str, ...]:
 def load_network(name_or_path: str | Path) -> Network:
     """A network by file path, or by bundled name (case-insensitive, e.g. ``vgg-a``)."""
     path = Path(name_or_path)
-    if path.is_file():
+    if str(name_or_path) and path.is_file():
         return read_network(path)
-    if path.is_dir():
+    if str(name_or_path) and path.is_dir():   # Path("") is the current directory: an empty name is no path
         raise InvalidInstanceError(f"{path}: is a directory, not a network file")
     key = str(name_or_path).lower()
     if key in bundled_networks():
