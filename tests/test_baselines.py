@@ -369,3 +369,16 @@ def test_heuristics_read_memory_as_the_model_does(method, objective):
     solution = solve(problem, method, objective=objective)
     assert solution.objective == 2.0
     assert solution.plan == Plan((DeviceAssignment("accelerator", (1, 2)),))
+
+
+def test_local_search_says_how_far_it_has_got(monkeypatch):
+    """A long local search printed nothing until it stopped; it now says, every PROGRESS_S seconds at
+    most, how many restarts it has done and its best value (here every restart: the limit set to 0)."""
+    from placement.solvers.baselines import local_search
+
+    monkeypatch.setattr(local_search, "PROGRESS_S", 0.0)
+    lines: list[str] = []
+    result = placement.solve(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json",
+                             method="local-search", restarts=3, progress=lines.append)
+    assert [line for line in lines if line.startswith("local search")] == [
+        f"local search: {k} of 3 restarts, best {result.value:.6g}" for k in (1, 2, 3)]

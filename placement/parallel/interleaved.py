@@ -265,6 +265,9 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         budget = dict(cutoff=None if best is None else best[0], time_limit=max(min(left, 0.5), left / hopeful),
                       threads=threads, hint=hint)
         outcome = None
+        if progress is not None:   # a shape may take its whole share of the time: say which one runs
+            progress(f"S={shape.groups} d={shape.d} t={shape.t}: searching, for at most "
+                     f"{budget['time_limit']:.3g} s")
         if member is None:
             member = chain_sets(instance)
             member = False if member is None else member
@@ -281,9 +284,12 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                 budget["time_limit"] -= outcome.wall_s
                 bound = max(bound, outcome.bound)
                 outcome = None
+                if progress is not None:
+                    progress(f"S={shape.groups} d={shape.d} t={shape.t}: the chain DP left it open "
+                             f"({bound:.6g} at least); CP-SAT for the rest")
         if outcome is None:
             try:
-                outcome = solve_shape(instance, shape, memory, **budget)
+                outcome = solve_shape(instance, shape, memory, **budget, progress=progress)
             except SolverUnavailableError as exc:   # no CP-SAT here: the shape stays open at its bound
                 stats["unavailable"] = str(exc)
                 stats["open"] += 1

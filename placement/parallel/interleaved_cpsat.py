@@ -51,6 +51,7 @@ from placement.parallel.interleaved import Shape, held_profiles, memory_can_bind
 from placement.parallel.plan import ParallelPlan
 from placement.problem.memory_fit import LENIENT, decimal_unit
 from placement.solvers.milp.backends.base import OutOfTime, SolveOptions
+from placement.solvers.milp.heartbeat import heartbeat
 
 #: the load ceiling in model units: ``2^31``, so that a coefficient times ``T``'s bound stays under ``2^62``
 LOAD_UNITS = 2.0 ** 31
@@ -93,8 +94,11 @@ def _memory_units(instance: PiperInstance, nodes: list[int], tmpcs: dict[int, li
 
 
 def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff: float | None,
-                time_limit: float, threads: int = 1, hint: ParallelPlan | None = None) -> ShapeOutcome:
-    """Minimise the largest group load of ``shape`` (module docstring), only plans of value ``≤ cutoff``."""
+                time_limit: float, threads: int = 1, hint: ParallelPlan | None = None,
+                progress: Callable[[str], None] | None = None) -> ShapeOutcome:
+    """Minimise the largest group load of ``shape`` (module docstring), only plans of value ``≤ cutoff``;
+    ``progress`` hears a line whenever the search has been silent for a while
+    (:func:`placement.solvers.milp.heartbeat.heartbeat`)."""
     import time
 
     from placement.solvers.milp.backends import make_backend
@@ -233,7 +237,9 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
     except OutOfTime:
         return ShapeOutcome("no_solution", None, None, 0.0, time.perf_counter() - started, {"reason": "model"})
     left = max(0.01, time_limit - (time.perf_counter() - started))
-    raw = be.solve(SolveOptions(time_limit=left, threads=threads))
+    with heartbeat(progress, SolveOptions(time_limit=left, threads=threads), 1.0 / scale, cutoff,
+                   stop=be.interrupt) as watched:
+        raw = be.solve(watched)
     stats = dict(raw.stats, scale=scale, memory_rows=with_memory, size=be.size)
     wall = time.perf_counter() - started
     if raw.status == "infeasible":

@@ -46,6 +46,8 @@ from placement.solvers.chain_dp import kahn_order
 from placement.verification.evaluate import evaluate
 
 DEFAULT_RESTARTS = 10
+#: seconds between progress lines at most
+PROGRESS_S = 5.0
 _IMPROVEMENT = 1e-9  # relative: a move must lower the pair's larger load by more than rounding can
 
 
@@ -209,7 +211,8 @@ def _slots_of_plan(climber: _Climber, problem: Instance, plan: Plan) -> list[int
 
 
 def solve_local_search(problem: Instance, **options: Any) -> Solution:
-    """Local search of the module docstring; uses options ``restarts``, ``seed``, ``time_limit``."""
+    """Local search of the module docstring; uses options ``restarts``, ``seed``, ``time_limit`` and
+    ``progress`` (a line every :data:`PROGRESS_S` seconds at most: restarts done, best value)."""
     check_objective(options, "local-search", THROUGHPUT)
     restarts = _option_int(options, "restarts", DEFAULT_RESTARTS, 1)
     seed = _option_int(options, "seed", 0, 0)
@@ -225,6 +228,8 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
     best_restart = -1
     moves = passes = done = 0
     stopped = False
+    progress = options.get("progress")
+    said = start
     for r in range(restarts):
         if time.perf_counter() > deadline:
             stopped = True
@@ -262,6 +267,9 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
             best_plan, best_value, best_restart = plan, value, r
         if stopped:
             break
+        if progress is not None and time.perf_counter() - said >= PROGRESS_S:
+            said = time.perf_counter()
+            progress(f"local search: {done} of {restarts} restarts, best {best_value:.6g}")
     stats = {"restarts": done, "restarts_asked": restarts, "seed": seed, "best_restart": best_restart,
              "moves": moves, "passes": passes, "stopped_by_time_limit": stopped}
     note = "stopped by the time limit" if stopped else ""
