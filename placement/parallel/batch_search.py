@@ -33,8 +33,8 @@ Search:
    of node ``v``: no stage runs faster than its work over its devices), is at least the
    incumbent's ``T``, or when a placed stage exceeds the memory already (its micro-batches in
    flight only grow as later stages are added; its memory is summed exactly on the sizes as
-   written, so that 0.1 + 0.2 fits 0.3 as the evaluator finds). When it finishes within ``max_nodes`` steps the
-   incumbent is optimal.
+   written, so that 0.1 + 0.2 fits 0.3 as the evaluator finds). When it finishes within
+   ``max_nodes`` steps the incumbent is optimal.
 
 Otherwise the result is the best candidate, with the bound ``m·M*`` and its gap.
 """

@@ -36,8 +36,8 @@ in binary, scaled and rounded, they did not, and a plan that fits was lost). Whe
 a row within ``2^53``, sizes are multiplied by a power of two under ``2^60`` and rounded down and the
 bound rounded up past the sizes' rounding. Either way the model is exact or a relaxation: its
 infeasibility and bounds hold for the true data, and the decoded plan is re-evaluated exactly by the
-caller. The backend is the package's
-CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`: presolve off, overflow watched).
+caller. The backend is the package's CP-SAT backend (:mod:`placement.solvers.milp.backends.cpsat`:
+presolve off, overflow watched).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _power_of_two(ceiling: float, largest: float) -> float:
     return 2.0 ** math.floor(math.log2(largest / ceiling)) if ceiling > 0 else 1.0
 
 
-def _memory_units(instance: PiperInstance, nodes: list[int], tmpcs: dict[int, list[Any]], memory: float,
+def _memory_units(nodes: list[int], tmpcs: dict[int, list[Any]], memory: float,
                   largest: float) -> tuple[Callable[[float], float], float]:
     """How the memory rows write a size, and their bound (module docstring, Numbers): in the decimal unit
     in which every size and the bound are whole numbers as written (0.1 + 0.2 fits 0.3, as the evaluator
@@ -215,7 +215,7 @@ def solve_shape(instance: PiperInstance, shape: Shape, memory: float, *, cutoff:
                     load += choice_terms([(1, flag)], owner, scaled, f"e{side}{src}_{dst}_{g}", exact=False)
             be.add(load + [(-1, T)], hi=0)
         if with_memory:
-            mu, room = _memory_units(instance, nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)))
+            mu, room = _memory_units(nodes, tmpcs, memory, max(memory, worst) * max(1, len(nodes)))
             for g in range(S):
                 per_chunk = [[term for u in nodes for term in
                               choice_terms(b(u, c * S + g), u, [mu(o.memory_usage_a) for o in tmpcs[u]],

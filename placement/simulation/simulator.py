@@ -208,9 +208,9 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     if several:   # a latency plan's calls: the schedules run a stage's nodes as one call per micro-batch
         listed = ", ".join(map(str, several))
         result = replace(result, notes=result.notes + (
-            f"device{'s' if len(several) > 1 else ''} {listed} run{'' if len(several) > 1 else 's'} the nodes of "
-            "its calls as one stage, one call per micro-batch: the plan's calls order a single sample "
-            "(objective latency), which a pipeline schedule does not follow",))
+            (f"devices {listed} run the nodes of their" if len(several) > 1 else f"device {listed} runs the nodes of its")
+            + " calls as one stage, one call per micro-batch: the plan's calls order a single sample (objective "
+              "latency), which a pipeline schedule does not follow",))
     return result
 
 
