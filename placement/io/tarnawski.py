@@ -31,9 +31,10 @@ from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
 
-#: what a number or an integer field takes: Python's and numpy's (numpy registers its scalar types)
-_NUMBER = numbers.Real
-_INTEGER = numbers.Integral
+#: what a number or an integer field takes: Python's, checked first (the abstract classes are slower
+#: to test, and a large file has millions of fields), and numpy's (numpy registers its scalar types)
+_NUMBER = (int, float, numbers.Real)
+_INTEGER = (int, numbers.Integral)
 
 
 def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
