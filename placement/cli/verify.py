@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
@@ -67,10 +68,7 @@ def _figures(verification: Any) -> dict[str, Any]:
     """What the text output tables, for ``--json``: every device's verified figures and, for latency,
     every call's schedule."""
     evaluation, latency, _ = verification.report
-    figures: dict[str, Any] = {"devices": [
-        {"position": d.position, "type": d.type, "nodes": list(d.nodes), "compute": d.compute, "comm": d.comm,
-         "load": d.load, "memory": d.memory, "memory_bound": d.memory_bound, "forward_load": d.forward_load,
-         "backward_load": d.backward_load} for d in evaluation.devices]}
+    figures: dict[str, Any] = {"devices": [asdict(d) for d in evaluation.devices]}
     if latency is not None:
         figures["call_schedule"] = [
             {"device": c.device, "call": c.index, "type": c.type, "nodes": list(c.nodes), "receive": c.receive,

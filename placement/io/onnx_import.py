@@ -365,7 +365,7 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
         if op_type == "Einsum":
             return 2 * math.prod(_einsum_gemm(node, ins) or (0,))
         if op_type == "Gemm":
-            trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
+            trans_a = _attribute(node, "transA", 0)
             k = a.shape[0] if trans_a else a.shape[-1]
             return 2 * out.numel * int(k)
         return 2 * out.numel * int(a.shape[-1])
@@ -396,7 +396,7 @@ def _operators(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], ou
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(node, ins))
     if kind == "matmul" and op_type == "Gemm":
-        trans_a = any(attr.name == "transA" and attr.i for attr in node.attribute)
+        trans_a = _attribute(node, "transA", 0)
         k = ins[0].shape[0] if trans_a else ins[0].shape[-1]
         return shapes.gemm(out[0], out[1], k) + (shapes.vector("add", outs[0].numel) if bias else ())
     if kind == "matmul":

@@ -153,7 +153,7 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     else:
         field = "maxLoad" if objective == "throughput" and "objective_kind" not in data else None
     raw = data.get(field) if field is not None else None
-    readable = raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw))
+    readable = raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool))   # finite: load_json
     claim = float(raw) if readable and raw is not None and raw >= 0 else None
     if claim is None or value is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
         claim = None

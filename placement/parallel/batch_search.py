@@ -143,7 +143,7 @@ class _BranchAndBound:
 
     def __init__(self, instance: PiperInstance, devices: int, memory: float, schedule: str, forward_share: float,
                  incumbent: float, max_nodes: int) -> None:
-        self.instance, self.devices, self.memory, self.schedule = instance, devices, memory, schedule
+        self.instance, self.devices, self.schedule = instance, devices, schedule
         # the memory rule on the sizes and the bound as written (placement.problem.memory_fit): exact sums
         self.room = as_written(memory) if math.isfinite(memory) else math.inf
         self.share, self.best, self.plan, self.max_nodes, self.visited = forward_share, incumbent, None, max_nodes, 0
