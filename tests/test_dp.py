@@ -85,6 +85,28 @@ def test_training_pair():
     assert [sorted(d.nodes) for d in solution.plan.devices] == [[1, 4], [2, 3]]
 
 
+def _small_remainder(fast3: float | None) -> Instance:
+    """Types fast and slow, one device each, every transfer 0: n1 (fast 100000, not on slow), n2 (0 on
+    both, or slow only), n3 (fast ``fast3``, slow 0.001); edge n1 → n3."""
+    types = (DeviceType("fast", 1), DeviceType("slow", 1))
+    nodes = (Node(1, "n1", (100000.0, None)), Node(2, "n2", (0.0 if fast3 is not None else None, 0.0)),
+             Node(3, "n3", (fast3, 0.001)))
+    return Instance(nodes, (Edge(1, 3),), types, name="small-remainder")
+
+
+def test_the_work_left_for_the_last_devices_is_not_lost_to_rounding():
+    # {n1, n2} on fast (100000) then {n3} on slow (0.001) is a pipeline: max-load 100000, the optimum
+    # (n1 runs only on fast, so nothing is below 100000). The work left after {n1, n2}, 100000.001 −
+    # 100000, is 0.0010000000038 in floating point, a hair above the slow device's capacity 0.001 (its
+    # one node): the DP pruned that state and proved 100000.5 ({n2} on slow, {n1, n3} on fast) optimal.
+    solution = solve_and_verify(_small_remainder(0.5))
+    assert solution.status is Status.OPTIMAL and solution.objective == 100000.0
+    assert solve_and_verify(_small_remainder(0.5), stages=2).objective == 100000.0
+    # With n2 and n3 on slow only, the same pruning lost every plan ("lost the upper-bound plan").
+    solution = solve_and_verify(_small_remainder(None))
+    assert solution.status is Status.OPTIMAL and solution.objective == 100000.0
+
+
 def test_infeasible_when_memory_too_small_everywhere():
     # memory-chain with no CPU and memory 5: three nodes of 3 bytes need three accelerators.
     problem = read_instance(TINY / "memory-chain.json").with_devices(counts={"cpu": 0})

@@ -345,11 +345,15 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         per_device = np.array([_device_capacity(graph.work_nodes, t, ceiling) if problem.device_types[t].count else 0.0
                                for t in range(counts.shape[1])])
         slack = 1 + 1e-9
-        layer_cap = (counts * per_device).sum(axis=1) * slack + 1e-12
+        # an ideal's work and the work left are floating-point sums of up to every node's, each within
+        # a few units in the last place of the total: the work left, a difference, may be off by that
+        # much however small it is
+        summed = pmin_total * (graph.work_nodes.shape[0] + 2) * 2.0 ** -51 + 1e-12
+        layer_cap = (counts * per_device).sum(axis=1) * slack + summed
         if stages is None:
-            rest_cap = (rest * per_device).sum(axis=1) * slack + 1e-12
+            rest_cap = (rest * per_device).sum(axis=1) * slack + summed
         else:
-            rest_cap = _best_devices(rest, per_device, np.maximum(rest_devices, 0)) * slack + 1e-12
+            rest_cap = _best_devices(rest, per_device, np.maximum(rest_devices, 0)) * slack + summed
     else:
         ceiling = math.inf
         layer_cap = np.full(len(counts), math.inf)
