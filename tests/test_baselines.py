@@ -32,7 +32,7 @@ from tests.strategies import problems
 A, C = ACCELERATOR, CPU
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
 THROUGHPUT = ("pipedream", "greedy", "local-search", "partition", "expert", "single")
-LATENCY = ("latency-greedy", "latency-dp-split", "latency-chain")
+LATENCY = ("latency-greedy", "latency-dp-split", "latency-chain", "latency-modules")
 try:
     import pymetis  # noqa: F401
     HAVE_METIS = True
@@ -163,7 +163,7 @@ def test_latency_greedy_by_hand():
 def test_throughput_baselines_refuse_the_latency_objective(method):
     with pytest.raises(InvalidParameterError, match=f"^objective must be 'throughput' for method '{method}', not "
                                                     "'latency'; for latency use latency-greedy, latency-dp-split, "
-                                                    "latency-chain$"):
+                                                    "latency-chain, latency-modules$"):
         solve(costly_middle(), method, objective="latency")
 
 

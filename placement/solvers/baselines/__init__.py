@@ -4,7 +4,8 @@ Throughput (max-load): ``pipedream`` (:mod:`.pipedream`), ``greedy``
 (:mod:`.greedy`), ``local-search`` (:mod:`.local_search`), ``partition``
 (:mod:`.partition`), ``expert`` (:mod:`.expert`), ``single`` (:mod:`.single`).
 Latency: ``latency-greedy`` (:mod:`.latency_greedy`), ``latency-dp-split``
-(:mod:`.latency_dp_split`) and ``latency-chain`` (:mod:`.latency_chain`). :data:`BASELINES`
+(:mod:`.latency_dp_split`), ``latency-chain`` (:mod:`.latency_chain`) and ``latency-modules``
+(:mod:`.latency_modules`). :data:`BASELINES`
 maps each name to a function ``(problem, **options) -> Solution`` that imports its module
 only when called; every one ignores the options it does not use (see each module).
 """
@@ -27,10 +28,11 @@ _MODULES = {
     "latency-greedy": ("latency_greedy", "solve_latency_greedy"),
     "latency-dp-split": ("latency_dp_split", "solve_latency_dp_split"),
     "latency-chain": ("latency_chain", "solve_latency_chain"),
+    "latency-modules": ("latency_modules", "solve_latency_modules"),
 }
 
 THROUGHPUT_BASELINES = ("pipedream", "greedy", "local-search", "partition", "expert", "single")
-LATENCY_BASELINES = ("latency-greedy", "latency-dp-split", "latency-chain")
+LATENCY_BASELINES = ("latency-greedy", "latency-dp-split", "latency-chain", "latency-modules")
 
 
 def _lazy(module: str, function: str) -> Callable[..., Solution]:

@@ -34,7 +34,7 @@ def check_objective(options: Mapping[str, Any], method: str, objective: str) -> 
     asked = options.get("objective")
     if asked is not None and asked != objective:
         other = {"throughput": "pipedream, greedy, local-search, partition, expert, single",
-                 "latency": "latency-greedy, latency-dp-split, latency-chain"}
+                 "latency": "latency-greedy, latency-dp-split, latency-chain, latency-modules"}
         raise InvalidParameterError("objective", f"must be {objective!r} for method {method!r}, not {asked!r}; "
                                                  f"for {asked} use {other.get(asked, 'another method')}")
 

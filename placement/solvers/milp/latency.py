@@ -109,6 +109,7 @@ from typing import Any, Callable
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
 from placement.problem.chain_bound import chain_bound
+from placement.problem.module_chain import module_chain
 from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
@@ -433,6 +434,15 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
             simple_bound = max(simple_bound, chain.value)
             if progress is not None:
                 progress(f"chain bound {chain.value:.6g} ({chain.ideals:,} ideals)")
+    modules = module_chain(problem)     # the module-chain bound (any number of calls)
+    stats_chain["module_bound"] = modules.value
+    stats_chain["modules"] = modules.modules
+    if modules.value is None:
+        stats_chain["module_bound_skipped"] = modules.why
+    else:
+        simple_bound = max(simple_bound, modules.value)
+        if progress is not None:
+            progress(f"module-chain bound {modules.value:.6g} ({modules.modules:,} modules)")
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:

@@ -5,15 +5,15 @@ plan is also a valid start for the larger classes ``sets`` and ``none``, for the
 ``throughput-gpipe`` objective, and for the latency model (one call per device, calls in
 pipeline order, so no two calls feed each other). Where the graph has more ideals than
 ``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
-latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`) and
-the latency chain DP (:mod:`placement.solvers.baselines.latency_chain`) are tried with the
-chain DP's pipeline, and the plan of lowest latency is the start; the DP runs only when none of
-them finds a plan. The DP optimises throughput, not latency, so its optimum has no claim to be
-the better start, and on branchy graphs it takes the share of the time limit the latency
-improvements (:mod:`placement.solvers.baselines.latency_moves`) and the MILP would use: on the
-published InceptionV3 latency instance (12 accelerators, 8 CPUs) the DP needs about 100 s,
-while the latency chain DP's plan (1325.48), the best start on all eight published latency
-instances, takes 0.1 s.
+latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`), the
+latency chain DP (:mod:`placement.solvers.baselines.latency_chain`) and the module-chain plan
+(:mod:`placement.solvers.baselines.latency_modules`) are tried with the chain DP's pipeline, and
+the plan of lowest latency is the start; the DP runs only when none of them finds a plan. The DP
+optimises throughput, not latency, so its optimum has no claim to be the better start, and on
+branchy graphs it takes the share of the time limit the latency improvements
+(:mod:`placement.solvers.baselines.latency_moves`) and the MILP would use: on the published
+InceptionV3 latency instance (12 accelerators, 8 CPUs) the DP needs about 100 s, while the
+latency chain DP's plan (1325.48) takes 0.1 s and the module-chain plan (1199.70) about 8 s.
 
 Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
 the start.
@@ -34,6 +34,7 @@ from placement.plan import Plan
 from placement.solution import Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
+from placement.solvers.baselines.latency_modules import solve_latency_modules
 from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
@@ -51,7 +52,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     chain = solve_chain(problem, stages=stages)
     if chain.status is Status.FEASIBLE and chain.plan is not None:
         candidates.append(chain.plan)
-    for baseline in (solve_latency_greedy, solve_latency_chain):
+    for baseline in (solve_latency_greedy, solve_latency_chain, solve_latency_modules):
         try:
             found = baseline(problem, objective="latency")
         except PlacementError:  # the baselines take the two-type catalogue only

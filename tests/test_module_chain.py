@@ -1,0 +1,191 @@
+"""The module-chain latency bound and plans (placement.problem.module_chain, latency-modules):
+hand-solved instances, the exhaustive optimum on random ones, and the published InceptionV3
+latency instance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import placement
+from placement.errors import LimitExceededError
+from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Instance, Node
+from placement.problem.module_chain import module_chain
+from placement.solution import Status
+from placement.solvers.baselines.latency_modules import module_plan, solve_latency_modules
+from placement.verification.latency import evaluate_latency
+from placement.testing.bruteforce_latency import brute_force_latency
+from tests.strategies import problems
+from tests.test_milp_latency import fork
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski" / "latency-inputs"
+
+
+def _devices(accelerators: int, cpus: int, memory: float = math.inf) -> tuple[DeviceType, DeviceType]:
+    return DeviceType(ACCELERATOR, accelerators, memory), DeviceType(CPU, cpus, math.inf, False)
+
+
+def test_the_fork_by_hand():
+    # the optimum, 8 (tests/test_milp_latency.py): s on a CPU (1), l alone in a call (1 + 4 + 1) or on a
+    # CPU (6), r the same, t on a CPU (1). The bound: s and t are the articulation nodes, {l} and {r}
+    # the module's branches; with s on a CPU each branch finishes 6 after it, so 1 + 6 + 1; with s in
+    # a call, l and r in it make it 1 + 8, and sending them 2 more, or one of them on a CPU
+    # after the call has sent s (1 + 5 + 1 + 6); s, l, r, t in one call: 10. Least: 8.
+    assert module_chain(fork()).value == 8.0
+    found = solve_latency_modules(fork())
+    assert found.status is Status.FEASIBLE and found.objective == 8.0
+
+
+def two_branches() -> Instance:
+    """a → (b → c) and a → d, both into e; accelerator times a 2, b 3, c 3, d 1, e 2; CPU times
+    ten times as much; every node sends 1; one accelerator of memory 3 (each node 1), one CPU.
+
+    Plans: a, b, c in one call (2 + 3 + 3, then send a and c: 10) with d on a CPU after a (a
+    finishes with the call at 10, d at 20) and e on a CPU: 40. Better, a on a CPU (20) is slow;
+    a alone in a call (2 + 1 = 3), b, c in a call of their own? Only one accelerator and one call:
+    so the call is one of {a, b, c} (ends 10; d at 20; e at 40), {b, c} (a on the CPU: 20, call
+    1 + 6 + 1 = 8: 28; d at 30; e at 50), {a, d} ... the exhaustive search below finds the least."""
+    times = [(2.0, 20.0), (3.0, 30.0), (3.0, 30.0), (1.0, 10.0), (2.0, 20.0)]
+    nodes = tuple(Node(i, name, times[i], memory=1.0, out_cost=1.0) for i, name in enumerate("abcde"))
+    edges = (Edge(0, 1), Edge(1, 2), Edge(0, 3), Edge(2, 4), Edge(3, 4))
+    return Instance(nodes, edges, _devices(1, 1, 3.0), name="two-branches")
+
+
+def test_a_module_with_two_branches_against_the_exhaustive_optimum():
+    problem = two_branches()
+    truth = brute_force_latency(problem, max_calls=1)
+    bound = module_chain(problem).value
+    assert bound is not None and bound <= truth.objective
+    found = solve_latency_modules(problem)
+    assert found.status is Status.FEASIBLE and found.objective >= truth.objective
+
+
+def test_a_chain_is_bounded_by_its_optimum_exactly():
+    """a → b → c, accelerator times 2, 3, 2, CPU times 3, 9, 3, every transfer 1, one accelerator of
+    memory 2 (each node 1): the optimum is 9 (a on a CPU, then b, c in the call: 3 + 1 + 5; or a,
+    b in the call, 5 + 1, then c on a CPU: 9). Every node is an articulation node, so the bound is
+    the least over the chain's plans: 9, and the plan is one of them."""
+    nodes = tuple(Node(i, name, (acc, cpu), memory=1.0, out_cost=1.0)
+                  for i, (name, acc, cpu) in enumerate([("a", 2.0, 3.0), ("b", 3.0, 9.0), ("c", 2.0, 3.0)]))
+    problem = Instance(nodes, (Edge(0, 1), Edge(1, 2)), _devices(1, 1, 2.0), name="chain")
+    assert brute_force_latency(problem, max_calls=1).objective == 9.0
+    assert module_chain(problem).value == 9.0
+    assert solve_latency_modules(problem).objective == 9.0
+
+
+def test_sums_that_round_lower_the_bound():
+    """Times 0.1, 0.2 and 0.3 on one accelerator, no CPU: the bound is below the evaluator's sum
+    0.6000000000000001 by at most what the sums may lose."""
+    nodes = tuple(Node(i, f"n{i}", (t, None)) for i, t in enumerate((0.1, 0.2, 0.3)))
+    problem = Instance(nodes, (Edge(0, 1), Edge(1, 2)), _devices(1, 0), name="tenths")
+    value = module_chain(problem).value
+    assert 0.6 - 1e-13 < value < 0.6 <= 0.1 + 0.2 + 0.3
+
+
+def test_the_work_limit_gives_no_bound():
+    found = module_chain(two_branches(), max_work=3)
+    assert found.value is None and found.why == "more than 3 steps"
+
+
+def test_a_plan_that_splits_a_colour_class_is_left_for_the_cpus():
+    """a → b → c with a and c one colour class; accelerator times 1, CPU times 2, every transfer
+    0.5, one accelerator of memory 1 (each node 1): the DP's plan holds one node per call, so it
+    puts a and c apart and the evaluator refuses it; every node on the CPUs (6) is the answer. The
+    bound leaves colour classes out: b on the CPU between two calls, 1.5 + 2 + 1.5."""
+    nodes = (Node(0, "a", (1.0, 2.0), memory=1.0, colour=7, out_cost=0.5),
+             Node(1, "b", (1.0, 2.0), memory=1.0, out_cost=0.5), Node(2, "c", (1.0, 2.0), memory=1.0, colour=7))
+    problem = Instance(nodes, (Edge(0, 1), Edge(1, 2)), _devices(2, 1, 1.0), name="classes")
+    found = solve_latency_modules(problem)
+    assert found.status is Status.FEASIBLE and found.objective == 6.0
+    assert found.message.endswith("; every node on the CPUs")
+    assert module_chain(problem).value == 5.0
+    assert brute_force_latency(problem, max_calls=1).objective == 6.0
+
+
+@st.composite
+def module_chains(draw) -> Instance:
+    """Articulation nodes joined by modules of one to three branches (chains of one or two nodes, or an
+    edge straight across), random times, transfers and memory; 1–3 accelerators, 0–1 CPU."""
+    sizes = draw(st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=3), min_size=1, max_size=2))
+    nodes: list[tuple[float, float | None]] = []
+    edges: list[tuple[int, int]] = []
+    nodes.append((0.0, 0.0))
+    last = 0
+    for module in sizes:
+        if sum(module) + len(nodes) + 1 > 8:
+            break
+        ends = []
+        for length in module:
+            prev = last
+            for _ in range(length):
+                nodes.append((0.0, 0.0))
+                edges.append((prev, len(nodes) - 1))
+                prev = len(nodes) - 1
+            ends.append(prev)
+        nodes.append((0.0, 0.0))
+        join = len(nodes) - 1
+        edges += sorted({(e, join) for e in ends})
+        last = join
+    n = len(nodes)
+    acc = draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0]), min_size=n, max_size=n))
+    cpu = draw(st.lists(st.sampled_from([None, 0.0, 2.0, 4.0, 9.0]), min_size=n, max_size=n))
+    cost = draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 3.0]), min_size=n, max_size=n))
+    memory = draw(st.lists(st.sampled_from([0.0, 1.0, 2.0]), min_size=n, max_size=n))
+    bound = draw(st.sampled_from([math.inf, 2.0, 3.0]))
+    cpus = draw(st.integers(0, 1))
+    built = tuple(Node(i, f"v{i}", (acc[i], cpu[i] if cpus else None), memory=memory[i], out_cost=cost[i])
+                  for i in range(n))
+    return Instance(built, tuple(Edge(a, b) for a, b in edges), _devices(draw(st.integers(1, 3)), cpus, bound),
+                    name="modules")
+
+
+def _check(problem: Instance, calls: int) -> None:
+    try:
+        truth = brute_force_latency(problem, max_calls=calls)
+    except LimitExceededError:      # too many plans to list
+        return
+    bound = module_chain(problem)
+    if truth.status is Status.OPTIMAL and bound.value is not None:
+        assert bound.value <= truth.objective * (1 + 1e-12)
+    if calls == 1 and truth.status is Status.OPTIMAL:
+        plan = solve_latency_modules(problem)
+        if plan.status is Status.FEASIBLE:
+            assert plan.objective >= truth.objective * (1 - 1e-12)
+        found = module_chain(problem, plan=True)
+        if found.value is not None:
+            # where the DP's own plan fits the instance, the DP's value is that plan's latency
+            own = evaluate_latency(problem, module_plan(problem, found))
+            if own.valid:
+                assert own.latency == pytest.approx(found.value, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=6, training=False, max_accelerators=2, max_cpus=1), st.integers(1, 2))
+@example(fork(), 1)
+@example(two_branches(), 1)
+def test_the_bound_never_exceeds_the_exhaustive_optimum(problem: Instance, calls: int):
+    _check(problem, calls)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(module_chains(), st.integers(1, 2))
+def test_on_chains_of_modules_the_bound_and_plans_meet_the_exhaustive_optimum(problem: Instance, calls: int):
+    _check(problem, calls)
+
+
+@pytest.mark.skipif(not (SHARED / "LayerGraphs" / "inceptionv3_inference.json").exists(),
+                    reason="the published latency instances are not beside the project")
+def test_the_published_inceptionv3_instance():
+    """InceptionV3 (326 nodes, 12 accelerators, 8 CPUs): 34 modules; the bound is well above the path
+    bound (1073.35), and the plan, 12 calls checked by the evaluator, within 1.2% of it."""
+    problem = placement.load(SHARED / "LayerGraphs" / "inceptionv3_inference.json")
+    bound = module_chain(problem)
+    assert bound.modules == 34
+    assert bound.value == pytest.approx(1186.5480579, abs=1e-6)
+    plan = solve_latency_modules(problem)
+    assert plan.status is Status.FEASIBLE and plan.objective == pytest.approx(1199.7034905, abs=1e-6)
+    assert len(plan.plan.devices) == 13      # 12 calls and the CPUs
