@@ -119,7 +119,7 @@ def test_zero_devices_is_bad_input(capsys):
     (["solve", CHAIN4, "--method", "magic"], "argument --method: invalid choice: 'magic' (choose from 'auto', 'dp', "
                                              "'milp', 'pipedream', 'greedy', 'local-search', 'partition', 'expert', "
                                              "'single', 'latency-greedy', 'latency-dp-split', "
-                                             "'latency-chain')"),
+                                             "'latency-chain', 'latency-modules')"),
 ])
 def test_usage_errors_exit_2(argv, message, capsys):
     assert main(argv) == 2
@@ -204,6 +204,10 @@ def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
     out.write_text(json.dumps({**document, "objective": 1.0, "maxLoad": 1.0}))
     assert main(["verify", CHAIN4, str(out)]) == 0
     assert "note: the plan file claims throughput 1; the verified value is 7.5\n" in capsys.readouterr().out
+    out.write_text(json.dumps({**document, "maxLoad": 2.0}))      # its Tarnawski field alone
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert "note: the plan file claims throughput 2; the verified value is 7.5\n" in capsys.readouterr().out
+    out.write_text(json.dumps({**document, "objective": 1.0, "maxLoad": 1.0}))
     assert main(["verify", CHAIN4, str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["claim_refuted"] == 1.0
     tarnawski = tmp_path / "tarnawski.json"   # Tarnawski's format claims maxLoad
@@ -453,3 +457,38 @@ def test_a_refused_solve_leaves_no_empty_log_behind(tmp_path, capsys):
     assert main(["solve", str(TINY / "chain4.json"), "--method", "dp", "--log", str(log)]) == 2
     assert capsys.readouterr().err == "error: --log does not apply to method 'dp' (it takes --max-ideals, --stages)\n"
     assert not log.exists()
+
+
+def test_verify_checks_a_latency_plan_against_the_call_limit_it_records(tmp_path, capsys):
+    """A latency plan solved with one call per accelerator, edited to run two calls on one device: valid
+    only under --calls 2; by default verify applies the recorded limit, 1, and says so."""
+    out = tmp_path / "latency.json"
+    assert main(["solve", DIAMOND, "--objective", "latency", "--out", str(out), "--quiet"]) == 0
+    document = json.loads(out.read_text())
+    assert document["verified"]["calls"] == 1
+    document = {key: value for key, value in document.items() if key not in ("fpgas", "cpus")}
+    document["devices"] = [{"type": "accelerator", "nodes": [10, 12], "calls": [[10], [12]]},
+                           {"type": "accelerator", "nodes": [11]}, {"type": "cpu", "nodes": [13]}]
+    out.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["verify", DIAMOND, str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "note: checked with at most 1 call per accelerator, as the plan file records\n" in text
+    assert "device 0 (accelerator) runs 2 calls, more than calls=1" in text
+    assert main(["verify", DIAMOND, str(out), "--calls", "2"]) == 0
+    assert "as the plan file records\n" not in capsys.readouterr().out.replace("objective the plan file records", "")
+
+
+def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(tmp_path, capsys):
+    """The backward record of a split solve, edited to w_share 7: refused as the record's value, not
+    as an option the command line never gave."""
+    out = tmp_path / "split.json"
+    pair = str(TINY / "training-pair.json")
+    assert main(["solve", pair, "--backward", "split", "--out", str(out), "--quiet"]) == 0
+    document = json.loads(out.read_text())
+    document["backward"]["w_share"] = 7
+    out.write_text(json.dumps(document))
+    capsys.readouterr()
+    assert main(["verify", pair, str(out)]) == 2
+    assert capsys.readouterr().err == ("error: the plan file's backward record: w_share must be a finite number ≥ 0 "
+                                       "and ≤ 1, not 7\n")

@@ -174,6 +174,23 @@ def test_gantt_without_matplotlib_fails_before_simulating(pair_plan, tmp_path, c
     assert not chart.exists()
 
 
+def test_a_plan_whose_calls_verify_refuses_is_not_simulated(tmp_path, capsys):
+    """diamond-cpu (s, x, y on accelerators, t on the CPU): a node in two calls of one device, and calls
+    on a CPU device, are violations verify reports; simulate refuses them with the first."""
+    diamond = str(TINY / "diamond-cpu.json")
+    plan = tmp_path / "calls.json"
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": [10, 12], "calls": [[10, 12], [12]]},
+                                            {"type": "accelerator", "nodes": [11]}, {"type": "cpu", "nodes": [13]}]}))
+    assert main(["simulate", diamond, str(plan)]) == 2
+    assert capsys.readouterr().err == (f"error: {plan} is not valid for this instance: device 0 (accelerator): "
+                                       "node 12 is in calls 0 and 1\n")
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": [10, 11, 12]},
+                                            {"type": "cpu", "nodes": [13], "calls": [[13]]}]}))
+    assert main(["simulate", diamond, str(plan)]) == 2
+    assert capsys.readouterr().err == (f"error: {plan} is not valid for this instance: device 1 (cpu): has calls, "
+                                       "but a device that pays no communication runs each node on its own\n")
+
+
 def test_bad_inputs_exit_2_with_one_line(pair_plan, tmp_path, capsys):
     bad_plan = tmp_path / "bad.json"
     bad_plan.write_text(json.dumps({"fpgas": [{"nodes": [1, 4, 2]}, {"nodes": [2, 3]}]}))

@@ -52,11 +52,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
     """The backward options of the check (:func:`placement.problem.split.checked_backward`: those given,
     else those the plan file records for a split solve, ``record``, else the defaults); and, where the
-    record supplied some of them, a phrase naming them as options."""
-    from placement.problem.split import checked_backward
+    record supplied some of them, a phrase naming them as options. A value of the record that is no
+    option's value is refused as the record's, not as an option."""
+    from placement.errors import InvalidParameterError
+    from placement.problem.split import checked_backward, split_model
 
     options, taken = checked_backward(record, args.backward, w_placement=args.w_placement,
                                       inter_layer=args.inter_layer, w_share=args.w_share)
+    if len(taken) > 1:
+        try:
+            split_model(options["w_placement"], options["inter_layer"], options["w_share"])
+        except InvalidParameterError as exc:
+            if exc.parameter in taken:
+                raise UsageError(f"the plan file's backward record: {exc}") from None
     phrases = []
     for name in taken:
         flag, value = f"--{name.replace('_', '-')}", options[name]
@@ -79,8 +87,9 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_contiguity,
-                                    recorded_objective, recorded_objective_refusal, refuted_claims)
+    from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_calls,
+                                    recorded_contiguity, recorded_objective, recorded_objective_refusal,
+                                    refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -94,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     record = recorded_backward(args.plan)
     split, recorded = split_options(args, record)
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
+    claimed_calls = None   # the call limit the plan file records, where it is the one checked
+    if args.calls is None and args.objective == "latency" and solved_for == "latency":
+        claimed_calls = args.calls = recorded_calls(args.plan)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
@@ -130,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
         elif split["backward"] == "joint" and record.get("mode") == "split":
             print("note: the plan file records a split-backward solve; --backward joint checks its layers only "
                   "(its b_tasks and w_tasks are not read)")
+        if claimed_calls is not None:
+            print(f"note: checked with at most {claimed_calls} call{'s' if claimed_calls > 1 else ''} per "
+                  "accelerator, as the plan file records")
         if claimed_class not in (None, "none"):
             print(f"note: checked for contiguity {claimed_class}, the class the plan file records it was solved in")
         garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None

@@ -135,9 +135,10 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     """The claims of the plan file at ``path`` that a verification against the instance named
     ``instance_name`` refutes (:class:`FileClaims`), given the verified ``value`` of ``objective``.
 
-    The claimed value is the file's ``objective`` where its ``objective_kind`` is that objective (a
-    solved plan of ours), else, for ``throughput``, its ``maxLoad`` (Tarnawski's format); a negative
-    value, such as Tarnawski's ``-1``, means "not computed". The instance is named by a plan of ours."""
+    The claimed values are the file's ``objective`` where its ``objective_kind`` is that objective (a
+    solved plan of ours) and, for ``throughput``, its ``maxLoad`` (Tarnawski's format, which plans of
+    ours also write); the first one refuted is returned. A negative value, such as Tarnawski's ``-1``,
+    means "not computed". The instance is named by a plan of ours."""
     data = load_json(path, InvalidPlanError)
     if not isinstance(data, dict):
         return FileClaims()
@@ -148,16 +149,17 @@ def refuted_claims(path: str | Path, objective: str, value: float | None, instan
     kind = data.get("objective_kind")
     if "objective_kind" in data and not (isinstance(kind, str) and kind in OBJECTIVES):
         return FileClaims(None, other, "objective_kind")
-    if kind == objective:
-        field = "objective"
-    else:
-        field = "maxLoad" if objective == "throughput" and "objective_kind" not in data else None
-    raw = data.get(field) if field is not None else None
-    readable = raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool))   # finite: load_json
-    claim = float(raw) if readable and raw is not None and raw >= 0 else None
-    if claim is None or value is None or math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
-        claim = None
-    return FileClaims(claim, other, None if readable else field)
+    fields = ["objective"] if kind == objective else []
+    if objective == "throughput" and (kind in (None, objective)) and "maxLoad" in data:
+        fields.append("maxLoad")
+    for field in fields:
+        raw = data.get(field)
+        if not (raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool))):   # finite: load_json
+            return FileClaims(None, other, field)
+        claim = float(raw) if raw is not None and raw >= 0 else None
+        if claim is not None and value is not None and not math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
+            return FileClaims(claim, other, None)
+    return FileClaims(None, other, None)
 
 
 def _recorded(plan: object, field: str, attribute: str) -> Any:
@@ -191,6 +193,17 @@ def recorded_contiguity(plan: object) -> str | None:
 
     found = _recorded(plan, "contiguity", "contiguity")
     return found if isinstance(found, str) and found in CONTIGUITY_CLASSES else None
+
+
+def recorded_calls(plan: object) -> int | None:
+    """The most calls per accelerator a solved latency plan was verified with (``verified.calls`` of a
+    plan document or file), where it records a positive count; else ``None``."""
+    verified = _recorded(plan, "verified", "verification")
+    if isinstance(verified, dict):
+        found = verified.get("calls")
+    else:
+        found = getattr(verified, "calls", None)
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
 
 
 def garbled_contiguity(plan: object) -> object | None:

@@ -39,12 +39,13 @@ out-edges. It is unknown (``None``) when such an edge has no size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from placement.errors import InvalidParameterError, PlacementError
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import DeviceAssignment, Plan
 from placement.verification.evaluate import Evaluation, evaluate, pipeline_order
+from placement.verification.latency import call_violations
 
 FORWARD = "F"
 BACKWARD = "B"
@@ -122,6 +123,9 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     evaluation = evaluate(problem, plan, contiguity="none", infer_from_colours=True)
     if not evaluation.valid:
         raise invalid_plan_error(evaluation)
+    wrong_calls = call_violations(problem, plan)
+    if wrong_calls:
+        raise invalid_plan_error(replace(evaluation, violations=tuple(wrong_calls)))
     reports = [r for r in evaluation.devices if r.nodes]
     if not reports:
         raise InvalidParameterError("plan", "places no nodes")
