@@ -189,3 +189,20 @@ def test_highs_is_not_cut_off_at_its_starting_plan():
     assert evaluate_latency(problem, start).latency == 7.1
     result = solve_milp(problem, objective="latency", backend="highs", warm_start=start, time_limit=30)
     assert (result.status, result.objective) == (Status.OPTIMAL, 7.0)
+
+
+def test_the_latency_warm_start_tries_every_node_on_one_device():
+    """A chain of six nodes over three types: fast (3 devices; times 1), slow (2 devices; times 2),
+    cpu (times 10); every node sends 0.1. For throughput the pipeline splits the chain in three
+    (max-load 2 + 0.2), and its latency is 2.1 + 2.2 + 2.1 = 6.4; one fast call holding the whole
+    chain takes 6 and sends nothing, the least any plan takes (six nodes at 1 at least, run in turn).
+    The baselines take two-type instances only; the start is that call."""
+    from placement.solvers.milp.warmstart import default_warm_start
+
+    types = (DeviceType("fast", 3), DeviceType("slow", 2), DeviceType(CPU, 1, math.inf, False))
+    nodes = tuple(Node(i, f"v{i}", (1.0, 2.0, 10.0), out_cost=0.1) for i in range(6))
+    problem = Instance(nodes, tuple(Edge(i, i + 1) for i in range(5)), types, name="three-types")
+    assert placement.solve(problem).value == pytest.approx(2.2)
+    start = default_warm_start(problem, objective="latency")
+    assert start == Plan((DeviceAssignment("fast", tuple(range(6))),))
+    assert evaluate_latency(problem, start).latency == 6.0

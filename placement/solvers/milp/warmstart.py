@@ -7,8 +7,9 @@ pipeline order, so no two calls feed each other). Where the graph has more ideal
 ``max_ideals``, the chain DP over a few topological orders gives a plan instead. For the
 latency objective the latency greedy (:mod:`placement.solvers.baselines.latency_greedy`), the
 latency chain DP (:mod:`placement.solvers.baselines.latency_chain`) and the module-chain plan
-(:mod:`placement.solvers.baselines.latency_modules`) are tried with the chain DP's pipeline, and
-the plan of lowest latency is the start; the DP runs only when none of them finds a plan. The DP
+(:mod:`placement.solvers.baselines.latency_modules`) are tried with the chain DP's pipeline and
+every node on one device of each type that takes them all (:func:`whole_graph_plans`), and the
+plan of lowest latency is the start; the DP runs only when none of them finds a plan. The DP
 optimises throughput, not latency, so its optimum has no claim to be the better start, and on
 branchy graphs it takes the share of the time limit the latency improvements
 (:mod:`placement.solvers.baselines.latency_moves`) and the MILP would use: on the published
@@ -30,7 +31,7 @@ from typing import Callable
 
 from placement.errors import LimitExceededError, PlacementError
 from placement.problem.instance import Instance
-from placement.plan import Plan
+from placement.plan import DeviceAssignment, Plan
 from placement.solution import Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
@@ -48,7 +49,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     the chain DP gives the plan."""
     if objective != "latency":
         return pipeline_start(problem, max_ideals, progress, stages, deadline)
-    candidates = []
+    candidates = whole_graph_plans(problem) if stages in (None, 1) else []
     chain = solve_chain(problem, stages=stages)
     if chain.status is Status.FEASIBLE and chain.plan is not None:
         candidates.append(chain.plan)
@@ -68,6 +69,22 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     if progress is not None:
         progress(f"warm start for latency: {latency:.6g}")
     return best
+
+
+def whole_graph_plans(problem: Instance) -> list[Plan]:
+    """Every node on one device, for each device type that takes every node (one call on an
+    accelerator; on the CPUs each node runs as soon as its inputs are ready, so one core stands for
+    all of them): plans that a search may never reach on a graph whose best plan is one of them (a
+    chain on its fastest accelerator, a wide graph on the CPUs)."""
+    from placement.problem.memory_fit import fits
+
+    ids = tuple(n.id for n in problem.nodes)
+    plans = []
+    for t, kind in enumerate(problem.device_types):
+        if kind.count and all(n.times[t] is not None for n in problem.nodes) and fits(
+                (n.memory for n in problem.nodes), kind.memory):
+            plans.append(Plan((DeviceAssignment(kind.name, ids),)))
+    return plans
 
 
 def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
