@@ -129,3 +129,24 @@ def test_a_plan_that_fails_verification_gives_way_to_the_starting_plan():
     assert alone.status is Status.ERROR
     assert alone.message == ("decoded plan fails verification: device 0 (accelerator): memory 0.700000001 "
                              "exceeds the bound 0.7")
+
+
+def test_a_start_that_meets_the_bound_is_optimal_when_time_runs_out_before_the_solver():
+    """The deadline passed while the model was built: the starting plan comes back, ``optimal`` where
+    the instance's lower bound meets its value (a chain on one accelerator: 3 = its three nodes at 1),
+    ``feasible`` with that bound otherwise."""
+    import time
+
+    from placement.problem.instance import DeviceType, Edge, Instance, Node
+    from placement.solvers.milp.driver import out_of_time
+
+    problem = Instance(tuple(Node(i, f"v{i}", (1.0,)) for i in range(3)), (Edge(0, 1), Edge(1, 2)),
+                       (DeviceType("accelerator", 1),), name="chain")
+    plan = Plan((DeviceAssignment("accelerator", (0, 1, 2)),))
+    found = out_of_time(problem, "milp-cp-sat", "latency", "sets", time.perf_counter(), "out of time", plan,
+                        lambda p: Verdict(True, 3.0, ()), 3.0)
+    assert (found.status, found.objective, found.bound) == (Status.OPTIMAL, 3.0, 3.0)
+    assert found.message == "out of time; the starting plan is returned, and it meets the instance's lower bound"
+    found = out_of_time(problem, "milp-cp-sat", "latency", "sets", time.perf_counter(), "out of time", plan,
+                        lambda p: Verdict(True, 3.0, ()), 2.5)
+    assert (found.status, found.objective, found.bound) == (Status.FEASIBLE, 3.0, 2.5)

@@ -255,11 +255,16 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,
                 warm_start: Plan | None, verify: Callable[[Plan], Verdict], simple_bound: float) -> Solution:
     """The answer when the deadline passed before the solver ran: the warm start, verified, as a
-    ``feasible`` plan with the instance's simple bound, or ``no_solution``."""
+    ``feasible`` plan with the instance's simple bound (``optimal`` where it meets that bound), or
+    ``no_solution``."""
     runtime = time.perf_counter() - start
     bound = simple_bound if math.isfinite(simple_bound) else 0.0
     if warm_start is not None:
         verdict = verify(warm_start)
+        if verdict.valid and meets(bound, verdict.objective):
+            return Solution(Status.OPTIMAL, warm_start, verdict.objective, verdict.objective, method, objective,
+                            contiguity, runtime_s=runtime,
+                            message=f"{why}; the starting plan is returned, and it meets the instance's lower bound")
         if verdict.valid:
             return Solution(Status.FEASIBLE, warm_start, verdict.objective, min(bound, verdict.objective), method,
                             objective, contiguity, runtime_s=runtime, message=f"{why}; the starting plan is returned")
