@@ -398,6 +398,23 @@ def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
     assert str(raised.value) == "the time limit ran out while the DP ran (1,234 ideals)"
 
 
+def test_a_warm_start_the_chain_dp_cannot_make_is_none_not_an_error(monkeypatch):
+    """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two
+    types would need), the MILP starts from nothing and says why; the refusal used to end the run."""
+    from placement.errors import LimitExceededError
+    from placement.solvers.milp import warmstart
+    from tests.test_milp_stages import random_problem
+
+    def refuse(*args, **kwargs):
+        raise LimitExceededError("the DP's tables would take up to about 179.1 GiB", parameter="max_ideals")
+
+    monkeypatch.setattr(warmstart, "solve_dp", refuse)
+    monkeypatch.setattr(warmstart, "solve_chain", refuse)
+    said: list[str] = []
+    assert warmstart.default_warm_start(random_problem(12, seed=3), progress=said.append) is None
+    assert said == ["no warm start: the DP's tables would take up to about 179.1 GiB"]
+
+
 def test_cbc_infeasible_by_its_own_clock_at_the_limit_is_no_proof():
     """CBC counts CPU seconds against its limit; with several threads they run ahead of the wall clock, so
     its log decides. The tail of a run that called a feasible 40-node model infeasible at a 0.05 s limit."""

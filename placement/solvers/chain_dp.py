@@ -87,7 +87,8 @@ def kahn_order(succ: Sequence[Sequence[int]], take: Callable[[list[int]], int]) 
 
 
 def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,
-                stages: int | None, compiled: bool | None = None) -> tuple[float, Plan | None]:
+                stages: int | None, compiled: bool | None = None,
+                progress: Callable[[str], None] | None = None) -> tuple[float, Plan | None]:
     """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
     best, best_found = math.inf, None
     tried: set[tuple[int, ...]] = set()
@@ -96,28 +97,30 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
             continue
         tried.add(tuple(order))
         # Only a plan better than the best so far matters: it is the ceiling of the next run.
-        _, value, plan = best_plan(problem, graph, layers, prefix_family(order), best, None, "chain", stages,
+        _, value, plan = best_plan(problem, graph, layers, prefix_family(order), best, progress, "chain", stages,
                                    compiled)
         if plan is not None and value < best:
             best, best_found = value, plan
     return best, best_found
 
 
-def solve_chain(problem: Instance, *, stages: int | None = None) -> Solution:
+def solve_chain(problem: Instance, *, stages: int | None = None,
+                progress: Callable[[str], None] | None = None) -> Solution:
     """A good ``stages`` plan fast: the exact DP restricted to the prefixes of a few topological orders.
 
     No ideals are enumerated, so it runs where the full DP would refuse; the plan is optimal among
     plans whose stages are intervals of one of those orders, so the status is ``feasible`` (with the
     trivial bound 0), or ``infeasible`` only in the sense that no such plan exists (``no_solution``).
     ``stages=N`` restricts it to plans of exactly ``N`` non-empty stages (as in
-    :func:`placement.solvers.dp.solve_dp`).
+    :func:`placement.solvers.dp.solve_dp`). ``progress`` is called as the DP's is, between steps (it
+    may stop the run by raising, as :func:`placement.solvers.dp.deadline_watch` does).
     """
     start = time.perf_counter()
     stages = stage_count(problem, stages)
     contraction = contract(problem, stages is None)
     graph = build_graph(problem, contraction)
     layers = build_layers(problem)
-    best, best_plan = upper_bound(problem, graph, layers, contraction, stages)
+    best, best_plan = upper_bound(problem, graph, layers, contraction, stages, progress=progress)
     runtime = time.perf_counter() - start
     if best_plan is None:
         what = "" if stages is None else f" into exactly {stages} stages"

@@ -27,6 +27,7 @@ non-empty devices, the DP when none has; no start when none finds one.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from placement.errors import LimitExceededError, PlacementError
@@ -50,9 +51,13 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     if objective != "latency":
         return pipeline_start(problem, max_ideals, progress, stages, deadline)
     candidates = whole_graph_plans(problem) if stages in (None, 1) else []
-    chain = solve_chain(problem, stages=stages)
-    if chain.status is Status.FEASIBLE and chain.plan is not None:
-        candidates.append(chain.plan)
+    try:
+        chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
+        if chain.status is Status.FEASIBLE and chain.plan is not None:
+            candidates.append(chain.plan)
+    except LimitExceededError as exc:
+        if progress is not None:
+            progress(f"the chain DP gives no starting plan: {exc}")
     for baseline in (solve_latency_greedy, solve_latency_chain, solve_latency_modules):
         try:
             found = baseline(problem, objective="latency")
@@ -92,11 +97,18 @@ def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str],
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
     (exactly ``stages`` stages when given)."""
     what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
+    share = None if deadline is None else max(1.0, deadline - time.perf_counter())
     try:
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline))
         source = f"DP optimum ({what})"
     except LimitExceededError as exc:
-        solution = solve_chain(problem, stages=stages)
+        try:   # the chain DP gets a share as long again
+            later = None if deadline is None or share is None else max(deadline, time.perf_counter()) + share
+            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later))
+        except LimitExceededError as chain_exc:
+            if progress is not None:
+                progress(f"no warm start: {chain_exc}")
+            return None
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
