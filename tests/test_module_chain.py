@@ -108,9 +108,10 @@ def test_a_plan_that_splits_a_colour_class_is_left_for_the_cpus():
 
 @st.composite
 def module_chains(draw) -> Instance:
-    """Articulation nodes joined by modules of one to three branches (chains of one or two nodes, or an
-    edge straight across), random times, transfers and memory; 1–3 accelerators, 0–1 CPU."""
-    sizes = draw(st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=3), min_size=1, max_size=2))
+    """Articulation nodes joined by modules of one to three branches (chains of one or two nodes, an
+    edge straight across, or a diamond of three nodes: a branch that is no chain), random times,
+    transfers and memory; 1–3 accelerators, 0–1 CPU."""
+    sizes = draw(st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=3), min_size=1, max_size=2))
     nodes: list[tuple[float, float | None]] = []
     edges: list[tuple[int, int]] = []
     nodes.append((0.0, 0.0))
@@ -121,6 +122,12 @@ def module_chains(draw) -> Instance:
         ends = []
         for length in module:
             prev = last
+            if length == 3:              # last → x, x → y, x → z, y and z into the join
+                x = len(nodes)
+                nodes += [(0.0, 0.0)] * 3
+                edges += [(last, x), (x, x + 1), (x, x + 2)]
+                ends += [x + 1, x + 2]
+                continue
             for _ in range(length):
                 nodes.append((0.0, 0.0))
                 edges.append((prev, len(nodes) - 1))

@@ -428,20 +428,73 @@ def _set_options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, 
                 add += sum(d.p_acc[v] for v in tail)   # type: ignore[misc]
                 add += sum(d.cost[v] for v in own - tail if any(w in tail or w == b for w in d.succ[v]))
             middle = done - head
-            r = _cpu_finish(d, br, middle) if exact else _paths_finish(d, br, a, head, tail, cache)
-            if r < INF:
-                opts.append(_Option(r, add, head_memory, tail_memory, ("sets", head, tail)))
+            if not exact:
+                r = _paths_finish(d, br, a, head, tail, cache)
+                if r < INF:
+                    opts.append(_Option(r, add, head_memory, tail_memory, ("sets", head, tail, ())))
+                continue
+            for r, calls in _middle_plans(d, br, a, head, tail, middle, cache):
+                opts.append(_Option(r, add, head_memory, tail_memory, ("sets", head, tail, calls), len(calls)))
     return opts
 
 
-def _cpu_finish(d: _Data, br: _Branch, middle: frozenset[int]) -> float:
-    """The latest finish of ``middle`` on the CPUs, its inputs ready at 0."""
-    finish: dict[int, float] = {}
-    for v in br.nodes:
-        if v in middle:
+def _middle_plans(d: _Data, br: _Branch, a: int, head: frozenset[int], tail: frozenset[int], middle: frozenset[int],
+                  cache: dict) -> list[tuple[float, tuple[frozenset[int], ...]]]:
+    """Plans of a branch's middle for plan mode, with their latest finish (its inputs ready at 0): on
+    the CPUs, and each of the main path's middle DP (by number of calls) with the other nodes on the
+    CPUs, where its calls are contiguous."""
+    found = [(_schedule(d, br, middle, ()), ())]
+    main = br.paths[0]
+    h = sum(v in head for v in main)
+    t = sum(v in tail for v in main)
+    for _time, segments in _middle(d, main, h, main[h - 1] if h else a, cache, counted=True)[len(main) - t - h].values():
+        if segments:
+            calls = tuple(frozenset(main[i:j]) for i, j in segments)
+            found.append((_schedule(d, br, middle, calls), calls))
+    return [(r, calls) for r, calls in found if r < INF]
+
+
+def _schedule(d: _Data, br: _Branch, middle: frozenset[int], calls: tuple[frozenset[int], ...]) -> float:
+    """The latest finish of ``middle`` with ``calls`` on accelerators and its other nodes on the CPUs,
+    every input from outside it ready at 0 (latency model); ``inf`` where a call is not contiguous or
+    a node cannot run where it is put."""
+    element = {v: ("call", k) for k, call in enumerate(calls) for v in call}
+    for v in middle:
+        if v not in element:
             if d.p_cpu[v] is None:
                 return INF
-            finish[v] = max([finish.get(u, 0.0) for u in d.pred[v]] + [0.0]) + d.p_cpu[v]  # type: ignore[operator]
+            element[v] = ("cpu", v)
+    # each call: what it receives and sends
+    duration: dict[tuple, float] = {}
+    for k, call in enumerate(calls):
+        ins = {u for v in call for u in d.pred[v] if u not in call}
+        outs = [v for v in call if any(w not in call for w in d.succ[v])]
+        duration[("call", k)] = (sum(d.cost[u] for u in ins) + sum(d.p_acc[v] for v in call)   # type: ignore[misc]
+                                 + sum(d.cost[v] for v in outs))
+    for v in middle:
+        if element[v][0] == "cpu":
+            duration[element[v]] = d.p_cpu[v]   # type: ignore[assignment]
+    # the elements in dependency order (a cycle: some call is not contiguous)
+    after: dict[tuple, set[tuple]] = {e: set() for e in duration}
+    waits: dict[tuple, int] = {e: 0 for e in duration}
+    for v in middle:
+        for w in d.succ[v]:
+            if w in middle and element[w] != element[v] and element[w] not in after[element[v]]:
+                after[element[v]].add(element[w])
+                waits[element[w]] += 1
+    ready = [e for e, n in waits.items() if n == 0]
+    finish: dict[tuple, float] = {}
+    start = {e: 0.0 for e in duration}
+    while ready:
+        e = ready.pop()
+        finish[e] = start[e] + duration[e]
+        for f in after[e]:
+            start[f] = max(start[f], finish[e])
+            waits[f] -= 1
+            if not waits[f]:
+                ready.append(f)
+    if len(finish) < len(duration):
+        return INF
     return max(finish.values(), default=0.0)
 
 
@@ -635,12 +688,15 @@ def _rebuild(d: _Data, arts: list[int], between: dict[int, list[int]], cpu_state
         _head_any, _tail_full, choices = choice
         for br, ch in zip(_branches(d, members, a, b, rank), choices):
             if ch[0] == "sets":
-                _sets, head, tail = ch
+                _sets, head, tail, middle_calls = ch
+                for call in middle_calls:
+                    calls.append(sorted(call, key=rank.__getitem__))
                 if head:
                     following.extend(v for v in br.nodes if v in head)   # type: ignore[union-attr]
                 if tail:
                     holder.extend(v for v in br.nodes if v in tail)   # type: ignore[union-attr]
-                cpu.extend(v for v in br.nodes if v not in head and v not in tail)
+                placed_in_calls = set().union(*middle_calls) if middle_calls else set()
+                cpu.extend(v for v in br.nodes if v not in head and v not in tail and v not in placed_in_calls)
             else:
                 h, t, middle = ch
                 main = br.paths[0]
