@@ -40,6 +40,15 @@ def test_the_fork_by_hand():
     assert found.status is Status.FEASIBLE and found.objective == 8.0
 
 
+
+def test_the_latency_milp_reports_the_bound():
+    """The fork's modules: before s (from the virtual source), {l, r} between s and t, and after t."""
+    pytest.importorskip("ortools")
+    solved = placement.solve(fork(), objective="latency", method="milp")
+    assert (solved.status, solved.value, solved.stats["module_bound"], solved.stats["modules"]) == (
+        "optimal", 8.0, 8.0, 3)
+
+
 def two_branches() -> Instance:
     """a → (b → c) and a → d, both into e; accelerator times a 2, b 3, c 3, d 1, e 2; CPU times
     ten times as much; every node sends 1; one accelerator of memory 3 (each node 1), one CPU.

@@ -49,7 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "see `placement info --solvers`")
     p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
                    help="time limit of the whole call with the MILP, auto or local-search (default 60 for the "
-                        "MILP: warm start, model and solver); a stop at the limit is reported as feasible with its gap")
+                        "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved); a stop at the "
+                        "limit is reported as feasible with its gap")
     p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
@@ -72,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="--backward split: W's share of a backward node's time where the instance gives none "
                         "(default 0.5)")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
-    p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts")
+    p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts (default 10)")
     add_device_options(p)
     p.add_argument("--devices", type=devices_argument, metavar="N|TYPE:N,...",
                    help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices), "

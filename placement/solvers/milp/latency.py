@@ -68,8 +68,10 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     critical path and the path bound on the instance's own times (``B`` uses the model's times,
     which may be rounded down), so a plan that meets it is proven optimal whatever the rounding.
     With ``q = 1`` the critical-chain bound of :mod:`placement.problem.chain_bound` (exact
-    arithmetic on the instance's own times) is reported beside it: where the starting plan meets
-    it, that plan is optimal and the solver is not run.
+    arithmetic on the instance's own times) is reported beside it, and for every ``q`` the
+    module-chain bound of :mod:`placement.problem.module_chain` (the instance's own times, lowered
+    where its sums may round): where the starting plan meets either, that plan is optimal and the
+    solver is not run.
 
 15. (only where the CPU type has a memory bound ``M_cpu`` below the memory of the colour classes that
     can run on CPUs) ``z[C,r] ∈ {0,1}``, colour class ``C`` on CPU core ``r``:
