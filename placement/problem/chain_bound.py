@@ -118,7 +118,7 @@ def chain_bound(problem: Instance, cutoff: float = math.inf, max_ideals: int = M
     g = len(groups)
     k = min(k, g)   # a chain of blocks holds at most one call per group
     gsucc = _group_graph(group_of, g, succ)
-    ideals = _ideals(g, gsucc, max_ideals)
+    ideals = ideal_bitsets(g, gsucc, max_ideals)
     if ideals is None:
         return ChainBound(None, why=f"more than {max_ideals:,} ideals")
     # exact arithmetic: every time and cost as an integer number of the finest binary unit among them
@@ -314,8 +314,9 @@ def _core(members: list[int], succ: list[list[int]], pred: list[list[int]], p_cp
     return None
 
 
-def _ideals(g: int, gsucc: list[set[int]], limit: int) -> list[int] | None:
-    """The ideals of the group graph as bitsets over groups, by size; ``None`` above ``limit``."""
+def ideal_bitsets(g: int, gsucc: list[set[int]], limit: int) -> list[int] | None:
+    """The ideals (sets closed under predecessors) of the graph on ``0..g−1`` with successor sets
+    ``gsucc``, as bitsets, by size; ``None`` above ``limit``."""
     needs = [0] * g
     for x in range(g):
         for y in gsucc[x]:

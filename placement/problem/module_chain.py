@@ -64,6 +64,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from placement.problem.chain_bound import ideal_bitsets
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import LENIENT
 from placement.problem.units import sums_exactly
@@ -368,22 +369,11 @@ def _least_middle(d: _Data, path: list[int], a: int, entry: str, exit_: str, cac
 
 def _down_sets(d: _Data, br: _Branch) -> list[frozenset[int]] | None:
     """The branch's sets closed under predecessors within it (``None`` past :data:`MAX_SETS`)."""
-    own = set(br.nodes)
-    found = {frozenset()}
-    frontier = [frozenset()]
-    while frontier:
-        grown = []
-        for have in frontier:
-            for v in br.nodes:
-                if v not in have and all(u in have for u in d.pred[v] if u in own):
-                    bigger = have | {v}
-                    if bigger not in found:
-                        found.add(bigger)
-                        grown.append(bigger)
-                        if len(found) > MAX_SETS:
-                            return None
-        frontier = grown
-    return sorted(found, key=len)
+    place = {v: i for i, v in enumerate(br.nodes)}
+    found = ideal_bitsets(len(br.nodes), [{place[w] for w in d.succ[v] if w in place} for v in br.nodes], MAX_SETS)
+    if found is None:
+        return None
+    return [frozenset(v for i, v in enumerate(br.nodes) if bits >> i & 1) for bits in found]
 
 
 def _set_options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head_any: bool, tail_full: bool,

@@ -427,24 +427,21 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     stats_chain: dict[str, Any] = {}
+    extra = []
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
-        stats_chain = {"chain_bound": chain.value, "chain_ideals": chain.ideals}
-        if chain.value is None:
-            stats_chain["chain_bound_skipped"] = chain.why
-        else:
-            simple_bound = max(simple_bound, chain.value)
-            if progress is not None:
-                progress(f"chain bound {chain.value:.6g} ({chain.ideals:,} ideals)")
+        extra.append(("chain_bound", "chain_ideals", "chain bound", "ideals", chain.value, chain.ideals, chain.why))
     modules = module_chain(problem)     # the module-chain bound (any number of calls)
-    stats_chain["module_bound"] = modules.value
-    stats_chain["modules"] = modules.modules
-    if modules.value is None:
-        stats_chain["module_bound_skipped"] = modules.why
-    else:
-        simple_bound = max(simple_bound, modules.value)
+    extra.append(("module_bound", "modules", "module-chain bound", "modules", modules.value, modules.modules,
+                  modules.why))
+    for key, size_key, label, unit, value, size, why in extra:
+        stats_chain.update({key: value, size_key: size})
+        if value is None:
+            stats_chain[f"{key}_skipped"] = why
+            continue
+        simple_bound = max(simple_bound, value)
         if progress is not None:
-            progress(f"module-chain bound {modules.value:.6g} ({modules.modules:,} modules)")
+            progress(f"{label} {value:.6g} ({size:,} {unit})")
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:
