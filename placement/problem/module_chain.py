@@ -38,23 +38,30 @@ its memory. From one state to the next, the module either lies whole in the open
   per branch what feeds its tail (``c(a_{k−1})`` once for the branches it holds whole) and runs the
   tails and ``a_k``; the tails' memory counts against it.
 
-Per branch only its *main path* (its longest) is charged in the sums (heads, tails, what they send
-and receive): branches are disjoint, so no node is charged twice; a branch's other paths take
-part in the latest finishing time only, each with its own best head and tail. The least value of
-"sums plus latest branch" is found exactly by trying every branch time as the latest. Not used:
-colour classes, the number of accelerators and calls per accelerator, calls shared by several
-branches (which only add up), each accelerator type's own times and memory. Every plan is
-therefore at least the DP's value; it is computed in floating point and, where the sums of
-the times may round (:func:`placement.problem.units.sums_exactly`), lowered by what they may lose.
+A branch that is a chain has its prefixes as heads and its suffixes as tails. A branch that is no
+chain, where it has at most :data:`MAX_SETS` sets closed under predecessors, has those as heads
+and their complements (closed under successors) as tails, each pair charged exactly
+(its nodes' times, and ``c`` of every node that sends across the head's or tail's border); its
+latest finishing time is the latest over its paths of each path's middle (the path's nodes outside
+head and tail). With more sets, only its *main path* (its longest) is charged in the sums, and its
+other paths take part in the latest finishing time only, each with its own best head and tail.
+Branches are disjoint, so no node is charged twice. The least value of "sums plus latest branch"
+is found exactly by trying every branch time as the latest. Not used: colour classes, the number
+of accelerators and calls per accelerator, calls shared by several branches (which only add up),
+each accelerator type's own times and memory. Every plan is therefore at least the DP's value; it
+is computed in floating point and, where the sums of the times may round
+(:func:`placement.problem.units.sums_exactly`), lowered by what they may lose.
 
-*Plans.* The same DP with a branch that is not a chain run whole on CPUs, whole in the head or whole
-in the tail, gives a plan (its calls and CPU nodes) whose latency the DP computes, where every
-middle call gets its own accelerator; it knows nothing of colour classes or of how many
-accelerators there are. :mod:`placement.solvers.baselines.latency_modules` turns it into a plan
-and leaves the verdict to the evaluator.
+*Plans.* The same DP, in which a branch that is no chain runs its main path's middle by that
+path's DP, or on the CPUs, and its other middle nodes on the CPUs (scheduled exactly, where the
+calls stay contiguous), and in which the calls are counted, at most one per accelerator, gives a
+plan (its calls and CPU nodes) whose latency is the DP's value: the least over plans of that shape.
+It knows nothing of colour classes. :mod:`placement.solvers.baselines.latency_modules` turns it into
+a plan and leaves the verdict to the evaluator.
 
-Cost: per module, each branch's options (head length × tail length, each with a path DP) and a
-merge of their Pareto sets of (time, head memory, tail memory) per candidate latest branch time.
+Cost: per module, each branch's options (head and tail, each with a path DP) and a merge of their
+Pareto sets of (time, head memory, tail memory, and in plans calls) per candidate latest branch
+time; :data:`MAX_WORK` steps at most.
 """
 
 from __future__ import annotations
@@ -62,7 +69,6 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from placement.problem.chain_bound import ideal_bitsets
 from placement.problem.instance import Instance
@@ -77,7 +83,7 @@ MAX_PATHS = 32
 MAX_WORK = 5_000_000
 #: a branch that is not a chain gets heads and tails as sets where it has at most this many sets
 #: closed under predecessors (else, in the bound, its main path's prefixes and suffixes; in plans,
-#: the whole branch or nothing)
+#: no head and tail or the whole branch as either)
 MAX_SETS = 256
 #: per-operation rounding allowance where the sums are not exact: twice one operation's relative error
 ROUNDING = 2.0 ** -52
