@@ -492,3 +492,29 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     assert main(["verify", pair, str(out)]) == 2
     assert capsys.readouterr().err == ("error: the plan file's backward record: w_share must be a finite number ≥ 0 "
                                        "and ≤ 1, not 7\n")
+
+
+def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
+    """A plan given as /dev/stdin (a pipe, readable once) is verified and simulated, and an instance
+    from a pipe is split: each used to be read several times, and the second reading found it empty."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    plan = out.read_text()
+    for command in (["verify", CHAIN4, "/dev/stdin"], ["simulate", CHAIN4, "/dev/stdin"]):
+        done = subprocess.run([sys.executable, "-m", "placement", *command], input=plan, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    assert "valid: no violations" in subprocess.run([sys.executable, "-m", "placement", "verify", CHAIN4, "/dev/stdin"],
+                                                    input=plan, capture_output=True, text=True, timeout=120).stdout
+    gpt2 = Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json"
+    split_plan = tmp_path / "gpt2.json"
+    assert main(["solve", str(gpt2), "--cpus", "0", "--out", str(split_plan), "--quiet"]) == 0
+    done = subprocess.run([sys.executable, "-m", "placement", "split", "/dev/stdin", str(split_plan)],
+                          input=gpt2.read_text(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(subprocess.run(
+        [sys.executable, "-m", "placement", "split", str(gpt2), str(split_plan)], capture_output=True, text=True,
+        timeout=120).stdout)

@@ -192,6 +192,16 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
+def read_once(path: str, error: type[PlacementError]) -> Any:
+    """``path`` itself where it names a regular file (read again where needed, and named in messages),
+    else the JSON document it holds, read now: a pipe (``<(…)``, ``/dev/stdin``) can be read once."""
+    if os.path.isfile(path):
+        return path
+    from placement.jsonfile import load_json
+
+    return load_json(path, error)
+
+
 def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
     """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is; a file
     the check creates is removed), or is one of the command's ``inputs`` (:func:`check_not_input`)."""

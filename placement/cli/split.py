@@ -14,8 +14,9 @@ import json
 import sys
 from typing import Any, Callable
 
-from placement.cli.options import UsageError, add_output_options, check_writable, path_name, print_json, write_text
-from placement.errors import InvalidParameterError
+from placement.cli.options import (UsageError, add_output_options, check_writable, path_name, print_json, read_once,
+                                   write_text)
+from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.exporters import (Layout, deepspeed_parts, in_pipeline_order, pipe_split_ops, read_layout, refusal,
                                     runtime_stages, shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
@@ -112,8 +113,9 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
 def run(args: argparse.Namespace) -> int:
     from placement.loading import as_instance
 
-    problem = as_instance(args.instance)   # a Piper instance is refused as such, before its layout is read
-    layout = read_layout(args.instance)
+    source = read_once(args.instance, InvalidInstanceError)   # read for the instance and for its layout
+    problem = as_instance(source)   # a Piper instance is refused as such, before its layout is read
+    layout = read_layout(source)
     check_writable(args.out, (args.instance, args.plan))
     plan = read_plan(args.plan)
     _check_fit(problem, plan)

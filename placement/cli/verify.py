@@ -15,7 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
-                                   print_json, recorded_devices_note)
+                                   print_json, read_once, recorded_devices_note)
+from placement.errors import InvalidPlanError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import figure, format_verification
 
     instance = placement.load(args.instance)
+    args.plan = read_once(args.plan, InvalidPlanError)   # the plan is read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
         refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None

@@ -147,17 +147,18 @@ def _check_strings(raw: dict, node_id: int) -> None:
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
 
 
-def read_layout(path: str | Path) -> Layout:
-    """The layout of an instance file made by the model importers; errors name the file. The instance
-    is validated first (as :func:`placement.load` does), so its ids and edges are sound."""
+def read_layout(path: str | Path | dict) -> Layout:
+    """The layout of an instance file made by the model importers (or of the document read from one);
+    errors name the file. The instance is validated first (as :func:`placement.load` does), so its
+    ids and edges are sound."""
     from placement.io.tarnawski import parse_instance
 
-    data = load_json(path, InvalidInstanceError)
+    data = path if isinstance(path, dict) else load_json(path, InvalidInstanceError)
     try:
         parse_instance(data)
         return layout_from_instance(data)
     except InvalidInstanceError as exc:
-        raise InvalidInstanceError(f"{path}: {exc}") from None
+        raise InvalidInstanceError(f"{path}: {exc}" if not isinstance(path, dict) else str(exc)) from None
 
 
 def stages(layout: Layout, plan: Plan) -> list[list[int]]:

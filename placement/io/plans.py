@@ -131,15 +131,16 @@ class FileClaims:
     unreadable: str | None = None
 
 
-def refuted_claims(path: str | Path, objective: str, value: float | None, instance_name: str) -> FileClaims:
-    """The claims of the plan file at ``path`` that a verification against the instance named
+def refuted_claims(path: str | Path | dict, objective: str, value: float | None, instance_name: str) -> FileClaims:
+    """The claims of the plan file at ``path`` (or of the document read from it) that a verification
+    against the instance named
     ``instance_name`` refutes (:class:`FileClaims`), given the verified ``value`` of ``objective``.
 
     The claimed values are the file's ``objective`` where its ``objective_kind`` is that objective (a
     solved plan of ours) and, for ``throughput``, its ``maxLoad`` (Tarnawski's format, which plans of
     ours also write); the first one refuted is returned. A negative value, such as Tarnawski's ``-1``,
     means "not computed". The instance is named by a plan of ours."""
-    data = load_json(path, InvalidPlanError)
+    data = path if isinstance(path, dict) else load_json(path, InvalidPlanError)
     if not isinstance(data, dict):
         return FileClaims()
     from placement.problem.objectives import OBJECTIVES
