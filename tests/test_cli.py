@@ -518,3 +518,11 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
     assert json.loads(done.stdout) == json.loads(subprocess.run(
         [sys.executable, "-m", "placement", "split", str(gpt2), str(split_plan)], capture_output=True, text=True,
         timeout=120).stdout)
+
+
+def test_a_recorded_number_is_written_as_an_option_takes_it():
+    from placement.cli.options import as_written
+
+    # whole numbers in full up to 10^16, beyond it (a memory override of 1e300) in exponent form
+    assert [as_written(v) for v in (123456789.0, 2.5, 1e15, 1e16, 1e300)] == [
+        "123456789", "2.5", "1000000000000000", "1e+16", "1e+300"]

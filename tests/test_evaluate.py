@@ -569,3 +569,12 @@ def test_convexity_witness_with_a_topological_rank_finds_the_same_path(case):
     if plain is not None:
         assert plain[0] in inside and plain[-1] in inside and all(x not in inside for x in plain[1:-1])
         assert all(b in succ[a] for a, b in zip(plain, plain[1:]))
+
+
+def test_a_node_placed_a_million_times_is_reported_in_one_short_line():
+    import placement
+
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    repeated = Plan((DeviceAssignment(A, (1, 2, 3, 4)),) + (DeviceAssignment(A, (1,)),) * 12)
+    found = [v for v in evaluate(problem, repeated).violations if v.startswith("node 1 ")]
+    assert found == ["node 1 is placed 13 times (devices 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, and 3 more)"]

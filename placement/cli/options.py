@@ -141,9 +141,9 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
 
 
 def as_written(value: float) -> str:
-    """A recorded number as an option would take it: a whole number without a fraction or an exponent
-    (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``)."""
-    return str(int(value)) if float(value).is_integer() else repr(value)
+    """A recorded number as an option would take it: a whole number below 10^16 without a fraction or
+    an exponent (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``: ``1e+300``)."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(value)
 
 
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:

@@ -106,8 +106,14 @@ def fmt_number(x: float) -> str:
     return repr(x)
 
 
+#: the most items a violation lists (a plan may repeat a node a million times)
+LISTED = 10
+
+
 def _join(items: Sequence[object]) -> str:
-    return ", ".join(str(i) for i in items)
+    """The items, comma-separated; past :data:`LISTED`, the first of them and how many more."""
+    shown = ", ".join(str(i) for i in items[:LISTED])
+    return shown if len(items) <= LISTED else f"{shown}, and {len(items) - LISTED:,} more"
 
 
 # ----------------------------------------------------------------------------------------
