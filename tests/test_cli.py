@@ -526,3 +526,18 @@ def test_a_recorded_number_is_written_as_an_option_takes_it():
     # whole numbers in full up to 10^16, beyond it (a memory override of 1e300) in exponent form
     assert [as_written(v) for v in (123456789.0, 2.5, 1e15, 1e16, 1e300)] == [
         "123456789", "2.5", "1000000000000000", "1e+16", "1e+300"]
+
+
+def test_split_takes_the_devices_the_plan_was_solved_for(tmp_path, capsys):
+    """A GPT-2 plan solved with --accelerators 6 --cpus 0 (the instance has 4 accelerators): split used
+    to refuse it ("6 devices used, but only 4 exist") where verify and simulate take the record."""
+    gpt2 = str(Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json")
+    plan = tmp_path / "six.json"
+    assert main(["solve", gpt2, "--accelerators", "6", "--cpus", "0", "--out", str(plan), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["split", gpt2, str(plan), "--format", "stages"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "note: split on the devices the plan file records it was solved with: --accelerators 6, --cpus 0\n"
+    rows = captured.out.splitlines()
+    assert rows[0].split() == ["stage", "device", "#nodes", "first", "last"]
+    assert [row.split()[:2] for row in rows[1:]] == [[str(k), "accelerator"] for k in range(6)]

@@ -133,7 +133,7 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
     where it takes none."""
     from placement.io.plans import recorded_overrides
 
-    taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name) is None}
+    taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name, None) is None}
     if not taken:
         return None
     given = ", ".join(f"--{name} {as_written(value)}" for name, value in taken.items())

@@ -15,8 +15,8 @@ import sys
 from typing import Any, Callable
 
 from placement.cli.options import (UsageError, add_output_options, check_writable, path_name, print_json, read_once,
-                                   write_text)
-from placement.errors import InvalidInstanceError, InvalidParameterError
+                                   recorded_devices_note, write_text)
+from placement.errors import InvalidInstanceError, InvalidParameterError, InvalidPlanError
 from placement.io.exporters import (Layout, deepspeed_parts, in_pipeline_order, pipe_split_ops, read_layout, refusal,
                                     runtime_stages, shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
@@ -111,13 +111,19 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from placement.loading import as_instance
+    from placement.io.plans import as_plan, recorded_overrides
+    from placement.loading import as_instance, override_devices
 
     source = read_once(args.instance, InvalidInstanceError)   # read for the instance and for its layout
     problem = as_instance(source)   # a Piper instance is refused as such, before its layout is read
     layout = read_layout(source)
     check_writable(args.out, (args.instance, args.plan))
-    plan = read_plan(args.plan)
+    plan_source = read_once(args.plan, InvalidPlanError)   # read for the plan and its record
+    plan = read_plan(plan_source) if not isinstance(plan_source, dict) else as_plan(plan_source)
+    overrides = recorded_overrides(plan_source)
+    if overrides:   # the devices the plan was solved for, as verify and simulate take them
+        problem = override_devices(problem, **overrides)
+        print(recorded_devices_note(argparse.Namespace(plan=plan_source), done="split"), file=sys.stderr)
     _check_fit(problem, plan)
     plan, order = in_pipeline_order(problem, plan)
     if order is not None:
