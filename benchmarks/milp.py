@@ -6,7 +6,8 @@ Throughput (default): for every instance under ``--instances`` (default
 class and backend with the given time limit. Latency (``--latency``): every instance
 under ``../shared/tarnawski/latency-inputs``, for each number of calls per accelerator
 and backend, warm-started from the MILP's latency start (the best of the chain DP's pipeline, the
-latency greedy and the latency chain DP, each with one call per device); the reference
+latency greedy, the latency chain DP, the module-chain plan and every node on one device of a type
+that takes them all, each with one call per device); the reference
 column is that starting plan's latency, and the instance's critical-path and path bounds
 go to standard error.
 

@@ -2,8 +2,9 @@
 
 ``warm_start`` is a plan to start from, or ``True``, which starts the solver from :func:`.warmstart.default_warm_start` (the DP's
 optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals; for the latency
-objective the best of the chain DP's plan, the latency greedy and the latency chain DP, the DP
-only when none of them finds a plan); ``False`` starts from nothing, and then a floating-point
+objective the best of the chain DP's plan, the latency greedy, the latency chain DP, the
+module-chain plan and every node on one device of each type that takes them all, the DP only
+when none of them finds a plan); ``False`` starts from nothing, and then a floating-point
 backend's claim of optimality is checked against that plan, found after the solve (a better one
 refutes it). A latency start, given or found, is first improved by moving colour classes to the
 CPUs (:mod:`placement.solvers.baselines.latency_moves`) within the warm start's share of the time. A
