@@ -133,8 +133,8 @@ class FileClaims:
 
 def refuted_claims(path: str | Path | dict, objective: str, value: float | None, instance_name: str) -> FileClaims:
     """The claims of the plan file at ``path`` (or of the document read from it) that a verification
-    against the instance named
-    ``instance_name`` refutes (:class:`FileClaims`), given the verified ``value`` of ``objective``.
+    against the instance named ``instance_name`` refutes (:class:`FileClaims`), given the verified
+    ``value`` of ``objective``.
 
     The claimed values are the file's ``objective`` where its ``objective_kind`` is that objective (a
     solved plan of ours) and, for ``throughput``, its ``maxLoad`` (Tarnawski's format, which plans of
