@@ -518,6 +518,11 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
     assert json.loads(done.stdout) == json.loads(subprocess.run(
         [sys.executable, "-m", "placement", "split", str(gpt2), str(split_plan)], capture_output=True, text=True,
         timeout=120).stdout)
+    for command in (["verify", CHAIN4, "/dev/stdin"], ["simulate", CHAIN4, "/dev/stdin"],
+                    ["split", str(gpt2), "/dev/stdin"]):   # a piped document that is no object: as a file's
+        done = subprocess.run([sys.executable, "-m", "placement", *command], input="[1, 2]", capture_output=True,
+                              text=True, timeout=120)
+        assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the plan must be a JSON object, got array\n")
 
 
 def test_a_recorded_number_is_written_as_an_option_takes_it():

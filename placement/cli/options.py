@@ -192,14 +192,18 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
-def read_once(path: str, error: type[PlacementError]) -> Any:
+def read_once(path: str, error: type[PlacementError], what: str) -> str | dict:
     """``path`` itself where it names a regular file (read again where needed, and named in messages),
-    else the JSON document it holds, read now: a pipe (``<(…)``, ``/dev/stdin``) can be read once."""
+    else the JSON object it holds, read now: a pipe (``<(…)``, ``/dev/stdin``) can be read once. A
+    document that is no object is refused as the file would be (``the plan must be a JSON object``)."""
     if os.path.isfile(path):
         return path
-    from placement.jsonfile import load_json
+    from placement.jsonfile import json_type_name, load_json
 
-    return load_json(path, error)
+    document = load_json(path, error)
+    if not isinstance(document, dict):
+        raise error(f"{path}: the {what} must be a JSON object, got {json_type_name(document)}")
+    return document
 
 
 def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:

@@ -13,8 +13,8 @@ from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, fraction,
                                    path_name, positive_byte_count, positive_int, print_json, progress_printer,
                                    read_once, recorded_devices_note)
-from placement.errors import InvalidPlanError
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
+from placement.errors import InvalidPlanError
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
 from placement.simulation.schedules import SCHEDULES
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     check_no_parallel_options(args)
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))
-    args.plan = read_once(args.plan, InvalidPlanError)      # read for its record and itself
+    args.plan = read_once(args.plan, InvalidPlanError, "plan")      # read for its record and itself
     result = placement.simulate(instance, args.plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,

@@ -20,7 +20,6 @@ from placement.errors import InvalidInstanceError, InvalidParameterError, Invali
 from placement.io.exporters import (Layout, deepspeed_parts, in_pipeline_order, pipe_split_ops, read_layout, refusal,
                                     runtime_stages, shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
-from placement.io.plans import read_plan
 from placement.plan import Plan
 from placement.report.table import format_table
 
@@ -114,12 +113,12 @@ def run(args: argparse.Namespace) -> int:
     from placement.io.plans import as_plan, recorded_overrides
     from placement.loading import as_instance, override_devices
 
-    source = read_once(args.instance, InvalidInstanceError)   # read for the instance and for its layout
+    source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
     problem = as_instance(source)   # a Piper instance is refused as such, before its layout is read
     layout = read_layout(source)
     check_writable(args.out, (args.instance, args.plan))
-    plan_source = read_once(args.plan, InvalidPlanError)   # read for the plan and its record
-    plan = read_plan(plan_source) if not isinstance(plan_source, dict) else as_plan(plan_source)
+    plan_source = read_once(args.plan, InvalidPlanError, "plan")   # read for the plan and its record
+    plan = as_plan(plan_source)
     overrides = recorded_overrides(plan_source)
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)

@@ -16,7 +16,7 @@ from typing import Any
 
 from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
                                    print_json, read_once, recorded_devices_note)
-from placement.errors import InvalidPlanError
+from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -55,7 +55,6 @@ def split_options(args: argparse.Namespace, record: dict) -> tuple[dict, str]:
     else those the plan file records for a split solve, ``record``, else the defaults); and, where the
     record supplied some of them, a phrase naming them as options. A value of the record that is no
     option's value is refused as the record's, not as an option."""
-    from placement.errors import InvalidParameterError
     from placement.problem.split import checked_backward, split_model
 
     options, taken = checked_backward(record, args.backward, w_placement=args.w_placement,
@@ -95,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import figure, format_verification
 
     instance = placement.load(args.instance)
-    args.plan = read_once(args.plan, InvalidPlanError)   # the plan is read for its record, its claims and itself
+    args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
         refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None
