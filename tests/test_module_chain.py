@@ -98,6 +98,10 @@ def test_sums_that_round_lower_the_bound():
 def test_the_work_limit_gives_no_bound():
     found = module_chain(two_branches(), max_work=3)
     assert found.value is None and found.why == "more than 3 steps"
+    found = module_chain(two_branches(), deadline=0.0)      # a deadline long past
+    assert found.value is None and found.why == "the time limit ran out"
+    late = solve_latency_modules(two_branches(), deadline=0.0)   # the baseline then falls back to the CPUs
+    assert late.status is Status.FEASIBLE and late.message.startswith("the DP found no plan (the time limit ran out)")
 
 
 def test_a_plan_that_splits_a_colour_class_is_left_for_the_cpus():

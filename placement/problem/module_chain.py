@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from dataclasses import dataclass, field
 
 from placement.problem.chain_bound import ideal_bitsets
@@ -103,7 +104,7 @@ class ModuleChain:
 
 
 class _TooMuchWork(Exception):
-    pass
+    """The DP's work limit or deadline passed (its message says which)."""
 
 
 @dataclass
@@ -116,8 +117,16 @@ class _Data:
     succ: list[list[int]]
     pred: list[list[int]]
     accelerators: int = 0           # the most calls a plan may make (plan mode)
-    counting: bool = False          # whether calls are counted (plan mode)
     work_left: int = MAX_WORK
+    deadline: float = math.inf      # a time.perf_counter() value
+
+    def spend(self, steps: int) -> None:
+        """Count ``steps`` of work; :class:`_TooMuchWork` past the work limit or the deadline."""
+        self.work_left -= steps
+        if self.work_left < 0:
+            raise _TooMuchWork("steps")
+        if time.perf_counter() > self.deadline:
+            raise _TooMuchWork("time")
 
 
 @dataclass
@@ -269,9 +278,7 @@ def _middle(d: _Data, path: list[int], h: int, entry: int, cache: dict | None = 
                         cand[s2] = (t0 + fee, c0 + ((i - 1, j),))
             d.work_left -= len(best[i - 1 - h])
         best.append(cand)
-        d.work_left -= 1
-        if d.work_left < 0:
-            raise _TooMuchWork
+        d.spend(1)
     if cache is not None:
         cache[key] = best
     return best
@@ -315,20 +322,22 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
         if found is not None or exact:
             return found or []
     for h in heads:
+        if h and d.p_acc[main[h - 1]] is None:
+            break
+        head_memory = sum(d.memory[v] for v in main[:h])
+        if head_memory > d.room:
+            break
         if h == 0 and not head_any:
             continue
-        if h and any(d.p_acc[v] is None for v in main[:h]):
-            break
-        entry_node = main[h - 1] if h else a
-        if sum(d.memory[v] for v in main[:h]) > d.room:
-            break
-        mids = _middle(d, main, h, entry_node, cache, counted=d.counting)
-        tails = range(L - h + 1) if exit_ == "call" else range(1)
-        for t in tails:
+        mids = _middle(d, main, h, main[h - 1] if h else a, cache, counted=exact)
+        tail_memory = 0.0
+        for t in range(L - h + 1) if exit_ == "call" else range(1):
+            if t:
+                tail_memory += d.memory[main[L - t]]
+                if d.p_acc[main[L - t]] is None or tail_memory > d.room:
+                    break
             if t == L - h and h == 0 and exit_ == "call" and not tail_full:
                 continue
-            if t and (d.p_acc[main[L - t]] is None or sum(d.memory[v] for v in main[L - t:]) > d.room):
-                break
             ends = mids[L - t - h]
             if not ends:
                 continue
@@ -342,8 +351,6 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
                         add += d.cost[main[L - t - 1]]
                 elif L:
                     add += d.cost[main[-1]]
-            head_memory = sum(d.memory[v] for v in main[:h])
-            tail_memory = sum(d.memory[v] for v in main[L - t:]) if t else 0.0
             opts += [_Option(r, add, head_memory, tail_memory, (h, t, calls), n) for n, (r, calls) in ends.items()]
     if not opts:
         return []
@@ -362,13 +369,19 @@ def _least_middle(d: _Data, path: list[int], a: int, entry: str, exit_: str, cac
     """A path's least middle finish over every head and tail it may have."""
     L = len(path)
     best = INF
-    for h in (range(L + 1) if entry == "call" else range(1)):
-        if h and (d.p_acc[path[h - 1]] is None or sum(d.memory[v] for v in path[:h]) > d.room):
-            break
-        mids = _middle(d, path, h, path[h - 1] if h else a, cache)
-        for t in (range(L - h + 1) if exit_ == "call" else range(1)):
-            if t and (d.p_acc[path[L - t]] is None or sum(d.memory[v] for v in path[L - t:]) > d.room):
+    head_memory = 0.0
+    for h in range(L + 1) if entry == "call" else range(1):
+        if h:
+            head_memory += d.memory[path[h - 1]]
+            if d.p_acc[path[h - 1]] is None or head_memory > d.room:
                 break
+        mids = _middle(d, path, h, path[h - 1] if h else a, cache)
+        tail_memory = 0.0
+        for t in range(L - h + 1) if exit_ == "call" else range(1):
+            if t:
+                tail_memory += d.memory[path[L - t]]
+                if d.p_acc[path[L - t]] is None or tail_memory > d.room:
+                    break
             best = min(best, _least(mids[L - t - h]))
     return best
 
@@ -543,9 +556,7 @@ def _module(d: _Data, branches: list[_Branch], a: int, b: int, entry: str, exit_
                     if not fitting:
                         merged = []
                         break
-                    d.work_left -= len(merged) * len(fitting)
-                    if d.work_left < 0:
-                        raise _TooMuchWork
+                    d.spend(len(merged) * len(fitting))
                     merged = _by_calls([(v1 + v2, h1 + h2, t1 + t2, n1 + n2,
                                          c1 + (c2,))
                                         for v1, h1, t1, n1, c1 in merged for v2, h2, t2, n2, c2 in fitting
@@ -564,10 +575,11 @@ def _by_calls(points: list[tuple]) -> list[tuple]:
     return [q for n in sorted(groups) for q in _pareto(groups[n])]
 
 
-def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK) -> ModuleChain:
+def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK,
+                 deadline: float | None = None) -> ModuleChain:
     """The lower bound of the module docstring on ``problem``'s single-sample latency (any number of
     calls per accelerator), or with ``plan`` the DP's plan, of at most one call per accelerator, and
-    its value."""
+    its value; none past ``max_work`` steps or ``deadline`` (a ``time.perf_counter()`` value)."""
     if not problem.nodes:
         return ModuleChain(0.0)
     got = _data(problem)
@@ -575,11 +587,13 @@ def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK
         return ModuleChain(None, why=got)
     d, order = got
     d.work_left = max_work
-    d.counting = plan
+    if deadline is not None:
+        d.deadline = deadline
     try:
         return _run(problem, d, order, plan)
-    except _TooMuchWork:
-        return ModuleChain(None, why=f"more than {max_work:,} steps")
+    except _TooMuchWork as exc:
+        return ModuleChain(None, why=f"more than {max_work:,} steps" if str(exc) == "steps" else
+                           "the time limit ran out")
 
 
 def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleChain:
@@ -595,14 +609,16 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
             between.setdefault(k, []).append(v)
     # states by the calls made so far (plan mode; else 0): cpu[k][n] = (τ, back); call[k] = Pareto of
     # (α, memory, 0, n, back) per n
-    opening = 1 if d.counting else 0
-    limit = d.accelerators if d.counting else math.inf
+    opening = 1 if plan else 0
+    limit = d.accelerators if plan else math.inf
     cpu_state: list[dict[int, tuple[float, tuple]]] = [{0: (0.0, ())}]
     call_state: list[list[tuple]] = [[]]
+    branches_of: list[list[_Branch]] = [[]]     # each module's branches, for the plan's rebuild
     for k in range(1, len(arts)):
         a, b = arts[k - 1], arts[k]
         members = between.get(k, [])
         branches = _branches(d, members, a, b, rank)
+        branches_of.append(branches)
         cache: dict = {}
         tables = {(e, x): _module(d, branches, a, b, e, x, plan, cache)
                   for e in ("cpu", "call") for x in ("cpu", "call")}
@@ -644,7 +660,7 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
             ops = 4 * len(order)
             value = max(0.0, value - value * ops * ROUNDING - ops * 2.0 ** -1074)
         return ModuleChain(value, modules=len(arts) - 1)
-    calls, cpu = _rebuild(d, arts, between, cpu_state, call_state, last, rank)
+    calls, cpu = _rebuild(arts, between, branches_of, cpu_state, call_state, last, rank)
     n = len(problem.nodes)
     return ModuleChain(value, modules=len(arts) - 1,
                        calls=tuple(tuple(sorted((v for v in c if v < n), key=rank.__getitem__)) for c in calls if
@@ -652,8 +668,8 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
                        cpu=tuple(v for v in cpu if v < n))
 
 
-def _rebuild(d: _Data, arts: list[int], between: dict[int, list[int]], cpu_state: list, call_state: list,
-             last: tuple, rank: dict[int, int]) -> tuple[list[list[int]], list[int]]:
+def _rebuild(arts: list[int], between: dict[int, list[int]], branches_of: list[list[_Branch]], cpu_state: list,
+             call_state: list, last: tuple, rank: dict[int, int]) -> tuple[list[list[int]], list[int]]:
     """The calls and CPU nodes of the plan the DP's back pointers describe, walking from the end;
     ``holder`` is the call holding the articulation node of the current state."""
     calls: list[list[int]] = []
@@ -667,7 +683,7 @@ def _rebuild(d: _Data, arts: list[int], between: dict[int, list[int]], cpu_state
     while k > 0:
         state = cpu_state[k][ref[2]] if ref[0] == "cpu" else call_state[k][ref[2]]
         back, how, choice = state[-1]
-        a, b = arts[k - 1], arts[k]
+        b = arts[k]
         members = between.get(k, [])
         if holder is None:
             cpu.append(b)
@@ -682,7 +698,7 @@ def _rebuild(d: _Data, arts: list[int], between: dict[int, list[int]], cpu_state
             following = []
             calls.append(following)
         _head_any, _tail_full, choices = choice
-        for br, ch in zip(_branches(d, members, a, b, rank), choices):
+        for br, ch in zip(branches_of[k], choices):
             if ch[0] == "sets":
                 _sets, head, tail, middle_calls = ch
                 for call in middle_calls:
@@ -691,7 +707,7 @@ def _rebuild(d: _Data, arts: list[int], between: dict[int, list[int]], cpu_state
                     following.extend(v for v in br.nodes if v in head)   # type: ignore[union-attr]
                 if tail:
                     holder.extend(v for v in br.nodes if v in tail)   # type: ignore[union-attr]
-                placed_in_calls = set().union(*middle_calls) if middle_calls else set()
+                placed_in_calls = set().union(*middle_calls)
                 cpu.extend(v for v in br.nodes if v not in head and v not in tail and v not in placed_in_calls)
             else:
                 h, t, middle = ch

@@ -14,7 +14,8 @@ classes, which the DP does not know); where it refuses the plan, every node goes
 they take every node. It is a plan, not a proof.
 
 Takes the two-type catalogue (device types ``accelerator`` and ``cpu``); options other
-than ``objective`` are ignored.
+than ``objective`` and ``deadline`` (a ``time.perf_counter()`` value past which the DP gives up, as
+a caller's share of a time limit) are ignored.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
     check_objective(options, "latency-modules", LATENCY)
     start = time.perf_counter()
     kinds = two_types(problem, "latency-modules")
-    found = module_chain(problem, plan=True)
+    found = module_chain(problem, plan=True, deadline=options.get("deadline"))
     stats = {"modules": found.modules, "dp_value": found.value}
     if found.value is not None:
         plan = module_plan(problem, found)

@@ -431,7 +431,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
         extra.append(("chain_bound", "chain_ideals", "chain bound", "ideals", chain.value, chain.ideals, chain.why))
-    modules = module_chain(problem)     # the module-chain bound (any number of calls)
+    modules = module_chain(problem, deadline=options.deadline)   # the module-chain bound (any number of calls)
     extra.append(("module_bound", "modules", "module-chain bound", "modules", modules.value, modules.modules,
                   modules.why))
     for key, size_key, label, unit, value, size, why in extra:

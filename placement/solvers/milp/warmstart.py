@@ -60,7 +60,7 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
             progress(f"the chain DP gives no starting plan: {exc}")
     for baseline in (solve_latency_greedy, solve_latency_chain, solve_latency_modules):
         try:
-            found = baseline(problem, objective="latency")
+            found = baseline(problem, objective="latency", deadline=deadline)
         except PlacementError:  # the baselines take the two-type catalogue only
             continue
         if found.status is Status.FEASIBLE and found.plan is not None and (
