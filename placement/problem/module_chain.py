@@ -315,43 +315,28 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
     """A branch's choices of head and tail on its main path, with its latest middle finish."""
     main = br.paths[0]
     L = len(main)
-    heads = range(L + 1) if entry == "call" else range(1)
     opts: list[_Option] = []
     if not br.chain:                           # heads and tails as sets, where they are few
         found = _set_options(d, br, a, b, entry, exit_, head_any, tail_full, exact, cache)
         if found is not None or exact:
             return found or []
-    for h in heads:
-        if h and d.p_acc[main[h - 1]] is None:
-            break
-        head_memory = sum(d.memory[v] for v in main[:h])
-        if head_memory > d.room:
-            break
-        if h == 0 and not head_any:
+    for h, t, head_memory, tail_memory in _heads_and_tails(d, main, entry, exit_):
+        if h == 0 and not head_any or t == L - h and h == 0 and exit_ == "call" and not tail_full:
             continue
-        mids = _middle(d, main, h, main[h - 1] if h else a, cache, counted=exact)
-        tail_memory = 0.0
-        for t in range(L - h + 1) if exit_ == "call" else range(1):
+        ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=exact)[L - t - h]
+        if not ends:
+            continue
+        add = 0.0
+        if h:
+            add += sum(d.p_acc[v] for v in main[:h]) + d.cost[main[h - 1]]   # type: ignore[misc]
+        if exit_ == "call":
             if t:
-                tail_memory += d.memory[main[L - t]]
-                if d.p_acc[main[L - t]] is None or tail_memory > d.room:
-                    break
-            if t == L - h and h == 0 and exit_ == "call" and not tail_full:
-                continue
-            ends = mids[L - t - h]
-            if not ends:
-                continue
-            add = 0.0
-            if h:
-                add += sum(d.p_acc[v] for v in main[:h]) + d.cost[main[h - 1]]   # type: ignore[misc]
-            if exit_ == "call":
-                if t:
-                    add += sum(d.p_acc[v] for v in main[L - t:])   # type: ignore[misc]
-                    if L - t - 1 >= 0:
-                        add += d.cost[main[L - t - 1]]
-                elif L:
-                    add += d.cost[main[-1]]
-            opts += [_Option(r, add, head_memory, tail_memory, (h, t, calls), n) for n, (r, calls) in ends.items()]
+                add += sum(d.p_acc[v] for v in main[L - t:])   # type: ignore[misc]
+                if L - t - 1 >= 0:
+                    add += d.cost[main[L - t - 1]]
+            elif L:
+                add += d.cost[main[-1]]
+        opts += [_Option(r, add, head_memory, tail_memory, (h, t, calls), n) for n, (r, calls) in ends.items()]
     if not opts:
         return []
     other = 0.0
@@ -368,22 +353,27 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
 def _least_middle(d: _Data, path: list[int], a: int, entry: str, exit_: str, cache: dict) -> float:
     """A path's least middle finish over every head and tail it may have."""
     L = len(path)
-    best = INF
+    return min((_least(_middle(d, path, h, path[h - 1] if h else a, cache)[L - t - h])
+                for h, t, _hm, _tm in _heads_and_tails(d, path, entry, exit_)), default=INF)
+
+
+def _heads_and_tails(d: _Data, path: list[int], entry: str, exit_: str):
+    """Every head length ``h`` (a call before: ``entry`` ``call``) and tail length ``t`` (a call after)
+    of ``path`` whose nodes run on an accelerator and fit its memory, with the two memories."""
+    L = len(path)
     head_memory = 0.0
     for h in range(L + 1) if entry == "call" else range(1):
         if h:
             head_memory += d.memory[path[h - 1]]
             if d.p_acc[path[h - 1]] is None or head_memory > d.room:
-                break
-        mids = _middle(d, path, h, path[h - 1] if h else a, cache)
+                return
         tail_memory = 0.0
         for t in range(L - h + 1) if exit_ == "call" else range(1):
             if t:
                 tail_memory += d.memory[path[L - t]]
                 if d.p_acc[path[L - t]] is None or tail_memory > d.room:
                     break
-            best = min(best, _least(mids[L - t - h]))
-    return best
+            yield h, t, head_memory, tail_memory
 
 
 def _down_sets(d: _Data, br: _Branch) -> list[frozenset[int]] | None:
