@@ -52,6 +52,20 @@ each accelerator type's own times and memory. Every plan is therefore at least t
 is computed in floating point and, where the sums of the times may round
 (:func:`placement.problem.units.sums_exactly`), lowered by what they may lose.
 
+*The counted bound* (``calls=q``: at most ``q`` calls per accelerator, so at most ``q·A`` calls in
+all, ``A`` the accelerators of every type). The same DP counts calls: one for each call that holds
+an articulation node (when it opens), and one for each segment of a main path's middle, except a
+segment that is a *guest*. A call that holds no articulation node lies in one module and meets each
+main path in at most one segment; where it meets several, the one of largest charge (``c`` of the
+node before it, its run and ``c`` of its last node) is counted and the others are guests. The call
+then lasts at least the sum of those charges, less ``c(a_{k−1})`` where two of them receive it, so
+a guest finishes no earlier than its input plus twice its own charge (less ``c(a_{k−1})`` where it
+starts the path). The path DP offers every segment as a call of its own (counted, its charge) or as
+a guest (not counted, twice its charge as above). Calls meeting no main path, and the memory a
+guest adds to its call, are left out. Every plan of at most ``q·A`` calls maps to a choice of the
+DP with at most ``q·A`` counted calls and no larger value, so the counted DP's least value over at
+most ``q·A`` counted calls is a lower bound too, and never below the bound without counts.
+
 *Plans.* The same DP, in which a branch that is no chain runs its main path's middle by that
 path's DP, or on the CPUs, and its other middle nodes on the CPUs (scheduled exactly, where the
 calls stay contiguous), and in which the calls are counted, at most one per accelerator, gives a
@@ -89,6 +103,8 @@ MAX_SETS = 256
 #: per-operation rounding allowance where the sums are not exact: twice one operation's relative error
 ROUNDING = 2.0 ** -52
 INF = math.inf
+#: the reason given where the caller's deadline passed
+OUT_OF_TIME = "the time limit ran out"
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,10 @@ class _Data:
     room: float                     # what a call may hold
     succ: list[list[int]]
     pred: list[list[int]]
-    accelerators: int = 0           # the most calls a plan may make (plan mode)
+    accelerators: int = 0           # every accelerator type's devices
+    counted: bool = False           # calls counted, at most ``limit`` (plans, and the counted bound)
+    limit: float = INF
+    guests: bool = False            # the counted bound: a middle segment may share a call (see _middle)
     work_left: int = MAX_WORK
     deadline: float = math.inf      # a time.perf_counter() value
 
@@ -273,9 +292,13 @@ def _middle(d: _Data, path: list[int], h: int, entry: int, cache: dict | None = 
             fee = d.cost[before] + run + d.cost[path[j - 1]]
             for s, (t0, c0) in best[i - 1 - h].items():
                 s2 = s + 1 if counted else 0
-                if s2 <= d.accelerators or not counted:
+                if s2 <= d.limit or not counted:
                     if t0 + fee < cand.get(s2, (INF,))[0]:
                         cand[s2] = (t0 + fee, c0 + ((i - 1, j),))
+                if counted and d.guests:    # in a call with a longer segment of another branch
+                    shared = d.cost[before] if before == entry and h == 0 else 0.0
+                    if t0 + 2 * fee - shared < cand.get(s, (INF,))[0]:
+                        cand[s] = (t0 + 2 * fee - shared, c0)
             d.work_left -= len(best[i - 1 - h])
         best.append(cand)
         d.spend(1)
@@ -323,7 +346,7 @@ def _options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, head
     for h, t, head_memory, tail_memory in _heads_and_tails(d, main, entry, exit_):
         if h == 0 and not head_any or t == L - h and h == 0 and exit_ == "call" and not tail_full:
             continue
-        ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=exact)[L - t - h]
+        ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=d.counted)[L - t - h]
         if not ends:
             continue
         add = 0.0
@@ -428,9 +451,8 @@ def _set_options(d: _Data, br: _Branch, a: int, b: int, entry: str, exit_: str, 
                 add += sum(d.cost[v] for v in own - tail if any(w in tail or w == b for w in d.succ[v]))
             middle = done - head
             if not exact:
-                r = _paths_finish(d, br, a, head, tail, cache)
-                if r < INF:
-                    opts.append(_Option(r, add, head_memory, tail_memory, ("sets", head, tail, ())))
+                opts += [_Option(r, add, head_memory, tail_memory, ("sets", head, tail, ()), n)
+                         for n, r in _paths_finish(d, br, a, head, tail, cache).items()]
                 continue
             for r, calls in _middle_plans(d, br, a, head, tail, middle, cache):
                 opts.append(_Option(r, add, head_memory, tail_memory, ("sets", head, tail, calls), len(calls)))
@@ -497,16 +519,22 @@ def _schedule(d: _Data, br: _Branch, middle: frozenset[int], calls: tuple[frozen
     return max(finish.values(), default=0.0)
 
 
-def _paths_finish(d: _Data, br: _Branch, a: int, head: frozenset[int], tail: frozenset[int], cache: dict) -> float:
+def _paths_finish(d: _Data, br: _Branch, a: int, head: frozenset[int], tail: frozenset[int],
+                  cache: dict) -> dict[int, float]:
     """The latest, over the branch's paths, of the least finish of the path's middle (its nodes
-    outside ``head`` and ``tail``: a prefix and a suffix of it)."""
+    outside ``head`` and ``tail``: a prefix and a suffix of it), by the number of calls on the main
+    path where calls are counted (a call meets a path in one segment; the other paths' calls are not
+    counted), else under 0."""
     latest = 0.0
-    for path in br.paths:
+    for path in br.paths[1:]:
         h = sum(v in head for v in path)
         t = sum(v in tail for v in path)
-        mids = _middle(d, path, h, path[h - 1] if h else a, cache)
-        latest = max(latest, _least(mids[len(path) - t - h]))
-    return latest
+        latest = max(latest, _least(_middle(d, path, h, path[h - 1] if h else a, cache)[len(path) - t - h]))
+    main = br.paths[0]
+    h = sum(v in head for v in main)
+    t = sum(v in tail for v in main)
+    ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=d.counted)[len(main) - t - h]
+    return {n: max(r, latest) for n, (r, _calls) in ends.items() if max(r, latest) < INF}
 
 
 def _prune(opts: list[_Option]) -> list[_Option]:
@@ -550,7 +578,7 @@ def _module(d: _Data, branches: list[_Branch], a: int, b: int, entry: str, exit_
                     merged = _by_calls([(v1 + v2, h1 + h2, t1 + t2, n1 + n2,
                                          c1 + (c2,))
                                         for v1, h1, t1, n1, c1 in merged for v2, h2, t2, n2, c2 in fitting
-                                        if h1 + h2 <= d.room and t1 + t2 <= d.room])
+                                        if h1 + h2 <= d.room and t1 + t2 <= d.room and n1 + n2 <= d.limit])
                 found += [(latest + extra + v, hm, tm, n, (head_any, tail_full, choices))
                           for v, hm, tm, n, choices in merged]
     return _by_calls(found)
@@ -566,24 +594,28 @@ def _by_calls(points: list[tuple]) -> list[tuple]:
 
 
 def module_chain(problem: Instance, plan: bool = False, max_work: int = MAX_WORK,
-                 deadline: float | None = None) -> ModuleChain:
+                 deadline: float | None = None, calls: int | None = None) -> ModuleChain:
     """The lower bound of the module docstring on ``problem``'s single-sample latency (any number of
-    calls per accelerator), or with ``plan`` the DP's plan, of at most one call per accelerator, and
-    its value; none past ``max_work`` steps or ``deadline`` (a ``time.perf_counter()`` value)."""
+    calls per accelerator; with ``calls``, the counted bound for at most that many calls per
+    accelerator), or with ``plan`` the DP's plan, of at most one call per accelerator, and its value;
+    none past ``max_work`` steps or ``deadline`` (a ``time.perf_counter()`` value)."""
     if not problem.nodes:
         return ModuleChain(0.0)
     got = _data(problem)
     if isinstance(got, str):
         return ModuleChain(None, why=got)
     d, order = got
+    if plan:
+        d.counted, d.limit = True, d.accelerators
+    elif calls is not None:
+        d.counted, d.limit, d.guests = True, calls * d.accelerators, True
     d.work_left = max_work
     if deadline is not None:
         d.deadline = deadline
     try:
         return _run(problem, d, order, plan)
     except _TooMuchWork as exc:
-        return ModuleChain(None, why=f"more than {max_work:,} steps" if str(exc) == "steps" else
-                           "the time limit ran out")
+        return ModuleChain(None, why=f"more than {max_work:,} steps" if str(exc) == "steps" else OUT_OF_TIME)
 
 
 def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleChain:
@@ -599,8 +631,8 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
             between.setdefault(k, []).append(v)
     # states by the calls made so far (plan mode; else 0): cpu[k][n] = (τ, back); call[k] = Pareto of
     # (α, memory, 0, n, back) per n
-    opening = 1 if plan else 0
-    limit = d.accelerators if plan else math.inf
+    opening = 1 if d.counted else 0
+    limit = d.limit
     cpu_state: list[dict[int, tuple[float, tuple]]] = [{0: (0.0, ())}]
     call_state: list[list[tuple]] = [[]]
     branches_of: list[list[_Branch]] = [[]]     # each module's branches, for the plan's rebuild

@@ -70,7 +70,8 @@ class takes zero time on some accelerator, also ranks ``π[a,j], ρ[i] ∈ [0,C]
     With ``q = 1`` the critical-chain bound of :mod:`placement.problem.chain_bound` (exact
     arithmetic on the instance's own times) is reported beside it, and for every ``q`` the
     module-chain bound of :mod:`placement.problem.module_chain` (the instance's own times, lowered
-    where its sums may round): where the starting plan meets either, that plan is optimal and the
+    where its sums may round), with at most ``q·A`` calls counted, or without counts where counting
+    passes the DP's work limit: where the starting plan meets either, that plan is optimal and the
     solver is not run.
 
 15. (only where the CPU type has a memory bound ``M_cpu`` below the memory of the colour classes that
@@ -111,7 +112,7 @@ from typing import Any, Callable
 from placement.errors import InvalidParameterError
 from placement.problem.bounds import latency_lower_bound
 from placement.problem.chain_bound import chain_bound
-from placement.problem.module_chain import module_chain
+from placement.problem.module_chain import OUT_OF_TIME, module_chain
 from placement.problem.path_bound import latency_path_bound, path_bound
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance
@@ -431,9 +432,15 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
         extra.append(("chain_bound", "chain_ideals", "chain bound", "ideals", chain.value, chain.ideals, chain.why))
-    modules = module_chain(problem, deadline=options.deadline)   # the module-chain bound (any number of calls)
-    extra.append(("module_bound", "modules", "module-chain bound", "modules", modules.value, modules.modules,
-                  modules.why))
+    # the module-chain bound with the calls counted, or, where that takes too much work, without
+    modules = module_chain(problem, deadline=options.deadline, calls=calls)
+    stats_chain["module_bound_counts_calls"] = modules.value is not None
+    if modules.value is None and modules.why != OUT_OF_TIME:
+        stats_chain["module_bound_counted_skipped"] = modules.why
+        modules = module_chain(problem, deadline=options.deadline)
+    label = "module-chain bound" + (f" ({calls * len(d.acc)} calls counted)" if stats_chain["module_bound_counts_calls"]
+                                    else "")
+    extra.append(("module_bound", "modules", label, "modules", modules.value, modules.modules, modules.why))
     for key, size_key, label, unit, value, size, why in extra:
         stats_chain.update({key: value, size_key: size})
         if value is None:
