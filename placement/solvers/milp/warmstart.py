@@ -66,6 +66,8 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
         if found.status is Status.FEASIBLE and found.plan is not None and (
                 stages is None or found.plan.non_empty == stages):
             candidates.append(found.plan)
+            if progress is not None:
+                progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s)")
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
     scored = [(ev.latency, p) for ev, p in scored if ev.valid]
     if not scored:
