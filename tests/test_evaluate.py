@@ -578,3 +578,18 @@ def test_a_node_placed_a_million_times_is_reported_in_one_short_line():
     repeated = Plan((DeviceAssignment(A, (1, 2, 3, 4)),) + (DeviceAssignment(A, (1,)),) * 12)
     found = [v for v in evaluate(problem, repeated).violations if v.startswith("node 1 ")]
     assert found == ["node 1 is placed 13 times (devices 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, and 3 more)"]
+
+
+def test_a_chain_repeated_on_thousands_of_devices_is_checked_once_per_pair_of_devices():
+    """Every node of a → b → c → d on each of 3,000 devices: each node is reported once, and the
+    contiguity checks, which join every device holding a node to every device holding its successor,
+    keep each pair once without searching a list for it (which took 459 s at 2,400 devices)."""
+    import placement
+
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    repeated = Plan((DeviceAssignment(A, (1, 2, 3, 4)),) * 3000)
+    ev = evaluate(problem, repeated, "stages")
+    assert ev.violations[0] == "node 1 is placed 3000 times (devices 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, and 2,990 more)"
+    assert ev.violations[-2:] == ("device type accelerator: 3000 devices used, but only 2 exist",
+                                  "stages: no pipeline order of the devices exists: cycle 0 -> 1 -> 0")
+    assert ev.finest_class == "sets"      # each device's set, the whole chain, is contiguous

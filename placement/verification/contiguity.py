@@ -142,13 +142,15 @@ def _quotient(problem: Instance, where: dict[int, list[int]], n_devices: int
             labels.append(f"unplaced {key}")
             devices = [len(labels) - 1]
         on[key] = devices
-    succ: list[list[int]] = [[] for _ in labels]
+    # successors in the order first met (dicts as ordered sets: a node repeated on many devices
+    # would make list lookups cubic)
+    succ: list[dict[int, None]] = [{} for _ in labels]
     for x, y in edges:
         for i in on[x]:
             for j in on[y]:
-                if i != j and j not in succ[i]:
-                    succ[i].append(j)
-    return labels, succ
+                if i != j:
+                    succ[i].setdefault(j)
+    return labels, [list(s) for s in succ]
 
 
 def stages_violations(problem: Instance, where: dict[int, list[int]], n_devices: int) -> list[str]:
@@ -167,8 +169,8 @@ def pipeline_order(problem: Instance, plan: Plan) -> tuple[int, ...] | None:
     """
     where: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
     for d, dev in enumerate(plan.devices):
-        for v in dev.nodes:
-            if v in where and d not in where[v]:
+        for v in dict.fromkeys(dev.nodes):
+            if v in where:
                 where[v].append(d)
     labels, succ = _quotient(problem, where, len(plan.devices))
     order = least_first_order(len(labels), succ)

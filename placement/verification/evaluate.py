@@ -262,13 +262,10 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
         reports.append(report)
         violations.extend(device_violations)
 
-    class_devices: dict[int, list[int]] = {}
+    class_devices: dict[int, dict[int, None]] = {}     # ordered sets
     for n in problem.nodes:
         if n.colour is not None:
-            class_devices.setdefault(n.colour, [])
-            for d in where[n.id]:
-                if d not in class_devices[n.colour]:
-                    class_devices[n.colour].append(d)
+            class_devices.setdefault(n.colour, {}).update(dict.fromkeys(where[n.id]))
     for colour, devices in class_devices.items():
         if len(devices) > 1:
             violations.append(f"colour {colour} is split over devices {_join(sorted(devices))}")
