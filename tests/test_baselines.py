@@ -142,6 +142,19 @@ def test_expert_split_listing_forward_nodes_only(tmp_path):
     assert [r.load for r in evaluate(problem, expert.plan).devices] == [8.5, 11.5]
 
 
+def test_expert_split_says_it_does_not_read_backward_tasks():
+    """The same split with the B and W tasks of a split-backward plan: the loads are the joint ones
+    above (each backward node where its colour puts it), and the message says the tasks were not read."""
+    problem = read_instance(TINY / "training-pair.json")
+    split = Plan((DeviceAssignment(A, (1,), b_tasks=(4,), w_tasks=(4,)), DeviceAssignment(A, (2,), b_tasks=(3,),
+                                                                                          w_tasks=(3,))))
+    expert = solve(problem, "expert", split=split)
+    assert (expert.status, expert.objective) == (Status.FEASIBLE, 11.5)
+    assert expert.message == ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan "
+                              "with joint backward nodes (`placement verify --backward split` checks a "
+                              "split-backward plan)")
+
+
 def test_latency_greedy_by_hand():
     """memory-chain as an inference graph: a -> b -> c, 3 bytes each, memory 5 per accelerator (2), CPU.
 

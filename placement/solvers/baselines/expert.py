@@ -3,7 +3,8 @@
 Model
 -----
 The split file (``split`` option; Tarnawski's plan format or this package's)
-is read as it is: its devices, in its order. Nodes it does not list are placed
+is read as it is: its devices, in its order (the B and W tasks of a split-backward plan are not
+read, and the message says so). Nodes it does not list are placed
 with the listed nodes of their colour class when that class sits on one device
 (the expert splits of training graphs may list forward nodes only); the plan
 returned lists the split's nodes as given (unknown or repeated ids included, so
@@ -43,4 +44,8 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     plan = Plan(tuple(DeviceAssignment(dev.type, dev.nodes + tuple(v for v in report.nodes if v in inferred), dev.calls)
                       for dev, report in zip(listed.devices, completed.devices)))
     stats = {"split": str(split) if isinstance(split, (str, Path)) else type(split).__name__, "inferred_from_colours": len(completed.inferred)}
-    return throughput_solution(problem, plan, "expert", start, stats)
+    note = ""
+    if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
+        note = ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
+                "backward nodes (`placement verify --backward split` checks a split-backward plan)")
+    return throughput_solution(problem, plan, "expert", start, stats, note)
