@@ -151,7 +151,7 @@ def test_expert_split_says_it_does_not_read_backward_tasks():
     expert = solve(problem, "expert", split=split)
     assert (expert.status, expert.objective) == (Status.FEASIBLE, 11.5)
     assert expert.message == ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan "
-                              "with joint backward nodes (`placement verify --backward split` checks a "
+                              "with joint backward nodes (verify with backward='split' checks a "
                               "split-backward plan)")
 
 

@@ -83,13 +83,21 @@ def test_auto_solves_other_classes_with_the_milp(capsys):
 
 @pytest.mark.parametrize("backend", [n for n, ok, _ in backend_availability() if ok and ":" not in n])
 def test_every_backend_from_the_cli_with_a_log(backend, tmp_path, capsys):
+    # from nothing: the DP's start would prove the optimum, and the solver would not run
     log = tmp_path / "solver.log"
     assert main(["solve", THREE, "--method", "milp", "--backend", backend, "--log", str(log),
-                 "--threads", "1", "--seed", "3", "--gap", "0", "--quiet"]) == 0
+                 "--threads", "1", "--seed", "3", "--gap", "0", "--quiet", "--no-warm-start"]) == 0
     assert "max-load    8.000000" in capsys.readouterr().out
     assert log.exists()
     if backend in ("cp-sat", "pulp"):   # the pywraplp solvers write their logs from native code
         assert log.stat().st_size > 0
+
+
+def test_a_log_of_a_run_that_needs_no_search_says_why(tmp_path, capsys):
+    log = tmp_path / "solver.log"
+    assert main(["solve", THREE, "--method", "milp", "--log", str(log), "--quiet"]) == 0
+    assert "the solver was not run" in capsys.readouterr().out
+    assert log.read_text() == "cp-sat was not run: the starting plan (8) meets the lower bound (8)\n"
 
 
 def test_unknown_backend_and_bad_gap(capsys):
@@ -106,6 +114,10 @@ def test_progress_reports_model_and_incumbents(capsys):
     assert main(["solve", CHAIN4, "--method", "milp"]) == 0
     err = capsys.readouterr().err
     assert "warm start from the DP optimum (stages, throughput): max-load 7.5" in err
+    assert "lower bound 7.5: the DP's, which found the start" in err
+    assert "the starting plan (7.5) meets the lower bound: no search needed" in err
+    assert main(["solve", CHAIN4, "--method", "milp", "--no-warm-start"]) == 0
+    err = capsys.readouterr().err
     assert "MILP: " in err and "solving with cp-sat, time limit 60 s" in err
 
 

@@ -311,3 +311,24 @@ def test_no_warm_start_starts_from_nothing():
     assert "started from a plan" not in cold.message
     warm = placement.solve(problem, method="milp", contiguity="none", time_limit=3)
     assert "started from a plan of value" in warm.message
+
+
+def test_the_dp_start_proves_the_stages_optimum_and_the_solver_is_not_run():
+    """InceptionV3 training under `stages`: the default start is the DP's optimum, 122.761616, whose
+    proof bounds the stages model, so the MILP returns it optimal without running CP-SAT (which took
+    2.5–5.6 s to prove it). Under `sets`, which the DP's optimum does not bound, the start is only a
+    plan; and a plan given as the start carries no bound."""
+    path = SHARED / "throughput-inputs" / "LayerGraphs" / "inceptionv3_training.json"
+    if not path.exists():
+        pytest.skip(f"{path} not found: the published instances are not beside the repository")
+    import placement
+
+    problem = placement.load(path)
+    dp = placement.solve(problem, method="dp")
+    solved = placement.solve(problem, method="milp", contiguity="stages", time_limit=60)
+    assert (solved.status, solved.value, solved.stats["start_bound"]) == ("optimal", dp.value, dp.value)
+    assert "the solver was not run" in solved.message
+    given = placement.solve(problem, method="milp", contiguity="stages", warm_start=dp.to_plan(), time_limit=1)
+    assert "start_bound" not in given.stats
+    sets = placement.solve(problem, method="milp", contiguity="sets", time_limit=4)
+    assert "start_bound" not in sets.stats and "started from a plan of value 122.762" in sets.message

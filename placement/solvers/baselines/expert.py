@@ -47,5 +47,5 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     note = ""
     if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
         note = ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
-                "backward nodes (`placement verify --backward split` checks a split-backward plan)")
+                "backward nodes (verify with backward='split' checks a split-backward plan)")
     return throughput_solution(problem, plan, "expert", start, stats, note)

@@ -59,7 +59,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
                stages: int | None = None, deadline: float | None = None, own_start: bool = True,
-               check: Callable[[], Plan | None] | None = None) -> Solution:
+               check: Callable[[], Plan | None] | None = None, start_bound: float = 0.0) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
@@ -77,7 +77,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     plan a formulation builds with its model (the packing bound's assignment of :mod:`.none`) from the
     solver: a run asked to start from nothing starts from nothing. ``check`` finds a plan that a
     floating-point backend's claim of optimality is checked against where there is no start
-    (:func:`.driver.checked_claim`).
+    (:func:`.driver.checked_claim`). ``start_bound``: a lower bound on the objective of every plan of
+    the request, proven where the start was found (the DP's ``stages`` optimum for ``throughput``); a
+    start that meets it ends the search as optimal.
     """
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
@@ -88,7 +90,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
         return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
                                   progress=progress, stages=stages, check=check)
     return solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
-                            progress=progress, own_start=own_start, check=check)
+                            progress=progress, own_start=own_start, check=check, start_bound=start_bound)
 
 
 __all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "DEFAULT_CALLS"]

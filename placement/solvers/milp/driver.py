@@ -239,6 +239,10 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
+        if options.log_path is not None:     # the log says why it holds no search
+            with open(options.log_path, "a", encoding="utf-8") as log:
+                log.write(f"{be.name} was not run: the starting plan ({fallback[1]:.10g}) meets the lower bound "
+                          f"({simple:.10g})\n")
         return RawResult("skipped", stats=be.build_stats())
     limit = options.left(reserve(options))
     if limit <= 0:
@@ -276,12 +280,14 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_product: float = DEFAULT_MAX_PRODUCT,
                      progress: Callable[[str], None] | None = None, own_start: bool = True,
-                     check: Callable[[], Plan | None] | None = None) -> Solution:
+                     check: Callable[[], Plan | None] | None = None, start_bound: float = 0.0) -> Solution:
     """Optimal (or bounded) plan of ``formulation`` for ``objective`` on the named backend; the model is
     built, and the solver run, within ``options.deadline`` (:func:`out_of_time` when it passes first).
     ``own_start``: the formulation's own starting plan (:meth:`Formulation.start_plan`) may replace
     ``warm_start`` where it is better; ``check`` finds a plan that a floating-point backend's claim
-    of optimality is checked against where there is no start (:func:`checked_claim`)."""
+    of optimality is checked against where there is no start (:func:`checked_claim`); ``start_bound``
+    (a lower bound proven where the start was found: the DP's ``stages`` optimum) joins the
+    instance's lower bound."""
     start = time.perf_counter()
     be = make_backend(backend)
 
@@ -292,6 +298,10 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                    formulation.stages)
 
     simple = lower_bound(problem, objective)
+    if start_bound > simple:
+        simple = start_bound
+        if progress is not None:
+            progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
     be.deadline = options.deadline
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
@@ -327,6 +337,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **formulation.model_stats(variables, 1.0 / d.scaling.scale)}
     if formulation.stages is not None:
         stats["stages"] = formulation.stages
+    if start_bound > 0:
+        stats["start_bound"] = start_bound
     raw = run_solver(be, options, progress, 1.0 / d.scaling.scale, fallback, simple)
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,

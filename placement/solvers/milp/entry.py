@@ -1,7 +1,8 @@
 """The MILP as a method of :func:`placement.solve`: its keywords turned into :func:`solve_milp`'s.
 
 ``warm_start`` is a plan to start from, or ``True``, which starts the solver from :func:`.warmstart.default_warm_start` (the DP's
-optimum where the DP applies, a chain-DP plan above ``max_ideals`` ideals; for the latency
+optimum where the DP applies, which then also bounds the ``stages`` model of the ``throughput``
+objective, a chain-DP plan above ``max_ideals`` ideals; for the latency
 objective the best of the chain DP's plan, the latency greedy, the latency chain DP, the
 module-chain plan and every node on one device of each type that takes them all, the DP only
 when none of them finds a plan); ``False`` starts from nothing, and then a floating-point
@@ -30,7 +31,7 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
 from placement.solvers.milp.backends import check_backend_available
 from placement.solvers.baselines.latency_moves import move_classes_to_cpus
-from placement.solvers.milp.warmstart import default_warm_start
+from placement.solvers.milp.warmstart import default_warm_start, warm_start_and_bound
 
 DEFAULT_BACKEND = "cp-sat"
 #: the most of the time limit the default warm start may take
@@ -53,9 +54,10 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     deadline = began + time_limit if deadline is None else deadline
     start = warm_start if isinstance(warm_start, Plan) else None
     start_deadline = began + WARM_START_SHARE * (deadline - began)
+    proven = 0.0
     if warm_start is True:
-        start = default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
-                                   deadline=start_deadline)
+        start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
+                                             deadline=start_deadline)
     if start is not None and objective == "latency":
         start = move_classes_to_cpus(instance, start, start_deadline, stages, progress)
 
@@ -67,4 +69,5 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,
-                      deadline=deadline, own_start=warm_start is not False, check=check)
+                      deadline=deadline, own_start=warm_start is not False, check=check,
+                      start_bound=proven if contiguity == "stages" else 0.0)

@@ -48,8 +48,19 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     """A good feasible plan quickly (with exactly ``stages`` non-empty devices when given), or ``None``
     when no method finds one. Past ``deadline`` (a ``time.perf_counter()`` value) the DP stops and
     the chain DP gives the plan."""
+    return warm_start_and_bound(problem, max_ideals, progress, objective, stages, deadline)[0]
+
+
+def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
+                         progress: Callable[[str], None] | None = None, objective: str = "throughput",
+                         stages: int | None = None, deadline: float | None = None) -> tuple[Plan | None, float]:
+    """:func:`default_warm_start`'s plan and, where the DP found it for the ``throughput`` objective,
+    the DP's lower bound on every ``stages`` plan (with exactly ``stages`` stages when given; its
+    optimum, or less where its sums may round); else 0."""
+    if objective == "throughput":
+        return pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
     if objective != "latency":
-        return pipeline_start(problem, max_ideals, progress, stages, deadline)
+        return pipeline_start(problem, max_ideals, progress, stages, deadline), 0.0
     candidates = whole_graph_plans(problem) if stages in (None, 1) else []
     try:
         chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
@@ -71,11 +82,11 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
     scored = [(ev.latency, p) for ev, p in scored if ev.valid]
     if not scored:
-        return pipeline_start(problem, max_ideals, progress, stages, deadline)
+        return pipeline_start(problem, max_ideals, progress, stages, deadline), 0.0
     latency, best = min(scored, key=lambda item: item[0])
     if progress is not None:
         progress(f"warm start for latency: {latency:.6g}")
-    return best
+    return best, 0.0
 
 
 def whole_graph_plans(problem: Instance) -> list[Plan]:
@@ -95,14 +106,21 @@ def whole_graph_plans(problem: Instance) -> list[Plan]:
 
 
 def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
-                    stages: int | None = None, deadline: float | None = None) -> Plan | None:
+                   stages: int | None = None, deadline: float | None = None) -> Plan | None:
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
     (exactly ``stages`` stages when given)."""
+    return pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)[0]
+
+
+def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
+                             stages: int | None = None, deadline: float | None = None) -> tuple[Plan | None, float]:
+    """:func:`pipeline_start`'s plan and, where the DP found it, the DP's lower bound on every
+    ``stages`` plan's throughput (its optimum, or less where its sums may round; else 0)."""
     what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
     share = None if deadline is None else max(1.0, deadline - time.perf_counter())
     try:
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline))
-        source = f"DP optimum ({what})"
+        source, exact = f"DP optimum ({what})", True
     except LimitExceededError as exc:
         try:   # the chain DP gets a share as long again
             later = None if deadline is None or share is None else max(deadline, time.perf_counter()) + share
@@ -110,14 +128,14 @@ def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str],
         except LimitExceededError as chain_exc:
             if progress is not None:
                 progress(f"no warm start: {chain_exc}")
-            return None
-        source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
+            return None, 0.0
+        source, exact = ("chain DP" if stages is None else f"chain DP ({stages} stages)"), False
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
         if progress is not None:
             progress("no warm start: the DP found no plan")
-        return None
+        return None, 0.0
     if progress is not None:
         progress(f"warm start from the {source}: max-load {solution.objective:.6g} ({solution.runtime_s:.2f} s)")
-    return solution.plan
+    return solution.plan, solution.bound if exact else 0.0
