@@ -116,6 +116,24 @@ def test_the_counted_bound_prices_a_call_two_branches_share():
     assert module_chain(two, calls=1).value == 4.0
 
 
+def test_a_source_feeding_five_thousand_nodes():
+    """s (accelerator 1, CPU 1000) feeds 5,000 nodes (accelerator 1, CPU 20), each sending 1; four
+    accelerators, one CPU. The optimum, 22: s alone in a call (1, then sending it, 1) and every other
+    node on the CPUs (20). A call holding k of them as well ends at 2 + k, and a call of its own for
+    one of them only frees that one. One module of 5,000 branches: its memory never binds, so the
+    DP leaves it out, and each merge links its choices instead of copying them (the DP gave up at
+    its work limit, and took 72 s to)."""
+    nodes = (Node(0, "s", (1.0, 1000.0), memory=1.0, out_cost=1.0),) + tuple(
+        Node(i, f"n{i}", (1.0, 20.0), memory=1.0, out_cost=1.0) for i in range(1, 5001))
+    problem = Instance(nodes, tuple(Edge(0, i) for i in range(1, 5001)), _devices(4, 1, 1e9), name="wide")
+    found = solve_latency_modules(problem)
+    assert (found.status, found.objective) == (Status.FEASIBLE, 22.0)
+    # the bounds are far below: without counts every node is in a call of its own (s ends at 2, each
+    # other call receives s, runs 1 and sends nothing: 4); counted, three of them have calls and
+    # the others are guests, each finishing no earlier than 2 + (2·2 − 1) = 5
+    assert (module_chain(problem).value, module_chain(problem, calls=1).value) == (4.0, 5.0)
+
+
 def test_sums_that_round_lower_the_bound():
     """Times 0.1, 0.2 and 0.3 on one accelerator, no CPU: the bound is below the evaluator's sum
     0.6000000000000001 by at most what the sums may lose."""

@@ -191,10 +191,13 @@ def _data(problem: Instance) -> tuple[_Data, list[int]] | str:
             pred[sink].append(v)
     order = [source] + problem.topological_positions() + [sink]
     capacity = max((types[t].memory for t in acc), default=0.0)
+    memory = [v.memory for v in nodes]
+    if sum(memory) <= capacity:     # no call can run out of memory: the DP leaves it out (fewer options)
+        memory = [0.0] * n
     # a node that feeds only the virtual sink sends nothing
     sends = [v.out_cost if succ[i] != [sink] else 0.0 for i, v in enumerate(nodes)]
     d = _Data([fastest(i, acc) for i in range(n)] + [None, None], [fastest(i, cpu) for i in range(n)] + [0.0, 0.0],
-              [v.memory for v in nodes] + [0.0, 0.0], sends + [0.0, 0.0], capacity * (1 + LENIENT), succ, pred,
+              memory + [0.0, 0.0], sends + [0.0, 0.0], capacity * (1 + LENIENT), succ, pred,
               sum(types[t].count for t in acc))
     return d, order
 
@@ -567,7 +570,9 @@ def _module(d: _Data, branches: list[_Branch], a: int, b: int, entry: str, exit_
             if any(not o for o in options):
                 continue
             for latest in sorted({o.r for opts in options for o in opts}):
-                merged: list[tuple] = [(0.0, 0.0, 0.0, 0, ())]
+                # each point's choices, one per branch, as a linked list (prev, choice) built in
+                # constant time (a tuple copied per merge made modules of many branches quadratic)
+                merged: list[tuple] = [(0.0, 0.0, 0.0, 0, None)]
                 for opts in options:
                     fitting = _by_calls([(o.add, o.head_memory, o.tail_memory, o.calls, o.choice)
                                          for o in opts if o.r <= latest])
@@ -576,7 +581,7 @@ def _module(d: _Data, branches: list[_Branch], a: int, b: int, entry: str, exit_
                         break
                     d.spend(len(merged) * len(fitting))
                     merged = _by_calls([(v1 + v2, h1 + h2, t1 + t2, n1 + n2,
-                                         c1 + (c2,))
+                                         (c1, c2))
                                         for v1, h1, t1, n1, c1 in merged for v2, h2, t2, n2, c2 in fitting
                                         if h1 + h2 <= d.room and t1 + t2 <= d.room and n1 + n2 <= d.limit])
                 found += [(latest + extra + v, hm, tm, n, (head_any, tail_full, choices))
@@ -642,8 +647,16 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
         branches = _branches(d, members, a, b, rank)
         branches_of.append(branches)
         cache: dict = {}
-        tables = {(e, x): _module(d, branches, a, b, e, x, plan, cache)
-                  for e in ("cpu", "call") for x in ("cpu", "call")}
+        tables: dict[tuple[str, str], list[tuple]] = {}
+
+        def table(entry: str, exit_: str, a: int = a, b: int = b, branches: list[_Branch] = branches,
+                  cache: dict = cache) -> list[tuple]:
+            """The module's table for ``a`` on a CPU or in a call, and ``b`` the same; only those the
+            states reach and ``b`` can take are built."""
+            if (entry, exit_) not in tables:
+                tables[(entry, exit_)] = _module(d, branches, a, b, entry, exit_, plan, cache)
+            return tables[(entry, exit_)]
+
         new_cpu: dict[int, tuple[float, tuple]] = {}
         new_call: list[tuple] = []
         entries = [("cpu", tau, 0.0, n, ("cpu", k - 1, n)) for n, (tau, _back) in cpu_state[-1].items()]
@@ -651,13 +664,13 @@ def _run(problem: Instance, d: _Data, order: list[int], plan: bool) -> ModuleCha
         for kind, base, used, n, back in entries:
             cap = d.room - used if kind == "call" else 0.0
             if d.p_cpu[b] is not None:
-                for v, hm, _tm, m, choice in tables[(kind, "cpu")]:
+                for v, hm, _tm, m, choice in table(kind, "cpu"):
                     total = n + m
                     if hm <= cap and total <= limit and (
                             total not in new_cpu or base + v + d.p_cpu[b] < new_cpu[total][0]):
                         new_cpu[total] = (base + v + d.p_cpu[b], (back, "cpu", choice))
             if d.p_acc[b] is not None and d.memory[b] <= d.room:
-                for v, hm, tm, m, choice in tables[(kind, "call")]:
+                for v, hm, tm, m, choice in table(kind, "call"):
                     total = n + m + opening
                     if hm <= cap and tm + d.memory[b] <= d.room and total <= limit:
                         new_call.append((base + v + d.p_acc[b], tm + d.memory[b], 0.0, total,
@@ -719,7 +732,12 @@ def _rebuild(arts: list[int], between: dict[int, list[int]], branches_of: list[l
         if back[0] == "call":
             following = []
             calls.append(following)
-        _head_any, _tail_full, choices = choice
+        _head_any, _tail_full, linked = choice
+        choices: list = []
+        while linked is not None:
+            linked, last_choice = linked
+            choices.append(last_choice)
+        choices.reverse()
         for br, ch in zip(branches_of[k], choices):
             if ch[0] == "sets":
                 _sets, head, tail, middle_calls = ch
