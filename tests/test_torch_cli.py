@@ -351,3 +351,23 @@ def test_file_factories_and_unknown_operators_warn(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert [n["name"] for n in data["nodes"]] == ["odd", "mul"]
     assert data["about"]["unknown_operators"] == ["placement_cli_test::odd"]
+
+
+def test_split_places_the_nodes_a_plan_leaves_to_their_colour_class(tmp_path, capsys):
+    """A training plan that lists the forward nodes only (as the published expert splits do): verify
+    places each gradient with its layer, and split does the same, with a note, rather than refusing
+    the plan for the nodes it does not list. The tiny MLP's gradients 3, 4, 5 are the mates of 0, 1, 2."""
+    instance = tmp_path / "mlp.json"
+    assert main(["import", "tests.test_torch_cli:tiny_mlp", "--out", str(instance), "--accelerators", "2",
+                 "--training"]) == 0
+    full = write_plan(tmp_path / "full.json", [0, 1, 3, 4], [2, 5])
+    forward = write_plan(tmp_path / "forward.json", [0, 1], [2])
+    capsys.readouterr()
+    assert main(["split", str(instance), full, "--json"]) == 0
+    expected = capsys.readouterr()
+    assert main(["split", str(instance), forward, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == expected.out and expected.err == ""
+    assert captured.err == "note: 3 nodes the plan does not list go with their colour class, as verify places them\n"
+    assert main(["split", str(instance), forward, "--json", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -46,15 +46,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _check_fit(problem: Any, plan: Plan) -> None:
-    """Refuse a plan the instance cannot run (unknown device types, more devices than it has, nodes
-    off their supported types, memory), as the independent evaluator finds it."""
-    from placement.verification.evaluate import evaluate
+def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> Plan:
+    """The plan with the nodes it leaves to their colour class placed with it (as ``verify`` places
+    them); refused where the instance cannot run it (unknown device types, more devices than it has,
+    nodes off their supported types, memory), as the independent evaluator finds it."""
+    from placement.verification.evaluate import evaluate, with_inferred
 
-    violations = evaluate(problem, plan, "none").violations
-    if violations:
-        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
-        raise UsageError(f"the plan does not fit the instance: {violations[0]}{more}")
+    found = evaluate(problem, plan, "none", infer_from_colours=True)
+    if found.violations:
+        more = f" (and {len(found.violations) - 1} more)" if len(found.violations) > 1 else ""
+        raise UsageError(f"the plan does not fit the instance: {found.violations[0]}{more}")
+    if found.inferred:
+        say(f"note: {len(found.inferred):,} nodes the plan does not list go with their colour class, as "
+            "verify places them")
+    return with_inferred(plan, found)
 
 
 def _stage_rows(layout: Layout, plan: Plan) -> list[tuple[str, ...]]:
@@ -113,6 +118,11 @@ def run(args: argparse.Namespace) -> int:
     from placement.io.plans import as_plan, recorded_overrides
     from placement.loading import as_instance, override_devices
 
+    def say(line: str) -> None:
+        """A note or warning on stderr, unless --quiet."""
+        if not args.quiet:
+            print(line, file=sys.stderr)
+
     source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
     problem = as_instance(source)   # a Piper instance is refused as such, before its layout is read
     layout = read_layout(source)
@@ -122,12 +132,12 @@ def run(args: argparse.Namespace) -> int:
     overrides = recorded_overrides(plan_source)
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)
-        print(recorded_devices_note(argparse.Namespace(plan=plan_source), done="split"), file=sys.stderr)
-    _check_fit(problem, plan)
+        say(recorded_devices_note(argparse.Namespace(plan=plan_source), done="split"))
+    plan = _check_fit(problem, plan, say)
     plan, order = in_pipeline_order(problem, plan)
     if order is not None:
-        print(f"note: the plan lists its devices out of pipeline order; its stages are its devices "
-              f"{', '.join(map(str, order))}, in that order", file=sys.stderr)
+        say(f"note: the plan lists its devices out of pipeline order; its stages are its devices "
+            f"{', '.join(map(str, order))}, in that order")
     if args.format == "stages":
         rows = _stage_rows(layout, plan)
         value: Any = [{"stage": int(k), "device": kind, "#nodes": int(count), "first": first, "last": last}
@@ -135,17 +145,16 @@ def run(args: argparse.Namespace) -> int:
         text = "\n".join(format_table(rows, left=range(5), rule=False))
         why = _why_no_pipeline(layout, plan)
         if why is not None:   # the table lists the devices as the plan does; no runtime runs them so
-            print(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: "
-                  f"{why}", file=sys.stderr)
+            say(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}")
     else:
         value = export(args.format, layout, plan)
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
         if args.format != "megatron":   # Megatron ties its embeddings itself
             for name, held in shared_across_stages(layout, plan).items():
                 listed = ", ".join(map(str, held[:-1])) + f" and {held[-1]}"
-                print(f"warning: trained parameter {name!r} is read by stages {listed}; the "
-                      "runtime gives each stage its own copy and does not add their gradients, so the copies "
-                      "drift apart in training (placement.torch.plan_pipeline adds them)", file=sys.stderr)
+                say(f"warning: trained parameter {name!r} is read by stages {listed}; the runtime gives each "
+                    "stage its own copy and does not add their gradients, so the copies drift apart in training "
+                    "(placement.torch.plan_pipeline adds them)")
     if args.out:
         write_text(args.out, text + "\n")
     if args.json:

@@ -32,7 +32,7 @@ type; and the requested contiguity class: ``none`` (nothing more), ``sets`` or `
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from placement.errors import InvalidParameterError
@@ -289,5 +289,15 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
                       inferred=tuple(inferred))
 
 
+def with_inferred(plan: Plan, evaluation: Evaluation) -> Plan:
+    """``plan`` with each node that ``evaluation`` (of it, with ``infer_from_colours``) placed by its
+    colour class listed on that device, after the device's own nodes."""
+    inferred = set(evaluation.inferred)
+    if not inferred:
+        return plan
+    return Plan(tuple(replace(dev, nodes=dev.nodes + tuple(v for v in report.nodes if v in inferred))
+                      for dev, report in zip(plan.devices, evaluation.devices)))
+
+
 __all__ = ["CONTIGUITY_CLASSES", "DeviceReport", "Evaluation", "check_contiguity", "evaluate", "fmt_number",
-           "pipeline_order"]
+           "pipeline_order", "with_inferred"]

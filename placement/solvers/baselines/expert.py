@@ -26,7 +26,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.io.plans import as_plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, check_objective, throughput_solution
-from placement.verification.evaluate import evaluate
+from placement.verification.evaluate import evaluate, with_inferred
 
 
 def solve_expert(problem: Instance, **options: Any) -> Solution:
@@ -39,10 +39,9 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
                                              "pass a plan or a plan file")
     start = time.perf_counter()
     listed = as_plan(split, "split")
-    completed = evaluate(problem, listed, "none", infer_from_colours=True)
-    inferred = set(completed.inferred)
-    plan = Plan(tuple(DeviceAssignment(dev.type, dev.nodes + tuple(v for v in report.nodes if v in inferred), dev.calls)
-                      for dev, report in zip(listed.devices, completed.devices)))
+    joint = Plan(tuple(DeviceAssignment(dev.type, dev.nodes, dev.calls) for dev in listed.devices))
+    completed = evaluate(problem, joint, "none", infer_from_colours=True)
+    plan = with_inferred(joint, completed)
     stats = {"split": str(split) if isinstance(split, (str, Path)) else type(split).__name__, "inferred_from_colours": len(completed.inferred)}
     note = ""
     if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
