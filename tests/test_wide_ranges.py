@@ -166,9 +166,11 @@ def test_a_log_on_a_full_device_is_one_error_and_no_endless_read(backend):
     """/dev/full opens for writing, then every write fails, and reading it back never ends: the CBC
     backends read their log back for its bound, and once ran out of memory doing so. Every backend
     logs to a scratch file and adds it to the user's log afterwards, where the failure is named."""
-    with pytest.raises(InvalidParameterError) as caught:
-        placement.solve(str(CHAIN4), method="milp", backend=backend, log="/dev/full", time_limit=30)
-    assert str(caught.value) == "log names a file that cannot be written: /dev/full: No space left on device"
+    for warm_start in (False, True):    # the solver runs; the DP's start proves the optimum and it does not
+        with pytest.raises(InvalidParameterError) as caught:
+            placement.solve(str(CHAIN4), method="milp", backend=backend, log="/dev/full", time_limit=30,
+                            warm_start=warm_start)
+        assert str(caught.value) == "log names a file that cannot be written: /dev/full: No space left on device"
 
 
 def run_cli(*args: str, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:

@@ -28,6 +28,7 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, SolveOptions, make_backend
+from placement.solvers.milp.backends.base import append_log
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.heartbeat import heartbeat
 from placement.solvers.milp.interrupt import solve_interruptibly
@@ -239,10 +240,8 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     if fallback is not None and meets(simple, fallback[1]):
         if progress is not None:
             progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
-        if options.log_path is not None:     # the log says why it holds no search
-            with open(options.log_path, "a", encoding="utf-8") as log:
-                log.write(f"{be.name} was not run: the starting plan ({fallback[1]:.10g}) meets the lower bound "
-                          f"({simple:.10g})\n")
+        append_log(options.log_path, f"{be.name} was not run: the starting plan ({fallback[1]:.10g}) meets the "
+                                     f"lower bound ({simple:.10g})\n")     # the log says why it holds no search
         return RawResult("skipped", stats=be.build_stats())
     limit = options.left(reserve(options))
     if limit <= 0:
