@@ -134,6 +134,25 @@ def test_a_source_feeding_five_thousand_nodes():
     assert (module_chain(problem).value, module_chain(problem, calls=1).value) == (4.0, 5.0)
 
 
+def test_a_branch_that_also_feeds_the_join_from_inside_is_no_chain():
+    """a → x → y → b with x → b as well, and a → b; a and b only on the CPUs (time 0), x and y 1 on the
+    accelerator and 100 on the CPUs; x sends 10, a and y 1; one accelerator.
+
+    The optimum, 14: x and y in one call, which receives a (1), runs both (2) and sends x (10), which b
+    reads too, and y (1). Read as a chain, the branch would send only y from that call, and the DP's
+    plan claimed 12 for it; as a branch that is no chain its heads, tails and sends are exact sets."""
+    nodes = (Node(0, "a", (None, 0.0), out_cost=1.0), Node(1, "x", (1.0, 100.0), out_cost=10.0),
+             Node(2, "y", (1.0, 100.0), out_cost=1.0), Node(3, "b", (None, 0.0)))
+    edges = (Edge(0, 1), Edge(1, 2), Edge(1, 3), Edge(2, 3), Edge(0, 3))
+    problem = Instance(nodes, edges, _devices(1, 1), name="skip")
+    assert brute_force_latency(problem, max_calls=1).objective == 14.0
+    found = module_chain(problem, plan=True)
+    assert found.value == 14.0 and evaluate_latency(problem, module_plan(problem, found)).latency == 14.0
+    # the bound takes each path's middle on its own: on the path x → b, x in a call receives a (1), runs
+    # 1 and sends 10: 12, with or without counts
+    assert (module_chain(problem).value, module_chain(problem, calls=1).value) == (12.0, 12.0)
+
+
 def test_sums_that_round_lower_the_bound():
     """Times 0.1, 0.2 and 0.3 on one accelerator, no CPU: the bound is below the evaluator's sum
     0.6000000000000001 by at most what the sums may lose."""

@@ -233,8 +233,11 @@ def _branches(d: _Data, members: list[int], a: int, b: int, rank: dict[int, int]
     for nodes in groups.values():
         nodes.sort(key=rank.__getitem__)
         own = set(nodes)
+        # a chain: one successor and one predecessor within, entered from a at its first node only and
+        # left to b at its last only (an earlier node feeding b sends across any call boundary after it)
         chain = all(sum(w in own for w in d.succ[v]) <= 1 and sum(u in own for u in d.pred[v]) <= 1
-                    for v in nodes) and sum(1 for v in nodes if a in d.pred[v]) == 1
+                    for v in nodes) and sum(1 for v in nodes if a in d.pred[v]) == 1 \
+            and sum(1 for v in nodes if b in d.succ[v]) == 1
         out.append(_Branch(_paths(d, nodes, own, a, b), nodes, chain))
     if b in d.succ[a]:
         out.append(_Branch([[]], [], True))
