@@ -226,3 +226,16 @@ def test_a_stop_at_a_tiny_limit_is_never_infeasible(backend, capsys):
         assert answer["objective"] == pytest.approx(11.277, rel=1e-9)
     if answer["bound"] is not None:
         assert answer["bound"] <= 11.277 + 1e-9
+
+
+def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsys):
+    """Reading a 96 MB instance takes seconds: solve and simulate say so first. The threshold is
+    lowered here so that the four-node chain counts as large."""
+    import placement.cli.options as options
+
+    monkeypatch.setattr(options, "LARGE_INPUT_BYTES", 1)
+    assert main(["solve", CHAIN4]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
+    assert main(["solve", CHAIN4, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

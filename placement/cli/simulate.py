@@ -11,8 +11,8 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, fraction,
-                                   path_name, positive_byte_count, positive_int, print_json, progress_printer,
-                                   read_once, recorded_devices_note)
+                                   load_announced, path_name, positive_byte_count, positive_int, print_json,
+                                   progress_printer, read_once, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.errors import InvalidPlanError
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:               # fail before simulating when the chart cannot be drawn
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
-    instance = placement.load(args.instance)
+    progress = progress_printer(args.quiet, getattr(args, "rename", None))
+    instance = load_announced(args.instance, progress)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)
     check_no_parallel_options(args)
@@ -78,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
-                                progress=progress_printer(args.quiet, getattr(args, "rename", None)),
-                                **devices(args))
+                                progress=progress, **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
         write_trace(result, args.trace, f"{title}: {result.schedule}")

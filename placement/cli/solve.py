@@ -10,8 +10,8 @@ import argparse
 from dataclasses import replace
 
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
-                                   non_negative_int, path_name, positive_float, positive_int, print_json,
-                                   progress_printer, relative_gap, write_plan_file)
+                                   load_announced, non_negative_int, path_name, positive_float, positive_int,
+                                   print_json, progress_printer, relative_gap, write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
@@ -97,12 +97,12 @@ def run(args: argparse.Namespace) -> int:
     check_distinct({"--log": args.log, "--out": args.out})
     check_writable(args.log, (args.instance, args.split))
     check_writable(args.out, (args.instance, args.split))
-    instance = placement.load(args.instance)
+    progress = progress_printer(args.quiet, getattr(args, "rename", None))
+    instance = load_announced(args.instance, progress)
     options = dict(
         method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,
-        calls=args.calls, warm_start=args.warm_start, log=args.log,
-        progress=progress_printer(args.quiet, getattr(args, "rename", None)),
+        calls=args.calls, warm_start=args.warm_start, log=args.log, progress=progress,
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
         schedule=args.schedule, chunks=args.chunks, **devices(args))
