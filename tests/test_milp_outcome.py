@@ -42,6 +42,19 @@ def test_a_start_that_meets_the_lower_bound_is_optimal_when_the_solver_finds_not
     assert result.message.endswith("the starting plan meets the instance's lower bound")
 
 
+def test_the_message_names_the_bound_that_proves_the_start_and_says_nothing_of_a_solver_that_never_ran():
+    named = context(0.25)
+    named.bound_name = "the DP's stages optimum"
+    result = conclude(named, FakeBackend(), RawResult("skipped"), lambda value: None,
+                      lambda plan: Verdict(True, 0.25, ()), fallback=(PLAN, 0.25))
+    assert result.message == "the solver was not run; the starting plan meets the DP's stages optimum"
+    late = RawResult("no_solution", message="the time limit ran out before the solver could start", ran=False)
+    result = conclude(context(0.2), FakeBackend(), late, lambda value: None, lambda plan: Verdict(True, 0.25, ()),
+                      fallback=(PLAN, 0.25))
+    assert (result.status, result.bound) == (Status.FEASIBLE, 0.2)
+    assert result.message == "the time limit ran out before the solver could start; the starting plan is returned"
+
+
 def test_below_the_start_the_lower_bound_proves_nothing():
     result = conclude(context(0.2), FakeBackend(), RawResult("infeasible"), lambda value: None,
                       lambda plan: Verdict(True, 0.25, ()), fallback=(PLAN, 0.25))

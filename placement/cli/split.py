@@ -57,8 +57,9 @@ def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> Plan:
         more = f" (and {len(found.violations) - 1} more)" if len(found.violations) > 1 else ""
         raise UsageError(f"the plan does not fit the instance: {found.violations[0]}{more}")
     if found.inferred:
-        say(f"note: {len(found.inferred):,} nodes the plan does not list go with their colour class, as "
-            "verify places them")
+        count = len(found.inferred)
+        say(f"note: {count:,} node{'s' if count > 1 else ''} the plan does not list go{'es' if count == 1 else ''} "
+            "with their colour class, as verify places them")
     return with_inferred(plan, found)
 
 

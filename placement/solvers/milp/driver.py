@@ -204,17 +204,18 @@ def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], 
     return own
 
 
-def data_notes(scaling: Scaling, memory_exact: bool, backend: str) -> list[str]:
-    """The notes on how the model's data differ from the instance's (rounded times or memory)."""
+def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: str = "the simple one") -> list[str]:
+    """The notes on how the model's data differ from the instance's (rounded times or memory);
+    ``bound_name``: what the bound is where the solver's is not used."""
     notes = []
     note = scaling_note(scaling, backend)
     if note:
         notes.append(note)
     if not memory_exact and backend == "cp-sat":
-        notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+        notes.append(f"memory rounded conservatively (sizes up, bounds down): the bound is {bound_name}")
     elif not memory_exact:
         notes.append(f"the memory data differ by steps finer than {backend}'s tolerances can tell apart (a millionth "
-                     "of a bound): its proof is not used and the bound is the simple one (cp-sat decides memory "
+                     f"of a bound): its proof is not used and the bound is {bound_name} (cp-sat decides memory "
                      "exactly)")
     return notes
 
@@ -245,7 +246,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
         return RawResult("skipped", stats=be.build_stats())
     limit = options.left(reserve(options))
     if limit <= 0:
-        return RawResult("no_solution", message="the time limit ran out before the solver could start")
+        return RawResult("no_solution", message="the time limit ran out before the solver could start", ran=False)
     best = None if fallback is None else fallback[1]
     with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best, stop=be.interrupt) as watched:
         raw = solve_interruptibly(be, replace(watched, time_limit=limit))
@@ -297,8 +298,9 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                    formulation.stages)
 
     simple = lower_bound(problem, objective)
+    bound_name = "the instance's lower bound"
     if start_bound > simple:
-        simple = start_bound
+        simple, bound_name = start_bound, "the DP's stages optimum"
         if progress is not None:
             progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
     be.deadline = options.deadline
@@ -314,12 +316,15 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple)
     be.deadline = None
-    notes = data_notes(d.scaling, d.memory_exact, be.name)
+    notes = data_notes(d.scaling, d.memory_exact, be.name,
+                       "the simple one" if bound_name.startswith("the instance") else bound_name)
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
             progress(line)
     if d.memory_exact:   # proven on the model's data, which round times down only
-        simple = max(simple, formulation.floor(variables, 1.0 / d.scaling.scale))
+        floor = formulation.floor(variables, 1.0 / d.scaling.scale)
+        if floor > simple:
+            simple, bound_name = floor, "the bound the model's construction proved"
     if own_start:
         warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
@@ -342,6 +347,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
-                  simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats)
+                  simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats,
+                  bound_name=bound_name)
 
     return conclude(ctx, be, raw, lambda value: formulation.decode(problem, d, variables, value), verify, fallback)

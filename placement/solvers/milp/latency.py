@@ -255,6 +255,14 @@ def _build(problem: Instance, d: LatencyData, be: Any, q: int, stages: int | Non
     return _Vars(x, L, w, floor, z)
 
 
+def _half_left(deadline: float | None) -> float | None:
+    """Half-way from now to ``deadline`` (a ``time.perf_counter()`` value; ``None``: no deadline)."""
+    if deadline is None:
+        return None
+    now = time.perf_counter()
+    return now + max(0.0, deadline - now) / 2
+
+
 def _core_rows(problem: Instance, d: LatencyData, be: Any, on_acc: Callable[[int], list[tuple[float, Any]]],
                w: list[Any]) -> dict[tuple[int, int], Any]:
     """Row 15: where the CPU cores' memory binds, the core of every colour class on the CPUs."""
@@ -424,7 +432,9 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     # rounded down or its memory rounded up
     path = (V.floor / d.scaling.scale if d.scaling.exact and d.memory_exact and V.floor > 0
             else latency_path_bound(problem, calls))
-    simple_bound = max(latency_lower_bound(problem), path if math.isfinite(path) else 0.0)
+    simple_bound, bound_name = latency_lower_bound(problem), "the longest-path bound"
+    if math.isfinite(path) and path >= simple_bound > 0:
+        simple_bound, bound_name = path, "the path bound"
     notes = data_notes(d.scaling, d.memory_exact, be.name)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     stats_chain: dict[str, Any] = {}
@@ -432,12 +442,13 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
         extra.append(("chain_bound", "chain_ideals", "chain bound", "ideals", chain.value, chain.ideals, chain.why))
-    # the module-chain bound with the calls counted, or, where that takes too much work, without
-    modules = module_chain(problem, deadline=options.deadline, calls=calls)
+    # the module-chain bound with the calls counted, or, where that takes too much work, without; each
+    # within half the time left, so that the solver keeps the rest
+    modules = module_chain(problem, deadline=_half_left(options.deadline), calls=calls)
     stats_chain["module_bound_counts_calls"] = modules.value is not None
     if modules.value is None and modules.why != OUT_OF_TIME:
         stats_chain["module_bound_counted_skipped"] = modules.why
-        modules = module_chain(problem, deadline=options.deadline)
+        modules = module_chain(problem, deadline=_half_left(options.deadline))
     label = "module-chain bound" + (f" ({calls * len(d.acc)} calls counted)" if stats_chain["module_bound_counts_calls"]
                                     else "")
     extra.append(("module_bound", "modules", label, "modules", modules.value, modules.modules, modules.why))
@@ -445,8 +456,11 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         stats_chain.update({key: value, size_key: size})
         if value is None:
             stats_chain[f"{key}_skipped"] = why
+            if progress is not None:
+                progress(f"no {label}: {why}")
             continue
-        simple_bound = max(simple_bound, value)
+        if value > simple_bound:
+            simple_bound, bound_name = value, f"the {label}"
         if progress is not None:
             progress(f"{label} {value:.6g} ({size:,} {unit})")
     if fallback is not None:
@@ -469,6 +483,6 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
-                  exact_feasibility=d.memory_exact, notes=notes, stats=stats)
+                  exact_feasibility=d.memory_exact, notes=notes, stats=stats, bound_name=bound_name)
 
     return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify, fallback)

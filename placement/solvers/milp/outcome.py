@@ -78,6 +78,8 @@ class Context:
     exact_feasibility: bool         # False when memory was rounded (bounds and infeasibility are then no proof)
     notes: list[str]
     stats: dict[str, Any]
+    #: what ``simple_bound`` is, for the message of a plan that meets it
+    bound_name: str = "the instance's lower bound"
 
 
 def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
@@ -105,15 +107,15 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
 
     if fallback is not None and raw.status in ("infeasible", "no_solution", "error", "skipped"):
         why = {"infeasible": f"{be.name} found no plan within the starting plan's value, which is one",
-               "no_solution": "the solver found no better plan", "error": "the solver failed",
+               "no_solution": "the solver found no better plan" if raw.ran else "", "error": "the solver failed",
                "skipped": "the solver was not run"}[raw.status]
         plan, value = fallback
         if meets(simple, value):
-            return done(Status.OPTIMAL, plan, value, value, extra=f"{why}; the starting plan meets the instance's "
-                                                                   "lower bound")
-        trusted = raw.status == "no_solution"
+            return done(Status.OPTIMAL, plan, value, value,
+                        extra="; ".join(filter(None, (why, f"the starting plan meets {ctx.bound_name}"))))
+        trusted = raw.status == "no_solution" and raw.ran
         return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be, ctx.unit),
-                    extra=f"{why}; the starting plan is returned")
+                    extra="; ".join(filter(None, (why, "the starting plan is returned"))))
     if raw.status == "infeasible":
         if not ctx.exact_feasibility:
             return done(Status.NO_SOLUTION, extra="infeasible with rounded memory; not a proof")

@@ -74,11 +74,13 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
             found = baseline(problem, objective="latency", deadline=deadline)
         except PlacementError:  # the baselines take the two-type catalogue only
             continue
-        if found.status is Status.FEASIBLE and found.plan is not None and (
-                stages is None or found.plan.non_empty == stages):
+        usable = found.status is Status.FEASIBLE and found.plan is not None
+        if usable and (stages is None or found.plan.non_empty == stages):
             candidates.append(found.plan)
-            if progress is not None:
-                progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s)")
+        if progress is not None:
+            said = f" ({found.message})" if found.message else ""
+            progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s)"
+                     f"{said}" if usable else found.message or f"{found.method} found no plan")
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
     scored = [(ev.latency, p) for ev, p in scored if ev.valid]
     if not scored:

@@ -90,6 +90,7 @@ class RawResult:
     wall_s: float = 0.0
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
+    ran: bool = True                # False: the solver was not started (the time limit had run out)
 
 
 #: Fraction of the time limit after which a backend's "infeasible" is not taken as a proof: CBC,
