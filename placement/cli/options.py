@@ -179,8 +179,6 @@ LARGE_INPUT_BYTES = 16 * 2**20
 def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     """``placement.load(path)``, saying first that a large file is being read, and then what it held,
     through ``progress`` (a 96 MB instance takes about 8 s to read)."""
-    import os
-
     import placement
 
     try:

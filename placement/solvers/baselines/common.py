@@ -33,8 +33,9 @@ def check_objective(options: Mapping[str, Any], method: str, objective: str) -> 
     """Refuse an ``objective`` option other than the one ``method`` optimises (absent or None: fine)."""
     asked = options.get("objective")
     if asked is not None and asked != objective:
-        other = {"throughput": "pipedream, greedy, local-search, partition, expert, single",
-                 "latency": "latency-greedy, latency-dp-split, latency-chain, latency-modules"}
+        from placement.solvers.baselines import LATENCY_BASELINES, THROUGHPUT_BASELINES
+
+        other = {THROUGHPUT: ", ".join(THROUGHPUT_BASELINES), LATENCY: ", ".join(LATENCY_BASELINES)}
         raise InvalidParameterError("objective", f"must be {objective!r} for method {method!r}, not {asked!r}; "
                                                  f"for {asked} use {other.get(asked, 'another method')}")
 

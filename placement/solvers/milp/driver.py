@@ -298,9 +298,10 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                    formulation.stages)
 
     simple = lower_bound(problem, objective)
-    bound_name = "the instance's lower bound"
-    if start_bound > simple:
-        simple, bound_name = start_bound, "the DP's stages optimum"
+    from_dp = start_bound > simple
+    bound_name = "the DP's stages optimum" if from_dp else "the instance's lower bound"
+    if from_dp:
+        simple = start_bound
         if progress is not None:
             progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
     be.deadline = options.deadline
@@ -316,8 +317,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple)
     be.deadline = None
-    notes = data_notes(d.scaling, d.memory_exact, be.name,
-                       "the simple one" if bound_name.startswith("the instance") else bound_name)
+    notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
             progress(line)

@@ -57,10 +57,9 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
     """:func:`default_warm_start`'s plan and, where the DP found it for the ``throughput`` objective,
     the DP's lower bound on every ``stages`` plan (with exactly ``stages`` stages when given; its
     optimum, or less where its sums may round); else 0."""
-    if objective == "throughput":
-        return pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
     if objective != "latency":
-        return pipeline_start(problem, max_ideals, progress, stages, deadline), 0.0
+        plan, bound = pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
+        return plan, bound if objective == "throughput" else 0.0
     candidates = whole_graph_plans(problem) if stages in (None, 1) else []
     try:
         chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
@@ -77,10 +76,11 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
         usable = found.status is Status.FEASIBLE and found.plan is not None
         if usable and (stages is None or found.plan.non_empty == stages):
             candidates.append(found.plan)
-        if progress is not None:
+        if progress is not None and usable:
             said = f" ({found.message})" if found.message else ""
-            progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s)"
-                     f"{said}" if usable else found.message or f"{found.method} found no plan")
+            progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s){said}")
+        elif progress is not None:
+            progress(found.message or f"{found.method} found no plan")
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
     scored = [(ev.latency, p) for ev, p in scored if ev.valid]
     if not scored:
