@@ -160,6 +160,9 @@ def test_a_start_that_meets_the_bound_is_optimal_when_time_runs_out_before_the_s
                         lambda p: Verdict(True, 3.0, ()), 3.0)
     assert (found.status, found.objective, found.bound) == (Status.OPTIMAL, 3.0, 3.0)
     assert found.message == "out of time; the starting plan is returned, and it meets the instance's lower bound"
+    found = out_of_time(problem, "milp-cp-sat", "throughput", "stages", time.perf_counter(), "out of time", plan,
+                        lambda p: Verdict(True, 3.0, ()), 3.0, "the DP's stages optimum")
+    assert found.message == "out of time; the starting plan is returned, and it meets the DP's stages optimum"
     found = out_of_time(problem, "milp-cp-sat", "latency", "sets", time.perf_counter(), "out of time", plan,
                         lambda p: Verdict(True, 3.0, ()), 2.5)
     assert (found.status, found.objective, found.bound) == (Status.FEASIBLE, 3.0, 2.5)

@@ -257,10 +257,11 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
 
 
 def out_of_time(problem: Instance, method: str, objective: str, contiguity: str, start: float, why: str,
-                warm_start: Plan | None, verify: Callable[[Plan], Verdict], simple_bound: float) -> Solution:
+                warm_start: Plan | None, verify: Callable[[Plan], Verdict], simple_bound: float,
+                bound_name: str = "the instance's lower bound") -> Solution:
     """The answer when the deadline passed before the solver ran: the warm start, verified, as a
-    ``feasible`` plan with the instance's simple bound (``optimal`` where it meets that bound), or
-    ``no_solution``."""
+    ``feasible`` plan with the instance's simple bound (``optimal`` where it meets that bound, named
+    ``bound_name`` in the message), or ``no_solution``."""
     runtime = time.perf_counter() - start
     bound = simple_bound if math.isfinite(simple_bound) else 0.0
     if warm_start is not None:
@@ -268,7 +269,7 @@ def out_of_time(problem: Instance, method: str, objective: str, contiguity: str,
         if verdict.valid and meets(bound, verdict.objective):
             return Solution(Status.OPTIMAL, warm_start, verdict.objective, verdict.objective, method, objective,
                             contiguity, runtime_s=runtime,
-                            message=f"{why}; the starting plan is returned, and it meets the instance's lower bound")
+                            message=f"{why}; the starting plan is returned, and it meets {bound_name}")
         if verdict.valid:
             return Solution(Status.FEASIBLE, warm_start, verdict.objective, min(bound, verdict.objective), method,
                             objective, contiguity, runtime_s=runtime, message=f"{why}; the starting plan is returned")
@@ -315,7 +316,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         variables = formulation.build(problem, d, be, objective)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
-                           warm_start, verify, simple)
+                           warm_start, verify, simple, bound_name)
     be.deadline = None
     notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
     if progress is not None:
