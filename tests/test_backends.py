@@ -398,6 +398,34 @@ def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
     assert str(raised.value) == "the time limit ran out while the DP ran (1,234 ideals)"
 
 
+def test_the_dp_polls_its_deadline_between_progress_lines():
+    """A short deadline is checked after every chunk of ideals, not only with the progress lines (about
+    one a second): a watch whose deadline passes once the table is under way stops the DP within it.
+    The chain of 1,280 nodes has 1,281 ideals, filled in chunks of 256."""
+    import time
+
+    from placement.solvers.dp import _DeadlineWatch, deadline_watch, solve_dp
+    from tests.test_dp_memory import line
+
+    polled: list[str] = []
+
+    class Watch(_DeadlineWatch):
+        def poll(self, message: str) -> None:
+            polled.append(message)
+            if len(polled) == 2:
+                self.deadline = time.perf_counter()   # the deadline passes as the second chunk ends
+            super().poll(message)
+
+    lines: list[str] = []
+    with pytest.raises(PlacementError) as raised:
+        solve_dp(line(1280), progress=Watch(math.inf, lines.append))
+    assert raised.value.parameter == "time_limit"
+    assert str(raised.value).startswith("the time limit ran out while the DP ran (dp: 512/1,281 ideals (40%), ")
+    assert [m.split(" (")[0] for m in polled] == ["dp: 256/1,281 ideals", "dp: 512/1,281 ideals"]
+    assert not any("ideals (" in m for m in lines)   # no progress line in the table's first second
+    assert isinstance(deadline_watch(math.inf), _DeadlineWatch) and deadline_watch(None) is None
+
+
 def test_a_warm_start_the_chain_dp_cannot_make_is_none_not_an_error(monkeypatch):
     """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two
     types would need), the MILP starts from nothing and says why; the refusal used to end the run."""

@@ -1,6 +1,7 @@
 """The DP over ideals refuses, with one error, tables that would not fit in memory.
 
-The tables hold, per ideal, fixed-size data (sums, a bitset row, one value per layer) and its
+The tables hold, per ideal, fixed-size data (sums, a bitset row unless the ideals are the
+prefixes of one order, one value per layer) and its
 maxima and cut, whose sizes depend on the graph: on two rails joined by rungs, an ideal that
 holds more of one rail than of the other has every rung between them in its cut, so the
 cuts grow with the graph as well as with the ideals.
@@ -42,7 +43,7 @@ def family_data(problem, max_entries):
     parent, added = enumerate_ideals(graph.contraction)
     values = graph.comp.astype(float)
     return K.family_data(parent, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx,
-                         graph.touch_ptr, graph.touch_idx, graph.degree, graph.cost, max_entries), len(parent)
+                         graph.touch_ptr, graph.touch_idx, graph.degree, graph.cost, max_entries, True), len(parent)
 
 
 def test_family_data_stops_at_the_entry_limit():
@@ -58,6 +59,42 @@ def test_family_data_stops_at_the_entry_limit():
     assert part[3][done + 1] == 0 or part[3][done + 1] + part[5][done + 1] > entries // 2
     for whole, cut in ((full[0], part[0]), (full[1], part[1]), (full[2], part[2])):
         assert (whole[:done] == cut[:done]).all()
+
+
+def line(n: int):
+    """A chain 0 → 1 → … → n−1 (times 1 + (7i mod 5) on an accelerator, ten times that on the CPU, transfer
+    costs 0.1 + (3i mod 4)/10), 3 accelerators and 1 CPU: its n + 1 ideals are the prefixes of the chain."""
+    nodes = [Node(i, f"v{i}", (1.0 + 7 * i % 5, 10.0 * (1 + 7 * i % 5)), out_cost=0.1 + (3 * i % 4) / 10)
+             for i in range(n)]
+    return make_two_type_problem(nodes, [Edge(i, i + 1) for i in range(n - 1)], 3, 1, math.inf, "line")
+
+
+def test_a_prefix_family_takes_no_bitset_rows(monkeypatch):
+    """The ideals of a chain are nested, told apart by their sizes: the DP keeps no bitset row per ideal (a
+    row has a word per 64 supernodes, so the rows alone grow with the square of the chain), and a budget
+    below what the rows would take still solves it, to the same plan as the rows give (the DP over
+    ideals with the bitset rows, as the design tool runs it)."""
+    problem = line(1280)    # 1,281 ideals; a row is 20 words (160 bytes, twice)
+    graph = dp_table.build_graph(problem, contract(problem))
+    layers = dp_table.build_layers(problem)
+    family = enumerate_ideals(graph.contraction)
+    assert dp_table.is_prefix_family(family)
+    assert not dp_table.is_prefix_family(enumerate_ideals(contract(rails(3))))
+    per_ideal = [dp_table.bytes_per_ideal(2 * 2 + 2, 1280, 2, len(layers.counts), bitsets) for bitsets in (True, False)]
+    assert per_ideal[0] - per_ideal[1] == 2 * 8 * 20
+    with_rows = dp_table.prepare(graph, layers, family)
+    table = dp_table.fill(problem, graph, layers, with_rows, math.inf, None, "rows")
+    by_rows = dp_table.extract(problem, graph, layers, table)
+    assert with_rows.bits.shape == (1281, 20)
+    assert dp_table.prepare(graph, layers, family, keep_bits=False).bits.shape == (1281, 0)
+    # room for the data without rows and each ideal's maximum and cut (two entries of 72 bytes), not for the rows
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 1281 * (per_ideal[1] + 200))
+    with pytest.raises(LimitExceededError, match=r"^the DP's tables for 1,281 ideals"):
+        dp_table.prepare(graph, layers, family)
+    solution = solve_dp(problem)
+    assert solution.status == "optimal"
+    assert solution.objective == by_rows[0]
+    assert solution.plan == by_rows[1]
 
 
 def test_tables_beyond_the_budget_are_refused_before_they_are_built(monkeypatch):

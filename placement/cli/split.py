@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule layers and "
                         "parts), megatron (pipeline layout string), pipe-split (the operators of each stage, for "
                         "pipe_split_module) or stages (a table)")
-    p.add_argument("--out", type=path_name, metavar="FILE", help="also write the output to FILE")
+    p.add_argument("--out", type=path_name, metavar="FILE", help="also write the split to FILE as the text output shows it (the form's "
+                        "own file), with or without --json")
     add_output_options(p)
     p.set_defaults(handler=run)
 

@@ -16,7 +16,8 @@ prefixes of a topological order are another (``added`` = the order). From ``pare
 
 * per-ideal sums of additive quantities (compute per type, unsupported counts, memory,
   work), added in increasing order of the supernodes of each ideal, as a fixed-order sum;
-* the ideal as a row of a packed bitset (``uint64`` words);
+* the ideal as a row of a packed bitset (``uint64`` words), except for a prefix family, whose
+  ideals are told apart by their sizes;
 * its maximal elements (``maxima``): ``J ⊆ I`` iff every maximal element of ``J`` is in
   ``I``, so a subset test costs the width of ``J``, not the size of the graph;
 * its cut: the cost nodes ``u`` (transfer cost ``c(u)``, neighbourhood
@@ -170,8 +171,9 @@ def _grow(buf, need):
 
 
 def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr, touch_idx, degree, cost,
-                max_entries):
-    """Per-ideal data of a family (module docstring): sums, bitset rows, maxima and cuts.
+                max_entries, store_bits):
+    """Per-ideal data of a family (module docstring): sums, bitset rows (only when ``store_bits``:
+    else ``bits`` has no columns), maxima and cuts.
 
     ``values[s]``: the additive quantities of supernode ``s``; ``pred``: predecessors in the
     contracted graph; ``touch[s]``: the cost nodes ``u`` (ascending) with ``s ∈ N[u]``;
@@ -184,7 +186,7 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
     """
     n = parent.shape[0]
     n_values = values.shape[1]
-    words = max(1, (n_vertices + 63) // 64)
+    words = max(1, (n_vertices + 63) // 64) if store_bits else 0
     one = np.uint64(1)
     sums = np.zeros((n, n_values))
     bits = np.zeros((n, words), dtype=np.uint64)
@@ -201,9 +203,10 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
         b = added[i]
         for k in range(n_values):
             sums[i, k] = sums[p, k] + values[b, k]
-        for w in range(words):
-            bits[i, w] = bits[p, w]
-        bits[i, b >> 6] |= one << np.uint64(b & 63)
+        if store_bits:
+            for w in range(words):
+                bits[i, w] = bits[p, w]
+            bits[i, b >> 6] |= one << np.uint64(b & 63)
         popcount[i] = popcount[p] + 1
         # maxima: those of the parent that are not predecessors of b, then b
         for k in range(pred_ptr[b], pred_ptr[b + 1]):
@@ -258,7 +261,7 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
 
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
              max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, exact, layer_size, popcount, dp, parent, choice, counters):
+             ceiling, exact, layer_size, popcount, nested, dp, parent, choice, counters):
     """Fill ``dp[:, lo:hi]``; ideals are indexed in processing order (a linear extension of ⊆).
 
     ``dp[L, i]``: least max-load of placing ideal i as a pipeline of blocks on at most the
@@ -274,6 +277,8 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     also skipped when i has fewer supernodes (``popcount``) than L has devices
     (``layer_size``), or the rest of the graph fewer than the devices still to be filled;
     for the whole graph (``full``) only the layers with no device left to fill count.
+    ``nested``: the family is a chain under ⊆ (the prefixes of one order), so ``J ⊆ I`` iff ``J``
+    has fewer supernodes, and ``bits`` may have no columns.
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
@@ -330,11 +335,14 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                     break
                 counters[WINDOW] += 1
                 subset = True
-                for k in range(max_lo[j], max_hi[j]):
-                    s = max_buf[k]
-                    if not (bits[i, s >> 6] >> np.uint64(s & 63)) & one:
-                        subset = False
-                        break
+                if nested:
+                    subset = popcount[j] < popcount[i]
+                else:
+                    for k in range(max_lo[j], max_hi[j]):
+                        s = max_buf[k]
+                        if not (bits[i, s >> 6] >> np.uint64(s & 63)) & one:
+                            subset = False
+                            break
                 if not subset:
                     continue
                 counters[SUBSET] += 1

@@ -72,7 +72,8 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
-from placement.solvers.dp_table import Progress, best_plan, build_graph, build_layers, check_memory, uses_compiled
+from placement.solvers.dp_table import (Progress, best_plan, build_graph, build_layers, check_memory, is_prefix_family,
+                                       uses_compiled)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
 
@@ -81,21 +82,37 @@ from placement.verification.evaluate import evaluate
 ROUNDING_SHARE = 1e-6
 
 
+class _DeadlineWatch:
+    """A progress callback that passes messages on and stops the DP past a deadline (:func:`deadline_watch`)."""
+
+    def __init__(self, deadline: float, progress: Callable[[str], None] | None) -> None:
+        self.deadline = deadline
+        self.progress = progress
+
+    def __call__(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+        self._stop_if_late(message)
+
+    def poll(self, message: str) -> None:
+        """Stop the run past the deadline; ``message`` says where it was."""
+        self._stop_if_late(message)
+
+    def _stop_if_late(self, message: str) -> None:
+        if time.perf_counter() > self.deadline:
+            raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
+
+
 def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
                    ) -> Callable[[str], None] | None:
     """A progress callback for the DP that passes its messages on to ``progress`` and stops it with
     :class:`LimitExceededError` (on ``time_limit``) once ``deadline`` (a ``time.perf_counter()``
-    value) has passed; the DP calls it between steps, about once a second while it fills its table."""
+    value) has passed. The DP calls it between steps, about once a second while it fills its table,
+    and its ``poll`` method (:func:`placement.solvers.dp_table.fill`) after every chunk of ideals
+    (about 2% of the table), so that a short deadline is kept to a fiftieth of the table's time."""
     if deadline is None:
         return progress
-
-    def check(message: str) -> None:
-        if progress is not None:
-            progress(message)
-        if time.perf_counter() > deadline:
-            raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
-
-    return check
+    return _DeadlineWatch(deadline, progress)
 
 
 def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
@@ -137,7 +154,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "
                                  "ideals than without)", exc.parameter) from None
     n_ideals = len(family[0])
-    check_memory(n_ideals, graph, layers)
+    check_memory(n_ideals, graph, layers, bitsets=not is_prefix_family(family))
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
         if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():

@@ -188,12 +188,14 @@ def build_layers(problem: Instance) -> Layers:
 class Table:
     """A DP run's arrays, ideals in processing order."""
 
-    bits: np.ndarray       # (n, words) the ideals as packed bitsets over supernodes
+    bits: np.ndarray       # (n, words) the ideals as packed bitsets over supernodes (no words: a prefix family)
     dp: np.ndarray
     parent: np.ndarray
     choice: np.ndarray
     counters: np.ndarray
     full: int
+    popcount: np.ndarray                # supernodes per ideal
+    prefix: np.ndarray | None = None    # a prefix family's order (ideal of k supernodes: prefix[1:k + 1])
 
 
 def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -224,6 +226,14 @@ def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
     parent = np.arange(-1, len(order), dtype=np.int64)
     added = np.array([-1] + list(order), dtype=np.int64)
     return parent, added
+
+
+def is_prefix_family(family: tuple[np.ndarray, np.ndarray]) -> bool:
+    """Whether every ideal of the family but ∅ adds one supernode to the one before it: the family is
+    the prefixes of one order, a chain under ⊆ (as :func:`prefix_family` builds it, or the enumeration
+    of all ideals of a graph that has no others)."""
+    parent = family[0]
+    return bool(np.array_equal(parent[1:], np.arange(len(parent) - 1)))
 
 
 def uses_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = None) -> bool:
@@ -261,20 +271,21 @@ def memory_budget() -> float:
         return math.inf
 
 
-def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int) -> int:
-    """Bytes every ideal takes in the tables besides its maxima and cuts: its sums, bitset row and
-    offsets (twice: as found and in processing order), its places in the orders per type, and
-    its value, parent and choice per layer."""
-    words = max(1, (supernodes + 63) // 64)
+def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int, bitsets: bool = True) -> int:
+    """Bytes every ideal takes in the tables besides its maxima and cuts: its sums, bitset row (where
+    ``bitsets``) and offsets (twice: as found and in processing order), its places in the orders per
+    type, and its value, parent and choice per layer."""
+    words = max(1, (supernodes + 63) // 64) if bitsets else 0
     return 2 * 8 * (n_values + words + 5) + 4 * 8 * n_types + 3 * 8 * n_layers
 
 
-def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None) -> int:
-    """The bytes of the fixed-size data of ``n`` ideals (:func:`bytes_per_ideal`);
-    :class:`LimitExceededError` when they exceed ``budget`` (default: :func:`memory_budget`)."""
+def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None, bitsets: bool = True) -> int:
+    """The bytes of the fixed-size data of ``n`` ideals (:func:`bytes_per_ideal`; ``bitsets``: with a
+    bitset row each); :class:`LimitExceededError` when they exceed ``budget`` (default:
+    :func:`memory_budget`)."""
     budget = memory_budget() if budget is None else budget
     n_types = graph.comp.shape[1]
-    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts))
+    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), bitsets)
     if fixed > budget:
         raise _too_big(n, fixed, budget, "")
     return fixed
@@ -289,21 +300,27 @@ def _too_big(n: int, need: float, budget: float, how: str) -> LimitExceededError
 
 
 def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
-            compiled: bool | None = None) -> SimpleNamespace:
+            compiled: bool | None = None, keep_bits: bool = True) -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
     processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
     numba-compiled kernels (default: when the family is large enough to pay for compiling, or for loading
-    the compiled kernels where they are cached: :data:`INTERPRETED_WORK`, :data:`INTERPRETED_WORK_UNCOMPILED`)."""
+    the compiled kernels where they are cached: :data:`INTERPRETED_WORK`, :data:`INTERPRETED_WORK_UNCOMPILED`).
+    ``keep_bits=False``: a prefix family (:func:`is_prefix_family`) gets no bitset rows (its ideals
+    are told apart by their sizes, and a block is a stretch of its order: memory linear in the family
+    instead of quadratic); ``data.prefix`` is then its order."""
     parent_of, added = family
     n = len(parent_of)
     n_types = graph.comp.shape[1]
+    nested = is_prefix_family(family)
+    store_bits = keep_bits or not nested
     kernels = K.kernels(uses_compiled(n, graph, layers, compiled))
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
     budget = memory_budget()
-    fixed = check_memory(n, graph, layers, budget)
+    fixed = check_memory(n, graph, layers, budget, store_bits)
     sums, bits, popcount, max_ptr, max_buf, cut_ptr, cut_buf, cut_count, cutc, done = kernels.family_data(
         parent_of, added, values, graph.contraction.size, graph.pred_ptr, graph.pred_idx, graph.touch_ptr,
-        graph.touch_idx, graph.degree, graph.cost, int(min((budget - fixed) // BYTES_PER_ENTRY, 2 ** 62)))
+        graph.touch_idx, graph.degree, graph.cost, int(min((budget - fixed) // BYTES_PER_ENTRY, 2 ** 62)),
+        store_bits)
     if done < n:   # the entries so far, spread over every ideal at the same rate
         entries = (max_ptr[done] + cut_ptr[done]) * n / max(done, 1)
         raise _too_big(n, fixed + entries * BYTES_PER_ENTRY, budget,
@@ -322,7 +339,8 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     for t in range(n_types):
         order[t] = np.lexsort((popcount, per_type[:, t]))
         pos[t, order[t]] = np.arange(n)
-    return SimpleNamespace(kernels=kernels, n=n, bits=bits, popcount=popcount, cutc=cutc, cut_lo=cut_lo,
+    return SimpleNamespace(kernels=kernels, n=n, bits=bits, popcount=popcount, nested=nested,
+                           prefix=None if store_bits else added, cutc=cutc, cut_lo=cut_lo,
                            cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
                            max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
                            comp_t=np.ascontiguousarray(per_type.T), unsup_t=np.ascontiguousarray(unsup.T))
@@ -331,7 +349,10 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
 def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace, ub: float,
          progress: Progress | None, label: str, stages: int | None = None) -> Table:
     """Run the DP over a prepared family (:func:`prepare`; any down-closed family containing ∅ and V)
-    under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring."""
+    under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring.
+    ``progress`` gets a line about once a second and, where it has a ``poll(message)`` method
+    (:func:`placement.solvers.dp.deadline_watch`), that after every other chunk of ideals (a fiftieth of
+    the family, or 256 ideals), to stop the run by raising."""
     n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])
@@ -365,6 +386,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     choice = np.empty((n_layers, n), dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
     chunk = max(256, n // 50)
+    poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
     start = time.perf_counter()
     last = start
     for lo in range(0, n, chunk):
@@ -373,13 +395,18 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
                               data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
                               data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev, layer_cap,
                               rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None, size,
-                              popcount, dp, parent, choice, counters)
+                              popcount, data.nested, dp, parent, choice, counters)
         now = time.perf_counter()
-        if progress is not None and now - last > 1.0:
+        if progress is None:
+            continue
+        where = (f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
+                 f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
+        if now - last > 1.0:
             last = now
-            progress(f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
-                     f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
-    return Table(data.bits, dp, parent, choice, counters, full)
+            progress(where)
+        elif poll is not None:
+            poll(where)
+    return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
 
 
 # Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known.
@@ -405,7 +432,7 @@ def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.
     started = time.perf_counter()
     if progress is not None and len(family[0]) >= LARGE_FAMILY:
         progress(f"{label}: building the tables of {len(family[0]):,} ideals (sums, maxima, cuts)")
-    data = prepare(graph, layers, family, compiled)
+    data = prepare(graph, layers, family, compiled, keep_bits=False)
     if progress is not None and time.perf_counter() - started >= PREPARE_NOTED_S:
         progress(f"{label}: tables built in {time.perf_counter() - started:.1f} s")
     for ceiling in ceilings:
@@ -441,8 +468,11 @@ def extract(problem: Instance, graph: Graph, layers: Layers, table: Table,
             L = int(layers.prev[L, c - n_types])
             continue
         j = int(table.parent[L, i])
-        block = table.bits[i] & ~table.bits[j]
-        blocks.append((c, np.flatnonzero(np.unpackbits(block.view(np.uint8), bitorder="little"))))
+        if table.prefix is not None:
+            blocks.append((c, np.sort(table.prefix[1 + table.popcount[j]:1 + table.popcount[i]])))
+        else:
+            block = table.bits[i] & ~table.bits[j]
+            blocks.append((c, np.flatnonzero(np.unpackbits(block.view(np.uint8), bitorder="little"))))
         L, i = int(layers.prev[L, c]), j
     devices = []
     for t, supernodes in reversed(blocks):
