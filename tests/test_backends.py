@@ -532,3 +532,24 @@ def test_pulp_ignores_a_start_outside_a_variables_bounds():
     assert be.hint({x: 1.0, y: 0.0}) == f"warm start ignored: it sets {x.name} to 1, outside its bounds [0, 0]"
     raw = be.solve(SolveOptions(time_limit=10))
     assert raw.status == "optimal" and round(raw.value(y)) == 1
+
+
+def test_a_long_model_build_says_how_far_it_is(monkeypatch):
+    """While a model is built the progress hears, every BUILD_NEWS_S seconds, how many variables and rows it
+    has (here every 512 rows, with the interval at 0); the counts only grow, and end at the model's size."""
+    import placement
+    from placement.solvers.milp.backends import base
+    from tests.test_milp_stages import random_problem
+
+    monkeypatch.setattr(base, "BUILD_NEWS_S", 0.0)
+    said: list[str] = []
+    result = placement.solve(random_problem(40, seed=1), method="milp", contiguity="none", warm_start=False,
+                             time_limit=5, progress=said.append)
+    news = [line for line in said if line.startswith("  building the model: ")]
+    assert news, said
+    counts = [tuple(int(n.replace(",", "")) for n in line.split(": ")[1].split(" rows")[0].split(" variables, "))
+              for line in news]
+    assert counts == sorted(counts)
+    assert counts[-1][0] <= result.stats["variables"] and counts[-1][1] <= result.stats["rows"]
+    # one line per look at the clock: every 512 rows, every 512 variables, and between long steps
+    assert len(news) >= result.stats["rows"] // 512 + result.stats["variables"] // 512 > 0

@@ -230,6 +230,17 @@ def reserve(options: SolveOptions) -> float:
 OVERRUN_S = 1.0
 
 
+def skipped(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None, value: float,
+            simple: float) -> RawResult:
+    """The answer of a search not run because the starting plan's value ``value`` meets the lower bound
+    ``simple``: said in the progress, and in the log file, which would otherwise hold nothing."""
+    if progress is not None:
+        progress(f"the starting plan ({value:.6g}) meets the lower bound: no search needed")
+    append_log(options.log_path, f"{be.name} was not run: the starting plan ({value:.10g}) meets the "
+                                 f"lower bound ({simple:.10g})\n")
+    return RawResult("skipped", stats=be.build_stats())
+
+
 def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None,
                unit: float, fallback: tuple[Plan, float] | None = None, simple: float = 0.0) -> RawResult:
     """The backend's answer within the time left before ``options.deadline`` (see
@@ -239,11 +250,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     (:func:`.heartbeat.heartbeat`), Ctrl-C stops it (:func:`.interrupt.solve_interruptibly`), and a run
     past its limit by more than :data:`OVERRUN_S` says so in its message."""
     if fallback is not None and meets(simple, fallback[1]):
-        if progress is not None:
-            progress(f"the starting plan ({fallback[1]:.6g}) meets the lower bound: no search needed")
-        append_log(options.log_path, f"{be.name} was not run: the starting plan ({fallback[1]:.10g}) meets the "
-                                     f"lower bound ({simple:.10g})\n")     # the log says why it holds no search
-        return RawResult("skipped", stats=be.build_stats())
+        return skipped(be, options, progress, fallback[1], simple)
     limit = options.left(reserve(options))
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start", ran=False)
@@ -288,7 +295,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     ``warm_start`` where it is better; ``check`` finds a plan that a floating-point backend's claim
     of optimality is checked against where there is no start (:func:`checked_claim`); ``start_bound``
     (a lower bound proven where the start was found: the DP's ``stages`` optimum) joins the
-    instance's lower bound."""
+    instance's lower bound. A valid start that meets that bound is returned optimal before any model
+    is built (stats ``model_built: False``)."""
     start = time.perf_counter()
     be = make_backend(backend)
 
@@ -305,7 +313,18 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         simple = start_bound
         if progress is not None:
             progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
-    be.deadline = options.deadline
+    verdict = None if warm_start is None else verify(warm_start)
+    if verdict is not None and verdict.valid and meets(simple, verdict.objective):
+        # nothing is left to prove: no model is built (on large instances that takes the longest)
+        raw = skipped(be, options, progress, verdict.objective, simple)
+        ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
+                      start=start, unit=1.0, exact_data=True, simple_bound=simple, exact_feasibility=True,
+                      notes=[f"started from a plan of value {verdict.objective:.6g}"],
+                      stats={"backend": be.name, "model_built": False,
+                             **({"start_bound": start_bound} if start_bound > 0 else {})},
+                      bound_name=bound_name)
+        return conclude(ctx, be, raw, lambda value: None, verify, (warm_start, verdict.objective))
+    be.start_build(options.deadline, progress)
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
     if progress is not None:
@@ -317,7 +336,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple, bound_name)
-    be.deadline = None
+    be.end_build()
     notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):

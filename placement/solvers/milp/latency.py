@@ -416,7 +416,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
-    be.deadline = options.deadline
+    be.start_build(options.deadline, progress)
     if progress is not None:
         progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
                  f"call{'s' if calls > 1 else ''} per accelerator)")
@@ -426,7 +426,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start, str(exc), warm_start, verify,
                            latency_lower_bound(problem))
-    be.deadline = None
+    be.end_build()
     # the path bound on the instance's own times: row 14's where the model holds them exactly scaled
     # (its integer sums are then the exact ones), else computed again, since the model's times are
     # rounded down or its memory rounded up

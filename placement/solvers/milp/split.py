@@ -176,7 +176,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     load_ub = q(largest) + 1
 
     # --- model (built within the deadline: the backend's tick raises OutOfTime past it) ----------
-    be.deadline = deadline
+    be.start_build(deadline, progress)
     try:
         V = _Model()
         for s in slots:
@@ -435,7 +435,7 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, "stages", start, str(exc), warm_start,
                            verify, split_lower_bound(problem, model))
-    be.deadline = None
+    be.end_build()
 
     # --- warm start, solve, decode ------------------------------------------------------------
     notes = []

@@ -77,6 +77,8 @@ class OutOfTime(Exception):
 
 #: rows added between two looks at the clock while a model is built
 ROWS_PER_TICK = 512
+#: seconds between the lines that say how far a model's build is (:meth:`Backend.start_build`)
+BUILD_NEWS_S = 10.0
 
 
 @dataclass
@@ -238,6 +240,8 @@ class Backend(ABC):
     solver_cuts: bool = True
     _ticks: int = 0
     _variable_ticks: int = 0
+    _build_progress: Callable[[str], None] | None = None
+    _build_said: float = 0.0
 
     def tick(self) -> None:
         """Count a row; every :data:`ROWS_PER_TICK` rows, raise :class:`OutOfTime` past :attr:`deadline`."""
@@ -251,9 +255,28 @@ class Backend(ABC):
         if self._variable_ticks % ROWS_PER_TICK == 0:
             self.check_time()
 
+    def start_build(self, deadline: float | None, progress: Callable[[str], None] | None = None) -> None:
+        """Build the model from here within ``deadline`` (:attr:`deadline`), saying on ``progress`` every
+        :data:`BUILD_NEWS_S` seconds how many variables and rows it has (a model of 10^6 rows takes a
+        minute to build)."""
+        self.deadline = deadline
+        self._build_progress = progress
+        self._build_said = time.perf_counter()
+
+    def end_build(self) -> None:
+        """The model is built: no deadline, no more news."""
+        self.deadline = None
+        self._build_progress = None
+
     def check_time(self) -> None:
-        """Raise :class:`OutOfTime` past :attr:`deadline` (for work between rows that may take long)."""
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        """Raise :class:`OutOfTime` past :attr:`deadline` (for work between rows that may take long), and
+        say how far the build is where :meth:`start_build` was given a progress callback."""
+        now = time.perf_counter()
+        if self._build_progress is not None and now - self._build_said >= BUILD_NEWS_S:
+            self._build_said = now
+            self._build_progress(f"  building the model: {self._variable_ticks:,} variables, "
+                                 f"{self._ticks:,} rows so far")
+        if self.deadline is not None and now > self.deadline:
             raise OutOfTime(f"the time limit ran out while the {self.name} model was built "
                             f"({self._variable_ticks:,} variables, {self._ticks:,} rows)")
 
