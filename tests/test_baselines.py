@@ -229,6 +229,19 @@ def test_local_search_is_reproducible_and_respects_its_time_limit():
     assert stopped.stats["stopped_by_time_limit"] is True and stopped.message == "stopped by the time limit"
 
 
+@pytest.mark.parametrize("restarts", [1, 10, 50])
+def test_local_search_repairs_memory_and_returns_its_best_valid_plan(restarts):
+    """A chain 0 → 1 → 2 (accelerator times 5, 5, 1; sizes 1, 2, 3), two accelerators of memory 3, no CPU:
+    node 2 fills a device alone, so the one valid plan is {0, 1}, {2}, max-load 10. The greedy fill
+    breaks the bound; the climb moves classes off a device over its bound, and a restart that ends
+    invalid (with a lower max-load) never replaces a valid one, however many restarts run."""
+    nodes = [Node(0, "a", (5.0, 1.0), 1.0), Node(1, "b", (5.0, 1.0), 2.0), Node(2, "c", (1.0, 1.0), 3.0)]
+    problem = make_two_type_problem(nodes, [Edge(0, 1), Edge(1, 2)], 2, 0, 3.0)
+    found = solve(problem, "local-search", restarts=restarts, seed=3)
+    assert found.status is Status.FEASIBLE and found.objective == 10.0
+    assert sorted(sorted(d.nodes) for d in found.plan.devices) == [[0, 1], [2]]
+
+
 @needs_metis
 def test_partition_reports_class_and_memory():
     # four independent nodes, memory 1 each, bound 1, two accelerators: the balanced partition puts two

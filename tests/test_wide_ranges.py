@@ -142,12 +142,17 @@ def test_the_milp_places_a_tiny_node_where_no_accelerator_has_memory():
            "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300}]}
     """The memory scale for 1e-300 is capped (see above), so sizes are rounded up and the solver's
     answer is no proof. The plan is verified, and its value 1 meets the instance's lower bound (the
-    node's time on the CPU, the only device with room for it), which proves it."""
-    result = placement.solve(doc, method="milp", time_limit=10)
+    node's time on the CPU, the only device with room for it), which proves it. With the default
+    start (the DP's plan, already of that value) no model is built."""
+    result = placement.solve(doc, method="milp", warm_start=False, time_limit=10)
     assert result.status == "optimal"
     assert "memory rounded conservatively" in result.message
     assert "meets the instance's lower bound" in result.message
     assert result.value == 1.0
+    started = placement.solve(doc, method="milp", time_limit=10)
+    assert (started.status, started.value) == ("optimal", 1.0)
+    assert started.message == ("started from a plan of value 1; the solver was not run; the starting plan meets "
+                               "the instance's lower bound")
     assert [stage.device_type for stage in result.plan] == ["cpu"]
 
 

@@ -10,16 +10,21 @@ memory bound still holds afterwards. Only the loads of ``A`` and ``B`` change
 (a third device's boundary depends only on which nodes it holds), and a move is
 taken when it lowers the larger of those two loads:
 
-    max(load'(A), load'(B)) < max(load(A), load(B)).
+    max(load'(A), load'(B)) < max(load(A), load(B)),
 
-The max-load therefore never rises, and the loads sorted in decreasing order
-fall lexicographically with every move, so a climb ends; it ends when no move
-improves (a local optimum), classes and destinations being tried in a random
-order and the first improving move taken. Restart 0 starts from the greedy
+or, whatever the loads, when ``A`` holds more memory than its bound and the class
+some (a *repair*: the greedy fill may leave a device over its bound, and no move
+puts one over). The memory over the bounds therefore never rises, and falls with
+every repair; between repairs the max-load never rises and the loads sorted in
+decreasing order fall lexicographically with every move, so a climb ends; it ends
+when no move improves (a local optimum), classes and destinations being tried in a
+random order and the first improving move taken. Restart 0 starts from the greedy
 topological fill (:mod:`.greedy`); restart ``r > 0`` from the greedy fill of a
-random topological order of the same units. The best plan over all restarts
-(lowest max-load as the independent evaluator computes it; the earlier restart
-on ties) is returned. Contiguity is not considered: the plan may belong to any
+random topological order of the same units. The best plan over all restarts is
+returned: the valid one of lowest max-load as the independent evaluator computes it
+(the earlier restart on ties), or, where no restart ends valid, the one of lowest
+max-load, which the solution then reports as failing verification; more restarts
+never return a worse plan. Contiguity is not considered: the plan may belong to any
 class, and the Solution reports the finest one.
 
 Options: ``restarts`` (default 10), ``seed`` (default 0; the same seed gives
@@ -134,7 +139,8 @@ class _Climber:
         return self.comp[d] + self.comm[d]
 
     def try_move(self, c: int, b: int) -> tuple[float, float] | None:
-        """New loads of the source and destination if moving class ``c`` to slot ``b`` is allowed and improves."""
+        """The changes of the source's and destination's communication if moving class ``c`` to slot ``b`` is
+        allowed and improves, or repairs the source's memory (module docstring); else ``None``."""
         a = self.where[c]
         tb = self.ctime[c][self.slot_type[b]]
         if tb is None or self.mem[b] + self.cmem[c] > self.bound[b]:
@@ -162,6 +168,8 @@ class _Climber:
                     after = (nu > cb2) if after_dev == b else (cb2 > 0)
                     if before != after:
                         db += cost[u] if after else -cost[u]
+        if self.mem[a] > self.bound[a] and self.cmem[c] > 0:
+            return da, db      # a repair: A is over its memory bound, and B has room for the class
         new_a = self.comp[a] - (ta or 0.0) + self.comm[a] + da
         new_b = self.comp[b] + tb + self.comm[b] + db
         old = max(self.load(a), self.load(b))
@@ -224,7 +232,7 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
     climber = _Climber(problem)
     rng = random.Random(seed)
     best_plan: Plan | None = None
-    best_value = math.inf
+    best_key = (True, math.inf)     # (invalid, max-load): valid plans first
     best_restart = -1
     moves = passes = done = 0
     stopped = False
@@ -262,14 +270,15 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
             climber.start(climber.where)  # exact loads again: no drift across passes
         done += 1
         plan = climber.plan()
-        value = evaluate(problem, plan, "none").max_load
-        if value < best_value:
-            best_plan, best_value, best_restart = plan, value, r
+        ev = evaluate(problem, plan, "none")
+        if (not ev.valid, ev.max_load) < best_key:
+            best_plan, best_key, best_restart = plan, (not ev.valid, ev.max_load), r
         if stopped:
             break
         if progress is not None and time.perf_counter() - said >= PROGRESS_S:
             said = time.perf_counter()
-            progress(f"local search: {done} of {restarts} restarts, best {best_value:.6g}")
+            best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
+            progress(f"local search: {done} of {restarts} restarts, {best}")
     stats = {"restarts": done, "restarts_asked": restarts, "seed": seed, "best_restart": best_restart,
              "moves": moves, "passes": passes, "stopped_by_time_limit": stopped}
     note = "stopped by the time limit" if stopped else ""
