@@ -189,6 +189,26 @@ def test_verify_json_holds_the_figures_of_the_text_tables(tmp_path, capsys):
     assert reply["value"] == 15.0
 
 
+def test_verify_notes_a_recorded_stage_count_the_plan_does_not_have(tmp_path, capsys):
+    """chain4 solved into exactly 2 stages ({a,b} | {c,d}): the file records stages 2, which holds (no note,
+    null in JSON); edited to record 3, the note says so, and the JSON names both counts."""
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--stages", "2", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert "non-empty stage" not in capsys.readouterr().out
+    document = json.loads(out.read_text())
+    out.write_text(json.dumps({**document, "stages": 3}))
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert ("note: the plan file records a solve into exactly 3 non-empty stages; the plan has 2 non-empty "
+            "devices\n") in capsys.readouterr().out
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages_refuted"] == {"recorded": 3, "non_empty_devices": 2}
+    out.write_text(json.dumps({**document, "stages": 2}))
+    assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stages_refuted"] is None
+
+
 def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):
     """chain4's optimal plan ({a,b} | {c,d}, both loads 7.5) written by solve, then edited to claim a
     max load of 1: still valid (exit 0), and the note says what the file claims and what holds.

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_calls,
                                     recorded_contiguity, recorded_objective, recorded_objective_refusal,
-                                    refuted_claims)
+                                    recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -122,9 +122,13 @@ def run(args: argparse.Namespace) -> int:
     # an invalid plan's value is no verdict on the value it claims
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)
+    stages = recorded_stages(args.plan)   # a solve into exactly N stages: the plan's non-empty devices
+    used = None if stages is None else sum(1 for device in as_plan(args.plan).devices if device.nodes)
+    stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}
     if args.json:
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
-                    "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable})
+                    "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
+                    "stages_refuted": stages_refuted})
     else:
         if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
@@ -164,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
                   "not checked")
         if claims.instance is not None:
             print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")
+        if stages_refuted is not None:
+            print(f"note: the plan file records a solve into exactly {stages} non-empty "
+                  f"stage{'s' if stages > 1 else ''}; the plan has {used} non-empty "
+                  f"device{'s' if used != 1 else ''}")
         evaluation, _, ledger = verification.report
         if ledger is not None:
             print()

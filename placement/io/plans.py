@@ -207,6 +207,13 @@ def recorded_calls(plan: object) -> int | None:
     return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
 
 
+def recorded_stages(plan: object) -> int | None:
+    """The number of non-empty stages a plan was solved to have exactly (``stages`` of a plan document or
+    file, or a :class:`placement.Result`'s), where it records a positive count; else ``None``."""
+    found = _recorded(plan, "stages", "stages")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
+
+
 def garbled_contiguity(plan: object) -> object | None:
     """What a solved plan records as its contiguity class where that is no class (a value to name in a
     note); ``None`` where it records a class or nothing."""
