@@ -98,8 +98,9 @@ def _why_no_pipeline(layout: Layout, plan: Plan) -> str | None:
     return None
 
 
-def export(form: str, layout: Layout, plan: Plan) -> Any:
-    """The plan in ``form``; a refusal becomes one line naming the reason and a form that can express it."""
+def export(form: str, layout: Layout, plan: Plan, pipeline: bool = False) -> Any:
+    """The plan in ``form``; a refusal becomes one line naming the reason and a form that can express it
+    (``pipeline``: the plan is already a ``stages`` pipeline, so only its CPU stages stand in the way)."""
     try:
         return EXPORTERS[form](layout, plan)
     except InvalidParameterError as exc:
@@ -108,10 +109,12 @@ def export(form: str, layout: Layout, plan: Plan) -> Any:
             raise
     other = next((f for f in EXPORTERS if f != form and _expresses(f, layout, plan)), None)
     if other is None:
-        advice = (" (a runtime needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage "
-                  "between accelerator stages; --cpus 0 plans on the accelerators alone)"
-                  if not _runs_as_pipeline(layout, plan) else
-                  " (placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md)")
+        advice = (" (placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md)"
+                  if _runs_as_pipeline(layout, plan) else
+                  " (a runtime needs a pipeline with no CPU stage between accelerator stages; placement solve "
+                  "--cpus 0 plans on the accelerators alone)" if pipeline else
+                  " (a runtime needs a pipeline, as placement solve --contiguity stages plans, with no CPU stage "
+                  "between accelerator stages; --cpus 0 plans on the accelerators alone)")
         raise UsageError(f"{form} cannot express this plan: {reason}; no hand-off format can{advice}")
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
@@ -149,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
         if why is not None:   # the table lists the devices as the plan does; no runtime runs them so
             say(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}")
     else:
-        value = export(args.format, layout, plan)
+        from placement.verification.evaluate import evaluate
+
+        value = export(args.format, layout, plan, evaluate(problem, plan).finest_class == "stages")
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
         if args.format != "megatron":   # Megatron ties its embeddings itself
             for name, held in shared_across_stages(layout, plan).items():
