@@ -70,7 +70,8 @@ class HighsBackend(LinearSolverBackend):
                         "dual_feasibility_tolerance": "1e-9"}
 
     def hint(self, values: dict[Any, float]) -> str:
-        return "no warm start for HiGHS (OR-Tools' wrapper crashes on a hint)"
+        return ("HiGHS is not given the starting plan (OR-Tools' wrapper crashes on a hint): it is only "
+                "returned where HiGHS finds no better one")
 
     def gap_parameters(self, gap: float) -> dict[str, str]:
         return {"mip_rel_gap": repr(float(gap)), "mip_abs_gap": "0"}
