@@ -255,9 +255,11 @@ def test_info_reports_ideals_and_bound(capsys):
     # diamond-cpu: s -> x, y -> t. Ideals: {}, {s}, {s,x}, {s,y}, {s,x,y}, all = 6.
     assert "ideals:                 6" in lines
     assert "nodes:                  4 (4 forward, 0 backward)" in lines
-    # Lower bound: the largest node at its fastest (x or y, 6 on an accelerator) and the cheapest
-    # work spread over the 3 devices ((1 + 6 + 6 + 2) / 3 = 5): max(6, 5) = 6.
-    assert "throughput lower bound: 6  max(class 6, average 5)" in lines
+    # Lower bound: the largest node at its fastest (x or y, 6 on an accelerator), the cheapest work
+    # spread over the 3 devices ((1 + 6 + 6 + 2) / 3 = 5), and the work weighed by speed: for λ ∈ [0, 1],
+    # T ≥ Σ_v min(λ p_acc(v)/2, (1 − λ) p_cpu(v)), t on the CPU only; s, x and y (CPU ten times slower)
+    # all switch at λ = 10/10.5 = 20/21, where λ (1 + 6 + 6)/2 + (1 − λ) 2 = 2 + 4.5 · 20/21 = 44/7.
+    assert "throughput lower bound: 6.28571  max(class 6, average 5, speed-weighted 6.28571)" in lines
     # ... and it is a bound: the optimum is 9 ({s,x} pays 7 + out-costs of s and x = 9; {y} 6 + 1 + 1;
     # t alone on the CPU, which pays no communication; s on the CPU alone costs 10), as the DP finds.
     assert main_dp_value(DIAMOND) == 9.0 >= 6

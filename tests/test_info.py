@@ -59,28 +59,38 @@ def test_counts_work_memory():
     assert info["ideals"] is None
 
 
-def test_lower_bound_class_wins():
+def test_lower_bound_weighted_wins_where_the_cpu_must_run_two_nodes():
     # Node 3 (12 bytes) does not fit an accelerator (10): it must take 9 on the CPU.
-    # class:   max(colour 7: min(acc 2+3, cpu 6+5) = 5, node 2: 4, node 3: 9, nodes 4, 5: 4) = 9
-    # average: each node's cheapest time where it fits: (2 + 3 + 4 + 9 + 4 + 4) / 3 devices = 26/3
+    # class:    max(colour 7: min(acc 2+3, cpu 6+5) = 5, node 2: 4, node 3: 9, nodes 4, 5: 4) = 9
+    # average:  each node's cheapest time where it fits: (2 + 3 + 4 + 9 + 4 + 4) / 3 devices = 26/3
+    # weighted: T ≥ Σ_v min(λ p_acc(v)/2, (1 − λ) p_cpu(v)) for every λ ∈ [0, 1], nodes 2 and 3 paying
+    #           (1 − λ) p_cpu (the CPU only): at λ = 0 the CPU's nodes 2 and 3, 4 + 9 = 13, which the
+    #           one CPU runs; the slope (2+3+4+4)/2 − 13 < 0 makes λ = 0 the best
     info = instance_info(example(size3=12.0))
     assert info["lower_bound_class"] == 9.0
     assert info["lower_bound_average"] == pytest.approx(26 / 3)
-    assert info["lower_bound"] == 9.0
+    assert info["lower_bound_weighted"] == 13.0
+    assert info["lower_bound"] == 13.0
 
 
-def test_lower_bound_average_wins():
+def test_lower_bound_weighted_beats_the_average():
     # Node 3 fits (1 byte): class = max(5, 4, 1, 4, 4) = 5; average = (2+3+4+1+4+4)/3 = 6.
+    # weighted: node 2 is the CPU's alone; the others' breakpoints λ_v = p_cpu/(p_acc/2 + p_cpu) are
+    # 6/7, 5/6.5, 9/9.5, 8/10, 8/10; below the smallest, 10/13 (node 1), every such node pays λ p_acc/2:
+    # λ (2+3+1+4+4)/2 + (1 − λ) 4 = 4 + 3λ, rising, and beyond it node 1 pays (1 − λ) 5, so the bound
+    # falls (slope 3 − 1.5 − 5 < 0): the best is λ = 10/13, 4 + 30/13 = 82/13
     info = instance_info(example(size3=1.0))
     assert info["lower_bound_class"] == 5.0
     assert info["lower_bound_average"] == 6.0
-    assert info["lower_bound"] == 6.0
+    assert info["lower_bound_weighted"] == pytest.approx(82 / 13, rel=1e-15)
+    assert info["lower_bound"] == info["lower_bound_weighted"]
 
 
 def test_lower_bound_colour_class_too_big_for_accelerator():
     # Colour 7 needs 6 + 6 = 12 bytes > 10: it must go to the CPU, 6 + 5 = 11.
     bound = throughput_lower_bound(example(size3=1.0, size01=6.0))
-    assert bound == {"class": 11.0, "average": 6.0, "bound": 11.0}
+    # (node by node both fit: the weighted bound is the 82/13 of the test above)
+    assert bound == {"class": 11.0, "average": 6.0, "weighted": pytest.approx(82 / 13, rel=1e-15), "bound": 11.0}
 
 
 def test_lower_bound_infinite_when_a_class_fits_nowhere():
@@ -97,7 +107,7 @@ def test_lower_bound_ignores_absent_device_types():
     types = (DeviceType("acc", 2, math.inf, True), DeviceType("cpu", 0, math.inf, False))
     nodes = (Node(0, "a", (4.0, 1.0)), Node(1, "b", (2.0, 1.0)))
     bound = throughput_lower_bound(Instance(nodes, (Edge(0, 1),), types))
-    assert bound == {"class": 4.0, "average": 3.0, "bound": 4.0}
+    assert bound == {"class": 4.0, "average": 3.0, "weighted": 0.0, "bound": 4.0}   # one type: no weighing
 
 
 def test_format_info_aligned():
@@ -112,7 +122,7 @@ def test_format_info_aligned():
     assert "devices (cpu):          1, memory unbounded, no communication" in lines
     assert "work (acc):             14 (unsupported nodes: 1)" in lines
     assert "ideals:                 not counted" in lines
-    assert "throughput lower bound: 9  max(class 9, average 8.66667)" in lines
+    assert "throughput lower bound: 13  max(class 9, average 8.66667, speed-weighted 13)" in lines
 
 
 def test_format_info_shows_ideals_when_filled():
@@ -133,3 +143,37 @@ def test_info_on_bundled_instance():
     # Every node is cheaper on the accelerator, so the average bound is the accelerator work / 5 devices.
     assert info["lower_bound_average"] == pytest.approx(info["work"]["accelerator"] / 5)
     assert 0 < info["lower_bound"] < info["work"]["accelerator"]
+
+
+def test_the_weighted_bound_is_at_least_the_average_where_two_types_exist():
+    """At λ = a/(a + b) every term is min(p_A, p_B)/(a + b): the average bound is one of the values the
+    weighted bound maximises over, so it is never below (here 2 accelerators, 1 CPU: λ = 2/3)."""
+    for size3 in (1.0, 12.0):
+        bound = throughput_lower_bound(example(size3=size3))
+        assert bound["weighted"] >= bound["average"]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from placement.testing.bruteforce import brute_force  # noqa: E402
+from tests.strategies import problems, three_type_problems  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=7))
+def test_the_lower_bound_is_a_bound_on_the_exhaustive_optimum(problem):
+    """Every part of the bound is at most the exhaustive optimum of the loosest class (``none``), and the
+    weighted one at least the average where two device types exist."""
+    bound = throughput_lower_bound(problem)
+    optimum = brute_force(problem, "none").objective
+    for name in ("class", "average", "weighted", "bound"):
+        assert bound[name] <= optimum * (1 + 1e-12), (name, bound, optimum)
+    if sum(1 for t in problem.device_types if t.count) == 2:
+        assert bound["weighted"] >= bound["average"] * (1 - 1e-12)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(three_type_problems())
+def test_the_lower_bound_holds_with_three_device_types(problem):
+    bound = throughput_lower_bound(problem)
+    assert bound["bound"] <= brute_force(problem, "none").objective * (1 + 1e-12)

@@ -52,12 +52,13 @@ def test_a_block_that_fills_its_bound_exactly_is_used(instance, method):
 def test_without_an_exact_unit_the_dp_proves_nothing_where_memory_binds():
     # three nodes of a third each: no power of ten or two makes them integers. Two do not fit together
     # under 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10, which
-    # the DP finds but, its memory sums rounded, cannot prove (the simple bound, blind to memory, is 1)
+    # the DP finds but, its memory sums rounded, cannot prove (the simple bound, blind to memory, is the
+    # speed-weighted average: 3 nodes of time 1 over 2 accelerators and a CPU ten times slower, 3/2.1 = 10/7)
     instance = two_nodes(1 / 3, 1 / 3, 0.5)
     instance["nodes"].append(dict(instance["nodes"][1], id=3))
     instance["edges"].append({"sourceId": 2, "destId": 3, "cost": 0})
     result = placement.solve(instance, method="dp")
-    assert (result.status, result.value, result.bound) == ("feasible", 10.0, 1.0)
+    assert (result.status, result.value) == ("feasible", 10.0) and result.bound == pytest.approx(10 / 7, rel=1e-15)
     assert result.message.startswith("the memory sizes and bounds have no unit in which the DP's sums are exact")
 
 
@@ -85,7 +86,9 @@ def test_a_colour_class_fits_on_its_sizes_as_written():
     from placement.solvers.milp.backends import backend_availability
 
     problem = placement.load(coloured_pair())
-    assert throughput_lower_bound(problem) == {"class": 2.0, "average": 1.0, "bound": 2.0}
+    # (weighted: both nodes switch at λ = 10/11, 2 · 10/11 = 20/11)
+    assert throughput_lower_bound(problem) == {"class": 2.0, "average": 1.0, "weighted": pytest.approx(20 / 11),
+                                               "bound": 2.0}
     backends = [name for name, ok, _ in backend_availability() if ok]
     for backend in backends:
         for contiguity in ("stages", "none"):

@@ -23,8 +23,9 @@ def instance_info(problem: Instance) -> dict[str, Any]:
     (list of ``{name, count, memory, pays_comm}``), ``work`` (per device type name: Σ of the
     node times on that type, unsupported nodes excluded), ``unsupported`` (per device type
     name: nodes it cannot run), ``total_memory`` (Σ node bytes), ``lower_bound`` (see
-    :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average`` and
-    ``ideals`` (``None``; filled in by the caller).
+    :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average``,
+    ``lower_bound_weighted`` (0 unless there are two device types) and ``ideals`` (``None``; filled in by
+    the caller).
     """
     forward = sum(1 for n in problem.nodes if not n.backward)
     work: dict[str, float] = {}
@@ -50,6 +51,7 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound": bound["bound"],
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
+        "lower_bound_weighted": bound["weighted"],
         "ideals": None,
     }
 
@@ -82,7 +84,9 @@ def format_info(info: dict[str, Any]) -> str:
     rows.append(("ideals", "not counted" if ideals is None else
                  f"{ideals:,}" if isinstance(ideals, int) else str(ideals)))
     lb = info["lower_bound"]
-    detail = f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])})"
+    weighted = info.get("lower_bound_weighted") or 0.0
+    detail = (f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])}"
+              + (f", speed-weighted {_num(weighted)})" if weighted > 0 else ")"))
     rows.append(("throughput lower bound",
                  f"{_num(lb)}  {detail}" + ("  (a colour class fits no device)" if math.isinf(lb) else "")))
     width = max(len(key) for key, _ in rows)
