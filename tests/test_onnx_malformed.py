@@ -114,6 +114,34 @@ def test_a_declared_shape_the_operators_contradict_is_an_error():
                               "'mm' (MatMul): inferred shape and existing shape differ in dimension 1: (16) vs (1000)")
 
 
+def test_a_reshape_to_another_number_of_elements_is_an_error():
+    """x[100,32] reshaped to the constant [8,2,16] (256 elements, as an export traced at other sizes holds),
+    then multiplied by W[16,16]: shape inference takes the target as written, and the MatMul was costed
+    as 2*8*2*16*16 = 8,192 FLOPs for a graph that cannot run."""
+    target = numpy_helper.from_array(np.array([8, 2, 16], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="view"),
+             helper.make_node("MatMul", ["r", "W"], ["y"], name="mm")]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [100, 32])], [("y", None)], [target, weight("W", (16, 16))]), "baked")
+    assert str(err.value) == ("baked: the model cannot run: node 'view' (Reshape) turns 'x' of shape [100, 32] "
+                              "(3,200 elements) into 'r' of shape [8, 2, 16] (256 elements); a Reshape keeps the "
+                              "number of elements (a shape the model holds as a constant, made for other input "
+                              "sizes?)")
+    ok = numpy_helper.from_array(np.array([200, 16], dtype=np.int64), "shape")   # 3,200 elements: costed
+    graph = graph_from_onnx(model(nodes, [("x", [100, 32])], [("y", None)], [ok, weight("W", (16, 16))]), "fine")
+    assert [op.flops for op in graph.ops if op.name == "mm"] == [2 * 200 * 16 * 16]
+
+
+def test_shapes_that_do_not_fit_an_operator_are_an_error():
+    """x[8,16] + y[8,5] broadcasts nowhere: the import said the sum's shape 'is not static after shape
+    inference (it follows from values the graph computes ...)', which sent the user looking elsewhere."""
+    nodes = [helper.make_node("Add", ["x", "y"], ["z"], name="add"), helper.make_node("Relu", ["z"], ["o"])]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [8, 16]), ("y", [8, 5])], [("o", None)]), "broadcast")
+    assert str(err.value) == ("broadcast: the model cannot run: the shapes reaching an operator do not fit it: "
+                              "node 'add' (Add): incompatible dimensions")
+
+
 def _relu(name="r"):
     return model([helper.make_node("Relu", ["x"], ["y"], name=name)], [("x", [4, 8])], [("y", [4, 8])])
 

@@ -327,6 +327,8 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
 
 #: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
 PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"})
+#: operators that run subgraphs, whose work is not costed (module docstring)
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 
 
 def _attribute(node: Any, name: str, default: Any = None) -> Any:
@@ -683,8 +685,11 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 producers[t] = (index, j)
     names = tuple(sorted(unknown))
     if names:
+        flow = sorted(CONTROL_FLOW & set(names))
+        inside = (f"; the work inside the subgraphs of {', '.join(flow)} (a branch, a loop's body) is not costed "
+                  "at all: export without control flow to cost it") if flow else ""
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
-                      f"{', '.join(names)}", CostModelWarning, stacklevel=2)
+                      f"{', '.join(names)}{inside}", CostModelWarning, stacklevel=2)
     outputs = tuple(sorted({producers[v.name][0] for v in model.graph.output if v.name in producers}))
     return OpGraph(tuple(ops), name, "onnx", names, inputs=model_inputs, outputs=outputs)
 

@@ -19,8 +19,11 @@ as the file holds it.
 
 Inference runs in strict mode, so that a shape or element type the file declares and its
 operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4, 8]`` and
-``[8, 16]``) is an error rather than a wrong FLOP count. Where strict inference fails for any
-other reason, lenient inference is used instead.
+``[8, 16]``), or shapes that do not fit an operator (a ``MatMul`` of ``[4, 8]`` and ``[12, 16]``),
+are an error rather than a wrong FLOP count. Where strict inference fails for any other reason,
+lenient inference is used instead. Inference takes a ``Reshape``'s target shape as written, so
+:func:`check_element_counts` checks that the operators that rearrange a tensor keep its number
+of elements.
 """
 
 from __future__ import annotations
@@ -64,10 +67,38 @@ def _infer(model: Any, name: str, onnx: Any) -> Any:
         if lines:
             raise InvalidInstanceError(f"{name}: a shape or element type the model declares contradicts its "
                                        f"operators: {_conflict(lines[0])}") from None
+        lines = [line.strip() for line in str(exc).splitlines() if "Incompatible dimensions" in line]
+        if lines:   # e.g. a broadcast of [8, 16] with [8, 5], or a MatMul whose inner dimensions differ
+            raise InvalidInstanceError(f"{name}: the model cannot run: the shapes reaching an operator do not "
+                                       f"fit it: {_conflict(lines[0])}") from None
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:
         raise InvalidInstanceError(f"{name}: ONNX shape inference failed: {_first_line(exc)}") from None
+
+
+#: operators whose output holds the elements of their first input, rearranged
+KEEPS_ELEMENTS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
+
+
+def check_element_counts(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a node of :data:`KEEPS_ELEMENTS` whose input and output have static
+    shapes of different element counts: shape inference takes a ``Reshape``'s target shape as written,
+    so a shape baked into the model for other input sizes (an export traced at one sequence length, run
+    at another) would otherwise be costed as if it could run."""
+    shapes = static_shapes(graph)
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in KEEPS_ELEMENTS:
+            continue
+        if not node.input or not node.output or node.input[0] not in shapes or node.output[0] not in shapes:
+            continue
+        before, after = shapes[node.input[0]], shapes[node.output[0]]
+        if math.prod(before) != math.prod(after):
+            raise InvalidInstanceError(
+                f"{name}: the model cannot run: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) turns "
+                f"{node.input[0]!r} of shape {list(before)} ({math.prod(before):,} elements) into {node.output[0]!r} "
+                f"of shape {list(after)} ({math.prod(after):,} elements); a {node.op_type} keeps the number of "
+                "elements (a shape the model holds as a constant, made for other input sizes?)")
 
 
 def static_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
@@ -176,4 +207,5 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
             shaped = _infer(shaped, name, onnx)
         except InvalidInstanceError:
             break
+    check_element_counts(shaped.graph, name)
     return shaped, known
