@@ -345,3 +345,30 @@ def test_a_plan_whose_stages_wait_on_each_other_runs_slower_than_its_loads_and_s
     run = placement.simulate(mates, paired, schedule="1f1b-async")
     assert run.time_per_sample == paired.value == 2.0
     assert not any("slower than the load model" in note for note in run.notes)
+
+
+def test_the_trace_and_the_chart_may_not_be_one_file(pair_plan, tmp_path, capsys):
+    """The chart would overwrite the trace, and both would be reported written."""
+    pytest.importorskip("matplotlib")
+    both = tmp_path / "run.svg"
+    assert main(["simulate", PAIR, pair_plan, "--trace", str(both), "--gantt", str(both)]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: --trace and --gantt name the same file {both}; choose two "
+                                                "names\n")
+    assert not both.exists()
+
+
+def test_a_plan_made_for_another_instance_is_noted(tmp_path, capsys):
+    """chain4's plan (nodes 1-4 on two accelerators) run on chain4 renamed: it runs (the nodes are the same),
+    and the note names both instances, as verify's does; in JSON, plan_made_for (null when it matches)."""
+    plan = tmp_path / "plan.json"
+    assert main(["solve", str(TINY / "chain4.json"), "--out", str(plan), "--quiet"]) == 0
+    renamed = tmp_path / "other.json"      # an instance is named by its file
+    renamed.write_text((TINY / "chain4.json").read_text())
+    capsys.readouterr()
+    assert main(["simulate", str(renamed), str(plan), "--microbatches", "4"]) == 0
+    assert capsys.readouterr().out.startswith("note: the plan file was made for instance 'chain4', not 'other'\n")
+    assert main(["simulate", str(renamed), str(plan), "--microbatches", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan_made_for"] == "chain4"
+    assert main(["simulate", str(TINY / "chain4.json"), str(plan), "--microbatches", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan_made_for"] is None

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
-from placement.cli.options import (add_device_options, add_output_options, check_writable, devices, fraction,
-                                   load_announced, path_name, positive_byte_count, positive_int, print_json,
-                                   progress_printer, read_once, recorded_devices_note)
+from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
+                                   fraction, load_announced, path_name, positive_byte_count, positive_int,
+                                   print_json, progress_printer, read_once, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.errors import InvalidPlanError
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
@@ -60,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
+    from placement.io.plans import made_for_another
     from placement.report.gantt import chart_format, matplotlib_modules, write_gantt
     from placement.report.simulation import format_simulation
     from placement.report.trace import write_trace
@@ -74,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     check_no_parallel_options(args)
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))
+    check_distinct({"--trace": args.trace, "--gantt": args.gantt})
     args.plan = read_once(args.plan, InvalidPlanError, "plan")      # read for its record and itself
+    other = made_for_another(args.plan, instance.name)
     result = placement.simulate(instance, args.plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
@@ -86,11 +89,13 @@ def run(args: argparse.Namespace) -> int:
     if args.gantt:
         write_gantt(result, args.gantt, title)
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "plan_made_for": other})
         return 0
     devices_note = recorded_devices_note(args, "run")
     if devices_note:
         print(devices_note)
+    if other is not None:
+        print(f"note: the plan file was made for instance {other!r}, not {instance.name!r}")
     print(format_simulation(result, title), end="")
     if args.trace:
         print(f"trace written to {args.trace} (open it in Perfetto or chrome://tracing)")

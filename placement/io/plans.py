@@ -145,8 +145,7 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         return FileClaims()
     from placement.problem.objectives import OBJECTIVES
 
-    named = data.get("instance")
-    other = named if isinstance(named, str) and named and named != instance_name else None
+    other = made_for_another(data, instance_name)
     kind = data.get("objective_kind")
     if "objective_kind" in data and not (isinstance(kind, str) and kind in OBJECTIVES):
         return FileClaims(None, other, "objective_kind")
@@ -205,6 +204,13 @@ def recorded_calls(plan: object) -> int | None:
     else:
         found = getattr(verified, "calls", None)
     return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
+
+
+def made_for_another(plan: object, instance_name: str) -> str | None:
+    """The instance a plan of ours records it was made for (``instance``), where that is not
+    ``instance_name``; else ``None``."""
+    named = _recorded(plan, "instance", "instance")
+    return named if isinstance(named, str) and named and named != instance_name else None
 
 
 def recorded_stages(plan: object) -> int | None:
