@@ -362,6 +362,11 @@ def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     charged = placement.verify(pp.instance, plan, contiguity="stages").report[0].devices
     plain = placement.verify(pp.imported.instance, without, contiguity="stages").report[0].devices
     assert [a.load - b.load for a, b in zip(charged, plain)] == [edges[0]["cost"]] * 2
+    # At run time each stage sends or receives h.0's 768-byte output and its gradient and moves the
+    # exchange's 3,072 bytes (counted as charged): 4,608 B / 64e9 B/s = 7.2e-5 ms. The plan charges
+    # 9.6e-5 ms: it also charges the residual add's gradient (1,536 B) that PyTorch sums before sending.
+    assert [abs(t.runtime - 7.2e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
+    assert [abs(t.charged - 9.6e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
 
 
 def test_build_stage_needs_a_process_group_and_schedule_its_own_stages():

@@ -11,7 +11,13 @@ stage (a skip connection across it, a model input that a later stage reads; mode
 no nodes of the instance, so the model charges them nowhere). In training the gradients of the
 floating-point values the model computes travel back the same way (its inputs carry none). So a
 stage's transfers at run time, ``(bytes received + bytes sent) / link bandwidth`` per
-micro-batch, are at least what the plan charges it, and exceed it by what it relays.
+micro-batch, plus the gradient exchange of the parameters it shares with other stages
+(:mod:`placement.torch.sharing`) counted as the plan charges it, exceed the plan's charge by
+what it relays, less what the plan charges beyond the bytes that cross: at a cut through a
+residual stream in training, the add after the cut is charged the gradients of both its inputs
+where one crosses (docs/pytorch.md, "Edges that carry gradients"). (The exchange runs once per
+step, after every micro-batch's backward pass, so the plan's per-sample charge for it overstates
+its share of a micro-batch; it is counted as charged so that it does not widen the difference.)
 :func:`stage_transfers` gives both per stage, and the stage's load with its run-time transfers in
 place of the charged ones. Stages on devices that pay no transfers (CPUs) are charged nothing and
 counted so here too.
@@ -70,8 +76,26 @@ def stage_transfers(part: Any, result: Any, problem: Any, bandwidth: float, trai
             continue
         moved = sum(_nbytes(part, v, training) for v in stage.inputs) if s > 0 else 0.0
         moved += sum(_nbytes(part, v, training) for v in stage.outputs) if s < last else 0.0
-        out.append(StageTransfers(device.comm, transfer_ms(moved, bandwidth), device.load))
+        runtime = transfer_ms(moved, bandwidth) + exchange_charge(problem, device.nodes)
+        out.append(StageTransfers(device.comm, runtime, device.load))
     return out
+
+
+def exchange_charge(problem: Any, held: Any) -> float:
+    """What the plan charges a device holding the nodes ``held`` (ids) for the gradient exchange nodes
+    (:mod:`placement.torch.sharing`): ``c(x)`` for each such node ``x`` in its ``In`` or ``Out``."""
+    from placement.torch.sharing import SUFFIX
+
+    inside = {problem.index_of(v) for v in held}
+    succ = problem.successors()
+    total = 0.0
+    for x, node in enumerate(problem.nodes):
+        if not node.name.endswith(SUFFIX) or not succ[x]:
+            continue
+        readers_inside = sum(1 for w in succ[x] if w in inside)
+        if (x in inside and readers_inside < len(succ[x])) or (x not in inside and readers_inside):
+            total += node.out_cost
+    return total
 
 
 #: The relative rise of the plan's largest load, by run-time transfers, that :func:`relay_note` reports
