@@ -259,3 +259,31 @@ def test_ledger_imports_no_solver_and_not_the_evaluator():
             "or m == 'placement.verification.evaluate'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_costs_rounded_to_the_recorded_quantum_agree():
+    """A chain a → b → c whose tensors of 3, 7 and 1000 bytes cost ρ = 1/3 time unit per byte, rounded to the
+    nearest multiple of q = 1/16 as the model importers round them: 1, 2.3125 and 333.3125 (333.333… is
+    333 + 5.33/16). The ratios differ by up to q/2 over the size (1/96 for 3 bytes), far beyond 1e-9; with the
+    quantum the file records, they are one bandwidth, ρ the 1000-byte tensor's (333.3125/1000), and every
+    device agrees. Without it, the ledger finds a device that disagrees; a cost that is off by more (b's
+    doubled) still disagrees with it."""
+    def document(costs, quantum):
+        about = {} if quantum is None else {"about": {"time_quantum_ms": quantum}}
+        nodes = [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 1} for i in range(4)]
+        edges = [{"sourceId": i, "destId": i + 1, "cost": c, "size": s}
+                 for i, (c, s) in enumerate(zip(costs, (3, 7, 1000)))]
+        return {"maxSizePerFPGA": 100, "maxFPGAs": 4, "maxCPUs": 0, "nodes": nodes, "edges": edges, **about}
+
+    rounded = [1.0, 2.3125, 333.3125]
+    assert [round(s / 3 * 16) / 16 for s in (3, 7, 1000)] == rounded
+    plan = Plan(tuple(DeviceAssignment("accelerator", (i,)) for i in range(4)))
+    problem = placement.load(document(rounded, 1 / 16))
+    assert problem.time_quantum == 1 / 16
+    ledger = communication_ledger(problem, plan)
+    assert (ledger.time_per_byte.value, ledger.time_per_byte.supporting) == (0.3333125, 3)
+    assert [d.status for d in ledger.devices] == [AGREES] * 4 and ledger.agrees
+    assert DISAGREES in [d.status for d in communication_ledger(placement.load(document(rounded, None)), plan).devices]
+    doubled = placement.load(document([1.0, 4.625, 333.3125], 1 / 16))
+    assert [m.node for d in communication_ledger(doubled, plan).devices for m in d.mismatches] == [1, 1]
+    assert placement.load(document(rounded, "fine")).time_quantum == 0.0   # not a number: none recorded

@@ -132,9 +132,18 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     nodes = _plain_nodes(raw_nodes, costs) if catalogue is None else None
     if nodes is None:
         nodes = _read_nodes(raw_nodes, costs, catalogue)
+    quantum = _time_quantum(data.get("about"))
     if catalogue is None:
-        return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name)
-    return Instance(tuple(nodes), tuple(edges), catalogue, name)
+        return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name, quantum)
+    return Instance(tuple(nodes), tuple(edges), catalogue, name, quantum)
+
+
+def _time_quantum(about: Any) -> float:
+    """The quantum the model importers record (``about.time_quantum_ms``) where it is a positive finite
+    number; else 0 (``about`` is otherwise read by nobody here)."""
+    found = about.get("time_quantum_ms") if isinstance(about, dict) else None
+    ok = isinstance(found, (int, float)) and not isinstance(found, bool) and 0 < found < math.inf
+    return float(found) if ok else 0.0
 
 
 def _read_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]]:

@@ -153,6 +153,9 @@ class Instance:
     edges: tuple[Edge, ...]
     device_types: tuple[DeviceType, ...]
     name: str = ""
+    #: the quantum every time and transfer cost is a multiple of, rounded to the nearest, where the instance
+    #: records one (``about.time_quantum_ms`` of the files the model importers write); 0: none recorded
+    time_quantum: float = 0.0
     _index: Mapping[int, int] = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
     #: successor lists and topological order, computed on first use (the instance never changes)
     _graph: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -304,7 +307,7 @@ class Instance:
         types = tuple(
             DeviceType(t.name, counts.get(t.name, t.count), memory.get(t.name, t.memory), t.pays_comm)
             for t in self.device_types)
-        return Instance(self.nodes, self.edges, types, self.name)
+        return Instance(self.nodes, self.edges, types, self.name, self.time_quantum)
 
 
 def _elements(value: object, what: str, kind: type) -> tuple:
@@ -595,7 +598,7 @@ def _plainly_valid(problem: Instance) -> bool:
 
 
 def make_two_type_problem(nodes: Iterable[Node], edges: Iterable[Edge], accelerators: int, cpus: int,
-                          memory: float, name: str = "") -> Instance:
+                          memory: float, name: str = "", time_quantum: float = 0.0) -> Instance:
     """Tarnawski's two-type case: ``accelerators`` with memory ``memory`` (pay communication), ``cpus`` cores."""
     types = (DeviceType(ACCELERATOR, accelerators, memory, True), DeviceType(CPU, cpus, math.inf, False))
-    return Instance(tuple(nodes), tuple(edges), types, name)
+    return Instance(tuple(nodes), tuple(edges), types, name, time_quantum)

@@ -24,15 +24,22 @@ is a backward node. Per link ``i → j`` (devices ``i ≠ j``) the ledger holds
 
 **One bandwidth per instance.** Every out-edge of ``u`` carries ``c(u)`` and possibly a size; a
 sized tensor ``(u, size > 0)`` has the ratio ``c(u) / size``. The instance's time per byte ``ρ`` is
-the ratio shared (to a relative ``1e-9``) by the most distinct sized tensors; ties go to the
-larger byte total, then to the smaller ratio. With no sized tensor, ``ρ`` is unknown and nothing
-is checked.
+the ratio shared by the most distinct sized tensors; ties go to the larger byte total, then to
+the smaller ratio. With no sized tensor, ``ρ`` is unknown and nothing is checked.
+
+**The costs' quantum.** Instances the model importers write round every time and cost to the
+nearest multiple of one quantum ``q`` (:mod:`placement.io.opgraph`), which they record
+(:attr:`Instance.time_quantum`; 0 elsewhere), so a cost is ``ρ · size`` only to within ``q/2``.
+Two ratios are shared when they differ by at most a relative ``1e-9`` plus ``q/2`` over each
+tensor's size; ``ρ`` is the ratio of the largest tensor of its group (the least rounded), of
+``s_ρ`` bytes; a node's cost agrees with ``ρ · size`` to within a relative ``1e-9`` plus ``q/2``
+plus the rounding ``ρ`` may carry, ``size · q / (2 s_ρ)``.
 
 **Agreement.** On every device whose type pays communication, the charged communication
-``Σ_{u ∈ In(S) ∪ Out(S)} c(u)`` must equal ``ρ · (bytes_in(S) + bytes_out(S))`` to a relative
-``1e-9``. A device that disagrees is reported with the boundary nodes whose own cost differs
-from ``ρ`` times their bytes; a device with a boundary node of unknown size is reported as
-unchecked.
+``Σ_{u ∈ In(S) ∪ Out(S)} c(u)`` must equal ``ρ · (bytes_in(S) + bytes_out(S))`` to within the sum
+of its boundary nodes' tolerances. A device that disagrees is reported with the boundary nodes
+whose own cost differs from ``ρ`` times their bytes; a device with a boundary node of unknown
+size is reported as unchecked.
 
 **What a disagreement means.** ``charged`` is the communication the load model charges the
 device — the same ``In(S) ∪ Out(S)`` as the evaluator's, on training graphs too, where the
@@ -67,6 +74,14 @@ class TimePerByte:
     value: float | None   # None: no sized tensor to infer it from
     supporting: int       # distinct sized tensors (u, size) with c(u) = ρ·size
     sized: int            # distinct sized tensors (u, size > 0)
+    size: float = 0.0     # bytes of the tensor whose ratio ρ is
+    quantum: float = 0.0  # q: the costs are rounded to multiples of it (module docstring)
+
+    def slack(self, size: float) -> float:
+        """How far a cost rounded to the quantum may be from ``ρ · size``, besides the relative tolerance."""
+        if self.value is None or self.size <= 0:
+            return 0.0
+        return self.quantum / 2 + size * self.quantum / (2 * self.size)
 
 
 @dataclass(frozen=True)
@@ -186,8 +201,8 @@ def format_bytes(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:.10g}"
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= RELATIVE_TOLERANCE * max(abs(a), abs(b))
+def _close(a: float, b: float, slack: float = 0.0) -> bool:
+    return abs(a - b) <= RELATIVE_TOLERANCE * max(abs(a), abs(b)) + slack
 
 
 # ----------------------------------------------------------------------------------------
@@ -195,19 +210,24 @@ def _close(a: float, b: float) -> bool:
 # ----------------------------------------------------------------------------------------
 
 def infer_time_per_byte(problem: Instance) -> TimePerByte:
-    """``ρ``: the ratio ``c(u)/size`` shared by the most distinct sized tensors ``(u, size > 0)``."""
+    """``ρ``: the ratio ``c(u)/size`` shared by the most distinct sized tensors ``(u, size > 0)``, the costs
+    rounded to the instance's quantum (module docstring)."""
+    grid = problem.time_quantum
     tensors = sorted({(e.src, e.size) for e in problem.edges if e.size is not None and e.size > 0})
     ratios = sorted((problem.node(u).out_cost / size, size) for u, size in tensors)
     groups: list[list[tuple[float, float]]] = []   # consecutive ratios close to the group's first
     for ratio, size in ratios:
-        if groups and _close(groups[-1][0][0], ratio):
-            groups[-1].append((ratio, size))
-        else:
-            groups.append([(ratio, size)])
+        if groups:
+            first, first_size = groups[-1][0]
+            if _close(first, ratio, grid / (2 * first_size) + grid / (2 * size)):
+                groups[-1].append((ratio, size))
+                continue
+        groups.append([(ratio, size)])
     if not groups:
         return TimePerByte(None, 0, 0)
     best = min(groups, key=lambda g: (-len(g), -sum(s for _, s in g), g[0][0]))
-    return TimePerByte(best[0][0], len(best), len(tensors))
+    ratio, size = max(best, key=lambda pair: (pair[1], -pair[0]))     # the largest tensor's, least rounded
+    return TimePerByte(ratio, len(best), len(tensors), size, grid)
 
 
 # ----------------------------------------------------------------------------------------
@@ -264,15 +284,15 @@ def communication_ledger(problem: Instance, plan: Plan | object) -> Ledger:
             status = UNCHECKED if charged > 0 or unsized else AGREES
         else:
             ledger_time = rho.value * (sum(totals.values()))
-            if _close(charged, ledger_time):
+            sizes = [max(s for s in (incoming.get(u), outgoing.get(u)) if s is not None) for u in boundary]
+            if _close(charged, ledger_time, sum(rho.slack(size) for size in sizes)):
                 status = AGREES
             else:
                 status = DISAGREES
                 found = []
-                for u in boundary:
-                    size = max(s for s in (incoming.get(u), outgoing.get(u)) if s is not None)
+                for u, size in zip(boundary, sizes):
                     cost = problem.node(u).out_cost
-                    if not _close(cost, rho.value * size):
+                    if not _close(cost, rho.value * size, rho.slack(size)):
                         found.append(NodeMismatch(u, problem.node(u).name, cost, size, problem.node(u).backward))
                 mismatches = tuple(found)
         devices.append(DeviceTraffic(d, dev.type, charged=charged, ledger_time=ledger_time, status=status,
