@@ -177,3 +177,14 @@ def test_the_lower_bound_is_a_bound_on_the_exhaustive_optimum(problem):
 def test_the_lower_bound_holds_with_three_device_types(problem):
     bound = throughput_lower_bound(problem)
     assert bound["bound"] <= brute_force(problem, "none").objective * (1 + 1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=7, training=True))
+def test_the_gpipe_bound_is_a_bound_on_the_exhaustive_optimum(problem):
+    """max FW + max BW: each term at least the class, average and speed-weighted bounds of its nodes."""
+    from placement.problem.bounds import gpipe_lower_bound, weighted_average
+
+    optimum = brute_force(problem, "none", objective="throughput-gpipe").objective
+    assert gpipe_lower_bound(problem) <= optimum * (1 + 1e-12)
+    assert weighted_average(problem, False) + weighted_average(problem, True) <= optimum * (1 + 1e-12)

@@ -73,7 +73,7 @@ def throughput_lower_bound(problem: Instance) -> dict[str, float]:
     return {"class": by_class, "average": average, "weighted": weighted, "bound": max(by_class, average, weighted)}
 
 
-def weighted_average(problem: Instance) -> float:
+def weighted_average(problem: Instance, backward: bool | None = None) -> float:
     """A lower bound on the max load from the fractional relaxation of the load rows, for instances
     with two device types ``A``, ``B`` (counts ``a``, ``b``; 0 otherwise).
 
@@ -85,7 +85,9 @@ def weighted_average(problem: Instance) -> float:
     types and each type's work within ``count × T``; the right side is concave and piecewise
     linear in ``λ``, largest at one of the breakpoints ``λ_v = β_v / (α_v + β_v)`` (``α_v =
     p_A(v)/a``, ``β_v = p_B(v)/b``) or an end, and the largest of those is the relaxation's
-    optimum. Communication only adds to the loads. The chosen ``λ``'s value is summed again term by
+    optimum. Communication only adds to the loads. With ``backward`` (``False``, ``True``) the sum runs
+    over the forward (backward) nodes alone: a bound on every device's forward (backward) load, as the
+    ``throughput-gpipe`` objective needs. The chosen ``λ``'s value is summed again term by
     term, exactly rounded (as the ``average`` bound, it may exceed the real-number value by a few
     units in the last place, far less than the slack :data:`MEETS`).
     """
@@ -98,9 +100,10 @@ def weighted_average(problem: Instance) -> float:
     count_a, count_b = problem.device_types[a].count, problem.device_types[b].count
     room_a, room_b = problem.device_types[a].memory, problem.device_types[b].memory
     nan = math.nan     # a type the node cannot use
-    p_a = np.array([n.times[a] if n.times[a] is not None and n.memory <= room_a else nan for n in problem.nodes],
+    nodes = [n for n in problem.nodes if backward is None or n.backward == backward]
+    p_a = np.array([n.times[a] if n.times[a] is not None and n.memory <= room_a else nan for n in nodes],
                    dtype=float)
-    p_b = np.array([n.times[b] if n.times[b] is not None and n.memory <= room_b else nan for n in problem.nodes],
+    p_b = np.array([n.times[b] if n.times[b] is not None and n.memory <= room_b else nan for n in nodes],
                    dtype=float)
     on_a, on_b = ~np.isnan(p_a), ~np.isnan(p_b)
     if not (on_a | on_b).all():
@@ -135,8 +138,9 @@ def gpipe_lower_bound(problem: Instance) -> float:
     Each term is bounded as :func:`throughput_lower_bound` bounds the max load, but over
     the forward (backward) nodes only: a colour class's forward nodes share a device, so
     ``max_i FW_i ≥ max over classes C of min over usable types t of Σ_{v∈C forward} p_t(v)``;
-    and ``max_i FW_i ≥ Σ_{v forward} min_t p_t(v) / N``. Likewise for BW. Communication
-    only adds to either side.
+    ``max_i FW_i ≥ Σ_{v forward} min_t p_t(v) / N``; and ``max_i FW_i`` is at least the speed-weighted
+    average of the forward nodes (:func:`weighted_average`). Likewise for BW. Communication only adds
+    to either side.
     """
     devices = sum(t.count for t in problem.device_types)
     total = 0.0
@@ -147,7 +151,7 @@ def gpipe_lower_bound(problem: Instance) -> float:
             if part:
                 by_class = max(by_class, _class_time(problem, members, part))
         work = sum(_node_time(problem, i) for i, n in enumerate(problem.nodes) if n.backward == backward)
-        total += max(by_class, work / devices)
+        total += max(by_class, work / devices, weighted_average(problem, backward))
     return total
 
 
