@@ -409,8 +409,10 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
 
 
-# Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known.
-CEILINGS = (1.05, 1.3, 2.0, 4.0)
+# Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known (the ideals are the
+# prefixes of one order): dense near 1, where the speed-weighted bound puts the optimum of a chain (a 10,000-node
+# chain: 0.14 s, against 0.24 s with 1.05 and 1.3 first, a run at 1.05 below the optimum and one at 1.3 far above)
+CEILINGS = (1.01, 1.03, 1.1, 1.3, 2.0, 4.0)
 
 
 def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray], ub: float,
