@@ -426,6 +426,30 @@ def test_the_dp_polls_its_deadline_between_progress_lines():
     assert isinstance(deadline_watch(math.inf), _DeadlineWatch) and deadline_watch(None) is None
 
 
+def test_the_dp_keeps_its_deadline_while_it_finds_its_upper_bound():
+    """A chain of 1,280 nodes with one more node beside it is no prefix family: the DP first runs the chain
+    DP for its upper bound, which heeded no deadline (a 40,001-node such graph overran a 2 s limit by 7.7 s).
+    A deadline that passes in the chain DP's first chunk stops it there."""
+    import time
+
+    from placement.problem.instance import Edge, Node, make_two_type_problem
+    from placement.solvers.dp import _DeadlineWatch, solve_dp
+    from tests.test_dp_memory import line
+
+    chain = line(1280)
+    beside = Node(9999, "beside", (1.0, 10.0), out_cost=0.1)
+    problem = make_two_type_problem((*chain.nodes, beside), (*chain.edges, Edge(0, 9999)), 3, 1, math.inf)
+
+    class Watch(_DeadlineWatch):
+        def poll(self, message: str) -> None:
+            self.deadline = time.perf_counter()
+            super().poll(message)
+
+    with pytest.raises(PlacementError) as raised:
+        solve_dp(problem, progress=Watch(math.inf, None))
+    assert str(raised.value).startswith("the time limit ran out while the DP ran (chain: 256/1,282 ideals (20%), ")
+
+
 def test_a_warm_start_the_chain_dp_cannot_make_is_none_not_an_error(monkeypatch):
     """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two
     types would need), the MILP starts from nothing and says why; the refusal used to end the run."""

@@ -242,6 +242,20 @@ def test_local_search_repairs_memory_and_returns_its_best_valid_plan(restarts):
     assert sorted(sorted(d.nodes) for d in found.plan.devices) == [[0, 1], [2]]
 
 
+@pytest.mark.parametrize("cpus", [0, 1])
+def test_local_search_decides_memory_as_the_evaluator_does(cpus):
+    """Sizes 0.1, 0.2 and 0.3 fill an accelerator of 0.6 exactly as written, though they sum to
+    0.6000000000000001 in floating point; a node of 0.5 (time 10) takes the other. The climb judged the
+    first device over its bound by the float sum and moved a node off it, then back, forever (or, with a
+    CPU, onto the CPU: 50). Decided as the evaluator decides, the fill is valid and stays: 10, the optimum."""
+    nodes = (Node(0, "a", (1.0, 50.0), 0.1), Node(1, "b", (1.0, 50.0), 0.2), Node(2, "c", (1.0, 50.0), 0.3),
+             Node(3, "big", (10.0, 50.0), 0.5))
+    problem = make_two_type_problem(nodes, [], 2, cpus, 0.6)
+    found = solve(problem, "local-search", restarts=3, seed=0)
+    assert (found.status, found.objective) == (Status.FEASIBLE, 10.0)
+    assert sorted(sorted(d.nodes) for d in found.plan.devices) == [[0, 1, 2], [3]]
+
+
 @needs_metis
 def test_partition_reports_class_and_memory():
     # four independent nodes, memory 1 each, bound 1, two accelerators: the balanced partition puts two

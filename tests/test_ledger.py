@@ -287,3 +287,9 @@ def test_costs_rounded_to_the_recorded_quantum_agree():
     doubled = placement.load(document([1.0, 4.625, 333.3125], 1 / 16))
     assert [m.node for d in communication_ledger(doubled, plan).devices for m in d.mismatches] == [1, 1]
     assert placement.load(document(rounded, "fine")).time_quantum == 0.0   # not a number: none recorded
+    import dataclasses
+    import math
+
+    for bad in (math.nan, -1.0, math.inf):   # given through the API, it is checked as the instance is
+        with pytest.raises(placement.InvalidInstanceError, match=r"^time_quantum must be a finite number ≥ 0 "):
+            dataclasses.replace(problem, time_quantum=bad)

@@ -419,6 +419,9 @@ def validate(problem: Instance) -> None:
     types = problem.device_types
     if not types:
         raise InvalidInstanceError("no device types")
+    quantum = problem.time_quantum
+    if isinstance(quantum, bool) or not isinstance(quantum, (int, float)) or not 0 <= quantum < math.inf:
+        raise InvalidInstanceError(f"time_quantum must be a finite number ≥ 0 (0: none recorded), got {quantum!r}")
     seen_types: set[str] = set()
     for t in types:
         if not isinstance(t.name, str):

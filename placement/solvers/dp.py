@@ -165,7 +165,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         if progress is not None:
             progress("the ideals are the prefixes of the one topological order: no upper bound needed")
     else:
-        ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled)
+        ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled, progress)
         slack = rounding_error(problem, ub) if ub_plan is not None else 0.0
         if slack > 0:   # the sums may be off either way: the ceiling is the plan's true value plus that
             ub = evaluate(problem, ub_plan, "stages").max_load + slack

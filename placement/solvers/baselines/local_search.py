@@ -6,7 +6,8 @@ A state assigns every colour class to one device (all accelerators and CPU
 cores of the instance are available); loads are those of DESIGN.md §2 (for
 training graphs forward and backward loads add up). A *move* takes one class
 from its device ``A`` to another device ``B`` whose type supports it and whose
-memory bound still holds afterwards. Only the loads of ``A`` and ``B`` change
+memory bound still holds afterwards (decided as the evaluator decides it, on the
+sizes as written: :func:`placement.problem.memory_fit.fits`). Only the loads of ``A`` and ``B`` change
 (a third device's boundary depends only on which nodes it holds), and a move is
 taken when it lowers the larger of those two loads:
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
@@ -47,6 +48,7 @@ from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
                                                 contracted_units, throughput_solution, two_types)
 from placement.solvers.baselines.greedy import greedy_fill
+from placement.problem.memory_fit import fits_summed
 from placement.solvers.chain_dp import kahn_order
 from placement.verification.evaluate import evaluate
 
@@ -124,6 +126,7 @@ class _Climber:
             p = self.ctime[c][self.slot_type[d]]
             self.comp[d] += p if p is not None else 0.0
             self.mem[d] += self.cmem[c]
+        self.over = [not fits_summed(self.mem[d], self._sizes(d), self.bound[d]) for d in range(n_slots)]
         self.comm = [0.0] * n_slots
         for d in range(n_slots):
             if not self.pays[d]:
@@ -143,7 +146,7 @@ class _Climber:
         allowed and improves, or repairs the source's memory (module docstring); else ``None``."""
         a = self.where[c]
         tb = self.ctime[c][self.slot_type[b]]
-        if tb is None or self.mem[b] + self.cmem[c] > self.bound[b]:
+        if tb is None or not fits_summed(self.mem[b] + self.cmem[c], self._sizes(b, c), self.bound[b]):
             return None
         ta = self.ctime[c][self.slot_type[a]]
         da = db = 0.0
@@ -168,7 +171,7 @@ class _Climber:
                     after = (nu > cb2) if after_dev == b else (cb2 > 0)
                     if before != after:
                         db += cost[u] if after else -cost[u]
-        if self.mem[a] > self.bound[a] and self.cmem[c] > 0:
+        if self.over[a] and self.cmem[c] > 0:
             return da, db      # a repair: A is over its memory bound, and B has room for the class
         new_a = self.comp[a] - (ta or 0.0) + self.comm[a] + da
         new_b = self.comp[b] + tb + self.comm[b] + db
@@ -192,6 +195,15 @@ class _Climber:
         self.comm[b] += db
         self.mem[a] -= self.cmem[c]
         self.mem[b] += self.cmem[c]
+        for d in (a, b):
+            self.over[d] = not fits_summed(self.mem[d], self._sizes(d), self.bound[d])
+
+    def _sizes(self, d: int, joining: int | None = None) -> Iterator[float]:
+        """The memory of the nodes on slot ``d`` (and of class ``joining``): read only where a sum is near
+        the bound, to decide it as the evaluator does (:func:`placement.problem.memory_fit.fits`)."""
+        for c, where in enumerate(self.where):
+            if where == d or c == joining:
+                yield from (self.problem.nodes[v].memory for v in self.classes[c])
 
     def plan(self) -> Plan:
         types = self.problem.device_types
