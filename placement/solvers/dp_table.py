@@ -350,9 +350,9 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
          progress: Progress | None, label: str, stages: int | None = None) -> Table:
     """Run the DP over a prepared family (:func:`prepare`; any down-closed family containing ∅ and V)
     under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring.
-    ``progress`` gets a line about once a second and, where it has a ``poll(message)`` method
-    (:func:`placement.solvers.dp.deadline_watch`), that after every other chunk of ideals (a fiftieth of
-    the family, or 256 ideals), to stop the run by raising."""
+    ``progress`` gets a line about once a second; where it has a ``poll(message)`` method
+    (:func:`placement.solvers.dp.deadline_watch`), that is called after every other chunk of ideals (a
+    fiftieth of the family, or 256 ideals), and may stop the run by raising."""
     n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])

@@ -14,8 +14,8 @@ taken when it lowers the larger of those two loads:
     max(load'(A), load'(B)) < max(load(A), load(B)),
 
 or, whatever the loads, when ``A`` holds more memory than its bound and the class
-some (a *repair*: the greedy fill may leave a device over its bound, and no move
-puts one over). The memory over the bounds therefore never rises, and falls with
+takes some (a *repair*: the greedy fill may leave a device over its bound, and no
+move puts one over). The memory over the bounds therefore never rises, and falls with
 every repair; between repairs the max-load never rises and the loads sorted in
 decreasing order fall lexicographically with every move, so a climb ends; it ends
 when no move improves (a local optimum), classes and destinations being tried in a
