@@ -228,8 +228,8 @@ def test_a_stop_at_a_tiny_limit_is_never_infeasible(backend, capsys):
         assert answer["bound"] <= 11.277 + 1e-9
 
 
-def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsys):
-    """Reading a 96 MB instance takes seconds: solve and simulate say so first. The threshold is
+def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsys, tmp_path):
+    """Reading a 96 MB instance takes seconds: solve, simulate and verify say so first. The threshold is
     lowered here so that the four-node chain counts as large."""
     import placement.cli.options as options
 
@@ -238,4 +238,12 @@ def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsy
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
     assert main(["solve", CHAIN4, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    out = str(tmp_path / "plan.json")      # verify reads the instance the same way
+    assert main(["solve", CHAIN4, "--out", out, "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, out]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
+    assert main(["verify", CHAIN4, out, "--quiet"]) == 0
     assert capsys.readouterr().err == ""

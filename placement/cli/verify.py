@@ -14,8 +14,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, positive_int,
-                                   print_json, read_once, recorded_devices_note)
+from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, load_announced,
+                                   positive_int, print_json, progress_printer, read_once, recorded_devices_note)
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
-    instance = placement.load(args.instance)
+    instance = load_announced(args.instance, progress_printer(args.quiet))   # a large file takes seconds
     args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
