@@ -163,14 +163,15 @@ def throughput_solution(problem: Instance, plan: Plan | None, method: str, start
 
 
 def latency_solution(problem: Instance, plan: Plan | None, method: str, start: float,
-                     stats: dict[str, Any] | None = None, note: str = "") -> Solution:
-    """The Solution of a latency baseline: the latency evaluator's value and verdict."""
+                     stats: dict[str, Any] | None = None, note: str = "", evaluation: Any = None) -> Solution:
+    """The Solution of a latency baseline: the latency evaluator's value and verdict (``evaluation``: the
+    latency evaluator's result for ``plan`` where the caller has it already)."""
     runtime = time.perf_counter() - start
     stats = dict(stats or {})
     if plan is None:
         return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, method=method, objective_kind=LATENCY,
                         contiguity="none", runtime_s=runtime, stats=stats, message=note or f"{method} found no plan")
-    ev = evaluate_latency(problem, plan)
+    ev = evaluate_latency(problem, plan) if evaluation is None else evaluation
     finest = evaluate(problem, plan, "none").finest_class
     stats["finest_class"] = finest
     notes = [note] if note else []

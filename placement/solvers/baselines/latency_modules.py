@@ -48,8 +48,9 @@ def solve_latency_modules(problem: Instance, **options: Any) -> Solution:
     stats = {"modules": found.modules, "dp_value": found.value}
     if found.value is not None:
         plan = module_plan(problem, found)
-        if evaluate_latency(problem, plan).valid:
-            return latency_solution(problem, plan, "latency-modules", start, stats)
+        evaluation = evaluate_latency(problem, plan)
+        if evaluation.valid:
+            return latency_solution(problem, plan, "latency-modules", start, stats, evaluation=evaluation)
         note = "the DP's plan does not fit the instance (colour classes or memory)"
     else:
         note = f"the DP found no plan ({found.why})"
