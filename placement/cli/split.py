@@ -41,16 +41,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule layers and "
                         "parts), megatron (pipeline layout string), pipe-split (the operators of each stage, for "
                         "pipe_split_module) or stages (a table)")
-    p.add_argument("--out", type=path_name, metavar="FILE", help="also write the split to FILE as the text output shows it (the form's "
-                        "own file), with or without --json")
+    p.add_argument("--out", type=path_name, metavar="FILE",
+                   help="also write the split to FILE as the text output shows it (the form's own file), with or "
+                        "without --json")
     add_output_options(p)
     p.set_defaults(handler=run)
 
 
-def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> Plan:
+def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> tuple[Plan, str]:
     """The plan with the nodes it leaves to their colour class placed with it (as ``verify`` places
-    them); refused where the instance cannot run it (unknown device types, more devices than it has,
-    nodes off their supported types, memory), as the independent evaluator finds it."""
+    them), and the finest contiguity class it belongs to; refused where the instance cannot run it
+    (unknown device types, more devices than it has, nodes off their supported types, memory), as the
+    independent evaluator finds it."""
     from placement.verification.evaluate import evaluate, with_inferred
 
     found = evaluate(problem, plan, "none", infer_from_colours=True)
@@ -61,7 +63,7 @@ def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> Plan:
         count = len(found.inferred)
         say(f"note: {count:,} node{'s' if count > 1 else ''} the plan does not list go{'es' if count == 1 else ''} "
             "with their colour class, as verify places them")
-    return with_inferred(plan, found)
+    return with_inferred(plan, found), found.finest_class
 
 
 def _stage_rows(layout: Layout, plan: Plan) -> list[tuple[str, ...]]:
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)
         say(recorded_devices_note(argparse.Namespace(plan=plan_source), done="split"))
-    plan = _check_fit(problem, plan, say)
+    plan, finest = _check_fit(problem, plan, say)
     plan, order = in_pipeline_order(problem, plan)
     if order is not None:
         say(f"note: the plan lists its devices out of pipeline order; its stages are its devices "
@@ -152,9 +154,7 @@ def run(args: argparse.Namespace) -> int:
         if why is not None:   # the table lists the devices as the plan does; no runtime runs them so
             say(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}")
     else:
-        from placement.verification.evaluate import evaluate
-
-        value = export(args.format, layout, plan, evaluate(problem, plan).finest_class == "stages")
+        value = export(args.format, layout, plan, finest == "stages")
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
         if args.format != "megatron":   # Megatron ties its embeddings itself
             for name, held in shared_across_stages(layout, plan).items():

@@ -531,16 +531,14 @@ def _paths_finish(d: _Data, br: _Branch, a: int, head: frozenset[int], tail: fro
     outside ``head`` and ``tail``: a prefix and a suffix of it), by the number of calls on the main
     path where calls are counted (a call meets a path in one segment; the other paths' calls are not
     counted), else under 0."""
-    latest = 0.0
-    for path in br.paths[1:]:
+    def ends(path: list[int], counted: bool) -> dict:
+        """The path's middle: its least finishes by the calls counted (under 0 where not counted)."""
         h = sum(v in head for v in path)
         t = sum(v in tail for v in path)
-        latest = max(latest, _least(_middle(d, path, h, path[h - 1] if h else a, cache)[len(path) - t - h]))
-    main = br.paths[0]
-    h = sum(v in head for v in main)
-    t = sum(v in tail for v in main)
-    ends = _middle(d, main, h, main[h - 1] if h else a, cache, counted=d.counted)[len(main) - t - h]
-    return {n: max(r, latest) for n, (r, _calls) in ends.items() if max(r, latest) < INF}
+        return _middle(d, path, h, path[h - 1] if h else a, cache, counted=counted)[len(path) - t - h]
+
+    latest = max((_least(ends(path, False)) for path in br.paths[1:]), default=0.0)
+    return {n: max(r, latest) for n, (r, _calls) in ends(br.paths[0], d.counted).items() if max(r, latest) < INF}
 
 
 def _prune(opts: list[_Option]) -> list[_Option]:

@@ -154,13 +154,13 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "
                                  "ideals than without)", exc.parameter) from None
     n_ideals = len(family[0])
-    check_memory(n_ideals, graph, layers, bitsets=not is_prefix_family(family))
+    prefixes = is_prefix_family(family)    # the graph's ideals are nested: those of one topological order
+    check_memory(n_ideals, graph, layers, bitsets=not prefixes)
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
         if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
-    if n_ideals == contraction.size + 1:
-        # The ideals are the prefixes of the one topological order: the chain DP would be this very run.
+    if prefixes:   # the chain DP would be this very run
         ub, ub_plan = math.inf, None
         if progress is not None:
             progress("the ideals are the prefixes of the one topological order: no upper bound needed")

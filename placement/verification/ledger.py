@@ -212,14 +212,14 @@ def _close(a: float, b: float, slack: float = 0.0) -> bool:
 def infer_time_per_byte(problem: Instance) -> TimePerByte:
     """``ρ``: the ratio ``c(u)/size`` shared by the most distinct sized tensors ``(u, size > 0)``, the costs
     rounded to the instance's quantum (module docstring)."""
-    grid = problem.time_quantum
+    quantum = problem.time_quantum
     tensors = sorted({(e.src, e.size) for e in problem.edges if e.size is not None and e.size > 0})
     ratios = sorted((problem.node(u).out_cost / size, size) for u, size in tensors)
     groups: list[list[tuple[float, float]]] = []   # consecutive ratios close to the group's first
     for ratio, size in ratios:
         if groups:
             first, first_size = groups[-1][0]
-            if _close(first, ratio, grid / (2 * first_size) + grid / (2 * size)):
+            if _close(first, ratio, quantum / (2 * first_size) + quantum / (2 * size)):
                 groups[-1].append((ratio, size))
                 continue
         groups.append([(ratio, size)])
@@ -227,7 +227,7 @@ def infer_time_per_byte(problem: Instance) -> TimePerByte:
         return TimePerByte(None, 0, 0)
     best = min(groups, key=lambda g: (-len(g), -sum(s for _, s in g), g[0][0]))
     ratio, size = max(best, key=lambda pair: (pair[1], -pair[0]))     # the largest tensor's, least rounded
-    return TimePerByte(ratio, len(best), len(tensors), size, grid)
+    return TimePerByte(ratio, len(best), len(tensors), size, quantum)
 
 
 # ----------------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
             candidates.append(found.plan)
         if progress is not None and usable:
             said = f" ({found.message})" if found.message else ""
-            progress(f"starting plan from {found.method}: latency {found.objective:.6g} ({found.runtime_s:.2f} s){said}")
+            progress(f"starting plan from {found.method}: latency {found.objective:.6g} "
+                     f"({found.runtime_s:.2f} s){said}")
         elif progress is not None:
             progress(found.message or f"{found.method} found no plan")
     scored = [(evaluate_latency(problem, p), p) for p in candidates]
@@ -122,7 +123,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
     share = None if deadline is None else max(1.0, deadline - time.perf_counter())
     try:
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline))
-        source, exact = f"DP optimum ({what})", True
+        source = f"DP optimum ({what})"
     except LimitExceededError as exc:
         try:   # the chain DP gets a share as long again
             later = None if deadline is None or share is None else max(deadline, time.perf_counter()) + share
@@ -131,7 +132,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
             if progress is not None:
                 progress(f"no warm start: {chain_exc}")
             return None, 0.0
-        source, exact = ("chain DP" if stages is None else f"chain DP ({stages} stages)"), False
+        source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):
@@ -140,4 +141,4 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
         return None, 0.0
     if progress is not None:
         progress(f"warm start from the {source}: max-load {solution.objective:.6g} ({solution.runtime_s:.2f} s)")
-    return solution.plan, solution.bound if exact else 0.0
+    return solution.plan, solution.bound     # the chain DP proves no bound: its solution's is 0
