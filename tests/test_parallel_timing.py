@@ -276,6 +276,18 @@ def test_cli_solves_for_the_time_per_batch(tmp_path, capsys):
                                                "'time-per-batch', not 'piper'")
 
 
+def test_the_search_says_no_plan_exists_rather_than_proven():
+    # Nodes keeping 10 and 20 bytes on devices of 15 bytes: the second node fits no device, so no
+    # plan exists; the progress line says so instead of calling a plan proven.
+    instance = chain([1, 1], m=2, resident=[10.0, 20.0])
+    lines = []
+    result = placement.solve(instance, schedule="gpipe", objective="time-per-batch", memory=15.0,
+                             progress=lines.append)
+    assert str(result.status) == "infeasible"
+    story = [line for line in lines if line.startswith("time-per-batch search:")]
+    assert story == ["time-per-batch search: no plan exists"]
+
+
 @given(typed_piper_instances(max_nodes=3), st.sampled_from(["gpipe", "1f1b"]))
 @settings(max_examples=30)
 def test_search_with_device_types_brackets_brute_force(instance, schedule):

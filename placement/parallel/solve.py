@@ -145,14 +145,17 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
-def _search_story(stats: dict, proven: bool) -> str:
-    """What the time-per-batch search did and whether it proved its plan optimal, in words."""
+def _search_story(stats: dict, proven: bool, found_plan: bool) -> str:
+    """What the time-per-batch search did and whether it proved its plan optimal (or, without a plan, that
+    none exists), in words."""
     steps = []
     if stats.get("candidates"):
         steps.append(f"{stats['candidates']} uniform-degree plans tried")
     if "branch_and_bound_nodes" in stats:
         steps.append(f"branch and bound over {stats['branch_and_bound_nodes']:,} partial plans "
                      + ("completed" if stats.get("branch_and_bound_completed") else "stopped at its step limit"))
+    if not found_plan:
+        return ("no plan exists" if proven else "no plan found") + (f" ({'; '.join(steps)})" if steps else "")
     if proven and not steps:
         steps.append("the throughput optimum's plan meets the bound m·M*")
     return ("proven" if proven else "not proven") + (f" ({'; '.join(steps)})" if steps else "")
@@ -165,7 +168,7 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
     found = search_time_per_batch(instance, devices=reachable, memory=memory, schedule=schedule,
                                   forward_share=forward_share, max_sets=max_sets, progress=progress)
     if progress is not None:
-        progress(f"time-per-batch search: {_search_story(found.stats, found.proven)}")
+        progress(f"time-per-batch search: {_search_story(found.stats, found.proven, found.plan is not None)}")
 
     def answer(status, plan=None, value=None, bound=None, evaluation=None, message=""):
         handoff = megatron_config(instance, plan) if plan is not None else None
