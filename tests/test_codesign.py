@@ -355,7 +355,7 @@ def test_bad_parameters(kwargs, parameter, detail):
 
 
 @pytest.mark.parametrize("grid, message", [
-    ({"tensor_cores": [1]}, "grid: unknown field 'name2' (the fields are tensor_cores, array_width, array_depth, "
+    ({"tensor_cores": [1]}, "grid: unknown field 'name2' (the fields are name, tensor_cores, array_width, array_depth, "
                             "vector_cores, vector_lanes, buffer_mb)"),
     ({**CHAIN_GRID, "array_width": []}, "grid: field 'array_width' must be a non-empty array"),
     ({**CHAIN_GRID, "vector_lanes": [0]}, "grid: field 'vector_lanes' must hold positive integers up to 2^20, got 0"),
@@ -474,7 +474,21 @@ def test_cli_sweep_whose_every_configuration_fails_exits_1(tmp_path, capsys):
     argv = ["codesign", "--sweep", str(spec), "--out", str(tmp_path / "records.jsonl"), "--workers", "1", "--json"]
     assert main(argv) == 1
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["ran"], summary["errors"]) == (2, 2)
+    assert (summary["ran"], summary["infeasible"], summary["errors"]) == (2, 0, 2)
+
+
+def test_cli_sweep_counts_budgets_no_design_meets_as_infeasible_not_as_errors(tmp_path, capsys):
+    """10 W per chip is below every design of the tiny grid: each configuration is proven infeasible (an
+    answer, not an error); with no optimum among them the exit status is still 1."""
+    pytest.importorskip("dask.distributed")
+    assert placement.codesign(MODEL, chips=1, area=606.68, power=10, grid=TINY).status == "infeasible"
+    spec = tmp_path / "sweep.json"
+    spec.write_text(json.dumps({"models": [MODEL], "chips": [1, 2], "budgets": [[606.68, 10]], "grids": [TINY],
+                                "baselines": []}), encoding="utf-8")
+    argv = ["codesign", "--sweep", str(spec), "--out", str(tmp_path / "records.jsonl"), "--workers", "1"]
+    assert main(argv) == 1
+    assert capsys.readouterr().out.strip() == (f"2 configurations run, 0 already in {tmp_path / 'records.jsonl'}, "
+                                               "2 infeasible, 0 errors; 0 plots written")
 
 
 def test_a_node_supported_on_no_accelerator_is_refused():

@@ -123,7 +123,8 @@ def _steady(record: dict) -> dict:
 def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     full = tmp_path / "full.jsonl"
     summary = sweep.run_sweep(SPEC, full, workers=1, processes=False, quiet=True)
-    assert (summary.total, summary.skipped, summary.ran, summary.errors) == (8, 0, 8, 4)  # 100 mm²: no design
+    # 100 mm²: no design fits, proven (infeasible), which is no error
+    assert (summary.total, summary.skipped, summary.ran, summary.infeasible, summary.errors) == (8, 0, 8, 4, 0)
     records = sweep.read_records(full)
     assert [r["id"] for r in records] != [] and sorted(r["id"] for r in records) == \
         sorted(sweep.configuration_id(c) for c in sweep.configurations(SPEC))

@@ -62,3 +62,21 @@ def test_piper_page_examples_run_in_order(monkeypatch):
     assert (mixed.status, round(mixed.value, 11), [(s.device_type, s.d, s.t) for s in mixed.plan.stages]) == (
         "optimal", 0.06636948436, [("a100", 8, 1), ("v100", 16, 1)])
     assert interleaved.ok and interleaved.plan.chunks == 2
+
+
+def test_simulator_page_example_runs(monkeypatch):
+    # docs/simulator.md, "From Python": training-pair's optimal plan through 1F1B with a flush (derived there)
+    pytest.importorskip("matplotlib")   # the Gantt chart
+    monkeypatch.chdir(ROOT)
+    blocks = python_blocks(ROOT / "docs" / "simulator.md")
+    assert len(blocks) == 1
+    out = io.StringIO()
+    namespace: dict = {}
+    with contextlib.redirect_stdout(out):
+        exec(compile(blocks[0], "docs/simulator.md", "exec"), namespace)
+    assert out.getvalue().splitlines() == [
+        "192.5 0.16883116883116878 [2, 1]",
+        "TaskRecord(stage=0, kind='F', microbatch=0, start=0.0, end=3.0, on_link=False)",
+        "TaskRecord(stage=0, kind='B', microbatch=0, start=14.5, end=20.0, on_link=False)"]
+    assert (namespace["folder"] / "trace.json").stat().st_size > 0
+    assert (namespace["folder"] / "gantt.png").stat().st_size > 0

@@ -97,5 +97,5 @@ def _sweep(args: argparse.Namespace) -> int:
         print_json(asdict(summary))
     else:
         print(f"{summary.ran} configurations run, {summary.skipped} already in {summary.out}, "
-              f"{summary.errors} errors; {len(summary.plots)} plots written")
-    return 1 if summary.ran and summary.errors == summary.ran else 0
+              f"{summary.infeasible} infeasible, {summary.errors} errors; {len(summary.plots)} plots written")
+    return 1 if summary.ran and summary.errors + summary.infeasible == summary.ran else 0

@@ -64,7 +64,7 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
         raise InvalidInstanceError(f"a grid must be a JSON object, got {json_type_name(data)}")
     unknown = sorted(set(data) - set(PARAMETERS) - {"name"})
     if unknown:
-        raise InvalidInstanceError(f"grid: unknown field {unknown[0]!r} (the fields are {', '.join(PARAMETERS)})")
+        raise InvalidInstanceError(f"grid: unknown field {unknown[0]!r} (the fields are name, {', '.join(PARAMETERS)})")
     values = []
     for key in PARAMETERS:
         if key not in data:

@@ -236,8 +236,9 @@ class ProgressBar:
 
 @dataclass(frozen=True)
 class SweepSummary:
-    """What :func:`run_sweep` did: configurations in the spec, already in the file, run now, and how
-    many of those run now have no optimum (``errors``: status not ``optimal``)."""
+    """What :func:`run_sweep` did: configurations in the spec, already in the file, run now, and of
+    those run now how many have no design within their budgets (``infeasible``: proven, an answer of the
+    study) and how many could not be solved (``errors``: any other status than ``optimal``)."""
 
     total: int
     skipped: int
@@ -245,6 +246,7 @@ class SweepSummary:
     errors: int
     out: str
     plots: tuple[str, ...] = ()
+    infeasible: int = 0
 
 
 #: seconds Dask may take to connect to a scheduler, and the most the whole handshake may take
@@ -347,7 +349,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
             todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
                          "random_budget": spec.random_budget, "seed": spec.seed})
     total = len(distinct)
-    errors = 0
+    errors = infeasible = 0
     if todo:
         client, cluster = _client(scheduler, workers, processes)
         bar = ProgressBar(total, total - len(todo), quiet=quiet)
@@ -356,7 +358,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
             futures = client.map(_run_task, todo, [task or run_configuration] * len(todo), pure=False)
             for future in as_completed(futures):
                 record = future.result()
-                errors += record.get("status") != "optimal"
+                infeasible += record.get("status") == "infeasible"
+                errors += record.get("status") not in ("optimal", "infeasible")
                 append_record(out, record)
                 bar.update()
         finally:
@@ -369,7 +372,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
         from placement.codesign.plots import write_plots
         written = tuple(str(p) for p in write_plots(read_records(out), plots))
     return SweepSummary(total=total, skipped=total - len(todo), ran=len(todo), errors=errors, out=str(out),
-                        plots=written)
+                        plots=written, infeasible=infeasible)
 
 
 def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
