@@ -14,7 +14,9 @@ message says why. A bound above the verified value of the plan is refuted and no
 
 ``method="auto"`` takes the DP where it applies (objective ``throughput``, contiguity
 ``stages``) and the graph has at most ``max_ideals`` ideals; otherwise, or when the DP refuses
-for the number of ideals or runs out of ``time_limit``, the MILP (within what is left of it). The Result's ``method`` says which ran. With ``auto`` the
+for the number of ideals or runs out of ``time_limit``, or finds no plan where its memory checks
+round (which proves nothing), the MILP (within what is left of it). The Result's ``method`` says
+which ran. With ``auto`` the
 MILP's options (``backend``, ``time_limit``, ...) are accepted and used if the MILP runs; when the DP
 solves it, the message names those given that went unused.
 """
@@ -164,6 +166,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         solution = _run(METHODS[method], problem, options, started)
         refused = f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
         solution = replace(solution, message="; ".join(m for m in (refused, solution.message) if m))
+    if method == "dp" and names != [method]:
+        method, solution = _milp_where_the_dp_found_nothing(problem, options, started, solution)
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused
@@ -176,6 +180,29 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
                       accelerators, cpus, memory)
+
+
+def _milp_where_the_dp_found_nothing(problem: Instance, options: Mapping[str, Any], started: float,
+                                     solution: Any) -> tuple[str, Any]:
+    """``auto`` after the DP: where its memory checks rounded (no unit makes the sizes exact integers)
+    and it found no plan, which proves nothing, the MILP's answer (it may find a plan); otherwise, or
+    without the MILP's solvers installed, the DP's."""
+    from placement.errors import SolverUnavailableError
+    from placement.solution import Status as MethodStatus
+    from placement.solvers.registry import METHODS
+
+    if solution.plan is not None or solution.status is not MethodStatus.NO_SOLUTION:
+        return "dp", solution
+    progress = options["progress"]
+    if progress is not None:
+        progress(f"the DP found no plan ({solution.message}); solving the MILP instead")
+    try:
+        found = _run(METHODS["milp"], problem, options, started)
+    except SolverUnavailableError as exc:
+        return "dp", replace(solution, message=f"{solution.message}; the MILP, which may find a plan, cannot run "
+                                               f"here ({exc})")
+    note = f"the MILP solved this (method 'auto'): the DP found no plan ({solution.message})"
+    return "milp", replace(found, message="; ".join(m for m in (note, found.message) if m))
 
 
 def _recording(result: Result, accelerators: Any, cpus: Any, memory: Any) -> Result:

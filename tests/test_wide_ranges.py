@@ -5,6 +5,7 @@ its arithmetic proves, or a one-line error."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 
 import placement
 from placement.errors import InvalidParameterError
+from placement.problem.memory_fit import decimal_unit
+from placement.problem.units import sums_exactly
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.data import choose_scale
 
@@ -282,3 +285,54 @@ def test_a_type_no_better_plan_can_use_adds_no_rounding_error():
     # the brute force agrees
     from placement.testing.bruteforce import brute_force
     assert brute_force(placement.load(doc), "stages").objective == pytest.approx(result.value, rel=1e-12)
+
+
+def test_a_total_that_rounds_to_two_to_the_53_is_no_exact_sum():
+    # 2^53 + 1 rounds to 2^53: a total "at most 2^53" no longer shows the sums exact
+    assert not sums_exactly([2.0 ** 53, 1.0])
+    assert sums_exactly([2.0 ** 52, 1.0])
+    assert decimal_unit([2.0 ** 53, 1.0, 2.0 ** 53], math.fsum([2.0 ** 53, 1.0])) is None
+
+
+def huge_pair(size: float, memory: float) -> dict:
+    """1 -> 2, 1 ms each on an accelerator (10 on a CPU, none here), transfer cost 10; node 1 has
+    ``size`` bytes, node 2 one byte, two accelerators of ``memory`` bytes each."""
+    return {"maxSizePerFPGA": memory, "maxFPGAs": 2, "maxCPUs": 0,
+            "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size},
+                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 1}],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 10}]}
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+@pytest.mark.parametrize("size", [2.0 ** 53, 1e16])
+def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly(size):
+    """Node 1 fills an accelerator (size = memory), so node 2 (one byte more) needs the other: each
+    pays the transfer, 1 + 10 = 11, the optimum (both together would take 2 but break memory). In
+    floating point 2^53 + 1 = 2^53, so the DP let them share a device (a plan the evaluator refused:
+    no plan at all); at 1e16 it has no exact unit and its rounded checks found nothing. Either way
+    `auto` now asks the MILP, which finds the plan of 11."""
+    doc = huge_pair(size, size)
+    together = {"fpgas": [{"nodes": [1, 2]}], "cpus": []}
+    assert not placement.verify(doc, together).valid
+    alone = placement.solve(doc, method="dp")
+    assert (alone.status, alone.plan) == ("no_solution", ())
+    assert "no unit in which the DP's sums are exact" in alone.message
+    result = placement.solve(doc)
+    assert (result.method, result.value) == ("milp", 11.0) and result.status in ("optimal", "feasible")
+    assert result.message.startswith("the MILP solved this (method 'auto'): the DP found no plan (")
+    assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
+
+
+def test_an_integer_a_double_cannot_hold_is_refused_and_memory_summed_as_written_is_shown():
+    """99999999999999999 bytes would be read as 1e17, and 1e17 + 1 would not fit a bound of 1e17 that the
+    numbers as written meet: such an integer is refused where it is read. A sum the evaluator refuses
+    although its floating-point value equals the bound is shown exactly."""
+    doc = huge_pair(99999999999999999, 100000000000000000)
+    with pytest.raises(placement.InvalidInstanceError,
+                       match=r"^node 1: field 'size' is 99999999999999999, which a double cannot hold exactly \(above "
+                             r"2\^53 = 9007199254740992 not every integer is one\); give it in a larger unit$"):
+        placement.load(doc)
+    together = {"fpgas": [{"nodes": [1, 2]}], "cpus": []}
+    assert placement.verify(huge_pair(2 ** 53, 2 ** 53), together).violations == (
+        "device 0 (accelerator): memory 9007199254740993 (summed as written; 9007199254740992 in floating point) "
+        "exceeds the bound 9007199254740992",)

@@ -61,7 +61,7 @@ from placement.parallel.devices import check_memory, device_counts
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.schedules import check_schedule, in_flight, uses_suffix
 from placement.parallel.tables import Family, Tables, all_sets, build_tables, chain_sets
-from placement.problem.memory_fit import EXACT_INTEGERS, LENIENT, as_written
+from placement.problem.memory_fit import EXACT_TOTAL, LENIENT, as_written
 from placement.problem.units import sums_exactly
 
 #: the most successor-closed sets the DP enumerates by default
@@ -115,8 +115,9 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceType
     """``types`` and ``tables`` with every memory figure and bound in the unit ``1/q``, ``q`` the least
     common denominator of their shortest decimal forms (0.1, 0.7 and 0.7999999999999999 as whole
     numbers of ``10^-16``), where the whole graph's memory at the most micro-batches in flight (any
-    sum or difference the DP takes) stays within ``2^53`` in it: the DP's sums then decide the
-    model's rule exactly (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
+    sum or difference the DP takes) stays within ``2^52`` in it
+    (:data:`placement.problem.memory_fit.EXACT_TOTAL`): the DP's sums then decide the model's rule exactly
+    (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
     Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such
     unit exists, it widens the bounds and the evaluator has the last word."""
     bounds = [b for b in types.memory if math.isfinite(b)]
@@ -129,7 +130,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceType
     written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
     q = math.lcm(*(f.denominator for f in written.values()))
     whole = max(float(np.sum((mem_a * most_in_flight + mem_b).max(axis=(1, 2)))), max(bounds))
-    if not all(map(math.isfinite, written)) or whole * q > EXACT_INTEGERS:
+    if not all(map(math.isfinite, written)) or whole * q > EXACT_TOTAL:
         return lenient_memory(types, tables, m), tables
 
     def scaled(array: np.ndarray) -> np.ndarray:

@@ -521,8 +521,9 @@ def _check_weight_times(n: Node, types: tuple[DeviceType, ...]) -> None:
 
 def plain_numbers(values: list, optional: bool = False) -> np.ndarray | None:
     """``values`` as floats (``None`` as NaN where ``optional``), or ``None`` unless every one is a plain
-    int or float (no bool, no other type) that is finite and not negative as a float: the bulk form of
-    the checks that name the first offending value, for callers that fall back on those."""
+    int or float (no bool, no other type) that is finite and not negative as a float, and every int one
+    that a float holds exactly: the bulk form of the checks that name the first offending value, for
+    callers that fall back on those."""
     import numpy as np
 
     allowed = {int, float, type(None)} if optional else {int, float}
@@ -537,6 +538,8 @@ def plain_numbers(values: list, optional: bool = False) -> np.ndarray | None:
         return None
     if not (np.all(np.isfinite(present)) and np.all(present >= 0)):
         return None
+    if present.size and present.max() >= 2.0 ** 53 and any(type(v) is int and float(v) != v for v in values):
+        return None   # an integer a double cannot hold
     return array
 
 

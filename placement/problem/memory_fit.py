@@ -10,8 +10,8 @@ exactly. A sum clearly apart from the bound (by more than :data:`CLEAR` relative
 ``math.fsum`` alone, so the exact sum is taken only for the few that are close.
 
 :func:`decimal_unit` gives the DP (and any other method that sums memory in floating point) a
-unit in which every size and bound is an integer below ``2^53``: its sums and differences are
-then exact and agree with :func:`fits`.
+unit in which every size and bound is an integer and their total at most ``2^52``: its sums and
+differences are then exact and agree with :func:`fits`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from placement.problem.units import exact_unit
 CLEAR = 1e-9
 #: the largest integer up to which every integer is a float, and sums of them are exact
 EXACT_INTEGERS = 2.0 ** 53
+#: the largest total, itself a rounded sum, that shows every sum of its terms to be exact: half of
+#: :data:`EXACT_INTEGERS`, since sizes 2^53 and 1 sum to 2^53 + 1, which rounds to 2^53 and would pass it
+EXACT_TOTAL = EXACT_INTEGERS / 2
 #: the relative excess over a bound that a relaxation (a lower bound, a search that leaves the verdict
 #: to the evaluator) lets fit: every sum :func:`fits` accepts, read either way and summed in floating
 #: point, is within it
@@ -85,13 +88,25 @@ def _as_written(values: Iterable[float]) -> Fraction:
     return sum(map(as_written, values), Fraction(0))
 
 
+def written_sum_text(sizes: Iterable[float]) -> str:
+    """``Σ sizes`` on the sizes as written, exactly, as decimal text (``9007199254740993`` for 2^53 and 1,
+    whose floating-point sum is 2^53): what a message shows where the rounded sum would look like it fits."""
+    total = _as_written(sizes)
+    places = 0   # decimal forms: the denominator is 2^a·5^b, so some 10^places is a multiple of it
+    while (10 ** places) % total.denominator:
+        places += 1
+    digits = str(abs(total.numerator) * 10 ** places // total.denominator).rjust(places + 1, "0")
+    whole, fraction = digits[:len(digits) - places], digits[len(digits) - places:].rstrip("0")
+    return ("-" if total < 0 else "") + whole + (f".{fraction}" if fraction else "")
+
+
 def decimal_sum(sizes: Iterable[float]) -> float:
     """``Σ sizes`` on the sizes as written (their shortest decimal forms), rounded once to the nearest
     float: the memory of a colour class of sizes 0.1 and 0.2 is 0.3, which fits a bound of 0.3 as
     :func:`fits` says (summed in floating point it is 0.30000000000000004, which does not)."""
     sizes = [float(a) for a in sizes]
-    if all(a.is_integer() for a in sizes) and math.fsum(abs(a) for a in sizes) <= EXACT_INTEGERS:
-        return float(sum(sizes))   # integers below 2^53: the float sum is exact
+    if all(a.is_integer() for a in sizes) and math.fsum(abs(a) for a in sizes) <= EXACT_TOTAL:
+        return float(sum(sizes))   # integers summing to at most 2^52: the float sum is exact
     if any(not math.isfinite(a) for a in sizes):
         return math.fsum(sizes)
     return float(_as_written(sizes))
@@ -99,6 +114,6 @@ def decimal_sum(sizes: Iterable[float]) -> float:
 
 def decimal_unit(values: Sequence[float], total: float) -> float | None:
     """The unit of :func:`placement.problem.units.exact_unit` for ``values`` whose sum is ``total``,
-    with that sum at most ``2^53``; ``None`` when there is none. In that unit every sum of the values
-    is exact, and a value is its shortest decimal form."""
-    return exact_unit(values, total, EXACT_INTEGERS)
+    with that sum at most :data:`EXACT_TOTAL`; ``None`` when there is none. In that unit every sum of
+    the values is exact, and a value is its shortest decimal form."""
+    return exact_unit(values, total, EXACT_TOTAL)

@@ -35,9 +35,10 @@ def exact_unit(values: Sequence[float], largest: float, cap: float) -> float | N
 
 def sums_exactly(values: Sequence[float]) -> bool:
     """Whether floating-point sums and differences of ``values`` (finite, non-negative) are exact:
-    every value is a multiple of one power of two ``2^-k`` and their total is at most ``2^(53−k)``,
-    so that every partial sum is an integer below ``2^53`` in that unit."""
+    every value is a multiple of one power of two ``2^-k`` and their total is below ``2^(53−k)``,
+    so that every partial sum is an integer below ``2^53`` in that unit (the total is itself rounded:
+    2^53 and 1 sum to 2^53, so a total of exactly ``2^(53−k)`` proves nothing)."""
     if not all(map(math.isfinite, values)):
         return False
     unit = max((x.as_integer_ratio()[1] for x in values), default=1)   # a power of two, 2^k
-    return math.fsum(values) <= math.ldexp(1.0, 53 - (unit.bit_length() - 1))
+    return math.fsum(values) < math.ldexp(1.0, 53 - (unit.bit_length() - 1))

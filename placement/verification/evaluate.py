@@ -37,7 +37,7 @@ from typing import Sequence
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import fits
+from placement.problem.memory_fit import fits, written_sum_text
 from placement.plan import Plan
 from placement.verification.contiguity import pipeline_order, sets_violations, stages_violations
 
@@ -101,7 +101,7 @@ class Evaluation:
 def fmt_number(x: float) -> str:
     """A number as messages print it: integral values without ``.0``, others exactly (``repr``)."""
     x = float(x)
-    if math.isfinite(x) and x.is_integer() and abs(x) < 2 ** 53:
+    if math.isfinite(x) and x.is_integer() and abs(x) <= 2 ** 53:
         return str(int(x))
     return repr(x)
 
@@ -228,8 +228,9 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
     bound = dtype.memory if dtype is not None else math.inf
     memory = math.fsum(sizes)
     if not fits(sizes, bound):
-        violations.append(f"device {position} ({type_name}): memory {fmt_number(memory)} "
-                          f"exceeds the bound {fmt_number(bound)}")
+        shown = fmt_number(memory) if memory > bound else \
+            f"{written_sum_text(sizes)} (summed as written; {fmt_number(memory)} in floating point)"
+        violations.append(f"device {position} ({type_name}): memory {shown} exceeds the bound {fmt_number(bound)}")
     compute = compute_fw + compute_bw
     comm = comm_fw + comm_bw
     report = DeviceReport(position=position, type=type_name, nodes=tuple(nodes), compute=compute,
