@@ -206,7 +206,16 @@ def test_verify_notes_a_recorded_stage_count_the_plan_does_not_have(tmp_path, ca
     assert json.loads(capsys.readouterr().out)["stages_refuted"] == {"recorded": 3, "non_empty_devices": 2}
     out.write_text(json.dumps({**document, "stages": 2}))
     assert main(["verify", CHAIN4, str(out), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["stages_refuted"] is None
+    reply = json.loads(capsys.readouterr().out)
+    assert (reply["stages_refuted"], reply["stages_unreadable"]) == (None, None)
+    for garbled in ("2", 2.5, -1, True, 0, [2]):   # no count: said, not silently passed over
+        out.write_text(json.dumps({**document, "stages": garbled}))
+        assert main(["verify", CHAIN4, str(out)]) == 0
+        assert (f"note: the plan file's 'stages' is no positive integer: {json.dumps(garbled)}; the number of "
+                "non-empty devices was not checked against it\n") in capsys.readouterr().out
+        assert main(["verify", CHAIN4, str(out), "--json"]) == 0
+        reply = json.loads(capsys.readouterr().out)
+        assert (reply["stages_refuted"], reply["stages_unreadable"]) == (None, garbled)
 
 
 def test_verify_notes_a_claimed_value_the_plan_does_not_have(tmp_path, capsys):

@@ -87,9 +87,9 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, garbled_contiguity, recorded_backward, recorded_calls,
-                                    recorded_contiguity, recorded_objective, recorded_objective_refusal,
-                                    recorded_stages, refuted_claims)
+    from placement.io.plans import (as_plan, garbled_contiguity, garbled_stages, recorded_backward,
+                                    recorded_calls, recorded_contiguity, recorded_objective,
+                                    recorded_objective_refusal, recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
@@ -125,10 +125,11 @@ def run(args: argparse.Namespace) -> int:
     stages = recorded_stages(args.plan)   # a solve into exactly N stages: the plan's non-empty devices
     used = None if stages is None else sum(1 for device in as_plan(args.plan).devices if device.nodes)
     stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}
+    stages_garbled = garbled_stages(args.plan)
     if args.json:
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
                     "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
-                    "stages_refuted": stages_refuted})
+                    "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled})
     else:
         if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
@@ -172,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the plan file records a solve into exactly {stages} non-empty "
                   f"stage{'s' if stages > 1 else ''}; the plan has {used} non-empty "
                   f"device{'s' if used != 1 else ''}")
+        if stages_garbled is not None:
+            print(f"note: the plan file's 'stages' is no positive integer: {json.dumps(stages_garbled)[:40]}; the "
+                  "number of non-empty devices was not checked against it")
         evaluation, _, ledger = verification.report
         if ledger is not None:
             print()

@@ -220,6 +220,13 @@ def recorded_stages(plan: object) -> int | None:
     return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
 
 
+def garbled_stages(plan: object) -> object | None:
+    """What a solved plan records as its stage count where that is no positive integer (a value to name in
+    a note); ``None`` where it records a count or nothing."""
+    found = _recorded(plan, "stages", "stages")
+    return None if found is None or recorded_stages(plan) is not None else found
+
+
 def garbled_contiguity(plan: object) -> object | None:
     """What a solved plan records as its contiguity class where that is no class (a value to name in a
     note); ``None`` where it records a class or nothing."""
