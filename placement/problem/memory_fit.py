@@ -24,7 +24,7 @@ from placement.problem.units import exact_unit
 
 #: relative distance from the bound beyond which the rounded sum decides
 CLEAR = 1e-9
-#: the largest integer up to which every integer is a float, and sums of them are exact
+#: the largest integer up to which every integer is a float
 EXACT_INTEGERS = 2.0 ** 53
 #: the largest total, itself a rounded sum, that shows every sum of its terms to be exact: half of
 #: :data:`EXACT_INTEGERS`, since sizes 2^53 and 1 sum to 2^53 + 1, which rounds to 2^53 and would pass it
