@@ -103,6 +103,26 @@ def test_shape_arithmetic_that_inference_does_not_follow_is_evaluated():
     assert (graph.ops[1].flops, graph.ops[1].bytes_moved) == (24.0, 192.0)
 
 
+@pytest.mark.parametrize("opset", [11, 13])
+def test_shape_arithmetic_is_evaluated_at_the_model_s_opset(opset):
+    """An LSTM's initial state as an exporter builds it: h0 = Expand(z[1,1,12], Concat([1], Unsqueeze(
+    Shape(X)[1]), [12])) = [1, 3, 12] for X[7,3,8], then Y = h0 + y[1,3,12] (36 elements: 144 B out).
+    Before opset 13 Unsqueeze takes its axes as an attribute; evaluated with the newest version of the
+    operator it failed, and the import refused the Expand as not static."""
+    unsqueeze = (helper.make_node("Unsqueeze", ["b"], ["b1"], axes=[0]) if opset < 13
+                 else helper.make_node("Unsqueeze", ["b", "axes"], ["b1"]))
+    nodes = [helper.make_node("Shape", ["X"], ["s"]), helper.make_node("Gather", ["s", "one"], ["b"], axis=0),
+             unsqueeze, helper.make_node("Concat", ["first", "b1", "last"], ["shape"], axis=0),
+             helper.make_node("Expand", ["z", "shape"], ["h0"], name="/expand"),
+             helper.make_node("Add", ["h0", "y"], ["Y"], name="/add")]
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+             for name, v in (("one", 1), ("first", [1]), ("last", [12]), ("axes", [0]))]
+    inits.append(numpy_helper.from_array(np.zeros((1, 1, 12), dtype=np.float32), "z"))
+    graph = graph_from_onnx(model(nodes, [("X", [7, 3, 8]), ("y", [1, 3, 12])], [("Y", None)], inits, opset=opset),
+                            "state")
+    assert [op.outputs for op in graph.ops if op.name == "/add"] == [(144.0,)]
+
+
 def test_a_declared_shape_the_operators_contradict_is_an_error():
     """y = x[4,8] @ W[8,16] is [4,16]; the file says [4,1000]. Costed as declared, the MatMul had 64,000
     FLOPs instead of 2*4*16*8 = 1,024."""

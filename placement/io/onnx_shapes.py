@@ -163,10 +163,10 @@ def _evaluate(graph: Any, opsets: dict[str, int], known: dict[str, Any]) -> set[
                 continue
             feeds = {name: known[name] for name in node.input if name}
             try:
-                results = ReferenceEvaluator(node, opsets=opsets).run(None, feeds)
+                results = _run_node(node, opsets, feeds, ReferenceEvaluator)
             except Exception:  # an operator the reference cannot run on these values is not followed
                 continue
-        values = [r for r, name in zip(results, node.output) if name]
+        values = list(results)
         if (len(values) != len(outputs) or not all(isinstance(v, np.ndarray) for v in values)
                 or any(v.size > SMALL for v in values)):
             continue   # a sequence (SplitToSequence), a map or a large result is not followed
@@ -174,6 +174,20 @@ def _evaluate(graph: Any, opsets: dict[str, int], known: dict[str, Any]) -> set[
         if node.op_type != "Constant":
             found.add(k)
     return found
+
+
+def _run_node(node: Any, opsets: dict[str, int], feeds: dict[str, Any], evaluator: Any) -> list[Any]:
+    """``node``'s named outputs on ``feeds`` by ONNX's reference implementation, run as a one-node model
+    that imports ``opsets``: given a bare node, the reference takes its newest version of the operator
+    whatever opset it is told (an opset-11 ``Unsqueeze``, whose axes are an attribute, then fails)."""
+    from onnx import ValueInfoProto, helper
+
+    inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), None)
+              for name, value in feeds.items()]
+    outputs = [ValueInfoProto(name=name) for name in node.output if name]
+    imports = [helper.make_opsetid(domain, version) for domain, version in opsets.items()]
+    model = helper.make_model(helper.make_graph([node], "node", inputs, outputs), opset_imports=imports or None)
+    return evaluator(model).run(None, feeds)
 
 
 def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> None:
