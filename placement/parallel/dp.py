@@ -115,7 +115,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceType
     """``types`` and ``tables`` with every memory figure and bound in the unit ``1/q``, ``q`` the least
     common denominator of their shortest decimal forms (0.1, 0.7 and 0.7999999999999999 as whole
     numbers of ``10^-16``), where the whole graph's memory at the most micro-batches in flight (any
-    sum or difference the DP takes) stays within ``2^52`` in it
+    sum or difference the DP takes) stays below ``2^53`` in it
     (:data:`placement.problem.memory_fit.EXACT_TOTAL`): the DP's sums then decide the model's rule exactly
     (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
     Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such

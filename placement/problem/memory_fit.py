@@ -10,8 +10,8 @@ exactly. A sum clearly apart from the bound (by more than :data:`CLEAR` relative
 ``math.fsum`` alone, so the exact sum is taken only for the few that are close.
 
 :func:`decimal_unit` gives the DP (and any other method that sums memory in floating point) a
-unit in which every size and bound is an integer and their total at most ``2^52``: its sums and
-differences are then exact and agree with :func:`fits`.
+unit in which every size and bound is an integer and their total at most :data:`EXACT_TOTAL` (just
+below ``2^53``): its sums and differences are then exact and agree with :func:`fits`.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from placement.problem.units import exact_unit
 CLEAR = 1e-9
 #: the largest integer up to which every integer is a float
 EXACT_INTEGERS = 2.0 ** 53
-#: the largest total, itself a rounded sum, that shows every sum of its terms to be exact: half of
-#: :data:`EXACT_INTEGERS`, since sizes 2^53 and 1 sum to 2^53 + 1, which rounds to 2^53 and would pass it
-EXACT_TOTAL = EXACT_INTEGERS / 2
+#: the largest total, itself a rounded sum, that shows every sum of its terms to be exact: a little below
+#: :data:`EXACT_INTEGERS` (by more than any float sum of fewer than 10^6 terms can be off), since sizes
+#: 2^53 and 1 sum to 2^53 + 1, which rounds to 2^53 and would pass that
+EXACT_TOTAL = EXACT_INTEGERS * (1 - CLEAR)
 #: the relative excess over a bound that a relaxation (a lower bound, a search that leaves the verdict
 #: to the evaluator) lets fit: every sum :func:`fits` accepts, read either way and summed in floating
 #: point, is within it
@@ -106,7 +107,7 @@ def decimal_sum(sizes: Iterable[float]) -> float:
     :func:`fits` says (summed in floating point it is 0.30000000000000004, which does not)."""
     sizes = [float(a) for a in sizes]
     if all(a.is_integer() for a in sizes) and math.fsum(abs(a) for a in sizes) <= EXACT_TOTAL:
-        return float(sum(sizes))   # integers summing to at most 2^52: the float sum is exact
+        return float(sum(sizes))   # integers summing to below 2^53: the float sum is exact
     if any(not math.isfinite(a) for a in sizes):
         return math.fsum(sizes)
     return float(_as_written(sizes))
