@@ -252,6 +252,32 @@ def test_a_w_task_of_no_time_releases_its_micro_batch_before_the_next_forward():
     assert [(s.peak_in_flight, s.peak_memory) for s in result.stages] == [(2, 22.0), (2, 22.0)]
 
 
+@pytest.mark.parametrize("schedule, limit", [("zb-h1", 3), ("zb-h2", 5)])
+def test_a_zero_time_first_stage_holds_no_more_than_its_schedule_allows(schedule, limit):
+    """A 3-stage chain whose first stage's F and B take no time (stages 1 and 2: 1 each, no transfers), 12
+    micro-batches: zb-h1 admits at most S = 3 micro-batches per stage, zb-h2 2S − 1 = 5. On stage 0 the
+    W of micro-batch j − L, of no time, ends at the moment F(j) starts, having been waited for; counted
+    with W after every main task of that moment, stage 0 held one more than allowed (4 and 6). A single
+    stage of tasks of no time held all 12 (limit 1 under both)."""
+    def chain(stages: int) -> dict:
+        times = [0] + [1] * (stages - 1)
+        nodes = [{"id": i + 1, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": t, "isBackwardNode": 0,
+                  "colorClass": i, "size": 1} for i, t in enumerate(times)]
+        nodes += [{"id": 100 + i, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": t, "isBackwardNode": 1,
+                   "colorClass": i, "size": 1} for i, t in enumerate(times)]
+        edges = [(i + 1, i + 2) for i in range(stages - 1)] + [(stages, 99 + stages)]
+        edges += [(100 + i + 1, 100 + i) for i in range(stages - 1)]
+        return {"maxSizePerFPGA": 1000, "maxFPGAs": stages, "maxCPUs": 0, "nodes": nodes,
+                "edges": [{"sourceId": a, "destId": b, "cost": 0, "size": 1} for a, b in edges]}
+
+    plan = {"fpgas": [{"nodes": [i + 1, 100 + i]} for i in range(3)], "cpus": []}
+    result = placement.simulate(chain(3), plan, schedule=schedule, microbatches=12)
+    assert [s.peak_in_flight for s in result.stages] == [limit] * 3
+    single = placement.simulate(chain(1), {"fpgas": [{"nodes": [1, 100]}], "cpus": []}, schedule=schedule,
+                                microbatches=12)
+    assert single.stages[0].peak_in_flight == 1
+
+
 def test_utilisation_and_bubbles_stay_within_their_range():
     """One stage of F = B = 0.1 under GPipe, 7 micro-batches: busy the whole iteration. Summed task by
     task, its busy time exceeded the span by a rounding error: utilisation 1.0000000000000002 and

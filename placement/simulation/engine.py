@@ -119,8 +119,10 @@ def moment_scale(graph: TaskGraph) -> float:
     return min((d for d in graph.duration if d > 0), default=0.0)
 
 
-def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
-    """Run every task of ``graph``; return ``(start, end)`` lists indexed by task id."""
+def execute(graph: TaskGraph, dispatched: list[int] | None = None) -> tuple[list[float], list[float]]:
+    """Run every task of ``graph``; return ``(start, end)`` lists indexed by task id. ``dispatched``, where
+    given, receives the task ids in the order they started (at one moment, the order the engine chose:
+    what a resource ran first among tasks of no time that share a start)."""
     n = len(graph)
     _check_orders(graph)
     duration, resource, successors = graph.duration, graph.resource, graph.successors
@@ -183,6 +185,8 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
                     cursor[r] = k + 1
                     busy[r] = True
                     start[task] = now
+                    if dispatched is not None:
+                        dispatched.append(task)
                     end[task] = finish = now + duration[task]
                     heappush(events, (finish, task))
             elif queue[r]:
@@ -198,6 +202,8 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
             task = heappop(queue[r])[2]
             busy[r] = True
             start[task] = now
+            if dispatched is not None:
+                dispatched.append(task)
             end[task] = finish = now + duration[task]
             heappush(events, (finish, task))
         if events and events[0][0] <= horizon:
@@ -214,6 +220,8 @@ def execute(graph: TaskGraph) -> tuple[list[float], list[float]]:
                 with_fillers.discard(r)
             busy[r] = True
             start[task] = now
+            if dispatched is not None:
+                dispatched.append(task)
             end[task] = finish = now + duration[task]
             heappush(events, (finish, task))
         if not events:

@@ -41,8 +41,9 @@ def _simpy() -> Any:
         raise SolverUnavailableError("engine 'simpy' needs SimPy: pip install 'placement[simulate]'") from None
 
 
-def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:
-    """Run every task of ``graph`` with SimPy; return ``(start, end)`` lists indexed by task id."""
+def execute_simpy(graph: TaskGraph, dispatched: list[int] | None = None) -> tuple[list[float], list[float]]:
+    """Run every task of ``graph`` with SimPy; return ``(start, end)`` lists indexed by task id (``dispatched``:
+    as :func:`placement.simulation.engine.execute`'s)."""
     simpy = _simpy()
     _check_orders(graph)
     env = simpy.Environment()
@@ -74,6 +75,8 @@ def execute_simpy(graph: TaskGraph) -> tuple[list[float], list[float]]:
 
     def run(task: int):
         start[task] = env.now
+        if dispatched is not None:
+            dispatched.append(task)
         yield env.timeout(graph.duration[task])
         finish(task)
 

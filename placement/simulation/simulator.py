@@ -232,17 +232,19 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         if result is not None:
             return _with_model_note(result, comm)
     program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit)
+    dispatched: list[int] = []
     try:
         if engine == "heap":
-            start, end = execute(program.graph)
+            start, end = execute(program.graph, dispatched)
         else:
-            start, end = execute_simpy(program.graph)
+            start, end = execute_simpy(program.graph, dispatched)
     except Deadlock as exc:
         label, j = program.label(exc.waiting[0])
         raise InvalidParameterError("schedule", f"{sched.name!r} deadlocks on this plan: {len(exc.waiting)} tasks "
                                                 f"can never start, first {label.kind} of micro-batch {j} on "
                                                 f"{pipeline.stages[label.stage].label}") from None
-    result = _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end))
+    result = _measure(pipeline, sched, program, comm, fraction, np.asarray(start), np.asarray(end),
+                      dispatch_rank(dispatched))
     if splits:   # the W share this run used: as given, or what the stages' weight times come to
         times = w_fraction is None and any(st.weight is not None for st in pipeline.stages)
         notes = result.notes
@@ -292,7 +294,7 @@ def _check_fit(pipeline: Pipeline, schedule: Schedule, w_fraction: float | None)
 
 
 def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str, w_fraction: float | None,
-             start: np.ndarray, end: np.ndarray) -> SimulationResult:
+             start: np.ndarray, end: np.ndarray, rank: np.ndarray) -> SimulationResult:
     m = program.microbatches
     labels = program.labels
     size = len(labels)
@@ -315,7 +317,6 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     compute = ~tasks.on_link
     busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
     link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
-    rank = order_rank(program)
     peaks = [in_flight_peak(tasks, s, m, rank) for s in range(n)]
     held = split_memory(pipeline, peaks) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
@@ -462,18 +463,17 @@ def steady_rate(completion: np.ndarray, a: int, b: int) -> tuple[float, int | No
     return float(window[-1] - window[0]) / (b - a), None
 
 
-def order_rank(program: Program) -> np.ndarray:
-    """Per task id, its place in the order its resource runs its main tasks (fillers, which have none,
-    after every main task: at one moment the engine runs them last)."""
-    rank = np.full(len(program.graph), len(program.graph), dtype=np.int64)
-    for order in program.graph.order:
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
+def dispatch_rank(dispatched: list[int]) -> np.ndarray:
+    """Per task id, its place in the order the engine started the tasks (``dispatched``, every task once)."""
+    rank = np.empty(len(dispatched), dtype=np.int64)
+    rank[np.asarray(dispatched, dtype=np.int64)] = np.arange(len(dispatched))
     return rank
 
 
 def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.ndarray) -> int:
-    """The most micro-batches ``stage`` holds at once, counted in the order the stage runs its tasks: a
-    micro-batch is taken by its first ``F`` there and released by its last task there.
+    """The most micro-batches ``stage`` holds at once, counted in the order the stage runs its tasks
+    (``rank``: per task, its place in the order the engine started them): a micro-batch is taken by its
+    first ``F`` there and released by its last task there.
 
     On a stage whose tasks take time this is the count over time (held from the start of the ``F`` to
     the end of the last task; one released at the moment another is taken does not count twice).
@@ -484,9 +484,10 @@ def in_flight_peak(tasks: TaskTable, stage: int, microbatches: int, rank: np.nda
     mine = np.flatnonzero(~tasks.on_link & (tasks.stage == stage))
     if not len(mine):
         return 0
-    # the order the stage ran them: by start; at one start, a task of no time ran before one that takes time
-    # (the stage runs one task at a time), and tasks of no time in the order of the schedule
-    run = mine[np.lexsort((rank[mine], tasks.end[mine], tasks.start[mine]))]
+    # the order the stage ran them (it runs one task at a time): the order the engine started them in
+    # (``rank``), which at one start puts tasks of no time in the order it chose (a W of no time that an F
+    # waited for, under an admission limit, before that F)
+    run = mine[np.argsort(rank[mine], kind="stable")]
     position = np.arange(len(run))
     batches = tasks.microbatch[run]
     forward = tasks.kind[run] == FORWARD
