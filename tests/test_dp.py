@@ -390,6 +390,28 @@ def test_a_huge_ideal_limit_allocates_nothing_up_front():
         assert solve_dp(problem, max_ideals=10**15, compiled=compiled).objective == 9.0
 
 
+def test_an_ideal_limit_past_64_bits_or_past_memory_stops_the_count_where_memory_does(monkeypatch):
+    """A limit of 2^70 reached the counting kernel, which counts in 64-bit integers: a numba typing error
+    instead of a plan. The count now stops at the most ideals whose tables fit the memory budget: the
+    diamond (6 ideals) solves (optimum 9, as above); on a budget of no more than 5 ideals' tables the
+    refusal names memory, not the limit."""
+    from placement.solvers import dp_table
+
+    fork = [[k for k in range(1, 19)]] + [[19] for _ in range(18)] + [[]]   # 0 -> 18 branches -> 19
+    assert count_ideals(fork, 2 ** 70) == 1 + 2 ** 18 + 1   # ∅, {0} ∪ any set of branches, all
+    problem = read_instance(TINY / "diamond-cpu.json")
+    for compiled in (False, True):
+        assert solve_dp(problem, max_ideals=2 ** 70, compiled=compiled).objective == 9.0
+    graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
+    types = graph.comp.shape[1]
+    per_ideal = dp_table.bytes_per_ideal(2 * types + 2, graph.contraction.size, types, len(layers.counts), False)
+    assert dp_table.most_ideals(graph, layers, budget=5.5 * per_ideal) == 5
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 5.5 * per_ideal)
+    with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\): "
+                                                 r"the DP's tables would take more than the 0\.0 GiB of memory"):
+        solve_dp(problem, max_ideals=2 ** 70)
+
+
 def test_a_fresh_install_solves_mid_sized_families_without_compiling(monkeypatch):
     # The bundled BERT-Base training graph: its largest family is 3,010,880 units of work (ideals² × types ×
     # layers), above INTERPRETED_WORK (200,000) and below INTERPRETED_WORK_UNCOMPILED (5,000,000). While the

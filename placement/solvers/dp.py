@@ -73,7 +73,7 @@ from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, upper_bound
 from placement.solvers.dp_table import (Progress, best_plan, build_graph, build_layers, check_memory, is_prefix_family,
-                                       uses_compiled)
+                                       most_ideals, too_many_for_memory, uses_compiled)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
 
@@ -146,9 +146,12 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     graph = build_graph(problem, contraction)
     layers = build_layers(problem)
 
+    most = most_ideals(graph, layers)   # past it the tables cannot fit: the count stops there
     try:
-        family = enumerate_ideals(contraction, max_ideals, progress)  # fail fast, before any solving
+        family = enumerate_ideals(contraction, min(max_ideals, most), progress)  # fail fast, before any solving
     except LimitExceededError as exc:
+        if most < max_ideals:
+            raise too_many_for_memory(most, graph) from None
         if stages is None:
             raise
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "

@@ -279,6 +279,25 @@ def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int,
     return 2 * 8 * (n_values + words + 5) + 4 * 8 * n_types + 3 * 8 * n_layers
 
 
+def most_ideals(graph: Graph, layers: Layers, budget: float | None = None) -> int:
+    """The most ideals whose fixed-size data fits ``budget`` (default: :func:`memory_budget`) even without
+    bitset rows, and at most ``2^62`` (the kernels count in 64-bit integers): a count past it cannot be
+    solved here, so counting need go no further."""
+    budget = memory_budget() if budget is None else budget
+    n_types = graph.comp.shape[1]
+    per_ideal = bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), False)
+    return int(min(budget / per_ideal, 2.0 ** 62))
+
+
+def too_many_for_memory(most: int, graph: Graph) -> LimitExceededError:
+    """The refusal of a graph with more than ``most`` (:func:`most_ideals`) ideals."""
+    return LimitExceededError(
+        f"more than {most:,} ideals in the contracted graph ({graph.contraction.size} supernodes): the DP's tables "
+        f"would take more than the {memory_budget() / 2.0 ** 30:,.1f} GiB of memory it may use (80% of the memory "
+        "available), so counting stopped there; coarsen the graph by giving nodes that belong together one colour "
+        "class, or solve the MILP")
+
+
 def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None, bitsets: bool = True) -> int:
     """The bytes of the fixed-size data of ``n`` ideals (:func:`bytes_per_ideal`; ``bitsets``: with a
     bitset row each); :class:`LimitExceededError` when they exceed ``budget`` (default:

@@ -327,6 +327,7 @@ def _enumerate(succ, limit: int, store: bool) -> tuple[int, np.ndarray, np.ndarr
     """Run the enumeration: in plain Python while the family stays small, compiled beyond."""
     from placement.solvers import _dp_kernels as K
 
+    limit = min(limit, 1 << 62)   # the compiled kernel counts in 64-bit integers; no family comes near
     count, parent, added = enumerate_plain(succ, min(limit, PLAIN_IDEALS), store)
     if count <= PLAIN_IDEALS or limit <= PLAIN_IDEALS:   # all of them, or past the caller's limit
         return count, np.array(parent, dtype=np.int64), np.array(added, dtype=np.int64)
