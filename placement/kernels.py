@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -42,6 +44,37 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
         return numba.njit(*args, cache=True, nogil=True)(function)
     except RuntimeError:  # no writable cache location
         return numba.njit(*args, cache=False, nogil=True)(function)
+
+
+class InterruptSafe:
+    """A compiled kernel (:func:`compile_kernel`) whose calls from the main thread hold back Ctrl-C until
+    they return: a ``KeyboardInterrupt`` raised while numba's dispatcher turns the kernel's results into
+    arrays crashed the process (a segmentation fault, where the user asked to stop). The interrupt is
+    raised as soon as the call returns, which is as soon as Python could see it anyway: compiled code
+    does not stop for signals. Attributes are the kernel's."""
+
+    def __init__(self, kernel: Any) -> None:
+        self._kernel = kernel
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+    def __call__(self, *args: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return self._kernel(*args)   # signals reach the main thread only
+        caught: list[Any] = []
+        previous = signal.getsignal(signal.SIGINT)
+        try:
+            signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+        except (ValueError, TypeError):   # not a handler Python can put back: leave it
+            return self._kernel(*args)
+        try:
+            result = self._kernel(*args)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)   # the handler the interrupt was meant for (raises KeyboardInterrupt)
+        return result
 
 
 def can_cache(function: Callable) -> bool:

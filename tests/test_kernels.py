@@ -18,3 +18,32 @@ def test_compiled_kernels_release_the_interpreter_lock():
     kernel = compile_kernel(_add)
     assert kernel(2, 3) == 5
     assert kernel.targetoptions["nogil"] is True
+
+
+def test_an_interrupt_during_a_kernel_call_is_raised_when_the_call_returns():
+    """Ctrl-C inside a compiled kernel's call crashed the process (a KeyboardInterrupt raised while numba
+    boxed the results). The call now finishes, the interrupt follows it, and the handler is put back."""
+    import os
+    import signal
+
+    from placement.kernels import InterruptSafe
+
+    finished = []
+
+    def kernel(x):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):   # the interpreter looks at pending signals here
+            pass
+        finished.append(x)
+        return x + 1
+
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        InterruptSafe(kernel)(6)
+    assert finished == [6] and signal.getsignal(signal.SIGINT) is handler
+    assert InterruptSafe(kernel).__name__ == "kernel"   # the kernel's attributes
+    signal.signal(signal.SIGINT, lambda number, frame: None)   # an interrupt the caller ignores: none raised
+    try:
+        assert InterruptSafe(kernel)(1) == 2
+    finally:
+        signal.signal(signal.SIGINT, handler)

@@ -237,10 +237,11 @@ def _duration(seconds):
 
 @lru_cache(maxsize=1)
 def _compiled():
-    """:func:`run` compiled by numba (:func:`placement.kernels.compile_kernel`)."""
-    from placement.kernels import compile_kernel
+    """:func:`run` compiled by numba (:func:`placement.kernels.compile_kernel`), holding back Ctrl-C while
+    it runs (:class:`placement.kernels.InterruptSafe`)."""
+    from placement.kernels import InterruptSafe, compile_kernel
 
-    return compile_kernel(run, {"_order": compile_kernel(_order)})
+    return InterruptSafe(compile_kernel(run, {"_order": compile_kernel(_order)}))
 
 
 #: Runs with at most this many tasks are evaluated interpreted (compiling would cost more).

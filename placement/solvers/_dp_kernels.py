@@ -398,11 +398,12 @@ def interpreted() -> SimpleNamespace:
 @lru_cache(maxsize=1)
 def compiled() -> SimpleNamespace:
     """The kernels compiled by numba (:func:`placement.kernels.compile_kernel`: cached on disk where a
-    writable cache location exists, compiled in memory where none does)."""
-    from placement.kernels import compile_kernel
+    writable cache location exists, compiled in memory where none does), holding back Ctrl-C while they
+    run (:class:`placement.kernels.InterruptSafe`)."""
+    from placement.kernels import InterruptSafe, compile_kernel
 
     helpers = {"_bit_index": compile_kernel(_bit_index), "_grow": compile_kernel(_grow)}
-    return SimpleNamespace(**{f.__name__: compile_kernel(f, helpers)
+    return SimpleNamespace(**{f.__name__: InterruptSafe(compile_kernel(f, helpers))
                               for f in (enumerate_ideals, family_data, dp_range)})
 
 
