@@ -453,10 +453,14 @@ def test_the_dp_keeps_its_deadline_while_it_finds_its_upper_bound():
     assert str(raised.value).startswith("the time limit ran out while the DP ran (chain: 256/1,282 ideals (20%), ")
 
 
-def test_a_warm_start_the_chain_dp_cannot_make_is_none_not_an_error(monkeypatch):
+def test_a_warm_start_the_chain_dp_cannot_make_is_the_greedy_fill_or_none_not_an_error(monkeypatch):
     """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two
-    types would need), the MILP starts from nothing and says why; the refusal used to end the run."""
+    types would need, or the time limit: a 20,000-node random graph ended with no plan at all), the MILP
+    starts from the greedy fill, found in linear time; where the greedy fill takes no such instance (three
+    device types), from nothing, saying why. The refusal used to end the run."""
     from placement.errors import LimitExceededError
+    from placement.io.tarnawski import read_instance
+    from placement.solvers.baselines.greedy import solve_greedy
     from placement.solvers.milp import warmstart
     from tests.test_milp_stages import random_problem
 
@@ -465,8 +469,14 @@ def test_a_warm_start_the_chain_dp_cannot_make_is_none_not_an_error(monkeypatch)
 
     monkeypatch.setattr(warmstart, "solve_dp", refuse)
     monkeypatch.setattr(warmstart, "solve_chain", refuse)
+    problem = random_problem(12, seed=3)
+    greedy = solve_greedy(problem, objective="throughput")
     said: list[str] = []
-    assert warmstart.default_warm_start(random_problem(12, seed=3), progress=said.append) is None
+    assert warmstart.default_warm_start(problem, progress=said.append) == greedy.plan
+    assert said == [f"warm start from the greedy fill ({greedy.objective:.6g}): the chain DP stopped (the DP's "
+                    "tables would take up to about 179.1 GiB)"]
+    said.clear()
+    assert warmstart.default_warm_start(read_instance("instances/tiny/three-types.json"), progress=said.append) is None
     assert said == ["no warm start: the DP's tables would take up to about 179.1 GiB"]
 
 

@@ -33,7 +33,7 @@ from typing import Callable
 from placement.errors import LimitExceededError, PlacementError
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
-from placement.solution import Status
+from placement.solution import Solution, Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.baselines.latency_modules import solve_latency_modules
@@ -108,6 +108,18 @@ def whole_graph_plans(problem: Instance) -> list[Plan]:
     return plans
 
 
+def greedy_start(problem: Instance) -> Solution | None:
+    """The greedy baseline's plan (accelerators filled in topological order), where it has a valid one:
+    a start found in linear time where the DPs ran out of theirs."""
+    from placement.solvers.baselines.greedy import solve_greedy
+
+    try:
+        found = solve_greedy(problem, objective="throughput")
+    except PlacementError:   # an instance it does not take (device types other than accelerators and CPUs)
+        return None
+    return found if found.plan is not None and found.status in (Status.OPTIMAL, Status.FEASIBLE) else None
+
+
 def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
                    stages: int | None = None, deadline: float | None = None) -> Plan | None:
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
@@ -121,17 +133,20 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
     ``stages`` plan's throughput (its optimum, or less where its sums may round; else 0)."""
     what = "stages, throughput" if stages is None else f"stages, throughput, {stages} stages"
     share = None if deadline is None else max(1.0, deadline - time.perf_counter())
+    told = None if progress is None else (lambda line: progress(f"warm start: {line}"))   # the DP's own lines
     try:
-        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline))
+        solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline, told))
         source = f"DP optimum ({what})"
     except LimitExceededError as exc:
         try:   # the chain DP gets a share as long again
             later = None if deadline is None or share is None else max(deadline, time.perf_counter()) + share
-            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later))
+            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told))
         except LimitExceededError as chain_exc:
+            greedy = greedy_start(problem) if stages is None else None
             if progress is not None:
-                progress(f"no warm start: {chain_exc}")
-            return None, 0.0
+                progress(f"no warm start: {chain_exc}" if greedy is None else
+                         f"warm start from the greedy fill ({greedy.objective:.6g}): the chain DP stopped ({chain_exc})")
+            return (None, 0.0) if greedy is None else (greedy.plan, 0.0)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
