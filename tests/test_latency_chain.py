@@ -161,3 +161,27 @@ def test_the_latency_start_leaves_the_dp_out(monkeypatch):
     problem = read_instance(TINY / "memory-chain.json")
     start = default_warm_start(problem, objective="latency")
     assert evaluate_latency(problem, start).latency == 13.0
+
+
+def test_the_latency_warm_start_keeps_to_its_share_of_the_time_limit():
+    """The run DP counted joins only, and a graph of a million edges spent a minute on what it counted as a
+    few seconds; the warm start then ran the other baselines too, past its deadline (86.8 s for a limit of
+    10 s). The run DP now stops at its deadline, and once the deadline has passed with a plan in hand the
+    remaining baselines are skipped, each saying so."""
+    import time
+
+    from placement.errors import LimitExceededError
+    from placement.problem.sequential import Budget
+    from placement.solvers.milp.warmstart import warm_start_and_bound
+
+    with pytest.raises(LimitExceededError, match="^the time limit ran out while the run DP ran$") as raised:
+        Budget(deadline=time.perf_counter() - 1).spend(1)
+    assert raised.value.parameter == "time_limit"
+    said: list[str] = []
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    plan, _ = warm_start_and_bound(problem, progress=said.append, objective="latency",
+                                   deadline=time.perf_counter() - 1)
+    assert plan is not None
+    assert [line for line in said if "skipped" in line] == [
+        f"{name} skipped: the warm start's share of the time limit has run out"
+        for name in ("latency-greedy", "latency-chain", "latency-modules")]

@@ -32,6 +32,7 @@ calls that meet one path, for a lower bound on the latency.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -45,16 +46,21 @@ MAX_JOINS = 2_000_000
 
 
 class Budget:
-    """Unit joins left to the DP, shared by every call it is given to."""
+    """Unit joins left to the DP, shared by every call it is given to, and the moment (a
+    ``time.perf_counter()`` value) past which it may not run: a join's cost grows with the edges its
+    runs cut, so a graph of a million edges spent a minute on joins counted as a few seconds' worth."""
 
-    def __init__(self, joins: int = MAX_JOINS) -> None:
+    def __init__(self, joins: int = MAX_JOINS, deadline: float | None = None) -> None:
         self.joins = self.left = joins
+        self.deadline = deadline
 
     def spend(self, joins: int) -> None:
         self.left -= joins
         if self.left < 0:
             raise LimitExceededError(f"the run DP would join units to runs more than {self.joins:,} times "
                                      "(long runs: memory does not bound them)")
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise LimitExceededError("the time limit ran out while the run DP ran", "time_limit")
 
 
 @dataclass(frozen=True)

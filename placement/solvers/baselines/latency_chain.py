@@ -62,7 +62,7 @@ def solve_latency_chain(problem: Instance, **options: Any) -> Solution:
     units = [sorted(members, key=rank.__getitem__) for members in contraction.members]
     best: tuple[float, float, Any] | None = None
     tried: set[tuple[int, ...]] = set()
-    budget = Budget()
+    budget = Budget(deadline=options.get("deadline"))
     too_long = ""
     for order in topological_orders(contraction) + [_late_order(contraction.succ)]:
         if tuple(order) in tried:
