@@ -264,9 +264,14 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
             rng.shuffle(classes)
             destinations = list(range(len(climber.slots)))
             for c in classes:
-                if time.perf_counter() > deadline:
+                now = time.perf_counter()
+                if now > deadline:
                     stopped = True
                     break
+                if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
+                    said = now
+                    best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
+                    progress(f"local search: restart {r + 1} of {restarts}, {moves:,} moves so far, {best}")
                 rng.shuffle(destinations)
                 for b in destinations:
                     if b == climber.where[c]:
