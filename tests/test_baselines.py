@@ -420,5 +420,8 @@ def test_local_search_says_how_far_it_has_got(monkeypatch):
     lines: list[str] = []
     result = placement.solve(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json",
                              method="local-search", restarts=3, progress=lines.append)
-    assert [line for line in lines if line.startswith("local search")] == [
+    assert [line for line in lines if line.startswith("local search: ") and "restarts" in line] == [
         f"local search: {k} of 3 restarts, best {result.value:.6g}" for k in (1, 2, 3)]
+    during = [line for line in lines if line.startswith("local search: restart ")]   # within a restart too
+    assert during[0] == "local search: restart 1 of 3, 0 moves so far, no valid plan yet"
+    assert {line.split(",")[0] for line in during} == {f"local search: restart {k} of 3" for k in (1, 2, 3)}
