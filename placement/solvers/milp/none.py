@@ -211,10 +211,11 @@ class NoContiguity(Formulation):
         n = len(d.groups)
         for s in V.slots:
             held = {v for v in range(n) if where[v] == s - 1}
+            first = min(held, default=n)   # f[v, s]: the slot holds a group u ≤ v
             for v in range(n):
                 values[V.x[v, s]] = 1.0 if v in held else 0.0
                 if (v, s) in V.f:
-                    values[V.f[v, s]] = 1.0 if any(u <= v for u in held) else 0.0
+                    values[V.f[v, s]] = 1.0 if first <= v else 0.0
             if (0, s) in V.b:
                 for i, bv in enumerate(boundary_values(d, held)):
                     values[V.b[i, s]] = bv
