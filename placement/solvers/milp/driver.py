@@ -324,6 +324,9 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                              **({"start_bound": start_bound} if start_bound > 0 else {})},
                       bound_name=bound_name)
         return conclude(ctx, be, raw, lambda value: None, verify, (warm_start, verdict.objective))
+    if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
+        return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start,
+                           "the time limit ran out before the model was built", warm_start, verify, simple, bound_name)
     be.start_build(options.deadline, progress)
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
