@@ -64,6 +64,8 @@ class InterruptSafe:
             return self._kernel(*args)   # signals reach the main thread only
         caught: list[Any] = []
         previous = signal.getsignal(signal.SIGINT)
+        if previous is None:   # a handler installed from outside Python: it cannot be put back, so leave it
+            return self._kernel(*args)
         try:
             signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
         except (ValueError, TypeError):   # not a handler Python can put back: leave it
