@@ -206,3 +206,18 @@ def test_the_latency_warm_start_tries_every_node_on_one_device():
     start = default_warm_start(problem, objective="latency")
     assert start == Plan((DeviceAssignment("fast", tuple(range(6))),))
     assert evaluate_latency(problem, start).latency == 6.0
+
+
+@pytest.mark.skipif("cp-sat" not in AVAILABLE, reason="OR-Tools is not installed")
+def test_no_latency_model_is_built_past_the_deadline():
+    """The fork with its deadline passed: the model is not built (on a 100,000-node chain that took 2 s more,
+    for no solve), and the start, verified, is returned: all on the accelerator, latency 10, above the
+    optimum 8 (fork's docstring), so feasible."""
+    import time
+
+    on_accelerator = Plan((DeviceAssignment(ACCELERATOR, (0, 1, 2, 3)),))
+    solution = solve_milp(fork(), backend="cp-sat", objective="latency", warm_start=on_accelerator,
+                          deadline=time.perf_counter() - 1.0)
+    assert (solution.status, solution.objective, solution.plan) == (Status.FEASIBLE, 10.0, on_accelerator)
+    assert solution.message.startswith("the time limit ran out before the model was built; the starting plan is "
+                                       "returned")

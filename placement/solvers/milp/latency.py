@@ -416,6 +416,10 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         violations = tuple(ev.violations) + tuple(call_limit_violations(problem, plan, calls))
         return stage_count_verdict(Verdict(not violations, ev.latency, violations), plan, stages)
 
+    if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
+        return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start,
+                           "the time limit ran out before the model was built", warm_start, verify,
+                           latency_lower_bound(problem))
     be.start_build(options.deadline, progress)
     if progress is not None:
         progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
