@@ -17,7 +17,10 @@ InceptionV3 latency instance (12 accelerators, 8 CPUs) the DP needs about 100 s,
 latency chain DP's plan (1325.48) takes 0.1 s and the module-chain plan (1199.70) about 8 s.
 
 Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
-the start.
+the start; where the chain DP stops too (time or memory: on a graph of 20,000 nodes and random
+edges it does not finish in a minute), the greedy fill (:mod:`placement.solvers.baselines.greedy`,
+linear time) is. The DPs' progress lines reach the caller prefixed ``warm start:``. For latency,
+once the deadline has passed with a plan in hand, the baselines not yet run are skipped.
 
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan); for latency
