@@ -71,12 +71,13 @@ class InterruptSafe:
         except (ValueError, TypeError):   # not a handler Python can put back: leave it
             return self._kernel(*args)
         try:
-            result = self._kernel(*args)
+            return self._kernel(*args)
         finally:
             signal.signal(signal.SIGINT, previous)
-        if caught and callable(previous):
-            previous(signal.SIGINT, None)   # the handler the interrupt was meant for (raises KeyboardInterrupt)
-        return result
+            if caught and callable(previous):   # the handler the interrupt was meant for (KeyboardInterrupt)
+                previous(signal.SIGINT, sys._getframe())
+            elif caught and previous == signal.SIG_DFL:   # the default action: the process ends
+                signal.raise_signal(signal.SIGINT)
 
 
 def can_cache(function: Callable) -> bool:

@@ -201,7 +201,7 @@ def _milp_where_the_dp_found_nothing(problem: Instance, options: Mapping[str, An
     except SolverUnavailableError as exc:
         return "dp", replace(solution, message=f"{solution.message}; the MILP, which may find a plan, cannot run "
                                                f"here ({exc})")
-    note = f"the MILP solved this (method 'auto'): the DP found no plan ({solution.message})"
+    note = f"the MILP ran instead (method 'auto'): the DP found no plan ({solution.message})"
     return "milp", replace(found, message="; ".join(m for m in (note, found.message) if m))
 
 

@@ -8,6 +8,7 @@ import math
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import networkx as nx
@@ -402,6 +403,11 @@ def test_an_ideal_limit_past_64_bits_or_past_memory_stops_the_count_where_memory
     problem = read_instance(TINY / "diamond-cpu.json")
     for compiled in (False, True):
         assert solve_dp(problem, max_ideals=2 ** 70, compiled=compiled).objective == 9.0
+    from placement.solvers.dp import deadline_watch
+
+    with pytest.raises(LimitExceededError) as raised:   # a deadline met while counting stays a deadline
+        solve_dp(problem, max_ideals=2 ** 70, progress=deadline_watch(time.perf_counter() - 1.0))
+    assert raised.value.parameter == "time_limit"
     graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
     types = graph.comp.shape[1]
     per_ideal = dp_table.bytes_per_ideal(2 * types + 2, graph.contraction.size, types, len(layers.counts), False)

@@ -47,3 +47,21 @@ def test_an_interrupt_during_a_kernel_call_is_raised_when_the_call_returns():
         assert InterruptSafe(kernel)(1) == 2
     finally:
         signal.signal(signal.SIGINT, handler)
+
+
+def test_an_interrupt_under_the_default_action_still_ends_the_process():
+    """Where SIGINT has its default action (no Python handler), an interrupt held back during a kernel's
+    call is delivered when it returns: the process ends by the signal, as it would have without the hold."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import os, signal\n"
+              "from placement.kernels import InterruptSafe\n"
+              "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+              "def kernel():\n"
+              "    os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return 7\n"
+              "print(InterruptSafe(kernel)(), flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (-signal.SIGINT, "")

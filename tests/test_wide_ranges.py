@@ -319,7 +319,7 @@ def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly(size):
     assert "no unit in which the DP's sums are exact" in alone.message
     result = placement.solve(doc)
     assert (result.method, result.value) == ("milp", 11.0) and result.status in ("optimal", "feasible")
-    assert result.message.startswith("the MILP solved this (method 'auto'): the DP found no plan (")
+    assert result.message.startswith("the MILP ran instead (method 'auto'): the DP found no plan (")
     assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
 
 
@@ -332,6 +332,9 @@ def test_an_integer_a_double_cannot_hold_is_refused_and_memory_summed_as_written
                        match=r"^node 1: field 'size' is 99999999999999999, which a double cannot hold exactly \(above "
                              r"2\^53 = 9007199254740992 not every integer is one\); give it in a larger unit$"):
         placement.load(doc)
+    unlimited = {**huge_pair(1, 2 ** 64 - 1)}                   # a bound meant as no limit is rounded, not refused
+    unlimited["nodes"][0]["fpgaLatency"] = 10 ** 17 + 1           # and so is a time
+    assert placement.load(unlimited).device_types[0].memory == 2.0 ** 64
     together = {"fpgas": [{"nodes": [1, 2]}], "cpus": []}
     assert placement.verify(huge_pair(2 ** 53, 2 ** 53), together).violations == (
         "device 0 (accelerator): memory 9007199254740993 (summed as written; 9007199254740992 in floating point) "

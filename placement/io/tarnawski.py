@@ -60,7 +60,7 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
             raise InvalidInstanceError(f"{where}: field {key!r} is infinite")
         if value < 0:
             raise InvalidInstanceError(f"{where}: field {key!r} is negative ({format_number(value)})")
-        if isinstance(value, _INTEGER) and float(value) != value:   # sizes are summed as written: say so
+        if key == "size" and isinstance(value, _INTEGER) and float(value) != value:   # summed as written: say so
             raise InvalidInstanceError(f"{where}: field {key!r} is {value}, which a double cannot hold exactly "
                                        "(above 2^53 = 9007199254740992 not every integer is one); give it in a "
                                        "larger unit")

@@ -150,7 +150,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     try:
         family = enumerate_ideals(contraction, min(max_ideals, most), progress)  # fail fast, before any solving
     except LimitExceededError as exc:
-        if most < max_ideals:
+        if most < max_ideals and exc.parameter == "max_ideals":   # the count passed what memory holds
             raise too_many_for_memory(most, graph) from None
         if stages is None:
             raise
