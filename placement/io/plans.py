@@ -203,7 +203,7 @@ def recorded_calls(plan: object) -> int | None:
         found = verified.get("calls")
     else:
         found = getattr(verified, "calls", None)
-    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
+    return found if _is_count(found) else None
 
 
 def made_for_another(plan: object, instance_name: str) -> str | None:
@@ -217,14 +217,19 @@ def recorded_stages(plan: object) -> int | None:
     """The number of non-empty stages a plan was solved to have exactly (``stages`` of a plan document or
     file, or a :class:`placement.Result`'s), where it records a positive count; else ``None``."""
     found = _recorded(plan, "stages", "stages")
-    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 1 else None
+    return found if _is_count(found) else None
 
 
 def garbled_stages(plan: object) -> object | None:
     """What a solved plan records as its stage count where that is no positive integer (a value to name in
     a note); ``None`` where it records a count or nothing."""
     found = _recorded(plan, "stages", "stages")
-    return None if found is None or recorded_stages(plan) is not None else found
+    return None if found is None or _is_count(found) else found
+
+
+def _is_count(found: object) -> bool:
+    """Whether a recorded value is a positive integer (a bool is none)."""
+    return isinstance(found, int) and not isinstance(found, bool) and found >= 1
 
 
 def garbled_contiguity(plan: object) -> object | None:
