@@ -160,12 +160,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     except LimitExceededError as exc:
         if names == [method]:
             raise
-        if progress is not None:
-            progress(f"the DP refuses ({exc}); solving the MILP instead")
         method = "milp"
-        solution = _run(METHODS[method], problem, options, started)
-        refused = f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
-        solution = replace(solution, message="; ".join(m for m in (refused, solution.message) if m))
+        solution = _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead",
+                                 f"the MILP solved this (method 'auto'): the DP refused it ({exc})")
     if method == "dp" and names != [method]:
         method, solution = _milp_where_the_dp_found_nothing(problem, options, started, solution)
     if method == "dp" and options["log"] is not None and progress is not None:
@@ -189,20 +186,27 @@ def _milp_where_the_dp_found_nothing(problem: Instance, options: Mapping[str, An
     without the MILP's solvers installed, the DP's."""
     from placement.errors import SolverUnavailableError
     from placement.solution import Status as MethodStatus
-    from placement.solvers.registry import METHODS
 
     if solution.plan is not None or solution.status is not MethodStatus.NO_SOLUTION:
         return "dp", solution
-    progress = options["progress"]
-    if progress is not None:
-        progress(f"the DP found no plan ({solution.message}); solving the MILP instead")
     try:
-        found = _run(METHODS["milp"], problem, options, started)
+        return "milp", _milp_instead(problem, options, started,
+                                     f"the DP found no plan ({solution.message}); solving the MILP instead",
+                                     f"the MILP ran instead (method 'auto'): the DP found no plan ({solution.message})")
     except SolverUnavailableError as exc:
         return "dp", replace(solution, message=f"{solution.message}; the MILP, which may find a plan, cannot run "
                                                f"here ({exc})")
-    note = f"the MILP ran instead (method 'auto'): the DP found no plan ({solution.message})"
-    return "milp", replace(found, message="; ".join(m for m in (note, found.message) if m))
+
+
+def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float, said: str, note: str) -> Any:
+    """``auto``'s MILP where the DP gave no answer: ``said`` on the progress before it runs, ``note`` first
+    in its message."""
+    from placement.solvers.registry import METHODS
+
+    if options["progress"] is not None:
+        options["progress"](said)
+    found = _run(METHODS["milp"], problem, options, started)
+    return replace(found, message="; ".join(m for m in (note, found.message) if m))
 
 
 def _recording(result: Result, accelerators: Any, cpus: Any, memory: Any) -> Result:
