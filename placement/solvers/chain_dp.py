@@ -91,14 +91,13 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
                 progress: Callable[[str], None] | None = None) -> tuple[float, Plan | None]:
     """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
     best, best_found = math.inf, None
-    tried: set[tuple[int, ...]] = set()
-    for order in topological_orders(contraction):
-        if tuple(order) in tried:  # on a chain, every order is the same
-            continue
-        tried.add(tuple(order))
+    distinct = list(dict.fromkeys(map(tuple, topological_orders(contraction))))   # on a chain, all are one
+    for i, order in enumerate(distinct, 1):
+        # each order's run counts its ideals from 0 again: its lines say which order they are about
+        label = "chain" if len(distinct) == 1 else f"chain, order {i} of {len(distinct)}"
         # Only a plan better than the best so far matters: it is the ceiling of the next run.
-        _, value, plan = best_plan(problem, graph, layers, prefix_family(order), best, progress, "chain", stages,
-                                   compiled)
+        _, value, plan = best_plan(problem, graph, layers, prefix_family(list(order)), best, progress, label,
+                                   stages, compiled)
         if plan is not None and value < best:
             best, best_found = value, plan
     return best, best_found
