@@ -276,8 +276,10 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
         if used > t.count:
             violations.append(f"device type {t.name}: {used} devices used, but only {t.count} exist")
 
-    sets = sets_violations(problem, plan, device_nodes)
     stages = stages_violations(problem, where, len(plan.devices))
+    # a plan in stages is in sets (every set is then an interval of a pipeline order): the sets check
+    # runs where it is asked for or where it decides the finest class
+    sets = sets_violations(problem, plan, device_nodes) if contiguity == "sets" or stages else []
     if contiguity == "sets":
         violations.extend(sets)
     elif contiguity == "stages":
