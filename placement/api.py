@@ -154,13 +154,12 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         if unused is not None:
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plans run data- and "
                                                 "tensor-parallel stages)")
-        from placement.simulation.parallel import FORWARD_SHARE, read_parallel_plan, refuse_invalid, simulate_parallel
+        from placement.simulation.parallel import FORWARD_SHARE, read_parallel_plan, simulate_parallel
 
         parallel_plan, devices, plan_memory = read_parallel_plan(plan)
-        refuse_invalid(loaded, parallel_plan, devices, plan_memory)
         return simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks, microbatches=microbatches,
                                  forward_share=FORWARD_SHARE if forward_share is None else forward_share,
-                                 allreduce=allreduce, unit_scale=unit_scale)
+                                 allreduce=allreduce, unit_scale=unit_scale, checked_on=(devices, plan_memory))
     unused = next((name for name, used in parallel.items() if used), None)
     if unused is not None:
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")

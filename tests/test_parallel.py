@@ -169,6 +169,25 @@ def test_bad_parameters_and_memory_that_fits_nothing():
     assert result.message == "no plan on 2 devices of 4 bytes: node 0 alone exceeds the memory at every allowed degree"
 
 
+def test_a_node_whose_degrees_no_stage_can_take_is_named_as_such_not_as_memory():
+    # Both nodes have TMPCs at t = 4 only and 2 (or 3) devices exist: no stage of t·d ≤ devices takes
+    # either, whatever the memory (10^12 bytes); the reason said it was the memory.
+    inst = chain([{4: (tmpc("v", 1),)}, {4: (tmpc("v", 1),)}], devices=2, memory=1e12, microbatches=4)
+    for devices in (2, 3):
+        result = placement.solve(inst, devices=devices)
+        assert str(result.status) == "infeasible" and result.plan is None
+        assert result.message.endswith("fits no stage: it has TMPCs at t = 4 only, and the devices leave no "
+                                       "tensor-parallel degree t that any node has (a stage takes t·d devices)")
+        assert brute_force_parallel(inst, devices=devices)[0] == math.inf
+    # one node with t ∈ {1, 4}, the other t = 4 only: t = 1 is left, which the second node lacks
+    mixed = chain([{1: (tmpc("v", 1),), 4: (tmpc("v", 1),)}, {4: (tmpc("v", 1),)}], devices=2, memory=1e12,
+                  microbatches=4)
+    assert placement.solve(mixed).message == ("no plan on 2 devices of 1e+12 bytes: node 1 fits no stage: it has "
+                                              "TMPCs at t = 4 only, and the devices leave t = 1 only (a stage takes "
+                                              "t·d devices)")
+    assert placement.solve(mixed, devices=4).value == 2.0   # one stage at t = 4, d = 1: time per sample 1 + 1
+
+
 def test_gpipe_node_alone_at_its_fewest_micro_batches():
     # m = 4, 2 devices: d ∈ {1, 2}, so under gpipe a stage holds y = m/d ≥ 2 micro-batches: the node needs
     # 1·2 = 2 > 1.5 bytes at best, and nothing fits; under 1f1b one stage with d = 2 holds y = ⌈2/2⌉ = 1

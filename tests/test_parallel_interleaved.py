@@ -328,3 +328,16 @@ def test_memory_is_decided_on_the_sizes_as_written(third):
     result = solve_interleaved(instance, chunks=2)
     assert (result.status, result.value) == (Status.OPTIMAL, 2.0)
     assert result.plan.stages[2].tmpcs[2] == "fast"
+
+
+def test_an_instance_with_device_types_is_refused_naming_them():
+    """Interleaved groups are all alike: instances with deviceTypes are refused, one type too (the message
+    read "names 1 device types" as the reason, as if one type were what it wanted)."""
+    from placement.io.piper import PiperDeviceType
+
+    typed = replace(chain([1.0, 1.0, 1.0, 1.0], devices=4), device_types=(PiperDeviceType("x", 4, 100.0),))
+    with pytest.raises(InvalidParameterError) as raised:
+        solve_interleaved(typed)
+    assert str(raised.value) == ("schedule 'interleaved' plans instances without deviceTypes (every group alike: "
+                                 "maxDevices devices of maxMemoryPerDevice bytes); this instance has deviceTypes "
+                                 "('x')")

@@ -444,12 +444,35 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--trace", "t.json"], "error: --trace does not apply to a Piper instance (its plans run data- and "
                             "tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
-    (["--microbatches", "3"], "error: PLAN: stage 0: d = 2 does not divide the 3 micro-batches of a batch"),
+    # checked on the batch simulated: two stages of 2 replicas need 4 micro-batches, and d = 2 divides no 3
+    (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "
+                              "micro-batches per batch: the data-parallel degrees sum to 4, more than the 3 "
+                              "micro-batches of a batch (and 2 more)"),
 ])
 def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
     instance, plan = write_two_stage(tmp_path)
     assert main(["simulate", instance, plan, *extra]) == 2
     assert capsys.readouterr().err.strip() == message.replace("PLAN", plan)
+
+
+def test_the_memory_check_holds_the_micro_batches_of_the_schedule_simulated(tmp_path, capsys):
+    """Stage 1 of the two-stage plan holds 200 resident bytes and 7 per micro-batch in flight: GPipe holds all
+    m/d = 2 of its micro-batches (214 bytes, as simulated above), 1F1B ⌈2/2⌉ = 1 (207). On devices of 210 bytes
+    the plan runs under 1F1B and not under GPipe, whichever schedule the plan file records (the check used the
+    recorded one: a GPipe plan run under 1F1B was refused, and a 1F1B plan run under GPipe ran over its memory
+    without a word)."""
+    instance, plan = write_two_stage(tmp_path)
+    doc = json.loads(Path(plan).read_text())
+    refused = (f"error: {plan}: the plan is not valid for this instance run under 'gpipe' with 4 micro-batches per "
+               "batch: stage 1 needs 214 bytes per device (y=2 micro-batches in flight), more than the 210 available\n")
+    for recorded in ("gpipe", "1f1b"):
+        Path(plan).write_text(json.dumps({**doc, "schedule": recorded, "memory": 210}))
+        assert main(["simulate", instance, plan, "--schedule", "1f1b", "--json"]) == 0
+        assert [s["peak_memory"] for s in json.loads(capsys.readouterr().out)["stages"]] == [110.0, 207.0]
+        assert main(["simulate", instance, plan, "--schedule", "gpipe"]) == 2
+        err = capsys.readouterr().err
+        assert err == (refused if recorded == "1f1b" else refused.replace(" run under 'gpipe' with 4 micro-batches "
+                                                                           "per batch", ""))
 
 
 def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):

@@ -205,6 +205,9 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     tables = build_tables(instance) if tables is None else tables
     types, tables = exact_memory(types, tables, m)
     pairs = typed_pairs(tables, types, m, allowed)
+    unplaceable = _node_without_degree(tables, pairs)
+    if unplaceable is not None:   # every node sits in some stage: a proof that nothing fits
+        return ParallelSolution(math.inf, None, time.perf_counter() - started, {"reason": unplaceable})
     alone = _node_alone(tables, pairs, types.memory, None if uses_suffix(schedule) else m)
     if alone is not None:   # every node sits in some stage with y ≥ 1: a proof that nothing fits
         return ParallelSolution(math.inf, None, time.perf_counter() - started,
@@ -307,6 +310,20 @@ def _knapsacks_needed(tables: Tables, types: DeviceTypes, most_in_flight: int) -
     mem_b = np.maximum(np.take_along_axis(tables.mem_b, dom, axis=2)[:, :, 0], 0.0)
     need = (np.where(available, mem_a * most_in_flight + mem_b, 0.0)).sum(axis=0)   # per degree index
     return bool(np.any(need > min(types.memory) * (1.0 - 1e-9)))
+
+
+def _node_without_degree(tables: Tables, pairs) -> str | None:
+    """Why a node can be in no stage, where it has TMPCs at none of the tensor-parallel degrees of
+    ``pairs`` (the degrees the devices, the micro-batches and the allowed pairs leave); else ``None``."""
+    usable = sorted({tables.degrees[k] for _, k, _ in pairs})
+    for r in range(len(tables.ids)):
+        if not any(tables.options[r, k] for _, k, _ in pairs):
+            own = sorted(t for k, t in enumerate(tables.degrees) if tables.options[r, k])
+            left = (f"t = {', '.join(map(str, usable))} only" if usable else
+                    "no tensor-parallel degree t that any node has")
+            return (f"node {tables.ids[r]} fits no stage: it has TMPCs at t = {', '.join(map(str, own))} only, "
+                    f"and the devices leave {left} (a stage takes t·d devices)")
+    return None
 
 
 def _node_alone(tables: Tables, pairs, memory: Sequence[float], gpipe_m: int | None) -> int | None:

@@ -215,8 +215,10 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
 
     started = time.perf_counter()
     if instance.device_types:
-        raise InvalidParameterError("schedule", "'interleaved' plans one device type (every group alike); this "
-                                                f"instance names {len(instance.device_types)} device types")
+        names = ", ".join(repr(t.name) for t in instance.device_types)
+        raise InvalidParameterError("schedule", "'interleaved' plans instances without deviceTypes (every group "
+                                                f"alike: maxDevices devices of maxMemoryPerDevice bytes); this "
+                                                f"instance has deviceTypes ({names})")
     devices = integer("devices", instance.max_devices if devices is None else devices, smallest=1)
     memory = number("memory", instance.max_memory_per_device if memory is None else memory, positive=True)
     v = check_chunks(INTERLEAVED, chunks)

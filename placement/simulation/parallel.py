@@ -131,7 +131,8 @@ class ParallelSimulation:
 
 def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None = None, chunks: int | None = None,
                       microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
-                      allreduce: str = RING, unit_scale: float = 1.0) -> ParallelSimulation:
+                      allreduce: str = RING, unit_scale: float = 1.0,
+                      checked_on: tuple[Any, float | None] | None = None) -> ParallelSimulation:
     """Simulate one batch of ``plan`` on ``instance`` under ``schedule`` (see the module docstring).
 
     ``plan``: a sequence of stages in pipeline order, each a
@@ -147,6 +148,9 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     of each node's time per sample. ``allreduce``: ``ring`` (``2(d − 1)/d · W`` bytes per
     replica) or ``piper`` (``4(d − 1)/d · W``, Piper's objective). ``unit_scale``: the factor
     applied to every ``timePerSample`` (``1e-3`` for the milliseconds of ``gnmt.json``).
+    ``checked_on``: ``(devices, memory)`` (as :func:`refuse_invalid` takes them) to check the plan on
+    before the run, under the schedule and micro-batches simulated (which decide the micro-batches
+    each stage holds); ``None``: no check.
 
     Raises :class:`~placement.errors.InvalidPlanError` for a plan that is not a pipeline of the
     instance and :class:`~placement.errors.InvalidParameterError` naming a bad parameter.
@@ -173,6 +177,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     share = number("forward_share", forward_share, largest=1.0)
     one_of("allreduce", allreduce, ALLREDUCE_MODELS)
     unit = number("unit_scale", unit_scale, positive=True)
+    if checked_on is not None:
+        refuse_invalid(instance, plan, *checked_on, schedule=schedule, microbatches=m)
     specs = stage_specs(plan)
     check_task_count(2 * m * len(specs), m)
     layout = build_layout(instance, specs, chunks, m, share, unit)
@@ -237,11 +243,14 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None) -> None:
+def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None, *,
+                   schedule: str | None = None, microbatches: int | None = None) -> None:
     """:class:`InvalidPlanError` with the first violation the independent evaluator finds in ``plan``
     (:mod:`placement.verification.parallel`, :mod:`placement.verification.parallel_interleaved` for an
     interleaved plan) on ``devices`` devices (a count, or counts per device type) of ``memory`` bytes,
-    by default the instance's: more devices than there are, a stage over its memory, ..."""
+    by default the instance's: more devices than there are, a stage over its memory, ... The memory is
+    that of ``schedule``'s micro-batches in flight with ``microbatches`` per batch (default the plan's
+    schedule and the instance's ``mbsInBatch``)."""
     from placement.verification.parallel import evaluate_parallel
     from placement.verification.parallel_interleaved import evaluate_interleaved
 
@@ -250,13 +259,18 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
                                "instance has no deviceTypes")
     if plan.chunks > 1:
         evaluation = evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
-                                          memory=memory)
+                                          memory=memory, microbatches=microbatches)
     else:
-        evaluation = evaluate_parallel(instance, plan, devices=devices, memory=memory)
+        evaluation = evaluate_parallel(instance, plan, devices=devices, memory=memory, schedule=schedule,
+                                       microbatches=microbatches)
     if evaluation.violations:
         count = len(evaluation.violations)
         more = f" (and {count - 1} more)" if count > 1 else ""
-        raise InvalidPlanError(f"the plan is not valid for this instance: {evaluation.violations[0]}{more}")
+        m = instance.microbatches_in_batch if microbatches is None else microbatches
+        run = schedule if schedule is not None else plan.schedule
+        setting = (f" run under {run!r} with {m} micro-batches per batch"
+                   if run != plan.schedule or m != instance.microbatches_in_batch else "")
+        raise InvalidPlanError(f"the plan is not valid for this instance{setting}: {evaluation.violations[0]}{more}")
 
 
 class _Run:

@@ -14,8 +14,10 @@ lines 1497–1640, whose checks and formulas this mirrors):
 * micro-batches in flight ``y_i``: ``⌈(d_i + … + d_{S−1}) / d_i⌉`` for ``piper`` and ``1f1b``,
   ``m / d_i`` for ``gpipe``; memory per device ``Σ_v memoryUsageA_v·y_i + memoryUsageB_v``;
 * per-replica time of a micro-batch ``c_i = compute_i + edges_i / bandwidth`` and weight
-  synchronisation per batch ``AR_i = 4·(d − 1)·Σ_v parameterSize_v / (d·bandwidth)``; time per
-  batch ``Σ_i c_i + max_i (m/d_i·c_i + AR_i − c_i)``.
+  synchronisation per batch ``AR_i = 4·(d − 1)·Σ_v parameterSize_v / (d·bandwidth)``. The time per
+  batch is no closed form of these (docs/piper.md): the schedule's task graph decides it, which the
+  planner (:mod:`placement.parallel.timing`) and the simulator (:mod:`placement.simulation.parallel`)
+  compute each on their own; the evaluator does not.
 
 Device types (an instance with ``deviceTypes``): each stage names its type; on it ``compute_i`` is
 divided by the type's ``speed``, ``bandwidth`` is the type's (default the instance's), the memory
@@ -56,10 +58,9 @@ class StageEvaluation:
 
 @dataclass(frozen=True)
 class ParallelEvaluation:
-    """``value``: largest stage time per sample; ``time_per_batch`` of the schedule; ``ok``: no violation."""
+    """``value``: largest stage time per sample; ``ok``: no violation."""
 
     value: float
-    time_per_batch: float
     stages: tuple[StageEvaluation, ...]
     devices: int
     violations: tuple[str, ...]
@@ -70,9 +71,13 @@ class ParallelEvaluation:
 
 
 def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: int | Mapping[str, int] | None = None,
-                      memory: float | None = None, time_unit: float = 1.0) -> ParallelEvaluation:
+                      memory: float | None = None, time_unit: float = 1.0, schedule: str | None = None,
+                      microbatches: int | None = None) -> ParallelEvaluation:
     """Evaluate ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
-    instance's; with device types, ``devices`` maps type names to counts); see the module docstring."""
+    instance's; with device types, ``devices`` maps type names to counts); see the module docstring.
+    ``schedule`` (default the plan's) decides the micro-batches in flight, ``microbatches`` (default
+    the instance's ``mbsInBatch``) is ``m``: a plan run under another schedule or batch than it was
+    planned for holds other micro-batches."""
     types = {t.name: t for t in instance.device_types}
     if types:   # an integer ``devices`` bounds the total on top of each type's count
         counts = dict(devices) if isinstance(devices, Mapping) else {name: t.count for name, t in types.items()}
@@ -80,7 +85,8 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
     else:
         devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
-    m = instance.microbatches_in_batch
+    m = instance.microbatches_in_batch if microbatches is None else microbatches
+    schedule = plan.schedule if schedule is None else schedule
     nodes = {node.id: node for node in instance.nodes}
     violations: list[str] = []
     stage_of = pipeline_positions(instance, plan.stages, "stage", violations)
@@ -108,10 +114,10 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
         d, t = stage.d, stage.t
         if d < 1 or t < 1:
             violations.append(f"stage {i} has degrees d={d}, t={t}; both must be at least 1")
-            return ParallelEvaluation(math.inf, math.inf, (), used, tuple(violations))
+            return ParallelEvaluation(math.inf, (), used, tuple(violations))
         if m % d:
             violations.append(f"stage {i}: d={d} does not divide the {m} micro-batches of a batch")
-        y = m // d if plan.schedule == "gpipe" else -(-suffix // d)
+        y = m // d if schedule == "gpipe" else -(-suffix // d)
         suffix -= d
         speed, bandwidth, bound = 1.0, instance.bandwidth, memory
         kind = types.get(stage.device_type)
@@ -160,12 +166,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
         evaluated.append(StageEvaluation(tps, used_memory, y, total_compute + total_edges / bandwidth,
                                          4 * (d - 1) * total_params / d / bandwidth))
     value = max((s.time_per_sample for s in evaluated), default=math.inf)
-    batch = math.inf
-    if evaluated:
-        busy = max((m // st.d) * ev.per_microbatch + ev.sync - ev.per_microbatch
-                   for st, ev in zip(plan.stages, evaluated))
-        batch = math.fsum(ev.per_microbatch for ev in evaluated) + busy
-    return ParallelEvaluation(value, batch, tuple(evaluated), used, tuple(violations))
+    return ParallelEvaluation(value, tuple(evaluated), used, tuple(violations))
 
 
 def pipeline_positions(instance: PiperInstance, stages, word: str, violations: list[str]) -> dict[int, int]:

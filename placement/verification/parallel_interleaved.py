@@ -36,20 +36,22 @@ from placement.verification.parallel import (ParallelEvaluation, StageEvaluation
 
 
 def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices: int | None = None,
-                         memory: float | None = None, time_unit: float = 1.0) -> ParallelEvaluation:
+                         memory: float | None = None, time_unit: float = 1.0,
+                         microbatches: int | None = None) -> ParallelEvaluation:
     """Evaluate the interleaved ``plan`` on ``instance`` with ``devices`` devices of ``memory`` bytes
-    (default: the instance's); see the module docstring. ``time_per_batch`` is left ``nan`` (the
-    order's makespan is the planner's and the simulator's to compute)."""
+    (default: the instance's) and ``microbatches`` per batch (``m``, default the instance's
+    ``mbsInBatch``); see the module docstring. The order's makespan is the planner's and the
+    simulator's to compute."""
     devices = instance.max_devices if devices is None else devices
     memory = instance.max_memory_per_device if memory is None else memory
-    m = instance.microbatches_in_batch
+    m = instance.microbatches_in_batch if microbatches is None else microbatches
     stages, v = plan.stages, plan.chunks
     violations: list[str] = []
     if plan.schedule != "interleaved":
         violations.append(f"the plan is for schedule {plan.schedule!r}, not 'interleaved'")
     if v < 2 or not stages or len(stages) % v:
         violations.append(f"chunks = {v} must be at least 2 and divide the {len(stages)} stages")
-        return ParallelEvaluation(math.inf, math.nan, (), 0, tuple(violations))
+        return ParallelEvaluation(math.inf, (), 0, tuple(violations))
     groups = len(stages) // v
     degrees = {(s.d, s.t) for s in stages}
     if len(degrees) != 1:
@@ -57,7 +59,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
     d, t = stages[0].d, stages[0].t
     if d < 1 or t < 1:
         violations.append(f"degrees d={d}, t={t}; both must be at least 1")
-        return ParallelEvaluation(math.inf, math.nan, (), 0, tuple(violations))
+        return ParallelEvaluation(math.inf, (), 0, tuple(violations))
     if groups < 2:
         violations.append(f"{groups} device group; the interleaved schedule needs at least 2")
     if m % d or (m // d) % groups:
@@ -139,7 +141,7 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
     evaluated = tuple(StageEvaluation(per_chunk[k][0], group_memory[k % groups], peak_held[k], per_chunk[k][1],
                                       4 * (d - 1) * per_chunk[k][2] / d / instance.bandwidth)
                       for k in range(len(stages)))
-    return ParallelEvaluation(max(group_tps), math.nan, evaluated, used, tuple(violations))
+    return ParallelEvaluation(max(group_tps), evaluated, used, tuple(violations))
 
 
 __all__ = ["evaluate_interleaved"]
