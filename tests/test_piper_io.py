@@ -254,6 +254,14 @@ TYPE_ALLOWED = "(allowed: count, memory, speed, bandwidth, cpu)"
     (put({"a": {"count": 1, "memory": 1, "speed": 1e-120}}, "deviceTypes"),
      'deviceTypes["a"]: speed 1e-120 takes the graph\'s total timePerSample on the type above 1e+100, the most a '
      'total of times may be'),
+    # the transfers' bytes over the bandwidth are times too (a bandwidth of 1e-320 overflowed them to infinity
+    # and the planner answered "infeasible", blaming the memory); the bytes: 2·(Σ communicationCost 10 + Σ
+    # syncTimeFw 4 + Σ syncTimeBw 5) + 4·Σ parameterSize (5 TMPCs of 100) = 38 + 2000 = 2038
+    (put(1e-320, "bandwidth"), "bandwidth: 9.99989e-321 bytes per second takes the graph's transfers (2038 bytes) "
+                               "above 1e+100 seconds, the most a total of times may be"),
+    (put({"a": {"count": 1, "memory": 1, "bandwidth": 1e-120}}, "deviceTypes"),
+     'deviceTypes["a"].bandwidth: 1e-120 bytes per second takes the graph\'s transfers (2038 bytes) above 1e+100 '
+     'seconds, the most a total of times may be'),
     (put({"a": {"count": 1, "memory": 1, "bandwidth": -1}}, "deviceTypes"),
      'deviceTypes["a"]: field \'bandwidth\' is negative (-1)'),
     (put({"a": {"count": 1, "memory": 1, "cpu": "yes"}}, "deviceTypes"),

@@ -315,8 +315,9 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
         names = " -> ".join(str(nodes[i].id) for i in cycle + cycle[:1])
         raise InvalidInstanceError(f"{top}: the graph has a cycle: {names}")
     _check_sync_times(nodes, edges)
-    times = _check_totals(nodes, edges)
-    types = _device_types(data, times) if "deviceTypes" in data else ()
+    times, volume = _check_totals(nodes, edges)
+    _check_bandwidth(bandwidth, volume, "bandwidth")
+    types = _device_types(data, times, volume) if "deviceTypes" in data else ()
     return PiperInstance(name, max_devices, memory, bandwidth, microbatches, tuple(nodes), tuple(edges), types)
 
 
@@ -439,7 +440,16 @@ def _check_sync_times(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> Non
                                   f"{node.id} -> {{}}")
 
 
-def _device_types(data: dict, times: float) -> tuple[PiperDeviceType, ...]:
+def _check_bandwidth(bandwidth: float, volume: float, where: str) -> None:
+    """Every transfer time a planner forms (bytes over ``bandwidth``) stays at most ``MAX_SUM``: ``volume``
+    bounds the bytes a stage moves per sample (every edge both ways, every sync, Piper's all-reduce)."""
+    if volume / bandwidth > MAX_SUM:
+        raise InvalidInstanceError(f"{where}: {format_number(bandwidth)} bytes per second takes the graph's "
+                                   f"transfers ({format_number(volume)} bytes) above {MAX_SUM:g} seconds, the most a "
+                                   "total of times may be")
+
+
+def _device_types(data: dict, times: float, volume: float) -> tuple[PiperDeviceType, ...]:
     """The ``deviceTypes`` object (module docstring); ``times``: the total of every ``timePerSample``,
     which divided by a type's speed must stay at most :data:`placement.problem.instance.MAX_SUM`."""
     top = "instance"
@@ -460,15 +470,19 @@ def _device_types(data: dict, times: float) -> tuple[PiperDeviceType, ...]:
             raise InvalidInstanceError(f"{where}: speed {format_number(speed)} takes the graph's total timePerSample "
                                        f"on the type above {MAX_SUM:g}, the most a total of times may be")
         bandwidth = _positive(entry, "bandwidth", where, "number") if "bandwidth" in entry else None
+        if bandwidth is not None:
+            _check_bandwidth(bandwidth, volume, f"{where}.bandwidth")
         cpu = read_field(entry, "cpu", where, "bool") if "cpu" in entry else False
         types.append(PiperDeviceType(name, count, memory, speed, bandwidth, cpu))
     return tuple(types)
 
 
-def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> float:
+def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> tuple[float, float]:
     """Each field summed over every TMPC (and the edges' costs over the edges) stays at most
     :data:`placement.problem.instance.MAX_SUM`, as for the other formats, so every stage time,
-    memory and objective the planners form is finite. Returns the total ``timePerSample``."""
+    memory and objective the planners form is finite. Returns the total ``timePerSample`` and a bound
+    on the bytes a stage moves per sample: ``2·(Σ communicationCost + Σ syncTimeFw + Σ syncTimeBw) +
+    4·Σ parameterSize``."""
     sums: dict[str, float] = {}
     for k, node in enumerate(nodes):
         for t, tmpcs in node.configurations.items():
@@ -481,7 +495,9 @@ def _check_totals(nodes: Iterable[PiperNode], edges: list[PiperEdge]) -> float:
                     add_to_total(sums, where, field, value)
     for k, edge in enumerate(edges):
         add_to_total(sums, f"edges[{k}]", "communicationCost", edge.communication_cost)
-    return sums.get("timePerSample", 0.0)
+    volume = 2 * (sums.get("communicationCost", 0.0) + sums.get("syncTimeFw", 0.0) + sums.get("syncTimeBw", 0.0)) \
+        + 4 * sums.get("parameterSize", 0.0)
+    return sums.get("timePerSample", 0.0), volume
 
 
 def _match_neighbours(table: Mapping[int, float], neighbours: set[int], where: str, edge: str) -> None:
