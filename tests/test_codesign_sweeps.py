@@ -347,6 +347,38 @@ def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
     assert ran == []
 
 
+def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
+    """The run cuts a record cut short off the end of its out file; a file whose last line, without a
+    newline, is anything else is refused untouched (a spec file written by json.dump, or notes, given as
+    the out file were emptied and the run reported success). The command also refuses the spec, a model
+    or a grid file as its out file."""
+    from placement.cli import main
+
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    ran = []
+    for text in ('{"models": ["x"]}', "notes", '[{"id": "0"}]', '{"id":"0"}\n{"config": 1'):
+        notes = tmp_path / "notes.txt"
+        notes.write_text(text, encoding="utf-8")
+        with pytest.raises(InvalidParameterError) as caught:
+            sweep.run_sweep(spec, notes, quiet=True, task=ran.append)
+        line = text.count("\n") + 1
+        assert str(caught.value) == (f"out {notes}: line {line} does not end in a newline and is no sweep record "
+                                     "cut short: not a file of sweep records")
+        assert notes.read_text(encoding="utf-8") == text
+    assert ran == []
+    for start in ('{"id":"1a2b', '{"i', ""):   # a record's first bytes, or nothing: read as no record
+        cut = tmp_path / "cut.jsonl"
+        cut.write_text('{"id":"0"}\n' + start, encoding="utf-8")
+        assert sweep.read_records(cut) == [{"id": "0"}]
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY]}))
+    for out in (path, MLP, TINY):
+        assert main(["codesign", "--sweep", str(path), "--out", str(out), "--quiet"]) == 2
+        assert capsys.readouterr().err == (f"error: {out}: is also an input of the command, which writing would "
+                                           "overwrite; choose another name\n")
+    assert json.loads(path.read_text())["chips"] == [1]
+
+
 @needs_dask
 def test_a_scheduler_address_dask_cannot_parse_is_one_error(tmp_path):
     spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, add_output_options, path_name, positive_float, positive_int, print_json
+from placement.cli.options import (UsageError, add_output_options, check_not_input, path_name, positive_float,
+                                   positive_int, print_json)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,7 +91,9 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError("--sweep needs --out FILE (the records, resumed if present)")
     from placement.codesign.sweep import load_spec, run_sweep
 
-    summary = run_sweep(load_spec(args.sweep), args.out, scheduler=args.scheduler, workers=args.workers,
+    spec = load_spec(args.sweep)
+    check_not_input(args.out, (args.sweep, *spec.models, *spec.grids))   # the records are appended to it
+    summary = run_sweep(spec, args.out, scheduler=args.scheduler, workers=args.workers,
                         quiet=args.quiet or args.json, plots=args.plots)
     if args.json:
         from dataclasses import asdict

@@ -140,6 +140,10 @@ def configurations(spec: SweepSpec) -> list[dict[str, Any]]:
                                  spec.homogeneous)]
 
 
+#: how every record line begins (its ``id`` first, compact separators: :func:`append_record`)
+RECORD_START = '{"id":"'
+
+
 def configuration_id(config: dict[str, Any]) -> str:
     """A digest of ``config`` (its canonical JSON): the same configuration always has the same id."""
     text = json.dumps(strict_json(config), sort_keys=True, separators=(",", ":"))
@@ -149,9 +153,10 @@ def configuration_id(config: dict[str, Any]) -> str:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of the JSON Lines file at ``path`` (none when it does not exist).
 
-    A last line without its newline (a write cut short by an interruption) is ignored; any
-    other line that is not a JSON object with an ``id`` raises :class:`InvalidParameterError`
-    (parameter ``out``) naming the line.
+    A last line without its newline (a write cut short by an interruption: the start of a record,
+    which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, or a
+    last line that is no record's start, raises :class:`InvalidParameterError` (parameter ``out``)
+    naming the line (the run cuts a record cut short off the file, and nothing else).
     """
     path = Path(path)
     if not path.exists():
@@ -162,7 +167,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     except UnicodeDecodeError as exc:
         raise InvalidParameterError("out", f"{path}: not UTF-8 text (byte {exc.start})") from None
     lines = text.split("\n")
-    lines.pop()  # the text after the last newline: empty, or a cut-short record
+    tail = lines.pop()  # the text after the last newline: empty, or a cut-short record
+    if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
+        raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
+                                           "sweep record cut short: not a file of sweep records")
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
