@@ -522,3 +522,25 @@ def test_copies_are_copies_whatever_overload_carries_the_pointwise_tag():
              for target in (ops.clone.default, ops.where.self, ops.where.ScalarOther, ops.masked_fill.Scalar,
                             ops.masked_fill.Tensor)}
     assert kinds == {"copy"}
+
+
+def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_in_one_line(tmp_path):
+    """A memory bandwidth (or link) of 1e-320 bytes/s makes the roofline times infinite: the import raised
+    OverflowError from its rounding; now the instance's check names the field and where the times come
+    from. A size error is not told to look at the devices."""
+    import json
+
+    from placement.errors import InvalidInstanceError
+
+    model, args = mlp()
+    from importlib.resources import files
+
+    bundled = json.loads(files("placement.costmodel").joinpath("devices.json").read_text(encoding="utf-8"))
+    slow = {**bundled["devices"]["h100"], "memory_bandwidth": 1e-320}
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps({"devices": {"slow-gpu": slow}}))
+    with pytest.raises(InvalidInstanceError) as raised:
+        import_torch(model, args, platform=make_platform("slow-gpu", accelerators=2, catalogues=[path]))
+    assert str(raised.value) == ("node 0: field 'fpgaLatency' is infinite (times from the roofline of accelerator "
+                                 "'slow-gpu' and CPU 'epyc-7763', transfer costs from the link's bandwidth; check "
+                                 "their peak_flops, memory_bandwidth and links)")

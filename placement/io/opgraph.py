@@ -662,8 +662,8 @@ def _quantise(nodes: list[dict], edges: list[dict]) -> float:
     """Round times and costs in place to multiples of the quantum of the module docstring; return it."""
     costs = {e["sourceId"]: e["cost"] for e in edges}
     total = sum(max(n["cpuLatency"], n["fpgaLatency"]) for n in nodes) + 2 * sum(costs.values())
-    if total <= 0:
-        return 1.0
+    if total <= 0 or not math.isfinite(total):   # an infinite time (a device too slow for the float range) is
+        return 1.0                               # refused, named, where the instance is read
     quantum = 2.0 ** (math.ceil(math.log2(total)) - TIME_BITS)
     for n in nodes:
         for key in ("cpuLatency", "fpgaLatency", "cpuWeightLatency", "fpgaWeightLatency"):
@@ -689,6 +689,16 @@ def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: 
           source: Any = None, operators: bool = False) -> ImportedModel:
     """Cost ``pg`` on ``platform`` and validate the result as a :class:`Instance` (``operators``:
     record every node's operator shapes, :func:`to_instance`)."""
+    from placement.errors import InvalidInstanceError
+
     instance = to_instance(pg, platform, training, operators)
     label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
-    return ImportedModel(pg, instance, parse_instance(instance, label), source)
+    try:
+        problem = parse_instance(instance, label)
+    except InvalidInstanceError as exc:   # the times and costs are the catalogue's devices' (a peak too low, ...)
+        if not any(word in str(exc) for word in ("Latency", "cost", "time")):
+            raise
+        raise InvalidInstanceError(f"{exc} (times from the roofline of accelerator {platform.accelerator.id!r} and "
+                                   f"CPU {platform.cpu.id!r}, transfer costs from the link's bandwidth; check their "
+                                   "peak_flops, memory_bandwidth and links)") from None
+    return ImportedModel(pg, instance, problem, source)
