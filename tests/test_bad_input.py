@@ -462,11 +462,21 @@ def test_an_empty_device_catalogue_is_named_as_empty():
 
 
 def test_a_time_for_a_type_the_catalogue_lacks_lists_the_types():
-    # a type named 5 (read as "5") left the node's "fast" unexplained
-    catalogue = [{"name": 5, "count": 1, "paysComm": True}, {"name": "cpu", "count": 1, "paysComm": False}]
+    # a type named "5" left the node's "fast" unexplained
+    catalogue = [{"name": "5", "count": 1, "paysComm": True}, {"name": "cpu", "count": 1, "paysComm": False}]
     with pytest.raises(InvalidInstanceError) as err:
         load({"deviceTypes": catalogue, "nodes": [{"id": 1, "times": {"fast": 1, "cpu": 2}}], "edges": []})
     assert str(err.value) == "node 1: 'times' names unknown device type 'fast' (the device types are '5', 'cpu')"
+
+
+@pytest.mark.parametrize("name, got", [(5, "integer"), ("", "''"), (" gpu", "' gpu'"), (None, "null")])
+def test_a_device_type_is_named_by_a_non_empty_string(name, got):
+    # an integer name was read as its digits and an empty one accepted, so a plan's "type" had to match them
+    catalogue = [{"name": name, "count": 1, "paysComm": True}, {"name": "cpu", "count": 1, "paysComm": False}]
+    with pytest.raises(InvalidInstanceError) as err:
+        load({"deviceTypes": catalogue, "nodes": [{"id": 1, "times": {"5": 1, "cpu": 2}}], "edges": []})
+    assert str(err.value) == ("device type #0: field 'name' must be a non-empty string without surrounding spaces "
+                              f"(plans name the type by it), got {got}")
 
 
 PLAN_NOT_INSTANCE = ("the document is a plan, not an instance, which has 'nodes' and 'edges'; a plan goes after its "

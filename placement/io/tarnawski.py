@@ -287,7 +287,11 @@ def _device_types(raw: Any) -> tuple[DeviceType, ...]:
         where = f"device type #{k}"
         if not isinstance(t, dict):
             raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(t)}")
-        name = read_field(t, "name", where, "str")
+        name = t.get("name")
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            got = repr(name) if isinstance(name, str) else json_type_name(name) if "name" in t else "nothing"
+            raise InvalidInstanceError(f"{where}: field 'name' must be a non-empty string without surrounding "
+                                       f"spaces (plans name the type by it), got {got}")
         where = f"device type {name!r}"
         if any(d.name == name for d in types):
             raise InvalidInstanceError(f"{where}: listed twice")
