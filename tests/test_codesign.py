@@ -377,6 +377,12 @@ def test_bad_model():
         placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == ("node 1: has neither 'operators' nor 'flops' and 'bytes': the co-design cost model "
                                "needs what each node computes")
+    for given, missing in (("flops", "bytes"), ("bytes", "flops")):   # one of the two said "neither"
+        with pytest.raises(InvalidInstanceError) as info:
+            placement.codesign({**model, "nodes": [{**n, given: 10.0} if n is model["nodes"][1] else n
+                                                   for n in model["nodes"]]}, chips=1, power=500, grid=CHAIN_GRID)
+        assert str(info.value) == (f"node 1: has {given!r} but no {missing!r}: the co-design cost model needs both "
+                                   "(or 'operators')")
     model["nodes"][1]["operators"] = [{"kind": "gemm", "m": 4, "n": 0, "k": 4}]
     with pytest.raises(InvalidInstanceError) as info:
         placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
@@ -501,3 +507,15 @@ def test_a_node_supported_on_no_accelerator_is_refused():
     with pytest.raises(InvalidInstanceError, match="^node 1: not supported on any accelerator, but the co-design "
                                                    "places every node on a chip$"):
         parse_workload(model)
+
+
+def test_a_piper_instance_is_named_as_one(tmp_path):
+    """A Piper instance given as the model was refused as "unknown field 'bandwidth'"."""
+    from tests.test_piper_io import instance as piper_instance
+
+    path = tmp_path / "piper.json"
+    path.write_text(json.dumps(piper_instance()))
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(str(path), chips=1, power=500, grid=CHAIN_GRID)
+    assert str(info.value) == (f"{path} is a Piper instance (per-stage data- and tensor-parallel configurations): "
+                               "the co-design takes a model file, whose nodes give their operators")

@@ -267,6 +267,9 @@ def test_a_model_file_imports_its_neighbours(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
 
 
+NOT_CALLABLE = 5
+
+
 @pytest.mark.parametrize("argv, message", [
     (["import", "nonsense", "--out", "x.json"],
      "error: cannot read model 'nonsense': expected pkg.module:factory, file.py:factory or FILE.onnx"),
@@ -274,6 +277,8 @@ def test_a_model_file_imports_its_neighbours(tmp_path, monkeypatch, capsys):
      "error: cannot import tests.no_such_module: ModuleNotFoundError: No module named 'tests.no_such_module'"),
     (["import", "tests.test_torch_cli:missing", "--out", "x.json"],
      "error: tests.test_torch_cli has no function 'missing'"),
+    (["import", "tests.test_torch_cli:NOT_CALLABLE", "--out", "x.json"],   # it has the name, bound to a number
+     "error: tests.test_torch_cli: 'NOT_CALLABLE' is not a function (it is of type 'int')"),
     (["import", "tests.test_torch_cli:not_a_tuple", "--out", "x.json"],
      "error: tests.test_torch_cli:not_a_tuple() must return (model, args) or (model, args, kwargs), got Linear"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],

@@ -132,8 +132,10 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
     except Exception as exc:  # whatever the user's module raises on import
         raise UsageError(f"cannot import {module_name}: {_first_line(exc)}") from None
     factory = getattr(module, attr, None)
-    if not callable(factory):
+    if factory is None:
         raise UsageError(f"{module_name} has no function {attr!r}")
+    if not callable(factory):
+        raise UsageError(f"{module_name}: {attr!r} is not a function (it is of type {type(factory).__name__!r})")
     try:
         result = factory()
     except PlacementError:

@@ -168,9 +168,6 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         raise InvalidParameterError("out", f"{path}: not UTF-8 text (byte {exc.start})") from None
     lines = text.split("\n")
     tail = lines.pop()  # the text after the last newline: empty, or a cut-short record
-    if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
-        raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
-                                           "sweep record cut short: not a file of sweep records")
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -183,6 +180,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise InvalidParameterError("out", f"{path}: line {number} is not a sweep record (no id)")
         records.append(record)
+    if not (tail.startswith(RECORD_START) or RECORD_START.startswith(tail)):
+        raise InvalidParameterError("out", f"{path}: line {len(lines) + 1} does not end in a newline and is no "
+                                           "sweep record cut short: not a file of sweep records")
     return records
 
 

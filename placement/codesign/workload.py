@@ -116,6 +116,10 @@ def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
         return tuple(parse_operator(op, f"{where}: operator #{i}") for i, op in enumerate(ops))
     if "flops" in raw and "bytes" in raw:
         return (Operator("flops", flops=_amount(raw, "flops", where), bytes=_amount(raw, "bytes", where)),)
+    for given, missing in (("flops", "bytes"), ("bytes", "flops")):
+        if given in raw:
+            raise InvalidInstanceError(f"{where}: has {given!r} but no {missing!r}: the co-design cost model needs "
+                                       "both (or 'operators')")
     raise InvalidInstanceError(f"{where}: has neither 'operators' nor 'flops' and 'bytes': the co-design "
                                "cost model needs what each node computes")
 
@@ -170,6 +174,12 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
         raise InvalidParameterError("model", f"must be a model file path, a dict or a Workload, "
                                              f"not {type(source).__name__}")
     data = load_json(source, InvalidInstanceError)
+    from placement.io.piper import looks_like_piper
+
+    if isinstance(data, dict) and looks_like_piper(data):
+        raise InvalidInstanceError(f"{source} is a Piper instance (per-stage data- and tensor-parallel "
+                                   "configurations): the co-design takes a model file, whose nodes give their "
+                                   "operators")
     try:
         return parse_workload(data, Path(source).stem)
     except InvalidInstanceError as exc:
