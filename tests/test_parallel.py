@@ -434,3 +434,15 @@ def test_a_plan_the_floating_point_sum_hides_is_found():
     assert brute_force_parallel(instance)[0] == 1.25
     result = placement.solve(instance)
     assert (result.status, result.value) == ("optimal", 1.25)
+
+
+def test_a_time_per_batch_not_computed_says_why():
+    """10^12 micro-batches per batch: the plan (one stage, d = 1) is found, its batch is too long to lay
+    out as a task graph; the text said "time per batch -" with no reason."""
+    from placement.report.parallel import format_parallel_result
+
+    inst = chain([{1: (tmpc("v", 3),)}], devices=1, microbatches=10**12)
+    result = placement.solve(inst)
+    assert str(result.status) == "optimal" and result.time_per_batch is None
+    assert ("time per batch - (not computed: 1,000,000,000,000 micro-batches make 2,000,000,000,000 tasks, "
+            in format_parallel_result(inst, result))
