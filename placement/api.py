@@ -32,7 +32,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
            calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
            backward: str | None = None, w_placement: str | None = None, inter_layer: bool | None = None,
-           w_share: float | None = None) -> Verification:
+           w_share: float | None = None) -> Any:
     """Check ``plan`` (a Result, Plan, plan document or plan file) against ``instance``, sharing nothing
     with any solver.
 
@@ -49,11 +49,30 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules);
     by default a plan that records a split-backward solve is checked so, under the variant it
     records where these are not given, and any other plan as joint.
+
+    On a Piper instance (data- and tensor-parallel stages) the plan (a plan file or document as
+    ``solve`` writes it, a ``ParallelResult`` or a ``ParallelPlan``) is checked on the devices and
+    memory it records, under its own schedule, and a
+    :class:`placement.verification.parallel_check.ParallelVerification` is returned (``ledger``: the
+    communication ledger of :mod:`placement.verification.parallel_ledger`); the other options do not
+    apply there.
     """
     from placement.io.plans import recorded_backward, recorded_contiguity, recorded_objective, recorded_objective_refusal
     from placement.verification.check import check_plan
 
-    problem = solved_devices(instance, plan, accelerators, cpus, memory)
+    loaded = as_loaded(instance)
+    if is_piper(loaded):
+        given = {"objective": objective, "contiguity": contiguity, "calls": calls, "accelerators": accelerators,
+                 "cpus": cpus, "memory": memory, "backward": backward, "w_placement": w_placement,
+                 "inter_layer": inter_layer, "w_share": w_share}
+        unused = next((name for name, value in given.items() if value is not None), None)
+        if unused is None and infer_from_colours:
+            unused = "infer_from_colours"
+        if unused is not None:
+            raise InvalidParameterError(unused, "does not apply to a Piper instance (its plan is checked on the "
+                                                "devices and memory it records, with its own schedule)")
+        return _verify_parallel(loaded, plan, flag("ledger", ledger))
+    problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
@@ -78,6 +97,29 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         contiguity = recorded_contiguity(plan) or "none"
     return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
                       infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
+
+
+def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
+    """:func:`verify` on a Piper instance: the plan (a plan file or document as ``solve`` writes it, a
+    ``ParallelResult`` or a ``ParallelPlan``) checked on the devices and memory it records (the instance's
+    where it records none); the claims of its record that the check refutes become its ``notes``."""
+    from dataclasses import replace
+
+    from placement.jsonfile import load_json
+    from placement.errors import InvalidPlanError
+    from placement.parallel.result import ParallelResult
+    from placement.simulation.parallel import read_parallel_plan
+    from placement.verification.parallel_check import check_parallel_plan, refuted_claims
+
+    parallel_plan, devices, plan_memory = read_parallel_plan(plan)
+    verified = check_parallel_plan(instance, parallel_plan, devices=devices, memory=plan_memory, ledger=ledger)
+    if isinstance(plan, ParallelResult):
+        record: Any = plan.to_json()
+    elif isinstance(plan, (str, PathLike)):
+        record = load_json(plan, InvalidPlanError)
+    else:
+        record = plan if isinstance(plan, Mapping) else {}
+    return replace(verified, notes=tuple(refuted_claims(record, verified)))
 
 
 def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> Any:

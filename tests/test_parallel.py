@@ -244,11 +244,14 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
     assert capsys.readouterr().err == ("error: --backend does not apply to a Piper instance, whose one exact DP has "
                                        "its own options (it takes --devices, --memory, --schedule, --chunks, "
                                        "--objective, --max-ideals, --time-limit)\n")
-    for command in (["info", str(path)], ["verify", str(path), str(path)], ["split", str(path), str(path)]):
+    for command in (["info", str(path)], ["split", str(path), str(path)]):
         assert main(command) == 2
         # the positional argument is named by the file given, not by its placeholder
         assert capsys.readouterr().err == (f"error: {path} is a Piper instance (tiny: per-stage data- and "
-                                           "tensor-parallel configurations): only solve and simulate take it\n")
+                                           "tensor-parallel configurations): only solve, simulate and verify take "
+                                           "it\n")
+    assert main(["verify", str(path), str(path)]) == 2   # verify takes it, and a parallel plan after it
+    assert capsys.readouterr().err == f"error: {path}: a parallel plan must be a JSON object with a list 'stages'\n"
     assert main(["solve", str(path), "--stages", "2"]) == 2
     assert capsys.readouterr().err == ("error: --stages does not apply to a Piper instance: its DP chooses the "
                                        "number of stages with their data- and tensor-parallel degrees\n")

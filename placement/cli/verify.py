@@ -25,7 +25,8 @@ from placement.verification.evaluate import CONTIGUITY_CLASSES
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="check a plan against an instance, independently of any solver")
     p.add_argument("instance", help="instance file")
-    p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split")
+    p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split (for a "
+                                "Piper instance, a parallel plan as solve --out writes it)")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
                    help="contiguity class the plan must belong to (default: the class the plan file records it "
                         "was solved in, else none; a split-backward plan is checked as a pipeline, stages)")
@@ -94,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import figure, format_verification
 
     instance = load_announced(args.instance, progress_printer(args.quiet))   # a large file takes seconds
+    if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
+        from placement.cli.verify_parallel import run_parallel
+
+        return run_parallel(args, instance)
     args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:

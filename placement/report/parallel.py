@@ -8,7 +8,7 @@ from placement.parallel.result import ParallelResult
 from placement.report.table import cell, format_table, percent
 
 
-def _nodes(ids: tuple[int, ...]) -> str:
+def node_ranges(ids) -> str:
     """Node ids as ranges of consecutive ids: ``0-4,7``."""
     parts, start = [], None
     for k, v in enumerate(ids):
@@ -46,7 +46,7 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
              "time/sample", "memory", "in flight"]]
     for i, (stage, ev) in enumerate(zip(result.plan.stages, result.evaluation.stages)):
         others = sum(c != nodes[v].configurations[stage.t][0].id for v, c in stage.tmpcs.items())
-        rows.append([str(i), *([str(i % groups)] if groups else []), _nodes(stage.nodes),
+        rows.append([str(i), *([str(i % groups)] if groups else []), node_ranges(stage.nodes),
                      *([stage.device_type] if typed else []), str(stage.d), str(stage.t),
                      f"{others}/{len(stage.nodes)}", cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
     first = 2 if groups else 1   # the nodes column
@@ -60,4 +60,4 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["format_parallel_result"]
+__all__ = ["format_parallel_result", "node_ranges"]

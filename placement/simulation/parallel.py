@@ -205,7 +205,7 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     solve --out`` writes it for a Piper instance, or a record whose ``plan`` is one), with the devices and
     memory it records (``None`` where it records none); :class:`InvalidPlanError` if it holds none."""
     from placement.parallel.plan import ParallelPlan   # the plan's data, read here only: the run needs none of it
-    from placement.parallel.result import ParallelResult
+    from placement.parallel.result import PLAN_FORMAT, ParallelResult
 
     if isinstance(source, ParallelPlan):
         return source, None, None
@@ -225,6 +225,9 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
         raise InvalidPlanError(f"a parallel plan must be a ParallelPlan, a plan file or a JSON object, "
                                f"not {type(source).__name__}")
     doc = source.get("plan", source)
+    written = doc.get("format", PLAN_FORMAT) if isinstance(doc, Mapping) else PLAN_FORMAT
+    if written != PLAN_FORMAT:
+        raise InvalidPlanError(f"unknown plan format {written!r} (a parallel plan is {PLAN_FORMAT!r})")
     plan = ParallelPlan.from_json(doc)
     record = doc if isinstance(doc, Mapping) else source
     devices = record.get("devices", source.get("devices"))

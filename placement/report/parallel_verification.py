@@ -1,0 +1,65 @@
+"""Plain-text rendering of the check of a data- and tensor-parallel plan (``placement verify`` on a Piper
+instance): per stage its verified figures, the verdict, the simulated batch, the ledger and the notes."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from placement.io.piper import PiperInstance
+from placement.report.parallel import node_ranges
+from placement.report.table import cell, format_table
+from placement.verification.parallel_check import ParallelVerification
+
+
+def format_parallel_verification(instance: PiperInstance, verified: ParallelVerification,
+                                 record: Mapping[str, Any] | None = None) -> str:
+    """The verdict as text; ``record`` (the plan file's document) gives the stages' nodes and degrees."""
+    stages = (record or {}).get("stages") if isinstance(record, Mapping) else None
+    devices = verified.devices if verified.devices is not None else (
+        {t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
+    where = (", ".join(f"{k}:{v}" for k, v in devices.items()) + " devices" if isinstance(devices, Mapping)
+             else f"{devices} devices")
+    if not instance.device_types:
+        memory = instance.max_memory_per_device if verified.memory is None else verified.memory
+        where += f" of {memory:.6g} bytes"
+    chunks = f", {verified.chunks} chunks per device group" if verified.chunks > 1 else ""
+    lines = [f"instance {instance.name or '-'}: checked on {where}, schedule {verified.schedule}{chunks}, "
+             f"{instance.microbatches_in_batch} micro-batches per batch"]
+    report = verified.report
+    if report is not None and report.stages:
+        rows = [["stage", "nodes", "d", "t", "time/sample", "memory", "in flight"]]
+        for i, ev in enumerate(report.stages):
+            stage = stages[i] if isinstance(stages, list) and i < len(stages) and isinstance(stages[i], Mapping) else {}
+            nodes = stage.get("nodes")
+            rows.append([str(i), node_ranges(nodes) if isinstance(nodes, list) else "-", str(stage.get("d", "-")),
+                         str(stage.get("t", "-")), cell(ev.time_per_sample), cell(ev.memory), str(ev.in_flight)])
+        lines += format_table(rows, left=(1,))
+    if verified.valid:
+        unit = "device group" if verified.chunks > 1 else "stage"
+        lines.append(f"largest {unit} time per sample {cell(verified.value)}  (the evaluator's, Piper's objective)")
+        batch = (f"{cell(verified.time_per_batch)}  (one batch simulated under {verified.schedule}, Piper's "
+                 "all-reduce)" if verified.time_per_batch is not None else f"-  ({verified.batch_note})")
+        lines.append(f"time per batch {batch}")
+        lines.append("valid: no violations")
+    else:
+        lines.append(f"invalid: {len(verified.violations)} violation{'s' if len(verified.violations) != 1 else ''}")
+        lines += [f"  - {v}" for v in verified.violations]
+    ledger = verified.ledger
+    if ledger is not None:
+        lines.append("")
+        lines.append(f"ledger: {ledger.verdict}")
+        rows = [["stage", "F in", "F out", "E in", "E out", "resharding", "dW/batch", "bytes/sample/device",
+                 "comm", "compute"]]
+        for r in ledger.stages:
+            rows.append([str(r.stage), cell(r.activations_in), cell(r.activations_out), cell(r.errors_in),
+                         cell(r.errors_out), cell(r.resharding), cell(r.gradients_per_batch),
+                         cell(r.bytes_per_device), cell(r.communication), cell(r.compute)])
+        lines += format_table(rows)
+        if ledger.links:
+            lines.append("links (bytes per sample): " + ", ".join(f"{i}->{j} {cell(b)}"
+                                                                  for (i, j), b in sorted(ledger.links.items())))
+    lines += [f"note: {n}" for n in verified.notes]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["format_parallel_verification"]

@@ -1,0 +1,130 @@
+"""The independent check of a data- and tensor-parallel plan (a Piper instance's): the verdict ``verify`` gives.
+
+Three computations that share nothing with the planners (:mod:`placement.parallel`):
+
+* the evaluator (:mod:`.parallel`, :mod:`.parallel_interleaved` for an interleaved plan): validity on
+  the devices and memory given (a node in exactly one stage, no edge back, the degrees, the TMPCs,
+  ``Σ d·t`` within the devices, memory per device with the schedule's micro-batches in flight) and
+  each stage's time per sample, Piper's objective the largest of them (a group's, interleaved);
+* the event-driven simulator (:mod:`placement.simulation.parallel`): one batch under the plan's
+  schedule with Piper's all-reduce, whose end is the plan's time per batch (the ``time-per-batch``
+  objective; fill, drain and waits included);
+* the communication ledger (:mod:`.parallel_ledger`): bytes per sample by kind and link, which with
+  the compute must give each stage's time per sample.
+
+A plan file's claims (its ``value``, of the objective it records, and its ``timePerBatch``) are
+compared with these figures by the caller (:func:`refuted_claims`); they do not change the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from placement.errors import InvalidParameterError, LimitExceededError
+from placement.io.piper import PiperInstance
+from placement.verification.parallel import ParallelEvaluation, evaluate_parallel
+from placement.verification.parallel_interleaved import evaluate_interleaved
+from placement.verification.parallel_ledger import ParallelLedger, parallel_ledger
+
+#: relative tolerance between a plan file's claimed figure and the verified one
+CLAIM_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class ParallelVerification:
+    """The verdict on a parallel plan. ``value``: the largest stage (interleaved: device group) time per
+    sample as evaluated; ``time_per_batch``: one batch simulated under ``schedule`` with Piper's
+    all-reduce (``None`` for an invalid plan, or where it could not run: ``batch_note`` says why);
+    ``ledger``: the communication ledger (``None`` unless asked for, and for an invalid plan);
+    ``report``: the evaluator's full figures, for renderers (not written to JSON)."""
+
+    valid: bool
+    value: float | None
+    violations: tuple[str, ...]
+    schedule: str
+    chunks: int
+    devices: Any
+    memory: float | None
+    time_per_batch: float | None
+    batch_note: str = ""
+    ledger: ParallelLedger | None = None
+    notes: tuple[str, ...] = ()   # claims of the plan's record that the check refutes
+    report: ParallelEvaluation | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        from placement.jsonfile import strict_json
+
+        stages = [] if self.report is None else [
+            {"time_per_sample": s.time_per_sample, "memory": s.memory, "in_flight": s.in_flight}
+            for s in self.report.stages]
+        ledger = None if self.ledger is None else {
+            "agrees": self.ledger.agrees, "disagreements": list(self.ledger.disagreements),
+            "stages": [{"stage": r.stage, "activations_in": r.activations_in, "activations_out": r.activations_out,
+                        "errors_in": r.errors_in, "errors_out": r.errors_out, "resharding": r.resharding,
+                        "gradients_per_batch": r.gradients_per_batch, "bytes_per_device": r.bytes_per_device,
+                        "communication": r.communication, "compute": r.compute} for r in self.ledger.stages],
+            "links": [{"from": i, "to": j, "bytes_per_sample": b} for (i, j), b in sorted(self.ledger.links.items())]}
+        return strict_json({"valid": self.valid, "value": self.value, "violations": list(self.violations),
+                            "schedule": self.schedule, "chunks": self.chunks, "devices": self.devices,
+                            "memory": self.memory, "time_per_batch": self.time_per_batch,
+                            "batch_note": self.batch_note or None, "stages": stages, "ledger": ledger,
+                            "notes": list(self.notes)})
+
+
+def check_parallel_plan(instance: PiperInstance, plan: Any, *, devices: Any = None, memory: float | None = None,
+                        ledger: bool = False) -> ParallelVerification:
+    """The verdict on ``plan`` (a :class:`placement.parallel.plan.ParallelPlan`) on ``devices`` devices (a
+    count, or counts per device type) of ``memory`` bytes, by default the instance's (module docstring)."""
+    if isinstance(devices, Mapping) and not instance.device_types:
+        violations: tuple[str, ...] = (f"the plan records device counts per type ({', '.join(map(str, devices))}), "
+                                       "but the instance has no deviceTypes",)
+        return ParallelVerification(False, None, violations, plan.schedule, plan.chunks, devices, memory, None)
+    if plan.chunks > 1:
+        evaluation = evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
+                                          memory=memory)
+    else:
+        evaluation = evaluate_parallel(instance, plan, devices=devices, memory=memory)
+    if not evaluation.ok:
+        return ParallelVerification(False, evaluation.value, evaluation.violations, plan.schedule, plan.chunks,
+                                    devices, memory, None, report=evaluation)
+    batch, note = _simulated_batch(instance, plan)
+    traffic = parallel_ledger(instance, plan, [s.time_per_sample for s in evaluation.stages]) if ledger else None
+    return ParallelVerification(True, evaluation.value, (), plan.schedule, plan.chunks, devices, memory, batch,
+                                batch_note=note, ledger=traffic, report=evaluation)
+
+
+def _simulated_batch(instance: PiperInstance, plan: Any) -> tuple[float | None, str]:
+    """One batch of ``plan`` simulated under its schedule with Piper's all-reduce: its end, or why it did
+    not run (too many tasks to lay out, an order that deadlocks)."""
+    from placement.simulation.parallel import simulate_parallel
+
+    try:
+        return simulate_parallel(instance, plan, allreduce="piper").time_per_batch, ""
+    except (LimitExceededError, InvalidParameterError) as exc:
+        return None, f"not simulated: {exc}"
+
+
+def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) -> list[str]:
+    """The figures a plan file's ``record`` claims (``value`` of its ``objective``, ``timePerBatch``) that
+    the verified ones refute, one sentence each; a figure the record leaves out, or one not verified,
+    is not compared."""
+    if not verified.valid:
+        return []
+    objective = record.get("objective", "throughput")
+    checked = {"timePerBatch": ("time per batch", verified.time_per_batch)}
+    if objective == "throughput":
+        checked["value"] = ("largest time per sample", verified.value)
+    elif objective == "time-per-batch":
+        checked["value"] = ("time per batch", verified.time_per_batch)
+    out = []
+    for key, (what, value) in checked.items():
+        claim = record.get(key)
+        if (isinstance(claim, (int, float)) and not isinstance(claim, bool) and value is not None
+                and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300)):
+            out.append(f"the plan file claims {key} {claim!r} ({what}); the verified one is {value!r}")
+    return out
+
+
+__all__ = ["CLAIM_TOLERANCE", "ParallelVerification", "check_parallel_plan", "refuted_claims"]

@@ -1,0 +1,143 @@
+"""``verify`` on a Piper instance: the evaluator's verdict, the simulated batch and the communication ledger.
+
+The ledger is checked by hand on a two-stage plan, and against the evaluator and the planner's own
+figures on every plan of random instances (one and two device types) and of the published ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+
+import placement
+from placement.cli import main
+from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+from placement.parallel.plan import ParallelPlan, ParallelStage
+from placement.verification.parallel_ledger import parallel_ledger
+from tests.strategies_parallel import piper_instances, typed_piper_instances
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "piper"
+
+
+def two_nodes() -> PiperInstance:
+    """0 → 1, 12 bytes over the edge, bandwidth 4, m = 4. Node 0: 6 s per sample, 20 bytes of weights;
+    node 1: 2 s per sample at t = 1, and at t = 2 (1 s) with 2 bytes of resharding on its in-edge and
+    node 0's t = 1 TMPC 0 on its out-edge."""
+    n0 = PiperNode(0, "a", {1: (TMPC("x", 6.0, 20.0, 1.0, 0.0, {}, {1: 0.0}),)})
+    n1 = PiperNode(1, "b", {1: (TMPC("x", 2.0, 0.0, 1.0, 0.0, {0: 0.0}, {}),),
+                            2: (TMPC("x", 1.0, 0.0, 1.0, 0.0, {0: 2.0}, {}),)})
+    return PiperInstance("two", 8, 100.0, 4.0, 4, (n0, n1), (PiperEdge(0, 1, 12.0),))
+
+
+# Stage 0 = {0} with d = 2, t = 1; stage 1 = {1} with d = 1, t = 2 (4 devices).
+# Stage 0: F out 12, E in 12; its TMPC's syncTimeBw[1] = 0; bytes per device per sample
+#   2·(0 + 12)/2 = 12, plus the all-reduce 4·(2 − 1)/2·20 = 40 bytes per batch, 10 per sample: 22 bytes,
+#   5.5 s over bandwidth 4; compute 6/2 = 3: time per sample 8.5.
+# Stage 1: F in 12, E out 12, resharding 2·2 = 4 (syncTimeFw[0] = 2, forward and backward): 28 bytes,
+#   7 s; compute 1: time per sample 8.
+# Links: 0 → 1 carries 12 (activations), 1 → 0 carries 12 (errors).
+PLAN = ParallelPlan((ParallelStage((0,), 2, 1, {0: "x"}), ParallelStage((1,), 1, 2, {1: "x"})), "1f1b")
+
+
+def test_ledger_of_two_stages_by_hand():
+    verified = placement.verify(two_nodes(), PLAN, ledger=True)
+    assert verified.valid and verified.value == 8.5
+    assert [s.time_per_sample for s in verified.report.stages] == [8.5, 8.0]
+    first, second = verified.ledger.stages
+    assert (first.activations_out, first.errors_in, first.resharding, first.gradients_per_batch,
+            first.bytes_per_device, first.communication, first.compute) == (12.0, 12.0, 0.0, 40.0, 22.0, 5.5, 3.0)
+    assert (second.activations_in, second.errors_out, second.resharding, second.bytes_per_device,
+            second.communication, second.compute) == (12.0, 12.0, 4.0, 28.0, 7.0, 1.0)
+    assert verified.ledger.links == {(0, 1): 12.0, (1, 0): 12.0} and verified.ledger.agrees
+    # a charged time that differs is named
+    off = parallel_ledger(two_nodes(), PLAN, [8.5, 8.25])
+    assert off.disagreements == ("stage 1: the ledger's 8.0 (communication 7.0 + compute 1.0) against 8.25 charged",)
+
+
+def agrees_with_the_planner(inst: PiperInstance, schedule: str) -> None:
+    result = placement.solve(inst, schedule=schedule)
+    if result.plan is None:
+        return
+    verified = placement.verify(inst, json.loads(json.dumps(result.to_json())), ledger=True)
+    assert verified.valid and verified.ledger.agrees, verified.ledger.disagreements
+    assert verified.value == result.evaluation.value and verified.notes == ()
+    if result.time_per_batch is not None:
+        assert verified.time_per_batch == pytest.approx(result.time_per_batch, rel=1e-12)
+
+
+@settings(max_examples=40)
+@given(piper_instances())
+def test_every_planned_plan_verifies_and_its_ledger_agrees(inst):
+    for schedule in ("piper", "gpipe"):
+        agrees_with_the_planner(inst, schedule)
+
+
+@settings(max_examples=40)
+@given(typed_piper_instances())
+def test_every_planned_plan_on_device_types_verifies_and_its_ledger_agrees(inst):
+    agrees_with_the_planner(inst, "1f1b")
+
+
+@pytest.mark.parametrize("stem, options", [("bert32a100", {}), ("bert32a100", {"schedule": "interleaved", "devices": 8}),
+                                           ("gnmt", {"devices": 4, "schedule": "gpipe"}), ("resnet", {"devices": 8})])
+def test_published_plans_verify(stem, options):
+    path = SHARED / f"{stem}.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not there")
+    result = placement.solve(str(path), **options)
+    verified = placement.verify(str(path), json.loads(json.dumps(result.to_json())), ledger=True)
+    assert verified.valid and verified.ledger.agrees and verified.value == result.value
+    assert verified.time_per_batch == pytest.approx(result.time_per_batch, rel=1e-12)
+
+
+def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path, capsys):
+    inst = two_nodes()
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(inst.to_json()))
+    result = placement.solve(inst, schedule="1f1b")
+    doc = json.loads(json.dumps(result.to_json()))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({**doc, "value": 1.0}))
+    assert main(["verify", str(path), str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "valid: no violations" in out
+    assert f"note: the plan file claims value 1.0 (largest time per sample); the verified one is {result.value!r}" in out
+    assert "ledger: agrees" in out
+    # node 0 has no TMPC at t = 2
+    plan.write_text(json.dumps({"schedule": "1f1b", "stages": [
+        {"nodes": [0, 1], "d": 4, "t": 2, "tmpcs": {"0": "x", "1": "x"}}]}))
+    assert main(["verify", str(path), str(plan)]) == 1
+    out = capsys.readouterr().out
+    assert "invalid: " in out and "node 0 has no TMPC for tensor-parallel degree t=2" in out
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.verify(inst, PLAN, objective="throughput")
+    assert str(raised.value) == ("objective does not apply to a Piper instance (its plan is checked on the devices "
+                                 "and memory it records, with its own schedule)")
+    assert main(["verify", str(path), str(plan), "--contiguity", "sets"]) == 2
+    assert capsys.readouterr().err == ("error: --contiguity does not apply to a Piper instance (its plan is checked "
+                                       "on the devices and memory it records, with its own schedule)\n")
+    plan.write_text(json.dumps({"format": "placement-parallel-plan/9", "stages": []}))
+    with pytest.raises(InvalidPlanError) as caught:
+        placement.verify(inst, str(plan))
+    assert str(caught.value) == ("unknown plan format 'placement-parallel-plan/9' (a parallel plan is "
+                                 "'placement-parallel-plan/1')")
+
+
+def test_json_output(tmp_path, capsys):
+    inst = two_nodes()
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(inst.to_json()))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schedule": "1f1b", **PLAN.to_json()}))
+    assert main(["verify", str(path), str(plan), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] and doc["value"] == 8.5 and doc["ledger"]["agrees"]
+    assert doc["ledger"]["links"] == [{"from": 0, "to": 1, "bytes_per_sample": 12.0},
+                                      {"from": 1, "to": 0, "bytes_per_sample": 12.0}]
+    assert [s["time_per_sample"] for s in doc["stages"]] == [8.5, 8.0]
+    assert math.isfinite(doc["time_per_batch"])
