@@ -136,6 +136,26 @@ def test_stages_whose_backward_calls_feed_each_other_are_refused():
         "B of stage 0 (device 0, accelerator) -> B of stage 1 (device 1, accelerator)")
 
 
+def test_a_timeless_backward_source_orders_no_call():
+    """The training pair with x, a backward node of f1's colour that reads nothing and takes no time (a
+    shared parameter's gradient exchange) and sends 0.25 to b2. Device 0 {f1, b1, x}: F 2 + 1 = 3, B 4 +
+    1.5 + 0.25 = 5.75; device 1 {f2, b2}: F 1 + 3 = 4, B 6 + 1.5 + 0.25 = 7.75 (max load 11.75). x's edge
+    costs both devices a transfer but makes no B wait for the other (it made stage 1's B wait for stage
+    0's, which waits for stage 1's: a cycle, so no plan of a model with tied weights could run). A
+    source with time (the test above) still orders its readers."""
+    problem, _ = training_pair()
+    x = Node(5, "x", (0.0, 0.0), out_cost=0.25, backward=True, colour=problem.node(1).colour)
+    problem = make_two_type_problem((*problem.nodes, x), (*problem.edges, Edge(5, 3)), 2, 0, 100.0)
+    assert problem.timeless_backward_sources() == {5}
+    plan = Plan((DeviceAssignment("accelerator", (1, 4, 5)), DeviceAssignment("accelerator", (2, 3))))
+    pipeline = build_pipeline(problem, plan)
+    assert [(s.load, s.task_time("F"), s.task_time("B")) for s in pipeline.stages] == [(8.75, 3, 5.75),
+                                                                                      (11.75, 4, 7.75)]
+    assert pipeline.inputs == {(0, "F"): (), (0, "B"): ((1, "B"),), (1, "F"): ((0, "F"),), (1, "B"): ()}
+    result = simulate(problem, plan, "1f1b-async", 64)
+    assert result.time_per_sample == pytest.approx(11.75, rel=1e-12)
+
+
 @pytest.mark.parametrize("schedule, message", [
     ("gpipe", "schedule 'gpipe' trains, but the instance has no backward nodes: use schedule='stream'"),
     ("split-backward", "schedule 'split-backward' trains, but the instance has no backward nodes: "

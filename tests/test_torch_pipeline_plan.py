@@ -367,6 +367,10 @@ def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     # 9.6e-5 ms: it also charges the residual add's gradient (1,536 B) that PyTorch sums before sending.
     assert [abs(t.runtime - 7.2e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
     assert [abs(t.charged - 9.6e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
+    # The simulator runs the plan at its load: the exchange's edge, from the first holder's stage to the
+    # second's, orders no backward call (it refused every such plan as waiting in a cycle)
+    simulated = placement.simulate(pp.instance, pp.result, schedule="1f1b-async")
+    assert simulated.time_per_sample == pytest.approx(pp.result.value, rel=1e-9)
 
 
 def test_build_stage_needs_a_process_group_and_schedule_its_own_stages():

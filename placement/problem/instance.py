@@ -235,6 +235,14 @@ class Instance:
         """Node ids in :meth:`topological_positions`' order."""
         return [self.nodes[v].id for v in self.topological_positions()]
 
+    def timeless_backward_sources(self) -> frozenset[int]:
+        """Ids of the backward nodes that read nothing and take no time on any device (the exchange of a
+        shared parameter's gradient, :mod:`placement.torch.sharing`): their output is there from the start
+        of a step, so they order no task of a step after another; their edges carry transfer costs only."""
+        fed = {e.dst for e in self.edges}
+        return frozenset(n.id for n in self.nodes
+                         if n.backward and n.id not in fed and all(not t for t in n.times if t is not None))
+
     def topological_rank(self) -> list[int]:
         """Each node's place (by node position) in :meth:`topological_positions`' order."""
         if "rank" not in self._graph:

@@ -21,7 +21,13 @@ side of the edge pays the transfer, inside its own call).
 Dependencies (same micro-batch): the task of stage ``s`` that receives ``u``
 (as above, also on devices that pay no communication) waits for the task of
 stage ``s'`` that produces it, and ``B`` waits for ``F`` on the same stage (it
-needs the activations), so every reader of ``u`` on ``s`` has it in time.
+needs the activations), so every reader of ``u`` on ``s`` has it in time. A
+backward node that reads nothing and takes no time on any device (the exchange
+of a shared parameter's gradient, :mod:`placement.torch.sharing`, which charges
+its transfer to every holder and adds no precedence between stages) holds its
+output from the start of the step: its readers pay the transfer, but their task
+does not wait for the task that sends it (a tied embedding's exchange, from the
+first stage to a later one, made every such plan wait in a cycle).
 
 Split backward: ``B`` keeps the activation-gradient work, its communication
 and the rest of the backward compute; a weight-gradient task ``W`` holds the
@@ -149,6 +155,8 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     def kind_of(v: int) -> str:
         return BACKWARD if problem.node(v).backward else FORWARD
 
+    from_start = problem.timeless_backward_sources()   # no task waits for the one that sends them
+
     stages: list[Stage] = []
     inputs: dict[tuple[int, str], set[tuple[int, str]]] = {(s, k): set() for s in range(len(reports)) for k in KINDS}
     for s, report in enumerate(reports):
@@ -178,7 +186,8 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
             readers = [w for w in consumers[u] if w in members]
             if readers:
                 received[u] = FORWARD if any(kind_of(w) == FORWARD for w in readers) else BACKWARD
-                inputs[(s, received[u])].add((stage_of[u], kind_of(u)))
+                if u not in from_start:
+                    inputs[(s, received[u])].add((stage_of[u], kind_of(u)))
         if dtype.pays_comm:
             for u, kind in received.items():
                 receive[kind] += problem.node(u).out_cost

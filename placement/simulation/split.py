@@ -185,6 +185,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
     pays = [problem.device_types[t].pays_comm for t in types]
     size = tensor_bytes(problem)
     w_inputs: list[list[WInput]] = [[] for _ in range(n)]
+    from_start = problem.timeless_backward_sources()   # read without waiting for the task that sends them
     for x in sorted(layer, key=index):
         source = produced[x]
         cost = problem.node(x).out_cost
@@ -193,11 +194,12 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
             send[source[0]][source[1]] += cost
         for s in sorted(outside):
             first = min((k for t, k in readers[x] if t == s), key=KIND_ORDER.index)
-            inputs[(s, first)].add(source)
+            if x not in from_start:
+                inputs[(s, first)].add(source)
             if pays[s]:
                 receive[s][first] += cost
         for s, k in readers[x]:
-            if s == source[0] and k != source[1]:
+            if s == source[0] and k != source[1] and x not in from_start:
                 inputs[(s, k)].add(source)
     for u in backward:
         if w_at[u] != layer[u]:

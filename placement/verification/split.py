@@ -129,12 +129,14 @@ def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: s
 def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int]
                    ) -> list[str]:
     """A violation when the devices' B calls wait for each other in a cycle (module docstring): the
-    backward edges, taken between the devices running the B tasks at their ends, and the forward
+    backward edges (but those of a backward node that reads nothing and takes no time, which orders
+    nothing), taken between the devices running the B tasks at their ends, and the forward
     edges into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle
     of devices."""
     succ: dict[int, set[int]] = {}
+    timeless = problem.timeless_backward_sources()   # their edges order no call after another
     for e in problem.edges:
-        if not problem.node(e.dst).backward:
+        if not problem.node(e.dst).backward or e.src in timeless:
             continue
         if problem.node(e.src).backward:
             a, b = b_dev[e.src], b_dev[e.dst]
