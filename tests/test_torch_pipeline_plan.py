@@ -107,6 +107,16 @@ def test_1f1b_with_fewer_micro_batches_than_devices_plans_fewer_stages():
     assert two.result.value < one.result.value
     assert pp.result.message.endswith("1f1b with 2 micro-batches runs at most 2 stages: the best such plan")
     assert plan_pipeline(model, x, devices="h100:4", microbatches=1).num_stages == 1
+    # inference too: torch's Schedule1F1B refuses fewer micro-batches than stages (the plan had 4 stages, and
+    # its schedule() then refused the plan's own 2 micro-batches)
+    assert plan_pipeline(model, x, devices="h100:4", training=False).num_stages == 4
+    served = plan_pipeline(model, x, devices="h100:4", training=False, microbatches=2)
+    assert served.num_stages == 2
+    assert served.result.value == plan_pipeline(model, x, devices="h100:4", training=False, stages=2).result.value
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, x, devices="h100:4", training=False, stages=3, microbatches=2)
+    assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "
+                                "got 2; use more micro-batches, fewer stages or schedule 'gpipe'")
 
 
 @pytest.mark.parametrize(("devices", "message"), [

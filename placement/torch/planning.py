@@ -267,8 +267,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
     result = placement.solve(problem, objective=objective, stages=stages, time_limit=time_limit)
-    if training and schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
-        # 1F1B runs at most one stage per micro-batch in flight
+    if schedule == "1f1b" and stages is None and result.ok and result.num_stages > microbatches:
+        # torch's 1F1B (for inference too) needs a micro-batch per stage to fill the pipeline
         within = best_within_stages(problem, microbatches, objective=objective, time_limit=time_limit)
         if within is None:
             check_microbatches(schedule, microbatches, result.num_stages)
@@ -291,8 +291,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if len(part.stages) != result.num_stages:
         raise InvalidInstanceError(f"the program splits into {len(part.stages)} stages, the plan has "
                                    f"{result.num_stages}")
-    if training:
-        check_microbatches(schedule, microbatches, len(part.stages))
+    check_microbatches(schedule, microbatches, len(part.stages))
     plan = PipelinePlan(result, part, imported, instance, schedule, microbatches)
     plan.transfers = stage_transfers(part, result, problem, platform.link_bandwidth, training)
     stats = dict(result.stats, shared_parameters={k: list(v) for k, v in plan.shared_parameters.items()},
