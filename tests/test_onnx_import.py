@@ -587,6 +587,49 @@ def test_recurrent_layers_are_costed_as_their_gemms(op_type, directions, layout,
     assert op.backward_flops(Gradient(inputs=0, weights=2)) == pytest.approx(flops + state)
 
 
+def _relaid_lstm(extra_reader: bool = False):
+    """The LSTM of :func:`_recurrent_model` with its R written in PyTorch's gate order (i, f, g, o) as R_pt
+    [64, 16] and laid out as ONNX's (i, o, f, c) the way exporters do: four Slices, a Concat and an
+    Unsqueeze. ``extra_reader``: the Concat's result is also added to an input (a computation of the
+    model's own)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
+             (("W", (1, 64, 12)), ("R_pt", (64, 16)), ("B", (1, 128)))]
+    inits += [numpy_helper.from_array(np.array(v, dtype=np.int64), name) for name, v in
+              (("zero", [0]), ("q1", [16]), ("q2", [32]), ("q3", [48]), ("q4", [64]))]
+    cut = [("zero", "q1"), ("q1", "q2"), ("q2", "q3"), ("q3", "q4")]
+    nodes = [helper.make_node("Slice", ["R_pt", a, b, "zero"], [f"g{k}"], name=f"/relayout/Slice_{k}")
+             for k, (a, b) in enumerate(cut)]
+    nodes += [helper.make_node("Concat", ["g0", "g3", "g1", "g2"], ["R2"], name="/relayout/Concat", axis=0),
+              helper.make_node("Unsqueeze", ["R2", "zero"], ["R"], name="/relayout/Unsqueeze"),
+              helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], name="/rnn/LSTM", hidden_size=16)]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 4, 12])]
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)]
+    if extra_reader:
+        nodes.append(helper.make_node("Add", ["R2", "Z"], ["S"], name="/own/Add"))
+        inputs.append(helper.make_tensor_value_info("Z", TensorProto.FLOAT, [64, 16]))
+        outputs.append(helper.make_tensor_value_info("S", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "rnn", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_recurrent_weight_laid_out_by_the_exporter_is_the_parameter_itself():
+    """PyTorch reads R_pt as it is; the export's Slices, Concat and Unsqueeze only reorder its gates for
+    ONNX's LSTM. They were six operators (a kernel each, in training activations too), and an
+    unoptimised LSTM export cost 4.6 times the torch import. Now the LSTM alone is the operator, with
+    the FLOPs of the plain model (71,680) and R_pt's 4,096 bytes among its parameters. A result the
+    model also computes with stays an operator: the re-layout then runs in every forward."""
+    (lstm,) = graph_from_onnx(_relaid_lstm(), "relaid").ops
+    (plain,) = graph_from_onnx(_recurrent_model("LSTM"), "rnn").ops
+    assert (lstm.kind, lstm.flops) == ("recurrent", plain.flops) == ("recurrent", 71_680.0)
+    assert [(p.name, p.nbytes, p.trainable) for p in lstm.params] == [("W", 3072.0, True), ("R_pt", 4096.0, True),
+                                                                      ("B", 512.0, True)]
+    assert sum(p.nbytes for p in lstm.params) == sum(p.nbytes for p in plain.params)
+    own = graph_from_onnx(_relaid_lstm(extra_reader=True), "own")
+    assert [op.name for op in own.ops][:4] == ["/relayout/Slice_0", "/relayout/Slice_1", "/relayout/Slice_2",
+                                               "/relayout/Slice_3"]
+
+
 def test_an_einsum_of_two_operands_is_the_gemm_it_runs():
     """bi,ij->bj on X [4, 16] and W [16, 16]: one GEMM, 2·4·16·16 = 2,048 FLOPs; bi,bj->bij multiplies
     (numel of the output, 4·16·16 = 1,024); three operands have no formula (a warning)."""

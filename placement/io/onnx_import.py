@@ -131,6 +131,8 @@ POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
 RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 #: a recurrent node's inputs that are its initial hidden (and cell) state
 RECURRENT_STATE = slice(5, 7)
+#: the inputs of ``LSTM``, ``GRU`` and ``RNN`` that are their weights: ``W``, ``R``, ``B``
+RECURRENT_WEIGHTS = (1, 2, 3)
 #: FLOPs per element of the PyTorch kernels an exporter decomposes (placement.io.onnx_fusion; 1 unless listed).
 DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
@@ -522,6 +524,60 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     return folded
 
 
+def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[str, _Tensor],
+                           constants: set[str], folded: set[int]) -> tuple[dict[str, tuple[str, ...]], set[int]]:
+    """The nodes of ``graph`` that lay a recurrent operator's weights out anew: they compute on parameters
+    only (every input they read for its values is an initializer, a constant or the output of another
+    such node, at least one of them a trained parameter, a floating-point initializer of more than one
+    element, or such an output, and none an integer initializer of more than
+    :data:`~.onnx_shapes.SMALL` elements), and what they compute is read only by such nodes and as the
+    weights ``W``, ``R``, ``B`` of an ``LSTM``, ``GRU`` or ``RNN``. ONNX orders an LSTM's gates
+    ``i, o, f, c`` and PyTorch ``i, f, g, o``, so exporters write ``Slice`` and ``Concat`` nodes (and,
+    unoptimised, more) that reorder PyTorch's parameters; PyTorch runs no such kernel, and such a result
+    is the parameters it derives from, read by the recurrent operator. (A model's own computation on its
+    parameters, such as a bias gathered from a trained table, runs in every forward: it stays an
+    operator.) Kept as operators too: nodes of ``folded`` (shape arithmetic), of another domain, with a
+    subgraph, or whose output the graph returns. Returns, per output, the parameters it derives from,
+    and the nodes."""
+    returned = {v.name for v in graph.output}
+    sources: dict[str, tuple[str, ...]] = {}
+    nodes: set[int] = set()
+
+    def trained(name: str) -> bool:
+        return name in params and table[name].floating and table[name].numel > 1
+
+    for k, node in enumerate(graph.node):
+        if (k in folded or node.op_type == "Constant" or not node.output or node.domain not in ("", "ai.onnx")
+                or _subgraph_reads(node)):
+            continue
+        meta = META_INPUTS.get(node.op_type, ())
+        values = [name for i, name in enumerate(node.input) if name and i not in meta]
+        outputs = [name for name in node.output if name]
+        if (not values or not all(v in params or v in constants or v in sources for v in values)
+                or not any(v in sources or trained(v) for v in values)
+                or any(v in params and not table[v].floating and table[v].numel > SMALL for v in values)
+                or returned.intersection(outputs) or not all(name in table for name in outputs)):
+            continue
+        derived = tuple(dict.fromkeys(p for v in values
+                                      for p in (sources[v] if v in sources else (v,) if trained(v) else ())))
+        for name in outputs:
+            sources[name] = derived
+        nodes.add(k)
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for k, node in enumerate(graph.node):
+        for i, name in enumerate(node.input):
+            if name:
+                readers.setdefault(name, []).append((k, i))
+    kept: set[int] = set()
+    for k in sorted(nodes, reverse=True):   # readers come later in the graph's (topological) order
+        read = [(j, i) for name in graph.node[k].output if name for j, i in readers.get(name, ())]
+        if read and all(j in kept or (KINDS.get(graph.node[j].op_type) == "recurrent" and i in RECURRENT_WEIGHTS)
+                        for j, i in read):
+            kept.add(k)
+    return {name: found for name, found in sources.items()
+            if any(name in graph.node[k].output for k in kept)}, kept
+
+
 def _fold_data_aliases(graph: Any) -> None:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
@@ -572,6 +628,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     folded = _shape_arithmetic(model.graph, table)
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
+    derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
+    folded = folded | relaid
     symbolic = _symbolic_dims(model)
     unknown_why = (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
                    f"{', '.join(map(repr, symbolic))} with dims" if symbolic
@@ -610,7 +668,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                            _operators(kind, op_type, node, ins, outs)))
 
     paths = _inherit_paths(nodes)
-    data = set(params) | constants
+    data = set(params) | constants | set(derived)
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
                   data, {v.name for v in model.graph.output},
                   {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1},
@@ -642,6 +700,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 int_read_bytes += info.nbytes
             if t in producers:
                 reads.append(producers[t])
+            elif t in derived:   # parameters laid out anew: those parameters, each once
+                held = {p.name for p in used_params}
+                used_params.extend(Param(tied.get(p, p), table[p].nbytes, p not in statistics, t not in added)
+                                   for p in derived[t] if tied.get(p, p) not in held)
             elif t in params:   # a float of one element is a constant of the program (a scale), not trained
                 used_params.append(Param(tied.get(t, t), info.nbytes,
                                          info.floating and info.numel > 1 and t not in statistics, t not in added))
