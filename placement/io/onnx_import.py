@@ -24,7 +24,9 @@ So is the result of shape arithmetic (a node reading only constants, integer ini
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
 :data:`FLOAT_SHAPE_VALUES` of a floating-point type), which
 PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
-PyTorch). Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
+PyTorch). So are the nodes that only lay a recurrent operator's weights out in ONNX's gate order
+(:func:`_parameter_derivations`): the recurrent operator reads the parameters they derive from.
+Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
 A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Split``
 (:mod:`placement.io.onnx_sequences`); other sequences are refused.
 The module path of an operator comes from the
