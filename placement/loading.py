@@ -117,7 +117,8 @@ def as_instance(instance: Any) -> Instance:
         return instance
     if is_piper(instance):
         raise InvalidParameterError("instance", f"is a Piper instance ({instance.name}: per-stage data- and "
-                                                f"tensor-parallel configurations): only solve, simulate and verify take it")
+                                                "tensor-parallel configurations): only solve, simulate and verify "
+                                                "take it")
     raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON document, "
                                             f"not {type(instance).__name__}")
 

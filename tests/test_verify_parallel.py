@@ -83,7 +83,8 @@ def test_every_planned_plan_on_device_types_verifies_and_its_ledger_agrees(inst)
     agrees_with_the_planner(inst, "1f1b")
 
 
-@pytest.mark.parametrize("stem, options", [("bert32a100", {}), ("bert32a100", {"schedule": "interleaved", "devices": 8}),
+@pytest.mark.parametrize("stem, options", [("bert32a100", {}),
+                                           ("bert32a100", {"schedule": "interleaved", "devices": 8}),
                                            ("gnmt", {"devices": 4, "schedule": "gpipe"}), ("resnet", {"devices": 8})])
 def test_published_plans_verify(stem, options):
     path = SHARED / f"{stem}.json"
@@ -106,7 +107,8 @@ def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path,
     assert main(["verify", str(path), str(plan)]) == 0
     out = capsys.readouterr().out
     assert "valid: no violations" in out
-    assert f"note: the plan file claims value 1.0 (largest time per sample); the verified one is {result.value!r}" in out
+    assert (f"note: the plan file claims value 1.0 (largest time per sample); the verified one is {result.value!r}"
+            in out)
     assert "ledger: agrees" in out
     # node 0 has no TMPC at t = 2
     plan.write_text(json.dumps({"schedule": "1f1b", "stages": [

@@ -576,8 +576,8 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
         if read and all(j in kept or (KINDS.get(graph.node[j].op_type) == "recurrent" and i in RECURRENT_WEIGHTS)
                         for j, i in read):
             kept.add(k)
-    return {name: found for name, found in sources.items()
-            if any(name in graph.node[k].output for k in kept)}, kept
+    written = {name for k in kept for name in graph.node[k].output if name}
+    return {name: found for name, found in sources.items() if name in written}, kept
 
 
 def _fold_data_aliases(graph: Any) -> None:
