@@ -587,19 +587,21 @@ def test_recurrent_layers_are_costed_as_their_gemms(op_type, directions, layout,
     assert op.backward_flops(Gradient(inputs=0, weights=2)) == pytest.approx(flops + state)
 
 
-def _relaid_lstm(extra_reader: bool = False):
+def _relaid_lstm(extra_reader: bool = False, scaled: bool = False):
     """The LSTM of :func:`_recurrent_model` with its R written in PyTorch's gate order (i, f, g, o) as R_pt
     [64, 16] and laid out as ONNX's (i, o, f, c) the way exporters do: four Slices, a Concat and an
     Unsqueeze. ``extra_reader``: the Concat's result is also added to an input (a computation of the
-    model's own)."""
+    model's own); ``scaled``: R_pt is first multiplied by a trained g [64, 1] (as a weight norm does)."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in
-             (("W", (1, 64, 12)), ("R_pt", (64, 16)), ("B", (1, 128)))]
+             (("W", (1, 64, 12)), ("R_pt", (64, 16)), ("B", (1, 128)), ("g", (64, 1)))]
     inits += [numpy_helper.from_array(np.array(v, dtype=np.int64), name) for name, v in
               (("zero", [0]), ("q1", [16]), ("q2", [32]), ("q3", [48]), ("q4", [64]))]
     cut = [("zero", "q1"), ("q1", "q2"), ("q2", "q3"), ("q3", "q4")]
-    nodes = [helper.make_node("Slice", ["R_pt", a, b, "zero"], [f"g{k}"], name=f"/relayout/Slice_{k}")
-             for k, (a, b) in enumerate(cut)]
+    source = "R_g" if scaled else "R_pt"
+    nodes = [helper.make_node("Mul", ["R_pt", "g"], ["R_g"], name="/own/Mul")] if scaled else []
+    nodes += [helper.make_node("Slice", [source, a, b, "zero"], [f"g{k}"], name=f"/relayout/Slice_{k}")
+              for k, (a, b) in enumerate(cut)]
     nodes += [helper.make_node("Concat", ["g0", "g3", "g1", "g2"], ["R2"], name="/relayout/Concat", axis=0),
               helper.make_node("Unsqueeze", ["R2", "zero"], ["R"], name="/relayout/Unsqueeze"),
               helper.make_node("LSTM", ["X", "W", "R", "B"], ["Y"], name="/rnn/LSTM", hidden_size=16)]
@@ -628,6 +630,11 @@ def test_a_recurrent_weight_laid_out_by_the_exporter_is_the_parameter_itself():
     own = graph_from_onnx(_relaid_lstm(extra_reader=True), "own")
     assert [op.name for op in own.ops][:4] == ["/relayout/Slice_0", "/relayout/Slice_1", "/relayout/Slice_2",
                                                "/relayout/Slice_3"]
+    # a product of parameters (a weight norm's scale) is a kernel every forward: it and the re-layout of its
+    # result stay operators (g's 256 bytes are the Mul's parameter, R_pt's too)
+    scaled = graph_from_onnx(_relaid_lstm(scaled=True), "scaled")
+    assert scaled.ops[0].name == "/own/Mul" and [p.name for p in scaled.ops[0].params] == ["R_pt", "g"]
+    assert "/relayout/Concat" in [op.name for op in scaled.ops]
 
 
 def test_an_einsum_of_two_operands_is_the_gemm_it_runs():

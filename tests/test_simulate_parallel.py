@@ -444,10 +444,10 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--trace", "t.json"], "error: --trace does not apply to a Piper instance (its plans run data- and "
                             "tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
-    # checked on the batch simulated: two stages of 2 replicas need 4 micro-batches, and d = 2 divides no 3
+    # checked on the batch simulated: d = 2 divides no 3 (Σ d ≤ m is the rule of the batch planned for only)
     (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "
-                              "micro-batches per batch: the data-parallel degrees sum to 4, more than the 3 "
-                              "micro-batches of a batch (and 2 more)"),
+                              "micro-batches per batch: stage 0: d=2 does not divide the 3 micro-batches of a batch "
+                              "(and 1 more)"),
 ])
 def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
     instance, plan = write_two_stage(tmp_path)
@@ -473,6 +473,30 @@ def test_the_memory_check_holds_the_micro_batches_of_the_schedule_simulated(tmp_
         err = capsys.readouterr().err
         assert err == (refused if recorded == "1f1b" else refused.replace(" run under 'gpipe' with 4 micro-batches "
                                                                            "per batch", ""))
+
+
+def test_a_plan_run_another_way_is_checked_as_it_runs():
+    """Four one-node stages of 1 byte per micro-batch held, on devices of 4.5 bytes, m = 4 (each a
+    replica of its own, d = 1). Under 1F1B stage k holds 4 − k micro-batches (4, 3, 2, 1 bytes): it fits.
+    Run interleaved with 2 chunks per rank, stages k and k + 2 share rank k: rank 0 holds 5 bytes at its
+    peak (its memory is checked as that of the interleaved plan; it ran over its memory in silence). A
+    batch of fewer micro-batches than Σ d is no violation when simulated (Σ d ≤ m is the rule of the batch
+    the plan is made for): with d = 2 and m = 2 every replica runs one."""
+    instance = chain([1, 1, 1, 1], m=4, activations=[1, 1, 1, 1])
+    plan = ParallelPlan(tuple(one_per_stage(instance, [1, 1, 1, 1])), "1f1b")
+    checked = (4, 4.5)
+    assert [s.peak_in_flight for s in simulate_parallel(instance, plan, "1f1b", checked_on=checked).stages] == \
+        [4, 3, 2, 1]
+    with pytest.raises(InvalidPlanError) as raised:
+        simulate_parallel(instance, plan, "interleaved", chunks=2, checked_on=checked)
+    assert str(raised.value) == ("the plan is not valid for this instance run under 'interleaved' with 4 "
+                                 "micro-batches per batch: group 0 needs 5 bytes per device, more than the 4.5 "
+                                 "available")
+    pair = chain([1, 1], m=4, activations=[1, 1])
+    wide = ParallelPlan(tuple(one_per_stage(pair, [2, 2])), "1f1b")   # Σ d = 4 = m
+    # m = 2: each replica runs one micro-batch, F 1/3 and B 2/3 on each stage: 1/3 + 1/3 + 2/3 + 2/3 = 2
+    assert simulate_parallel(pair, wide, "gpipe", microbatches=2, checked_on=checked).time_per_batch == \
+        pytest.approx(2.0, rel=1e-12)
 
 
 def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):

@@ -140,9 +140,9 @@ def test_a_timeless_backward_source_orders_no_call():
     """The training pair with x, a backward node of f1's colour that reads nothing and takes no time (a
     shared parameter's gradient exchange) and sends 0.25 to b2. Device 0 {f1, b1, x}: F 2 + 1 = 3, B 4 +
     1.5 + 0.25 = 5.75; device 1 {f2, b2}: F 1 + 3 = 4, B 6 + 1.5 + 0.25 = 7.75 (max load 11.75). x's edge
-    costs both devices a transfer but makes no B wait for the other (it made stage 1's B wait for stage
-    0's, which waits for stage 1's: a cycle, so no plan of a model with tied weights could run). A
-    source with time (the test above) still orders its readers."""
+    costs both devices a transfer; where its wait closes a cycle (stage 1's B waiting for stage 0's, which
+    waits for stage 1's: no plan of a model with tied weights could run) it is dropped. A source with time
+    (the test above) still orders its readers."""
     problem, _ = training_pair()
     x = Node(5, "x", (0.0, 0.0), out_cost=0.25, backward=True, colour=problem.node(1).colour)
     problem = make_two_type_problem((*problem.nodes, x), (*problem.edges, Edge(5, 3)), 2, 0, 100.0)
@@ -154,6 +154,11 @@ def test_a_timeless_backward_source_orders_no_call():
     assert pipeline.inputs == {(0, "F"): (), (0, "B"): ((1, "B"),), (1, "F"): ((0, "F"),), (1, "B"): ()}
     result = simulate(problem, plan, "1f1b-async", 64)
     assert result.time_per_sample == pytest.approx(11.75, rel=1e-12)
+    # without b2 -> b1 the waits close no cycle, and the plan keeps every wait: stage 1's B waits for
+    # stage 0's (a plan that ran before runs as it did)
+    runnable = make_two_type_problem(problem.nodes, [e for e in problem.edges if (e.src, e.dst) != (3, 4)], 2, 0,
+                                     100.0)
+    assert build_pipeline(runnable, plan).inputs[(1, "B")] == ((0, "B"),)
 
 
 @pytest.mark.parametrize("schedule, message", [

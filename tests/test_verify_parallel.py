@@ -143,3 +143,35 @@ def test_json_output(tmp_path, capsys):
                                       {"from": 1, "to": 0, "bytes_per_sample": 12.0}]
     assert [s["time_per_sample"] for s in doc["stages"]] == [8.5, 8.0]
     assert math.isfinite(doc["time_per_batch"])
+
+
+def test_interleaved_plans_that_cannot_run_are_invalid(tmp_path, capsys):
+    """An interleaved plan on an instance with deviceTypes (the interleaved evaluator read neither the type's
+    memory nor its speed: 'valid', while the ledger disagreed on every stage), and a plan for the
+    interleaved schedule with one chunk per group (evaluated as 1F1B: 'valid'). A plan file holding a JSON
+    string was read as the path of another plan."""
+    from dataclasses import replace
+
+    from placement.io.piper import PiperDeviceType
+
+    chain4 = PiperInstance("chain4", 4, 100.0, 1.0, 4, tuple(
+        PiperNode(i, f"n{i}", {1: (TMPC("x", 1.0, 0.0, 1.0, 0.0, {i - 1: 0.0} if i else {},
+                                    {i + 1: 0.0} if i < 3 else {}),)}) for i in range(4)),
+        tuple(PiperEdge(i, i + 1, 0.0) for i in range(3)))
+    stages = tuple(ParallelStage((i,), 1, 1, {i: "x"}) for i in range(4))
+    interleaved = ParallelPlan(stages, "interleaved", 2)
+    assert placement.verify(chain4, interleaved).valid
+    typed = replace(chain4, device_types=(PiperDeviceType("slow", 4, 1.0, 0.5),))
+    assert placement.verify(typed, interleaved).violations[0] == (
+        "an interleaved plan runs on an instance without deviceTypes; this one has 'slow'")
+    one_chunk = placement.verify(chain4, ParallelPlan(stages, "interleaved", 1))
+    assert one_chunk.violations == ("the plan is for schedule 'interleaved' with chunks = 1; an interleaved plan "
+                                    "runs at least 2 model chunks per device group",)
+    path, plan = tmp_path / "chain4.json", tmp_path / "plan.json"
+    path.write_text(json.dumps(chain4.to_json()))
+    inner = tmp_path / "inner.json"
+    inner.write_text(json.dumps(interleaved.to_json()))
+    plan.write_text(json.dumps(str(inner)))
+    for command in ("verify", "simulate"):
+        assert main([command, str(path), str(plan)]) == 2
+        assert capsys.readouterr().err == f"error: {plan}: a parallel plan must be a JSON object with a list 'stages'\n"

@@ -54,6 +54,8 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
     document = load_json(args.plan, InvalidPlanError)   # read once: simulated, and its record noted
+    if not isinstance(document, dict):   # a string would be read as the path of another file
+        raise InvalidPlanError(f"{args.plan}: a parallel plan must be a JSON object with a list 'stages'")
     try:
         result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,

@@ -28,6 +28,8 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plan is checked on the "
                          "devices and memory it records, with its own schedule)")
     document = load_json(args.plan, InvalidPlanError)
+    if not isinstance(document, dict):   # a string would be read as the path of another file
+        raise InvalidPlanError(f"{args.plan}: a parallel plan must be a JSON object with a list 'stages'")
     try:
         verified = placement.verify(instance, document, ledger=True)
     except InvalidPlanError as exc:   # name the plan file

@@ -135,6 +135,9 @@ RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 RECURRENT_STATE = slice(5, 7)
 #: the inputs of ``LSTM``, ``GRU`` and ``RNN`` that are their weights: ``W``, ``R``, ``B``
 RECURRENT_WEIGHTS = (1, 2, 3)
+#: the operators that only move elements, with which exporters lay recurrent weights out in ONNX's gate order
+RELAYOUT = frozenset({"Slice", "Split", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose",
+                      "Identity"})
 #: FLOPs per element of the PyTorch kernels an exporter decomposes (placement.io.onnx_fusion; 1 unless listed).
 DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
@@ -528,8 +531,9 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
 
 def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[str, _Tensor],
                            constants: set[str], folded: set[int]) -> tuple[dict[str, tuple[str, ...]], set[int]]:
-    """The nodes of ``graph`` that lay a recurrent operator's weights out anew: they compute on parameters
-    only (every input they read for its values is an initializer, a constant or the output of another
+    """The nodes of ``graph`` that lay a recurrent operator's weights out anew: they move elements and
+    compute nothing (:data:`RELAYOUT`), they read parameters only (every input they read for its values is
+    an initializer, a constant or the output of another
     such node, at least one of them a trained parameter, a floating-point initializer of more than one
     element, or such an output, and none an integer initializer of more than
     :data:`~.onnx_shapes.SMALL` elements), and what they compute is read only by such nodes and as the
@@ -537,8 +541,8 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     ``i, o, f, c`` and PyTorch ``i, f, g, o``, so exporters write ``Slice`` and ``Concat`` nodes (and,
     unoptimised, more) that reorder PyTorch's parameters; PyTorch runs no such kernel, and such a result
     is the parameters it derives from, read by the recurrent operator. (A model's own computation on its
-    parameters, such as a bias gathered from a trained table, runs in every forward: it stays an
-    operator.) Kept as operators too: nodes of ``folded`` (shape arithmetic), of another domain, with a
+    parameters, such as a bias gathered from a trained table or a weight normalised by its norm, runs in
+    every forward: it stays an operator.) Kept as operators too: nodes of ``folded`` (shape arithmetic), of another domain, with a
     subgraph, or whose output the graph returns. Returns, per output, the parameters it derives from,
     and the nodes."""
     returned = {v.name for v in graph.output}
@@ -549,7 +553,7 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
         return name in params and table[name].floating and table[name].numel > 1
 
     for k, node in enumerate(graph.node):
-        if (k in folded or node.op_type == "Constant" or not node.output or node.domain not in ("", "ai.onnx")
+        if (k in folded or node.op_type not in RELAYOUT or not node.output or node.domain not in ("", "ai.onnx")
                 or _subgraph_reads(node)):
             continue
         meta = META_INPUTS.get(node.op_type, ())

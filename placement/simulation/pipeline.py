@@ -21,13 +21,16 @@ side of the edge pays the transfer, inside its own call).
 Dependencies (same micro-batch): the task of stage ``s`` that receives ``u``
 (as above, also on devices that pay no communication) waits for the task of
 stage ``s'`` that produces it, and ``B`` waits for ``F`` on the same stage (it
-needs the activations), so every reader of ``u`` on ``s`` has it in time. A
+needs the activations), so every reader of ``u`` on ``s`` has it in time. One
+exception, where those waits form a cycle (no schedule could run the plan): a
 backward node that reads nothing and takes no time on any device (the exchange
 of a shared parameter's gradient, :mod:`placement.torch.sharing`, which charges
 its transfer to every holder and adds no precedence between stages) holds its
-output from the start of the step: its readers pay the transfer, but their task
-does not wait for the task that sends it (a tied embedding's exchange, from the
-first stage to a later one, made every such plan wait in a cycle).
+output from the start of the step, so where it goes to a later stage, against
+the backward pass, its readers pay the transfer but their task does not wait
+for the task that sends it, if that breaks every cycle (a tied embedding's
+exchange, from the first stage to a later one, made every such plan wait in a
+cycle). A plan that runs as it is keeps every wait.
 
 Split backward: ``B`` keeps the activation-gradient work, its communication
 and the rest of the backward compute; a weight-gradient task ``W`` holds the
@@ -155,7 +158,8 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     def kind_of(v: int) -> str:
         return BACKWARD if problem.node(v).backward else FORWARD
 
-    from_start = problem.timeless_backward_sources()   # no task waits for the one that sends them
+    from_start = problem.timeless_backward_sources()
+    held: set[tuple[tuple[int, str], tuple[int, str]]] = set()   # waits that need not be (module docstring)
 
     stages: list[Stage] = []
     inputs: dict[tuple[int, str], set[tuple[int, str]]] = {(s, k): set() for s in range(len(reports)) for k in KINDS}
@@ -186,8 +190,9 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
             readers = [w for w in consumers[u] if w in members]
             if readers:
                 received[u] = FORWARD if any(kind_of(w) == FORWARD for w in readers) else BACKWARD
-                if u not in from_start:
-                    inputs[(s, received[u])].add((stage_of[u], kind_of(u)))
+                inputs[(s, received[u])].add((stage_of[u], kind_of(u)))
+                if u in from_start and stage_of[u] < s:
+                    held.add(((s, received[u]), (stage_of[u], kind_of(u))))
         if dtype.pays_comm:
             for u, kind in received.items():
                 receive[kind] += problem.node(u).out_cost
@@ -200,10 +205,31 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
                             static_memory=report.memory, memory_bound=report.memory_bound,
                             activation_bytes=activation, weight=weight))
 
-    check_acyclic(stages, inputs)
+    inputs = runnable_inputs(stages, inputs, held)
     return Pipeline(stages=tuple(stages),
                     inputs={key: tuple(sorted(val)) for key, val in inputs.items()},
                     training=problem.is_training, max_load=evaluation.max_load, evaluation=evaluation)
+
+
+def runnable_inputs(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[int, str]]],
+                    held: set[tuple[tuple[int, str], tuple[int, str]]], kinds: tuple[str, ...] = KINDS
+                    ) -> dict[tuple[int, str], set[tuple[int, str]]]:
+    """``inputs`` where its tasks wait in no cycle; else ``inputs`` less the waits of ``held`` (a task for a
+    later stage's timeless backward source, module docstring) where that breaks every cycle; else the
+    cycle of ``inputs`` is refused (:func:`check_acyclic`)."""
+    try:
+        check_acyclic(stages, inputs, kinds)
+        return inputs
+    except InvalidParameterError:
+        if not held:
+            raise
+        relaxed = {key: {source for source in sources if (key, source) not in held} for key, sources in inputs.items()}
+        try:
+            check_acyclic(stages, relaxed, kinds)
+        except InvalidParameterError:
+            check_acyclic(stages, inputs, kinds)   # the cycle of the plan as it is
+            raise
+        return relaxed
 
 
 def check_acyclic(stages: list[Stage], inputs: dict[tuple[int, str], set[tuple[int, str]]],

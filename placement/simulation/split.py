@@ -40,7 +40,7 @@ from placement.errors import InvalidParameterError
 from placement.plan import Plan
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, split_times
-from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage, check_acyclic
+from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage, runnable_inputs
 from placement.verification.split import tensor_bytes
 
 KIND_ORDER = (FORWARD, BACKWARD, WEIGHT)
@@ -185,7 +185,8 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
     pays = [problem.device_types[t].pays_comm for t in types]
     size = tensor_bytes(problem)
     w_inputs: list[list[WInput]] = [[] for _ in range(n)]
-    from_start = problem.timeless_backward_sources()   # read without waiting for the task that sends them
+    from_start = problem.timeless_backward_sources()   # waits that need not be (placement.simulation.pipeline)
+    held: set[tuple[tuple[int, str], tuple[int, str]]] = set()
     for x in sorted(layer, key=index):
         source = produced[x]
         cost = problem.node(x).out_cost
@@ -194,12 +195,13 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
             send[source[0]][source[1]] += cost
         for s in sorted(outside):
             first = min((k for t, k in readers[x] if t == s), key=KIND_ORDER.index)
-            if x not in from_start:
-                inputs[(s, first)].add(source)
+            inputs[(s, first)].add(source)
+            if x in from_start and source[0] < s:
+                held.add(((s, first), source))
             if pays[s]:
                 receive[s][first] += cost
         for s, k in readers[x]:
-            if s == source[0] and k != source[1] and x not in from_start:
+            if s == source[0] and k != source[1]:
                 inputs[(s, k)].add(source)
     for u in backward:
         if w_at[u] != layer[u]:
@@ -225,7 +227,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
         inputs[(s, WEIGHT)].add((s, BACKWARD))
         for k in KIND_ORDER:
             inputs[(s, k)].discard((s, k))
-    check_acyclic(stages, inputs, KIND_ORDER)
+    inputs = runnable_inputs(stages, inputs, held, KIND_ORDER)
     return Pipeline(stages=tuple(stages), inputs={key: tuple(sorted(val)) for key, val in inputs.items()},
                     training=True, max_load=max(st.load for st in stages), evaluation=None,
                     w_inputs=tuple(tuple(w) for w in w_inputs), split=True)

@@ -77,7 +77,8 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
     instance's; with device types, ``devices`` maps type names to counts); see the module docstring.
     ``schedule`` (default the plan's) decides the micro-batches in flight, ``microbatches`` (default
     the instance's ``mbsInBatch``) is ``m``: a plan run under another schedule or batch than it was
-    planned for holds other micro-batches."""
+    planned for holds other micro-batches. ``Σ d ≤ m`` is a rule of the plan for its own batch
+    (Piper's): it is not checked for another ``microbatches``, where replicas may run no micro-batch."""
     types = {t.name: t for t in instance.device_types}
     if types:   # an integer ``devices`` bounds the total on top of each type's count
         counts = dict(devices) if isinstance(devices, Mapping) else {name: t.count for name, t in types.items()}
@@ -99,7 +100,10 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
                                   f"{counts.get(name, 0)} available")
     if used > devices:
         violations.append(f"the plan uses {used} devices (Σ d·t), more than the {devices} available")
-    if sum(s.d for s in plan.stages) > m:
+    if plan.schedule == "interleaved":   # chunks of device groups: evaluate_interleaved's plans
+        violations.append(f"the plan is for schedule 'interleaved' with chunks = {plan.chunks}; an interleaved "
+                          "plan runs at least 2 model chunks per device group")
+    if microbatches is None and sum(s.d for s in plan.stages) > m:   # Piper's rule for the batch planned for
         violations.append(f"the data-parallel degrees sum to {sum(s.d for s in plan.stages)}, more than the "
                           f"{m} micro-batches of a batch")
 

@@ -16,7 +16,8 @@ with its chosen TMPCs:
   with ``n = m/d`` micro-batches per replica), of ``Σ_c held_c · Σ memoryUsageA`` of chunk ``cS + g``,
   ``held_c`` counting the forwards on chunk ``c`` started so far less the backwards there ended.
 
-Violations (each a sentence): not ``interleaved``, ``chunks`` below 2 or not dividing the stages,
+Violations (each a sentence): not ``interleaved``, an instance with ``deviceTypes`` (the groups are
+all alike) or a chunk that names a device type, ``chunks`` below 2 or not dividing the stages,
 fewer than 2 groups, a node missing, repeated or unknown, an empty chunk, an edge from a later
 chunk to an earlier one, degrees that differ between chunks or are below 1, ``d`` not dividing
 ``m``, ``m/d`` not a multiple of ``S``, a TMPC the node does not have at ``t``, more than
@@ -49,6 +50,12 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
     violations: list[str] = []
     if plan.schedule != "interleaved":
         violations.append(f"the plan is for schedule {plan.schedule!r}, not 'interleaved'")
+    if instance.device_types:   # every group alike: the interleaved model has one kind of device
+        violations.append("an interleaved plan runs on an instance without deviceTypes; this one has "
+                          f"{', '.join(repr(t.name) for t in instance.device_types)}")
+    named = sorted({s.device_type for s in stages if s.device_type})
+    if named and not instance.device_types:
+        violations.append(f"the plan's chunks name device type {named[0]!r}, but the instance has no deviceTypes")
     if v < 2 or not stages or len(stages) % v:
         violations.append(f"chunks = {v} must be at least 2 and divide the {len(stages)} stages")
         return ParallelEvaluation(math.inf, (), 0, tuple(violations))

@@ -129,14 +129,16 @@ def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: s
 def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int]
                    ) -> list[str]:
     """A violation when the devices' B calls wait for each other in a cycle (module docstring): the
-    backward edges (but those of a backward node that reads nothing and takes no time, which orders
-    nothing), taken between the devices running the B tasks at their ends, and the forward
-    edges into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle
-    of devices."""
-    succ: dict[int, set[int]] = {}
-    timeless = problem.timeless_backward_sources()   # their edges order no call after another
+    backward edges, taken between the devices running the B tasks at their ends, and the forward edges
+    into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle of
+    devices, and still do without the edges to a later stage from a backward node that reads nothing and
+    takes no time (whose output is there from the start of a step: the simulator drops those waits where
+    they close a cycle, :mod:`placement.simulation.pipeline`)."""
+    every: dict[int, set[int]] = {}
+    needed: dict[int, set[int]] = {}
+    timeless = problem.timeless_backward_sources()
     for e in problem.edges:
-        if not problem.node(e.dst).backward or e.src in timeless:
+        if not problem.node(e.dst).backward:
             continue
         if problem.node(e.src).backward:
             a, b = b_dev[e.src], b_dev[e.dst]
@@ -145,14 +147,21 @@ def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, in
             if a not in rank or b not in rank or rank[a] <= rank[b]:
                 continue
         if a != b and a >= 0 and b >= 0:
-            succ.setdefault(a, set()).add(b)
+            every.setdefault(a, set()).add(b)
+            if not (e.src in timeless and a in rank and b in rank and rank[a] < rank[b]):
+                needed.setdefault(a, set()).add(b)
+    if _device_cycle(every) is None:
+        return []
+    cycle = _device_cycle(needed)
+    return [] if cycle is None else [f"the B tasks of devices {cycle} wait for each other in a cycle"]
+
+
+def _device_cycle(succ: dict[int, set[int]]) -> str | None:
+    """A cycle of the graph of devices ``succ`` as ``a -> b -> a``, or ``None``."""
     devices = sorted(set(succ) | {b for targets in succ.values() for b in targets})
     index = {d: i for i, d in enumerate(devices)}
     cycle = find_cycle(len(devices), [sorted(index[b] for b in succ.get(d, ())) for d in devices])
-    if cycle is None:
-        return []
-    return ["the B tasks of devices " + " -> ".join(str(devices[i]) for i in cycle + cycle[:1])
-            + " wait for each other in a cycle"]
+    return None if cycle is None else " -> ".join(str(devices[i]) for i in cycle + cycle[:1])
 
 
 def micro_batches_held(problem: Instance, b_dev: dict[int, int], w_dev: dict[int, int], layer: dict[int, int],
