@@ -13,7 +13,8 @@ process with a hard timeout:
   partition, single, and expert where a split is published
   (``INSTANCES/human-experts/<name>_expert.json`` for the layer graphs);
 * latency: the baselines latency-greedy, latency-dp-split and latency-chain, and the
-  latency MILP (warm-started from the best of them); the lower bound of the instance (the
+  latency MILP (from its own start: the best of the latency baselines and the module-chain plan,
+  with colour classes moved to the CPUs where that helps); the lower bound of the instance (the
   largest of the critical path, the path bound of ``placement.problem.path_bound`` and, with one
   call per accelerator, the critical-chain bound of ``placement.problem.chain_bound``).
 
@@ -263,7 +264,8 @@ def plan_runs(args: argparse.Namespace) -> list[Run]:
             for method in LATENCY_BASELINES:
                 runs.append(Run("latency", path, label, method, method, dict(heuristic), HARD_LIMIT_S))
             options = {"time_limit": args.time_limit, "calls": args.latency_calls, "objective": "latency"}
-            runs.append(Run("latency", path, label, "milp-latency", "milp", options, milp_hard, warm_class="none"))
+            # its own start: the latency baselines, the module-chain plan (and its bound), the class moves to CPUs
+            runs.append(Run("latency", path, label, "milp-latency", "milp", options, milp_hard))
     return runs
 
 
