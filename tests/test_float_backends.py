@@ -260,3 +260,48 @@ def test_a_claim_of_a_run_without_a_start_is_checked_against_a_plan_found_after_
     found = placement.solve(problem, method="milp", backend="highs", warm_start=False, time_limit=20)
     assert found.value == 15.0 and found.bound <= 15.0
     assert found.status == "optimal" or "one of 15 exists: its proof is not used" in found.message
+
+
+SPLIT_FALSE_PROOF = {
+    "maxSizePerFPGA": 3, "maxFPGAs": 2, "maxCPUs": 2,
+    "nodes": [{"id": 4, "name": "n3", "isBackwardNode": 1, "size": 1, "colorClass": 1, "supportedOnFpga": 1,
+               "fpgaLatency": 2.5, "cpuLatency": 0.1},
+              {"id": 10, "name": "n0", "isBackwardNode": 0, "size": 1, "colorClass": 1, "supportedOnFpga": 1,
+               "fpgaLatency": 0, "cpuLatency": 1.5},
+              {"id": 1, "name": "n1", "isBackwardNode": 0, "size": 1, "colorClass": 1, "supportedOnFpga": 1,
+               "fpgaLatency": 4.9, "cpuLatency": 0.7},
+              {"id": 7, "name": "n2", "isBackwardNode": 1, "size": 0, "supportedOnFpga": 1, "fpgaLatency": 3.447,
+               "cpuLatency": 0}],
+    "edges": [{"sourceId": 10, "destId": 7, "cost": 2, "size": 1},
+              {"sourceId": 4, "destId": 7, "cost": 0.30000000000000004, "size": 1},
+              {"sourceId": 10, "destId": 1, "cost": 2, "size": 1}, {"sourceId": 1, "destId": 7, "cost": 2, "size": 2}]}
+
+
+@needs("highs")
+def test_a_highs_proof_is_confirmed_by_cp_sat():
+    """Split backward, W anywhere: node 7, a backward node without a forward mate, may take a CPU of its
+    own before the CPU of colour 1: CPU {7} (B(7) 0, W(7) 0, W(4) 0.5·0.1 = 0.05), then CPU {10, 1, 4}
+    (1.5 + 0.7 + B(4) 0.05 = 2.25); CPUs pay no transfers, so the optimum is 2.25 (CBC, SCIP, CP-SAT).
+    HiGHS, with its feasibility tolerances of 1e-9, proved 2.3 optimal (its bound 2.3). Its proof is now
+    confirmed by CP-SAT, which finds 2.25 from HiGHS's plan and proves it."""
+    result = placement.solve(SPLIT_FALSE_PROOF, backward="split", method="milp", backend="highs", time_limit=30)
+    assert (str(result.status), result.value, result.bound) == ("optimal", 2.25, 2.25)
+    assert result.message.endswith("highs's proof of 2.3 refuted: cp-sat found 2.25 from its plan")
+    assert placement.verify(SPLIT_FALSE_PROOF, result, backward="split").value == 2.25
+    for backend in ("cbc", "scip", "cp-sat"):
+        if backend in AVAILABLE:
+            assert placement.solve(SPLIT_FALSE_PROOF, backward="split", method="milp", backend=backend,
+                                   time_limit=30).value == 2.25
+    # a proof CP-SAT confirms keeps HiGHS's plan, optimal, and says so: a → b → c, 1 each on 2 accelerators,
+    # transfers 0.5: two devices pay a transfer each (2 + 0.5 = 2.5, or 1 + 0.5 and 2 + 0.5), one holds 3, so
+    # 2.5, above the lower bound 1.5 (the average): HiGHS's own proof, with no start to meet a bound
+    chain = {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "isBackwardNode": 0,
+                        "size": 1} for i in range(3)],
+             "edges": [{"sourceId": 0, "destId": 1, "cost": 0.5}, {"sourceId": 1, "destId": 2, "cost": 0.5}]}
+    confirmed = placement.solve(chain, method="milp", backend="highs", warm_start=False, time_limit=30)
+    assert (str(confirmed.status), confirmed.value) == ("optimal", 2.5)
+    assert confirmed.message.endswith("highs's proof confirmed by cp-sat")
+    # a start that meets the DP's stages optimum needs no confirmation: the DP proved it
+    started = placement.solve(chain, method="milp", backend="highs", time_limit=30)
+    assert "confirmed" not in started.message and started.stats["proven_by"] == "the DP's stages optimum"

@@ -15,6 +15,7 @@ Backends: :mod:`.backends`; statuses, bounds and verification: :mod:`.outcome`.
 from __future__ import annotations
 
 import numbers
+import time
 from typing import Callable
 
 from placement.errors import InvalidParameterError
@@ -81,16 +82,29 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     the request, proven where the start was found (the DP's ``stages`` optimum for ``throughput``); a
     start that meets it ends the search as optimal.
     """
+    from placement.solvers.milp.confirm import CONFIRMING, confirm_deadline, confirmed
+
+    started = time.perf_counter()
     _check_options(time_limit, gap, threads)
     check_backend_available(backend)
     check_objective(problem, objective)
     stages = stage_count(problem, stages)
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
-        return solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
-                                  progress=progress, stages=stages, check=check)
-    return solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
-                            progress=progress, own_start=own_start, check=check, start_bound=start_bound)
+        first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
+                                   progress=progress, stages=stages, check=check)
+    else:
+        first = solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
+                                 progress=progress, own_start=own_start, check=check, start_bound=start_bound)
+
+    def rerun(plan: Plan) -> Solution:   # the same request on CP-SAT, from the plan to confirm
+        if progress is not None:
+            progress(f"confirming {backend}'s proof with {CONFIRMING}")
+        return solve_milp(problem, contiguity, objective, CONFIRMING, time_limit, gap, threads, seed, None, plan,
+                          calls, progress, stages, confirm_deadline(deadline, time_limit, started), own_start, None,
+                          start_bound)
+
+    return confirmed(backend, first, rerun)
 
 
 __all__ = ["solve_milp", "BACKENDS", "DEFAULT_TIME_LIMIT", "OBJECTIVES", "DEFAULT_CALLS"]

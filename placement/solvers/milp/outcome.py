@@ -102,6 +102,8 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
     def done(status: Status, plan: Plan | None = None, objective: float = math.inf, bound: float = bound,
              extra: str = "") -> Solution:
         message = "; ".join(ctx.notes + ([extra] if extra else []))
+        if status is Status.OPTIMAL and meets(simple, objective):   # proven by a bound the solver did not find
+            ctx.stats["proven_by"] = ctx.bound_name
         return Solution(status, plan, objective, bound, ctx.method, ctx.objective_kind, ctx.contiguity,
                         runtime_s=time.perf_counter() - ctx.start, stats=ctx.stats, message=message)
 

@@ -106,7 +106,26 @@ def solve_split_milp(problem: Instance, model: SplitModel, objective: str = "thr
                      progress: Callable[[str], None] | None = None, deadline: float | None = None) -> Solution:
     """Optimal (or bounded) split plan by MILP; see the module docstring. ``warm_start`` is a split plan
     (every task on its layer's stage when its lists are empty); ``True``: the unsplit DP optimum;
-    ``False`` or ``None``: none."""
+    ``False`` or ``None``: none. A HiGHS proof is confirmed by CP-SAT (:mod:`.confirm`)."""
+    from placement.solvers.milp.confirm import CONFIRMING, confirm_deadline, confirmed
+
+    started = time.perf_counter()
+    first = _solve_split_milp(problem, model, objective, backend, time_limit, gap, threads, seed, log_path, warm_start,
+                              progress, deadline)
+
+    def rerun(plan: Plan) -> Solution:   # the same request on CP-SAT, from the plan to confirm
+        if progress is not None:
+            progress(f"confirming {backend}'s proof with {CONFIRMING}")
+        return _solve_split_milp(problem, model, objective, CONFIRMING, time_limit, gap, threads, seed, None, plan,
+                                 progress, confirm_deadline(deadline, time_limit, started))
+
+    return confirmed(backend, first, rerun)
+
+
+def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, backend: str, time_limit: float,
+                      gap: float, threads: int, seed: int, log_path: str | None, warm_start: Plan | bool | None,
+                      progress: Callable[[str], None] | None, deadline: float | None) -> Solution:
+    """:func:`solve_split_milp` on one backend."""
     start = time.perf_counter()
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
 

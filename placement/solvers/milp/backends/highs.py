@@ -24,7 +24,8 @@
 * Feasibility tolerances of 1e-9 (its defaults: 1e-6 for integrality, 1e-7 primal and dual).
   With the defaults it proved a latency plan of 9.46 optimal where 7.46 exists (two calls per
   accelerator, a 6-node chain with a colour class and memory 2.2; CBC, SCIP and CP-SAT find 7.46
-  on the same model).
+  on the same model). They cause other false proofs (:mod:`..confirm`, which has CP-SAT confirm
+  every HiGHS proof before it is reported).
 """
 
 from __future__ import annotations
