@@ -382,3 +382,30 @@ def test_split_places_the_nodes_a_plan_leaves_to_their_colour_class(tmp_path, ca
     assert captured.err == "note: 3 nodes the plan does not list go with their colour class, as verify places them\n"
     assert main(["split", str(instance), forward, "--json", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_split_refuses_a_plan_that_moves_backward_tasks(tmp_path, capsys):
+    """A split-backward plan may run a node's W (or B) task on another device than its layer's; the
+    hand-off formats keep a layer's whole backward on its stage, so such a plan would not run as solved
+    (it was handed off in silence, at the joint plan's value). A joint plan of the same stages splits."""
+    instance = tmp_path / "stack.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2",
+                 "--training"]) == 0
+    data = json.loads(instance.read_text())
+    forward = [n["id"] for n in data["nodes"] if not n["isBackwardNode"]]
+    mate = {n["colorClass"]: n["id"] for n in data["nodes"] if n["isBackwardNode"]}
+    first = forward[:4] + [mate[v] for v in forward[:4]]
+    second = forward[4:] + [mate[v] for v in forward[4:]]
+    moved = mate[forward[5]]   # the backward node of a layer of device 1, its W task run on device 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first, "w_tasks": [moved]},
+                                            {"type": "accelerator", "nodes": second}]}))
+    capsys.readouterr()
+    assert main(["split", str(instance), str(plan)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a split-backward "
+        "plan, docs/backward-split.md); the hand-off formats keep a layer's whole backward on its stage, so the "
+        "plan would not run as solved: hand off a plan solved without --backward split\n")
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first},
+                                            {"type": "accelerator", "nodes": second}]}))
+    assert main(["split", str(instance), str(plan)]) == 0

@@ -121,6 +121,18 @@ def export(form: str, layout: Layout, plan: Plan, pipeline: bool = False) -> Any
     raise UsageError(f"{form} cannot express this plan: {reason}; use --format {other}")
 
 
+def _moved_backward_tasks(plan: Any) -> str:
+    """The first B or W task a split-backward plan runs on another device than its node's, in words
+    (``""``: none; a joint plan lists no tasks)."""
+    home = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
+    for d, dev in enumerate(plan.devices):
+        for kind, tasks in (("B", dev.b_tasks), ("W", dev.w_tasks)):
+            for u in tasks:
+                if home.get(u, d) != d:
+                    return f"{kind} task of node {u} on device {d}, not on its node's device {home[u]}"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     from placement.io.plans import as_plan, recorded_overrides
     from placement.loading import as_instance, override_devices
@@ -136,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.out, (args.instance, args.plan))
     plan_source = read_once(args.plan, InvalidPlanError, "plan")   # read for the plan and its record
     plan = as_plan(plan_source)
+    moved = _moved_backward_tasks(plan)
+    if moved:
+        raise UsageError(f"the plan runs the {moved} (a split-backward plan, docs/backward-split.md); the "
+                         "hand-off formats keep a layer's whole backward on its stage, so the plan would not run "
+                         "as solved: hand off a plan solved without --backward split")
     overrides = recorded_overrides(plan_source)
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)
