@@ -67,7 +67,8 @@ def register(subparsers: Any) -> None:
                    help="treat every floating-point tensor as this type (default: the model's own)")
     p.add_argument("--dim", dest="dims", type=_dim, action="append", default=[], metavar="NAME=VALUE",
                    help="ONNX: fix a symbolic input dimension (repeatable)")
-    p.add_argument("--name", help="instance name recorded in the file (default: from MODEL)")
+    p.add_argument("--name", help="model name recorded in the file's about.model (default: from MODEL); the "
+                                  "instance is named after its file when read")
     p.add_argument("--operators", action="store_true",
                    help="record each node's operators with their shapes (GEMMs, vector operators), "
                         "which placement codesign times on its accelerator template")

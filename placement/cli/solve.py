@@ -26,7 +26,10 @@ def _methods_help() -> str:
     lines = ["methods (objectives; contiguity classes):",
              "  auto: the DP where it applies and the ideals are few enough, else the MILP (default)"]
     for spec in METHODS.values():
-        lines.append(f"  {spec.name}: {spec.summary} ({', '.join(spec.objectives)}; {', '.join(spec.contiguity)})")
+        classes = (", ".join(spec.contiguity) if tuple(spec.objectives) != ("latency",)
+                   else "plans of calls: --contiguity stays at stages or none")
+        lines.append(f"  {spec.name}: {spec.summary} ({', '.join(spec.objectives)}; {classes})")
+    lines.append("  (the classes are those of the throughput objectives; latency plans place calls)")
     return "\n".join(lines)
 
 
