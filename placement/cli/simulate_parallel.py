@@ -37,11 +37,30 @@ def check_no_parallel_options(args: argparse.Namespace) -> None:
                          "stages; see placement simulate --help)")
 
 
+def plan_document(path: str) -> dict:
+    """The decoded parallel plan file at ``path``: a JSON object (a string would be read as the path of
+    another file), else :class:`InvalidPlanError` naming the file."""
+    from placement.errors import InvalidPlanError
+    from placement.jsonfile import load_json
+
+    document = load_json(path, InvalidPlanError)
+    if not isinstance(document, dict):
+        raise InvalidPlanError(f"{path}: a parallel plan must be a JSON object with a list 'stages'")
+    return document
+
+
+def naming_the_file(path: str, exc: Exception) -> Exception:
+    """``exc`` (an :class:`InvalidPlanError` about the plan file at ``path``), its message starting with the path."""
+    from placement.errors import InvalidPlanError
+
+    message = str(exc)
+    return InvalidPlanError(message if message.startswith(f"{path}:") else f"{path}: {message}")
+
+
 def run_parallel(args: argparse.Namespace, instance) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
     import placement
     from placement.errors import InvalidPlanError
-    from placement.jsonfile import load_json
     from placement.report.parallel_simulation import format_parallel_simulation
     from placement.simulation.parallel import read_parallel_plan
 
@@ -53,16 +72,13 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if unused:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
-    document = load_json(args.plan, InvalidPlanError)   # read once: simulated, and its record noted
-    if not isinstance(document, dict):   # a string would be read as the path of another file
-        raise InvalidPlanError(f"{args.plan}: a parallel plan must be a JSON object with a list 'stages'")
+    document = plan_document(args.plan)   # read once: simulated, and its record noted
     try:
         result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,
                                     allreduce=args.allreduce, unit_scale=args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
-        message = str(exc)
-        raise InvalidPlanError(message if message.startswith(f"{args.plan}:") else f"{args.plan}: {message}") from None
+        raise naming_the_file(args.plan, exc) from None
     if args.json:
         print_json(result.to_json())
         return 0

@@ -15,8 +15,8 @@ from placement.cli.options import UsageError, print_json
 def run_parallel(args: argparse.Namespace, instance) -> int:
     """Check the plan file on the Piper ``instance`` and print the verdict, the figures and the ledger."""
     import placement
+    from placement.cli.simulate_parallel import naming_the_file, plan_document
     from placement.errors import InvalidPlanError
-    from placement.jsonfile import load_json
     from placement.report.parallel_verification import format_parallel_verification
 
     unused = [option for option, given in (("--contiguity", args.contiguity), ("--objective", args.objective),
@@ -27,14 +27,11 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if unused:
         raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plan is checked on the "
                          "devices and memory it records, with its own schedule)")
-    document = load_json(args.plan, InvalidPlanError)
-    if not isinstance(document, dict):   # a string would be read as the path of another file
-        raise InvalidPlanError(f"{args.plan}: a parallel plan must be a JSON object with a list 'stages'")
+    document = plan_document(args.plan)
     try:
         verified = placement.verify(instance, document, ledger=True)
     except InvalidPlanError as exc:   # name the plan file
-        message = str(exc)
-        raise InvalidPlanError(message if message.startswith(f"{args.plan}:") else f"{args.plan}: {message}") from None
+        raise naming_the_file(args.plan, exc) from None
     if args.json:
         print_json(verified.to_json())
     else:

@@ -249,29 +249,23 @@ def _count(value: Any) -> bool:
 def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None, *,
                    schedule: str | None = None, microbatches: int | None = None, chunks: int | None = None) -> None:
     """:class:`InvalidPlanError` with the first violation the independent evaluator finds in ``plan``
-    (:mod:`placement.verification.parallel`, :mod:`placement.verification.parallel_interleaved` for an
-    interleaved plan) on ``devices`` devices (a count, or counts per device type) of ``memory`` bytes,
+    (:func:`placement.verification.parallel_check.evaluate_plan`) on ``devices`` devices (a count, or counts per device type) of ``memory`` bytes,
     by default the instance's: more devices than there are, a stage over its memory, ... The memory is
     that of ``schedule``'s micro-batches in flight with ``microbatches`` per batch (default the plan's
     schedule and the instance's ``mbsInBatch``); a plan run interleaved with ``chunks`` chunks per rank
     is checked as the interleaved plan it then is (a rank holds several of its stages)."""
-    from placement.verification.parallel import evaluate_parallel
-    from placement.verification.parallel_interleaved import evaluate_interleaved
+    from placement.verification.parallel_check import evaluate_plan, typed_counts_refusal
 
-    if isinstance(devices, Mapping) and not instance.device_types:
-        raise InvalidPlanError(f"the plan records device counts per type ({', '.join(map(str, devices))}), but the "
-                               "instance has no deviceTypes")
+    refusal = typed_counts_refusal(instance, devices)
+    if refusal:
+        raise InvalidPlanError(refusal)
     checked = plan
     if plan.chunks == 1 and schedule == INTERLEAVED and chunks is not None and chunks > 1:
         from placement.parallel.plan import ParallelPlan
 
         checked = ParallelPlan(plan.stages, INTERLEAVED, chunks)
-    if checked.chunks > 1:
-        evaluation = evaluate_interleaved(instance, checked, devices=devices if isinstance(devices, int) else None,
-                                          memory=memory, microbatches=microbatches)
-    else:
-        evaluation = evaluate_parallel(instance, checked, devices=devices, memory=memory, schedule=schedule,
-                                       microbatches=microbatches)
+    evaluation = evaluate_plan(instance, checked, devices=devices, memory=memory, schedule=schedule,
+                               microbatches=microbatches)
     if evaluation.violations:
         count = len(evaluation.violations)
         more = f" (and {count - 1} more)" if count > 1 else ""

@@ -73,19 +73,35 @@ class ParallelVerification:
                             "notes": list(self.notes)})
 
 
+def typed_counts_refusal(instance: PiperInstance, devices: Any) -> str:
+    """Why a plan's recorded ``devices`` cannot be read on ``instance`` (counts per device type where it has
+    no deviceTypes), or ``""``."""
+    if isinstance(devices, Mapping) and not instance.device_types:
+        return (f"the plan records device counts per type ({', '.join(map(str, devices))}), but the instance has "
+                "no deviceTypes")
+    return ""
+
+
+def evaluate_plan(instance: PiperInstance, plan: Any, *, devices: Any = None, memory: float | None = None,
+                  schedule: str | None = None, microbatches: int | None = None) -> ParallelEvaluation:
+    """The evaluator's figures for ``plan``: :func:`.parallel_interleaved.evaluate_interleaved` for an
+    interleaved plan (``chunks > 1``; a device count only), else :func:`.parallel.evaluate_parallel`
+    (``schedule`` and ``microbatches`` as it takes them)."""
+    if plan.chunks > 1:
+        return evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
+                                    memory=memory, microbatches=microbatches)
+    return evaluate_parallel(instance, plan, devices=devices, memory=memory, schedule=schedule,
+                             microbatches=microbatches)
+
+
 def check_parallel_plan(instance: PiperInstance, plan: Any, *, devices: Any = None, memory: float | None = None,
                         ledger: bool = False) -> ParallelVerification:
     """The verdict on ``plan`` (a :class:`placement.parallel.plan.ParallelPlan`) on ``devices`` devices (a
     count, or counts per device type) of ``memory`` bytes, by default the instance's (module docstring)."""
-    if isinstance(devices, Mapping) and not instance.device_types:
-        violations: tuple[str, ...] = (f"the plan records device counts per type ({', '.join(map(str, devices))}), "
-                                       "but the instance has no deviceTypes",)
-        return ParallelVerification(False, None, violations, plan.schedule, plan.chunks, devices, memory, None)
-    if plan.chunks > 1:
-        evaluation = evaluate_interleaved(instance, plan, devices=devices if isinstance(devices, int) else None,
-                                          memory=memory)
-    else:
-        evaluation = evaluate_parallel(instance, plan, devices=devices, memory=memory)
+    refusal = typed_counts_refusal(instance, devices)
+    if refusal:
+        return ParallelVerification(False, None, (refusal,), plan.schedule, plan.chunks, devices, memory, None)
+    evaluation = evaluate_plan(instance, plan, devices=devices, memory=memory)
     if not evaluation.ok:
         return ParallelVerification(False, evaluation.value, evaluation.violations, plan.schedule, plan.chunks,
                                     devices, memory, None, report=evaluation)
@@ -127,4 +143,5 @@ def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) ->
     return out
 
 
-__all__ = ["CLAIM_TOLERANCE", "ParallelVerification", "check_parallel_plan", "refuted_claims"]
+__all__ = ["CLAIM_TOLERANCE", "ParallelVerification", "check_parallel_plan", "evaluate_plan", "refuted_claims",
+           "typed_counts_refusal"]
