@@ -111,12 +111,12 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     from placement.simulation.parallel import read_parallel_plan
     from placement.verification.parallel_check import check_parallel_plan, refuted_claims
 
+    if isinstance(plan, (str, PathLike)):   # read once: the plan and the claims of its record
+        plan = load_json(plan, InvalidPlanError)   # its errors name the file
     parallel_plan, devices, plan_memory = read_parallel_plan(plan)
     verified = check_parallel_plan(instance, parallel_plan, devices=devices, memory=plan_memory, ledger=ledger)
     if isinstance(plan, ParallelResult):
         record: Any = plan.to_json()
-    elif isinstance(plan, (str, PathLike)):
-        record = load_json(plan, InvalidPlanError)
     else:
         record = plan if isinstance(plan, Mapping) else {}
     return replace(verified, notes=tuple(refuted_claims(record, verified)))

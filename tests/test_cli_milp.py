@@ -129,6 +129,9 @@ def test_info_solvers(capsys):
     assert names[:5] == ["cp-sat", "cbc", "scip", "highs", "pulp"]
     assert main(["info"]) == 2
     assert capsys.readouterr().err == "error: info needs an instance file (or --solvers)\n"
+    assert main(["info", "--solvers", "--max-ideals", "3"]) == 2
+    assert capsys.readouterr().err == ("error: --max-ideals counts an instance's ideals; --solvers lists the backends "
+                                       "and takes none\n")
 
 
 def test_pulp_solvers_that_cannot_run_are_named_before_any_work(capsys):

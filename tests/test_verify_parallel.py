@@ -128,6 +128,11 @@ def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path,
         placement.verify(inst, str(plan))
     assert str(caught.value) == ("unknown plan format 'placement-parallel-plan/9' (a parallel plan is "
                                  "'placement-parallel-plan/1')")
+    missing = tmp_path / "missing.json"
+    for check in (placement.verify, placement.simulate):   # the file's name once, as the command says it
+        with pytest.raises(InvalidPlanError) as caught:
+            check(inst, str(missing))
+        assert str(caught.value) == f"{missing}: no such file"
 
 
 def test_json_output(tmp_path, capsys):

@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     if args.solvers:
         if args.instance is not None:
             raise UsageError("give an instance or --solvers, not both")
+        if args.max_ideals is not None:
+            raise UsageError("--max-ideals counts an instance's ideals; --solvers lists the backends and takes none")
         rows = backend_availability()
         if args.json:
             print_json({"solvers": [{"backend": name, "available": ok, "detail": why} for name, ok, why in rows]})

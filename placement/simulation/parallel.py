@@ -217,10 +217,7 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     if isinstance(source, (str, os.PathLike)):
         from placement.jsonfile import load_json
 
-        try:
-            source = load_json(source, InvalidPlanError)
-        except InvalidPlanError as exc:
-            raise InvalidPlanError(f"{source}: {exc}") from None
+        source = load_json(source, InvalidPlanError)   # its errors name the file
     if not isinstance(source, Mapping):
         raise InvalidPlanError(f"a parallel plan must be a ParallelPlan, a plan file or a JSON object, "
                                f"not {type(source).__name__}")
