@@ -201,6 +201,18 @@ class Instance:
 
     def successors(self) -> list[list[int]]:
         """Successor lists by node position (duplicates removed, order kept)."""
+        return [list(targets) for targets in self._successor_tuples()]
+
+    def predecessors(self) -> list[list[int]]:
+        """Predecessor lists by node position (duplicates removed), the reverse of :meth:`successors`."""
+        return [list(sources) for sources in self._predecessor_tuples()]
+
+    def adjacency(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        """:meth:`successors` and :meth:`predecessors` as tuples, computed once per instance and not
+        copied (for readers of a large graph that change neither)."""
+        return self._successor_tuples(), self._predecessor_tuples()
+
+    def _successor_tuples(self) -> tuple[tuple[int, ...], ...]:
         if "succ" not in self._graph:
             import numpy as np
 
@@ -213,17 +225,16 @@ class Instance:
             bounds = np.searchsorted(src[by_source], np.arange(n + 1)).tolist()
             targets = dst[by_source].tolist()
             self._graph["succ"] = tuple(tuple(targets[bounds[v]:bounds[v + 1]]) for v in range(n))
-        return [list(targets) for targets in self._graph["succ"]]
+        return self._graph["succ"]
 
-    def predecessors(self) -> list[list[int]]:
-        """Predecessor lists by node position (duplicates removed), the reverse of :meth:`successors`."""
+    def _predecessor_tuples(self) -> tuple[tuple[int, ...], ...]:
         if "pred" not in self._graph:
             pred: list[list[int]] = [[] for _ in self.nodes]
-            for u, targets in enumerate(self.successors()):
+            for u, targets in enumerate(self._successor_tuples()):
                 for w in targets:
                     pred[w].append(u)
             self._graph["pred"] = tuple(tuple(sources) for sources in pred)
-        return [list(sources) for sources in self._graph["pred"]]
+        return self._graph["pred"]
 
     def topological_positions(self) -> list[int]:
         """Node positions in a topological order (Kahn's algorithm, ties broken by input order)."""
@@ -253,7 +264,7 @@ class Instance:
         return list(self._graph["rank"])
 
     def _kahn_order(self) -> list[int]:
-        succ = self.successors()
+        succ = self._successor_tuples()
         indeg = [0] * len(self.nodes)
         for targets in succ:
             for w in targets:

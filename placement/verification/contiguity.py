@@ -90,40 +90,66 @@ def sets_violations(problem: Instance, plan: Plan, device_nodes: list[list[int]]
     return out
 
 
-def _extended_forward_graph(problem: Instance) -> tuple[dict[str, list[int]], list[tuple[str, str]]]:
-    """The vertices of H, each with the node ids whose devices it takes, and H's edges.
+class _ExtendedForwardGraph:
+    """The vertices of H, numbered in order of first appearance, and H's edges between vertex numbers.
 
     A forward node ``v`` is the vertex ``"node v"``; an orphan class is the
     virtual vertex ``"colour c"``, or ``"node b"`` for an uncoloured backward
     node ``b``, and takes the devices of all the class's nodes.
     """
-    forward_of: dict[int, int] = {}   # colour -> its first forward node in instance order
-    for n in problem.nodes:
-        if not n.backward and n.colour is not None and n.colour not in forward_of:
-            forward_of[n.colour] = n.id
-    vertices: dict[str, list[int]] = {}
-    mate: dict[int, str] = {}         # node id -> its vertex of H
-    orphan: set[int] = set()
-    for n in problem.nodes:
-        if n.backward and n.colour is not None and n.colour in forward_of:
-            mate[n.id] = f"node {forward_of[n.colour]}"
-            continue
-        if not n.backward or n.colour is None:
-            key = f"node {n.id}"
-        else:
-            key = f"colour {n.colour}"
-        vertices.setdefault(key, []).append(n.id)
-        mate[n.id] = key
-        if n.backward:
-            orphan.add(n.id)
-    edges: list[tuple[str, str]] = []
-    for e in problem.edges:
-        a, b = problem.node(e.src), problem.node(e.dst)
-        if not a.backward and not b.backward:
-            edges.append((mate[a.id], mate[b.id]))
-        elif a.backward and b.backward and (a.id in orphan or b.id in orphan):
-            edges.append((mate[b.id], mate[a.id]))   # mirrored
-    return vertices, edges
+
+    def __init__(self, problem: Instance) -> None:
+        nodes = problem.nodes
+        forward_of: dict[int, int] = {}   # colour -> its first forward node in instance order
+        for n in nodes:
+            if not n.backward and n.colour is not None and n.colour not in forward_of:
+                forward_of[n.colour] = n.id
+        #: per vertex, the node position it is, or -1 for an orphan class (its nodes in ``classes``)
+        self.position: list[int] = []
+        #: orphan class vertex -> (colour, node positions)
+        self.classes: dict[int, tuple[int, list[int]]] = {}
+        of_node: dict[int, int] = {}       # node id -> its own vertex
+        of_colour: dict[int, int] = {}     # colour -> its orphan class's vertex
+        mate = [0] * len(nodes)            # node position -> its vertex of H
+        orphan = [False] * len(nodes)
+        pending: list[tuple[int, int]] = []   # (position, colour): backward nodes of a forward node's class
+        for i, n in enumerate(nodes):
+            if n.backward and n.colour is not None and n.colour in forward_of:
+                pending.append((i, n.colour))
+                continue
+            if not n.backward or n.colour is None:
+                vertex = of_node[n.id] = len(self.position)
+                self.position.append(i)
+            elif n.colour in of_colour:
+                vertex = of_colour[n.colour]
+                self.classes[vertex][1].append(i)
+            else:
+                vertex = of_colour[n.colour] = len(self.position)
+                self.position.append(-1)
+                self.classes[vertex] = (n.colour, [i])
+            mate[i] = vertex
+            orphan[i] = n.backward
+        for i, colour in pending:
+            mate[i] = of_node[forward_of[colour]]
+        src, dst = problem.edge_positions()
+        #: H's edges (vertex numbers), in edge order
+        self.edges: list[tuple[int, int]] = []
+        for a, b in zip(src.tolist(), dst.tolist()):
+            back_a, back_b = nodes[a].backward, nodes[b].backward
+            if not back_a and not back_b:
+                self.edges.append((mate[a], mate[b]))
+            elif back_a and back_b and (orphan[a] or orphan[b]):
+                self.edges.append((mate[b], mate[a]))   # mirrored
+        self._nodes = nodes
+
+    def name(self, vertex: int) -> str:
+        position = self.position[vertex]
+        return f"node {self._nodes[position].id}" if position >= 0 else f"colour {self.classes[vertex][0]}"
+
+    def members(self, vertex: int) -> list[int]:
+        """The node positions whose devices ``vertex`` takes."""
+        position = self.position[vertex]
+        return [position] if position >= 0 else self.classes[vertex][1]
 
 
 def _quotient(problem: Instance, where: dict[int, list[int]], n_devices: int
@@ -133,19 +159,25 @@ def _quotient(problem: Instance, where: dict[int, list[int]], n_devices: int
     Vertices ``0 .. n_devices-1`` are the plan's devices; an H-vertex on no
     device becomes a pseudo-device of its own, labelled ``"unplaced <vertex>"``.
     """
-    vertices, edges = _extended_forward_graph(problem)
+    h = _ExtendedForwardGraph(problem)
+    nodes = problem.nodes
     labels = [str(d) for d in range(n_devices)]
-    on: dict[str, list[int]] = {}
-    for key, ids in vertices.items():
-        devices = sorted({d for v in ids for d in where[v]})
+    on: list[list[int]] = []
+    for vertex, position in enumerate(h.position):
+        if position >= 0:
+            devices = where[nodes[position].id]
+            if len(devices) > 1:
+                devices = sorted(set(devices))
+        else:
+            devices = sorted({d for i in h.classes[vertex][1] for d in where[nodes[i].id]})
         if not devices:
-            labels.append(f"unplaced {key}")
+            labels.append(f"unplaced {h.name(vertex)}")
             devices = [len(labels) - 1]
-        on[key] = devices
+        on.append(devices)
     # successors in the order first met (dicts as ordered sets: a node repeated on many devices
     # would make list lookups cubic)
     succ: list[dict[int, None]] = [{} for _ in labels]
-    for x, y in edges:
+    for x, y in h.edges:
         for i in on[x]:
             for j in on[y]:
                 if i != j:

@@ -257,7 +257,7 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
     device_nodes, where, inferred, violations = _placements(problem, plan, infer_from_colours)
 
     reports: list[DeviceReport] = []
-    succ, pred = problem.successors(), problem.predecessors()
+    succ, pred = problem.adjacency()
     for d, dev in enumerate(plan.devices):
         report, device_violations = _device_report(problem, d, dev.type, device_nodes[d], succ, pred)
         reports.append(report)
