@@ -31,7 +31,7 @@ from itertools import chain
 from typing import Any, Sequence
 
 from placement.problem.instance import ACCELERATOR, CPU, Instance
-from placement.problem.memory_fit import fits, fits_summed
+from placement.problem.memory_fit import fits_summed
 from placement.plan import Plan
 from placement.solution import Solution
 from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, build_plan, check_objective,
@@ -48,7 +48,7 @@ def greedy_fill(problem: Instance, kinds: TwoTypes, units: Sequence[Unit]) -> Pl
     share = remaining / k if k else 0.0
     for unit in units:
         sizes = [problem.nodes[v].memory for v in unit.members]
-        fits_somewhere = unit.acc is not None and k > 0 and fits(sizes, kinds.memory)
+        fits_somewhere = unit.acc is not None and k > 0 and fits_summed(unit.memory, sizes, kinds.memory)
         placed = False
         while fits_somewhere and d < k:
             last = d == k - 1
