@@ -40,7 +40,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     was solved in, a Result's or a plan file's, else ``none``: any assignment);
     ``objective`` the value to compute (``throughput-gpipe`` on training graphs, ``latency`` on
     inference graphs; default: the objective a solved plan records, a Result's or a plan file's,
-    else ``throughput``); ``calls`` the most calls per accelerator (latency only);
+    else ``throughput``); ``calls`` the most calls per accelerator (latency only; default: the limit a
+    plan solved for latency records it was verified with, else none);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``; those not
@@ -57,7 +58,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     communication ledger of :mod:`placement.verification.parallel_ledger`); the other options do not
     apply there.
     """
-    from placement.io.plans import recorded_backward, recorded_contiguity, recorded_objective, recorded_objective_refusal
+    from placement.io.plans import (recorded_backward, recorded_calls, recorded_contiguity, recorded_objective,
+                                    recorded_objective_refusal)
     from placement.verification.check import check_plan
 
     loaded = as_loaded(instance)
@@ -76,12 +78,14 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
 
+    solved_for = recorded_objective(plan)
     if objective is None:
-        recorded = recorded_objective(plan)
-        objective = recorded or "throughput"
-        refusal = recorded_objective_refusal(problem, recorded) if recorded is not None else None
+        objective = solved_for or "throughput"
+        refusal = recorded_objective_refusal(problem, solved_for) if solved_for is not None else None
         if refusal:   # the plan's record, not an argument: the refusal speaks of the plan
             raise InvalidParameterError("plan", f"{refusal}; pass objective= to check it for another objective")
+    if calls is None and objective == "latency" and solved_for == "latency":
+        calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
     options, _ = checked_backward(recorded_backward(plan), backward, w_placement=w_placement,
                                   inter_layer=inter_layer, w_share=w_share)
     backward, w_placement, inter_layer, w_share = (options["backward"], options["w_placement"],

@@ -416,6 +416,26 @@ def test_verify_checks_what_a_solved_plan_records(tmp_path):
     assert placement.verify(pair, path, w_share=0.5).value != split.value   # another variant when asked
 
 
+def test_verify_applies_the_call_limit_a_latency_plan_records():
+    """a -> b -> c, b on the CPU only. Two calls on the accelerator: a (1, sends 0.1) ends at 1.1, b on
+    the CPU at 2.1, then c's call receives b's output (0.1) and computes (1): latency 3.2. A plan file
+    solved with calls=1 whose devices are edited to run those two calls breaks the limit it records."""
+    from placement import DeviceType, Edge, Instance, Node
+
+    chain = Instance((Node(1, "a", (1.0, 10.0), out_cost=0.1), Node(2, "b", (None, 1.0), out_cost=0.1),
+                      Node(3, "c", (1.0, 10.0))), (Edge(1, 2), Edge(2, 3)),
+                     (DeviceType("accelerator", 1), DeviceType("cpu", 1, pays_comm=False)), "abc")
+    one = placement.solve(chain, objective="latency", calls=1)
+    two = placement.solve(chain, objective="latency", calls=2)
+    assert two.value == pytest.approx(3.2) and one.value > two.value
+    edited = {key: value for key, value in one.to_json().items() if key not in ("fpgas", "cpus")}
+    edited["devices"] = [{"type": s.device_type, "nodes": list(s.nodes), "calls": [list(c) for c in s.calls]}
+                         for s in two.plan]
+    check = placement.verify(chain, edited)
+    assert not check.valid and check.violations == ("device 0 (accelerator) runs 2 calls, more than calls=1",)
+    assert placement.verify(chain, edited, calls=2).valid
+
+
 def test_latency_takes_the_class_its_plans_belong_to():
     """A latency plan places calls, and is of class 'none' (what its result records): contiguity 'none'
     is the same request as the default, 'sets' is refused. chain4 for one sample: the chain DP's
