@@ -105,12 +105,19 @@ class Verification:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Verification":
         """Read :meth:`to_json`'s output back (``report`` is ``None``)."""
+        from placement.io.plans import node_ids
+        from placement.jsonfile import json_type_name
+
         _require_object(data, "verified")
+        violations = data.get("violations") or []
+        if not isinstance(violations, list):
+            raise InvalidPlanError(f"verified.violations: must be an array of strings, got {json_type_name(violations)}")
         return cls(valid=bool(data.get("valid")), objective=str(data.get("objective", "throughput")),
                    contiguity=str(data.get("contiguity", "none")), value=_number(data.get("value")),
                    max_load=_number(data.get("max_load")),
-                   violations=tuple(str(v) for v in data.get("violations") or ()),
-                   finest_class=data.get("finest_class"), inferred=tuple(data.get("inferred") or ()),
+                   violations=tuple(str(v) for v in violations),
+                   finest_class=data.get("finest_class"),
+                   inferred=node_ids(data.get("inferred") or [], "verified.inferred"),
                    calls=data.get("calls"), ledger=data.get("ledger_agrees"))
 
 

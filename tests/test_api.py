@@ -299,6 +299,35 @@ def test_result_from_json_reads_node_ids_as_verify_does(nodes, why):
     assert placement.Result.from_json(document).plan[0].nodes == (1, 2)
 
 
+def test_plan_documents_take_numpy_node_ids():
+    """A plan built from numpy arrays: its integers are node ids, as a Plan's are; 1.5 is none."""
+    import numpy as np
+
+    result = placement.solve(CHAIN4)
+    document = result.to_json()
+    for device in document["devices"]:
+        device["nodes"] = list(np.array(device["nodes"], dtype=np.int64))
+    assert placement.Result.from_json(document).plan == result.plan
+    assert placement.verify(CHAIN4, document).value == result.value
+    document["devices"][0]["nodes"][0] = np.float64(1.5)
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.verify(CHAIN4, document)
+    assert str(caught.value) == "devices[0].nodes[0]: node id must be an integer, got 1.5"
+
+
+@pytest.mark.parametrize("field,value,why", [
+    ("violations", 5, "verified.violations: must be an array of strings, got integer"),
+    ("inferred", 5, "verified.inferred: must be an array of node ids, got integer"),
+    ("inferred", ["a"], "verified.inferred[0]: node id must be an integer, got string"),
+])
+def test_result_from_json_reads_the_verdict_strictly(field, value, why):
+    document = placement.solve(CHAIN4).to_json()
+    document["verified"][field] = value
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.Result.from_json(document)
+    assert str(caught.value) == why
+
+
 def test_result_from_json_refuses_stats_that_are_no_object():
     document = placement.solve(CHAIN4).to_json()
     document["stats"] = [1, 2]

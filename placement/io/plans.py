@@ -25,6 +25,7 @@ task B and their weight-gradient task W on the device; ``nodes`` then places the
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -44,13 +45,12 @@ def node_ids(value: Any, where: str) -> tuple[int, ...]:
         raise InvalidPlanError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
     ids: list[int] = []
     for k, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):   # numpy's integers and floats are numbers
             raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {json_type_name(v)}")
-        if isinstance(v, float):
-            if not v.is_integer():
-                raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {v!r}")
-            v = int(v)
-        ids.append(v)
+        if not isinstance(v, numbers.Integral):
+            if not float(v).is_integer():
+                raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {float(v)!r}")
+        ids.append(int(v))
     return tuple(ids)
 
 
