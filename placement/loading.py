@@ -145,4 +145,11 @@ def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, m
         zeroed = [name for name, value in (("accelerators", accelerators), ("cpus", cpus)) if value == 0]
         raise InvalidParameterError(zeroed[0], f"leaves no device ({' and '.join(f'{n}=0' for n in zeroed)}: every "
                                                f"device count is 0)")
-    return problem.with_devices(counts, sizes) if counts or sizes else problem
+    if not counts and not sizes:
+        return problem
+    try:
+        return problem.with_devices(counts, sizes)
+    except InvalidInstanceError as exc:   # a node that fits no device left (the instance itself is valid)
+        parameter = next(name for name, value in (("memory", memory), ("cpus", cpus), ("accelerators", accelerators))
+                         if value is not None)
+        raise InvalidParameterError(parameter, f"leaves a node no device: {exc}") from None

@@ -70,6 +70,14 @@ def test_overrides_of_the_devices():
     assert placement.solve(CHAIN4, accelerators=1).value == 14.0
     assert placement.solve(CHAIN4, memory=2).value == 7.5
     assert placement.solve(CHAIN4, memory=1).status == "infeasible"
+    # below a node's own byte (no CPU to take it) no device is left for it: the override is refused by name
+    for check in (lambda: placement.solve(CHAIN4, memory=0.5),
+                  lambda: placement.verify(CHAIN4, placement.solve(CHAIN4), memory=0.5)):
+        with pytest.raises(placement.InvalidParameterError) as caught:
+            check()
+        assert (caught.value.parameter, str(caught.value)) == (
+            "memory", "memory leaves a node no device: node 1 fits no device: needs 1 bytes, accelerator memory is "
+                      "0.5; no cpu devices")
 
 
 def test_bert24_inference_dp_and_milp():
