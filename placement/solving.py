@@ -102,6 +102,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
                                                   "objective, max_ideals, time_limit)")
+        max_ideals = integer("max_ideals", max_ideals, smallest=1, optional=True)   # named as the caller names it
         return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
                            progress=progress, objective=objective, chunks=chunks, time_limit=time_limit)
     if devices is not None or schedule != "piper" or chunks is not None:

@@ -159,6 +159,8 @@ def test_bad_parameters_and_memory_that_fits_nothing():
         placement.solve(inst, memory=-1)
     with pytest.raises(InvalidParameterError, match=r"^stages does not apply to a Piper instance"):
         placement.solve(inst, stages=1)
+    with pytest.raises(InvalidParameterError, match=r"^max_ideals must be a positive integer or None, not 0$"):
+        placement.solve(inst, max_ideals=0)
     for name, value in (("backend", "cp-sat"), ("gap", 0.1), ("threads", 2), ("seed", 1), ("calls", 2),
                         ("warm_start", False), ("restarts", 3), ("w_share", 0.25)):
         with pytest.raises(InvalidParameterError, match=rf"^{name} does not apply to a Piper instance, whose one "
