@@ -48,7 +48,7 @@ def detect_format(data: Any) -> str:
     other = _other_document(data)
     if other:
         raise InvalidInstanceError(f"the document is {other}, not an instance, which has 'nodes' and 'edges'"
-                                   + ("; a plan goes after its instance, as in placement verify INSTANCE PLAN"
+                                   + ("; a plan goes after its instance (the instance first, then the plan)"
                                       if other == "a plan" else ""))
     if looks_like_piper(data):
         return "piper"
@@ -98,8 +98,16 @@ def _parse(data: Any, format: str | None, name: str) -> Any:
 
 
 def as_loaded(instance: Any) -> Any:
-    """``instance`` itself, or the instance (an :class:`Instance` or a Piper instance) a path or document holds."""
-    return load(instance) if isinstance(instance, (str, PathLike, Mapping)) else instance
+    """``instance`` itself, or the instance (an :class:`Instance` or a Piper instance) a path or document holds;
+    a refusal of what it is names the caller's parameter, ``instance``."""
+    if not isinstance(instance, (str, PathLike, Mapping)):
+        return instance
+    try:
+        return load(instance)
+    except InvalidParameterError as exc:
+        if exc.parameter != "source":
+            raise
+        raise InvalidParameterError("instance", exc.detail) from None
 
 
 def is_piper(instance: Any) -> bool:

@@ -83,10 +83,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     from placement.solvers.registry import METHODS
 
     started = time.perf_counter()
-    if isinstance(instance, (str, PathLike, Mapping)):
-        from placement.loading import load
+    from placement.loading import as_loaded
 
-        instance = load(instance)
+    instance = as_loaded(instance)
     from placement.io.piper import PiperInstance
 
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,

@@ -194,6 +194,12 @@ def test_load_names_json_text_given_as_a_file_name():
     assert str(info.value) == ("source is JSON text, not a file name; pass the decoded document (json.loads of "
                                "the text) or the path of a file holding it")
     assert placement.load(json.loads(text)).nodes == placement.load(CHAIN4).nodes
+    for call in (placement.solve, lambda instance: placement.verify(instance, placement.solve(CHAIN4))):
+        with pytest.raises(placement.InvalidParameterError) as info:   # named as these functions name it
+            call(text)
+        assert (info.value.parameter, info.value.detail) == ("instance", "is JSON text, not a file name; pass the "
+                                                             "decoded document (json.loads of the text) or the "
+                                                             "path of a file holding it")
 
 
 def test_load_detects_piper_and_solve_refuses_it():

@@ -480,7 +480,7 @@ def test_a_device_type_is_named_by_a_non_empty_string(name, got):
 
 
 PLAN_NOT_INSTANCE = ("the document is a plan, not an instance, which has 'nodes' and 'edges'; a plan goes after its "
-                     "instance, as in placement verify INSTANCE PLAN")
+                     "instance (the instance first, then the plan)")
 
 
 @pytest.mark.parametrize("document, what", [
