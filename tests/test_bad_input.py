@@ -499,3 +499,25 @@ def test_another_document_of_the_package_is_named_not_read_field_by_field(tmp_pa
     cli = _cli()
     assert cli.main(["verify", str(path), str(path)]) == 2   # a plan given first, as the instance
     assert capsys.readouterr().err == f"error: {path}: {what}\n"
+
+
+def test_instances_built_in_code_are_held_to_the_rules_of_files():
+    """Names a file could not give: an instance's name that is no string (a result read back from JSON
+    then named it otherwise), a node's, and a device type named by an empty or padded string."""
+    from placement import DeviceType, Edge, Instance, Node
+
+    acc, cpu = DeviceType("accelerator", 1), DeviceType("cpu", 1, pays_comm=False)
+    nodes, edges = (Node(1, "a", (1.0, 2.0)), Node(2, "b", (1.0, 2.0))), (Edge(1, 2),)
+    for build, message in (
+            (lambda: Instance(nodes, edges, (acc, cpu), name=5), "the instance's name must be a string, got int 5"),
+            (lambda: Instance((nodes[0], Node(2, None, (1.0, 2.0))), edges, (acc, cpu)),
+             "node 2: name must be a string, got NoneType None"),
+            (lambda: Instance(nodes, edges, (DeviceType("", 1), cpu)),
+             "a device type's name must be a non-empty string without surrounding spaces (plans name the type by "
+             "it), got ''"),
+            (lambda: Instance(nodes, edges, (DeviceType("gpu ", 1), cpu)),
+             "a device type's name must be a non-empty string without surrounding spaces (plans name the type by "
+             "it), got 'gpu '")):
+        with pytest.raises(InvalidInstanceError) as caught:
+            build()
+        assert str(caught.value) == message

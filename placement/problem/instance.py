@@ -441,10 +441,16 @@ def validate(problem: Instance) -> None:
     quantum = problem.time_quantum
     if isinstance(quantum, bool) or not isinstance(quantum, (int, float)) or not 0 <= quantum < math.inf:
         raise InvalidInstanceError(f"time_quantum must be a finite number ≥ 0 (0: none recorded), got {quantum!r}")
+    if not isinstance(problem.name, str):
+        raise InvalidInstanceError(f"the instance's name must be a string, got {type(problem.name).__name__} "
+                                   f"{problem.name!r}")
     seen_types: set[str] = set()
     for t in types:
         if not isinstance(t.name, str):
             raise InvalidInstanceError(f"a device type's name must be a string, got {type(t.name).__name__}")
+        if not t.name.strip() or t.name != t.name.strip():
+            raise InvalidInstanceError(f"a device type's name must be a non-empty string without surrounding spaces "
+                                       f"(plans name the type by it), got {t.name!r}")
         if not isinstance(t.pays_comm, bool):
             raise InvalidInstanceError(f"device type {t.name!r}: pays_comm must be true or false, got "
                                        f"{type(t.pays_comm).__name__} {t.pays_comm!r}")
@@ -474,6 +480,8 @@ def _validate_each(problem: Instance) -> None:
         if n.id in ids:
             raise InvalidInstanceError(f"duplicate node id {n.id}")
         ids[n.id] = n
+        if not isinstance(n.name, str):
+            raise InvalidInstanceError(f"node {n.id}: name must be a string, got {type(n.name).__name__} {n.name!r}")
         if not isinstance(n.backward, bool):
             raise InvalidInstanceError(f"node {n.id}: backward must be true or false, got "
                                        f"{type(n.backward).__name__} {n.backward!r}")
@@ -580,7 +588,7 @@ def _plainly_valid(problem: Instance) -> bool:
     with np.errstate(over="ignore", invalid="ignore"):   # a total past the largest float is inf: refused below
         try:
             if not all(type(v.id) is int and type(v.backward) is bool and type(v.times) is tuple
-                       and (v.colour is None or type(v.colour) is int) for v in nodes):
+                       and type(v.name) is str and (v.colour is None or type(v.colour) is int) for v in nodes):
                 return False
             index = dict(zip([v.id for v in nodes], range(n)))
             if len(index) != n:
