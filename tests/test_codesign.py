@@ -96,6 +96,8 @@ def test_two_node_chain_optimum_by_hand():
     assert result.power_w == LANES.tdp_w + WIDE.tdp_w
     assert result.pruned_by == {"area": 0, "power": 1, "dominated": 1, "bound": 0}
     assert (result.evaluated, result.pruned, result.grid_designs) == (2, 2, 4)
+    default = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, max_ideals=None)   # as solve takes it
+    assert (default.status, default.value, default.designs) == (result.status, result.value, result.designs)
     homogeneous = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, homogeneous=True)
     assert homogeneous.time_per_input_ms == pytest.approx(0.0731428571 + 0.001, rel=1e-9)
     assert homogeneous.designs == (LANES, LANES)

@@ -24,7 +24,7 @@ BASELINES = {"wham": "wham", "random": "random_search", "fixed": "fixed"}
 def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_MM2, homogeneous: bool = False,
              grid: Any = None, objective: str = "throughput", exhaustive: bool = False, baseline: str | None = None,
              scheduler: str | None = None, max_combinations: int | None = None,
-             max_ideals: int = DEFAULT_MAX_IDEALS) -> CodesignResult:
+             max_ideals: int | None = None) -> CodesignResult:
     """The chip designs and pipeline placement of ``model`` on at most ``chips`` chips that maximise
     ``objective`` (``throughput``: batches per second; ``perf-per-watt``: that per watt of the
     chips' summed TDP), every chip within ``area`` mm² and ``power`` W, over the designs of ``grid``
@@ -35,9 +35,10 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     chip; otherwise a design per stage. ``exhaustive``: run the DP on every design combination
     instead (the independent check; refused with the count past ``max_combinations``, default
     20,000). ``baseline``: ``wham``, ``random`` or ``fixed`` instead of the exact method (status
-    ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. Returns a
-    :class:`~placement.codesign.result.CodesignResult` whose ``status`` is ``optimal`` when proven
-    over the grid. Raises :class:`InvalidParameterError` for a bad parameter,
+    ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. ``max_ideals``:
+    the most ideals each DP enumerates (``None``: the default of :func:`placement.solve`, 200,000).
+    Returns a :class:`~placement.codesign.result.CodesignResult` whose ``status`` is ``optimal`` when
+    proven over the grid. Raises :class:`InvalidParameterError` for a bad parameter,
     :class:`InvalidInstanceError` for a bad model or grid, :class:`LimitExceededError` past a limit.
     """
     chips = parameters.integer("chips", chips, smallest=1)
@@ -51,7 +52,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
         if exhaustive:
             from placement.errors import InvalidParameterError
             raise InvalidParameterError("baseline", "and exhaustive=True are two methods: ask for one")
-    max_ideals = parameters.integer("max_ideals", max_ideals, smallest=1)
+    max_ideals = parameters.integer("max_ideals", max_ideals, smallest=1, optional=True) or DEFAULT_MAX_IDEALS
     from placement.codesign.exhaustive import DEFAULT_MAX_COMBINATIONS
     max_combinations = parameters.integer("max_combinations", max_combinations, smallest=1, optional=True)
     if max_combinations is not None and not exhaustive:
