@@ -160,4 +160,4 @@ def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, m
     except InvalidInstanceError as exc:   # a node that fits no device left (the instance itself is valid)
         parameter = next(name for name, value in (("memory", memory), ("cpus", cpus), ("accelerators", accelerators))
                          if value is not None)
-        raise InvalidParameterError(parameter, f"leaves a node no device: {exc}") from None
+        raise InvalidParameterError(parameter, f"leaves a node no device: {exc}") from exc

@@ -147,10 +147,9 @@ def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) 
     try:
         found = placement.solve(problem, cpus=0, **options)
         why = found.message or str(found.status)
-    except InvalidParameterError as exc:      # more stages asked for than there are accelerators
-        found, why = None, f"{exc.parameter} {exc.detail}"
-    except InvalidInstanceError as exc:       # a node only a CPU holds
-        found, why = None, str(exc)
+    except InvalidParameterError as exc:      # more stages asked for than accelerators, or a node only a CPU holds
+        held_by_cpus_only = isinstance(exc.__cause__, InvalidInstanceError)
+        found, why = None, str(exc.__cause__) if held_by_cpus_only else f"{exc.parameter} {exc.detail}"
     if found is None or not found.ok:
         raise InvalidParameterError("devices", f"{devices!r}: the optimal plan runs a CPU stage between "
                                                f"accelerator stages, which no pipeline runtime executes, and the "
