@@ -387,14 +387,16 @@ def test_model_building_stops_at_the_deadline(monkeypatch):
     assert solve_milp(problem, backend="cp-sat", time_limit=60).status is Status.NO_SOLUTION
 
 
-def test_the_warm_start_takes_the_chain_dp_past_its_deadline():
+def test_the_warm_start_takes_the_chain_dp_past_its_deadline(monkeypatch):
     from placement.solvers.dp import deadline_watch, solve_chain
+    from placement.solvers.milp import warmstart
     from placement.solvers.milp.warmstart import default_warm_start
     from placement.verification.evaluate import evaluate
     from tests.test_milp_stages import random_problem
 
     problem = random_problem(12, seed=3)   # the DP's optimum 12.75, the chain DP's plan 14.25
     assert evaluate(problem, default_warm_start(problem)).max_load == 12.75
+    monkeypatch.setattr(warmstart, "GRACE_S", 3600.0)   # its grace past the deadline (milliseconds needed here)
     late = default_warm_start(problem, deadline=past())
     assert late == solve_chain(problem).plan and evaluate(problem, late).max_load == 14.25
     with pytest.raises(PlacementError) as raised:
@@ -460,15 +462,20 @@ def test_the_dp_keeps_its_deadline_while_it_finds_its_upper_bound():
                                         "ideals (20%), ")
 
 
-def test_a_warm_start_the_chain_dp_cannot_make_is_the_greedy_fill_or_none_not_an_error(monkeypatch):
+def test_a_warm_start_the_chain_dp_cannot_make_is_the_intervals_or_the_greedy_fill_or_none_not_an_error(
+        monkeypatch):
     """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two
     types would need, or the time limit: a 20,000-node random graph ended with no plan at all), the MILP
-    starts from the greedy fill, found in linear time; where the greedy fill takes no such instance (three
+    starts from the chain DP over intervals of a topological order (a pipeline); where that finds none,
+    from the greedy fill, found in linear time; where the greedy fill takes no such instance (three
     device types), from nothing, saying why. The refusal used to end the run."""
     from placement.errors import LimitExceededError
     from placement.io.tarnawski import read_instance
+    from placement.solution import Solution
     from placement.solvers.baselines.greedy import solve_greedy
+    from placement.solvers.chain_dp import solve_coarse_chain
     from placement.solvers.milp import warmstart
+    from placement.verification.evaluate import evaluate
     from tests.test_milp_stages import random_problem
 
     def refuse(*args, **kwargs):
@@ -477,8 +484,16 @@ def test_a_warm_start_the_chain_dp_cannot_make_is_the_greedy_fill_or_none_not_an
     monkeypatch.setattr(warmstart, "solve_dp", refuse)
     monkeypatch.setattr(warmstart, "solve_chain", refuse)
     problem = random_problem(12, seed=3)
-    greedy = solve_greedy(problem, objective="throughput")
+    intervals = solve_coarse_chain(problem)
     said: list[str] = []
+    assert warmstart.default_warm_start(problem, progress=said.append) == intervals.plan
+    assert evaluate(problem, intervals.plan, "stages").valid
+    assert said[-1] == (f"warm start from the chain DP over intervals ({intervals.objective:.6g}): the chain DP "
+                        "stopped (the DP's tables would take up to about 179.1 GiB)")
+    monkeypatch.setattr(warmstart, "solve_coarse_chain",
+                        lambda *args, **kwargs: Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp"))
+    greedy = solve_greedy(problem, objective="throughput")
+    said.clear()
     assert warmstart.default_warm_start(problem, progress=said.append) == greedy.plan
     assert said == [f"warm start from the greedy fill ({greedy.objective:.6g}): the chain DP stopped (the DP's "
                     "tables would take up to about 179.1 GiB)"]

@@ -21,6 +21,8 @@ import math
 import time
 from typing import Callable, Sequence
 
+import numpy as np
+
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
@@ -88,9 +90,10 @@ def kahn_order(succ: Sequence[Sequence[int]], take: Callable[[list[int]], int]) 
 
 def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,
                 stages: int | None, compiled: bool | None = None,
-                progress: Callable[[str], None] | None = None) -> tuple[float, Plan | None]:
-    """The best plan of the chain DP over a few topological orders (in the same mode as the DP)."""
-    best, best_found = math.inf, None
+                progress: Callable[[str], None] | None = None, ceiling: float = math.inf) -> tuple[float, Plan | None]:
+    """The best plan of the chain DP over a few topological orders (in the same mode as the DP), of those
+    below ``ceiling`` (a plan known already: only a better one matters); ``(ceiling, None)`` if none is."""
+    best, best_found = ceiling, None
     distinct = list(dict.fromkeys(map(tuple, topological_orders(contraction))))   # on a chain, all are one
     for i, order in enumerate(distinct, 1):
         # each order's run counts its ideals from 0 again: its lines say which order they are about
@@ -103,8 +106,63 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
     return best, best_found
 
 
+#: the most blocks :func:`solve_coarse_chain` cuts the order into
+COARSE_BLOCKS = 1000
+
+
+def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contraction:
+    """``contraction`` with its supernodes (numbered in a topological order) merged into at most ``blocks``
+    intervals of that order, of about equal work (each supernode's nodes at their fastest time): the
+    intervals are again in a topological order (every edge goes to a later supernode, so to the same or
+    a later interval), and a pipeline of them is one of the contraction's."""
+    size = contraction.size
+    if size <= blocks:
+        return contraction
+    fastest = [min((t for t in node.times if t is not None), default=0.0) for node in problem.nodes]
+    work = np.bincount(np.asarray(contraction.of_node, dtype=np.int64), weights=fastest, minlength=size)
+    # the interval of a supernode: its share of the work so far, and never fewer than one supernode each
+    reach = np.cumsum(work) - work / 2
+    total = float(reach[-1] + work[-1] / 2) if size else 0.0
+    by_work = np.floor(reach / total * blocks).astype(np.int64) if total > 0 else np.zeros(size, np.int64)
+    by_count = np.arange(size, dtype=np.int64) * blocks // size
+    interval = np.maximum(by_work, by_count)
+    _, interval = np.unique(np.maximum.accumulate(interval), return_inverse=True)   # numbered 0, 1, ... in order
+    n_blocks = int(interval[-1]) + 1
+    members: list[list[int]] = [[] for _ in range(n_blocks)]
+    for s, block in enumerate(interval.tolist()):
+        members[block].extend(contraction.members[s])
+    succ: list[set[int]] = [set() for _ in range(n_blocks)]
+    for s, targets in enumerate(contraction.succ):
+        for w in targets:
+            if interval[w] != interval[s]:
+                succ[int(interval[s])].add(int(interval[w]))
+    of_node = tuple(int(interval[s]) for s in contraction.of_node)
+    return Contraction(tuple(tuple(sorted(m)) for m in members), tuple(tuple(sorted(t)) for t in succ), of_node,
+                       contraction.merged_zero_cost)
+
+
+def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: int = COARSE_BLOCKS) -> Solution:
+    """A ``stages`` plan in about linear time on any graph size: the chain DP over the prefixes of the
+    contracted graph's topological order cut into at most ``blocks`` intervals of about equal work
+    (:func:`coarsened`). Every plan it considers is a pipeline of those intervals, so its plan is a
+    valid ``stages`` plan (``feasible``, bound 0; exactly ``stages`` non-empty ones where given),
+    ``no_solution`` where none of them fits the devices (a finer split may: this proves nothing)."""
+    start = time.perf_counter()
+    stages = stage_count(problem, stages)
+    contraction = coarsened(problem, contract(problem, stages is None), blocks)
+    graph = build_graph(problem, contraction)
+    layers = build_layers(problem)
+    _, value, plan = best_plan(problem, graph, layers, prefix_family(list(range(contraction.size))), math.inf,
+                               None, "coarse chain", stages)
+    runtime = time.perf_counter() - start
+    if plan is None:
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", runtime_s=runtime,
+                        message=f"no pipeline of {contraction.size} intervals of a topological order fits the devices")
+    return Solution(Status.FEASIBLE, plan, value, 0.0, "chain-dp", runtime_s=runtime)
+
+
 def solve_chain(problem: Instance, *, stages: int | None = None,
-                progress: Callable[[str], None] | None = None) -> Solution:
+                progress: Callable[[str], None] | None = None, ceiling: float = math.inf) -> Solution:
     """A good ``stages`` plan fast: the exact DP restricted to the prefixes of a few topological orders.
 
     No ideals are enumerated, so it runs where the full DP would refuse; the plan is optimal among
@@ -112,18 +170,20 @@ def solve_chain(problem: Instance, *, stages: int | None = None,
     trivial bound 0), or ``infeasible`` only in the sense that no such plan exists (``no_solution``).
     ``stages=N`` restricts it to plans of exactly ``N`` non-empty stages (as in
     :func:`placement.solvers.dp.solve_dp`). ``progress`` is called as the DP's is, between steps (it
-    may stop the run by raising, as :func:`placement.solvers.dp.deadline_watch` does).
+    may stop the run by raising, as :func:`placement.solvers.dp.deadline_watch` does). ``ceiling``: the
+    value of a plan known already; only better plans are searched for (``no_solution`` if there are none).
     """
     start = time.perf_counter()
     stages = stage_count(problem, stages)
     contraction = contract(problem, stages is None)
     graph = build_graph(problem, contraction)
     layers = build_layers(problem)
-    best, best_plan = upper_bound(problem, graph, layers, contraction, stages, progress=progress)
+    best, best_plan = upper_bound(problem, graph, layers, contraction, stages, progress=progress, ceiling=ceiling)
     runtime = time.perf_counter() - start
     if best_plan is None:
         what = "" if stages is None else f" into exactly {stages} stages"
+        below = "" if math.isinf(ceiling) else f" below {ceiling:.6g}"
         return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", runtime_s=runtime,
-                        message=f"no interval split{what} of the tried topological orders fits the devices")
+                        message=f"no interval split{what} of the tried topological orders{below} fits the devices")
     return Solution(Status.FEASIBLE, best_plan, best, 0.0, "chain-dp", runtime_s=runtime)
 

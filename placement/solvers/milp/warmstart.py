@@ -16,11 +16,17 @@ branchy graphs it takes the share of the time limit the latency improvements
 InceptionV3 latency instance (12 accelerators, 8 CPUs) the DP needs about 100 s, while the
 latency chain DP's plan (1325.48) takes 0.1 s and the module-chain plan (1199.70) about 8 s.
 
-Past its deadline (a share of the MILP's time limit) the DP stops and the chain DP's plan is
-the start; where the chain DP stops too (time or memory: on a graph of 20,000 nodes and random
-edges it does not finish in a minute), the greedy fill (:mod:`placement.solvers.baselines.greedy`,
-linear time) is. The DPs' progress lines reach the caller prefixed ``warm start:``. For latency,
-once the deadline has passed with a plan in hand, the baselines not yet run are skipped.
+Past its deadline (a share of the MILP's time limit), or above ``max_ideals``, the DP stops and
+the chain DP's plan is the start. First the chain DP runs over the prefixes of one topological
+order cut into at most 1,000 intervals (:func:`placement.solvers.chain_dp.solve_coarse_chain`,
+about linear time in the graph: a pipeline to fall back on), then over every prefix of a few
+orders, searching only for better plans, for at most a second past the deadline. Where the
+intervals give no plan, the fine chain DP has a share of the time limit as long again past the
+deadline, and where it stops too (on a graph of 20,000 nodes and random edges it does not
+finish in a minute), the greedy fill (:mod:`placement.solvers.baselines.greedy`, linear time,
+not always a pipeline) is the start. The DPs' progress lines reach the caller prefixed
+``warm start:``. For latency, once the deadline has passed with a plan in hand, the baselines not
+yet run are skipped.
 
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan); for latency
@@ -30,6 +36,7 @@ non-empty devices, the DP when none has; no start when none finds one.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -40,6 +47,7 @@ from placement.solution import Solution, Status
 from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.baselines.latency_modules import solve_latency_modules
+from placement.solvers.chain_dp import solve_coarse_chain
 from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
@@ -135,6 +143,10 @@ def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str],
     return pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)[0]
 
 
+#: seconds the chain DP may run past the deadline where the chain DP over intervals found a plan
+GRACE_S = 1.0
+
+
 def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
                              stages: int | None = None, deadline: float | None = None) -> tuple[Plan | None, float]:
     """:func:`pipeline_start`'s plan and, where the DP found it, the DP's lower bound on every
@@ -143,19 +155,37 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
     share = None if deadline is None else max(1.0, deadline - time.perf_counter())
     told = None if progress is None else (lambda line: progress(f"warm start: {line}"))   # the DP's own lines
     try:
+        if deadline is not None and time.perf_counter() >= deadline:   # not even the ideals get counted
+            raise LimitExceededError("the time limit ran out before the DP could start", parameter="time_limit")
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline, told))
         source = f"DP optimum ({what})"
     except LimitExceededError as exc:
-        try:   # the chain DP gets a share as long again
-            later = None if deadline is None or share is None else max(deadline, time.perf_counter()) + share
-            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told))
+        coarse = solve_coarse_chain(problem, stages=stages)   # a pipeline in about linear time, to fall back on
+        fallback = coarse if coarse.plan is not None else None
+        if progress is not None and fallback is not None:
+            progress(f"warm start: the chain DP over intervals of a topological order: max-load "
+                     f"{coarse.objective:.6g} ({coarse.runtime_s:.2f} s)")
+        try:   # the chain DP gets a share as long again past the deadline, a second at most with a plan in hand
+            later = None if deadline is None or share is None else \
+                max(deadline, time.perf_counter()) + (min(share, GRACE_S) if fallback is not None else share)
+            if later is not None and time.perf_counter() >= later:
+                raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
+            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told),
+                                   ceiling=coarse.objective if fallback is not None else math.inf)
         except LimitExceededError as chain_exc:
+            if fallback is not None:
+                if progress is not None:
+                    progress(f"warm start from the chain DP over intervals ({fallback.objective:.6g}): the chain DP "
+                             f"stopped ({chain_exc})")
+                return fallback.plan, 0.0
             greedy = greedy_start(problem) if stages is None else None
             if progress is not None:
-                progress(f"no warm start: {chain_exc}" if greedy is None else
-                         f"warm start from the greedy fill ({greedy.objective:.6g}): the chain DP stopped ({chain_exc})")
+                progress(f"no warm start: {chain_exc}" if greedy is None else f"warm start from the greedy fill "
+                         f"({greedy.objective:.6g}): the chain DP stopped ({chain_exc})")
             return (None, 0.0) if greedy is None else (greedy.plan, 0.0)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
+        if solution.plan is None and fallback is not None:   # nothing better than the intervals' plan
+            solution, source = fallback, source + " over intervals of a topological order"
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
     if solution.status not in (Status.OPTIMAL, Status.FEASIBLE):

@@ -1,0 +1,73 @@
+"""The chain DP over intervals of a topological order (placement.solvers.chain_dp.solve_coarse_chain):
+the intervals it cuts, and its optimum against every pipeline of those intervals, enumerated."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from placement.plan import DeviceAssignment, Plan
+from placement.solution import Status
+from placement.solvers.chain_dp import coarsened, solve_coarse_chain
+from placement.solvers.dp import solve_dp
+from placement.solvers.ideals import contract
+from placement.verification.evaluate import evaluate
+from tests.test_milp_stages import random_problem
+
+
+def pipelines_of(problem, intervals):
+    """Every plan whose devices, in order, hold consecutive runs of ``intervals`` (lists of node positions),
+    each run on a device of a type that takes it, no more devices of a type than it has."""
+    types = problem.device_types
+    for cuts in itertools.product((False, True), repeat=len(intervals) - 1):
+        runs, current = [], list(intervals[0])
+        for cut, interval in zip(cuts, intervals[1:]):
+            if cut:
+                runs.append(current)
+                current = []
+            current = current + list(interval)
+        runs.append(current)
+        for kinds in itertools.product(range(len(types)), repeat=len(runs)):
+            if any(kinds.count(t) > types[t].count for t in range(len(types))):
+                continue
+            yield Plan(tuple(DeviceAssignment(types[t].name, tuple(problem.nodes[v].id for v in sorted(run)))
+                             for t, run in zip(kinds, runs)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("blocks", [3, 6])
+def test_its_optimum_is_the_best_pipeline_of_its_intervals(seed, blocks):
+    problem = random_problem(24, seed=seed)
+    contraction = coarsened(problem, contract(problem), blocks)
+    assert contraction.size <= blocks
+    assert sorted(v for members in contraction.members for v in members) == list(range(len(problem.nodes)))
+    assert all(s < w for s, targets in enumerate(contraction.succ) for w in targets)   # still in topological order
+    best = math.inf
+    for plan in pipelines_of(problem, contraction.members):
+        check = evaluate(problem, plan, "stages")
+        if check.valid:
+            best = min(best, check.max_load)
+    found = solve_coarse_chain(problem, blocks=blocks)
+    if math.isinf(best):
+        assert found.status is Status.NO_SOLUTION and found.plan is None
+        return
+    assert found.status is Status.FEASIBLE and found.bound == 0.0
+    check = evaluate(problem, found.plan, "stages")
+    assert check.valid and check.max_load == pytest.approx(best, rel=1e-12)
+    assert found.objective == pytest.approx(best, rel=1e-12)
+    assert best >= solve_dp(problem).objective   # a pipeline of the intervals is one of the graph's
+
+
+def test_a_graph_within_the_blocks_keeps_its_supernodes():
+    problem = random_problem(12, seed=3)
+    assert coarsened(problem, contract(problem), 12) == contract(problem)
+
+
+def test_exactly_n_stages_of_intervals():
+    problem = random_problem(24, seed=1)
+    for stages in (1, 2, 3):
+        found = solve_coarse_chain(problem, stages=stages, blocks=6)
+        if found.plan is not None:
+            assert found.plan.non_empty == stages and evaluate(problem, found.plan, "stages").valid
