@@ -462,6 +462,39 @@ def test_the_dp_keeps_its_deadline_while_it_finds_its_upper_bound():
                                         "ideals (20%), ")
 
 
+def test_the_chain_dp_stopped_in_a_later_order_keeps_the_plan_of_the_earlier_ones():
+    """The chain + one node beside it has two distinct orders; a deadline that passes as the second
+    starts leaves the first order's plan, which was thrown away (a 10,000-node layered graph under
+    auto --time-limit 5 ended with no plan)."""
+    import time
+
+    from placement.problem.instance import Edge, Node, make_two_type_problem
+    from placement.solvers.chain_dp import solve_chain, topological_orders
+    from placement.solvers.dp import _DeadlineWatch
+    from placement.solvers.dp_table import best_plan, build_graph, build_layers, prefix_family
+    from placement.solvers.ideals import contract
+    from placement.verification.evaluate import evaluate
+    from tests.test_dp_memory import line
+
+    chain = line(1280)
+    beside = Node(9999, "beside", (1.0, 10.0), out_cost=0.1)
+    problem = make_two_type_problem((*chain.nodes, beside), (*chain.edges, Edge(0, 9999)), 3, 1, math.inf)
+
+    class Watch(_DeadlineWatch):
+        def _stop_if_late(self, message: str) -> None:
+            if message.startswith("chain, order 2 of 2"):
+                self.deadline = time.perf_counter() - 1.0
+            super()._stop_if_late(message)
+
+    found = solve_chain(problem, progress=Watch(math.inf, None))
+    contraction = contract(problem)
+    first = topological_orders(contraction)[0]
+    _, value, plan = best_plan(problem, build_graph(problem, contraction), build_layers(problem),
+                               prefix_family(first), math.inf, None, "chain")
+    assert found.status is Status.FEASIBLE and found.plan == plan and found.objective == value
+    assert evaluate(problem, found.plan, "stages").valid
+
+
 def test_a_warm_start_the_chain_dp_cannot_make_is_the_intervals_or_the_greedy_fill_or_none_not_an_error(
         monkeypatch):
     """Where the DP and the chain DP both refuse (tables past the memory a count of 10^9 devices of two

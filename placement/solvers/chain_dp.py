@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
@@ -99,8 +100,13 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
         # each order's run counts its ideals from 0 again: its lines say which order they are about
         label = "chain" if len(distinct) == 1 else f"chain, order {i} of {len(distinct)}"
         # Only a plan better than the best so far matters: it is the ceiling of the next run.
-        _, value, plan = best_plan(problem, graph, layers, prefix_family(list(order)), best, progress, label,
-                                   stages, compiled)
+        try:
+            _, value, plan = best_plan(problem, graph, layers, prefix_family(list(order)), best, progress, label,
+                                       stages, compiled)
+        except LimitExceededError:   # stopped (the time limit): the orders run so far keep their plan
+            if best_found is None:   # (no progress line: past its deadline, the watch stops every call)
+                raise
+            break
         if plan is not None and value < best:
             best, best_found = value, plan
     return best, best_found
