@@ -146,3 +146,43 @@ def test_a_large_limit_counts_the_ideals_before_it_stores_them(monkeypatch):
     assert heard == ["counting the ideals (at most 1,000,000,000,000)", "28 ideals"]
     monkeypatch.setattr(ideals, "COUNT_FIRST", 1 << 22)
     assert [a.tolist() for a in enumerate_ideals(graph)] == [parent.tolist(), added.tolist()]
+
+
+def test_the_combinations_of_device_counts_are_every_count_in_mixed_radix():
+    """Layer L holds count (L // radix_t) mod (c_t + 1) of type t (the first type varies fastest), and its
+    layer with one device of type t fewer is L − radix_t, as an independent enumeration lists them."""
+    import itertools
+
+    from placement.problem.instance import DeviceType, Instance
+
+    for caps in ((1,), (4, 1), (0, 3), (3, 0, 2), (2, 2, 2, 2)):
+        problem = Instance((Node(1, "a", tuple(1.0 for _ in caps)),), (),
+                           tuple(DeviceType(f"t{i}", c) for i, c in enumerate(caps)))
+        layers = dp_table.build_layers(problem)
+        combos = [tuple(reversed(c)) for c in itertools.product(*(range(c + 1) for c in reversed(caps)))]
+        assert [tuple(row) for row in layers.counts.tolist()] == combos and layers.full == len(combos) - 1
+        for L, combo in enumerate(combos):
+            for t in range(len(caps)):
+                fewer = combo[:t] + (combo[t] - 1,) + combo[t + 1:]
+                assert layers.prev[L, t] == (combos.index(fewer) if combo[t] else -1)
+
+
+def test_many_device_types_are_refused_before_their_tables_are_built_and_auto_solves_the_milp():
+    """Seven types of 8 devices: 9^7 combinations of counts, 13 ideals of a 12-node chain: 13 · 9^7 · 24
+    bytes (1.39 GiB) of tables, past the 1 GiB the DP may take (a 500-node chain of six such types took
+    13 GB and ran far past its time limit). ``auto`` solves the MILP instead, within its limit."""
+    from placement.problem.instance import DeviceType, Instance
+
+    types = tuple(DeviceType(f"t{i}", 8) for i in range(7))
+    nodes = tuple(Node(v, f"n{v}", tuple(1.0 + (v * 7 + 3 * t) % 5 for t in range(7)), out_cost=0.5)
+                  for v in range(12))
+    problem = Instance(nodes, tuple(Edge(v, v + 1) for v in range(11)), types)
+    with pytest.raises(LimitExceededError) as refused:
+        solve_dp(problem)
+    assert str(refused.value) == (
+        "the DP keeps a value per ideal and combination of device counts: 13 ideals × 4,782,969 combinations "
+        "(9 × 9 × 9 × 9 × 9 × 9 × 9) would take 1.39 GiB, more than the 1 GiB it may; give fewer device types "
+        "(types that differ little as one), or solve the MILP")
+    pytest.importorskip("ortools")
+    result = placement.solve(problem, time_limit=20)
+    assert result.method == "milp" and result.verified and result.plan

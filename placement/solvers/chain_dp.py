@@ -28,7 +28,8 @@ from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
 from placement.parameters import stage_count
-from placement.solvers.dp_table import Graph, Layers, best_plan, build_graph, build_layers, prefix_family
+from placement.solvers.dp_table import (Graph, Layers, best_plan, build_graph, build_layers, extract, fill,
+                                       prefix_family, prepare)
 from placement.solvers.ideals import Contraction, contract
 
 
@@ -114,6 +115,9 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
 
 #: the most blocks :func:`solve_coarse_chain` cuts the order into
 COARSE_BLOCKS = 1000
+#: the most pairs of intervals times combinations of device counts it examines: with many device types
+#: (each combination a layer of the DP's table) it cuts the order into fewer intervals
+COARSE_WORK = 2 * 10 ** 7
 
 
 def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contraction:
@@ -147,19 +151,27 @@ def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contr
                        contraction.merged_zero_cost)
 
 
-def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: int = COARSE_BLOCKS) -> Solution:
+def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: int = COARSE_BLOCKS,
+                       progress: Callable[[str], None] | None = None) -> Solution:
     """A ``stages`` plan in about linear time on any graph size: the chain DP over the prefixes of the
     contracted graph's topological order cut into at most ``blocks`` intervals of about equal work
-    (:func:`coarsened`). Every plan it considers is a pipeline of those intervals, so its plan is a
-    valid ``stages`` plan (``feasible``, bound 0; exactly ``stages`` non-empty ones where given),
-    ``no_solution`` where none of them fits the devices (a finer split may: this proves nothing)."""
+    (:func:`coarsened`; fewer where the device types have many combinations of counts, to keep the
+    pairs of intervals times the combinations within :data:`COARSE_WORK`). Every plan it considers
+    is a pipeline of those intervals, so its plan is a valid ``stages`` plan (``feasible``, bound 0;
+    exactly ``stages`` non-empty ones where given), ``no_solution`` where none of them fits the
+    devices (a finer split may: this proves nothing). ``progress``: as :func:`solve_chain`'s."""
     start = time.perf_counter()
     stages = stage_count(problem, stages)
+    combinations = math.prod(t.count + 1 for t in problem.device_types)
+    blocks = min(blocks, max(4, math.isqrt(2 * COARSE_WORK // combinations)))
     contraction = coarsened(problem, contract(problem, stages is None), blocks)
     graph = build_graph(problem, contraction)
-    layers = build_layers(problem)
-    _, value, plan = best_plan(problem, graph, layers, prefix_family(list(range(contraction.size))), math.inf,
-                               None, "coarse chain", stages)
+    layers = build_layers(problem, contraction.size + 1)
+    # one run without a ceiling: the few intervals leave little to prune, and a run under a ceiling
+    # below the optimum (best_plan's first tries) would be work lost
+    data = prepare(graph, layers, prefix_family(list(range(contraction.size))), keep_bits=False)
+    table = fill(problem, graph, layers, data, math.inf, progress, "chain over intervals", stages)
+    value, plan = extract(problem, graph, layers, table, stages)
     runtime = time.perf_counter() - start
     if plan is None:
         return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", runtime_s=runtime,
@@ -183,7 +195,7 @@ def solve_chain(problem: Instance, *, stages: int | None = None,
     stages = stage_count(problem, stages)
     contraction = contract(problem, stages is None)
     graph = build_graph(problem, contraction)
-    layers = build_layers(problem)
+    layers = build_layers(problem, contraction.size + 1)
     best, best_plan = upper_bound(problem, graph, layers, contraction, stages, progress=progress, ceiling=ceiling)
     runtime = time.perf_counter() - start
     if best_plan is None:

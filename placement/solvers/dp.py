@@ -144,14 +144,14 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
                                 f"part{'' if contraction.size == 1 else 's'} "
                                 "that a pipeline can separate (colour classes and cycles stay on one device)")
     graph = build_graph(problem, contraction)
-    layers = build_layers(problem)
+    layers = build_layers(problem, contraction.size + 1)
 
     most = most_ideals(graph, layers)   # past it the tables cannot fit: the count stops there
     try:
         family = enumerate_ideals(contraction, min(max_ideals, most), progress)  # fail fast, before any solving
     except LimitExceededError as exc:
         if most < max_ideals and exc.parameter == "max_ideals":   # the count passed what memory holds
-            raise too_many_for_memory(most, graph) from None
+            raise too_many_for_memory(most, graph, layers) from None
         if stages is None:
             raise
         raise LimitExceededError(f"{exc} (with stages, zero-cost classes are not merged, so there are more "

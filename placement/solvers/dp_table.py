@@ -168,20 +168,19 @@ def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:
     return capacity
 
 
-def build_layers(problem: Instance) -> Layers:
+def build_layers(problem: Instance, ideals: int = 2) -> Layers:
+    """Every combination of device counts (a layer: how many devices of each type a prefix of the
+    pipeline uses), numbered in mixed radix, with the layer one device of each type fewer. Refused
+    (:func:`check_states`) where the DP's tables for ``ideals`` ideals (at least ∅ and V) would be too
+    large, before any is built."""
     caps = [t.count for t in problem.device_types]
-    radix = np.cumprod([1] + [c + 1 for c in caps[:-1]])
-    n_layers = int(np.prod([c + 1 for c in caps]))
-    counts = np.zeros((n_layers, len(caps)), dtype=np.int64)
-    prev = np.full((n_layers, len(caps)), -1, dtype=np.int64)
-    for L in range(n_layers):
-        rest = L
-        for t in range(len(caps)):
-            counts[L, t] = rest % (caps[t] + 1)
-            rest //= caps[t] + 1
-            if counts[L, t] > 0:
-                prev[L, t] = L - radix[t]
-    return Layers(counts, prev, n_layers - 1)
+    check_states(ideals, math.prod(c + 1 for c in caps), [c + 1 for c in caps])
+    radix = np.cumprod([1] + [c + 1 for c in caps[:-1]]).astype(np.int64)
+    n_layers = math.prod(c + 1 for c in caps)
+    number = np.arange(n_layers, dtype=np.int64)
+    counts = np.column_stack([(number // radix[t]) % (caps[t] + 1) for t in range(len(caps))]).astype(np.int64)
+    prev = np.where(counts > 0, number[:, None] - radix[None, :], -1).astype(np.int64)
+    return Layers(counts.reshape(n_layers, len(caps)), prev.reshape(n_layers, len(caps)), n_layers - 1)
 
 
 @dataclass
@@ -286,11 +285,16 @@ def most_ideals(graph: Graph, layers: Layers, budget: float | None = None) -> in
     budget = memory_budget() if budget is None else budget
     n_types = graph.comp.shape[1]
     per_ideal = bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), False)
-    return int(min(budget / per_ideal, 2.0 ** 62))
+    return int(min(budget / per_ideal, MAX_STATE_BYTES / (3 * 8 * len(layers.counts)), 2.0 ** 62))
 
 
-def too_many_for_memory(most: int, graph: Graph) -> LimitExceededError:
-    """The refusal of a graph with more than ``most`` (:func:`most_ideals`) ideals."""
+def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceededError:
+    """The refusal of a graph with more than ``most`` (:func:`most_ideals`) ideals: :func:`check_states`'s
+    where the tables per combination of device counts bind, else the memory's."""
+    try:
+        check_states(most + 1, len(layers.counts))
+    except LimitExceededError as exc:
+        return exc
     return LimitExceededError(
         f"more than {most:,} ideals in the contracted graph ({graph.contraction.size} supernodes): the DP's tables "
         f"would take more than the {memory_budget() / 2.0 ** 30:,.1f} GiB of memory it may use (80% of the memory "
@@ -298,13 +302,40 @@ def too_many_for_memory(most: int, graph: Graph) -> LimitExceededError:
         "class, or solve the MILP")
 
 
+#: the most (ideal, combination of device counts) entries the DP fills between two deadline checks
+STATES_PER_CHUNK = 2 ** 16
+
+#: the most bytes the DP's value, parent and choice per ideal and combination of device counts may take,
+#: whatever the memory: a catalogue of many device types multiplies the combinations (6 types of 8 devices
+#: and a CPU: 9^6 · 2 of them, 12.7 GB of tables for a 500-node chain, and filling one ideal's column
+#: touches a page of every combination's row). The published instances need at most about 0.1 GiB.
+MAX_STATE_BYTES = 2 ** 30
+
+
+def check_states(n: int, n_layers: int, factors: list[int] | None = None) -> None:
+    """:class:`LimitExceededError` where the DP's value, parent and choice for ``n`` ideals and ``n_layers``
+    combinations of device counts (``factors``, where they are every combination: each type's count plus
+    one) exceed :data:`MAX_STATE_BYTES`."""
+    states = n * 3 * 8 * n_layers
+    if states > MAX_STATE_BYTES:
+        gib = 2.0 ** 30
+        shown = f" ({' × '.join(map(str, factors))})" if factors and len(factors) <= 16 else ""
+        raise LimitExceededError(
+            f"the DP keeps a value per ideal and combination of device counts: {n:,} ideals × {n_layers:,} "
+            f"combinations{shown} would take {states / gib:,.3g} GiB, more than the {MAX_STATE_BYTES / gib:,.0f} GiB "
+            "it may; give fewer device types (types that differ little as one), or solve the MILP", "max_ideals")
+
+
 def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None, bitsets: bool = True) -> int:
     """The bytes of the fixed-size data of ``n`` ideals (:func:`bytes_per_ideal`; ``bitsets``: with a
     bitset row each); :class:`LimitExceededError` when they exceed ``budget`` (default:
-    :func:`memory_budget`)."""
+    :func:`memory_budget`), or when the tables per ideal and combination of device counts exceed
+    :data:`MAX_STATE_BYTES`."""
     budget = memory_budget() if budget is None else budget
     n_types = graph.comp.shape[1]
-    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), bitsets)
+    n_layers = len(layers.counts)
+    check_states(n, n_layers)
+    fixed = n * bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, n_layers, bitsets)
     if fixed > budget:
         raise _too_big(n, fixed, budget, "")
     return fixed
@@ -371,7 +402,8 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring.
     ``progress`` gets a line about once a second; where it has a ``poll(message)`` method
     (:func:`placement.solvers.dp.deadline_watch`), that is called after every other chunk of ideals (a
-    fiftieth of the family, or 256 ideals), and may stop the run by raising."""
+    fiftieth of the family, or 256 ideals, fewer where the layers would make a chunk more than
+    :data:`STATES_PER_CHUNK` entries), and may stop the run by raising."""
     n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])
@@ -404,7 +436,8 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     parent = np.empty((n_layers, n), dtype=np.int64)
     choice = np.empty((n_layers, n), dtype=np.int64)
     counters = np.zeros(3, dtype=np.int64)
-    chunk = max(256, n // 50)
+    # a fiftieth of the family, or 256 ideals, and fewer where each ideal has many layers to fill
+    chunk = max(1, min(max(256, n // 50), STATES_PER_CHUNK // n_layers))
     poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
     start = time.perf_counter()
     last = start

@@ -160,7 +160,11 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline, told))
         source = f"DP optimum ({what})"
     except LimitExceededError as exc:
-        coarse = solve_coarse_chain(problem, stages=stages)   # a pipeline in about linear time, to fall back on
+        try:   # a pipeline in about linear time, to fall back on
+            grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
+            coarse = solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace, told))
+        except LimitExceededError:   # its tables too would be too large (many device types), or it ran late
+            coarse = Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp")
         fallback = coarse if coarse.plan is not None else None
         if progress is not None and fallback is not None:
             progress(f"warm start: the chain DP over intervals of a topological order: max-load "
