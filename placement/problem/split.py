@@ -150,11 +150,32 @@ def split_lower_bound(problem: Instance, model: SplitModel) -> float:
     candidates = [np.where(np.arange(len(types)) == k, 1.0 / counts[k], 0.0) for k in range(len(types))]
     candidates.append(1.0 / (len(types) * counts))
     if len(types) == 2:
-        a, b = p[:, 0] / counts[0], p[:, 1] / counts[1]
-        ok = np.isfinite(a) & np.isfinite(b) & (a + b > 0)
-        for t in np.unique(b[ok] / (a[ok] + b[ok])):
-            candidates.append(np.array([t / counts[0], (1 - t) / counts[1]]))
+        candidates.extend(np.array([t / counts[0], (1 - t) / counts[1]]) for t in _best_breakpoints(p, counts))
     return max(g(lam) for lam in candidates)
+
+
+def _best_breakpoints(p: "np.ndarray", counts: "np.ndarray", keep: int = 8) -> list[float]:
+    """For two types, the breakpoints ``t`` of ``g(t) = Σ_i min(t·a_i, (1−t)·b_i)`` (``a``, ``b``: the rows'
+    times over the types' counts; a row infinite on one type takes the other's term, one infinite on
+    both counts nothing) with the ``keep`` largest values of ``g``, found in ``O(rows log rows)``: sorted
+    by breakpoint ``τ_i = b_i / (a_i + b_i)``, ``g(τ_j) = τ_j · Σ_{i ≥ j} a_i + (1 − τ_j) · Σ_{i < j} b_i``
+    plus the one-sided rows. The caller evaluates them exactly (these sums are running ones)."""
+    import numpy as np
+
+    a, b = p[:, 0] / counts[0], p[:, 1] / counts[1]
+    ok = np.isfinite(a) & np.isfinite(b) & (a + b > 0)
+    if not ok.any():
+        return []
+    only_a = float(a[np.isfinite(a) & ~np.isfinite(b)].sum())   # rows a CPU-less type cannot hold, and back
+    only_b = float(b[np.isfinite(b) & ~np.isfinite(a)].sum())
+    tau = b[ok] / (a[ok] + b[ok])
+    by_tau = np.argsort(tau, kind="stable")
+    tau, a_ok, b_ok = tau[by_tau], a[ok][by_tau], b[ok][by_tau]
+    from_here = np.cumsum(a_ok[::-1])[::-1]                     # Σ_{i ≥ j} a_i
+    before = np.concatenate([[0.0], np.cumsum(b_ok)[:-1]])      # Σ_{i < j} b_i
+    values = tau * (from_here + only_a) + (1 - tau) * (before + only_b)
+    best = np.argsort(-values, kind="stable")[:keep]
+    return sorted({float(tau[j]) for j in best})
 
 
 def memory_shortfall(problem: Instance) -> str | None:

@@ -135,7 +135,10 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
 
     shortfall = memory_shortfall(problem)
     if shortfall is None and warm_start is True:   # before the backend's import, which takes its time
-        warm_start = unsplit_start(problem, deadline, verify)
+        warm_start = unsplit_start(problem, deadline, verify, progress=progress)
+        if progress is not None:
+            progress("no starting plan" if warm_start is None else
+                     f"starting plan, every task on its layer's stage: {verify(warm_start).objective:.6g}")
     elif warm_start is False:
         warm_start = None
     check_backend_available(backend)
@@ -196,6 +199,8 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
 
     # --- model (built within the deadline: the backend's tick raises OutOfTime past it) ----------
     be.start_build(deadline, progress)
+    if progress is not None:
+        progress(f"building the split model for {be.name} ({len(problem.nodes):,} nodes, {S} devices)")
     try:
         V = _Model()
         for s in slots:
@@ -504,18 +509,19 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
 
 
 def unsplit_start(problem: Instance, deadline: float | None = None,
-                  verify: Callable[[Plan], Verdict] | None = None, share: float = 0.3) -> Plan | None:
+                  verify: Callable[[Plan], Verdict] | None = None, share: float = 0.3,
+                  progress: Callable[[str], None] | None = None) -> Plan | None:
     """The unsplit throughput optimum (the DP), its devices in pipeline order: a split plan with every
     task on its layer's stage. With ``verify`` (the split evaluator) and a ``deadline`` (a
     ``time.perf_counter()`` value), the DP gets half of ``share`` of the time left; where its plan breaks
     the split model's memory (the DP bounds node memory only) or it finds none in that time, the best
     valid plan of :func:`fitting_starts` found until ``share`` of the time left has passed (its first plan
     until ``deadline``); the DP's plan is the chain DP's where the DP runs out of its time or is refused
-    (too many ideals). ``None`` when no plan is found."""
+    (too many ideals). ``None`` when no plan is found. ``progress`` gets the DP's lines."""
     if verify is None:
-        return _dp_plan(problem, deadline)
+        return _dp_plan(problem, deadline, progress)
     left = None if deadline is None else max(0.0, deadline - time.perf_counter())
-    plan = _dp_plan(problem, None if left is None else time.perf_counter() + share / 2 * left)
+    plan = _dp_plan(problem, None if left is None else time.perf_counter() + share / 2 * left, progress)
     if plan is not None and verify(plan).valid:
         return plan
     budget = None if left is None else time.perf_counter() + share / 2 * left
@@ -527,13 +533,13 @@ def unsplit_start(problem: Instance, deadline: float | None = None,
     return None if best is None else best[1]
 
 
-def _dp_plan(problem: Instance, deadline: float | None) -> Plan | None:
+def _dp_plan(problem: Instance, deadline: float | None, progress: Callable[[str], None] | None = None) -> Plan | None:
     """The DP's throughput optimum of ``problem`` in pipeline order (the chain DP's plan where the DP
     runs past ``deadline`` or is refused), or ``None`` (no plan)."""
     from placement.solvers.dp import DEFAULT_MAX_IDEALS
     from placement.solvers.milp.warmstart import pipeline_start
 
-    plan = pipeline_start(problem, DEFAULT_MAX_IDEALS, None, deadline=deadline)
+    plan = pipeline_start(problem, DEFAULT_MAX_IDEALS, progress, deadline=deadline)
     if plan is None:
         return None
     order = pipeline_order(problem, plan) or range(len(plan.devices))
