@@ -1,15 +1,21 @@
 """The OR-Tools backends point file descriptor 1 at their log while a solver runs
-(placement.solvers.milp.backends.linear_solver.stdout_to). The descriptor is one per process, so two
+(placement.solvers.native_output.stdout_to). The descriptor is one per process, so two
 solves in threads take turns: before, each wrote into the other's log (HiGHS's bound, read from its
 log, came out as the other run's), and they restored it in the wrong order, leaving the caller's
 standard output in a deleted scratch file."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
-from placement.solvers.milp.backends.linear_solver import stdout_to
+import pytest
+
+from placement.solvers.native_output import stdout_to
 
 
 def test_two_threads_take_turns_and_file_descriptor_1_comes_back(tmp_path):
@@ -41,3 +47,26 @@ def test_two_threads_take_turns_and_file_descriptor_1_comes_back(tmp_path):
     assert second.read_text() == "second\n"
     after = os.fstat(1)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+
+
+@pytest.mark.parametrize("method, options", [
+    ("milp", ["--backend", "cbc", "--no-warm-start"]),   # CBC logs through the C library's buffer
+    ("partition", []),   # METIS: "***Cannot bisect a graph with 0 vertices!" on a graph of zero-time nodes
+])
+def test_json_output_holds_nothing_else_when_standard_output_is_a_pipe(tmp_path, method, options):
+    """On a pipe the C library buffers what native code prints, and flushed it at exit, after the JSON
+    document (unless PYTHONUNBUFFERED made the buffers line-sized)."""
+    pytest.importorskip("ortools" if method == "milp" else "pymetis")
+    zero = {"maxSizePerFPGA": 4, "maxFPGAs": 3, "maxCPUs": 2,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 0, "cpuLatency": 2 if i == 6 else 0,
+                       "isBackwardNode": int(i > 5), "size": 0} for i in (2, 1, 7, 6)],
+            "edges": [{"sourceId": 6, "destId": 7, "cost": 0}, {"sourceId": 1, "destId": 2, "cost": 0}]}
+    instance = tmp_path / "zero.json"
+    instance.write_text(json.dumps(zero))
+    chain = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-m", "placement", "solve", str(chain if method == "milp" else instance),
+                           "--method", method, *options, "--json", "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] in ("optimal", "feasible")

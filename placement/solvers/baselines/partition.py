@@ -30,6 +30,7 @@ from placement.errors import SolverUnavailableError
 from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.solution import Solution
 from placement.solvers.baselines.common import THROUGHPUT, build_plan, check_objective, throughput_solution, two_types
+from placement.solvers.native_output import stdout_to
 
 SCALE = 10 ** 6
 
@@ -111,8 +112,9 @@ def _partition(problem: Instance, classes: list[list[int]], class_of: list[int],
     for c, i in vertex.items():
         vweights[i] = sum(nodes[v].times[acc] for v in classes[c])  # type: ignore[misc]
     pymetis = _pymetis()
-    result = pymetis.part_graph(k, pymetis.CSRAdjacency(starts, adjacent), vweights=_scaled(vweights, 0),
-                                eweights=_scaled(costs, 1) if costs else None,
-                                options=pymetis.Options(seed=seed))
+    with stdout_to(None):   # METIS prints its complaints ("Cannot bisect a graph with 0 vertices!") there
+        result = pymetis.part_graph(k, pymetis.CSRAdjacency(starts, adjacent), vweights=_scaled(vweights, 0),
+                                    eweights=_scaled(costs, 1) if costs else None,
+                                    options=pymetis.Options(seed=seed))
     stats["edge_cut"] = int(result.edge_cuts)
     return [int(p) for p in result.vertex_part]

@@ -17,48 +17,19 @@ and a solver failure before it.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from placement.errors import SolverUnavailableError
+from placement.solvers.native_output import stdout_to
 from placement.solvers.milp.backends.base import (LIMIT_REACHED, BigMBackend, RawResult, SolveOptions, Terms,
                                                   append_log, limit_infeasible, package_version,
                                                   unavailable_message)
-
-
-#: File descriptor 1 is one per process: two solves in threads that each pointed it at their own log
-#: mixed their logs (HiGHS's bound, read from its log, came out as another run's) and restored it in
-#: the wrong order, leaving the caller's standard output in a deleted scratch file. The solves that
-#: redirect it take turns.
-_STDOUT = threading.Lock()
-
-
-@contextlib.contextmanager
-def stdout_to(path: str | None) -> Iterator[None]:
-    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs;
-    with no ``path``, nowhere: a library never writes on its caller's standard output (HiGHS prints
-    a banner there even with its output switched off, which would break ``--json``). One block at a
-    time in the process (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile
-    goes there too."""
-    with _STDOUT:
-        sys.stdout.flush()
-        saved = os.dup(1)
-        fd = os.open(os.devnull if path is None else path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.dup2(fd, 1)
-            yield
-        finally:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-            os.close(saved)
-            os.close(fd)
 
 
 def _milliseconds(seconds: float) -> int:

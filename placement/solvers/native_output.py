@@ -1,0 +1,52 @@
+"""Where native code writes its output: file descriptor 1 redirected while a solver runs, so that a
+library call never writes on its caller's standard output (a solver's banner or log would break
+``--json``)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+#: File descriptor 1 is one per process: two solves in threads that each pointed it at their own log
+#: mixed their logs (HiGHS's bound, read from its log, came out as another run's) and restored it in
+#: the wrong order, leaving the caller's standard output in a deleted scratch file. The solves that
+#: redirect it take turns.
+_STDOUT = threading.Lock()
+
+
+@contextlib.contextmanager
+def stdout_to(path: str | None) -> Iterator[None]:
+    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs;
+    with no ``path``, nowhere: a library never writes on its caller's standard output (HiGHS prints
+    a banner there even with its output switched off, which would break ``--json``). One block at a
+    time in the process (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile
+    goes there too."""
+    with _STDOUT:
+        sys.stdout.flush()
+        _flush_c_streams()
+        saved = os.dup(1)
+        fd = os.open(os.devnull if path is None else path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.dup2(fd, 1)
+            yield
+        finally:
+            sys.stdout.flush()
+            _flush_c_streams()   # what the solver left in the C library's buffer goes where it was sent
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(fd)
+
+
+def _flush_c_streams() -> None:
+    """``fflush(NULL)``: the C library buffers a native solver's output on a pipe or file (CBC's log), and
+    would write it on the caller's standard output at exit, after the redirection ended (past the end of
+    a JSON document)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.fflush(None)
+    except (OSError, AttributeError, TypeError):   # no C library to reach (the redirection still holds)
+        pass
