@@ -425,3 +425,34 @@ def test_local_search_says_how_far_it_has_got(monkeypatch):
     during = [line for line in lines if line.startswith("local search: restart ")]   # within a restart too
     assert during[0] == "local search: restart 1 of 3, 0 moves so far, no valid plan yet"
     assert {line.split(",")[0] for line in during} == {f"local search: restart {k} of 3" for k in (1, 2, 3)}
+
+
+def test_chain_blocks_end_at_the_supernodes_every_other_one_is_an_ancestor_or_descendant_of():
+    """The blocks against the definition, on random DAGs numbered in topological order: a cut vertex is
+    one whose ancestors and descendants (found by search here) are every other supernode, and block j
+    is the supernodes after the (j−1)-th cut vertex up to the j-th (the rest: one more block)."""
+    import random
+
+    from placement.solvers.baselines.pipedream import chain_blocks
+    from placement.solvers.ideals import Contraction
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        n = rng.randint(1, 10)
+        density = rng.random()
+        succ = [tuple(w for w in range(u + 1, n) if rng.random() < (density if w > u + 1 else 0.8))
+                for u in range(n)]
+
+        def reach(start: int, step) -> set[int]:
+            seen, todo = {start}, [start]
+            while todo:
+                for w in step(todo.pop()):
+                    if w not in seen:
+                        seen.add(w)
+                        todo.append(w)
+            return seen
+
+        pred = [[u for u in range(n) if w in succ[u]] for w in range(n)]
+        cuts = [c for c in range(n) if reach(c, lambda v: succ[v]) | reach(c, lambda v: pred[v]) == set(range(n))]
+        expected = [next((j for j, c in enumerate(cuts) if s <= c), len(cuts)) for s in range(n)]
+        assert chain_blocks(Contraction(tuple((s,) for s in range(n)), tuple(succ), tuple(range(n)), 0)) == expected

@@ -37,32 +37,30 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract
 
 
 def chain_blocks(contraction: Contraction) -> list[int]:
-    """Per supernode the index of its chain block (see the module docstring)."""
+    """Per supernode the index of its chain block (see the module docstring), in linear time.
+
+    The supernodes are numbered in a topological order, so ``c`` is a cut vertex exactly when every
+    supernode before it has a successor at or before ``c`` (paths move forward in the order, so each
+    then ends at ``c``, the one sink of the supernodes up to it) and every supernode after it has a
+    predecessor at or after ``c`` (each is then reached from ``c``). ``down(c)`` is then the supernodes
+    ``0 .. c``, so a block is the stretch of the order after the previous cut vertex up to ``c``."""
     size = contraction.size
-    down = [1 << s for s in range(size)]
-    for s in range(size):
-        for w in contraction.succ[s]:
-            down[w] |= down[s]
-    up = [1 << s for s in range(size)]
-    for s in range(size - 1, -1, -1):
-        for w in contraction.succ[s]:
-            up[s] |= up[w]
-    everything = (1 << size) - 1
-    block = [-1] * size
-    previous = 0
-    n_blocks = 0
+    first_successor = [size] * size    # the lowest successor of each supernode (size: none)
+    last_predecessor = [-1] * size     # the highest predecessor (-1: none)
+    for u, targets in enumerate(contraction.succ):
+        for w in targets:
+            first_successor[u] = min(first_successor[u], w)
+            last_predecessor[w] = max(last_predecessor[w], u)
+    lowest_after = [size] * (size + 1)   # lowest_after[c]: min last_predecessor over the supernodes after c
+    for w in range(size - 1, 0, -1):
+        lowest_after[w - 1] = min(lowest_after[w], last_predecessor[w])
+    block = [0] * size
+    reach, n_blocks = -1, 0              # reach: max first_successor over the supernodes before c
     for c in range(size):
-        if down[c] | up[c] != everything:
-            continue
-        fresh = down[c] & ~previous
-        for s in range(size):
-            if fresh >> s & 1:
-                block[s] = n_blocks
-        n_blocks += 1
-        previous = down[c]
-    for s in range(size):
-        if block[s] < 0:
-            block[s] = n_blocks
+        block[c] = n_blocks
+        if reach <= c and lowest_after[c] >= c:
+            n_blocks += 1
+        reach = max(reach, first_successor[c])
     return block
 
 
