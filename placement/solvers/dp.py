@@ -71,11 +71,16 @@ from placement.problem.units import sums_exactly
 from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
-from placement.solvers.chain_dp import solve_chain, upper_bound
+from placement.solvers.chain_dp import solve_chain, solve_coarse_chain, upper_bound
 from placement.solvers.dp_table import (Progress, best_plan, build_graph, build_layers, check_memory, is_prefix_family,
                                        most_ideals, too_many_for_memory, uses_compiled)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
+
+#: families of the prefixes of one order above this many ideals take the chain DP over intervals of the
+#: order (placement.solvers.chain_dp.solve_coarse_chain) as their upper bound: the run's own ceilings near
+#: the lower bound all failed where memory binds (a 100,000-node chain: six runs below the optimum, 92 s)
+COARSE_FROM = 20_000
 
 #: the DP's optimum is proven when the rounding of its sums (:func:`rounding_error`) is at most this
 #: share of its value: the tolerance of the MILP on rounded data
@@ -163,18 +168,24 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
         if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
-    if prefixes:   # the chain DP would be this very run
+    if prefixes and n_ideals <= COARSE_FROM:   # the chain DP would be this very run
         ub, ub_plan = math.inf, None
         if progress is not None:
             progress("the ideals are the prefixes of the one topological order: no upper bound needed")
     else:
-        ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled, progress)
+        if prefixes:   # the run's own first tries, ceilings near the lower bound, may all fail where it is loose
+            coarse = solve_coarse_chain(problem, stages=stages, progress=progress)
+            ub, ub_plan = coarse.objective, coarse.plan
+            what = "the chain DP over intervals of the order"
+        else:
+            ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled, progress)
+            what = "chain DP"
         slack = rounding_error(problem, ub) if ub_plan is not None else 0.0
         if slack > 0:   # the sums may be off either way: the ceiling is the plan's true value plus that
             ub = evaluate(problem, ub_plan, "stages").max_load + slack
         chain_time = time.perf_counter() - start
         if progress is not None:
-            progress(f"upper bound from chain DP: {ub:.6g} ({chain_time:.2f} s)")
+            progress(f"upper bound from {what}: {ub:.6g} ({chain_time:.2f} s)")
 
     table, value, plan = best_plan(problem, graph, layers, family, ub, progress, "dp", stages, compiled)
     if plan is None and ub_plan is not None:  # cannot happen: the DP admits every block of the chain plan
