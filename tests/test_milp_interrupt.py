@@ -72,6 +72,18 @@ def test_without_an_interrupt_the_answer_and_errors_come_through():
         solve_interruptibly(Failing(), SolveOptions(time_limit=1))
 
 
+def test_a_search_far_past_its_time_limit_is_asked_to_stop(monkeypatch):
+    """A search that keeps to no limit (PuLP's CBC ran 40 s for 3.2) is stopped as Ctrl-C would, past its
+    limit and grace, and its answer says so; one that cannot be stopped is waited for."""
+    from placement.solvers.milp import interrupt
+
+    monkeypatch.setattr(interrupt, "OVERRUN_GRACE_S", 0.05)
+    backend = _Searching(stoppable=True)
+    raw = solve_interruptibly(backend, SolveOptions(time_limit=0.05))
+    assert backend.returned and raw.status == "feasible" and raw.objective == 3.0
+    assert raw.message == "searching was stopped 0.05 s past its time limit (it looks at its clock only between steps)"
+
+
 @pytest.mark.skipif(not RESNET.exists(), reason="the published instances are not beside the project")
 @pytest.mark.parametrize("backend", ["cp-sat"])
 def test_ctrl_c_during_a_long_search_exits_130(backend):

@@ -10,19 +10,25 @@ the interrupt reaches it at once (the process's SIGINT handler is restored every
 (:meth:`~placement.solvers.milp.backends.base.Backend.interrupt`), given
 :data:`INTERRUPT_GRACE_S` seconds to return, and the :class:`KeyboardInterrupt` goes on to the
 caller. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
-its daemon thread, which ends with the process.
+its daemon thread, which ends with the process. A solver still searching well past its time limit
+(:data:`OVERRUN_GRACE_S`, :data:`OVERRUN_SHARE`) is asked to stop the same way, and its result says so.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
+from dataclasses import replace
 from typing import Any
 
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions
 
 #: seconds a stopped solver is given to return before the interrupt goes on without it
 INTERRUPT_GRACE_S = 5.0
+#: a solver still running this many seconds, or this share of its time limit if more, past the limit is
+#: asked to stop as Ctrl-C would (PuLP's CBC, CP-SAT and SCIP stop; HiGHS and CBC behind OR-Tools cannot be)
+OVERRUN_GRACE_S, OVERRUN_SHARE = 2.0, 0.25
 #: seconds between two restorings of the process's SIGINT handler while a solver runs
 REASSERT_S = 0.2
 
@@ -51,14 +57,24 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
         finally:
             finished.set()
 
+    late = time.perf_counter() + options.time_limit + max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit)
+    stopped = False
     try:
         threading.Thread(target=work, name="milp-solve", daemon=True).start()
         while not finished.wait(REASSERT_S):
             _reassert_sigint()
+            if not stopped and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
+                stopped = True
+                be.interrupt()
     except KeyboardInterrupt:
         if be.interrupt():
             finished.wait(INTERRUPT_GRACE_S)
         raise
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["raw"]
+    raw = outcome["raw"]
+    if stopped:
+        note = (f"{be.name} was stopped {max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit):g} s past its time "
+                "limit (it looks at its clock only between steps)")
+        raw = replace(raw, message="; ".join(m for m in (raw.message, note) if m))
+    return raw

@@ -122,6 +122,8 @@ class PulpBackend(BigMBackend):
         self.objective_scale = CBC_OBJECTIVE_SCALE if self.is_cbc else 1.0
         #: the scratch directory of the solve under way (module docstring), or None
         self._workdir: str | None = None
+        #: whether the solve under way was asked to stop (:meth:`interrupt`)
+        self._stopped = False
 
     def _fresh(self, name: str) -> str:
         # PuLP names must be unique and free of brackets and commas in LP files
@@ -183,6 +185,7 @@ class PulpBackend(BigMBackend):
         # CBC's bound is only in its log: it logs to a scratch file, read back here and then added to
         # the user's log (which may be no regular file: reading /dev/full back never ends)
         log_path = options.log_path
+        self._stopped = False
         workdir = self._workdir = tempfile.mkdtemp(prefix="placement-pulp-")
         scratch = os.path.join(workdir, "solver.log") if is_cbc else None
         if scratch is not None:
@@ -196,6 +199,9 @@ class PulpBackend(BigMBackend):
             try:
                 self.problem.solve(solver)
             except self._pulp.PulpSolverError as exc:   # the solver's process failed (crashed, killed)
+                if self._stopped:   # stopped here: its plans went with its process
+                    return RawResult("no_solution", wall_s=time.perf_counter() - start,
+                                     message=f"PuLP's {self.solver_name} was stopped before it wrote a solution")
                 return RawResult("error", wall_s=time.perf_counter() - start,
                                  message=f"PuLP's {self.solver_name} failed: {str(exc).strip().splitlines()[0]}")
             wall = time.perf_counter() - start
@@ -217,6 +223,7 @@ class PulpBackend(BigMBackend):
 
     def interrupt(self) -> bool:
         workdir = self._workdir
+        self._stopped = workdir is not None
         return workdir is not None and stop_children_naming(workdir)
 
     def _result(self, wall: float, bound: float | None, time_limit: float) -> RawResult:
