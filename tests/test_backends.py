@@ -421,7 +421,7 @@ def test_the_dp_polls_its_deadline_between_progress_lines():
 
     class Watch(_DeadlineWatch):
         def _stop_if_late(self, message: str) -> None:
-            if re.match(r"dp: [\d,]+/", message):
+            if re.match(r"dp, try 1 of \d: [\d,]+/", message):
                 chunks.append(message)
                 if len(chunks) == 2:
                     self.deadline = time.perf_counter() - 1.0   # the deadline has passed as the second chunk ends
@@ -430,8 +430,10 @@ def test_the_dp_polls_its_deadline_between_progress_lines():
     with pytest.raises(PlacementError) as raised:
         solve_dp(line(1280), progress=Watch(math.inf, None))
     assert raised.value.parameter == "time_limit"
-    assert str(raised.value).startswith("the time limit ran out while the DP ran (dp: 512/1,281 ideals (40%), ")
-    assert [m.split(" (")[0] for m in chunks] == ["dp: 256/1,281 ideals", "dp: 512/1,281 ideals"]
+    # the first of its tries under ceilings near the lower bound (each try's lines are numbered)
+    assert str(raised.value).startswith("the time limit ran out while the DP ran (dp, try 1 of 7: 512/1,281 ideals "
+                                        "(40%), ")
+    assert [m.split(" (")[0] for m in chunks] == ["dp, try 1 of 7: 256/1,281 ideals", "dp, try 1 of 7: 512/1,281 ideals"]
     assert isinstance(deadline_watch(math.inf), _DeadlineWatch) and deadline_watch(None) is None
 
 
@@ -458,8 +460,8 @@ def test_the_dp_keeps_its_deadline_while_it_finds_its_upper_bound():
     with pytest.raises(PlacementError) as raised:
         solve_dp(problem, progress=Watch(math.inf, None))
     # the three orders tried are two distinct ones here, so the line says which it is about
-    assert str(raised.value).startswith("the time limit ran out while the DP ran (chain, order 1 of 2: 256/1,282 "
-                                        "ideals (20%), ")
+    assert str(raised.value).startswith("the time limit ran out while the DP ran (chain, order 1 of 2, try 1 of 7: "
+                                        "256/1,282 ideals (20%), ")
 
 
 def test_the_chain_dp_stopped_in_a_later_order_keeps_the_plan_of_the_earlier_ones():

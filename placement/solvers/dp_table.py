@@ -489,8 +489,10 @@ def best_plan(problem: Instance, graph: Graph, layers: Layers, family: tuple[np.
     data = prepare(graph, layers, family, compiled, keep_bits=False)
     if progress is not None and time.perf_counter() - started >= PREPARE_NOTED_S:
         progress(f"{label}: tables built in {time.perf_counter() - started:.1f} s")
-    for ceiling in ceilings:
-        table = fill(problem, graph, layers, data, ceiling, progress, label, stages)
+    for i, ceiling in enumerate(ceilings, 1):
+        # each try counts the ideals from 0 again: its lines say which try they are about
+        named = label if len(ceilings) == 1 else f"{label}, try {i} of {len(ceilings)}"
+        table = fill(problem, graph, layers, data, ceiling, progress, named, stages)
         counters += table.counters
         value, plan = extract(problem, graph, layers, table, stages)
         if plan is not None:
