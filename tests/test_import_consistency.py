@@ -91,8 +91,26 @@ class Activations(nn.Module):
         return self.down(self.rms(self.norm(self.log_sigmoid(self.softplus(h)))))
 
 
+class MaskedAttention(nn.Module):
+    """Attention under a boolean mask given as an input: the exporters write it as ``Where(mask, 0, -inf)``
+    added to the scores and guard the softmax's fully hidden rows with ``IsNaN`` and ``Where``."""
+
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x, mask):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        h = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(h.transpose(1, 2).reshape(b, n, d))
+
+
 def _cases():
     torch.manual_seed(0)
+    causal = torch.ones(2, 1, 8, 8, dtype=torch.bool).tril()
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2,
                                     enable_nested_tensor=False)
     return {
@@ -112,6 +130,8 @@ def _cases():
         "activations": (Activations(), (torch.randn(4, 8, 16),), {}),
         "activations-opset13": (Activations(rms=False), (torch.randn(4, 8, 16),),
                                 {"opset_version": 13, "dynamo": False}),
+        "bool-mask": (MaskedAttention(), (torch.randn(2, 8, 32), causal), {}),
+        "bool-mask-opset17": (MaskedAttention(), (torch.randn(2, 8, 32), causal), {"opset_version": 17, "dynamo": False}),
     }
 
 

@@ -304,6 +304,23 @@ def test_dropout_in_evaluation_is_no_operator_and_views_launch_no_kernel():
     assert node_time_ms(pg, 0, h100) == roofline_ms(192, 304, h100, "fp32") + 1e3 * 5e-6
 
 
+def test_scatter_style_aggregations_are_copies_without_a_warning():
+    """A GNN's aggregations move bytes: index_add reads x (10x16 fp32, 640 B), the index (20 int64, 160 B)
+    and the source (20x16, 1,280 B) and writes 640 B: 2,720 B; scatter_reduce reads the index expanded
+    to 20x16 (2,560 B) instead: 5,120 B. They were costed so already, but warned of as unknown."""
+    class Aggregate(nn.Module):
+        def forward(self, x, index, src):
+            return x.index_add(0, index, src) + x.scatter_reduce(0, index[:, None].expand(-1, 16), src, "amax")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Aggregate(), (torch.randn(10, 16), torch.randint(0, 10, (20,)), torch.randn(20, 16)))
+    costs = {op.name: (op.kind, op.flops, op.bytes_moved) for op in graph.ops if op.name in ("index_add",
+                                                                                              "scatter_reduce")}
+    assert costs == {"index_add": ("copy", 0.0, 2720.0), "scatter_reduce": ("copy", 0.0, 5120.0)}
+    assert graph.unknown == ()
+
+
 def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
     """torch.export writes a torch.no_grad block, an autocast block or a torch.cond as one higher-order
     operator whose inner linears this importer would never see (they would cost 0 FLOPs, and the

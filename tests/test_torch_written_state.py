@@ -174,8 +174,8 @@ def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(m
 @pytest.mark.filterwarnings("ignore:TiedMaxNorm. no FLOP formula")   # embedding_renorm_, costed by its bytes
 def test_a_tied_weight_renormalised_in_place_keeps_its_readers_on_one_stage():
     with pytest.raises(placement.InvalidParameterError,
-                       match=r"no plan fits .*share one stage, which holds its only up-to-date copy: '.*weight' "
-                             r"\(written in place; read by emb, out\)"):
+                       match=r"^stages 2: no plan has 2 non-empty stages: the graph has 1 part .*share one stage, which "
+                             r"holds its only up-to-date copy: '.*weight' \(written in place; read by emb, out\)"):
         plan_pipeline(TiedMaxNorm(), (torch.randint(0, 10, (2, 3)),), devices="epyc-7763:2", stages=2)
 
 
@@ -408,3 +408,26 @@ def test_a_join_through_a_dropout_the_graph_leaves_out_lands_on_its_input():
         out = module(*(v.clone() for v in values))
         values = out if isinstance(out, tuple) else (out,)
     torch.testing.assert_close(out, unsplit(x), rtol=1e-5, atol=1e-6)
+
+
+def test_more_stages_than_the_written_state_leaves_separable_are_refused_by_their_count():
+    """A counter buffer read at the start and the end keeps both on one stage: the model has two parts a
+    pipeline can separate, so three stages are refused naming stages (it named the devices)."""
+    class Counter(nn.Module):
+        def __init__(self, d: int = 16) -> None:
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            h = torch.relu(self.a(x))
+            self.count = self.count + 1
+            return self.c(torch.relu(self.b(h))) * self.count
+
+    x = torch.randn(4, 16)
+    assert plan_pipeline(Counter(), (x,), devices="h100:4", stages=2).num_stages == 2
+    with pytest.raises(placement.InvalidParameterError) as refused:
+        plan_pipeline(Counter(), (x,), devices="h100:4", stages=3)
+    assert refused.value.parameter == "stages"
+    assert str(refused.value).startswith("stages 3: no plan has 3 non-empty stages: the graph has 2 parts that a "
+                                         "pipeline can separate (colour classes and cycles stay on one device); ")

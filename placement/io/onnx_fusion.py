@@ -26,7 +26,10 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   written as ``Expand``, ``Trilu``, ``Equal`` and ``Where`` on constants, where ONNX has no
   causal attention) joins it too: PyTorch's kernel makes that mask itself, and reads none. (A
   mask the model computes from constants itself, ``ones(n, n).tril()``, is read the same way:
-  ONNX cannot tell the two apart, and PyTorch would run its two kernels.)
+  ONNX cannot tell the two apart, and PyTorch would run its two kernels.) A boolean mask is
+  written as ``Where(mask, 0, -inf)`` added to the scores, and the softmax's rows it hides
+  entirely are set to 0 by ``IsNaN`` and ``Where`` after it: with that guard, both join the
+  group (the kernel reads the boolean mask itself).
 
 * **Decomposed kernels**: where ONNX (at the file's opset) has no operator for a PyTorch
   kernel, the exporters write it as pointwise nodes of its one input (:data:`DECOMPOSITIONS`):
@@ -158,6 +161,8 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
             members = _attention(nodes, softmax, producer, readers, parameters, private)
             if members is not None:
                 members |= _constant_masks(nodes, members, producer, readers, singles, graph_outputs)
+                if any(nodes[m].op_type == "IsNaN" for m in members):   # the guard of a boolean mask
+                    members |= _boolean_masks(nodes, members, producer, readers, singles)
             if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
@@ -323,6 +328,44 @@ def _constant_masks(nodes: Sequence[FusionNode], members: set[int], producer: di
     return found
 
 
+def _nan_guard(nodes: Sequence[FusionNode], t: str, consumers: list[int],
+               readers: dict[str, list[int]]) -> tuple[int, int] | None:
+    """``IsNaN(t)`` and ``Where(IsNaN(t), 0, t)`` where they are the only readers of ``t`` and the
+    ``IsNaN`` is read by that ``Where`` alone: what the exporters write after the softmax of
+    ``scaled_dot_product_attention`` with a boolean mask (a row the mask hides entirely is 0, not
+    NaN); ``None`` otherwise."""
+    if len(consumers) != 2:
+        return None
+    by_type = {nodes[c].op_type: c for c in consumers}
+    isnan, where = by_type.get("IsNaN"), by_type.get("Where")
+    if isnan is None or where is None or not nodes[isnan].outputs:
+        return None
+    flag = nodes[isnan].outputs[0]
+    inputs = list(nodes[where].inputs)
+    if len(inputs) != 3 or inputs[0] != flag or inputs[2] != t or readers.get(flag) != [where]:
+        return None
+    return isnan, where
+
+
+def _boolean_masks(nodes: Sequence[FusionNode], members: set[int], producer: dict[str, int],
+                   readers: dict[str, list[int]], constants: set[str]) -> set[int]:
+    """For attention ``members`` that hold the NaN guard of a boolean mask (:func:`_nan_guard`), the
+    ``Where(mask, 0, -inf)`` that turns the mask into the scores' additive one, where a mask operator of
+    the group alone reads it: PyTorch's kernel reads the boolean mask itself."""
+    found: set[int] = set()
+    for member in members:
+        if nodes[member].op_type not in MASK_OPS:
+            continue
+        for operand in nodes[member].inputs:
+            k = producer.get(operand) if operand else None
+            if k is None or k in members or nodes[k].op_type != "Where" or readers.get(operand) != [member]:
+                continue
+            inputs = list(nodes[k].inputs)
+            if len(inputs) == 3 and all(x in constants for x in inputs[1:]):
+                found.add(k)
+    return found
+
+
 def _attention(nodes: Sequence[FusionNode], softmax: int, producer: dict[str, int], readers: dict[str, list[int]],
                parameters: set[str], private) -> set[int] | None:
     """The nodes of the attention pattern around ``softmax`` (module docstring), or ``None``."""
@@ -352,6 +395,11 @@ def _attention(nodes: Sequence[FusionNode], softmax: int, producer: dict[str, in
     t = nodes[softmax].outputs[0]
     while True:  # forward from the softmax to the MatMul with v
         consumers = readers.get(t, [])
+        guard = _nan_guard(nodes, t, consumers, readers)
+        if guard is not None:   # rows a boolean mask hides entirely: NaN becomes 0
+            members |= set(guard)
+            t = nodes[guard[1]].outputs[0]
+            continue
         if len(consumers) != 1 or not private(t, consumers[0]):
             return None
         c = consumers[0]

@@ -126,7 +126,8 @@ POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "ma
         "adaptive_max_pool3d"}
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
 COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguous", "constant_pad_nd", "pad",
-        "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "masked_fill", "where", "tril", "triu",
+        "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
+        "index_fill", "masked_fill", "where", "tril", "triu",
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}

@@ -137,6 +137,14 @@ def cpu_between_accelerators(plan: Any) -> bool:
     return cpu_between([device.type for device in plan.devices if device.nodes]) is not None
 
 
+def separable_parts(problem: Any) -> int:
+    """How many stages the graph can be cut into at most: its parts that a pipeline can separate (colour
+    classes, with what they close cycles with, stay on one device)."""
+    from placement.solvers.ideals import contract
+
+    return contract(problem, merge_zero_cost=False).size
+
+
 def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) -> Any:
     """The plan on the accelerators alone, where the optimum ``optimum`` puts a CPU stage between two
     accelerator stages; ``feasible``, its bound the optimum's (every pipeline the runtime executes is
@@ -277,6 +285,10 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                    time_limit=time_limit)
     if not result.ok:
         if result.status == "infeasible":
+            if stages is not None and stages > separable_parts(problem):   # the stage count, not the devices
+                raise InvalidParameterError("stages", f"{stages}: {result.message}"
+                                                      + (f"; {together_note(readers, imported.graph, activations)}"
+                                                         if readers or activations else ""))
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
                                                    + (f" in {stages} stages" if stages else "")
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
