@@ -17,7 +17,7 @@ from placement.errors import InvalidParameterError
 from placement.io.plans import parse_plan
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import ACCELERATOR, DeviceType, Edge, Instance, Node
-from placement.problem.split import split_lower_bound, split_model, split_times
+from placement.problem.split import split_lower_bound, split_model, split_times, task_rows
 from placement.result import Result
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.split import solve_split_milp
@@ -471,20 +471,12 @@ def test_weight_latencies_given_as_null_read_as_missing():
 
 
 def _bound_at_every_breakpoint(problem: Instance, model) -> float:
-    """split_lower_bound's LP bound for two device types, by its definition: Σ_i min_k λ_k p_k(i) at the single
-    types, the uniform λ and every breakpoint t of λ = (t/count_1, (1−t)/count_2), each summed directly."""
+    """split_lower_bound's LP bound for two device types, by its definition over its tasks (task_rows):
+    Σ_i min_k λ_k p_k(i) at the single types, the uniform λ and every breakpoint t of
+    λ = (t/count_1, (1−t)/count_2), each summed directly."""
     types = [k for k, t in enumerate(problem.device_types) if t.count > 0]
     counts = [problem.device_types[k].count for k in types]
-    b_times, w_times = split_times(problem, model)
-    rows = []
-    for members in problem.colour_classes():
-        fw = [v for v in members if not problem.nodes[v].backward]
-        if fw:
-            rows.append([math.inf if any(problem.nodes[v].times[k] is None for v in members)
-                         else sum(problem.nodes[v].times[k] for v in fw) for k in types])
-    for u, n in enumerate(problem.nodes):
-        if n.backward:
-            rows.extend([[math.inf if t[k] is None else t[k] for k in types] for t in (b_times[u], w_times[u])])
+    rows = task_rows(problem, model)
 
     def g(lam):
         total = 0.0

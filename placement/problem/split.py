@@ -115,6 +115,25 @@ def split_times(problem: Instance, model: SplitModel) -> tuple[list[tuple[float 
     return b_times, w_times
 
 
+def task_rows(problem: Instance, model: SplitModel) -> list[list[float]]:
+    """The tasks of :func:`split_lower_bound`'s relaxation, each as its time on every device type with
+    devices (∞ where it cannot run there): a forward colour class (its forward nodes' times; ∞ on a
+    type that one of the class's nodes is not supported on), then each backward node's B and W."""
+    types = [k for k, t in enumerate(problem.device_types) if t.count > 0]
+    b_times, w_times = split_times(problem, model)
+    rows: list[list[float]] = []
+    for members in problem.colour_classes():
+        fw = [v for v in members if not problem.nodes[v].backward]
+        if fw:
+            rows.append([math.inf if any(problem.nodes[v].times[k] is None for v in members)
+                         else sum(problem.nodes[v].times[k] for v in fw) for k in types])
+    for u, n in enumerate(problem.nodes):
+        if n.backward:
+            for times in (b_times[u], w_times[u]):
+                rows.append([math.inf if times[k] is None else times[k] for k in types])
+    return rows
+
+
 def split_lower_bound(problem: Instance, model: SplitModel) -> float:
     """A lower bound on the max load of every split plan: the LP relaxation in which every task (a
     forward colour class, each B and each W) may be divided among the device types at will and
@@ -127,17 +146,7 @@ def split_lower_bound(problem: Instance, model: SplitModel) -> float:
 
     types = [k for k, t in enumerate(problem.device_types) if t.count > 0]
     counts = np.array([problem.device_types[k].count for k in types], dtype=float)
-    b_times, w_times = split_times(problem, model)
-    rows: list[list[float]] = []
-    for members in problem.colour_classes():
-        fw = [v for v in members if not problem.nodes[v].backward]
-        if fw:
-            rows.append([math.inf if any(problem.nodes[v].times[k] is None for v in members)
-                         else sum(problem.nodes[v].times[k] for v in fw) for k in types])
-    for u, n in enumerate(problem.nodes):
-        if n.backward:
-            for times in (b_times[u], w_times[u]):
-                rows.append([math.inf if times[k] is None else times[k] for k in types])
+    rows = task_rows(problem, model)
     if not rows:
         return 0.0
     p = np.array(rows, dtype=float)
