@@ -97,6 +97,22 @@ def _parse(data: Any, format: str | None, name: str) -> Any:
     return parse_instance(data, name)
 
 
+def _to_blame(problem: Instance, counts: dict[str, int], sizes: dict[str, float]) -> str:
+    """The override (``memory``, ``cpus`` or ``accelerators``) without which the devices would hold every node,
+    or, where no one alone is, the first of them given."""
+    given = [("memory", ACCELERATOR, sizes), ("cpus", CPU, counts), ("accelerators", ACCELERATOR, counts)]
+    given = [(name, kind, where) for name, kind, where in given if kind in where]
+    for name, kind, where in given:
+        rest_counts = {k: v for k, v in counts.items() if where is not counts or k != kind}
+        rest_sizes = {k: v for k, v in sizes.items() if where is not sizes or k != kind}
+        try:
+            problem.with_devices(rest_counts, rest_sizes)
+        except InvalidInstanceError:
+            continue
+        return name
+    return given[0][0]
+
+
 def as_loaded(instance: Any) -> Any:
     """``instance`` itself, or the instance (an :class:`Instance` or a Piper instance) a path or document holds;
     a refusal of what it is names the caller's parameter, ``instance``."""
@@ -158,6 +174,4 @@ def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, m
     try:
         return problem.with_devices(counts, sizes)
     except InvalidInstanceError as exc:   # a node that fits no device left (the instance itself is valid)
-        parameter = next(name for name, value in (("memory", memory), ("cpus", cpus), ("accelerators", accelerators))
-                         if value is not None)
-        raise InvalidParameterError(parameter, f"leaves a node no device: {exc}") from exc
+        raise InvalidParameterError(_to_blame(problem, counts, sizes), f"leaves a node no device: {exc}") from exc

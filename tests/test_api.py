@@ -78,6 +78,16 @@ def test_overrides_of_the_devices():
         assert (caught.value.parameter, str(caught.value)) == (
             "memory", "memory leaves a node no device: node 1 fits no device: needs 1 bytes, accelerator memory is "
                       "0.5; no cpu devices")
+    # a CPU-only node: cpus=0 leaves it no device, whatever memory is given beside it
+    from placement.problem.instance import Edge, Node, make_two_type_problem
+
+    cpu_only = make_two_type_problem((Node(1, "a", (1.0, 2.0), memory=1.0), Node(2, "b", (None, 2.0), memory=1.0)),
+                                     (Edge(1, 2),), 2, 1, 10.0)
+    for given in ({"cpus": 0}, {"cpus": 0, "memory": 100.0}, {"memory": 100.0, "accelerators": 4, "cpus": 0}):
+        with pytest.raises(placement.InvalidParameterError) as caught:
+            placement.solve(cpu_only, **given)
+        assert str(caught.value) == ("cpus leaves a node no device: node 2 fits no device: not supported on "
+                                     "accelerator; no cpu devices")
 
 
 def test_bert24_inference_dp_and_milp():

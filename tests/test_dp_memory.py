@@ -167,22 +167,24 @@ def test_the_combinations_of_device_counts_are_every_count_in_mixed_radix():
                 assert layers.prev[L, t] == (combos.index(fewer) if combo[t] else -1)
 
 
-def test_many_device_types_are_refused_before_their_tables_are_built_and_auto_solves_the_milp():
-    """Seven types of 8 devices: 9^7 combinations of counts, 13 ideals of a 12-node chain: 13 · 9^7 · 24
-    bytes (1.39 GiB) of tables, past the 1 GiB the DP may take (a 500-node chain of six such types took
-    13 GB and ran far past its time limit). ``auto`` solves the MILP instead, within its limit."""
+def test_many_device_types_are_refused_before_their_tables_are_built_and_auto_solves_the_milp(monkeypatch):
+    """Ten types of 4 devices: 5^10 combinations of counts, 13 ideals of a 12-node chain: 13 · 5^10 · 24 bytes
+    (2.84 GiB) of tables, past the 2 GiB the DP may take (a 500-node chain of six types of 8 devices took
+    13 GB and ran far past its time limit), refused before any is built. Where the DP is refused so,
+    ``auto`` solves the MILP: chain4 (optimum 7.5; 5 ideals × 3 combinations, 360 bytes) with the limit at 100."""
     from placement.problem.instance import DeviceType, Instance
 
-    types = tuple(DeviceType(f"t{i}", 8) for i in range(7))
-    nodes = tuple(Node(v, f"n{v}", tuple(1.0 + (v * 7 + 3 * t) % 5 for t in range(7)), out_cost=0.5)
+    nodes = tuple(Node(v, f"n{v}", tuple(1.0 + (v * 7 + 3 * t) % 5 for t in range(10)), out_cost=0.5)
                   for v in range(12))
-    problem = Instance(nodes, tuple(Edge(v, v + 1) for v in range(11)), types)
+    problem = Instance(nodes, tuple(Edge(v, v + 1) for v in range(11)),
+                       tuple(DeviceType(f"t{i}", 4) for i in range(10)))
     with pytest.raises(LimitExceededError) as refused:
         solve_dp(problem)
     assert str(refused.value) == (
-        "the DP keeps a value per ideal and combination of device counts: 13 ideals × 4,782,969 combinations "
-        "(9 × 9 × 9 × 9 × 9 × 9 × 9) would take 1.39 GiB, more than the 1 GiB it may; give fewer device types "
-        "(types that differ little as one), or solve the MILP")
+        "the DP keeps a value per ideal and combination of device counts: 13 ideals × 9,765,625 combinations "
+        "(5 × 5 × 5 × 5 × 5 × 5 × 5 × 5 × 5 × 5) would take 2.84 GiB, more than the 2 GiB it may; give fewer "
+        "devices or device types (types that differ little as one), or solve the MILP")
     pytest.importorskip("ortools")
-    result = placement.solve(problem, time_limit=20)
-    assert result.method == "milp" and result.verified and result.plan
+    monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 100)
+    result = placement.solve("instances/tiny/chain4.json", time_limit=20)
+    assert (result.method, result.status, result.value) == ("milp", "optimal", 7.5) and result.verified

@@ -308,8 +308,9 @@ STATES_PER_CHUNK = 2 ** 16
 #: the most bytes the DP's value, parent and choice per ideal and combination of device counts may take,
 #: whatever the memory: a catalogue of many device types multiplies the combinations (6 types of 8 devices
 #: and a CPU: 9^6 · 2 of them, 12.7 GB of tables for a 500-node chain, and filling one ideal's column
-#: touches a page of every combination's row). The published instances need at most about 0.1 GiB.
-MAX_STATE_BYTES = 2 ** 30
+#: touches a page of every combination's row). The published instances need at most about 0.1 GiB; two
+#: types of 64 and 32 devices on two parallel chains of 150 nodes (22,801 ideals) need 1.1 GiB.
+MAX_STATE_BYTES = 2 * 2 ** 30
 
 
 def check_states(n: int, n_layers: int, factors: list[int] | None = None) -> None:
@@ -323,7 +324,8 @@ def check_states(n: int, n_layers: int, factors: list[int] | None = None) -> Non
         raise LimitExceededError(
             f"the DP keeps a value per ideal and combination of device counts: {n:,} ideals × {n_layers:,} "
             f"combinations{shown} would take {states / gib:,.3g} GiB, more than the {MAX_STATE_BYTES / gib:,.0f} GiB "
-            "it may; give fewer device types (types that differ little as one), or solve the MILP", "max_ideals")
+            "it may; give fewer devices or device types (types that differ little as one), or solve the MILP",
+            "max_ideals")
 
 
 def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None, bitsets: bool = True) -> int:

@@ -58,14 +58,14 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
             finished.set()
 
     late = time.perf_counter() + options.time_limit + max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit)
-    stopped = False
+    asked, stopped = False, False
     try:
         threading.Thread(target=work, name="milp-solve", daemon=True).start()
         while not finished.wait(REASSERT_S):
             _reassert_sigint()
-            if not stopped and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
-                stopped = True
-                be.interrupt()
+            if not asked and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
+                asked = True
+                stopped = bool(be.interrupt())
     except KeyboardInterrupt:
         if be.interrupt():
             finished.wait(INTERRUPT_GRACE_S)
