@@ -71,3 +71,14 @@ def test_exactly_n_stages_of_intervals():
         found = solve_coarse_chain(problem, stages=stages, blocks=6)
         if found.plan is not None:
             assert found.plan.non_empty == stages and evaluate(problem, found.plan, "stages").valid
+
+
+def test_supernodes_of_no_work_at_the_end_make_no_interval_of_their_own():
+    """The last supernodes' running work equals the total: they took interval ``blocks`` (one too many)."""
+    from placement.problem.instance import ACCELERATOR, CPU, DeviceType, Edge, Instance, Node
+
+    nodes = tuple(Node(v, f"n{v}", (0.0 if v >= 25 else 1.0 + v % 3, 10.0)) for v in range(30))
+    problem = Instance(nodes, tuple(Edge(v, v + 1) for v in range(29)),
+                       (DeviceType(ACCELERATOR, 2), DeviceType(CPU, 1, pays_comm=False)))
+    for blocks in (1, 2, 7, 29):
+        assert coarsened(problem, contract(problem, merge_zero_cost=False), blocks).size <= blocks

@@ -82,6 +82,12 @@ def test_a_search_far_past_its_time_limit_is_asked_to_stop(monkeypatch):
     raw = solve_interruptibly(backend, SolveOptions(time_limit=0.05))
     assert backend.returned and raw.status == "feasible" and raw.objective == 3.0
     assert raw.message == "searching was stopped 0.05 s past its time limit (it looks at its clock only between steps)"
+    backend, answers = _Searching(stoppable=True), []   # off the main thread (a library caller's pool) too
+    worker = threading.Thread(target=lambda: answers.append(solve_interruptibly(backend,
+                                                                                SolveOptions(time_limit=0.05))))
+    worker.start()
+    worker.join(PATIENCE_S)
+    assert backend.returned and answers[0].message.startswith("searching was stopped 0.05 s past its time limit")
     backend = _Searching(stoppable=False)   # asked, it cannot stop (HiGHS, CBC behind OR-Tools): nothing is said
     threading.Timer(0.5, backend.stop.set).start()
     raw = solve_interruptibly(backend, SolveOptions(time_limit=0.05))

@@ -162,7 +162,7 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
             if members is not None:
                 members |= _constant_masks(nodes, members, producer, readers, singles, graph_outputs)
                 if any(nodes[m].op_type == "IsNaN" for m in members):   # the guard of a boolean mask
-                    members |= _boolean_masks(nodes, members, producer, readers, singles)
+                    members |= _boolean_masks(nodes, members, producer, readers, singles, graph_outputs)
             if members is not None and not any(m in group_of for m in members) and closed(list(members)):
                 group = Group(sorted(members), "attention")
                 group_of.update(dict.fromkeys(members, group))
@@ -328,12 +328,12 @@ def _constant_masks(nodes: Sequence[FusionNode], members: set[int], producer: di
     return found
 
 
-def _nan_guard(nodes: Sequence[FusionNode], t: str, consumers: list[int],
-               readers: dict[str, list[int]]) -> tuple[int, int] | None:
-    """``IsNaN(t)`` and ``Where(IsNaN(t), 0, t)`` where they are the only readers of ``t`` and the
-    ``IsNaN`` is read by that ``Where`` alone: what the exporters write after the softmax of
-    ``scaled_dot_product_attention`` with a boolean mask (a row the mask hides entirely is 0, not
-    NaN); ``None`` otherwise."""
+def _nan_guard(nodes: Sequence[FusionNode], t: str, consumers: list[int], readers: dict[str, list[int]],
+               constants: set[str]) -> tuple[int, int] | None:
+    """``IsNaN(t)`` and ``Where(IsNaN(t), c, t)`` (``c`` one of ``constants``: 0) where they are the only
+    readers of ``t`` and the ``IsNaN`` is read by that ``Where`` alone: what the exporters write after
+    the softmax of ``scaled_dot_product_attention`` with a boolean mask (a row the mask hides entirely
+    is 0, not NaN); ``None`` otherwise."""
     if len(consumers) != 2:
         return None
     by_type = {nodes[c].op_type: c for c in consumers}
@@ -344,11 +344,11 @@ def _nan_guard(nodes: Sequence[FusionNode], t: str, consumers: list[int],
     inputs = list(nodes[where].inputs)
     if len(inputs) != 3 or inputs[0] != flag or inputs[2] != t or readers.get(flag) != [where]:
         return None
-    return isnan, where
+    return (isnan, where) if inputs[1] in constants else None
 
 
 def _boolean_masks(nodes: Sequence[FusionNode], members: set[int], producer: dict[str, int],
-                   readers: dict[str, list[int]], constants: set[str]) -> set[int]:
+                   readers: dict[str, list[int]], constants: set[str], graph_outputs: set[str]) -> set[int]:
     """For attention ``members`` that hold the NaN guard of a boolean mask (:func:`_nan_guard`), the
     ``Where(mask, 0, -inf)`` that turns the mask into the scores' additive one, where a mask operator of
     the group alone reads it: PyTorch's kernel reads the boolean mask itself."""
@@ -358,7 +358,8 @@ def _boolean_masks(nodes: Sequence[FusionNode], members: set[int], producer: dic
             continue
         for operand in nodes[member].inputs:
             k = producer.get(operand) if operand else None
-            if k is None or k in members or nodes[k].op_type != "Where" or readers.get(operand) != [member]:
+            if (k is None or k in members or nodes[k].op_type != "Where" or readers.get(operand) != [member]
+                    or operand in graph_outputs):
                 continue
             inputs = list(nodes[k].inputs)
             if len(inputs) == 3 and all(x in constants for x in inputs[1:]):
@@ -395,7 +396,7 @@ def _attention(nodes: Sequence[FusionNode], softmax: int, producer: dict[str, in
     t = nodes[softmax].outputs[0]
     while True:  # forward from the softmax to the MatMul with v
         consumers = readers.get(t, [])
-        guard = _nan_guard(nodes, t, consumers, readers)
+        guard = _nan_guard(nodes, t, consumers, readers, parameters)
         if guard is not None:   # rows a boolean mask hides entirely: NaN becomes 0
             members |= set(guard)
             t = nodes[guard[1]].outputs[0]

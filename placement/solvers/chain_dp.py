@@ -134,6 +134,7 @@ def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contr
     reach = np.cumsum(work) - work / 2
     total = float(reach[-1] + work[-1] / 2) if size else 0.0
     by_work = np.floor(reach / total * blocks).astype(np.int64) if total > 0 else np.zeros(size, np.int64)
+    by_work = np.minimum(by_work, blocks - 1)   # supernodes of no work at the end reach the total
     by_count = np.arange(size, dtype=np.int64) * blocks // size
     interval = np.maximum(by_work, by_count)
     _, interval = np.unique(np.maximum.accumulate(interval), return_inverse=True)   # numbered 0, 1, ... in order

@@ -38,7 +38,9 @@ Speed (all of it exact):
 * an upper bound ``UB`` from the same DP restricted to prefixes of a few
   topological orders (a chain DP); values above ``UB`` are never needed. When the graph
   has only ``S + 1`` ideals (``S`` supernodes), they are the prefixes of its one topological
-  order, the chain DP would be the DP itself, and it runs once, without ``UB``;
+  order, the chain DP would be the DP itself, and it runs once, without ``UB`` (above
+  :data:`COARSE_FROM` of them, with the chain DP over intervals of the order as ``UB``:
+  :func:`placement.solvers.chain_dp.solve_coarse_chain`);
 * every ideal is stored with its maximal elements and its cut (:mod:`._dp_kernels`), so a
   pair ``I' ⊆ I`` costs the width of ``I'`` and the sizes of the two cuts, not the size
   of the graph; small families run interpreted, without compiling anything;

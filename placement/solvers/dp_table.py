@@ -292,7 +292,7 @@ def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceede
     """The refusal of a graph with more than ``most`` (:func:`most_ideals`) ideals: :func:`check_states`'s
     where the tables per combination of device counts bind, else the memory's."""
     try:
-        check_states(most + 1, len(layers.counts))
+        check_states(most + 1, len(layers.counts), more=True)
     except LimitExceededError as exc:
         return exc
     return LimitExceededError(
@@ -313,19 +313,21 @@ STATES_PER_CHUNK = 2 ** 16
 MAX_STATE_BYTES = 2 * 2 ** 30
 
 
-def check_states(n: int, n_layers: int, factors: list[int] | None = None) -> None:
-    """:class:`LimitExceededError` where the DP's value, parent and choice for ``n`` ideals and ``n_layers``
-    combinations of device counts (``factors``, where they are every combination: each type's count plus
-    one) exceed :data:`MAX_STATE_BYTES`."""
+def check_states(n: int, n_layers: int, factors: list[int] | None = None, more: bool = False) -> None:
+    """:class:`LimitExceededError` where the DP's value, parent and choice for ``n`` ideals (``more``: more
+    than ``n - 1``, where the count stopped there) and ``n_layers`` combinations of device counts
+    (``factors``, where they are every combination: each type's count plus one) exceed
+    :data:`MAX_STATE_BYTES`."""
     states = n * 3 * 8 * n_layers
     if states > MAX_STATE_BYTES:
         gib = 2.0 ** 30
         shown = f" ({' × '.join(map(str, factors))})" if factors and len(factors) <= 16 else ""
+        ideals = f"more than {n - 1:,} ideals" if more else f"{n:,} ideals"
         raise LimitExceededError(
-            f"the DP keeps a value per ideal and combination of device counts: {n:,} ideals × {n_layers:,} "
-            f"combinations{shown} would take {states / gib:,.3g} GiB, more than the {MAX_STATE_BYTES / gib:,.0f} GiB "
-            "it may; give fewer devices or device types (types that differ little as one), or solve the MILP",
-            "max_ideals")
+            f"the DP keeps a value per ideal and combination of device counts: {ideals} × {n_layers:,} "
+            f"combinations{shown} would take {'more than ' if more else ''}{states / gib:,.2f} GiB, more than the "
+            f"{MAX_STATE_BYTES / gib:,.0f} GiB it may; give fewer devices or device types (types that differ little "
+            "as one), or solve the MILP", "max_ideals")
 
 
 def check_memory(n: int, graph: Graph, layers: Layers, budget: float | None = None, bitsets: bool = True) -> int:

@@ -42,10 +42,9 @@ def _reassert_sigint() -> None:
 
 
 def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
-    """``be.solve(options)``, with Ctrl-C stopping it (module docstring). Off the main thread, where
-    no interrupt arrives, the backend simply runs."""
-    if threading.current_thread() is not threading.main_thread():
-        return be.solve(options)
+    """``be.solve(options)``, with Ctrl-C stopping it (module docstring), and a search far past its time
+    limit asked to stop. Off the main thread no interrupt arrives, and only the time limit is watched."""
+    main = threading.current_thread() is threading.main_thread()
     outcome: dict[str, Any] = {}
     finished = threading.Event()   # not Thread.join: interrupted, it may take a running thread for ended
 
@@ -62,7 +61,8 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     try:
         threading.Thread(target=work, name="milp-solve", daemon=True).start()
         while not finished.wait(REASSERT_S):
-            _reassert_sigint()
+            if main:   # only the main thread may set signal handlers
+                _reassert_sigint()
             if not asked and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
                 asked = True
                 stopped = bool(be.interrupt())

@@ -109,13 +109,14 @@ def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callab
 
     if fallback is not None and raw.status in ("infeasible", "no_solution", "error", "skipped"):
         why = {"infeasible": f"{be.name} found no plan within the starting plan's value, which is one",
-               "no_solution": "the solver found no better plan" if raw.ran else "", "error": "the solver failed",
+               "no_solution": "" if raw.stopped or not raw.ran else "the solver found no better plan",
+               "error": "the solver failed",
                "skipped": "the solver was not run"}[raw.status]
         plan, value = fallback
         if meets(simple, value):
             return done(Status.OPTIMAL, plan, value, value,
                         extra="; ".join(filter(None, (why, f"the starting plan meets {ctx.bound_name}"))))
-        trusted = raw.status == "no_solution" and raw.ran
+        trusted = raw.status == "no_solution" and raw.ran and not raw.stopped
         return done(Status.FEASIBLE, plan, value, unrefuted(bound if trusted else simple, simple, value, be, ctx.unit),
                     extra="; ".join(filter(None, (why, "the starting plan is returned"))))
     if raw.status == "infeasible":

@@ -93,6 +93,7 @@ class RawResult:
     message: str = ""
     stats: dict[str, Any] = field(default_factory=dict)
     ran: bool = True                # False: the solver was not started (the time limit had run out)
+    stopped: bool = False           # True: its search was ended before it could return a plan (its process killed)
 
 
 #: Fraction of the time limit after which a backend's "infeasible" is not taken as a proof: CBC,

@@ -200,7 +200,7 @@ class PulpBackend(BigMBackend):
                 self.problem.solve(solver)
             except self._pulp.PulpSolverError as exc:   # the solver's process failed (crashed, killed)
                 if self._stopped:   # stopped here: its plans went with its process
-                    return RawResult("no_solution", wall_s=time.perf_counter() - start,
+                    return RawResult("no_solution", wall_s=time.perf_counter() - start, stopped=True,
                                      message=f"PuLP's {self.solver_name} was stopped before it wrote a solution")
                 return RawResult("error", wall_s=time.perf_counter() - start,
                                  message=f"PuLP's {self.solver_name} failed: {str(exc).strip().splitlines()[0]}")
