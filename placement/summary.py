@@ -9,8 +9,11 @@ from placement.problem.instance import Instance
 
 def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict[str, Any]:
     """:func:`placement.report.info.instance_info` of ``instance`` (sizes, devices, work, a lower bound)
-    (``instance`` may also be a path or document) plus ``supernodes`` (colour classes and zero-cost merges contracted) and ``ideals``: their count, or
-    ``"more than N"`` past ``max_ideals`` (default 200,000), where counting stops."""
+    (``instance`` may also be a path or document) plus ``supernodes`` (colour classes and zero-cost merges
+    contracted) and ``ideals``: their count, or
+    ``"more than N"`` past ``max_ideals`` (default 200,000), where counting stops, or past the most
+    ideals whose tables the DP could hold in the memory available (the count runs in one compiled
+    call that Ctrl-C cannot stop: 35 million ideals a second, so a limit of 10^12 ran for hours)."""
     from placement.loading import as_instance
     from placement.parameters import integer
     from placement.report.info import instance_info
@@ -20,7 +23,22 @@ def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict
     instance = as_instance(instance)
     info = instance_info(instance)
     contraction = contract(instance)
-    count = count_ideals(contraction.succ, limit)
+    most = _most_the_dp_holds(instance, contraction)   # the count goes no further: it cannot be stopped
+    count = count_ideals(contraction.succ, min(limit, most))
     info["supernodes"] = contraction.size
-    info["ideals"] = count if count <= limit else f"more than {limit:,}"
+    if count <= min(limit, most):
+        info["ideals"] = count
+    else:
+        info["ideals"] = f"more than {min(limit, most):,}" + (
+            "" if limit <= most else " (the most the DP's tables could hold in the memory available here)")
     return info
+
+
+def _most_the_dp_holds(instance: Instance, contraction: Any) -> int:
+    """The most ideals whose tables the DP could keep in the memory available, at one combination of
+    device counts and without bitset rows (:func:`placement.solvers.dp_table.most_ideals` at its least)."""
+    from placement.solvers.dp_table import bytes_per_ideal, memory_budget
+
+    n_types = len(instance.device_types)
+    per_ideal = bytes_per_ideal(2 * n_types + 2, contraction.size, n_types, 1, False)
+    return max(1, int(min(memory_budget() / per_ideal, 2.0 ** 62)))

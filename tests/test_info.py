@@ -188,3 +188,22 @@ def test_the_gpipe_bound_is_a_bound_on_the_exhaustive_optimum(problem):
     optimum = brute_force(problem, "none", objective="throughput-gpipe").objective
     assert gpipe_lower_bound(problem) <= optimum * (1 + 1e-12)
     assert weighted_average(problem, False) + weighted_average(problem, True) <= optimum * (1 + 1e-12)
+
+
+def test_ideals_are_counted_no_further_than_the_dp_could_hold_them(monkeypatch):
+    """Two independent chains of 3 nodes have (3 + 1)^2 = 16 ideals. Counting runs in one compiled call that
+    Ctrl-C cannot stop, so past the most ideals whose tables fit in memory it stops and says why (a limit of
+    10^12 counted for hours)."""
+    from placement.solvers import dp_table
+    from placement.summary import describe
+
+    nodes = tuple(Node(i, f"n{i}", (1.0, 2.0)) for i in range(6))
+    problem = Instance(nodes, (Edge(0, 1), Edge(1, 2), Edge(3, 4), Edge(4, 5)),
+                       (DeviceType("accelerator", 2), DeviceType("cpu", 1, pays_comm=False)))
+    assert describe(problem, max_ideals=10 ** 12)["ideals"] == 16
+    assert describe(problem, max_ideals=10)["ideals"] == "more than 10"
+    per_ideal = dp_table.bytes_per_ideal(6, 6, 2, 1, False)
+    monkeypatch.setattr(dp_table, "memory_budget", lambda: 12 * per_ideal)
+    assert describe(problem, max_ideals=10 ** 12)["ideals"] == ("more than 12 (the most the DP's tables could hold in "
+                                                                 "the memory available here)")
+    assert describe(problem, max_ideals=10)["ideals"] == "more than 10"
