@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from placement.problem.instance import Instance
-from placement.report.text import verdict_lines
+from placement.report.text import node_span, topological_places, verdict_lines
 from placement.verification.latency import LatencyEvaluation
 from placement.report.table import format_table
 
@@ -14,24 +14,15 @@ def _num(x: float) -> str:
     return "-" if math.isinf(x) else f"{x:.6g}"
 
 
-def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
-    """Names of the call's first and last node in topological order."""
-    order = {v: k for k, v in enumerate(problem.topological_ids())}
-    known = sorted((v for v in nodes if v in order), key=order.__getitem__)
-    if not known:
-        return "-"
-    first, last = problem.node(known[0]).name, problem.node(known[-1]).name
-    return first if first == last else f"{first} .. {last}"
-
-
 def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tuple[str, ...] = ()) -> str:
     """A table of the calls (start, receive, compute, send, end), the CPU nodes, the latency, the violations
     (the evaluation's, then ``extra``: those of checks it does not make)."""
     header = ("device", "call", "type", "#nodes", "start", "receive", "compute", "send", "end", "nodes")
     rows = [header]
+    places = topological_places(problem)
     for c in evaluation.calls:
         rows.append((str(c.device), str(c.index), c.type, str(len(c.nodes)), _num(c.start), _num(c.receive),
-                     _num(c.compute), _num(c.send), _num(c.end), _span(problem, c.nodes)))
+                     _num(c.compute), _num(c.send), _num(c.end), node_span(problem, c.nodes, places, False)))
     lines = format_table(rows, left={2, 9})
     if evaluation.cpu_nodes:
         last = max(evaluation.cpu_nodes, key=lambda r: r.end)

@@ -7,13 +7,19 @@ from placement.verification.evaluate import Evaluation
 from placement.report.table import cell, format_table
 
 
-def _span(problem: Instance, nodes: tuple[int, ...]) -> str:
-    """Names of the first and last forward node a device holds, in topological order: its split points."""
-    order = {v: k for k, v in enumerate(problem.topological_ids())}
-    forward = sorted((v for v in nodes if v in order and not problem.node(v).backward), key=order.__getitem__)
-    if not forward:
+def topological_places(problem: Instance) -> dict[int, int]:
+    """Each node id's place in the instance's topological order (computed once per table)."""
+    return {v: k for k, v in enumerate(problem.topological_ids())}
+
+
+def node_span(problem: Instance, nodes: tuple[int, ...], places: dict[int, int], forward_only: bool = True) -> str:
+    """Names of the first and last node of ``nodes`` (forward ones only, where ``forward_only``: a device's
+    split points) in topological order (``places``: :func:`topological_places`); ``-`` for none."""
+    known = [v for v in nodes if v in places and not (forward_only and problem.node(v).backward)]
+    if not known:
         return "-"
-    first, last = problem.node(forward[0]).name, problem.node(forward[-1]).name
+    first, last = (problem.node(min(known, key=places.__getitem__)).name,
+                   problem.node(max(known, key=places.__getitem__)).name)
     return first if first == last else f"{first} .. {last}"
 
 
@@ -22,9 +28,10 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
     the class, the violations (the evaluation's, then ``extra``: those of checks it does not make)."""
     header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")
     rows = [header]
+    places = topological_places(problem)
     for r in evaluation.devices:
         rows.append((str(r.position), r.type, str(len(r.nodes)), cell(r.compute), cell(r.comm),
-                     cell(r.load), f"{cell(r.memory)}/{cell(r.memory_bound)}", _span(problem, r.nodes)))
+                     cell(r.load), f"{cell(r.memory)}/{cell(r.memory_bound)}", node_span(problem, r.nodes, places)))
     lines = format_table(rows, left={1, 7})   # text columns read better left-aligned
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append("")

@@ -255,18 +255,22 @@ def communication_ledger(problem: Instance, plan: Plan | object) -> Ledger:
             where.setdefault(v, []).append(d)
     type_pays = {t.name: t.pays_comm for t in problem.device_types}
 
+    # per device, the tensors crossing its boundary each way, from one pass over the edges
+    incoming_of: list[dict[int, float | None]] = [{} for _ in plan.devices]
+    outgoing_of: list[dict[int, float | None]] = [{} for _ in plan.devices]
+    missing_of: list[set[int]] = [set() for _ in plan.devices]
+    for e in problem.edges:
+        at_src, at_dst = where.get(e.src, ()), where.get(e.dst, ())
+        for d in dict.fromkeys(at_dst):
+            if d not in at_src:
+                incoming_of[d][e.src] = _max_size(incoming_of[d].get(e.src), e.size, missing_of[d], e.src)
+        for d in dict.fromkeys(at_src):
+            if d not in at_dst:
+                outgoing_of[d][e.src] = _max_size(outgoing_of[d].get(e.src), e.size, missing_of[d], e.src)
+
     devices = []
     for d, dev in enumerate(plan.devices):
-        held = members[d]
-        incoming: dict[int, float | None] = {}
-        outgoing: dict[int, float | None] = {}
-        missing: set[int] = set()
-        for e in problem.edges:
-            src_in, dst_in = e.src in held, e.dst in held
-            if dst_in and not src_in:
-                incoming[e.src] = _max_size(incoming.get(e.src), e.size, missing, e.src)
-            elif src_in and not dst_in:
-                outgoing[e.src] = _max_size(outgoing.get(e.src), e.size, missing, e.src)
+        incoming, outgoing, missing = incoming_of[d], outgoing_of[d], missing_of[d]
         totals = {"activations_in": 0.0, "activations_out": 0.0, "errors_in": 0.0, "errors_out": 0.0}
         for direction, tensors in (("in", incoming), ("out", outgoing)):
             for u in sorted(tensors, key=problem.index_of):
