@@ -148,10 +148,12 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     stage_of = {v: s for s, r in enumerate(reports) for v in r.nodes}
 
     consumers: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
+    producers: dict[int, list[int]] = {n.id: [] for n in problem.nodes}
     out_size: dict[int, float | None] = {n.id: 0.0 for n in problem.nodes}
     for e in problem.edges:
         if e.dst not in consumers[e.src]:
             consumers[e.src].append(e.dst)
+            producers[e.dst].append(e.src)
         size = out_size[e.src]
         out_size[e.src] = None if size is None or e.size is None else max(size, e.size)
 
@@ -184,9 +186,10 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
                 activation = None if activation is None or size is None else activation + size
             if any(w not in members for w in consumers[v]) and dtype.pays_comm:
                 send[kind_of(v)] += node.out_cost
-        for u in sorted(stage_of, key=problem.index_of):
-            if u in members:
-                continue
+        # the nodes of other stages that this one reads, in instance order (from its members' producers:
+        # a pass over every node per stage was stages × nodes)
+        feeding = {u for w in members for u in producers[w] if u not in members and u in stage_of}
+        for u in sorted(feeding, key=problem.index_of):
             readers = [w for w in consumers[u] if w in members]
             if readers:
                 received[u] = FORWARD if any(kind_of(w) == FORWARD for w in readers) else BACKWARD
