@@ -372,3 +372,29 @@ def test_a_plan_made_for_another_instance_is_noted(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["plan_made_for"] == "chain4"
     assert main(["simulate", str(TINY / "chain4.json"), str(plan), "--microbatches", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan_made_for"] is None
+
+
+def test_files_are_written_whole_or_left_as_they_were(tmp_path):
+    """A write stopped midway (Ctrl-C in a long trace left 178 MB of broken JSON over the old trace)
+    leaves the file as it was and no scratch file; a finished one replaces it with its permissions."""
+    import os
+
+    from placement.whole_file import replacing
+
+    target = tmp_path / "trace.json"
+    target.write_text('{"old": true}\n')
+    os.chmod(target, 0o640)
+    with pytest.raises(KeyboardInterrupt):
+        with replacing(target) as fh:
+            fh.write('{"traceEvents": [')
+            raise KeyboardInterrupt
+    assert target.read_text() == '{"old": true}\n' and os.listdir(tmp_path) == ["trace.json"]
+    with replacing(target) as fh:
+        fh.write('{"new": true}\n')
+    assert target.read_text() == '{"new": true}\n' and os.listdir(tmp_path) == ["trace.json"]
+    assert os.stat(target).st_mode & 0o777 == 0o640
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with replacing(link) as fh:   # written through the link, which stays a link
+        fh.write("[]\n")
+    assert link.is_symlink() and target.read_text() == "[]\n"

@@ -207,9 +207,15 @@ def print_json(document: Any) -> None:
 def write_text(path: str, text: str, mode: str = "w") -> None:
     """Write ``text`` to ``path`` (``mode`` ``"a"`` appends); a failure is a one-line usage error
     naming the file."""
+    from placement.whole_file import replacing
+
     try:
-        with open(path, mode, encoding="utf-8") as fh:
-            fh.write(text)
+        if mode == "a":
+            with open(path, mode, encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            with replacing(path) as fh:   # whole or not at all
+                fh.write(text)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 

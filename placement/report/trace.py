@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from placement.errors import unwritable
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
+from placement.whole_file import replacing
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
 PROCESS_ID = 1
@@ -33,7 +34,7 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
     event by event, so that a long run's trace takes no more memory than its tasks);
     :class:`InvalidParameterError` if it cannot be written."""
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        with replacing(path) as fh:   # whole or not at all: a run stopped meanwhile leaves no half document
             fh.write('{"traceEvents": [')
             for k, event in enumerate(_events(result, title, unit_us)):
                 fh.write((", " if k else "") + json.dumps(event, allow_nan=False))
