@@ -236,7 +236,9 @@ def test_a_paused_training_run_whose_first_stage_runs_ahead_stays_streamed(monke
     allows. A pass resumed at stage 0 after a pause let it evict a micro-batch the last stage, stopped
     between a B and its next F, had not counted as released: the ring could not hold the run, which
     fell back to the event engine (memory growing with the micro-batches; every run past 2^22 tasks of
-    a published training graph). A 1-byte memory limit refuses any run through the engine."""
+    a published training graph). A limit of 100 kB, which the streamed run's tables meet (8 tasks of 80
+    ring slots, twice 8 bytes each, both passes: 20,480 bytes), refuses any run through the engine (8 tasks
+    of 200 micro-batches at 400 bytes: 640 kB)."""
     from placement.simulation import streaming
 
     nodes = tuple(Node(i, f"f{i}", (1.0 + i % 2,), colour=i) for i in range(4)) + \
@@ -247,6 +249,21 @@ def test_a_paused_training_run_whose_first_stage_runs_ahead_stays_streamed(monke
     plan = Plan(tuple(DeviceAssignment("accelerator", (i, 10 + i)) for i in range(4)))
     whole = simulate(problem, plan, "1f1b-async", 200)
     monkeypatch.setattr(streaming, "CHUNK", chunk)
-    streamed = simulate(problem, plan, "1f1b-async", 200, keep_tasks=False, memory_limit=1)
+    streamed = simulate(problem, plan, "1f1b-async", 200, keep_tasks=False, memory_limit=100_000)
     _same_figures(whole, streamed)
     assert streamed.time_per_sample == 4.0   # stages 1 and 3: F 2 + B 2
+
+
+def test_a_streamed_run_past_its_memory_limit_is_refused_before_it_starts():
+    """The streamed figures keep a ring of micro-batches per stage count (4 · (3 + window) + 64 of them here)
+    times the tasks of one: their tables grow with the square of the stages (4,000 stages took 2.1 GB
+    past a 100 MB limit). The diamond's three stages fit a few kilobytes, not 100 bytes."""
+    from placement.errors import LimitExceededError
+
+    problem = read_instance(TINY / "diamond-cpu.json")
+    assert simulate(problem, diamond_plan(), "stream", 40, keep_tasks=False).time_per_sample == 9.0
+    with pytest.raises(LimitExceededError) as refused:
+        simulate(problem, diamond_plan(), "stream", 40, keep_tasks=False, memory_limit=100)
+    assert refused.value.parameter == "memory_limit"
+    assert str(refused.value).startswith("the run of 3 stages keeps 3 tasks of each of the micro-batches a steady "
+                                         "state holds: ")

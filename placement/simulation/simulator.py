@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.parameters import integer
 from placement.problem.instance import Instance
 from placement.plan import Plan
@@ -228,7 +228,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     fraction = w_fraction if splits else None
     if (not keep_tasks and engine == "heap" and comm == INLINE and not sched.flush and not sched.split_backward
             and not pipeline.split):
-        result = _streamed(pipeline, sched, microbatches, progress)
+        result = _streamed(pipeline, sched, microbatches, progress, memory_limit)
         if result is not None:
             return _with_model_note(result, comm)
     program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit)
@@ -323,11 +323,13 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
                    makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
 
-def _streamed(pipeline: Pipeline, schedule: Schedule, m: int,
-              progress: Callable[[str], None] | None = None) -> SimulationResult | None:
+def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable[[str], None] | None = None,
+              memory_limit: float = DEFAULT_MEMORY_LIMIT) -> SimulationResult | None:
     """The figures of a steady-state run with communication inline, in memory independent of ``m``
-    (:mod:`placement.simulation.streaming`); ``None`` where that evaluation cannot run it."""
-    from placement.simulation.streaming import OK, stream_figures
+    (:mod:`placement.simulation.streaming`); ``None`` where that evaluation cannot run it. Its tables grow
+    with the square of the stages: past ``memory_limit`` bytes the run is refused
+    (:class:`LimitExceededError`)."""
+    from placement.simulation.streaming import OK, stream_bytes, stream_figures
 
     unit = build_unit(pipeline, schedule, INLINE, 0.0)
     graph = unit.graph
@@ -343,6 +345,12 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int,
     first = np.array([unit.main[(s, FORWARD)] for s in range(n)], dtype=np.int64)
     last = np.array([unit.main[(s, BACKWARD if schedule.training else FORWARD)] for s in range(n)], dtype=np.int64)
     window = 0 if schedule.training else stream_window(n, INLINE)
+    need = stream_bytes(n, window, size, m)
+    if need > memory_limit:
+        raise LimitExceededError(
+            f"the run of {n:,} stages keeps {size:,} tasks of each of the micro-batches a steady state holds: "
+            f"{need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; plan fewer "
+            "stages or raise memory_limit", "memory_limit")
     sources = np.array([c == 0 for c in graph.predecessor_count], dtype=np.bool_)
     sinks = np.array([t for t in range(size) if not graph.successors[t]], dtype=np.int64)
     a, b = m // 2, m - 1 - m // 8

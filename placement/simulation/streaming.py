@@ -248,12 +248,26 @@ def _compiled():
 INTERPRETED_TASKS = 20_000
 
 
+def ring_size(n, window):
+    """Micro-batches the ring of a run over ``n`` stages keeps (a steady state needs about ``4 n``)."""
+    return 4 * (n + window) + 64
+
+
+def stream_bytes(n, window, k, m):
+    """Bytes the tables of :func:`stream_figures` take for ``n`` stages, ``k`` tasks per micro-batch and
+    ``m`` micro-batches: per ring slot and task a micro-batch (8 bytes, every slot written when made) and
+    an end (8 bytes, in the slots used: at most ``m``), for both passes, the first held while the second
+    runs. They grow with the square of the stages (``k`` grows with them too), not past the ring's size."""
+    ring = ring_size(n, window)
+    return 2 * 8 * k * (ring + min(ring, m))
+
+
 def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
                    a, b, p_max, progress=None):
     """Both passes of :func:`run`: ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, busy``.
     ``progress``, if given, receives a line every :data:`REPORT_EVERY_S` seconds of a longer run."""
     kernel = _compiled() if m * len(duration) > INTERPRETED_TASKS else run
-    ring = 4 * (n + window) + 64
+    ring = ring_size(n, window)
     args = (m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks, ring,
             a, b, p_max)
     total = m * (2 * n if training else n)
