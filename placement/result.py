@@ -111,7 +111,8 @@ class Verification:
         _require_object(data, "verified")
         violations = data.get("violations") or []
         if not isinstance(violations, list):
-            raise InvalidPlanError(f"verified.violations: must be an array of strings, got {json_type_name(violations)}")
+            raise InvalidPlanError("verified.violations: must be an array of strings, got "
+                                   f"{json_type_name(violations)}")
         return cls(valid=bool(data.get("valid")), objective=str(data.get("objective", "throughput")),
                    contiguity=str(data.get("contiguity", "none")), value=_number(data.get("value")),
                    max_load=_number(data.get("max_load")),

@@ -409,7 +409,9 @@ def test_a_service_that_is_no_dask_scheduler_is_one_error(tmp_path, monkeypatch,
     import socket
     import threading
 
-    monkeypatch.setattr(sweep, "HANDSHAKE_S", 2)
+    # a service that never answers is waited for 2 s; one that answers is read at once, however loaded the
+    # machine (with 2 s, a busy run read nothing in time and said no scheduler answered)
+    monkeypatch.setattr(sweep, "HANDSHAKE_S", 2 if answer is None else 60)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
