@@ -647,3 +647,27 @@ def test_a_long_model_build_says_how_far_it_is(monkeypatch):
     assert counts[-1][0] <= result.stats["variables"] and counts[-1][1] <= result.stats["rows"]
     # one line per look at the clock: every 512 rows, every 512 variables, and between long steps
     assert len(news) >= result.stats["rows"] // 512 + result.stats["variables"] // 512 > 0
+
+
+def test_a_latency_start_comes_from_the_chain_dp_over_intervals_where_the_others_give_none(monkeypatch):
+    """Its pipeline, one call per device in pipeline order, is a latency plan: with the chain DP refused and
+    the latency baselines taking nothing, the start for two stages is its plan."""
+    from placement.errors import LimitExceededError
+    from placement.solvers.chain_dp import solve_coarse_chain
+    from placement.solvers.milp import warmstart
+    from placement.verification.latency import evaluate_latency
+    from tests.test_milp_stages import random_problem
+
+    def refuse(*args, **kwargs):
+        raise LimitExceededError("the time limit ran out while the DP ran (chain)", parameter="time_limit")
+
+    def takes_nothing(*args, **kwargs):
+        raise PlacementError("not this catalogue")
+
+    monkeypatch.setattr(warmstart, "solve_chain", refuse)
+    for name in ("solve_latency_greedy", "solve_latency_chain", "solve_latency_modules"):
+        monkeypatch.setattr(warmstart, name, takes_nothing)
+    problem = random_problem(12, seed=3)
+    start = warmstart.default_warm_start(problem, objective="latency", stages=2)
+    assert start == solve_coarse_chain(problem, stages=2).plan and start.non_empty == 2
+    assert evaluate_latency(problem, start).valid

@@ -62,6 +62,11 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     return warm_start_and_bound(problem, max_ideals, progress, objective, stages, deadline)[0]
 
 
+#: seconds the chain DPs may run past the deadline where a plan is in hand (or, for the one over
+#: intervals, would be the first)
+GRACE_S = 1.0
+
+
 def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                          progress: Callable[[str], None] | None = None, objective: str = "throughput",
                          stages: int | None = None, deadline: float | None = None) -> tuple[Plan | None, float]:
@@ -72,6 +77,13 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
         plan, bound = pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
         return plan, bound if objective == "throughput" else 0.0
     candidates = whole_graph_plans(problem) if stages in (None, 1) else []
+    try:   # a pipeline in about linear time (one call per device, in pipeline order: a latency plan)
+        grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
+        coarse = solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace))
+        if coarse.plan is not None:
+            candidates.append(coarse.plan)
+    except LimitExceededError:   # too many combinations of device counts, or late
+        pass
     try:
         chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
         if chain.status is Status.FEASIBLE and chain.plan is not None:
@@ -141,10 +153,6 @@ def pipeline_start(problem: Instance, max_ideals: int, progress: Callable[[str],
     """The DP's optimal pipeline, or a chain-DP plan above ``max_ideals`` ideals or past ``deadline``
     (exactly ``stages`` stages when given)."""
     return pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)[0]
-
-
-#: seconds the chain DP may run past the deadline where the chain DP over intervals found a plan
-GRACE_S = 1.0
 
 
 def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Callable[[str], None] | None,
