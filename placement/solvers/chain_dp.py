@@ -153,19 +153,23 @@ def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contr
 
 
 def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: int = COARSE_BLOCKS,
-                       progress: Callable[[str], None] | None = None) -> Solution:
+                       progress: Callable[[str], None] | None = None,
+                       contraction: Contraction | None = None) -> Solution:
     """A ``stages`` plan in about linear time on any graph size: the chain DP over the prefixes of the
     contracted graph's topological order cut into at most ``blocks`` intervals of about equal work
     (:func:`coarsened`; fewer where the device types have many combinations of counts, to keep the
     pairs of intervals times the combinations within :data:`COARSE_WORK`). Every plan it considers
     is a pipeline of those intervals, so its plan is a valid ``stages`` plan (``feasible``, bound 0;
     exactly ``stages`` non-empty ones where given), ``no_solution`` where none of them fits the
-    devices (a finer split may: this proves nothing). ``progress``: as :func:`solve_chain`'s."""
+    devices (a finer split may: this proves nothing). ``progress``: as :func:`solve_chain`'s.
+    ``contraction``: the graph's, where the caller has it already (else contracted here)."""
     start = time.perf_counter()
     stages = stage_count(problem, stages)
     combinations = math.prod(t.count + 1 for t in problem.device_types)
     blocks = min(blocks, max(4, math.isqrt(2 * COARSE_WORK // combinations)))
-    contraction = coarsened(problem, contract(problem, stages is None), blocks)
+    if contraction is None:
+        contraction = contract(problem, stages is None)
+    contraction = coarsened(problem, contraction, blocks)
     graph = build_graph(problem, contraction)
     layers = build_layers(problem, contraction.size + 1)
     # one run without a ceiling: the few intervals leave little to prune, and a run under a ceiling
