@@ -252,6 +252,8 @@ LARGE_FAMILY, PREPARE_NOTED_S = 50_000, 1.0
 #: Bytes one entry of the ideals' maxima and cuts (:func:`._dp_kernels.family_data`) takes at most: three
 #: int64 arrays, each grown by doubling, so at most twice the entries and, while one is copied, three times
 BYTES_PER_ENTRY = 3 * 3 * 8
+#: Bytes the DP keeps per ideal and combination of device counts: its value, parent and choice
+BYTES_PER_STATE = 3 * 8
 
 
 def memory_budget() -> float:
@@ -275,7 +277,7 @@ def bytes_per_ideal(n_values: int, supernodes: int, n_types: int, n_layers: int,
     ``bitsets``) and offsets (twice: as found and in processing order), its places in the orders per
     type, and its value, parent and choice per layer."""
     words = max(1, (supernodes + 63) // 64) if bitsets else 0
-    return 2 * 8 * (n_values + words + 5) + 4 * 8 * n_types + 3 * 8 * n_layers
+    return 2 * 8 * (n_values + words + 5) + 4 * 8 * n_types + BYTES_PER_STATE * n_layers
 
 
 def most_ideals(graph: Graph, layers: Layers, budget: float | None = None) -> int:
@@ -285,7 +287,7 @@ def most_ideals(graph: Graph, layers: Layers, budget: float | None = None) -> in
     budget = memory_budget() if budget is None else budget
     n_types = graph.comp.shape[1]
     per_ideal = bytes_per_ideal(2 * n_types + 2, graph.contraction.size, n_types, len(layers.counts), False)
-    return int(min(budget / per_ideal, MAX_STATE_BYTES / (3 * 8 * len(layers.counts)), 2.0 ** 62))
+    return int(min(budget / per_ideal, MAX_STATE_BYTES / (BYTES_PER_STATE * len(layers.counts)), 2.0 ** 62))
 
 
 def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceededError:
@@ -318,7 +320,7 @@ def check_states(n: int, n_layers: int, factors: list[int] | None = None, more: 
     than ``n - 1``, where the count stopped there) and ``n_layers`` combinations of device counts
     (``factors``, where they are every combination: each type's count plus one) exceed
     :data:`MAX_STATE_BYTES`."""
-    states = n * 3 * 8 * n_layers
+    states = n * BYTES_PER_STATE * n_layers
     if states > MAX_STATE_BYTES:
         gib = 2.0 ** 30
         shown = f" ({' × '.join(map(str, factors))})" if factors and len(factors) <= 16 else ""

@@ -56,7 +56,8 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
         finally:
             finished.set()
 
-    late = time.perf_counter() + options.time_limit + max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit)
+    grace = max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit)
+    late = time.perf_counter() + options.time_limit + grace
     asked, stopped = False, False
     try:
         threading.Thread(target=work, name="milp-solve", daemon=True).start()
@@ -74,7 +75,6 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
         raise outcome["error"]
     raw = outcome["raw"]
     if stopped:
-        note = (f"{be.name} was stopped {max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit):g} s past its time "
-                "limit (it looks at its clock only between steps)")
+        note = f"{be.name} was stopped {grace:g} s past its time limit (it looks at its clock only between steps)"
         raw = replace(raw, message="; ".join(m for m in (raw.message, note) if m))
     return raw
