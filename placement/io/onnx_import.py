@@ -543,8 +543,8 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     is the parameters it derives from, read by the recurrent operator. (A model's own computation on its
     parameters, such as a bias gathered from a trained table or a weight normalised by its norm, runs in
     every forward: it stays an operator.) Kept as operators too: nodes of ``folded`` (shape arithmetic),
-    of another domain, with a subgraph, or whose output the graph returns. Returns, per output, the parameters it derives from,
-    and the nodes."""
+    of another domain, with a subgraph, or whose output the graph returns. Returns, per output, the
+    parameters it derives from, and the nodes."""
     returned = {v.name for v in graph.output}
     sources: dict[str, tuple[str, ...]] = {}
     nodes: set[int] = set()

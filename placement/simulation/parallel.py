@@ -246,8 +246,9 @@ def _count(value: Any) -> bool:
 def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None, *,
                    schedule: str | None = None, microbatches: int | None = None, chunks: int | None = None) -> None:
     """:class:`InvalidPlanError` with the first violation the independent evaluator finds in ``plan``
-    (:func:`placement.verification.parallel_check.evaluate_plan`) on ``devices`` devices (a count, or counts per device type) of ``memory`` bytes,
-    by default the instance's: more devices than there are, a stage over its memory, ... The memory is
+    (:func:`placement.verification.parallel_check.evaluate_plan`) on ``devices`` devices (a count, or
+    counts per device type) of ``memory`` bytes, by default the instance's: more devices than there
+    are, a stage over its memory, ... The memory is
     that of ``schedule``'s micro-batches in flight with ``microbatches`` per batch (default the plan's
     schedule and the instance's ``mbsInBatch``); a plan run interleaved with ``chunks`` chunks per rank
     is checked as the interleaved plan it then is (a rank holds several of its stages)."""
