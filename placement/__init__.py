@@ -41,6 +41,7 @@ _EXPORTS = {
     "InvalidParameterError": "placement.errors",
     "SolverUnavailableError": "placement.errors",
     "LimitExceededError": "placement.errors",
+    "Interrupted": "placement.errors",
 }
 
 __all__ = sorted(_EXPORTS)

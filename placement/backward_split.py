@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from placement.errors import InvalidParameterError
+from placement.errors import Interrupted, InvalidParameterError
 from placement.plan import Plan
 from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, check_training
@@ -45,16 +45,23 @@ def check_split_request(problem: Instance, method: str, options: Mapping[str, An
 def solve_split(problem: Instance, model: SplitModel, options: Mapping[str, Any], started: float) -> Result:
     """The verified Result of the split MILP on ``problem`` (``options`` as :func:`placement.solve` checked them)."""
     from placement.solvers.milp import DEFAULT_TIME_LIMIT
+    from placement.solvers.milp.interrupt import SearchInterrupted
     from placement.solvers.milp.split import solve_split_milp
 
     objective = options["objective"]
     limit = DEFAULT_TIME_LIMIT if options["time_limit"] is None else options["time_limit"]
     warm = options["warm_start"]
-    solution = solve_split_milp(
-        problem.with_reachable_counts(), model, objective, backend=options["backend"] or "cp-sat",
-        time_limit=limit, gap=options["gap"], threads=options["threads"] or 1, seed=options["seed"],
-        log_path=options["log"], warm_start=warm,
-        progress=options["progress"], deadline=started + limit)
+    try:
+        solution = solve_split_milp(
+            problem.with_reachable_counts(), model, objective, backend=options["backend"] or "cp-sat",
+            time_limit=limit, gap=options["gap"], threads=options["threads"] or 1, seed=options["seed"],
+            log_path=options["log"], warm_start=warm,
+            progress=options["progress"], deadline=started + limit)
+    except SearchInterrupted as exc:   # Ctrl-C in the search: its best plan goes on, verified, in the interrupt
+        if exc.solution is None:
+            raise
+        raise Interrupted(verified_split(problem, model, exc.solution, objective, options["backend"] or "cp-sat",
+                                         started)) from None
     return verified_split(problem, model, solution, objective, options["backend"] or "cp-sat", started)
 
 

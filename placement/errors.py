@@ -6,7 +6,8 @@ bad input are also :class:`ValueError`: a malformed or inconsistent instance
 parameter value that makes no sense (:class:`InvalidParameterError`, which names the
 parameter). :class:`SolverUnavailableError` says that a solver or an optional package is
 not installed here; :class:`LimitExceededError` that a limit the caller set (or a default
-one, such as the number of ideals the DP enumerates) would be exceeded.
+one, such as the number of ideals the DP enumerates) would be exceeded. :class:`Interrupted` is no
+error but a :class:`KeyboardInterrupt` that carries the plan a search had found when Ctrl-C stopped it.
 
 Messages speak of the library's parameters (``time_limit``, ``contiguity``), never of
 command-line flags; the command line translates parameter names into its options.
@@ -61,3 +62,18 @@ class LimitExceededError(PlacementError):
         super().__init__(message)
         self.parameter = parameter
 
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a MILP search.
+
+    ``result`` is the :class:`placement.Result` of the best plan found until then (the solver's or the
+    starting plan), verified as every Result is, with the search's bound: status ``feasible``, or
+    ``optimal`` where the plan meets a proven bound; ``no_solution`` where there was none. It is a
+    :class:`KeyboardInterrupt`, so code that does not look for it stops as before; a second Ctrl-C
+    while the solver winds down, or one outside a MILP search, raises a plain ``KeyboardInterrupt``.
+    """
+
+    def __init__(self, result: object) -> None:
+        super().__init__("interrupted")
+        self.result = result

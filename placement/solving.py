@@ -30,7 +30,7 @@ from dataclasses import replace
 from os import PathLike
 from typing import Any, Callable, Mapping
 
-from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError, unwritable
+from placement.errors import Interrupted, InvalidParameterError, InvalidPlanError, LimitExceededError, unwritable
 from placement.loading import override_devices
 from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number, one_of,
                                   stage_count)
@@ -147,7 +147,10 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         from placement.backward_split import check_split_request, solve_split
 
         check_split_request(problem, method, options, _DEFAULTS)
-        return _recording(solve_split(problem, model, options, started), accelerators, cpus, memory)
+        try:
+            return _recording(solve_split(problem, model, options, started), accelerators, cpus, memory)
+        except Interrupted as exc:
+            raise Interrupted(_recording(exc.result, accelerators, cpus, memory)) from None
     refuse_split_options(**{name: given[name] for name in SPLIT_DEFAULTS})
 
     names = [method] if method != AUTO else ["dp", "milp"]
@@ -156,15 +159,14 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
     try:
-        solution = _run(METHODS[method], problem, options, started)
-    except LimitExceededError as exc:
-        if names == [method]:
+        method, solution = _method_run(method, names, problem, options, started)
+    except KeyboardInterrupt as exc:   # Ctrl-C in a MILP search: its best plan goes on, verified, in the interrupt
+        from placement.solvers.milp.interrupt import SearchInterrupted
+
+        if not isinstance(exc, SearchInterrupted) or exc.solution is None:
             raise
-        method = "milp"
-        solution = _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead",
-                                 f"the MILP solved this (method 'auto'): the DP refused it ({exc})")
-    if method == "dp" and names != [method]:
-        method, solution = _milp_where_the_dp_found_nothing(problem, options, started, solution)
+        interrupted = _verified(problem, certified(METHODS["milp"], exc.solution), "milp", options, started)
+        raise Interrupted(_recording(interrupted, accelerators, cpus, memory)) from None
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused
@@ -177,6 +179,24 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
                       accelerators, cpus, memory)
+
+
+def _method_run(method: str, names: list[str], problem: Instance, options: Mapping[str, Any],
+                started: float) -> tuple[str, Any]:
+    """The method that answered and its solution: ``method``, or where ``names`` holds both (``auto``) and
+    the DP refuses or finds nothing that proves something, the MILP."""
+    from placement.solvers.registry import METHODS
+
+    try:
+        solution = _run(METHODS[method], problem, options, started)
+    except LimitExceededError as exc:
+        if names == [method]:
+            raise
+        return "milp", _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead",
+                                     f"the MILP solved this (method 'auto'): the DP refused it ({exc})")
+    if method == "dp" and names != [method]:
+        return _milp_where_the_dp_found_nothing(problem, options, started, solution)
+    return method, solution
 
 
 def _milp_where_the_dp_found_nothing(problem: Instance, options: Mapping[str, Any], started: float,

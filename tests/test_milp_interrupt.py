@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from placement.solvers.milp.backends import RawResult, SolveOptions
-from placement.solvers.milp.interrupt import solve_interruptibly
+from placement.solvers.milp.interrupt import SearchInterrupted, solve_interruptibly
 
 ROOT = Path(__file__).resolve().parents[1]
 RESNET = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs" / "LayerGraphs" / "resnet50_inference.json"
@@ -52,10 +53,47 @@ def _interrupt_when_started(backend: _Searching) -> None:
 def test_ctrl_c_stops_the_search_and_goes_on_to_the_caller(stoppable):
     backend = _Searching(stoppable)
     _interrupt_when_started(backend)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(SearchInterrupted) as caught:
         solve_interruptibly(backend, SolveOptions(time_limit=PATIENCE_S))
     assert backend.returned is stoppable      # a stoppable search returned before the interrupt went on
+    if stoppable:                             # its answer goes on with the interrupt
+        assert (caught.value.raw.status, caught.value.raw.objective) == ("feasible", 3.0)
+    else:
+        assert caught.value.raw is None
+    assert isinstance(caught.value, KeyboardInterrupt)
     backend.stop.set()
+
+
+# a chain of seven nodes on three accelerators, no CPU: its stages optimum, the MILP's start, is 17.5
+# ({0,1,2,3} | {4,5} | {6}: 2+5+2+8 + 0.5 out, 0.5 in + 8+8 + 1 out, 1 in + 7), above every bound the
+# model's construction proves, so the search runs from it (a plan of 16 exists: {0,2,3} | {1,4} | {5,6})
+TIMES, COSTS = (2, 5, 2, 8, 8, 8, 7), (0.5, 0.5, 1, 0.5, 1, 1)
+CHAIN = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
+         "nodes": [{"id": i, "name": f"n{i}", "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 50,
+                    "isBackwardNode": 0, "size": 1} for i, t in enumerate(TIMES)],
+         "edges": [{"sourceId": i, "destId": i + 1, "cost": c} for i, c in enumerate(COSTS)]}
+
+
+def _interrupted_at_once(be, options):
+    """In place of :func:`solve_interruptibly`: Ctrl-C before the backend returned anything."""
+    raise SearchInterrupted(None)
+
+
+@pytest.mark.parametrize("warm_start, status, value", [(True, "feasible", 17.5), (False, "no_solution", None)])
+def test_ctrl_c_in_the_library_carries_the_plan_in_hand(monkeypatch, warm_start, status, value):
+    import placement
+    from placement.solvers.milp import driver
+
+    monkeypatch.setattr(driver, "solve_interruptibly", _interrupted_at_once)
+    with pytest.raises(placement.Interrupted) as caught:
+        placement.solve(CHAIN, method="milp", contiguity="none", warm_start=warm_start)
+    result = caught.value.result
+    assert (result.status, result.value) == (status, value)
+    assert "the search was interrupted" in result.message
+    if warm_start:   # the starting plan, verified: the DP's
+        assert [stage.nodes for stage in result.plan] == [stage.nodes for stage in placement.solve(CHAIN).plan]
+        assert result.verification.valid and 0 < result.bound < 16
+    assert isinstance(caught.value, KeyboardInterrupt)
 
 
 def test_without_an_interrupt_the_answer_and_errors_come_through():
@@ -104,7 +142,7 @@ def test_ctrl_c_during_a_long_search_exits_130(backend):
     if not any(name == backend and ok for name, ok, _ in backend_availability()):
         pytest.skip(f"{backend} is not installed")
     proc = subprocess.Popen([sys.executable, "-m", "placement", "solve", str(RESNET), "--method", "milp",
-                             "--contiguity", "none", "--backend", backend, "--time-limit", "60"],
+                             "--contiguity", "none", "--backend", backend, "--time-limit", "60", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
@@ -116,7 +154,10 @@ def test_ctrl_c_during_a_long_search_exits_130(backend):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + err
     assert err.strip().splitlines()[-1] == "error: interrupted"
-    assert out == ""
+    shown = json.loads(out)   # the plan in hand: at least as good as the start, the DP's stages optimum
+    assert shown["status"] == "feasible" and shown["objective"] <= 33.774666015625 + 1e-9
+    assert shown["verified"]["valid"] and shown["verified"]["value"] == shown["objective"]
+    assert "the search was interrupted" in shown["message"]
 
 
 def _processes_naming(path: str) -> list[str]:
@@ -155,3 +196,22 @@ def test_an_interrupted_pulp_search_leaves_no_solver_and_no_files(tmp_path):
     assert proc.returncode == 130
     assert _processes_naming(str(tmp_path)) == []
     assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_in_a_split_search_carries_the_plan_in_hand(monkeypatch):
+    """A split search (backward B and W tasks placed apart) interrupted before it answered: its start, the
+    unsplit optimum of 7 that the search improves to 6.875 uninterrupted, verified as a split plan."""
+    import random
+
+    import placement
+    from placement.solvers.milp import driver
+    from placement.testing.crosscheck import random_instance
+
+    problem = random_instance(random.Random(0), True)
+    assert placement.solve(problem, backward="split").value == 6.875
+    monkeypatch.setattr(driver, "solve_interruptibly", _interrupted_at_once)
+    with pytest.raises(placement.Interrupted) as caught:
+        placement.solve(problem, backward="split")
+    result = caught.value.result
+    assert (result.status, result.value, result.backward["mode"]) == ("feasible", placement.solve(problem).value, "split")
+    assert result.verification.valid and "the search was interrupted" in result.message

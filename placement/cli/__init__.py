@@ -20,7 +20,7 @@ import sys
 from typing import Any, Sequence
 
 from placement import __version__
-from placement.cli.options import UsageError, option_name
+from placement.cli.options import INTERRUPTED, UsageError, option_name
 from placement.errors import InvalidParameterError, PlacementError
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 #: the exit status of a command whose output pipe closed before it finished (128 + SIGPIPE)

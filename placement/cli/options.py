@@ -18,6 +18,10 @@ from placement.errors import PlacementError
 from placement.jsonfile import strict_json
 
 
+#: the exit status of a command that Ctrl-C stopped (128 + SIGINT)
+INTERRUPTED = 130
+
+
 class UsageError(PlacementError):
     """A command-line option or argument combination makes no sense."""
 

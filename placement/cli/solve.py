@@ -1,17 +1,20 @@
 """``placement solve INSTANCE``: an optimal (or bounded) placement, verified, as text or JSON.
 
 Exit status: 0 a verified plan was found; 1 no plan (the status says whether the instance is
-proven infeasible or a limit stopped the search); 2 bad input or usage.
+proven infeasible or a limit stopped the search); 2 bad input or usage; 130 interrupted (Ctrl-C),
+after the plan a MILP search had found, where it had one.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
-from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
-                                   load_announced, non_negative_int, path_name, positive_float, positive_int,
-                                   print_json, progress_printer, relative_gap, write_plan_file)
+from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, check_distinct,
+                                   check_writable, devices, load_announced, non_negative_int, path_name,
+                                   positive_float, positive_int, print_json, progress_printer, relative_gap,
+                                   write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import SCHEDULES
@@ -111,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
         schedule=args.schedule, chunks=args.chunks, **devices(args))
     if isinstance(instance, PiperInstance):
         return run_piper(args, instance, options)
-    result = placement.solve(instance, **options)
+    interrupted = False
+    try:
+        result = placement.solve(instance, **options)
+    except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
+        result, interrupted = exc.result, True
     write_plan_file(args.out, result, args.quiet)
     if args.json:
         print_json(result.to_json())
@@ -119,4 +126,7 @@ def run(args: argparse.Namespace) -> int:
         rename = getattr(args, "rename", None)
         shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
         print(format_result(instance, shown), end="")
+    if interrupted:
+        print("error: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return 0 if result.ok else 1

@@ -31,7 +31,7 @@ from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, Solve
 from placement.solvers.milp.backends.base import append_log
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.heartbeat import heartbeat
-from placement.solvers.milp.interrupt import solve_interruptibly
+from placement.solvers.milp.interrupt import SearchInterrupted, solve_interruptibly
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -228,6 +228,8 @@ def reserve(options: SolveOptions) -> float:
 #: seconds past its time limit after which a backend's run is reported as an overrun (the solvers
 #: look at their clocks between steps, and some steps are long)
 OVERRUN_S = 1.0
+#: the note of an answer that Ctrl-C ended
+INTERRUPTED = "the search was interrupted"
 
 
 def skipped(be: Backend, options: SolveOptions, progress: Callable[[str], None] | None, value: float,
@@ -247,16 +249,23 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     :meth:`SolveOptions.left`); ``no_solution`` without running it when none is left, and
     ``skipped`` when the starting plan ``fallback`` already meets the instance's lower bound
     ``simple`` (nothing is left to prove). A search silent for a while says so
-    (:func:`.heartbeat.heartbeat`), Ctrl-C stops it (:func:`.interrupt.solve_interruptibly`), and a run
-    past its limit by more than :data:`OVERRUN_S` says so in its message."""
+    (:func:`.heartbeat.heartbeat`), Ctrl-C stops it (:func:`.interrupt.solve_interruptibly`: the answer
+    is then marked ``interrupted``, and :func:`.outcome.conclude` raises its plan on), and a run past its
+    limit by more than :data:`OVERRUN_S` says so in its message."""
     if fallback is not None and meets(simple, fallback[1]):
         return skipped(be, options, progress, fallback[1], simple)
     limit = options.left(reserve(options))
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start", ran=False)
     best = None if fallback is None else fallback[1]
-    with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best, stop=be.interrupt) as watched:
-        raw = solve_interruptibly(be, replace(watched, time_limit=limit))
+    try:
+        with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best,
+                       stop=be.interrupt) as watched:
+            raw = solve_interruptibly(be, replace(watched, time_limit=limit))
+    except KeyboardInterrupt as exc:   # concluded as a stop at the limit, then raised again (outcome.conclude)
+        found = exc.raw if isinstance(exc, SearchInterrupted) else None   # else before the search started
+        raw = found if found is not None else RawResult("no_solution", stopped=True)
+        return replace(raw, interrupted=True, message="; ".join(m for m in (raw.message, INTERRUPTED) if m))
     if raw.wall_s > limit + OVERRUN_S:
         note = f"{be.name} overran its time limit of {limit:g} s ({raw.wall_s:.1f} s)"
         raw = replace(raw, message="; ".join(m for m in (raw.message, note) if m))

@@ -8,8 +8,10 @@ limits, and SCIP, stopped by its own handler, was reported as an ordinary result
 the interrupt reaches it at once (the process's SIGINT handler is restored every
 :data:`REASSERT_S` seconds, as CBC and SCIP replace it with their own); the backend is then asked to stop
 (:meth:`~placement.solvers.milp.backends.base.Backend.interrupt`), given
-:data:`INTERRUPT_GRACE_S` seconds to return, and the :class:`KeyboardInterrupt` goes on to the
-caller. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
+:data:`INTERRUPT_GRACE_S` seconds to return, and a :class:`SearchInterrupted` (a
+:class:`KeyboardInterrupt`) carrying its answer goes on to the caller, which makes its best plan of
+that answer and of its starting plan; a second Ctrl-C in that wait goes on as a plain
+:class:`KeyboardInterrupt`. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
 its daemon thread, which ends with the process. A solver still searching well past its time limit
 (:data:`OVERRUN_GRACE_S`, :data:`OVERRUN_SHARE`) is asked to stop the same way, and its result says so.
 """
@@ -31,6 +33,17 @@ INTERRUPT_GRACE_S = 5.0
 OVERRUN_GRACE_S, OVERRUN_SHARE = 2.0, 0.25
 #: seconds between two restorings of the process's SIGINT handler while a solver runs
 REASSERT_S = 0.2
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C ended a backend's search: ``raw`` is its answer where it returned in time (else ``None``),
+    and ``solution`` the :class:`placement.solution.Solution` the driver concluded from it and its
+    starting plan (set by :func:`placement.solvers.milp.outcome.conclude`)."""
+
+    def __init__(self, raw: RawResult | None = None, solution: Any = None) -> None:
+        super().__init__("interrupted")
+        self.raw = raw
+        self.solution = solution
 
 
 def _reassert_sigint() -> None:
@@ -69,8 +82,8 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
                 stopped = bool(be.interrupt())
     except KeyboardInterrupt:
         if be.interrupt():
-            finished.wait(INTERRUPT_GRACE_S)
-        raise
+            finished.wait(INTERRUPT_GRACE_S)   # a second Ctrl-C here goes on as it is
+        raise SearchInterrupted(outcome.get("raw")) from None
     if "error" in outcome:
         raise outcome["error"]
     raw = outcome["raw"]

@@ -49,6 +49,7 @@ from placement.plan import Plan
 from placement.problem.bounds import meets
 from placement.solution import Solution, Status
 from placement.solvers.milp.backends import Backend, RawResult
+from placement.solvers.milp.interrupt import SearchInterrupted
 
 
 #: the least value, in model units, at which a floating-point backend's proof and bound are used
@@ -84,7 +85,17 @@ class Context:
 
 def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
              verify: Callable[[Plan], Verdict], fallback: tuple[Plan, float] | None = None) -> Solution:
-    """The :class:`Solution` for the backend's answer ``raw``; ``fallback`` is a verified plan and its value."""
+    """The :class:`Solution` for the backend's answer ``raw``; ``fallback`` is a verified plan and its value.
+    An answer that Ctrl-C ended (``raw.interrupted``) is concluded as a stop at the time limit, and the
+    Solution goes on in a :class:`.interrupt.SearchInterrupted` instead of being returned."""
+    solution = _concluded(ctx, be, raw, decode, verify, fallback)
+    if raw.interrupted:
+        raise SearchInterrupted(raw, solution)
+    return solution
+
+
+def _concluded(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
+               verify: Callable[[Plan], Verdict], fallback: tuple[Plan, float] | None) -> Solution:
     if raw.message:
         ctx.notes.append(raw.message)
     raw_bound = 0.0 if raw.bound is None or not math.isfinite(raw.bound) else raw.bound

@@ -94,6 +94,7 @@ class RawResult:
     stats: dict[str, Any] = field(default_factory=dict)
     ran: bool = True                # False: the solver was not started (the time limit had run out)
     stopped: bool = False           # True: its search was ended before it could return a plan (its process killed)
+    interrupted: bool = False       # True: Ctrl-C ended the search (:class:`.interrupt.SearchInterrupted`)
 
 
 #: Fraction of the time limit after which a backend's "infeasible" is not taken as a proof: CBC,
