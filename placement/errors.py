@@ -63,7 +63,6 @@ class LimitExceededError(PlacementError):
         self.parameter = parameter
 
 
-
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) stopped a MILP search.
 

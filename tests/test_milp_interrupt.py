@@ -213,5 +213,6 @@ def test_ctrl_c_in_a_split_search_carries_the_plan_in_hand(monkeypatch):
     with pytest.raises(placement.Interrupted) as caught:
         placement.solve(problem, backward="split")
     result = caught.value.result
-    assert (result.status, result.value, result.backward["mode"]) == ("feasible", placement.solve(problem).value, "split")
+    unsplit = placement.solve(problem).value
+    assert (result.status, result.value, result.backward["mode"]) == ("feasible", unsplit, "split")
     assert result.verification.valid and "the search was interrupted" in result.message
