@@ -289,3 +289,13 @@ def test_evaluator_imports_no_solver():
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_long_run_of_cpu_nodes_in_the_critical_chain_is_shown_by_its_ends():
+    from placement.report.latency import CPU_RUN_SHOWN, chain_text
+
+    short = ("device 0 call 0",) + tuple(f"cpu node {i}" for i in range(CPU_RUN_SHOWN))
+    assert chain_text(short) == " -> ".join(short)   # a run of CPU_RUN_SHOWN nodes is shown whole
+    long = ("epyc node 7", "device 0 call 0") + tuple(f"epyc node {i}" for i in range(10, 30_010)) + ("device 1 call 0",)
+    assert chain_text(long) == ("epyc node 7 -> device 0 call 0 -> epyc node 10 -> ... 29,998 more CPU nodes ... "
+                                "-> epyc node 30009 -> device 1 call 0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from placement.problem.instance import Instance
 from placement.report.text import node_span, topological_places, verdict_lines
@@ -10,8 +11,38 @@ from placement.verification.latency import LatencyEvaluation
 from placement.report.table import format_table
 
 
+#: runs of more CPU nodes than this in a critical chain are shown by their ends and their count
+CPU_RUN_SHOWN = 4
+#: the label of an accelerator call in a critical chain (any other element is a node on a CPU)
+_CALL = re.compile(r"device \d+ call \d+")
+
+
 def _num(x: float) -> str:
     return "-" if math.isinf(x) else f"{x:.6g}"
+
+
+def chain_text(critical: tuple[str, ...]) -> str:
+    """The critical chain as one line, each run of more than :data:`CPU_RUN_SHOWN` CPU nodes in a row
+    written as its first and last node and the count between (a chain of 32,000 CPU nodes filled
+    half a megabyte)."""
+    parts: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) > CPU_RUN_SHOWN:
+            parts.extend((run[0], f"... {len(run) - 2:,} more CPU nodes ...", run[-1]))
+        else:
+            parts.extend(run)
+        run.clear()
+
+    for label in critical:
+        if not _CALL.fullmatch(label):
+            run.append(label)
+            continue
+        flush()
+        parts.append(label)
+    flush()
+    return " -> ".join(parts)
 
 
 def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tuple[str, ...] = ()) -> str:
@@ -34,6 +65,6 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tupl
     lines.append(f"{title}latency {evaluation.latency:.10g}" if math.isfinite(evaluation.latency)
                  else f"{title}latency not computed (see the violations)")
     if evaluation.critical:
-        lines.append("critical chain: " + " -> ".join(evaluation.critical))
+        lines.append("critical chain: " + chain_text(evaluation.critical))
     lines.extend(verdict_lines(tuple(evaluation.violations) + tuple(extra)))
     return "\n".join(lines) + "\n"
