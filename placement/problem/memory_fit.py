@@ -76,12 +76,21 @@ def fits_counted(terms: Iterable[tuple[float, int]], bound: float) -> bool:
         return True
     if total > bound + margin:
         return False
+    if all(_whole(size) for size, _ in terms):   # byte counts: summed as integers, as written
+        return sum(int(size) * count for size, count in terms) <= as_written(bound)
     return sum((as_written(size) * count for size, count in terms), Fraction(0)) <= as_written(bound)
+
+
+def _whole(value: float) -> bool:
+    """Whether ``value`` is an integer below 2^53 in magnitude: its shortest decimal form is then that
+    integer's digits, so it reads as ``int(value)``."""
+    return abs(value) < EXACT_INTEGERS and float(value).is_integer()
 
 
 def as_written(value: float) -> Fraction:
     """``value`` read as its shortest decimal form (what ``repr`` prints), exactly."""
-    return Fraction(repr(float(value)))
+    value = float(value)
+    return Fraction(int(value)) if _whole(value) else Fraction(repr(value))
 
 
 def _as_written(values: Iterable[float]) -> Fraction:

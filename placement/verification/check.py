@@ -37,7 +37,9 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
     latency = None
     if objective == "latency":
         latency = evaluate_latency(instance, plan)
-        evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
+        evaluation = latency.structural   # the same check, made once, where it is the one asked for
+        if evaluation is None or contiguity != "none" or infer_from_colours:
+            evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
         violations = list(latency.violations) + [v for v in evaluation.violations if v not in latency.violations]
         violations += call_limit_violations(instance, plan, calls)
         value = latency.latency

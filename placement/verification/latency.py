@@ -98,6 +98,8 @@ class LatencyEvaluation:
     memory: tuple[float, ...]              # per device position: Σ memory of its nodes
     violations: tuple[str, ...]
     critical: tuple[str, ...] = field(default=())  # the chain of calls / CPU nodes that ends last
+    #: the structural check it rests on (:func:`placement.verification.evaluate.evaluate`, class ``none``)
+    structural: Evaluation | None = field(default=None, repr=False, compare=False)
 
     @property
     def valid(self) -> bool:
@@ -291,7 +293,7 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     latency = max(finish.values()) if sound else math.inf
     return LatencyEvaluation(calls=calls, cpu_nodes=cpu_reports, node_finish=finish, latency=latency,
                              memory=tuple(r.memory for r in structural.devices),
-                             violations=tuple(violations), critical=critical)
+                             violations=tuple(violations), critical=critical, structural=structural)
 
 
 def describe_latency(evaluation: LatencyEvaluation) -> str:

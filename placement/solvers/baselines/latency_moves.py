@@ -33,7 +33,7 @@ def move_classes_to_cpus(problem: Instance, plan: Plan, deadline: float = math.i
     ``plan`` itself when the instance has no CPU device or no move helps."""
     types = problem.device_types
     cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
-    if len(cpus) != 1:
+    if len(cpus) != 1 or time.perf_counter() >= deadline:   # late: not even the start is evaluated again
         return plan
     cpu = cpus[0]
     nodes = problem.nodes
