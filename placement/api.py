@@ -130,12 +130,12 @@ def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memor
     """The instance a check of ``plan`` runs on: with the device overrides given, else those the plan
     records it was solved with (:func:`placement.io.plans.recorded_overrides`). A record that cannot
     be read, or whose overrides the instance cannot take, is an :class:`InvalidPlanError`."""
-    from placement.errors import InvalidInstanceError, InvalidPlanError
-    from placement.io.plans import read_overrides
+    from placement.errors import InvalidInstanceError
+    from placement.io.plans import plan_error, read_overrides
 
     recorded, unread = read_overrides(plan)
     if unread:
-        raise InvalidPlanError(f"the plan's device overrides cannot be read: {', '.join(unread)} (accelerators "
+        raise plan_error(plan, f"the plan's device overrides cannot be read: {', '.join(unread)} (accelerators "
                                "and cpus are counts, memory a number of bytes, none negative)")
     given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
     taken = {name: value for name, value in recorded.items() if given[name] is None}
@@ -146,7 +146,7 @@ def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memor
                          and exc.parameter != "instance"):
             raise
         listed = ", ".join(f"{name}={value!r}" for name, value in taken.items())
-        raise InvalidPlanError(f"the plan records the device overrides {listed}, with which {exc}") from None
+        raise plan_error(plan, f"the plan records the device overrides {listed}, with which {exc}") from None
 
 
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
@@ -186,6 +186,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
+    from placement.io.plans import recorded_backward
     from placement.simulation.split import is_split_plan, plan_split_record
 
     given = {"comm": comm != "inline", "w_fraction": w_fraction is not None, "engine": engine != "heap",
@@ -212,6 +213,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     if microbatches is None:
         microbatches = DEFAULT_MICROBATCHES
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
+    recorded_backward(plan)   # a malformed record is refused whatever the graph, as verify refuses it
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     source, plan = plan, as_plan(plan)

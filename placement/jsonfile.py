@@ -215,6 +215,16 @@ def _finite_int(digits: str) -> int:
     return value
 
 
+def json_value_text(value: Any) -> str:
+    """A decoded value as a message shows it: a string quoted, ``null``, ``true``, ``false``, a number as
+    written; an array or object by its type's JSON name."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (str, int, float)):
+        return repr(value)
+    return f"an {json_type_name(value)}" if isinstance(value, (list, dict)) else json_type_name(value)
+
+
 def json_type_name(value: Any) -> str:
     """The JSON name of a decoded value's type, for error messages ("string", "array", ...)."""
     return {str: "string", bool: "boolean", list: "array", dict: "object", type(None): "null",

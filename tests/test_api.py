@@ -580,6 +580,6 @@ def test_recorded_overrides_that_cannot_be_read_or_taken_are_refused_as_the_plan
         path.write_text(json.dumps({**document, "overrides": overrides}))
         with pytest.raises(placement.errors.InvalidPlanError) as info:
             placement.verify(CHAIN4, path)
-        assert str(info.value) == message
+        assert str(info.value) == f"{path}: {message}"   # a plan file is named, as by every reader
     path.write_text(json.dumps({**document, "overrides": {"accelerators": 2.0}}))   # a whole number
     assert placement.verify(CHAIN4, path).valid

@@ -82,6 +82,10 @@ CASES = [
      "instance: field 'maxFPGAs' must be an integer, got number"),
     ("bad boolean", with_node(instance(), 0, supportedOnFpga="yes"),
      "node 1: field 'supportedOnFpga' must be true/false or 0/1, got 'yes'"),
+    ("null for a boolean", with_node(instance(), 0, supportedOnFpga=None),   # as JSON spells it, not None
+     "node 1: field 'supportedOnFpga' must be true/false or 0/1, got null"),
+    ("array for a boolean", with_node(instance(), 0, supportedOnFpga=[1]),
+     "node 1: field 'supportedOnFpga' must be true/false or 0/1, got an array"),
     ("boolean 2", with_node(instance(), 0, isBackwardNode=2),
      "node 1: field 'isBackwardNode' must be true/false or 0/1, got 2"),
     ("nodes not an array", instance(nodes={"1": node(1)}),
@@ -416,6 +420,20 @@ def test_top_level_fields_are_checked(tmp_path, change, message):
     with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
     assert str(info.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize("field", ["supportedOnFpga", "fpgaLatency", "cpuLatency"])
+def test_a_two_type_node_field_beside_device_types_is_refused(tmp_path, field):
+    """With ``deviceTypes`` a node's ``times`` give every time: ``supportedOnFpga: 0`` was ignored, and the
+    node placed on the accelerator type it said it could not run on."""
+    data = {"deviceTypes": [{"name": "gpu", "count": 2, "memory": 100, "paysComm": True}],
+            "nodes": [{"id": 1, "times": {"gpu": 1}, field: 0}, {"id": 2, "times": {"gpu": 1}}],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}]}
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == (f"{path}: node 1: field {field!r} goes with the two-type format; with 'deviceTypes' "
+                               "a node's 'times' give its time on each type (null: unsupported there)")
 
 
 def test_fits_on_cpu_only(tmp_path):

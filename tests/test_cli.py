@@ -385,12 +385,21 @@ def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_
     assert json.loads(capsys.readouterr().out)["max_load"] == 12
     for command in ("verify", "simulate"):
         assert main([command, pair, str(tmp_path / "joint.json")]) == 2
-        assert capsys.readouterr().err == ("error: the plan places b_tasks or w_tasks, as a split-backward plan does, "
-                                           "but its backward record says mode 'joint'\n")
+        assert capsys.readouterr().err == (f"error: {tmp_path / 'joint.json'}: the plan places b_tasks or w_tasks, as a "
+                                           "split-backward plan does, but its backward record says mode 'joint'\n")
         assert main([command, pair, str(tmp_path / "xx.json")]) == 2
-        assert capsys.readouterr().err == "error: the plan's backward record has mode 'xx'; it is 'joint' or 'split'\n"
-        assert main([command, pair, str(tmp_path / "text.json")]) == 2
-        assert capsys.readouterr().err == "error: the plan's backward record must be an object, not string\n"
+        assert capsys.readouterr().err == (f"error: {tmp_path / 'xx.json'}: the plan's backward record has mode 'xx'; "
+                                           "it is 'joint' or 'split'\n")
+        assert main([command, pair, str(tmp_path / "text.json")]) == 2   # named in the message, as every reader's
+        assert capsys.readouterr().err == (f"error: {tmp_path / 'text.json'}: the plan's backward record must be an "
+                                           "object, not string\n")
+    chain_plan = tmp_path / "chain-plan.json"   # simulate took it on an inference graph, which never reads it
+    assert main(["solve", CHAIN4, "--out", str(chain_plan), "--quiet"]) == 0
+    chain_plan.write_text(json.dumps({**json.loads(chain_plan.read_text()), "backward": "split"}))
+    capsys.readouterr()
+    assert main(["simulate", CHAIN4, str(chain_plan)]) == 2
+    assert capsys.readouterr().err == (f"error: {chain_plan}: the plan's backward record must be an object, "
+                                       "not string\n")
 
 
 @pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])

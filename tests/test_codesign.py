@@ -389,6 +389,16 @@ def test_bad_model():
     with pytest.raises(InvalidInstanceError) as info:
         placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == "node 1: operator #0: field 'n' must be a positive integer up to 2^40, got 0"
+    for operator, said in (({"kind": "gemm", "m": 4, "n": 4}, "missing field 'k'"),   # said "got None"
+                           ({"kind": "vector", "elements": 4}, "missing field 'op'"),
+                           ({"kind": "vector", "op": ["add"], "elements": 4},           # a TypeError's traceback
+                            "field 'op' must be one of add, mul, copy, relu, reduce, pool, exp, sigmoid, tanh, gelu, "
+                            "softmax, layernorm, dropout, optimizer, got an array"),
+                           ({"kind": None}, "field 'kind' must be 'gemm' or 'vector', got null")):
+        model["nodes"][1]["operators"] = [operator]
+        with pytest.raises(InvalidInstanceError) as info:
+            placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+        assert str(info.value) == f"node 1: operator #0: {said}"
     model["nodes"][1]["operators"] = [{"kind": "gemm", "m": 4, "n": 4, "k": 4}]
     model["nodes"][1]["size"] = 2**35
     with pytest.raises(InvalidInstanceError) as info:

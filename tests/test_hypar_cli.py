@@ -97,19 +97,25 @@ def test_amounts_print_exactly_past_two_to_the_53():
     assert [_amount(Fraction(7, 2)), _amount(Fraction(-5, 4))] == ["3.500", "-1.250"]
 
 
-def test_gigabytes_print_past_the_range_of_a_float(tmp_path, capsys):
-    """One fc layer of 10^155 inputs and outputs: 10^310 weights, and all-dp moves (2 − 1) · 8 · 10^310
-    bytes = 8 · 10^301 GB, past the largest float (1.8e308 bytes): the GB column came from a float of
-    the amount and the report died with an OverflowError."""
+def test_gigabytes_print_past_the_range_of_a_float_and_layers_stay_within_2_to_the_53(tmp_path, capsys):
+    """The GB column is printed from the exact amount, past the largest float too (a float of the amount
+    died with an OverflowError); a network file's layers hold at most 2^53 elements per sample and 2^53
+    weights (10^310 weights were planned, and the result document held integers no reader takes): one fc
+    layer of 2^26 inputs and 2^27 outputs, 2^53 weights, all-dp moves (2 − 1) · 8 · 2^53 bytes."""
     from placement.report.hypar import _gigabytes
 
     assert [_gigabytes(0), _gigabytes(15_942_167_040)] == ["0.0000", "15.9422"]
-    assert [_gigabytes(10**21), _gigabytes(9_999_960 * 10**15)] == ["1.0000e+12", "1.0000e+13"]
-    network = tmp_path / "huge.json"
-    network.write_text('{"layers": [{"name": "a", "type": "fc", "in": 1' + "0" * 155 + ', "out": 1' + "0" * 155 + "}]}")
+    assert [_gigabytes(10**21), _gigabytes(9_999_960 * 10**15), _gigabytes(8 * 10**310)] == \
+        ["1.0000e+12", "1.0000e+13", "8.0000e+301"]
+    network = tmp_path / "largest.json"
+    network.write_text('{"layers": [{"name": "a", "type": "fc", "in": 67108864, "out": 134217728}]}')
     assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("all-dp "))
-    assert row.split()[3:5] == ["8.0000e+301", "1.0000"]
+    assert row.split()[1:5] == ["9,007,199,254,740,992", "72,057,594,037,927,936", "72057594.0379", "1.0000"]
+    network.write_text('{"layers": [{"name": "a", "type": "fc", "in": 1' + "0" * 155 + ', "out": 1' + "0" * 155 + "}]}")
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 2
+    assert capsys.readouterr().err == (f"error: {network}: layer 0 (a): its input holds 1e+155 elements, more than "
+                                       "the 2^53 a layer may hold\n")
 
 
 def test_names_that_do_not_print_are_escaped_in_the_tables(tmp_path, capsys):

@@ -202,6 +202,19 @@ def test_gpipe_node_alone_at_its_fewest_micro_batches():
     assert placement.solve(inst, schedule="1f1b").value == 1.5
 
 
+@pytest.mark.parametrize("stage, message", [
+    ({"nodes": [1], "t": 1}, "stages[0]: missing field 'd'"),              # said "not None"
+    ({"nodes": [1], "d": None, "t": 1}, "stages[0].d must be a positive integer, not null"),
+    ({"nodes": [1], "d": 1, "t": 0}, "stages[0].t must be a positive integer, not 0"),
+])
+def test_a_stage_needs_its_degrees(stage, message):
+    from placement.errors import InvalidPlanError
+
+    with pytest.raises(InvalidPlanError) as info:
+        ParallelPlan.from_json({"stages": [stage]})
+    assert str(info.value) == message
+
+
 def test_evaluator_reports_violations():
     inst = chain([{1: (tmpc("v", 1, b=5),)}, {1: (tmpc("v", 1, b=5),)}], devices=2, memory=6.0, microbatches=2)
     plan = ParallelPlan.from_json({"stages": [{"nodes": [1], "d": 1, "t": 1, "tmpcs": {"1": "v"}},
@@ -239,7 +252,8 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
     assert main(["solve", str(path), "--devices", "2", "--memory", "1KiB", "--quiet"]) == 0
     assert "d  t" in capsys.readouterr().out
     assert main(["solve", str(path), "--devices", "0"]) == 2
-    assert "error: argument --devices: expected a positive integer, got '0'" in capsys.readouterr().err
+    assert ("error: argument --devices: expected a positive integer or counts per device type ('a100:8,v100:16'), "
+            "got '0'") in capsys.readouterr().err
     assert main(["solve", str(path), "--method", "milp"]) == 2
     assert capsys.readouterr().err.startswith("error: --method must be 'auto' for a Piper instance")
     assert main(["solve", str(path), "--backend", "highs"]) == 2

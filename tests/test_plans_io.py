@@ -48,9 +48,25 @@ def test_read_our_plan_prefers_devices(tmp_path):
     data = {"format": FORMAT, "fpgas": [{"load": 1, "nodes": [1]}], "cpus": [{"nodes": [2]}], "devices": devices}
     assert read_plan(write(tmp_path, data)) == Plan((DeviceAssignment(C, (2,)), DeviceAssignment(A, (1,))))
     for key, other in (("cpus", []), ("fpgas", [{"nodes": [1, 2]}])):
-        with pytest.raises(InvalidPlanError, match=f"field '{key}' places the nodes otherwise than field 'devices' "
-                                                   "does"):
+        with pytest.raises(InvalidPlanError, match=f"field '{key}' places the nodes or calls otherwise than field "
+                                                   "'devices' does"):
             read_plan(write(tmp_path, {**data, key: other}))
+
+
+def test_calls_of_devices_and_fpgas_must_agree(tmp_path):
+    """A latency plan's calls listed in both fields: the same calls in the same order (each call's nodes in
+    any order) are one plan; calls in another order are two, and the plan is refused, as nodes placed
+    otherwise are (``devices`` was taken silently)."""
+    def device(calls):
+        return {"type": "accelerator", "nodes": [10, 11, 12], "calls": calls}
+
+    data = {"format": FORMAT, "devices": [device([[10], [12, 11]])],
+            "fpgas": [{"nodes": [12, 11, 10], "calls": [[10], [11, 12]]}]}
+    assert read_plan(write(tmp_path, data)).devices[0].calls == ((10,), (12, 11))
+    data["fpgas"][0]["calls"] = [[12, 11], [10]]
+    with pytest.raises(InvalidPlanError, match="field 'fpgas' places the nodes or calls otherwise than field "
+                                               "'devices' does"):
+        read_plan(write(tmp_path, data))
 
 
 @pytest.mark.parametrize("data, reason", [

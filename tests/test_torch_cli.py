@@ -308,8 +308,8 @@ def test_split_refuses_a_plan_the_instance_cannot_run(tmp_path, capsys):
     plan = write_plan(tmp_path / "plan.json", range(0, 3), range(3, 6), range(6, 8))
     capsys.readouterr()
     assert main(["split", str(instance), plan]) == 2
-    assert capsys.readouterr().err == ("error: the plan does not fit the instance: device type accelerator: 3 devices "
-                                       "used, but only 2 exist\n")
+    assert capsys.readouterr().err == (f"error: {plan}: the plan does not fit the instance: device type accelerator: "
+                                       "3 devices used, but only 2 exist\n")
 
 
 def test_a_stage_table_of_a_plan_no_runtime_can_run_says_so(tmp_path, capsys):

@@ -230,6 +230,21 @@ def test_plans_that_do_not_fit_the_instance():
         stages(lay, plan([0, 19], range(1, 12)))
 
 
+def test_a_backward_node_must_name_a_forward_node_and_a_null_name_is_the_id():
+    """A ``forward`` naming no forward node was taken, and the plan file blamed later; a null name read as
+    'None' where the instance loader names the node by its id."""
+    def forward(i, **fields):
+        return {"id": i, "module": "m", "ops": ["linear"], "name": f"n{i}", **fields}
+
+    data = {"nodes": [forward(0, name=None), forward(1), {"id": 2, "isBackwardNode": 1, "forward": 999}],
+            "edges": [{"sourceId": 0, "destId": 1}]}
+    with pytest.raises(InvalidInstanceError, match="^backward node 2: field 'forward' names 999, which is no forward "
+                                                   "node of the instance$"):
+        layout_from_instance(data)
+    data["nodes"][2]["forward"] = 1
+    assert [n.name for n in layout_from_instance(data).nodes] == ["0", "n1"]
+
+
 def test_instances_without_module_metadata_are_refused():
     data = {"nodes": [{"id": 0, "name": "a", "isBackwardNode": 0}]}
     with pytest.raises(InvalidInstanceError, match="^node 0 has no module metadata; only instances made by the "

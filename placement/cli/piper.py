@@ -12,7 +12,13 @@ from placement.io.piper import PiperInstance
 def devices_argument(text: str) -> int | str:
     """``--devices``: a device count (``10``), or counts per device type (``a100:8,v100:16``), which the
     library reads (:mod:`placement.parallel.devices`)."""
-    return text if ":" in text else positive_int(text)
+    if ":" in text:
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or counts per device type "
+                                         f"('a100:8,v100:16'), got {text!r}") from None
 
 
 def run_piper(args: argparse.Namespace, instance: PiperInstance, options: dict[str, Any]) -> int:

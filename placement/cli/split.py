@@ -48,17 +48,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _check_fit(problem: Any, plan: Plan, say: Callable[[str], None]) -> tuple[Plan, str]:
+def _check_fit(problem: Any, plan: Plan, source: str, say: Callable[[str], None]) -> tuple[Plan, str]:
     """The plan with the nodes it leaves to their colour class placed with it (as ``verify`` places
     them), and the finest contiguity class it belongs to; refused where the instance cannot run it
     (unknown device types, more devices than it has, nodes off their supported types, memory), as the
-    independent evaluator finds it."""
+    independent evaluator finds it; the message names the plan file ``source``."""
     from placement.verification.evaluate import evaluate, with_inferred
 
     found = evaluate(problem, plan, "none", infer_from_colours=True)
     if found.violations:
         more = f" (and {len(found.violations) - 1} more)" if len(found.violations) > 1 else ""
-        raise UsageError(f"the plan does not fit the instance: {found.violations[0]}{more}")
+        raise UsageError(f"{source}: the plan does not fit the instance: {found.violations[0]}{more}")
     if found.inferred:
         count = len(found.inferred)
         say(f"note: {count:,} node{'s' if count > 1 else ''} the plan does not list go{'es' if count == 1 else ''} "
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)
         say(recorded_devices_note(argparse.Namespace(plan=plan_source), done="split"))
-    plan, finest = _check_fit(problem, plan, say)
+    plan, finest = _check_fit(problem, plan, args.plan, say)
     plan, order = in_pipeline_order(problem, plan)
     if order is not None:
         say(f"note: the plan lists its devices out of pipeline order; its stages are its devices "

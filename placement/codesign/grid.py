@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from placement.codesign.template import PARAMETERS, Design
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, json_value_text, load_json
 
 #: The default design space (module docstring).
 DEFAULT_GRID: dict[str, tuple] = {
@@ -77,7 +77,7 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
             real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
             if not (whole if key != "buffer_mb" else real) or x <= 0 or x > 2**20:
                 what = "positive integers" if key != "buffer_mb" else "positive numbers"
-                raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {x!r}")
+                raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {json_value_text(x)}")
         if len(set(raw)) != len(raw):
             raise InvalidInstanceError(f"grid: field {key!r} repeats a value")
         values.append(tuple(float(x) if key == "buffer_mb" else int(x) for x in raw))

@@ -35,7 +35,7 @@ from typing import Any, Mapping
 from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, json_value_text, load_json
 from placement.problem.instance import Instance
 
 
@@ -74,9 +74,12 @@ class Workload:
 
 
 def _positive_int(raw: Mapping, key: str, where: str, default: int | None = None) -> int:
+    if key not in raw and default is None:
+        raise InvalidInstanceError(f"{where}: missing field {key!r}")
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0 or value > 2**40:
-        raise InvalidInstanceError(f"{where}: field {key!r} must be a positive integer up to 2^40, got {value!r}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a positive integer up to 2^40, "
+                                   f"got {json_value_text(value)}")
     return int(value)
 
 
@@ -85,7 +88,8 @@ def _amount(raw: Mapping, key: str, where: str, default: float | None = None) ->
     if value is None and default is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1e30:
-        raise InvalidInstanceError(f"{where}: field {key!r} must be a non-negative number below 1e30, got {value!r}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be a non-negative number below 1e30, "
+                                   f"got {json_value_text(value)}")
     return float(value)
 
 
@@ -101,11 +105,14 @@ def parse_operator(raw: Any, where: str) -> Operator:
         return Operator("gemm", m=_positive_int(raw, "m", where), n=_positive_int(raw, "n", where),
                         k=_positive_int(raw, "k", where), batch=_positive_int(raw, "batch", where, 1), bytes=nbytes)
     if kind == "vector":
-        op = raw.get("op")
-        if op not in VECTOR_CYCLES:
-            raise InvalidInstanceError(f"{where}: field 'op' must be one of {', '.join(VECTOR_CYCLES)}, got {op!r}")
+        if "op" not in raw:
+            raise InvalidInstanceError(f"{where}: missing field 'op'")
+        op = raw["op"]
+        if not isinstance(op, str) or op not in VECTOR_CYCLES:
+            raise InvalidInstanceError(f"{where}: field 'op' must be one of {', '.join(VECTOR_CYCLES)}, "
+                                       f"got {json_value_text(op)}")
         return Operator("vector", op=op, elements=_positive_int(raw, "elements", where), bytes=nbytes)
-    raise InvalidInstanceError(f"{where}: field 'kind' must be 'gemm' or 'vector', got {kind!r}")
+    raise InvalidInstanceError(f"{where}: field 'kind' must be 'gemm' or 'vector', got {json_value_text(kind)}")
 
 
 def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:

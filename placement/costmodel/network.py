@@ -37,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, parse_file
+from placement.jsonfile import json_type_name, json_value_text, parse_file
 
 FORMAT = "placement-network/1"
 LAYER_KINDS = ("fc", "conv")
+#: the most elements a layer's input or output (per sample) or its weights may hold
+MAX_ELEMENTS = 2 ** 53
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,12 @@ def validate_network(network: Network) -> None:
                 raise InvalidInstanceError(f"{where}: '{label}' must hold positive integers, got {list(shape)}")
         if isinstance(layer.kernel, bool) or not isinstance(layer.kernel, int) or layer.kernel <= 0:
             raise InvalidInstanceError(f"{where}: 'kernel' must be a positive integer, got {layer.kernel!r}")
+        for what, elements in (("its input holds", math.prod(layer.in_shape)),
+                               ("its output holds", math.prod(layer.out_shape)),
+                               ("its weights hold", layer.weight_elements)):
+            if elements > MAX_ELEMENTS:
+                raise InvalidInstanceError(f"{where}: {what} {elements:.4g} elements, more than the 2^53 a layer "
+                                           "may hold")
         if layer.kind == "fc" and layer.kernel != 1:
             raise InvalidInstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
         if k > 0:
@@ -152,7 +160,7 @@ def parse_network(data: Any, name: str = "") -> Network:
         raise InvalidInstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
     fmt = data.get("format", FORMAT)
     if fmt != FORMAT:
-        raise InvalidInstanceError(f"unknown network format {fmt!r}; expected {FORMAT!r}")
+        raise InvalidInstanceError(f"unknown network format {json_value_text(fmt)}; expected {FORMAT!r}")
     label = data.get("name", name)
     if not isinstance(label, str):
         raise InvalidInstanceError(f"field 'name' must be a string, got {json_type_name(label)}")
@@ -177,8 +185,8 @@ def parse_network(data: Any, name: str = "") -> Network:
             raise InvalidInstanceError(f"{where}: field 'name' must be a non-empty string")
         where = f"layer {k} ({layer_name})"
         kind = entry["type"]
-        if kind not in LAYER_KINDS:
-            raise InvalidInstanceError(f"{where}: unknown type {kind!r}; expected fc or conv")
+        if not isinstance(kind, str) or kind not in LAYER_KINDS:
+            raise InvalidInstanceError(f"{where}: unknown type {json_value_text(kind)}; expected fc or conv")
         if kind == "conv" and "kernel" not in entry:
             raise InvalidInstanceError(f"{where}: missing field 'kernel'")
         kernel = entry.get("kernel", 1)

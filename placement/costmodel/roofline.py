@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.jsonfile import json_type_name, load_json
+from placement.jsonfile import json_type_name, json_value_text, load_json
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -155,7 +155,8 @@ def parse_device(device_id: str, entry: Any) -> DeviceSpec:
         raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
     kind = entry.get("kind")
     if kind not in KINDS:
-        raise InvalidInstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise InvalidInstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, "
+                                   f"got {json_value_text(kind)}")
     model = entry.get("model", device_id)
     if not isinstance(model, str):
         raise InvalidInstanceError(f"{where}: field 'model' must be a string, got {json_type_name(model)}")

@@ -113,10 +113,15 @@ def layout_from_instance(data: Any) -> Layout:
             raise InvalidInstanceError(f"node {raw['id']} has no module metadata; "
                                        "only instances made by the model importers can be exported")
         _check_strings(raw, raw["id"])
-        forward.append(LayoutNode(raw["id"], str(raw.get("name", raw["id"])), raw["module"],
+        name = raw.get("name")   # missing or null: the id, as the instance loader names it
+        forward.append(LayoutNode(raw["id"], str(raw["id"] if name is None else name), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ()))))
     forward.sort(key=lambda n: n.id)
     ids = {node.id for node in forward}
+    for backward_id, forward_id in mates.items():
+        if forward_id not in ids:
+            raise InvalidInstanceError(f"backward node {backward_id}: field 'forward' names {forward_id}, which is no "
+                                       "forward node of the instance")
     edges = tuple((e["sourceId"], e["destId"]) for e in data.get("edges", ())
                   if isinstance(e, dict) and e.get("sourceId") in ids and e.get("destId") in ids)
     about = data.get("about")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, PlacementError
-from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, load_json
+from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, json_value_text, load_json
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
 
@@ -54,18 +54,23 @@ def node_ids(value: Any, where: str) -> tuple[int, ...]:
     return tuple(ids)
 
 
+def _placed(device: DeviceAssignment) -> tuple[frozenset[int], tuple[frozenset[int], ...]]:
+    """What a device entry places: its nodes, and the nodes of each of its calls, in call order."""
+    return frozenset(device.nodes), tuple(frozenset(call) for call in device.calls)
+
+
 def parse_plan(data: Any) -> Plan:
     """Build a :class:`Plan` from the decoded JSON of a plan file (either format)."""
     if not isinstance(data, dict):
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "format" in data and data["format"] != FORMAT:
-        raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {data['format']!r}")
+        raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
     if "devices" in data:
         devices = _device_list(data["devices"], "devices", None)
         for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):   # the superset's Tarnawski fields
-            if key in data and ([frozenset(d.nodes) for d in _device_list(data[key], key, kind)]
-                                != [frozenset(d.nodes) for d in devices if d.type == kind]):
-                raise InvalidPlanError(f"field {key!r} places the nodes otherwise than field 'devices' does "
+            if key in data and ([_placed(d) for d in _device_list(data[key], key, kind)]
+                                != [_placed(d) for d in devices if d.type == kind]):
+                raise InvalidPlanError(f"field {key!r} places the nodes or calls otherwise than field 'devices' does "
                                        f"(on its {kind} devices, in order): which of the two was meant is not clear")
         return Plan(devices)
     if "fpgas" not in data and "cpus" not in data:
@@ -255,6 +260,12 @@ def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
     return None
 
 
+def plan_error(plan: object, message: str) -> InvalidPlanError:
+    """The :class:`InvalidPlanError` of ``message`` about ``plan``, which names the plan's file where it is one
+    (as the reader's errors do)."""
+    return InvalidPlanError(f"{plan}: {message}" if isinstance(plan, (str, Path)) else message)
+
+
 def recorded_backward(plan: object) -> dict[str, Any]:
     """The ``backward`` record of a split-backward plan (``{"mode": "split", "w_placement",
     "inter_layer", "w_share"}``) where the plan has one: a :class:`placement.Result`'s ``backward``,
@@ -264,18 +275,19 @@ def recorded_backward(plan: object) -> dict[str, Any]:
     record of a joint solve beside B or W tasks (which of the two was meant is not clear)."""
     backward = _recorded(plan, "backward", "backward")
     if backward is not None and not isinstance(backward, Mapping):
-        raise InvalidPlanError(f"the plan's backward record must be an object, not {json_type_name(backward)}")
+        raise plan_error(plan, f"the plan's backward record must be an object, not {json_type_name(backward)}")
     record = dict(backward) if backward is not None else {}
     mode = record.get("mode")
     if mode is not None and mode not in ("joint", "split"):
-        raise InvalidPlanError(f"the plan's backward record has mode {mode!r}; it is 'joint' or 'split'")
+        raise plan_error(plan, f"the plan's backward record has mode {json_value_text(mode)}; it is 'joint' or "
+                               "'split'")
     try:
         tasks = any(d.b_tasks or d.w_tasks for d in as_plan(plan).devices)
     except PlacementError:   # reading the plan itself reports what is wrong with it
         tasks = False
     if tasks:
         if mode == "joint":
-            raise InvalidPlanError("the plan places b_tasks or w_tasks, as a split-backward plan does, but its "
+            raise plan_error(plan, "the plan places b_tasks or w_tasks, as a split-backward plan does, but its "
                                    "backward record says mode 'joint'")
         record["mode"] = "split"
     return record

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, parse_file
+from placement.jsonfile import json_type_name, json_value_text, parse_file
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
 
@@ -79,7 +79,7 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
     if kind == "bool":
         if value in (0, 1) and not isinstance(value, float) or isinstance(value, bool):
             return bool(value)
-        raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {value!r}")
+        raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {json_value_text(value)}")
     if kind == "str":
         if not isinstance(value, (str, _INTEGER)) or isinstance(value, bool):
             raise InvalidInstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
@@ -88,6 +88,8 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
 
 
 TWO_TYPE_FIELDS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
+#: a node's fields in the two-type format, which ``times`` and ``weightTimes`` replace with ``deviceTypes``
+TWO_TYPE_NODE_FIELDS = ("supportedOnFpga", "fpgaLatency", "cpuLatency", "fpgaWeightLatency", "cpuWeightLatency")
 #: ``about``: what the model importers record (model, devices, FLOPs); read by nobody here
 TOP_LEVEL_FIELDS = ("nodes", "edges", *TWO_TYPE_FIELDS, "deviceTypes", "about")
 
@@ -193,6 +195,11 @@ def _read_nodes(raw_nodes: list, costs: dict[int, float], catalogue: tuple[Devic
                 w_acc = read_field(n, "fpgaWeightLatency", where, "number")
                 weights = (w_acc if supported else None, read_field(n, "cpuWeightLatency", where, "number"))
         else:
+            mixed = next((key for key in TWO_TYPE_NODE_FIELDS if key in n), None)
+            if mixed is not None:   # ignored, it would have changed the plan without a word
+                raise InvalidInstanceError(f"{where}: field {mixed!r} goes with the two-type format; with "
+                                           "'deviceTypes' a node's 'times' give its time on each type (null: "
+                                           "unsupported there)")
             times = _node_times(n, where, catalogue)
             weights = _node_times(n, where, catalogue, "weightTimes") if n.get("weightTimes") is not None else None
         size = read_field(n, "size", where, "number", default=0.0)

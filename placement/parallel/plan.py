@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
+from placement.jsonfile import json_value_text
 
 #: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
 SCHEDULES = ("piper", "1f1b", "gpipe", "interleaved")
@@ -108,9 +109,11 @@ class ParallelPlan:
             if not isinstance(nodes, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in nodes):
                 raise InvalidPlanError(f"{where}.nodes must be a list of node ids (integers)")
             for key in ("d", "t"):
-                value = raw.get(key)
+                if key not in raw:
+                    raise InvalidPlanError(f"{where}: missing field {key!r}")
+                value = raw[key]
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {value!r}")
+                    raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(value)}")
             if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
                 raise InvalidPlanError(f"{where}.tmpcs must map node ids to TMPC ids (strings)")
             try:
