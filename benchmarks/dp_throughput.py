@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
-BERT24 = DEFAULT_INSTANCES / "LayerGraphs" / "bert24_inference.json"
+#: the instance the start-up is timed on, under the instances folder
+BERT24 = Path("LayerGraphs") / "bert24_inference.json"
 
 from child import run_child  # noqa: E402
 from common import machine, positive_int, refuse  # noqa: E402
@@ -108,9 +109,9 @@ def shape_rows(tmp: Path, repeat: int) -> list[dict]:
     return rows
 
 
-def startup_row(tmp: Path, repeat: int) -> dict:
-    """First run of a fresh install and a warm run of ``placement solve`` on BERT-24 inference."""
-    cmd = [sys.executable, "-m", "placement", "solve", str(BERT24), "--quiet"]
+def startup_row(tmp: Path, repeat: int, bert24: Path) -> dict:
+    """First run of a fresh install and a warm run of ``placement solve`` on BERT-24 inference (``bert24``)."""
+    cmd = [sys.executable, "-m", "placement", "solve", str(bert24), "--quiet"]
     first = []
     for k in range(repeat):
         env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp / f"pyc{k}"), NUMBA_CACHE_DIR=str(tmp / f"numba{k}"))
@@ -184,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine()}\n")
     with tempfile.TemporaryDirectory() as tmp:
         shapes = shape_rows(Path(tmp), args.repeat)
-        startup = startup_row(Path(tmp), args.repeat) if BERT24.is_file() else None
+        bert24 = args.instances / BERT24
+        startup = startup_row(Path(tmp), args.repeat, bert24) if bert24.is_file() else None
+        if startup is None:
+            print(f"\nstart-up not timed: no {bert24}, the instance it is timed on")
     document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
     if args.skip_published:
         _write(args.json, document)

@@ -8,9 +8,9 @@ were compiled, and, with ``--baseline COMMIT``, the same for the package as of t
 ``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
 alternately in the same session, with the ratios new / baseline.
 
-Writes ``results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``, every run of
-``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and memory-bounded) instead
-of four, into ``results/piper_first_run_all.json``.
+Writes ``benchmarks/results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``,
+every run of ``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and
+memory-bounded) instead of four, into ``benchmarks/results/piper_first_run_all.json``.
 
     python benchmarks/piper_first_run.py [--baseline 9984622] [--repeat 3] [--shared ../shared/piper] [--all]
 """
