@@ -355,6 +355,25 @@ def test_a_regime_faster_than_the_busiest_stage_is_no_steady_state():
     assert (long.time_per_sample, long.period, long.notes) == (130.5, 1, ())
 
 
+def test_a_fast_period_that_does_not_fit_the_window_reports_the_average_slope():
+    """Completions +1, +9, +1, ... (period 2, 5 per sample) against a busiest stage of 6 per micro-batch: no
+    steady state, and the time per sample is the window's average slope, as the note says, not the period's
+    rate: micro-batches 10..17 complete at 50 and 81, so (81 − 50) / 7."""
+    import numpy as np
+
+    from placement.simulation.schedules import get_schedule
+    from placement.simulation.simulator import _headline, steady_rate
+
+    completions = np.array([10.0 * (j // 2) + j % 2 for j in range(20)])
+
+    def steady(a, b):
+        return (float(completions[a]), float(completions[b])) + steady_rate(completions, a, b)
+
+    window, span, _, per_sample, period, notes = _headline(get_schedule("1f1b-async"), 20, 2, 91.0, steady, 6.0)
+    assert (window, span, per_sample, period) == ((10, 17), (50.0, 81.0), 31 / 7, None)
+    assert notes[0].startswith("not settled within micro-batches 10..17: they complete every 5, faster than")
+
+
 @pytest.mark.parametrize("b_tasks, recorded, message", [
     # B(b1) on the stage after its layer: no variant runs a B there
     (((), (), (101,)), {}, "node 101: its B task runs on device 2, which the variant 'any+inter-layer' does not "

@@ -392,8 +392,9 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor
         c_a, c_b, per_sample, period = steady(a, b)
         span = (c_a, c_b)
         if floor is not None and per_sample < floor * (1 - SETTLED_TOLERANCE):
-            period = None
-            notes.append(f"not settled within micro-batches {a}..{b}: they complete every {per_sample:.9g}, "
+            rhythm, period = per_sample, None
+            per_sample = (c_b - c_a) / (b - a)   # the average slope, which a period's rate is only where it fits
+            notes.append(f"not settled within micro-batches {a}..{b}: they complete every {rhythm:.9g}, "
                          f"faster than the busiest stage works per micro-batch ({floor:.9g}); the time per "
                          "sample is their average slope; run more micro-batches")
         elif period is None:
