@@ -114,7 +114,12 @@ def test_gigabytes_print_past_the_range_of_a_float_and_layers_stay_within_2_to_t
     assert row.split()[1:5] == ["9,007,199,254,740,992", "72,057,594,037,927,936", "72057594.0379", "1.0000"]
     network.write_text('{"layers": [{"name": "a", "type": "fc", "in": 1' + "0" * 155 + ', "out": 1' + "0" * 155 + "}]}")
     assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 2
-    assert capsys.readouterr().err == (f"error: {network}: layer 0 (a): its input holds 1e+155 elements, more than "
+    assert capsys.readouterr().err == (f"error: {network}: layer 0 (a): its input holds 1.000e+155 elements, more than "
+                                       "the 2^53 a layer may hold\n")
+    network.write_text('{"layers": [{"name": "a", "type": "conv", "in": [1' + "0" * 200 + ', 1' + "0" * 200
+                       + ', 1], "out": [1, 1, 1], "kernel": 1}]}')   # past a float: an OverflowError's traceback
+    assert main(["hypar", str(network), "--accelerators", "2", "--batch", "1"]) == 2
+    assert capsys.readouterr().err == (f"error: {network}: layer 0 (a): its input holds 1.000e+400 elements, more than "
                                        "the 2^53 a layer may hold\n")
 
 

@@ -198,6 +198,21 @@ def test_an_interrupted_pulp_search_leaves_no_solver_and_no_files(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_second_ctrl_c_while_the_solver_winds_down_keeps_nothing(monkeypatch):
+    """The second interrupt comes out of :func:`solve_interruptibly` as a plain ``KeyboardInterrupt``; it was
+    taken for an interrupt before the search, and the starting plan returned in place of the solver's."""
+    import placement
+    from placement.solvers.milp import driver
+
+    def twice(be, options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver, "solve_interruptibly", twice)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        placement.solve(CHAIN, method="milp", contiguity="none")
+    assert not isinstance(caught.value, placement.Interrupted)
+
+
 def test_ctrl_c_in_a_split_search_carries_the_plan_in_hand(monkeypatch):
     """A split search (backward B and W tasks placed apart) interrupted before it answered: its start, the
     unsplit optimum of 7 that the search improves to 6.875 uninterrupted, verified as a split plan."""

@@ -70,3 +70,19 @@ def test_json_output_holds_nothing_else_when_standard_output_is_a_pipe(tmp_path,
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] in ("optimal", "feasible")
+
+
+def test_what_a_caller_prints_during_a_redirection_can_reach_its_standard_output(tmp_path, capfd):
+    """Ctrl-C leaves HiGHS or CBC (which cannot be stopped) searching with file descriptor 1 sent to its
+    log; the plan in hand, printed then, went into the log and never reached the caller."""
+    from placement.solvers.native_output import callers_stdout
+
+    assert callers_stdout() is None              # no redirection: nothing to give
+    log = tmp_path / "solver.log"
+    with stdout_to(str(log)):
+        os.write(1, b"the solver's line\n")
+        fd = callers_stdout()
+        os.write(fd, b"the caller's plan\n")
+        os.close(fd)
+    assert log.read_text() == "the solver's line\n"
+    assert capfd.readouterr().out == "the caller's plan\n"

@@ -188,4 +188,11 @@ def run() -> None:
         _to_devnull(sys.stdout)
         print(f"error: {exc.strerror or exc}", file=sys.stderr)
         status = 2
+    if status == INTERRUPTED:
+        from placement.solvers.milp.interrupt import still_searching
+
+        if still_searching():   # torn down by the interpreter's exit, OR-Tools aborted the process (SIGABRT)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
     sys.exit(status)

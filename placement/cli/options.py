@@ -7,12 +7,13 @@ with a one-line message that quotes what was given (printed as ``error: ...``, e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import PlacementError
 from placement.jsonfile import strict_json
@@ -201,6 +202,25 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
 def json_text(document: Any) -> str:
     """``document`` as strict JSON text (non-finite numbers as ``null``), two-space indent."""
     return json.dumps(strict_json(document), indent=2, allow_nan=False)
+
+
+@contextlib.contextmanager
+def callers_stdout() -> Iterator[None]:
+    """Within the block, ``print`` writes on the standard output the command was given, also while a
+    solver that Ctrl-C could not stop still has file descriptor 1 sent to its log
+    (:func:`placement.solvers.native_output.callers_stdout`)."""
+    from placement.solvers.native_output import callers_stdout as callers_fd
+
+    fd = callers_fd()
+    if fd is None:
+        yield
+        return
+    stream = open(fd, "w", encoding=getattr(sys.stdout, "encoding", None) or "utf-8", errors="backslashreplace")
+    try:
+        with contextlib.redirect_stdout(stream):
+            yield
+    finally:
+        stream.close()
 
 
 def print_json(document: Any) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from dataclasses import replace
 
-from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, check_distinct,
+from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
                                    check_writable, devices, load_announced, non_negative_int, path_name,
                                    positive_float, positive_int, print_json, progress_printer, relative_gap,
                                    write_plan_file)
@@ -120,12 +120,13 @@ def run(args: argparse.Namespace) -> int:
     except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
         result, interrupted = exc.result, True
     write_plan_file(args.out, result, args.quiet)
-    if args.json:
-        print_json(result.to_json())
-    else:      # its message names the library's parameters ("warm_start was not used") by their options
-        rename = getattr(args, "rename", None)
-        shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
-        print(format_result(instance, shown), end="")
+    with callers_stdout():   # a solver Ctrl-C could not stop may still have the output sent to its log
+        if args.json:
+            print_json(result.to_json())
+        else:      # its message names the library's parameters ("warm_start was not used") by their options
+            rename = getattr(args, "rename", None)
+            shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
+            print(format_result(instance, shown), end="")
     if interrupted:
         print("error: interrupted", file=sys.stderr)
         return INTERRUPTED

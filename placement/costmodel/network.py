@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -120,8 +121,8 @@ def validate_network(network: Network) -> None:
                                ("its output holds", math.prod(layer.out_shape)),
                                ("its weights hold", layer.weight_elements)):
             if elements > MAX_ELEMENTS:
-                raise InvalidInstanceError(f"{where}: {what} {elements:.4g} elements, more than the 2^53 a layer "
-                                           "may hold")
+                raise InvalidInstanceError(f"{where}: {what} {Decimal(elements):.4g} elements, more than the "
+                                           "2^53 a layer may hold")
         if layer.kind == "fc" and layer.kernel != 1:
             raise InvalidInstanceError(f"{where}: an fc layer has no kernel (got {layer.kernel})")
         if k > 0:

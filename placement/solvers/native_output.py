@@ -16,6 +16,8 @@ from collections.abc import Iterator
 #: the wrong order, leaving the caller's standard output in a deleted scratch file. The solves that
 #: redirect it take turns.
 _STDOUT = threading.Lock()
+#: the caller's file descriptor 1 (a duplicate) while a redirection is under way, for :func:`callers_stdout`
+_CALLERS: list[int] = []
 
 
 @contextlib.contextmanager
@@ -24,21 +26,35 @@ def stdout_to(path: str | None) -> Iterator[None]:
     with no ``path``, nowhere: a library never writes on its caller's standard output (HiGHS prints
     a banner there even with its output switched off, which would break ``--json``). One block at a
     time in the process (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile
-    goes there too."""
+    goes there too (:func:`callers_stdout` gives the caller's)."""
     with _STDOUT:
         sys.stdout.flush()
         _flush_c_streams()
         saved = os.dup(1)
         fd = os.open(os.devnull if path is None else path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _CALLERS.append(saved)
         try:
             os.dup2(fd, 1)
             yield
         finally:
+            _CALLERS.remove(saved)
             sys.stdout.flush()
             _flush_c_streams()   # what the solver left in the C library's buffer goes where it was sent
             os.dup2(saved, 1)
             os.close(saved)
             os.close(fd)
+
+
+def callers_stdout() -> int | None:
+    """A new duplicate of the caller's file descriptor 1 while a redirection is under way (its owner
+    closes it), else ``None``: Ctrl-C leaves a solver that cannot be stopped (HiGHS, CBC behind
+    OR-Tools) searching, with file descriptor 1 sent to its log, and what the caller prints then (the
+    plan in hand) must go to the caller's standard output, not there."""
+    callers = list(_CALLERS)   # the solve may end meanwhile, and close its duplicate
+    try:
+        return os.dup(callers[-1])
+    except (IndexError, OSError):
+        return None
 
 
 def _flush_c_streams() -> None:

@@ -258,11 +258,15 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     if limit <= 0:
         return RawResult("no_solution", message="the time limit ran out before the solver could start", ran=False)
     best = None if fallback is None else fallback[1]
+    searching = False
     try:
         with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best,
                        stop=be.interrupt) as watched:
+            searching = True
             raw = solve_interruptibly(be, replace(watched, time_limit=limit))
     except KeyboardInterrupt as exc:   # concluded as a stop at the limit, then raised again (outcome.conclude)
+        if searching and not isinstance(exc, SearchInterrupted):   # a second Ctrl-C: nothing is kept
+            raise
         found = exc.raw if isinstance(exc, SearchInterrupted) else None   # else before the search started
         raw = found if found is not None else RawResult("no_solution", stopped=True)
         return replace(raw, interrupted=True, message="; ".join(m for m in (raw.message, INTERRUPTED) if m))

@@ -33,6 +33,14 @@ INTERRUPT_GRACE_S = 5.0
 OVERRUN_GRACE_S, OVERRUN_SHARE = 2.0, 0.25
 #: seconds between two restorings of the process's SIGINT handler while a solver runs
 REASSERT_S = 0.2
+#: the name of the thread a search runs in
+SOLVER_THREAD = "milp-solve"
+
+
+def still_searching() -> bool:
+    """Whether a search that Ctrl-C left behind still runs in its thread (one that cannot be stopped, or a
+    second Ctrl-C that did not wait for it): a process should then end without tearing it down."""
+    return any(t.name == SOLVER_THREAD and t.is_alive() for t in threading.enumerate())
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -73,7 +81,7 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     late = time.perf_counter() + options.time_limit + grace
     asked, stopped = False, False
     try:
-        threading.Thread(target=work, name="milp-solve", daemon=True).start()
+        threading.Thread(target=work, name=SOLVER_THREAD, daemon=True).start()
         while not finished.wait(REASSERT_S):
             if main:   # only the main thread may set signal handlers
                 _reassert_sigint()
