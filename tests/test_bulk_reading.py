@@ -54,7 +54,7 @@ def message(data: dict) -> str:
     (node_field(1500, fpgaLatency=True), "node 1500: field 'fpgaLatency' must be a number, got boolean"),
     (node_field(1999, fpgaLatency=float("nan")), "node 1999: field 'fpgaLatency' is NaN"),
     (node_field(3, size=float("inf")), "node 3: field 'size' is infinite"),
-    (node_field(700, supportedOnFpga=None), "node 700: field 'supportedOnFpga' must be true/false or 0/1, got None"),
+    (node_field(700, supportedOnFpga=None), "node 700: field 'supportedOnFpga' must be true/false or 0/1, got null"),
     (node_field(700, supportedOnFpga=2), "node 700: field 'supportedOnFpga' must be true/false or 0/1, got 2"),
     (node_field(701, isBackwardNode=0.0), "node 701: field 'isBackwardNode' must be true/false or 0/1, got 0.0"),
     (node_field(9, colorClass="a"), "node 9: field 'colorClass' must be an integer, got string"),
