@@ -414,6 +414,29 @@ def test_more_chips_than_colour_classes():
     assert len(many.designs) <= 14
 
 
+@pytest.mark.parametrize("baseline", ["random", "wham", "fixed"])
+def test_baselines_use_no_more_chips_than_colour_classes(baseline):
+    """The baselines drew and evaluated every chip: 10^20 chips ended in a traceback (numpy's draw, a
+    tuple of 10^20 designs), and 64 chips in a DP refused for its tables. More chips than the model's
+    14 colour classes are never all used, so they run as 14, with the same answer."""
+    many = placement.codesign(MODEL, chips=10**20, power=300, grid=TINY, baseline=baseline)
+    some = placement.codesign(MODEL, chips=14, power=300, grid=TINY, baseline=baseline)
+    assert (many.value, many.designs) == (some.value, some.designs) and many.chips == 10**20
+
+
+def test_exhaustive_on_more_chips_than_colour_classes():
+    """Multisets of 14 chips hold every set of chips a plan of 14 classes uses: the check counts those
+    (perf-per-watt summed the counts of every size up to 10^8 and never returned)."""
+    for objective in ("throughput", "perf-per-watt"):
+        with pytest.raises(LimitExceededError, match=r"^the exhaustive check would run the DP on [0-9,]+ design "
+                                                     r"combinations \(10 designs within the budgets, 14 of the "
+                                                     r"100,000,000 chips \(one per colour class\)\)"):
+            placement.codesign(MODEL, chips=10**8, power=130, grid=TINY, exhaustive=True, objective=objective)
+    exact = placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID)   # 2 classes: 2 chips are all it uses
+    checked = placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True)
+    assert checked.value == exact.value and checked.dp_runs == 10   # multisets of 2 of 4 designs
+
+
 def test_exhaustive_refused_with_the_count():
     with pytest.raises(LimitExceededError) as info:
         placement.codesign(MODEL, chips=3, power=130, grid=TINY, exhaustive=True, max_combinations=100)

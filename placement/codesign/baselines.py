@@ -80,7 +80,9 @@ class BaselineResult:
 
 
 def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objective: str
-           ) -> tuple[Workload, Grid, Candidates]:
+           ) -> tuple[Workload, Grid, Candidates, int]:
+    """The workload, grid, designs within the budgets, and the chips a plan can use: ``chips``, or the
+    model's colour classes where they are fewer (more chips are never all used)."""
     chips = parameters.integer("chips", chips, smallest=1)
     area = parameters.number("area", area, positive=True)
     power = parameters.number("power", power, positive=True)
@@ -90,7 +92,7 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
     if not space.designs:
         raise InvalidParameterError("area", f"and power leave no design of the grid: none fits {area:g} mm² "
                                             f"and {power:g} W")
-    return workload, grid, space
+    return workload, grid, space, min(chips, len(workload.instance.colour_classes()))
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None
     """The TPU-like design (module docstring) on all ``chips``; an :class:`InvalidParameterError`
     (parameter ``area``) when it does not fit the budgets."""
     start = time.perf_counter()
-    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     design = Design(*(_nearest(getattr(TPU_LIKE, name), values) for name, values in zip(PARAMETERS, grid.values)))
     if design not in space.designs:
         raise InvalidParameterError("area", f"and power do not hold the TPU-like design {design.label} "
@@ -191,7 +193,7 @@ def random_search(model: Any, chips: int, area: float, power: float, *, grid: An
     """The best of ``budget`` uniformly drawn design combinations (one design for all chips when
     ``homogeneous``), drawn with ``numpy.random.default_rng(seed)``, each placed by the DP."""
     start = time.perf_counter()
-    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     designs = space.designs
     budget = parameters.integer("budget", budget, smallest=1)
     seed = parameters.integer("seed", seed, largest=parameters.MAX_SEED)
@@ -208,7 +210,7 @@ def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
     """The WHAM-like search (module docstring): stages, per-stage local search keeping ``top_k``
     designs, global pick."""
     start = time.perf_counter()
-    workload, grid, space = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     designs = space.designs
     top_k = parameters.integer("top_k", top_k, smallest=1)
     run = _Evaluator(workload, space, chips, objective)

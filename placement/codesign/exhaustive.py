@@ -10,6 +10,8 @@ design choice inside the DP).
 * Homogeneous: every design on ``k`` chips (throughput), or on exactly ``c = 1..k`` chips
   (throughput per watt).
 
+``k`` is the number of chips, or of the model's colour classes where that is fewer: more chips than
+classes are never all used (every multiset of more chips holds the ones a plan uses in one of ``k``).
 The number of DP runs is counted first; past ``max_combinations`` the check is refused with
 that count (:class:`LimitExceededError`).
 """
@@ -20,6 +22,7 @@ import itertools
 import math
 import time
 from collections import Counter
+from decimal import Decimal
 
 from placement.codesign.grid import Grid
 from placement.codesign.outcome import Best, finish, infeasible
@@ -68,13 +71,17 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
     space: Candidates = candidates(workload, grid, area_mm2, power_w)
     if not space.designs:
         return infeasible(workload, space, chips, homogeneous, objective, "exhaustive", start, area_mm2, power_w)
-    runs = combination_count(len(space.designs), chips, homogeneous, per_watt)
+    usable = min(chips, len(workload.instance.colour_classes()))
+    runs = combination_count(len(space.designs), usable, homogeneous, per_watt)
     if runs > max_combinations:
-        raise LimitExceededError(f"the exhaustive check would run the DP on {runs:,} design combinations "
-                                 f"({len(space.designs):,} designs within the budgets, {chips} chips), more than "
+        count = f"{runs:,}" if runs < 10**15 else f"about {Decimal(runs):.2e}"
+        used_chips = (f"{chips:,} chips" if usable == chips
+                      else f"{usable:,} of the {chips:,} chips (one per colour class)")
+        raise LimitExceededError(f"the exhaustive check would run the DP on {count} design combinations "
+                                 f"({len(space.designs):,} designs within the budgets, {used_chips}), more than "
                                  f"the limit max_combinations ({max_combinations:,})", "max_combinations")
     best: Best | None = None
-    for used, counts, stages in _combinations(len(space.designs), chips, homogeneous, per_watt):
+    for used, counts, stages in _combinations(len(space.designs), usable, homogeneous, per_watt):
         designs = [space.designs[t] for t in used]
         problem = design_instance(workload, designs, space.times[used], counts)
         solution = solve_dp(problem, stages=stages, max_ideals=max_ideals)
