@@ -119,6 +119,31 @@ def conditioned_unused():
     return conditioned(unused=True)
 
 
+class Join(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 4)
+
+    def forward(self, h, cond):
+        return self.lin(torch.cat([h, cond], dim=-1))
+
+
+class SecondInput(nn.Module):
+    """x -> a -> join(., cond) -> head, every operator inside a module: join reads a model input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.join, self.head = nn.Linear(4, 4), Join(), nn.Linear(4, 3)
+
+    def forward(self, x, cond):
+        return self.head(self.join(self.a(x), cond))
+
+
+def second_input():
+    torch.manual_seed(0)
+    return SecondInput(), (torch.randn(3, 4), torch.randn(3, 2))
+
+
 class TiedLM(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -222,6 +222,23 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         "model cut at stages of any shape: docs/pytorch.md)\n")
 
 
+def test_deepspeed_refuses_a_layer_after_the_first_that_reads_a_model_input(tmp_path, capsys):
+    """SecondInput's nodes: a (0), join (1, reads the model input cond), join.lin (2), head (3). Stage 0
+    holding a and join reads every input there, as torch's pipeline() needs, but the PipelineModule's
+    layers a, join, head pass each the one before's output, and join never got cond (a TypeError when
+    the layers ran): refused, as split-spec, which hands the stage its inputs, is not."""
+    instance = tmp_path / "second.json"
+    assert main(["import", "tests.handoff_models:second_input", "--out", str(instance)]) == 0
+    assert [n.get("inputs") for n in json.loads(instance.read_text())["nodes"]] == [["x"], ["cond"], None, None]
+    plan = write_plan(tmp_path / "plan.json", [0, 1, 2], [3])
+    capsys.readouterr()
+    assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 2
+    assert capsys.readouterr().err == ("error: deepspeed cannot express this plan: layer join reads the model input "
+                                       "'cond', and a PipelineModule passes the model's inputs to its first layer "
+                                       "only; use --format split-spec\n")
+    assert main(["split", str(instance), plan, "--format", "split-spec"]) == 0
+
+
 def test_split_warns_of_a_trained_parameter_that_stages_share(tmp_path, capsys):
     """TiedLM's nodes: wte (0), body.0 (1), body.1 (2), body.2 (3), head (4), whose weight is wte's. A
     training plan with wte and head on different stages: torch's pipeline() gives both a copy and does not

@@ -422,6 +422,11 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
         if a != b and a != b - 1:
             refuse("deepspeed", f"layer {layers[b]} reads {_name(layout, u)!r} of layer {layers[a]}, and a "
                                 "PipelineModule passes each layer the outputs of the layer before it only")
+    for node in layout.nodes:   # the model's inputs go to the first layer alone
+        layer = layer_of[position[node.id]]
+        if node.inputs and layer > 0:
+            refuse("deepspeed", f"layer {layers[layer]} reads the model input {node.inputs[0]!r}, and a "
+                                "PipelineModule passes the model's inputs to its first layer only")
     return {"layers": layers, "parts": bounds}
 
 
