@@ -558,7 +558,8 @@ def parameter_readers(pg: PlacementGraph, chosen: Callable[[Param], bool],
     return {name: tuple(nodes) for name, nodes in sorted(readers.items()) if len(nodes) >= 2}
 
 
-def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False) -> dict:
+def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, operators: bool = False,
+                parameter_names: Mapping[str, str] | None = None) -> dict:
     """The placement graph as a Tarnawski instance (times in ms, sizes in bytes), with metadata.
 
     Besides the fields of the format, each node records ``module``, ``starts``,
@@ -629,7 +630,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
         edges += [{"sourceId": n + b, "destId": n + a, "cost": grad_cost[b], "size": size} for a, b, size in grad_edges]
         edges += [{"sourceId": v, "destId": n + v, "cost": cost[v], "size": pg.activation_bytes(v)} for v in range(n)]
     quantum = _quantise(nodes, edges)
-    shared = {name: list(readers) for name, readers in shared_parameters(pg).items()} if training else None
+    shared = ({name: list(readers) for name, readers in shared_parameters(pg, parameter_names).items()}
+              if training else None)
     return {
         "about": {
             "model": pg.graph.name,
@@ -686,12 +688,14 @@ class ImportedModel:
 
 
 def build(pg: PlacementGraph, platform: Platform, training: bool = False, name: str | None = None,
-          source: Any = None, operators: bool = False) -> ImportedModel:
+          source: Any = None, operators: bool = False, parameter_names: Mapping[str, str] | None = None
+          ) -> ImportedModel:
     """Cost ``pg`` on ``platform`` and validate the result as a :class:`Instance` (``operators``:
-    record every node's operator shapes, :func:`to_instance`)."""
+    record every node's operator shapes; ``parameter_names``: the name a shared parameter is recorded
+    by, for each of the graph's names; :func:`to_instance`)."""
     from placement.errors import InvalidInstanceError
 
-    instance = to_instance(pg, platform, training, operators)
+    instance = to_instance(pg, platform, training, operators, parameter_names)
     label = name if name is not None else pg.graph.name + ("-training" if training else "-inference")
     try:
         problem = parse_instance(instance, label)

@@ -769,10 +769,14 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     :mod:`placement.io.exporters`; its ``source`` is the ``ExportedProgram``, which
     :func:`placement.io.exporters.pipe_split_module` splits.
     """
+    from placement.torch.partition import canonical_names
+
     program = export_program(model, args, kwargs)
     graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
+    first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
+    names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
-                     operators=operators)
+                     operators=operators, parameter_names=names)
     return _with_writes_in_place(imported, program)
 
 
