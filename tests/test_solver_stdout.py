@@ -86,3 +86,16 @@ def test_what_a_caller_prints_during_a_redirection_can_reach_its_standard_output
         os.close(fd)
     assert log.read_text() == "the solver's line\n"
     assert capfd.readouterr().out == "the caller's plan\n"
+
+
+def test_the_callers_output_whose_reader_has_gone_is_dropped_quietly(monkeypatch):
+    """``solve | head`` interrupted while HiGHS searched on: printing the plan on the caller's descriptor
+    raised BrokenPipeError, and the command exited 141 without saying it was interrupted."""
+    from placement.cli import options
+    from placement.solvers import native_output
+
+    read, write = os.pipe()
+    os.close(read)                                # the reader has gone
+    monkeypatch.setattr(native_output, "callers_stdout", lambda: write)
+    with options.callers_stdout():
+        print("a plan\n" * 100_000)               # more than a pipe holds: written, then dropped

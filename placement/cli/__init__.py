@@ -20,7 +20,7 @@ import sys
 from typing import Any, Sequence
 
 from placement import __version__
-from placement.cli.options import INTERRUPTED, UsageError, option_name
+from placement.cli.options import INTERRUPTED, ReaderOutput, UsageError, option_name, to_devnull
 from placement.errors import InvalidParameterError, PlacementError
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
@@ -133,59 +133,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 BROKEN_PIPE = 141
 
 
-def _to_devnull(stream: Any) -> None:
-    """Point ``stream``'s file descriptor at ``/dev/null``: what is still buffered or written later goes
-    nowhere, and closing the stream at exit cannot fail on a broken pipe or a full device."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-
-
-class _Output:
-    """Standard output that, once its reader has gone (``placement verify ... | head``), discards what is
-    written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-        self._gone = False
-
-    def write(self, text: str) -> int:
-        if not self._gone:
-            try:
-                return self._stream.write(text)
-            except BrokenPipeError:
-                self._discard()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self._gone:
-            try:
-                self._stream.flush()
-            except BrokenPipeError:
-                self._discard()
-
-    def _discard(self) -> None:
-        self._gone = True
-        _to_devnull(self._stream)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
 def run() -> None:
     """Console-script entry point."""
     for stream in (sys.stdout, sys.stderr):  # names from an instance may hold text no encoding takes
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    sys.stdout = _Output(sys.stdout)
+    sys.stdout = ReaderOutput(sys.stdout)
     status = None
     try:
         status = main()
         sys.stdout.flush()
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
-        _to_devnull(sys.stdout)
-        status = BROKEN_PIPE if status is None else status   # where the output was not written through _Output
+        to_devnull(sys.stdout)
+        status = BROKEN_PIPE if status is None else status   # where the output was not written through ReaderOutput
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
-        _to_devnull(sys.stdout)
+        to_devnull(sys.stdout)
         print(f"error: {exc.strerror or exc}", file=sys.stderr)
         status = 2
     if status == INTERRUPTED:

@@ -204,6 +204,43 @@ def json_text(document: Any) -> str:
     return json.dumps(strict_json(document), indent=2, allow_nan=False)
 
 
+def to_devnull(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at ``/dev/null``: what is still buffered or written later goes
+    nowhere, and closing the stream at exit cannot fail on a broken pipe or a full device."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+class ReaderOutput:
+    """Standard output that, once its reader has gone (``placement verify ... | head``), discards what is
+    written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._discard()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._discard()
+
+    def _discard(self) -> None:
+        self._gone = True
+        to_devnull(self._stream)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def callers_stdout() -> Iterator[None]:
     """Within the block, ``print`` writes on the standard output the command was given, also while a
@@ -216,10 +253,12 @@ def callers_stdout() -> Iterator[None]:
         yield
         return
     stream = open(fd, "w", encoding=getattr(sys.stdout, "encoding", None) or "utf-8", errors="backslashreplace")
+    output = ReaderOutput(stream)   # its reader gone (| head), what is left goes nowhere, as on standard output
     try:
-        with contextlib.redirect_stdout(stream):
+        with contextlib.redirect_stdout(output):
             yield
     finally:
+        output.flush()
         stream.close()
 
 
