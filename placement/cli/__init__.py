@@ -17,7 +17,7 @@ import importlib
 import os
 import re
 import sys
-from typing import Any, Sequence
+from typing import Sequence
 
 from placement import __version__
 from placement.cli.options import INTERRUPTED, ReaderOutput, UsageError, option_name, to_devnull
