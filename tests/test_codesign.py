@@ -437,6 +437,20 @@ def test_exhaustive_on_more_chips_than_colour_classes():
     assert checked.value == exact.value and checked.dp_runs == 10   # multisets of 2 of 4 designs
 
 
+def test_the_exhaustive_check_reports_its_progress(monkeypatch):
+    """A check of 15,504 DP runs took 135 s without a word: it says how many runs it makes, then how far
+    it is (every line here: the interval set to 0); CHAIN's 2 classes on 4 designs make 10 runs."""
+    from placement.codesign import exhaustive
+
+    monkeypatch.setattr(exhaustive, "PROGRESS_S", 0.0)
+    heard: list[str] = []
+    placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True, progress=heard.append)
+    assert heard[0] == "exhaustive check: 10 DP runs (4 designs within the budgets, 2 chips)"
+    assert [line.split(" DP runs")[0] for line in heard[1:]] == [f"exhaustive check: {k}/10" for k in range(1, 10)]
+    with pytest.raises(InvalidParameterError, match="^progress must be a function of one string or None, not int$"):
+        placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True, progress=3)
+
+
 def test_exhaustive_refused_with_the_count():
     with pytest.raises(LimitExceededError) as info:
         placement.codesign(MODEL, chips=3, power=130, grid=TINY, exhaustive=True, max_combinations=100)

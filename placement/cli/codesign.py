@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from placement.cli.options import (UsageError, add_output_options, check_not_input, path_name, positive_float,
-                                   positive_int, print_json)
+                                   positive_int, print_json, progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     result = placement.codesign(args.model, chips=args.chips, area=args.area or AREA_BUDGET_MM2, power=args.power,
                                 homogeneous=args.homogeneous, grid=args.grid, objective=args.objective,
                                 exhaustive=args.exhaustive, baseline=args.baseline, scheduler=args.scheduler,
-                                max_combinations=args.max_combinations, **options)
+                                max_combinations=args.max_combinations,
+                                progress=progress_printer(args.quiet, getattr(args, "rename", None)), **options)
     if args.json:
         print_json(result.to_dict())
     else:

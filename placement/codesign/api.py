@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 from placement import parameters
 from placement.codesign.result import OBJECTIVES, CodesignResult
@@ -24,7 +24,7 @@ BASELINES = {"wham": "wham", "random": "random_search", "fixed": "fixed"}
 def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_MM2, homogeneous: bool = False,
              grid: Any = None, objective: str = "throughput", exhaustive: bool = False, baseline: str | None = None,
              scheduler: str | None = None, max_combinations: int | None = None,
-             max_ideals: int | None = None) -> CodesignResult:
+             max_ideals: int | None = None, progress: Callable[[str], None] | None = None) -> CodesignResult:
     """The chip designs and pipeline placement of ``model`` on at most ``chips`` chips that maximise
     ``objective`` (``throughput``: batches per second; ``perf-per-watt``: that per watt of the
     chips' summed TDP), every chip within ``area`` mm² and ``power`` W, over the designs of ``grid``
@@ -37,6 +37,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     20,000). ``baseline``: ``wham``, ``random`` or ``fixed`` instead of the exact method (status
     ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. ``max_ideals``:
     the most ideals each DP enumerates (``None``: the default of :func:`placement.solve`, 200,000).
+    ``progress`` receives one-line messages while the exhaustive check runs here (not on a cluster).
     Returns a :class:`~placement.codesign.result.CodesignResult` whose ``status`` is ``optimal`` when
     proven over the grid. Raises :class:`InvalidParameterError` for a bad parameter,
     :class:`InvalidInstanceError` for a bad model or grid, :class:`LimitExceededError` past a limit.
@@ -53,6 +54,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
             from placement.errors import InvalidParameterError
             raise InvalidParameterError("baseline", "and exhaustive=True are two methods: ask for one")
     max_ideals = parameters.integer("max_ideals", max_ideals, smallest=1, optional=True) or DEFAULT_MAX_IDEALS
+    progress = parameters.callback("progress", progress)
     from placement.codesign.exhaustive import DEFAULT_MAX_COMBINATIONS
     max_combinations = parameters.integer("max_combinations", max_combinations, smallest=1, optional=True)
     if max_combinations is not None and not exhaustive:
@@ -72,7 +74,8 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     if exhaustive:
         from placement.codesign.exhaustive import solve_exhaustive
         return solve_exhaustive(workload, design_grid, chips, area, power, homogeneous=homogeneous,
-                                objective=objective, max_combinations=max_combinations, max_ideals=max_ideals)
+                                objective=objective, max_combinations=max_combinations, max_ideals=max_ideals,
+                                progress=progress)
     from placement.codesign.exact import solve_exact
     return solve_exact(workload, design_grid, chips, area, power, homogeneous=homogeneous, objective=objective,
                        max_ideals=max_ideals)

@@ -22,6 +22,7 @@ import itertools
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal
 
 from placement.codesign.grid import Grid
@@ -35,6 +36,8 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 
 #: The most DP runs ``--exhaustive`` makes unless told otherwise.
 DEFAULT_MAX_COMBINATIONS = 20_000
+#: seconds between two progress lines of a long check
+PROGRESS_S = 5.0
 
 
 def combination_count(designs: int, chips: int, homogeneous: bool, per_watt: bool) -> int:
@@ -64,8 +67,10 @@ def _combinations(designs: int, chips: int, homogeneous: bool, per_watt: bool):
 def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float, power_w: float, *,
                      homogeneous: bool = False, objective: str = "throughput",
                      max_combinations: int = DEFAULT_MAX_COMBINATIONS,
-                     max_ideals: int = DEFAULT_MAX_IDEALS):
-    """The co-design optimum by enumeration (module docstring); a :class:`.result.CodesignResult`."""
+                     max_ideals: int = DEFAULT_MAX_IDEALS, progress: Callable[[str], None] | None = None):
+    """The co-design optimum by enumeration (module docstring); a :class:`.result.CodesignResult`.
+    ``progress`` hears how many DP runs the check makes, and how far it is every :data:`PROGRESS_S`
+    seconds."""
     start = time.perf_counter()
     per_watt = objective == "perf-per-watt"
     space: Candidates = candidates(workload, grid, area_mm2, power_w)
@@ -81,7 +86,14 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
                                  f"({len(space.designs):,} designs within the budgets, {used_chips}), more than "
                                  f"the limit max_combinations ({max_combinations:,})", "max_combinations")
     best: Best | None = None
-    for used, counts, stages in _combinations(len(space.designs), usable, homogeneous, per_watt):
+    if progress is not None:
+        progress(f"exhaustive check: {runs:,} DP runs ({len(space.designs):,} designs within the budgets, "
+                 f"{usable:,} chips)")
+    said = time.perf_counter()
+    for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous, per_watt)):
+        if progress is not None and done and time.perf_counter() - said >= PROGRESS_S:
+            said = time.perf_counter()
+            progress(f"exhaustive check: {done:,}/{runs:,} DP runs ({done / runs:.0%}), {said - start:.1f} s")
         designs = [space.designs[t] for t in used]
         problem = design_instance(workload, designs, space.times[used], counts)
         solution = solve_dp(problem, stages=stages, max_ideals=max_ideals)
