@@ -67,6 +67,18 @@ def default_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
 GRACE_S = 1.0
 
 
+def coarse_start(problem: Instance, stages: int | None, deadline: float | None,
+                 progress: Callable[[str], None] | None = None) -> Solution:
+    """A pipeline in about linear time: the chain DP over intervals of a topological order
+    (:func:`placement.solvers.chain_dp.solve_coarse_chain`), given :data:`GRACE_S` past ``deadline``;
+    ``no_solution`` where it refuses (its tables too large for many device types) or runs late."""
+    grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
+    try:
+        return solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace, progress))
+    except LimitExceededError:
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp")
+
+
 def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                          progress: Callable[[str], None] | None = None, objective: str = "throughput",
                          stages: int | None = None, deadline: float | None = None) -> tuple[Plan | None, float]:
@@ -77,13 +89,9 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
         plan, bound = pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
         return plan, bound if objective == "throughput" else 0.0
     candidates = whole_graph_plans(problem) if stages in (None, 1) else []
-    try:   # a pipeline in about linear time (one call per device, in pipeline order: a latency plan)
-        grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
-        coarse = solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace))
-        if coarse.plan is not None:
-            candidates.append(coarse.plan)
-    except LimitExceededError:   # too many combinations of device counts, or late
-        pass
+    coarse = coarse_start(problem, stages, deadline)   # one call per device, in pipeline order: a latency plan
+    if coarse.plan is not None:
+        candidates.append(coarse.plan)
     try:
         chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
         if chain.status is Status.FEASIBLE and chain.plan is not None:
@@ -168,11 +176,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
         solution = solve_dp(problem, max_ideals=max_ideals, stages=stages, progress=deadline_watch(deadline, told))
         source = f"DP optimum ({what})"
     except LimitExceededError as exc:
-        try:   # a pipeline in about linear time, to fall back on
-            grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
-            coarse = solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace, told))
-        except LimitExceededError:   # its tables too would be too large (many device types), or it ran late
-            coarse = Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp")
+        coarse = coarse_start(problem, stages, deadline, told)   # to fall back on
         fallback = coarse if coarse.plan is not None else None
         if progress is not None and fallback is not None:
             progress(f"warm start: the chain DP over intervals of a topological order: max-load "
