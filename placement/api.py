@@ -213,13 +213,13 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     if microbatches is None:
         microbatches = DEFAULT_MICROBATCHES
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
-    recorded_backward(plan)   # a malformed record is refused whatever the graph, as verify refuses it
+    record = recorded_backward(plan)   # a malformed record is refused whatever the graph, as verify refuses it
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
-    source, plan = plan, as_plan(plan)
+    plan = as_plan(plan)
     variant: dict[str, Any] = {}
     if is_split_plan(plan):   # the W share and the variant it was solved under (checked before the run)
-        variant = plan_split_record(source)
+        variant = plan_split_record(record)
         share = variant.pop("w_share", None)
         w_fraction = share if w_fraction is None else w_fraction
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:

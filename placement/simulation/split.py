@@ -35,6 +35,7 @@ are held per micro-batch in flight, as for joint plans.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError
 from placement.plan import Plan
@@ -62,17 +63,15 @@ def is_split_plan(plan: Plan) -> bool:
     return any(d.b_tasks or d.w_tasks for d in plan.devices)
 
 
-def plan_split_record(plan: object) -> dict[str, object]:
-    """What a split plan records of how it was solved, where it says it (a Result's ``backward``, or the
-    ``backward`` section of a plan document or plan file): ``w_share`` (a float), ``w_placement`` and
-    ``inter_layer``, each left out when not recorded (``null``). A value of the wrong kind is an
-    :class:`InvalidPlanError`: run under another variant than the one solved, the plan would be
-    judged by rules it was not made for."""
+def plan_split_record(recorded: Mapping[str, Any]) -> dict[str, object]:
+    """What a split plan records of how it was solved, from its backward record (``recorded``:
+    :func:`placement.io.plans.recorded_backward` of a Result, plan document or plan file): ``w_share``
+    (a float), ``w_placement`` and ``inter_layer``, each left out when not recorded (``null``). A value of
+    the wrong kind is an :class:`InvalidPlanError`: run under another variant than the one solved, the
+    plan would be judged by rules it was not made for."""
     from placement.errors import InvalidPlanError
-    from placement.io.plans import recorded_backward
     from placement.problem.split import W_PLACEMENTS
 
-    recorded = recorded_backward(plan)
     found: dict[str, object] = {}
     share, placement, inter_layer = (recorded.get(k) for k in ("w_share", "w_placement", "inter_layer"))
     if share is not None:
