@@ -221,3 +221,38 @@ def test_no_latency_model_is_built_past_the_deadline():
     assert (solution.status, solution.objective, solution.plan) == (Status.FEASIBLE, 10.0, on_accelerator)
     assert solution.message.startswith("the time limit ran out before the model was built; the starting plan is "
                                        "returned")
+
+
+@pytest.mark.skipif("cp-sat" not in AVAILABLE, reason="OR-Tools is not installed")
+def test_the_latency_data_stop_at_the_build_deadline():
+    """Preparing the model's data looks at the clock (on 100,000 nodes it took 2 s past the deadline
+    before the first row was built): with the build's deadline passed, it stops at its first look."""
+    import time
+
+    from placement.solvers.milp.backends import OutOfTime, make_backend
+    from placement.solvers.milp.latency_data import prepare_latency
+
+    backend = make_backend("cp-sat")
+    assert prepare_latency(fork(), True, 2.0 ** 62, backend.check_time).horizon > 0   # no deadline: data
+    backend.start_build(time.perf_counter() - 1.0)
+    with pytest.raises(OutOfTime, match=r"^the time limit ran out while the cp-sat model was built \(0 variables, "
+                                        r"0 rows\)$"):
+        prepare_latency(fork(), True, 2.0 ** 62, backend.check_time)
+
+
+def test_the_latency_starts_are_evaluated_once_and_not_past_the_deadline():
+    """The fork (its docstring): all on the accelerator has latency 10, l alone on it 8. Equal plans are
+    evaluated once; past the deadline the evaluation stops at the first valid plan, or before the first
+    where a valid plan is in hand."""
+    import time
+
+    from placement.solvers.milp.warmstart import evaluated
+
+    whole = Plan((DeviceAssignment(ACCELERATOR, (0, 1, 2, 3)),))
+    split = Plan((DeviceAssignment(ACCELERATOR, (1,)), DeviceAssignment(CPU, (0, 2, 3))))
+    broken = Plan((DeviceAssignment(ACCELERATOR, (0, 1)),))          # nodes 2 and 3 placed nowhere
+    problem, past = fork(), time.perf_counter() - 1.0
+    assert evaluated(problem, [whole, Plan(whole.devices), broken, split], None, have_one=False) == [
+        (10.0, whole), (8.0, split)]
+    assert evaluated(problem, [broken, split, whole], past, have_one=False) == [(8.0, split)]
+    assert evaluated(problem, [split, whole], past, have_one=True) == []

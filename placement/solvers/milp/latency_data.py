@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
@@ -51,7 +52,15 @@ class LatencyData:
     M_cpu: float = math.inf                 # memory bound of each core (inf: it never binds)
 
 
-def prepare_latency(problem: Instance, integer: bool, max_product: float) -> LatencyData:
+#: how many nodes the loops of :func:`prepare_latency` handle between two looks at the clock
+NODES_PER_CHECK = 4096
+
+
+def prepare_latency(problem: Instance, integer: bool, max_product: float,
+                    check_time: Callable[[], None] = lambda: None) -> LatencyData:
+    """The model's data; ``check_time`` is called every :data:`NODES_PER_CHECK` nodes of each loop (a
+    backend's :meth:`~placement.solvers.milp.backends.Backend.check_time`, which stops the build past its
+    deadline: on 100,000 nodes this takes seconds)."""
     nodes = problem.nodes
     types = problem.device_types
     classes = [[i] for i in range(len(nodes))]
@@ -68,7 +77,9 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
                                                  "(the CPUs); this instance has "
                                     + ", ".join(types[t].name for t in cpus))
     p_acc_raw = []
-    for members in classes:
+    for v, members in enumerate(classes):
+        if v % NODES_PER_CHECK == 0:
+            check_time()
         row = []
         for t in acc:
             times = [nodes[i].times[t] for i in members]
@@ -76,7 +87,9 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
         p_acc_raw.append(row)
     p_cpu_raw: list[float | None] = []
     cpu_type: list[int | None] = []
-    for node in nodes:
+    for i, node in enumerate(nodes):
+        if i % NODES_PER_CHECK == 0:
+            check_time()
         options = [(node.times[t], t) for t in cpus if node.times[t] is not None]
         best = min(options, default=None)
         p_cpu_raw.append(None if best is None else float(best[0]))  # type: ignore[arg-type]
@@ -84,9 +97,12 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
     succ = problem.successors()
     cost_raw = []
     for u, node in enumerate(nodes):
+        if u % NODES_PER_CHECK == 0:
+            check_time()
         W = tuple(sorted({group[w] for w in succ[u]} - {group[u]}))
         if node.out_cost > 0 and W:
             cost_raw.append((u, group[u], W, float(node.out_cost)))
+    check_time()
     calls_possible = max(1, len(acc))
     slowest = sum(max([q for q in [p_cpu_raw[i]] + [nodes[i].times[t] for t in acc] if q is not None],
                       default=0.0) for i in range(len(nodes)))
@@ -104,6 +120,7 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float) -> Lat
             return float_time(a, scaling)
         return float(round(a * scaling.scale) if scaling.exact else math.floor(a * scaling.scale))
 
+    check_time()
     memory = scale_memory([decimal_sum(nodes[i].memory for i in members) for members in classes],
                           [types[t].memory for t in acc] + [types[t].memory for t in cpus], integer,
                           memory_binds(problem, list(acc) + list(cpus)))
