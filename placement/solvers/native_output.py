@@ -21,17 +21,19 @@ _CALLERS: list[int] = []
 
 
 @contextlib.contextmanager
-def stdout_to(path: str | None) -> Iterator[None]:
-    """Send what native code writes on file descriptor 1 to ``path`` (append) while the block runs;
-    with no ``path``, nowhere: a library never writes on its caller's standard output (HiGHS prints
-    a banner there even with its output switched off, which would break ``--json``). One block at a
-    time in the process (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile
-    goes there too (:func:`callers_stdout` gives the caller's)."""
+def stdout_to(target: str | int | None) -> Iterator[None]:
+    """Send what native code writes on file descriptor 1 to ``target`` while the block runs: a path
+    (append), a file descriptor open for writing (the caller's, which stays open), or, with ``None``,
+    nowhere: a library never writes on its caller's standard output (HiGHS prints a banner there even
+    with its output switched off, which would break ``--json``). One block at a time in the process
+    (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile goes there too
+    (:func:`callers_stdout` gives the caller's)."""
     with _STDOUT:
         sys.stdout.flush()
         _flush_c_streams()
         saved = os.dup(1)
-        fd = os.open(os.devnull if path is None else path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = (os.dup(target) if isinstance(target, int)
+              else os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
         _CALLERS.append(saved)
         try:
             os.dup2(fd, 1)

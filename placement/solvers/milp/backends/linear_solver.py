@@ -18,7 +18,6 @@ and a solver failure before it.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import tempfile
 import time
@@ -138,22 +137,21 @@ class LinearSolverBackend(BigMBackend):
         if options.log_path is None and not self.reads_log:
             return self._solve(options, None)
         # the solver logs to a scratch file, read back here and then added to the user's log: a log
-        # named by the user may be no regular file (reading /dev/full back never ends)
-        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
-            scratch = fh.name
-        try:
-            raw = self._solve(options, scratch)
-            with open(scratch, encoding="utf-8", errors="replace") as fh:
-                log_text = fh.read()
-        finally:
-            os.unlink(scratch)
+        # named by the user may be no regular file (reading /dev/full back never ends). The file has no
+        # name, so nothing is left behind when the process ends with the solver still running (after
+        # Ctrl-C, HiGHS and CBC search on to their time limit)
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as scratch:
+            raw = self._solve(options, scratch.fileno())
+            scratch.seek(0)
+            log_text = scratch.read()
         append_log(options.log_path, log_text)
         return self.audit(raw, log_text, options)
 
     def interrupt(self) -> bool:
         return bool(self.solver.InterruptSolve())
 
-    def _solve(self, options: SolveOptions, log_path: str | None) -> RawResult:
+    def _solve(self, options: SolveOptions, log_fd: int | None) -> RawResult:
+        """Run the solver, its log written on ``log_fd`` (a file descriptor open for writing) where given."""
         lp, solver = self._lp, self.solver
         solver.SetTimeLimit(_milliseconds(options.time_limit))
         notes = []
@@ -162,9 +160,9 @@ class LinearSolverBackend(BigMBackend):
         self.set_parameters(options.seed, **self.fixed_parameters, **self.gap_parameters(options.gap))
         params = lp.MPSolverParameters()
         params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
-        if log_path is not None:
+        if log_fd is not None:
             solver.EnableOutput()
-        with stdout_to(log_path):
+        with stdout_to(log_fd):
             start = time.perf_counter()
             code = solver.Solve(params)
             wall = time.perf_counter() - start
