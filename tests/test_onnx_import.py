@@ -101,6 +101,52 @@ def test_bad_dimensions_are_named(dims, message):
     assert str(err.value) == message
 
 
+def test_an_unnamed_unknown_dimension_is_fixed_by_its_input_and_position():
+    relu = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    model = _graph([relu], [("X", [None, 4])], ["Y"])
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model, "g")
+    assert str(err.value).endswith("(fix the symbolic input dimension 'X[0]' with dims)")
+    (op,) = graph_from_onnx(model, "g", dims={"X[0]": 3}).ops
+    assert op.bytes_moved == 2 * 3 * 4 * 4.0     # reads and writes 3·4 floats of 4 bytes
+
+
+def test_an_input_that_declares_no_shape_is_named():
+    relu = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_graph([relu], [("X", None)], ["Y"]), "g")
+    assert str(err.value) == ("g: cannot cost node 'relu' (Relu): the shape of its input 'X' is not static after "
+                              "shape inference (the model's input 'X' declares no shape; export the model with its "
+                              "input shapes)")
+
+
+def test_renamed_operators_keep_distinct_names():
+    # a, a_2, a, a_2 at positions 0..3: a repeated name takes its position (a_2, which the second has, so
+    # a_3), and the fourth a_2 becomes a_2_3; before, the third was renamed a_2, a name already taken
+    nodes = [helper.make_node("Relu", [x], [y], name=name)
+             for x, y, name in (("X", "A", "a"), ("A", "B", "a_2"), ("B", "C", "a"), ("C", "Y", "a_2"))]
+    graph = graph_from_onnx(_graph(nodes, [("X", [2, 4])], ["Y"]), "g")
+    assert [op.name for op in graph.ops] == ["a", "a_2", "a_3", "a_2_3"]
+
+
+def test_large_weights_are_left_out_of_shape_inference():
+    from placement.io.onnx_shapes import SMALL, shapes_only
+
+    rng = np.random.default_rng(0)
+    big = numpy_helper.from_array(rng.standard_normal((SMALL + 1, 2)).astype(np.float32), "W")
+    small = numpy_helper.from_array(np.array([2, SMALL + 1], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["W", "shape"], ["R"], name="reshape"),
+             helper.make_node("MatMul", ["X", "R"], ["Y"], name="mm")]
+    model = _graph(nodes, [("X", [3, 2])], ["Y"], [big, small])
+    light = shapes_only(model, onnx)
+    assert [init.name for init in light.graph.initializer] == ["shape"]
+    assert [(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim]) for v in light.graph.input] == [
+        ("X", [3, 2]), ("W", [SMALL + 1, 2])]
+    assert len(model.graph.initializer) == 2                    # the model itself is unchanged
+    (mm,) = [op for op in graph_from_onnx(model, "g").ops if op.kind == "matmul"]
+    assert mm.flops == 2 * 3 * 2 * (SMALL + 1)                  # [3, 2] @ [2, SMALL + 1]
+
+
 def test_unknown_operators_are_costed_by_bytes_and_warned():
     mystery = helper.make_node("Mystery", ["Y"], ["Z"], name="/head/Mystery", domain="com.example")
     info = helper.make_tensor_value_info("Z", TensorProto.FLOAT, [2, 3])
@@ -122,6 +168,10 @@ def test_a_file_that_is_not_onnx(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(InvalidInstanceError, match=r"^.*empty.onnx: an empty file, not an ONNX model$"):
         import_onnx(empty, platform=make_platform())
+    parses = tmp_path / "text.onnx"
+    parses.write_bytes(b"\x0a\x05hello")   # bytes that protobuf reads as a model with no graph
+    with pytest.raises(InvalidInstanceError, match=r"^.*text.onnx: not an ONNX model \(it holds no graph\)$"):
+        import_onnx(parses, platform=make_platform())
 
 
 def test_weights_stored_outside_the_file_are_not_read(tmp_path):

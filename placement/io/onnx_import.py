@@ -181,6 +181,8 @@ def read_onnx(path: str | Path) -> Any:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InvalidInstanceError(f"{path}: not an ONNX model ({type(exc).__name__}"
                                    + (f": {detail}" if detail else "") + ")") from None
+    if not model.HasField("graph"):   # bytes that happen to parse (a few bytes of text) hold no graph
+        raise InvalidInstanceError(f"{path}: not an ONNX model (it holds no graph)")
     _load_small_external_data(model, path, onnx)
     return model
 
@@ -253,9 +255,9 @@ MAX_DIM = 2 ** 40
 
 def _fix_dims(model: Any, dims: dict[str, int]) -> None:
     """Replace symbolic input dimensions by the values in ``dims``; every name must be one of the
-    model's symbolic input dimensions, and every value a positive integer up to :data:`MAX_DIM`."""
-    symbolic = [dim.dim_param for value in model.graph.input for dim in value.type.tensor_type.shape.dim
-                if dim.HasField("dim_param")]
+    model's symbolic input dimensions (:func:`_symbolic_dims`: an unnamed one is named ``input[k]``),
+    and every value a positive integer up to :data:`MAX_DIM`."""
+    symbolic = _symbolic_dims(model)
     for key, size in dims.items():
         if key not in symbolic:
             known = ", ".join(dict.fromkeys(symbolic)) or "none"
@@ -265,9 +267,10 @@ def _fix_dims(model: Any, dims: dict[str, int]) -> None:
             raise InvalidParameterError("dims", f"must give each dimension a positive integer up to 2^40, "
                                                 f"got {key}={size!r}")
     for value in model.graph.input:
-        for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param") and dim.dim_param in dims:
-                dim.dim_value = int(dims[dim.dim_param])
+        for k, dim in enumerate(value.type.tensor_type.shape.dim):
+            key = _dim_name(value, k, dim)
+            if not dim.HasField("dim_value") and key in dims:
+                dim.dim_value = int(dims[key])
 
 
 def _symbolic_dims(model: Any) -> list[str]:
@@ -276,8 +279,20 @@ def _symbolic_dims(model: Any) -> list[str]:
     for value in model.graph.input:
         for k, dim in enumerate(value.type.tensor_type.shape.dim):
             if not dim.HasField("dim_value"):
-                found.setdefault(dim.dim_param if dim.HasField("dim_param") else f"{value.name}[{k}]")
+                found.setdefault(_dim_name(value, k, dim))
     return list(found)
+
+
+def _dim_name(value: Any, k: int, dim: Any) -> str:
+    """How ``dims`` names dimension ``k`` of input ``value``: its symbol, or ``input[k]`` where it has none."""
+    return dim.dim_param if dim.HasField("dim_param") and dim.dim_param else f"{value.name}[{k}]"
+
+
+def _shapeless_inputs(model: Any) -> list[str]:
+    """The model's inputs (other than initializers) that are tensors declaring no shape at all."""
+    data = {init.name for init in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name not in data
+            and value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
 
 
 def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model") -> dict[str, _Tensor]:
@@ -636,10 +651,15 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
     folded = folded | relaid
-    symbolic = _symbolic_dims(model)
-    unknown_why = (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
-                   f"{', '.join(map(repr, symbolic))} with dims" if symbolic
-                   else "it follows from values the graph computes that the importer could not evaluate")
+    symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
+    if shapeless:
+        unknown_why = (f"the model's input{'s' if len(shapeless) > 1 else ''} {', '.join(map(repr, shapeless))} "
+                       f"declare{'' if len(shapeless) > 1 else 's'} no shape; export the model with its input shapes")
+    elif symbolic:
+        unknown_why = (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
+                       f"{', '.join(map(repr, symbolic))} with dims")
+    else:
+        unknown_why = "it follows from values the graph computes that the importer could not evaluate"
     nodes: list[_Node] = []
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
@@ -648,9 +668,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         domain = node.domain or "ai.onnx"
         op_type = node.op_type
         label = op_type if domain in ("ai.onnx", "") else f"{domain}::{op_type}"
-        op_name = node.name or f"{op_type}_{k}"
-        if op_name in used_names:
-            op_name = f"{op_name}_{k}"
+        op_name = base = node.name or f"{op_type}_{k}"
+        suffix = k
+        while op_name in used_names:   # a name given twice, or one a renaming made before
+            op_name, suffix = f"{base}_{suffix}", suffix + 1
         used_names.add(op_name)
         if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
             raise InvalidInstanceError(f"{name}: node {op_name!r} ({op_type}) makes or reads an ONNX sequence that "

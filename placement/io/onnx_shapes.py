@@ -205,11 +205,44 @@ def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> Non
     graph.node.extend(nodes)
 
 
+def shapes_only(model: Any, onnx: Any) -> Any:
+    """A copy of ``model`` in which every initializer of more than :data:`SMALL` elements is an input of
+    the same element type and shape: inference reads only their shapes (the values it follows are the
+    small ones), and each round of it copied the whole model, weights and all (a model of 335 MB took
+    2.4 GB to import). The copy is made field by field, the large initializers' data never copied."""
+    large = [init for init in model.graph.initializer if math.prod(init.dims) > SMALL]
+    if not large:
+        return model
+    light = onnx.ModelProto()
+    _copy_fields(light, model, skip="graph")
+    _copy_fields(light.graph, model.graph, skip="initializer")
+    names = {init.name for init in large}
+    light.graph.initializer.extend(init for init in model.graph.initializer if init.name not in names)
+    declared = {value.name: value for value in light.graph.input}
+    for init in large:
+        value = declared.get(init.name) or light.graph.input.add()
+        value.CopyFrom(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    return light
+
+
+def _copy_fields(target: Any, source: Any, skip: str) -> None:
+    """Copy every field that ``source`` (a protobuf message) has set into ``target``, but ``skip``."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if hasattr(value, "ListFields"):   # a message (the descriptor's label is deprecated in protobuf 6)
+            getattr(target, field.name).CopyFrom(value)
+        elif not isinstance(value, (str, bytes)) and hasattr(value, "extend"):   # a repeated field
+            getattr(target, field.name).extend(value)
+        else:
+            setattr(target, field.name, value)
+
+
 def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]:
     """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
     known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
-    changed."""
-    shaped = _infer(model, name, onnx)
+    changed. Inference runs on the model without the data of its large initializers (:func:`shapes_only`)."""
+    shaped = _infer(shapes_only(model, onnx), name, onnx)
     opsets = {"": entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")}
     known = _initial_values(model.graph, onnx)
     for _ in range(ROUNDS):
