@@ -427,3 +427,39 @@ def test_split_refuses_a_plan_that_moves_backward_tasks(tmp_path, capsys):
     plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first},
                                             {"type": "accelerator", "nodes": second}]}))
     assert main(["split", str(instance), str(plan)]) == 0
+
+
+CALLS: list[str] = []
+
+
+def counted_mlp():
+    """:func:`tiny_mlp`, counting its calls."""
+    CALLS.append("counted_mlp")
+    return tiny_mlp()
+
+
+def test_import_never_writes_over_its_inputs_and_checks_the_output_first(tmp_path, monkeypatch, capsys):
+    """--out naming the factory's module file (pkg.module:factory form) or a --devices catalogue replaced it with
+    the instance; a folder that does not exist was found only after the model was traced."""
+    module = tmp_path / "models_to_keep.py"
+    module.write_text("from tests.test_torch_cli import tiny_mlp as mlp\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "models_to_keep", raising=False)
+    source = module.read_text()
+    assert main(["import", "models_to_keep:mlp", "--out", "models_to_keep.py"]) == 2
+    assert capsys.readouterr().err == ("error: models_to_keep.py: is also an input of the command, which writing "
+                                       "would overwrite; choose another name\n")
+    assert module.read_text() == source
+    catalogue = tmp_path / "cat.json"
+    catalogue.write_text("{}")
+    CALLS.clear()
+    assert main(["import", "tests.test_torch_cli:counted_mlp", "--devices", str(catalogue), "h100",
+                 "--out", str(catalogue)]) == 2
+    assert "is also an input of the command" in capsys.readouterr().err
+    assert catalogue.read_text() == "{}"
+    assert main(["import", "tests.test_torch_cli:counted_mlp", "--out", str(tmp_path / "no" / "x.json")]) == 2
+    assert capsys.readouterr().err.endswith("x.json: cannot write: No such file or directory\n")
+    assert CALLS == []     # neither run called the factory
+    assert main(["import", "tests.test_torch_cli:counted_mlp", "--out", str(tmp_path / "x.json")]) == 0
+    assert CALLS == ["counted_mlp"]   # the count is seen here: the checks above ran before any call

@@ -26,8 +26,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from placement.cli.options import (UsageError, add_output_options, check_not_input, non_negative_int, path_name,
-                                   positive_byte_count, positive_int, print_json, write_text)
+from placement.cli.options import (UsageError, add_output_options, check_not_input, check_writable, non_negative_int,
+                                   path_name, positive_byte_count, positive_int, print_json, write_text)
 from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEMENT_BYTES, Platform, find_device,
                                           load_catalogue)
 from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError
@@ -192,7 +192,9 @@ def _dims(pairs: list[tuple[str, int]]) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_not_input(args.out, (args.model, args.model.rpartition(":")[0]))
+    source = args.model.rpartition(":")[0]
+    catalogues = tuple(d for d in args.devices if d.lower().endswith(".json"))
+    check_writable(args.out, (args.model, source, *catalogues))   # before the model is traced (seconds, minutes)
     dims = _dims(args.dims)
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
     with warnings.catch_warnings(record=True) as caught:
@@ -210,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
     for w in caught:
         if issubclass(w.category, CostModelWarning) and not args.quiet:
             print(f"warning: {w.message}", file=sys.stderr)
+    # a factory named pkg.module:factory: its file is known once imported
+    check_not_input(args.out, (getattr(sys.modules.get(source), "__file__", None),))
     write_text(args.out, json.dumps(imported.instance, indent=1, allow_nan=False) + "\n")
     problem = imported.problem
     forward = sum(1 for n in problem.nodes if not n.backward)
