@@ -58,7 +58,7 @@ from placement.io.piper import PiperInstance
 from placement.parallel.handoff import megatron_config
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.result import ParallelResult
-from placement.parameters import callback, integer, number
+from placement.parameters import MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number
 from placement.result import Status
 from placement.simulation.parallel_orders import FORWARD, interleaved
 
@@ -222,8 +222,9 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     devices = integer("devices", instance.max_devices if devices is None else devices, smallest=1)
     memory = number("memory", instance.max_memory_per_device if memory is None else memory, positive=True)
     v = check_chunks(INTERLEAVED, chunks)
-    limit = number("time_limit", DEFAULT_TIME_LIMIT if time_limit is None else time_limit, positive=True)
-    threads = integer("threads", threads, smallest=1)
+    limit = number("time_limit", DEFAULT_TIME_LIMIT if time_limit is None else time_limit, positive=True,
+                   largest=MAX_TIME_LIMIT)
+    threads = integer("threads", threads, smallest=1, largest=MAX_THREADS)
     callback("progress", progress)
     if len(instance.nodes) < 2 * v:
         raise InvalidParameterError("chunks", f"{v} needs at least {2 * v} nodes (2 device groups of {v} non-empty "
