@@ -20,7 +20,7 @@ from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
 from placement.problem.instance import DeviceType, Edge, Instance, Node
 from placement.plan import DeviceAssignment, Plan
-from placement.solution import Status
+from placement.solution import Solution, Status
 from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers import _dp_kernels
@@ -122,6 +122,46 @@ def test_ideal_limit_message():
     assert count_ideals(contract(problem).succ) == 6
     with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
         solve_dp(problem, max_ideals=5)
+
+
+def test_a_graph_with_more_supernodes_than_ideals_allowed_is_refused_before_counting(monkeypatch):
+    """n supernodes have at least n + 1 ideals (a topological order's prefixes): the diamond's 4 supernodes
+    exceed max_ideals=4 with no enumeration (on a chain of 200,000 nodes that took 1.5 s); with 5 allowed
+    it counts, and finds 6."""
+    from placement.solvers import ideals
+
+    problem = read_instance(TINY / "diamond-cpu.json")
+    counted = []
+    real = ideals._enumerate
+    monkeypatch.setattr(ideals, "_enumerate", lambda *args, **kw: counted.append(1) or real(*args, **kw))
+    with pytest.raises(LimitExceededError, match=r"^more than 4 ideals in the contracted graph \(4 supernodes\)"):
+        solve_dp(problem, max_ideals=4)
+    assert counted == []
+    with pytest.raises(LimitExceededError, match=r"^more than 5 ideals"):
+        solve_dp(problem, max_ideals=5)
+    assert counted != []
+
+
+def test_the_prefix_chain_dp_is_not_tried_where_the_one_over_intervals_ran_out_of_time(monkeypatch):
+    """The chain DP over every prefix does more work than the one over intervals: where that one ran out of
+    time, the warm start goes to the greedy fill at once."""
+    from placement.solvers.milp import warmstart
+
+    def late(problem, stages, deadline, progress=None):
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", message="late",
+                        stats={"out_of_time": True})
+
+    def never(*args, **kwargs):
+        raise AssertionError("the chain DP ran")
+
+    monkeypatch.setattr(warmstart, "coarse_start", late)
+    monkeypatch.setattr(warmstart, "solve_chain", never)
+    said = []
+    problem = read_instance(TINY / "chain4.json")
+    plan, bound = warmstart.pipeline_start_and_bound(problem, 1, said.append, deadline=time.perf_counter() + 60)
+    assert plan is not None and bound == 0.0
+    assert said[-1].startswith("warm start from the greedy fill (") and said[-1].endswith(
+        "): the chain DP stopped (not run: the chain DP over intervals ran out of time (late))")
 
 
 # ----- ideal counting --------------------------------------------------------------------

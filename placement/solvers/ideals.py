@@ -409,7 +409,11 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
     The family's arrays are allocated for the most ideals it may hold: above
     :data:`COUNT_FIRST` ideals allowed, the ideals are counted first (in memory linear in the
     graph), so that a family past the limit takes no memory and one within it takes its own
-    size; ``progress`` then hears the count (and may stop the work there, at a deadline)."""
+    size; ``progress`` then hears the count (and may stop the work there, at a deadline). A graph of
+    ``n`` supernodes has at least ``n + 1`` ideals (the prefixes of a topological order): past the
+    limit it is refused before any counting."""
+    if contraction.size + 1 > max_ideals:
+        raise _too_many_ideals(contraction, max_ideals)
     if max_ideals > COUNT_FIRST:
         if progress is not None:
             progress(f"counting the ideals (at most {max_ideals:,})")

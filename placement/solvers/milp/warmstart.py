@@ -22,7 +22,7 @@ order cut into at most 1,000 intervals (:func:`placement.solvers.chain_dp.solve_
 about linear time in the graph: a pipeline to fall back on), then over every prefix of a few
 orders, searching only for better plans, for at most a second past the deadline. Where the
 intervals give no plan, the fine chain DP has a share of the time limit as long again past the
-deadline, and where it stops too (on a graph of 20,000 nodes and random edges it does not
+deadline (where they ran out of time it is not run: it does more work), and where it stops too (on a graph of 20,000 nodes and random edges it does not
 finish in a minute), the greedy fill (:mod:`placement.solvers.baselines.greedy`, linear time,
 not always a pipeline) is the start. The DPs' progress lines reach the caller prefixed
 ``warm start:``. For latency, once the deadline has passed with a plan in hand, the baselines not
@@ -73,12 +73,14 @@ def coarse_start(problem: Instance, stages: int | None, deadline: float | None,
                  progress: Callable[[str], None] | None = None) -> Solution:
     """A pipeline in about linear time: the chain DP over intervals of a topological order
     (:func:`placement.solvers.chain_dp.solve_coarse_chain`), given :data:`GRACE_S` past ``deadline``;
-    ``no_solution`` where it refuses (its tables too large for many device types) or runs late."""
+    ``no_solution`` where it refuses (its tables too large for many device types) or runs late (then
+    its stats say ``out_of_time``)."""
     grace = None if deadline is None else max(deadline, time.perf_counter()) + GRACE_S
     try:
         return solve_coarse_chain(problem, stages=stages, progress=deadline_watch(grace, progress))
-    except LimitExceededError:
-        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp")
+    except LimitExceededError as exc:
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp", message=str(exc),
+                        stats={"out_of_time": exc.parameter == "time_limit"})
 
 
 def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
@@ -208,6 +210,9 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                 max(deadline, time.perf_counter()) + (min(share, GRACE_S) if fallback is not None else share)
             if later is not None and time.perf_counter() >= later:
                 raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
+            if coarse.stats.get("out_of_time"):   # the DP over every prefix is more work still
+                raise LimitExceededError(f"not run: the chain DP over intervals ran out of time ({coarse.message})",
+                                         parameter="time_limit")
             solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told),
                                    ceiling=coarse.objective if fallback is not None else math.inf)
         except LimitExceededError as chain_exc:
