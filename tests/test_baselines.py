@@ -227,6 +227,11 @@ def test_local_search_is_reproducible_and_respects_its_time_limit():
     assert first.plan == again.plan and first.objective == again.objective
     stopped = solve(problem, "local-search", restarts=1000, time_limit=1e-9)
     assert stopped.stats["stopped_by_time_limit"] is True and stopped.message == "stopped by the time limit"
+    # a limit that runs out before the first restart still gives its start, the greedy fill, as the plan
+    # (on a chain of 200,000 nodes reading the graph into the search took longer than a 2 s limit, and
+    # the search returned no plan)
+    greedy = solve(problem, "greedy")
+    assert (stopped.status, stopped.plan, stopped.stats["restarts"]) == (greedy.status, greedy.plan, 1)
 
 
 @pytest.mark.parametrize("restarts", [1, 10, 50])

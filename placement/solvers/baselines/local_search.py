@@ -31,7 +31,8 @@ class, and the Solution reports the finest one.
 Options: ``restarts`` (default 10), ``seed`` (default 0; the same seed gives
 the same plan), ``time_limit`` (seconds; no new move or restart starts after
 it, the best plan so far is returned and ``stats["stopped_by_time_limit"]`` is
-set).
+set; the first restart's greedy fill is always made and evaluated, so that a plan is returned
+even where the limit ran out while the graph was read into the search).
 """
 
 from __future__ import annotations
@@ -250,8 +251,10 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
     stopped = False
     progress = options.get("progress")
     said = start
+    if progress is not None and time.perf_counter() - said >= PROGRESS_S:   # a graph of 10^5 nodes: seconds
+        progress(f"local search: {len(climber.classes):,} classes over {len(climber.slots):,} devices")
     for r in range(restarts):
-        if time.perf_counter() > deadline:
+        if r > 0 and time.perf_counter() > deadline:   # the first restart's start is the plan in hand
             stopped = True
             break
         order = units if r == 0 else random_topological_order(units, unit_succ, rng)
