@@ -458,6 +458,21 @@ def test_a_recorded_contiguity_that_names_no_class_is_noted(tmp_path, capsys):
     assert "names no class" not in capsys.readouterr().out
 
 
+def test_a_command_comes_first(capsys):
+    """Only the first argument names the command: after "--" the parser was built for the command found
+    later alone, and the error listed that one command as the only choice."""
+    assert main(["--", "solve", "x"]) == 2
+    assert capsys.readouterr().err.endswith("invalid choice: '--' (choose from 'solve', 'verify', 'info', "
+                                            "'simulate', 'hypar', 'import', 'split', 'codesign')\n")
+
+
+def test_the_solvers_table_is_aligned():
+    from placement.report.solvers import format_solvers
+
+    table = format_solvers([("cp-sat", True, "OR-Tools 9"), ("cbc", False, "not installed")]).splitlines()
+    assert table == ["backend  available  detail", "cp-sat   yes        OR-Tools 9", "cbc      no         not installed"]
+
+
 def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
     """solve --out INSTANCE (or --log) and split/hypar --out onto their inputs would destroy them."""
     instance = tmp_path / "chain4.json"

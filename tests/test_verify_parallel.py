@@ -123,6 +123,9 @@ def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path,
     assert main(["verify", str(path), str(plan), "--contiguity", "sets"]) == 2
     assert capsys.readouterr().err == ("error: --contiguity does not apply to a Piper instance (its plan is checked "
                                        "on the devices and memory it records, with its own schedule)\n")
+    for flag in ("--inter-layer", "--no-inter-layer"):   # each named as given
+        assert main(["verify", str(path), str(plan), flag]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {flag} does not apply to a Piper instance")
     plan.write_text(json.dumps({"format": "placement-parallel-plan/9", "stages": []}))
     with pytest.raises(InvalidPlanError) as caught:
         placement.verify(inst, str(plan))

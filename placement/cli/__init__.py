@@ -39,7 +39,7 @@ def build_parser(argv: Sequence[str] | None = None) -> Parser:
     """The parser of every command; given ``argv`` that names a command, only that command's parser
     (each command imports what its options need, so building one is cheaper than building all)."""
     modules = COMMANDS
-    named = next((a for a in argv or () if not a.startswith("-")), None)
+    named = argv[0] if argv else None   # a command comes first: after an option (even "--") it is no command
     wanted = [m for m in COMMANDS if _COMMAND_NAMES.get(m, m) == named]
     if wanted:
         modules = tuple(wanted)
