@@ -120,6 +120,19 @@ def test_an_input_that_declares_no_shape_is_named():
                               "input shapes)")
 
 
+def test_a_node_that_breaks_its_operator_schema_is_refused():
+    # both were imported and costed as they stood (onnx.checker refuses them)
+    two = helper.make_node("Relu", ["X", "X"], ["Y"], name="relu2")
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_graph([two], [("X", [2, 4])], ["Y"]), "g")
+    assert str(err.value) == ("g: node 'relu2' (Relu) is not valid ONNX: Node(relu2) with schema(::Relu:14) has "
+                              "input size 2 not in range [min=1, max=1].")
+    foo = helper.make_node("Foo", ["X"], ["Y"], name="foo")
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(_graph([foo], [("X", [2, 4])], ["Y"]), "g")
+    assert str(err.value) == "g: node 'foo' (Foo) is not valid ONNX: No Op registered for Foo with domain_version of 17"
+
+
 def test_renamed_operators_keep_distinct_names():
     # a, a_2, a, a_2 at positions 0..3: a repeated name takes its position (a_2, which the second has, so
     # a_3), and the fourth a_2 becomes a_2_3; before, the third was renamed a_2, a name already taken

@@ -7,6 +7,8 @@ stored before the node it reads lost that edge (and a plan could run it first), 
 written twice kept its last writer. Here:
 
 * a name that is not valid UTF-8 (protobuf hands it over as bytes) is an error naming the node;
+* a node that does not match its operator's schema (``onnx.checker``: inputs, outputs, attributes),
+  or an operator the default domain does not define, is an error naming the node;
 * a tensor written twice, or read and never written, is an error naming the node and tensor;
 * nodes stored out of order are put in a topological order (the stored order where it is one);
   a cycle is an error naming a node on it.
@@ -86,3 +88,39 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
         cycle = find_cycle(len(nodes), readers) or [min(set(range(len(nodes))) - set(order))]
         raise InvalidInstanceError(f"{model}: the graph has a cycle through node {label(min(cycle))}")
     return [nodes[k] for k in order]
+
+
+def check_schemas(model: Any, name: str) -> None:
+    """Every node of the main graph matches its operator's schema, as ``onnx.checker`` decides it (the number
+    of inputs and outputs, the attributes), and an operator of the default domain is one ONNX defines at the
+    model's opset: a ``Relu`` given two inputs, or an unknown ``Foo`` of the default domain, was imported
+    and costed as it stood. Operators of other domains have no schema to check and pass; nodes that hold
+    subgraphs (``If``, ``Loop``, ``Scan``) are checked without them (their subgraphs read names of the
+    main graph, which a node alone cannot resolve)."""
+    from onnx import checker
+
+    context = checker.C.CheckerContext()
+    context.ir_version = model.ir_version
+    context.opset_imports = {entry.domain: entry.version for entry in model.opset_import}
+    scope = checker.C.LexicalScopeContext()
+    for k, node in enumerate(model.graph.node):
+        if any(attr.HasField("g") or attr.graphs for attr in node.attribute):
+            node = _without_subgraphs(node)
+        try:
+            checker.C.check_node(node.SerializeToString(), context, scope)
+        except Exception as exc:   # onnx's ValidationError
+            text = str(exc).strip().splitlines()
+            raise InvalidInstanceError(f"{name}: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) is "
+                                       f"not valid ONNX: {text[0] if text else type(exc).__name__}") from None
+
+
+def _without_subgraphs(node: Any) -> Any:
+    """A copy of ``node`` whose subgraph attributes hold empty graphs (of the same names)."""
+    copy = type(node)()
+    copy.CopyFrom(node)
+    for attr in copy.attribute:
+        for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            graph_name = graph.name
+            graph.Clear()
+            graph.name = graph_name or "body"
+    return copy

@@ -4,9 +4,10 @@ Needs the optional extra ``onnx`` (``pip install 'placement[onnx]'``), imported 
 
 What is read
 ------------
-The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, every tensor is
-written once and read only where written; nodes stored out of order are sorted, a cycle is an
-error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
+The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, every node matches
+its operator's schema and an operator of the default domain exists at the model's opset, every
+tensor is written once and read only where written; nodes stored out of order are sorted, a cycle
+is an error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
 shape, following shapes the graph computes itself (``Shape`` and the arithmetic on it, as
 exporters write broadcasts and reshapes), helped by evaluating that arithmetic where its own
 propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operators contradict
@@ -99,7 +100,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.onnx_checks import check_text, topological_nodes
+from placement.io.onnx_checks import check_schemas, check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
@@ -631,6 +632,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
+    check_schemas(model, name)
     _fix_dims(model, dims or {})
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
     if ordered is not None:
