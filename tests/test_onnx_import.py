@@ -133,6 +133,39 @@ def test_a_node_that_breaks_its_operator_schema_is_refused():
     assert str(err.value) == "g: node 'foo' (Foo) is not valid ONNX: No Op registered for Foo with domain_version of 17"
 
 
+def _loop_model(body_shape):
+    """X[4,8] -> Loop (3 times: acc = Relu(acc @ WL), WL [8,8]) -> MatMul W[8,16]; the body declares its
+    carried input and output with ``body_shape``."""
+    rng = np.random.default_rng(0)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["acc_in", "WL"], ["acc_mm"], name="body_mm"),
+         helper.make_node("Relu", ["acc_mm"], ["acc_out"], name="body_relu"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, body_shape)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, body_shape)])
+    inits = [numpy_helper.from_array(np.array(3, dtype=np.int64), "trip"),
+             numpy_helper.from_array(np.array(True), "cond"),
+             numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "WL"),
+             numpy_helper.from_array(rng.standard_normal((8, 16)).astype(np.float32), "W")]
+    nodes = [helper.make_node("Loop", ["trip", "cond", "X"], ["LX"], name="loop", body=body),
+             helper.make_node("MatMul", ["LX", "W"], ["Y"], name="mm")]
+    return _graph(nodes, [("X", [4, 8])], ["Y"], inits)
+
+
+def test_a_value_a_loop_carries_keeps_its_shape_where_the_body_declares_it():
+    # shape inference leaves the Loop's output without a shape, and the MatMul reading it could not be costed;
+    # the body's acc_out is [4, 8], the shape of X, so LX is [4, 8] after any number of iterations
+    with pytest.warns(CostModelWarning):      # the Loop itself has no FLOP formula
+        graph = graph_from_onnx(_loop_model([4, 8]), "g")
+    (mm,) = [op for op in graph.ops if op.kind == "matmul"]
+    assert mm.flops == 2 * 4 * 8 * 16
+    with pytest.raises(InvalidInstanceError, match="the shape of its output 'LX' is not static"):
+        graph_from_onnx(_loop_model(None), "g")   # a body of unknown shapes: the iterations may change it
+
+
 def test_renamed_operators_keep_distinct_names():
     # a, a_2, a, a_2 at positions 0..3: a repeated name takes its position (a_2, which the second has, so
     # a_3), and the fourth a_2 becomes a_2_3; before, the third was renamed a_2, a name already taken

@@ -12,7 +12,9 @@ knows. Exporters write more on shapes: ``Mod`` on a head count, ``Squeeze`` → 
 * the ``Shape`` and ``Size`` of a tensor whose shape inference made static;
 * the results of such evaluations that hold at most :data:`SMALL` elements each.
 
-Nodes that draw random numbers or hold subgraphs are not evaluated. In a copy of the model the
+Nodes that draw random numbers or hold subgraphs are not evaluated. Inference leaves the outputs
+of a ``Loop`` without shapes; a value the loop carries gets its initial value's static shape where
+the body's output for it has that same shape (:func:`_loop_carried_shapes`). In a copy of the model the
 evaluated nodes become ``Constant`` nodes and inference runs again, until no new value is found
 (at most :data:`ROUNDS` times). Only shapes are read from the copy: the importer costs the graph
 as the file holds it.
@@ -238,11 +240,39 @@ def _copy_fields(target: Any, source: Any, skip: str) -> None:
             setattr(target, field.name, value)
 
 
+def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
+    """Give each value a ``Loop`` carries (its outputs before the scan outputs) the static shape of its initial
+    value where the body declares that same shape for it: it holds that shape after any number of
+    iterations, none included. Shape inference leaves a Loop's outputs without one. Whether any was given."""
+    shapes = static_shapes(graph)
+    given = False
+    for node in graph.node:
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
+            continue
+        body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
+        if body is None:
+            continue
+        declared = static_shapes(body)
+        types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
+        types.update((init.name, init.data_type) for init in graph.initializer)
+        for k, (initial, out) in enumerate(zip(node.input[2:], node.output)):
+            if not out or out in shapes or initial not in shapes or initial not in types:
+                continue
+            if 1 + k < len(body.output) and declared.get(body.output[1 + k].name) == shapes[initial]:
+                graph.value_info.append(onnx.helper.make_tensor_value_info(out, types[initial],
+                                                                           list(shapes[initial])))
+                shapes[out] = shapes[initial]
+                given = True
+    return given
+
+
 def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]:
     """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
     known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
     changed. Inference runs on the model without the data of its large initializers (:func:`shapes_only`)."""
     shaped = _infer(shapes_only(model, onnx), name, onnx)
+    if _loop_carried_shapes(shaped.graph, onnx):
+        shaped = _infer(shaped, name, onnx)
     opsets = {"": entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")}
     known = _initial_values(model.graph, onnx)
     for _ in range(ROUNDS):
