@@ -14,13 +14,14 @@ This module holds data only; it imports neither solvers nor the evaluator.
 from __future__ import annotations
 
 import enum
+import math
 import numbers
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.jsonfile import json_type_name, strict_json
+from placement.jsonfile import json_type_name, json_value_text, strict_json
 from placement.plan import DeviceAssignment, Plan
 
 PLAN_FORMAT = "placement-plan/1"
@@ -113,13 +114,17 @@ class Verification:
         if not isinstance(violations, list):
             raise InvalidPlanError("verified.violations: must be an array of strings, got "
                                    f"{json_type_name(violations)}")
-        return cls(valid=bool(data.get("valid")), objective=str(data.get("objective", "throughput")),
-                   contiguity=str(data.get("contiguity", "none")), value=_number(data.get("value")),
-                   max_load=_number(data.get("max_load")),
+        valid = data.get("valid", False)
+        if not isinstance(valid, bool):
+            raise InvalidPlanError(f"verified.valid: must be true or false, got {json_value_text(valid)}")
+        return cls(valid=valid, objective=_text(data, "objective", "verified.objective", "throughput"),
+                   contiguity=_text(data, "contiguity", "verified.contiguity", "none"),
+                   value=_number(data.get("value"), "verified.value"),
+                   max_load=_number(data.get("max_load"), "verified.max_load"),
                    violations=tuple(str(v) for v in violations),
                    finest_class=data.get("finest_class"),
                    inferred=node_ids(data.get("inferred") or [], "verified.inferred"),
-                   calls=data.get("calls"), ledger=data.get("ledger_agrees"))
+                   calls=_count(data.get("calls"), "verified.calls"), ledger=data.get("ledger_agrees"))
 
 
 @dataclass(frozen=True)
@@ -258,9 +263,13 @@ class Result:
             if not isinstance(calls, list):
                 raise InvalidPlanError(f"{where}.calls: must be an array of arrays of node ids, got "
                                        f"{json_type_name(calls)}")
+            if not isinstance(d.get("type"), str):
+                raise InvalidPlanError(f"{where}.type: must be a string, got "
+                                       + ("nothing" if "type" not in d else json_value_text(d["type"])))
             try:
-                stages.append(Stage(str(d["type"]), node_ids(d["nodes"], f"{where}.nodes"), _number(d.get("load")),
-                                    _number(d.get("memory")) or 0.0,
+                stages.append(Stage(d["type"], node_ids(d["nodes"], f"{where}.nodes"),
+                                    _number(d.get("load"), f"{where}.load"),
+                                    _number(d.get("memory"), f"{where}.memory") or 0.0,
                                     tuple(node_ids(c, f"{where}.calls[{j}]") for j, c in enumerate(calls)),
                                     *(node_ids(d.get(f) or [], f"{where}.{f}") for f in ("b_tasks", "w_tasks"))))
             except InvalidPlanError:
@@ -272,20 +281,30 @@ class Result:
             raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
         verification = Verification.from_json(verified) if verified is not None else None
-        value = _number(data.get("objective"))
+        value = _number(data.get("objective"), "field 'objective'")
         if status in (Status.OPTIMAL, Status.FEASIBLE) and value is None:
             found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
             raise InvalidPlanError(f"field 'objective' must be a number in a plan document of status "
                                    f"{status.value!r}; {found}")
-        return cls(status=status, value=value, bound=_number(data.get("bound")),
-                   gap=_number(data.get("gap")), plan=tuple(stages), method=str(data.get("method", "")),
-                   backend=data.get("backend"), objective=kind,
-                   contiguity=str(data.get("contiguity", "stages")),
-                   runtime_s=_number(data.get("runtime_s")) or 0.0, stats=stats,
+        from placement.verification.evaluate import CONTIGUITY_CLASSES
+
+        contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")
+        if contiguity not in CONTIGUITY_CLASSES:
+            raise InvalidPlanError(f"field 'contiguity' must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
+                                   f"not {contiguity!r}")
+        backward = data.get("backward")
+        if backward is not None and not isinstance(backward, dict):
+            raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
+        return cls(status=status, value=value, bound=_number(data.get("bound"), "field 'bound'"),
+                   gap=_number(data.get("gap"), "field 'gap'"), plan=tuple(stages),
+                   method=_text(data, "method", "field 'method'", ""),
+                   backend=_text(data, "backend", "field 'backend'", None), objective=kind, contiguity=contiguity,
+                   runtime_s=_number(data.get("runtime_s"), "field 'runtime_s'") or 0.0, stats=stats,
                    verification=verification,
                    verified=bool(verification is not None and verification.valid and stages),
-                   instance=str(data.get("instance", "")), message=str(data.get("message", "")),
-                   stages=data.get("stages"), backward=data.get("backward"),
+                   instance=_text(data, "instance", "field 'instance'", ""),
+                   message=_text(data, "message", "field 'message'", ""),
+                   stages=_count(data.get("stages"), "field 'stages'"), backward=backward,
                    overrides=recorded_overrides(data) or None)
 
 
@@ -294,11 +313,37 @@ def _require_object(data: Any, where: str) -> None:
         raise InvalidPlanError(f"{where} must be a JSON object, got {type(data).__name__}")
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Any, where: str) -> float | None:
     """A JSON number as float; ``null`` (how JSON writes infinities and absent values) as ``None``."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidPlanError(f"expected a number, got {value!r}")
+        raise InvalidPlanError(f"{_named(where)} must be a number or null, got {json_value_text(value)}")
     return float(value)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str, default: str | None) -> str | None:
+    """``data[key]``, a string (``default`` where absent, or null where ``default`` is ``None``)."""
+    value = data.get(key, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidPlanError(f"{_named(where)} must be a string, got {json_value_text(value)}")
+    return value
+
+
+def _count(value: Any, where: str) -> int | None:
+    """A positive integer (a number with no fraction, ``2.0``, reads as that integer), or ``None`` for null."""
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or value != int(value) or value < 1):
+        raise InvalidPlanError(f"{_named(where)} must be a positive integer or null, got {json_value_text(value)}")
+    return int(value)
+
+
+def _named(where: str) -> str:
+    """How a message names a field: ``field 'bound'`` for a top-level one, ``devices[0].load:`` for a nested one
+    (as the plan-file reader names them)."""
+    return where if where.startswith("field ") else f"{where}:"
 

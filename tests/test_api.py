@@ -323,6 +323,32 @@ def test_result_from_json_reads_node_ids_as_verify_does(nodes, why):
     assert placement.Result.from_json(document).plan[0].nodes == (1, 2)
 
 
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: d["devices"][0].update(load="x"), "devices[0].load: must be a number or null, got 'x'"),
+    (lambda d: d.update(bound="x"), "field 'bound' must be a number or null, got 'x'"),
+    (lambda d: d["devices"][0].update(type=5), "devices[0].type: must be a string, got 5"),
+    (lambda d: d["devices"][0].pop("type"), "devices[0].type: must be a string, got nothing"),
+    (lambda d: d["verified"].update(valid="false"), "verified.valid: must be true or false, got 'false'"),
+    (lambda d: d.update(stages="2"), "field 'stages' must be a positive integer or null, got '2'"),
+    (lambda d: d.update(contiguity="stage"), "field 'contiguity' must be one of 'none', 'sets', 'stages', not 'stage'"),
+    (lambda d: d["verified"].update(calls=0), "verified.calls: must be a positive integer or null, got 0"),
+])
+def test_result_from_json_names_the_field_and_coerces_nothing(edit, why):
+    """Every such edit was read: a device type 5 as '5', valid "false" as true, the rest stored unchecked,
+    and a number's error named no field."""
+    document = placement.solve(CHAIN4).to_json()
+    edit(document)
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.Result.from_json(document)
+    assert str(caught.value) == why
+
+
+def test_result_from_json_reads_whole_numbers_as_counts():
+    document = placement.solve(CHAIN4, stages=2).to_json()
+    document["stages"] = 2.0
+    assert placement.Result.from_json(document).stages == 2
+
+
 def test_plan_documents_take_numpy_node_ids():
     """A plan built from numpy arrays: its integers are node ids, as a Plan's are; 1.5 is none."""
     import numpy as np

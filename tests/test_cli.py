@@ -532,6 +532,18 @@ def test_verify_checks_a_latency_plan_against_the_call_limit_it_records(tmp_path
     assert "device 0 (accelerator) runs 2 calls, more than calls=1" in text
     assert main(["verify", DIAMOND, str(out), "--calls", "2"]) == 0
     assert "as the plan file records\n" not in capsys.readouterr().out.replace("objective the plan file records", "")
+    # the limit written 1.0 is the same limit (it was ignored, and the plan passed); written "1", it is no
+    # count, and verify says so rather than checking silently without it
+    document["verified"]["calls"] = 1.0
+    out.write_text(json.dumps(document))
+    assert main(["verify", DIAMOND, str(out)]) == 1
+    assert "note: checked with at most 1 call per accelerator" in capsys.readouterr().out
+    assert placement.verify(placement.load(DIAMOND), document).valid is False
+    document["verified"]["calls"] = "1"
+    out.write_text(json.dumps(document))
+    assert main(["verify", DIAMOND, str(out)]) == 0
+    assert ("note: the plan file's 'verified.calls' is no positive integer: \"1\"; checked with no limit on the "
+            "calls per accelerator\n") in capsys.readouterr().out
 
 
 def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(tmp_path, capsys):

@@ -88,7 +88,7 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, garbled_contiguity, garbled_stages, recorded_backward,
+    from placement.io.plans import (as_plan, garbled_calls, garbled_contiguity, garbled_stages, recorded_backward,
                                     recorded_calls, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
@@ -110,8 +110,10 @@ def run(args: argparse.Namespace) -> int:
     split, recorded = split_options(args, record)
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     claimed_calls = None   # the call limit the plan file records, where it is the one checked
+    calls_garbled = None   # the call limit the plan file records where it is no count (not checked)
     if args.calls is None and args.objective == "latency" and solved_for == "latency":
         claimed_calls = args.calls = recorded_calls(args.plan)
+        calls_garbled = garbled_calls(args.plan)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
@@ -134,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
                     "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
-                    "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled})
+                    "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled,
+                    "calls_unreadable": calls_garbled})
     else:
         if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
             print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
@@ -156,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
         if claimed_calls is not None:
             print(f"note: checked with at most {claimed_calls} call{'s' if claimed_calls > 1 else ''} per "
                   "accelerator, as the plan file records")
+        if calls_garbled is not None:
+            print(f"note: the plan file's 'verified.calls' is no positive integer: {json.dumps(calls_garbled)[:40]}; "
+                  "checked with no limit on the calls per accelerator")
         if claimed_class not in (None, "none"):
             print(f"note: checked for contiguity {claimed_class}, the class the plan file records it was solved in")
         garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None
