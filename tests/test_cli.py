@@ -559,6 +559,13 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     assert main(["verify", pair, str(out)]) == 2
     assert capsys.readouterr().err == ("error: the plan file's backward record: w_share must be a finite number ≥ 0 "
                                        "and ≤ 1, not 7\n")
+    # the record's split mode on an inference instance: named as the plan file's, not as a --backward never given
+    document["backward"]["w_share"] = 0.5
+    out.write_text(json.dumps(document))
+    assert main(["verify", DIAMOND, str(out)]) == 2
+    assert capsys.readouterr().err == ("error: the plan file records a split-backward solve, which needs a training "
+                                       "instance (one with backward nodes); this instance has none (--backward joint "
+                                       "checks the plan's layers only)\n")
 
 
 def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):

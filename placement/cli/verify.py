@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
         args.objective = solved_for or "throughput"
     record = recorded_backward(args.plan)
     split, recorded = split_options(args, record)
+    if split["backward"] == "split" and args.backward is None and not instance.is_training:   # the record's mode
+        raise UsageError("the plan file records a split-backward solve, which needs a training instance (one with "
+                         "backward nodes); this instance has none (--backward joint checks the plan's layers only)")
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     claimed_calls = None   # the call limit the plan file records, where it is the one checked
     calls_garbled = None   # the call limit the plan file records where it is no count (not checked)
