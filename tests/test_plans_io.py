@@ -51,6 +51,11 @@ def test_read_our_plan_prefers_devices(tmp_path):
         with pytest.raises(InvalidPlanError, match=f"field '{key}' places the nodes or calls otherwise than field "
                                                    "'devices' does"):
             read_plan(write(tmp_path, {**data, key: other}))
+    # an accelerator renamed in 'devices' alone: the type is named, not the disagreement it causes
+    renamed = [devices[0], {**devices[1], "type": "gpu"}]
+    with pytest.raises(InvalidPlanError, match=r"plan.json: devices\[1\] has type 'gpu', but the plan's fields 'fpgas' and 'cpus' "
+                                               r"place every node on an 'accelerator' or a 'cpu' device"):
+        read_plan(write(tmp_path, {**data, "devices": renamed}))
 
 
 def test_calls_of_devices_and_fpgas_must_agree(tmp_path):

@@ -70,6 +70,11 @@ def parse_plan(data: Any) -> Plan:
         for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):   # the superset's Tarnawski fields
             if key in data and ([_placed(d) for d in _device_list(data[key], key, kind)]
                                 != [_placed(d) for d in devices if d.type == kind]):
+                other = next((k for k, d in enumerate(devices) if d.type not in (ACCELERATOR, CPU)), None)
+                if other is not None:   # a type the two-type fields cannot hold: the likely edit
+                    raise InvalidPlanError(f"devices[{other}] has type {devices[other].type!r}, but the plan's fields "
+                                           f"'fpgas' and 'cpus' place every node on an {ACCELERATOR!r} or a {CPU!r} "
+                                           "device: which of the two was meant is not clear")
                 raise InvalidPlanError(f"field {key!r} places the nodes or calls otherwise than field 'devices' does "
                                        f"(on its {kind} devices, in order): which of the two was meant is not clear")
         return Plan(devices)
