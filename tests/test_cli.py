@@ -470,7 +470,8 @@ def test_the_solvers_table_is_aligned():
     from placement.report.solvers import format_solvers
 
     table = format_solvers([("cp-sat", True, "OR-Tools 9"), ("cbc", False, "not installed")]).splitlines()
-    assert table == ["backend  available  detail", "cp-sat   yes        OR-Tools 9", "cbc      no         not installed"]
+    assert table == ["backend  available  detail", "cp-sat   yes        OR-Tools 9",
+                     "cbc      no         not installed"]
 
 
 def test_an_output_file_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):

@@ -225,7 +225,7 @@ def test_evaluator_names_what_is_wrong():
     ({"chunks": 3}, "chunks 3 needs at least 6 nodes (2 device groups of 3 non-empty chunks each); the instance "
                     "has 5"),
     ({"devices": 1}, "devices must be at least 2 under the interleaved schedule (2 device groups), not 1"),
-    ({"time_limit": 1e10}, "time_limit must be a finite number > 0 and ≤ 1e+09, not 10000000000.0"),  # as every method
+    ({"time_limit": 1e10}, "time_limit must be a finite number > 0 and ≤ 1e+09, not 10000000000.0"),  # as elsewhere
     ({"threads": 2 ** 40}, "threads must be an integer from 1 to 1024, not 1099511627776"),
 ])
 def test_refusals(kwargs, message):

@@ -53,8 +53,8 @@ def test_read_our_plan_prefers_devices(tmp_path):
             read_plan(write(tmp_path, {**data, key: other}))
     # an accelerator renamed in 'devices' alone: the type is named, not the disagreement it causes
     renamed = [devices[0], {**devices[1], "type": "gpu"}]
-    with pytest.raises(InvalidPlanError, match=r"plan.json: devices\[1\] has type 'gpu', but the plan's fields 'fpgas' and 'cpus' "
-                                               r"place every node on an 'accelerator' or a 'cpu' device"):
+    with pytest.raises(InvalidPlanError, match=r"plan.json: devices\[1\] has type 'gpu', but the plan's fields "
+                                               r"'fpgas' and 'cpus' place every node on an 'accelerator' or a 'cpu'"):
         read_plan(write(tmp_path, {**data, "devices": renamed}))
 
 

@@ -19,9 +19,10 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     from placement.errors import InvalidPlanError
     from placement.report.parallel_verification import format_parallel_verification
 
+    inter_layer = "--inter-layer" if args.inter_layer else "--no-inter-layer"   # as given
     unused = [option for option, given in (("--contiguity", args.contiguity), ("--objective", args.objective),
                                            ("--calls", args.calls), ("--backward", args.backward),
-                                           ("--w-placement", args.w_placement), ("--inter-layer" if args.inter_layer else "--no-inter-layer", args.inter_layer),
+                                           ("--w-placement", args.w_placement), (inter_layer, args.inter_layer),
                                            ("--w-share", args.w_share), ("--accelerators", args.accelerators),
                                            ("--cpus", args.cpus), ("--memory", args.memory)) if given is not None]
     if unused:

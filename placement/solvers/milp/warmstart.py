@@ -22,9 +22,10 @@ order cut into at most 1,000 intervals (:func:`placement.solvers.chain_dp.solve_
 about linear time in the graph: a pipeline to fall back on), then over every prefix of a few
 orders, searching only for better plans, for at most a second past the deadline. Where the
 intervals give no plan, the fine chain DP has a share of the time limit as long again past the
-deadline (where they ran out of time it is not run: it does more work), and where it stops too (on a graph of 20,000 nodes and random edges it does not
-finish in a minute), the greedy fill (:mod:`placement.solvers.baselines.greedy`, linear time,
-not always a pipeline) is the start. The DPs' progress lines reach the caller prefixed
+deadline (where they ran out of time it is not run: it does more work), and where it stops too
+(on a graph of 20,000 nodes and random edges it does not finish in a minute), the greedy fill
+(:mod:`placement.solvers.baselines.greedy`, linear time, not always a pipeline) is the start. The
+DPs' progress lines reach the caller prefixed
 ``warm start:``. For latency, once the deadline has passed with a plan in hand, the baselines not
 yet run are skipped, and so are the plans not yet evaluated (the baselines' plans come evaluated;
 the pipelines are evaluated before the whole-graph plans): on a chain of 100,000 nodes one
