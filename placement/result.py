@@ -286,12 +286,7 @@ class Result:
             found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
             raise InvalidPlanError(f"field 'objective' must be a number in a plan document of status "
                                    f"{status.value!r}; {found}")
-        from placement.verification.evaluate import CONTIGUITY_CLASSES
-
-        contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")
-        if contiguity not in CONTIGUITY_CLASSES:
-            raise InvalidPlanError(f"field 'contiguity' must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
-                                   f"not {contiguity!r}")
+        contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")   # a class verify notes if unknown
         backward = data.get("backward")
         if backward is not None and not isinstance(backward, dict):
             raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
@@ -333,11 +328,13 @@ def _text(data: Mapping[str, Any], key: str, where: str, default: str | None) ->
 
 
 def _count(value: Any, where: str) -> int | None:
-    """A positive integer (a number with no fraction, ``2.0``, reads as that integer), or ``None`` for null."""
+    """A positive integer (a number with no fraction up to 2^53, ``2.0``, reads as that integer, as
+    :func:`placement.io.plans.recorded_stages` reads it), or ``None`` for null."""
     if value is None:
         return None
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
-            or value != int(value) or value < 1):
+    whole = isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer() and value <= 2.0 ** 53)
+    if isinstance(value, bool) or not whole or value < 1:
         raise InvalidPlanError(f"{_named(where)} must be a positive integer or null, got {json_value_text(value)}")
     return int(value)
 

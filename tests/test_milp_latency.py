@@ -256,3 +256,35 @@ def test_the_latency_starts_are_evaluated_once_and_not_past_the_deadline():
         (10.0, whole), (8.0, split)]
     assert evaluated(problem, [broken, split, whole], past, have_one=False) == [(8.0, split)]
     assert evaluated(problem, [split, whole], past, have_one=True) == []
+
+
+def test_past_the_deadline_no_baseline_runs_once_one_gave_a_plan(monkeypatch):
+    """With no pipeline start (both chain DPs out of time) and the deadline passed, the latency greedy runs
+    for a plan; once it gave one, the latency chain DP and the module-chain plan are skipped (they ran,
+    the greedy's plan not counting as one in hand)."""
+    import time
+
+    from placement.errors import LimitExceededError
+    from placement.solution import Solution
+    from placement.solvers.milp import warmstart
+
+    import functools
+
+    ran = []
+    for name in ("solve_latency_greedy", "solve_latency_chain", "solve_latency_modules"):
+        real = getattr(warmstart, name)
+        counted = functools.wraps(real)(lambda *a, _real=real, _name=name, **k: ran.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(warmstart, name, counted)
+
+    def out_of_time(*args, **kwargs):
+        raise LimitExceededError("out of time", parameter="time_limit")
+
+    monkeypatch.setattr(warmstart, "solve_chain", out_of_time)
+    monkeypatch.setattr(warmstart, "coarse_start", lambda *args, **kwargs: Solution(Status.NO_SOLUTION, None, math.inf,
+                                                                                      0.0, "chain-dp"))
+    said = []
+    plan, _ = warmstart.warm_start_and_bound(fork(), objective="latency", deadline=time.perf_counter() - 1.0,
+                                             progress=said.append)
+    assert ran == ["solve_latency_greedy"] and plan is not None
+    assert said[-3:-1] == ["latency-chain skipped: the warm start's share of the time limit has run out",
+                         "latency-modules skipped: the warm start's share of the time limit has run out"]

@@ -106,7 +106,7 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
         if progress is not None:
             progress(f"the chain DP gives no starting plan: {exc}")
     for baseline in (solve_latency_greedy, solve_latency_chain, solve_latency_modules):
-        if deadline is not None and time.perf_counter() > deadline and candidates:
+        if deadline is not None and time.perf_counter() > deadline and (candidates or scored):
             if progress is not None:
                 progress(f"{baseline.__name__.removeprefix('solve_').replace('_', '-')} skipped: the warm start's "
                          "share of the time limit has run out")
