@@ -4,10 +4,10 @@ Needs the optional extra ``onnx`` (``pip install 'placement[onnx]'``), imported 
 
 What is read
 ------------
-The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, every node matches
-its operator's schema and an operator of the default domain exists at the model's opset, every
-tensor is written once and read only where written; nodes stored out of order are sorted, a cycle
-is an error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
+The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, a node of the
+default domain has as many inputs and outputs as its operator's schema allows, every tensor is
+written once and read only where written; nodes stored out of order are sorted, a cycle is an
+error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
 shape, following shapes the graph computes itself (``Shape`` and the arithmetic on it, as
 exporters write broadcasts and reshapes), helped by evaluating that arithmetic where its own
 propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operators contradict
@@ -654,14 +654,18 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
-    if shapeless:
-        unknown_why = (f"the model's input{'s' if len(shapeless) > 1 else ''} {', '.join(map(repr, shapeless))} "
-                       f"declare{'' if len(shapeless) > 1 else 's'} no shape; export the model with its input shapes")
-    elif symbolic:
-        unknown_why = (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
-                       f"{', '.join(map(repr, symbolic))} with dims")
-    else:
-        unknown_why = "it follows from values the graph computes that the importer could not evaluate"
+
+    def unknown_why(tensor_name: str) -> str:
+        """Why a tensor has no static shape: an input declaring none (this one first), a symbolic dimension
+        to fix, or values the graph computes."""
+        named = [tensor_name] if tensor_name in shapeless else [] if symbolic else shapeless
+        if named:
+            return (f"the model's input{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} "
+                    f"declare{'' if len(named) > 1 else 's'} no shape; export the model with its input shapes")
+        if symbolic:
+            return (f"fix the symbolic input dimension{'s' if len(symbolic) > 1 else ''} "
+                    f"{', '.join(map(repr, symbolic))} with dims")
+        return "it follows from values the graph computes that the importer could not evaluate"
     nodes: list[_Node] = []
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
@@ -684,7 +688,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:
                 raise InvalidInstanceError(f"{name}: cannot cost node {op_name!r} ({op_type}): the shape of its {role} "
-                                           f"{tensor_name!r} is not static after shape inference ({unknown_why})")
+                                           f"{tensor_name!r} is not static after shape inference "
+                                           f"({unknown_why(tensor_name)})")
             return table[tensor_name]
 
         ins = [tensor(t, "input") if t else None for t in node.input]

@@ -40,6 +40,9 @@ from placement.errors import InvalidInstanceError
 SMALL = 1024
 #: the most rounds of evaluation and inference
 ROUNDS = 64
+#: ONNX element types that are no floating-point numbers (integers, bool, string): a table of them may
+#: hold shapes, and :func:`shapes_only` keeps it
+INTEGER_TYPES = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 21, 22})
 #: operators never evaluated: their results are random or not functions of their inputs
 RANDOM = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                     "Bernoulli", "Dropout"})
@@ -208,11 +211,27 @@ def _as_constants(graph: Any, positions: set[int], known: dict[str, Any]) -> Non
 
 
 def shapes_only(model: Any, onnx: Any) -> Any:
-    """A copy of ``model`` in which every initializer of more than :data:`SMALL` elements is an input of
-    the same element type and shape: inference reads only their shapes (the values it follows are the
-    small ones), and each round of it copied the whole model, weights and all (a model of 335 MB took
-    2.4 GB to import). The copy is made field by field, the large initializers' data never copied."""
-    large = [init for init in model.graph.initializer if math.prod(init.dims) > SMALL]
+    """A copy of ``model`` in which every large weight is an input of the same element type and shape:
+    inference reads only its shape, and each round of it copied the whole model, weights and all (a
+    model of 335 MB took 2.4 GB to import). A large weight is an initializer of more than :data:`SMALL`
+    floating-point elements that the graph declares nowhere else, or declares with its own type and
+    shape; integer initializers stay (inference follows the values of a table a ``Gather`` or ``Slice``
+    reads a shape from), and so do those declared otherwise (inference checks the declaration). The
+    copy is made field by field, the weights' data never copied."""
+    graph = model.graph
+    declared = {value.name: value for value in (*graph.input, *graph.value_info, *graph.output)}
+
+    def weight(init: Any) -> bool:
+        if init.data_type in INTEGER_TYPES or math.prod(init.dims) <= SMALL:
+            return False
+        other = declared.get(init.name)
+        if other is None:
+            return True
+        kind = other.type.tensor_type
+        return (other.type.HasField("tensor_type") and kind.elem_type == init.data_type and kind.HasField("shape")
+                and [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim] == list(init.dims))
+
+    large = [init for init in graph.initializer if weight(init)]
     if not large:
         return model
     light = onnx.ModelProto()
