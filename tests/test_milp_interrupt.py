@@ -173,27 +173,35 @@ def _processes_naming(path: str) -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not RESNET.exists() or not os.path.isdir("/proc"),
-                    reason="the published instances are not beside the project, or no /proc")
-def test_an_interrupted_pulp_search_leaves_no_solver_and_no_files(tmp_path):
-    # SIGINT to the Python process alone, as a notebook or a supervisor sends it: PuLP's CBC, a child
-    # process, ran on to its time limit, orphaned once the script ended, and its files stayed
+def _interrupted_search(backend: str, scratch, settle_s: float) -> tuple[int, str]:
+    """``placement solve`` of ResNet-50 ``none`` with ``backend`` and ``TMPDIR`` at ``scratch``, sent SIGINT
+    ``settle_s`` seconds after its search began (the process alone, as a notebook or a supervisor sends it):
+    its exit status and standard output."""
     from placement.solvers.milp.backends import backend_availability
 
-    if not any(name == "pulp" and ok for name, ok, _ in backend_availability()):
-        pytest.skip("pulp is not installed")
+    if not any(name == backend and ok for name, ok, _ in backend_availability()):
+        pytest.skip(f"{backend} is not installed")
     proc = subprocess.Popen([sys.executable, "-m", "placement", "solve", str(RESNET), "--method", "milp",
-                             "--contiguity", "none", "--backend", "pulp", "--time-limit", "60"],
+                             "--contiguity", "none", "--backend", backend, "--time-limit", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "TMPDIR": str(tmp_path)},
+                            env={**os.environ, "TMPDIR": str(scratch)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for line in proc.stderr:
         if "MILP: " in line:
             break
-    threading.Event().wait(2.0)               # CBC has started on the files PuLP wrote
+    threading.Event().wait(settle_s)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    out, _ = proc.communicate(timeout=60)
+    return proc.returncode, out
+
+
+@pytest.mark.skipif(not RESNET.exists() or not os.path.isdir("/proc"),
+                    reason="the published instances are not beside the project, or no /proc")
+def test_an_interrupted_pulp_search_leaves_no_solver_and_no_files(tmp_path):
+    # PuLP's CBC, a child process, ran on to its time limit, orphaned once the script ended, and its files
+    # stayed; 2 s after the search began, CBC has started on the files PuLP wrote
+    status, _ = _interrupted_search("pulp", tmp_path, 2.0)
+    assert status == 130
     assert _processes_naming(str(tmp_path)) == []
     assert os.listdir(tmp_path) == []
 
@@ -235,23 +243,9 @@ def test_ctrl_c_in_a_split_search_carries_the_plan_in_hand(monkeypatch):
 
 @pytest.mark.skipif(not RESNET.exists(), reason="the published instances are not beside the project")
 def test_an_interrupted_highs_search_leaves_no_scratch_log(tmp_path):
-    # HiGHS behind OR-Tools cannot be stopped: the process exits with it still searching, and the
-    # scratch file its log went to (read back for its bound) stayed in the temporary folder
-    from placement.solvers.milp.backends import backend_availability
-
-    if not any(name == "highs" and ok for name, ok, _ in backend_availability()):
-        pytest.skip("highs is not installed")
-    proc = subprocess.Popen([sys.executable, "-m", "placement", "solve", str(RESNET), "--method", "milp",
-                             "--contiguity", "none", "--backend", "highs", "--time-limit", "60"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "TMPDIR": str(tmp_path)},
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    for line in proc.stderr:
-        if "MILP: " in line:
-            break
-    threading.Event().wait(1.0)               # HiGHS is writing its log
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    # HiGHS behind OR-Tools cannot be stopped: the process exits with it still searching (and writing its
+    # log), and the scratch file its log went to (read back for its bound) stayed in the temporary folder
+    status, out = _interrupted_search("highs", tmp_path, 1.0)
+    assert status == 130
     assert "status      feasible" in out       # the plan in hand, printed
     assert os.listdir(tmp_path) == []
