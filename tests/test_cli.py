@@ -560,6 +560,15 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     assert main(["verify", pair, str(out)]) == 2
     assert capsys.readouterr().err == ("error: the plan file's backward record: w_share must be a finite number ≥ 0 "
                                        "and ≤ 1, not 7\n")
+    # a joint plan whose record was edited to a malformed split one: simulate refuses the record as verify
+    # does (it ran, the record unread)
+    assert main(["solve", DIAMOND, "--out", str(tmp_path / "joint.json"), "--quiet"]) == 0
+    joint = json.loads((tmp_path / "joint.json").read_text())
+    joint["backward"] = {"mode": "split", "w_share": "0.3"}
+    (tmp_path / "joint.json").write_text(json.dumps(joint))
+    capsys.readouterr()
+    assert main(["simulate", DIAMOND, str(tmp_path / "joint.json"), "--quiet"]) == 2
+    assert capsys.readouterr().err == "error: backward.w_share: must be a number from 0 to 1, not '0.3'\n"
     # the record's split mode on an inference instance: named as the plan file's, not as a --backward never given
     document["backward"]["w_share"] = 0.5
     out.write_text(json.dumps(document))
