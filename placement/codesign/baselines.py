@@ -92,7 +92,7 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
     if not space.designs:
         raise InvalidParameterError("area", f"and power leave no design of the grid: none fits {area:g} mm² "
                                             f"and {power:g} W")
-    return workload, grid, space, min(chips, len(workload.instance.colour_classes()))
+    return workload, grid, space, workload.usable_chips(chips)
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,7 @@ def solve_exact(workload: Workload, grid: Grid, chips: int, area_mm2: float, pow
         return infeasible(workload, space, chips, homogeneous, objective, "exact", start, area_mm2, power_w)
     pareto = space.subset(undominated(space, per_watt))
     dominated = len(space.designs) - len(pareto.designs)
-    # a colour class sits on one chip: no plan has more non-empty stages than classes
-    usable = min(chips, len(workload.instance.colour_classes()))
+    usable = workload.usable_chips(chips)
     work: dict[str, int] = {}
     if homogeneous:
         best, ran = _homogeneous(workload, pareto, usable, per_watt, max_ideals)

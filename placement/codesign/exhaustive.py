@@ -76,7 +76,7 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
     space: Candidates = candidates(workload, grid, area_mm2, power_w)
     if not space.designs:
         return infeasible(workload, space, chips, homogeneous, objective, "exhaustive", start, area_mm2, power_w)
-    usable = min(chips, len(workload.instance.colour_classes()))
+    usable = workload.usable_chips(chips)
     runs = combination_count(len(space.designs), usable, homogeneous, per_watt)
     if runs > max_combinations:
         count = f"{runs:,}" if runs < 10**15 else f"about {Decimal(runs):.2e}"

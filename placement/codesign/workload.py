@@ -67,6 +67,11 @@ class Workload:
     transfer_ms: tuple[float, ...]
     name: str = ""
 
+    def usable_chips(self, chips: int) -> int:
+        """The chips a plan of this model can use: ``chips``, or the colour classes where they are fewer (a
+        class sits on one chip, so no plan has more non-empty stages than classes)."""
+        return min(chips, len(self.instance.colour_classes()))
+
     @property
     def shapeless_nodes(self) -> int:
         """Nodes costed from FLOPs and bytes alone (no operator shapes)."""
