@@ -217,14 +217,13 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     plan = as_plan(plan)
-    variant: dict[str, Any] = {}
-    if record.get("mode") == "split" or is_split_plan(plan):   # checked before the run, as verify checks it
-        variant = plan_split_record(record)
-    if is_split_plan(plan):   # the W share and the variant it was solved under
+    # a split record (every split plan has one) is checked before the run, as verify checks it; a joint plan
+    # whose record says split (edited) runs its layers as they are placed
+    recorded = plan_split_record(record) if record.get("mode") == "split" else {}
+    variant: dict[str, Any] = recorded if is_split_plan(plan) else {}
+    if variant:   # the W share and the variant it was solved under
         share = variant.pop("w_share", None)
         w_fraction = share if w_fraction is None else w_fraction
-    else:   # a joint plan whose record says split (edited): its layers run as they are placed
-        variant = {}
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     return run(problem, plan, one_of("schedule", schedule, SCHEDULES),
