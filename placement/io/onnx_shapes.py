@@ -263,24 +263,25 @@ def _loop_carried_shapes(graph: Any, onnx: Any) -> bool:
     """Give each value a ``Loop`` carries (its outputs before the scan outputs) the static shape of its initial
     value where the body declares that same shape for it: it holds that shape after any number of
     iterations, none included. Shape inference leaves a Loop's outputs without one. Whether any was given."""
+    loops = [node for node in graph.node if node.op_type == "Loop" and node.domain in ("", "ai.onnx")]
+    if not loops:
+        return False
     shapes = static_shapes(graph)
+    types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
+    types.update((init.name, init.data_type) for init in graph.initializer)
     given = False
-    for node in graph.node:
-        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx"):
-            continue
+    for node in loops:
         body = next((attr.g for attr in node.attribute if attr.name == "body" and attr.HasField("g")), None)
         if body is None:
             continue
         declared = static_shapes(body)
-        types = {value.name: value.type.tensor_type.elem_type for value in (*graph.input, *graph.value_info)}
-        types.update((init.name, init.data_type) for init in graph.initializer)
         for k, (initial, out) in enumerate(zip(node.input[2:], node.output)):
             if not out or out in shapes or initial not in shapes or initial not in types:
                 continue
             if 1 + k < len(body.output) and declared.get(body.output[1 + k].name) == shapes[initial]:
                 graph.value_info.append(onnx.helper.make_tensor_value_info(out, types[initial],
                                                                            list(shapes[initial])))
-                shapes[out] = shapes[initial]
+                shapes[out], types[out] = shapes[initial], types[initial]   # a later loop may carry it on
                 given = True
     return given
 
