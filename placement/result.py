@@ -14,7 +14,6 @@ This module holds data only; it imports neither solvers nor the evaluator.
 from __future__ import annotations
 
 import enum
-import math
 import numbers
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -328,15 +327,16 @@ def _text(data: Mapping[str, Any], key: str, where: str, default: str | None) ->
 
 
 def _count(value: Any, where: str) -> int | None:
-    """A positive integer (a number with no fraction up to 2^53, ``2.0``, reads as that integer, as
-    :func:`placement.io.plans.recorded_stages` reads it), or ``None`` for null."""
+    """A positive integer, read as the plan-file reader reads a recorded count
+    (:func:`placement.io.plans.positive_count`), or ``None`` for null."""
+    from placement.io.plans import positive_count
+
     if value is None:
         return None
-    whole = isinstance(value, numbers.Integral) or (
-        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer() and value <= 2.0 ** 53)
-    if isinstance(value, bool) or not whole or value < 1:
+    count = positive_count(value)
+    if count is None:
         raise InvalidPlanError(f"{_named(where)} must be a positive integer or null, got {json_value_text(value)}")
-    return int(value)
+    return count
 
 
 def _named(where: str) -> str:

@@ -208,14 +208,14 @@ def recorded_contiguity(plan: object) -> str | None:
 def recorded_calls(plan: object) -> int | None:
     """The most calls per accelerator a solved latency plan was verified with (``verified.calls`` of a
     plan document or file), where it records a positive count; else ``None``."""
-    return _count(_recorded_calls(plan))
+    return positive_count(_recorded_calls(plan))
 
 
 def garbled_calls(plan: object) -> object | None:
     """What a solved plan records as its call limit where that is no positive integer (a value to name in a
     note); ``None`` where it records a count or nothing."""
     found = _recorded_calls(plan)
-    return None if found is None or _count(found) is not None else found
+    return None if found is None or positive_count(found) is not None else found
 
 
 def _recorded_calls(plan: object) -> object | None:
@@ -235,22 +235,23 @@ def made_for_another(plan: object, instance_name: str) -> str | None:
 def recorded_stages(plan: object) -> int | None:
     """The number of non-empty stages a plan was solved to have exactly (``stages`` of a plan document or
     file, or a :class:`placement.Result`'s), where it records a positive count; else ``None``."""
-    return _count(_recorded(plan, "stages", "stages"))
+    return positive_count(_recorded(plan, "stages", "stages"))
 
 
 def garbled_stages(plan: object) -> object | None:
     """What a solved plan records as its stage count where that is no positive integer (a value to name in
     a note); ``None`` where it records a count or nothing."""
     found = _recorded(plan, "stages", "stages")
-    return None if found is None or _count(found) is not None else found
+    return None if found is None or positive_count(found) is not None else found
 
 
-def _count(found: object) -> int | None:
-    """A recorded value as a positive integer, where it is one (a number with no fraction, ``2.0``, reads as
-    that integer, as node ids do; a bool or a string is none); else ``None``."""
-    if isinstance(found, bool) or not isinstance(found, (int, float)):
+def positive_count(found: object) -> int | None:
+    """A recorded value as a positive integer, where it is one (an integer, or a number with no fraction up
+    to 2^53, ``2.0``, read as that integer, as node ids are; a bool or a string is none); else ``None``."""
+    if isinstance(found, bool) or not isinstance(found, numbers.Real):
         return None
-    if isinstance(found, float) and not (math.isfinite(found) and found.is_integer() and found <= 2.0 ** 53):
+    if not isinstance(found, numbers.Integral) and not (
+            math.isfinite(found) and float(found).is_integer() and found <= 2.0 ** 53):
         return None
     return int(found) if found >= 1 else None
 
