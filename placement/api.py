@@ -86,17 +86,15 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
             raise InvalidParameterError("plan", f"{refusal}; pass objective= to check it for another objective")
     if calls is None and objective == "latency" and solved_for == "latency":
         calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
-    options, _ = checked_backward(recorded_backward(plan), backward, w_placement=w_placement,
-                                  inter_layer=inter_layer, w_share=w_share)
-    backward, w_placement, inter_layer, w_share = (options["backward"], options["w_placement"],
-                                                   options["inter_layer"], options["w_share"])
-    model = split_model(w_placement, inter_layer, w_share)
-    if one_of("backward", backward, BACKWARD_MODES) == "split":
+    given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
+    options, _ = checked_backward(recorded_backward(plan), backward, **given)
+    model = split_model(options["w_placement"], options["inter_layer"], options["w_share"])
+    if one_of("backward", options["backward"], BACKWARD_MODES) == "split":
         from placement.verification.split import check_split_plan
 
         check_training(problem)
         return check_split_plan(problem, as_plan(plan), model, objective)
-    refuse_split_options(w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
+    refuse_split_options(**given)
     if contiguity is None:
         contiguity = recorded_contiguity(plan) or "none"
     return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,

@@ -55,9 +55,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
           memory: float | None = None, calls: int = 1, warm_start: bool | Any = True,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
-          split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str = "any",
-          inter_layer: bool = False, w_share: float = 0.5, devices: int | None = None,
-          schedule: str = "piper", chunks: int | None = None) -> Result:
+          split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str | None = None,
+          inter_layer: bool | None = None, w_share: float | None = None, devices: int | None = None,
+          schedule: str | None = None, chunks: int | None = None) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by
@@ -72,9 +72,10 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     ``expert`` evaluates; ``restarts`` the number of restarts of ``local-search``;
     ``max_ideals`` the most ideals the DP enumerates (default 200,000). ``backward="split"`` places each
     backward node's B and W tasks apart (``w_placement`` ``"any"``, ``"adjacent"`` or ``"home"``, ``inter_layer``,
-    ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md).
+    ``w_share``: the W part of a backward node's time where the instance gives none; docs/backward-split.md;
+    not given: ``"any"``, ``False``, 0.5; refused, even at those values, where the backward is not split).
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
-    with ``devices``, ``memory``, ``schedule`` (``piper``, ``1f1b``, ``gpipe``, or ``interleaved`` with
+    with ``devices``, ``memory``, ``schedule`` (``piper``, the default, ``1f1b``, ``gpipe``, or ``interleaved`` with
     ``chunks`` per device group and ``time_limit``), ``objective``
     (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` and ``progress``, and
     returns a :class:`placement.parallel.ParallelResult` (docs/piper.md); for one with ``deviceTypes``,
@@ -96,16 +97,17 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
-        for name, default in {**_DEFAULTS, **SPLIT_DEFAULTS}.items():
+        for name, default in {**_DEFAULTS, **dict.fromkeys(SPLIT_DEFAULTS)}.items():
             if name not in _PIPER_TAKES and given[name] is not default and given[name] != default:
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
                                                   "objective, max_ideals, time_limit)")
         max_ideals = integer("max_ideals", max_ideals, smallest=1, optional=True)   # named as the caller names it
-        return solve_piper(instance, devices=devices, memory=memory, schedule=schedule, max_sets=max_ideals,
-                           progress=progress, objective=objective, chunks=chunks, time_limit=time_limit)
-    if devices is not None or schedule != "piper" or chunks is not None:
-        named = "devices" if devices is not None else "schedule" if schedule != "piper" else "chunks"
+        return solve_piper(instance, devices=devices, memory=memory, schedule=schedule or "piper",
+                           max_sets=max_ideals, progress=progress, objective=objective, chunks=chunks,
+                           time_limit=time_limit)
+    if devices is not None or schedule is not None or chunks is not None:
+        named = "devices" if devices is not None else "schedule" if schedule is not None else "chunks"
         raise InvalidParameterError(named,
                                     "applies to Piper instances only (data- and tensor-parallel stages)")
     one_of("method", method, (AUTO, *METHODS))

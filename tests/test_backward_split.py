@@ -127,6 +127,11 @@ def test_every_backend_finds_the_hand_optimum(backend: str) -> None:
     (dict(backward="split", w_share=1.5), "w_share", "must be a finite number ≥ 0 and ≤ 1, not 1.5"),
     (dict(w_placement="adjacent"), "w_placement", "applies to backward='split' only"),
     (dict(inter_layer=True), "inter_layer", "applies to backward='split' only"),
+    # given at their defaults, they still say the caller meant a split backward
+    (dict(w_placement="any"), "w_placement", "applies to backward='split' only"),
+    (dict(backward="joint", inter_layer=False), "inter_layer", "applies to backward='split' only"),
+    (dict(w_share=0.5), "w_share", "applies to backward='split' only"),
+    (dict(schedule="piper"), "schedule", "applies to Piper instances only (data- and tensor-parallel stages)"),
     (dict(backward="split", method="dp"), "method",
      "'dp' does not place split backward tasks; backward='split' is solved by method 'milp' (or 'auto')"),
     (dict(backward="split", contiguity="none"), "contiguity",
@@ -379,6 +384,9 @@ def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     with pytest.raises(InvalidParameterError) as info:
         placement.verify(problem, str(path), backward="joint", inter_layer=True)
     assert info.value.detail == "applies to backward='split' only"
+    with pytest.raises(InvalidParameterError) as info:   # at its default too
+        placement.verify(problem, str(path), backward="joint", w_share=0.5)
+    assert (info.value.parameter, info.value.detail) == ("w_share", "applies to backward='split' only")
 
 
 def test_flush_phases_and_kept_tensors_of_a_moved_w() -> None:

@@ -330,6 +330,15 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     # a --x/--no-x option is named as typed in its positive form (it was named --no-inter-layer)
     assert main(["verify", pair, str(out), "--backward", "joint", "--inter-layer"]) == 2
     assert capsys.readouterr().err == "error: --inter-layer applies to --backward split only\n"
+    # an option given at its default value is still given: refused, on verify and on solve
+    assert main(["verify", pair, str(out), "--backward", "joint", "--w-share", "0.5"]) == 2
+    assert capsys.readouterr().err == "error: --w-share applies to --backward split only\n"
+    for option in (["--w-share", "0.5"], ["--w-placement", "any"]):
+        assert main(["solve", pair, *option]) == 2
+        assert capsys.readouterr().err == f"error: {option[0]} applies to --backward split only\n"
+    assert main(["solve", pair, "--schedule", "piper"]) == 2
+    assert capsys.readouterr().err == ("error: --schedule applies to Piper instances only (data- and tensor-parallel "
+                                       "stages)\n")
     # a split plan is checked as a pipeline with one call per device: other classes and call counts are refused
     for option in (["--contiguity", "none"], ["--calls", "2"]):
         assert main(["verify", pair, str(out), *option]) == 2

@@ -70,12 +70,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--backward", choices=("joint", "split"), default="joint",
                    help="training: joint (default, each backward node one task) or split (B and W tasks "
                         "placed apart; docs/backward-split.md)")
-    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS, default="any",
+    p.add_argument("--w-placement", dest="w_placement", choices=W_PLACEMENTS,
                    help="--backward split: W on any stage (default), on its layer's stage or the next, "
                         "or only on its layer's stage (home: the unsplit plans, priced as split plans)")
-    p.add_argument("--inter-layer", dest="inter_layer", action="store_true",
+    p.add_argument("--inter-layer", dest="inter_layer", action="store_true", default=None,
                    help="--backward split: B may run on the stage before its layer's")
-    p.add_argument("--w-share", dest="w_share", type=float, default=0.5, metavar="FRACTION",
+    p.add_argument("--w-share", dest="w_share", type=float, metavar="FRACTION",
                    help="--backward split: W's share of a backward node's time where the instance gives none "
                         "(default 0.5)")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", type=devices_argument, metavar="N|TYPE:N,...",
                    help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices), "
                         "or counts per device type of its deviceTypes (a100:8,v100:16)")
-    p.add_argument("--schedule", choices=SCHEDULES, default="piper",
+    p.add_argument("--schedule", choices=SCHEDULES,
                    help="Piper instance: the schedule whose memory model the plan obeys (default piper)")
     p.add_argument("--chunks", type=positive_int, metavar="V",
                    help="Piper instance, --schedule interleaved: model chunks per device group (default 2)")

@@ -128,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
         verification = placement.verify(instance, args.plan, objective=args.objective,
                                         contiguity=args.contiguity or claimed_class or "none",
                                         calls=args.calls, infer_from_colours=True,
-                                        ledger=args.objective != "latency", **split, **devices(args))
+                                        ledger=args.objective != "latency", backward=split["backward"],
+                                        w_placement=args.w_placement, inter_layer=args.inter_layer,
+                                        w_share=args.w_share, **devices(args))
     # an invalid plan's value is no verdict on the value it claims
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)

@@ -34,7 +34,8 @@ from placement.problem.instance import Instance
 BACKWARD_MODES = ("joint", "split")
 W_PLACEMENTS = ("any", "adjacent", "home")
 DEFAULT_W_SHARE = 0.5
-#: the options of ``backward="split"`` and their defaults (what a joint solve or check must leave as is)
+#: the options of ``backward="split"`` and their values where not given (``None``); a joint solve or check
+#: takes none of them
 SPLIT_DEFAULTS = {"w_placement": "any", "inter_layer": False, "w_share": DEFAULT_W_SHARE}
 
 
@@ -71,16 +72,19 @@ def checked_backward(record: Mapping[str, Any], backward: str | None = None,
 
 
 def refuse_split_options(**given: object) -> None:
-    """:class:`InvalidParameterError` for the first of the options of :data:`SPLIT_DEFAULTS` given
-    with a value other than its default, where the backward pass is not split."""
-    for name, default in SPLIT_DEFAULTS.items():
-        if name in given and given[name] != default:
+    """:class:`InvalidParameterError` for the first of the options of :data:`SPLIT_DEFAULTS` given (not
+    ``None``, whatever its value: its default too), where the backward pass is not split."""
+    for name in SPLIT_DEFAULTS:
+        if given.get(name) is not None:
             raise InvalidParameterError(name, "applies to backward='split' only")
 
 
-def split_model(w_placement: object = "any", inter_layer: object = False, w_share: object = DEFAULT_W_SHARE
-                ) -> SplitModel:
-    """A checked :class:`SplitModel`; bad values raise :class:`InvalidParameterError`."""
+def split_model(w_placement: object = None, inter_layer: object = None, w_share: object = None) -> SplitModel:
+    """A checked :class:`SplitModel`, an option not given (``None``) at its default of :data:`SPLIT_DEFAULTS`;
+    bad values raise :class:`InvalidParameterError`."""
+    w_placement = SPLIT_DEFAULTS["w_placement"] if w_placement is None else w_placement
+    inter_layer = SPLIT_DEFAULTS["inter_layer"] if inter_layer is None else inter_layer
+    w_share = SPLIT_DEFAULTS["w_share"] if w_share is None else w_share
     one_of("w_placement", w_placement, W_PLACEMENTS)
     flag("inter_layer", inter_layer)
     share = number("w_share", w_share, largest=1)
