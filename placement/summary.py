@@ -10,10 +10,11 @@ from placement.problem.instance import Instance
 def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict[str, Any]:
     """:func:`placement.report.info.instance_info` of ``instance`` (sizes, devices, work, a lower bound)
     (``instance`` may also be a path or document) plus ``supernodes`` (colour classes and zero-cost merges
-    contracted) and ``ideals``: their count, or ``"more than N"`` past ``max_ideals`` (default 200,000),
-    where counting stops, or past the most ideals whose tables the DP could hold in the memory
-    available (the count runs in one compiled call that Ctrl-C cannot stop: 35 million ideals a
-    second, so a limit of 10^12 ran for hours)."""
+    contracted) and ``ideals``: their count; or, where counting stops, ``None`` with ``ideals_more_than``
+    the number it stopped past, ``max_ideals`` (default 200,000) or the most ideals whose tables the DP
+    could hold in the memory available, whichever is fewer, and ``ideals_stopped_by`` saying which
+    (``"max_ideals"`` or ``"memory"``: the count runs in one compiled call that Ctrl-C cannot stop,
+    35 million ideals a second, so a limit of 10^12 ran for hours)."""
     from placement.loading import as_instance
     from placement.parameters import integer
     from placement.report.info import instance_info
@@ -29,8 +30,9 @@ def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict
     if count <= min(limit, most):
         info["ideals"] = count
     else:
-        info["ideals"] = f"more than {min(limit, most):,}" + (
-            "" if limit <= most else " (the most the DP's tables could hold in the memory available here)")
+        info["ideals"] = None
+        info["ideals_more_than"] = min(limit, most)
+        info["ideals_stopped_by"] = "max_ideals" if limit <= most else "memory"
     return info
 
 

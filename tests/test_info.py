@@ -130,7 +130,7 @@ def test_format_info_shows_ideals_when_filled():
     lines = format_info(info).splitlines()
     assert "ideals:                 1,234" in lines
     assert "supernodes:             5" in lines
-    info["ideals"] = "more than 200,000"
+    info |= {"ideals": None, "ideals_more_than": 200_000, "ideals_stopped_by": "max_ideals"}
     assert "ideals:                 more than 200,000" in format_info(info).splitlines()
 
 
@@ -200,10 +200,15 @@ def test_ideals_are_counted_no_further_than_the_dp_could_hold_them(monkeypatch):
     nodes = tuple(Node(i, f"n{i}", (1.0, 2.0)) for i in range(6))
     problem = Instance(nodes, (Edge(0, 1), Edge(1, 2), Edge(3, 4), Edge(4, 5)),
                        (DeviceType("accelerator", 2), DeviceType("cpu", 1, pays_comm=False)))
-    assert describe(problem, max_ideals=10 ** 12)["ideals"] == 16
-    assert describe(problem, max_ideals=10)["ideals"] == "more than 10"
+    def counted(info: dict) -> tuple:
+        return info["ideals"], info.get("ideals_more_than"), info.get("ideals_stopped_by")
+
+    assert counted(describe(problem, max_ideals=10 ** 12)) == (16, None, None)   # 4 · 4: two chains of three
+    assert counted(describe(problem, max_ideals=10)) == (None, 10, "max_ideals")
     per_ideal = dp_table.bytes_per_ideal(6, 6, 2, 1, False)
     monkeypatch.setattr(dp_table, "memory_budget", lambda: 12 * per_ideal)
-    assert describe(problem, max_ideals=10 ** 12)["ideals"] == ("more than 12 (the most the DP's tables could hold in "
-                                                                 "the memory available here)")
-    assert describe(problem, max_ideals=10)["ideals"] == "more than 10"
+    stopped = describe(problem, max_ideals=10 ** 12)
+    assert counted(stopped) == (None, 12, "memory")
+    assert "ideals:                 more than 12 (the most the DP's tables could hold in the memory available here)" \
+        in format_info(stopped).splitlines()
+    assert counted(describe(problem, max_ideals=10)) == (None, 10, "max_ideals")

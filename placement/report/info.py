@@ -2,8 +2,10 @@
 
 :func:`instance_info` returns a plain dict; :func:`format_info` renders it as aligned text.
 The ideal count is not computed here (it needs the solver's enumeration): the key
-``"ideals"`` is ``None`` until a caller fills it in (an int, or a text such as
-"more than 200,000"); :func:`format_info` also shows an optional ``"supernodes"`` key.
+``"ideals"`` is ``None`` until a caller fills it in with the count, or, where counting stopped, with
+``None`` beside ``"ideals_more_than"`` (the number past which it stopped) and ``"ideals_stopped_by"``
+(``"max_ideals"``, or ``"memory"``: the most ideals whose tables the DP could hold);
+:func:`format_info` also shows an optional ``"supernodes"`` key.
 """
 
 from __future__ import annotations
@@ -80,9 +82,13 @@ def format_info(info: dict[str, Any]) -> str:
     rows.append(("total memory", f"{_num(info['total_memory'])} bytes"))
     if info.get("supernodes") is not None:
         rows.append(("supernodes", str(info["supernodes"])))
-    ideals = info.get("ideals")
-    rows.append(("ideals", "not counted" if ideals is None else
-                 f"{ideals:,}" if isinstance(ideals, int) else str(ideals)))
+    ideals, above = info.get("ideals"), info.get("ideals_more_than")
+    if above is not None:
+        why = "" if info.get("ideals_stopped_by") != "memory" else \
+            " (the most the DP's tables could hold in the memory available here)"
+        rows.append(("ideals", f"more than {above:,}{why}"))
+    else:
+        rows.append(("ideals", "not counted" if ideals is None else f"{ideals:,}"))
     lb = info["lower_bound"]
     weighted = info.get("lower_bound_weighted") or 0.0
     detail = (f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])}"
