@@ -284,6 +284,8 @@ def test_verify_names_the_instance_a_plan_was_made_for(tmp_path, capsys):
     assert main(["verify", CHAIN4, str(out)]) == 1
     text = capsys.readouterr().out
     assert "INVALID: 8 violations" in text
+    # it places none of chain4's nodes: its max load 0 is said to be no value of the plan
+    assert "instance chain4: max load 0  (of the nodes placed as the plan places them; the plan is invalid)\n" in text
     assert "note: the plan file was made for instance 'diamond-cpu', not 'chain4'\n" in text
     assert "claims" not in text
     assert main(["verify", CHAIN4, str(out), "--json"]) == 1

@@ -35,11 +35,14 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
     lines = format_table(rows, left={1, 7})   # text columns read better left-aligned
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append("")
-    lines.append(f"{title}max load {evaluation.max_load:.10g}")
+    violations = tuple(evaluation.violations) + tuple(extra)
+    # an invalid plan's loads are those of what it places: no value of the plan
+    lines.append(f"{title}max load {evaluation.max_load:.10g}"
+                 + ("  (of the nodes placed as the plan places them; the plan is invalid)" if violations else ""))
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
     if evaluation.inferred:
         lines.append(f"placed by colour inference: {len(evaluation.inferred)} nodes")
-    lines.extend(verdict_lines(tuple(evaluation.violations) + tuple(extra)))
+    lines.extend(verdict_lines(violations))
     return "\n".join(lines) + "\n"
 
 
