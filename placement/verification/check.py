@@ -14,6 +14,7 @@ reports is the objective as the evaluator computes it:
 
 from __future__ import annotations
 
+from placement.collector import collector_paused
 from placement.errors import InvalidParameterError
 from placement.parameters import integer
 from placement.plan import DeviceAssignment, Plan
@@ -25,6 +26,7 @@ from placement.verification.latency import call_violations, evaluate_latency
 from placement.verification.ledger import communication_ledger
 
 
+@collector_paused()
 def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput", contiguity: str = "none",
                calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False) -> Verification:
     """The evaluator's verdict on ``plan``; ``report`` holds ``(evaluation, latency evaluation or None,

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from placement.collector import collector_paused
 from placement.errors import InvalidParameterError
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import fits, written_sum_text
@@ -243,6 +244,7 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
 # the evaluator
 # ----------------------------------------------------------------------------------------
 
+@collector_paused()
 def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
              infer_from_colours: bool = False) -> Evaluation:
     """Verify ``plan`` against ``problem``: per-device loads, max load, violations.

@@ -51,6 +51,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from placement.collector import collector_paused
 from placement.problem.objectives import check_objective
 from placement.problem.instance import Instance, find_cycle
 from placement.plan import Plan
@@ -157,6 +158,7 @@ def _device_calls(problem: Instance, plan: Plan, pays: dict[str, bool]
     return calls, violations, sound
 
 
+@collector_paused()
 def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
     """Verify ``plan`` under the latency model of the module docstring; times, latency, violations.
 
