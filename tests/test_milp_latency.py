@@ -288,3 +288,29 @@ def test_past_the_deadline_no_baseline_runs_once_one_gave_a_plan(monkeypatch):
     assert ran == ["solve_latency_greedy"] and plan is not None
     assert said[-3:-1] == ["latency-chain skipped: the warm start's share of the time limit has run out",
                          "latency-modules skipped: the warm start's share of the time limit has run out"]
+
+
+def test_the_milp_evaluates_no_plan_twice(monkeypatch):
+    """The warm start's plans are evaluated once each: the MILP takes the start with the latency the warm
+    start found for it and evaluates only the plans it decodes (on 100,000 nodes an evaluation takes
+    seconds, and the start was evaluated again twice: in the move to the CPUs and by the model)."""
+    from placement.solvers.baselines import latency_moves
+    from placement.solvers.milp import warmstart
+    from placement.solvers.milp.entry import run_milp
+    from placement.verification import latency
+
+    evaluated: list[Plan] = []
+    real = latency.evaluate_latency
+
+    def counted(problem, plan):
+        evaluated.append(plan)
+        return real(problem, plan)
+
+    for module in (latency, latency_moves, warmstart):
+        monkeypatch.setattr(module, "evaluate_latency", counted)
+    monkeypatch.setattr(warmstart, "whole_graph_plans", lambda problem: [])   # the baselines' plans are scored
+    problem = fork()
+    found = run_milp(problem, contiguity="stages", objective="latency", backend="cp-sat", time_limit=20, gap=0.0,
+                     threads=1, seed=0, log=None, warm_start=True, calls=1, progress=None, max_ideals=None)
+    assert found.status is Status.OPTIMAL and found.objective == brute_force_latency(problem).objective == 8.0
+    assert evaluated and len(evaluated) == len(set(evaluated))

@@ -31,16 +31,26 @@ def move_classes_to_cpus(problem: Instance, plan: Plan, deadline: float = math.i
                          progress: Callable[[str], None] | None = None) -> Plan:
     """The descent of the module docstring from ``plan``; ``deadline`` is a ``time.perf_counter()`` value.
     ``plan`` itself when the instance has no CPU device or no move helps."""
+    return moved_to_cpus(problem, plan, None, deadline, stages, progress)[0]
+
+
+def moved_to_cpus(problem: Instance, plan: Plan, latency: float | None, deadline: float = math.inf,
+                  stages: int | None = None, progress: Callable[[str], None] | None = None
+                  ) -> tuple[Plan, float | None]:
+    """:func:`move_classes_to_cpus` from ``plan`` of valid latency ``latency`` (``None``: not evaluated yet),
+    with the latency of the plan it returns (``None`` where it evaluated none: the start is ``latency``'s)."""
     types = problem.device_types
     cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
     if len(cpus) != 1 or time.perf_counter() >= deadline:   # late: not even the start is evaluated again
-        return plan
+        return plan, latency
     cpu = cpus[0]
     nodes = problem.nodes
-    evaluation = evaluate_latency(problem, plan)
-    if not evaluation.valid:
-        return plan
-    best = evaluation.latency
+    if latency is None:
+        evaluation = evaluate_latency(problem, plan)
+        if not evaluation.valid:
+            return plan, None
+        latency = evaluation.latency
+    best = latency
     classes = [c for c in problem.colour_classes() if all(nodes[i].times[cpu] is not None for i in c)]
     classes.sort(key=lambda c: -sum(nodes[i].out_cost for i in c))
     improved = True
@@ -62,7 +72,7 @@ def move_classes_to_cpus(problem: Instance, plan: Plan, deadline: float = math.i
                 on_cpu |= ids
                 if progress is not None:
                     progress(f"latency {best:.6g}: class of node {min(ids)} moved to the CPUs")
-    return plan
+    return plan, best
 
 
 def _moved(problem: Instance, plan: Plan, ids: set[int], cpu: str) -> Plan:

@@ -60,7 +60,8 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
                calls: int = DEFAULT_CALLS, progress: Callable[[str], None] | None = None,
                stages: int | None = None, deadline: float | None = None, own_start: bool = True,
-               check: Callable[[], Plan | None] | None = None, start_bound: float = 0.0) -> Solution:
+               check: Callable[[], Plan | None] | None = None, start_bound: float = 0.0,
+               start_latency: float | None = None) -> Solution:
     """Optimal (or bounded, at the time limit) plan by MILP; see the module docstring.
 
     ``time_limit`` (seconds) is always set; ``gap`` lets the solver stop at that relative gap
@@ -80,7 +81,8 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     floating-point backend's claim of optimality is checked against where there is no start
     (:func:`.driver.checked_claim`). ``start_bound``: a lower bound on the objective of every plan of
     the request, proven where the start was found (the DP's ``stages`` optimum for ``throughput``); a
-    start that meets it ends the search as optimal.
+    start that meets it ends the search as optimal. ``start_latency``: the latency evaluator's value of
+    ``warm_start``, a valid plan, where the caller has it (it is then not evaluated again).
     """
     from placement.solvers.milp.confirm import CONFIRMING, confirm_deadline, confirmed
 
@@ -92,7 +94,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
-                                   progress=progress, stages=stages, check=check)
+                                   progress=progress, stages=stages, check=check, start_latency=start_latency)
     else:
         first = solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
                                  progress=progress, own_start=own_start, check=check, start_bound=start_bound)

@@ -30,8 +30,8 @@ from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
 from placement.solvers.milp.backends import check_backend_available
-from placement.solvers.baselines.latency_moves import move_classes_to_cpus
-from placement.solvers.milp.warmstart import default_warm_start, warm_start_and_bound
+from placement.solvers.baselines.latency_moves import moved_to_cpus
+from placement.solvers.milp.warmstart import default_warm_start, latency_warm_start, warm_start_and_bound
 
 DEFAULT_BACKEND = "cp-sat"
 #: the most of the time limit the default warm start may take
@@ -54,12 +54,15 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     deadline = began + time_limit if deadline is None else deadline
     start = warm_start if isinstance(warm_start, Plan) else None
     start_deadline = began + WARM_START_SHARE * (deadline - began)
-    proven = 0.0
-    if warm_start is True:
+    proven, start_latency = 0.0, None   # the latency start's latency, where the warm start evaluated it
+    if warm_start is True and objective == "latency":
+        start, start_latency = latency_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, stages,
+                                                  deadline=start_deadline)
+    elif warm_start is True:
         start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
                                              deadline=start_deadline)
     if start is not None and objective == "latency":
-        start = move_classes_to_cpus(instance, start, start_deadline, stages, progress)
+        start, start_latency = moved_to_cpus(instance, start, start_latency, start_deadline, stages, progress)
 
     def check() -> Plan | None:
         """The default warm start, found after the solve within what is left of the deadline."""
@@ -70,4 +73,4 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
                       time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
                       warm_start=start, calls=calls, progress=progress, stages=stages,
                       deadline=deadline, own_start=warm_start is not False, check=check,
-                      start_bound=proven if contiguity == "stages" else 0.0)
+                      start_bound=proven if contiguity == "stages" else 0.0, start_latency=start_latency)

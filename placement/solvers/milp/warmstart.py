@@ -93,6 +93,14 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
     if objective != "latency":
         plan, bound = pipeline_start_and_bound(problem, max_ideals, progress, stages, deadline)
         return plan, bound if objective == "throughput" else 0.0
+    return latency_warm_start(problem, max_ideals, progress, stages, deadline)[0], 0.0
+
+
+def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
+                       progress: Callable[[str], None] | None = None, stages: int | None = None,
+                       deadline: float | None = None) -> tuple[Plan | None, float | None]:
+    """:func:`default_warm_start`'s plan for the latency objective and the latency the latency evaluator
+    found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none)."""
     candidates: list[Plan] = []    # plans of unknown latency, pipelines first
     scored: list[tuple[float, Plan]] = []   # the baselines' plans, with the latency their evaluation gave
     coarse = coarse_start(problem, stages, deadline)   # one call per device, in pipeline order: a latency plan
@@ -128,11 +136,11 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
         candidates.extend(whole_graph_plans(problem))
     scored.extend(evaluated(problem, candidates, deadline, have_one=bool(scored)))
     if not scored:
-        return pipeline_start(problem, max_ideals, progress, stages, deadline), 0.0
+        return pipeline_start(problem, max_ideals, progress, stages, deadline), None
     latency, best = min(scored, key=lambda item: item[0])
     if progress is not None:
         progress(f"warm start for latency: {latency:.6g}")
-    return best, 0.0
+    return best, latency
 
 
 def evaluated(problem: Instance, plans: list[Plan], deadline: float | None, have_one: bool) -> list[tuple[float, Plan]]:
