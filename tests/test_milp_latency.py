@@ -314,3 +314,15 @@ def test_the_milp_evaluates_no_plan_twice(monkeypatch):
                      threads=1, seed=0, log=None, warm_start=True, calls=1, progress=None, max_ideals=None)
     assert found.status is Status.OPTIMAL and found.objective == brute_force_latency(problem).objective == 8.0
     assert evaluated and len(evaluated) == len(set(evaluated))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(problems(max_nodes=9, training=False))
+def test_whole_graph_latency_is_the_evaluators(problem):
+    """The latencies the warm start computes for its whole-graph plans (a sum on an accelerator, a longest
+    path on the CPUs, in linear time) are those the latency evaluator finds for the same plans."""
+    from placement.solvers.milp.warmstart import whole_graph_plans
+
+    for latency, plan in whole_graph_plans(problem):
+        evaluation = evaluate_latency(problem, plan)
+        assert evaluation.valid and evaluation.latency == latency

@@ -27,9 +27,9 @@ deadline (where they ran out of time it is not run: it does more work), and wher
 (:mod:`placement.solvers.baselines.greedy`, linear time, not always a pipeline) is the start. The
 DPs' progress lines reach the caller prefixed
 ``warm start:``. For latency, once the deadline has passed with a plan in hand, the baselines not
-yet run are skipped, and so are the plans not yet evaluated (the baselines' plans come evaluated;
-the pipelines are evaluated before the whole-graph plans): on a chain of 100,000 nodes one
-evaluation takes one to three seconds.
+yet run are skipped, and so are the pipelines not yet evaluated (the baselines' plans come evaluated,
+and the whole-graph plans' latencies are sums and a longest path, computed in linear time): on a chain
+of 100,000 nodes one evaluation takes one to three seconds.
 
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan); for latency
@@ -133,7 +133,7 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
         elif progress is not None:
             progress(found.message or f"{found.method} found no plan")
     if stages in (None, 1):
-        candidates.extend(whole_graph_plans(problem))
+        scored.extend(whole_graph_plans(problem))
     scored.extend(evaluated(problem, candidates, deadline, have_one=bool(scored)))
     if not scored:
         return pipeline_start(problem, max_ideals, progress, stages, deadline), None
@@ -161,10 +161,12 @@ def evaluated(problem: Instance, plans: list[Plan], deadline: float | None, have
     return out
 
 
-def whole_graph_plans(problem: Instance) -> list[Plan]:
-    """Every node on one device, for each device type that takes every node (one call on an
-    accelerator; on the CPUs each node runs as soon as its inputs are ready, so one core stands for
-    all of them): plans that a search may never reach on a graph whose best plan is one of them (a
+def whole_graph_plans(problem: Instance) -> list[tuple[float, Plan]]:
+    """``(latency, plan)``: every node on one device, for each device type that takes every node, with
+    the plan's latency under the model of :mod:`placement.verification.latency`: on a type that pays
+    communication one call that receives and sends nothing, the sum of the times; on one that does not
+    (the CPUs: each node runs as soon as its inputs are ready, so one core stands for all of them), the
+    longest path. Plans that a search may never reach on a graph whose best plan is one of them (a
     chain on its fastest accelerator, a wide graph on the CPUs)."""
     from placement.problem.memory_fit import fits
 
@@ -173,8 +175,20 @@ def whole_graph_plans(problem: Instance) -> list[Plan]:
     for t, kind in enumerate(problem.device_types):
         if kind.count and all(n.times[t] is not None for n in problem.nodes) and fits(
                 (n.memory for n in problem.nodes), kind.memory):
-            plans.append(Plan((DeviceAssignment(kind.name, ids),)))
+            times = [n.times[t] for n in problem.nodes]
+            latency = sum(times) if kind.pays_comm else _longest_path(problem, times)
+            plans.append((latency, Plan((DeviceAssignment(kind.name, ids),))))
     return plans
+
+
+def _longest_path(problem: Instance, times: list[float]) -> float:
+    """The largest finish time when each node (by position) starts once all its predecessors have
+    finished and takes ``times``."""
+    finish = [0.0] * len(times)
+    predecessors = problem.adjacency()[1]
+    for v in problem.topological_positions():
+        finish[v] = max((finish[u] for u in predecessors[v]), default=0.0) + times[v]
+    return max(finish, default=0.0)
 
 
 def greedy_start(problem: Instance) -> Solution | None:
