@@ -282,12 +282,34 @@ def test_past_the_deadline_no_baseline_runs_once_one_gave_a_plan(monkeypatch):
     monkeypatch.setattr(warmstart, "solve_chain", out_of_time)
     monkeypatch.setattr(warmstart, "coarse_start", lambda *args, **kwargs: Solution(Status.NO_SOLUTION, None, math.inf,
                                                                                       0.0, "chain-dp"))
+    monkeypatch.setattr(warmstart, "whole_graph_plans", lambda problem: [])   # as where no device takes every node
     said = []
     plan, _ = warmstart.warm_start_and_bound(fork(), objective="latency", deadline=time.perf_counter() - 1.0,
                                              progress=said.append)
     assert ran == ["solve_latency_greedy"] and plan is not None
     assert said[-3:-1] == ["latency-chain skipped: the warm start's share of the time limit has run out",
                          "latency-modules skipped: the warm start's share of the time limit has run out"]
+
+
+def test_past_the_deadline_the_whole_graph_plans_are_the_plan_in_hand(monkeypatch):
+    """The whole-graph plans come with their latencies before anything else runs: past the deadline the
+    chain DP and every baseline are skipped, and the start is the better of them. fork(): all on the
+    accelerator, one call of 1 + 4 + 4 + 1 = 10; all on the CPUs, s, then l and r side by side, then t:
+    1 + 6 + 1 = 8."""
+    import time
+
+    from placement.solvers.milp import warmstart
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("ran past the deadline with a plan in hand")
+
+    for name in ("solve_chain", "solve_latency_greedy", "solve_latency_chain", "solve_latency_modules"):
+        monkeypatch.setattr(warmstart, name, must_not_run)
+    said = []
+    plan, latency = warmstart.latency_warm_start(fork(), progress=said.append, deadline=time.perf_counter() - 1.0)
+    assert latency == 8.0 and [device.type for device in plan.devices] == [CPU]
+    assert said[0] == "the chain DP gives no starting plan: the time limit ran out before it could start"
+    assert said[-1] == "warm start for latency: 8"
 
 
 def test_the_milp_evaluates_no_plan_twice(monkeypatch):

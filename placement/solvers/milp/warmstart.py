@@ -26,10 +26,10 @@ deadline (where they ran out of time it is not run: it does more work), and wher
 (on a graph of 20,000 nodes and random edges it does not finish in a minute), the greedy fill
 (:mod:`placement.solvers.baselines.greedy`, linear time, not always a pipeline) is the start. The
 DPs' progress lines reach the caller prefixed
-``warm start:``. For latency, once the deadline has passed with a plan in hand, the baselines not
-yet run are skipped, and so are the pipelines not yet evaluated (the baselines' plans come evaluated,
-and the whole-graph plans' latencies are sums and a longest path, computed in linear time): on a chain
-of 100,000 nodes one evaluation takes one to three seconds.
+``warm start:``. For latency, the whole-graph plans come first, with their latencies (sums and a
+longest path, computed in linear time); once the deadline has passed with a plan in hand, the fine
+chain DP and the baselines not yet run are skipped, and so are the pipelines not yet evaluated (the
+baselines' plans come evaluated): on a chain of 100,000 nodes one evaluation takes one to three seconds.
 
 With ``stages=N`` (exactly ``N`` non-empty devices) the start is the DP's optimum among the
 plans with ``N`` stages (above ``max_ideals`` ideals, the chain DP's best such plan); for latency
@@ -102,11 +102,19 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     """:func:`default_warm_start`'s plan for the latency objective and the latency the latency evaluator
     found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none)."""
     candidates: list[Plan] = []    # plans of unknown latency, pipelines first
-    scored: list[tuple[float, Plan]] = []   # the baselines' plans, with the latency their evaluation gave
+    # the whole-graph plans and the baselines' plans, with their latencies
+    scored: list[tuple[float, Plan]] = whole_graph_plans(problem) if stages in (None, 1) else []
     coarse = coarse_start(problem, stages, deadline)   # one call per device, in pipeline order: a latency plan
     if coarse.plan is not None:
         candidates.append(coarse.plan)
+
+    def late() -> bool:
+        """Past the deadline with a plan in hand: what is not run yet is skipped."""
+        return deadline is not None and time.perf_counter() > deadline and bool(candidates or scored)
+
     try:
+        if late():
+            raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
         chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
         if chain.status is Status.FEASIBLE and chain.plan is not None:
             candidates.append(chain.plan)
@@ -114,7 +122,7 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
         if progress is not None:
             progress(f"the chain DP gives no starting plan: {exc}")
     for baseline in (solve_latency_greedy, solve_latency_chain, solve_latency_modules):
-        if deadline is not None and time.perf_counter() > deadline and (candidates or scored):
+        if late():
             if progress is not None:
                 progress(f"{baseline.__name__.removeprefix('solve_').replace('_', '-')} skipped: the warm start's "
                          "share of the time limit has run out")
@@ -132,8 +140,6 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                      f"({found.runtime_s:.2f} s){said}")
         elif progress is not None:
             progress(found.message or f"{found.method} found no plan")
-    if stages in (None, 1):
-        scored.extend(whole_graph_plans(problem))
     scored.extend(evaluated(problem, candidates, deadline, have_one=bool(scored)))
     if not scored:
         return pipeline_start(problem, max_ideals, progress, stages, deadline), None
