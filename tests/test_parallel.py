@@ -465,3 +465,31 @@ def test_a_time_per_batch_not_computed_says_why():
     assert str(result.status) == "optimal" and result.time_per_batch is None
     assert ("time per batch - (not computed: 1,000,000,000,000 micro-batches make 2,000,000,000,000 tasks, "
             in format_parallel_result(inst, result))
+
+
+def test_fill_stretches_cover_the_sets_in_growing_steps():
+    from placement.parallel.dp import FILL_CALLS, fill_stretches
+
+    assert fill_stretches(0) == [0] and fill_stretches(1) == [0, 1] and fill_stretches(3) == [0, 1, 2, 3]
+    bounds = fill_stretches(100_000)
+    assert bounds[0] == 0 and bounds[-1] == 100_000 and len(bounds) == FILL_CALLS + 1
+    steps = [b - a for a, b in zip(bounds, bounds[1:])]
+    assert all(s > 0 for s in steps) and steps[0] > steps[-1]   # equal work: the later sets take longer each
+    # the j-th bound is ⌈100,000 · √(j / 64)⌉: a quarter of the calls fill half of the sets
+    assert bounds[16] == 50_000
+
+
+def test_a_time_limit_returns_the_pipeline_along_the_order_with_its_bound():
+    """Past the time limit the DP over the sets stops after its first stretch (set ∅); the chain's pass
+    has run: on a chain it is the optimum of test_data_parallel_split_by_hand (4), but unproven, so
+    feasible, with the bound Σ least t·time over the devices: (4 + 2) / 3 = 2."""
+    inst = chain([{1: (tmpc("v", 4, 2),)}, {1: (tmpc("v", 2, 2),)}], cost=1.0, devices=3, microbatches=4)
+    stopped = placement.solve(inst, time_limit=1e-9)
+    assert (str(stopped.status), stopped.value, stopped.bound) == ("feasible", 4.0, 2.0)
+    assert stopped.message == ("the time limit ran out while the DP filled its table (1 of 3 sets); the plan is "
+                               "the best pipeline along one topological order")
+    assert evaluate_parallel(inst, stopped.plan).value == 4.0
+    assert str(placement.solve(inst, time_limit=60).status) == "optimal"
+    with pytest.raises(InvalidParameterError) as info:
+        placement.solve(inst, time_limit=5, objective="time-per-batch", schedule="gpipe")
+    assert info.value.detail == "does not apply to objective 'time-per-batch' (its search runs to the end)"

@@ -55,8 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "see `placement info --solvers`")
     p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
                    help="time limit of the whole call with the MILP, auto or local-search (default 60 for the "
-                        "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved); a stop at the "
-                        "limit is reported as feasible with its gap")
+                        "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved; none for "
+                        "Piper's other schedules, whose DP then runs to the end); a stop at the limit is "
+                        "reported as feasible with its gap")
     p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")

@@ -422,7 +422,9 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     sizes); ``config`` = (K, columns S1, collapsed, suffix, m, greedy,
     rising: exact values that never fall as ``y`` grows, so that a value or bound at ``y`` bounds every
     larger ``y`` — true when no option's memory per micro-batch is negative; descending: each set's
-    subsets in decreasing size, for a pass whose value alone is read); ``type_counts`` = (count,
+    subsets in decreasing size, for a pass whose value alone is read; then the stretch ``[lo, hi)`` of the
+    sets by size that this call fills: the sets before it filled by earlier calls, on the same ``dp``,
+    ``parent``, ``stats`` and ``has``); ``type_counts`` = (count,
     stride) per type; ``masks`` = (options missing, options not dominant) per degree index as
     bitsets; ``fsum`` = per-set sums of the dominant options' (time, params, mem_a, mem_b); ``fcut`` =
     an entering edge's term into and out of the stage at its dominant options; ``limits`` = (Σ of
@@ -456,7 +458,7 @@ def fill(sizes, bits, degrees, pairs, config, types, type_counts, codes, masks, 
     ycap = cache.shape[1]
     n = options.shape[0]
     has[0] = True
-    for a in range(N):
+    for a in range(config[8], config[9]):   # this call's stretch of the sets by size
         I = sizes[0, a]
         for kk in range(ncodes):
             for ss in range(S1):

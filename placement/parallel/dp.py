@@ -179,7 +179,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                    schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
                    tables: Tables | None = None, sets: Family | None = None,
-                   progress: Callable[[str], None] | None = None) -> ParallelSolution:
+                   progress: Callable[[str], None] | None = None, deadline: float | None = None) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's), for ``schedule``'s memory model (module docstring). For an instance with device
     types, ``devices`` gives counts per type (:mod:`placement.parallel.devices`) and ``memory`` must be
@@ -191,7 +191,12 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     while the compiled kernels are not in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is
     first tried in plain Python for :data:`INTERPRETED_SECONDS`; the results are the same either way).
     ``tables``/``sets``: reuse a previous build.
-    ``progress`` hears when the kernels must be compiled first (once per install, some seconds).
+    ``progress`` hears when the kernels must be compiled first (once per install, some seconds), and how
+    far the DP over the sets has come, about once a second. Past ``deadline`` (a :func:`time.perf_counter`
+    value) the DP over the sets stops, and the plan is the best pipeline along one topological order (its
+    pass runs to the end: a chain's sets are one more than its nodes), with ``stats["out_of_time"]`` saying
+    how far the DP came and ``stats["lower_bound"]`` a bound on every plan: the least device time of all
+    nodes (Σ of the least ``t · time``, at the largest speed) over the devices.
     """
     started = time.perf_counter()
     check_schedule(schedule)
@@ -239,21 +244,45 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     chain = chain_sets(tables)
     chain_arrays = _arrays(tables, chain, ys, max(types.speed))
 
+    given_deadline = math.inf if deadline is None else deadline
+    chain_found: list[tuple] = []   # the chain's last complete pass, the plan past the given deadline
+    filled: list[int] = [0, len(sets.size)]
+
     def passes(kernels, deadline: float):
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
-        pass stopped at ``deadline`` (:func:`time.perf_counter`)."""
+        pass stopped at ``deadline`` (:func:`time.perf_counter`; the chain's, only before the given one)."""
         chain_dp = _run(kernels, tables, chain, chain_arrays, pairs, cap, codes, width, collapsed, suffix, m, types,
-                        mode, ceiling, deadline, descending=True)
+                        mode, ceiling, deadline if deadline < given_deadline else math.inf, descending=True)
         if chain_dp[3][4]:
             return None
+        chain_found[:] = [chain_dp]
         lowered = min(ceiling, _best(chain_dp[0], chain.full, codes)[0])
+
+        def tell(done: int, count: int) -> None:
+            filled[0] = done
+            if shown is not None:
+                shown(done, count)
+
+        shown = _every_second(progress, time.perf_counter())
         full = _run(kernels, tables, sets, arrays, pairs, cap, codes, width, collapsed, suffix, m, types, mode,
-                    lowered, deadline)
+                    lowered, deadline, tell=tell)
         return None if full[3][4] else (lowered, *full)
 
     found = _fill_both(passes, cells, len(sets.size), compiled, stats, progress,
                        K.evaluator(_knapsacks_needed(tables, types, int(ys.max()) if len(ys) else 0), mode == "greedy"),
-                       mode == "greedy")
+                       mode == "greedy", given_deadline)
+    if found is None:   # past the given deadline: the chain's plan
+        stats["out_of_time"] = (f"the time limit ran out while the DP filled its table ({filled[0]:,} of "
+                                f"{filled[1]:,} sets); the plan is the best pipeline along one topological order")
+        stats["lower_bound"] = arrays["wtot"] / total
+        value, plan = math.inf, None
+        if chain_found:
+            chain_dp, chain_set, chain_q, _ = chain_found[0]
+            value, k, s = _best(chain_dp, chain.full, codes)
+            if math.isfinite(value):
+                plan = _reconstruct(tables, chain, chain_dp, chain_set, chain_q, pairs, k, s, codes, collapsed,
+                                    schedule, m, types, mode, value)
+        return ParallelSolution(value, plan, time.perf_counter() - started, stats)
     ceiling, dp, par_set, par_q, counters = found
     stats["chain_value"] = ceiling if math.isfinite(ceiling) else None
     value, k, s = _best(dp, sets.full, codes)
@@ -267,31 +296,49 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     return ParallelSolution(value, plan, time.perf_counter() - started, stats)
 
 
+def _every_second(progress: Callable[[str], None] | None, began: float) -> Callable[[int, int], None] | None:
+    """A ``tell(done, count)`` for :func:`_run` that passes a line to ``progress`` at most once a second,
+    the first a second after ``began``; ``None`` without ``progress``."""
+    if progress is None:
+        return None
+    last = [began]
+
+    def tell(done: int, count: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            progress(f"DP over the sets: {done:,} of {count:,} filled, {now - began:.0f} s (each set is "
+                     "compared with those before it: the later take longer)")
+    return tell
+
+
 def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, stats: dict[str, Any],
-               progress: Callable[[str], None] | None, kind: str, greedy: bool):
+               progress: Callable[[str], None] | None, kind: str, greedy: bool, deadline: float = math.inf):
     """The result of ``passes`` (the chain's pass and the full one) with the kernels :func:`solve_parallel`
     chooses: plain Python for a table of at most 2,000 cells; else compiled, except that while they are not
     in numba's cache a family of at most :data:`INTERPRETED_SETS` sets is first tried in plain Python for
     :data:`INTERPRETED_SECONDS` (a second process compiles the stage evaluation meanwhile, which is stopped if
     that try succeeds). ``kind``: the stage evaluation the fill calls
-    (:func:`placement.parallel._kernels.evaluator`)."""
-    unlimited = math.inf
+    (:func:`placement.parallel._kernels.evaluator`). ``None`` where a pass stopped past ``deadline``."""
+    def late() -> bool:
+        return time.perf_counter() > deadline
+
     if compiled is False or compiled is None and cells <= 2_000:
         if compiled is None:
             stats["interpreted"] = True
-        return passes(K.interpreted(greedy), unlimited)
+        return passes(K.interpreted(greedy), deadline)
     kernels = K.kernels(True, kind, aside=True)
     try:
         if compiled is None and sets <= INTERPRETED_SETS and K.must_compile(kernels):
-            found = passes(K.interpreted(greedy), time.perf_counter() + INTERPRETED_SECONDS)
+            found = passes(K.interpreted(greedy), min(deadline, time.perf_counter() + INTERPRETED_SECONDS))
             stats["interpreted"] = found is not None
-            if found is not None:
+            if found is not None or late():
                 return found
         if progress is not None and K.must_compile(kernels):
             progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
-        found = passes(kernels, unlimited)
-        if found is None:   # a stage needed a knapsack after all (rounding at the capacity): the evaluation
-            found = passes(K.kernels(True, K.evaluator(True, greedy)), unlimited)
+        found = passes(kernels, deadline)
+        if found is None and not late():   # a stage needed a knapsack after all (rounding at the capacity)
+            found = passes(K.kernels(True, K.evaluator(True, greedy)), deadline)
         return found
     finally:
         kernels.close()
@@ -394,12 +441,26 @@ def _arrays(tables: Tables, sets: Family, ys: np.ndarray, fastest: float) -> dic
             "f_out": 2.0 * (tables.cost[:, None] + e_out), "wlb": member @ least, "wtot": float(least.sum())}
 
 
+#: the most calls one fill is cut into: between two, the clock is read, progress told and Ctrl-C heard
+FILL_CALLS = 64
+
+
+def fill_stretches(count: int, calls: int = FILL_CALLS) -> list[int]:
+    """Bounds ``0 = b_0 < b_1 < ... = count`` of the stretches of the sets by size that the calls of one
+    fill take, of about equal work: set ``a`` is compared with the sets before it, so the work up to it
+    grows as ``a²`` and the bounds as ``count · sqrt(j / calls)``."""
+    cuts = {min(count, math.ceil(count * math.sqrt(j / calls))) for j in range(1, calls + 1)} if count else set()
+    return [0, *sorted(cuts - {0})]
+
+
 def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes, width, collapsed, suffix, m,
-         types: DeviceTypes, mode, ceiling, deadline, descending=False):
-    """One fill over ``sets`` (:func:`placement.parallel._kernels.fill`); ``descending``: each set's
-    subsets in decreasing size (its last stage smallest first), for a pass whose value alone is read:
-    small stages set low cell values early, which then bound the knapsacks of large ones, but ties
-    between plans may fall the other way."""
+         types: DeviceTypes, mode, ceiling, deadline, descending=False, tell: Callable[[int, int], None] | None = None):
+    """One fill over ``sets`` (:func:`placement.parallel._kernels.fill`), in the calls of
+    :func:`fill_stretches`; it stops (``counters[4] = 1``) past ``deadline`` (:func:`time.perf_counter`), read
+    between calls and, in plain Python, within them; ``tell(done, count)`` hears after each call.
+    ``descending``: each set's subsets in decreasing size (its last stage smallest first), for a pass whose
+    value alone is read: small stages set low cell values early, which then bound the knapsacks of large
+    ones, but ties between plans may fall the other way."""
     count = len(sets.size)
     by_size = np.argsort(sets.size, kind="stable").astype(np.int64)
     dp = np.full((count, codes.count, width), np.inf)
@@ -407,12 +468,12 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
     counters = np.zeros(5, dtype=np.int64)
     digits = codes.digits()
     rising = mode != "greedy" and bool((tables.mem_a >= 0).all())   # exact stage values rise with y
-    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy", rising, descending], dtype=np.int64)
+    config = np.array([cap, width, collapsed, suffix, m, mode == "greedy", rising, descending, 0, 0], dtype=np.int64)
     kinds = np.array([types.memory, types.bandwidth, types.speed], dtype=np.float64)
     pair_rows = np.array([[k for _, k, _ in pairs], [d for _, _, d in pairs], [tau for tau, _, _ in pairs]],
                          dtype=np.int64).reshape(3, len(pairs))
     opt, sync, ends, ptr = tables.packed
-    kernels.fill(np.stack([by_size, sets.size.astype(np.int64)]), sets.bits, np.array(tables.degrees, dtype=np.int64),
+    arguments = (np.stack([by_size, sets.size.astype(np.int64)]), sets.bits, np.array(tables.degrees, dtype=np.int64),
                  pair_rows, config, kinds, np.array([codes.bound, codes.stride], dtype=np.int64),
                  np.hstack([digits, digits.sum(axis=1)[:, None]]), np.stack([arrays["missing"], arrays["nondom"]]),
                  np.stack([arrays["f_time"], arrays["f_params"], arrays["f_a"], arrays["f_b"]]),
@@ -421,6 +482,17 @@ def _run(kernels, tables: Tables, sets: Family, arrays, pairs, cap, codes: Codes
                  sets.cut_ptr, sets.cut_idx, tables.cost, sync, ends, ptr, opt, tables.options, dp, parent, counters,
                  *K.workspace(count, tables.options.shape[0], tables.time.shape[2], sets.bits.shape[1], cap, suffix,
                               len(pairs)))
+    stretches = fill_stretches(count)
+    for lo, hi in zip(stretches, stretches[1:]):
+        config[8], config[9] = lo, hi
+        kernels.fill(*arguments)
+        if counters[4]:
+            break
+        if tell is not None:
+            tell(hi, count)
+        if hi < count and time.perf_counter() > deadline:
+            counters[4] = 1
+            break
     par_set, par_q = parent
     return dp, par_set, par_q, counters
 

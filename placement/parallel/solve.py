@@ -33,7 +33,7 @@ from placement.parallel.interleaved import INTERLEAVED, check_chunks, solve_inte
 from placement.parallel.result import ParallelResult
 from placement.parallel.schedules import check_schedule
 from placement.parallel.timing import FORWARD_SHARE, time_per_batch
-from placement.parameters import callback, integer, number
+from placement.parameters import MAX_TIME_LIMIT, callback, integer, number
 from placement.result import Status
 from placement.solving import AGREEMENT_TOLERANCE
 from placement.verification.parallel import evaluate_parallel
@@ -84,7 +84,9 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     per sample: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its plan
     either way. ``schedule="interleaved"``: ``chunks`` model chunks per device group (default 2), solved
     within ``time_limit`` seconds (default :data:`~placement.parallel.interleaved.DEFAULT_TIME_LIMIT`, 8)
-    by :func:`placement.parallel.interleaved.solve_interleaved`."""
+    by :func:`placement.parallel.interleaved.solve_interleaved`. The other schedules' DP runs to the end
+    unless given ``time_limit`` (objective ``throughput``): past it, the best pipeline along one topological
+    order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices."""
     started = time.perf_counter()
     devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
@@ -103,9 +105,11 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     if schedule == INTERLEAVED:
         return solve_interleaved(instance, devices=devices, memory=memory, chunks=chunks, time_limit=time_limit,
                                  progress=progress)
-    if time_limit is not None:
-        raise InvalidParameterError("time_limit", "applies to the 'interleaved' schedule only (the other schedules' "
-                                                  "solvers run to the end)")
+    if time_limit is not None and objective == "time-per-batch":
+        raise InvalidParameterError("time_limit", "does not apply to objective 'time-per-batch' (its search runs "
+                                                  "to the end)")
+    time_limit = number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True)
+    deadline = None if time_limit is None else started + time_limit
     # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
     reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
         (t for node in instance.nodes for t in node.configurations), default=1)
@@ -114,7 +118,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return _solve_time_per_batch(instance, at_most(devices, reachable), devices, memory, schedule, max_sets,
                                      forward_share, progress, started)
     found = solve_parallel(instance, devices=at_most(devices, reachable), memory=memory, schedule=schedule,
-                           max_sets=max_sets, progress=progress)
+                           max_sets=max_sets, progress=progress, deadline=deadline)
     if progress is not None:
         progress(f"DP over {found.stats.get('sets', 0):,} successor-closed sets: {found.runtime_s:.2f} s")
 
@@ -131,6 +135,10 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return ParallelResult(status, plan, value, bound, devices, memory, schedule, evaluation, handoff,
                               time.perf_counter() - started, message, found.stats, batch_time=batch)
 
+    stopped = found.stats.get("out_of_time")
+    if stopped and found.plan is None:
+        return answer(Status.NO_SOLUTION, bound=found.stats["lower_bound"],
+                      message=f"{stopped.split('; ')[0]}, and no pipeline along the topological order fits")
     if found.plan is None:
         reason = found.stats.get("reason") or "no pipeline of the devices fits every stage's memory"
         return answer(Status.INFEASIBLE, bound=math.inf,
@@ -142,6 +150,9 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     if abs(evaluation.value - found.value) > AGREEMENT_TOLERANCE * max(abs(found.value), 1e-300):
         return answer(Status.NO_SOLUTION, evaluation=evaluation,
                       message=f"the DP claims {found.value!r}, the evaluator computes {evaluation.value!r}")
+    if stopped:
+        return answer(Status.FEASIBLE, found.plan, evaluation.value, min(found.stats["lower_bound"], evaluation.value),
+                      evaluation, message=stopped)
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
 
 
