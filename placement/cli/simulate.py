@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Event-driven simulation of a plan: time per sample or iteration time, utilisation, "
                     "bubbles, micro-batches in flight and peak memory per stage; optionally a Chrome/Perfetto "
                     "trace and a Gantt chart.")
-    p.add_argument("instance", help="instance file (Tarnawski JSON format)")
+    p.add_argument("instance", help="instance file (Tarnawski JSON, the native format, or a Piper instance)")
     p.add_argument("plan", help="plan file: the output of 'placement solve --out', a Tarnawski plan or an expert split")
     p.add_argument("--schedule", choices=list(dict.fromkeys(list(SCHEDULES) + list(PARALLEL_SCHEDULES))),
                    metavar="NAME",

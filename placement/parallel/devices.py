@@ -80,7 +80,7 @@ def describe(devices: int | dict[str, int], memory: float) -> str:
     """``"8 devices of 8e+10 bytes"``, or ``"a100:8, v100:16 devices"`` (each type's memory) for types."""
     if isinstance(devices, dict):
         return ", ".join(f"{name}:{count}" for name, count in devices.items()) + " devices"
-    return f"{devices} devices of {memory:.6g} bytes"
+    return f"{devices} device{'' if devices == 1 else 's'} of {memory:.6g} bytes"
 
 
 __all__ = ["FORM", "at_most", "check_memory", "describe", "device_counts", "parse_type_counts"]
