@@ -86,6 +86,7 @@ def test_auto_takes_the_milp_above_the_ideal_limit(capsys):
     # the result says so too, not only the progress (which --quiet silences)
     assert document["message"].startswith("the MILP solved this (method 'auto'): the DP refused it (more than 5 "
                                           "ideals")
+    assert "Raise the limit --max-ideals" in document["message"]   # the JSON names the option too
     assert main(["solve", DIAMOND, "--max-ideals", "5", "--quiet"]) == 0
     note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("note"))
     assert "the DP refused it (more than 5 ideals" in note and "Raise the limit --max-ideals" in note

@@ -120,13 +120,14 @@ def run(args: argparse.Namespace) -> int:
         result = placement.solve(instance, **options)
     except placement.Interrupted as exc:   # the plan in hand is shown, and the status still says interrupted
         result, interrupted = exc.result, True
-    write_plan_file(args.out, result, args.quiet)
+    # its message names the library's parameters ("warm_start was not used") by their options, in every output
+    rename = getattr(args, "rename", None)
+    shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
+    write_plan_file(args.out, shown, args.quiet)
     with callers_stdout():   # a solver Ctrl-C could not stop may still have the output sent to its log
         if args.json:
-            print_json(result.to_json())
-        else:      # its message names the library's parameters ("warm_start was not used") by their options
-            rename = getattr(args, "rename", None)
-            shown = result if rename is None or not result.message else replace(result, message=rename(result.message))
+            print_json(shown.to_json())
+        else:
             print(format_result(instance, shown), end="")
     if interrupted:
         print("error: interrupted", file=sys.stderr)
