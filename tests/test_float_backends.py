@@ -14,6 +14,7 @@ import placement
 from placement import DeviceType, Edge, Instance, Node
 from placement.solvers.milp.backends import backend_availability
 from placement.solvers.milp.backends.highs import logged_dual_bound
+from placement.solution import Solution, Status
 
 AVAILABLE = {name for name, ok, _ in backend_availability() if ok}
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "tarnawski"
@@ -305,3 +306,22 @@ def test_a_highs_proof_is_confirmed_by_cp_sat():
     # a start that meets the DP's stages optimum needs no confirmation: the DP proved it
     started = placement.solve(chain, method="milp", backend="highs", time_limit=30)
     assert "confirmed" not in started.message and started.stats["proven_by"] == "the DP's stages optimum"
+
+
+@pytest.mark.parametrize("second, why", [
+    (Solution(Status.FEASIBLE, None, math.inf, 1.5, message="cp-sat found no plan within the starting plan's value"),
+     "(it ended feasible: cp-sat found no plan within the starting plan's value)"),
+    (Solution(Status.NO_SOLUTION, None, math.inf, 0.0), "(it ended no_solution)"),
+])
+def test_an_unconfirmed_highs_proof_says_how_cp_sat_ended(second, why):
+    """The note says what CP-SAT's run came to (it said 'within the time limit' whatever the reason: on
+    memory rounded where no exact unit was found, CP-SAT ended at once, feasible, on the starting plan)."""
+    from placement.plan import DeviceAssignment, Plan
+    from placement.solvers.milp.confirm import confirmed
+
+    plan = Plan((DeviceAssignment("accelerator", (1,)),))
+    first = Solution(Status.OPTIMAL, plan, 3.0, 3.0, "milp-highs")
+    found = confirmed("highs", first, lambda start: second)
+    assert (found.status, found.objective, found.plan) == (Status.FEASIBLE, 3.0, plan)
+    assert found.message == (f"highs's claim of optimality not confirmed: cp-sat did not prove it {why}, so it is "
+                             "not relied on")

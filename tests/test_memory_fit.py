@@ -114,9 +114,9 @@ def test_a_bound_the_rounded_total_meets_still_binds():
     """Sizes 0.1 and 0.7 against accelerators of 0.7999999999999999 (the floating-point sum 0.7 + 0.1):
     as written they need 0.8, so 1 -> 2 (transfer 5) takes both accelerators, 1 + 5 each: optimum 6.
     The bound was judged never to bind from the rounded total, so every method put both nodes on one
-    accelerator (2), which the evaluator refused: no plan at all. The DP, which finds no unit making
-    these sizes integers, now rounds them up (and the bound down) and finds the plan, without proof;
-    the MILP and the brute force find 6 too, and the latency MILP a plan."""
+    accelerator (2), which the evaluator refused: no plan at all. The DP sums them in 10^-16 (the bound's
+    shortest decimal form has 16 digits after the point; the total, 8·10^15 of them, stays below 2^53):
+    exact, it proves 6; the MILP and the brute force find 6 too, and the latency MILP a plan."""
     from placement.testing.bruteforce import brute_force
 
     instance = two_nodes(0.1, 0.7, 0.7999999999999999, cpus=2)
@@ -124,10 +124,30 @@ def test_a_bound_the_rounded_total_meets_still_binds():
     problem = placement.load(instance)
     assert brute_force(problem).objective == 6.0
     dp = placement.solve(problem, method="dp")
-    assert (dp.status, dp.value, [s.nodes for s in dp.plan]) == ("feasible", 6.0, [(1,), (2,)])
+    assert (dp.status, dp.value, [s.nodes for s in dp.plan]) == ("optimal", 6.0, [(1,), (2,)])
     milp = placement.solve(problem, method="milp", time_limit=10)
     assert milp.value == 6.0 and milp.status in ("feasible", "optimal")
     assert placement.solve(problem, method="milp", contiguity="none", time_limit=10).value == 6.0
     # latency: 1 on one accelerator (1, then 5 out), 2 on the other (5 in, then 1): 12; with a CPU, 16
     latency = placement.solve(problem, method="milp", objective="latency", time_limit=10)
     assert latency.ok and latency.value == 12.0
+
+
+@pytest.mark.parametrize("scale", [1e-15, 1e-20, 1e-50, 1e-300])
+def test_sizes_finer_than_the_listed_units_are_summed_exactly(scale):
+    """Sizes e/2, e/2, e on accelerators of e (chain 1 -> 2 -> 3, transfers 1, no CPU): 1 and 2 fill one
+    accelerator exactly, 3 the other: 1 + 1 + 1 (out of 2) = 3 and 1 (in) + 1 = 2, so the optimum is 3
+    (all three together need 2e; 1 | 2, 3 needs 1.5e). No power of ten up to 10^12 or of two up to 2^40
+    makes them integers; the power of ten of their shortest decimal forms does, and the DP proves 3."""
+    from placement.problem.units import exact_unit
+
+    sizes = [scale / 2, scale / 2, scale]
+    digits = -int(f"{scale / 2:e}".split("e")[1])
+    assert exact_unit(sizes, 2 * scale, 2.0 ** 53) == 10.0 ** digits
+    instance = {"maxSizePerFPGA": scale, "maxFPGAs": 2, "maxCPUs": 0,
+                "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size}
+                          for i, size in enumerate(sizes, 1)],
+                "edges": [{"sourceId": 1, "destId": 2, "cost": 1}, {"sourceId": 2, "destId": 3, "cost": 1}]}
+    for method in ("dp", "auto"):
+        result = placement.solve(instance, method=method)
+        assert (result.status, result.value, [s.nodes for s in result.plan]) == ("optimal", 3.0, [(1, 2), (3,)])

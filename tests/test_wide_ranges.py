@@ -133,17 +133,21 @@ def test_a_time_near_the_smallest_float_is_solved(tiny):
 
 
 def test_scale_for_a_tiny_largest_value():
-    """1e-300 is no multiple of any power of two or ten up to 2^40 and 10^12, so the scale is the
-    largest power of two under the cap, capped in turn at 2^1000 (2^53 / 1e-300 overflows a float)."""
-    scaling = choose_scale([1e-300], 1e-300, 2.0 ** 53)
+    """1e-300 / 3 is a multiple of no power of two or ten that a float holds (its shortest decimal form has
+    316 digits after the point, its binary form more than 1,023), so the scale is the largest power of two
+    under the cap, capped in turn at 2^1000 (2^53 / 3.3e-301 overflows a float). 1e-300 itself is one
+    unit of 10^-300, past the listed units (10^-12 and 2^-40) but found from its decimal form: exact."""
+    tiny = 1e-300 / 3
+    scaling = choose_scale([tiny], tiny, 2.0 ** 53)
     assert scaling == type(scaling)(2.0 ** 1000, False)
+    assert choose_scale([1e-300], 1e-300, 2.0 ** 53) == type(scaling)(1e300, True)
 
 
 @pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
 def test_the_milp_places_a_tiny_node_where_no_accelerator_has_memory():
     doc = {"maxSizePerFPGA": 0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [],
-           "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300}]}
-    """The memory scale for 1e-300 is capped (see above), so sizes are rounded up and the solver's
+           "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1e-300 / 3}]}
+    """The memory scale for 1e-300 / 3 is capped (see above), so sizes are rounded up and the solver's
     answer is no proof. The plan is verified, and its value 1 meets the instance's lower bound (the
     node's time on the CPU, the only device with room for it), which proves it. With the default
     start (the DP's plan, already of that value) no model is built."""

@@ -18,19 +18,38 @@ UNITS = tuple(sorted({2.0 ** k for k in range(-40, 41)} | {10.0 ** k for k in ra
 
 def exact_unit(values: Sequence[float], largest: float, cap: float) -> float | None:
     """The smallest of :data:`UNITS` in which every value is an integer (module docstring), with
-    ``largest`` times it at most ``cap``; ``None`` when there is none."""
+    ``largest`` times it at most ``cap``; past them (values finer than 10^-12 and 2^-40), the power of
+    ten of the values' longest shortest decimal form, or the power of two of their finest binary
+    digit, where one of them is such a unit; ``None`` when there is none."""
     import numpy as np
 
     array = np.asarray(values, dtype=np.float64)
-    for unit in UNITS:
-        if largest * unit > cap:
-            return None
+
+    def integral(unit: float) -> bool:
         with np.errstate(over="ignore"):
             scaled = array * unit
         whole = np.round(scaled)
-        if np.array_equal(scaled, whole) and np.array_equal(whole / unit, array):
+        return bool(np.array_equal(scaled, whole) and np.array_equal(whole / unit, array))
+
+    for unit in UNITS:
+        if largest * unit > cap:
+            return None
+        if integral(unit):
             return unit
-    return None
+    finer = sorted(unit for unit in _finest_units(array.tolist()) if unit > UNITS[-1] and largest * unit <= cap)
+    return next((unit for unit in finer if integral(unit)), None)
+
+
+def _finest_units(values: list[float]) -> list[float]:
+    """The power of ten ``10^k``, ``k`` the most digits after the point of a value's shortest decimal form,
+    and the power of two ``2^k``, ``k`` the most binary digits after the point of a value, each where it
+    is a finite float."""
+    from decimal import Decimal
+
+    finite = [x for x in values if math.isfinite(x)]
+    decimals = max((-Decimal(repr(x)).as_tuple().exponent for x in finite), default=0)
+    binary = max((x.as_integer_ratio()[1].bit_length() - 1 for x in finite), default=0)
+    return [10.0 ** k for k in (decimals,) if k <= 308] + [math.ldexp(1.0, k) for k in (binary,) if k <= 1023]
 
 
 def sums_exactly(values: Sequence[float]) -> bool:

@@ -11,7 +11,9 @@ without HiGHS (its value meets the DP's ``stages`` optimum or the instance's low
 
 * CP-SAT proves the same value: ``optimal``, confirmed (a note says so);
 * CP-SAT finds a better plan: that plan, with CP-SAT's status and bound (HiGHS's claim refuted);
-* CP-SAT stops first: HiGHS's plan, ``feasible``, with CP-SAT's bound where it proved one.
+* CP-SAT proves neither (it stops at the time limit, or its model, on memory it had to round, finds
+  nothing better): HiGHS's plan, ``feasible``, with CP-SAT's bound where it proved one, and a note with
+  CP-SAT's status and message.
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ def confirmed(backend: str, first: Solution, rerun: Callable[[Plan], Solution]) 
     if second.status is Status.OPTIMAL:
         return noted(first, f"{backend}'s proof confirmed by {CONFIRMING}")
     bound = max(0.0, min(claimed, second.bound)) if second.plan is not None else 0.0
-    return noted(first, f"{backend}'s claim of optimality not confirmed: {CONFIRMING} did not prove it within the "
-                        "time limit, so it is not relied on", status=Status.FEASIBLE, bound=bound)
+    why = f"(it ended {second.status.value}" + (f": {second.message})" if second.message else ")")
+    return noted(first, f"{backend}'s claim of optimality not confirmed: {CONFIRMING} did not prove it {why}, so it "
+                        "is not relied on", status=Status.FEASIBLE, bound=bound)
 
 
 __all__ = ["CONFIRMING", "CONFIRM_SECONDS", "UNCONFIRMED", "confirm_deadline", "confirmed"]
