@@ -350,6 +350,14 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
             and CONTIGUITY_CLASSES.index(contiguity) < CONTIGUITY_CLASSES.index(asked)):  # coarser
         note = f"method {method!r} does not keep to contiguity {asked!r}: its plan is of class {contiguity!r}"
         solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
+    from placement.solution import Status as MethodStatus
+
+    if solution.plan is None and solution.status in (MethodStatus.INFEASIBLE, MethodStatus.NO_SOLUTION):
+        from placement.problem.bounds import class_without_device
+
+        why = class_without_device(problem)   # a reason no model states: the binding constraint, named
+        if why is not None:
+            solution = replace(solution, message="; ".join(m for m in (solution.message, why) if m))
     if not solution.bound > 0:   # a heuristic proves nothing: the instance's own bounds hold for it too
         from placement.problem.bounds import heuristic_bound
 

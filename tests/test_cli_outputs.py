@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from placement.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +44,40 @@ def test_a_closed_output_pipe_keeps_the_exit_status(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err
     assert b"Traceback" not in err
+
+
+COLOUR_TOO_BIG = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
+                  "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size,
+                             **({"colorClass": 7} if i < 3 else {})} for i, size in ((1, 60), (2, 60), (3, 10))],
+                  "edges": [{"sourceId": 1, "destId": 2, "cost": 1}, {"sourceId": 2, "destId": 3, "cost": 1}]}
+
+
+@pytest.mark.parametrize("method", ["dp", "milp"])
+def test_an_infeasible_solve_names_the_colour_class_that_fits_no_device(tmp_path, capsys, method):
+    """Nodes 1 and 2 share a colour (one device) and need 60 + 60 = 120 bytes; the accelerators hold 100 and
+    there is no CPU: no plan, whatever the method, and the message names the class and the numbers."""
+    if method == "milp":
+        pytest.importorskip("ortools")
+    path = tmp_path / "colour.json"
+    path.write_text(json.dumps(COLOUR_TOO_BIG))
+    assert main(["solve", str(path), "--method", method, "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["status"] == "infeasible"
+    assert document["message"].endswith("; the colour class of nodes 1, 2 fits no device (together they need 120 "
+                                         "bytes, accelerator memory is 100; no cpu devices)")
+
+
+def test_a_document_of_a_solve_without_a_plan_is_no_plan_to_check(tmp_path, capsys):
+    """solve --json of an infeasible instance writes a document with no devices: verify and simulate refuse it
+    as holding no plan (verify reported 'max load 0' and every node not placed)."""
+    path, document = tmp_path / "colour.json", tmp_path / "none.json"
+    path.write_text(json.dumps(COLOUR_TOO_BIG))
+    assert main(["solve", str(path), "--method", "dp", "--json"]) == 1
+    document.write_text(capsys.readouterr().out)
+    for command in ("verify", "simulate"):
+        assert main([command, str(path), str(document)]) == 2
+        assert capsys.readouterr().err == (f"error: {document}: it holds no plan: the solve that wrote it ended "
+                                           "'infeasible' (no pipeline of the available devices satisfies the memory "
+                                           "and support constraints; the colour class of nodes 1, 2 fits no device "
+                                           "(together they need 120 bytes, accelerator memory is 100; no cpu "
+                                           "devices))\n")

@@ -77,11 +77,25 @@ def parse_plan(data: Any) -> Plan:
                                            "device: which of the two was meant is not clear")
                 raise InvalidPlanError(f"field {key!r} places the nodes or calls otherwise than field 'devices' does "
                                        f"(on its {kind} devices, in order): which of the two was meant is not clear")
-        return Plan(devices)
+        return _a_plan(data, Plan(devices))
     if "fpgas" not in data and "cpus" not in data:
         raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
-    return Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
-                + _device_list(data.get("cpus", []), "cpus", CPU))
+    return _a_plan(data, Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
+                              + _device_list(data.get("cpus", []), "cpus", CPU)))
+
+
+#: the statuses of a solve that found no plan, as a plan document records them
+NO_PLAN_STATUSES = ("infeasible", "no_solution")
+
+
+def _a_plan(data: dict, plan: Plan) -> Plan:
+    """``plan``, unless it places no node and the document records a solve that found none (``solve --json``
+    of an infeasible instance): that is no plan to check or run, and is refused as such."""
+    status, message = data.get("status"), data.get("message")
+    if status in NO_PLAN_STATUSES and not any(device.nodes for device in plan.devices):
+        said = f" ({message})" if isinstance(message, str) and message else ""
+        raise InvalidPlanError(f"it holds no plan: the solve that wrote it ended {status!r}{said}")
+    return plan
 
 
 def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssignment, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import fits
+from placement.problem.memory_fit import fits, written_sum_text
 
 #: relative slack between a plan's verified value and the instance's lower bound that still proves it
 #: optimal: both are sums of the instance's own numbers, so only their rounding differs
@@ -37,6 +37,30 @@ def _class_time(problem: Instance, members: list[int], part: list[int] | None = 
             continue
         best = min(best, sum(times))  # type: ignore[arg-type]
     return best
+
+
+def class_without_device(problem: Instance) -> str | None:
+    """Why the first colour class of several nodes that no one device can hold (all of its nodes supported,
+    their memory summed within the type's) fits none, one reason per device type; ``None`` where every
+    class fits some device. Such an instance has no plan in any contiguity class, for any objective."""
+    for members in problem.colour_classes():
+        if len(members) < 2 or math.isfinite(_class_time(problem, members)):
+            continue
+        ids = [problem.nodes[i].id for i in members]
+        named = ", ".join(map(str, ids[:8])) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+        sizes = [problem.nodes[i].memory for i in members]
+        reasons = []
+        for t, dtype in enumerate(problem.device_types):
+            unsupported = [problem.nodes[i].id for i in members if problem.nodes[i].times[t] is None]
+            if unsupported:
+                reasons.append(f"node {unsupported[0]} is not supported on {dtype.name}")
+            elif dtype.count == 0:
+                reasons.append(f"no {dtype.name} devices")
+            else:
+                reasons.append(f"together they need {written_sum_text(sizes)} bytes, {dtype.name} memory is "
+                               f"{dtype.memory:.17g}")
+        return f"the colour class of nodes {named} fits no device ({'; '.join(reasons)})"
+    return None
 
 
 def throughput_lower_bound(problem: Instance) -> dict[str, float]:
