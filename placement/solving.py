@@ -355,14 +355,47 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
     if solution.plan is None and solution.status in (MethodStatus.INFEASIBLE, MethodStatus.NO_SOLUTION):
         from placement.problem.bounds import class_without_device
 
-        why = class_without_device(problem)   # a reason no model states: the binding constraint, named
-        if why is not None:
+        why = class_without_device(problem) or _class_left_and_reentered(problem, objective, solution.contiguity,
+                                                                          options["calls"])
+        if why is not None:   # a reason no model states: the binding constraint, named
             solution = replace(solution, message="; ".join(m for m in (solution.message, why) if m))
     if not solution.bound > 0:   # a heuristic proves nothing: the instance's own bounds hold for it too
         from placement.problem.bounds import heuristic_bound
 
         solution = replace(solution, bound=heuristic_bound(problem, objective, options["calls"]))
     return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
+
+
+#: the most colour classes :func:`_class_left_and_reentered` searches (it is a hint, not a proof)
+_CLASSES_SEARCHED = 1000
+
+
+def _class_left_and_reentered(problem: Instance, objective: str, contiguity: str, calls: int) -> str | None:
+    """Where a solve found no plan, a colour class whose forward nodes a path of forward nodes leaves and
+    re-enters, where that binds: in a contiguous set (contiguity ``stages`` or ``sets``) the nodes of the
+    path go with the class, and one latency call cannot hold it. ``None`` where there is none (among the
+    first :data:`_CLASSES_SEARCHED` classes of several forward nodes) or it does not bind."""
+    if not (calls == 1 if objective == "latency" else contiguity in ("stages", "sets")):
+        return None
+    from placement.verification.contiguity import convexity_witness, topological_rank_by_id
+
+    forward = {n.id for n in problem.nodes if not n.backward}
+    succ: dict[int, list[int]] = {v: [] for v in forward}
+    for edge in problem.edges:
+        if edge.src in forward and edge.dst in forward:
+            succ[edge.src].append(edge.dst)
+    rank = topological_rank_by_id(problem)
+    classes = (ids for ids in ([problem.nodes[i].id for i in members if problem.nodes[i].id in forward]
+                               for members in problem.colour_classes()) if len(ids) > 1)
+    for _, ids in zip(range(_CLASSES_SEARCHED), classes):
+        path = convexity_witness(ids, succ, rank)
+        if path is not None:
+            named = ", ".join(map(str, ids[:8])) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+            then = ("one call cannot hold it (calls=2 lets its device run it in two)" if objective == "latency"
+                    else f"in contiguity {contiguity!r} its device holds that path's nodes too")
+            return (f"the path {' -> '.join(map(str, path))} leaves and re-enters the colour class of nodes "
+                    f"{named}: {then}")
+    return None
 
 
 def verified_result(solution: Any, verification: Any, plan_stages: Callable[[Any], tuple[Stage, ...]],

@@ -81,3 +81,30 @@ def test_a_document_of_a_solve_without_a_plan_is_no_plan_to_check(tmp_path, caps
                                            "and support constraints; the colour class of nodes 1, 2 fits no device "
                                            "(together they need 120 bytes, accelerator memory is 100; no cpu "
                                            "devices))\n")
+
+
+SANDWICH = {"maxSizePerFPGA": 2, "maxFPGAs": 2, "maxCPUs": 0,
+            "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 1,
+                       **({"colorClass": 5} if i != 2 else {})} for i in (1, 2, 3)],
+            "edges": [{"sourceId": 1, "destId": 2, "cost": 1}, {"sourceId": 2, "destId": 3, "cost": 1}]}
+
+
+@pytest.mark.parametrize("options, then", [
+    ([], "in contiguity 'stages' its device holds that path's nodes too"),
+    (["--contiguity", "sets", "--method", "milp"], "in contiguity 'sets' its device holds that path's nodes too"),
+    (["--objective", "latency"], "one call cannot hold it (--calls 2 lets its device run it in two)"),
+])
+def test_an_infeasible_solve_names_the_path_through_a_colour_class(tmp_path, capsys, options, then):
+    """Chain 1 -> 2 -> 3, nodes 1 and 3 of one colour, 1 byte each on accelerators of 2 bytes (no CPU): the
+    class's device would hold 2 as well in a contiguous set (3 bytes), so stages and sets have no plan, nor
+    has one latency call per accelerator; under contiguity none 1, 3 | 2 costs 1 + 1 + 1 + 1 (out of 1, into 3)
+    = 4 on one device, and with two calls the latency is 7 (1, out 1; 2 with in and out: 3; in 1, 3: 2 more)."""
+    if "milp" in options or "latency" in options:
+        pytest.importorskip("ortools")
+    path = tmp_path / "sandwich.json"
+    path.write_text(json.dumps(SANDWICH))
+    assert main(["solve", str(path), *options, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["message"].endswith(
+        f"; the path 1 -> 2 -> 3 leaves and re-enters the colour class of nodes 1, 3: {then}")
+    assert main(["solve", str(path), "--contiguity", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objective"] == 4.0

@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("solve", help="find an optimal placement of an instance",
                               description="Find an optimal placement and verify it independently.",
                               epilog=_methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("instance", help="instance file (Tarnawski JSON, the native format with deviceTypes, or a Piper instance: docs/piper.md)")
+    p.add_argument("instance", help="instance file (Tarnawski JSON, the native format with deviceTypes, or a Piper "
+                                    "instance: docs/piper.md)")
     p.add_argument("--method", default="auto", choices=("auto", *METHODS), metavar="NAME",
                    help="solution method (default auto; see below)")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="stages",
