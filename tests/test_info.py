@@ -99,7 +99,12 @@ def test_lower_bound_infinite_when_a_class_fits_nowhere():
     problem = Instance(nodes, (), types)
     info = instance_info(problem)
     assert info["lower_bound"] == math.inf
-    assert "a colour class fits no device" in format_info(info)
+    # 6 + 6 bytes on the one accelerator of 10, and no CPU: the class and the numbers are named
+    assert info["no_plan"] == ("the colour class of nodes 0, 1 fits no device (together they need 12 bytes, acc "
+                               "memory is 10; no cpu devices)")
+    assert f"({info['no_plan']})" in format_info(info)
+    roomier = (DeviceType("acc", 1, 12.0, True), types[1])
+    assert instance_info(Instance(nodes, (), roomier))["no_plan"] is None
 
 
 def test_lower_bound_ignores_absent_device_types():

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from placement.problem.bounds import throughput_lower_bound
+from placement.problem.bounds import class_without_device, throughput_lower_bound
 from placement.problem.instance import Instance, format_number
 
 
@@ -26,8 +26,9 @@ def instance_info(problem: Instance) -> dict[str, Any]:
     node times on that type, unsupported nodes excluded), ``unsupported`` (per device type
     name: nodes it cannot run), ``total_memory`` (Σ node bytes), ``lower_bound`` (see
     :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average``,
-    ``lower_bound_weighted`` (0 unless there are two device types) and ``ideals`` (``None``; filled in by
-    the caller).
+    ``lower_bound_weighted`` (0 unless there are two device types), ``no_plan`` (why the instance has no
+    plan where a colour class fits no device, else ``None``: the bound is then infinite) and ``ideals``
+    (``None``; filled in by the caller).
     """
     forward = sum(1 for n in problem.nodes if not n.backward)
     work: dict[str, float] = {}
@@ -54,6 +55,7 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
         "lower_bound_weighted": bound["weighted"],
+        "no_plan": class_without_device(problem),
         "ideals": None,
     }
 
@@ -94,6 +96,7 @@ def format_info(info: dict[str, Any]) -> str:
     detail = (f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])}"
               + (f", speed-weighted {_num(weighted)})" if weighted > 0 else ")"))
     rows.append(("throughput lower bound",
-                 f"{_num(lb)}  {detail}" + ("  (a colour class fits no device)" if math.isinf(lb) else "")))
+                 f"{_num(lb)}  {detail}" + (f"  ({info['no_plan'] or 'a colour class fits no device'})"
+                                            if math.isinf(lb) else "")))
     width = max(len(key) for key, _ in rows)
     return "\n".join(f"{key + ':':<{width + 1}} {value}" for key, value in rows)
