@@ -84,15 +84,13 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     from placement.solvers.registry import METHODS
 
     started = time.perf_counter()
-    from placement.loading import as_loaded
+    from placement.loading import as_loaded, is_piper
 
     instance = as_loaded(instance)
-    from placement.io.piper import PiperInstance
-
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
                  w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
-    if isinstance(instance, PiperInstance):
+    if is_piper(instance):
         from placement.parallel.solve import check_piper_request, solve_piper
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,

@@ -245,10 +245,10 @@ class ReaderOutput:
 def callers_stdout() -> Iterator[None]:
     """Within the block, ``print`` writes on the standard output the command was given, also while a
     solver that Ctrl-C could not stop still has file descriptor 1 sent to its log
-    (:func:`placement.solvers.native_output.callers_stdout`)."""
-    from placement.solvers.native_output import callers_stdout as callers_fd
-
-    fd = callers_fd()
+    (:func:`placement.solvers.native_output.callers_stdout`; where that module was never loaded, no solver
+    redirected anything, and it is not loaded to be asked)."""
+    redirections = sys.modules.get("placement.solvers.native_output")
+    fd = None if redirections is None else redirections.callers_stdout()
     if fd is None:
         yield
         return

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placement.cli.options import positive_int, print_json, write_plan_file
-from placement.io.piper import PiperInstance
+
+if TYPE_CHECKING:   # the reader loads only where a Piper instance was read
+    from placement.io.piper import PiperInstance
 
 
 def devices_argument(text: str) -> int | str:

@@ -16,7 +16,7 @@ from placement.cli.options import (INTERRUPTED, add_device_options, add_output_o
                                    positive_float, positive_int, print_json, progress_printer, relative_gap,
                                    write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
-from placement.io.piper import PiperInstance
+from placement.loading import is_piper
 from placement.parallel.plan import SCHEDULES
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         max_ideals=args.max_ideals, split=args.split, restarts=args.restarts, backward=args.backward,
         w_placement=args.w_placement, inter_layer=args.inter_layer, w_share=args.w_share, devices=args.devices,
         schedule=args.schedule, chunks=args.chunks, **devices(args))
-    if isinstance(instance, PiperInstance):
+    if is_piper(instance):
         return run_piper(args, instance, options)
     interrupted = False
     try:

@@ -186,7 +186,7 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
         raise InvalidParameterError("model", f"must be a model file path, a dict or a Workload, "
                                              f"not {type(source).__name__}")
     data = load_json(source, InvalidInstanceError)
-    from placement.io.piper import looks_like_piper
+    from placement.io.piper_shape import looks_like_piper
 
     if isinstance(data, dict) and looks_like_piper(data):
         raise InvalidInstanceError(f"{source} is a Piper instance (per-stage data- and tensor-parallel "

@@ -41,14 +41,12 @@ from types import MappingProxyType
 from typing import Any
 
 from placement.errors import InvalidInstanceError
+from placement.io.piper_shape import TOP_FIELDS, looks_like_piper
 from placement.io.tarnawski import read_field
 from placement.jsonfile import json_type_name, parse_file
 from placement.problem.instance import MAX_SUM, add_to_total, find_cycle, format_number
 
-_TOP_FIELDS = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch", "nodes", "edges")
 _TOP_OPTIONAL = ("deviceTypes",)
-#: the top-level fields of a Tarnawski instance, which no Piper instance has
-_TARNAWSKI_FIELDS = ("maxFPGAs", "maxCPUs", "maxSizePerFPGA")
 _TYPE_FIELDS = ("count", "memory")
 _TYPE_OPTIONAL = ("speed", "bandwidth", "cpu")
 _NODE_FIELDS = ("id", "TMPCs")
@@ -249,21 +247,6 @@ class PiperInstance:
         return doc
 
 
-def looks_like_piper(data: Any) -> bool:
-    """Whether decoded JSON looks like a Piper instance (a cheap test of its shape, not a validation):
-    an object with one of Piper's own top-level fields (``maxDevices``, ``maxMemoryPerDevice``,
-    ``bandwidth``, ``mbsInBatch``) and none of Tarnawski's (nor the native format's list of
-    ``deviceTypes``; Piper's is an object), or whose first node has ``TMPCs``. A Piper document
-    with a field missing, misspelt or empty is then reported in Piper's terms."""
-    if not isinstance(data, dict):
-        return False
-    if (any(key in data for key in _TOP_FIELDS[:4]) and not any(key in data for key in _TARNAWSKI_FIELDS)
-            and not isinstance(data.get("deviceTypes"), list)):
-        return True
-    nodes = data.get("nodes")
-    return isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict) and "TMPCs" in nodes[0]
-
-
 def parse_piper(data: Any, name: str = "") -> PiperInstance:
     """Build a validated :class:`PiperInstance` from the decoded JSON of a Piper instance.
 
@@ -271,7 +254,7 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
     ``nodes[3].TMPCs["2"][0]: field 'timePerSample' is negative (-1)``.
     """
     top = "instance"
-    _object(data, top, _TOP_FIELDS, _TOP_OPTIONAL)
+    _object(data, top, TOP_FIELDS, _TOP_OPTIONAL)
     max_devices = _positive(data, "maxDevices", top, "count")
     memory = _positive(data, "maxMemoryPerDevice", top, "number")
     bandwidth = _positive(data, "bandwidth", top, "number")

@@ -53,13 +53,14 @@ def format_verification(instance: Instance, verification: Verification) -> str:
     """The evaluator's report of a :class:`placement.Verification`: the device table and the verdict (for
     the latency objective, the calls' schedule and the verdict); one verdict covers the report's own
     violations and those its checks do not make (the call limit)."""
-    from placement.report.latency import format_latency
     from placement.report.text import format_evaluation
 
     evaluation, latency, _ = verification.report
     shown = latency if latency is not None else evaluation
     extra = tuple(v for v in verification.violations if v not in shown.violations)
     if latency is not None:
+        from placement.report.latency import format_latency
+
         return format_latency(instance, latency, extra)
     return format_evaluation(instance, evaluation, extra)
 

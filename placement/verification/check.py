@@ -22,7 +22,6 @@ from placement.problem.instance import Instance
 from placement.problem.objectives import check_objective
 from placement.result import Verification
 from placement.verification.evaluate import check_contiguity, evaluate
-from placement.verification.latency import call_violations, evaluate_latency
 from placement.verification.ledger import communication_ledger
 
 
@@ -38,6 +37,8 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
         raise InvalidParameterError("calls", "applies to objective='latency' only")
     latency = None
     if objective == "latency":
+        from placement.verification.latency import evaluate_latency
+
         latency = evaluate_latency(instance, plan)
         evaluation = latency.structural   # the same check, made once, where it is the one asked for
         if evaluation is None or contiguity != "none" or infer_from_colours:
@@ -47,7 +48,11 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
         value = latency.latency
     else:       # the loads take no account of calls, but a plan that lists them must list them well
         evaluation = evaluate(instance, plan, contiguity, infer_from_colours)
-        violations = list(evaluation.violations) + call_violations(instance, plan)
+        violations = list(evaluation.violations)
+        if any(device.calls for device in plan.devices):   # no listed call, nothing to list wrong
+            from placement.verification.latency import call_violations
+
+            violations += call_violations(instance, plan)
         value = evaluation.objective(objective)
     traffic = None
     if ledger:
