@@ -18,7 +18,6 @@ import os
 from os import PathLike
 from typing import Any, Mapping
 
-from placement.collector import collector_paused
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, parse_file
 from placement.problem.instance import ACCELERATOR, CPU, Instance
@@ -56,7 +55,6 @@ def detect_format(data: Any) -> str:
     return "native" if "deviceTypes" in data else "tarnawski"
 
 
-@collector_paused()
 def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None = None,
          max_bytes: int = MAX_INPUT_BYTES) -> Any:
     """The validated instance held by ``source``: a file path, or a decoded JSON document (dict).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,10 @@ def test_a_collector_the_caller_disabled_stays_disabled():
 
 
 def test_restored_after_an_exception_of_the_work():
-    with pytest.raises(placement.InvalidInstanceError):
-        placement.load({"nodes": "not a list"})   # load pauses it while it reads
+    from placement.verification.check import check_plan
+
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json")
+    plan = placement.solve(problem).to_plan()
+    with pytest.raises(placement.InvalidParameterError):
+        check_plan(problem, plan, objective="speed")   # the check pauses it, then refuses the objective
     assert gc.isenabled()
