@@ -246,7 +246,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
 
     given_deadline = math.inf if deadline is None else deadline
     chain_found: list[tuple] = []   # the chain's last complete pass, the plan past the given deadline
-    filled: list[int] = [0, len(sets.size)]
+    filled = [0]   # the sets the DP over every set has filled, past the given deadline
 
     def passes(kernels, deadline: float):
         """The chain's DP (its optimum lowers the ceiling), then the DP over every set; ``None`` when a
@@ -273,7 +273,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                        mode == "greedy", given_deadline)
     if found is None:   # past the given deadline: the chain's plan
         stats["out_of_time"] = (f"the time limit ran out while the DP filled its table ({filled[0]:,} of "
-                                f"{filled[1]:,} sets); the plan is the best pipeline along one topological order")
+                                f"{len(sets.size):,} sets); the plan is the best pipeline along one topological order")
         stats["lower_bound"] = arrays["wtot"] / total
         value, plan = math.inf, None
         if chain_found:

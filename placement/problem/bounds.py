@@ -7,6 +7,7 @@ prints the throughput one. Every bound here holds for every contiguity class.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import fits, written_sum_text
@@ -189,14 +190,17 @@ def latency_lower_bound(problem: Instance) -> float:
     segment's predecessor on the path has finished, and it lasts at least the time of the
     segment's nodes (transfers only add), all of which finish at its end.
     """
-    succ = problem.successors()
+    return longest_path(problem, [_node_time(problem, v) for v in range(len(problem.nodes))])
+
+
+def longest_path(problem: Instance, times: Sequence[float]) -> float:
+    """The largest finish time when each node (by position) starts once all its predecessors have finished
+    (at 0 without any) and takes ``times[v]``: a node's finish is the largest of its predecessors' plus its
+    own time, as the latency evaluator computes a CPU node's."""
     finish = [0.0] * len(problem.nodes)
-    order = problem.topological_positions()
-    ready = [0.0] * len(problem.nodes)
-    for v in order:
-        finish[v] = ready[v] + _node_time(problem, v)
-        for w in succ[v]:
-            ready[w] = max(ready[w], finish[v])
+    predecessors = problem.adjacency()[1]
+    for v in problem.topological_positions():
+        finish[v] = max((finish[u] for u in predecessors[v]), default=0.0) + times[v]
     return max(finish, default=0.0)
 
 

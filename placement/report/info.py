@@ -55,7 +55,8 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
         "lower_bound_weighted": bound["weighted"],
-        "no_plan": class_without_device(problem),
+        # the class bound is infinite exactly where a colour class fits no device: only then is there a why
+        "no_plan": class_without_device(problem) if math.isinf(bound["class"]) else None,
         "ideals": None,
     }
 

@@ -174,6 +174,7 @@ def whole_graph_plans(problem: Instance) -> list[tuple[float, Plan]]:
     (the CPUs: each node runs as soon as its inputs are ready, so one core stands for all of them), the
     longest path. Plans that a search may never reach on a graph whose best plan is one of them (a
     chain on its fastest accelerator, a wide graph on the CPUs)."""
+    from placement.problem.bounds import longest_path
     from placement.problem.memory_fit import fits
 
     ids = tuple(n.id for n in problem.nodes)
@@ -182,19 +183,9 @@ def whole_graph_plans(problem: Instance) -> list[tuple[float, Plan]]:
         if kind.count and all(n.times[t] is not None for n in problem.nodes) and fits(
                 (n.memory for n in problem.nodes), kind.memory):
             times = [n.times[t] for n in problem.nodes]
-            latency = sum(times) if kind.pays_comm else _longest_path(problem, times)
+            latency = sum(times) if kind.pays_comm else longest_path(problem, times)
             plans.append((latency, Plan((DeviceAssignment(kind.name, ids),))))
     return plans
-
-
-def _longest_path(problem: Instance, times: list[float]) -> float:
-    """The largest finish time when each node (by position) starts once all its predecessors have
-    finished and takes ``times``."""
-    finish = [0.0] * len(times)
-    predecessors = problem.adjacency()[1]
-    for v in problem.topological_positions():
-        finish[v] = max((finish[u] for u in predecessors[v]), default=0.0) + times[v]
-    return max(finish, default=0.0)
 
 
 def greedy_start(problem: Instance) -> Solution | None:
