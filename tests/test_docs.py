@@ -57,8 +57,11 @@ def test_piper_page_examples_run_in_order(monkeypatch):
         for block in python_blocks(ROOT / "docs" / "piper.md"):
             exec(compile(block, "docs/piper.md", "exec"), namespace)
             results.append(namespace["res"])
-    first, mixed, interleaved = results
+    first, _, mixed, interleaved = results   # the second block, a time limit, binds 'stopped'
     assert first.status == "optimal"
+    stopped = namespace["stopped"]
+    assert stopped.status == "feasible" and stopped.bound <= first.value <= stopped.value
+    assert stopped.message.startswith("the time limit ran out while the DP filled its table (")
     assert (mixed.status, round(mixed.value, 11), [(s.device_type, s.d, s.t) for s in mixed.plan.stages]) == (
         "optimal", 0.06636948436, [("a100", 8, 1), ("v100", 16, 1)])
     assert interleaved.ok and interleaved.plan.chunks == 2
