@@ -148,9 +148,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_split_request(problem, method, options, _DEFAULTS)
         try:
-            return _recording(solve_split(problem, model, options, started), accelerators, cpus, memory)
+            return _recording(solve_split(problem, model, options, started), problem, accelerators, cpus, memory)
         except Interrupted as exc:
-            raise Interrupted(_recording(exc.result, accelerators, cpus, memory)) from None
+            raise Interrupted(_recording(exc.result, problem, accelerators, cpus, memory)) from None
     refuse_split_options(**{name: given[name] for name in SPLIT_DEFAULTS})
 
     names = [method] if method != AUTO else ["dp", "milp"]
@@ -166,7 +166,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         if not isinstance(exc, SearchInterrupted) or exc.solution is None:
             raise
         interrupted = _verified(problem, certified(METHODS["milp"], exc.solution), "milp", options, started)
-        raise Interrupted(_recording(interrupted, accelerators, cpus, memory)) from None
+        raise Interrupted(_recording(interrupted, problem, accelerators, cpus, memory)) from None
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused
@@ -178,7 +178,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
                     f"{'was' if len(unused) == 1 else 'were'} not used")
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
-                      accelerators, cpus, memory)
+                      problem, accelerators, cpus, memory)
 
 
 def _method_run(method: str, names: list[str], problem: Instance, options: Mapping[str, Any],
@@ -229,13 +229,28 @@ def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float,
     return replace(found, message="; ".join(m for m in (note, found.message) if m))
 
 
-def _recording(result: Result, accelerators: Any, cpus: Any, memory: Any) -> Result:
+def _recording(result: Result, problem: Instance, accelerators: Any, cpus: Any, memory: Any) -> Result:
     """``result`` with the device overrides it was solved with (checked by then), which ``verify`` and
-    ``simulate`` take by default."""
+    ``simulate`` take by default, and a note where the instance records no node times."""
     given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
     overrides = {name: int(value) if name != "memory" else (value if isinstance(value, int) else float(value))
                  for name, value in given.items() if value is not None}
-    return replace(result, overrides=overrides) if overrides else result
+    result = replace(result, overrides=overrides) if overrides else result
+    note = _untimed_note(problem)
+    return replace(result, message="; ".join(m for m in (result.message, note) if m)) if note else result
+
+
+def _untimed_note(instance: Instance) -> str:
+    """A note where every node of ``instance`` takes time 0 on every device type (a template whose times
+    are yet to be given, as the co-design's model files are): its plans' loads are communication alone,
+    or all 0. Empty otherwise."""
+    if any(t for node in instance.nodes for t in node.times):
+        return ""
+    if any(node.out_cost for node in instance.nodes):
+        return ("every node's time is 0 on every device type (the instance records no times): loads are "
+                "communication alone")
+    return ("every node's time and transfer cost is 0 (the instance records no times): every plan that fits the memory "
+            "has max load 0")
 
 
 def certified(spec: Any, solution: Any) -> Any:

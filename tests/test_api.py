@@ -573,6 +573,31 @@ def test_auto_says_which_options_of_the_milp_the_dp_left_unused():
     assert placement.solve(CHAIN4, time_limit=5).message == ""   # the DP keeps to the time limit
 
 
+def untimed(cost: float) -> dict:
+    """Two chained nodes that take no time anywhere; the edge costs ``cost``."""
+    nodes = [{"id": i, "name": f"n{i}", "supportedOnFpga": 1, "cpuLatency": 0, "fpgaLatency": 0, "size": 1,
+              "isBackwardNode": 0, "colorClass": i} for i in (0, 1)]
+    return {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 1, "nodes": nodes,
+            "edges": [{"sourceId": 0, "destId": 1, "cost": cost}]}
+
+
+def test_a_solve_of_an_instance_without_times_says_so():
+    # Every plan that keeps both nodes on one device has load 0, an optimum whatever the costs; the note
+    # says the zero comes from the instance, not from the placement.
+    result = placement.solve(untimed(0.5), method="milp", contiguity="none")
+    assert (result.status.value, result.value) == ("optimal", 0.0)
+    assert result.message.endswith("every node's time is 0 on every device type (the instance records no times): "
+                                   "loads are communication alone")
+    assert placement.solve(untimed(0.0)).message == (
+        "every node's time and transfer cost is 0 (the instance records no times): every plan that fits the memory "
+        "has max load 0")
+    timed = untimed(0.5)
+    timed["nodes"][1]["cpuLatency"] = 1e-300
+    assert placement.solve(timed).message == ""
+    assert placement.solve(ROOT / "instances" / "models" / "mlp-training.json", backward="split").message.endswith(
+        "loads are communication alone")
+
+
 def test_the_command_line_names_the_unused_options_by_their_own_names(capsys):
     from placement.cli import main
     assert main(["solve", str(CHAIN4), "--no-warm-start", "--threads", "2"]) == 0

@@ -350,6 +350,9 @@ def test_device_type_parameters_and_violations(tmp_path, capsys):
         placement.solve(inst, memory=5.0)
     with pytest.raises(InvalidParameterError, match=r"^devices names device types, but the instance has no deviceTypes"):
         placement.solve(chain([{1: (tmpc("v", 1),)}]), devices="gpu:1")
+    with pytest.raises(InvalidParameterError, match=r"^devices must be an integer count, not the text ' 4' "
+                                                     r"\(devices=4\)$"):
+        placement.solve(chain([{1: (tmpc("v", 1),)}]), devices=" 4")
     plan = ParallelPlan.from_json({"stages": [
         {"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "v"}, "deviceType": "gpu"},
         {"nodes": [1], "d": 1, "t": 2, "tmpcs": {"1": "v"}, "deviceType": "cpu"}]})
