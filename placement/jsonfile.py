@@ -14,7 +14,6 @@ import json
 import math
 import numbers
 import os
-import re
 import stat
 import sys
 from pathlib import Path
@@ -30,13 +29,16 @@ MAX_INPUT_BYTES = 256 * 2**20
 MAX_DEPTH = 64
 
 _CHUNK = 2**20  # streams are read a MiB at a time
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_DIGITS = b"0" * 309  # shorter integers are below 1e309: no need for the range-checking hook
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")
-_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
-# text that may decode to a number that is not finite: the parser's NaN and Infinity, or an exponent
-# of three digits or more (1e400 decodes to inf)
-_MAYBE_NOT_FINITE = re.compile(rb"NaN|Infinity|[eE][+-]?0*[1-9][0-9]{2}")
+_NOT_STRUCTURE = bytes(range(256)).translate(None, b'[]{}"')
+# the text with every digit written 0, exponents as 'e' and signs as '-' (_NUMBER_SHAPES), in which text
+# that may decode to a number that is not finite holds one of _MAYBE_NOT_FINITE: the parser's NaN and
+# Infinity, or a digit with an exponent of three digits or more (1e400 decodes to inf; 1e-400 to 0, which
+# the check of the decoded document then finds finite). Substring tests on the translated text take a
+# third of the time of one regular expression on the text itself.
+_NUMBER_SHAPES = bytes.maketrans(b"123456789E+", b"000000000e-")
+_MAYBE_NOT_FINITE = (b"NaN", b"Infinity", b"0e000", b"0e-000")
 
 
 def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes | bytearray:
@@ -81,8 +83,10 @@ def nested_deeper_than(data: bytes | bytearray, limit: int) -> bool:
     """
     if b"[" not in data and b"{" not in data:
         return False
-    outside = b"".join(data.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
-    brackets = outside.translate(_BRACKETS, _NOT_BRACKETS)
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes_and_brackets = data.translate(None, _NOT_STRUCTURE)
+    brackets = b"".join(quotes_and_brackets.split(b'"')[::2]).translate(_BRACKETS)
     if b"(" * (limit + 1) in brackets:
         return True
     for _ in range(limit):
@@ -171,9 +175,10 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
     if nested_deeper_than(data, MAX_DEPTH):
         raise error(too_deep)
     try:
-        return (json.loads(text, parse_int=_finite_int if _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO) else None,
+        shapes = data.translate(_NUMBER_SHAPES)
+        return (json.loads(text, parse_int=_finite_int if _LONG_DIGITS in shapes else None,
                            object_pairs_hook=_unique_keys),
-                _MAYBE_NOT_FINITE.search(data) is not None)
+                any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except _RepeatedKey as exc:

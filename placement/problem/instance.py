@@ -100,7 +100,7 @@ class DeviceType:
         object.__setattr__(self, "pays_comm", _as_flag(self.pays_comm))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """One operator or layer of the graph."""
 
@@ -114,6 +114,11 @@ class Node:
     weight_times: tuple[float | None, ...] | None = None
 
     def __post_init__(self) -> None:
+        if (type(self.id) is int and type(self.memory) is float and type(self.backward) is bool
+                and type(self.out_cost) is float and (self.colour is None or type(self.colour) is int)
+                and self.weight_times is None and type(self.times) is tuple
+                and all(type(p) is float or p is None for p in self.times)):
+            return   # every field in its own type already, as the readers build nodes
         fields = {"id": _as_int(self.id), "times": _as_times(self.times), "memory": _as_float(self.memory),
                   "backward": _as_flag(self.backward), "out_cost": _as_float(self.out_cost)}
         if self.colour is not None:
@@ -125,7 +130,7 @@ class Node:
                 object.__setattr__(self, name, value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """A data dependency ``src -> dst``; ``size`` is the tensor size in bytes, if known."""
 
