@@ -669,3 +669,64 @@ def test_a_no_grad_region_over_values_without_gradients_is_read_through(stages):
     torch.manual_seed(0)
     model, x = Rotary(), torch.randn(2, 6, 8)
     assert_stages_compute(model, x, stages)
+
+
+class TiedOutput(nn.Module):
+    """An embedding whose weight is also the output projection's (1000 × 256 fp32: 1,024,000 bytes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(1000, 256)
+        self.mid = nn.Linear(256, 256)
+        self.out = nn.Linear(256, 1000, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, x):
+        return self.out(torch.relu(self.mid(self.emb(x))))
+
+
+class SharedBlock(nn.Module):
+    """One bias-free square layer applied ``n`` times (ALBERT's cross-layer sharing)."""
+
+    def __init__(self, width: int, n: int):
+        super().__init__()
+        self.block = nn.Linear(width, width, bias=False)
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = torch.tanh(self.block(x))
+        return x
+
+
+def test_a_stage_charged_a_parameter_once_per_reading_node_is_told_so(recwarn):
+    from placement.torch import RepeatedReadWarning
+
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 1000, (4, 8))
+    # One stage holds both readers of the tied weight: charged twice for the weight and twice for its
+    # gradient, it holds one of each, so 2 · 1,024,000 bytes = 1.95 MiB are counted beyond what it holds.
+    plan_pipeline(TiedOutput(), (tokens,), devices="h100:2", stages=1, training=True)
+    [warning] = [w for w in recwarn if w.category is RepeatedReadWarning]
+    assert str(warning.message) == (
+        "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
+        "stage holds (one copy): stage 0 by 1.95 MiB ('emb.weight' is read by 2 of its nodes). The plan fits; a plan "
+        "that would fit with one copy per stage may have been refused")
+    recwarn.clear()
+    # On two stages each holds one reader (and its copy of the weight): nothing counted twice.
+    pp = plan_pipeline(TiedOutput(), (tokens,), devices="h100:2", stages=2, training=True)
+    assert not [w for w in recwarn if w.category is RepeatedReadWarning]
+    assert list(pp.shared_parameters) == ["emb.weight"]
+
+
+def test_a_refusal_names_the_parameter_counted_once_per_reading_node():
+    # A 4 GiB layer (32768² fp32) applied 12 times is charged 48 GiB on one stage, more than a V100's
+    # 32 GiB, though the stage would hold one copy.
+    with torch.device("meta"):
+        model, x = SharedBlock(32768, 12), torch.randn(8, 32768)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (x,), devices="v100:1", stages=1, training=False)
+    assert str(error.value).endswith(
+        "; the placement model counts a parameter once per node that reads it ('block.weight', 4 GiB, is read by 12 "
+        "nodes), more than the one copy a stage holds, so a plan may fit that this refuses")
+    assert "cannot hold the model in 1 stage: no plan fits" in str(error.value)

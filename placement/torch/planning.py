@@ -215,6 +215,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.devices import parse_devices
     from placement.torch.partition import canonical_names, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
+    from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
+                                                repeated_reads_note)
     from placement.torch.sharing import charge_gradient_exchange
     from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
@@ -252,8 +254,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                               f"granularity {granularity!r}), got {stages}")
     names = canonical_names(model)
     instance, problem = imported.instance, imported.problem
+    aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     if training:
-        aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
     written = written_state(imported.source)
     overlapping = shared_storage(model, written)
@@ -289,11 +291,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                 raise InvalidParameterError("stages", f"{stages}: {result.message}"
                                                       + (f"; {together_note(readers, imported.graph, activations)}"
                                                          if readers or activations else ""))
+            repeated = repeated_reads_note(imported.graph, aliases)
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
-                                                   + (f" in {stages} stages" if stages else "")
+                                                   + (f" in {stages} stage{'' if stages == 1 else 's'}" if stages else "")
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
                                                    + (f"; {together_note(readers, imported.graph, activations)}"
-                                                      if readers or activations else ""))
+                                                      if readers or activations else "")
+                                                   + (f"; {repeated}" if repeated else ""))
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)
     part = partition(gm, names, frozenset(model.state_dict().keys()))
@@ -311,4 +315,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     note = relay_note(plan.transfers)
     if note is not None:
         warnings.warn(note, RelayWarning, stacklevel=2)
+    repeated = repeated_note(repeated_charges(imported.graph, [s.nodes for s in result.plan], aliases, training))
+    if repeated is not None:
+        warnings.warn(repeated, RepeatedReadWarning, stacklevel=2)
     return plan
