@@ -67,6 +67,20 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         plan_pipeline(Tempered(), (x, 2.0), devices="h100:2")
     assert str(error.value) == ("args must hold tensors only, but args[1] is a float: pipeline stages take tensors "
                                 "as positional inputs; pass it by keyword, in kwargs")
+    # torch's runtime splits every tensor input along its first dimension: a 0-dimensional one failed at the
+    # first step inside torch, one whose first dimension is not the batch was split along the wrong one
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x,), {"temperature": torch.tensor(2.0)}, devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("kwargs", (
+        "kwargs holds the 0-dimensional tensor kwargs['temperature'], which the pipeline runtime cannot split into "
+        "micro-batches (it splits every tensor input along its first dimension): give it a first dimension of the "
+        "micro-batch's size, or make it a buffer of the model"))
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x, torch.ones(2, 1)), devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("args", (
+        "args holds args[1] of first dimension 2, but args[0]'s is 4: the pipeline runtime splits every tensor input "
+        "into micro-batches along its first dimension, so each must have the micro-batch as its first dimension "
+        "(move the batch of an input such as an LSTM's initial state to the front)"))
     with pytest.raises(placement.InvalidParameterError) as error:   # it was planned as a model that costs nothing
         plan_pipeline(mlp(), (torch.randn(0, 8),), devices="h100:2")
     assert str(error.value) == "args must be one micro-batch of samples, but they hold no elements (shapes (0, 8))"
@@ -730,3 +744,20 @@ def test_a_refusal_names_the_parameter_counted_once_per_reading_node():
         "; the placement model counts a parameter once per node that reads it ('block.weight', 4 GiB, is read by 12 "
         "nodes), more than the one copy a stage holds, so a plan may fit that this refuses")
     assert "cannot hold the model in 1 stage: no plan fits" in str(error.value)
+
+
+def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error():
+    x = torch.randn(4, 8)
+    model = Tempered()
+    pp = plan_pipeline(model, (x,), {"temperature": 2.0}, devices="h100:1")
+    stage = pp.stage_module(0)
+    torch.testing.assert_close(stage(x, temperature=2.0), model(x, temperature=2.0))   # the one stage: the model
+    expected = ("kwargs of stage 0 must be the inputs the plan was made with, 1 positional input and the keyword "
+                "input 'temperature'; got {} (the program is exported for those inputs; plan again with the inputs "
+                "the pipeline will be given)")
+    for args, kwargs, got in [((x,), {}, "no 'temperature'"),          # Python's TypeError came through
+                              ((x,), {"temperature": 2.0, "bias": x}, "the keyword 'bias'"),
+                              ((x, x), {"temperature": 2.0}, "2 positional")]:
+        with pytest.raises(placement.InvalidParameterError) as error:
+            stage(*args, **kwargs)
+        assert (error.value.parameter, str(error.value)) == ("kwargs", expected.format(got))

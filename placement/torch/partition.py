@@ -36,6 +36,7 @@ stage state-dict keys are the model's own.
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -250,6 +251,24 @@ def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], *values: 
                                                 "program is exported for it; plan again for another)")
 
 
+def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
+    """A forward pre-hook of stage 0: refuse a call whose inputs are not those the program was exported
+    with (``positional`` positional ones and the keyword inputs ``keywords``), which Python refused with a
+    ``TypeError`` about the generated ``forward``'s arguments."""
+    missing = [k for k in keywords if k not in kwargs]
+    unknown = [k for k in kwargs if k not in keywords]
+    if len(args) == positional and not missing and not unknown:
+        return
+    named = f" and the keyword input{'' if len(keywords) == 1 else 's'} {', '.join(map(repr, keywords))}"
+    planned = f"{positional} positional input{'' if positional == 1 else 's'}" + (named if keywords else "")
+    wrong = ([f"{len(args)} positional"] if len(args) != positional else []) + (
+        [f"no {', '.join(map(repr, missing))}"] if missing else []) + (
+        [f"the keyword{'' if len(unknown) == 1 else 's'} {', '.join(map(repr, unknown))}"] if unknown else [])
+    raise InvalidParameterError("kwargs", f"of stage 0 must be the inputs the plan was made with, {planned}; got "
+                                          f"{' and '.join(wrong)} (the program is exported for those inputs; plan "
+                                          "again with the inputs the pipeline will be given)")
+
+
 def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """Empty tensors (on ``device``) with the shapes, types and ``requires_grad`` of the values stage ``s``
     takes and returns, from the exported program's metadata (stage 0: the model's positional inputs; it
@@ -389,6 +408,10 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             root[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad) if isinstance(
                 value, torch.nn.Parameter) else copy
     module = torch.fx.GraphModule(root, graph, class_name=f"Stage{s}")
+    if s == 0 and info is not None and info.in_spec is not None and len(info.in_spec.children()) == 2:
+        given, keywords = info.in_spec.children()
+        module.register_forward_pre_hook(functools.partial(check_call, given.num_leaves, tuple(keywords.context)),
+                                         with_kwargs=True)
     for name, value in root.items():
         if name not in part.state and not isinstance(value, torch.nn.Parameter):
             owner, _, field = name.rpartition(".")

@@ -196,6 +196,31 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
                                message="; ".join(m for m in (best.message, note) if m))
 
 
+def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any) -> None:
+    """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
+    tensor input, positional or keyword, along its first dimension, so each needs one, and of one size
+    (the micro-batch's; an input whose first dimension is something else, as an LSTM's initial state
+    ``[layers, batch, hidden]``, would be split along the wrong dimension)."""
+    inputs = [(f"args[{k}]", "args", value) for k, value in enumerate(args)]
+    inputs += [(f"kwargs[{key!r}]", "kwargs", value) for key, value in kwargs.items()
+               if isinstance(value, torch.Tensor)]
+    for where, parameter, value in inputs:
+        if value.dim() == 0:
+            raise InvalidParameterError(parameter, f"holds the 0-dimensional tensor {where}, which the pipeline "
+                                                   "runtime cannot split into micro-batches (it splits every tensor "
+                                                   "input along its first dimension): give it a first dimension of "
+                                                   "the micro-batch's size, or make it a buffer of the model")
+    for where, parameter, value in inputs[1:]:
+        first_where, _, first = inputs[0]
+        if value.shape[0] != first.shape[0]:
+            raise InvalidParameterError(parameter, f"holds {where} of first dimension {value.shape[0]}, but "
+                                                   f"{first_where}'s is {first.shape[0]}: the pipeline runtime "
+                                                   "splits every tensor input into micro-batches along its first "
+                                                   "dimension, so each must have the micro-batch as its first "
+                                                   "dimension (move the batch of an input such as an LSTM's initial "
+                                                   "state to the front)")
+
+
 def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
                   training: bool = True, microbatches: int = 8, stages: int | None = None, schedule: str = "1f1b",
                   time_limit: float | None = None, granularity: str = "module") -> PipelinePlan:
@@ -235,6 +260,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
                                               f"not {type(kwargs).__name__}")
+    check_micro_batch_dimension(args, kwargs or {}, torch)
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
     integer("stages", stages, smallest=1, optional=True)
@@ -292,8 +318,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                                       + (f"; {together_note(readers, imported.graph, activations)}"
                                                          if readers or activations else ""))
             repeated = repeated_reads_note(imported.graph, aliases)
-            raise InvalidParameterError("devices", f"{devices!r} cannot hold the model"
-                                                   + (f" in {stages} stage{'' if stages == 1 else 's'}" if stages else "")
+            in_stages = f" in {stages} stage{'' if stages == 1 else 's'}" if stages else ""
+            raise InvalidParameterError("devices", f"{devices!r} cannot hold the model{in_stages}"
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
                                                    + (f"; {together_note(readers, imported.graph, activations)}"
                                                       if readers or activations else "")
@@ -315,7 +341,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     note = relay_note(plan.transfers)
     if note is not None:
         warnings.warn(note, RelayWarning, stacklevel=2)
-    repeated = repeated_note(repeated_charges(imported.graph, [s.nodes for s in result.plan], aliases, training))
+    repeated = repeated_note(repeated_charges(imported.graph, [s.nodes for s in result.plan], aliases, training),
+                             [s.memory for s in result.plan])
     if repeated is not None:
         warnings.warn(repeated, RepeatedReadWarning, stacklevel=2)
     return plan

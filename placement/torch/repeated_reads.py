@@ -62,11 +62,14 @@ def repeated_charges(pg: PlacementGraph, stages: Sequence[Collection[int]], name
     return found
 
 
-def repeated_note(charges: Sequence[tuple[int, str, int, float]]) -> str | None:
-    """One sentence on :func:`repeated_charges` (``None`` where there are none): per stage, the bytes
-    counted beyond what it holds, and the parameter that adds most."""
-    if not charges:
-        return None
+#: the share of a stage's charged memory that its repeated charges must reach to be told
+NOTED_SHARE = 0.01
+
+
+def repeated_note(charges: Sequence[tuple[int, str, int, float]], memory: Sequence[float]) -> str | None:
+    """One sentence on :func:`repeated_charges`: per stage where they come to at least
+    :data:`NOTED_SHARE` of the memory charged to it (``memory[stage]``), the bytes counted beyond what
+    it holds, and the parameter that adds most; ``None`` where no stage has such."""
     per_stage: dict[int, list[tuple[str, int, float]]] = {}
     for stage, name, count, extra in charges:
         per_stage.setdefault(stage, []).append((name, count, extra))
@@ -74,9 +77,13 @@ def repeated_note(charges: Sequence[tuple[int, str, int, float]]) -> str | None:
     for stage, items in per_stage.items():
         name, count, extra = max(items, key=lambda item: item[2])
         total = sum(item[2] for item in items)
+        if total < NOTED_SHARE * memory[stage]:
+            continue
         more = len(items) - 1
         also = f", and {more} more parameter{'s' if more > 1 else ''}" if more else ""
         parts.append(f"stage {stage} by {_size(total)} ({name!r} is read by {count} of its nodes{also})")
+    if not parts:
+        return None
     return ("the placement model counts a parameter once per node that reads it, so the memory charged exceeds "
             f"what a stage holds (one copy): {'; '.join(parts)}. The plan fits; a plan that would fit with one "
             "copy per stage may have been refused")
