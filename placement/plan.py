@@ -19,6 +19,8 @@ def _ids(value: object, what: str) -> tuple[int, ...]:
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidPlanError(f"{what} must be a sequence of node ids, got {type(value).__name__}")
     ids = tuple(value)
+    if all(type(v) is int for v in ids):
+        return ids
     for v in ids:
         if not isinstance(v, numbers.Integral) or is_flag(v):
             raise InvalidPlanError(f"{what}: a node id must be an integer, got {type(v).__name__} {v!r}")

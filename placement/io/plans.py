@@ -43,6 +43,8 @@ def node_ids(value: Any, where: str) -> tuple[int, ...]:
     anything else raises :class:`InvalidPlanError` naming ``where``."""
     if not isinstance(value, list):
         raise InvalidPlanError(f"{where}: must be an array of node ids, got {json_type_name(value)}")
+    if all(type(v) is int for v in value):   # as JSON decodes them
+        return tuple(value)
     ids: list[int] = []
     for k, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, numbers.Real):   # numpy's integers and floats are numbers
