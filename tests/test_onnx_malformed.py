@@ -162,6 +162,21 @@ def test_shapes_that_do_not_fit_an_operator_are_an_error():
                               "node 'add' (Add): incompatible dimensions")
 
 
+def test_element_types_an_operator_cannot_take_are_an_error():
+    """Add binds both inputs to its one type T: a float [8, 16] plus an int64 [8, 16] cannot run (ONNX's
+    strict shape inference lets it pass; its checker does not), and was costed as a float Add. Pow's
+    exponent has a type of its own (T1): a float to an int64 power is a model that runs."""
+    int64 = numpy_helper.from_array(np.ones((8, 16), np.int64), "k")
+    nodes = [helper.make_node("Add", ["x", "k"], ["z"], name="add"), helper.make_node("Relu", ["z"], ["o"])]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [8, 16])], [("o", [8, 16])], [int64]), "mixed")
+    assert str(err.value) == ("mixed: node 'add' (Add) cannot run: its operator takes one element type for T, but "
+                              "'x' is FLOAT and 'k' is INT64")
+    nodes = [helper.make_node("Pow", ["x", "k"], ["z"], name="pow"), helper.make_node("Relu", ["z"], ["o"])]
+    graph = graph_from_onnx(model(nodes, [("x", [8, 16])], [("o", [8, 16])], [int64]), "power")
+    assert [op.name for op in graph.ops] == ["pow", "Relu_1"]
+
+
 def _relu(name="r"):
     return model([helper.make_node("Relu", ["x"], ["y"], name=name)], [("x", [4, 8])], [("y", [4, 8])])
 

@@ -10,6 +10,8 @@ written twice kept its last writer. Here:
 * a node of the default domain with more or fewer inputs or outputs than its operator's schema
   allows is an error naming the node;
 * a tensor written twice, or read and never written, is an error naming the node and tensor;
+* after shape inference, a node of the default domain that binds one type variable of its
+  operator's schema to two element types (an ``Add`` of float and int64) is an error naming both;
 * nodes stored out of order are put in a topological order (the stored order where it is one);
   a cycle is an error naming a node on it.
 
@@ -122,3 +124,52 @@ def check_schemas(model: Any, name: str) -> None:
                 raise InvalidInstanceError(f"{name}: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) has "
                                            f"{count} {what}{'' if count == 1 else 's'}; {node.op_type} takes "
                                            f"{allowed} at opset {opset}")
+
+
+def check_element_types(model: Any, name: str) -> None:
+    """Every node of the default domain binds each type variable of its operator's schema (``T`` of
+    ``Add``, of ``MatMul``, of ``Concat``'s inputs) to one element type, as far as ``model`` (after
+    shape inference) gives the element types of its tensors: an ``Add`` of a float and an int64 tensor
+    cannot run, and was costed as if it could. Operators the default domain does not define at the
+    model's opset, deprecated ones, and heterogeneous variadic parameters (``Loop``'s) are not asked."""
+    from onnx import TensorProto, defs
+
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return
+    graph = model.graph
+    types = {value.name: value.type.tensor_type.elem_type
+             for value in (*graph.input, *graph.value_info, *graph.output)
+             if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type}
+    types.update((init.name, init.data_type) for init in graph.initializer if init.data_type)
+    known = set(TensorProto.DataType.values())   # another number is an error the tensor table names
+    types = {tensor: elem_type for tensor, elem_type in types.items() if elem_type in known}
+    for k, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = defs.get_schema(node.op_type, opset, "")
+        except Exception:   # onnx's SchemaError: not defined at this opset
+            continue
+        if schema.deprecated:
+            continue
+        variables = {constraint.type_param_str for constraint in schema.type_constraints}
+        bound: dict[str, tuple[str, int]] = {}
+        for formals, actuals in ((schema.inputs, node.input), (schema.outputs, node.output)):
+            for position, tensor in enumerate(actuals):
+                if not formals:
+                    break
+                formal = formals[min(position, len(formals) - 1)]
+                if position >= len(formals) and formal.option != defs.OpSchema.FormalParameterOption.Variadic:
+                    break
+                variadic = formal.option == defs.OpSchema.FormalParameterOption.Variadic
+                if (not tensor or tensor not in types or formal.type_str not in variables
+                        or (variadic and not formal.is_homogeneous)):
+                    continue
+                first = bound.setdefault(formal.type_str, (tensor, types[tensor]))
+                if first[1] != types[tensor]:
+                    kind = TensorProto.DataType.Name
+                    raise InvalidInstanceError(
+                        f"{name}: node {node.name or f'{node.op_type}_{k}'!r} ({node.op_type}) cannot run: its "
+                        f"operator takes one element type for {formal.type_str}, but {first[0]!r} is "
+                        f"{kind(first[1])} and {tensor!r} is {kind(types[tensor])}")

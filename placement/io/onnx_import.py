@@ -100,7 +100,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.onnx_checks import check_schemas, check_text, topological_nodes
+from placement.io.onnx_checks import check_element_types, check_schemas, check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
@@ -639,6 +639,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         del model.graph.node[:]
         model.graph.node.extend(ordered)
     shaped, known = shaped_model(model, name, onnx)
+    check_element_types(shaped, name)
     opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), default=1)
     if split_sequences(model.graph, static_shapes(shaped.graph), known, opset):
         shaped, known = shaped_model(model, name, onnx)
