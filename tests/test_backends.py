@@ -377,7 +377,8 @@ def test_model_building_stops_at_the_deadline(monkeypatch):
     from tests.test_milp_stages import random_problem
 
     begin = base.Backend.start_build
-    monkeypatch.setattr(base.Backend, "start_build", lambda self, deadline, progress: begin(self, past(), progress))
+    monkeypatch.setattr(base.Backend, "start_build",
+                        lambda self, deadline, progress, time_limit=None: begin(self, past(), progress, time_limit))
     problem = random_problem(40, seed=1)
     on_cpu = Plan((DeviceAssignment("cpu", tuple(n.id for n in problem.nodes)),))
     solution = solve_milp(problem, backend="cp-sat", warm_start=on_cpu, time_limit=60)

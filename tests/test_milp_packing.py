@@ -182,6 +182,26 @@ def test_gnmt_inference_packing_is_the_none_optimum() -> None:
 
 
 @pytest.mark.skipif(not GNMT.exists(), reason="published instances not present")
+def test_the_packing_bound_does_not_depend_on_the_clock(monkeypatch) -> None:
+    # The search is budgeted in work (arcs scanned, tree nodes), not seconds: on a machine a thousand
+    # times slower, or that loaded, it finds the same floor from the same 17 groups with the same work.
+    # Budgeted in seconds, two solves at once stopped it at 11 groups, and CP-SAT no longer proved GNMT.
+    from types import SimpleNamespace
+
+    from placement.solvers.milp import packing
+
+    d = data(read_instance(GNMT))
+    kinds = slot_kinds(d)
+    found = packing_floor(d, kinds, work=3_000_000)
+    real = packing.time.perf_counter
+    start = real()
+    monkeypatch.setattr(packing, "time", SimpleNamespace(perf_counter=lambda: start + 1000 * (real() - start)))
+    slow = packing_floor(d, kinds, work=3_000_000)
+    assert (found.groups, found.floor) == (17, pytest.approx(31.687310546875, abs=1e-9))
+    assert (slow.groups, slow.floor, slow.work) == (found.groups, found.floor, found.work)
+
+
+@pytest.mark.skipif(not GNMT.exists(), reason="published instances not present")
 def test_gnmt_inference_none_is_proven() -> None:
     # the packing row meets the best plan's value, so CP-SAT proves it (one thread); without the
     # row its bound stayed at 30.12 after 600 s

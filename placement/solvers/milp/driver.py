@@ -340,7 +340,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start,
                            "the time limit ran out before the model was built", warm_start, verify, simple, bound_name)
-    be.start_build(options.deadline, progress)
+    be.start_build(options.deadline, progress, options.time_limit)
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
     if progress is not None:

@@ -426,7 +426,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         return out_of_time(problem, f"milp-{be.name}", "latency", "sets", start,
                            "the time limit ran out before the model was built", warm_start, verify,
                            latency_lower_bound(problem))
-    be.start_build(options.deadline, progress)
+    be.start_build(options.deadline, progress, options.time_limit)
     if progress is not None:
         progress(f"building the latency model for {be.name} ({len(problem.nodes):,} nodes, {calls} "
                  f"call{'s' if calls > 1 else ''} per accelerator)")

@@ -158,7 +158,7 @@ class NoContiguity(Formulation):
     def model_stats(self, V: AssignmentVars, unit: float) -> dict[str, Any]:
         found = V.packing
         return {"packing_bound": found.floor * unit if found.groups else None, "packing_groups": found.groups,
-                "packing_s": found.seconds}
+                "packing_s": found.seconds, "packing_work": found.work}
 
     def floor(self, V: AssignmentVars, unit: float) -> float:
         return V.packing.floor * unit if V.packing.groups else 0.0

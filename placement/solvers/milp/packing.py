@@ -54,7 +54,9 @@ larger of the hyperedges already cut among placed groups and the largest ``cut({
 cut when its largest load, or the water level of the work left (the groups of ``H`` not placed
 and the groups outside ``H``) above the loads, reaches the best complete assignment found. At a
 complete assignment the cuts are computed by maximum flow, remembered by slot set. The search
-is exact when it ends; when the time allowed is spent it gives up and the set is not used.
+is exact when it ends; when the work allowed is done (a count of the arcs its maximum flows scan and
+of the nodes of its tree, not seconds, so that the bound is the same whatever the machine's load) it
+gives up and the set is not used.
 ``H`` is the ``j`` heaviest groups for growing ``j`` (:func:`packing_floor`); each exact answer
 is at least the previous one, since a larger ``H`` only adds compute and constraints to the cuts.
 """
@@ -72,11 +74,16 @@ from placement.solvers.milp.data import GroupData
 
 #: the most groups in H
 LARGEST = 40
-#: the most seconds spent on the bound, and its share of the time left before the model's deadline
+#: the most seconds' work spent on the bound, and its share of the call's time limit
 SECONDS = 60.0
 SHARE = 0.1
-#: the most seconds for a set searched after one that did not raise the floor
+#: the most seconds' work for a set searched after one that did not raise the floor
 PROBE = 1.0
+#: the work (:func:`packing_value`) taken for a second's: the search is budgeted in work, not time, so
+#: that its bound does not depend on the machine's load; measured on the published layer graphs
+WORK_PER_SECOND = 1_000_000
+#: the most moves :func:`extend` tries, and the seconds that guard it
+EXTEND_MOVES, EXTEND_SECONDS = 1_000_000, 10.0
 #: relative slack on a memory bound where the sizes are not integers (:func:`memory_slack`)
 MEMORY_SLACK = 1e-9
 #: relative margin taken off the floor on an integer backend, and on a floating-point one (see
@@ -118,6 +125,8 @@ class HyperCut:
                 self._arc(e_out, v, math.inf)
         self._fixed = len(self.head)
         self._pairs: dict[tuple[int, int], float] = {}
+        #: the arcs the maximum flows have scanned so far: the work done, as the search budgets it
+        self.work = 0
 
     def pair(self, a: int, b: int) -> float:
         """``cut({a}, {b})`` for two groups, remembered."""
@@ -156,6 +165,7 @@ class HyperCut:
             queue = deque([self.source])
             while queue and self.sink not in parent:
                 a = queue.popleft()
+                self.work += len(self.arcs[a])
                 for arc in self.arcs[a]:
                     b = self.head[arc]
                     if residual[arc] > 0 and b not in parent:
@@ -214,18 +224,23 @@ def memory_slack(sizes: Sequence[float], bound: float) -> float:
 
 
 def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
-                  deadline: float = math.inf, above: float = -math.inf) -> float | None:
-    """``P(H)`` of the module docstring (model units); ``None`` when the search is still running at
-    ``deadline`` (a :func:`time.perf_counter` time), when no assignment of ``H`` fits, or as soon as
-    an assignment of value at most ``above`` is found (``P(H)`` then bounds nothing above it)."""
-    found = packing_search(d, kinds, H, cuts, deadline, above)
+                  work: float = math.inf, above: float = -math.inf, deadline: float = math.inf) -> float | None:
+    """``P(H)`` of the module docstring (model units); ``None`` when the search has done ``work`` (arcs
+    its maximum flows scanned, and the slots of each node of its tree: :attr:`HyperCut.work`) without
+    ending, or is still running at ``deadline`` (a :func:`time.perf_counter` time, a guard only: the
+    work decides, so that the answer does not depend on the machine's speed or load), when no
+    assignment of ``H`` fits, or as soon as an assignment of value at most ``above`` is found
+    (``P(H)`` then bounds nothing above it)."""
+    found = packing_search(d, kinds, H, cuts, work, above, deadline)
     return None if found is None else found[0]
 
 
 def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
-                   deadline: float = math.inf, above: float = -math.inf) -> tuple[float, dict[int, int]] | None:
+                   work: float = math.inf, above: float = -math.inf,
+                   deadline: float = math.inf) -> tuple[float, dict[int, int]] | None:
     """:func:`packing_value` with an assignment that attains it (group → slot position in ``kinds``)."""
     cuts = cuts or hypergraph(d)
+    allowed = cuts.work + work
     slots = range(len(kinds))
     q = d.cheapest()
     items = sorted(H, key=lambda v: -q[v])
@@ -279,8 +294,9 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
                 [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
 
     def in_time() -> None:
-        """Give up past the deadline (checked before each maximum flow, which may be long)."""
-        if time.perf_counter() > deadline:
+        """Give up past the work allowed or the deadline (checked before each maximum flow, which may
+        be long, and every thousand nodes)."""
+        if cuts.work > allowed or time.perf_counter() > deadline:
             raise _GaveUp
 
     def cut_of(s: int) -> float:
@@ -388,8 +404,9 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
 
     def search(i: int) -> None:
         count[0] += 1
-        if count[0] % 1000 == 0 and time.perf_counter() > deadline:
-            raise _GaveUp
+        cuts.work += len(kinds)
+        if count[0] % 1000 == 0:
+            in_time()
         if i == len(items):
             value = complete()
             if value < best[0]:
@@ -426,39 +443,42 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
 @dataclass(frozen=True)
 class Packing:
     """What :func:`packing_floor` found: the floor (model units), the size of its set ``H`` (0: no
-    floor above the one asked for), an assignment of ``H`` that attains it (group → slot position)
-    and the seconds spent."""
+    floor above the one asked for), an assignment of ``H`` that attains it (group → slot position),
+    the seconds spent and the work done (:func:`packing_value`)."""
 
     floor: float
     groups: int = 0
     assignment: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    work: int = 0
 
 
-def packing_floor(d: GroupData, kinds: Sequence[int], seconds: float = SECONDS, above: float = 0.0) -> Packing:
+def packing_floor(d: GroupData, kinds: Sequence[int], work: float = SECONDS * WORK_PER_SECOND, above: float = 0.0,
+                  deadline: float = math.inf) -> Packing:
     """The largest ``P(H)`` above ``above`` found for ``H`` = the ``j`` heaviest groups, for growing
     ``j`` (at most :data:`LARGEST`; ``j`` stops only where the next group is lighter than
-    :data:`LIGHTER` times the ``j``-th), until ``seconds`` have passed in all; with that ``j``
-    (``above`` and 0 when there is none). A search after one that did not raise the floor gets at
-    most :data:`PROBE` seconds."""
+    :data:`LIGHTER` times the ``j``-th), until ``work`` (:func:`packing_value`) is done in all; with
+    that ``j`` (``above`` and 0 when there is none). A search after one that did not raise the floor
+    may do at most :data:`PROBE` seconds' work. ``deadline`` guards the whole as in
+    :func:`packing_value`."""
     start = time.perf_counter()
     q = d.cheapest()
     order = sorted(q, key=lambda v: -q[v])
     cuts = hypergraph(d)
     result = Packing(above)
-    deadline = start + seconds
     rising = False                                 # the last set searched raised the floor
     for j in range(1, min(len(order), LARGEST) + 1):
         if j < min(len(order), LARGEST) and q[order[j]] >= LIGHTER * q[order[j - 1]]:
             continue                               # the next group is about as heavy: take it too
-        limit = deadline if rising else min(deadline, time.perf_counter() + PROBE)
-        found = packing_search(d, kinds, order[:j], cuts, limit, result.floor)
+        before = cuts.work
+        allowed = work - before if rising else min(work - before, PROBE * WORK_PER_SECOND)
+        found = packing_search(d, kinds, order[:j], cuts, allowed, result.floor, deadline)
         rising = found is not None
         if found is not None:
             result = Packing(found[0], j, found[1])
-        elif time.perf_counter() > limit:          # still running: larger sets would take longer
+        elif cuts.work - before > allowed or time.perf_counter() > deadline:   # gave up: larger sets take longer
             break
-    return replace(result, seconds=time.perf_counter() - start)
+    return replace(result, seconds=time.perf_counter() - start, work=cuts.work)
 
 
 def data_span(d: GroupData) -> float:
@@ -475,24 +495,27 @@ def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[
     infeasible whose floor meets the warm start's cutoff: HiGHS did on a 4-node instance at
     ``1e-9``), and :data:`ROUNDING` on an integer one (the water level is a
     quotient, and its last bit must not lift the row past an integer optimum); not sought where the
-    model's times and costs span more than :data:`SPAN`; searched for
-    at most :data:`SECONDS`, or :data:`SHARE` of the time left before the backend's deadline. Returns what :func:`packing_floor` found."""
+    model's times and costs span more than :data:`SPAN`; searched with the work of at most
+    :data:`SECONDS`, or of :data:`SHARE` of the call's time limit (``be.time_limit``), and never past the
+    backend's deadline. Returns what :func:`packing_floor` found."""
     if data_span(d) > SPAN:
         return Packing(0.0)
-    seconds = SECONDS if be.deadline is None else min(SECONDS, SHARE * (be.deadline - time.perf_counter()))
-    found = packing_floor(d, kinds, max(0.0, seconds), above)
+    seconds = SECONDS if be.time_limit is None else min(SECONDS, SHARE * be.time_limit)
+    found = packing_floor(d, kinds, seconds * WORK_PER_SECOND, above, math.inf if be.deadline is None else be.deadline)
     if found.groups:
         be.add([(1, t) for t in targets], lo=found.floor * (1 - (ROUNDING if be.integer_only else FLOATING)))
     return found
 
 
-def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], seconds: float = 1.0) -> list[int] | None:
+def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], moves: int = EXTEND_MOVES,
+           seconds: float = EXTEND_SECONDS) -> list[int] | None:
     """A slot position for every group: ``assignment`` for the groups it places, the others added
     one at a time (heaviest first) where the largest load grows least, then single groups moved
-    while a move lowers the largest load, for at most ``seconds``; ``None`` when a group fits no
-    slot. Loads as in DESIGN.md §2 (compute, and a cost node once per paying slot whose set meets
-    its hyperedge and misses part of it); a heuristic: the plan it describes is verified by the
-    caller."""
+    while a move lowers the largest load, at most ``moves`` of them tried (and, as a guard only, for
+    at most ``seconds``: the count decides, so that the plan does not depend on the machine's load);
+    ``None`` when a group fits no slot. Loads as in DESIGN.md §2 (compute, and a cost node once per
+    paying slot whose set meets its hyperedge and misses part of it); a heuristic: the plan it
+    describes is verified by the caller."""
     stop = time.perf_counter() + seconds
     n, slots = len(d.groups), range(len(kinds))
     edges = hyperedges(d)
@@ -537,8 +560,8 @@ def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], secon
         top = max(load)
         after = {s: load[s] + delta(v, s, 1) for s in options}
         move(v, min(options, key=lambda s: (max(top, after[s]), after[s])), 1)
-    improved = True
-    while improved and time.perf_counter() < stop:
+    improved, tried = True, 0
+    while improved and tried < moves and time.perf_counter() < stop:
         improved = False
         for v in range(n):
             top = max(load)
@@ -549,6 +572,7 @@ def extend(d: GroupData, kinds: Sequence[int], assignment: dict[int, int], secon
             for t in slots:
                 if t == s or kinds[t] not in d.fits(v) or held[t] + d.m[v] > room[t]:
                     continue
+                tried += 1
                 if max(off, load[t] + delta(v, t, 1)) < top:
                     move(v, s, -1)
                     move(v, t, 1)

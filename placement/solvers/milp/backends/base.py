@@ -234,6 +234,9 @@ class Backend(ABC):
 
     #: ``time.perf_counter()`` after which building the model stops (:meth:`tick`); ``None``: never
     deadline: float | None = None
+    #: the seconds of the whole call the model is built in (its time limit; ``None``: none), which size
+    #: work done while building, such as the packing bound's search, the same on every run
+    time_limit: float | None = None
     #: put every row, enforced ones too, into the solver's LP relaxation where it leaves some out by
     #: default (CP-SAT: linearization level 2); set by a formulation whose proofs it speeds up
     full_relaxation: bool = False
@@ -257,11 +260,13 @@ class Backend(ABC):
         if self._variable_ticks % ROWS_PER_TICK == 0:
             self.check_time()
 
-    def start_build(self, deadline: float | None, progress: Callable[[str], None] | None = None) -> None:
+    def start_build(self, deadline: float | None, progress: Callable[[str], None] | None = None,
+                    time_limit: float | None = None) -> None:
         """Build the model from here within ``deadline`` (:attr:`deadline`), saying on ``progress`` every
         :data:`BUILD_NEWS_S` seconds how many variables and rows it has (a model of 10^6 rows takes a
-        minute to build)."""
+        minute to build); ``time_limit``: :attr:`time_limit`."""
         self.deadline = deadline
+        self.time_limit = time_limit
         self._build_progress = progress
         self._build_said = time.perf_counter()
 
