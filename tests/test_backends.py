@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -672,3 +673,29 @@ def test_a_latency_start_comes_from_the_chain_dp_over_intervals_where_the_others
     start = warmstart.default_warm_start(problem, objective="latency", stages=2)
     assert start == solve_coarse_chain(problem, stages=2).plan and start.non_empty == 2
     assert evaluate_latency(problem, start).valid
+
+
+@pytest.mark.parametrize("backend", [name for name in ("highs", "cbc", "scip") if name in AVAILABLE])
+def test_the_wait_for_another_solve_counts_against_the_time_limit(monkeypatch, backend):
+    # HiGHS, CBC and SCIP take turns on the process's standard output; the turn waited for is time the
+    # call's limit counts (the solver gets what is left), and the answer says so. Here a clock that
+    # jumps 5 s while the turn is asked for stands for another thread's solve.
+    import time
+    from types import SimpleNamespace
+
+    import placement
+    from placement.solvers.milp.backends import linear_solver
+
+    asked: list[float] = []
+
+    def clock() -> float:
+        asked.append(1.0)
+        return time.perf_counter() + (0.0 if len(asked) == 1 else 5.0)
+
+    monkeypatch.setattr(linear_solver, "time", SimpleNamespace(perf_counter=clock))
+    chain4 = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    result = placement.solve(chain4, method="milp", backend=backend, contiguity="none",
+                             warm_start=False)
+    assert (result.status.value, result.value) == ("optimal", 7.5)
+    assert result.message.endswith(f"{backend} waited 5.0 s for another solve in this process to end, which its "
+                                   "time limit counts")

@@ -153,7 +153,6 @@ class LinearSolverBackend(BigMBackend):
     def _solve(self, options: SolveOptions, log_fd: int | None) -> RawResult:
         """Run the solver, its log written on ``log_fd`` (a file descriptor open for writing) where given."""
         lp, solver = self._lp, self.solver
-        solver.SetTimeLimit(_milliseconds(options.time_limit))
         notes = []
         if options.threads != 1 and not solver.SetNumThreads(int(options.threads)):
             notes.append(f"{self.name} ignored threads={options.threads}")
@@ -162,11 +161,17 @@ class LinearSolverBackend(BigMBackend):
         params.SetDoubleParam(lp.MPSolverParameters.RELATIVE_MIP_GAP, float(options.gap))
         if log_fd is not None:
             solver.EnableOutput()
-        with stdout_to(log_fd):
+        asked = time.perf_counter()
+        with stdout_to(log_fd):   # solves in other threads of the process take turns here
             start = time.perf_counter()
+            limit = max(0.0, options.time_limit - (start - asked))   # the turn waited for counts
+            solver.SetTimeLimit(_milliseconds(limit))
             code = solver.Solve(params)
             wall = time.perf_counter() - start
-        return self._result(code, wall, options.time_limit, notes)
+        if start - asked >= 1.0:
+            notes.append(f"{self.name} waited {start - asked:.1f} s for another solve in this process to end, "
+                         "which its time limit counts")
+        return self._result(code, wall, limit, notes)
 
     def _result(self, code: int, wall: float, time_limit: float, notes: list[str]) -> RawResult:
         names = {getattr(self._lp.Solver, name): name for name in self.STATUS}
