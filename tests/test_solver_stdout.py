@@ -99,3 +99,41 @@ def test_the_callers_output_whose_reader_has_gone_is_dropped_quietly(monkeypatch
     monkeypatch.setattr(native_output, "callers_stdout", lambda: write)
     with options.callers_stdout():
         print("a plan\n" * 100_000)               # more than a pipe holds: written, then dropped
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_forked_while_another_thread_redirects_can_redirect_and_print(capfd):
+    # The thread that held the turn does not exist in the child: the child's first redirection (any
+    # HiGHS, CBC or SCIP solve) waited for it forever, and what the child printed went to the solver's
+    # target. Now the child starts with the turn free and the caller's standard output.
+    import time
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with stdout_to(None):
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(60)
+    pid = os.fork()
+    if pid == 0:   # the child
+        try:
+            with stdout_to(None):
+                os.write(1, b"not shown\n")
+            os.write(1, b"the child's line\n")
+        finally:
+            os._exit(0)
+    release.set()
+    thread.join()
+    until = time.monotonic() + 60     # a guard against a hang, not a measure: the child ends at once
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < until:
+        threading.Event().wait(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the redirection the parent's thread held")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert capfd.readouterr().out == "the child's line\n"

@@ -47,6 +47,21 @@ def stdout_to(target: str | int | None) -> Iterator[None]:
             os.close(fd)
 
 
+def _after_fork_in_child() -> None:
+    """In a child forked while another thread held :data:`_STDOUT`: that thread does not exist there, so
+    its turn would never end (every solve of the child that redirects waited forever) and file
+    descriptor 1 stayed on its target (the child's output lost). The child starts with the lock free and
+    the caller's standard output back on file descriptor 1."""
+    global _STDOUT
+    _STDOUT = threading.Lock()
+    if _CALLERS:
+        os.dup2(_CALLERS[-1], 1)
+        _CALLERS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def callers_stdout() -> int | None:
     """A new duplicate of the caller's file descriptor 1 while a redirection is under way (its owner
     closes it), else ``None``: Ctrl-C leaves a solver that cannot be stopped (HiGHS, CBC behind
