@@ -57,4 +57,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted({name for name in globals() if name.startswith("__")} | set(_EXPORTS))

@@ -473,6 +473,8 @@ def test_public_names():
                                       "PlacementError", "InvalidInstanceError", "InvalidPlanError",
                                       "SolverUnavailableError", "LimitExceededError", "InvalidParameterError"}
     assert not math.isnan(placement.solve(CHAIN4).runtime_s)
+    # dir() shows the public names (and the module's own dunders), not what the package imports for itself
+    assert [name for name in dir(placement) if not name.startswith("__")] == placement.__all__
 
 
 def test_verify_checks_what_a_solved_plan_records(tmp_path):

@@ -4,8 +4,8 @@ A grid file is a JSON object with one array per parameter of :data:`.template.PA
 (positive integers; ``buffer_mb`` positive numbers), e.g. the bundled
 ``instances/grids/tiny.json``::
 
-    {"tensor_cores": [1, 2], "array_width": [32, 128], "array_depth": [128],
-     "vector_cores": [1, 4], "vector_lanes": [128], "buffer_mb": [8, 32]}
+    {"tensor_cores": [1, 2], "array_width": [64, 128], "array_depth": [128],
+     "vector_cores": [1, 8], "vector_lanes": [128], "buffer_mb": [8, 32]}
 
 Its designs are every combination of one value per parameter (the Cartesian product), in
 the order of the arrays (the last parameter varying fastest). :data:`DEFAULT_GRID` is a
