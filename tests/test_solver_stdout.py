@@ -137,3 +137,20 @@ def test_a_child_forked_while_another_thread_redirects_can_redirect_and_print(ca
         pytest.fail("the forked child hung on the redirection the parent's thread held")
     assert os.waitstatus_to_exitcode(done[1]) == 0
     assert capfd.readouterr().out == "the child's line\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_child_forked_inside_the_redirection_goes_on_inside_it(tmp_path, capfd):
+    # forked by the thread that redirects (a progress callback's fork): the child writes where the
+    # solver's output goes, and leaves the redirection as the parent does
+    log = tmp_path / "log.txt"
+    with stdout_to(str(log)):
+        pid = os.fork()
+        if pid == 0:
+            os.write(1, b"the child's line\n")
+    if pid == 0:
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert log.read_text() == "the child's line\n"
+    assert capfd.readouterr().out == ""

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 _STDOUT = threading.Lock()
 #: the caller's file descriptor 1 (a duplicate) while a redirection is under way, for :func:`callers_stdout`
 _CALLERS: list[int] = []
+#: the thread inside a redirection (its ``threading.get_ident()``), for :func:`_after_fork_in_child`
+_HOLDER: list[int] = []
 
 
 @contextlib.contextmanager
@@ -35,10 +37,12 @@ def stdout_to(target: str | int | None) -> Iterator[None]:
         fd = (os.dup(target) if isinstance(target, int)
               else os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
         _CALLERS.append(saved)
+        _HOLDER.append(threading.get_ident())
         try:
             os.dup2(fd, 1)
             yield
         finally:
+            _HOLDER.clear()
             _CALLERS.remove(saved)
             sys.stdout.flush()
             _flush_c_streams()   # what the solver left in the C library's buffer goes where it was sent
@@ -51,12 +55,16 @@ def _after_fork_in_child() -> None:
     """In a child forked while another thread held :data:`_STDOUT`: that thread does not exist there, so
     its turn would never end (every solve of the child that redirects waited forever) and file
     descriptor 1 stayed on its target (the child's output lost). The child starts with the lock free and
-    the caller's standard output back on file descriptor 1."""
+    the caller's standard output back on file descriptor 1. A child forked by the thread inside the
+    redirection (from a progress callback) goes on inside it, and ends it as that thread would."""
     global _STDOUT
+    if _HOLDER and _HOLDER[0] == threading.get_ident():
+        return
     _STDOUT = threading.Lock()
     if _CALLERS:
         os.dup2(_CALLERS[-1], 1)
         _CALLERS.clear()
+    _HOLDER.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
