@@ -80,10 +80,14 @@ SHARE = 0.1
 #: the most seconds' work for a set searched after one that did not raise the floor
 PROBE = 1.0
 #: the work (:func:`packing_value`) taken for a second's: the search is budgeted in work, not time, so
-#: that its bound does not depend on the machine's load; measured on the published layer graphs
-WORK_PER_SECOND = 1_000_000
+#: that its bound does not depend on the machine's load; measured on the published layer graphs (2.7 to
+#: 4 million a second here)
+WORK_PER_SECOND = 3_000_000
+#: the search stops, whatever its work, after this many times its seconds (a machine that much slower
+#: or busier than this one may then find a lower floor), and never past the call's deadline
+GUARD = 4.0
 #: the most moves :func:`extend` tries, and the seconds that guard it
-EXTEND_MOVES, EXTEND_SECONDS = 1_000_000, 10.0
+EXTEND_MOVES, EXTEND_SECONDS = 1_000_000, 1.0
 #: relative slack on a memory bound where the sizes are not integers (:func:`memory_slack`)
 MEMORY_SLACK = 1e-9
 #: relative margin taken off the floor on an integer backend, and on a floating-point one (see
@@ -336,6 +340,7 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
     def place(i: int, s: int) -> list[tuple[str, int, Any]]:
         """Put position ``i`` on slot ``s``; returns what to undo."""
         undo: list[tuple[str, int, Any]] = []
+        cuts.work += 1 + len(touching[i]) + len(order_placed)   # the loops below
         where[i] = s
         compute[s] += time_on[i][s]  # type: ignore[operator]
         held[s] += size[i]
@@ -496,12 +501,15 @@ def packing_rows(be: Backend, d: GroupData, kinds: Sequence[int], targets: list[
     ``1e-9``), and :data:`ROUNDING` on an integer one (the water level is a
     quotient, and its last bit must not lift the row past an integer optimum); not sought where the
     model's times and costs span more than :data:`SPAN`; searched with the work of at most
-    :data:`SECONDS`, or of :data:`SHARE` of the call's time limit (``be.time_limit``), and never past the
-    backend's deadline. Returns what :func:`packing_floor` found."""
+    :data:`SECONDS`, or of :data:`SHARE` of the call's time limit (``be.time_limit``), and never for
+    more than :data:`GUARD` times those seconds or past the backend's deadline. Returns what
+    :func:`packing_floor` found."""
     if data_span(d) > SPAN:
         return Packing(0.0)
     seconds = SECONDS if be.time_limit is None else min(SECONDS, SHARE * be.time_limit)
-    found = packing_floor(d, kinds, seconds * WORK_PER_SECOND, above, math.inf if be.deadline is None else be.deadline)
+    guard = time.perf_counter() + GUARD * seconds
+    found = packing_floor(d, kinds, seconds * WORK_PER_SECOND, above, guard if be.deadline is None else
+                          min(guard, be.deadline))
     if found.groups:
         be.add([(1, t) for t in targets], lo=found.floor * (1 - (ROUNDING if be.integer_only else FLOATING)))
     return found
