@@ -39,6 +39,9 @@ _NOT_STRUCTURE = bytes(range(256)).translate(None, b'[]{}"')
 # third of the time of one regular expression on the text itself.
 _NUMBER_SHAPES = bytes.maketrans(b"123456789E+", b"000000000e-")
 _MAYBE_NOT_FINITE = (b"NaN", b"Infinity", b"0e000", b"0e-000")
+# so may a run of this many digits: a float of 210 digits before its point reaches inf with an exponent of
+# two digits (1 followed by 300 zeros, then e10), and one of 309 without any ('9' * 400 + '.0')
+_MANY_DIGITS = b"0" * 210
 
 
 def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = MAX_INPUT_BYTES) -> bytes | bytearray:
@@ -178,7 +181,7 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
         shapes = data.translate(_NUMBER_SHAPES)
         return (json.loads(text, parse_int=_finite_int if _LONG_DIGITS in shapes else None,
                            object_pairs_hook=_unique_keys),
-                any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
+                _MANY_DIGITS in shapes or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except _RepeatedKey as exc:
