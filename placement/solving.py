@@ -246,11 +246,12 @@ def _untimed_note(instance: Instance) -> str:
     or all 0. Empty otherwise."""
     if any(t for node in instance.nodes for t in node.times):
         return ""
-    if any(node.out_cost for node in instance.nodes):
+    paying = any(t.pays_comm and t.count > 0 for t in instance.device_types)
+    if paying and any(node.out_cost for node in instance.nodes):
         return ("every node's time is 0 on every device type (the instance records no times): loads are "
                 "communication alone")
-    return ("every node's time and transfer cost is 0 (the instance records no times): every plan that fits the memory "
-            "has max load 0")
+    return ("every node's time, and every transfer a device pays, is 0 (the instance records no times): every plan "
+            "that fits the memory has max load 0")
 
 
 def certified(spec: Any, solution: Any) -> Any:

@@ -590,9 +590,12 @@ def test_a_solve_of_an_instance_without_times_says_so():
     assert (result.status.value, result.value) == ("optimal", 0.0)
     assert result.message.endswith("every node's time is 0 on every device type (the instance records no times): "
                                    "loads are communication alone")
-    assert placement.solve(untimed(0.0)).message == (
-        "every node's time and transfer cost is 0 (the instance records no times): every plan that fits the memory "
-        "has max load 0")
+    no_times = ("every node's time, and every transfer a device pays, is 0 (the instance records no times): every "
+                "plan that fits the memory has max load 0")
+    assert placement.solve(untimed(0.0)).message == no_times
+    on_cpus = untimed(0.5)
+    on_cpus["maxFPGAs"] = 0       # CPUs pay no transfer
+    assert placement.solve(on_cpus).message == no_times
     timed = untimed(0.5)
     timed["nodes"][1]["cpuLatency"] = 1e-300
     assert placement.solve(timed).message == ""
