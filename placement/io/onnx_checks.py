@@ -20,7 +20,7 @@ The values a control-flow node's subgraphs read from the main graph count as its
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from placement.errors import InvalidInstanceError
 from placement.problem.instance import find_cycle, least_first_order
@@ -92,16 +92,17 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
     return [nodes[k] for k in order]
 
 
-def check_schemas(model: Any, name: str) -> None:
-    """Every node of the default domain whose operator ONNX defines at the model's opset has as many
-    inputs and outputs as the operator's schema allows (trailing empty names, omitted optional ones,
-    not counted): a ``Relu`` given two inputs was imported and costed as it stood. Nothing else of the
-    schema is asked: operators the default domain does not define at that opset (ONNX Runtime writes
-    ``LayerNormalization`` there at opset 12), deprecated ones, attributes of older opsets, and every
-    other domain were imported before and still are (costed by name, or by the bytes they move)."""
+def _opset(model: Any) -> int | None:
+    """The model's opset of the default domain (``None``: it imports none)."""
+    return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+
+
+def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
+    """``(position, node, schema)`` for the nodes of the default domain whose operator ONNX defines, not
+    deprecated, at the model's opset; none where the model imports no default-domain opset."""
     from onnx import defs
 
-    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+    opset = _opset(model)
     if opset is None:
         return
     for k, node in enumerate(model.graph.node):
@@ -111,8 +112,19 @@ def check_schemas(model: Any, name: str) -> None:
             schema = defs.get_schema(node.op_type, opset, "")
         except Exception:   # onnx's SchemaError: not defined at this opset
             continue
-        if schema.deprecated:
-            continue
+        if not schema.deprecated:
+            yield k, node, schema
+
+
+def check_schemas(model: Any, name: str) -> None:
+    """Every node of the default domain whose operator ONNX defines at the model's opset has as many
+    inputs and outputs as the operator's schema allows (trailing empty names, omitted optional ones,
+    not counted): a ``Relu`` given two inputs was imported and costed as it stood. Nothing else of the
+    schema is asked: operators the default domain does not define at that opset (ONNX Runtime writes
+    ``LayerNormalization`` there at opset 12), deprecated ones, attributes of older opsets, and every
+    other domain were imported before and still are (costed by name, or by the bytes they move)."""
+    opset = _opset(model)
+    for k, node, schema in _defined_nodes(model):
         for what, names, least, most in (("input", node.input, schema.min_input, schema.max_input),
                                          ("output", node.output, schema.min_output, schema.max_output)):
             count = len(names)
@@ -134,9 +146,6 @@ def check_element_types(model: Any, name: str) -> None:
     model's opset, deprecated ones, and heterogeneous variadic parameters (``Loop``'s) are not asked."""
     from onnx import TensorProto, defs
 
-    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
-    if opset is None:
-        return
     graph = model.graph
     types = {value.name: value.type.tensor_type.elem_type
              for value in (*graph.input, *graph.value_info, *graph.output)
@@ -144,15 +153,7 @@ def check_element_types(model: Any, name: str) -> None:
     types.update((init.name, init.data_type) for init in graph.initializer if init.data_type)
     known = set(TensorProto.DataType.values())   # another number is an error the tensor table names
     types = {tensor: elem_type for tensor, elem_type in types.items() if elem_type in known}
-    for k, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        try:
-            schema = defs.get_schema(node.op_type, opset, "")
-        except Exception:   # onnx's SchemaError: not defined at this opset
-            continue
-        if schema.deprecated:
-            continue
+    for k, node, schema in _defined_nodes(model):
         variables = {constraint.type_param_str for constraint in schema.type_constraints}
         bound: dict[str, tuple[str, int]] = {}
         for formals, actuals in ((schema.inputs, node.input), (schema.outputs, node.output)):
