@@ -35,13 +35,11 @@ def _held(pg: PlacementGraph, v: int, names: Mapping[str, str], training: bool) 
     """The bytes forward node ``v`` and (``training``) its backward node are charged per parameter:
     the parameter's own, and its gradient where the node computes one."""
     held = {names.get(p.name, p.name): p.nbytes for op in pg.node_ops(v) for p in op.params}
-    if training:
-        for op, gradient in pg.node_gradients(v):
-            if gradient.needed:
-                for p in op.params:
-                    if p.trainable:
-                        name = names.get(p.name, p.name)
-                        held[name] = held.get(name, 0.0) + p.nbytes
+    if training:   # each gradient once per node, however many of its operators read the parameter
+        gradients = {names.get(p.name, p.name): p.nbytes for op, gradient in pg.node_gradients(v)
+                     if gradient.needed for p in op.params if p.trainable}
+        for name, size in gradients.items():
+            held[name] = held.get(name, 0.0) + size
     return held
 
 

@@ -55,7 +55,7 @@ cut when its largest load, or the water level of the work left (the groups of ``
 and the groups outside ``H``) above the loads, reaches the best complete assignment found. At a
 complete assignment the cuts are computed by maximum flow, remembered by slot set. The search
 is exact when it ends; when the work allowed is done (a count of the arcs its maximum flows scan and
-of the nodes of its tree, not seconds, so that the bound is the same whatever the machine's load) it
+of the steps of its tree, not seconds, so that the bound is the same whatever the machine's load) it
 gives up and the set is not used.
 ``H`` is the ``j`` heaviest groups for growing ``j`` (:func:`packing_floor`); each exact answer
 is at least the previous one, since a larger ``H`` only adds compute and constraints to the cuts.
@@ -129,7 +129,8 @@ class HyperCut:
                 self._arc(e_out, v, math.inf)
         self._fixed = len(self.head)
         self._pairs: dict[tuple[int, int], float] = {}
-        #: the arcs the maximum flows have scanned so far: the work done, as the search budgets it
+        #: the work done so far, as the search budgets it: the arcs the maximum flows scanned, and the
+        #: steps of the search's tree (:func:`packing_search`)
         self.work = 0
 
     def pair(self, a: int, b: int) -> float:
@@ -230,11 +231,11 @@ def memory_slack(sizes: Sequence[float], bound: float) -> float:
 def packing_value(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: HyperCut | None = None,
                   work: float = math.inf, above: float = -math.inf, deadline: float = math.inf) -> float | None:
     """``P(H)`` of the module docstring (model units); ``None`` when the search has done ``work`` (arcs
-    its maximum flows scanned, and the slots of each node of its tree: :attr:`HyperCut.work`) without
-    ending, or is still running at ``deadline`` (a :func:`time.perf_counter` time, a guard only: the
-    work decides, so that the answer does not depend on the machine's speed or load), when no
-    assignment of ``H`` fits, or as soon as an assignment of value at most ``above`` is found
-    (``P(H)`` then bounds nothing above it)."""
+    its maximum flows scanned, and per node of its tree its slots and what placing a group there
+    touches: :attr:`HyperCut.work`) without ending, or is still running at ``deadline`` (a
+    :func:`time.perf_counter` time, a guard only: the work decides, so that the answer does not
+    depend on the machine's speed or load), when no assignment of ``H`` fits, or as soon as an
+    assignment of value at most ``above`` is found (``P(H)`` then bounds nothing above it)."""
     found = packing_search(d, kinds, H, cuts, work, above, deadline)
     return None if found is None else found[0]
 
