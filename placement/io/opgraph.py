@@ -477,17 +477,23 @@ class PlacementGraph:
     def bytes_moved(self, v: int) -> float:
         return float(sum(op.bytes_moved for op in self.node_ops(v)))
 
+    def param_sizes(self, v: int) -> dict[str, float]:
+        """The distinct parameters (and buffers) the node reads, by name, with their bytes."""
+        return {p.name: p.nbytes for op in self.node_ops(v) for p in op.params}
+
     def param_bytes(self, v: int) -> float:
         """Bytes of the distinct parameters (and buffers) the node reads."""
-        seen = {p.name: p.nbytes for op in self.node_ops(v) for p in op.params}
-        return float(sum(seen.values()))
+        return float(sum(self.param_sizes(v).values()))
+
+    def gradient_param_sizes(self, v: int) -> dict[str, float]:
+        """The distinct trained parameters the node's operators compute a gradient for (those read by an
+        operator that runs backward: :func:`gradient_flow`), by name, with their bytes."""
+        return {p.name: p.nbytes for op, gradient in self.node_gradients(v) if gradient.needed
+                for p in op.params if p.trainable}
 
     def gradient_param_bytes(self, v: int) -> float:
-        """Bytes of the distinct trained parameters the node's operators compute a gradient for: those
-        read by an operator that runs backward (:func:`gradient_flow`)."""
-        seen = {p.name: p.nbytes for op, gradient in self.node_gradients(v) if gradient.needed
-                for p in op.params if p.trainable}
-        return float(sum(seen.values()))
+        """Bytes of the distinct trained parameters the node's operators compute a gradient for."""
+        return float(sum(self.gradient_param_sizes(v).values()))
 
     def model_inputs(self, v: int) -> list[str]:
         """The model's inputs the node's operators read, in the model's order."""

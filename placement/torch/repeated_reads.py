@@ -32,14 +32,14 @@ def _size(nbytes: float) -> str:
 
 
 def _held(pg: PlacementGraph, v: int, names: Mapping[str, str], training: bool) -> dict[str, float]:
-    """The bytes forward node ``v`` and (``training``) its backward node are charged per parameter:
-    the parameter's own, and its gradient where the node computes one."""
-    held = {names.get(p.name, p.name): p.nbytes for op in pg.node_ops(v) for p in op.params}
-    if training:   # each gradient once per node, however many of its operators read the parameter
-        gradients = {names.get(p.name, p.name): p.nbytes for op, gradient in pg.node_gradients(v)
-                     if gradient.needed for p in op.params if p.trainable}
-        for name, size in gradients.items():
-            held[name] = held.get(name, 0.0) + size
+    """The bytes forward node ``v`` and (``training``) its backward node are charged per parameter (by
+    ``names``' name for it): what :meth:`PlacementGraph.param_bytes` and, in training,
+    :meth:`PlacementGraph.gradient_param_bytes` sum, which the instance charges them."""
+    held: dict[str, float] = {}
+    for sizes in (pg.param_sizes(v), pg.gradient_param_sizes(v) if training else {}):
+        for name, size in sizes.items():
+            shared = names.get(name, name)
+            held[shared] = held.get(shared, 0.0) + size
     return held
 
 
