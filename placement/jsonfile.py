@@ -179,9 +179,10 @@ def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tu
         raise error(too_deep)
     try:
         shapes = data.translate(_NUMBER_SHAPES)
-        return (json.loads(text, parse_int=_finite_int if _LONG_DIGITS in shapes else None,
+        many_digits = _MANY_DIGITS in shapes   # the longer run is sought only within a text that has this one
+        return (json.loads(text, parse_int=_finite_int if many_digits and _LONG_DIGITS in shapes else None,
                            object_pairs_hook=_unique_keys),
-                _MANY_DIGITS in shapes or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
+                many_digits or any(spelling in shapes for spelling in _MAYBE_NOT_FINITE))
     except json.JSONDecodeError as exc:
         raise error(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except _RepeatedKey as exc:
