@@ -39,9 +39,10 @@ def device_counts(instance: PiperInstance, devices: Any) -> int | dict[str, int]
     types, else ``{type name: count}`` over every type in the instance's order."""
     types = instance.device_types
     if not types:
-        if isinstance(devices, str) and devices.strip().isascii() and devices.strip().isdigit():
+        count = devices.strip() if isinstance(devices, str) else ""
+        if count.isascii() and count.isdigit():
             raise InvalidParameterError("devices", f"must be an integer count, not the text {devices!r} "
-                                                   f"(devices={int(devices)})")
+                                                   f"(devices={int(count)})")
         if isinstance(devices, (str, Mapping)):
             raise InvalidParameterError("devices", "names device types, but the instance has no deviceTypes; "
                                                    "give a device count")
