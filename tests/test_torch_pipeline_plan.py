@@ -761,3 +761,22 @@ def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error(
         with pytest.raises(placement.InvalidParameterError) as error:
             stage(*args, **kwargs)
         assert (error.value.parameter, str(error.value)) == ("kwargs", expected.format(got))
+
+
+def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
+    # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer
+    # (262,144 bytes = 256 KiB) applied twice on the one stage is counted once more than it is held.
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "RepeatedReadWarning" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.splitlines() == [
+        "optimal",
+        "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
+        "stage holds (one copy): stage 0 by 256 KiB ('layer.weight' is read by 2 of its nodes). The plan fits; a "
+        "plan that would fit with one copy per stage may have been refused",
+        "kwargs holds the 0-dimensional tensor kwargs['scale'], which the pipeline runtime cannot split into "
+        "micro-batches (it splits every tensor input along its first dimension): give it a first dimension of the "
+        "micro-batch's size, or make it a buffer of the model"]
