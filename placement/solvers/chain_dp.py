@@ -17,6 +17,7 @@ no ideals enumerated.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from typing import Callable, Sequence
@@ -35,8 +36,38 @@ from placement.solvers.ideals import Contraction, contract
 
 def topological_orders(contraction: Contraction) -> list[list[int]]:
     """A few linear extensions of the contracted graph, to seed the upper bound."""
-    size = contraction.size
-    succ = contraction.succ
+    return orders_of(contraction.succ)
+
+
+def keyed_orders(succ: Sequence[Sequence[int]], key: Sequence[int],
+                 family: Callable[[Sequence[Sequence[int]]], list[list[int]]] | None = None) -> list[list[int]]:
+    """The orders ``family`` (default :func:`orders_of`) finds on the graph of successor lists ``succ``
+    renumbered in the order of Kahn's algorithm taking the ready vertex of least ``key`` (keys
+    distinct), given in the graph's own numbering. With the keys of the vertices (a node's id), the
+    orders do not depend on how the vertices are numbered, so a file's node order does not change them."""
+    remaining = [0] * len(succ)
+    for targets in succ:
+        for w in targets:
+            remaining[w] += 1
+    ready = [(key[v], v) for v in range(len(succ)) if remaining[v] == 0]
+    heapq.heapify(ready)
+    renumbered: list[int] = []
+    while ready:
+        _, v = heapq.heappop(ready)
+        renumbered.append(v)
+        for w in succ[v]:
+            remaining[w] -= 1
+            if remaining[w] == 0:
+                heapq.heappush(ready, (key[w], w))
+    place = {v: i for i, v in enumerate(renumbered)}
+    relabelled = [sorted(place[w] for w in succ[v]) for v in renumbered]
+    return [[renumbered[i] for i in order] for order in (family or orders_of)(relabelled)]
+
+
+def orders_of(succ: Sequence[Sequence[int]]) -> list[list[int]]:
+    """The vertices' own numbering (a topological order: every edge goes to a larger number), a
+    depth-first order and :func:`lifo_order` of the graph of successor lists ``succ``."""
+    size = len(succ)
     orders = [list(range(size))]
     # Depth-first: finish a branch before starting the next one (reverse postorder).
     seen = [False] * size
