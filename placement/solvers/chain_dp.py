@@ -17,7 +17,6 @@ no ideals enumerated.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from typing import Callable, Sequence
@@ -25,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from placement.errors import LimitExceededError
+from placement.problem.canonical import least_key_order
 from placement.problem.instance import Instance
 from placement.plan import Plan
 from placement.solution import Solution, Status
@@ -45,20 +45,7 @@ def keyed_orders(succ: Sequence[Sequence[int]], key: Sequence[int],
     renumbered in the order of Kahn's algorithm taking the ready vertex of least ``key`` (keys
     distinct), given in the graph's own numbering. With the keys of the vertices (a node's id), the
     orders do not depend on how the vertices are numbered, so a file's node order does not change them."""
-    remaining = [0] * len(succ)
-    for targets in succ:
-        for w in targets:
-            remaining[w] += 1
-    ready = [(key[v], v) for v in range(len(succ)) if remaining[v] == 0]
-    heapq.heapify(ready)
-    renumbered: list[int] = []
-    while ready:
-        _, v = heapq.heappop(ready)
-        renumbered.append(v)
-        for w in succ[v]:
-            remaining[w] -= 1
-            if remaining[w] == 0:
-                heapq.heappush(ready, (key[w], w))
+    renumbered = least_key_order(succ, key)
     place = {v: i for i, v in enumerate(renumbered)}
     relabelled = [sorted(place[w] for w in succ[v]) for v in renumbered]
     return [[renumbered[i] for i in order] for order in (family or orders_of)(relabelled)]

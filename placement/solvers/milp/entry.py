@@ -14,6 +14,11 @@ start that breaks a constraint of the request is never used (the formulation che
 ``time_limit=None`` is :data:`DEFAULT_TIME_LIMIT` seconds, ``threads=None`` one thread,
 ``backend=None`` CP-SAT.
 
+Throughput models are built on :func:`placement.problem.canonical.canonical`'s listing of the instance,
+so that the order a file lists its nodes and edges in does not steer the search, and the plan comes
+back listed as the caller's instance (latency models keep the caller's listing: their start already
+tries orders by node id, :mod:`placement.solvers.baselines.latency_chain`).
+
 The time limit covers the whole call: the warm start may use up to :data:`WARM_START_SHARE` of
 it (the DP stops there and the chain DP's plan is the start), and the model building and the
 solver share what is left (:func:`placement.solvers.milp.solve_milp`'s ``deadline``).
@@ -21,15 +26,18 @@ solver share what is left (:func:`placement.solvers.milp.solve_milp`'s ``deadlin
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
 from placement.plan import Plan
+from placement.problem.canonical import canonical, listed_as
 from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
 from placement.solvers.milp.backends import check_backend_available
+from placement.solvers.milp.interrupt import SearchInterrupted
 from placement.solvers.baselines.latency_moves import moved_to_cpus
 from placement.solvers.milp.warmstart import default_warm_start, latency_warm_start, warm_start_and_bound
 
@@ -52,6 +60,9 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     began = time.perf_counter()
     deadline = began + time_limit if deadline is None else deadline
+    given = instance
+    if objective != "latency":   # the latency start's orders are the file's and the ids' (latency_chain)
+        instance = canonical(instance)
     start = warm_start if isinstance(warm_start, Plan) else None
     start_deadline = began + WARM_START_SHARE * (deadline - began)
     proven, start_latency = 0.0, None   # the latency start's latency, where the warm start evaluated it
@@ -69,8 +80,20 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
         return default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, None, objective, stages,
                                   deadline=max(deadline, time.perf_counter() + CHECK_SECONDS))
 
-    return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
-                      time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
-                      warm_start=start, calls=calls, progress=progress, stages=stages,
-                      deadline=deadline, own_start=warm_start is not False, check=check,
-                      start_bound=proven if contiguity == "stages" else 0.0, start_latency=start_latency)
+    try:
+        found = solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
+                           time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
+                           warm_start=start, calls=calls, progress=progress, stages=stages,
+                           deadline=deadline, own_start=warm_start is not False, check=check,
+                           start_bound=proven if contiguity == "stages" else 0.0, start_latency=start_latency)
+    except SearchInterrupted as exc:
+        exc.solution = _listed(given, exc.solution)
+        raise
+    return _listed(given, found)
+
+
+def _listed(given: Instance, found: Solution | None) -> Solution | None:
+    """``found`` with its plan's nodes in the order of the instance the caller gave."""
+    if found is None or found.plan is None:
+        return found
+    return dataclasses.replace(found, plan=listed_as(given, found.plan))

@@ -1,0 +1,87 @@
+"""One listing of an instance whatever order its file lists the nodes and edges in
+(placement.problem.canonical), and the throughput MILP built on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import placement
+from placement.plan import DeviceAssignment, Plan
+from placement.problem.canonical import canonical, least_key_order, listed_as
+from placement.problem.instance import Edge, Instance, Node, make_two_type_problem
+from placement.solvers.milp import entry
+from tests.strategies import problems
+
+
+def shuffled(problem: Instance, seed: int) -> Instance:
+    """``problem`` with its nodes and edges listed in another order (the same graph, the same ids)."""
+    rng = random.Random(seed)
+    nodes, edges = list(problem.nodes), list(problem.edges)
+    rng.shuffle(nodes)
+    rng.shuffle(edges)
+    return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))
+
+
+def diamond_listed_backwards() -> Instance:
+    """5 → 7, 5 → 6, 7 → 9, 6 → 9, listed sinks first."""
+    nodes = [Node(i, f"n{i}", (1.0, 10.0), 1.0) for i in (9, 7, 6, 5)]
+    edges = [Edge(7, 9), Edge(6, 9), Edge(5, 7), Edge(5, 6)]
+    return make_two_type_problem(nodes, edges, 2, 1, 100.0)
+
+
+def test_the_order_by_hand():
+    # Kahn's taking the least id: 5 alone is ready; then 6 and 7, least first; then 9
+    problem = canonical(diamond_listed_backwards())
+    assert [n.id for n in problem.nodes] == [5, 6, 7, 9]
+    assert [(e.src, e.dst) for e in problem.edges] == [(5, 6), (5, 7), (6, 9), (7, 9)]
+    assert canonical(problem) is problem
+
+
+def test_least_key_order_follows_the_keys_not_the_numbering():
+    # vertices 0 → 2, 1 → 2 with keys 8, 3, 9: 1 (key 3) before 0 (key 8)
+    assert least_key_order([[2], [2], []], [8, 3, 9]) == [1, 0, 2]
+    assert least_key_order([[2], [2], []], [3, 8, 9]) == [0, 1, 2]
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(problems(max_nodes=9), st.integers(0, 2**32 - 1))
+def test_every_listing_of_a_graph_gives_one_instance(problem, seed):
+    again = shuffled(problem, seed)
+    assert canonical(again) == canonical(problem)
+    assert canonical(again).nodes == canonical(problem).nodes and canonical(again).edges == canonical(problem).edges
+
+
+def test_a_plan_is_listed_back_in_the_caller_s_order():
+    problem = diamond_listed_backwards()
+    plan = Plan((DeviceAssignment("accelerator", (5, 6, 7), calls=((5, 6), (7,))),
+                 DeviceAssignment("accelerator", (9,))))
+    assert listed_as(problem, plan) == Plan((DeviceAssignment("accelerator", (7, 6, 5), calls=((6, 5), (7,))),
+                                             DeviceAssignment("accelerator", (9,))))
+
+
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_the_milp_builds_one_model_for_every_listing(monkeypatch, objective):
+    """The throughput MILP gets the canonical listing (so every shuffle of a file gives one model and one
+    search), and its plan comes back in the caller's order; the latency MILP keeps the caller's listing."""
+    seen: list[Instance] = []
+    solve_milp = entry.solve_milp
+
+    def recording(instance, **options):
+        seen.append(instance)
+        return solve_milp(instance, **options)
+
+    monkeypatch.setattr(entry, "solve_milp", recording)
+    problem = diamond_listed_backwards()
+    for seed in range(3):
+        given = shuffled(problem, seed)
+        result = placement.solve(given, method="milp", contiguity="none", objective=objective, time_limit=10)
+        assert result.status == "optimal"
+        for device in result.plan:
+            assert list(device.nodes) == sorted(device.nodes, key=given.index_of)
+        assert seen[-1] == (canonical(given) if objective == "throughput" else given)
+    assert len(seen) == 3
