@@ -46,6 +46,17 @@ def test_a_closed_output_pipe_keeps_the_exit_status(tmp_path):
     assert b"Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["solve", CHAIN4], ["solve", CHAIN4, "--memory", "1", "--cpus", "0"]])
+def test_a_closed_pipe_behind_both_outputs_keeps_the_exit_status(command):
+    """`placement solve ... 2>&1 | head -c 1`: progress lines and the error meet the closed pipe too; the status
+    stays the command's own (0 solved; 1 no plan: chain4's nodes take 10 bytes, and 1 byte holds none)."""
+    proc = subprocess.Popen([sys.executable, "-m", "placement", *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=ROOT)
+    proc.stdout.close()
+    proc.wait(timeout=120)
+    assert proc.returncode == (0 if len(command) == 2 else 1)
+
+
 COLOUR_TOO_BIG = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
                   "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size,
                              **({"colorClass": 7} if i < 3 else {})} for i, size in ((1, 60), (2, 60), (3, 10))],

@@ -140,6 +140,7 @@ def run() -> None:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     sys.stdout = ReaderOutput(sys.stdout)
+    sys.stderr = ReaderOutput(sys.stderr)   # `2>&1 | head`: progress lines meet the closed pipe too
     status = None
     try:
         status = main()

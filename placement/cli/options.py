@@ -211,8 +211,8 @@ def to_devnull(stream: Any) -> None:
 
 
 class ReaderOutput:
-    """Standard output that, once its reader has gone (``placement verify ... | head``), discards what is
-    written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
+    """Standard output (or error) that, once its reader has gone (``placement verify ... | head``), discards
+    what is written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
