@@ -4,8 +4,10 @@ output pipe that keeps the command's exit status."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,33 @@ def test_a_closed_pipe_behind_both_outputs_keeps_the_exit_status(command):
     proc.stdout.close()
     proc.wait(timeout=120)
     assert proc.returncode == (0 if len(command) == 2 else 1)
+
+
+def test_a_named_pipe_gets_the_plan(tmp_path):
+    """--out naming a FIFO: the plan reaches its reader (the check before the solve opened and closed the pipe,
+    which ended the reader's stream, and the write then waited forever for another)."""
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", str(fifo), "--quiet"],
+                          capture_output=True, cwd=ROOT, timeout=60)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(received[0])["devices"][0]["nodes"] == [1, 2]
+
+
+def test_a_link_to_a_missing_file_is_written_through(tmp_path):
+    """--out naming a symbolic link whose file does not exist yet: the plan goes to that file and the link stays;
+    a solve without a plan leaves neither an empty file nor a removed link."""
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    link.symlink_to(target)
+    assert main(["solve", CHAIN4, "--out", str(link), "--quiet"]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["devices"][1]["nodes"] == [3, 4]
+    target.unlink()
+    assert main(["solve", CHAIN4, "--memory", "1", "--cpus", "0", "--out", str(link), "--quiet"]) == 1
+    assert link.is_symlink() and not target.exists()
 
 
 COLOUR_TOO_BIG = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,

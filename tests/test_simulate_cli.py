@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 from pathlib import Path
@@ -160,6 +161,25 @@ def test_gantt_png(pair_plan, tmp_path, capsys):
     width, height = png_size(chart)
     # 14 x (1.6 + 0.42 x 4 rows) inches at 120 dpi: two stages, each with its link row
     assert width == 1680 and abs(height - (1.6 + 0.42 * 4) * 120) < 1
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_written(pair_plan, tmp_path):
+    """matplotlib reads `$...$` as mathematical notation: an instance named `a$\\frac$b` made the chart fail
+    (`\\frac` without its arguments); the names are drawn as written."""
+    pytest.importorskip("matplotlib")
+    import placement
+    from placement.report.gantt import write_gantt
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, schedule="gpipe", microbatches=2)
+    write_gantt(result, tmp_path / "run.svg", "a$\\frac$b")
+    assert "<svg" in (tmp_path / "run.svg").read_text()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_trace_that_cannot_be_written_names_the_option(pair_plan, capsys):
+    assert main(["simulate", PAIR, pair_plan, "--trace", "/dev/full"]) == 2
+    assert capsys.readouterr().err == ("error: --trace names a file that cannot be written: /dev/full: "
+                                       "No space left on device\n")
 
 
 def test_gantt_without_matplotlib_fails_before_simulating(pair_plan, tmp_path, capsys, monkeypatch):

@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
                                 progress=progress, **devices(args))
     title = instance.name or str(args.instance)
     if args.trace:
-        write_trace(result, args.trace, f"{title}: {result.schedule}")
+        write_trace(result, args.trace, f"{title}: {result.schedule}", parameter="trace")
     if args.gantt:
-        write_gantt(result, args.gantt, title)
+        write_gantt(result, args.gantt, title, parameter="gantt")
     if args.json:
         print_json({**result.to_json(), "plan_made_for": other})
         return 0

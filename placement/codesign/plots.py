@@ -9,7 +9,8 @@
   (among those, the one with the most distinct designs, then the largest budget): tensor MACs
   (cores × width × depth) and vector lanes of each stage's chip, the buffer in MB written above.
 
-Needs matplotlib (the ``plot`` extra); it is imported only when a plot is drawn. Records whose
+Needs matplotlib (the ``plot`` extra); it is imported only when a plot is drawn. Names are drawn as
+written (:mod:`placement.report.literal_text`). Records whose
 status is ``error`` are left out.
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
+from placement.report.literal_text import literal_text
 
 DPI = 120
 MARKERS = "os^Dvp*hX<>"
@@ -93,6 +95,7 @@ def _label(model: str) -> str:
     return Path(model).stem if model.endswith(".json") else model
 
 
+@literal_text()
 def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Throughput against the largest chip's area and TDP, one colour per model, one marker per k."""
     fig = _figure(12, 5)
@@ -119,6 +122,7 @@ def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path
     return Path(path)
 
 
+@literal_text()
 def plot_pareto(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Per model: throughput against TDP, every configuration, and the Pareto front as a step line."""
     models = _models(records)
@@ -148,6 +152,7 @@ def macs(design: dict[str, Any]) -> int:
     return int(design["tensor_cores"]) * int(design["array_width"]) * int(design["array_depth"])
 
 
+@literal_text()
 def plot_designs(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Per model, the designs per stage of its configuration with the most chips (then the most distinct
     designs, then the largest budget)."""

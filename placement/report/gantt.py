@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidParameterError, SolverUnavailableError, unwritable
+from placement.report.literal_text import literal_text
 from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -47,10 +48,12 @@ def matplotlib_modules() -> tuple[Any, Any, Any]:
     return figure, agg, patches
 
 
-def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> None:
+@literal_text()
+def write_gantt(result: SimulationResult, path: str | Path, name: str = "", parameter: str = "path") -> None:
     """Draw the run of ``result`` and save it at ``path``, in the format its suffix names (PNG without one);
-    ``name`` (the instance) heads the title."""
-    file_format = chart_format(path)
+    ``name`` (the instance) heads the title; labels are shown as written (:mod:`.literal_text`).
+    :class:`InvalidParameterError` about ``parameter`` where ``path`` cannot be written."""
+    file_format = chart_format(path, parameter=parameter)
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:
@@ -99,7 +102,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "") -> N
     try:
         fig.savefig(path, format=file_format)
     except OSError as exc:
-        raise unwritable(path, exc) from None
+        raise unwritable(path, exc, parameter) from None
 
 
 def headline(result: SimulationResult) -> str:

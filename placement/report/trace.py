@@ -29,10 +29,11 @@ def trace_events(result: SimulationResult, title: str = "", unit_us: float = 100
             "otherData": _other_data(result, unit_us)}
 
 
-def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0) -> None:
+def write_trace(result: SimulationResult, path: str | Path, title: str = "", unit_us: float = 1000.0,
+                parameter: str = "path") -> None:
     """Write the trace of ``result`` to ``path`` (the text ``json.dump`` gives :func:`trace_events`, written
     event by event, so that a long run's trace takes no more memory than its tasks);
-    :class:`InvalidParameterError` if it cannot be written."""
+    :class:`InvalidParameterError` about ``parameter`` if it cannot be written."""
     try:
         with replacing(path) as fh:   # whole or not at all: a run stopped meanwhile leaves no half document
             fh.write('{"traceEvents": [')
@@ -42,7 +43,7 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
             fh.write(json.dumps(_other_data(result, unit_us), allow_nan=False))
             fh.write("}\n")
     except OSError as exc:
-        raise unwritable(path, exc) from None
+        raise unwritable(path, exc, parameter) from None
 
 
 def _events(result: SimulationResult, title: str, unit_us: float) -> Iterator[dict[str, Any]]:
