@@ -489,6 +489,14 @@ def test_a_time_for_a_type_the_catalogue_lacks_lists_the_types():
     assert str(err.value) == "node 1: 'times' names unknown device type 'fast' (the device types are '5', 'cpu')"
 
 
+def test_a_misspelt_device_type_field_is_refused():
+    # 'memroy' was ignored: the type had no memory bound, and a 100-byte node fitted a 10-byte device
+    catalogue = [{"name": "gpu", "count": 1, "memroy": 10, "paysComm": True}]
+    with pytest.raises(InvalidInstanceError) as err:
+        load({"deviceTypes": catalogue, "nodes": [{"id": 0, "times": {"gpu": 1}, "size": 100}], "edges": []})
+    assert str(err.value) == "device type 'gpu': unknown field 'memroy' (the fields are name, count, memory, paysComm)"
+
+
 @pytest.mark.parametrize("name, got", [(5, "integer"), ("", "''"), (" gpu", "' gpu'"), (None, "null")])
 def test_a_device_type_is_named_by_a_non_empty_string(name, got):
     # an integer name was read as its digits and an empty one accepted, so a plan's "type" had to match them

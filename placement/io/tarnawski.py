@@ -92,6 +92,8 @@ TWO_TYPE_FIELDS = ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")
 TWO_TYPE_NODE_FIELDS = ("supportedOnFpga", "fpgaLatency", "cpuLatency", "fpgaWeightLatency", "cpuWeightLatency")
 #: ``about``: what the model importers record (model, devices, FLOPs); read by nobody here
 TOP_LEVEL_FIELDS = ("nodes", "edges", *TWO_TYPE_FIELDS, "deviceTypes", "about")
+#: the fields of an entry of ``deviceTypes``
+DEVICE_TYPE_FIELDS = ("name", "count", "memory", "paysComm")
 
 
 def _check_top_level(data: dict, top: str) -> None:
@@ -302,6 +304,10 @@ def _device_types(raw: Any) -> tuple[DeviceType, ...]:
         where = f"device type {name!r}"
         if any(d.name == name for d in types):
             raise InvalidInstanceError(f"{where}: listed twice")
+        unknown = sorted(key for key in t if key not in DEVICE_TYPE_FIELDS)
+        if unknown:   # a misspelt 'memory' would be no bound at all
+            raise InvalidInstanceError(f"{where}: unknown field {unknown[0]!r} (the fields are "
+                                       f"{', '.join(DEVICE_TYPE_FIELDS)})")
         types.append(DeviceType(name, read_field(t, "count", where, "count"),
                                 read_field(t, "memory", where, "number", default=math.inf),
                                 read_field(t, "paysComm", where, "bool")))
