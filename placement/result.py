@@ -188,7 +188,8 @@ class Result:
         return plan_of_stages(self.plan)
 
     def to_json(self) -> dict[str, Any]:
-        """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads) plus ours."""
+        """The plan file ``placement-plan/1``: Tarnawski's fields (verified loads; only where every device is an
+        accelerator or a CPU, the two types they know) plus ours."""
 
         def device(s: Stage, typed: bool) -> dict[str, Any]:
             out: dict[str, Any] = {"type": s.device_type} if typed else {}
@@ -204,10 +205,11 @@ class Result:
 
         v = self.verification
         placed = [device(s, True) for s in self.plan]
-        data = {
-            "maxLoad": v.max_load if v is not None and placed else None,   # no plan, no load (no_solution)
-            "fpgas": [device(s, False) for s in self.plan if s.device_type == _ACCELERATOR],
-            "cpus": [device(s, False) for s in self.plan if s.device_type == _CPU],
+        data: dict[str, Any] = {"maxLoad": v.max_load if v is not None and placed else None}   # none without a plan
+        if all(s.device_type in (_ACCELERATOR, _CPU) for s in self.plan):   # else Tarnawski's fields would omit nodes
+            data["fpgas"] = [device(s, False) for s in self.plan if s.device_type == _ACCELERATOR]
+            data["cpus"] = [device(s, False) for s in self.plan if s.device_type == _CPU]
+        data.update({
             "format": PLAN_FORMAT,
             "devices": placed,
             "instance": self.instance,
@@ -223,7 +225,7 @@ class Result:
             "runtime_s": self.runtime_s,
             "stats": dict(self.stats),
             "verified": v.to_json() if v is not None else None,
-        }
+        })
         if self.message:
             data["message"] = self.message
         if self.backward is not None:
