@@ -458,6 +458,15 @@ def test_exhaustive_refused_with_the_count():
                                "the budgets, 3 chips), more than the limit max_combinations (100)")
 
 
+def test_an_infeasible_result_measures_nothing():
+    """No design of the tiny grid draws at most 1 W: no plan, so no value, time or power (they were 0, infinity
+    and 0, and json.dumps wrote Infinity, which strict JSON readers refuse)."""
+    result = placement.codesign(MODEL, chips=2, power=1, grid=TINY)
+    assert result.status == "infeasible"
+    document = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert (document["value"], document["time_per_input_ms"], document["power_w"]) == (None, None, None)
+
+
 def test_cli_json(capsys):
     assert main(["codesign", MODEL, "--chips", "2", "--power", "130", "--grid", TINY, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)

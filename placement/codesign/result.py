@@ -54,10 +54,13 @@ class CodesignResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the CLI's ``--json``)."""
+        """A JSON-ready dict (the CLI's ``--json``); without a plan, ``value``, ``time_per_input_ms`` and
+        ``power_w`` are null (there is nothing they measure)."""
+        planned = self.plan is not None
         return {
-            "status": self.status, "objective": self.objective, "value": self.value,
-            "time_per_input_ms": self.time_per_input_ms, "power_w": self.power_w,
+            "status": self.status, "objective": self.objective, "value": self.value if planned else None,
+            "time_per_input_ms": self.time_per_input_ms if planned else None,
+            "power_w": self.power_w if planned else None,
             "designs": [d.as_dict() for d in self.designs],
             "plan": None if self.plan is None else
             [{"design": dev.type, "nodes": list(dev.nodes)} for dev in self.plan.devices if dev.nodes],

@@ -431,11 +431,12 @@ def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
     common = {"grid": grid, "objective": config["objective"]}
     exact = solve_exact(workload, grid, config["chips"], config["area_mm2"], config["power_w"],
                         homogeneous=config["homogeneous"], objective=config["objective"])
+    solved = exact.status == "optimal"
     record: dict[str, Any] = {
-        "config": config, "status": exact.status, "value": exact.value,
+        "config": config, "status": exact.status, "value": exact.value if solved else None,
         "throughput": (1000.0 / exact.time_per_input_ms if exact.time_per_input_ms > 0 else math.inf)
-        if exact.status == "optimal" else None,
-        "time_per_input_ms": exact.time_per_input_ms, "power_w": exact.power_w,
+        if solved else None,
+        "time_per_input_ms": exact.time_per_input_ms if solved else None, "power_w": exact.power_w if solved else None,
         "designs": [d.as_dict() for d in exact.designs],
         "area_mm2": max((d.area_mm2 for d in exact.designs), default=None),
         "tdp_w": max((d.tdp_w for d in exact.designs), default=None),
