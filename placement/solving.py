@@ -24,7 +24,6 @@ solves it, the message names those given that went unused.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import replace
 from os import PathLike
@@ -38,6 +37,7 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
 from placement.result import Result, Stage, Status
+from placement.whole_file import probe_writable
 
 #: relative tolerance between a method's claimed value and the evaluator's recomputation
 AGREEMENT_TOLERANCE = 1e-9
@@ -476,17 +476,14 @@ def _warm_start(warm_start: Any) -> Any:
 
 
 def _log(log: Any) -> str | None:
-    """The solver log's path, checked before any work: appending nothing to it must succeed."""
+    """The solver log's path, checked before any work (:func:`placement.whole_file.probe_writable`); the solver
+    appends its log to the file."""
     if log is not None and not isinstance(log, (str, PathLike)):
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
-    existed = os.path.exists(log)
     try:
-        with open(log, "a", encoding="utf-8"):
-            pass
-        if not existed:   # a probe: a run refused later leaves no empty log behind
-            os.remove(log)
+        probe_writable(log)   # a run refused later leaves no empty log behind
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
     return str(log)

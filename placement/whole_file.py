@@ -4,6 +4,7 @@ file it replaces as it was, not half a JSON document."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -46,3 +47,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def probe_writable(path: str | Path) -> None:
+    """Raise :class:`OSError` as writing ``path`` would, leaving it as it was: appending nothing to a file, and
+    removing a file the probe creates (where a symbolic link led to it, the file, not the link). A pipe or a
+    device is only checked for permission: opening and closing it would end the stream its reader waits on."""
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        for fails, code in ((os.path.isdir(path), errno.EISDIR), (not os.access(path, os.W_OK), errno.EACCES)):
+            if fails:
+                raise OSError(code, os.strerror(code), path)
+        return
+    existed = os.path.exists(path)
+    with open(path, "a", encoding="utf-8"):
+        pass
+    if not existed:
+        os.remove(os.path.realpath(path))

@@ -86,6 +86,21 @@ def test_a_link_to_a_missing_file_is_written_through(tmp_path):
     assert link.is_symlink() and not target.exists()
 
 
+def test_a_log_in_a_named_pipe_gets_the_solver_s_lines(tmp_path):
+    """--log naming a FIFO: the check before the solve no longer ends its reader's stream."""
+    pytest.importorskip("ortools")
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--method", "milp", "--log", str(fifo),
+                           "--quiet"], capture_output=True, cwd=ROOT, timeout=60)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert received and received[0]
+
+
 COLOUR_TOO_BIG = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
                   "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": size,
                              **({"colorClass": 7} if i < 3 else {})} for i, size in ((1, 60), (2, 60), (3, 10))],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import math
 import os
@@ -299,23 +298,17 @@ def read_once(path: str, error: type[PlacementError], what: str) -> str | dict:
 
 
 def check_writable(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
-    """Fail before any work when ``path`` cannot be written (appending nothing leaves it as it is; a file
-    the check creates is removed, also where a symbolic link led to it), or is one of the command's
-    ``inputs`` (:func:`check_not_input`). A pipe or device is only checked for permission: opening and
-    closing it would end the stream its reader waits on."""
+    """Fail before any work when ``path`` cannot be written (:func:`placement.whole_file.probe_writable`: it
+    stays as it was), or is one of the command's ``inputs`` (:func:`check_not_input`)."""
     if path is None:
         return
+    from placement.whole_file import probe_writable
+
     check_not_input(path, inputs)
-    if os.path.exists(path) and not os.path.isfile(path):
-        if os.path.isdir(path):
-            raise UsageError(f"{path}: cannot write: {os.strerror(errno.EISDIR)}")
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"{path}: cannot write: {os.strerror(errno.EACCES)}")
-        return
-    existed = os.path.exists(path)
-    write_text(path, "", mode="a")
-    if not existed:     # a failed run leaves no empty file behind (where a link led: the file, not the link)
-        os.remove(os.path.realpath(path))
+    try:
+        probe_writable(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
 def write_plan_file(path: str | None, result: Any, quiet: bool) -> None:

@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
                    help="random seed of the MILP solver and the randomised baselines (default 0)")
-    p.add_argument("--log", type=path_name, metavar="FILE", help="write the MILP solver's log to FILE")
+    p.add_argument("--log", type=path_name, metavar="FILE", help="append the MILP solver's log to FILE")
     p.add_argument("--calls", type=positive_int, default=1, metavar="Q",
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
     p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
