@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import signal
@@ -438,3 +439,26 @@ def test_a_service_that_is_no_dask_scheduler_is_one_error(tmp_path, monkeypatch,
         for conn in held:
             conn.close()
     assert str(caught.value).startswith(f"scheduler cannot reach a Dask scheduler at {address!r}: {why}")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_redraws_only_on_a_terminal():
+    """A log file got every state of the bar joined by carriage returns on one line; there, each is a line."""
+    from placement.codesign.sweep import ProgressBar
+
+    log = io.StringIO()
+    bar = ProgressBar(2, stream=log)
+    bar.update()
+    bar.close()
+    lines = log.getvalue().split("\n")
+    assert "\r" not in log.getvalue() and len(lines) == 3 and lines[2] == ""
+    assert lines[0].startswith("[" + "." * 30 + "] 0/2 configurations, ")
+    assert lines[1].startswith("[" + "#" * 15 + "." * 15 + "] 1/2 configurations, ")
+    terminal = _Terminal()
+    bar = ProgressBar(2, stream=terminal)
+    bar.close()
+    assert terminal.getvalue().startswith("\r[") and terminal.getvalue().endswith("   \n")

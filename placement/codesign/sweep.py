@@ -208,7 +208,8 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
 class ProgressBar:
     """A one-line progress bar on standard error: done/total, elapsed time and the estimated rest.
 
-    ``quiet`` prints nothing. The line is redrawn in place (carriage return) and ended by :meth:`close`.
+    ``quiet`` prints nothing. On a terminal the line is redrawn in place (carriage return) and ended by
+    :meth:`close`; elsewhere (a log file, a pipe) every state is a line of its own.
     """
 
     WIDTH = 30
@@ -216,6 +217,8 @@ class ProgressBar:
     def __init__(self, total: int, done: int = 0, *, quiet: bool = False, stream: Any = None) -> None:
         self.total, self.done, self.quiet = total, done, quiet
         self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.in_place = bool(isatty and isatty())
         self.start, self.new = time.perf_counter(), 0
         self._draw()
 
@@ -232,12 +235,13 @@ class ProgressBar:
         elapsed = time.perf_counter() - self.start
         rest = elapsed / self.new * (self.total - self.done) if self.new else math.nan
         eta = f", about {rest:.0f} s left" if math.isfinite(rest) and self.done < self.total else ""
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
-                          f"configurations, {elapsed:.0f} s{eta}   ")
+        line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} configurations, " \
+               f"{elapsed:.0f} s{eta}"
+        self.stream.write(f"\r{line}   " if self.in_place else f"{line}\n")
         self.stream.flush()
 
     def close(self) -> None:
-        if not self.quiet:
+        if not self.quiet and self.in_place:
             self.stream.write("\n")
             self.stream.flush()
 
