@@ -86,6 +86,17 @@ def test_split_prints_every_format(tmp_path, capsys):
         {"stage": 1, "device": "accelerator", "#nodes": 4, "first": "blocks.1.norm", "last": "head"}]
 
 
+def test_split_notes_a_plan_made_for_another_instance(tmp_path, capsys):
+    """As verify and simulate do: the plan file names the instance it was solved for."""
+    instance, other = tmp_path / "stack.json", tmp_path / "other.json"
+    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2"]) == 0
+    other.write_text(instance.read_text())
+    assert main(["solve", str(other), "--quiet", "--out", str(tmp_path / "plan.json")]) == 0
+    capsys.readouterr()
+    assert main(["split", str(instance), str(tmp_path / "plan.json"), "--format", "stages"]) == 0
+    assert "note: the plan file was made for instance 'other', not 'stack'\n" in capsys.readouterr().err
+
+
 def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, capsys):
     instance, plan = tmp_path / "gpt.json", tmp_path / "plan.json"
     # --module-depth 2 cuts module paths to transformer.h.N: each block is one node, so no optimal plan can

@@ -134,7 +134,7 @@ def _moved_backward_tasks(plan: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from placement.io.plans import as_plan, recorded_overrides
+    from placement.io.plans import as_plan, made_for_another, recorded_overrides
     from placement.loading import as_instance, override_devices
 
     def say(line: str) -> None:
@@ -153,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the plan runs the {moved} (a split-backward plan, docs/backward-split.md); the "
                          "hand-off formats keep a layer's whole backward on its stage, so the plan would not run "
                          "as solved: hand off a plan solved without --backward split")
+    other = made_for_another(plan_source, problem.name)
+    if other is not None:   # as verify and simulate say it
+        say(f"note: the plan file was made for instance {other!r}, not {problem.name!r}")
     overrides = recorded_overrides(plan_source)
     if overrides:   # the devices the plan was solved for, as verify and simulate take them
         problem = override_devices(problem, **overrides)
