@@ -86,6 +86,27 @@ def test_split_prints_every_format(tmp_path, capsys):
         {"stage": 1, "device": "accelerator", "#nodes": 4, "first": "blocks.1.norm", "last": "head"}]
 
 
+def test_a_cpu_stage_at_an_end_is_a_stage_of_the_hand_off(tmp_path, capsys):
+    """The GPT-like model at module depth 2 with a CPU: nodes 0-3 (the embeddings) on the CPU, then blocks h.0 and
+    h.1 on two accelerators. Megatron's stages are GPUs: refused; split_spec makes the CPU's part stage 0, and
+    says so (it read as the host's work outside the pipeline)."""
+    instance, plan = tmp_path / "gpt.json", tmp_path / "plan.json"
+    assert main(["import", "tests.handoff_models:gpt", "--out", str(instance), "--accelerators", "2", "--cpus", "1",
+                 "--module-depth", "2", "--quiet"]) == 0
+    plan.write_text(json.dumps({"devices": [{"type": "cpu", "nodes": [0, 1, 2, 3]},
+                                            {"type": "accelerator", "nodes": [4]},
+                                            {"type": "accelerator", "nodes": [5, 6, 7]}]}))
+    capsys.readouterr()
+    assert main(["split", str(instance), str(plan), "--format", "megatron"]) == 2
+    assert capsys.readouterr().err == ("error: megatron cannot express this plan: stage 0 runs on a CPU, and every "
+                                       "stage of a Megatron layout is a GPU's; use --format split-spec\n")
+    assert main(["split", str(instance), str(plan)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"transformer.h.0": "BEGINNING", "transformer.h.1": "BEGINNING"}
+    assert captured.err == ("note: stage 0 runs on a CPU: the hand-off makes it a pipeline stage like the others, "
+                            "for a rank on the host\n")
+
+
 def test_split_notes_a_plan_made_for_another_instance(tmp_path, capsys):
     """As verify and simulate do: the plan file names the instance it was solved for."""
     instance, other = tmp_path / "stack.json", tmp_path / "other.json"

@@ -21,6 +21,7 @@ from placement.io.exporters import (Layout, deepspeed_parts, in_pipeline_order, 
                                     runtime_stages, shared_across_stages, split_points, stage_types, stages)
 from placement.io.megatron import megatron_layout
 from placement.plan import Plan
+from placement.problem.instance import CPU
 from placement.report.table import format_table
 
 #: The hand-off forms in the order a refused form's alternative is looked for.
@@ -175,6 +176,13 @@ def run(args: argparse.Namespace) -> int:
             say(f"note: the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}")
     else:
         value = export(args.format, layout, plan, finest == "stages")
+        on_cpu = [str(k) for k, kind in enumerate(stage_types(layout, plan)) if kind == CPU]
+        if len(on_cpu) == 1:   # at an end of the pipeline (a CPU between accelerators is refused)
+            say(f"note: stage {on_cpu[0]} runs on a CPU: the hand-off makes it a pipeline stage like the others, "
+                "for a rank on the host")
+        elif on_cpu:
+            say(f"note: stages {' and '.join(on_cpu)} run on a CPU: the hand-off makes them pipeline stages like the "
+                "others, for ranks on the host")
         text = value if isinstance(value, str) else json.dumps(value, indent=1)
         if args.format != "megatron":   # Megatron ties its embeddings itself
             for name, held in shared_across_stages(layout, plan).items():

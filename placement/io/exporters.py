@@ -10,7 +10,8 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
 
 * every form needs a pipeline (no stage reads a node of a later stage) without a CPU stage
   between accelerator stages: no pipeline runtime sends activations from an accelerator
-  to a CPU and back (CPU stages at either end are host work the caller runs itself);
+  to a CPU and back (a CPU stage at either end is a stage like the others, for a rank on the host;
+  Megatron's layouts, whose stages are GPUs, refuse it);
 * :func:`split_spec` — ``{module FQN: SplitPoint.BEGINNING}`` for
   ``torch.distributed.pipelining.pipeline``. It exists when every stage is an interval of
   program order and every stage after the first begins where a module, called once in the

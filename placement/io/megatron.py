@@ -14,7 +14,7 @@ The nodes before the first block are the embedding, those after the last block t
 part; Megatron requires both, exactly once each. The layout exists for a plan whose stages
 are intervals of program order when no stage boundary falls inside a block, no node outside
 the blocks lies between two blocks, the embedding and the loss part are not empty and each
-lies in one stage.
+lies in one stage, and no stage runs on a CPU.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 
 from placement.errors import InvalidParameterError
-from placement.io.exporters import Layout, refuse, require_intervals, runtime_stages
+from placement.io.exporters import Layout, refuse, require_intervals, runtime_stages, stage_types
 from placement.plan import Plan
+from placement.problem.instance import CPU
 
 _NUMBERED = re.compile(r"(?:^|\.)(\d+)(?=\.|$)")
 
@@ -88,6 +89,9 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
 def megatron_layout(layout: Layout, plan: Plan) -> str:
     """Megatron-Core's pipeline layout string for the plan (module docstring)."""
     parts = runtime_stages(layout, plan, "megatron")
+    on_cpu = [s for s, kind in enumerate(stage_types(layout, plan)) if kind == CPU]
+    if on_cpu:
+        refuse("megatron", f"stage {on_cpu[0]} runs on a CPU, and every stage of a Megatron layout is a GPU's")
     require_intervals(layout, parts, "megatron")
     try:
         prefix, layer = layer_stack(layout)
