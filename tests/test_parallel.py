@@ -16,6 +16,7 @@ from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, 
 from placement.parallel.baselines import piper_value
 from placement.parallel.dp import solve_parallel
 from placement.parallel.plan import ParallelPlan
+from placement.report.parallel import format_parallel_result
 from placement.testing.bruteforce_parallel import brute_force_parallel
 from placement.verification.parallel import evaluate_parallel
 from tests.strategies_parallel import piper_instances, typed_piper_instances
@@ -59,6 +60,9 @@ def test_exact_knapsack_beats_piper_greedy_by_hand():
                   {1: (tmpc("fast", 1, b=6), tmpc("slow", 4, b=1))}], devices=1, memory=11.0)
     exact = placement.solve(inst)
     assert exact.value == 5.0 and dict(exact.plan.stages[0].tmpcs) == {0: "fast", 1: "slow"}
+    # the Megatron-style hand-off names the node that runs another TMPC than its first (the degrees do not say it)
+    assert exact.megatron["other_tmpcs"] == {"0": {"slow": [1]}}
+    assert "  stage 0 runs 'slow' on node 1\n" in format_parallel_result(inst, exact)
     greedy = piper_value(inst)
     assert greedy.value == 7.0
     assert evaluate_parallel(inst, greedy.plan).value == 7.0

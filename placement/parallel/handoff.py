@@ -6,6 +6,8 @@ parallel size: ``world size = tensor · pipeline · data``. A plan whose stages 
 and the layout (each stage's nodes as ``id:name``, or ``id`` where the instance names none). A plan
 whose degrees differ between stages is not, and :func:`megatron_config` says which stages differ;
 nor is a plan whose stages run on different device types (Megatron-LM's world is one kind of device).
+An expressible configuration also lists the nodes that run another TMPC than their first (``other_tmpcs``:
+activation recomputation, in Piper's files), which the degrees alone do not say.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from placement.parallel.plan import ParallelPlan
 
 
 def megatron_config(instance: PiperInstance, plan: ParallelPlan) -> dict[str, Any]:
-    """``{"expressible": True, "tensor", "pipeline", "data", "devices", "layout"}`` for uniform degrees;
+    """``{"expressible": True, "tensor", "pipeline", "data", "devices", "layout", "other_tmpcs"}`` for uniform degrees;
     ``{"expressible": False, "reason"}`` otherwise."""
     kinds = list(dict.fromkeys(s.device_type for s in plan.stages))
     if len(kinds) > 1:
@@ -34,7 +36,22 @@ def megatron_config(instance: PiperInstance, plan: ParallelPlan) -> dict[str, An
     names = {node.id: f"{node.id}:{node.name}" if node.name else str(node.id) for node in instance.nodes}
     return {"expressible": True, "tensor": t, "pipeline": len(plan.stages), "data": d,
             "devices": t * d * len(plan.stages),
-            "layout": [[names[v] for v in stage.nodes] for stage in plan.stages]}
+            "layout": [[names[v] for v in stage.nodes] for stage in plan.stages],
+            "other_tmpcs": other_tmpcs(instance, plan)}
+
+
+def other_tmpcs(instance: PiperInstance, plan: ParallelPlan) -> dict[str, dict[str, list[int]]]:
+    """Per stage (its index, as text) that has any, the nodes whose chosen TMPC is not their first of the stage's
+    degree ``t``, by TMPC id (``{"0": {"activation recomp": [5, 6, 7]}}``): a configuration the runtime must be
+    told of beside the degrees (Megatron-LM's recomputation options, for one)."""
+    first = {node.id: {t: tmpcs[0].id for t, tmpcs in node.configurations.items() if tmpcs} for node in instance.nodes}
+    found: dict[str, dict[str, list[int]]] = {}
+    for i, stage in enumerate(plan.stages):
+        for v in stage.nodes:
+            chosen = stage.tmpcs.get(v)
+            if chosen is not None and chosen != first[v].get(stage.t):
+                found.setdefault(str(i), {}).setdefault(chosen, []).append(v)
+    return found
 
 
 __all__ = ["megatron_config"]

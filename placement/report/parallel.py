@@ -55,6 +55,9 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     if mega.get("expressible"):
         lines.append(f"Megatron-style: tensor {mega['tensor']}, pipeline {mega['pipeline']}, data {mega['data']}"
                      + (f", virtual pipeline {mega['virtual_pipeline']}" if "virtual_pipeline" in mega else ""))
+        for stage, by_tmpc in (mega.get("other_tmpcs") or {}).items():
+            for tmpc, held in by_tmpc.items():
+                lines.append(f"  stage {stage} runs {tmpc!r} on node{'s' if len(held) > 1 else ''} {node_ranges(held)}")
     elif mega:
         lines.append(f"Megatron-style: not expressible ({mega['reason']})")
     return "\n".join(lines) + "\n"
