@@ -425,6 +425,120 @@ def test_a_module_registered_under_two_names_is_called_twice():
     assert split_points(lay, plan(range(0, 2), range(2, 5))) == ["2"]
 
 
+def onnx_layout(factory, tmp_path, dynamo):
+    """The layout of the model ``factory`` makes, exported to ONNX (by the dynamo exporter or TorchScript's) and
+    imported from there at module granularity."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    pytest.importorskip("onnx", reason="onnx is not installed (pip install 'placement[onnx]')")
+    if dynamo:
+        pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
+    import contextlib
+    import io
+    import warnings
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.onnx_import import import_onnx
+
+    model, args = factory()
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), args, str(path), dynamo=dynamo)
+    imported = import_onnx(path, platform=make_platform("h100", "epyc-7763", 4, 0), granularity="module")
+    return layout_from_instance(imported.instance)
+
+
+def _reuse():
+    """layer, norm, shared, layer_1, shared again, norm2: ``shared`` runs twice; ``layer_1`` is a module of its
+    own, and the new LayerNorms ``norm`` and ``norm2`` hold equal values, which the exporters merge into one
+    initializer."""
+    import torch
+    from torch import nn
+
+    class Reuse(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer, self.layer_1, self.shared = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+            self.norm, self.norm2 = nn.LayerNorm(8), nn.LayerNorm(8)
+
+        def forward(self, x):
+            return self.norm2(self.shared(self.layer_1(self.shared(self.norm(self.layer(x))))))
+
+    torch.manual_seed(0)
+    return Reuse(), (torch.randn(4, 8),)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_a_module_an_onnx_file_shows_called_twice_is_no_split_point(tmp_path, dynamo):
+    """The TorchScript exporter names the second call of ``shared`` ``shared_1``, a scope that reads the
+    parameters of ``shared``; the dynamo exporter names both calls ``shared``. Neither is a split point or a
+    DeepSpeed layer (torch's pipeline() would split before both calls, and no module ``shared_1`` exists);
+    ``layer_1``, a module of its own, is one, and so is ``norm2``, whose equal values the exporters merged
+    with those of ``norm``."""
+    lay = onnx_layout(_reuse, tmp_path, dynamo)
+    second = "shared#1" if dynamo else "shared_1"
+    assert [(node.name, node.starts) for node in lay.nodes] == [
+        ("layer", ("layer",)), ("norm", ("norm",)), ("shared", ()), ("layer_1", ("layer_1",)), (second, ()),
+        ("norm2", ("norm2",))]
+    with pytest.raises(InvalidParameterError) as caught:
+        split_points(lay, plan(range(0, 4), range(4, 6)))
+    assert str(caught.value) == (f"plan cannot be written as a split_spec: stage 1 begins at {second!r}, a call of "
+                                 "module shared, which runs more than once, and torch's pipeline() would split "
+                                 "before each of its calls")
+    with pytest.raises(InvalidParameterError) as caught:
+        split_points(lay, plan(range(0, 2), range(2, 6)))
+    assert str(caught.value) == ("plan cannot be written as a split_spec: stage 1 begins at 'shared', a call of "
+                                 "module shared, which runs more than once, and torch's pipeline() would split "
+                                 "before each of its calls")
+    with pytest.raises(InvalidParameterError) as caught:
+        deepspeed_parts(lay, plan(range(0, 3), range(3, 6)))
+    assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: stage 0 holds 'shared', a call of "
+                                 "module shared, which runs more than once, and a PipelineModule layer is a module "
+                                 "called once")
+    assert split_points(lay, plan(range(0, 3), range(3, 6))) == ["layer_1"]
+    assert split_points(lay, plan(range(0, 5), [5])) == ["norm2"]
+    assert split_points(lay, plan([0], range(1, 6))) == ["norm"]
+    assert [node.repeats for node in lay.nodes] == [(), (), ("shared",), (), ("shared",), ()]
+
+
+def _two_names():
+    """a, then one Linear registered as ``b`` and as ``e`` and called by both names, then d."""
+    import torch
+    from torch import nn
+
+    class TwoNames(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.d = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 3)
+            self.e = self.b
+
+        def forward(self, x):
+            return self.d(self.e(self.b(self.a(x))))
+
+    torch.manual_seed(0)
+    return TwoNames(), (torch.randn(4, 8),)
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_a_module_an_onnx_file_shows_under_two_names_is_no_split_point(tmp_path, dynamo):
+    """The TorchScript exporter names the second call ``b_1``, the dynamo exporter ``e``; both scopes read the
+    one Linear's parameters, so both are calls of module ``b``."""
+    lay = onnx_layout(_two_names, tmp_path, dynamo)
+    second = "e" if dynamo else "b_1"
+    assert [(node.name, node.starts) for node in lay.nodes] == [("a", ("a",)), ("b", ()), (second, ()), ("d", ("d",))]
+    with pytest.raises(InvalidParameterError) as caught:
+        split_points(lay, plan(range(0, 2), range(2, 4)))
+    assert str(caught.value) == (f"plan cannot be written as a split_spec: stage 1 begins at {second!r}, a call of "
+                                 "module b, which runs more than once, and torch's pipeline() would split before "
+                                 "each of its calls")
+    with pytest.raises(InvalidParameterError) as caught:
+        deepspeed_parts(lay, plan(range(0, 2), range(2, 4)))
+    assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: stage 0 holds 'b', a call of module b, "
+                                 "which runs more than once, and a PipelineModule layer is a module called once")
+    assert split_points(lay, plan(range(0, 3), [3])) == ["d"]
+    assert [node.repeats for node in lay.nodes] == [(), ("b",), ("b",), ()]
+
+
 def test_a_training_plan_whose_value_skips_a_stage_is_no_split_for_torchs_pipeline():
     """GPT in three stages with the embedding read again by the head (a skip from stage 0 to stage 2):
     torch's pipeline() sends such a value on but runs no backward of it (PipeliningMetadataError at the

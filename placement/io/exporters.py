@@ -15,7 +15,8 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
 * :func:`split_spec` — ``{module FQN: SplitPoint.BEGINNING}`` for
   ``torch.distributed.pipelining.pipeline``. It exists when every stage is an interval of
   program order and every stage after the first begins where a module, called once in the
-  program, begins its call.
+  program, begins its call (an ONNX import records as ``repeats`` the modules the file shows to
+  run more than once: a refusal names them).
 * :func:`pipe_split_module` — any other plan (a boundary inside a module, or stages that
   are not intervals of program order): the exported program as a ``GraphModule`` whose
   operators are reordered stage by stage (a topological order, since stages form a chain
@@ -63,8 +64,9 @@ FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatr
 
 @dataclass(frozen=True)
 class LayoutNode:
-    """A forward node of an imported instance: its module, the modules beginning at it, its operators, the
-    model's inputs it reads."""
+    """A forward node of an imported instance: its module, the modules called once beginning at it, its
+    operators, the model's inputs it reads, and the modules called more than once beginning at it where the
+    instance records them (``repeats``: an ONNX import)."""
 
     id: int
     name: str
@@ -72,6 +74,7 @@ class LayoutNode:
     starts: tuple[str, ...]
     ops: tuple[str, ...]
     inputs: tuple[str, ...] = ()
+    repeats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,8 @@ def layout_from_instance(data: Any) -> Layout:
         _check_strings(raw, raw["id"])
         name = raw.get("name")   # missing or null: the id, as the instance loader names it
         forward.append(LayoutNode(raw["id"], str(raw["id"] if name is None else name), raw["module"],
-                                  tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ()))))
+                                  tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ())),
+                                  tuple(raw.get("repeats", ()))))
     forward.sort(key=lambda n: n.id)
     ids = {node.id for node in forward}
     for backward_id, forward_id in mates.items():
@@ -144,10 +148,11 @@ def layout_from_instance(data: Any) -> Layout:
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
-    """A forward node's module metadata: ``module`` a string, ``ops`` and ``starts`` arrays of strings."""
+    """A forward node's module metadata: ``module`` a string, ``ops``, ``starts``, ``inputs`` and ``repeats``
+    arrays of strings."""
     if not isinstance(raw["module"], str):
         raise InvalidInstanceError(f"node {node_id}: field 'module' must be a string, got {json_type_name(raw['module'])}")
-    for key in ("ops", "starts", "inputs"):
+    for key in ("ops", "starts", "inputs", "repeats"):
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
@@ -345,6 +350,9 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     points = []
     for k, stage in enumerate(parts[1:], start=1):
         first = by_id[stage[0]]
+        if not first.starts and first.repeats:
+            refuse("split-spec", f"stage {k} begins at {first.name!r}, a call of module {first.repeats[0]}, which "
+                                 "runs more than once, and torch's pipeline() would split before each of its calls")
         if not first.starts:
             refuse("split-spec", f"stage {k} begins at {first.name!r}, which is not where a module called once "
                                  "begins")
@@ -390,6 +398,9 @@ def _cover(layout: Layout, runs: dict[str, tuple[int, int]], begin: int, end: in
         if not node.module:
             refuse("deepspeed", f"{node.name!r} in stage {k} is an operator outside every module, and a "
                                 "PipelineModule layer is a module")
+        if not whole and node.repeats:
+            refuse("deepspeed", f"stage {k} holds {node.name!r}, a call of module {node.repeats[-1]}, which runs "
+                                "more than once, and a PipelineModule layer is a module called once")
         if not whole and not any(node.module in other.starts for other in layout.nodes):
             refuse("deepspeed", f"stage {k} holds {node.name!r} of module {node.module}, called more than once "
                                 "(or registered under several names), and a PipelineModule layer is a module "

@@ -33,6 +33,15 @@ A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Spl
 The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
+Those scopes are names, not module objects: the TorchScript exporter names a module's second call
+``shared_1``, and the dynamo exporter names a module registered under two names by the name each
+call uses. Two scopes, neither inside the other, whose operators read the same trained parameters
+(by the names the file's nodes read them by; parameters whose values are all equal, which
+exporters merge across modules, do not count) in the same order by the same operators are calls
+of one module (:func:`_calls_of_one_module`), and so are the scopes of one name inside them:
+neither begins a module called once (:mod:`placement.io.op_grouping`). A repeated call that reads
+no such parameter, or consecutive calls the exporter writes under one scope, look like one call
+of a module called once.
 
 FLOPs (one multiply-add = 2 FLOPs, bias not counted), ``A`` the first operand:
 
@@ -94,7 +103,7 @@ import warnings
 from decimal import Decimal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
@@ -104,7 +113,7 @@ from placement.io.onnx_checks import check_element_types, check_schemas, check_t
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
-from placement.io.onnx_tied import transposed_copies
+from placement.io.onnx_tied import constant_valued, transposed_copies
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 
@@ -346,6 +355,78 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
         paths.append(f"{paths[-1]}.{key}" if paths else key)
         parent = part
     return tuple(paths)
+
+
+def _calls_of_one_module(ops: list[Op], weights: list[tuple[str, ...]], constant: Callable[[str], bool]
+                         ) -> tuple[tuple[str, ...], ...]:
+    """The groups of module scopes of ``ops`` that the ONNX file shows to be calls of one module (module
+    docstring), each in order of first appearance: scopes, neither inside the other, whose operators read
+    the same trained parameters in the same order by the same operators, and the scopes of one name inside
+    two such scopes (``b.act`` and ``e.act`` where ``b`` and ``e`` are one module). ``weights`` are the
+    trained parameters each operator reads, by the names the file's nodes read them by (an exporter that
+    merges parameters of equal values reads each through an alias of its own name); a parameter whose
+    values are all equal (``constant``: a new LayerNorm's ones, a bias of zeros) is no evidence, since
+    exporters also merge such parameters of distinct modules into one."""
+    inside: dict[str, set[str]] = {}   # scope -> the scopes on a path with it (enclosing or enclosed)
+    reading: dict[str, list[int]] = {}   # scope -> the operators inside it that read trained parameters
+    for i, op in enumerate(ops):
+        for scope in op.module_path:
+            inside.setdefault(scope, set()).update(op.module_path)
+            if weights[i]:
+                reading.setdefault(scope, []).append(i)
+    order = {scope: k for k, scope in enumerate(inside)}
+    parent = {scope: scope for scope in inside}
+
+    def root(scope: str) -> str:
+        while parent[scope] != scope:
+            parent[scope] = parent[parent[scope]]
+            scope = parent[scope]
+        return scope
+
+    def join(a: str, b: str) -> None:
+        first, second = sorted((root(a), root(b)), key=order.__getitem__)
+        parent[second] = first
+
+    def alike(scopes: Iterable[str], kept: Callable[[str], bool]) -> list[list[str]]:
+        """The scopes grouped by what they read (parameters ``kept`` only); groups of two or more."""
+        found: dict[tuple, list[str]] = {}
+        for scope in scopes:
+            read = tuple((ops[i].target, names) for i in reading[scope]
+                         for names in [tuple(name for name in weights[i] if kept(name))] if names)
+            if read:
+                found.setdefault(read, []).append(scope)
+        return [group for group in found.values() if len(group) > 1]
+
+    known: dict[str, bool] = {}
+
+    def varied(name: str) -> bool:
+        if name not in known:
+            known[name] = not constant(name)
+        return known[name]
+
+    for candidates in alike(reading, lambda name: True):   # values are read only for the candidates
+        for scopes in alike(candidates, varied):
+            for k, a in enumerate(scopes):
+                for b in scopes[k + 1:]:
+                    if b not in inside[a]:
+                        join(a, b)
+
+    def groups() -> list[list[str]]:
+        found: dict[str, list[str]] = {}
+        for scope in inside:
+            found.setdefault(root(scope), []).append(scope)
+        return [group for group in found.values() if len(group) > 1]
+
+    for group in groups():   # the scopes of one name inside two calls of one module
+        for a in group:
+            for b in group:
+                if a == b or b in inside[a]:
+                    continue
+                for scope in inside[a]:
+                    other = b + scope[len(a):]
+                    if scope.startswith(a + ".") and other in inside and other not in inside[scope]:
+                        join(scope, other)
+    return tuple(tuple(group) for group in groups())
 
 
 #: the operators whose inputs 0 and 1 are the factors of a product (the others, from 2 on, are added to it)
@@ -600,17 +681,20 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     return {name: found for name, found in sources.items() if name in written}, kept
 
 
-def _fold_data_aliases(graph: Any) -> None:
+def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str]]:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
     ``Add`` still fuses with its matmul and a parameter read through two names is counted once. An alias
-    that is a graph output stays."""
+    that is a graph output stays. Returns, for each node left, the names it read before, and each alias
+    with the data it names."""
     data = {init.name for init in graph.initializer}
     data |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
     outputs = {v.name for v in graph.output}
     source: dict[str, str] = {}
     kept = []
+    named: list[tuple[str, ...]] = []
     for node in graph.node:
+        original = tuple(node.input)
         for k, name in enumerate(node.input):
             if name in source:
                 node.input[k] = source[name]
@@ -619,9 +703,11 @@ def _fold_data_aliases(graph: Any) -> None:
             source[node.output[0]] = node.input[0]
             continue
         kept.append(node)
+        named.append(original)
     if source:
         del graph.node[:]
         graph.node.extend(kept)
+    return named, source
 
 
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
@@ -644,7 +730,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     if split_sequences(model.graph, static_shapes(shaped.graph), known, opset):
         shaped, known = shaped_model(model, name, onnx)
     _expose_subgraph_reads(model.graph)
-    _fold_data_aliases(model.graph)
+    named, aliases = _fold_data_aliases(model.graph)
     table = _tensor_table(shaped, dtype, onnx, name)
     params = {init.name: table[init.name] for init in model.graph.initializer}
     params.update((sparse.values.name, table[sparse.values.name]) for sparse in model.graph.sparse_initializer)
@@ -668,10 +754,12 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     f"{', '.join(map(repr, symbolic))} with dims")
         return "it follows from values the graph computes that the importer could not evaluate"
     nodes: list[_Node] = []
+    named_inputs: list[tuple[str, ...]] = []   # per node of nodes, its inputs as the file names them
     used_names: set[str] = set()
     for k, node in enumerate(model.graph.node):
         if node.op_type == "Constant" or k in folded:
             continue
+        named_inputs.append(named[k])
         domain = node.domain or "ai.onnx"
         op_type = node.op_type
         label = op_type if domain in ("ai.onnx", "") else f"{domain}::{op_type}"
@@ -713,6 +801,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     graph_inputs = {value.name for value in model.graph.input}
     model_inputs = tuple(value.name for value in model.graph.input if value.name not in params and value.name in table)
     ops: list[Op] = []
+    weights: list[tuple[str, ...]] = []   # per operator, the trained parameters it reads as the file names them
     unknown: set[str] = set()
     for group in groups:
         members = [nodes[i] for i in group.members]
@@ -748,6 +837,14 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                 inputs_read.append(t)
             else:   # fusion keeps every value read outside a group its exit's
                 raise AssertionError(f"{name}: {t!r} is read, but no operator writes it")
+        named_weights: list[str] = []
+        for i in group.members:
+            for t, as_named in zip(nodes[i].node.input, named_inputs[i]):
+                if t in params and table[t].floating and table[t].numel > 1 and t not in statistics:
+                    named_weights.append(as_named)
+                elif t in derived:
+                    named_weights.extend(p for p in derived[t] if p not in statistics)
+        weights.append(tuple(dict.fromkeys(named_weights)))
         # a product given one value in both operand places (MatMul(h, h)) has a gradient through each
         repeated = [producers[t] if t in producers else tied.get(t, t)
                     for m in members if m.node.op_type in PRODUCTS
@@ -788,7 +885,14 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         warnings.warn(f"{name}: no FLOP formula for {len(names)} operator type(s), costed by bytes moved only: "
                       f"{', '.join(names)}{inside}", CostModelWarning, stacklevel=2)
     outputs = tuple(sorted({producers[v.name][0] for v in model.graph.output if v.name in producers}))
-    return OpGraph(tuple(ops), name, "onnx", names, inputs=model_inputs, outputs=outputs)
+    initializers = {init.name: init for init in model.graph.initializer}
+
+    def constant(parameter: str) -> bool:
+        found = initializers.get(aliases.get(parameter, parameter))
+        return found is not None and constant_valued(found, folder)
+
+    return OpGraph(tuple(ops), name, "onnx", names, aliases=_calls_of_one_module(ops, weights, constant),
+                   inputs=model_inputs, outputs=outputs)
 
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",

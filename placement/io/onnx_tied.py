@@ -17,7 +17,8 @@ exists too few times. Only the candidates (shapes that mirror another initialize
 where their data lies outside the model file, as exporters write it (the dynamo exporter does
 for every weight); where that data cannot be read, the copies stay apart. Each candidate is
 first compared by its corners, and read again in full only where those match, so that at most
-two tensors are held at a time.
+two tensors are held at a time. :func:`constant_valued` tells such constant tensors, which exporters
+also merge into one initializer where distinct modules hold equal ones.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def _values(init: Any, folder: Path | None) -> Any:
         return numpy_helper.to_array(init)
     except Exception:      # malformed data: no tie is claimed
         return None
+
+
+def constant_valued(init: Any, folder: str | Path | None = None) -> bool:
+    """Whether every value of initializer ``init`` is the same (external data read from ``folder``); false
+    where they cannot be read."""
+    values = _values(init, None if folder is None else Path(folder))
+    return values is not None and values.size > 0 and bool((values == values.flat[0]).all())
 
 
 def _corners(values: Any) -> tuple[Any, Any, Any, Any] | None:

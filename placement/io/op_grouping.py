@@ -73,6 +73,12 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
 
     begins, calls = _module_calls(ops, graph.aliases)
     order = {fqn: k for k, fqn in enumerate(_outer_first(ops))}
+    first_call: dict[str, tuple[int, int]] = {}   # module -> its first operator, and its place outermost first
+    for i, op in enumerate(ops):
+        for fqn in op.module_path:
+            first_call.setdefault(fqn, (i, order[fqn]))
+    first_name = {fqn: min((name for name in names if name in first_call), key=first_call.__getitem__)
+                  for names in graph.aliases for fqn in names if fqn in first_call}
     seen: dict[str, int] = {}
     nodes: list[GraphNode] = []
     for key, members in runs:
@@ -86,7 +92,9 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
             seen[base] = count + 1
             name = base if count == 0 else f"{base}#{count}"
         starts = tuple(sorted((fqn for fqn in begins[members[0]] if calls[fqn] == 1), key=order.__getitem__))
-        nodes.append(GraphNode(name, module, tuple(members), starts))
+        repeats = tuple(dict.fromkeys(first_name.get(fqn, fqn) for fqn in sorted(
+            (fqn for fqn in begins[members[0]] if calls[fqn] > 1), key=order.__getitem__)))
+        nodes.append(GraphNode(name, module, tuple(members), starts, repeats))
 
     node_of = [0] * len(ops)
     for v, node in enumerate(nodes):

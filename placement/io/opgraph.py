@@ -408,7 +408,8 @@ class OpGraph:
     """A model's operators in program order (a topological order); ``unknown`` lists the
     operators the cost model has no FLOP formula for (costed by bytes moved only); ``aliases``,
     the groups of module names that name one module object (a module registered under several
-    names: its calls under any of them are calls of one module); ``inputs``, the names of the
+    names: its calls under any of them are calls of one module; for an ONNX import, the scopes
+    the file shows to be calls of one module); ``inputs``, the names of the
     model's tensor inputs, in order; ``grad_inputs``, those that need a gradient; ``outputs``, the
     operators whose results the model returns (empty: not recorded)."""
 
@@ -429,12 +430,14 @@ class OpGraph:
 @dataclass(frozen=True)
 class GraphNode:
     """A placement node: a run of operators. ``starts`` are the modules, called once in the
-    program, whose call begins at this node's first operator (outermost first)."""
+    program, whose call begins at this node's first operator (outermost first); ``repeats``, those
+    called more than once whose call begins there, each by the name it is first called by."""
 
     name: str
     module: str
     ops: tuple[int, ...]
     starts: tuple[str, ...] = ()
+    repeats: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -575,6 +578,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
     the devices, the model's inputs (``inputs``; each node lists those it reads) and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
+    A node of an ONNX import also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: its
+    module scopes are names, and a scope such as ``shared_1`` may be a module's second call.
     Readers of the format ignore these fields.
     """
     dtypes = {op.dtype for op in pg.graph.ops if op.flops}
@@ -606,6 +611,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
         read = pg.model_inputs(v)
         if read:
             entry["inputs"] = read
+        if node.repeats and pg.graph.source == "onnx":
+            entry["repeats"] = list(node.repeats)
         if operators:
             entry["operators"] = pg.operators(v)
         if training:
