@@ -351,6 +351,83 @@ def test_deepspeed_parts_index_modules_of_a_residual_stack(granularity):
     assert split_points(rooted, plan(range(0, 5), range(5, 9))) == ["blocks.1"]
 
 
+def _pair_join():
+    """pair returns (a(x), b(x)); join takes them as two arguments, join(h1, h2)."""
+    import torch
+    from torch import nn
+
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.a(x), self.b(x)
+
+    class Join(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(16, 3)
+
+        def forward(self, h1, h2):
+            return self.lin(torch.cat([h1, h2], -1))
+
+    class PairJoin(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pair, self.join = Pair(), Join()
+
+        def forward(self, x):
+            return self.join(*self.pair(x))
+
+    torch.manual_seed(0)
+    return PairJoin(), (torch.randn(4, 8),)
+
+
+def _join_first():
+    """join(x, cond) of two model inputs, then head."""
+    import torch
+    from torch import nn
+
+    from tests.handoff_models import Join
+
+    class JoinFirst(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.join, self.head = Join(), nn.Linear(4, 3)
+
+        def forward(self, x, cond):
+            return self.head(self.join(x, cond))
+
+    torch.manual_seed(0)
+    return JoinFirst(), (torch.randn(3, 4), torch.randn(3, 2))
+
+
+def test_a_deepspeed_layer_takes_one_tensor():
+    """A PipelineModule runs ``inputs = layer(inputs)``: a layer that takes two tensors (join(h1, h2) after
+    pair, or a first layer given both model inputs) would receive one tuple; a chain of layers that take one
+    tensor each is a PipelineModule."""
+    lay = imported_layout(_pair_join)
+    assert [(node.name, node.module) for node in lay.nodes] == [("pair.a", "pair.a"), ("pair.b", "pair.b"),
+                                                               ("join", "join"), ("join.lin", "join.lin")]
+    for p in (plan(range(0, 2), range(2, 4)), plan(range(4))):
+        with pytest.raises(InvalidParameterError) as caught:
+            deepspeed_parts(lay, p)
+        assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: layer join takes 2 tensors, the "
+                                     "outputs of 'pair.a' and 'pair.b' of layer pair, and a PipelineModule calls "
+                                     "each layer with one argument, the output of the layer before it (a tensor or "
+                                     "one tuple)")
+    assert split_points(lay, plan(range(0, 2), range(2, 4))) == ["join"]
+    first = imported_layout(_join_first)
+    with pytest.raises(InvalidParameterError) as caught:
+        deepspeed_parts(first, plan(range(0, 2), range(2, 3)))
+    assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: layer join takes 2 tensors, the model "
+                                 "inputs 'x' and 'cond', and a PipelineModule calls its first layer with one "
+                                 "argument, the model's inputs as one tuple")
+    assert deepspeed_parts(layout(GPT, edges=CHAIN), plan(range(0, 4), range(4, 12)))["layers"] == [
+        "embed", "h.0", "h.1", "h.2", "norm", "head"]
+
+
 def test_split_spec_maps_points_to_split_point_beginning():
     pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from torch.distributed.pipelining import SplitPoint

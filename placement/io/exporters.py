@@ -35,7 +35,9 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   fewest whole calls of modules called once (outermost first). A stage that holds part of
   a module's call, or an operator outside every module, has no such cover; nor does a plan
   where a layer reads a node of any layer but the one before it (a skip connection across
-  layers), since a PipelineModule passes each layer the previous layer's outputs only.
+  layers), since a PipelineModule passes each layer the previous layer's outputs only, nor one
+  where a layer takes several tensors (:func:`_require_one_argument`), since it calls each layer
+  with one argument.
 * :func:`placement.io.megatron.megatron_layout` — Megatron-Core's pipeline layout string,
   counting repeated blocks.
 
@@ -439,7 +441,38 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
         if node.inputs and layer > 0:
             refuse("deepspeed", f"layer {layers[layer]} reads the model input {node.inputs[0]!r}, and a "
                                 "PipelineModule passes the model's inputs to its first layer only")
+    _require_one_argument(layout, layers, layer_of)
     return {"layers": layers, "parts": bounds}
+
+
+def _require_one_argument(layout: Layout, layers: list[str], layer_of: list[int]) -> None:
+    """Refuse DeepSpeed layers of which one takes several tensors: a ``PipelineModule`` runs ``inputs =
+    layer(inputs)``, one argument per call, the whole output of the layer before (for the first layer, the
+    model's inputs as one tuple), so a module taking ``(h1, h2)`` would receive one tuple. Counted are the
+    distinct nodes of the layer before that a layer reads and, for the first layer, the model's inputs it
+    reads (where the instance records them); several tensors that one node passes on are not seen."""
+    position = layout.position()
+    read: list[dict[str, None]] = [{} for _ in layers]   # per layer, the values it takes, in program order
+    for node in layout.nodes:
+        if layer_of[position[node.id]] == 0:
+            read[0].update(dict.fromkeys(node.inputs))
+    sources = sorted({(position[u], v) for u, v in layout.edges})
+    for p, v in sources:
+        a, b = layer_of[p], layer_of[position[v]]
+        if a == b - 1:
+            read[b][layout.nodes[p].name] = None
+    for b, names in enumerate(read):
+        if len(names) < 2:
+            continue
+        quoted = [repr(name) for name in names]
+        listed = f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+        if b == 0:
+            refuse("deepspeed", f"layer {layers[0]} takes {len(names)} tensors, the model inputs {listed}, and a "
+                                "PipelineModule calls its first layer with one argument, the model's inputs as one "
+                                "tuple")
+        refuse("deepspeed", f"layer {layers[b]} takes {len(names)} tensors, the outputs of {listed} of layer "
+                            f"{layers[b - 1]}, and a PipelineModule calls each layer with one argument, the output "
+                            "of the layer before it (a tensor or one tuple)")
 
 
 def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
