@@ -458,6 +458,18 @@ def test_exhaustive_refused_with_the_count():
                                "the budgets, 3 chips), more than the limit max_combinations (100)")
 
 
+@pytest.mark.parametrize("baseline", ["wham", "random", "fixed"])
+def test_a_baseline_under_budgets_no_design_meets_is_infeasible_as_the_exact_method_says(baseline, capsys):
+    """1 W leaves no design of the tiny grid: the baselines raised an error about the area parameter, where the
+    exact method answers `infeasible` (exit status 1, a JSON document)."""
+    result = placement.codesign(MODEL, chips=2, power=1, grid=TINY, baseline=baseline)
+    exact = placement.codesign(MODEL, chips=2, power=1, grid=TINY)
+    assert (result.status, result.method, result.message) == ("infeasible", baseline, exact.message)
+    assert main(["codesign", MODEL, "--chips", "2", "--power", "1", "--grid", TINY, "--baseline", baseline,
+                 "--json", "--quiet"]) == 1
+    assert json.loads(capsys.readouterr().out)["status"] == "infeasible"
+
+
 def test_an_infeasible_result_measures_nothing():
     """No design of the tiny grid draws at most 1 W: no plan, so no value, time or power (they were 0, infinity
     and 0, and json.dumps wrote Infinity, which strict JSON readers refuse)."""

@@ -84,15 +84,18 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, power: float, homogeneous: bool,
               objective: str) -> CodesignResult:
     """A baseline of :mod:`.baselines` as a :class:`CodesignResult` (status ``feasible``), its plan
-    re-checked by the evaluator (:func:`.outcome.finish`)."""
+    re-checked by the evaluator (:func:`.outcome.finish`); ``infeasible``, as the exact method says it, where
+    no design of the grid is within the budgets."""
     from placement.codesign import baselines
-    from placement.codesign.outcome import Best, finish
+    from placement.codesign.outcome import Best, finish, infeasible
     from placement.codesign.space import candidates
 
     start = time.perf_counter()
+    space = candidates(workload, grid, area, power)
+    if not space.designs:   # the exact method's answer: no design within the budgets
+        return infeasible(workload, space, chips, homogeneous or name == "fixed", objective, name, start, area, power)
     options = {} if name == "fixed" else {"homogeneous": homogeneous}
     found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective, **options)
-    space = candidates(workload, grid, area, power)
     time_ms = 1000.0 / found.throughput if found.throughput > 0 else math.inf
     score = time_ms * sum(d.tdp_w for d in found.designs) if objective == "perf-per-watt" else time_ms
     result = finish(workload, space, Best(score, time_ms, found.plan, tuple(dict.fromkeys(found.designs))), chips,
