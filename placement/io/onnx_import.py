@@ -35,13 +35,16 @@ The module path of an operator comes from the
 node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
 Those scopes are names, not module objects: the TorchScript exporter names a module's second call
 ``shared_1``, and the dynamo exporter names a module registered under two names by the name each
-call uses. Two scopes, neither inside the other, whose operators read the same trained parameters
-(by the names the file's nodes read them by; parameters whose values are all equal, which
-exporters merge across modules, do not count) in the same order by the same operators are calls
-of one module (:func:`_calls_of_one_module`), and so are the scopes of one name inside them:
-neither begins a module called once (:mod:`placement.io.op_grouping`). A repeated call that reads
-no such parameter, or consecutive calls the exporter writes under one scope, look like one call
-of a module called once.
+call uses. In the TorchScript exporter's files, two scopes, neither inside the other, whose operators
+read the same trained parameters (by the names the file's nodes read them by; parameters whose values
+are all equal, which exporters merge across modules, do not count) in the same order by the same
+operators are calls of one module (:func:`_calls_of_one_module`), and so are the scopes of one name
+inside them: neither begins a module called once (:mod:`placement.io.op_grouping`). The dynamo
+exporter merges parameters of equal values into one name without an alias, so there the deep copies
+of a block that have not been trained read one parameter just as one module called twice does, and
+shared names are no evidence. A repeated call that reads no such parameter, consecutive calls the
+exporter writes under one scope, or (dynamo) a module registered under two names, look like calls of
+modules called once.
 
 FLOPs (one multiply-add = 2 FLOPs, bias not counted), ``A`` the first operand:
 
@@ -334,9 +337,13 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model")
     return table
 
 
+#: the metadata in which the dynamo exporter records each node's module scopes
+NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+
+
 def _module_path(node: Any) -> tuple[str, ...] | None:
     for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
+        if prop.key == NAME_SCOPES:
             try:
                 scopes = ast.literal_eval(prop.value)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -891,7 +898,12 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         found = initializers.get(aliases.get(parameter, parameter))
         return found is not None and constant_valued(found, folder)
 
-    return OpGraph(tuple(ops), name, "onnx", names, aliases=_calls_of_one_module(ops, weights, constant),
+    # the dynamo exporter merges parameters of equal values into one name, with no alias: the deep copies of a
+    # block (nn.TransformerEncoder's layers, before training) then read one parameter as a module called
+    # several times would, so shared names are evidence only in the TorchScript exporter's files
+    scoped = any(prop.key == NAME_SCOPES for node in model.graph.node for prop in node.metadata_props)
+    return OpGraph(tuple(ops), name, "onnx", names,
+                   aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
                    inputs=model_inputs, outputs=outputs)
 
 
