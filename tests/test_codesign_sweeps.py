@@ -462,3 +462,20 @@ def test_the_progress_bar_redraws_only_on_a_terminal():
     bar = ProgressBar(2, stream=terminal)
     bar.close()
     assert terminal.getvalue().startswith("\r[") and terminal.getvalue().endswith("   \n")
+
+
+def test_plot_text_is_drawn_as_written_and_log_ticks_keep_their_notation(tmp_path):
+    """A model named with a pair of '$' was read as mathematical notation (and '\\frac' without arguments made
+    the plot fail); the log axis's ticks are matplotlib's own mathematical text (10^0, 10^1), which must
+    still be read as such. The SVG keeps its text as text here, so both show in the file."""
+    matplotlib = pytest.importorskip("matplotlib")
+    from placement.codesign.plots import plot_pareto
+
+    records = [{"id": str(i), "config": {"model": "m$\\frac$x.json", "chips": 2, "area_mm2": 1.0, "power_w": 1.0},
+                "status": "optimal", "throughput": t, "area_mm2": 1.0, "tdp_w": w, "designs": []}
+               for i, (w, t) in enumerate([(50, 0.5), (100, 5.0), (200, 50.0), (300, 300.0)])]
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        plot_pareto(records, tmp_path / "pareto.svg")
+    svg = (tmp_path / "pareto.svg").read_text()
+    # the name as text, the ticks drawn as mathematics (glyphs, their source in a comment), not as their source
+    assert ">m$\\frac$x<" in svg and "<!-- $\\mathdefault{10^{0}}$ -->" in svg and ">$\\mathdefault" not in svg

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
-from placement.report.literal_text import literal_text
+from placement.report.literal_text import literal
 
 DPI = 120
 MARKERS = "os^Dvp*hX<>"
@@ -92,10 +92,10 @@ def _models(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _label(model: str) -> str:
-    return Path(model).stem if model.endswith(".json") else model
+    """The model's name as the plots draw it (its file's stem), written as it is."""
+    return literal(Path(model).stem if model.endswith(".json") else model)
 
 
-@literal_text()
 def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Throughput against the largest chip's area and TDP, one colour per model, one marker per k."""
     fig = _figure(12, 5)
@@ -122,7 +122,6 @@ def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path
     return Path(path)
 
 
-@literal_text()
 def plot_pareto(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Per model: throughput against TDP, every configuration, and the Pareto front as a step line."""
     models = _models(records)
@@ -152,7 +151,6 @@ def macs(design: dict[str, Any]) -> int:
     return int(design["tensor_cores"]) * int(design["array_width"]) * int(design["array_depth"])
 
 
-@literal_text()
 def plot_designs(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Per model, the designs per stage of its configuration with the most chips (then the most distinct
     designs, then the largest budget)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidParameterError, SolverUnavailableError, unwritable
-from placement.report.literal_text import literal_text
+from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -48,16 +48,15 @@ def matplotlib_modules() -> tuple[Any, Any, Any]:
     return figure, agg, patches
 
 
-@literal_text()
 def write_gantt(result: SimulationResult, path: str | Path, name: str = "", parameter: str = "path") -> None:
     """Draw the run of ``result`` and save it at ``path``, in the format its suffix names (PNG without one);
-    ``name`` (the instance) heads the title; labels are shown as written (:mod:`.literal_text`).
+    ``name`` (the instance) heads the title; names are drawn as written (:mod:`.literal_text`).
     :class:`InvalidParameterError` about ``parameter`` where ``path`` cannot be written."""
     file_format = chart_format(path, parameter=parameter)
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:
-        rows.append((st.index, False, f"stage {st.index}  (device {st.position}, {st.type})"))
+        rows.append((st.index, False, literal(f"stage {st.index}  (device {st.position}, {st.type})")))
         if st.link_time is not None:
             rows.append((st.index, True, f"stage {st.index} link"))
     row_of = {(stage, on_link): k for k, (stage, on_link, _) in enumerate(rows)}
@@ -96,7 +95,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
     kinds = [k for k in COLOURS if any(kind == k for _, kind in bars)]
     ax.legend(handles=[patches.Patch(color=COLOURS[k], label=LABELS[k]) for k in kinds],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    ax.set_title(f"{name}  |  {headline(result)}" if name else headline(result), fontsize=10, loc="left")
+    ax.set_title(literal(f"{name}  |  {headline(result)}" if name else headline(result)), fontsize=10, loc="left")
     fig.subplots_adjust(left=LEFT, right=RIGHT, top=1 - 0.55 / fig.get_figheight(),
                         bottom=0.6 / fig.get_figheight())
     try:
