@@ -483,7 +483,7 @@ def _log(log: Any) -> str | None:
     if log is None:
         return None
     try:
-        probe_writable(log)   # a run refused later leaves no empty log behind
+        probe_writable(log, replaced=False)   # appended to; a run refused later leaves no empty log behind
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
     return str(log)

@@ -49,18 +49,30 @@ def _umask() -> int:
     return mask
 
 
-def probe_writable(path: str | Path) -> None:
-    """Raise :class:`OSError` as writing ``path`` would, leaving it as it was: appending nothing to a file, and
-    removing a file the probe creates (where a symbolic link led to it, the file, not the link). A pipe or a
-    device is only checked for permission: opening and closing it would end the stream its reader waits on."""
+def probe_writable(path: str | Path, replaced: bool = True) -> None:
+    """Raise :class:`OSError` as writing ``path`` would, leaving it as it was: a file the probe creates (where
+    symbolic links lead: there) is removed, and only such a file (created exclusively, so another process's
+    new file is never taken for it); an existing file has nothing appended. ``replaced``: the write replaces an
+    existing regular file through a scratch file beside it (:func:`replacing`), so its folder must take one;
+    else (a log, appended to) the file alone must. A pipe or a device is only checked for permission: opening
+    and closing it would end the stream its reader waits on; a socket is no file to write."""
     path = os.fspath(path)
     if os.path.exists(path) and not os.path.isfile(path):
-        for fails, code in ((os.path.isdir(path), errno.EISDIR), (not os.access(path, os.W_OK), errno.EACCES)):
+        mode = os.stat(path).st_mode
+        for fails, code in ((stat.S_ISDIR(mode), errno.EISDIR), (stat.S_ISSOCK(mode), errno.ENXIO),
+                            (not os.access(path, os.W_OK), errno.EACCES)):
             if fails:
                 raise OSError(code, os.strerror(code), path)
         return
-    existed = os.path.exists(path)
-    with open(path, "a", encoding="utf-8"):
-        pass
-    if not existed:
-        os.remove(os.path.realpath(path))
+    target = os.path.realpath(path)   # where the write lands, through any links
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        with open(target, "a", encoding="utf-8"):
+            pass
+        folder = os.path.dirname(target)
+        if replaced and not os.path.islink(path) and not os.access(folder, os.W_OK | os.X_OK):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), folder) from None
+        return
+    os.close(fd)
+    os.remove(target)

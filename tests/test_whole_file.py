@@ -1,0 +1,60 @@
+"""The check that an output can be written (placement.whole_file.probe_writable): it fails as the write would,
+and leaves every file as it was."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+import pytest
+
+from placement.whole_file import probe_writable
+
+
+def test_a_file_another_process_made_meanwhile_is_kept(tmp_path, monkeypatch):
+    """The file appears between the look for it and the probe's open (here: the look is told it is not there):
+    the probe created nothing, so it removes nothing (it removed the file, another run's log among them)."""
+    log = tmp_path / "run.log"
+    log.write_text("another run's line\n")
+    monkeypatch.setattr(os.path, "exists", lambda path: False)
+    probe_writable(log, replaced=False)
+    assert log.read_text() == "another run's line\n"
+
+
+def test_a_created_file_is_removed_and_a_link_kept(tmp_path):
+    link, target = tmp_path / "link.json", tmp_path / "target.json"
+    link.symlink_to(target)
+    probe_writable(link)
+    probe_writable(tmp_path / "new.json")
+    assert link.is_symlink() and not target.exists() and not (tmp_path / "new.json").exists()
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs UNIX sockets")
+def test_a_socket_is_no_file_to_write(tmp_path):
+    path = tmp_path / "s"
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        with pytest.raises(OSError) as caught:
+            probe_writable(path)
+        assert caught.value.errno == errno.ENXIO
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a user that permissions bind")
+def test_a_file_in_a_folder_that_takes_no_new_file_is_refused(tmp_path):
+    """The write replaces the file through a scratch file beside it, so the folder must take one; a log is
+    appended to, and the file alone must be writable."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (folder / "out.json").write_text("{}")
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(OSError) as caught:
+            probe_writable(folder / "out.json")
+        assert caught.value.errno == errno.EACCES
+        probe_writable(folder / "out.json", replaced=False)
+    finally:
+        folder.chmod(0o755)
