@@ -85,3 +85,20 @@ def test_the_milp_builds_one_model_for_every_listing(monkeypatch, objective):
             assert list(device.nodes) == sorted(device.nodes, key=given.index_of)
         assert seen[-1] == (canonical(given) if objective == "throughput" else given)
     assert len(seen) == 3
+
+
+def test_an_interrupted_search_s_plan_is_listed_in_the_caller_s_order(monkeypatch):
+    """Ctrl-C in the search: the best plan so far goes on in the interrupt, listed as the caller's instance."""
+    from placement.solution import Solution, Status
+    from placement.solvers.milp.interrupt import SearchInterrupted
+
+    def interrupted(instance, **options):   # a plan listed as the canonical listing, 5 6 7 9
+        plan = Plan((DeviceAssignment("accelerator", (5, 6, 7, 9)),))
+        raise SearchInterrupted(None, Solution(Status.FEASIBLE, plan, 4.0))
+
+    monkeypatch.setattr(entry, "solve_milp", interrupted)
+    given = diamond_listed_backwards()
+    with pytest.raises(SearchInterrupted) as caught:
+        entry.run_milp(given, contiguity="none", objective="throughput", backend=None, time_limit=10, gap=0,
+                       threads=1, seed=0, log=None, warm_start=False, calls=1, progress=None, max_ideals=None)
+    assert caught.value.solution.plan.devices[0].nodes == (9, 7, 6, 5)
