@@ -37,7 +37,6 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.split import SPLIT_DEFAULTS, refuse_split_options
 from placement.result import Result, Stage, Status
-from placement.whole_file import probe_writable
 
 #: relative tolerance between a method's claimed value and the evaluator's recomputation
 AGREEMENT_TOLERANCE = 1e-9
@@ -482,6 +481,8 @@ def _log(log: Any) -> str | None:
         raise InvalidParameterError("log", f"must be a file path or None, not {type(log).__name__}")
     if log is None:
         return None
+    from placement.whole_file import probe_writable
+
     try:
         probe_writable(log, replaced=False)   # appended to; a run refused later leaves no empty log behind
     except OSError as exc:

@@ -7,7 +7,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -29,6 +28,8 @@ def replacing(path: str | Path) -> Iterator[IO[str]]:
         with open(path, "w", encoding="utf-8") as fh:
             yield fh
         return
+    import tempfile   # here: a command that writes no file does not load it
+
     folder = os.path.dirname(os.path.abspath(path))
     fd, scratch = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
     try:
