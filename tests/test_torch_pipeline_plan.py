@@ -482,6 +482,33 @@ class Tempered(nn.Module):
         return self.fc(x) / temperature
 
 
+class WithState(nn.Module):
+    """A layer plus an initial state laid out as an LSTM's, ``[layers, batch, hidden]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, h):
+        return self.fc(x) + h.sum(0)
+
+
+def test_an_input_of_another_first_dimension_is_planned_for_one_micro_batch():
+    """torch's runtime cuts every tensor input into the step's micro-batches along its first dimension: with
+    more than one, a state [layers, batch, hidden] is cut along its layers, and refused; with one, nothing
+    is cut, and the plan runs it as the model does."""
+    torch.manual_seed(0)
+    model, x, h = WithState(), torch.randn(4, 8), torch.randn(2, 4, 8)
+    with pytest.raises(placement.InvalidParameterError):
+        plan_pipeline(model, (x, h), devices="h100:2", schedule="gpipe", microbatches=2)
+    pp = plan_pipeline(model, (x, h), devices="h100:2", schedule="gpipe", microbatches=1)
+    outputs = (x, h)
+    for k in range(pp.num_stages):
+        outputs = pp.stage_module(k)(*outputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    assert torch.allclose(outputs[0], model(x, h))
+
+
 def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     """The program is exported for one micro-batch: its shapes and its constant inputs. Torch's
     schedule splits a batch of 7 rows into micro-batches of 2, 2, 2 and 1 rows: the stages ran the

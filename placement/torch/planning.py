@@ -196,11 +196,12 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
                                message="; ".join(m for m in (best.message, note) if m))
 
 
-def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any) -> None:
+def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> None:
     """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
-    tensor input, positional or keyword, along its first dimension, so each needs one, and of one size
-    (the micro-batch's; an input whose first dimension is something else, as an LSTM's initial state
-    ``[layers, batch, hidden]``, would be split along the wrong dimension)."""
+    tensor input, positional or keyword, along its first dimension, so each needs one, and, where a step
+    has more than one micro-batch (``microbatches``), of one size (the micro-batch's; an input whose first
+    dimension is something else, as an LSTM's initial state ``[layers, batch, hidden]``, would be split
+    along the wrong dimension; into one micro-batch, it is not cut)."""
     inputs = [(f"args[{k}]", "args", value) for k, value in enumerate(args)]
     inputs += [(f"kwargs[{key!r}]", "kwargs", value) for key, value in kwargs.items()
                if isinstance(value, torch.Tensor)]
@@ -210,7 +211,7 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any) -
                                                    "runtime cannot split into micro-batches (it splits every tensor "
                                                    "input along its first dimension): give it a first dimension of "
                                                    "the micro-batch's size, or make it a buffer of the model")
-    for where, parameter, value in inputs[1:]:
+    for where, parameter, value in inputs[1:] if microbatches > 1 else ():
         first_where, _, first = inputs[0]
         if value.shape[0] != first.shape[0]:
             raise InvalidParameterError(parameter, f"holds {where} of first dimension {value.shape[0]}, but "
@@ -260,9 +261,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
                                               f"not {type(kwargs).__name__}")
-    check_micro_batch_dimension(args, kwargs or {}, torch)
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
+    check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
     integer("stages", stages, smallest=1, optional=True)
     one_of("schedule", schedule, SCHEDULES)
     number("time_limit", time_limit, positive=True, optional=True)
