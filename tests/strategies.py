@@ -7,7 +7,9 @@ compared with ``==``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import random
 
 from hypothesis import strategies as st
 
@@ -170,3 +172,12 @@ def trust_instances(*names: str) -> list[Instance]:
 
     folder = Path(__file__).resolve().parents[2] / "shared" / "trust"
     return [load(folder / name) for name in names if (folder / name).is_file()]
+
+
+def shuffled(problem: Instance, seed: int) -> Instance:
+    """``problem`` with its nodes and edges listed in another order (the same graph, the same ids)."""
+    rng = random.Random(seed)
+    nodes, edges = list(problem.nodes), list(problem.edges)
+    rng.shuffle(nodes)
+    rng.shuffle(edges)
+    return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))

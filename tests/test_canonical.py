@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,16 +13,7 @@ from placement.plan import DeviceAssignment, Plan
 from placement.problem.canonical import canonical, least_key_order, listed_as
 from placement.problem.instance import Edge, Instance, Node, make_two_type_problem
 from placement.solvers.milp import entry
-from tests.strategies import problems
-
-
-def shuffled(problem: Instance, seed: int) -> Instance:
-    """``problem`` with its nodes and edges listed in another order (the same graph, the same ids)."""
-    rng = random.Random(seed)
-    nodes, edges = list(problem.nodes), list(problem.edges)
-    rng.shuffle(nodes)
-    rng.shuffle(edges)
-    return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))
+from tests.strategies import problems, shuffled
 
 
 def diamond_listed_backwards() -> Instance:

@@ -3,9 +3,7 @@ the brute force with one call per accelerator, and its place among the MILP's st
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import random
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.testing.bruteforce_latency import brute_force_latency
 from placement.verification.latency import evaluate_latency
 from tests.methods import run_method as solve
+from tests.strategies import shuffled
 
 A, C = ACCELERATOR, CPU
 TINY = Path(__file__).resolve().parents[1] / "instances" / "tiny"
@@ -135,15 +134,6 @@ def test_no_plan_when_nothing_fits():
     found = solve(problem, "latency-chain")
     assert (found.status, found.plan) == (Status.NO_SOLUTION, None)
     assert found.message == "no run of a topological order fits the accelerators and CPUs"
-
-
-def shuffled(problem: Instance, seed: int) -> Instance:
-    """``problem`` with its nodes and edges listed in another order (the same graph, the same ids)."""
-    rng = random.Random(seed)
-    nodes, edges = list(problem.nodes), list(problem.edges)
-    rng.shuffle(nodes)
-    rng.shuffle(edges)
-    return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))
 
 
 def test_the_id_orders_do_not_depend_on_the_numbering():

@@ -525,6 +525,23 @@ def onnx_layout(factory, tmp_path, dynamo):
     return layout_from_instance(imported.instance)
 
 
+def refusal_of(export, lay, p) -> str:
+    """The message with which ``export`` refuses plan ``p`` of layout ``lay``."""
+    with pytest.raises(InvalidParameterError) as caught:
+        export(lay, p)
+    return str(caught.value)
+
+
+def repeated_split(stage: int, name: str, module: str) -> str:
+    return (f"plan cannot be written as a split_spec: stage {stage} begins at {name!r}, a call of module {module}, "
+            "which runs more than once, and torch's pipeline() would split before each of its calls")
+
+
+def repeated_layer(stage: int, name: str, module: str) -> str:
+    return (f"plan cannot be written as DeepSpeed parts: stage {stage} holds {name!r}, a call of module {module}, "
+            "which runs more than once, and a PipelineModule layer is a module called once")
+
+
 def _reuse():
     """layer, norm, shared, layer_1, shared again, norm2: ``shared`` runs twice; ``layer_1`` is a module of its
     own, and the new LayerNorms ``norm`` and ``norm2`` hold equal values, which the exporters merge into one
@@ -557,21 +574,9 @@ def test_a_module_an_onnx_file_shows_called_twice_is_no_split_point(tmp_path, dy
     assert [(node.name, node.starts) for node in lay.nodes] == [
         ("layer", ("layer",)), ("norm", ("norm",)), ("shared", ()), ("layer_1", ("layer_1",)), (second, ()),
         ("norm2", ("norm2",))]
-    with pytest.raises(InvalidParameterError) as caught:
-        split_points(lay, plan(range(0, 4), range(4, 6)))
-    assert str(caught.value) == (f"plan cannot be written as a split_spec: stage 1 begins at {second!r}, a call of "
-                                 "module shared, which runs more than once, and torch's pipeline() would split "
-                                 "before each of its calls")
-    with pytest.raises(InvalidParameterError) as caught:
-        split_points(lay, plan(range(0, 2), range(2, 6)))
-    assert str(caught.value) == ("plan cannot be written as a split_spec: stage 1 begins at 'shared', a call of "
-                                 "module shared, which runs more than once, and torch's pipeline() would split "
-                                 "before each of its calls")
-    with pytest.raises(InvalidParameterError) as caught:
-        deepspeed_parts(lay, plan(range(0, 3), range(3, 6)))
-    assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: stage 0 holds 'shared', a call of "
-                                 "module shared, which runs more than once, and a PipelineModule layer is a module "
-                                 "called once")
+    assert refusal_of(split_points, lay, plan(range(0, 4), range(4, 6))) == repeated_split(1, second, "shared")
+    assert refusal_of(split_points, lay, plan(range(0, 2), range(2, 6))) == repeated_split(1, "shared", "shared")
+    assert refusal_of(deepspeed_parts, lay, plan(range(0, 3), range(3, 6))) == repeated_layer(0, "shared", "shared")
     assert split_points(lay, plan(range(0, 3), range(3, 6))) == ["layer_1"]
     assert split_points(lay, plan(range(0, 5), [5])) == ["norm2"]
     assert split_points(lay, plan([0], range(1, 6))) == ["norm"]
@@ -603,15 +608,8 @@ def test_a_module_an_onnx_file_shows_under_two_names_is_no_split_point(tmp_path)
     lay = onnx_layout(_two_names, tmp_path, False)
     second = "b_1"
     assert [(node.name, node.starts) for node in lay.nodes] == [("a", ("a",)), ("b", ()), (second, ()), ("d", ("d",))]
-    with pytest.raises(InvalidParameterError) as caught:
-        split_points(lay, plan(range(0, 2), range(2, 4)))
-    assert str(caught.value) == (f"plan cannot be written as a split_spec: stage 1 begins at {second!r}, a call of "
-                                 "module b, which runs more than once, and torch's pipeline() would split before "
-                                 "each of its calls")
-    with pytest.raises(InvalidParameterError) as caught:
-        deepspeed_parts(lay, plan(range(0, 2), range(2, 4)))
-    assert str(caught.value) == ("plan cannot be written as DeepSpeed parts: stage 0 holds 'b', a call of module b, "
-                                 "which runs more than once, and a PipelineModule layer is a module called once")
+    assert refusal_of(split_points, lay, plan(range(0, 2), range(2, 4))) == repeated_split(1, second, "b")
+    assert refusal_of(deepspeed_parts, lay, plan(range(0, 2), range(2, 4))) == repeated_layer(0, "b", "b")
     assert split_points(lay, plan(range(0, 3), [3])) == ["d"]
     assert [node.repeats for node in lay.nodes] == [(), ("b",), ("b",), ()]
 

@@ -119,6 +119,7 @@ from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
 from placement.io.onnx_tied import constant_valued, transposed_copies
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
+from placement.problem.union_find import UnionFind
 
 KINDS: dict[str, str] = {}
 for _kind, _names in {
@@ -381,18 +382,17 @@ def _calls_of_one_module(ops: list[Op], weights: list[tuple[str, ...]], constant
             inside.setdefault(scope, set()).update(op.module_path)
             if weights[i]:
                 reading.setdefault(scope, []).append(i)
-    order = {scope: k for k, scope in enumerate(inside)}
-    parent = {scope: scope for scope in inside}
+    scopes_in_order = list(inside)
+    order = {scope: k for k, scope in enumerate(scopes_in_order)}
+    sets = UnionFind(len(scopes_in_order))
 
     def root(scope: str) -> str:
-        while parent[scope] != scope:
-            parent[scope] = parent[parent[scope]]
-            scope = parent[scope]
-        return scope
+        return scopes_in_order[sets.find(order[scope])]
 
     def join(a: str, b: str) -> None:
-        first, second = sorted((root(a), root(b)), key=order.__getitem__)
-        parent[second] = first
+        """One set of ``a``'s and ``b``'s, named by its scope that appears first."""
+        later, first = sorted((sets.find(order[a]), sets.find(order[b])), reverse=True)
+        sets.union(later, first)
 
     def alike(scopes: Iterable[str], kept: Callable[[str], bool]) -> list[list[str]]:
         """The scopes grouped by what they read (parameters ``kept`` only); groups of two or more."""
