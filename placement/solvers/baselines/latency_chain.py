@@ -22,9 +22,9 @@ the three of :func:`placement.solvers.chain_dp.orders_of`, and one that puts eac
 unit as late as it can go (:func:`_late_order`), so that inputs read far ahead (weights,
 constants, masks) sit with their readers; then the same four on the units renumbered by their
 least node id (:func:`placement.solvers.chain_dp.keyed_orders`), which the order the file lists
-its nodes in does not change (GNMT's latency instance with its nodes and edges shuffled: the file
-orders alone gave 232.24–252.45 on six shuffles, the id orders 225.648 on each). The answer is the plan of least *latency* (the
-evaluator's value, at most its ``Σ``). It is a plan, not a proof: calls that could run in
+its nodes in does not change (GNMT's latency instance with its nodes and edges shuffled ten ways:
+the file's orders alone gave 225.65–252.45, the id orders 225.648 on each). The answer is the
+plan of least *latency* (the evaluator's value, at most its ``Σ``). It is a plan, not a proof: calls that could run in
 parallel are priced as if they ran in turn. CPU runs hold at most :data:`CPU_RUN` units (on a
 chain CPU runs add up, so shorter ones lose nothing there). The orders share one
 :class:`~placement.problem.sequential.Budget`: on a long graph whose runs memory does not bound,
