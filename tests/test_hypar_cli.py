@@ -123,6 +123,16 @@ def test_gigabytes_print_past_the_range_of_a_float_and_layers_stay_within_2_to_t
                                        "the 2^53 a layer may hold\n")
 
 
+def test_wide_and_combining_characters_keep_the_columns_aligned():
+    """Columns are as wide as a terminal draws their text: '日本' takes four columns, 'e\u0301' (e and a
+    combining accent) one; with len() the cells after them shifted."""
+    from placement.report.table import display_width, format_table
+
+    assert [display_width("日本"), display_width("e\u0301"), display_width("ab")] == [4, 1, 2]
+    assert format_table([("name", "v"), ("日本", "1"), ("e\u0301", "22")], left={0}) == [
+        "name   v", "----  --", "日本   1", "e\u0301     22"]
+
+
 def test_names_that_do_not_print_are_escaped_in_the_tables(tmp_path, capsys):
     """A layer named "a\\nb" split the choices table over two lines, and a right-to-left override
     (U+202E) reordered it: table cells write such characters as escapes, other names as they are."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Iterable, Sequence
 
 
@@ -12,19 +13,29 @@ def format_table(rows: Sequence[Sequence[str]], *, left: Iterable[int] = (), rul
     Columns whose index is in ``left`` are left-aligned (text), the others right-aligned
     (numbers); ``rule`` puts a line of dashes under the header. Trailing blanks are cut. A cell's
     characters that do not print (a newline, a right-to-left override in a layer's name) are
-    written as escapes (:func:`printable`): they had split or reordered the table.
+    written as escapes (:func:`printable`): they had split or reordered the table. Widths are the
+    columns a terminal gives the text (:func:`display_width`).
     """
     if not rows:
         return []
     rows = [[printable(str(c)) for c in row] for row in rows]
     left = set(left)
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(cell).ljust(w) if i in left else str(cell).rjust(w)
-                       for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-             for row in rows]
+    widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def padded(i: int, text: str, w: int) -> str:
+        blank = " " * (w - display_width(text))
+        return text + blank if i in left else blank + text
+
+    lines = ["  ".join(padded(i, cell, w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
     if rule:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return lines
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal: two for a wide character (CJK, most emoji), none for a
+    combining mark, one for any other (a name in Chinese had shifted the columns after it)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def printable(text: str) -> str:
