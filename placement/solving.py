@@ -341,10 +341,13 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
 def _verified(problem: Instance, solution: Any, method: str, options: Mapping[str, Any], started: float) -> Result:
     """The Result of ``solution`` after the independent check of its plan; a plan of a coarser class
     than the one asked for (a baseline's) says so in the message."""
+    from placement.problem.canonical import listed_as
     from placement.verification.check import check_plan
     from placement.verification.evaluate import CONTIGUITY_CLASSES
 
     objective = options["objective"]
+    if solution.plan is not None:   # every method's plan lists a device's nodes as the caller's instance does
+        solution = replace(solution, plan=listed_as(problem, solution.plan))
     contiguity = "none" if objective == "latency" else solution.contiguity
     common = dict(method=method, backend=(options["backend"] or "cp-sat") if method == "milp" else None,
                   objective=objective, contiguity=contiguity, stats=dict(solution.stats), instance=problem.name,

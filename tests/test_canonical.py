@@ -91,3 +91,18 @@ def test_an_interrupted_search_s_plan_is_listed_in_the_caller_s_order(monkeypatc
         entry.run_milp(given, contiguity="none", objective="throughput", backend=None, time_limit=10, gap=0,
                        threads=1, seed=0, log=None, warm_start=False, calls=1, progress=None, max_ideals=None)
     assert caught.value.solution.plan.devices[0].nodes == (9, 7, 6, 5)
+
+
+@pytest.mark.parametrize("method, options", [("dp", {}), ("pipedream", {}), ("greedy", {}),
+                                             ("latency-dp-split", {"objective": "latency"})])
+def test_every_method_lists_a_device_s_nodes_as_the_caller_s_instance(method, options):
+    """Nodes listed 2 before 1 (edge 1 -> 2), one accelerator: the DP and the pipeline baselines listed them in
+    their own order (1, 2), the MILP in the caller's (2, 1); every method now lists them as the instance does."""
+    def node(i: int) -> dict:
+        return {"id": i, "name": f"n{i}", "supportedOnFpga": 1, "fpgaLatency": 1.0, "cpuLatency": 9,
+                "isBackwardNode": 0, "size": 1}
+
+    document = {"maxSizePerFPGA": 100, "maxFPGAs": 1, "maxCPUs": 0, "nodes": [node(2), node(1)],
+                "edges": [{"sourceId": 1, "destId": 2, "cost": 1.0}]}
+    result = placement.solve(document, method=method, **options)
+    assert [stage.nodes for stage in result.plan] == [(2, 1)]
