@@ -78,6 +78,7 @@ def test_the_milp_builds_one_model_for_every_listing(monkeypatch, objective):
 
 def test_an_interrupted_search_s_plan_is_listed_in_the_caller_s_order(monkeypatch):
     """Ctrl-C in the search: the best plan so far goes on in the interrupt, listed as the caller's instance."""
+    from placement.errors import Interrupted
     from placement.solution import Solution, Status
     from placement.solvers.milp.interrupt import SearchInterrupted
 
@@ -86,11 +87,10 @@ def test_an_interrupted_search_s_plan_is_listed_in_the_caller_s_order(monkeypatc
         raise SearchInterrupted(None, Solution(Status.FEASIBLE, plan, 4.0))
 
     monkeypatch.setattr(entry, "solve_milp", interrupted)
-    given = diamond_listed_backwards()
-    with pytest.raises(SearchInterrupted) as caught:
-        entry.run_milp(given, contiguity="none", objective="throughput", backend=None, time_limit=10, gap=0,
-                       threads=1, seed=0, log=None, warm_start=False, calls=1, progress=None, max_ideals=None)
-    assert caught.value.solution.plan.devices[0].nodes == (9, 7, 6, 5)
+    with pytest.raises(Interrupted) as caught:
+        placement.solve(diamond_listed_backwards(), method="milp", contiguity="none", time_limit=10,
+                        warm_start=False)
+    assert [stage.nodes for stage in caught.value.result.plan] == [(9, 7, 6, 5)]
 
 
 @pytest.mark.parametrize("method, options", [("dp", {}), ("pipedream", {}), ("greedy", {}),

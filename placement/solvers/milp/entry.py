@@ -15,9 +15,9 @@ start that breaks a constraint of the request is never used (the formulation che
 ``backend=None`` CP-SAT.
 
 Throughput models are built on :func:`placement.problem.canonical.canonical`'s listing of the instance,
-so that the order a file lists its nodes and edges in does not steer the search, and the plan comes
-back listed as the caller's instance (latency models keep the caller's listing: their start already
-tries orders by node id, :mod:`placement.solvers.baselines.latency_chain`).
+so that the order a file lists its nodes and edges in does not steer the search (latency models keep the
+caller's listing: their start already tries orders by node id, :mod:`placement.solvers.baselines.latency_chain`);
+:func:`placement.solve` lists every method's plan back as the caller's instance.
 
 The time limit covers the whole call: the warm start may use up to :data:`WARM_START_SHARE` of
 it (the DP stops there and the chain DP's plan is the start), and the model building and the
@@ -26,18 +26,16 @@ solver share what is left (:func:`placement.solvers.milp.solve_milp`'s ``deadlin
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Callable
 
 from placement.plan import Plan
-from placement.problem.canonical import canonical, listed_as
+from placement.problem.canonical import canonical
 from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
 from placement.solvers.milp.backends import check_backend_available
-from placement.solvers.milp.interrupt import SearchInterrupted
 from placement.solvers.baselines.latency_moves import moved_to_cpus
 from placement.solvers.milp.warmstart import default_warm_start, latency_warm_start, warm_start_and_bound
 
@@ -60,7 +58,6 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     began = time.perf_counter()
     deadline = began + time_limit if deadline is None else deadline
-    given = instance
     if objective != "latency":   # the latency start's orders are the file's and the ids' (latency_chain)
         instance = canonical(instance)
     start = warm_start if isinstance(warm_start, Plan) else None
@@ -80,20 +77,8 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
         return default_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, None, objective, stages,
                                   deadline=max(deadline, time.perf_counter() + CHECK_SECONDS))
 
-    try:
-        found = solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
-                           time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
-                           warm_start=start, calls=calls, progress=progress, stages=stages,
-                           deadline=deadline, own_start=warm_start is not False, check=check,
-                           start_bound=proven if contiguity == "stages" else 0.0, start_latency=start_latency)
-    except SearchInterrupted as exc:
-        exc.solution = _listed(given, exc.solution)
-        raise
-    return _listed(given, found)
-
-
-def _listed(given: Instance, found: Solution | None) -> Solution | None:
-    """``found`` with its plan's nodes in the order of the instance the caller gave."""
-    if found is None or found.plan is None:
-        return found
-    return dataclasses.replace(found, plan=listed_as(given, found.plan))
+    return solve_milp(instance, contiguity=contiguity, objective=objective, backend=backend,
+                      time_limit=time_limit, gap=gap, threads=threads or 1, seed=seed, log_path=log,
+                      warm_start=start, calls=calls, progress=progress, stages=stages,
+                      deadline=deadline, own_start=warm_start is not False, check=check,
+                      start_bound=proven if contiguity == "stages" else 0.0, start_latency=start_latency)
