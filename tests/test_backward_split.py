@@ -51,6 +51,32 @@ def test_hand_solved_optimum(w_placement: str, inter_layer: bool, optimum: float
     assert placement.solve(problem).value == 7.0
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_split_load_does_not_depend_on_the_order_nodes_are_listed_in(seed) -> None:
+    """f1, f2, f3 -> f4 (times 0.1, 0.2, 0.3, 1) and b4 -> b1, b2, b3 (0.2, 0.4, 0.6, 2), W share 0.5:
+    left to right 0.1 + 0.2 + 0.3 is 0.6000000000000001, the exactly rounded sum 0.6, which every listing
+    of the instance and of the plan gives."""
+    import random
+
+    times = {1: 0.1, 2: 0.2, 3: 0.3, 4: 1.0, 5: 2.0, 6: 0.2, 7: 0.4, 8: 0.6}
+    mate = {1: 1, 2: 2, 3: 3, 4: 4, 5: 4, 6: 1, 7: 2, 8: 3}
+    nodes = [Node(v, f"n{v}", (t,), backward=v > 4, colour=mate[v]) for v, t in times.items()]
+    edges = [Edge(1, 4), Edge(2, 4), Edge(3, 4), Edge(5, 6), Edge(5, 7), Edge(5, 8)]
+    rng = random.Random(seed)
+    rng.shuffle(nodes)
+    rng.shuffle(edges)
+    problem = Instance(tuple(nodes), tuple(edges), (DeviceType(ACCELERATOR, 2),))
+    first = rng.sample([1, 2, 3, 6, 7, 8], 6)
+    backward = tuple(v for v in first if v > 4)
+    plan = Plan((DeviceAssignment(ACCELERATOR, tuple(first), (), backward, backward),
+                 DeviceAssignment(ACCELERATOR, (4, 5), (), (5,), (5,))))
+    ev = evaluate_split(problem, plan, split_model(w_placement="home"))
+    # device 0: forward 0.6; B and W halves 0.1, 0.2, 0.3 each: 1.2; no transfers (costs 0); load their sum
+    assert ev.evaluation.valid
+    assert [(d.forward_load, d.backward_load, d.load) for d in ev.evaluation.devices] == [(0.6, 1.2, 0.6 + 1.2),
+                                                                                          (1.0, 2.0, 3.0)]
+
+
 def test_hand_solved_flush_objective() -> None:
     # Flush: max FW + max BW. Joint, two stages: FW 1 and 1, BW 2 and 6: 1 + 6 = 7 (one stage: 2 + 8 = 10).
     # any: BW = B + W balanced over the two stages, 8 / 2 = 4 (W(b2) to stage 1, W(b1) to stage 2): 1 + 4 = 5.

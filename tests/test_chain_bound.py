@@ -103,10 +103,11 @@ def test_memory_is_read_as_the_model_reads_it():
 
 
 def test_no_evaluated_latency_is_below_the_bound_and_wide_ranges_of_times_are_integers():
-    # 0.39 + 0.76 + 0.65 is 1.7999999999999998 in floating point, 1.8000000000000000444 exactly
+    # 0.39 + 0.76 + 0.65 is 1.7999999999999998 summed left to right in floating point, 1.8000000000000000444
+    # exactly: the evaluator's call time, an exactly rounded sum, is 1.8, and the bound is no higher
     nodes = tuple(Node(i, f"n{i}", (t, None)) for i, t in enumerate((0.39, 0.76, 0.65)))
     chain = Instance(nodes, (Edge(0, 1), Edge(1, 2)), _devices(1, 0), name="decimal times")
-    assert chain_bound(chain).value <= brute_force_latency(chain, max_calls=1).objective == 0.39 + 0.76 + 0.65
+    assert chain_bound(chain).value <= brute_force_latency(chain, max_calls=1).objective == 1.8
     # CPU times 1e-300 and 1e12: the exact sum is an integer of 2^1000-odd units (math.isfinite overflowed)
     wide = Instance((Node(1, "a", (None, 1e-300)), Node(3, "b", (None, 1e12))), (Edge(1, 3),), _devices(1, 1),
                     name="wide")

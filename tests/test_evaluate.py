@@ -46,6 +46,24 @@ def triangle() -> Instance:
     return make_two_type_problem(nodes, edges, accelerators=2, cpus=1, memory=5, name="triangle")
 
 
+def three_into_one() -> Instance:
+    """1, 2, 3 -> 4: times and costs 0.1, 0.2, 0.3 and 1; summed left to right 0.1 + 0.2 + 0.3 is
+    0.6000000000000001, right to left 0.6, the exactly rounded sum."""
+    nodes = [node(1, 0.1, 1.0, cost=0.1), node(2, 0.2, 1.0, cost=0.2), node(3, 0.3, 1.0, cost=0.3),
+             node(4, 1.0, 1.0)]
+    return make_two_type_problem(nodes, [Edge(1, 4), Edge(2, 4), Edge(3, 4)], accelerators=2, cpus=1, memory=5)
+
+
+@pytest.mark.parametrize("listing", list(itertools.permutations(range(4)))[::5])
+@pytest.mark.parametrize("order", list(itertools.permutations([1, 2, 3])))
+def test_a_load_does_not_depend_on_the_order_nodes_are_listed_in(listing, order):
+    # device 0 = {1, 2, 3}: compute 0.6, Out = {1, 2, 3}: 0.6, load 1.2; device 1 = {4}: compute 1, In 0.6, load 1.6
+    problem = three_into_one()
+    problem = Instance(tuple(problem.nodes[i] for i in listing), problem.edges[::-1], problem.device_types)
+    ev = evaluate(problem, plan((A, list(order)), (A, [4])), "stages")
+    assert [(d.compute, d.comm, d.load) for d in ev.devices] == [(0.6, 0.6, 1.2), (1.0, 0.6, 1.6)]
+
+
 def test_loads_two_accelerators(triangle):
     ev = evaluate(triangle, plan((A, [1, 2]), (A, [3])), "stages")
     d0, d1 = ev.devices

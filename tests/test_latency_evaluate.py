@@ -4,6 +4,7 @@ agreement with a plain fixed-point reference on random plans."""
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import subprocess
 import sys
@@ -28,6 +29,20 @@ CYCLE = "calls cannot be scheduled, they wait on each other in a cycle (each mus
 
 def node(i, acc, cpu, cost=0.0, memory=1.0, colour=None):
     return Node(i, f"n{i}", (acc, cpu), float(memory), False, colour, float(cost))
+
+
+@pytest.mark.parametrize("listing", list(itertools.permutations(range(4)))[::5])
+@pytest.mark.parametrize("order", list(itertools.permutations([1, 2, 3])))
+def test_a_call_s_time_does_not_depend_on_the_order_nodes_are_listed_in(listing, order):
+    """1, 2, 3 -> 4 with times and costs 0.1, 0.2, 0.3: left to right they sum to 0.6000000000000001,
+    right to left to 0.6, the exactly rounded sum, which every listing gives."""
+    nodes = [node(1, 0.1, 1.0, 0.1), node(2, 0.2, 1.0, 0.2), node(3, 0.3, 1.0, 0.3), node(4, 1.0, 1.0)]
+    problem = make_two_type_problem(nodes, [Edge(1, 4), Edge(2, 4), Edge(3, 4)], 2, 1, 10)
+    problem = Instance(tuple(problem.nodes[i] for i in listing), problem.edges[::-1], problem.device_types)
+    ev = evaluate_latency(problem, plan(DeviceAssignment(A, order), DeviceAssignment(A, (4,))))
+    # call 0: receive nothing, compute 0.6, send 0.6; call 1: receive 0.6, compute 1, send nothing
+    assert [(c.receive, c.compute, c.send) for c in ev.calls] == [(0.0, 0.6, 0.6), (0.6, 1.0, 0.0)]
+    assert ev.latency == (0.6 + 0.6) + (0.6 + 1.0)
 
 
 @pytest.fixture

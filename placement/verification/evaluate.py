@@ -193,7 +193,8 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
     dtype = problem.device_types[t] if t is not None else None
     members = set(nodes)
 
-    compute_fw = compute_bw = 0.0
+    forward_times: list[float] = []
+    backward_times: list[float] = []
     sizes = []
     for v in nodes:
         node = problem.node(v)
@@ -204,10 +205,7 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
         if p is None:
             violations.append(f"device {position} ({type_name}): node {v} is not supported on {type_name}")
             continue
-        if node.backward:
-            compute_bw += p
-        else:
-            compute_fw += p
+        (backward_times if node.backward else forward_times).append(p)
 
     # In(S) ∪ Out(S): the sources u of edges crossing S either way, found from the edges at S's nodes
     boundary: set[int] = set()
@@ -217,14 +215,15 @@ def _device_report(problem: Instance, position: int, type_name: str, nodes: list
         if any(nodes_at[w].id not in members for w in succ[at]):
             boundary.add(v)
         boundary.update(nodes_at[u].id for u in pred[at] if nodes_at[u].id not in members)
-    comm_fw = comm_bw = 0.0
+    forward_costs: list[float] = []
+    backward_costs: list[float] = []
     if dtype is not None and dtype.pays_comm:
-        for u in sorted(boundary, key=problem.index_of):
+        for u in boundary:
             node = problem.node(u)
-            if node.backward:
-                comm_bw += node.out_cost
-            else:
-                comm_fw += node.out_cost
+            (backward_costs if node.backward else forward_costs).append(node.out_cost)
+    # exactly rounded sums: a load does not depend on the order a plan or a file lists nodes in
+    compute_fw, compute_bw = math.fsum(forward_times), math.fsum(backward_times)
+    comm_fw, comm_bw = math.fsum(forward_costs), math.fsum(backward_costs)
 
     bound = dtype.memory if dtype is not None else math.inf
     memory = math.fsum(sizes)

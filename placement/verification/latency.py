@@ -210,12 +210,11 @@ def evaluate_latency(problem: Instance, plan: Plan) -> LatencyEvaluation:
             ordered = sorted((v for v in members if v in counts), key=index)
             inputs = sorted({u for v in ordered for u in pred[v] if u not in members}, key=index)
             outputs = [v for v in ordered if any(w not in members for w in succ[v])]
-            compute = 0.0
-            for v in ordered:
-                p = problem.node(v).times[t] if t is not None else None
-                compute += p if p is not None else 0.0
-            receive = sum(problem.node(u).out_cost for u in inputs)
-            send = sum(problem.node(u).out_cost for u in outputs)
+            # exactly rounded sums: a call's time does not depend on the order a plan or a file lists nodes in
+            times = (problem.node(v).times[t] if t is not None else None for v in ordered)
+            compute = math.fsum(p for p in times if p is not None)
+            receive = math.fsum(problem.node(u).out_cost for u in inputs)
+            send = math.fsum(problem.node(u).out_cost for u in outputs)
             witness = convexity_witness(set(ordered), succ, rank)
             if witness is not None:
                 violations.append(f"device {d} ({dev.type}) call {k}: path {' -> '.join(map(str, witness))} "

@@ -254,31 +254,36 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
     reports = []
     for d, dev in enumerate(plan.devices):
         k, dtype = types.get(dev.type, (None, None))
-        fw = bw = memory = 0.0
+        fw_times: list[float] = []
+        bw_times: list[float] = []
+        sizes: list[float] = []
         for v in dev.nodes:
             if v not in layer or layer[v] != d:
                 continue
             node = problem.node(v)
-            memory += node.memory
+            sizes.append(node.memory)
             if not node.backward and k is not None:
-                fw += node.times[k] or 0.0
+                fw_times.append(node.times[k] or 0.0)
         kept: set[int] = set()   # tensors moved W tasks read here, one copy each
         for u in problem.nodes:
             if not u.backward:
                 continue
             i = problem.index_of(u.id)
             if b_dev[u.id] == d:
-                bw += (b_times[i][k] or 0.0) if k is not None else 0.0
+                bw_times.append((b_times[i][k] or 0.0) if k is not None else 0.0)
                 if layer.get(u.id) != d:
-                    memory += u.memory
+                    sizes.append(u.memory)
             if w_dev[u.id] == d:
-                bw += (w_times[i][k] or 0.0) if k is not None else 0.0
+                bw_times.append((w_times[i][k] or 0.0) if k is not None else 0.0)
                 if layer.get(u.id) != d:
                     kept.update(x for x in reads[u.id] if problem.node(x).backward or layer.get(x) != d)
+        # exactly rounded sums: loads and memory do not depend on the order a plan or a file lists nodes in
+        memory = math.fsum(sizes)
         if d in rank:   # the footprint of a micro-batch in flight: its activations and the moved W's inputs
-            memory += held[d] * (sum(size[v] for v in dev.nodes if layer.get(v) == d and not problem.node(v).backward)
-                                 + sum(size[x] for x in kept))
-        comm_fw = comm_bw = 0.0
+            memory += held[d] * math.fsum([size[v] for v in dev.nodes if layer.get(v) == d
+                                           and not problem.node(v).backward] + [size[x] for x in kept])
+        fw_costs: list[float] = []
+        bw_costs: list[float] = []
         if dtype is not None and dtype.pays_comm:
             for x in problem.nodes:
                 if x.out_cost <= 0:
@@ -287,15 +292,16 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                 if (here and readers[x.id] - {d}) or (not here and d in readers[x.id]):
                     # a send goes with the call producing x; a receive with the first call reading it here
                     if x.backward or (not here and d not in forward_readers[x.id]):
-                        comm_bw += x.out_cost
+                        bw_costs.append(x.out_cost)
                     else:
-                        comm_fw += x.out_cost
+                        fw_costs.append(x.out_cost)
+        fw, bw, comm_fw, comm_bw = map(math.fsum, (fw_times, bw_times, fw_costs, bw_costs))
         bound = dtype.memory if dtype is not None else math.inf
         if memory > bound:
             violations.append(f"device {d} ({dev.type}): memory {fmt_number(memory)} exceeds the bound "
                               f"{fmt_number(bound)}")
         reports.append(DeviceReport(position=d, type=dev.type, nodes=tuple(dev.nodes), compute=fw + bw,
-                                    comm=comm_fw + comm_bw, load=fw + bw + comm_fw + comm_bw, memory=memory,
+                                    comm=comm_fw + comm_bw, load=(fw + bw) + (comm_fw + comm_bw), memory=memory,
                                     memory_bound=bound, forward_load=fw + comm_fw, backward_load=bw + comm_bw))
     evaluation = Evaluation(devices=tuple(reports), max_load=max((r.load for r in reports), default=0.0),
                             violations=tuple(violations), contiguity="stages", finest_class=anchor.finest_class,

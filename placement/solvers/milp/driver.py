@@ -320,13 +320,17 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                    formulation.stages)
 
     simple = lower_bound(problem, objective)
+    verdict = None if warm_start is None else verify(warm_start)
+    if start_bound > 0 and verdict is not None and verdict.valid:
+        # the DP's optimum is its plan's value, which the evaluator sums exactly rounded: the DP's own
+        # sums, differences of running sums, may end an ulp above it
+        start_bound = min(start_bound, verdict.objective)
     from_dp = start_bound > simple
     bound_name = "the DP's stages optimum" if from_dp else "the instance's lower bound"
     if from_dp:
         simple = start_bound
         if progress is not None:
             progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
-    verdict = None if warm_start is None else verify(warm_start)
     if verdict is not None and verdict.valid and meets(simple, verdict.objective):
         # nothing is left to prove: no model is built (on large instances that takes the longest)
         raw = skipped(be, options, progress, verdict.objective, simple)
