@@ -292,6 +292,41 @@ def test_pulp_optimal_without_a_bound_is_not_certified():
     assert raw.message == "pulp gave no bound: its claim of optimality is not certified"
 
 
+def test_pulp_cbc_is_told_a_thread_count_only_for_several_threads():
+    """Told ``threads 1``, CBC runs its threaded search with one worker, whose start it can miss and
+    then wait 10 s for; without the option it searches serially."""
+    pytest.importorskip("pulp")
+    be = make_backend("pulp")
+    one = be._solver(SolveOptions(time_limit=5), None)
+    assert "threads" not in one.optionsDict and not [o for o in one.getOptions() if o.startswith("threads")]
+    assert "threads 2" in be._solver(SolveOptions(time_limit=5, threads=2), None).getOptions()
+
+
+@pytest.mark.parametrize("stopped", [True, False])
+def test_a_pulp_run_that_ends_without_a_solution_file_keeps_its_log(stopped, tmp_path, monkeypatch):
+    pulp = pytest.importorskip("pulp")
+    be = make_backend("pulp")
+    x = be.num_var(1, "x")
+    be.minimize([(1, x)])
+
+    def ended(solver):   # as a CBC process that logged, then was ended before it wrote its solution
+        with open(solver.optionsDict["logPath"], "w", encoding="utf-8") as fh:
+            fh.write("Welcome to the CBC MILP Solver\n")
+        be._stopped = stopped
+        raise pulp.PulpSolverError("Pulp: Error while trying to execute cbc")
+
+    monkeypatch.setattr(be.problem, "solve", ended)
+    log = tmp_path / "solver.log"
+    raw = be.solve(SolveOptions(time_limit=5, log_path=str(log)))
+    assert log.read_text(encoding="utf-8") == "Welcome to the CBC MILP Solver\n"
+    if stopped:
+        assert (raw.status, raw.stopped) == ("no_solution", True)
+        assert raw.message == "PuLP's PULP_CBC_CMD was stopped before it wrote a solution"
+    else:
+        assert (raw.status, raw.stopped) == ("error", False)
+        assert raw.message == "PuLP's PULP_CBC_CMD failed: Pulp: Error while trying to execute cbc"
+
+
 def test_a_heuristic_never_claims_optimal_or_infeasible():
     """certified() keeps what the method can prove: a heuristic's 'optimal' becomes 'feasible' (its bound
     dropped), its 'infeasible' 'no_solution'; an exact method's 'optimal' needs its bound at its value."""

@@ -19,6 +19,12 @@ optimum; a run whose log shows that the analysis raised the cutoff increment all
 its plan but loses its claim of optimality and its bound
 (:func:`~placement.solvers.milp.backends.base.distrust_cbc`).
 
+CBC is given a thread count only for more than one thread: told ``threads 1`` it runs its threaded
+search with one worker thread, whose start its main thread can miss, then waiting 10 s for it (its log
+says "Thread 0 used 0 times, waiting to start 10.000…"): beside two busy processes on two cores, 5 of
+600 solves of a 4-node instance that takes 0.02 s hung so, and under a time limit of 1 s were stopped
+as overruns, without a plan. Without the option it searches in its main thread, as it does by default.
+
 PuLP runs its solver as a child process on files it writes (``*-pulp.mps`` and so on). Each solve
 gets a scratch directory of its own for them and for CBC's log, removed when the solve ends;
 :meth:`PulpBackend.interrupt` stops the child processes whose command line names that directory
@@ -164,8 +170,9 @@ class PulpBackend(BigMBackend):
     def _solver(self, options: SolveOptions, log_path: str | None) -> Any:
         """PuLP's solver object, or the reason it cannot be had."""
         pulp = self._pulp
-        settings: dict[str, Any] = {"msg": False, "timeLimit": float(options.time_limit),
-                                    "gapRel": float(options.gap), "threads": int(options.threads)}
+        settings: dict[str, Any] = {"msg": False, "timeLimit": float(options.time_limit), "gapRel": float(options.gap)}
+        if options.threads > 1 or not self.is_cbc:   # CBC runs serially unless told a thread count (module docstring)
+            settings["threads"] = int(options.threads)
         if self._hint is not None:
             settings["warmStart"] = True
         if log_path is not None:
@@ -190,6 +197,8 @@ class PulpBackend(BigMBackend):
         scratch = os.path.join(workdir, "solver.log") if is_cbc else None
         if scratch is not None:
             log_path = scratch
+        log_text = ""
+        failed: RawResult | None = None
         try:
             solver = self._solver(options, log_path)
             if isinstance(solver, str):
@@ -200,13 +209,14 @@ class PulpBackend(BigMBackend):
                 self.problem.solve(solver)
             except self._pulp.PulpSolverError as exc:   # the solver's process failed (crashed, killed)
                 if self._stopped:   # stopped here: its plans went with its process
-                    return RawResult("no_solution", wall_s=time.perf_counter() - start, stopped=True,
-                                     message=f"PuLP's {self.solver_name} was stopped before it wrote a solution")
-                return RawResult("error", wall_s=time.perf_counter() - start,
-                                 message=f"PuLP's {self.solver_name} failed: {str(exc).strip().splitlines()[0]}")
+                    failed = RawResult("no_solution", wall_s=time.perf_counter() - start, stopped=True,
+                                       message=f"PuLP's {self.solver_name} was stopped before it wrote a solution")
+                else:
+                    failed = RawResult("error", wall_s=time.perf_counter() - start,
+                                       message=f"PuLP's {self.solver_name} failed: "
+                                               f"{str(exc).strip().splitlines()[0]}")
             wall = time.perf_counter() - start
-            log_text = ""
-            if scratch is not None and os.path.exists(scratch):
+            if scratch is not None and os.path.exists(scratch):   # a stopped or failed run's log too
                 with open(scratch, encoding="utf-8", errors="replace") as fh:
                     log_text = fh.read()
         finally:
@@ -214,6 +224,8 @@ class PulpBackend(BigMBackend):
             shutil.rmtree(workdir, ignore_errors=True)
         if scratch is not None:
             append_log(options.log_path, log_text)
+        if failed is not None:
+            return failed
         found = [float(m) / self.objective_scale for m in _CBC_BOUND.findall(log_text) or
                  _CBC_PROVEN.findall(log_text)]
         raw = self._result(wall, found[-1] if found else None, options.time_limit)
