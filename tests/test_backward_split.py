@@ -77,6 +77,28 @@ def test_a_split_load_does_not_depend_on_the_order_nodes_are_listed_in(seed) -> 
                                                                                           (1.0, 2.0, 3.0)]
 
 
+def test_a_share_with_no_exact_scale_keeps_cp_sat_s_proof() -> None:
+    """Times 6 with a W share of 0.2 have no power-of-two unit: CP-SAT's times are rounded down at the
+    largest scale its products allow. At exactly that limit the load variable's bound (its largest load,
+    + 1) took one product just past 2^62, so CP-SAT's proof was not used on this 5-node instance
+    (feasible 8 with bound 3.96). The optimum, 8, is the brute force's."""
+    def n(i, name, acc, cpu, backward, colour, size):
+        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": acc, "cpuLatency": cpu,
+                "isBackwardNode": backward, "colorClass": colour, "size": size}
+
+    doc = {"maxSizePerFPGA": 10, "maxFPGAs": 3, "maxCPUs": 1,
+           "nodes": [n(36, "b2", 6.0, 7.75, 1, 2, 0), n(7, "f2", 0.5, 6.75, 0, 2, 3), n(14, "f1", 0.75, 0.25, 0, 1, 1),
+                     n(35, "f0", 2.25, 8.0, 0, 0, 2), n(38, "b1", 6.0, 7.75, 1, 1, 3)],
+           "edges": [{"sourceId": 14, "destId": 7, "cost": 0.25, "size": 3},
+                     {"sourceId": 35, "destId": 14, "cost": 0.25, "size": 0},
+                     {"sourceId": 36, "destId": 38, "cost": 1.0, "size": 3}]}
+    problem = placement.load(doc)
+    r = placement.solve(problem, backward="split", w_placement="adjacent", inter_layer=True, w_share=0.2)
+    assert (r.status, r.value, r.bound) == ("optimal", 8.0, 8.0)
+    assert r.stats["overflow_risk_log2"] <= 62
+    assert brute_force_split(problem, split_model("adjacent", True, 0.2))[0] == 8.0
+
+
 def test_hand_solved_flush_objective() -> None:
     # Flush: max FW + max BW. Joint, two stages: FW 1 and 1, BW 2 and 6: 1 + 6 = 7 (one stage: 2 + 8 = 10).
     # any: BW = B + W balanced over the two stages, 8 / 2 = 4 (W(b2) to stage 1, W(b1) to stage 2): 1 + 4 = 5.

@@ -173,7 +173,9 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         max((b_raw[u][t] or 0.0) + (w_raw[u][t] or 0.0) for t in types) for u in backward) + sum(costs.values())
     widest = max(values + [0.0])
     if be.integer_only:
-        scaling = choose_scale(values, math.sqrt(max(widest * largest, 0.0)), math.sqrt(DEFAULT_MAX_PRODUCT))
+        # widest·scale · load_ub, with load_ub = largest·scale + 1, stays within the product CP-SAT handles
+        # exactly: widest·largest·scale² ≤ max/2 (at max itself, the + 1 took a 5-node model past it)
+        scaling = choose_scale(values, math.sqrt(max(widest * largest, 0.0)), math.sqrt(DEFAULT_MAX_PRODUCT / 2))
     else:
         scaling = float_scaling(values, largest)
 
