@@ -274,3 +274,22 @@ def test_the_packing_bound_is_the_reported_bound_whatever_the_backend_proves(bac
     result = placement.solve(three, method="milp", contiguity="none", backend=backend)
     assert (result.status, result.value, result.bound, result.stats["packing_bound"]) == ("optimal", 20.0, 20.0, 20.0)
     assert "the solver was not run" in result.message
+
+
+def test_the_sets_model_seeks_no_packing_bound():
+    """a → b → c → d with accelerator times 3, 1, 1, 3, every transfer 0.5, two accelerators and a CPU
+    100 times slower: {a, b} | {c, d} gives 3 + 1 + 0.5 = 4.5 on both, and no plan is better (one device
+    holds 8; {a, d} | {b, c} costs 7), so 4.5 is the optimum of every class. The packing bound of the
+    two heaviest nodes apart is that optimum under ``none``; ``sets`` does not seek it (its search took
+    most of the time of the published layer graphs' proofs, and CP-SAT proves this one itself)."""
+    from placement.problem.instance import Edge, make_two_type_problem
+
+    nodes = [Node(i, f"n{i}", (p, 100 * p), out_cost=0.5) for i, p in {1: 3.0, 2: 1.0, 3: 1.0, 4: 3.0}.items()]
+    problem = make_two_type_problem(nodes, [Edge(1, 2), Edge(2, 3), Edge(3, 4)], 2, 1, math.inf)
+    lines: list[str] = []
+    sets = placement.solve(problem, method="milp", contiguity="sets", time_limit=30, progress=lines.append)
+    assert (sets.status, sets.value) == ("optimal", 4.5)
+    assert (sets.stats["packing_bound"], sets.stats["packing_groups"], sets.stats["packing_work"]) == (None, 0, 0)
+    assert not [line for line in lines if "packing" in line]
+    none = placement.solve(problem, method="milp", contiguity="none", time_limit=30)
+    assert (none.status, none.value, none.stats["packing_bound"]) == ("optimal", 4.5, 4.5)

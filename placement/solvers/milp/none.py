@@ -100,6 +100,8 @@ def _plan(problem: Instance, d: GroupData, kinds: list[int], held: list[list[int
 
 class NoContiguity(Formulation):
     contiguity = "none"
+    #: whether row 9 (the packing bound) is sought
+    packing_row = True
 
     def groups(self, problem: Instance, objective: str) -> list[list[int]]:
         return problem.colour_classes()
@@ -149,7 +151,7 @@ class NoContiguity(Formulation):
         if self.stages is not None:                                                            # (7)
             be.add([(1, f[n - 1, s]) for s in slots], lo=self.stages, hi=self.stages)
         counted = count_rows(be, d, kinds, free, x, targets)                                   # (8)
-        packing = packing_rows(be, d, kinds, targets, counted)                                 # (9)
+        packing = packing_rows(be, d, kinds, targets, counted) if self.packing_row else Packing(0.0)  # (9)
         V = AssignmentVars(kinds, x, b, f, targets, free, packing)
         self.extra_rows(problem, d, be, V)
         minimise(be, targets)
@@ -165,6 +167,8 @@ class NoContiguity(Formulation):
 
     def model_news(self, V: AssignmentVars, unit: float) -> list[str]:
         found = V.packing
+        if not self.packing_row:
+            return []
         if not found.groups:
             return [f"packing bound: none above the counting bound ({found.seconds:.2f} s)"]
         return [f"packing bound {found.floor * unit:.6g} from the {found.groups} heaviest groups ({found.seconds:.2f} s)"]

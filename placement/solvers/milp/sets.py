@@ -19,8 +19,18 @@ only bound ``a`` and ``d`` from below, and the least values are the true closure
 are 0/1 whenever ``x`` is; so row 12 admits exactly the assignments in which no forward
 path leaves a device's forward nodes and re-enters them: the class ``sets`` (Tarnawski et al.'s contiguous sets). Backward nodes follow their forward mates
 through their colour classes and are not constrained further. The slots, their symmetry
-rows, ``stages=N``, the counting rows and the packing row are those of :mod:`.none` (all
-valid here: the rows 10–12 constrain each device's set alone, whatever its slot).
+rows, ``stages=N`` and the counting rows are those of :mod:`.none` (all valid here: the rows
+10–12 constrain each device's set alone, whatever its slot).
+
+Row 9 of :mod:`.none`, the packing bound, is valid here too but not sought: it bounds the
+heaviest groups packed with no regard to contiguity, far below the ``sets`` optima of the
+published layer graphs (ResNet-50 inference 33.036 against 33.775), and its search took most
+of the time of proofs it did not help (CP-SAT, one thread, 600 s limit, a shared 2-core machine:
+ResNet-50 inference 102 s, of it 99 s the search; training 81 s, 79 s; InceptionV3 inference
+98 s, 90 s). Without it every layer graph's ``sets`` optimum is proven in 0.3–51 s (ResNet-50
+4.0 and 3.8 s, InceptionV3 7.3 and 23 s, GNMT 51 and 34 s; ``benchmarks/milp.py``). On GNMT,
+whose packing bound is nearest its optimum (31.687 against 32.911), side by side: 46 s with it
+and 50 s without (inference), 69 s and 30 s (training).
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ def _terms(V: AssignmentVars, v: int, s: int) -> list[tuple[float, Any]]:
 
 class ContiguousSets(NoContiguity):
     contiguity = "sets"
+    packing_row = False   # module docstring
 
     def extra_rows(self, problem: Instance, d: GroupData, be: Backend, V: AssignmentVars) -> None:
         forward, edges = _forward_edges(problem)
