@@ -763,3 +763,60 @@ def test_a_stage_that_writes_into_what_it_receives_writes_into_a_copy():
     stage = dict(pipe.get_stage_module(1).named_parameters())
     checked = [torch.allclose(stage[k].grad, p.grad) for k, p in model.named_parameters() if k in stage]
     assert checked and all(checked)
+
+
+def _relu_in_place(training):
+    """Four nodes in a chain, node 2 an ``nn.ReLU(inplace=True)`` writing into the value of node 1."""
+    names = ["0", "1", "2", "3"]
+    entries = [{"id": k, "name": name, "module": name, "starts": [name], "ops": [f"op{k}"], "isBackwardNode": False}
+               for k, name in enumerate(names)]
+    links = [{"sourceId": k, "destId": k + 1} for k in range(3)]
+    if training:
+        entries += [{"id": 4 + k, "name": name + ".grad", "isBackwardNode": True, "forward": k}
+                    for k, name in enumerate(names)]
+        links += [{"sourceId": 5 + k, "destId": 4 + k} for k in range(3)]
+    return layout_from_instance({"nodes": entries, "edges": links, "about": {"in_place_writes": [[1, 2]]}})
+
+
+def test_a_training_stage_that_writes_into_what_it_receives_has_no_split_points():
+    """torch's stages (and DeepSpeed's) receive their inputs as leaves that require a gradient in
+    training, and autograd refuses an in-place write into one: a stage that begins with
+    ``nn.ReLU(inplace=True)`` fails at the first step. The pipe_split program copies the value."""
+    lay = _relu_in_place(training=True)
+    p = plan([0, 1, 4, 5], [2, 3, 6, 7])
+    for export, name, runtime in ((split_points, "a split_spec", "torch's pipeline()"),
+                                  (deepspeed_parts, "DeepSpeed parts", "DeepSpeed's PipelineModule")):
+        with pytest.raises(InvalidParameterError) as err:
+            export(lay, p)
+        assert str(err.value) == (f"plan cannot be written as {name}: '2' in stage 1 writes in place into the value "
+                                  f"of '1' it receives from stage 0, and {runtime} gives a stage what it receives "
+                                  "as leaves that require a gradient, which autograd refuses to write into")
+    assert pipe_split_ops(lay, p) == [["op0", "op1"], ["op2", "op3"]]
+    assert split_points(lay, plan([0, 4], [1, 2, 3, 5, 6, 7])) == ["1"]   # the write and its value on one stage
+    assert split_points(_relu_in_place(training=False), plan([0, 1], [2, 3])) == ["2"]   # no gradient: no leaf
+
+
+def test_in_place_writes_must_be_pairs_of_node_ids():
+    with pytest.raises(InvalidInstanceError, match="about.in_place_writes"):
+        layout_from_instance({"nodes": [], "about": {"in_place_writes": [[0]]}})
+
+
+def test_the_import_records_writes_into_values_of_other_nodes():
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.ReLU(inplace=True), nn.Linear(8, 8), nn.ReLU(),
+                          nn.Linear(8, 2))
+    imported = import_torch(model, (torch.randn(4, 8),), platform=make_platform("h100", "epyc-7763", 2, 0),
+                            training=True)
+    assert [n["name"] for n in imported.instance["nodes"][:6]] == ["0", "1", "2", "3", "4", "5"]
+    assert imported.instance["about"]["in_place_writes"] == [[1, 2]]
+    lay = layout_from_instance(imported.instance)
+    assert lay.writes == ((1, 2),)
+    p = plan([0, 1, 6, 7], [2, 3, 4, 5, 8, 9, 10, 11])
+    with pytest.raises(InvalidParameterError, match="'2' in stage 1 writes in place into the value of '1'"):
+        split_points(lay, p)

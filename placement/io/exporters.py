@@ -29,6 +29,10 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   (:func:`require_inputs_in_first_stage`: ``pipeline()`` passes the model's inputs to stage 0
   only), where the instance records the model's inputs (``about.inputs``, and ``inputs`` per
   node);
+* for a training graph, neither a split_spec nor DeepSpeed parts exist where a stage writes in place
+  into a value an earlier stage computes (:func:`require_no_writes_into_received`): both runtimes give
+  a stage what it receives as leaves that require a gradient, which autograd refuses to write into;
+  :func:`pipe_split_module` copies such a value;
 * :func:`deepspeed_parts` — the ``layers`` and ``parts`` of DeepSpeed's ``PipelineModule``
   (stage ``i`` holds layers ``parts[i]`` to ``parts[i+1] - 1``). The layers are modules,
   never single operators: each stage, an interval of program order, is covered by the
@@ -93,6 +97,7 @@ class Layout:
     shared: tuple[tuple[str, tuple[int, ...]], ...] = ()   # trained parameters several nodes read, with them
     gradient_edges: frozenset[tuple[int, int]] = frozenset()
     generator: str = ""        # the importer that made the instance (its about.generator)
+    writes: tuple[tuple[int, int], ...] = ()   # (u, v): node v writes in place into a value node u computes
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -144,9 +149,15 @@ def layout_from_instance(data: Any) -> Layout:
     mirrored = {(e.get("sourceId"), e.get("destId")) for e in data.get("edges", ()) if isinstance(e, dict)}
     gradient_edges = frozenset((u, v) for u, v in edges if (mate_of.get(v), mate_of.get(u)) in mirrored)
     generator = about.get("generator") if isinstance(about, dict) else None
+    writes = about.get("in_place_writes", []) if isinstance(about, dict) else []
+    if not isinstance(writes, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                              for v in pair) for pair in writes):
+        raise InvalidInstanceError("field 'about.in_place_writes' must be an array of pairs of node ids")
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
                   tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
-                  generator if isinstance(generator, str) else "")
+                  generator if isinstance(generator, str) else "",
+                  tuple((u, v) for u, v in writes if u in ids and v in ids))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -289,6 +300,25 @@ def require_neighbour_reads(layout: Layout, parts: list[list[int]], form: str) -
                          "(placement.torch.plan_pipeline relays it)")
 
 
+def require_no_writes_into_received(layout: Layout, parts: list[list[int]], form: str) -> None:
+    """For a training graph, no stage may write in place into a value an earlier stage computes
+    (:attr:`Layout.writes`: ``nn.ReLU(inplace=True)`` first in a stage, ``x += y`` on a received ``x``): the
+    runtime gives a stage what it receives as leaves that require a gradient, and autograd refuses to
+    write into one (``RuntimeError: a leaf Variable that requires grad is being used in an in-place
+    operation`` at the first step). :func:`pipe_split_module` copies such a value at the boundary; the
+    split points of the model's own modules cannot."""
+    if not layout.mates:
+        return
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
+    for u, v in layout.writes:
+        if u in stage_of and v in stage_of and stage_of[v] > stage_of[u]:
+            refuse(form, f"{_name(layout, v)!r} in stage {stage_of[v]} writes in place into the value of "
+                         f"{_name(layout, u)!r} it receives from stage {stage_of[u]}, and {runtime} gives a stage "
+                         "what it receives as leaves that require a gradient, which autograd refuses to write "
+                         "into")
+
+
 def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Every input of the model is read in the first stage: torch's ``pipeline()`` gives the model's
     inputs to stage 0 alone, and a later stage that reads one, or an input no stage reads, fails
@@ -348,6 +378,7 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     require_intervals(layout, parts, "split-spec")
     require_neighbour_reads(layout, parts, "split-spec")
     require_inputs_in_first_stage(layout, parts, "split-spec")
+    require_no_writes_into_received(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     points = []
     for k, stage in enumerate(parts[1:], start=1):
@@ -419,6 +450,7 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     parts = runtime_stages(layout, plan, "deepspeed")
     require_intervals(layout, parts, "deepspeed")
     require_inputs_in_first_stage(layout, parts, "deepspeed")
+    require_no_writes_into_received(layout, parts, "deepspeed")
     layers: list[str] = []
     bounds = [0]
     begin = 0

@@ -786,9 +786,13 @@ def _with_writes_in_place(imported: ImportedModel, program: Any) -> ImportedMode
     into an activation and what it is ordered against) in one colour class, so that every solver
     keeps the program's order and ``pipe_split_module`` can split its plans."""
     from placement.io.tarnawski import parse_instance
-    from placement.torch.state import in_place_groups, keep_written_buffers_together
+    from placement.torch.state import in_place_groups, keep_written_buffers_together, received_writes
 
     readers, activations = in_place_groups(program, imported.graph)
+    writes = received_writes(program, imported.graph)
+    if writes:
+        about = {**imported.instance.get("about", {}), "in_place_writes": [list(pair) for pair in writes]}
+        imported = replace(imported, instance={**imported.instance, "about": about})
     if not readers and not activations:
         return imported
     instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations)

@@ -152,6 +152,42 @@ def written_activations(program: Any) -> dict[str, set[str]]:
             for key, names in groups.items()}
 
 
+def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
+    """The pairs ``(u, v)`` of forward nodes of ``pg`` (imported from ``program``) where an operator of
+    ``v`` writes in place into a floating-point activation an operator of ``u`` computes, or into a value
+    sharing its memory, ``u != v``. Where ``v`` runs on a later stage than ``u``, a torch pipeline
+    stage receives that value as a leaf that requires a gradient (in training), and autograd refuses
+    to write into one: ``pipe_split_module`` copies it at the boundary, the split points of the model
+    itself cannot."""
+    import torch
+
+    from placement.io.torch_export import is_identity_dropout
+    from placement.torch.contiguity import accesses, alias_tree, aliases_argument, state_root
+
+    nodes = list(program.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
+    pairs: set[tuple[int, int]] = set()
+    for root in nodes:
+        if (root.op != "call_function" or state_root(root) is not None
+                or any(aliases_argument(root, a) for a in root.all_input_nodes)):
+            continue
+        example = root.meta.get("val")
+        if not (isinstance(example, torch.Tensor) and example.is_floating_point()):
+            continue
+        maker = root
+        while maker.op == "call_function" and (maker.target is operator.getitem or is_identity_dropout(maker)):
+            maker = maker.args[0]
+        u = node_of.get(maker.name)
+        if u is None:
+            continue
+        for w in accesses(alias_tree(root), position)[0]:
+            v = node_of.get(w.name)
+            if v is not None and v != u and not is_identity_dropout(w):
+                pairs.add((u, v))
+    return sorted(pairs)
+
+
 def shared_storage(model: Any, written: Mapping[str, set[str]]) -> list[list[str]]:
     """The groups of distinct parameters and buffers of ``model`` (names) that share memory, where one of
     them is written in place (``written``, :func:`written_state`): every stage copies each of them on
