@@ -7,6 +7,8 @@ the model's output and, summed over the stages that hold a parameter, its gradie
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
@@ -437,6 +439,9 @@ def test_the_schedule_chooses_the_objective_and_inference_plans_have_no_backward
     assert str(error.value) == "schedule must be one of 'gpipe', '1f1b', not 'zb'"
 
 
+Named = collections.namedtuple("Named", ["logits", "aux"])
+
+
 class Outputs(nn.Module):
     """Three linears; returns what ``form`` says."""
 
@@ -448,7 +453,8 @@ class Outputs(nn.Module):
 
     def forward(self, x):
         y = self.c(self.b(self.a(x)))
-        return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3), "scalar": (y, y.square().sum())}[self.form]
+        return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3), "scalar": (y, y.square().sum()),
+                "named": Named(y, y)}[self.form]
 
 
 def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
@@ -458,6 +464,8 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
     out, _ = chained(pp, (x,))
     assert isinstance(out, tuple) and len(out) == 2 and all(torch.equal(o, model(x)[0]) for o in out)
     for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors"),
+                          ("named", "model returns a namedtuple, Named; a pipelined model returns a tensor or a plain "
+                                    "tuple of tensors (the last stage returns a tuple): return tuple() of it"),
                           ("int", "model returns a value that is not a tensor; a pipelined model returns a tensor or "
                                   "a tuple of tensors"),
                           # a loss computed inside the model: torch's runtime failed after the backward pass,

@@ -140,6 +140,10 @@ def _single_output(gm: Any) -> bool:
         return spec is not None
     if spec.type not in (tuple, list) or not all(child.is_leaf() for child in spec.children()):
         what = spec.type.__name__ if spec.type not in (tuple, list) else f"nested {spec.type.__name__}"
+        if isinstance(spec.context, type) and issubclass(spec.context, tuple):   # a namedtuple, by its class
+            raise InvalidParameterError("model", f"returns a namedtuple, {spec.context.__name__}; a pipelined model "
+                                                 "returns a tensor or a plain tuple of tensors (the last stage "
+                                                 "returns a tuple): return tuple() of it")
         raise InvalidParameterError("model", f"returns a {what}; a pipelined model returns a tensor or a tuple of "
                                              "tensors")
     return False
