@@ -46,6 +46,36 @@ def test_stages_n_gives_exactly_n_non_empty_verified_stages(stages):
     assert all(s.nodes for s in pp.result.plan)
 
 
+def test_a_plan_not_proven_optimal_says_so_and_what_to_change(monkeypatch):
+    """A plan the solver stopped on before proving it optimal (the time limit on a large operator graph)
+    comes with a warning that says how far it may be from the optimum and what the call can change;
+    a proven plan with none."""
+    import dataclasses
+    import warnings
+
+    from placement.torch import UnprovenPlanWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnprovenPlanWarning)
+        proven = plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=2, granularity="operator")
+    value = proven.result.value
+    solve = placement.solve
+
+    def stopped(*args, **kwargs):   # the same plan, as a MILP stopped by its time limit would give it
+        return dataclasses.replace(solve(*args, **kwargs), status=placement.Status.FEASIBLE, bound=value / 2,
+                                   gap=0.5, method="milp")
+
+    monkeypatch.setattr(placement, "solve", stopped)
+    with pytest.warns(UnprovenPlanWarning) as caught:
+        pp = plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=2, time_limit=5,
+                           granularity="operator")
+    assert pp.result.status == "feasible" and pp.result.value == value
+    assert str(caught[0].message) == (f"the plan is not proven optimal: its largest load is {value:.6g}, the best "
+                                      f"lower bound {value / 2:.6g} (gap 50.00%) when the solver stopped "
+                                      "(time_limit=5 s); a larger time_limit gives it more time; "
+                                      "granularity='module' plans a smaller graph")
+
+
 def test_too_few_nodes_for_the_stages_asked_for():
     # nn.Sequential(Linear) exports to one operator: one node at either granularity.
     with pytest.raises(placement.InvalidParameterError) as error:

@@ -21,6 +21,10 @@ from placement.result import Status
 from placement.torch.schedules import SCHEDULES, check_microbatches, make_schedule
 
 
+class UnprovenPlanWarning(UserWarning):
+    """The plan is the best the solver found within the time limit, not a proven optimum."""
+
+
 class PipelinePlan:
     """A verified plan of a model and the torch pipeline stages that run it.
 
@@ -346,4 +350,21 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                              [s.memory for s in result.plan])
     if repeated is not None:
         warnings.warn(repeated, RepeatedReadWarning, stacklevel=2)
+    if result.status != Status.OPTIMAL:
+        warnings.warn(unproven_note(result, time_limit, granularity), UnprovenPlanWarning, stacklevel=2)
     return plan
+
+
+def unproven_note(result: Any, time_limit: float | None, granularity: str) -> str:
+    """What :class:`UnprovenPlanWarning` says of a plan the solver did not prove optimal, and what
+    :func:`plan_pipeline`'s caller can change."""
+    from placement.solvers.milp import DEFAULT_TIME_LIMIT
+
+    bound = (f", the best lower bound {result.bound:.6g} (gap {result.gap:.2%})" if result.bound is not None
+             and result.gap is not None else "")
+    said = f"the plan is not proven optimal: its largest load is {result.value:.6g}{bound}"
+    if result.method != "milp":
+        return f"{said} ({result.message})"
+    limit = f"time_limit={time_limit:g} s" if time_limit is not None else f"the default {DEFAULT_TIME_LIMIT:g} s"
+    coarser = "; granularity='module' plans a smaller graph" if granularity == "operator" else ""
+    return f"{said} when the solver stopped ({limit}); a larger time_limit gives it more time{coarser}"
