@@ -99,6 +99,33 @@ def test_a_share_with_no_exact_scale_keeps_cp_sat_s_proof() -> None:
     assert brute_force_split(problem, split_model("adjacent", True, 0.2))[0] == 8.0
 
 
+def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
+    """fa -> fb <- fc with backward edges ba -> bb -> bc (not the mirror of the forward ones), layer times
+    1 + 2, 2 + 4, 1 + 2, no costs: the stages optimum is {a, c} | {b}, 6 and 6 (one device 12; {a} | {b, c}
+    3 and 9). Device 0's backward call (ba, bc) feeds device 1's (bb), which feeds device 0's: the
+    solve says so, and the simulator refuses the plan."""
+    from placement.simulation import simulate
+
+    def n(i, name, acc, backward, colour):
+        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": acc, "cpuLatency": 1,
+                "isBackwardNode": backward, "colorClass": colour}
+
+    doc = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+           "nodes": [n(1, "fa", 1, 0, 1), n(2, "fb", 2, 0, 2), n(3, "fc", 1, 0, 3), n(4, "ba", 2, 1, 1),
+                     n(5, "bb", 4, 1, 2), n(6, "bc", 2, 1, 3)],
+           "edges": [{"sourceId": a, "destId": b, "cost": 0} for a, b in [(1, 2), (3, 2), (4, 5), (5, 6)]]}
+    problem = placement.load(doc)
+    r = placement.solve(problem)
+    assert (r.status, r.value, [s.nodes for s in r.plan]) == ("optimal", 6.0, [(1, 3, 4, 6), (2, 5)])
+    assert r.message == ("the backward calls of devices 0 -> 1 -> 0 wait for each other in a cycle (the instance's "
+                         "backward edges do not mirror its forward ones): no pipeline runtime runs the plan as one "
+                         "backward call per stage and micro-batch, and the simulator refuses it "
+                         "(docs/backward-split.md)")
+    with pytest.raises(InvalidParameterError, match="wait for each other in a cycle"):
+        simulate(problem, r.to_plan(), "1f1b-async", 4)
+    assert "cycle" not in placement.solve(two_layers()).message   # mirrored backward edges: no cycle
+
+
 def test_hand_solved_flush_objective() -> None:
     # Flush: max FW + max BW. Joint, two stages: FW 1 and 1, BW 2 and 6: 1 + 6 = 7 (one stage: 2 + 8 = 10).
     # any: BW = B + W balanced over the two stages, 8 / 2 = 4 (W(b2) to stage 1, W(b1) to stage 2): 1 + 4 = 5.

@@ -56,7 +56,7 @@ from placement.problem.instance import Instance, find_cycle
 from placement.problem.split import SplitModel, split_times
 from placement.plan import DeviceAssignment, Plan
 from placement.result import Verification
-from placement.verification.contiguity import _quotient
+from placement.verification.contiguity import _quotient, pipeline_order
 from placement.verification.evaluate import DeviceReport, Evaluation, evaluate, fmt_number
 
 
@@ -128,7 +128,14 @@ def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: s
 
 def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int]
                    ) -> list[str]:
-    """A violation when the devices' B calls wait for each other in a cycle (module docstring): the
+    """A violation when the devices' B calls wait for each other in a cycle (:func:`_b_call_cycle`)."""
+    cycle = _b_call_cycle(problem, b_dev, layer, rank)
+    return [] if cycle is None else [f"the B tasks of devices {cycle} wait for each other in a cycle"]
+
+
+def _b_call_cycle(problem: Instance, b_dev: dict[int, int], layer: dict[int, int], rank: dict[int, int]
+                  ) -> str | None:
+    """The cycle, as ``a -> b -> a``, in which the devices' B calls wait for each other (module docstring): the
     backward edges, taken between the devices running the B tasks at their ends, and the forward edges
     into a B that runs on an earlier stage (``rank``) than the edge's forward node, close a cycle of
     devices, and still do without the edges to a later stage from a backward node that reads nothing and
@@ -151,9 +158,22 @@ def _b_call_cycles(problem: Instance, b_dev: dict[int, int], layer: dict[int, in
             if not (e.src in timeless and a in rank and b in rank and rank[a] < rank[b]):
                 needed.setdefault(a, set()).add(b)
     if _device_cycle(every) is None:
-        return []
-    cycle = _device_cycle(needed)
-    return [] if cycle is None else [f"the B tasks of devices {cycle} wait for each other in a cycle"]
+        return None
+    return _device_cycle(needed)
+
+
+def joint_b_call_cycle(problem: Instance, plan: Plan) -> str | None:
+    """For a plan of the joint model in stages (every backward node runs on its own device, in one B call
+    per device and micro-batch), the cycle in which those calls wait for each other (as the split model's
+    rule finds it, :func:`_b_call_cycle`), as ``a -> b -> a``; ``None`` where there is none or the
+    devices have no pipeline order. Where the backward edges mirror the forward ones there is none."""
+    order = pipeline_order(problem, plan)
+    if order is None:
+        return None
+    rank = {d: i for i, d in enumerate(order)}
+    layer = {v: d for d, dev in enumerate(plan.devices) for v in dev.nodes}
+    b_dev = {n.id: layer.get(n.id, -1) for n in problem.nodes if n.backward}
+    return _b_call_cycle(problem, b_dev, layer, rank)
 
 
 def _device_cycle(succ: dict[int, set[int]]) -> str | None:
