@@ -356,7 +356,7 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
     if solution.plan is not None:
         verification = check_plan(problem, solution.plan, objective=objective, contiguity=contiguity,
                                   calls=options["calls"] if objective == "latency" else None)
-        cycle = _backward_calls_cycle(problem, solution.plan, objective, contiguity)
+        cycle = _backward_calls_cycle(problem, solution.plan, objective, contiguity) if verification.valid else None
         if cycle is not None:
             solution = replace(solution, message="; ".join(m for m in (solution.message, cycle) if m))
 
