@@ -43,7 +43,7 @@ normalisation, a residual ``x += f(x)`` per layer), constrains no stage boundary
 from __future__ import annotations
 
 import operator
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from placement.problem.union_find import UnionFind
 
@@ -68,31 +68,52 @@ def written_state(program: Any) -> dict[str, set[str]]:
     return out
 
 
+def _operator_of(value: Any) -> Any:
+    """The operator of the imported graph that computes the FX ``value``: an item of a tuple is its
+    operator's, and a dropout in evaluation, which the graph leaves out, passes on its input's (a
+    model input stays itself)."""
+    from placement.io.torch_export import is_identity_dropout
+
+    while value.op == "call_function" and (value.target is operator.getitem or is_identity_dropout(value)):
+        value = value.args[0]
+    return value
+
+
+def _activations(program: Any, nodes: list[Any], position: Mapping[Any, int]) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """Each activation of the exported ``program`` (``nodes`` its graph's nodes, at ``position``): a value
+    an operator computes in memory of its own, or a model input, with its aliases (each value sharing
+    its memory, and the value it was made from) and the operators that write into them and read them."""
+    from placement.torch.contiguity import accesses, alias_tree, aliases_argument, state_root
+
+    state = {spec.arg.name for spec in program.graph_signature.input_specs
+             if spec.kind.name in ("BUFFER", "PARAMETER", "CONSTANT_TENSOR")
+             and getattr(spec.arg, "name", None) is not None}
+    for root in nodes:
+        if root.op == "placeholder":
+            if root.name in state:
+                continue
+        elif (root.op != "call_function" or state_root(root) is not None
+              or any(aliases_argument(root, a) for a in root.all_input_nodes)):
+            continue
+        aliases = alias_tree(root)
+        writers, readers = accesses(aliases, position)
+        yield root, aliases, writers, readers
+
+
 def written_activations(program: Any) -> dict[str, set[str]]:
     """Per activation the exported ``program`` writes in place (named by the operator that computes
     it, or the model input), the names of the operators that must share a stage with a write into it,
     where two or more must (module docstring). Parameters and buffers are :func:`written_state`'s."""
     from placement.io.torch_export import is_identity_dropout
-    from placement.torch.contiguity import accesses, alias_tree, aliases_argument, state_root, writes_into
+    from placement.torch.contiguity import writes_into
 
     nodes = list(program.graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
-    state = {spec.arg.name for spec in program.graph_signature.input_specs
-             if spec.kind.name in ("BUFFER", "PARAMETER", "CONSTANT_TENSOR")
-             and getattr(spec.arg, "name", None) is not None}
     together = UnionFind(len(nodes))
     grouped: set[int] = set()
 
-    def operator_of(value: Any) -> Any:
-        """The operator of the imported graph that computes the FX ``value``: an item of a tuple is its
-        operator's, and a dropout in evaluation, which the graph leaves out, passes on its input's (a
-        model input stays itself)."""
-        while value.op == "call_function" and (value.target is operator.getitem or is_identity_dropout(value)):
-            value = value.args[0]
-        return value
-
     def join(a: Any, b: Any) -> None:
-        a, b = operator_of(a), operator_of(b)
+        a, b = _operator_of(a), _operator_of(b)
         if a.op == "placeholder" or b.op == "placeholder":   # what reads a model input says so itself
             return
         together.union(position[a], position[b])
@@ -110,14 +131,7 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                     stack.append(user)
         return False
 
-    for root in nodes:
-        if root.op == "placeholder":
-            if root.name in state:
-                continue
-        elif (root.op != "call_function" or state_root(root) is not None
-              or any(aliases_argument(root, a) for a in root.all_input_nodes)):
-            continue
-        aliases = alias_tree(root)   # each value sharing the root's memory, and the value it was made from
+    for root, aliases, writers, readers in _activations(program, nodes, position):
 
         def made_on_the_way(value: Any) -> list[Any]:
             """The aliases between ``root`` and ``value``, ``value`` included and ``root`` not."""
@@ -127,7 +141,6 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                 value = aliases[value]
             return way
 
-        writers, readers = accesses(aliases, position)
         for w in writers:
             if is_identity_dropout(w):   # in evaluation it writes nothing
                 continue
@@ -141,7 +154,7 @@ def written_activations(program: Any) -> dict[str, set[str]]:
                     continue
                 for a in r.all_input_nodes:
                     if a in aliases and position[a] < position[w]:
-                        join(w, r if operator_of(a).op == "placeholder" else a)
+                        join(w, r if _operator_of(a).op == "placeholder" else a)
                         # and the write reaches ``a`` there only through the views both were made by
                         for made in {v for b in [a, *written] for v in made_on_the_way(b)}:
                             join(w, made)
@@ -162,26 +175,19 @@ def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     import torch
 
     from placement.io.torch_export import is_identity_dropout
-    from placement.torch.contiguity import accesses, alias_tree, aliases_argument, state_root
 
     nodes = list(program.graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
     node_of = {op.name: v for v in range(len(pg.nodes)) for op in pg.node_ops(v)}
     pairs: set[tuple[int, int]] = set()
-    for root in nodes:
-        if (root.op != "call_function" or state_root(root) is not None
-                or any(aliases_argument(root, a) for a in root.all_input_nodes)):
-            continue
+    for root, _, writers, _ in _activations(program, nodes, position):
         example = root.meta.get("val")
-        if not (isinstance(example, torch.Tensor) and example.is_floating_point()):
+        if root.op != "call_function" or not (isinstance(example, torch.Tensor) and example.is_floating_point()):
             continue
-        maker = root
-        while maker.op == "call_function" and (maker.target is operator.getitem or is_identity_dropout(maker)):
-            maker = maker.args[0]
-        u = node_of.get(maker.name)
+        u = node_of.get(_operator_of(root).name)
         if u is None:
             continue
-        for w in accesses(alias_tree(root), position)[0]:
+        for w in writers:
             v = node_of.get(w.name)
             if v is not None and v != u and not is_identity_dropout(w):
                 pairs.add((u, v))
