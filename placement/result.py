@@ -78,8 +78,9 @@ class Verification:
     the call limit per accelerator that was checked (latency, ``None``: none); ``ledger``
     whether the HyPar-style communication ledger agrees with the communication charged in the
     loads (``None`` where it was not run, or where nothing disagrees but the instance gives no
-    tensor sizes to check against). ``report`` carries the evaluator's full report for
-    renderers; it is not written to JSON.
+    tensor sizes to check against). ``notes`` are findings that do not make the plan invalid (a
+    training pipeline whose devices' backward calls wait for each other in a cycle).
+    ``report`` carries the evaluator's full report for renderers; it is not written to JSON.
     """
 
     valid: bool
@@ -92,6 +93,7 @@ class Verification:
     inferred: tuple[int, ...] = ()
     calls: int | None = None
     ledger: bool | None = None
+    notes: tuple[str, ...] = ()
     report: Any = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -100,7 +102,7 @@ class Verification:
             "valid": self.valid, "objective": self.objective, "contiguity": self.contiguity,
             "value": self.value, "max_load": self.max_load, "violations": list(self.violations),
             "finest_class": self.finest_class, "inferred": list(self.inferred), "calls": self.calls,
-            "ledger_agrees": self.ledger})
+            "ledger_agrees": self.ledger, "notes": list(self.notes)})
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Verification":
@@ -109,10 +111,10 @@ class Verification:
         from placement.jsonfile import json_type_name
 
         _require_object(data, "verified")
-        violations = data.get("violations") or []
-        if not isinstance(violations, list):
-            raise InvalidPlanError("verified.violations: must be an array of strings, got "
-                                   f"{json_type_name(violations)}")
+        violations, notes = data.get("violations") or [], data.get("notes") or []
+        for key, value in (("violations", violations), ("notes", notes)):
+            if not isinstance(value, list):
+                raise InvalidPlanError(f"verified.{key}: must be an array of strings, got {json_type_name(value)}")
         valid = data.get("valid", False)
         if not isinstance(valid, bool):
             raise InvalidPlanError(f"verified.valid: must be true or false, got {json_value_text(valid)}")
@@ -123,7 +125,8 @@ class Verification:
                    violations=tuple(str(v) for v in violations),
                    finest_class=data.get("finest_class"),
                    inferred=node_ids(data.get("inferred") or [], "verified.inferred"),
-                   calls=_count(data.get("calls"), "verified.calls"), ledger=data.get("ledger_agrees"))
+                   calls=_count(data.get("calls"), "verified.calls"), ledger=data.get("ledger_agrees"),
+                   notes=tuple(str(n) for n in notes))
 
 
 @dataclass(frozen=True)

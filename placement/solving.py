@@ -356,9 +356,8 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
     if solution.plan is not None:
         verification = check_plan(problem, solution.plan, objective=objective, contiguity=contiguity,
                                   calls=options["calls"] if objective == "latency" else None)
-        cycle = _backward_calls_cycle(problem, solution.plan, objective, contiguity) if verification.valid else None
-        if cycle is not None:
-            solution = replace(solution, message="; ".join(m for m in (solution.message, cycle) if m))
+        if verification.notes:
+            solution = replace(solution, message="; ".join(m for m in (solution.message, *verification.notes) if m))
 
     def plan_stages(reports: Any) -> tuple[Stage, ...]:
         return tuple(Stage(dev.type, dev.nodes, r.load, r.memory, dev.calls)
@@ -383,22 +382,6 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
 
         solution = replace(solution, bound=heuristic_bound(problem, objective, options["calls"]))
     return verified_result(solution, verification, plan_stages, common, started, stages=options["stages"])
-
-
-def _backward_calls_cycle(problem: Instance, plan: Any, objective: str, contiguity: str) -> str | None:
-    """A note where a training plan in stages has devices whose backward calls wait for each other in a
-    cycle (possible only where the instance's backward edges do not mirror its forward ones): its value
-    is the model's, but no pipeline runtime runs it as one backward call per stage and micro-batch."""
-    if objective == "latency" or contiguity != "stages" or not any(n.backward for n in problem.nodes):
-        return None
-    from placement.verification.split import joint_b_call_cycle
-
-    cycle = joint_b_call_cycle(problem, plan)
-    if cycle is None:
-        return None
-    return (f"the backward calls of devices {cycle} wait for each other in a cycle (the instance's backward "
-            "edges do not mirror its forward ones): no pipeline runtime runs the plan as one backward call per "
-            "stage and micro-batch, and the simulator refuses it (docs/backward-split.md)")
 
 
 #: the most colour classes :func:`_class_left_and_reentered` searches (it is a hint, not a proof)

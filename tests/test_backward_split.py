@@ -99,31 +99,56 @@ def test_a_share_with_no_exact_scale_keeps_cp_sat_s_proof() -> None:
     assert brute_force_split(problem, split_model("adjacent", True, 0.2))[0] == 8.0
 
 
-def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
+def unmirrored_backward() -> dict:
     """fa -> fb <- fc with backward edges ba -> bb -> bc (not the mirror of the forward ones), layer times
-    1 + 2, 2 + 4, 1 + 2, no costs: the stages optimum is {a, c} | {b}, 6 and 6 (one device 12; {a} | {b, c}
-    3 and 9). Device 0's backward call (ba, bc) feeds device 1's (bb), which feeds device 0's: the
-    solve says so, and the simulator refuses the plan."""
-    from placement.simulation import simulate
-
+    1 + 2, 2 + 4, 1 + 2, no costs."""
     def n(i, name, acc, backward, colour):
         return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": acc, "cpuLatency": 1,
                 "isBackwardNode": backward, "colorClass": colour}
 
-    doc = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-           "nodes": [n(1, "fa", 1, 0, 1), n(2, "fb", 2, 0, 2), n(3, "fc", 1, 0, 3), n(4, "ba", 2, 1, 1),
-                     n(5, "bb", 4, 1, 2), n(6, "bc", 2, 1, 3)],
-           "edges": [{"sourceId": a, "destId": b, "cost": 0} for a, b in [(1, 2), (3, 2), (4, 5), (5, 6)]]}
-    problem = placement.load(doc)
+    return {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+            "nodes": [n(1, "fa", 1, 0, 1), n(2, "fb", 2, 0, 2), n(3, "fc", 1, 0, 3), n(4, "ba", 2, 1, 1),
+                      n(5, "bb", 4, 1, 2), n(6, "bc", 2, 1, 3)],
+            "edges": [{"sourceId": a, "destId": b, "cost": 0} for a, b in [(1, 2), (3, 2), (4, 5), (5, 6)]]}
+
+
+def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
+    """:func:`unmirrored_backward`: the stages optimum is {a, c} | {b}, 6 and 6 (one device 12; {a} | {b, c}
+    3 and 9). Device 0's backward call (ba, bc) feeds device 1's (bb), which feeds device 0's: the
+    solve and the check say so, and the simulator refuses the plan."""
+    from placement.simulation import simulate
+
+    problem = placement.load(unmirrored_backward())
     r = placement.solve(problem)
     assert (r.status, r.value, [s.nodes for s in r.plan]) == ("optimal", 6.0, [(1, 3, 4, 6), (2, 5)])
-    assert r.message == ("the backward calls of devices 0 -> 1 -> 0 wait for each other in a cycle (the instance's "
-                         "backward edges do not mirror its forward ones): no pipeline runtime runs the plan as one "
-                         "backward call per stage and micro-batch, and the simulator refuses it "
-                         "(docs/backward-split.md)")
+    note = ("the backward calls of devices 0 -> 1 -> 0 wait for each other in a cycle (the instance's backward "
+            "edges do not mirror its forward ones): no pipeline runtime runs the plan as one backward call per stage "
+            "and micro-batch, and the simulator refuses it (docs/backward-split.md)")
+    assert r.message == note and r.verification.notes == (note,)
     with pytest.raises(InvalidParameterError, match="wait for each other in a cycle"):
         simulate(problem, r.to_plan(), "1f1b-async", 4)
-    assert "cycle" not in placement.solve(two_layers()).message   # mirrored backward edges: no cycle
+    # the check says so of the plan however it comes: a bare plan (checked as contiguity none), a plan file
+    assert placement.verify(problem, r.to_plan()).notes == (note,)
+    assert placement.Result.from_json(r.to_json()).verification.notes == (note,)
+    mirrored = two_layers()   # mirrored backward edges: no cycle
+    assert placement.solve(mirrored).verification.notes == () and "cycle" not in placement.solve(mirrored).message
+
+
+def test_verify_prints_the_backward_cycle_note(tmp_path, capsys) -> None:
+    """``placement verify`` of :func:`unmirrored_backward`'s optimum gives the note, in text and in JSON, and
+    exits 0: the plan is valid."""
+    from placement.cli import main
+
+    instance, plan = tmp_path / "unmirrored.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(unmirrored_backward()))
+    assert main(["solve", str(instance), "--quiet", "--out", str(plan)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(instance), str(plan)]) == 0
+    said = capsys.readouterr().out
+    assert "note: the backward calls of devices 0 -> 1 -> 0 wait for each other in a cycle" in said
+    assert main(["verify", str(instance), str(plan), "--json"]) == 0
+    [note] = json.loads(capsys.readouterr().out)["notes"]
+    assert note.startswith("the backward calls of devices 0 -> 1 -> 0 wait")
 
 
 def test_hand_solved_flush_objective() -> None:

@@ -144,7 +144,7 @@ def test_plan_file_of_a_result(chain):
     assert (data["objective"], data["bound"], data["gap"]) == (6.0, 3.0, 0.5)
     assert data["verified"] == {"valid": True, "objective": "throughput", "contiguity": "stages", "value": 6.0,
                                 "max_load": 6.0, "violations": [], "finest_class": "stages", "inferred": [],
-                                "calls": None, "ledger_agrees": None}
+                                "calls": None, "ledger_agrees": None, "notes": []}
 
 
 def test_plan_file_without_plan():

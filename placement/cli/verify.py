@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
                   f"{json.dumps(garbled)[:40]}; checked for contiguity none")
         print(format_verification(instance, verification), end="")
+        for note in verification.notes:
+            print(f"note: {note}")
         if claims.value is not None:
             print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
                   f"{verification.value:.10g}")

@@ -29,7 +29,9 @@ from placement.verification.ledger import communication_ledger
 def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput", contiguity: str = "none",
                calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False) -> Verification:
     """The evaluator's verdict on ``plan``; ``report`` holds ``(evaluation, latency evaluation or None,
-    ledger or None)`` for renderers."""
+    ledger or None)`` for renderers. A valid training plan in stages (throughput objectives) whose devices'
+    backward calls wait for each other in a cycle gets a note saying so
+    (:func:`placement.verification.split.joint_b_call_cycle_note`)."""
     check_objective(instance, objective)
     check_contiguity(contiguity)
     calls = integer("calls", calls, smallest=1, optional=True)
@@ -54,14 +56,17 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
 
             violations += call_violations(instance, plan)
         value = evaluation.objective(objective)
-    traffic = None
-    if ledger:
-        placed = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in evaluation.devices))
-        traffic = communication_ledger(instance, placed)
+    placed = Plan(tuple(DeviceAssignment(r.type, r.nodes) for r in evaluation.devices))
+    traffic = communication_ledger(instance, placed) if ledger else None
+    notes = ()
+    if not violations and objective != "latency" and evaluation.finest_class == "stages" and instance.is_training:
+        from placement.verification.split import joint_b_call_cycle_note
+
+        notes = tuple(n for n in (joint_b_call_cycle_note(instance, placed),) if n)
     return Verification(valid=not violations, objective=objective, contiguity=contiguity, value=value,
                         max_load=evaluation.max_load, violations=tuple(violations),
                         finest_class=evaluation.finest_class, inferred=evaluation.inferred, calls=calls,
-                        ledger=None if traffic is None else traffic.verdict,
+                        ledger=None if traffic is None else traffic.verdict, notes=notes,
                         report=(evaluation, latency, traffic))
 
 

@@ -176,6 +176,17 @@ def joint_b_call_cycle(problem: Instance, plan: Plan) -> str | None:
     return _b_call_cycle(problem, b_dev, layer, rank)
 
 
+def joint_b_call_cycle_note(problem: Instance, plan: Plan) -> str | None:
+    """What :func:`joint_b_call_cycle` finds in ``plan``, as a note on the plan; ``None`` where it finds
+    nothing."""
+    cycle = joint_b_call_cycle(problem, plan)
+    if cycle is None:
+        return None
+    return (f"the backward calls of devices {cycle} wait for each other in a cycle (the instance's backward "
+            "edges do not mirror its forward ones): no pipeline runtime runs the plan as one backward call per "
+            "stage and micro-batch, and the simulator refuses it (docs/backward-split.md)")
+
+
 def _device_cycle(succ: dict[int, set[int]]) -> str | None:
     """A cycle of the graph of devices ``succ`` as ``a -> b -> a``, or ``None``."""
     devices = sorted(set(succ) | {b for targets in succ.values() for b in targets})
