@@ -308,6 +308,25 @@ def test_never_above_the_optimum(problem):
         assert bound <= truth.objective + 1e-9 * max(1.0, truth.objective)
 
 
+def test_the_bound_does_not_depend_on_how_the_instance_is_listed():
+    """Six nodes, two accelerators of 4 bytes and a CPU. Which on-path predecessor an off-path node is
+    counted through, and so the bound, followed the listing: 21 as listed here, 22 with the nodes
+    listed in reverse. It is now computed on one listing of the graph whatever the file's, and
+    stays below the optimum, 25 (brute force: n2, n4, n5 on an accelerator, the rest on the CPU)."""
+    def n(i, acc, cpu, size):
+        return {"id": i, "name": f"n{i}", "supportedOnFpga": 1, "fpgaLatency": acc, "cpuLatency": cpu,
+                "isBackwardNode": 0, "size": size}
+
+    edges = [(0, 1, 4), (1, 2, 2), (0, 3, 4), (2, 3, 2), (2, 4, 2), (0, 4, 4), (4, 5, 4), (1, 5, 2)]
+    doc = {"maxSizePerFPGA": 4, "maxFPGAs": 2, "maxCPUs": 1,
+           "nodes": [n(0, 2, 2, 1), n(1, 3, 8, 2), n(2, 2, 4, 2), n(3, 1, 2, 1), n(4, 2, 4, 1), n(5, 1, 8, 1)],
+           "edges": [{"sourceId": a, "destId": b, "cost": c} for a, b, c in edges]}
+    listings = [doc, {**doc, "nodes": doc["nodes"][::-1]}, {**doc, "nodes": doc["nodes"][3:] + doc["nodes"][:3]},
+                {**doc, "nodes": doc["nodes"][::-1], "edges": doc["edges"][::-1]}]
+    assert [latency_path_bound(placement.load(listed)) for listed in listings] == [21.0] * 4
+    assert brute_force_latency(placement.load(doc)).objective == 25.0
+
+
 @pytest.mark.parametrize("c_c, bound", [(0.25, 9.25), (3.0, 10.0)])
 def test_a_member_off_the_path_pays_its_transfer_or_its_successors(c_c, bound):
     """a -> b -> d, a -> c -> e -> d and c -> w (w a sink); accelerator times b=5, the others 1 (CPU 20

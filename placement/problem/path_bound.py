@@ -409,8 +409,8 @@ def heavy_paths(problem: Instance, weights: Sequence[Sequence[float]]) -> list[l
 
 def path_weights(fastest: Sequence[float], memory: Sequence[float]) -> list[list[float]]:
     """The weightings of the module docstring: cheapest time, memory, and both normalised and added."""
-    total_time = sum(fastest) or 1.0
-    total_memory = sum(memory) or 1.0
+    total_time = math.fsum(fastest) or 1.0
+    total_memory = math.fsum(memory) or 1.0
     return [list(fastest), list(memory), [p / total_time + m / total_memory for p, m in zip(fastest, memory)]]
 
 
@@ -421,7 +421,17 @@ def path_bound(problem: Instance, p_acc: Sequence[float | None], p_cpu: Sequence
     data given per node position (in any consistent units), ``segments`` accelerator segments and
     ``problem``'s colour classes where ``calls`` (per accelerator) is 1; the paths whose DP would outrun one
     shared :class:`~placement.problem.sequential.Budget` (long segments where memory does not bind)
-    give no bound (0); ``joins`` is that budget's size."""
+    give no bound (0); ``joins`` is that budget's size. The bound is computed on
+    :func:`~placement.problem.canonical.canonical`'s listing of the graph, so it does not depend on how
+    the instance lists its nodes and edges (the paths, the ties among them and the nodes each off-path
+    node is counted through follow the listing)."""
+    from placement.problem.canonical import canonical
+
+    view = canonical(problem)
+    if view is not problem:
+        at = [problem.index_of(node.id) for node in view.nodes]
+        p_acc, p_cpu, memory, cost = ([values[v] for v in at] for values in (p_acc, p_cpu, memory, cost))
+        problem = view
     cheapest = [min((p for p in (a, c) if p is not None), default=0.0) for a, c in zip(p_acc, p_cpu)]
     succ, pred = problem.successors(), problem.predecessors()
     rank, order = problem.topological_rank(), problem.topological_positions()
