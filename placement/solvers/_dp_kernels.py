@@ -278,10 +278,14 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     (``layer_size``), or the rest of the graph fewer than the devices still to be filled;
     for the whole graph (``full``) only the layers with no device left to fill count.
     ``nested``: the family is a chain under ⊆ (the prefixes of one order), so ``J ⊆ I`` iff ``J``
-    has fewer supernodes, and ``bits`` may have no columns.
+    has fewer supernodes, and ``bits`` may have no columns. Otherwise ``J ⊆ I`` iff every maximal
+    supernode of ``J`` is in ``I``; with one column (at most 64 supernodes) it is one word's test
+    instead, which costs the same however many maxima ``J`` has (sparse graphs: many ideals, many
+    maxima, and windows of mostly incomparable ideals).
     """
     n_layers, n_types = prev.shape
     one = np.uint64(1)
+    one_word = not nested and bits.shape[1] == 1   # at most 64 supernodes: J ⊆ I is one word's test
     active = np.zeros(n_layers, dtype=np.bool_)
     rel = np.empty(n_layers, dtype=np.int64)
     rel_prev = np.empty(n_layers, dtype=np.int64)
@@ -328,6 +332,7 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
             if threshold <= 0.0:
                 continue
             ci = comp[t, i]
+            outside_i = ~bits[i, 0] if one_word else np.uint64(0)
             for p in range(pos[t, i] - 1, -1, -1):
                 j = order[t, p]
                 lb = ci - comp[t, j]
@@ -337,6 +342,8 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                 subset = True
                 if nested:
                     subset = popcount[j] < popcount[i]
+                elif one_word:
+                    subset = (bits[j, 0] & outside_i) == 0
                 else:
                     for k in range(max_lo[j], max_hi[j]):
                         s = max_buf[k]
