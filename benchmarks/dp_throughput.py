@@ -1,13 +1,18 @@
 """Time the DP: graph shapes at scale, start-up, and every published throughput instance; print tables, write JSON.
 
 1. Shapes (generated here, seeded): a chain of 10,000 nodes (random times, 4 accelerators,
-   1 CPU), a 700-node total order (an edge between every two nodes), and a 1,000-block
-   transformer, forward and backward (``placement.zoo.transformer``). Per shape: ideals and pairs,
+   1 CPU), a 700-node total order (an edge between every two nodes), a 1,000-block
+   transformer, forward and backward (``placement.zoo.transformer``), and a random DAG of 20 nodes and
+   12 edges (many ideals for its size, mostly incomparable). Per shape: ideals and pairs,
    the DP alone (``solve_dp`` in this process, median of ``--repeat`` runs after one run that
    compiles) and the whole ``placement solve`` process (median of ``--repeat``).
 2. Start-up on BERT-24 inference: the first run of a fresh install (no bytecode cache, an empty
    numba cache: ``PYTHONPYCACHEPREFIX`` and ``NUMBA_CACHE_DIR`` point at new directories) and a
    warm run, medians of ``--repeat``; ``python -c "import numpy"`` alongside as the floor.
+
+Every child process may write and read bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped from its
+environment): warm runs read a cache filled by an untimed run, as an installed package reads the
+bytecode its installer compiled, instead of compiling every module again.
 3. Every published instance (below).
 
 The machine is shared: the load average is printed with the tables and stored in the JSON.
@@ -17,7 +22,7 @@ process, so the wall time is the whole process (interpreter start, imports,
 reading, solving, independent verification, writing) and the peak memory is
 that process's maximum resident set size; the table holds the medians of ``--repeat``
 runs (the largest peak), with the DP's proven bound and gap. The first run also fills the
-compiled-kernel cache; run with ``--warmup`` to keep that out of the table.
+compiled-kernel and bytecode caches; run with ``--warmup`` to keep that out of the table.
 
     python benchmarks/dp_throughput.py [--instances DIR] [--repeat 3] [--skip-published]
                                        [--json benchmarks/results/dp_throughput.json]
@@ -66,14 +71,36 @@ def transformer_document(blocks: int) -> dict:
     return to_tarnawski_json(bert_graph(replace(TransformerConfig(), layers=blocks), training=True))
 
 
+def sparse_document(n: int, m: int, seed: int) -> dict:
+    """Nodes 0..n-1 with random times (accelerator 1-9, CPU 5-40) and transfer costs; ``m`` distinct random
+    edges i -> j (i < j); 4 accelerators and 1 CPU: few edges, so many ideals for few nodes."""
+    rng = random.Random(seed)
+    nodes = [{"id": i, "supportedOnFpga": True, "fpgaLatency": rng.randint(1, 9), "cpuLatency": rng.randint(5, 40),
+              "isBackwardNode": False, "size": 1} for i in range(n)]
+    costs = [rng.choice([0.5, 1, 2]) for _ in range(n)]
+    pairs: set[tuple[int, int]] = set()
+    while len(pairs) < m:
+        i, j = sorted(rng.sample(range(n), 2))
+        pairs.add((i, j))
+    return {"maxSizePerFPGA": 100, "maxFPGAs": 4, "maxCPUs": 1, "nodes": nodes,
+            "edges": [{"sourceId": i, "destId": j, "cost": costs[i]} for i, j in sorted(pairs)]}
+
+
 SHAPES = {
     "chain-10000": lambda: line_document(10_000, False, 1),
     "total-order-700": lambda: line_document(700, True, 2),
     "transformer-1000-training": lambda: transformer_document(1000),
+    "sparse-dag-20": lambda: sparse_document(20, 12, 4),
 }
 
 
-def timed_process(cmd: list[str], env: dict | None = None) -> float:
+def bytecode_env(cache: Path, **extra: str) -> dict:
+    """This process's environment for a child that keeps its bytecode under ``cache``."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(cache), **extra}
+
+
+def timed_process(cmd: list[str], env: dict) -> float:
     """Wall seconds of one run of ``cmd`` in a child process (it must exit with status 0)."""
     start = time.perf_counter()
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env, check=True)
@@ -96,8 +123,10 @@ def shape_rows(tmp: Path, repeat: int) -> list[dict]:
         for _ in range(repeat):
             solution = solve_dp(problem)
             times.append(solution.runtime_s)
-        process = [timed_process([sys.executable, "-m", "placement", "solve", str(path), "--quiet"])
-                   for _ in range(repeat)]
+        cmd = [sys.executable, "-m", "placement", "solve", str(path), "--quiet"]
+        warm = bytecode_env(tmp / "pyc-warm")
+        timed_process(cmd, warm)
+        process = [timed_process(cmd, warm) for _ in range(repeat)]
         row = {"shape": name, "nodes": len(problem.nodes), "edges": len(problem.edges),
                "ideals": solution.stats["ideals"], "pairs_examined": solution.stats["pairs_examined"],
                "status": solution.status.value, "max_load": solution.objective,
@@ -114,11 +143,11 @@ def startup_row(tmp: Path, repeat: int, bert24: Path) -> dict:
     cmd = [sys.executable, "-m", "placement", "solve", str(bert24), "--quiet"]
     first = []
     for k in range(repeat):
-        env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp / f"pyc{k}"), NUMBA_CACHE_DIR=str(tmp / f"numba{k}"))
-        first.append(timed_process(cmd, env))
-    timed_process(cmd)
-    warm = [timed_process(cmd) for _ in range(repeat)]
-    floor = [timed_process([sys.executable, "-c", "import numpy"]) for _ in range(repeat)]
+        first.append(timed_process(cmd, bytecode_env(tmp / f"pyc{k}", NUMBA_CACHE_DIR=str(tmp / f"numba{k}"))))
+    warm_env = bytecode_env(tmp / "pyc-warm")
+    timed_process(cmd, warm_env)
+    warm = [timed_process(cmd, warm_env) for _ in range(repeat)]
+    floor = [timed_process([sys.executable, "-c", "import numpy"], warm_env) for _ in range(repeat)]
     row = {"instance": "LayerGraphs/bert24_inference", "first_run_s_median": statistics.median(first),
            "first_run_s": first, "warm_s_median": statistics.median(warm), "warm_s": warm,
            "python_import_numpy_s_median": statistics.median(floor)}
@@ -127,10 +156,10 @@ def startup_row(tmp: Path, repeat: int, bert24: Path) -> dict:
     return row
 
 
-def run_one(instance: Path, out: Path) -> dict:
-    """Solve one instance in a child process; return its row."""
+def run_one(instance: Path, out: Path, env: dict) -> dict:
+    """Solve one instance in a child process with environment ``env``; return its row."""
     cmd = [sys.executable, "-m", "placement", "solve", str(instance), "--quiet", "--out", str(out)]
-    child = run_child(cmd, ROOT)
+    child = run_child(cmd, ROOT, env)
     code = child.exit
     row = {"instance": f"{instance.parent.name}/{instance.stem}", "exit": code,
            "wall_s": round(child.wall_s, 3), "peak_mib": round(child.peak_mib, 1)}
@@ -200,10 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
+        env = bytecode_env(Path(tmp) / "pyc")
         if args.warmup and files:
-            run_one(files[0], Path(tmp) / "warmup.json")
+            run_one(files[0], Path(tmp) / "warmup.json", env)
         for k, instance in enumerate(files):
-            row = median_row([run_one(instance, Path(tmp) / f"plan{k}.json") for _ in range(args.repeat)])
+            row = median_row([run_one(instance, Path(tmp) / f"plan{k}.json", env) for _ in range(args.repeat)])
             rows.append(row)
             if "error" in row:
                 print(f"{row['instance']:42} ERROR {row['error']}")
