@@ -170,6 +170,25 @@ def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
     assert "stages: no pipeline order of the devices exists" in text
 
 
+def test_verify_announces_the_check_of_a_large_graph(tmp_path, capsys, monkeypatch):
+    """A graph of at least LARGE_GRAPH_NODES nodes (100,000; here lowered to chain4's 4) takes seconds to
+    check: verify says when it reads the plan, starts the check and ends it, on stderr; not with --quiet,
+    nor below the size."""
+    import re
+
+    out = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr("placement.cli.verify.LARGE_GRAPH_NODES", 4)
+    assert main(["verify", CHAIN4, str(out)]) == 0
+    said = [re.sub(r"^\[ *[0-9.]+ s\] ", "", line) for line in capsys.readouterr().err.splitlines()]
+    assert said == [f"reading the plan {out}", "checking the plan on 4 nodes", "checked: the plan is valid"]
+    assert main(["verify", CHAIN4, str(out), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_verify_json_holds_the_figures_of_the_text_tables(tmp_path, capsys):
     """chain4's optimal plan: {a,b} | {c,d}, each 7 of compute and 0.5 of communication (b's output
     out, or in), memory 2 of 100. Under latency (one call each): the first call runs 0 .. 7.5, the

@@ -14,8 +14,9 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from placement.cli.options import (UsageError, add_device_options, add_output_options, devices, load_announced,
-                                   positive_int, print_json, progress_printer, read_once, recorded_devices_note)
+from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
+                                   load_announced, positive_int, print_json, progress_printer, read_once,
+                                   recorded_devices_note)
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
@@ -94,11 +95,15 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.ledger import format_ledger
     from placement.report.solution import figure, format_verification
 
-    instance = load_announced(args.instance, progress_printer(args.quiet))   # a large file takes seconds
+    progress = progress_printer(args.quiet)
+    instance = load_announced(args.instance, progress)   # a large file takes seconds
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         from placement.cli.verify_parallel import run_parallel
 
         return run_parallel(args, instance)
+    announce = progress if progress is not None and len(instance.nodes) >= LARGE_GRAPH_NODES else None
+    if announce:
+        announce(f"reading the plan {args.plan}")
     args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
@@ -111,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if split["backward"] == "split" and args.backward is None and not instance.is_training:   # the record's mode
         raise UsageError("the plan file records a split-backward solve, which needs a training instance (one with "
                          "backward nodes); this instance has none (--backward joint checks the plan's layers only)")
+    if announce:
+        announce(f"checking the plan on {len(instance.nodes):,} nodes")
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     claimed_calls = None   # the call limit the plan file records, where it is the one checked
     calls_garbled = None   # the call limit the plan file records where it is no count (not checked)
@@ -131,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                                         ledger=args.objective != "latency", backward=split["backward"],
                                         w_placement=args.w_placement, inter_layer=args.inter_layer,
                                         w_share=args.w_share, **devices(args))
+    if announce:
+        announce("checked: the plan is " + ("valid" if verification.valid else "not valid"))
     # an invalid plan's value is no verdict on the value it claims
     claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
                             instance.name)
