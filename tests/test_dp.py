@@ -458,25 +458,63 @@ def test_an_ideal_limit_past_64_bits_or_past_memory_stops_the_count_where_memory
         solve_dp(problem, max_ideals=2 ** 70)
 
 
-def test_a_fresh_install_solves_mid_sized_families_without_compiling(monkeypatch):
-    # The bundled BERT-Base training graph: its largest family is 3,010,880 units of work (ideals² × types ×
-    # layers), above INTERPRETED_WORK (200,000) and below INTERPRETED_WORK_UNCOMPILED (5,000,000). While the
-    # compiled kernels are not cached it runs interpreted; once they are, compiled. The kernels handed out are
-    # the plain ones either way (nothing compiles here), so both runs give the same optimum, the README's.
-    from pathlib import Path
-
+def test_the_bundled_bert_base_training_graph_solves_without_compiled_kernels(monkeypatch):
+    # Its largest family, 388 ideals, is 3,010,880 units of work (ideals² × types × layers), below
+    # COMPILED_FROM_WORK, and no run's windows hold more than INTERPRETED_PAIRS pairs (the DP's own run:
+    # 39,748): on a fresh install and with the compiled kernels cached alike, nothing asks for them, and
+    # the optimum is the README's.
     from placement.io.tarnawski import read_instance
     from placement.solvers import dp_table
 
     problem = read_instance(Path(__file__).resolve().parents[1] / "instances" / "models" / "bert-base-training.json")
-    asked = []
-    monkeypatch.setattr(_dp_kernels, "kernels", lambda use_compiled: asked.append(use_compiled)
-                        or _dp_kernels.interpreted())
-    values = []
+
+    def refused():
+        raise AssertionError("the compiled kernels were asked for")
+
+    monkeypatch.setattr(_dp_kernels, "compiled", refused)
     for cached in (False, True):
-        asked.clear()
         monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
-        values.append(solve_dp(problem).objective)
-        assert len(asked) >= 2 and asked == [cached] * len(asked)   # the chain DP's families and the full one
-    assert dp_table.INTERPRETED_WORK < 3_010_880 < dp_table.INTERPRETED_WORK_UNCOMPILED
-    assert values[0] == values[1] == pytest.approx(3.362709, abs=1e-6)
+        assert solve_dp(problem).objective == pytest.approx(3.362709, abs=1e-6)
+    assert 388 * 388 * 2 * 10 == 3_010_880 < dp_table.COMPILED_FROM_WORK
+
+
+def test_a_family_with_large_tables_starts_on_the_compiled_kernels():
+    """A total order of 500 nodes has 501 ideals and 124,750 edges: 501 × (1 + 249.5) = 125,500 table units,
+    above COMPILED_FROM_ENTRIES (100,000), though its work (501² × 1 type × 3 layers = 753,003) is far below
+    COMPILED_FROM_WORK; a chain of 500 nodes: 501 × (1 + 499/500) < 1,003 units, interpreted. Given
+    ``compiled`` decides alone."""
+    from placement.solvers import dp_table
+
+    def decided(all_pairs: bool, compiled: bool | None = None) -> bool:
+        problem = _line([1.0] * 500, [0.5] * 500, 2, all_pairs)
+        graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
+        assert (graph.contraction.size, len(layers.counts)) == (500, 3)
+        return dp_table.starts_compiled(501, graph, layers, compiled)
+
+    assert (decided(True), decided(False)) == (True, False)
+    assert (decided(True, False), decided(False, True)) == (False, True)
+
+
+def test_a_run_moves_to_the_compiled_kernels_where_its_windows_are_large(monkeypatch):
+    """Window pairs by hand: computes 0, 1, 2, 4 under the ceiling 2 pair each ideal with those of compute
+    in (A - 2, A]: 0 with itself, 1 with 0 and 1, 2 with 1 and 2, 4 with itself: 6; with no ceiling,
+    every pair on each of two types: 2 · 4² = 32. A run of up to INTERPRETED_PAIRS (60,000) pairs stays
+    interpreted; above, it moves where the compiled kernels are cached, and while they are not, only
+    above INTERPRETED_PAIRS_UNCOMPILED (600,000), saying that it compiles them."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from placement.solvers import dp_table
+
+    assert dp_table.window_pairs(np.array([[0.0, 1.0, 2.0, 4.0]]), 2.0) == 6
+    assert dp_table.window_pairs(np.array([[0.0, 1.0, 2.0, 4.0]] * 2), math.inf) == 32
+    compiled = SimpleNamespace()
+    monkeypatch.setattr(_dp_kernels, "compiled", lambda: compiled)
+    for cached, pairs, moves in [(True, 60_000, False), (True, 60_001, True), (False, 60_001, False),
+                                 (False, 600_000, False), (False, 600_001, True)]:
+        monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
+        said: list[str] = []
+        data = SimpleNamespace(kernels=None, may_compile=True)
+        dp_table._move_to_compiled(data, pairs, said.append)
+        assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
+        assert said == ([dp_table.COMPILING] if moves and not cached else [])

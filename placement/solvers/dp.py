@@ -43,7 +43,8 @@ Speed (all of it exact):
   :func:`placement.solvers.chain_dp.solve_coarse_chain`);
 * every ideal is stored with its maximal elements and its cut (:mod:`._dp_kernels`), so a
   pair ``I' ⊆ I`` costs the width of ``I'`` and the sizes of the two cuts, not the size
-  of the graph; small families run interpreted, without compiling anything;
+  of the graph; small families run interpreted, without compiling anything, and move to the compiled
+  kernels only where an interpreted run takes long;
 * candidates ``I'`` are scanned in decreasing compute order and the scan stops
   when the compute of ``X`` alone reaches the best value found for ``I``;
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
@@ -74,8 +75,8 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, solve_coarse_chain, upper_bound
-from placement.solvers.dp_table import (Progress, best_plan, build_graph, build_layers, check_memory, is_prefix_family,
-                                       most_ideals, too_many_for_memory, uses_compiled)
+from placement.solvers.dp_table import (COMPILING, Progress, best_plan, build_graph, build_layers, check_memory,
+                                       is_prefix_family, most_ideals, starts_compiled, too_many_for_memory)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
 
@@ -137,7 +138,9 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     ``merge_zero_cost=False`` keeps every colour class as its own supernode (slower; for
     cross-checks; with ``stages`` this is always so).
     ``compiled``: run the numba-compiled kernels (``True``) or the interpreted ones (``False``);
-    by default, compiled only where the families of ideals are large enough to pay for it.
+    by default, compiled where the graph's family of ideals is large enough to pay for loading them
+    (:func:`placement.solvers.dp_table.starts_compiled`), else interpreted until a run's windows are
+    large (:func:`placement.solvers.dp_table.fill`).
     The plan's loads are not stored: verify it with
     :func:`placement.verification.evaluate.evaluate`.
     """
@@ -166,10 +169,12 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     n_ideals = len(family[0])
     prefixes = is_prefix_family(family)    # the graph's ideals are nested: those of one topological order
     check_memory(n_ideals, graph, layers, bitsets=not prefixes)
+    if compiled is None and starts_compiled(n_ideals, graph, layers):
+        compiled = True   # the chain DP's small families too: the kernels are loaded anyway
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
-        if uses_compiled(n_ideals, graph, layers, compiled) and K.must_compile():
-            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
+        if compiled and K.must_compile():
+            progress(COMPILING)
     if prefixes and n_ideals <= COARSE_FROM:   # the chain DP would be this very run
         ub, ub_plan = math.inf, None
         if progress is not None:

@@ -212,12 +212,22 @@ def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) 
     return out
 
 
-# Families with at most this many (ideals² × types × layers) run interpreted: compiling would cost more.
-INTERPRETED_WORK = 200_000
-# ... and at most this many while the compiled kernels are not in numba's cache yet (a fresh install):
-# about 0.1-0.5 µs per unit interpreted (0.7 s for the bundled BERT-Base training graph, 3 million), against
-# seconds of compilation.
-INTERPRETED_WORK_UNCOMPILED = 5_000_000
+#: Families of more than this much work (ideals² × types × layers: what the windows could scan) start on the
+#: compiled kernels. The others start interpreted, and a run under a ceiling moves to the compiled kernels
+#: where its windows hold more than :data:`INTERPRETED_PAIRS` pairs (:func:`window_pairs`). The work is far
+#: above what the windows hold on most graphs (ResNet-50's layer graph: 1.6 million units, 11,045 pairs in
+#: its windows, 0.05 s interpreted), so it cannot tell alone which runs pay for loading the compiled
+#: kernels (about 0.4 s) or compiling them (seconds).
+COMPILED_FROM_WORK = 20_000_000
+#: Families of more than this many ideals × (1 + edges per supernode) also start compiled: building their
+#: tables (the ideals' maxima and cuts) takes about 2-3 µs a unit interpreted (a 700-node total order:
+#: 245,000 units, 0.63 s).
+COMPILED_FROM_ENTRIES = 100_000
+#: Window pairs past which a run moves to the compiled kernels: about what loading them from numba's cache
+#: costs at 3-7 µs a pair interpreted, and, while they are not cached yet (a fresh install), what
+#: compiling them costs.
+INTERPRETED_PAIRS = 60_000
+INTERPRETED_PAIRS_UNCOMPILED = 600_000
 
 
 def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -235,14 +245,31 @@ def is_prefix_family(family: tuple[np.ndarray, np.ndarray]) -> bool:
     return bool(np.array_equal(parent[1:], np.arange(len(parent) - 1)))
 
 
-def uses_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = None) -> bool:
-    """Whether a family of ``n`` ideals runs on the compiled kernels: ``compiled`` where given, else where
-    its work (``n² × types × layers``) exceeds :data:`INTERPRETED_WORK`, and, while the compiled kernels
-    are not cached yet, :data:`INTERPRETED_WORK_UNCOMPILED`."""
+def starts_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = None) -> bool:
+    """Whether the DP over a family of ``n`` ideals starts on the compiled kernels: ``compiled`` where given,
+    else where its work (``n² × types × layers``) exceeds :data:`COMPILED_FROM_WORK` or its tables
+    :data:`COMPILED_FROM_ENTRIES`. A family that starts interpreted by default moves to them for a run
+    whose windows are large (:func:`fill`)."""
     if compiled is not None:
         return compiled
-    work = n * n * graph.comp.shape[1] * len(layers.counts)
-    return work > INTERPRETED_WORK and (work > INTERPRETED_WORK_UNCOMPILED or not K.must_compile())
+    entries = n * (1 + len(graph.pred_idx) / max(1, graph.contraction.size))
+    return n * n * graph.comp.shape[1] * len(layers.counts) > COMPILED_FROM_WORK or entries > COMPILED_FROM_ENTRIES
+
+
+def window_pairs(comp_t: np.ndarray, ceiling: float) -> int:
+    """The pairs ``(I, J)`` of a family with ``A_t(J) ≤ A_t(I) < A_t(J) + ceiling``, summed over the types
+    ``t`` (``comp_t[t]``: every ideal's compute on type ``t``): the most candidates a run under ``ceiling``
+    scans (its windows end where the compute alone reaches the ceiling, or sooner); ``n²·types`` for an
+    infinite ceiling."""
+    n_types, n = comp_t.shape
+    if not math.isfinite(ceiling):
+        return n * n * n_types
+    pairs = 0
+    for t in range(n_types):
+        values = np.sort(comp_t[t])
+        pairs += int((np.searchsorted(values, values, "right") - np.searchsorted(values, values - ceiling, "right")
+                      ).sum())
+    return pairs
 
 
 #: Families of at least this many ideals announce their table build in the progress, and builds
@@ -359,8 +386,9 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
             compiled: bool | None = None, keep_bits: bool = True) -> SimpleNamespace:
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
     processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
-    numba-compiled kernels (default: when the family is large enough to pay for compiling, or for loading
-    the compiled kernels where they are cached: :data:`INTERPRETED_WORK`, :data:`INTERPRETED_WORK_UNCOMPILED`).
+    numba-compiled kernels (``True``), the interpreted ones (``False``), or (``None``) start as
+    :func:`starts_compiled` says and let :func:`fill` move to the compiled kernels for a run whose windows
+    are large (``data.may_compile``).
     ``keep_bits=False``: a prefix family (:func:`is_prefix_family`) gets no bitset rows (its ideals
     are told apart by their sizes, and a block is a stretch of its order: memory linear in the family
     instead of quadratic); ``data.prefix`` is then its order."""
@@ -369,7 +397,8 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     n_types = graph.comp.shape[1]
     nested = is_prefix_family(family)
     store_bits = keep_bits or not nested
-    kernels = K.kernels(uses_compiled(n, graph, layers, compiled))
+    start_compiled = starts_compiled(n, graph, layers, compiled)
+    kernels = K.kernels(start_compiled)
     values = np.hstack([graph.comp, graph.unsup, graph.mem, graph.pmin]).astype(np.float64)
     budget = memory_budget()
     fixed = check_memory(n, graph, layers, budget, store_bits)
@@ -395,7 +424,8 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     for t in range(n_types):
         order[t] = np.lexsort((popcount, per_type[:, t]))
         pos[t, order[t]] = np.arange(n)
-    return SimpleNamespace(kernels=kernels, n=n, bits=bits, popcount=popcount, nested=nested,
+    return SimpleNamespace(kernels=kernels, may_compile=compiled is None and not start_compiled,
+                           n=n, bits=bits, popcount=popcount, nested=nested,
                            prefix=None if store_bits else added, cutc=cutc, cut_lo=cut_lo,
                            cut_hi=cut_hi, cut_buf=cut_buf, cut_count=cut_count, max_lo=max_lo, max_hi=max_hi,
                            max_buf=max_buf, order=order, pos=pos, mem=mem, pmin=pmin,
@@ -409,7 +439,11 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     ``progress`` gets a line about once a second; where it has a ``poll(message)`` method
     (:func:`placement.solvers.dp.deadline_watch`), that is called after every other chunk of ideals (a
     fiftieth of the family, or 256 ideals, fewer where the layers would make a chunk more than
-    :data:`STATES_PER_CHUNK` entries), and may stop the run by raising."""
+    :data:`STATES_PER_CHUNK` entries), and may stop the run by raising. Where ``data.may_compile``, a run
+    whose windows hold more than :data:`INTERPRETED_PAIRS` pairs (:func:`window_pairs`; while the compiled
+    kernels are not in numba's cache, :data:`INTERPRETED_PAIRS_UNCOMPILED`) moves ``data`` to the
+    compiled kernels, saying so through ``progress`` where that compiles them; both kernels give the same
+    table."""
     n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])
@@ -447,6 +481,8 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     poll = getattr(progress, "poll", None)   # a deadline check between progress lines (dp.deadline_watch)
     start = time.perf_counter()
     last = start
+    if data.may_compile:
+        _move_to_compiled(data, window_pairs(data.comp_t, ceiling), progress)
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, graph.memcap, graph.pays,
@@ -465,6 +501,24 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
         elif poll is not None:
             poll(where)
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
+
+
+def _move_to_compiled(data: SimpleNamespace, pairs: int, progress: Progress | None) -> None:
+    """Hand ``data`` the compiled kernels for a run whose windows hold ``pairs`` pairs, past
+    :data:`INTERPRETED_PAIRS`, or, while the compiled kernels are not cached, past
+    :data:`INTERPRETED_PAIRS_UNCOMPILED` (then compiling them, which is announced)."""
+    if pairs <= INTERPRETED_PAIRS:
+        return
+    compiles = K.must_compile()
+    if compiles and pairs <= INTERPRETED_PAIRS_UNCOMPILED:
+        return
+    if compiles and progress is not None:
+        progress(COMPILING)
+    data.kernels, data.may_compile = K.compiled(), False
+
+
+#: what a DP run says before it compiles its kernels
+COMPILING = "compiling the DP's kernels with numba (once per install; later runs load them from its cache)"
 
 
 # Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known (the ideals are the
