@@ -518,3 +518,20 @@ def test_a_run_moves_to_the_compiled_kernels_where_its_windows_are_large(monkeyp
         dp_table._move_to_compiled(data, pairs, said.append)
         assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
         assert said == ([dp_table.COMPILING] if moves and not cached else [])
+
+
+def test_a_long_chain_announces_compiling_the_kernels_once(monkeypatch):
+    """A chain of 20,100 nodes: its 20,101 prefixes are past COARSE_FROM, so the chain DP over intervals of
+    the order gives the bound, and past COMPILED_FROM_WORK, so the solve starts on the compiled kernels and
+    says, on a fresh install, that it compiles them. The chain DP over intervals runs on the kernels the
+    solve chose: it does not move to them again, nor say so a second time."""
+    from placement.solvers import dp_table
+
+    n = 20_100
+    problem = Instance(tuple(Node(i, f"n{i}", (1.0 + (i % 7) / 8,), 0.0, False, None, 0.125) for i in range(n)),
+                       tuple(Edge(i, i + 1) for i in range(n - 1)), (DeviceType("acc", 4),))
+    monkeypatch.setattr(_dp_kernels, "must_compile", lambda: True)   # as on a fresh install
+    said: list[str] = []
+    solution = solve_dp(problem, progress=said.append)
+    assert solution.status == Status.OPTIMAL
+    assert said.count(dp_table.COMPILING) == 1

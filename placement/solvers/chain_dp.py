@@ -172,7 +172,7 @@ def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contr
 
 def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: int = COARSE_BLOCKS,
                        progress: Callable[[str], None] | None = None,
-                       contraction: Contraction | None = None) -> Solution:
+                       contraction: Contraction | None = None, compiled: bool | None = None) -> Solution:
     """A ``stages`` plan in about linear time on any graph size: the chain DP over the prefixes of the
     contracted graph's topological order cut into at most ``blocks`` intervals of about equal work
     (:func:`coarsened`; fewer where the device types have many combinations of counts, to keep the
@@ -180,7 +180,8 @@ def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: 
     is a pipeline of those intervals, so its plan is a valid ``stages`` plan (``feasible``, bound 0;
     exactly ``stages`` non-empty ones where given), ``no_solution`` where none of them fits the
     devices (a finer split may: this proves nothing). ``progress``: as :func:`solve_chain`'s.
-    ``contraction``: the graph's, where the caller has it already (else contracted here)."""
+    ``contraction``: the graph's, where the caller has it already (else contracted here). ``compiled``: as
+    :func:`placement.solvers.dp_table.prepare`'s."""
     start = time.perf_counter()
     stages = stage_count(problem, stages)
     combinations = math.prod(t.count + 1 for t in problem.device_types)
@@ -192,7 +193,7 @@ def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: 
     layers = build_layers(problem, contraction.size + 1)
     # one run without a ceiling: the few intervals leave little to prune, and a run under a ceiling
     # below the optimum (best_plan's first tries) would be work lost
-    data = prepare(graph, layers, prefix_family(list(range(contraction.size))), keep_bits=False)
+    data = prepare(graph, layers, prefix_family(list(range(contraction.size))), compiled, keep_bits=False)
     table = fill(problem, graph, layers, data, math.inf, progress, "chain over intervals", stages)
     value, plan = extract(problem, graph, layers, table, stages)
     runtime = time.perf_counter() - start

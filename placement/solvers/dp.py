@@ -181,7 +181,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
             progress("the ideals are the prefixes of the one topological order: no upper bound needed")
     else:
         if prefixes:   # the run's own first tries, ceilings near the lower bound, may all fail where it is loose
-            coarse = solve_coarse_chain(problem, stages=stages, progress=progress, contraction=contraction)
+            coarse = solve_coarse_chain(problem, stages=stages, progress=progress, contraction=contraction,
+                                        compiled=compiled)
             ub, ub_plan = coarse.objective, coarse.plan
             what = "the chain DP over intervals of the order"
         else:
