@@ -24,7 +24,7 @@ from placement.solution import Solution, Status
 from placement.testing.bruteforce import brute_force
 from placement.solvers.dp import solve_dp
 from placement.solvers import _dp_kernels
-from placement.solvers.ideals import _csr, contract, count_ideals, enumerate_plain
+from placement.solvers.ideals import _csr, contract, count_ideals, enumerate_ideals, enumerate_plain
 from placement.verification.evaluate import evaluate
 from tests.strategies import problems
 
@@ -356,6 +356,26 @@ def test_compiled_kernels_equal_interpreted_kernels(problem, stages):
             compiled.objective, rel=1e-12, abs=1e-12)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_nodes=10, max_accelerators=3, max_cpus=1))
+def test_the_one_word_subset_test_equals_the_maxima_walk(problem):
+    # With at most 64 supernodes J ⊆ I is one word's test; padded with a zero word, the same bitsets take the
+    # walk over J's maxima: the same table, entry for entry (the interpreted kernels, a run with no ceiling).
+    import numpy as np
+
+    from placement.solvers import dp_table
+
+    contraction = contract(problem)
+    graph, layers = dp_table.build_graph(problem, contraction), dp_table.build_layers(problem)
+    family = enumerate_ideals(contraction, 10 ** 6)
+    data = dp_table.prepare(graph, layers, family, compiled=False)
+    one_word = dp_table.fill(problem, graph, layers, data, math.inf, None, "dp")
+    data.bits = np.hstack([data.bits, np.zeros_like(data.bits)])
+    two_words = dp_table.fill(problem, graph, layers, data, math.inf, None, "dp")
+    for name in ("dp", "parent", "choice", "counters"):
+        assert np.array_equal(getattr(one_word, name), getattr(two_words, name))
+
+
 def _line(times: list[float], costs: list[float], accelerators: int, all_pairs: bool) -> Instance:
     """Nodes 0..n-1 on accelerators only; edges i -> i+1 (a chain) or i -> j for every i < j (a total order)."""
     n = len(times)
@@ -460,9 +480,9 @@ def test_an_ideal_limit_past_64_bits_or_past_memory_stops_the_count_where_memory
 
 def test_the_bundled_bert_base_training_graph_solves_without_compiled_kernels(monkeypatch):
     # Its largest family, 388 ideals, is 3,010,880 units of work (ideals² × types × layers), below
-    # COMPILED_FROM_WORK, and no run's windows hold more than INTERPRETED_PAIRS pairs (the DP's own run:
-    # 39,748): on a fresh install and with the compiled kernels cached alike, nothing asks for them, and
-    # the optimum is the README's.
+    # COMPILED_FROM_WORK, and no run is larger than INTERPRETED_UNITS (500,000; the DP's own run: 10 layers ×
+    # (40,902 window pairs + 2 types × 388 ideals) = 416,780): on a fresh install and with the compiled kernels
+    # cached alike, nothing asks for them, and the optimum is the README's.
     from placement.io.tarnawski import read_instance
     from placement.solvers import dp_table
 
@@ -472,18 +492,21 @@ def test_the_bundled_bert_base_training_graph_solves_without_compiled_kernels(mo
         raise AssertionError("the compiled kernels were asked for")
 
     monkeypatch.setattr(_dp_kernels, "compiled", refused)
+    monkeypatch.setattr(_dp_kernels, "ready", lambda: False)   # not set up in this process
     for cached in (False, True):
         monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
         assert solve_dp(problem).objective == pytest.approx(3.362709, abs=1e-6)
     assert 388 * 388 * 2 * 10 == 3_010_880 < dp_table.COMPILED_FROM_WORK
 
 
-def test_a_family_with_large_tables_starts_on_the_compiled_kernels():
+def test_a_family_with_large_tables_starts_on_the_compiled_kernels(monkeypatch):
     """A total order of 500 nodes has 501 ideals and 124,750 edges: 501 × (1 + 249.5) = 125,500 table units,
     above COMPILED_FROM_ENTRIES (100,000), though its work (501² × 1 type × 3 layers = 753,003) is far below
-    COMPILED_FROM_WORK; a chain of 500 nodes: 501 × (1 + 499/500) < 1,003 units, interpreted. Given
-    ``compiled`` decides alone."""
+    COMPILED_FROM_WORK; a chain of 500 nodes: 501 × (1 + 499/500) < 1,003 units, interpreted (where the
+    compiled kernels are not set up in the process yet). Given ``compiled`` decides alone."""
     from placement.solvers import dp_table
+
+    monkeypatch.setattr(_dp_kernels, "ready", lambda: False)
 
     def decided(all_pairs: bool, compiled: bool | None = None) -> bool:
         problem = _line([1.0] * 500, [0.5] * 500, 2, all_pairs)
@@ -495,29 +518,44 @@ def test_a_family_with_large_tables_starts_on_the_compiled_kernels():
     assert (decided(True, False), decided(False, True)) == (False, True)
 
 
-def test_a_run_moves_to_the_compiled_kernels_where_its_windows_are_large(monkeypatch):
-    """Window pairs by hand: computes 0, 1, 2, 4 under the ceiling 2 pair each ideal with those of compute
-    in (A - 2, A]: 0 with itself, 1 with 0 and 1, 2 with 1 and 2, 4 with itself: 6; with no ceiling,
-    every pair on each of two types: 2 · 4² = 32. A run of up to INTERPRETED_PAIRS (60,000) pairs stays
-    interpreted; above, it moves where the compiled kernels are cached, and while they are not, only
-    above INTERPRETED_PAIRS_UNCOMPILED (600,000), saying that it compiles them."""
+def test_a_run_moves_to_the_compiled_kernels_where_it_is_large(monkeypatch):
+    """Window pairs by hand: computes 0, 1, 2, 4 in order, under the ceiling 2, pair each ideal with the
+    earlier ones of compute above its own minus 2: 1 with 0, 2 with 1, none for 0 and 4: 2; with no
+    ceiling every earlier one, on each of two types: 2 · (0 + 1 + 2 + 3) = 12. A run's units: 3 layers ×
+    (2 pairs + 4 ideals) = 18. A run of up to INTERPRETED_UNITS (500,000) stays interpreted; above, it
+    moves where the compiled kernels are cached, and while they are not, only above
+    INTERPRETED_UNITS_UNCOMPILED (5,000,000), saying that it compiles them."""
     import numpy as np
     from types import SimpleNamespace
 
     from placement.solvers import dp_table
 
-    assert dp_table.window_pairs(np.array([[0.0, 1.0, 2.0, 4.0]]), 2.0) == 6
-    assert dp_table.window_pairs(np.array([[0.0, 1.0, 2.0, 4.0]] * 2), math.inf) == 32
+    computes = np.array([[0.0, 1.0, 2.0, 4.0]])
+    assert dp_table.window_pairs(computes, 2.0) == 2
+    assert dp_table.window_pairs(np.vstack([computes, computes[:, ::-1]]), math.inf) == 12
+    assert dp_table.run_units(computes, 3, 2.0) == 18
     compiled = SimpleNamespace()
     monkeypatch.setattr(_dp_kernels, "compiled", lambda: compiled)
-    for cached, pairs, moves in [(True, 60_000, False), (True, 60_001, True), (False, 60_001, False),
-                                 (False, 600_000, False), (False, 600_001, True)]:
+    for cached, units, moves in [(True, 500_000, False), (True, 500_001, True), (False, 500_001, False),
+                                 (False, 5_000_000, False), (False, 5_000_001, True)]:
         monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
         said: list[str] = []
         data = SimpleNamespace(kernels=None, may_compile=True)
-        dp_table._move_to_compiled(data, pairs, said.append)
+        dp_table._move_to_compiled(data, units, said.append)
         assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
         assert said == ([dp_table.COMPILING] if moves and not cached else [])
+
+
+def test_a_process_whose_compiled_kernels_are_set_up_starts_on_them(monkeypatch):
+    """Once the compiled kernels are set up in the process (a loop of solves: the co-design baselines
+    solve hundreds of small instances), a small family starts on them; before, interpreted."""
+    from placement.solvers import dp_table
+
+    problem = _line([1.0] * 20, [0.5] * 20, 2, False)
+    graph, layers = dp_table.build_graph(problem, contract(problem)), dp_table.build_layers(problem)
+    for ready in (False, True):
+        monkeypatch.setattr(_dp_kernels, "ready", lambda: ready)
+        assert dp_table.starts_compiled(21, graph, layers) is ready
 
 
 def test_a_long_chain_announces_compiling_the_kernels_once(monkeypatch):

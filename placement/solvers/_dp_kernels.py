@@ -419,6 +419,12 @@ def kernels(use_compiled: bool) -> SimpleNamespace:
     return compiled() if use_compiled else interpreted()
 
 
+def ready() -> bool:
+    """Whether the compiled kernels are set up in this process already (numba imported) and need no
+    compiling: taking them costs nothing worth counting."""
+    return compiled.cache_info().currsize > 0 and not must_compile()
+
+
 def must_compile() -> bool:
     """Whether running the DP's compiled kernels compiles them first: neither compiled in this process nor
     in numba's on-disk cache for the current source (:func:`placement.kernels.is_cached`)."""

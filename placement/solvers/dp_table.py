@@ -213,21 +213,21 @@ def _best_devices(rest: np.ndarray, per_device: np.ndarray, wanted: np.ndarray) 
 
 
 #: Families of more than this much work (ideals² × types × layers: what the windows could scan) start on the
-#: compiled kernels. The others start interpreted, and a run under a ceiling moves to the compiled kernels
-#: where its windows hold more than :data:`INTERPRETED_PAIRS` pairs (:func:`window_pairs`). The work is far
-#: above what the windows hold on most graphs (ResNet-50's layer graph: 1.6 million units, 11,045 pairs in
-#: its windows, 0.05 s interpreted), so it cannot tell alone which runs pay for loading the compiled
-#: kernels (about 0.4 s) or compiling them (seconds).
+#: compiled kernels, as do all where those are set up in the process already. The others start
+#: interpreted, and a run under a ceiling moves to the compiled kernels where its size
+#: (:func:`run_units`) passes :data:`INTERPRETED_UNITS`. The work is far above what the windows hold on
+#: most graphs (ResNet-50's layer graph: 1.6 million units, 2,262 pairs scanned, 0.05 s interpreted), so
+#: it cannot tell alone which runs pay for loading the compiled kernels (about 0.4 s) or compiling them.
 COMPILED_FROM_WORK = 20_000_000
 #: Families of more than this many ideals × (1 + edges per supernode) also start compiled: building their
 #: tables (the ideals' maxima and cuts) takes about 2-3 µs a unit interpreted (a 700-node total order:
 #: 245,000 units, 0.63 s).
 COMPILED_FROM_ENTRIES = 100_000
-#: Window pairs past which a run moves to the compiled kernels: about what loading them from numba's cache
-#: costs at 3-7 µs a pair interpreted, and, while they are not cached yet (a fresh install), what
-#: compiling them costs.
-INTERPRETED_PAIRS = 60_000
-INTERPRETED_PAIRS_UNCOMPILED = 600_000
+#: Run units past which a run moves to the compiled kernels: about what loading them from numba's cache
+#: costs interpreted (a unit takes 0.1-0.9 µs: the bundled BERT-Base training graph's largest run, 416,780
+#: units, about 0.25 s), and, while they are not cached yet (a fresh install), what compiling them costs.
+INTERPRETED_UNITS = 500_000
+INTERPRETED_UNITS_UNCOMPILED = 5_000_000
 
 
 def prefix_family(order: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -247,29 +247,36 @@ def is_prefix_family(family: tuple[np.ndarray, np.ndarray]) -> bool:
 
 def starts_compiled(n: int, graph: Graph, layers: Layers, compiled: bool | None = None) -> bool:
     """Whether the DP over a family of ``n`` ideals starts on the compiled kernels: ``compiled`` where given,
-    else where its work (``n² × types × layers``) exceeds :data:`COMPILED_FROM_WORK` or its tables
-    :data:`COMPILED_FROM_ENTRIES`. A family that starts interpreted by default moves to them for a run
-    whose windows are large (:func:`fill`)."""
+    else where they are set up in this process already, or the family's work (``n² × types × layers``)
+    exceeds :data:`COMPILED_FROM_WORK` or its tables :data:`COMPILED_FROM_ENTRIES`. A family that starts
+    interpreted by default moves to them for a large run (:func:`fill`)."""
     if compiled is not None:
         return compiled
     entries = n * (1 + len(graph.pred_idx) / max(1, graph.contraction.size))
-    return n * n * graph.comp.shape[1] * len(layers.counts) > COMPILED_FROM_WORK or entries > COMPILED_FROM_ENTRIES
+    return (n * n * graph.comp.shape[1] * len(layers.counts) > COMPILED_FROM_WORK or entries > COMPILED_FROM_ENTRIES
+            or K.ready())
 
 
 def window_pairs(comp_t: np.ndarray, ceiling: float) -> int:
-    """The pairs ``(I, J)`` of a family with ``A_t(J) ≤ A_t(I) < A_t(J) + ceiling``, summed over the types
-    ``t`` (``comp_t[t]``: every ideal's compute on type ``t``): the most candidates a run under ``ceiling``
-    scans (its windows end where the compute alone reaches the ceiling, or sooner); ``n²·types`` for an
-    infinite ceiling."""
+    """The candidates a run under ``ceiling`` scans at most: for each type ``t`` (``comp_t[t]``: every ideal's
+    compute on it) and ideal ``I``, the ideals before ``I`` in the order of compute whose compute is above
+    ``A_t(I) − ceiling`` (a window ends where the compute alone reaches the ceiling, or sooner)."""
     n_types, n = comp_t.shape
     if not math.isfinite(ceiling):
-        return n * n * n_types
+        return n_types * n * (n - 1) // 2
     pairs = 0
     for t in range(n_types):
         values = np.sort(comp_t[t])
-        pairs += int((np.searchsorted(values, values, "right") - np.searchsorted(values, values - ceiling, "right")
-                      ).sum())
+        first = np.searchsorted(values, values - ceiling, "right")
+        pairs += int(np.maximum(np.arange(n) - first, 0).sum())
     return pairs
+
+
+def run_units(comp_t: np.ndarray, n_layers: int, ceiling: float) -> int:
+    """The size of a run under ``ceiling`` over a family with computes ``comp_t`` (types × ideals) and
+    ``n_layers`` device layers: each ideal visits every layer on every type, and each candidate of its
+    windows (:func:`window_pairs`) checks up to every layer."""
+    return n_layers * (window_pairs(comp_t, ceiling) + comp_t.size)
 
 
 #: Families of at least this many ideals announce their table build in the progress, and builds
@@ -440,10 +447,9 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     (:func:`placement.solvers.dp.deadline_watch`), that is called after every other chunk of ideals (a
     fiftieth of the family, or 256 ideals, fewer where the layers would make a chunk more than
     :data:`STATES_PER_CHUNK` entries), and may stop the run by raising. Where ``data.may_compile``, a run
-    whose windows hold more than :data:`INTERPRETED_PAIRS` pairs (:func:`window_pairs`; while the compiled
-    kernels are not in numba's cache, :data:`INTERPRETED_PAIRS_UNCOMPILED`) moves ``data`` to the
-    compiled kernels, saying so through ``progress`` where that compiles them; both kernels give the same
-    table."""
+    of more than :data:`INTERPRETED_UNITS` units (:func:`run_units`; while the compiled kernels are not in
+    numba's cache, :data:`INTERPRETED_UNITS_UNCOMPILED`) moves ``data`` to the compiled kernels, saying so
+    through ``progress`` where that compiles them; both kernels give the same table."""
     n, popcount, pmin = data.n, data.popcount, data.pmin
     full = int(np.argmax(popcount))
     pmin_total = float(pmin[full])
@@ -482,7 +488,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     start = time.perf_counter()
     last = start
     if data.may_compile:
-        _move_to_compiled(data, window_pairs(data.comp_t, ceiling), progress)
+        _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, graph.memcap, graph.pays,
@@ -503,14 +509,16 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
 
 
-def _move_to_compiled(data: SimpleNamespace, pairs: int, progress: Progress | None) -> None:
-    """Hand ``data`` the compiled kernels for a run whose windows hold ``pairs`` pairs, past
-    :data:`INTERPRETED_PAIRS`, or, while the compiled kernels are not cached, past
-    :data:`INTERPRETED_PAIRS_UNCOMPILED` (then compiling them, which is announced)."""
-    if pairs <= INTERPRETED_PAIRS:
+def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | None) -> None:
+    """Hand ``data`` the compiled kernels for a run of ``units`` (:func:`run_units`) past
+    :data:`INTERPRETED_UNITS`, or, while the compiled kernels are not cached, past
+    :data:`INTERPRETED_UNITS_UNCOMPILED` (then compiling them, which is announced). Telling whether they
+    are cached imports numba, so a run past the first limit pays for that even where it stays
+    interpreted."""
+    if units <= INTERPRETED_UNITS:
         return
     compiles = K.must_compile()
-    if compiles and pairs <= INTERPRETED_PAIRS_UNCOMPILED:
+    if compiles and units <= INTERPRETED_UNITS_UNCOMPILED:
         return
     if compiles and progress is not None:
         progress(COMPILING)
