@@ -9,11 +9,11 @@
 2. Start-up on BERT-24 inference: the first run of a fresh install (no bytecode cache, an empty
    numba cache: ``PYTHONPYCACHEPREFIX`` and ``NUMBA_CACHE_DIR`` point at new directories) and a
    warm run, medians of ``--repeat``; ``python -c "import numpy"`` alongside as the floor.
+3. Every published instance (below).
 
 Every child process may write and read bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped from its
 environment): warm runs read a cache filled by an untimed run, as an installed package reads the
 bytecode its installer compiled, instead of compiling every module again.
-3. Every published instance (below).
 
 The machine is shared: the load average is printed with the tables and stored in the JSON.
 

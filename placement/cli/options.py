@@ -179,7 +179,7 @@ def progress_printer(quiet: bool, rename: Callable[[str], str] | None = None) ->
 
 #: an input file at least this large is announced before it is read (reading takes seconds)
 LARGE_INPUT_BYTES = 16 * 2**20
-#: a plan of a graph of at least this many nodes takes seconds to read and check: the check is announced
+#: a plan of a graph of at least this many nodes takes seconds to read and check: verify announces it
 LARGE_GRAPH_NODES = 100_000
 
 

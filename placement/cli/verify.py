@@ -102,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_parallel(args, instance)
     announce = progress if progress is not None and len(instance.nodes) >= LARGE_GRAPH_NODES else None
-    if announce:
-        announce(f"reading the plan {args.plan}")
+    plan_named = args.plan
     args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
     solved_for = recorded_objective(args.plan)
     if args.objective is None:
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("the plan file records a split-backward solve, which needs a training instance (one with "
                          "backward nodes); this instance has none (--backward joint checks the plan's layers only)")
     if announce:
-        announce(f"checking the plan on {len(instance.nodes):,} nodes")
+        announce(f"checking the plan {plan_named} on {len(instance.nodes):,} nodes")
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     claimed_calls = None   # the call limit the plan file records, where it is the one checked
     calls_garbled = None   # the call limit the plan file records where it is no count (not checked)
