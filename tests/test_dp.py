@@ -494,7 +494,7 @@ def test_the_bundled_bert_base_training_graph_solves_without_compiled_kernels(mo
     monkeypatch.setattr(_dp_kernels, "compiled", refused)
     monkeypatch.setattr(_dp_kernels, "ready", lambda: False)   # not set up in this process
     for cached in (False, True):
-        monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
+        monkeypatch.setattr(_dp_kernels, "must_compile", lambda *names: not cached)
         assert solve_dp(problem).objective == pytest.approx(3.362709, abs=1e-6)
     assert 388 * 388 * 2 * 10 == 3_010_880 < dp_table.COMPILED_FROM_WORK
 
@@ -538,12 +538,35 @@ def test_a_run_moves_to_the_compiled_kernels_where_it_is_large(monkeypatch):
     monkeypatch.setattr(_dp_kernels, "compiled", lambda: compiled)
     for cached, units, moves in [(True, 500_000, False), (True, 500_001, True), (False, 500_001, False),
                                  (False, 5_000_000, False), (False, 5_000_001, True)]:
-        monkeypatch.setattr(_dp_kernels, "must_compile", lambda: not cached)
+        monkeypatch.setattr(_dp_kernels, "must_compile", lambda *names: not cached)
         said: list[str] = []
         data = SimpleNamespace(kernels=None, may_compile=True)
         dp_table._move_to_compiled(data, units, said.append)
         assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
         assert said == ([dp_table.COMPILING] if moves and not cached else [])
+
+
+def test_a_run_needs_only_its_own_kernel_compiled(monkeypatch):
+    """A family built interpreted and moved to the compiled kernels for a run compiles dp_range alone: a later
+    run past INTERPRETED_UNITS, in this process or (from numba's cache) another, takes it without saying that
+    it compiles anything, though family_data was never compiled (it said so on every large run, and stayed
+    interpreted below INTERPRETED_UNITS_UNCOMPILED)."""
+    from types import SimpleNamespace
+
+    from placement.solvers import dp_table
+
+    def never_compiled():   # what placement.kernels.is_cached sees of a kernel neither run nor cached
+        raise AssertionError("not called")
+
+    never_compiled.py_func, never_compiled.signatures = never_compiled, []
+    compiled = SimpleNamespace(family_data=never_compiled, dp_range=lambda *args: None)   # dp_range: set up
+    monkeypatch.setattr(_dp_kernels, "compiled", lambda: compiled)
+    assert _dp_kernels.must_compile() and not _dp_kernels.must_compile(("dp_range",))
+    for units in (500_001, 5_000_001):
+        said: list[str] = []
+        data = SimpleNamespace(kernels=None, may_compile=True)
+        dp_table._move_to_compiled(data, units, said.append)
+        assert (data.kernels, said) == (compiled, [])
 
 
 def test_a_process_whose_compiled_kernels_are_set_up_starts_on_them(monkeypatch):
@@ -568,7 +591,7 @@ def test_a_long_chain_announces_compiling_the_kernels_once(monkeypatch):
     n = 20_100
     problem = Instance(tuple(Node(i, f"n{i}", (1.0 + (i % 7) / 8,), 0.0, False, None, 0.125) for i in range(n)),
                        tuple(Edge(i, i + 1) for i in range(n - 1)), (DeviceType("acc", 4),))
-    monkeypatch.setattr(_dp_kernels, "must_compile", lambda: True)   # as on a fresh install
+    monkeypatch.setattr(_dp_kernels, "must_compile", lambda *names: True)   # as on a fresh install
     said: list[str] = []
     solution = solve_dp(problem, progress=said.append)
     assert solution.status == Status.OPTIMAL

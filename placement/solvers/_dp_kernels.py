@@ -425,10 +425,11 @@ def ready() -> bool:
     return compiled.cache_info().currsize > 0 and not must_compile()
 
 
-def must_compile() -> bool:
-    """Whether running the DP's compiled kernels compiles them first: neither compiled in this process nor
-    in numba's on-disk cache for the current source (:func:`placement.kernels.is_cached`)."""
+def must_compile(names: tuple[str, ...] = ("family_data", "dp_range")) -> bool:
+    """Whether running the DP's compiled kernels ``names`` (by default a family's: its data and its runs)
+    compiles one of them first: neither compiled in this process nor in numba's on-disk cache for the
+    current source (:func:`placement.kernels.is_cached`)."""
     from placement.kernels import is_cached
 
     kernels = compiled()
-    return not (is_cached(kernels.family_data) and is_cached(kernels.dp_range))
+    return not all(is_cached(getattr(kernels, name)) for name in names)

@@ -517,7 +517,7 @@ def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | No
     interpreted."""
     if units <= INTERPRETED_UNITS:
         return
-    compiles = K.must_compile()
+    compiles = K.must_compile(("dp_range",))   # the family's data is built: its runs need only dp_range
     if compiles and units <= INTERPRETED_UNITS_UNCOMPILED:
         return
     if compiles and progress is not None:
