@@ -139,8 +139,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     cross-checks; with ``stages`` this is always so).
     ``compiled``: run the numba-compiled kernels (``True``) or the interpreted ones (``False``);
     by default, compiled where the graph's family of ideals is large enough to pay for loading them
-    (:func:`placement.solvers.dp_table.starts_compiled`), else interpreted until a run's windows are
-    large (:func:`placement.solvers.dp_table.fill`).
+    (:func:`placement.solvers.dp_table.starts_compiled`), else interpreted until a run is large (its
+    windows and layers: :func:`placement.solvers.dp_table.run_units`).
     The plan's loads are not stored: verify it with
     :func:`placement.verification.evaluate.evaluate`.
     """

@@ -394,8 +394,8 @@ def prepare(graph: Graph, layers: Layers, family: tuple[np.ndarray, np.ndarray],
     """The per-ideal data of a family ``(parent, added)`` of ideals (:mod:`._dp_kernels`) in
     processing order, ready for any number of :func:`fill` runs. ``compiled``: use the
     numba-compiled kernels (``True``), the interpreted ones (``False``), or (``None``) start as
-    :func:`starts_compiled` says and let :func:`fill` move to the compiled kernels for a run whose windows
-    are large (``data.may_compile``).
+    :func:`starts_compiled` says and let :func:`fill` move to the compiled kernels for a large run
+    (:func:`run_units`; ``data.may_compile``).
     ``keep_bits=False``: a prefix family (:func:`is_prefix_family`) gets no bitset rows (its ideals
     are told apart by their sizes, and a block is a stretch of its order: memory linear in the family
     instead of quadratic); ``data.prefix`` is then its order."""
