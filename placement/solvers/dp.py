@@ -44,7 +44,7 @@ Speed (all of it exact):
 * every ideal is stored with its maximal elements and its cut (:mod:`._dp_kernels`), so a
   pair ``I' ⊆ I`` costs the width of ``I'`` and the sizes of the two cuts, not the size
   of the graph; small families run interpreted, without compiling anything, and move to the compiled
-  kernels only where an interpreted run takes long;
+  kernels only for a large run (its windows and layers);
 * candidates ``I'`` are scanned in decreasing compute order and the scan stops
   when the compute of ``X`` alone reaches the best value found for ``I``;
 * a layer is skipped for ``I`` when the work of ``I``, or of ``V \\ I``, cannot
