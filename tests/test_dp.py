@@ -546,6 +546,37 @@ def test_a_run_moves_to_the_compiled_kernels_where_it_is_large(monkeypatch):
         assert said == ([dp_table.COMPILING] if moves and not cached else [])
 
 
+def test_a_large_run_of_a_solve_runs_on_the_kernels_it_moved_to(monkeypatch):
+    """With the limit lowered to 0 units and the compiled kernels cached, the first run of a family that
+    starts interpreted moves to them, and every later run of that family uses them: standing in for them,
+    the interpreted kernels counted as they are called give the same optimum as a solve that stays
+    interpreted."""
+    from types import SimpleNamespace
+
+    from placement.solvers import dp_table
+
+    problem = _line([1.0, 2.0, 3.0, 1.5, 2.5], [0.5] * 5, 2, False)
+    expected = solve_dp(problem, compiled=False).objective
+    calls: list[int] = []
+    plain = _dp_kernels.interpreted()
+
+    def counted(*args):
+        calls.append(args[1] - args[0])
+        return plain.dp_range(*args)
+
+    stand_in = SimpleNamespace(enumerate_ideals=plain.enumerate_ideals, family_data=plain.family_data,
+                               dp_range=counted)
+    monkeypatch.setattr(_dp_kernels, "ready", lambda: False)
+    monkeypatch.setattr(_dp_kernels, "must_compile", lambda *names: False)
+    monkeypatch.setattr(_dp_kernels, "compiled", lambda: stand_in)
+    monkeypatch.setattr(dp_table, "INTERPRETED_UNITS", 0)
+    assert solve_dp(problem).objective == expected
+    assert calls and sum(calls) >= 6   # at least one whole run over the family's 6 ideals
+    calls.clear()
+    monkeypatch.setattr(dp_table, "INTERPRETED_UNITS", 10 ** 12)   # no run is that large: none moves
+    assert solve_dp(problem).objective == expected and calls == []
+
+
 def test_a_run_needs_only_its_own_kernel_compiled(monkeypatch):
     """A family built interpreted and moved to the compiled kernels for a run compiles dp_range alone: a later
     run past INTERPRETED_UNITS, in this process or (from numba's cache) another, takes it without saying that
