@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -100,16 +101,10 @@ def test_a_share_with_no_exact_scale_keeps_cp_sat_s_proof() -> None:
 
 
 def unmirrored_backward() -> dict:
-    """fa -> fb <- fc with backward edges ba -> bb -> bc (not the mirror of the forward ones), layer times
-    1 + 2, 2 + 4, 1 + 2, no costs."""
-    def n(i, name, acc, backward, colour):
-        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": acc, "cpuLatency": 1,
-                "isBackwardNode": backward, "colorClass": colour}
-
-    return {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-            "nodes": [n(1, "fa", 1, 0, 1), n(2, "fb", 2, 0, 2), n(3, "fc", 1, 0, 3), n(4, "ba", 2, 1, 1),
-                      n(5, "bb", 4, 1, 2), n(6, "bc", 2, 1, 3)],
-            "edges": [{"sourceId": a, "destId": b, "cost": 0} for a, b in [(1, 2), (3, 2), (4, 5), (5, 6)]]}
+    """``instances/tiny/unmirrored-backward.json``: fa -> fb <- fc with backward edges ba -> bb -> bc (not
+    the mirror of the forward ones), layer times 1 + 2, 2 + 4, 1 + 2, no costs, 2 accelerators."""
+    path = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "unmirrored-backward.json"
+    return json.loads(path.read_text())
 
 
 def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
@@ -136,11 +131,11 @@ def test_a_joint_plan_whose_backward_calls_wait_in_a_cycle_says_so() -> None:
 
 def test_verify_prints_the_backward_cycle_note(tmp_path, capsys) -> None:
     """``placement verify`` of :func:`unmirrored_backward`'s optimum gives the note, in text and in JSON, and
-    exits 0: the plan is valid."""
+    exits 0: the plan is valid (the README's example)."""
     from placement.cli import main
 
-    instance, plan = tmp_path / "unmirrored.json", tmp_path / "plan.json"
-    instance.write_text(json.dumps(unmirrored_backward()))
+    instance = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "unmirrored-backward.json"
+    plan = tmp_path / "unmirrored.json"
     assert main(["solve", str(instance), "--quiet", "--out", str(plan)]) == 0
     capsys.readouterr()
     assert main(["verify", str(instance), str(plan)]) == 0
@@ -564,8 +559,6 @@ def test_out_of_time_returns_the_unsplit_start() -> None:
 def test_weight_latencies_given_as_null_read_as_missing():
     """An optional field given as null reads as missing: weight latencies both null are the default
     share of the backward time, and the split optimum is the one without the fields."""
-    from pathlib import Path
-
     data = json.loads((Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json").read_text())
     nulled = json.loads(json.dumps(data))
     backward = next(n for n in nulled["nodes"] if n["isBackwardNode"])
