@@ -6,7 +6,7 @@ import json
 
 from placement.cli import main
 from placement.costmodel.hypar import communication
-from placement.costmodel.network import load_network
+from placement.costmodel.network import load_network, network_file
 
 
 def test_hypar_prints_choices_and_totals_side_by_side(capsys):
@@ -62,6 +62,22 @@ def test_hypar_bad_input_is_one_line(capsys):
     assert capsys.readouterr().err.startswith("error: unknown network '': no such file")
     assert main(["hypar", "lenet-c", "--accelerators", "4", "--batch", "0"]) == 2
     assert "expected a positive integer, got '0'" in capsys.readouterr().err
+    assert main(["hypar", "/dev/null", "--accelerators", "4", "--batch", "4"]) == 2   # exists: not "no such file"
+    assert capsys.readouterr().err == "error: /dev/null: is not a regular file, so not a network file\n"
+
+
+def test_hypar_out_refuses_the_bundled_network_it_reads_by_name(capsys):
+    bundled = network_file("Lenet-C")
+    assert bundled is not None and bundled.samefile(network_file("lenet-c"))
+    before = bundled.read_bytes()
+    try:
+        assert main(["hypar", "Lenet-C", "--accelerators", "2", "--batch", "4", "--out", str(bundled)]) == 2
+        assert capsys.readouterr().err == (f"error: {bundled}: is also an input of the command, which writing would "
+                                           "overwrite; choose another name\n")
+    finally:
+        if bundled.read_bytes() != before:
+            bundled.write_bytes(before)
+    assert network_file("nosuch") is None
 
 
 def test_hypar_reports_a_skipped_exact_planner(capsys):

@@ -32,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
     import placement
     from placement.report.hypar import format_hypar
 
-    check_writable(args.out, (args.network,))
+    from placement.costmodel.network import network_file
+
+    source = network_file(args.network)
+    check_writable(args.out, (str(source) if source is not None else None,))
     result = placement.hypar(args.network, accelerators=args.accelerators, batch=args.batch, types=args.types)
     if args.out:
         write_text(args.out, json_text(result.to_json()) + "\n")

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -216,10 +217,28 @@ def load_network(name_or_path: str | Path) -> Network:
         return read_network(path)
     if str(name_or_path) and path.is_dir():   # Path("") is the current directory: an empty name is no path
         raise InvalidInstanceError(f"{path}: is a directory, not a network file")
+    if str(name_or_path) and path.exists():
+        raise InvalidInstanceError(f"{path}: is not a regular file, so not a network file")
     key = str(name_or_path).lower()
     if key in bundled_networks():
-        resource = resources.files("placement.costmodel") / "networks" / f"{key}.json"
-        with resources.as_file(resource) as file:
+        with resources.as_file(_bundled_resource(key)) as file:
             return read_network(file)
     raise InvalidInstanceError(f"unknown network {str(name_or_path)!r}: no such file, and no bundled network of that "
                         f"name (bundled: {', '.join(bundled_networks())})")
+
+
+def network_file(name_or_path: str | Path) -> Path | None:
+    """The file :func:`load_network` reads for ``name_or_path`` where it is one on disk (a path, or a bundled
+    network's file in the installed package); ``None`` where there is none."""
+    path = Path(name_or_path)
+    if str(name_or_path) and path.exists():
+        return path
+    key = str(name_or_path).lower()
+    if key in bundled_networks():
+        resource = _bundled_resource(key)
+        return Path(str(resource)) if isinstance(resource, Path) else None
+    return None
+
+
+def _bundled_resource(key: str) -> Traversable:
+    return resources.files("placement.costmodel") / "networks" / f"{key}.json"
