@@ -79,6 +79,23 @@ def test_five_node_chain_by_hand():
     assert result.megatron["pipeline"] == 2 and result.megatron["virtual_pipeline"] == 2
 
 
+def test_too_many_microbatches_are_refused_before_the_plan_is_checked(monkeypatch):
+    """4 virtual stages, 10^11 micro-batches: 8·10^11 tasks, far over the simulator's 2 GiB. The
+    refusal comes before the plan's check, whose interleaved orders also grow with the micro-batches."""
+    import placement
+    from placement.errors import LimitExceededError
+    from placement.simulation import parallel
+
+    instance = chain([1, 2, 3, 4, 5])
+    plan = solve_interleaved(instance, chunks=2).plan
+
+    def never(*args, **kwargs):
+        raise AssertionError("the plan was checked before the micro-batches were")
+
+    monkeypatch.setattr(parallel, "refuse_invalid", never)
+    with pytest.raises(LimitExceededError, match=r"^100,000,000,000 micro-batches make 800,000,000,000 tasks"):
+        placement.simulate(instance, plan, microbatches=10**11)
+
 def test_without_cpsat_the_shapes_stay_open(monkeypatch):
     """Where OR-Tools is not installed, a shape the chain DP cannot settle stays open at its bound: the
     answer is the best starting plan, feasible, saying which backend is missing (no traceback)."""

@@ -177,10 +177,10 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     share = number("forward_share", forward_share, largest=1.0)
     one_of("allreduce", allreduce, ALLREDUCE_MODELS)
     unit = number("unit_scale", unit_scale, positive=True)
+    specs = stage_specs(plan)
+    check_task_count(2 * m * len(specs), m)   # first: the check's schedule orders grow with m too
     if checked_on is not None:
         refuse_invalid(instance, plan, *checked_on, schedule=schedule, microbatches=m, chunks=chunks)
-    specs = stage_specs(plan)
-    check_task_count(2 * m * len(specs), m)
     layout = build_layout(instance, specs, chunks, m, share, unit)
     run = _Run(layout, schedule, allreduce)
     try:
