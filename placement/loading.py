@@ -25,9 +25,13 @@ from placement.problem.instance import ACCELERATOR, CPU, Instance
 FORMATS = ("tarnawski", "native", "piper")
 
 
-def _other_document(data: Mapping[str, Any]) -> str | None:
+def other_document(data: Mapping[str, Any]) -> str | None:
     """What a document without ``nodes`` is instead of an instance, where its fields say: a plan, or
-    another document of this package (named by its ``format``); ``None`` otherwise."""
+    another document of this package (named by its ``format``), or a description of an instance (its
+    ``nodes`` a count); ``None`` otherwise."""
+    nodes = data.get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and "device_types" in data:
+        return "a description of an instance"
     if "nodes" in data:
         return None
     kind = data.get("format")
@@ -45,7 +49,7 @@ def detect_format(data: Any) -> str:
 
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"the instance must be a JSON object, got {json_type_name(data)}")
-    other = _other_document(data)
+    other = other_document(data)
     if other:
         raise InvalidInstanceError(f"the document is {other}, not an instance, which has 'nodes' and 'edges'"
                                    + ("; a plan goes after its instance (the instance first, then the plan)"

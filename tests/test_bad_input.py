@@ -529,6 +529,51 @@ def test_another_document_of_the_package_is_named_not_read_field_by_field(tmp_pa
     assert capsys.readouterr().err == f"error: {path}: {what}\n"
 
 
+def test_a_description_of_an_instance_is_named_wherever_it_is_given(tmp_path, capsys):
+    """The JSON description of chain4 (its counts, as ``info`` writes it) given as an instance, a model, a
+    plan and a grid. Before, each reader took it field by field: "instance: unknown field 'backward'",
+    "the plan's backward record must be an object, not integer"."""
+    from placement.codesign.grid import load_grid
+    from placement.codesign.workload import load_workload
+
+    instance = Path(__file__).parent.parent / "instances" / "tiny" / "chain4.json"
+    cli = _cli()
+    assert cli.main(["info", str(instance), "--json"]) == 0
+    path = write(tmp_path, json.loads(capsys.readouterr().out), "chain4-info.json")
+    for read, what in ((load, "an instance, which has 'nodes' and 'edges'"),
+                       (load_workload, "a model file, which has 'nodes' (each with its operators, or FLOPs and "
+                                       "bytes) and 'edges'")):
+        with pytest.raises(InvalidInstanceError) as caught:
+            read(path)
+        assert str(caught.value) == f"{path}: the document is a description of an instance, not {what}"
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_grid(path)
+    assert str(caught.value) == (f"{path}: the document is an instance or a model file, not a grid, which has an "
+                                 "array of values for each of tensor_cores, array_width, array_depth, vector_cores, "
+                                 "vector_lanes, buffer_mb")
+    for command in ("simulate", "verify"):
+        assert cli.main([command, str(instance), str(path)]) == 2
+        assert capsys.readouterr().err == (f"error: {path}: the plan has none of the fields 'devices', 'fpgas', "
+                                           "'cpus'; the document has 'nodes': it is an instance, or a description "
+                                           "of one, not a plan\n")
+
+
+def test_a_plan_is_named_where_a_model_or_a_grid_is_expected(tmp_path):
+    # before: "instance: unknown field 'backend' (the fields are nodes, ...)", "grid: unknown field 'backend'"
+    from placement.codesign.grid import load_grid
+    from placement.codesign.workload import load_workload
+
+    path = write(tmp_path, {"format": "placement-plan/1", "maxLoad": 7.5, "fpgas": [], "cpus": [], "backend": None})
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_workload(path)
+    assert str(caught.value) == (f"{path}: the document is a plan, not a model file, which has 'nodes' (each with "
+                                 "its operators, or FLOPs and bytes) and 'edges'")
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_grid(path)
+    assert str(caught.value) == (f"{path}: the document is a plan, not a grid, which has an array of values for "
+                                 "each of tensor_cores, array_width, array_depth, vector_cores, vector_lanes, "
+                                 "buffer_mb")
+
 def test_instances_built_in_code_are_held_to_the_rules_of_files():
     """Names a file could not give: an instance's name that is no string (a result read back from JSON
     then named it otherwise), a node's, and a device type named by an empty or padded string."""

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from placement.codesign.template import PARAMETERS, Design
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
+from placement.loading import other_document
 from placement.jsonfile import json_type_name, json_value_text, load_json
 
 #: The default design space (module docstring).
@@ -62,6 +63,10 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
     """A :class:`Grid` from a decoded grid file; :class:`InvalidInstanceError` naming the first problem."""
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"a grid must be a JSON object, got {json_type_name(data)}")
+    other = "an instance or a model file" if "nodes" in data else other_document(data)
+    if other:
+        raise InvalidInstanceError(f"the document is {other}, not a grid, which has an array of values for each "
+                                   f"of {', '.join(PARAMETERS)}")
     unknown = sorted(set(data) - set(PARAMETERS) - {"name"})
     if unknown:
         raise InvalidInstanceError(f"grid: unknown field {unknown[0]!r} (the fields are name, {', '.join(PARAMETERS)})")

@@ -36,6 +36,7 @@ from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
 from placement.jsonfile import json_type_name, json_value_text, load_json
+from placement.loading import other_document
 from placement.problem.instance import Instance
 
 
@@ -138,6 +139,10 @@ def _node_operators(raw: Mapping, where: str) -> tuple[Operator, ...]:
 
 def parse_workload(data: Any, name: str = "") -> Workload:
     """A :class:`Workload` from a decoded model file (module docstring)."""
+    other = other_document(data) if isinstance(data, Mapping) else None
+    if other:
+        raise InvalidInstanceError(f"the document is {other}, not a model file, which has 'nodes' (each with its "
+                                   "operators, or FLOPs and bytes) and 'edges'")
     instance = parse_instance(_on_chips(data), name)
     accelerators = [t for t, dt in enumerate(instance.device_types) if dt.pays_comm]
     for node in instance.nodes:

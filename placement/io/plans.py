@@ -81,10 +81,15 @@ def parse_plan(data: Any) -> Plan:
                                        f"(on its {kind} devices, in order): which of the two was meant is not clear")
         return _a_plan(data, Plan(devices))
     if "fpgas" not in data and "cpus" not in data:
-        raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'")
+        raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'"
+                               + ("; the document has 'nodes': it is an instance, or a description of one, not a plan"
+                                  if "nodes" in data else ""))
     return _a_plan(data, Plan(_device_list(data.get("fpgas", []), "fpgas", ACCELERATOR)
                               + _device_list(data.get("cpus", []), "cpus", CPU)))
 
+
+#: the fields of a plan document that place nodes on devices: a document has at least one of them
+PLACING_FIELDS = ("devices", "fpgas", "cpus")
 
 #: the statuses of a solve that found no plan, as a plan document records them
 NO_PLAN_STATUSES = ("infeasible", "no_solution")
@@ -190,16 +195,17 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
 
 def _recorded(plan: object, field: str, attribute: str) -> Any:
     """What a solved plan records under ``field`` (a plan document or plan file) or ``attribute`` (a
-    :class:`placement.Result`); ``None`` where it records nothing, and for a file that cannot be read
-    (reading the plan itself reports what is wrong with it)."""
+    :class:`placement.Result`); ``None`` where it records nothing, and for a file that cannot be read or a
+    document that places nothing, so is no plan (reading the plan itself reports what is wrong with it)."""
     if isinstance(plan, (str, Path)):
         try:
-            data = load_json(plan, InvalidPlanError)
+            plan = load_json(plan, InvalidPlanError)
         except PlacementError:
             return None
-        return data.get(field) if isinstance(data, dict) else None
+        if not isinstance(plan, dict):
+            return None
     if isinstance(plan, dict):
-        return plan.get(field)
+        return plan.get(field) if any(key in plan for key in PLACING_FIELDS) else None
     return getattr(plan, attribute, None)
 
 
