@@ -304,6 +304,20 @@ def test_dropout_in_evaluation_is_no_operator_and_views_launch_no_kernel():
     assert node_time_ms(pg, 0, h100) == roofline_ms(192, 304, h100, "fp32") + 1e3 * 5e-6
 
 
+@pytest.mark.parametrize("module", [nn.Dropout(0.0), nn.AlphaDropout(0.0)], ids=["dropout", "alpha"])
+def test_dropout_of_probability_zero_in_training_is_no_operator(module):
+    """ATen's dropouts return their input itself at p = 0 (no kernel, no mask), in training as in
+    evaluation: the graph is the evaluation's, where it was charged a pointwise kernel (5 µs on an H100)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), module, nn.Flatten(), nn.Linear(8, 2)).train()
+    training = import_module(model, (torch.randn(3, 4),))
+    assert [(op.target, op.kind, op.inputs) for op in training.ops] == [
+        ("aten::linear", "matmul", ()), ("aten::flatten.using_ints", "view", ((0, 0),)),
+        ("aten::linear", "matmul", ((1, 0),))]
+    module.p = 0.5   # a mask: an operator
+    assert [op.kind for op in import_module(model, (torch.randn(3, 4),)).ops] == ["matmul", "pointwise", "view",
+                                                                                  "matmul"]
+
 def test_scatter_style_aggregations_are_copies_without_a_warning():
     """A GNN's aggregations move bytes: index_add reads x (10x16 fp32, 640 B), the index (20 int64, 160 B)
     and the source (20x16, 1,280 B) and writes 640 B: 2,720 B; scatter_reduce reads the index expanded

@@ -338,6 +338,10 @@ def test_operators_that_return_their_argument_unannotated_alias_it():
     groups = written_activations(torch.export.export(model, (torch.randn(4, 8),)))
     assert sorted(map(sorted, groups.values())) == [["linear_2", "relu_"]]
     assert written_activations(torch.export.export(model.train(), (torch.randn(4, 8),))) == {}   # a new tensor
+    model.drop.p = 0.0   # in training too, the input itself
+    groups = written_activations(torch.export.export(model, (torch.randn(4, 8),)))
+    assert sorted(map(sorted, groups.values())) == [["linear_2", "relu_"]]
+    model.drop.p = 0.1
     torch.manual_seed(0)
     model, x = DropoutThenInPlace().eval(), torch.randn(4, 8)
     unsplit = copy.deepcopy(model)

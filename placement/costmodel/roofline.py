@@ -15,8 +15,8 @@ in eager PyTorch: the framework's dispatch plus the launch, paid whatever the ke
 size. It is added to the roofline, not overlapped with it: a device running small
 kernels waits for the host to dispatch each one, and for a large kernel, whose dispatch
 the host could hide, it is a negligible addition. ``k`` is 0 for an operator that launches no
-kernel (a view, a no-op such as dropout in evaluation or a cast to the same type),
-1 for every other forward operator; :mod:`placement.io.opgraph` gives the backward
+kernel (a view, a no-op such as dropout in evaluation or of probability 0, or a cast to the same
+type), 1 for every other forward operator; :mod:`placement.io.opgraph` gives the backward
 counts. A tensor of ``b`` bytes crosses a link of bandwidth ``β`` in ``1000 · b / β``
 milliseconds.
 

@@ -13,7 +13,7 @@ For a node ``X`` (a set of operators): FLOPs and bytes moved are sums over its
 operators; its time on a device is the sum of its operators' times (operators run one
 after another), each its roofline time plus the device's per-kernel overhead times the
 kernels it launches (:mod:`placement.costmodel.roofline`): a view (which includes every
-no-op: a cast to the same type, dropout in evaluation) launches none, every other operator
+no-op: a cast to the same type, dropout in evaluation or of probability 0) launches none, every other operator
 one; its parameter bytes count every parameter it reads once. An edge
 ``X → Y`` exists when an operator of ``Y`` reads a tensor made in ``X`` (or depends on
 ``X`` through a non-tensor value; such an edge carries 0 bytes); its size is the bytes of

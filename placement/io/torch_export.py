@@ -66,8 +66,8 @@ every catalogued device.
 
 Bytes moved: the bytes of the distinct tensors an operator reads (activations,
 parameters, buffers, inputs) plus the bytes it writes; views move nothing (and launch no
-kernel, :mod:`placement.io.opgraph`); dropout in evaluation (``train=False``) returns its
-input: it is no operator (its readers read its input, as after an ONNX export), or a
+kernel, :mod:`placement.io.opgraph`); dropout in evaluation (``train=False``) or of
+probability 0 returns its input: it is no operator (its readers read its input, as after an ONNX export), or a
 view when its input is a model input; gathers read
 their indices and the rows they gather (the size of their output) and write their output;
 constants only write. Any other operator (a custom op, a higher-order op, an ATen op
@@ -395,11 +395,13 @@ def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[
 
 
 def is_identity_dropout(node: Any) -> bool:
-    """Whether ``node`` is a dropout in evaluation (``train=False``): it returns its input, no kernel."""
+    """Whether ``node`` is a dropout that returns its input itself, with no kernel: in evaluation
+    (``train=False``) or of probability ``p = 0``, for either of which ATen's dropouts return their input."""
     if _base(_op_name(node.target)) not in DROPOUT:
         return False
     train = node.kwargs.get("train", node.args[2] if len(node.args) > 2 else True)
-    return train is False
+    p = node.kwargs.get("p", node.args[1] if len(node.args) > 1 else None)
+    return train is False or (isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0)
 
 
 def _written_values(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]]) -> tuple[tuple[int, int], ...]:

@@ -120,8 +120,8 @@ def writes_into(node: Any, value: Any) -> bool:
 
 
 #: operators whose schema marks no alias but which may return an argument itself, or views of it: a
-#: dropout in evaluation, ``type_as`` to the same type, ``atleast_Nd`` of a tensor that has the
-#: dimensions, an einsum of one operand (a permutation), the splitting and broadcasting ones, and
+#: dropout in evaluation or of probability 0, ``type_as`` to the same type, ``atleast_Nd`` of a tensor
+#: that has the dimensions, an einsum of one operand (a permutation), the splitting and broadcasting ones, and
 #: ``_unsafe_view`` (a reshape that a functional program writes after a copy)
 RETURNS_ARGUMENT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "type_as", "atleast_1d",
                     "atleast_2d", "atleast_3d", "einsum", "broadcast_tensors", "unsafe_chunk", "unsafe_split",
@@ -133,8 +133,10 @@ def _returns_argument(node: Any, name: str, value: Any) -> bool:
     of its arguments, itself or as views: eager PyTorch then lets an in-place write into the result
     write into ``value``."""
     args = node.args
-    if "dropout" in name:   # the input itself in evaluation (``train=False``)
-        return bool(args) and args[0] is value and node.kwargs.get("train", args[2] if len(args) > 2 else True) is False
+    if "dropout" in name:   # the input itself in evaluation (``train=False``) or of probability 0
+        from placement.io.torch_export import is_identity_dropout
+
+        return bool(args) and args[0] is value and is_identity_dropout(node)
     if name == "type_as":   # the input itself where it has the other's type already
         vals = [a.meta.get("val") if hasattr(a, "meta") else None for a in args[:2]]
         return (len(args) > 1 and args[0] is value and None not in vals

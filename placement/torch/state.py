@@ -70,7 +70,7 @@ def written_state(program: Any) -> dict[str, set[str]]:
 
 def _operator_of(value: Any) -> Any:
     """The operator of the imported graph that computes the FX ``value``: an item of a tuple is its
-    operator's, and a dropout in evaluation, which the graph leaves out, passes on its input's (a
+    operator's, and a dropout in evaluation or of probability 0, which the graph leaves out, passes on its input's (a
     model input stays itself)."""
     from placement.io.torch_export import is_identity_dropout
 
