@@ -563,9 +563,9 @@ def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
                                 "of plan_pipeline: input 'x' of a micro-batch is [1, 8], planned [2, 8]")
     with pytest.raises(placement.InvalidParameterError) as error:
         first(x, temperature=4.0)
-    assert str(error.value) == ("args of the pipeline's step() must hold the values the plan was made with: input "
-                                "'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again for "
-                                "another)")
+    assert str(error.value) == ("kwargs of the pipeline's step() must hold the values the plan was made with: "
+                                "input 'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again "
+                                "for another)")
 
 
 class LateSide(nn.Module):
@@ -817,16 +817,44 @@ def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error(
     pp = plan_pipeline(model, (x,), {"temperature": 2.0}, devices="h100:1")
     stage = pp.stage_module(0)
     torch.testing.assert_close(stage(x, temperature=2.0), model(x, temperature=2.0))   # the one stage: the model
-    expected = ("kwargs of stage 0 must be the inputs the plan was made with, 1 positional input and the keyword "
+    expected = ("{} of stage 0 must be the inputs the plan was made with, 1 positional input and the keyword "
                 "input 'temperature'; got {} (the program is exported for those inputs; plan again with the inputs "
                 "the pipeline will be given)")
-    for args, kwargs, got in [((x,), {}, "no 'temperature'"),          # Python's TypeError came through
-                              ((x,), {"temperature": 2.0, "bias": x}, "the keyword 'bias'"),
-                              ((x, x), {"temperature": 2.0}, "2 positional")]:
+    for args, kwargs, parameter, got in [((x,), {}, "kwargs", "no 'temperature'"),   # Python's TypeError came through
+                                         ((x,), {"temperature": 2.0, "bias": x}, "kwargs", "the keyword 'bias'"),
+                                         ((x, x), {"temperature": 2.0}, "args", "2 positional")]:
         with pytest.raises(placement.InvalidParameterError) as error:
             stage(*args, **kwargs)
-        assert (error.value.parameter, str(error.value)) == ("kwargs", expected.format(got))
+        assert (error.value.parameter, str(error.value)) == (parameter, expected.format(parameter, got))
 
+
+def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
+    """Torch's runtime wraps what a stage's forward raises in a RuntimeError of its own ("[Stage 0] failed
+    to run forward"), so ``except placement.InvalidParameterError`` around ``step()`` caught nothing. One
+    process, one stage: 7 rows cut into 4 micro-batches give one of 1 row, and the temperature is not
+    the planned one."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.zeros(8, 8)
+        pp = plan_pipeline(Tempered(), (x[:2],), {"temperature": 2.0}, devices="h100:1", microbatches=4,
+                           schedule="gpipe")
+        schedule = pp.schedule(pp.build_stage(0, torch.device("cpu")), lambda out, target: ((out - target) ** 2).sum())
+        losses: list = []
+        schedule.step(x, temperature=2.0, target=y, losses=losses)
+        assert len(losses) == 4
+        for rows, temperature, parameter, message in (
+                (7, 2.0, "args", "must split into micro-batches like the example inputs of plan_pipeline: input 'x' "
+                                 "of a micro-batch is [1, 8], planned [2, 8]"),
+                (8, 3.0, "kwargs", "must hold the values the plan was made with: input 'temperature' is 3.0, planned "
+                                   "2.0 (the program is exported for it; plan again for another)")):
+            with pytest.raises(placement.InvalidParameterError) as error:
+                schedule.step(x[:rows], temperature=temperature, target=y[:rows], losses=[])
+            assert (error.value.parameter, str(error.value)) == (parameter,
+                                                                 f"{parameter} of the pipeline's step() {message}")
+    finally:
+        torch.distributed.destroy_process_group()
 
 def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
     # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer

@@ -233,8 +233,9 @@ def _planned(value: Any) -> Any:
     return ("tensor", tuple(int(d) for d in val.shape)) if isinstance(val, torch.Tensor) else ("value", val)
 
 
-def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], *values: Any) -> None:
-    """Refuse a micro-batch unlike the one the plan's program was exported for (stage 0 runs it first).
+def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], keywords: int, *values: Any) -> None:
+    """Refuse a micro-batch unlike the one the plan's program was exported for (stage 0 runs it first);
+    the last ``keywords`` of the inputs ``names`` are keyword inputs (``kwargs`` of ``step()``).
 
     ``torch.export`` specialises the program to its example inputs: tensor shapes and other values.
     ``ExportedProgram.module()`` checks them (its guards), and the stages, which drop those guards,
@@ -242,17 +243,18 @@ def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], *values: 
     wrong rows or failed deep inside torch, and another value of a constant input was ignored."""
     import torch
 
-    for name, (kind, want), got in zip(names, planned, values):
+    for k, (name, (kind, want), got) in enumerate(zip(names, planned, values)):
+        parameter = "kwargs" if k >= len(names) - keywords else "args"
         if kind == "tensor":
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
                 shown = list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-                raise InvalidParameterError("args", f"of the pipeline's step() must split into micro-batches like "
-                                                    f"the example inputs of plan_pipeline: input {name!r} of a "
-                                                    f"micro-batch is {shown}, planned {list(want)}")
+                raise InvalidParameterError(parameter, f"of the pipeline's step() must split into micro-batches "
+                                                       f"like the example inputs of plan_pipeline: input {name!r} of "
+                                                       f"a micro-batch is {shown}, planned {list(want)}")
         elif got != want:
-            raise InvalidParameterError("args", f"of the pipeline's step() must hold the values the plan was "
-                                                f"made with: input {name!r} is {got!r}, planned {want!r} (the "
-                                                "program is exported for it; plan again for another)")
+            raise InvalidParameterError(parameter, f"of the pipeline's step() must hold the values the plan was "
+                                                   f"made with: input {name!r} is {got!r}, planned {want!r} (the "
+                                                   "program is exported for it; plan again for another)")
 
 
 def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
@@ -268,9 +270,10 @@ def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tu
     wrong = ([f"{len(args)} positional"] if len(args) != positional else []) + (
         [f"no {', '.join(map(repr, missing))}"] if missing else []) + (
         [f"the keyword{'' if len(unknown) == 1 else 's'} {', '.join(map(repr, unknown))}"] if unknown else [])
-    raise InvalidParameterError("kwargs", f"of stage 0 must be the inputs the plan was made with, {planned}; got "
-                                          f"{' and '.join(wrong)} (the program is exported for those inputs; plan "
-                                          "again with the inputs the pipeline will be given)")
+    parameter = "args" if len(args) != positional else "kwargs"
+    raise InvalidParameterError(parameter, f"of stage 0 must be the inputs the plan was made with, {planned}; got "
+                                           f"{' and '.join(wrong)} (the program is exported for those inputs; plan "
+                                           "again with the inputs the pipeline will be given)")
 
 
 def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
@@ -355,7 +358,10 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
                 env[value] = graph.call_function(contiguous_gradient, (received[value],))
     if s == 0:   # the program was exported for one micro-batch of these shapes and constants
         planned = tuple(_planned(value) for value in stage.inputs)
-        graph.call_function(check_microbatch, (tuple(v.name for v in stage.inputs), planned,
+        spec = getattr(getattr(part.root.graph._codegen, "pytree_info", None), "in_spec", None)
+        given = spec.children() if spec is not None else ()
+        keywords = given[1].num_leaves if len(given) == 2 else 0   # (positional inputs, keyword inputs)
+        graph.call_function(check_microbatch, (tuple(v.name for v in stage.inputs), planned, keywords,
                                                *(received[v] for v in stage.inputs)))
     reads: dict[str, Any] = {}
 

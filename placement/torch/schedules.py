@@ -1,10 +1,17 @@
 """The torch schedules a pipeline plan runs with, and the one wrapper they may need.
 
 ``gpipe`` is ``torch.distributed.pipelining.ScheduleGPipe`` and ``1f1b`` is ``Schedule1F1B``.
-A stage that holds shared parameters gets an instance of a subclass of that schedule whose
-``step`` sums those parameters' gradients across their holders after the schedule's own
-``step`` (:class:`placement.torch.sharing.GradientExchange`) whenever the step runs a
-backward pass; otherwise the schedule is torch's own class, unwrapped. With ``scale_grads``,
+Two stages get an instance of a subclass of that schedule instead; every other stage's schedule
+is torch's own class, unwrapped:
+
+* a stage that holds shared parameters: its ``step`` sums those parameters' gradients across
+  their holders after the schedule's own ``step`` (:class:`placement.torch.sharing.GradientExchange`)
+  whenever the step runs a backward pass;
+* stage 0, which checks that each micro-batch is like the one the program was exported for: its
+  ``step`` raises that check's typed error itself, where torch's runtime wraps it in a
+  ``RuntimeError`` of its own (``[Stage 0] failed to run forward``).
+
+With ``scale_grads``,
 torch divides every gradient a stage holds by the number of micro-batches at the end of each
 step, those accumulated in earlier steps included; the shared parameters' earlier gradients are
 divided alike, so that every parameter of the model accumulates the same way.
@@ -14,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, PlacementError
 from placement.parameters import integer, one_of
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -35,6 +42,23 @@ class SumsSharedGradients:
         return result
 
 
+class RaisesInputErrors:
+    """Mixin for stage 0's torch schedule: ``step`` raises the package's error that its stage's input
+    check raised (:func:`placement.torch.partition.check_microbatch`), not torch's ``RuntimeError``
+    around it."""
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().step(*args, **kwargs)  # type: ignore[misc]
+        except RuntimeError as exc:
+            cause = exc.__cause__
+            while cause is not None and not isinstance(cause, PlacementError):
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            raise cause from None
+
+
 def check_microbatches(schedule: str, microbatches: int, stages: int) -> None:
     """1F1B fills the pipeline with one micro-batch per stage before its steady state: it needs at
     least as many micro-batches as stages (torch's ``Schedule1F1B`` refuses fewer)."""
@@ -53,9 +77,12 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
     integer("microbatches", microbatches, smallest=1)
     check_microbatches(schedule, microbatches, stage.num_stages)
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
-    if exchange is None or not exchange.entries:
+    sharing = exchange is not None and bool(exchange.entries)
+    mixins = ((RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ())
+    if not mixins:
         return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
-    wrapped = type(base.__name__, (SumsSharedGradients, base), {"__module__": __name__})
+    wrapped = type(base.__name__, (*mixins, base), {"__module__": __name__})
     result = wrapped(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
-    result.gradient_exchange = exchange
+    if sharing:
+        result.gradient_exchange = exchange
     return result
