@@ -76,6 +76,11 @@ def test_a_plan_not_proven_optimal_says_so_and_what_to_change(monkeypatch):
                                       "granularity='module' plans a smaller graph")
 
 
+class TwoFunctions(nn.Module):
+    def forward(self, x):
+        return torch.tanh(torch.relu(x))
+
+
 def test_too_few_nodes_for_the_stages_asked_for():
     # nn.Sequential(Linear) exports to one operator: one node at either granularity.
     with pytest.raises(placement.InvalidParameterError) as error:
@@ -83,6 +88,12 @@ def test_too_few_nodes_for_the_stages_asked_for():
     assert error.value.parameter == "stages"
     assert str(error.value) == ("stages must be at most the number of nodes of the model (1 at granularity "
                                 "'module'), got 2")
+    # a model with no submodules and two operators (ReLU, tanh) is one node at granularity 'module'
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(TwoFunctions(), (torch.randn(4, 8),), stages=2)
+    assert str(error.value) == ("stages must be at most the number of nodes of the model (1 at granularity "
+                                "'module'), got 2; granularity 'operator' plans finer nodes, one per operator")
+    assert plan_pipeline(TwoFunctions(), (torch.randn(4, 8),), stages=2, granularity="operator").num_stages == 2
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=5)
     assert str(error.value) == "stages must be at most the number of devices (4), got 5"
@@ -496,8 +507,8 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
     for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors"),
                           ("named", "model returns a namedtuple, Named; a pipelined model returns a tensor or a plain "
                                     "tuple of tensors (the last stage returns a tuple): return tuple() of it"),
-                          ("int", "model returns a value that is not a tensor; a pipelined model returns a tensor or "
-                                  "a tuple of tensors"),
+                          ("int", "model returns output 1 (3), which is not a tensor; a pipelined model returns a "
+                                  "tensor or a tuple of tensors"),
                           # a loss computed inside the model: torch's runtime failed after the backward pass,
                           # concatenating the micro-batches' losses
                           ("scalar", "model returns the 0-dimensional tensor 'sum_1', which the pipeline runtime "

@@ -188,8 +188,10 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
             if arg in stage_of:
                 read_until[arg] = max(read_until.get(arg, 0), stage_of[node])
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    if not all(isinstance(value, torch.fx.Node) for value in results):
-        raise InvalidParameterError("model", "returns a value that is not a tensor; a pipelined model returns a "
+    other = next((k for k, value in enumerate(results) if not isinstance(value, torch.fx.Node)), None)
+    if other is not None:
+        which = f"output {other} ({results[other]!r})" if len(results) > 1 else f"{results[other]!r}"
+        raise InvalidParameterError("model", f"returns {which}, which is not a tensor; a pipelined model returns a "
                                              "tensor or a tuple of tensors")
     _single_output(gm)
     for value in results:

@@ -281,8 +281,10 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                                f"{exc.detail}") from None
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
+        finer = ("; granularity 'operator' plans finer nodes, one per operator"
+                 if granularity != "operator" and len(imported.graph.graph.ops) > nodes else "")
         raise InvalidParameterError("stages", f"must be at most the number of nodes of the model ({nodes} at "
-                                              f"granularity {granularity!r}), got {stages}")
+                                              f"granularity {granularity!r}), got {stages}{finer}")
     names = canonical_names(model)
     instance, problem = imported.instance, imported.problem
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
