@@ -149,8 +149,9 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
     ("megatron", [range(0, 6), range(6, 22)], None,  # h.0's residual add begins stage 1: no module begins there
      "megatron cannot express this plan: stage 0 ends inside block transformer.h.0; use --format pipe-split"),
     ("split-spec", [range(0, 6), range(6, 22)], None,
-     "split-spec cannot express this plan: stage 1 begins at 'transformer.h.0', which is not where a module called "
-     "once begins; use --format pipe-split"),
+     "split-spec cannot express this plan: stage 1 begins at 'transformer.h.0' (the operators of module "
+     "'transformer.h.0' itself, which begins at 'transformer.h.0.ln_1'), which is not where a module called once "
+     "begins; use --format pipe-split"),
     ("split-spec", [[1, 2], [0, *range(3, 22)]], None,  # arange and wpe first, then wte and the rest: a pipeline
      "split-spec cannot express this plan: it needs stages that are consecutive intervals of program order, and "
      "stage 0 lacks 'transformer.wte', which runs before its node 'transformer.wpe'; no hand-off format can "

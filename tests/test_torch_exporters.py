@@ -108,8 +108,10 @@ def test_a_boundary_inside_a_block_names_the_block():
                                                     "and a PipelineModule layer is a whole module$"):
         deepspeed_parts(lay, p)
     at_add = plan(range(0, 2), range(2, 12))  # node 2 is h.0's own residual add: no module begins there
-    with pytest.raises(InvalidParameterError, match="^plan cannot be written as a split_spec: stage 1 begins at "
-                                                    "'h.0', which is not where a module called once begins$"):
+    # named like the block: the message says it is the block's own operators, and where the block begins
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as a split_spec: stage 1 begins at "
+                                                    r"'h.0' \(the operators of module 'h.0' itself, which begins at "
+                                                    r"'h.0.attn'\), which is not where a module called once begins$"):
         split_points(lay, at_add)
 
 

@@ -387,8 +387,12 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
             refuse("split-spec", f"stage {k} begins at {first.name!r}, a call of module {first.repeats[0]}, which "
                                  "runs more than once, and torch's pipeline() would split before each of its calls")
         if not first.starts:
-            refuse("split-spec", f"stage {k} begins at {first.name!r}, which is not where a module called once "
-                                 "begins")
+            begins = next((node.name for node in layout.nodes if node.module == first.module
+                           or node.module.startswith(f"{first.module}.")), None) if first.module else None
+            inside = (f" (the operators of module {first.module!r} itself, which begins at {begins!r})"
+                      if begins is not None and begins != first.name else "")
+            refuse("split-spec", f"stage {k} begins at {first.name!r}{inside}, which is not where a module called "
+                                 "once begins")
         points.append(first.starts[0])
     return points
 
