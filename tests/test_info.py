@@ -86,6 +86,17 @@ def test_lower_bound_weighted_beats_the_average():
     assert info["lower_bound"] == info["lower_bound_weighted"]
 
 
+def test_lower_bound_weighted_is_null_where_it_does_not_apply():
+    """Two types but no CPU (chain4), or three types with devices: no speed-weighted bound, which had been
+    written 0.0 beside real bounds; the text leaves it out."""
+    for name in ("chain4", "three-types"):
+        info = instance_info(read_instance(ROOT / "instances" / "tiny" / f"{name}.json"))
+        assert info["lower_bound_weighted"] is None
+        assert "speed-weighted" not in format_info(info)
+    info = instance_info(read_instance(ROOT / "instances" / "tiny" / "diamond-cpu.json"))
+    assert info["lower_bound_weighted"] == pytest.approx(44 / 7, rel=1e-15)   # README: 6.28571
+    assert "speed-weighted 6.28571)" in format_info(info)
+
 def test_lower_bound_colour_class_too_big_for_accelerator():
     # Colour 7 needs 6 + 6 = 12 bytes > 10: it must go to the CPU, 6 + 5 = 11.
     bound = throughput_lower_bound(example(size3=1.0, size01=6.0))

@@ -26,7 +26,7 @@ def instance_info(problem: Instance) -> dict[str, Any]:
     node times on that type, unsupported nodes excluded), ``unsupported`` (per device type
     name: nodes it cannot run), ``total_memory`` (Σ node bytes), ``lower_bound`` (see
     :func:`throughput_lower_bound`), ``lower_bound_class``, ``lower_bound_average``,
-    ``lower_bound_weighted`` (0 unless there are two device types), ``no_plan`` (why the instance has no
+    ``lower_bound_weighted`` (``None`` unless two device types have devices), ``no_plan`` (why the instance has no
     plan where a colour class fits no device, else ``None``: the bound is then infinite) and ``ideals``
     (``None``; filled in by the caller).
     """
@@ -54,7 +54,8 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound": bound["bound"],
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
-        "lower_bound_weighted": bound["weighted"],
+        # the speed-weighted average applies to two device types with devices only (None elsewhere)
+        "lower_bound_weighted": bound["weighted"] if sum(t.count > 0 for t in problem.device_types) == 2 else None,
         # the class bound is infinite exactly where a colour class fits no device: only then is there a why
         "no_plan": class_without_device(problem) if math.isinf(bound["class"]) else None,
         "ideals": None,
@@ -93,9 +94,9 @@ def format_info(info: dict[str, Any]) -> str:
     else:
         rows.append(("ideals", "not counted" if ideals is None else f"{ideals:,}"))
     lb = info["lower_bound"]
-    weighted = info.get("lower_bound_weighted") or 0.0
+    weighted = info.get("lower_bound_weighted")
     detail = (f"max(class {_num(info['lower_bound_class'])}, average {_num(info['lower_bound_average'])}"
-              + (f", speed-weighted {_num(weighted)})" if weighted > 0 else ")"))
+              + (f", speed-weighted {_num(weighted)})" if weighted is not None else ")"))
     rows.append(("throughput lower bound",
                  f"{_num(lb)}  {detail}" + (f"  ({info['no_plan'] or 'a colour class fits no device'})"
                                             if math.isinf(lb) else "")))
