@@ -194,27 +194,36 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
         return "milp", _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead",
                                      f"the MILP solved this (method 'auto'): the DP refused it ({exc})")
     if method == "dp" and names != [method]:
-        return _milp_where_the_dp_found_nothing(problem, options, started, solution)
+        return _milp_where_the_dp_proves_nothing(problem, options, started, solution)
     return method, solution
 
 
-def _milp_where_the_dp_found_nothing(problem: Instance, options: Mapping[str, Any], started: float,
-                                     solution: Any) -> tuple[str, Any]:
+def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, Any], started: float,
+                                      solution: Any) -> tuple[str, Any]:
     """``auto`` after the DP: where its memory checks rounded (no unit makes the sizes exact integers)
-    and it found no plan, which proves nothing, the MILP's answer (it may find a plan); otherwise, or
-    without the MILP's solvers installed, the DP's."""
+    and it found no plan, or one it cannot prove optimal, the MILP's answer where it finds a plan (a
+    better one, or a proof); otherwise, or without the MILP's solvers installed, the DP's."""
     from placement.errors import SolverUnavailableError
     from placement.solution import Status as MethodStatus
 
-    if solution.plan is not None or solution.status is not MethodStatus.NO_SOLUTION:
+    unproven = (solution.status is MethodStatus.FEASIBLE and "relaxed_memory_value" in (solution.stats or {}))
+    if not unproven and (solution.plan is not None or solution.status is not MethodStatus.NO_SOLUTION):
         return "dp", solution
+    found = "found no plan" if solution.plan is None else "proves no optimum"
     try:
-        return "milp", _milp_instead(problem, options, started,
-                                     f"the DP found no plan ({solution.message}); solving the MILP instead",
-                                     f"the MILP ran instead (method 'auto'): the DP found no plan ({solution.message})")
+        milp = _milp_instead(problem, options, started, f"the DP {found} ({solution.message}); solving the MILP "
+                                                        "instead",
+                             f"the MILP ran instead (method 'auto'): the DP {found} ({solution.message})")
     except SolverUnavailableError as exc:
         return "dp", replace(solution, message=f"{solution.message}; the MILP, which may find a plan, cannot run "
                                                f"here ({exc})")
+    if solution.plan is None or milp.status is MethodStatus.OPTIMAL or (
+            milp.plan is not None and milp.objective < solution.objective):
+        return "milp", milp
+    bound = min(solution.objective, max(solution.bound, milp.bound))   # both bound the same optimum
+    return "dp", replace(solution, bound=bound, message=f"{solution.message}; the MILP ran too (method 'auto') and "
+                                                        f"found no better plan ({milp.status.value}, bound "
+                                                        f"{milp.bound:.6g})")
 
 
 def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float, said: str, note: str) -> Any:

@@ -4,9 +4,14 @@ block memory is a difference of prefix sums."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
 
 import placement
 from placement.problem.memory_fit import decimal_unit, fits
+from placement.solvers.milp.backends import backend_availability
+
+HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
 
 
 @pytest.mark.parametrize("sizes,bound,expected", [
@@ -49,17 +54,53 @@ def test_a_block_that_fills_its_bound_exactly_is_used(instance, method):
     assert (result.status, result.value) == ("optimal", 1.0)
 
 
-def test_without_an_exact_unit_the_dp_proves_nothing_where_memory_binds():
+def test_without_an_exact_unit_the_dp_proves_by_a_run_that_admits_every_fit():
     # three nodes of a third each: no power of ten or two makes them integers. Two do not fit together
-    # under 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10, which
-    # the DP finds but, its memory sums rounded, cannot prove (the simple bound, blind to memory, is the
-    # speed-weighted average: 3 nodes of time 1 over 2 accelerators and a CPU ten times slower, 3/2.1 = 10/7)
+    # under 0.5, so each of the 2 accelerators holds one and the third runs on the CPU: 10. The DP's
+    # rounded checks (sizes up, bounds down) find it but prove nothing (the simple bound, blind to
+    # memory, is 3 nodes of time 1 over 2 accelerators and a CPU ten times slower, 3/2.1 = 10/7); its
+    # run on memory rounded the other way admits every block that fits, so its optimum, 10, bounds,
+    # and its plan fits: optimal
     instance = two_nodes(1 / 3, 1 / 3, 0.5)
     instance["nodes"].append(dict(instance["nodes"][1], id=3))
     instance["edges"].append({"sourceId": 2, "destId": 3, "cost": 0})
     result = placement.solve(instance, method="dp")
-    assert (result.status, result.value) == ("feasible", 10.0) and result.bound == pytest.approx(10 / 7, rel=1e-15)
-    assert result.message.startswith("the memory sizes and bounds have no unit in which the DP's sums are exact")
+    assert (result.status, result.value, result.bound) == ("optimal", 10.0, 10.0)
+    assert result.stats["relaxed_memory_value"] == 10.0
+
+
+def test_memory_that_fills_its_bound_exactly_without_an_exact_unit():
+    # 1 -> 2 on one accelerator of memory 0.3 and a CPU; node 1 (size 0.3) fills the accelerator; node
+    # 2's size, 0.09999999999999999, leaves no exact unit. Both on the accelerator do not fit; node 1
+    # there and node 2 on the CPU (100) is the optimum 1 with 2 accelerators. The rounded checks (bound
+    # a little below 0.3) put node 1 on the CPU: 100, feasible with a gap of 99%.
+    doc = {"maxSizePerFPGA": 0.3, "maxFPGAs": 2, "maxCPUs": 1, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 0.3},
+                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100,
+                      "size": 0.09999999999999999}]}
+    for method in ("dp", "auto"):
+        result = placement.solve(doc, method=method)
+        assert (result.method, result.status, result.value, result.bound) == ("dp", "optimal", 1.0, 1.0)
+
+
+def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
+    # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-12 (no exact unit), so
+    # both together exceed the bound by 1.2e-12 of it. Accelerator times 1 and 0.5, CPU times 100 and 2:
+    # both on the accelerator (1.5) do not fit; node 1 there and node 2 on the CPU is the optimum, 2.
+    # The rounded checks refuse node 1 alone (bound a little below 1): node 1 on the CPU, 100. The run
+    # that admits every fit reaches 1.5 with the plan that does not fit: a bound, not a plan. ``auto``
+    # then asks the MILP, which finds 2.
+    doc = {"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 1.0},
+                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
+    result = placement.solve(doc, method="dp")
+    assert (result.status, result.value, result.bound) == ("feasible", 100.0, 1.5)
+    assert result.message.endswith("on memory rounded to admit every fit it reaches 1.5, with a plan that does not "
+                                   "fit")
+    if HAVE_CPSAT:
+        result = placement.solve(doc)
+        assert (result.method, result.value, result.bound) == ("milp", 2.0, 1.5)
+        assert result.message.startswith("the MILP ran instead (method 'auto'): the DP proves no optimum (")
 
 
 def coloured_pair(chain: bool = False) -> dict:
@@ -151,3 +192,48 @@ def test_sizes_finer_than_the_listed_units_are_summed_exactly(scale):
     for method in ("dp", "auto"):
         result = placement.solve(instance, method=method)
         assert (result.status, result.value, [s.nodes for s in result.plan]) == ("optimal", 3.0, [(1, 2), (3,)])
+
+
+#: sizes without a common exact unit among them (16–17 significant digits, thirds, a 1e-12 excess)
+AWKWARD_SIZES = (0.3, 0.1, 0.2, 0.30000000000000004, 0.09999999999999999, 1 / 3, 2 / 3, 1.0, 1.23456789e-12,
+                 0.7999999999999999)
+
+
+@st.composite
+def awkward_chains(draw) -> dict:
+    """A chain of 2–5 nodes on 1–2 accelerators and 0–1 CPU, sizes and bound from :data:`AWKWARD_SIZES`."""
+    n = draw(st.integers(2, 5))
+    nodes = [{"id": i, "supportedOnFpga": 1, "fpgaLatency": draw(st.sampled_from((0.5, 1, 2, 3))),
+              "cpuLatency": draw(st.sampled_from((2, 5, 10, 100))), "size": draw(st.sampled_from(AWKWARD_SIZES))}
+             for i in range(n)]
+    edges = [{"sourceId": i, "destId": i + 1, "cost": draw(st.sampled_from((0, 0.25, 1)))} for i in range(n - 1)]
+    return {"maxSizePerFPGA": draw(st.sampled_from(AWKWARD_SIZES)), "maxFPGAs": draw(st.integers(1, 2)),
+            "maxCPUs": draw(st.integers(0, 1)), "nodes": nodes, "edges": edges}
+
+
+@given(awkward_chains())
+@settings(max_examples=150, deadline=None)
+@example({"maxSizePerFPGA": 0.3, "maxFPGAs": 2, "maxCPUs": 1, "edges": [{"sourceId": 0, "destId": 1, "cost": 0}],
+          "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 0.3},
+                    {"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100,
+                     "size": 0.09999999999999999}]})
+def test_the_dp_on_sizes_without_an_exact_unit_agrees_with_brute_force(doc):
+    """Optimal only at the brute force's optimum, which the evaluator decides on the sizes as written;
+    otherwise a valid plan no better and a bound no higher."""
+    from placement.testing.bruteforce import brute_force
+
+    try:
+        problem = placement.load(doc)
+    except placement.InvalidInstanceError:   # a node that fits no device
+        assume(False)
+    truth = brute_force(problem)
+    result = placement.solve(problem, method="dp")
+    if truth.plan is None:
+        assert result.status in ("infeasible", "no_solution")
+        return
+    if result.status == "optimal":
+        assert result.value == pytest.approx(truth.objective, rel=1e-12)
+    else:
+        assert result.status in ("feasible", "no_solution")
+        assert result.bound <= truth.objective * (1 + 1e-12)
+        assert result.plan == () or result.value >= truth.objective * (1 - 1e-12)

@@ -213,23 +213,43 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     }
     if stages is not None:
         stats["stages"] = stages
+    # the DP's value bounds the optimum where its memory checks admit every block that fits; a plan that
+    # meets the instance's own bound is optimal whatever they left out
+    memory_proven, floor = graph.memory_exact, 0.0
+    meets_simple = plan is not None and meets(throughput_lower_bound(problem)["bound"], value)
+    if not memory_proven and not meets_simple:
+        # the run on memory rounded the other way is a relaxation: its optimum bounds, its valid plan is optimal
+        relaxed = build_graph(problem, contraction, relaxed_memory=True)
+        if progress is not None:
+            progress("the memory sizes have no exact unit: the DP again, on memory rounded to admit every fit")
+        relaxed_table, low, low_plan = best_plan(problem, relaxed, layers, family, value if plan is not None
+                                                 else math.inf, progress, "dp", stages, compiled)
+        stats["relaxed_memory_value"] = low if math.isfinite(low) else None
+        stats["pairs_examined"] += int(relaxed_table.counters[K.SUBSET])
+        if low_plan is not None and evaluate(problem, low_plan, "stages").valid:
+            memory_proven, plan, value = True, low_plan, low
+        elif low_plan is None:   # not even the relaxation has a plan (it keeps the one found, if any)
+            memory_proven = plan is None
+        else:
+            floor = low
     runtime = time.perf_counter() - start
     if plan is None:
         what = "no pipeline of the available devices" if stages is None else \
             f"no pipeline of exactly {stages} non-empty {'stage' if stages == 1 else 'stages'}"
-        if not graph.memory_exact:
-            return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "dp", runtime_s=runtime, stats=stats,
-                            message=f"{what} was found; {MEMORY_ROUNDED}, so this is no proof")
+        if not memory_proven:
+            return Solution(Status.NO_SOLUTION, None, math.inf, floor, "dp", runtime_s=runtime, stats=stats,
+                            message=f"{what} was found; {MEMORY_ROUNDED}, and the DP on memory rounded to "
+                                    "admit every fit finds a plan that does not fit, so this is no proof")
         return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "dp", runtime_s=runtime, stats=stats,
                         message=f"{what} satisfies the memory and support constraints")
     error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
-        return _inexact(problem, plan, value, error, runtime, stats, graph.memory_exact)
-    if not graph.memory_exact:
+        return _inexact(problem, plan, value, error, runtime, stats, memory_proven, floor)
+    if not memory_proven and not meets_simple:
         simple = throughput_lower_bound(problem)["bound"]
-        if not meets(simple, value):
-            return Solution(Status.FEASIBLE, plan, value, min(value, simple), "dp", runtime_s=runtime, stats=stats,
-                            message=f"{MEMORY_ROUNDED}: its optimum is no proof")
+        return Solution(Status.FEASIBLE, plan, value, min(value, max(simple, floor)), "dp", runtime_s=runtime,
+                        stats=stats, message=f"{MEMORY_ROUNDED}: its optimum is no proof; on memory rounded to "
+                                             f"admit every fit it reaches {floor:.6g}, with a plan that does not fit")
     return Solution(Status.OPTIMAL, plan, value, value, "dp", runtime_s=runtime, stats=stats)
 
 
@@ -239,19 +259,20 @@ MEMORY_ROUNDED = ("the memory sizes and bounds have no unit in which the DP's su
 
 
 def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime: float, stats: dict,
-             memory_exact: bool = True) -> Solution:
+             memory_exact: bool = True, memory_floor: float = 0.0) -> Solution:
     """The DP's ``plan`` where its floating-point loads may be off by up to ``error``: optimal when the
     plan's value, recomputed by the evaluator, meets the instance's own lower bound (the optimum is at
     least that bound, whatever the rounding); otherwise feasible at the plan's recomputed value, with
     the larger of that bound and ``value − error`` (every plan's computed load is within ``error`` of
     its true load). Where the memory checks round (``memory_exact`` False) the DP may have left out
-    blocks that fit, so ``value − error`` bounds nothing and the bound is the instance's own."""
+    blocks that fit, so ``value − error`` bounds nothing and the bound is the instance's own, or
+    ``memory_floor − error`` (the value of the DP that admits every fit) where that is larger."""
     simple = throughput_lower_bound(problem)["bound"]
     exact = evaluate(problem, plan, "stages").max_load
     if meets(simple, exact):
         return Solution(Status.OPTIMAL, plan, exact, exact, "dp", runtime_s=runtime, stats=stats)
     stats["rounding_error"] = error
-    floor = max(0.0, value - error, simple) if memory_exact else simple
+    floor = max(0.0, value - error, simple) if memory_exact else max(simple, memory_floor - error)
     memory = "" if memory_exact else f"; {MEMORY_ROUNDED}"
     return Solution(Status.FEASIBLE, plan, exact, min(exact, floor), "dp",
                     runtime_s=runtime, stats=stats,

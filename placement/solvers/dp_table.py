@@ -35,7 +35,7 @@ import numpy as np
 
 from placement.errors import LimitExceededError
 from placement.problem.instance import Instance
-from placement.problem.memory_fit import CLEAR, decimal_unit, which_bind
+from placement.problem.memory_fit import CLEAR, LENIENT, decimal_unit, which_bind
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
@@ -76,8 +76,10 @@ class Layers:
         return self.counts.sum(axis=1)
 
 
-def build_graph(problem: Instance, contraction: Contraction) -> Graph:
-    """The supernode-level arrays of the DP, in numpy operations over the nodes and edges (linear time)."""
+def build_graph(problem: Instance, contraction: Contraction, relaxed_memory: bool = False) -> Graph:
+    """The supernode-level arrays of the DP, in numpy operations over the nodes and edges (linear time).
+    Where the memory sizes have no exact unit, ``relaxed_memory`` rounds them the other way
+    (:func:`_rounded_memory`): the DP then admits every block that fits, and some that do not."""
     types = problem.device_types
     nodes = problem.nodes
     n_types = len(types)
@@ -103,7 +105,7 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
     scaled_sizes = np.array(sizes, dtype=np.float64) * (unit or 1.0)
     capacity = [t.memory * (unit or 1.0) if b else math.inf for t, b in zip(types, binding_types)]
     if unit is None:
-        scaled_sizes, capacity = _rounded_memory(sizes, capacity, total)
+        scaled_sizes, capacity = _rounded_memory(sizes, capacity, total, relaxed_memory)
     mem = per_supernode(scaled_sizes)[:, None]
     pmin = per_supernode(cheapest)[:, None]
     work_nodes = np.column_stack([cheapest, times])
@@ -135,16 +137,25 @@ def build_graph(problem: Instance, contraction: Contraction) -> Graph:
                  np.array([t.pays_comm for t in types], dtype=np.bool_), work_nodes, unit is not None)
 
 
-def _rounded_memory(sizes: list[float], bounds: list[float], total: float) -> tuple[np.ndarray, list[float]]:
+def _rounded_memory(sizes: list[float], bounds: list[float], total: float,
+                    relaxed: bool = False) -> tuple[np.ndarray, list[float]]:
     """Sizes and bounds where no unit makes them exact integers (:func:`decimal_unit`): in the power of
     two that brings the total near ``2^52``, sizes rounded up and bounds, less twice
     :data:`placement.problem.memory_fit.CLEAR` of themselves, rounded down. Every sum is then an exact
     integer, and every set of nodes the DP lets a device hold fits it by the model's rule with room
     to spare (the rule decides such a sum on its rounded value), so every plan it finds is valid;
-    the DP may miss plans that fill a bound to within that margin, so its optimum is no proof."""
+    the DP may miss plans that fill a bound to within that margin, so its optimum is no proof.
+
+    ``relaxed``: the other way, sizes rounded down and bounds, plus
+    :data:`placement.problem.memory_fit.LENIENT` of themselves, rounded up. Every set that fits by the
+    model's rule is then admitted (its scaled sizes sum to at most its floating-point sum, which is
+    within ``LENIENT`` of the bound), so the DP's optimum is a lower bound, and its plan, where the
+    evaluator finds it valid, is optimal."""
     unit = math.ldexp(1.0, 52 - max(1, math.frexp(max(total, 1e-300))[1]))
-    up = np.ceil(np.array(sizes, dtype=np.float64) * unit)
-    return up, [math.floor(M * (1 - 2 * CLEAR) * unit) if math.isfinite(M) else M for M in bounds]
+    scaled = np.array(sizes, dtype=np.float64) * unit
+    if relaxed:
+        return np.floor(scaled), [math.ceil(M * (1 + LENIENT) * unit) if math.isfinite(M) else M for M in bounds]
+    return np.ceil(scaled), [math.floor(M * (1 - 2 * CLEAR) * unit) if math.isfinite(M) else M for M in bounds]
 
 
 def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:
