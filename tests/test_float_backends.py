@@ -40,6 +40,22 @@ def test_the_dual_bound_is_read_from_the_highs_summary():
     assert logged_dual_bound("  Dual bound        n/a\n") is None
 
 
+@needs("highs")
+def test_highs_rejecting_its_own_optimum_is_said():
+    """HiGHS logs this, then "Setting model status to Solve error", and OR-Tools reports NOT_SOLVED: the note
+    said only the status (as a 3-node graph gave without a starting plan, where the other backends find 1)."""
+    from placement.solvers.milp.backends.base import RawResult, SolveOptions
+    from placement.solvers.milp.backends.highs import HighsBackend
+
+    log = ("ERROR:   MIP solver claims optimality, but with num/max/sum primal(1/1e-09/1e-09) infeasibilities\n"
+           "ERROR:   Setting model status to Solve error\n")
+    raw = RawResult("error", wall_s=0.2, message="highs returned status NOT_SOLVED")
+    audited = HighsBackend().audit(raw, log, SolveOptions(time_limit=10.0))
+    assert (audited.status, audited.message) == ("error", "highs rejected the optimum it found (a row broken by more "
+                                                          "than its feasibility tolerance, 1e-9) and returned status "
+                                                          "NOT_SOLVED; another backend may solve this model")
+    assert HighsBackend().audit(raw, "", SolveOptions(time_limit=10.0)).message == raw.message
+
 def wide_gpipe() -> dict:
     """Times from 1e-9 to 1e6 on six nodes of a training graph (three colour classes)."""
     def node(i, acc, fpga, cpu, backward, size, colour):

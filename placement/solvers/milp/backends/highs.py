@@ -38,6 +38,9 @@ from typing import Any
 from placement.solvers.milp.backends.base import RawResult, SolveOptions
 from placement.solvers.milp.backends.linear_solver import LinearSolverBackend
 
+#: what HiGHS logs where it refuses its own optimum (then "Setting model status to Solve error")
+REJECTED_OPTIMUM = "MIP solver claims optimality, but with"
+
 #: the summary line of a HiGHS MIP run that gives its proven bound
 DUAL_BOUND = re.compile(r"^\s*Dual bound\s+(\S+)\s*$", re.MULTILINE)
 
@@ -80,6 +83,11 @@ class HighsBackend(LinearSolverBackend):
     def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
         bound = logged_dual_bound(log_text)
         usable = bound is not None and math.isfinite(bound)
+        if raw.status == "error" and REJECTED_OPTIMUM in log_text:   # say what the bare status code hides
+            raw = replace(raw, message=raw.message.replace(
+                f"{self.name} returned status NOT_SOLVED",
+                f"{self.name} rejected the optimum it found (a row broken by more than its feasibility tolerance, "
+                f"1e-9) and returned status NOT_SOLVED; another backend may solve this model"))
         if raw.status in ("optimal", "feasible"):
             return replace(raw, bound=bound / self.objective_scale if usable else 0.0)
         if raw.status == "no_solution" and usable:
