@@ -162,16 +162,23 @@ def _holds(value: dict | list) -> bool:
     return False
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where a text is not UTF-8, in words: the offset and value of the first byte that breaks it."""
+    return f"not UTF-8 text (the byte at offset {exc.start}, 0x{exc.object[exc.start]:02x}, cannot be there)"
+
+
 def _decode(path: str | Path, error: type[PlacementError], max_bytes: int) -> tuple[Any, bool]:
     """The document in the JSON file at ``path`` (:func:`load_json`), numbers unchecked, and whether
     its text may spell a number that is not finite (only then is the document searched for one)."""
     data = read_bytes(path, error, max_bytes)
     if data[:2] == b"\x1f\x8b":
         raise error(f"{path}: a gzip-compressed file, not JSON text; decompress it first (gunzip)")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise error(f"{path}: UTF-16 text (it begins with a UTF-16 byte order mark); save it as UTF-8")
     try:
         text = data.decode("utf-8-sig")      # a byte order mark, as some editors write, is no part of the text
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise error(f"{path}: {not_utf8(exc)}") from None
     if not text.strip():
         raise error(f"{path}: the file is empty; it should hold a JSON document")
     too_deep = f"{path}: JSON nested more than {MAX_DEPTH} levels deep"

@@ -209,7 +209,11 @@ def test_not_utf8(tmp_path):
     path.write_bytes(b'{"name": "caf\xe9"}')
     with pytest.raises(InvalidInstanceError) as info:
         read_instance(path)
-    assert str(info.value) == f"{path}: not UTF-8 text (byte 13)"
+    assert str(info.value) == f"{path}: not UTF-8 text (the byte at offset 13, 0xe9, cannot be there)"
+    path.write_bytes('{"name": "x"}'.encode("utf-16"))   # before: "not UTF-8 text (byte 0)"
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == f"{path}: UTF-16 text (it begins with a UTF-16 byte order mark); save it as UTF-8"
 
 
 @pytest.mark.parametrize("content", [b"", b"  \n\t\n", b"\xef\xbb\xbf"])

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
                               unwritable)
-from placement.jsonfile import load_json, read_bytes, strict_json
+from placement.jsonfile import load_json, not_utf8, read_bytes, strict_json
 from placement import parameters
 
 #: the keys of a configuration, in the order records show them
@@ -165,7 +165,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     try:
         text = bytes(data).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidParameterError("out", f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise InvalidParameterError("out", f"{path}: {not_utf8(exc)}") from None
     lines = text.split("\n")
     tail = lines.pop()  # the text after the last newline: empty, or a cut-short record
     records = []
