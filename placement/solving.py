@@ -220,7 +220,8 @@ def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, A
     if solution.plan is None or milp.status is MethodStatus.OPTIMAL or (
             milp.plan is not None and milp.objective < solution.objective):
         return "milp", milp
-    bound = min(solution.objective, max(solution.bound, milp.bound))   # both bound the same optimum
+    proven = milp.bound if milp.status in (MethodStatus.FEASIBLE, MethodStatus.NO_SOLUTION) else 0.0
+    bound = min(solution.objective, max(solution.bound, proven))   # both bound the same optimum
     return "dp", replace(solution, bound=bound, message=f"{solution.message}; the MILP ran too (method 'auto') and "
                                                         f"found no better plan ({milp.status.value}, bound "
                                                         f"{milp.bound:.6g})")
