@@ -83,6 +83,12 @@ def test_memory_that_fills_its_bound_exactly_without_an_exact_unit():
         assert (result.method, result.status, result.value, result.bound) == ("dp", "optimal", 1.0, 1.0)
 
 
+def lenient_pair() -> dict:
+    return {"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+            "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 1.0},
+                      {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
+
+
 def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
     # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-12 (no exact unit), so
     # both together exceed the bound by 1.2e-12 of it. Accelerator times 1 and 0.5, CPU times 100 and 2:
@@ -90,9 +96,7 @@ def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
     # The rounded checks refuse node 1 alone (bound a little below 1): node 1 on the CPU, 100. The run
     # that admits every fit reaches 1.5 with the plan that does not fit: a bound, not a plan. ``auto``
     # then asks the MILP, which finds 2.
-    doc = {"maxSizePerFPGA": 1.0, "maxFPGAs": 1, "maxCPUs": 1, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
-           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 1.0},
-                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
+    doc = lenient_pair()
     result = placement.solve(doc, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 100.0, 1.5)
     assert result.message.endswith("on memory rounded to admit every fit it reaches 1.5, with a plan that does not "
@@ -102,6 +106,20 @@ def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
         assert (result.method, result.value, result.bound) == ("milp", 2.0, 1.5)
         assert result.message.startswith("the MILP ran instead (method 'auto'): the DP proves no optimum (")
 
+
+def test_auto_keeps_the_dp_s_plan_where_the_milp_finds_none_better(monkeypatch):
+    """The instance above with the MILP stubbed to stop at a worse plan (150) with a bound of 1.8: the
+    DP's plan (100) stays, with the larger of the two bounds, and the note says the MILP ran."""
+    from placement import solving
+    from placement.plan import Plan
+    from placement.solution import Solution, Status
+
+    worse = Solution(Status.FEASIBLE, Plan(()), 150.0, 1.8, "milp", message="stubbed")
+    monkeypatch.setattr(solving, "_milp_instead", lambda *args: worse)
+    result = placement.solve(lenient_pair())
+    assert (result.method, result.status, result.value, result.bound) == ("dp", "feasible", 100.0, 1.8)
+    assert result.message.endswith("; the MILP ran too (method 'auto') and found no better plan (feasible, bound "
+                                   "1.8)")
 
 def coloured_pair(chain: bool = False) -> dict:
     """A colour class of sizes 0.1 and 0.2 on one accelerator of memory 0.3 and one CPU: the class fits
