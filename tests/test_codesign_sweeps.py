@@ -345,6 +345,13 @@ def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
     with pytest.raises(InvalidParameterError) as caught:
         sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True, plots=blocker, task=ran.append)
     assert str(caught.value) == f"plots names a folder that cannot be written: {blocker}: File exists"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)   # reading its records back to resume blocked until the process was killed
+    for out in (fifo, Path("/dev/null"), tmp_path):
+        with pytest.raises(InvalidParameterError) as caught:
+            sweep.run_sweep(spec, out, quiet=True, task=ran.append)
+        assert str(caught.value) == (f"out {out}: is not a regular file; a sweep appends its records to a file and "
+                                     "reads them back to resume")
     assert ran == []
 
 

@@ -153,6 +153,7 @@ def configuration_id(config: dict[str, Any]) -> str:
 def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of the JSON Lines file at ``path`` (none when it does not exist).
 
+    A path that is no regular file (a folder, a pipe, a device) raises :class:`InvalidParameterError`.
     A last line without its newline (a write cut short by an interruption: the start of a record,
     which begins ``{"id":"``) is ignored; any other line that is not a JSON object with an ``id``, or a
     last line that is no record's start, raises :class:`InvalidParameterError` (parameter ``out``)
@@ -161,6 +162,9 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
+    if not path.is_file():   # a pipe or a device never gives the records back (a FIFO blocks the read)
+        raise InvalidParameterError("out", f"{path}: is not a regular file; a sweep appends its records to a file "
+                                           "and reads them back to resume")
     data = read_bytes(path, partial(InvalidParameterError, "out"))  # type: ignore[arg-type]
     try:
         text = bytes(data).decode("utf-8")
