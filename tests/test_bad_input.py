@@ -562,7 +562,7 @@ def test_a_description_of_an_instance_is_named_wherever_it_is_given(tmp_path, ca
                                            "of one, not a plan\n")
 
 
-def test_a_plan_is_named_where_a_model_or_a_grid_is_expected(tmp_path):
+def test_a_plan_or_a_grid_is_named_where_a_model_or_a_grid_is_expected(tmp_path):
     # before: "instance: unknown field 'backend' (the fields are nodes, ...)", "grid: unknown field 'backend'"
     from placement.codesign.grid import load_grid
     from placement.codesign.workload import load_workload
@@ -572,6 +572,11 @@ def test_a_plan_is_named_where_a_model_or_a_grid_is_expected(tmp_path):
         load_workload(path)
     assert str(caught.value) == (f"{path}: the document is a plan, not a model file, which has 'nodes' (each with "
                                  "its operators, or FLOPs and bytes) and 'edges'")
+    grid = Path(__file__).parent.parent / "instances" / "grids" / "tiny.json"
+    with pytest.raises(InvalidInstanceError) as caught:   # before: "instance: unknown field 'array_depth'"
+        load_workload(grid)
+    assert str(caught.value) == (f"{grid}: the document is a design grid, not a model file, which has 'nodes' (each "
+                                 "with its operators, or FLOPs and bytes) and 'edges'")
     with pytest.raises(InvalidInstanceError) as caught:
         load_grid(path)
     assert str(caught.value) == (f"{path}: the document is a plan, not a grid, which has an array of values for "
