@@ -302,6 +302,9 @@ def test_infeasible_budget():
     result = placement.codesign(MODEL, chips=2, power=50, grid=TINY)
     assert result.status == "infeasible" and result.plan is None and result.value == 0
     assert result.message == "no design of the grid fits 606.68 mm² and 50 W (0 over the area, 16 more over the power)"
+    # a budget a hair below the least TDP of the grid (83.8388671875 W) is shown as given, not as 83.8389
+    result = placement.codesign(MODEL, chips=2, area=606.68, power=83.83886, grid=TINY)
+    assert result.message.startswith("no design of the grid fits 606.68 mm² and 83.83886 W (")
 
 
 def test_a_budget_equal_to_a_designs_area_holds_it():

@@ -88,8 +88,13 @@ def test_the_fixed_design_is_tpu_like_snapped_to_the_grid(mlp, tiny):
     assert found.value == pytest.approx(solve_exact(mlp, load_grid(only), 1, 606.68, 300.0).value, rel=1e-12)
     with pytest.raises(InvalidParameterError) as caught:
         baselines.fixed(mlp, 1, 350.0, 300.0, grid=tiny)
-    assert str(caught.value) == ("area and power do not hold the TPU-like design tc2x128x128-vc1x128-buf32 "
-                                 "(353.952 mm², 186.481 W)")
+    assert str(caught.value) == ("area 350 mm² is below the TPU-like design tc2x128x128-vc1x128-buf32 (353.952 mm² "
+                                 "and 186.4814453125 W), the fixed baseline's chip")
+    for area, power, message in ((606.68, 120.0, "power 120 W is below"),   # the budget that excludes it, named
+                                 (350.0, 120.0, "area 350 mm² and power 120 W are below")):
+        with pytest.raises(InvalidParameterError) as caught:
+            baselines.fixed(mlp, 1, area, power, grid=tiny)
+        assert str(caught.value).startswith(f"{message} the TPU-like design ")
 
 
 def test_wham_through_the_library_entry_point(tiny):

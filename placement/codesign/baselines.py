@@ -55,6 +55,7 @@ from placement.codesign.workload import Workload, load_workload
 from placement.solvers.dp import solve_dp
 from placement.solvers.dp_table import build_layers
 from placement.errors import InvalidParameterError
+from placement.problem.instance import format_number
 
 #: Share of a stage's time that its critical operators make up (WHAM-like local search).
 CRITICAL_SHARE = 0.8
@@ -90,8 +91,8 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
     workload, grid = load_workload(model), load_grid(grid)
     space = candidates(workload, grid, area, power)
     if not space.designs:
-        raise InvalidParameterError("area", f"and power leave no design of the grid: none fits {area:g} mm² "
-                                            f"and {power:g} W")
+        raise InvalidParameterError("area", f"and power leave no design of the grid: none fits {format_number(area)} "
+                                            f"mm² and {format_number(power)} W")
     return workload, grid, space, workload.usable_chips(chips)
 
 
@@ -174,9 +175,15 @@ def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None
     start = time.perf_counter()
     workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     design = Design(*(_nearest(getattr(TPU_LIKE, name), values) for name, values in zip(PARAMETERS, grid.values)))
-    if design not in space.designs:
-        raise InvalidParameterError("area", f"and power do not hold the TPU-like design {design.label} "
-                                            f"({design.area_mm2:g} mm², {design.tdp_w:g} W)")
+    if design not in space.designs:   # the budgets it exceeds, named
+        need = f"{format_number(design.area_mm2)} mm² and {format_number(design.tdp_w)} W"
+        chip = f"the TPU-like design {design.label} ({need}), the fixed baseline's chip"
+        if design.area_mm2 > area and design.tdp_w > power:
+            raise InvalidParameterError("area", f"{format_number(area)} mm² and power {format_number(power)} W are "
+                                                f"below {chip}")
+        if design.tdp_w > power:
+            raise InvalidParameterError("power", f"{format_number(power)} W is below {chip}")
+        raise InvalidParameterError("area", f"{format_number(area)} mm² is below {chip}")
     run = _Evaluator(workload, space, chips, objective)
     run((design,))
     return run.result("fixed", start, {"design": design.label})

@@ -13,6 +13,7 @@ from placement.codesign.space import Candidates
 from placement.codesign.template import Design
 from placement.codesign.workload import Workload
 from placement.plan import Plan
+from placement.problem.instance import format_number
 from placement.verification.evaluate import evaluate
 
 #: Relative difference allowed between the max load a method computed and the evaluator's.
@@ -89,5 +90,5 @@ def infeasible(workload: Workload, space: Candidates, chips: int, homogeneous: b
         pruned_by={"area": space.over_area, "power": space.over_power, "dominated": 0, "bound": 0},
         grid_designs=space.grid_designs, chips=chips, homogeneous=homogeneous, method=method,
         runtime_s=time.perf_counter() - start, shapeless_nodes=workload.shapeless_nodes,
-        message=f"no design of the grid fits {area_mm2:g} mm² and {power_w:g} W "
+        message=f"no design of the grid fits {format_number(area_mm2)} mm² and {format_number(power_w)} W "
                 f"({space.over_area} over the area, {space.over_power} more over the power)")
