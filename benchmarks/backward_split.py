@@ -38,7 +38,7 @@ import placement
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--match", default="", help="only graphs whose file name contains this")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
+    if message := cannot_write({"--out": args.out}):
+        return refuse(message)
     found = graphs(args.operator)
     if not found:
         return refuse(f"no published training graphs under {SHARED}: nothing to measure")

@@ -55,7 +55,7 @@ from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 RESULTS = ROOT / "benchmarks" / "results"
 SPEC = ROOT / "benchmarks" / "codesign-sweep.json"
@@ -216,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         if given:
             return refuse(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --sweep only "
                           "(the table's JSON goes to --json)")
+    files = {"--json": args.json or RESULTS / ("codesign-sweep.json" if args.sweep else "codesign.json")}
+    if args.sweep:
+        files["--out"] = args.out or RESULTS / "codesign-sweep.jsonl"
+    if message := cannot_write(files, {"--plots": (args.plots or RESULTS / "codesign-plots") if args.sweep else None}):
+        return refuse(message)
     return run_sweep_command(args) if args.sweep else run_benchmark(args)
 
 

@@ -33,7 +33,7 @@ from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import cell, format_table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 MODEL = ROOT / "instances" / "models" / "mlp-training.json"
 GRID = ROOT / "instances" / "grids" / "tiny.json"
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "codesign_exact.json"))
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     workload, grid = load_workload(MODEL), load_grid(GRID)
     rows = [["chips", "mode", "objective", "exact", "exhaustive", "agree", "evaluated", "DP runs", "exact s",
              "check s", "ratio"]]

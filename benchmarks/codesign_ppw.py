@@ -35,7 +35,7 @@ from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from codesign import timed  # noqa: E402  (beside this script)
-from common import machine, positive_float, positive_int  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=RESULTS / "codesign_ppw.json",
                         help="the JSON written (default benchmarks/results/codesign_ppw.json)")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     grid = load_grid(None)
     rows = [["model", "kind", "k", "per stage batches/s/W", "stages/distinct", "vs homogeneous", "designs in DP",
              "blocks", "front pairs", "per stage s", "homogeneous s", "ratio"]]

@@ -1,20 +1,25 @@
 """What the benchmark scripts share: argument types that refuse nonsense (the command line's own), the
-one-line refusal of a run that would measure nothing, and the description of the machine a timing
-was measured on."""
+one-line refusal of a run that would measure nothing or could not write what it measured, and the
+description of the machine a timing was measured on."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
 from placement.jsonfile import strict_json
+from placement.whole_file import probe_writable
 
-__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cpu_model", "machine", "write_json"]
+__all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "cpu_model", "machine",
+           "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -23,6 +28,52 @@ def refuse(message: str) -> int:
     """Print ``error: message`` on standard error and return the exit status of a refused run, 2."""
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def cannot_write(files: Mapping[str, str | Path | None], folders: Mapping[str, str | Path | None] | None = None,
+                 *, parents: bool = True) -> str | None:
+    """Check, before any work, that a run's outputs can be written: the refusal ``OPTION PATH: cannot write:
+    REASON`` (the OS's reason) of the first that cannot, or None. ``files``, then ``folders``, map each output's
+    option to its path (None: this run writes nothing there). A file must take writing in place
+    (:func:`placement.whole_file.probe_writable`); a folder must be one, or be creatable with its parents, and
+    take a new file. ``parents``: the script makes a file's missing folders before writing it, so they need only
+    be creatable. Folders made for the check are removed again: every output is left as it was."""
+    outputs = [(option, path, False) for option, path in files.items()]
+    outputs += [(option, path, True) for option, path in (folders or {}).items()]
+    for option, path, folder in outputs:
+        if path is None:
+            continue
+        try:
+            _probe(Path(path), folder, parents)
+        except OSError as exc:
+            return f"{option} {path}: cannot write: {exc.strerror or exc}"
+    return None
+
+
+def _probe(path: Path, folder: bool, parents: bool) -> None:
+    """Raise :class:`OSError` as writing the file or filling the folder ``path`` would (creating the folders
+    that are missing where ``folder`` or ``parents``), removing the folders it made for the probe."""
+    missing = []
+    where = path if folder else path.parent
+    while (folder or parents) and not os.path.lexists(where) and where != where.parent:
+        missing.append(where)
+        where = where.parent
+    made = []
+    try:
+        for name in reversed(missing):   # outermost first, as mkdir(parents=True) does
+            os.mkdir(name)
+            made.append(name)
+        if not folder:
+            probe_writable(path, replaced=False)
+        elif not path.is_dir():
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))   # as mkdir(exist_ok=True) says
+        else:
+            with tempfile.TemporaryFile(dir=path):   # a real file: root passes os.access where writing fails
+                pass
+    finally:
+        for name in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(name)
 
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:

@@ -37,7 +37,7 @@ from placement.solvers.milp.backends import backend_availability
 from placement.testing.crosscheck import cases, check, random_instance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "crosscheck.json"
 
@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="multiply every time and cost by this (e.g. 1e-9 or 1e9; default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if message := cannot_write({"--out": args.out}):
+        return refuse(message)
     missing = [name for name in args.backends if name not in usable]
     if missing:
         return refuse(f"backend(s) not available here: {', '.join(missing)} (see `placement info --solvers`)")

@@ -49,7 +49,7 @@ DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 BERT24 = Path("LayerGraphs") / "bert24_inference.json"
 
 from child import run_child  # noqa: E402
-from common import machine, positive_int, refuse  # noqa: E402
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402
 
 
 def line_document(n: int, all_pairs: bool, seed: int) -> dict:
@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=positive_int, default=3, help="runs per median (default 3)")
     parser.add_argument("--skip-published", action="store_true", help="only the shapes and the start-up")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     files = [] if args.skip_published else sorted(args.instances.rglob("*.json"))
     if not args.skip_published and not files:
         where = "holds no instance files (*.json)" if args.instances.is_dir() else "is not a folder"

@@ -29,7 +29,7 @@ from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import integer_at_least, machine, positive_int  # noqa: E402  (beside this script)
+from common import cannot_write, integer_at_least, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ledger", action="store_true", help="skip part 2 (the ledger on the published instances)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "hypar.json")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     types = partition_types(args.types)
 
     print(f"Part 1: bytes per training step (4 bytes per element, both sides of a pair), batch {args.batch}, "

@@ -45,7 +45,7 @@ import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {
@@ -383,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
     parser.add_argument("--plot", help="where the plot goes (default: beside the JSON, with the suffix .png)")
     args = parser.parse_args(argv)
+    plot = Path(args.plot or Path(args.json).with_suffix(".png"))
+    made = Path(args.json).resolve().parent.is_relative_to(plot.resolve().parent)   # the JSON's folders: made first
+    if message := cannot_write({"--json": args.json}) or cannot_write({"--plot": plot}, parents=made):
+        return refuse(message)
     graphs = {label: path for label, path in GRAPHS.items() if not args.only or label in args.only}
     for label, path in graphs.items():
         if not path.exists():

@@ -44,7 +44,7 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-ideals", type=positive_int, default=200_000)
     parser.add_argument("--json", type=Path, help="default: benchmarks/results/milp_{throughput,latency}.json")
     args = parser.parse_args(argv)
+    out = args.json or ROOT / "benchmarks" / "results" / f"milp_{'latency' if args.latency else 'throughput'}.json"
+    if message := cannot_write({"--json": out}):
+        return refuse(message)
     root = instance_root(args)
     if not root.is_dir():
         return refuse(f"no instances: {root} is not a folder")
@@ -211,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
         print(format_row(row))
     here = machine()
     print(f"\nmachine: {here}")
-    out = args.json or ROOT / "benchmarks" / "results" / f"milp_{'latency' if args.latency else 'throughput'}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.append:
         rows = merged(out, rows)

@@ -48,7 +48,7 @@ from placement.report.table import cell, format_table
 from placement.verification.parallel import evaluate_parallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, refuse, write_json  # noqa: E402  (beside this script)
+from common import cannot_write, machine, refuse, write_json  # noqa: E402  (beside this script)
 
 GIB = 2**30
 MILLISECONDS = {"gnmt", "resnet"}
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", action="store_true", help="also the rows with device types (bert32a100)")
     parser.add_argument("--types-only", dest="types_only", action="store_true", help="only the rows with device types")
     args = parser.parse_args(argv)
+    if message := cannot_write({}, {"--out": args.out}):
+        return refuse(message)
     shared = Path(args.shared)
     names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
     if not names:

@@ -33,7 +33,7 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the folder the JSON files are written to (default benchmarks/results)")
     parser.add_argument("--all", action="store_true", help="every run of benchmarks/piper.py")
     args = parser.parse_args(argv)
+    if message := cannot_write({}, {"--out": args.out}):
+        return refuse(message)
     if args.baseline:
         why = commit_error(args.baseline)
         if why:

@@ -39,7 +39,7 @@ from placement.report.table import cell, format_table  # noqa: E402
 from placement.simulation.parallel import simulate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, refuse  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2 ** 30
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds per interleaved solve (default: the library's, {DEFAULT_TIME_LIMIT:g})")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_interleaved.json")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     if not SHARED.is_dir():
         print(f"skipped: {SHARED} is absent")
         return 0

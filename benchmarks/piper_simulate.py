@@ -53,7 +53,7 @@ from placement.simulation.parallel import simulate_parallel  # noqa: E402
 from placement.verification.parallel import evaluate_parallel  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_int, write_json  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_int, refuse, write_json  # noqa: E402  (beside this script)
 
 SHARED = ROOT.parent / "shared" / "piper"
 GIB = 2**30
@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-search", action="store_true", help="skip part 2 (solving for the time per batch)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "piper_simulate.json")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     if not SHARED.is_dir():
         print(f"error: {SHARED} is not here: the Piper instances whose plans this benchmark replays",
               file=sys.stderr)

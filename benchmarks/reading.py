@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child import run_child  # noqa: E402
-from common import machine, positive_int  # noqa: E402
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402
 from dp_throughput import ROOT, _write, line_document  # noqa: E402
 
 SHAPES = {
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="a source tree to compare with (same session)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "reading.json")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     trees = {"current": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
     print(f"machine: {machine()}\n")
     rows, step_rows = [], []

@@ -58,7 +58,7 @@ from placement.jsonfile import strict_json
 from placement.report.table import percent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
 from placement.cli.options import non_negative_int  # noqa: E402
 from placement.parameters import MAX_SEED  # noqa: E402
 
@@ -573,6 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return _worker_main(args.worker)
+    if message := cannot_write({}, {"--out": args.out}):
+        return refuse(message)
     args.date, args.cores, args.python = datetime.date.today().isoformat(), os.cpu_count(), platform.python_version()
     if args.report_only:
         return report_only(args)

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
-from common import machine, positive_int  # noqa: E402
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -201,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-microbatches", type=positive_int, default=10**5)
     parser.add_argument("--only-scale", action="store_true", help="only the scale table")
     args = parser.parse_args(argv)
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     engines = [] if args.only_scale else engine_rows(args.microbatches, args.repeat)
     streams = [] if args.only_scale else stream_rows(args.instances, args.microbatches)
     scale = scale_rows(args.scale_microbatches, args.baseline_microbatches, args.repeat)

@@ -40,7 +40,7 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_float, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_float, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match", default="", help="only instances whose path contains this")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if message := cannot_write({"--out": args.out}):
+        return refuse(message)
     if not SHARED.is_dir():
         return refuse(f"no published instances: {SHARED} is not a folder")
     selected = runs(args.contiguity, args.methods, args.match)

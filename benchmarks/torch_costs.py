@@ -59,7 +59,7 @@ from tests.test_import_consistency import MLP, UNet  # noqa: E402
 from tests.test_torch_pipelining import TinyTransformer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, positive_int  # noqa: E402  (beside this script)
+from common import cannot_write, machine, positive_int, refuse  # noqa: E402  (beside this script)
 
 SOCKET_CORES = 64
 
@@ -174,7 +174,7 @@ def unet_plans() -> list[dict]:
     return records
 
 
-def main() -> None:
+def main() -> int | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch intra-op threads (default 1: the machine is shared; more threads than idle cores "
@@ -182,6 +182,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=positive_int, default=9)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "torch_costs.json")
     args = parser.parse_args()
+    if message := cannot_write({"--json": args.json}):
+        return refuse(message)
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     cpu = bundled_catalogue()[DEFAULT_CPU]
@@ -246,4 +248,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,6 +4,8 @@ medians; a failed run is a failure; timings say what machine they ran on."""
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib.util
 import json
 import os
 import shutil
@@ -176,6 +178,44 @@ def test_bad_options_are_refused(tmp_path, script, args):
     before = {p: p.stat().st_mtime_ns for p in (BENCHMARKS / "results").iterdir()}
     refused(run(script, *args, timeout=20))
     assert {p: p.stat().st_mtime_ns for p in (BENCHMARKS / "results").iterdir()} == before
+
+
+# ------------------------------------------------------------------------------------------------
+# an output that cannot be written: one line naming the option, before any work
+
+FILE, FOLDER = "/proc/placement-test/x.json", "/proc/placement-test/out"   # /proc takes no new folder, even root's
+UNWRITABLE_OUTPUTS = [
+    ("backward_split.py", ["--out"], FILE), ("codesign.py", ["--json"], FILE),
+    ("codesign.py", ["--sweep", "--out"], FILE), ("codesign.py", ["--sweep", "--plots"], FOLDER),
+    ("codesign_exact.py", ["--json"], FILE), ("codesign_ppw.py", ["--json"], FILE), ("crosscheck.py", ["--out"], FILE),
+    ("dp_throughput.py", ["--json"], FILE), ("hypar.py", ["--json"], FILE), ("layerpipe.py", ["--json"], FILE),
+    ("layerpipe.py", ["--plot"], FILE), ("milp.py", ["--json"], FILE), ("piper.py", ["--out"], FOLDER),
+    ("piper_first_run.py", ["--out"], FOLDER), ("piper_interleaved.py", ["--json"], FILE),
+    ("piper_simulate.py", ["--json"], FILE), ("reading.py", ["--json"], FILE), ("reproduce.py", ["--out"], FOLDER),
+    ("simulate.py", ["--json"], FILE), ("time_limits.py", ["--out"], FILE), ("torch_costs.py", ["--json"], FILE),
+]
+
+
+@pytest.mark.parametrize(("script", "options", "path"), UNWRITABLE_OUTPUTS,
+                         ids=[f"{s} {' '.join(o)}" for s, o, _ in UNWRITABLE_OUTPUTS])
+def test_unwritable_output_is_refused_before_any_work(script, options, path):
+    if script == "torch_costs.py" and importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    done = run(script, *options, path, timeout=120)
+    assert (done.returncode, done.stderr) == (2, f"error: {options[-1]} {path}: cannot write: "
+                                                 f"{os.strerror(errno.ENOENT)}\n")
+    assert done.stdout == ""   # nothing measured, nothing said about the machine
+
+
+def test_cannot_write_leaves_every_output_as_it_was(tmp_path):
+    (tmp_path / "kept.json").write_text("as it was")
+    files = {"--json": tmp_path / "kept.json", "--out": tmp_path / "new" / "deeper" / "x.json", "--log": None}
+    assert common.cannot_write(files, {"--plots": tmp_path / "plots" / "more"}) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"] and files["--json"].read_text() == "as it was"
+    assert common.cannot_write({"--json": tmp_path / "new" / "x.json"}, parents=False) == \
+        f"--json {tmp_path / 'new' / 'x.json'}: cannot write: {os.strerror(errno.ENOENT)}"
+    assert common.cannot_write({}, {"--out": tmp_path / "kept.json"}) == \
+        f"--out {tmp_path / 'kept.json'}: cannot write: {os.strerror(errno.EEXIST)}"
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
