@@ -31,7 +31,7 @@ from placement.solvers.milp.backends import Backend, OutOfTime, RawResult, Solve
 from placement.solvers.milp.backends.base import append_log
 from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_note
 from placement.solvers.milp.heartbeat import heartbeat
-from placement.solvers.milp.interrupt import SearchInterrupted, solve_interruptibly
+from placement.solvers.milp.interrupt import SearchInterrupted, absorb_echoes, solve_interruptibly
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
 
@@ -356,6 +356,11 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple, bound_name)
+    except KeyboardInterrupt:   # Ctrl-C before the search: the starting plan goes on, verified, in the interrupt
+        absorb_echoes(time.perf_counter())
+        raise SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
+                                                  start, "interrupted before the search started", warm_start,
+                                                  verify, simple, bound_name)) from None
     be.end_build()
     notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
     if progress is not None:

@@ -8,7 +8,8 @@ limits, and SCIP, stopped by its own handler, was reported as an ordinary result
 the interrupt reaches it at once (the process's SIGINT handler is restored every
 :data:`REASSERT_S` seconds, as CBC and SCIP replace it with their own); the backend is then asked to stop
 (:meth:`~placement.solvers.milp.backends.base.Backend.interrupt`), given
-:data:`INTERRUPT_GRACE_S` seconds to return, and a :class:`SearchInterrupted` (a
+:data:`INTERRUPT_GRACE_S` seconds to return (a SIGINT within :data:`ECHO_S` of the first is that
+signal delivered again, :func:`absorb_echoes`), and a :class:`SearchInterrupted` (a
 :class:`KeyboardInterrupt`) carrying its answer goes on to the caller, which makes its best plan of
 that answer and of its starting plan; a second Ctrl-C in that wait goes on as a plain
 :class:`KeyboardInterrupt`. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
@@ -33,6 +34,9 @@ INTERRUPT_GRACE_S = 5.0
 OVERRUN_GRACE_S, OVERRUN_SHARE = 2.0, 0.25
 #: seconds between two restorings of the process's SIGINT handler while a solver runs
 REASSERT_S = 0.2
+#: seconds after a Ctrl-C within which another SIGINT is that signal again, not a second Ctrl-C: ``timeout``
+#: sends its signal to the process and then to its process group, so the process receives it twice
+ECHO_S = 0.25
 #: the name of the thread a search runs in
 SOLVER_THREAD = "milp-solve"
 
@@ -52,6 +56,17 @@ class SearchInterrupted(KeyboardInterrupt):
         super().__init__("interrupted")
         self.raw = raw
         self.solution = solution
+
+
+def absorb_echoes(first: float) -> None:
+    """Wait until :data:`ECHO_S` seconds after ``first`` (the ``time.perf_counter()`` of a Ctrl-C), letting
+    the SIGINTs that arrive meanwhile pass unheeded: the same signal delivered again, which would
+    otherwise end the handling of the first as if it were a second Ctrl-C."""
+    while (left := first + ECHO_S - time.perf_counter()) > 0:
+        try:
+            time.sleep(left)
+        except KeyboardInterrupt:
+            continue
 
 
 def _reassert_sigint() -> None:
@@ -89,8 +104,11 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
                 asked = True
                 stopped = bool(be.interrupt())
     except KeyboardInterrupt:
-        if be.interrupt():
-            finished.wait(INTERRUPT_GRACE_S)   # a second Ctrl-C here goes on as it is
+        first = time.perf_counter()
+        stoppable = be.interrupt()
+        absorb_echoes(first)
+        if stoppable:   # a second Ctrl-C here goes on as it is
+            finished.wait(max(0.0, first + INTERRUPT_GRACE_S - time.perf_counter()))
         raise SearchInterrupted(outcome.get("raw")) from None
     if "error" in outcome:
         raise outcome["error"]
