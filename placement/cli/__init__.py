@@ -133,8 +133,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 BROKEN_PIPE = 141
 
 
+#: the exit status of a command that SIGTERM stopped (128 + SIGTERM)
+TERMINATED = 143
+
+
+def _terminate_as_interrupt() -> list[int]:
+    """Handle SIGTERM (a job scheduler's or a CI runner's stop) as Ctrl-C: a MILP search stops and its
+    best plan is shown and written, where the default handler ended the process with nothing. Returns the
+    list the handler appends the signal to, which says whether it came."""
+    import signal
+
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    return received
+
+
 def run() -> None:
     """Console-script entry point."""
+    terminated = _terminate_as_interrupt()
     for stream in (sys.stdout, sys.stderr):  # names from an instance may hold text no encoding takes
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -152,7 +173,9 @@ def run() -> None:
         to_devnull(sys.stdout)
         print(f"error: {exc.strerror or exc}", file=sys.stderr)
         status = 2
-    if status == INTERRUPTED:
+    if status == INTERRUPTED and terminated:
+        status = TERMINATED
+    if status in (INTERRUPTED, TERMINATED):
         from placement.solvers.milp.interrupt import still_searching
 
         if still_searching():   # torn down by the interpreter's exit, OR-Tools aborted the process (SIGABRT)
