@@ -59,6 +59,18 @@ def test_a_closed_pipe_behind_both_outputs_keeps_the_exit_status(command):
     assert proc.returncode == (0 if len(command) == 2 else 1)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command, status", [(["solve", CHAIN4], 0), (["solve", CHAIN4, "--bogus"], 2)])
+def test_a_full_device_behind_standard_error_keeps_the_result_and_the_status(command, status):
+    """`2>/dev/full`: the progress lines failed to write, then the error about it did, and the command
+    exited 1 with nothing on standard output; progress is no result, so it is dropped instead."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "placement", *command], stdout=subprocess.PIPE, stderr=full,
+                              cwd=ROOT, timeout=120)
+    assert proc.returncode == status
+    if status == 0:
+        assert b"max-load    7.500000" in proc.stdout
+
 def test_a_named_pipe_gets_the_plan(tmp_path):
     """--out naming a FIFO: the plan reaches its reader (the check before the solve opened and closed the pipe,
     which ended the reader's stream, and the write then waited forever for another)."""

@@ -161,7 +161,7 @@ def run() -> None:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     sys.stdout = ReaderOutput(sys.stdout)
-    sys.stderr = ReaderOutput(sys.stderr)   # `2>&1 | head`: progress lines meet the closed pipe too
+    sys.stderr = ReaderOutput(sys.stderr, diagnostics=True)   # `2>&1 | head`, `2>/dev/full`: no result lost
     status = None
     try:
         status = main()

@@ -214,17 +214,20 @@ def to_devnull(stream: Any) -> None:
 
 class ReaderOutput:
     """Standard output (or error) that, once its reader has gone (``placement verify ... | head``), discards
-    what is written, so that the command finishes and exits with its own status: an invalid plan stays 1."""
+    what is written, so that the command finishes and exits with its own status: an invalid plan stays 1.
+    ``diagnostics`` (standard error): any failure to write (a full device) discards too, since progress and
+    messages are no result; on standard output such a failure goes on, to be reported."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, diagnostics: bool = False) -> None:
         self._stream = stream
         self._gone = False
+        self._lost = OSError if diagnostics else BrokenPipeError
 
     def write(self, text: str) -> int:
         if not self._gone:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
+            except self._lost:
                 self._discard()
         return len(text)
 
@@ -232,7 +235,7 @@ class ReaderOutput:
         if not self._gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except self._lost:
                 self._discard()
 
     def _discard(self) -> None:
