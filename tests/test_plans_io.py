@@ -147,6 +147,14 @@ def test_plan_file_of_a_result(chain):
                                 "calls": None, "ledger_agrees": None, "notes": []}
 
 
+def test_an_expert_split_naming_a_node_the_instance_lacks_is_no_plan(chain):
+    # it ended in a KeyError while the result's plan was put in the instance's order, before any check
+    plan = Plan((DeviceAssignment(A, (1, 2, 9)), DeviceAssignment(C, (3,))))
+    result = placement.solve(chain, method="expert", split=plan)
+    assert (result.status, result.plan) == ("no_solution", ())
+    assert result.message == ("the plan failed independent verification: device 0 (accelerator): node 9 is not in "
+                              "the instance")
+
 def test_plan_file_without_plan():
     result = placement.Result(status="infeasible", value=None, bound=None, gap=None, plan=(), method="dp",
                               backend=None, objective="throughput", contiguity="stages", runtime_s=0.0,

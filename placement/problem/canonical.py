@@ -54,9 +54,13 @@ def canonical(problem: Instance) -> Instance:
 
 def listed_as(problem: Instance, plan: Plan) -> Plan:
     """``plan`` with every device's nodes (and each of its calls', B and W tasks') in ``problem``'s order;
-    the devices and the order of their calls stay as they are."""
+    the devices and the order of their calls stay as they are. Ids that are no node of ``problem`` (a
+    plan the checks will refuse) go last, in the plan's order."""
+    index = {node.id: k for k, node in enumerate(problem.nodes)}
+    unknown = len(index)
+
     def ordered(ids: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(sorted(ids, key=problem.index_of))
+        return tuple(sorted(ids, key=lambda i: index.get(i, unknown)))
 
     return Plan(tuple(dataclasses.replace(dev, nodes=ordered(dev.nodes), calls=tuple(map(ordered, dev.calls)),
                                           b_tasks=ordered(dev.b_tasks), w_tasks=ordered(dev.w_tasks))
