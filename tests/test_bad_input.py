@@ -599,7 +599,12 @@ def test_instances_built_in_code_are_held_to_the_rules_of_files():
              "it), got ''"),
             (lambda: Instance(nodes, edges, (DeviceType("gpu ", 1), cpu)),
              "a device type's name must be a non-empty string without surrounding spaces (plans name the type by "
-             "it), got 'gpu '")):
+             "it), got 'gpu '"),
+            # an edge's end True was node 1, where a node's id True is refused
+            (lambda: Instance(nodes, (Edge(True, 2),), (acc, cpu)),
+             "edge True -> 2: an end must be a node id (an integer), got bool True"),
+            (lambda: Instance(nodes, (Edge(1, 2.0),), (acc, cpu)),
+             "edge 1 -> 2.0: an end must be a node id (an integer), got float 2.0")):
         with pytest.raises(InvalidInstanceError) as caught:
             build()
         assert str(caught.value) == message

@@ -517,6 +517,9 @@ def _validate_each(problem: Instance) -> None:
     succ: list[list[int]] = [[] for _ in problem.nodes]
     for e in problem.edges:
         for end in (e.src, e.dst):
+            if not isinstance(end, int) or isinstance(end, bool):   # as node ids are: True would be node 1
+                raise InvalidInstanceError(f"edge {e.src!r} -> {e.dst!r}: an end must be a node id (an integer), "
+                                           f"got {type(end).__name__} {end!r}")
             if end not in ids:
                 raise InvalidInstanceError(f"edge {e.src} -> {e.dst} refers to unknown node {end}")
         if e.src == e.dst:
@@ -616,6 +619,8 @@ def _plainly_valid(problem: Instance) -> bool:
                 if t.count > 0:
                     fits |= supported & (memory <= t.memory)
             if not np.all(fits):
+                return False
+            if not all(type(e.src) is int and type(e.dst) is int for e in edges):
                 return False
             src = np.array([index[e.src] for e in edges], dtype=np.int64)
             dst = np.array([index[e.dst] for e in edges], dtype=np.int64)
