@@ -40,6 +40,19 @@ def test_import_writes_an_instance_that_solves(tmp_path, capsys):
     assert "status      optimal" in capsys.readouterr().out
 
 
+def test_import_json_is_the_one_document_on_standard_output(tmp_path, capsys):
+    """A model file that prints when imported and when its factory runs: with --json, what it prints goes
+    to standard error, and standard output is the one JSON document."""
+    model = tmp_path / "noisy.py"
+    model.write_text("import torch\nprint('hello from module import')\n\n\ndef noisy():\n"
+                     "    print('hello from factory')\n"
+                     "    return torch.nn.Sequential(torch.nn.Linear(4, 2)), (torch.randn(3, 4),)\n")
+    out = tmp_path / "noisy.json"
+    assert main(["import", f"{model}:noisy", "--out", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["nodes"] == 1
+    assert captured.err == "hello from module import\nhello from factory\n"
+
 def write_plan(path, *groups, kinds=None):
     """A plan file with one device per group of node ids, accelerators unless ``kinds`` says otherwise."""
     kinds = kinds or ["accelerator"] * len(groups)

@@ -16,6 +16,7 @@ Operators without a FLOP formula are reported as one ``warning: ...`` line on st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -197,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.out, (args.model, source, *catalogues))   # before the model is traced (seconds, minutes)
     dims = _dims(args.dims)
     platform = platform_from_args(args.devices, args.accelerators, args.cpus, args.memory, args.link)
-    with warnings.catch_warnings(record=True) as caught:
+    # the user's model may print (on import, in its factory, in forward): with --json, standard output is
+    # one JSON document, so what it prints goes to standard error
+    printed = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught, printed:
         warnings.simplefilter("always", CostModelWarning)
         try:
             imported = import_model_spec(args.model, platform, training=args.training, granularity=args.granularity,
