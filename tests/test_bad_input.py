@@ -583,6 +583,17 @@ def test_a_plan_or_a_grid_is_named_where_a_model_or_a_grid_is_expected(tmp_path)
                                  "each of tensor_cores, array_width, array_depth, vector_cores, vector_lanes, "
                                  "buffer_mb")
 
+def test_a_device_type_built_in_code_takes_none_for_unbounded_memory_as_a_file_takes_null():
+    from placement import DeviceType, Instance, Node
+
+    for acc in (DeviceType("accelerator", 1, None), DeviceType("accelerator", 1)):
+        assert acc.memory == math.inf
+        problem = Instance((Node(1, "a", (1.0, 2.0), memory=5.0),), (), (acc, DeviceType("cpu", 1, pays_comm=False)))
+        assert load({"deviceTypes": [{"name": "accelerator", "count": 1, "memory": None, "paysComm": True},
+                                     {"name": "cpu", "count": 1, "paysComm": False}],
+                     "nodes": [{"id": 1, "times": {"accelerator": 1, "cpu": 2}, "size": 5}], "edges": []}
+                    ).device_types == problem.device_types
+
 def test_instances_built_in_code_are_held_to_the_rules_of_files():
     """Names a file could not give: an instance's name that is no string (a result read back from JSON
     then named it otherwise), a node's, and a device type named by an empty or padded string."""

@@ -87,7 +87,8 @@ def _as_times(value: object) -> object:
 
 @dataclass(frozen=True)
 class DeviceType:
-    """A kind of device: how many there are, their memory, and whether they pay communication."""
+    """A kind of device: how many there are, their memory (``None``, as ``null`` in a file: unbounded), and
+    whether they pay communication."""
 
     name: str
     count: int
@@ -96,7 +97,7 @@ class DeviceType:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "count", _as_int(self.count))
-        object.__setattr__(self, "memory", _as_float(self.memory))
+        object.__setattr__(self, "memory", math.inf if self.memory is None else _as_float(self.memory))
         object.__setattr__(self, "pays_comm", _as_flag(self.pays_comm))
 
 
