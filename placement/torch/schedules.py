@@ -1,8 +1,8 @@
 """The torch schedules a pipeline plan runs with, and the one wrapper they may need.
 
 ``gpipe`` is ``torch.distributed.pipelining.ScheduleGPipe`` and ``1f1b`` is ``Schedule1F1B``.
-Two stages get an instance of a subclass of that schedule instead; every other stage's schedule
-is torch's own class, unwrapped:
+Two kinds of stage get an instance of a subclass of that schedule instead; every other stage's
+schedule is torch's own class, unwrapped:
 
 * a stage that holds shared parameters: its ``step`` sums those parameters' gradients across
   their holders after the schedule's own ``step`` (:class:`placement.torch.sharing.GradientExchange`)
