@@ -216,7 +216,8 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     # the DP's value bounds the optimum where its memory checks admit every block that fits; a plan that
     # meets the instance's own bound is optimal whatever they left out
     memory_proven, floor = graph.memory_exact, 0.0
-    meets_simple = plan is not None and meets(throughput_lower_bound(problem)["bound"], value)
+    simple = None if memory_proven or plan is None else throughput_lower_bound(problem)["bound"]
+    meets_simple = simple is not None and meets(simple, value)
     if not memory_proven and not meets_simple:
         # the run on memory rounded the other way is a relaxation: its optimum bounds, its valid plan is optimal
         relaxed = build_graph(problem, contraction, relaxed_memory=True)
@@ -245,8 +246,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     error = rounding_error(problem, value)
     if error > ROUNDING_SHARE * value:
         return _inexact(problem, plan, value, error, runtime, stats, memory_proven, floor)
-    if not memory_proven and not meets_simple:
-        simple = throughput_lower_bound(problem)["bound"]
+    if not memory_proven and not meets_simple:   # the first run's plan stands: ``simple`` is its instance's bound
         return Solution(Status.FEASIBLE, plan, value, min(value, max(simple, floor)), "dp", runtime_s=runtime,
                         stats=stats, message=f"{MEMORY_ROUNDED}: its optimum is no proof; on memory rounded to "
                                              f"admit every fit it reaches {floor:.6g}, with a plan that does not fit")
