@@ -358,10 +358,11 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
                 del received[value]
             else:
                 env[value] = graph.call_function(contiguous_gradient, (received[value],))
+    source = part.root.graph._codegen
+    info = source.pytree_info if isinstance(source, _PyTreeCodeGen) else None
     if s == 0:   # the program was exported for one micro-batch of these shapes and constants
         planned = tuple(_planned(value) for value in stage.inputs)
-        spec = getattr(getattr(part.root.graph._codegen, "pytree_info", None), "in_spec", None)
-        given = spec.children() if spec is not None else ()
+        given = info.in_spec.children() if info is not None and info.in_spec is not None else ()
         keywords = given[1].num_leaves if len(given) == 2 else 0   # (positional inputs, keyword inputs)
         graph.call_function(check_microbatch, (tuple(v.name for v in stage.inputs), planned, keywords,
                                                *(received[v] for v in stage.inputs)))
@@ -403,8 +404,6 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
                         graph.call_method("clone", (env[v],), {"memory_format": torch.contiguous_format})
                         if aliases_state(v) else graph.call_method("contiguous", (env[v],))
                         for v in stage.outputs)
-    source = part.root.graph._codegen
-    info = source.pytree_info if isinstance(source, _PyTreeCodeGen) else None
     if last:
         graph.output(results[0] if _single_output(part.root) else results)
     else:
