@@ -89,6 +89,15 @@ def lenient_pair() -> dict:
                       {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 0.5, "cpuLatency": 2, "size": 1.23456789e-12}]}
 
 
+def test_the_readme_example_of_a_bound_filled_without_an_exact_unit_runs_as_written(capsys):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "0.09999999999999999" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == "optimal 1.0 [(1,), (2,)]\n"
+
 def test_a_run_that_admits_every_fit_bounds_where_its_plan_does_not_fit():
     # 1 -> 2 on one accelerator of memory 1 and a CPU; sizes 1 and 1.23456789e-12 (no exact unit), so
     # both together exceed the bound by 1.2e-12 of it. Accelerator times 1 and 0.5, CPU times 100 and 2:
