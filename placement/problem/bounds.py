@@ -98,6 +98,11 @@ def throughput_lower_bound(problem: Instance) -> dict[str, float]:
     return {"class": by_class, "average": average, "weighted": weighted, "bound": max(by_class, average, weighted)}
 
 
+def weighted_applies(problem: Instance) -> bool:
+    """Whether :func:`weighted_average` bounds anything: exactly two device types have devices."""
+    return sum(1 for dtype in problem.device_types if dtype.count > 0) == 2
+
+
 def weighted_average(problem: Instance, backward: bool | None = None) -> float:
     """A lower bound on the max load from the fractional relaxation of the load rows, for instances
     with two device types ``A``, ``B`` (counts ``a``, ``b``; 0 otherwise).
@@ -118,10 +123,9 @@ def weighted_average(problem: Instance, backward: bool | None = None) -> float:
     """
     import numpy as np
 
-    types = [t for t, dtype in enumerate(problem.device_types) if dtype.count > 0]
-    if len(types) != 2:
+    if not weighted_applies(problem):
         return 0.0
-    a, b = types
+    a, b = (t for t, dtype in enumerate(problem.device_types) if dtype.count > 0)
     count_a, count_b = problem.device_types[a].count, problem.device_types[b].count
     room_a, room_b = problem.device_types[a].memory, problem.device_types[b].memory
     nan = math.nan     # a type the node cannot use

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from placement.problem.bounds import class_without_device, throughput_lower_bound
+from placement.problem.bounds import class_without_device, throughput_lower_bound, weighted_applies
 from placement.problem.instance import Instance, format_number
 
 
@@ -54,8 +54,7 @@ def instance_info(problem: Instance) -> dict[str, Any]:
         "lower_bound": bound["bound"],
         "lower_bound_class": bound["class"],
         "lower_bound_average": bound["average"],
-        # the speed-weighted average applies to two device types with devices only (None elsewhere)
-        "lower_bound_weighted": bound["weighted"] if sum(t.count > 0 for t in problem.device_types) == 2 else None,
+        "lower_bound_weighted": bound["weighted"] if weighted_applies(problem) else None,
         # the class bound is infinite exactly where a colour class fits no device: only then is there a why
         "no_plan": class_without_device(problem) if math.isinf(bound["class"]) else None,
         "ideals": None,
