@@ -111,10 +111,11 @@ class Verification:
         from placement.jsonfile import json_type_name
 
         _require_object(data, "verified")
-        violations, notes = data.get("violations") or [], data.get("notes") or []
+        violations, notes = (_array(data, key, "verified", "an array of strings") for key in ("violations", "notes"))
         for key, value in (("violations", violations), ("notes", notes)):
-            if not isinstance(value, list):
-                raise InvalidPlanError(f"verified.{key}: must be an array of strings, got {json_type_name(value)}")
+            if not all(isinstance(item, str) for item in value):
+                raise InvalidPlanError(f"verified.{key}: must be an array of strings, got an array holding "
+                                       f"{json_type_name(next(i for i in value if not isinstance(i, str)))}")
         valid = data.get("valid", False)
         if not isinstance(valid, bool):
             raise InvalidPlanError(f"verified.valid: must be true or false, got {json_value_text(valid)}")
@@ -124,7 +125,8 @@ class Verification:
                    max_load=_number(data.get("max_load"), "verified.max_load"),
                    violations=tuple(str(v) for v in violations),
                    finest_class=data.get("finest_class"),
-                   inferred=node_ids(data.get("inferred") or [], "verified.inferred"),
+                   inferred=node_ids(_array(data, "inferred", "verified", "an array of node ids"),
+                                     "verified.inferred"),
                    calls=_count(data.get("calls"), "verified.calls"), ledger=data.get("ledger_agrees"),
                    notes=tuple(str(n) for n in notes))
 
@@ -263,24 +265,24 @@ class Result:
         for k, d in enumerate(devices):
             _require_object(d, f"devices[{k}]")
             where = f"devices[{k}]"
-            calls = d.get("calls") or []
-            if not isinstance(calls, list):
-                raise InvalidPlanError(f"{where}.calls: must be an array of arrays of node ids, got "
-                                       f"{json_type_name(calls)}")
+            calls = _array(d, "calls", where, "an array of arrays of node ids")
             if not isinstance(d.get("type"), str):
                 raise InvalidPlanError(f"{where}.type: must be a string, got "
                                        + ("nothing" if "type" not in d else json_value_text(d["type"])))
+            tasks = [node_ids(_array(d, f, where, "an array of node ids"), f"{where}.{f}")
+                     for f in ("b_tasks", "w_tasks")]
             try:
                 stages.append(Stage(d["type"], node_ids(d["nodes"], f"{where}.nodes"),
                                     _number(d.get("load"), f"{where}.load"),
                                     _number(d.get("memory"), f"{where}.memory") or 0.0,
                                     tuple(node_ids(c, f"{where}.calls[{j}]") for j, c in enumerate(calls)),
-                                    *(node_ids(d.get(f) or [], f"{where}.{f}") for f in ("b_tasks", "w_tasks"))))
+                                    *tasks))
             except InvalidPlanError:
                 raise
             except (KeyError, TypeError, ValueError) as exc:
                 raise InvalidPlanError(f"{where}: malformed device entry ({exc})") from None
-        stats = data.get("stats") or {}
+        stats = data.get("stats")
+        stats = {} if stats is None else stats
         if not isinstance(stats, dict):
             raise InvalidPlanError(f"field 'stats' must be an object, got {json_type_name(stats)}")
         verified = data.get("verified")
@@ -290,11 +292,22 @@ class Result:
             found = f"got {json_type_name(data['objective'])}" if "objective" in data else "it is missing"
             raise InvalidPlanError(f"field 'objective' must be a number in a plan document of status "
                                    f"{status.value!r}; {found}")
+        bound = _number(data.get("bound"), "field 'bound'")
+        if status is Status.OPTIMAL and bound is None:
+            found = f"got {json_type_name(data['bound'])}" if "bound" in data else "it is missing"
+            raise InvalidPlanError(f"field 'bound' must be a number in a plan document of status 'optimal' (the "
+                                   f"proven bound, equal to the objective); {found}")
+        if value is not None and bound is not None and bound > value + 1e-9 * max(abs(value), 1.0):
+            raise InvalidPlanError(f"field 'bound' ({bound!r}) is above field 'objective' ({value!r}): a lower "
+                                   "bound on the objective cannot exceed a plan's value")
+        if status is Status.OPTIMAL and bound < value - 1e-9 * max(abs(value), 1.0):
+            raise InvalidPlanError(f"field 'bound' ({bound!r}) is below field 'objective' ({value!r}) in a plan "
+                                   "document of status 'optimal', whose bound is its objective")
         contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")   # a class verify notes if unknown
         backward = data.get("backward")
         if backward is not None and not isinstance(backward, dict):
             raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
-        return cls(status=status, value=value, bound=_number(data.get("bound"), "field 'bound'"),
+        return cls(status=status, value=value, bound=bound,
                    gap=_number(data.get("gap"), "field 'gap'"), plan=tuple(stages),
                    method=_text(data, "method", "field 'method'", ""),
                    backend=_text(data, "backend", "field 'backend'", None), objective=kind, contiguity=contiguity,
@@ -310,6 +323,17 @@ class Result:
 def _require_object(data: Any, where: str) -> None:
     if not isinstance(data, Mapping):
         raise InvalidPlanError(f"{where} must be a JSON object, got {type(data).__name__}")
+
+
+def _array(data: Mapping[str, Any], key: str, where: str, what: str) -> list:
+    """``data[key]``, an array (empty where absent or null); anything else is an :class:`InvalidPlanError`
+    saying that it must be ``what``."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidPlanError(f"{where}.{key}: must be {what}, got {json_type_name(value)}")
+    return value
 
 
 def _number(value: Any, where: str) -> float | None:

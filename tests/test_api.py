@@ -390,6 +390,45 @@ def test_result_from_json_refuses_stats_that_are_no_object():
         placement.Result.from_json(document)
 
 
+@pytest.mark.parametrize("edit,why", [
+    # falsy values of the wrong kind are no empty array or object
+    (lambda d: d.update(stats=[]), "field 'stats' must be an object, got array"),
+    (lambda d: d.update(stats=0), "field 'stats' must be an object, got integer"),
+    (lambda d: d["verified"].update(notes=False), "verified.notes: must be an array of strings, got boolean"),
+    (lambda d: d["verified"].update(violations=[1]),
+     "verified.violations: must be an array of strings, got an array holding integer"),
+    (lambda d: d["devices"][0].update(calls=0),
+     "devices[0].calls: must be an array of arrays of node ids, got integer"),
+    (lambda d: d["devices"][0].update(b_tasks=""), "devices[0].b_tasks: must be an array of node ids, got string"),
+    # CHAIN4's optimum is 7.5, proven: the bound of an optimal plan is its value
+    (lambda d: d.pop("bound"), "field 'bound' must be a number in a plan document of status 'optimal' (the proven "
+                               "bound, equal to the objective); it is missing"),
+    (lambda d: d.update(bound=None), "field 'bound' must be a number in a plan document of status 'optimal' (the "
+                                     "proven bound, equal to the objective); got null"),
+    (lambda d: d.update(bound=7.0), "field 'bound' (7.0) is below field 'objective' (7.5) in a plan document of "
+                                    "status 'optimal', whose bound is its objective"),
+    (lambda d: d.update(status="feasible", bound=8), "field 'bound' (8.0) is above field 'objective' (7.5): a lower "
+                                                     "bound on the objective cannot exceed a plan's value"),
+])
+def test_result_from_json_refuses_records_that_contradict_themselves(edit, why):
+    document = placement.solve(CHAIN4).to_json()
+    assert (document["status"], document["objective"], document["bound"]) == ("optimal", 7.5, 7.5)
+    edit(document)
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.Result.from_json(document)
+    assert str(caught.value) == why
+
+
+def test_result_from_json_reads_a_feasible_record_below_its_value_and_empty_nulls():
+    document = placement.solve(CHAIN4).to_json()
+    document.update(status="feasible", bound=7.0, gap=0.5 / 7.5, stats=None)
+    document["verified"].update(notes=None, violations=None)
+    document["devices"][0].update(calls=None)
+    read = placement.Result.from_json(document)
+    assert (read.status, read.value, read.bound, dict(read.stats)) == ("feasible", 7.5, 7.0, {})
+    assert read.verification.notes == () and read.plan[0].calls == ()
+
+
 def test_result_from_json_needs_the_value_a_plan_claims_and_names_statuses_plainly():
     document = placement.solve(CHAIN4).to_json()
     del document["objective"]
