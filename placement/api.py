@@ -44,6 +44,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     plan solved for latency records it was verified with, else none);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
+    What a solved plan's record claims that the check refutes (its value, the instance it names, an
+    exact stage count) is added to the verdict's ``notes``.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``; those not
     given are, by default, what a solved plan records it was solved with (``Result.overrides``).
     ``backward="split"`` checks a split-backward plan under the variant ``w_placement``,
@@ -93,12 +95,29 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         from placement.verification.split import check_split_plan
 
         check_training(problem)
-        return check_split_plan(problem, as_plan(plan), model, objective)
+        checked = as_plan(plan)
+        return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem)
     refuse_split_options(**given)
     if contiguity is None:
         contiguity = recorded_contiguity(plan) or "none"
-    return check_plan(problem, as_plan(plan), objective=objective, contiguity=contiguity, calls=calls,
-                      infer_from_colours=flag("infer_from_colours", infer_from_colours), ledger=flag("ledger", ledger))
+    checked = as_plan(plan)
+    verification = check_plan(problem, checked, objective=objective, contiguity=contiguity, calls=calls,
+                              infer_from_colours=flag("infer_from_colours", infer_from_colours),
+                              ledger=flag("ledger", ledger))
+    return _with_record_notes(verification, plan, checked, problem)
+
+
+def _with_record_notes(verification: Any, plan: Any, checked: Any, problem: Any) -> Any:
+    """``verification`` with the notes of what ``plan``'s record claims that it refutes or cannot check
+    (:func:`placement.io.plans.record_notes`: a claimed value, the instance named, a stage count)."""
+    from dataclasses import replace
+
+    from placement.io.plans import record_notes
+
+    non_empty = sum(1 for device in checked.devices if device.nodes)
+    notes = record_notes(plan, verification.objective, verification.value if verification.valid else None,
+                         problem.name, non_empty)
+    return replace(verification, notes=verification.notes + tuple(notes)) if notes else verification
 
 
 def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:

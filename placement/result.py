@@ -79,7 +79,8 @@ class Verification:
     whether the HyPar-style communication ledger agrees with the communication charged in the
     loads (``None`` where it was not run, or where nothing disagrees but the instance gives no
     tensor sizes to check against). ``notes`` are findings that do not make the plan invalid (a
-    training pipeline whose devices' backward calls wait for each other in a cycle).
+    training pipeline whose devices' backward calls wait for each other in a cycle; what the plan's
+    record claims that the check refutes).
     ``report`` carries the evaluator's full report for renderers; it is not written to JSON.
     """
 

@@ -429,6 +429,46 @@ def test_result_from_json_reads_a_feasible_record_below_its_value_and_empty_null
     assert read.verification.notes == () and read.plan[0].calls == ()
 
 
+def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path):
+    """CHAIN4's optimum, 7.5 on two non-empty stages, checked with its record edited: each claim the check refutes
+    becomes a note, as ``placement verify`` prints them; an unedited record has none."""
+    result = placement.solve(CHAIN4)
+    assert (result.instance, result.value, result.num_stages) == ("chain4", 7.5, 2)
+    assert placement.verify(CHAIN4, result).notes == () == placement.verify(CHAIN4, result.to_json()).notes
+    document = result.to_json()
+    document.update(objective=9.0, instance="other", stages=3)
+    expected = ("the plan file claims throughput 9; the verified value is 7.5",
+                "the plan file was made for instance 'other', not 'chain4'",
+                "the plan file records a solve into exactly 3 non-empty stages; the plan has 2 non-empty devices")
+    assert placement.verify(CHAIN4, document).notes == expected
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(document))
+    assert placement.verify(CHAIN4, path).notes == expected == placement.verify(CHAIN4, str(path)).notes
+    assert placement.verify(CHAIN4, dataclasses.replace(result, value=9.0)).notes == (
+        "the result claims throughput 9; the verified value is 7.5",)
+    document = result.to_json()
+    document.update(stages="two", maxLoad=8)
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file claims throughput 8; the verified value is 7.5",
+        "the plan file's 'stages' is no positive integer: \"two\"; the number of non-empty devices was not checked "
+        "against it")
+    document = result.to_json()
+    document.update(objective_kind="speed")
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file's 'objective_kind' names no objective (throughput, throughput-gpipe, latency); checked for "
+        "throughput, and its claimed value was not checked",)
+
+
+def test_verify_notes_the_claims_of_a_split_backward_record():
+    problem = ROOT / "instances" / "tiny" / "training-pair.json"
+    result = placement.solve(problem, backward="split")
+    assert placement.verify(problem, result).notes == ()
+    document = result.to_json()
+    document["objective"] = result.value * 2
+    assert placement.verify(problem, document).notes == (
+        f"the plan file claims throughput {result.value * 2:.10g}; the verified value is {result.value:.10g}",)
+
+
 def test_result_from_json_needs_the_value_a_plan_claims_and_names_statuses_plainly():
     document = placement.solve(CHAIN4).to_json()
     del document["objective"]

@@ -184,24 +184,6 @@ def run(args: argparse.Namespace) -> int:
         print(format_verification(instance, verification), end="")
         for note in verification.notes:
             print(f"note: {note}")
-        if claims.value is not None:
-            print(f"note: the plan file claims {args.objective} {claims.value:.10g}; the verified value is "
-                  f"{verification.value:.10g}")
-        if claims.unreadable == "objective_kind":
-            print(f"note: the plan file's 'objective_kind' names no objective ({', '.join(OBJECTIVES)}); checked "
-                  f"for {args.objective}, and its claimed value was not checked")
-        elif claims.unreadable is not None:
-            print(f"note: the plan file's {claims.unreadable!r} is not a number; its claimed value was "
-                  "not checked")
-        if claims.instance is not None:
-            print(f"note: the plan file was made for instance {claims.instance!r}, not {instance.name!r}")
-        if stages_refuted is not None:
-            print(f"note: the plan file records a solve into exactly {stages} non-empty "
-                  f"stage{'s' if stages > 1 else ''}; the plan has {used} non-empty "
-                  f"device{'s' if used != 1 else ''}")
-        if stages_garbled is not None:
-            print(f"note: the plan file's 'stages' is no positive integer: {json.dumps(stages_garbled)[:40]}; the "
-                  "number of non-empty devices was not checked against it")
         evaluation, _, ledger = verification.report
         if ledger is not None:
             print()

@@ -24,6 +24,7 @@ task B and their weight-gradient task W on the device; ``nodes`` then places the
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from dataclasses import dataclass
@@ -191,6 +192,50 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         if claim is not None and value is not None and not math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
             return FileClaims(claim, other, None)
     return FileClaims(None, other, None)
+
+
+def record_notes(plan: object, objective: str, value: float | None, instance_name: str, non_empty: int) -> list[str]:
+    """What a solved plan's record (a plan file, a plan document or a :class:`placement.Result`) claims that a
+    verification of ``objective`` against the instance named ``instance_name`` refutes or cannot check, one
+    sentence each: its claimed value (:func:`refuted_claims`; ``value`` is the verified value, ``None`` for an
+    invalid plan, whose value is no verdict on the claim), the instance it was made for, and the number of
+    non-empty stages it was solved into exactly against the plan's ``non_empty`` devices."""
+    if isinstance(plan, (str, Path)):
+        try:
+            record: Any = load_json(plan, InvalidPlanError)
+        except PlacementError:
+            return []
+        source = "the plan file"
+    elif isinstance(plan, dict):
+        record, source = plan, "the plan file"
+    elif hasattr(plan, "to_json") and hasattr(plan, "objective"):   # a Result
+        record, source = plan.to_json(), "the result"
+    else:
+        return []
+    if not isinstance(record, dict) or not any(key in record for key in PLACING_FIELDS):
+        return []
+    from placement.problem.objectives import OBJECTIVES
+
+    claims = refuted_claims(record, objective, value, instance_name)
+    notes = []
+    if claims.value is not None:
+        notes.append(f"{source} claims {objective} {claims.value:.10g}; the verified value is {value:.10g}")
+    if claims.unreadable == "objective_kind":
+        notes.append(f"{source}'s 'objective_kind' names no objective ({', '.join(OBJECTIVES)}); checked for "
+                     f"{objective}, and its claimed value was not checked")
+    elif claims.unreadable is not None:
+        notes.append(f"{source}'s {claims.unreadable!r} is not a number; its claimed value was not checked")
+    if claims.instance is not None:
+        notes.append(f"{source} was made for instance {claims.instance!r}, not {instance_name!r}")
+    stages = recorded_stages(record)
+    if stages is not None and stages != non_empty:
+        notes.append(f"{source} records a solve into exactly {stages} non-empty stage{'s' if stages > 1 else ''}; "
+                     f"the plan has {non_empty} non-empty device{'s' if non_empty != 1 else ''}")
+    garbled = garbled_stages(record)
+    if garbled is not None:
+        notes.append(f"{source}'s 'stages' is no positive integer: {json.dumps(garbled)[:40]}; the number of "
+                     "non-empty devices was not checked against it")
+    return notes
 
 
 def _recorded(plan: object, field: str, attribute: str) -> Any:
