@@ -20,8 +20,9 @@ plan of the larger model too; its B calls are those of the unsplit plan), and ``
                                         [--variants any adjacent adjacent+inter-layer] [--operator]
 
 Writes ``benchmarks/results/backward_split.json`` (``--out``; the machine, and one row per run, with the unsplit
-solve's bound and gap) and prints a table and, per variant, how many runs are strictly better. Times are wall
-seconds on this machine, one solver thread.
+solve's bound and gap; a run's rows replace those of the same graph, accelerator count, variant and limit, the
+file's others are kept unless ``--fresh``) and prints a table and, per variant, how many runs are strictly
+better. Times are wall seconds on this machine, one solver thread.
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ import placement
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
+                    positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 RESULTS = ROOT / "benchmarks" / "results" / "backward_split.json"
+#: The fields that name a row: a later run's row of the same values replaces it in the results file.
+KEY = ("file", "accelerators", "variant", "time_limit")
 #: a variant whose plans are all plans of the key: the key's run starts from the variant's plan when better
 SUBSET = {"adjacent+inter-layer": "adjacent", "any+inter-layer": "any", "any": "adjacent"}
 VARIANTS = {"any": ("any", False), "adjacent": ("adjacent", False), "adjacent+inter-layer": ("adjacent", True),
@@ -120,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--operator", action="store_true", help="also the BERT operator graphs")
     ap.add_argument("--match", default="", help="only graphs whose file name contains this")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--fresh", action="store_true",
+                    help="write this run's rows only (default: merge them into the file's rows)")
     args = ap.parse_args(argv)
     if message := cannot_write({"--out": args.out}):
         return refuse(message)
@@ -142,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row['file']} k={k} {row['variant']}: unsplit {fmt(row['unsplit'])} split {fmt(row['split'])} "
                       f"gap {fmt(row['gap'], '.2%')} {row['status']} {row['split_s']:.1f} s", flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps({"time_limit": args.time_limit, "machine": machine(), "rows": rows},
+                kept = rows if args.fresh else merged_rows(args.out, rows, KEY)
+                args.out.write_text(json.dumps({"time_limit": args.time_limit, "machine": machine(), "rows": kept},
                                                indent=1) + "\n")
     table = [["graph", "acc", "variant", "unsplit", "split", "speed-up", "bound", "gap", "status", "s"]]
     for r in rows:

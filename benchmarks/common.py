@@ -19,7 +19,7 @@ from placement.jsonfile import strict_json
 from placement.whole_file import probe_writable
 
 __all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "cpu_model", "machine",
-           "write_json"]
+           "merged_rows", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -100,3 +100,21 @@ def write_json(path: Path, document: Any) -> None:
     """Write ``document`` to ``path`` as strict JSON, indented: a bound that is not finite (an
     infeasible setting's) as null, which every JSON reader takes, not Python's ``Infinity``."""
     path.write_text(json.dumps(strict_json(document), indent=1, allow_nan=False) + "\n")
+
+
+def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...]) -> list[dict]:
+    """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``rows``) that the
+    run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
+    of some of the instances or settings updates their rows and keeps the others. A file that is absent, not
+    JSON or holds no list of rows keeps nothing (a note on standard error says so where it exists)."""
+    try:
+        kept = json.loads(path.read_text()).get("rows")
+    except FileNotFoundError:
+        return rows
+    except (OSError, ValueError, AttributeError) as exc:
+        kept = exc
+    if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
+        print(f"note: {path} holds no rows to keep; it is written with this run's rows only", file=sys.stderr)
+        return rows
+    new = {tuple(row.get(k) for k in key) for row in rows}
+    return [row for row in kept if tuple(row.get(k) for k in key) not in new] + rows

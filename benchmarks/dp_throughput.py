@@ -26,6 +26,9 @@ compiled-kernel and bytecode caches; run with ``--warmup`` to keep that out of t
 
     python benchmarks/dp_throughput.py [--instances DIR] [--repeat 3] [--skip-published]
                                        [--json benchmarks/results/dp_throughput.json]
+
+``--skip-published`` rewrites the shapes and the start-up in the JSON file and keeps its rows of the
+published instances.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 BERT24 = Path("LayerGraphs") / "bert24_inference.json"
 
 from child import run_child  # noqa: E402
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402
+from common import cannot_write, machine, merged_rows, positive_int, refuse  # noqa: E402
 
 
 def line_document(n: int, all_pairs: bool, seed: int) -> dict:
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         if startup is None:
             print(f"\nstart-up not timed: no {bert24}, the instance it is timed on")
     document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
-    if args.skip_published:
+    if args.skip_published:   # the published instances' rows of an earlier run stay
+        document["rows"] = merged_rows(args.json, [], ())
         _write(args.json, document)
         return 0
     print()

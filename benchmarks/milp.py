@@ -15,12 +15,13 @@ The frontier table: one row per instance × class × objective × backend with s
 verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
 status column says how many runs proved optimality), and the model size. A row prints as soon
 as it is done; the whole table is printed at the end with the machine and its load average,
-and written as JSON (``--append`` merges the rows into an existing file, replacing rows of the
-same instance, class, objective, backend and time limit, so long runs can go one at a time).
+and written as JSON: the run's rows are merged into the file, replacing rows of the same
+instance, class, objective, backend and time limit, so a run of some instances or settings keeps
+the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only).
 
     python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 3]
                               [--objectives throughput throughput-gpipe] [--backends cp-sat highs ...]
-                              [--match LayerGraphs] [--cold] [--append]
+                              [--match LayerGraphs] [--cold] [--fresh]
     python benchmarks/milp.py --latency [--calls 1 2] [--time-limit 60]
 """
 
@@ -44,7 +45,8 @@ from placement.solvers.milp.warmstart import default_warm_start
 from placement.verification.latency import evaluate_latency
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
+                    positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
@@ -159,15 +161,6 @@ def latency(args: argparse.Namespace, files: list[Path], backends: list[str]) ->
     return rows
 
 
-def merged(path: Path, rows: list[dict]) -> list[dict]:
-    """The rows of the JSON file at ``path`` that ``rows`` do not replace (same :data:`KEY`), then ``rows``."""
-    if not path.is_file():
-        return rows
-    new = {tuple(r.get(k) for k in KEY) for r in rows}
-    old = [r for r in json.loads(path.read_text()).get("rows", []) if tuple(r.get(k) for k in KEY) not in new]
-    return old + rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=Path, default=SHARED / "throughput-inputs")
@@ -178,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="throughput objectives (throughput-gpipe on training graphs only)")
     parser.add_argument("--calls", nargs="+", type=positive_int, default=[1, 2], help="latency: calls per accelerator")
     parser.add_argument("--repeat", type=positive_int, default=1, help="runs per row; the row holds their medians")
-    parser.add_argument("--append", action="store_true", help="merge the rows into the existing JSON file")
+    parser.add_argument("--fresh", action="store_true",
+                        help="write this run's rows only (default: merge them into the JSON file's rows)")
     parser.add_argument("--backends", nargs="+", help="default: every available backend")
     parser.add_argument("--time-limit", type=positive_float, default=60.0)
     parser.add_argument("--threads", type=positive_int, default=1)
@@ -215,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     here = machine()
     print(f"\nmachine: {here}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    if args.append:
-        rows = merged(out, rows)
+    if not args.fresh:
+        rows = merged_rows(out, rows, KEY)
     out.write_text(json.dumps({"threads": args.threads, "cold": args.cold, "machine": here,
                                "wall_s": round(time.time() - started, 1), "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)

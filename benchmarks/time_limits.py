@@ -20,7 +20,9 @@ the time inside ``placement.solve`` (``runtime_s``) and the solver's own (``stat
 A run whose process exits with a status other than 0 (or does not end within ten times the limit,
 at least 600 s) fails; the script then exits with status 1, as it does when a run is over.
 
-Writes ``benchmarks/results/time_limits.json`` (``--out``), with the machine. Timings depend on
+Writes ``benchmarks/results/time_limits.json`` (``--out``), with the machine: the run's rows replace those of
+the same instance, method, objective, class and limit, and the file's other rows are kept (``--fresh``: this
+run's rows only); the summary there is over all of them. Timings depend on
 the machine's load: the solver, the warm start and the model building watch the wall clock, while
 the work that cannot be cut (start, imports, reading, the DP's steps between two looks at the
 clock, verification) stretches with the load; compare ``cpu`` with ``wall``.
@@ -40,11 +42,13 @@ from pathlib import Path
 from placement.report.table import format_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, refuse  # noqa: E402  (beside this script)
+from common import cannot_write, machine, merged_rows, positive_float, refuse  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "tarnawski"
 RESULTS = ROOT / "benchmarks" / "results" / "time_limits.json"
+#: The fields that name a row: a later run's row of the same values replaces it in the results file.
+KEY = ("instance", "method", "objective", "contiguity", "time_limit")
 METHODS = ("milp", "auto", "local-search")
 CONTIGUITY = ("stages", "sets", "none")
 
@@ -131,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--match", default="", help="only instances whose path contains this")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--fresh", action="store_true",
+                        help="write this run's rows only (default: merge them into the file's rows)")
     args = parser.parse_args(argv)
     if message := cannot_write({"--out": args.out}):
         return refuse(message)
@@ -158,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{total['runs']} runs, {total['over']} over 1.05·T + 2 s, {total['failed']} failed; wall/limit median "
           f"{total['median_wall_over_limit']:.3f}, largest wall {total['max_wall_s']} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": machine(), "summary": total, "rows": rows}, indent=1) + "\n")
+    kept = rows if args.fresh else merged_rows(args.out, rows, KEY)
+    args.out.write_text(json.dumps({"machine": machine(), "summary": summary(kept, args.time_limit), "rows": kept},
+                                   indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

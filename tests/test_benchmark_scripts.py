@@ -318,3 +318,45 @@ def test_codesign_ppw_writes_where_told(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(out.read_text())
     assert document["summary"]["rows"] == 1 and "cpu_model" in document["machine"]
+
+
+# ------------------------------------------------------------------------------------------------
+# a run of some instances or settings updates their rows and keeps the file's others
+
+
+def test_merged_rows_replace_rows_of_the_same_key_and_keep_the_others(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    key = ("instance", "class")
+    run_rows = [{"instance": "a", "class": "none", "value": 2}, {"instance": "c", "class": "none", "value": 3}]
+    assert common.merged_rows(path, run_rows, key) == run_rows   # no file yet
+    path.write_text(json.dumps({"rows": [{"instance": "a", "class": "none", "value": 1},
+                                         {"instance": "a", "class": "sets", "value": 5}]}))
+    assert common.merged_rows(path, run_rows, key) == [{"instance": "a", "class": "sets", "value": 5}, *run_rows]
+    assert common.merged_rows(path, [], ()) == [{"instance": "a", "class": "none", "value": 1},
+                                                {"instance": "a", "class": "sets", "value": 5}]
+    capsys.readouterr()
+    for text in ("not json", json.dumps([1, 2]), json.dumps({"rows": {"a": 1}}), json.dumps({"rows": [1]})):
+        path.write_text(text)
+        assert common.merged_rows(path, run_rows, key) == run_rows
+        assert capsys.readouterr().err == (f"note: {path} holds no rows to keep; it is written with this run's rows "
+                                           "only\n")
+
+
+def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_path):
+    instances = tmp_path / "instances"
+    instances.mkdir()
+    shutil.copy(ROOT / "instances" / "tiny" / "chain4.json", instances / "chain4.json")
+    out = tmp_path / "milp.json"
+    common_args = ["--instances", str(instances), "--backends", "cp-sat", "--time-limit", "10", "--json", str(out)]
+
+    def classes() -> list[str]:
+        return [row["class"] for row in json.loads(out.read_text())["rows"]]
+
+    for contiguity in ("stages", "none", "stages"):
+        done = run("milp.py", *common_args, "--contiguity", contiguity)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert classes() == ["none", "stages"]   # the second stages run replaced the first
+    assert [row["objective"] for row in json.loads(out.read_text())["rows"]] == [7.5, 7.5]   # CHAIN4's optimum
+    done = run("milp.py", *common_args, "--contiguity", "sets", "--fresh")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert classes() == ["sets"]
