@@ -15,6 +15,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,6 +104,23 @@ def test_wham_through_the_library_entry_point(tiny):
     assert wrapped.status == "feasible" and wrapped.method == "wham"
     assert wrapped.value == pytest.approx(direct.value, rel=1e-12)
     assert wrapped.evaluated == direct.evaluated
+
+
+@pytest.mark.parametrize("name", ["random", "wham"])
+def test_the_searching_baselines_say_how_far_they_are(monkeypatch, name):
+    """With a report due at every placement, each line counts the combinations placed so far (of the budget, for
+    random) and names the best time per batch so far: the last line's is the baseline's own."""
+    monkeypatch.setattr(baselines, "PROGRESS_S", 0.0)
+    heard: list[str] = []
+    result = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name, progress=heard.append)
+    assert len(heard) == result.evaluated > 1
+    of = "/64" if name == "random" else ""
+    for count, line in enumerate(heard, start=1):
+        assert re.fullmatch(rf"{name} baseline: {count}{of} design combinations placed, best [0-9.e-]+ ms per "
+                            r"batch, [0-9.]+ s", line), line
+    assert heard[-1].split(", best ")[1].split(" ms")[0] == f"{result.time_per_input_ms:.6g}"
+    silent = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name)
+    assert silent.value == result.value
 
 
 def test_no_design_within_the_budgets(mlp, tiny):

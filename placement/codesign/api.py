@@ -37,7 +37,8 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     20,000). ``baseline``: ``wham``, ``random`` or ``fixed`` instead of the exact method (status
     ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. ``max_ideals``:
     the most ideals each DP enumerates (``None``: the default of :func:`placement.solve`, 200,000).
-    ``progress`` receives one-line messages while the exhaustive check runs here (not on a cluster).
+    ``progress`` receives one-line messages while the exhaustive check, or the ``wham`` or ``random``
+    baseline, runs here (not on a cluster).
     Returns a :class:`~placement.codesign.result.CodesignResult` whose ``status`` is ``optimal`` when
     proven over the grid. Raises :class:`InvalidParameterError` for a bad parameter,
     :class:`InvalidInstanceError` for a bad model or grid, :class:`LimitExceededError` past a limit.
@@ -70,7 +71,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 
     workload, design_grid = load_workload(model), load_grid(grid)
     if baseline is not None:
-        return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective)
+        return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective, progress)
     if exhaustive:
         from placement.codesign.exhaustive import solve_exhaustive
         return solve_exhaustive(workload, design_grid, chips, area, power, homogeneous=homogeneous,
@@ -82,7 +83,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 
 
 def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, power: float, homogeneous: bool,
-              objective: str) -> CodesignResult:
+              objective: str, progress: Callable[[str], None] | None) -> CodesignResult:
     """A baseline of :mod:`.baselines` as a :class:`CodesignResult` (status ``feasible``), its plan
     re-checked by the evaluator (:func:`.outcome.finish`); ``infeasible``, as the exact method says it, where
     no design of the grid is within the budgets."""
@@ -94,7 +95,7 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     space = candidates(workload, grid, area, power)
     if not space.designs:   # the exact method's answer: no design within the budgets
         return infeasible(workload, space, chips, homogeneous or name == "fixed", objective, name, start, area, power)
-    options = {} if name == "fixed" else {"homogeneous": homogeneous}
+    options = {} if name == "fixed" else {"homogeneous": homogeneous, "progress": progress}
     found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective, **options)
     time_ms = 1000.0 / found.throughput if found.throughput > 0 else math.inf
     score = time_ms * sum(d.tdp_w for d in found.designs) if objective == "perf-per-watt" else time_ms

@@ -41,11 +41,12 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from placement import parameters
+from placement.codesign.exhaustive import PROGRESS_S
 from placement.codesign.grid import Grid, load_grid
 from placement.codesign.pipeline import design_instance, layer_plans, stage_designs
 from placement.codesign.result import OBJECTIVES
@@ -134,12 +135,28 @@ def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *
 
 class _Evaluator:
     """:func:`evaluate` on the design combinations a baseline tries (rows of ``space``), counting them
-    and keeping the best."""
+    and keeping the best; ``progress`` hears, every :data:`PROGRESS_S` seconds, how many it has placed
+    (of ``planned``, where the baseline knows) and the best max load so far. Each placement is a DP over
+    the combination's distinct designs, whose work grows exponentially with their number, so a
+    combination of many chips of different designs takes seconds to minutes."""
 
-    def __init__(self, workload: Workload, space: Candidates, chips: int, objective: str) -> None:
+    def __init__(self, workload: Workload, space: Candidates, chips: int, objective: str, method: str,
+                 progress: Callable[[str], None] | None = None, planned: int | None = None) -> None:
         self.workload, self.space, self.chips, self.objective = workload, space, chips, objective
+        self.method, self.progress, self.planned = method, progress, planned
         self.row = {d: i for i, d in enumerate(space.designs)}
         self.calls, self.best, self.seen = 0, None, {}
+        self.started = self.said = time.perf_counter()
+
+    def _report(self) -> None:
+        now = time.perf_counter()
+        if self.progress is None or now - self.said < PROGRESS_S:
+            return
+        self.said = now
+        of = f"/{self.planned:,}" if self.planned is not None else ""
+        best = "none placed yet" if self.best is None else f"best {self.best.time_ms:.6g} ms per batch"
+        self.progress(f"{self.method} baseline: {self.calls:,}{of} design combinations placed, {best}, "
+                      f"{now - self.started:.1f} s")
 
     def __call__(self, designs: Sequence[Design]) -> Evaluation:
         designs = tuple(designs) if len(designs) == self.chips else (designs[0],) * self.chips
@@ -151,6 +168,7 @@ class _Evaluator:
             self.seen[key] = answer
             if answer.plan is not None and (self.best is None or answer.score < self.best.score):
                 self.best = answer
+            self._report()
         return self.seen[key]
 
     def result(self, method: str, start: float, details: dict | None = None) -> BaselineResult:
@@ -184,7 +202,7 @@ def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None
         if design.tdp_w > power:
             raise InvalidParameterError("power", f"{format_number(power)} W is below {chip}")
         raise InvalidParameterError("area", f"{format_number(area)} mm² is below {chip}")
-    run = _Evaluator(workload, space, chips, objective)
+    run = _Evaluator(workload, space, chips, objective, "fixed")
     run((design,))
     return run.result("fixed", start, {"design": design.label})
 
@@ -196,16 +214,18 @@ def _nearest(target: float, values: Sequence[float]) -> float:
 
 def random_search(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
                   objective: str = "throughput", homogeneous: bool = False, budget: int = 64, seed: int = 0,
-                  ) -> BaselineResult:
+                  progress: Callable[[str], None] | None = None) -> BaselineResult:
     """The best of ``budget`` uniformly drawn design combinations (one design for all chips when
-    ``homogeneous``), drawn with ``numpy.random.default_rng(seed)``, each placed by the DP."""
+    ``homogeneous``), drawn with ``numpy.random.default_rng(seed)``, each placed by the DP; ``progress``
+    hears how far the search is every few seconds."""
     start = time.perf_counter()
     workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     designs = space.designs
     budget = parameters.integer("budget", budget, smallest=1)
     seed = parameters.integer("seed", seed, largest=parameters.MAX_SEED)
+    progress = parameters.callback("progress", progress)
     rng = np.random.default_rng(seed)
-    run = _Evaluator(workload, space, chips, objective)
+    run = _Evaluator(workload, space, chips, objective, "random", progress, budget)
     width = 1 if homogeneous else chips
     for _ in range(budget):
         run(tuple(designs[i] for i in rng.integers(len(designs), size=width)))
@@ -213,14 +233,15 @@ def random_search(model: Any, chips: int, area: float, power: float, *, grid: An
 
 
 def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
-         homogeneous: bool = False, top_k: int = 5) -> BaselineResult:
+         homogeneous: bool = False, top_k: int = 5, progress: Callable[[str], None] | None = None) -> BaselineResult:
     """The WHAM-like search (module docstring): stages, per-stage local search keeping ``top_k``
-    designs, global pick."""
+    designs, global pick; ``progress`` hears how far the global pick is every few seconds."""
     start = time.perf_counter()
     workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
     designs = space.designs
     top_k = parameters.integer("top_k", top_k, smallest=1)
-    run = _Evaluator(workload, space, chips, objective)
+    progress = parameters.callback("progress", progress)
+    run = _Evaluator(workload, space, chips, objective, "wham", progress)
     smallest = min(designs, key=lambda d: (d.area_mm2, d.tdp_w))
     start_plan = run((smallest,)).plan
     if start_plan is None:
