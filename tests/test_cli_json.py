@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,41 @@ def test_solve_json_with_every_backend_is_one_document(capfd, backend):
     document = json.loads(out)
     assert status == 0 and (document["status"], document["objective"], document["backend"]) == \
         ("optimal", 7.5, backend)
+
+
+@pytest.mark.parametrize("logged", [False, True])
+def test_an_in_process_pulp_solver_prints_nothing_on_standard_output(capfd, monkeypatch, tmp_path, logged):
+    # PuLP runs some solvers in this process (pulp:HiGHS through highspy, whose banner goes to file
+    # descriptor 1 whatever msg says); a stand-in writes its banner there and hands the model to CBC.
+    # With --log the banner is part of the solver's log.
+    pulp = pytest.importorskip("pulp")
+    from placement.solvers.milp.backends.pulp import PulpBackend
+
+    ran = []
+
+    class InProcess(pulp.LpSolver):
+        def __init__(self, inner):
+            super().__init__(msg=False)
+            self.inner = inner
+
+        def available(self):
+            return True
+
+        def actualSolve(self, lp, **kwargs):
+            ran.append(True)
+            os.write(1, b"Running an in-process solver\n")
+            self.inner.tmpDir = self.tmpDir
+            return self.inner.actualSolve(lp, **kwargs)
+
+    real = PulpBackend._solver
+    monkeypatch.setattr(PulpBackend, "_solver", lambda self, options, log: InProcess(real(self, options, log)))
+    log = tmp_path / "solver.log"
+    status, out, _ = run(capfd, "solve", CHAIN4, "--method", "milp", "--contiguity", "none", "--backend", "pulp",
+                         "--no-warm-start", "--json", "--quiet", *(["--log", str(log)] if logged else []))
+    assert ran and "in-process" not in out
+    assert ("Running an in-process solver" in log.read_text()) if logged else not log.exists()
+    document = json.loads(out)
+    assert status == 0 and (document["objective"], document["backend"]) == (7.5, "pulp")
 
 
 def test_verify_json(capsys, tmp_path):

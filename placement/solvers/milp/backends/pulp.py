@@ -30,10 +30,16 @@ gets a scratch directory of its own for them and for CBC's log, removed when the
 :meth:`PulpBackend.interrupt` stops the child processes whose command line names that directory
 (an interrupted solve had left CBC running to its time limit, orphaned once the script ended, and
 its files behind).
+
+A solver PuLP runs in this process instead (``pulp:HiGHS``, through highspy) prints on file
+descriptor 1, HiGHS its banner even with its output off: while it runs, the descriptor is pointed at
+the log asked for, else nowhere (:func:`~placement.solvers.native_output.stdout_to`), so that
+``--json`` stays one document.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -47,6 +53,7 @@ from typing import Any, ClassVar
 from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
                                                   SolveOptions, Terms, append_log, cbc_limit_infeasible, distrust_cbc,
                                                   limit_infeasible, package_version)
+from placement.solvers.native_output import stdout_to
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
 BUNDLED = "PULP_CBC_CMD"
@@ -185,6 +192,9 @@ class PulpBackend(BigMBackend):
             return f"PuLP cannot use {self.solver_name}: {exc}"
         if not solver.available():
             return f"PuLP's {self.solver_name} is not installed here"
+        if not isinstance(solver, pulp.LpSolver_CMD):   # run in this process: its log is what it prints
+            getattr(solver, "optionsDict", {}).pop("logPath", None)
+            solver.msg = log_path is not None
         return solver
 
     def solve(self, options: SolveOptions) -> RawResult:
@@ -204,9 +214,12 @@ class PulpBackend(BigMBackend):
             if isinstance(solver, str):
                 return RawResult("error", message=solver)
             solver.tmpDir = workdir
+            in_process = not isinstance(solver, self._pulp.LpSolver_CMD)
+            output = stdout_to(options.log_path) if in_process else contextlib.nullcontext()
             start = time.perf_counter()
             try:
-                self.problem.solve(solver)
+                with output:
+                    self.problem.solve(solver)
             except self._pulp.PulpSolverError as exc:   # the solver's process failed (crashed, killed)
                 if self._stopped:   # stopped here: its plans went with its process
                     failed = RawResult("no_solution", wall_s=time.perf_counter() - start, stopped=True,
