@@ -37,3 +37,10 @@ def test_every_data_file_of_the_package_is_declared_package_data():
         inside = [str(relative.relative_to(Path(*name.split(".")))) for name, _ in owners]
         assert any(fnmatch.fnmatch(rest, pattern) for (_, patterns), rest in zip(owners, inside)
                    for pattern in patterns), f"{relative} is not in pyproject.toml's package-data"
+
+
+def test_the_license_is_an_spdx_expression():
+    # setuptools deprecates the table form ({text = ...}) and stops building it after 2027-02-18
+    assert PROJECT["project"]["license"] == "MIT"
+    assert any(req.startswith("setuptools>=") and int(req.split(">=")[1].split(".")[0]) >= 77
+               for req in PROJECT["build-system"]["requires"])
