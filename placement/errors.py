@@ -42,6 +42,11 @@ class InvalidParameterError(PlacementError, ValueError):
         self.parameter = parameter
         self.detail = detail
 
+    def __reduce__(self) -> tuple:
+        # rebuilt from both parts: pickle (a process pool handing the error back) and copy call the
+        # class with ``args``, which hold the joined message only
+        return type(self), (self.parameter, self.detail), self.__dict__
+
 
 def unwritable(path: object, exc: OSError, parameter: str = "path") -> InvalidParameterError:
     """The error about ``parameter``, the file ``path``, when writing it failed with ``exc``."""

@@ -293,6 +293,27 @@ def test_a_result_pickles_and_deep_copies_for_process_pools():
             back.stats["dp_value"] = 0.0     # still read-only
 
 
+def test_every_typed_error_pickles_and_copies_with_its_fields_for_process_pools():
+    import copy
+    import pickle
+
+    errors = [placement.InvalidInstanceError("no nodes"), placement.InvalidPlanError("no devices"),
+              placement.InvalidParameterError("contiguity", "must be one of 'stages', 'sets', 'none', not 'x'"),
+              placement.SolverUnavailableError("no scip"),
+              placement.LimitExceededError("more than 10 ideals", parameter="max_ideals"),
+              placement.Interrupted(placement.solve(CHAIN4))]
+    try:
+        placement.solve(CHAIN4, method="dp", contiguity="sets")
+    except placement.InvalidParameterError as raised:
+        errors.append(raised)
+    for error in errors:
+        for back in (pickle.loads(pickle.dumps(error)), copy.deepcopy(error), copy.copy(error)):
+            assert type(back) is type(error) and str(back) == str(error)
+            for field in ("parameter", "detail", "result"):
+                assert getattr(back, field, None) == getattr(error, field, None)
+    assert pickle.loads(pickle.dumps(errors[2])).parameter == "contiguity"
+
+
 def test_result_json_without_plan():
     result = placement.solve(CHAIN4, memory=1)
     document = result.to_json()
