@@ -154,3 +154,41 @@ def test_a_child_forked_inside_the_redirection_goes_on_inside_it(tmp_path, capfd
     assert os.waitstatus_to_exitcode(status) == 0
     assert log.read_text() == "the child's line\n"
     assert capfd.readouterr().out == ""
+
+
+@pytest.mark.parametrize("stream", ["none", "closed"])
+def test_a_redirection_takes_a_standard_output_that_is_none_or_closed(tmp_path, monkeypatch, capfd, stream):
+    # sys.stdout is None under pythonw and in some services, and a caller may close it: flushing it
+    # raised AttributeError or ValueError out of every CBC, SCIP and HiGHS solve
+    if stream == "none":
+        monkeypatch.setattr(sys, "stdout", None)
+    else:
+        closed = open(tmp_path / "out.txt", "w")
+        closed.close()
+        monkeypatch.setattr(sys, "stdout", closed)
+    log = tmp_path / "log.txt"
+    with stdout_to(str(log)):
+        os.write(1, b"logged\n")
+    assert log.read_text() == "logged\n"
+    assert capfd.readouterr().out == ""
+
+
+def test_a_redirection_works_without_file_descriptor_1_and_leaves_it_closed(tmp_path):
+    # a daemon closes its standard streams: os.dup(1) raised OSError (EBADF) out of the solve
+    log = tmp_path / "log.txt"
+    code = ("import os, sys\n"
+            "from placement.solvers.native_output import stdout_to\n"
+            "os.close(1)\n"
+            "sys.stdout = None\n"
+            f"with stdout_to({str(log)!r}):\n"
+            "    os.write(1, b'logged\\n')\n"
+            "try:\n"
+            "    os.fstat(1)\n"
+            "    sys.stderr.write('open\\n')\n"
+            "except OSError:\n"
+            "    sys.stderr.write('closed\\n')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "closed\n"
+    assert log.read_text() == "logged\n"

@@ -31,24 +31,40 @@ def stdout_to(target: str | int | None) -> Iterator[None]:
     (:data:`_STDOUT`); what other threads write on file descriptor 1 meanwhile goes there too
     (:func:`callers_stdout` gives the caller's)."""
     with _STDOUT:
-        sys.stdout.flush()
+        _flush_python_stdout()
         _flush_c_streams()
-        saved = os.dup(1)
+        try:
+            saved: int | None = os.dup(1)
+        except OSError:   # no file descriptor 1 (a daemon closed it): the solver's output still goes to target
+            saved = None
         fd = (os.dup(target) if isinstance(target, int)
               else os.open(os.devnull if target is None else target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
-        _CALLERS.append(saved)
+        if saved is not None:
+            _CALLERS.append(saved)
         _HOLDER.append(threading.get_ident())
         try:
             os.dup2(fd, 1)
             yield
         finally:
             _HOLDER.clear()
-            _CALLERS.remove(saved)
-            sys.stdout.flush()
+            _flush_python_stdout()
             _flush_c_streams()   # what the solver left in the C library's buffer goes where it was sent
-            os.dup2(saved, 1)
-            os.close(saved)
+            if saved is not None:
+                _CALLERS.remove(saved)
+                os.dup2(saved, 1)
+                os.close(saved)
+            elif fd != 1:   # file descriptor 1 closed again, as the caller had it
+                os.close(1)
             os.close(fd)
+
+
+def _flush_python_stdout() -> None:
+    """Flush ``sys.stdout``, where there is one open: it is ``None`` under ``pythonw`` and in some services,
+    and a caller may have closed it (an error of the output itself, a full disk, goes on to the caller)."""
+    stream = sys.stdout
+    if stream is None or getattr(stream, "closed", False):
+        return
+    stream.flush()
 
 
 def _after_fork_in_child() -> None:
