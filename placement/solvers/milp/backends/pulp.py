@@ -50,6 +50,7 @@ import time
 import warnings
 from typing import Any, ClassVar
 
+from placement.process_state import catch_warnings
 from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
                                                   SolveOptions, Terms, append_log, cbc_limit_infeasible, distrust_cbc,
                                                   limit_infeasible, package_version)
@@ -185,7 +186,7 @@ class PulpBackend(BigMBackend):
         if log_path is not None:
             settings["logPath"] = log_path
         try:
-            with warnings.catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in PuLP 4
+            with catch_warnings():  # PuLP 3.3 announces PULP_CBC_CMD's removal in PuLP 4
                 warnings.simplefilter("ignore", DeprecationWarning)
                 solver = pulp.getSolver(self.solver_name, **settings)
         except (pulp.PulpSolverError, TypeError) as exc:

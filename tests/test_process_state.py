@@ -1,0 +1,71 @@
+"""Calls in several threads at once leave the process's warnings filters and sys.stderr as they found
+them (placement.process_state)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+import pytest
+
+from placement.process_state import catch_warnings
+
+
+def test_two_threads_changing_the_warnings_filters_leave_them_as_they_were():
+    # unheld, the second thread saved the first one's filter and put it back after the first had
+    # restored the caller's: an ignore filter for DeprecationWarning stayed in front of them
+    before = list(warnings.filters)
+    second_inside, first_left = threading.Event(), threading.Event()
+
+    def second() -> None:
+        with catch_warnings():
+            second_inside.set()
+            first_left.wait(10)
+            warnings.simplefilter("ignore", DeprecationWarning)
+
+    def first() -> None:
+        with catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            other.start()
+            second_inside.wait(1)     # held: the second thread cannot come in before this one leaves
+
+    other = threading.Thread(target=second)
+    one = threading.Thread(target=first)
+    one.start()
+    one.join(30)
+    first_left.set()
+    other.join(30)
+    assert second_inside.is_set()
+    assert warnings.filters == before
+
+
+def test_models_imported_in_several_threads_at_once_import_and_leave_stderr_alone():
+    # torch.export is not thread-safe ("Trying to pop empty mode stack", blamed on the model), and each
+    # import held sys.stderr in a StringIO: one thread put back the other's, which swallowed all output
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    from torch import nn
+
+    from placement.io.torch_export import export_program
+
+    stderr = sys.stderr
+    start = threading.Barrier(3)
+    outcomes: list[object] = []
+
+    def export() -> None:
+        model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+        start.wait(30)
+        try:
+            outcomes.append(len(export_program(model, (torch.randn(4, 16),)).graph.nodes))
+        except Exception as exc:  # the test reports it below
+            outcomes.append(exc)
+
+    for _ in range(2):
+        threads = [threading.Thread(target=export) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert sys.stderr is stderr
+    assert len(outcomes) == 6 and all(isinstance(n, int) for n in outcomes), outcomes
+    assert len(set(outcomes)) == 1
