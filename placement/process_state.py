@@ -11,6 +11,7 @@ while holding :data:`HELD`.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from collections.abc import Iterator
@@ -25,3 +26,17 @@ def catch_warnings() -> Iterator[None]:
     """``warnings.catch_warnings()``, holding :data:`HELD`."""
     with HELD, warnings.catch_warnings():
         yield
+
+
+def _after_fork_in_child() -> None:
+    """In a child forked while another thread held :data:`HELD`: that thread does not exist there, so its
+    turn would never end and every later call that takes it would wait forever. The child starts with the
+    lock free, unless the forking thread itself holds it (a fork from inside such a block, which goes on
+    and leaves it as that thread would)."""
+    global HELD
+    if not HELD._is_owned():
+        HELD = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -3,6 +3,7 @@ them (placement.process_state)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -69,3 +70,33 @@ def test_models_imported_in_several_threads_at_once_import_and_leave_stderr_alon
         assert sys.stderr is stderr
     assert len(outcomes) == 6 and all(isinstance(n, int) for n in outcomes), outcomes
     assert len(set(outcomes)) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_holds_the_lock_can_take_it():
+    # the holding thread does not exist in the child: without the fork hook the child's first
+    # catch_warnings() waited forever (here: the child's 20 s guard, exit status 3)
+    from placement import process_state
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with process_state.HELD:
+            inside.set()
+            leave.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert inside.wait(10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)   # forking a threaded process
+            pid = os.fork()
+        if pid == 0:   # the child: take the lock, or give up after 20 s
+            status = 0 if process_state.HELD.acquire(timeout=20) else 3
+            os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        leave.set()
+        holder.join(10)
