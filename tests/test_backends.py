@@ -734,3 +734,23 @@ def test_the_wait_for_another_solve_counts_against_the_time_limit(monkeypatch, b
     assert (result.status.value, result.value) == ("optimal", 7.5)
     assert result.message.endswith(f"{backend} waited 5.0 s for another solve in this process to end, which its "
                                    "time limit counts")
+
+
+@pytest.mark.parametrize("name", ["cbc", "pulp"])
+def test_a_solver_that_needs_a_working_directory_is_refused_where_it_was_removed(tmp_path, monkeypatch, name):
+    # CBC behind OR-Tools ended the whole process there (std::bad_alloc); PuLP raised FileNotFoundError
+    pytest.importorskip("ortools" if name == "cbc" else "pulp")
+    import placement
+
+    chain = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    why = ("the working directory cannot be read (No such file or directory), and this solver needs one")
+    with pytest.raises(SolverUnavailableError) as caught:
+        placement.solve(chain, method="milp", backend=name, warm_start=False)
+    assert str(caught.value) == f"MILP backend {name!r} cannot run here: {why}; run it from a folder that exists"
+    rows = {row[0]: row for row in backend_availability()}
+    assert rows[name] == (name, False, f"{why} (run it from a folder that exists)")
+    assert rows["cp-sat"][1] is True

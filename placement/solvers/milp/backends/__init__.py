@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
-from placement.solvers.milp.backends.base import (CAPABILITIES, INSTALL, Backend, OutOfTime, RawResult, SolveOptions,
-                                                  Terms, unavailable_message)
+from placement.solvers.milp.backends.base import (CAPABILITIES, INSTALL, INSTALL_HINT, Backend, OutOfTime, RawResult,
+                                                  SolveOptions, Terms, unavailable_message)
 
 _PACKAGE = "placement.solvers.milp.backends"
 
@@ -97,7 +97,9 @@ def backend_availability() -> list[tuple[str, bool, str]]:
     for name in BACKENDS:
         cls = backend_class(name)
         reason = cls.availability()
-        rows.append((name, True, cls.detail()) if reason is None else (name, False, f"{reason} ({INSTALL})"))
+        hint = cls.install_hint() if reason is not None else None
+        rows.append((name, True, cls.detail()) if reason is None
+                    else (name, False, f"{reason} ({INSTALL if hint == INSTALL_HINT else hint})"))
         for argument in cls.variants():
             rows.append((f"{name}:{argument}", True, cls.detail(argument)))
     return rows

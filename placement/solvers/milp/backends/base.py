@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import re
 import time
 from abc import ABC, abstractmethod
@@ -197,6 +198,20 @@ def package_version(distribution: str) -> str | None:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+#: what makes a backend that needs a working directory run where the process's own has been removed
+NO_DIRECTORY_HINT = "run it from a folder that exists"
+
+
+def working_directory_problem() -> str | None:
+    """Why a solver that works in the current directory cannot run (it was removed), else ``None``. CBC
+    behind OR-Tools ends the whole process (``std::bad_alloc``) there, and PuLP cannot list its solvers."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        return f"the working directory cannot be read ({exc.strerror or exc}), and this solver needs one"
+    return None
 
 
 def unavailable_message(name: str, reason: str, hint: str = INSTALL_HINT) -> str:

@@ -11,8 +11,8 @@ seconds, faster than the wall clock with several threads) has reached the time l
 
 from __future__ import annotations
 
-from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, RawResult, SolveOptions, cbc_limit_infeasible,
-                                                  distrust_cbc)
+from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, NO_DIRECTORY_HINT, RawResult, SolveOptions,
+                                                  cbc_limit_infeasible, distrust_cbc, working_directory_problem)
 from placement.solvers.milp.backends.linear_solver import LinearSolverBackend
 
 
@@ -25,6 +25,14 @@ class CbcBackend(LinearSolverBackend):
     threads = True
     objective_scale = CBC_OBJECTIVE_SCALE
     reads_log = True
+
+    @classmethod
+    def availability(cls, argument: str | None = None) -> str | None:
+        return working_directory_problem() or super().availability(argument)
+
+    @classmethod
+    def install_hint(cls, argument: str | None = None) -> str:
+        return NO_DIRECTORY_HINT if working_directory_problem() else super().install_hint(argument)
 
     def audit(self, raw: RawResult, log_text: str, options: SolveOptions) -> RawResult:
         return cbc_limit_infeasible(distrust_cbc(raw, log_text), log_text, options.time_limit, self.name)

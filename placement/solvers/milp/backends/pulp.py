@@ -51,9 +51,10 @@ import warnings
 from typing import Any, ClassVar
 
 from placement.process_state import catch_warnings
-from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, BigMBackend, RawResult,
-                                                  SolveOptions, Terms, append_log, cbc_limit_infeasible, distrust_cbc,
-                                                  limit_infeasible, package_version)
+from placement.solvers.milp.backends.base import (CBC_OBJECTIVE_SCALE, LIMIT_REACHED, NO_DIRECTORY_HINT, BigMBackend,
+                                                  RawResult, SolveOptions, Terms, append_log, cbc_limit_infeasible,
+                                                  distrust_cbc, limit_infeasible, package_version,
+                                                  working_directory_problem)
 from placement.solvers.native_output import stdout_to
 
 #: PuLP's name of its bundled CBC, the solver of plain ``pulp``
@@ -86,7 +87,7 @@ class PulpBackend(BigMBackend):
     @classmethod
     def availability(cls, argument: str | None = None) -> str | None:
         solver = argument or BUNDLED
-        problem = cls.import_problem("pulp")
+        problem = cls.import_problem("pulp") or working_directory_problem()
         if problem is not None:
             return problem
         import pulp
@@ -102,6 +103,8 @@ class PulpBackend(BigMBackend):
 
     @classmethod
     def install_hint(cls, argument: str | None = None) -> str:
+        if cls.import_problem("pulp") is None and working_directory_problem():
+            return NO_DIRECTORY_HINT
         if argument in (None, BUNDLED) or cls.import_problem("pulp") is not None:
             return super().install_hint(argument)
         import pulp
@@ -116,7 +119,7 @@ class PulpBackend(BigMBackend):
 
     @classmethod
     def variants(cls) -> list[str]:
-        if cls.import_problem("pulp") is not None:
+        if cls.import_problem("pulp") is not None or working_directory_problem():   # PuLP cannot list them
             return []
         import pulp
 
