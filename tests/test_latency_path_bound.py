@@ -348,7 +348,7 @@ def test_a_member_off_the_path_pays_its_transfer_or_its_successors(c_c, bound):
     assert brute_force_latency(problem, max_calls=1).objective == 10.0
 
 
-@pytest.mark.skipif(not HAVE_HIGHS, reason="highspy is not installed")
+@pytest.mark.skipif(not HAVE_HIGHS, reason="OR-Tools' HiGHS is not installed (pip install 'placement[milp]')")
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_nodes=10, training=False, max_accelerators=3, max_cpus=1))
 def test_never_above_a_proven_optimum_on_larger_graphs(problem):
