@@ -20,6 +20,21 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 
+def import_numba() -> types.ModuleType:
+    """numba, imported. Its first import takes a second or more; an interrupt (Ctrl-C) during it left its
+    half-imported modules in ``sys.modules``, and every later import in the process failed ("module 'numba'
+    has no attribute 'core'") until the interpreter was restarted. They are dropped with the interrupt, so
+    that the next call imports numba anew."""
+    try:
+        import numba
+    except BaseException:
+        for name in list(sys.modules):
+            if name.split(".")[0] in ("numba", "llvmlite"):
+                del sys.modules[name]
+        raise
+    return numba
+
+
 def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None, signature: Any = None) -> Any:
     """``function`` compiled by numba, its calls to the helpers named in ``helpers`` bound to the
     compiled helpers given there. With a ``signature`` (numba's), it is compiled (or loaded from the
@@ -31,7 +46,7 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
     kernels touch only numpy arrays and numbers, so they release the interpreter's lock while they
     run: other threads of the caller go on beside them.
     """
-    import numba
+    numba = import_numba()
 
     if helpers:
         scope = dict(function.__globals__)
@@ -82,7 +97,7 @@ class InterruptSafe:
 
 def can_cache(function: Callable) -> bool:
     """Whether numba finds a writable location to cache ``function``'s compiled code."""
-    import numba
+    numba = import_numba()
 
     try:
         numba.njit(cache=True)(function)

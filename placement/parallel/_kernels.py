@@ -680,8 +680,9 @@ def interpreted(greedy: bool = False) -> SimpleNamespace:
 def signature(name: str) -> Any:
     """The numba signature of the function ``name`` of :data:`FUNCTIONS` (every array C-contiguous, as
     the fill passes them)."""
-    from numba import types as nt
+    from placement.kernels import import_numba
 
+    nt = import_numba().types
     i8, f8 = nt.int64, nt.float64
 
     def arr(dtype, dims):
@@ -730,10 +731,9 @@ def functions_compile(kind: str) -> bool:
 def compiled_fill(arg_types: tuple) -> Any:
     """:func:`fill` compiled for ``arg_types`` (numba types of its arrays and scalars) followed by the
     functions of :data:`FUNCTIONS` as function values of their :func:`signature`."""
-    from numba import types as nt
+    from placement.kernels import compile_kernel, import_numba
 
-    from placement.kernels import compile_kernel
-
+    nt = import_numba().types
     functions = tuple(nt.FunctionType(signature(name)) for name in FUNCTIONS)
     return compile_kernel(fill, {"past": compile_kernel(never_past)}, signature=arg_types + functions)
 
@@ -761,8 +761,9 @@ def compiled(kind: str = "exact", aside: bool = False) -> SimpleNamespace:
                                  for position in (0, 2, 3, 4)], fill)
 
     def run(*args):
-        from numba import typeof
+        from placement.kernels import import_numba
 
+        typeof = import_numba().typeof
         kernel = compiled_fill(tuple(typeof(a) for a in args))
         if process is not None:
             compiled_function(kind, 1)   # stage_items, while the second process finishes the others
