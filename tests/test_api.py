@@ -480,6 +480,19 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "throughput, and its claimed value was not checked",)
 
 
+def test_verify_of_an_unnamed_instance_notes_no_other_instance():
+    """An instance loaded from a mapping has no name (``""``): a record naming its file's instance is no
+    plan made for another one."""
+    result = placement.solve(CHAIN4)
+    unnamed = placement.load(json.loads(CHAIN4.read_text()))
+    assert (result.instance, unnamed.name) == ("chain4", "")
+    assert placement.verify(unnamed, result).notes == ()
+    document = result.to_json()
+    assert placement.verify(unnamed, document).notes == ()
+    document["instance"] = "other"
+    assert placement.verify(CHAIN4, document).notes == ("the plan file was made for instance 'other', not 'chain4'",)
+
+
 def test_verify_notes_the_claims_of_a_split_backward_record():
     problem = ROOT / "instances" / "tiny" / "training-pair.json"
     result = placement.solve(problem, backward="split")

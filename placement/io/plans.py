@@ -294,9 +294,10 @@ def _recorded_calls(plan: object) -> object | None:
 
 def made_for_another(plan: object, instance_name: str) -> str | None:
     """The instance a plan of ours records it was made for (``instance``), where that is not
-    ``instance_name``; else ``None``."""
+    ``instance_name``; else ``None``. An unnamed instance (``""``: one loaded from a mapping) names
+    nothing to compare with, so no record is refuted by it."""
     named = _recorded(plan, "instance", "instance")
-    return named if isinstance(named, str) and named and named != instance_name else None
+    return named if isinstance(named, str) and named and instance_name and named != instance_name else None
 
 
 def recorded_stages(plan: object) -> int | None:
