@@ -107,19 +107,26 @@ def test_wham_through_the_library_entry_point(tiny):
 
 
 @pytest.mark.parametrize("name", ["random", "wham"])
-def test_the_searching_baselines_say_how_far_they_are(monkeypatch, name):
-    """With a report due at every placement, each line counts the combinations placed so far (of the budget, for
-    random) and names the best time per batch so far: the last line's is the baseline's own."""
+@pytest.mark.parametrize("homogeneous", [False, True])
+def test_the_searching_baselines_say_how_far_they_are(monkeypatch, name, homogeneous):
+    """With a report due at every combination asked for, each line counts the distinct combinations placed so
+    far (after random's draws of the budget, 64, which repeat combinations: on one design of the 16 of the tiny
+    grid for every chip, nearly all do) and names the best time per batch so far: the last line's is the
+    baseline's own."""
     monkeypatch.setattr(baselines, "PROGRESS_S", 0.0)
     heard: list[str] = []
-    result = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name, progress=heard.append)
-    assert len(heard) == result.evaluated > 1
-    of = "/64" if name == "random" else ""
-    for count, line in enumerate(heard, start=1):
-        assert re.fullmatch(rf"{name} baseline: {count}{of} design combinations placed, best [0-9.e-]+ ms per "
-                            r"batch, [0-9.]+ s", line), line
+    result = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name, homogeneous=homogeneous,
+                                progress=heard.append)
+    placed = [int(re.search(r"(\d+) design combinations placed", line).group(1)) for line in heard]
+    assert placed[-1] == result.evaluated > 1 and placed == sorted(placed)
+    if name == "random":
+        assert [line.split(": ")[1].split(" draws")[0] for line in heard] == [f"{k}/64" for k in range(1, 65)]
+        assert result.evaluated <= 16 if homogeneous else result.evaluated > 16
+    for line in heard:
+        assert re.fullmatch(rf"{name} baseline: ([0-9]+/64 draws, )?[0-9]+ design combinations placed, best "
+                            r"[0-9.e-]+ ms per batch, [0-9.]+ s", line), line
     assert heard[-1].split(", best ")[1].split(" ms")[0] == f"{result.time_per_input_ms:.6g}"
-    silent = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name)
+    silent = placement.codesign(MLP, chips=3, power=300.0, grid=TINY, baseline=name, homogeneous=homogeneous)
     assert silent.value == result.value
 
 

@@ -135,8 +135,9 @@ def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *
 
 class _Evaluator:
     """:func:`evaluate` on the design combinations a baseline tries (rows of ``space``), counting them
-    and keeping the best; ``progress`` hears, every :data:`PROGRESS_S` seconds, how many it has placed
-    (of ``planned``, where the baseline knows) and the best max load so far. Each placement is a DP over
+    and keeping the best; ``progress`` hears, every :data:`PROGRESS_S` seconds, how many combinations it
+    has been asked for (of ``planned``, where the baseline knows: random's draws, which may repeat one), how
+    many distinct ones it has placed, and the best max load so far. Each placement is a DP over
     the combination's distinct designs, whose work grows exponentially with their number, so a
     combination of many chips of different designs takes seconds to minutes."""
 
@@ -145,7 +146,7 @@ class _Evaluator:
         self.workload, self.space, self.chips, self.objective = workload, space, chips, objective
         self.method, self.progress, self.planned = method, progress, planned
         self.row = {d: i for i, d in enumerate(space.designs)}
-        self.calls, self.best, self.seen = 0, None, {}
+        self.calls, self.asked, self.best, self.seen = 0, 0, None, {}
         self.started = self.said = time.perf_counter()
 
     def _report(self) -> None:
@@ -153,14 +154,16 @@ class _Evaluator:
         if self.progress is None or now - self.said < PROGRESS_S:
             return
         self.said = now
-        of = f"/{self.planned:,}" if self.planned is not None else ""
+        done = f"{self.calls:,} design combinations placed"
+        if self.planned is not None:
+            done = f"{self.asked:,}/{self.planned:,} draws, {done}"
         best = "none placed yet" if self.best is None else f"best {self.best.time_ms:.6g} ms per batch"
-        self.progress(f"{self.method} baseline: {self.calls:,}{of} design combinations placed, {best}, "
-                      f"{now - self.started:.1f} s")
+        self.progress(f"{self.method} baseline: {done}, {best}, {now - self.started:.1f} s")
 
     def __call__(self, designs: Sequence[Design]) -> Evaluation:
         designs = tuple(designs) if len(designs) == self.chips else (designs[0],) * self.chips
         key = tuple(sorted(designs))  # the DP orders the chips itself
+        self.asked += 1
         if key not in self.seen:
             self.calls += 1
             answer = evaluate(self.workload, key, self.space.times[[self.row[d] for d in key]],
@@ -168,7 +171,7 @@ class _Evaluator:
             self.seen[key] = answer
             if answer.plan is not None and (self.best is None or answer.score < self.best.score):
                 self.best = answer
-            self._report()
+        self._report()
         return self.seen[key]
 
     def result(self, method: str, start: float, details: dict | None = None) -> BaselineResult:
