@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         return refuse(f"no training graph matches --match {args.match!r} (of {', '.join(p.name for p in found)})")
     rows: list[dict[str, Any]] = []
+    settings = {"time_limit": args.time_limit, "machine": machine()}
     for path in paths:
         instance = placement.load(path)
         fewer = None
@@ -148,9 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row['file']} k={k} {row['variant']}: unsplit {fmt(row['unsplit'])} split {fmt(row['split'])} "
                       f"gap {fmt(row['gap'], '.2%')} {row['status']} {row['split_s']:.1f} s", flush=True)
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                kept = rows if args.fresh else merged_rows(args.out, rows, KEY)
-                args.out.write_text(json.dumps({"time_limit": args.time_limit, "machine": machine(), "rows": kept},
-                                               indent=1) + "\n")
+                kept = rows if args.fresh else merged_rows(args.out, rows, KEY, settings)
+                args.out.write_text(json.dumps({**settings, "rows": kept}, indent=1) + "\n")
     table = [["graph", "acc", "variant", "unsplit", "split", "speed-up", "bound", "gap", "status", "s"]]
     for r in rows:
         table.append([r["file"], str(r["accelerators"]), r["variant"], fmt(r["unsplit"]), fmt(r["split"]),

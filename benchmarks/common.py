@@ -102,19 +102,31 @@ def write_json(path: Path, document: Any) -> None:
     path.write_text(json.dumps(strict_json(document), indent=1, allow_nan=False) + "\n")
 
 
-def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...]) -> list[dict]:
+def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
+                settings: Mapping[str, Any]) -> list[dict]:
     """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``rows``) that the
     run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
     of some of the instances or settings updates their rows and keeps the others. A file that is absent, not
-    JSON or holds no list of rows keeps nothing (a note on standard error says so where it exists)."""
+    JSON or holds no list of rows keeps nothing (a note on standard error says so where it exists).
+
+    ``settings`` are what the file records of the run at its top level (the machine, threads, ...), which
+    describe the run's rows only: each row takes them as its ``run`` (rows kept from the file take the
+    file's own, where they have none yet)."""
     try:
-        kept = json.loads(path.read_text()).get("rows")
+        document = json.loads(path.read_text())
+        kept = document.get("rows")
     except FileNotFoundError:
-        return rows
-    except (OSError, ValueError, AttributeError) as exc:
-        kept = exc
+        document, kept = {}, []
+    except (OSError, ValueError, AttributeError):
+        document, kept = {}, None
     if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
         print(f"note: {path} holds no rows to keep; it is written with this run's rows only", file=sys.stderr)
-        return rows
-    new = {tuple(row.get(k) for k in key) for row in rows}
-    return [row for row in kept if tuple(row.get(k) for k in key) not in new] + rows
+        kept = []
+
+    def name(row: dict) -> str:
+        return json.dumps([row.get(k) for k in key], sort_keys=True, default=str)
+
+    new = {name(row) for row in rows}
+    earlier = {k: document[k] for k in settings if k in document}
+    kept = [{**row, "run": row.get("run", earlier)} for row in kept if name(row) not in new]
+    return kept + [{**row, "run": row.get("run", dict(settings))} for row in rows]

@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nstart-up not timed: no {bert24}, the instance it is timed on")
     document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
     if args.skip_published:   # the published instances' rows of an earlier run stay
-        document["rows"] = merged_rows(args.json, [], ())
+        document["rows"] = merged_rows(args.json, [], (), machine())   # each with the machine it ran on
         _write(args.json, document)
         return 0
     print()

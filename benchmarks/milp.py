@@ -17,7 +17,9 @@ status column says how many runs proved optimality), and the model size. A row p
 as it is done; the whole table is printed at the end with the machine and its load average,
 and written as JSON: the run's rows are merged into the file, replacing rows of the same
 instance, class, objective, backend and time limit, so a run of some instances or settings keeps
-the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only).
+the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only). The
+file's top-level settings (threads, cold start, machine, wall time) are the last run's; every row
+keeps those of the run that measured it as its ``run``.
 
     python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 3]
                               [--objectives throughput throughput-gpipe] [--backends cp-sat highs ...]
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=positive_int, default=1, help="runs per row; the row holds their medians")
     parser.add_argument("--fresh", action="store_true",
                         help="write this run's rows only (default: merge them into the JSON file's rows)")
+    parser.add_argument("--append", action="store_true", help=argparse.SUPPRESS)   # what a run does anyway
     parser.add_argument("--backends", nargs="+", help="default: every available backend")
     parser.add_argument("--time-limit", type=positive_float, default=60.0)
     parser.add_argument("--threads", type=positive_int, default=1)
@@ -209,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     here = machine()
     print(f"\nmachine: {here}")
     out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {"threads": args.threads, "cold": args.cold, "machine": here, "wall_s": round(time.time() - started, 1)}
     if not args.fresh:
-        rows = merged_rows(out, rows, KEY)
-    out.write_text(json.dumps({"threads": args.threads, "cold": args.cold, "machine": here,
-                               "wall_s": round(time.time() - started, 1), "rows": rows}, indent=2) + "\n")
+        rows = merged_rows(out, rows, KEY, settings)
+    out.write_text(json.dumps({**settings, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -164,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{total['runs']} runs, {total['over']} over 1.05·T + 2 s, {total['failed']} failed; wall/limit median "
           f"{total['median_wall_over_limit']:.3f}, largest wall {total['max_wall_s']} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    kept = rows if args.fresh else merged_rows(args.out, rows, KEY)
-    args.out.write_text(json.dumps({"machine": machine(), "summary": summary(kept, args.time_limit), "rows": kept},
+    settings = {"machine": machine()}
+    kept = rows if args.fresh else merged_rows(args.out, rows, KEY, settings)
+    args.out.write_text(json.dumps({**settings, "summary": summary(kept, args.time_limit), "rows": kept},
                                    indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 

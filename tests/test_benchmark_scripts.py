@@ -327,17 +327,23 @@ def test_codesign_ppw_writes_where_told(tmp_path):
 def test_merged_rows_replace_rows_of_the_same_key_and_keep_the_others(tmp_path, capsys):
     path = tmp_path / "results.json"
     key = ("instance", "class")
+    now = {"threads": 2, "machine": "here"}
     run_rows = [{"instance": "a", "class": "none", "value": 2}, {"instance": "c", "class": "none", "value": 3}]
-    assert common.merged_rows(path, run_rows, key) == run_rows   # no file yet
-    path.write_text(json.dumps({"rows": [{"instance": "a", "class": "none", "value": 1},
-                                         {"instance": "a", "class": "sets", "value": 5}]}))
-    assert common.merged_rows(path, run_rows, key) == [{"instance": "a", "class": "sets", "value": 5}, *run_rows]
-    assert common.merged_rows(path, [], ()) == [{"instance": "a", "class": "none", "value": 1},
-                                                {"instance": "a", "class": "sets", "value": 5}]
+    stamped = [{**row, "run": now} for row in run_rows]
+    assert common.merged_rows(path, run_rows, key, now) == stamped   # no file yet
+    path.write_text(json.dumps({"threads": 1, "machine": "there", "cold": True,
+                                "rows": [{"instance": "a", "class": "none", "value": 1},
+                                         {"instance": "a", "class": "sets", "value": 5},
+                                         {"instance": "b", "class": ["odd"], "value": 6, "run": {"threads": 8}}]}))
+    # the kept rows take the settings the file records (those the run records too), or keep their own
+    assert common.merged_rows(path, run_rows, key, now) == [
+        {"instance": "a", "class": "sets", "value": 5, "run": {"threads": 1, "machine": "there"}},
+        {"instance": "b", "class": ["odd"], "value": 6, "run": {"threads": 8}}, *stamped]
+    assert [row["value"] for row in common.merged_rows(path, [], (), now)] == [1, 5, 6]
     capsys.readouterr()
     for text in ("not json", json.dumps([1, 2]), json.dumps({"rows": {"a": 1}}), json.dumps({"rows": [1]})):
         path.write_text(text)
-        assert common.merged_rows(path, run_rows, key) == run_rows
+        assert common.merged_rows(path, run_rows, key, now) == stamped
         assert capsys.readouterr().err == (f"note: {path} holds no rows to keep; it is written with this run's rows "
                                            "only\n")
 
@@ -352,10 +358,12 @@ def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_pat
     def classes() -> list[str]:
         return [row["class"] for row in json.loads(out.read_text())["rows"]]
 
-    for contiguity in ("stages", "none", "stages"):
-        done = run("milp.py", *common_args, "--contiguity", contiguity)
+    for contiguity, cold in (("stages", []), ("none", ["--cold"]), ("stages", [])):
+        done = run("milp.py", *common_args, "--contiguity", contiguity, *cold)
         assert done.returncode == 0, done.stderr[-2000:]
     assert classes() == ["none", "stages"]   # the second stages run replaced the first
+    written = json.loads(out.read_text())
+    assert [row["run"]["cold"] for row in written["rows"]] == [True, False] and written["cold"] is False
     assert [row["objective"] for row in json.loads(out.read_text())["rows"]] == [7.5, 7.5]   # CHAIN4's optimum
     done = run("milp.py", *common_args, "--contiguity", "sets", "--fresh")
     assert done.returncode == 0, done.stderr[-2000:]
