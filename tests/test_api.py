@@ -474,6 +474,10 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "the plan file's 'stages' is no positive integer: \"two\"; the number of non-empty devices was not checked "
         "against it")
     document = result.to_json()
+    document.update(status="feasible", bound=100)   # a bound no plan can be below: 7.5 is a plan's value
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file claims a lower bound of 100, above the verified value 7.5",)
+    document = result.to_json()
     document.update(objective_kind="speed")
     assert placement.verify(CHAIN4, document).notes == (
         "the plan file's 'objective_kind' names no objective (throughput, throughput-gpipe, latency); checked for "

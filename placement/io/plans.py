@@ -198,8 +198,9 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
     """What a solved plan's record (a plan file, a plan document or a :class:`placement.Result`) claims that a
     verification of ``objective`` against the instance named ``instance_name`` refutes or cannot check, one
     sentence each: its claimed value (:func:`refuted_claims`; ``value`` is the verified value, ``None`` for an
-    invalid plan, whose value is no verdict on the claim), the instance it was made for, and the number of
-    non-empty stages it was solved into exactly against the plan's ``non_empty`` devices."""
+    invalid plan, whose value is no verdict on the claim), a lower bound above that value, the instance it was
+    made for, and the number of non-empty stages it was solved into exactly against the plan's ``non_empty``
+    devices."""
     if isinstance(plan, (str, Path)):
         try:
             record: Any = load_json(plan, InvalidPlanError)
@@ -225,6 +226,10 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
                      f"{objective}, and its claimed value was not checked")
     elif claims.unreadable is not None:
         notes.append(f"{source}'s {claims.unreadable!r} is not a number; its claimed value was not checked")
+    bound = record.get("bound")
+    if (record.get("objective_kind") == objective and value is not None and isinstance(bound, (int, float))
+            and not isinstance(bound, bool) and bound > value * (1 + 1e-9) + 1e-12):
+        notes.append(f"{source} claims a lower bound of {bound:.10g}, above the verified value {value:.10g}")
     if claims.instance is not None:
         notes.append(f"{source} was made for instance {claims.instance!r}, not {instance_name!r}")
     stages = recorded_stages(record)
