@@ -100,3 +100,42 @@ def test_a_child_forked_while_another_thread_holds_the_lock_can_take_it():
     finally:
         leave.set()
         holder.join(10)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_changed_filters_and_stderr_gets_the_callers_back():
+    import io
+
+    from placement import process_state
+
+    inside, leave = threading.Event(), threading.Event()
+    caller_stderr = sys.stderr
+
+    def change() -> None:
+        with process_state.catch_warnings(), process_state.held():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            sys.stderr = io.StringIO()
+            try:
+                inside.set()
+                leave.wait(30)
+            finally:
+                sys.stderr = caller_stderr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", DeprecationWarning)
+        callers = list(warnings.filters)
+        changer = threading.Thread(target=change)
+        changer.start()
+        try:
+            assert inside.wait(10)
+            assert warnings.filters[0] == ("ignore", None, DeprecationWarning, None, 0)
+            pid = os.fork()
+            if pid == 0:   # the child: 0 where it has the caller's filters and stderr back, and the lock free
+                ok = list(warnings.filters) == callers and sys.stderr is caller_stderr
+                os._exit(0 if ok and process_state.HELD.acquire(timeout=20) else 3)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+        finally:
+            leave.set()
+            changer.join(10)
+        assert list(warnings.filters) == callers

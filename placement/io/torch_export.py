@@ -166,7 +166,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
     # torch.export is not thread-safe (two at once failed with "Trying to pop empty mode stack"), and
     # _held_diagnostics changes sys.stderr: one export at a time in the process
-    with process_state.HELD, _held_diagnostics() as held, warnings.catch_warnings():
+    with process_state.held(), _held_diagnostics() as held, warnings.catch_warnings():
         # a recurrent layer's weights list (nn.LSTM._flat_weights), which torch rebuilds while exporting
         # and then warns about: its parameters are read as any others
         warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
@@ -203,7 +203,7 @@ def _without_regions(program: Any, torch: Any) -> Any:
     needs = _may_need_gradients(program, torch)
     if not all(_readable_region(node, program.graph_module, torch, needs) for node in calls):
         return program
-    with process_state.HELD, _held_diagnostics(), warnings.catch_warnings():
+    with process_state.held(), _held_diagnostics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             return program.run_decompositions(decomp_table={})
