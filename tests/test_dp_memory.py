@@ -188,3 +188,41 @@ def test_many_device_types_are_refused_before_their_tables_are_built_and_auto_so
     monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 100)
     result = placement.solve("instances/tiny/chain4.json", time_limit=20)
     assert (result.method, result.status, result.value) == ("milp", "optimal", 7.5) and result.verified
+
+
+def many_types_chain(types: int, count: int, nodes: int = 6):
+    """A chain of ``nodes`` nodes on ``types`` device types of ``count`` devices each (memory unbounded), every
+    node's time on type t being t + 1 plus a little per node: type 0 runs the whole chain fastest."""
+    from placement.problem.instance import DeviceType, Instance
+
+    chain = tuple(Node(v, f"n{v}", tuple(t + 1.0 + v / 8 for t in range(types)), out_cost=0.25) for v in range(nodes))
+    return Instance(chain, tuple(Edge(v, v + 1) for v in range(nodes - 1)),
+                    tuple(DeviceType(f"t{i}", count) for i in range(types)))
+
+
+def test_combinations_that_take_more_than_their_values_are_refused_before_they_are_built(monkeypatch):
+    """With few ideals (the chain DP over a few intervals: 5) and many device types, the combinations of
+    device counts themselves (a count and a layer per type) take more than the values per ideal: 24 types of
+    one device have 2^24 combinations, 5 · 24 bytes of values but 24 · 32 bytes of counts and layers each,
+    13.88 GiB, which used to be allocated (a MemoryError, or the process killed) before anything refused."""
+    from placement.solvers.chain_dp import solve_coarse_chain
+
+    problem = many_types_chain(24, 1)
+    dp_table.check_states(5, 2 ** 24)   # the values alone would pass
+    with pytest.raises(LimitExceededError) as refused:
+        dp_table.build_layers(problem, 5)
+    assert str(refused.value) == (
+        "the DP's 16,777,216 combinations of device counts over 24 device types, with a value per combination for "
+        "each of 5 ideals, would take 13.88 GiB, more than the 2 GiB it may; give fewer devices or device types "
+        "(types that differ little as one), or solve the MILP")
+    with pytest.raises(LimitExceededError):
+        solve_coarse_chain(problem)
+    # six types of three devices: 4^6 combinations, 5 · 24 · 4096 bytes of values and 6 · 32 · 4096 of layers
+    problem = many_types_chain(6, 3)
+    monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 5 * 24 * 4096 + 6 * 32 * 4096 - 1)
+    dp_table.check_states(5, 4 ** 6)
+    with pytest.raises(LimitExceededError):
+        dp_table.build_layers(problem, 5)
+    monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 5 * 24 * 4096 + 6 * 32 * 4096)
+    assert len(dp_table.build_layers(problem, 5).counts) == 4 ** 6
+

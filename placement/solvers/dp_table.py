@@ -182,15 +182,19 @@ def _device_capacity(work_nodes: np.ndarray, t: int, budget: float) -> float:
 def build_layers(problem: Instance, ideals: int = 2) -> Layers:
     """Every combination of device counts (a layer: how many devices of each type a prefix of the
     pipeline uses), numbered in mixed radix, with the layer one device of each type fewer. Refused
-    (:func:`check_states`) where the DP's tables for ``ideals`` ideals (at least ∅ and V) would be too
-    large, before any is built."""
+    (:func:`check_states`, :func:`check_layers`) where the DP's tables for ``ideals`` ideals (at least ∅
+    and V), or those with the combinations themselves, would be too large, before any is built."""
     caps = [t.count for t in problem.device_types]
     check_states(ideals, math.prod(c + 1 for c in caps), [c + 1 for c in caps])
+    check_layers(ideals, math.prod(c + 1 for c in caps), [c + 1 for c in caps])
     radix = np.cumprod([1] + [c + 1 for c in caps[:-1]]).astype(np.int64)
     n_layers = math.prod(c + 1 for c in caps)
     number = np.arange(n_layers, dtype=np.int64)
-    counts = np.column_stack([(number // radix[t]) % (caps[t] + 1) for t in range(len(caps))]).astype(np.int64)
-    prev = np.where(counts > 0, number[:, None] - radix[None, :], -1).astype(np.int64)
+    counts = np.empty((n_layers, len(caps)), dtype=np.int64)
+    for t in range(len(caps)):
+        counts[:, t] = (number // radix[t]) % (caps[t] + 1)
+    prev = number[:, None] - radix[None, :]
+    prev[counts == 0] = -1
     return Layers(counts.reshape(n_layers, len(caps)), prev.reshape(n_layers, len(caps)), n_layers - 1)
 
 
@@ -373,6 +377,27 @@ def check_states(n: int, n_layers: int, factors: list[int] | None = None, more: 
         raise LimitExceededError(
             f"the DP keeps a value per ideal and combination of device counts: {ideals} × {n_layers:,} "
             f"combinations{shown} would take {'more than ' if more else ''}{states / gib:,.2f} GiB, more than the "
+            f"{MAX_STATE_BYTES / gib:,.0f} GiB it may; give fewer devices or device types (types that differ little "
+            "as one), or solve the MILP", "max_ideals")
+
+
+#: Bytes each combination of device counts takes per device type while :func:`build_layers` builds them:
+#: its count and its layer with one device fewer (int64 each), and as much again for the temporaries
+BYTES_PER_LAYER_AND_TYPE = 4 * 8
+
+
+def check_layers(n: int, n_layers: int, factors: list[int]) -> None:
+    """:class:`LimitExceededError` where the combinations of device counts themselves (each type's count
+    and the layer one device fewer, :func:`build_layers`) and the DP's value, parent and choice per
+    combination for ``n`` ideals together exceed :data:`MAX_STATE_BYTES`: with few ideals (the chain DP
+    over a few intervals) and many device types, the combinations take more than the values."""
+    need = n_layers * (n * BYTES_PER_STATE + BYTES_PER_LAYER_AND_TYPE * len(factors))
+    if need > MAX_STATE_BYTES:
+        gib = 2.0 ** 30
+        shown = f" ({' × '.join(map(str, factors))})" if len(factors) <= 16 else ""
+        raise LimitExceededError(
+            f"the DP's {n_layers:,} combinations of device counts{shown} over {len(factors)} device types, with a "
+            f"value per combination for each of {n:,} ideals, would take {need / gib:,.2f} GiB, more than the "
             f"{MAX_STATE_BYTES / gib:,.0f} GiB it may; give fewer devices or device types (types that differ little "
             "as one), or solve the MILP", "max_ideals")
 
