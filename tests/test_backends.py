@@ -540,7 +540,8 @@ def test_a_warm_start_the_chain_dp_cannot_make_is_the_intervals_or_the_greedy_fi
     types would need, or the time limit: a 20,000-node random graph ended with no plan at all), the MILP
     starts from the chain DP over intervals of a topological order (a pipeline); where that finds none,
     from the greedy fill, found in linear time; where the greedy fill takes no such instance (three
-    device types), from nothing, saying why. The refusal used to end the run."""
+    device types), from every node on the one device that runs them fastest, and where no device holds them
+    all, from nothing, saying why. The refusal used to end the run."""
     from placement.errors import LimitExceededError
     from placement.io.tarnawski import read_instance
     from placement.solution import Solution
@@ -569,8 +570,15 @@ def test_a_warm_start_the_chain_dp_cannot_make_is_the_intervals_or_the_greedy_fi
     assert warmstart.default_warm_start(problem, progress=said.append) == greedy.plan
     assert said == [f"warm start from the greedy fill ({greedy.objective:.6g}): the chain DP stopped (the DP's "
                     "tables would take up to about 179.1 GiB)"]
-    said.clear()
-    assert warmstart.default_warm_start(read_instance("instances/tiny/three-types.json"), progress=said.append) is None
+    said.clear()   # three types: every node on the one that runs them fastest (fast: 4 + 4 + 4 + 4)
+    three = read_instance("instances/tiny/three-types.json")
+    whole = warmstart.default_warm_start(three, progress=said.append)
+    assert [(d.type, d.nodes) for d in whole.devices] == [("fast", (1, 2, 3, 4))]
+    assert said == ["warm start from every node on one device (16): the chain DP stopped (the DP's tables would "
+                    "take up to about 179.1 GiB)"]
+    said.clear()   # no device holds them all (memory 3 for sizes 1 + 1 + 1 + 1; the CPU runs neither b nor c)
+    assert warmstart.default_warm_start(three.with_devices(memory={"fast": 3, "slow": 3}),
+                                        progress=said.append) is None
     assert said == ["no warm start: the DP's tables would take up to about 179.1 GiB"]
 
 

@@ -226,3 +226,23 @@ def test_combinations_that_take_more_than_their_values_are_refused_before_they_a
     monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 5 * 24 * 4096 + 6 * 32 * 4096)
     assert len(dp_table.build_layers(problem, 5).counts) == 4 ** 6
 
+
+def test_where_every_chain_dp_is_refused_on_many_types_the_start_is_the_whole_graph_on_its_fastest_type(
+        monkeypatch):
+    """The greedy fill takes accelerators and CPUs only; on a catalogue of other types whose combinations
+    refuse the DP and both chain DPs, the MILP used to start from nothing (and a short time limit ended
+    ``no_solution`` on a chain that any one device runs whole). The start is now every node on one device of
+    the type that runs them fastest, a pipeline of one stage whose load is the sum of their times there."""
+    from placement.solvers.milp.warmstart import pipeline_start_and_bound
+
+    problem = many_types_chain(4, 2)
+    monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 100)
+    lines = []
+    plan, bound = pipeline_start_and_bound(problem, 1000, lines.append)
+    assert bound == 0.0 and [(d.type, d.nodes) for d in plan.devices] == [("t0", tuple(range(6)))]
+    assert any(line.startswith("warm start from every node on one device (7.875)") for line in lines)
+    assert placement.verify(problem, plan, contiguity="stages").max_load == math.fsum(1 + v / 8 for v in range(6))
+    pytest.importorskip("ortools")
+    result = placement.solve(problem, time_limit=20)
+    assert result.method == "milp" and result.verified and result.status in ("optimal", "feasible")
+    assert result.value <= 7.875

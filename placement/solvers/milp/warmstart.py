@@ -24,10 +24,11 @@ orders, searching only for better plans, for at most a second past the deadline.
 intervals give no plan, the fine chain DP has a share of the time limit as long again past the
 deadline (where they ran out of time it is not run: it does more work), and where it stops too
 (on a graph of 20,000 nodes and random edges it does not finish in a minute), the greedy fill
-(:mod:`placement.solvers.baselines.greedy`, linear time, not always a pipeline) is the start. The
-DPs' progress lines reach the caller prefixed
-``warm start:``. For latency, the whole-graph plans come first, with their latencies (sums and a
-longest path, computed in linear time); once the deadline has passed with a plan in hand, the fine
+(:mod:`placement.solvers.baselines.greedy`, linear time, not always a pipeline) is the start, or, on a
+catalogue of other device types than accelerators and CPUs, which it does not take, every node on one
+device of the type that runs them all fastest (:func:`whole_graph_start`). The DPs' progress lines
+reach the caller prefixed ``warm start:``. For latency, the whole-graph plans come first, with their
+latencies (sums and a longest path, computed in linear time); once the deadline has passed with a plan in hand, the fine
 chain DP and the baselines not yet run are skipped, and so are the pipelines not yet evaluated (the
 baselines' plans come evaluated): on a chain of 100,000 nodes one evaluation takes one to three seconds.
 
@@ -188,6 +189,24 @@ def whole_graph_plans(problem: Instance) -> list[tuple[float, Plan]]:
     return plans
 
 
+def whole_graph_start(problem: Instance) -> tuple[float, Plan] | None:
+    """``(max-load, plan)`` of the best plan that puts every node on one device, over the device types that
+    take every node within their memory (``None`` where none does): a one-stage pipeline, found in linear
+    time on any catalogue, where the chain DPs are refused or ran out of time and the greedy fill does not
+    apply. Nothing crosses its device, so its load is the sum of the nodes' times there."""
+    from placement.problem.memory_fit import fits
+
+    ids = tuple(n.id for n in problem.nodes)
+    best: tuple[float, Plan] | None = None
+    for t, kind in enumerate(problem.device_types):
+        if kind.count and all(n.times[t] is not None for n in problem.nodes) and fits(
+                (n.memory for n in problem.nodes), kind.memory):
+            load = math.fsum(n.times[t] for n in problem.nodes)
+            if best is None or load < best[0]:
+                best = (load, Plan((DeviceAssignment(kind.name, ids),)))
+    return best
+
+
 def greedy_start(problem: Instance) -> Solution | None:
     """The greedy baseline's plan (accelerators filled in topological order), where it has a valid one:
     a start found in linear time where the DPs ran out of theirs."""
@@ -242,6 +261,13 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                              f"stopped ({chain_exc})")
                 return fallback.plan, 0.0
             greedy = greedy_start(problem) if stages is None else None
+            if greedy is None and stages in (None, 1):   # the greedy fill takes accelerators and CPUs only
+                whole = whole_graph_start(problem)
+                if whole is not None:
+                    if progress is not None:
+                        progress(f"warm start from every node on one device ({whole[0]:.6g}): the chain DP "
+                                 f"stopped ({chain_exc})")
+                    return whole[1], 0.0
             if progress is not None:
                 progress(f"no warm start: {chain_exc}" if greedy is None else f"warm start from the greedy fill "
                          f"({greedy.objective:.6g}): the chain DP stopped ({chain_exc})")
