@@ -82,3 +82,31 @@ def test_supernodes_of_no_work_at_the_end_make_no_interval_of_their_own():
                        (DeviceType(ACCELERATOR, 2), DeviceType(CPU, 1, pays_comm=False)))
     for blocks in (1, 2, 7, 29):
         assert coarsened(problem, contract(problem, merge_zero_cost=False), blocks).size <= blocks
+
+
+def test_many_device_types_run_on_fewer_devices_whose_plans_are_the_graphs():
+    """Eleven types of three devices have 4^11 combinations of counts (4,194,304: with five ideals, 2 GB of
+    tables and the time limit spent building them); the chain DP over intervals runs on at most
+    COARSE_COMBINATIONS of them instead, one device fewer each time of a type with the most, the slowest
+    first, and every type keeps one: here the ten fastest types keep two devices and the slowest one."""
+    from placement.problem.instance import DeviceType, Edge, Instance, Node
+    from placement.solvers.chain_dp import COARSE_COMBINATIONS, fewer_devices
+
+    types = 11
+    nodes = tuple(Node(v, f"n{v}", tuple(t + 1.0 + (v * 7 + t) % 5 for t in range(types)), out_cost=0.25)
+                  for v in range(40))
+    problem = Instance(nodes, tuple(Edge(v, v + 1) for v in range(39)),
+                       tuple(DeviceType(f"t{i}", 3) for i in range(types)))
+    fewer = fewer_devices(problem)
+    assert [t.count for t in fewer.device_types] == [2] * 10 + [1]
+    assert math.prod(t.count + 1 for t in fewer.device_types) <= COARSE_COMBINATIONS < 3 ** 11
+    assert fewer_devices(fewer) is fewer and fewer_devices(problem, 4 ** 11) is problem
+    assert fewer_devices(problem, 2 ** 11 - 1) is problem   # one device of each type makes more still
+    found = solve_coarse_chain(problem)
+    assert found.status is Status.FEASIBLE
+    check = evaluate(problem, found.plan, "stages")
+    assert check.valid and check.max_load == pytest.approx(found.objective, rel=1e-12)
+    assert found.plan.non_empty > 1   # the chain is split, not run whole on one device
+    exact = solve_coarse_chain(problem, stages=3)
+    assert exact.status is Status.FEASIBLE and exact.plan.non_empty == 3
+    assert evaluate(problem, exact.plan, "stages").valid

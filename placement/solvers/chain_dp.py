@@ -136,6 +136,25 @@ COARSE_BLOCKS = 1000
 #: the most pairs of intervals times combinations of device counts it examines: with many device types
 #: (each combination a layer of the DP's table) it cuts the order into fewer intervals
 COARSE_WORK = 2 * 10 ** 7
+#: the most combinations of device counts it runs on: past them it uses fewer devices of the types that have
+#: most (at least 16 intervals within :data:`COARSE_WORK`)
+COARSE_COMBINATIONS = 2 * COARSE_WORK // 16 ** 2
+
+
+def fewer_devices(problem: Instance, most: int = COARSE_COMBINATIONS) -> Instance:
+    """``problem`` with at most ``most`` combinations of device counts, where every type keeps one device at
+    least: one device fewer, each time, of a type that has the most (of those, the slowest over the nodes it
+    runs, a type that leaves nodes to others counting as slowest). A plan on some of the devices is one on
+    all of them. Itself where it has no more, or where one device of each type makes more still."""
+    counts = {t.name: t.count for t in problem.device_types}
+    if math.prod(c + 1 for c in counts.values()) <= most or 2 ** sum(1 for c in counts.values() if c) > most:
+        return problem
+    slow = {t.name: math.fsum(n.times[k] if n.times[k] is not None else math.inf for n in problem.nodes)
+            for k, t in enumerate(problem.device_types)}
+    while math.prod(c + 1 for c in counts.values()) > most:
+        name = max(counts, key=lambda k: (counts[k], slow[k]))
+        counts[name] -= 1
+    return problem.with_devices(counts)
 
 
 def coarsened(problem: Instance, contraction: Contraction, blocks: int) -> Contraction:
@@ -176,7 +195,9 @@ def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: 
     """A ``stages`` plan in about linear time on any graph size: the chain DP over the prefixes of the
     contracted graph's topological order cut into at most ``blocks`` intervals of about equal work
     (:func:`coarsened`; fewer where the device types have many combinations of counts, to keep the
-    pairs of intervals times the combinations within :data:`COARSE_WORK`). Every plan it considers
+    pairs of intervals times the combinations within :data:`COARSE_WORK`; past
+    :data:`COARSE_COMBINATIONS` of them, on some of the devices, as many as ``stages`` at least:
+    :func:`fewer_devices`, whose plans are the graph's too). Every plan it considers
     is a pipeline of those intervals, so its plan is a valid ``stages`` plan (``feasible``, bound 0;
     exactly ``stages`` non-empty ones where given), ``no_solution`` where none of them fits the
     devices (a finer split may: this proves nothing). ``progress``: as :func:`solve_chain`'s.
@@ -184,6 +205,9 @@ def solve_coarse_chain(problem: Instance, *, stages: int | None = None, blocks: 
     :func:`placement.solvers.dp_table.prepare`'s."""
     start = time.perf_counter()
     stages = stage_count(problem, stages)
+    fewer = fewer_devices(problem)
+    if stages is None or stages <= sum(t.count for t in fewer.device_types):
+        problem = fewer
     combinations = math.prod(t.count + 1 for t in problem.device_types)
     blocks = min(blocks, max(4, math.isqrt(2 * COARSE_WORK // combinations)))
     if contraction is None:
