@@ -19,8 +19,9 @@ latency chain DP's plan (1325.48) takes 0.1 s and the module-chain plan (1199.70
 Past its deadline (a share of the MILP's time limit), or above ``max_ideals``, the DP stops and
 the chain DP's plan is the start. First the chain DP runs over the prefixes of one topological
 order cut into at most 1,000 intervals (:func:`placement.solvers.chain_dp.solve_coarse_chain`,
-about linear time in the graph: a pipeline to fall back on), then over every prefix of a few
-orders, searching only for better plans, for at most a second past the deadline. Where the
+about linear time in the graph: a pipeline to fall back on), then, where the deadline has not passed
+yet, over every prefix of a few orders, searching only for better plans, for at most a second past the
+deadline. Where the
 intervals give no plan, the fine chain DP has a share of the time limit as long again past the
 deadline (where they ran out of time it is not run: it does more work), and where it stops too
 (on a graph of 20,000 nodes and random edges it does not finish in a minute), the greedy fill
@@ -249,6 +250,9 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                 max(deadline, time.perf_counter()) + (min(share, GRACE_S) if fallback is not None else share)
             if later is not None and time.perf_counter() >= later:
                 raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
+            if fallback is not None and deadline is not None and time.perf_counter() >= deadline:
+                raise LimitExceededError("not run: the time limit ran out, and the intervals gave a plan",
+                                         parameter="time_limit")
             if coarse.stats.get("out_of_time"):   # the DP over every prefix is more work still
                 raise LimitExceededError(f"not run: the chain DP over intervals ran out of time ({coarse.message})",
                                          parameter="time_limit")
