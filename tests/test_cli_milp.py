@@ -232,7 +232,7 @@ def test_a_stop_at_a_tiny_limit_is_never_infeasible(backend, capsys):
 
 
 def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsys, tmp_path):
-    """Reading a 96 MB instance takes seconds: solve, simulate and verify say so first. The threshold is
+    """Reading a 96 MB instance takes seconds: solve, simulate, verify and info say so first. The threshold is
     lowered here so that the four-node chain counts as large."""
     import placement.cli.options as options
 
@@ -249,4 +249,9 @@ def test_a_large_instance_file_is_announced_before_it_is_read(monkeypatch, capsy
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
     assert main(["verify", CHAIN4, out, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["info", CHAIN4]) == 0   # and so does info
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith(f"] reading {CHAIN4} (0 MiB)") and lines[1].endswith("] read 4 nodes and 3 edges")
+    assert main(["info", CHAIN4, "--quiet"]) == 0
     assert capsys.readouterr().err == ""

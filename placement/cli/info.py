@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, add_output_options, positive_int, print_json
+from placement.cli.options import (UsageError, add_output_options, load_announced, positive_int, print_json,
+                                   progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +21,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import placement
     from placement.report.info import format_info
     from placement.report.solvers import format_solvers
     from placement.solvers.milp.backends import backend_availability
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.instance is None:
         raise UsageError("info needs an instance file (or --solvers)")
-    info = describe(placement.load(args.instance), max_ideals=args.max_ideals)
+    info = describe(load_announced(args.instance, progress_printer(args.quiet)), max_ideals=args.max_ideals)
     if args.json:
         print_json(info)
     else:
