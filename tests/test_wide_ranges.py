@@ -4,6 +4,7 @@ its arithmetic proves, or a one-line error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -273,6 +274,22 @@ def test_a_gap_reads_zero_only_when_it_is_zero():
     assert [percent(x) for x in (0.0, 0.123, 0.0006, 0.0004, 4e-5, 1e-8, 2.2e-15)] == [
         "0.0%", "12.3%", "0.1%", "0.040%", "0.0040%", "0.0000010%", "0.0%"]
     assert [percent(x, 2) for x in (0.0, 0.0006, 4e-5)] == ["0.00%", "0.06%", "0.0040%"]
+
+
+def test_a_feasible_answer_shows_a_gap_below_1e_9_as_it_is():
+    # a latency answer 7.9e-11 above its bound is not proven (the bound must meet the value within 1e-12):
+    # "gap 0.00%" beside "status feasible" read as a contradiction
+    import placement
+    from placement.report.solution import format_result
+
+    chain = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    result = placement.solve(chain)
+    assert result.status == "optimal"
+    assert "   gap 0.00%\n" in format_result(placement.load(chain), result)
+    feasible = dataclasses.replace(result, status="feasible", bound=result.value * (1 - 7.9e-11), gap=7.9e-11)
+    assert "   gap 7.9e-09%\n" in format_result(placement.load(chain), feasible)
+    tiny = dataclasses.replace(feasible, gap=2.2e-15, bound=result.value)   # a float's rounding, shown as it is
+    assert "   gap 2.2e-13%\n" in format_result(placement.load(chain), tiny)
 
 
 def test_a_type_no_better_plan_can_use_adds_no_rounding_error():

@@ -38,7 +38,10 @@ def format_summary(instance: Instance, result: Result) -> str:
     if result.value is not None:
         label = OBJECTIVE_LABELS.get(result.objective, result.objective)
         lines.append(f"{label:<11} {figure(result.value)}  (verified independently)")
-        lines.append(f"bound       {figure(result.bound)}   gap {percent(result.gap, 2)}")
+        gap = percent(result.gap, 2)
+        if result.status is Status.FEASIBLE and result.gap and float(gap.rstrip("%")) == 0:   # say by how much
+            gap = f"{result.gap * 100:.2g}%"
+        lines.append(f"bound       {figure(result.bound)}   gap {gap}")
     elif result.status is Status.NO_SOLUTION and result.bound:
         lines.append(f"bound       {figure(result.bound)}")
     if result.message:
