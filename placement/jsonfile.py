@@ -49,8 +49,11 @@ def read_bytes(path: str | Path, error: type[PlacementError], max_bytes: int = M
 
     A longer regular file raises :class:`LimitExceededError` (parameter ``max_bytes``) before any
     reading; a stream (a pipe, ``/dev/zero``) is read in chunks and refused as soon as it passes
-    ``max_bytes``. A missing or unreadable file raises ``error``.
+    ``max_bytes``. A missing or unreadable file raises ``error``, and so does an empty name (which
+    :class:`~pathlib.Path` would read as ``.``, the current folder).
     """
+    if not os.fspath(path):
+        raise error("'': an empty file name; give the path of a file")
     path = Path(path)
     too_long = LimitExceededError(f"{path}: more than {max_bytes} bytes, the input size limit (max_bytes)",
                                   parameter="max_bytes")

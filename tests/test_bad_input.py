@@ -204,6 +204,17 @@ def test_directory(tmp_path):
     assert str(info.value) == f"{tmp_path}: is a directory, not a JSON file"
 
 
+def test_empty_file_name(capsys):
+    """An empty name is no file: it was read as the current folder ('.: is a directory')."""
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance("")
+    assert str(info.value) == "'': an empty file name; give the path of a file"
+    from placement.cli import main
+
+    assert main(["info", ""]) == 2
+    assert capsys.readouterr().err == "error: '': an empty file name; give the path of a file\n"
+
+
 def test_not_utf8(tmp_path):
     path = tmp_path / "latin1.json"
     path.write_bytes(b'{"name": "caf\xe9"}')
