@@ -8,15 +8,15 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path) -> Iterator[IO[str]]:
-    """A text file to write ``path``'s new content into: a scratch file beside it, renamed onto ``path``
-    when the block ends normally (with the permissions of the file it replaces) and removed when it
-    raises. Where ``path`` is no regular file (a pipe, ``/dev/stdout``, a symbolic link), it is written
-    directly. Raises :class:`OSError` as :func:`open` would."""
+def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
+    """A text file (a binary one where ``binary``: a chart) to write ``path``'s new content into: a scratch
+    file beside it, renamed onto ``path`` when the block ends normally (with the permissions of the file it
+    replaces) and removed when it raises. Where ``path`` is no regular file (a pipe, ``/dev/stdout``, a
+    symbolic link), it is written directly. Raises :class:`OSError` as :func:`open` would."""
     path = os.fspath(path)
     try:
         mode = os.lstat(path).st_mode
@@ -24,8 +24,9 @@ def replacing(path: str | Path) -> Iterator[IO[str]]:
         permissions = stat.S_IMODE(mode)
     except FileNotFoundError:
         special, permissions = False, 0o666 & ~_umask()
+    mode, encoding = ("wb", None) if binary else ("w", "utf-8")
     if special:
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(path, mode, encoding=encoding) as fh:
             yield fh
         return
     import tempfile   # here: a command that writes no file does not load it
@@ -33,7 +34,7 @@ def replacing(path: str | Path) -> Iterator[IO[str]]:
     folder = os.path.dirname(os.path.abspath(path))
     fd, scratch = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
             yield fh
         os.chmod(scratch, permissions)
         os.replace(scratch, path)

@@ -45,6 +45,15 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
+def _save(fig: Any, path: str | Path) -> None:
+    """Save ``fig`` at ``path`` in the format its suffix names (matplotlib's default, PNG, without one),
+    whole or not at all: a full disk leaves no half chart."""
+    from placement.whole_file import replacing
+
+    with replacing(path, binary=True) as fh:
+        fig.savefig(fh, format=Path(path).suffix.lstrip(".").lower() or None)
+
+
 def solved(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records with a throughput (status not ``error``)."""
     found = [r for r in records if r.get("status") != "error" and r.get("throughput") is not None]
@@ -118,7 +127,7 @@ def plot_throughput(records: Sequence[dict[str, Any]], path: str | Path) -> Path
         ax.grid(True, alpha=0.3)
     fig.legend(loc="upper center", ncol=min(6, max(1, len(_models(records)) * len(chips))), fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, 0.88))
-    fig.savefig(path)
+    _save(fig, path)
     return Path(path)
 
 
@@ -142,7 +151,7 @@ def plot_pareto(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     for ax in axes[len(models):]:
         ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     return Path(path)
 
 
@@ -180,7 +189,7 @@ def plot_designs(records: Sequence[dict[str, Any]], path: str | Path) -> Path:
     for ax in axes[len(models):]:
         ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     return Path(path)
 
 

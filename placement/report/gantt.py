@@ -16,6 +16,7 @@ from typing import Any
 from placement.errors import InvalidParameterError, SolverUnavailableError, unwritable
 from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult
+from placement.whole_file import replacing
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
 LABELS = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
@@ -99,7 +100,8 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
     fig.subplots_adjust(left=LEFT, right=RIGHT, top=1 - 0.55 / fig.get_figheight(),
                         bottom=0.6 / fig.get_figheight())
     try:
-        fig.savefig(path, format=file_format)
+        with replacing(path, binary=True) as fh:   # whole or not at all: a full disk leaves no half chart
+            fig.savefig(fh, format=file_format)
     except OSError as exc:
         raise unwritable(path, exc, parameter) from None
 
