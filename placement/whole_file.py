@@ -66,6 +66,10 @@ def probe_writable(path: str | Path, replaced: bool = True) -> None:
             if fails:
                 raise OSError(code, os.strerror(code), path)
         return
+    try:   # the folder as written: realpath would read "missing/../f" as "f", where the write fails
+        os.stat(os.path.dirname(path) or os.curdir)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     target = os.path.realpath(path)   # where the write lands, through any links
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

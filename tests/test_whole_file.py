@@ -58,3 +58,20 @@ def test_a_file_in_a_folder_that_takes_no_new_file_is_refused(tmp_path):
         probe_writable(folder / "out.json", replaced=False)
     finally:
         folder.chmod(0o755)
+
+
+def test_a_path_through_a_missing_folder_is_refused_though_dot_dot_leaves_it(tmp_path):
+    """``missing/../out.json`` cannot be written (the system resolves ``missing`` first), though its real path
+    names a file that exists: the check passed, and the solve ran in full before its write failed."""
+    (tmp_path / "out.json").write_text("{}")
+    through = os.path.join(tmp_path, "missing", "..", "out.json")
+    with pytest.raises(OSError) as caught:
+        probe_writable(through)
+    assert caught.value.errno == errno.ENOENT and caught.value.filename == through
+    with pytest.raises(OSError):
+        open(through, "a").close()   # as the write itself fails
+    assert (tmp_path / "out.json").read_text() == "{}"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError) as caught:
+        probe_writable(os.path.join(tmp_path, "file", "out.json"))
+    assert caught.value.errno == errno.ENOTDIR
