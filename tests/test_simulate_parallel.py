@@ -443,6 +443,8 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--trace", "t.json"], "error: --trace does not apply to a Piper instance (its plans run data- and "
                             "tensor-parallel stages; see placement simulate --help)"),
+    (["--trace", "t.json", "--memory", "1"], "error: --trace, --memory do not apply to a Piper instance (its plans "
+                                             "run data- and tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
     # checked on the batch simulated: d = 2 divides no 3 (Σ d ≤ m is the rule of the batch planned for only)
     (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "

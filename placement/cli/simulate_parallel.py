@@ -33,7 +33,8 @@ def check_no_parallel_options(args: argparse.Namespace) -> None:
                                          ("--allreduce", args.allreduce != "ring"),
                                          ("--unit-scale", args.unit_scale != 1.0)) if used]
     if given:
-        raise UsageError(f"{', '.join(given)} applies to Piper instances only (data- and tensor-parallel "
+        raise UsageError(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to Piper instances only "
+                         "(data- and tensor-parallel "
                          "stages; see placement simulate --help)")
 
 
@@ -70,7 +71,8 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
                                            ("--memory", args.memory), ("--memory-limit", args.memory_limit),
                                            ("--engine", args.engine != "heap")) if given not in (None, False)]
     if unused:
-        raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plans run data- and "
+        raise UsageError(f"{', '.join(unused)} {'do' if len(unused) > 1 else 'does'} not apply to a Piper instance "
+                         "(its plans run data- and "
                          "tensor-parallel stages; see placement simulate --help)")
     document = plan_document(args.plan)   # read once: simulated, and its record noted
     try:

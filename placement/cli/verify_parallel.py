@@ -26,7 +26,8 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
                                            ("--w-share", args.w_share), ("--accelerators", args.accelerators),
                                            ("--cpus", args.cpus), ("--memory", args.memory)) if given is not None]
     if unused:
-        raise UsageError(f"{', '.join(unused)} does not apply to a Piper instance (its plan is checked on the "
+        raise UsageError(f"{', '.join(unused)} {'do' if len(unused) > 1 else 'does'} not apply to a Piper instance "
+                         "(its plan is checked on the "
                          "devices and memory it records, with its own schedule)")
     document = plan_document(args.plan)
     try:
