@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles.
+"""Shared test configuration: Hypothesis profiles, and a disk that fills while a chart is saved.
 
 * ``ci`` (chosen when the environment variable ``CI`` is set): derandomised, so a CI run is
   reproducible, with the default number of examples and no per-example deadline.
@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -22,3 +24,20 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture
+def savefig_fills_the_disk(monkeypatch):
+    """matplotlib's ``Figure.savefig`` writing half a PNG to its target, then failing as a full disk does."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def half_then_full(self, target, **kwargs):
+        if isinstance(target, (str, os.PathLike)):
+            with open(target, "wb") as fh:
+                fh.write(b"\x89PNG half")
+        else:
+            target.write(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", half_then_full)

@@ -518,29 +518,16 @@ def test_plot_text_is_drawn_as_written_and_log_ticks_keep_their_notation(tmp_pat
     assert ">m$\\frac$x<" in svg and "<!-- $\\mathdefault{10^{0}}$ -->" in svg and ">$\\mathdefault" not in svg
 
 
-def test_a_plot_that_cannot_be_written_whole_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+def test_a_plot_that_cannot_be_written_whole_leaves_the_file_as_it_was(tmp_path, savefig_fills_the_disk):
     """A disk that fills while a plot is saved left half a PNG over the old plot."""
-    pytest.importorskip("matplotlib")
-    import errno
     import os
 
-    from matplotlib.figure import Figure
-
     from placement.codesign.plots import plot_pareto
-
-    def half_then_full(self, target, **kwargs):
-        if isinstance(target, (str, os.PathLike)):
-            with open(target, "wb") as fh:
-                fh.write(b"\x89PNG half")
-        else:
-            target.write(b"\x89PNG half")
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     records = [{"id": "0", "config": {"model": "m.json", "chips": 2, "area_mm2": 1.0, "power_w": 1.0},
                 "status": "optimal", "throughput": 5.0, "area_mm2": 1.0, "tdp_w": 100.0, "designs": []}]
     plot = tmp_path / "pareto.png"
     plot.write_bytes(b"old plot")
-    monkeypatch.setattr(Figure, "savefig", half_then_full)
     with pytest.raises(OSError):
         plot_pareto(records, plot)
     assert plot.read_bytes() == b"old plot" and os.listdir(tmp_path) == ["pareto.png"]

@@ -183,22 +183,10 @@ def test_a_trace_that_cannot_be_written_names_the_option(pair_plan, capsys):
 
 
 def test_a_chart_that_cannot_be_written_whole_leaves_the_file_as_it_was(pair_plan, tmp_path, capsys,
-                                                                       monkeypatch):
+                                                                       savefig_fills_the_disk):
     """A disk that fills while the chart is saved left half a PNG over the old chart, with exit status 2."""
-    pytest.importorskip("matplotlib")
     import errno
 
-    from matplotlib.figure import Figure
-
-    def half_then_full(self, target, **kwargs):
-        if isinstance(target, (str, os.PathLike)):
-            with open(target, "wb") as fh:
-                fh.write(b"\x89PNG half")
-        else:
-            target.write(b"\x89PNG half")
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(Figure, "savefig", half_then_full)
     chart = tmp_path / "run.png"
     chart.write_bytes(b"old chart")
     assert main(["simulate", PAIR, pair_plan, "--gantt", str(chart), "--quiet"]) == 2
