@@ -139,14 +139,14 @@ def run(args: argparse.Namespace) -> int:
                                         w_share=args.w_share, **devices(args))
     if announce:
         announce("checked: the plan is " + ("valid" if verification.valid else "not valid"))
-    # an invalid plan's value is no verdict on the value it claims
-    claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
-                            instance.name)
-    stages = recorded_stages(args.plan)   # a solve into exactly N stages: the plan's non-empty devices
-    used = None if stages is None else sum(1 for device in as_plan(args.plan).devices if device.nodes)
-    stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}
-    stages_garbled = garbled_stages(args.plan)
-    if args.json:
+    if args.json:   # the record's refuted claims as fields (the text prints them among the verdict's notes)
+        # an invalid plan's value is no verdict on the value it claims
+        claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
+                                instance.name)
+        stages = recorded_stages(args.plan)   # a solve into exactly N stages: the plan's non-empty devices
+        used = None if stages is None else sum(1 for device in as_plan(args.plan).devices if device.nodes)
+        stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}
+        stages_garbled = garbled_stages(args.plan)
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
                     "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
                     "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled,
