@@ -184,18 +184,18 @@ def build_layers(problem: Instance, ideals: int = 2) -> Layers:
     pipeline uses), numbered in mixed radix, with the layer one device of each type fewer. Refused
     (:func:`check_states`, :func:`check_layers`) where the DP's tables for ``ideals`` ideals (at least ∅
     and V), or those with the combinations themselves, would be too large, before any is built."""
-    caps = [t.count for t in problem.device_types]
-    check_states(ideals, math.prod(c + 1 for c in caps), [c + 1 for c in caps])
-    check_layers(ideals, math.prod(c + 1 for c in caps), [c + 1 for c in caps])
-    radix = np.cumprod([1] + [c + 1 for c in caps[:-1]]).astype(np.int64)
-    n_layers = math.prod(c + 1 for c in caps)
+    factors = [t.count + 1 for t in problem.device_types]   # the values each type's count takes
+    n_layers = math.prod(factors)
+    check_states(ideals, n_layers, factors)
+    check_layers(ideals, n_layers, factors)
+    radix = np.cumprod([1] + factors)[:-1].astype(np.int64)   # a type's step in the numbering
     number = np.arange(n_layers, dtype=np.int64)
-    counts = np.empty((n_layers, len(caps)), dtype=np.int64)
-    for t in range(len(caps)):
-        counts[:, t] = (number // radix[t]) % (caps[t] + 1)
+    counts = np.empty((n_layers, len(factors)), dtype=np.int64)
+    for t, factor in enumerate(factors):
+        counts[:, t] = (number // radix[t]) % factor
     prev = number[:, None] - radix[None, :]
     prev[counts == 0] = -1
-    return Layers(counts.reshape(n_layers, len(caps)), prev.reshape(n_layers, len(caps)), n_layers - 1)
+    return Layers(counts, prev, n_layers - 1)
 
 
 @dataclass
