@@ -196,6 +196,32 @@ def test_a_chart_that_cannot_be_written_whole_leaves_the_file_as_it_was(pair_pla
     assert sorted(os.listdir(tmp_path)) == sorted(["run.png", os.path.basename(pair_plan)])
 
 
+def test_a_chart_that_cannot_be_written_leaves_the_trace_as_it_was_too(pair_plan, tmp_path, capsys,
+                                                                      savefig_fills_the_disk):
+    """Asked for a trace and a chart, a chart that could not be written left the new trace written: both
+    files are now replaced together or not at all."""
+    import errno
+
+    trace, chart = tmp_path / "run.json", tmp_path / "run.png"
+    trace.write_text("old trace")
+    chart.write_bytes(b"old chart")
+    assert main(["simulate", PAIR, pair_plan, "--trace", str(trace), "--gantt", str(chart), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: --gantt names a file that cannot be written: {chart}: "
+                                       f"{os.strerror(errno.ENOSPC)}\n")
+    assert (trace.read_text(), chart.read_bytes()) == ("old trace", b"old chart")
+    assert sorted(os.listdir(tmp_path)) == sorted(["run.json", "run.png", os.path.basename(pair_plan)])
+
+
+def test_a_trace_and_a_chart_are_both_written(pair_plan, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    trace, chart = tmp_path / "run.json", tmp_path / "run.svg"
+    assert main(["simulate", PAIR, pair_plan, "--trace", str(trace), "--gantt", str(chart)]) == 0
+    out = capsys.readouterr().out
+    assert f"trace written to {trace}" in out and f"Gantt chart written to {chart}" in out
+    assert json.loads(trace.read_text())["displayTimeUnit"] == "ms"
+    assert "<svg" in chart.read_text()
+
+
 def test_gantt_without_matplotlib_fails_before_simulating(pair_plan, tmp_path, capsys, monkeypatch):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)

@@ -61,9 +61,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import placement
     from placement.io.plans import made_for_another
-    from placement.report.gantt import chart_format, matplotlib_modules, write_gantt
+    from placement.report.gantt import chart_format, matplotlib_modules
+    from placement.report.run_files import write_run_files
     from placement.report.simulation import format_simulation
-    from placement.report.trace import write_trace
 
     if args.gantt:               # fail before simulating when the chart cannot be drawn
         chart_format(args.gantt, parameter="gantt")
@@ -84,10 +84,7 @@ def run(args: argparse.Namespace) -> int:
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
                                 progress=progress, **devices(args))
     title = instance.name or str(args.instance)
-    if args.trace:
-        write_trace(result, args.trace, f"{title}: {result.schedule}", parameter="trace")
-    if args.gantt:
-        write_gantt(result, args.gantt, title, parameter="gantt")
+    write_run_files(result, args.trace, args.gantt, title, f"{title}: {result.schedule}")   # both or neither
     if args.json:
         print_json({**result.to_json(), "plan_made_for": other})
         return 0

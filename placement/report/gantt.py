@@ -54,6 +54,16 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
     ``name`` (the instance) heads the title; names are drawn as written (:mod:`.literal_text`).
     :class:`InvalidParameterError` about ``parameter`` where ``path`` cannot be written."""
     file_format = chart_format(path, parameter=parameter)
+    figure = draw_gantt(result, name)
+    try:
+        with replacing(path, binary=True) as fh:   # whole or not at all: a full disk leaves no half chart
+            figure.savefig(fh, format=file_format)
+    except OSError as exc:
+        raise unwritable(path, exc, parameter) from None
+
+
+def draw_gantt(result: SimulationResult, name: str = "") -> Any:
+    """The Gantt chart of ``result`` as a matplotlib figure (on the Agg canvas), ``name`` heading its title."""
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:
@@ -99,11 +109,7 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
     ax.set_title(literal(f"{name}  |  {headline(result)}" if name else headline(result)), fontsize=10, loc="left")
     fig.subplots_adjust(left=LEFT, right=RIGHT, top=1 - 0.55 / fig.get_figheight(),
                         bottom=0.6 / fig.get_figheight())
-    try:
-        with replacing(path, binary=True) as fh:   # whole or not at all: a full disk leaves no half chart
-            fig.savefig(fh, format=file_format)
-    except OSError as exc:
-        raise unwritable(path, exc, parameter) from None
+    return fig
 
 
 def headline(result: SimulationResult) -> str:

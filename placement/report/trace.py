@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 from placement.errors import unwritable
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
@@ -36,14 +36,19 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
     :class:`InvalidParameterError` about ``parameter`` if it cannot be written."""
     try:
         with replacing(path) as fh:   # whole or not at all: a run stopped meanwhile leaves no half document
-            fh.write('{"traceEvents": [')
-            for k, event in enumerate(_events(result, title, unit_us)):
-                fh.write((", " if k else "") + json.dumps(event, allow_nan=False))
-            fh.write('], "displayTimeUnit": "ms", "otherData": ')
-            fh.write(json.dumps(_other_data(result, unit_us), allow_nan=False))
-            fh.write("}\n")
+            dump_trace(result, fh, title, unit_us)
     except OSError as exc:
         raise unwritable(path, exc, parameter) from None
+
+
+def dump_trace(result: SimulationResult, fh: IO[str], title: str = "", unit_us: float = 1000.0) -> None:
+    """Write the trace document of ``result`` into the open text file ``fh``, event by event."""
+    fh.write('{"traceEvents": [')
+    for k, event in enumerate(_events(result, title, unit_us)):
+        fh.write((", " if k else "") + json.dumps(event, allow_nan=False))
+    fh.write('], "displayTimeUnit": "ms", "otherData": ')
+    fh.write(json.dumps(_other_data(result, unit_us), allow_nan=False))
+    fh.write("}\n")
 
 
 def _events(result: SimulationResult, title: str, unit_us: float) -> Iterator[dict[str, Any]]:
