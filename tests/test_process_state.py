@@ -72,6 +72,23 @@ def test_models_imported_in_several_threads_at_once_import_and_leave_stderr_alon
     assert len(set(outcomes)) == 1
 
 
+def test_what_other_threads_write_while_an_export_is_held_reaches_stderr(capsys):
+    # a failed export drops what torch wrote meanwhile, and with it, before, what every other thread of the
+    # program wrote to sys.stderr; only the exporting thread's writes are held now
+    from placement.io.torch_export import _held_diagnostics
+
+    def other_thread() -> None:
+        print("other thread", file=sys.stderr)
+        sys.stderr.flush()
+
+    with _held_diagnostics():          # keep stays False: as after a failed export
+        print("torch's partial graph", file=sys.stderr)
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(30)
+    assert capsys.readouterr().err == "other thread\n"
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_another_thread_holds_the_lock_can_take_it():
     # the holding thread does not exist in the child: without the fork hook the child's first

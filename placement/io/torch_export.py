@@ -91,6 +91,7 @@ import logging
 import math
 import operator
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
@@ -267,10 +268,32 @@ class _Held:
         self.keep = False
 
 
+class _ThisThreadHeld:
+    """Standard error while one thread exports: that thread's writes go to ``held``, every other thread's to
+    ``real`` as they would have (a program's other threads keep their output when the export fails)."""
+
+    def __init__(self, held: io.StringIO, real: Any) -> None:
+        self._thread, self._held, self._real = threading.get_ident(), held, real
+
+    def _target(self) -> Any:
+        return self._held if threading.get_ident() == self._thread else self._real
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        target = self._target()
+        if target is not None:
+            target.flush()
+
+    def __getattr__(self, name: str) -> Any:   # encoding, isatty, fileno, ...: those of the stream it stands for
+        return getattr(self._target(), name)
+
+
 @contextlib.contextmanager
 def _held_diagnostics() -> Iterator[_Held]:
-    """Hold what torch writes to standard error while it exports (its log lines, and the partial
-    graph it prints when an export fails), and write it out afterwards only if ``keep`` was set:
+    """Hold what torch writes to standard error in this thread while it exports (its log lines, and the
+    partial graph it prints when an export fails), and write it out afterwards only if ``keep`` was set:
     a failed export is then reported by its one-line error alone."""
     held = _Held()
     real = sys.stderr
@@ -281,7 +304,7 @@ def _held_diagnostics() -> Iterator[_Held]:
     for h in handlers:
         h.setStream(held.text)
     try:
-        with contextlib.redirect_stderr(held.text):
+        with contextlib.redirect_stderr(_ThisThreadHeld(held.text, real)):
             yield held
     finally:
         for h in handlers:
