@@ -332,10 +332,11 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
                                                   f"{', '.join(map(repr, spec.contiguity))}; method 'milp' solves "
                                                   "every class)")
     if spec.catalogue == TWO_TYPES:
-        other = sorted({t.name for t in problem.device_types} - {ACCELERATOR, CPU})
+        other = {t.name for t in problem.device_types} - {ACCELERATOR, CPU}
         if other:
-            raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r} and "
-                                                  f"{CPU!r} only; this instance has {other[0]!r}")
+            from placement.solvers.baselines.common import other_types_refusal
+
+            raise other_types_refusal(spec.name, other)
         swapped = next((t for t in problem.device_types if (t.name == ACCELERATOR) != t.pays_comm), None)
         if swapped is not None:
             raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r}, which "

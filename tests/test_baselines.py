@@ -209,7 +209,8 @@ def test_bad_options():
     three = Instance(tuple(replace(n, times=n.times + (1.0,)) for n in problem.nodes), problem.edges,
                     problem.device_types + (DeviceType("tpu", 1),))
     with pytest.raises(InvalidParameterError, match="^method 'greedy' takes the device types 'accelerator' and "
-                                                    "'cpu' only; this instance has 'tpu'$"):
+                                                    r"'cpu' only; this instance has 'tpu' \(methods 'dp' and 'milp' "
+                                                    r"take any device types\)$"):
         solve(three, "greedy")
     # the names are Tarnawski's, and so is what they mean: an 'accelerator' that pays no communication
     # (or a 'cpu' that pays it) is another device, which the baselines would label wrongly
@@ -218,6 +219,20 @@ def test_bad_options():
                                                     "pays communication, and 'cpu', which does not; this instance's "
                                                     "'accelerator' does not pay it$"):
         placement.solve(swapped, method="greedy")
+
+
+def test_a_catalogue_refusal_names_every_other_type():
+    """A catalogue of h100 and a100 beside a CPU: the refusal names both types, in the method's own check and in
+    placement.solve's, and the methods that take them, so that renaming one type does not look like the fix."""
+    two = Instance((Node(0, "a", (1.0, 2.0, 5.0)),), (),
+                   (DeviceType("h100", 1), DeviceType("a100", 1), DeviceType(C, 1, math.inf, False)))
+    said = (r"^method 'greedy' takes the device types 'accelerator' and 'cpu' only; this instance has 'a100' and "
+            r"'h100' \(methods 'dp' and 'milp' take any device types\)$")
+    with pytest.raises(InvalidParameterError, match=said):
+        solve(two, "greedy")
+    with pytest.raises(InvalidParameterError, match=said):
+        placement.solve(two, method="greedy")
+    assert placement.solve(two).value == 1.0   # the DP takes the catalogue
 
 
 def test_local_search_is_reproducible_and_respects_its_time_limit():

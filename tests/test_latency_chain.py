@@ -119,7 +119,8 @@ def test_exact_on_chains(problem):
 def test_refuses_other_catalogues_and_objectives():
     problem = Instance((Node(0, "a", (1.0,)),), (), (DeviceType("tpu", 1),))
     with pytest.raises(InvalidParameterError, match="^method 'latency-chain' takes the device types 'accelerator' "
-                                                    "and 'cpu' only; this instance has 'tpu'$"):
+                                                    r"and 'cpu' only; this instance has 'tpu' \(methods 'dp' and "
+                                                    r"'milp' take any device types\)$"):
         solve(problem, "latency-chain")
     with pytest.raises(InvalidParameterError, match="^objective must be 'latency' for method 'latency-chain', not "
                                                     "'throughput'; "):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from placement.errors import InvalidParameterError
 from placement.problem.instance import ACCELERATOR, CPU, Instance
@@ -51,13 +51,23 @@ class TwoTypes:
     memory: float
 
 
+def other_types_refusal(method: str, names: Iterable[str]) -> InvalidParameterError:
+    """The refusal of a two-type ``method`` on a catalogue whose device types ``names`` are neither
+    ``accelerator`` nor ``cpu``: every one of them named (naming one alone made renaming it look like the
+    fix), and the methods that take any catalogue."""
+    listed = sorted(names)
+    text = repr(listed[0]) if len(listed) == 1 else ", ".join(map(repr, listed[:-1])) + f" and {listed[-1]!r}"
+    return InvalidParameterError("method", f"{method!r} takes the device types {ACCELERATOR!r} and {CPU!r} only; "
+                                           f"this instance has {text} (methods 'dp' and 'milp' take any device "
+                                           "types)")
+
+
 def two_types(problem: Instance, method: str) -> TwoTypes:
     """The two-type model of Tarnawski et al.: device types named ``accelerator`` and ``cpu``."""
     names = {t.name: i for i, t in enumerate(problem.device_types)}
-    unknown = sorted(set(names) - {ACCELERATOR, CPU})
+    unknown = set(names) - {ACCELERATOR, CPU}
     if unknown:
-        raise InvalidParameterError("method", f"{method!r} takes the device types {ACCELERATOR!r} and {CPU!r} "
-                                              f"only; this instance has {unknown[0]!r}")
+        raise other_types_refusal(method, unknown)
     acc, cpu = names.get(ACCELERATOR), names.get(CPU)
     types = problem.device_types
     return TwoTypes(acc, cpu, types[acc].count if acc is not None else 0,
