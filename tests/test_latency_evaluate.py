@@ -220,6 +220,16 @@ def test_text_report(chain):
     assert "INVALID: 2 violations" in bad and "latency not computed (see the violations)" in bad
 
 
+def test_text_report_counts_the_cpu_nodes_in_words(chain):
+    """One CPU node is 'node', not '1 nodes', and is not 'the last' of one; two are counted as before."""
+    one = format_latency(chain, evaluate_latency(chain, plan(DeviceAssignment(A, (1, 2)), DeviceAssignment(C, (3,)))))
+    assert ("1 node on CPU (it runs alone, as soon as its inputs are ready), finishing at 4.25 (node 3)"
+            in one.splitlines())
+    two = format_latency(chain, evaluate_latency(chain, plan(DeviceAssignment(A, (1,)), DeviceAssignment(C, (2, 3)))))
+    assert ("2 nodes on CPU (each runs alone, as soon as its inputs are ready); the last finishes at 22.5 (node 3)"
+            in two.splitlines())
+
+
 # ----------------------------------------------------------------------------------------
 # agreement with a plain reference: relax every start time until nothing changes
 # ----------------------------------------------------------------------------------------

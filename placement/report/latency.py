@@ -58,8 +58,12 @@ def format_latency(problem: Instance, evaluation: LatencyEvaluation, extra: tupl
     if evaluation.cpu_nodes:
         last = max(evaluation.cpu_nodes, key=lambda r: r.end)
         lines.append("")
-        lines.append(f"{len(evaluation.cpu_nodes)} nodes on CPU (each runs alone, as soon as its inputs are "
-                     f"ready); the last finishes at {_num(last.end)} (node {last.node})")
+        if len(evaluation.cpu_nodes) == 1:
+            lines.append(f"1 node on CPU (it runs alone, as soon as its inputs are ready), finishing at "
+                         f"{_num(last.end)} (node {last.node})")
+        else:
+            lines.append(f"{len(evaluation.cpu_nodes)} nodes on CPU (each runs alone, as soon as its inputs are "
+                         f"ready); the last finishes at {_num(last.end)} (node {last.node})")
     lines.append("")
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append(f"{title}latency {evaluation.latency:.10g}" if math.isfinite(evaluation.latency)
