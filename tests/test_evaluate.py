@@ -184,7 +184,7 @@ def test_colour_split(small):
 
 def test_too_many_devices_of_a_type(small):
     ev = evaluate(small, plan((A, [1]), (A, [2, 3]), (C, [4])))
-    assert ev.violations == ("device type accelerator: 2 devices used, but only 1 exist",)
+    assert ev.violations == ("device type accelerator: 2 devices used, but only 1 exists",)
 
 
 def test_violation_order_is_stable(small):
@@ -200,7 +200,7 @@ def test_violation_order_is_stable(small):
         "device 1 (accelerator): node 4 is not supported on accelerator",
         "device 1 (accelerator): memory 11 exceeds the bound 5",
         "colour 7 is split over devices 1, 2, 3",
-        "device type accelerator: 2 devices used, but only 1 exist",
+        "device type accelerator: 2 devices used, but only 1 exists",
         "stages: no pipeline order of the devices exists: cycle 1 -> 3 -> 1",
     )
     assert evaluate(small, p, "stages").violations == ev.violations

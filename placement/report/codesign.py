@@ -21,7 +21,7 @@ def format_codesign(result) -> str:
         for s, (design, dev) in enumerate(zip(result.designs, stages)):
             rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), str(len(dev.nodes))])
         lines.extend(format_table(rows, left=(1,)))
-    pruned = ", ".join(f"{n} {why}" for why, n in result.pruned_by.items() if n)
+    pruned = ", ".join(f"{n:,} {why}" for why, n in result.pruned_by.items() if n)
     lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
                  f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; {result.dp_runs:,} DP "
                  f"run{'s' if result.dp_runs != 1 else ''}; {result.runtime_s:.3f} s")

@@ -17,6 +17,7 @@ from placement.errors import InvalidParameterError, SolverUnavailableError, unwr
 from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult
 from placement.whole_file import replacing
+from placement.wording import counted
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
 LABELS = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
@@ -114,7 +115,8 @@ def draw_gantt(result: SimulationResult, name: str = "") -> Any:
 
 def headline(result: SimulationResult) -> str:
     """Schedule, micro-batches, communication mode, iteration or time per sample, bubble fraction."""
-    parts = [f"{result.schedule}, {result.microbatches} micro-batches, communication {result.comm}"]
+    microbatches = counted(result.microbatches, "micro-batch", "micro-batches")
+    parts = [f"{result.schedule}, {microbatches}, communication {result.comm}"]
     if result.iteration_time is not None:
         parts.append(f"iteration {result.iteration_time:.6g}")
     if result.time_per_sample is not None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from placement.costmodel.hypar import BYTES_PER_ELEMENT, LETTERS, SIDES, hierarchy_levels, partition_letters
 from placement.report.table import format_table
+from placement.wording import counted
 
 if TYPE_CHECKING:
     from placement.api import HyparResult
@@ -44,7 +45,7 @@ def format_hypar(result: HyparResult) -> str:
     lines = [
         f"network   {network.name}: {len(network.layers)} weighted layers ({kinds.count('conv')} conv, "
         f"{kinds.count('fc')} fc), {network.parameters:,} weights",
-        f"setting   {accelerators} accelerators ({levels} levels), batch {batch}, partition types "
+        f"setting   {accelerators} accelerators ({counted(levels, 'level')}), batch {batch}, partition types "
         f"{', '.join(types)}",
         f"model     {BYTES_PER_ELEMENT} bytes per element, both sides of a pair: bytes = "
         f"{BYTES_PER_ELEMENT * SIDES} x elements",

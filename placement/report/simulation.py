@@ -5,6 +5,7 @@ from __future__ import annotations
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import SimulationResult
 from placement.report.table import cell, format_table
+from placement.wording import counted
 
 
 def format_simulation(result: SimulationResult, title: str = "") -> str:
@@ -14,7 +15,7 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     if title:
         lines.append(f"instance        {title}")
     lines.append(f"schedule        {result.schedule} ({SCHEDULES[result.schedule].summary}), "
-                 f"{result.microbatches} micro-batches, communication {result.comm}")
+                 f"{counted(result.microbatches, 'micro-batch', 'micro-batches')}, communication {result.comm}")
     if result.w_times:
         lines.append(f"weight grads    the instance's weight-gradient times ({result.w_fraction:.3g} of the backward "
                      "compute) run as W tasks")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from placement.problem.instance import Instance
 from placement.report.table import percent
 from placement.result import Result, Status, Verification
+from placement.wording import counted
 
 OBJECTIVE_LABELS = {"throughput": "max-load", "throughput-gpipe": "FW+BW", "latency": "latency"}
-_STAT_LABELS = (("ideals", "ideals"), ("pairs_examined", "ideal pairs examined"),
-                ("blocks_evaluated", "blocks evaluated"), ("supernodes", "supernodes"),
-                ("variables", "variables"), ("rows", "rows"))
+_STAT_LABELS = (("ideals", "ideal", "ideals"), ("pairs_examined", "ideal pair examined", "ideal pairs examined"),
+                ("blocks_evaluated", "block evaluated", "blocks evaluated"), ("supernodes", "supernode", "supernodes"),
+                ("variables", "variable", "variables"), ("rows", "row", "rows"))
 
 
 def figure(x: float) -> str:
@@ -46,7 +47,7 @@ def format_summary(instance: Instance, result: Result) -> str:
         lines.append(f"bound       {figure(result.bound)}")
     if result.message:
         lines.append(f"note        {result.message}")
-    counts = ", ".join(f"{result.stats[k]:,} {label}" for k, label in _STAT_LABELS
+    counts = ", ".join(counted(result.stats[k], one, many) for k, one, many in _STAT_LABELS
                        if isinstance(result.stats.get(k), int))
     lines.append(f"runtime     {result.runtime_s:.3f} s" + (f"  ({counts})" if counts else ""))
     return "\n".join(lines) + "\n"

@@ -275,7 +275,8 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
     for t in problem.device_types:
         used = sum(1 for d, dev in enumerate(plan.devices) if dev.type == t.name and device_nodes[d])
         if used > t.count:
-            violations.append(f"device type {t.name}: {used} devices used, but only {t.count} exist")
+            violations.append(f"device type {t.name}: {used} devices used, but only {t.count} "
+                              f"{'exists' if t.count == 1 else 'exist'}")
 
     stages = stages_violations(problem, where, len(plan.devices))
     # a plan in stages is in sets (every set is then an interval of a pipeline order): the sets check

@@ -125,6 +125,7 @@ from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, d
                                            stage_count_verdict, start_from)
 from placement.solvers.milp.latency_data import LatencyData, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
+from placement.wording import counted
 
 DEFAULT_CALLS = 1
 
@@ -451,7 +452,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     extra = []
     if calls == 1:   # the critical-chain bound, pruned at the starting plan's value (all a proof of it needs)
         chain = chain_bound(problem, cutoff=fallback[1] if fallback is not None else math.inf)
-        extra.append(("chain_bound", "chain_ideals", "chain bound", "ideals", chain.value, chain.ideals, chain.why))
+        extra.append(("chain_bound", "chain_ideals", "chain bound", "ideal", chain.value, chain.ideals, chain.why))
     # the module-chain bound with the calls counted, or, where that takes too much work, without; each
     # within half the time left, so that the solver keeps the rest
     modules = module_chain(problem, deadline=_half_left(options.deadline), calls=calls)
@@ -459,9 +460,9 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if modules.value is None and modules.why != OUT_OF_TIME:
         stats_chain["module_bound_counted_skipped"] = modules.why
         modules = module_chain(problem, deadline=_half_left(options.deadline))
-    label = "module-chain bound" + (f" ({calls * len(d.acc)} calls counted)" if stats_chain["module_bound_counts_calls"]
-                                    else "")
-    extra.append(("module_bound", "modules", label, "modules", modules.value, modules.modules, modules.why))
+    counted_calls = f" ({counted(calls * len(d.acc), 'call counted')})"
+    label = "module-chain bound" + (counted_calls if stats_chain["module_bound_counts_calls"] else "")
+    extra.append(("module_bound", "modules", label, "module", modules.value, modules.modules, modules.why))
     for key, size_key, label, unit, value, size, why in extra:
         stats_chain.update({key: value, size_key: size})
         if value is None:
@@ -472,7 +473,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
         if value > simple_bound:
             simple_bound, bound_name = value, f"the {label}"
         if progress is not None:
-            progress(f"{label} {value:.6g} ({size:,} {unit})")
+            progress(f"{label} {value:.6g} ({counted(size, unit)})")
     if fallback is not None:
         values, why = _hint(problem, d, V, calls, fallback[0])
         if values is not None:
