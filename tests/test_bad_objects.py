@@ -90,3 +90,50 @@ def test_a_plan_of_numpy_ids_is_verified_as_its_integers():
 def test_hypar_takes_numpy_integers():
     result = placement.hypar("lenet-c", accelerators=np.int64(4), batch=np.int64(32))
     assert (type(result.accelerators), result.accelerators) == (int, 4)
+
+
+def _piper_pair():
+    from placement.io.piper import TMPC, PiperEdge, PiperInstance, PiperNode
+
+    tmpc = lambda fw, bw: (TMPC("x", 1.0, 0.0, 1.0, 0.0, fw, bw),)  # noqa: E731
+    nodes = (PiperNode(0, "a", {1: tmpc({}, {1: 0.0})}), PiperNode(1, "b", {1: tmpc({0: 0.0}, {})}))
+    return PiperInstance("pair", 4, 100.0, 1.0, 4, nodes, (PiperEdge(0, 1, 1.0),))
+
+
+@pytest.mark.parametrize("build,message", [
+    (lambda s: s.ParallelStage((0,), "1", 1, {0: "x"}), "a stage's d must be an integer, got str '1'"),
+    (lambda s: s.ParallelStage((0,), 1, None, {0: "x"}), "a stage's t must be an integer, got NoneType None"),
+    (lambda s: s.ParallelStage((0,), True, 1, {0: "x"}), "a stage's d must be an integer, got bool True"),
+    (lambda s: s.ParallelStage(("0",), 1, 1, {0: "x"}), "a stage's nodes: a node id must be an integer, got str '0'"),
+    (lambda s: s.ParallelStage((0,), 1, 1, {0: 3}),
+     "a stage's tmpcs must map node ids to TMPC ids (strings), got int 3"),
+    (lambda s: s.ParallelStage((0,), 1, 1, [0]), "a stage's tmpcs must map node ids to TMPC ids (strings), got list"),
+    (lambda s: s.ParallelStage((0,), 1, 1, {0: "x"}, None), "a stage's device_type must be a string, got NoneType"),
+    (lambda s: s.ParallelPlan(({"nodes": [0]},)), "stages[0] must be a ParallelStage, got dict"),
+    (lambda s: s.ParallelPlan((), "bogus"), "unknown schedule 'bogus' (known: piper, 1f1b, gpipe, interleaved)"),
+    (lambda s: s.ParallelPlan((), "piper", 0), "chunks must be a positive integer, not 0"),
+    (lambda s: s.ParallelPlan((), "interleaved", "2"), "chunks must be a positive integer, not '2'"),
+])
+def test_a_malformed_parallel_plan_object_is_refused_by_name(build, message):
+    # verify took ParallelPlan(..., "bogus") as valid (an unknown schedule held 1F1B's micro-batches), and other
+    # fields of the wrong kind ended in a TypeError or AttributeError inside the evaluator
+    from placement.parallel import plan as parallel_plan
+
+    with pytest.raises(InvalidPlanError) as caught:
+        build(parallel_plan)
+    assert str(caught.value) == message
+
+
+def test_a_parallel_plan_of_numpy_integers_is_checked_as_its_integers():
+    from placement.parallel import ParallelPlan, ParallelStage
+
+    stages = (ParallelStage(np.array([0]), np.int64(1), np.int32(1), {np.int64(0): "x"}),
+              ParallelStage([np.int64(1)], np.int64(2), 1, {1: "x"}))
+    plan = ParallelPlan(stages, "1f1b", np.int64(1))
+    assert (type(plan.stages[0].d), plan.stages[0].nodes, dict(plan.stages[0].tmpcs)) == (int, (0,), {0: "x"})
+    assert type(plan.chunks) is int
+    inst = _piper_pair()
+    verified = placement.verify(inst, plan)
+    assert verified.valid and verified.value == 3.0   # stage 0: 1 of compute, 2·1 bytes at bandwidth 1
+    assert placement.simulate(inst, plan).time_per_batch > 0
+

@@ -12,15 +12,28 @@ This module holds data only (and its JSON form); it neither solves nor evaluates
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
 from placement.jsonfile import json_value_text
+from placement.plan import _ids
+from placement.problem.instance import is_flag
 
 #: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
 SCHEDULES = ("piper", "1f1b", "gpipe", "interleaved")
+
+
+def _integer(value: object, what: str) -> int:
+    """``value`` (an integer of any integer type, not a boolean) as an ``int``; :class:`InvalidPlanError`
+    naming ``what`` otherwise. Its range is the evaluator's to judge (a degree below 1 is a violation)."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, numbers.Integral) or is_flag(value):
+        raise InvalidPlanError(f"{what} must be an integer, got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -40,8 +53,23 @@ class ParallelStage:
     device_type: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        object.__setattr__(self, "tmpcs", MappingProxyType(dict(self.tmpcs)))
+        # a stage built in code is checked here as ParallelPlan.from_json checks a file's: the evaluator and
+        # the simulator would otherwise meet a degree of the wrong kind as a TypeError
+        object.__setattr__(self, "nodes", _ids(self.nodes, "a stage's nodes"))
+        object.__setattr__(self, "d", _integer(self.d, "a stage's d"))
+        object.__setattr__(self, "t", _integer(self.t, "a stage's t"))
+        if not isinstance(self.tmpcs, Mapping):
+            raise InvalidPlanError(f"a stage's tmpcs must map node ids to TMPC ids (strings), got "
+                                   f"{type(self.tmpcs).__name__}")
+        tmpcs = {}
+        for v, c in self.tmpcs.items():
+            if not isinstance(c, str):
+                raise InvalidPlanError(f"a stage's tmpcs must map node ids to TMPC ids (strings), got "
+                                       f"{type(c).__name__} {c!r}")
+            tmpcs[_ids((v,), "a stage's tmpcs")[0]] = c
+        object.__setattr__(self, "tmpcs", MappingProxyType(tmpcs))
+        if not isinstance(self.device_type, str):
+            raise InvalidPlanError(f"a stage's device_type must be a string, got {type(self.device_type).__name__}")
 
     def __reduce__(self):  # mapping proxies do not pickle
         return (type(self), (self.nodes, self.d, self.t, dict(self.tmpcs), self.device_type))
@@ -73,7 +101,20 @@ class ParallelPlan:
     chunks: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stages", tuple(self.stages))
+        # checked as from_json checks a file: verify took an unknown schedule as valid (with 1F1B's memory)
+        if isinstance(self.stages, (str, bytes, Mapping)) or not hasattr(self.stages, "__iter__"):
+            raise InvalidPlanError(f"a plan's stages must be a sequence of ParallelStage, got "
+                                   f"{type(self.stages).__name__}")
+        stages = tuple(self.stages)
+        for k, stage in enumerate(stages):
+            if not isinstance(stage, ParallelStage):
+                raise InvalidPlanError(f"stages[{k}] must be a ParallelStage, got {type(stage).__name__}")
+        object.__setattr__(self, "stages", stages)
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
+            raise InvalidPlanError(f"unknown schedule {self.schedule!r} (known: {', '.join(SCHEDULES)})")
+        if not isinstance(self.chunks, numbers.Integral) or is_flag(self.chunks) or self.chunks < 1:
+            raise InvalidPlanError(f"chunks must be a positive integer, not {self.chunks!r}")
+        object.__setattr__(self, "chunks", int(self.chunks))
 
     @property
     def devices(self) -> int:
