@@ -137,3 +137,15 @@ def test_a_parallel_plan_of_numpy_integers_is_checked_as_its_integers():
     assert verified.valid and verified.value == 3.0   # stage 0: 1 of compute, 2·1 bytes at bandwidth 1
     assert placement.simulate(inst, plan).time_per_batch > 0
 
+
+@pytest.mark.parametrize("instance,kind", [({"maxDevices": 1}, "dict"), ("instances/tiny/chain4.json", "str"),
+                                           (pair(Node(1, "x", (1.0, 5.0))), "Instance")])
+def test_the_piper_planner_refuses_what_is_not_a_piper_instance(instance, kind):
+    # it ended in an AttributeError on the first field a Piper instance has and these lack
+    from placement.errors import InvalidParameterError
+    from placement.parallel import solve_piper
+
+    with pytest.raises(InvalidParameterError) as caught:
+        solve_piper(instance)
+    assert str(caught.value) == (f"instance must be a PiperInstance (placement.load reads a Piper file into one), "
+                                 f"not {kind}")

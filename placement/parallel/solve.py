@@ -88,6 +88,9 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     unless given ``time_limit`` (objective ``throughput``): past it, the best pipeline along one topological
     order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices."""
     started = time.perf_counter()
+    if not isinstance(instance, PiperInstance):
+        raise InvalidParameterError("instance", f"must be a PiperInstance (placement.load reads a Piper file into "
+                                                f"one), not {type(instance).__name__}")
     devices = device_counts(instance, devices)
     memory = number("memory", memory, positive=True, optional=True)
     check_memory(instance, memory)
