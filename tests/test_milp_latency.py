@@ -7,6 +7,7 @@ nodes into at most q calls, so agreement checks the MILP's rows, for q = 1 and q
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -154,6 +155,18 @@ def test_a_starting_plan_that_meets_the_path_bound_skips_the_search(backend):
     assert (result.status, result.value, result.bound) == ("optimal", 14.0, 14.0)
     assert result.message.endswith("the solver was not run; the starting plan meets the path bound")
     assert result.stats["solve_s"] == 0.0
+
+
+def test_a_search_not_run_is_not_said_to_have_rounded_its_data():
+    """chain4 with a's time 13/3, which CP-SAT's integer model holds rounded down: one call of 13/3 + 3 + 2 + 5
+    meets the longest path's bound, so CP-SAT never sees the rounded model, and the answer does not speak of
+    it (it said "times rounded down to multiples of 2^-25 for cp-sat")."""
+    document = json.loads((ROOT / "instances" / "tiny" / "chain4.json").read_text())
+    document["nodes"][0]["fpgaLatency"] = 13 / 3
+    result = placement.solve(document, method="milp", objective="latency", backend="cp-sat")
+    assert (result.status, result.value) == ("optimal", 13 / 3 + 10)
+    assert result.message == ("started from a plan of value 14.3333; the solver was not run; the starting plan "
+                              "meets the longest-path bound")
 
 
 @pytest.mark.skipif("highs" not in AVAILABLE, reason="HiGHS is not available")

@@ -363,6 +363,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                                   verify, simple, bound_name)) from None
     be.end_build()
     notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
+    data = tuple(notes)
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):
             progress(line)
@@ -393,6 +394,6 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity=formulation.contiguity,
                   start=start, unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact,
                   simple_bound=simple, exact_feasibility=d.memory_exact, notes=notes, stats=stats,
-                  bound_name=bound_name)
+                  bound_name=bound_name, data_notes=data)
 
     return conclude(ctx, be, raw, lambda value: formulation.decode(problem, d, variables, value), verify, fallback)

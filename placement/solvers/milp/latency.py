@@ -447,6 +447,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     if math.isfinite(path) and path >= simple_bound > 0:
         simple_bound, bound_name = path, "the path bound"
     notes = data_notes(d.scaling, d.memory_exact, be.name)
+    data = tuple(notes)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     stats_chain: dict[str, Any] = {}
     extra = []
@@ -494,6 +495,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     fallback = checked_claim(be, raw, fallback, check, verify, notes)
     ctx = Context(method=f"milp-{be.name}", objective_kind="latency", contiguity="sets", start=start,
                   unit=1.0 / d.scaling.scale, exact_data=d.scaling.exact, simple_bound=simple_bound,
-                  exact_feasibility=d.memory_exact, notes=notes, stats=stats, bound_name=bound_name)
+                  exact_feasibility=d.memory_exact, notes=notes, stats=stats, bound_name=bound_name,
+                  data_notes=data)
 
     return conclude(ctx, be, raw, lambda value: _decode(problem, d, V, calls, value), verify, fallback)

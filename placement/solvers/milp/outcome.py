@@ -81,6 +81,8 @@ class Context:
     stats: dict[str, Any]
     #: what ``simple_bound`` is, for the message of a plan that meets it
     bound_name: str = "the instance's lower bound"
+    #: the notes (among ``notes``) on the data the solver was given: left out where it was not run
+    data_notes: tuple[str, ...] = ()
 
 
 def conclude(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Callable[[Any], float]], Plan | None],
@@ -123,6 +125,8 @@ def _concluded(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Call
                "no_solution": "" if raw.stopped or not raw.ran else "the solver found no better plan",
                "error": "the solver failed",
                "skipped": "the solver was not run"}[raw.status]
+        if raw.status == "skipped":   # how its data were rounded says nothing of this answer
+            ctx.notes[:] = [note for note in ctx.notes if note not in ctx.data_notes]
         plan, value = fallback
         if meets(simple, value):
             return done(Status.OPTIMAL, plan, value, value,
