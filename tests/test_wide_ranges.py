@@ -292,6 +292,19 @@ def test_a_feasible_answer_shows_a_gap_below_1e_9_as_it_is():
     assert "   gap 2.2e-13%\n" in format_result(placement.load(chain), tiny)
 
 
+def test_a_feasible_answer_that_meets_its_bound_says_it_is_optimal():
+    # chain4's latency-chain plan (everything in one call, 4 + 3 + 2 + 5 = 14) meets the path bound 14, but
+    # a heuristic claims no optimum: "feasible" beside "gap 0.00%" left the reader to draw the conclusion
+    import placement
+    from placement.report.solution import format_result
+
+    chain = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    result = placement.solve(chain, objective="latency", method="latency-chain")
+    assert (result.status, result.value, result.bound, result.gap) == ("feasible", 14.0, 14.0, 0.0)
+    assert ("   gap 0.00%  (the bound meets the value: this plan is optimal, though its status does not claim it)\n"
+            in format_result(placement.load(chain), result))
+
+
 def test_a_type_no_better_plan_can_use_adds_no_rounding_error():
     """A chain of four nodes taking 1e-9 to 4e-9 on an accelerator and 40 to 43 on the CPU, costs
     1e-10: the DP's plan takes 6.1e-9. The CPU's sums (about 166) could be off by 1e-13, far more than

@@ -42,6 +42,8 @@ def format_summary(instance: Instance, result: Result) -> str:
         gap = percent(result.gap, 2)
         if result.status is Status.FEASIBLE and result.gap and float(gap.rstrip("%")) == 0:   # say by how much
             gap = f"{result.gap * 100:.2g}%"
+        elif result.status is Status.FEASIBLE and result.gap == 0:   # e.g. a heuristic's plan that meets a bound
+            gap += "  (the bound meets the value: this plan is optimal, though its status does not claim it)"
         lines.append(f"bound       {figure(result.bound)}   gap {gap}")
     elif result.status is Status.NO_SOLUTION and result.bound:
         lines.append(f"bound       {figure(result.bound)}")
