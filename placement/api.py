@@ -321,13 +321,13 @@ def hypar(network: str | PathLike[str], *, accelerators: int, batch: int, types:
 
     if not isinstance(network, (str, PathLike)):
         raise InvalidParameterError("network", f"must be a network name or file path, not {type(network).__name__}")
-    accelerators = integer("accelerators", accelerators, smallest=2)
+    hierarchy_levels(accelerators)   # one message for 1 and for 12: a power of two from 2
+    accelerators = int(accelerators)
     batch = integer("batch", batch, smallest=1, largest=MAX_BATCH)
     if isinstance(types, bool) or not isinstance(types, numbers.Integral) or types not in (2, 3):   # not 2.0
         raise InvalidParameterError("types", f"must be 2 (HyPar) or 3 (AccPar), not {types!r}")
     chain = load_network(network)
     kinds = partition_types(types)
-    hierarchy_levels(accelerators)
     plans, skipped = [], {}
     for name, plan in PLANNERS.items():
         try:
