@@ -433,6 +433,20 @@ def test_verify_and_simulate_read_a_plan_with_b_and_w_tasks_as_a_split_plan(tmp_
                                        "not string\n")
 
 
+def test_a_gpipe_solve_shows_each_devices_forward_and_backward_loads(capsys):
+    """training-pair under throughput-gpipe: f1, b1 on device 0 and f2, b2 on device 1. Forward loads: f1's 2
+    plus sending its output 1 = 3; f2's 3 plus receiving f1's output 1 = 4. Backward loads: b1's 4 plus
+    receiving b2's output 1.5 = 5.5; b2's 6 plus sending it 1.5 = 7.5. FW+BW = 4 + 7.5 = 11.5, which the
+    table showed only as the devices' combined loads (8.5 and 11.5)."""
+    assert main(["solve", str(TINY / "training-pair.json"), "--objective", "throughput-gpipe", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert ("device  type         #nodes  compute  comm  load  forward  backward  memory/bound  forward nodes\n"
+            "------  -----------  ------  -------  ----  ----  -------  --------  ------------  -------------\n"
+            "     0  accelerator       2        6   2.5   8.5        3       5.5         2/100  f1\n"
+            "     1  accelerator       2        9   2.5  11.5        4       7.5         2/100  f2\n") in text
+    assert "instance training-pair: FW+BW 11.5 (max forward 4 + max backward 7.5), max load 11.5\n" in text
+
+
 @pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])
 def test_verify_checks_the_objective_the_plan_was_solved_for(tmp_path, capsys, objective, figure):
     """diamond-cpu solved for latency (17; its max load is 15), training-pair for throughput-gpipe: verify

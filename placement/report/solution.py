@@ -68,7 +68,7 @@ def format_verification(instance: Instance, verification: Verification) -> str:
         from placement.report.latency import format_latency
 
         return format_latency(instance, latency, extra)
-    return format_evaluation(instance, evaluation, extra)
+    return format_evaluation(instance, evaluation, extra, verification.objective)
 
 
 def format_result(instance: Instance, result: Result) -> str:

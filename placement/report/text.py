@@ -23,21 +23,32 @@ def node_span(problem: Instance, nodes: tuple[int, ...], places: dict[int, int],
     return first if first == last else f"{first} .. {last}"
 
 
-def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[str, ...] = ()) -> str:
+def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[str, ...] = (),
+                      objective: str = "throughput") -> str:
     """A table of the devices (load, compute, comm, memory, first..last forward node), the max load,
-    the class, the violations (the evaluation's, then ``extra``: those of checks it does not make)."""
-    header = ("device", "type", "#nodes", "compute", "comm", "load", "memory/bound", "forward nodes")
+    the class, the violations (the evaluation's, then ``extra``: those of checks it does not make). Under
+    the ``throughput-gpipe`` objective the table adds each device's forward and backward loads (what the
+    objective sums the largest of), and the max-load line the objective's value."""
+    gpipe = objective == "throughput-gpipe"
+    header = ("device", "type", "#nodes", "compute", "comm", "load") + (("forward", "backward") if gpipe else ()) \
+        + ("memory/bound", "forward nodes")
     rows = [header]
     places = topological_places(problem)
     for r in evaluation.devices:
-        rows.append((str(r.position), r.type, str(len(r.nodes)), cell(r.compute), cell(r.comm),
-                     cell(r.load), f"{cell(r.memory)}/{cell(r.memory_bound)}", node_span(problem, r.nodes, places)))
-    lines = format_table(rows, left={1, 7})   # text columns read better left-aligned
+        rows.append((str(r.position), r.type, str(len(r.nodes)), cell(r.compute), cell(r.comm), cell(r.load))
+                    + ((cell(r.forward_load), cell(r.backward_load)) if gpipe else ())
+                    + (f"{cell(r.memory)}/{cell(r.memory_bound)}", node_span(problem, r.nodes, places)))
+    lines = format_table(rows, left={1, len(header) - 1})   # text columns read better left-aligned
     title = f"instance {problem.name}: " if problem.name else ""
     lines.append("")
     violations = tuple(evaluation.violations) + tuple(extra)
     # an invalid plan's loads are those of what it places: no value of the plan
-    lines.append(f"{title}max load {evaluation.max_load:.10g}"
+    fw_bw = ""
+    if gpipe:
+        fw = max((r.forward_load for r in evaluation.devices), default=0.0)
+        bw = max((r.backward_load for r in evaluation.devices), default=0.0)
+        fw_bw = f"FW+BW {evaluation.gpipe_time:.10g} (max forward {fw:.10g} + max backward {bw:.10g}), "
+    lines.append(f"{title}{fw_bw}max load {evaluation.max_load:.10g}"
                  + ("  (of the nodes placed as the plan places them; the plan is invalid)" if violations else ""))
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
     if evaluation.inferred:
