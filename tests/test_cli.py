@@ -673,5 +673,5 @@ def test_split_takes_the_devices_the_plan_was_solved_for(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err == "note: split on the devices the plan file records it was solved with: --accelerators 6, --cpus 0\n"
     rows = captured.out.splitlines()
-    assert rows[0].split() == ["stage", "device", "#nodes", "first", "last"]
+    assert rows[0].split() == ["stage", "device", "#forward", "nodes", "first", "last"]
     assert [row.split()[:2] for row in rows[1:]] == [[str(k), "accelerator"] for k in range(6)]

@@ -91,7 +91,7 @@ def test_split_prints_every_format(tmp_path, capsys):
 
     assert main(["split", str(instance), plan, "--format", "stages"]) == 0
     assert [row.split() for row in capsys.readouterr().out.splitlines()] == [
-        ["stage", "device", "#nodes", "first", "last"], ["0", "accelerator", "4", "embed", "blocks.0"],
+        ["stage", "device", "#forward", "nodes", "first", "last"], ["0", "accelerator", "4", "embed", "blocks.0"],
         ["1", "accelerator", "4", "blocks.1.norm", "head"]]
     assert main(["split", str(instance), plan, "--format", "stages", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["split"] == [
@@ -389,7 +389,7 @@ def test_a_stage_table_of_a_plan_no_runtime_can_run_says_so(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err == ("note: the stages are the plan's devices in its order, but no pipeline runtime can run "
                             "them: it is no pipeline: 'blocks.1' in stage 0 reads 'blocks.0' of the later stage 1\n")
-    assert captured.out.splitlines()[0].split() == ["stage", "device", "#nodes", "first", "last"]
+    assert captured.out.splitlines()[0].split() == ["stage", "device", "#forward", "nodes", "first", "last"]
 
 
 def test_split_refuses_instances_without_metadata(tmp_path, capsys):

@@ -68,9 +68,10 @@ def _check_fit(problem: Any, plan: Plan, source: str, say: Callable[[str], None]
 
 
 def _stage_rows(layout: Layout, plan: Plan) -> list[tuple[str, ...]]:
-    """Header and one row per stage: index, device type, node count, first and last node."""
+    """Header and one row per stage: index, device type, forward node count, first and last node (a stage's
+    backward nodes go with their forward mates: the table counts the program the runtime splits)."""
     by_id = {node.id: node for node in layout.nodes}
-    rows = [("stage", "device", "#nodes", "first", "last")]
+    rows = [("stage", "device", "#forward nodes", "first", "last")]
     for k, (stage, kind) in enumerate(zip(stages(layout, plan), stage_types(layout, plan))):
         rows.append((str(k), kind, str(len(stage)), by_id[stage[0]].name, by_id[stage[-1]].name))
     return rows
