@@ -162,7 +162,7 @@ def test_without_an_interrupt_the_answer_and_errors_come_through():
 
 def test_a_search_far_past_its_time_limit_is_asked_to_stop(monkeypatch):
     """A search that keeps to no limit (PuLP's CBC ran 40 s for 3.2) is stopped as Ctrl-C would, past its
-    limit and grace, and its answer says so; one that cannot be stopped is waited for."""
+    limit and grace, and its answer says so; one that cannot be stopped is left running, without a plan."""
     from placement.solvers.milp import interrupt
 
     monkeypatch.setattr(interrupt, "OVERRUN_GRACE_S", 0.05)
@@ -176,10 +176,16 @@ def test_a_search_far_past_its_time_limit_is_asked_to_stop(monkeypatch):
     worker.start()
     worker.join(PATIENCE_S)
     assert backend.returned and answers[0].message.startswith("searching was stopped 0.05 s past its time limit")
-    backend = _Searching(stoppable=False)   # asked, it cannot stop (HiGHS, CBC behind OR-Tools): nothing is said
-    threading.Timer(0.5, backend.stop.set).start()
+    # asked, it cannot stop (CBC behind OR-Tools in its root LP ran 43 s for 5): it was waited for; it is left
+    # to finish in its thread, and the answer is a stop without a plan, which the caller's starting plan stands in for
+    backend = _Searching(stoppable=False)
     raw = solve_interruptibly(backend, SolveOptions(time_limit=0.05))
-    assert backend.returned and raw.status == "feasible" and raw.message == ""
+    assert not backend.returned and interrupt.still_searching() and interrupt._LEFT
+    assert (raw.status, raw.objective, raw.stopped) == ("no_solution", None, True)
+    assert raw.message.startswith("searching was still running 0.05 s past its time limit and cannot be stopped")
+    backend.stop.set()
+    interrupt._wait_for_left_searches()   # what the interpreter's exit does
+    assert backend.returned and not interrupt.still_searching()
 
 
 @pytest.mark.skipif(not RESNET.exists(), reason="the published instances are not beside the project")
@@ -301,3 +307,35 @@ def test_an_interrupted_highs_search_leaves_no_scratch_log(tmp_path):
     assert status == 130
     assert "status      feasible" in out       # the plan in hand, printed
     assert os.listdir(tmp_path) == []
+
+
+_UNSTOPPABLE_CBC = """
+import sys, threading
+from placement.cli import run
+from placement.solvers.milp.backends.cbc import CbcBackend
+
+CbcBackend.solve = lambda self, options: threading.Event().wait()   # a root LP that never looks at the clock
+CbcBackend.interrupt = lambda self: False                             # and no way to stop it, as behind OR-Tools
+sys.argv = ["placement", "solve", sys.argv[1], "--method", "milp", "--contiguity", "none", "--backend", "cbc",
+            "--time-limit", "0.1", "--json"]
+run()
+"""
+
+
+def test_a_command_whose_solver_cannot_be_stopped_ends_past_its_grace_with_the_starting_plan(tmp_path):
+    """CBC behind OR-Tools, in a root LP that does not look at its clock, ran 43 s under a limit of 5 s, and the
+    command waited for it: now the search is left behind past its grace, the command prints the starting plan
+    and ends (the interpreter's exit would wait for the search, and OR-Tools aborts one torn down under it)."""
+    from placement.solvers.milp.backends import backend_availability
+
+    if not any(name == "cbc" and ok for name, ok, _ in backend_availability()):
+        pytest.skip("cbc is not installed")
+    instance = tmp_path / "chain.json"
+    instance.write_text(json.dumps(CHAIN))
+    proc = subprocess.run([sys.executable, "-c", _UNSTOPPABLE_CBC, str(instance)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=PATIENCE_S)
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)
+    assert (shown["status"], shown["objective"]) == ("feasible", 17.5)
+    assert shown["verified"]["valid"]
+    assert "cbc was still running 2 s past its time limit and cannot be stopped" in shown["message"]

@@ -175,11 +175,11 @@ def run() -> None:
         status = 2
     if status == INTERRUPTED and terminated:
         status = TERMINATED
-    if status in (INTERRUPTED, TERMINATED):
-        from placement.solvers.milp.interrupt import still_searching
-
-        if still_searching():   # torn down by the interpreter's exit, OR-Tools aborted the process (SIGABRT)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
+    # a search left running (after Ctrl-C, or past its time limit by a solver that cannot be stopped): torn down
+    # by the interpreter's exit, OR-Tools aborted the process (SIGABRT), and waited for, the command ran on
+    searching = sys.modules.get("placement.solvers.milp.interrupt")
+    if searching is not None and searching.still_searching():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
     sys.exit(status)

@@ -14,11 +14,17 @@ signal delivered again, :func:`absorb_echoes`), and a :class:`SearchInterrupted`
 that answer and of its starting plan; a second Ctrl-C in that wait goes on as a plain
 :class:`KeyboardInterrupt`. A solver that takes no such request (HiGHS and CBC behind OR-Tools) is left to finish in
 its daemon thread, which ends with the process. A solver still searching well past its time limit
-(:data:`OVERRUN_GRACE_S`, :data:`OVERRUN_SHARE`) is asked to stop the same way, and its result says so.
+(:data:`OVERRUN_GRACE_S`, :data:`OVERRUN_SHARE`) is asked to stop the same way, and its result says so;
+one that cannot be stopped is left to finish in its thread as after Ctrl-C, and the answer is a stop
+without a plan (the caller then has its starting plan): CBC behind OR-Tools does not look at its clock
+while it solves the root LP, which took 40 s under a limit of 5 s. At the interpreter's exit such a
+search is waited for (:func:`_wait_for_left_searches`): OR-Tools aborts a process torn down under a
+running solver.
 """
 
 from __future__ import annotations
 
+import atexit
 import signal
 import threading
 import time
@@ -39,6 +45,20 @@ REASSERT_S = 0.2
 ECHO_S = 0.25
 #: the name of the thread a search runs in
 SOLVER_THREAD = "milp-solve"
+
+
+#: the threads of searches left running past their time limit because their solver could not be stopped
+_LEFT: list[threading.Thread] = []
+
+
+def _wait_for_left_searches() -> None:
+    """Wait for the searches left past their time limit (:data:`_LEFT`) to end, so that the interpreter is not
+    torn down under a running solver; a process that must end at once (the command line) calls ``os._exit``."""
+    for thread in list(_LEFT):
+        thread.join()
+
+
+atexit.register(_wait_for_left_searches)
 
 
 def still_searching() -> bool:
@@ -93,16 +113,24 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
             finished.set()
 
     grace = max(OVERRUN_GRACE_S, OVERRUN_SHARE * options.time_limit)
-    late = time.perf_counter() + options.time_limit + grace
+    began = time.perf_counter()
+    late = began + options.time_limit + grace
     asked, stopped = False, False
     try:
-        threading.Thread(target=work, name=SOLVER_THREAD, daemon=True).start()
+        thread = threading.Thread(target=work, name=SOLVER_THREAD, daemon=True)
+        thread.start()
         while not finished.wait(REASSERT_S):
             if main:   # only the main thread may set signal handlers
                 _reassert_sigint()
             if not asked and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
                 asked = True
                 stopped = bool(be.interrupt())
+                if not stopped and not finished.is_set():   # it cannot be stopped: left to finish (docstring)
+                    _LEFT[:] = [*(t for t in _LEFT if t.is_alive()), thread]
+                    return RawResult("no_solution", wall_s=time.perf_counter() - began, stopped=True,
+                                     message=f"{be.name} was still running {grace:g} s past its time limit and "
+                                             "cannot be stopped: it was left to finish on its own, and its "
+                                             "answer is not used")
     except KeyboardInterrupt:
         first = time.perf_counter()
         stoppable = be.interrupt()
