@@ -333,11 +333,11 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     bound = min(proven, value)
     optimal = value - bound <= OPTIMALITY_TOLERANCE * value
     stats.update(groups=shape.groups, d=shape.d, t=shape.t)
+    batch = interleaved_time_per_batch(instance, plan)   # before the runtime is read: the call's work counts it
     return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
                           memory, INTERLEAVED, evaluation, handoff(instance, plan),
                           time.perf_counter() - started, "" if optimal else
-                          _open_reason(stats, "before every shape was closed"), stats,
-                          batch_time=interleaved_time_per_batch(instance, plan))
+                          _open_reason(stats, "before every shape was closed"), stats, batch_time=batch)
 
 
 def _open_reason(stats: dict[str, Any], when: str) -> str:
