@@ -47,18 +47,19 @@ ECHO_S = 0.25
 SOLVER_THREAD = "milp-solve"
 
 
-#: the threads of searches left running past their time limit because their solver could not be stopped
-_LEFT: list[threading.Thread] = []
-
-
 def _wait_for_left_searches() -> None:
-    """Wait for the searches left past their time limit (:data:`_LEFT`) to end, so that the interpreter is not
-    torn down under a running solver; a process that must end at once (the command line) calls ``os._exit``."""
-    for thread in list(_LEFT):
-        thread.join()
+    """Wait for the searches still running in their threads to end, so that the interpreter is not torn down
+    under a running solver; a process that must end at once (the command line) calls ``os._exit``."""
+    for thread in threading.enumerate():
+        if thread.name == SOLVER_THREAD and thread is not threading.current_thread():
+            thread.join()
 
 
-atexit.register(_wait_for_left_searches)
+def _leave_running() -> None:
+    """Have the interpreter's exit wait for the searches left running (:func:`_wait_for_left_searches`),
+    registered once however many are left."""
+    atexit.unregister(_wait_for_left_searches)
+    atexit.register(_wait_for_left_searches)
 
 
 def still_searching() -> bool:
@@ -117,8 +118,7 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     late = began + options.time_limit + grace
     asked, stopped = False, False
     try:
-        thread = threading.Thread(target=work, name=SOLVER_THREAD, daemon=True)
-        thread.start()
+        threading.Thread(target=work, name=SOLVER_THREAD, daemon=True).start()
         while not finished.wait(REASSERT_S):
             if main:   # only the main thread may set signal handlers
                 _reassert_sigint()
@@ -126,7 +126,7 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
                 asked = True
                 stopped = bool(be.interrupt())
                 if not stopped and not finished.is_set():   # it cannot be stopped: left to finish (docstring)
-                    _LEFT[:] = [*(t for t in _LEFT if t.is_alive()), thread]
+                    _leave_running()
                     return RawResult("no_solution", wall_s=time.perf_counter() - began, stopped=True,
                                      message=f"{be.name} was still running {grace:g} s past its time limit and "
                                              "cannot be stopped: it was left to finish on its own, and its "
