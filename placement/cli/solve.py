@@ -52,8 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "--schedule gpipe or 1f1b: the schedule's exact time per batch)")
     p.add_argument("--stages", type=positive_int, metavar="N", help="exactly N non-empty pipeline stages")
     p.add_argument("--backend", metavar="NAME",
-                   help="MILP backend: cp-sat (default), cbc, scip, highs, pulp (PuLP's CBC) or pulp:SOLVER; "
-                        "see `placement info --solvers`")
+                   help="MILP backend (default cp-sat): one that `placement info --solvers` lists, or "
+                        "pulp:SOLVER for another solver PuLP finds installed")
     p.add_argument("--time-limit", dest="time_limit", type=positive_float, metavar="SECONDS",
                    help="time limit of the whole call with the MILP, auto or local-search (default 60 for the "
                         "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved; none for "
