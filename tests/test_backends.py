@@ -770,3 +770,18 @@ def test_a_solver_that_needs_a_working_directory_is_refused_where_it_was_removed
     rows = {row[0]: row for row in backend_availability()}
     assert rows[name] == (name, False, f"{why} (run it from a folder that exists)")
     assert rows["cp-sat"][1] is True
+
+
+@pytest.mark.parametrize("name", ["cp-sat", "another-integer-backend"])
+def test_the_memory_note_follows_the_integer_capability_not_the_name(name):
+    """An integer-only backend rounds memory conservatively, whatever it is called; a floating-point one
+    compares it within its tolerances, so its proof is not used."""
+    from placement.solvers.milp.data import Scaling
+    from placement.solvers.milp.driver import data_notes
+
+    exact = Scaling(1.0, True)
+    assert data_notes(exact, False, name, integer_only=True) == [
+        "memory rounded conservatively (sizes up, bounds down): the bound is the simple one"]
+    assert data_notes(exact, False, name, integer_only=False)[0].startswith(
+        f"the memory data differ by steps finer than {name}'s tolerances")
+    assert data_notes(exact, True, name, integer_only=True) == []

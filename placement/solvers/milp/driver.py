@@ -204,14 +204,17 @@ def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], 
     return own
 
 
-def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: str = "the simple one") -> list[str]:
+def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: str = "the simple one", *,
+               integer_only: bool) -> list[str]:
     """The notes on how the model's data differ from the instance's (rounded times or memory);
-    ``bound_name``: what the bound is where the solver's is not used."""
+    ``bound_name``: what the bound is where the solver's is not used; ``integer_only``: the backend's
+    capability (:attr:`.backends.base.Backend.integer_only`), whose memory data are rounded, not compared
+    within tolerances."""
     notes = []
     note = scaling_note(scaling, backend)
     if note:
         notes.append(note)
-    if not memory_exact and backend == "cp-sat":
+    if not memory_exact and integer_only:
         notes.append(f"memory rounded conservatively (sizes up, bounds down): the bound is {bound_name}")
     elif not memory_exact:
         notes.append(f"the memory data differ by steps finer than {backend}'s tolerances can tell apart (a millionth "
@@ -362,7 +365,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                                   start, "interrupted before the search started", warm_start,
                                                   verify, simple, bound_name)) from None
     be.end_build()
-    notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one")
+    notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one",
+                       integer_only=be.integer_only)
     data = tuple(notes)
     if progress is not None:
         for line in formulation.model_news(variables, 1.0 / d.scaling.scale):

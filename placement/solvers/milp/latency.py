@@ -446,7 +446,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     simple_bound, bound_name = latency_lower_bound(problem), "the longest-path bound"
     if math.isfinite(path) and path >= simple_bound > 0:
         simple_bound, bound_name = path, "the path bound"
-    notes = data_notes(d.scaling, d.memory_exact, be.name)
+    notes = data_notes(d.scaling, d.memory_exact, be.name, integer_only=be.integer_only)
     data = tuple(notes)
     fallback = start_from(warm_start, verify, be, [V.L], d.scaling.scale, notes)
     stats_chain: dict[str, Any] = {}
