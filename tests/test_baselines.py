@@ -180,6 +180,20 @@ def test_throughput_baselines_refuse_the_latency_objective(method):
         solve(costly_middle(), method, objective="latency")
 
 
+def test_the_refusal_names_the_baselines_of_the_registry(monkeypatch):
+    """A baseline is one registry line: the refusal of another objective names it with the others."""
+    from placement.solvers import baselines, registry
+
+    spec = replace(METHODS["single"], name="copy-of-single")
+    monkeypatch.setitem(registry.METHODS, "copy-of-single", spec)
+    assert baselines.baseline_names("throughput") == (*THROUGHPUT, "copy-of-single")
+    with pytest.raises(InvalidParameterError, match="for throughput use pipedream, greedy, local-search, "
+                                                    "partition, expert, single, copy-of-single$"):
+        solve(costly_middle(), "latency-greedy", objective="throughput")
+    assert baselines.THROUGHPUT_BASELINES == THROUGHPUT and baselines.LATENCY_BASELINES == LATENCY
+    assert list(baselines.BASELINES) == [*THROUGHPUT, *LATENCY]
+
+
 def test_latency_baselines_refuse_throughput_and_training():
     with pytest.raises(InvalidParameterError, match="^objective must be 'latency' for method 'latency-greedy', not "
                                                     "'throughput'; for throughput use pipedream, greedy, "

@@ -33,9 +33,9 @@ def check_objective(options: Mapping[str, Any], method: str, objective: str) -> 
     """Refuse an ``objective`` option other than the one ``method`` optimises (absent or None: fine)."""
     asked = options.get("objective")
     if asked is not None and asked != objective:
-        from placement.solvers.baselines import LATENCY_BASELINES, THROUGHPUT_BASELINES
+        from placement.solvers.baselines import baseline_names
 
-        other = {THROUGHPUT: ", ".join(THROUGHPUT_BASELINES), LATENCY: ", ".join(LATENCY_BASELINES)}
+        other = {kind: ", ".join(baseline_names(kind)) for kind in (THROUGHPUT, LATENCY)}
         raise InvalidParameterError("objective", f"must be {objective!r} for method {method!r}, not {asked!r}; "
                                                  f"for {asked} use {other.get(asked, 'another method')}")
 
