@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from placement.errors import InvalidParameterError
 from placement.io.tarnawski import parse_instance, read_instance
 from placement.zoo.transformer import (A100_SXM4_40GB, EPYC_7763, PCIE4_X16_BYTES_PER_S, GiB,
                                           TransformerConfig, bert_graph, roofline_ms, to_tarnawski_json)
@@ -150,10 +152,18 @@ def test_tarnawski_export_inference_has_no_colours():
     assert problem.device_types[0].memory == 16 * GiB
 
 
-@pytest.mark.parametrize("kwargs", [dict(layers=0), dict(hidden=10, heads=3), dict(seq=1024), dict(batch=1.5)])
-def test_config_rejects_bad_shapes(kwargs):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kwargs, parameter", [(dict(layers=0), "layers"), (dict(hidden=10, heads=3), "hidden"),
+                                               (dict(seq=1024), "seq"), (dict(batch=1.5), "batch")])
+def test_config_rejects_bad_shapes(kwargs, parameter):
+    with pytest.raises(InvalidParameterError) as info:
         TransformerConfig(**kwargs)
+    assert info.value.parameter == parameter and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("link", [0.0, -1.0, math.inf, math.nan])
+def test_the_instance_refuses_a_link_without_a_positive_finite_bandwidth(link):
+    with pytest.raises(InvalidParameterError, match="^link_bytes_per_s must be positive and finite"):
+        to_tarnawski_json(bert_graph(TINY), link_bytes_per_s=link)
 
 
 @pytest.mark.parametrize("kind, nodes, edges", [("inference", 172, 219), ("training", 344, 610)])

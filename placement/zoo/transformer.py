@@ -94,6 +94,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from placement.errors import InvalidParameterError
+
 GiB = 2**30
 
 # Per-element FLOP conventions of the pointwise operators (see the module docstring).
@@ -148,11 +150,11 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for key, value in asdict(self).items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{key} must be a positive integer, got {value!r}")
+                raise InvalidParameterError(key, f"must be a positive integer, not {value!r}")
         if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+            raise InvalidParameterError("hidden", f"must be a multiple of heads ({self.heads}), not {self.hidden}")
         if self.seq > self.max_position:
-            raise ValueError(f"seq ({self.seq}) exceeds max_position ({self.max_position})")
+            raise InvalidParameterError("seq", f"must be at most max_position ({self.max_position}), not {self.seq}")
 
 
 @dataclass(frozen=True)
@@ -281,7 +283,7 @@ def to_tarnawski_json(graph: OperatorGraph, *, accelerator: DeviceFigures = A100
     An ``about`` entry records the configuration and device figures (readers ignore it).
     """
     if not math.isfinite(link_bytes_per_s) or link_bytes_per_s <= 0:
-        raise ValueError("link_bytes_per_s must be positive and finite")
+        raise InvalidParameterError("link_bytes_per_s", f"must be positive and finite, not {link_bytes_per_s!r}")
     nodes = []
     for op in graph.ops:
         node = {
