@@ -403,19 +403,30 @@ def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
         accelerators_only(big, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
 
 
+def test_the_exchange_of_a_shared_parameter_is_charged_once_per_step():
+    # The exchange runs once per step, after every micro-batch's backward pass: a micro-batch's load
+    # carries 1/m of it (3072 bytes over 64e9 B/s, 4.8e-5 ms per step), not all of it.
+    model, args, _ = case("gpt")
+    for m in (2, 8):
+        pp = plan_pipeline(model, micro(args, 0), devices="h100:2", stages=2, microbatches=m)
+        (exchange,) = [n["id"] for n in pp.instance["nodes"] if n["name"].endswith(SUFFIX)]
+        (cost,) = [e["cost"] for e in pp.instance["edges"] if e["sourceId"] == exchange]
+        assert abs(cost - 4.8e-5 / m) <= pp.instance["about"]["time_quantum_ms"] / 2
+
+
 def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     # TiedLM: wte.weight is 24 x 16 fp32 = 1536 bytes, read by the embedding and the output
-    # projection. Its exchange node costs 2 * 1536 bytes over the H100's PCIe link (64e9 B/s):
-    # 3072 / 64e9 s = 4.8e-5 ms (to the instance's time quantum).
+    # projection. Its exchange moves 2 * 1536 bytes over the H100's PCIe link (64e9 B/s) once per step:
+    # 3072 / 64e9 s = 4.8e-5 ms, 2.4e-5 ms per micro-batch of a step of 2 (to the instance's time quantum).
     model, args, _ = case("gpt")
-    pp = plan_pipeline(model, micro(args, 0), devices="h100:2", stages=2)
+    pp = plan_pipeline(model, micro(args, 0), devices="h100:2", stages=2, microbatches=2)
     nodes = pp.instance["nodes"]
     (exchange,) = [n for n in nodes if n["name"].endswith(SUFFIX)]
     assert exchange["name"] == "wte.weight" + SUFFIX and exchange["isBackwardNode"]
     quantum = pp.instance["about"]["time_quantum_ms"]
     edges = [e for e in pp.instance["edges"] if e["sourceId"] == exchange["id"]]
     assert len(edges) == 1 and edges[0]["size"] == 3072.0
-    assert abs(edges[0]["cost"] - 4.8e-5) <= quantum / 2
+    assert abs(edges[0]["cost"] - 2.4e-5) <= quantum / 2
     forward = len(pp.imported.graph.nodes)
     # torch.export names the tied tensor by its last alias; the plan by the model's first name
     readers = [v for v in range(forward) if any(p.name == "lm_head.weight" for op in pp.imported.graph.node_ops(v)
@@ -429,11 +440,11 @@ def test_the_plan_charges_the_exchange_of_a_shared_parameter():
     charged = placement.verify(pp.instance, plan, contiguity="stages").report[0].devices
     plain = placement.verify(pp.imported.instance, without, contiguity="stages").report[0].devices
     assert [a.load - b.load for a, b in zip(charged, plain)] == [edges[0]["cost"]] * 2
-    # At run time each stage sends or receives h.0's 768-byte output and its gradient and moves the
-    # exchange's 3,072 bytes (counted as charged): 4,608 B / 64e9 B/s = 7.2e-5 ms. The plan charges
-    # 9.6e-5 ms: it also charges the residual add's gradient (1,536 B) that PyTorch sums before sending.
-    assert [abs(t.runtime - 7.2e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
-    assert [abs(t.charged - 9.6e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
+    # At run time each stage sends or receives h.0's 768-byte output and its gradient, 1,536 B / 64e9 B/s
+    # = 2.4e-5 ms, and the exchange's share (counted as charged): 4.8e-5 ms. The plan charges 7.2e-5 ms:
+    # it also charges the residual add's gradient (1,536 B) that PyTorch sums before sending.
+    assert [abs(t.runtime - 4.8e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
+    assert [abs(t.charged - 7.2e-5) <= 3 * quantum for t in pp.transfers] == [True, True]
     # The simulator runs the plan at its load: the exchange's edge, from the first holder's stage to the
     # second's, orders no backward call (it refused every such plan as waiting in a cycle)
     simulated = placement.simulate(pp.instance, pp.result, schedule="1f1b-async")

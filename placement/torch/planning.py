@@ -289,7 +289,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     instance, problem = imported.instance, imported.problem
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     if training:
-        instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases)
+        instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases,
+                                            microbatches)
     written = written_state(imported.source)
     overlapping = shared_storage(model, written)
     if overlapping:

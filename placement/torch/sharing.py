@@ -19,8 +19,11 @@ The cost charged (:func:`charge_gradient_exchange`)
 For a training instance, each trained parameter of ``P`` bytes read by forward nodes
 ``u_1, …, u_k`` (``k ≥ 2``, in program order) adds one backward node ``x`` named
 ``<parameter>.grad-exchange``: zero time and memory, colour class of ``u_1`` (so it sits on
-``u_1``'s device), transfer cost ``c(x) = 2P / link bandwidth``, and an edge ``x → grad(u_i)``
-for ``i ≥ 2`` of ``2P`` bytes. By the load of DESIGN.md §2 a device pays ``c(x)`` once when
+``u_1``'s device), transfer cost ``c(x) = 2P / (link bandwidth · m)``, and an edge ``x → grad(u_i)``
+for ``i ≥ 2`` of ``2P`` bytes. Loads are times per micro-batch, and the exchange runs once per step
+of ``m`` micro-batches, so each micro-batch is charged its ``1/m`` share (charged whole, it made the
+exchange of GPT-2's tied 200 MiB embedding the largest load and left a stage to the output
+projection alone). By the load of DESIGN.md §2 a device pays ``c(x)`` once when
 the readers of the parameter span more than one device (``u_1``'s device in ``Out``, every
 other holder in ``In``), and nothing when they share one. That is the exchange above between
 two holders exactly (each sends ``P`` and receives ``P``, not overlapped); with ``k > 2``
@@ -40,9 +43,10 @@ SUFFIX = ".grad-exchange"
 
 
 def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: float,
-                             names: Mapping[str, str]) -> dict:
-    """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring;
-    ``names`` as in :func:`placement.io.opgraph.shared_parameters`."""
+                             names: Mapping[str, str], microbatches: int = 1) -> dict:
+    """``instance`` (a training instance of ``pg``) with the exchange nodes of the module docstring,
+    for steps of ``microbatches`` micro-batches; ``names`` as in
+    :func:`placement.io.opgraph.shared_parameters`."""
     shared = shared_parameters(pg, names)
     if not shared:
         return dict(instance)
@@ -54,7 +58,7 @@ def charge_gradient_exchange(instance: Mapping[str, Any], pg: Any, bandwidth: fl
     next_id = max(node["id"] for node in nodes) + 1
     for name, readers in shared.items():
         size = 2.0 * nbytes[name]
-        cost = transfer_ms(size, bandwidth)
+        cost = transfer_ms(size, bandwidth) / microbatches   # once per step: its share per micro-batch
         if quantum is not None:
             cost = quantum * round(cost / quantum)
         first = readers[0]
