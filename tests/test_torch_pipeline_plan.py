@@ -515,7 +515,9 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
     pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2)
     out, _ = chained(pp, (x,))
     assert isinstance(out, tuple) and len(out) == 2 and all(torch.equal(o, model(x)[0]) for o in out)
-    for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors"),
+    for form, message in (("dict", "model returns a dict; a pipelined model returns a tensor or a tuple of tensors: "
+                                   "return a tuple of its values (a transformers model does when called with "
+                                   "return_dict=False)"),
                           ("named", "model returns a namedtuple, Named; a pipelined model returns a tensor or a plain "
                                     "tuple of tensors (the last stage returns a tuple): return tuple() of it"),
                           ("int", "model returns output 1 (3), which is not a tensor; a pipelined model returns a "
@@ -529,6 +531,16 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
         with pytest.raises(placement.InvalidParameterError) as error:
             plan_pipeline(Outputs(form), (x,), devices="epyc-7763:2", stages=2)
         assert str(error.value) == message
+
+
+def test_an_output_no_pipeline_returns_is_refused_before_the_search(monkeypatch):
+    # a search of minutes on a large model (the MILP's time limit) was run before the refusal
+    def no_search(*args, **kwargs):
+        raise AssertionError("the plan was searched for")
+
+    monkeypatch.setattr(placement, "solve", no_search)
+    with pytest.raises(placement.InvalidParameterError, match=r"^model returns a dict; "):
+        plan_pipeline(Outputs("dict"), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
 
 
 class Tempered(nn.Module):

@@ -135,7 +135,12 @@ def _single_output(gm: Any) -> bool:
     from torch.fx.graph import _PyTreeCodeGen
 
     codegen = gm.graph._codegen
-    spec = codegen.pytree_info.out_spec if isinstance(codegen, _PyTreeCodeGen) else None
+    return check_output_spec(codegen.pytree_info.out_spec if isinstance(codegen, _PyTreeCodeGen) else None)
+
+
+def check_output_spec(spec: Any) -> bool:
+    """Whether the output structure ``spec`` (a pytree ``TreeSpec``, ``None`` for one value) is one value;
+    else it must be a flat tuple or list (anything else is an :class:`InvalidParameterError`)."""
     if spec is None or spec.is_leaf():
         return spec is not None
     if spec.type not in (tuple, list) or not all(child.is_leaf() for child in spec.children()):
@@ -144,8 +149,10 @@ def _single_output(gm: Any) -> bool:
             raise InvalidParameterError("model", f"returns a namedtuple, {spec.context.__name__}; a pipelined model "
                                                  "returns a tensor or a plain tuple of tensors (the last stage "
                                                  "returns a tuple): return tuple() of it")
+        hint = ("" if spec.type in (tuple, list) else
+                ": return a tuple of its values (a transformers model does when called with return_dict=False)")
         raise InvalidParameterError("model", f"returns a {what}; a pipelined model returns a tensor or a tuple of "
-                                             "tensors")
+                                             f"tensors{hint}")
     return False
 
 
