@@ -88,6 +88,23 @@ def test_stage_orders():
     assert stage_order(get_schedule("stream"), 1, 3, 3) == [("F", 0), ("F", 1), ("F", 2)]
 
 
+def test_a_schedule_runs_the_order_it_states_not_one_its_name_implies():
+    """A schedule registered under a new name ran 1F1B's order (only 'gpipe' by name ran fill and drain);
+    the order is now a field every schedule states, and one that contradicts its graphs is refused."""
+    from dataclasses import replace
+
+    from placement.errors import InvalidParameterError
+    from placement.simulation.schedules import Schedule
+
+    drain = replace(get_schedule("gpipe"), name="fill-then-drain")
+    assert stage_order(drain, 0, 3, 2) == [("F", 0), ("F", 1), ("B", 0), ("B", 1)]
+    assert not drain.weight_calls_in_order and get_schedule("1f1b-flush").weight_calls_in_order
+    assert not get_schedule("split-backward").weight_calls_in_order   # its W calls fill idle time
+    with pytest.raises(InvalidParameterError, match="^order of schedule 'odd' must be one of stream, fill-drain, "
+                                                    "1f1b, 'stream' exactly where it does not train, not 'stream'$"):
+        Schedule("odd", True, True, False, "stream", "a training schedule that streams")
+
+
 def test_training_pair_by_hand():
     """instances/tiny/training-pair.json: f1 (2) -> f2 (3) -> b2 (6) -> b1 (4), f1 -> b1; costs
     c(f1) = 1, c(f2) = 0.5, c(b2) = 1.5. Plan: device 0 {f1, b1}, device 1 {f2, b2}.

@@ -205,7 +205,7 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                     graph.add_dependency(t + (j - window) * size, u + j * size)
     caps = stage_caps(pipeline, schedule)
     lags = w_lags(pipeline, schedule)
-    if schedule.name == "gpipe" and pipeline.split:
+    if schedule.order == "fill-drain" and pipeline.split:
         # a split plan's GPipe flushes between the phases: no stage starts its backward calls before every
         # stage has run all its forwards, so the time per sample grows by max FW + max BW per micro-batch
         for s in range(n):
@@ -239,7 +239,7 @@ def w_lags(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     its own tensors and forward outputs (all there by its ``B(j)``); when it also reads the output of
     the B of stages ``k ≠ i``, which the round of ``B(j)`` may not have produced yet (a chain of B calls
     between ``i`` and ``k`` may take up to one round per stage), ``δ = 1 + max |k − i|``."""
-    if not (pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush")):
+    if not (pipeline.split and schedule.weight_calls_in_order):
         return [None] * len(pipeline.stages)
     lags = []
     for s in range(len(pipeline.stages)):
@@ -259,7 +259,7 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     limit is the order's own and is reached once ``m ≥ S − i + δ_i``."""
     n = len(pipeline.stages)
     caps: list[int | None] = []
-    if pipeline.split and schedule.name in ("1f1b-async", "1f1b-flush"):
+    if pipeline.split and schedule.weight_calls_in_order:
         return [n - s + (lag or 0) for s, lag in enumerate(w_lags(pipeline, schedule))]
     for s, st in enumerate(pipeline.stages):
         fits = None

@@ -78,28 +78,49 @@ BACKWARD = "B"
 WEIGHT = "W"
 
 
+#: the orders a schedule's stages run their main tasks in (:func:`stage_order`): ``stream`` (forwards only),
+#: ``fill-drain`` (every forward, then every backward) and ``1f1b`` (warm-up forwards, then one forward and one
+#: backward in turn)
+ORDERS = ("stream", "fill-drain", "1f1b")
+
+
 @dataclass(frozen=True)
 class Schedule:
-    """A named schedule: what graphs it runs and how its result is read."""
+    """A named schedule: what graphs it runs, the order its stages run their tasks in (one of
+    :data:`ORDERS`: stated, so that a new schedule runs no other's order by default) and how its result is
+    read."""
 
     name: str
     training: bool          # runs backward tasks (training graphs only)
     flush: bool             # one iteration ending in a flush (result: iteration time)
     split_backward: bool    # backward split into B and filler W tasks
+    order: str              # one of ORDERS: "stream" exactly where not training
     summary: str
     zero_bubble: str | None = None   # "h1" or "h2": the zero-bubble warm-up and in-flight limit
 
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS or (self.order == "stream") == self.training:
+            raise InvalidParameterError("order", f"of schedule {self.name!r} must be one of {', '.join(ORDERS)}, "
+                                                 f"'stream' exactly where it does not train, not {self.order!r}")
+
+    @property
+    def weight_calls_in_order(self) -> bool:
+        """Whether a split-backward plan's W calls take places in the stages' order (1F1B without filler W
+        tasks: ``W(j − δ)`` right after ``B(j)``); otherwise they fill the stages' idle time."""
+        return self.order == "1f1b" and not self.split_backward
+
 
 SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
-    Schedule("stream", False, False, False, "streaming inference (forward only), steady state"),
-    Schedule("1f1b-async", True, False, False, "PipeDream asynchronous 1F1B, steady state"),
-    Schedule("gpipe", True, True, False, "all forwards, all backwards, flush"),
-    Schedule("1f1b-flush", True, True, False, "1F1B, then flush"),
-    Schedule("split-backward", True, True, True, "1F1B with weight-gradient tasks filling idle time, then flush"),
-    Schedule("zb-h1", True, True, True, "zero-bubble ZB-H1: split backward, at most S micro-batches held, then flush",
-             "h1"),
-    Schedule("zb-h2", True, True, True, "zero-bubble ZB-H2: split backward, 2(S-i)-1 forwards before the first "
-                                        "backward, at most 2S-1 held, then flush", "h2"),
+    Schedule("stream", False, False, False, "stream", "streaming inference (forward only), steady state"),
+    Schedule("1f1b-async", True, False, False, "1f1b", "PipeDream asynchronous 1F1B, steady state"),
+    Schedule("gpipe", True, True, False, "fill-drain", "all forwards, all backwards, flush"),
+    Schedule("1f1b-flush", True, True, False, "1f1b", "1F1B, then flush"),
+    Schedule("split-backward", True, True, True, "1f1b",
+             "1F1B with weight-gradient tasks filling idle time, then flush"),
+    Schedule("zb-h1", True, True, True, "1f1b",
+             "zero-bubble ZB-H1: split backward, at most S micro-batches held, then flush", "h1"),
+    Schedule("zb-h2", True, True, True, "1f1b", "zero-bubble ZB-H2: split backward, 2(S-i)-1 forwards before the "
+                                                "first backward, at most 2S-1 held, then flush", "h2"),
 )}
 
 
@@ -154,9 +175,9 @@ def stage_order(schedule: Schedule, stage: int, n_stages: int, microbatches: int
     """The ``(kind, micro-batch)`` main tasks of one stage in the order it runs them; ``warm`` is its
     warm-up forwards under a 1F1B-type order (default: :func:`warmup_counts` without in-flight limits)."""
     m = microbatches
-    if not schedule.training:
+    if schedule.order == "stream":
         return [(FORWARD, j) for j in range(m)]
-    if schedule.name == "gpipe":
+    if schedule.order == "fill-drain":
         return [(FORWARD, j) for j in range(m)] + [(BACKWARD, j) for j in range(m)]
     if warm is None:
         warm = warmup_counts(schedule, n_stages, m)[stage]
