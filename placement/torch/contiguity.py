@@ -195,18 +195,20 @@ def accesses(aliases: Container[Any], position: Mapping[Any, int]) -> tuple[list
     return writers, readers
 
 
-def state_accesses(value: Any, nodes: Any) -> tuple[list[Any], list[Any]]:
+def state_accesses(value: Any, nodes: Any, position: Mapping[Any, int] | None = None) -> tuple[list[Any], list[Any]]:
     """The operators among the FX ``nodes`` that write into ``value`` in place, and those that read its
     memory: ``value`` itself or a value aliasing it (:func:`aliases_argument`), in the order of
-    ``nodes``. A writer reads what it writes into."""
-    position = {n: i for i, n in enumerate(nodes)}
+    ``nodes``. A writer reads what it writes into. ``position``: each of ``nodes``' place in that order,
+    where the caller has it (asking of every parameter, rebuilding it made the asking quadratic)."""
+    if position is None:
+        position = {n: i for i, n in enumerate(nodes)}
     return accesses(alias_tree(value, position), position)
 
 
-def written_in_place(value: Any, nodes: Any) -> bool:
+def written_in_place(value: Any, nodes: Any, position: Mapping[Any, int] | None = None) -> bool:
     """Whether one of the FX ``nodes`` writes into ``value`` in place, or into a value aliasing it
     (:func:`state_accesses`)."""
-    return bool(state_accesses(value, nodes)[0])
+    return bool(state_accesses(value, nodes, position)[0])
 
 
 def aliases_state(value: Any) -> bool:

@@ -327,7 +327,8 @@ def _state_written_in_place(part: Partition) -> set[str]:
     from placement.torch.contiguity import written_in_place
 
     nodes = list(part.root.graph.nodes)
-    return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes)}
+    position = {n: i for i, n in enumerate(nodes)}
+    return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes, position)}
 
 
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:

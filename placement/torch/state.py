@@ -61,7 +61,7 @@ def written_state(program: Any) -> dict[str, set[str]]:
     for n in nodes:
         if n.op != "placeholder" or n.name not in state:
             continue
-        writers, readers = state_accesses(n, nodes)
+        writers, readers = state_accesses(n, nodes, position)
         if writers:
             last = max(position[w] for w in writers)
             out[state[n.name]] = {r.name for r in readers if n in r.all_input_nodes or position[r] <= last}
