@@ -259,6 +259,39 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
         group_ops(import_module(*mlp()), "operator", module_depth=1)
 
 
+class _Box:
+    def __init__(self, t):
+        self.t = t
+
+
+class DynamicCache(_Box):   # named as a transformers model's key-value cache
+    pass
+
+
+def test_an_output_of_a_type_torch_cannot_flatten_is_named():
+    """torch.export's own message for an output it cannot flatten advises registering a pytree; a model's
+    user needs to know which output it is (a transformers model's cache, left on by use_cache)."""
+
+    class Returns(nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            self.layer, self.kind = nn.Linear(4, 4), kind
+
+        def forward(self, x):
+            y = self.layer(x)
+            return y, self.kind(y)
+
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(Returns(_Box), (torch.randn(2, 4),))
+    assert str(err.value) == (f"model Returns cannot be exported: its output holds a {__name__}._Box, which is no "
+                              "tensor, tuple, list or dict")
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(Returns(DynamicCache), (torch.randn(2, 4),))
+    assert str(err.value).endswith(f"holds a {__name__}.DynamicCache, which is no tensor, tuple, list or dict (a "
+                                   "transformers model returns its key-value cache unless its config sets "
+                                   "use_cache=False)")
+
+
 def test_a_failed_export_writes_nothing_but_its_error(capfd):
     """torch logs a warning and prints the partial graph when it cannot export data-dependent control
     flow; the one-line error says it all."""
