@@ -608,3 +608,46 @@ def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_in_one_line
     assert str(raised.value) == ("node 0: field 'fpgaLatency' is infinite (times from the roofline of accelerator "
                                  "'slow-gpu' and CPU 'epyc-7763', transfer costs from the link's bandwidth; check "
                                  "their peak_flops, memory_bandwidth and links)")
+
+
+def _grouped_mm_fallback_op():
+    """The grouped GEMM transformers registers for mixtures of experts whose weights are not bfloat16
+    (``transformers::grouped_mm_fallback``: rows of ``x`` by expert, ``offs`` the experts' ends), registered
+    here as transformers registers it where transformers has not done so in this process."""
+    if not hasattr(torch.ops.transformers, "grouped_mm_fallback"):
+        def grouped(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+            out, start = torch.zeros(x.shape[0], w.shape[2], dtype=x.dtype), 0
+            for i, end in enumerate(offs.tolist()):
+                out[start:end] = x[start:end] @ w[i]
+                start = end
+            return out
+
+        torch.library.custom_op("transformers::grouped_mm_fallback", grouped, mutates_args=())
+        torch.library.register_fake("transformers::grouped_mm_fallback",
+                                    lambda x, w, offs: x.new_empty(x.shape[0], w.shape[2]))
+    return torch.ops.transformers.grouped_mm_fallback
+
+
+@pytest.mark.parametrize("kind", ["aten", "transformers"])
+def test_the_grouped_gemm_of_a_mixture_of_experts_is_costed(kind):
+    """16 token rows of width 32 through 3 experts' 32 x 8 weights, the rows split 4 / 6 / 6 among them:
+    2 · 16 · 8 · 32 = 8,192 FLOPs, one GEMM of 16 x 8 over 32. Costed by bytes moved alone, it was a
+    fraction of the experts' work, and the plan was made on a model without its experts."""
+    fallback = _grouped_mm_fallback_op() if kind == "transformers" else None
+    dtype = torch.bfloat16 if kind == "aten" else torch.float32   # aten's grouped GEMM takes bfloat16
+
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 32, 8, dtype=dtype))
+
+        def forward(self, x, offs):
+            return torch._grouped_mm(x, self.w, offs=offs) if fallback is None else fallback(x, self.w, offs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)   # no operator left without a formula
+        tokens, ends = torch.randn(16, 32, dtype=dtype), torch.tensor([4, 10, 16], dtype=torch.int32)
+        graph = import_module(Experts(), (tokens, ends))
+    (op,) = graph.ops
+    assert (op.kind, op.flops) == ("matmul", 8192.0)
+    assert [(o.kind, o.m, o.n, o.k, o.batch) for o in op.operators] == [("gemm", 16, 8, 32, 1)]

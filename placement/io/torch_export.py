@@ -32,6 +32,9 @@ operators                                              FLOPs
 =====================================================  ==========================================
 linear, mm, bmm, matmul, mv, dot                        2 · numel(out) · a.shape[-1]
 addmm, baddbmm, addmv (operand after the added term)    2 · numel(out) · a.shape[-1]
+grouped GEMMs of mixtures of experts (``_grouped_mm``,  2 · numel(out) · a.shape[-1], over the
+transformers' ``grouped_mm_fallback``), ``offs`` the    ``G`` groups where ``a`` and ``b`` are
+groups' ends                                            both matrices (``offs`` splits ``K``)
 convolution (weight ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel(weight) / C_out
 transposed convolution (weight ``[C_in, C_out/g, *k]``) 2 · numel(input) · numel(weight) / C_in
 scaled dot-product attention, q ``[…, L, E]``,          2 · (numel(q)/E) · S · (E + E_v)
@@ -105,7 +108,14 @@ from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 from placement import process_state
 
-MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1,
+          "_grouped_mm": 0, "grouped_mm_fallback": 0}
+#: the grouped GEMMs of mixtures of experts: ``(a, b, offs)``, the groups' ends ``offs`` splitting the rows of
+#: ``a`` (``b`` a stack of matrices), the columns of ``b`` (``a`` a stack) or, both matrices, the contracted ``K``
+GROUPED_MATMUL = frozenset({"_grouped_mm", "grouped_mm_fallback"})
+#: operators of other namespaces than ``aten`` and ``prims`` that are costed, by namespace and name: the
+#: grouped GEMM transformers runs where ``_grouped_mm`` cannot (weights of other types than bfloat16)
+KNOWN_CUSTOM = frozenset({("transformers", "grouped_mm_fallback")})
 #: products whose GEMMs :func:`_product_gemms` works out from their arguments
 GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot"}
 #: recurrent layers, by their gates per step
@@ -346,9 +356,11 @@ def _target_label(target: Any) -> str:
 def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
     """The cost kind of an operator (see :data:`placement.io.opgraph.BACKWARD_FACTOR`)."""
     torch = require_torch()
-    if not isinstance(target, torch._ops.OpOverload) or target.namespace not in ("aten", "prims"):
+    if not isinstance(target, torch._ops.OpOverload):
         return "unknown"
     base = _base(_op_name(target))
+    if target.namespace not in ("aten", "prims") and (target.namespace, base) not in KNOWN_CUSTOM:
+        return "unknown"
     if base in ("to", "_to_copy", "type_as"):
         return "copy" if in_dtype is not None and in_dtype != out_dtype else "view"
     if base in RECURRENT:
@@ -481,6 +493,8 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
         return 2 * sum(map(math.prod, _product_gemms(name, tensor_args, node_args)))
     if kind == "recurrent":
         return layer_gemms.recurrent_flops(_recurrent_gemms(name, node_args))
+    if kind == "matmul" and name in GROUPED_MATMUL:
+        return 2 * math.prod(_grouped_gemm(tensor_args, first_out))
     if kind == "matmul":
         a = tensor_args[MATMUL[name]]
         return 2 * _numel(first_out) * int(a.shape[-1])
@@ -518,6 +532,8 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
                      for op in shapes.gemm(m, n, k, batch))
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(name, node_args))
+    if kind == "matmul" and name in GROUPED_MATMUL:
+        return shapes.gemm(*_grouped_gemm(tensor_args, first_out))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
@@ -531,6 +547,20 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
         return shapes.attention(*(tuple(t.shape) for t in tensor_args[:3]))
     return shapes.elementwise(kind, name or _target_label(target), _numel(tensor_args[0]) if tensor_args else 0,
                               _numel(first_out) if first_out is not None else 0)
+
+
+def _grouped_gemm(tensor_args: list[Any], out: Any) -> tuple[int, int, int, int]:
+    """``(m, n, k, batch)`` of a grouped GEMM (:data:`GROUPED_MATMUL`) giving ``out``: its groups together
+    make one GEMM of ``out``'s rows by its columns over ``a``'s last dimension, or, where ``a`` and ``b`` are
+    both matrices and ``offs`` splits ``K`` among ``G`` groups, ``G`` GEMMs over ``K / G`` on average."""
+    a, b = tensor_args[0], tensor_args[1]
+    n = int(out.shape[-1]) if out is not None and out.dim() else 0
+    rows = _numel(out) // n if n else 0
+    k = int(a.shape[-1])
+    if a.dim() == 2 and b.dim() == 2 and out is not None and out.dim() == 3:
+        groups = int(out.shape[0])
+        return int(out.shape[1]), n, k // max(groups, 1), groups
+    return rows, n, k, 1
 
 
 def _shapes(tensors: list[Any]) -> list[tuple[int, ...]]:
@@ -736,7 +766,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         if kind == "matmul" and _base(_op_name(node.target)) == "einsum" and layer_gemms.einsum_multiplies(
                 node.args[0], _shapes(_listed(node.args[1]))):
             kind = "pointwise"
-        mixed = sorted({str(t.dtype).replace("torch.", "") for t in tensor_args})
+        multiplied = tensor_args[:2] if _base(_op_name(node.target)) in GROUPED_MATMUL else tensor_args   # not offs
+        mixed = sorted({str(t.dtype).replace("torch.", "") for t in multiplied})
         if kind in ("matmul", "conv") and len(mixed) > 1:   # eager PyTorch refuses it; export does not check
             raise InvalidParameterError("args", f"cannot run {name}: operator {node.name!r} "
                                                 f"({_target_label(node.target)}) would multiply tensors of types "
