@@ -651,3 +651,28 @@ def test_the_grouped_gemm_of_a_mixture_of_experts_is_costed(kind):
     (op,) = graph.ops
     assert (op.kind, op.flops) == ("matmul", 8192.0)
     assert [(o.kind, o.m, o.n, o.k, o.batch) for o in op.operators] == [("gemm", 16, 8, 32, 1)]
+
+
+@pytest.mark.parametrize("ends, gemms", [([10, 20, 32], [(16, 8, 11, 2), (16, 8, 10, 1)]),
+                                         ([1, 2, 3, 4, 5, 6, 7, 8] + [8] * 8, [(16, 8, 1, 8)])])
+def test_a_grouped_gemm_splitting_its_inner_dimension_is_costed_whole(ends, gemms):
+    """Both operands matrices, ``offs`` splits the contracted K = 32 (or 8) among 3 (or 16) groups, one output
+    matrix per group: 2 · 16 · 8 · K FLOPs whatever the split. K / G rounded down left 2 of 32 out (7,680
+    FLOPs), and all of K where the groups outnumber it (none)."""
+
+    class Contracted(nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(k, 8, dtype=torch.bfloat16))
+
+        def forward(self, x, offs):
+            return torch._grouped_mm(x, self.w, offs=offs)
+
+    k = ends[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Contracted(k), (torch.randn(16, k, dtype=torch.bfloat16),
+                                              torch.tensor(ends, dtype=torch.int32)))
+    (op,) = graph.ops
+    assert (op.kind, op.flops) == ("matmul", 2.0 * 16 * 8 * k)
+    assert [(o.kind, o.m, o.n, o.k, o.batch) for o in op.operators] == [("gemm", *gemm) for gemm in gemms]

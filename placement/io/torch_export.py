@@ -494,7 +494,7 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     if kind == "recurrent":
         return layer_gemms.recurrent_flops(_recurrent_gemms(name, node_args))
     if kind == "matmul" and name in GROUPED_MATMUL:
-        return 2 * math.prod(_grouped_gemm(tensor_args, first_out))
+        return 2 * sum(map(math.prod, _grouped_gemms(tensor_args, first_out)))
     if kind == "matmul":
         a = tensor_args[MATMUL[name]]
         return 2 * _numel(first_out) * int(a.shape[-1])
@@ -533,7 +533,7 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(name, node_args))
     if kind == "matmul" and name in GROUPED_MATMUL:
-        return shapes.gemm(*_grouped_gemm(tensor_args, first_out))
+        return tuple(op for gemm in _grouped_gemms(tensor_args, first_out) for op in shapes.gemm(*gemm))
     if kind == "matmul":
         at = MATMUL[name]
         return shapes.matmul(tuple(tensor_args[at].shape), tuple(tensor_args[at + 1].shape), out_shape,
@@ -549,18 +549,23 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
                               _numel(first_out) if first_out is not None else 0)
 
 
-def _grouped_gemm(tensor_args: list[Any], out: Any) -> tuple[int, int, int, int]:
-    """``(m, n, k, batch)`` of a grouped GEMM (:data:`GROUPED_MATMUL`) giving ``out``: its groups together
+def _grouped_gemms(tensor_args: list[Any], out: Any) -> list[tuple[int, int, int, int]]:
+    """``(m, n, k, batch)`` GEMMs of a grouped GEMM (:data:`GROUPED_MATMUL`) giving ``out``: its groups together
     make one GEMM of ``out``'s rows by its columns over ``a``'s last dimension, or, where ``a`` and ``b`` are
-    both matrices and ``offs`` splits ``K`` among ``G`` groups, ``G`` GEMMs over ``K / G`` on average."""
+    both matrices and ``offs`` splits ``K`` among ``G`` groups, ``G`` GEMMs over ``K / G`` on average, split
+    as evenly as whole numbers go (``K mod G`` of them one longer): together they contract all of ``K``, where
+    ``K // G`` each left ``K mod G`` out, and all of it with more groups than ``K``."""
     a, b = tensor_args[0], tensor_args[1]
     n = int(out.shape[-1]) if out is not None and out.dim() else 0
     rows = _numel(out) // n if n else 0
     k = int(a.shape[-1])
     if a.dim() == 2 and b.dim() == 2 and out is not None and out.dim() == 3:
-        groups = int(out.shape[0])
-        return int(out.shape[1]), n, k // max(groups, 1), groups
-    return rows, n, k, 1
+        groups, m = int(out.shape[0]), int(out.shape[1])
+        if not groups:
+            return []
+        share, longer = divmod(k, groups)
+        return [(m, n, share + 1, longer), (m, n, share, groups - longer)]
+    return [(rows, n, k, 1)]
 
 
 def _shapes(tensors: list[Any]) -> list[tuple[int, ...]]:
