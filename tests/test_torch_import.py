@@ -291,6 +291,15 @@ def test_an_output_of_a_type_torch_cannot_flatten_is_named():
                                    "transformers model returns its key-value cache unless its config sets "
                                    "use_cache=False)")
 
+    class LocalCache(_Box):   # a class defined in a function: torch names it through <locals>
+        pass
+
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(Returns(LocalCache), (torch.randn(2, 4),))
+    assert str(err.value).endswith(f"holds a {LocalCache.__module__}.{LocalCache.__qualname__}, which is no tensor, "
+                                   "tuple, list or dict (a transformers model returns its key-value cache unless its "
+                                   "config sets use_cache=False)")
+
 
 def test_a_failed_export_writes_nothing_but_its_error(capfd):
     """torch logs a warning and prints the partial graph when it cannot export data-dependent control

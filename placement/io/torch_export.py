@@ -186,7 +186,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
             program = torch.export.export(model, tuple(args), kwargs or {})
         except Exception as exc:  # torch raises many types; the user gets the first line of the reason
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            unknown = re.match(r"Found <class '([\w.]+)'> in output, which is not a known type", first)
+            unknown = re.match(r"Found <class '([^']+)'> in output, which is not a known type", first)
             if unknown:   # torch's advice (register a pytree) is not what a model's user needs
                 cache = " (a transformers model returns its key-value cache unless its config sets use_cache=False)"
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
