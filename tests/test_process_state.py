@@ -89,6 +89,32 @@ def test_what_other_threads_write_while_an_export_is_held_reaches_stderr(capsys)
     assert capsys.readouterr().err == "other thread\n"
 
 
+def test_what_other_threads_log_through_torch_while_an_export_is_held_reaches_its_stream(capsys):
+    # torch's log handlers were pointed at the held text for every thread, and given sys.stderr back
+    # afterwards even where they had written on sys.__stderr__
+    import logging
+
+    from placement.io.torch_export import _held_diagnostics
+
+    logger = logging.getLogger("torch._placement_test_probe")
+    on_stderr, on_dunder = logging.StreamHandler(sys.stderr), logging.StreamHandler(sys.__stderr__)
+    logger.addHandler(on_stderr)
+    logger.addHandler(on_dunder)
+    logger.propagate = False
+    on_dunder.setLevel(logging.CRITICAL + 1)   # kept for its stream alone: it writes nothing here
+    try:
+        with _held_diagnostics():
+            logger.warning("the export's own record")
+            thread = threading.Thread(target=logger.warning, args=("another thread's record",))
+            thread.start()
+            thread.join(30)
+        assert capsys.readouterr().err == "another thread's record\n"
+        assert (on_stderr.stream, on_dunder.stream) == (sys.stderr, sys.__stderr__)
+    finally:
+        logger.removeHandler(on_stderr)
+        logger.removeHandler(on_dunder)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_another_thread_holds_the_lock_can_take_it():
     # the holding thread does not exist in the child: without the fork hook the child's first

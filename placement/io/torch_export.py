@@ -314,18 +314,20 @@ def _held_diagnostics() -> Iterator[_Held]:
     a failed export is then reported by its one-line error alone."""
     held = _Held()
     real = sys.stderr
-    handlers = [h for name, lg in list(logging.root.manager.loggerDict.items())
+    # torch's log handlers, each with the stream it writes: other threads' records keep going there, and
+    # each handler gets its own stream back (one on sys.__stderr__ was given sys.stderr)
+    handlers = {h: h.stream for name, lg in list(logging.root.manager.loggerDict.items())
                 if name == "torch" or name.startswith("torch.")
                 if isinstance(lg, logging.Logger)
-                for h in lg.handlers if isinstance(h, logging.StreamHandler) and h.stream in (real, sys.__stderr__)]
-    for h in handlers:
-        h.setStream(held.text)
+                for h in lg.handlers if isinstance(h, logging.StreamHandler) and h.stream in (real, sys.__stderr__)}
+    for h, stream in handlers.items():
+        h.setStream(_ThisThreadHeld(held.text, stream))
     try:
         with contextlib.redirect_stderr(_ThisThreadHeld(held.text, real)):
             yield held
     finally:
-        for h in handlers:
-            h.setStream(real)
+        for h, stream in handlers.items():
+            h.setStream(stream)
         if held.keep and held.text.getvalue():
             real.write(held.text.getvalue())
 
