@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,52 @@ def test_a_search_far_past_its_time_limit_is_asked_to_stop(monkeypatch):
     backend.stop.set()
     interrupt._wait_for_left_searches()   # what the interpreter's exit does
     assert backend.returned and not interrupt.still_searching()
+
+
+def test_a_search_waiting_for_another_to_end_is_not_left_behind_as_running_late(monkeypatch):
+    """A search left running past its limit keeps the output redirected (CBC behind OR-Tools): the next CBC,
+    SCIP or HiGHS solve waits for it, its own limit counting the wait. That solve, past its limit and grace
+    while still waiting, was left behind too, said to be running late, and its search ran on after the call
+    had returned. It is waited for: when its turn comes, its backend stops at once. A clock far past the
+    limit at every reading stands for a wait of any length; the first search is let go after a few readings.
+    """
+    from types import SimpleNamespace
+
+    from placement.solvers.milp import interrupt
+    from placement.solvers.native_output import stdout_to
+
+    entered, release, readings = threading.Event(), threading.Event(), []
+
+    def left_running() -> None:
+        with stdout_to(None):
+            entered.set()
+            release.wait(PATIENCE_S)
+
+    def perf_counter() -> float:   # late at every reading until the first search is let go, then never
+        readings.append(None)
+        if len(readings) >= 6:
+            release.set()
+            return 0.0
+        return 1000.0 * len(readings)
+
+    class Waiting:
+        name = "waiting"
+
+        def solve(self, options):
+            with stdout_to(None):
+                return RawResult("feasible", objective=3.0, bound=1.0)
+
+        def interrupt(self):
+            return False
+
+    holder = threading.Thread(target=left_running, daemon=True)
+    holder.start()
+    assert entered.wait(PATIENCE_S)
+    monkeypatch.setattr(interrupt, "time", SimpleNamespace(perf_counter=perf_counter, sleep=time.sleep))
+    raw = solve_interruptibly(Waiting(), SolveOptions(time_limit=0.05))
+    release.set()
+    holder.join(PATIENCE_S)
+    assert (raw.status, raw.objective, raw.message) == ("feasible", 3.0, "")
 
 
 @pytest.mark.skipif(not RESNET.exists(), reason="the published instances are not beside the project")

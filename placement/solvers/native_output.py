@@ -86,6 +86,15 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def held_by_another(ident: int) -> bool:
+    """Whether a redirection (:func:`stdout_to`) is under way that thread ``ident`` (a
+    ``threading.get_ident()``) is not inside: a solve of that thread that redirects waits meanwhile for its
+    turn, its search not started (after a search left running past its time limit, or Ctrl-C, for as long as
+    that search runs). A redirection starting or ending, its thread not yet or no longer named, counts."""
+    holder = list(_HOLDER)   # the redirection may end meanwhile
+    return _STDOUT.locked() and holder[:1] != [ident]
+
+
 def callers_stdout() -> int | None:
     """A new duplicate of the caller's file descriptor 1 while a redirection is under way (its owner
     closes it), else ``None``: Ctrl-C leaves a solver that cannot be stopped (HiGHS, CBC behind

@@ -19,13 +19,16 @@ one that cannot be stopped is left to finish in its thread as after Ctrl-C, and 
 without a plan (the caller then has its starting plan): CBC behind OR-Tools does not look at its clock
 while it solves the root LP, which took 40 s under a limit of 5 s. At the interpreter's exit such a
 search is waited for (:func:`_wait_for_left_searches`): OR-Tools aborts a process torn down under a
-running solver.
+running solver. A search that has not started, waiting for such a one to give back the process's output
+(:func:`placement.solvers.native_output.held_by_another`), is not given up on: its backend counts the wait
+in its own limit.
 """
 
 from __future__ import annotations
 
 import atexit
 import signal
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -60,6 +63,14 @@ def _leave_running() -> None:
     registered once however many are left."""
     atexit.unregister(_wait_for_left_searches)
     atexit.register(_wait_for_left_searches)
+
+
+def _waiting_for_turn(worker: threading.Thread) -> bool:
+    """Whether the search of ``worker`` waits for another's redirection of the output to end
+    (:func:`placement.solvers.native_output.held_by_another`; that module not loaded: none runs)."""
+    redirections = sys.modules.get("placement.solvers.native_output")
+    return (redirections is not None and worker.ident is not None
+            and redirections.held_by_another(worker.ident))
 
 
 def still_searching() -> bool:
@@ -118,11 +129,17 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     late = began + options.time_limit + grace
     asked, stopped = False, False
     try:
-        threading.Thread(target=work, name=SOLVER_THREAD, daemon=True).start()
+        worker = threading.Thread(target=work, name=SOLVER_THREAD, daemon=True)
+        worker.start()
         while not finished.wait(REASSERT_S):
             if main:   # only the main thread may set signal handlers
                 _reassert_sigint()
             if not asked and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
+                if _waiting_for_turn(worker):
+                    # not started: another search (one left running) has the output, and the backend counts
+                    # the wait in its own limit; left behind now, it would be reported as running past it
+                    late = time.perf_counter() + grace
+                    continue
                 asked = True
                 stopped = bool(be.interrupt())
                 if not stopped and not finished.is_set():   # it cannot be stopped: left to finish (docstring)
