@@ -59,7 +59,8 @@ def test_hypar_bad_input_is_one_line(capsys):
     # one accelerator is refused for the same reason, in the same words (it said "an integer ≥ 2")
     assert main(["hypar", "lenet-c", "--accelerators", "1", "--batch", "4"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: --accelerators must be a power of two from 2 to 2^53 (the array is bisected level by level), not 1\n"
+    assert err == ("error: --accelerators must be a power of two from 2 to 2^53 (the array is bisected level by "
+                   "level), not 1\n")
     assert main(["hypar", "nosuch", "--accelerators", "4", "--batch", "4"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown network 'nosuch': no such file")
     assert main(["hypar", "", "--accelerators", "4", "--batch", "4"]) == 2   # not the current directory
