@@ -357,17 +357,20 @@ def test_an_interrupted_highs_search_leaves_no_scratch_log(tmp_path):
 
 
 _UNSTOPPABLE_CBC = """
-import sys, threading
+import dataclasses, sys, threading
 from placement.cli import run
-from placement.solvers.milp import interrupt
+from placement.solvers.milp import driver, interrupt
 from placement.solvers.milp.backends.cbc import CbcBackend
 
 CbcBackend.solve = lambda self, options: threading.Event().wait()   # a root LP that never looks at the clock
 CbcBackend.interrupt = lambda self: False                             # and no way to stop it, as behind OR-Tools
 interrupt.OVERRUN_GRACE_S, interrupt.OVERRUN_SHARE = 0.05, 0.0       # given up on 0.05 s past its limit
-# a limit that leaves the warm start and the model's building of a four-node chain time, however busy the machine
+# the search itself gets 0.05 s, the command a minute: the warm start and the model's building fit in it on a
+# machine however busy, and the search is given up on at once
+given = driver.solve_interruptibly
+driver.solve_interruptibly = lambda be, options: given(be, dataclasses.replace(options, time_limit=0.05))
 sys.argv = ["placement", "solve", sys.argv[1], "--method", "milp", "--contiguity", "none", "--backend", "cbc",
-            "--time-limit", "3", "--json"]
+            "--time-limit", "60", "--json"]
 run()
 """
 
