@@ -470,6 +470,7 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
         notes.append(note)
     if not mem.exact:
         notes.append("memory rounded conservatively (sizes up, bounds down): the bound is the simple one")
+    data = tuple(notes)   # on the model's data: said only where the solver ran
     fallback = start_from(warm_start, verify, be, V.targets, scaling.scale, notes)
     if fallback is not None:
         def moved(u: int, s: int) -> Terms:
@@ -490,7 +491,7 @@ def _solve_split_milp(problem: Instance, model: SplitModel, objective: str, back
     raw = run_solver(be, options, progress, 1.0 / scaling.scale, fallback, lower)
     ctx = Context(method=f"milp-{be.name}", objective_kind=objective, contiguity="stages", start=start,
                   unit=1.0 / scaling.scale, exact_data=scaling.exact, simple_bound=lower,
-                  exact_feasibility=mem.exact, notes=notes, stats=stats)
+                  exact_feasibility=mem.exact, notes=notes, stats=stats, data_notes=data)
 
     def decode(value: Callable[[Any], float]) -> Plan | None:
         devices = []
