@@ -402,6 +402,24 @@ def test_a_decomposed_layer_norm_is_one_normalisation_with_its_affine_epilogue()
     assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
 
 
+def test_an_rms_norm_whose_rsqrt_is_a_division_is_one_normalisation():
+    """The TorchScript exporter writes ``torch.rsqrt(v)`` as ``Div(1, Sqrt(v))``, not ``Reciprocal``: T5's and
+    LLaMA's RMSNorm (Pow, ReduceMean, Add, Sqrt, Div, Mul), then its weight, on X [2, 8], is one normalisation
+    of 5 FLOPs per element (80), reading X 64 B, the three scalars 12 B and the weight 32 B, writing 64 B."""
+    nodes = [helper.make_node("Pow", ["X", "two"], ["sq"], name="/rms/Pow"),
+             helper.make_node("ReduceMean", ["sq"], ["var"], name="/rms/ReduceMean", axes=[-1]),
+             helper.make_node("Add", ["var", "eps"], ["ve"], name="/rms/Add"),
+             helper.make_node("Sqrt", ["ve"], ["sd"], name="/rms/Sqrt"),
+             helper.make_node("Div", ["one", "sd"], ["r"], name="/rms/Div"),
+             helper.make_node("Mul", ["X", "r"], ["n"], name="/rms/Mul"),
+             helper.make_node("Mul", ["G", "n"], ["Y"], name="/rms/Mul_1")]
+    inits = [_scalar("two", 2.0), _scalar("eps", 1e-6), _scalar("one", 1.0),
+             numpy_helper.from_array(np.ones(8, dtype=np.float32), "G")]
+    graph = graph_from_onnx(_graph(nodes, [("X", [2, 8])], ["Y"], inits), "rms")
+    assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in graph.ops] == [("norm", 80.0, 172.0, 1)]
+    assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
+
+
 def test_a_kernel_with_its_own_bias_takes_no_second_one():
     """Gemm(X, W, C) already adds C: a later Add of a parameter is torch's add, a kernel of its own."""
     inits = [numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W"),

@@ -39,7 +39,8 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   as ``Softplus``, ``Greater`` and ``Where``, log-sigmoid as ``Sigmoid`` and ``Log``, layer
   normalisation below opset 17 as ``ReduceMean``, ``Sub``, ``Pow``, ``ReduceMean``, ``Add``,
   ``Sqrt``, ``Div``, and RMS normalisation as ``Pow``, ``ReduceMean``, ``Add``, ``Sqrt``,
-  ``Reciprocal``, ``Mul``. Such nodes are one group of the kernel's name (``operator``) when
+  ``Reciprocal``, ``Mul`` (the TorchScript exporter writes the reciprocal as ``Div`` of 1).
+  Such nodes are one group of the kernel's name (``operator``) when
   they are exactly one decomposition's node types, read one tensor besides constants of one
   element (and integer axes), by at least as many of them as the decomposition reads it
   with, and write one tensor of its size that nothing else of theirs is read by. A
@@ -125,6 +126,7 @@ DECOMPOSITIONS = (
     _decomposition("log_sigmoid", "pointwise", 1, Sigmoid=1, Log=1),
     _decomposition("layer_norm", "norm", 2, ReduceMean=2, Sub=1, Pow=1, Add=1, Sqrt=1, Div=1),
     _decomposition("rms_norm", "norm", 2, Pow=1, ReduceMean=1, Add=1, Sqrt=1, Reciprocal=1, Mul=1),
+    _decomposition("rms_norm", "norm", 2, Pow=1, ReduceMean=1, Add=1, Sqrt=1, Div=1, Mul=1),
 )
 DECOMPOSED_OPS = frozenset(op for d in DECOMPOSITIONS for op, _ in d.nodes)
 LARGEST_DECOMPOSITION = max(sum(n for _, n in d.nodes) for d in DECOMPOSITIONS)
