@@ -420,6 +420,20 @@ def test_an_rms_norm_whose_rsqrt_is_a_division_is_one_normalisation():
     assert [s.op for s in graph.ops[0].operators] == ["layernorm"]
 
 
+def test_a_cast_to_the_type_a_tensor_already_has_is_no_kernel():
+    """``x.to(torch.float32)`` of a float32 tensor returns ``x`` (the torch importer costs it as nothing); the
+    TorchScript exporter still writes a ``Cast``, which is then a view. A Cast that converts is a copy."""
+    def cast_then_relu(to):
+        model = _graph([helper.make_node("Cast", ["X"], ["C"], name="/n/Cast", to=to),
+                        helper.make_node("Relu", ["C"], ["Y"], name="/r/Relu")], [("X", [2, 4])], [])
+        model.graph.output.extend([helper.make_tensor_value_info("Y", to, None)])
+        return graph_from_onnx(model, "cast")
+    assert [(op.kind, op.bytes_moved, op.kernels) for op in cast_then_relu(TensorProto.FLOAT).ops] == [
+        ("view", 0.0, 0), ("pointwise", 64.0, 1)]
+    assert [(op.kind, op.bytes_moved, op.kernels) for op in cast_then_relu(TensorProto.FLOAT16).ops] == [
+        ("copy", 48.0, 1), ("pointwise", 32.0, 1)]
+
+
 def test_a_kernel_with_its_own_bias_takes_no_second_one():
     """Gemm(X, W, C) already adds C: a later Add of a parameter is torch's add, a kernel of its own."""
     inits = [numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W"),

@@ -537,15 +537,29 @@ class _Node:
     operators: tuple[Operator, ...] = ()
 
 
+def _cast_type(node: Any) -> str | None:
+    """The name of the element type a ``Cast`` converts to, or ``None`` where it names none this onnx knows."""
+    to = _attribute(node, "to")
+    try:
+        return require_onnx().TensorProto.DataType.Name(to) if to is not None else None
+    except ValueError:
+        return None
+
+
 def _kind(node: Any, ins: list[_Tensor | None]) -> str:
-    """The cost kind of a node: :data:`KINDS`, with a ``Gather`` of one scalar index (torch's ``select``)
-    and an inference ``Dropout`` (no ``training_mode`` input) being views."""
+    """The cost kind of a node: :data:`KINDS`, with a ``Gather`` of one scalar index (torch's ``select``),
+    an inference ``Dropout`` (no ``training_mode`` input) and a ``Cast`` to the type its input already has
+    being views."""
     if (node.domain or "ai.onnx") not in ("ai.onnx", ""):
         return "unknown"
     if node.op_type == "Gather" and len(ins) > 1 and ins[1] is not None and not ins[1].shape:
         return "view"
     if node.op_type == "Dropout" and (len(node.input) < 3 or not node.input[2]):
         return "view"
+    if node.op_type in ("Cast", "CastLike") and ins and ins[0] is not None and ins[0].type_name == (
+            ins[1].type_name if node.op_type == "CastLike" and len(ins) > 1 and ins[1] is not None
+            else _cast_type(node)):
+        return "view"   # torch's ``x.to(x.dtype)`` returns x: no copy, no kernel
     if node.op_type == "Einsum":    # as the torch importer: a GEMM, a broadcast multiply, or no formula
         if _einsum_gemm(node, ins) is None:
             return "unknown"
