@@ -120,6 +120,22 @@ def test_an_input_that_declares_no_shape_is_named():
                               "input shapes)")
 
 
+@pytest.mark.parametrize("domain", ["", "com.microsoft"])
+def test_an_operator_onnx_does_not_know_is_named_as_why_its_output_has_no_shape(domain):
+    """onnx infers no shape for an operator it has no schema for (a contrib operator of an optimised file,
+    a custom one): the error says so, not that the graph computes values the importer could not evaluate."""
+    model = _graph([helper.make_node("FusedMatMul", ["X", "X"], ["Y"], name="fused", domain=domain)],
+                   [("X", [4, 4])], ["Y"])
+    if domain:
+        model.opset_import.extend([helper.make_opsetid(domain, 1)])
+    label = f"{domain}::FusedMatMul" if domain else "FusedMatMul"
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model, "g")
+    assert str(err.value) == ("g: cannot cost node 'fused' (FusedMatMul): the shape of its output 'Y' is not static "
+                              f"after shape inference (onnx knows no operator {label}, so it infers no shape for "
+                              "its outputs; declare them in the model's value_info)")
+
+
 def test_a_node_with_more_inputs_than_its_operator_takes_is_refused():
     # a Relu given two inputs was imported and costed as it stood (onnx.checker refuses it)
     two = helper.make_node("Relu", ["X", "X"], ["Y"], name="relu2")

@@ -763,9 +763,16 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
 
+    producers = {out: node for node in model.graph.node for out in node.output if out}
+
     def unknown_why(tensor_name: str) -> str:
-        """Why a tensor has no static shape: an input declaring none (this one first), a symbolic dimension
-        to fix, or values the graph computes."""
+        """Why a tensor has no static shape: an operator onnx has no schema for, an input declaring none (this
+        one first), a symbolic dimension to fix, or values the graph computes."""
+        producer = producers.get(tensor_name)
+        if producer is not None and not onnx.defs.has(producer.op_type, producer.domain or ""):
+            op = producer.op_type if producer.domain in ("", "ai.onnx") else f"{producer.domain}::{producer.op_type}"
+            return (f"onnx knows no operator {op}, so it infers no shape for its outputs; declare them in the "
+                    "model's value_info")
         named = [tensor_name] if tensor_name in shapeless else [] if symbolic else shapeless
         if named:
             return (f"the model's input{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} "
