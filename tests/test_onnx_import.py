@@ -353,6 +353,26 @@ def test_attention_pattern_is_one_fused_operator():
     assert graph.ops[0].module_path == ("attn",)
 
 
+@pytest.mark.parametrize("layout", ["4d", "3d"])
+def test_the_attention_operator_of_opset_23_is_costed_as_scaled_dot_product_attention(layout):
+    """Opset 23's ``Attention`` (the dynamo exporter's ``scaled_dot_product_attention`` there), 4 query heads
+    over 2 key-value heads, q [1, 4, 4, 8] (or [1, 4, 32] with head counts), k and v of S = 6 keys: torch's rule,
+    2 * (128 / 8) * 6 * (8 + 8) = 3,072 FLOPs, and the GEMMs of its scores and weighted values."""
+    if layout == "4d":
+        shapes = [("Q", [1, 4, 4, 8]), ("K", [1, 2, 6, 8]), ("V", [1, 2, 6, 8])]
+        node = helper.make_node("Attention", ["Q", "K", "V"], ["O"], name="/attn/Attention")
+    else:
+        shapes = [("Q", [1, 4, 32]), ("K", [1, 6, 16]), ("V", [1, 6, 16])]
+        node = helper.make_node("Attention", ["Q", "K", "V"], ["O"], name="/attn/Attention", q_num_heads=4,
+                                kv_num_heads=2)
+    model = _graph([node], shapes, ["O"])
+    model.opset_import[0].version = 23
+    graph = graph_from_onnx(model, "attn")
+    assert [(op.kind, op.flops, op.kernels) for op in graph.ops] == [("attention", 3072.0, 1)]
+    assert [(s.kind, s.m, s.n, s.k, s.batch) for s in graph.ops[0].operators if s.kind == "gemm"] == [
+        ("gemm", 4, 6, 8, 4), ("gemm", 4, 8, 6, 4)]
+
+
 def _scalar(name, value):
     return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
 

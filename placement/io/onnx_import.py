@@ -140,6 +140,7 @@ for _kind, _names in {
     "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth",
     "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
     "recurrent": "LSTM GRU RNN",
+    "attention": "Attention",
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
 POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
@@ -157,7 +158,7 @@ DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
 FUSED_FLOP_KINDS = frozenset({"matmul", "conv", "norm"})
 #: Per fused kind, the member kinds whose operator shapes the fused operator lists (others are folded in).
-FUSED_SHAPE_KINDS = {"attention": frozenset({"matmul", "softmax"}), "norm": frozenset({"norm"})}
+FUSED_SHAPE_KINDS = {"attention": frozenset({"matmul", "softmax", "attention"}), "norm": frozenset({"norm"})}
 NORM_FLOPS = 5
 ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT16": "bf16", "FLOAT8E4M3FN": "fp8",
                    "FLOAT8E4M3FNUZ": "fp8", "FLOAT8E5M2": "fp8", "FLOAT8E5M2FNUZ": "fp8"}
@@ -469,9 +470,29 @@ def _recurrent_gemms(node: Any, ins: list[_Tensor | None]) -> list[tuple[str, tu
                                        int(w.shape[0]))
 
 
+def _attention_shapes(node: Any, ins: list[_Tensor | None]) -> tuple[tuple[int, ...], ...]:
+    """The 4-D shapes ``[batch, heads, length, width]`` of the query, keys and values of an ``Attention`` node
+    (opset 23): its 3-D inputs split into ``q_num_heads`` and ``kv_num_heads`` heads, and the keys and values
+    of ``past_key`` and ``past_value`` before the new ones."""
+    q, k, v = (tuple(int(d) for d in t.shape) for t in ins[:3])
+    if len(q) == 3:
+        q_heads, kv_heads = max(_attribute(node, "q_num_heads", 1), 1), max(_attribute(node, "kv_num_heads", 1), 1)
+        q = (q[0], q_heads, q[1], q[2] // q_heads)
+        k = (k[0], kv_heads, k[1], k[2] // kv_heads)
+        v = (v[0], kv_heads, v[1], v[2] // kv_heads)
+    past = ins[4] if len(ins) > 4 and ins[4] is not None else None
+    if past is not None and len(past.shape) == 4:
+        k = (*k[:2], k[2] + int(past.shape[2]), k[3])
+        v = (*v[:2], v[2] + int(past.shape[2]), v[3])
+    return q, k, v
+
+
 def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: list[_Tensor | None]) -> int:
     if kind in ("view", "gather", "copy", "constant", "unknown"):
         return 0
+    if kind == "attention":   # torch's rule for scaled_dot_product_attention
+        q, k, v = _attention_shapes(node, ins)
+        return 2 * (math.prod(q) // q[-1]) * k[-2] * (q[-1] + v[-1])
     out = outs[0]
     a = ins[0]
     if kind == "matmul":
@@ -508,6 +529,8 @@ def _operators(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], ou
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(node, ins))
+    if kind == "attention":
+        return shapes.attention(*_attention_shapes(node, ins))
     if kind == "matmul" and op_type == "Gemm":
         trans_a = _attribute(node, "transA", 0)
         k = ins[0].shape[0] if trans_a else ins[0].shape[-1]
