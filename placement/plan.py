@@ -7,7 +7,9 @@ The plan is pure data; its loads and validity are computed by
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from placement.errors import InvalidPlanError
 from placement.problem.instance import is_flag
@@ -60,6 +62,18 @@ class DeviceAssignment:
         object.__setattr__(self, "w_tasks", _ids(self.w_tasks, f"{where}: w_tasks"))
 
 
+def typed_sequence(items: Any, field: str, kind: type) -> tuple:
+    """``items``, a plan's ``field``, as a tuple of ``kind``; :class:`InvalidPlanError` for a text, a mapping or
+    no sequence at all, or an item of another type."""
+    if isinstance(items, (str, bytes, Mapping)) or not hasattr(items, "__iter__"):
+        raise InvalidPlanError(f"a plan's {field} must be a sequence of {kind.__name__}, got {type(items).__name__}")
+    items = tuple(items)
+    for k, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise InvalidPlanError(f"{field}[{k}] must be a {kind.__name__}, got {type(item).__name__}")
+    return items
+
+
 @dataclass(frozen=True)
 class Plan:
     """Device assignments; for pipeline (``stages``) plans, in pipeline order."""
@@ -67,14 +81,7 @@ class Plan:
     devices: tuple[DeviceAssignment, ...]
 
     def __post_init__(self) -> None:
-        if isinstance(self.devices, (str, bytes)) or not hasattr(self.devices, "__iter__"):
-            raise InvalidPlanError(f"a plan's devices must be a sequence of DeviceAssignment, got "
-                                   f"{type(self.devices).__name__}")
-        devices = tuple(self.devices)
-        for k, dev in enumerate(devices):
-            if not isinstance(dev, DeviceAssignment):
-                raise InvalidPlanError(f"devices[{k}] must be a DeviceAssignment, got {type(dev).__name__}")
-        object.__setattr__(self, "devices", devices)
+        object.__setattr__(self, "devices", typed_sequence(self.devices, "devices", DeviceAssignment))
 
     @property
     def non_empty(self) -> int:

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
 from placement.jsonfile import json_value_text
-from placement.plan import _ids
+from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
 
 #: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
@@ -102,14 +102,7 @@ class ParallelPlan:
 
     def __post_init__(self) -> None:
         # checked as from_json checks a file: verify took an unknown schedule as valid (with 1F1B's memory)
-        if isinstance(self.stages, (str, bytes, Mapping)) or not hasattr(self.stages, "__iter__"):
-            raise InvalidPlanError(f"a plan's stages must be a sequence of ParallelStage, got "
-                                   f"{type(self.stages).__name__}")
-        stages = tuple(self.stages)
-        for k, stage in enumerate(stages):
-            if not isinstance(stage, ParallelStage):
-                raise InvalidPlanError(f"stages[{k}] must be a ParallelStage, got {type(stage).__name__}")
-        object.__setattr__(self, "stages", stages)
+        object.__setattr__(self, "stages", typed_sequence(self.stages, "stages", ParallelStage))
         if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise InvalidPlanError(f"unknown schedule {self.schedule!r} (known: {', '.join(SCHEDULES)})")
         if not isinstance(self.chunks, numbers.Integral) or is_flag(self.chunks) or self.chunks < 1:
