@@ -6,6 +6,7 @@ placement.io.torch_export and placement.io.opgraph (fp32: 4 bytes per element).
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import pytest
@@ -310,9 +311,12 @@ def test_a_failed_export_writes_nothing_but_its_error(capfd):
             return x * 2 if x.sum() > 0 else x
 
     with pytest.raises(InvalidParameterError, match="^model DataDependent cannot be exported: torch.export raised "
-                                                    "GuardOnDataDependentSymNode: "):
+                                                    "GuardOnDataDependentSymNode: ") as err:
         import_module(DataDependent(), (torch.randn(2),))
     assert capfd.readouterr() == ("", "")
+    # and where in the model's code: the line that branches on the tensor's values
+    line = inspect.getsourcelines(DataDependent.forward)[1] + 1
+    assert str(err.value).endswith(f" (at {__file__}:{line}, in forward: return x * 2 if x.sum() > 0 else x)")
 
 
 def test_exported_program_can_be_read_directly():

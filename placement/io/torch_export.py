@@ -193,7 +193,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
                                                      f"{cache if 'cache' in unknown[1].lower() else ''}") from None
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
-                                                 f"raised {type(exc).__name__}: {first}") from None
+                                                 f"raised {type(exc).__name__}: {first}{_where(str(exc))}") from None
         held.keep = True
     return _without_regions(program, torch)
 
@@ -277,6 +277,18 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
                and n.target is not operator.getitem)
+
+
+def _where(message: str) -> str:
+    """Where in the model's code torch's export error ``message`` says it was raised (its "The following call
+    raised this error" frame: a branch on a tensor's values, say), as `` (at FILE:LINE, in FUNCTION: CODE)``;
+    ``""`` where it says nothing of it."""
+    found = re.search(r"The following call raised this error:\s*\n\s*File \"([^\"]+)\", line (\d+), in (\S+)"
+                      r"(?:\n[ \t]+(\S[^\n]*))?", message)
+    if found is None:
+        return ""
+    code = f": {found[4].strip()}" if found[4] else ""
+    return f" (at {found[1]}:{found[2]}, in {found[3]}{code})"
 
 
 class _Held:
