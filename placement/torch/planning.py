@@ -109,7 +109,8 @@ class PipelinePlan:
                  microbatches: int | None = None) -> Any:
         """The torch schedule (``ScheduleGPipe`` or ``Schedule1F1B``) for a stage of :meth:`build_stage`,
         with ``microbatches`` micro-batches per ``step`` (default: the plan's); see
-        :mod:`placement.torch.schedules`."""
+        :mod:`placement.torch.schedules`. The plan charged each micro-batch its share of a shared parameter's
+        gradient exchange for the plan's number: another number runs the same stages, not re-planned."""
         built = self._exchanges.get(id(stage))
         if built is None or built[0] is not stage:
             raise InvalidParameterError("stage", "must be a stage made by this plan's build_stage")
