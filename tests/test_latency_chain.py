@@ -119,8 +119,8 @@ def test_exact_on_chains(problem):
 def test_refuses_other_catalogues_and_objectives():
     problem = Instance((Node(0, "a", (1.0,)),), (), (DeviceType("tpu", 1),))
     with pytest.raises(InvalidParameterError, match="^method 'latency-chain' takes the device types 'accelerator' "
-                                                    r"and 'cpu' only; this instance has 'tpu' \(methods 'dp' and "
-                                                    r"'milp' take any device types\)$"):
+                                                    r"and 'cpu' only; this instance has 'tpu' \(method 'milp' "
+                                                    r"takes any device types\)$"):   # the DP solves no latency
         solve(problem, "latency-chain")
     with pytest.raises(InvalidParameterError, match="^objective must be 'latency' for method 'latency-chain', not "
                                                     "'throughput'; "):

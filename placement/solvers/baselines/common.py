@@ -54,12 +54,24 @@ class TwoTypes:
 def other_types_refusal(method: str, names: Iterable[str]) -> InvalidParameterError:
     """The refusal of a two-type ``method`` on a catalogue whose device types ``names`` are neither
     ``accelerator`` nor ``cpu``: every one of them named (naming one alone made renaming it look like the
-    fix), and the methods that take any catalogue."""
-    listed = sorted(names)
-    text = repr(listed[0]) if len(listed) == 1 else ", ".join(map(repr, listed[:-1])) + f" and {listed[-1]!r}"
+    fix), and the exact methods that take any catalogue and solve ``method``'s objective (read from the
+    registry)."""
+    from placement.solvers.registry import ANY_CATALOGUE, METHODS
+
+    spec = METHODS.get(method)
+    objectives = set(spec.objectives) if spec is not None else set()
+    # the exact methods that solve what this one does (a latency baseline's is not the DP) on any catalogue
+    others = [name for name, other in METHODS.items()
+              if other.exact and other.catalogue == ANY_CATALOGUE and objectives & set(other.objectives)]
+    instead = (f" (method {others[0]!r} takes any device types)" if len(others) == 1 else
+               f" (methods {_listing(others)} take any device types)" if others else "")
     return InvalidParameterError("method", f"{method!r} takes the device types {ACCELERATOR!r} and {CPU!r} only; "
-                                           f"this instance has {text} (methods 'dp' and 'milp' take any device "
-                                           "types)")
+                                           f"this instance has {_listing(sorted(names))}{instead}")
+
+
+def _listing(names: list[str]) -> str:
+    """``'a'``, ``'a' and 'b'``, ``'a', 'b' and 'c'``."""
+    return repr(names[0]) if len(names) == 1 else ", ".join(map(repr, names[:-1])) + f" and {names[-1]!r}"
 
 
 def two_types(problem: Instance, method: str) -> TwoTypes:
