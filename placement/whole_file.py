@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 from typing import IO, Any, Iterator
 
+from placement.errors import unwritable
+
 
 @contextlib.contextmanager
 def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
@@ -42,6 +44,18 @@ def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         raise
+
+
+@contextlib.contextmanager
+def replacing_about(path: str | Path, parameter: str, binary: bool = False) -> Iterator[IO[Any]]:
+    """:func:`replacing` ``path``, an :class:`OSError` of writing it or putting it in place raised as the
+    :class:`~placement.errors.InvalidParameterError` about ``parameter`` (:func:`placement.errors.unwritable`).
+    Nested, an error already turned so by an inner block passes through and still leaves this file as it was."""
+    try:
+        with replacing(path, binary=binary) as fh:
+            yield fh
+    except OSError as exc:
+        raise unwritable(path, exc, parameter) from None
 
 
 def _umask() -> int:

@@ -13,10 +13,10 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from placement.errors import InvalidParameterError, SolverUnavailableError, unwritable
+from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.report.literal_text import literal
 from placement.simulation.simulator import SimulationResult
-from placement.whole_file import replacing
+from placement.whole_file import replacing_about
 from placement.wording import counted
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868", "recv": "#8172b3", "send": "#937860"}
@@ -56,11 +56,8 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
     :class:`InvalidParameterError` about ``parameter`` where ``path`` cannot be written."""
     file_format = chart_format(path, parameter=parameter)
     figure = draw_gantt(result, name)
-    try:
-        with replacing(path, binary=True) as fh:   # whole or not at all: a full disk leaves no half chart
-            figure.savefig(fh, format=file_format)
-    except OSError as exc:
-        raise unwritable(path, exc, parameter) from None
+    with replacing_about(path, parameter, binary=True) as fh:   # whole or not at all: a full disk leaves no half chart
+        figure.savefig(fh, format=file_format)
 
 
 def draw_gantt(result: SimulationResult, name: str = "") -> Any:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import IO, Any, Iterator
 
-from placement.errors import unwritable
 from placement.report.gantt import chart_format, draw_gantt
 from placement.report.trace import dump_trace
 from placement.simulation.simulator import SimulationResult
-from placement.whole_file import replacing
+from placement.whole_file import replacing_about
 
 
 def write_run_files(result: SimulationResult, trace: str | Path | None = None, gantt: str | Path | None = None,
@@ -23,19 +21,9 @@ def write_run_files(result: SimulationResult, trace: str | Path | None = None, g
     figure = draw_gantt(result, name) if gantt else None
     with contextlib.ExitStack() as outputs:
         if trace:
-            fh = outputs.enter_context(_whole(trace, "trace"))
+            fh = outputs.enter_context(replacing_about(trace, "trace"))
             dump_trace(result, fh, trace_title)
         if gantt:
-            chart = outputs.enter_context(_whole(gantt, "gantt", binary=True))
+            chart = outputs.enter_context(replacing_about(gantt, "gantt", binary=True))
             figure.savefig(chart, format=file_format)
 
-
-@contextlib.contextmanager
-def _whole(path: str | Path, parameter: str, binary: bool = False) -> Iterator[IO[Any]]:
-    """:func:`replacing` ``path``, its :class:`OSError` (from writing it or putting it in place) as the error
-    about ``parameter``: an error in a file opened later has been turned so already, and leaves this one."""
-    try:
-        with replacing(path, binary=binary) as fh:
-            yield fh
-    except OSError as exc:
-        raise unwritable(path, exc, parameter) from None

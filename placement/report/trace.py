@@ -15,9 +15,8 @@ import json
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from placement.errors import unwritable
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
-from placement.whole_file import replacing
+from placement.whole_file import replacing_about
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient", "recv": "receive", "send": "send"}
 PROCESS_ID = 1
@@ -34,11 +33,8 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
     """Write the trace of ``result`` to ``path`` (the text ``json.dump`` gives :func:`trace_events`, written
     event by event, so that a long run's trace takes no more memory than its tasks);
     :class:`InvalidParameterError` about ``parameter`` if it cannot be written."""
-    try:
-        with replacing(path) as fh:   # whole or not at all: a run stopped meanwhile leaves no half document
-            dump_trace(result, fh, title, unit_us)
-    except OSError as exc:
-        raise unwritable(path, exc, parameter) from None
+    with replacing_about(path, parameter) as fh:   # whole or not at all: a run stopped leaves no half document
+        dump_trace(result, fh, title, unit_us)
 
 
 def dump_trace(result: SimulationResult, fh: IO[str], title: str = "", unit_us: float = 1000.0) -> None:
