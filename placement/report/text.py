@@ -43,11 +43,8 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
     lines.append("")
     violations = tuple(evaluation.violations) + tuple(extra)
     # an invalid plan's loads are those of what it places: no value of the plan
-    fw_bw = ""
-    if gpipe:
-        fw = max((r.forward_load for r in evaluation.devices), default=0.0)
-        bw = max((r.backward_load for r in evaluation.devices), default=0.0)
-        fw_bw = f"FW+BW {evaluation.gpipe_time:.10g} (max forward {fw:.10g} + max backward {bw:.10g}), "
+    fw_bw = (f"FW+BW {evaluation.gpipe_time:.10g} (max forward {evaluation.max_forward_load:.10g} + max backward "
+             f"{evaluation.max_backward_load:.10g}), " if gpipe else "")
     lines.append(f"{title}{fw_bw}max load {evaluation.max_load:.10g}"
                  + ("  (of the nodes placed as the plan places them; the plan is invalid)" if violations else ""))
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")

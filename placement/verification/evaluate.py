@@ -85,10 +85,19 @@ class Evaluation:
         return not self.violations
 
     @property
+    def max_forward_load(self) -> float:
+        """``max_i FW_i``: the largest forward load of a device (0 with none)."""
+        return max((r.forward_load for r in self.devices), default=0.0)
+
+    @property
+    def max_backward_load(self) -> float:
+        """``max_i BW_i``: the largest backward load of a device (0 with none)."""
+        return max((r.backward_load for r in self.devices), default=0.0)
+
+    @property
     def gpipe_time(self) -> float:
         """The ``throughput-gpipe`` objective: ``max_i FW_i + max_i BW_i`` over the devices."""
-        return (max((r.forward_load for r in self.devices), default=0.0)
-                + max((r.backward_load for r in self.devices), default=0.0))
+        return self.max_forward_load + self.max_backward_load
 
     def objective(self, kind: str) -> float:
         """The value of the objective ``throughput`` (max load) or ``throughput-gpipe``."""
