@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from placement.report.table import cell, format_table
+from placement.wording import counted
 
 
 def format_codesign(result) -> str:
@@ -23,8 +24,8 @@ def format_codesign(result) -> str:
         lines.extend(format_table(rows, left=(1,)))
     pruned = ", ".join(f"{n:,} {why}" for why, n in result.pruned_by.items() if n)
     lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
-                 f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; {result.dp_runs:,} DP "
-                 f"run{'s' if result.dp_runs != 1 else ''}; {result.runtime_s:.3f} s")
+                 f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; "
+                 f"{counted(result.dp_runs, 'DP run', 'DP runs')}; {result.runtime_s:.3f} s")
     if result.shapeless_nodes:
         lines.append(f"note: {result.shapeless_nodes} nodes have no operator shapes and were costed at full "
                      "array utilisation")
