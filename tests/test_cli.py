@@ -447,6 +447,18 @@ def test_a_gpipe_solve_shows_each_devices_forward_and_backward_loads(capsys):
     assert "instance training-pair: FW+BW 11.5 (max forward 4 + max backward 7.5), max load 11.5\n" in text
 
 
+def test_verify_states_a_gpipe_value_once(tmp_path, capsys):
+    """training-pair's gpipe plan above (FW+BW 4 + 7.5 = 11.5): verify printed the verdict line and, after the
+    ledger, the same figure again as a line of its own."""
+    instance, out = str(TINY / "training-pair.json"), str(tmp_path / "plan.json")
+    assert main(["solve", instance, "--objective", "throughput-gpipe", "--quiet", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["verify", instance, out]) == 0
+    text = capsys.readouterr().out
+    assert "instance training-pair: FW+BW 11.5 (max forward 4 + max backward 7.5), max load 11.5\n" in text
+    assert text.count("FW+BW") == 1
+
+
 @pytest.mark.parametrize("objective, figure", [("latency", "latency 17"), ("throughput-gpipe", "max load 11.5")])
 def test_verify_checks_the_objective_the_plan_was_solved_for(tmp_path, capsys, objective, figure):
     """diamond-cpu solved for latency (17; its max load is 15), training-pair for throughput-gpipe: verify

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                                     recorded_calls, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
-    from placement.report.solution import figure, format_verification
+    from placement.report.solution import format_verification
 
     progress = progress_printer(args.quiet)
     instance = load_announced(args.instance, progress)   # a large file takes seconds
@@ -184,10 +184,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_verification(instance, verification), end="")
         for note in verification.notes:
             print(f"note: {note}")
-        evaluation, _, ledger = verification.report
+        _, _, ledger = verification.report
         if ledger is not None:
             print()
             print(format_ledger(ledger))
-        if args.objective == "throughput-gpipe":
-            print(f"FW+BW       {figure(evaluation.gpipe_time)}  (max forward load + max backward load)")
     return 0 if verification.valid else 1
