@@ -7,6 +7,7 @@ The public API (see ``docs/api.md``)::
     result = placement.solve(instance)              # the DP here: optimal, verified
     result.status, result.value, result.plan        # 'optimal', 17.78990625, (Stage(...), ...)
     placement.verify(instance, result).valid        # the independent evaluator's verdict
+    placement.split(model_file, result)             # an imported model's plan as runtime split points
 
 Importing the package is cheap: each name below is imported on first use.
 """
@@ -24,6 +25,7 @@ _EXPORTS = {
     "verify": "placement.api",
     "simulate": "placement.api",
     "hypar": "placement.api",
+    "split": "placement.handoff",
     "codesign": "placement.codesign",
     "Result": "placement.result",
     "Stage": "placement.result",

@@ -1,4 +1,5 @@
-"""Counts in messages and reports written as English does: ``1 block evaluated``, ``2 blocks evaluated``."""
+"""Counts in messages and reports written as English does (``1 block evaluated``, ``2 blocks evaluated``), and
+recorded numbers as a person gave them."""
 
 from __future__ import annotations
 
@@ -12,3 +13,9 @@ def counted(count: int, singular: str, plural: str | None = None) -> str:
         first, _, rest = singular.partition(" ")
         plural = f"{first}s" + (f" {rest}" if rest else "")
     return f"{count:,} {plural}"
+
+
+def as_given(value: float) -> str:
+    """A recorded number as a person (or an option) would give it: a whole number below 10^16 without a
+    fraction or an exponent (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``: ``1e+300``)."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(value)

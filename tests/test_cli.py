@@ -667,10 +667,10 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
 
 
 def test_a_recorded_number_is_written_as_an_option_takes_it():
-    from placement.cli.options import as_written
+    from placement.wording import as_given
 
     # whole numbers in full up to 10^16, beyond it (a memory override of 1e300) in exponent form
-    assert [as_written(v) for v in (123456789.0, 2.5, 1e15, 1e16, 1e300)] == [
+    assert [as_given(v) for v in (123456789.0, 2.5, 1e15, 1e16, 1e300)] == [
         "123456789", "2.5", "1000000000000000", "1e+16", "1e+300"]
 
 
@@ -683,7 +683,7 @@ def test_split_takes_the_devices_the_plan_was_solved_for(tmp_path, capsys):
     capsys.readouterr()
     assert main(["split", gpt2, str(plan), "--format", "stages"]) == 0
     captured = capsys.readouterr()
-    assert captured.err == "note: split on the devices the plan file records it was solved with: --accelerators 6, --cpus 0\n"
+    assert captured.err == "note: split on the devices the plan file records it was solved with: accelerators=6, cpus=0\n"
     rows = captured.out.splitlines()
     assert rows[0].split() == ["stage", "device", "#forward", "nodes", "first", "last"]
     assert [row.split()[:2] for row in rows[1:]] == [[str(k), "accelerator"] for k in range(6)]

@@ -874,5 +874,5 @@ def test_pipe_split_of_an_onnx_instance_is_refused_for_another_form(tmp_path, ca
     capsys.readouterr()
     assert main(["split", str(instance), str(plan), "--format", "pipe-split"]) == 2
     assert capsys.readouterr().err.startswith(
-        "error: pipe-split cannot express this plan: the instance was imported from ONNX, so its operators are "
+        "error: --format pipe-split cannot express this plan: the instance was imported from ONNX, so its operators are "
         "ONNX nodes, and pipe_split_module cuts the operators of a torch.export program")

@@ -111,7 +111,7 @@ def test_a_cpu_stage_at_an_end_is_a_stage_of_the_hand_off(tmp_path, capsys):
                                             {"type": "accelerator", "nodes": [5, 6, 7]}]}))
     capsys.readouterr()
     assert main(["split", str(instance), str(plan), "--format", "megatron"]) == 2
-    assert capsys.readouterr().err == ("error: megatron cannot express this plan: stage 0 runs on a CPU, and every "
+    assert capsys.readouterr().err == ("error: --format megatron cannot express this plan: stage 0 runs on a CPU, and every "
                                        "stage of a Megatron layout is a GPU's; use --format split-spec\n")
     assert main(["split", str(instance), str(plan)]) == 0
     captured = capsys.readouterr()
@@ -178,18 +178,18 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
     ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
-     "needs a pipeline with no CPU stage between accelerator stages; placement solve --cpus 0 plans on the "
+     "needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 plans on the "
      "accelerators alone)"),
     # ... and one that is no pipeline at all: the accelerator's nodes come before and after the CPU's
     ("pipe-split", [[*range(0, 4), *range(12, 22)], range(4, 12)], ["accelerator", "cpu"],
      "pipe-split cannot express this plan: it is no pipeline: 'transformer.h.1.ln_1' in stage 0 reads "
-     "'transformer.h.0#1' of the later stage 1; no hand-off format can (a runtime needs a pipeline, as placement "
-     "solve --contiguity stages plans, with no CPU stage between accelerator stages; --cpus 0 plans on the "
+     "'transformer.h.0#1' of the later stage 1; no hand-off format can (a runtime needs a pipeline, as a solve "
+     "with contiguity='stages' plans, with no CPU stage between accelerator stages; cpus=0 plans on the "
      "accelerators alone)"),
     ("megatron", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "megatron cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
-     "needs a pipeline with no CPU stage between accelerator stages; placement solve --cpus 0 plans on the "
+     "needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 plans on the "
      "accelerators alone)"),
 ])
 def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, capsys, form, groups, kinds, message):
@@ -199,7 +199,7 @@ def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, cap
     capsys.readouterr()
     assert main(["split", str(instance), plan, "--format", form]) == 2
     captured = capsys.readouterr()
-    assert (captured.out, captured.err) == ("", f"error: {message}\n")
+    assert (captured.out, captured.err) == ("", f"error: --format {message}\n")
     assert main(["split", str(instance), plan, "--format", "stages", "--quiet"]) == 0  # the table shows any plan
     assert len(capsys.readouterr().out.splitlines()) == 1 + len(groups)
 
@@ -243,7 +243,7 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
                           ("deepspeed", "DeepSpeed's PipelineModule")):
         assert main(["split", str(instance), late, "--format", form]) == 2
         assert capsys.readouterr().err == (
-            f"error: {form} cannot express this plan: model input 'cond' is first read by 'cond_proj' in stage 1, "
+            f"error: --format {form} cannot express this plan: model input 'cond' is first read by 'cond_proj' in stage 1, "
             f"and {runtime} passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
             "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
             "docs/pytorch.md)\n")
@@ -262,7 +262,7 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
     capsys.readouterr()
     assert main(["split", str(unused), early, "--format", "pipe-split"]) == 2
     assert capsys.readouterr().err == (
-        "error: pipe-split cannot express this plan: model input 'extra' is read by no node, and torch's pipeline() "
+        "error: --format pipe-split cannot express this plan: model input 'extra' is read by no node, and torch's pipeline() "
         "passes the model's inputs to stage 0 only, which fails on one it does not take "
         "(placement.torch.plan_pipeline takes it); no hand-off format can (placement.torch.plan_pipeline runs a "
         "model cut at stages of any shape: docs/pytorch.md)\n")
@@ -279,7 +279,7 @@ def test_deepspeed_refuses_a_layer_after_the_first_that_reads_a_model_input(tmp_
     plan = write_plan(tmp_path / "plan.json", [0, 1, 2], [3])
     capsys.readouterr()
     assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 2
-    assert capsys.readouterr().err == ("error: deepspeed cannot express this plan: layer join reads the model input "
+    assert capsys.readouterr().err == ("error: --format deepspeed cannot express this plan: layer join reads the model input "
                                        "'cond', and a PipelineModule passes the model's inputs to its first layer "
                                        "only; use --format split-spec\n")
     assert main(["split", str(instance), plan, "--format", "split-spec"]) == 0
@@ -467,9 +467,9 @@ def test_split_refuses_a_plan_that_moves_backward_tasks(tmp_path, capsys):
     capsys.readouterr()
     assert main(["split", str(instance), str(plan)]) == 2
     assert capsys.readouterr().err == (
-        f"error: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a split-backward "
-        "plan, docs/backward-split.md); the hand-off formats keep a layer's whole backward on its stage, so the "
-        "plan would not run as solved: hand off a plan solved without --backward split\n")
+        f"error: {plan}: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a "
+        "split-backward plan, docs/backward-split.md); the hand-off forms keep a layer's whole backward on its "
+        "stage, so the plan would not run as solved: hand off a plan solved with backward='joint'\n")
     plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first},
                                             {"type": "accelerator", "nodes": second}]}))
     assert main(["split", str(instance), str(plan)]) == 0

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import PlacementError
 from placement.jsonfile import strict_json
+from placement.wording import as_given
 
 
 #: the exit status of a command that Ctrl-C stopped (128 + SIGINT)
@@ -141,14 +142,8 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
     taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name, None) is None}
     if not taken:
         return None
-    given = ", ".join(f"--{name} {as_written(value)}" for name, value in taken.items())
+    given = ", ".join(f"--{name} {as_given(value)}" for name, value in taken.items())
     return f"note: {done} on the devices the plan file records it was solved with: {given}"
-
-
-def as_written(value: float) -> str:
-    """A recorded number as an option would take it: a whole number below 10^16 without a fraction or
-    an exponent (``123456789``, not ``1.23457e+08``), any other exactly (its ``repr``: ``1e+300``)."""
-    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(value)
 
 
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, as_written, fraction, positive_int, print_json
+from placement.cli.options import UsageError, fraction, positive_int, print_json
+from placement.wording import as_given
 
 
 def add_parallel_options(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +92,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
         recorded.append(", ".join(f"{k}:{v}" for k, v in devices.items()) if isinstance(devices, dict)
                         else f"{devices} devices")
     if memory is not None and memory != instance.max_memory_per_device and not instance.device_types:
-        recorded.append(f"{as_written(memory)} bytes each")
+        recorded.append(f"{as_given(memory)} bytes each")
     if recorded:
         print(f"note: checked on the devices the plan file records it was solved for: {', '.join(recorded)}")
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")

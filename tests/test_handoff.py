@@ -1,0 +1,72 @@
+"""``placement.split``: the library call behind ``placement split``, on the bundled GPT-2 small instance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.cli import main
+
+GPT2 = str(Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json")
+
+
+def gpt2_ids() -> list[int]:
+    with open(GPT2, encoding="utf-8") as f:
+        return [node["id"] for node in json.load(f)["nodes"]]
+
+
+def test_split_of_a_result_is_what_the_command_writes_for_its_plan_file(tmp_path, capsys):
+    """The optimal plan on the 4 accelerators alone: the embedding and blocks 0-3, blocks 4-7, blocks 8-11, the
+    head; the command, given the plan file, prints the same split and the same note on stderr."""
+    result = placement.solve(GPT2, cpus=0)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(result.to_json()))
+    for form, expected in (("megatron", "Etttt|tttt|tttt|L"),
+                           ("split-spec", {"transformer.h.4": "BEGINNING", "transformer.h.8": "BEGINNING",
+                                           "transformer.ln_f": "BEGINNING"})):
+        done = placement.split(GPT2, result, format=form)
+        assert (done.format, done.split, done.order, done.warnings) == (form, expected, None, ())
+        assert done.notes == ("split on the devices the plan records it was solved with: cpus=0",)
+        assert main(["split", GPT2, str(plan), "--format", form]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == done.text + "\n"
+        assert captured.err == "note: split on the devices the plan file records it was solved with: cpus=0\n"
+
+
+def test_a_form_that_cannot_express_the_plan_names_one_that_can():
+    """Stage 0 ends after transformer.drop (node 5), inside the call of module 'transformer': Megatron's layout
+    and split_spec take that (block h.0 begins stage 1); DeepSpeed's layers are whole modules."""
+    ids = gpt2_ids()
+    plan = {"devices": [{"type": "accelerator", "nodes": ids[:6]}, {"type": "accelerator", "nodes": ids[6:]}]}
+    assert placement.split(GPT2, plan, format="megatron").split == "E|ttttttttttttL"
+    with pytest.raises(placement.InvalidParameterError) as caught:
+        placement.split(GPT2, plan, format="deepspeed")
+    assert (caught.value.parameter, caught.value.detail) == (
+        "format", "deepspeed cannot express this plan: stage 0 holds 'transformer' but not the whole call of "
+                  "transformer, the smallest module holding it, and a PipelineModule layer is a whole module; use "
+                  "format='split-spec'")
+
+
+def test_split_takes_instance_files_and_documents_only_and_checks_the_plan(tmp_path):
+    with pytest.raises(placement.InvalidParameterError) as caught:
+        placement.split(placement.load(GPT2), {"devices": []})
+    assert str(caught.value) == ("instance must be an instance file or document written by the model importers (it "
+                                 "records every node's modules), not Instance")
+    with pytest.raises(placement.InvalidParameterError) as caught:
+        placement.split(GPT2, {"devices": []}, format="gpipe")
+    assert str(caught.value) == ("format must be one of 'split-spec', 'deepspeed', 'megatron', 'pipe-split', "
+                                 "'stages', not 'gpipe'")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"instance": "other", "devices": [{"type": "tpu", "nodes": gpt2_ids()}]}))
+    with pytest.raises(placement.InvalidPlanError) as refused:
+        placement.split(GPT2, plan)
+    assert str(refused.value) == (f"{plan}: the plan does not fit the instance: device 0: unknown device type 'tpu' "
+                                  "(the plan file was made for instance 'other', not 'gpt2-inference')")
+    with open(GPT2, encoding="utf-8") as f:
+        document = json.load(f)   # an instance read from a document has no name to compare the plan's with
+    with pytest.raises(placement.InvalidPlanError) as refused:
+        placement.split(document, plan)
+    assert str(refused.value) == f"{plan}: the plan does not fit the instance: device 0: unknown device type 'tpu'"
