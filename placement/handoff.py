@@ -33,9 +33,9 @@ class Split:
 
     ``split`` is the form itself (the ``split_spec`` mapping of module names to ``"BEGINNING"``,
     ``{"layers", "parts"}`` for DeepSpeed, the Megatron layout string, ``{"ops": [...]}`` for
-    ``pipe-split``, or one ``{"stage", "device", "#nodes", "first", "last"}`` per stage, ``#nodes``
-    counting forward nodes); ``text`` the same as the command line prints it (JSON, the layout
-    string, or a table of stages); ``order`` the plan's device positions in pipeline order where it
+    ``pipe-split``, or one ``{"stage", "device", "forward_nodes", "first", "last"}`` per stage);
+    ``text`` the same as the command line prints it (JSON, the layout string, or a table of
+    stages); ``order`` the plan's device positions in pipeline order where it
     listed them otherwise (``None``: it did not); ``notes`` what the hand-off does that the plan
     does not say (a CPU stage, the devices the plan records); ``warnings`` what the runtime will do
     differently from the plan (a trained parameter several stages read).
@@ -161,7 +161,7 @@ def _stages(layout: Any, plan: Plan) -> tuple[list[dict[str, Any]], str, list[st
     for k, (stage, kind) in enumerate(zip(stages(layout, plan), stage_types(layout, plan))):
         first, last = by_id[stage[0]].name, by_id[stage[-1]].name
         rows.append((str(k), kind, str(len(stage)), first, last))
-        value.append({"stage": k, "device": kind, "#nodes": len(stage), "first": first, "last": last})
+        value.append({"stage": k, "device": kind, "forward_nodes": len(stage), "first": first, "last": last})
     why = _why_no_pipeline(layout, plan)
     notes = ([] if why is None else   # the table lists the devices as the plan does; no runtime runs them so
              [f"the stages are the plan's devices in its order, but no pipeline runtime can run them: {why}"])

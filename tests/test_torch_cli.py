@@ -95,8 +95,8 @@ def test_split_prints_every_format(tmp_path, capsys):
         ["1", "accelerator", "4", "blocks.1.norm", "head"]]
     assert main(["split", str(instance), plan, "--format", "stages", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["split"] == [
-        {"stage": 0, "device": "accelerator", "#nodes": 4, "first": "embed", "last": "blocks.0"},
-        {"stage": 1, "device": "accelerator", "#nodes": 4, "first": "blocks.1.norm", "last": "head"}]
+        {"stage": 0, "device": "accelerator", "forward_nodes": 4, "first": "embed", "last": "blocks.0"},
+        {"stage": 1, "device": "accelerator", "forward_nodes": 4, "first": "blocks.1.norm", "last": "head"}]
 
 
 def test_a_cpu_stage_at_an_end_is_a_stage_of_the_hand_off(tmp_path, capsys):
