@@ -197,6 +197,31 @@ def test_w_tasks_take_the_weight_gradient_times_the_instance_gives():
                                "backward compute 0.5 to W")
 
 
+def test_a_stage_without_backward_nodes_gives_no_weight_gradient_times():
+    """f0 (1) -> f1 (2) -> b1 (4) -> b0 (2), f0 -> b0, no colour classes, no transfer costs, no
+    weight-gradient times: device 0 holds f0, f1 (F 3, no backward nodes), device 1 b1, b0 (backward
+    compute 6: B 3, W 3 at the default share 0.5). Device 0 gives no weight-gradient time either, so
+    the run splits at 0.5 and says so (it used to read the empty stage as giving the instance's times).
+    Split-backward, m = 2: stage 0 F0 [0, 3], F1 [3, 6]; stage 1 B0 [3, 6], B1 [6, 9], then its W tasks
+    fill the rest: W0 [9, 12], W1 [12, 15]."""
+    from placement.report.simulation import format_simulation
+
+    def node(i, name, time, backward):
+        return {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": time, "cpuLatency": 9,
+                "isBackwardNode": int(backward), "size": 1}
+    problem = placement.load({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [node(1, "f0", 1, False), node(2, "f1", 2, False), node(3, "b1", 4, True), node(4, "b0", 2, True)],
+        "edges": [{"sourceId": a, "destId": b, "cost": 0} for a, b in ((1, 2), (2, 3), (3, 4), (1, 4))]})
+    plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3, 4))))
+    run = simulate(problem, plan, "split-backward", 2)
+    assert [s.task_times for s in run.stages] == [{"F": 3.0, "B": 0.0, "W": 0.0}, {"F": 0.0, "B": 3.0, "W": 3.0}]
+    assert run.iteration_time == 15.0
+    assert (run.w_fraction, run.w_times) == (0.5, False)
+    assert not any("weight-gradient time" in note for note in run.notes)
+    assert "weight grads    0.5 of each backward's compute runs as W tasks\n" in format_simulation(run)
+
+
 @given(stages=st.integers(1, 5), m=st.integers(1, 9), data=st.data())
 @settings(max_examples=150)
 def test_split_backward_never_longer_than_1f1b_flush_on_uneven_stages(stages, m, data):

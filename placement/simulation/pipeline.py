@@ -83,7 +83,7 @@ class Stage:
     static_memory: float         # Σ node memory (weights)
     memory_bound: float
     activation_bytes: float | None
-    weight: float | None = None  # Σ weight-gradient times of its backward nodes, where each gives one
+    weight: float | None = None  # Σ weight-gradient times of its backward nodes, where it has some and each gives one
 
     def task_time(self, kind: str) -> float:
         """Receive + compute + send of task ``kind``: its length when communication is inside the call."""
@@ -206,7 +206,9 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
         stages.append(Stage(index=s, position=report.position, type=report.type, pays_comm=dtype.pays_comm,
                             nodes=report.nodes, compute=compute, receive=receive, send=send, load=report.load,
                             static_memory=report.memory, memory_bound=report.memory_bound,
-                            activation_bytes=activation, weight=weight))
+                            activation_bytes=activation,
+                            # a stage without backward nodes is given no weight-gradient time
+                            weight=weight if any(problem.node(v).backward for v in report.nodes) else None))
 
     inputs = runnable_inputs(stages, inputs, held)
     return Pipeline(stages=tuple(stages),
