@@ -439,3 +439,45 @@ def test_a_device_whose_calls_take_no_time_holds_its_buffer_sets_between_them():
     result = simulate(problem, plan, "1f1b-async", 64)
     assert [s.peak_in_flight for s in result.stages] == [2, 1]
     assert [s.peak_memory for s in result.stages] == [d.memory for d in verdict.evaluation.devices] == [22.0, 12.0]
+
+
+def test_a_split_plan_run_reports_the_w_share_it_used():
+    """instances/tiny/training-pair.json, split as the planner splits it: device 0 holds layer 1 (f1 2, B(b1))
+    and runs W(b2); device 1 holds layer 2 (f2 3, B(b2)) and runs W(b1). At the share 0.5 device 0 runs F 3
+    (f1 2 + send f1 1), B 3.5 (B(b1) 2 + receive b2 1.5), W 3.5 (W(b2) 3 + receive f2 0.5); device 1 F 4.5
+    (f2 3 + receive f1 1 + send f2 0.5), B 4.5 (B(b2) 3 + send b2 1.5), W 2 (W(b1)). 1F1B-flush, m = 2:
+    device 0 F0 [0, 3], F1 [3, 6]; device 1 F0 [3, 7.5], B0 [7.5, 12], W0 [12, 14], F1 [14, 18.5], B1 [18.5, 23],
+    W1 [23, 25]; device 0 B0 [12, 15.5], W0 [15.5, 19], B1 [23, 26.5], W1 [26.5, 30]. The run says which share
+    it used (it reported none): 0.5; given 0.25, W(b2) = 1.5 and W(b1) = 1, device 0 B 4.5, W 2 and device 1
+    B 6, W 1. Weight-gradient times of 1.5 for b2 and 1 for b1 take the same times: the instance's times, a
+    share 2.5 / 10 of the backward compute; with b1's alone, b2 splits at 0.5, and a note says so."""
+    from dataclasses import replace
+
+    import placement
+    from placement.report.simulation import format_simulation
+
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json")
+    plan = Plan((DeviceAssignment("accelerator", (1, 4), b_tasks=(4,), w_tasks=(3,)),
+                 DeviceAssignment("accelerator", (2, 3), b_tasks=(3,), w_tasks=(4,))))
+    half = placement.simulate(problem, plan, schedule="1f1b-flush", microbatches=2)
+    assert [s.task_times for s in half.stages] == [{"F": 3.0, "B": 3.5, "W": 3.5}, {"F": 4.5, "B": 4.5, "W": 2.0}]
+    assert half.iteration_time == 30.0
+    assert (half.w_fraction, half.w_times) == (0.5, False)
+    assert half.to_json()["w_fraction"] == 0.5
+    assert "weight grads    0.5 of each backward's compute runs as W tasks\n" in format_simulation(half)
+    quarter = placement.simulate(problem, plan, schedule="1f1b-flush", microbatches=2, w_fraction=0.25)
+    assert [s.task_times for s in quarter.stages] == [{"F": 3.0, "B": 4.5, "W": 2.0}, {"F": 4.5, "B": 6.0, "W": 1.0}]
+    assert (quarter.w_fraction, quarter.w_times) == (0.25, False)
+    weights = {3: (1.5, 15.0), 4: (1.0, 10.0)}
+    timed = replace(problem, nodes=tuple(replace(n, weight_times=weights.get(n.id)) for n in problem.nodes))
+    given = placement.simulate(timed, plan, schedule="1f1b-flush", microbatches=2)
+    assert [s.task_times for s in given.stages] == [s.task_times for s in quarter.stages]
+    assert (given.w_fraction, given.w_times, given.notes) == (0.25, True, ())
+    assert "weight grads    the instance's weight-gradient times (0.25 of the backward compute)" in \
+        format_simulation(given)
+    one = replace(problem, nodes=tuple(replace(n, weight_times=(1.0, 10.0)) if n.id == 4 else n
+                                       for n in problem.nodes))
+    mixed = placement.simulate(one, plan, schedule="1f1b-flush", microbatches=2)
+    assert [s.task_times["W"] for s in mixed.stages] == [3.5, 1.0]   # W(b2) 3 + receive f2 0.5; W(b1) 1
+    assert (mixed.w_fraction, mixed.w_times) == (4.0 / 10.0, True)
+    assert mixed.notes == ("backward nodes that give no weight-gradient time split their time 0.5 to W",)

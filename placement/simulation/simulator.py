@@ -200,8 +200,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
         if not verdict.valid:
             raise invalid_plan_error(verdict.evaluation)
         pipeline = build_split_pipeline(problem, plan, model)
-        return simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit, keep_tasks,
-                                 progress)
+        return _split_share(simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit,
+                                              keep_tasks, progress), problem, pipeline, model.w_share)
     result = simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
                                memory_limit, keep_tasks, progress)
     several = [d for d, dev in enumerate(plan.devices) if len(dev.calls) > 1]
@@ -212,6 +212,23 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
             + " calls as one stage, one call per micro-batch: the plan's calls order a single sample (objective "
               "latency), which a pipeline schedule does not follow",))
     return result
+
+
+def _split_share(result: SimulationResult, problem: Instance, pipeline: Pipeline, share: float) -> SimulationResult:
+    """``result`` of a split plan with the W share its W parts took: ``share`` of every backward node's time,
+    or, where the instance gives weight-gradient times, the share of the backward compute they come to
+    (:func:`placement.problem.split.split_times`), with a note where some backward nodes give none."""
+    backward = [n for n in problem.nodes if n.backward]
+    given = sum(n.weight_times is not None for n in backward)
+    if not given:
+        return replace(result, w_fraction=share)
+    b_work = sum(st.compute[BACKWARD] for st in pipeline.stages)
+    w_work = sum(st.compute[WEIGHT] for st in pipeline.stages)
+    notes = result.notes
+    if given < len(backward):
+        notes += (f"backward nodes that give no weight-gradient time split their time {share:g} to W",)
+    return replace(result, w_fraction=w_work / (b_work + w_work) if b_work + w_work > 0 else share, w_times=True,
+                   notes=notes)
 
 
 def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches: int = 64,
