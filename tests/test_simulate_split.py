@@ -472,7 +472,7 @@ def test_a_split_plan_run_reports_the_w_share_it_used():
     timed = replace(problem, nodes=tuple(replace(n, weight_times=weights.get(n.id)) for n in problem.nodes))
     given = placement.simulate(timed, plan, schedule="1f1b-flush", microbatches=2)
     assert [s.task_times for s in given.stages] == [s.task_times for s in quarter.stages]
-    assert (given.w_fraction, given.w_times, given.notes) == (0.25, True, ())
+    assert (given.w_fraction, given.w_times, given.notes) == (0.25, True, (UNSIZED,))
     assert "weight grads    the instance's weight-gradient times (0.25 of the backward compute)" in \
         format_simulation(given)
     one = replace(problem, nodes=tuple(replace(n, weight_times=(1.0, 10.0)) if n.id == 4 else n
@@ -480,4 +480,28 @@ def test_a_split_plan_run_reports_the_w_share_it_used():
     mixed = placement.simulate(one, plan, schedule="1f1b-flush", microbatches=2)
     assert [s.task_times["W"] for s in mixed.stages] == [3.5, 1.0]   # W(b2) 3 + receive f2 0.5; W(b1) 1
     assert (mixed.w_fraction, mixed.w_times) == (4.0 / 10.0, True)
-    assert mixed.notes == ("backward nodes that give no weight-gradient time split their time 0.5 to W",)
+    assert mixed.notes == (UNSIZED, "backward nodes that give no weight-gradient time split their time 0.5 to W")
+
+
+UNSIZED = ("some tensor sizes are missing from the instance: a split plan's memory counts them as 0 bytes, as its "
+           "planner does")
+
+
+def test_a_split_plan_run_says_where_tensor_sizes_are_missing():
+    """instances/tiny/training-pair.json gives no tensor sizes. Split as the planner splits it (device 0: layer 1
+    and W(b2), device 1: layer 2 and W(b1)), the memory of each device is its node memory alone, 1 + 1 = 2, with
+    its activations (f1, f2) and device 0's buffer for f2 (W(b2) reads it) counted as 0 bytes, as the split
+    planner counts them; the run used to print 2/100 with no word that the sizes were missing, where a joint
+    plan prints '-' and a note. A split plan whose instance sizes every edge gets no such note."""
+    import placement
+
+    problem = placement.load(Path(__file__).resolve().parents[1] / "instances" / "tiny" / "training-pair.json")
+    plan = Plan((DeviceAssignment("accelerator", (1, 4), b_tasks=(4,), w_tasks=(3,)),
+                 DeviceAssignment("accelerator", (2, 3), b_tasks=(3,), w_tasks=(4,))))
+    run = simulate(problem, plan, "1f1b-async", 16)
+    assert [s.peak_memory for s in run.stages] == [2.0, 2.0]
+    assert [s.peak_w_inputs for s in run.stages] == [0.0, 0.0]
+    assert run.notes[-1] == UNSIZED
+    sized, sized_plan, _ = random_split_plan(0)
+    assert all(e.size is not None for e in sized.edges)
+    assert UNSIZED not in simulate(sized, sized_plan, "1f1b-async", 16).notes

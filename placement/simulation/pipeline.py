@@ -115,6 +115,9 @@ class Pipeline:
     #: reads for parts whose layer is elsewhere; empty for a joint plan
     w_inputs: tuple[tuple, ...] = ()
     split: bool = False                    # the plan places W tasks itself (stages have a W call)
+    #: split-backward plans: some tensor its memory counts has an out-edge without a size (counted as 0 bytes,
+    #: as the split planner counts it)
+    unsized: bool = False
 
 
 def invalid_plan_error(evaluation: Evaluation) -> InvalidParameterError:

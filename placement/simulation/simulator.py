@@ -463,6 +463,9 @@ def _result(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float
             notes.append(f"{st.label}: peak memory {peak_memory:.6g} exceeds its bound {st.memory_bound:.6g}")
     if any(st.activation_bytes is None for st in pipeline.stages):
         notes.append("some tensor sizes are missing from the instance: activation memory is unknown there")
+    if pipeline.unsized:
+        notes.append("some tensor sizes are missing from the instance: a split plan's memory counts them as 0 bytes, "
+                     "as its planner does")
 
     bubble = 1.0 - _share(float(np.sum(busy)), n * width) if width > 0 else 0.0
     return SimulationResult(

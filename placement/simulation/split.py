@@ -208,6 +208,8 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
                 s_x, k_x = produced[x]
                 w_inputs[w_at[u]].append(WInput(x, s_x, k_x, size[x]))
 
+    unsized = {e.src for e in problem.edges if e.size is None}
+    counted = {x.node for kept in w_inputs for x in kept}   # W inputs, and the activations below
     stages = []
     for s, dev in enumerate(devices):
         dtype = problem.device_types[types[s]]
@@ -215,6 +217,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
         for v in dev.nodes:
             if not problem.node(v).backward and readers[v]:
                 activation += size[v]
+                counted.add(v)
         load = sum(compute[s].values()) + sum(receive[s].values()) + sum(send[s].values())
         stages.append(Stage(index=s, position=list(stage_of_device)[s], type=dev.type, pays_comm=dtype.pays_comm,
                             nodes=tuple(dev.nodes), compute=compute[s], receive=receive[s], send=send[s],
@@ -229,7 +232,7 @@ def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pi
     inputs = runnable_inputs(stages, inputs, held, KIND_ORDER)
     return Pipeline(stages=tuple(stages), inputs={key: tuple(sorted(val)) for key, val in inputs.items()},
                     training=True, max_load=max(st.load for st in stages), evaluation=None,
-                    w_inputs=tuple(tuple(w) for w in w_inputs), split=True)
+                    w_inputs=tuple(tuple(w) for w in w_inputs), split=True, unsized=bool(counted & unsized))
 
 
 def _time(value: float | None, node: int, stage: int) -> float:
