@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from placement.costmodel.network import bundled_networks, load_network, parse_network, read_network
+from placement.costmodel.network import Layer, Network, bundled_networks, load_network, parse_network, read_network
 from placement.errors import InvalidInstanceError
 
 
@@ -102,3 +102,30 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(InvalidInstanceError, match=r"unknown network 'vgg-z': no such file, and no bundled network of "
                                             r"that name \(bundled: cifar-c, lenet-c, sfc, vgg-a"):
         load_network("vgg-z")
+
+
+def test_a_shape_given_as_a_list_matches_the_same_shape_as_a_tuple():
+    # conv c gives 2x2x2 (a list) and conv d takes 2x2x2 (a tuple): the list never equalled the tuple, so
+    # the chain was refused with "takes 2x2x2 (8 elements) per sample but layer 0 (c) gives 2x2x2 (8 elements)"
+    network = Network("lists", [Layer("c", "conv", [1, 4, 4], [2, 2, 2], 3),
+                                Layer("d", "conv", (2, 2, 2), (2, 1, 1), 1)])
+    assert network.layers[0].out_shape == network.layers[1].in_shape == (2, 2, 2)
+    assert network.parameters == 1 * 2 * 9 + 2 * 2 * 1   # A(W) = C_in·C_out·K²: 18 + 4
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: Network("x", None), "the layers of a network must be a sequence of Layer objects, got NoneType"),
+    (lambda: Network("x", "fc"), "the layers of a network must be a sequence of Layer objects, got str"),
+    (lambda: Network("x", ("fc",)), "layer 0: must be a Layer, got str"),
+    (lambda: Network("x", [Layer(None, "fc", (3,), (2,))]), "layer 0: its name must be a non-empty string, got None"),
+    (lambda: Network("x", [Layer("", "fc", (3,), (2,))]), "layer 0: its name must be a non-empty string, got ''"),
+    (lambda: Network("x", [Layer("a", "fc", 3, (2,))]),
+     "layer 0 (a): 'in' must be a tuple of positive integers, got int"),
+    (lambda: Network(None, [Layer("a", "fc", (3,), (2,))]), "the network's name must be a string, got NoneType"),
+    (lambda: Network("x", [Layer("a", "fc", (3,), (2,))], 5), "the network's source must be a string, got int"),
+])
+def test_networks_built_in_python_are_refused_with_typed_errors(build, message):
+    # these raised TypeError or AttributeError (or passed, for the names), not the package's error
+    with pytest.raises(InvalidInstanceError) as info:
+        build()
+    assert str(info.value) == message

@@ -31,6 +31,7 @@ the previous layer's output (a conv layer feeding an fc layer is flattened). ``f
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from importlib import resources
@@ -56,6 +57,13 @@ class Layer:
     in_shape: tuple[int, ...]      # (C,) for fc, (C, H, W) for conv
     out_shape: tuple[int, ...]
     kernel: int = 1                # side K of a square conv kernel; 1 for fc
+
+    def __post_init__(self) -> None:
+        # a shape given as a list is held as a tuple: a list never equals the tuple it copies, so a
+        # conv layer whose input was a list read as taking another shape than the previous layer gives
+        for label in ("in_shape", "out_shape"):
+            if isinstance(getattr(self, label), list):
+                object.__setattr__(self, label, tuple(getattr(self, label)))
 
     @property
     def in_channels(self) -> int:
@@ -88,6 +96,9 @@ class Network:
     source: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers, (str, bytes, Mapping)) or not isinstance(self.layers, Iterable):
+            raise InvalidInstanceError(f"the layers of a network must be a sequence of Layer objects, got "
+                                       f"{type(self.layers).__name__}")
         object.__setattr__(self, "layers", tuple(self.layers))
         validate_network(self)
 
@@ -99,10 +110,17 @@ class Network:
 
 def validate_network(network: Network) -> None:
     """Check positive shapes, known kinds, unique names and matching sizes between layers."""
+    for label, value in (("name", network.name), ("source", network.source)):
+        if not isinstance(value, str):
+            raise InvalidInstanceError(f"the network's {label} must be a string, got {type(value).__name__}")
     if not network.layers:
         raise InvalidInstanceError("the network has no layers")
     names: set[str] = set()
     for k, layer in enumerate(network.layers):
+        if not isinstance(layer, Layer):
+            raise InvalidInstanceError(f"layer {k}: must be a Layer, got {type(layer).__name__}")
+        if not isinstance(layer.name, str) or not layer.name:
+            raise InvalidInstanceError(f"layer {k}: its name must be a non-empty string, got {layer.name!r}")
         where = f"layer {k} ({layer.name})"
         if layer.name in names:
             raise InvalidInstanceError(f"{where}: duplicate layer name {layer.name!r}")
@@ -111,6 +129,9 @@ def validate_network(network: Network) -> None:
             raise InvalidInstanceError(f"{where}: unknown type {layer.kind!r}; expected fc or conv")
         dims = 3 if layer.kind == "conv" else 1
         for label, shape in (("in", layer.in_shape), ("out", layer.out_shape)):
+            if not isinstance(shape, tuple):
+                raise InvalidInstanceError(f"{where}: '{label}' must be a tuple of positive integers, got "
+                                           f"{type(shape).__name__}")
             if len(shape) != dims:
                 raise InvalidInstanceError(f"{where}: '{label}' of a {layer.kind} layer must have {dims} "
                                     f"dimension{'s' if dims > 1 else ''}, got {len(shape)}")
