@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from placement.costmodel.hypar import (ACCPAR_TYPES, DP, HYPAR_TYPES, MP, communication, partition_letters)
 from placement.costmodel.network import Layer, Network, load_network
-from placement.errors import LimitExceededError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.solvers.hypar import (PLANNERS, plan_all, plan_all_dp, plan_exact, plan_hypar,
                                      plan_one_weird_trick)
 
@@ -152,3 +152,31 @@ def test_numpy_integers_are_accelerator_counts():
     lenet = load_network("lenet-c")
     assert plan_exact(lenet, accelerators=np.int64(4), batch=np.int64(4)).communication.bytes == \
         plan_exact(lenet, accelerators=4, batch=4).communication.bytes == 248480
+
+
+@pytest.mark.parametrize("types, shown", [
+    (None, "None"), (3, "3"), ([["dp"]], "[['dp']]"), (("dp", 1), "['dp', 1]"), ({"dp", "mp"}, "{'dp', 'mp'}"),
+    ("dp", "'dp'"), (("dp", "dp"), "['dp', 'dp']"),
+])
+@pytest.mark.parametrize("planner", list(PLANNERS))
+def test_bad_types_are_a_typed_error(planner, types, shown):
+    # None and 3 raised TypeError, a list in the list "unhashable type"; a set was taken in its own
+    # (arbitrary) order, which decides ties; the baselines took anything
+    network = load_network("lenet-c")
+    if isinstance(types, set):
+        shown = repr(types)
+    with pytest.raises(InvalidParameterError) as info:
+        PLANNERS[planner](network, 4, 2, types)
+    assert str(info.value) == ("types must be a list or tuple of distinct partition types out of 'dp', 'mp', "
+                               f"'mp-out', not {shown}")
+
+
+@pytest.mark.parametrize("planner", list(PLANNERS))
+def test_a_network_name_is_no_network(planner):
+    # raised AttributeError: 'str' object has no attribute 'layers'
+    with pytest.raises(InvalidParameterError) as info:
+        PLANNERS[planner]("lenet-c", 4, 2)
+    assert str(info.value) == "network must be a Network (load_network reads one by name or from a file), not str"
+    with pytest.raises(InvalidParameterError) as info:
+        communication("lenet-c", ((DP,),) * 4, 2)
+    assert str(info.value) == "network must be a Network (load_network reads one by name or from a file), not str"

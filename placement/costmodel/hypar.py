@@ -255,6 +255,9 @@ def check_partition(network: Network, partition: Partition, types: Sequence[str]
 
 def communication(network: Network, partition: Partition, batch: int) -> Communication:
     """Evaluate the model (items 1–5 of the module docstring) on ``partition``, level by level."""
+    if not isinstance(network, Network):
+        raise InvalidParameterError("network", f"must be a Network (load_network reads one by name or from a "
+                                               f"file), not {type(network).__name__}")
     check_batch(batch)
     depth = check_partition(network, partition)
     n = len(network.layers)

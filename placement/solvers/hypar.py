@@ -58,11 +58,20 @@ class HyparPlan:
 
 
 def _check_types(types: Sequence[str]) -> tuple[str, ...]:
-    types = tuple(types)
-    if not types or len(set(types)) != len(types) or any(t not in (DP, MP, MP_OUT) for t in types):
-        raise InvalidParameterError("types", f"must be distinct partition types out of 'dp', 'mp', 'mp-out', "
-                                             f"not {list(types)}")
+    given = types
+    types = tuple(types) if isinstance(types, (list, tuple)) else ()
+    if not types or any(not isinstance(t, str) or t not in (DP, MP, MP_OUT) for t in types) \
+            or len(set(types)) != len(types):
+        shown = list(types) if types else repr(given)
+        raise InvalidParameterError("types", f"must be a list or tuple of distinct partition types out of "
+                                             f"'dp', 'mp', 'mp-out', not {shown}")
     return types
+
+
+def _check_network(network: Network) -> None:
+    if not isinstance(network, Network):
+        raise InvalidParameterError("network", f"must be a Network (load_network reads one by name or from a "
+                                               f"file), not {type(network).__name__}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -92,6 +101,7 @@ def _chain_argmin(unary: list[list[Fraction]], pairwise: list[list[list[Fraction
 def plan_hypar(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
     """HyPar's hierarchical search: one chain DP per level, top level first."""
     start = time.perf_counter()
+    _check_network(network)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
     check_batch(batch)
@@ -163,6 +173,7 @@ def _vector_tables(levels: int, types: tuple[str, ...]) -> _VectorTables:
 def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
     """The joint optimum over all levels: a chain DP whose state is a layer's choice vector."""
     start = time.perf_counter()
+    _check_network(network)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
     check_batch(batch)
@@ -212,6 +223,8 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
 def _uniform(name: str, kind_of_layer: Callable) -> Callable[..., HyparPlan]:
     def plan(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
         start = time.perf_counter()
+        _check_network(network)
+        _check_types(types)
         levels = hierarchy_levels(accelerators)
         check_batch(batch)
         partition = uniform_partition(network, levels, kind_of_layer)
