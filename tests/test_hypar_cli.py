@@ -169,3 +169,19 @@ def test_names_that_do_not_print_are_escaped_in_the_tables(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("a\\nb "))
     assert lines[row + 1].split()[:2] == ["c", "fc"]           # the next row is the next layer's
+
+
+def test_hypar_counts_one_layer_in_the_singular(tmp_path, capsys):
+    # it printed "1 weighted layers"; fc 3 -> 2 on 2 accelerators, batch 1: dp 6 (A(dW)), mp 2 (A(F_1)),
+    # mp-out 0 (the first layer's input error is never computed)
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"name": "one", "layers": [{"name": "a", "type": "fc", "in": 3, "out": 2}]}))
+    assert main(["hypar", str(path), "--accelerators", "2", "--batch", "1", "--types", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "network   one: 1 weighted layer (0 conv, 1 fc), 6 weights"
+    assert [line.split()[:3] for line in lines if line.split()[:1] in (["exact"], ["all-dp"], ["all-mp"])] == \
+        [["exact", "0", "0"], ["all-dp", "6", "48"], ["all-mp", "2", "16"]]
+    # fc 1 -> 1: one weight ("1 weights")
+    path.write_text(json.dumps({"name": "unit", "layers": [{"name": "a", "type": "fc", "in": 1, "out": 1}]}))
+    assert main(["hypar", str(path), "--accelerators", "2", "--batch", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "network   unit: 1 weighted layer (0 conv, 1 fc), 1 weight"

@@ -43,8 +43,9 @@ def format_hypar(result: HyparResult) -> str:
     levels = hierarchy_levels(accelerators)
     kinds = [layer.kind for layer in network.layers]
     lines = [
-        f"network   {network.name}: {len(network.layers)} weighted layers ({kinds.count('conv')} conv, "
-        f"{kinds.count('fc')} fc), {network.parameters:,} weights",
+        f"network   {network.name}: {counted(len(network.layers), 'weighted layer', 'weighted layers')} "
+        f"({kinds.count('conv')} conv, "
+        f"{kinds.count('fc')} fc), {counted(network.parameters, 'weight')}",
         f"setting   {accelerators} accelerators ({counted(levels, 'level')}), batch {batch}, partition types "
         f"{', '.join(types)}",
         f"model     {BYTES_PER_ELEMENT} bytes per element, both sides of a pair: bytes = "
