@@ -129,3 +129,11 @@ def test_networks_built_in_python_are_refused_with_typed_errors(build, message):
     with pytest.raises(InvalidInstanceError) as info:
         build()
     assert str(info.value) == message
+
+
+def test_an_empty_network_name_falls_back_to_the_file_name(tmp_path):
+    # it was kept, and the report read "network   : 1 weighted layer ..."
+    path = tmp_path / "tiny.json"
+    for given in ("", "  "):
+        path.write_text(json.dumps({"name": given, "layers": [{"name": "f", "type": "fc", "in": 3, "out": 2}]}))
+        assert read_network(path).name == "tiny"

@@ -187,6 +187,8 @@ def parse_network(data: Any, name: str = "") -> Network:
     label = data.get("name", name)
     if not isinstance(label, str):
         raise InvalidInstanceError(f"field 'name' must be a string, got {json_type_name(label)}")
+    if not label.strip():      # an empty name labels nothing: the file's name stands in, as for a missing one
+        label = name
     source = data.get("source", "")
     if not isinstance(source, str):
         raise InvalidInstanceError(f"field 'source' must be a string, got {json_type_name(source)}")
