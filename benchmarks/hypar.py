@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from placement.costmodel.hypar import partition_letters, partition_types
+from placement.costmodel.hypar import HYPAR_TYPES, partition_letters, partition_types
 from placement.costmodel.network import bundled_networks, load_network
 from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
@@ -84,10 +84,12 @@ def plan_rows(batch: int, types: tuple[str, ...], max_accelerators: int, repeat:
 
 
 def paper_rows(rows: list[dict]) -> list[dict]:
-    """VGG-A on 16 accelerators at batch 256 against the totals the HyPar paper reports."""
+    """VGG-A on 16 accelerators at batch 256 with HyPar's two partition types against the totals the
+    HyPar paper reports (a third type, AccPar's, changes the search the paper's figure is for)."""
     out = []
     for row in rows:
-        if row["network"] == "VGG-A" and row["accelerators"] == 16 and row["batch"] == 256:
+        if row["network"] == "VGG-A" and row["accelerators"] == 16 and row["batch"] == 256 \
+                and row["types"] == list(HYPAR_TYPES):
             for planner, reported in PAPER.items():
                 ours = row["planners"][planner]
                 out.append({"planner": planner, "paper_bytes": reported, "elements": ours["elements"],

@@ -22,6 +22,7 @@ _PATH = list(sys.path)
 sys.path.insert(0, str(BENCHMARKS))   # the scripts import each other by name: only while they are imported
 import backward_split  # noqa: E402
 import common  # noqa: E402
+import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import time_limits  # noqa: E402
 
@@ -368,3 +369,16 @@ def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_pat
     done = run("milp.py", *common_args, "--contiguity", "sets", "--fresh")
     assert done.returncode == 0, done.stderr[-2000:]
     assert classes() == ["sets"]
+
+
+def test_hypar_benchmark_compares_only_two_types_with_the_paper():
+    # With --types 3 it set AccPar's search (VGG-A, 16 accelerators: 170,319,168 elements, 1.3626 GB)
+    # against HyPar's published 1.47 GB and printed a difference of -7.31%.
+    def row(types: list[str], hypar_elements: int) -> dict:
+        return {"network": "VGG-A", "accelerators": 16, "batch": 256, "types": types,
+                "planners": {"all-dp": {"elements": 1_992_770_880, "bytes": 15_942_167_040},
+                             "hypar": {"elements": hypar_elements, "bytes": 8 * hypar_elements}}}
+
+    assert hypar_benchmark.paper_rows([row(["dp", "mp", "mp-out"], 170_319_168)]) == []
+    compared = hypar_benchmark.paper_rows([row(["dp", "mp"], 183_778_624)])
+    assert [(r["planner"], r["bytes"]) for r in compared] == [("all-dp", 15_942_167_040), ("hypar", 1_470_228_992)]
