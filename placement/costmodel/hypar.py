@@ -45,7 +45,7 @@ import math
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Sequence
 
 from placement.costmodel.network import Layer, Network
 from placement.errors import InvalidParameterError
@@ -253,11 +253,16 @@ def check_partition(network: Network, partition: Partition, types: Sequence[str]
     return levels.pop()
 
 
-def communication(network: Network, partition: Partition, batch: int) -> Communication:
-    """Evaluate the model (items 1–5 of the module docstring) on ``partition``, level by level."""
+def check_network(network: Any) -> None:
+    """Refuse a ``network`` argument that is no :class:`Network`."""
     if not isinstance(network, Network):
         raise InvalidParameterError("network", f"must be a Network (load_network reads one by name or from a "
                                                f"file), not {type(network).__name__}")
+
+
+def communication(network: Network, partition: Partition, batch: int) -> Communication:
+    """Evaluate the model (items 1–5 of the module docstring) on ``partition``, level by level."""
+    check_network(network)
     check_batch(batch)
     depth = check_partition(network, partition)
     n = len(network.layers)

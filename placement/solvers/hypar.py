@@ -35,8 +35,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from placement.costmodel.hypar import (DP, HYPAR_TYPES, INTER, MP, MP_OUT, Communication, Partition,
-                                       boundary_inter_at_level, check_batch, communication, hierarchy_levels,
-                                       layer_intra_at_level, uniform_partition)
+                                       boundary_inter_at_level, check_batch, check_network, communication,
+                                       hierarchy_levels, layer_intra_at_level, uniform_partition)
 from placement.costmodel.network import Network
 from placement.errors import InvalidParameterError, LimitExceededError
 
@@ -68,12 +68,6 @@ def _check_types(types: Sequence[str]) -> tuple[str, ...]:
     return types
 
 
-def _check_network(network: Network) -> None:
-    if not isinstance(network, Network):
-        raise InvalidParameterError("network", f"must be a Network (load_network reads one by name or from a "
-                                               f"file), not {type(network).__name__}")
-
-
 # ----------------------------------------------------------------------------------------
 # HyPar: level by level
 # ----------------------------------------------------------------------------------------
@@ -101,7 +95,7 @@ def _chain_argmin(unary: list[list[Fraction]], pairwise: list[list[list[Fraction
 def plan_hypar(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
     """HyPar's hierarchical search: one chain DP per level, top level first."""
     start = time.perf_counter()
-    _check_network(network)
+    check_network(network)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
     check_batch(batch)
@@ -173,7 +167,7 @@ def _vector_tables(levels: int, types: tuple[str, ...]) -> _VectorTables:
 def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
     """The joint optimum over all levels: a chain DP whose state is a layer's choice vector."""
     start = time.perf_counter()
-    _check_network(network)
+    check_network(network)
     types = _check_types(types)
     levels = hierarchy_levels(accelerators)
     check_batch(batch)
@@ -223,7 +217,7 @@ def plan_exact(network: Network, accelerators: int, batch: int, types: Sequence[
 def _uniform(name: str, kind_of_layer: Callable) -> Callable[..., HyparPlan]:
     def plan(network: Network, accelerators: int, batch: int, types: Sequence[str] = HYPAR_TYPES) -> HyparPlan:
         start = time.perf_counter()
-        _check_network(network)
+        check_network(network)
         _check_types(types)
         levels = hierarchy_levels(accelerators)
         check_batch(batch)
