@@ -110,6 +110,11 @@ def test_zero_devices_is_bad_input(capsys):
     (["solve", CHAIN4, "--bogus"], "unrecognized arguments: --bogus"),
     (["solve", CHAIN4, "--accelerators", "1e12"], "argument --accelerators: expected a non-negative integer, "
                                                   "got '1e12'"),
+    # int() alone reads both as 10 and 2
+    (["solve", CHAIN4, "--accelerators", "1_0"], "argument --accelerators: expected a non-negative integer, "
+                                                 "got '1_0'"),
+    (["hypar", "lenet-c", "--accelerators", "\u0662", "--batch", "8"],
+     "argument --accelerators: expected a positive integer, got '\u0662'"),
     (["solve", CHAIN4, "--threads", str(2**40)], "--threads must be an integer from 1 to 1024, "
                                                  "not 1099511627776"),  # the library's "or None": left out
     (["solve", CHAIN4, "--seed", str(2**63)], "--seed must be an integer from 0 to 2147483647, "

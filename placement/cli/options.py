@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Iterator, Sequence
@@ -29,10 +30,9 @@ class UsageError(PlacementError):
 
 
 def _integer(text: str, smallest: int, noun: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = smallest - 1
+    """An integer of at least ``smallest`` in ASCII digits (``int`` alone also reads ``1_0`` as 10, and digits of
+    other scripts)."""
+    value = int(text) if re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) else smallest - 1
     if value < smallest:
         raise argparse.ArgumentTypeError(f"expected a {noun}, got {text!r}")
     return value
