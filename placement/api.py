@@ -187,7 +187,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
     in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
     how far a long run of that kind has got (every few million tasks). Returns a
-    :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included).
+    :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included), whose ``notes`` end with
+    what the plan's record claims that the check before the run refutes, as :func:`verify` notes it.
 
     A Piper instance (data- and tensor-parallel stages) runs one batch of its parallel plan (a
     plan file or document as ``solve`` writes it for such an instance, the ``ParallelResult`` of
@@ -233,7 +234,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     record = recorded_backward(plan)   # a malformed record is refused whatever the graph, as verify refuses it
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
-    plan = as_plan(plan)
+    given, plan = plan, as_plan(plan)
     # a split record (every split plan has one) is checked before the run, as verify checks it; a joint plan
     # whose record says split (edited) runs its layers as they are placed
     recorded = plan_split_record(record) if record.get("mode") == "split" else {}
@@ -243,11 +244,28 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         w_fraction = share if w_fraction is None else w_fraction
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
-    return run(problem, plan, one_of("schedule", schedule, SCHEDULES),
-               integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
-               one_of("engine", engine, ENGINES),
-               number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
-               flag("keep_tasks", keep_tasks), callback("progress", progress), **variant)
+    result = run(problem, plan, one_of("schedule", schedule, SCHEDULES),
+                 integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
+                 one_of("engine", engine, ENGINES),
+                 number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
+                 flag("keep_tasks", keep_tasks), callback("progress", progress), **variant)
+    return _with_run_record_notes(result, given, plan, problem)
+
+
+def _with_run_record_notes(result: Any, given: Any, plan: Any, problem: Any) -> Any:
+    """A run's ``result`` with the notes of what the record of the plan it ran (``given``: a plan file, a plan
+    document or a Result) claims that the run's check refutes, as :func:`verify` notes them: the run measures
+    throughput, so a claimed throughput is checked against the verified max load, and any other claimed value
+    is left unchecked."""
+    from dataclasses import replace
+
+    from placement.io.plans import record_notes, recorded_objective
+
+    objective = recorded_objective(given) or "throughput"
+    non_empty = sum(1 for device in plan.devices if device.nodes)
+    notes = record_notes(given, objective, result.max_load if objective == "throughput" else None, problem.name,
+                         non_empty)
+    return replace(result, notes=tuple(result.notes) + tuple(notes)) if notes else result
 
 
 @dataclass(frozen=True)

@@ -427,9 +427,24 @@ def test_a_plan_made_for_another_instance_is_noted(tmp_path, capsys):
     renamed.write_text((TINY / "chain4.json").read_text())
     capsys.readouterr()
     assert main(["simulate", str(renamed), str(plan), "--microbatches", "4"]) == 0
-    assert capsys.readouterr().out.startswith("note: the plan file was made for instance 'chain4', not 'other'\n")
+    assert capsys.readouterr().out.endswith("note: the plan file was made for instance 'chain4', not 'other'\n")
     assert main(["simulate", str(renamed), str(plan), "--microbatches", "4", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["plan_made_for"] == "chain4"
+    document = json.loads(capsys.readouterr().out)
+    assert document["plan_made_for"] == "chain4"
+    assert document["notes"][-1] == "the plan file was made for instance 'chain4', not 'other'"
+
+
+def test_a_claimed_value_the_run_refutes_is_noted_as_verify_notes_it(tmp_path, capsys):
+    """chain4's optimal plan (max load 7.5) edited to claim 1: verify notes the claim; simulate, which checks the
+    plan before running it, printed the verified 7.5 and said nothing of the claim."""
+    plan = tmp_path / "plan.json"
+    assert main(["solve", str(TINY / "chain4.json"), "--out", str(plan), "--quiet"]) == 0
+    plan.write_text(json.dumps({**json.loads(plan.read_text()), "maxLoad": 1}))
+    capsys.readouterr()
+    assert main(["simulate", str(TINY / "chain4.json"), str(plan), "--microbatches", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "max load        7.5" in out
+    assert out.endswith("note: the plan file claims throughput 1; the verified value is 7.5\n")
     assert main(["simulate", str(TINY / "chain4.json"), str(plan), "--microbatches", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plan_made_for"] is None
 

@@ -91,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
     devices_note = recorded_devices_note(args, "run")
     if devices_note:
         print(devices_note)
-    if other is not None:
-        print(f"note: the plan file was made for instance {other!r}, not {instance.name!r}")
     print(format_simulation(result, title), end="")
     if args.trace:
         print(f"trace written to {args.trace} (open it in Perfetto or chrome://tracing)")
