@@ -29,7 +29,7 @@ from placement.codesign import baselines, sweep
 from placement.codesign.exact import solve_exact
 from placement.codesign.grid import load_grid
 from placement.codesign.workload import load_workload
-from placement.errors import InvalidInstanceError, InvalidParameterError
+from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.zoo import codesign_models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +104,25 @@ def test_wham_through_the_library_entry_point(tiny):
     assert wrapped.status == "feasible" and wrapped.method == "wham"
     assert wrapped.value == pytest.approx(direct.value, rel=1e-12)
     assert wrapped.evaluated == direct.evaluated
+
+
+@pytest.mark.parametrize("name", ["wham", "random", "fixed"])
+def test_a_baseline_keeps_the_limit_on_ideals(name):
+    """The MLP's chain of 14 colour classes has 15 ideals: a limit of 14 is refused by a baseline as by the exact
+    method (the baselines ran their DPs at the default limit, whatever max_ideals said), and 15 gives the answer of
+    the default limit."""
+    options = dict(chips=2, power=300.0, grid=TINY)
+    with pytest.raises(LimitExceededError) as exact:
+        placement.codesign(MLP, max_ideals=14, **options)
+    with pytest.raises(LimitExceededError) as caught:
+        placement.codesign(MLP, baseline=name, max_ideals=14, **options)
+    assert caught.value.parameter == "max_ideals"
+    assert str(caught.value) == str(exact.value)
+    assert str(caught.value).startswith("more than 14 ideals in the contracted graph (14 supernodes)")
+    limited = placement.codesign(MLP, baseline=name, max_ideals=15, **options)
+    assert limited.value == placement.codesign(MLP, baseline=name, **options).value
+    with pytest.raises(InvalidParameterError, match=r"^max_ideals must be a positive integer, not 0$"):
+        getattr(baselines, placement.codesign.api.BASELINES[name])(MLP, 2, 606.68, 300.0, grid=TINY, max_ideals=0)
 
 
 @pytest.mark.parametrize("name", ["random", "wham"])

@@ -71,7 +71,8 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 
     workload, design_grid = load_workload(model), load_grid(grid)
     if baseline is not None:
-        return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective, progress)
+        return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective, progress,
+                         max_ideals)
     if exhaustive:
         from placement.codesign.exhaustive import solve_exhaustive
         return solve_exhaustive(workload, design_grid, chips, area, power, homogeneous=homogeneous,
@@ -83,7 +84,7 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 
 
 def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, power: float, homogeneous: bool,
-              objective: str, progress: Callable[[str], None] | None) -> CodesignResult:
+              objective: str, progress: Callable[[str], None] | None, max_ideals: int) -> CodesignResult:
     """A baseline of :mod:`.baselines` as a :class:`CodesignResult` (status ``feasible``), its plan
     re-checked by the evaluator (:func:`.outcome.finish`); ``infeasible``, as the exact method says it, where
     no design of the grid is within the budgets."""
@@ -95,7 +96,9 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     space = candidates(workload, grid, area, power)
     if not space.designs:   # the exact method's answer: no design within the budgets
         return infeasible(workload, space, chips, homogeneous or name == "fixed", objective, name, start, area, power)
-    options = {} if name == "fixed" else {"homogeneous": homogeneous, "progress": progress}
+    options: dict[str, Any] = {"max_ideals": max_ideals}
+    if name != "fixed":
+        options.update(homogeneous=homogeneous, progress=progress)
     found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective, **options)
     time_ms = 1000.0 / found.throughput if found.throughput > 0 else math.inf
     score = time_ms * sum(d.tdp_w for d in found.designs) if objective == "perf-per-watt" else time_ms

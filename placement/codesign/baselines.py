@@ -55,6 +55,7 @@ from placement.codesign.template import PARAMETERS, Design
 from placement.codesign.workload import Workload, load_workload
 from placement.solvers.dp import solve_dp
 from placement.solvers.dp_table import build_layers
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.errors import InvalidParameterError
 from placement.problem.instance import format_number
 
@@ -81,7 +82,7 @@ class BaselineResult:
     details: dict = field(default_factory=dict)
 
 
-def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objective: str
+def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objective: str, max_ideals: int
            ) -> tuple[Workload, Grid, Candidates, int]:
     """The workload, grid, designs within the budgets, and the chips a plan can use: ``chips``, or the
     model's colour classes where they are fewer (more chips are never all used)."""
@@ -89,6 +90,7 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
     area = parameters.number("area", area, positive=True)
     power = parameters.number("power", power, positive=True)
     parameters.one_of("objective", objective, OBJECTIVES)
+    parameters.integer("max_ideals", max_ideals, smallest=1)
     workload, grid = load_workload(model), load_grid(grid)
     space = candidates(workload, grid, area, power)
     if not space.designs:
@@ -110,22 +112,22 @@ class Evaluation:
 
 
 def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *,
-             objective: str = "throughput") -> Evaluation:
+             objective: str = "throughput", max_ideals: int = DEFAULT_MAX_IDEALS) -> Evaluation:
     """Place ``workload`` on one chip of each of ``designs`` (repeats: several chips of a design), in
     any pipeline order, with the DP of :mod:`placement.solvers.dp`; ``times`` holds each design's node
     times (rows, ms). For perf-per-watt every chip count the DP can leave empty is tried (the best
     plan of every DP layer) and the least max load × watts of the chips used is kept. ``score`` is
-    infinite when no plan fits (node memory)."""
+    infinite when no plan fits (node memory). ``max_ideals``: the most ideals the DP enumerates."""
     distinct = list(dict.fromkeys(designs))
     rows = [next(i for i, d in enumerate(designs) if d == x) for x in distinct]
     problem = design_instance(workload, distinct, np.asarray(times)[rows], [designs.count(d) for d in distinct])
     if objective == "throughput":
-        solution = solve_dp(problem)
+        solution = solve_dp(problem, max_ideals=max_ideals)
         if solution.plan is None:
             return Evaluation(math.inf, math.inf, None, ())
         return Evaluation(solution.objective, solution.objective, solution.plan, stage_designs(solution.plan, distinct))
     best = Evaluation(math.inf, math.inf, None, ())
-    for _, value, plan in layer_plans(problem, build_layers(problem))[0]:
+    for _, value, plan in layer_plans(problem, build_layers(problem), max_ideals=max_ideals)[0]:
         used = stage_designs(plan, distinct)
         score = value * sum(d.tdp_w for d in used)
         if score < best.score:
@@ -142,8 +144,10 @@ class _Evaluator:
     combination of many chips of different designs takes seconds to minutes."""
 
     def __init__(self, workload: Workload, space: Candidates, chips: int, objective: str, method: str,
-                 progress: Callable[[str], None] | None = None, planned: int | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, planned: int | None = None,
+                 max_ideals: int = DEFAULT_MAX_IDEALS) -> None:
         self.workload, self.space, self.chips, self.objective = workload, space, chips, objective
+        self.max_ideals = max_ideals
         self.method, self.progress, self.planned = method, progress, planned
         self.row = {d: i for i, d in enumerate(space.designs)}
         self.calls, self.asked, self.best, self.seen = 0, 0, None, {}
@@ -167,7 +171,7 @@ class _Evaluator:
         if key not in self.seen:
             self.calls += 1
             answer = evaluate(self.workload, key, self.space.times[[self.row[d] for d in key]],
-                              objective=self.objective)
+                              objective=self.objective, max_ideals=self.max_ideals)
             self.seen[key] = answer
             if answer.plan is not None and (self.best is None or answer.score < self.best.score):
                 self.best = answer
@@ -190,11 +194,12 @@ def throughput_of(time_ms: float) -> float:
 
 
 def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
-          ) -> BaselineResult:
+          max_ideals: int = DEFAULT_MAX_IDEALS) -> BaselineResult:
     """The TPU-like design (module docstring) on all ``chips``; an :class:`InvalidParameterError`
-    (parameter ``area``) when it does not fit the budgets."""
+    (parameter ``area``) when it does not fit the budgets. ``max_ideals``: the most ideals each DP
+    enumerates (as for the exact method)."""
     start = time.perf_counter()
-    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective, max_ideals)
     design = Design(*(_nearest(getattr(TPU_LIKE, name), values) for name, values in zip(PARAMETERS, grid.values)))
     if design not in space.designs:   # the budgets it exceeds, named
         need = f"{format_number(design.area_mm2)} mm² and {format_number(design.tdp_w)} W"
@@ -205,7 +210,7 @@ def fixed(model: Any, chips: int, area: float, power: float, *, grid: Any = None
         if design.tdp_w > power:
             raise InvalidParameterError("power", f"{format_number(power)} W is below {chip}")
         raise InvalidParameterError("area", f"{format_number(area)} mm² is below {chip}")
-    run = _Evaluator(workload, space, chips, objective, "fixed")
+    run = _Evaluator(workload, space, chips, objective, "fixed", max_ideals=max_ideals)
     run((design,))
     return run.result("fixed", start, {"design": design.label})
 
@@ -217,18 +222,19 @@ def _nearest(target: float, values: Sequence[float]) -> float:
 
 def random_search(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
                   objective: str = "throughput", homogeneous: bool = False, budget: int = 64, seed: int = 0,
-                  progress: Callable[[str], None] | None = None) -> BaselineResult:
+                  progress: Callable[[str], None] | None = None, max_ideals: int = DEFAULT_MAX_IDEALS
+                  ) -> BaselineResult:
     """The best of ``budget`` uniformly drawn design combinations (one design for all chips when
     ``homogeneous``), drawn with ``numpy.random.default_rng(seed)``, each placed by the DP; ``progress``
-    hears how far the search is every few seconds."""
+    hears how far the search is every few seconds. ``max_ideals``: the most ideals each DP enumerates."""
     start = time.perf_counter()
-    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective, max_ideals)
     designs = space.designs
     budget = parameters.integer("budget", budget, smallest=1)
     seed = parameters.integer("seed", seed, largest=parameters.MAX_SEED)
     progress = parameters.callback("progress", progress)
     rng = np.random.default_rng(seed)
-    run = _Evaluator(workload, space, chips, objective, "random", progress, budget)
+    run = _Evaluator(workload, space, chips, objective, "random", progress, budget, max_ideals)
     width = 1 if homogeneous else chips
     for _ in range(budget):
         run(tuple(designs[i] for i in rng.integers(len(designs), size=width)))
@@ -236,15 +242,17 @@ def random_search(model: Any, chips: int, area: float, power: float, *, grid: An
 
 
 def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None, objective: str = "throughput",
-         homogeneous: bool = False, top_k: int = 5, progress: Callable[[str], None] | None = None) -> BaselineResult:
+         homogeneous: bool = False, top_k: int = 5, progress: Callable[[str], None] | None = None,
+         max_ideals: int = DEFAULT_MAX_IDEALS) -> BaselineResult:
     """The WHAM-like search (module docstring): stages, per-stage local search keeping ``top_k``
-    designs, global pick; ``progress`` hears how far the global pick is every few seconds."""
+    designs, global pick; ``progress`` hears how far the global pick is every few seconds. ``max_ideals``:
+    the most ideals each DP enumerates."""
     start = time.perf_counter()
-    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective)
+    workload, grid, space, chips = _setup(model, chips, area, power, grid, objective, max_ideals)
     designs = space.designs
     top_k = parameters.integer("top_k", top_k, smallest=1)
     progress = parameters.callback("progress", progress)
-    run = _Evaluator(workload, space, chips, objective, "wham", progress)
+    run = _Evaluator(workload, space, chips, objective, "wham", progress, max_ideals=max_ideals)
     smallest = min(designs, key=lambda d: (d.area_mm2, d.tdp_w))
     start_plan = run((smallest,)).plan
     if start_plan is None:
