@@ -125,6 +125,16 @@ def test_a_baseline_keeps_the_limit_on_ideals(name):
         getattr(baselines, placement.codesign.api.BASELINES[name])(MLP, 2, 606.68, 300.0, grid=TINY, max_ideals=0)
 
 
+@pytest.mark.parametrize("search", [baselines.wham, baselines.random_search])
+@pytest.mark.parametrize("flag", ["no", 1, None])
+def test_a_searching_baseline_refuses_a_design_mode_that_is_no_flag(mlp, tiny, search, flag):
+    """homogeneous="no" was taken as true: one design on every chip, the opposite of what was asked."""
+    with pytest.raises(InvalidParameterError) as caught:
+        search(mlp, 3, 606.68, 300.0, grid=tiny, homogeneous=flag)
+    assert caught.value.parameter == "homogeneous"
+    assert str(caught.value) == f"homogeneous must be True or False, not {flag!r}"
+
+
 @pytest.mark.parametrize("name", ["random", "wham"])
 @pytest.mark.parametrize("homogeneous", [False, True])
 def test_the_searching_baselines_say_how_far_they_are(monkeypatch, name, homogeneous):

@@ -230,6 +230,7 @@ def random_search(model: Any, chips: int, area: float, power: float, *, grid: An
     start = time.perf_counter()
     workload, grid, space, chips = _setup(model, chips, area, power, grid, objective, max_ideals)
     designs = space.designs
+    homogeneous = parameters.flag("homogeneous", homogeneous)
     budget = parameters.integer("budget", budget, smallest=1)
     seed = parameters.integer("seed", seed, largest=parameters.MAX_SEED)
     progress = parameters.callback("progress", progress)
@@ -250,6 +251,7 @@ def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
     start = time.perf_counter()
     workload, grid, space, chips = _setup(model, chips, area, power, grid, objective, max_ideals)
     designs = space.designs
+    homogeneous = parameters.flag("homogeneous", homogeneous)
     top_k = parameters.integer("top_k", top_k, smallest=1)
     progress = parameters.callback("progress", progress)
     run = _Evaluator(workload, space, chips, objective, "wham", progress, max_ideals=max_ideals)
