@@ -496,6 +496,19 @@ def test_cli_json(capsys):
     assert sorted(v for stage in document["plan"] for v in stage["nodes"]) == list(range(28))
 
 
+@pytest.mark.parametrize("baseline, placed", [("random", "64 design combinations placed"),
+                                              ("fixed", "1 design combination placed")])
+def test_cli_text_of_a_baseline_counts_combinations_not_designs(capsys, baseline, placed):
+    """The random search places 64 combinations of the tiny grid's 16 designs on 3 chips: the text said "16 in the
+    grid, 64 evaluated, 0 pruned", more designs evaluated than the grid holds."""
+    assert main(["codesign", MODEL, "--chips", "3", "--power", "300", "--grid", TINY, "--baseline", baseline]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"designs: 16 in the grid; {placed}; ") and last.endswith(" s")
+    assert main(["codesign", MODEL, "--chips", "3", "--power", "300", "--grid", TINY]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("designs: 16 in the grid, 2 evaluated, 14 pruned (14 dominated); 1 DP run; ")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--chips", "2", "--power", "130", "--grid", TINY, "--exhaustive", "--max-combinations", "10", "--chips", "3"],
      "error: the exhaustive check would run the DP on 220 design combinations (10 designs within the budgets, "

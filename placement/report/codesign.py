@@ -22,10 +22,15 @@ def format_codesign(result) -> str:
         for s, (design, dev) in enumerate(zip(result.designs, stages)):
             rows.append([str(s), design.label, cell(design.area_mm2), cell(design.tdp_w), str(len(dev.nodes))])
         lines.extend(format_table(rows, left=(1,)))
-    pruned = ", ".join(f"{n:,} {why}" for why, n in result.pruned_by.items() if n)
-    lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
-                 f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; "
-                 f"{counted(result.dp_runs, 'DP run', 'DP runs')}; {result.runtime_s:.3f} s")
+    if result.method in ("exact", "exhaustive") or result.status == "infeasible":
+        pruned = ", ".join(f"{n:,} {why}" for why, n in result.pruned_by.items() if n)
+        lines.append(f"designs: {result.grid_designs:,} in the grid, {result.evaluated:,} evaluated, "
+                     f"{result.pruned:,} pruned{' (' + pruned + ')' if pruned else ''}; "
+                     f"{counted(result.dp_runs, 'DP run', 'DP runs')}; {result.runtime_s:.3f} s")
+    else:   # a baseline counts the design combinations it placed (one DP run each), not designs, and prunes none
+        lines.append(f"designs: {result.grid_designs:,} in the grid; "
+                     f"{counted(result.evaluated, 'design combination placed', 'design combinations placed')}; "
+                     f"{result.runtime_s:.3f} s")
     if result.shapeless_nodes:
         lines.append(f"note: {result.shapeless_nodes} nodes have no operator shapes and were costed at full "
                      "array utilisation")
