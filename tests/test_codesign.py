@@ -583,6 +583,26 @@ def test_cli_sweep_counts_budgets_no_design_meets_as_infeasible_not_as_errors(tm
                                                "2 infeasible, 0 errors; 0 plots written")
 
 
+def test_cli_counts_one_of_a_kind_in_the_singular(tmp_path, capsys):
+    """One shapeless node, one configuration: the texts said "1 nodes have" and "1 configurations run"."""
+    model = json.loads(json.dumps(CHAIN))
+    model["nodes"][0] = {**model["nodes"][0], "flops": 1e6, "bytes": 1e3}
+    del model["nodes"][0]["operators"]
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model), encoding="utf-8")
+    assert main(["codesign", str(path), "--chips", "1", "--power", "300", "--grid", TINY]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "note: 1 node has no operator shapes and was costed at full array utilisation")
+    pytest.importorskip("dask.distributed")
+    spec = tmp_path / "sweep.json"
+    spec.write_text(json.dumps({"models": [MODEL], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY],
+                                "baselines": []}), encoding="utf-8")
+    out = tmp_path / "records.jsonl"
+    assert main(["codesign", "--sweep", str(spec), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == f"1 configuration run, 0 already in {out}, 0 infeasible, 0 errors; " \
+                                              "0 plots written"
+
+
 def test_a_node_supported_on_no_accelerator_is_refused():
     """The co-design places every node on a chip; a node the file keeps off accelerators (with a CPU
     to run it) would be planned on a chip anyway, so the model is refused."""

@@ -91,6 +91,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.out is None:
         raise UsageError("--sweep needs --out FILE (the records, resumed if present)")
     from placement.codesign.sweep import load_spec, run_sweep
+    from placement.wording import counted
 
     spec = load_spec(args.sweep)
     check_not_input(args.out, (args.sweep, *spec.models, *spec.grids))   # the records are appended to it
@@ -100,6 +101,7 @@ def _sweep(args: argparse.Namespace) -> int:
         from dataclasses import asdict
         print_json(asdict(summary))
     else:
-        print(f"{summary.ran} configurations run, {summary.skipped} already in {summary.out}, "
-              f"{summary.infeasible} infeasible, {summary.errors} errors; {len(summary.plots)} plots written")
+        print(f"{counted(summary.ran, 'configuration run', 'configurations run')}, {summary.skipped:,} already in "
+              f"{summary.out}, {summary.infeasible:,} infeasible, {counted(summary.errors, 'error')}; "
+              f"{counted(len(summary.plots), 'plot written', 'plots written')}")
     return 1 if summary.ran and summary.errors + summary.infeasible == summary.ran else 0

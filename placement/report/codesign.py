@@ -32,6 +32,7 @@ def format_codesign(result) -> str:
                      f"{counted(result.evaluated, 'design combination placed', 'design combinations placed')}; "
                      f"{result.runtime_s:.3f} s")
     if result.shapeless_nodes:
-        lines.append(f"note: {result.shapeless_nodes} nodes have no operator shapes and were costed at full "
-                     "array utilisation")
+        nodes = counted(result.shapeless_nodes, "node has no operator shapes and was",
+                        "nodes have no operator shapes and were")
+        lines.append(f"note: {nodes} costed at full array utilisation")
     return "\n".join(lines)
