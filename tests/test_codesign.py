@@ -375,7 +375,7 @@ def test_bad_grids(grid, message):
     assert str(info.value) == message
 
 
-def test_bad_model():
+def test_bad_model(tmp_path, capsys):
     model = json.loads(json.dumps(CHAIN))
     del model["nodes"][1]["operators"]
     with pytest.raises(InvalidInstanceError) as info:
@@ -407,6 +407,11 @@ def test_bad_model():
     with pytest.raises(InvalidInstanceError) as info:
         placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == "node 1 needs 34359738368 bytes, more than a chip's 17,179,869,184 bytes of DRAM"
+    path = tmp_path / "model.json"   # a file's error names it, as its other errors do
+    path.write_text(json.dumps(model), encoding="utf-8")
+    assert main(["codesign", str(path), "--chips", "1", "--power", "500", "--grid", TINY]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {path}: node 1 needs 34359738368 bytes, more than a chip's "
+                                               "17,179,869,184 bytes of DRAM")
 
 
 def test_more_chips_than_colour_classes():

@@ -18,10 +18,8 @@ import numpy as np
 
 from placement.codesign.grid import Grid
 from placement.codesign.opcost import node_times_ms
-from placement.codesign.template import DRAM_BYTES, Design
-from placement.codesign.workload import Workload
-from placement.errors import InvalidInstanceError
-from placement.problem.instance import format_number
+from placement.codesign.template import Design
+from placement.codesign.workload import Workload, check_node_memory
 
 
 @dataclass(frozen=True)
@@ -44,10 +42,7 @@ class Candidates:
 def candidates(workload: Workload, grid: Grid, area_mm2: float, power_w: float) -> Candidates:
     """The designs of ``grid`` with area ≤ ``area_mm2`` and TDP ≤ ``power_w``, costed on ``workload``;
     :class:`InvalidInstanceError` when a node needs more memory than a chip's DRAM."""
-    for node in workload.instance.nodes:
-        if node.memory > DRAM_BYTES:
-            raise InvalidInstanceError(f"node {node.id} needs {format_number(node.memory)} bytes, more than a chip's "
-                                       f"{DRAM_BYTES:,} bytes of DRAM")
+    check_node_memory(workload.instance)   # a Workload made here rather than read from a file
     designs = grid.designs()
     area = np.array([d.area_mm2 for d in designs])
     tdp = np.array([d.tdp_w for d in designs])

@@ -37,7 +37,7 @@ from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
 from placement.jsonfile import json_type_name, json_value_text, load_json
 from placement.loading import other_document
-from placement.problem.instance import Instance
+from placement.problem.instance import Instance, format_number
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,7 @@ def parse_workload(data: Any, name: str = "") -> Workload:
         if all(node.times[t] is None for t in accelerators):
             raise InvalidInstanceError(f"node {node.id}: not supported on any accelerator, but the co-design "
                                        "places every node on a chip")
+    check_node_memory(instance)
     link = None
     about = data.get("about")
     if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
@@ -161,6 +162,15 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     scale = 1.0 if link is None else link / LINK_BYTES_PER_S
     transfer = tuple(node.out_cost * scale for node in instance.nodes)
     return Workload(instance, operators, transfer, name)
+
+
+def check_node_memory(instance: Instance) -> None:
+    """:class:`InvalidInstanceError` naming the first node that needs more memory than a chip's DRAM (no chip of
+    any design holds it)."""
+    for node in instance.nodes:
+        if node.memory > DRAM_BYTES:
+            raise InvalidInstanceError(f"node {node.id} needs {format_number(node.memory)} bytes, more than a chip's "
+                                       f"{DRAM_BYTES:,} bytes of DRAM")
 
 
 def _on_chips(data: Any) -> Any:
