@@ -397,7 +397,12 @@ def test_bad_model(tmp_path, capsys):
                            ({"kind": "vector", "op": ["add"], "elements": 4},           # a TypeError's traceback
                             "field 'op' must be one of add, mul, copy, relu, reduce, pool, exp, sigmoid, tanh, gelu, "
                             "softmax, layernorm, dropout, optimizer, got an array"),
-                           ({"kind": None}, "field 'kind' must be 'gemm' or 'vector', got null")):
+                           ({"kind": None}, "field 'kind' must be 'gemm' or 'vector', got null"),
+                           # a misspelt or misplaced optional field was ignored: batch 1, not 8
+                           ({"kind": "gemm", "m": 4, "n": 4, "k": 4, "bacth": 8},
+                            "unknown field 'bacth' (the fields of a gemm operator are kind, m, n, k, batch, bytes)"),
+                           ({"kind": "vector", "op": "add", "elements": 4, "batch": 8},
+                            "unknown field 'batch' (the fields of a vector operator are kind, op, elements, bytes)")):
         model["nodes"][1]["operators"] = [operator]
         with pytest.raises(InvalidInstanceError) as info:
             placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)

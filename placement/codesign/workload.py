@@ -9,7 +9,8 @@ importers' output) whose nodes also say what they compute, in one of two ways:
   GEMM: ``M`` = batch × output pixels, ``N`` = output channels, ``K`` = input channels × kernel
   area / groups) or ``{"kind": "vector", "op": NAME, "elements": E}`` (an elementwise or
   reduction operator over ``E`` elements; ``NAME`` one of :data:`placement.codesign.opcost.VECTOR_CYCLES`),
-  optionally with ``"bytes"`` (the DRAM bytes it moves, when not the default of its kind);
+  optionally with ``"bytes"`` (the DRAM bytes it moves, when not the default of its kind), and no other
+  field (:data:`OPERATOR_FIELDS`);
 * or, without shapes, ``"flops"`` and ``"bytes"`` (what the importers record): the node is then
   costed as a GEMM at full array utilisation (an optimistic estimate, stated in the result's
   ``shapeless_nodes``).
@@ -79,6 +80,10 @@ class Workload:
         return sum(1 for ops in self.operators if any(op.kind == "flops" for op in ops))
 
 
+#: The fields an operator of each kind may have.
+OPERATOR_FIELDS = {"gemm": ("kind", "m", "n", "k", "batch", "bytes"), "vector": ("kind", "op", "elements", "bytes")}
+
+
 def _positive_int(raw: Mapping, key: str, where: str, default: int | None = None) -> int:
     if key not in raw and default is None:
         raise InvalidInstanceError(f"{where}: missing field {key!r}")
@@ -106,6 +111,11 @@ def parse_operator(raw: Any, where: str) -> Operator:
     if not isinstance(raw, Mapping):
         raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(raw)}")
     kind = raw.get("kind")
+    fields = OPERATOR_FIELDS.get(kind) if isinstance(kind, str) else None
+    unknown = sorted(set(raw) - set(fields)) if fields else []
+    if unknown:   # a misspelt optional field ("bacth") would silently take its default
+        raise InvalidInstanceError(f"{where}: unknown field {unknown[0]!r} (the fields of a {kind} operator are "
+                                   f"{', '.join(fields)})")
     nbytes = _amount(raw, "bytes", where)
     if kind == "gemm":
         return Operator("gemm", m=_positive_int(raw, "m", where), n=_positive_int(raw, "n", where),
