@@ -549,6 +549,34 @@ def test_on_a_dask_cluster():
 
 
 
+def test_a_cluster_gets_the_model_and_grid_read_here(monkeypatch, tmp_path):
+    """The paths were sent to the cluster, whose workers read them in their own folder (or machine): a relative
+    path named no file there. The files are read here, a missing one refused before any cluster is reached."""
+    pytest.importorskip("dask.distributed")
+    from placement.codesign import sweep
+    from placement.codesign.grid import Grid
+    from placement.codesign.workload import Workload
+
+    sent = []
+
+    class Client:
+        def submit(self, function, *args, pure=True, **kwargs):
+            sent.append((args, kwargs))
+            return type("Future", (), {"result": lambda future: function(*args, **kwargs)})()
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sweep, "connect", lambda address: Client())
+    remote = placement.codesign(MODEL, chips=2, power=130, grid=TINY, scheduler="tcp://cluster:8786")
+    (model,), options = sent[0]
+    assert isinstance(model, Workload) and isinstance(options["grid"], Grid)
+    assert remote.value == placement.codesign(MODEL, chips=2, power=130, grid=TINY).value
+    with pytest.raises(InvalidInstanceError, match=r"^missing\.json: no such file$"):
+        placement.codesign("missing.json", chips=2, power=130, grid=TINY, scheduler="tcp://cluster:8786")
+    assert len(sent) == 1
+
+
 def test_cli_sweep_runs_and_resumes(tmp_path, capsys):
     pytest.importorskip("dask.distributed")
     spec = tmp_path / "sweep.json"

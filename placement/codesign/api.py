@@ -35,7 +35,8 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     chip; otherwise a design per stage. ``exhaustive``: run the DP on every design combination
     instead (the independent check; refused with the count past ``max_combinations``, default
     20,000). ``baseline``: ``wham``, ``random`` or ``fixed`` instead of the exact method (status
-    ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on. ``max_ideals``:
+    ``feasible``). ``scheduler``: the address of a Dask scheduler to run the call on (the model and the grid
+    are read here and sent to it). ``max_ideals``:
     the most ideals each DP enumerates (``None``: the default of :func:`placement.solve`, 200,000).
     ``progress`` receives one-line messages while the exhaustive check, or the ``wham`` or ``random``
     baseline, runs here (not on a cluster).
@@ -61,15 +62,16 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
     if max_combinations is not None and not exhaustive:
         from placement.errors import InvalidParameterError
         raise InvalidParameterError("max_combinations", "limits the runs of exhaustive=True, which was not asked for")
-    if scheduler is not None:
-        return _on_cluster(scheduler, model, chips=chips, power=power, area=area, homogeneous=homogeneous, grid=grid,
-                           objective=objective, exhaustive=exhaustive, baseline=baseline,
-                           max_combinations=max_combinations, max_ideals=max_ideals)
-    max_combinations = max_combinations or DEFAULT_MAX_COMBINATIONS
     from placement.codesign.grid import load_grid
     from placement.codesign.workload import load_workload
 
+    # read here, where the paths are: a cluster's workers may run in another folder or on other machines
     workload, design_grid = load_workload(model), load_grid(grid)
+    if scheduler is not None:
+        return _on_cluster(scheduler, workload, chips=chips, power=power, area=area, homogeneous=homogeneous,
+                           grid=design_grid, objective=objective, exhaustive=exhaustive, baseline=baseline,
+                           max_combinations=max_combinations, max_ideals=max_ideals)
+    max_combinations = max_combinations or DEFAULT_MAX_COMBINATIONS
     if baseline is not None:
         return _baseline(baseline, workload, design_grid, chips, area, power, homogeneous, objective, progress,
                          max_ideals)
