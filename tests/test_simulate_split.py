@@ -505,3 +505,22 @@ def test_a_split_plan_run_says_where_tensor_sizes_are_missing():
     sized, sized_plan, _ = random_split_plan(0)
     assert all(e.size is not None for e in sized.edges)
     assert UNSIZED not in simulate(sized, sized_plan, "1f1b-async", 16).notes
+
+
+def test_a_split_plan_run_reports_the_evaluators_max_load_to_the_last_digit():
+    # times 0.1 + 0.7 + 0.1 + 0.1 on the first device: summed in the stages' running order they come to
+    # 0.9999999999999999, exactly rounded to the verified 1.0 that the plan file records as its maxLoad
+    import placement
+
+    times = {1: (0.1, False), 2: (0.2, False), 3: (0.3, True), 4: (0.7, True)}
+    problem = placement.load({
+        "maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+        "nodes": [{"id": v, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 100, "isBackwardNode": int(b),
+                   "colorClass": 2 if v in (2, 3) else 1} for v, (t, b) in times.items()],
+        "edges": [{"sourceId": a, "destId": b, "cost": 0.1} for a, b in ((1, 2), (2, 3), (3, 4), (1, 4))]})
+    solved = placement.solve(problem, backward="split")
+    assert (solved.value, solved.verification.max_load) == (1.0, 1.0)
+    assert [(s.nodes, s.b_tasks, s.w_tasks) for s in solved.plan] == [((1, 4), (4,), (4,)), ((2, 3), (3,), (3,))]
+    run = placement.simulate(problem, solved, microbatches=16)
+    assert (run.max_load, run.model_time_per_sample) == (1.0, 1.0)
+    assert run.to_json()["max_load"] == solved.to_json()["maxLoad"] == 1.0

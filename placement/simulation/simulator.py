@@ -143,7 +143,7 @@ class SimulationResult:
     period: int | None                         # micro-batches per period of the steady state, if found
     span: tuple[float, float]                  # the time interval utilisation is measured over
     bubble_fraction: float
-    max_load: float                            # the evaluator's max load of the plan
+    max_load: float                            # the evaluator's max load of the plan (split plans too)
     model_time_per_sample: float | None        # the load model's steady-state time per sample (see _model)
     notes: tuple[str, ...]
     split_plan: bool = False                   # a split-backward plan (its loads derived by the simulator)
@@ -199,7 +199,8 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
         verdict = evaluate_split(problem, plan, model)
         if not verdict.valid:
             raise invalid_plan_error(verdict.evaluation)
-        pipeline = build_split_pipeline(problem, plan, model)
+        # the max load is the evaluator's, as for joint plans (its exactly rounded sums, not the stages' running ones)
+        pipeline = replace(build_split_pipeline(problem, plan, model), max_load=verdict.evaluation.max_load)
         return _split_share(simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit,
                                               keep_tasks, progress), problem, pipeline, model.w_share)
     result = simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
