@@ -219,6 +219,19 @@ def test_a_stage_needs_its_degrees(stage, message):
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize("key", ["1_0", " 10", "010", "+10", "\u0661\u0660", "ten"])
+def test_a_tmpc_key_is_a_node_id_in_decimal_digits(key):
+    # int() read '1_0', ' 10', '010' and '+10' as node 10 (and the Arabic-Indic digits too), a key the instance
+    # reader refuses where an instance names a node
+    from placement.errors import InvalidPlanError
+
+    with pytest.raises(InvalidPlanError) as info:
+        ParallelPlan.from_json({"stages": [{"nodes": [10], "d": 1, "t": 1, "tmpcs": {key: "v"}}]})
+    assert str(info.value) == f"stages[0].tmpcs: key {json.dumps(key)} is not a node id (an integer in decimal digits)"
+    plan = ParallelPlan.from_json({"stages": [{"nodes": [10, -1], "d": 1, "t": 1, "tmpcs": {"10": "v", "-1": "w"}}]})
+    assert dict(plan.stages[0].tmpcs) == {10: "v", -1: "w"}
+
+
 def test_evaluator_reports_violations():
     inst = chain([{1: (tmpc("v", 1, b=5),)}, {1: (tmpc("v", 1, b=5),)}], devices=2, memory=6.0, microbatches=2)
     plan = ParallelPlan.from_json({"stages": [{"nodes": [1], "d": 1, "t": 1, "tmpcs": {"1": "v"}},

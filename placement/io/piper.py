@@ -55,7 +55,8 @@ _TMPC_FIELDS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryU
 _EDGE_FIELDS = ("sourceId", "destId", "communicationCost")
 
 _DEGREE = re.compile(r"[1-9][0-9]*")
-_NODE_ID = re.compile(r"-?(0|[1-9][0-9]*)")
+#: a node id written as a JSON object key: an integer in decimal digits, without leading zeros
+NODE_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
@@ -400,7 +401,7 @@ def _sync_times(raw: dict, key: str, where: str) -> dict[int, float]:
     table = _typed(raw, key, where, dict)
     at = f"{where}.{key}"
     for neighbour in table:
-        if not _NODE_ID.fullmatch(neighbour):
+        if not NODE_ID.fullmatch(neighbour):
             raise InvalidInstanceError(
                 f"{at}: key {json.dumps(neighbour)} is not a node id (an integer in decimal digits)")
     return {int(neighbour): read_field(table, neighbour, at, "number") for neighbour in table}

@@ -12,12 +12,14 @@ This module holds data only (and its JSON form); it neither solves nor evaluates
 
 from __future__ import annotations
 
+import json
 import numbers
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
+from placement.io.piper import NODE_ID
 from placement.jsonfile import json_value_text
 from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
@@ -150,10 +152,11 @@ class ParallelPlan:
                     raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(value)}")
             if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
                 raise InvalidPlanError(f"{where}.tmpcs must map node ids to TMPC ids (strings)")
-            try:
-                chosen = {int(v): c for v, c in tmpcs.items()}
-            except ValueError:
-                raise InvalidPlanError(f"{where}.tmpcs keys must be node ids") from None
+            odd = next((v for v in tmpcs if not NODE_ID.fullmatch(v)), None)
+            if odd is not None:   # int() would read '1_0' as 10 and ' 7' as 7, as the instance reader does not
+                raise InvalidPlanError(f"{where}.tmpcs: key {json.dumps(odd)} is not a node id (an integer in "
+                                       "decimal digits)")
+            chosen = {int(v): c for v, c in tmpcs.items()}
             for key in ("group", "chunk"):
                 if key not in raw:
                     continue
