@@ -49,7 +49,10 @@ class Split:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": self.format, "split": self.split}
+        """The form, with what the command line prints beside it: ``notes``, ``warnings`` and ``order``
+        (``null`` where the plan listed its devices in pipeline order)."""
+        return {"format": self.format, "split": self.split, "notes": list(self.notes),
+                "warnings": list(self.warnings), "order": None if self.order is None else list(self.order)}
 
 
 def _exporters() -> dict[str, Callable[[Any, Plan], Any]]:

@@ -36,6 +36,27 @@ def test_split_of_a_result_is_what_the_command_writes_for_its_plan_file(tmp_path
         assert captured.err == "note: split on the devices the plan file records it was solved with: cpus=0\n"
 
 
+def test_the_json_form_carries_the_notes_that_go_to_standard_error(tmp_path, capsys):
+    """A plan file that lists the optimum's devices last first: the split and the two notes (the devices the plan
+    records, its pipeline order) are in the JSON document, with --quiet too, as in Split.to_json."""
+    document = placement.solve(GPT2, cpus=0).to_json()
+    document = {key: value for key, value in document.items() if key not in ("fpgas", "cpus")}
+    document["devices"] = document["devices"][::-1]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(document))
+    order_note = ("the plan lists its devices out of pipeline order; its stages are its devices 3, 2, 1, 0, in "
+                  "that order")
+    assert placement.split(GPT2, document, format="megatron").to_json() == {
+        "format": "megatron", "split": "Etttt|tttt|tttt|L", "warnings": [], "order": [3, 2, 1, 0],
+        "notes": ["split on the devices the plan records it was solved with: cpus=0", order_note]}
+    assert main(["split", GPT2, str(plan), "--format", "megatron", "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert json.loads(captured.out) == {
+        "format": "megatron", "split": "Etttt|tttt|tttt|L", "warnings": [], "order": [3, 2, 1, 0],
+        "notes": ["split on the devices the plan file records it was solved with: cpus=0", order_note]}
+
+
 def test_a_form_that_cannot_express_the_plan_names_one_that_can():
     """Stage 0 ends after transformer.drop (node 5), inside the call of module 'transformer': Megatron's layout
     and split_spec take that (block h.0 begins stage 1); DeepSpeed's layers are whole modules."""

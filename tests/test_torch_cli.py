@@ -87,7 +87,8 @@ def test_split_prints_every_format(tmp_path, capsys):
 
     assert main(["split", str(instance), plan, "--format", "pipe-split", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"format": "pipe-split", "split": {"ops": [
-        ["linear", "layer_norm", "linear_1", "add"], ["layer_norm_1", "linear_2", "add_1", "linear_3"]]}}
+        ["linear", "layer_norm", "linear_1", "add"], ["layer_norm_1", "linear_2", "add_1", "linear_3"]]},
+        "notes": [], "warnings": [], "order": None}
 
     assert main(["split", str(instance), plan, "--format", "stages"]) == 0
     assert [row.split() for row in capsys.readouterr().out.splitlines()] == [
@@ -218,9 +219,9 @@ def test_split_writes_a_plan_listed_out_of_pipeline_order_in_pipeline_order(tmp_
         expected = json.loads(capsys.readouterr().out)
         assert main(["split", str(instance), reversed_, "--format", form, "--json"]) == 0
         captured = capsys.readouterr()
-        assert json.loads(captured.out) == expected
-        assert captured.err == ("note: the plan lists its devices out of pipeline order; its stages are its devices "
-                                "1, 0, in that order\n")
+        note = "the plan lists its devices out of pipeline order; its stages are its devices 1, 0, in that order"
+        assert json.loads(captured.out) == {**expected, "notes": [note], "order": [1, 0]}   # the same split
+        assert captured.err == f"note: {note}\n"
     crossed = write_plan(tmp_path / "crossed.json", [*range(0, 8), *range(12, 22)], range(8, 12))
     assert main(["split", str(instance), crossed, "--format", "split-spec"]) == 2
     assert "it is no pipeline" in capsys.readouterr().err
@@ -442,8 +443,9 @@ def test_split_places_the_nodes_a_plan_leaves_to_their_colour_class(tmp_path, ca
     expected = capsys.readouterr()
     assert main(["split", str(instance), forward, "--json"]) == 0
     captured = capsys.readouterr()
-    assert captured.out == expected.out and expected.err == ""
-    assert captured.err == "note: 3 nodes the plan does not list go with their colour class, as verify places them\n"
+    note = "3 nodes the plan does not list go with their colour class, as verify places them"
+    assert json.loads(captured.out) == {**json.loads(expected.out), "notes": [note]} and expected.err == ""
+    assert captured.err == f"note: {note}\n"
     assert main(["split", str(instance), forward, "--json", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
 

@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {warning}", file=sys.stderr)
     if args.out:
         write_text(args.out, done.text + "\n")
-    if args.json:
-        print_json(done.to_json())
+    if args.json:   # the notes as printed, naming the command's options
+        print_json({**done.to_json(), "notes": [args.rename(note) for note in done.notes]})
     else:
         print(done.text)
     return 0
