@@ -90,6 +90,26 @@ def test_verify_json(capsys, tmp_path):
     assert status == 0 and (document["valid"], document["value"], document["finest_class"]) == (True, 7.5, "stages")
 
 
+def test_the_readme_names_every_field_of_verify_json(capsys, tmp_path):
+    """A latency plan of two calls per accelerator: every key of the document, of its devices and of its call
+    schedule is named in the README's account of verify --json or in the plan file's verified row, which it
+    refers to (position, calls_unreadable and a call's type were named in neither)."""
+    import re
+
+    diamond, plan = str(ROOT / "instances" / "tiny" / "diamond-cpu.json"), tmp_path / "plan.json"
+    run(capsys, "solve", diamond, "--objective", "latency", "--calls", "2", "--quiet", "--out", str(plan))
+    status, out, _ = run(capsys, "verify", diamond, str(plan), "--json")
+    document = json.loads(out)
+    assert status == 0 and (document["value"], document["calls"]) == (12.0, 2)
+    keys = set(document) | set(document["devices"][0]) | set(document["call_schedule"][0])
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start, plans = readme.index("### `placement verify"), readme.index("### Plans")
+    sections = readme[start:readme.index("### ", start + 4)] + readme[plans:readme.index("### ", plans + 4)]
+    named = set(re.findall(r"`([a-z_]+)`", sections)) | set(re.findall(r'"([a-z_]+)"', sections))
+    assert keys - named == set()
+    assert {"position", "calls_unreadable", "memory_bound", "forward_load", "duration"} <= keys
+
+
 def test_info_json(capsys):
     status, out, _ = run(capsys, "info", CHAIN4, "--json")
     document = json.loads(out)
