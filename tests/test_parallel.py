@@ -513,3 +513,21 @@ def test_a_time_limit_returns_the_pipeline_along_the_order_with_its_bound():
     with pytest.raises(InvalidParameterError) as info:
         placement.solve(inst, time_limit=5, objective="time-per-batch", schedule="gpipe")
     assert info.value.detail == "does not apply to objective 'time-per-batch' (its search runs to the end)"
+
+
+def test_docs_name_every_field_of_the_plan_json():
+    """docs/piper.md's account of the plan JSON names every key it has, at the top and per stage: an interleaved
+    plan (group, chunk, chunks) and one on device types (deviceType); the top-level keys were not listed."""
+    import re
+
+    interleaved = placement.solve(chain([{1: (tmpc("v", 1),)}] * 4, devices=2, microbatches=4),
+                                  schedule="interleaved", chunks=2)
+    typed = placement.solve(two_types(cpu=True), devices="gpu:2,cpu:2")
+    docs = [interleaved.to_json(), typed.to_json()]
+    assert [(d["value"], d["chunks"] if "chunks" in d else None, d["memory"]) for d in docs] == [
+        (2.0, 2, 100.0), (2.0, None, None)]
+    keys = {key for d in docs for key in d} | {key for d in docs for stage in d["stages"] for key in stage}
+    assert {"group", "chunk", "deviceType", "devicesUsed", "timePerBatch", "runtime_s"} <= keys
+    page = (Path(__file__).resolve().parents[1] / "docs" / "piper.md").read_text(encoding="utf-8")
+    start = page.index("## Hand-off")
+    assert keys - set(re.findall(r"`([A-Za-z_]+)`", page[start:page.index("\n## ", start)])) == set()
