@@ -117,18 +117,21 @@ class Verification:
             if not all(isinstance(item, str) for item in value):
                 raise InvalidPlanError(f"verified.{key}: must be an array of strings, got an array holding "
                                        f"{json_type_name(next(i for i in value if not isinstance(i, str)))}")
-        valid = data.get("valid", False)
+        valid, ledger = data.get("valid", False), data.get("ledger_agrees")
         if not isinstance(valid, bool):
             raise InvalidPlanError(f"verified.valid: must be true or false, got {json_value_text(valid)}")
+        if ledger is not None and not isinstance(ledger, bool):
+            raise InvalidPlanError("verified.ledger_agrees: must be true, false or null, got "
+                                   + json_value_text(ledger))
         return cls(valid=valid, objective=_text(data, "objective", "verified.objective", "throughput"),
                    contiguity=_text(data, "contiguity", "verified.contiguity", "none"),
                    value=_number(data.get("value"), "verified.value"),
                    max_load=_number(data.get("max_load"), "verified.max_load"),
                    violations=tuple(str(v) for v in violations),
-                   finest_class=data.get("finest_class"),
+                   finest_class=_text(data, "finest_class", "verified.finest_class", None),
                    inferred=node_ids(_array(data, "inferred", "verified", "an array of node ids"),
                                      "verified.inferred"),
-                   calls=_count(data.get("calls"), "verified.calls"), ledger=data.get("ledger_agrees"),
+                   calls=_count(data.get("calls"), "verified.calls"), ledger=ledger,
                    notes=tuple(str(n) for n in notes))
 
 

@@ -395,6 +395,10 @@ def test_plan_documents_take_numpy_node_ids():
     ("violations", 5, "verified.violations: must be an array of strings, got integer"),
     ("inferred", 5, "verified.inferred: must be an array of node ids, got integer"),
     ("inferred", ["a"], "verified.inferred[0]: node id must be an integer, got string"),
+    # these two were stored as given, and written back so by to_json
+    ("finest_class", 5, "verified.finest_class: must be a string, got 5"),
+    ("ledger_agrees", "no", "verified.ledger_agrees: must be true, false or null, got 'no'"),
+    ("ledger_agrees", 0, "verified.ledger_agrees: must be true, false or null, got 0"),
 ])
 def test_result_from_json_reads_the_verdict_strictly(field, value, why):
     document = placement.solve(CHAIN4).to_json()
