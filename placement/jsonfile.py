@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ MAX_INPUT_BYTES = 256 * 2**20
 #: the most arrays and objects a JSON document may nest
 MAX_DEPTH = 64
 
+#: a node id written as a JSON object key: an integer in decimal digits, without leading zeros (``int`` alone
+#: also reads ``1_0``, `` 7`` and digits of other scripts)
+NODE_ID_KEY = re.compile(r"-?(0|[1-9][0-9]*)")
 _CHUNK = 2**20  # streams are read a MiB at a time
 _LONG_DIGITS = b"0" * 309  # shorter integers are below 1e309: no need for the range-checking hook
 _BRACKETS = bytes.maketrans(b"[{]}", b"(())")

@@ -43,7 +43,7 @@ from typing import Any
 from placement.errors import InvalidInstanceError
 from placement.io.piper_shape import TOP_FIELDS, looks_like_piper
 from placement.io.tarnawski import read_field
-from placement.jsonfile import json_type_name, parse_file
+from placement.jsonfile import NODE_ID_KEY, json_type_name, parse_file
 from placement.problem.instance import MAX_SUM, add_to_total, find_cycle, format_number
 
 _TOP_OPTIONAL = ("deviceTypes",)
@@ -55,8 +55,6 @@ _TMPC_FIELDS = ("id", "timePerSample", "parameterSize", "memoryUsageA", "memoryU
 _EDGE_FIELDS = ("sourceId", "destId", "communicationCost")
 
 _DEGREE = re.compile(r"[1-9][0-9]*")
-#: a node id written as a JSON object key: an integer in decimal digits, without leading zeros
-NODE_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 @dataclass(frozen=True)
@@ -401,7 +399,7 @@ def _sync_times(raw: dict, key: str, where: str) -> dict[int, float]:
     table = _typed(raw, key, where, dict)
     at = f"{where}.{key}"
     for neighbour in table:
-        if not NODE_ID.fullmatch(neighbour):
+        if not NODE_ID_KEY.fullmatch(neighbour):
             raise InvalidInstanceError(
                 f"{at}: key {json.dumps(neighbour)} is not a node id (an integer in decimal digits)")
     return {int(neighbour): read_field(table, neighbour, at, "number") for neighbour in table}

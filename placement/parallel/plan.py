@@ -19,8 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.io.piper import NODE_ID
-from placement.jsonfile import json_value_text
+from placement.jsonfile import NODE_ID_KEY, json_value_text
 from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
 
@@ -152,7 +151,7 @@ class ParallelPlan:
                     raise InvalidPlanError(f"{where}.{key} must be a positive integer, not {json_value_text(value)}")
             if not isinstance(tmpcs, Mapping) or not all(isinstance(c, str) for c in tmpcs.values()):
                 raise InvalidPlanError(f"{where}.tmpcs must map node ids to TMPC ids (strings)")
-            odd = next((v for v in tmpcs if not NODE_ID.fullmatch(v)), None)
+            odd = next((v for v in tmpcs if not NODE_ID_KEY.fullmatch(v)), None)
             if odd is not None:   # int() would read '1_0' as 10 and ' 7' as 7, as the instance reader does not
                 raise InvalidPlanError(f"{where}.tmpcs: key {json.dumps(odd)} is not a node id (an integer in "
                                        "decimal digits)")
