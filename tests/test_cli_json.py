@@ -164,3 +164,20 @@ def test_a_plan_document_without_a_plan_has_no_max_load(capsys):
     document = json.loads(capsys.readouterr().out)
     assert (document["status"], document["maxLoad"], document["objective"], document["devices"]) == \
         ("no_solution", None, None, [])
+
+
+def test_verify_json_carries_the_notes_the_text_prints(tmp_path, capsys):
+    """chain4's plan solved with --accelerators 4 (one node per device: 4 + 1 = 5 for a) and checked on the
+    instance's 2 accelerators: the text notes that the check took the recorded devices, and that on the
+    instance's own devices the plan is not valid; --json held only the verdict's own notes."""
+    plan = tmp_path / "plan.json"
+    assert main(["solve", CHAIN4, "--accelerators", "4", "--out", str(plan), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["verify", CHAIN4, str(plan)]) == 0
+    text = [line.removeprefix("note: ") for line in capsys.readouterr().out.splitlines() if line.startswith("note: ")]
+    assert main(["verify", CHAIN4, str(plan), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert notes == text
+    assert notes[:2] == ["checked on the devices the plan file records it was solved with: --accelerators 4",
+                         "on the instance's own devices the plan is not valid: device type accelerator: 4 devices "
+                         "used, but only 2 exist"]

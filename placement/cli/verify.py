@@ -89,7 +89,7 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, garbled_calls, garbled_contiguity, garbled_stages, recorded_backward,
+    from placement.io.plans import (as_plan, garbled_calls, garbled_stages, recorded_backward,
                                     recorded_calls, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
@@ -139,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
                                         w_share=args.w_share, **devices(args))
     if announce:
         announce("checked: the plan is " + ("valid" if verification.valid else "not valid"))
+    said = _notes(args, instance, verification, solved_for, split, record, recorded, claimed_calls, calls_garbled,
+                  claimed_class)
     if args.json:   # the record's refuted claims as fields (the text prints them among the verdict's notes)
         # an invalid plan's value is no verdict on the value it claims
         claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
@@ -150,37 +152,10 @@ def run(args: argparse.Namespace) -> int:
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
                     "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
                     "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled,
-                    "calls_unreadable": calls_garbled})
+                    "calls_unreadable": calls_garbled, "notes": [*said, *verification.notes]})
     else:
-        if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
-            print(f"note: checked for {solved_for}, the objective the plan file records it was solved for")
-        elif solved_for is not None and solved_for != args.objective:
-            print(f"note: the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
-        devices_note = recorded_devices_note(args)
-        if devices_note:
-            print(devices_note)
-            if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
-                own = placement.verify(instance, as_plan(args.plan), objective=args.objective,
-                                       contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
-                if not own.valid:
-                    print(f"note: on the instance's own devices the plan is not valid: {own.violations[0]}")
-        if recorded:
-            print(f"note: checked as a split-backward plan with {recorded}, as the plan file records")
-        elif split["backward"] == "joint" and record.get("mode") == "split":
-            print("note: the plan file records a split-backward solve; --backward joint checks its layers only "
-                  "(its b_tasks and w_tasks are not read)")
-        if claimed_calls is not None:
-            print(f"note: checked with at most {claimed_calls} call{'s' if claimed_calls > 1 else ''} per "
-                  "accelerator, as the plan file records")
-        if calls_garbled is not None:
-            print(f"note: the plan file's 'verified.calls' is no positive integer: {json.dumps(calls_garbled)[:40]}; "
-                  "checked with no limit on the calls per accelerator")
-        if claimed_class not in (None, "none"):
-            print(f"note: checked for contiguity {claimed_class}, the class the plan file records it was solved in")
-        garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None
-        if garbled is not None:
-            print(f"note: the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
-                  f"{json.dumps(garbled)[:40]}; checked for contiguity none")
+        for note in said:
+            print(f"note: {note}")
         print(format_verification(instance, verification), end="")
         for note in verification.notes:
             print(f"note: {note}")
@@ -189,3 +164,44 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(format_ledger(ledger))
     return 0 if verification.valid else 1
+
+
+def _notes(args: argparse.Namespace, instance: Any, verification: Any, solved_for: str | None, split: dict,
+           record: dict, recorded: str, claimed_calls: int | None, calls_garbled: Any,
+           claimed_class: str | None) -> list[str]:
+    """What the check took from the plan file rather than from the command line, and what it makes of the
+    plan's record, one sentence each (printed before the verdict; ``notes`` in JSON, before the verdict's)."""
+    import placement
+    from placement.io.plans import as_plan, garbled_contiguity
+
+    said = []
+    if solved_for is not None and solved_for != "throughput" and args.objective == solved_for:
+        said.append(f"checked for {solved_for}, the objective the plan file records it was solved for")
+    elif solved_for is not None and solved_for != args.objective:
+        said.append(f"the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
+    devices_note = recorded_devices_note(args)
+    if devices_note:
+        said.append(devices_note.removeprefix("note: "))
+        if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
+            own = placement.verify(instance, as_plan(args.plan), objective=args.objective,
+                                   contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
+            if not own.valid:
+                said.append(f"on the instance's own devices the plan is not valid: {own.violations[0]}")
+    if recorded:
+        said.append(f"checked as a split-backward plan with {recorded}, as the plan file records")
+    elif split["backward"] == "joint" and record.get("mode") == "split":
+        said.append("the plan file records a split-backward solve; --backward joint checks its layers only (its "
+                    "b_tasks and w_tasks are not read)")
+    if claimed_calls is not None:
+        said.append(f"checked with at most {claimed_calls} call{'s' if claimed_calls > 1 else ''} per accelerator, "
+                    "as the plan file records")
+    if calls_garbled is not None:
+        said.append(f"the plan file's 'verified.calls' is no positive integer: {json.dumps(calls_garbled)[:40]}; "
+                    "checked with no limit on the calls per accelerator")
+    if claimed_class not in (None, "none"):
+        said.append(f"checked for contiguity {claimed_class}, the class the plan file records it was solved in")
+    garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None
+    if garbled is not None:
+        said.append(f"the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
+                    f"{json.dumps(garbled)[:40]}; checked for contiguity none")
+    return said
