@@ -20,19 +20,18 @@ def add_parallel_options(parser: argparse.ArgumentParser) -> None:
                        help="model chunks per pipeline rank under --schedule interleaved (default: the plan's)")
     group.add_argument("--forward-share", dest="forward_share", type=fraction, default=None, metavar="F",
                        help="share of each node's time per sample that is forward work (default 1/3)")
-    group.add_argument("--allreduce", choices=("ring", "piper"), default="ring",
+    group.add_argument("--allreduce", choices=("ring", "piper"),
                        help="data-parallel gradient sync: ring, 2(d-1)/d of the parameters per replica "
                             "(default), or piper, Piper's 4(d-1)/d")
-    group.add_argument("--unit-scale", dest="unit_scale", type=float, default=1.0, metavar="X",
-                       help="factor applied to every timePerSample (1e-3: milliseconds to seconds)")
+    group.add_argument("--unit-scale", dest="unit_scale", type=float, metavar="X",
+                       help="factor applied to every timePerSample (default 1; 1e-3: milliseconds to seconds)")
 
 
 def check_no_parallel_options(args: argparse.Namespace) -> None:
-    """Refuse the Piper-only options on an instance that is not a Piper instance."""
-    given = [option for option, used in (("--chunks", args.chunks is not None),
-                                         ("--forward-share", args.forward_share is not None),
-                                         ("--allreduce", args.allreduce != "ring"),
-                                         ("--unit-scale", args.unit_scale != 1.0)) if used]
+    """Refuse the Piper-only options on an instance that is not a Piper instance, even at their defaults."""
+    given = [option for option, value in (("--chunks", args.chunks), ("--forward-share", args.forward_share),
+                                          ("--allreduce", args.allreduce), ("--unit-scale", args.unit_scale))
+             if value is not None]
     if given:
         raise UsageError(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to Piper instances only "
                          "(data- and tensor-parallel "
@@ -79,7 +78,8 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     try:
         result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,
-                                    allreduce=args.allreduce, unit_scale=args.unit_scale)
+                                    allreduce=args.allreduce or "ring",
+                                    unit_scale=1.0 if args.unit_scale is None else args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
         raise naming_the_file(args.plan, exc) from None
     if args.json:
@@ -96,7 +96,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if recorded:
         print(f"note: checked on the devices the plan file records it was solved for: {', '.join(recorded)}")
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
-    if args.allreduce == "ring" and any(stage.d > 1 for stage in result.stages):
+    if args.allreduce in (None, "ring") and any(stage.d > 1 for stage in result.stages):
         print("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
               "Piper's 4(d-1)/d (--allreduce piper)")
     return 0
