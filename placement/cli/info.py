@@ -12,7 +12,7 @@ from placement.cli.options import (UsageError, add_output_options, load_announce
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("info", help="describe an instance, or list the MILP solvers")
     p.add_argument("instance", nargs="?",
-                   help="instance file, Tarnawski JSON or the native format (not needed with --solvers)")
+                   help="instance file, Tarnawski JSON or the native format (none with --solvers)")
     p.add_argument("--solvers", action="store_true", help="list the MILP backends and whether they can be used")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
                    help="stop counting ideals past this many (default 200,000)")

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="throughput, throughput-gpipe, or latency (schedules the plan's calls); default: the "
                         "objective the plan file records it was solved for, else throughput")
     p.add_argument("--calls", type=positive_int, metavar="Q",
-                   help="latency objective: the most calls an accelerator may run")
+                   help="latency objective: the most calls an accelerator may run (default: the limit the plan file "
+                        "records for a latency solve, else none)")
     p.add_argument("--backward", choices=("joint", "split"),
                    help="split: check a split-backward plan (its b_tasks and w_tasks; docs/backward-split.md); "
                         "default: split for a plan file that records a split solve, else joint")
