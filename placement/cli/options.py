@@ -119,13 +119,14 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress or warnings on stderr")
 
 
-def add_device_options(parser: argparse.ArgumentParser, what: str = "") -> None:
-    """``--accelerators``, ``--cpus``, ``--memory``: overrides of the instance's devices."""
+def add_device_options(parser: argparse.ArgumentParser, what: str = "", memory: str = "") -> None:
+    """``--accelerators``, ``--cpus``, ``--memory``: overrides of the instance's devices (``memory``: more
+    on ``--memory``)."""
     parser.add_argument("--accelerators", type=non_negative_int, metavar="N",
                         help="override the number of accelerators" + what)
     parser.add_argument("--cpus", type=non_negative_int, metavar="N", help="override the number of CPU cores" + what)
     parser.add_argument("--memory", type=byte_count, metavar="BYTES",
-                        help="override the memory of each accelerator" + what)
+                        help="override the memory of each accelerator" + what + memory)
 
 
 def devices(args: argparse.Namespace) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 0.5)")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
     p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts (default 10)")
-    add_device_options(p)
+    add_device_options(p, memory=" (of each device of a Piper instance without deviceTypes)")
     p.add_argument("--devices", type=devices_argument, metavar="N|TYPE:N,...",
                    help="Piper instance: devices for the data- and tensor-parallel stages (default: maxDevices), "
                         "or counts per device type of its deviceTypes (a100:8,v100:16)")
