@@ -344,3 +344,19 @@ def test_a_stage_whose_tasks_take_no_time_holds_what_its_order_keeps(time):
                        (Edge(1, 2, 10.0),), (DeviceType("accelerator", 1, 100.0),))
     result = simulate(problem, Plan((DeviceAssignment("accelerator", (1, 2)),)), "gpipe", 4)
     assert (result.stages[0].peak_in_flight, result.stages[0].peak_memory) == (4, 42.0)
+
+
+def test_busy_time_is_the_tasks_lengths_at_any_scale():
+    """f1, b1 of 1e9 on stage 0 and f2, b2 of 1e-6 and 2e-6 on stage 1, no transfer cost, 1F1B with a flush
+    over 3 micro-batches: stage 1 runs 3 · (1e-6 + 2e-6) = 9e-6. Its tasks start near 1e9, where a difference
+    end - start keeps a tenth of 1e-6 in rounding: the busy time read 8.70228e-06."""
+    node = lambda i, name, t, back, colour: {"id": i, "name": name, "supportedOnFpga": 1, "fpgaLatency": t,  # noqa: E731
+                                             "cpuLatency": 10 * t, "isBackwardNode": back, "colorClass": colour,
+                                             "size": 1}
+    instance = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+                "nodes": [node(1, "f1", 1e9, 0, 1), node(2, "f2", 1e-6, 0, 2), node(3, "b2", 2e-6, 1, 2),
+                          node(4, "b1", 1e9, 1, 1)],
+                "edges": [{"sourceId": u, "destId": v, "cost": 0} for u, v in ((1, 2), (2, 3), (3, 4), (1, 4))]}
+    plan = {"devices": [{"type": "accelerator", "nodes": [1, 4]}, {"type": "accelerator", "nodes": [2, 3]}]}
+    run = placement.simulate(instance, plan, schedule="1f1b-flush", microbatches=3)
+    assert [stage.busy for stage in run.stages] == [6e9, pytest.approx(9e-6, rel=1e-12)]
