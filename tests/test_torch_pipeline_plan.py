@@ -554,6 +554,34 @@ class Tempered(nn.Module):
         return self.fc(x) / temperature
 
 
+class Biased(nn.Module):
+    """A linear layer plus a bias taken from a dict given by keyword."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, extra):
+        return self.fc(x) + extra["bias"]
+
+
+def test_tensors_inside_a_keyword_input_are_refused_as_the_others():
+    """torch's runtime splits the tensors inside a keyword input's dict along their first dimension too: a
+    0-dimensional one was planned, and the first step failed with an IndexError inside torch."""
+    x = torch.randn(4, 8)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Biased(), (x,), {"extra": {"bias": torch.tensor(2.0)}}, devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("kwargs", (
+        "kwargs holds the 0-dimensional tensor kwargs['extra']['bias'], which the pipeline runtime cannot split "
+        "into micro-batches (it splits every tensor input along its first dimension): give it a first dimension of "
+        "the micro-batch's size, or make it a buffer of the model"))
+    with pytest.raises(placement.InvalidParameterError, match=r"^kwargs holds kwargs\['extra'\]\['bias'\] of first "
+                                                              r"dimension 1, but args\[0\]'s is 4: "):
+        plan_pipeline(Biased(), (x,), {"extra": {"bias": torch.randn(1, 8)}}, devices="h100:2")
+    pp = plan_pipeline(Biased(), (x,), {"extra": {"bias": torch.randn(4, 8)}}, devices="h100:2", stages=2)
+    assert pp.num_stages == 2
+
+
 class WithState(nn.Module):
     """A layer plus an initial state laid out as an LSTM's, ``[layers, batch, hidden]``."""
 

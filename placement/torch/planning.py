@@ -203,12 +203,16 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
 
 def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> None:
     """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
-    tensor input, positional or keyword, along its first dimension, so each needs one, and, where a step
-    has more than one micro-batch (``microbatches``), of one size (the micro-batch's; an input whose first
-    dimension is something else, as an LSTM's initial state ``[layers, batch, hidden]``, would be split
-    along the wrong dimension; into one micro-batch, it is not cut)."""
+    tensor input, positional or keyword (those inside a keyword input's dict, list or tuple too), along its
+    first dimension, so each needs one, and, where a step has more than one micro-batch (``microbatches``),
+    of one size (the micro-batch's; an input whose first dimension is something else, as an LSTM's initial
+    state ``[layers, batch, hidden]``, would be split along the wrong dimension; into one micro-batch, it is
+    not cut)."""
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
     inputs = [(f"args[{k}]", "args", value) for k, value in enumerate(args)]
-    inputs += [(f"kwargs[{key!r}]", "kwargs", value) for key, value in kwargs.items()
+    # the runtime splits the tensors inside a dict, list or tuple of kwargs too
+    inputs += [(f"kwargs{keystr(path)}", "kwargs", value) for path, value in tree_flatten_with_path(kwargs)[0]
                if isinstance(value, torch.Tensor)]
     for where, parameter, value in inputs:
         if value.dim() == 0:
