@@ -506,7 +506,7 @@ class Outputs(nn.Module):
     def forward(self, x):
         y = self.c(self.b(self.a(x)))
         return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3), "scalar": (y, y.square().sum()),
-                "named": Named(y, y)}[self.form]
+                "named": Named(y, y), "none": (y, None), "weight": (y, self.a.weight)}[self.form]
 
 
 def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
@@ -541,6 +541,14 @@ def test_an_output_no_pipeline_returns_is_refused_before_the_search(monkeypatch)
     monkeypatch.setattr(placement, "solve", no_search)
     with pytest.raises(placement.InvalidParameterError, match=r"^model returns a dict; "):
         plan_pipeline(Outputs("dict"), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
+    # a value that is not a tensor, a 0-dimensional tensor, a parameter: they were refused after the search
+    for form, start in (("int", "model returns output 1 (3), which is not a tensor"),
+                        ("none", "model returns output 1 (None), which is not a tensor"),
+                        ("scalar", "model returns the 0-dimensional tensor 'sum_1', "),
+                        ("weight", "model returns its parameter or buffer 'a.weight' itself; ")):
+        with pytest.raises(placement.InvalidParameterError) as error:
+            plan_pipeline(Outputs(form), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
+        assert str(error.value).startswith(start), form
 
 
 class Tempered(nn.Module):

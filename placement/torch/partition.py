@@ -156,6 +156,55 @@ def check_output_spec(spec: Any) -> bool:
     return False
 
 
+def check_results(results: Any, state_name: Callable[[Any], str | None],
+                  check_structure: Callable[[], Any] = lambda: None) -> None:
+    """Refuse model outputs ``results`` (FX nodes, or the constants a program returns) that no pipeline
+    returns: a value that is not a tensor, the structure ``check_structure`` refuses, a parameter or
+    buffer itself (``state_name(node)``: its name, ``None`` for a computed value), a 0-dimensional tensor.
+    An :class:`InvalidParameterError` about the model."""
+    import torch
+
+    other = next((k for k, value in enumerate(results) if not isinstance(value, torch.fx.Node)), None)
+    if other is not None:
+        which = f"output {other} ({results[other]!r})" if len(results) > 1 else f"{results[other]!r}"
+        raise InvalidParameterError("model", f"returns {which}, which is not a tensor; a pipelined model returns a "
+                                             "tensor or a tuple of tensors")
+    check_structure()
+    for value in results:
+        name = state_name(value)
+        if name is not None:   # each stage holds its own copies of the parameters and buffers
+            raise InvalidParameterError("model", f"returns its parameter or buffer {name!r} itself; a pipeline "
+                                                 "returns what its stages compute per micro-batch: leave it out and "
+                                                 "read it from the model")
+        example = value.meta.get("val")
+        if isinstance(example, torch.Tensor) and example.dim() == 0:
+            raise InvalidParameterError("model", f"returns the 0-dimensional tensor {value.name!r}, which the "
+                                                 "pipeline runtime cannot gather over micro-batches (it "
+                                                 "concatenates each output along its first dimension); return it "
+                                                 "with a first dimension (a loss as loss.unsqueeze(0), or one per "
+                                                 "sample) and reduce it in loss_fn")
+
+
+def check_program_outputs(program: Any, names: Mapping[str, str]) -> None:
+    """:func:`check_results` on the outputs of the exported ``program`` (a ``torch.export.ExportedProgram``),
+    before a plan is searched for; ``names`` maps its parameters' and buffers' targets to the names
+    the refusal gives them."""
+    from torch.export.graph_signature import OutputKind
+
+    signature = program.graph_signature
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    results = [value for value, spec in zip(output.args[0], signature.output_specs)
+               if spec.kind == OutputKind.USER_OUTPUT]
+    state = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
+             **signature.inputs_to_lifted_tensor_constants}
+
+    def state_name(value: Any) -> str | None:
+        target = state.get(value.name) if value.op == "placeholder" else None
+        return None if target is None else names.get(target, target)
+
+    check_results(results, state_name, lambda: check_output_spec(program.call_spec.out_spec))
+
+
 def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = None) -> Partition:
     """Cut ``gm`` (a graph module with ``pipe_split()`` calls) into stages (module docstring).
 
@@ -165,7 +214,6 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
     stages. A non-tensor value that would cross a boundary is an
     :class:`InvalidParameterError` about the plan.
     """
-    import torch
     from torch.distributed.pipelining import pipe_split
 
     count = 0
@@ -195,24 +243,9 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
             if arg in stage_of:
                 read_until[arg] = max(read_until.get(arg, 0), stage_of[node])
     results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
-    other = next((k for k, value in enumerate(results) if not isinstance(value, torch.fx.Node)), None)
-    if other is not None:
-        which = f"output {other} ({results[other]!r})" if len(results) > 1 else f"{results[other]!r}"
-        raise InvalidParameterError("model", f"returns {which}, which is not a tensor; a pipelined model returns a "
-                                             "tensor or a tuple of tensors")
-    _single_output(gm)
+    check_results(results, lambda value: canonical[value.target] if value.op == "get_attr" else None,
+                  lambda: _single_output(gm))
     for value in results:
-        if value.op == "get_attr":   # each stage holds its own copies of the parameters and buffers
-            raise InvalidParameterError("model", f"returns its parameter or buffer {canonical[value.target]!r} "
-                                                 "itself; a pipeline returns what its stages compute per "
-                                                 "micro-batch: leave it out and read it from the model")
-        example = value.meta.get("val")
-        if isinstance(example, torch.Tensor) and example.dim() == 0:
-            raise InvalidParameterError("model", f"returns the 0-dimensional tensor {value.name!r}, which the "
-                                                 "pipeline runtime cannot gather over micro-batches (it "
-                                                 "concatenates each output along its first dimension); return it "
-                                                 "with a first dimension (a loss as loss.unsqueeze(0), or one per "
-                                                 "sample) and reduce it in loss_fn")
         read_until[value] = last
     for node in order:
         if read_until.get(node, 0) > stage_of[node] and not _is_tensor(node):

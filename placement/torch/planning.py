@@ -248,7 +248,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import import_torch, require_torch
     from placement.torch.devices import parse_devices
-    from placement.torch.partition import canonical_names, check_output_spec, partition
+    from placement.torch.partition import canonical_names, check_program_outputs, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
                                                 repeated_reads_note)
@@ -284,16 +284,16 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             raise
         raise InvalidParameterError("devices", f"{devices!r} cannot run the model's data type, which "
                                                f"{exc.detail}") from None
-    check_output_spec(imported.source.call_spec.out_spec)   # before solving: a refusal takes no search
+    names = canonical_names(model)
+    aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
+    check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
         finer = ("; granularity 'operator' plans finer nodes, one per operator"
                  if granularity != "operator" and len(imported.graph.graph.ops) > nodes else "")
         raise InvalidParameterError("stages", f"must be at most the number of nodes of the model ({nodes} at "
                                               f"granularity {granularity!r}), got {stages}{finer}")
-    names = canonical_names(model)
     instance, problem = imported.instance, imported.problem
-    aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     if training:
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases,
                                             microbatches)
