@@ -512,7 +512,7 @@ def test_a_time_limit_returns_the_pipeline_along_the_order_with_its_bound():
     assert str(placement.solve(inst, time_limit=60).status) == "optimal"
     with pytest.raises(InvalidParameterError) as info:
         placement.solve(inst, time_limit=5, objective="time-per-batch", schedule="gpipe")
-    assert info.value.detail == "does not apply to objective 'time-per-batch' (its search runs to the end)"
+    assert info.value.detail == "does not apply to objective='time-per-batch' (its search runs to the end)"
 
 
 def test_docs_name_every_field_of_the_plan_json():

@@ -303,7 +303,7 @@ def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):
     (["--schedule", "interleaved", "--chunks", "3"], "error: --chunks 3 needs at least 6 nodes (2 device groups of 3 "
                                                      "non-empty chunks each); the instance has 5"),
     (["--schedule", "gpipe", "--objective", "time-per-batch", "--time-limit", "3"],
-     "error: --time-limit does not apply to objective 'time-per-batch' (its search runs to the end)"),
+     "error: --time-limit does not apply to --objective time-per-batch (its search runs to the end)"),
 ])
 def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
     from placement.cli import main

@@ -511,3 +511,10 @@ def test_import_never_writes_over_its_inputs_and_checks_the_output_first(tmp_pat
     assert CALLS == []     # neither run called the factory
     assert main(["import", "tests.test_torch_cli:counted_mlp", "--out", str(tmp_path / "x.json")]) == 0
     assert CALLS == ["counted_mlp"]   # the count is seen here: the checks above ran before any call
+
+
+def test_module_depth_without_module_granularity_names_both_options(tmp_path, capsys):
+    """The refusal named the library's granularity 'module' where the command's user typed --granularity."""
+    assert main(["import", "tests.handoff_models:gpt", "--out", str(tmp_path / "gpt.json"), "--granularity",
+                 "operator", "--module-depth", "1"]) == 2
+    assert capsys.readouterr().err == "error: --module-depth applies to --granularity module only, not 'operator'\n"

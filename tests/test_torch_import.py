@@ -255,7 +255,7 @@ def test_export_failures_and_bad_arguments_are_one_line_errors():
     with pytest.raises(InvalidParameterError, match="^granularity must be one of 'operator', 'module', "
                                                     "not 'layer'$"):
         group_ops(import_module(*mlp()), "layer")
-    with pytest.raises(InvalidParameterError, match="^module_depth applies to granularity 'module' only, "
+    with pytest.raises(InvalidParameterError, match="^module_depth applies to granularity='module' only, "
                                                     "not 'operator'$"):
         group_ops(import_module(*mlp()), "operator", module_depth=1)
 

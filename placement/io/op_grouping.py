@@ -59,7 +59,7 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
     if module_depth is not None and module_depth < 1:
         raise InvalidParameterError("module_depth", f"must be a positive integer or None, not {module_depth!r}")
     if module_depth is not None and granularity != "module":
-        raise InvalidParameterError("module_depth", f"applies to granularity 'module' only, not {granularity!r}")
+        raise InvalidParameterError("module_depth", f"applies to granularity='module' only, not {granularity!r}")
     ops = graph.ops
     if not ops:
         raise InvalidInstanceError(f"the model {graph.name!r} has no operators to place")

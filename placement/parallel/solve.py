@@ -98,7 +98,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     _check_objective(objective)
     if objective == "time-per-batch" and schedule not in BATCH_SCHEDULES:
         raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, BATCH_SCHEDULES))} with "
-                                                f"objective 'time-per-batch', not {schedule!r}")
+                                                f"objective='time-per-batch', not {schedule!r}")
     forward_share = number("forward_share", forward_share, largest=1.0)
     max_sets = integer("max_sets", max_sets, smallest=1, optional=True)
     callback("progress", progress)
@@ -109,7 +109,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return solve_interleaved(instance, devices=devices, memory=memory, chunks=chunks, time_limit=time_limit,
                                  progress=progress)
     if time_limit is not None and objective == "time-per-batch":
-        raise InvalidParameterError("time_limit", "does not apply to objective 'time-per-batch' (its search runs "
+        raise InvalidParameterError("time_limit", "does not apply to objective='time-per-batch' (its search runs "
                                                   "to the end)")
     time_limit = number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True)
     deadline = None if time_limit is None else started + time_limit
