@@ -357,6 +357,9 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     # a --x/--no-x option is named as typed in its positive form (it was named --no-inter-layer)
     assert main(["verify", pair, str(out), "--backward", "joint", "--inter-layer"]) == 2
     assert capsys.readouterr().err == "error: --inter-layer applies to --backward split only\n"
+    # ... and the negative form as typed (it was named --inter-layer)
+    assert main(["verify", pair, str(out), "--backward", "joint", "--no-inter-layer"]) == 2
+    assert capsys.readouterr().err == "error: --no-inter-layer applies to --backward split only\n"
     # an option given at its default value is still given: refused, on verify and on solve
     assert main(["verify", pair, str(out), "--backward", "joint", "--w-share", "0.5"]) == 2
     assert capsys.readouterr().err == "error: --w-share applies to --backward split only\n"

@@ -153,8 +153,11 @@ def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter:
     commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
     command = next((commands[word] for word in argv if word in commands), None)
     for action in command._actions if command is not None else ():
-        if action.dest == parameter:   # the long form; of a --x/--no-x pair, --x
-            names = [name for name in action.option_strings if not name.startswith("--no-")] or action.option_strings
+        if action.dest == parameter:   # the form typed; else the long form, of a --x/--no-x pair --x
+            typed = [name for name in action.option_strings if name.startswith("--")
+                     and any(word == name or word.startswith(f"{name}=") for word in argv)]
+            names = typed or [name for name in action.option_strings if not name.startswith("--no-")]
+            names = names or action.option_strings
             return names[-1] if names else action.metavar or parameter.upper()
     return parameter
 
