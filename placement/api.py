@@ -107,17 +107,21 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     return _with_record_notes(verification, plan, checked, problem)
 
 
-def _with_record_notes(verification: Any, plan: Any, checked: Any, problem: Any) -> Any:
-    """``verification`` with the notes of what ``plan``'s record claims that it refutes or cannot check
-    (:func:`placement.io.plans.record_notes`: a claimed value, the instance named, a stage count)."""
+def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objective: str | None = None,
+                       value: float | None = None) -> Any:
+    """``result`` (a verdict, or a run) with the notes of what ``plan``'s record claims that its check refutes
+    or cannot check (:func:`placement.io.plans.record_notes`: a claimed value, the instance named, a stage
+    count); the claimed value is checked against ``value`` for ``objective``, by default the verdict's own
+    (none for an invalid plan, whose value is no verdict on the claim)."""
     from dataclasses import replace
 
     from placement.io.plans import record_notes
 
+    if objective is None:
+        objective, value = result.objective, result.value if result.valid else None
     non_empty = sum(1 for device in checked.devices if device.nodes)
-    notes = record_notes(plan, verification.objective, verification.value if verification.valid else None,
-                         problem.name, non_empty)
-    return replace(verification, notes=verification.notes + tuple(notes)) if notes else verification
+    notes = record_notes(plan, objective, value, problem.name, non_empty)
+    return replace(result, notes=tuple(result.notes) + tuple(notes)) if notes else result
 
 
 def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
@@ -204,7 +208,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
-    from placement.io.plans import recorded_backward
+    from placement.io.plans import recorded_backward, recorded_objective
     from placement.simulation.split import is_split_plan, plan_split_record
 
     given = {"comm": comm != "inline", "w_fraction": w_fraction is not None, "engine": engine != "heap",
@@ -249,23 +253,11 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
                  one_of("engine", engine, ENGINES),
                  number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
                  flag("keep_tasks", keep_tasks), callback("progress", progress), **variant)
-    return _with_run_record_notes(result, given, plan, problem)
-
-
-def _with_run_record_notes(result: Any, given: Any, plan: Any, problem: Any) -> Any:
-    """A run's ``result`` with the notes of what the record of the plan it ran (``given``: a plan file, a plan
-    document or a Result) claims that the run's check refutes, as :func:`verify` notes them: the run measures
-    throughput, so a claimed throughput is checked against the verified max load, and any other claimed value
-    is left unchecked."""
-    from dataclasses import replace
-
-    from placement.io.plans import record_notes, recorded_objective
-
+    # the run measures throughput: a claimed throughput is checked against the verified max load, any other
+    # claimed value is left unchecked
     objective = recorded_objective(given) or "throughput"
-    non_empty = sum(1 for device in plan.devices if device.nodes)
-    notes = record_notes(given, objective, result.max_load if objective == "throughput" else None, problem.name,
-                         non_empty)
-    return replace(result, notes=tuple(result.notes) + tuple(notes)) if notes else result
+    return _with_record_notes(result, given, plan, problem, objective,
+                              result.max_load if objective == "throughput" else None)
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def devices(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> str | None:
-    """The note for the device overrides a check (or run, ``done``) takes from the plan file
+    """The note (its sentence) for the device overrides a check (or run, ``done``) takes from the plan file
     ``args.plan``: those the solve was given and the command line does not give again; ``None``
     where it takes none."""
     from placement.io.plans import recorded_overrides
@@ -144,7 +144,7 @@ def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> st
     if not taken:
         return None
     given = ", ".join(f"--{name} {as_given(value)}" for name, value in taken.items())
-    return f"note: {done} on the devices the plan file records it was solved with: {given}"
+    return f"{done} on the devices the plan file records it was solved with: {given}"
 
 
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     devices_note = recorded_devices_note(args, "run")
     if devices_note:
-        print(devices_note)
+        print(f"note: {devices_note}")
     print(format_simulation(result, title), end="")
     if args.trace:
         print(f"trace written to {args.trace} (open it in Perfetto or chrome://tracing)")

@@ -182,7 +182,7 @@ def _notes(args: argparse.Namespace, instance: Any, verification: Any, solved_fo
         said.append(f"the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
     devices_note = recorded_devices_note(args)
     if devices_note:
-        said.append(devices_note.removeprefix("note: "))
+        said.append(devices_note)
         if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
             own = placement.verify(instance, as_plan(args.plan), objective=args.objective,
                                    contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
