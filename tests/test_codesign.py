@@ -663,3 +663,19 @@ def test_a_piper_instance_is_named_as_one(tmp_path):
         placement.codesign(str(path), chips=1, power=500, grid=CHAIN_GRID)
     assert str(info.value) == (f"{path} is a Piper instance (per-stage data- and tensor-parallel configurations): "
                                "the co-design takes a model file, whose nodes give their operators")
+
+
+def test_a_workload_made_in_code_is_checked_as_a_file_is():
+    """The chain with node 1 of 2^35 bytes on devices of 2^36, built as a Workload from its parts rather than
+    read: it is refused when made, as the file is when read, since no chip of any design holds that node."""
+    from dataclasses import replace
+
+    from placement.codesign.workload import Workload, load_workload
+
+    workload = load_workload(json.loads(json.dumps(CHAIN)))
+    nodes = tuple(replace(node, memory=2**35) if node.id == 1 else node for node in workload.instance.nodes)
+    types = tuple(replace(kind, memory=2**36) for kind in workload.instance.device_types)
+    with pytest.raises(InvalidInstanceError) as info:
+        Workload(replace(workload.instance, nodes=nodes, device_types=types), workload.operators,
+                 workload.transfer_ms)
+    assert str(info.value) == "node 1 needs 34359738368 bytes, more than a chip's 17,179,869,184 bytes of DRAM"

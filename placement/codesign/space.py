@@ -19,7 +19,7 @@ import numpy as np
 from placement.codesign.grid import Grid
 from placement.codesign.opcost import node_times_ms
 from placement.codesign.template import Design
-from placement.codesign.workload import Workload, check_node_memory
+from placement.codesign.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,8 @@ class Candidates:
 
 
 def candidates(workload: Workload, grid: Grid, area_mm2: float, power_w: float) -> Candidates:
-    """The designs of ``grid`` with area ≤ ``area_mm2`` and TDP ≤ ``power_w``, costed on ``workload``;
-    :class:`InvalidInstanceError` when a node needs more memory than a chip's DRAM."""
-    check_node_memory(workload.instance)   # a Workload made here rather than read from a file
+    """The designs of ``grid`` with area ≤ ``area_mm2`` and TDP ≤ ``power_w``, costed on ``workload`` (whose
+    nodes each fit a chip's DRAM: :class:`.workload.Workload` checks it)."""
     designs = grid.designs()
     area = np.array([d.area_mm2 for d in designs])
     tdp = np.array([d.tdp_w for d in designs])

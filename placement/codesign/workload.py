@@ -69,6 +69,13 @@ class Workload:
     transfer_ms: tuple[float, ...]
     name: str = ""
 
+    def __post_init__(self) -> None:
+        # read from a file or made in code, a workload has no node that no chip of any design holds
+        for node in self.instance.nodes:
+            if node.memory > DRAM_BYTES:
+                raise InvalidInstanceError(f"node {node.id} needs {format_number(node.memory)} bytes, more than a "
+                                           f"chip's {DRAM_BYTES:,} bytes of DRAM")
+
     def usable_chips(self, chips: int) -> int:
         """The chips a plan of this model can use: ``chips``, or the colour classes where they are fewer (a
         class sits on one chip, so no plan has more non-empty stages than classes)."""
@@ -161,7 +168,6 @@ def parse_workload(data: Any, name: str = "") -> Workload:
         if all(node.times[t] is None for t in accelerators):
             raise InvalidInstanceError(f"node {node.id}: not supported on any accelerator, but the co-design "
                                        "places every node on a chip")
-    check_node_memory(instance)
     link = None
     about = data.get("about")
     if isinstance(about, Mapping) and about.get("link_bytes_per_s") is not None:
@@ -172,15 +178,6 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     scale = 1.0 if link is None else link / LINK_BYTES_PER_S
     transfer = tuple(node.out_cost * scale for node in instance.nodes)
     return Workload(instance, operators, transfer, name)
-
-
-def check_node_memory(instance: Instance) -> None:
-    """:class:`InvalidInstanceError` naming the first node that needs more memory than a chip's DRAM (no chip of
-    any design holds it)."""
-    for node in instance.nodes:
-        if node.memory > DRAM_BYTES:
-            raise InvalidInstanceError(f"node {node.id} needs {format_number(node.memory)} bytes, more than a chip's "
-                                       f"{DRAM_BYTES:,} bytes of DRAM")
 
 
 def _on_chips(data: Any) -> Any:
