@@ -91,3 +91,12 @@ def test_split_takes_instance_files_and_documents_only_and_checks_the_plan(tmp_p
     with pytest.raises(placement.InvalidPlanError) as refused:
         placement.split(document, plan)
     assert str(refused.value) == f"{plan}: the plan does not fit the instance: device 0: unknown device type 'tpu'"
+
+
+def test_the_readme_example_of_split_runs_as_written(capsys):
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "placement.split(" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme", "placement": placement})
+    assert capsys.readouterr().out == "Etttt|tttt|tttt|L\n"
