@@ -317,6 +317,54 @@ def test_a_full_checkpoint_loads_stage_by_stage():
     assert covered == set(checkpoint)
 
 
+class IdleState(nn.Module):
+    """State the exported program never reads: BatchNorm's ``num_batches_tracked`` in eval mode, a
+    parameter and a buffer ``forward`` never uses, a whole unused layer and a second name of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.norm, self.b = nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 8)
+        self.unused = nn.Parameter(torch.randn(3))
+        self.register_buffer("idle", torch.arange(4.0))
+        self.spare = nn.Linear(2, 2)
+        self.spare_alias = self.spare   # tied: its state_dict names are second names of spare's tensors
+
+    def forward(self, x):
+        return self.b(torch.relu(self.norm(self.a(x))))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_the_stages_checkpoints_hold_every_entry_of_the_model_s(training):
+    """Stages held only what their operators read, so saving the stages' checkpoints lost the state no
+    operator reads; each such entry is now kept by one stage: that of its module's other state, or
+    stage 0. Their union is the model's state_dict (tied tensors under their first name), with its
+    values, and loads back into a fresh model."""
+    torch.manual_seed(0)
+    model, x = IdleState().eval(), torch.randn(4, 8)
+    model.norm.num_batches_tracked.fill_(5)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:3", stages=3, training=training)
+    out, modules = chained(pp, (x,))
+    assert torch.allclose(out, model(x))
+    states = [module.state_dict() for module in modules]
+    union = {k: v for state in states for k, v in state.items()}
+    full = model.state_dict()
+    aliases = {"spare_alias.weight", "spare_alias.bias"}
+    assert set(union) == set(full) - aliases
+    assert sum(map(len, states)) == len(union)   # none of these is read by two stages
+    for k, v in union.items():
+        assert torch.equal(v, full[k]), k
+    holder = next(s for s, state in enumerate(states) if "norm.running_mean" in state)
+    assert "norm.num_batches_tracked" in states[holder] and holder > 0
+    assert {"unused", "idle", "spare.weight", "spare.bias"} <= set(states[0])
+    assert isinstance(modules[0].get_parameter("unused"), nn.Parameter)
+    torch.manual_seed(1)
+    rebuilt = IdleState()
+    loaded = rebuilt.load_state_dict(union, strict=False)
+    assert sorted(loaded.missing_keys) == sorted(aliases) and loaded.unexpected_keys == []
+    for k, v in rebuilt.state_dict().items():
+        assert torch.equal(v, full[k]), k
+
+
 def test_a_non_persistent_buffer_stays_out_of_the_stages_checkpoints():
     """A buffer registered with persistent=False (as position ids or rotary frequencies are) is not
     in the model's state_dict, so no stage may expect it there: the full checkpoint loads into each

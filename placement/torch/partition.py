@@ -31,7 +31,11 @@ micro-batch sends the value it made, not the buffer, which the next micro-batch 
 Parameters and buffers (``get_attr`` nodes) are read in every stage that uses them; each
 stage reads a tensor under one name, the name ``model.named_parameters()`` (or
 ``named_buffers()``) gives it, so a tied weight is one tensor in each stage that uses it and
-stage state-dict keys are the model's own.
+stage state-dict keys are the model's own. An entry of the model's ``state_dict`` that no operator
+reads (BatchNorm's ``num_batches_tracked`` in eval mode, a parameter ``forward`` never uses) is kept
+by one stage (:meth:`Partition.unread`): the first stage that reads state of its module, or of the
+closest module around it that has state read, else stage 0. So every entry of the model's
+``state_dict`` is in a stage's, under its first name where it is tied.
 """
 
 from __future__ import annotations
@@ -99,6 +103,23 @@ class Partition:
 
         return {name for target, name in self.canonical.items()
                 if isinstance(value := _attribute(self.root, target), torch.nn.Parameter) and value.requires_grad}
+
+    def unread(self) -> dict[str, int]:
+        """Per entry of the model's ``state_dict`` that no stage reads (canonical name), the stage that keeps
+        it: the first stage that reads state of the module owning it, or of the closest module around that
+        one with state read; stage 0 where none has (module docstring)."""
+        holders = self.holders()
+        out: dict[str, int] = {}
+        for name in sorted(self.state.intersection(self.canonical.values()) - holders.keys()):
+            owner, stage = name.rpartition(".")[0], 0
+            while owner:
+                reading = [stages[0] for read, stages in holders.items() if read.startswith(f"{owner}.")]
+                if reading:
+                    stage = min(reading)
+                    break
+                owner = owner.rpartition(".")[0]
+            out[name] = stage
+        return out
 
     def holders(self) -> dict[str, tuple[int, ...]]:
         """Per attribute (canonical name), the stages that read it."""
@@ -369,7 +390,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
 
     Parameters keep ``requires_grad``; buffers of the model stay buffers; other constants
     of the program are non-persistent buffers, so the stage's ``state_dict`` keys are names
-    of the model's ``state_dict``.
+    of the model's ``state_dict``. The stage also holds the entries of the model's ``state_dict``
+    that no stage reads and :meth:`Partition.unread` gives it, which its graph does not use.
     """
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
@@ -468,4 +490,18 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         if name not in part.state and not isinstance(value, torch.nn.Parameter):
             owner, _, field = name.rpartition(".")
             module.get_submodule(owner).register_buffer(field, value, persistent=False)
+    targets = {name: target for target, name in reversed(tuple(part.canonical.items()))}
+    for name in (name for name, holder in part.unread().items() if holder == s):
+        value = _attribute(part.root, targets[name])
+        copy = value.detach().to(device, copy=True) if device is not None else value.detach().clone()
+        owner = module
+        *path, field = name.split(".")
+        for part_name in path:
+            if not hasattr(owner, part_name):
+                owner.add_module(part_name, torch.nn.Module())
+            owner = getattr(owner, part_name)
+        if isinstance(value, torch.nn.Parameter):
+            owner.register_parameter(field, torch.nn.Parameter(copy, requires_grad=value.requires_grad))
+        else:
+            owner.register_buffer(field, copy)
     return module

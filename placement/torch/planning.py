@@ -58,7 +58,9 @@ class PipelinePlan:
     def stage_module(self, stage_index: int, device: Any = None) -> Any:
         """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
         ``device``); its ``state_dict`` keys are the model's, so ``module.load_state_dict(full,
-        strict=False)`` loads a full checkpoint of the model."""
+        strict=False)`` loads a full checkpoint of the model, and the stages' ``state_dict`` keys together
+        are the model's (tied tensors under their first name): the entries no stage reads are kept by one
+        stage (:meth:`placement.torch.partition.Partition.unread`)."""
         integer("stage_index", stage_index)
         if stage_index >= self.num_stages:
             raise InvalidParameterError("stage_index", f"must be below the number of stages ({self.num_stages}), "
