@@ -907,7 +907,7 @@ def test_a_stage_charged_a_parameter_once_per_reading_node_is_told_so(recwarn):
     [warning] = [w for w in recwarn if w.category is RepeatedReadWarning]
     assert str(warning.message) == (
         "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
-        "stage holds (one copy): stage 0 by 1.95 MiB ('emb.weight' is read by 2 of its nodes). The plan fits; a plan "
+        "stage holds (one copy): stage 0 by 1.95 MiB (parameter 'emb.weight' is read by 2 of its nodes). The plan fits; a plan "
         "that would fit with one copy per stage may have been refused")
     recwarn.clear()
     # On two stages each holds one reader (and its copy of the weight): nothing counted twice.
@@ -924,9 +924,84 @@ def test_a_refusal_names_the_parameter_counted_once_per_reading_node():
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(model, (x,), devices="v100:1", stages=1, training=False)
     assert str(error.value).endswith(
-        "; the placement model counts a parameter once per node that reads it ('block.weight', 4 GiB, is read by 12 "
-        "nodes), more than the one copy a stage holds, so a plan may fit that this refuses")
+        "; the placement model counts a parameter once per node that reads it (parameter 'block.weight', 4 GiB, is "
+        "read by 12 nodes), more than the one copy a stage holds, so a plan may fit that this refuses")
     assert "cannot hold the model in 1 stage: no plan fits" in str(error.value)
+
+
+class TableAndLayer(nn.Module):
+    """A buffer (a fixed n x n table) read by two nodes, and a layer applied once or twice between them."""
+
+    def __init__(self, n: int, twice: bool):
+        super().__init__()
+        self.layer = nn.Linear(n, n, bias=False)
+        self.register_buffer("table", torch.randn(n, n))
+        self.twice = twice
+
+    def forward(self, x):
+        h = self.layer(x @ self.table)
+        h = torch.relu(h) @ self.table
+        return self.layer(h) if self.twice else h
+
+
+@pytest.mark.parametrize("twice, told", [
+    (False, "a buffer once per node that reads it, so the memory charged exceeds what a stage holds (one copy): "
+            "stage 0 by 256 KiB (buffer 'table' is read by 2 of its nodes)"),
+    (True, "a parameter or buffer once per node that reads it, so the memory charged exceeds what a stage holds (one "
+           "copy): stage 0 by 512 KiB (parameter 'layer.weight' is read by 2 of its nodes, and 1 more buffer)")])
+def test_a_buffer_charged_once_per_reading_node_is_called_a_buffer(recwarn, twice, told):
+    # the warning called every tensor it counted a parameter, the buffers the placement model charges too
+    from placement.torch import RepeatedReadWarning
+
+    plan_pipeline(TableAndLayer(256, twice), (torch.randn(8, 256),), devices="h100:1", training=False)
+    [warning] = [w for w in recwarn if w.category is RepeatedReadWarning]
+    assert str(warning.message) == (f"the placement model counts {told}. The plan fits; a plan that would fit with "
+                                    "one copy per stage may have been refused")
+
+
+def test_a_refusal_names_the_kind_of_each_tensor_counted_once_per_reading_node():
+    # A 9 GiB table (49152² fp32) and a 9 GiB layer, each read by two nodes: 36 GiB charged on one stage,
+    # more than a V100's 32 GiB, though the stage would hold 18 GiB.
+    with torch.device("meta"):
+        model, x = TableAndLayer(49152, True), torch.randn(8, 49152)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (x,), devices="v100:1", stages=1, training=False)
+    assert str(error.value).endswith(
+        "; the placement model counts a parameter or buffer once per node that reads it (parameter 'layer.weight', "
+        "9 GiB, is read by 2 nodes; 1 more buffer is read by several), more than the one copy a stage holds, so a "
+        "plan may fit that this refuses")
+
+
+def test_the_repeated_read_note_counts_each_kind_of_tensor_apart():
+    """Parameters, buffers and tensor attributes the model did not register (constants of the exported
+    program), by what ``torch.export`` made of each, under the name of a tied tensor's first name."""
+    from placement.torch.repeated_reads import repeated_note, state_kinds
+
+    class Held(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w, self.v = nn.Parameter(torch.ones(3)), nn.Parameter(torch.ones(3))
+            self.register_buffer("b", torch.ones(3))
+            self.t = torch.ones(3)
+            self.tied = self.w
+
+        def forward(self, x):
+            return x * self.w * self.v + self.b + self.t + self.tied
+
+    program = torch.export.export(Held(), (torch.randn(2, 3),))
+    kinds = state_kinds(program, {"tied": "w"})
+    assert kinds == {"w": "parameter", "v": "parameter", "b": "buffer", "t": "constant tensor"}
+    charges = [(0, "w", 2, 400.0), (0, "v", 2, 100.0), (0, "x", 2, 100.0), (0, "b", 3, 100.0), (0, "t", 2, 100.0),
+               (1, "v", 3, 2.0 ** 20), (1, "w", 2, 2.0 ** 20)]
+    assert repeated_note(charges, [1000.0, 2.0 ** 30], kinds) == (
+        "the placement model counts a parameter, buffer, constant tensor or tensor once per node that reads it, so "
+        "the memory charged exceeds what a stage holds (one copy): stage 0 by 800 bytes (parameter 'w' is read by 2 "
+        "of its nodes, and 1 more parameter, 1 buffer, 1 constant tensor and 1 tensor). The plan fits; a plan that "
+        "would fit with one copy per stage may have been refused")
+    assert repeated_note(charges[-2:], [1.0, 100 * 2.0 ** 20], kinds) == (
+        "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
+        "stage holds (one copy): stage 1 by 2 MiB (parameter 'v' is read by 3 of its nodes, and 1 more parameter). "
+        "The plan fits; a plan that would fit with one copy per stage may have been refused")
 
 
 def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error():
@@ -986,7 +1061,7 @@ def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
     assert capsys.readouterr().out.splitlines() == [
         "optimal",
         "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
-        "stage holds (one copy): stage 0 by 256 KiB ('layer.weight' is read by 2 of its nodes). The plan fits; a "
+        "stage holds (one copy): stage 0 by 256 KiB (parameter 'layer.weight' is read by 2 of its nodes). The plan fits; a "
         "plan that would fit with one copy per stage may have been refused",
         "kwargs holds the 0-dimensional tensor kwargs['scale'], which the pipeline runtime cannot split into "
         "micro-batches (it splits every tensor input along its first dimension): give it a first dimension of the "

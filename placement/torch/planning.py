@@ -253,7 +253,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.partition import canonical_names, check_program_outputs, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
-                                                repeated_reads_note)
+                                                repeated_reads_note, state_kinds)
     from placement.torch.sharing import charge_gradient_exchange
     from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
@@ -333,7 +333,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                 raise InvalidParameterError("stages", f"{stages}: {result.message}"
                                                       + (f"; {together_note(readers, imported.graph, activations)}"
                                                          if readers or activations else ""))
-            repeated = repeated_reads_note(imported.graph, aliases)
+            repeated = repeated_reads_note(imported.graph, aliases, state_kinds(imported.source, aliases))
             in_stages = f" in {stages} stage{'' if stages == 1 else 's'}" if stages else ""
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model{in_stages}"
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
@@ -358,7 +358,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if note is not None:
         warnings.warn(note, RelayWarning, stacklevel=2)
     repeated = repeated_note(repeated_charges(imported.graph, [s.nodes for s in result.plan], aliases, training),
-                             [s.memory for s in result.plan])
+                             [s.memory for s in result.plan], state_kinds(imported.source, aliases))
     if repeated is not None:
         warnings.warn(repeated, RepeatedReadWarning, stacklevel=2)
     if result.status != Status.OPTIMAL:
