@@ -247,6 +247,24 @@ def test_plan_json_keeps_the_chunks():
         ParallelPlan.from_json(written)
 
 
+def test_result_json_has_the_same_keys_without_a_plan(tmp_path, capsys):
+    """Memory 5 fits no plan (test_memory_of_the_order_by_hand): the file still records the chunks asked for,
+    with every key of a solved one."""
+    from placement.cli import main
+
+    solved = solve_interleaved(chain([1, 2, 3, 4, 5], memory=6.0, activations=[1] * 5), chunks=2).to_json()
+    unsolved = solve_interleaved(chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5), chunks=2)
+    assert unsolved.status is Status.INFEASIBLE and unsolved.plan is None
+    doc = unsolved.to_json()
+    assert list(doc) == list(solved)
+    assert (doc["chunks"], doc["stages"], doc["value"], doc["devicesUsed"]) == (2, [], None, None)
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5).to_json()))
+    assert main(["solve", str(path), "--schedule", "interleaved", "--json", "--quiet"]) == 1
+    written = json.loads(capsys.readouterr().out)
+    assert list(written) == list(solved) and (written["status"], written["chunks"]) == ("infeasible", 2)
+
+
 def test_evaluator_names_what_is_wrong():
     instance = chain([1, 2, 3, 4, 5], memory=5.0, activations=[1] * 5)
     stage = lambda nodes, d=1: ParallelStage(nodes, d, 1, {u: "x" for u in nodes})  # noqa: E731

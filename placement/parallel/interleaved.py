@@ -323,11 +323,11 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
         if math.isfinite(proven):
             return ParallelResult(Status.NO_SOLUTION, None, None, proven, devices, memory, INTERLEAVED, None, None,
                                   time.perf_counter() - started,
-                                  _open_reason(stats, "before a plan was found"), stats)
+                                  _open_reason(stats, "before a plan was found"), stats, chunks=v)
         return ParallelResult(Status.INFEASIBLE, None, None, math.inf, devices, memory, INTERLEAVED, None, None,
                               time.perf_counter() - started,
                               f"no interleaved plan with {v} chunks per group on {devices} devices of "
-                              f"{memory:.6g} bytes fits", stats)
+                              f"{memory:.6g} bytes fits", stats, chunks=v)
     value, plan, shape = best
     evaluation = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
     bound = min(proven, value)
@@ -337,7 +337,7 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
     return ParallelResult(Status.OPTIMAL if optimal else Status.FEASIBLE, plan, evaluation.value, bound, devices,
                           memory, INTERLEAVED, evaluation, handoff(instance, plan),
                           time.perf_counter() - started, "" if optimal else
-                          _open_reason(stats, "before every shape was closed"), stats, batch_time=batch)
+                          _open_reason(stats, "before every shape was closed"), stats, batch_time=batch, chunks=v)
 
 
 def _open_reason(stats: dict[str, Any], when: str) -> str:

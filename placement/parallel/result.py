@@ -26,7 +26,9 @@ class ParallelResult:
     (Piper's objective) as evaluated; ``time-per-batch``: the schedule's exact time per batch, fill,
     drain, waits and all-reduce included (:mod:`placement.parallel.timing`) — and ``bound`` a proven
     lower bound on it; ``time_per_batch``: the plan's exact time per batch under the schedule
-    (``piper``: the 1F1B order), whatever the objective; ``megatron``: the hand-off (:mod:`.handoff`)."""
+    (``piper``: the 1F1B order), whatever the objective; ``megatron``: the hand-off (:mod:`.handoff`);
+    ``chunks``: the model chunks per device group the schedule was solved for (1 but under ``interleaved``),
+    known with or without a plan."""
 
     status: Status
     plan: ParallelPlan | None
@@ -42,6 +44,7 @@ class ParallelResult:
     stats: dict[str, Any] = field(default_factory=dict)
     objective: str = "throughput"
     batch_time: float | None = None
+    chunks: int = 1
 
     def __hash__(self) -> int:   # over the fields that hash (equal results have equal ones); the dicts do not
         devices = tuple(sorted(self.devices.items())) if isinstance(self.devices, dict) else self.devices
@@ -63,7 +66,7 @@ class ParallelResult:
 
     def to_json(self) -> dict[str, Any]:
         stages = []
-        chunks = 1 if self.plan is None else self.plan.chunks
+        chunks = self.chunks if self.plan is None else self.plan.chunks
         if self.plan is not None and self.evaluation is not None:
             groups = len(self.plan.stages) // chunks
             for k, (stage, ev) in enumerate(zip(self.plan.stages, self.evaluation.stages)):
@@ -78,7 +81,7 @@ class ParallelResult:
                 "bound": finite(self.bound), "gap": self.gap, "timePerBatch": finite(self.time_per_batch),
                 "devicesUsed": None if self.plan is None else self.plan.devices, "stages": stages,
                 "megatron": self.megatron, "message": self.message, "runtime_s": self.runtime_s,
-                **({"chunks": chunks} if chunks != 1 else {})}
+                **({"chunks": chunks} if chunks != 1 else {})}   # the same keys with a plan and without
 
 
 __all__ = ["PLAN_FORMAT", "ParallelResult"]
