@@ -18,15 +18,16 @@ from placement.problem.instance import Instance
 from placement.problem.split import SplitModel, check_training
 from placement.result import Result, Stage
 
-#: the options of :func:`placement.solve` the split MILP takes (the others must keep their defaults)
+#: the options of :func:`placement.solve` the split MILP takes (the others must not be given)
 SPLIT_OPTIONS = ("backend", "time_limit", "gap", "threads", "seed", "log", "warm_start", "progress",
                  "objective", "contiguity")
 SPLIT_OBJECTIVES = ("throughput", "throughput-gpipe")
 
 
 def check_split_request(problem: Instance, method: str, options: Mapping[str, Any],
-                        defaults: Mapping[str, Any]) -> None:
-    """Refuse what the split model does not solve, naming the parameter."""
+                        given: Mapping[str, Any]) -> None:
+    """Refuse what the split model does not solve, naming the parameter: among them the options ``given``
+    (not ``None``, whatever the value) that it does not take."""
     check_training(problem)
     if method not in ("auto", "milp"):
         raise InvalidParameterError("method", f"{method!r} does not place split backward tasks; "
@@ -37,8 +38,8 @@ def check_split_request(problem: Instance, method: str, options: Mapping[str, An
     if options["contiguity"] != "stages":
         raise InvalidParameterError("contiguity", f"{options['contiguity']!r} does not apply to backward='split', "
                                                   "whose previous and next stages need a pipeline; use 'stages'")
-    for name, default in defaults.items():
-        if name not in SPLIT_OPTIONS and options.get(name, default) != default:
+    for name, value in given.items():
+        if name not in SPLIT_OPTIONS and value is not None:
             raise InvalidParameterError(name, "does not apply to backward='split'")
 
 

@@ -41,6 +41,8 @@ from placement.result import Result, Stage, Status
 #: relative tolerance between a method's claimed value and the evaluator's recomputation
 AGREEMENT_TOLERANCE = 1e-9
 AUTO = "auto"
+#: the solver options and the values they take where not given (``None``); an option given, whatever its value
+#: (its default too), is refused where it does not apply
 _DEFAULTS: dict[str, Any] = {"backend": None, "time_limit": None, "gap": 0.0, "threads": None, "seed": 0,
                              "stages": None, "calls": 1, "warm_start": True, "max_ideals": None, "log": None,
                              "split": None, "restarts": None}
@@ -50,9 +52,10 @@ _PIPER_TAKES = ("time_limit", "max_ideals", "stages")
 
 def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, method: str = AUTO,
           objective: str = "throughput", contiguity: str = "stages", backend: str | None = None,
-          time_limit: float | None = None, gap: float = 0.0, threads: int | None = None, seed: int = 0,
+          time_limit: float | None = None, gap: float | None = None, threads: int | None = None,
+          seed: int | None = None,
           stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
-          memory: float | None = None, calls: int = 1, warm_start: bool | Any = True,
+          memory: float | None = None, calls: int | None = None, warm_start: bool | Any = None,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
           split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str | None = None,
           inter_layer: bool | None = None, w_share: float | None = None, devices: int | None = None,
@@ -66,7 +69,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     MILP or ``local-search`` (default 60 for the MILP: warm start, model and solver together), ``gap`` lets it stop at that relative gap, ``threads`` and ``seed`` go to its solver,
     ``log`` names a file for the solver's log, ``warm_start`` starts it from the DP's plan (``True``),
     from nothing (``False``) or from a given plan (a Result, Plan, plan document or file),
-    ``calls`` is the number of calls per accelerator of the latency model. ``progress``
+    ``calls`` is the number of calls per accelerator of the latency model. ``gap``, ``seed``, ``warm_start``
+    and ``calls`` not given (``None``) are 0.0, 0, ``True`` and 1; given, even at those values, they are
+    refused where they do not apply, as every solver option is. ``progress``
     receives one-line messages while solving. ``split`` (a plan or plan file) is what method
     ``expert`` evaluates; ``restarts`` the number of restarts of ``local-search``;
     ``max_ideals`` the most ideals the DP enumerates (default 200,000). ``backward="split"`` places each
@@ -94,8 +99,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
-        for name, default in {**_DEFAULTS, **dict.fromkeys(SPLIT_DEFAULTS)}.items():
-            if name not in _PIPER_TAKES and given[name] is not default and given[name] != default:
+        for name, value in given.items():
+            if name not in _PIPER_TAKES and value is not None:
                 raise InvalidParameterError(name, "does not apply to a Piper instance, whose one exact DP has "
                                                   "its own options (it takes devices, memory, schedule, chunks, "
                                                   "objective, max_ideals, time_limit)")
@@ -119,17 +124,19 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     options = {
         "backend": _backend(backend),
         "time_limit": number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True),
-        "gap": number("gap", gap, below_one=True),
+        "gap": number("gap", _DEFAULTS["gap"] if gap is None else gap, below_one=True),
         "threads": integer("threads", threads, smallest=1, largest=MAX_THREADS, optional=True),
-        "seed": integer("seed", seed, largest=MAX_SEED), "stages": integer("stages", stages, smallest=1, optional=True),
-        "calls": integer("calls", calls, smallest=1), "warm_start": _warm_start(warm_start),
+        "seed": integer("seed", _DEFAULTS["seed"] if seed is None else seed, largest=MAX_SEED),
+        "stages": integer("stages", stages, smallest=1, optional=True),
+        "calls": integer("calls", _DEFAULTS["calls"] if calls is None else calls, smallest=1),
+        "warm_start": _warm_start(_DEFAULTS["warm_start"] if warm_start is None else warm_start),
         "max_ideals": integer("max_ideals", max_ideals, smallest=1, optional=True), "log": _log(log),
         "split": split, "restarts": integer("restarts", restarts, smallest=1, optional=True),
         "progress": callback("progress", progress), "objective": objective, "contiguity": contiguity,
     }
     problem = override_devices(instance, accelerators, cpus, memory)
     check_objective(problem, objective)
-    if calls != 1 and objective != "latency":
+    if calls is not None and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
     if objective == "latency" and contiguity not in ("stages", "none"):
         raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
@@ -145,7 +152,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if backward == "split":
         from placement.backward_split import check_split_request, solve_split
 
-        check_split_request(problem, method, options, _DEFAULTS)
+        check_split_request(problem, method, options, {name: given[name] for name in _DEFAULTS})
         try:
             return _recording(solve_split(problem, model, options, started), problem, accelerators, cpus, memory)
         except Interrupted as exc:
@@ -154,7 +161,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
 
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:
-        _check_request(METHODS[name], problem, options, auto=method == AUTO)
+        _check_request(METHODS[name], problem, options, given, auto=method == AUTO)
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
     try:
@@ -169,11 +176,11 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
     if method == "dp" and names != [method]:   # auto: say which of the MILP's options went unused
-        unused = [name for name, default in _DEFAULTS.items()
-                  if name not in METHODS["dp"].options and name != "time_limit" and options[name] != default]
+        unused = [name for name in _DEFAULTS
+                  if name not in METHODS["dp"].options and name != "time_limit" and given[name] is not None]
         if unused:
-            given = ", ".join(f"{name}={options[name]!r}" for name in unused)
-            note = (f"the DP solved this (method 'auto'), so {given} (the MILP's) "
+            named = ", ".join(f"{name}={options[name]!r}" for name in unused)
+            note = (f"the DP solved this (method 'auto'), so {named} (the MILP's) "
                     f"{'was' if len(unused) == 1 else 'were'} not used")
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
@@ -312,13 +319,15 @@ def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: floa
     return spec.function()(problem.with_reachable_counts(options["stages"]), **kwargs)
 
 
-def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], auto: bool) -> None:
-    """Refuse what ``spec`` does not solve: objective, class, catalogue, and (unless ``auto``) options."""
+def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], given: Mapping[str, Any],
+                   auto: bool) -> None:
+    """Refuse what ``spec`` does not solve: objective, class, catalogue, and (unless ``auto``) the options
+    ``given`` (not ``None``, whatever the value)."""
     from placement.solvers.registry import METHODS, TWO_TYPES
 
     if auto:
         used = set().union(*(METHODS[m].options for m in ("dp", "milp")))
-        unused = [k for k, default in _DEFAULTS.items() if k not in used and options[k] != default]
+        unused = [k for k in _DEFAULTS if k not in used and given[k] is not None]
         if unused:
             raise InvalidParameterError(unused[0], "applies to a baseline method only; method='auto' runs the "
                                                    "DP or the MILP")
@@ -343,8 +352,8 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], aut
                                                   f"pays communication, and {CPU!r}, which does not; this instance's "
                                                   f"{swapped.name!r} {'pays' if swapped.pays_comm else 'does not pay'} "
                                                   "it")
-    for name, default in _DEFAULTS.items():
-        if name not in spec.options and options[name] != default:
+    for name in _DEFAULTS:
+        if name not in spec.options and given[name] is not None:
             takes = ", ".join(sorted(k for k in spec.options if k in _DEFAULTS)) or "none of the solver options"
             raise InvalidParameterError(name, f"does not apply to {where} (it takes {takes})")
 

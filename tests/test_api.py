@@ -142,6 +142,12 @@ def test_unknown_keyword_is_a_type_error():
     ({"stages": True}, "stages", "stages must be a positive integer or None, not True"),
     ({"stages": 3}, "stages", "stages must be at most the number of devices (2), got 3"),
     ({"calls": 2}, "calls", "calls applies to objective='latency' only"),
+    # given at their defaults, the options are refused where they do not apply, as at any other value
+    ({"calls": 1}, "calls", "calls applies to objective='latency' only"),
+    ({"method": "dp", "seed": 0}, "seed", "seed does not apply to method 'dp' (it takes max_ideals, stages)"),
+    ({"method": "dp", "gap": 0.0}, "gap", "gap does not apply to method 'dp' (it takes max_ideals, stages)"),
+    ({"method": "dp", "warm_start": True}, "warm_start",
+     "warm_start does not apply to method 'dp' (it takes max_ideals, stages)"),
     ({"method": "dp", "contiguity": "sets"}, "contiguity",
      "contiguity 'sets' is not solved by method 'dp' (it solves 'stages'; method 'milp' solves every class)"),
     ({"method": "dp", "backend": "cbc"}, "backend",

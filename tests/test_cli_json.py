@@ -156,6 +156,34 @@ def test_usage_errors_are_one_line(capsys, argv, message):
     assert (status, out, err) == (2, "", message + "\n")
 
 
+@pytest.mark.parametrize("argv, option, default, other, message", [
+    (["--method", "dp"], "--seed", "0", "1", "--seed does not apply to method 'dp' (it takes --max-ideals, --stages)"),
+    (["--method", "dp"], "--gap", "0", "0.1", "--gap does not apply to method 'dp' (it takes --max-ideals, --stages)"),
+    (["--method", "greedy"], "--seed", "0", "7",
+     "--seed does not apply to method 'greedy' (it takes none of the solver options)"),
+    ([], "--calls", "1", "2", "--calls applies to --objective latency only"),
+    (["--objective", "latency", "--method", "latency-dp-split"], "--calls", "1", "2",
+     "--calls does not apply to method 'latency-dp-split' (it takes --max-ideals)"),
+])
+def test_an_option_typed_at_its_default_is_refused_as_at_another_value(capsys, argv, option, default, other,
+                                                                        message):
+    """The command line tells an option typed from one left out: typed where it does not apply, it is refused
+    whatever its value, its default too, with the same message."""
+    for value in (default, other):
+        assert run(capsys, "solve", CHAIN4, *argv, option, value) == (2, "", f"error: {message}\n")
+
+
+def test_an_option_left_out_is_not_refused_and_typed_where_it_applies_is_taken(capsys):
+    status, out, _ = run(capsys, "solve", CHAIN4, "--method", "dp", "--json")
+    assert status == 0 and "message" not in json.loads(out)   # no note of options unused
+    status, out, _ = run(capsys, "solve", CHAIN4, "--seed", "0", "--gap", "0", "--json")   # auto: the DP ran
+    assert status == 0 and json.loads(out)["message"] == ("the DP solved this (method 'auto'), so --gap 0.0, --seed 0 "
+                                                          "(the MILP's) were not used")
+    status, out, _ = run(capsys, "solve", CHAIN4, "--objective", "latency", "--method", "latency-greedy",
+                         "--calls", "1", "--json")
+    assert status == 0
+
+
 def test_a_plan_document_without_a_plan_has_no_max_load(capsys):
     """memory-chain on one accelerator (method single): the one-device plan breaks the memory bound, so
     no plan is returned (no_solution, exit 1). Its document said maxLoad 6.0, the rejected plan's load,

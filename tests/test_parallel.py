@@ -166,7 +166,8 @@ def test_bad_parameters_and_memory_that_fits_nothing():
     with pytest.raises(InvalidParameterError, match=r"^max_ideals must be a positive integer or None, not 0$"):
         placement.solve(inst, max_ideals=0)
     for name, value in (("backend", "cp-sat"), ("gap", 0.1), ("threads", 2), ("seed", 1), ("calls", 2),
-                        ("warm_start", False), ("restarts", 3), ("w_share", 0.25)):
+                        ("warm_start", False), ("restarts", 3), ("w_share", 0.25),
+                        ("gap", 0.0), ("seed", 0), ("calls", 1), ("warm_start", True)):   # given at their defaults
         with pytest.raises(InvalidParameterError, match=rf"^{name} does not apply to a Piper instance, whose one "
                                                         r"exact DP has its own options \(it takes devices,"):
             placement.solve(inst, **{name: value})

@@ -59,15 +59,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "MILP: warm start, model and solver; 8 for Piper's --schedule interleaved; none for "
                         "Piper's other schedules, whose DP then runs to the end); a stop at the limit is "
                         "reported as feasible with its gap")
-    p.add_argument("--gap", type=relative_gap, default=0.0, metavar="REL",
+    # no defaults here: an option left out is None, so that the library refuses one typed where it does not
+    # apply whatever its value, its default too
+    p.add_argument("--gap", type=relative_gap, metavar="REL",
                    help="let the MILP stop at this relative gap (default 0: prove optimality)")
     p.add_argument("--threads", type=positive_int, metavar="N", help="MILP solver threads (default 1)")
-    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N",
+    p.add_argument("--seed", type=non_negative_int, metavar="N",
                    help="random seed of the MILP solver and the randomised baselines (default 0)")
     p.add_argument("--log", type=path_name, metavar="FILE", help="append the MILP solver's log to FILE")
-    p.add_argument("--calls", type=positive_int, default=1, metavar="Q",
+    p.add_argument("--calls", type=positive_int, metavar="Q",
                    help="latency objective: contiguous calls per accelerator, run one after another (default 1)")
-    p.add_argument("--no-warm-start", dest="warm_start", action="store_false",
+    p.add_argument("--no-warm-start", dest="warm_start", action="store_false", default=None,
                    help="start the MILP from nothing instead of the DP's plan")
     p.add_argument("--backward", choices=("joint", "split"), default="joint",
                    help="training: joint (default, each backward node one task) or split (B and W tasks "
