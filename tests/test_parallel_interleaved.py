@@ -315,6 +315,9 @@ def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--schedule", "1f1b", "--chunks", "2"],
      "error: --chunks applies to the 'interleaved' schedule only, not to '1f1b'"),
+    (["--schedule", "1f1b", "--chunks", "1"],   # the one chunk the schedule runs: still an option that does not apply
+     "error: --chunks applies to the 'interleaved' schedule only, not to '1f1b'"),
+    (["--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to 'piper'"),
     (["--seed", "0"], "error: --seed does not apply to a Piper instance, whose one exact DP has its own options (it "
                       "takes --devices, --memory, --schedule, --chunks, --objective, --max-ideals, --time-limit)"),
     (["--gap", "0"], "error: --gap does not apply to a Piper instance, whose one exact DP has its own options (it "

@@ -87,9 +87,10 @@ class Shape:
 
 def check_chunks(schedule: str, chunks: Any) -> int:
     """``v`` for ``schedule``: ``chunks`` (default 2) under ``interleaved``, where it must be at least 2;
-    1 otherwise, where only ``None`` or 1 is accepted."""
+    1 otherwise, where ``chunks`` must not be given (``None``), whatever its value."""
     if schedule != INTERLEAVED:
-        if chunks is not None and integer("chunks", chunks, smallest=1) != 1:
+        if chunks is not None:
+            integer("chunks", chunks, smallest=1)   # a value no schedule takes is named as such
             raise InvalidParameterError("chunks", f"applies to the 'interleaved' schedule only, not to {schedule!r}")
         return 1
     v = integer("chunks", 2 if chunks is None else chunks, smallest=1)
