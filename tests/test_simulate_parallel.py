@@ -445,6 +445,11 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
                             "tensor-parallel stages; see placement simulate --help)"),
     (["--trace", "t.json", "--memory", "1"], "error: --trace, --memory do not apply to a Piper instance (its plans "
                                              "run data- and tensor-parallel stages; see placement simulate --help)"),
+    # typed at the value the other instances take by default, still refused
+    (["--comm", "inline"], "error: --comm does not apply to a Piper instance (its plans run data- and "
+                           "tensor-parallel stages; see placement simulate --help)"),
+    (["--engine", "heap", "--comm", "link"], "error: --comm, --engine do not apply to a Piper instance (its plans run "
+                                             "data- and tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
     # checked on the batch simulated: d = 2 divides no 3 (Σ d ≤ m is the rule of the batch planned for only)
     (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "

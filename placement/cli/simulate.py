@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--microbatches", type=positive_int, metavar="M",
                    help=f"micro-batches to run (default {DEFAULT_MICROBATCHES}); one iteration of M for the "
                         "flush schedules; for a Piper instance the micro-batches of the batch (default mbsInBatch)")
-    p.add_argument("--comm", choices=COMM_MODES, default=INLINE,
+    p.add_argument("--comm", choices=COMM_MODES,   # left out: None, so that a Piper instance refuses it typed
                    help="inline: communication inside each device's call, as in the load model (default); "
                         "link: transfers on a separate link per device, overlapping compute")
     p.add_argument("--w-fraction", dest="w_fraction", type=fraction, metavar="F",
@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="draw a Gantt chart of the run (needs matplotlib); .png, .svg or .pdf")
     p.add_argument("--memory-limit", dest="memory_limit", type=positive_byte_count, metavar="BYTES",
                    help="refuse a run that would take more memory than this (default 2 GiB)")
-    p.add_argument("--engine", choices=ENGINES, default="heap",
+    p.add_argument("--engine", choices=ENGINES,
                    help="event engine: heap (built in, default) or simpy (same model, needs SimPy)")
     add_parallel_options(p)
     add_output_options(p)
@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     other = made_for_another(args.plan, instance.name)
     result = placement.simulate(instance, args.plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
-                                comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
+                                comm=INLINE if args.comm is None else args.comm, w_fraction=args.w_fraction,
+                                engine="heap" if args.engine is None else args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
                                 progress=progress, **devices(args))
     title = instance.name or str(args.instance)

@@ -66,10 +66,10 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     from placement.simulation.parallel import read_parallel_plan
 
     unused = [option for option, given in (("--trace", args.trace), ("--gantt", args.gantt),
-                                           ("--comm", args.comm != "inline"), ("--w-fraction", args.w_fraction),
+                                           ("--comm", args.comm), ("--w-fraction", args.w_fraction),
                                            ("--accelerators", args.accelerators), ("--cpus", args.cpus),
                                            ("--memory", args.memory), ("--memory-limit", args.memory_limit),
-                                           ("--engine", args.engine != "heap")) if given not in (None, False)]
+                                           ("--engine", args.engine)) if given not in (None, False)]
     if unused:
         raise UsageError(f"{', '.join(unused)} {'do' if len(unused) > 1 else 'does'} not apply to a Piper instance "
                          "(its plans run data- and "
