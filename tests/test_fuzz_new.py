@@ -470,6 +470,8 @@ def test_sweep_options_without_sweep_are_refused_not_ignored(folder, extra, mess
 @pytest.mark.parametrize("extra, named", [(["--chips", "2"], "--chips"),
                                           (["--power", "1", "--grid", "g"], "--power, --grid"),
                                           (["--objective", "perf-per-watt"], "--objective"),
+                                          (["--objective", "throughput"], "--objective"),   # the default, typed
+                                          (["--chips", "2", "--objective", "throughput"], "--chips, --objective"),
                                           (["--homogeneous"], "--homogeneous")])
 def test_single_run_options_with_sweep_are_refused_not_ignored(folder, extra, named):
     err = refused(["codesign", "--sweep", folder / "spec.json", "--out", folder / "never.jsonl", *extra])

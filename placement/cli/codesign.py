@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--power", type=positive_float, metavar="W", help="power (TDP) budget per chip (W)")
     p.add_argument("--homogeneous", action="store_true", help="one design for every chip (default: one per stage)")
     p.add_argument("--grid", metavar="FILE", help="design grid file (default: the WHAM-scale grid of 10,000 designs)")
-    p.add_argument("--objective", choices=("throughput", "perf-per-watt"), default="throughput",
+    # left out: None, so that --sweep refuses it typed, at throughput too
+    p.add_argument("--objective", choices=("throughput", "perf-per-watt"),
                    help="throughput (default) or throughput per watt of the chips' summed TDP")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS")
     p.add_argument("--exhaustive", action="store_true",
@@ -56,10 +57,10 @@ def _given(args: argparse.Namespace, options: tuple[str, ...]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     sweep_only = ("--out", "--plots", "--workers")
     if args.sweep is not None:
-        ignored = _given(args, ("--chips", "--area", "--power", "--homogeneous", "--grid", "--exhaustive",
-                                "--max-combinations", "--baseline", "--max-ideals"))
-        if ignored or args.objective != "throughput":
-            raise UsageError(f"{', '.join(ignored or ['--objective'])}: a sweep takes its settings from SPEC")
+        ignored = _given(args, ("--chips", "--area", "--power", "--homogeneous", "--grid", "--objective",
+                                "--exhaustive", "--max-combinations", "--baseline", "--max-ideals"))
+        if ignored:
+            raise UsageError(f"{', '.join(ignored)}: a sweep takes its settings from SPEC")
         return _sweep(args)
     if _given(args, sweep_only):
         raise UsageError(f"{', '.join(_given(args, sweep_only))}: only with --sweep SPEC")
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = {"max_ideals": args.max_ideals} if args.max_ideals is not None else {}
     result = placement.codesign(args.model, chips=args.chips, area=args.area or AREA_BUDGET_MM2, power=args.power,
-                                homogeneous=args.homogeneous, grid=args.grid, objective=args.objective,
+                                homogeneous=args.homogeneous, grid=args.grid,
+                                objective="throughput" if args.objective is None else args.objective,
                                 exhaustive=args.exhaustive, baseline=args.baseline, scheduler=args.scheduler,
                                 max_combinations=args.max_combinations,
                                 progress=progress_printer(args.quiet, getattr(args, "rename", None)), **options)
