@@ -60,8 +60,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     communication ledger of :mod:`placement.verification.parallel_ledger`); the other options do not
     apply there.
     """
-    from placement.io.plans import (recorded_backward, recorded_calls, recorded_contiguity, recorded_objective,
-                                    recorded_objective_refusal)
+    from placement.io.plans import (read_plan_file, recorded_backward, recorded_calls, recorded_contiguity,
+                                    recorded_objective, recorded_objective_refusal)
     from placement.verification.check import check_plan
 
     loaded = as_loaded(instance)
@@ -76,6 +76,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plan is checked on the "
                                                 "devices and memory it records, with its own schedule)")
         return _verify_parallel(loaded, plan, flag("ledger", ledger))
+    plan = read_plan_file(plan)   # once: for the plan, its record and the claims the record makes
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
                                          split_model)
@@ -208,7 +209,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
-    from placement.io.plans import recorded_backward, recorded_objective
+    from placement.io.plans import read_plan_file, recorded_backward, recorded_objective
     from placement.simulation.split import is_split_plan, plan_split_record
 
     given = {"comm": comm != "inline", "w_fraction": w_fraction is not None, "engine": engine != "heap",
@@ -234,6 +235,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")
     if microbatches is None:
         microbatches = DEFAULT_MICROBATCHES
+    plan = read_plan_file(plan)   # once: for the plan, its record and the claims the record makes
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     record = recorded_backward(plan)   # a malformed record is refused whatever the graph, as verify refuses it
     if schedule is None:

@@ -79,8 +79,8 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     """
     from placement.api import solved_devices
     from placement.io.exporters import in_pipeline_order, read_layout
-    from placement.io.plans import as_plan, made_for_another, plan_error, recorded_overrides
-    from placement.loading import as_instance
+    from placement.io.plans import PlanFile, as_plan, made_for_another, plan_error, read_plan_file, recorded_overrides
+    from placement.loading import as_instance, loaded_with_document
     from placement.parameters import one_of
 
     form = one_of("format", format, SPLIT_FORMATS)
@@ -89,8 +89,10 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
                                                 f"importers (it records every node's modules), not "
                                                 f"{type(instance).__name__}")
     source = dict(instance) if isinstance(instance, Mapping) else instance
-    problem = as_instance(source)   # a Piper instance is refused as such, before its layout is read
-    layout = read_layout(source if isinstance(source, dict) else str(source))
+    loaded, document = loaded_with_document(source)   # a file read once: for the instance and its layout
+    problem = as_instance(loaded)   # a Piper instance is refused as such, before its layout is read
+    layout = read_layout(document, None if isinstance(source, dict) else str(source))
+    plan = read_plan_file(plan)   # once: for the plan and its record
     checked = as_plan(plan)
     moved = _moved_backward_tasks(checked)
     if moved:
@@ -98,7 +100,7 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
                                "hand-off forms keep a layer's whole backward on its stage, so the plan would not run "
                                "as solved: hand off a plan solved with backward='joint'")
     notes = []
-    named = "plan file" if isinstance(plan, (str, PathLike)) else "plan"
+    named = "plan file" if isinstance(plan, PlanFile) else "plan"
     other = made_for_another(plan, problem.name)
     if other is not None:
         notes.append(f"the {named} was made for instance {other!r}, not {problem.name!r}")

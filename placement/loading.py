@@ -69,6 +69,11 @@ def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None 
     :class:`LimitExceededError` for a file longer than ``max_bytes`` (default 256 MiB), or
     :class:`InvalidParameterError` for an unknown ``format`` or a ``source`` of another type.
     """
+    return _load(source, format, max_bytes)[0]
+
+
+def _load(source: Any, format: str | None, max_bytes: int) -> tuple[Any, Any]:
+    """:func:`load`'s instance, and the decoded document it was parsed from (a file read once)."""
     from placement.parameters import integer
 
     if format is not None and format not in FORMATS:
@@ -76,14 +81,15 @@ def load(source: str | PathLike[str] | Mapping[str, Any], *, format: str | None 
                                               f"not {format!r}")
     max_bytes = integer("max_bytes", max_bytes, smallest=1)
     if isinstance(source, Mapping):
-        return _parse(dict(source), format, name="")
+        data = dict(source)
+        return _parse(data, format, name=""), data
     if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("source", f"must be a file path or a decoded JSON document (dict), "
                                               f"not {type(source).__name__}")
     if isinstance(source, str) and source.lstrip()[:1] in ("{", "[") and not os.path.exists(source):
         raise InvalidParameterError("source", "is JSON text, not a file name; pass the decoded document "
                                               "(json.loads of the text) or the path of a file holding it")
-    return parse_file(source, lambda data, name: _parse(data, format, name), max_bytes)
+    return parse_file(source, lambda data, name: (_parse(data, format, name), data), max_bytes)
 
 
 def _parse(data: Any, format: str | None, name: str) -> Any:
@@ -122,8 +128,14 @@ def as_loaded(instance: Any) -> Any:
     a refusal of what it is names the caller's parameter, ``instance``."""
     if not isinstance(instance, (str, PathLike, Mapping)):
         return instance
+    return loaded_with_document(instance)[0]
+
+
+def loaded_with_document(instance: str | PathLike[str] | Mapping[str, Any]) -> tuple[Any, Any]:
+    """The instance a path or document holds, read as :func:`as_loaded` reads it, and the decoded document
+    (for a caller that needs more of the file than the instance: a file is read once)."""
     try:
-        return load(instance)
+        return _load(instance, None, MAX_INPUT_BYTES)
     except InvalidParameterError as exc:
         if exc.parameter != "source":
             raise

@@ -674,6 +674,43 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
         assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the plan must be a JSON object, got array\n")
 
 
+def test_each_command_reads_its_plan_file_and_its_instance_once(tmp_path, capsys, monkeypatch):
+    """verify, simulate and split read the plan file once (its record, its claims and the plan itself come from
+    that one reading; verify read it 13 times, 16 with --json) and the instance once (split read it twice);
+    what is wrong with the plan is still said naming the file."""
+    from collections import Counter
+
+    import placement.jsonfile as jsonfile
+
+    gpt2 = str(Path(__file__).resolve().parents[1] / "instances" / "models" / "gpt2-inference.json")
+    plan = tmp_path / "six.json"
+    assert main(["solve", gpt2, "--accelerators", "6", "--cpus", "0", "--out", str(plan), "--quiet"]) == 0
+    reads: Counter = Counter()
+    read_bytes = jsonfile.read_bytes
+
+    def counted(path, *args, **kwargs):
+        reads[str(path)] += 1
+        return read_bytes(path, *args, **kwargs)
+
+    monkeypatch.setattr(jsonfile, "read_bytes", counted)
+    for command in ("verify", "simulate", "split"):
+        for extra in ([], ["--json"]):
+            reads.clear()
+            assert main([command, gpt2, str(plan), *extra]) == 0
+            assert reads == {gpt2: 1, str(plan): 1}, (command, extra)
+    for call in (placement.verify, placement.simulate, placement.split):   # the library given the paths alike
+        reads.clear()
+        call(gpt2, str(plan))
+        assert reads == {gpt2: 1, str(plan): 1}, call
+    capsys.readouterr()
+    document = json.loads(plan.read_text())
+    document["devices"][0]["nodes"] = "all"
+    plan.write_text(json.dumps(document))
+    for command in ("verify", "simulate", "split"):
+        assert main([command, gpt2, str(plan)]) == 2
+        assert capsys.readouterr().err == f"error: {plan}: devices[0].nodes: must be an array of node ids, got string\n"
+
+
 def test_a_recorded_number_is_written_as_an_option_takes_it():
     from placement.wording import as_given
 

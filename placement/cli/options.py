@@ -134,13 +134,13 @@ def devices(args: argparse.Namespace) -> dict[str, Any]:
     return {"accelerators": args.accelerators, "cpus": args.cpus, "memory": args.memory}
 
 
-def recorded_devices_note(args: argparse.Namespace, done: str = "checked") -> str | None:
+def recorded_devices_note(args: argparse.Namespace, plan: Any, done: str = "checked") -> str | None:
     """The note (its sentence) for the device overrides a check (or run, ``done``) takes from the plan file
-    ``args.plan``: those the solve was given and the command line does not give again; ``None``
-    where it takes none."""
+    read into ``plan``: those the solve was given and the command line (``args``) does not give again;
+    ``None`` where it takes none."""
     from placement.io.plans import recorded_overrides
 
-    taken = {name: value for name, value in recorded_overrides(args.plan).items() if getattr(args, name, None) is None}
+    taken = {name: value for name, value in recorded_overrides(plan).items() if getattr(args, name, None) is None}
     if not taken:
         return None
     given = ", ".join(f"--{name} {as_given(value)}" for name, value in taken.items())
@@ -288,9 +288,9 @@ def write_text(path: str, text: str, mode: str = "w") -> None:
 
 
 def read_once(path: str, error: type[PlacementError], what: str) -> str | dict:
-    """``path`` itself where it names a regular file (read again where needed, and named in messages),
+    """``path`` itself where it names a regular file (which the library reads once, and names in messages),
     else the JSON object it holds, read now: a pipe (``<(…)``, ``/dev/stdin``) can be read once. A
-    document that is no object is refused as the file would be (``the plan must be a JSON object``)."""
+    document that is no object is refused as the file would be (``the instance must be a JSON object``)."""
     if os.path.isfile(path):
         return path
     from placement.jsonfile import json_type_name, load_json

@@ -12,9 +12,8 @@ import argparse
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
                                    fraction, load_announced, path_name, positive_byte_count, positive_int,
-                                   print_json, progress_printer, read_once, recorded_devices_note)
+                                   print_json, progress_printer, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
-from placement.errors import InvalidPlanError
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
 from placement.simulation.program import COMM_MODES, INLINE
 from placement.simulation.schedules import SCHEDULES
@@ -60,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import made_for_another
+    from placement.io.plans import made_for_another, read_plan_file
     from placement.report.gantt import chart_format, matplotlib_modules
     from placement.report.run_files import write_run_files
     from placement.report.simulation import format_simulation
@@ -76,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))
     check_distinct({"--trace": args.trace, "--gantt": args.gantt})
-    args.plan = read_once(args.plan, InvalidPlanError, "plan")      # read for its record and itself
-    other = made_for_another(args.plan, instance.name)
-    result = placement.simulate(instance, args.plan, schedule=args.schedule,
+    plan = read_plan_file(args.plan)   # read once: for its record and itself; named in messages
+    other = made_for_another(plan, instance.name)
+    result = placement.simulate(instance, plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
                                 comm=INLINE if args.comm is None else args.comm, w_fraction=args.w_fraction,
                                 engine="heap" if args.engine is None else args.engine,
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**result.to_json(), "plan_made_for": other})
         return 0
-    devices_note = recorded_devices_note(args, "run")
+    devices_note = recorded_devices_note(args, plan, "run")
     if devices_note:
         print(f"note: {devices_note}")
     print(format_simulation(result, title), end="")

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from placement.cli.options import add_output_options, check_writable, path_name, print_json, read_once, write_text
-from placement.errors import InvalidInstanceError, InvalidPlanError
+from placement.errors import InvalidInstanceError
 from placement.handoff import SPLIT_FORMATS
 
 
@@ -37,8 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
     check_writable(args.out, (args.instance, args.plan))
-    plan = read_once(args.plan, InvalidPlanError, "plan")   # read for the plan and its record
-    done = split(source, plan, format=args.format)
+    done = split(source, args.plan, format=args.format)   # it reads the plan file once, after the instance
     if not args.quiet:
         for note in done.notes:
             print(f"note: {args.rename(note)}", file=sys.stderr)

@@ -15,9 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
-                                   load_announced, positive_int, print_json, progress_printer, read_once,
-                                   recorded_devices_note)
-from placement.errors import InvalidParameterError, InvalidPlanError
+                                   load_announced, positive_int, print_json, progress_printer, recorded_devices_note)
+from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS
 from placement.verification.evaluate import CONTIGUITY_CLASSES
@@ -90,7 +89,7 @@ def _figures(verification: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     import placement
-    from placement.io.plans import (as_plan, garbled_calls, garbled_stages, recorded_backward,
+    from placement.io.plans import (as_plan, garbled_calls, garbled_stages, read_plan_file, recorded_backward,
                                     recorded_calls, recorded_contiguity, recorded_objective,
                                     recorded_objective_refusal, recorded_stages, refuted_claims)
     from placement.report.ledger import format_ledger
@@ -103,36 +102,35 @@ def run(args: argparse.Namespace) -> int:
 
         return run_parallel(args, instance)
     announce = progress if progress is not None and len(instance.nodes) >= LARGE_GRAPH_NODES else None
-    plan_named = args.plan
-    args.plan = read_once(args.plan, InvalidPlanError, "plan")   # read for its record, its claims and itself
-    solved_for = recorded_objective(args.plan)
+    plan = read_plan_file(args.plan)   # read once: for its record, its claims and itself; named in messages
+    solved_for = recorded_objective(plan)
     if args.objective is None:
         refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None
         if refusal:   # not an option given: the plan file's record
             raise UsageError(f"the plan file {refusal}; give --objective to check it for another objective")
         args.objective = solved_for or "throughput"
-    record = recorded_backward(args.plan)
+    record = recorded_backward(plan)
     split, recorded = split_options(args, record)
     if split["backward"] == "split" and args.backward is None and not instance.is_training:   # the record's mode
         raise UsageError("the plan file records a split-backward solve, which needs a training instance (one with "
                          "backward nodes); this instance has none (--backward joint checks the plan's layers only)")
     if announce:
-        announce(f"checking the plan {plan_named} on {len(instance.nodes):,} nodes")
+        announce(f"checking the plan {args.plan} on {len(instance.nodes):,} nodes")
     claimed_class = None   # the contiguity class the plan file records, where it is the one checked
     claimed_calls = None   # the call limit the plan file records, where it is the one checked
     calls_garbled = None   # the call limit the plan file records where it is no count (not checked)
     if args.calls is None and args.objective == "latency" and solved_for == "latency":
-        claimed_calls = args.calls = recorded_calls(args.plan)
-        calls_garbled = garbled_calls(args.plan)
+        claimed_calls = args.calls = recorded_calls(plan)
+        calls_garbled = garbled_calls(plan)
     if split["backward"] == "split":   # the split evaluator checks contiguity stages and infers nothing
         for option, value, fits in (("--contiguity", args.contiguity, "stages"), ("--calls", args.calls, 1)):
             if value is not None and value != fits:
                 raise UsageError(f"{option} does not apply to --backward split (a split-backward plan is checked "
                                  "as a pipeline: contiguity stages, one call per device)")
-        verification = placement.verify(instance, args.plan, objective=args.objective, **split, **devices(args))
+        verification = placement.verify(instance, plan, objective=args.objective, **split, **devices(args))
     else:   # split options given without --backward split are refused by name
-        claimed_class = recorded_contiguity(args.plan) if args.contiguity is None else None
-        verification = placement.verify(instance, args.plan, objective=args.objective,
+        claimed_class = recorded_contiguity(plan) if args.contiguity is None else None
+        verification = placement.verify(instance, plan, objective=args.objective,
                                         contiguity=args.contiguity or claimed_class or "none",
                                         calls=args.calls, infer_from_colours=True,
                                         ledger=args.objective != "latency", backward=split["backward"],
@@ -140,16 +138,16 @@ def run(args: argparse.Namespace) -> int:
                                         w_share=args.w_share, **devices(args))
     if announce:
         announce("checked: the plan is " + ("valid" if verification.valid else "not valid"))
-    said = _notes(args, instance, verification, solved_for, split, record, recorded, claimed_calls, calls_garbled,
-                  claimed_class)
+    said = _notes(args, plan, instance, verification, solved_for, split, record, recorded, claimed_calls,
+                  calls_garbled, claimed_class)
     if args.json:   # the record's refuted claims as fields (the text prints them among the verdict's notes)
         # an invalid plan's value is no verdict on the value it claims
-        claims = refuted_claims(args.plan, args.objective, verification.value if verification.valid else None,
+        claims = refuted_claims(plan, args.objective, verification.value if verification.valid else None,
                                 instance.name)
-        stages = recorded_stages(args.plan)   # a solve into exactly N stages: the plan's non-empty devices
-        used = None if stages is None else sum(1 for device in as_plan(args.plan).devices if device.nodes)
+        stages = recorded_stages(plan)   # a solve into exactly N stages: the plan's non-empty devices
+        used = None if stages is None else sum(1 for device in as_plan(plan).devices if device.nodes)
         stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}
-        stages_garbled = garbled_stages(args.plan)
+        stages_garbled = garbled_stages(plan)
         print_json({**verification.to_json(), **_figures(verification), "claim_refuted": claims.value,
                     "plan_made_for": claims.instance, "claim_unreadable": claims.unreadable,
                     "stages_refuted": stages_refuted, "stages_unreadable": stages_garbled,
@@ -167,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if verification.valid else 1
 
 
-def _notes(args: argparse.Namespace, instance: Any, verification: Any, solved_for: str | None, split: dict,
-           record: dict, recorded: str, claimed_calls: int | None, calls_garbled: Any,
+def _notes(args: argparse.Namespace, plan: Any, instance: Any, verification: Any, solved_for: str | None,
+           split: dict, record: dict, recorded: str, claimed_calls: int | None, calls_garbled: Any,
            claimed_class: str | None) -> list[str]:
     """What the check took from the plan file rather than from the command line, and what it makes of the
     plan's record, one sentence each (printed before the verdict; ``notes`` in JSON, before the verdict's)."""
@@ -180,11 +178,11 @@ def _notes(args: argparse.Namespace, instance: Any, verification: Any, solved_fo
         said.append(f"checked for {solved_for}, the objective the plan file records it was solved for")
     elif solved_for is not None and solved_for != args.objective:
         said.append(f"the plan file records a solve for {solved_for}; checked for {args.objective} as asked")
-    devices_note = recorded_devices_note(args)
+    devices_note = recorded_devices_note(args, plan)
     if devices_note:
         said.append(devices_note)
         if split["backward"] == "joint":   # the file vouches for its own devices: say what the instance says
-            own = placement.verify(instance, as_plan(args.plan), objective=args.objective,
+            own = placement.verify(instance, as_plan(plan), objective=args.objective,
                                    contiguity=verification.contiguity, calls=args.calls, infer_from_colours=True)
             if not own.valid:
                 said.append(f"on the instance's own devices the plan is not valid: {own.violations[0]}")
@@ -201,7 +199,7 @@ def _notes(args: argparse.Namespace, instance: Any, verification: Any, solved_fo
                     "checked with no limit on the calls per accelerator")
     if claimed_class not in (None, "none"):
         said.append(f"checked for contiguity {claimed_class}, the class the plan file records it was solved in")
-    garbled = garbled_contiguity(args.plan) if args.contiguity is None and split["backward"] == "joint" else None
+    garbled = garbled_contiguity(plan) if args.contiguity is None and split["backward"] == "joint" else None
     if garbled is not None:
         said.append(f"the plan file's 'contiguity' names no class ({', '.join(CONTIGUITY_CLASSES)}): "
                     f"{json.dumps(garbled)[:40]}; checked for contiguity none")

@@ -171,18 +171,19 @@ def _check_strings(raw: dict, node_id: int) -> None:
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")
 
 
-def read_layout(path: str | Path | dict) -> Layout:
-    """The layout of an instance file made by the model importers (or of the document read from one);
-    errors name the file. The instance is validated first (as :func:`placement.load` does), so its
-    ids and edges are sound."""
+def read_layout(path: str | Path | dict, source: str | None = None) -> Layout:
+    """The layout of an instance file made by the model importers (or of the document read from one, the
+    file ``source`` where it was one); errors name the file. The instance is validated first (as
+    :func:`placement.load` does), so its ids and edges are sound."""
     from placement.io.tarnawski import parse_instance
 
     data = path if isinstance(path, dict) else load_json(path, InvalidInstanceError)
+    named = source if isinstance(path, dict) else str(path)
     try:
         parse_instance(data)
         return layout_from_instance(data)
     except InvalidInstanceError as exc:
-        raise InvalidInstanceError(f"{path}: {exc}" if not isinstance(path, dict) else str(exc)) from None
+        raise InvalidInstanceError(f"{named}: {exc}" if named is not None else str(exc)) from None
 
 
 def stages(layout: Layout, plan: Plan) -> list[list[int]]:

@@ -140,6 +140,35 @@ def _calls(raw: Any, where: str) -> tuple[tuple[int, ...], ...]:
     return tuple(node_ids(call, f"{where}[{k}]") for k, call in enumerate(raw))
 
 
+class PlanFile(dict):
+    """The decoded document of a plan file, read once, that keeps the file's ``path``: the readers of this
+    module (and :func:`placement.verify`, :func:`placement.simulate`, :func:`placement.split`) take it as
+    they take the document, and name the file in their errors and notes as they do for the path itself."""
+
+    def __init__(self, path: str | Path, document: dict) -> None:
+        super().__init__(document)
+        self.path = str(path)
+
+
+def read_plan_file(plan: object) -> object:
+    """``plan`` read into a :class:`PlanFile` where it is the path of a plan file (a regular file, or a pipe,
+    which can be read once); anything else as it is. A document that is no JSON object is refused as
+    :func:`read_plan` refuses it."""
+    if not isinstance(plan, (str, Path)):
+        return plan
+    document = load_json(plan, InvalidPlanError)    # no number in it may be NaN or infinite
+    if not isinstance(document, dict):
+        raise InvalidPlanError(f"{plan}: the plan must be a JSON object, got {json_type_name(document)}")
+    return PlanFile(plan, document)
+
+
+def plan_source(plan: object) -> str | None:
+    """The file ``plan`` was read from (a path, or a :class:`PlanFile`), to name in messages; else ``None``."""
+    if isinstance(plan, PlanFile):
+        return plan.path
+    return str(plan) if isinstance(plan, (str, Path)) else None
+
+
 def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
     """Read a plan file (Tarnawski's format or ours); errors name the file. A file longer than
     ``max_bytes`` raises :class:`placement.errors.LimitExceededError`."""
@@ -355,7 +384,8 @@ def recorded_objective_refusal(problem: Any, objective: str) -> str | None:
 def plan_error(plan: object, message: str) -> InvalidPlanError:
     """The :class:`InvalidPlanError` of ``message`` about ``plan``, which names the plan's file where it is one
     (as the reader's errors do)."""
-    return InvalidPlanError(f"{plan}: {message}" if isinstance(plan, (str, Path)) else message)
+    source = plan_source(plan)
+    return InvalidPlanError(f"{source}: {message}" if source is not None else message)
 
 
 def recorded_backward(plan: object) -> dict[str, Any]:
@@ -447,6 +477,11 @@ def as_plan(plan: object, parameter: str = "plan") -> Plan:
         return to_plan()
     if isinstance(plan, (str, Path)):
         return read_plan(plan)
+    if isinstance(plan, PlanFile):   # its errors name the file, as read_plan's do
+        try:
+            return parse_plan(plan)
+        except InvalidPlanError as exc:
+            raise InvalidPlanError(f"{plan.path}: {exc}") from None
     if isinstance(plan, dict):
         return parse_plan(plan)
     raise InvalidParameterError(parameter, f"must be a Plan, a Result or its plan, a plan document (dict) or a plan "
