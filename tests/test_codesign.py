@@ -82,7 +82,8 @@ def test_importer_output_without_shapes():
 
 
 def test_two_node_chain_optimum_by_hand():
-    # Power 181 W leaves WIDE (180.72 W), LANES and SMALL, not BIG (181.75 W); SMALL is dominated.
+    # Power 181 W leaves WIDE (180.72 W), LANES and SMALL, not BIG (181.75 W). SMALL is as slow as WIDE on node 0
+    # and as LANES on node 1, but draws fewer watts on less area than either: no design dominates it.
     # Times (ms):  node 0: WIDE 0.08, LANES 0.04096;  node 1: WIDE 0.0402286, LANES 0.0731429; c(0) = 0.001.
     # One chip: WIDE 0.1202286, LANES 0.1141029. Two stages [0 | 1]: stage 0 pays c(0) out, stage 1 c(0) in:
     # best is LANES then WIDE, max(0.04096 + 0.001, 0.001 + 0.0402286) = 0.04196 ms.
@@ -94,8 +95,8 @@ def test_two_node_chain_optimum_by_hand():
     assert result.designs == (LANES, WIDE)
     assert [dev.nodes for dev in result.plan.devices if dev.nodes] == [(0,), (1,)]
     assert result.power_w == LANES.tdp_w + WIDE.tdp_w
-    assert result.pruned_by == {"area": 0, "power": 1, "dominated": 1, "bound": 0}
-    assert (result.evaluated, result.pruned, result.grid_designs) == (2, 2, 4)
+    assert result.pruned_by == {"area": 0, "power": 1, "dominated": 0, "bound": 0}
+    assert (result.evaluated, result.pruned, result.grid_designs) == (3, 1, 4)
     default = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, max_ideals=None)   # as solve takes it
     assert (default.status, default.value, default.designs) == (result.status, result.value, result.designs)
     homogeneous = placement.codesign(CHAIN, chips=2, power=181, grid=CHAIN_GRID, homogeneous=True)
@@ -114,6 +115,59 @@ def test_two_node_chain_optimum_by_hand():
                                        objective=objective, exhaustive=True)
             assert check.status == exact.status == "optimal"
             assert check.value == pytest.approx(exact.value, rel=1e-12)
+
+
+def test_of_plans_of_equal_throughput_the_one_that_draws_fewer_watts():
+    """At 500 W all four designs are within the budget. Times (ms, test_operator_times_by_hand): node 0 (ReLU, DRAM
+    bound on 256 lanes) SMALL 0.08, WIDE 0.08, LANES 0.04096, BIG 0.04096; node 1 (GEMM) SMALL 0.0731429, LANES
+    0.0731429, WIDE 0.0402286, BIG 0.0402286; c(0) = 0.001. Two stages [0 | 1]: stage 0 on LANES or BIG,
+    0.04096 + 0.001 = 0.04196; stage 1 on WIDE or BIG, 0.001 + 0.0402286 = 0.0412286: max load 0.04196 ms on
+    (LANES, WIDE), (LANES, BIG), (BIG, WIDE) and (BIG, BIG) alike (one chip: BIG, 0.0811886). Watts: LANES + WIDE
+    = 119.077 + 180.722 = 299.80 W, the fewest; BIG + BIG = 363.49 W. BIG is at least as fast as every other
+    design on both nodes, and the dominance on node times alone kept BIG only: the exact method returned
+    (BIG, BIG), 63.7 W more for the same throughput."""
+    expected = (LANES, WIDE)
+    assert LANES.tdp_w + WIDE.tdp_w < min(LANES.tdp_w + BIG.tdp_w, BIG.tdp_w + WIDE.tdp_w, 2 * BIG.tdp_w)
+    for exhaustive in (False, True):
+        result = placement.codesign(CHAIN, chips=2, power=500, grid=CHAIN_GRID, exhaustive=exhaustive)
+        assert result.status == "optimal"
+        assert result.time_per_input_ms == pytest.approx(0.04196, rel=1e-12)
+        assert (result.designs, result.power_w) == (expected, LANES.tdp_w + WIDE.tdp_w)
+
+
+def test_the_mlp_on_three_chips_takes_the_design_of_fewer_watts():
+    """The bundled MLP on 3 chips at 300 W on the tiny grid: 873.037 batches/s on three tc2x128x128-vc8x128-buf32
+    chips (580.9 W), which the exact method returned, and on two of them around a chip of 122.34 W for the middle
+    stage (509.6 W: tc2x64x128-vc8x128-buf8, or tc1x128x128-vc8x128-buf8 of the same watts and area). The
+    exhaustive check, on every multiset of 1 to 3 of the 16 designs, agrees."""
+    exact = placement.codesign(MODEL, chips=3, power=300, grid=TINY)
+    check = placement.codesign(MODEL, chips=3, power=300, grid=TINY, exhaustive=True)
+    for result in (exact, check):
+        assert result.status == "optimal"
+        assert result.value == pytest.approx(873.0365826314181, rel=1e-12)
+        assert result.power_w == 509.6396484375
+        assert [d.label for d in result.designs][::2] == ["tc2x128x128-vc8x128-buf32"] * 2
+        assert result.designs[1].tdp_w == 122.3408203125 and result.designs[1].area_mm2 == pytest.approx(236.576)
+
+
+def test_ties_are_within_a_relative_tolerance_of_the_least_score_whatever_the_order():
+    """preferred(): scores within TIE (1e-9) of the least are equal, then the fewest watts, then the least area;
+    the tie is measured from the least score, so a chain of near ties does not pull in a worse plan, and the
+    order in which the candidates come does not change the choice."""
+    import itertools
+
+    from placement.codesign.result import TIE, preferred
+
+    candidates = [(1.0, 300.0, 10.0, "fastest"), (1.0 + TIE / 2, 200.0, 20.0, "tied, fewer watts"),
+                  (1.0 + TIE / 2, 200.0, 15.0, "tied, fewer watts, less area"),
+                  (1.0 + 1.5 * TIE, 100.0, 1.0, "slower: beyond the tie of the least")]
+    for order in itertools.permutations(candidates):
+        assert preferred(order) == "tied, fewer watts, less area"
+    assert preferred([(2.0, 1.0, 1.0, "a"), (1.0, 5.0, 5.0, "b")]) == "b"
+    assert preferred([(float("inf"), 1.0, 1.0, "no plan")]) is None and preferred([]) is None
+    # the front DP's bound keeps every pair that ties
+    from placement.codesign.frontier import SLACK
+    assert SLACK >= TIE
 
 
 def _random_model(draw_ops: list, edges: list[tuple[int, int]], training: bool) -> dict:
@@ -192,6 +246,8 @@ def test_exact_equals_exhaustive(case, homogeneous, objective):
                                objective=objective, exhaustive=True)
     assert exact.status == check.status == "optimal"
     assert exact.value == pytest.approx(check.value, rel=1e-9)
+    assert exact.power_w == check.power_w   # ties broken alike: the fewest watts (sums of TDPs are exact)
+    assert sum(d.area_mm2 for d in exact.designs) == pytest.approx(sum(d.area_mm2 for d in check.designs), rel=1e-12)
     assert exact.evaluated + exact.pruned == exact.grid_designs == check.grid_designs
     assert 1 <= exact.evaluated <= check.evaluated   # the optimum's designs were evaluated
     assert len(exact.designs) <= chips and all(d.tdp_w <= power for d in exact.designs)
@@ -229,9 +285,10 @@ def test_per_watt_fronts_equal_exhaustive(case):
     check = placement.codesign(model, chips=chips, power=1000, grid=grid, objective="perf-per-watt", exhaustive=True)
     assert exact.status == check.status == "optimal"   # "optimal": the evaluator re-checked the plan's max load
     assert exact.value == pytest.approx(check.value, rel=1e-9)
+    assert exact.power_w == check.power_w
     assert exact.value == pytest.approx(1000 / (exact.time_per_input_ms * sum(d.tdp_w for d in exact.designs)),
                                         rel=1e-12)
-    assert exact.dp_runs == 1 and len(exact.designs) <= chips
+    assert exact.dp_runs == 2 and len(exact.designs) <= chips   # the front DP, then the tie-break's
 
 
 @pytest.mark.parametrize("objective", ["throughput", "perf-per-watt"])
@@ -242,13 +299,11 @@ def test_bundled_model_and_grid_exact_equals_exhaustive(objective):
         check = placement.codesign(MODEL, chips=2, homogeneous=homogeneous, objective=objective, exhaustive=True,
                                    **workload_grid)
         assert exact.status == check.status == "optimal"
-        assert exact.value == pytest.approx(check.value, rel=1e-9)
+        assert exact.value == pytest.approx(check.value, rel=1e-9) and exact.power_w == check.power_w
         assert exact.evaluated + exact.pruned == 16 and exact.evaluated >= 1
-        # 10 designs within 130 W: each on 2 chips, or on exactly 1 and 2 chips per watt; C(11, 2) = 55 pairs,
-        # and per watt also the 10 single chips
-        runs = {(True, "throughput"): 10, (True, "perf-per-watt"): 20, (False, "throughput"): 55,
-                (False, "perf-per-watt"): 65}
-        assert check.dp_runs == runs[homogeneous, objective]
+        # 10 designs within 130 W: each on exactly 1 and 2 chips, or the 10 single chips and C(11, 2) = 55 pairs
+        # (the chips a plan uses, whose watts break ties)
+        assert check.dp_runs == (20 if homogeneous else 65)
 
 
 def test_five_hundred_designs_homogeneous_exact_equals_exhaustive():
@@ -261,8 +316,8 @@ def test_five_hundred_designs_homogeneous_exact_equals_exhaustive():
     check = solve_exhaustive(parse_workload(mlp([512, 2048, 1024, 4096, 256, 10], 128)), load_grid(grid), 4,
                              606.68, 250, homogeneous=True)
     assert exact.status == check.status == "optimal"
-    assert exact.value == pytest.approx(check.value, rel=1e-12)
-    assert check.dp_runs == check.evaluated == 500 - check.pruned
+    assert exact.value == pytest.approx(check.value, rel=1e-12) and exact.power_w == check.power_w
+    assert check.dp_runs == 4 * check.evaluated and check.evaluated == 500 - check.pruned   # on 1, 2, 3, 4 chips
     assert exact.dp_runs < check.dp_runs and exact.pruned_by["bound"] > 0
 
 
@@ -270,13 +325,13 @@ def test_five_hundred_designs_a_design_per_stage_exact_equals_exhaustive():
     grid = {"tensor_cores": [1, 2, 4, 8, 16], "array_width": [16, 32, 64, 128, 256], "array_depth": [32, 128],
             "vector_cores": [1, 2, 4, 8, 16], "vector_lanes": [64, 256], "buffer_mb": [32]}
     workload = parse_workload(mlp([512, 2048, 1024, 4096, 256, 10], 128, training=False))
-    # 606.68 mm² and 70 W leave 26 of the 500 designs (76 over the area, 398 more over the power): 351 multisets
-    # of two chips
+    # 606.68 mm² and 70 W leave 26 of the 500 designs (76 over the area, 398 more over the power): 26 single chips
+    # and 351 multisets of two
     exact = solve_exact(workload, load_grid(grid), 2, 606.68, 70)
     check = solve_exhaustive(workload, load_grid(grid), 2, 606.68, 70)
-    assert (check.dp_runs, check.evaluated, check.pruned_by["area"], check.pruned_by["power"]) == (351, 26, 76, 398)
+    assert (check.dp_runs, check.evaluated, check.pruned_by["area"], check.pruned_by["power"]) == (377, 26, 76, 398)
     assert exact.status == check.status == "optimal"
-    assert exact.value == pytest.approx(check.value, rel=1e-12)
+    assert exact.value == pytest.approx(check.value, rel=1e-12) and exact.power_w == check.power_w
     assert exact.pruned_by["dominated"] > 0
 
 
@@ -293,8 +348,9 @@ def test_per_watt_a_design_per_stage_on_the_default_grid():
     two = placement.codesign(model, chips=2, power=280, objective="perf-per-watt")
     assert exact.status == homogeneous.status == two.status == "optimal"
     assert (exact.grid_designs, exact.stats["undominated"], exact.evaluated) == (10_000, 161, 161)
-    assert len(set(exact.designs)) == 2 and exact.dp_runs == 1
-    assert exact.value >= homogeneous.value * (1 - 1e-12) and exact.value >= two.value * (1 - 1e-12)
+    assert len(set(exact.designs)) == 2 and exact.dp_runs == 2   # the front DP, then the tie-break's
+    # at least both, up to the tie (placement.codesign.result.TIE: of equal values, the fewer watts)
+    assert exact.value >= homogeneous.value * (1 - 1e-9) and exact.value >= two.value * (1 - 1e-9)
     assert exact.value == pytest.approx(1000 / (exact.time_per_input_ms * exact.power_w), rel=1e-12)
 
 
@@ -447,19 +503,19 @@ def test_exhaustive_on_more_chips_than_colour_classes():
             placement.codesign(MODEL, chips=10**8, power=130, grid=TINY, exhaustive=True, objective=objective)
     exact = placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID)   # 2 classes: 2 chips are all it uses
     checked = placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True)
-    assert checked.value == exact.value and checked.dp_runs == 10   # multisets of 2 of 4 designs
+    assert checked.value == exact.value and checked.dp_runs == 14   # multisets of 1 and 2 of 4 designs
 
 
 def test_the_exhaustive_check_reports_its_progress(monkeypatch):
     """A check of 15,504 DP runs took 135 s without a word: it says how many runs it makes, then how far
-    it is (every line here: the interval set to 0); CHAIN's 2 classes on 4 designs make 10 runs."""
+    it is (every line here: the interval set to 0); CHAIN's 2 classes on 4 designs make 4 + 10 runs."""
     from placement.codesign import exhaustive
 
     monkeypatch.setattr(exhaustive, "PROGRESS_S", 0.0)
     heard: list[str] = []
     placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True, progress=heard.append)
-    assert heard[0] == "exhaustive check: 10 DP runs (4 designs within the budgets, 2 chips)"
-    assert [line.split(" DP runs")[0] for line in heard[1:]] == [f"exhaustive check: {k}/10" for k in range(1, 10)]
+    assert heard[0] == "exhaustive check: 14 DP runs (4 designs within the budgets, 2 chips)"
+    assert [line.split(" DP runs")[0] for line in heard[1:]] == [f"exhaustive check: {k}/14" for k in range(1, 14)]
     with pytest.raises(InvalidParameterError, match="^progress must be a function of one string or None, not int$"):
         placement.codesign(CHAIN, chips=5, power=500, grid=CHAIN_GRID, exhaustive=True, progress=3)
 
@@ -467,7 +523,8 @@ def test_the_exhaustive_check_reports_its_progress(monkeypatch):
 def test_exhaustive_refused_with_the_count():
     with pytest.raises(LimitExceededError) as info:
         placement.codesign(MODEL, chips=3, power=130, grid=TINY, exhaustive=True, max_combinations=100)
-    assert str(info.value) == ("the exhaustive check would run the DP on 220 design combinations (10 designs within "
+    # multisets of 1, 2 and 3 of the 10 designs: 10 + 55 + 220
+    assert str(info.value) == ("the exhaustive check would run the DP on 285 design combinations (10 designs within "
                                "the budgets, 3 chips), more than the limit max_combinations (100)")
 
 
@@ -516,12 +573,12 @@ def test_cli_text_of_a_baseline_counts_combinations_not_designs(capsys, baseline
     assert last.startswith(f"designs: 16 in the grid; {placed}; ") and last.endswith(" s")
     assert main(["codesign", MODEL, "--chips", "3", "--power", "300", "--grid", TINY]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("designs: 16 in the grid, 2 evaluated, 14 pruned (14 dominated); 1 DP run; ")
+    assert last.startswith("designs: 16 in the grid, 12 evaluated, 4 pruned (4 dominated); 2 DP runs; ")
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--chips", "2", "--power", "130", "--grid", TINY, "--exhaustive", "--max-combinations", "10", "--chips", "3"],
-     "error: the exhaustive check would run the DP on 220 design combinations (10 designs within the budgets, "
+     "error: the exhaustive check would run the DP on 285 design combinations (10 designs within the budgets, "
      "3 chips), more than the limit --max-combinations (10)"),
     (["--power", "130"], "error: codesign needs --chips"),
     # the library's flag parameter exhaustive=True is named by its option

@@ -354,7 +354,7 @@ def test_docs_examples_run(monkeypatch):
     # What the page says they print.
     assert out.getvalue().splitlines() == [
         "optimal 727.691 ['tc2x128x128-vc8x128-buf32', 'tc2x128x128-vc8x128-buf32']",
-        "2 14 {'area': 0, 'power': 0, 'dominated': 14, 'bound': 0}",
+        "12 4 {'area': 0, 'power': 0, 'dominated': 4, 'bound': 0}",
         "wham 1.0 6", "random 0.7746 8", "fixed 0.4297 1",
         "8 8 0", "0", "['designs', 'evaluated', 'ratio', 'runtime_s', 'throughput', 'value']"]
 

@@ -2,13 +2,17 @@
 combination of designs, with none of the exact method's structure (no dominance, no bounds, no
 design choice inside the DP).
 
-* Heterogeneous, throughput: every multiset of ``k`` designs within the budgets (the chips
-  of one pipeline, in any order: the DP places them), each solved as an instance with one device
-  type per design of the multiset and its multiplicity as the count (a chip may stay empty).
-* Heterogeneous, throughput per watt: every multiset of ``1..k`` designs, solved with exactly as
-  many non-empty stages as chips (``stages=``), scored by max load × the multiset's summed TDP.
-* Homogeneous: every design on ``k`` chips (throughput), or on exactly ``c = 1..k`` chips
-  (throughput per watt).
+* Heterogeneous: every multiset of ``1..k`` designs within the budgets (the chips of one
+  pipeline, in any order: the DP places them), each solved as an instance with one device type
+  per design of the multiset and its multiplicity as the count, with exactly as many non-empty
+  stages as chips (``stages=``): so the chips a plan uses are the multiset, and its summed TDP
+  and area are the multiset's.
+* Homogeneous: every design on exactly ``c = 1..k`` chips.
+
+Each run is scored by its max load (throughput) or max load × the multiset's summed TDP (per
+watt), and the best is chosen by :func:`.result.preferred`: the least score, and of the runs that
+tie with it, the fewest watts, then the least area — the exact method's tie-break, checked here
+over every set of chips a plan can use.
 
 ``k`` is the number of chips, or of the model's colour classes where that is fewer: more chips than
 classes are never all used (every multiset of more chips holds the ones a plan uses in one of ``k``).
@@ -28,6 +32,7 @@ from decimal import Decimal
 from placement.codesign.grid import Grid
 from placement.codesign.outcome import Best, finish, infeasible
 from placement.codesign.pipeline import design_instance
+from placement.codesign.result import preferred
 from placement.codesign.space import Candidates, candidates
 from placement.codesign.workload import Workload
 from placement.errors import LimitExceededError
@@ -40,28 +45,25 @@ DEFAULT_MAX_COMBINATIONS = 20_000
 PROGRESS_S = 5.0
 
 
-def combination_count(designs: int, chips: int, homogeneous: bool, per_watt: bool) -> int:
+def combination_count(designs: int, chips: int, homogeneous: bool) -> int:
     """DP runs of the exhaustive check (module docstring) for ``designs`` designs within the budgets."""
     if homogeneous:
-        return designs * (chips if per_watt else 1)
-    if per_watt:
-        return sum(math.comb(designs + c - 1, c) for c in range(1, chips + 1))
-    return math.comb(designs + chips - 1, chips)
+        return designs * chips
+    return sum(math.comb(designs + c - 1, c) for c in range(1, chips + 1))
 
 
-def _combinations(designs: int, chips: int, homogeneous: bool, per_watt: bool):
+def _combinations(designs: int, chips: int, homogeneous: bool):
     """``(design positions, counts, stages)`` of every DP run."""
-    sizes = range(1, chips + 1) if per_watt else (chips,)
     if homogeneous:
         for t in range(designs):
-            for c in sizes:
-                yield [t], [c], (c if per_watt else None)
+            for c in range(1, chips + 1):
+                yield [t], [c], c
         return
-    for c in sizes:
+    for c in range(1, chips + 1):
         for combo in itertools.combinations_with_replacement(range(designs), c):
             counts = Counter(combo)
             used = sorted(counts)
-            yield used, [counts[t] for t in used], (c if per_watt else None)
+            yield used, [counts[t] for t in used], c
 
 
 def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float, power_w: float, *,
@@ -77,7 +79,7 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
     if not space.designs:
         return infeasible(workload, space, chips, homogeneous, objective, "exhaustive", start, area_mm2, power_w)
     usable = workload.usable_chips(chips)
-    runs = combination_count(len(space.designs), usable, homogeneous, per_watt)
+    runs = combination_count(len(space.designs), usable, homogeneous)
     if runs > max_combinations:
         count = f"{runs:,}" if runs < 10**15 else f"about {Decimal(runs):.2e}"
         used_chips = (f"{chips:,} chips" if usable == chips
@@ -85,12 +87,12 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
         raise LimitExceededError(f"the exhaustive check would run the DP on {count} design combinations "
                                  f"({len(space.designs):,} designs within the budgets, {used_chips}), more than "
                                  f"the limit max_combinations ({max_combinations:,})", "max_combinations")
-    best: Best | None = None
+    options: list[tuple[float, float, float, Best]] = []
     if progress is not None:
         progress(f"exhaustive check: {runs:,} DP runs ({len(space.designs):,} designs within the budgets, "
                  f"{usable:,} chips)")
     said = time.perf_counter()
-    for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous, per_watt)):
+    for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous)):
         if progress is not None and done and time.perf_counter() - said >= PROGRESS_S:
             said = time.perf_counter()
             progress(f"exhaustive check: {done:,}/{runs:,} DP runs ({done / runs:.0%}), {said - start:.1f} s")
@@ -100,8 +102,9 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
         if solution.plan is None:
             continue
         power = sum(float(space.tdp[t]) * c for t, c in zip(used, counts))
+        area = sum(space.designs[t].area_mm2 * c for t, c in zip(used, counts))
         score = solution.objective * power if per_watt else solution.objective
-        if best is None or score < best.score:
-            best = Best(score, solution.objective, solution.plan, tuple(designs))
+        options.append((score, power, area, Best(score, solution.objective, solution.plan, tuple(designs))))
+    best = preferred(options)
     pruned_by = {"area": space.over_area, "power": space.over_power, "dominated": 0, "bound": 0}
     return finish(workload, space, best, chips, homogeneous, objective, "exhaustive", start, pruned_by, runs)

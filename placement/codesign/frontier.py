@@ -1,5 +1,6 @@
 """Throughput per watt with a design per stage: the DP over ideals whose states are Pareto fronts of
-(max load, summed TDP).
+(max load, summed TDP); and the DP that, under a cap on every stage's load, finds the plan of
+fewest watts, then least area (the tie-break of :mod:`.result`).
 
 Model
 -----
@@ -39,10 +40,35 @@ its compute, and every supernode lies in one stage). Pairs whose bound exceeds t
 (the best plan of ``V`` so far; ``V`` is extended first at every level) are dropped, with a relative
 slack of :data:`SLACK` so that rounding never drops an optimal pair.
 
+*Ties.* Of the pairs of ``F_k(V)`` whose score is within :data:`.result.TIE` of the least, the one of
+least ``P`` (then least ``T``) is returned (:class:`FrontRun`); :data:`SLACK` is at least
+:data:`.result.TIE`, so the bound drops no pair that ties. For each summed TDP the front holds the
+least max load, so no plan that ties draws fewer watts than that pair.
+
+Least power under a cap
+-----------------------
+:func:`least_power_dp`: given a cap ``C`` on the max load, the plan of least summed TDP, then of
+least summed area (``A_t``: the area of design ``t``), among the plans on the chips of given
+layers (:class:`placement.solvers.dp_table.Layers`: a layer is a set of chips still free, and
+``prev[L][t]`` the layer with one chip of design ``t`` fewer; pool layers for any designs on at
+most ``k`` chips, or the sub-multisets of given chips) whose every stage has load at most ``C``.
+With ``W_L(∅) = (0, 0)`` for every layer::
+
+    W_L(I) = lexmin { W_{prev[L][t]}(I') + (P_t, A_t) : I' ⊊ I, t with a chip in L, ℓ_t(I \\ I') ≤ C }
+
+compared lexicographically (watts, then area): both are sums over the stages, so the least of a
+sum is the least of the last stage added to the least of the rest; chips left free in ``L`` draw
+nothing (``W`` of ``∅`` is 0 in every layer). ``W_full(V)`` is the answer. Watts compare exactly
+(sums of multiples of 2^-10 W); areas as floats. The co-design runs it after the least max load
+``T*`` (throughput: ``C = T* · (1 + TIE)``) or the least ``T · P`` (per watt: ``C`` the max load at
+which the pair of least ``P`` among those that tie reaches the tie bound) is known, so that among
+the plans that tie it returns the one of fewest watts, then least area.
+
 The ideals, their per-design compute sums, memory and the supernode graph are those of the placement
 DP (:func:`placement.solvers.dp_table.prepare`); a block's transfers are
 ``Σ_u c(u)·[N[u] meets X and N[u] ⊄ X]`` over the cost nodes ``u`` (``N[u] = {u} ∪ succ(u)``, as
-supernodes), from the counts ``|N[u] ∩ I|`` per ideal.
+supernodes), from the counts ``|N[u] ∩ I|`` per ideal. Both DPs list, for every ideal, the ideals
+below it whose block fits a chip (:class:`_Blocks`): work quadratic in the number of ideals.
 """
 
 from __future__ import annotations
@@ -54,23 +80,80 @@ from typing import Sequence
 import numpy as np
 
 from placement.codesign.pipeline import pool_layers
+from placement.codesign.result import tie_bound
 from placement.plan import DeviceAssignment, Plan
 from placement.problem.instance import Instance
-from placement.solvers.dp_table import build_graph, prepare
-from placement.solvers.ideals import DEFAULT_MAX_IDEALS, Contraction, contract, enumerate_ideals
+from placement.solvers.dp_table import Layers, build_graph, prepare
+from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 
 #: Relative slack of the bound: a pair is dropped when its bound exceeds the best score by more.
+#: At least :data:`.result.TIE`, so that no pair that ties is dropped.
 SLACK = 1e-9
 
 #: Families of ideals up to this size use the interpreted kernels (compiling costs more).
 INTERPRETED_IDEALS = 5_000
 
+#: The most candidate entries (layers × blocks × designs) :func:`least_power_dp` compares at once.
+CHUNK_ENTRIES = 1 << 22
+
+
+class _Blocks:
+    """The ideals of a design instance of ``designs`` design types and, per ideal ``I``, the ideals
+    ``I' ⊊ I`` whose block ``I \\ I'`` fits a chip's memory with the block's transfers (module docstring);
+    a block's load on design ``t`` is its compute on ``t`` plus those transfers."""
+
+    def __init__(self, problem: Instance, designs: int, max_ideals: int) -> None:
+        self.problem = problem
+        self.contraction = contract(problem)
+        self.graph = graph = build_graph(problem, self.contraction)
+        family = enumerate_ideals(self.contraction, max_ideals)
+        self.n = n = len(family[0])
+        self.data = data = prepare(graph, pool_layers(designs, 1), family, compiled=n > INTERPRETED_IDEALS)
+        supernodes = self.contraction.size
+        self.member = np.unpackbits(data.bits.view(np.uint8), axis=1,
+                                    bitorder="little")[:, :supernodes].astype(np.float64)
+        incidence = np.zeros((supernodes, len(graph.cost)))
+        for s in range(supernodes):
+            incidence[s, graph.touch_idx[graph.touch_ptr[s]:graph.touch_ptr[s + 1]]] = 1.0
+        self.touched = self.member @ incidence               # |N[u] ∩ I| per ideal and cost node
+        self.comp = data.comp_t.T                             # (ideals, designs) compute of the ideal
+        self.memcap = float(graph.memcap.min()) if len(graph.memcap) else 0.0
+        self.empty, self.full = int(np.argmin(data.popcount)), int(np.argmax(data.popcount))
+        self._sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def sources(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ideals ``I' ⊊ I`` (``I`` the ideal ``i``) whose block fits a chip's memory, and the block's transfers."""
+        if i not in self._sources:
+            data, graph = self.data, self.graph
+            below = np.flatnonzero(data.popcount < data.popcount[i])
+            below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
+                          & (data.mem[i] - data.mem[below] <= self.memcap)]
+            crossing = self.touched[i] - self.touched[below]
+            self._sources[i] = below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
+        return self._sources[i]
+
+    def loads(self, i: int, src: np.ndarray, comm: np.ndarray) -> np.ndarray:
+        """(sources, designs): the load of the block from each ideal of ``src`` to the ideal ``i`` on each design."""
+        return self.comp[i][None, :] - self.comp[src] + comm[:, None]
+
+    def plan(self, steps: Sequence[tuple[int, int, int]]) -> Plan:
+        """The pipeline of the blocks ``(from ideal, to ideal, design)``, in pipeline order: one device each."""
+        devices = []
+        for before, after, design in steps:
+            block = self.data.bits[after] & ~self.data.bits[before]
+            nodes = []
+            for s in np.flatnonzero(np.unpackbits(block.view(np.uint8), bitorder="little")):
+                nodes.extend(self.problem.nodes[v].id for v in self.contraction.members[s])
+            devices.append(DeviceAssignment(self.problem.device_types[design].name, tuple(nodes)))
+        return Plan(tuple(devices))
+
 
 @dataclass(frozen=True)
 class FrontRun:
-    """The least ``T · P`` (``score``, ms·W per batch), its max load ``time_ms`` and plan (``None``: no
-    plan), and the work: ``ideals``, ``blocks`` (pairs ``I' ⊊ I`` whose block extended the new pairs
-    of ``I'``, summed over the levels) and ``pairs`` ((T, P) pairs ever kept in a front)."""
+    """The least ``T · P`` (``score``, ms·W per batch) and, of the pairs that tie with it (module
+    docstring), the one of least summed TDP: its max load ``time_ms``, ``power_w`` and plan (``None``: no
+    plan); and the work: ``ideals``, ``blocks`` (pairs ``I' ⊊ I`` whose block extended the new pairs of
+    ``I'``, summed over the levels) and ``pairs`` ((T, P) pairs ever kept in a front)."""
 
     score: float
     time_ms: float
@@ -78,6 +161,7 @@ class FrontRun:
     ideals: int
     blocks: int
     pairs: int
+    power_w: float = math.inf
 
 
 def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
@@ -85,23 +169,13 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
     """The least (max load × summed TDP) of a pipeline of at most ``chips`` stages over ``problem``'s
     design types of TDPs ``tdp`` (module docstring)."""
     power = np.asarray(tdp, dtype=np.float64)
-    contraction = contract(problem)
-    graph = build_graph(problem, contraction)
-    family = enumerate_ideals(contraction, max_ideals)
-    n = len(family[0])
-    data = prepare(graph, pool_layers(len(power), 1), family, compiled=n > INTERPRETED_IDEALS)
-    supernodes = contraction.size
-    member = np.unpackbits(data.bits.view(np.uint8), axis=1, bitorder="little")[:, :supernodes].astype(np.float64)
-    incidence = np.zeros((supernodes, len(graph.cost)))
-    for s in range(supernodes):
-        incidence[s, graph.touch_idx[graph.touch_ptr[s]:graph.touch_ptr[s + 1]]] = 1.0
-    touched = member @ incidence                         # |N[u] ∩ I| per ideal and cost node
-    comp = data.comp_t.T                                 # (ideals, designs) compute of the ideal
+    blocks_of = _Blocks(problem, len(power), max_ideals)
+    graph, data, n = blocks_of.graph, blocks_of.data, blocks_of.n
+    supernodes = blocks_of.contraction.size
     least_energy = (graph.comp * power[None, :]).min(axis=1) if len(power) else np.zeros(supernodes)
-    rest_energy = np.maximum(least_energy.sum() - member @ least_energy, 0.0)
+    rest_energy = np.maximum(least_energy.sum() - blocks_of.member @ least_energy, 0.0)
     by_power = np.argsort(power, kind="stable")
-    memcap = float(graph.memcap.min()) if len(graph.memcap) else 0.0
-    empty, full = int(np.argmin(data.popcount)), int(np.argmax(data.popcount))
+    empty, full = blocks_of.empty, blocks_of.full
 
     # Pairs: max load, summed TDP, the pair extended, its ideal, the design of the last block.
     T, P, prev, where, design = [0.0], [0.0], [-1], [empty], [-1]
@@ -111,7 +185,6 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
     best, best_score = -1, math.inf
     blocks = 0
     others = [i for i in np.argsort(data.popcount, kind="stable") if i not in (empty, full)]
-    sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for _ in range(chips):
         fresh_count = np.array([len(ids) for ids in fresh])
         fresh_ids = np.concatenate(fresh)
@@ -122,19 +195,13 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
         created: list[np.ndarray] = [np.zeros(0, dtype=np.int64) for _ in range(n)]
         level_T, level_P = np.asarray(T), np.asarray(P)   # the pairs read at this level are all older
         for i in [full] + others:
-            if i not in sources:   # the ideals I' ⊊ I whose block fits a chip's memory, and its transfers
-                below = np.flatnonzero(data.popcount < data.popcount[i])
-                below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
-                              & (data.mem[i] - data.mem[below] <= memcap)]
-                crossing = touched[i] - touched[below]
-                sources[i] = below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
-            src, comm = sources[i]
+            src, comm = blocks_of.sources(i)
             now = has_fresh[src]
             src, comm = src[now], comm[now]
             if not len(src):
                 continue
             blocks += len(src)
-            load = comp[i][None, :] - comp[src] + comm[:, None]          # (sources, designs)
+            load = blocks_of.loads(i, src, comm)                          # (sources, designs)
             ordered = load[:, by_power]
             shifted = np.minimum.accumulate(ordered, axis=1)[:, :-1]
             useful = np.zeros_like(ordered, dtype=bool)                  # Pareto in (block load, TDP)
@@ -174,23 +241,76 @@ def per_watt_dp(problem: Instance, tdp: Sequence[float], chips: int, *,
         fresh = created
     if best < 0:
         return FrontRun(math.inf, math.inf, None, n, blocks, len(T))
-    return FrontRun(best_score, T[best], _plan(problem, contraction, data.bits, best, prev, where, design),
-                    n, blocks, len(T))
+    bound = tie_bound(best_score)   # of the pairs of V that tie, the least P, then the least T
+    chosen = min((int(p) for p in fronts[full] if T[p] * P[p] <= bound), key=lambda p: (P[p], T[p]), default=best)
+    steps = []
+    point = chosen
+    while prev[point] >= 0:   # walked back to the empty ideal
+        steps.append((where[prev[point]], where[point], design[point]))
+        point = prev[point]
+    return FrontRun(best_score, T[chosen], blocks_of.plan(steps[::-1]), n, blocks, len(T), P[chosen])
 
 
-def _plan(problem: Instance, contraction: Contraction, bits: np.ndarray, point: int, prev: list[int], where: list[int],
-          design: list[int]) -> Plan:
-    """The pipeline of a pair, walked back to ``∅``: one device per block, in pipeline order."""
-    devices = []
-    while prev[point] >= 0:
-        before = prev[point]
-        block = bits[where[point]] & ~bits[where[before]]
-        nodes = []
-        for s in np.flatnonzero(np.unpackbits(block.view(np.uint8), bitorder="little")):
-            nodes.extend(problem.nodes[v].id for v in contraction.members[s])
-        devices.append(DeviceAssignment(problem.device_types[design[point]].name, tuple(nodes)))
-        point = before
-    return Plan(tuple(reversed(devices)))
+@dataclass(frozen=True)
+class PowerRun:
+    """The plan of least summed TDP, then least summed area, whose every stage's load is within a cap
+    (:func:`least_power_dp`): its max load ``time_ms``, ``power_w``, ``area_mm2`` and plan (``None``: no
+    plan within the cap), and the number of ``ideals``."""
+
+    time_ms: float
+    power_w: float
+    area_mm2: float
+    plan: Plan | None
+    ideals: int
 
 
-__all__ = ["FrontRun", "per_watt_dp"]
+def least_power_dp(problem: Instance, layers: Layers, tdp: Sequence[float], area: Sequence[float], cap: float, *,
+                   max_ideals: int = DEFAULT_MAX_IDEALS) -> PowerRun:
+    """The plan on the chips of ``layers`` (the design types of ``problem``, of TDPs ``tdp`` and areas ``area``)
+    of least summed TDP, then least summed area, among those whose every stage has load at most ``cap`` (module
+    docstring: ``W_L(I)``)."""
+    power, size = np.asarray(tdp, dtype=np.float64), np.asarray(area, dtype=np.float64)
+    blocks = _Blocks(problem, len(power), max_ideals)
+    n, m = blocks.n, len(layers.counts)
+    watts, silicon = np.full((m + 1, n), math.inf), np.full((m + 1, n), math.inf)   # row m: no layer (prev −1)
+    watts[:m, blocks.empty] = silicon[:m, blocks.empty] = 0.0
+    prev = np.where(layers.prev < 0, m, layers.prev)
+    back_src, back_design = np.full((m, n), -1, dtype=np.int64), np.full((m, n), -1, dtype=np.int64)
+    back_load = np.zeros((m, n))
+    rows = np.arange(m)
+    for i in np.argsort(blocks.data.popcount, kind="stable"):
+        if i == blocks.empty:
+            continue
+        src, comm = blocks.sources(int(i))
+        load = blocks.loads(int(i), src, comm)
+        pick_src, pick_design = np.nonzero(load <= cap)
+        step = max(1, CHUNK_ENTRIES // max(m, 1))
+        for lo in range(0, len(pick_src), step):   # the candidates (block, design) in chunks, each for every layer
+            s, t = pick_src[lo:lo + step], pick_design[lo:lo + step]
+            before = prev[:, t]                                     # (layers, candidates)
+            w = watts[before, src[s]] + power[t]
+            a = silicon[before, src[s]] + size[t]
+            least = w.min(axis=1)
+            j = np.where(w == least[:, None], a, math.inf).argmin(axis=1)
+            w_j, a_j = w[rows, j], a[rows, j]
+            better = (w_j < watts[:m, i]) | ((w_j == watts[:m, i]) & (a_j < silicon[:m, i]))
+            if better.any():
+                watts[:m, i] = np.where(better, w_j, watts[:m, i])
+                silicon[:m, i] = np.where(better, a_j, silicon[:m, i])
+                back_src[better, i] = src[s[j[better]]]
+                back_design[better, i] = t[j[better]]
+                back_load[better, i] = load[s[j[better]], t[j[better]]]
+    layer, i = layers.full, blocks.full
+    if not math.isfinite(watts[layer, i]):
+        return PowerRun(math.inf, math.inf, math.inf, None, n)
+    total_w, total_a = float(watts[layer, i]), float(silicon[layer, i])
+    steps, time_ms = [], 0.0
+    while i != blocks.empty:
+        before, t = int(back_src[layer, i]), int(back_design[layer, i])
+        time_ms = max(time_ms, float(back_load[layer, i]))
+        steps.append((before, i, t))
+        layer, i = int(layers.prev[layer, t]), before
+    return PowerRun(time_ms, total_w, total_a, blocks.plan(steps[::-1]), n)
+
+
+__all__ = ["FrontRun", "PowerRun", "least_power_dp", "per_watt_dp"]

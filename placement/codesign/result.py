@@ -1,10 +1,37 @@
 """What a co-design returns: the designs per pipeline stage, the placement, the objective, and
-how much of the grid was evaluated and pruned."""
+how much of the grid was evaluated and pruned; and which of two plans an objective prefers.
+
+Preference
+----------
+Every method scores a plan by what it minimises: the max load ``T`` (ms per batch) for
+``throughput``, ``T · P`` for ``perf-per-watt`` (``P``: the summed TDP of the chips the plan uses).
+A plan is preferred to another when its score is smaller; where the two scores are *equal* —
+within a relative :data:`TIE` of the least score the method found — the plan whose chips draw
+fewer watts (smaller ``P``) is preferred, then the one with less silicon (smaller summed area of
+the chips used). Plans equal in all three are told apart by whichever the method meets first.
+The rule is the same for both objectives (for ``perf-per-watt``, of two plans of equal throughput
+per watt the smaller system is kept) and for every method: the exact one, the exhaustive check
+and the baselines (:func:`preferred`).
+
+Why these comparisons. Watts are compared exactly: a TDP is a multiple of 2^-10 W
+(:data:`.template.POWER_QUANTUM_W`), so sums over a pipeline's chips are exact in floating point.
+Scores are not: the same plan's max load, computed by the placement DP's kernels, by the front DP
+(compute of a block as a difference of two ideals' sums) and by the evaluator, differs in the
+last bits — by about ``n · 2^-53`` of the model's total compute for ``n`` nodes, which is at most
+``chips`` times the max load, so below 10^-12 of it for the graphs here; an exact comparison
+would let that rounding, not the watts, choose between two plans of the same throughput.
+:data:`TIE` (10^-9) is a thousand times that error, the tolerance within which the evaluator
+confirms a method's max load (:data:`.outcome.TOLERANCE`), and far below any difference the cost
+model can claim (10^-9 of 873 batches per second is 9·10^-7 of one). The tie is taken relative to
+the least score, not between pairs of plans (where it would not be transitive), so the choice
+does not depend on the order in which plans are met.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, TypeVar
 
 from placement.codesign.template import Design
 from placement.plan import Plan
@@ -12,6 +39,31 @@ from placement.plan import Plan
 #: Objectives: ``throughput`` (batches per second) or ``perf-per-watt`` (batches per second per
 #: watt of the summed TDP of the chips the pipeline uses).
 OBJECTIVES = ("throughput", "perf-per-watt")
+
+#: Relative difference within which two scores are equal (module docstring).
+TIE = 1e-9
+
+Item = TypeVar("Item")
+
+
+def tie_bound(least: float) -> float:
+    """The largest score equal to the least score ``least`` (module docstring): ``least · (1 + TIE)``."""
+    return least + TIE * abs(least) if math.isfinite(least) else least
+
+
+def preferred(candidates: Iterable[tuple[float, float, float, Item]], least: float | None = None) -> Item | None:
+    """The item of the candidate plan the objective prefers (module docstring), from ``(score, watts, area,
+    item)`` (smaller is better in each): of those whose score is within :func:`tie_bound` of ``least`` (by
+    default the least score of the candidates), the fewest watts, then the least area, then the smallest
+    score, then the first. ``None`` when there is no candidate with a finite score."""
+    finite = [c for c in candidates if math.isfinite(c[0])]
+    if not finite:
+        return None
+    bound = tie_bound(min(c[0] for c in finite) if least is None else least)
+    tied = [c for c in finite if c[0] <= bound]
+    if not tied:
+        return None
+    return min(tied, key=lambda c: (c[1], c[2], c[0]))[3]
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@ the model, dominance between designs, and lower bounds per design.
 
 Area and TDP grow with every parameter of the template (:mod:`.template`), so the designs within a
 budget are a down-closed region of the grid; those outside it are pruned without costing them.
-Design ``a`` *dominates* ``b`` when ``time_a(v) ≤ time_b(v)`` for every node ``v`` (and, for
-throughput per watt, ``TDP(a) ≤ TDP(b)``): memory and transfers do not depend on the design, so
-every block's load on ``a`` is at most its load on ``b`` and replacing ``b`` by ``a`` on any
-stage never makes a plan worse. Only the undominated designs (the Pareto set; of equal ones,
-the first in the order by total time, TDP, area, grid position) enter the DP.
+Design ``a`` *dominates* ``b`` when ``time_a(v) ≤ time_b(v)`` for every node ``v``, ``TDP(a) ≤
+TDP(b)`` and ``area(a) ≤ area(b)``: memory and transfers do not depend on the design, so every
+block's load on ``a`` is at most its load on ``b``, and replacing ``b`` by ``a`` on any stage never
+makes a plan's max load, its summed TDP or its summed area larger — so never makes it worse, ties
+included (:mod:`.result`: of plans of equal objective, the fewer watts, then the less area, are
+preferred). Only the undominated designs (the Pareto set; of equal ones, the first in the order by
+total time, TDP, area, grid position) enter the DP. On times alone (``by_cost=False``) dominance
+keeps the least max load but not the tie-break: a design as fast that draws fewer watts may be dropped.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class Candidates:
     over_area: int
     over_power: int
 
+    @property
+    def area(self) -> np.ndarray:
+        """The designs' areas (mm²)."""
+        return np.array([d.area_mm2 for d in self.designs], dtype=np.float64)
+
     def subset(self, keep: list[int] | np.ndarray) -> "Candidates":
         keep = [int(i) for i in keep]
         return Candidates(tuple(self.designs[i] for i in keep), self.times[keep], self.tdp[keep],
@@ -53,22 +61,23 @@ def candidates(workload: Workload, grid: Grid, area_mm2: float, power_w: float) 
                       int((fits_area & ~within).sum()))
 
 
-def undominated(c: Candidates, with_power: bool) -> list[int]:
-    """Positions of the undominated designs of ``c`` (module docstring), in the order by total time."""
+def undominated(c: Candidates, by_cost: bool = True) -> list[int]:
+    """Positions of the undominated designs of ``c`` (module docstring: on node times, TDP and area, or with
+    ``by_cost=False`` on node times alone), in the order by total time."""
     total = c.times.sum(axis=1)
-    area = np.array([d.area_mm2 for d in c.designs])
+    area = c.area
     order = np.lexsort((np.arange(len(total)), area, c.tdp, total))
     kept: list[int] = []
-    kept_times, kept_tdp = np.empty_like(c.times), np.empty_like(c.tdp)   # the rows of ``kept``, in order
+    kept_times, kept_tdp, kept_area = np.empty_like(c.times), np.empty_like(c.tdp), np.empty_like(area)
     for i in order:
         m = len(kept)
         if m:
             dominated = (kept_times[:m] <= c.times[i]).all(axis=1)
-            if with_power:
-                dominated &= kept_tdp[:m] <= c.tdp[i]
+            if by_cost:
+                dominated &= (kept_tdp[:m] <= c.tdp[i]) & (kept_area[:m] <= area[i])
             if dominated.any():
                 continue
-        kept_times[m], kept_tdp[m] = c.times[i], c.tdp[i]
+        kept_times[m], kept_tdp[m], kept_area[m] = c.times[i], c.tdp[i], area[i]   # the rows of ``kept``
         kept.append(int(i))
     return kept
 
