@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from placement.codesign import baselines  # noqa: E402
 from placement.codesign.exact import solve_exact  # noqa: E402
 from placement.codesign.grid import load_grid  # noqa: E402
+from placement.codesign.result import TIE  # noqa: E402
 from placement.codesign.template import AREA_BUDGET_MM2, LINK_BYTES_PER_S  # noqa: E402
 from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import format_table  # noqa: E402
@@ -93,7 +94,9 @@ def row(model: str, chips: int, repeat: int, grid) -> dict:
         found, seconds = timed(run, repeat)
         out["baselines"][name] = {"throughput": found.value, "ratio": found.value / exact.value, "s": seconds,
                                   "evaluated": found.evaluated, "designs": [d.label for d in found.designs]}
-    out["exact_at_least_every_baseline"] = all(b["throughput"] <= exact.value * (1 + 1e-12)
+    # up to the tie (placement.codesign.result.TIE): of plans of equal throughput the exact method keeps the one
+    # of fewest watts, whose max load may differ from the least in its last bits
+    out["exact_at_least_every_baseline"] = all(b["throughput"] <= exact.value * (1 + TIE)
                                                for b in out["baselines"].values())
     return out
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
 from placement.codesign.exact import solve_exact  # noqa: E402
 from placement.codesign.grid import load_grid  # noqa: E402
+from placement.codesign.result import TIE  # noqa: E402
 from placement.codesign.template import AREA_BUDGET_MM2, LINK_BYTES_PER_S  # noqa: E402
 from placement.codesign.workload import load_workload  # noqa: E402
 from placement.report.table import format_table  # noqa: E402
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                                         homogeneous=homogeneous, objective="perf-per-watt")
                 stage, stage_s = timed(lambda: solve(False), args.repeat)
                 homog, homog_s = timed(lambda: solve(True), args.repeat)
-                ok &= stage.status == homog.status == "optimal" and stage.value >= homog.value * (1 - 1e-12)
+                ok &= stage.status == homog.status == "optimal" and stage.value >= homog.value * (1 - TIE)
                 w = stage.stats
                 rows.append([model, kind, str(k), f"{stage.value:.6g}",
                              f"{len(stage.designs)}/{len(set(stage.designs))}", f"{stage.value / homog.value:.4f}",

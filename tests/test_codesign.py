@@ -133,6 +133,39 @@ def test_of_plans_of_equal_throughput_the_one_that_draws_fewer_watts():
         assert result.status == "optimal"
         assert result.time_per_input_ms == pytest.approx(0.04196, rel=1e-12)
         assert (result.designs, result.power_w) == (expected, LANES.tdp_w + WIDE.tdp_w)
+    # the random search meets every pair of the 4 designs in 64 draws: of the four that tie, the same
+    found = placement.codesign(CHAIN, chips=2, power=500, grid=CHAIN_GRID, baseline="random")
+    assert (found.designs, found.power_w) == (expected, LANES.tdp_w + WIDE.tdp_w)
+
+
+# Three nodes in a chain: 0 = CHAIN's GEMM, 1 and 2 = ReLU over 1,280,000 elements; each edge costs 0.001 ms.
+THREE = {
+    "maxSizePerFPGA": 1e12, "maxFPGAs": 1, "maxCPUs": 0,
+    "nodes": [{"id": v, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "operators": [op]}
+              for v, op in enumerate([{"kind": "gemm", "m": 1024, "n": 256, "k": 128, "batch": 20},
+                                      {"kind": "vector", "op": "relu", "elements": 1_280_000},
+                                      {"kind": "vector", "op": "relu", "elements": 1_280_000}])],
+    "edges": [{"sourceId": 0, "destId": 1, "cost": 0.001}, {"sourceId": 1, "destId": 2, "cost": 0.001}],
+}
+ONLY_SMALL = {key: [value] for key, value in zip(("tensor_cores", "array_width", "array_depth", "vector_cores",
+                                                 "vector_lanes", "buffer_mb"), (1, 128, 128, 1, 128, 16))}
+
+
+@pytest.mark.parametrize("method", [{}, {"homogeneous": True}, {"exhaustive": True},
+                                    {"exhaustive": True, "homogeneous": True}, {"baseline": "fixed"},
+                                    {"baseline": "random"}, {"baseline": "wham"}])
+def test_of_pipelines_of_equal_throughput_the_one_on_fewer_chips(method):
+    """THREE on SMALL chips (118.053 W each): node 0 takes 0.0731429 ms, nodes 1 and 2 each 10,000 cycles over 128
+    lanes = 0.0142857 ms (DRAM: 5.12 MB at 700 GB/s, 0.0073 ms). One chip: 0.0731429 + 2 · 0.0142857 = 0.1017 ms.
+    Two, [0 | 1 2]: max(0.0731429 + 0.001, 0.001 + 0.0285714) = 0.0741429 ms ([0 1 | 2]: 0.0884 ms). Three,
+    [0 | 1 | 2]: max(0.0741429, 0.001 + 0.0142857 + 0.001, 0.001 + 0.0142857) = 0.0741429 ms, the same throughput
+    on 354.16 W instead of 236.11 W. Every method, exact, exhaustive and baselines, returned the three chips."""
+    assert Design(1, 128, 128, 1, 128, 16.0) == SMALL and SMALL.tdp_w == round(118.0528 * 1024) / 1024
+    result = placement.codesign(THREE, chips=3, power=500, grid=ONLY_SMALL, **method)
+    assert result.status == ("feasible" if "baseline" in method else "optimal")
+    assert result.time_per_input_ms == pytest.approx(0.0731428571 + 0.001, rel=1e-9)
+    assert result.designs == (SMALL, SMALL) and result.power_w == 2 * SMALL.tdp_w
+    assert [dev.nodes for dev in result.plan.devices if dev.nodes] == [(0,), (1, 2)]
 
 
 def test_the_mlp_on_three_chips_takes_the_design_of_fewer_watts():

@@ -18,7 +18,8 @@ every design it considers is a design of the grid within the budgets.
   grid step up (or one up and another one down, to stay within the budgets), the move taken is the
   one that most shortens the critical operators among those that shorten the stage, until none
   does (for perf-per-watt, the stage's time × the design's TDP plays the part of its time); the
-  ``top_k`` best designs met are kept; (3) the global pick evaluates, with the DP,
+  ``top_k`` best designs met are kept (of equal score, the fewer watts, then the less area, first);
+  (3) the global pick evaluates, with the DP,
   the combination of every stage's fastest design and each combination that swaps one stage's
   design for another of its top-k (homogeneous: every design of the union of the top-k sets on
   all chips), and returns the best.
@@ -32,7 +33,11 @@ every design it considers is a design of the grid within the budgets.
   per core), each parameter snapped to the grid's nearest value (on a log scale).
 
 Every baseline returns a :class:`BaselineResult` with its throughput, the designs and plan,
-the number of designs (or combinations) it evaluated and its search time.
+the number of designs (or combinations) it evaluated and its search time. Of the plans it met,
+it keeps the one the objective prefers, ties broken as the exact method breaks them
+(:mod:`.result`: fewer watts, then less area, among plans of equal objective; on each combination
+of chips, the plans that leave some of them empty count): so where a baseline finds the optimum's
+objective it reports the optimum's watts too.
 """
 
 from __future__ import annotations
@@ -47,9 +52,10 @@ import numpy as np
 
 from placement import parameters
 from placement.codesign.exhaustive import PROGRESS_S
+from placement.codesign.frontier import least_power_dp
 from placement.codesign.grid import Grid, load_grid
 from placement.codesign.pipeline import design_instance, layer_plans, stage_designs
-from placement.codesign.result import OBJECTIVES
+from placement.codesign.result import OBJECTIVES, preferred, tie_bound
 from placement.codesign.space import Candidates, candidates
 from placement.codesign.template import PARAMETERS, Design
 from placement.codesign.workload import Workload, load_workload
@@ -101,14 +107,66 @@ def _setup(model: Any, chips: int, area: float, power: float, grid: Any, objecti
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The best placement on given chips: ``score`` (smaller is better: the max load in ms per batch
-    for throughput; max load × watts of the chips used for perf-per-watt), the max load ``time_ms``,
-    the plan, and the design of each non-empty stage in pipeline order."""
+    """A placement on given chips: ``score`` (smaller is better: the max load in ms per batch for
+    throughput; max load × watts of the chips used for perf-per-watt), the max load ``time_ms``,
+    the plan, the design of each non-empty stage in pipeline order, and the summed TDP (W) and area
+    (mm²) of the chips used."""
 
     score: float
     time_ms: float
     plan: Any
     designs: tuple[Design, ...]
+    power_w: float = 0.0
+    area_mm2: float = 0.0
+
+    @property
+    def ranked(self) -> tuple[float, float, float, "Evaluation"]:
+        """What :func:`.result.preferred` compares: ``(score, watts, area, self)``."""
+        return self.score, self.power_w, self.area_mm2, self
+
+
+def _placed(score: float, time_ms: float, plan: Any, used: tuple[Design, ...]) -> Evaluation:
+    return Evaluation(score, time_ms, plan, used, float(sum(d.tdp_w for d in used)),
+                      float(sum(d.area_mm2 for d in used)))
+
+
+def _chips_of(workload: Workload, designs: Sequence[Design], times: np.ndarray) -> tuple[Any, list[Design]]:
+    """The design instance of one chip of each of ``designs`` (repeats: several chips of a design), with its
+    distinct designs (its device types, in order)."""
+    distinct = list(dict.fromkeys(designs))
+    rows = [next(i for i, d in enumerate(designs) if d == x) for x in distinct]
+    problem = design_instance(workload, distinct, np.asarray(times)[rows], [list(designs).count(d) for d in distinct])
+    return problem, distinct
+
+
+def _placements(workload: Workload, designs: Sequence[Design], times: np.ndarray, objective: str,
+                max_ideals: int) -> list[Evaluation]:
+    """The placements of :func:`evaluate` to choose from: for throughput the DP's plan of least max load, for
+    perf-per-watt the best plan of every DP layer (every chip count the DP can leave empty)."""
+    problem, distinct = _chips_of(workload, designs, times)
+    if objective == "throughput":
+        solution = solve_dp(problem, max_ideals=max_ideals)
+        if solution.plan is None:
+            return []
+        return [_placed(solution.objective, solution.objective, solution.plan, stage_designs(solution.plan, distinct))]
+    out = []
+    for _, value, plan in layer_plans(problem, build_layers(problem), max_ideals=max_ideals)[0]:
+        used = stage_designs(plan, distinct)
+        out.append(_placed(value * sum(d.tdp_w for d in used), value, plan, used))
+    return out
+
+
+def _fewest_watts(workload: Workload, designs: Sequence[Design], times: np.ndarray, cap: float,
+                  max_ideals: int) -> Evaluation | None:
+    """The placement on the chips ``designs`` of fewest watts, then least area, whose every stage's load is
+    at most ``cap`` (:func:`.frontier.least_power_dp` on the sub-multisets of those chips); ``None`` if none."""
+    problem, distinct = _chips_of(workload, designs, times)
+    run = least_power_dp(problem, build_layers(problem), [d.tdp_w for d in distinct],
+                         [d.area_mm2 for d in distinct], cap, max_ideals=max_ideals)
+    if run.plan is None:
+        return None
+    return Evaluation(run.time_ms, run.time_ms, run.plan, stage_designs(run.plan, distinct), run.power_w,
+                      run.area_mm2)
 
 
 def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *,
@@ -116,32 +174,30 @@ def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *
     """Place ``workload`` on one chip of each of ``designs`` (repeats: several chips of a design), in
     any pipeline order, with the DP of :mod:`placement.solvers.dp`; ``times`` holds each design's node
     times (rows, ms). For perf-per-watt every chip count the DP can leave empty is tried (the best
-    plan of every DP layer) and the least max load × watts of the chips used is kept. ``score`` is
-    infinite when no plan fits (node memory). ``max_ideals``: the most ideals the DP enumerates."""
-    distinct = list(dict.fromkeys(designs))
-    rows = [next(i for i, d in enumerate(designs) if d == x) for x in distinct]
-    problem = design_instance(workload, distinct, np.asarray(times)[rows], [designs.count(d) for d in distinct])
+    plan of every DP layer) and the least max load × watts of the chips used is kept. Of the plans
+    that tie (:mod:`.result`), the one whose chips used draw the fewest watts, then have the least area,
+    is kept (for throughput: :func:`.frontier.least_power_dp` under the tie bound of the least max load).
+    ``score`` is infinite when no plan fits (node memory). ``max_ideals``: the most ideals the DP
+    enumerates."""
+    options = _placements(workload, designs, times, objective, max_ideals)
+    best = preferred(e.ranked for e in options)
+    if best is None:
+        return Evaluation(math.inf, math.inf, None, ())
     if objective == "throughput":
-        solution = solve_dp(problem, max_ideals=max_ideals)
-        if solution.plan is None:
-            return Evaluation(math.inf, math.inf, None, ())
-        return Evaluation(solution.objective, solution.objective, solution.plan, stage_designs(solution.plan, distinct))
-    best = Evaluation(math.inf, math.inf, None, ())
-    for _, value, plan in layer_plans(problem, build_layers(problem), max_ideals=max_ideals)[0]:
-        used = stage_designs(plan, distinct)
-        score = value * sum(d.tdp_w for d in used)
-        if score < best.score:
-            best = Evaluation(score, value, plan, used)
+        best = _fewest_watts(workload, designs, times, tie_bound(best.time_ms), max_ideals) or best
     return best
 
 
 class _Evaluator:
-    """:func:`evaluate` on the design combinations a baseline tries (rows of ``space``), counting them
+    """The placements of the design combinations a baseline tries (rows of ``space``), counting them
     and keeping the best; ``progress`` hears, every :data:`PROGRESS_S` seconds, how many combinations it
     has been asked for (of ``planned``, where the baseline knows: random's draws, which may repeat one), how
     many distinct ones it has placed, and the best max load so far. Each placement is a DP over
     the combination's distinct designs, whose work grows exponentially with their number, so a
-    combination of many chips of different designs takes seconds to minutes."""
+    combination of many chips of different designs takes seconds to minutes. A call returns the
+    combination's placement of least score (for throughput, the DP's plan of least max load; per watt,
+    of the best plans of every chip count, the one the tie-break prefers); :meth:`result` chooses
+    among all combinations by :func:`.result.preferred`."""
 
     def __init__(self, workload: Workload, space: Candidates, chips: int, objective: str, method: str,
                  progress: Callable[[str], None] | None = None, planned: int | None = None,
@@ -150,7 +206,9 @@ class _Evaluator:
         self.max_ideals = max_ideals
         self.method, self.progress, self.planned = method, progress, planned
         self.row = {d: i for i, d in enumerate(space.designs)}
-        self.calls, self.asked, self.best, self.seen = 0, 0, None, {}
+        self.calls, self.asked = 0, 0
+        self.best: Evaluation | None = None
+        self.seen: dict[tuple[Design, ...], list[Evaluation]] = {}
         self.started = self.said = time.perf_counter()
 
     def _report(self) -> None:
@@ -164,26 +222,43 @@ class _Evaluator:
         best = "none placed yet" if self.best is None else f"best {self.best.time_ms:.6g} ms per batch"
         self.progress(f"{self.method} baseline: {done}, {best}, {now - self.started:.1f} s")
 
+    def _times(self, key: tuple[Design, ...]) -> np.ndarray:
+        return self.space.times[[self.row[d] for d in key]]
+
     def __call__(self, designs: Sequence[Design]) -> Evaluation:
         designs = tuple(designs) if len(designs) == self.chips else (designs[0],) * self.chips
         key = tuple(sorted(designs))  # the DP orders the chips itself
         self.asked += 1
         if key not in self.seen:
             self.calls += 1
-            answer = evaluate(self.workload, key, self.space.times[[self.row[d] for d in key]],
-                              objective=self.objective, max_ideals=self.max_ideals)
-            self.seen[key] = answer
-            if answer.plan is not None and (self.best is None or answer.score < self.best.score):
+            options = _placements(self.workload, key, self._times(key), self.objective, self.max_ideals)
+            self.seen[key] = options
+            answer = preferred(e.ranked for e in options)
+            if answer is not None and (self.best is None or answer.score < self.best.score):
                 self.best = answer
         self._report()
-        return self.seen[key]
+        return preferred(e.ranked for e in self.seen[key]) or Evaluation(math.inf, math.inf, None, ())
+
+    def chosen(self) -> Evaluation | None:
+        """The placement the objective prefers of every combination placed (:func:`.result.preferred`); for
+        throughput, each combination whose least max load ties gives its plan of fewest watts, then least
+        area, under the tie bound of the least max load of all (:func:`_fewest_watts`)."""
+        options = [e for found in self.seen.values() for e in found]
+        if not options:
+            return None
+        least = min(e.score for e in options)
+        if self.objective == "throughput":
+            cap = tie_bound(least)
+            options = [_fewest_watts(self.workload, key, self._times(key), cap, self.max_ideals) or found[0]
+                       for key, found in self.seen.items() if found and found[0].score <= cap]
+        return preferred((e.ranked for e in options), least)
 
     def result(self, method: str, start: float, details: dict | None = None) -> BaselineResult:
-        if self.best is None:
+        best = self.chosen()
+        if best is None:
             raise InvalidParameterError("model", "has no placement on any design the baseline tried (node memory)")
-        best = self.best
         throughput = throughput_of(best.time_ms)
-        value = throughput / sum(d.tdp_w for d in best.designs) if self.objective == "perf-per-watt" else throughput
+        value = throughput / best.power_w if self.objective == "perf-per-watt" else throughput
         return BaselineResult(method, value, throughput, best.designs, best.plan, self.calls,
                               time.perf_counter() - start, details or {})
 
@@ -335,5 +410,5 @@ def _local_search(space: Candidates, row: dict[Design, int], nodes: list[int], s
             break
         current = moves[better[np.lexsort((score[better], crit[better]))[0]]]
         steps += 1
-    ranked = sorted(seen, key=lambda d: (seen[d], d.area_mm2, d))
+    ranked = sorted(seen, key=lambda d: (seen[d], d.tdp_w, d.area_mm2, d))
     return ranked[:top_k], steps
