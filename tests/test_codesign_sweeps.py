@@ -243,6 +243,85 @@ def test_a_sweep_on_a_running_cluster(tmp_path):
 
 
 @needs_dask
+def test_a_sweep_on_workers_in_another_folder_runs_what_was_read_where_it_started(tmp_path, monkeypatch):
+    """A remote worker cannot read the client's files: the tasks named the model and the grid by path, and the
+    worker read them in its own folder (or machine), where a relative path named nothing, and each configuration
+    ended in an error. Here the worker process runs in another folder than the sweep, whose model and grid are
+    relative paths: the model and grid read where the sweep started are what the tasks run on."""
+    import importlib
+
+    from dask.distributed import Client, LocalCluster
+
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    (here / "model.json").write_bytes(Path(MLP).read_bytes())
+    (here / "grid.json").write_bytes(Path(TINY).read_bytes())
+    monkeypatch.chdir(here)
+    spec = sweep.SweepSpec(models=("model.json", "gnmt-training"), chips=(2,), budgets=((606.68, 300.0),),
+                           grids=("grid.json",), baselines=("fixed",))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        for module in ("placement.codesign.sweep", "placement.codesign.exact", "placement.codesign.baselines"):
+            client.run(importlib.import_module, module)   # imported before the move, whatever sys.path holds
+        client.run(os.chdir, str(elsewhere))
+        assert set(client.run(os.getcwd).values()) == {str(elsewhere)}
+        summary = sweep.run_sweep(spec, "records.jsonl", scheduler=cluster.scheduler_address, quiet=True)
+    assert (summary.ran, summary.errors) == (2, 0)
+    by_model = {r["config"]["model"]: r for r in sweep.read_records("records.jsonl")}
+    assert by_model["model.json"]["status"] == "optimal" and by_model["model.json"]["config"]["grid"] == "grid.json"
+    here_value = solve_exact(load_workload("model.json"), load_grid("grid.json"), 2, 606.68, 300.0).value
+    assert by_model["model.json"]["value"] == here_value
+    assert by_model["model.json"]["baselines"]["fixed"]["value"] > 0
+
+
+@needs_dask
+def test_a_sweep_sends_its_tasks_the_model_and_grid_read_where_it_started(tmp_path, monkeypatch):
+    """What a task gets is self-contained: the parsed model and grid (read once each), never a path a worker would
+    read; a model file that is no model is one error record per configuration, as before."""
+    from placement.codesign.grid import Grid
+    from placement.codesign.workload import Workload
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"maxSizePerFPGA": 1, "nodes": [{"id": 0}], "edges": []}), encoding="utf-8")
+    submitted = []
+
+    class Future:
+        def __init__(self, value):
+            self.value = value
+
+        def result(self):
+            return self.value
+
+    class FakeClient:
+        def scatter(self, values, hash=True):
+            return [Future(v) for v in values]
+
+        def map(self, function, *columns, pure=True):
+            calls = list(zip(*columns))
+            submitted.extend(calls)
+            return [Future(function(*(a.value if isinstance(a, Future) else a for a in args))) for args in calls]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sweep, "_client", lambda scheduler, workers, processes: (FakeClient(), None))
+    monkeypatch.setattr("dask.distributed.as_completed", lambda futures: iter(futures), raising=False)
+    spec = sweep.SweepSpec(models=(MLP, str(bad)), chips=(1, 2), budgets=((606.68, 300.0),), grids=(TINY, None),
+                           baselines=())
+    summary = sweep.run_sweep(spec, tmp_path / "records.jsonl", quiet=True)
+    assert (summary.ran, summary.errors) == (8, 4)
+    for item, task, workload, grid in submitted:
+        model = item["config"]["model"]
+        assert isinstance(workload.value, Workload) if model == MLP else isinstance(workload.value, sweep._Unreadable)
+        assert isinstance(grid.value, Grid)
+        assert set(item) == {"id", "config", "baselines", "random_budget", "seed"}   # the paths only as its name
+    assert len({id(w) for _, _, w, _ in submitted}) == 2 and len({id(g) for _, _, _, g in submitted}) == 2
+    errors = [r for r in sweep.read_records(tmp_path / "records.jsonl") if r["status"] == "error"]
+    assert len(errors) == 4 and all(r["error"].startswith(f"{bad}: ") for r in errors)
+
+
+@needs_dask
 def test_a_sweep_killed_mid_run_resumes(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"models": [MLP], "chips": [1, 2, 3], "budgets": [[606.68, 300.0], [400.0, 200.0]],

@@ -7,7 +7,10 @@ element of their Cartesian product (:func:`configurations`). :func:`run_sweep` r
 configuration that the results file does not hold yet as one Dask task
 (:func:`run_configuration`: the exact co-design and the baselines), on a
 ``distributed.LocalCluster`` by default or on the cluster at ``scheduler``, and appends each
-record to the JSON Lines file as soon as it arrives, flushed to disk. A sweep that was
+record to the JSON Lines file as soon as it arrives, flushed to disk. The models and grids are
+read where the sweep starts, once each, and what was read travels to the workers with the tasks
+(scattered to the cluster): a worker may run in another folder or on another machine, where the
+configuration's paths name nothing. A sweep that was
 interrupted (a killed process, a lost cluster) is resumed by running it again: records are
 matched to configurations by their ``id`` (:func:`configuration_id`, a digest of the
 configuration), the configurations already there are skipped, and a last line cut short by the
@@ -325,7 +328,14 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     false) runs here and is closed at the end. A progress bar goes to standard error unless
     ``quiet``. ``plots`` is a folder to write the plots of every record of ``out`` into
     (:func:`placement.codesign.plots.write_plots`). ``task`` replaces :func:`run_configuration`
-    (it takes a configuration, with its baselines settings, and returns a record without ``id``).
+    (it takes a configuration, with its baselines settings and the model and grid read here, and
+    returns a record without ``id``).
+
+    Every model and grid is read here before any cluster is reached (a worker may not see this
+    machine's files): an unknown model or a grid that cannot be read raises
+    :class:`InvalidParameterError` or :class:`InvalidInstanceError`; a model file that cannot be read
+    as a model makes each of its configurations a record with status ``error``, as a configuration
+    that cannot be solved does.
     """
     out = Path(out)
     parameters.integer("workers", workers, smallest=1, optional=True)
@@ -336,8 +346,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     for model in spec.models:  # fail before starting a cluster: an unknown model, a bad grid file
         if not _known_model(model):
             raise InvalidParameterError("models", f"lists {_unknown_model(model)}")
-    for grid in spec.grids:
-        load_grid(grid)
+    grids = {grid: load_grid(grid) for grid in dict.fromkeys(spec.grids)}   # read here, sent to the workers
     done = {record["id"] for record in read_records(out)}  # before cutting anything: out may not be records
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -367,11 +376,18 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     total = len(distinct)
     errors = infeasible = 0
     if todo:
+        models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
         client, cluster = _client(scheduler, workers, processes)
         bar = ProgressBar(total, total - len(todo), quiet=quiet)
         try:
             from dask.distributed import as_completed
-            futures = client.map(_run_task, todo, [task or run_configuration] * len(todo), pure=False)
+
+            # each model and grid goes to the cluster once, and every task that runs it names it
+            sent_models = dict(zip(models, client.scatter(list(models.values()), hash=False)))
+            sent_grids = dict(zip(grids, client.scatter(list(grids.values()), hash=False)))
+            futures = client.map(_run_task, todo, [task or run_configuration] * len(todo),
+                                 [sent_models[item["config"]["model"]] for item in todo],
+                                 [sent_grids[item["config"]["grid"]] for item in todo], pure=False)
             for future in as_completed(futures):
                 record = future.result()
                 infeasible += record.get("status") == "infeasible"
@@ -391,12 +407,35 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
                         plots=written, infeasible=infeasible)
 
 
-def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """One configuration on a worker: its record with its ``id`` first; a :class:`PlacementError`
-    (the configuration cannot be solved) becomes a record with status ``error`` and the message."""
+@dataclass(frozen=True)
+class _Unreadable:
+    """A model that could not be read where the sweep started: the message of the error, which each of its
+    configurations records."""
+
+    message: str
+
+
+def _read_model(model: str) -> Any:
+    """The :class:`~placement.codesign.workload.Workload` of the model a configuration names (:func:`sweep_model`),
+    read here; :class:`_Unreadable` with the error's message when it is no model."""
+    from placement.codesign.workload import load_workload
+
+    try:
+        return load_workload(sweep_model(model))
+    except PlacementError as exc:
+        return _Unreadable(str(exc))
+
+
+def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, Any]], workload: Any,
+              grid: Any) -> dict[str, Any]:
+    """One configuration on a worker, with the ``workload`` and ``grid`` read where the sweep started (a
+    worker reads no file): its record with its ``id`` first; a :class:`PlacementError` (the configuration
+    cannot be solved) or an :class:`_Unreadable` model becomes a record with status ``error`` and the message."""
     start = time.perf_counter()
     try:
-        body = task(item)
+        if isinstance(workload, _Unreadable):
+            raise InvalidInstanceError(workload.message)
+        body = task({**item, "workload": workload, "grid": grid})
     except PlacementError as exc:
         body = {"config": item["config"], "status": "error", "error": str(exc),
                 "runtime_s": time.perf_counter() - start}
@@ -427,15 +466,17 @@ def sweep_model(model: str) -> Any:
 def run_configuration(item: dict[str, Any]) -> dict[str, Any]:
     """The record of one configuration: the exact co-design, then each baseline of ``item["baselines"]``
     on the same model, grid and budgets (see the module docstring for the fields). A baseline that
-    cannot run (the TPU-like design over the budget) has ``error`` instead of a throughput."""
+    cannot run (the TPU-like design over the budget) has ``error`` instead of a throughput.
+    ``item["workload"]`` and ``item["grid"]``, where given (as :func:`run_sweep` gives them, read where
+    the sweep started), are the model and the grid; without them, the configuration's are read here."""
     from placement.codesign import baselines
     from placement.codesign.exact import solve_exact
     from placement.codesign.grid import load_grid
     from placement.codesign.workload import load_workload
 
     config = item["config"]
-    workload = load_workload(sweep_model(config["model"]))
-    grid = load_grid(config["grid"])
+    workload = item["workload"] if "workload" in item else load_workload(sweep_model(config["model"]))
+    grid = item["grid"] if "grid" in item else load_grid(config["grid"])
     common = {"grid": grid, "objective": config["objective"]}
     exact = solve_exact(workload, grid, config["chips"], config["area_mm2"], config["power_w"],
                         homogeneous=config["homogeneous"], objective=config["objective"])
