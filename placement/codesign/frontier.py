@@ -68,7 +68,10 @@ The ideals, their per-design compute sums, memory and the supernode graph are th
 DP (:func:`placement.solvers.dp_table.prepare`); a block's transfers are
 ``Σ_u c(u)·[N[u] meets X and N[u] ⊄ X]`` over the cost nodes ``u`` (``N[u] = {u} ∪ succ(u)``, as
 supernodes), from the counts ``|N[u] ∩ I|`` per ideal. Both DPs list, for every ideal, the ideals
-below it whose block fits a chip (:class:`_Blocks`): work quadratic in the number of ideals.
+below it whose block fits a chip (:class:`_Blocks`): work quadratic in the number of ideals. Under a cap,
+only the ideals whose least compute (every node on its fastest design) is within the cap of the ideal's
+are looked at, and the lists are not kept; with pool layers, a block takes of the designs within the cap
+the one of fewest watts, then least area (the stages before it do not depend on its design).
 """
 
 from __future__ import annotations
@@ -120,17 +123,36 @@ class _Blocks:
         self.memcap = float(graph.memcap.min()) if len(graph.memcap) else 0.0
         self.empty, self.full = int(np.argmin(data.popcount)), int(np.argmax(data.popcount))
         self._sources: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # the least compute of each ideal, each node on its fastest design: a block's compute on any design is
+        # at least the difference of its two ideals' (times are not negative)
+        self.floor = self.member @ graph.comp.min(axis=1) if graph.comp.size else np.zeros(n)
+        self.by_floor = np.argsort(self.floor, kind="stable")
+        self.sorted_floor = self.floor[self.by_floor]
 
     def sources(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """The ideals ``I' ⊊ I`` (``I`` the ideal ``i``) whose block fits a chip's memory, and the block's transfers."""
         if i not in self._sources:
-            data, graph = self.data, self.graph
-            below = np.flatnonzero(data.popcount < data.popcount[i])
-            below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
-                          & (data.mem[i] - data.mem[below] <= self.memcap)]
-            crossing = self.touched[i] - self.touched[below]
-            self._sources[i] = below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
+            self._sources[i] = self._fitting(i, np.arange(self.n))
         return self._sources[i]
+
+    def within(self, i: int, cap: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sources` less (some of) the blocks whose compute alone exceeds ``cap`` on every design: only the
+        ideals whose least compute (``floor``) is within ``cap`` of ``I``'s are looked at, with a slack of
+        10^-9 of the whole graph's for rounding, so no block of load at most ``cap`` is left out. Not kept."""
+        slack = 1e-9 * abs(float(self.floor[self.full])) + 1e-300
+        lo = np.searchsorted(self.sorted_floor, self.floor[i] - cap - slack, side="left")
+        hi = np.searchsorted(self.sorted_floor, self.floor[i] + slack, side="right")
+        return self._fitting(i, self.by_floor[lo:hi])
+
+    def _fitting(self, i: int, among: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ideals of ``among`` strictly inside ideal ``i`` whose block fits a chip's memory, in index order,
+        and the block's transfers."""
+        data, graph = self.data, self.graph
+        below = np.sort(among[data.popcount[among] < data.popcount[i]])
+        below = below[((data.bits[below] & ~data.bits[i]) == 0).all(axis=1)
+                      & (data.mem[i] - data.mem[below] <= self.memcap)]
+        crossing = self.touched[i] - self.touched[below]
+        return below, ((crossing > 0) & (crossing < graph.degree)) @ graph.cost
 
     def loads(self, i: int, src: np.ndarray, comm: np.ndarray) -> np.ndarray:
         """(sources, designs): the load of the block from each ideal of ``src`` to the ideal ``i`` on each design."""
@@ -278,12 +300,21 @@ def least_power_dp(problem: Instance, layers: Layers, tdp: Sequence[float], area
     back_src, back_design = np.full((m, n), -1, dtype=np.int64), np.full((m, n), -1, dtype=np.int64)
     back_load = np.zeros((m, n))
     rows = np.arange(m)
+    # pool layers (every layer's chips of any design): the layer before a stage does not depend on its design,
+    # so of the designs that fit a block only the one of fewest watts, then least area (then first), can be best
+    pooled = bool((layers.prev == layers.prev[:, :1]).all())
+    by_cost = np.lexsort((size, power))   # stable: equal designs keep their order
     for i in np.argsort(blocks.data.popcount, kind="stable"):
         if i == blocks.empty:
             continue
-        src, comm = blocks.sources(int(i))
+        src, comm = blocks.within(int(i), cap)
         load = blocks.loads(int(i), src, comm)
-        pick_src, pick_design = np.nonzero(load <= cap)
+        if pooled:
+            fits = load[:, by_cost] <= cap
+            pick_src = np.flatnonzero(fits.any(axis=1))
+            pick_design = by_cost[fits[pick_src].argmax(axis=1)]
+        else:
+            pick_src, pick_design = np.nonzero(load <= cap)
         step = max(1, CHUNK_ENTRIES // max(m, 1))
         for lo in range(0, len(pick_src), step):   # the candidates (block, design) in chunks, each for every layer
             s, t = pick_src[lo:lo + step], pick_design[lo:lo + step]
