@@ -172,23 +172,24 @@ def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memor
 
 
 def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatches: int | None = None,
-             comm: str = "inline", w_fraction: float | None = None, engine: str = "heap",
+             comm: str | None = None, w_fraction: float | None = None, engine: str | None = None,
              accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
-             memory_limit: float | None = None, keep_tasks: bool = True,
+             memory_limit: float | None = None, keep_tasks: bool | None = None,
              progress: Callable[[str], None] | None = None, chunks: int | None = None,
-             forward_share: float | None = None, allreduce: str = "ring", unit_scale: float = 1.0) -> Any:
+             forward_share: float | None = None, allreduce: str | None = None,
+             unit_scale: float | None = None) -> Any:
     """Run ``plan`` (a valid ``stages`` plan) through a pipeline schedule, micro-batch by micro-batch.
 
     ``schedule`` defaults to ``stream`` for inference graphs and ``1f1b-async`` for training
     graphs; ``microbatches`` is the number run (default 64; one iteration of that many for the flush
-    schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model)
+    schedules); ``comm`` is ``inline`` (communication inside each call, as in the load model; the default)
     or ``link`` (a link per device, overlapping compute); ``w_fraction`` the share of each
     backward's compute that is weight-gradient work (the schedules that split the backward; default:
     the weight-gradient times the instance gives its backward nodes, else 0.5; for a
     split-backward plan, the W share of its backward nodes, by default the one the plan records);
-    ``engine`` ``heap`` (built in) or ``simpy``; ``accelerators``, ``cpus`` and ``memory`` as in
+    ``engine`` ``heap`` (built in, the default) or ``simpy``; ``accelerators``, ``cpus`` and ``memory`` as in
     ``verify``; ``memory_limit`` the bytes the run may take (default 2 GiB; a longer run is refused
-    with :class:`LimitExceededError` before it starts); ``keep_tasks=False``
+    with :class:`LimitExceededError` before it starts); ``keep_tasks=False`` (default ``True``)
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
     in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
     how far a long run of that kind has got (every few million tasks). Returns a
@@ -201,36 +202,38 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     plan records (a ``ParallelResult`` or a plan file records them; a bare ``ParallelPlan`` is checked on
     the instance's): :func:`placement.simulation.parallel.simulate_parallel`, with ``schedule`` (default
     the plan's), ``microbatches`` (default the instance's ``mbsInBatch``), ``chunks``,
-    ``forward_share`` (default 1/3), ``allreduce`` and ``unit_scale``; it returns a
-    :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
+    ``forward_share`` (default 1/3), ``allreduce`` (default ``ring``) and ``unit_scale`` (default 1); it
+    returns a :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
     instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit``,
-    ``keep_tasks`` and ``progress`` to the others only.
+    ``keep_tasks`` and ``progress`` to the others only: each is ``None`` where not given and takes its
+    default after the check, so that one given where it does not apply is refused whatever its value, its
+    default too (``allreduce="ring"`` on an instance that is not a Piper instance).
     """
-    from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT
+    from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT, INLINE
     from placement.simulation.schedules import SCHEDULES
     from placement.simulation.simulator import ENGINES, simulate as run
     from placement.io.plans import read_plan_file, recorded_backward, recorded_objective
     from placement.simulation.split import is_split_plan, plan_split_record
 
-    given = {"comm": comm != "inline", "w_fraction": w_fraction is not None, "engine": engine != "heap",
-             "accelerators": accelerators is not None, "cpus": cpus is not None, "memory": memory is not None,
-             "memory_limit": memory_limit is not None, "keep_tasks": keep_tasks is not True,
-             "progress": progress is not None}
-    parallel = {"chunks": chunks is not None, "forward_share": forward_share is not None,
-                "allreduce": allreduce != "ring", "unit_scale": unit_scale != 1.0}
+    # given: not None, whatever the value (the default too)
+    given = {"comm": comm, "w_fraction": w_fraction, "engine": engine, "accelerators": accelerators, "cpus": cpus,
+             "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks, "progress": progress}
+    parallel = {"chunks": chunks, "forward_share": forward_share, "allreduce": allreduce, "unit_scale": unit_scale}
     loaded = as_loaded(instance)
     if is_piper(loaded):
-        unused = next((name for name, used in given.items() if used), None)
+        unused = next((name for name, value in given.items() if value is not None), None)
         if unused is not None:
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plans run data- and "
                                                 "tensor-parallel stages)")
-        from placement.simulation.parallel import FORWARD_SHARE, read_parallel_plan, simulate_parallel
+        from placement.simulation.parallel import FORWARD_SHARE, RING, read_parallel_plan, simulate_parallel
 
         parallel_plan, devices, plan_memory = read_parallel_plan(plan)
         return simulate_parallel(loaded, parallel_plan, schedule=schedule, chunks=chunks, microbatches=microbatches,
                                  forward_share=FORWARD_SHARE if forward_share is None else forward_share,
-                                 allreduce=allreduce, unit_scale=unit_scale, checked_on=(devices, plan_memory))
-    unused = next((name for name, used in parallel.items() if used), None)
+                                 allreduce=RING if allreduce is None else allreduce,
+                                 unit_scale=1.0 if unit_scale is None else unit_scale,
+                                 checked_on=(devices, plan_memory))
+    unused = next((name for name, value in parallel.items() if value is not None), None)
     if unused is not None:
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")
     if microbatches is None:
@@ -251,10 +254,12 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
     result = run(problem, plan, one_of("schedule", schedule, SCHEDULES),
-                 integer("microbatches", microbatches, smallest=1), one_of("comm", comm, COMM_MODES), w_fraction,
-                 one_of("engine", engine, ENGINES),
+                 integer("microbatches", microbatches, smallest=1),
+                 one_of("comm", INLINE if comm is None else comm, COMM_MODES), w_fraction,
+                 one_of("engine", "heap" if engine is None else engine, ENGINES),
                  number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
-                 flag("keep_tasks", keep_tasks), callback("progress", progress), **variant)
+                 flag("keep_tasks", True if keep_tasks is None else keep_tasks), callback("progress", progress),
+                 **variant)
     # the run measures throughput: a claimed throughput is checked against the verified max load, any other
     # claimed value is left unchecked
     objective = recorded_objective(given) or "throughput"

@@ -30,6 +30,8 @@ def test_api_examples_run(monkeypatch):
     assert printed[0] == "optimal 7.5 [(1, 2), (3, 4)]"
     assert printed[1] == ("contiguity 'sets' is not solved by method 'dp' (it solves 'stages'; method 'milp' "
                           "solves every class)")
+    # an option of Piper instances only, given at its default on another instance
+    assert "allreduce applies to Piper instances only (data- and tensor-parallel stages)" in printed
     assert printed[-1] == "Etttt|tttt|tttt|L ('split on the devices the plan records it was solved with: cpus=0',)"
 
 

@@ -555,6 +555,53 @@ def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, c
     assert hash(result) == hash(placement.solve(instance))
 
 
+@pytest.mark.parametrize("name, value", [("allreduce", "ring"), ("allreduce", "piper"), ("unit_scale", 1.0),
+                                         ("unit_scale", 1e-3), ("chunks", 1), ("forward_share", 1 / 3)])
+def test_the_library_refuses_a_piper_option_on_another_instance_at_its_default_too(name, value):
+    """allreduce and unit_scale were given where they differed from "ring" and 1.0, so allreduce="ring" on an
+    instance that is not a Piper instance passed in silence while "piper" was refused; every value is now."""
+    import placement
+
+    chain4 = ROOT / "instances" / "tiny" / "chain4.json"
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.simulate(chain4, placement.solve(chain4), **{name: value})
+    assert raised.value.parameter == name
+    assert str(raised.value) == f"{name} applies to Piper instances only (data- and tensor-parallel stages)"
+
+
+@pytest.mark.parametrize("name, value", [("comm", "inline"), ("comm", "link"), ("engine", "heap"),
+                                         ("keep_tasks", True), ("keep_tasks", False)])
+def test_the_library_refuses_an_option_of_other_instances_on_a_piper_instance_at_its_default_too(tmp_path, name,
+                                                                                                 value):
+    """comm, engine and keep_tasks were given where they differed from "inline", "heap" and True; on a Piper
+    instance they are refused whatever their value."""
+    import placement
+
+    instance, plan = write_two_stage(tmp_path)
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.simulate(instance, plan, **{name: value})
+    assert raised.value.parameter == name
+    assert str(raised.value) == f"{name} does not apply to a Piper instance (its plans run data- and tensor-parallel " \
+                                "stages)"
+
+
+def test_the_library_options_left_out_take_their_defaults_and_given_where_they_apply_are_taken(tmp_path):
+    import placement
+
+    instance, plan = write_two_stage(tmp_path)
+    run = placement.simulate(instance, plan)
+    assert run.to_json() == placement.simulate(instance, plan, allreduce="ring", unit_scale=1.0).to_json()
+    assert run.time_per_batch == pytest.approx(23.0, rel=1e-12)   # ring all-reduce, as the command's default
+    assert placement.simulate(instance, plan, allreduce="piper").time_per_batch > run.time_per_batch
+    chain4 = ROOT / "instances" / "tiny" / "chain4.json"
+    result = placement.solve(chain4)
+    left_out = placement.simulate(chain4, result, microbatches=4)
+    assert len(left_out.tasks) > 0   # keep_tasks not given: True
+    typed = placement.simulate(chain4, result, microbatches=4, comm="inline", engine="heap", keep_tasks=True)
+    assert left_out.to_json() == typed.to_json()
+    assert len(placement.simulate(chain4, result, microbatches=4, keep_tasks=False).tasks) == 0
+
+
 # --- plans of the planner ----------------------------------------------------------------------------
 
 @given(piper_instances(max_nodes=4), st.sampled_from(["piper", "1f1b", "gpipe"]))

@@ -15,7 +15,7 @@ from placement.cli.options import (add_device_options, add_output_options, check
                                    print_json, progress_printer, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
-from placement.simulation.program import COMM_MODES, INLINE
+from placement.simulation.program import COMM_MODES
 from placement.simulation.schedules import SCHEDULES
 from placement.simulation.simulator import ENGINES
 
@@ -79,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
     other = made_for_another(plan, instance.name)
     result = placement.simulate(instance, plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,
-                                comm=INLINE if args.comm is None else args.comm, w_fraction=args.w_fraction,
-                                engine="heap" if args.engine is None else args.engine,
+                                comm=args.comm, w_fraction=args.w_fraction, engine=args.engine,
                                 memory_limit=args.memory_limit, keep_tasks=bool(args.trace or args.gantt),
                                 progress=progress, **devices(args))
     title = instance.name or str(args.instance)

@@ -78,8 +78,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     try:
         result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,
-                                    allreduce=args.allreduce or "ring",
-                                    unit_scale=1.0 if args.unit_scale is None else args.unit_scale)
+                                    allreduce=args.allreduce, unit_scale=args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
         raise naming_the_file(args.plan, exc) from None
     if args.json:
