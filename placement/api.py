@@ -29,7 +29,7 @@ DEFAULT_MICROBATCHES = 64
 
 
 def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str | None = None,
-           calls: int | None = None, infer_from_colours: bool = False, ledger: bool = False,
+           calls: int | None = None, infer_from_colours: bool | None = None, ledger: bool = False,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
            backward: str | None = None, w_placement: str | None = None, inter_layer: bool | None = None,
            w_share: float | None = None) -> Any:
@@ -43,7 +43,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     else ``throughput``); ``calls`` the most calls per accelerator (latency only; default: the limit a
     plan solved for latency records it was verified with, else none);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
-    Tarnawski's published expert splits need); ``ledger`` also runs the communication ledger.
+    Tarnawski's published expert splits need; not given, ``None``: ``False``); ``ledger`` also runs the
+    communication ledger.
     What a solved plan's record claims that the check refutes (its value, the instance it names, an
     exact stage count) is added to the verdict's ``notes``.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``; those not
@@ -58,7 +59,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     memory it records, under its own schedule, and a
     :class:`placement.verification.parallel_check.ParallelVerification` is returned (``ledger``: the
     communication ledger of :mod:`placement.verification.parallel_ledger`); the other options do not
-    apply there.
+    apply there, and are refused given, whatever their value (``infer_from_colours=False`` too).
     """
     from placement.io.plans import (read_plan_file, recorded_backward, recorded_calls, recorded_contiguity,
                                     recorded_objective, recorded_objective_refusal)
@@ -68,10 +69,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     if is_piper(loaded):
         given = {"objective": objective, "contiguity": contiguity, "calls": calls, "accelerators": accelerators,
                  "cpus": cpus, "memory": memory, "backward": backward, "w_placement": w_placement,
-                 "inter_layer": inter_layer, "w_share": w_share}
+                 "inter_layer": inter_layer, "w_share": w_share, "infer_from_colours": infer_from_colours}
         unused = next((name for name, value in given.items() if value is not None), None)
-        if unused is None and infer_from_colours:
-            unused = "infer_from_colours"
         if unused is not None:
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plan is checked on the "
                                                 "devices and memory it records, with its own schedule)")
@@ -103,7 +102,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         contiguity = recorded_contiguity(plan) or "none"
     checked = as_plan(plan)
     verification = check_plan(problem, checked, objective=objective, contiguity=contiguity, calls=calls,
-                              infer_from_colours=flag("infer_from_colours", infer_from_colours),
+                              infer_from_colours=flag("infer_from_colours", False if infer_from_colours is None
+                                                      else infer_from_colours),
                               ledger=flag("ledger", ledger))
     return _with_record_notes(verification, plan, checked, problem)
 

@@ -96,6 +96,19 @@ def test_published_plans_verify(stem, options):
     assert verified.time_per_batch == pytest.approx(result.time_per_batch, rel=1e-12)
 
 
+@pytest.mark.parametrize("value", [False, True])
+def test_infer_from_colours_is_refused_on_a_piper_instance_whatever_its_value(value):
+    """infer_from_colours defaulted to False and the Piper check refused it only when true, so
+    infer_from_colours=False passed in silence; given, it is refused at either value, and left out the
+    check runs."""
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.verify(two_nodes(), PLAN, infer_from_colours=value)
+    assert raised.value.parameter == "infer_from_colours"
+    assert str(raised.value) == ("infer_from_colours does not apply to a Piper instance (its plan is checked on the "
+                                 "devices and memory it records, with its own schedule)")
+    assert placement.verify(two_nodes(), PLAN).valid
+
+
 def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path, capsys):
     inst = two_nodes()
     path = tmp_path / "two.json"
