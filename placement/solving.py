@@ -81,7 +81,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     A Piper instance (data- and tensor-parallel stages) is solved by :func:`placement.parallel.solve_piper`
     with ``devices``, ``memory``, ``schedule`` (``piper``, the default, ``1f1b``, ``gpipe``, or ``interleaved`` with
     ``chunks`` per device group and ``time_limit``), ``objective``
-    (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` and ``progress``, and
+    (``throughput``: Piper's; ``time-per-batch``: the schedule's), ``max_ideals`` (not under ``interleaved``,
+    whose search its time limit bounds) and ``progress``, and
     returns a :class:`placement.parallel.ParallelResult` (docs/piper.md); for one with ``deviceTypes``,
     ``devices`` counts per type (``{"a100": 8, "v100": 16}`` or ``"a100:8,v100:16"``).
     """
@@ -95,7 +96,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
                  w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)
     if is_piper(instance):
-        from placement.parallel.solve import check_piper_request, solve_piper
+        from placement.parallel.solve import check_piper_request, interleaved_refusal, solve_piper
 
         check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
@@ -105,6 +106,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
                                                   "its own options (it takes devices, memory, schedule, chunks, "
                                                   "objective, max_ideals, time_limit)")
         max_ideals = integer("max_ideals", max_ideals, smallest=1, optional=True)   # named as the caller names it
+        if max_ideals is not None and schedule == "interleaved":
+            raise interleaved_refusal("max_ideals")
         return solve_piper(instance, devices=devices, memory=memory, schedule=schedule or "piper",
                            max_sets=max_ideals, progress=progress, objective=objective, chunks=chunks,
                            time_limit=time_limit)

@@ -331,6 +331,10 @@ def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):
                                                      "non-empty chunks each); the instance has 5"),
     (["--schedule", "gpipe", "--objective", "time-per-batch", "--time-limit", "3"],
      "error: --time-limit does not apply to --objective time-per-batch (its search runs to the end)"),
+    # the interleaved search enumerates no ideals: the limit of the DP's, typed, is refused
+    (["--schedule", "interleaved", "--max-ideals", "200000"],
+     "error: --max-ideals does not apply to --schedule interleaved, whose search is bounded by its time limit (it "
+     "takes --devices, --memory, --chunks, --time-limit)"),
 ])
 def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
     from placement.cli import main
@@ -339,6 +343,41 @@ def test_cli_refuses_in_one_line(tmp_path, capsys, extra, message):
     path.write_text(json.dumps(chain([1, 2, 3, 4, 5]).to_json()))
     assert main(["solve", str(path), *extra]) == 2
     assert capsys.readouterr().err.strip() == message
+
+
+@pytest.mark.parametrize("name, value", [("max_sets", 200_000), ("max_sets", 5), ("forward_share", 1 / 3),
+                                         ("forward_share", 0.5)])
+def test_solve_piper_refuses_the_options_of_the_dp_under_interleaved_whatever_their_value(name, value):
+    """The interleaved search takes neither the DP's set limit nor a forward share (its time per batch is
+    Piper's, 1/3): given under it, at their defaults too, they are refused instead of passing unused."""
+    from placement.parallel import solve_piper
+
+    instance = chain([1, 2, 3, 4, 5])
+    with pytest.raises(InvalidParameterError) as raised:
+        solve_piper(instance, schedule="interleaved", **{name: value})
+    why = ("whose time per batch is Piper's, forward share 1/3" if name == "forward_share" else
+           "whose search is bounded by its time limit")
+    assert raised.value.parameter == name
+    assert str(raised.value) == (f"{name} does not apply to schedule='interleaved', {why} (it takes devices, "
+                                 "memory, chunks, time_limit)")
+
+
+def test_solve_refuses_max_ideals_under_interleaved_and_leaving_the_options_out_solves():
+    import placement
+    from placement.parallel import solve_piper
+
+    instance = chain([1, 2, 3, 4, 5])
+    with pytest.raises(InvalidParameterError) as raised:
+        placement.solve(instance, schedule="interleaved", max_ideals=200_000)
+    assert str(raised.value) == ("max_ideals does not apply to schedule='interleaved', whose search is bounded by its "
+                                 "time limit (it takes devices, memory, chunks, time_limit)")
+    assert placement.solve(instance, schedule="interleaved").value == 8.0
+    assert solve_piper(instance, schedule="interleaved").value == 8.0
+    # where they apply, given at their defaults they are taken as left out
+    left_out = solve_piper(instance, schedule="gpipe")
+    typed = solve_piper(instance, schedule="gpipe", max_sets=200_000, forward_share=1 / 3)
+    assert (typed.value, typed.time_per_batch, typed.plan) == (left_out.value, left_out.time_per_batch, left_out.plan)
+    assert placement.solve(instance, schedule="gpipe", max_ideals=200_000).value == left_out.value
 
 
 @given(tiny(), st.sampled_from([(2, 1), (2, 2)]))

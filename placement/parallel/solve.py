@@ -69,11 +69,19 @@ def check_piper_request(*, method: str, objective: str, contiguity: str, acceler
                                               "stages with their data- and tensor-parallel degrees")
 
 
+def interleaved_refusal(name: str) -> InvalidParameterError:
+    """The refusal of ``name``, an option of the DP that :func:`solve_interleaved` does not take."""
+    why = ("whose time per batch is Piper's, forward share 1/3" if name == "forward_share" else
+           "whose search is bounded by its time limit")
+    return InvalidParameterError(name, f"does not apply to schedule='interleaved', {why} (it takes devices, memory, "
+                                       "chunks, time_limit)")
+
+
 def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str | None = None,
                 memory: float | None = None,
                 schedule: str = "piper", max_sets: int | None = None,
                 progress: Callable[[str], None] | None = None, objective: str = "throughput",
-                forward_share: float = FORWARD_SHARE, chunks: int | None = None,
+                forward_share: float | None = None, chunks: int | None = None,
                 time_limit: float | None = None) -> ParallelResult:
     """The optimal plan of ``instance`` on ``devices`` devices (default ``maxDevices``) of ``memory``
     bytes each (default ``maxMemoryPerDevice``) for ``schedule``'s memory model (``piper``, ``1f1b``,
@@ -81,10 +89,12 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     ``deviceTypes``, ``devices`` counts per type (:mod:`placement.parallel.devices`) and each type gives its memory.
     ``objective``: ``throughput`` (Piper's largest stage time per sample) or ``time-per-batch`` (the exact
     time per batch of ``gpipe`` or ``1f1b``, with the forward share ``forward_share`` of each node's time
-    per sample: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its plan
-    either way. ``schedule="interleaved"``: ``chunks`` model chunks per device group (default 2), solved
+    per sample, default 1/3: :mod:`placement.parallel.timing`); the result's ``time_per_batch`` is that of its
+    plan either way. ``schedule="interleaved"``: ``chunks`` model chunks per device group (default 2), solved
     within ``time_limit`` seconds (default :data:`~placement.parallel.interleaved.DEFAULT_TIME_LIMIT`, 8)
-    by :func:`placement.parallel.interleaved.solve_interleaved`. The other schedules' DP runs to the end
+    by :func:`placement.parallel.interleaved.solve_interleaved`, which takes neither ``max_sets`` nor
+    ``forward_share`` (its time per batch is Piper's, forward share 1/3): not given they are ``None``, and
+    given, whatever their value, they are refused there. The other schedules' DP runs to the end
     unless given ``time_limit`` (objective ``throughput``): past it, the best pipeline along one topological
     order is returned, ``feasible``, with the bound Σ of the nodes' least ``t · time`` over the devices."""
     started = time.perf_counter()
@@ -99,19 +109,23 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
     if objective == "time-per-batch" and schedule not in BATCH_SCHEDULES:
         raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, BATCH_SCHEDULES))} with "
                                                 f"objective='time-per-batch', not {schedule!r}")
-    forward_share = number("forward_share", forward_share, largest=1.0)
+    forward_share = number("forward_share", forward_share, largest=1.0, optional=True)
     max_sets = integer("max_sets", max_sets, smallest=1, optional=True)
     callback("progress", progress)
     if not instance.device_types:   # with types, each type gives its memory
         memory = instance.max_memory_per_device if memory is None else memory
     chunks = check_chunks(schedule, chunks)
     if schedule == INTERLEAVED:
+        for name, value in (("max_sets", max_sets), ("forward_share", forward_share)):
+            if value is not None:   # given, whatever its value
+                raise interleaved_refusal(name)
         return solve_interleaved(instance, devices=devices, memory=memory, chunks=chunks, time_limit=time_limit,
                                  progress=progress)
     if time_limit is not None and objective == "time-per-batch":
         raise InvalidParameterError("time_limit", "does not apply to objective='time-per-batch' (its search runs "
                                                   "to the end)")
     time_limit = number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True)
+    forward_share = FORWARD_SHARE if forward_share is None else forward_share
     deadline = None if time_limit is None else started + time_limit
     # no plan uses more than (stages ≤ nodes)·(d ≤ mbsInBatch)·(largest t) devices: the DP gets that many
     reachable = len(instance.nodes) * instance.microbatches_in_batch * max(
@@ -214,4 +228,4 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
     return answer(status, found.plan, found.value, found.bound, evaluation)
 
 
-__all__ = ["OBJECTIVES", "SIMULATOR_CHECK_TASKS", "check_piper_request", "solve_piper"]
+__all__ = ["OBJECTIVES", "SIMULATOR_CHECK_TASKS", "check_piper_request", "interleaved_refusal", "solve_piper"]
