@@ -529,6 +529,34 @@ def test_a_file_that_is_no_record_file_is_never_cut(tmp_path, capsys):
     assert json.loads(path.read_text())["chips"] == [1]
 
 
+@pytest.mark.parametrize("name, value", [("workers", 1), ("workers", 4), ("processes", True), ("processes", False)])
+def test_the_local_cluster_options_are_refused_with_a_scheduler_whatever_their_value(tmp_path, name, value):
+    """workers and processes size the local cluster, which a sweep given a scheduler does not start: they
+    passed unused (processes=True, the default, as any other value); given, they are now refused before any
+    file is written or cluster reached."""
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))
+    out = tmp_path / "records.jsonl"
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(spec, out, scheduler="tcp://127.0.0.1:1", quiet=True, task=list, **{name: value})
+    assert caught.value.parameter == name
+    assert str(caught.value) == (f"{name} applies to the local cluster only; with a scheduler the sweep runs on the "
+                                 "cluster at that address, whose workers are its own")
+    assert not out.exists()
+
+
+def test_the_command_refuses_workers_with_a_scheduler(tmp_path, capsys):
+    from placement.cli import main
+
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY]}))
+    out = tmp_path / "records.jsonl"
+    assert main(["codesign", "--sweep", str(path), "--out", str(out), "--scheduler", "tcp://127.0.0.1:1",
+                 "--workers", "2", "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: --workers applies to the local cluster only; with a scheduler the "
+                                       "sweep runs on the cluster at that address, whose workers are its own\n")
+    assert not out.exists()
+
+
 @needs_dask
 def test_a_scheduler_address_dask_cannot_parse_is_one_error(tmp_path):
     spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,))

@@ -319,13 +319,15 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None, workers: int | None = None,
-              processes: bool = True, quiet: bool = False, plots: str | Path | None = None,
+              processes: bool | None = None, quiet: bool = False, plots: str | Path | None = None,
               task: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> SweepSummary:
     """Run every configuration of ``spec`` not yet in the JSON Lines file ``out``, appending records.
 
     ``scheduler`` is the address of a running Dask scheduler (``tcp://host:8786``); without it a
     ``distributed.LocalCluster`` of ``workers`` worker processes (threads when ``processes`` is
-    false) runs here and is closed at the end. A progress bar goes to standard error unless
+    false; not given, ``None``: Dask's count of workers, processes) runs here and is closed at the end;
+    ``workers`` and ``processes`` size that local cluster only, and are refused given with ``scheduler``,
+    whatever their value. A progress bar goes to standard error unless
     ``quiet``. ``plots`` is a folder to write the plots of every record of ``out`` into
     (:func:`placement.codesign.plots.write_plots`). ``task`` replaces :func:`run_configuration`
     (it takes a configuration, with its baselines settings and the model and grid read here, and
@@ -339,6 +341,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     """
     out = Path(out)
     parameters.integer("workers", workers, smallest=1, optional=True)
+    if processes is not None:
+        parameters.flag("processes", processes)
+    for name, value in (("workers", workers), ("processes", processes)):
+        if scheduler is not None and value is not None:   # given, whatever its value
+            raise InvalidParameterError(name, "applies to the local cluster only; with a scheduler the sweep runs "
+                                              "on the cluster at that address, whose workers are its own")
     if plots is not None:  # fail before hours of work when the plots cannot be drawn
         from placement.codesign.plots import matplotlib_modules
         matplotlib_modules()
@@ -377,7 +385,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     errors = infeasible = 0
     if todo:
         models = {model: _read_model(model) for model in dict.fromkeys(item["config"]["model"] for item in todo)}
-        client, cluster = _client(scheduler, workers, processes)
+        client, cluster = _client(scheduler, workers, True if processes is None else processes)
         bar = ProgressBar(total, total - len(todo), quiet=quiet)
         try:
             from dask.distributed import as_completed
