@@ -29,7 +29,7 @@ DEFAULT_MICROBATCHES = 64
 
 
 def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity: str | None = None,
-           calls: int | None = None, infer_from_colours: bool | None = None, ledger: bool = False,
+           calls: int | None = None, infer_from_colours: bool | None = None, ledger: bool | None = None,
            accelerators: int | None = None, cpus: int | None = None, memory: float | None = None,
            backward: str | None = None, w_placement: str | None = None, inter_layer: bool | None = None,
            w_share: float | None = None) -> Any:
@@ -44,7 +44,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     plan solved for latency records it was verified with, else none);
     ``infer_from_colours`` places nodes the plan omits on the device of their colour class (as
     Tarnawski's published expert splits need; not given, ``None``: ``False``); ``ledger`` also runs the
-    communication ledger.
+    communication ledger (not given: ``False``).
     What a solved plan's record claims that the check refutes (its value, the instance it names, an
     exact stage count) is added to the verdict's ``notes``.
     ``accelerators``, ``cpus`` and ``memory`` override the instance's devices as in ``solve``; those not
@@ -52,7 +52,10 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     ``backward="split"`` checks a split-backward plan under the variant ``w_placement``,
     ``inter_layer``, ``w_share`` (docs/backward-split.md; contiguity ``stages``, its own rules);
     by default a plan that records a split-backward solve is checked so, under the variant it
-    records where these are not given, and any other plan as joint.
+    records where these are not given, and any other plan as joint. A split-backward check runs in class
+    ``stages`` with one call per device, and infers no node and runs no ledger: ``contiguity`` other than
+    ``"stages"``, ``calls`` other than 1, and ``infer_from_colours`` and ``ledger`` given, whatever their
+    value, are refused there.
 
     On a Piper instance (data- and tensor-parallel stages) the plan (a plan file or document as
     ``solve`` writes it, a ``ParallelResult`` or a ``ParallelPlan``) is checked on the devices and
@@ -74,7 +77,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         if unused is not None:
             raise InvalidParameterError(unused, "does not apply to a Piper instance (its plan is checked on the "
                                                 "devices and memory it records, with its own schedule)")
-        return _verify_parallel(loaded, plan, flag("ledger", ledger))
+        return _verify_parallel(loaded, plan, flag("ledger", False if ledger is None else ledger))
     plan = read_plan_file(plan)   # once: for the plan, its record and the claims the record makes
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
@@ -86,6 +89,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         refusal = recorded_objective_refusal(problem, solved_for) if solved_for is not None else None
         if refusal:   # the plan's record, not an argument: the refusal speaks of the plan
             raise InvalidParameterError("plan", f"{refusal}; pass objective= to check it for another objective")
+    asked_calls = calls
     if calls is None and objective == "latency" and solved_for == "latency":
         calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
     given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
@@ -95,6 +99,15 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
         from placement.verification.split import check_split_plan
 
         check_training(problem)
+        for name, value, fits in (("contiguity", contiguity, "stages"), ("calls", asked_calls, 1)):
+            if value is not None and value != fits:
+                raise InvalidParameterError(name, "does not apply to backward='split' (a split-backward plan is "
+                                                  "checked as a pipeline: contiguity stages, one call per device)")
+        for name, value, why in (("infer_from_colours", infer_from_colours, "places no node the plan leaves out"),
+                                 ("ledger", ledger, "runs no communication ledger")):
+            if value is not None:   # given, whatever its value
+                raise InvalidParameterError(name, f"does not apply to backward='split' (the check of a "
+                                                  f"split-backward plan {why})")
         checked = as_plan(plan)
         return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem)
     refuse_split_options(**given)
@@ -104,7 +117,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     verification = check_plan(problem, checked, objective=objective, contiguity=contiguity, calls=calls,
                               infer_from_colours=flag("infer_from_colours", False if infer_from_colours is None
                                                       else infer_from_colours),
-                              ledger=flag("ledger", ledger))
+                              ledger=flag("ledger", False if ledger is None else ledger))
     return _with_record_notes(verification, plan, checked, problem)
 
 

@@ -485,6 +485,35 @@ def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     assert (info.value.parameter, info.value.detail) == ("w_share", "applies to backward='split' only")
 
 
+@pytest.mark.parametrize("kwargs, parameter, detail", [
+    (dict(contiguity="none"), "contiguity", "does not apply to backward='split' (a split-backward plan is checked as "
+                                            "a pipeline: contiguity stages, one call per device)"),
+    (dict(objective="throughput", calls=2), "calls", "does not apply to backward='split' (a split-backward plan is "
+                                                     "checked as a pipeline: contiguity stages, one call per device)"),
+    # infer_from_colours and ledger passed unused, at any value: given, they are refused, False too
+    (dict(infer_from_colours=False), "infer_from_colours",
+     "does not apply to backward='split' (the check of a split-backward plan places no node the plan leaves out)"),
+    (dict(infer_from_colours=True), "infer_from_colours",
+     "does not apply to backward='split' (the check of a split-backward plan places no node the plan leaves out)"),
+    (dict(ledger=False), "ledger",
+     "does not apply to backward='split' (the check of a split-backward plan runs no communication ledger)"),
+    (dict(ledger=True), "ledger",
+     "does not apply to backward='split' (the check of a split-backward plan runs no communication ledger)"),
+])
+def test_verify_refuses_what_a_split_check_does_not_read(tmp_path, kwargs: dict, parameter: str, detail: str) -> None:
+    problem = two_layers()
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(placement.solve(problem, backward="split").to_json()))
+    for backward in ({}, {"backward": "split"}):   # the split the plan file records, or asked for
+        with pytest.raises(InvalidParameterError) as info:
+            placement.verify(problem, str(path), **backward, **kwargs)
+        assert (info.value.parameter, info.value.detail) == (parameter, detail)
+    # what the split check does, given, is taken; the joint check takes them all
+    assert placement.verify(problem, str(path), contiguity="stages", objective="throughput", calls=None).value == 5.0
+    joint = placement.verify(problem, str(path), backward="joint", infer_from_colours=True, ledger=True)
+    assert joint.value == 7.0 and joint.ledger is not None
+
+
 def test_flush_phases_and_kept_tensors_of_a_moved_w() -> None:
     # f0 (1) -> f1 (1, c = 1); b1 -> b0 (backward, 2 each, W = B = 1); f0 -> b0, f1 -> b1 carry activations.
     # Device 0 holds layer 0 and W(b1); device 1 holds layer 1.
