@@ -362,7 +362,10 @@ def test_bad_plans(plan, message):
 @pytest.mark.parametrize("kwargs, message", [
     ({"schedule": "zb"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not 'zb'"),
     ({"schedule": "interleaved", "chunks": 1}, "chunks must be at least 2 under the interleaved schedule, not 1"),
-    ({"schedule": "gpipe", "chunks": 2}, "chunks must be 1 under the gpipe schedule, not 2"),
+    ({"schedule": "gpipe", "chunks": 2}, "chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
+    # the one chunk the schedule runs, given, is refused as solve refuses it
+    ({"schedule": "gpipe", "chunks": 1}, "chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
+    ({"chunks": 1}, "chunks applies to the 'interleaved' schedule only, not to '1f1b'"),
     ({"schedule": "interleaved", "chunks": 3}, "chunks must divide the number of stages (4), not 3"),
     ({"schedule": "interleaved", "chunks": 2, "microbatches": 3},
      "microbatches per replica (3) must be a multiple of the 2 pipeline ranks under the interleaved schedule"),
@@ -451,6 +454,10 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--engine", "heap", "--comm", "link"], "error: --comm, --engine do not apply to a Piper instance (its plans run "
                                              "data- and tensor-parallel stages; see placement simulate --help)"),
     (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
+    # the plan's one chunk, typed under a schedule that is not interleaved: refused as solve refuses it
+    (["--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
+    (["--schedule", "1f1b", "--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to "
+                                              "'1f1b'"),
     # checked on the batch simulated: d = 2 divides no 3 (Σ d ≤ m is the rule of the batch planned for only)
     (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "
                               "micro-batches per batch: stage 0: d=2 does not divide the 3 micro-batches of a batch "

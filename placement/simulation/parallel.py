@@ -141,8 +141,9 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     ``stages`` is such a sequence (a :class:`placement.parallel.plan.ParallelPlan`, whose
     ``schedule`` and ``chunks`` are then the defaults). ``schedule``: ``gpipe``, ``1f1b``,
     ``piper`` (Piper's model: the 1F1B order, read for ``time_per_sample``) or ``interleaved``
-    (then ``chunks = v ≥ 2`` model chunks per rank; the stages are the ``p·v`` virtual stages
-    and stage ``k`` runs on rank ``k mod p``); default the plan's, else ``1f1b``.
+    (then ``chunks = v ≥ 2`` model chunks per rank, by default the plan's; the stages are the ``p·v``
+    virtual stages and stage ``k`` runs on rank ``k mod p``); default the plan's, else ``1f1b``.
+    ``chunks`` given under another schedule is refused, whatever its value (1 too).
     ``microbatches``: per batch (default the instance's ``mbsInBatch``); each replica of a
     stage with ``d`` replicas runs ``microbatches / d``. ``forward_share``: the forward's part
     of each node's time per sample. ``allreduce``: ``ring`` (``2(d − 1)/d · W`` bytes per
@@ -159,9 +160,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
         schedule = getattr(plan, "schedule", None) or ONE_F_ONE_B
     one_of("schedule", schedule, PARALLEL_SCHEDULES)
     recorded = getattr(plan, "chunks", None) or 1   # model chunks per device group the plan was solved for
-    if chunks is None:
-        chunks = recorded
-    chunks = integer("chunks", chunks, smallest=1)
+    given = chunks is not None
+    chunks = integer("chunks", recorded if chunks is None else chunks, smallest=1)
     if recorded > 1 and chunks != recorded:
         raise InvalidParameterError("chunks", f"must be the plan's {recorded} model chunks per device group (its "
                                               f"stages record them), not {chunks}")
@@ -170,8 +170,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
                                                 f"model chunks per device group); use 'interleaved'")
     if schedule == INTERLEAVED and chunks < 2:
         raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {chunks}")
-    if schedule != INTERLEAVED and chunks != 1:
-        raise InvalidParameterError("chunks", f"must be 1 under the {schedule} schedule, not {chunks}")
+    if schedule != INTERLEAVED and given:   # whatever its value: 1 too, as solve refuses it
+        raise InvalidParameterError("chunks", f"applies to the 'interleaved' schedule only, not to {schedule!r}")
     m = integer("microbatches", instance.microbatches_in_batch if microbatches is None else microbatches,
                 smallest=1)
     share = number("forward_share", forward_share, largest=1.0)
