@@ -671,3 +671,30 @@ def test_a_plot_that_cannot_be_written_whole_leaves_the_file_as_it_was(tmp_path,
     with pytest.raises(OSError):
         plot_pareto(records, plot)
     assert plot.read_bytes() == b"old plot" and os.listdir(tmp_path) == ["pareto.png"]
+
+
+def test_wham_places_its_per_stage_designs_when_the_split_leaves_chips_empty():
+    """Designs S (8 MB of buffer, 83.84 W) and L (16 MB, 86.72 W), else alike. Node times (ms): n0 (add) 0.034037
+    and n2 (exp) 0.060243 on both; n1 (1 MB moved, no shape) 0.0027902 on S, 0.0014286 on L (buffer- against
+    DRAM-bound); n1 -> n2 costs 0.01 ms. On 3 chips of S the split is [n0 | n1 n2] (0.063033 ms; a third stage
+    would add 0.01 ms to n2's), two stages. The local search keeps S for the first stage and L for the second, and
+    the global pick's combination (S, L) was placed as S on all three chips (a combination shorter than the chips
+    was taken for one design on every chip): WHAM reached the optimum's 0.061671 ms only on (L, L), 173.44 W,
+    where (S, L) runs it on 170.56 W, the exact method's answer."""
+    model = {"maxSizePerFPGA": 1e12, "maxFPGAs": 1, "maxCPUs": 0, "nodes": [
+        {"id": 0, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1e6,
+         "operators": [{"kind": "vector", "op": "add", "elements": 3_049_648}]},
+        {"id": 1, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1e6, "flops": 1e6, "bytes": 1e6},
+        {"id": 2, "supportedOnFpga": True, "cpuLatency": 0, "fpgaLatency": 0, "size": 1e6,
+         "operators": [{"kind": "vector", "op": "exp", "elements": 1_349_429}]}],
+        "edges": [{"sourceId": 0, "destId": 1, "cost": 0.0}, {"sourceId": 0, "destId": 2, "cost": 0.0},
+                  {"sourceId": 1, "destId": 2, "cost": 0.01}]}
+    grid = {"tensor_cores": [1], "array_width": [64], "array_depth": [128], "vector_cores": [1],
+            "vector_lanes": [128], "buffer_mb": [8, 16]}
+    small, large = load_grid(grid).designs()
+    exact = placement.codesign(model, chips=3, power=1000.0, grid=grid)
+    assert exact.designs == (small, large) and exact.power_w == small.tdp_w + large.tdp_w == 170.5576171875
+    found = baselines.wham(model, 3, 606.68, 1000.0, grid=grid)
+    assert found.details["stages"] == 2
+    assert found.throughput == pytest.approx(exact.value, rel=TIE)
+    assert found.designs == (small, large)

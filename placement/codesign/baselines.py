@@ -226,7 +226,9 @@ class _Evaluator:
         return self.space.times[[self.row[d] for d in key]]
 
     def __call__(self, designs: Sequence[Design]) -> Evaluation:
-        designs = tuple(designs) if len(designs) == self.chips else (designs[0],) * self.chips
+        # one design: on every chip; several: one chip each (WHAM's per-stage picks, fewer than the chips when
+        # the split it starts from leaves chips empty)
+        designs = (designs[0],) * self.chips if len(designs) == 1 else tuple(designs)
         key = tuple(sorted(designs))  # the DP orders the chips itself
         self.asked += 1
         if key not in self.seen:
