@@ -36,8 +36,8 @@ Every baseline returns a :class:`BaselineResult` with its throughput, the design
 the number of designs (or combinations) it evaluated and its search time. Of the plans it met,
 it keeps the one the objective prefers, ties broken as the exact method breaks them
 (:mod:`.result`: fewer watts, then less area, among plans of equal objective; on each combination
-of chips, the plans that leave some of them empty count): so where a baseline finds the optimum's
-objective it reports the optimum's watts too.
+of chips, the plans that leave some of them empty count). A baseline meets only the plans of the designs
+it tries, so where it reaches the optimum's objective its watts may still be more than the optimum's.
 """
 
 from __future__ import annotations
