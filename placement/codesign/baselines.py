@@ -1,7 +1,7 @@
 """Heuristic co-design baselines, to measure against the proven optimum of :mod:`.exact`.
 
 Each baseline picks chip designs from the grid by its own rule, then places the model on them
-with the DP the exact method runs (:func:`evaluate`: the DP over ideals on chips of the chosen
+with the DP the exact method runs (:class:`_Evaluator`: the DP over ideals on chips of the chosen
 designs), so its throughput is directly comparable with the optimum and can never exceed it:
 every design it considers is a design of the grid within the budgets.
 
@@ -141,8 +141,10 @@ def _chips_of(workload: Workload, designs: Sequence[Design], times: np.ndarray) 
 
 def _placements(workload: Workload, designs: Sequence[Design], times: np.ndarray, objective: str,
                 max_ideals: int) -> list[Evaluation]:
-    """The placements of :func:`evaluate` to choose from: for throughput the DP's plan of least max load, for
-    perf-per-watt the best plan of every DP layer (every chip count the DP can leave empty)."""
+    """The placements of one chip of each of ``designs`` (repeats: several chips of a design; ``times`` holds
+    each design's node times, rows, ms) to choose from, in any pipeline order, with the DP of
+    :mod:`placement.solvers.dp`: for throughput the DP's plan of least max load, for perf-per-watt the best plan
+    of every DP layer (every chip count the DP can leave empty); none where no plan fits (node memory)."""
     problem, distinct = _chips_of(workload, designs, times)
     if objective == "throughput":
         solution = solve_dp(problem, max_ideals=max_ideals)
@@ -167,25 +169,6 @@ def _fewest_watts(workload: Workload, designs: Sequence[Design], times: np.ndarr
         return None
     return Evaluation(run.time_ms, run.time_ms, run.plan, stage_designs(run.plan, distinct), run.power_w,
                       run.area_mm2)
-
-
-def evaluate(workload: Workload, designs: Sequence[Design], times: np.ndarray, *,
-             objective: str = "throughput", max_ideals: int = DEFAULT_MAX_IDEALS) -> Evaluation:
-    """Place ``workload`` on one chip of each of ``designs`` (repeats: several chips of a design), in
-    any pipeline order, with the DP of :mod:`placement.solvers.dp`; ``times`` holds each design's node
-    times (rows, ms). For perf-per-watt every chip count the DP can leave empty is tried (the best
-    plan of every DP layer) and the least max load × watts of the chips used is kept. Of the plans
-    that tie (:mod:`.result`), the one whose chips used draw the fewest watts, then have the least area,
-    is kept (for throughput: :func:`.frontier.least_power_dp` under the tie bound of the least max load).
-    ``score`` is infinite when no plan fits (node memory). ``max_ideals``: the most ideals the DP
-    enumerates."""
-    options = _placements(workload, designs, times, objective, max_ideals)
-    best = preferred(e.ranked for e in options)
-    if best is None:
-        return Evaluation(math.inf, math.inf, None, ())
-    if objective == "throughput":
-        best = _fewest_watts(workload, designs, times, tie_bound(best.time_ms), max_ideals) or best
-    return best
 
 
 class _Evaluator:
@@ -233,13 +216,12 @@ class _Evaluator:
         self.asked += 1
         if key not in self.seen:
             self.calls += 1
-            options = _placements(self.workload, key, self._times(key), self.objective, self.max_ideals)
-            self.seen[key] = options
-            answer = preferred(e.ranked for e in options)
-            if answer is not None and (self.best is None or answer.score < self.best.score):
-                self.best = answer
+            self.seen[key] = _placements(self.workload, key, self._times(key), self.objective, self.max_ideals)
+        answer = preferred(e.ranked for e in self.seen[key])
+        if answer is not None and (self.best is None or answer.score < self.best.score):
+            self.best = answer
         self._report()
-        return preferred(e.ranked for e in self.seen[key]) or Evaluation(math.inf, math.inf, None, ())
+        return answer or Evaluation(math.inf, math.inf, None, ())
 
     def chosen(self) -> Evaluation | None:
         """The placement the objective prefers of every combination placed (:func:`.result.preferred`); for
