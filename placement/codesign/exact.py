@@ -93,7 +93,7 @@ def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
     area = c.area
     least = math.inf
     options: list[tuple[float, float, float, Best]] = []   # per watt: (score, watts, area, plan)
-    fastest: list[tuple[int, float, object]] = []           # throughput: (design, least max load, plan)
+    fastest: list[tuple[int, object, float, object]] = []   # throughput: (design, its instance, least max load, plan)
     ran: list[int] = []
     for t in order:
         if bounds[t] > tie_bound(least):   # it and every later design: no plan of them ties with the best
@@ -104,7 +104,7 @@ def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
         if not per_watt:
             solution = solve_dp(problem, max_ideals=max_ideals)
             if solution.plan is not None:
-                fastest.append((int(t), solution.objective, solution.plan))
+                fastest.append((int(t), problem, solution.objective, solution.plan))
                 least = min(least, solution.objective)
             continue
         plans, _, _ = layer_plans(problem, build_layers(problem), max_ideals=max_ideals)
@@ -116,11 +116,10 @@ def _homogeneous(workload: Workload, c: Candidates, chips: int, per_watt: bool,
     runs = len(ran)
     if not per_watt:   # of the designs whose least max load ties, each on the fewest chips that tie
         cap = tie_bound(least)
-        for t, value, plan in fastest:
+        for t, problem, value, plan in fastest:
             if value > cap:
                 continue
             design = c.designs[t]
-            problem = design_instance(workload, [design], c.times[[t]], [chips])
             low = least_power_dp(problem, pool_layers(1, chips), c.tdp[[t]], area[[t]], cap, max_ideals=max_ideals)
             runs += 1
             if low.plan is None:   # only by rounding beyond the tie: the DP's plan
