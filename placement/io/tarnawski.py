@@ -126,9 +126,7 @@ def parse_instance(data: Any, name: str = "") -> Instance:
         cpus = read_field(data, "maxCPUs", top, "count")
         if accelerators == 0 and cpus == 0:
             raise InvalidInstanceError(f"{top}: no devices (maxFPGAs and maxCPUs are both 0)")
-    raw_nodes = data.get("nodes")
-    if raw_nodes is None:
-        raise InvalidInstanceError(f"{top}: missing field 'nodes'")
+    raw_nodes = data["nodes"]
     if not isinstance(raw_nodes, list):
         raise InvalidInstanceError(f"{top}: field 'nodes' must be an array, got {json_type_name(raw_nodes)}")
     raw_edges = data["edges"]
