@@ -159,3 +159,20 @@ class TiedLM(nn.Module):
 def tied_lm():
     torch.manual_seed(0)
     return TiedLM(), (torch.randint(0, 16, (2, 4)),)
+
+
+class EarlyOutput(nn.Module):
+    """a -> b -> c, returning a's value beside c's: an output the first node makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h, self.c(self.b(h))
+
+
+def early_output():
+    torch.manual_seed(0)
+    return EarlyOutput(), (torch.randn(3, 4),)

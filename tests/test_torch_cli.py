@@ -269,6 +269,31 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         "model cut at stages of any shape: docs/pytorch.md)\n")
 
 
+def test_split_refuses_a_model_output_that_an_earlier_stage_than_the_last_makes(tmp_path, capsys):
+    """EarlyOutput's nodes: a (0), b (1), c (2); the model returns a's value and c's. torch's pipeline() (and
+    DeepSpeed) return what the last stage returns: with a on stage 0, the step returned c's value alone."""
+    instance = tmp_path / "early.json"
+    assert main(["import", "tests.handoff_models:early_output", "--out", str(instance)]) == 0
+    data = json.loads(instance.read_text())
+    assert data["about"]["outputs"] == [0, 2]
+    apart = write_plan(tmp_path / "apart.json", [0], [1, 2])
+    capsys.readouterr()
+    for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
+                          ("deepspeed", "DeepSpeed's PipelineModule")):
+        assert main(["split", str(instance), apart, "--format", form]) == 2
+        assert capsys.readouterr().err == (
+            f"error: --format {form} cannot express this plan: the model returns the value of 'a', made in stage 0, "
+            f"and {runtime} returns what the last stage returns only (placement.torch.plan_pipeline relays it); "
+            "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
+            "docs/pytorch.md)\n")
+    assert main(["split", str(instance), write_plan(tmp_path / "one.json", [0, 1, 2]), "--format", "split-spec"]) == 0
+    capsys.readouterr()
+    # an instance that does not record the model's outputs (made before they were recorded) is not checked
+    del data["about"]["outputs"]
+    instance.write_text(json.dumps(data))
+    assert main(["split", str(instance), apart, "--format", "split-spec"]) == 0
+
+
 def test_deepspeed_refuses_a_layer_after_the_first_that_reads_a_model_input(tmp_path, capsys):
     """SecondInput's nodes: a (0), join (1, reads the model input cond), join.lin (2), head (3). Stage 0
     holding a and join reads every input there, as torch's pipeline() needs, but the PipelineModule's

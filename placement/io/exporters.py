@@ -28,7 +28,9 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   for any graph, where an input of the model is read after the first stage, or by no node
   (:func:`require_inputs_in_first_stage`: ``pipeline()`` passes the model's inputs to stage 0
   only), where the instance records the model's inputs (``about.inputs``, and ``inputs`` per
-  node);
+  node); nor where the model returns a value an earlier stage than the last makes
+  (:func:`require_outputs_in_last_stage`: ``pipeline()`` returns what the last stage returns), where the
+  instance records the nodes whose values the model returns (``about.outputs``);
 * for a training graph, neither a split_spec nor DeepSpeed parts exist where a stage writes in place
   into a value an earlier stage computes (:func:`require_no_writes_into_received`): both runtimes give
   a stage what it receives as leaves that require a gradient, which autograd refuses to write into;
@@ -98,6 +100,7 @@ class Layout:
     gradient_edges: frozenset[tuple[int, int]] = frozenset()
     generator: str = ""        # the importer that made the instance (its about.generator)
     writes: tuple[tuple[int, int], ...] = ()   # (u, v): node v writes in place into a value node u computes
+    outputs: tuple[int, ...] | None = None     # the nodes whose values the model returns (None: not recorded)
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -154,10 +157,15 @@ def layout_from_instance(data: Any) -> Layout:
             isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
                                                               for v in pair) for pair in writes):
         raise InvalidInstanceError("field 'about.in_place_writes' must be an array of pairs of node ids")
+    outputs = about.get("outputs") if isinstance(about, dict) else None
+    if outputs is not None and (not isinstance(outputs, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v in ids for v in outputs)):
+        raise InvalidInstanceError("field 'about.outputs' must be an array of forward node ids")
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
                   tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
                   generator if isinstance(generator, str) else "",
-                  tuple((u, v) for u, v in writes if u in ids and v in ids))
+                  tuple((u, v) for u, v in writes if u in ids and v in ids),
+                  None if outputs is None else tuple(outputs))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -345,6 +353,23 @@ def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: 
                      "(placement.torch.plan_pipeline relays them)")
 
 
+def require_outputs_in_last_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
+    """Every value the model returns is made in the last stage: torch's ``pipeline()`` (and DeepSpeed) return
+    what the last stage returns, so an output made by an earlier stage (``return h, head(h)`` with ``head``
+    on a later stage) is lost; :func:`placement.torch.plan_pipeline` relays it. Instances that do not record
+    the model's outputs pass unchecked."""
+    if layout.outputs is None or not parts:
+        return
+    runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
+    stage_of = {v: k for k, part in enumerate(parts) for v in part}
+    last = len(parts) - 1
+    for v in layout.outputs:
+        if stage_of.get(v, last) != last:
+            refuse(form, f"the model returns the value of {_name(layout, v)!r}, made in stage {stage_of[v]}, and "
+                         f"{runtime} returns what the last stage returns only "
+                         "(placement.torch.plan_pipeline relays it)")
+
+
 def shared_across_stages(layout: Layout, plan: Plan) -> dict[str, tuple[int, ...]]:
     """The trained parameters that nodes of several stages of ``plan`` read, each with those stages:
     torch's ``pipeline()`` gives every such stage its own copy and does not add their gradients (nor
@@ -379,6 +404,7 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     require_intervals(layout, parts, "split-spec")
     require_neighbour_reads(layout, parts, "split-spec")
     require_inputs_in_first_stage(layout, parts, "split-spec")
+    require_outputs_in_last_stage(layout, parts, "split-spec")
     require_no_writes_into_received(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
     points = []
@@ -455,6 +481,7 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     parts = runtime_stages(layout, plan, "deepspeed")
     require_intervals(layout, parts, "deepspeed")
     require_inputs_in_first_stage(layout, parts, "deepspeed")
+    require_outputs_in_last_stage(layout, parts, "deepspeed")
     require_no_writes_into_received(layout, parts, "deepspeed")
     layers: list[str] = []
     bounds = [0]
@@ -523,6 +550,7 @@ def pipe_split_ops(layout: Layout, plan: Plan) -> list[list[str]]:
     parts = runtime_stages(layout, plan, "pipe-split")
     require_neighbour_reads(layout, parts, "pipe-split")
     require_inputs_in_first_stage(layout, parts, "pipe-split")
+    require_outputs_in_last_stage(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     return [[op for v in stage for op in by_id[v].ops] for stage in parts]
 
@@ -578,6 +606,7 @@ def pipe_split_module(program: Any, layout: Layout, plan: Plan, relayed: bool = 
     if not relayed:
         require_neighbour_reads(layout, parts, "pipe-split")
         require_inputs_in_first_stage(layout, parts, "pipe-split")
+        require_outputs_in_last_stage(layout, parts, "pipe-split")
     by_id = {node.id: node for node in layout.nodes}
     stage_of_op = {op: s for s, stage in enumerate(parts) for v in stage for op in by_id[v].ops}
     gm = program.module()

@@ -576,7 +576,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     exporters of :mod:`placement.io.exporters` read; backward nodes record their
     ``forward`` mate; with ``operators``, every node also records its ``operators``
     (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
-    the devices, the model's inputs (``inputs``; each node lists those it reads) and, for training,
+    the devices, the model's inputs (``inputs``; each node lists those it reads), the nodes whose values
+    the model returns (``outputs``, where the graph records them) and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
     A node of an ONNX import also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: its
     module scopes are names, and a scope such as ``shared_1`` may be a module's second call.
@@ -645,6 +646,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     quantum = _quantise(nodes, edges)
     shared = ({name: list(readers) for name, readers in shared_parameters(pg, parameter_names).items()}
               if training else None)
+    returned = set(pg.graph.outputs)
     return {
         "about": {
             "model": pg.graph.name,
@@ -661,6 +663,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "forward_flops": pg.graph.total_flops,
             "unknown_operators": list(pg.graph.unknown),
             "inputs": list(pg.graph.inputs),
+            **({"outputs": [v for v, node in enumerate(pg.nodes) if returned.intersection(node.ops)]}
+               if returned else {}),
             **({"shared_parameters": shared} if shared else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,
