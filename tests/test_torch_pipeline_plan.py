@@ -684,6 +684,11 @@ def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     assert str(error.value) == ("kwargs of the pipeline's step() must hold the values the plan was made with: "
                                 "input 'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again "
                                 "for another)")
+    # nn.Sequential's forward takes `input`, which the exported program renames input_1: named as the model does
+    sequential = plan_pipeline(nn.Sequential(nn.Linear(8, 8)), (x,), devices="h100:1", stages=1, microbatches=1)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        sequential.stage_module(0)(torch.randn(3, 8))
+    assert str(error.value).endswith("input 'input' of a micro-batch is [3, 8], planned [2, 8]")
 
 
 class LateSide(nn.Module):

@@ -427,7 +427,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         planned = tuple(_planned(value) for value in stage.inputs)
         given = info.in_spec.children() if info is not None and info.in_spec is not None else ()
         keywords = given[1].num_leaves if len(given) == 2 else 0   # (positional inputs, keyword inputs)
-        graph.call_function(check_microbatch, (tuple(v.name for v in stage.inputs), planned, keywords,
+        # a placeholder's target is the forward's own argument name (its name may be renamed: input_1)
+        graph.call_function(check_microbatch, (tuple(str(v.target) for v in stage.inputs), planned, keywords,
                                                *(received[v] for v in stage.inputs)))
     reads: dict[str, Any] = {}
 
