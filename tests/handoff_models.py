@@ -176,3 +176,19 @@ class EarlyOutput(nn.Module):
 def early_output():
     torch.manual_seed(0)
     return EarlyOutput(), (torch.randn(3, 4),)
+
+
+class ReturnsInput(nn.Module):
+    """a -> b, returning b's value beside the model's input as given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.b(self.a(x)), x
+
+
+def returns_input():
+    torch.manual_seed(0)
+    return ReturnsInput(), (torch.randn(3, 4),)

@@ -294,6 +294,30 @@ def test_split_refuses_a_model_output_that_an_earlier_stage_than_the_last_makes(
     assert main(["split", str(instance), apart, "--format", "split-spec"]) == 0
 
 
+def test_split_refuses_a_model_that_returns_its_input_as_given(tmp_path, capsys):
+    """ReturnsInput returns (b(a(x)), x): torch's pipeline() returns what its last stage computes, and x is no
+    stage's result, so every form loses it, on one stage too (pipeline()'s stage 0 returns b's value alone)."""
+    instance = tmp_path / "returns.json"
+    assert main(["import", "tests.handoff_models:returns_input", "--out", str(instance)]) == 0
+    data = json.loads(instance.read_text())
+    assert (data["about"]["outputs"], data["about"]["returned_inputs"]) == ([1], ["x"])
+    capsys.readouterr()
+    for parts in (([0, 1],), ([0], [1])):
+        plan = write_plan(tmp_path / f"plan{len(parts)}.json", *parts)
+        for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
+                              ("deepspeed", "DeepSpeed's PipelineModule")):
+            assert main(["split", str(instance), plan, "--format", form]) == 2
+            assert capsys.readouterr().err == (
+                f"error: --format {form} cannot express this plan: the model returns its input 'x' as given, and "
+                f"{runtime} returns what the last stage computes only (placement.torch.plan_pipeline relays it); "
+                "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
+                "docs/pytorch.md)\n")
+    data["about"]["returned_inputs"] = "x"
+    instance.write_text(json.dumps(data))
+    assert main(["split", str(instance), plan, "--format", "split-spec"]) == 2
+    assert capsys.readouterr().err.endswith("field 'about.returned_inputs' must be an array of strings\n")
+
+
 def test_deepspeed_refuses_a_layer_after_the_first_that_reads_a_model_input(tmp_path, capsys):
     """SecondInput's nodes: a (0), join (1, reads the model input cond), join.lin (2), head (3). Stage 0
     holding a and join reads every input there, as torch's pipeline() needs, but the PipelineModule's

@@ -28,9 +28,9 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   for any graph, where an input of the model is read after the first stage, or by no node
   (:func:`require_inputs_in_first_stage`: ``pipeline()`` passes the model's inputs to stage 0
   only), where the instance records the model's inputs (``about.inputs``, and ``inputs`` per
-  node); nor where the model returns a value an earlier stage than the last makes
-  (:func:`require_outputs_in_last_stage`: ``pipeline()`` returns what the last stage returns), where the
-  instance records the nodes whose values the model returns (``about.outputs``);
+  node); nor where the model returns a value an earlier stage than the last makes, or one of its inputs
+  as given (:func:`require_outputs_in_last_stage`: ``pipeline()`` returns what the last stage computes),
+  where the instance records them (``about.outputs``, ``about.returned_inputs``);
 * for a training graph, neither a split_spec nor DeepSpeed parts exist where a stage writes in place
   into a value an earlier stage computes (:func:`require_no_writes_into_received`): both runtimes give
   a stage what it receives as leaves that require a gradient, which autograd refuses to write into;
@@ -101,6 +101,7 @@ class Layout:
     generator: str = ""        # the importer that made the instance (its about.generator)
     writes: tuple[tuple[int, int], ...] = ()   # (u, v): node v writes in place into a value node u computes
     outputs: tuple[int, ...] | None = None     # the nodes whose values the model returns (None: not recorded)
+    returned_inputs: tuple[str, ...] = ()      # the model's inputs it returns as given
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -161,11 +162,14 @@ def layout_from_instance(data: Any) -> Layout:
     if outputs is not None and (not isinstance(outputs, list) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v in ids for v in outputs)):
         raise InvalidInstanceError("field 'about.outputs' must be an array of forward node ids")
+    returned_inputs = about.get("returned_inputs", []) if isinstance(about, dict) else []
+    if not isinstance(returned_inputs, list) or not all(isinstance(name, str) for name in returned_inputs):
+        raise InvalidInstanceError("field 'about.returned_inputs' must be an array of strings")
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
                   tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
                   generator if isinstance(generator, str) else "",
                   tuple((u, v) for u, v in writes if u in ids and v in ids),
-                  None if outputs is None else tuple(outputs))
+                  None if outputs is None else tuple(outputs), tuple(returned_inputs))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -356,11 +360,15 @@ def require_inputs_in_first_stage(layout: Layout, parts: list[list[int]], form: 
 def require_outputs_in_last_stage(layout: Layout, parts: list[list[int]], form: str) -> None:
     """Every value the model returns is made in the last stage: torch's ``pipeline()`` (and DeepSpeed) return
     what the last stage returns, so an output made by an earlier stage (``return h, head(h)`` with ``head``
-    on a later stage) is lost; :func:`placement.torch.plan_pipeline` relays it. Instances that do not record
-    the model's outputs pass unchecked."""
+    on a later stage) is lost, and so is an input the model returns as given (``return f(x), x``), which no
+    stage returns, whatever the stages; :func:`placement.torch.plan_pipeline` relays both. Instances that do
+    not record the model's outputs pass unchecked."""
+    runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
+    for name in layout.returned_inputs:
+        refuse(form, f"the model returns its input {name!r} as given, and {runtime} returns what the last "
+                     "stage computes only (placement.torch.plan_pipeline relays it)")
     if layout.outputs is None or not parts:
         return
-    runtime = "DeepSpeed's PipelineModule" if form == "deepspeed" else "torch's pipeline()"
     stage_of = {v: k for k, part in enumerate(parts) for v in part}
     last = len(parts) - 1
     for v in layout.outputs:

@@ -948,7 +948,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     scoped = any(prop.key == NAME_SCOPES for node in model.graph.node for prop in node.metadata_props)
     return OpGraph(tuple(ops), name, "onnx", names,
                    aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
-                   inputs=model_inputs, outputs=outputs)
+                   inputs=model_inputs, outputs=outputs,
+                   returned_inputs=tuple(dict.fromkeys(v.name for v in model.graph.output if v.name in model_inputs)))
 
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",

@@ -411,7 +411,8 @@ class OpGraph:
     names: its calls under any of them are calls of one module; for an ONNX import, the scopes
     the file shows to be calls of one module); ``inputs``, the names of the
     model's tensor inputs, in order; ``grad_inputs``, those that need a gradient; ``outputs``, the
-    operators whose results the model returns (empty: not recorded)."""
+    operators whose results the model returns (empty: not recorded); ``returned_inputs``, the model's
+    inputs it returns as they came in."""
 
     ops: tuple[Op, ...]
     name: str
@@ -421,6 +422,7 @@ class OpGraph:
     inputs: tuple[str, ...] = ()
     grad_inputs: tuple[str, ...] = ()
     outputs: tuple[int, ...] = ()
+    returned_inputs: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -665,6 +667,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "inputs": list(pg.graph.inputs),
             **({"outputs": [v for v, node in enumerate(pg.nodes) if returned.intersection(node.ops)]}
                if returned else {}),
+            **({"returned_inputs": list(pg.graph.returned_inputs)} if pg.graph.returned_inputs else {}),
             **({"shared_parameters": shared} if shared else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,

@@ -823,7 +823,9 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     returned = [v for n in program.graph.nodes if n.op == "output" for v in n.all_input_nodes]
     outputs = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
                             if v in index_of or v in selects}))
-    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs, outputs=outputs)
+    as_given = tuple(dict.fromkeys(v.name for v in returned if v.op == "placeholder" and v.name in inputs))
+    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs, outputs=outputs,
+                   returned_inputs=as_given)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
