@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import placement
 from placement.cli import main
+from placement.codesign import baselines
 from placement.codesign.exact import solve_exact
 from placement.codesign.exhaustive import solve_exhaustive
 from placement.codesign.grid import load_grid
@@ -571,6 +572,24 @@ def test_a_baseline_under_budgets_no_design_meets_is_infeasible_as_the_exact_met
     assert main(["codesign", MODEL, "--chips", "2", "--power", "1", "--grid", TINY, "--baseline", baseline,
                  "--json", "--quiet"]) == 1
     assert json.loads(capsys.readouterr().out)["status"] == "infeasible"
+
+
+@pytest.mark.parametrize("baseline", ["wham", "random", "fixed"])
+def test_a_baseline_on_chips_whose_memory_holds_no_plan_is_infeasible_as_the_exact_method_says(baseline, capsys):
+    """Two nodes of 9 GiB in one colour class need 18 GiB on one chip of 16 GiB, whatever its design: the
+    baselines raised an error about the model (exit status 2) where the exact method answers `infeasible`."""
+    model = json.loads(json.dumps(CHAIN))
+    for node in model["nodes"]:
+        node.update(size=9 * 2**30, colorClass=0)
+    result = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID, baseline=baseline)
+    exact = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
+    assert exact.status == "infeasible" and exact.message == (
+        "no pipeline of at most 1 chips of the designs within the budgets holds the model (each chip holds its "
+        "stages' memory in its DRAM)")
+    assert (result.status, result.method, result.message, result.plan) == ("infeasible", baseline, exact.message,
+                                                                           None)
+    with pytest.raises(InvalidParameterError, match="^model has no placement on 1 chip of "):
+        baselines.wham(model, 1, 606.68, 500, grid=CHAIN_GRID)
 
 
 def test_an_infeasible_result_measures_nothing():

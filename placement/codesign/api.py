@@ -93,6 +93,7 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     from placement.codesign import baselines
     from placement.codesign.outcome import Best, finish, infeasible
     from placement.codesign.space import candidates
+    from placement.errors import InvalidParameterError
 
     start = time.perf_counter()
     space = candidates(workload, grid, area, power)
@@ -101,7 +102,16 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     options: dict[str, Any] = {"max_ideals": max_ideals}
     if name != "fixed":
         options.update(homogeneous=homogeneous, progress=progress)
-    found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective, **options)
+    try:
+        found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective,
+                                                    **options)
+    except InvalidParameterError as exc:
+        if exc.parameter != "model":
+            raise
+        # a chip's memory is the same on every design, so no design holds the model on these chips: the exact
+        # method's answer, infeasible
+        return finish(workload, space, None, chips, homogeneous or name == "fixed", objective, name, start, {}, 0,
+                      evaluated=0)
     time_ms = 1000.0 / found.throughput if found.throughput > 0 else math.inf
     score = time_ms * sum(d.tdp_w for d in found.designs) if objective == "perf-per-watt" else time_ms
     result = finish(workload, space, Best(score, time_ms, found.plan, tuple(dict.fromkeys(found.designs))), chips,

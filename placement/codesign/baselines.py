@@ -317,7 +317,8 @@ def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
     smallest = min(designs, key=lambda d: (d.area_mm2, d.tdp_w))
     start_plan = run((smallest,)).plan
     if start_plan is None:
-        raise InvalidParameterError("model", f"has no placement on {chips} chips of {smallest.label} (node memory)")
+        chip = "chip" if chips == 1 else "chips"
+        raise InvalidParameterError("model", f"has no placement on {chips} {chip} of {smallest.label} (node memory)")
     stages = _stage_nodes(start_plan, workload)
     row = {d: i for i, d in enumerate(designs)}
     tops, local = [], 0
