@@ -368,6 +368,15 @@ def test_sweep_spec_files(tmp_path):
     with pytest.raises(InvalidInstanceError) as caught:
         sweep.load_spec(spec)
     assert str(caught.value) == f"{spec}: missing key 'chips'"
+    # the file's values as the file writes them (a budget read as a tuple showed as "(606.68,)", a flag as "True")
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68]]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: budgets must be [area_mm2, power_w] pairs, not [606.68]"
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": True, "budgets": [[606.68, 300]]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: chips must be a list, not true"
 
 
 @needs_dask

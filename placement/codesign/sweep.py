@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
                               unwritable)
-from placement.jsonfile import load_json, not_utf8, read_bytes, strict_json
+from placement.jsonfile import json_value_text, load_json, not_utf8, read_bytes, strict_json
 from placement import parameters
 
 #: the keys of a configuration, in the order records show them
@@ -87,7 +87,9 @@ class SweepSpec:
             parameters.integer("chips", k, smallest=1)
         for budget in self.budgets:
             if not (isinstance(budget, (tuple, list)) and len(budget) == 2):
-                raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs, not {budget!r}")
+                shown = json.dumps(list(budget), default=repr) if isinstance(budget, (tuple, list)) else \
+                    json_value_text(budget)
+                raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs, not {shown}")
             parameters.number("area_mm2", budget[0], positive=True)
             parameters.number("power_w", budget[1], positive=True)
         for objective in self.objectives:
@@ -126,7 +128,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         if key in ("random_budget", "seed"):
             fields[key] = value
         elif not isinstance(value, list):
-            raise InvalidInstanceError(f"{path}: {key} must be a list, not {value!r}")
+            raise InvalidInstanceError(f"{path}: {key} must be a list, not {json_value_text(value)}")
         else:
             fields[key] = tuple(tuple(v) if key == "budgets" and isinstance(v, list) else v for v in value)
     try:
