@@ -259,7 +259,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     given, plan = plan, as_plan(plan)
     # a split record (every split plan has one) is checked before the run, as verify checks it; a joint plan
     # whose record says split (edited) runs its layers as they are placed
-    recorded = plan_split_record(record) if record.get("mode") == "split" else {}
+    recorded = plan_split_record(record, given) if record.get("mode") == "split" else {}
     variant: dict[str, Any] = recorded if is_split_plan(plan) else {}
     if variant:   # the W share and the variant it was solved under
         share = variant.pop("w_share", None)

@@ -633,7 +633,8 @@ def test_a_bad_value_in_the_plan_files_backward_record_is_named_as_the_records(t
     (tmp_path / "joint.json").write_text(json.dumps(joint))
     capsys.readouterr()
     assert main(["simulate", DIAMOND, str(tmp_path / "joint.json"), "--quiet"]) == 2
-    assert capsys.readouterr().err == "error: backward.w_share: must be a number from 0 to 1, not '0.3'\n"
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'joint.json'}: the plan's backward record: w_share must be "
+                                       "a finite number ≥ 0 and ≤ 1, not '0.3'\n")
     # the record's split mode on an inference instance: named as the plan file's, not as a --backward never given
     document["backward"]["w_share"] = 0.5
     out.write_text(json.dumps(document))

@@ -397,10 +397,10 @@ def test_a_split_plan_its_variant_does_not_allow_is_not_simulated(b_tasks, recor
 
 
 @pytest.mark.parametrize("recorded, message", [
-    ({"inter_layer": "no"}, "backward.inter_layer: must be true or false, not 'no'"),
-    ({"inter_layer": 0}, "backward.inter_layer: must be true or false, not 0"),
-    ({"w_placement": "bogus"}, "backward.w_placement: must be one of 'any', 'adjacent', 'home', not 'bogus'"),
-    ({"w_share": 2}, "backward.w_share: must be a number from 0 to 1, not 2"),
+    ({"inter_layer": "no"}, "inter_layer must be True or False, not 'no'"),
+    ({"inter_layer": 0}, "inter_layer must be True or False, not 0"),
+    ({"w_placement": "bogus"}, "w_placement must be one of 'any', 'adjacent', 'home', not 'bogus'"),
+    ({"w_share": 2}, "w_share must be a finite number ≥ 0 and ≤ 1, not 2"),
 ])
 def test_a_split_record_that_names_no_variant_is_refused(recorded, message):
     """The simulator dropped such values and ran the plan under its most permissive variant: with
@@ -414,7 +414,7 @@ def test_a_split_record_that_names_no_variant_is_refused(recorded, message):
     document["backward"] = {"mode": "split", **recorded}
     with pytest.raises(InvalidPlanError) as err:
         placement.simulate(problem, document, microbatches=8)
-    assert str(err.value) == message
+    assert str(err.value) == f"the plan's backward record: {message}"   # worded as verify words it
 
 
 def test_a_device_whose_calls_take_no_time_holds_its_buffer_sets_between_them():

@@ -40,7 +40,7 @@ from typing import Any, Mapping
 from placement.errors import InvalidParameterError
 from placement.plan import Plan
 from placement.problem.instance import Instance
-from placement.problem.split import SplitModel, split_times
+from placement.problem.split import SplitModel, split_model, split_times
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage, runnable_inputs
 from placement.verification.split import tensor_bytes
 
@@ -63,31 +63,21 @@ def is_split_plan(plan: Plan) -> bool:
     return any(d.b_tasks or d.w_tasks for d in plan.devices)
 
 
-def plan_split_record(recorded: Mapping[str, Any]) -> dict[str, object]:
+def plan_split_record(recorded: Mapping[str, Any], plan: object = None) -> dict[str, object]:
     """What a split plan records of how it was solved, from its backward record (``recorded``:
-    :func:`placement.io.plans.recorded_backward` of a Result, plan document or plan file): ``w_share``
-    (a float), ``w_placement`` and ``inter_layer``, each left out when not recorded (``null``). A value of
-    the wrong kind is an :class:`InvalidPlanError`: run under another variant than the one solved, the
-    plan would be judged by rules it was not made for."""
-    from placement.errors import InvalidPlanError
-    from placement.problem.split import W_PLACEMENTS
+    :func:`placement.io.plans.recorded_backward` of a Result, plan document or plan file, ``plan``): ``w_share``
+    (a float), ``w_placement`` and ``inter_layer``, each left out when not recorded (``null``). A value that
+    is no value of its option (:func:`placement.problem.split.split_model`) is an :class:`InvalidPlanError`
+    naming the plan's file, worded as :func:`placement.verify` words it: run under another variant than the one
+    solved, the plan would be judged by rules it was not made for."""
+    from placement.io.plans import plan_error
 
-    found: dict[str, object] = {}
-    share, placement, inter_layer = (recorded.get(k) for k in ("w_share", "w_placement", "inter_layer"))
-    if share is not None:
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
-            raise InvalidPlanError(f"backward.w_share: must be a number from 0 to 1, not {share!r}")
-        found["w_share"] = float(share)
-    if placement is not None:
-        if placement not in W_PLACEMENTS:
-            raise InvalidPlanError(f"backward.w_placement: must be one of {', '.join(map(repr, W_PLACEMENTS))}, "
-                                   f"not {placement!r}")
-        found["w_placement"] = placement
-    if inter_layer is not None:
-        if not isinstance(inter_layer, bool):
-            raise InvalidPlanError(f"backward.inter_layer: must be true or false, not {inter_layer!r}")
-        found["inter_layer"] = inter_layer
-    return found
+    found = {k: recorded[k] for k in ("w_share", "w_placement", "inter_layer") if recorded.get(k) is not None}
+    try:
+        checked = split_model(**found)
+    except InvalidParameterError as exc:
+        raise plan_error(plan, f"the plan's backward record: {exc}") from None
+    return {k: getattr(checked, k) for k in found}
 
 
 def build_split_pipeline(problem: Instance, plan: Plan, model: SplitModel) -> Pipeline:
