@@ -93,7 +93,6 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     from placement.codesign import baselines
     from placement.codesign.outcome import Best, finish, infeasible
     from placement.codesign.space import candidates
-    from placement.errors import InvalidParameterError
 
     start = time.perf_counter()
     space = candidates(workload, grid, area, power)
@@ -105,9 +104,7 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
     try:
         found = getattr(baselines, BASELINES[name])(workload, chips, area, power, grid=grid, objective=objective,
                                                     **options)
-    except InvalidParameterError as exc:
-        if exc.parameter != "model":
-            raise
+    except baselines.NoPlacement:
         # a chip's memory is the same on every design, so no design holds the model on these chips: the exact
         # method's answer, infeasible
         return finish(workload, space, None, chips, homogeneous or name == "fixed", objective, name, start, {}, 0,

@@ -65,6 +65,12 @@ from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.errors import InvalidParameterError
 from placement.problem.instance import format_number
 
+
+class NoPlacement(InvalidParameterError):
+    """The model has no placement on the chips: a node's memory fits no chip, whatever its design (a chip's
+    memory is the same on every design)."""
+
+
 #: Share of a stage's time that its critical operators make up (WHAM-like local search).
 CRITICAL_SHARE = 0.8
 #: The TPUv2-like design of :func:`fixed`, before snapping to the grid.
@@ -240,7 +246,7 @@ class _Evaluator:
     def result(self, method: str, start: float, details: dict | None = None) -> BaselineResult:
         best = self.chosen()
         if best is None:
-            raise InvalidParameterError("model", "has no placement on any design the baseline tried (node memory)")
+            raise NoPlacement("model", "has no placement on any design the baseline tried (node memory)")
         throughput = throughput_of(best.time_ms)
         value = throughput / best.power_w if self.objective == "perf-per-watt" else throughput
         return BaselineResult(method, value, throughput, best.designs, best.plan, self.calls,
@@ -318,7 +324,7 @@ def wham(model: Any, chips: int, area: float, power: float, *, grid: Any = None,
     start_plan = run((smallest,)).plan
     if start_plan is None:
         chip = "chip" if chips == 1 else "chips"
-        raise InvalidParameterError("model", f"has no placement on {chips} {chip} of {smallest.label} (node memory)")
+        raise NoPlacement("model", f"has no placement on {chips} {chip} of {smallest.label} (node memory)")
     stages = _stage_nodes(start_plan, workload)
     row = {d: i for i, d in enumerate(designs)}
     tops, local = [], 0
