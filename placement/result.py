@@ -263,7 +263,7 @@ class Result:
         if kind not in OBJECTIVES:
             raise InvalidPlanError(f"field 'objective_kind' must be one of {', '.join(map(repr, OBJECTIVES))}, "
                                    f"not {kind!r}")
-        from placement.io.plans import node_ids, recorded_overrides
+        from placement.io.plans import node_ids, read_overrides
 
         stages = []
         for k, d in enumerate(devices):
@@ -308,6 +308,10 @@ class Result:
             raise InvalidPlanError(f"field 'bound' ({bound!r}) is below field 'objective' ({value!r}) in a plan "
                                    "document of status 'optimal', whose bound is its objective")
         contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")   # a class verify notes if unknown
+        overrides, unread = read_overrides(data)
+        if unread:   # as verify and simulate refuse them: a Result must not drop what the document records
+            raise InvalidPlanError(f"the plan's device overrides cannot be read: {', '.join(unread)} (accelerators "
+                                   "and cpus are counts, memory a number of bytes, none negative)")
         backward = data.get("backward")
         if backward is not None and not isinstance(backward, dict):
             raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
@@ -321,7 +325,7 @@ class Result:
                    instance=_text(data, "instance", "field 'instance'", ""),
                    message=_text(data, "message", "field 'message'", ""),
                    stages=_count(data.get("stages"), "field 'stages'"), backward=backward,
-                   overrides=recorded_overrides(data) or None)
+                   overrides=overrides or None)
 
 
 def _require_object(data: Any, where: str) -> None:

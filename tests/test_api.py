@@ -771,3 +771,18 @@ def test_recorded_overrides_that_cannot_be_read_or_taken_are_refused_as_the_plan
         assert str(info.value) == f"{path}: {message}"   # a plan file is named, as by every reader
     path.write_text(json.dumps({**document, "overrides": {"accelerators": 2.0}}))   # a whole number
     assert placement.verify(CHAIN4, path).valid
+
+
+def test_a_result_read_back_refuses_overrides_that_verify_refuses():
+    """Result.from_json keeps the overrides a document records, and refuses those it cannot read, as verify
+    refuses the document: a Result read back is checked on the devices the document records, or not at all."""
+    document = placement.solve(CHAIN4, accelerators=1, memory=100).to_json()
+    assert dict(placement.Result.from_json(document).overrides) == {"accelerators": 1, "memory": 100}
+    for overrides, unread in [({"accelerators": -1}, "accelerators=-1"), ("x", "'x'"),
+                              ({"accelerators": 1, "cpus": 0.5}, "cpus=0.5")]:
+        with pytest.raises(placement.errors.InvalidPlanError) as info:
+            placement.Result.from_json({**document, "overrides": overrides})
+        assert str(info.value) == (f"the plan's device overrides cannot be read: {unread} (accelerators and cpus "
+                                   "are counts, memory a number of bytes, none negative)")
+        with pytest.raises(placement.errors.InvalidPlanError):
+            placement.verify(CHAIN4, {**document, "overrides": overrides})
