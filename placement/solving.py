@@ -51,7 +51,7 @@ _PIPER_TAKES = ("time_limit", "max_ideals", "stages")
 
 
 def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, method: str = AUTO,
-          objective: str = "throughput", contiguity: str = "stages", backend: str | None = None,
+          objective: str = "throughput", contiguity: str | None = None, backend: str | None = None,
           time_limit: float | None = None, gap: float | None = None, threads: int | None = None,
           seed: int | None = None,
           stages: int | None = None, accelerators: int | None = None, cpus: int | None = None,
@@ -98,7 +98,8 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if is_piper(instance):
         from placement.parallel.solve import check_piper_request, interleaved_refusal, solve_piper
 
-        check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
+        check_piper_request(method=method, objective=objective, contiguity=contiguity or "stages",
+                            accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
         for name, value in given.items():
             if name not in _PIPER_TAKES and value is not None:
@@ -123,7 +124,13 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     one_of("objective", objective, OBJECTIVES)
     from placement.verification.evaluate import check_contiguity
 
-    check_contiguity(contiguity)
+    if contiguity is not None:
+        check_contiguity(contiguity)
+    if objective == "latency" and contiguity not in (None, "none"):
+        raise InvalidParameterError("contiguity", f"{contiguity!r} does not apply to objective='latency' (the latency "
+                                                  "model places calls, not pipeline stages, and its plans are of "
+                                                  "class 'none'); leave it out or give 'none'")
+    contiguity = "stages" if contiguity is None or objective == "latency" else contiguity
     options = {
         "backend": _backend(backend),
         "time_limit": number("time_limit", time_limit, positive=True, largest=MAX_TIME_LIMIT, optional=True),
@@ -141,12 +148,6 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     check_objective(problem, objective)
     if calls is not None and objective != "latency":
         raise InvalidParameterError("calls", "applies to objective='latency' only")
-    if objective == "latency" and contiguity not in ("stages", "none"):
-        raise InvalidParameterError("contiguity", "does not apply to objective='latency' (the latency model "
-                                                  "places calls, not pipeline stages, and its plans are of class "
-                                                  "'none'); leave it at 'stages' or give 'none'")
-    if objective == "latency":
-        options["contiguity"] = contiguity = "stages"
     stage_count(problem, options["stages"])
     from placement.problem.split import BACKWARD_MODES, split_model
 

@@ -651,17 +651,19 @@ def test_verify_applies_the_call_limit_a_latency_plan_records():
 
 def test_latency_takes_the_class_its_plans_belong_to():
     """A latency plan places calls, and is of class 'none' (what its result records): contiguity 'none'
-    is the same request as the default, 'sets' is refused. chain4 for one sample: the chain DP's
+    is the same request as none given; 'sets' and 'stages' (given, though the throughput objectives'
+    default) are refused, as a class its plans need not belong to. chain4 for one sample: the chain DP's
     single call of a..d lasts 14, and no split beats it (a split adds transfers to a chain)."""
     default = placement.solve(CHAIN4, objective="latency", method="latency-chain")
     none = placement.solve(CHAIN4, objective="latency", method="latency-chain", contiguity="none")
     assert (none.value, none.contiguity, none.plan) == (default.value, default.contiguity, default.plan)
     assert (none.value, none.contiguity) == (14.0, "none")
-    with pytest.raises(placement.errors.InvalidParameterError) as info:
-        placement.solve(CHAIN4, objective="latency", contiguity="sets")
-    assert str(info.value) == ("contiguity does not apply to objective='latency' (the latency model places calls, "
-                               "not pipeline stages, and its plans are of class 'none'); leave it at 'stages' or "
-                               "give 'none'")
+    for asked in ("sets", "stages"):
+        with pytest.raises(placement.errors.InvalidParameterError) as info:
+            placement.solve(CHAIN4, objective="latency", contiguity=asked)
+        assert str(info.value) == (f"contiguity {asked!r} does not apply to objective='latency' (the latency model "
+                                   "places calls, not pipeline stages, and its plans are of class 'none'); leave it "
+                                   "out or give 'none'")
 
 
 def test_a_plan_solved_with_device_overrides_is_checked_on_those_devices(tmp_path, capsys):

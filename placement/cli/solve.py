@@ -30,7 +30,7 @@ def _methods_help() -> str:
              "  auto: the DP where it applies and the ideals are few enough, else the MILP (default)"]
     for spec in METHODS.values():
         classes = (", ".join(spec.contiguity) if tuple(spec.objectives) != ("latency",)
-                   else "plans of calls: --contiguity stays at stages or none")
+                   else "plans of calls, of class none")
         lines.append(f"  {spec.name}: {spec.summary} ({', '.join(spec.objectives)}; {classes})")
     lines.append("  (the classes are those of the throughput objectives; latency plans place calls)")
     return "\n".join(lines)
@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                     "instance: docs/piper.md)")
     p.add_argument("--method", default="auto", choices=("auto", *METHODS), metavar="NAME",
                    help="solution method (default auto; see below)")
-    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES, default="stages",
-                   help="contiguity class of the plan (default: stages)")
+    p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
+                   help="contiguity class of the plan (default: stages; latency plans are of class none)")
     p.add_argument("--objective", choices=(*OBJECTIVES, "time-per-batch"), default="throughput",
                    help="throughput (default: max load, PipeDream), throughput-gpipe (max FW + max BW, "
                         "training), latency (one sample, inference) or time-per-batch (Piper instances with "

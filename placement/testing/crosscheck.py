@@ -107,7 +107,7 @@ def cases(problem: Instance, backends: tuple[str, ...], calls: tuple[int, ...] =
     objectives = ("throughput", "throughput-gpipe") if training else ("throughput", "latency")
     yield Case("dp", "throughput", "stages")
     for objective in objectives:
-        classes = ("stages",) if objective == "latency" else ("stages", "sets", "none")
+        classes = ("none",) if objective == "latency" else ("stages", "sets", "none")
         for contiguity in classes:
             for q in (calls if objective == "latency" else (1,)):
                 for backend in backends:
@@ -117,7 +117,7 @@ def cases(problem: Instance, backends: tuple[str, ...], calls: tuple[int, ...] =
         yield Case("greedy", "throughput", "stages")
         yield Case("single", "throughput", "stages")
         if not training:
-            yield Case("latency-greedy", "latency", "stages")
+            yield Case("latency-greedy", "latency", "none")
 
 
 def truth(problem: Instance, case: Case) -> float | None:
