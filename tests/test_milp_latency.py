@@ -325,6 +325,25 @@ def test_past_the_deadline_the_whole_graph_plans_are_the_plan_in_hand(monkeypatc
     assert said[-1] == "warm start for latency: 8"
 
 
+def test_the_latency_start_uses_the_calls_asked_for():
+    """a (1 on the accelerator) -> b (CPU only, 4) -> c (1 on the accelerator), transfers of 1, one
+    accelerator and one CPU. With 2 calls the latency greedy runs a, sends it, b on the CPU, sends back and
+    runs c as a second call: 1 + 1 + 4 + 1 + 1 = 8, the path bound, so the solver is not run. Run with one
+    call, as the start ran it, the greedy put a and c on the CPU (56), and the start was 36."""
+    from placement.solvers.milp import warmstart
+
+    document = {"maxSizePerFPGA": 10, "maxFPGAs": 1, "maxCPUs": 1,
+                "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 30, "size": 1},
+                          {"id": 2, "supportedOnFpga": 0, "fpgaLatency": 1, "cpuLatency": 4, "size": 1},
+                          {"id": 3, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 50, "size": 1}],
+                "edges": [{"sourceId": 1, "destId": 2, "cost": 1}, {"sourceId": 2, "destId": 3, "cost": 1}]}
+    problem = placement.load(document)
+    assert warmstart.latency_warm_start(problem)[1] == 36.0
+    assert warmstart.latency_warm_start(problem, calls=2)[1] == 8.0
+    result = placement.solve(problem, objective="latency", calls=2)
+    assert (str(result.status), result.value, result.stats["proven_by"]) == ("optimal", 8.0, "the path bound")
+
+
 def test_the_milp_evaluates_no_plan_twice(monkeypatch):
     """The warm start's plans are evaluated once each: the MILP takes the start with the latency the warm
     start found for it and evaluates only the plans it decodes (on 100,000 nodes an evaluation takes

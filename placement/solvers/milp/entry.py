@@ -65,7 +65,7 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     proven, start_latency = 0.0, None   # the latency start's latency, where the warm start evaluated it
     if warm_start is True and objective == "latency":
         start, start_latency = latency_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, stages,
-                                                  deadline=start_deadline)
+                                                  deadline=start_deadline, calls=calls)
     elif warm_start is True:
         start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
                                              deadline=start_deadline)

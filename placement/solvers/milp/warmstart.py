@@ -100,9 +100,10 @@ def warm_start_and_bound(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS
 
 def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                        progress: Callable[[str], None] | None = None, stages: int | None = None,
-                       deadline: float | None = None) -> tuple[Plan | None, float | None]:
+                       deadline: float | None = None, calls: int = 1) -> tuple[Plan | None, float | None]:
     """:func:`default_warm_start`'s plan for the latency objective and the latency the latency evaluator
-    found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none)."""
+    found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none); the
+    latency greedy may use ``calls`` calls per accelerator, the other plans one."""
     candidates: list[Plan] = []    # plans of unknown latency, pipelines first
     # the whole-graph plans and the baselines' plans, with their latencies
     scored: list[tuple[float, Plan]] = whole_graph_plans(problem) if stages in (None, 1) else []
@@ -130,7 +131,8 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
                          "share of the time limit has run out")
             continue
         try:
-            found = baseline(problem, objective="latency", deadline=deadline)
+            more = {"calls": calls} if baseline is solve_latency_greedy else {}
+            found = baseline(problem, objective="latency", deadline=deadline, **more)
         except PlacementError:  # the baselines take the two-type catalogue only
             continue
         usable = found.status is Status.FEASIBLE and found.plan is not None
