@@ -383,9 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "layerpipe.json"))
     parser.add_argument("--plot", help="where the plot goes (default: beside the JSON, with the suffix .png)")
     args = parser.parse_args(argv)
-    plot = Path(args.plot or Path(args.json).with_suffix(".png"))
-    made = Path(args.json).resolve().parent.is_relative_to(plot.resolve().parent)   # the JSON's folders: made first
-    if message := cannot_write({"--json": args.json}) or cannot_write({"--plot": plot}, parents=made):
+    plot_path = Path(args.plot or Path(args.json).with_suffix(".png"))
+    # the JSON's folders are made first
+    made = Path(args.json).resolve().parent.is_relative_to(plot_path.resolve().parent)
+    if message := cannot_write({"--json": args.json}) or cannot_write({"--plot": plot_path}, parents=made):
         return refuse(message)
     graphs = {label: path for label, path in GRAPHS.items() if not args.only or label in args.only}
     for label, path in graphs.items():
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in summary(rows):
         print(line)
     if rows:
-        plot(rows, Path(args.plot) if args.plot else Path(args.json).with_suffix(".png"))
+        plot(rows, plot_path)
     return 0
 
 

@@ -382,3 +382,15 @@ def test_hypar_benchmark_compares_only_two_types_with_the_paper():
     assert hypar_benchmark.paper_rows([row(["dp", "mp", "mp-out"], 170_319_168)]) == []
     compared = hypar_benchmark.paper_rows([row(["dp", "mp"], 183_778_624)])
     assert [(r["planner"], r["bytes"]) for r in compared] == [("all-dp", 15_942_167_040), ("hypar", 1_470_228_992)]
+
+
+def test_layerpipe_writes_its_json_and_plot(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("ortools")
+    monkeypatch.setattr(layerpipe, "GRAPHS", {"pair": ROOT / "instances" / "tiny" / "training-pair.json"})
+    out = tmp_path / "lp.json"
+    assert layerpipe.main(["--accelerators", "2", "--variants", "any", "--time-limit", "5", "--microbatches", "8",
+                           "--json", str(out)]) == 0
+    assert [row["variant"] for row in json.loads(out.read_text())["rows"]] == ["home", "any"]
+    assert out.with_suffix(".png").stat().st_size > 0
+    capsys.readouterr()
