@@ -1,4 +1,4 @@
-"""Benchmark the pipeline simulator; print two tables, write JSON.
+"""Benchmark the pipeline simulator; print three tables, write JSON.
 
 1. Engines: 1,000 micro-batches through a 16-stage plan (the DP plan of the bundled
    BERT-Base graphs on 16 accelerators) under every schedule and communication mode,
@@ -15,7 +15,8 @@
    (7 devices) with ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the
    run streams) and, as the baseline, the same command with ``--trace`` (the event engine with
    its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
-   each process (medians of ``--repeat``), and tasks per second.
+   each process (medians of ``--repeat``), and tasks per second. ``--only-scale`` runs this part
+   alone and keeps the engine and stream rows of the JSON file, each with the machine it ran on.
 
     python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--only-scale]
                                   [--json benchmarks/results/simulate.json]
@@ -191,6 +192,24 @@ def scale_rows(microbatches: int, baseline_microbatches: int, repeat: int) -> li
     return rows
 
 
+def kept_rows(path: Path) -> tuple[list[dict], list[dict]]:
+    """The engine and stream rows of the JSON file at ``path`` (none where it is absent or holds none), each
+    with the machine it was measured on as its ``run``: what a run of the scale table alone keeps."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [], []
+    if not isinstance(document, dict):
+        return [], []
+    earlier = {"machine": document.get("machine")}
+    kept = []
+    for key in ("engines", "streams"):
+        rows = document.get(key)
+        rows = [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+        kept.append([{**row, "run": row.get("run", earlier)} for row in rows])
+    return kept[0], kept[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--microbatches", type=positive_int, default=1000)
@@ -199,12 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "simulate.json")
     parser.add_argument("--scale-microbatches", type=positive_int, default=10**6)
     parser.add_argument("--baseline-microbatches", type=positive_int, default=10**5)
-    parser.add_argument("--only-scale", action="store_true", help="only the scale table")
+    parser.add_argument("--only-scale", action="store_true",
+                        help="only the scale table (the JSON file's engine and stream rows are kept)")
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
-    engines = [] if args.only_scale else engine_rows(args.microbatches, args.repeat)
-    streams = [] if args.only_scale else stream_rows(args.instances, args.microbatches)
+    if args.only_scale:
+        engines, streams = kept_rows(args.json)
+    else:
+        engines, streams = engine_rows(args.microbatches, args.repeat), stream_rows(args.instances, args.microbatches)
     scale = scale_rows(args.scale_microbatches, args.baseline_microbatches, args.repeat)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine(), "engines": engines, "streams": streams, "scale": scale},

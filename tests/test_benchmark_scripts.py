@@ -24,6 +24,7 @@ import backward_split  # noqa: E402
 import common  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
+import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
 
 sys.path[:] = _PATH
@@ -393,4 +394,16 @@ def test_layerpipe_writes_its_json_and_plot(tmp_path, monkeypatch, capsys):
                            "--json", str(out)]) == 0
     assert [row["variant"] for row in json.loads(out.read_text())["rows"]] == ["home", "any"]
     assert out.with_suffix(".png").stat().st_size > 0
+    capsys.readouterr()
+
+
+def test_simulate_scale_alone_keeps_the_engine_and_stream_rows(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "simulate.json"
+    out.write_text(json.dumps({"machine": {"cpus": 2}, "engines": [{"graph": "g", "simulate_s": 0.1}],
+                               "streams": [{"instance": "i", "rel_diff": 0.0}], "scale": []}))
+    monkeypatch.setattr(simulate_benchmark, "BERT_L12", tmp_path / "absent.json")   # no scale run here
+    assert simulate_benchmark.main(["--only-scale", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["engines"] == [{"graph": "g", "simulate_s": 0.1, "run": {"machine": {"cpus": 2}}}]
+    assert document["streams"] == [{"instance": "i", "rel_diff": 0.0, "run": {"machine": {"cpus": 2}}}]
     capsys.readouterr()
