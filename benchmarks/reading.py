@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
+    if args.baseline and not (args.baseline / "placement" / "__init__.py").is_file():
+        what = "holds no placement package" if args.baseline.is_dir() else "is not a folder"
+        return refuse(f"--baseline {args.baseline} {what} (give a source tree, e.g. from git archive)")
     trees = {"current": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
     print(f"machine: {machine()}\n")
     rows, step_rows = [], []

@@ -172,6 +172,8 @@ BAD_OPTIONS = [
     ("reproduce.py", ["--heuristic-time-limit", "nan"]),
     ("piper_first_run.py", ["--baseline", "nonexistentcommit"]),
     ("piper_interleaved.py", ["--time-limit", "0"]),
+    ("reading.py", ["--baseline", "/nonexistent-tree"]),
+    ("reading.py", ["--baseline", "benchmarks"]),   # a folder without the package
 ]
 
 
