@@ -198,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backends or [b for b in available if ":" not in b]
     missing = sorted(set(backends) - set(available))
     if missing:
-        print(f"backend(s) not available here: {', '.join(missing)} (see `placement info --solvers`)",
-              file=sys.stderr)
-        return 2
+        return refuse(f"backend(s) not available here: {', '.join(missing)} (see `placement info --solvers`)")
     started = time.time()
     print(f"machine: {machine()}", flush=True)
     print(header(), flush=True)

@@ -94,6 +94,13 @@ def test_time_limits_empty_match_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+def test_milp_unknown_backend_is_refused_in_one_error_line(tmp_path):
+    out = tmp_path / "milp.json"
+    done = run("milp.py", "--instances", str(ROOT / "instances" / "tiny"), "--backends", "nosuch", "--json", str(out))
+    assert refused(done) == "error: backend(s) not available here: nosuch (see `placement info --solvers`)"
+    assert not out.exists()
+
+
 def test_dp_throughput_missing_folder_is_refused_before_timing(tmp_path):
     out = tmp_path / "dp.json"
     done = run("dp_throughput.py", "--instances", str(tmp_path / "missing"), "--repeat", "1", "--json", str(out),
