@@ -52,6 +52,7 @@ from placement.codesign.grid import load_grid  # noqa: E402
 from placement.codesign.result import TIE  # noqa: E402
 from placement.codesign.template import AREA_BUDGET_MM2, LINK_BYTES_PER_S  # noqa: E402
 from placement.codesign.workload import load_workload  # noqa: E402
+from placement.errors import InvalidParameterError, PlacementError  # noqa: E402
 from placement.report.table import format_table  # noqa: E402
 from placement.zoo.codesign_models import MODELS, model_file  # noqa: E402
 
@@ -184,7 +185,12 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     out = Path(args.out or RESULTS / "codesign-sweep.jsonl")
     plots = args.plots or str(RESULTS / "codesign-plots")
     start = time.perf_counter()
-    result = run_sweep(load_spec(SPEC), out, scheduler=args.scheduler, workers=args.workers, plots=plots)
+    try:
+        result = run_sweep(load_spec(SPEC), out, scheduler=args.scheduler, workers=args.workers, plots=plots)
+    except PlacementError as exc:   # named by the options that give the library's parameters
+        options = ("scheduler", "workers", "out", "plots")
+        named = isinstance(exc, InvalidParameterError) and exc.parameter in options
+        return refuse(f"--{exc.parameter} {exc.detail}" if named else str(exc))
     records = read_records(out)
     ratios = {name: [r["baselines"][name]["ratio"] for r in records
                      if "ratio" in r.get("baselines", {}).get(name, {})] for name in ("wham", "random", "fixed")}

@@ -101,6 +101,14 @@ def test_milp_unknown_backend_is_refused_in_one_error_line(tmp_path):
     assert not out.exists()
 
 
+def test_codesign_sweep_names_the_options_the_library_refuses(tmp_path):
+    done = run("codesign.py", "--sweep", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1",
+               "--out", str(tmp_path / "records.jsonl"), "--plots", str(tmp_path / "plots"),
+               "--json", str(tmp_path / "sweep.json"))
+    assert refused(done).startswith("error: --workers applies to the local cluster only")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dp_throughput_missing_folder_is_refused_before_timing(tmp_path):
     out = tmp_path / "dp.json"
     done = run("dp_throughput.py", "--instances", str(tmp_path / "missing"), "--repeat", "1", "--json", str(out),
