@@ -19,7 +19,7 @@ from placement.jsonfile import strict_json
 from placement.whole_file import probe_writable
 
 __all__ = ["integer_at_least", "positive_float", "positive_int", "refuse", "cannot_write", "cpu_model", "machine",
-           "merged_rows", "write_json"]
+           "merged_rows", "kept_table", "write_json"]
 
 CPUINFO = Path("/proc/cpuinfo")
 
@@ -130,3 +130,18 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
     earlier = {k: document[k] for k in settings if k in document}
     kept = [{**row, "run": row.get("run", earlier)} for row in kept if name(row) not in new]
     return kept + [{**row, "run": row.get("run", dict(settings))} for row in rows]
+
+
+def kept_table(path: Path, key: str) -> list[dict]:
+    """The rows of the table ``key`` of the JSON file at ``path`` (none where the file is absent, not JSON or
+    holds no such list), each with the machine the file records as its ``run`` where it has none yet: what a
+    run that skips that table (its option, or its instances absent) keeps instead of writing it empty."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    rows = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(rows, list):
+        return []
+    earlier = {"machine": document.get("machine")}
+    return [{**row, "run": row.get("run", earlier)} for row in rows if isinstance(row, dict)]

@@ -6,7 +6,8 @@ each planner (elements, bytes) and the search time of each (best of ``--repeat``
 paper row compares VGG-A on 16 accelerators with the totals HyPar (HPCA 2019) reports.
 
 Part 2 solves every throughput instance of Tarnawski et al. (read from
-``../shared/tarnawski/throughput-inputs``; skipped when absent) with the DP and checks the
+``../shared/tarnawski/throughput-inputs``; skipped when absent, or with ``--no-ledger``, keeping the
+JSON file's rows) with the DP and checks the
 communication ledger of the optimal plan against the communication the load model charged.
 Where they disagree, the column "mate costs" says whether every boundary node at fault is a
 backward node charged exactly its forward mate's transfer cost (the published training layer
@@ -29,7 +30,8 @@ from placement.errors import LimitExceededError
 from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, integer_at_least, machine, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, integer_at_least, kept_table, machine,  # noqa: E402  (beside this script)
+                    positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=positive_int, default=3,
                         help="time each planner as the best of this many runs")
     parser.add_argument("--instances", type=Path, default=DEFAULT_INSTANCES)
-    parser.add_argument("--no-ledger", action="store_true", help="skip part 2 (the ledger on the published instances)")
+    parser.add_argument("--no-ledger", action="store_true",
+                        help="skip part 2 (the ledger on the published instances; the JSON file's rows are kept)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "hypar.json")
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             ledger = ledger_rows(args.instances)
         else:
             print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
+    ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine(), "planners": rows, "paper": paper, "ledger": ledger},
                                     indent=2) + "\n")

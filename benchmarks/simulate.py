@@ -15,8 +15,10 @@
    (7 devices) with ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the
    run streams) and, as the baseline, the same command with ``--trace`` (the event engine with
    its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
-   each process (medians of ``--repeat``), and tasks per second. ``--only-scale`` runs this part
-   alone and keeps the engine and stream rows of the JSON file, each with the machine it ran on.
+   each process (medians of ``--repeat``), and tasks per second.
+
+``--only-scale`` runs part 3 alone. A part not run (by that option, or without the published
+instances) keeps the rows of the JSON file, each with the machine it ran on.
 
     python benchmarks/simulate.py [--microbatches 1000] [--repeat 3] [--only-scale]
                                   [--json benchmarks/results/simulate.json]
@@ -40,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from child import run_child  # noqa: E402
-from common import cannot_write, machine, positive_int, refuse  # noqa: E402
+from common import cannot_write, kept_table, machine, positive_int, refuse  # noqa: E402
 from placement.io.tarnawski import read_instance  # noqa: E402
 from placement.simulation import simulate_pipeline  # noqa: E402
 from placement.simulation.engine import execute  # noqa: E402
@@ -192,24 +194,6 @@ def scale_rows(microbatches: int, baseline_microbatches: int, repeat: int) -> li
     return rows
 
 
-def kept_rows(path: Path) -> tuple[list[dict], list[dict]]:
-    """The engine and stream rows of the JSON file at ``path`` (none where it is absent or holds none), each
-    with the machine it was measured on as its ``run``: what a run of the scale table alone keeps."""
-    try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return [], []
-    if not isinstance(document, dict):
-        return [], []
-    earlier = {"machine": document.get("machine")}
-    kept = []
-    for key in ("engines", "streams"):
-        rows = document.get(key)
-        rows = [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
-        kept.append([{**row, "run": row.get("run", earlier)} for row in rows])
-    return kept[0], kept[1]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--microbatches", type=positive_int, default=1000)
@@ -223,11 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
-    if args.only_scale:
-        engines, streams = kept_rows(args.json)
-    else:
-        engines, streams = engine_rows(args.microbatches, args.repeat), stream_rows(args.instances, args.microbatches)
+    engines = kept_table(args.json, "engines") if args.only_scale else engine_rows(args.microbatches, args.repeat)
+    streams = [] if args.only_scale else stream_rows(args.instances, args.microbatches)
+    streams = streams or kept_table(args.json, "streams")   # skipped: the file's rows stay
     scale = scale_rows(args.scale_microbatches, args.baseline_microbatches, args.repeat)
+    scale = scale or kept_table(args.json, "scale")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine(), "engines": engines, "streams": streams, "scale": scale},
                                     indent=2) + "\n")

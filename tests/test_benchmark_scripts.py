@@ -424,3 +424,12 @@ def test_simulate_scale_alone_keeps_the_engine_and_stream_rows(tmp_path, monkeyp
     assert document["engines"] == [{"graph": "g", "simulate_s": 0.1, "run": {"machine": {"cpus": 2}}}]
     assert document["streams"] == [{"instance": "i", "rel_diff": 0.0, "run": {"machine": {"cpus": 2}}}]
     capsys.readouterr()
+
+
+def test_hypar_without_the_ledger_keeps_the_ledger_rows(tmp_path, capsys):
+    out = tmp_path / "hypar.json"
+    out.write_text(json.dumps({"machine": {"cpus": 2}, "planners": [], "paper": [], "ledger": [{"instance": "i"}]}))
+    assert hypar_benchmark.main(["--max-accelerators", "2", "--repeat", "1", "--no-ledger", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["ledger"] == [{"instance": "i", "run": {"machine": {"cpus": 2}}}] and document["planners"]
+    capsys.readouterr()
