@@ -130,14 +130,18 @@ def main(argv: list[str] | None = None) -> int:
         "solve_s_median": statistics.median(seconds), "solve_s_max": seconds[-1],
         "batch_ratio_median": statistics.median(ratios) if ratios else None,
         "batch_ratio_min": min(ratios, default=None), "batch_ratio_max": max(ratios, default=None)}
+    def shown(key: str, spec: str) -> str:   # as the table prints its figures; "-" where there is none
+        return "-" if summary[key] is None else format(summary[key], spec)
+
     print(f"{summary['runs']} runs: {summary['optimal']} optimal, {summary['feasible']} feasible (largest gap "
-          f"{summary['largest_gap']}), {summary['without_plan']} without a plan; on {len(planned)} plans the "
-          f"simulator's memory is within 1% in {summary['memory_within_1pct']} (worst {summary['worst_memory_rel']}), "
-          f"time per sample within 0.1% in {summary['time_per_sample_within_0.1pct']} (worst "
-          f"{summary['worst_time_per_sample_rel']}), time per batch within 0.1% in "
-          f"{summary['time_per_batch_within_0.1pct']} (worst {summary['worst_time_per_batch_rel']}); solve s median "
-          f"{summary['solve_s_median']:.2f}, max {summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median "
-          f"{summary['batch_ratio_median']}, range {summary['batch_ratio_min']}–{summary['batch_ratio_max']}")
+          f"{shown('largest_gap', '.1e')}), {summary['without_plan']} without a plan; on {len(planned)} plans the "
+          f"simulator's memory is within 1% in {summary['memory_within_1pct']} (worst "
+          f"{shown('worst_memory_rel', '.1e')}), time per sample within 0.1% in "
+          f"{summary['time_per_sample_within_0.1pct']} (worst {shown('worst_time_per_sample_rel', '.1e')}), time per "
+          f"batch within 0.1% in {summary['time_per_batch_within_0.1pct']} (worst "
+          f"{shown('worst_time_per_batch_rel', '.1e')}); solve s median {summary['solve_s_median']:.2f}, max "
+          f"{summary['solve_s_max']:.2f}; time per batch interleaved/1F1B median {shown('batch_ratio_median', '.3f')}, "
+          f"range {shown('batch_ratio_min', '.3f')}–{shown('batch_ratio_max', '.3f')}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine(), "summary": summary, "records": records}, indent=1) + "\n")
     return 0
