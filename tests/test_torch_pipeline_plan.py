@@ -1026,6 +1026,27 @@ def test_stage_zero_called_with_other_inputs_than_planned_gives_the_typed_error(
         assert (error.value.parameter, str(error.value)) == (parameter, expected.format(parameter, got))
 
 
+def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
+    """Torch's PipelineStage refuses a group larger than the number of stages with a RuntimeError of its
+    own: a 2-stage plan run by 3 processes on the default group failed there. One process, its group's
+    size as torch would report it for a smaller and a larger world."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        pp = plan_pipeline(mlp(), (torch.randn(4, 8),), stages=2, microbatches=2)
+        with pytest.raises(placement.InvalidParameterError) as error:
+            pp.build_stage(0, "cpu")
+        assert str(error.value) == "group has 1 rank; the plan has 2 stages, one per rank"
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 3)
+        with pytest.raises(placement.InvalidParameterError) as error:
+            pp.build_stage(0, "cpu")
+        assert (error.value.parameter, str(error.value)) == (
+            "group", "group has 3 ranks; the plan has 2 stages, one per rank: make one of the first 2 ranks with "
+                     "torch.distributed.new_group on every process and pass it as group")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
     """Torch's runtime wraps what a stage's forward raises in a RuntimeError of its own ("[Stage 0] failed
     to run forward"), so ``except placement.InvalidParameterError`` around ``step()`` caught nothing. One

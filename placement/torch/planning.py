@@ -73,7 +73,8 @@ class PipelinePlan:
         """A ``torch.distributed.pipelining.PipelineStage`` running stage ``stage_index`` on ``device``.
 
         Stage ``i`` runs on rank ``i`` of ``group`` (default: the default process group), which
-        must have at least :attr:`num_stages` ranks; this process must be that rank.
+        must have :attr:`num_stages` ranks, one per stage (torch's ``PipelineStage`` refuses a larger
+        group); this process must be that rank.
         """
         import torch
         import torch.distributed as dist
@@ -88,9 +89,13 @@ class PipelinePlan:
             raise InvalidParameterError("group", "needs an initialised process group "
                                                  "(torch.distributed.init_process_group)")
         size, rank = dist.get_world_size(group), dist.get_rank(group)
-        if size < self.num_stages:
-            raise InvalidParameterError("group", f"has {size} ranks; the plan has {self.num_stages} stages, one per "
-                                                 "rank")
+        if size != self.num_stages:
+            ranks = f"{size} rank{'' if size == 1 else 's'}"
+            more = ("" if size < self.num_stages else
+                    f": make one of the first {self.num_stages} ranks with torch.distributed.new_group on every "
+                    "process and pass it as group")
+            raise InvalidParameterError("group", f"has {ranks}; the plan has {self.num_stages} stages, one per "
+                                                 f"rank{more}")
         if rank != stage_index:
             raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
                                                        f"process is rank {rank}")
