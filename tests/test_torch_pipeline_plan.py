@@ -772,6 +772,38 @@ def test_shared_gradients_accumulate_over_steps_as_torch_scales_the_others():
     assert torch.equal(shared.grad, other.grad) and float(other.grad[0]) == 0.3125
 
 
+def test_a_step_that_raises_keeps_the_shared_gradients_accumulated_before():
+    """Stage 0's step() raises its typed error for a batch unlike the plan's, which a caller may catch and
+    go on with another batch. The shared parameters' gradients, set aside for the exchange before torch's
+    step ran, were lost with it: a tied embedding's gradient on stage 0 lacked the earlier steps' while
+    its other holder kept them. A stand-in schedule whose second step raises before any backward pass."""
+    from placement.torch.schedules import SumsSharedGradients
+    from placement.torch.sharing import GradientExchange
+
+    shared, other = nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(3))
+
+    class TorchLike:
+        _has_backward, scale_grads, _n_microbatches = True, False, 4
+        fail = False
+
+        def step(self):
+            if self.fail:
+                raise placement.InvalidParameterError("args", "of the pipeline's step() is unlike the plan's")
+            for p in (shared, other):
+                p.grad = torch.ones(3) if p.grad is None else p.grad + 1
+
+    schedule = type("Wrapped", (SumsSharedGradients, TorchLike), {})()
+    schedule.gradient_exchange = GradientExchange(0, [(shared, (0,))], lambda stage: stage, None)
+    schedule.step()
+    schedule.fail = True
+    with pytest.raises(placement.InvalidParameterError):
+        schedule.step()
+    assert torch.equal(shared.grad, torch.ones(3)) and torch.equal(other.grad, torch.ones(3))
+    schedule.fail = False
+    schedule.step()
+    assert torch.equal(shared.grad, other.grad) and float(shared.grad[0]) == 2.0
+
+
 def test_a_model_that_returns_its_own_parameter_is_refused_by_name():
     # each stage holds its own copy of the parameters; the last stage's module failed with KeyError('pos')
     from placement.costmodel.roofline import make_platform

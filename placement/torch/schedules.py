@@ -35,7 +35,12 @@ class SumsSharedGradients:
     def step(self, *args: Any, **kwargs: Any) -> Any:
         backward = bool(getattr(self, "_has_backward", False))
         kept = self.gradient_exchange.set_aside() if backward else None
-        result = super().step(*args, **kwargs)  # type: ignore[misc]
+        try:
+            result = super().step(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            if kept is not None:   # a caught error must not cost the gradients accumulated before
+                self.gradient_exchange.put_back(kept)
+            raise
         if backward:   # torch's scale_grads divides every gradient a stage holds, earlier steps' too: so here
             scale = getattr(self, "_n_microbatches", 1) if getattr(self, "scale_grads", False) else 1
             self.gradient_exchange.exchange(kept, scale)

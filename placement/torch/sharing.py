@@ -92,6 +92,14 @@ class GradientExchange:
             p.grad = None
         return kept
 
+    def put_back(self, kept: Sequence[Any]) -> None:
+        """Give back what :meth:`set_aside` took, where the step raised before the exchange: a step that
+        failed (stage 0's typed error for a micro-batch unlike the plan's) must leave the gradients the
+        caller accumulated, as it leaves those of every other parameter."""
+        for (p, _), before in zip(self.entries, kept):
+            if before is not None:
+                p.grad = before if p.grad is None else before + p.grad
+
     def exchange(self, kept: Sequence[Any], scale: float = 1) -> None:
         """Sum this step's gradients over the holders; add back what :meth:`set_aside` took, divided by
         ``scale`` (as the schedule divided every other gradient the stage holds)."""
