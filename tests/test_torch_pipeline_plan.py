@@ -1107,6 +1107,33 @@ def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
     finally:
         torch.distributed.destroy_process_group()
 
+def test_a_refused_step_runs_no_micro_batch(tmp_path):
+    """A batch whose last micro-batch alone is short (7 rows into 4 micro-batches of 2: 2, 2, 2, 1) was
+    refused by stage 0's forward of that micro-batch, after the others had run and been sent: the later
+    stages waited for it, and the caller's next step completed their step. Every micro-batch is checked
+    before the first runs: the stage's forward never starts. One process, one stage."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        x, y = torch.randn(8, 8), torch.zeros(8, 8)
+        pp = plan_pipeline(Tempered(), (x[:2],), {"temperature": 2.0}, devices="h100:1", microbatches=4,
+                           schedule="gpipe")
+        stage = pp.build_stage(0, torch.device("cpu"))
+        schedule = pp.schedule(stage, lambda out, target: ((out - target) ** 2).sum())
+        calls = []
+        stage.submod.register_forward_pre_hook(lambda module, args: calls.append(len(args)))
+        for rows, kwargs in ((7, {"temperature": 2.0}), (8, {"temperature": 2.0, "bias": x})):
+            with pytest.raises(placement.InvalidParameterError):
+                schedule.step(x[:rows], target=y[:rows], losses=[], **kwargs)
+        assert calls == []
+        losses: list = []
+        schedule.step(x, temperature=2.0, target=y, losses=losses)
+        assert len(calls) == 4 and len(losses) == 4
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
     # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer
     # (262,144 bytes = 256 KiB) applied twice on the one stage is counted once more than it is held.

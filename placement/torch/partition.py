@@ -339,6 +339,30 @@ def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tu
                                            "again with the inputs the pipeline will be given)")
 
 
+def check_inputs(names: tuple[str, ...], planned: tuple[Any, ...], keywords: int, in_spec: Any, args: tuple,
+                 kwargs: dict) -> None:
+    """Stage 0's checks of one micro-batch (:func:`check_call`, :func:`check_microbatch`) without running it:
+    its schedule checks every micro-batch of a step before the first runs, so that a refused step sends
+    nothing (a batch whose last micro-batch alone is short failed after the others were sent, and the
+    next step's micro-batches completed the later stages' step). Inputs this cannot read as the program's
+    are left to the stage's own checks."""
+    import torch.fx._pytree as fx_pytree
+
+    if in_spec is None:
+        values: Any = args
+    else:
+        children = in_spec.children()
+        if len(children) == 2:   # (positional inputs, keyword inputs)
+            check_call(children[0].num_leaves, tuple(children[1].context), None, args, kwargs)
+        try:
+            values = fx_pytree.tree_flatten_spec((tuple(args), kwargs) if len(children) == 2 else tuple(args),
+                                                 in_spec)
+        except Exception:   # not the program's structure: the stage's forward says what is wrong
+            return
+    if len(values) == len(names):
+        check_microbatch(names, planned, keywords, *values)
+
+
 def stage_examples(part: Partition, s: int, device: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """Empty tensors (on ``device``) with the shapes, types and ``requires_grad`` of the values stage ``s``
     takes and returns, from the exported program's metadata (stage 0: the model's positional inputs; it
@@ -483,6 +507,9 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
             root[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad) if isinstance(
                 value, torch.nn.Parameter) else copy
     module = torch.fx.GraphModule(root, graph, class_name=f"Stage{s}")
+    if s == 0:   # for its schedule, which checks every micro-batch before the first runs
+        module.check_inputs = functools.partial(check_inputs, tuple(str(v.target) for v in stage.inputs), planned,
+                                                keywords, info.in_spec if info is not None else None)
     if s == 0 and info is not None and info.in_spec is not None and len(info.in_spec.children()) == 2:
         given, keywords = info.in_spec.children()
         module.register_forward_pre_hook(functools.partial(check_call, given.num_leaves, tuple(keywords.context)),

@@ -8,7 +8,8 @@ schedule is torch's own class, unwrapped:
   their holders after the schedule's own ``step`` (:class:`placement.torch.sharing.GradientExchange`)
   whenever the step runs a backward pass;
 * stage 0, which checks that each micro-batch is like the one the program was exported for: its
-  ``step`` raises that check's typed error itself, where torch's runtime wraps it in a
+  ``step`` checks every micro-batch before the first runs, so that a refused step sends nothing to
+  the other stages, and raises that check's typed error itself, where torch's runtime wraps it in a
   ``RuntimeError`` of its own (``[Stage 0] failed to run forward``).
 
 With ``scale_grads``,
@@ -25,6 +26,8 @@ from placement.errors import InvalidParameterError, PlacementError
 from placement.parameters import integer, one_of
 
 SCHEDULES = ("gpipe", "1f1b")
+#: the keywords of torch's ``step`` that are no inputs of the model
+STEP_KEYWORDS = ("target", "losses", "return_outputs", "loss_kwargs")
 
 
 class SumsSharedGradients:
@@ -53,6 +56,13 @@ class RaisesInputErrors:
     around it."""
 
     def step(self, *args: Any, **kwargs: Any) -> Any:
+        check = getattr(getattr(self, "_stage", None), "submod", None)
+        check = getattr(check, "check_inputs", None)
+        inputs = {k: v for k, v in kwargs.items() if k not in STEP_KEYWORDS}
+        if check is not None and (args or inputs):   # every micro-batch before the first runs: nothing is sent
+            arg_mbs, kwarg_mbs = self._split_inputs(args, inputs)  # type: ignore[attr-defined]
+            for mb_args, mb_kwargs in zip(arg_mbs, kwarg_mbs):
+                check(tuple(mb_args), dict(mb_kwargs))
         try:
             return super().step(*args, **kwargs)  # type: ignore[misc]
         except RuntimeError as exc:
