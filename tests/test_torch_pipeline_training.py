@@ -451,3 +451,56 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
         print(*key, f"{grad_error:.1e}", f"{loss_error:.1e}")
     assert max(g for g, _ in worst.values()) <= TOLERANCE
     assert max(loss for _, loss in worst.values()) <= TOLERANCE
+
+
+def _build_or_refuse(rank: int, port: int, plans: list, out_dir: str) -> None:
+    """Rank ``rank`` of 2: build stage ``rank`` of ``plans[rank]``, and write what build_stage said."""
+    torch.set_num_threads(1)
+    if "lo" in {name for _, name in socket.if_nameindex()}:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}",
+                                         timeout=timedelta(seconds=120))
+    try:
+        try:
+            plans[rank].build_stage(rank, torch.device("cpu"))
+            said = "built"
+        except placement.InvalidParameterError as error:
+            said = str(error)
+        with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as out:
+            out.write(said)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_path):
+    """Every process runs plan_pipeline on its own; where their plans differ (here one rank planned the MLP for
+    inference, the other for training: its plan holds backward nodes too; a search stopped by its time limit
+    may stop at different plans as well), torch's stages would exchange tensors of another cut, or wait for
+    each other forever. build_stage compares the plans of the group's ranks first and refuses on every rank,
+    naming the other one; equal plans build."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(),
+                          nn.Linear(WIDTH, 2))
+    x = torch.randn(BATCH // MICROBATCHES, WIDTH)
+    options = dict(devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    inference, training = (plan_pipeline(model, (x,), training=t, **options) for t in (False, True))
+    context = multiprocessing.get_context("fork")
+    for plans, expected in (([inference, training], "differ"), ([training, training], "equal")):
+        port = _free_port()
+        workers = [context.Process(target=_build_or_refuse, args=(rank, port, plans, str(tmp_path)))
+                   for rank in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=120)
+        assert [w.exitcode for w in workers] == [0, 0]
+        said = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
+        if expected == "equal":
+            assert said == ["built", "built"]
+            continue
+        for rank, status in ((0, "optimal"), (1, "optimal")):
+            assert said[rank] == (
+                f"group has ranks that planned different pipelines: rank {1 - rank}'s plan is not this rank's "
+                f"(rank {rank}, 2 stages, status {status!r}). Each process ran plan_pipeline on its own: with other "
+                "example inputs or devices, or a search stopped by its time limit at another plan; give every rank "
+                "the same inputs, and a time_limit that proves the optimum")

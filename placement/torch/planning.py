@@ -89,6 +89,14 @@ class PipelinePlan:
             raise InvalidParameterError("group", "needs an initialised process group "
                                                  "(torch.distributed.init_process_group)")
         size, rank = dist.get_world_size(group), dist.get_rank(group)
+        other = first_other_plan(self.result.plan, device, group)   # before any check that one rank alone fails
+        if other is not None:
+            raise InvalidParameterError("group", f"has ranks that planned different pipelines: rank {other}'s plan "
+                                                 f"is not this rank's (rank {rank}, {self.num_stages} stages, "
+                                                 f"status {str(self.result.status)!r}). Each process ran "
+                                                 "plan_pipeline on its own: with other example inputs or devices, "
+                                                 "or a search stopped by its time limit at another plan; give every "
+                                                 "rank the same inputs, and a time_limit that proves the optimum")
         if size != self.num_stages:
             ranks = f"{size} rank{'' if size == 1 else 's'}"
             more = ("" if size < self.num_stages else
@@ -124,6 +132,22 @@ class PipelinePlan:
         flag("scale_grads", scale_grads)
         return make_schedule(stage, loss_fn, schedule or self.default_schedule,
                              self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
+
+
+def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
+    """The first rank of ``group`` whose plan is not ``plan`` (a Result's stages; a digest of their types and
+    nodes, gathered from every rank on ``device``, the stage's: a tensor collective runs on any backend), or
+    ``None``."""
+    import hashlib
+
+    import torch
+    import torch.distributed as dist
+
+    digest = hashlib.sha256(repr([(s.device_type, sorted(s.nodes)) for s in plan]).encode()).digest()
+    mine = torch.tensor(list(digest), dtype=torch.int64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, mine, group=group)
+    return next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs, mine)), None)
 
 
 def torch_device(device: Any) -> Any:
