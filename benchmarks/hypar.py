@@ -14,6 +14,9 @@ backward node charged exactly its forward mate's transfer cost (the published tr
 graphs copy those costs while their edges carry the backward tensors' own sizes).
 
     python benchmarks/hypar.py [--batch 256] [--types 2] [--max-accelerators 64] [--json benchmarks/results/hypar.json]
+
+The run's rows of part 1 replace the JSON file's rows of the same network, accelerator count, batch and
+partition types; the file's other rows are kept (a run to 4 accelerators leaves those of 8 to 64).
 """
 
 from __future__ import annotations
@@ -139,6 +142,11 @@ def ledger_rows(instances: Path) -> list[dict]:
     return rows
 
 
+def _planner_key(row: dict) -> str:
+    """What a row of part 1 is of: its network, accelerator count, batch and partition types."""
+    return json.dumps([row.get(k) for k in ("network", "accelerators", "batch", "types")], default=str)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parts 1 and 2 of the module docstring; print the tables, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -173,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
     ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay
+    # part 1 at other accelerator counts, batches or types replaces their rows and keeps the file's others
+    kept = {_planner_key(row): row for row in kept_table(args.json, "planners")}
+    kept.update((_planner_key(row), row) for row in rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"machine": machine(), "planners": rows, "paper": paper, "ledger": ledger},
-                                    indent=2) + "\n")
+    planners = list(kept.values())
+    args.json.write_text(json.dumps({"machine": machine(), "planners": planners, "paper": paper_rows(planners),
+                                     "ledger": ledger}, indent=2) + "\n")
     print(f"\nwrote {args.json}")
     return 0
 

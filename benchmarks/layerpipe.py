@@ -27,6 +27,9 @@ over PipeDream and over 80% with 7 to 9 processors; the table prints ours next t
     python benchmarks/layerpipe.py [--accelerators 2-9] [--time-limit 6] [--variants any,adjacent,any+inter,adjacent+inter]
                                    [--only NAME ...] [--json benchmarks/results/layerpipe.json]
                                    [--plot benchmarks/results/layerpipe.png]
+
+The run's rows replace the JSON file's rows of the same graph, accelerator count and variant; the file's
+other rows are kept (a run of one graph leaves the others').
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cannot_write, machine, positive_float, positive_int, refuse  # noqa: E402  (beside this script)
+from common import (cannot_write, machine, merged_rows, positive_float, positive_int,  # noqa: E402  (beside this script)
+                    refuse)
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {
@@ -399,8 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     for label, path in graphs.items():
         rows += rows_for(label, path, args.accelerators, args.variants, args.time_limit, args.microbatches)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"time_limit_s": args.time_limit, "microbatches": args.microbatches,
-                                           "machine": machine(), "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    # a run of some graphs, accelerator counts or variants replaces their rows and keeps the file's others
+    settings = {"time_limit_s": args.time_limit, "microbatches": args.microbatches, "machine": machine()}
+    kept = merged_rows(Path(args.json), rows, ("instance", "accelerators", "variant"), settings)
+    Path(args.json).write_text(json.dumps({**settings, "rows": kept}, indent=1) + "\n", encoding="utf-8")
     for line in table(rows):
         print(line)
     print()

@@ -433,3 +433,29 @@ def test_hypar_without_the_ledger_keeps_the_ledger_rows(tmp_path, capsys):
     document = json.loads(out.read_text())
     assert document["ledger"] == [{"instance": "i", "run": {"machine": {"cpus": 2}}}] and document["planners"]
     capsys.readouterr()
+
+
+def test_hypar_to_fewer_accelerators_keeps_the_rows_of_more(tmp_path, capsys):
+    """A run to 2 accelerators replaces the file's rows of 2 and keeps those of 16 (the paper row's)."""
+    out = tmp_path / "hypar.json"
+    assert hypar_benchmark.main(["--max-accelerators", "16", "--repeat", "1", "--no-ledger", "--json", str(out)]) == 0
+    before = json.loads(out.read_text())
+    assert hypar_benchmark.main(["--max-accelerators", "2", "--repeat", "1", "--no-ledger", "--json", str(out)]) == 0
+    after = json.loads(out.read_text())
+    counts = sorted({row["accelerators"] for row in after["planners"]})
+    assert counts == [2, 4, 8, 16] and len(after["planners"]) == len(before["planners"])
+    assert [r["planner"] for r in after["paper"]] == [r["planner"] for r in before["paper"]] and after["paper"]
+    capsys.readouterr()
+
+
+def test_layerpipe_of_one_graph_keeps_the_rows_of_another(tmp_path, capsys):
+    """Two runs of one graph each (the bundled imported ones, 2 accelerators, one variant and its baseline):
+    the file holds both graphs' rows, the second run's replacing nothing of the first."""
+    out, picture = tmp_path / "layerpipe.json", tmp_path / "layerpipe.png"
+    for graph in ("gpt2-imported", "bert-base-imported"):
+        assert layerpipe.main(["--only", graph, "--accelerators", "2", "--variants", "any", "--time-limit", "1",
+                               "--microbatches", "8", "--json", str(out), "--plot", str(picture)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["instance"], r["accelerators"], r["variant"]) for r in rows] == [
+        (graph, 2, variant) for graph in ("gpt2-imported", "bert-base-imported") for variant in ("home", "any")]
+    capsys.readouterr()
