@@ -128,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if message := cannot_write({}, {"--out": args.out}):
         return refuse(message)
+    unknown = [n for n in args.no_grid.split(",") if n and n not in ("bert32a100", "gnmt", "resnet")]
+    if unknown:   # a misspelt name left its instance's grid on, taking minutes
+        return refuse(f"--no-grid names no instance: {', '.join(map(repr, unknown))} (the instances are bert32a100, "
+                      "gnmt, resnet)")
     shared = Path(args.shared)
     names = [n for n in ("bert32a100", "gnmt", "resnet") if (shared / f"{n}.json").exists()]
     if not names:

@@ -189,6 +189,7 @@ BAD_OPTIONS = [
     ("piper_interleaved.py", ["--time-limit", "0"]),
     ("reading.py", ["--baseline", "/nonexistent-tree"]),
     ("reading.py", ["--baseline", "benchmarks"]),   # a folder without the package
+    ("piper.py", ["--no-grid", "gnmt,foo", "--quick"]),
 ]
 
 
