@@ -275,6 +275,12 @@ def test_evaluator_names_what_is_wrong():
     uneven = ParallelPlan((stage((0, 1)), stage((2,), 2), stage((3,)), stage((4,))), "interleaved", 2)
     assert evaluate_interleaved(instance, uneven, devices=8).violations[0] == \
         "every chunk must have the same d and t; the plan has [(1, 1), (2, 1)]"
+    # the condition the chunk count fails, not both: 2 is at least 2, and 1 divides nothing into 2 chunks
+    whole = (stage((0, 1, 2, 3, 4)),)
+    assert evaluate_interleaved(instance, ParallelPlan(whole, "interleaved", 2)).violations == (
+        "chunks = 2 must divide the plan's 1 stage",)
+    assert evaluate_interleaved(instance, ParallelPlan(whole, "interleaved", 1)).violations == (
+        "chunks = 1 must be at least 2",)
 
 
 @pytest.mark.parametrize("kwargs, message", [

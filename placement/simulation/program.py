@@ -193,7 +193,7 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
     compute_resource, link_resource, task_times = unit.compute_resource, unit.link_resource, unit.task_times
     n = len(pipeline.stages)
     size = len(one)
-    _check_memory(size, microbatches, n, memory_limit)
+    _check_memory(size, microbatches, n, memory_limit, schedule.flush)
     graph = one.replicate(microbatches, priority_step=1.0)   # fillers: older micro-batches first
     if not schedule.training:
         window = stream_window(n, comm)
@@ -274,8 +274,11 @@ def stage_caps(pipeline: Pipeline, schedule: Schedule) -> list[int | None]:
     return caps
 
 
-def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, memory_limit: float) -> None:
-    """Refuse a run whose tasks would need more than ``memory_limit`` bytes."""
+def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, memory_limit: float,
+                  flush: bool = False) -> None:
+    """Refuse a run whose tasks would need more than ``memory_limit`` bytes; a schedule that runs to a steady
+    state needs about ``4 · stages`` micro-batches to reach it, one that ends in a flush (``flush``) runs the
+    micro-batches of its iteration, however many."""
     need = tasks_per_microbatch * microbatches * BYTES_PER_TASK
     if need > memory_limit:
         fits = int(memory_limit // (tasks_per_microbatch * BYTES_PER_TASK))
@@ -283,7 +286,8 @@ def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, mem
         raise LimitExceededError(
             f"{microbatches:,} micro-batches of {tasks_per_microbatch} tasks each would take about "
             f"{need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; "
-            f"{room} (a steady state needs about {4 * stages}), or raise memory_limit", "memory_limit")
+            f"{room}{'' if flush else f' (a steady state needs about {4 * stages})'}, or raise memory_limit",
+            "memory_limit")
 
 
 def check_task_count(tasks: int, microbatches: int) -> None:

@@ -57,7 +57,9 @@ def evaluate_interleaved(instance: PiperInstance, plan: ParallelPlan, *, devices
     if named and not instance.device_types:
         violations.append(f"the plan's chunks name device type {named[0]!r}, but the instance has no deviceTypes")
     if v < 2 or not stages or len(stages) % v:
-        violations.append(f"chunks = {v} must be at least 2 and divide the {len(stages)} stages")
+        why = ("be at least 2" if v < 2 else "divide the plan's stages, which are none" if not stages else
+               f"divide the plan's {len(stages)} stage{'' if len(stages) == 1 else 's'}")
+        violations.append(f"chunks = {v} must {why}")
         return ParallelEvaluation(math.inf, (), 0, tuple(violations))
     groups = len(stages) // v
     degrees = {(s.d, s.t) for s in stages}
