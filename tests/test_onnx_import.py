@@ -876,3 +876,35 @@ def test_pipe_split_of_an_onnx_instance_is_refused_for_another_form(tmp_path, ca
     assert capsys.readouterr().err.startswith(
         "error: --format pipe-split cannot express this plan: the instance was imported from ONNX, so its operators are "
         "ONNX nodes, and pipe_split_module cuts the operators of a torch.export program")
+
+
+def test_an_expand_s_sizes_computed_from_a_constant_of_shape_are_data():
+    """The TorchScript exporter writes ``cls.expand(2, -1, 4)`` (a class token's) as ConstantOfShape, Mul,
+    Equal and Where on constants that give the Expand its sizes: PyTorch runs no kernel for them, so only
+    the Expand (a view) and the Concat are operators. A ConstantOfShape whose integers a kernel reads as
+    data (the Add) stays one, as torch's ``full``."""
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(value, dtype=np.int64)))
+
+    cls = numpy_helper.from_array(np.arange(4, dtype=np.float32).reshape(1, 1, 4), "cls")
+    nodes = [const("n", [3]), const("sizes", [2, -1, 4]), const("m1", -1),
+             helper.make_node("ConstantOfShape", ["n"], ["ones"], name="/ConstantOfShape",
+                              value=numpy_helper.from_array(np.array([1], dtype=np.int64))),
+             helper.make_node("Mul", ["ones", "m1"], ["neg"], name="/Mul"),
+             helper.make_node("Equal", ["sizes", "neg"], ["open"], name="/Equal"),
+             helper.make_node("Where", ["open", "ones", "sizes"], ["shape"], name="/Where"),
+             helper.make_node("Expand", ["cls", "shape"], ["tokens"], name="/Expand"),
+             helper.make_node("Concat", ["tokens", "X"], ["Y"], name="/Concat", axis=1),
+             helper.make_node("ConstantOfShape", ["n"], ["zeros"], name="/ConstantOfShape_1",
+                              value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+             helper.make_node("Add", ["zeros", "I"], ["J"], name="/Add")]
+    graph = helper.make_graph(nodes, "cls", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 5, 4]),
+                                             helper.make_tensor_value_info("I", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("J", TensorProto.INT64, None)], [cls])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    ops = graph_from_onnx(model, "cls").ops
+    assert [(op.name, op.kind, op.flops) for op in ops] == [
+        ("/Expand", "view", 0.0), ("/Concat", "copy", 0.0), ("/ConstantOfShape_1", "constant", 0.0),
+        ("/Add", "pointwise", 3.0)]
+    assert ops[1].bytes_moved == 2 * 4 * 4 + 2 * 5 * 4 * 4 + 2 * 6 * 4 * 4   # tokens, X read; Y written

@@ -637,6 +637,14 @@ def _expose_subgraph_reads(graph: Any) -> None:
 META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
 
 
+#: Per operator type, the inputs that are sizes, axes or positions (host values in PyTorch: an ``expand``'s sizes)
+SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
+                "Pad": (1, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "Resize": (1, 2, 3),
+                "Upsample": (1,), "Range": (0, 1, 2), "TopK": (1,), "OneHot": (1,), "CumSum": (1,),
+                **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                                       "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
+
+
 def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     """The nodes of ``graph`` that compute on shapes and constants only: every input they read for
     its values is a ``Constant``, an integer initializer or the output of another such node (a
@@ -647,13 +655,43 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     graph returns, has no static shape or holds more than :data:`~.onnx_shapes.SMALL` elements, or
     more than :data:`FLOAT_SHAPE_VALUES` of a floating-point type (an ``Expand`` of a constant to the
     size of an activation is a tensor, not a shape; a ``DequantizeLinear`` of an int8 weight is a
-    kernel, and its weight is 1 byte an element)."""
+    kernel, and its weight is 1 byte an element). A ``ConstantOfShape`` of integers whose values, and
+    all that is computed from them, end only as sizes, axes or positions of other operators
+    (:data:`SHAPE_INPUTS`) is shape arithmetic too: the TorchScript exporter writes an ``expand`` of
+    constant sizes (a class token's ``expand(batch, -1, -1)``) as ``ConstantOfShape``, ``Mul``,
+    ``Equal`` and ``Where`` on them, which PyTorch does not run."""
+    candidates = {k for k, node in enumerate(graph.node)
+                  if node.op_type == "ConstantOfShape" and node.domain in ("", "ai.onnx") and node.output
+                  and node.output[0] in table and not table[node.output[0]].floating}
+    folded = _shape_nodes(graph, table, candidates)
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for k, node in enumerate(graph.node):
+        for i, name in enumerate(node.input):
+            if name:
+                readers.setdefault(name, []).append((k, i))
+    for v in graph.output:
+        readers.setdefault(v.name, []).append((-1, -1))
+    sizes_only: set[str] = set()   # folded values read only as sizes, or by folded nodes whose results are
+    for k in sorted(folded, reverse=True):   # readers come later in the graph's (topological) order
+        for name in graph.node[k].output:
+            if name and all((j in folded and all(o in sizes_only for o in graph.node[j].output if o))
+                            or (j >= 0 and j not in folded and i in SHAPE_INPUTS.get(graph.node[j].op_type, ()))
+                            for j, i in readers.get(name, ())):
+                sizes_only.add(name)
+    kept = {k for k in candidates & folded if graph.node[k].output[0] in sizes_only}
+    return folded if kept == candidates & folded else _shape_nodes(graph, table, kept)
+
+
+def _shape_nodes(graph: Any, table: dict[str, _Tensor], sizes: set[int]) -> set[int]:
+    """The nodes of ``graph`` that compute on shapes and constants only (:func:`_shape_arithmetic`), the
+    ``ConstantOfShape`` nodes of ``sizes`` among them."""
     static = {init.name for init in graph.initializer if not table[init.name].floating}
     static |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
     returned = {v.name for v in graph.output}
     folded: set[int] = set()
     for k, node in enumerate(graph.node):
-        if node.op_type == "Constant" or not node.output or KINDS.get(node.op_type) == "constant":
+        if node.op_type == "Constant" or not node.output or (KINDS.get(node.op_type) == "constant"
+                                                            and k not in sizes):
             continue   # Range, ConstantOfShape and the like make tensors: kernels in PyTorch
         if node.domain not in ("", "ai.onnx"):
             continue   # another domain's operator may be a kernel whatever it reads
