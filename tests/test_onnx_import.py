@@ -20,7 +20,7 @@ from placement.costmodel.roofline import make_platform  # noqa: E402
 from placement.errors import InvalidInstanceError, InvalidParameterError  # noqa: E402
 from placement.io.onnx_import import graph_from_onnx, import_onnx  # noqa: E402
 from placement.io.op_grouping import group_ops  # noqa: E402
-from placement.io.opgraph import CostModelWarning  # noqa: E402
+from placement.io.opgraph import CostModelWarning, build  # noqa: E402
 
 
 def mlp_model(batch="2", extra_nodes=(), extra_info=()):
@@ -908,3 +908,29 @@ def test_an_expand_s_sizes_computed_from_a_constant_of_shape_are_data():
         ("/Expand", "view", 0.0), ("/Concat", "copy", 0.0), ("/ConstantOfShape_1", "constant", 0.0),
         ("/Add", "pointwise", 3.0)]
     assert ops[1].bytes_moved == 2 * 4 * 4 + 2 * 5 * 4 * 4 + 2 * 6 * 4 * 4   # tokens, X read; Y written
+
+
+@pytest.mark.parametrize("value, trained", [(0.0, False), (0.5, True)], ids=["zeros", "trained"])
+def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value, trained):
+    """The dynamo exporter's optimiser folds the zeros nn.LSTM starts from when given no state into an
+    initializer, which two stacked layers read as their initial hidden and cell state. Like torch.export's
+    zeros, it is no trained parameter: no gradient, not shared between the layers. An initial state of
+    other values is a parameter the model trains."""
+    model = _recurrent_model("LSTM")
+    graph = model.graph
+    graph.initializer.append(numpy_helper.from_array(np.full((1, 4, 16), value, dtype=np.float32), "state"))
+    graph.node[0].input.extend(["", "state", "state"])
+    graph.node.append(helper.make_node("Squeeze", ["Y", "axis"], ["Y2"], name="/rnn/Squeeze"))
+    graph.node.append(helper.make_node("LSTM", ["Y2", "W2", "R", "B", "", "state", "state"], ["Z"],
+                                       name="/rnn2/LSTM", hidden_size=16))
+    graph.initializer.append(numpy_helper.from_array(np.array([1], dtype=np.int64), "axis"))
+    graph.initializer.append(numpy_helper.from_array(np.ones((1, 64, 16), dtype=np.float32), "W2"))
+    graph.output[0].name = "Z"
+    ops = graph_from_onnx(model, "rnn").ops
+    assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in ops] == [
+        [("W", 3072.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)], [("axis", 8.0, False)],
+        [("W2", 4096.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)]]
+    imported = build(group_ops(graph_from_onnx(model, "rnn"), "operator"), make_platform("h100", "epyc-7763", 4, 0),
+                     training=True)
+    assert imported.instance["about"].get("shared_parameters") == ({"R": [0, 2], "B": [0, 2], "state": [0, 2]}
+                                                                   if trained else {"R": [0, 2], "B": [0, 2]})

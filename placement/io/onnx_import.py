@@ -15,7 +15,9 @@ is an error. All shapes must be static (symbolic input dimensions can be fixed w
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
 Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
-floating-point type and more than one element are the trained parameters; a single float is a
+floating-point type and more than one element are the trained parameters, except a
+BatchNormalization's statistics and the zeros read only as a recurrent operator's initial state
+(:func:`_zero_initial_states`); a single float is a
 constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of
 such data (an alias exporters write for shared or deduplicated parameters) is that data, read
 under its own name, and so is the transposed copy exporters write of a tied weight
@@ -116,7 +118,7 @@ from placement.io.onnx_checks import check_element_types, check_schemas, check_t
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
-from placement.io.onnx_tied import constant_valued, transposed_copies
+from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import group_ops
 from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
 from placement.problem.union_find import UnionFind
@@ -763,6 +765,25 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     return {name: found for name, found in sources.items() if name in written}, kept
 
 
+def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
+    """The initializers of zeros that only recurrent operators read, as their initial hidden or cell state:
+    the zeros torch's ``LSTM``, ``GRU`` and ``RNN`` start from when given no state, which the dynamo
+    exporter's optimiser folds into an initializer. They are constants of the program, not trained
+    parameters (an initial state the model trains is no such folded tensor of zeros, unless its training
+    has not begun)."""
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name:
+                readers.setdefault(name, []).append((node.op_type if node.domain in ("", "ai.onnx") else "", i))
+    returned = {v.name for v in graph.output}
+    return {init.name for init in graph.initializer
+            if init.name in readers and init.name not in returned
+            and all(op in RECURRENT_GATES and RECURRENT_STATE.start <= i < RECURRENT_STATE.stop
+                    for op, i in readers[init.name])
+            and zero_valued(init, folder)}
+
+
 def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str]]:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
@@ -821,6 +842,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     constants = {n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output}
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
+    initial_states = _zero_initial_states(model.graph, folder)
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
 
@@ -904,8 +926,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         added = {x for m in members for k, x in enumerate(m.node.input)
                  if (m.node.op_type in PRODUCTS and k >= 2) or (m.node.op_type not in PRODUCTS and group.kind in
                                                                 ("matmul", "conv"))}
-        # BatchNormalization's running mean and variance (inputs 3 and 4): statistics, never trained
+        # BatchNormalization's running mean and variance (inputs 3 and 4), a recurrent layer's initial zeros:
+        # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
+        statistics |= initial_states & {x for m in members for x in m.node.input}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
             info = table[t]
             read_bytes += info.nbytes

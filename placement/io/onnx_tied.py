@@ -56,6 +56,13 @@ def constant_valued(init: Any, folder: str | Path | None = None) -> bool:
     return values is not None and values.size > 0 and bool((values == values.flat[0]).all())
 
 
+def zero_valued(init: Any, folder: str | Path | None = None) -> bool:
+    """Whether every value of initializer ``init`` is zero (external data read from ``folder``); false where
+    they cannot be read."""
+    values = _values(init, None if folder is None else Path(folder))
+    return values is not None and values.size > 0 and not values.any()
+
+
 def _corners(values: Any) -> tuple[Any, Any, Any, Any] | None:
     """The four corners of a matrix, ``None`` for an empty or constant one (never merged)."""
     if values is None or values.size == 0 or (values == values.flat[0]).all():
