@@ -1081,6 +1081,15 @@ def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
         torch.distributed.destroy_process_group()
 
 
+def tempered_gpipe():
+    """A batch of 8 rows and its targets, and Tempered planned for micro-batches of 2 rows (4 per step, gpipe)
+    with the temperature 2 on one accelerator."""
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 8), torch.zeros(8, 8)
+    pp = plan_pipeline(Tempered(), (x[:2],), {"temperature": 2.0}, devices="h100:1", microbatches=4, schedule="gpipe")
+    return x, y, pp
+
+
 def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
     """Torch's runtime wraps what a stage's forward raises in a RuntimeError of its own ("[Stage 0] failed
     to run forward"), so ``except placement.InvalidParameterError`` around ``step()`` caught nothing. One
@@ -1089,10 +1098,7 @@ def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
-        torch.manual_seed(0)
-        x, y = torch.randn(8, 8), torch.zeros(8, 8)
-        pp = plan_pipeline(Tempered(), (x[:2],), {"temperature": 2.0}, devices="h100:1", microbatches=4,
-                           schedule="gpipe")
+        x, y, pp = tempered_gpipe()
         schedule = pp.schedule(pp.build_stage(0, torch.device("cpu")), lambda out, target: ((out - target) ** 2).sum())
         losses: list = []
         schedule.step(x, temperature=2.0, target=y, losses=losses)
@@ -1109,6 +1115,7 @@ def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
     finally:
         torch.distributed.destroy_process_group()
 
+
 def test_a_refused_step_runs_no_micro_batch(tmp_path):
     """A batch whose last micro-batch alone is short (7 rows into 4 micro-batches of 2: 2, 2, 2, 1) was
     refused by stage 0's forward of that micro-batch, after the others had run and been sent: the later
@@ -1117,10 +1124,7 @@ def test_a_refused_step_runs_no_micro_batch(tmp_path):
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
-        torch.manual_seed(0)
-        x, y = torch.randn(8, 8), torch.zeros(8, 8)
-        pp = plan_pipeline(Tempered(), (x[:2],), {"temperature": 2.0}, devices="h100:1", microbatches=4,
-                           schedule="gpipe")
+        x, y, pp = tempered_gpipe()
         stage = pp.build_stage(0, torch.device("cpu"))
         schedule = pp.schedule(stage, lambda out, target: ((out - target) ** 2).sum())
         calls = []
