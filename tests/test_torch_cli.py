@@ -227,6 +227,21 @@ def test_split_writes_a_plan_listed_out_of_pipeline_order_in_pipeline_order(tmp_
     assert "it is no pipeline" in capsys.readouterr().err
 
 
+#: the hand-off forms run by torch's pipeline() or DeepSpeed, with the runtime's name as refusals give it
+RUNTIME_FORMS = (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
+                 ("deepspeed", "DeepSpeed's PipelineModule"))
+
+
+def assert_no_form_expresses(instance, plan, capsys, reason) -> None:
+    """Every form of :data:`RUNTIME_FORMS` refuses ``plan`` of ``instance`` for ``reason(runtime)``, and says that
+    no form can."""
+    for form, runtime in RUNTIME_FORMS:
+        assert main(["split", str(instance), plan, "--format", form]) == 2
+        assert capsys.readouterr().err == (
+            f"error: --format {form} cannot express this plan: {reason(runtime)}; no hand-off format can "
+            "(placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md)\n")
+
+
 def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys):
     """torch's pipeline() (and DeepSpeed) give the model's inputs to stage 0 alone. Conditioned's nodes in
     program order: a, b, c (on x), cond_proj (on cond), the add. A plan whose stage 0 holds cond_proj
@@ -240,14 +255,9 @@ def test_split_refuses_a_model_input_that_stage_0_does_not_read(tmp_path, capsys
         ("a", ["x"]), ("b", None), ("c", None), ("cond_proj", ["cond"]), ("(model)", None)]
     capsys.readouterr()
     late = write_plan(tmp_path / "late.json", [0, 1], [2, 3, 4])
-    for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
-                          ("deepspeed", "DeepSpeed's PipelineModule")):
-        assert main(["split", str(instance), late, "--format", form]) == 2
-        assert capsys.readouterr().err == (
-            f"error: --format {form} cannot express this plan: model input 'cond' is first read by 'cond_proj' in stage 1, "
-            f"and {runtime} passes the model's inputs to stage 0 only (placement.torch.plan_pipeline relays them); "
-            "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
-            "docs/pytorch.md)\n")
+    assert_no_form_expresses(instance, late, capsys, lambda runtime: (
+        f"model input 'cond' is first read by 'cond_proj' in stage 1, and {runtime} passes the model's inputs to "
+        "stage 0 only (placement.torch.plan_pipeline relays them)"))
     early = write_plan(tmp_path / "early.json", [0, 3], [1, 2, 4])
     assert main(["split", str(instance), early, "--format", "pipe-split"]) == 0
     capsys.readouterr()
@@ -278,14 +288,9 @@ def test_split_refuses_a_model_output_that_an_earlier_stage_than_the_last_makes(
     assert data["about"]["outputs"] == [0, 2]
     apart = write_plan(tmp_path / "apart.json", [0], [1, 2])
     capsys.readouterr()
-    for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
-                          ("deepspeed", "DeepSpeed's PipelineModule")):
-        assert main(["split", str(instance), apart, "--format", form]) == 2
-        assert capsys.readouterr().err == (
-            f"error: --format {form} cannot express this plan: the model returns the value of 'a', made in stage 0, "
-            f"and {runtime} returns what the last stage returns only (placement.torch.plan_pipeline relays it); "
-            "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
-            "docs/pytorch.md)\n")
+    assert_no_form_expresses(instance, apart, capsys, lambda runtime: (
+        f"the model returns the value of 'a', made in stage 0, and {runtime} returns what the last stage returns "
+        "only (placement.torch.plan_pipeline relays it)"))
     assert main(["split", str(instance), write_plan(tmp_path / "one.json", [0, 1, 2]), "--format", "split-spec"]) == 0
     capsys.readouterr()
     # an instance that does not record the model's outputs (made before they were recorded) is not checked
@@ -304,14 +309,9 @@ def test_split_refuses_a_model_that_returns_its_input_as_given(tmp_path, capsys)
     capsys.readouterr()
     for parts in (([0, 1],), ([0], [1])):
         plan = write_plan(tmp_path / f"plan{len(parts)}.json", *parts)
-        for form, runtime in (("split-spec", "torch's pipeline()"), ("pipe-split", "torch's pipeline()"),
-                              ("deepspeed", "DeepSpeed's PipelineModule")):
-            assert main(["split", str(instance), plan, "--format", form]) == 2
-            assert capsys.readouterr().err == (
-                f"error: --format {form} cannot express this plan: the model returns its input 'x' as given, and "
-                f"{runtime} returns what the last stage computes only (placement.torch.plan_pipeline relays it); "
-                "no hand-off format can (placement.torch.plan_pipeline runs a model cut at stages of any shape: "
-                "docs/pytorch.md)\n")
+        assert_no_form_expresses(instance, plan, capsys, lambda runtime: (
+            f"the model returns its input 'x' as given, and {runtime} returns what the last stage computes only "
+            "(placement.torch.plan_pipeline relays it)"))
     data["about"]["returned_inputs"] = "x"
     instance.write_text(json.dumps(data))
     assert main(["split", str(instance), plan, "--format", "split-spec"]) == 2
