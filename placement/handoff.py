@@ -120,7 +120,12 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     if form == "stages":
         value, text, more = _stages(layout, checked)
         return Split(form, value, text, order, tuple(notes + more))
-    value = _export(form, layout, checked, finest == "stages")
+    try:
+        value = _export(form, layout, checked, finest == "stages")
+    except InvalidParameterError as exc:   # the reason may be that the plan is another model's
+        if other is None or exc.parameter != "format":
+            raise
+        raise InvalidParameterError("format", f"{exc.detail} ({notes[0]})") from None
     notes += _cpu_stage_notes(layout, checked)
     text = value if isinstance(value, str) else json.dumps(value, indent=1)
     return Split(form, value, text, order, tuple(notes), _shared_warnings(form, layout, checked))

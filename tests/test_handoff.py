@@ -71,6 +71,21 @@ def test_a_form_that_cannot_express_the_plan_names_one_that_can():
                   "format='split-spec'")
 
 
+def test_a_refused_form_says_the_plan_was_made_for_another_instance():
+    """A plan of another model with as many nodes fits the instance; the form's reason may then be that."""
+    ids = gpt2_ids()
+    plan = {"instance": "other",
+            "devices": [{"type": "accelerator", "nodes": ids[:6]}, {"type": "accelerator", "nodes": ids[6:]}]}
+    assert placement.split(GPT2, plan, format="megatron").notes == (
+        "the plan was made for instance 'other', not 'gpt2-inference'",)
+    with pytest.raises(placement.InvalidParameterError) as caught:
+        placement.split(GPT2, plan, format="deepspeed")
+    assert (caught.value.parameter, caught.value.detail) == (
+        "format", "deepspeed cannot express this plan: stage 0 holds 'transformer' but not the whole call of "
+                  "transformer, the smallest module holding it, and a PipelineModule layer is a whole module; use "
+                  "format='split-spec' (the plan was made for instance 'other', not 'gpt2-inference')")
+
+
 def test_split_takes_instance_files_and_documents_only_and_checks_the_plan(tmp_path):
     with pytest.raises(placement.InvalidParameterError) as caught:
         placement.split(placement.load(GPT2), {"devices": []})
