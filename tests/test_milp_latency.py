@@ -325,6 +325,25 @@ def test_past_the_deadline_the_whole_graph_plans_are_the_plan_in_hand(monkeypatc
     assert said[-1] == "warm start for latency: 8"
 
 
+def test_the_latency_start_passes_on_the_chain_dps_progress(monkeypatch):
+    """The chain DPs of the latency start say how far they are, prefixed as the throughput start's are:
+    on a chain of 100,000 nodes they take seconds."""
+    from placement.solution import Solution
+    from placement.solvers.milp import warmstart
+
+    def chatty(name):
+        def run(*args, progress=None, **kwargs):
+            progress(f"{name}: half way")
+            return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, "chain-dp")
+        return run
+
+    monkeypatch.setattr(warmstart, "solve_coarse_chain", chatty("intervals"))
+    monkeypatch.setattr(warmstart, "solve_chain", chatty("chain"))
+    said = []
+    warmstart.latency_warm_start(fork(), progress=said.append)
+    assert said[:2] == ["warm start: intervals: half way", "warm start: chain: half way"]
+
+
 def test_the_latency_start_uses_the_calls_asked_for():
     """a (1 on the accelerator) -> b (CPU only, 4) -> c (1 on the accelerator), transfers of 1, one
     accelerator and one CPU. With 2 calls the latency greedy runs a, sends it, b on the CPU, sends back and

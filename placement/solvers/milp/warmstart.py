@@ -105,9 +105,10 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     found for it (``None`` where the plan is the DP's pipeline, not evaluated, or there is none); the
     latency greedy may use ``calls`` calls per accelerator, the other plans one."""
     candidates: list[Plan] = []    # plans of unknown latency, pipelines first
+    told = None if progress is None else (lambda line: progress(f"warm start: {line}"))   # the DPs' own lines
     # the whole-graph plans and the baselines' plans, with their latencies
     scored: list[tuple[float, Plan]] = whole_graph_plans(problem) if stages in (None, 1) else []
-    coarse = coarse_start(problem, stages, deadline)   # one call per device, in pipeline order: a latency plan
+    coarse = coarse_start(problem, stages, deadline, told)   # one call per device, in pipeline order: a latency plan
     if coarse.plan is not None:
         candidates.append(coarse.plan)
 
@@ -118,7 +119,7 @@ def latency_warm_start(problem: Instance, max_ideals: int = DEFAULT_MAX_IDEALS,
     try:
         if late():
             raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
-        chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline))
+        chain = solve_chain(problem, stages=stages, progress=deadline_watch(deadline, told))
         if chain.status is Status.FEASIBLE and chain.plan is not None:
             candidates.append(chain.plan)
     except LimitExceededError as exc:
