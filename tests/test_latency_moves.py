@@ -86,3 +86,18 @@ def test_the_latency_start_of_bert_l_3():
     assert any(note.startswith("latency 408.474: class of node 57 moved") for note in notes)
     assert result.value <= 408.474435
     assert result.bound == pytest.approx(408.474093, abs=1e-6)
+
+
+def test_a_long_descent_says_how_far_it_has_come(monkeypatch):
+    """With no time between notes, every class tried is announced, with the latency so far."""
+    from placement.solvers.baselines import latency_moves
+
+    monkeypatch.setattr(latency_moves, "HEARTBEAT_S", 0.0)
+    start = Plan((DeviceAssignment("accelerator", (1, 4)), DeviceAssignment("accelerator", (2, 3))))
+    lines: list[str] = []
+    move_classes_to_cpus(embedding_problem(), start, progress=lines.append)
+    tried = "moving colour classes to the CPUs: {} of 3 classes tried in this sweep, latency {}"
+    assert lines == [tried.format(0, 25.5), "latency 15: class of node 1 moved to the CPUs",
+                     tried.format(1, 15), tried.format(2, 15),
+                     tried.format(0, 15), tried.format(1, 15), tried.format(2, 15)]
+

@@ -13,7 +13,9 @@ first; move one whole class to the CPUs (every member supported there) and keep 
 the independent evaluator (:func:`placement.verification.latency.evaluate_latency`) finds the
 plan valid (calls still contiguous, memory within bounds) and faster; sweep again after any
 improvement, until a sweep improves nothing or the deadline passes. With ``stages`` the plans
-must keep that many non-empty devices. The result is never slower than the plan given.
+must keep that many non-empty devices. After :data:`HEARTBEAT_S` seconds without a line (an
+improvement or the last such note), ``progress`` is told how many classes this sweep has tried.
+The result is never slower than the plan given.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from typing import Callable
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
 from placement.verification.latency import evaluate_latency
+
+#: seconds without an improvement after which the descent says how far it has come
+HEARTBEAT_S = 10.0
 
 
 def move_classes_to_cpus(problem: Instance, plan: Plan, deadline: float = math.inf, stages: int | None = None,
@@ -54,12 +59,18 @@ def moved_to_cpus(problem: Instance, plan: Plan, latency: float | None, deadline
     classes = [c for c in problem.colour_classes() if all(nodes[i].times[cpu] is not None for i in c)]
     classes.sort(key=lambda c: -sum(nodes[i].out_cost for i in c))
     improved = True
+    said = time.perf_counter()
     while improved and time.perf_counter() < deadline:
         improved = False
         on_cpu = {n for d in plan.devices if d.type == types[cpu].name for n in d.nodes}   # whole classes
-        for members in classes:
-            if time.perf_counter() >= deadline:
+        for tried, members in enumerate(classes):
+            now = time.perf_counter()
+            if now >= deadline:
                 break
+            if progress is not None and now - said >= HEARTBEAT_S:
+                progress(f"moving colour classes to the CPUs: {tried:,} of {len(classes):,} classes tried in this "
+                         f"sweep, latency {best:.6g}")
+                said = now
             ids = {nodes[i].id for i in members}
             if ids & on_cpu:
                 continue
@@ -72,6 +83,7 @@ def moved_to_cpus(problem: Instance, plan: Plan, latency: float | None, deadline
                 on_cpu |= ids
                 if progress is not None:
                     progress(f"latency {best:.6g}: class of node {min(ids)} moved to the CPUs")
+                    said = time.perf_counter()
     return plan, best
 
 
