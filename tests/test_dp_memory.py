@@ -246,3 +246,20 @@ def test_where_every_chain_dp_is_refused_on_many_types_the_start_is_the_whole_gr
     result = placement.solve(problem, time_limit=20)
     assert result.method == "milp" and result.verified and result.status in ("optimal", "feasible")
     assert result.value <= 7.875
+
+
+def test_a_count_stopped_by_the_values_per_combination_suggests_coarsening_the_graph(monkeypatch):
+    """A fan of 12 branches has 2^12 + 2 ideals; with room for the values of 100 ideals on three
+    combinations of device counts (0, 1 or 2 accelerators) the count stops there, and fewer devices alone
+    would not make room for the rest: the refusal suggests coarsening the graph as well."""
+    nodes = [Node(v, f"n{v}", (1.0, 10.0), 1.0, out_cost=0.5) for v in range(14)]
+    edges = [Edge(0, b) for b in range(1, 13)] + [Edge(b, 13) for b in range(1, 13)]
+    problem = make_two_type_problem(nodes, edges, 2, 0, 100)
+    monkeypatch.setattr(dp_table, "MAX_STATE_BYTES", 100 * dp_table.BYTES_PER_STATE * 3)
+    with pytest.raises(LimitExceededError) as refused:
+        solve_dp(problem, max_ideals=10 ** 9)
+    assert str(refused.value) == (
+        "the DP keeps a value per ideal and combination of device counts: more than 100 ideals × 3 combinations "
+        "would take more than 0.00 GiB, more than the 0 GiB it may; coarsen the graph by giving nodes that belong "
+        "together one colour class, give fewer devices or device types (types that differ little as one), or "
+        "solve the MILP")

@@ -374,11 +374,13 @@ def check_states(n: int, n_layers: int, factors: list[int] | None = None, more: 
         gib = 2.0 ** 30
         shown = f" ({' × '.join(map(str, factors))})" if factors and len(factors) <= 16 else ""
         ideals = f"more than {n - 1:,} ideals" if more else f"{n:,} ideals"
+        # where the count stopped, the ideals may be far more: fewer devices alone need not make room for them
+        coarsen = "coarsen the graph by giving nodes that belong together one colour class, " if more else ""
         raise LimitExceededError(
             f"the DP keeps a value per ideal and combination of device counts: {ideals} × {n_layers:,} "
             f"combinations{shown} would take {'more than ' if more else ''}{states / gib:,.2f} GiB, more than the "
-            f"{MAX_STATE_BYTES / gib:,.0f} GiB it may; give fewer devices or device types (types that differ little "
-            "as one), or solve the MILP", "max_ideals")
+            f"{MAX_STATE_BYTES / gib:,.0f} GiB it may; {coarsen}give fewer devices or device types (types that "
+            "differ little as one), or solve the MILP", "max_ideals")
 
 
 #: Bytes each combination of device counts takes per device type while :func:`build_layers` builds them:
