@@ -122,6 +122,13 @@ def test_ideal_limit_message():
     assert count_ideals(contract(problem).succ) == 6
     with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
         solve_dp(problem, max_ideals=5)
+    # one node: the ideals {} and {a}, over one supernode (said so, not "1 supernodes")
+    import placement
+
+    single = placement.load({"maxSizePerFPGA": 10, "maxFPGAs": 1, "maxCPUs": 0, "edges": [],
+                             "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1}]})
+    with pytest.raises(LimitExceededError, match=r"^more than 1 ideals in the contracted graph \(1 supernode\);"):
+        solve_dp(single, max_ideals=1)
 
 
 def test_a_graph_with_more_supernodes_than_ideals_allowed_is_refused_before_counting(monkeypatch):

@@ -79,6 +79,7 @@ from placement.solvers.dp_table import (COMPILING, Progress, best_plan, build_gr
                                        is_prefix_family, most_ideals, starts_compiled, too_many_for_memory)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
+from placement.wording import counted
 
 #: families of the prefixes of one order above this many ideals take the chain DP over intervals of the
 #: order (placement.solvers.chain_dp.solve_coarse_chain) as their upper bound: the run's own ceilings near
@@ -172,7 +173,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     if compiled is None and starts_compiled(n_ideals, graph, layers):
         compiled = True   # the chain DP's small families too: the kernels are loaded anyway
     if progress is not None:
-        progress(f"{n_ideals:,} ideals over {contraction.size} supernodes")
+        progress(f"{n_ideals:,} ideals over {counted(contraction.size, 'supernode')}")
         if compiled and K.must_compile():
             progress(COMPILING)
     if prefixes and n_ideals <= COARSE_FROM:   # the chain DP would be this very run

@@ -39,6 +39,7 @@ from placement.problem.memory_fit import CLEAR, LENIENT, decimal_unit, which_bin
 from placement.plan import DeviceAssignment, Plan
 from placement.solvers import _dp_kernels as K
 from placement.solvers.ideals import Contraction, csr, edge_positions, sorted_distinct
+from placement.wording import counted
 
 Progress = Callable[[str], None]
 
@@ -347,7 +348,7 @@ def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceede
     except LimitExceededError as exc:
         return exc
     return LimitExceededError(
-        f"more than {most:,} ideals in the contracted graph ({graph.contraction.size} supernodes): the DP's tables "
+        f"more than {most:,} ideals in the contracted graph ({counted(graph.contraction.size, 'supernode')}): the DP's tables "
         f"would take more than the {memory_budget() / 2.0 ** 30:,.1f} GiB of memory it may use (80% of the memory "
         "available), so counting stopped there; coarsen the graph by giving nodes that belong together one colour "
         "class, or solve the MILP")

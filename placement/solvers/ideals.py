@@ -52,6 +52,7 @@ from placement.problem.components import strongly_connected
 from placement.problem.instance import Instance
 from placement.problem.memory_fit import which_bind
 from placement.problem.union_find import UnionFind
+from placement.wording import counted
 
 DEFAULT_MAX_IDEALS = 200_000
 
@@ -431,7 +432,7 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
 
 def _too_many_ideals(contraction: Contraction, max_ideals: int) -> LimitExceededError:
     return LimitExceededError(
-        f"more than {max_ideals:,} ideals in the contracted graph ({contraction.size} supernodes); "
+        f"more than {max_ideals:,} ideals in the contracted graph ({counted(contraction.size, 'supernode')}); "
         "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
         "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), "
         "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
