@@ -101,3 +101,24 @@ def test_a_long_descent_says_how_far_it_has_come(monkeypatch):
                      tried.format(1, 15), tried.format(2, 15),
                      tried.format(0, 15), tried.format(1, 15), tried.format(2, 15)]
 
+
+
+def test_a_start_at_the_longest_path_bound_tries_no_move(monkeypatch):
+    """a -> b -> c, 1 each on the accelerator (10 on the CPU), transfers of 0.5: every node on the accelerator
+    in one call takes 1 + 1 + 1 = 3, the longest path of cheapest times, so no move can help and none is
+    evaluated (on a chain of 3,000 nodes the moves took 28 s of a solve whose start was optimal). The MILP
+    then returns that start, proven by the bound, without building its model."""
+    from placement.solvers.baselines import latency_moves
+
+    document = {"maxSizePerFPGA": 10, "maxFPGAs": 1, "maxCPUs": 1,
+                "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 10, "size": 1}
+                          for i in range(3)],
+                "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(2)]}
+    problem = placement.load(document)
+    start = Plan((DeviceAssignment("accelerator", (0, 1, 2)),))
+    evaluated = []
+    monkeypatch.setattr(latency_moves, "evaluate_latency", lambda *args: evaluated.append(args))
+    assert latency_moves.moved_to_cpus(problem, start, 3.0) == (start, 3.0) and evaluated == []
+    monkeypatch.undo()
+    result = placement.solve(problem, objective="latency")
+    assert (str(result.status), result.value, result.stats["model_built"]) == ("optimal", 3.0, False)

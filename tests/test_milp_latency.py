@@ -148,13 +148,13 @@ def test_more_stages_than_nodes_is_infeasible_with_bound_cores():
 @pytest.mark.parametrize("backend", AVAILABLE)
 def test_a_starting_plan_that_meets_the_path_bound_skips_the_search(backend):
     """chain4 a -> b -> c -> d on one accelerator as one call: 4 + 3 + 2 + 5 = 14, no transfer (the
-    chain's ends send and receive nothing). The path bound is the same path at the fastest times,
-    14: the starting plan is proven optimal, and the backend is not run at all."""
+    chain's ends send and receive nothing). The longest path at the fastest times is the same path, 14:
+    the starting plan is proven optimal before the model is built, and the backend is not run at all."""
     result = placement.solve(ROOT / "instances" / "tiny" / "chain4.json", method="milp", objective="latency",
                              backend=backend)
     assert (result.status, result.value, result.bound) == ("optimal", 14.0, 14.0)
-    assert result.message.endswith("the solver was not run; the starting plan meets the path bound")
-    assert result.stats["solve_s"] == 0.0
+    assert result.message.endswith("the solver was not run; the starting plan meets the longest-path bound")
+    assert (result.stats["solve_s"], result.stats["model_built"]) == (0.0, False)
 
 
 def test_a_search_not_run_is_not_said_to_have_rounded_its_data():

@@ -15,7 +15,8 @@ plan valid (calls still contiguous, memory within bounds) and faster; sweep agai
 improvement, until a sweep improves nothing or the deadline passes. With ``stages`` the plans
 must keep that many non-empty devices. After :data:`HEARTBEAT_S` seconds without a line (an
 improvement or the last such note), ``progress`` is told how many classes this sweep has tried.
-The result is never slower than the plan given.
+The result is never slower than the plan given; a plan whose latency meets the longest-path bound is
+returned as it is, no move tried.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Callable
 
 from placement.problem.instance import Instance
 from placement.plan import DeviceAssignment, Plan
+from placement.problem.bounds import latency_lower_bound, meets
 from placement.verification.latency import evaluate_latency
 
 #: seconds without an improvement after which the descent says how far it has come
@@ -55,6 +57,8 @@ def moved_to_cpus(problem: Instance, plan: Plan, latency: float | None, deadline
         if not evaluation.valid:
             return plan, None
         latency = evaluation.latency
+    if meets(latency_lower_bound(problem), latency):   # no move can beat the longest path: none is tried
+        return plan, latency
     best = latency
     classes = [c for c in problem.colour_classes() if all(nodes[i].times[cpu] is not None for i in c)]
     classes.sort(key=lambda c: -sum(nodes[i].out_cost for i in c))
