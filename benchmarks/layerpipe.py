@@ -48,8 +48,8 @@ import placement  # noqa: E402
 from placement.report.table import format_table, percent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (cannot_write, machine, merged_rows, positive_float, positive_int,  # noqa: E402  (beside this script)
-                    refuse)
+from common import (cannot_write, machine, merged_rows, positive_float,  # noqa: E402  (beside this script)
+                    positive_int, refuse)
 
 SHARED = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
 GRAPHS = {

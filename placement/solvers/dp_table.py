@@ -348,10 +348,10 @@ def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceede
     except LimitExceededError as exc:
         return exc
     return LimitExceededError(
-        f"more than {most:,} ideals in the contracted graph ({counted(graph.contraction.size, 'supernode')}): the DP's tables "
-        f"would take more than the {memory_budget() / 2.0 ** 30:,.1f} GiB of memory it may use (80% of the memory "
-        "available), so counting stopped there; coarsen the graph by giving nodes that belong together one colour "
-        "class, or solve the MILP")
+        f"more than {most:,} ideals in the contracted graph ({counted(graph.contraction.size, 'supernode')}): the "
+        f"DP's tables would take more than the {memory_budget() / 2.0 ** 30:,.1f} GiB of memory it may use (80% of "
+        "the memory available), so counting stopped there; coarsen the graph by giving nodes that belong together "
+        "one colour class, or solve the MILP")
 
 
 #: the most (ideal, combination of device counts) entries the DP fills between two deadline checks
