@@ -647,6 +647,16 @@ SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape"
                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 
 
+def _readers(graph: Any) -> dict[str, list[tuple[int, int]]]:
+    """Per value name, the ``(node index, input position)`` of every node of ``graph`` that reads it."""
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for k, node in enumerate(graph.node):
+        for i, name in enumerate(node.input):
+            if name:
+                readers.setdefault(name, []).append((k, i))
+    return readers
+
+
 def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     """The nodes of ``graph`` that compute on shapes and constants only: every input they read for
     its values is a ``Constant``, an integer initializer or the output of another such node (a
@@ -666,11 +676,7 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
                   if node.op_type == "ConstantOfShape" and node.domain in ("", "ai.onnx") and node.output
                   and node.output[0] in table and not table[node.output[0]].floating}
     folded = _shape_nodes(graph, table, candidates)
-    readers: dict[str, list[tuple[int, int]]] = {}
-    for k, node in enumerate(graph.node):
-        for i, name in enumerate(node.input):
-            if name:
-                readers.setdefault(name, []).append((k, i))
+    readers = _readers(graph)
     for v in graph.output:
         readers.setdefault(v.name, []).append((-1, -1))
     sizes_only: set[str] = set()   # folded values read only as sizes, or by folded nodes whose results are
@@ -750,11 +756,7 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
         for name in outputs:
             sources[name] = derived
         nodes.add(k)
-    readers: dict[str, list[tuple[int, int]]] = {}
-    for k, node in enumerate(graph.node):
-        for i, name in enumerate(node.input):
-            if name:
-                readers.setdefault(name, []).append((k, i))
+    readers = _readers(graph)
     kept: set[int] = set()
     for k in sorted(nodes, reverse=True):   # readers come later in the graph's (topological) order
         read = [(j, i) for name in graph.node[k].output if name for j, i in readers.get(name, ())]
@@ -771,16 +773,17 @@ def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
     exporter's optimiser folds into an initializer. They are constants of the program, not trained
     parameters (an initial state the model trains is no such folded tensor of zeros, unless its training
     has not begun)."""
-    readers: dict[str, list[tuple[str, int]]] = {}
-    for node in graph.node:
-        for i, name in enumerate(node.input):
-            if name:
-                readers.setdefault(name, []).append((node.op_type if node.domain in ("", "ai.onnx") else "", i))
+    readers = _readers(graph)
     returned = {v.name for v in graph.output}
+
+    def op(k: int) -> str:
+        node = graph.node[k]
+        return node.op_type if node.domain in ("", "ai.onnx") else ""
+
     return {init.name for init in graph.initializer
             if init.name in readers and init.name not in returned
-            and all(op in RECURRENT_GATES and RECURRENT_STATE.start <= i < RECURRENT_STATE.stop
-                    for op, i in readers[init.name])
+            and all(op(k) in RECURRENT_GATES and RECURRENT_STATE.start <= i < RECURRENT_STATE.stop
+                    for k, i in readers[init.name])
             and zero_valued(init, folder)}
 
 
