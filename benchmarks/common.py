@@ -103,8 +103,8 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
-                settings: Mapping[str, Any]) -> list[dict]:
-    """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``rows``) that the
+                settings: Mapping[str, Any], table: str = "rows") -> list[dict]:
+    """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``table``) that the
     run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
     of some of the instances or settings updates their rows and keeps the others. A file that is absent, not
     JSON or holds no list of rows keeps nothing (a note on standard error says so where it exists).
@@ -114,13 +114,13 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
     file's own, where they have none yet)."""
     try:
         document = json.loads(path.read_text())
-        kept = document.get("rows")
+        kept = document.get(table)
     except FileNotFoundError:
         document, kept = {}, []
     except (OSError, ValueError, AttributeError):
         document, kept = {}, None
     if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
-        print(f"note: {path} holds no rows to keep; it is written with this run's rows only", file=sys.stderr)
+        print(f"note: {path} holds no {table} to keep; it is written with this run's rows only", file=sys.stderr)
         kept = []
 
     def name(row: dict) -> str:

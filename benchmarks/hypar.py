@@ -34,7 +34,7 @@ from placement.solvers.hypar import PLANNERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (cannot_write, integer_at_least, kept_table, machine,  # noqa: E402  (beside this script)
-                    positive_int, refuse)
+                    merged_rows, positive_int, refuse)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_INSTANCES = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs"
@@ -142,11 +142,6 @@ def ledger_rows(instances: Path) -> list[dict]:
     return rows
 
 
-def _planner_key(row: dict) -> str:
-    """What a row of part 1 is of: its network, accelerator count, batch and partition types."""
-    return json.dumps([row.get(k) for k in ("network", "accelerators", "batch", "types")], default=str)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parts 1 and 2 of the module docstring; print the tables, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -182,10 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"no instances at {args.instances} (the published instances live in ../shared); skipped")
     ledger = ledger or kept_table(args.json, "ledger")   # part 2 not run: the file's rows stay
     # part 1 at other accelerator counts, batches or types replaces their rows and keeps the file's others
-    kept = {_planner_key(row): row for row in kept_table(args.json, "planners")}
-    kept.update((_planner_key(row), row) for row in rows)
+    planners = merged_rows(args.json, rows, ("network", "accelerators", "batch", "types"), {"machine": machine()},
+                           table="planners")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    planners = list(kept.values())
     args.json.write_text(json.dumps({"machine": machine(), "planners": planners, "paper": paper_rows(planners),
                                      "ledger": ledger}, indent=2) + "\n")
     print(f"\nwrote {args.json}")
