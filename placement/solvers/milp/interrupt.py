@@ -34,6 +34,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from placement.sigint import ECHO_S, absorb_echoes
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions
 
 #: seconds a stopped solver is given to return before the interrupt goes on without it
@@ -43,9 +44,6 @@ INTERRUPT_GRACE_S = 5.0
 OVERRUN_GRACE_S, OVERRUN_SHARE = 2.0, 0.25
 #: seconds between two restorings of the process's SIGINT handler while a solver runs
 REASSERT_S = 0.2
-#: seconds after a Ctrl-C within which another SIGINT is that signal again, not a second Ctrl-C: ``timeout``
-#: sends its signal to the process and then to its process group, so the process receives it twice
-ECHO_S = 0.25
 #: the name of the thread a search runs in
 SOLVER_THREAD = "milp-solve"
 
@@ -88,17 +86,6 @@ class SearchInterrupted(KeyboardInterrupt):
         super().__init__("interrupted")
         self.raw = raw
         self.solution = solution
-
-
-def absorb_echoes(first: float) -> None:
-    """Wait until :data:`ECHO_S` seconds after ``first`` (the ``time.perf_counter()`` of a Ctrl-C), letting
-    the SIGINTs that arrive meanwhile pass unheeded: the same signal delivered again, which would
-    otherwise end the handling of the first as if it were a second Ctrl-C."""
-    while (left := first + ECHO_S - time.perf_counter()) > 0:
-        try:
-            time.sleep(left)
-        except KeyboardInterrupt:
-            continue
 
 
 def _reassert_sigint() -> None:
