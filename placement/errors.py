@@ -69,13 +69,15 @@ class LimitExceededError(PlacementError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped a MILP search.
+    """Ctrl-C (SIGINT) stopped a MILP search or the DP.
 
     ``result`` is the :class:`placement.Result` of the best plan found until then (the solver's or the
-    starting plan), verified as every Result is, with the search's bound: status ``feasible``, or
-    ``optimal`` where the plan meets a proven bound; ``no_solution`` where there was none. It is a
+    starting plan; the DP's upper bound's, from its chain DP), verified as every Result is, with the
+    search's bound (the DP's: the instance's lower bound): status ``feasible``, or ``optimal`` where the
+    plan meets a proven bound; ``no_solution`` where a MILP search had none. It is a
     :class:`KeyboardInterrupt`, so code that does not look for it stops as before; a second Ctrl-C
-    while the solver winds down, or one outside a MILP search, raises a plain ``KeyboardInterrupt``.
+    while the solver winds down, one before the DP holds a plan, or one outside a MILP search and the DP,
+    raises a plain ``KeyboardInterrupt``.
     """
 
     def __init__(self, result: object) -> None:

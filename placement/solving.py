@@ -170,12 +170,12 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
     try:
         method, solution = _method_run(method, names, problem, options, started)
-    except KeyboardInterrupt as exc:   # Ctrl-C in a MILP search: its best plan goes on, verified, in the interrupt
-        from placement.solvers.milp.interrupt import SearchInterrupted
-
-        if not isinstance(exc, SearchInterrupted) or exc.solution is None:
+    except KeyboardInterrupt as exc:   # Ctrl-C in the DP or a MILP search: its best plan goes on, verified
+        found = _in_hand(exc, method)
+        if found is None:
             raise
-        interrupted = _verified(problem, certified(METHODS["milp"], exc.solution), "milp", options, started)
+        name, in_hand = found
+        interrupted = _verified(problem, certified(METHODS[name], in_hand), name, options, started)
         raise Interrupted(_recording(interrupted, problem, accelerators, cpus, memory)) from None
     if method == "dp" and options["log"] is not None and progress is not None:
         progress(f"the DP solved this, so nothing went to the MILP solver's log {options['log']}")
@@ -189,6 +189,21 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
             solution = replace(solution, message="; ".join(m for m in (solution.message, note) if m))
     return _recording(_verified(problem, certified(METHODS[method], solution), method, options, started),
                       problem, accelerators, cpus, memory)
+
+
+def _in_hand(exc: KeyboardInterrupt, method: str) -> tuple[str, Any] | None:
+    """The method and the solution of the plan in hand that the interrupt ``exc`` carries: a MILP search's
+    (:class:`placement.solvers.milp.interrupt.SearchInterrupted`), or, where ``method`` is the DP, the DP's
+    (:class:`placement.solvers.dp.DPInterrupted`; one from the DP that starts a MILP is not the method's
+    answer); ``None`` where it carries none."""
+    from placement.solvers.dp import DPInterrupted
+    from placement.solvers.milp.interrupt import SearchInterrupted
+
+    if isinstance(exc, SearchInterrupted) and exc.solution is not None:
+        return "milp", exc.solution
+    if isinstance(exc, DPInterrupted) and method == "dp" and exc.solution is not None:
+        return "dp", exc.solution
+    return None
 
 
 def _method_run(method: str, names: list[str], problem: Instance, options: Mapping[str, Any],
@@ -245,7 +260,14 @@ def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float,
 
     if options["progress"] is not None:
         options["progress"](said)
-    found = _run(METHODS["milp"], problem, options, started)
+    try:
+        found = _run(METHODS["milp"], problem, options, started)
+    except KeyboardInterrupt as exc:
+        from placement.solvers.dp import DPInterrupted
+
+        if isinstance(exc, DPInterrupted):   # in the DP that starts the MILP: not the DP method's answer
+            raise KeyboardInterrupt from None
+        raise
     return replace(found, message="; ".join(m for m in (note, found.message) if m))
 
 

@@ -124,8 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlacementError as exc:
         print(f"error: {_message(exc, parser, argv, args)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:   # its own words where it has them ("interrupted before the DP found a plan")
+        said = exc.args[0] if exc.args and str(exc.args[0]).startswith("interrupted") else "interrupted"
+        print(f"error: {said}", file=sys.stderr)
         return INTERRUPTED
 
 

@@ -110,9 +110,12 @@ def kahn_order(succ: Sequence[Sequence[int]], take: Callable[[list[int]], int]) 
 
 def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Contraction,
                 stages: int | None, compiled: bool | None = None,
-                progress: Callable[[str], None] | None = None, ceiling: float = math.inf) -> tuple[float, Plan | None]:
+                progress: Callable[[str], None] | None = None, ceiling: float = math.inf,
+                found: Callable[[float, Plan], None] | None = None) -> tuple[float, Plan | None]:
     """The best plan of the chain DP over a few topological orders (in the same mode as the DP), of those
-    below ``ceiling`` (a plan known already: only a better one matters); ``(ceiling, None)`` if none is."""
+    below ``ceiling`` (a plan known already: only a better one matters); ``(ceiling, None)`` if none is.
+    ``found`` is called with each better plan and its value as soon as an order's run gives it (the plan
+    in hand if the run is interrupted before the last order)."""
     best, best_found = ceiling, None
     distinct = list(dict.fromkeys(map(tuple, topological_orders(contraction))))   # on a chain, all are one
     for i, order in enumerate(distinct, 1):
@@ -128,6 +131,8 @@ def upper_bound(problem: Instance, graph: Graph, layers: Layers, contraction: Co
             break
         if plan is not None and value < best:
             best, best_found = value, plan
+            if found is not None:
+                found(value, plan)
     return best, best_found
 
 

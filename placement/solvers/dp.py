@@ -144,7 +144,75 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     windows and layers: :func:`placement.solvers.dp_table.run_units`).
     The plan's loads are not stored: verify it with
     :func:`placement.verification.evaluate.evaluate`.
+
+    Ctrl-C (a ``KeyboardInterrupt``) while it runs raises :class:`DPInterrupted`, which carries the best
+    plan the DP holds at that moment (its upper bound's, from the chain DP) with the instance's lower bound,
+    or none where it holds none yet.
     """
+    held = InHand()
+    try:
+        return _solve_dp(problem, held, max_ideals, progress, merge_zero_cost, stages, compiled)
+    except KeyboardInterrupt:
+        raise held.interrupted(problem) from None
+
+
+class DPInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`solve_dp`: ``solution`` is the best plan it held then (:meth:`InHand.interrupted`),
+    or ``None`` where it held none. A :class:`KeyboardInterrupt`, so code that does not look for it stops as
+    before."""
+
+    def __init__(self, solution: Solution | None) -> None:
+        super().__init__("interrupted" if solution is not None else "interrupted before the DP found a plan")
+        self.solution = solution
+
+
+class InHand:
+    """The best plan :func:`solve_dp` holds while it runs, for Ctrl-C: ``best`` is ``(value, plan, source)``
+    (``source`` says where the plan comes from) or ``None``."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.best: tuple[float, Plan, str] | None = None
+
+    def keep(self, value: float, plan: Plan | None, source: str) -> None:
+        """Hold ``plan`` (of the DP's value ``value``) where it is the first or better than the one held."""
+        if plan is not None and (self.best is None or value < self.best[0]):
+            self.best = (value, plan, source)   # one assignment: an interrupt finds the old or the new
+
+    def interrupted(self, problem: Instance) -> DPInterrupted:
+        """The interrupt to raise on, once the echoes of the Ctrl-C have passed
+        (:func:`placement.sigint.absorb_echoes`): the plan held, at the evaluator's value (the DP's sums may
+        round), ``feasible`` with the instance's lower bound
+        (:func:`placement.problem.bounds.throughput_lower_bound`, valid for every plan; ``optimal`` where the
+        plan meets it), and a message saying the search was interrupted."""
+        from placement.sigint import absorb_echoes
+
+        absorb_echoes(time.perf_counter())
+        if self.best is None:
+            return DPInterrupted(None)
+        value, plan, source = self.best
+        verdict = evaluate(problem, plan, "stages")
+        exact = verdict.max_load if verdict.valid else value
+        simple = throughput_lower_bound(problem)["bound"]
+        proven = meets(simple, exact)
+        said = "it meets" if proven else "with"
+        return DPInterrupted(Solution(Status.OPTIMAL if proven else Status.FEASIBLE, plan, exact,
+                                      exact if proven else min(exact, simple), "dp",
+                                      runtime_s=time.perf_counter() - self.started,
+                                      stats={"nodes": len(problem.nodes), "dp_value": value},
+                                      message=f"the search was interrupted: the plan in hand is {source}, "
+                                              f"{said} the instance's lower bound"))
+
+
+#: where the plan the DP holds comes from (:meth:`InHand.keep`)
+CHAIN_PLAN = "the chain DP's over a few topological orders (the DP's upper bound)"
+COARSE_PLAN = "the chain DP's over intervals of the topological order (the DP's upper bound)"
+UNPROVEN_PLAN = "the DP's on memory checks that round, which prove nothing"
+
+
+def _solve_dp(problem: Instance, held: InHand, max_ideals: int, progress: Progress | None, merge_zero_cost: bool,
+              stages: int | None, compiled: bool | None) -> Solution:
+    """:func:`solve_dp`, keeping each plan it finds in ``held`` as soon as it has it."""
     start = time.perf_counter()
     stages = stage_count(problem, stages)
     contraction = contract(problem, merge_zero_cost and stages is None)
@@ -185,9 +253,11 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
             coarse = solve_coarse_chain(problem, stages=stages, progress=progress, contraction=contraction,
                                         compiled=compiled)
             ub, ub_plan = coarse.objective, coarse.plan
+            held.keep(ub, ub_plan, COARSE_PLAN)
             what = "the chain DP over intervals of the order"
         else:
-            ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled, progress)
+            ub, ub_plan = upper_bound(problem, graph, layers, contraction, stages, compiled, progress,
+                                      found=lambda value, plan: held.keep(value, plan, CHAIN_PLAN))
             what = "chain DP"
         slack = rounding_error(problem, ub) if ub_plan is not None else 0.0
         if slack > 0:   # the sums may be off either way: the ceiling is the plan's true value plus that
@@ -220,6 +290,7 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
     simple = None if memory_proven or plan is None else throughput_lower_bound(problem)["bound"]
     meets_simple = simple is not None and meets(simple, value)
     if not memory_proven and not meets_simple:
+        held.keep(value, plan, UNPROVEN_PLAN)
         # the run on memory rounded the other way is a relaxation: its optimum bounds, its valid plan is optimal
         relaxed = build_graph(problem, contraction, relaxed_memory=True)
         if progress is not None:
@@ -311,4 +382,4 @@ def rounding_error(problem: Instance, value: float = math.inf) -> float:
 
 
 
-__all__ = ["solve_dp", "solve_chain"]
+__all__ = ["solve_dp", "solve_chain", "DPInterrupted"]

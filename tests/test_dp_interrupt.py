@@ -1,0 +1,176 @@
+"""Ctrl-C while the DP runs: the plan it holds (its upper bound's) goes on, verified, in the interrupt."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.problem.bounds import throughput_lower_bound
+from placement.solvers import chain_dp, dp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# node 0 (7) feeds four nodes (4, 7, 1, 4), its output costing 1, on three accelerators: the DP's optimum is 9
+# ({0, 3} | {1, 4} | {2}: 7 + 1 + 1 out, 1 in + 4 + 4, 1 in + 7), the chain DP over a few topological orders
+# reaches 12 only, and the instance's lower bound is the work over the devices, 23 / 3
+TIMES = (7, 4, 7, 1, 4)
+STAR = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
+        "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 100, "size": 1}
+                  for i, t in enumerate(TIMES)],
+        "edges": [{"sourceId": 0, "destId": i, "cost": 1} for i in range(1, len(TIMES))]}
+# a chain of three: its ideals are the prefixes of its one order, and the DP runs without an upper bound
+CHAIN = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+         "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 100, "size": 1}
+                   for i, t in enumerate((3, 1, 2))],
+         "edges": [{"sourceId": i, "destId": i + 1, "cost": 1} for i in range(2)]}
+CHAIN_PLAN_NOTE = ("the search was interrupted: the plan in hand is the chain DP's over a few topological orders "
+                   "(the DP's upper bound), with the instance's lower bound")
+
+
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def _result_of_interrupted_solve(instance=STAR, **options):
+    """The Result that ``placement.solve`` raises on in its :class:`placement.Interrupted`; a plain interrupt
+    fails the test (and does not end the test run, as it would if it went on)."""
+    try:
+        placement.solve(instance, **options)
+    except placement.Interrupted as caught:
+        assert isinstance(caught, KeyboardInterrupt)
+        return caught.result
+    except KeyboardInterrupt:   # a failure, not the end of the test run
+        pytest.fail("the interrupt went on without the plan in hand")
+    pytest.fail("the interrupt was lost")
+
+
+def test_the_instance_s_numbers():
+    assert placement.solve(STAR).value == 9.0
+    assert dp.solve_chain(placement.load(STAR)).objective == 12.0
+    assert throughput_lower_bound(placement.load(STAR))["bound"] == 23 / 3
+
+
+@pytest.mark.parametrize("method", ["dp", "auto"])
+def test_ctrl_c_after_the_upper_bound_carries_the_chain_plan(monkeypatch, method):
+    """Interrupted where the DP over every ideal starts (its upper bound from the chain DP is set): that plan,
+    verified, with the instance's lower bound; it had ended the solve with no plan."""
+    monkeypatch.setattr(dp, "best_plan", _interrupted)
+    result = _result_of_interrupted_solve(method=method)
+    assert (result.method, result.status, result.value, result.bound) == ("dp", "feasible", 12.0, 23 / 3)
+    assert result.gap == pytest.approx((12 - 23 / 3) / 12)
+    assert result.verified and result.verification.valid and result.verification.value == 12.0
+    assert result.message == CHAIN_PLAN_NOTE
+    assert sorted(len(stage.nodes) for stage in result.plan) == [1, 2, 2]
+
+
+def test_ctrl_c_between_two_orders_of_the_chain_dp_carries_the_first_order_s_plan(monkeypatch):
+    real, first = chain_dp.best_plan, []
+
+    def once(*args, **kwargs):
+        if first:
+            raise KeyboardInterrupt
+        first.append(real(*args, **kwargs))
+        return first[0]
+
+    monkeypatch.setattr(chain_dp, "best_plan", once)
+    result = _result_of_interrupted_solve(method="dp")
+    _, value, plan = first[0]
+    assert (result.status, result.value, result.bound) == ("feasible", value, 23 / 3)
+    assert [(stage.device_type, stage.nodes) for stage in result.plan] == [(d.type, d.nodes) for d in plan.devices
+                                                                             if d.nodes]
+    assert result.message == CHAIN_PLAN_NOTE
+
+
+def test_ctrl_c_before_the_dp_holds_a_plan_goes_on_without_one(monkeypatch):
+    monkeypatch.setattr(dp, "best_plan", _interrupted)   # a chain: no upper bound is computed first
+    with pytest.raises(KeyboardInterrupt) as caught:
+        placement.solve(CHAIN, method="dp")
+    assert not isinstance(caught.value, placement.Interrupted)
+    assert str(caught.value) == "interrupted before the DP found a plan"
+    monkeypatch.setattr(chain_dp, "best_plan", _interrupted)   # the first order's run
+    with pytest.raises(KeyboardInterrupt) as caught:
+        placement.solve(STAR)
+    assert not isinstance(caught.value, placement.Interrupted)
+
+
+def test_ctrl_c_while_the_dp_checks_its_plan_on_memory_that_rounds_carries_that_plan(monkeypatch):
+    """The DP's plan that its rounded memory checks cannot prove (tests/test_memory_fit.py: 100, where the
+    optimum is 2) is in hand while the DP runs again on memory rounded to admit every fit."""
+    from tests.test_memory_fit import lenient_pair
+
+    real, runs = dp.best_plan, []
+
+    def first_only(*args, **kwargs):
+        runs.append(None)
+        if len(runs) > 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dp, "best_plan", first_only)
+    result = _result_of_interrupted_solve(lenient_pair(), method="dp")
+    # the instance's bound: the run that reaches 1.5 was interrupted
+    assert throughput_lower_bound(placement.load(lenient_pair()))["bound"] == 1.2
+    assert (result.status, result.value, result.bound) == ("feasible", 100.0, 1.2)
+    assert result.verified and result.message == ("the search was interrupted: the plan in hand is the DP's on "
+                                                  "memory checks that round, which prove nothing, with the "
+                                                  "instance's lower bound")
+
+
+def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_is_not_the_dp_s_answer(monkeypatch):
+    """After the DP refused, the MILP's start runs the DP again; interrupted there, it is no answer of
+    method 'dp' (the DP had refused): a plain interrupt, as before the MILP's search."""
+    from placement.solution import Solution, Status
+    from placement.solvers.milp import warmstart
+
+    pytest.importorskip("ortools")
+    chain = dp.solve_chain(placement.load(STAR))
+
+    def interrupted(*args, **kwargs):
+        raise dp.DPInterrupted(Solution(Status.FEASIBLE, chain.plan, chain.objective, 0.0, "dp"))
+
+    monkeypatch.setattr(warmstart, "solve_dp", interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        placement.solve(STAR, max_ideals=3)
+    assert not isinstance(caught.value, (placement.Interrupted, dp.DPInterrupted))
+
+
+_SIGINT_AT = """
+import signal, sys
+from placement.cli import run
+from placement.solvers import chain_dp, dp
+
+def sigint(*args, **kwargs):   # the process's own SIGINT, as Ctrl-C delivers it, at a known point
+    signal.raise_signal(signal.SIGINT)
+
+setattr({module}, "best_plan", sigint)
+sys.argv = ["placement", "solve", sys.argv[1], "--method", "dp", "--quiet"] + sys.argv[2:]
+run()
+"""
+
+
+def _command(tmp_path, instance, module, *more):
+    path = tmp_path / "instance.json"
+    path.write_text(json.dumps(instance))
+    return subprocess.run([sys.executable, "-c", _SIGINT_AT.format(module=module), str(path), *more],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_the_command_shows_the_plan_in_hand_and_exits_130(tmp_path):
+    proc = _command(tmp_path, STAR, "dp", "--json")
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["error: interrupted"]
+    shown = json.loads(proc.stdout)
+    assert (shown["method"], shown["status"], shown["objective"], shown["bound"]) == ("dp", "feasible", 12.0, 23 / 3)
+    assert shown["verified"]["valid"] and shown["verified"]["value"] == 12.0
+    assert shown["message"] == CHAIN_PLAN_NOTE
+
+
+def test_the_command_without_a_plan_in_hand_says_so_and_exits_130(tmp_path):
+    proc = _command(tmp_path, CHAIN, "dp")
+    assert (proc.returncode, proc.stdout) == (130, "")
+    assert proc.stderr.strip().splitlines() == ["error: interrupted before the DP found a plan"]
