@@ -228,7 +228,9 @@ def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, A
                                       solution: Any) -> tuple[str, Any]:
     """``auto`` after the DP: where its memory checks rounded (no unit makes the sizes exact integers)
     and it found no plan, or one it cannot prove optimal, the MILP's answer where it finds a plan (a
-    better one, or a proof); otherwise, or without the MILP's solvers installed, the DP's."""
+    better one, or a proof); otherwise, or without the MILP's solvers installed, the DP's. Ctrl-C in the MILP
+    makes the same choice between its plan in hand and the DP's, raising the DP's on in a
+    :class:`placement.solvers.dp.DPInterrupted`."""
     from placement.errors import SolverUnavailableError
     from placement.solution import Status as MethodStatus
 
@@ -243,14 +245,39 @@ def _milp_where_the_dp_proves_nothing(problem: Instance, options: Mapping[str, A
     except SolverUnavailableError as exc:
         return "dp", replace(solution, message=f"{solution.message}; the MILP, which may find a plan, cannot run "
                                                f"here ({exc})")
-    if solution.plan is None or milp.status is MethodStatus.OPTIMAL or (
-            milp.plan is not None and milp.objective < solution.objective):
+    except KeyboardInterrupt as exc:   # the MILP's plan in hand goes on where it is the better one, else the DP's
+        from placement.solvers.dp import DPInterrupted
+        from placement.solvers.milp.interrupt import SearchInterrupted
+
+        milp = exc.solution if isinstance(exc, SearchInterrupted) else None
+        if solution.plan is None or milp is not None and _takes_the_milp(solution, milp):
+            raise
+        proven = 0.0 if milp is None else _milp_bound(milp)
+        raise DPInterrupted(replace(solution, bound=min(solution.objective, max(solution.bound, proven)),
+                                    message=f"{solution.message}; the MILP ran too (method 'auto'), and the "
+                                            "search was interrupted before it found a better plan")) from None
+    if _takes_the_milp(solution, milp):
         return "milp", milp
-    proven = milp.bound if milp.status in (MethodStatus.FEASIBLE, MethodStatus.NO_SOLUTION) else 0.0
-    bound = min(solution.objective, max(solution.bound, proven))   # both bound the same optimum
+    bound = min(solution.objective, max(solution.bound, _milp_bound(milp)))   # both bound the same optimum
     return "dp", replace(solution, bound=bound, message=f"{solution.message}; the MILP ran too (method 'auto') and "
                                                         f"found no better plan ({milp.status.value}, bound "
                                                         f"{milp.bound:.6g})")
+
+
+def _takes_the_milp(dp: Any, milp: Any) -> bool:
+    """Whether ``auto`` answers with the MILP's solution ``milp`` rather than the DP's ``dp``: the DP has no
+    plan, or the MILP proves its own optimal, or has a better plan."""
+    from placement.solution import Status as MethodStatus
+
+    return dp.plan is None or milp.status is MethodStatus.OPTIMAL or (
+        milp.plan is not None and milp.objective < dp.objective)
+
+
+def _milp_bound(milp: Any) -> float:
+    """The lower bound the MILP's solution ``milp`` proves on the optimum (0 where it proves none)."""
+    from placement.solution import Status as MethodStatus
+
+    return milp.bound if milp.status in (MethodStatus.FEASIBLE, MethodStatus.NO_SOLUTION) else 0.0
 
 
 def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float, said: str, note: str) -> Any:
@@ -262,10 +289,13 @@ def _milp_instead(problem: Instance, options: Mapping[str, Any], started: float,
         options["progress"](said)
     try:
         found = _run(METHODS["milp"], problem, options, started)
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:   # the plan in hand of an interrupted search keeps the note too
         from placement.solvers.dp import DPInterrupted
+        from placement.solvers.milp.interrupt import SearchInterrupted
 
-        if isinstance(exc, DPInterrupted):   # in the DP that starts the MILP: not the DP method's answer
+        if isinstance(exc, SearchInterrupted) and exc.solution is not None:
+            exc.solution = replace(exc.solution, message="; ".join(m for m in (note, exc.solution.message) if m))
+        elif isinstance(exc, DPInterrupted):   # in the DP that starts the MILP: not the DP method's answer
             raise KeyboardInterrupt from None
         raise
     return replace(found, message="; ".join(m for m in (note, found.message) if m))

@@ -121,6 +121,57 @@ def test_ctrl_c_while_the_dp_checks_its_plan_on_memory_that_rounds_carries_that_
                                                   "instance's lower bound")
 
 
+def _interrupted_search(monkeypatch):
+    from placement.solvers.milp import driver
+    from placement.solvers.milp.interrupt import SearchInterrupted
+
+    pytest.importorskip("ortools")
+
+    def at_once(be, options):
+        raise SearchInterrupted(None)
+
+    monkeypatch.setattr(driver, "solve_interruptibly", at_once)
+
+
+def test_an_interrupted_auto_milp_keeps_the_note_on_why_it_ran(monkeypatch):
+    """``auto`` ran the MILP because the DP refused (max_ideals): the interrupted search's plan in hand said
+    nothing of that, where its uninterrupted answer does."""
+    _interrupted_search(monkeypatch)
+    result = _result_of_interrupted_solve(max_ideals=3)
+    assert (result.method, result.status) == ("milp", "feasible")
+    assert result.message.startswith("the MILP solved this (method 'auto'): the DP refused it (more than 3 ideals")
+    assert "the search was interrupted" in result.message
+
+
+def test_an_interrupted_auto_milp_after_the_dp_s_unproven_plan_keeps_that_plan(monkeypatch):
+    """The MILP ran because the DP's plan (100) is unproven; its search, interrupted before it answered,
+    has only the DP's plan as its start: the DP's plan goes on, saying the MILP ran."""
+    from tests.test_memory_fit import lenient_pair
+
+    _interrupted_search(monkeypatch)
+    result = _result_of_interrupted_solve(lenient_pair())
+    assert (result.method, result.status, result.value, result.bound) == ("dp", "feasible", 100.0, 1.5)
+    assert result.message.endswith("; the MILP ran too (method 'auto'), and the search was interrupted before it "
+                                   "found a better plan")
+
+
+def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_keeps_the_dp_s_unproven_plan(monkeypatch):
+    """Interrupted before its search, in its own start, the MILP has no plan: the DP's goes on."""
+    from placement.solvers.milp import warmstart
+    from tests.test_memory_fit import lenient_pair
+
+    pytest.importorskip("ortools")
+
+    def interrupted(*args, **kwargs):
+        raise dp.DPInterrupted(None)
+
+    monkeypatch.setattr(warmstart, "solve_dp", interrupted)
+    result = _result_of_interrupted_solve(lenient_pair())
+    assert (result.method, result.status, result.value, result.bound) == ("dp", "feasible", 100.0, 1.5)
+    assert result.message.endswith("; the MILP ran too (method 'auto'), and the search was interrupted before it "
+                                   "found a better plan")
+
+
 def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_is_not_the_dp_s_answer(monkeypatch):
     """After the DP refused, the MILP's start runs the DP again; interrupted there, it is no answer of
     method 'dp' (the DP had refused): a plain interrupt, as before the MILP's search."""
