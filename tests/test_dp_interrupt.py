@@ -172,9 +172,13 @@ def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_keeps_the_dp_s_unproven_plan(m
                                    "found a better plan")
 
 
-def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_is_not_the_dp_s_answer(monkeypatch):
-    """After the DP refused, the MILP's start runs the DP again; interrupted there, it is no answer of
-    method 'dp' (the DP had refused): a plain interrupt, as before the MILP's search."""
+@pytest.mark.parametrize("method, options", [("auto", {"max_ideals": 3}), ("milp", {}),
+                                             ("milp", {"contiguity": "none"})])
+def test_ctrl_c_in_the_dp_that_starts_the_milp_carries_its_plan_as_the_milp_s_start(monkeypatch, method, options):
+    """Interrupted in the DP that finds the MILP's start (under ``auto`` after the DP refused: no answer of
+    method 'dp'), the MILP's search never began: the plan the DP held goes on as the MILP's starting plan
+    would, verified for the request (a ``stages`` plan is one of every class), with the instance's lower
+    bound."""
     from placement.solution import Solution, Status
     from placement.solvers.milp import warmstart
 
@@ -185,9 +189,26 @@ def test_ctrl_c_in_the_dp_that_starts_auto_s_milp_is_not_the_dp_s_answer(monkeyp
         raise dp.DPInterrupted(Solution(Status.FEASIBLE, chain.plan, chain.objective, 0.0, "dp"))
 
     monkeypatch.setattr(warmstart, "solve_dp", interrupted)
+    result = _result_of_interrupted_solve(method=method, **options)
+    assert (result.method, result.status, result.value, result.bound) == ("milp", "feasible", 12.0, 23 / 3)
+    assert result.verified and result.verification.valid and result.verification.value == 12.0
+    assert result.message.endswith("interrupted before the search started; the starting plan is returned")
+    assert result.contiguity == options.get("contiguity", "stages")
+
+
+def test_ctrl_c_in_the_dp_that_starts_the_milp_before_it_holds_a_plan_goes_on_without_one(monkeypatch):
+    from placement.solvers.milp import warmstart
+
+    pytest.importorskip("ortools")
+
+    def interrupted(*args, **kwargs):
+        raise dp.DPInterrupted(None)
+
+    monkeypatch.setattr(warmstart, "solve_dp", interrupted)
     with pytest.raises(KeyboardInterrupt) as caught:
-        placement.solve(STAR, max_ideals=3)
-    assert not isinstance(caught.value, (placement.Interrupted, dp.DPInterrupted))
+        placement.solve(STAR, method="milp")
+    assert not isinstance(caught.value, placement.Interrupted)
+    assert str(caught.value) == "interrupted before the DP found a plan"
 
 
 _SIGINT_AT = """

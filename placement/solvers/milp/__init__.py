@@ -36,7 +36,8 @@ DEFAULT_TIME_LIMIT = 60.0
 FORMULATIONS: dict[str, type[Formulation]] = {"stages": Stages, "sets": ContiguousSets, "none": NoContiguity}
 
 
-def _formulation(contiguity: str, stages: int | None) -> Formulation:
+def formulation(contiguity: str, stages: int | None) -> Formulation:
+    """The formulation of ``contiguity`` (one of :data:`FORMULATIONS`) for exactly ``stages`` non-empty devices."""
     if contiguity not in FORMULATIONS:
         raise InvalidParameterError("contiguity", f"must be one of {', '.join(map(repr, CONTIGUITY_CLASSES))}, "
                                                   f"not {contiguity!r}")
@@ -96,7 +97,7 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
         first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
                                    progress=progress, stages=stages, check=check, start_latency=start_latency)
     else:
-        first = solve_throughput(problem, _formulation(contiguity, stages), objective, backend, options, warm_start,
+        first = solve_throughput(problem, formulation(contiguity, stages), objective, backend, options, warm_start,
                                  progress=progress, own_start=own_start, check=check, start_bound=start_bound)
 
     def rerun(plan: Plan) -> Solution:   # the same request on CP-SAT, from the plan to confirm

@@ -300,6 +300,25 @@ def out_of_time(problem: Instance, method: str, objective: str, contiguity: str,
                     message=why)
 
 
+def request_verdict(problem: Instance, formulation: Formulation, objective: str, plan: Plan) -> Verdict:
+    """The evaluator's verdict on ``plan`` for the request: ``formulation``'s contiguity class and stage
+    count, valued for ``objective``."""
+    ev = evaluate(problem, plan, contiguity=formulation.contiguity)
+    return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan, formulation.stages)
+
+
+def interrupted_start(problem: Instance, formulation: Formulation, objective: str, backend: str, plan: Plan,
+                      began: float) -> SearchInterrupted:
+    """The interrupt of a MILP stopped by Ctrl-C while its warm start ran (since ``began``), carrying the plan
+    the warm start held (``plan``: the DP's upper bound's), verified for the request as a start the search
+    never took up is (:func:`out_of_time`), with the instance's lower bound."""
+    verify = functools.partial(request_verdict, problem, formulation, objective)
+    method = f"milp-{make_backend(backend).name}"
+    return SearchInterrupted(None, out_of_time(problem, method, objective, formulation.contiguity, began,
+                                               "interrupted before the search started", plan, verify,
+                                               lower_bound(problem, objective)))
+
+
 def solve_throughput(problem: Instance, formulation: Formulation, objective: str, backend: str,
                      options: SolveOptions, warm_start: Plan | None = None,
                      max_product: float = DEFAULT_MAX_PRODUCT,
@@ -315,13 +334,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     is built (stats ``model_built: False``)."""
     start = time.perf_counter()
     be = make_backend(backend)
-
-    @functools.lru_cache(maxsize=4)   # the warm start is checked when chosen and again when it bounds the model
-    def verify(plan: Plan) -> Verdict:
-        ev = evaluate(problem, plan, contiguity=formulation.contiguity)
-        return stage_count_verdict(Verdict(ev.valid, ev.objective(objective), ev.violations), plan,
-                                   formulation.stages)
-
+    # the warm start is checked when chosen and again when it bounds the model
+    verify = functools.lru_cache(maxsize=4)(functools.partial(request_verdict, problem, formulation, objective))
     simple = lower_bound(problem, objective)
     verdict = None if warm_start is None else verify(warm_start)
     if start_bound > 0 and verdict is not None and verdict.valid:

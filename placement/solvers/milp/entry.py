@@ -34,8 +34,10 @@ from placement.problem.canonical import canonical
 from placement.problem.instance import Instance
 from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
-from placement.solvers.milp import DEFAULT_TIME_LIMIT, solve_milp
+from placement.solvers.dp import DPInterrupted
+from placement.solvers.milp import DEFAULT_TIME_LIMIT, formulation, solve_milp
 from placement.solvers.milp.backends import check_backend_available
+from placement.solvers.milp.driver import interrupted_start
 from placement.solvers.baselines.latency_moves import moved_to_cpus
 from placement.solvers.milp.warmstart import default_warm_start, latency_warm_start, warm_start_and_bound
 
@@ -67,8 +69,14 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
         start, start_latency = latency_warm_start(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, stages,
                                                   deadline=start_deadline, calls=calls)
     elif warm_start is True:
-        start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective, stages,
-                                             deadline=start_deadline)
+        try:
+            start, proven = warm_start_and_bound(instance, max_ideals or DEFAULT_MAX_IDEALS, progress, objective,
+                                                 stages, deadline=start_deadline)
+        except DPInterrupted as exc:   # Ctrl-C in the warm start's DP: the plan it held goes on, as a start would
+            if exc.solution is None:
+                raise
+            raise interrupted_start(instance, formulation(contiguity, stages), objective, backend,
+                                    exc.solution.plan, began) from None
     if start is not None and objective == "latency":
         start, start_latency = moved_to_cpus(instance, start, start_latency, start_deadline, stages, progress)
 
