@@ -935,3 +935,38 @@ def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value,
                      training=True)
     assert imported.instance["about"].get("shared_parameters") == ({"R": [0, 2], "B": [0, 2], "state": [0, 2]}
                                                                    if trained else {"R": [0, 2], "B": [0, 2]})
+
+
+def test_an_input_returned_through_identity_nodes_is_a_returned_input(tmp_path, capsys):
+    """The TorchScript exporter writes ``return self.lin(x), x`` as a Gemm and an ``Identity`` of x that
+    the graph returns. PyTorch runs no operator there: as the torch importer records it, the model returns
+    x as given (``about.returned_inputs``), its only output node is the Gemm, and no form of ``split`` can
+    hand the plan over. Here x reaches its output through two Identity nodes, and a third, read by the
+    Relu, is x itself to that reader."""
+    import json
+
+    from placement.cli import main
+
+    w = numpy_helper.from_array(np.ones((4, 2), np.float32), "W")
+    model = _graph([helper.make_node("MatMul", ["X", "W"], ["Y"], name="/lin/MatMul"),
+                    helper.make_node("Identity", ["X"], ["A"], name="Identity_1"),
+                    helper.make_node("Identity", ["A"], ["B"], name="Identity_2"),
+                    helper.make_node("Identity", ["X"], ["C"], name="Identity_3"),
+                    helper.make_node("Relu", ["C"], ["R"], name="/act/Relu")],
+                   [("X", [3, 4])], ["Y", "B", "R"], [w])
+    graph = graph_from_onnx(model, "m")
+    assert [op.name for op in graph.ops] == ["/lin/MatMul", "/act/Relu"]
+    assert [op.model_inputs for op in graph.ops] == [("X",), ("X",)]
+    assert (graph.outputs, graph.returned_inputs) == ((0, 1), ("X",))
+    path, instance, plan = tmp_path / "m.onnx", tmp_path / "m.json", tmp_path / "plan.json"
+    onnx.save(model, str(path))
+    assert main(["import", str(path), "--out", str(instance), "--quiet"]) == 0
+    about = json.loads(instance.read_text())["about"]
+    assert (about["outputs"], about["returned_inputs"]) == ([0, 1], ["X"])
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": [0, 1]}]}))
+    capsys.readouterr()
+    for form, runtime in (("split-spec", "torch's pipeline()"), ("deepspeed", "DeepSpeed's PipelineModule")):
+        assert main(["split", str(instance), str(plan), "--format", form]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"error: --format {form} cannot express this plan: the model returns its input 'X' as given, and "
+            f"{runtime} returns what the last stage computes only (placement.torch.plan_pipeline relays it)")

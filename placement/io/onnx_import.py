@@ -21,7 +21,9 @@ BatchNormalization's statistics and the zeros read only as a recurrent operator'
 constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of
 such data (an alias exporters write for shared or deduplicated parameters) is that data, read
 under its own name, and so is the transposed copy exporters write of a tied weight
-(:mod:`placement.io.onnx_tied`).
+(:mod:`placement.io.onnx_tied`). An ``Identity`` of a model input, or a chain of them, is that input:
+a graph output so reached is the input returned as given (``return f(x), x``), as the torch importer
+records it.
 So is the result of shape arithmetic (a node reading only constants, integer initializers,
 ``Shape`` outputs and other such results, as unoptimised exports write for reshapes and the
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
@@ -791,10 +793,13 @@ def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
     ``Add`` still fuses with its matmul and a parameter read through two names is counted once. An alias
-    that is a graph output stays. Returns, for each node left, the names it read before, and each alias
-    with the data it names."""
+    of data that is a graph output stays. So are removed the ``Identity`` nodes of a model input (the
+    TorchScript exporter returns an input through one, ``return f(x), x``), graph outputs too: PyTorch runs
+    no operator there, and the model returns that input as given. Returns, for each node left, the names it
+    read before, and each alias with the data or input it names."""
     data = {init.name for init in graph.initializer}
     data |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+    model_inputs = {v.name for v in graph.input} - data
     outputs = {v.name for v in graph.output}
     source: dict[str, str] = {}
     kept = []
@@ -804,8 +809,9 @@ def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str
         for k, name in enumerate(node.input):
             if name in source:
                 node.input[k] = source[name]
-        if (node.op_type == "Identity" and len(node.input) == 1 and node.input[0] in data
-                and len(node.output) == 1 and node.output[0] not in outputs):
+        if (node.op_type == "Identity" and node.domain in ("", "ai.onnx") and len(node.input) == 1
+                and len(node.output) == 1 and node.output[0]
+                and (node.input[0] in model_inputs or (node.input[0] in data and node.output[0] not in outputs))):
             source[node.output[0]] = node.input[0]
             continue
         kept.append(node)
@@ -1014,7 +1020,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     return OpGraph(tuple(ops), name, "onnx", names,
                    aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
                    inputs=model_inputs, outputs=outputs,
-                   returned_inputs=tuple(dict.fromkeys(v.name for v in model.graph.output if v.name in model_inputs)))
+                   returned_inputs=tuple(dict.fromkeys(aliases.get(v.name, v.name) for v in model.graph.output
+                                                       if aliases.get(v.name, v.name) in model_inputs)))
 
 
 def import_onnx(path: str | Path, *, platform: Platform, training: bool = False, granularity: str = "operator",
