@@ -970,3 +970,23 @@ def test_an_input_returned_through_identity_nodes_is_a_returned_input(tmp_path, 
         assert capsys.readouterr().err.startswith(
             f"error: --format {form} cannot express this plan: the model returns its input 'X' as given, and "
             f"{runtime} returns what the last stage computes only (placement.torch.plan_pipeline relays it)")
+
+
+def test_an_identity_that_writes_the_input_it_reads_returns_that_input():
+    """torch's dynamo exporter writes ``return self.lin(x), x`` with ``Identity(x) -> x``, though ONNX has a
+    tensor written once: the import refused it as a node writing a graph input. The node computes nothing:
+    dropped, the model returns x as given; another node writing a graph input is still refused."""
+    w = numpy_helper.from_array(np.ones((4, 2), np.float32), "W")
+    model = _graph([helper.make_node("MatMul", ["X", "W"], ["Y"], name="/lin/MatMul"),
+                    helper.make_node("Identity", ["X"], ["X"], name="node_Identity_0")],
+                   [("X", [3, 4])], [], [w])
+    model.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("Y", [3, 2]),
+                                                                                                 ("X", [3, 4])))
+    graph = graph_from_onnx(model, "m")
+    assert [op.name for op in graph.ops] == ["/lin/MatMul"]
+    assert (graph.outputs, graph.returned_inputs) == ((0,), ("X",))
+    model.graph.node[1].op_type = "Relu"
+    with pytest.raises(InvalidInstanceError) as error:
+        graph_from_onnx(model, "m")
+    assert str(error.value) == ("m: node 'node_Identity_0' writes 'X', which a graph input or initializer already "
+                                "holds (an ONNX tensor is written once)")

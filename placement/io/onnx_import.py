@@ -7,9 +7,11 @@ What is read
 The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, a node of the
 default domain has as many inputs and outputs as its operator's schema allows, every tensor is
 written once and read only where written; nodes stored out of order are sorted, a cycle is an
-error). ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and
-shape, following shapes the graph computes itself (``Shape`` and the arithmetic on it, as
-exporters write broadcasts and reshapes), helped by evaluating that arithmetic where its own
+error), but for an ``Identity`` that writes the graph input it reads, which torch's dynamo exporter
+writes for a model that returns its input as given: it is dropped.
+``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and shape,
+following shapes the graph computes itself (``Shape`` and the arithmetic on it, as exporters
+write broadcasts and reshapes), helped by evaluating that arithmetic where its own
 propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operators contradict
 is an error. All shapes must be static (symbolic input dimensions can be fixed with ``dims``,
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
@@ -822,6 +824,22 @@ def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str
     return named, source
 
 
+def _drop_input_self_identities(graph: Any) -> None:
+    """Remove each ``Identity`` that writes the graph input it reads (``Identity(x) -> x``): torch's dynamo
+    exporter returns an input as given so (``return f(x), x``), though ONNX has every tensor written once.
+    It computes nothing, and the graph still returns the input."""
+    inputs = {v.name for v in graph.input}
+
+    def writes_its_input(node: Any) -> bool:
+        return (node.op_type == "Identity" and node.domain in ("", "ai.onnx") and len(node.input) == 1
+                and list(node.output) == [node.input[0]] and node.input[0] in inputs)
+
+    kept = [node for node in graph.node if not writes_its_input(node)]
+    if len(kept) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -832,6 +850,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_text(model.graph, name)
     check_schemas(model, name)
     _fix_dims(model, dims or {})
+    _drop_input_self_identities(model.graph)
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
     if ordered is not None:
         del model.graph.node[:]
