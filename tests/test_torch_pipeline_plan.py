@@ -1140,6 +1140,44 @@ def test_a_refused_step_runs_no_micro_batch(tmp_path):
         torch.distributed.destroy_process_group()
 
 
+TARGET_MISSING = ("target of the pipeline's step() must be given on the last stage (stage 0) in training: loss_fn "
+                  "computes each micro-batch's loss from its output and that micro-batch's rows of target")
+TARGET_UNREAD = ("target of the pipeline's step() is read on the last stage (stage 0) by loss_fn only, and this "
+                 "schedule has none: it runs the forward alone, with no loss and no gradient; give loss_fn to train, "
+                 "or no target")
+
+
+def test_the_last_stage_s_step_needs_a_target_with_a_loss_and_none_without(tmp_path):
+    """With a loss_fn, the last stage's step() without target failed in torch's own code (a TypeError at the
+    first micro-batch's loss, after its forward ran); without one, a target was ignored, the step computing
+    no loss and no gradient. Both are refused before any micro-batch runs, by step() and by eval(), which
+    calls it. One process, one stage (the first is the last)."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        x, y, pp = tempered_gpipe()
+        stage = pp.build_stage(0, torch.device("cpu"))
+        calls = []
+        stage.submod.register_forward_pre_hook(lambda module, args: calls.append(len(args)))
+        training = pp.schedule(stage, lambda out, target: ((out - target) ** 2).sum())
+        inference = pp.schedule(stage, None)
+        for run, kwargs, message in ((training.step, {}, TARGET_MISSING), (training.eval, {}, TARGET_MISSING),
+                                     (training.step, {"target": None}, TARGET_MISSING),
+                                     (inference.step, {"target": y}, TARGET_UNREAD),
+                                     (inference.eval, {"target": y}, TARGET_UNREAD)):
+            with pytest.raises(placement.InvalidParameterError) as error:
+                run(x, temperature=2.0, losses=[], **kwargs)
+            assert (error.value.parameter, str(error.value)) == ("target", message)
+        assert calls == []
+        losses: list = []
+        training.step(x, temperature=2.0, target=y, losses=losses)
+        assert (len(calls), len(losses)) == (4, 4)
+        out = inference.step(x, temperature=2.0)
+        assert len(calls) == 8 and torch.allclose(out[:2], pp.stage_module(0)(x[:2], temperature=2.0))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
 def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
     # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer
     # (262,144 bytes = 256 KiB) applied twice on the one stage is counted once more than it is held.

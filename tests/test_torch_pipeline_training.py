@@ -424,9 +424,10 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
                     entry = reports[rank][name, n, schedule]
                     expected_class = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}[schedule]
                     assert expected_class in entry["kind"]
-                    # wrapped only where the stage holds a shared parameter, and on stage 0 (its input check)
+                    # wrapped only where the stage holds a shared parameter, on stage 0 (its input check) and on
+                    # the last (its target check)
                     holds_shared = any(rank in r for r in plans[name, n].shared_parameters.values())
-                    assert entry["torch's own class"] == (not holds_shared and rank != 0)
+                    assert entry["torch's own class"] == (not holds_shared and rank not in (0, n - 1))
                     for param, grad in entry["grads"].items():
                         held.setdefault(param, []).append(rank)
                         errors.append(_relative(grad, times * ref_grads[param]))
@@ -504,3 +505,56 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
                 f"(rank {rank}, 2 stages, status {status!r}). Each process ran plan_pipeline on its own: with other "
                 "example inputs or devices, or a search stopped by its time limit at another plan; give every rank "
                 "the same inputs, and a time_limit that proves the optimum")
+
+
+def _step_without_target_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
+    """Rank ``rank`` of 2 runs its stage of ``pp`` for one step of ``x``: rank 0 gives the target too, which
+    only the last stage reads; rank 1 first calls step() without it, then with it, and saves what it got."""
+    torch.set_num_threads(1)
+    if "lo" in {name for _, name in socket.if_nameindex()}:
+        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}",
+                                         timeout=timedelta(seconds=120))
+    try:
+        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
+        if rank == 0:
+            sched.step(x, target=y)
+            report = {}
+        else:
+            with pytest.raises(placement.InvalidParameterError) as error:
+                sched.step(losses=[])
+            losses: list = []
+            sched.step(target=y, losses=losses)
+            report = {"error": (error.value.parameter, str(error.value)), "losses": [float(v) for v in losses]}
+        torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path):
+    """In training the last stage's loss_fn reads the target: step() without it failed in torch's code (a
+    TypeError at the first loss, after the stage had received and run that micro-batch). It is refused with
+    the typed error before anything runs, so the same rank's next step() with the target completes the
+    step, and the losses are the unsplit model's. Stage 0 is given the target as well: only the last stage
+    reads it, as in torch, so every rank may make the same call."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
+    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
+    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    port = _free_port()
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_step_without_target_first, args=(rank, port, pp, x, y, str(tmp_path)))
+               for rank in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    report = torch.load(tmp_path / "rank1.pt")
+    assert report["error"] == ("target", "target of the pipeline's step() must be given on the last stage (stage 1) "
+                                         "in training: loss_fn computes each micro-batch's loss from its output and "
+                                         "that micro-batch's rows of target")
+    assert len(report["losses"]) == MICROBATCHES
+    with torch.no_grad():
+        expected = float(loss_fn(model(x), y))
+    assert abs(sum(report["losses"]) - expected) <= TOLERANCE * expected

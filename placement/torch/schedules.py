@@ -1,7 +1,7 @@
 """The torch schedules a pipeline plan runs with, and the one wrapper they may need.
 
 ``gpipe`` is ``torch.distributed.pipelining.ScheduleGPipe`` and ``1f1b`` is ``Schedule1F1B``.
-Two kinds of stage get an instance of a subclass of that schedule instead; every other stage's
+Three kinds of stage get an instance of a subclass of that schedule instead; every other stage's
 schedule is torch's own class, unwrapped:
 
 * a stage that holds shared parameters: its ``step`` sums those parameters' gradients across
@@ -10,7 +10,12 @@ schedule is torch's own class, unwrapped:
 * stage 0, which checks that each micro-batch is like the one the program was exported for: its
   ``step`` checks every micro-batch before the first runs, so that a refused step sends nothing to
   the other stages, and raises that check's typed error itself, where torch's runtime wraps it in a
-  ``RuntimeError`` of its own (``[Stage 0] failed to run forward``).
+  ``RuntimeError`` of its own (``[Stage 0] failed to run forward``);
+* the last stage, where ``loss_fn`` reads ``target``: its ``step`` (and ``eval``, which calls it) refuses
+  a call without ``target`` where the schedule has a ``loss_fn`` (torch failed at the first
+  micro-batch's loss with a ``TypeError`` of its own, after its forward) and a ``target`` where it has
+  none (nothing reads it: no loss and no gradient), before it receives or computes anything. Other
+  stages ignore ``target``, as torch does, so that every rank may make the same call.
 
 With ``scale_grads``,
 torch divides every gradient a stage holds by the number of micro-batches at the end of each
@@ -74,6 +79,25 @@ class RaisesInputErrors:
             raise cause from None
 
 
+class ChecksTarget:
+    """Mixin for the last stage's torch schedule: ``step`` refuses a missing or an unread ``target`` with the
+    package's error before torch's runs (module docstring)."""
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        given = kwargs.get("target") is not None
+        last = getattr(getattr(self, "_stage", None), "stage_index", None)
+        if getattr(self, "_loss_fn", None) is not None and not given:
+            raise InvalidParameterError("target", f"of the pipeline's step() must be given on the last stage (stage "
+                                                  f"{last}) in training: loss_fn computes each micro-batch's loss from "
+                                                  "its output and that micro-batch's rows of target")
+        if getattr(self, "_loss_fn", None) is None and given:
+            raise InvalidParameterError("target", f"of the pipeline's step() is read on the last stage (stage {last}) "
+                                                  "by loss_fn only, and this schedule has none: it runs the forward "
+                                                  "alone, with no loss and no gradient; give loss_fn to train, or no "
+                                                  "target")
+        return super().step(*args, **kwargs)  # type: ignore[misc]
+
+
 def check_microbatches(schedule: str, microbatches: int, stages: int) -> None:
     """1F1B fills the pipeline with one micro-batch per stage before its steady state: it needs at
     least as many micro-batches as stages (torch's ``Schedule1F1B`` refuses fewer)."""
@@ -93,7 +117,8 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
     check_microbatches(schedule, microbatches, stage.num_stages)
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     sharing = exchange is not None and bool(exchange.entries)
-    mixins = ((RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ())
+    mixins = ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ()) + (
+        (RaisesInputErrors,) if stage.stage_index == 0 else ()) + ((SumsSharedGradients,) if sharing else ())
     if not mixins:
         return base(stage, microbatches, loss_fn=loss_fn, scale_grads=scale_grads)
     wrapped = type(base.__name__, (*mixins, base), {"__module__": __name__})
