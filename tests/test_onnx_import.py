@@ -990,3 +990,19 @@ def test_an_identity_that_writes_the_input_it_reads_returns_that_input():
         graph_from_onnx(model, "m")
     assert str(error.value) == ("m: node 'node_Identity_0' writes 'X', which a graph input or initializer already "
                                 "holds (an ONNX tensor is written once)")
+
+
+@pytest.mark.parametrize("declared, dims", [(None, None), (["batch", 4], {"batch": 3})])
+def test_an_input_returned_as_given_keeps_its_shape_whatever_its_output_declares(declared, dims):
+    """X (3×4) is returned as given beside Y = X·W; its graph output declares no shape, or the symbolic
+    batch dimension that ``dims`` fixes on the input. That declaration overrode X's shape in ONNX's shape
+    inference, and the MatMul had no shape to be costed by (3·4·5 multiply-adds: 120 FLOPs)."""
+    shape = [3, 4] if dims is None else ["batch", 4]
+    weight = numpy_helper.from_array(np.ones((4, 5), np.float32), "W")
+    outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None if declared is None else ["batch", 5]),
+               helper.make_tensor_value_info("X", TensorProto.FLOAT, declared)]
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, shape)], outputs, [weight])
+    imported = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), dims=dims)
+    assert [(op.name, op.flops) for op in imported.ops] == [("mm", 120.0)]
+    assert imported.returned_inputs == ("X",)

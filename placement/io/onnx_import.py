@@ -840,6 +840,17 @@ def _drop_input_self_identities(graph: Any) -> None:
         graph.node.extend(kept)
 
 
+def _declare_returned_inputs(graph: Any) -> None:
+    """Declare each graph output that is a graph input (returned as given) with that input's type: it is
+    the same tensor. An output declared without a shape (or with its symbolic dimensions, where ``dims``
+    fixed the input's) otherwise overrides the input's shape in ONNX's shape inference, and nothing the
+    input feeds gets a shape."""
+    inputs = {v.name: v for v in graph.input}
+    for value in graph.output:
+        if value.name in inputs:
+            value.type.CopyFrom(inputs[value.name].type)
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -851,6 +862,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_schemas(model, name)
     _fix_dims(model, dims or {})
     _drop_input_self_identities(model.graph)
+    _declare_returned_inputs(model.graph)
     ordered = topological_nodes(model.graph, name, _subgraph_reads)
     if ordered is not None:
         del model.graph.node[:]
