@@ -11,9 +11,14 @@ links for transfers) and 1 AMD EPYC 7763 socket. This is what
 
     placement import placement.zoo.factories:<factory> --name <model> [--training] --out <file>
 
-writes. NAMEs (file stems such as ``gpt2-training``) restrict the run. Needs the extras
-``torch`` and ``transformers`` (``pip install -e '.[models]'``). The output is
-deterministic for a given torch and transformers version.
+writes, with ``about.versions`` added: the versions of torch and (BERT, GPT-2 and ViT only)
+transformers that wrote the file. NAMEs (file stems such as ``gpt2-training``)
+restrict the run. Needs the ``models`` extra (``pip install -e '.[models]'``: torch 2.13.0 and
+transformers 5.24.0). The output is deterministic for a given torch and transformers version;
+the bundled files are the output of torch 2.13.0 (CPU build) and transformers 5.24.0 (5.23.0
+gives GPT-2 other graphs, 5.22.2 all three). BERT-Base and GPT-2 training and ViT-Base
+are kept as an earlier importer wrote them with those versions (README, "Bundled instances"):
+running this script rewrites them with today's costs.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from placement.zoo import factories as zoo  # noqa: E402
 
 OUT = HERE / "models"
 MODELS = {"bert-base": zoo.bert_base, "gpt2": zoo.gpt2, "resnet50": zoo.resnet50, "vit-base": zoo.vit_base}
+TRANSFORMERS_MODELS = ("bert-base", "gpt2", "vit-base")
 ACCELERATOR, CPU, ACCELERATORS, CPUS = "h100", "epyc-7763", 4, 1
 
 
@@ -44,7 +50,22 @@ def instance(stem: str) -> dict:
     platform = make_platform(ACCELERATOR, CPU, ACCELERATORS, CPUS)
     imported = import_torch(model, args, platform=platform, training=(kind == "training"), granularity="module",
                             name=model_name)
-    return imported.instance
+    data = imported.instance
+    data["about"]["versions"] = versions(model_name)
+    return data
+
+
+def versions(model_name: str) -> dict:
+    """The versions of the packages that write the instance of ``model_name``: torch's release (without
+    a local build tag such as ``+cpu``) and transformers' for the models it builds."""
+    import torch
+
+    found = {"torch": torch.__version__.split("+")[0]}
+    if model_name in TRANSFORMERS_MODELS:
+        import transformers
+
+        found["transformers"] = transformers.__version__
+    return found
 
 
 def stems() -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -63,15 +64,41 @@ def test_bundled_instance_solves_with_the_dp_and_hands_off(stem):
     assert sorted(v for part in parts for v in part) == [n.id for n in forward]
 
 
-def test_bundled_resnet50_is_what_the_generator_writes():
-    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+def _generated(stem: str) -> str:
+    """The text instances/generate_models.py writes for ``stem``."""
     spec = importlib.util.spec_from_file_location("generate_models", ROOT / "instances" / "generate_models.py")
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own deprecation notices
-        text = generator.render(generator.instance("resnet50-inference"))
-    assert text == (MODELS / "resnet50-inference.json").read_text()
+        return generator.render(generator.instance(stem))
+
+
+def test_bundled_resnet50_is_what_the_generator_writes():
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    assert _generated("resnet50-inference") == (MODELS / "resnet50-inference.json").read_text()
+
+
+def test_bundled_bert_base_inference_is_what_the_generator_writes_with_the_recorded_transformers():
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed (placement[models])")
+    text = (MODELS / "bert-base-inference.json").read_text()
+    recorded = json.loads(text)["about"]["versions"]["transformers"]
+    if transformers.__version__ != recorded:
+        pytest.skip(f"transformers {transformers.__version__} is installed; the file was written with {recorded}")
+    assert _generated("bert-base-inference") == text
+
+
+def test_every_bundled_model_records_the_versions_that_wrote_it():
+    # the pins of the torch and models extras; transformers builds BERT, GPT-2 and ViT only
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["models"] == ["torch==2.13.0", "transformers==5.24.0"]
+    for stem in STEMS:
+        versions = json.loads((MODELS / f"{stem}.json").read_text())["about"]["versions"]
+        expected = {"torch": "2.13.0"}
+        if not stem.startswith("resnet50"):
+            expected["transformers"] = "5.24.0"
+        assert versions == expected, stem
 
 
 def test_the_milp_proves_the_dp_optimum_of_a_bundled_instance():
