@@ -71,10 +71,13 @@ def number(name: str, value: Any, *, positive: bool = False, below_one: bool = F
 
 
 def flag(name: str, value: Any) -> bool:
-    """``value`` when it is a bool."""
-    if not isinstance(value, bool):
+    """``value`` as a ``bool`` when it is a boolean, Python's or numpy's (as integers and numbers of numpy's types
+    are taken)."""
+    from placement.problem.instance import is_flag
+
+    if not is_flag(value):
         raise InvalidParameterError(name, f"must be True or False, not {value!r}")
-    return value
+    return bool(value)
 
 
 def callback(name: str, value: Any) -> Any:

@@ -544,9 +544,12 @@ def _backend(backend: Any) -> str | None:
 
 
 def _warm_start(warm_start: Any) -> Any:
-    """``True``, ``False``, or the plan a plan-like value holds (see :func:`placement.io.plans.as_plan`)."""
-    if isinstance(warm_start, bool):
-        return warm_start
+    """``True``, ``False`` (numpy's booleans too), or the plan a plan-like value holds (see
+    :func:`placement.io.plans.as_plan`)."""
+    from placement.problem.instance import is_flag
+
+    if is_flag(warm_start):
+        return bool(warm_start)
     from placement.io.plans import as_plan
 
     try:

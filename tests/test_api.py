@@ -788,3 +788,32 @@ def test_a_result_read_back_refuses_overrides_that_verify_refuses():
                                    "are counts, memory a number of bytes, none negative)")
         with pytest.raises(placement.errors.InvalidPlanError):
             placement.verify(CHAIN4, {**document, "overrides": overrides})
+
+
+def test_numpy_booleans_are_taken_where_python_booleans_are():
+    # numpy's integers and floats were taken as options, its booleans refused as "not np.False_"
+    np = pytest.importorskip("numpy")
+    result = placement.solve(CHAIN4)
+    run = placement.simulate(CHAIN4, result, keep_tasks=np.bool_(False))
+    assert (run.time_per_sample, run.tasks.stage.size) == (7.5, 0)
+    check = placement.verify(CHAIN4, result, ledger=np.bool_(False), infer_from_colours=np.bool_(True))
+    assert (check.valid, check.value) == (True, 7.5)
+    cold = placement.solve(CHAIN4, method="milp", warm_start=np.bool_(False), time_limit=30)
+    assert (cold.status, cold.value) == ("optimal", 7.5) and "started from" not in cold.message
+    with pytest.raises(placement.InvalidParameterError) as info:
+        placement.simulate(CHAIN4, result, keep_tasks=1)
+    assert str(info.value) == "keep_tasks must be True or False, not 1"
+
+
+def test_an_instance_built_in_python_may_give_its_time_quantum_as_a_numpy_float():
+    np = pytest.importorskip("numpy")
+    nodes = (placement.Node(1, "a", (4.0, 40.0)),)
+    types = (placement.DeviceType("accelerator", 1, 100.0, True), placement.DeviceType("cpu", 0, math.inf, False))
+    built = placement.Instance(nodes, (), types, "one", np.float32(0.5))
+    assert built.time_quantum == 0.5 and type(built.time_quantum) is float
+    document = {**json.loads(CHAIN4.read_text()), "about": {"time_quantum_ms": np.float32(0.25)}}
+    assert placement.load(document).time_quantum == 0.25   # was read as none recorded
+    with pytest.raises(placement.InvalidInstanceError) as info:
+        placement.Instance(nodes, (), types, "one", "0.5")
+    assert str(info.value) == "time_quantum must be a finite number ≥ 0 (0: none recorded), got '0.5'"
+

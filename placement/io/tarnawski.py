@@ -148,7 +148,7 @@ def _time_quantum(about: Any) -> float:
     """The quantum the model importers record (``about.time_quantum_ms``) where it is a positive finite
     number; else 0 (``about`` is otherwise read by nobody here)."""
     found = about.get("time_quantum_ms") if isinstance(about, dict) else None
-    ok = isinstance(found, (int, float)) and not isinstance(found, bool) and 0 < found < math.inf
+    ok = isinstance(found, _NUMBER) and not isinstance(found, bool) and 0 < found < math.inf
     return float(found) if ok else 0.0
 
 

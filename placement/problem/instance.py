@@ -170,6 +170,7 @@ class Instance:
         object.__setattr__(self, "nodes", _elements(self.nodes, "nodes", Node))
         object.__setattr__(self, "edges", _elements(self.edges, "edges", Edge))
         object.__setattr__(self, "device_types", _elements(self.device_types, "device_types", DeviceType))
+        object.__setattr__(self, "time_quantum", _as_float(self.time_quantum))
         validate(self)
         object.__setattr__(self, "_index", {n.id: i for i, n in enumerate(self.nodes)})
 
