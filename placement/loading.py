@@ -158,7 +158,8 @@ def as_instance(instance: Any) -> Instance:
     if isinstance(instance, Instance):
         return instance
     if is_piper(instance):
-        raise InvalidParameterError("instance", f"is a Piper instance ({instance.name}: per-stage data- and "
+        named = f"{instance.name}: " if instance.name else ""
+        raise InvalidParameterError("instance", f"is a Piper instance ({named}per-stage data- and "
                                                 "tensor-parallel configurations): only solve, simulate and verify "
                                                 "take it")
     raise InvalidParameterError("instance", f"must be an Instance, a file path or a decoded JSON document, "

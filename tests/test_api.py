@@ -232,6 +232,11 @@ def test_load_detects_piper_and_solve_refuses_it():
     # solved by the parallel DP (tests/test_parallel.py); the one-device-per-stage methods still refuse it
     with pytest.raises(placement.InvalidParameterError, match="^method must be 'auto' for a Piper instance"):
         placement.solve(piper, method="milp")
+    # a Piper instance read from a document has no name: the refusal names none rather than an empty one
+    with pytest.raises(placement.InvalidParameterError) as unnamed:
+        placement.split(json.loads(path.read_text()), {"fpgas": []})
+    assert str(unnamed.value) == ("instance is a Piper instance (per-stage data- and tensor-parallel configurations): "
+                                  "only solve, simulate and verify take it")
 
 
 # ----- every returned plan is verified --------------------------------------------------------------
@@ -817,3 +822,21 @@ def test_an_instance_built_in_python_may_give_its_time_quantum_as_a_numpy_float(
         placement.Instance(nodes, (), types, "one", "0.5")
     assert str(info.value) == "time_quantum must be a finite number ≥ 0 (0: none recorded), got '0.5'"
 
+
+def test_a_planless_result_is_refused_as_its_document_is_and_its_empty_plan_is_checked():
+    infeasible = placement.solve(CHAIN4, memory=1.5)
+    assert (infeasible.status, infeasible.plan) == ("infeasible", ())
+    said = ("the Result holds no plan: its solve ended 'infeasible' (no pipeline of the available devices "
+            "satisfies the memory and support constraints)")
+    for call in (lambda: placement.verify(CHAIN4, infeasible), lambda: placement.simulate(CHAIN4, infeasible),
+                 lambda: placement.solve(CHAIN4, method="expert", split=infeasible)):
+        with pytest.raises(placement.InvalidPlanError) as info:
+            call()
+        assert str(info.value) == said
+    with pytest.raises(placement.InvalidPlanError, match="^it holds no plan: the solve that wrote it ended 'infeas"):
+        placement.verify(CHAIN4, infeasible.to_json())
+    with pytest.raises(placement.InvalidParameterError) as refused:
+        placement.solve(CHAIN4, method="milp", warm_start=infeasible, time_limit=30)
+    assert str(refused.value) == f"warm_start must be True, False or a plan ({said})"
+    empty = placement.verify(CHAIN4, infeasible.plan)   # the stages alone record nothing: an empty plan
+    assert not empty.valid and empty.violations == tuple(f"node {v} is not placed" for v in (1, 2, 3, 4))

@@ -468,10 +468,15 @@ def as_plan(plan: object, parameter: str = "plan") -> Plan:
     else."""
     from placement.result import Stage, plan_of_stages
 
+    from placement.result import Result
+
     if isinstance(plan, Plan):
         return plan
-    if isinstance(plan, (tuple, list)) and plan and all(isinstance(s, Stage) for s in plan):
+    if isinstance(plan, (tuple, list)) and all(isinstance(s, Stage) for s in plan):   # () too: a Result's, planless
         return plan_of_stages(plan)
+    if isinstance(plan, Result) and plan.status in NO_PLAN_STATUSES and not any(s.nodes for s in plan.plan):
+        said = f" ({plan.message})" if plan.message else ""
+        raise InvalidPlanError(f"the Result holds no plan: its solve ended {str(plan.status)!r}{said}")
     to_plan = getattr(plan, "to_plan", None)
     if callable(to_plan):
         return to_plan()
