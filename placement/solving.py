@@ -24,6 +24,7 @@ solves it, the message names those given that went unused.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import replace
 from os import PathLike
@@ -571,4 +572,4 @@ def _log(log: Any) -> str | None:
         probe_writable(log, replaced=False)   # appended to; a run refused later leaves no empty log behind
     except OSError as exc:
         raise unwritable(log, exc, "log") from None
-    return str(log)
+    return os.fspath(log)

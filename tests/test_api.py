@@ -551,6 +551,43 @@ def test_verify_accepts_results_plans_documents_and_files(tmp_path):
     assert info.value.parameter == "plan"
 
 
+class _PathOf:
+    """A path-like object that is no :class:`pathlib.Path` (as a framework's own path type is)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
+def test_every_path_like_names_a_plan_file_as_it_names_an_instance_file(tmp_path):
+    # a PurePath or another os.PathLike was refused as a plan: "must be ... a plan file path, not PurePosixPath"
+    from pathlib import PurePath
+
+    result = placement.solve(CHAIN4)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(result.to_json()))
+    for plan in (PurePath(path), _PathOf(path)):
+        assert placement.verify(_PathOf(CHAIN4), plan).value == 7.5
+        assert placement.simulate(CHAIN4, plan, microbatches=8).time_per_sample == 7.5
+        again = placement.solve(CHAIN4, method="milp", warm_start=plan, time_limit=30)
+        assert "started from a plan of value 7.5" in again.message
+        expert = placement.solve(CHAIN4, method="expert", split=plan)
+        assert (expert.value, expert.stats["split"]) == (7.5, str(path))
+    path.write_text("[]")
+    with pytest.raises(placement.InvalidPlanError) as info:
+        placement.verify(CHAIN4, _PathOf(path))
+    assert str(info.value) == f"{path}: the plan must be a JSON object, got array"
+    log = tmp_path / "solver.log"   # the log went to a file named after the object's repr
+    placement.solve(CHAIN4, method="milp", contiguity="none", log=_PathOf(log), time_limit=30)
+    assert log.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "solver.log"]
+    grid = ROOT / "instances" / "grids" / "tiny.json"
+    from placement.codesign.grid import load_grid
+
+    assert load_grid(_PathOf(grid)) == load_grid(grid)
+
+
 def test_simulate_reproduces_the_load_model():
     result = placement.solve(CHAIN4)
     run = placement.simulate(CHAIN4, result, microbatches=32)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import os
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -101,8 +103,9 @@ def load_grid(source: str | Path | Mapping | Grid | None = None) -> Grid:
         return source
     if isinstance(source, Mapping):
         return parse_grid(source)
-    if not isinstance(source, (str, Path)):
+    if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("grid", f"must be a grid file path, a dict or None, not {type(source).__name__}")
+    source = os.fspath(source)
     data = load_json(source, InvalidInstanceError)
     try:
         return parse_grid(data, Path(source).stem)

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -206,9 +208,10 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
         return source
     if isinstance(source, Mapping):
         return parse_workload(dict(source))
-    if not isinstance(source, (str, Path)):
+    if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("model", f"must be a model file path, a dict or a Workload, "
                                              f"not {type(source).__name__}")
+    source = os.fspath(source)
     data = load_json(source, InvalidInstanceError)
     from placement.io.piper_shape import looks_like_piper
 

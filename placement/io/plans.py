@@ -27,7 +27,9 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -147,15 +149,16 @@ class PlanFile(dict):
 
     def __init__(self, path: str | Path, document: dict) -> None:
         super().__init__(document)
-        self.path = str(path)
+        self.path = os.fspath(path)
 
 
 def read_plan_file(plan: object) -> object:
     """``plan`` read into a :class:`PlanFile` where it is the path of a plan file (a regular file, or a pipe,
     which can be read once); anything else as it is. A document that is no JSON object is refused as
     :func:`read_plan` refuses it."""
-    if not isinstance(plan, (str, Path)):
+    if not isinstance(plan, (str, PathLike)):
         return plan
+    plan = os.fspath(plan)
     document = load_json(plan, InvalidPlanError)    # no number in it may be NaN or infinite
     if not isinstance(document, dict):
         raise InvalidPlanError(f"{plan}: the plan must be a JSON object, got {json_type_name(document)}")
@@ -166,7 +169,7 @@ def plan_source(plan: object) -> str | None:
     """The file ``plan`` was read from (a path, or a :class:`PlanFile`), to name in messages; else ``None``."""
     if isinstance(plan, PlanFile):
         return plan.path
-    return str(plan) if isinstance(plan, (str, Path)) else None
+    return os.fspath(plan) if isinstance(plan, (str, PathLike)) else None
 
 
 def read_plan(path: str | Path, max_bytes: int = MAX_INPUT_BYTES) -> Plan:
@@ -230,9 +233,9 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
     invalid plan, whose value is no verdict on the claim), a lower bound above that value, the instance it was
     made for, and the number of non-empty stages it was solved into exactly against the plan's ``non_empty``
     devices."""
-    if isinstance(plan, (str, Path)):
+    if isinstance(plan, (str, PathLike)):
         try:
-            record: Any = load_json(plan, InvalidPlanError)
+            record: Any = load_json(os.fspath(plan), InvalidPlanError)
         except PlacementError:
             return []
         source = "the plan file"
@@ -276,9 +279,9 @@ def _recorded(plan: object, field: str, attribute: str) -> Any:
     """What a solved plan records under ``field`` (a plan document or plan file) or ``attribute`` (a
     :class:`placement.Result`); ``None`` where it records nothing, and for a file that cannot be read or a
     document that places nothing, so is no plan (reading the plan itself reports what is wrong with it)."""
-    if isinstance(plan, (str, Path)):
+    if isinstance(plan, (str, PathLike)):
         try:
-            plan = load_json(plan, InvalidPlanError)
+            plan = load_json(os.fspath(plan), InvalidPlanError)
         except PlacementError:
             return None
         if not isinstance(plan, dict):
@@ -480,8 +483,8 @@ def as_plan(plan: object, parameter: str = "plan") -> Plan:
     to_plan = getattr(plan, "to_plan", None)
     if callable(to_plan):
         return to_plan()
-    if isinstance(plan, (str, Path)):
-        return read_plan(plan)
+    if isinstance(plan, (str, PathLike)):
+        return read_plan(os.fspath(plan))
     if isinstance(plan, PlanFile):   # its errors name the file, as read_plan's do
         try:
             return parse_plan(plan)

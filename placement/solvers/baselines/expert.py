@@ -16,8 +16,9 @@ first violation in the message.
 
 from __future__ import annotations
 
+import os
 import time
-from pathlib import Path
+from os import PathLike
 from typing import Any
 
 from placement.errors import InvalidParameterError
@@ -42,7 +43,8 @@ def solve_expert(problem: Instance, **options: Any) -> Solution:
     joint = Plan(tuple(DeviceAssignment(dev.type, dev.nodes, dev.calls) for dev in listed.devices))
     completed = evaluate(problem, joint, "none", infer_from_colours=True)
     plan = with_inferred(joint, completed)
-    stats = {"split": str(split) if isinstance(split, (str, Path)) else type(split).__name__, "inferred_from_colours": len(completed.inferred)}
+    stats = {"split": os.fspath(split) if isinstance(split, (str, PathLike)) else type(split).__name__,
+             "inferred_from_colours": len(completed.inferred)}
     note = ""
     if any(dev.b_tasks or dev.w_tasks for dev in listed.devices):
         note = ("the split's b_tasks and w_tasks are not read: method 'expert' evaluates the plan with joint "
