@@ -14,6 +14,7 @@ This module holds data only; it imports neither solvers nor the evaluator.
 from __future__ import annotations
 
 import enum
+import math
 import numbers
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -345,11 +346,15 @@ def _array(data: Mapping[str, Any], key: str, where: str, what: str) -> list:
 
 
 def _number(value: Any, where: str) -> float | None:
-    """A JSON number as float; ``null`` (how JSON writes infinities and absent values) as ``None``."""
+    """A JSON number as float; ``null`` (how JSON writes infinities and absent values) as ``None``. A number
+    that is not finite (``NaN``, which ``json.loads`` decodes) is refused, as a plan file holding one is."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidPlanError(f"{_named(where)} must be a number or null, got {json_value_text(value)}")
+    if not math.isfinite(value):
+        raise InvalidPlanError(f"{_named(where)} must be a finite number or null (as to_json writes one that is "
+                               f"not), got {float(value)!r}")
     return float(value)
 
 

@@ -366,6 +366,13 @@ def test_result_from_json_reads_node_ids_as_verify_does(nodes, why):
     (lambda d: d.update(stages=10 ** 400), None),                  # a huge integer is a count (raised OverflowError)
     (lambda d: d.update(stages=1e20), "field 'stages' must be a positive integer or null, got 1e+20"),
     (lambda d: d["verified"].update(calls=0), "verified.calls: must be a positive integer or null, got 0"),
+    # json.loads decodes NaN and Infinity, which a plan file may not hold: a Result of value NaN was read
+    (lambda d: d.update(objective=math.nan), "field 'objective' must be a finite number or null (as to_json writes "
+                                             "one that is not), got nan"),
+    (lambda d: d["devices"][1].update(load=-math.inf), "devices[1].load: must be a finite number or null (as "
+                                                       "to_json writes one that is not), got -inf"),
+    (lambda d: d["verified"].update(max_load=math.inf), "verified.max_load: must be a finite number or null (as "
+                                                        "to_json writes one that is not), got inf"),
 ])
 def test_result_from_json_names_the_field_and_coerces_nothing(edit, why):
     """Every such edit was read: a device type 5 as '5', valid "false" as true, the rest stored unchecked,
@@ -497,6 +504,12 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
     assert placement.verify(CHAIN4, document).notes == (
         "the plan file's 'objective_kind' names no objective (throughput, throughput-gpipe, latency); checked for "
         "throughput, and its claimed value was not checked",)
+
+
+def test_a_claim_that_is_not_finite_is_noted_as_unchecked_not_taken_as_no_claim():
+    document = {**placement.solve(CHAIN4).to_json(), "objective": math.nan}
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file's 'objective' is not a number; its claimed value was not checked",)
 
 
 def test_verify_of_an_unnamed_instance_notes_no_other_instance():

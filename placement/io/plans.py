@@ -218,7 +218,8 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         fields.append("maxLoad")
     for field in fields:
         raw = data.get(field)
-        if not (raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool))):   # finite: load_json
+        readable = isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw)
+        if not (raw is None or readable):   # a file's are finite (load_json); a document's NaN is no claim
             return FileClaims(None, other, field)
         claim = float(raw) if raw is not None and raw >= 0 else None
         if claim is not None and value is not None and not math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
