@@ -890,3 +890,14 @@ def test_a_planless_result_is_refused_as_its_document_is_and_its_empty_plan_is_c
     assert str(refused.value) == f"warm_start must be True, False or a plan ({said})"
     empty = placement.verify(CHAIN4, infeasible.plan)   # the stages alone record nothing: an empty plan
     assert not empty.valid and empty.violations == tuple(f"node {v} is not placed" for v in (1, 2, 3, 4))
+
+
+def test_the_milp_answers_more_stages_than_colour_classes_as_infeasible_at_once():
+    # stages=10**30 on 10**40 accelerators reached OR-Tools as a raw TypeError (contiguity 'sets'), or
+    # built a model until the time limit ran out ('stages')
+    for contiguity in ("sets", "stages", "none"):
+        result = placement.solve(CHAIN4, method="milp", contiguity=contiguity, accelerators=10**40, stages=10**30,
+                                 time_limit=30)
+        assert (result.status, result.plan) == ("infeasible", ())
+        assert result.message.startswith("no plan has 1000000000000000000000000000000 non-empty devices: the graph "
+                                         "has 4 colour classes (nodes of one colour share a device)")

@@ -14,6 +14,7 @@ Backends: :mod:`.backends`; statuses, bounds and verification: :mod:`.outcome`.
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
 from typing import Callable
@@ -22,7 +23,7 @@ from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.instance import Instance
 from placement.plan import Plan
-from placement.solution import Solution
+from placement.solution import Solution, Status
 from placement.parameters import stage_count
 from placement.solvers.milp.backends import BACKENDS, SolveOptions, check_backend_available
 from placement.solvers.milp.driver import Formulation, solve_throughput
@@ -92,6 +93,13 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     check_backend_available(backend)
     check_objective(problem, objective)
     stages = stage_count(problem, stages)
+    classes = len(problem.colour_classes())
+    if stages is not None and stages > classes:   # each non-empty device holds a whole colour class or more
+        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "milp", objective_kind=objective,
+                        contiguity=contiguity, runtime_s=time.perf_counter() - started,
+                        stats={"nodes": len(problem.nodes), "colour_classes": classes, "stages": stages},
+                        message=f"no plan has {stages} non-empty devices: the graph has {classes} colour "
+                                f"class{'' if classes == 1 else 'es'} (nodes of one colour share a device)")
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
