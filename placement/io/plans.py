@@ -470,9 +470,7 @@ def as_plan(plan: object, parameter: str = "plan") -> Plan:
     stages), a decoded plan document (dict), or the path of a plan file (either format of this module).
     Raises :class:`InvalidParameterError` naming ``parameter`` (the caller's name for it) for anything
     else."""
-    from placement.result import Stage, plan_of_stages
-
-    from placement.result import Result
+    from placement.result import Result, Stage, plan_of_stages
 
     if isinstance(plan, Plan):
         return plan
