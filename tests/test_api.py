@@ -894,10 +894,20 @@ def test_a_planless_result_is_refused_as_its_document_is_and_its_empty_plan_is_c
 
 def test_the_milp_answers_more_stages_than_colour_classes_as_infeasible_at_once():
     # stages=10**30 on 10**40 accelerators reached OR-Tools as a raw TypeError (contiguity 'sets'), or
-    # built a model until the time limit ran out ('stages')
-    for contiguity in ("sets", "stages", "none"):
-        result = placement.solve(CHAIN4, method="milp", contiguity=contiguity, accelerators=10**40, stages=10**30,
-                                 time_limit=30)
+    # built a model until the time limit ran out ('stages'); for latency the warm start never ended
+    for options in ({"contiguity": "sets"}, {"contiguity": "stages"}, {"contiguity": "none"},
+                    {"objective": "latency"}):
+        result = placement.solve(CHAIN4, method="milp", accelerators=10**40, stages=10**30, time_limit=30, **options)
         assert (result.status, result.plan) == ("infeasible", ())
         assert result.message.startswith("no plan has 1000000000000000000000000000000 non-empty devices: the graph "
                                          "has 4 colour classes (nodes of one colour share a device)")
+
+
+def test_the_milp_on_more_devices_than_any_plan_uses_solves_as_on_as_many_as_nodes():
+    # 10**40 accelerators plan as four would (one node each at most). chain4 is
+    # a (4) -1-> b (3) -0.5-> c (2) -1-> d (5): d's device pays at least 5 + 1 in (with c: 7 + 0.5 in), and
+    # each node alone makes max(4 + 1, 1 + 3 + 0.5, 0.5 + 2 + 1, 1 + 5) = 6; for latency the whole chain on
+    # one accelerator, 4 + 3 + 2 + 5 = 14, is the longest-path bound that no plan beats
+    for options, value in (({"contiguity": "none"}, 6.0), ({"objective": "latency"}, 14.0)):
+        result = placement.solve(CHAIN4, method="milp", accelerators=10**40, time_limit=30, **options)
+        assert (result.status, result.value) == ("optimal", value)

@@ -110,3 +110,19 @@ def test_many_device_types_run_on_fewer_devices_whose_plans_are_the_graphs():
     exact = solve_coarse_chain(problem, stages=3)
     assert exact.status is Status.FEASIBLE and exact.plan.non_empty == 3
     assert evaluate(problem, exact.plan, "stages").valid
+
+
+def test_a_type_of_astronomically_many_devices_is_cut_to_the_combinations_at_once():
+    """One device fewer at a time took 10**40 steps (10**7 took ten seconds): a count above the combinations
+    goes down to them first, where the one-at-a-time cut would pass too, so both cuts end alike."""
+    from placement.problem.instance import DeviceType, Edge, Instance, Node
+    from placement.solvers.chain_dp import COARSE_COMBINATIONS, fewer_devices
+
+    nodes = tuple(Node(v, f"n{v}", (1.0, 2.0)) for v in range(6))
+    edges = tuple(Edge(v, v + 1) for v in range(5))
+    counts = []
+    for many in (10 ** 40, COARSE_COMBINATIONS + 1):
+        problem = Instance(nodes, edges, (DeviceType("fast", many), DeviceType("slow", 3)))
+        counts.append([t.count for t in fewer_devices(problem).device_types])
+    # (c + 1) * (3 + 1) <= COARSE_COMBINATIONS = 156,250: the fast type keeps 39,061 and the slow its three
+    assert counts == [[COARSE_COMBINATIONS // 4 - 1, 3]] * 2

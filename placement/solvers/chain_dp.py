@@ -156,6 +156,8 @@ def fewer_devices(problem: Instance, most: int = COARSE_COMBINATIONS) -> Instanc
         return problem
     slow = {t.name: math.fsum(n.times[k] if n.times[k] is not None else math.inf for n in problem.nodes)
             for k, t in enumerate(problem.device_types)}
+    # the loop below takes the counts above ``most`` down to ``most`` before any other: at once here
+    counts = {name: min(count, most) for name, count in counts.items()}
     while math.prod(c + 1 for c in counts.values()) > most:
         name = max(counts, key=lambda k: (counts[k], slow[k]))
         counts[name] -= 1

@@ -57,6 +57,20 @@ def _check_options(time_limit: object, gap: object, threads: object) -> None:
         raise InvalidParameterError("threads", f"must be a positive integer, not {threads!r}")
 
 
+def more_stages_than_classes(problem: Instance, stages: int | None, objective: str, contiguity: str,
+                             started: float) -> Solution | None:
+    """The MILP's answer where ``stages`` (exactly that many non-empty devices) exceeds the colour classes:
+    ``infeasible``, since each non-empty device holds one class or more; else ``None``."""
+    classes = len(problem.colour_classes())
+    if stages is None or stages <= classes:
+        return None
+    return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "milp", objective_kind=objective,
+                    contiguity=contiguity, runtime_s=time.perf_counter() - started,
+                    stats={"nodes": len(problem.nodes), "colour_classes": classes, "stages": stages},
+                    message=f"no plan has {stages} non-empty devices: the graph has {classes} colour "
+                            f"class{'' if classes == 1 else 'es'} (nodes of one colour share a device)")
+
+
 def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "throughput",
                backend: str = "cp-sat", time_limit: float = DEFAULT_TIME_LIMIT, gap: float = 0.0,
                threads: int = 1, seed: int = 0, log_path: str | None = None, warm_start: Plan | None = None,
@@ -93,13 +107,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     check_backend_available(backend)
     check_objective(problem, objective)
     stages = stage_count(problem, stages)
-    classes = len(problem.colour_classes())
-    if stages is not None and stages > classes:   # each non-empty device holds a whole colour class or more
-        return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "milp", objective_kind=objective,
-                        contiguity=contiguity, runtime_s=time.perf_counter() - started,
-                        stats={"nodes": len(problem.nodes), "colour_classes": classes, "stages": stages},
-                        message=f"no plan has {stages} non-empty devices: the graph has {classes} colour "
-                                f"class{'' if classes == 1 else 'es'} (nodes of one colour share a device)")
+    too_many = more_stages_than_classes(problem, stages, objective, contiguity, started)
+    if too_many is not None:
+        return too_many
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,
