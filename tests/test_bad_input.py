@@ -457,6 +457,48 @@ def test_a_two_type_node_field_beside_device_types_is_refused(tmp_path, field):
                                "a node's 'times' give its time on each type (null: unsupported there)")
 
 
+@pytest.mark.parametrize("where, field, meant", [
+    # each was ignored: the classes dropped, every node a forward one, sizes 0 against the memory bound
+    ("node", "colourClass", "colorClass"), ("node", "isBackward", "isBackwardNode"), ("node", "sizes", "size"),
+    ("node", "backward", "isBackwardNode"), ("node", "ColorClass", "colorClass"),
+    ("edge", "SIZE", "size"), ("edge", "source", "sourceId"),
+])
+def test_a_misspelt_node_or_edge_field_is_refused_not_ignored(tmp_path, where, field, meant):
+    data = instance()
+    obj = data["nodes"][1] if where == "node" else data["edges"][1]
+    value = obj.pop(meant, 1)
+    obj[field] = value
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    place = "node 2" if where == "node" else "edge #1" if meant == "sourceId" else "edge 2 -> 3"
+    assert str(info.value) == (f"{path}: {place}: unknown field {field!r}; did you mean {meant!r}? (a field this "
+                               "like one the format reads is refused, not ignored)")
+
+
+def test_other_node_and_edge_fields_are_ignored(tmp_path):
+    """The model importers' records, and a field beside the known one it resembles, change nothing."""
+    plain = read_instance(write(tmp_path, instance()))
+    extra = {"layerId": 3, "flops": 1e9, "bytes": 2048, "module": "encoder.0", "TMPCs": [], "uid": "n",
+             "sizes": [1, 2]}
+    data = instance(nodes=[node(i, **extra) for i in (1, 2, 3)],
+                    edges=[edge(1, 2, communicationCost=7, costs=9), edge(2, 3, 0.25, weight=1)])
+    assert read_instance(write(tmp_path, data)) == plain
+
+
+@pytest.mark.parametrize("field, fields", [("times", "'supportedOnFpga', 'fpgaLatency' and 'cpuLatency'"),
+                                           ("weightTimes", "'fpgaWeightLatency' and 'cpuWeightLatency'")])
+def test_a_device_type_node_field_in_the_two_type_format_is_refused(tmp_path, field, fields):
+    """Without ``deviceTypes`` a node's ``times`` were ignored, the node's latencies deciding."""
+    data = instance()
+    data["nodes"][2][field] = {"accelerator": 0.5, "cpu": 1}
+    path = write(tmp_path, data)
+    with pytest.raises(InvalidInstanceError) as info:
+        read_instance(path)
+    assert str(info.value) == (f"{path}: node 3: field {field!r} goes with 'deviceTypes'; in the two-type format "
+                               f"a node gives {fields}")
+
+
 def test_fits_on_cpu_only(tmp_path):
     """A node too big for the accelerator or unsupported there is fine when a CPU exists."""
     data = with_node(with_node(instance(), 1, size=1000), 2, supportedOnFpga=0)

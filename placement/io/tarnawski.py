@@ -21,8 +21,11 @@ times, ``"fpgaWeightLatency"`` and ``"cpuWeightLatency"`` (both, in the two-type
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import math
 import numbers
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +97,17 @@ TWO_TYPE_NODE_FIELDS = ("supportedOnFpga", "fpgaLatency", "cpuLatency", "fpgaWei
 TOP_LEVEL_FIELDS = ("nodes", "edges", *TWO_TYPE_FIELDS, "deviceTypes", "about")
 #: the fields of an entry of ``deviceTypes``
 DEVICE_TYPE_FIELDS = ("name", "count", "memory", "paysComm")
+#: a node's fields in either format besides its times; others (the model importers record ``layerId``,
+#: ``flops``, ``module`` and more) are ignored, unless :func:`_refuse_misread_fields` refuses them
+COMMON_NODE_FIELDS = ("id", "name", "isBackwardNode", "colorClass", "size")
+#: a node's times with ``deviceTypes``
+CATALOGUE_NODE_FIELDS = ("times", "weightTimes")
+#: the fields of an edge
+EDGE_FIELDS = ("sourceId", "destId", "cost", "size")
+#: how alike (:class:`difflib.SequenceMatcher`'s ratio, case ignored) an unknown field must be to a known
+#: one that its object lacks to be read as a misspelling of it: ``colourClass``, ``isBackward``, ``sizes``,
+#: ``source`` are, ``layerId``, ``flops``, ``bytes``, ``TMPCs`` (at most 0.6) are not
+NEAR_MISS = 0.7
 
 
 def _check_top_level(data: dict, top: str) -> None:
@@ -133,6 +147,13 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     if not isinstance(raw_edges, list):
         raise InvalidInstanceError(f"{top}: field 'edges' must be an array, got {json_type_name(raw_edges)}")
 
+    if catalogue is None:
+        _refuse_misread_fields(raw_nodes, (*COMMON_NODE_FIELDS, *TWO_TYPE_NODE_FIELDS), _node_place,
+                               {"times": "'supportedOnFpga', 'fpgaLatency' and 'cpuLatency'",
+                                "weightTimes": "'fpgaWeightLatency' and 'cpuWeightLatency'"})
+    else:
+        _refuse_misread_fields(raw_nodes, (*COMMON_NODE_FIELDS, *CATALOGUE_NODE_FIELDS), _node_place, {})
+    _refuse_misread_fields(raw_edges, EDGE_FIELDS, _edge_place, {})
     plain = _plain_edges(raw_edges)
     costs, edges = plain if plain is not None else _read_edges(raw_edges)
     nodes = _plain_nodes(raw_nodes, costs) if catalogue is None else None
@@ -142,6 +163,40 @@ def parse_instance(data: Any, name: str = "") -> Instance:
     if catalogue is None:
         return make_two_type_problem(nodes, edges, accelerators, cpus, memory, name, quantum)
     return Instance(tuple(nodes), tuple(edges), catalogue, name, quantum)
+
+
+def _node_place(k: int, node: dict) -> str:
+    """How errors name the ``k``-th node: by its id where that is an integer."""
+    return f"node {node['id']}" if type(node.get("id")) is int else f"node #{k}"
+
+
+def _edge_place(k: int, edge: dict) -> str:
+    """How errors name the ``k``-th edge: by its ends where they are integers."""
+    ends = edge.get("sourceId"), edge.get("destId")
+    return f"edge {ends[0]} -> {ends[1]}" if all(type(end) is int for end in ends) else f"edge #{k}"
+
+
+def _refuse_misread_fields(objects: list, known: tuple[str, ...], place: Callable[[int, dict], str],
+                           other_format: dict[str, str]) -> None:
+    """Refuse the fields of ``objects`` (nodes or edges) that ignoring would turn into another plan without a
+    word: one of ``other_format`` (read with ``deviceTypes`` only; its value names this format's fields), and
+    an unknown field alike (:data:`NEAR_MISS`) a ``known`` one that its object lacks, a misspelling of it:
+    ``colourClass`` would drop the colour classes, ``isBackward`` make every node a forward one. Any other
+    unknown field is ignored, as the model importers' records are."""
+    dicts = [obj for obj in objects if isinstance(obj, dict)]
+    lowered = {field.lower(): field for field in known}
+    for field in sorted(set(itertools.chain.from_iterable(dicts)) - set(known), key=str):
+        if field in other_format:
+            k, obj = next((k, obj) for k, obj in enumerate(objects) if isinstance(obj, dict) and field in obj)
+            raise InvalidInstanceError(f"{place(k, obj)}: field {field!r} goes with 'deviceTypes'; in the two-type "
+                                       f"format a node gives {other_format[field]}")
+        for near in difflib.get_close_matches(str(field).lower(), lowered, n=len(lowered), cutoff=NEAR_MISS):
+            meant = lowered[near]
+            misread = next(((k, obj) for k, obj in enumerate(objects)
+                            if isinstance(obj, dict) and field in obj and meant not in obj), None)
+            if misread is not None:
+                raise InvalidInstanceError(f"{place(*misread)}: unknown field {field!r}; did you mean {meant!r}? (a "
+                                           "field this like one the format reads is refused, not ignored)")
 
 
 def _time_quantum(about: Any) -> float:
