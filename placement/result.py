@@ -264,8 +264,9 @@ class Result:
         if kind not in OBJECTIVES:
             raise InvalidPlanError(f"field 'objective_kind' must be one of {', '.join(map(repr, OBJECTIVES))}, "
                                    f"not {kind!r}")
-        from placement.io.plans import node_ids, read_overrides
+        from placement.io.plans import node_ids, read_overrides, refuse_misspelt_device_fields
 
+        refuse_misspelt_device_fields(devices, "devices")
         stages = []
         for k, d in enumerate(devices):
             _require_object(d, f"devices[{k}]")

@@ -212,3 +212,27 @@ def test_other_device_types_appear_in_devices_only():
     assert [d["type"] for d in data["devices"]] == ["gpu", ACCELERATOR]
     assert parse_plan(data) == plan
     assert data["maxLoad"] == 3.0
+
+
+@pytest.mark.parametrize("key, field, meant", [("devices", "call", "calls"), ("devices", "W_tasks", "w_tasks"),
+                                               ("fpgas", "Nodes", "nodes")])
+def test_a_misspelt_device_field_is_refused_by_both_readers(tmp_path, chain, key, field, meant):
+    """A device entry's ``call`` was ignored, the device then running its nodes as one call; a field beside
+    the one it resembles (``load`` and ``loads``) is another field and ignored."""
+    plan = Plan((DeviceAssignment(A, (1, 2)), DeviceAssignment(C, (3,))))
+    data = written(chain, plan)
+    if key == "fpgas":
+        data.pop("devices")
+    data[key][0]["loads"] = [1]
+    assert read_plan(write(tmp_path, data)) == plan
+    data[key][0][field] = data[key][0].pop(meant, [[1], [2]])
+    path = write(tmp_path, data)
+    message = f"{key}[0]: unknown field {field!r}; did you mean {meant!r}? (a field this like one the format " \
+              "reads is refused, not ignored)"
+    with pytest.raises(InvalidPlanError) as caught:
+        read_plan(path)
+    assert str(caught.value) == f"{path}: {message}"
+    if key == "devices":
+        with pytest.raises(InvalidPlanError) as caught:
+            placement.Result.from_json(data)
+        assert str(caught.value) == message

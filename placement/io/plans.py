@@ -35,6 +35,7 @@ from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, PlacementError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, json_value_text, load_json
+from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
 
@@ -94,6 +95,20 @@ def parse_plan(data: Any) -> Plan:
 #: the fields of a plan document that place nodes on devices: a document has at least one of them
 PLACING_FIELDS = ("devices", "fpgas", "cpus")
 
+#: the fields of a device entry (``devices``, ``fpgas``, ``cpus``); others are ignored, but a misspelling
+#: of one of these is refused
+DEVICE_FIELDS = ("type", "load", "memory", "nodes", "calls", "b_tasks", "w_tasks")
+
+
+def refuse_misspelt_device_fields(raw: list, key: str) -> None:
+    """Refuse a misspelt field (:mod:`placement.misspelling`) in the device entries ``raw`` of the plan
+    document's field ``key``: a ``call`` or ``w_task`` ignored would run another schedule than the file's."""
+    misspelt = misspelt_field(raw, DEVICE_FIELDS)
+    if misspelt is not None:
+        k, field, meant = misspelt
+        raise InvalidPlanError(f"{key}[{k}]: {misspelling_message(field, meant)}")
+
+
 #: the statuses of a solve that found no plan, as a plan document records them
 NO_PLAN_STATUSES = ("infeasible", "no_solution")
 
@@ -112,6 +127,7 @@ def _device_list(raw: Any, key: str, type_name: str | None) -> tuple[DeviceAssig
     """The devices of one list field; ``type_name`` None means each entry names its own ``type``."""
     if not isinstance(raw, list):
         raise InvalidPlanError(f"field {key!r} must be an array, got {json_type_name(raw)}")
+    refuse_misspelt_device_fields(raw, key)
     devices = []
     for k, dev in enumerate(raw):
         where = f"{key}[{k}]"

@@ -21,8 +21,6 @@ times, ``"fpgaWeightLatency"`` and ``"cpuWeightLatency"`` (both, in the two-type
 
 from __future__ import annotations
 
-import difflib
-import itertools
 import math
 import numbers
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from typing import Any
 
 from placement.errors import InvalidInstanceError
 from placement.jsonfile import json_type_name, json_value_text, parse_file
+from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
 
@@ -104,10 +103,6 @@ COMMON_NODE_FIELDS = ("id", "name", "isBackwardNode", "colorClass", "size")
 CATALOGUE_NODE_FIELDS = ("times", "weightTimes")
 #: the fields of an edge
 EDGE_FIELDS = ("sourceId", "destId", "cost", "size")
-#: how alike (:class:`difflib.SequenceMatcher`'s ratio, case ignored) an unknown field must be to a known
-#: one that its object lacks to be read as a misspelling of it: ``colourClass``, ``isBackward``, ``sizes``,
-#: ``source`` are, ``layerId``, ``flops``, ``bytes``, ``TMPCs`` (at most 0.6) are not
-NEAR_MISS = 0.7
 
 
 def _check_top_level(data: dict, top: str) -> None:
@@ -180,23 +175,18 @@ def _refuse_misread_fields(objects: list, known: tuple[str, ...], place: Callabl
                            other_format: dict[str, str]) -> None:
     """Refuse the fields of ``objects`` (nodes or edges) that ignoring would turn into another plan without a
     word: one of ``other_format`` (read with ``deviceTypes`` only; its value names this format's fields), and
-    an unknown field alike (:data:`NEAR_MISS`) a ``known`` one that its object lacks, a misspelling of it:
-    ``colourClass`` would drop the colour classes, ``isBackward`` make every node a forward one. Any other
-    unknown field is ignored, as the model importers' records are."""
-    dicts = [obj for obj in objects if isinstance(obj, dict)]
-    lowered = {field.lower(): field for field in known}
-    for field in sorted(set(itertools.chain.from_iterable(dicts)) - set(known), key=str):
-        if field in other_format:
-            k, obj = next((k, obj) for k, obj in enumerate(objects) if isinstance(obj, dict) and field in obj)
+    a misspelling of a ``known`` one (:mod:`placement.misspelling`). Any other unknown field is ignored, as
+    the model importers' records are."""
+    for field, fields in other_format.items():
+        k, obj = next(((k, obj) for k, obj in enumerate(objects) if isinstance(obj, dict) and field in obj),
+                      (None, None))
+        if obj is not None:
             raise InvalidInstanceError(f"{place(k, obj)}: field {field!r} goes with 'deviceTypes'; in the two-type "
-                                       f"format a node gives {other_format[field]}")
-        for near in difflib.get_close_matches(str(field).lower(), lowered, n=len(lowered), cutoff=NEAR_MISS):
-            meant = lowered[near]
-            misread = next(((k, obj) for k, obj in enumerate(objects)
-                            if isinstance(obj, dict) and field in obj and meant not in obj), None)
-            if misread is not None:
-                raise InvalidInstanceError(f"{place(*misread)}: unknown field {field!r}; did you mean {meant!r}? (a "
-                                           "field this like one the format reads is refused, not ignored)")
+                                       f"format a node gives {fields}")
+    misspelt = misspelt_field(objects, known)
+    if misspelt is not None:
+        k, field, meant = misspelt
+        raise InvalidInstanceError(f"{place(k, objects[k])}: {misspelling_message(field, meant)}")
 
 
 def _time_quantum(about: Any) -> float:
