@@ -313,13 +313,30 @@ def reference(name: str):
     return total, {n: p.grad for n, p in model.named_parameters() if p.requires_grad}, statistics(model)
 
 
-def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
-    """Rank ``rank``: run stage ``rank`` of every plan with at least ``rank + 1`` stages, save its gradients."""
+def _join_group(rank: int, world: int, port: int) -> None:
+    """Join the gloo group of ``world`` ranks at ``port`` on this host, one thread each (the cores are few)."""
     torch.set_num_threads(1)
     if "lo" in {name for _, name in socket.if_nameindex()}:
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=WORLD, init_method=f"tcp://127.0.0.1:{port}",
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}",
                                          timeout=timedelta(seconds=120))
+
+
+def _run_ranks(target, args: tuple, world: int, timeout: float) -> list:
+    """Run ``target(rank, port, *args)`` in ``world`` forked processes on a free port; their exit codes."""
+    port = _free_port()
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=target, args=(rank, port, *args)) for rank in range(world)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=timeout)
+    return [w.exitcode for w in workers]
+
+
+def _worker(rank: int, port: int, plans: dict, out_dir: str) -> None:
+    """Rank ``rank``: run stage ``rank`` of every plan with at least ``rank + 1`` stages, save its gradients."""
+    _join_group(rank, WORLD, port)
     try:
         groups = {n: torch.distributed.new_group(list(range(n))) for n in STAGES if n < WORLD}
         report = {}
@@ -401,14 +418,7 @@ def test_plans_have_the_stages_asked_for_and_relay_what_later_stages_read(plans)
 
 
 def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
-    context = multiprocessing.get_context("fork")
-    port = _free_port()
-    workers = [context.Process(target=_worker, args=(rank, port, plans, str(tmp_path))) for rank in range(WORLD)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=240)
-    assert [w.exitcode for w in workers] == [0] * WORLD
+    assert _run_ranks(_worker, (plans, str(tmp_path)), WORLD, timeout=240) == [0] * WORLD
     reports = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
 
     worst = {}
@@ -456,11 +466,7 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
 
 def _build_or_refuse(rank: int, port: int, plans: list, out_dir: str) -> None:
     """Rank ``rank`` of 2: build stage ``rank`` of ``plans[rank]``, and write what build_stage said."""
-    torch.set_num_threads(1)
-    if "lo" in {name for _, name in socket.if_nameindex()}:
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}",
-                                         timeout=timedelta(seconds=120))
+    _join_group(rank, 2, port)
     try:
         try:
             plans[rank].build_stage(rank, torch.device("cpu"))
@@ -485,16 +491,8 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
     x = torch.randn(BATCH // MICROBATCHES, WIDTH)
     options = dict(devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
     inference, training = (plan_pipeline(model, (x,), training=t, **options) for t in (False, True))
-    context = multiprocessing.get_context("fork")
     for plans, expected in (([inference, training], "differ"), ([training, training], "equal")):
-        port = _free_port()
-        workers = [context.Process(target=_build_or_refuse, args=(rank, port, plans, str(tmp_path)))
-                   for rank in range(2)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join(timeout=120)
-        assert [w.exitcode for w in workers] == [0, 0]
+        assert _run_ranks(_build_or_refuse, (plans, str(tmp_path)), 2, timeout=120) == [0, 0]
         said = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
         if expected == "equal":
             assert said == ["built", "built"]
@@ -510,11 +508,7 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
 def _step_without_target_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
     """Rank ``rank`` of 2 runs its stage of ``pp`` for one step of ``x``: rank 0 gives the target too, which
     only the last stage reads; rank 1 first calls step() without it, then with it, and saves what it got."""
-    torch.set_num_threads(1)
-    if "lo" in {name for _, name in socket.if_nameindex()}:
-        os.environ["GLOO_SOCKET_IFNAME"] = "lo"
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=2, init_method=f"tcp://127.0.0.1:{port}",
-                                         timeout=timedelta(seconds=120))
+    _join_group(rank, 2, port)
     try:
         sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
         if rank == 0:
@@ -541,15 +535,7 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
     x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
     pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
-    port = _free_port()
-    context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_step_without_target_first, args=(rank, port, pp, x, y, str(tmp_path)))
-               for rank in range(2)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join(timeout=120)
-    assert [w.exitcode for w in workers] == [0, 0]
+    assert _run_ranks(_step_without_target_first, (pp, x, y, str(tmp_path)), 2, timeout=120) == [0, 0]
     report = torch.load(tmp_path / "rank1.pt")
     assert report["error"] == ("target", "target of the pipeline's step() must be given on the last stage (stage 1) "
                                          "in training: loss_fn computes each micro-batch's loss from its output and "
