@@ -223,7 +223,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     default too (``allreduce="ring"`` on an instance that is not a Piper instance).
     """
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT, INLINE
-    from placement.simulation.schedules import SCHEDULES
+    from placement.simulation.schedules import get_schedule
     from placement.simulation.simulator import ENGINES, simulate as run
     from placement.io.plans import read_plan_file, recorded_backward, recorded_objective
     from placement.simulation.split import is_split_plan, plan_split_record
@@ -266,7 +266,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         w_fraction = share if w_fraction is None else w_fraction
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
-    result = run(problem, plan, one_of("schedule", schedule, SCHEDULES),
+    result = run(problem, plan, get_schedule(schedule).name,
                  integer("microbatches", microbatches, smallest=1),
                  one_of("comm", INLINE if comm is None else comm, COMM_MODES), w_fraction,
                  one_of("engine", "heap" if engine is None else engine, ENGINES),

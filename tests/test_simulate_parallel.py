@@ -361,6 +361,12 @@ def test_bad_plans(plan, message):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"schedule": "zb"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not 'zb'"),
+    # the schedules of plans without degrees are named as such
+    ({"schedule": "1f1b-flush"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not '1f1b-flush' "
+                                 "('1f1b-flush' schedules a plan whose stages have no data- or tensor-parallel "
+                                 "degrees; 1F1B here is '1f1b')"),
+    ({"schedule": "stream"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not 'stream' "
+                             "('stream' schedules a plan whose stages have no data- or tensor-parallel degrees)"),
     ({"schedule": "interleaved", "chunks": 1}, "chunks must be at least 2 under the interleaved schedule, not 1"),
     ({"schedule": "gpipe", "chunks": 2}, "chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
     # the one chunk the schedule runs, given, is refused as solve refuses it

@@ -167,6 +167,13 @@ def test_a_timeless_backward_source_orders_no_call():
                        "use schedule='stream'"),
     ("warp", "schedule must be one of 'stream', '1f1b-async', 'gpipe', '1f1b-flush', 'split-backward', "
              "'zb-h1', 'zb-h2', not 'warp'"),
+    # Piper's schedule names were refused as if unknown, and '1f1b' left the user to find the 1F1B here
+    ("1f1b", "schedule must be one of 'stream', '1f1b-async', 'gpipe', '1f1b-flush', 'split-backward', "
+             "'zb-h1', 'zb-h2', not '1f1b' ('1f1b' schedules Piper instances, whose stages have data- and "
+             "tensor-parallel degrees: 1F1B here is '1f1b-flush', or '1f1b-async' without a flush)"),
+    ("piper", "schedule must be one of 'stream', '1f1b-async', 'gpipe', '1f1b-flush', 'split-backward', "
+              "'zb-h1', 'zb-h2', not 'piper' ('piper' schedules Piper instances, whose stages have data- and "
+              "tensor-parallel degrees)"),
 ])
 def test_schedule_must_fit_the_graph(schedule, message):
     problem = read_instance(TINY / "chain4.json")

@@ -56,6 +56,7 @@ from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
 from placement.simulation.program import check_task_count
+from placement.simulation.schedules import SCHEDULES as PIPELINE_SCHEDULES
 from placement.simulation.parallel_orders import (BACKWARD, FORWARD, GPIPE, INTERLEAVED, ONE_F_ONE_B,
                                                   PARALLEL_SCHEDULES, PIPER_SCHEDULE, gpipe, in_flight_limit,
                                                   interleaved, one_f_one_b)
@@ -158,6 +159,11 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     """
     if schedule is None:
         schedule = getattr(plan, "schedule", None) or ONE_F_ONE_B
+    if isinstance(schedule, str) and schedule not in PARALLEL_SCHEDULES and schedule in PIPELINE_SCHEDULES:
+        here = "; 1F1B here is '1f1b'" if schedule.startswith("1f1b") else ""
+        raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, PARALLEL_SCHEDULES))}, not "
+                                                f"{schedule!r} ({schedule!r} schedules a plan whose stages have no "
+                                                f"data- or tensor-parallel degrees{here})")
     one_of("schedule", schedule, PARALLEL_SCHEDULES)
     recorded = getattr(plan, "chunks", None) or 1   # model chunks per device group the plan was solved for
     given = chunks is not None

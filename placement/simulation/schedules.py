@@ -124,12 +124,18 @@ SCHEDULES: dict[str, Schedule] = {s.name: s for s in (
 )}
 
 
-def get_schedule(name: str) -> Schedule:
-    try:
+def get_schedule(name: object) -> Schedule:
+    """The schedule called ``name``; anything else is refused, and a name of Piper instances' schedules
+    (:data:`placement.parallel.timing.SCHEDULES`) with a word on what they schedule."""
+    if isinstance(name, str) and name in SCHEDULES:
         return SCHEDULES[name]
-    except KeyError:
-        raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, SCHEDULES))}, "
-                                                f"not {name!r}") from None
+    from placement.parallel.timing import SCHEDULES as PIPER_SCHEDULES
+
+    piper = ""
+    if isinstance(name, str) and name in PIPER_SCHEDULES:
+        here = ": 1F1B here is '1f1b-flush', or '1f1b-async' without a flush" if name == "1f1b" else ""
+        piper = f" ({name!r} schedules Piper instances, whose stages have data- and tensor-parallel degrees{here})"
+    raise InvalidParameterError("schedule", f"must be one of {', '.join(map(repr, SCHEDULES))}, not {name!r}{piper}")
 
 
 def warmup_forwards(stage: int, n_stages: int, microbatches: int) -> int:
