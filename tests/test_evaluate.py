@@ -187,6 +187,13 @@ def test_too_many_devices_of_a_type(small):
     assert ev.violations == ("device type accelerator: 2 devices used, but only 1 exists",)
 
 
+def test_a_device_of_a_type_the_instance_has_none_of(triangle):
+    # it read "1 devices used, but only 0 exist"
+    no_cpu = triangle.with_devices({CPU: 0})
+    ev = evaluate(no_cpu, plan((A, [1, 2]), (C, [3])))
+    assert ev.violations == ("device type cpu: 1 device used, but none exists",)
+
+
 def test_violation_order_is_stable(small):
     p = plan(("gpu", []), (A, [2, 99, 4]), (A, [2]), (C, [3]))
     # H = 1 -> 2 -> 3 -> 4 with 1 unplaced, 2 on devices 1 and 2, 3 on 3, 4 on 1: 2 -> 3 gives 1 -> 3 and

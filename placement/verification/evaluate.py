@@ -284,8 +284,8 @@ def evaluate(problem: Instance, plan: Plan, contiguity: str = "none",
     for t in problem.device_types:
         used = sum(1 for d, dev in enumerate(plan.devices) if dev.type == t.name and device_nodes[d])
         if used > t.count:
-            violations.append(f"device type {t.name}: {used} devices used, but only {t.count} "
-                              f"{'exists' if t.count == 1 else 'exist'}")
+            exist = "none exists" if t.count == 0 else f"only {t.count} {'exists' if t.count == 1 else 'exist'}"
+            violations.append(f"device type {t.name}: {used} device{'' if used == 1 else 's'} used, but {exist}")
 
     stages = stages_violations(problem, where, len(plan.devices))
     # a plan in stages is in sets (every set is then an interval of a pipeline order): the sets check
