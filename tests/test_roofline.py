@@ -98,6 +98,10 @@ def test_user_catalogues_add_and_replace_devices(tmp_path):
      "device 'x': an accelerator needs 'links' and a 'default_link' (transfer costs use them)"),
     ({"kind": "accelerator", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "links": {"a": 1},
       "default_link": "b"}, "device 'x': default_link 'b' is not one of its links"),
+    # ignored, a misspelt overhead left every kernel free
+    ({"kind": "cpu", "peak_flops": {"fp32": 1}, "memory_bandwidth": 1, "memory": 1, "op_overheads": 5e-6},
+     "device 'x': unknown field 'op_overheads'; did you mean 'op_overhead'? (a field this like one the format reads "
+     "is refused, not ignored)"),
 ])
 def test_bad_catalogue_entries_name_the_device_and_field(tmp_path, entry, message):
     path = tmp_path / "bad.json"
@@ -105,6 +109,12 @@ def test_bad_catalogue_entries_name_the_device_and_field(tmp_path, entry, messag
     with pytest.raises(InvalidInstanceError) as err:
         load_catalogue([path])
     assert str(err.value) == f"{path}: {message}"
+
+
+def test_other_catalogue_fields_are_ignored():
+    entry = {"kind": "cpu", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11, "memory": 2 ** 30}
+    noted = parse_catalogue({"devices": {"x": {**entry, "vendor": "ACME", "notes": ["a test device"]}}})
+    assert noted == parse_catalogue({"devices": {"x": entry}})
 
 
 def test_catalogue_file_errors(tmp_path):

@@ -39,7 +39,8 @@ replace devices with files of the same format::
 ``kind`` is ``accelerator`` (pays communication, bounded memory) or ``cpu``. ``links``
 and ``default_link`` are required for accelerators (transfer costs are computed from
 them) and optional for CPUs; ``op_overhead`` (seconds per kernel, non-negative) is optional,
-0 when absent; ``sources`` is optional.
+0 when absent; ``sources`` is optional. Other fields are ignored, but for a misspelling of one of these
+(:mod:`placement.misspelling`: ``op_overheads`` would leave the overhead 0), which is refused.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from typing import Any, Iterable
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import json_type_name, json_value_text, load_json
+from placement.misspelling import misspelling_message, misspelt_field
 
 #: Data types the catalogue may give peaks for, with their element sizes in bytes.
 ELEMENT_BYTES: dict[str, int] = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -148,11 +150,19 @@ def _rates(entry: dict, key: str, where: str, names: Iterable[str] | None) -> tu
     return tuple(rates)
 
 
+#: the fields of a catalogue entry
+DEVICE_FIELDS = ("kind", "model", "peak_flops", "memory_bandwidth", "memory", "links", "default_link", "sources",
+                 "op_overhead")
+
+
 def parse_device(device_id: str, entry: Any) -> DeviceSpec:
     """One catalogue entry as a :class:`DeviceSpec`; errors name the device and field."""
     where = f"device {device_id!r}"
     if not isinstance(entry, dict):
         raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+    misspelt = misspelt_field([entry], DEVICE_FIELDS)
+    if misspelt is not None:
+        raise InvalidInstanceError(f"{where}: {misspelling_message(*misspelt[1:])}")
     kind = entry.get("kind")
     if kind not in KINDS:
         raise InvalidInstanceError(f"{where}: field 'kind' must be one of {', '.join(KINDS)}, "
