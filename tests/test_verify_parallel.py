@@ -196,3 +196,39 @@ def test_interleaved_plans_that_cannot_run_are_invalid(tmp_path, capsys):
     for command in ("verify", "simulate"):
         assert main([command, str(path), str(plan)]) == 2
         assert capsys.readouterr().err == f"error: {plan}: a parallel plan must be a JSON object with a list 'stages'\n"
+
+
+@pytest.mark.parametrize("fields, note", [
+    ({"value": "x"}, "the plan file's 'value' is not a number: \"x\"; its claimed largest time per sample was "
+                     "not checked"),
+    ({"value": True}, "the plan file's 'value' is not a number: true; its claimed largest time per sample was "
+                      "not checked"),
+    ({"objective": "time-per-batch", "value": [1]}, "the plan file's 'value' is not a number: [1]; its claimed "
+                                                    "time per batch was not checked"),
+    ({"timePerBatch": {"a": 1}}, "the plan file's 'timePerBatch' is not a number: {\"a\": 1}; its claimed time "
+                                 "per batch was not checked"),
+    ({"objective": "latency"}, "the plan file's 'objective' names no objective ('throughput', 'time-per-batch'): "
+                               "\"latency\"; its claimed value was not checked"),
+])
+def test_a_claim_the_check_cannot_read_is_a_note(tmp_path, capsys, fields, note):
+    """A plan file whose value or time per batch is no number, or whose value is of no objective, was
+    passed in silence (nothing compared, nothing said), where a plan of one device per stage says so."""
+    inst = two_nodes()
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(inst.to_json()))
+    doc = json.loads(json.dumps(placement.solve(inst, schedule="1f1b").to_json()))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({**doc, **fields}))
+    assert main(["verify", str(path), str(plan)]) == 0
+    assert f"note: {note}\n" in capsys.readouterr().out
+    assert placement.verify(inst, {**doc, **fields}).notes == (note,)
+
+
+def test_a_null_claim_is_a_claim_left_out():
+    # null reads as missing, as in every file of the package: an objective of null is Piper's throughput
+    inst = two_nodes()
+    doc = json.loads(json.dumps(placement.solve(inst, schedule="1f1b").to_json()))
+    assert placement.verify(inst, {**doc, "value": None, "timePerBatch": None}).notes == ()
+    verified = placement.verify(inst, {**doc, "objective": None, "value": 1.0})
+    assert verified.notes == (f"the plan file claims value 1.0 (largest time per sample); the verified one is "
+                              f"{verified.value!r}",)

@@ -18,7 +18,9 @@ compared with these figures by the caller (:func:`refuted_claims`); they do not 
 
 from __future__ import annotations
 
+import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -124,21 +126,29 @@ def _simulated_batch(instance: PiperInstance, plan: Any) -> tuple[float | None, 
 
 def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) -> list[str]:
     """The figures a plan file's ``record`` claims (``value`` of its ``objective``, ``timePerBatch``) that
-    the verified ones refute, one sentence each; a figure the record leaves out, or one not verified,
-    is not compared."""
+    the verified ones refute, one sentence each; a figure the record leaves out (or gives as null), or one
+    not verified, is not compared. A claim that cannot be compared — a figure that is not a number, or a
+    ``value`` of an ``objective`` that names none of the objectives — is a sentence saying so."""
     if not verified.valid:
         return []
-    objective = record.get("objective", "throughput")
+    objective = record.get("objective")
     checked = {"timePerBatch": ("time per batch", verified.time_per_batch)}
-    if objective == "throughput":
+    out = []
+    if objective in (None, "throughput"):   # left out: Piper's, as solve writes it by default
         checked["value"] = ("largest time per sample", verified.value)
     elif objective == "time-per-batch":
         checked["value"] = ("time per batch", verified.time_per_batch)
-    out = []
+    elif record.get("value") is not None:
+        out.append(f"the plan file's 'objective' names no objective ('throughput', 'time-per-batch'): "
+                   f"{json.dumps(objective, default=repr)[:40]}; its claimed value was not checked")
     for key, (what, value) in checked.items():
         claim = record.get(key)
-        if (isinstance(claim, (int, float)) and not isinstance(claim, bool) and value is not None
-                and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300)):
+        if claim is None:
+            continue
+        if isinstance(claim, bool) or not isinstance(claim, numbers.Real) or not math.isfinite(claim):
+            out.append(f"the plan file's {key!r} is not a number: {json.dumps(claim, default=repr)[:40]}; its "
+                       f"claimed {what} was not checked")
+        elif value is not None and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300):
             out.append(f"the plan file claims {key} {claim!r} ({what}); the verified one is {value!r}")
     return out
 
