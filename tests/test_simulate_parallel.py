@@ -368,6 +368,8 @@ def test_bad_plans(plan, message):
     ({"schedule": "stream"}, "schedule must be one of 'gpipe', '1f1b', 'piper', 'interleaved', not 'stream' "
                              "('stream' schedules a plan whose stages have no data- or tensor-parallel degrees)"),
     ({"schedule": "interleaved", "chunks": 1}, "chunks must be at least 2 under the interleaved schedule, not 1"),
+    ({"schedule": "interleaved"}, "chunks must be given under the interleaved schedule (model chunks per device "
+                                  "group, at least 2): the plan records none"),
     ({"schedule": "gpipe", "chunks": 2}, "chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
     # the one chunk the schedule runs, given, is refused as solve refuses it
     ({"schedule": "gpipe", "chunks": 1}, "chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
@@ -459,7 +461,11 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
                            "tensor-parallel stages; see placement simulate --help)"),
     (["--engine", "heap", "--comm", "link"], "error: --comm, --engine do not apply to a Piper instance (its plans run "
                                              "data- and tensor-parallel stages; see placement simulate --help)"),
-    (["--schedule", "interleaved"], "error: --chunks must be at least 2 under the interleaved schedule, not 1"),
+    # a plan of one chunk per stage, and no --chunks: the count is asked for, not said to be 1
+    (["--schedule", "interleaved"], "error: --chunks must be given under the interleaved schedule (model chunks "
+                                    "per device group, at least 2): the plan records none"),
+    (["--schedule", "interleaved", "--chunks", "1"], "error: --chunks must be at least 2 under the interleaved "
+                                                     "schedule, not 1"),
     # the plan's one chunk, typed under a schedule that is not interleaved: refused as solve refuses it
     (["--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to 'gpipe'"),
     (["--schedule", "1f1b", "--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to "

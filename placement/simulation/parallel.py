@@ -174,6 +174,9 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     if recorded > 1 and schedule != INTERLEAVED:
         raise InvalidParameterError("schedule", f"{schedule!r} cannot run the plan, which is interleaved ({recorded} "
                                                 f"model chunks per device group); use 'interleaved'")
+    if schedule == INTERLEAVED and not given and chunks < 2:   # a default of 1 the caller never gave
+        raise InvalidParameterError("chunks", "must be given under the interleaved schedule (model chunks per "
+                                              "device group, at least 2): the plan records none")
     if schedule == INTERLEAVED and chunks < 2:
         raise InvalidParameterError("chunks", f"must be at least 2 under the interleaved schedule, not {chunks}")
     if schedule != INTERLEAVED and given:   # whatever its value: 1 too, as solve refuses it
