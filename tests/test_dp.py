@@ -122,12 +122,14 @@ def test_ideal_limit_message():
     assert count_ideals(contract(problem).succ) == 6
     with pytest.raises(LimitExceededError, match=r"^more than 5 ideals in the contracted graph \(4 supernodes\)"):
         solve_dp(problem, max_ideals=5)
+    with pytest.raises(LimitExceededError, match=r"^more than 1 ideal in the contracted graph \(4 supernodes\)"):
+        solve_dp(problem, max_ideals=1)   # it said "more than 1 ideals"
     # one node: the ideals {} and {a}, over one supernode (said so, not "1 supernodes")
     import placement
 
     single = placement.load({"maxSizePerFPGA": 10, "maxFPGAs": 1, "maxCPUs": 0, "edges": [],
                              "nodes": [{"id": 0, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 1, "size": 1}]})
-    with pytest.raises(LimitExceededError, match=r"^more than 1 ideals in the contracted graph \(1 supernode\);"):
+    with pytest.raises(LimitExceededError, match=r"^more than 1 ideal in the contracted graph \(1 supernode\);"):
         solve_dp(single, max_ideals=1)
 
 

@@ -659,3 +659,11 @@ def test_planner_plan_of_gnmt():
                                                                           rel=1e-12)
         assert simulated.time_per_sample == pytest.approx(model.value, rel=1e-12)
         assert simulated.time_per_batch == pytest.approx(time_per_batch(instance, run), rel=1e-12)
+
+
+def test_one_micro_batch_per_batch_is_said_so():
+    from placement.report.parallel_simulation import format_parallel_simulation
+
+    instance = chain([1, 1], m=1)
+    text = format_parallel_simulation(simulate_parallel(instance, one_per_stage(instance, [1, 1]), "gpipe"))
+    assert ", 1 micro-batch per batch, " in text   # it said "1 micro-batches"

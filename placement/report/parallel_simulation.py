@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from placement.report.table import cell, format_table
 from placement.simulation.parallel import ParallelSimulation
+from placement.wording import counted
 
 
 def format_parallel_simulation(result: ParallelSimulation, title: str = "") -> str:
@@ -13,7 +14,8 @@ def format_parallel_simulation(result: ParallelSimulation, title: str = "") -> s
     if title:
         lines.append(f"instance        {title}")
     chunks = f", {result.chunks} chunks per rank" if result.chunks > 1 else ""
-    lines.append(f"schedule        {result.schedule}{chunks}, {result.microbatches} micro-batches per batch, "
+    microbatches = counted(result.microbatches, "micro-batch", "micro-batches")
+    lines.append(f"schedule        {result.schedule}{chunks}, {microbatches} per batch, "
                  f"forward share {result.forward_share:.6g}, all-reduce {result.allreduce}")
     lines.append(f"time per batch  {result.time_per_batch:.9g}  (fill, drain and all-reduce included)")
     lines.append(f"time per sample {result.time_per_sample:.9g}  (largest busy time of a replica / micro-batches: "

@@ -432,7 +432,7 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
 
 def _too_many_ideals(contraction: Contraction, max_ideals: int) -> LimitExceededError:
     return LimitExceededError(
-        f"more than {max_ideals:,} ideals in the contracted graph ({counted(contraction.size, 'supernode')}); "
+        f"more than {counted(max_ideals, 'ideal')} in the contracted graph ({counted(contraction.size, 'supernode')}); "
         "the DP over ideals would need too much time and memory. Raise the limit max_ideals "
         "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), "
         "or coarsen the graph by giving nodes that belong together one colour class", "max_ideals")
