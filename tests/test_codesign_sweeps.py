@@ -428,6 +428,15 @@ def test_generated_models_are_model_files():
     assert str(caught.value).startswith("models lists 'gnmt', neither a model file nor one of bert-base-training, ")
 
 
+def test_a_relative_model_path_that_is_no_file_names_the_working_directory(tmp_path, monkeypatch):
+    # a sweep file listing "mlp.json" beside it, run from another folder, was told of no folder at all
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(sweep.SweepSpec(models=("mlp.json",), chips=(1,), budgets=((606.68, 280.0),)), "unused.jsonl")
+    assert str(caught.value).startswith(f"models lists 'mlp.json', neither a model file (a relative path is read "
+                                        f"from the working directory, {Path.cwd()}) nor one of bert-base-training, ")
+
+
 @needs_dask
 def test_docs_examples_run(monkeypatch):
     import contextlib

@@ -458,8 +458,13 @@ def _known_model(model: str) -> bool:
 
 
 def _unknown_model(model: str) -> str:
+    """What is said of ``model``, neither a model file nor a generated model: a relative path (a name with a
+    folder or a suffix) is read from the working directory, not the sweep file's folder, which is named."""
     from placement.zoo.codesign_models import model_names
-    return f"{model!r}, neither a model file nor one of {', '.join(model_names())}"
+    path = Path(model)
+    relative = not path.is_absolute() and (path.suffix or len(path.parts) > 1)
+    where = f" (a relative path is read from the working directory, {Path.cwd()})" if relative else ""
+    return f"{model!r}, neither a model file{where} nor one of {', '.join(model_names())}"
 
 
 def sweep_model(model: str) -> Any:
