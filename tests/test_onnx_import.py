@@ -1006,3 +1006,27 @@ def test_an_input_returned_as_given_keeps_its_shape_whatever_its_output_declares
     imported = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), dims=dims)
     assert [(op.name, op.flops) for op in imported.ops] == [("mm", 120.0)]
     assert imported.returned_inputs == ("X",)
+
+
+def test_a_slice_with_a_negative_step_is_torch_s_flip_a_copy():
+    """Both exporters write ``torch.flip`` as a ``Slice`` of step -1 (steps an initializer or a ``Constant``);
+    PyTorch cannot stride backwards, so its ``flip`` is a copy kernel, as the torch importer costs it. A
+    ``Slice`` of positive steps (``x[:, ::2]``) is a strided view."""
+    def sliced(step, constant):
+        arrays = {name: np.array([value], dtype=np.int64)
+                  for name, value in (("starts", -1 if step < 0 else 0), ("ends", -2**63 if step < 0 else 4),
+                                      ("axes", 1), ("steps", step))}
+        made = [helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array))
+                for name, array in arrays.items()] if constant else []
+        model = _graph([*made, helper.make_node("Slice", ["X", *arrays], ["S"], name="/f/Slice"),
+                        helper.make_node("Relu", ["S"], ["Y"], name="/r/Relu")], [("X", [2, 4])], ["Y"])
+        if not constant:
+            model.graph.initializer.extend(numpy_helper.from_array(array, name) for name, array in arrays.items())
+        graph = graph_from_onnx(model, "flip")
+        return [(op.kind, op.bytes_moved, op.kernels) for op in graph.ops if op.target != "Constant"]
+    for constant in (False, True):
+        # flip: reads 32 B and its four int64 arguments (32 B), writes 32 B, one kernel; the Relu reads and
+        # writes 32 B
+        assert sliced(-1, constant) == [("copy", 96.0, 1), ("pointwise", 64.0, 1)]
+        # every other column: a view (2 x 2 elements, 16 B, for the Relu to read and write)
+        assert sliced(2, constant) == [("view", 0.0, 0), ("pointwise", 32.0, 1)]

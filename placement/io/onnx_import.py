@@ -81,7 +81,8 @@ views move nothing and launch no kernel: Reshape, Flatten, Squeeze, Unsqueeze, I
 and the layout operators PyTorch runs as strided views (Transpose, Split, Slice, Expand,
 Shape, Size, a Gather of one scalar index, which is torch's ``select``), and an inference
 Dropout (no ``training_mode`` input), which returns its input; gathers read their indices
-and the gathered rows and write their output.
+and the gathered rows and write their output. A Slice with a negative step is ``torch.flip``,
+which the exporters write so and PyTorch runs as a copy (a stride cannot be negative): a copy here.
 
 Nodes the exporter wrote for one PyTorch kernel are one operator
 (:mod:`placement.io.onnx_fusion`): a bias or scale ``Add``/``Mul`` with the matmul,
@@ -575,12 +576,16 @@ def _cast_type(node: Any) -> str | None:
         return None
 
 
-def _kind(node: Any, ins: list[_Tensor | None]) -> str:
+def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = None) -> str:
     """The cost kind of a node: :data:`KINDS`, with a ``Gather`` of one scalar index (torch's ``select``),
     an inference ``Dropout`` (no ``training_mode`` input) and a ``Cast`` to the type its input already has
-    being views."""
+    being views, and a ``Slice`` with a negative step (exporters write ``torch.flip`` so; strides cannot
+    be negative in PyTorch, whose ``flip`` copies) a copy, where its steps are among the ``known`` values."""
     if (node.domain or "ai.onnx") not in ("ai.onnx", ""):
         return "unknown"
+    if node.op_type == "Slice" and len(node.input) > 4 and node.input[4] in (known or {}):
+        if (known[node.input[4]] < 0).any():
+            return "copy"
     if node.op_type == "Gather" and len(ins) > 1 and ins[1] is not None and not ins[1].shape:
         return "view"
     if node.op_type == "Dropout" and (len(node.input) < 3 or not node.input[2]):
@@ -934,7 +939,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
         ins = [tensor(t, "input") if t else None for t in node.input]
         outs = [tensor(t, "output") if t else None for t in node.output]
-        kind = _kind(node, ins)
+        kind = _kind(node, ins, known)
         floating = [t for t in (*outs, *ins) if t is not None and t.floating]
         nodes.append(_Node(op_name, label, kind, node, tuple(ins), tuple(outs),
                            float(_flops(kind, op_type, node, ins, outs)),
