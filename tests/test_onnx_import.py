@@ -1030,3 +1030,20 @@ def test_a_slice_with_a_negative_step_is_torch_s_flip_a_copy():
         assert sliced(-1, constant) == [("copy", 96.0, 1), ("pointwise", 64.0, 1)]
         # every other column: a view (2 x 2 elements, 16 B, for the Relu to read and write)
         assert sliced(2, constant) == [("view", 0.0, 0), ("pointwise", 32.0, 1)]
+
+
+def test_an_unread_node_without_a_scope_takes_that_of_what_it_reads():
+    """The dynamo exporter writes ``return y, y`` as ``y`` and an ``Identity`` of it with no module scope,
+    both graph outputs. Nothing reads the Identity, so it has no reader to take a scope from: it takes that
+    of the node that writes what it reads, and joins that module's node, as in the torch import (it was a
+    node of its own, ``(model)``, a stage the plan could hold alone)."""
+    def scoped(node, scopes):
+        node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(scopes))
+        return node
+    model = _graph([scoped(helper.make_node("Relu", ["X"], ["A"], name="node_relu"), ["", "a", "relu"]),
+                    scoped(helper.make_node("Relu", ["A"], ["B"], name="node_relu_1"), ["", "b", "relu_1"]),
+                    helper.make_node("Identity", ["B"], ["B_alias"], name="node_Identity_0")],
+                   [("X", [2, 4])], ["B", "B_alias"])
+    graph = graph_from_onnx(model, "twice")
+    assert [op.module_path for op in graph.ops] == [("a",), ("b",), ("b",)]
+    assert [(n.name, len(n.ops)) for n in group_ops(graph, "module").nodes] == [("a", 1), ("b", 2)]

@@ -91,8 +91,9 @@ operator reads the tensors its nodes take from outside, writes its last node's o
 and counts the FLOPs of its matmul, convolution or normalisation nodes (the attention
 formula of :mod:`placement.io.torch_export`); its name is that of its main node, its
 target the node types joined by ``+``. A node without a module scope (one the exporter's
-optimiser made) takes the module path of the first node that reads it. Any other operator (another domain,
-control flow, an operator without a rule) is costed by the bytes it moves and named in a
+optimiser made) takes the module path of the first node that reads it, or, where no node reads it (the
+``Identity`` written for a value returned twice), that of the node that writes what it reads. Any other
+operator (another domain, control flow, an operator without a rule) is costed by the bytes it moves and named in a
 :class:`~placement.io.opgraph.CostModelWarning`. A control-flow operator (``If``, ``Loop``,
 ``Scan``) reads, besides its inputs, every value of the main graph its subgraphs read: those are
 edges like any other; the work inside its subgraphs is not costed. ``dtype`` overrides the type of every
@@ -603,16 +604,24 @@ def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = N
 
 
 def _inherit_paths(nodes: list[_Node]) -> list[tuple[str, ...]]:
-    """Module paths, a node without one taking that of the first node that reads its output."""
+    """Module paths, a node without one taking that of the first node that reads its output; one whose
+    outputs no node reads (the ``Identity`` the dynamo exporter writes for a value returned twice,
+    ``return y, y``), that of the node that writes the first of its inputs that a node writes."""
     readers: dict[str, int] = {}
     paths: list[tuple[str, ...] | None] = [n.path for n in nodes]
     for i in range(len(nodes) - 1, -1, -1):
         if paths[i] is None:
             later = [readers[t] for t in nodes[i].node.output if t in readers]
-            paths[i] = paths[min(later)] if later else ()
+            paths[i] = paths[min(later)] if later else None
         for t in nodes[i].node.input:
             if t:
                 readers[t] = i
+    writers: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if paths[i] is None:
+            first = next((writers[t] for t in n.node.input if t in writers), None)
+            paths[i] = paths[first] if first is not None else ()
+        writers.update((t, i) for t in n.node.output if t)
     return [p if p is not None else () for p in paths]
 
 
