@@ -6,12 +6,14 @@ from __future__ import annotations
 
 def counted(count: int, singular: str, plural: str | None = None) -> str:
     """``count`` with its noun phrase (``singular`` for one, else ``plural``, by default the singular's first
-    word with an ``s``: ``block evaluated`` -> ``blocks evaluated``); thousands separated by commas."""
+    word with an ``s``, or ``es`` after a hiss: ``block evaluated`` -> ``blocks evaluated``, ``micro-batch`` ->
+    ``micro-batches``); thousands separated by commas."""
     if count == 1:
         return f"1 {singular}"
     if plural is None:
         first, _, rest = singular.partition(" ")
-        plural = f"{first}s" + (f" {rest}" if rest else "")
+        ending = "es" if first.endswith(("s", "x", "z", "ch", "sh")) else "s"
+        plural = f"{first}{ending}" + (f" {rest}" if rest else "")
     return f"{count:,} {plural}"
 
 

@@ -12,6 +12,9 @@ def test_counted_nouns():
     assert counted(12345, "ideal") == "12,345 ideals"
     assert counted(1, "micro-batch", "micro-batches") == "1 micro-batch"
     assert counted(3, "micro-batch", "micro-batches") == "3 micro-batches"
+    # a first word ending in a hiss takes "es" (it gave "micro-batchs" unless the plural was given)
+    assert [counted(2, word) for word in ("micro-batch", "pass run", "box", "mesh")] == \
+        ["2 micro-batches", "2 passes run", "2 boxes", "2 meshes"]
 
 
 def test_a_solve_of_one_block_says_so():

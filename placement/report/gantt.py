@@ -112,7 +112,7 @@ def draw_gantt(result: SimulationResult, name: str = "") -> Any:
 
 def headline(result: SimulationResult) -> str:
     """Schedule, micro-batches, communication mode, iteration or time per sample, bubble fraction."""
-    microbatches = counted(result.microbatches, "micro-batch", "micro-batches")
+    microbatches = counted(result.microbatches, "micro-batch")
     parts = [f"{result.schedule}, {microbatches}, communication {result.comm}"]
     if result.iteration_time is not None:
         parts.append(f"iteration {result.iteration_time:.6g}")

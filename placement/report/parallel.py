@@ -25,7 +25,7 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     """The answer as text: a header, the stages (nodes, d, t, how many nodes run a TMPC other than their
     first listed — the JSON names them —, time per sample, memory, micro-batches in flight) and the Megatron-style hand-off."""
     lines = [f"instance {instance.name or '-'}: {len(instance.nodes)} nodes, {describe(result.devices, result.memory)}, "
-             f"{counted(instance.microbatches_in_batch, 'micro-batch', 'micro-batches')} per batch, "
+             f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch, "
              f"schedule {result.schedule}",
              f"status {result.status}" + (f": {result.message}" if result.message else "")]
     if result.plan is None or result.evaluation is None:

@@ -14,8 +14,7 @@ def format_parallel_simulation(result: ParallelSimulation, title: str = "") -> s
     if title:
         lines.append(f"instance        {title}")
     chunks = f", {result.chunks} chunks per rank" if result.chunks > 1 else ""
-    microbatches = counted(result.microbatches, "micro-batch", "micro-batches")
-    lines.append(f"schedule        {result.schedule}{chunks}, {microbatches} per batch, "
+    lines.append(f"schedule        {result.schedule}{chunks}, {counted(result.microbatches, 'micro-batch')} per batch, "
                  f"forward share {result.forward_share:.6g}, all-reduce {result.allreduce}")
     lines.append(f"time per batch  {result.time_per_batch:.9g}  (fill, drain and all-reduce included)")
     lines.append(f"time per sample {result.time_per_sample:.9g}  (largest busy time of a replica / micro-batches: "

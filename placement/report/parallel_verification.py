@@ -25,7 +25,7 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
         where += f" of {memory:.6g} bytes"
     chunks = f", {verified.chunks} chunks per device group" if verified.chunks > 1 else ""
     lines = [f"instance {instance.name or '-'}: checked on {where}, schedule {verified.schedule}{chunks}, "
-             f"{counted(instance.microbatches_in_batch, 'micro-batch', 'micro-batches')} per batch"]
+             f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch"]
     report = verified.report
     if report is not None and report.stages:
         rows = [["stage", "nodes", "d", "t", "time/sample", "memory", "in flight"]]

@@ -15,7 +15,7 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     if title:
         lines.append(f"instance        {title}")
     lines.append(f"schedule        {result.schedule} ({SCHEDULES[result.schedule].summary}), "
-                 f"{counted(result.microbatches, 'micro-batch', 'micro-batches')}, communication {result.comm}")
+                 f"{counted(result.microbatches, 'micro-batch')}, communication {result.comm}")
     if result.w_times:
         lines.append(f"weight grads    the instance's weight-gradient times ({result.w_fraction:.3g} of the backward "
                      "compute) run as W tasks")
