@@ -617,12 +617,15 @@ def _inherit_paths(nodes: list[_Node]) -> list[tuple[str, ...]]:
             if t:
                 readers[t] = i
     writers: dict[str, int] = {}
+    resolved: list[tuple[str, ...]] = []
     for i, n in enumerate(nodes):
-        if paths[i] is None:
+        path = paths[i]
+        if path is None:
             first = next((writers[t] for t in n.node.input if t in writers), None)
-            paths[i] = paths[first] if first is not None else ()
+            path = resolved[first] if first is not None else ()
+        resolved.append(path)
         writers.update((t, i) for t in n.node.output if t)
-    return [p if p is not None else () for p in paths]
+    return resolved
 
 
 def _outer_reads(graph: Any) -> list[str]:
