@@ -676,3 +676,13 @@ def test_instances_built_in_code_are_held_to_the_rules_of_files():
         with pytest.raises(InvalidInstanceError) as caught:
             build()
         assert str(caught.value) == message
+
+
+def test_the_readme_s_misspelling_example_prints_what_it_says(capsys):
+    import re
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M) if "colourClass" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == ("node 1: unknown field 'colourClass'; did you mean 'colorClass'? (a field "
+                                       "this like one the format reads is refused, not ignored)\n")
