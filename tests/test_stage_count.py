@@ -129,6 +129,9 @@ def test_warm_start_with_another_count_is_not_used() -> None:
     assert (solution.status, solution.objective) == (Status.OPTIMAL, 6.0)
     assert "started from a plan of value 6" in solution.message
     assert default_warm_start(problem, stages=4) is None
+    one = Plan((DeviceAssignment(ACCELERATOR, (1, 2, 3)),))
+    solution = solve_milp(problem, stages=2, warm_start=one)
+    assert "warm start ignored: the plan has 1 non-empty device, not stages=2" in solution.message
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, False, 2.5, "2"])

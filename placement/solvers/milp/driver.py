@@ -34,6 +34,7 @@ from placement.solvers.milp.heartbeat import heartbeat
 from placement.solvers.milp.interrupt import SearchInterrupted, absorb_echoes, solve_interruptibly
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.verification.evaluate import evaluate
+from placement.wording import counted
 
 #: Integer backends: the data are scaled so that no coefficient times a variable's bound in one
 #: row exceeds this (:mod:`.data`): the most that CP-SAT's answers are trusted with
@@ -121,7 +122,7 @@ def stage_count_verdict(verdict: Verdict, plan: Plan, stages: int | None) -> Ver
         return verdict
     if plan.non_empty == stages:
         return verdict
-    why = f"the plan has {plan.non_empty} non-empty devices, not stages={stages}"
+    why = f"the plan has {counted(plan.non_empty, 'non-empty device', 'non-empty devices')}, not stages={stages}"
     return Verdict(False, verdict.objective, (why, *verdict.violations))
 
 
