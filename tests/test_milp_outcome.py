@@ -166,3 +166,23 @@ def test_a_start_that_meets_the_bound_is_optimal_when_time_runs_out_before_the_s
     found = out_of_time(problem, "milp-cp-sat", "latency", "sets", time.perf_counter(), "out of time", plan,
                         lambda p: Verdict(True, 3.0, ()), 2.5)
     assert (found.status, found.objective, found.bound) == (Status.FEASIBLE, 3.0, 2.5)
+
+
+def test_a_stop_within_the_allowed_gap_is_no_claim_that_a_better_plan_refutes():
+    # with gap=0.5 a floating-point backend answers "optimal" for a plan of 8.5 beside its bound 6; the plan
+    # of 7.5 found after the solve is returned, and the backend's bound stands: it proved no optimum to refute
+    better = Plan((DeviceAssignment("cpu", (2,)),))
+    ctx = context(5.0)
+    ctx.stats["gap_allowed"] = 0.5
+    result = conclude(ctx, FloatBackend(), RawResult("optimal", objective=8.5, bound=6.0), lambda value: PLAN,
+                      lambda plan: Verdict(True, 8.5, ()), fallback=(better, 7.5))
+    assert (result.status, result.objective, result.bound) == (Status.FEASIBLE, 7.5, 6.0)
+    assert result.plan == better
+    assert result.message == "stopped within the allowed gap"
+    assert "uncertified" not in result.stats
+    # the better plan meets the bound the backend proved: that proves it optimal
+    ctx = context(5.0)
+    ctx.stats["gap_allowed"] = 0.5
+    result = conclude(ctx, FloatBackend(), RawResult("optimal", objective=8.5, bound=7.5), lambda value: PLAN,
+                      lambda plan: Verdict(True, 8.5, ()), fallback=(better, 7.5))
+    assert (result.status, result.objective, result.bound) == (Status.OPTIMAL, 7.5, 7.5)

@@ -165,7 +165,9 @@ def _concluded(ctx: Context, be: Backend, raw: RawResult, decode: Callable[[Call
     slack = tolerance * max(ctx.unit, abs(objective))
     doubt = certificate_doubt(raw, ctx, objective, solver_bound, slack)
     if fallback is not None and fallback[1] < objective:  # data rounded for the solver can rank plans apart
-        if raw.status == "optimal" and not doubt and fallback[1] < objective - slack:
+        # a stop within an allowed gap claims no optimum, so a better plan refutes nothing there
+        if (raw.status == "optimal" and not doubt and fallback[1] < objective - slack
+                and not ctx.stats.get("gap_allowed")):
             doubt = (f"{be.name} claimed its plan of {objective:.10g} optimal, but one of {fallback[1]:.10g} exists: "
                      "its proof is not used")
         plan, objective = fallback
