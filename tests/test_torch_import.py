@@ -601,6 +601,33 @@ def test_copies_are_copies_whatever_overload_carries_the_pointwise_tag():
     assert kinds == {"copy"}
 
 
+def test_every_interpolation_is_pointwise_and_a_pixel_shuffle_a_copy():
+    """F.interpolate of any mode and rank is one FLOP per output element, as ONNX's Resize, which the
+    exporters write for each; pixel_shuffle and pixel_unshuffle are copies, as ONNX's DepthToSpace and
+    SpaceToDepth. Only the 2-D nearest and bilinear kernels had a formula: the others were warned of as
+    unknown and given no FLOPs, so a 3-D decoder's two imports differed."""
+    class Resample(nn.Module):
+        def forward(self, x):
+            y = F.interpolate(x, scale_factor=2, mode="trilinear")                      # [1, 2, 4, 8, 8]
+            z = F.interpolate(y, scale_factor=0.5, mode="nearest").mean(2)              # [1, 2, 4, 4]
+            z = F.interpolate(z, scale_factor=2, mode="bicubic")                        # [1, 2, 8, 8]
+            z = F.interpolate(z, size=(4, 4), mode="bilinear", antialias=True)          # [1, 2, 4, 4]
+            z = F.interpolate(z, scale_factor=2, mode="nearest-exact")                  # [1, 2, 8, 8]
+            w = F.interpolate(z.flatten(2), scale_factor=2, mode="linear")              # [1, 2, 128]
+            return w, F.pixel_unshuffle(F.pixel_shuffle(z.repeat(1, 2, 1, 1), 2), 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Resample(), (torch.randn(1, 2, 2, 4, 4),))
+    costs = [(op.target.split("::")[1], op.kind, op.flops) for op in graph.ops if op.kind in ("pointwise", "copy")]
+    assert costs == [("upsample_trilinear3d.vec", "pointwise", 512.0), ("upsample_nearest3d.vec", "pointwise", 64.0),
+                     ("upsample_bicubic2d.vec", "pointwise", 128.0), ("_upsample_bilinear2d_aa.vec", "pointwise", 32.0),
+                     ("_upsample_nearest_exact2d.vec", "pointwise", 128.0),
+                     ("upsample_linear1d.vec", "pointwise", 256.0),
+                     ("repeat", "copy", 0.0), ("pixel_shuffle", "copy", 0.0), ("pixel_unshuffle", "copy", 0.0)]
+    assert graph.unknown == ()
+
+
 def test_a_catalogued_device_too_slow_for_the_float_range_is_refused_in_one_line(tmp_path):
     """A memory bandwidth (or link) of 1e-320 bytes/s makes the roofline times infinite: the import raised
     OverflowError from its rounding; now the instance's check names the field and where the times come

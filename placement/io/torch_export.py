@@ -141,17 +141,21 @@ GATHER = {"embedding", "index_select", "gather", "index", "take"}
 COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguous", "constant_pad_nd", "pad",
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
         "index_fill", "masked_fill", "where", "tril", "triu",
-        "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy"}
+        "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy", "pixel_shuffle",
+        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
             "zeros_like", "ones_like", "full_like", "empty_like", "empty_strided", "scalar_tensor", "linspace",
             "eye", "rand", "randn", "randint", "rand_like", "randn_like"}
+#: ``F.interpolate``'s kernels, every mode and rank (ONNX writes each as one ``Resize``)
+UPSAMPLE = {"upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
+            "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
+            "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"}
 POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "hardtanh", "silu", "mish",
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
-                      "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "upsample_nearest2d",
-                      "upsample_bilinear2d", "relu6", "hardswish", "hardsigmoid", "leaky_relu", "log_sigmoid",
-                      "log_sigmoid_forward"}
+                      "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "relu6", "hardswish",
+                      "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", *UPSAMPLE}
 DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
 POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
