@@ -343,6 +343,23 @@ def test_a_sequence_that_is_no_split_is_refused_clearly():
                               "dynamo=False")
 
 
+def test_a_sequence_built_element_by_element_is_refused_without_export_advice_that_cannot_help():
+    """torch.onnx.export writes nn.EmbeddingBag as SequenceEmpty and a Loop inserting a row per bag, with
+    optimize=True and dynamo=True, the defaults; the TorchScript exporter as a Loop whose output has no
+    static shape. The refusal advised exporting with optimize=True or dynamo=False, neither of which helps;
+    it now says where such a model can be read."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], name="empty"),
+             helper.make_node("SequenceInsert", ["empty", "x"], ["rows"], name="insert"),
+             helper.make_node("ConcatFromSequence", ["rows"], ["y"], name="concat", axis=0)]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)]), "bag")
+    assert str(err.value) == ("bag: node 'empty' (SequenceEmpty) makes or reads an ONNX sequence that is no split of "
+                              "a known tensor into parts taken at known positions, which is all the importer reads of "
+                              "sequences (placement.io.onnx_sequences); such a sequence is built element by element "
+                              "(as the exporters write nn.EmbeddingBag, in a Loop): import the PyTorch model through "
+                              "torch.export instead (placement.io.torch_export.import_torch)")
+
+
 def test_an_epilogue_is_a_bias_or_an_affine_not_any_parameter():
     """MatMul + Add(bias [16]) + Add(pos [6, 16]) + Mul(g [16]), as torch exports (linear(x) + pos) * g:
     torch runs linear (with its bias), the add and the mul, three kernels. The position embedding has

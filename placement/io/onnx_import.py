@@ -937,10 +937,16 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             op_name, suffix = f"{base}_{suffix}", suffix + 1
         used_names.add(op_name)
         if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
+            # the first sequence operator in topological order is where a sequence is made: a split (which an
+            # optimised or TorchScript export writes as a Split), or a sequence built element by element
+            remedy = ("export with optimize=True or dynamo=False" if op_type == "SplitToSequence" else
+                      "such a sequence is built element by element (as the exporters write nn.EmbeddingBag, in "
+                      "a Loop): import the PyTorch model through torch.export instead "
+                      "(placement.io.torch_export.import_torch)")
             raise InvalidInstanceError(f"{name}: node {op_name!r} ({op_type}) makes or reads an ONNX sequence that "
                                        "is no split of a known tensor into parts taken at known positions, which "
                                        "is all the importer reads of sequences (placement.io.onnx_sequences); "
-                                       "export with optimize=True or dynamo=False")
+                                       + remedy)
 
         def tensor(tensor_name: str, role: str) -> _Tensor:
             if tensor_name not in table:
