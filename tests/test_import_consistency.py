@@ -113,6 +113,7 @@ def _cases():
     causal = torch.ones(2, 1, 8, 8, dtype=torch.bool).tril()
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2,
                                     enable_nested_tensor=False)
+    decoder = nn.TransformerDecoderLayer(32, 4, 64, batch_first=True)
     return {
         "mlp": (MLP(), (torch.randn(8, 16),), {}),
         # eval-mode BatchNorm: the exporter's optimiser would fold it into the convolution (a
@@ -125,6 +126,10 @@ def _cases():
         "transformer-opset17": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),),
                                 {"opset_version": 17, "dynamo": False}),
         "encoder": (encoder.eval(), (torch.randn(2, 8, 32),), {}),  # dropout in evaluation: no operator
+        # cross-attention: the dynamo exporter splits in_proj_bias into the query's and the key-value
+        # projections' biases, which PyTorch takes as views, one linear kernel each (one layer: of two, the
+        # second would read the first's transpose of the memory, which the exporter writes once)
+        "decoder": (decoder.eval(), (torch.randn(2, 8, 32), torch.randn(2, 6, 32)), {}),
         # the default opset has Gelu, Mish, HardSwish and LayerNormalization, but no SiLU, RMSNorm,
         # thresholded softplus or log-sigmoid; opset 13 without dynamo has none of them
         "activations": (Activations(), (torch.randn(4, 8, 16),), {}),

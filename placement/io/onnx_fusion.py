@@ -6,7 +6,8 @@ that PyTorch never spends. :func:`fuse` groups the nodes of a graph (in order, c
 removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
 
 * **Epilogue**: an ``Add`` or ``Mul`` whose other operand is a parameter (an initializer
-  or a constant) of one axis (at most one dimension above 1: a bias, a per-channel scale)
+  or a constant) of one axis (at most one dimension above 1: a bias, a per-channel scale),
+  or a view of parameters of one axis (a part of a packed bias that a ``Split`` makes)
   joins the matmul, convolution or normalisation whose result it reads, through views,
   as PyTorch's kernels take them: one ``Add`` after a matmul or convolution (its bias),
   a ``Mul`` and then an ``Add`` after a normalisation (its affine weight and bias).
@@ -136,7 +137,8 @@ def fuse(nodes: Sequence[FusionNode], parameters: set[str], graph_outputs: set[s
          axis_parameters: set[str] | None = None, scalars: set[str] | None = None,
          elements: Mapping[str, int] | None = None) -> list[Group]:
     """The groups of ``nodes`` (module docstring), ordered by their exit; every node in exactly one.
-    ``axis_parameters`` are the parameters of one axis, which an epilogue may read (default: all);
+    ``axis_parameters`` are the parameters of one axis, and the views of parameters of one axis that nodes
+    make, which an epilogue may read (default: all parameters);
     ``scalars`` the parameters a decomposition may read (default: all); ``elements`` the tensors'
     element counts, by which a decomposition writes a tensor of its input's size (default: not checked)."""
     vectors = parameters if axis_parameters is None else axis_parameters
@@ -263,11 +265,12 @@ def _which_decomposition(nodes: Sequence[FusionNode], members: set[int], value: 
 
 
 def _activation(node: FusionNode, parameters: set[str], producer: dict[str, int]) -> str | None:
-    """The one operand of a binary node that is not a parameter, if the other is a parameter."""
+    """The one operand of a binary node that is not a parameter, if the other is a parameter (or a view of
+    parameters that ``parameters`` lists, which a node of the graph makes)."""
     operands = [t for t in node.inputs if t]
     if len(operands) != 2:
         return None
-    params = [t in parameters and t not in producer for t in operands]
+    params = [t in parameters for t in operands]
     if params.count(True) != 1:
         return None
     return operands[params.index(False)]

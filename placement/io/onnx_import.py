@@ -788,6 +788,19 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     return {name: found for name, found in sources.items() if name in written}, kept
 
 
+def _parameter_views(nodes: list[_Node], data: set[str]) -> set[str]:
+    """The outputs of view operators that read parameters and constants only (``data``), directly or through
+    other such views: the parts of a packed parameter, as ``nn.MultiheadAttention``'s ``in_proj_bias``, which the
+    dynamo exporter splits into the biases of the query and the key-value projections of cross-attention, and
+    PyTorch into views of it. An epilogue may read one as it reads a parameter (:mod:`.onnx_fusion`)."""
+    views: set[str] = set()
+    for n in nodes:
+        read = [t for t in n.node.input if t]
+        if n.kind == "view" and read and all(t in data or t in views for t in read):
+            views.update(t for t in n.node.output if t)
+    return views
+
+
 def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
     """The initializers of zeros that only recurrent operators read, as their initial hidden or cell state:
     the zeros torch's ``LSTM``, ``GRU`` and ``RNN`` start from when given no state, which the dynamo
@@ -966,9 +979,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
 
     paths = _inherit_paths(nodes)
     data = set(params) | constants | set(derived)
+    parts = _parameter_views(nodes, data)
     groups = fuse([FusionNode(n.node.op_type, n.kind, tuple(n.node.input), tuple(n.node.output)) for n in nodes],
                   data, {v.name for v in model.graph.output},
-                  {t for t in data if t in table and sum(d > 1 for d in table[t].shape) <= 1},
+                  {t for t in data | parts if t in table and sum(d > 1 for d in table[t].shape) <= 1},
                   {t for t in data if t in table and (table[t].numel <= 1 or not table[t].floating)},
                   {t: info.numel for t, info in table.items()})
     producers: dict[str, tuple[int, int]] = {}
