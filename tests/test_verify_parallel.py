@@ -109,6 +109,24 @@ def test_infer_from_colours_is_refused_on_a_piper_instance_whatever_its_value(va
     assert placement.verify(two_nodes(), PLAN).valid
 
 
+def test_the_text_lists_the_first_20_violations_of_an_invalid_plan_and_counts_the_rest(tmp_path, capsys):
+    """As for every other plan (README, verify): a plan of one node on a chain of 30 misses 29, and the text
+    listed all 29 where the other checks list 20; --json lists them all."""
+    nodes = tuple(PiperNode(i, f"n{i}", {1: (TMPC("x", 1.0, 0.0, 1.0, 0.0, {i - 1: 0.0} if i else {},
+                                                    {i + 1: 0.0} if i < 29 else {}),)}) for i in range(30))
+    chain = PiperInstance("chain30", 8, 100.0, 4.0, 4, nodes, tuple(PiperEdge(i, i + 1, 1.0) for i in range(29)))
+    path, plan = tmp_path / "chain30.json", tmp_path / "plan.json"
+    path.write_text(json.dumps(chain.to_json()))
+    plan.write_text(json.dumps({"schedule": "1f1b", "stages": [{"nodes": [0], "d": 1, "t": 1, "tmpcs": {"0": "x"}}]}))
+    assert main(["verify", str(path), str(plan)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("INVALID: 29 violations")
+    assert out[start + 1:start + 22] == [f"  node {v} is in no stage" for v in range(1, 21)] + [
+        "  ... and 9 more (the JSON report lists them all)"]
+    assert main(["verify", str(path), str(plan), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["violations"] == [f"node {v} is in no stage" for v in range(1, 30)]
+
+
 def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path, capsys):
     inst = two_nodes()
     path = tmp_path / "two.json"
@@ -128,7 +146,7 @@ def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path,
         {"nodes": [0, 1], "d": 4, "t": 2, "tmpcs": {"0": "x", "1": "x"}}]}))
     assert main(["verify", str(path), str(plan)]) == 1
     out = capsys.readouterr().out
-    assert "invalid: " in out and "node 0 has no TMPC for tensor-parallel degree t=2" in out
+    assert "INVALID: 1 violation\n  stage 0: node 0 has no TMPC for tensor-parallel degree t=2\n" in out
     with pytest.raises(InvalidParameterError) as raised:
         placement.verify(inst, PLAN, objective="throughput")
     assert str(raised.value) == ("objective does not apply to a Piper instance (its plan is checked on the devices "

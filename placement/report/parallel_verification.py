@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from placement.io.piper import PiperInstance
 from placement.report.parallel import node_ranges
 from placement.report.table import cell, format_table
+from placement.report.text import verdict_lines
 from placement.verification.parallel_check import ParallelVerification
 from placement.wording import counted
 
@@ -41,10 +42,7 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
         batch = (f"{cell(verified.time_per_batch)}  (one batch simulated under {verified.schedule}, Piper's "
                  "all-reduce)" if verified.time_per_batch is not None else f"-  ({verified.batch_note})")
         lines.append(f"time per batch {batch}")
-        lines.append("valid: no violations")
-    else:
-        lines.append(f"invalid: {len(verified.violations)} violation{'s' if len(verified.violations) != 1 else ''}")
-        lines += [f"  - {v}" for v in verified.violations]
+    lines += verdict_lines(tuple(verified.violations))   # the first few, as for every other plan
     ledger = verified.ledger
     if ledger is not None:
         lines.append("")
