@@ -86,3 +86,13 @@ def test_simulator_page_example_runs(monkeypatch):
         "TaskRecord(stage=0, kind='B', microbatch=0, start=14.5, end=20.0, on_link=False)"]
     assert (namespace["folder"] / "trace.json").stat().st_size > 0
     assert (namespace["folder"] / "gantt.png").stat().st_size > 0
+
+
+def test_readme_library_example_runs(monkeypatch):
+    # README, "As a library": chain4 on its two accelerators, cut after b (docs/api.md, "Five lines")
+    monkeypatch.chdir(ROOT)
+    [block] = [b for b in python_blocks(ROOT / "README.md") if 'placement.load("instances/tiny/chain4.json")' in b]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert out.getvalue().splitlines() == ["optimal 7.5 7.5 dp", "accelerator (1, 2) 7.5", "accelerator (3, 4) 7.5"]
