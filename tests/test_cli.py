@@ -175,6 +175,21 @@ def test_verify_accepts_own_plan_and_flags_broken_one(tmp_path, capsys):
     assert "stages: no pipeline order of the devices exists" in text
 
 
+def test_verify_places_the_nodes_a_split_leaves_out_with_their_colour_class(tmp_path, capsys):
+    # README, verify: a split of the training pair listing f1 and f2 only; b1 and b2 (nodes 4, 3) share
+    # their classes and go to their devices, which then carry the loads 8.5 and 11.5 of the pair's optimum
+    split = tmp_path / "forward.json"
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    assert main(["verify", str(TINY / "training-pair.json"), str(split)]) == 0
+    out = capsys.readouterr().out
+    assert "placed by colour inference: 2 nodes\nvalid: no violations\n" in out
+    assert "instance training-pair: max load 11.5\n" in out
+    assert main(["verify", str(TINY / "training-pair.json"), str(split), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert (verdict["valid"], verdict["inferred"], [d["nodes"] for d in verdict["devices"]]) == (
+        True, [3, 4], [[1, 4], [2, 3]])
+
+
 def test_verify_announces_the_check_of_a_large_graph(tmp_path, capsys, monkeypatch):
     """A graph of at least LARGE_GRAPH_NODES nodes (100,000; here lowered to chain4's 4) takes seconds to
     check: verify says when it starts reading and checking the plan and when it is done, on stderr; not
