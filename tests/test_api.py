@@ -700,7 +700,8 @@ def test_verify_applies_the_call_limit_a_latency_plan_records():
     edited["devices"] = [{"type": s.device_type, "nodes": list(s.nodes), "calls": [list(c) for c in s.calls]}
                          for s in two.plan]
     check = placement.verify(chain, edited)
-    assert not check.valid and check.violations == ("device 0 (accelerator) runs 2 calls, more than calls=1",)
+    assert not check.valid and check.violations == (
+        "device 0 (accelerator) runs 2 calls, more than the limit of 1 call per accelerator",)
     assert placement.verify(chain, edited, calls=2).valid
 
 

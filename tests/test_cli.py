@@ -610,7 +610,7 @@ def test_verify_checks_a_latency_plan_against_the_call_limit_it_records(tmp_path
     assert main(["verify", DIAMOND, str(out)]) == 1
     text = capsys.readouterr().out
     assert "note: checked with at most 1 call per accelerator, as the plan file records\n" in text
-    assert "device 0 (accelerator) runs 2 calls, more than calls=1" in text
+    assert "device 0 (accelerator) runs 2 calls, more than the limit of 1 call per accelerator" in text
     assert main(["verify", DIAMOND, str(out), "--calls", "2"]) == 0
     assert "as the plan file records\n" not in capsys.readouterr().out.replace("objective the plan file records", "")
     # the limit written 1.0 is the same limit (it was ignored, and the plan passed); written "1", it is no

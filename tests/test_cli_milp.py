@@ -198,7 +198,8 @@ def test_verify_states_one_verdict_with_the_call_limit(tmp_path, capsys):
         {"type": "accelerator", "nodes": [1, 2, 3, 4], "calls": [[1, 2], [3, 4]]}]}))
     assert main(["verify", CHAIN4, str(plan), "--objective", "latency", "--calls", "1"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-2:] == ["INVALID: 1 violation", "  device 0 (accelerator) runs 2 calls, more than calls=1"]
+    assert lines[-2:] == ["INVALID: 1 violation",
+                          "  device 0 (accelerator) runs 2 calls, more than the limit of 1 call per accelerator"]
     assert "valid: no violations" not in lines
     assert main(["verify", CHAIN4, str(plan), "--objective", "latency", "--calls", "2"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "valid: no violations"

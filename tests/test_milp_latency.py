@@ -102,7 +102,8 @@ def test_a_start_with_more_calls_than_allowed_is_ignored():
     result = placement.solve(ROOT / "instances" / "tiny" / "chain4.json", method="milp", objective="latency",
                              calls=1, warm_start=start)
     assert (result.status, result.value, result.verified) == ("optimal", 14.0, True)
-    assert "warm start ignored: device 0 (accelerator) runs 2 calls, more than calls=1" in result.message
+    assert ("warm start ignored: device 0 (accelerator) runs 2 calls, more than the limit of 1 call per accelerator"
+            in result.message)
 
 
 def test_published_calls_limit_case():

@@ -23,6 +23,7 @@ from placement.problem.objectives import check_objective
 from placement.result import Verification
 from placement.verification.evaluate import check_contiguity, evaluate
 from placement.verification.ledger import communication_ledger
+from placement.wording import counted
 
 
 @collector_paused()
@@ -71,10 +72,12 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
 
 
 def call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> list[str]:
-    """One line per device of a communication-paying type that runs more than ``limit`` calls."""
+    """One line per device of a communication-paying type that runs more than ``limit`` calls (worded without
+    the parameter's name, which the command line spells otherwise)."""
     if limit is None:
         return []
     pays = {t.name: t.pays_comm for t in instance.device_types}
-    return [f"device {d} ({dev.type}) runs {len(dev.calls)} calls, more than calls={limit}"
+    return [f"device {d} ({dev.type}) runs {len(dev.calls)} calls, more than the limit of {counted(limit, 'call')} "
+            "per accelerator"
             for d, dev in enumerate(plan.devices) if pays.get(dev.type) and len(dev.calls) > limit]
 
