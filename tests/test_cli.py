@@ -748,3 +748,10 @@ def test_split_takes_the_devices_the_plan_was_solved_for(tmp_path, capsys):
     rows = captured.out.splitlines()
     assert rows[0].split() == ["stage", "device", "#forward", "nodes", "first", "last"]
     assert [row.split()[:2] for row in rows[1:]] == [[str(k), "accelerator"] for k in range(6)]
+
+
+def test_solve_help_says_local_search_moves_colour_classes(capsys):
+    # README and docs/reproducing.md: it moves one colour class at a time (a node with its backward mates)
+    assert main(["solve", "--help"]) == 0
+    assert ("  local-search: random restarts of colour-class moves (throughput; none, sets, stages)\n"
+            in capsys.readouterr().out)

@@ -69,7 +69,7 @@ METHODS: dict[str, MethodSpec] = {spec.name: spec for spec in (
     _baseline("pipedream", "pipedream", "PipeDream's DP over a chain of fused layers", _THROUGHPUT,
               options=("max_ideals",)),
     _baseline("greedy", "greedy", "fill each accelerator in topological order", _THROUGHPUT),
-    _baseline("local-search", "local_search", "random restarts of node moves", _THROUGHPUT,
+    _baseline("local-search", "local_search", "random restarts of colour-class moves", _THROUGHPUT,
               options=("seed", "time_limit", "restarts", "progress")),
     _baseline("partition", "partition", "METIS graph partitioning", _THROUGHPUT, options=("seed",)),
     _baseline("expert", "expert", "a given split (a plan) evaluated as it is", _THROUGHPUT, ANY_CATALOGUE,
