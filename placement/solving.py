@@ -452,7 +452,7 @@ def _verified(problem: Instance, solution: Any, method: str, options: Mapping[st
 
         why = class_without_device(problem) or _class_left_and_reentered(problem, objective, solution.contiguity,
                                                                           options["calls"])
-        if why is not None:   # a reason no model states: the binding constraint, named
+        if why is not None and why not in solution.message:   # a reason no model states: the binding constraint
             solution = replace(solution, message="; ".join(m for m in (solution.message, why) if m))
     if not solution.bound > 0:   # a heuristic proves nothing: the instance's own bounds hold for it too
         from placement.problem.bounds import heuristic_bound

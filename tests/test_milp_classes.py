@@ -65,7 +65,7 @@ def agree(problem: Instance, contiguity: str, objective: str, backend: str, fail
     if failures.tolerated(milp):
         return
     check(problem, milp, contiguity, objective)
-    assert milp.status is claimable(truth.status, backend), milp.message
+    assert milp.status is claimable(truth.status, backend, problem), milp.message
     if truth.status is Status.OPTIMAL:
         # exact data (multiples of 1/4): CP-SAT's value is the optimum to the last bit; the
         # floating-point solvers' plans are verified exactly too, so equality holds for them as well
@@ -160,7 +160,7 @@ def test_stages_matches_dp(backend: str) -> None:
         if failures.tolerated(milp):
             return
         check(problem, milp, "stages", "throughput")
-        assert milp.status is claimable(dp.status, backend), milp.message
+        assert milp.status is claimable(dp.status, backend, problem), milp.message
         if dp.status is Status.OPTIMAL:
             assert milp.objective == dp.objective
 
@@ -295,6 +295,26 @@ def test_proven_infeasibility(backend: str) -> None:
             assert solution.status is Status.NO_SOLUTION and solution.plan is None, (contiguity, solution.message)
             assert solution.message.endswith(f"{backend} reported infeasible, which rests on a floating-point "
                                              "solver's tolerances: not a proof (CP-SAT or the DP gives one)")
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_a_class_that_fits_no_device_is_infeasible_on_every_backend(backend: str) -> None:
+    """A colour class of two nodes of 6 bytes each beside an uncoloured node of 1 byte, two accelerators of
+    10 bytes and no CPU: the class needs 12 bytes on one device, so no plan exists. The instance alone shows
+    it (memory summed as the evaluator sums it), so every backend says infeasible, a floating-point one too,
+    for every class and objective, with the class named."""
+    nodes = (Node(1, "a", (1.0, 2.0), memory=6.0, colour=7), Node(2, "b", (1.0, 2.0), memory=6.0, colour=7),
+             Node(3, "c", (1.0, 2.0), memory=1.0))
+    problem = Instance(nodes, (Edge(1, 2), Edge(2, 3)),
+                       (DeviceType(ACCELERATOR, 2, 10.0), DeviceType(CPU, 0, math.inf, False)))
+    why = ("the colour class of nodes 1, 2 fits no device (together they need 12 bytes, accelerator memory is 10; "
+           "no cpu devices)")
+    for contiguity, objective in (("none", "throughput"), ("sets", "throughput"), ("stages", "throughput"),
+                                  ("none", "latency")):
+        assert brute_force(problem, contiguity).status is Status.INFEASIBLE
+        solution = solve_milp(problem, contiguity=contiguity, objective=objective, backend=backend, time_limit=30)
+        assert solution.status is Status.INFEASIBLE and solution.plan is None, (contiguity, solution.message)
+        assert solution.message == why
 
 
 def test_no_warm_start_starts_from_nothing():

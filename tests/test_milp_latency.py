@@ -42,7 +42,7 @@ def test_latency_matches_brute_force(backend: str, calls: int) -> None:
         milp = solve_milp(problem, objective="latency", calls=calls, backend=backend, time_limit=30)
         if failures.tolerated(milp):
             return
-        assert milp.status is claimable(truth.status, backend), milp.message
+        assert milp.status is claimable(truth.status, backend, problem), milp.message
         if truth.status is Status.OPTIMAL:
             ev = evaluate_latency(problem, milp.plan)
             assert ev.valid, ev.violations

@@ -62,7 +62,7 @@ def test_tiny_plans_and_variants() -> None:
     infeasible = memory.with_devices(counts={"cpu": 0})   # 3 nodes of 3 bytes, 2 accelerators of 5 bytes
     for backend in ("cp-sat", "scip"):
         solution = solve_milp(infeasible, backend=backend, time_limit=10)
-        assert solution.status is claimable(Status.INFEASIBLE, backend) and solution.plan is None
+        assert solution.status is claimable(Status.INFEASIBLE, backend, infeasible) and solution.plan is None
 
 
 def test_scale_choice() -> None:
@@ -104,7 +104,7 @@ def test_scip_matches_dp(problem: Instance) -> None:
     dp = solve_dp(problem)
     milp = solve_milp(problem, backend="scip", time_limit=20, warm_start=dp.plan)
     check(problem, milp)
-    assert milp.status == claimable(dp.status, "scip"), milp.message
+    assert milp.status == claimable(dp.status, "scip", problem), milp.message
     if dp.status is Status.OPTIMAL:
         assert milp.objective == dp.objective
 

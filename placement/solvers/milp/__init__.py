@@ -20,6 +20,7 @@ import time
 from typing import Callable
 
 from placement.errors import InvalidParameterError
+from placement.problem.bounds import class_without_device
 from placement.problem.objectives import OBJECTIVES, check_objective
 from placement.problem.instance import Instance
 from placement.plan import Plan
@@ -57,18 +58,24 @@ def _check_options(time_limit: object, gap: object, threads: object) -> None:
         raise InvalidParameterError("threads", f"must be a positive integer, not {threads!r}")
 
 
-def more_stages_than_classes(problem: Instance, stages: int | None, objective: str, contiguity: str,
-                             started: float) -> Solution | None:
-    """The MILP's answer where ``stages`` (exactly that many non-empty devices) exceeds the colour classes:
-    ``infeasible``, since each non-empty device holds one class or more; else ``None``."""
+def infeasible_before_solving(problem: Instance, stages: int | None, objective: str, contiguity: str,
+                              started: float) -> Solution | None:
+    """The MILP's answer where the instance alone shows that no plan exists: ``infeasible`` where a colour
+    class fits no device (:func:`placement.problem.bounds.class_without_device`, memory summed as the evaluator
+    sums it, so the answer holds on every backend, floating-point ones included), or where ``stages`` (exactly
+    that many non-empty devices) exceeds the colour classes, since each non-empty device holds one class or
+    more; else ``None``."""
     classes = len(problem.colour_classes())
-    if stages is None or stages <= classes:
+    stats = {"nodes": len(problem.nodes), "colour_classes": classes}
+    why = class_without_device(problem)
+    if why is None and stages is not None and stages > classes:
+        stats["stages"] = stages
+        why = (f"no plan has {stages} non-empty devices: the graph has {classes} colour "
+               f"class{'' if classes == 1 else 'es'} (nodes of one colour share a device)")
+    if why is None:
         return None
     return Solution(Status.INFEASIBLE, None, math.inf, math.inf, "milp", objective_kind=objective,
-                    contiguity=contiguity, runtime_s=time.perf_counter() - started,
-                    stats={"nodes": len(problem.nodes), "colour_classes": classes, "stages": stages},
-                    message=f"no plan has {stages} non-empty devices: the graph has {classes} colour "
-                            f"class{'' if classes == 1 else 'es'} (nodes of one colour share a device)")
+                    contiguity=contiguity, runtime_s=time.perf_counter() - started, stats=stats, message=why)
 
 
 def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "throughput",
@@ -107,9 +114,9 @@ def solve_milp(problem: Instance, contiguity: str = "stages", objective: str = "
     check_backend_available(backend)
     check_objective(problem, objective)
     stages = stage_count(problem, stages)
-    too_many = more_stages_than_classes(problem, stages, objective, contiguity, started)
-    if too_many is not None:
-        return too_many
+    no_plan = infeasible_before_solving(problem, stages, objective, contiguity, started)
+    if no_plan is not None:
+        return no_plan
     options = SolveOptions(float(time_limit), float(gap), int(threads), int(seed), log_path, deadline=deadline)
     if objective == "latency":
         first = solve_milp_latency(problem, backend=backend, options=options, calls=calls, warm_start=warm_start,

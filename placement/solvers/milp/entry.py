@@ -36,7 +36,7 @@ from placement.solution import Solution
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.solvers.dp import DPInterrupted
 from placement.parameters import stage_count
-from placement.solvers.milp import DEFAULT_TIME_LIMIT, formulation, more_stages_than_classes, solve_milp
+from placement.solvers.milp import DEFAULT_TIME_LIMIT, formulation, infeasible_before_solving, solve_milp
 from placement.solvers.milp.backends import check_backend_available
 from placement.solvers.milp.driver import interrupted_start
 from placement.solvers.baselines.latency_moves import moved_to_cpus
@@ -61,9 +61,9 @@ def run_milp(instance: Instance, *, contiguity: str, objective: str, backend: st
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     began = time.perf_counter()
     deadline = began + time_limit if deadline is None else deadline
-    too_many = more_stages_than_classes(instance, stage_count(instance, stages), objective, contiguity, began)
-    if too_many is not None:   # before the warm start, which would search for such a plan
-        return too_many
+    no_plan = infeasible_before_solving(instance, stage_count(instance, stages), objective, contiguity, began)
+    if no_plan is not None:   # before the warm start, which would search for such a plan
+        return no_plan
     if objective != "latency":   # the latency start's orders are the file's and the ids' (latency_chain)
         instance = canonical(instance)
     start = warm_start if isinstance(warm_start, Plan) else None
