@@ -20,6 +20,11 @@ def tiny_mlp():
     return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (torch.randn(3, 4),)
 
 
+def tiny_mlp_no_kwargs():
+    """Factory: :func:`tiny_mlp` with its keyword arguments given as None (none), as plan_pipeline takes them."""
+    return (*tiny_mlp(), None)
+
+
 def not_a_tuple():
     return nn.Linear(2, 2)
 
@@ -38,6 +43,11 @@ def test_import_writes_an_instance_that_solves(tmp_path, capsys):
     assert [n["name"] for n in data["nodes"]] == ["0", "1", "2", "0.grad", "1.grad", "2.grad"]
     assert main(["solve", str(out), "--quiet"]) == 0
     assert "status      optimal" in capsys.readouterr().out
+    again = tmp_path / "mlp-none.json"
+    assert main(["import", "tests.test_torch_cli:tiny_mlp_no_kwargs", "--out", str(again), "--accelerators", "2",
+                 "--cpus", "1", "--training", "--devices", "a100", "epyc-7763"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {again}: 6 nodes (3 forward), 7 edges, 312 forward FLOPs")
+    assert [n["name"] for n in json.loads(again.read_text())["nodes"]] == [n["name"] for n in data["nodes"]]
 
 
 def test_import_json_is_the_one_document_on_standard_output(tmp_path, capsys):

@@ -147,11 +147,11 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise UsageError(f"{spec}() must return (model, args) or (model, args, kwargs), got {type(result).__name__}")
     model, args = result[0], result[1]
-    kwargs = result[2] if len(result) == 3 else {}
+    kwargs = result[2] if len(result) == 3 and result[2] is not None else {}   # None: none, as plan_pipeline takes it
     if not isinstance(args, (tuple, list)):
         raise UsageError(f"{spec}(): the example args must be a tuple, got {type(args).__name__}")
     if not isinstance(kwargs, dict):
-        raise UsageError(f"{spec}(): the example kwargs must be a dict, got {type(kwargs).__name__}")
+        raise UsageError(f"{spec}(): the example kwargs must be a dict or None, got {type(kwargs).__name__}")
     return model, tuple(args), kwargs
 
 
