@@ -476,3 +476,19 @@ def test_files_are_written_whole_or_left_as_they_were(tmp_path):
     with replacing(link) as fh:   # written through the link, which stays a link
         fh.write("[]\n")
     assert link.is_symlink() and target.read_text() == "[]\n"
+
+
+def test_json_notes_the_devices_taken_from_the_plan_file(tmp_path, capsys):
+    """chain4 solved on three accelerators (the instance has two) and simulated without the override: the run
+    takes the plan file's devices, which the text notes first; the JSON's notes said nothing of it."""
+    plan = tmp_path / "three.json"
+    chain = str(TINY / "chain4.json")
+    assert main(["solve", chain, "--accelerators", "3", "--out", str(plan), "--quiet"]) == 0
+    capsys.readouterr()
+    note = "run on the devices the plan file records it was solved with: --accelerators 3"
+    assert main(["simulate", chain, str(plan), "--microbatches", "8"]) == 0
+    assert capsys.readouterr().out.startswith(f"note: {note}\n")
+    assert main(["simulate", chain, str(plan), "--microbatches", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"][0] == note
+    assert main(["simulate", chain, str(plan), "--microbatches", "8", "--json", "--accelerators", "3"]) == 0
+    assert note not in json.loads(capsys.readouterr().out)["notes"]

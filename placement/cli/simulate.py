@@ -84,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
                                 progress=progress, **devices(args))
     title = instance.name or str(args.instance)
     write_run_files(result, args.trace, args.gantt, title, f"{title}: {result.schedule}")   # both or neither
-    if args.json:
-        print_json({**result.to_json(), "plan_made_for": other})
-        return 0
     devices_note = recorded_devices_note(args, plan, "run")
+    if args.json:   # the notes as the text prints them, the devices the run took from the plan file first
+        document = result.to_json()
+        print_json({**document, "notes": [devices_note] * bool(devices_note) + document["notes"],
+                    "plan_made_for": other})
+        return 0
     if devices_note:
         print(f"note: {devices_note}")
     print(format_simulation(result, title), end="")
