@@ -492,3 +492,19 @@ def test_json_notes_the_devices_taken_from_the_plan_file(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["notes"][0] == note
     assert main(["simulate", chain, str(plan), "--microbatches", "8", "--json", "--accelerators", "3"]) == 0
     assert note not in json.loads(capsys.readouterr().out)["notes"]
+
+
+def test_memory_limit_counts_one_micro_batch_in_the_singular(pair_plan, capsys):
+    """A micro-batch of training-pair's plan is 4 tasks of 400 bytes: 1,600 bytes. One micro-batch over 1,000
+    bytes, and two over 2,000 (which hold one), were '1 micro-batches of 4 tasks each' and 'at most 1
+    micro-batches fit'."""
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "1", "--memory-limit",
+                 "1000"]) == 2
+    assert capsys.readouterr().err.startswith("error: 1 micro-batch of 4 tasks would take about 1.49e-06 GiB, "
+                                              "over the limit --memory-limit = 9.31e-07 GiB; not one micro-batch "
+                                              "fits, or raise --memory-limit\n")
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "2", "--memory-limit",
+                 "2000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 2 micro-batches of 4 tasks each would take about")
+    assert err.endswith("; only 1 micro-batch fits, or raise --memory-limit\n")

@@ -33,6 +33,7 @@ from placement.problem.split import DEFAULT_W_SHARE
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage
 from placement.simulation.schedules import Schedule, in_flight_cap, stage_order, warmup_counts
+from placement.wording import counted
 
 INLINE = "inline"
 LINK = "link"
@@ -282,10 +283,11 @@ def _check_memory(tasks_per_microbatch: int, microbatches: int, stages: int, mem
     need = tasks_per_microbatch * microbatches * BYTES_PER_TASK
     if need > memory_limit:
         fits = int(memory_limit // (tasks_per_microbatch * BYTES_PER_TASK))
-        room = f"at most {fits:,} micro-batches fit" if fits else "not one micro-batch fits"
+        room = (f"at most {fits:,} micro-batches fit" if fits > 1 else "only 1 micro-batch fits" if fits
+                else "not one micro-batch fits")
         raise LimitExceededError(
-            f"{microbatches:,} micro-batches of {tasks_per_microbatch} tasks each would take about "
-            f"{need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; "
+            f"{counted(microbatches, 'micro-batch')} of {tasks_per_microbatch} tasks{' each' * (microbatches > 1)} "
+            f"would take about {need / 2**30:.3g} GiB, over the limit memory_limit = {memory_limit / 2**30:.3g} GiB; "
             f"{room}{'' if flush else f' (a steady state needs about {4 * stages})'}, or raise memory_limit",
             "memory_limit")
 
