@@ -68,6 +68,18 @@ def test_operator_times_by_hand():
     assert times[:, 1] == pytest.approx([51_200 / 700e3, 28_160 / 700e3, 51_200 / 700e3], rel=1e-12)
 
 
+def test_designs_whose_buffers_differ_past_six_digits_have_their_own_labels():
+    # a chip's label names its device type in the plan: "buf16" for both would merge the two designs
+    grid = {**CHAIN_GRID, "array_width": [256], "vector_lanes": [256], "buffer_mb": [16, 16.0000001]}
+    assert [d.label for d in load_grid(grid).designs()] == ["tc1x256x128-vc1x256-buf16",
+                                                            "tc1x256x128-vc1x256-buf16.0000001"]
+    exact = placement.codesign(CHAIN, chips=2, power=200, grid=grid)
+    check = placement.codesign(CHAIN, chips=2, power=200, grid=grid, exhaustive=True)
+    assert check.status == exact.status == "optimal"
+    assert check.designs == exact.designs and check.value == pytest.approx(exact.value, rel=1e-12)
+    assert placement.codesign(CHAIN, chips=2, power=200, grid=grid, baseline="random").status == "feasible"
+
+
 def test_importer_output_without_shapes():
     # The importers record FLOPs and bytes per node, no shapes: a node is then costed with every MAC busy,
     # max(FLOPs / (2 · MACs · 700 MHz), bytes / 700 GB/s, bytes / buffer rate).

@@ -112,9 +112,11 @@ class Design:
     @property
     def label(self) -> str:
         """A short name, e.g. ``tc2x128x128-vc2x128-buf32``: tensor cores × width × depth, vector cores ×
-        lanes, buffer MB."""
+        lanes, buffer MB (every digit it needs: the label names one design, and the placement of a
+        co-design names its chips by their labels)."""
+        buffer = repr(float(self.buffer_mb))
         return (f"tc{self.tensor_cores}x{self.array_width}x{self.array_depth}-vc{self.vector_cores}x"
-                f"{self.vector_lanes}-buf{self.buffer_mb:g}")
+                f"{self.vector_lanes}-buf{buffer[:-2] if buffer.endswith('.0') else buffer}")
 
     def as_dict(self) -> dict:
         """The parameters, with the derived area (mm²) and TDP (W)."""
