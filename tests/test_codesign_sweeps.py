@@ -377,6 +377,16 @@ def test_sweep_spec_files(tmp_path):
     with pytest.raises(InvalidInstanceError) as caught:
         sweep.load_spec(spec)
     assert str(caught.value) == f"{spec}: chips must be a list, not true"
+    # errors name the file's keys, and which budget is wrong among several
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300], [450, 0]]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: budgets must be [area_mm2, power_w] pairs of finite numbers > 0, not [450, 0]"
+    spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300]],
+                                "objectives": ["throughput", "energy"]}))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.load_spec(spec)
+    assert str(caught.value) == f"{spec}: objectives must be one of 'throughput', 'perf-per-watt', not 'energy'"
 
 
 @needs_dask

@@ -90,10 +90,14 @@ class SweepSpec:
                 shown = json.dumps(list(budget), default=repr) if isinstance(budget, (tuple, list)) else \
                     json_value_text(budget)
                 raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs, not {shown}")
-            parameters.number("area_mm2", budget[0], positive=True)
-            parameters.number("power_w", budget[1], positive=True)
+            try:
+                parameters.number("area_mm2", budget[0], positive=True)
+                parameters.number("power_w", budget[1], positive=True)
+            except InvalidParameterError:   # named as the spec names it, with the budget
+                raise InvalidParameterError("budgets", f"must be [area_mm2, power_w] pairs of finite numbers > 0, "
+                                                       f"not {json.dumps(list(budget), default=repr)}") from None
         for objective in self.objectives:
-            parameters.one_of("objective", objective, ("throughput", "perf-per-watt"))
+            parameters.one_of("objectives", objective, ("throughput", "perf-per-watt"))
         for flag in self.homogeneous:
             parameters.flag("homogeneous", flag)
         for baseline in self.baselines:
