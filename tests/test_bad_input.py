@@ -640,6 +640,33 @@ def test_a_plan_or_a_grid_is_named_where_a_model_or_a_grid_is_expected(tmp_path)
                                  "each of tensor_cores, array_width, array_depth, vector_cores, vector_lanes, "
                                  "buffer_mb")
 
+
+def test_a_sweep_specification_a_model_and_a_grid_are_told_apart(tmp_path):
+    # before: "instance: unknown field 'budgets'", "grid: unknown field 'budgets'", "unknown key 'about'",
+    # "unknown key 'array_depth'"
+    from placement.codesign.grid import load_grid
+    from placement.codesign.sweep import load_spec
+    from placement.codesign.workload import load_workload
+
+    spec = write(tmp_path, {"models": ["gnmt-training"], "chips": [1, 2], "budgets": [[606.68, 300]]}, "spec.json")
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_workload(spec)
+    assert str(caught.value) == (f"{spec}: the document is a sweep specification, not a model file, which has "
+                                 "'nodes' (each with its operators, or FLOPs and bytes) and 'edges'")
+    with pytest.raises(InvalidInstanceError) as caught:
+        load_grid(spec)
+    assert str(caught.value) == (f"{spec}: the document is a sweep specification, not a grid, which has an array "
+                                 "of values for each of tensor_cores, array_width, array_depth, vector_cores, "
+                                 "vector_lanes, buffer_mb")
+    root = Path(__file__).parent.parent / "instances"
+    for path, what in ((root / "models" / "mlp-training.json", "a model file (or an instance)"),
+                       (root / "grids" / "tiny.json", "a design grid")):
+        with pytest.raises(InvalidInstanceError) as caught:
+            load_spec(path)
+        assert str(caught.value) == (f"{path}: the document is {what}, not a sweep specification, which has the "
+                                     "lists models, chips and budgets")
+
+
 def test_a_device_type_built_in_code_takes_none_for_unbounded_memory_as_a_file_takes_null():
     from placement import DeviceType, Instance, Node
 

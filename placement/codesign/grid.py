@@ -66,6 +66,8 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
     if not isinstance(data, Mapping):
         raise InvalidInstanceError(f"a grid must be a JSON object, got {json_type_name(data)}")
     other = "an instance or a model file" if "nodes" in data else other_document(data)
+    if not other and {"models", "budgets"} <= set(data):
+        other = "a sweep specification"
     if other:
         raise InvalidInstanceError(f"the document is {other}, not a grid, which has an array of values for each "
                                    f"of {', '.join(PARAMETERS)}")

@@ -161,6 +161,8 @@ def parse_workload(data: Any, name: str = "") -> Workload:
     other = other_document(data) if isinstance(data, Mapping) else None
     if isinstance(data, Mapping) and "nodes" not in data and set(PARAMETERS) & set(data):
         other = "a design grid"
+    if isinstance(data, Mapping) and "nodes" not in data and {"models", "budgets"} <= set(data):
+        other = "a sweep specification"
     if other:
         raise InvalidInstanceError(f"the document is {other}, not a model file, which has 'nodes' (each with its "
                                    "operators, or FLOPs and bytes) and 'edges'")
