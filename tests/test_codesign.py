@@ -477,6 +477,26 @@ def test_bad_grids(grid, message):
     assert str(info.value) == message
 
 
+@pytest.mark.parametrize("values, message", [
+    (((1,), (128,), (128,), (1,), (128,), (-16.0,)), "grid: field 'buffer_mb' must hold positive numbers up to 2^20, "
+                                                     "got -16.0"),
+    (((0,), (128,), (128,), (1,), (128,), (16.0,)), "grid: field 'tensor_cores' must hold positive integers up to "
+                                                    "2^20, got 0"),
+    (((1, 1), (128,), (128,), (1,), (128,), (16.0,)), "grid: field 'tensor_cores' repeats a value"),
+    (((1,), (128,), (128,), (1,), (128,)), "grid: its values must be 6 sequences, one for each of tensor_cores, "
+                                           "array_width, array_depth, vector_cores, vector_lanes, buffer_mb"),
+])
+def test_a_grid_made_in_code_is_checked_as_a_grid_file_is(values, message):
+    # before: a negative buffer gave an "optimal" chip of -16 MB; zero arrays, infinite node times; a repeated
+    # value, a duplicate device type; five sequences, a TypeError
+    from placement.codesign.grid import Grid
+
+    with pytest.raises(InvalidInstanceError) as info:
+        placement.codesign(CHAIN, chips=1, power=500, grid=Grid(values))
+    assert str(info.value) == message
+    assert Grid(((1,), (128, 256), (128,), (1,), (128, 256), (16,))).designs() == load_grid(CHAIN_GRID).designs()
+
+
 def test_bad_model(tmp_path, capsys):
     model = json.loads(json.dumps(CHAIN))
     del model["nodes"][1]["operators"]

@@ -49,6 +49,17 @@ class Grid:
     values: tuple[tuple, ...]
     name: str = "grid"
 
+    def __post_init__(self) -> None:
+        # made in code or read from a file, a grid holds what a grid file may hold (parse_grid): a design of
+        # zero arrays or of a negative buffer is no chip of the template, and a repeated value repeats designs
+        if isinstance(self.values, (str, bytes, Mapping)) or not isinstance(self.values, (tuple, list)) \
+                or len(self.values) != len(PARAMETERS):
+            raise InvalidInstanceError(f"grid: its values must be {len(PARAMETERS)} sequences, one for each of "
+                                       f"{', '.join(PARAMETERS)}")
+        object.__setattr__(self, "values", tuple(_values(key, raw) for key, raw in zip(PARAMETERS, self.values)))
+        if self.size > MAX_GRID_DESIGNS:
+            raise LimitExceededError(f"the grid spans {self.size:,} designs, more than {MAX_GRID_DESIGNS:,}", "grid")
+
     @property
     def size(self) -> int:
         return math.prod(len(v) for v in self.values)
@@ -74,26 +85,28 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
     unknown = sorted(set(data) - set(PARAMETERS) - {"name"})
     if unknown:
         raise InvalidInstanceError(f"grid: unknown field {unknown[0]!r} (the fields are name, {', '.join(PARAMETERS)})")
-    values = []
     for key in PARAMETERS:
         if key not in data:
             raise InvalidInstanceError(f"grid: missing field {key!r}")
-        raw = data[key]
-        if not isinstance(raw, list) or not raw:
+        if not isinstance(data[key], list):
             raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
-        for x in raw:
-            whole = isinstance(x, numbers.Integral) and not isinstance(x, bool)
-            real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
-            if not (whole if key != "buffer_mb" else real) or x <= 0 or x > 2**20:
-                what = "positive integers" if key != "buffer_mb" else "positive numbers"
-                raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {json_value_text(x)}")
-        if len(set(raw)) != len(raw):
-            raise InvalidInstanceError(f"grid: field {key!r} repeats a value")
-        values.append(tuple(float(x) if key == "buffer_mb" else int(x) for x in raw))
-    grid = Grid(tuple(values), str(data.get("name", name)))
-    if grid.size > MAX_GRID_DESIGNS:
-        raise LimitExceededError(f"the grid spans {grid.size:,} designs, more than {MAX_GRID_DESIGNS:,}", "grid")
-    return grid
+    return Grid(tuple(data[key] for key in PARAMETERS), str(data.get("name", name)))
+
+
+def _values(key: str, raw: Any) -> tuple:
+    """The values of parameter ``key`` (a grid file's array, or a sequence made in code), checked and typed;
+    :class:`InvalidInstanceError` naming the first problem."""
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
+    for x in raw:
+        whole = isinstance(x, numbers.Integral) and not isinstance(x, bool)
+        real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+        if not (whole if key != "buffer_mb" else real) or x <= 0 or x > 2**20:
+            what = "positive integers" if key != "buffer_mb" else "positive numbers"
+            raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {json_value_text(x)}")
+    if len(set(raw)) != len(raw):
+        raise InvalidInstanceError(f"grid: field {key!r} repeats a value")
+    return tuple(float(x) if key == "buffer_mb" else int(x) for x in raw)
 
 
 def load_grid(source: str | Path | Mapping | Grid | None = None) -> Grid:
