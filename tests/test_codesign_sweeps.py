@@ -726,3 +726,18 @@ def test_wham_places_its_per_stage_designs_when_the_split_leaves_chips_empty():
     assert found.details["stages"] == 2
     assert found.throughput == pytest.approx(exact.value, rel=TIE)
     assert found.designs == (small, large)
+
+
+@needs_dask
+def test_a_sweep_runs_from_the_path_of_its_file(tmp_path):
+    # before: AttributeError ("'str' object has no attribute 'models'"), as for a dict
+    spec, out = tmp_path / "spec.json", tmp_path / "records.jsonl"
+    spec.write_text(json.dumps({"models": [MLP], "chips": [1], "budgets": [[606.68, 300]], "grids": [TINY],
+                                "baselines": []}))
+    summary = sweep.run_sweep(str(spec), out, workers=1, processes=False, quiet=True)
+    assert (summary.total, summary.ran, summary.errors) == (1, 1, 0)
+    assert [r["status"] for r in sweep.read_records(out)] == ["optimal"]
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(json.loads(spec.read_text()), out, quiet=True)
+    assert (caught.value.parameter, caught.value.detail) == ("spec", "must be a SweepSpec or the path of a sweep "
+                                                                     "file, not dict")

@@ -333,10 +333,12 @@ def _client(scheduler: str | None, workers: int | None, processes: bool) -> tupl
     return Client(cluster), cluster
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None, workers: int | None = None,
-              processes: bool | None = None, quiet: bool = False, plots: str | Path | None = None,
+def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str | None = None,
+              workers: int | None = None, processes: bool | None = None, quiet: bool = False,
+              plots: str | Path | None = None,
               task: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> SweepSummary:
-    """Run every configuration of ``spec`` not yet in the JSON Lines file ``out``, appending records.
+    """Run every configuration of ``spec`` (a :class:`SweepSpec`, or the path of a sweep file, read by
+    :func:`load_spec`) not yet in the JSON Lines file ``out``, appending records.
 
     ``scheduler`` is the address of a running Dask scheduler (``tcp://host:8786``); without it a
     ``distributed.LocalCluster`` of ``workers`` worker processes (threads when ``processes`` is
@@ -354,6 +356,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, scheduler: str | None = None,
     as a model makes each of its configurations a record with status ``error``, as a configuration
     that cannot be solved does.
     """
+    if isinstance(spec, (str, os.PathLike)):
+        spec = load_spec(spec)
+    elif not isinstance(spec, SweepSpec):
+        raise InvalidParameterError("spec", f"must be a SweepSpec or the path of a sweep file, not "
+                                            f"{type(spec).__name__}")
     out = Path(out)
     parameters.integer("workers", workers, smallest=1, optional=True)
     if processes is not None:
