@@ -606,6 +606,17 @@ def test_a_baseline_under_budgets_no_design_meets_is_infeasible_as_the_exact_met
     assert json.loads(capsys.readouterr().out)["status"] == "infeasible"
 
 
+def test_the_exhaustive_check_counts_one_in_the_singular():
+    grid = {**CHAIN_GRID, "array_width": [128], "vector_lanes": [128]}   # one design
+    heard: list[str] = []
+    placement.codesign(CHAIN, chips=1, power=500, grid=grid, exhaustive=True, progress=heard.append)
+    assert heard[0] == "exhaustive check: 1 DP run (1 design within the budgets, 1 chip)"   # was "1 designs", "1 chips"
+    with pytest.raises(LimitExceededError) as info:
+        placement.codesign(CHAIN, chips=2, power=500, grid=grid, exhaustive=True, max_combinations=1)
+    assert str(info.value) == ("the exhaustive check would run the DP on 2 design combinations (1 design within the "
+                               "budgets, 2 chips), more than the limit max_combinations (1)")
+
+
 @pytest.mark.parametrize("baseline", ["wham", "random", "fixed"])
 def test_a_baseline_on_chips_whose_memory_holds_no_plan_is_infeasible_as_the_exact_method_says(baseline, capsys):
     """Two nodes of 9 GiB in one colour class need 18 GiB on one chip of 16 GiB, whatever its design: the
@@ -616,7 +627,7 @@ def test_a_baseline_on_chips_whose_memory_holds_no_plan_is_infeasible_as_the_exa
     result = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID, baseline=baseline)
     exact = placement.codesign(model, chips=1, power=500, grid=CHAIN_GRID)
     assert exact.status == "infeasible" and exact.message == (
-        "no pipeline of at most 1 chips of the designs within the budgets holds the model (each chip holds its "
+        "no pipeline of at most 1 chip of the designs within the budgets holds the model (each chip holds its "
         "stages' memory in its DRAM)")
     assert (result.status, result.method, result.message, result.plan) == ("infeasible", baseline, exact.message,
                                                                            None)

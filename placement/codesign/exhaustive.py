@@ -38,6 +38,7 @@ from placement.codesign.workload import Workload
 from placement.errors import LimitExceededError
 from placement.solvers.dp import solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
+from placement.wording import counted
 
 #: The most DP runs ``--exhaustive`` makes unless told otherwise.
 DEFAULT_MAX_COMBINATIONS = 20_000
@@ -82,15 +83,16 @@ def solve_exhaustive(workload: Workload, grid: Grid, chips: int, area_mm2: float
     runs = combination_count(len(space.designs), usable, homogeneous)
     if runs > max_combinations:
         count = f"{runs:,}" if runs < 10**15 else f"about {Decimal(runs):.2e}"
-        used_chips = (f"{chips:,} chips" if usable == chips
+        used_chips = (counted(chips, "chip") if usable == chips
                       else f"{usable:,} of the {chips:,} chips (one per colour class)")
         raise LimitExceededError(f"the exhaustive check would run the DP on {count} design combinations "
-                                 f"({len(space.designs):,} designs within the budgets, {used_chips}), more than "
-                                 f"the limit max_combinations ({max_combinations:,})", "max_combinations")
+                                 f"({counted(len(space.designs), 'design')} within the budgets, {used_chips}), "
+                                 f"more than the limit max_combinations ({max_combinations:,})", "max_combinations")
     options: list[tuple[float, float, float, Best]] = []
     if progress is not None:
-        progress(f"exhaustive check: {runs:,} DP runs ({len(space.designs):,} designs within the budgets, "
-                 f"{usable:,} chips)")
+        within = counted(len(space.designs), "design")
+        progress(f"exhaustive check: {counted(runs, 'DP run', 'DP runs')} ({within} within the budgets, "
+                 f"{counted(usable, 'chip')})")
     said = time.perf_counter()
     for done, (used, counts, stages) in enumerate(_combinations(len(space.designs), usable, homogeneous)):
         if progress is not None and done and time.perf_counter() - said >= PROGRESS_S:

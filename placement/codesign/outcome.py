@@ -15,6 +15,7 @@ from placement.codesign.workload import Workload
 from placement.plan import Plan
 from placement.problem.instance import format_number
 from placement.verification.evaluate import evaluate
+from placement.wording import counted
 
 #: Relative difference allowed between the max load a method computed and the evaluator's.
 TOLERANCE = 1e-9
@@ -62,8 +63,9 @@ def finish(workload: Workload, space: Candidates, best: Best | None, chips: int,
     if best is None:
         return CodesignResult("infeasible", value=0.0, time_per_input_ms=float("inf"), power_w=0.0, designs=(),
                               plan=None, runtime_s=time.perf_counter() - start,
-                              message=f"no pipeline of at most {chips} chips of the designs within the budgets "
-                                      "holds the model (each chip holds its stages' memory in its DRAM)", **common)
+                              message=f"no pipeline of at most {counted(chips, 'chip')} of the designs within the "
+                                      "budgets holds the model (each chip holds its stages' memory in its DRAM)",
+                              **common)
     designs = stage_designs(best.plan, best.designs)
     power = float(sum(d.tdp_w for d in designs))
     checked, violations = verified_time(workload, space, best.plan, designs)
