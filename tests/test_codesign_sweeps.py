@@ -741,3 +741,13 @@ def test_a_sweep_runs_from_the_path_of_its_file(tmp_path):
         sweep.run_sweep(json.loads(spec.read_text()), out, quiet=True)
     assert (caught.value.parameter, caught.value.detail) == ("spec", "must be a SweepSpec or the path of a sweep "
                                                                      "file, not dict")
+
+
+@pytest.mark.parametrize("field, value, shown", [("models", MLP, repr(MLP)), ("chips", 2, "2"),
+                                                 ("baselines", {"wham"}, "set")])
+def test_a_spec_made_in_code_takes_lists(field, value, shown):
+    # before: a model path was read as a list of one-character models, a chip count raised TypeError
+    options = {"models": (MLP,), "chips": (1,), "budgets": ((606.68, 300.0),), field: value}
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.SweepSpec(**options)
+    assert (caught.value.parameter, caught.value.detail) == (field, f"must be a list (or tuple) of values, not {shown}")

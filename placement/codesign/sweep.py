@@ -75,6 +75,12 @@ class SweepSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous", "baselines"):
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)):   # a string would be read as a list of its characters
+                shown = json_value_text(value) if isinstance(value, (str, int, float, bool, type(None))) \
+                    else type(value).__name__
+                raise InvalidParameterError(name, f"must be a list (or tuple) of values, not {shown}")
         for name in ("models", "chips", "budgets", "grids", "objectives", "homogeneous"):
             if not getattr(self, name):
                 raise InvalidParameterError(name, "must list at least one value")
