@@ -716,3 +716,37 @@ def test_a_grouped_gemm_splitting_its_inner_dimension_is_costed_whole(ends, gemm
     (op,) = graph.ops
     assert (op.kind, op.flops) == ("matmul", 2.0 * 16 * 8 * k)
     assert [(o.kind, o.m, o.n, o.k, o.batch) for o in op.operators] == [("gemm", *gemm) for gemm in gemms]
+
+
+@pytest.mark.parametrize("mode, weighted, flops, written", [("sum", False, 160.0, 240.0), ("mean", False, 160.0, 320.0),
+                                                            ("max", False, 160.0, 680.0), ("sum", True, 320.0, 240.0)])
+def test_an_embedding_bag_reads_the_rows_its_indices_select(mode, weighted, flops, written):
+    """nn.EmbeddingBag(1000, 16) over 10 int64 indices in 3 bags: 10 rows of 16 summed (or averaged, or
+    maxed): 160 FLOPs, 320 with per-sample weights (a multiply and an add per element). It reads its
+    indices (80 B), offsets (24 B), the 10 rows it selects (10·16·4 = 640 B, not the 64,000 B table)
+    and, weighted, the 10 weights (40 B); it writes its output 3·16·4 = 192 B, bag sizes 24 B and
+    maximum indices 24 B; with mean or max also offset2bag (10·8 = 80 B), with max its maximum indices
+    3·16·8 = 384 B.
+    FlopCounterMode counts no FLOPs for it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Bags(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag = nn.EmbeddingBag(1000, 16, mode=mode)
+
+        def forward(self, indices, offsets, *weights):
+            return self.bag(indices, offsets, per_sample_weights=weights[0] if weights else None)
+
+    torch.manual_seed(0)
+    args = (torch.randint(0, 1000, (10,)), torch.tensor([0, 3, 7])) + ((torch.rand(10),) if weighted else ())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Bags(), args)
+    (op,) = graph.ops
+    assert (op.kind, op.flops, op.bytes_moved) == ("reduction", flops, 80 + 24 + 640 + 40 * weighted + written)
+    assert [(p.name, p.nbytes) for p in op.params] == [("bag.weight", 64000.0)]
+    assert [(o.op, o.elements) for o in op.operators] == [("mul", 160)] * weighted + [("reduce", 160)]
+    with FlopCounterMode(display=False) as counter:
+        Bags()(*args)
+    assert counter.get_total_flops() == 0

@@ -58,6 +58,8 @@ layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
 reductions, losses, pooling                             numel(input)
+EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
+                                                        2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies, constants    0
 =====================================================  ==========================================
 
@@ -73,6 +75,8 @@ kernel, :mod:`placement.io.opgraph`); dropout in evaluation (``train=False``) or
 probability 0 returns its input: it is no operator (its readers read its input, as after an ONNX export), or a
 view when its input is a model input; gathers read
 their indices and the rows they gather (the size of their output) and write their output;
+an EmbeddingBag reads its indices, offsets and per-sample weights and the ``n`` rows its
+indices select (``n · D`` elements of the table, not all of it) and writes its outputs;
 constants only write. Any other operator (a custom op, a higher-order op, an ATen op
 without a rule above) is costed by the bytes it moves alone and named in a
 :class:`~placement.io.opgraph.CostModelWarning`; it is never dropped.
@@ -138,6 +142,9 @@ POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "ma
         "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
         "adaptive_max_pool3d"}
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
+#: ``nn.EmbeddingBag``'s kernels, ``(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+#: per_sample_weights, ...)``: a gather of the rows the indices select and a reduction of each bag's rows
+EMBEDDING_BAG = {"embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"}
 COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguous", "constant_pad_nd", "pad",
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
         "index_fill", "masked_fill", "where", "tril", "triu",
@@ -399,7 +406,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
-    if base in REDUCTION:
+    if base in REDUCTION or base in EMBEDDING_BAG:
         return "reduction"
     if base in POOL:
         return "pool"
@@ -531,9 +538,31 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
         return NORM_FLOPS * _numel(tensor_args[0])
     if kind == "pointwise":
         return POINTWISE_FLOPS.get(name, 1) * (_numel(first_out) if first_out is not None else 0)
+    if kind == "reduction" and name in EMBEDDING_BAG:
+        elements, weighted = _bag_elements(tensor_args, node_args)
+        return 2 * elements if weighted else elements
     if kind in ("reduction", "pool"):
         return _numel(tensor_args[0]) if tensor_args else 0
     raise AssertionError(kind)
+
+
+def _bag_elements(tensor_args: list[Any], node_args: tuple) -> tuple[int, bool]:
+    """The elements of the rows an EmbeddingBag (:data:`EMBEDDING_BAG`) reads from its table, ``n · D`` for
+    ``n`` indices into a table ``D`` wide, and whether it weights them (``per_sample_weights``)."""
+    weight, indices = tensor_args[0], tensor_args[1]
+    width = int(weight.shape[-1]) if weight.dim() else 1
+    return _numel(indices) * width, len(node_args) > 6 and node_args[6] is not None
+
+
+def _bag_bytes(read_bytes: float, written: float, tensor_args: list[Any], node_args: tuple,
+               nbytes: Callable[[Any], float]) -> float:
+    """Bytes an EmbeddingBag moves (module docstring): what it reads but its table, the rows of the table its
+    indices select, and what it writes."""
+    weight = tensor_args[0]
+    table = nbytes(weight)
+    elements = _numel(weight)
+    rows = table / elements * _bag_elements(tensor_args, node_args)[0] if elements else 0.0
+    return read_bytes - table + rows + written
 
 
 def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple
@@ -563,6 +592,9 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
                                   bias=len(tensor_args) > 2)
     if kind == "attention":
         return shapes.attention(*(tuple(t.shape) for t in tensor_args[:3]))
+    if kind == "reduction" and name in EMBEDDING_BAG:
+        elements, weighted = _bag_elements(tensor_args, node_args)
+        return (shapes.vector("mul", elements) if weighted else ()) + shapes.vector("reduce", elements)
     return shapes.elementwise(kind, name or _target_label(target), _numel(tensor_args[0]) if tensor_args else 0,
                               _numel(first_out) if first_out is not None else 0)
 
@@ -798,6 +830,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
+        if kind == "reduction" and _base(_op_name(node.target)) in EMBEDDING_BAG:
+            moved = _bag_bytes(read_bytes, written, tensor_args, node.args, sizes.nbytes)
         if kind == "unknown" or (_base(_op_name(node.target)) == "einsum"
                                  and layer_gemms.einsum_gemm(node.args[0], _shapes(_listed(node.args[1]))) is None):
             unknown.add(_target_label(node.target))
