@@ -750,3 +750,30 @@ def test_an_embedding_bag_reads_the_rows_its_indices_select(mode, weighted, flop
     with FlopCounterMode(display=False) as counter:
         Bags()(*args)
     assert counter.get_total_flops() == 0
+
+
+def test_a_bilinear_layer_is_costed_as_its_gemms():
+    """nn.Bilinear(5, 7, 3) on x1 [2, 4, 5] and x2 [2, 4, 7]: N = 8 rows; torch runs, for each of the 3
+    outputs, x1 by the weight's 5 × 7 slice (GEMM 8 × 7 over 5: 560 FLOPs) and the 8 rows of that by
+    x2's (8 dot products over 7: 112 FLOPs): 3 · 672 = 2 · 24 · 7 · (5 + 1) = 2,016 FLOPs (the ONNX
+    exporter writes the same two products as MatMuls). It reads x1 (160 B), x2 (224 B), the weight
+    (420 B) and the bias (12 B) and writes 2 · 4 · 3 · 4 = 96 B: 912 B. The bias is added, no operand."""
+
+    class Pairs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pair = nn.Bilinear(5, 7, 3)
+
+        def forward(self, a, b):
+            return self.pair(a, b)
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Pairs(), (torch.randn(2, 4, 5), torch.randn(2, 4, 7)))
+    (op,) = graph.ops
+    assert (op.kind, op.flops, op.bytes_moved) == ("matmul", 2016.0, 912.0)
+    assert [(p.name, p.nbytes, p.operand) for p in op.params] == [("pair.weight", 420.0, True),
+                                                                  ("pair.bias", 12.0, False)]
+    assert [(o.kind, o.m, o.n, o.k, o.batch) if o.kind == "gemm" else (o.op, o.elements) for o in op.operators] == [
+        ("gemm", 8, 7, 5, 3), ("gemm", 1, 1, 7, 24), ("add", 24)]

@@ -50,6 +50,9 @@ addbmm (``b`` products of ``n × m`` by ``m × p``)        2 · b · n · m · p
 tensordot                                               2 · numel(out) · Π of the contracted sizes
 linalg.multi_dot                                        2 · the least multiplications of the chain
                                                         (torch's order)
+bilinear (``x1 [..., I]``, ``x2 [..., J]``, weight      2 · numel(out) · J · (I + 1) (the GEMMs
+``[O, I, J]``)                                          torch runs: ``x1`` by each ``I × J`` slice
+                                                        of the weight, then a row by ``x2``'s)
 LSTM, GRU, RNN (``G`` = 4, 3, 1 gates), per layer and   2 · T · N · G·H · (I + P)
 direction: input ``I`` wide, hidden ``H``, ``T`` steps  + 2 · T · N · H · P where P ≠ H
 of batch ``N``, projected to ``P`` (``proj_size``;      (input, recurrent and projection
@@ -121,7 +124,7 @@ GROUPED_MATMUL = frozenset({"_grouped_mm", "grouped_mm_fallback"})
 #: grouped GEMM transformers runs where ``_grouped_mm`` cannot (weights of other types than bfloat16)
 KNOWN_CUSTOM = frozenset({("transformers", "grouped_mm_fallback")})
 #: products whose GEMMs :func:`_product_gemms` works out from their arguments
-GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot"}
+GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot", "bilinear"}
 #: recurrent layers, by their gates per step
 RECURRENT = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
@@ -422,6 +425,8 @@ def _added_term(node: Any) -> Any:
     base = _base(_op_name(node.target))
     if base == "linear" or base in CONV:
         return node.kwargs.get("bias", node.args[2] if len(node.args) > 2 else None)
+    if base == "bilinear":
+        return node.kwargs.get("bias", node.args[3] if len(node.args) > 3 else None)
     if MATMUL.get(base) == 1 or base == "addbmm":
         return node.args[0] if node.args else None
     return None
@@ -430,8 +435,15 @@ def _added_term(node: Any) -> Any:
 def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[tuple[int, int, int, int]]:
     """The GEMMs ``(m, n, k, batch)`` of ``addbmm`` (the batched product, summed over the batch:
     ``b`` GEMMs of ``n × m`` by ``m × p``), ``tensordot`` (the free dimensions of each operand by the
-    contracted ones) and ``linalg_multi_dot`` (the products in the order of least multiplications,
-    which torch finds too)."""
+    contracted ones), ``linalg_multi_dot`` (the products in the order of least multiplications,
+    which torch finds too) and ``bilinear`` (``x1 [..., I]``, ``N = numel(x1) / I`` rows, by each of the ``O``
+    slices ``I × J`` of the weight ``[O, I, J]``, then each row of that by its row of ``x2``: ``N·O`` dot
+    products over ``J``, the batched products ATen's ``_trilinear`` runs)."""
+    if name == "bilinear":
+        x1, w = tensor_args[0], tensor_args[2]
+        out, left, right = int(w.shape[0]), int(w.shape[1]), int(w.shape[2])
+        rows = _numel(x1) // left if left else 0
+        return [(rows, right, left, out), (1, 1, right, rows * out)]
     if name == "addbmm":
         b1, b2 = tensor_args[1].shape, tensor_args[2].shape
         return [(int(b1[1]), int(b2[2]), int(b1[2]), int(b1[0]))]
@@ -575,8 +587,9 @@ def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], n
         gemm = layer_gemms.einsum_gemm(node_args[0], _shapes(_listed(node_args[1])))
         return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
     if kind == "matmul" and name in GEMM_FORMS:
+        bias = shapes.vector("add", _numel(first_out)) if name == "bilinear" and len(tensor_args) > 3 else ()
         return tuple(op for m, n, k, batch in _product_gemms(name, tensor_args, node_args)
-                     for op in shapes.gemm(m, n, k, batch))
+                     for op in shapes.gemm(m, n, k, batch)) + bias
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(name, node_args))
     if kind == "matmul" and name in GROUPED_MATMUL:
