@@ -1047,3 +1047,17 @@ def test_an_unread_node_without_a_scope_takes_that_of_what_it_reads():
     graph = graph_from_onnx(model, "twice")
     assert [op.module_path for op in graph.ops] == [("a",), ("b",), ("b",)]
     assert [(n.name, len(n.ops)) for n in group_ops(graph, "module").nodes] == [("a", 1), ("b", 2)]
+
+
+def test_top_k_is_costed_as_torch_costs_sort_and_topk():
+    """Both exporters write torch's sort, argsort and topk as TopK: X [8, 4], along axis 0 (n = 8) the
+    comparisons of sorting its 4 rows, 32 · ⌈log2 8⌉ = 96 FLOPs, along the last axis 32 · 2 = 64, as the
+    torch importer counts them; a reduction, not an operator without a formula."""
+    k = numpy_helper.from_array(np.array([2], dtype=np.int64), "k")
+    nodes = [helper.make_node("TopK", ["X", "k"], ["V", "I"], name="/rows/TopK", axis=0),
+             helper.make_node("TopK", ["X", "k"], ["V1", "I1"], name="/cols/TopK")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = graph_from_onnx(_graph(nodes, [("X", [8, 4])], ["V", "V1"], [k]), "topk")
+    assert [(op.target, op.kind, op.flops) for op in graph.ops] == [("TopK", "reduction", 96.0),
+                                                                   ("TopK", "reduction", 64.0)]

@@ -777,3 +777,29 @@ def test_a_bilinear_layer_is_costed_as_its_gemms():
                                                                   ("pair.bias", 12.0, False)]
     assert [(o.kind, o.m, o.n, o.k, o.batch) if o.kind == "gemm" else (o.op, o.elements) for o in op.operators] == [
         ("gemm", 8, 7, 5, 3), ("gemm", 1, 1, 7, 24), ("add", 24)]
+
+
+def test_sorting_and_top_k_are_costed_as_the_comparisons_of_sorting_each_row():
+    """x [8, 4]: sorting along dimension 0 (stable, its dim given by name), msort (dimension 0) and topk(2)
+    along 0 sort 4 rows of n = 8: 32 · ⌈log2 8⌉ = 96 FLOPs; argsort and topk(1) along the last dimension
+    sort 8 rows of n = 4: 32 · 2 = 64. Reads x (128 B); sort writes values and indices (128 + 256 B),
+    argsort its indices (256 B), topk(2) along 0 [2, 4] values and indices (32 + 64 B). FlopCounterMode
+    counts none of them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Sorts(nn.Module):
+        def forward(self, x):
+            return (torch.sort(x, dim=0, stable=True)[0], torch.msort(x), torch.topk(x, 2, 0), torch.argsort(x),
+                    torch.topk(x, 1))
+
+    x = torch.randn(8, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Sorts(), (x,))
+    assert [(op.target, op.kind, op.flops) for op in graph.ops] == [
+        ("aten::sort.stable", "reduction", 96.0), ("aten::msort", "reduction", 96.0),
+        ("aten::topk", "reduction", 96.0), ("aten::argsort", "reduction", 64.0), ("aten::topk", "reduction", 64.0)]
+    assert [op.bytes_moved for op in graph.ops[:4]] == [512.0, 256.0, 224.0, 384.0]
+    with FlopCounterMode(display=False) as counter:
+        Sorts()(x)
+    assert counter.get_total_flops() == 0

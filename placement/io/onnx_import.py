@@ -73,6 +73,8 @@ Softmax, LogSoftmax, SoftmaxCrossEntropyLoss
 elementwise operators                           c · numel(out): c = 8 Gelu, 4 Tanh and
                                                 Sigmoid, else 1
 Reduce*, ArgMax/ArgMin, CumSum, pooling         numel(input)
+TopK (``n`` elements along ``axis``; the        numel(input) · ⌈log2 n⌉, as the torch
+exporters write ``sort`` and ``argsort`` so)    importer's ``sort`` and ``topk``
 views, gathers, copies, constants               0
 ==============================================  =========================================
 
@@ -141,7 +143,7 @@ for _kind, _names in {
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
                  "Dropout Mish BitShift ThresholdedRelu Shrink Resize",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
-                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss",
+                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
     "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
     "gather": "Gather GatherElements GatherND",
@@ -522,6 +524,9 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
         return NORM_FLOPS * a.numel
     if kind == "pointwise":
         return POINTWISE_FLOPS.get(op_type, 1) * out.numel
+    if op_type == "TopK":   # the comparisons of sorting each row, as the torch importer's sort and topk
+        n = int(a.shape[_attribute(node, "axis", -1)]) if a.shape else 1
+        return a.numel * math.ceil(math.log2(n)) if n > 1 else 0
     if kind in ("reduction", "pool"):
         return a.numel
     raise AssertionError(kind)

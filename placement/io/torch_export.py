@@ -61,6 +61,8 @@ layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
 reductions, losses, pooling                             numel(input)
+sort, argsort, msort, topk (``n`` elements along the    numel(input) · ⌈log2 n⌉ (the comparisons
+dimension they sort or select along)                    of a merge sort of each row)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies, constants    0
@@ -145,6 +147,8 @@ POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "ma
         "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
         "adaptive_max_pool3d"}
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
+#: operators that sort the rows of their input along a dimension (``topk``: to select the ``k`` first of each)
+SORT = {"sort", "argsort", "msort", "topk"}
 #: ``nn.EmbeddingBag``'s kernels, ``(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
 #: per_sample_weights, ...)``: a gather of the rows the indices select and a reduction of each bag's rows
 EMBEDDING_BAG = {"embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"}
@@ -409,7 +413,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
-    if base in REDUCTION or base in EMBEDDING_BAG:
+    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT:
         return "reduction"
     if base in POOL:
         return "pool"
@@ -518,7 +522,8 @@ def _numel(t: Any) -> int:
     return int(math.prod(int(d) for d in t.shape))
 
 
-def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple) -> int:
+def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple,
+           node_kwargs: dict | None = None) -> int:
     """FLOPs of one operator by the table of the module docstring."""
     if kind in ("view", "gather", "copy", "constant", "unknown"):
         return 0
@@ -553,9 +558,26 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     if kind == "reduction" and name in EMBEDDING_BAG:
         elements, weighted = _bag_elements(tensor_args, node_args)
         return 2 * elements if weighted else elements
+    if kind == "reduction" and name in SORT:
+        x = tensor_args[0]
+        n = int(x.shape[_sorted_dim(target, node_args, node_kwargs or {})]) if x.dim() else 1
+        return _numel(x) * math.ceil(math.log2(n)) if n > 1 else 0
     if kind in ("reduction", "pool"):
         return _numel(tensor_args[0]) if tensor_args else 0
     raise AssertionError(kind)
+
+
+def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int:
+    """The dimension a sorting operator (:data:`SORT`) sorts along: its argument ``dim``, given by position or
+    by name or left at its default (``msort``, which has none: 0)."""
+    for at, argument in enumerate(target._schema.arguments):
+        if argument.name == "dim":
+            if "dim" in node_kwargs:
+                return int(node_kwargs["dim"])
+            if not argument.kwarg_only and at < len(node_args):
+                return int(node_args[at])
+            return int(argument.default_value)
+    return 0
 
 
 def _bag_elements(tensor_args: list[Any], node_args: tuple) -> tuple[int, bool]:
@@ -854,7 +876,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         calls = [(key, fqn) for key, (fqn, _type) in stack.items() if fqn]
         reads_all = tuple(dict.fromkeys(reads)) + tuple((i, -1) for i in sorted(depends))
         ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
-                      float(_flops(kind, node.target, tensor_args, present, node.args)), moved, outputs,
+                      float(_flops(kind, node.target, tensor_args, present, node.args, node.kwargs)), moved, outputs,
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
                       _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
