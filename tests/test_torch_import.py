@@ -803,3 +803,20 @@ def test_sorting_and_top_k_are_costed_as_the_comparisons_of_sorting_each_row():
     with FlopCounterMode(display=False) as counter:
         Sorts()(x)
     assert counter.get_total_flops() == 0
+
+
+def test_cosine_similarity_is_costed_as_the_three_products_it_sums():
+    """F.cosine_similarity of x1 [4, 1, 16] and x2 [3, 16] along the last dimension: torch broadcasts
+    them to [4, 3, 16], 192 elements, and passes over those six times (the two norms, reductions, the
+    two quotients and the product, pointwise, and the sum, a reduction): 6 · 192 = 1,152 FLOPs.
+    Reads 256 + 192 B, writes [4, 3]: 48 B."""
+
+    class Similarity(nn.Module):
+        def forward(self, a, b):
+            return F.cosine_similarity(a, b, dim=-1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Similarity(), (torch.randn(4, 1, 16), torch.randn(3, 16)))
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("aten::cosine_similarity", "reduction", 1152.0, 496.0)]

@@ -61,6 +61,9 @@ layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
 reductions, losses, pooling                             numel(input)
+cosine_similarity (``x`` its operands broadcast         6 · numel(x) (the passes torch's kernel
+together)                                               makes over ``x``: two norms along ``dim``,
+                                                        two quotients, a product, its sum)
 sort, argsort, msort, topk (``n`` elements along the    numel(input) · ⌈log2 n⌉ (the comparisons
 dimension they sort or select along)                    of a merge sort of each row)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
@@ -149,6 +152,8 @@ POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "ma
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
 #: operators that sort the rows of their input along a dimension (``topk``: to select the ``k`` first of each)
 SORT = {"sort", "argsort", "msort", "topk"}
+#: ``F.cosine_similarity``: its operands broadcast, each divided by its norm along a dimension, multiplied, summed
+COSINE = {"cosine_similarity"}
 #: ``nn.EmbeddingBag``'s kernels, ``(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
 #: per_sample_weights, ...)``: a gather of the rows the indices select and a reduction of each bag's rows
 EMBEDDING_BAG = {"embedding_bag", "_embedding_bag", "_embedding_bag_forward_only"}
@@ -413,7 +418,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
-    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT:
+    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT or base in COSINE:
         return "reduction"
     if base in POOL:
         return "pool"
@@ -558,6 +563,9 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     if kind == "reduction" and name in EMBEDDING_BAG:
         elements, weighted = _bag_elements(tensor_args, node_args)
         return 2 * elements if weighted else elements
+    if kind == "reduction" and name in COSINE:
+        broadcast = require_torch().broadcast_shapes(*(t.shape for t in tensor_args[:2]))
+        return 6 * math.prod(int(d) for d in broadcast)
     if kind == "reduction" and name in SORT:
         x = tensor_args[0]
         n = int(x.shape[_sorted_dim(target, node_args, node_kwargs or {})]) if x.dim() else 1
