@@ -1061,3 +1061,14 @@ def test_top_k_is_costed_as_torch_costs_sort_and_topk():
         graph = graph_from_onnx(_graph(nodes, [("X", [8, 4])], ["V", "V1"], [k]), "topk")
     assert [(op.target, op.kind, op.flops) for op in graph.ops] == [("TopK", "reduction", 96.0),
                                                                    ("TopK", "reduction", 64.0)]
+
+
+def test_grid_sample_is_costed_as_torch_costs_grid_sample():
+    """GridSample of X [1, 3, 8, 8] at a grid [1, 5, 6, 2] writes [1, 3, 5, 6]: one FLOP per output element,
+    90, as the torch importer costs grid_sample (and Resize); it reads 768 + 240 B and writes 360 B."""
+    node = helper.make_node("GridSample", ["X", "G"], ["Y"], name="/warp/GridSample")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = graph_from_onnx(_graph([node], [("X", [1, 3, 8, 8]), ("G", [1, 5, 6, 2])], ["Y"]), "warp")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("GridSample", "pointwise", 90.0, 1368.0)]

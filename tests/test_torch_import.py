@@ -820,3 +820,22 @@ def test_cosine_similarity_is_costed_as_the_three_products_it_sums():
         graph = import_module(Similarity(), (torch.randn(4, 1, 16), torch.randn(3, 16)))
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("aten::cosine_similarity", "reduction", 1152.0, 496.0)]
+
+
+def test_grid_sample_is_a_resampling_costed_as_interpolate():
+    """F.grid_sample of x [1, 3, 8, 8] at a grid [1, 5, 6, 2] writes [1, 3, 5, 6]: one FLOP per output
+    element, 90, as F.interpolate's kernels in every mode; in 3-D, x [1, 2, 4, 4, 4] at [1, 2, 3, 3, 3]
+    writes [1, 2, 2, 3, 3]: 36. The 2-D one reads x (768 B) and the grid (240 B) and writes 360 B."""
+
+    class Warp(nn.Module):
+        def forward(self, x, grid, volume, points):
+            return F.grid_sample(x, grid, align_corners=False), F.grid_sample(volume, points, align_corners=True)
+
+    args = (torch.randn(1, 3, 8, 8), torch.rand(1, 5, 6, 2) * 2 - 1, torch.randn(1, 2, 4, 4, 4),
+            torch.rand(1, 2, 3, 3, 3) * 2 - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Warp(), args)
+    assert [(op.target, op.kind, op.flops) for op in graph.ops] == [("aten::grid_sampler", "pointwise", 90.0),
+                                                                    ("aten::grid_sampler", "pointwise", 36.0)]
+    assert graph.ops[0].bytes_moved == 768 + 240 + 360

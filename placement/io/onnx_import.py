@@ -72,6 +72,8 @@ LayerNormalization and other normalisations,    5 · numel(input)
 Softmax, LogSoftmax, SoftmaxCrossEntropyLoss
 elementwise operators                           c · numel(out): c = 8 Gelu, 4 Tanh and
                                                 Sigmoid, else 1
+Resize, GridSample (resampling)                 numel(out), as the torch importer's
+                                                interpolate and grid_sample
 Reduce*, ArgMax/ArgMin, CumSum, pooling         numel(input)
 TopK (``n`` elements along ``axis``; the        numel(input) · ⌈log2 n⌉, as the torch
 exporters write ``sort`` and ``argsort`` so)    importer's ``sort`` and ``topk``
@@ -141,7 +143,7 @@ for _kind, _names in {
     "pointwise": "Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Relu LeakyRelu PRelu Elu Selu Celu Sigmoid "
                  "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
-                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize",
+                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize GridSample",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
                  "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",

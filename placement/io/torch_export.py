@@ -60,6 +60,8 @@ of batch ``N``, projected to ``P`` (``proj_size``;      (input, recurrent and pr
 layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
 pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
                                                         sigmoid, 5 SiLU, else 1
+resampling (``F.interpolate``'s kernels, every mode;    numel(out) (pointwise)
+``F.grid_sample``'s ``grid_sampler``)
 reductions, losses, pooling                             numel(input)
 cosine_similarity (``x`` its operands broadcast         6 · numel(x) (the passes torch's kernel
 together)                                               makes over ``x``: two norms along ``dim``,
@@ -171,10 +173,15 @@ CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros",
 UPSAMPLE = {"upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
             "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
             "upsample_trilinear3d", "upsample_bicubic2d", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa"}
+#: ``F.grid_sample``'s kernels: a resampling of its input at the grid's points, as ``F.interpolate``'s at a
+#: regular grid (ONNX writes each as one ``GridSample``)
+GRID_SAMPLE = {"grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "_grid_sampler_2d_cpu_fallback",
+               "cudnn_grid_sampler"}
 POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "hardtanh", "silu", "mish",
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
                       "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "relu6", "hardswish",
-                      "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", *UPSAMPLE}
+                      "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", *UPSAMPLE,
+                      *GRID_SAMPLE}
 DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
 POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
