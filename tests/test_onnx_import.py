@@ -1072,3 +1072,20 @@ def test_grid_sample_is_costed_as_torch_costs_grid_sample():
         graph = graph_from_onnx(_graph([node], [("X", [1, 3, 8, 8]), ("G", [1, 5, 6, 2])], ["Y"]), "warp")
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("GridSample", "pointwise", 90.0, 1368.0)]
+
+
+def test_col2im_is_costed_as_torch_costs_fold():
+    """Col2Im (opset 18; the dynamo exporter writes torch's F.fold so) of X [2, 27, 16] into 4 × 4 images by
+    3 × 3 blocks, padding 1, sums the blocks that overlap: one FLOP per input element, 864, a reduction, as
+    the torch importer costs col2im. Reads X (3,456 B) and its two int64 shapes (16 B each), writes
+    [2, 3, 4, 4]: 384 B."""
+    shapes = [numpy_helper.from_array(np.array(size, dtype=np.int64), name) for name, size in (("image", [4, 4]),
+                                                                                              ("block", [3, 3]))]
+    node = helper.make_node("Col2Im", ["X", "image", "block"], ["Y"], name="/fold/Col2Im", pads=[1, 1, 1, 1])
+    model = _graph([node], [("X", [2, 27, 16])], ["Y"], shapes)
+    model.opset_import[0].version = 18
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = graph_from_onnx(model, "fold")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("Col2Im", "reduction", 864.0, 3872.0)]

@@ -839,3 +839,19 @@ def test_grid_sample_is_a_resampling_costed_as_interpolate():
     assert [(op.target, op.kind, op.flops) for op in graph.ops] == [("aten::grid_sampler", "pointwise", 90.0),
                                                                     ("aten::grid_sampler", "pointwise", 36.0)]
     assert graph.ops[0].bytes_moved == 768 + 240 + 360
+
+
+def test_unfold_is_a_copy_and_fold_sums_its_patches():
+    """F.unfold of x [2, 3, 4, 4] by 3 × 3 patches (padding 1) is im2col, a copy: 0 FLOPs, reads 384 B and
+    writes [2, 27, 16], 3,456 B. F.fold of those columns back is col2im, which sums the patches that
+    overlap: one FLOP per input element, 864, a reduction; reads 3,456 B and writes 384 B."""
+
+    class Patches(nn.Module):
+        def forward(self, x, columns):
+            return F.unfold(x, 3, padding=1), F.fold(columns, (4, 4), 3, padding=1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Patches(), (torch.randn(2, 3, 4, 4), torch.randn(2, 27, 16)))
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("aten::im2col", "copy", 0.0, 3840.0), ("aten::col2im", "reduction", 864.0, 3840.0)]

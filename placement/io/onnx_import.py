@@ -74,7 +74,9 @@ elementwise operators                           c · numel(out): c = 8 Gelu, 4 T
                                                 Sigmoid, else 1
 Resize, GridSample (resampling)                 numel(out), as the torch importer's
                                                 interpolate and grid_sample
-Reduce*, ArgMax/ArgMin, CumSum, pooling         numel(input)
+Reduce*, ArgMax/ArgMin, CumSum, pooling,        numel(input)
+Col2Im (torch's ``F.fold``: the patches that
+overlap summed)
 TopK (``n`` elements along ``axis``; the        numel(input) · ⌈log2 n⌉, as the torch
 exporters write ``sort`` and ``argsort`` so)    importer's ``sort`` and ``topk``
 views, gathers, copies, constants               0
@@ -145,7 +147,7 @@ for _kind, _names in {
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
                  "Dropout Mish BitShift ThresholdedRelu Shrink Resize GridSample",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
-                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK",
+                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK Col2Im",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
     "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
     "gather": "Gather GatherElements GatherND",

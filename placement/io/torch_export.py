@@ -62,7 +62,8 @@ pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8
                                                         sigmoid, 5 SiLU, else 1
 resampling (``F.interpolate``'s kernels, every mode;    numel(out) (pointwise)
 ``F.grid_sample``'s ``grid_sampler``)
-reductions, losses, pooling                             numel(input)
+reductions, losses, pooling, col2im (``F.fold``,        numel(input)
+which sums the patches that overlap)
 cosine_similarity (``x`` its operands broadcast         6 · numel(x) (the passes torch's kernel
 together)                                               makes over ``x``: two norms along ``dim``,
                                                         two quotients, a product, its sum)
@@ -70,7 +71,8 @@ sort, argsort, msort, topk (``n`` elements along the    numel(input) · ⌈log2 
 dimension they sort or select along)                    of a merge sort of each row)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
-views, gathers (embedding, index), copies, constants    0
+views, gathers (embedding, index), copies (im2col:      0
+``F.unfold``, …), constants
 =====================================================  ==========================================
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
@@ -146,7 +148,7 @@ SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "cumsum",
              "cumprod", "logsumexp", "argmax", "argmin", "all", "any", "norm", "linalg_vector_norm", "nll_loss",
              "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "mse_loss", "l1_loss", "smooth_l1_loss",
-             "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "count_nonzero"}
+             "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "count_nonzero", "col2im"}
 POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d",
         "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
         "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
@@ -163,7 +165,7 @@ COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguou
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
         "index_fill", "masked_fill", "where", "tril", "triu",
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy", "pixel_shuffle",
-        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle"}
+        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
