@@ -1089,3 +1089,16 @@ def test_col2im_is_costed_as_torch_costs_fold():
         graph = graph_from_onnx(model, "fold")
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("Col2Im", "reduction", 864.0, 3872.0)]
+
+
+def test_max_unpool_is_a_copy_as_torch_costs_max_unpool():
+    """MaxUnpool of X [1, 2, 2, 2] at its int64 indices by 2 × 2 writes each value at its index in zeros
+    [1, 2, 4, 4]: a copy, 0 FLOPs, as the torch importer costs max_unpool2d; reads 32 + 64 B, writes 128 B."""
+    where = numpy_helper.from_array(np.arange(8, dtype=np.int64).reshape(1, 2, 2, 2) * 2, "I")
+    node = helper.make_node("MaxUnpool", ["X", "I"], ["Y"], name="/unpool/MaxUnpool", kernel_shape=[2, 2],
+                            strides=[2, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = graph_from_onnx(_graph([node], [("X", [1, 2, 2, 2])], ["Y"], [where]), "unpool")
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("MaxUnpool", "copy", 0.0, 224.0)]

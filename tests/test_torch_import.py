@@ -855,3 +855,21 @@ def test_unfold_is_a_copy_and_fold_sums_its_patches():
         graph = import_module(Patches(), (torch.randn(2, 3, 4, 4), torch.randn(2, 27, 16)))
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("aten::im2col", "copy", 0.0, 3840.0), ("aten::col2im", "reduction", 864.0, 3840.0)]
+
+
+def test_max_unpool_is_a_copy():
+    """F.max_unpool2d of the 2 × 2 maxima of x [1, 2, 4, 4] writes each at its index in zeros [1, 2, 4, 4]: a
+    copy, 0 FLOPs; reads the maxima (32 B) and their int64 indices (64 B), writes 128 B. In 3-D, of the
+    maxima [1, 1, 2, 2, 2] of [1, 1, 4, 4, 4]: reads 32 + 64 B, writes 256 B."""
+
+    class Unpool(nn.Module):
+        def forward(self, x, volume):
+            pooled, where = F.max_pool2d(x, 2, return_indices=True)
+            cubes, at = F.max_pool3d(volume, 2, return_indices=True)
+            return F.max_unpool2d(pooled, where, 2), F.max_unpool3d(cubes, at, 2)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Unpool(), (torch.randn(1, 2, 4, 4), torch.randn(1, 1, 4, 4, 4)))
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops if "unpool" in op.target] == [
+        ("aten::max_unpool2d", "copy", 0.0, 224.0), ("aten::max_unpool3d", "copy", 0.0, 352.0)]

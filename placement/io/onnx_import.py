@@ -79,7 +79,9 @@ Col2Im (torch's ``F.fold``: the patches that
 overlap summed)
 TopK (``n`` elements along ``axis``; the        numel(input) · ⌈log2 n⌉, as the torch
 exporters write ``sort`` and ``argsort`` so)    importer's ``sort`` and ``topk``
-views, gathers, copies, constants               0
+views, gathers, copies (MaxUnpool, which writes  0
+each value at its index in zeros, as torch's
+max_unpool), constants
 ==============================================  =========================================
 
 Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors written;
@@ -151,7 +153,7 @@ for _kind, _names in {
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
     "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
     "gather": "Gather GatherElements GatherND",
-    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth",
+    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth MaxUnpool",
     "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
     "recurrent": "LSTM GRU RNN",
     "attention": "Attention",

@@ -72,7 +72,8 @@ dimension they sort or select along)                    of a merge sort of each 
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies (im2col:      0
-``F.unfold``, …), constants
+``F.unfold``; max_unpool, which writes each value at
+its index in zeros; …), constants
 =====================================================  ==========================================
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
@@ -165,7 +166,7 @@ COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguou
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
         "index_fill", "masked_fill", "where", "tril", "triu",
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy", "pixel_shuffle",
-        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col"}
+        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "max_unpool2d", "max_unpool3d"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
