@@ -108,6 +108,22 @@ class MaskedAttention(nn.Module):
         return self.out(h.transpose(1, 2).reshape(b, n, d))
 
 
+class Sampling(nn.Module):
+    """A convolution resampled at a grid (grid_sample: ONNX GridSample), laid out as 3 × 3 patches by a 1 × 1
+    convolution and folded back (col2im: Col2Im), then sorted (sort: TopK of every element) and the 4 largest
+    of each row kept (topk: TopK)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.columns = nn.Conv2d(3, 27, 1)
+
+    def forward(self, x, grid):
+        h = self.columns(F.grid_sample(self.conv(x), grid, align_corners=False))
+        h = F.fold(h.flatten(2), (8, 8), 3, padding=1)
+        return torch.topk(torch.sort(h.flatten(1), dim=-1)[0], 4)[0]
+
+
 def _cases():
     torch.manual_seed(0)
     causal = torch.ones(2, 1, 8, 8, dtype=torch.bool).tril()
@@ -137,6 +153,8 @@ def _cases():
                                 {"opset_version": 13, "dynamo": False}),
         "bool-mask": (MaskedAttention(), (torch.randn(2, 8, 32), causal), {}),
         "bool-mask-opset17": (MaskedAttention(), (torch.randn(2, 8, 32), causal), {"opset_version": 17, "dynamo": False}),
+        # grid_sample, fold (Col2Im, opset 18: the dynamo exporter's), sort and topk (both TopK)
+        "sampling": (Sampling(), (torch.randn(2, 3, 8, 8), torch.rand(2, 8, 8, 2) * 2 - 1), {}),
     }
 
 
