@@ -409,13 +409,25 @@ def _state_written_in_place(part: Partition) -> set[str]:
     return {n.target for n in nodes if n.op == "get_attr" and written_in_place(n, nodes, position)}
 
 
+def _stage_copy(value: Any, device: Any) -> Any:
+    """A stage's own copy of the tensor ``value`` (on ``device``, else where ``value`` is). A tensor on the
+    meta device holds no data: its copy on another device is uninitialised memory of its shape and type,
+    as ``torch.nn.Module.to_empty`` makes, for a checkpoint to fill."""
+    import torch
+
+    if value.is_meta and device is not None and device.type != "meta":
+        return torch.empty_like(value, device=device)
+    return value.detach().to(device, copy=True) if device is not None else value.detach().clone()
+
+
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
 
     Parameters keep ``requires_grad``; buffers of the model stay buffers; other constants
     of the program are non-persistent buffers, so the stage's ``state_dict`` keys are names
     of the model's ``state_dict``. The stage also holds the entries of the model's ``state_dict``
-    that no stage reads and :meth:`Partition.unread` gives it, which its graph does not use.
+    that no stage reads and :meth:`Partition.unread` gives it, which its graph does not use. The
+    tensors of a model on the meta device are uninitialised on ``device`` (:func:`_stage_copy`).
     """
     import torch
     from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
@@ -503,7 +515,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     for target, name in part.canonical.items():
         if name in reads and name not in root:
             value = _attribute(part.root, target)
-            copy = value.detach().to(device, copy=True) if device is not None else value.detach().clone()
+            copy = _stage_copy(value, device)
             root[name] = torch.nn.Parameter(copy, requires_grad=value.requires_grad) if isinstance(
                 value, torch.nn.Parameter) else copy
     module = torch.fx.GraphModule(root, graph, class_name=f"Stage{s}")
@@ -521,7 +533,7 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     targets = {name: target for target, name in reversed(tuple(part.canonical.items()))}
     for name in (name for name, holder in part.unread().items() if holder == s):
         value = _attribute(part.root, targets[name])
-        copy = value.detach().to(device, copy=True) if device is not None else value.detach().clone()
+        copy = _stage_copy(value, device)
         owner = module
         *path, field = name.split(".")
         for part_name in path:

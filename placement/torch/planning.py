@@ -60,7 +60,8 @@ class PipelinePlan:
         ``device``); its ``state_dict`` keys are the model's, so ``module.load_state_dict(full,
         strict=False)`` loads a full checkpoint of the model, and the stages' ``state_dict`` keys together
         are the model's (tied tensors under their first name): the entries no stage reads are kept by one
-        stage (:meth:`placement.torch.partition.Partition.unread`)."""
+        stage (:meth:`placement.torch.partition.Partition.unread`). The tensors of a model on the meta device
+        are uninitialised on ``device``, for a checkpoint to fill."""
         integer("stage_index", stage_index)
         if stage_index >= self.num_stages:
             raise InvalidParameterError("stage_index", f"must be below the number of stages ({self.num_stages}), "
