@@ -684,6 +684,12 @@ def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     assert str(error.value) == ("kwargs of the pipeline's step() must hold the values the plan was made with: "
                                 "input 'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again "
                                 "for another)")
+    # a tensor of another type: a relayed one aborted the process of the stage that receives the planned type
+    with pytest.raises(placement.InvalidParameterError) as error:
+        first(x.double(), temperature=2.0)
+    assert str(error.value) == ("args of the pipeline's step() must have the data types of the example inputs of "
+                                "plan_pipeline: input 'x' is torch.float64, planned torch.float32 (the program is "
+                                "exported for it; convert the input, or plan again with it)")
     # nn.Sequential's forward takes `input`, which the exported program renames input_1: named as the model does
     sequential = plan_pipeline(nn.Sequential(nn.Linear(8, 8)), (x,), devices="h100:1", stages=1, microbatches=1)
     with pytest.raises(placement.InvalidParameterError) as error:

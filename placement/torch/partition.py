@@ -289,31 +289,40 @@ def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = 
 
 
 def _planned(value: Any) -> Any:
-    """What a model input was exported as: a tensor's shape (a tuple), or a constant's value."""
+    """What a model input was exported as: a tensor's shape (a tuple) and data type, or a constant's value."""
     import torch
 
     val = value.meta.get("val")
-    return ("tensor", tuple(int(d) for d in val.shape)) if isinstance(val, torch.Tensor) else ("value", val)
+    return ("tensor", (tuple(int(d) for d in val.shape), val.dtype)) if isinstance(val, torch.Tensor) else (
+        "value", val)
 
 
 def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], keywords: int, *values: Any) -> None:
     """Refuse a micro-batch unlike the one the plan's program was exported for (stage 0 runs it first);
     the last ``keywords`` of the inputs ``names`` are keyword inputs (``kwargs`` of ``step()``).
 
-    ``torch.export`` specialises the program to its example inputs: tensor shapes and other values.
-    ``ExportedProgram.module()`` checks them (its guards), and the stages, which drop those guards,
-    check here instead: a batch that does not split into micro-batches of the planned shape gave
-    wrong rows or failed deep inside torch, and another value of a constant input was ignored."""
+    ``torch.export`` specialises the program to its example inputs: tensor shapes and types, other
+    values. ``ExportedProgram.module()`` checks them (its guards), and the stages, which drop those
+    guards, check here instead: a batch that does not split into micro-batches of the planned shape
+    gave wrong rows or failed deep inside torch, another value of a constant input was ignored, and a
+    tensor of another data type failed inside torch or, sent on to a stage that receives the planned
+    type, aborted that stage's process."""
     import torch
 
     for k, (name, (kind, want), got) in enumerate(zip(names, planned, values)):
         parameter = "kwargs" if k >= len(names) - keywords else "args"
         if kind == "tensor":
-            if not isinstance(got, torch.Tensor) or tuple(got.shape) != want:
+            shape, dtype = want
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != shape:
                 shown = list(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
                 raise InvalidParameterError(parameter, f"of the pipeline's step() must split into micro-batches "
                                                        f"like the example inputs of plan_pipeline: input {name!r} of "
-                                                       f"a micro-batch is {shown}, planned {list(want)}")
+                                                       f"a micro-batch is {shown}, planned {list(shape)}")
+            if got.dtype != dtype:
+                raise InvalidParameterError(parameter, f"of the pipeline's step() must have the data types of the "
+                                                       f"example inputs of plan_pipeline: input {name!r} is "
+                                                       f"{got.dtype}, planned {dtype} (the program is exported for "
+                                                       "it; convert the input, or plan again with it)")
         elif got != want:
             raise InvalidParameterError(parameter, f"of the pipeline's step() must hold the values the plan was "
                                                    f"made with: input {name!r} is {got!r}, planned {want!r} (the "
