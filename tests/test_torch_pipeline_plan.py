@@ -597,6 +597,11 @@ def test_an_output_no_pipeline_returns_is_refused_before_the_search(monkeypatch)
         with pytest.raises(placement.InvalidParameterError) as error:
             plan_pipeline(Outputs(form), (torch.randn(2, 4),), devices="epyc-7763:2", stages=2)
         assert str(error.value).startswith(start), form
+    # more stages than 1F1B's micro-batches: the search ran to its end (a MILP's time limit) before the refusal
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:3", stages=3, microbatches=2)
+    assert str(error.value) == ("microbatches must be at least the number of stages (3) under the 1f1b schedule, "
+                                "got 2; use more micro-batches, fewer stages or schedule 'gpipe'")
 
 
 class Tempered(nn.Module):

@@ -307,6 +307,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
     integer("stages", stages, smallest=1, optional=True)
     one_of("schedule", schedule, SCHEDULES)
+    if stages is not None:   # before the export and the search, which a refusal after them wasted
+        check_microbatches(schedule, microbatches, stages)
     number("time_limit", time_limit, positive=True, optional=True)
     platform = parse_devices(devices)
     try:
