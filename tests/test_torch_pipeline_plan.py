@@ -689,6 +689,12 @@ def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     assert str(error.value) == ("kwargs of the pipeline's step() must hold the values the plan was made with: "
                                 "input 'temperature' is 4.0, planned 2.0 (the program is exported for it; plan again "
                                 "for another)")
+    # a tensor where a number was planned: the check compared them elementwise, and torch refused the bool of that
+    with pytest.raises(placement.InvalidParameterError) as error:
+        first(x, temperature=torch.full((2, 1), 2.0))
+    assert str(error.value) == ("kwargs of the pipeline's step() must hold the values the plan was made with: "
+                                "input 'temperature' is a tensor of shape [2, 1], planned 2.0 (the program is exported "
+                                "for it; plan again for another)")
     # a tensor of another type: a relayed one aborted the process of the stage that receives the planned type
     with pytest.raises(placement.InvalidParameterError) as error:
         first(x.double(), temperature=2.0)

@@ -323,9 +323,10 @@ def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], keywords:
                                                        f"example inputs of plan_pipeline: input {name!r} is "
                                                        f"{got.dtype}, planned {dtype} (the program is exported for "
                                                        "it; convert the input, or plan again with it)")
-        elif got != want:
+        elif isinstance(got, torch.Tensor) or got != want:   # a tensor's != is elementwise: no bool of it
+            shown = f"a tensor of shape {list(got.shape)}" if isinstance(got, torch.Tensor) else repr(got)
             raise InvalidParameterError(parameter, f"of the pipeline's step() must hold the values the plan was "
-                                                   f"made with: input {name!r} is {got!r}, planned {want!r} (the "
+                                                   f"made with: input {name!r} is {shown}, planned {want!r} (the "
                                                    "program is exported for it; plan again for another)")
 
 
