@@ -451,6 +451,62 @@ def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
         accelerators_only(big, optimum, "x:2,y:1", objective="throughput", stages=None, time_limit=None)
 
 
+def test_the_plan_on_the_accelerators_alone_keeps_1f1b_s_limit_on_stages():
+    """a → b → c as above on three accelerators and a CPU: on the accelerators alone the optimum runs
+    each node on its own (100), but 1F1B with 2 micro-batches runs 2 stages at most: b goes with a or c
+    (101). That search returned the 3-stage plan, which plan_pipeline, with stages left open, then
+    refused for having more stages than micro-batches."""
+    from placement.torch.planning import accelerators_only
+
+    doc = {"maxSizePerFPGA": 10, "maxFPGAs": 3, "maxCPUs": 1,
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": f, "cpuLatency": c, "size": 1}
+                     for i, f, c in ((1, 1, 100), (2, 100, 1), (3, 1, 100))],
+           "edges": [{"sourceId": 1, "destId": 2, "cost": 0}, {"sourceId": 2, "destId": 3, "cost": 0}]}
+    problem = placement.load(doc)
+    optimum = placement.solve(problem)
+    options = dict(objective="throughput", stages=None, time_limit=None)
+    found = accelerators_only(problem, optimum, "x:3,y:1", **options)
+    assert (found.num_stages, found.value) == (3, 100.0)
+    found = accelerators_only(problem, optimum, "x:3,y:1", 2, **options)
+    assert (found.status, found.num_stages, found.value, found.bound) == ("feasible", 2, 101.0, 1.0)
+    for node in doc["nodes"]:   # each node fills an accelerator: no plan of 2 stages on the accelerators alone
+        node["size"] = 10
+    problem = placement.load(doc)
+    with pytest.raises(placement.errors.InvalidParameterError) as error:
+        accelerators_only(problem, placement.solve(problem), "x:3,y:1", 2, **options)
+    assert str(error.value) == ("devices 'x:3,y:1': the optimal plan runs a CPU stage between accelerator stages, "
+                                "which no pipeline runtime executes, and the accelerators alone hold no plan (none of "
+                                "at most 2 stages, the most that 1f1b runs with 2 micro-batches)")
+
+
+class Tables(nn.Module):
+    """Linears, indices computed from them, four embedding tables of 57 GiB each (one per H100), linears:
+    the tables fit together on the CPU only, between the linears."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Sequential(*(nn.Linear(4096, 4096) for _ in range(4)), nn.Linear(4096, 8))
+        self.tables = nn.ModuleList(nn.Embedding(15_000_000, 1024) for _ in range(4))
+        self.tail = nn.Sequential(nn.Linear(8 * 1024, 8192), *(nn.Linear(8192, 8192) for _ in range(4)))
+
+    def forward(self, x):
+        ids = (self.head(x).abs() * 1000).long()
+        return self.tail(sum(table(ids) for table in self.tables).flatten(1))
+
+
+def test_with_stages_left_open_1f1b_s_micro_batches_bound_the_plan_on_the_accelerators_alone():
+    with torch.device("meta"):
+        model = Tables().eval()
+    x = torch.empty(64, 4096, device="meta")
+    pp = plan_pipeline(model, (x,), devices="h100:4,epyc-7763:1", training=False, microbatches=4)
+    assert [s.device_type for s in pp.result.plan] == ["accelerator"] * 4 and pp.result.status == "feasible"
+    # it refused the microbatches for the 4 stages it had planned with no limit
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (x,), devices="h100:4,epyc-7763:1", training=False, microbatches=3)
+    assert str(error.value).endswith("the accelerators alone hold no plan (none of at most 3 stages, the most that "
+                                     "1f1b runs with 3 micro-batches)")
+
+
 def test_the_exchange_of_a_shared_parameter_is_charged_once_per_step():
     # The exchange runs once per step, after every micro-batch's backward pass: a micro-batch's load
     # carries 1/m of it (3072 bytes over 64e9 B/s, 4.8e-5 ms per step), not all of it.

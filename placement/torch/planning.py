@@ -182,16 +182,21 @@ def separable_parts(problem: Any) -> int:
     return contract(problem, merge_zero_cost=False).size
 
 
-def accelerators_only(problem: Any, optimum: Any, devices: str, **options: Any) -> Any:
+def accelerators_only(problem: Any, optimum: Any, devices: str, most: int | None = None, **options: Any) -> Any:
     """The plan on the accelerators alone, where the optimum ``optimum`` puts a CPU stage between two
     accelerator stages; ``feasible``, its bound the optimum's (every pipeline the runtime executes is
     a plan, so none is faster), the note saying why. Plans with CPU stages only at the ends are not
-    searched."""
+    searched. ``most``: the plan has at most this many stages (1F1B's micro-batches, where the number
+    of stages is left open: :func:`best_within_stages`)."""
     import placement
 
     try:
         found = placement.solve(problem, cpus=0, **options)
-        why = found.message or str(found.status)
+        if most is not None and found.ok and found.num_stages > most:
+            found = best_within_stages(problem, most, cpus=0, **{k: v for k, v in options.items() if k != "stages"})
+        why = (found.message or str(found.status)) if found is not None else (
+            f"none of at most {most} stage{'s' if most != 1 else ''}, the most that 1f1b runs with {most} "
+            f"micro-batch{'es' if most != 1 else ''}")
     except InvalidParameterError as exc:      # more stages asked for than accelerators, or a node only a CPU holds
         held_by_cpus_only = isinstance(exc.__cause__, InvalidInstanceError)
         found, why = None, str(exc.__cause__) if held_by_cpus_only else f"{exc.parameter} {exc.detail}"
@@ -357,7 +362,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
             check_microbatches(schedule, microbatches, result.num_stages)
         result = within
     if result.ok and cpu_between_accelerators(result.to_plan()):
-        result = accelerators_only(problem, result, devices, objective=objective, stages=stages,
+        most = microbatches if schedule == "1f1b" and stages is None else None   # as above
+        result = accelerators_only(problem, result, devices, most, objective=objective, stages=stages,
                                    time_limit=time_limit)
     if not result.ok:
         if result.status == "infeasible":
