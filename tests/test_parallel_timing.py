@@ -13,6 +13,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import PiperInstance, parse_piper
 from placement.parallel import ParallelPlan, ParallelStage
 from placement.parallel.batch_search import search_time_per_batch
-from placement.parallel.timing import StageTimes, batch_time, stage_times, time_per_batch
+from placement.parallel.timing import StageTimes, _with_allreduce, batch_time, stage_times, time_per_batch
 from placement.simulation.parallel import simulate_parallel
 from placement.testing.bruteforce_parallel import brute_force_parallel
 
@@ -78,6 +79,31 @@ def test_single_stage_meets_the_bound_and_ring_vs_piper_all_reduce():
     plan = one_per_stage(instance, [2])
     assert time_per_batch(instance, plan, "1f1b") == 32.0
     assert time_per_batch(instance, plan, "gpipe", allreduce="ring") == 22.0
+
+
+def _ring_step_by_step(done: list[float], step: float) -> float:
+    """The ring's end by the recursion of the module docstring, link by link and step by step."""
+    d = len(done)
+    arrived = [0.0] * d
+    for s in range(2 * (d - 1)):
+        previous = arrived[:]
+        for r in range(d):
+            begin = max(arrived[r], done[r], done[(r + 1) % d])
+            arrived[r] = (max(begin, previous[(r - 1) % d]) if s else begin) + step
+    return max(arrived)
+
+
+def test_all_reduce_of_many_replicas_ends_its_ring_after_the_latest_replica():
+    # One stage, d = m = 2048, C = 3, P = 2048: each replica runs one micro-batch (3), then 2·2047 ring steps of
+    # 2·2048/2048 = 2: 3 + 8188 = 8191 (= m·TPS: TPS = 3/2048 + 4·2047·2048/(2048·2048)). Taken link by link,
+    # the ring's 2(d − 1)·d steps cost seconds here and hours at d = 10^5; it ends 2(d − 1) steps after the
+    # latest replica's last task, as the step-by-step recursion finds on small rings.
+    instance = chain([3], m=2048, parameters=[2048])
+    assert time_per_batch(instance, one_per_stage(instance, [2048]), "1f1b") == 8191.0
+    for done, step in (([5.0, 1.0, 2.0, 0.5], 0.1), ([0.3, 0.7, 0.1], 1e-9), ([1.0, 1.0], 0.0), ([2.5] * 5, 0.7)):
+        ends = np.array(done)
+        ring = [(0, len(done), step)]
+        assert _with_allreduce(ends, list(range(len(done))), ring) == _ring_step_by_step(done, step)
 
 
 def test_interleaved_textbook_bubble():

@@ -353,19 +353,20 @@ def _compiled():
 
 
 def _with_allreduce(ends: np.ndarray, last: list[int], ring: list[tuple[int, int, float]]) -> float:
-    """The latest end over the tasks and the all-reduce rings (``ring``: first replica, ``d``, step length)."""
+    """The latest end over the tasks and the all-reduce rings (``ring``: first replica, ``d``, step length).
+
+    Step ``s`` on link ``r`` ends at ``a[s][r] = max(a[s−1][r], a[s−1][r−1], D_r) + step`` with ``D_r`` the
+    later of the last tasks of replicas ``r`` and ``r + 1`` and ``a[−1] = −∞``. As ``step ≥ 0``, ``a[s−1][r] ≥
+    D_r`` for ``s ≥ 1``, so ``a[s][r]`` is ``step`` added ``s + 1`` times to the largest ``D`` of the links
+    ``r − s … r``; after ``2(d − 1) ≥ d − 1`` steps the latest link holds ``step`` added ``2(d − 1)`` times to
+    the latest last task. Adding in that order rounds as the step-by-step recursion does (rounding is
+    monotone), in ``O(d)`` instead of its ``O(d²)``."""
     latest = float(ends.max())
     for first, d, step in ring:
-        done = [float(ends[last[first + r]]) for r in range(d)]
-        arrived = [0.0] * d          # end of the latest step sent on link r -> r + 1
-        for s in range(2 * (d - 1)):
-            previous = arrived[:]
-            for r in range(d):
-                begin = max(arrived[r], done[r], done[(r + 1) % d])
-                if s:
-                    begin = max(begin, previous[(r - 1) % d])
-                arrived[r] = begin + step
-        latest = max(latest, max(arrived))
+        arrived = max(float(ends[last[first + r]]) for r in range(d))
+        for _ in range(2 * (d - 1)):
+            arrived += step
+        latest = max(latest, arrived)
     return latest
 
 
