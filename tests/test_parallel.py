@@ -454,6 +454,15 @@ def test_memory_is_decided_on_the_sizes_as_written():
     assert (result.status, result.plan) == ("infeasible", None)
 
 
+def test_no_plan_message_gives_the_memory_exactly():
+    """0.2 + 0.1 fits 0.3 but not 0.29999999999999: the refusal named the memory with six digits, '0.3', the
+    bound that fits."""
+    result = placement.solve(two_sized_nodes((0.2, 0.1), 0.3), memory=0.29999999999999)
+    assert (result.status, result.plan) == ("infeasible", None)
+    assert result.message == ("no plan on 1 device of 0.29999999999999 bytes: no pipeline of the devices fits every "
+                              "stage's memory")
+
+
 def test_a_plan_the_floating_point_sum_hides_is_found():
     """Nodes 0 → 1, m = 2, two devices of 0.7999999999999999; node 0 has one TMPC (time 1, 0.1 bytes),
     node 1 two: a (time 1, 0.7) and slow (time 1.5, 0.6). One stage of both at d = 2 with a and a

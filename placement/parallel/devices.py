@@ -15,6 +15,7 @@ from typing import Any
 from placement.errors import InvalidParameterError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer
+from placement.problem.instance import format_number
 
 FORM = "'<type>:<count>[,<type>:<count>]' (e.g. 'a100:8,v100:16')"
 
@@ -81,10 +82,11 @@ def at_most(devices: int | dict[str, int], largest: int) -> int | dict[str, int]
 
 
 def describe(devices: int | dict[str, int], memory: float) -> str:
-    """``"8 devices of 8e+10 bytes"``, or ``"a100:8, v100:16 devices"`` (each type's memory) for types."""
+    """``"8 devices of 8e+10 bytes"``, or ``"a100:8, v100:16 devices"`` (each type's memory) for types. The
+    memory is written exactly (``0.29999999999999``, not ``0.3``, which may fit where it does not)."""
     if isinstance(devices, dict):
         return ", ".join(f"{name}:{count}" for name, count in devices.items()) + " devices"
-    return f"{devices} device{'' if devices == 1 else 's'} of {memory:.6g} bytes"
+    return f"{devices} device{'' if devices == 1 else 's'} of {format_number(memory)} bytes"
 
 
 __all__ = ["FORM", "at_most", "check_memory", "describe", "device_counts", "parse_type_counts"]
