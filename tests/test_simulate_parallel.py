@@ -22,7 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from placement.cli import main
-from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import parse_piper, read_piper
 from placement.parallel import ParallelPlan, ParallelStage, solve_piper
 from placement.parallel.timing import time_per_batch
@@ -412,6 +412,18 @@ def test_interleaved_stages_of_one_rank_share_degrees():
         simulate_parallel(instance, one_per_stage(instance, [1, 1, 2, 1]), "interleaved", chunks=2)
     assert str(info.value) == ("stage 2 shares the devices of stage 0 (chunks = 2) but has d = 2, t = 1, type '' "
                                "against d = 1, t = 1, type ''")
+
+
+def test_a_ring_of_too_many_replicas_is_refused_before_it_is_built():
+    """One stage of d = m = 2048 replicas: a batch of 4,096 tasks, but its ring all-reduce sends 2·2047 steps on
+    each of 2048 links, 8,384,512 tasks, over the simulator's 2 GiB; only the batch's were counted, and the
+    simulation (as placement verify's) built them for minutes."""
+    instance = chain([3], m=2048, parameters=[2048])
+    with pytest.raises(LimitExceededError) as info:
+        simulate_parallel(instance, one_per_stage(instance, [2048]), allreduce="piper")
+    assert str(info.value) == ("the all-reduce rings make 8,384,512 tasks (2(d − 1)·d for a stage of d replicas; "
+                               "stage 0 has d = 2048), 8,388,608 with the batch's, about 3.12 GiB to simulate, over "
+                               "the limit of 2 GiB")
 
 
 def test_simulator_imports_no_planner():

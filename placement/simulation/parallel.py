@@ -49,13 +49,13 @@ from typing import Any
 
 import numpy as np
 
-from placement.errors import InvalidParameterError, InvalidPlanError
+from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
-from placement.simulation.program import check_task_count
+from placement.simulation.program import BYTES_PER_TASK, DEFAULT_MEMORY_LIMIT, check_task_count
 from placement.simulation.schedules import SCHEDULES as PIPELINE_SCHEDULES
 from placement.simulation.parallel_orders import (BACKWARD, FORWARD, GPIPE, INTERLEAVED, ONE_F_ONE_B,
                                                   PARALLEL_SCHEDULES, PIPER_SCHEDULE, gpipe, in_flight_limit,
@@ -191,6 +191,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     if checked_on is not None:
         refuse_invalid(instance, plan, *checked_on, schedule=schedule, microbatches=m, chunks=chunks)
     layout = build_layout(instance, specs, chunks, m, share, unit)
+    _check_ring_tasks(layout)
     run = _Run(layout, schedule, allreduce)
     try:
         start, end = execute(run.graph)
@@ -281,6 +282,21 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
         setting = (f" run under {run!r} with {m} micro-batches per batch"
                    if run != plan.schedule or m != instance.microbatches_in_batch else "")
         raise InvalidPlanError(f"the plan is not valid for this instance{setting}: {evaluation.violations[0]}{more}")
+
+
+def _check_ring_tasks(layout: Layout) -> None:
+    """Refuse a plan whose all-reduce rings (``2(d − 1)`` steps on each of a rank's ``d`` links) and batch
+    together make more tasks than the simulator's memory limit takes (:func:`check_task_count` counts the
+    batch's alone)."""
+    ranks = layout.stages[:layout.ranks]
+    ring = sum(2 * (s.d - 1) * s.d for s in ranks)
+    tasks = 2 * layout.microbatches * len(layout.stages) + ring
+    if ring and tasks * BYTES_PER_TASK > DEFAULT_MEMORY_LIMIT:
+        widest = max(ranks, key=lambda s: s.d)
+        raise LimitExceededError(f"the all-reduce rings make {ring:,} tasks (2(d − 1)·d for a stage of d replicas; "
+                                 f"stage {widest.index} has d = {widest.d}), {tasks:,} with the batch's, about "
+                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the limit of "
+                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB")
 
 
 class _Run:
