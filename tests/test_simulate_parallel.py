@@ -552,10 +552,31 @@ def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
                          # records the run would have read as none, checking against the instance's own limits
                          ({"stages": [], "devices": -1},
                           "the plan's 'devices' must be a device count or counts per device type, not -1"),
-                         ({"stages": [], "memory": "x"}, "the plan's 'memory' must be a number of bytes, not 'x'")):
+                         ({"stages": [], "memory": "x"}, "the plan's 'memory' must be a number of bytes, not 'x'"),
+                         # misspelt fields read as missing checked another plan: gpipe's memory as piper's, no TMPC
+                         ({"stages": [], "schedul": "gpipe"}, "unknown field 'schedul'; did you mean 'schedule'? (a "
+                                                               "field this like one the format reads is refused, not "
+                                                               "ignored)"),
+                         ({"stages": [{"nodes": [0], "d": 1, "t": 1, "tmpc": {"0": "x"}}]},
+                          "stages[0]: unknown field 'tmpc'; did you mean 'tmpcs'? (a field this like one the format "
+                          "reads is refused, not ignored)")):
         Path(plan).write_text(json.dumps(doc))
         assert main(["simulate", instance, plan]) == 2
         assert capsys.readouterr().err == f"error: {plan}: {message}\n"
+
+
+def test_a_solved_plan_document_has_no_field_its_reader_takes_for_a_misspelling():
+    """Every field the solve writes, the plan and its stages, is one the reader knows: a misspelling is refused
+    only where the known field is missing, and the reader reads the written document back."""
+    from placement.parallel.plan import DOCUMENT_FIELDS, STAGE_FIELDS
+
+    instance = chain([1, 1, 1, 1], m=4)
+    for schedule, chunks in (("piper", None), ("interleaved", 2)):
+        result = solve_piper(instance, devices=2, schedule=schedule, chunks=chunks)
+        document = json.loads(json.dumps(result.to_json()))
+        assert set(document) <= set(DOCUMENT_FIELDS)
+        assert {key for stage in document["stages"] for key in stage} <= set(STAGE_FIELDS)
+        assert ParallelPlan.from_json(document) == result.plan
 
 
 def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, capsys):

@@ -20,11 +20,18 @@ from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
 from placement.jsonfile import NODE_ID_KEY, json_value_text
+from placement.misspelling import misspelling_message, misspelt_field
 from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
 
 #: the schedules a plan may be planned for (see :mod:`placement.parallel.schedules`)
 SCHEDULES = ("piper", "1f1b", "gpipe", "interleaved")
+#: the fields of a plan document (:meth:`placement.parallel.result.ParallelResult.to_json` writes them all); the
+#: reader ignores other fields (a benchmark's record carries its own) unless they are misspellings of these
+DOCUMENT_FIELDS = ("format", "status", "schedule", "objective", "devices", "memory", "value", "bound", "gap",
+                   "timePerBatch", "devicesUsed", "stages", "megatron", "message", "runtime_s", "chunks")
+#: the fields of a stage of a plan document, read as :data:`DOCUMENT_FIELDS` are
+STAGE_FIELDS = ("nodes", "d", "t", "tmpcs", "deviceType", "timePerSample", "memory", "inFlight", "group", "chunk")
 
 
 def _integer(value: object, what: str) -> int:
@@ -123,9 +130,19 @@ class ParallelPlan:
 
     @classmethod
     def from_json(cls, doc: Any) -> "ParallelPlan":
-        """Read back :meth:`to_json`; :class:`InvalidPlanError` for a malformed document."""
+        """Read back :meth:`to_json`; :class:`InvalidPlanError` for a malformed document, or one with a field
+        misspelt (:mod:`placement.misspelling`: ``schedul`` ignored would check the plan under another
+        schedule)."""
+        # a document without stages is another document (an instance's 'maxDevices' is no misspelt 'devices')
+        misspelt = misspelt_field([doc], DOCUMENT_FIELDS if isinstance(doc, Mapping) and "stages" in doc
+                                  else ("stages",))
+        if misspelt is not None:
+            raise InvalidPlanError(misspelling_message(*misspelt[1:]))
         if not isinstance(doc, Mapping) or not isinstance(doc.get("stages"), list):
             raise InvalidPlanError("a parallel plan must be a JSON object with a list 'stages'")
+        misspelt = misspelt_field(doc["stages"], STAGE_FIELDS)
+        if misspelt is not None:
+            raise InvalidPlanError(f"stages[{misspelt[0]}]: {misspelling_message(*misspelt[1:])}")
         schedule = doc.get("schedule", "piper")
         if schedule not in SCHEDULES:
             raise InvalidPlanError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
@@ -176,4 +193,4 @@ class ParallelPlan:
         return cls(tuple(stages), schedule, chunks)
 
 
-__all__ = ["SCHEDULES", "ParallelPlan", "ParallelStage"]
+__all__ = ["DOCUMENT_FIELDS", "SCHEDULES", "STAGE_FIELDS", "ParallelPlan", "ParallelStage"]
