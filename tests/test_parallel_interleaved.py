@@ -147,6 +147,21 @@ def test_memory_of_the_order_by_hand(memory, status, value):
     assert (result.status, result.value) == (status, value)
     if value is not None:
         assert max(s.memory for s in result.evaluation.stages) == 6.0
+    else:
+        assert result.message == ("no interleaved plan with 2 chunks per group on 2 devices of 5 bytes: no plan fits "
+                                  "the memory of its devices")
+
+
+def test_no_shape_of_device_groups_is_told_apart_from_memory():
+    """m = 3 on 2 devices: two groups of one device run 3 micro-batches each, not a multiple of the 2 groups
+    (Megatron's condition), and d = 2 does not divide 3; no shape exists, whatever the memory. The refusal
+    said that no plan fit, as where memory rules every plan out."""
+    result = solve_interleaved(chain([1] * 6, m=3), chunks=2)
+    assert (result.status, result.plan) == (Status.INFEASIBLE, None)
+    assert result.message == ("no interleaved plan with 2 chunks per group on 2 devices of 1e+09 bytes: no shape of "
+                              "S ≥ 2 device groups of d·t devices takes them (S·d·t ≤ 2, S·2 chunks ≤ 6 nodes, d "
+                              "dividing the 3 micro-batches, S dividing the m/d of a replica, t a degree every node "
+                              "has)")
 
 
 # A recompute TMPC trades time for memory: node 4 may run as r (time 6, A = 0); memory 5. Group

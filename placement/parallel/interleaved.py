@@ -59,6 +59,7 @@ from placement.parallel.handoff import megatron_config
 from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.result import ParallelResult
 from placement.parameters import MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number
+from placement.problem.instance import format_number
 from placement.result import Status
 from placement.simulation.parallel_orders import FORWARD, interleaved
 
@@ -325,10 +326,15 @@ def _answer(instance: PiperInstance, best, bounds: list[float], devices: int, me
             return ParallelResult(Status.NO_SOLUTION, None, None, proven, devices, memory, INTERLEAVED, None, None,
                                   time.perf_counter() - started,
                                   _open_reason(stats, "before a plan was found"), stats, chunks=v)
+        m = instance.microbatches_in_batch
+        why = ("no plan fits the memory of its devices" if stats["shapes"] else
+               f"no shape of S ≥ 2 device groups of d·t devices takes them (S·d·t ≤ {devices}, S·{v} chunks ≤ "
+               f"{len(instance.nodes)} nodes, d dividing the {m} micro-batches, S dividing the m/d of a replica, "
+               f"t a degree every node has)")
         return ParallelResult(Status.INFEASIBLE, None, None, math.inf, devices, memory, INTERLEAVED, None, None,
                               time.perf_counter() - started,
                               f"no interleaved plan with {v} chunks per group on {devices} devices of "
-                              f"{memory:.6g} bytes fits", stats, chunks=v)
+                              f"{format_number(memory)} bytes: {why}", stats, chunks=v)
     value, plan, shape = best
     evaluation = evaluate_interleaved(instance, plan, devices=devices, memory=memory)
     bound = min(proven, value)
