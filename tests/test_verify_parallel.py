@@ -127,6 +127,24 @@ def test_the_text_lists_the_first_20_violations_of_an_invalid_plan_and_counts_th
     assert json.loads(capsys.readouterr().out)["violations"] == [f"node {v} is in no stage" for v in range(1, 30)]
 
 
+def test_the_text_names_the_memory_checked_on_exactly(tmp_path, capsys):
+    """Nodes of 0.2 and 0.1 bytes on one device of 0.29999999999999: the stage needs 0.3 (as written), more than
+    there is. The header said 'checked on 1 devices of 0.3 bytes', the bound that fits."""
+    tmpcs = [{"id": "v", "timePerSample": 1, "parameterSize": 0, "memoryUsageA": 0, "memoryUsageB": size,
+              "syncTimeFw": {}, "syncTimeBw": {}} for size in (0.2, 0.1)]
+    path, plan = tmp_path / "two.json", tmp_path / "plan.json"
+    path.write_text(json.dumps({"maxDevices": 1, "maxMemoryPerDevice": 0.29999999999999, "bandwidth": 1,
+                                "mbsInBatch": 1, "edges": [],
+                                "nodes": [{"id": k, "TMPCs": {"1": [tmpc]}} for k, tmpc in enumerate(tmpcs)]}))
+    plan.write_text(json.dumps({"stages": [{"nodes": [0, 1], "d": 1, "t": 1, "tmpcs": {"0": "v", "1": "v"}}]}))
+    assert main(["verify", str(path), str(plan)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("instance two: checked on 1 device of 0.29999999999999 bytes, schedule piper, 1 micro-batch "
+                      "per batch")
+    assert "  stage 0 needs 0.3 bytes per device (y=1 micro-batches in flight), more than the 0.29999999999999 " \
+           "available" in out
+
+
 def test_a_claim_the_check_refutes_is_a_note_and_an_invalid_plan_fails(tmp_path, capsys):
     inst = two_nodes()
     path = tmp_path / "two.json"

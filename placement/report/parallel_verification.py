@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from placement.io.piper import PiperInstance
+from placement.problem.instance import format_number
 from placement.report.parallel import node_ranges
 from placement.report.table import cell, format_table
 from placement.report.text import verdict_lines
@@ -20,10 +21,10 @@ def format_parallel_verification(instance: PiperInstance, verified: ParallelVeri
     devices = verified.devices if verified.devices is not None else (
         {t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
     where = (", ".join(f"{k}:{v}" for k, v in devices.items()) + " devices" if isinstance(devices, Mapping)
-             else f"{devices} devices")
-    if not instance.device_types:
+             else counted(devices, "device"))
+    if not instance.device_types:   # exactly: a violation may turn on the last digit
         memory = instance.max_memory_per_device if verified.memory is None else verified.memory
-        where += f" of {memory:.6g} bytes"
+        where += f" of {format_number(memory)} bytes"
     chunks = f", {verified.chunks} chunks per device group" if verified.chunks > 1 else ""
     lines = [f"instance {instance.name or '-'}: checked on {where}, schedule {verified.schedule}{chunks}, "
              f"{counted(instance.microbatches_in_batch, 'micro-batch')} per batch"]
