@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 
 import placement
 from placement.cli import main
-from placement.errors import InvalidParameterError
+from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import TMPC, PiperDeviceType, PiperEdge, PiperInstance, PiperNode, parse_piper
 from placement.parallel.baselines import piper_value
 from placement.parallel.dp import solve_parallel
@@ -452,6 +452,28 @@ def test_memory_is_decided_on_the_sizes_as_written():
     assert brute_force_parallel(over)[0] == math.inf
     result = placement.solve(over)
     assert (result.status, result.plan) == ("infeasible", None)
+
+
+def test_a_table_too_large_is_refused_before_the_degrees_are_listed():
+    """Two nodes, 2^40 devices and micro-batches: listing every d ≤ 2^40 that divides m took hours before the
+    table's size refused it. Three types of 2^22 devices (m = 2^22): (2^22 + 1)^3 device counts overflowed
+    NumPy's product, and the refusal named 52,776,570,716,161 of them."""
+    data = {"maxDevices": 2 ** 40, "maxMemoryPerDevice": 1e9, "bandwidth": 1, "mbsInBatch": 2 ** 40, "edges": [],
+            "nodes": [{"id": k, "TMPCs": {"1": [{"id": "v", "timePerSample": 1, "parameterSize": 0,
+                                                 "memoryUsageA": 0, "memoryUsageB": 0, "syncTimeFw": {},
+                                                 "syncTimeBw": {}}]}} for k in range(2)]}
+    typed = parse_piper({**data, "mbsInBatch": 2 ** 22,
+                         "deviceTypes": {name: {"count": 2 ** 22, "memory": 1e9} for name in "abc"}})
+    with pytest.raises(LimitExceededError) as raised:
+        placement.solve(typed)
+    assert str(raised.value) == ("the DP table would have at least 221,361,087,214,226,767,875 cells (more than "
+                                 "50,000,000): at least 3 sets × 73,787,029,071,408,922,625 device counts; lower "
+                                 "devices")
+    with pytest.raises(LimitExceededError) as raised:
+        placement.solve(parse_piper(data))
+    assert (str(raised.value), raised.value.parameter) == (
+        "the DP table would have at least 3,298,534,883,331 cells (more than 50,000,000): at least 3 sets × "
+        "1,099,511,627,777 device counts; lower devices", "devices")
 
 
 def test_no_plan_message_gives_the_memory_exactly():

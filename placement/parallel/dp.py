@@ -209,6 +209,12 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
     types, tables = exact_memory(types, tables, m)
+    # the table's least size (below), known before the stage degrees are listed: that loops over every device count
+    least = math.prod(min(c, sum(types.counts), m) + 1 for c in types.counts)
+    if (len(tables.ids) + 1) * least > MAX_CELLS:
+        raise LimitExceededError(f"the DP table would have at least {(len(tables.ids) + 1) * least:,} cells (more than "
+                                 f"{MAX_CELLS:,}): at least {len(tables.ids) + 1:,} sets × {least:,} device counts; "
+                                 "lower devices", "devices")
     pairs = typed_pairs(tables, types, m, allowed)
     unplaceable = _node_without_degree(tables, pairs)
     if unplaceable is not None:   # every node sits in some stage: a proof that nothing fits
@@ -398,7 +404,7 @@ class Codes:
 
     @property
     def count(self) -> int:
-        return int(np.prod([b + 1 for b in self.bound]))
+        return math.prod(b + 1 for b in self.bound)   # Python's integers: no overflow
 
     def digits(self) -> np.ndarray:
         """``digits[code, τ]``: ``k_τ`` of every code."""
