@@ -152,6 +152,15 @@ def test_memory_of_the_order_by_hand(memory, status, value):
                                   "the memory of its devices")
 
 
+def test_a_vast_device_count_lists_only_the_degrees_that_divide_the_batch():
+    """2^40 devices, m = 4: the shapes were sought over every d ≤ 2^40 (hours, past any time limit), while d
+    divides m. Four nodes of 1: S = 2 groups of d = 2 (n = 2 micro-batches per replica, S | n), two chunks of
+    1 each per group: (1 + 1)/2 = 1; d = 4 leaves n = 1, which S = 2 does not divide."""
+    result = solve_interleaved(chain([1, 1, 1, 1], m=4, devices=2 ** 40), chunks=2)
+    assert (result.status, result.value) == (Status.OPTIMAL, 1.0)
+    assert {(s.d, s.t) for s in result.plan.stages} == {(2, 1)}
+
+
 def test_no_shape_of_device_groups_is_told_apart_from_memory():
     """m = 3 on 2 devices: two groups of one device run 3 micro-batches each, not a multiple of the 2 groups
     (Megatron's condition), and d = 2 does not divide 3; no shape exists, whatever the memory. The refusal

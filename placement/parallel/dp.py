@@ -93,8 +93,8 @@ def degree_pairs(tables: Tables, devices: int, microbatches: int,
     (Piper's loops, lines 1097 and 1160), filtered by ``allowed`` ``(t, d)`` pairs when given."""
     out = []
     for k, t in enumerate(tables.degrees):
-        for d in range(1, devices // t + 1):
-            if microbatches % d == 0 and d <= microbatches and (allowed is None or (t, d) in allowed):
+        for d in range(1, min(devices // t, microbatches) + 1):
+            if microbatches % d == 0 and (allowed is None or (t, d) in allowed):
                 out.append((k, d))
     return out
 

@@ -121,7 +121,7 @@ def shapes(instance: PiperInstance, devices: int, chunks: int) -> list[Shape]:
     common = set.intersection(*(set(node.configurations) for node in instance.nodes))
     out = []
     for t in sorted(common):
-        for d in range(1, devices // t + 1):
+        for d in range(1, min(devices // t, m) + 1):   # d divides m: not one d per device of a vast cluster
             if m % d:
                 continue
             for s in range(2, min(len(instance.nodes) // chunks, devices // (d * t)) + 1):
