@@ -222,7 +222,7 @@ def _export(form: str, layout: Any, plan: Plan, pipeline: bool) -> Any:
               "a runtime needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 "
               "plans on the accelerators alone" if pipeline else
               "a runtime needs a pipeline, as a solve with contiguity='stages' plans, with no CPU stage between "
-              "accelerator stages; cpus=0 plans on the accelerators alone")
+              "accelerator stages; a solve with cpus=0 plans on the accelerators alone")
     raise InvalidParameterError("format", f"{form} cannot express this plan: {reason}; no hand-off format can "
                                           f"({advice})")
 

@@ -189,18 +189,18 @@ def test_blocks_as_whole_nodes_give_solved_plans_megatron_can_express(tmp_path, 
     ("pipe-split", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "pipe-split cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
-     "needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 plans on the "
+     "needs a pipeline with no CPU stage between accelerator stages; a placement solve with --cpus 0 plans on the "
      "accelerators alone)"),
     # ... and one that is no pipeline at all: the accelerator's nodes come before and after the CPU's
     ("pipe-split", [[*range(0, 4), *range(12, 22)], range(4, 12)], ["accelerator", "cpu"],
      "pipe-split cannot express this plan: it is no pipeline: 'transformer.h.1.ln_1' in stage 0 reads "
-     "'transformer.h.0#1' of the later stage 1; no hand-off format can (a runtime needs a pipeline, as a solve "
-     "with contiguity='stages' plans, with no CPU stage between accelerator stages; cpus=0 plans on the "
-     "accelerators alone)"),
+     "'transformer.h.0#1' of the later stage 1; no hand-off format can (a runtime needs a pipeline, as a placement "
+     "solve with --contiguity stages plans, with no CPU stage between accelerator stages; a placement solve with "
+     "--cpus 0 plans on the accelerators alone)"),
     ("megatron", [range(0, 4), range(4, 12), range(12, 22)], ["accelerator", "cpu", "accelerator"],
      "megatron cannot express this plan: stage 1 runs on a CPU between accelerator stages 0 and 2, and no "
      "pipeline runtime sends activations from an accelerator to a CPU and back; no hand-off format can (a runtime "
-     "needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 plans on the "
+     "needs a pipeline with no CPU stage between accelerator stages; a placement solve with --cpus 0 plans on the "
      "accelerators alone)"),
 ])
 def test_split_refuses_with_the_reason_and_names_a_format_that_can(tmp_path, capsys, form, groups, kinds, message):

@@ -95,9 +95,20 @@ def _options_named(detail: str, parser: argparse.ArgumentParser, argv: Sequence[
             return name
         return f"{name} {match[3] if match[3] is not None else ''}"
 
+    detail = re.sub(r"\ba solve with ([a-z][a-z_]*)=(?:'([^']*)'|([0-9]+)\b)", _solve_option, detail)
     detail = re.sub(r"\b([a-z][a-z_]*)=(?:(['\"])(.*?)\2|(True|False)\b)?", assignment, detail).rstrip()
     return re.sub(r"\(it takes ([a-z_, ]+)\)",
                   lambda m: "(it takes " + ", ".join(option(w) or w for w in m[1].split(", ")) + ")", detail)
+
+
+def _solve_option(match: re.Match[str]) -> str:
+    """``a solve with name='value'`` (a parameter of ``placement.solve`` that another command's message names)
+    with the option of ``placement solve`` that sets it: ``a placement solve with --name value``; unchanged
+    where ``solve`` has no such option."""
+    name = option_name(build_parser(["solve"]), ["solve"], match[1])
+    if not name.startswith("-"):
+        return match[0]
+    return f"a placement solve with {name} {match[2] if match[2] is not None else match[3]}"
 
 
 def _options_for_parameters(text: str, parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
