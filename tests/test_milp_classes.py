@@ -357,3 +357,21 @@ def test_the_dp_start_proves_the_stages_optimum_and_the_solver_is_not_run():
     # machine run out while the model was built); the gap lets the solver stop once the model has the start
     sets = placement.solve(problem, method="milp", contiguity="sets", time_limit=120, gap=0.1)
     assert "start_bound" not in sets.stats and "started from a plan of value 122.762" in sets.message
+
+
+def test_a_warm_start_the_none_model_replaces_is_said_to_be_ignored_when_invalid():
+    """Under `none` the model's construction suggests a start of its own, which took the place of a given
+    plan that is not valid (here another instance's) without a word, where every other class says
+    "warm start ignored" and why."""
+    import placement
+
+    chain = placement.load(__import__("pathlib").Path(__file__).resolve().parents[1] / "instances/tiny/chain4.json")
+    other = {"fpgas": [{"nodes": [10, 12]}, {"nodes": [11]}], "cpus": [{"nodes": [13]}]}
+    for contiguity in ("stages", "sets", "none"):
+        solved = placement.solve(chain, method="milp", contiguity=contiguity, warm_start=other, time_limit=10)
+        assert (solved.status, solved.value) == ("optimal", 7.5)
+        assert solved.message.startswith("warm start ignored: device 0 (accelerator): node 10 is not in the "
+                                          "instance"), (contiguity, solved.message)
+    valid = placement.solve(chain, method="milp", contiguity="none", warm_start={"fpgas": [{"nodes": [1, 2, 3, 4]}]},
+                            time_limit=10)
+    assert "ignored" not in valid.message

@@ -391,7 +391,11 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         if floor > simple:
             simple, bound_name = floor, "the bound the model's construction proved"
     if own_start:
-        warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
+        given, warm_start = warm_start, better_start(warm_start, formulation.start_plan(problem, d, variables),
+                                                     verify, progress)
+        if given is not None and warm_start is not given and not verify(given).valid:   # said as start_from says it
+            violations = verify(given).violations
+            notes.append("warm start ignored: " + (violations[0] if violations else "not a valid plan"))
     fallback = start_from(warm_start, verify, be, variables.targets, d.scaling.scale, notes)
     if fallback is not None:
         values, why = formulation.hint(problem, d, variables, warm_start, objective)
