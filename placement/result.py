@@ -246,7 +246,9 @@ class Result:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Result":
-        """Read a plan file written by :meth:`to_json`; raises :class:`InvalidPlanError` when malformed."""
+        """Read a plan file written by :meth:`to_json`; raises :class:`InvalidPlanError` when malformed, or when its
+        objective, bound and gap contradict each other (the gap is ``(objective - bound) / objective``, 0 where
+        optimal)."""
         _require_object(data, "the plan")
         if data.get("format") != PLAN_FORMAT:
             raise InvalidPlanError(f"not a {PLAN_FORMAT} document (field 'format' is {data.get('format')!r})")
@@ -309,6 +311,12 @@ class Result:
         if status is Status.OPTIMAL and bound < value - 1e-9 * max(abs(value), 1.0):
             raise InvalidPlanError(f"field 'bound' ({bound!r}) is below field 'objective' ({value!r}) in a plan "
                                    "document of status 'optimal', whose bound is its objective")
+        gap = _number(data.get("gap"), "field 'gap'")
+        if gap is not None and value is not None and bound is not None:   # the gap is the objective's and bound's
+            derived = 0.0 if status is Status.OPTIMAL or value <= 0 else max(0.0, (value - bound) / value)
+            if not math.isclose(gap, derived, rel_tol=1e-9, abs_tol=1e-9):
+                raise InvalidPlanError(f"field 'gap' ({gap!r}) disagrees with fields 'objective' ({value!r}) and "
+                                       f"'bound' ({bound!r}), whose relative gap is {derived!r}")
         contiguity = _text(data, "contiguity", "field 'contiguity'", "stages")   # a class verify notes if unknown
         overrides, unread = read_overrides(data)
         if unread:   # as verify and simulate refuse them: a Result must not drop what the document records
@@ -318,7 +326,7 @@ class Result:
         if backward is not None and not isinstance(backward, dict):
             raise InvalidPlanError(f"field 'backward' must be an object or null, got {json_value_text(backward)}")
         return cls(status=status, value=value, bound=bound,
-                   gap=_number(data.get("gap"), "field 'gap'"), plan=tuple(stages),
+                   gap=gap, plan=tuple(stages),
                    method=_text(data, "method", "field 'method'", ""),
                    backend=_text(data, "backend", "field 'backend'", None), objective=kind, contiguity=contiguity,
                    runtime_s=_number(data.get("runtime_s"), "field 'runtime_s'") or 0.0, stats=stats,

@@ -452,6 +452,11 @@ def test_result_from_json_refuses_stats_that_are_no_object():
                                     "status 'optimal', whose bound is its objective"),
     (lambda d: d.update(status="feasible", bound=8), "field 'bound' (8.0) is above field 'objective' (7.5): a lower "
                                                      "bound on the objective cannot exceed a plan's value"),
+    # the gap is (objective - bound) / objective: 0 where proven
+    (lambda d: d.update(gap=0.3), "field 'gap' (0.3) disagrees with fields 'objective' (7.5) and 'bound' (7.5), "
+                                  "whose relative gap is 0.0"),
+    (lambda d: d.update(status="feasible", bound=6.0, gap=0.0), "field 'gap' (0.0) disagrees with fields 'objective' "
+                                                                "(7.5) and 'bound' (6.0), whose relative gap is 0.2"),
 ])
 def test_result_from_json_refuses_records_that_contradict_themselves(edit, why):
     document = placement.solve(CHAIN4).to_json()
