@@ -9,6 +9,7 @@ objective. The MILP's plans are re-verified by the evaluator at the reported val
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -365,7 +366,7 @@ def test_a_warm_start_the_none_model_replaces_is_said_to_be_ignored_when_invalid
     "warm start ignored" and why."""
     import placement
 
-    chain = placement.load(__import__("pathlib").Path(__file__).resolve().parents[1] / "instances/tiny/chain4.json")
+    chain = placement.load(Path(__file__).resolve().parents[1] / "instances/tiny/chain4.json")
     other = {"fpgas": [{"nodes": [10, 12]}, {"nodes": [11]}], "cpus": [{"nodes": [13]}]}
     for contiguity in ("stages", "sets", "none"):
         solved = placement.solve(chain, method="milp", contiguity=contiguity, warm_start=other, time_limit=10)
