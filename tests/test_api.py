@@ -477,6 +477,16 @@ def test_result_from_json_reads_a_feasible_record_below_its_value_and_empty_null
     assert read.verification.notes == () and read.plan[0].calls == ()
 
 
+def test_the_summary_of_a_record_without_bound_says_none_is_recorded():
+    """A plan file may record no bound and no gap (null): its summary says so, where it raised a TypeError."""
+    from placement.report.solution import format_summary
+
+    document = placement.solve(CHAIN4).to_json()
+    document.update(status="feasible", bound=None, gap=None)
+    summary = format_summary(placement.load(CHAIN4), placement.Result.from_json(document))
+    assert "max-load    7.500000  (verified independently)\nbound       none recorded\n" in summary, summary
+
+
 def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path):
     """CHAIN4's optimum, 7.5 on two non-empty stages, checked with its record edited: each claim the check refutes
     becomes a note, as ``placement verify`` prints them; an unedited record has none."""

@@ -39,12 +39,7 @@ def format_summary(instance: Instance, result: Result) -> str:
     if result.value is not None:
         label = OBJECTIVE_LABELS.get(result.objective, result.objective)
         lines.append(f"{label:<11} {figure(result.value)}  (verified independently)")
-        gap = percent(result.gap, 2)
-        if result.status is Status.FEASIBLE and result.gap and float(gap.rstrip("%")) == 0:   # say by how much
-            gap = f"{result.gap * 100:.2g}%"
-        elif result.status is Status.FEASIBLE and result.gap == 0:   # e.g. a heuristic's plan that meets a bound
-            gap += "  (the bound meets the value: this plan is optimal, though its status does not claim it)"
-        lines.append(f"bound       {figure(result.bound)}   gap {gap}")
+        lines.append(_bound_line(result))
     elif result.status is Status.NO_SOLUTION and result.bound:
         lines.append(f"bound       {figure(result.bound)}")
     if result.message:
@@ -53,6 +48,20 @@ def format_summary(instance: Instance, result: Result) -> str:
                        if isinstance(result.stats.get(k), int))
     lines.append(f"runtime     {result.runtime_s:.3f} s" + (f"  ({counts})" if counts else ""))
     return "\n".join(lines) + "\n"
+
+
+def _bound_line(result: Result) -> str:
+    """The summary's bound and gap of a plan, saying by how much where the gap rounds to 0, and that a
+    plan is optimal where its bound meets it without its status claiming so; ``none recorded`` for a
+    result without them (a plan file may record none)."""
+    if result.bound is None or result.gap is None:
+        return "bound       none recorded"
+    gap = percent(result.gap, 2)
+    if result.status is Status.FEASIBLE and result.gap and float(gap.rstrip("%")) == 0:   # say by how much
+        gap = f"{result.gap * 100:.2g}%"
+    elif result.status is Status.FEASIBLE and result.gap == 0:   # e.g. a heuristic's plan that meets a bound
+        gap += "  (the bound meets the value: this plan is optimal, though its status does not claim it)"
+    return f"bound       {figure(result.bound)}   gap {gap}"
 
 
 def format_verification(instance: Instance, verification: Verification) -> str:
