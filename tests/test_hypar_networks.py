@@ -86,6 +86,13 @@ def _error(doc) -> str:
      "layer 1 (d): takes 2x4x1 (8 elements) per sample but layer 0 (c) gives 2x2x2 (8 elements)"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3, "kernel": 3}]},
      "layer 0 (a): an fc layer has no kernel (got 3)"),
+    # a blank name labels nothing; a misspelt field would be read as missing (kernel 1, or no layers)
+    ({"layers": [{"name": "  ", "type": "fc", "in": 2, "out": 3}]}, "layer 0: field 'name' must be a non-blank string"),
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernal": 3}]},
+     "layer 0: unknown field 'kernal'; did you mean 'kernel'? (a field this like one the format reads is refused, "
+     "not ignored)"),
+    ({"layer": [{"name": "a", "type": "fc", "in": 2, "out": 3}]},
+     "unknown field 'layer'; did you mean 'layers'? (a field this like one the format reads is refused, not ignored)"),
 ])
 def test_bad_network_messages(doc, message):
     assert _error(doc) == message
@@ -117,8 +124,8 @@ def test_a_shape_given_as_a_list_matches_the_same_shape_as_a_tuple():
     (lambda: Network("x", None), "the layers of a network must be a sequence of Layer objects, got NoneType"),
     (lambda: Network("x", "fc"), "the layers of a network must be a sequence of Layer objects, got str"),
     (lambda: Network("x", ("fc",)), "layer 0: must be a Layer, got str"),
-    (lambda: Network("x", [Layer(None, "fc", (3,), (2,))]), "layer 0: its name must be a non-empty string, got None"),
-    (lambda: Network("x", [Layer("", "fc", (3,), (2,))]), "layer 0: its name must be a non-empty string, got ''"),
+    (lambda: Network("x", [Layer(None, "fc", (3,), (2,))]), "layer 0: its name must be a non-blank string, got None"),
+    (lambda: Network("x", [Layer("", "fc", (3,), (2,))]), "layer 0: its name must be a non-blank string, got ''"),
     (lambda: Network("x", [Layer("a", "fc", 3, (2,))]),
      "layer 0 (a): 'in' must be a tuple of positive integers, got int"),
     (lambda: Network(None, [Layer("a", "fc", (3,), (2,))]), "the network's name must be a string, got NoneType"),

@@ -25,7 +25,8 @@ File format (``placement-network/1``), JSON::
 ``in``/``out`` of a conv layer are ``[channels, height, width]``; of an fc layer a positive
 integer (or a one-element array). Every layer's input must hold as many elements per sample as
 the previous layer's output (a conv layer feeding an fc layer is flattened). ``format``,
-``source`` and ``note`` are optional; unknown fields are ignored.
+``source`` and ``note`` are optional; other fields are ignored, except one so like a field the format
+reads (``kernal``, ``layer``) that it is refused as its misspelling.
 """
 
 from __future__ import annotations
@@ -41,9 +42,12 @@ from typing import Any
 
 from placement.errors import InvalidInstanceError
 from placement.jsonfile import json_type_name, json_value_text, parse_file
+from placement.misspelling import misspelling_message, misspelt_field
 
 FORMAT = "placement-network/1"
 LAYER_KINDS = ("fc", "conv")
+NETWORK_FIELDS = ("format", "name", "source", "layers")
+LAYER_FIELDS = ("name", "type", "in", "out", "kernel", "note")
 #: the most elements a layer's input or output (per sample) or its weights may hold
 MAX_ELEMENTS = 2 ** 53
 
@@ -119,8 +123,8 @@ def validate_network(network: Network) -> None:
     for k, layer in enumerate(network.layers):
         if not isinstance(layer, Layer):
             raise InvalidInstanceError(f"layer {k}: must be a Layer, got {type(layer).__name__}")
-        if not isinstance(layer.name, str) or not layer.name:
-            raise InvalidInstanceError(f"layer {k}: its name must be a non-empty string, got {layer.name!r}")
+        if not isinstance(layer.name, str) or not layer.name.strip():
+            raise InvalidInstanceError(f"layer {k}: its name must be a non-blank string, got {layer.name!r}")
         where = f"layer {k} ({layer.name})"
         if layer.name in names:
             raise InvalidInstanceError(f"{where}: duplicate layer name {layer.name!r}")
@@ -181,6 +185,9 @@ def parse_network(data: Any, name: str = "") -> Network:
     """Build a validated :class:`Network` from the decoded JSON of a network file."""
     if not isinstance(data, dict):
         raise InvalidInstanceError(f"a network must be a JSON object, got {json_type_name(data)}")
+    misspelt = misspelt_field([data], NETWORK_FIELDS)
+    if misspelt is not None:
+        raise InvalidInstanceError(misspelling_message(*misspelt[1:]))
     fmt = data.get("format", FORMAT)
     if fmt != FORMAT:
         raise InvalidInstanceError(f"unknown network format {json_value_text(fmt)}; expected {FORMAT!r}")
@@ -202,12 +209,15 @@ def parse_network(data: Any, name: str = "") -> Network:
         where = f"layer {k}"
         if not isinstance(entry, dict):
             raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(entry)}")
+        misspelt = misspelt_field([entry], LAYER_FIELDS)
+        if misspelt is not None:
+            raise InvalidInstanceError(f"{where}: {misspelling_message(*misspelt[1:])}")
         for key in ("name", "type", "in", "out"):
             if key not in entry:
                 raise InvalidInstanceError(f"{where}: missing field {key!r}")
         layer_name = entry["name"]
-        if not isinstance(layer_name, str) or not layer_name:
-            raise InvalidInstanceError(f"{where}: field 'name' must be a non-empty string")
+        if not isinstance(layer_name, str) or not layer_name.strip():
+            raise InvalidInstanceError(f"{where}: field 'name' must be a non-blank string")
         where = f"layer {k} ({layer_name})"
         kind = entry["type"]
         if not isinstance(kind, str) or kind not in LAYER_KINDS:
