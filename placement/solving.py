@@ -309,22 +309,23 @@ def _recording(result: Result, problem: Instance, accelerators: Any, cpus: Any, 
     overrides = {name: int(value) if name != "memory" else (value if isinstance(value, int) else float(value))
                  for name, value in given.items() if value is not None}
     result = replace(result, overrides=overrides) if overrides else result
-    note = _untimed_note(problem)
+    note = _untimed_note(problem, result.objective)
     return replace(result, message="; ".join(m for m in (result.message, note) if m)) if note else result
 
 
-def _untimed_note(instance: Instance) -> str:
+def _untimed_note(instance: Instance, objective: str) -> str:
     """A note where every node of ``instance`` takes time 0 on every device type (a template whose times
-    are yet to be given, as the co-design's model files are): its plans' loads are communication alone,
-    or all 0. Empty otherwise."""
+    are yet to be given, as the co-design's model files are): its plans' loads (under the latency
+    ``objective``, its latency) are communication alone, or all 0. Empty otherwise."""
     if any(t for node in instance.nodes for t in node.times):
         return ""
+    latency = objective == "latency"
     paying = any(t.pays_comm and t.count > 0 for t in instance.device_types)
     if paying and any(node.out_cost for node in instance.nodes):
-        return ("every node's time is 0 on every device type (the instance records no times): loads are "
-                "communication alone")
+        return ("every node's time is 0 on every device type (the instance records no times): "
+                + ("latency is" if latency else "loads are") + " communication alone")
     return ("every node's time, and every transfer a device pays, is 0 (the instance records no times): every plan "
-            "that fits the memory has max load 0")
+            f"that fits the memory has {'latency' if latency else 'max load'} 0")
 
 
 def certified(spec: Any, solution: Any) -> Any:

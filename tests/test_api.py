@@ -801,6 +801,10 @@ def test_a_solve_of_an_instance_without_times_says_so():
     assert placement.solve(timed).message == ""
     assert placement.solve(ROOT / "instances" / "models" / "mlp-training.json", backward="split").message.endswith(
         "loads are communication alone")
+    # the latency objective's value is a latency, not a load
+    assert placement.solve(untimed(0.5), objective="latency").message.endswith("latency is communication alone")
+    assert placement.solve(untimed(0.0), objective="latency").message.endswith(
+        "every plan that fits the memory has latency 0")
 
 
 def test_the_command_line_names_the_unused_options_by_their_own_names(capsys):
