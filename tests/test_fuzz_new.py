@@ -432,6 +432,20 @@ def test_too_many_microbatches_refused_before_simulating(folder):
              folder / "piper-plan.json"])
 
 
+@pytest.mark.parametrize("tasks, microbatches, room", [
+    # 2 GiB / 400 B = 5,368,709.12 tasks: two micro-batches of 3,000,000 tasks make room for one
+    (6_000_000, 2, "at most 1 micro-batch fits"),
+    (6_000_000, 1, "not even 1 micro-batch fits"),
+])
+def test_the_task_limit_says_how_many_micro_batches_fit_in_english(tasks, microbatches, room):
+    from placement.errors import LimitExceededError
+    from placement.simulation.program import check_task_count
+
+    with pytest.raises(LimitExceededError) as caught:
+        check_task_count(tasks, microbatches)
+    assert str(caught.value).endswith(f"over the limit of 2 GiB; {room}"), str(caught.value)
+
+
 @pytest.fixture(scope="module")
 def records(folder) -> str:
     """The one record of SPEC's sweep (one configuration), as the sweep wrote it."""

@@ -296,8 +296,9 @@ def check_task_count(tasks: int, microbatches: int) -> None:
     """Refuse a batch whose ``tasks`` (a forward and a backward per micro-batch and stage) would take
     more memory to simulate than the pipeline simulator's limit."""
     if tasks * BYTES_PER_TASK > DEFAULT_MEMORY_LIMIT:
-        fits = max(1, microbatches * DEFAULT_MEMORY_LIMIT // (tasks * BYTES_PER_TASK))
+        fits = microbatches * DEFAULT_MEMORY_LIMIT // (tasks * BYTES_PER_TASK)
+        room = (f"at most {counted(fits, 'micro-batch', 'micro-batches')} fit{'s' if fits == 1 else ''}" if fits
+                else "not even 1 micro-batch fits")
         raise LimitExceededError(f"{microbatches:,} micro-batches make {tasks:,} tasks, about "
                                  f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the limit of "
-                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; at most {fits:,} micro-batches fit",
-                                 "microbatches")
+                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; {room}", "microbatches")
