@@ -263,6 +263,22 @@ def test_local_search_is_reproducible_and_respects_its_time_limit():
     assert (stopped.status, stopped.plan, stopped.stats["restarts"]) == (greedy.status, greedy.plan, 1)
 
 
+def test_local_search_climbs_alike_at_every_scale_of_the_times():
+    """The bundled BERT-base inference graph with every time and cost scaled by 1e-12 is the same
+    placement problem: the climb reaches the same max-load, scaled. A move had to lower the larger load
+    by 1e-9 in absolute terms at such scales, so no move was ever taken and the plan stayed at its start
+    (1.36e-12 where 1.067e-12 is reached)."""
+    document = json.loads((Path(__file__).resolve().parents[1] / "instances" / "models"
+                           / "bert-base-inference.json").read_text())
+    tiny = json.loads(json.dumps(document))
+    for node in tiny["nodes"]:
+        node.update(cpuLatency=node["cpuLatency"] * 1e-12, fpgaLatency=node["fpgaLatency"] * 1e-12)
+    for edge in tiny["edges"]:
+        edge["cost"] = edge["cost"] * 1e-12
+    found = [placement.solve(d, method="local-search", seed=1, restarts=3).value for d in (document, tiny)]
+    assert found[1] == pytest.approx(found[0] * 1e-12, rel=1e-9, abs=0), found
+
+
 @pytest.mark.parametrize("restarts", [1, 10, 50])
 def test_local_search_repairs_memory_and_returns_its_best_valid_plan(restarts):
     """A chain 0 → 1 → 2 (accelerator times 5, 5, 1; sizes 1, 2, 3), two accelerators of memory 3, no CPU:

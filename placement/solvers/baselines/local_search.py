@@ -177,7 +177,7 @@ class _Climber:
         new_a = self.comp[a] - (ta or 0.0) + self.comm[a] + da
         new_b = self.comp[b] + tb + self.comm[b] + db
         old = max(self.load(a), self.load(b))
-        if max(new_a, new_b) < old - _IMPROVEMENT * max(1.0, old):
+        if max(new_a, new_b) < old * (1.0 - _IMPROVEMENT):   # relative at every scale, as times may be tiny
             return da, db
         return None
 
