@@ -172,6 +172,14 @@ def test_latency_greedy_by_hand():
     assert split.stats["dp_max_load"] == 8.0
 
 
+def test_pipedream_without_a_plan_reports_the_class_it_searched():
+    """Two chained nodes of size 2 and one accelerator of memory 3, no CPU: no pipeline holds them, and the
+    answer names the stages class that pipedream searches, where it said `none`."""
+    nodes = [Node(0, "a", (1.0, 1.0), 2.0), Node(1, "b", (1.0, 1.0), 2.0)]
+    found = solve(make_two_type_problem(nodes, [Edge(0, 1)], 1, 0, 3.0), "pipedream")
+    assert (found.status, found.plan, found.contiguity) == (Status.NO_SOLUTION, None, "stages")
+
+
 @pytest.mark.parametrize("method", ["greedy", "pipedream", "single", "local-search", "partition", "expert"])
 def test_throughput_baselines_refuse_the_latency_objective(method):
     with pytest.raises(InvalidParameterError, match=f"^objective must be 'throughput' for method '{method}', not "

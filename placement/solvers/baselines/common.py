@@ -165,12 +165,13 @@ def _violation_summary(violations: tuple[str, ...]) -> str:
 
 
 def throughput_solution(problem: Instance, plan: Plan | None, method: str, start: float,
-                        stats: dict[str, Any] | None = None, note: str = "") -> Solution:
-    """The Solution of a throughput baseline: the evaluator's max load, class and verdict."""
+                        stats: dict[str, Any] | None = None, note: str = "", searched: str = "none") -> Solution:
+    """The Solution of a throughput baseline: the evaluator's max load, class and verdict; without a plan,
+    the class the method ``searched`` (``stages`` for a pipeline partitioner)."""
     runtime = time.perf_counter() - start
     stats = dict(stats or {})
     if plan is None:
-        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, method=method, contiguity="none",
+        return Solution(Status.NO_SOLUTION, None, math.inf, 0.0, method=method, contiguity=searched,
                         runtime_s=runtime, stats=stats, message=note or f"{method} found no plan")
     ev = evaluate(problem, plan, "none")
     stats["finest_class"] = ev.finest_class

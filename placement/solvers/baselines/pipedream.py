@@ -84,4 +84,4 @@ def solve_pipedream(problem: Instance, **options: Any) -> Solution:
     stats = {"chain_blocks": blocks, "chain_max_load": chain.objective if chain.plan is not None else None}
     note = ("" if chain.plan is not None
             else "no pipeline of the fused chain satisfies the memory and support constraints")
-    return throughput_solution(problem, chain.plan, "pipedream", start, stats, note)
+    return throughput_solution(problem, chain.plan, "pipedream", start, stats, note, searched="stages")
