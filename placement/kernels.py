@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import types
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+from placement.sigint import held_interrupts
 
 
 def import_numba() -> types.ModuleType:
@@ -66,7 +66,7 @@ class InterruptSafe:
     they return: a ``KeyboardInterrupt`` raised while numba's dispatcher turns the kernel's results into
     arrays crashed the process (a segmentation fault, where the user asked to stop). The interrupt is
     raised as soon as the call returns, which is as soon as Python could see it anyway: compiled code
-    does not stop for signals. Attributes are the kernel's."""
+    does not stop for signals (:func:`placement.sigint.held_interrupts`). Attributes are the kernel's."""
 
     def __init__(self, kernel: Any) -> None:
         self._kernel = kernel
@@ -75,24 +75,8 @@ class InterruptSafe:
         return getattr(self._kernel, name)
 
     def __call__(self, *args: Any) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            return self._kernel(*args)   # signals reach the main thread only
-        caught: list[Any] = []
-        previous = signal.getsignal(signal.SIGINT)
-        if previous is None:   # a handler installed from outside Python: it cannot be put back, so leave it
+        with held_interrupts():
             return self._kernel(*args)
-        try:
-            signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
-        except (ValueError, TypeError):   # not a handler Python can put back: leave it
-            return self._kernel(*args)
-        try:
-            return self._kernel(*args)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            if caught and callable(previous):   # the handler the interrupt was meant for (KeyboardInterrupt)
-                previous(signal.SIGINT, sys._getframe())
-            elif caught and previous == signal.SIG_DFL:   # the default action: the process ends
-                signal.raise_signal(signal.SIGINT)
 
 
 def can_cache(function: Callable) -> bool:

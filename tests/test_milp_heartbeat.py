@@ -84,6 +84,29 @@ def test_a_progress_that_raises_stops_the_search_and_reaches_the_caller():
     assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
 
 
+def test_ctrl_c_while_the_watcher_starts_is_taken_once_it_started(monkeypatch):
+    """A SIGINT taken inside ``Thread.start`` broke threading's lock: the command ended with a traceback
+    ("release unlocked lock") in place of exit status 130. The start now finishes, the interrupt follows
+    before the search begins, and the watcher ends."""
+    import signal
+
+    start, started = threading.Thread.start, []
+
+    def interrupted_start(thread):
+        if thread.name == "milp-heartbeat":
+            signal.raise_signal(signal.SIGINT)
+        start(thread)
+        started.append(thread.name)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    searched = []
+    with pytest.raises(KeyboardInterrupt):
+        with heartbeat(lambda line: None, SolveOptions(time_limit=10), unit=1.0, every=0.01):
+            searched.append(True)
+    assert started == ["milp-heartbeat"] and searched == []
+    assert not [t for t in threading.enumerate() if t.name == "milp-heartbeat"]
+
+
 def test_without_progress_nothing_runs_and_the_options_are_unchanged():
     given = SolveOptions(time_limit=10)
     with heartbeat(None, given, unit=1.0, every=0.01) as options:

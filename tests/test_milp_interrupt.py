@@ -65,6 +65,80 @@ def test_ctrl_c_stops_the_search_and_goes_on_to_the_caller(stoppable):
     backend.stop.set()
 
 
+def test_ctrl_c_while_the_search_thread_starts_is_taken_once_it_started(monkeypatch):
+    """A SIGINT taken inside ``Thread.start`` broke threading's lock, and the command ended with a traceback
+    ("release unlocked lock") in place of exit status 130. The start now finishes and the interrupt follows:
+    the search is stopped and its answer goes on with it."""
+    from placement.solvers.milp import interrupt
+
+    start, started = threading.Thread.start, []
+
+    def interrupted_start(thread):
+        if thread.name == interrupt.SOLVER_THREAD:
+            signal.raise_signal(signal.SIGINT)
+        start(thread)
+        started.append(thread.name)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    backend = _Searching(stoppable=True)
+    with pytest.raises(SearchInterrupted) as caught:
+        solve_interruptibly(backend, SolveOptions(time_limit=PATIENCE_S))
+    assert started == [interrupt.SOLVER_THREAD] and backend.returned
+    assert (caught.value.raw.status, caught.value.raw.objective) == ("feasible", 3.0)
+
+
+def test_ctrl_c_while_the_main_thread_waits_is_taken_once_the_wait_returned(monkeypatch):
+    """The same broken lock came of a SIGINT inside ``Event.wait``, which the main thread calls every
+    REASSERT_S seconds while the search runs: the wait now returns first."""
+    from placement.solvers.milp import interrupt
+
+    returned: list[bool] = []
+
+    class InterruptedEvent(threading.Event):   # every Event made meanwhile: the search's waits are REASSERT_S
+        def wait(self, timeout=None):
+            sent = timeout == interrupt.REASSERT_S and not returned
+            if sent:
+                signal.raise_signal(signal.SIGINT)
+            answer = super().wait(timeout)
+            if sent:
+                returned.append(answer)
+            return answer
+
+    monkeypatch.setattr(threading, "Event", InterruptedEvent)
+    backend = _Searching(stoppable=True)
+    with pytest.raises(SearchInterrupted) as caught:
+        solve_interruptibly(backend, SolveOptions(time_limit=PATIENCE_S))
+    assert returned == [False] and backend.returned   # the wait ran out, then the search was stopped
+    assert caught.value.raw.status == "feasible"
+
+
+def test_held_interrupts_hand_the_signal_on_when_the_block_ends():
+    """Inside the block SIGINT, and SIGTERM under a Python handler, are caught; the first goes to the
+    handler it was meant for when the block ends, and the handlers are put back."""
+    from placement.sigint import held_interrupts
+
+    ran, terminated = [], []
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with held_interrupts():
+            signal.raise_signal(signal.SIGINT)
+            ran.append("after SIGINT")
+    assert ran == ["after SIGINT"] and signal.getsignal(signal.SIGINT) is handler
+
+    def on_term(signum, frame):
+        terminated.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        with held_interrupts():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+            assert terminated == []
+        assert terminated == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is on_term
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 # a chain of seven nodes on three accelerators, no CPU: its stages optimum, the MILP's start, is 17.5
 # ({0,1,2,3} | {4,5} | {6}: 2+5+2+8 + 0.5 out, 0.5 in + 8+8 + 1 out, 1 in + 7), above every bound the
 # model's construction proves, so the search runs from it (a plan of 16 exists: {0,2,3} | {1,4} | {5,6})

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from placement.sigint import held_interrupts
 from placement.solvers.milp.backends.base import SolveOptions
 
 #: seconds of silence after which the search says it is still running
@@ -73,11 +74,13 @@ def heartbeat(progress: Callable[[str], None] | None, options: SolveOptions, uni
                 return
 
     watcher = threading.Thread(target=watch, name="milp-heartbeat", daemon=True)
-    watcher.start()
     try:
+        with held_interrupts():   # Ctrl-C inside Thread.start broke its lock (placement.sigint)
+            watcher.start()
         yield replace(options, on_solution=on_solution)
     finally:
         done.set()
-        watcher.join()
+        if watcher.ident is not None:   # started
+            watcher.join()
     if failed:
         raise failed[0]

@@ -34,7 +34,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from placement.sigint import ECHO_S, absorb_echoes
+from placement.sigint import ECHO_S, absorb_echoes, held_interrupts
 from placement.solvers.milp.backends.base import Backend, RawResult, SolveOptions
 
 #: seconds a stopped solver is given to return before the interrupt goes on without it
@@ -96,6 +96,13 @@ def _reassert_sigint() -> None:
         signal.signal(signal.SIGINT, current)
 
 
+def _wait_held(event: threading.Event, seconds: float) -> bool:
+    """``event.wait(seconds)`` with Ctrl-C held back until it returns (:func:`held_interrupts`): an interrupt
+    is then taken at most ``seconds`` late."""
+    with held_interrupts():
+        return event.wait(seconds)
+
+
 def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     """``be.solve(options)``, with Ctrl-C stopping it (module docstring), and a search far past its time
     limit asked to stop. Off the main thread no interrupt arrives, and only the time limit is watched."""
@@ -117,8 +124,9 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
     asked, stopped = False, False
     try:
         worker = threading.Thread(target=work, name=SOLVER_THREAD, daemon=True)
-        worker.start()
-        while not finished.wait(REASSERT_S):
+        with held_interrupts():   # Ctrl-C inside Thread.start or Event.wait broke their lock (placement.sigint)
+            worker.start()
+        while not _wait_held(finished, REASSERT_S):
             if main:   # only the main thread may set signal handlers
                 _reassert_sigint()
             if not asked and time.perf_counter() > late:   # past its limit and grace: asked to stop, once
@@ -139,8 +147,9 @@ def solve_interruptibly(be: Backend, options: SolveOptions) -> RawResult:
         first = time.perf_counter()
         stoppable = be.interrupt()
         absorb_echoes(first)
-        if stoppable:   # a second Ctrl-C here goes on as it is
-            finished.wait(max(0.0, first + INTERRUPT_GRACE_S - time.perf_counter()))
+        while stoppable and (left := first + INTERRUPT_GRACE_S - time.perf_counter()) > 0:
+            if _wait_held(finished, min(REASSERT_S, left)):   # a second Ctrl-C here goes on as it is
+                break
         raise SearchInterrupted(outcome.get("raw")) from None
     if "error" in outcome:
         raise outcome["error"]
