@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import io
 import json
@@ -172,7 +173,7 @@ def test_no_design_within_the_budgets(mlp, tiny):
 SPEC = sweep.SweepSpec(models=(MLP,), chips=(1, 2), budgets=((606.68, 300.0), (100.0, 50.0)), grids=(TINY,),
                        homogeneous=(False, True), random_budget=4)
 RECORD_KEYS = {"id", "config", "status", "value", "throughput", "time_per_input_ms", "power_w", "designs", "area_mm2",
-               "tdp_w", "evaluated", "pruned", "runtime_s", "baselines"}
+               "tdp_w", "evaluated", "pruned", "runtime_s", "baselines", "settings"}
 
 
 def _steady(record: dict) -> dict:
@@ -226,6 +227,32 @@ def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     # A third run has nothing left to do.
     assert sweep.run_sweep(SPEC, partial, workers=1, processes=False, quiet=True, task=task).ran == 0
     assert len(log.read_text().split()) == 5
+
+
+def test_a_sweep_refuses_to_resume_records_made_with_other_baselines_settings(tmp_path):
+    # with seed 1 in place of 0, the file's record would have been skipped and its random search (seed 0)
+    # reported as the one asked for; with the same settings it is resumed, and a record without settings
+    # (written before records kept them) is taken as it is
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,), random_budget=8)
+    config = sweep.configurations(spec)[0]
+    record = {"id": sweep.configuration_id(config), "config": config, "status": "error", "error": "recorded before"}
+    settings = sweep.baseline_settings(spec.baselines, spec.random_budget, spec.seed)
+    assert settings == {"baselines": ["fixed", "random", "wham"], "random_budget": 8, "seed": 0}
+    out = tmp_path / "r.jsonl"
+    sweep.append_record(out, {**record, "settings": settings})
+    assert sweep.run_sweep(spec, out, quiet=True).skipped == 1
+    other = dataclasses.replace(spec, seed=1, baselines=("random", "wham", "fixed"))
+    with pytest.raises(InvalidParameterError) as caught:
+        sweep.run_sweep(other, out, quiet=True)
+    assert str(caught.value) == (
+        f"out holds a record of {MLP} on 1 chip made with baselines fixed, random, wham, random_budget 8, seed 0, "
+        "and this sweep asks for baselines fixed, random, wham, random_budget 8, seed 1: resuming would keep that "
+        "record; write to another file")
+    unseeded = dataclasses.replace(spec, seed=5, baselines=("wham", "fixed"))   # the seed is no setting then
+    assert sweep.baseline_settings(unseeded.baselines, 8, unseeded.seed) == {"baselines": ["fixed", "wham"]}
+    older = tmp_path / "older.jsonl"
+    sweep.append_record(older, record)
+    assert sweep.run_sweep(other, older, quiet=True).skipped == 1
 
 
 @needs_dask

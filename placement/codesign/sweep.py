@@ -14,7 +14,9 @@ configuration's paths name nothing. A sweep that was
 interrupted (a killed process, a lost cluster) is resumed by running it again: records are
 matched to configurations by their ``id`` (:func:`configuration_id`, a digest of the
 configuration), the configurations already there are skipped, and a last line cut short by the
-interruption is dropped first.
+interruption is dropped first. A file whose records of the same configurations were made with other
+baselines settings (:func:`baseline_settings`) is refused: skipped, those records would stand for
+baselines the sweep did not ask for.
 
 Record fields (one JSON object per line): ``id``, ``config`` (the configuration), ``status``
 (the exact method's: ``optimal``, or ``infeasible`` with ``error`` saying why, e.g. no design of
@@ -25,7 +27,8 @@ model), ``value`` (the objective: batches per second, or per second per watt), `
 ``area_mm2`` and ``tdp_w`` (the largest over the stages), ``evaluated``, ``pruned``,
 ``runtime_s``, and ``baselines``: per baseline its ``value``, ``throughput``, ``ratio`` (its
 value over the optimum's: at most 1), ``runtime_s``, ``evaluated`` and ``designs`` (labels), or
-``error`` when it cannot run (the TPU-like design over the budgets).
+``error`` when it cannot run (the TPU-like design over the budgets); ``settings``, the baselines
+settings the record was made with (:func:`baseline_settings`).
 
 Dask is imported only here and only when a sweep runs (the ``sweep`` extra).
 """
@@ -172,6 +175,23 @@ def configuration_id(config: dict[str, Any]) -> str:
     """A digest of ``config`` (its canonical JSON): the same configuration always has the same id."""
     text = json.dumps(strict_json(config), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def baseline_settings(baselines: Iterable[str], random_budget: int, seed: int) -> dict[str, Any]:
+    """What decides the baselines of a record besides its configuration: the ``baselines`` run (sorted)
+    and, where the random search is one of them, its ``random_budget`` and ``seed``."""
+    settings: dict[str, Any] = {"baselines": sorted(set(baselines))}
+    if "random" in settings["baselines"]:
+        settings.update(random_budget=random_budget, seed=seed)
+    return settings
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    """``settings`` (:func:`baseline_settings`) as a message shows them."""
+    text = "baselines " + (", ".join(settings.get("baselines", [])) or "none")
+    if "seed" in settings:
+        text += f", random_budget {settings.get('random_budget')}, seed {settings['seed']}"
+    return text
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -383,7 +403,9 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
         if not _known_model(model):
             raise InvalidParameterError("models", f"lists {_unknown_model(model)}")
     grids = {grid: load_grid(grid) for grid in dict.fromkeys(spec.grids)}   # read here, sent to the workers
-    done = {record["id"] for record in read_records(out)}  # before cutting anything: out may not be records
+    # before cutting anything: out may not be records
+    done = {record["id"]: record.get("settings") for record in read_records(out)}
+    settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out, "a", encoding="utf-8"):
@@ -409,6 +431,12 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
         if ident not in done:
             todo.append({"id": ident, "config": config, "baselines": list(spec.baselines),
                          "random_budget": spec.random_budget, "seed": spec.seed})
+        elif done[ident] is not None and done[ident] != settings:   # a record made before settings were kept: taken
+            raise InvalidParameterError("out", f"holds a record of {config['model']} on {config['chips']} "
+                                               f"chip{'s' * (config['chips'] != 1)} made with "
+                                               f"{_settings_text(done[ident])}, and this sweep asks for "
+                                               f"{_settings_text(settings)}: resuming would keep that record; "
+                                               "write to another file")
     total = len(distinct)
     errors = infeasible = 0
     if todo:
@@ -475,7 +503,8 @@ def _run_task(item: dict[str, Any], task: Callable[[dict[str, Any]], dict[str, A
     except PlacementError as exc:
         body = {"config": item["config"], "status": "error", "error": str(exc),
                 "runtime_s": time.perf_counter() - start}
-    return {"id": item["id"], **body}
+    return {"id": item["id"], **body,
+            "settings": baseline_settings(item["baselines"], item["random_budget"], item["seed"])}
 
 
 def _known_model(model: str) -> bool:
