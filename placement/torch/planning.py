@@ -276,7 +276,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     ``args``/``kwargs`` are one micro-batch; ``devices`` is ``"<id>:<count>[,<id>:<count>]"``
     (:mod:`placement.torch.devices`); ``microbatches`` the micro-batches per ``step`` of
     :meth:`PipelinePlan.schedule`; ``stages=N`` exactly ``N`` non-empty stages; ``schedule``
-    ``"1f1b"`` or ``"gpipe"``; ``time_limit`` bounds the MILP where it runs; ``granularity``
+    ``"1f1b"`` or ``"gpipe"``; ``time_limit`` bounds each MILP solve where one runs (the plan may take
+    several: one per stage count when the stages must not outnumber the micro-batches, and again on the
+    accelerators alone); ``granularity``
     ``"module"`` or ``"operator"`` (:mod:`placement.io.op_grouping`).
     """
     import placement
