@@ -978,6 +978,39 @@ def test_a_no_grad_region_over_values_without_gradients_is_read_through(stages):
     assert_stages_compute(model, x, stages)
 
 
+class FrozenBackbone(nn.Module):
+    """A frozen feature extractor (parameters with requires_grad off) run under torch.no_grad, and a
+    trained head on its features: nothing in the region could get a gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8)).requires_grad_(False)
+        self.head = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            features = self.backbone(x)
+        return self.head(features)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_no_grad_region_over_a_frozen_backbone_is_read_through(stages):
+    # the region was refused: every parameter was taken as trained, whatever its requires_grad
+    torch.manual_seed(0)
+    model, x = FrozenBackbone(), torch.randn(2, 8)
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
+    out, modules = chained(pp, (x,))
+    expected = model(x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    out.square().sum().backward()
+    held = {k: p for module in modules for k, p in module.named_parameters()}
+    assert all(p.grad is None for k, p in held.items() if k.startswith("backbone."))
+    model.zero_grad()
+    expected.square().sum().backward()
+    assert all(torch.allclose(held[k].grad, p.grad, rtol=1e-4, atol=1e-6) for k, p in model.head.named_parameters(
+        prefix="head"))
+
+
 class TiedOutput(nn.Module):
     """An embedding whose weight is also the output projection's (1000 × 256 fp32: 1,024,000 bytes)."""
 

@@ -263,11 +263,14 @@ def _without_regions(program: Any, torch: Any) -> Any:
 
 
 def _may_need_gradients(program: Any, torch: Any) -> set[Any]:
-    """The FX values of ``program`` that may need a gradient: trained parameters, inputs that require
-    one, and whatever an operator or region computes from them, except a ``no_grad`` region's results
-    (an over-estimate: it is used only to refuse; the traced values' own flags are not kept here)."""
+    """The FX values of ``program`` that may need a gradient: trained parameters (those whose
+    ``requires_grad`` is set: a frozen backbone's are not), inputs that require one, and whatever an
+    operator or region computes from them, except a ``no_grad`` region's results (an over-estimate: it is
+    used only to refuse; the traced values' own flags are not kept here)."""
+    parameters = program.state_dict
     trained = {spec.arg.name for spec in program.graph_signature.input_specs
-               if spec.kind.name == "PARAMETER" and getattr(spec.arg, "name", None) is not None}
+               if spec.kind.name == "PARAMETER" and getattr(spec.arg, "name", None) is not None
+               and getattr(parameters.get(spec.target), "requires_grad", True)}
     needs: set[Any] = set()
     for node in program.graph.nodes:
         if node.op == "placeholder":
