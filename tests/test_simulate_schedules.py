@@ -332,6 +332,58 @@ def test_utilisation_and_bubbles_stay_within_their_range():
     assert (result.stages[0].utilisation, result.bubble_fraction) == (1.0, 0.0)
 
 
+def uneven_chain(training: bool):
+    """Four accelerator stages of uneven forward (and backward) times, 0.3 to send each output."""
+    forward, backward = [1.0, 1.4, 0.7, 1.2], [2.0, 1.1, 2.6, 1.9]
+    nodes = [Node(id=i, name=f"f{i}", times=(forward[i], 100.0), colour=i, out_cost=0.3) for i in range(4)]
+    edges = [Edge(i, i + 1) for i in range(3)]
+    if training:
+        nodes += [Node(id=10 + i, name=f"b{i}", times=(backward[i], 100.0), backward=True, colour=i, out_cost=0.3)
+                  for i in range(4)]
+        edges += [Edge(i, 10 + i) for i in range(4)] + [Edge(10 + i + 1, 10 + i) for i in range(3)]
+    problem = make_two_type_problem(nodes, edges, 4, 0, math.inf, name="uneven")
+    plan = Plan(tuple(DeviceAssignment("accelerator", (i, 10 + i) if training else (i,)) for i in range(4)))
+    return problem, plan
+
+
+def test_a_short_balanced_run_is_not_charged_its_drain():
+    """chain4 split into two stages of load 7.5, 5 micro-batches streamed: every stage is busy in the
+    steady state. Measured as the time busy within [c[2], c[4]], stage 0 read 50% and the bubble 25%:
+    stage 0 had nothing left to run after micro-batch 4 started on stage 1."""
+    problem = read_instance(TINY / "chain4.json")
+    plan = Plan((DeviceAssignment("accelerator", (1, 2)), DeviceAssignment("accelerator", (3, 4))))
+    result = simulate(problem, plan, "stream", 5)
+    assert result.time_per_sample == 7.5
+    assert [s.utilisation for s in result.stages] == [1.0, 1.0]
+    assert result.bubble_fraction == 0.0
+
+
+@pytest.mark.parametrize("comm", ["inline", "link"])
+@pytest.mark.parametrize("training", [False, True])
+def test_steady_utilisation_is_the_work_per_microbatch_over_the_time_per_sample(training, comm):
+    """Whatever the run's length, once it settles into a period its utilisations are the stages' work per
+    micro-batch over the time per sample, as a long run's are. Measured as the time busy within
+    [c[a], c[b]], a window ending fewer than S micro-batches before the drain undercounted the first
+    stages, and one that was no whole number of periods misread every stage."""
+    problem, plan = uneven_chain(training)
+    schedule = "1f1b-async" if training else "stream"
+    long = simulate(problem, plan, schedule, 400, comm=comm)
+    settled = [run for run in (simulate(problem, plan, schedule, m, comm=comm) for m in range(16, 48))
+               if run.period is not None]
+    assert len(settled) >= 25   # periods 1 (every run but training with links) and 4 (25 of its runs)
+    for run in settled:
+        m = run.microbatches
+        assert run.time_per_sample == pytest.approx(long.time_per_sample, rel=1e-12)
+        for stage, steady in zip(run.stages, long.stages):
+            work = sum(stage.task_times.values())
+            assert stage.utilisation == pytest.approx(work / run.time_per_sample, rel=1e-9), (m, stage.index)
+            assert stage.utilisation == pytest.approx(steady.utilisation, rel=1e-9)
+            if comm == "link":
+                assert stage.link_utilisation == pytest.approx(steady.link_utilisation, rel=1e-9)
+        busiest = sum(sum(stage.task_times.values()) for stage in run.stages)
+        assert run.bubble_fraction == pytest.approx(1 - busiest / (4 * run.time_per_sample), rel=1e-9)
+
+
 @pytest.mark.parametrize("time", [0.0, 1.0])
 def test_a_stage_whose_tasks_take_no_time_holds_what_its_order_keeps(time):
     """One stage, f -> b (f's output 10 bytes, node memory 1 + 1), GPipe over 4 micro-batches: the four

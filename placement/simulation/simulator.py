@@ -11,10 +11,14 @@ Figures reported
   ``iteration_time / m``.
 * ``iteration_time`` — flush schedules: the time the last task of the one
   iteration ends (the makespan).
-* per stage: ``busy`` (time its compute resource runs tasks within the measured
-  span: the steady window ``[c[a], c[b]]`` for steady-state schedules, the whole
-  iteration for flush schedules), ``utilisation = busy / span``, and the same
-  for its link in the ``link`` mode. ``bubble_fraction`` is
+* per stage: ``busy``, the time its compute resource runs the tasks of the micro-batches
+  the measured span holds: for steady-state schedules the window's ``b − a`` micro-batches
+  (``b`` brought down to a whole number of periods, so that the span ``[c[a], c[b]]`` is
+  ``(b − a)·λ``) times the stage's work per micro-batch
+  (:func:`work_per_microbatch`), for flush schedules every task of the iteration;
+  ``utilisation = busy / span`` (in a steady state, the stage's work per micro-batch over
+  ``λ``, however near the drain the window ends or whatever the phase of a longer period),
+  and the same for its link in the ``link`` mode. ``bubble_fraction`` is
   ``1 − Σ busy / (S × span)`` over the stages' compute resources.
 * per stage ``peak_in_flight``: the most micro-batches held at once, a
   micro-batch being held from the start of its ``F`` to the end of its last task
@@ -29,7 +33,7 @@ Figures reported
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -42,8 +46,8 @@ from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import (BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline,
                                           invalid_plan_error)
 from placement.problem.split import DEFAULT_W_SHARE
-from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, build_program, build_unit,
-                                          stream_window, weight_work)
+from placement.simulation.program import (DEFAULT_MEMORY_LIMIT, INLINE, Program, TaskLabel, build_program,
+                                          build_unit, stream_window, weight_work)
 from placement.simulation.schedules import SCHEDULES, Schedule, get_schedule
 
 ENGINES = ("heap", "simpy")
@@ -326,23 +330,17 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
     makespan = float(end.max()) if len(end) else 0.0
     completion = end.reshape(m, size).max(axis=1)
 
-    def steady(a: int, b: int) -> tuple[float, float, float, int | None]:
-        return (float(completion[a]), float(completion[b])) + steady_rate(completion, a, b)
+    def rate(a: int, b: int) -> tuple[float, int | None]:
+        return steady_rate(completion, a, b)
 
-    window, span, iteration, per_sample, period, notes = _headline(schedule, m, n, makespan, steady,
-                                                                   _model(pipeline, schedule, comm))
-    # a task inside the measured span counts its length, not end - start: at a time of 1e9 a task of 1e-6 loses
-    # a tenth of its length to rounding in the difference
-    inside = (start >= span[0]) & (end <= span[1])
-    overlap = np.where(inside, np.asarray(program.graph.duration, dtype=float),
-                       np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0.0, None))
-    compute = ~tasks.on_link
-    busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
-    link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
+    window, span, iteration, per_sample, period, notes, counted = _headline(
+        schedule, m, n, makespan, rate, lambda j: float(completion[j]), _model(pipeline, schedule, comm))
+    work, link_work = work_per_microbatch(labels, program.graph.duration[:size], n)
     peaks = [in_flight_peak(tasks, s, m, rank) for s in range(n)]
     held = split_memory(pipeline, peaks) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
-                   makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
+                   makespan, window, span, iteration, per_sample, period, counted * work, counted * link_work, peaks,
+                   notes, held)
 
 
 def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable[[str], None] | None = None,
@@ -351,7 +349,7 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
     (:mod:`placement.simulation.streaming`); ``None`` where that evaluation cannot run it. Its tables grow
     with the square of the stages: past ``memory_limit`` bytes the run is refused
     (:class:`LimitExceededError`)."""
-    from placement.simulation.streaming import OK, stream_bytes, stream_figures
+    from placement.simulation.streaming import HISTORY, OK, stream_bytes, stream_figures
 
     unit = build_unit(pipeline, schedule, INLINE, 0.0)
     graph = unit.graph
@@ -377,28 +375,38 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
     sinks = np.array([t for t in range(size) if not graph.successors[t]], dtype=np.int64)
     a, b = m // 2, m - 1 - m // 8
     p_max = min(MAX_PERIOD, (b - a) // 2) if b > a else 0
-    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, busy = stream_figures(
+    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, history = stream_figures(
         m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
         window, sources, sinks, a, b, p_max, progress)
     if status != OK:
         return None
-    c_a, c_b = float(c_a), float(c_b)
 
-    def steady(a: int, b: int) -> tuple[float, float, float, int | None]:
+    def rate(a: int, b: int) -> tuple[float, int | None]:
         for p in range(1, p_max + 1):   # as steady_rate, from the gaps' least, largest and summed values
             if gap_max[p] - gap_min[p] <= PERIOD_TOLERANCE * max(abs(gap_max[p]), 1e-300):
-                return c_a, c_b, float(gap_sum[p]) / (b - a + 1 - p) / p, p
-        return c_a, c_b, (c_b - c_a) / (b - a), None
+                return float(gap_sum[p]) / (b - a + 1 - p) / p, p
+        return (float(c_b) - float(c_a)) / (b - a), None
 
-    window_figures = _headline(schedule, m, n, float(makespan), steady, _model(pipeline, schedule, INLINE))
+    def completion_at(j: int) -> float:   # the history holds c[b − HISTORY + 1 .. b]: a window ends there
+        return float(c_a) if j == a else float(history[j % HISTORY])
+
+    window, span, iteration, per_sample, period, notes, counted = _headline(
+        schedule, m, n, float(makespan), rate, completion_at, _model(pipeline, schedule, INLINE))
+    work, _ = work_per_microbatch(unit.labels, graph.duration, n)
     return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, TaskTable.empty(),
-                   float(makespan), window_figures[0], window_figures[1], window_figures[2], window_figures[3],
-                   window_figures[4], busy, np.zeros(n), [int(p) for p in peaks], window_figures[5])
+                   float(makespan), window, span, iteration, per_sample, period, counted * work, np.zeros(n),
+                   [int(p) for p in peaks], notes)
 
 
-def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor: float | None) -> tuple:
-    """The steady window, measured span, iteration time, time per sample, period and notes of a run;
-    ``steady(a, b)`` gives ``c[a], c[b]`` and :func:`steady_rate` over micro-batches ``a..b``.
+def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callable[[int, int], tuple],
+              completion_at: Callable[[int], float], floor: float | None) -> tuple:
+    """The steady window, measured span, iteration time, time per sample, period, notes and the number of
+    micro-batches whose work the span holds; ``rate(a, b)`` is :func:`steady_rate` over micro-batches
+    ``a..b`` and ``completion_at(j)`` is ``c[j]`` (asked for ``j = a`` and ``b − MAX_PERIOD ≤ j ≤ b``).
+
+    A window in which a period ``p`` is found is ended at a whole number of periods (``b − a`` a multiple
+    of ``p``), so that its span is ``(b − a) · λ`` and holds the work of ``b − a`` micro-batches
+    however the tasks of a period lie within it.
 
     ``floor`` is the load model's time per sample (:func:`_model`): every micro-batch keeps the
     busiest resource that long, so no steady state is faster. A period found faster than that is a
@@ -407,12 +415,11 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor
     notes: list[str] = []
     period: int | None = None
     if schedule.flush:
-        return None, (0.0, makespan), makespan, makespan / m, None, notes
+        return None, (0.0, makespan), makespan, makespan / m, None, notes, m
     a, b = m // 2, m - 1 - m // 8
     if b > a:
-        window = (a, b)
-        c_a, c_b, per_sample, period = steady(a, b)
-        span = (c_a, c_b)
+        per_sample, period = rate(a, b)
+        c_a, c_b = completion_at(a), completion_at(b)
         if floor is not None and per_sample < floor * (1 - SETTLED_TOLERANCE):
             rhythm, period = per_sample, None
             per_sample = (c_b - c_a) / (b - a)   # the average slope, which a period's rate is only where it fits
@@ -422,13 +429,29 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, steady, floor
         elif period is None:
             notes.append(f"no periodic steady state within micro-batches {a}..{b}: the time per sample is "
                          "their average slope; run more micro-batches")
+        else:
+            b -= (b - a) % period
+            c_b = completion_at(b)
+        window, span, counted = (a, b), (c_a, c_b), b - a
     else:
-        window, span, per_sample, period = None, (0.0, makespan), None, None
+        window, span, per_sample, period, counted = None, (0.0, makespan), None, None, m
         notes.append("a steady state needs at least 3 micro-batches")
     if m < 4 * n:
         notes.append(f"the run may be too short for a steady state: use at least 4 x {n} stages "
                      f"= {4 * n} micro-batches")
-    return window, span, None, per_sample, period, notes
+    return window, span, None, per_sample, period, notes, counted
+
+
+def work_per_microbatch(labels: list[TaskLabel], durations: Sequence[float],
+                        n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per stage, the time the tasks of one micro-batch (``labels`` and ``durations`` of a micro-batch's tasks)
+    take on its compute resource and on its link: every micro-batch runs the same tasks, so a span holding
+    the work of ``k`` micro-batches keeps the stage busy ``k`` times that."""
+    stage = np.array([label.stage for label in labels], dtype=np.int64)
+    on_link = np.array([label.on_link for label in labels], dtype=bool)
+    duration = np.asarray(durations, dtype=float)
+    return (np.bincount(stage[~on_link], weights=duration[~on_link], minlength=n),
+            np.bincount(stage[on_link], weights=duration[on_link], minlength=n))
 
 
 def _share(part: float, whole: float) -> float:
