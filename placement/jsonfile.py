@@ -169,6 +169,12 @@ def _holds(value: dict | list) -> bool:
     return False
 
 
+#: why a float with no fraction above 2^53 is no id: JSON text such as 100000000000000001.0 decodes to
+#: the nearest double, another integer (100000000000000000.0), where the integer form is read exactly
+ROUNDED_INTEGER = ("a number not written as an integer, above 2^53 = 9007199254740992, where a double does not hold "
+                   "every integer (what was written may have been rounded to another); write it as an integer")
+
+
 def not_utf8(exc: UnicodeDecodeError) -> str:
     """Where a text is not UTF-8, in words: the offset and value of the first byte that breaks it."""
     return f"not UTF-8 text (the byte at offset {exc.start}, 0x{exc.object[exc.start]:02x}, cannot be there)"

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +356,29 @@ def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly(size):
     assert (result.method, result.value) == ("milp", 11.0) and result.status in ("optimal", "feasible")
     assert result.message.startswith("the MILP ran instead (method 'auto'): the DP found no plan (")
     assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
+
+
+def test_an_id_written_as_a_float_above_2_53_is_refused_where_it_is_read():
+    """The JSON text 100000000000000001.0 decodes to the double 1e17, another integer: read as an id it named
+    node 100000000000000000, which the file never wrote. The integer form is read exactly; a float id
+    below 2^53 (2.0) stays an id."""
+    rounded = ("reads 1e+17, a number not written as an integer, above 2^53 = 9007199254740992, "
+               "where a double does not hold every integer (what was written may have been rounded to another); "
+               "write it as an integer")
+    doc = huge_pair(1, 10)
+    doc["nodes"][0]["id"] = doc["edges"][0]["sourceId"] = float(10 ** 17 + 1)
+    with pytest.raises(placement.InvalidInstanceError, match=re.escape(f"edge #0: field 'sourceId' {rounded}")):
+        placement.load(doc)
+    doc["edges"] = []
+    with pytest.raises(placement.InvalidInstanceError, match=re.escape(f"node #0: field 'id' {rounded}")):
+        placement.load(doc)
+    exact = huge_pair(1, 10)
+    exact["nodes"][0]["id"] = exact["edges"][0]["sourceId"] = 10 ** 17 + 1
+    exact["nodes"][1]["id"] = exact["edges"][0]["destId"] = 2.0
+    assert [node.id for node in placement.load(exact).nodes] == [10 ** 17 + 1, 2]
+    with pytest.raises(placement.InvalidPlanError, match=re.escape(f"fpgas[0].nodes[0]: node id {rounded}")):
+        placement.verify(exact, {"fpgas": [{"nodes": [float(10 ** 17 + 1), 2]}], "cpus": []})
+    assert placement.verify(exact, {"fpgas": [{"nodes": [10 ** 17 + 1, 2.0]}], "cpus": []}).valid
 
 
 def test_an_integer_a_double_cannot_hold_is_refused_and_memory_summed_as_written_is_shown():

@@ -278,7 +278,7 @@ def parse_piper(data: Any, name: str = "") -> PiperInstance:
     for k, raw in enumerate(raw_edges):
         where = f"edges[{k}]"
         _object(raw, where, _EDGE_FIELDS)
-        edge = PiperEdge(read_field(raw, "sourceId", where, "int"), read_field(raw, "destId", where, "int"),
+        edge = PiperEdge(read_field(raw, "sourceId", where, "id"), read_field(raw, "destId", where, "id"),
                          read_field(raw, "communicationCost", where, "number"))
         for key, end in (("sourceId", edge.src), ("destId", edge.dst)):
             if end not in position:
@@ -359,7 +359,7 @@ def _string(obj: dict, key: str, where: str, *, empty: bool) -> str:
 
 def _node(raw: Any, where: str) -> PiperNode:
     _object(raw, where, _NODE_FIELDS, _NODE_OPTIONAL)
-    node_id = read_field(raw, "id", where, "int")
+    node_id = read_field(raw, "id", where, "id")
     label = _string(raw, "name", where, empty=True) if "name" in raw else ""
     table = _typed(raw, "TMPCs", where, dict)
     if not table:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, PlacementError
-from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, json_value_text, load_json
+from placement.jsonfile import MAX_INPUT_BYTES, ROUNDED_INTEGER, json_type_name, json_value_text, load_json
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
@@ -56,6 +56,8 @@ def node_ids(value: Any, where: str) -> tuple[int, ...]:
         if not isinstance(v, numbers.Integral):
             if not float(v).is_integer():
                 raise InvalidPlanError(f"{where}[{k}]: node id must be an integer, got {float(v)!r}")
+            if abs(v) >= 2 ** 53:
+                raise InvalidPlanError(f"{where}[{k}]: node id reads {float(v):.17g}, {ROUNDED_INTEGER}")
         ids.append(int(v))
     return tuple(ids)
 

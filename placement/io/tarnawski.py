@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.errors import InvalidInstanceError
-from placement.jsonfile import json_type_name, json_value_text, parse_file
+from placement.jsonfile import ROUNDED_INTEGER, json_type_name, json_value_text, parse_file
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import (DeviceType, Edge, Node, Instance, format_number, make_two_type_problem,
                                         plain_numbers)
@@ -40,7 +40,7 @@ _INTEGER = (int, numbers.Integral)
 
 
 def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ..., ) -> Any:
-    """``obj[key]`` as a ``kind`` (number, int, count, bool, str), or ``default`` when it is missing or
+    """``obj[key]`` as a ``kind`` (number, int, id, count, bool, str), or ``default`` when it is missing or
     null; an :class:`InvalidInstanceError` naming ``where`` and ``key`` otherwise (readers of other
     formats share it)."""
     if key not in obj or (obj[key] is None and default is not ...):
@@ -73,6 +73,10 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
                 return int(value)
             raise InvalidInstanceError(f"{where}: field {key!r} must be an integer, got {json_type_name(value)}")
         return int(value)
+    if kind == "id":
+        if isinstance(value, float) and abs(value) >= 2 ** 53:   # it may have spelt another integer, rounded
+            raise InvalidInstanceError(f"{where}: field {key!r} reads {value:.17g}, {ROUNDED_INTEGER}")
+        return read_field(obj, key, where, "int")
     if kind == "count":
         value = read_field(obj, key, where, "int")
         if value < 0:
@@ -206,8 +210,8 @@ def _read_edges(raw_edges: list) -> tuple[dict[int, float], list[Edge]]:
         where = f"edge #{k}"
         if not isinstance(e, dict):
             raise InvalidInstanceError(f"{where}: must be an object, got {json_type_name(e)}")
-        src = read_field(e, "sourceId", where, "int")
-        dst = read_field(e, "destId", where, "int")
+        src = read_field(e, "sourceId", where, "id")
+        dst = read_field(e, "destId", where, "id")
         where = f"edge {src} -> {dst}"
         cost = read_field(e, "cost", where, "number")
         size = read_field(e, "size", where, "number", default=None)
@@ -228,7 +232,7 @@ def _read_nodes(raw_nodes: list, costs: dict[int, float], catalogue: tuple[Devic
     for k, n in enumerate(raw_nodes):
         if not isinstance(n, dict):
             raise InvalidInstanceError(f"node #{k}: must be an object, got {json_type_name(n)}")
-        node_id = read_field(n, "id", f"node #{k}", "int")
+        node_id = read_field(n, "id", f"node #{k}", "id")
         where = f"node {node_id}"
         if catalogue is None:
             supported = read_field(n, "supportedOnFpga", where, "bool")
