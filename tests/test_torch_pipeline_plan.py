@@ -124,6 +124,13 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
         "args holds args[1] of first dimension 2, but args[0]'s is 4: the pipeline runtime splits every tensor input "
         "into micro-batches along its first dimension, so each must have the micro-batch as its first dimension "
         "(move the batch of an input such as an LSTM's initial state to the front)"))
+    # torch's step(*args, target=, losses=, ...) keeps these names: stage 0 waited for an input no call could give
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(Tempered(), (x,), {"temperature": torch.ones(4, 1), "target": x, "losses": x}, devices="h100:2")
+    assert (error.value.parameter, str(error.value)) == ("kwargs", (
+        "kwargs holds the keyword inputs 'target', 'losses', which the step() of torch's pipeline schedules takes "
+        "for itself (target, losses, return_outputs, loss_kwargs) and never passes to the model: rename them in the "
+        "model's forward"))
     with pytest.raises(placement.InvalidParameterError) as error:   # it was planned as a model that costs nothing
         plan_pipeline(mlp(), (torch.randn(0, 8),), devices="h100:2")
     assert str(error.value) == "args must be one micro-batch of samples, but they hold no elements (shapes (0, 8))"
@@ -1218,6 +1225,21 @@ def test_the_schedule_s_step_raises_stage_zero_s_typed_error(tmp_path):
                 schedule.step(x[:rows], temperature=temperature, target=y[:rows], losses=[])
             assert (error.value.parameter, str(error.value)) == (parameter,
                                                                  f"{parameter} of the pipeline's step() {message}")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_a_loss_fn_that_cannot_be_called_is_refused_by_schedule(tmp_path):
+    # torch took it and raised "TypeError: 'str' object is not callable" inside the first step
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        x, y, pp = tempered_gpipe()
+        with pytest.raises(placement.InvalidParameterError) as error:
+            pp.schedule(pp.build_stage(0, "cpu"), "mse")
+        assert (error.value.parameter, str(error.value)) == (
+            "loss_fn", "loss_fn must be a callable (output, target) -> loss, or None for a forward-only schedule, "
+                       "not str")
     finally:
         torch.distributed.destroy_process_group()
 

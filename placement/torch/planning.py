@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.parameters import flag, integer, number, one_of
 from placement.result import Status
-from placement.torch.schedules import SCHEDULES, check_microbatches, make_schedule
+from placement.torch.schedules import SCHEDULES, STEP_KEYWORDS, check_microbatches, make_schedule
 
 
 class UnprovenPlanWarning(UserWarning):
@@ -309,6 +309,13 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidParameterError("kwargs", f"must be a dict of the model's keyword inputs or None, "
                                               f"not {type(kwargs).__name__}")
+    reserved = [name for name in kwargs or {} if name in STEP_KEYWORDS]
+    if reserved:   # step() keeps them for itself: stage 0 would wait for inputs no call can give it
+        raise InvalidParameterError("kwargs", f"holds the keyword input{'s' * (len(reserved) > 1)} "
+                                              f"{', '.join(map(repr, reserved))}, which the step() of torch's pipeline "
+                                              f"schedules takes for itself ({', '.join(STEP_KEYWORDS)}) and never "
+                                              f"passes to the model: rename {'them' if len(reserved) > 1 else 'it'} "
+                                              "in the model's forward")
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
     check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)

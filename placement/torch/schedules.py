@@ -115,6 +115,9 @@ def make_schedule(stage: Any, loss_fn: Callable | None, schedule: str, microbatc
     one_of("schedule", schedule, SCHEDULES)
     integer("microbatches", microbatches, smallest=1)
     check_microbatches(schedule, microbatches, stage.num_stages)
+    if loss_fn is not None and not callable(loss_fn):   # torch called it at the last stage's first backward
+        raise InvalidParameterError("loss_fn", f"must be a callable (output, target) -> loss, or None for a "
+                                               f"forward-only schedule, not {type(loss_fn).__name__}")
     base = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     sharing = exchange is not None and bool(exchange.entries)
     mixins = ((ChecksTarget,) if stage.stage_index == stage.num_stages - 1 else ()) + (
