@@ -81,7 +81,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     plan = read_plan_file(plan)   # once: for the plan, its record and the claims the record makes
     problem = solved_devices(loaded, plan, accelerators, cpus, memory)
     from placement.problem.split import (BACKWARD_MODES, check_training, checked_backward, refuse_split_options,
-                                         split_model)
+                                         solved_otherwise, split_model)
 
     solved_for = recorded_objective(plan)
     if objective is None:
@@ -93,7 +93,9 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     if calls is None and objective == "latency" and solved_for == "latency":
         calls = recorded_calls(plan)   # the call limit the plan was solved and verified with
     given = {"w_placement": w_placement, "inter_layer": inter_layer, "w_share": w_share}
-    options, _ = checked_backward(recorded_backward(plan), backward, **given)
+    solved_backward = recorded_backward(plan)
+    options, _ = checked_backward(solved_backward, backward, **given)
+    otherwise = solved_otherwise(solved_backward, options)
     model = split_model(options["w_placement"], options["inter_layer"], options["w_share"])
     if one_of("backward", options["backward"], BACKWARD_MODES) == "split":
         from placement.verification.split import check_split_plan
@@ -109,7 +111,8 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                 raise InvalidParameterError(name, f"does not apply to backward='split' (the check of a "
                                                   f"split-backward plan {why})")
         checked = as_plan(plan)
-        return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem)
+        return _with_record_notes(check_split_plan(problem, checked, model, objective), plan, checked, problem,
+                                  otherwise=otherwise)
     refuse_split_options(**given)
     if contiguity is None:
         contiguity = recorded_contiguity(plan) or "none"
@@ -118,15 +121,16 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                               infer_from_colours=flag("infer_from_colours", False if infer_from_colours is None
                                                       else infer_from_colours),
                               ledger=flag("ledger", False if ledger is None else ledger))
-    return _with_record_notes(verification, plan, checked, problem)
+    return _with_record_notes(verification, plan, checked, problem, otherwise=otherwise)
 
 
 def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objective: str | None = None,
-                       value: float | None = None) -> Any:
+                       value: float | None = None, otherwise: tuple[str, str] | None = None) -> Any:
     """``result`` (a verdict, or a run) with the notes of what ``plan``'s record claims that its check refutes
     or cannot check (:func:`placement.io.plans.record_notes`: a claimed value, the instance named, a stage
     count); the claimed value is checked against ``value`` for ``objective``, by default the verdict's own
-    (none for an invalid plan, whose value is no verdict on the claim)."""
+    (none for an invalid plan, whose value is no verdict on the claim), unless the check ran under another
+    backward model than the plan was solved under (``otherwise``, :func:`placement.problem.split.solved_otherwise`)."""
     from dataclasses import replace
 
     from placement.io.plans import record_notes
@@ -134,7 +138,7 @@ def _with_record_notes(result: Any, plan: Any, checked: Any, problem: Any, objec
     if objective is None:
         objective, value = result.objective, result.value if result.valid else None
     non_empty = sum(1 for device in checked.devices if device.nodes)
-    notes = record_notes(plan, objective, value, problem.name, non_empty)
+    notes = record_notes(plan, objective, value, problem.name, non_empty, otherwise)
     return replace(result, notes=tuple(result.notes) + tuple(notes)) if notes else result
 
 
@@ -261,8 +265,11 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     # whose record says split (edited) runs its layers as they are placed
     recorded = plan_split_record(record, given) if record.get("mode") == "split" else {}
     variant: dict[str, Any] = recorded if is_split_plan(plan) else {}
+    otherwise = None
     if variant:   # the W share and the variant it was solved under
         share = variant.pop("w_share", None)
+        if w_fraction is not None and share is not None and w_fraction != share:
+            otherwise = f"w_share {share!r}", f"w_fraction {w_fraction!r}"
         w_fraction = share if w_fraction is None else w_fraction
     if w_fraction is not None and number("w_fraction", w_fraction) > 1:
         raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
@@ -277,7 +284,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     # claimed value is left unchecked
     objective = recorded_objective(given) or "throughput"
     return _with_record_notes(result, given, plan, problem, objective,
-                              result.max_load if objective == "throughput" else None)
+                              result.max_load if objective == "throughput" else None, otherwise)
 
 
 @dataclass(frozen=True)

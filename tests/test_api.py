@@ -696,7 +696,17 @@ def test_verify_checks_what_a_solved_plan_records(tmp_path):
     assert recorded.valid and recorded.value == split.value
     joint = placement.verify(pair, path, backward="joint")
     assert joint.valid and joint.value != split.value
-    assert placement.verify(pair, path, w_share=0.5).value != split.value   # another variant when asked
+    other = placement.verify(pair, path, w_share=0.5)   # another variant when asked
+    assert other.value != split.value
+    # a value claimed under another model refutes nothing: both notes said "the plan file claims throughput 10.8"
+    assert joint.notes == ("the plan file was solved with backward split, and checked with backward joint as asked: "
+                           "its claimed value was not compared",)
+    assert other.notes == ("the plan file was solved with w_share 0.2, and checked with w_share 0.5 as asked: its "
+                           "claimed value was not compared",)
+    assert placement.simulate(pair, path, schedule="split-backward", w_fraction=0.5).notes[-1] == (
+        "the plan file was solved with w_share 0.2, and checked with w_fraction 0.5 as asked: its claimed value was "
+        "not compared")
+    assert not any("claim" in note for note in placement.simulate(pair, path, schedule="split-backward").notes)
 
 
 def test_verify_applies_the_call_limit_a_latency_plan_records():

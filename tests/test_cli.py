@@ -366,7 +366,9 @@ def test_verify_takes_the_split_options_a_plan_file_records(tmp_path, capsys):
     assert main(["verify", pair, str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["value"] == pytest.approx(claimed, rel=1e-12)
     assert main(["verify", pair, str(out), "--w-share", "0.5", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["value"] != pytest.approx(claimed, rel=1e-9)
+    other = json.loads(capsys.readouterr().out)
+    assert other["value"] != pytest.approx(claimed, rel=1e-9)
+    assert other["claim_refuted"] is None   # the claim was made at 0.2: it was said to be refuted
     assert main(["verify", pair, str(out), "--backward", "joint", "--w-placement", "adjacent"]) == 2
     assert capsys.readouterr().err == "error: --w-placement applies to --backward split only\n"
     # a --x/--no-x option is named as typed in its positive form (it was named --no-inter-layer)

@@ -18,7 +18,7 @@ from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_opt
                                    load_announced, positive_int, print_json, progress_printer, recorded_devices_note)
 from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
-from placement.problem.split import W_PLACEMENTS
+from placement.problem.split import W_PLACEMENTS, solved_otherwise
 from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 
@@ -142,8 +142,9 @@ def run(args: argparse.Namespace) -> int:
                   calls_garbled, claimed_class)
     if args.json:   # the record's refuted claims as fields (the text prints them among the verdict's notes)
         # an invalid plan's value is no verdict on the value it claims
-        claims = refuted_claims(plan, args.objective, verification.value if verification.valid else None,
-                                instance.name)
+        # and one solved under another backward model than the check's is no claim about the check's value
+        compared = verification.valid and solved_otherwise(record, split) is None
+        claims = refuted_claims(plan, args.objective, verification.value if compared else None, instance.name)
         stages = recorded_stages(plan)   # a solve into exactly N stages: the plan's non-empty devices
         used = None if stages is None else sum(1 for device in as_plan(plan).devices if device.nodes)
         stages_refuted = None if used == stages else {"recorded": stages, "non_empty_devices": used}

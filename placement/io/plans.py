@@ -245,13 +245,16 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
     return FileClaims(None, other, None)
 
 
-def record_notes(plan: object, objective: str, value: float | None, instance_name: str, non_empty: int) -> list[str]:
+def record_notes(plan: object, objective: str, value: float | None, instance_name: str, non_empty: int,
+                 otherwise: tuple[str, str] | None = None) -> list[str]:
     """What a solved plan's record (a plan file, a plan document or a :class:`placement.Result`) claims that a
     verification of ``objective`` against the instance named ``instance_name`` refutes or cannot check, one
     sentence each: its claimed value (:func:`refuted_claims`; ``value`` is the verified value, ``None`` for an
     invalid plan, whose value is no verdict on the claim), a lower bound above that value, the instance it was
     made for, and the number of non-empty stages it was solved into exactly against the plan's ``non_empty``
-    devices."""
+    devices. Where the check ran under another backward model than the plan was solved under (``otherwise``:
+    the record's settings and the check's, in words), its value and bound are no claims about the check's: a
+    note says so instead."""
     if isinstance(plan, (str, PathLike)):
         try:
             record: Any = load_json(os.fspath(plan), InvalidPlanError)
@@ -268,8 +271,12 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
         return []
     from placement.problem.objectives import OBJECTIVES
 
-    claims = refuted_claims(record, objective, value, instance_name)
+    claims = refuted_claims(record, objective, None if otherwise else value, instance_name)
     notes = []
+    if otherwise is not None:
+        value = None
+        notes.append(f"{source} was solved with {otherwise[0]}, and checked with {otherwise[1]} as asked: its "
+                     "claimed value was not compared")
     if claims.value is not None:
         notes.append(f"{source} claims {objective} {claims.value:.10g}; the verified value is {value:.10g}")
     if claims.unreadable == "objective_kind":

@@ -71,6 +71,23 @@ def checked_backward(record: Mapping[str, Any], backward: str | None = None,
     return options, taken
 
 
+def solved_otherwise(record: Mapping[str, Any], used: Mapping[str, Any]) -> tuple[str, str] | None:
+    """How the backward model of a check (``used``: ``backward`` and, split, the options of
+    :data:`SPLIT_DEFAULTS`) differs from the one a plan was solved under (``record``,
+    :func:`placement.io.plans.recorded_backward`), as the record's settings and the check's, in words; ``None``
+    where they agree, or the record does not say. A value claimed under one model is no claim about another:
+    a W share of 0.2 solved to 10.8 and checked at 0.9 gave 14.4, which refutes nothing."""
+    mode = record.get("mode") or "joint"
+    if used["backward"] != mode:
+        return f"backward {mode}", f"backward {used['backward']}"
+    names = [name for name in SPLIT_DEFAULTS if mode == "split" and record.get(name) is not None
+             and name in used and record[name] != used[name]]
+    if not names:
+        return None
+    return (", ".join(f"{name} {record[name]!r}" for name in names),
+            ", ".join(f"{name} {used[name]!r}" for name in names))
+
+
 def refuse_split_options(**given: object) -> None:
     """:class:`InvalidParameterError` for the first of the options of :data:`SPLIT_DEFAULTS` given (not
     ``None``, whatever its value: its default too), where the backward pass is not split."""
