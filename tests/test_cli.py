@@ -188,6 +188,9 @@ def test_verify_places_the_nodes_a_split_leaves_out_with_their_colour_class(tmp_
     verdict = json.loads(capsys.readouterr().out)
     assert (verdict["valid"], verdict["inferred"], [d["nodes"] for d in verdict["devices"]]) == (
         True, [3, 4], [[1, 4], [2, 3]])
+    split.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2, 3]}]}))   # b1 alone inferred
+    assert main(["verify", str(TINY / "training-pair.json"), str(split)]) == 0
+    assert "placed by colour inference: 1 node\n" in capsys.readouterr().out   # was "1 nodes"
 
 
 def test_verify_announces_the_check_of_a_large_graph(tmp_path, capsys, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from placement.problem.instance import Instance
 from placement.verification.evaluate import Evaluation
 from placement.report.table import cell, format_table
+from placement.wording import counted
 
 
 def topological_places(problem: Instance) -> dict[int, int]:
@@ -49,7 +50,7 @@ def format_evaluation(problem: Instance, evaluation: Evaluation, extra: tuple[st
                  + ("  (of the nodes placed as the plan places them; the plan is invalid)" if violations else ""))
     lines.append(f"contiguity checked: {evaluation.contiguity}; finest class: {evaluation.finest_class}")
     if evaluation.inferred:
-        lines.append(f"placed by colour inference: {len(evaluation.inferred)} nodes")
+        lines.append(f"placed by colour inference: {counted(len(evaluation.inferred), 'node')}")
     lines.extend(verdict_lines(violations))
     return "\n".join(lines) + "\n"
 
