@@ -18,12 +18,14 @@ def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict
     from placement.loading import as_instance
     from placement.parameters import integer
     from placement.report.info import instance_info
-    from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals
+    from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, count_ideals, is_total_order
 
     limit = integer("max_ideals", max_ideals, smallest=1, optional=True) or DEFAULT_MAX_IDEALS
     instance = as_instance(instance)
     info = instance_info(instance)
     contraction = contract(instance)
+    if is_total_order(contraction.succ):   # n + 1 ideals, which the DP enumerates whatever the limit
+        limit = max(limit, contraction.size + 1)
     most = _most_the_dp_holds(instance, contraction)   # the count goes no further: it cannot be stopped
     count = count_ideals(contraction.succ, min(limit, most))
     info["supernodes"] = contraction.size

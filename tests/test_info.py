@@ -228,3 +228,6 @@ def test_ideals_are_counted_no_further_than_the_dp_could_hold_them(monkeypatch):
     assert "ideals:                 more than 12 (the most the DP's tables could hold in the memory available here)" \
         in format_info(stopped).splitlines()
     assert counted(describe(problem, max_ideals=10)) == (None, 10, "max_ideals")
+    # one chain of the six: its 7 ideals, the prefixes of its one order, whatever the limit (the DP runs it)
+    chain = Instance(nodes, tuple(Edge(i, i + 1) for i in range(5)), problem.device_types)
+    assert counted(describe(chain, max_ideals=3)) == (7, None, None)

@@ -412,9 +412,14 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
     graph), so that a family past the limit takes no memory and one within it takes its own
     size; ``progress`` then hears the count (and may stop the work there, at a deadline). A graph of
     ``n`` supernodes has at least ``n + 1`` ideals (the prefixes of a topological order): past the
-    limit it is refused before any counting."""
+    limit it is refused before any counting, unless it has no more, its supernodes a total order
+    (:func:`is_total_order`): the limit guards against families that grow past the nodes, and the
+    prefixes of one order are no such family (a 200,000-node chain was refused, and its MILP ended
+    3% from the optimum that its DP proves in 22 s)."""
     if contraction.size + 1 > max_ideals:
-        raise _too_many_ideals(contraction, max_ideals)
+        if not is_total_order(contraction.succ):
+            raise _too_many_ideals(contraction, max_ideals)
+        max_ideals = contraction.size + 1
     if max_ideals > COUNT_FIRST:
         if progress is not None:
             progress(f"counting the ideals (at most {max_ideals:,})")
@@ -428,6 +433,13 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
     if count > max_ideals:
         raise _too_many_ideals(contraction, max_ideals)
     return parent, added
+
+
+def is_total_order(succ: tuple[tuple[int, ...], ...] | list[list[int]]) -> bool:
+    """Whether the supernodes (numbered in a topological order, with successors ``succ``) are totally
+    ordered: each has an edge to the next, so that the order is the graph's only one and its ideals are
+    its ``n + 1`` prefixes."""
+    return all(s + 1 in succ[s] for s in range(len(succ) - 1))
 
 
 def _too_many_ideals(contraction: Contraction, max_ideals: int) -> LimitExceededError:
