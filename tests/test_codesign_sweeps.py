@@ -113,19 +113,23 @@ def test_wham_through_the_library_entry_point(tiny):
 
 @pytest.mark.parametrize("name", ["wham", "random", "fixed"])
 def test_a_baseline_keeps_the_limit_on_ideals(name):
-    """The MLP's chain of 14 colour classes has 15 ideals: a limit of 14 is refused by a baseline as by the exact
-    method (the baselines ran their DPs at the default limit, whatever max_ideals said), and 15 gives the answer of
-    the default limit."""
+    """GPT-2's inference graph contracts to 153 supernodes with 156 ideals: a limit of 155 is refused by a
+    baseline as by the exact method (the baselines ran their DPs at the default limit, whatever max_ideals
+    said), and 156 gives the answer of the default limit. (The MLP's chain of 14 classes has 15 ideals, the
+    prefixes of its one order, which no limit refuses.)"""
+    gpt2 = str(ROOT / "instances" / "models" / "gpt2-inference.json")
     options = dict(chips=2, power=300.0, grid=TINY)
     with pytest.raises(LimitExceededError) as exact:
-        placement.codesign(MLP, max_ideals=14, **options)
+        placement.codesign(gpt2, max_ideals=155, **options)
     with pytest.raises(LimitExceededError) as caught:
-        placement.codesign(MLP, baseline=name, max_ideals=14, **options)
+        placement.codesign(gpt2, baseline=name, max_ideals=155, **options)
     assert caught.value.parameter == "max_ideals"
     assert str(caught.value) == str(exact.value)
-    assert str(caught.value).startswith("more than 14 ideals in the contracted graph (14 supernodes)")
-    limited = placement.codesign(MLP, baseline=name, max_ideals=15, **options)
-    assert limited.value == placement.codesign(MLP, baseline=name, **options).value
+    assert str(caught.value).startswith("more than 155 ideals in the contracted graph (153 supernodes)")
+    limited = placement.codesign(gpt2, baseline=name, max_ideals=156, **options)
+    assert limited.value == placement.codesign(gpt2, baseline=name, **options).value
+    assert placement.codesign(MLP, baseline=name, max_ideals=1, **options).value == placement.codesign(
+        MLP, baseline=name, **options).value
     with pytest.raises(InvalidParameterError, match=r"^max_ideals must be a positive integer, not 0$"):
         getattr(baselines, placement.codesign.api.BASELINES[name])(MLP, 2, 606.68, 300.0, grid=TINY, max_ideals=0)
 

@@ -186,7 +186,8 @@ def test_a_graph_with_more_supernodes_than_ideals_allowed_is_refused_before_coun
 
 def test_the_prefix_chain_dp_is_not_tried_where_the_one_over_intervals_ran_out_of_time(monkeypatch):
     """The chain DP over every prefix does more work than the one over intervals: where that one ran out of
-    time, the warm start goes to the greedy fill at once."""
+    time, the warm start goes to the greedy fill at once. (The diamond: its 6 ideals pass a limit of 1, where
+    a chain's prefixes would not be refused.)"""
     from placement.solvers.milp import warmstart
 
     def late(problem, stages, deadline, progress=None):
@@ -199,7 +200,7 @@ def test_the_prefix_chain_dp_is_not_tried_where_the_one_over_intervals_ran_out_o
     monkeypatch.setattr(warmstart, "coarse_start", late)
     monkeypatch.setattr(warmstart, "solve_chain", never)
     said = []
-    problem = read_instance(TINY / "chain4.json")
+    problem = read_instance(TINY / "diamond-cpu.json")
     plan, bound = warmstart.pipeline_start_and_bound(problem, 1, said.append, deadline=time.perf_counter() + 60)
     assert plan is not None and bound == 0.0
     assert said[-1].startswith("warm start from the greedy fill (") and said[-1].endswith(
