@@ -358,6 +358,24 @@ def test_a_short_balanced_run_is_not_charged_its_drain():
     assert result.bubble_fraction == 0.0
 
 
+@pytest.mark.parametrize("keep_tasks", [True, False])
+def test_a_window_without_a_period_is_measured_as_it_ran(keep_tasks):
+    """Uniform 2-stage pipeline, F = (9.5, 1.5), B = (4.5, 2), 1F1B over 5 micro-batches. Stage 0 runs F0 [0, 9.5],
+    F1 [9.5, 19], B0 [19, 23.5] (after stage 1's B0 at 13), F2 [23.5, 33], B1 [33, 37.5], F3 [37.5, 47],
+    B2 [47, 51.5], F4 [51.5, 61], B3 [61, 65.5], B4 [65.5, 70]; stage 1 runs F4 [61, 62.5] and B4 [62.5, 64.5]
+    within the window. Completions 51.5, 65.5, 70: no period, an average slope of 9.25, below the load
+    model's 14 (the run has not settled). Over [51.5, 70] stage 0 is busy 18.5 (100%) and stage 1 3.5.
+    Counted as 2 micro-batches of work, stage 0 was charged 28, more than the span, and shown at 100% as if
+    that were its share."""
+    problem, plan = uniform_pipeline(2, [9.5, 1.5], [4.5, 2.0])
+    run = simulate(problem, plan, "1f1b-async", 5, keep_tasks=keep_tasks)
+    assert (run.steady_window, run.span, run.period, run.time_per_sample) == ((2, 4), (51.5, 70.0), None, 9.25)
+    assert [stage.busy for stage in run.stages] == [18.5, 3.5]
+    assert [stage.utilisation for stage in run.stages] == [1.0, 3.5 / 18.5]
+    assert run.bubble_fraction == pytest.approx(1 - 22 / 37, rel=1e-12)
+    assert run.notes[0].startswith("not settled within micro-batches 2..4: they complete every 9.25, faster")
+
+
 @pytest.mark.parametrize("comm", ["inline", "link"])
 @pytest.mark.parametrize("training", [False, True])
 def test_steady_utilisation_is_the_work_per_microbatch_over_the_time_per_sample(training, comm):

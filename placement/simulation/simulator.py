@@ -17,7 +17,8 @@ Figures reported
   ``(b − a)·λ``) times the stage's work per micro-batch
   (:func:`work_per_microbatch`), for flush schedules every task of the iteration;
   ``utilisation = busy / span`` (in a steady state, the stage's work per micro-batch over
-  ``λ``, however near the drain the window ends or whatever the phase of a longer period),
+  ``λ``, however near the drain the window ends or whatever the phase of a longer period);
+  a window without a period (not settled) counts the time each resource ran within it instead;
   and the same for its link in the ``link`` mode. ``bubble_fraction`` is
   ``1 − Σ busy / (S × span)`` over the stages' compute resources.
 * per stage ``peak_in_flight``: the most micro-batches held at once, a
@@ -335,12 +336,22 @@ def _measure(pipeline: Pipeline, schedule: Schedule, program: Program, comm: str
 
     window, span, iteration, per_sample, period, notes, counted = _headline(
         schedule, m, n, makespan, rate, lambda j: float(completion[j]), _model(pipeline, schedule, comm))
-    work, link_work = work_per_microbatch(labels, program.graph.duration[:size], n)
+    if counted is None:   # no period: the time each resource ran within the span, as it ran
+        # a task inside the span counts its length, not end - start: at a time of 1e9 a task of 1e-6 loses a
+        # tenth of its length to rounding in the difference
+        inside = (start >= span[0]) & (end <= span[1])
+        overlap = np.where(inside, np.asarray(program.graph.duration, dtype=float),
+                           np.clip(np.minimum(end, span[1]) - np.maximum(start, span[0]), 0.0, None))
+        compute = ~tasks.on_link
+        busy = np.bincount(tasks.stage[compute], weights=overlap[compute], minlength=n)
+        link_busy = np.bincount(tasks.stage[~compute], weights=overlap[~compute], minlength=n)
+    else:
+        work, link_work = work_per_microbatch(labels, program.graph.duration[:size], n)
+        busy, link_busy = counted * work, counted * link_work
     peaks = [in_flight_peak(tasks, s, m, rank) for s in range(n)]
     held = split_memory(pipeline, peaks) if pipeline.split else None
     return _result(pipeline, schedule, comm, w_fraction, m, program.task_times, program.link_resource, tasks,
-                   makespan, window, span, iteration, per_sample, period, counted * work, counted * link_work, peaks,
-                   notes, held)
+                   makespan, window, span, iteration, per_sample, period, busy, link_busy, peaks, notes, held)
 
 
 def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable[[str], None] | None = None,
@@ -375,9 +386,9 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
     sinks = np.array([t for t in range(size) if not graph.successors[t]], dtype=np.int64)
     a, b = m // 2, m - 1 - m // 8
     p_max = min(MAX_PERIOD, (b - a) // 2) if b > a else 0
-    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, history = stream_figures(
-        m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
-        window, sources, sinks, a, b, p_max, progress)
+    figures = (m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
+               window, sources, sinks, a, b, p_max, progress)
+    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, history, _ = stream_figures(*figures)
     if status != OK:
         return None
 
@@ -392,16 +403,23 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
 
     window, span, iteration, per_sample, period, notes, counted = _headline(
         schedule, m, n, float(makespan), rate, completion_at, _model(pipeline, schedule, INLINE))
-    work, _ = work_per_microbatch(unit.labels, graph.duration, n)
+    if counted is None:   # no period: a second pass measures the time each stage ran within the span
+        status, *_, busy = stream_figures(*figures, span=span)
+        if status != OK:
+            return None
+    else:
+        busy = counted * work_per_microbatch(unit.labels, graph.duration, n)[0]
     return _result(pipeline, schedule, INLINE, None, m, unit.task_times, unit.link_resource, TaskTable.empty(),
-                   float(makespan), window, span, iteration, per_sample, period, counted * work, np.zeros(n),
+                   float(makespan), window, span, iteration, per_sample, period, busy, np.zeros(n),
                    [int(p) for p in peaks], notes)
 
 
 def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callable[[int, int], tuple],
               completion_at: Callable[[int], float], floor: float | None) -> tuple:
     """The steady window, measured span, iteration time, time per sample, period, notes and the number of
-    micro-batches whose work the span holds; ``rate(a, b)`` is :func:`steady_rate` over micro-batches
+    micro-batches whose work the span holds (``None`` for a window without a period, whose span holds parts
+    of the tasks of more micro-batches than it completes: its busy time is measured as the tasks ran);
+    ``rate(a, b)`` is :func:`steady_rate` over micro-batches
     ``a..b`` and ``completion_at(j)`` is ``c[j]`` (asked for ``j = a`` and ``b − MAX_PERIOD ≤ j ≤ b``).
 
     A window in which a period ``p`` is found is ended at a whole number of periods (``b − a`` a multiple
@@ -432,7 +450,7 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callabl
         else:
             b -= (b - a) % period
             c_b = completion_at(b)
-        window, span, counted = (a, b), (c_a, c_b), b - a
+        window, span, counted = (a, b), (c_a, c_b), (None if period is None else b - a)
     else:
         window, span, per_sample, period, counted = None, (0.0, makespan), None, None, m
         notes.append("a steady state needs at least 3 micro-batches")

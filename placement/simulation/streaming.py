@@ -18,8 +18,10 @@ per period ``p``, the least, largest and summed gap ``c[j + p] − c[j]`` in the
 per stage the peak of micro-batches in flight (counted in the stage's order, taken by its ``F`` and
 released by its last task there, as :func:`placement.simulation.simulator.in_flight_peak` counts
 them), and the completions ``c[b − HISTORY + 1] … c[b]`` (the caller ends the window at a whole number of
-periods). The busy time of a stage is its work per micro-batch times the micro-batches of the window, which
-the caller counts: one pass suffices. Work is linear in the tasks, memory
+periods). In a periodic window the busy time of a stage is its work per micro-batch times the micro-batches
+of the window, which the caller counts: one pass suffices. A window without a period (the run did not
+settle) is measured as it ran: a second pass, knowing the span ``[c[a], c[b]]``, sums each stage's busy
+time within it. Work is linear in the tasks, memory
 independent of the micro-batches (a stage that waits on nothing downstream is held back
 until the ring has room). A run the ring cannot hold (or a deadlock) is reported by status,
 and the caller falls back to the event engine. A long pass runs in chunks of :data:`CHUNK` tasks,
@@ -64,9 +66,9 @@ def _order(training, s, n, m, k):
 class State(NamedTuple):
     """The arrays one pass of :func:`run` updates in place, in the order of its parameters: per ring
     slot its micro-batch, tasks done and finish; per slot and task its micro-batch and end; per stage
-    its cursor, last end, released and taken micro-batches and peak; the completion history (the last
-    :data:`HISTORY` completions up to micro-batch ``b``) and per period the gap figures; ``c_a, c_b, makespan``; ``emitted,
-    done`` and the stage a paused pass goes on with."""
+    its cursor, last end, released and taken micro-batches, peak and busy time; the completion history (the
+    last :data:`HISTORY` completions up to micro-batch ``b``) and per period the gap figures; ``c_a, c_b,
+    makespan``; ``emitted, done`` and the stage a paused pass goes on with."""
 
     owner: np.ndarray
     count: np.ndarray
@@ -78,6 +80,7 @@ class State(NamedTuple):
     rel: np.ndarray
     taken: np.ndarray
     peak: np.ndarray
+    busy: np.ndarray
     history: np.ndarray
     gap_min: np.ndarray
     gap_max: np.ndarray
@@ -91,13 +94,14 @@ def new_state(n, k, ring, p_max):
     return State(np.full(ring, -1, dtype=np.int64), np.zeros(ring, dtype=np.int64), np.zeros(ring),
                  np.full((ring, k), -1, dtype=np.int64), np.zeros((ring, k)),
                  np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n, dtype=np.int64),
-                 np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                 np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n),
                  np.zeros(HISTORY), np.full(p_max + 1, np.inf), np.full(p_max + 1, -np.inf), np.zeros(p_max + 1),
                  np.zeros(3), np.zeros(3, dtype=np.int64))
 
 
 def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
-        ring, a, b, p_max, owner, count, finish, tag, end, cursor, last_end, rel, taken, peak, history, gap_min, gap_max, gap_sum, figures, counters, limit):
+        ring, a, b, p_max, span_lo, span_hi, owner, count, finish, tag, end, cursor, last_end, rel, taken, peak,
+        busy, history, gap_min, gap_max, gap_sum, figures, counters, limit):
     """One pass over ``m`` micro-batches of ``n`` stages; see the module docstring.
 
     Task ``t`` of a micro-batch lasts ``duration[t]`` after its predecessors
@@ -105,7 +109,7 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
     are stage ``s``'s F and last compute task (B when training); with ``window > 0`` the sources
     of micro-batch ``j`` also wait for the ``sinks`` of micro-batch ``j − window``. The state
     (:func:`new_state`) is updated in place: ``figures`` holds ``c_a, c_b, makespan``, ``counters``
-    ``emitted, done``. Returns the status:
+    ``emitted, done``, ``busy`` the time within ``[span_lo, span_hi]``. Returns the status:
     ``PAUSED`` once ``limit`` tasks are done (call again with a larger one to go on), else ``OK``,
     ``DEADLOCK`` or ``RING_TOO_SHORT``.
     """
@@ -190,6 +194,9 @@ def run(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, win
                 progressed = True
                 if stop > makespan:
                     makespan = stop
+                overlap = min(stop, span_hi) - max(start, span_lo)
+                if overlap > 0.0:
+                    busy[s] += overlap
                 while emitted < m and owner[emitted % ring] == emitted and count[emitted % ring] == k:
                     c = finish[emitted % ring]
                     if emitted == a:
@@ -253,15 +260,18 @@ def ring_size(n, window):
 def stream_bytes(n, window, k, m):
     """Bytes the tables of :func:`stream_figures` take for ``n`` stages, ``k`` tasks per micro-batch and
     ``m`` micro-batches: per ring slot and task a micro-batch (8 bytes, every slot written when made) and
-    an end (8 bytes, in the slots used: at most ``m``). They grow with the square of the stages (``k`` grows with them too), not past the ring's size."""
+    an end (8 bytes, in the slots used: at most ``m``), for one pass (a second, where one runs, starts once the
+    first's tables are let go). They grow with the square of the stages (``k`` grows with them too), not past
+    the ring's size."""
     ring = ring_size(n, window)
     return 8 * k * (ring + min(ring, m))
 
 
 def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, last_task, window, is_source, sinks,
-                   a, b, p_max, progress=None):
-    """A pass of :func:`run`: ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, history``
-    (``history[j % HISTORY]`` is ``c[j]`` for ``b − HISTORY < j ≤ b``).
+                   a, b, p_max, progress=None, span=(0.0, 0.0)):
+    """A pass of :func:`run`: ``status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peak, history, busy``
+    (``history[j % HISTORY]`` is ``c[j]`` for ``b − HISTORY < j ≤ b``; ``busy`` the time each stage runs
+    within ``span``, a second pass's once the first has found the window's).
     ``progress``, if given, receives a line every :data:`REPORT_EVERY_S` seconds of a longer run."""
     kernel = _compiled() if m * len(duration) > INTERPRETED_TASKS else run
     ring = ring_size(n, window)
@@ -283,7 +293,7 @@ def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, las
         state = new_state(n, len(duration), ring, p_max)
         limit = CHUNK
         while True:
-            status = kernel(*args, *state, limit)
+            status = kernel(*args, *span, *state, limit)
             if status != PAUSED:
                 return status, state
             report(int(state.counters[1]))
@@ -291,4 +301,5 @@ def stream_figures(m, n, training, duration, pred_ptr, pred_idx, first_task, las
 
     status, state = one_pass()
     c_a, c_b, makespan = (float(x) for x in state.figures)
-    return status, makespan, c_a, c_b, state.gap_min, state.gap_max, state.gap_sum, state.peak, state.history
+    return (status, makespan, c_a, c_b, state.gap_min, state.gap_max, state.gap_sum, state.peak, state.history,
+            state.busy)
