@@ -279,10 +279,11 @@ def test_a_memory_bound_on_an_early_stage_lowers_the_later_warm_ups_too():
 
 def test_a_w_task_of_no_time_releases_its_micro_batch_before_the_next_forward():
     """training-pair (f1 2 | b1 4 on stage 0, f2 3 | b2 6 on stage 1; activations of 10, parameters of 1)
-    under zb-h1 with the W share 0: stage 1's W(0) takes no time and ends at 26.0, where F(2) starts,
+    under zb-h1 with the W share 0: stage 1's W(0) took no time and ended at 26.0, where F(2) starts,
     having waited for it (zb-h1 holds at most S = 2 micro-batches). Ordered by the schedule's rank, F(2)
-    came first and the stage held 3: peak memory 2 + 3·10 = 32 (and "exceeds its bound 31"), where
-    it holds 2: 2 + 2·10 = 22."""
+    came first and the stage held 3: peak memory 2 + 3·10 = 32 (and "exceeds its bound 31"); counted in
+    order it held 2 (22). A W call of no work is now no task at all: the last stage releases each
+    micro-batch with its B, as under 1F1B, and holds 1: 2 + 10 = 12."""
     edges = [(1, 2, 1), (2, 3, 0.5), (3, 4, 1.5), (1, 4, 1)]
     instance = placement.load({"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
                                "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 10 * t,
@@ -291,7 +292,7 @@ def test_a_w_task_of_no_time_releases_its_micro_batch_before_the_next_forward():
                                "edges": [{"sourceId": a, "destId": d, "cost": c, "size": 10} for a, d, c in edges]})
     plan = {"devices": [{"type": "accelerator", "nodes": [1, 4]}, {"type": "accelerator", "nodes": [2, 3]}]}
     result = placement.simulate(instance, plan, schedule="zb-h1", microbatches=8, w_fraction=0)
-    assert [(s.peak_in_flight, s.peak_memory) for s in result.stages] == [(2, 22.0), (2, 22.0)]
+    assert [(s.peak_in_flight, s.peak_memory) for s in result.stages] == [(2, 22.0), (1, 12.0)]
 
 
 @pytest.mark.parametrize("schedule, limit", [("zb-h1", 3), ("zb-h2", 5)])

@@ -148,6 +148,25 @@ def test_split_plan_under_async_1f1b_worked_by_hand():
     assert [s.w_inputs_per_microbatch for s in result.stages] == [6.0, 0.0]
 
 
+def test_a_stage_without_w_work_holds_what_1f1b_holds():
+    """A W call that does nothing was still a task, a filler of no length that waited for idle time, and its
+    stage held each micro-batch until then. two_layers (8 micro-batches): device 1 runs no W call; under
+    split-backward it held all 8 (49 bytes, as GPipe) and under zb-h1 2, where 1F1B with flush holds 1
+    (node memory 1 + f1's 6 bytes = 7). Uniform stages (F 1, B 2) with a W share of 0: split-backward is
+    1F1B with flush, (8 + 3 − 1) × 3 = 30, holding 3, 2, 1 (1 + 8 bytes each: 25, 17, 9), where it held 8
+    on every stage."""
+    problem, plan = two_layers()
+    for schedule in ("split-backward", "zb-h1"):
+        run = simulate(problem, plan, schedule, 8)
+        assert (run.iteration_time, run.stages[1].peak_in_flight, run.stages[1].peak_memory) == (33.0, 1, 7.0)
+    problem, plan = uniform_pipeline(3, 1.0, 2.0)
+    flush = simulate(problem, plan, "1f1b-flush", 8)
+    idle = simulate(problem, plan, "split-backward", 8, w_fraction=0.0)
+    assert flush.iteration_time == idle.iteration_time == 30.0
+    assert [s.peak_in_flight for s in idle.stages] == [s.peak_in_flight for s in flush.stages] == [3, 2, 1]
+    assert [s.peak_memory for s in idle.stages] == [25.0, 17.0, 9.0]
+
+
 def test_split_plan_gpipe_pays_a_w_call_receive_in_the_backward_phase():
     # f1 costs 1. Device 0 receives f1 only for W(b1): in its W call, after the forward phase.
     # Per sample, forward phase: max(d0 F 1, d1 F 1 + send f1 1) = 2; backward phase: max(d0 B 1 + W 2 +

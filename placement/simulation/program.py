@@ -119,7 +119,12 @@ def weight_work(stage: Stage, w_fraction: float | None) -> float:
 
 
 def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: float | None) -> Unit:
-    """The tasks, resources and dependencies of one micro-batch (no order, no window)."""
+    """The tasks, resources and dependencies of one micro-batch (no order, no window).
+
+    A stage whose W call would do nothing (no weight-gradient work, nothing to receive or send: a split plan's
+    stage without W tasks, or a W share of 0) has no W task: a filler of no length still waited for idle
+    time, and the stage held every micro-batch until then (all 8 of 8 under split-backward where 1F1B
+    holds 3)."""
     stages = pipeline.stages
     n = len(stages)
     kinds = (FORWARD, BACKWARD) if schedule.training else (FORWARD,)
@@ -143,6 +148,12 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
         return base
 
     task_times = [{k: compute_time(s, k) for k in kinds} for s in range(n)]
+    read = {source for needs in pipeline.inputs.values() for source in needs}
+
+    def idle_weight(s: int) -> bool:   # a split plan's W call that does nothing and feeds nothing
+        st = stages[s]
+        return st.compute[WEIGHT] + st.receive[WEIGHT] + st.send[WEIGHT] == 0 and (s, WEIGHT) not in read
+
     lags = w_lags(pipeline, schedule)
     main: dict[tuple[int, str], int] = {}
     gate: dict[tuple[int, str], int] = {}     # the task that receives the inputs of (s, kind)
@@ -150,6 +161,8 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
     for s, st in enumerate(stages):
         link = link_resource[s]
         for kind in kinds:
+            if kind == WEIGHT and idle_weight(s):
+                continue
             key = (s, kind)
             work = task(compute_resource[s], task_times[s][kind], TaskLabel(s, kind, False),
                         filler=kind == WEIGHT and lags[s] is None)
@@ -162,13 +175,17 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
                 one.add_dependency(work, output[key])
         if schedule.split_backward and not pipeline.split:
             task_times[s][WEIGHT] = weight_work(st, w_fraction)
+            if task_times[s][WEIGHT] == 0:
+                continue
             weight = task(compute_resource[s], task_times[s][WEIGHT], TaskLabel(s, WEIGHT, False), filler=True)
             one.add_dependency(main[(s, BACKWARD)], weight)
             main[(s, WEIGHT)] = weight
     for s in range(n):
         for kind in kinds:
+            if (s, kind) not in gate:
+                continue
             for source, source_kind in pipeline.inputs[(s, kind)]:
-                if source_kind in kinds:
+                if (source, source_kind) in output:
                     one.add_dependency(output[(source, source_kind)], gate[(s, kind)])
         if schedule.training:
             one.add_dependency(main[(s, FORWARD)], main[(s, BACKWARD)])
@@ -214,7 +231,8 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
                 graph.add_dependency(main[(s2, FORWARD)] + (microbatches - 1) * size, main[(s, BACKWARD)])
     warm = warmup_counts(schedule, n, microbatches, caps)
     for s in range(n):
-        order = stage_order(schedule, s, n, microbatches, warm=warm[s], w_lag=lags[s])
+        order = [(kind, j) for kind, j in stage_order(schedule, s, n, microbatches, warm=warm[s], w_lag=lags[s])
+                 if (s, kind) in main]   # a W call that does nothing has no task (build_unit)
         graph.set_order(compute_resource[s], [main[(s, kind)] + j * size for kind, j in order])
         if caps[s] is not None:
             # F(j) waits until the stage has finished every task of micro-batch j - cap.
