@@ -459,7 +459,7 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     assert "note: all-reduce" not in capsys.readouterr().out
     assert main(["simulate", instance, plan, "--schedule", "1f1b", "--allreduce", "piper", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["time_per_batch"], doc["time_per_sample"]) == (26.0, 6.0)
+    assert (doc["time_per_batch"], doc["time_per_sample"], doc["notes"]) == (26.0, 6.0, [])
     assert [s["peak_memory"] for s in doc["stages"]] == [110.0, 207.0]
 
 
@@ -585,7 +585,10 @@ def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, c
     instance, plan = write_two_stage(tmp_path)
     run = placement.simulate(instance, plan)
     assert main(["simulate", instance, plan, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(run.to_json()))
+    # the notes the text prints (they were left out of the JSON)
+    assert json.loads(capsys.readouterr().out) == {**json.loads(json.dumps(run.to_json())), "notes": [
+        "all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
+        "(--allreduce piper)"]}
     # 2 replicas of 2 stages: the gpipe batch of test_two_stages_two_replicas_by_hand, ring all-reduce
     assert run.time_per_batch == pytest.approx(23.0, rel=1e-12)
     with pytest.raises(placement.errors.InvalidParameterError,

@@ -81,9 +81,6 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
                                     allreduce=args.allreduce, unit_scale=args.unit_scale)
     except InvalidPlanError as exc:   # name the plan file
         raise naming_the_file(args.plan, exc) from None
-    if args.json:
-        print_json(result.to_json())
-        return 0
     _, devices, memory = read_parallel_plan(document)
     own = ({t.name: t.count for t in instance.device_types} if instance.device_types else instance.max_devices)
     recorded = []
@@ -92,10 +89,15 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
                         else f"{devices} devices")
     if memory is not None and memory != instance.max_memory_per_device and not instance.device_types:
         recorded.append(f"{as_given(memory)} bytes each")
-    if recorded:
-        print(f"note: checked on the devices the plan file records it was solved for: {', '.join(recorded)}")
+    before = [f"checked on the devices the plan file records it was solved for: {', '.join(recorded)}"] * bool(recorded)
+    after = ["all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
+             "(--allreduce piper)"] * (args.allreduce in (None, "ring") and any(stage.d > 1 for stage in result.stages))
+    if args.json:   # the notes the text prints, in its order
+        print_json({**result.to_json(), "notes": before + after})
+        return 0
+    for note in before:
+        print(f"note: {note}")
     print(format_parallel_simulation(result, instance.name or str(args.instance)), end="")
-    if args.allreduce in (None, "ring") and any(stage.d > 1 for stage in result.stages):
-        print("note: all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
-              "Piper's 4(d-1)/d (--allreduce piper)")
+    for note in after:
+        print(f"note: {note}")
     return 0
