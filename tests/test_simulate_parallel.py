@@ -483,7 +483,7 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--schedule", "1f1b", "--chunks", "1"], "error: --chunks applies to the 'interleaved' schedule only, not to "
                                               "'1f1b'"),
     # checked on the batch simulated: d = 2 divides no 3 (Σ d ≤ m is the rule of the batch planned for only)
-    (["--microbatches", "3"], "error: PLAN: the plan is not valid for this instance run under 'gpipe' with 3 "
+    (["--microbatches", "3"], "error: PLAN is not valid for this instance run under 'gpipe' with 3 "
                               "micro-batches per batch: stage 0: d=2 does not divide the 3 micro-batches of a batch "
                               "(and 1 more)"),
 ])
@@ -501,7 +501,7 @@ def test_the_memory_check_holds_the_micro_batches_of_the_schedule_simulated(tmp_
     without a word)."""
     instance, plan = write_two_stage(tmp_path)
     doc = json.loads(Path(plan).read_text())
-    refused = (f"error: {plan}: the plan is not valid for this instance run under 'gpipe' with 4 micro-batches per "
+    refused = (f"error: {plan} is not valid for this instance run under 'gpipe' with 4 micro-batches per "
                "batch: stage 1 needs 214 bytes per device (y=2 micro-batches in flight), more than the 210 available\n")
     for recorded in ("gpipe", "1f1b"):
         Path(plan).write_text(json.dumps({**doc, "schedule": recorded, "memory": 210}))
@@ -525,9 +525,10 @@ def test_a_plan_run_another_way_is_checked_as_it_runs():
     checked = (4, 4.5)
     assert [s.peak_in_flight for s in simulate_parallel(instance, plan, "1f1b", checked_on=checked).stages] == \
         [4, 3, 2, 1]
-    with pytest.raises(InvalidPlanError) as raised:
+    with pytest.raises(InvalidParameterError) as raised:   # a plan not valid for the instance, as without Piper
         simulate_parallel(instance, plan, "interleaved", chunks=2, checked_on=checked)
-    assert str(raised.value) == ("the plan is not valid for this instance run under 'interleaved' with 4 "
+    assert raised.value.parameter == "plan"
+    assert str(raised.value) == ("plan is not valid for this instance run under 'interleaved' with 4 "
                                  "micro-batches per batch: group 0 needs 5 bytes per device, more than the 4.5 "
                                  "available")
     pair = chain([1, 1], m=4, activations=[1, 1])
@@ -539,30 +540,30 @@ def test_a_plan_run_another_way_is_checked_as_it_runs():
 
 def test_cli_names_the_piper_plan_file_it_refuses(tmp_path, capsys):
     instance, plan = write_two_stage(tmp_path)
-    for doc, message in (({"stages": []}, "the plan is not valid for this instance: node 0 is in no stage "
+    for doc, message in (({"stages": []}, " is not valid for this instance: node 0 is in no stage "
                                           "(and 1 more)"),
-                         ({"fpgas": []}, "a parallel plan must be a JSON object with a list 'stages'"),
+                         ({"fpgas": []}, ": a parallel plan must be a JSON object with a list 'stages'"),
                          ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}}]},
-                          "the plan is not valid for this instance: node 1 is in no stage"),
+                          " is not valid for this instance: node 1 is in no stage"),
                          # the plan records 2 devices; 2 replicas of each stage take 4: checked before the run
                          ({"stages": [{"nodes": [0], "d": 2, "t": 1, "tmpcs": {"0": "x"}},
                                       {"nodes": [1], "d": 2, "t": 1, "tmpcs": {"1": "x"}}], "devices": 2},
-                          "the plan is not valid for this instance: the plan uses 4 devices (Σ d·t), more than the "
+                          " is not valid for this instance: the plan uses 4 devices (Σ d·t), more than the "
                           "2 available"),
                          # records the run would have read as none, checking against the instance's own limits
                          ({"stages": [], "devices": -1},
-                          "the plan's 'devices' must be a device count or counts per device type, not -1"),
-                         ({"stages": [], "memory": "x"}, "the plan's 'memory' must be a number of bytes, not 'x'"),
+                          ": the plan's 'devices' must be a device count or counts per device type, not -1"),
+                         ({"stages": [], "memory": "x"}, ": the plan's 'memory' must be a number of bytes, not 'x'"),
                          # misspelt fields read as missing checked another plan: gpipe's memory as piper's, no TMPC
-                         ({"stages": [], "schedul": "gpipe"}, "unknown field 'schedul'; did you mean 'schedule'? (a "
+                         ({"stages": [], "schedul": "gpipe"}, ": unknown field 'schedul'; did you mean 'schedule'? (a "
                                                                "field this like one the format reads is refused, not "
                                                                "ignored)"),
                          ({"stages": [{"nodes": [0], "d": 1, "t": 1, "tmpc": {"0": "x"}}]},
-                          "stages[0]: unknown field 'tmpc'; did you mean 'tmpcs'? (a field this like one the format "
+                          ": stages[0]: unknown field 'tmpc'; did you mean 'tmpcs'? (a field this like one the format "
                           "reads is refused, not ignored)")):
         Path(plan).write_text(json.dumps(doc))
         assert main(["simulate", instance, plan]) == 2
-        assert capsys.readouterr().err == f"error: {plan}: {message}\n"
+        assert capsys.readouterr().err == f"error: {plan}{message}\n"   # a plan that is no valid one: as verify
 
 
 def test_a_solved_plan_document_has_no_field_its_reader_takes_for_a_misspelling():

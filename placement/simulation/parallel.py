@@ -154,8 +154,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     before the run, under the schedule and micro-batches simulated (which decide the micro-batches
     each stage holds); ``None``: no check.
 
-    Raises :class:`~placement.errors.InvalidPlanError` for a plan that is not a pipeline of the
-    instance and :class:`~placement.errors.InvalidParameterError` naming a bad parameter.
+    Raises :class:`~placement.errors.InvalidParameterError` naming ``plan`` for a plan that is not a valid
+    pipeline of the instance (as :func:`placement.simulate` does for any instance), or another bad parameter.
     """
     if schedule is None:
         schedule = getattr(plan, "schedule", None) or ONE_F_ONE_B
@@ -255,8 +255,9 @@ def _count(value: Any) -> bool:
 
 def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memory: float | None = None, *,
                    schedule: str | None = None, microbatches: int | None = None, chunks: int | None = None) -> None:
-    """:class:`InvalidPlanError` with the first violation the independent evaluator finds in ``plan``
-    (:func:`placement.verification.parallel_check.evaluate_plan`) on ``devices`` devices (a count, or
+    """:class:`InvalidParameterError` naming ``plan``, with the first violation the independent evaluator
+    finds in ``plan`` (:func:`placement.verification.parallel_check.evaluate_plan`) on ``devices`` devices (a
+    count, or
     counts per device type) of ``memory`` bytes, by default the instance's: more devices than there
     are, a stage over its memory, ... The memory is
     that of ``schedule``'s micro-batches in flight with ``microbatches`` per batch (default the plan's
@@ -281,7 +282,8 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
         run = schedule if schedule is not None else plan.schedule
         setting = (f" run under {run!r} with {m} micro-batches per batch"
                    if run != plan.schedule or m != instance.microbatches_in_batch else "")
-        raise InvalidPlanError(f"the plan is not valid for this instance{setting}: {evaluation.violations[0]}{more}")
+        raise InvalidParameterError("plan", f"is not valid for this instance{setting}: {evaluation.violations[0]}"
+                                            f"{more}")
 
 
 def _check_ring_tasks(layout: Layout) -> None:
