@@ -76,7 +76,9 @@ def _error(doc) -> str:
     ({"layers": [{"name": "a", "type": "fc", "in": 0, "out": 2}]},
      "layer 0 (a): 'in' must hold positive integers, got [0]"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2.5, "out": 2}]},
-     "layer 0 (a): field 'in' must be a positive integer or an array of them, got number"),
+     "layer 0 (a): field 'in' must be a positive integer or an array of them, got 2.5"),
+    ({"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernel": 1.5}]},
+     "layer 0 (c): field 'kernel' must be a positive integer, got 1.5"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "a", "type": "fc", "in": 3, "out": 1}]},
      "layer 1 (a): duplicate layer name 'a'"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2, "out": 3}, {"name": "b", "type": "fc", "in": 4, "out": 1}]},
@@ -96,6 +98,18 @@ def _error(doc) -> str:
 ])
 def test_bad_network_messages(doc, message):
     assert _error(doc) == message
+
+
+def test_whole_numbers_written_as_floats_are_read_as_integers():
+    # 3.0 was refused ("got number") where an instance file reads 1.0 as the integer 1
+    from placement.costmodel.network import parse_network
+
+    written = {"layers": [{"name": "c", "type": "conv", "in": [1.0, 4, 4], "out": [2, 2.0, 2], "kernel": 3.0},
+                          {"name": "f", "type": "fc", "in": 8.0, "out": 2}]}
+    exact = {"layers": [{"name": "c", "type": "conv", "in": [1, 4, 4], "out": [2, 2, 2], "kernel": 3},
+                        {"name": "f", "type": "fc", "in": 8, "out": 2}]}
+    assert parse_network(written) == parse_network(exact)
+    assert [type(d) for d in parse_network(written).layers[0].in_shape] == [int, int, int]
 
 
 def test_file_errors_name_the_file(tmp_path):

@@ -169,15 +169,20 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 # the file format
 # ----------------------------------------------------------------------------------------
 
+def _whole(value: Any) -> Any:
+    """``value`` as an ``int`` where it is a float with no fraction below 2^53 (``3.0``, as instance files
+    read their counts and ids); else as it is, for the checks to refuse."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    return value
+
+
 def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
-    if isinstance(value, list):
-        items = value
-    else:
-        items = [value]
+    items = [_whole(d) for d in (value if isinstance(value, list) else [value])]
     for d in items:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InvalidInstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
-                                f"got {json_type_name(d)}")
+                                f"got {json_value_text(d) if isinstance(d, float) else json_type_name(d)}")
     return tuple(items)
 
 
@@ -224,9 +229,10 @@ def parse_network(data: Any, name: str = "") -> Network:
             raise InvalidInstanceError(f"{where}: unknown type {json_value_text(kind)}; expected fc or conv")
         if kind == "conv" and "kernel" not in entry:
             raise InvalidInstanceError(f"{where}: missing field 'kernel'")
-        kernel = entry.get("kernel", 1)
+        kernel = _whole(entry.get("kernel", 1))
         if isinstance(kernel, bool) or not isinstance(kernel, int):
-            raise InvalidInstanceError(f"{where}: field 'kernel' must be a positive integer, got {json_type_name(kernel)}")
+            raise InvalidInstanceError(f"{where}: field 'kernel' must be a positive integer, got "
+                                       f"{json_value_text(kernel) if isinstance(kernel, float) else json_type_name(kernel)}")
         layers.append(Layer(layer_name, kind, _shape(entry["in"], where, "in"), _shape(entry["out"], where, "out"),
                             kernel))
     return Network(label, tuple(layers), source)
