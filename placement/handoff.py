@@ -35,8 +35,8 @@ class Split:
     ``{"layers", "parts"}`` for DeepSpeed, the Megatron layout string, ``{"ops": [...]}`` for
     ``pipe-split``, or one ``{"stage", "device", "forward_nodes", "first", "last"}`` per stage);
     ``text`` the same as the command line prints it (JSON, the layout string, or a table of
-    stages); ``order`` the plan's device positions in pipeline order where it
-    listed them otherwise (``None``: it did not); ``notes`` what the hand-off does that the plan
+    stages); ``order`` the positions of the plan's devices that are stages (those holding a forward node),
+    stage by stage, where it listed them in another order (``None``: it did not); ``notes`` what the hand-off does that the plan
     does not say (a CPU stage, the devices the plan records); ``warnings`` what the runtime will do
     differently from the plan (a trained parameter several stages read).
     """
@@ -113,7 +113,11 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     if inferred:
         notes.append(f"{inferred:,} node{'s' if inferred > 1 else ''} the plan does not list "
                      f"go{'es' if inferred == 1 else ''} with their colour class, as verify places them")
+    listed = checked
     checked, order = in_pipeline_order(problem, checked)
+    if order is not None:   # the devices that are stages, those holding a forward node: an empty one is none
+        order = tuple(d for d in order if any(v not in layout.mates for v in listed.devices[d].nodes))
+        order = None if list(order) == sorted(order) else order
     if order is not None:
         notes.append(f"the plan lists its devices out of pipeline order; its stages are its devices "
                      f"{', '.join(map(str, order))}, in that order")

@@ -57,6 +57,24 @@ def test_the_json_form_carries_the_notes_that_go_to_standard_error(tmp_path, cap
         "notes": ["split on the devices the plan file records it was solved with: cpus=0", order_note]}
 
 
+def test_the_pipeline_order_names_the_devices_that_are_stages():
+    """The optimum's four devices listed last first, with an empty device between the second and the
+    third: the note and order counted the empty device as a stage ("devices 4, 3, 1, 0, 2" for four
+    stages, mapping stage i to order[i] put every stage after the first on the wrong device). An empty
+    device first, the others in order, is no other order at all."""
+    document = placement.solve(GPT2, cpus=0).to_json()
+    document = {key: value for key, value in document.items() if key not in ("fpgas", "cpus")}
+    devices = document["devices"][::-1]
+    empty = {"type": "accelerator", "nodes": []}
+    shuffled = placement.split(GPT2, {**document, "devices": devices[:2] + [empty] + devices[2:]}, format="megatron")
+    assert (shuffled.split, shuffled.order) == ("Etttt|tttt|tttt|L", (4, 3, 1, 0))
+    assert shuffled.notes[-1] == ("the plan lists its devices out of pipeline order; its stages are its devices "
+                                  "4, 3, 1, 0, in that order")
+    first = placement.split(GPT2, {**document, "devices": [empty] + document["devices"]}, format="megatron")
+    assert (first.split, first.order) == ("Etttt|tttt|tttt|L", None)
+    assert not any("pipeline order" in note for note in first.notes)
+
+
 def test_a_form_that_cannot_express_the_plan_names_one_that_can():
     """Stage 0 ends after transformer.drop (node 5), inside the call of module 'transformer': Megatron's layout
     and split_spec take that (block h.0 begins stage 1); DeepSpeed's layers are whole modules."""
