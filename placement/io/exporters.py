@@ -15,8 +15,8 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
 * :func:`split_spec` — ``{module FQN: SplitPoint.BEGINNING}`` for
   ``torch.distributed.pipelining.pipeline``. It exists when every stage is an interval of
   program order and every stage after the first begins where a module, called once in the
-  program, begins its call (an ONNX import records as ``repeats`` the modules the file shows to
-  run more than once: a refusal names them).
+  program, begins its call (an import records as ``repeats`` the modules called more than once
+  whose call a node begins: a refusal names them).
 * :func:`pipe_split_module` — any other plan (a boundary inside a module, or stages that
   are not intervals of program order): the exported program as a ``GraphModule`` whose
   operators are reordered stage by stage (a topological order, since stages form a chain
@@ -74,7 +74,7 @@ FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatr
 class LayoutNode:
     """A forward node of an imported instance: its module, the modules called once beginning at it, its
     operators, the model's inputs it reads, and the modules called more than once beginning at it where the
-    instance records them (``repeats``: an ONNX import)."""
+    instance records them (``repeats``)."""
 
     id: int
     name: str

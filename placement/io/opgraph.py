@@ -581,8 +581,9 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     the devices, the model's inputs (``inputs``; each node lists those it reads), the nodes whose values
     the model returns (``outputs``, where the graph records them) and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
-    A node of an ONNX import also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: its
-    module scopes are names, and a scope such as ``shared_1`` may be a module's second call.
+    A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
+    than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
+    file's module scopes are names, and a scope such as ``shared_1`` may be a module's second call).
     Readers of the format ignore these fields.
     """
     dtypes = {op.dtype for op in pg.graph.ops if op.flops}
@@ -614,7 +615,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
         read = pg.model_inputs(v)
         if read:
             entry["inputs"] = read
-        if node.repeats and pg.graph.source == "onnx":
+        if node.repeats:
             entry["repeats"] = list(node.repeats)
         if operators:
             entry["operators"] = pg.operators(v)
