@@ -81,6 +81,9 @@ def test_nodes_stored_out_of_order_are_sorted():
     ([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Relu", ["c"], ["b"]),
       helper.make_node("Relu", ["b"], ["c"])],
      "cycle: the graph has a cycle through node 1 (Relu)"),
+    # an output nothing writes was imported, without the outputs the exporters check the last stage for
+    ([helper.make_node("Relu", ["x"], ["b"], name="n1")],
+     "cycle: the graph output 'a' is no graph input, initializer or output of a node"),
 ])
 def test_an_invalid_graph_is_refused(nodes, message):
     with pytest.raises(InvalidInstanceError) as err:

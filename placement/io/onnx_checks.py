@@ -79,6 +79,10 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
                                            "initializer or output of a node")
             sources.add(writer[name])
         needs.append(sources)
+    for value in graph.output:   # a graph output nothing writes (onnx.checker refuses it): no output recorded
+        if value.name not in given and value.name not in writer:
+            raise InvalidInstanceError(f"{model}: the graph output {value.name!r} is no graph input, initializer "
+                                       "or output of a node")
     if all(source < k for k, sources in enumerate(needs) for source in sources):
         return None
     readers: list[list[int]] = [[] for _ in nodes]
