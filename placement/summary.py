@@ -24,10 +24,11 @@ def describe(instance: Instance | Any, *, max_ideals: int | None = None) -> dict
     instance = as_instance(instance)
     info = instance_info(instance)
     contraction = contract(instance)
-    if is_total_order(contraction.succ):   # n + 1 ideals, which the DP enumerates whatever the limit
+    ordered = is_total_order(contraction.succ)
+    if ordered:   # n + 1 ideals, which the DP enumerates whatever the limit
         limit = max(limit, contraction.size + 1)
     most = _most_the_dp_holds(instance, contraction)   # the count goes no further: it cannot be stopped
-    count = count_ideals(contraction.succ, min(limit, most))
+    count = contraction.size + 1 if ordered else count_ideals(contraction.succ, min(limit, most))
     info["supernodes"] = contraction.size
     if count <= min(limit, most):
         info["ideals"] = count

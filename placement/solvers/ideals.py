@@ -416,11 +416,12 @@ def enumerate_ideals(contraction: Contraction, max_ideals: int = DEFAULT_MAX_IDE
     (:func:`is_total_order`): the limit guards against families that grow past the nodes, and the
     prefixes of one order are no such family (a 200,000-node chain was refused, and its MILP ended
     3% from the optimum that its DP proves in 22 s)."""
+    counted_already = False   # a total order's count is known: n + 1
     if contraction.size + 1 > max_ideals:
         if not is_total_order(contraction.succ):
             raise _too_many_ideals(contraction, max_ideals)
-        max_ideals = contraction.size + 1
-    if max_ideals > COUNT_FIRST:
+        max_ideals, counted_already = contraction.size + 1, True
+    if max_ideals > COUNT_FIRST and not counted_already:
         if progress is not None:
             progress(f"counting the ideals (at most {max_ideals:,})")
         counted = _enumerate(contraction.succ, max_ideals, store=False)[0]
