@@ -35,10 +35,11 @@ class Split:
     ``{"layers", "parts"}`` for DeepSpeed, the Megatron layout string, ``{"ops": [...]}`` for
     ``pipe-split``, or one ``{"stage", "device", "forward_nodes", "first", "last"}`` per stage);
     ``text`` the same as the command line prints it (JSON, the layout string, or a table of
-    stages); ``order`` the positions of the plan's devices that are stages (those holding a forward node),
-    stage by stage, where it listed them in another order (``None``: it did not); ``notes`` what the hand-off does that the plan
-    does not say (a CPU stage, the devices the plan records); ``warnings`` what the runtime will do
-    differently from the plan (a trained parameter several stages read).
+    stages); ``order`` the positions of the plan's devices that are stages (those holding a forward
+    node), stage by stage, where it listed them in another order (``None``: it did not); ``notes``
+    what the hand-off does that the plan does not say (a CPU stage, the devices the plan records);
+    ``warnings`` what the runtime will do differently from the plan (a trained parameter several stages
+    read).
     """
 
     format: str

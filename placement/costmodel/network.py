@@ -177,12 +177,17 @@ def _whole(value: Any) -> Any:
     return value
 
 
+def _not_integer(value: Any) -> str:
+    """What a refused integer field holds, in words: the number for a float (``2.5``), else its JSON type."""
+    return json_value_text(value) if isinstance(value, float) else json_type_name(value)
+
+
 def _shape(value: Any, where: str, label: str) -> tuple[int, ...]:
     items = [_whole(d) for d in (value if isinstance(value, list) else [value])]
     for d in items:
         if isinstance(d, bool) or not isinstance(d, int):
             raise InvalidInstanceError(f"{where}: field {label!r} must be a positive integer or an array of them, "
-                                f"got {json_value_text(d) if isinstance(d, float) else json_type_name(d)}")
+                                f"got {_not_integer(d)}")
     return tuple(items)
 
 
@@ -232,7 +237,7 @@ def parse_network(data: Any, name: str = "") -> Network:
         kernel = _whole(entry.get("kernel", 1))
         if isinstance(kernel, bool) or not isinstance(kernel, int):
             raise InvalidInstanceError(f"{where}: field 'kernel' must be a positive integer, got "
-                                       f"{json_value_text(kernel) if isinstance(kernel, float) else json_type_name(kernel)}")
+                                       f"{_not_integer(kernel)}")
         layers.append(Layer(layer_name, kind, _shape(entry["in"], where, "in"), _shape(entry["out"], where, "out"),
                             kernel))
     return Network(label, tuple(layers), source)

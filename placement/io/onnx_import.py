@@ -7,8 +7,8 @@ What is read
 The graph is checked first (:mod:`placement.io.onnx_checks`: names are text, a node of the
 default domain has as many inputs and outputs as its operator's schema allows, every tensor is
 written once and read only where written, every graph output is written; nodes stored out of order
-are sorted, a cycle is an error), but for an ``Identity`` that writes the graph input it reads, which torch's dynamo exporter
-writes for a model that returns its input as given: it is dropped.
+are sorted, a cycle is an error), but for an ``Identity`` that writes the graph input it reads, which
+torch's dynamo exporter writes for a model that returns its input as given: it is dropped.
 ``onnx.shape_inference.infer_shapes`` then gives every tensor its element type and shape,
 following shapes the graph computes itself (``Shape`` and the arithmetic on it, as exporters
 write broadcasts and reshapes), helped by evaluating that arithmetic where its own

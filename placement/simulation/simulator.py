@@ -386,9 +386,9 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
     sinks = np.array([t for t in range(size) if not graph.successors[t]], dtype=np.int64)
     a, b = m // 2, m - 1 - m // 8
     p_max = min(MAX_PERIOD, (b - a) // 2) if b > a else 0
-    figures = (m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first, last,
-               window, sources, sinks, a, b, p_max, progress)
-    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, history, _ = stream_figures(*figures)
+    run_args = (m, n, schedule.training, np.array(graph.duration, dtype=np.float64), pred_ptr, pred_idx, first,
+                last, window, sources, sinks, a, b, p_max, progress)
+    status, makespan, c_a, c_b, gap_min, gap_max, gap_sum, peaks, history, _ = stream_figures(*run_args)
     if status != OK:
         return None
 
@@ -404,7 +404,7 @@ def _streamed(pipeline: Pipeline, schedule: Schedule, m: int, progress: Callable
     window, span, iteration, per_sample, period, notes, counted = _headline(
         schedule, m, n, float(makespan), rate, completion_at, _model(pipeline, schedule, INLINE))
     if counted is None:   # no period: a second pass measures the time each stage ran within the span
-        status, *_, busy = stream_figures(*figures, span=span)
+        status, *_, busy = stream_figures(*run_args, span=span)
         if status != OK:
             return None
     else:
