@@ -760,3 +760,13 @@ def test_solve_help_says_local_search_moves_colour_classes(capsys):
     assert main(["solve", "--help"]) == 0
     assert ("  local-search: random restarts of colour-class moves (throughput; none, sets, stages)\n"
             in capsys.readouterr().out)
+
+
+def test_the_readme_s_limit_on_ideals_spares_a_chain(capsys):
+    # README, after the options of solve: chain4's 5 ideals pass a limit of 2 (its nodes are a total order),
+    # the diamond's 6 do not
+    assert main(["solve", CHAIN4, "--max-ideals", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "method      dp (objective throughput, contiguity stages)\nstatus      optimal\nmax-load    7.500000" in out
+    assert main(["solve", DIAMOND, "--max-ideals", "2", "--method", "dp"]) == 2
+    assert capsys.readouterr().err.startswith("error: more than 2 ideals in the contracted graph (4 supernodes);")
