@@ -403,7 +403,7 @@ def _check_request(spec: Any, problem: Instance, options: Mapping[str, Any], giv
         if other:
             from placement.solvers.baselines.common import other_types_refusal
 
-            raise other_types_refusal(spec.name, other)
+            raise other_types_refusal(spec.name, other, problem)
         swapped = next((t for t in problem.device_types if (t.name == ACCELERATOR) != t.pays_comm), None)
         if swapped is not None:
             raise InvalidParameterError("method", f"{spec.name!r} takes the device types {ACCELERATOR!r}, which "

@@ -400,3 +400,24 @@ def test_whole_graph_latency_is_the_evaluators(problem):
     for latency, plan in whole_graph_plans(problem):
         evaluation = evaluate_latency(problem, plan)
         assert evaluation.valid and evaluation.latency == latency
+
+
+def test_two_cpu_types_are_refused_whatever_the_start():
+    """Two types that pay no communication: a -> b, 4 on the accelerator, 5 or 6 on the CPU types. The start
+    (both on the accelerator, 8) meets the longest-path bound 8, so the search was skipped and the answer
+    given, while the same instance without a start was refused: the model gives a node one CPU time. The
+    latency baselines take two types only, and named the MILP as taking any."""
+    document = {"deviceTypes": [{"name": "accelerator", "count": 1, "memory": 100, "paysComm": True},
+                                {"name": "cpu", "count": 1, "paysComm": False},
+                                {"name": "cpu2", "count": 1, "paysComm": False}],
+                "nodes": [{"id": i, "times": {"accelerator": 4, "cpu": 5, "cpu2": 6}} for i in (1, 2)],
+                "edges": [{"sourceId": 1, "destId": 2, "cost": 1}]}
+    for warm_start in (True, False):
+        with pytest.raises(InvalidParameterError) as caught:
+            placement.solve(document, objective="latency", method="milp", warm_start=warm_start)
+        assert str(caught.value) == ("objective 'latency' by MILP takes one device type that pays no communication "
+                                     "(the CPUs); this instance has cpu, cpu2")
+    with pytest.raises(InvalidParameterError) as caught:     # and the baselines do not name the MILP instead
+        placement.solve(document, objective="latency", method="latency-greedy")
+    assert str(caught.value) == ("method 'latency-greedy' takes the device types 'accelerator' and 'cpu' only; "
+                                 "this instance has 'cpu2'")

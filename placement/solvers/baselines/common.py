@@ -51,15 +51,18 @@ class TwoTypes:
     memory: float
 
 
-def other_types_refusal(method: str, names: Iterable[str]) -> InvalidParameterError:
-    """The refusal of a two-type ``method`` on a catalogue whose device types ``names`` are neither
+def other_types_refusal(method: str, names: Iterable[str], problem: Instance) -> InvalidParameterError:
+    """The refusal of a two-type ``method`` on ``problem``, whose device types ``names`` are neither
     ``accelerator`` nor ``cpu``: every one of them named (naming one alone made renaming it look like the
     fix), and the exact methods that take any catalogue and solve ``method``'s objective (read from the
-    registry)."""
+    registry); the latency MILP takes one type that pays no communication, so none is named for a
+    latency method where the instance has more."""
     from placement.solvers.registry import ANY_CATALOGUE, METHODS
 
     spec = METHODS.get(method)
     objectives = set(spec.objectives) if spec is not None else set()
+    if sum(1 for t in problem.device_types if not t.pays_comm and t.count > 0) > 1:
+        objectives.discard(LATENCY)
     # the exact methods that solve what this one does (a latency baseline's is not the DP) on any catalogue
     others = [name for name, other in METHODS.items()
               if other.exact and other.catalogue == ANY_CATALOGUE and objectives & set(other.objectives)]
@@ -79,7 +82,7 @@ def two_types(problem: Instance, method: str) -> TwoTypes:
     names = {t.name: i for i, t in enumerate(problem.device_types)}
     unknown = set(names) - {ACCELERATOR, CPU}
     if unknown:
-        raise other_types_refusal(method, unknown)
+        raise other_types_refusal(method, unknown, problem)
     acc, cpu = names.get(ACCELERATOR), names.get(CPU)
     types = problem.device_types
     return TwoTypes(acc, cpu, types[acc].count if acc is not None else 0,

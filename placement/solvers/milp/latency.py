@@ -123,7 +123,7 @@ from placement.solvers.milp.rows import boundary_rows, convexity_rows
 from placement.parameters import stage_count
 from placement.solvers.milp.driver import (DEFAULT_MAX_PRODUCT, checked_claim, data_notes, out_of_time, run_solver,
                                            skipped, stage_count_verdict, start_from)
-from placement.solvers.milp.latency_data import LatencyData, prepare_latency
+from placement.solvers.milp.latency_data import LatencyData, cpu_types, prepare_latency
 from placement.solvers.milp.outcome import Context, Verdict, conclude
 from placement.wording import counted
 
@@ -410,6 +410,7 @@ def solve_milp_latency(problem: Instance, *, backend: str, options: SolveOptions
     from placement.verification.latency import evaluate_latency
 
     check_objective(problem, "latency")
+    cpu_types(problem)   # refused before any start is looked at, whatever the start
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
         raise InvalidParameterError("calls", f"must be a positive integer, not {calls!r}")
     stages = stage_count(problem, stages)

@@ -56,6 +56,18 @@ class LatencyData:
 NODES_PER_CHECK = 4096
 
 
+def cpu_types(problem: Instance) -> list[int]:
+    """The positions of the device types with devices that pay no communication: at most one, or
+    :class:`InvalidParameterError` (the model gives each node one CPU time and the CPUs one memory bound)."""
+    types = problem.device_types
+    cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
+    if len(cpus) > 1:
+        raise InvalidParameterError("objective", "'latency' by MILP takes one device type that pays no "
+                                                 "communication (the CPUs); this instance has "
+                                    + ", ".join(types[t].name for t in cpus))
+    return cpus
+
+
 def prepare_latency(problem: Instance, integer: bool, max_product: float,
                     check_time: Callable[[], None] = lambda: None) -> LatencyData:
     """The model's data; ``check_time`` is called every :data:`NODES_PER_CHECK` nodes of each loop (a
@@ -71,11 +83,7 @@ def prepare_latency(problem: Instance, integer: bool, max_product: float,
             for r in range(dt.count):
                 acc.append(t)
                 rank.append(r)
-    cpus = [t for t, dt in enumerate(types) if not dt.pays_comm and dt.count > 0]
-    if len(cpus) > 1:
-        raise InvalidParameterError("objective", "'latency' takes one device type that pays no communication "
-                                                 "(the CPUs); this instance has "
-                                    + ", ".join(types[t].name for t in cpus))
+    cpus = cpu_types(problem)
     p_acc_raw = []
     for v, members in enumerate(classes):
         if v % NODES_PER_CHECK == 0:
