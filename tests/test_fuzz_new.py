@@ -427,7 +427,7 @@ def test_too_many_microbatches_refused_before_simulating(folder):
     2 GiB / 400 B / 2 tasks = 2,684,354 micro-batches fit."""
     err = refused(["simulate", folder / "piper.json", folder / "piper-plan.json", "--microbatches", str(10**11)])
     assert err == ("error: 100,000,000,000 micro-batches make 200,000,000,000 tasks, about 7.45e+04 GiB to "
-                   "simulate, over the limit of 2 GiB; at most 2,684,354 micro-batches fit\n")
+                   "simulate, over the simulator's fixed limit of 2 GiB; at most 2,684,354 micro-batches fit\n")
     refused(["simulate", write(folder, "many.json", changed(PIPER, ("mbsInBatch",), 10**11)),
              folder / "piper-plan.json"])
 
@@ -443,7 +443,7 @@ def test_the_task_limit_says_how_many_micro_batches_fit_in_english(tasks, microb
 
     with pytest.raises(LimitExceededError) as caught:
         check_task_count(tasks, microbatches)
-    assert str(caught.value).endswith(f"over the limit of 2 GiB; {room}"), str(caught.value)
+    assert str(caught.value).endswith(f"over the simulator's fixed limit of 2 GiB; {room}"), str(caught.value)
 
 
 @pytest.fixture(scope="module")

@@ -322,6 +322,18 @@ def test_refusals(kwargs, message):
     assert str(caught.value) == message
 
 
+@pytest.mark.parametrize("instance, message", [
+    (chain([1, 2, 3]), "chunks 2 (the default) needs at least 4 nodes (2 device groups of 2 non-empty chunks each); "
+                       "the instance has 3"),
+    (chain([1, 2, 3, 4], devices=1), "devices must be at least 2 under the interleaved schedule (2 device groups), "
+                                     "not 1 (the instance's maxDevices)"),
+])
+def test_refusals_of_values_not_given_say_where_they_came_from(instance, message):
+    with pytest.raises(InvalidParameterError) as caught:
+        solve_interleaved(instance)
+    assert str(caught.value) == message
+
+
 # --- command line ----------------------------------------------------------------------------------
 
 def test_cli_solves_and_the_simulator_replays_the_plan_file(tmp_path, capsys):

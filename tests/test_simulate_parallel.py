@@ -423,7 +423,7 @@ def test_a_ring_of_too_many_replicas_is_refused_before_it_is_built():
         simulate_parallel(instance, one_per_stage(instance, [2048]), allreduce="piper")
     assert str(info.value) == ("the all-reduce rings make 8,384,512 tasks (2(d − 1)·d for a stage of d replicas; "
                                "stage 0 has d = 2048), 8,388,608 with the batch's, about 3.12 GiB to simulate, over "
-                               "the limit of 2 GiB")
+                               "the simulator's fixed limit of 2 GiB")
 
 
 def test_simulator_imports_no_planner():

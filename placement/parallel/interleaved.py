@@ -221,6 +221,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         raise InvalidParameterError("schedule", "'interleaved' plans instances without deviceTypes (every group "
                                                 f"alike: maxDevices devices of maxMemoryPerDevice bytes); this "
                                                 f"instance has deviceTypes ({names})")
+    given_devices = devices is not None
     devices = integer("devices", instance.max_devices if devices is None else devices, smallest=1)
     memory = number("memory", instance.max_memory_per_device if memory is None else memory, positive=True)
     v = check_chunks(INTERLEAVED, chunks)
@@ -229,11 +230,13 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
     threads = integer("threads", threads, smallest=1, largest=MAX_THREADS)
     callback("progress", progress)
     if len(instance.nodes) < 2 * v:
-        raise InvalidParameterError("chunks", f"{v} needs at least {2 * v} nodes (2 device groups of {v} non-empty "
-                                              f"chunks each); the instance has {len(instance.nodes)}")
+        given = f"{v}" if chunks is not None else f"{v} (the default)"
+        raise InvalidParameterError("chunks", f"{given} needs at least {2 * v} nodes (2 device groups of {v} "
+                                              f"non-empty chunks each); the instance has {len(instance.nodes)}")
     if devices < 2:
+        whence = "" if given_devices else " (the instance's maxDevices)"
         raise InvalidParameterError("devices", f"must be at least 2 under the interleaved schedule (2 device "
-                                               f"groups), not {devices}")
+                                               f"groups), not {devices}{whence}")
     deadline = started + limit
     every = shapes(instance, devices, v)
     floors = {t: boundary_floors(instance, t, max(s.groups * v for s in every if s.t == t))
