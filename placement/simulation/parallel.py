@@ -297,8 +297,8 @@ def _check_ring_tasks(layout: Layout) -> None:
         widest = max(ranks, key=lambda s: s.d)
         raise LimitExceededError(f"the all-reduce rings make {ring:,} tasks (2(d − 1)·d for a stage of d replicas; "
                                  f"stage {widest.index} has d = {widest.d}), {tasks:,} with the batch's, about "
-                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the simulator's fixed limit of "
-                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB")
+                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the simulator's "
+                                 f"fixed limit of {DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB")
 
 
 class _Run:

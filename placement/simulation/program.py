@@ -318,5 +318,5 @@ def check_task_count(tasks: int, microbatches: int) -> None:
         room = (f"at most {counted(fits, 'micro-batch', 'micro-batches')} fit{'s' if fits == 1 else ''}" if fits
                 else "not even 1 micro-batch fits")
         raise LimitExceededError(f"{microbatches:,} micro-batches make {tasks:,} tasks, about "
-                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the simulator's fixed limit of "
-                                 f"{DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; {room}", "microbatches")
+                                 f"{tasks * BYTES_PER_TASK / 2**30:.3g} GiB to simulate, over the simulator's "
+                                 f"fixed limit of {DEFAULT_MEMORY_LIMIT / 2**30:.3g} GiB; {room}", "microbatches")
