@@ -236,3 +236,19 @@ def test_a_misspelt_device_field_is_refused_by_both_readers(tmp_path, chain, key
         with pytest.raises(InvalidPlanError) as caught:
             placement.Result.from_json(data)
         assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("field, meant", [("fpga", "fpgas"), ("CPUs", "cpus"), ("device", "devices")])
+def test_a_misspelt_placing_field_is_refused(tmp_path, chain, field, meant):
+    """A plan's ``fpga`` was ignored, the plan then placing the CPU's nodes alone (and verify listing every
+    other node as not placed); a field written beside the placing fields (``maxLoad``, ``stats``) or unlike
+    them is no misspelling."""
+    data = written(chain, Plan((DeviceAssignment(A, (1, 2)), DeviceAssignment(C, (3,)))))
+    if meant != "devices":
+        data.pop("devices")
+    data["stagse"] = 1
+    data[field] = data.pop(meant)
+    with pytest.raises(InvalidPlanError) as caught:
+        parse_plan(data)
+    assert str(caught.value) == f"unknown field {field!r}; did you mean {meant!r}? (a field this like one the " \
+                                "format reads is refused, not ignored)"

@@ -73,6 +73,9 @@ def parse_plan(data: Any) -> Plan:
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "format" in data and data["format"] != FORMAT:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
+    misspelt = misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS)
+    if misspelt is not None and misspelt[2] in PLACING_FIELDS:   # 'fpga' read as no accelerators at all
+        raise InvalidPlanError(misspelling_message(misspelt[1], misspelt[2]))
     if "devices" in data:
         devices = _device_list(data["devices"], "devices", None)
         for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):   # the superset's Tarnawski fields
@@ -96,6 +99,10 @@ def parse_plan(data: Any) -> Plan:
 
 #: the fields of a plan document that place nodes on devices: a document has at least one of them
 PLACING_FIELDS = ("devices", "fpgas", "cpus")
+
+#: the other fields of a plan document that :meth:`placement.Result.to_json` writes (never misspellings)
+WRITTEN_FIELDS = ("format", "maxLoad", "instance", "status", "method", "backend", "objective_kind", "contiguity",
+                  "stages", "objective", "bound", "gap", "runtime_s", "stats", "verified", "message", "notes")
 
 #: the fields of a device entry (``devices``, ``fpgas``, ``cpus``); others are ignored, but a misspelling
 #: of one of these is refused
