@@ -733,6 +733,44 @@ def test_an_input_of_another_first_dimension_is_planned_for_one_micro_batch():
     assert torch.allclose(outputs[0], model(x, h))
 
 
+class WithFinalState(nn.Module):
+    """A layer and an LSTM returning its output at the last step and its final state ``[layers, batch, hidden]``,
+    and the output again flattened over batch and time, ``[batch · time, hidden]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.rnn = nn.Linear(8, 16), nn.LSTM(16, 16, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        o, (h, _) = self.rnn(self.fc(x))
+        return o[:, -1], h, o.reshape(-1, 16)
+
+
+def test_an_output_without_the_batch_first_is_told_of():
+    """torch's runtime concatenates each output over the micro-batches along its first dimension: the final
+    state of 2 micro-batches of 4 came back [4, 4, 16] where the model returns [2, 8, 16], without a word.
+    The output flattened over batch and time ([4 · 5, 16] per micro-batch) concatenates as the model's; with
+    one micro-batch a step nothing is concatenated."""
+    import warnings
+
+    from placement.torch import OutputBatchWarning
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 8)
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(WithFinalState(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    assert [str(w.message) for w in caught if w.category is OutputBatchWarning] == [
+        "the model returns output 1 of shape [2, 4, 16], whose first dimension is not the "
+        "micro-batch's (4): the pipeline runtime concatenates each output over the micro-batches along its first "
+        "dimension, so step() returns it otherwise than the model does for the whole batch (losses and gradients "
+        "are not affected: loss_fn sees each micro-batch's own outputs); return it with the batch first"]
+    whole = WithFinalState()
+    assert [tuple(t.shape) for t in whole(torch.cat([x, x]))] == [(8, 16), (2, 8, 16), (40, 16)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutputBatchWarning)
+        plan_pipeline(WithFinalState(), (x,), devices="epyc-7763:2", stages=2, microbatches=1, schedule="gpipe")
+
+
 def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():
     """The program is exported for one micro-batch: its shapes and its constant inputs. Torch's
     schedule splits a batch of 7 rows into micro-batches of 2, 2, 2 and 1 rows: the stages ran the

@@ -226,6 +226,33 @@ def check_program_outputs(program: Any, names: Mapping[str, str]) -> None:
     check_results(results, state_name, lambda: check_output_spec(program.call_spec.out_spec))
 
 
+def output_batch_note(program: Any, batch: int) -> str | None:
+    """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
+    its micro-batches (``batch`` samples each), or ``None``. The pipeline runtime concatenates each output
+    over the micro-batches along its first dimension: an output whose first dimension is no multiple of
+    ``batch`` does not grow with the batch, so its concatenation is not what the model returns for the
+    whole batch; one of another first dimension that has ``batch`` among its later dimensions (an LSTM's
+    final state ``[layers, batch, hidden]``) is taken to hold its batch there. A flattened output
+    (``[batch · tokens, vocabulary]``) is neither."""
+    from torch.export.graph_signature import OutputKind
+
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    results = [value for value, spec in zip(output.args[0], program.graph_signature.output_specs)
+               if spec.kind == OutputKind.USER_OUTPUT]
+    wrong = []
+    for k, value in enumerate(results):
+        shape = tuple(getattr(value.meta.get("val"), "shape", ()))
+        if (shape and all(isinstance(d, int) for d in shape) and shape[0] != batch
+                and (shape[0] % batch or batch in shape[1:])):
+            wrong.append(f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shape)}")
+    if not wrong:
+        return None
+    return (f"the model returns {', '.join(wrong)}, whose first dimension is not the micro-batch's ({batch}): "
+            "the pipeline runtime concatenates each output over the micro-batches along its first dimension, so "
+            "step() returns it otherwise than the model does for the whole batch (losses and gradients are not "
+            "affected: loss_fn sees each micro-batch's own outputs); return it with the batch first")
+
+
 def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = None) -> Partition:
     """Cut ``gm`` (a graph module with ``pipe_split()`` calls) into stages (module docstring).
 

@@ -25,6 +25,11 @@ class UnprovenPlanWarning(UserWarning):
     """The plan is the best the solver found within the time limit, not a proven optimum."""
 
 
+class OutputBatchWarning(UserWarning):
+    """An output of the model does not have the micro-batch as its first dimension: ``step()`` returns it
+    concatenated along that dimension, otherwise than the model does for the whole batch."""
+
+
 class PipelinePlan:
     """A verified plan of a model and the torch pipeline stages that run it.
 
@@ -268,6 +273,15 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
                                                    "state to the front)")
 
 
+def micro_batch_size(args: Sequence[Any], kwargs: dict, torch: Any) -> int | None:
+    """The first dimension of the first tensor input, positional or keyword (one micro-batch's samples, which
+    :func:`check_micro_batch_dimension` has made every input's); ``None`` without a tensor input."""
+    from torch.utils._pytree import tree_flatten
+
+    first = next((value for value in list(args) + tree_flatten(kwargs)[0] if isinstance(value, torch.Tensor)), None)
+    return None if first is None or first.dim() == 0 else int(first.shape[0])
+
+
 def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
                   training: bool = True, microbatches: int = 8, stages: int | None = None, schedule: str = "1f1b",
                   time_limit: float | None = None, granularity: str = "module") -> PipelinePlan:
@@ -287,7 +301,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import import_torch, require_torch
     from placement.torch.devices import parse_devices
-    from placement.torch.partition import canonical_names, check_program_outputs, partition
+    from placement.torch.partition import canonical_names, check_program_outputs, output_batch_note, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
                                                 repeated_reads_note, state_kinds)
@@ -335,6 +349,11 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     names = canonical_names(model)
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
+    batch = micro_batch_size(args, kwargs or {}, torch)
+    if microbatches > 1 and batch is not None:
+        garbled = output_batch_note(imported.source, batch)
+        if garbled is not None:
+            warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
         finer = ("; granularity 'operator' plans finer nodes, one per operator"
