@@ -73,8 +73,10 @@ def parse_plan(data: Any) -> Plan:
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "format" in data and data["format"] != FORMAT:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
-    misspelt = misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS)
-    if misspelt is not None and misspelt[2] in PLACING_FIELDS:   # 'fpga' read as no accelerators at all
+    # 'fpga' was read as no accelerators at all; a document with nodes is an instance or its description
+    # (info's 'device_types' is none), refused as such below
+    misspelt = None if "nodes" in data else misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS)
+    if misspelt is not None and misspelt[2] in PLACING_FIELDS:
         raise InvalidPlanError(misspelling_message(misspelt[1], misspelt[2]))
     if "devices" in data:
         devices = _device_list(data["devices"], "devices", None)
