@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.plans import as_plan
-from placement.loading import as_loaded, is_piper, override_devices
+from placement.loading import as_loaded, is_piper, loaded_as_overridden, override_devices
 from placement.parameters import callback, flag, integer, number, one_of
 from placement.result import Verification
 
@@ -68,7 +68,9 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                                     recorded_objective, recorded_objective_refusal)
     from placement.verification.check import check_plan
 
-    loaded = as_loaded(instance)
+    read: list[Any] = []   # the plan, where the instance is read with the overrides it records
+    loaded = loaded_as_overridden(instance, lambda: _overrides(read, plan, accelerators, cpus, memory))
+    plan = read[0] if read else plan
     if is_piper(loaded):
         given = {"objective": objective, "contiguity": contiguity, "calls": calls, "accelerators": accelerators,
                  "cpus": cpus, "memory": memory, "backward": backward, "w_placement": w_placement,
@@ -165,6 +167,18 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     return replace(verified, notes=tuple(refuted_claims(record, verified)))
 
 
+def _overrides(read: list[Any], plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
+    """The device overrides a check of ``plan`` takes: those given, else those the plan records (the plan
+    file read once, into ``read``)."""
+    from placement.io.plans import read_overrides, read_plan_file
+
+    given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
+    if any(value is not None for value in given.values()):
+        return given
+    read.append(read_plan_file(plan))
+    return {**given, **read_overrides(read[0])[0]}
+
+
 def solved_devices(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> Any:
     """The instance a check of ``plan`` runs on: with the device overrides given, else those the plan
     records it was solved with (:func:`placement.io.plans.recorded_overrides`). A record that cannot
@@ -236,7 +250,9 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     given = {"comm": comm, "w_fraction": w_fraction, "engine": engine, "accelerators": accelerators, "cpus": cpus,
              "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks, "progress": progress}
     parallel = {"chunks": chunks, "forward_share": forward_share, "allreduce": allreduce, "unit_scale": unit_scale}
-    loaded = as_loaded(instance)
+    read: list[Any] = []   # the plan, where the instance is read with the overrides it records
+    loaded = loaded_as_overridden(instance, lambda: _overrides(read, plan, accelerators, cpus, memory))
+    plan = read[0] if read else plan
     if is_piper(loaded):
         unused = next((name for name, value in given.items() if value is not None), None)
         if unused is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from os import PathLike
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.jsonfile import MAX_INPUT_BYTES, json_type_name, parse_file
@@ -123,6 +123,51 @@ def _to_blame(problem: Instance, counts: dict[str, int], sizes: dict[str, float]
     return given[0][0]
 
 
+def _read_with_devices(source: str | PathLike[str] | Mapping[str, Any], counts: dict[str, int],
+                       sizes: dict[str, float]) -> Instance:
+    """The instance of ``source`` (refused as written) read with the device counts ``counts`` and the memory
+    bounds ``sizes`` in place of its own (``maxFPGAs``, ``maxCPUs``, ``maxSizePerFPGA``, or the ``count`` and
+    ``memory`` of its device types of those names): a node too large for the file's accelerators, or a file
+    with no device, is an instance once the overrides hold it. Where they do not, the refusal speaks of the
+    devices overridden; with nothing overridden, the instance as written is refused as :func:`as_instance`
+    refuses it."""
+
+    def overridden(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "deviceTypes" not in data:
+            fields = {"maxFPGAs": counts.get(ACCELERATOR), "maxCPUs": counts.get(CPU),
+                      "maxSizePerFPGA": sizes.get(ACCELERATOR)}
+            data.update({field: value for field, value in fields.items() if value is not None})
+        elif isinstance(data["deviceTypes"], list):
+            data["deviceTypes"] = [
+                {**entry, **({"count": counts[entry["name"]]} if entry["name"] in counts else {}),
+                 **({"memory": sizes[entry["name"]]} if entry["name"] in sizes else {})}
+                if isinstance(entry, dict) and entry.get("name") in (ACCELERATOR, CPU) else entry
+                for entry in data["deviceTypes"]]
+        return data
+
+    if not isinstance(source, (str, PathLike, Mapping)) or not (counts or sizes):
+        return as_instance(source)
+    if isinstance(source, Mapping):
+        return as_instance(overridden(dict(source)))
+    return as_instance(parse_file(source, lambda data, name: _parse(overridden(data), None, name), MAX_INPUT_BYTES))
+
+
+def loaded_as_overridden(instance: Any, overrides: Callable[[], Mapping[str, Any]]) -> Any:
+    """:func:`as_loaded`'s instance; one refused as written (a node too large for the file's accelerators,
+    no device) is read with the device overrides ``overrides()`` gives (``accelerators``, ``cpus``,
+    ``memory``; ``None``: not given) in place of its own, and refused only where they do not hold it either."""
+    try:
+        return as_loaded(instance)
+    except InvalidInstanceError:
+        given = {name: value for name, value in overrides().items() if value is not None}
+        if not given:
+            raise
+        return override_devices(instance, **given)
+
+
 def as_loaded(instance: Any) -> Any:
     """``instance`` itself, or the instance (an :class:`Instance` or a Piper instance) a path or document holds;
     a refusal of what it is names the caller's parameter, ``instance``."""
@@ -172,12 +217,18 @@ def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, m
     non-negative number of bytes)."""
     from placement.parameters import integer, number
 
-    problem = as_instance(problem)
+    try:
+        loaded = as_instance(problem)
+    except InvalidInstanceError:
+        loaded = None
     accelerators = integer("accelerators", accelerators, optional=True)
     cpus = integer("cpus", cpus, optional=True)
     memory = number("memory", memory, optional=True)
     counts = {name: value for name, value in ((ACCELERATOR, accelerators), (CPU, cpus)) if value is not None}
     sizes = {ACCELERATOR: memory} if memory is not None else {}
+    if loaded is None:   # refused as written: the devices overridden may hold what the file's cannot
+        loaded = _read_with_devices(problem, counts, sizes)
+    problem = loaded
     names = {t.name for t in problem.device_types}
     for parameter, type_name, value in (("accelerators", ACCELERATOR, accelerators), ("cpus", CPU, cpus),
                                         ("memory", ACCELERATOR, memory)):

@@ -90,9 +90,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     from placement.solvers.registry import METHODS
 
     started = time.perf_counter()
-    from placement.loading import as_loaded, is_piper
+    from placement.loading import is_piper, loaded_as_overridden
 
-    instance = as_loaded(instance)
+    instance = loaded_as_overridden(instance, lambda: {"accelerators": accelerators, "cpus": cpus, "memory": memory})
     given = dict(backend=backend, time_limit=time_limit, gap=gap, threads=threads, seed=seed, stages=stages,
                  calls=calls, warm_start=warm_start, max_ideals=max_ideals, log=log, split=split, restarts=restarts,
                  w_placement=w_placement, inter_layer=inter_layer, w_share=w_share)

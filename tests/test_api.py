@@ -90,6 +90,37 @@ def test_overrides_of_the_devices():
                                      "accelerator; no cpu devices")
 
 
+def test_overrides_hold_an_instance_its_own_devices_cannot(tmp_path):
+    """chain4 (1 byte a node) with accelerators of 0.5 bytes and no CPU: no node fits, and the file was refused
+    before the overrides that hold it were looked at. With memory 2 it is chain4 at memory 2 (7.5, as above), in
+    a file as in a document, in the native format too, and the plan's recorded memory reads it for verify and
+    simulate; where the overrides do not hold it either, the refusal speaks of them."""
+    document = json.loads(CHAIN4.read_text())
+    document.update(maxSizePerFPGA=0.5, maxCPUs=0)
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(placement.InvalidInstanceError) as caught:
+        placement.solve(path)
+    assert str(caught.value) == (f"{path}: node 1 fits no device: needs 1 bytes, accelerator memory is 0.5; no cpu "
+                                 "devices")
+    result = placement.solve(path, memory=2)
+    assert (result.status, result.value, placement.solve(document, memory=2).value) == ("optimal", 7.5, 7.5)
+    # a CPU takes every node (the accelerators none): 40 + 30 + 20 + 50
+    assert placement.solve(document, memory=0.5, cpus=1).value == 140.0
+    native = {"deviceTypes": [{"name": "accelerator", "count": 2, "memory": 0.5, "paysComm": True}],
+              "nodes": [{"id": i, "times": {"accelerator": 1}, "size": 1} for i in (1, 2)],
+              "edges": [{"sourceId": 1, "destId": 2, "cost": 0.5}]}
+    assert placement.solve(native, memory=1).value == 1.5    # one node per accelerator: 1 + 0.5 each
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(result.to_json()))
+    assert placement.verify(path, plan).value == 7.5
+    assert placement.simulate(path, plan).time_per_sample == 7.5
+    with pytest.raises(placement.InvalidInstanceError) as caught:
+        placement.solve(path, memory=0.75)
+    assert str(caught.value) == (f"{path}: node 1 fits no device: needs 1 bytes, accelerator memory is 0.75; no cpu "
+                                 "devices")
+
+
 def test_bert24_inference_dp_and_milp():
     instance = placement.load(shared("bert24_inference.json"))
     dp = placement.solve(instance)

@@ -57,6 +57,24 @@ def test_device_overrides(capsys):
     assert "max-load    24.000000" in capsys.readouterr().out
 
 
+def test_device_overrides_hold_a_file_its_own_devices_cannot(tmp_path, capsys):
+    """chain4 at 0.5 bytes an accelerator (1 byte a node) and no CPU is refused as written; --memory 2 holds it
+    (7.5, its optimum at memory 2), and verify and simulate read it with the memory the plan records."""
+    document = json.loads(Path(CHAIN4).read_text())
+    document.update(maxSizePerFPGA=0.5, maxCPUs=0)
+    path, plan = tmp_path / "small.json", tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    assert main(["solve", str(path), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: {path}: node 1 fits no device: needs 1 bytes, accelerator memory is "
+                                       "0.5; no cpu devices\n")
+    assert main(["solve", str(path), "--memory", "2", "--out", str(plan), "--quiet"]) == 0
+    assert "max-load    7.500000  (verified independently)" in capsys.readouterr().out
+    assert main(["verify", str(path), str(plan), "--quiet"]) == 0
+    assert "valid: no violations" in capsys.readouterr().out
+    assert main(["simulate", str(path), str(plan), "--quiet"]) == 0
+    assert "time per sample 7.5" in capsys.readouterr().out
+
+
 def test_infeasible_exits_1_and_says_so(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["solve", MEMORY_CHAIN, "--cpus", "0", "--quiet", "--out", str(out), "--json"]) == 1

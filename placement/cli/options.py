@@ -200,6 +200,26 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     return instance
 
 
+def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | None, plan: Any = None) -> Any:
+    """:func:`load_announced`'s instance; one refused as written is read with the device overrides of ``args``,
+    else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`)."""
+    import placement
+    from placement.loading import loaded_as_overridden
+
+    try:
+        return load_announced(args.instance, progress)
+    except placement.InvalidInstanceError:
+        def overrides() -> dict[str, Any]:
+            given = devices(args)
+            if plan is None or any(value is not None for value in given.values()):
+                return given
+            from placement.io.plans import read_overrides, read_plan_file
+
+            return {**given, **read_overrides(read_plan_file(plan))[0]}
+
+        return loaded_as_overridden(args.instance, overrides)
+
+
 def json_text(document: Any) -> str:
     """``document`` as strict JSON text (non-finite numbers as ``null``), two-space indent."""
     return json.dumps(strict_json(document), indent=2, allow_nan=False)

@@ -11,7 +11,7 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
-                                   fraction, load_announced, path_name, positive_byte_count, positive_int,
+                                   fraction, load_overridden, path_name, positive_byte_count, positive_int,
                                    print_json, progress_printer, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
     progress = progress_printer(args.quiet, getattr(args, "rename", None))
-    instance = load_announced(args.instance, progress)
+    instance = load_overridden(args, progress, args.plan)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance)
     check_no_parallel_options(args)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
-                                   check_writable, devices, load_announced, non_negative_int, path_name,
+                                   check_writable, devices, load_overridden, non_negative_int, path_name,
                                    positive_float, positive_int, print_json, progress_printer, relative_gap,
                                    write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     check_writable(args.log, (args.instance, args.split))
     check_writable(args.out, (args.instance, args.split))
     progress = progress_printer(args.quiet, getattr(args, "rename", None))
-    instance = load_announced(args.instance, progress)
+    instance = load_overridden(args, progress)
     options = dict(
         method=args.method, objective=args.objective, contiguity=args.contiguity, backend=args.backend,
         time_limit=args.time_limit, gap=args.gap, threads=args.threads, seed=args.seed, stages=args.stages,

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
-                                   load_announced, positive_int, print_json, progress_printer, recorded_devices_note)
+                                   load_overridden, positive_int, print_json, progress_printer, recorded_devices_note)
 from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS, solved_otherwise
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import format_verification
 
     progress = progress_printer(args.quiet)
-    instance = load_announced(args.instance, progress)   # a large file takes seconds
+    instance = load_overridden(args, progress, args.plan)   # a large file takes seconds
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         from placement.cli.verify_parallel import run_parallel
 
