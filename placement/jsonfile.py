@@ -131,6 +131,24 @@ def refuse_non_finite(document: Any, path: str | Path, error: type[PlacementErro
         raise error(f"{path}: {where or 'the document'} is {_non_finite_name(value)}; every number must be finite")
 
 
+def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
+    """Raise ``error`` naming an integer of a decoded ``document`` (a plan given as a dict) past the
+    float range, by its place and length, as :func:`load_json` refuses one in a file: every number read is
+    taken as a double, and ``float`` of such an integer raises ``OverflowError``."""
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) > sys.float_info.max:
+                digits = math.floor(math.log10(abs(value))) + 1   # str() refuses integers of 4,300 digits
+                raise error(f"{where or 'the document'}: an integer of {digits} digits, past the largest number "
+                            "(about 1.8e308)")
+        elif isinstance(value, Mapping):
+            stack.extend((item, f"{where}.{key}" if where else str(key)) for key, item in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{where}[{k}]") for k, item in enumerate(value))
+
+
 def _non_finite_name(value: float) -> str:
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 

@@ -250,6 +250,9 @@ class Result:
         objective, bound and gap contradict each other (the gap is ``(objective - bound) / objective``, 0 where
         optimal)."""
         _require_object(data, "the plan")
+        from placement.jsonfile import refuse_huge_integers
+
+        refuse_huge_integers(data, InvalidPlanError)   # as a file holding them is refused
         if data.get("format") != PLAN_FORMAT:
             raise InvalidPlanError(f"not a {PLAN_FORMAT} document (field 'format' is {data.get('format')!r})")
         try:

@@ -972,3 +972,34 @@ def test_the_milp_on_more_devices_than_any_plan_uses_solves_as_on_as_many_as_nod
     for options, value in (({"contiguity": "none"}, 6.0), ({"objective": "latency"}, 14.0)):
         result = placement.solve(CHAIN4, method="milp", accelerators=10**40, time_limit=30, **options)
         assert (result.status, result.value) == ("optimal", value)
+
+
+def test_a_plan_document_with_an_integer_past_the_float_range_is_refused_as_a_file_is(tmp_path):
+    """json.loads reads 1 followed by 400 zeros as an int, which float() cannot take: a plan given as a decoded
+    document raised OverflowError from verify, simulate and Result.from_json, where a file holding it is
+    refused by the reader; so is the document now, naming the field."""
+    instance = placement.load(CHAIN4)
+    huge = json.loads("1" + "0" * 400)
+    record = placement.solve(instance).to_json()
+    message = "an integer of 401 digits, past the largest number (about 1.8e308)"
+    for field, document in (("maxLoad", {**record, "maxLoad": huge}),
+                            ("overrides.accelerators", {**record, "overrides": {"accelerators": huge}}),
+                            ("devices[1].load", {**record, "devices": [record["devices"][0],
+                                                                       {**record["devices"][1], "load": huge}]})):
+        for check in (lambda: placement.verify(instance, document), lambda: placement.simulate(instance, document),
+                      lambda: placement.Result.from_json(document)):
+            with pytest.raises(placement.InvalidPlanError) as caught:
+                check()
+            assert str(caught.value) == f"{field}: {message}"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({**record, "maxLoad": huge}))
+    with pytest.raises(placement.InvalidPlanError) as caught:
+        placement.verify(instance, path)
+    assert str(caught.value) == f"{path}: {message}"
+    piper = ROOT.parent / "shared" / "piper" / "gnmt.json"   # a Piper plan document likewise, where it is here
+    if piper.is_file():
+        document = {**placement.solve(piper, devices=4).to_json(), "timePerBatch": huge}
+        for check in (lambda: placement.verify(piper, document), lambda: placement.simulate(piper, document)):
+            with pytest.raises(placement.InvalidPlanError) as caught:
+                check()
+            assert str(caught.value) == f"timePerBatch: {message}"

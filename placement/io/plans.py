@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from placement.errors import InvalidParameterError, InvalidPlanError, PlacementError
-from placement.jsonfile import MAX_INPUT_BYTES, ROUNDED_INTEGER, json_type_name, json_value_text, load_json
+from placement.jsonfile import (MAX_INPUT_BYTES, ROUNDED_INTEGER, json_type_name, json_value_text, load_json,
+                               refuse_huge_integers)
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.problem.instance import ACCELERATOR, CPU
 from placement.plan import DeviceAssignment, Plan
@@ -184,6 +185,8 @@ def read_plan_file(plan: object) -> object:
     which can be read once); anything else as it is. A document that is no JSON object is refused as
     :func:`read_plan` refuses it."""
     if not isinstance(plan, (str, PathLike)):
+        if isinstance(plan, Mapping):   # a decoded document: refused where a file holding it is
+            refuse_huge_integers(plan, InvalidPlanError)
         return plan
     plan = os.fspath(plan)
     document = load_json(plan, InvalidPlanError)    # no number in it may be NaN or infinite

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from placement.errors import InvalidPlanError
-from placement.jsonfile import NODE_ID_KEY, json_value_text
+from placement.jsonfile import NODE_ID_KEY, json_value_text, refuse_huge_integers
 from placement.misspelling import misspelling_message, misspelt_field
 from placement.plan import _ids, typed_sequence
 from placement.problem.instance import is_flag
@@ -133,6 +133,7 @@ class ParallelPlan:
         """Read back :meth:`to_json`; :class:`InvalidPlanError` for a malformed document, or one with a field
         misspelt (:mod:`placement.misspelling`: ``schedul`` ignored would check the plan under another
         schedule)."""
+        refuse_huge_integers(doc, InvalidPlanError)   # a decoded document's, as a file's are refused
         # a document without stages is another document (an instance's 'maxDevices' is no misspelt 'devices')
         misspelt = misspelt_field([doc], DOCUMENT_FIELDS if isinstance(doc, Mapping) and "stages" in doc
                                   else ("stages",))

@@ -231,6 +231,9 @@ def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
     if not isinstance(source, Mapping):
         raise InvalidPlanError(f"a parallel plan must be a ParallelPlan, a plan file or a JSON object, "
                                f"not {type(source).__name__}")
+    from placement.jsonfile import refuse_huge_integers
+
+    refuse_huge_integers(source, InvalidPlanError)   # a decoded document's, as a file's are refused
     doc = source.get("plan", source)
     written = doc.get("format", PLAN_FORMAT) if isinstance(doc, Mapping) else PLAN_FORMAT
     if written != PLAN_FORMAT:
