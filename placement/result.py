@@ -173,7 +173,9 @@ class Result:
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
         object.__setattr__(self, "plan", tuple(self.plan))
-        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+        # as the plan file holds them (JSON has no infinity): a stat that is not finite, as the path bound of a
+        # graph no plan fits, is None, and a Result read back from its to_json() equals it
+        object.__setattr__(self, "stats", MappingProxyType({k: _finite_or_none(v) for k, v in self.stats.items()}))
 
     def __reduce__(self):  # mapping proxies do not pickle (nor copy.deepcopy): rebuild from plain dicts
         return (type(self), tuple(dict(value) if isinstance(value, MappingProxyType) else value
@@ -368,6 +370,17 @@ def _number(value: Any, where: str) -> float | None:
         raise InvalidPlanError(f"{_named(where)} must be a finite number or null (as to_json writes one that is "
                                f"not), got {float(value)!r}")
     return float(value)
+
+
+def _finite_or_none(value: Any) -> Any:
+    """``value`` with every float in it that is not finite (in dicts and lists too) as ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(v) for v in value]
+    return value
 
 
 def _text(data: Mapping[str, Any], key: str, where: str, default: str | None) -> str | None:

@@ -1003,3 +1003,15 @@ def test_a_plan_document_with_an_integer_past_the_float_range_is_refused_as_a_fi
             with pytest.raises(placement.InvalidPlanError) as caught:
                 check()
             assert str(caught.value) == f"timePerBatch: {message}"
+
+
+def test_a_result_with_a_stat_that_is_not_finite_reads_back_equal():
+    """Two nodes of 1.5 bytes, one accelerator of 2, no CPU: no latency plan fits, and the path bound of the
+    model is infinite. to_json writes it as null (JSON has no infinity) and from_json read None: the Result
+    read back was not equal to the one written. A stat that is not finite is None in the Result too."""
+    document = {"maxSizePerFPGA": 2, "maxFPGAs": 1, "maxCPUs": 0, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+                "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 100, "size": 1.5}
+                          for i in (1, 2)]}
+    result = placement.solve(document, objective="latency")
+    assert (result.status, result.stats["path_bound"]) == ("infeasible", None)
+    assert placement.Result.from_json(json.loads(json.dumps(result.to_json()))) == result
