@@ -81,9 +81,25 @@ def flag(name: str, value: Any) -> bool:
 
 
 def callback(name: str, value: Any) -> Any:
-    """``value`` when it is callable or ``None``."""
-    if value is not None and not callable(value):
+    """``value`` when it is ``None`` or callable with one argument (a line of text); one whose signature
+    refuses one argument is refused here, before any work (it raised TypeError at its first line, or
+    never, where the method had nothing to say). A callable without a signature to read is taken."""
+    if value is None:
+        return value
+    if not callable(value):
         raise InvalidParameterError(name, f"must be a function of one string or None, not {type(value).__name__}")
+    import inspect
+
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):   # builtins and extension types without one
+        return value
+    try:
+        signature.bind("line")
+    except TypeError as exc:
+        called = getattr(value, "__qualname__", type(value).__name__)
+        raise InvalidParameterError(name, f"must be a function of one string or None; {called} cannot be called with "
+                                          f"one argument ({exc})") from None
     return value
 
 

@@ -189,6 +189,12 @@ def test_unknown_keyword_is_a_type_error():
     ({"warm_start": 3}, "warm_start", "warm_start must be True, False or a plan (plan must be a Plan, a Result or its "
                                         "plan, a plan document (dict) or a plan file path, not int)"),
     ({"progress": 3}, "progress", "progress must be a function of one string or None, not int"),
+    # a function of no argument raised TypeError at the DP's first line, and methods with nothing to say took it
+    ({"progress": lambda: None}, "progress", "progress must be a function of one string or None; <lambda> cannot be "
+                                             "called with one argument (too many positional arguments)"),
+    ({"method": "greedy", "progress": lambda line, more: None}, "progress",
+     "progress must be a function of one string or None; <lambda> cannot be called with one argument (missing a "
+     "required argument: 'more')"),
     ({"method": "expert", "split": 12}, "split", "split must be a Plan, a Result or its plan, a plan document (dict) "
                                                  "or a plan file path, not int"),
     ({"cpus": -1}, "cpus", "cpus must be a non-negative integer or None, not -1"),
