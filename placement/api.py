@@ -69,7 +69,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
     from placement.verification.check import check_plan
 
     read: list[Any] = []   # the plan, where the instance is read with the overrides it records
-    loaded = loaded_as_overridden(instance, lambda: _overrides(read, plan, accelerators, cpus, memory))
+    loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
     plan = read[0] if read else plan
     if is_piper(loaded):
         given = {"objective": objective, "contiguity": contiguity, "calls": calls, "accelerators": accelerators,
@@ -167,13 +167,13 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     return replace(verified, notes=tuple(refuted_claims(record, verified)))
 
 
-def _overrides(read: list[Any], plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
+def taken_overrides(read: list[Any], plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
     """The device overrides a check of ``plan`` takes: those given, else those the plan records (the plan
-    file read once, into ``read``)."""
+    file read once, into ``read``); a solve, without a plan (``None``), takes those given."""
     from placement.io.plans import read_overrides, read_plan_file
 
     given = {"accelerators": accelerators, "cpus": cpus, "memory": memory}
-    if any(value is not None for value in given.values()):
+    if plan is None or any(value is not None for value in given.values()):
         return given
     read.append(read_plan_file(plan))
     return {**given, **read_overrides(read[0])[0]}
@@ -251,7 +251,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
              "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks, "progress": progress}
     parallel = {"chunks": chunks, "forward_share": forward_share, "allreduce": allreduce, "unit_scale": unit_scale}
     read: list[Any] = []   # the plan, where the instance is read with the overrides it records
-    loaded = loaded_as_overridden(instance, lambda: _overrides(read, plan, accelerators, cpus, memory))
+    loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
     plan = read[0] if read else plan
     if is_piper(loaded):
         unused = next((name for name, value in given.items() if value is not None), None)

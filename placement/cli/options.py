@@ -204,20 +204,13 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
     """:func:`load_announced`'s instance; one refused as written is read with the device overrides of ``args``,
     else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`)."""
     import placement
+    from placement.api import taken_overrides
     from placement.loading import loaded_as_overridden
 
     try:
         return load_announced(args.instance, progress)
     except placement.InvalidInstanceError:
-        def overrides() -> dict[str, Any]:
-            given = devices(args)
-            if plan is None or any(value is not None for value in given.values()):
-                return given
-            from placement.io.plans import read_overrides, read_plan_file
-
-            return {**given, **read_overrides(read_plan_file(plan))[0]}
-
-        return loaded_as_overridden(args.instance, overrides)
+        return loaded_as_overridden(args.instance, lambda: taken_overrides([], plan, **devices(args)))
 
 
 def json_text(document: Any) -> str:
