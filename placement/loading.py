@@ -133,7 +133,9 @@ def _read_with_devices(source: str | PathLike[str] | Mapping[str, Any], counts: 
     refuses it."""
 
     def overridden(data: Any) -> Any:
-        if not isinstance(data, dict):
+        from placement.io.piper_shape import looks_like_piper
+
+        if not isinstance(data, dict) or looks_like_piper(data):   # a Piper instance's own refusal stands
             return data
         data = dict(data)
         if "deviceTypes" not in data:

@@ -119,6 +119,13 @@ def test_overrides_hold_an_instance_its_own_devices_cannot(tmp_path):
         placement.solve(path, memory=0.75)
     assert str(caught.value) == (f"{path}: node 1 fits no device: needs 1 bytes, accelerator memory is 0.75; no cpu "
                                  "devices")
+    piper = ROOT.parent / "shared" / "piper" / "gnmt.json"   # a Piper file's refusal is its own, memory given or not
+    if piper.is_file():
+        broken = json.loads(piper.read_text())
+        broken["nodes"][0]["TMPCs"] = {}
+        with pytest.raises(placement.InvalidInstanceError) as caught:
+            placement.solve(broken, memory=1e12)
+        assert str(caught.value) == "nodes[0]: field 'TMPCs' is empty (the node needs at least one TMPC)"
 
 
 def test_bert24_inference_dp_and_milp():
