@@ -196,6 +196,26 @@ def test_ctrl_c_in_the_dp_that_starts_the_milp_carries_its_plan_as_the_milp_s_st
     assert result.contiguity == options.get("contiguity", "stages")
 
 
+def test_ctrl_c_in_the_start_s_chain_dp_keeps_the_intervals_plan(monkeypatch):
+    """The DP refused (on a graph of 10,000 parallel nodes, its ideals): the start falls back on the chain DP
+    over intervals of one topological order (12 here: {0, 1} | {2, 3} | {4}), then runs the chain DP over
+    every prefix. Ctrl-C in that one lost the intervals' plan: the solve ended with no plan at all."""
+    from placement.errors import LimitExceededError
+    from placement.solvers.milp import warmstart
+
+    pytest.importorskip("ortools")
+
+    def refused(*args, **kwargs):
+        raise LimitExceededError("too many ideals", "max_ideals")
+
+    monkeypatch.setattr(warmstart, "solve_dp", refused)
+    monkeypatch.setattr(warmstart, "solve_chain", _interrupted)
+    result = _result_of_interrupted_solve(method="milp")
+    assert (result.method, result.status, result.value, result.bound) == ("milp", "feasible", 12.0, 23 / 3)
+    assert [stage.nodes for stage in result.plan] == [(0, 1), (2, 3), (4,)]
+    assert result.message.endswith("interrupted before the search started; the starting plan is returned")
+
+
 def test_ctrl_c_in_the_dp_that_starts_the_milp_before_it_holds_a_plan_goes_on_without_one(monkeypatch):
     from placement.solvers.milp import warmstart
 

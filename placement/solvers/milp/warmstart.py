@@ -53,7 +53,7 @@ from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.baselines.latency_modules import solve_latency_modules
 from placement.solvers.chain_dp import solve_coarse_chain
-from placement.solvers.dp import deadline_watch, solve_chain, solve_dp
+from placement.solvers.dp import DPInterrupted, deadline_watch, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
 
@@ -259,8 +259,17 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
             if coarse.stats.get("out_of_time"):   # the DP over every prefix is more work still
                 raise LimitExceededError(f"not run: the chain DP over intervals ran out of time ({coarse.message})",
                                          parameter="time_limit")
-            solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told),
-                                   ceiling=coarse.objective if fallback is not None else math.inf)
+            try:
+                solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told),
+                                       ceiling=coarse.objective if fallback is not None else math.inf)
+            except KeyboardInterrupt as stop:   # Ctrl-C: the plan in hand goes on, the intervals' where the better
+                held = getattr(stop, "solution", None)
+                if fallback is not None and (held is None or held.plan is None or fallback.objective <= held.objective):
+                    from placement.sigint import absorb_echoes
+
+                    absorb_echoes(time.perf_counter())
+                    raise DPInterrupted(fallback) from None
+                raise
         except LimitExceededError as chain_exc:
             if fallback is not None:
                 if progress is not None:
