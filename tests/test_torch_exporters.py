@@ -585,6 +585,39 @@ def test_a_module_an_onnx_file_shows_called_twice_is_no_split_point(tmp_path, dy
     assert [node.repeats for node in lay.nodes] == [(), (), ("shared",), (), ("shared",), ()]
 
 
+def _repeated_sequence():
+    """inp, a Sequential (Linear, ReLU) called twice with mid between, out: the ReLU has no parameters, so the
+    TorchScript export's scopes show its calls as two modules (``shared.1``, ``shared.1_1``) called once each."""
+    import torch
+    from torch import nn
+
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp, self.mid, self.out = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+            self.shared = nn.Sequential(nn.Linear(32, 32), nn.ReLU())
+
+        def forward(self, x):
+            return self.out(self.shared(self.mid(self.shared(self.inp(x)))))
+
+    torch.manual_seed(0)
+    return Twice(), (torch.randn(4, 16),)
+
+
+def test_a_module_inside_one_called_twice_is_no_split_point(tmp_path):
+    """The split at 'shared.1' (the ReLU of the first call) was written, and torch's pipeline() made 3 stages
+    of the plan's 2, splitting before both calls; the second call's 'shared.1_1' is no module at all. The
+    Sequential runs twice, so everything inside it does: both are refused."""
+    lay = onnx_layout(_repeated_sequence, tmp_path, False)
+    assert [(node.name, node.starts, node.repeats) for node in lay.nodes][1:3] == [
+        ("shared.0", (), ("shared", "shared.0")), ("shared.1", ("shared.1",), ())]
+    for k, name in ((2, "shared.1"), (5, "shared.1_1")):
+        assert refusal_of(split_points, lay, plan(range(0, k), range(k, 7))) == (
+            f"plan cannot be written as a split_spec: stage 1 begins at {name!r}, module {name}, which runs inside "
+            "module shared, which runs more than once: torch's pipeline() would split before each of its calls")
+    assert split_points(lay, plan(range(0, 3), range(3, 7))) == ["mid"]
+
+
 def _two_names():
     """a, then one Linear registered as ``b`` and as ``e`` and called by both names, then d."""
     import torch

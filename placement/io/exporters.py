@@ -415,12 +415,20 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
     require_outputs_in_last_stage(layout, parts, "split-spec")
     require_no_writes_into_received(layout, parts, "split-spec")
     by_id = {node.id: node for node in layout.nodes}
+    # a module inside one called more than once runs more than once too, though an import may not record it so
+    # (a parameterless child of a module a TorchScript ONNX export calls twice)
+    repeated = {module for node in layout.nodes for module in node.repeats}
     points = []
     for k, stage in enumerate(parts[1:], start=1):
         first = by_id[stage[0]]
         if not first.starts and first.repeats:
             refuse("split-spec", f"stage {k} begins at {first.name!r}, a call of module {first.repeats[0]}, which "
                                  "runs more than once, and torch's pipeline() would split before each of its calls")
+        outer = next((m for m in _enclosing(first.starts[0]) if m in repeated), None) if first.starts else None
+        if outer is not None:
+            refuse("split-spec", f"stage {k} begins at {first.name!r}, module {first.starts[0]}, which runs inside "
+                                 f"module {outer}, which runs more than once: torch's pipeline() would split before "
+                                 "each of its calls")
         if not first.starts:
             begins = next((node.name for node in layout.nodes if node.module == first.module
                            or node.module.startswith(f"{first.module}.")), None) if first.module else None
@@ -430,6 +438,12 @@ def split_points(layout: Layout, plan: Plan) -> list[str]:
                                  "once begins")
         points.append(first.starts[0])
     return points
+
+
+def _enclosing(module: str) -> list[str]:
+    """The modules that hold ``module`` (a dotted path), outermost first: ``a``, ``a.b`` for ``a.b.c``."""
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts))]
 
 
 def split_spec(layout: Layout, plan: Plan) -> dict[str, Any]:
