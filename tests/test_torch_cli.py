@@ -394,6 +394,10 @@ def test_a_model_file_imports_its_neighbours(tmp_path, monkeypatch, capsys):
 NOT_CALLABLE = 5
 
 
+def exits():
+    sys.exit(0)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["import", "nonsense", "--out", "x.json"],
      "error: cannot read model 'nonsense': expected pkg.module:factory, file.py:factory or FILE.onnx"),
@@ -405,6 +409,9 @@ NOT_CALLABLE = 5
      "error: tests.test_torch_cli: 'NOT_CALLABLE' is not a function (it is of type 'int')"),
     (["import", "tests.test_torch_cli:not_a_tuple", "--out", "x.json"],
      "error: tests.test_torch_cli:not_a_tuple() must return (model, args) or (model, args, kwargs), got Linear"),
+    # sys.exit(0) in a factory ended the import with status 0, nothing written and nothing said
+    (["import", "tests.test_torch_cli:exits", "--out", "x.json"],
+     "error: tests.test_torch_cli:exits() called sys.exit(0) instead of returning (model, args)"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "tpu"],
      "error: --devices must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, v100), not 'tpu'"),
     (["import", "tests.test_torch_cli:tiny_mlp", "--out", "x.json", "--devices", "a100", "h100"],

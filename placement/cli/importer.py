@@ -133,6 +133,8 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
         raise
     except Exception as exc:  # whatever the user's module raises on import
         raise UsageError(f"cannot import {module_name}: {_first_line(exc)}") from None
+    except SystemExit as exc:   # sys.exit() in the module: the import ended, silently, with its status
+        raise UsageError(f"cannot import {module_name}: it called sys.exit({exc.code!r})") from None
     factory = getattr(module, attr, None)
     if factory is None:
         raise UsageError(f"{module_name} has no function {attr!r}")
@@ -144,6 +146,8 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
         raise
     except Exception as exc:  # whatever the user's factory raises
         raise UsageError(f"{spec}() failed: {_first_line(exc)}") from None
+    except SystemExit as exc:   # sys.exit() in the factory: the import ended, silently, with its status
+        raise UsageError(f"{spec}() called sys.exit({exc.code!r}) instead of returning (model, args)") from None
     if not isinstance(result, tuple) or len(result) not in (2, 3):
         raise UsageError(f"{spec}() must return (model, args) or (model, args, kwargs), got {type(result).__name__}")
     model, args = result[0], result[1]
