@@ -788,3 +788,14 @@ def test_the_readme_s_limit_on_ideals_spares_a_chain(capsys):
     assert "method      dp (objective throughput, contiguity stages)\nstatus      optimal\nmax-load    7.500000" in out
     assert main(["solve", DIAMOND, "--max-ideals", "2", "--method", "dp"]) == 2
     assert capsys.readouterr().err.startswith("error: more than 2 ideals in the contracted graph (4 supernodes);")
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    """A MemoryError the library could not foresee came out as a traceback."""
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(placement, "solve", out_of_memory)
+    assert main(["solve", CHAIN4, "--quiet"]) == 2
+    assert capsys.readouterr().err == ("error: out of memory: this machine cannot hold what the command needs (a "
+                                       "coarser graph, fewer devices or micro-batches, or a lower limit takes less)\n")

@@ -266,3 +266,22 @@ def test_the_command_without_a_plan_in_hand_says_so_and_exits_130(tmp_path):
     proc = _command(tmp_path, CHAIN, "dp")
     assert (proc.returncode, proc.stdout) == (130, "")
     assert proc.stderr.strip().splitlines() == ["error: interrupted before the DP found a plan"]
+
+
+def test_a_model_that_runs_out_of_memory_while_built_returns_the_start(monkeypatch):
+    """100,000 nodes on 1,001 devices make 10^8 variables: the build raised MemoryError, which came out of
+    placement solve as a traceback with the start (found by then) lost. The model is dropped and the start
+    returned, verified, with the instance's lower bound, as where the time limit ends the build."""
+    from placement.solvers.milp.stages import Stages
+
+    pytest.importorskip("ortools")
+
+    def out_of_memory(self, problem, d, be, objective):
+        be.bool_var("z[0,1]")
+        raise MemoryError
+
+    monkeypatch.setattr(Stages, "build", out_of_memory)
+    result = placement.solve(STAR, method="milp", max_ideals=3)   # the DP refused: the start is the chain DP's, 12
+    assert (result.status, result.value, result.bound) == ("feasible", 12.0, 23 / 3)
+    assert result.message.endswith("the model ran out of memory while it was built (1 variable so far); the DP or a "
+                                   "coarser graph (colour classes) takes less; the starting plan is returned")

@@ -135,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PlacementError as exc:
         print(f"error: {_message(exc, parser, argv, args)}", file=sys.stderr)
         return 2
+    except MemoryError:   # what the library could not bound beforehand: one line, not a traceback
+        print("error: out of memory: this machine cannot hold what the command needs (a coarser graph, fewer "
+              "devices or micro-batches, or a lower limit takes less)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:   # its own words where it has them ("interrupted before the DP found a plan")
         said = exc.args[0] if exc.args and str(exc.args[0]).startswith("interrupted") else "interrupted"
         print(f"error: {said}", file=sys.stderr)

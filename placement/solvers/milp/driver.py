@@ -17,6 +17,7 @@ check here (a warm start is then not used; a decoded plan would be an error).
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import time
 from abc import ABC, abstractmethod
@@ -367,6 +368,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     be.solver_cuts = formulation.solver_cuts
     if progress is not None:
         progress(f"building the {formulation.contiguity} model for {be.name} ({len(problem.nodes):,} nodes)")
+    built: int | None = None   # the variables built when memory ran out
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
                     formulation.stages, by_direction=objective != "throughput")
@@ -374,11 +376,20 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
                            warm_start, verify, simple, bound_name)
+    except MemoryError:   # the model outgrew the machine (10^8 variables for 100,000 nodes on 1,001 devices)
+        built = be.size.get("variables", 0)   # handled below, once the build's frames are gone
     except KeyboardInterrupt:   # Ctrl-C before the search: the starting plan goes on, verified, in the interrupt
         absorb_echoes(time.perf_counter())
         raise SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
                                                   start, "interrupted before the search started", warm_start,
                                                   verify, simple, bound_name)) from None
+    if built is not None:
+        name = be.name
+        del be   # what was built is freed before the start is checked
+        gc.collect()
+        return out_of_time(problem, f"milp-{name}", objective, formulation.contiguity, start,
+                           f"the model ran out of memory while it was built ({counted(built, 'variable')} so far); the "
+                           "DP or a coarser graph (colour classes) takes less", warm_start, verify, simple, bound_name)
     be.end_build()
     notes = data_notes(d.scaling, d.memory_exact, be.name, "the DP's stages optimum" if from_dp else "the simple one",
                        integer_only=be.integer_only)
