@@ -285,3 +285,41 @@ def test_a_model_that_runs_out_of_memory_while_built_returns_the_start(monkeypat
     assert (result.status, result.value, result.bound) == ("feasible", 12.0, 23 / 3)
     assert result.message.endswith("the model ran out of memory while it was built (1 variable so far); the DP or a "
                                    "coarser graph (colour classes) takes less; the starting plan is returned")
+
+
+def test_the_dp_looks_at_the_clock_about_every_quarter_second_however_slow_its_ideals(monkeypatch):
+    """The DP fills its table a chunk of ideals per kernel call, and hears Ctrl-C, its deadline and says its
+    progress only between calls. Its chunks were sized by count alone: on 923,523 ideals (4 parallel chains
+    of 30), whose later ideals each pair with hundreds of thousands below them, one call ran 50 s. Here a
+    clock on which each ideal takes a second: after the first chunk of a run (256 of the 301 ideals of a
+    300-node chain) no call holds more than one ideal, and the optimum is the same."""
+    import types
+
+    from placement.solvers import dp_table
+
+    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
+                       for i in range(300)],
+             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
+    expected = placement.solve(chain, method="dp").value
+    now = [0.0]
+    calls: list[int] = []
+    prepare = dp_table.prepare
+
+    def timed_prepare(*args, **kwargs):
+        data = prepare(*args, **kwargs)
+        kernel = data.kernels.dp_range
+
+        def dp_range(lo, hi, *rest):
+            calls.append(hi - lo)
+            now[0] += hi - lo   # a second an ideal
+            return kernel(lo, hi, *rest)
+
+        data.kernels = types.SimpleNamespace(dp_range=dp_range)
+        return data
+
+    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
+    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    assert placement.solve(chain, method="dp").value == expected
+    tries = calls.count(256)   # a run under a ceiling near the lower bound, then higher ones: each from ideal 0
+    assert tries >= 1 and calls[0] == 256 and set(calls) == {1, 256} and sum(calls) == 301 * tries

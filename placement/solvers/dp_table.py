@@ -357,6 +357,9 @@ def too_many_for_memory(most: int, graph: Graph, layers: Layers) -> LimitExceede
 #: the most (ideal, combination of device counts) entries the DP fills between two deadline checks
 STATES_PER_CHUNK = 2 ** 16
 
+#: about how long one call of the kernel runs before the DP looks at the clock, the deadline and Ctrl-C again
+CHUNK_S = 0.25
+
 #: the most bytes the DP's value, parent and choice per ideal and combination of device counts may take,
 #: whatever the memory: a catalogue of many device types multiplies the combinations (6 types of 8 devices
 #: and a CPU: 9^6 · 2 of them, 12.7 GB of tables for a 500-node chain, and filling one ideal's column
@@ -528,14 +531,22 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
     last = start
     if data.may_compile:
         _move_to_compiled(data, run_units(data.comp_t, n_layers, ceiling), progress)
-    for lo in range(0, n, chunk):
+    most = chunk
+    lo = 0
+    while lo < n:
         hi = min(n, lo + chunk)
+        began = time.perf_counter()
         data.kernels.dp_range(lo, hi, data.bits, data.comp_t, data.unsup_t, data.mem, graph.memcap, graph.pays,
                               data.cutc, data.cut_lo, data.cut_hi, data.cut_buf, data.cut_count, graph.cost,
                               data.max_lo, data.max_hi, data.max_buf, data.order, data.pos, layers.prev, layer_cap,
                               rest_cap, rest_devices, pmin, pmin_total, full, ceiling, stages is not None, size,
                               popcount, data.nested, dp, parent, choice, counters)
         now = time.perf_counter()
+        # the next chunk: as many ideals as take about CHUNK_S at this chunk's pace (later ideals have more
+        # ideals below them to pair with: on 923,523 ideals one chunk of the size above took 50 s, with no
+        # progress line and no Ctrl-C heard meanwhile), never more than that size
+        chunk = max(1, min(most, int((hi - lo) * CHUNK_S / max(now - began, 1e-6))))
+        lo = hi
         if progress is None:
             continue
         where = (f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
