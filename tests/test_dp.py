@@ -207,6 +207,30 @@ def test_the_prefix_chain_dp_is_not_tried_where_the_one_over_intervals_ran_out_o
         "): the chain DP stopped (not run: the chain DP over intervals ran out of time (late))")
 
 
+def test_the_greedy_fill_replaces_a_worse_chain_dp_start(monkeypatch):
+    """Where the DP is refused the start is the chain DPs', whose orders are cut at whole intervals: on a chain
+    of 100,000 nodes over 1,001 devices they gave 909.88 and the greedy fill 126.74 (the optimum is near
+    125), which was never looked at. The diamond here (its 6 ideals past a limit of 1), its chain DPs made to
+    give every node on one accelerator (13): the greedy fill's 9 (10, 11 | 12 | 13 on the CPU) is the start."""
+    from placement.plan import DeviceAssignment, Plan
+    from placement.solvers.milp import warmstart
+
+    def whole(problem, stages, deadline, progress=None):
+        return Solution(Status.FEASIBLE, Plan((DeviceAssignment("accelerator", (10, 11, 12, 13)),)), 13.0, 0.0,
+                        "chain-dp")
+
+    def stopped(*args, **kwargs):
+        raise LimitExceededError("ran out of time", "time_limit")
+
+    monkeypatch.setattr(warmstart, "coarse_start", whole)
+    monkeypatch.setattr(warmstart, "solve_chain", stopped)
+    said = []
+    problem = read_instance(TINY / "diamond-cpu.json")
+    plan, bound = warmstart.pipeline_start_and_bound(problem, 1, said.append, deadline=time.perf_counter() + 60)
+    assert [device.nodes for device in plan.devices if device.nodes] == [(10, 11), (12,), (13,)] and bound == 0.0
+    assert said[-1] == "warm start from the greedy fill: max-load 9, below the chain DP's 13"
+
+
 # ----- ideal counting --------------------------------------------------------------------
 
 @st.composite
