@@ -398,6 +398,10 @@ def exits():
     sys.exit(0)
 
 
+def not_a_module():
+    return "model", (torch.randn(2, 2),)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["import", "nonsense", "--out", "x.json"],
      "error: cannot read model 'nonsense': expected pkg.module:factory, file.py:factory or FILE.onnx"),
@@ -409,6 +413,9 @@ def exits():
      "error: tests.test_torch_cli: 'NOT_CALLABLE' is not a function (it is of type 'int')"),
     (["import", "tests.test_torch_cli:not_a_tuple", "--out", "x.json"],
      "error: tests.test_torch_cli:not_a_tuple() must return (model, args) or (model, args, kwargs), got Linear"),
+    # the message blamed the factory ('tests.test_torch_cli:not_a_module must be a torch.nn.Module, not str')
+    (["import", "tests.test_torch_cli:not_a_module", "--out", "x.json"],
+     "error: tests.test_torch_cli:not_a_module() must return a torch.nn.Module as the model, got str"),
     # sys.exit(0) in a factory ended the import with status 0, nothing written and nothing said
     (["import", "tests.test_torch_cli:exits", "--out", "x.json"],
      "error: tests.test_torch_cli:exits() called sys.exit(0) instead of returning (model, args)"),

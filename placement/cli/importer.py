@@ -177,8 +177,10 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
             raise UsageError("--dim applies to ONNX models only")
         from placement.io.torch_export import import_torch, require_torch
 
-        require_torch()
+        torch = require_torch()
         model, args, kwargs = load_factory(spec)
+        if not isinstance(model, torch.nn.Module):   # the factory's result, not the factory, is at fault
+            raise UsageError(f"{spec}() must return a torch.nn.Module as the model, got {type(model).__name__}")
         label = name or spec.rpartition(":")[2]
         imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity,
                                 module_depth=module_depth, dtype=dtype, name=label, operators=operators)
