@@ -453,7 +453,7 @@ def test_past_its_deadline_the_warm_start_is_the_plan_of_the_intervals(monkeypat
 def test_the_dp_polls_its_deadline_between_progress_lines():
     """A short deadline is checked after every chunk of ideals, not only with the progress lines (about
     one a second): a watch whose deadline passes once the table is under way stops the DP within it.
-    The chain of 1,280 nodes has 1,281 ideals, filled in chunks of 256; each chunk ends in a progress
+    The chain of 1,280 nodes has 1,281 ideals, filled in chunks of at most 256; each chunk ends in a progress
     line or, within a second of the last one, a poll (which of the two depends on the machine's speed
     and on whether the kernels compile first, so the watch counts both)."""
     import re
@@ -475,10 +475,12 @@ def test_the_dp_polls_its_deadline_between_progress_lines():
     with pytest.raises(PlacementError) as raised:
         solve_dp(line(1280), progress=Watch(math.inf, None))
     assert raised.value.parameter == "time_limit"
-    # the first of its tries under ceilings near the lower bound (each try's lines are numbered)
-    assert str(raised.value).startswith("the time limit ran out while the DP ran (dp, try 1 of 7: 512/1,281 ideals "
-                                        "(40%), ")
-    assert [m.split(" (")[0] for m in chunks] == ["dp, try 1 of 7: 256/1,281 ideals", "dp, try 1 of 7: 512/1,281 ideals"]
+    # the first of its tries under ceilings near the lower bound (each try's lines are numbered); chunks hold
+    # 256 ideals at most, fewer after a slow one (the first call may compile the kernel)
+    ends = [int(m.split(": ")[1].split("/")[0].replace(",", "")) for m in chunks]
+    assert len(ends) == 2 and 0 < ends[0] <= 256 and ends[0] < ends[1] <= ends[0] + 256
+    assert str(raised.value).startswith(f"the time limit ran out while the DP ran (dp, try 1 of 7: {ends[1]:,}/1,281 "
+                                        "ideals (")
     assert isinstance(deadline_watch(math.inf), _DeadlineWatch) and deadline_watch(None) is None
 
 
