@@ -462,9 +462,8 @@ def module_runs(layout: Layout) -> dict[str, tuple[int, int]]:
     consecutive positions in program order: module -> (first position, position after the last)."""
     seen: dict[str, list[int]] = {}
     for k, node in enumerate(layout.nodes):
-        parts = node.module.split(".") if node.module else []
-        for depth in range(1, len(parts) + 1):
-            span = seen.setdefault(".".join(parts[:depth]), [k, k, 0])
+        for fqn in (*_enclosing(node.module), node.module) if node.module else ():
+            span = seen.setdefault(fqn, [k, k, 0])
             span[1], span[2] = k + 1, span[2] + 1
     return {fqn: (first, end) for fqn, (first, end, count) in seen.items() if end - first == count}
 
