@@ -206,16 +206,22 @@ def check_results(results: Any, state_name: Callable[[Any], str | None],
                                                  "sample) and reduce it in loss_fn")
 
 
+def user_outputs(program: Any) -> list[Any]:
+    """The FX nodes the exported ``program`` (a ``torch.export.ExportedProgram``) returns to its caller, in
+    order (not the buffers it writes)."""
+    from torch.export.graph_signature import OutputKind
+
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    return [value for value, spec in zip(output.args[0], program.graph_signature.output_specs)
+            if spec.kind == OutputKind.USER_OUTPUT]
+
+
 def check_program_outputs(program: Any, names: Mapping[str, str]) -> None:
     """:func:`check_results` on the outputs of the exported ``program`` (a ``torch.export.ExportedProgram``),
     before a plan is searched for; ``names`` maps its parameters' and buffers' targets to the names
     the refusal gives them."""
-    from torch.export.graph_signature import OutputKind
-
     signature = program.graph_signature
-    output = next(n for n in program.graph.nodes if n.op == "output")
-    results = [value for value, spec in zip(output.args[0], signature.output_specs)
-               if spec.kind == OutputKind.USER_OUTPUT]
+    results = user_outputs(program)
     state = {**signature.inputs_to_parameters, **signature.inputs_to_buffers,
              **signature.inputs_to_lifted_tensor_constants}
 
@@ -234,11 +240,7 @@ def output_batch_note(program: Any, batch: int) -> str | None:
     whole batch; one of another first dimension that has ``batch`` among its later dimensions (an LSTM's
     final state ``[layers, batch, hidden]``) is taken to hold its batch there. A flattened output
     (``[batch · tokens, vocabulary]``) is neither."""
-    from torch.export.graph_signature import OutputKind
-
-    output = next(n for n in program.graph.nodes if n.op == "output")
-    results = [value for value, spec in zip(output.args[0], program.graph_signature.output_specs)
-               if spec.kind == OutputKind.USER_OUTPUT]
+    results = user_outputs(program)
     wrong = []
     for k, value in enumerate(results):
         shape = tuple(getattr(value.meta.get("val"), "shape", ()))

@@ -243,13 +243,14 @@ def best_within_stages(problem: Any, most: int, **options: Any) -> Any:
                                message="; ".join(m for m in (best.message, note) if m))
 
 
-def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> None:
+def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, microbatches: int = 2) -> int | None:
     """Refuse tensor inputs that torch's pipeline runtime cannot split into micro-batches: it splits every
     tensor input, positional or keyword (those inside a keyword input's dict, list or tuple too), along its
     first dimension, so each needs one, and, where a step has more than one micro-batch (``microbatches``),
     of one size (the micro-batch's; an input whose first dimension is something else, as an LSTM's initial
     state ``[layers, batch, hidden]``, would be split along the wrong dimension; into one micro-batch, it is
-    not cut)."""
+    not cut). Returns the first tensor input's first dimension, the micro-batch's samples (``None`` without
+    a tensor input)."""
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
     inputs = [(f"args[{k}]", "args", value) for k, value in enumerate(args)]
@@ -271,15 +272,7 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
                                                    "dimension, so each must have the micro-batch as its first "
                                                    "dimension (move the batch of an input such as an LSTM's initial "
                                                    "state to the front)")
-
-
-def micro_batch_size(args: Sequence[Any], kwargs: dict, torch: Any) -> int | None:
-    """The first dimension of the first tensor input, positional or keyword (one micro-batch's samples, which
-    :func:`check_micro_batch_dimension` has made every input's); ``None`` without a tensor input."""
-    from torch.utils._pytree import tree_flatten
-
-    first = next((value for value in list(args) + tree_flatten(kwargs)[0] if isinstance(value, torch.Tensor)), None)
-    return None if first is None or first.dim() == 0 else int(first.shape[0])
+    return int(inputs[0][2].shape[0]) if inputs else None
 
 
 def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, devices: str = "h100:4",
@@ -332,7 +325,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                               "in the model's forward")
     flag("training", training)
     integer("microbatches", microbatches, smallest=1)
-    check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
+    batch = check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
     integer("stages", stages, smallest=1, optional=True)
     one_of("schedule", schedule, SCHEDULES)
     if stages is not None:   # before the export and the search, which a refusal after them wasted
@@ -349,7 +342,6 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     names = canonical_names(model)
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
-    batch = micro_batch_size(args, kwargs or {}, torch)
     if microbatches > 1 and batch is not None:
         garbled = output_batch_note(imported.source, batch)
         if garbled is not None:
