@@ -68,9 +68,7 @@ def verify(instance: Any, plan: Any, *, objective: str | None = None, contiguity
                                     recorded_objective, recorded_objective_refusal)
     from placement.verification.check import check_plan
 
-    read: list[Any] = []   # the plan, where the instance is read with the overrides it records
-    loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
-    plan = read[0] if read else plan
+    loaded, plan = _loaded_for_check(instance, plan, accelerators, cpus, memory)
     if is_piper(loaded):
         given = {"objective": objective, "contiguity": contiguity, "calls": calls, "accelerators": accelerators,
                  "cpus": cpus, "memory": memory, "backward": backward, "w_placement": w_placement,
@@ -167,6 +165,14 @@ def _verify_parallel(instance: Any, plan: Any, ledger: bool) -> Any:
     return replace(verified, notes=tuple(refuted_claims(record, verified)))
 
 
+def _loaded_for_check(instance: Any, plan: Any, accelerators: Any, cpus: Any, memory: Any) -> tuple[Any, Any]:
+    """The instance a check of ``plan`` reads (:func:`placement.loading.loaded_as_overridden`, with the
+    overrides :func:`taken_overrides` gives), and the plan, read where that took its file."""
+    read: list[Any] = []
+    loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
+    return loaded, read[0] if read else plan
+
+
 def taken_overrides(read: list[Any], plan: Any, accelerators: Any, cpus: Any, memory: Any) -> dict[str, Any]:
     """The device overrides a check of ``plan`` takes: those given, else those the plan records (the plan
     file read once, into ``read``); a solve, without a plan (``None``), takes those given."""
@@ -250,9 +256,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     given = {"comm": comm, "w_fraction": w_fraction, "engine": engine, "accelerators": accelerators, "cpus": cpus,
              "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks, "progress": progress}
     parallel = {"chunks": chunks, "forward_share": forward_share, "allreduce": allreduce, "unit_scale": unit_scale}
-    read: list[Any] = []   # the plan, where the instance is read with the overrides it records
-    loaded = loaded_as_overridden(instance, lambda: taken_overrides(read, plan, accelerators, cpus, memory))
-    plan = read[0] if read else plan
+    loaded, plan = _loaded_for_check(instance, plan, accelerators, cpus, memory)
     if is_piper(loaded):
         unused = next((name for name, value in given.items() if value is not None), None)
         if unused is not None:

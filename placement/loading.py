@@ -129,8 +129,7 @@ def _read_with_devices(source: str | PathLike[str] | Mapping[str, Any], counts: 
     bounds ``sizes`` in place of its own (``maxFPGAs``, ``maxCPUs``, ``maxSizePerFPGA``, or the ``count`` and
     ``memory`` of its device types of those names): a node too large for the file's accelerators, or a file
     with no device, is an instance once the overrides hold it. Where they do not, the refusal speaks of the
-    devices overridden; with nothing overridden, the instance as written is refused as :func:`as_instance`
-    refuses it."""
+    devices overridden."""
 
     def overridden(data: Any) -> Any:
         from placement.io.piper_shape import looks_like_piper
@@ -150,8 +149,6 @@ def _read_with_devices(source: str | PathLike[str] | Mapping[str, Any], counts: 
                 for entry in data["deviceTypes"]]
         return data
 
-    if not isinstance(source, (str, PathLike, Mapping)) or not (counts or sizes):
-        return as_instance(source)
     if isinstance(source, Mapping):
         return as_instance(overridden(dict(source)))
     return as_instance(parse_file(source, lambda data, name: _parse(overridden(data), None, name), MAX_INPUT_BYTES))
@@ -167,7 +164,8 @@ def loaded_as_overridden(instance: Any, overrides: Callable[[], Mapping[str, Any
         given = {name: value for name, value in overrides().items() if value is not None}
         if not given:
             raise
-        return override_devices(instance, **given)
+    # refused as written: read once more, with the devices overridden
+    return override_devices(_read_with_devices(instance, *_checked_overrides(**given)[1:]), **given)
 
 
 def as_loaded(instance: Any) -> Any:
@@ -213,24 +211,26 @@ def as_instance(instance: Any) -> Instance:
                                             f"not {type(instance).__name__}")
 
 
-def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, memory: Any = None) -> Instance:
-    """The instance ``problem`` holds (see :func:`as_instance`) with the accelerator count, CPU count and
-    accelerator memory overridden where given (checked: counts are non-negative integers, memory a
-    non-negative number of bytes)."""
+def _checked_overrides(accelerators: Any = None, cpus: Any = None,
+                       memory: Any = None) -> tuple[tuple[Any, Any, Any], dict[str, int], dict[str, float]]:
+    """The device overrides checked (counts non-negative integers, memory a non-negative number of bytes;
+    ``None``: not given), and as the counts and memory bounds they set per device type."""
     from placement.parameters import integer, number
 
-    try:
-        loaded = as_instance(problem)
-    except InvalidInstanceError:
-        loaded = None
     accelerators = integer("accelerators", accelerators, optional=True)
     cpus = integer("cpus", cpus, optional=True)
     memory = number("memory", memory, optional=True)
     counts = {name: value for name, value in ((ACCELERATOR, accelerators), (CPU, cpus)) if value is not None}
     sizes = {ACCELERATOR: memory} if memory is not None else {}
-    if loaded is None:   # refused as written: the devices overridden may hold what the file's cannot
-        loaded = _read_with_devices(problem, counts, sizes)
-    problem = loaded
+    return (accelerators, cpus, memory), counts, sizes
+
+
+def override_devices(problem: Any, accelerators: Any = None, cpus: Any = None, memory: Any = None) -> Instance:
+    """The instance ``problem`` holds (see :func:`as_instance`) with the accelerator count, CPU count and
+    accelerator memory overridden where given (checked: counts are non-negative integers, memory a
+    non-negative number of bytes)."""
+    problem = as_instance(problem)
+    (accelerators, cpus, memory), counts, sizes = _checked_overrides(accelerators, cpus, memory)
     names = {t.name for t in problem.device_types}
     for parameter, type_name, value in (("accelerators", ACCELERATOR, accelerators), ("cpus", CPU, cpus),
                                         ("memory", ACCELERATOR, memory)):
