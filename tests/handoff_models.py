@@ -7,6 +7,8 @@
 * :func:`residual_stack` — an input Linear, a stack ``blocks`` of two residual blocks and a
   head; with ``root_op=True`` a ReLU applied in the model's own forward, between the input
   Linear and the blocks, an operator outside every module.
+* :func:`scaled_residual_stack` — :func:`residual_stack` whose blocks begin with an operator of their own
+  (``x * 0.5`` before the norm), not with a submodule's.
 * :func:`tied_lm` — an embedding, two Linears and an output projection that is the embedding's
   weight (tied), on token ids [2, 4].
 * :func:`conditioned` — three Linears on ``x`` and a Linear ``cond_proj`` on a second input
@@ -73,12 +75,17 @@ class Residual(nn.Module):
         return x + self.ff(self.norm(x))
 
 
+class ScaledResidual(Residual):
+    def forward(self, x):
+        return x + self.ff(self.norm(x * 0.5))
+
+
 class ResidualStack(nn.Module):
-    def __init__(self, root_op: bool, d: int = 8) -> None:
+    def __init__(self, root_op: bool, d: int = 8, block: type = Residual) -> None:
         super().__init__()
         self.root_op = root_op
         self.embed = nn.Linear(4, d)
-        self.blocks = nn.ModuleList(Residual(d) for _ in range(2))
+        self.blocks = nn.ModuleList(block(d) for _ in range(2))
         self.head = nn.Linear(d, 2)
 
     def forward(self, x):
@@ -97,6 +104,11 @@ def residual_stack(root_op: bool = False):
 
 def residual_stack_with_root_op():
     return residual_stack(root_op=True)
+
+
+def scaled_residual_stack():
+    torch.manual_seed(0)
+    return ResidualStack(False, block=ScaledResidual), (torch.randn(3, 4),)
 
 
 class Conditioned(nn.Module):

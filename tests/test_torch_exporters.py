@@ -7,6 +7,8 @@ small models (tests/handoff_models.py) through ``import_torch`` and need torch.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
@@ -258,6 +260,18 @@ def test_instances_without_module_metadata_are_refused():
         layout_from_instance(data)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("module", 3, "node 0: field 'module' must be a string, got integer"),
+    ("starts", "a", "node 0: field 'starts' must be an array of strings"),
+    ("inner", ["a", 1], "node 0: field 'inner' must be an array of strings"),
+    ("repeats", None, "node 0: field 'repeats' must be an array of strings"),
+])
+def test_module_metadata_of_the_wrong_type_is_refused(field, value, message):
+    node = {"id": 0, "name": "a", "isBackwardNode": False, "module": "a", "starts": ["a"], "ops": ["op0"]}
+    with pytest.raises(InvalidInstanceError, match=f"^{re.escape(message)}$"):
+        layout_from_instance({"nodes": [{**node, field: value}]})
+
+
 @pytest.mark.parametrize("stem, stack", [("bert-base", "bert.encoder.layer"), ("gpt2", "transformer.h"),
                                          ("vit-base", "vit.layers")])
 def test_bundled_transformers_have_twelve_blocks(stem, stack):
@@ -274,13 +288,14 @@ def test_bundled_transformers_have_twelve_blocks(stem, stack):
 
 # ----- real models through import_torch -----------------------------------------------------
 
-def imported_layout(factory, granularity="module"):
+def imported_layout(factory, granularity="module", module_depth=None):
     pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
     from placement.costmodel.roofline import make_platform
     from placement.io.torch_export import import_torch
 
     model, args = factory()
-    imported = import_torch(model, args, platform=make_platform("h100", "epyc-7763", 4, 0), granularity=granularity)
+    imported = import_torch(model, args, platform=make_platform("h100", "epyc-7763", 4, 0), granularity=granularity,
+                            module_depth=module_depth)
     return layout_from_instance(imported.instance)
 
 
@@ -304,6 +319,21 @@ def test_gpt_megatron_layout_counts_blocks_not_linears():
     ops = imported_layout(gpt, "operator")
     assert [node.ops for node in ops.nodes] == [node.ops for node in lay.nodes]
     assert megatron_layout(ops, plan(range(0, 12), range(12, 22))) == "Et|tL"
+
+
+def test_megatron_finds_blocks_cut_to_one_node_whose_first_operator_is_the_blocks_own():
+    from tests.handoff_models import scaled_residual_stack
+
+    lay = imported_layout(scaled_residual_stack, module_depth=1)
+    # cut to one level: embed | blocks.0 (x * 0.5, its norm, ff and add) | blocks.1 | head; the blocks'
+    # submodules begin after their first operator, so only the nodes' inner modules show them
+    assert [(node.name, node.starts, node.inner) for node in lay.nodes] == [
+        ("embed", ("embed",), ()),
+        ("blocks.0", ("blocks.0",), ("blocks.0.norm", "blocks.0.ff")),
+        ("blocks.1", ("blocks.1",), ("blocks.1.norm", "blocks.1.ff")),
+        ("head", ("head",), ())]
+    assert block_stacks(lay) == {"blocks": [0, 1]}
+    assert megatron_layout(lay, plan([0, 1], [2, 3])) == "Et|tL"
 
 
 def test_gpt_deepspeed_refuses_the_embedding_sum_outside_a_layer_module():

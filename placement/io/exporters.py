@@ -73,8 +73,9 @@ FORMATS = {"split-spec": "a split_spec", "deepspeed": "DeepSpeed parts", "megatr
 @dataclass(frozen=True)
 class LayoutNode:
     """A forward node of an imported instance: its module, the modules called once beginning at it, its
-    operators, the model's inputs it reads, and the modules called more than once beginning at it where the
-    instance records them (``repeats``)."""
+    operators, the model's inputs it reads, the modules called more than once beginning at it where the
+    instance records them (``repeats``), and those called once beginning at a later operator of it
+    (``inner``; a node of a module cut to a few levels)."""
 
     id: int
     name: str
@@ -83,6 +84,7 @@ class LayoutNode:
     ops: tuple[str, ...]
     inputs: tuple[str, ...] = ()
     repeats: tuple[str, ...] = ()
+    inner: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def layout_from_instance(data: Any) -> Layout:
         name = raw.get("name")   # missing or null: the id, as the instance loader names it
         forward.append(LayoutNode(raw["id"], str(raw["id"] if name is None else name), raw["module"],
                                   tuple(raw.get("starts", ())), tuple(raw["ops"]), tuple(raw.get("inputs", ())),
-                                  tuple(raw.get("repeats", ()))))
+                                  tuple(raw.get("repeats", ())), tuple(raw.get("inner", ()))))
     forward.sort(key=lambda n: n.id)
     ids = {node.id for node in forward}
     for backward_id, forward_id in mates.items():
@@ -173,11 +175,11 @@ def layout_from_instance(data: Any) -> Layout:
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
-    """A forward node's module metadata: ``module`` a string, ``ops``, ``starts``, ``inputs`` and ``repeats``
-    arrays of strings."""
+    """A forward node's module metadata: ``module`` a string, ``ops``, ``starts``, ``inputs``, ``repeats`` and
+    ``inner`` arrays of strings."""
     if not isinstance(raw["module"], str):
         raise InvalidInstanceError(f"node {node_id}: field 'module' must be a string, got {json_type_name(raw['module'])}")
-    for key in ("ops", "starts", "inputs", "repeats"):
+    for key in ("ops", "starts", "inputs", "repeats", "inner"):
         value = raw.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise InvalidInstanceError(f"node {node_id}: field {key!r} must be an array of strings")

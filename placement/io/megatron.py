@@ -34,8 +34,8 @@ def _entry(prefix: str, index: int) -> str:
 
 
 def _modules(layout: Layout) -> set[str]:
-    """Every module the layout names: the nodes' module keys and the modules beginning at them."""
-    return {fqn for node in layout.nodes for fqn in (node.module, *node.starts) if fqn}
+    """Every module the layout names: the nodes' module keys and the modules beginning in them."""
+    return {fqn for node in layout.nodes for fqn in (node.module, *node.starts, *node.inner) if fqn}
 
 
 def block_stacks(layout: Layout) -> dict[str, list[int]]:
@@ -80,7 +80,8 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
         layer.append(int(match.group(1)) if match else None)
     for index in indices:
         if index not in layer:
-            holder = next((node.name for node in layout.nodes if _entry(prefix, index) in node.starts), "?")
+            holder = next((node.name for node in layout.nodes
+                           if _entry(prefix, index) in (*node.starts, *node.inner)), "?")
             raise InvalidParameterError("layout", f"has node {holder!r} holding block {_entry(prefix, index)} with "
                                                   "other modules; import with a deeper module_depth")
     return prefix, layer

@@ -94,7 +94,8 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
         starts = tuple(sorted((fqn for fqn in begins[members[0]] if calls[fqn] == 1), key=order.__getitem__))
         repeats = tuple(dict.fromkeys(first_name.get(fqn, fqn) for fqn in sorted(
             (fqn for fqn in begins[members[0]] if calls[fqn] > 1), key=order.__getitem__)))
-        nodes.append(GraphNode(name, module, tuple(members), starts, repeats))
+        inner = tuple(sorted((fqn for i in members[1:] for fqn in begins[i] if calls[fqn] == 1), key=order.__getitem__))
+        nodes.append(GraphNode(name, module, tuple(members), starts, repeats, inner))
 
     node_of = [0] * len(ops)
     for v, node in enumerate(nodes):

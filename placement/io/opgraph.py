@@ -433,13 +433,16 @@ class OpGraph:
 class GraphNode:
     """A placement node: a run of operators. ``starts`` are the modules, called once in the
     program, whose call begins at this node's first operator (outermost first); ``repeats``, those
-    called more than once whose call begins there, each by the name it is first called by."""
+    called more than once whose call begins there, each by the name it is first called by; ``inner``, those
+    called once whose call begins at a later operator of the node (a node of a module cut to a few levels
+    holds its submodules' calls)."""
 
     name: str
     module: str
     ops: tuple[int, ...]
     starts: tuple[str, ...] = ()
     repeats: tuple[str, ...] = ()
+    inner: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -583,7 +586,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
     A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
     than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
-    file's module scopes are names, and a scope such as ``shared_1`` may be a module's second call).
+    file's module scopes are names, and a scope such as ``shared_1`` may be a module's second call), and
+    ``inner`` (:attr:`GraphNode.inner`) where it has any: the modules called once whose call begins inside it.
     Readers of the format ignore these fields.
     """
     dtypes = {op.dtype for op in pg.graph.ops if op.flops}
@@ -617,6 +621,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             entry["inputs"] = read
         if node.repeats:
             entry["repeats"] = list(node.repeats)
+        if node.inner:
+            entry["inner"] = list(node.inner)
         if operators:
             entry["operators"] = pg.operators(v)
         if training:
