@@ -615,6 +615,49 @@ def test_a_module_an_onnx_file_shows_called_twice_is_no_split_point(tmp_path, dy
     assert [node.repeats for node in lay.nodes] == [(), (), ("shared",), (), ("shared",), ()]
 
 
+def _conv_bn():
+    """Two blocks layer.0 and layer.1 (conv1, bn1, up, bn2 and a residual add), a Linear fc and a BatchNorm1d
+    bnf after it, in evaluation: the dynamo exporter folds each BatchNorm into the layer before it, one node
+    scoped to the BatchNorm that reads the layer's weight."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1, self.bn1 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+            self.up, self.bn2 = nn.ConvTranspose2d(4, 4, 1), nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            return x + self.bn2(self.up(self.bn1(self.conv1(x))))
+
+    class ConvBN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Sequential(Block(), Block())
+            self.fc, self.bnf = nn.Linear(4 * 6 * 6, 3), nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.bnf(self.fc(self.layer(x).flatten(1)))
+
+    torch.manual_seed(0)
+    return ConvBN(), (torch.randn(2, 4, 6, 6),)
+
+
+def test_a_batch_norm_the_dynamo_exporter_folds_is_the_call_of_the_layer_before_it(tmp_path):
+    """A stage beginning at the folded node began at 'layer.1.bn1' (its scope), and torch's pipeline() ran
+    layer.1.conv1, whose work the plan put in that stage, in the stage before; the node is the call of the
+    layer whose weight it reads."""
+    lay = onnx_layout(_conv_bn, tmp_path, dynamo=True)
+    assert [(node.name, node.starts) for node in lay.nodes] == [
+        ("layer.0.conv1", ("layer", "layer.0", "layer.0.conv1")), ("layer.0.up", ("layer.0.up",)), ("layer.0", ()),
+        ("layer.1.conv1", ("layer.1", "layer.1.conv1")), ("layer.1.up", ("layer.1.up",)), ("layer.1", ()),
+        ("(model)", ()), ("fc", ("fc",))]
+    assert split_points(lay, plan(range(0, 3), range(3, 8))) == ["layer.1"]
+    assert split_points(lay, plan(range(0, 4), range(4, 8))) == ["layer.1.up"]
+    assert split_points(lay, plan(range(0, 7), [7])) == ["fc"]
+
+
 def _repeated_sequence():
     """inp, a Sequential (Linear, ReLU) called twice with mid between, out: the ReLU has no parameters, so the
     TorchScript export's scopes show its calls as two modules (``shared.1``, ``shared.1_1``) called once each."""

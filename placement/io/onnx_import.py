@@ -38,7 +38,8 @@ A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Spl
 (:mod:`placement.io.onnx_sequences`); other sequences are refused.
 The module path of an operator comes from the
 ``pkg.torch.onnx.name_scopes`` metadata that ``torch.onnx.export`` writes, or else from a
-node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``).
+node name of the form ``/a/b.0/c/Op`` (modules ``a``, ``a.b.0``, ``a.b.0.c``); a batch
+normalisation folded into the layer before it is that layer's call (:func:`_module_path`).
 Those scopes are names, not module objects: the TorchScript exporter names a module's second call
 ``shared_1``, and the dynamo exporter names a module registered under two names by the name each
 call uses. In the TorchScript exporter's files, two scopes, neither inside the other, whose operators
@@ -357,18 +358,33 @@ def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model")
 
 #: the metadata in which the dynamo exporter records each node's module scopes
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
+#: the metadata naming the rewrite that made a node, and the rewrites that fold a batch normalisation into the
+#: convolution or linear layer before it
+REWRITE_RULE = "pkg.onnxscript.rewriter.rule_name"
+BATCH_NORM_FOLDS = frozenset({"FuseBatchNormIntoConv", "FuseBatchNormIntoConvTranspose", "FuseBatchNormIntoGemm"})
 
 
 def _module_path(node: Any) -> tuple[str, ...] | None:
-    for prop in node.metadata_props:
-        if prop.key == NAME_SCOPES:
-            try:
-                scopes = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                break
-            if not isinstance(scopes, (list, tuple)) or not all(isinstance(s, str) for s in scopes):
-                break   # not the list of module names torch writes: the node name is read instead
-            return tuple(s for s in scopes[:-1] if s)
+    """The module scopes of an ONNX node, outermost first (``None``: the file records none).
+
+    A batch normalisation the dynamo exporter folded into the convolution or linear layer before it is one
+    node scoped to the normalisation's module; it is the call of the layer whose weight it reads (``P.conv``
+    for ``P.conv.weight``, a sibling of the normalisation ``P.bn``), so that a stage beginning at it begins
+    at that layer, as the PyTorch model runs it."""
+    props = {prop.key: prop.value for prop in node.metadata_props}
+    if NAME_SCOPES in props:
+        try:
+            scopes = ast.literal_eval(props[NAME_SCOPES])
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            scopes = None
+        # anything but the list of module names torch writes: the node name is read instead
+        if isinstance(scopes, (list, tuple)) and all(isinstance(s, str) for s in scopes):
+            path = tuple(s for s in scopes[:-1] if s)
+            if props.get(REWRITE_RULE) in BATCH_NORM_FOLDS and path and len(node.input) > 1:
+                layer, _, field = node.input[1].rpartition(".")
+                if field == "weight" and layer.rpartition(".")[0] == path[-1].rpartition(".")[0]:
+                    return (*path[:-1], layer)
+            return path
     if not node.name.startswith("/"):
         return None
     # the TorchScript exporter names a container's children by the container's name and their key
