@@ -915,10 +915,12 @@ def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value,
     """The dynamo exporter's optimiser folds the zeros nn.LSTM starts from when given no state into an
     initializer, which two stacked layers read as their initial hidden and cell state. Like torch.export's
     zeros, it is no trained parameter: no gradient, not shared between the layers. An initial state of
-    other values is a parameter the model trains."""
+    other values (here ``value`` plus steps of 0.01, not all equal) is a parameter the model trains."""
     model = _recurrent_model("LSTM")
     graph = model.graph
-    graph.initializer.append(numpy_helper.from_array(np.full((1, 4, 16), value, dtype=np.float32), "state"))
+    state = np.full((1, 4, 16), value, dtype=np.float32) + (np.arange(64, dtype=np.float32).reshape(1, 4, 16) / 100
+                                                            if trained else 0)
+    graph.initializer.append(numpy_helper.from_array(state, "state"))
     graph.node[0].input.extend(["", "state", "state"])
     graph.node.append(helper.make_node("Squeeze", ["Y", "axis"], ["Y2"], name="/rnn/Squeeze"))
     graph.node.append(helper.make_node("LSTM", ["Y2", "W2", "R", "B", "", "state", "state"], ["Z"],
@@ -935,6 +937,27 @@ def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value,
                      training=True)
     assert imported.instance["about"].get("shared_parameters") == ({"R": [0, 2], "B": [0, 2], "state": [0, 2]}
                                                                    if trained else {"R": [0, 2], "B": [0, 2]})
+
+
+def test_a_parameter_of_equal_values_that_several_operators_read_is_not_counted_as_shared():
+    """Exporters merge initializers of equal values into one name (two new LayerNorms' ones), so a parameter
+    whose values are all equal read by several operators may be several modules' parameters: it is not
+    recorded as shared (split would warn that the stages' copies drift apart). ``V``, of varied values, read by
+    the last two MatMuls, is one parameter: shared."""
+    rows = np.arange(16, dtype=np.float32).reshape(4, 4) / 10
+    nodes = [helper.make_node("MatMul", [a, w], [b], name=f"/m{k}/MatMul")
+             for k, (a, w, b) in enumerate([("X", "W", "A"), ("A", "W", "B"), ("B", "V", "C"), ("C", "V", "Y")])]
+    graph = helper.make_graph(nodes, "merged", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones((4, 4), dtype=np.float32), "W"),
+                               numpy_helper.from_array(rows, "V")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    graph_of = graph_from_onnx(model, "merged")
+    assert graph_of.merged == ("W",)
+    imported = build(group_ops(graph_of, "operator"), make_platform("h100", "epyc-7763", 4, 0), training=True)
+    assert imported.instance["about"]["shared_parameters"] == {"V": [2, 3]}
+    # every reader still holds its copy of W
+    assert [node["size"] for node in imported.instance["nodes"][:4]] == [64.0 + 32.0] * 4
 
 
 def test_an_input_returned_through_identity_nodes_is_a_returned_input(tmp_path, capsys):

@@ -1112,7 +1112,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     # block (nn.TransformerEncoder's layers, before training) then read one parameter as a module called
     # several times would, so shared names are evidence only in the TorchScript exporter's files
     scoped = any(prop.key == NAME_SCOPES for node in model.graph.node for prop in node.metadata_props)
-    return OpGraph(tuple(ops), name, "onnx", names,
+    # and a parameter of equal values that several operators read may be several modules' parameters, merged
+    readers: dict[str, int] = {}
+    for op in ops:
+        for param in {p.name for p in op.params if p.trainable}:
+            readers[param] = readers.get(param, 0) + 1
+    merged = tuple(sorted(param for param, count in readers.items() if count > 1 and constant(param)))
+    return OpGraph(tuple(ops), name, "onnx", names, merged=merged,
                    aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
                    inputs=model_inputs, outputs=outputs,
                    returned_inputs=tuple(dict.fromkeys(aliases.get(v.name, v.name) for v in model.graph.output

@@ -412,7 +412,9 @@ class OpGraph:
     the file shows to be calls of one module); ``inputs``, the names of the
     model's tensor inputs, in order; ``grad_inputs``, those that need a gradient; ``outputs``, the
     operators whose results the model returns (empty: not recorded); ``returned_inputs``, the model's
-    inputs it returns as they came in."""
+    inputs it returns as they came in; ``merged``, the trained parameters several operators read by one name
+    that the source cannot show to be one parameter (an ONNX exporter merges initializers of equal values, a new
+    LayerNorm's ones, into one name): they are not counted as shared."""
 
     ops: tuple[Op, ...]
     name: str
@@ -423,6 +425,7 @@ class OpGraph:
     grad_inputs: tuple[str, ...] = ()
     outputs: tuple[int, ...] = ()
     returned_inputs: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -554,9 +557,11 @@ def unused_costed(device: DeviceSpec, count: int, dtypes: set[str]) -> DeviceSpe
 
 
 def shared_parameters(pg: PlacementGraph, names: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
-    """Trained parameters read by two or more forward nodes of ``pg``, with those nodes (ascending);
-    ``names`` renames the graph's parameter names (aliases of one tensor to one name)."""
-    return parameter_readers(pg, lambda p: p.trainable, names)
+    """Trained parameters read by two or more forward nodes of ``pg``, with those nodes (ascending), but those
+    the graph cannot show to be one (:attr:`OpGraph.merged`); ``names`` renames the graph's parameter names
+    (aliases of one tensor to one name)."""
+    merged = set(pg.graph.merged)
+    return parameter_readers(pg, lambda p: p.trainable and p.name not in merged, names)
 
 
 def parameter_readers(pg: PlacementGraph, chosen: Callable[[Param], bool],
