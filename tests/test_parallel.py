@@ -195,6 +195,24 @@ def test_a_node_whose_degrees_no_stage_can_take_is_named_as_such_not_as_memory()
     assert placement.solve(mixed, devices=4).value == 2.0   # one stage at t = 4, d = 1: time per sample 1 + 1
 
 
+def test_no_plan_for_want_of_devices_is_not_blamed_on_memory():
+    # a -> b: a has TMPCs at t = 2 only, b at t = 1 only, so no stage holds both and every plan takes
+    # 2·1 + 1·1 = 3 devices; with 2 devices of 10^12 bytes (nothing uses memory) the reason said memory.
+    inst = chain([{2: (tmpc("v", 2),)}, {1: (tmpc("v", 6),)}], devices=2, memory=1e12, microbatches=2)
+    result = placement.solve(inst)
+    assert (str(result.status), result.plan) == ("infeasible", None)
+    assert result.message == ("no plan on 2 devices of 1e+12 bytes: every plan needs more devices, whatever their "
+                              "memory (a stage takes t·d devices of its own, t a tensor-parallel degree every node "
+                              "of the stage has a TMPC for)")
+    assert placement.solve(inst, objective="time-per-batch", schedule="gpipe").message == result.message
+    assert brute_force_parallel(inst)[0] == math.inf
+    assert placement.solve(inst, devices=3).value == 6.0   # {a} t = 2 (time 2/2), {b} t = 1 (6)
+    # each node fits one device alone (memory usage b: 5 bytes of 8), both together do not (10): memory is the reason
+    tight = chain([{1: (tmpc("v", 2, b=5),)}, {1: (tmpc("v", 6, b=5),)}], devices=1, memory=8.0)
+    assert placement.solve(tight).message == ("no plan on 1 device of 8 bytes: no pipeline of the devices fits "
+                                              "every stage's memory")
+
+
 def test_gpipe_node_alone_at_its_fewest_micro_batches():
     # m = 4, 2 devices: d ∈ {1, 2}, so under gpipe a stage holds y = m/d ≥ 2 micro-batches: the node needs
     # 1·2 = 2 > 1.5 bytes at best, and nothing fits; under 1f1b one stage with d = 2 holds y = ⌈2/2⌉ = 1

@@ -19,6 +19,7 @@ says which); ``optimal`` only when the search proved it, else ``feasible`` with 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -157,7 +158,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return answer(Status.NO_SOLUTION, bound=found.stats["lower_bound"],
                       message=f"{stopped.split('; ')[0]}, and no pipeline along the topological order fits")
     if found.plan is None:
-        reason = found.stats.get("reason") or "no pipeline of the devices fits every stage's memory"
+        reason = found.stats.get("reason") or _why_no_plan(instance, at_most(devices, reachable), schedule, max_sets)
         return answer(Status.INFEASIBLE, bound=math.inf,
                       message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
@@ -171,6 +172,21 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return answer(Status.FEASIBLE, found.plan, evaluation.value, min(found.stats["lower_bound"], evaluation.value),
                       evaluation, message=stopped)
     return answer(Status.OPTIMAL, found.plan, evaluation.value, min(found.value, evaluation.value), evaluation)
+
+
+def _why_no_plan(instance: PiperInstance, devices: int | dict[str, int], schedule: str, max_sets: int) -> str:
+    """Why the DP found no plan where it names no node that fits nowhere: the DP again on devices of unbounded
+    memory tells whether memory is what every plan lacks, or devices (each stage takes ``t · d`` of them, ``t``
+    a tensor-parallel degree every node of the stage has a TMPC for)."""
+    unbounded = dataclasses.replace(instance, device_types=tuple(dataclasses.replace(kind, memory=math.inf)
+                                                                 for kind in instance.device_types))
+    again = solve_parallel(unbounded, devices=devices, memory=None if instance.device_types else math.inf,
+                           schedule=schedule, max_sets=max_sets)
+    if again.plan is not None:
+        return "no pipeline of the devices fits every stage's memory"
+    return again.stats.get("reason") or ("every plan needs more devices, whatever their memory (a stage takes t·d "
+                                         "devices of its own, t a tensor-parallel degree every node of the stage "
+                                         "has a TMPC for)")
 
 
 def _search_story(stats: dict, proven: bool, found_plan: bool) -> str:
@@ -205,7 +221,7 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
                               value if plan is not None else None)
 
     if found.plan is None:
-        reason = found.stats["dp"].get("reason") or "no pipeline of the devices fits every stage's memory"
+        reason = found.stats["dp"].get("reason") or _why_no_plan(instance, reachable, schedule, max_sets)
         return answer(Status.INFEASIBLE, bound=math.inf, message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
     if not evaluation.ok:
