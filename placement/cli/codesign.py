@@ -39,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", choices=("wham", "random", "fixed"),
                    help="run a heuristic baseline instead of the exact method")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
-                   help="refuse the DP above this many ideals (default 200,000)")
+                   help="refuse the DP above this many ideals (default 200,000); never a graph whose "
+                        "nodes are totally ordered (a chain: n + 1 ideals)")
     p.add_argument("--sweep", metavar="SPEC", help="run the design study of a sweep file instead (needs --out)")
     p.add_argument("--out", type=path_name, metavar="FILE",
                    help="--sweep: the JSON Lines file of records (resumed if present)")

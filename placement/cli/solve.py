@@ -93,7 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chunks", type=positive_int, metavar="V",
                    help="Piper instance, --schedule interleaved: model chunks per device group (default 2)")
     p.add_argument("--max-ideals", dest="max_ideals", type=positive_int, metavar="N",
-                   help="refuse the DP above this many ideals (default 200,000)")
+                   help="refuse the DP above this many ideals (default 200,000); never a graph whose "
+                        "nodes are totally ordered (a chain: n + 1 ideals)")
     p.add_argument("--out", type=path_name, metavar="PLAN.json",
                    help="write the plan (verified loads included) as JSON")
     add_output_options(p)
