@@ -260,6 +260,21 @@ def test_a_claim_the_check_cannot_read_is_a_note(tmp_path, capsys, fields, note)
     assert placement.verify(inst, {**doc, **fields}).notes == (note,)
 
 
+def test_a_stage_figure_the_check_refutes_is_a_note():
+    # the 1f1b optimum of two_nodes is one stage of both nodes, d = 4: time per sample 5.75, memory 2 bytes
+    # per device, 1 micro-batch in flight; claims other than these were read without a word
+    inst = two_nodes()
+    doc = json.loads(json.dumps(placement.solve(inst, schedule="1f1b").to_json()))
+    assert [(s["timePerSample"], s["memory"], s["inFlight"]) for s in doc["stages"]] == [(5.75, 2.0, 1)]
+    assert placement.verify(inst, doc).notes == ()
+    lying = {**doc, "stages": [{**doc["stages"][0], "timePerSample": 3.0, "memory": 0.5, "inFlight": "one"}]}
+    assert placement.verify(inst, lying).notes == (
+        "the plan file claims stage 0 timePerSample 3.0 (time per sample); the verified one is 5.75",
+        "the plan file claims stage 0 memory 0.5 (memory per device); the verified one is 2.0",
+        "the plan file's stage 0 'inFlight' is not a number: \"one\"; its claimed micro-batches in flight was not "
+        "checked")
+
+
 def test_a_null_claim_is_a_claim_left_out():
     # null reads as missing, as in every file of the package: an objective of null is Piper's throughput
     inst = two_nodes()

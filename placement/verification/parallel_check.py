@@ -12,8 +12,8 @@ Three computations that share nothing with the planners (:mod:`placement.paralle
 * the communication ledger (:mod:`.parallel_ledger`): bytes per sample by kind and link, which with
   the compute must give each stage's time per sample.
 
-A plan file's claims (its ``value``, of the objective it records, and its ``timePerBatch``) are
-compared with these figures by the caller (:func:`refuted_claims`); they do not change the verdict.
+A plan file's claims (its ``value``, of the objective it records, its ``timePerBatch`` and its stages'
+figures) are compared with these figures by the caller (:func:`refuted_claims`); they do not change the verdict.
 """
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ def _simulated_batch(instance: PiperInstance, plan: Any) -> tuple[float | None, 
 
 
 def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) -> list[str]:
-    """The figures a plan file's ``record`` claims (``value`` of its ``objective``, ``timePerBatch``) that
-    the verified ones refute, one sentence each; a figure the record leaves out (or gives as null), or one
-    not verified, is not compared. A claim that cannot be compared — a figure that is not a number, or a
-    ``value`` of an ``objective`` that names none of the objectives — is a sentence saying so."""
+    """The figures a plan file's ``record`` claims (``value`` of its ``objective``, ``timePerBatch``, and each
+    stage's ``timePerSample``, ``memory`` and ``inFlight``) that the verified ones refute, one sentence each;
+    a figure the record leaves out (or gives as null), or one not verified, is not compared. A claim that
+    cannot be compared — a figure that is not a number, or a ``value`` of an ``objective`` that names none of
+    the objectives — is a sentence saying so."""
     if not verified.valid:
         return []
     objective = record.get("objective")
@@ -142,15 +143,31 @@ def refuted_claims(record: Mapping[str, Any], verified: ParallelVerification) ->
         out.append(f"the plan file's 'objective' names no objective ('throughput', 'time-per-batch'): "
                    f"{json.dumps(objective, default=repr)[:40]}; its claimed value was not checked")
     for key, (what, value) in checked.items():
-        claim = record.get(key)
-        if claim is None:
-            continue
-        if isinstance(claim, bool) or not isinstance(claim, numbers.Real) or not math.isfinite(claim):
-            out.append(f"the plan file's {key!r} is not a number: {json.dumps(claim, default=repr)[:40]}; its "
-                       f"claimed {what} was not checked")
-        elif value is not None and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300):
-            out.append(f"the plan file claims {key} {claim!r} ({what}); the verified one is {value!r}")
+        out += _refuted(record.get(key), key, "", what, value)
+    stages = record.get("stages")
+    report = verified.report
+    if isinstance(stages, list) and report is not None and len(stages) == len(report.stages):
+        for k, (raw, figures) in enumerate(zip(stages, report.stages)):
+            if isinstance(raw, Mapping):
+                for key, what, value in (("timePerSample", "time per sample", figures.time_per_sample),
+                                         ("memory", "memory per device", figures.memory),
+                                         ("inFlight", "micro-batches in flight", figures.in_flight)):
+                    out += _refuted(raw.get(key), key, f"stage {k} ", what, value)
     return out
+
+
+def _refuted(claim: Any, key: str, where: str, what: str, value: float | None) -> list[str]:
+    """The sentence refuting the plan file's ``claim`` of field ``key`` (of ``where``, a stage or the plan) where
+    the verified ``value`` differs, or saying that a claim that is no number was not checked; none where it
+    holds, or where either is missing."""
+    if claim is None:
+        return []
+    if isinstance(claim, bool) or not isinstance(claim, numbers.Real) or not math.isfinite(claim):
+        return [f"the plan file's {where}{key!r} is not a number: {json.dumps(claim, default=repr)[:40]}; its "
+                f"claimed {what} was not checked"]
+    if value is not None and not math.isclose(claim, value, rel_tol=CLAIM_TOLERANCE, abs_tol=1e-300):
+        return [f"the plan file claims {where}{key} {claim!r} ({what}); the verified one is {value!r}"]
+    return []
 
 
 __all__ = ["CLAIM_TOLERANCE", "ParallelVerification", "check_parallel_plan", "evaluate_plan", "refuted_claims",
