@@ -13,9 +13,10 @@ go to standard error.
 
 The frontier table: one row per instance × class × objective × backend with status,
 verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
-status column says how many runs proved optimality), and the model size. A row prints as soon
-as it is done; the whole table is printed at the end with the machine and its load average,
-and written as JSON: the run's rows are merged into the file, replacing rows of the same
+status column says how many runs proved optimality; objective, bound and gap are none where any
+run has none, as a run that found no plan, and the JSON keeps each run's objective), and the model
+size. A row prints as soon as it is done; the whole table is printed at the end with the machine
+and its load average, and written as JSON: the run's rows are merged into the file, replacing rows of the same
 instance, class, objective, backend and time limit, so a run of some instances or settings keeps
 the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only). The
 file's top-level settings (threads, cold start, machine, wall time) are the last run's; every row
@@ -57,9 +58,14 @@ COLUMNS = ["instance", "class", "goal", "backend", "status", "objective", "bound
 KEY = ("instance", "class", "goal", "backend", "time_limit")
 
 
+def _median(values: list[float | None]) -> float | None:
+    """The median of ``values``, or None where any is None (a run without a plan, bound or gap)."""
+    return None if any(v is None for v in values) else statistics.median(values)
+
+
 def _row(instance: str, label: str, goal: str, backend: str, results: list[placement.Result],
          reference: float | None, time_limit: float) -> dict:
-    """One frontier row: medians over the runs ``results`` of one case."""
+    """One frontier row: medians over the runs ``results`` of one case (see :func:`_median`)."""
     proven = sum(str(r.status) == "optimal" for r in results)
     statuses = sorted({str(r.status) for r in results})
     status = statuses[0] if len(statuses) == 1 else "/".join(statuses)
@@ -67,10 +73,10 @@ def _row(instance: str, label: str, goal: str, backend: str, results: list[place
         status += f" ({proven}/{len(results)} proven)"
     last = results[-1]
     return {"instance": instance, "class": label, "goal": goal, "backend": backend, "status": status,
-            "objective": statistics.median(r.value for r in results),
-            "bound": statistics.median(r.bound for r in results),
-            "gap": statistics.median(r.gap for r in results),
+            "objective": _median([r.value for r in results]), "bound": _median([r.bound for r in results]),
+            "gap": _median([r.gap for r in results]),
             "seconds": round(statistics.median(r.runtime_s for r in results), 2),
+            "objective_each": [r.value for r in results],
             "seconds_each": [round(r.runtime_s, 2) for r in results], "repeats": len(results),
             "time_limit": time_limit, "reference": reference,
             "variables": last.stats.get("variables"), "rows": last.stats.get("rows"), "message": last.message,

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -24,6 +25,7 @@ import backward_split  # noqa: E402
 import common  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
+import milp as milp_benchmark  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
 
@@ -296,6 +298,21 @@ def test_time_limits_row_of_a_failed_child_is_not_ok():
     assert row["exit"] == 2 and row["within_limit"] and not row["ok"]
     assert time_limits.verdict(row) == "FAILED (exit 2)"
     assert "invalid choice: 'foo'" in row["message"]
+
+
+def test_milp_row_of_runs_without_a_plan_has_no_value():
+    # statistics.median of None values raised TypeError, and the run stopped with no file written
+    def result(status: str, value: float | None, bound: float | None, gap: float | None) -> SimpleNamespace:
+        return SimpleNamespace(status=status, value=value, bound=bound, gap=gap, runtime_s=1.0, stats={}, message="")
+
+    solved = [result("optimal", 7.5, 7.5, 0.0), result("feasible", 8.5, 7.0, 0.5)]
+    row = milp_benchmark._row("i", "none", "throughput", "cp-sat", solved, 7.5, 1.0)
+    assert (row["objective"], row["bound"], row["gap"], row["status"]) == (8.0, 7.25, 0.25,
+                                                                           "feasible/optimal (1/2 proven)")
+    unsolved = [result("no_solution", None, 7.0, None), result("feasible", 8.5, 7.0, 0.5)]
+    row = milp_benchmark._row("i", "none", "throughput", "cp-sat", unsolved, 7.5, 1.0)
+    assert (row["objective"], row["bound"], row["gap"], row["objective_each"]) == (None, 7.0, None, [None, 8.5])
+    assert "| - | 7.000000 | - |" in milp_benchmark.format_row(row)
 
 
 def test_backward_split_median_of_an_even_count():
