@@ -15,7 +15,9 @@ The frontier table: one row per instance × class × objective × backend with s
 verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
 status column says how many runs proved optimality; objective, bound and gap are none where any
 run has none, as a run that found no plan, and the JSON keeps each run's objective), and the model
-size. A row prints as soon as it is done; the whole table is printed at the end with the machine
+size. An instance whose DP reference ``--max-ideals`` refuses is not solved: its rows have status
+``refused`` and the DP's reason as their message, a note on standard error says so, and the run
+goes on. A row prints as soon as it is done; the whole table is printed at the end with the machine
 and its load average, and written as JSON: the run's rows are merged into the file, replacing rows of the same
 instance, class, objective, backend and time limit, so a run of some instances or settings keeps
 the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only). The
@@ -40,6 +42,7 @@ import time
 from pathlib import Path
 
 import placement
+from placement.errors import LimitExceededError
 from placement.io.tarnawski import read_instance
 from placement.problem.bounds import latency_lower_bound
 from placement.problem.path_bound import latency_path_bound
@@ -88,6 +91,14 @@ def _row(instance: str, label: str, goal: str, backend: str, results: list[place
             "load_average": os.getloadavg()}
 
 
+def _refused_row(instance: str, label: str, goal: str, backend: str, message: str, time_limit: float) -> dict:
+    """The row of a case not solved, for the reason ``message``."""
+    return {"instance": instance, "class": label, "goal": goal, "backend": backend, "status": "refused",
+            "objective": None, "bound": None, "gap": None, "seconds": None, "repeats": 0, "time_limit": time_limit,
+            "reference": None, "variables": None, "rows": None, "message": message,
+            "load_average": os.getloadavg()}
+
+
 def _cell(value: object) -> str:
     """A table cell: ``-`` for None, floats to six decimals (four significant digits when large), ints with commas."""
     if value is None:
@@ -102,7 +113,7 @@ def _cell(value: object) -> str:
 def format_row(row: dict) -> str:
     """One frontier row as a Markdown table line of :data:`COLUMNS`."""
     cells = [f"{row[c]:.2%}" if c == "gap" and row[c] is not None else
-             f"{row[c]:.2f}" if c == "seconds" else _cell(row[c]) for c in COLUMNS]
+             f"{row[c]:.2f}" if c == "seconds" and row[c] is not None else _cell(row[c]) for c in COLUMNS]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -129,12 +140,21 @@ def throughput(args: argparse.Namespace, files: list[Path], backends: list[str])
     for path in files:
         problem = read_instance(path)
         name = f"{path.parent.name}/{path.stem}"
-        dp = placement.solve(problem, method="dp", max_ideals=args.max_ideals)
+        try:
+            dp = placement.solve(problem, method="dp", max_ideals=args.max_ideals)
+        except LimitExceededError as exc:
+            dp, refusal = None, str(exc).replace("max_ideals", "--max-ideals")
+            print(f"note: {name}: no DP reference, its rows are refused: {refusal}", file=sys.stderr, flush=True)
         start = False if args.cold else dp
         goals = [g for g in args.objectives if g == "throughput" or problem.is_training]
         for goal in goals:
             for contiguity in args.contiguity:
                 for backend in backends:
+                    if dp is None:
+                        row = _refused_row(name, contiguity, goal, backend, refusal, args.time_limit)
+                        rows.append(row)
+                        print(format_row(row), flush=True)
+                        continue
                     results = [placement.solve(problem, method="milp", contiguity=contiguity, objective=goal,
                                                backend=backend, time_limit=args.time_limit, threads=args.threads,
                                                warm_start=start if goal == "throughput" else not args.cold)

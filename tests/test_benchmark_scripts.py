@@ -407,6 +407,26 @@ def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_pat
     assert classes() == ["sets"]
 
 
+def test_milp_instance_whose_dp_reference_is_refused_has_refused_rows(tmp_path):
+    # --max-ideals below the DP's need raised LimitExceededError out of the script: a traceback, nothing written
+    instances, out = tmp_path / "instances", tmp_path / "milp.json"
+    instances.mkdir()
+    for name in ("chain4.json", "diamond-cpu.json"):
+        shutil.copy(ROOT / "instances" / "tiny" / name, instances / name)
+    done = run("milp.py", "--instances", str(instances), "--max-ideals", "2", "--backends", "cp-sat",
+               "--contiguity", "stages", "--time-limit", "10", "--json", str(out))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[0] == (
+        "note: instances/diamond-cpu: no DP reference, its rows are refused: more than 2 ideals in the contracted "
+        "graph (4 supernodes); the DP over ideals would need too much time and memory. Raise the limit --max-ideals "
+        "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), or coarsen the "
+        "graph by giving nodes that belong together one colour class")
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["instance"], r["status"], r["objective"]) for r in rows] == [
+        ("instances/chain4", "optimal", 7.5), ("instances/diamond-cpu", "refused", None)]
+    assert rows[1]["message"].startswith("more than 2 ideals")
+
+
 def test_hypar_benchmark_compares_only_two_types_with_the_paper():
     # With --types 3 it set AccPar's search (VGG-A, 16 accelerators: 170,319,168 elements, 1.3626 GB)
     # against HyPar's published 1.47 GB and printed a difference of -7.31%.
