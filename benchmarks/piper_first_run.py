@@ -6,7 +6,9 @@ times (default 3); the table gives the medians of wall-clock and CPU seconds (us
 child: the machine may be shared, and CPU time is less sensitive to that), whether the kernels
 were compiled, and, with ``--baseline COMMIT``, the same for the package as of that commit (its
 ``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
-alternately in the same session, with the ratios new / baseline.
+alternately in the same session, with the ratios new / baseline. A run that exits nonzero, of either
+version, stops the benchmark with a line naming it, its exit status and its last line on standard error
+(exit status 1, no table, nothing written): its time is no solve's.
 
 Writes ``benchmarks/results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``,
 every run of ``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and
@@ -84,8 +86,20 @@ def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath
     check = "import placement, sys; print(placement.__file__)"
     where = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True,
                            cwd=pythonpath or ROOT).stdout.strip()
+    said = done.stderr.strip().splitlines()
     return {"wall_s": wall, "cpu_s": cpu, "compiled": COMPILING in done.stderr, "exit": done.returncode,
-            "value_line": value, "package": where}
+            "value_line": value, "package": where, "last_error_line": said[-1] if said else ""}
+
+
+def failure(run: dict) -> str | None:
+    """Why the run ``run`` (a row of :func:`one_run`, with its version and setting) times no solve, or None."""
+    if run["exit"] == 0:
+        return None
+    memory = "" if run["memory"] is None else f", --memory {run['memory']}"
+    said = f": {run['last_error_line']}" if run["last_error_line"] else ""
+    version = "the working tree" if run["version"] == "new" else f"the {run['version']}"
+    return (f"the {run['run']} run of {version} on {run['instance']} ({run['devices']} devices{memory}) "
+            f"exited with status {run['exit']}{said}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                                        repeat=repeat)
                             runs.append(run)
                             print(json.dumps(run), file=sys.stderr, flush=True)
+                            if why := failure(run):
+                                print(f"error: {why}", file=sys.stderr)
+                                return 1
     rows = [["instance", "devices", "memory", "version", "cold wall s", "cold cpu s", "compiled", "warm wall s",
              "warm cpu s", "cold cpu / baseline"]]
     medians = []

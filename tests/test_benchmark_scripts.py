@@ -26,6 +26,7 @@ import common  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import milp as milp_benchmark  # noqa: E402
+import piper_first_run  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
 
@@ -425,6 +426,36 @@ def test_milp_instance_whose_dp_reference_is_refused_has_refused_rows(tmp_path):
     assert [(r["instance"], r["status"], r["objective"]) for r in rows] == [
         ("instances/chain4", "optimal", 7.5), ("instances/diamond-cpu", "refused", None)]
     assert rows[1]["message"].startswith("more than 2 ideals")
+
+
+def test_piper_first_run_stops_at_a_failed_run(tmp_path):
+    # a run that exited nonzero was timed as a solve, its table ratio printed, and the script exited 0
+    (tmp_path / "gnmt.json").write_text('{"bad": 1}')
+    done = run("piper_first_run.py", "--shared", str(tmp_path), "--out", str(tmp_path / "out"), "--repeat", "1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == (
+        f"error: the cold run of the working tree on gnmt (10 devices) exited with status 2: error: "
+        f"{tmp_path / 'gnmt.json'}: instance: unknown field 'bad' (the fields are nodes, edges, maxSizePerFPGA, "
+        "maxFPGAs, maxCPUs, deviceTypes, about)")
+    assert done.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_piper_first_run_refuses_a_failed_baseline_run(tmp_path, monkeypatch, capsys):
+    (tmp_path / "gnmt.json").write_text("{}")
+    monkeypatch.setattr(piper_first_run, "export", lambda commit, into: into)
+
+    def one_run(path, devices, memory, cache, pythonpath):
+        failed = pythonpath is not None
+        return {"wall_s": 0.1, "cpu_s": 0.1, "compiled": False, "exit": 1 if failed else 0, "value_line": "",
+                "package": "", "last_error_line": "ImportError: no kernels" if failed else ""}
+
+    monkeypatch.setattr(piper_first_run, "one_run", one_run)
+    assert piper_first_run.main(["--shared", str(tmp_path), "--out", str(tmp_path / "out"), "--repeat", "1",
+                                 "--baseline", "HEAD"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[-1] == ("error: the cold run of the baseline HEAD on gnmt (10 devices) exited "
+                                             "with status 1: ImportError: no kernels")
+    assert captured.out == "" and not (tmp_path / "out").exists()
 
 
 def test_hypar_benchmark_compares_only_two_types_with_the_paper():
