@@ -16,6 +16,11 @@ colour-class contraction of the DP and the ideal count (medians of ``--repeat``)
 of another commit, e.g. from ``git archive``) and prints the ratios baseline / this tree; both are
 measured in the same session, interleaved, so that they see the same load.
 
+A child that fails stops the benchmark with one line naming the tree, the command, its exit status
+and its last line on standard error (exit status 1, nothing written): exit status 0 is success, and 1
+from ``solve`` (no plan) counts too, unless the child died of an uncaught exception (a traceback),
+which also exits 1.
+
     python benchmarks/reading.py [--repeat 3] [--baseline DIR] [--json benchmarks/results/reading.json]
 """
 
@@ -66,11 +71,24 @@ print(json.dumps(laps))
 """
 
 
+class ChildFailed(RuntimeError):
+    """A child process of the benchmark failed; the message says which, in what tree, and how."""
+
+
+def failed(what: str, tree: Path, code: int, stderr: str) -> ChildFailed:
+    """The failure of the child ``what`` run from ``tree`` with exit status ``code`` and standard error ``stderr``."""
+    said = stderr.strip().splitlines()
+    return ChildFailed(f"{what} in the tree {tree} exited with status {code}" + (f": {said[-1]}" if said else ""))
+
+
 def run_process(cmd: list[str], tree: Path) -> dict:
-    """Wall time, CPU time and peak memory of one child process run from ``tree``."""
+    """Wall time, CPU time and peak memory of one child process run from ``tree``. Exit status 1 is
+    ``solve``'s answer that there is no plan, but also Python's on an uncaught exception: it counts
+    only from ``solve`` and without a traceback; every other nonzero status raises :class:`ChildFailed`."""
     child = run_child(cmd, tree, dict(os.environ, PYTHONPATH=str(tree)))
-    if child.exit not in (0, 1):
-        raise RuntimeError(f"{' '.join(cmd)} failed: {child.stderr.strip()}")
+    no_plan = child.exit == 1 and "solve" in cmd and "Traceback (most recent call last)" not in child.stderr
+    if child.exit != 0 and not no_plan:
+        raise failed(" ".join(["placement", *cmd[3:4]]), tree, child.exit, child.stderr)
     return {"wall_s": child.wall_s, "cpu_s": child.cpu_s, "peak_mib": child.peak_mib}
 
 
@@ -78,7 +96,9 @@ def steps(path: Path, tree: Path) -> dict:
     """Seconds of each step of ``placement info`` on ``path``, timed in a child process run from ``tree``."""
     env = dict(os.environ, PYTHONPATH=str(tree))
     out = subprocess.run([sys.executable, "-c", STEPS, str(path)], capture_output=True, text=True, cwd=tree,
-                         env=env, check=True)
+                         env=env)
+    if out.returncode != 0:
+        raise failed("the steps of placement info", tree, out.returncode, out.stderr)
     return json.loads(out.stdout)
 
 
@@ -150,5 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def cli(argv: list[str] | None = None) -> int:
+    """:func:`main`, with a child's failure said in one line: exit status 1, nothing written."""
+    try:
+        return main(argv)
+    except ChildFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -27,6 +27,7 @@ import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import milp as milp_benchmark  # noqa: E402
 import piper_first_run  # noqa: E402
+import reading  # noqa: E402
 import simulate as simulate_benchmark  # noqa: E402
 import time_limits  # noqa: E402
 
@@ -456,6 +457,41 @@ def test_piper_first_run_refuses_a_failed_baseline_run(tmp_path, monkeypatch, ca
     assert captured.err.splitlines()[-1] == ("error: the cold run of the baseline HEAD on gnmt (10 devices) exited "
                                              "with status 1: ImportError: no kernels")
     assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def test_reading_refuses_a_tree_whose_children_fail(tmp_path, capsys):
+    # exit 1 counted as success (solve's "no plan"), so a tree failing on import was timed; the steps then
+    # raised CalledProcessError
+    broken = tmp_path / "broken"
+    (broken / "placement").mkdir(parents=True)
+    (broken / "placement" / "__init__.py").write_text('raise ImportError("broken on purpose")\n')
+    chain = str(ROOT / "instances" / "tiny" / "chain4.json")
+    with pytest.raises(reading.ChildFailed) as info:
+        reading.run_process([sys.executable, "-m", "placement", "info", chain], broken)
+    assert str(info.value) == (f"placement info in the tree {broken} exited with status 1: "
+                               "ImportError: broken on purpose")
+    with pytest.raises(reading.ChildFailed) as info:
+        reading.steps(ROOT / "instances" / "tiny" / "chain4.json", broken)
+    assert str(info.value) == (f"the steps of placement info in the tree {broken} exited with status 1: "
+                               "ImportError: broken on purpose")
+    # solve's own exit status 1, no plan (here: infeasible), is a run like any other
+    assert reading.run_process([sys.executable, "-m", "placement", "solve", chain, "--memory", "1", "--quiet"], ROOT)
+    with pytest.raises(reading.ChildFailed):
+        reading.run_process([sys.executable, "-m", "placement", "solve", chain, "--quiet"], broken)
+
+
+def test_reading_says_a_failed_child_in_one_line(tmp_path, monkeypatch, capsys):
+    def fail(cmd: list[str], tree: Path) -> dict:
+        raise reading.failed("placement info", tree, 1, "Traceback ...\nImportError: broken on purpose\n")
+
+    monkeypatch.setattr(reading, "run_process", fail)
+    (tmp_path / "placement").mkdir()
+    (tmp_path / "placement" / "__init__.py").write_text("")
+    out = tmp_path / "reading.json"
+    assert reading.cli(["--repeat", "1", "--baseline", str(tmp_path), "--json", str(out)]) == 1
+    assert capsys.readouterr().err == (f"error: placement info in the tree {ROOT} exited with status 1: "
+                                       "ImportError: broken on purpose\n")
+    assert not out.exists()
 
 
 def test_hypar_benchmark_compares_only_two_types_with_the_paper():
