@@ -531,6 +531,23 @@ def test_simulate_scale_alone_keeps_the_engine_and_stream_rows(tmp_path, monkeyp
     capsys.readouterr()
 
 
+def test_simulate_checks_say_which_row_failed_what():
+    # a simulate call of 2 s or more made the script exit 1 without a word, at 2 s whatever --microbatches
+    def engine(microbatches: int, seconds: float) -> dict:
+        return {"graph": "bert-base-training", "schedule": "gpipe", "comm": "link", "microbatches": microbatches,
+                "simulate_s": seconds}
+
+    stream = {"instance": "LayerGraphs/x", "time_per_sample": 1.01, "max_load": 1.0, "rel_diff": 0.01}
+    assert simulate_benchmark.failures([engine(1000, 1.9), engine(10_000, 19.0)], [{**stream, "rel_diff": 1e-4}]) == []
+    assert simulate_benchmark.failures([engine(1000, 2.5), engine(10_000, 25.0)], [stream]) == [
+        "engines: bert-base-training gpipe link: simulate took 2.500 s for 1,000 micro-batches, not under 2 s "
+        "(2 s per 1,000)",
+        "engines: bert-base-training gpipe link: simulate took 25.000 s for 10,000 micro-batches, not under 20 s "
+        "(2 s per 1,000)",
+        "streams: LayerGraphs/x: time per sample 1.010000 differs from the max load 1.000000 by 1.0e-02 (relative), "
+        "more than 0.001"]
+
+
 def test_hypar_without_the_ledger_keeps_the_ledger_rows(tmp_path, capsys):
     out = tmp_path / "hypar.json"
     out.write_text(json.dumps({"machine": {"cpus": 2}, "planners": [], "paper": [], "ledger": [{"instance": "i"}]}))
