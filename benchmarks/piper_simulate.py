@@ -1,8 +1,9 @@
 """Simulate every plan of the Piper benchmark under each schedule; compare with the planner's figures.
 
 Plans: the feasible records of ``benchmarks/results/piper.json`` (``benchmarks/piper.py``:
-``{instance, devices, memory, objective, status, stages: [{nodes, d, t, tmpcs}]}``), or, when that
-file is absent (or with ``--solve``), the optimal plans of the same settings solved here by
+``{instance, devices, memory, objective, status, stages: [{nodes, d, t, tmpcs}]}``), or of the file
+``--results`` names (which must exist and hold such a list: else one error line, exit status 2), or,
+when the default file is absent (or with ``--solve``), the optimal plans of the same settings solved here by
 :func:`placement.parallel.solve_piper`: each published instance at its own settings and at 1, 2,
 4, 8, 16, 32 and 64 devices; bert32a100 at 1, 2 and 8 GiB and resnet at 1, 2 and 4 GiB per
 device, each at 8, 16, 32 and 64 devices.
@@ -84,6 +85,24 @@ def solved_records() -> list[dict]:
     return records
 
 
+def plan_records(path: Path) -> list[dict]:
+    """The records with a plan (``stages``) of the results file ``path``; :class:`ValueError` says why not."""
+    try:
+        document = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(document, list) or not all(isinstance(r, dict) for r in document):
+        raise ValueError("not a list of plan records (objects, as benchmarks/piper.py writes)")
+    records = [r for r in document if r.get("stages")]
+    for k, record in enumerate(records):
+        if not isinstance(record.get("instance"), str) or not isinstance(record.get("stages"), list) \
+                or "devices" not in record:
+            raise ValueError(f"record {k} of those with stages has no instance name, devices or list of stages")
+    return records
+
+
 def relative(simulated: float, model: float) -> float:
     return abs(simulated - model) / abs(model) if model else abs(simulated)
 
@@ -161,7 +180,9 @@ def search_rows(instances: dict) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "piper.json")
+    parser.add_argument("--results", type=Path,
+                        help="the plans, as benchmarks/piper.py writes them (default benchmarks/results/piper.json, "
+                             "solved here where absent)")
     parser.add_argument("--solve", action="store_true", help="solve the settings here even if --results exists")
     parser.add_argument("--repeat", type=positive_int, default=1)
     parser.add_argument("--no-search", action="store_true", help="skip part 2 (solving for the time per batch)")
@@ -169,14 +190,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if message := cannot_write({"--json": args.json}):
         return refuse(message)
+    results = args.results or ROOT / "benchmarks" / "results" / "piper.json"
+    records = None
+    if not args.solve and (args.results is not None or results.exists()):
+        try:
+            records = plan_records(results)
+        except ValueError as exc:
+            return refuse(f"--results {results}: {exc}")
     if not SHARED.is_dir():
         print(f"error: {SHARED} is not here: the Piper instances whose plans this benchmark replays",
               file=sys.stderr)
         return 2
 
-    if args.results.exists() and not args.solve:
-        records = [r for r in json.loads(args.results.read_text()) if r.get("stages")]
-        source = str(args.results.relative_to(ROOT) if args.results.is_relative_to(ROOT) else args.results)
+    if records is not None:
+        source = str(results.relative_to(ROOT) if results.is_relative_to(ROOT) else results)
     else:
         records, source = solved_records(), "solve_piper on the benchmark's settings"
     instances = {}

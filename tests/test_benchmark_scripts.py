@@ -548,6 +548,26 @@ def test_simulate_checks_say_which_row_failed_what():
         "more than 0.001"]
 
 
+BAD_RESULTS = [
+    ('{"a": 1}', "not a list of plan records (objects, as benchmarks/piper.py writes)"),
+    ("[1, 2]", "not a list of plan records (objects, as benchmarks/piper.py writes)"),
+    ("nope", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+    ('[{"stages": [{}]}]', "record 0 of those with stages has no instance name, devices or list of stages"),
+    (None, f"cannot read it: {os.strerror(errno.ENOENT)}"),
+]
+
+
+@pytest.mark.parametrize(("text", "why"), BAD_RESULTS, ids=[why.split(":")[0] for _, why in BAD_RESULTS])
+def test_piper_simulate_refuses_results_that_hold_no_plans(tmp_path, text, why):
+    # a file of something else raised AttributeError; a path that does not exist solved every setting instead
+    results, out = tmp_path / "piper.json", tmp_path / "simulate.json"
+    if text is not None:
+        results.write_text(text)
+    done = run("piper_simulate.py", "--results", str(results), "--json", str(out), timeout=20)
+    assert refused(done) == f"error: --results {results}: {why}"
+    assert done.stderr.count("\n") == 1 and not out.exists()
+
+
 def test_hypar_without_the_ledger_keeps_the_ledger_rows(tmp_path, capsys):
     out = tmp_path / "hypar.json"
     out.write_text(json.dumps({"machine": {"cpus": 2}, "planners": [], "paper": [], "ledger": [{"instance": "i"}]}))
