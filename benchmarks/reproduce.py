@@ -659,6 +659,30 @@ def write_reports(args: argparse.Namespace, throughput: list[dict[str, Any]], la
     return 1 if failed else 0
 
 
+def summary_error(summary: Any) -> str | None:
+    """What makes ``summary`` (a results.json document) no summary of a finished reproduction, or None."""
+    if not isinstance(summary, dict):
+        return f"a JSON {type(summary).__name__}, not an object"
+    if "partial" in summary:
+        return None   # said apart
+    if not isinstance(summary.get("settings"), dict):
+        return "no settings (an object)"
+    if not isinstance(summary.get("total_wall_s"), (int, float)):
+        return "no total_wall_s (a number)"
+    for objective in ("throughput", "latency"):
+        entries = summary.get(objective)
+        if not isinstance(entries, list):
+            return f"no {objective} (a list)"
+        for k, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("instance"), str) \
+                    or not isinstance(entry.get("runs"), dict) \
+                    or not all(isinstance(record, dict) for record in entry["runs"].values()):
+                return f"{objective}[{k}] is no object with an instance name and runs (an object of objects)"
+            if objective == "latency" and not isinstance(entry.get("lower_bound", ""), (int, float, type(None))):
+                return f"{objective}[{k}] has no lower_bound (a number, or null where not finite)"
+    return None
+
+
 def report_only(args: argparse.Namespace) -> int:
     """Rebuild the checks, tables and plot from OUT/results.json of a finished reproduction."""
     path = args.out / "results.json"
@@ -666,6 +690,9 @@ def report_only(args: argparse.Namespace) -> int:
         summary = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         print(f"error: {path}: cannot read the results of a reproduction: {exc}", file=sys.stderr)
+        return 2
+    if why := summary_error(summary):
+        print(f"error: {path}: not the results of a reproduction: {why}", file=sys.stderr)
         return 2
     if "partial" in summary:
         print(f"error: {path} holds a reproduction that did not finish ({summary['partial']})", file=sys.stderr)

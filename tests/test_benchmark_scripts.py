@@ -144,6 +144,29 @@ def test_reproduce_says_the_filter_matched_nothing(tmp_path):
     assert not out.exists()
 
 
+MALFORMED_SUMMARIES = [
+    ([1, 2], "a JSON list, not an object"),
+    ({"settings": {}}, "no total_wall_s (a number)"),
+    ({"settings": [], "total_wall_s": 1.0}, "no settings (an object)"),
+    ({"settings": {}, "total_wall_s": 1.0, "throughput": []}, "no latency (a list)"),
+    ({"settings": {}, "total_wall_s": 1.0, "throughput": [{"instance": "a", "runs": {"dp": 1}}], "latency": []},
+     "throughput[0] is no object with an instance name and runs (an object of objects)"),
+    ({"settings": {}, "total_wall_s": 1.0, "throughput": [], "latency": [{"instance": "a", "runs": {}}]},
+     "latency[0] has no lower_bound (a number, or null where not finite)"),
+]
+
+
+@pytest.mark.parametrize(("summary", "why"), MALFORMED_SUMMARIES, ids=[why for _, why in MALFORMED_SUMMARIES])
+def test_reproduce_report_only_refuses_a_malformed_summary(tmp_path, summary, why):
+    # [1, 2] raised TypeError and {"settings": {}} KeyError, each with a traceback
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps(summary))
+    done = run("reproduce.py", "--out", str(out), "--report-only", "--no-plot")
+    assert refused(done) == f"error: {out / 'results.json'}: not the results of a reproduction: {why}"
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+
+
 def test_reproduce_refuses_a_missing_folder(tmp_path):
     done = run("reproduce.py", "--instances", str(tmp_path / "missing"), "--out", str(tmp_path / "out"))
     assert refused(done).startswith(f"error: no instances: {tmp_path / 'missing'} is not a folder")
