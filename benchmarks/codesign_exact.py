@@ -6,7 +6,8 @@ design per stage or one for all chips, throughput or throughput per watt: the ex
 (:func:`placement.codesign.exact.solve_exact`) and the exhaustive check
 (:func:`placement.codesign.exhaustive.solve_exhaustive`) are each run ``--repeat`` times in this
 session. Columns: chips, mode, objective, the two values (they must be equal: the row says
-``equal``, or the run stops with exit status 1), designs evaluated and DP runs of each, median
+``equal``, or ``DIFFERENT``, and the run, after its last row and the JSON, exits with status 1), designs
+evaluated and DP runs of each, median
 seconds of each, and the check's time over the exact method's. Writes
 ``benchmarks/results/codesign_exact.json`` (or ``--json``), with the machine.
 

@@ -1,4 +1,4 @@
-"""Thousands of random cross-checks: every method, backend, objective, class, ``calls`` and warm start against brute force.
+"""Thousands of random cross-checks against brute force: the DP, the MILP and three baselines.
 
 Instance ``k`` (``--first`` ≤ k < ``--first`` + ``--instances``) is
 :func:`placement.testing.crosscheck.random_instance` of ``random.Random(k)``, inference for
@@ -6,7 +6,9 @@ even ``k`` and training for odd ``k``; on each, every case of
 :func:`placement.testing.crosscheck.cases` runs through ``placement.solve`` (the DP; the MILP on
 every available backend, with and without warm start, ``throughput`` in each contiguity class,
 ``throughput-gpipe`` on training graphs, ``latency`` with 1 and 2 calls on inference graphs; the
-heuristics) and is judged against the brute-force optimum.
+baselines ``greedy`` and ``single`` for the throughput, and ``latency-greedy`` on inference graphs)
+and is judged against the brute-force optimum. The other methods (``pipedream``, ``local-search``,
+``partition``, ``expert`` and the latency ones but ``latency-greedy``) are not run.
 
 Prints the table method × backend × objective → runs, agreements (``optimal`` at the optimum,
 or ``infeasible`` where no plan exists), other honest answers (no proof claimed, none refuted:

@@ -1,9 +1,10 @@
 """Piper's instances solved exactly, beside Piper's own algorithm and two simpler planners.
 
-For each shared instance (``../shared/piper``; skipped when absent) at its own settings (10
-devices) and at 1, 2, 4, 8, 16, 32, 64 devices, and memory-bounded as in Piper's experiments
-(bert32a100 at 1, 2, 8 GiB and resnet at 1, 2, 4 GiB, each at 8, 16, 32, 64 devices; GiB = 2^30
-bytes), with schedule ``piper``:
+For each shared instance (``bert32a100``, ``gnmt`` and ``resnet`` under ``../shared/piper`` or
+``--shared``: one absent is skipped; with none of them the run is refused, one error line and exit
+status 2) at its own settings (10 devices) and at 1, 2, 4, 8, 16, 32, 64 devices, and
+memory-bounded as in Piper's experiments (bert32a100 at 1, 2, 8 GiB and resnet at 1, 2, 4 GiB,
+each at 8, 16, 32, 64 devices; GiB = 2^30 bytes), with schedule ``piper``:
 
 * ``objective`` — the exact optimum (``placement.solve``, verified by the independent evaluator):
   the largest stage time per sample as Piper's code computes it (gnmt and resnet profile times in
@@ -17,17 +18,17 @@ bytes), with schedule ``piper``:
   uniform plan over the (t, d) grid (every stage the same t and d, best number of stages p);
   both skipped for the instances of ``--no-grid`` (default gnmt, whose restricted DPs are slow).
 
-Writes ``results/piper.json`` (records ``{instance, devices, memory, objective, status, stages:
-[{nodes, d, t, tmpcs}]}``) and ``results/piper_comparison.json`` (``{machine, rows}``: the machine, and
-per setting every column and the solve time).
+Writes ``benchmarks/results/piper.json`` (records ``{instance, devices, memory, objective, status,
+stages: [{nodes, d, t, tmpcs}]}``) and ``benchmarks/results/piper_comparison.json`` (``{machine, rows}``:
+the machine, and per setting every column and the solve time), or into the folder ``--out``.
 
 Device types (``--types``, or ``--types-only`` for just these rows): bert32a100 with the file's
 device as ``a100`` (its memory, speed 1) beside a slower ``v100`` (32 GiB, speed 0.5) and a ``cpu``
 (256 GiB, speed 0.02, t = 1 only), at several counts per type; each row beside the optimum on its
-``a100`` devices alone (the instance without types at that count). Writes ``results/piper_types.json``
-(``{machine, rows}``).
+``a100`` devices alone (the instance without types at that count). Writes
+``benchmarks/results/piper_types.json`` (``{machine, rows}``; or into ``--out``).
 
-    python benchmarks/piper.py [--shared ../shared/piper] [--quick] [--types | --types-only]
+    python benchmarks/piper.py [--shared ../shared/piper] [--quick] [--types | --types-only] [--out FOLDER]
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ several widths and image sizes) on 4 H100, over PCIe and over NVLink, with the c
 per-kernel overhead and without it (every ``op_overhead`` 0, the roofline alone): the
 H100 time of the whole graph, the DP optimum and the operators per stage.
 
-    python benchmarks/torch_costs.py [--threads 1] [--repeats 9] [--json results/torch_costs.json]
+    python benchmarks/torch_costs.py [--threads 1] [--repeats 9] [--json benchmarks/results/torch_costs.json]
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@ medians; a failed run is a failure; timings say what machine they ran on."""
 from __future__ import annotations
 
 import argparse
+import ast
 import errno
 import importlib.util
 import json
 import os
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -263,6 +266,29 @@ def test_cannot_write_leaves_every_output_as_it_was(tmp_path):
         f"--json {tmp_path / 'new' / 'x.json'}: cannot write: {os.strerror(errno.ENOENT)}"
     assert common.cannot_write({}, {"--out": tmp_path / "kept.json"}) == \
         f"--out {tmp_path / 'kept.json'}: cannot write: {os.strerror(errno.EEXIST)}"
+
+
+def docstring(script: str) -> str:
+    return ast.get_docstring(ast.parse((BENCHMARKS / script).read_text())) or ""
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, "torch_costs.py"])
+def test_docstrings_name_the_default_outputs_where_they_are(script):
+    # piper.py and torch_costs.py named results/... where the default is benchmarks/results/...
+    # (reproduce.py's default folder is results/reproduce, at the top of the repository)
+    named = re.findall(r"(?<![\w/.])results/[\w./{},]+", docstring(script))
+    assert all(name.startswith("results/reproduce") for name in named), named
+
+
+def test_crosscheck_docstring_names_every_method_it_runs():
+    from placement.testing.crosscheck import cases, random_instance
+
+    run_methods = {case.method for k in (0, 1)
+                   for case in cases(random_instance(random.Random(k), k % 2 == 1), ("cp-sat",))}
+    text = docstring("crosscheck.py").replace("\n", " ")
+    assert run_methods == {"dp", "milp", "greedy", "single", "latency-greedy"}
+    assert "the DP; the MILP" in text and all(f"``{m}``" in text for m in run_methods - {"dp", "milp"})
+    assert "every method" not in text
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
