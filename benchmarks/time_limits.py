@@ -22,7 +22,8 @@ at least 600 s) fails; the script then exits with status 1, as it does when a ru
 
 Writes ``benchmarks/results/time_limits.json`` (``--out``), with the machine: the run's rows replace those of
 the same instance, method, objective, class and limit, and the file's other rows are kept (``--fresh``: this
-run's rows only); the summary there is over all of them. Timings depend on
+run's rows only). Its ``summary`` is over the rows at this run's limit, and ``summaries`` holds one
+per limit the file's rows have (rows at different limits are not counted together). Timings depend on
 the machine's load: the solver, the warm start and the model building watch the wall clock, while
 the work that cannot be cut (start, imports, reading, the DP's steps between two looks at the
 clock, verification) stretches with the load; compare ``cpu`` with ``wall``.
@@ -126,6 +127,14 @@ def summary(rows: list[dict], limit: float) -> dict:
             "max_wall_s": max((r["wall_s"] for r in rows), default=None)}
 
 
+def file_summaries(rows: list[dict], limit: float) -> dict:
+    """The summaries a results file holds of its ``rows``: ``summary``, of those at the run's ``limit``, and
+    ``summaries``, one per limit of the rows, in increasing order."""
+    limits = sorted({r["time_limit"] for r in rows} | {limit})
+    return {"summary": summary([r for r in rows if r["time_limit"] == limit], limit),
+            "summaries": [summary([r for r in rows if r["time_limit"] == t], t) for t in limits]}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure every selected run; print the table and the summary, write the JSON; 1 if a run failed or was over."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -161,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['allowed_s']:.2f}" + ("" if r["ok"] else f" {verdict(r)}"), r["status"]))
     print("\n".join(format_table(table, left={0, 1, 2, 3, 11})))
     total = summary(rows, args.time_limit)
-    print(f"\n{total['runs']} runs, {total['over']} over 1.05·T + 2 s, {total['failed']} failed; wall/limit median "
+    print(f"\n{total['runs']} runs at a limit of {args.time_limit:g} s, {total['over']} over 1.05·T + 2 s, "
+          f"{total['failed']} failed; wall/limit median "
           f"{total['median_wall_over_limit']:.3f}, largest wall {total['max_wall_s']} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"machine": machine()}
     kept = rows if args.fresh else merged_rows(args.out, rows, KEY, settings)
-    args.out.write_text(json.dumps({**settings, "summary": summary(kept, args.time_limit), "rows": kept},
+    args.out.write_text(json.dumps({**settings, **file_summaries(kept, args.time_limit), "rows": kept},
                                    indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
