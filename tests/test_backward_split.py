@@ -286,7 +286,7 @@ def test_cli_split(tmp_path) -> None:
     assert subprocess.run(check + ["--w-placement", "home"], capture_output=True, text=True).returncode == 1
     bad = subprocess.run(run + ["--w-share", "2"], capture_output=True, text=True)
     assert (bad.returncode, bad.stdout) == (2, "")
-    assert bad.stderr == "error: --w-share must be a finite number ≥ 0 and ≤ 1, not 2.0\n"
+    assert bad.stderr == "error: argument --w-share: expected a number between 0 and 1, got '2'\n"
 
 
 ONE_NODE = Instance((Node(1, "f0", (0.25, 0.0), colour=0),), (),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import UsageError, fraction, positive_int, print_json
+from placement.cli.options import UsageError, fraction, positive_float, positive_int, print_json
 from placement.wording import as_given
 
 
@@ -23,7 +23,7 @@ def add_parallel_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allreduce", choices=("ring", "piper"),
                        help="data-parallel gradient sync: ring, 2(d-1)/d of the parameters per replica "
                             "(default), or piper, Piper's 4(d-1)/d")
-    group.add_argument("--unit-scale", dest="unit_scale", type=float, metavar="X",
+    group.add_argument("--unit-scale", dest="unit_scale", type=positive_float, metavar="X",
                        help="factor applied to every timePerSample (default 1; 1e-3: milliseconds to seconds)")
 
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
-                                   check_writable, devices, load_overridden, non_negative_int, path_name,
+                                   check_writable, devices, fraction, load_overridden, non_negative_int, path_name,
                                    positive_float, positive_int, print_json, progress_printer, relative_gap,
                                    write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "or only on its layer's stage (home: the unsplit plans, priced as split plans)")
     p.add_argument("--inter-layer", dest="inter_layer", action="store_true", default=None,
                    help="--backward split: B may run on the stage before its layer's")
-    p.add_argument("--w-share", dest="w_share", type=float, metavar="FRACTION",
+    p.add_argument("--w-share", dest="w_share", type=fraction, metavar="FRACTION",
                    help="--backward split: W's share of a backward node's time where the instance gives none "
                         "(default 0.5)")
     p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")

@@ -15,7 +15,8 @@ from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
-                                   load_overridden, positive_int, print_json, progress_printer, recorded_devices_note)
+                                   fraction, load_overridden, positive_int, print_json, progress_printer,
+                                   recorded_devices_note)
 from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
 from placement.problem.split import W_PLACEMENTS, solved_otherwise
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--inter-layer", dest="inter_layer", action=argparse.BooleanOptionalAction, default=None,
                    help="--backward split: B may run on the stage before its layer's (default: as the plan file "
                         "records, else not)")
-    p.add_argument("--w-share", dest="w_share", type=float, metavar="FRACTION",
+    p.add_argument("--w-share", dest="w_share", type=fraction, metavar="FRACTION",
                    help="--backward split: W's share of a backward time the instance does not split (default: "
                         "the plan file's, else 0.5)")
     add_device_options(p, " (as given to solve)")
