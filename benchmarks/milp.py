@@ -19,7 +19,7 @@ size. An instance whose DP reference ``--max-ideals`` refuses is not solved: its
 ``refused`` and the DP's reason as their message, a note on standard error says so, and the run
 goes on. A row prints as soon as it is done; the whole table is printed at the end with the machine
 and its load average, and written as JSON: the run's rows are merged into the file, replacing rows of the same
-instance, class, objective, backend and time limit, so a run of some instances or settings keeps
+instance, class, objective, backend and time limit (a refused row replaces none), so a run of some instances or settings keeps
 the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only). The
 file's top-level settings (threads, cold start, machine, wall time) are the last run's; every row
 keeps those of the run that measured it as its ``run``.
@@ -237,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nmachine: {here}")
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"threads": args.threads, "cold": args.cold, "machine": here, "wall_s": round(time.time() - started, 1)}
-    if not args.fresh:
-        rows = merged_rows(out, rows, KEY, settings)
+    if not args.fresh:   # a refused row replaces no row the file holds of the same case
+        measured = merged_rows(out, [row for row in rows if row["status"] != "refused"], KEY, settings)
+        held = {tuple(str(row.get(k)) for k in KEY) for row in measured}
+        rows = measured + [{**row, "run": settings} for row in rows
+                           if row["status"] == "refused" and tuple(str(row.get(k)) for k in KEY) not in held]
     out.write_text(json.dumps({**settings, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0

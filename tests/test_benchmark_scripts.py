@@ -486,6 +486,14 @@ def test_milp_instance_whose_dp_reference_is_refused_has_refused_rows(tmp_path):
     assert [(r["instance"], r["status"], r["objective"]) for r in rows] == [
         ("instances/chain4", "optimal", 7.5), ("instances/diamond-cpu", "refused", None)]
     assert rows[1]["message"].startswith("more than 2 ideals")
+    # measured, then refused again: the refused row replaces no measured row of the same case
+    for max_ideals in ("100", "2"):
+        done = run("milp.py", "--instances", str(instances), "--max-ideals", max_ideals, "--backends", "cp-sat",
+                   "--contiguity", "stages", "--time-limit", "10", "--json", str(out), "--match", "diamond")
+        assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["instance"], r["status"]) for r in rows] == [("instances/chain4", "optimal"),
+                                                             ("instances/diamond-cpu", "optimal")]
 
 
 def test_piper_first_run_stops_at_a_failed_run(tmp_path):
