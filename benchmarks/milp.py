@@ -11,18 +11,17 @@ that takes them all, each with one call per device); the reference
 column is that starting plan's latency, and the instance's critical-path and path bounds
 go to standard error.
 
-The frontier table: one row per instance × class × objective × backend with status,
-verified objective, proven bound, gap and seconds, as medians over ``--repeat`` runs (the
-status column says how many runs proved optimality; objective, bound and gap are none where any
-run has none, as a run that found no plan, and the JSON keeps each run's objective), and the model
-size. An instance whose DP reference ``--max-ideals`` refuses is not solved: its rows have status
-``refused`` and the DP's reason as their message, a note on standard error says so, and the run
-goes on. A row prints as soon as it is done; the whole table is printed at the end with the machine
-and its load average, and written as JSON: the run's rows are merged into the file, replacing rows of the same
-instance, class, objective, backend and time limit (a refused row replaces none), so a run of some instances or settings keeps
-the others' rows and long runs can go one at a time (``--fresh`` writes this run's rows only). The
-file's top-level settings (threads, cold start, machine, wall time) are the last run's; every row
-keeps those of the run that measured it as its ``run``.
+The frontier table: one row per instance × class × objective × backend with status, verified objective, proven
+bound, gap and seconds, as medians over ``--repeat`` runs (the status column says how many runs proved
+optimality; objective, bound and gap are none where any run has none, as a run that found no plan, and the
+JSON keeps each run's objective), and the model size. An instance whose DP reference ``--max-ideals`` refuses
+is not solved: its rows have status ``refused`` and the DP's reason as their message, a note on standard error
+says so, and the run goes on. A row prints as soon as it is done; the whole table is printed at the end with
+the machine and its load average, and written as JSON: the run's rows are merged into the file, replacing rows
+of the same instance, class, objective, backend and time limit (a refused row replaces none), so a run of some
+instances or settings keeps the others' rows and long runs can go one at a time (``--fresh`` writes this run's
+rows only). The file's top-level settings (threads, cold start, machine, wall time) are the last run's; every
+row keeps those of the run that measured it as its ``run``.
 
     python benchmarks/milp.py [--time-limit 60] [--contiguity stages sets none] [--repeat 3]
                               [--objectives throughput throughput-gpipe] [--backends cp-sat highs ...]
