@@ -135,6 +135,10 @@ def _cases():
         # eval-mode BatchNorm: the exporter's optimiser would fold it into the convolution (a
         # different program from the one PyTorch runs), so this export is not optimised
         "unet": (UNet().eval(), (torch.randn(2, 3, 16, 16),), {"optimize": False}),
+        # unoptimised, GroupNorm's weight and bias are unsqueezed along the axes of a Range and cast to their
+        # own type before the affine Mul and Add: views of the parameters, which join the one group_norm kernel
+        "groupnorm-unoptimised": (nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
+                                                nn.Conv2d(16, 8, 1)), (torch.randn(2, 8, 8, 8),), {"optimize": False}),
         "transformer": (TinyTransformer(layers=2), (torch.randint(0, 50, (2, 8)),), {}),
         # causal attention (is_causal=True) has its mask computed from constants in ONNX by these
         # exports, and the TorchScript exporter names a container's children "blocks/blocks.0"

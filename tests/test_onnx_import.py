@@ -337,6 +337,33 @@ def _graph(nodes, inputs, outputs, inits=()):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def test_a_view_of_the_whole_of_a_parameter_is_that_parameter_not_an_operator():
+    """An unoptimised export multiplies by the transpose of a linear layer's weight ``W`` [5, 4], a ``Transpose``
+    node that PyTorch never runs (linear reads W itself), and casts the weight ``U`` [5, 5] to its own type
+    before the next MatMul. Each was an operator of its own holding the weight, a node of no time at operator
+    granularity whose edge carried all of W (and whose backward node held W's gradient); now each MatMul reads
+    its weight, as the torch importer has it. A ``Slice`` of a weight (a part of it) stays an operator."""
+    weights = [numpy_helper.from_array(np.arange(20, dtype=np.float32).reshape(5, 4) / 10, "W"),
+               numpy_helper.from_array(np.arange(25, dtype=np.float32).reshape(5, 5) / 10, "U"),
+               numpy_helper.from_array(np.array([0, 0], dtype=np.int64), "starts"),
+               numpy_helper.from_array(np.array([5, 3], dtype=np.int64), "ends")]
+    model = _graph([helper.make_node("Transpose", ["W"], ["Wt"], name="/a/Transpose", perm=[1, 0]),
+                    helper.make_node("MatMul", ["X", "Wt"], ["H"], name="/a/MatMul"),
+                    helper.make_node("CastLike", ["U", "H"], ["Uc"], name="/b/CastLike"),
+                    helper.make_node("MatMul", ["H", "Uc"], ["G"], name="/b/MatMul"),
+                    helper.make_node("Slice", ["U", "starts", "ends"], ["Us"], name="/c/Slice"),
+                    helper.make_node("MatMul", ["G", "Us"], ["Y"], name="/c/MatMul")],
+                   [("X", [2, 4])], ["Y"], weights)
+    graph = graph_from_onnx(model, "views")
+    # X [2, 4] · W^T [4, 5]: 2·2·4·5 = 80 FLOPs; H [2, 5] · U [5, 5]: 100; G [2, 5] · U[:, :3] [5, 3]: 60
+    assert [(op.name, op.kind, op.flops, [(p.name, p.nbytes, p.trainable) for p in op.params])
+            for op in graph.ops] == [
+        ("/a/MatMul", "matmul", 80.0, [("W", 80.0, True)]),
+        ("/b/MatMul", "matmul", 100.0, [("U", 100.0, True)]),
+        ("/c/Slice", "view", 0.0, [("U", 100.0, True), ("starts", 16.0, False), ("ends", 16.0, False)]),
+        ("/c/MatMul", "matmul", 60.0, [])]
+
+
 def test_attention_pattern_is_one_fused_operator():
     scale = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "S")
     model = _graph([helper.make_node("Mul", ["Q", "S"], ["q"], name="/attn/Mul"),

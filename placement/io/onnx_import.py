@@ -31,7 +31,7 @@ So is the result of shape arithmetic (a node reading only constants, integer ini
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
 :data:`FLOAT_SHAPE_VALUES` of a floating-point type), which
 PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
-PyTorch). So are the nodes that only lay a recurrent operator's weights out in ONNX's gate order
+PyTorch), but for those of integers that end only as sizes or axes (:func:`_shape_arithmetic`). So are the nodes that only lay a recurrent operator's weights out in ONNX's gate order
 (:func:`_parameter_derivations`): the recurrent operator reads the parameters they derive from.
 Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
 A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Split``
@@ -170,6 +170,8 @@ RECURRENT_WEIGHTS = (1, 2, 3)
 #: the operators that only move elements, with which exporters lay recurrent weights out in ONNX's gate order
 RELAYOUT = frozenset({"Slice", "Split", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose",
                       "Identity"})
+#: the operators that view the whole of one tensor, element for element (a cast to the type it has returns it)
+WHOLE_VIEWS = frozenset({"Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose", "Identity", "Cast", "CastLike"})
 #: FLOPs per element of the PyTorch kernels an exporter decomposes (placement.io.onnx_fusion; 1 unless listed).
 DECOMPOSED_FLOPS = {"gelu": 8, "silu": 5}
 #: Kinds whose FLOPs a fused group counts (a bias, a scale, a softmax inside attention are not counted).
@@ -715,13 +717,14 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     graph returns, has no static shape or holds more than :data:`~.onnx_shapes.SMALL` elements, or
     more than :data:`FLOAT_SHAPE_VALUES` of a floating-point type (an ``Expand`` of a constant to the
     size of an activation is a tensor, not a shape; a ``DequantizeLinear`` of an int8 weight is a
-    kernel, and its weight is 1 byte an element). A ``ConstantOfShape`` of integers whose values, and
-    all that is computed from them, end only as sizes, axes or positions of other operators
+    kernel, and its weight is 1 byte an element). A ``ConstantOfShape`` or ``Range`` of integers whose
+    values, and all that is computed from them, end only as sizes, axes or positions of other operators
     (:data:`SHAPE_INPUTS`) is shape arithmetic too: the TorchScript exporter writes an ``expand`` of
     constant sizes (a class token's ``expand(batch, -1, -1)``) as ``ConstantOfShape``, ``Mul``,
-    ``Equal`` and ``Where`` on them, which PyTorch does not run."""
+    ``Equal`` and ``Where`` on them, and an unoptimised dynamo export unsqueezes a GroupNorm's weight and
+    bias along the axes of a ``Range``, which PyTorch does not run."""
     candidates = {k for k, node in enumerate(graph.node)
-                  if node.op_type == "ConstantOfShape" and node.domain in ("", "ai.onnx") and node.output
+                  if node.op_type in ("ConstantOfShape", "Range") and node.domain in ("", "ai.onnx") and node.output
                   and node.output[0] in table and not table[node.output[0]].floating}
     folded = _shape_nodes(graph, table, candidates)
     readers = _readers(graph)
@@ -775,11 +778,14 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     weights ``W``, ``R``, ``B`` of an ``LSTM``, ``GRU`` or ``RNN``. ONNX orders an LSTM's gates
     ``i, o, f, c`` and PyTorch ``i, f, g, o``, so exporters write ``Slice`` and ``Concat`` nodes (and,
     unoptimised, more) that reorder PyTorch's parameters; PyTorch runs no such kernel, and such a result
-    is the parameters it derives from, read by the recurrent operator. (A model's own computation on its
-    parameters, such as a bias gathered from a trained table or a weight normalised by its norm, runs in
-    every forward: it stays an operator.) Kept as operators too: nodes of ``folded`` (shape arithmetic),
-    of another domain, with a subgraph, or whose output the graph returns. Returns, per output, the
-    parameters it derives from, and the nodes."""
+    is the parameters it derives from, read by the recurrent operator. So is a view of the whole of one
+    parameter, element for element (:data:`WHOLE_VIEWS`, a cast only to the type it has), whatever reads it:
+    an unoptimised export transposes a linear layer's weight for its ``MatMul`` and unsqueezes a GroupNorm's
+    weight and bias, and casts them to their own type, where PyTorch reads the parameters themselves. (A
+    model's own computation on its parameters, such as a bias gathered from a trained table or a weight
+    normalised by its norm, runs in every forward: it stays an operator.) Kept as operators too: nodes of
+    ``folded`` (shape arithmetic), of another domain, with a subgraph, or whose output the graph returns.
+    Returns, per output, the parameters it derives from, and the nodes."""
     returned = {v.name for v in graph.output}
     sources: dict[str, tuple[str, ...]] = {}
     nodes: set[int] = set()
@@ -787,13 +793,23 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     def trained(name: str) -> bool:
         return name in params and table[name].floating and table[name].numel > 1
 
+    whole: set[int] = set()   # the views of the whole of one parameter
+    viewed: set[str] = set()  # what they write
     for k, node in enumerate(graph.node):
-        if (k in folded or node.op_type not in RELAYOUT or not node.output or node.domain not in ("", "ai.onnx")
-                or _subgraph_reads(node)):
+        if (k in folded or node.op_type not in RELAYOUT | WHOLE_VIEWS or not node.output
+                or node.domain not in ("", "ai.onnx") or _subgraph_reads(node)):
             continue
         meta = META_INPUTS.get(node.op_type, ())
         values = [name for i, name in enumerate(node.input) if name and i not in meta]
         outputs = [name for name in node.output if name]
+        if (node.op_type in WHOLE_VIEWS and len(outputs) == 1 and len(values) >= 1 and outputs[0] in table
+                and (trained(values[0]) or values[0] in viewed)):   # of a parameter, or of a whole view of one
+            first, result = table[values[0]], table[outputs[0]]
+            if first.numel == result.numel and first.type_name == result.type_name:
+                whole.add(k)
+                viewed.add(outputs[0])
+        if node.op_type not in RELAYOUT and k not in whole:
+            continue
         if (not values or not all(v in params or v in constants or v in sources for v in values)
                 or not any(v in sources or trained(v) for v in values)
                 or any(v in params and not table[v].floating and table[v].numel > SMALL for v in values)
@@ -808,8 +824,8 @@ def _parameter_derivations(graph: Any, table: dict[str, _Tensor], params: dict[s
     kept: set[int] = set()
     for k in sorted(nodes, reverse=True):   # readers come later in the graph's (topological) order
         read = [(j, i) for name in graph.node[k].output if name for j, i in readers.get(name, ())]
-        if read and all(j in kept or (KINDS.get(graph.node[j].op_type) == "recurrent" and i in RECURRENT_WEIGHTS)
-                        for j, i in read):
+        if read and (k in whole or all(j in kept or (KINDS.get(graph.node[j].op_type) == "recurrent"
+                                                     and i in RECURRENT_WEIGHTS) for j, i in read)):
             kept.add(k)
     written = {name for k in kept for name in graph.node[k].output if name}
     return {name: found for name, found in sources.items() if name in written}, kept
@@ -819,10 +835,13 @@ def _parameter_views(nodes: list[_Node], data: set[str]) -> set[str]:
     """The outputs of view operators that read parameters and constants only (``data``), directly or through
     other such views: the parts of a packed parameter, as ``nn.MultiheadAttention``'s ``in_proj_bias``, which the
     dynamo exporter splits into the biases of the query and the key-value projections of cross-attention, and
-    PyTorch into views of it. An epilogue may read one as it reads a parameter (:mod:`.onnx_fusion`)."""
+    PyTorch into views of it, or a parameter cast to the type it has (an unoptimised export's ``CastLike`` of a
+    GroupNorm's weight to its activation's type). An epilogue may read one as it reads a parameter
+    (:mod:`.onnx_fusion`)."""
     views: set[str] = set()
     for n in nodes:
-        read = [t for t in n.node.input if t]
+        meta = META_INPUTS.get(n.node.op_type, ())   # read for their type only: a CastLike's target
+        read = [t for i, t in enumerate(n.node.input) if t and i not in meta]
         if n.kind == "view" and read and all(t in data or t in views for t in read):
             views.update(t for t in n.node.output if t)
     return views
