@@ -31,8 +31,10 @@ So is the result of shape arithmetic (a node reading only constants, integer ini
 attention scale, each result at most :data:`~placement.io.onnx_shapes.SMALL` elements, or
 :data:`FLOAT_SHAPE_VALUES` of a floating-point type), which
 PyTorch computes on the host; ``Range`` and ``ConstantOfShape`` stay operators (kernels in
-PyTorch), but for those of integers that end only as sizes or axes (:func:`_shape_arithmetic`). So are the nodes that only lay a recurrent operator's weights out in ONNX's gate order
-(:func:`_parameter_derivations`): the recurrent operator reads the parameters they derive from.
+PyTorch), but for those of integers that end only as sizes or axes (:func:`_shape_arithmetic`). So
+are the nodes that only lay a recurrent operator's weights out in ONNX's gate order, and the views of
+the whole of one parameter (:func:`_parameter_derivations`): the operators that read them read the
+parameters they derive from.
 Tensors of 4-bit and 2-bit types take half and a quarter of a byte per element.
 A ``SplitToSequence`` whose parts are taken by ``SequenceAt`` is read as a ``Split``
 (:mod:`placement.io.onnx_sequences`); other sequences are refused.
