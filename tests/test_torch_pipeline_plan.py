@@ -1361,3 +1361,29 @@ def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
         "kwargs holds the 0-dimensional tensor kwargs['scale'], which the pipeline runtime cannot split into "
         "micro-batches (it splits every tensor input along its first dimension): give it a first dimension of the "
         "micro-batch's size, or make it a buffer of the model"]
+
+
+def test_autocast_is_refused_when_planning_and_when_a_stage_runs():
+    """Inside torch.autocast the export mixed bfloat16 with the parameters' float32, and the refusal blamed the
+    inputs; a stage run inside one computed in bfloat16 and sent it to a stage that received float32 (torch's
+    static mode), which read memory never filled: losses of inf, exit status 0. Both are refused by name."""
+    from placement.errors import InvalidParameterError
+
+    x = torch.randn(4, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(InvalidParameterError) as planning:
+        plan_pipeline(mlp(), (x,), devices="h100:2", stages=2)
+    assert str(planning.value) == ("model Sequential cannot be exported inside torch.autocast (bfloat16 on cpu): "
+                                   "plan it outside, with the model and its inputs in the precision it is to run in "
+                                   "(model.to(torch.bfloat16))")
+    pp = plan_pipeline(mlp(), (x,), devices="h100:2", stages=2)
+    first, second = pp.stage_module(0), pp.stage_module(1)
+    sent = first(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for s, module, values in ((0, first, (x,)), (1, second, sent)):
+            with pytest.raises(InvalidParameterError) as running:
+                module(*values)
+            assert str(running.value) == (
+                f"step of the pipeline cannot run inside torch.autocast (bfloat16 on cpu): stage {s} runs the "
+                "program exported for the planned types, which the stages send and receive; run it outside, or plan "
+                "the model in the precision it is to run in (model.to(torch.bfloat16))")
+    assert torch.allclose(second(*sent), mlp()(x))   # outside autocast the stages run as planned

@@ -204,11 +204,35 @@ def require_torch() -> Any:
     return torch
 
 
+#: the device types whose autocast state is looked at
+AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def active_autocast() -> str:
+    """The autocast a caller's ``torch.autocast`` context turns on (``"bfloat16 on cpu"``), or ``""``."""
+    import torch
+
+    for kind in AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(kind):
+                return f"{str(torch.get_autocast_dtype(kind)).removeprefix('torch.')} on {kind}"
+        except (RuntimeError, ValueError):   # a device type this build of torch has no autocast for
+            continue
+    return ""
+
+
 def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) -> Any:
-    """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`."""
+    """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`.
+    Inside a ``torch.autocast`` context it is refused: the program would mix autocast's types with the
+    parameters', and the plan hold the stages to them."""
     torch = require_torch()
     if not isinstance(model, torch.nn.Module):
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
+    autocast = active_autocast()
+    if autocast:
+        raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported inside torch.autocast "
+                                             f"({autocast}): plan it outside, with the model and its inputs in the "
+                                             "precision it is to run in (model.to(torch.bfloat16))")
     # torch.export is not thread-safe (two at once failed with "Trying to pop empty mode stack"), and
     # _held_diagnostics changes sys.stderr: one export at a time in the process
     with process_state.held(), _held_diagnostics() as held, warnings.catch_warnings():

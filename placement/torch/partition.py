@@ -359,6 +359,21 @@ def check_microbatch(names: tuple[str, ...], planned: tuple[Any, ...], keywords:
                                                    "program is exported for it; plan again for another)")
 
 
+def check_no_autocast(stage: int) -> None:
+    """Refuse to run stage ``stage`` inside a ``torch.autocast`` context (every stage checks, first thing):
+    the stages run the program exported for the planned types, and torch's pipeline receives each value as
+    the type it was planned with, so what autocast made of it (bfloat16 for float32) was read as memory of
+    the planned type, never filled: losses of inf, values of thousands, and no error."""
+    from placement.io.torch_export import active_autocast
+
+    autocast = active_autocast()
+    if autocast:
+        raise InvalidParameterError("step", f"of the pipeline cannot run inside torch.autocast ({autocast}): stage "
+                                            f"{stage} runs the program exported for the planned types, which the "
+                                            "stages send and receive; run it outside, or plan the model in the "
+                                            "precision it is to run in (model.to(torch.bfloat16))")
+
+
 def check_call(positional: int, keywords: tuple[str, ...], module: Any, args: tuple, kwargs: dict) -> None:
     """A forward pre-hook of stage 0: refuse a call whose inputs are not those the program was exported
     with (``positional`` positional ones and the keyword inputs ``keywords``), which Python refused with a
@@ -482,6 +497,8 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         received[value] = graph.placeholder(value.name)
         received[value].meta = dict(value.meta)
         env[value] = received[value]
+    graph.call_function(check_no_autocast, (s,))
+    for value in stage.inputs:
         example = value.meta.get("val")
         if s > 0 and isinstance(example, torch.Tensor) and example.is_floating_point():
             shape = tuple(example.shape)
