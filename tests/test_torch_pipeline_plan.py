@@ -1056,6 +1056,42 @@ def test_a_no_grad_region_over_a_frozen_backbone_is_read_through(stages):
         prefix="head"))
 
 
+class DetachedAverage(nn.Module):
+    """A running average of detached features, updated in a torch.no_grad region (an EMA statistic, a
+    codebook update), and subtracted from the features: nothing in the region could get a gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 3)
+        self.register_buffer("ema", torch.zeros(16))
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        d = h.detach()
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(0.1 * d.mean(0))
+        return self.b(h - self.ema)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_no_grad_region_over_detached_values_is_read_through(stages):
+    # the region was refused: a detach's result was taken as one that may need a gradient
+    torch.manual_seed(0)
+    model, x = DetachedAverage(), torch.randn(2, 8)
+    reference = DetachedAverage()
+    reference.load_state_dict(model.state_dict())
+    pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
+    out, modules = chained(pp, (x,))
+    expected = reference(x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+    held = {k: v for module in modules for k, v in module.named_buffers()}
+    assert torch.allclose(held["ema"], reference.ema) and reference.ema.abs().sum() > 0
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    params = {k: p for module in modules for k, p in module.named_parameters()}
+    assert all(torch.allclose(params[k].grad, p.grad, rtol=1e-4, atol=1e-6) for k, p in reference.named_parameters())
+
+
 class TiedOutput(nn.Module):
     """An embedding whose weight is also the output projection's (1000 × 256 fp32: 1,024,000 bytes)."""
 

@@ -289,8 +289,8 @@ def _without_regions(program: Any, torch: Any) -> Any:
 def _may_need_gradients(program: Any, torch: Any) -> set[Any]:
     """The FX values of ``program`` that may need a gradient: trained parameters (those whose
     ``requires_grad`` is set: a frozen backbone's are not), inputs that require one, and whatever an
-    operator or region computes from them, except a ``no_grad`` region's results (an over-estimate: it is
-    used only to refuse; the traced values' own flags are not kept here)."""
+    operator or region computes from them, except a ``no_grad`` region's results and a ``detach``'s (an
+    over-estimate: it is used only to refuse; the traced values' own flags are not kept here)."""
     parameters = program.state_dict
     trained = {spec.arg.name for spec in program.graph_signature.input_specs
                if spec.kind.name == "PARAMETER" and getattr(spec.arg, "name", None) is not None
@@ -304,7 +304,8 @@ def _may_need_gradients(program: Any, torch: Any) -> set[Any]:
         elif node.op == "call_function":
             grad_off = (isinstance(node.target, torch._ops.HigherOrderOperator)
                         and node.target.name() == "wrap_with_set_grad_enabled" and node.args and node.args[0] is False)
-            if not grad_off and any(a in needs for a in node.all_input_nodes):
+            detached = node.target in (torch.ops.aten.detach.default, torch.ops.aten.detach_.default)
+            if not grad_off and not detached and any(a in needs for a in node.all_input_nodes):
                 needs.add(node)
     return needs
 
