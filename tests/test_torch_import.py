@@ -7,6 +7,7 @@ placement.io.torch_export and placement.io.opgraph (fp32: 4 bytes per element).
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 
 import pytest
@@ -429,12 +430,25 @@ def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
                     t = self.b(h)
             return h + t
 
-    for model, hop in ((NoGrad(), "wrap_with_set_grad_enabled"), (Cond(), "cond"),
-                       (VmapNoGrad(), "wrap_with_set_grad_enabled"),
-                       (ActivationNoGrad(), "wrap_with_set_grad_enabled"), (AutocastNoGrad(), "wrap_with_autocast")):
+    # each region by name, where the model's code holds it (the line of its first operator), and what to change
+    no_grad = ("a torch.no_grad region over values that may need a gradient", "wrap_with_set_grad_enabled",
+               "detach what it reads (x.detach()) where no gradient is to reach it, or compute it outside "
+               "torch.no_grad (torch.utils.checkpoint runs its function so with use_reentrant=True: use "
+               "use_reentrant=False)")
+    for model, (what, hop, advice), code in (
+            (NoGrad(), no_grad, "h = self.a(x)"),
+            (Cond(), ("a torch.cond", "cond", "plan each branch's model, or branch in Python on what the example "
+                                              "inputs fix"),
+             "return torch.cond(h.sum() > 0, lambda t: self.b(t), lambda t: t.tanh(), (h,))"),
+            (VmapNoGrad(), no_grad, "h = self.b(h)"), (ActivationNoGrad(), no_grad, "t = h * 2"),
+            (AutocastNoGrad(), ("a torch.autocast region", "wrap_with_autocast",
+                                "plan the model in the precision it is to run in, without autocast"),
+             None)):   # the export opens the autocast as a region of no operators: it has no line to name
+        site = rf" \(at {re.escape(__file__)}:\d+, in [^:]+: {re.escape(code)}\)" if code else ""
         with pytest.raises(InvalidParameterError, match=rf"^model {type(model).__name__} cannot be costed: its "
-                                                        rf"forward holds a region that torch.export writes as the "
-                                                        rf"higher-order operator {hop} \(torch.no_grad, "):
+                                                        rf"forward holds {re.escape(what)}{site}, which torch.export "
+                                                        rf"writes as the higher-order operator {hop}, whose "
+                                                        rf"operators are not read; {re.escape(advice)}$"):
             import_module(model, (torch.randn(4, 8),))
     with pytest.raises(InvalidParameterError, match=r"^model Masked cannot be costed: the shape of operator 'index' "
                                                     r"\(aten::index.Tensor\) depends on the values of the inputs "

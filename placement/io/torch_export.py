@@ -543,16 +543,48 @@ def _written_values(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]])
                                for value in alias_sources(arg) for read in reads_of(value)))
 
 
+#: the regions torch.export writes as one higher-order operator: what the model holds, and what to change
+REGIONS = {
+    "wrap_with_set_grad_enabled": ("a torch.no_grad region over values that may need a gradient",
+                                   "detach what it reads (x.detach()) where no gradient is to reach it, or compute it "
+                                   "outside torch.no_grad (torch.utils.checkpoint runs its function so with "
+                                   "use_reentrant=True: use use_reentrant=False)"),
+    "wrap_with_autocast": ("a torch.autocast region", "plan the model in the precision it is to run in, without "
+                                                      "autocast"),
+    "cond": ("a torch.cond", "plan each branch's model, or branch in Python on what the example inputs fix"),
+}
+
+
+def _region_site(node: Any) -> str:
+    """Where in the model's code the region ``node`` (a higher-order operator) is, as `` (at FILE:LINE, in
+    FUNCTION: CODE)``: the outermost frame of the first of its operators that records one; ``""`` where none
+    does."""
+    for arg in node.args:
+        if getattr(arg, "op", None) != "get_attr":   # the region's body is a submodule of the program's
+            continue
+        body = getattr(node.graph.owning_module, arg.target, None)
+        for inner in getattr(getattr(body, "graph", None), "nodes", ()):
+            found = re.match(r"\s*File \"([^\"]+)\", line (\d+), in (\S+)(?:\n[ \t]+(\S[^\n]*))?",
+                             inner.meta.get("stack_trace") or "")
+            if found:
+                code = f": {found[4].strip()}" if found[4] else ""
+                return f" (at {found[1]}:{found[2]}, in {found[3]}{code})"
+    return ""
+
+
 def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:
     """Raise :class:`InvalidParameterError` for an operator whose cost this module cannot know: a
     higher-order operator (a region ``torch.export`` wraps: ``torch.no_grad``, ``torch.autocast``,
     ``torch.cond``; the operators inside it are not in the graph this module reads), or an output
     whose shape depends on the input's values (``nonzero``, a boolean mask)."""
     if isinstance(node.target, torch._ops.HigherOrderOperator):
-        raise InvalidParameterError("model", f"{name} cannot be costed: its forward holds a region that "
-                                             "torch.export writes as the higher-order operator "
-                                             f"{node.target.name()} (torch.no_grad, torch.autocast, torch.cond and "
-                                             "the like), whose operators are not read; plan the model without it")
+        kind = node.target.name()
+        what, advice = REGIONS.get(kind, ("a region", "plan the model without it"))
+        if kind == "wrap_with_set_grad_enabled" and not (node.args and node.args[0] is False):
+            what, advice = "a torch.enable_grad region", "plan the model without it"
+        raise InvalidParameterError("model", f"{name} cannot be costed: its forward holds {what}{_region_site(node)}, "
+                                             f"which torch.export writes as the higher-order operator {kind}, "
+                                             f"whose operators are not read; {advice}")
     for t in _tensors(node.meta.get("val")):
         if t is not None and not all(isinstance(d, int) for d in t.shape):
             raise InvalidParameterError("model", f"{name} cannot be costed: the shape of operator {node.name!r} "
