@@ -769,6 +769,14 @@ def test_an_output_without_the_batch_first_is_told_of():
     with warnings.catch_warnings():
         warnings.simplefilter("error", OutputBatchWarning)
         plan_pipeline(WithFinalState(), (x,), devices="epyc-7763:2", stages=2, microbatches=1, schedule="gpipe")
+        # a loss the model computes, returned as docs/pytorch.md says (loss.unsqueeze(0)): one per micro-batch
+        plan_pipeline(WithLoss(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+
+
+class WithLoss(WithFinalState):
+    def forward(self, x):
+        o, _ = self.rnn(self.fc(x))
+        return o[:, -1], o.square().mean().unsqueeze(0)
 
 
 def test_a_micro_batch_unlike_the_planned_one_is_refused_by_stage_0():

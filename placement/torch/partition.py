@@ -239,12 +239,13 @@ def output_batch_note(program: Any, batch: int) -> str | None:
     ``batch`` does not grow with the batch, so its concatenation is not what the model returns for the
     whole batch; one of another first dimension that has ``batch`` among its later dimensions (an LSTM's
     final state ``[layers, batch, hidden]``) is taken to hold its batch there. A flattened output
-    (``[batch · tokens, vocabulary]``) is neither."""
+    (``[batch · tokens, vocabulary]``) is neither, and nor is one of shape ``[1]`` (a loss the model computes,
+    returned as ``loss.unsqueeze(0)``: ``step()`` returns one per micro-batch, as ``docs/pytorch.md`` says)."""
     results = user_outputs(program)
     wrong = []
     for k, value in enumerate(results):
         shape = tuple(getattr(value.meta.get("val"), "shape", ()))
-        if (shape and all(isinstance(d, int) for d in shape) and shape[0] != batch
+        if (shape and shape != (1,) and all(isinstance(d, int) for d in shape) and shape[0] != batch
                 and (shape[0] % batch or batch in shape[1:])):
             wrong.append(f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shape)}")
     if not wrong:
