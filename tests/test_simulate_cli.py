@@ -64,11 +64,11 @@ def test_a_plan_of_nothing_but_zeros_has_no_ratio(tmp_path, capsys):
     assert "load model      0  (max load)\n" in out and "nan" not in out
 
 
-@pytest.mark.parametrize("option", [["--unit-scale", "nan"], ["--chunks", "2"], ["--allreduce", "piper"],
+@pytest.mark.parametrize("option", [["--unit-scale", "0.5"], ["--chunks", "2"], ["--allreduce", "piper"],
                                     ["--forward-share", "0.5"], ["--allreduce", "ring"], ["--unit-scale", "1"]])
 def test_piper_options_are_refused_on_other_instances(pair_plan, option, capsys):
     """A Piper instance refuses the options of plain pipelines; a plain instance, in turn, the Piper ones
-    (they used to be ignored in silence, nan included), even at their defaults (ring, 1), as --chunks and
+    (they used to be ignored in silence), even at their defaults (ring, 1), as --chunks and
     --forward-share are."""
     assert main(["simulate", PAIR, pair_plan, *option]) == 2
     assert capsys.readouterr().err == (f"error: {option[0]} applies to Piper instances only (data- and tensor-"
