@@ -364,6 +364,23 @@ def test_a_view_of_the_whole_of_a_parameter_is_that_parameter_not_an_operator():
         ("/c/MatMul", "matmul", 60.0, [])]
 
 
+def test_an_identity_of_an_operators_result_is_that_result():
+    """An unoptimised export writes a dropout in evaluation as an Identity in the dropout's scope; PyTorch runs
+    nothing there (the torch importer has no node for it), but it was a node of its own (d, of no time)
+    between a and b. An Identity that the graph returns stays (the second of two outputs of one value)."""
+    weights = [numpy_helper.from_array(np.ones((4, 4), dtype=np.float32) / (k + 2), name) for k, name in
+               enumerate(("A", "B"))]
+    model = _graph([helper.make_node("MatMul", ["X", "A"], ["H"], name="/a/MatMul"),
+                    helper.make_node("Identity", ["H"], ["D"], name="/d/Identity"),
+                    helper.make_node("MatMul", ["D", "B"], ["Y"], name="/b/MatMul"),
+                    helper.make_node("Identity", ["Y"], ["Z"], name="/Identity")],
+                   [("X", [2, 4])], ["Y", "Z"], weights)
+    graph = graph_from_onnx(model, "dropout")
+    assert [(op.name, op.kind) for op in graph.ops] == [("/a/MatMul", "matmul"), ("/b/MatMul", "matmul"),
+                                                        ("/Identity", "view")]
+    assert [node.name for node in group_ops(graph, "module").nodes] == ["a", "b", "(model)"]
+
+
 def test_attention_pattern_is_one_fused_operator():
     scale = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "S")
     model = _graph([helper.make_node("Mul", ["Q", "S"], ["q"], name="/attn/Mul"),

@@ -872,11 +872,13 @@ def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
 def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str]]:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
-    ``Add`` still fuses with its matmul and a parameter read through two names is counted once. An alias
-    of data that is a graph output stays. So are removed the ``Identity`` nodes of a model input (the
-    TorchScript exporter returns an input through one, ``return f(x), x``), graph outputs too: PyTorch runs
-    no operator there, and the model returns that input as given. Returns, for each node left, the names it
-    read before, and each alias with the data or input it names."""
+    ``Add`` still fuses with its matmul and a parameter read through two names is counted once; and those of
+    an operator's result (an unoptimised export writes a dropout in evaluation so, which PyTorch does not
+    run: it was a node of no time of its own). An alias that is a graph output stays, but for one of a model
+    input: so are removed the ``Identity`` nodes of a model input (the TorchScript exporter returns an input
+    through one, ``return f(x), x``), graph outputs too: PyTorch runs no operator there, and the model
+    returns that input as given. Returns, for each node left, the names it read before, and each alias with
+    the value it names."""
     data = {init.name for init in graph.initializer}
     data |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
     model_inputs = {v.name for v in graph.input} - data
@@ -890,8 +892,8 @@ def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str
             if name in source:
                 node.input[k] = source[name]
         if (node.op_type == "Identity" and node.domain in ("", "ai.onnx") and len(node.input) == 1
-                and len(node.output) == 1 and node.output[0]
-                and (node.input[0] in model_inputs or (node.input[0] in data and node.output[0] not in outputs))):
+                and len(node.output) == 1 and node.output[0] and node.input[0]
+                and (node.input[0] in model_inputs or node.output[0] not in outputs)):
             source[node.output[0]] = node.input[0]
             continue
         kept.append(node)
