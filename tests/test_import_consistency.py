@@ -69,10 +69,12 @@ class UNet(nn.Module):
 
 class Activations(nn.Module):
     """The kernels an exporter writes as several ONNX nodes at the opsets without them: GELU (both
-    forms), SiLU, Mish, Hardswish, softplus, log-sigmoid, LayerNorm (below opset 17), RMSNorm."""
+    forms), SiLU, Mish, Hardswish, softplus, log-sigmoid, LayerNorm (below opset 17), RMSNorm; with ``elu``,
+    an ELU after the softplus."""
 
-    def __init__(self, width: int = 32, rms: bool = True) -> None:
+    def __init__(self, width: int = 32, rms: bool = True, elu: bool = False) -> None:
         super().__init__()
+        self.elu = nn.ELU() if elu else nn.Identity()
         self.up = nn.Linear(16, width)
         self.gelu = nn.GELU()
         self.tanh_gelu = nn.GELU(approximate="tanh")
@@ -88,7 +90,7 @@ class Activations(nn.Module):
     def forward(self, x):
         h = self.up(x)
         h = self.hardswish(self.mish(self.silu(self.tanh_gelu(self.gelu(h)))))
-        return self.down(self.rms(self.norm(self.log_sigmoid(self.softplus(h)))))
+        return self.down(self.rms(self.norm(self.log_sigmoid(self.elu(self.softplus(h))))))
 
 
 class MaskedAttention(nn.Module):
@@ -153,6 +155,8 @@ def _cases():
         # the default opset has Gelu, Mish, HardSwish and LayerNormalization, but no SiLU, RMSNorm,
         # thresholded softplus or log-sigmoid; opset 13 without dynamo has none of them
         "activations": (Activations(), (torch.randn(4, 8, 16),), {}),
+        # unoptimised: softplus with its beta as a Mul and a Div, ELU between the Muls of its scales
+        "activations-unoptimised": (Activations(elu=True), (torch.randn(4, 8, 16),), {"optimize": False}),
         "activations-opset13": (Activations(rms=False), (torch.randn(4, 8, 16),),
                                 {"opset_version": 13, "dynamo": False}),
         "bool-mask": (MaskedAttention(), (torch.randn(2, 8, 32), causal), {}),

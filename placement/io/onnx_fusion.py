@@ -37,7 +37,8 @@ removed) so that each group is one operator of :mod:`placement.io.onnx_import`:
   GELU as ``Div``, ``Erf``, ``Add``, ``Mul``, ``Mul`` below opset 20 (its tanh form with ``Pow``
   or ``Mul`` nodes and ``Tanh``), SiLU as ``Sigmoid`` and ``Mul``, Mish as ``Softplus``, ``Tanh``
   and ``Mul`` and Hardswish as ``HardSigmoid`` and ``Mul`` at the opsets without them, softplus
-  as ``Softplus``, ``Greater`` and ``Where``, log-sigmoid as ``Sigmoid`` and ``Log``, layer
+  as ``Softplus``, ``Greater`` and ``Where`` (unoptimised, with its ``beta`` as a ``Mul`` and a ``Div``),
+  ELU unoptimised as ``Elu`` between two ``Mul`` (its scales), log-sigmoid as ``Sigmoid`` and ``Log``, layer
   normalisation below opset 17 as ``ReduceMean``, ``Sub``, ``Pow``, ``ReduceMean``, ``Add``,
   ``Sqrt``, ``Div``, and RMS normalisation as ``Pow``, ``ReduceMean``, ``Add``, ``Sqrt``,
   ``Reciprocal``, ``Mul`` (the TorchScript exporter writes the reciprocal as ``Div`` of 1).
@@ -124,6 +125,8 @@ DECOMPOSITIONS = (
     _decomposition("mish", "pointwise", 2, Softplus=1, Tanh=1, Mul=1),
     _decomposition("hardswish", "pointwise", 2, HardSigmoid=1, Mul=1),
     _decomposition("softplus", "pointwise", 2, Softplus=1, Greater=1, Where=1),
+    _decomposition("softplus", "pointwise", 2, Mul=1, Softplus=1, Div=1, Greater=1, Where=1),
+    _decomposition("elu", "pointwise", 1, Mul=2, Elu=1),
     _decomposition("log_sigmoid", "pointwise", 1, Sigmoid=1, Log=1),
     _decomposition("layer_norm", "norm", 2, ReduceMean=2, Sub=1, Pow=1, Add=1, Sqrt=1, Div=1),
     _decomposition("rms_norm", "norm", 2, Pow=1, ReduceMean=1, Add=1, Sqrt=1, Reciprocal=1, Mul=1),
