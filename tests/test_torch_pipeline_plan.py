@@ -123,7 +123,8 @@ def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
     assert (error.value.parameter, str(error.value)) == ("args", (
         "args holds args[1] of first dimension 2, but args[0]'s is 4: the pipeline runtime splits every tensor input "
         "into micro-batches along its first dimension, so each must have the micro-batch as its first dimension "
-        "(move the batch of an input such as an LSTM's initial state to the front)"))
+        "(move the batch of an input such as an LSTM's initial state to the front; an input no sample owns, such as "
+        "an attention mask all samples share, belongs in the model: a buffer, or made in forward)"))
     # torch's step(*args, target=, losses=, ...) keeps these names: stage 0 waited for an input no call could give
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(Tempered(), (x,), {"temperature": torch.ones(4, 1), "target": x, "losses": x}, devices="h100:2")

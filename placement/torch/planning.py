@@ -271,7 +271,9 @@ def check_micro_batch_dimension(args: Sequence[Any], kwargs: dict, torch: Any, m
                                                    "splits every tensor input into micro-batches along its first "
                                                    "dimension, so each must have the micro-batch as its first "
                                                    "dimension (move the batch of an input such as an LSTM's initial "
-                                                   "state to the front)")
+                                                   "state to the front; an input no sample owns, such as an attention "
+                                                   "mask all samples share, belongs in the model: a buffer, or made "
+                                                   "in forward)")
     return int(inputs[0][2].shape[0]) if inputs else None
 
 
