@@ -1432,3 +1432,30 @@ def test_autocast_is_refused_when_planning_and_when_a_stage_runs():
                 "program exported for the planned types, which the stages send and receive; run it outside, or plan "
                 "the model in the precision it is to run in (model.to(torch.bfloat16))")
     assert torch.allclose(second(*sent), mlp()(x))   # outside autocast the stages run as planned
+
+
+def test_an_inference_plan_of_a_model_in_training_mode_is_warned_of():
+    """training=False on a model left in training mode planned (and ran) inference with dropout drawing at
+    random and BatchNorm updating its statistics, without a word; evaluation mode, a training plan, or a
+    model whose modules do not differ in evaluation (dropout of 0) draw no warning."""
+    import warnings
+
+    from placement.torch import TrainingModeWarning
+
+    def model(p=0.1):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 8), nn.Dropout(p), nn.BatchNorm1d(8), nn.Linear(8, 2))
+
+    x = torch.randn(4, 8)
+    with pytest.warns(TrainingModeWarning) as caught:
+        plan_pipeline(model(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
+    assert [str(w.message) for w in caught if w.category is TrainingModeWarning] == [
+        "the model is in training mode and planned for inference (training=False): its BatchNorm1d, Dropout behave "
+        "as in training in the stages (random dropout, batch statistics updated); call model.eval() before planning "
+        "to run evaluation"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrainingModeWarning)
+        plan_pipeline(model().eval(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
+        plan_pipeline(model(), (x,), devices="h100:2", stages=2, microbatches=2)
+        plan_pipeline(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.0), nn.Linear(8, 2)), (x,), devices="h100:2",
+                      stages=2, training=False, microbatches=2)

@@ -30,6 +30,30 @@ class OutputBatchWarning(UserWarning):
     concatenated along that dimension, otherwise than the model does for the whole batch."""
 
 
+class TrainingModeWarning(UserWarning):
+    """The model is planned for inference (``training=False``) in training mode with modules that behave
+    otherwise in evaluation (dropout, batch normalisation): its stages keep the training behaviour."""
+
+
+def training_mode_note(model: Any, training: bool) -> str | None:
+    """What an inference plan of ``model`` in training mode keeps of it (:class:`TrainingModeWarning`), or
+    ``None``: the modules whose forward differs in evaluation, dropout of a probability above 0 and batch
+    normalisation (which also updates its running statistics)."""
+    import torch
+
+    if training or not model.training:
+        return None
+    dropout = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
+               torch.nn.FeatureAlphaDropout)
+    kinds = sorted({type(m).__name__ for m in model.modules() if m.training and (
+        (isinstance(m, dropout) and m.p > 0) or isinstance(m, torch.nn.modules.batchnorm._BatchNorm))})
+    if not kinds:
+        return None
+    return (f"the model is in training mode and planned for inference (training=False): its {', '.join(kinds)} "
+            "behave as in training in the stages (random dropout, batch statistics updated); call model.eval() "
+            "before planning to run evaluation")
+
+
 class PipelinePlan:
     """A verified plan of a model and the torch pipeline stages that run it.
 
@@ -348,6 +372,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         garbled = output_batch_note(imported.source, batch)
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
+    mode = training_mode_note(model, training)
+    if mode is not None:
+        warnings.warn(mode, TrainingModeWarning, stacklevel=2)
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
         finer = ("; granularity 'operator' plans finer nodes, one per operator"
