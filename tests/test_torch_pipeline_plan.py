@@ -1459,3 +1459,47 @@ def test_an_inference_plan_of_a_model_in_training_mode_is_warned_of():
         plan_pipeline(model(), (x,), devices="h100:2", stages=2, microbatches=2)
         plan_pipeline(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.0), nn.Linear(8, 2)), (x,), devices="h100:2",
                       stages=2, training=False, microbatches=2)
+
+
+class SequenceFirstGRU(nn.Module):
+    """A GRU built with batch_first=False; with ``transpose``, the model makes its batch-first input
+    sequence-first for it (and its output batch-first again)."""
+
+    def __init__(self, transpose: bool = False, batch_first: bool = False) -> None:
+        super().__init__()
+        self.transpose = transpose
+        self.rnn, self.head = nn.GRU(8, 8, batch_first=batch_first), nn.Linear(8, 2)
+
+    def forward(self, x):
+        if self.transpose:
+            return self.head(self.rnn(x.transpose(0, 1))[0].transpose(0, 1))
+        return self.head(self.rnn(x)[0])
+
+
+def test_a_sequence_first_module_given_the_micro_batch_as_its_sequence_is_warned_of():
+    """torch's runtime cuts every input along its first dimension: a batch_first=False GRU given the model's
+    input [batch 2, time 5, 8] reads the micro-batch dimension as its sequence, and step() ran each micro-batch
+    over a piece of a sequence-first input without a word. A model that transposes for it, a batch-first GRU,
+    or one micro-batch a step draws no warning."""
+    import warnings
+
+    from placement.torch import SequenceFirstWarning
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8)
+    planned = SequenceFirstGRU()
+    with pytest.warns(SequenceFirstWarning) as caught:
+        plan_pipeline(planned, (x,), devices="epyc-7763:2", stages=2, microbatches=2, training=False)
+    assert [str(w.message) for w in caught if w.category is SequenceFirstWarning] == [
+        "nn.GRU 'rnn' takes [sequence, batch, ...] (batch_first=False) and is given [2, 5, 8], whose first dimension "
+        "is the micro-batch's (2): torch's pipeline cuts every input along its first dimension into micro-batches, "
+        "so an input laid out [sequence, batch, ...] would be cut along its sequence; give the model batch-first "
+        "inputs (batch_first=True, or transpose inside forward)"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SequenceFirstWarning)
+        for model, microbatches in ((SequenceFirstGRU(transpose=True), 2), (SequenceFirstGRU(batch_first=True), 2),
+                                    (SequenceFirstGRU(), 1)):
+            plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, microbatches=microbatches, training=False,
+                          schedule="gpipe")
+    # the hooks that watched the model's calls while it was exported are gone
+    assert not planned.rnn._forward_pre_hooks

@@ -11,9 +11,11 @@ stage module holds its own copies of its tensors.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.parameters import flag, integer, number, one_of
@@ -33,6 +35,50 @@ class OutputBatchWarning(UserWarning):
 class TrainingModeWarning(UserWarning):
     """The model is planned for inference (``training=False``) in training mode with modules that behave
     otherwise in evaluation (dropout, batch normalisation): its stages keep the training behaviour."""
+
+
+class SequenceFirstWarning(UserWarning):
+    """A module that takes ``[sequence, batch, ...]`` (``batch_first=False``) reads the model inputs' first
+    dimension, which torch's pipeline cuts into micro-batches, as its sequence."""
+
+
+@contextlib.contextmanager
+def sequence_first_reads(model: Any) -> Iterator[list[tuple[str, str, tuple[int, ...]]]]:
+    """While in the context, what each module of ``model`` built with ``batch_first=False``
+    (``nn.MultiheadAttention``, ``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) is called with: its name, its type and
+    its first input's shape, one entry per call (the export runs the model's forward)."""
+    import torch
+
+    calls: list[tuple[str, str, tuple[int, ...]]] = []
+
+    def hook(name: str, module: Any, args: tuple, kwargs: dict) -> None:
+        first = args[0] if args else next(iter(kwargs.values()), None)
+        if isinstance(first, torch.Tensor) and first.dim() >= 2:
+            calls.append((name, type(module).__name__, tuple(int(d) for d in first.shape)))
+
+    handles = [module.register_forward_pre_hook(functools.partial(hook, name), with_kwargs=True)
+               for name, module in model.named_modules() if getattr(module, "batch_first", None) is False]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def sequence_first_note(calls: list[tuple[str, str, tuple[int, ...]]], batch: int) -> str | None:
+    """The warning (:class:`SequenceFirstWarning`) for the first call of :func:`sequence_first_reads` whose
+    sequence dimension is the micro-batch's size ``batch``, the inputs' first dimension; ``None`` where none
+    is (a model that makes its inputs sequence-first inside its forward passes ``[sequence, batch]``)."""
+    wrong = [(name, kind, shape) for name, kind, shape in calls if shape[0] == batch]
+    if not wrong:
+        return None
+    name, kind, shape = wrong[0]
+    more = len({n for n, _, _ in wrong}) - 1
+    others = f" (and {more} more such module{'s' * (more > 1)})" if more else ""
+    return (f"nn.{kind} {name!r}{others} takes [sequence, batch, ...] (batch_first=False) and is given {list(shape)}, "
+            f"whose first dimension is the micro-batch's ({batch}): torch's pipeline cuts every input along its first "
+            "dimension into micro-batches, so an input laid out [sequence, batch, ...] would be cut along its "
+            "sequence; give the model batch-first inputs (batch_first=True, or transpose inside forward)")
 
 
 def training_mode_note(model: Any, training: bool) -> str | None:
@@ -359,7 +405,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     number("time_limit", time_limit, positive=True, optional=True)
     platform = parse_devices(devices)
     try:
-        imported = import_torch(model, args, kwargs, platform=platform, training=training, granularity=granularity)
+        with sequence_first_reads(model) as sequence_first:
+            imported = import_torch(model, args, kwargs, platform=platform, training=training,
+                                    granularity=granularity)
     except InvalidParameterError as exc:
         if exc.parameter != "dtype":
             raise
@@ -375,6 +423,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     mode = training_mode_note(model, training)
     if mode is not None:
         warnings.warn(mode, TrainingModeWarning, stacklevel=2)
+    cut = sequence_first_note(sequence_first, batch) if microbatches > 1 and batch is not None else None
+    if cut is not None:
+        warnings.warn(cut, SequenceFirstWarning, stacklevel=2)
     nodes = len(imported.graph.nodes)
     if stages is not None and stages > nodes:
         finer = ("; granularity 'operator' plans finer nodes, one per operator"
