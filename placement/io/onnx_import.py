@@ -837,13 +837,10 @@ def _parameter_views(nodes: list[_Node], data: set[str]) -> set[str]:
     """The outputs of view operators that read parameters and constants only (``data``), directly or through
     other such views: the parts of a packed parameter, as ``nn.MultiheadAttention``'s ``in_proj_bias``, which the
     dynamo exporter splits into the biases of the query and the key-value projections of cross-attention, and
-    PyTorch into views of it, or a parameter cast to the type it has (an unoptimised export's ``CastLike`` of a
-    GroupNorm's weight to its activation's type). An epilogue may read one as it reads a parameter
-    (:mod:`.onnx_fusion`)."""
+    PyTorch into views of it. An epilogue may read one as it reads a parameter (:mod:`.onnx_fusion`)."""
     views: set[str] = set()
     for n in nodes:
-        meta = META_INPUTS.get(n.node.op_type, ())   # read for their type only: a CastLike's target
-        read = [t for i, t in enumerate(n.node.input) if t and i not in meta]
+        read = [t for t in n.node.input if t]
         if n.kind == "view" and read and all(t in data or t in views for t in read):
             views.update(t for t in n.node.output if t)
     return views
