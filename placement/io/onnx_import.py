@@ -120,8 +120,10 @@ itself, not its affine ``Mul`` and ``Add``), as the torch importer gives them.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import warnings
+from collections import Counter
 from decimal import Decimal
 from dataclasses import dataclass
 from pathlib import Path
@@ -1124,6 +1126,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     outputs = tuple(sorted({producers[v.name][0] for v in model.graph.output if v.name in producers}))
     initializers = {init.name: init for init in model.graph.initializer}
 
+    @functools.cache   # read once, whichever of the two uses below asks first
     def constant(parameter: str) -> bool:
         found = initializers.get(aliases.get(parameter, parameter))
         return found is not None and constant_valued(found, folder)
@@ -1133,10 +1136,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     # several times would, so shared names are evidence only in the TorchScript exporter's files
     scoped = any(prop.key == NAME_SCOPES for node in model.graph.node for prop in node.metadata_props)
     # and a parameter of equal values that several operators read may be several modules' parameters, merged
-    readers: dict[str, int] = {}
-    for op in ops:
-        for param in {p.name for p in op.params if p.trainable}:
-            readers[param] = readers.get(param, 0) + 1
+    readers = Counter(param for op in ops for param in {p.name for p in op.params if p.trainable})
     merged = tuple(sorted(param for param, count in readers.items() if count > 1 and constant(param)))
     return OpGraph(tuple(ops), name, "onnx", names, merged=merged,
                    aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
