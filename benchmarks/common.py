@@ -12,7 +12,7 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from placement.cli.options import integer_at_least, positive_float, positive_int
 from placement.jsonfile import strict_json
@@ -103,11 +103,14 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
-                settings: Mapping[str, Any], table: str = "rows") -> list[dict]:
+                settings: Mapping[str, Any], table: str = "rows",
+                weak: Callable[[dict], bool] = lambda row: False) -> list[dict]:
     """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``table``) that the
     run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
-    of some of the instances or settings updates their rows and keeps the others. A file that is absent, not
-    JSON or holds no list of rows keeps nothing (a note on standard error says so where it exists).
+    of some of the instances or settings updates their rows and keeps the others. A run's row that is
+    ``weak`` (measured nothing: a case refused) replaces none, and is kept only where the file holds no row of
+    its case. A file that is absent, not JSON or holds no list of rows keeps nothing (a note on standard
+    error says so where it exists).
 
     ``settings`` are what the file records of the run at its top level (the machine, threads, ...), which
     describe the run's rows only: each row takes them as its ``run`` (rows kept from the file take the
@@ -126,10 +129,12 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
     def name(row: dict) -> str:
         return json.dumps([row.get(k) for k in key], sort_keys=True, default=str)
 
-    new = {name(row) for row in rows}
+    new = {name(row) for row in rows if not weak(row)}
     earlier = {k: document[k] for k in settings if k in document}
     kept = [{**row, "run": row.get("run", earlier)} for row in kept if name(row) not in new]
-    return kept + [{**row, "run": row.get("run", dict(settings))} for row in rows]
+    held = {name(row) for row in kept}
+    return kept + [{**row, "run": row.get("run", dict(settings))} for row in rows
+                   if not (weak(row) and name(row) in held)]
 
 
 def kept_table(path: Path, key: str) -> list[dict]:

@@ -237,10 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"threads": args.threads, "cold": args.cold, "machine": here, "wall_s": round(time.time() - started, 1)}
     if not args.fresh:   # a refused row replaces no row the file holds of the same case
-        measured = merged_rows(out, [row for row in rows if row["status"] != "refused"], KEY, settings)
-        held = {tuple(str(row.get(k)) for k in KEY) for row in measured}
-        rows = measured + [{**row, "run": settings} for row in rows
-                           if row["status"] == "refused" and tuple(str(row.get(k)) for k in KEY) not in held]
+        rows = merged_rows(out, rows, KEY, settings, weak=lambda row: row["status"] == "refused")
     out.write_text(json.dumps({**settings, "rows": rows}, indent=2) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
