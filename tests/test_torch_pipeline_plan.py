@@ -1408,6 +1408,21 @@ def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
         "micro-batch's size, or make it a buffer of the model"]
 
 
+def test_the_readme_example_of_the_planner_s_guards_runs_as_written(capsys):
+    # The README's block on autocast and the two warnings: a GRU built sequence-first given [batch 4, time 10,
+    # 16], with dropout, planned for inference in training mode; then planned inside autocast
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "SequenceFirstWarning" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.splitlines() == [
+        "TrainingModeWarning SequenceFirstWarning",
+        "model Tagger cannot be exported inside torch.autocast (bfloat16 on cpu): plan it outside, with the model "
+        "and its inputs in the precision it is to run in (model.to(torch.bfloat16))"]
+
+
 def test_autocast_is_refused_when_planning_and_when_a_stage_runs():
     """Inside torch.autocast the export mixed bfloat16 with the parameters' float32, and the refusal blamed the
     inputs; a stage run inside one computed in bfloat16 and sent it to a stage that received float32 (torch's
