@@ -1389,16 +1389,22 @@ def test_the_last_stage_s_step_needs_a_target_with_a_loss_and_none_without(tmp_p
         torch.distributed.destroy_process_group()
 
 
-def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
-    # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer
-    # (262,144 bytes = 256 KiB) applied twice on the one stage is counted once more than it is held.
+def readme_block_prints(marker: str, capsys) -> list[str]:
+    """The lines the README's one Python block that holds ``marker`` prints, run as written."""
     import re
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "RepeatedReadWarning" in b]
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if marker in b]
+    capsys.readouterr()
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.splitlines() == [
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
+    # The README's block on over-counted parameters and unsplittable inputs: a 256 x 256 fp32 layer
+    # (262,144 bytes = 256 KiB) applied twice on the one stage is counted once more than it is held.
+    assert readme_block_prints("RepeatedReadWarning", capsys) == [
         "optimal",
         "the placement model counts a parameter once per node that reads it, so the memory charged exceeds what a "
         "stage holds (one copy): stage 0 by 256 KiB (parameter 'layer.weight' is read by 2 of its nodes). The plan fits; a "
@@ -1411,13 +1417,7 @@ def test_the_readme_example_of_the_planner_s_warnings_runs_as_written(capsys):
 def test_the_readme_example_of_the_planner_s_guards_runs_as_written(capsys):
     # The README's block on autocast and the two warnings: a GRU built sequence-first given [batch 4, time 10,
     # 16], with dropout, planned for inference in training mode; then planned inside autocast
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "SequenceFirstWarning" in b]
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
-    assert capsys.readouterr().out.splitlines() == [
+    assert readme_block_prints("SequenceFirstWarning", capsys) == [
         "TrainingModeWarning SequenceFirstWarning",
         "model Tagger cannot be exported inside torch.autocast (bfloat16 on cpu): plan it outside, with the model "
         "and its inputs in the precision it is to run in (model.to(torch.bfloat16))"]
