@@ -422,6 +422,44 @@ def test_a_stage_may_write_into_the_activation_it_receives():
         assert torch.allclose(grads[k], p.grad), k
 
 
+
+class ScaledInput(nn.Module):
+    """Scales its input in place (as an image model's ``x /= 255``), then clamps its token ids in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.net = nn.Embedding(5, 8), nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+
+    def forward(self, x, tokens):
+        x.div_(2)
+        tokens.clamp_(max=4)
+        return self.net(x + self.emb(tokens))
+
+
+def test_stage_0_writes_into_a_copy_of_the_model_input_it_writes_in_place():
+    """torch's runtime gives stage 0 each micro-batch as a view of the step's input, and views share one
+    version counter: the second micro-batch's in-place write invalidated what autograd kept of the first (the
+    divided input, the embedding's indices), and its backward pass raised. Stage 0 writes into copies, and the
+    step's inputs are left as they were."""
+    torch.manual_seed(0)
+    model, x, tokens = ScaledInput(), torch.randn(4, 2, 8), torch.tensor([[1, 7], [4, 0], [9, 2], [3, 3]])
+    pp = plan_pipeline(model, (x[:2], tokens[:2]), devices="epyc-7763:2", stages=2, microbatches=2)
+    modules = [pp.stage_module(s) for s in range(2)]
+    batch, ids = x.clone(), tokens.clone()
+    outs = []
+    for chunk in zip(batch.tensor_split(2), ids.tensor_split(2)):   # both forward passes, then both backward
+        values = modules[0](*chunk)
+        outs.append(modules[1](*values))
+    torch.cat(outs).square().sum().backward()
+    assert torch.equal(batch, x) and torch.equal(ids, tokens)
+    expected = torch.cat([model(a.clone(), b.clone()) for a, b in zip(x.tensor_split(2), tokens.tensor_split(2))])
+    expected.square().sum().backward()
+    assert torch.allclose(torch.cat(outs), expected, rtol=1e-6, atol=1e-7)
+    grads = {k: p.grad for m in modules for k, p in m.named_parameters()}
+    assert sorted(grads) == sorted(k for k, _ in model.named_parameters())
+    for k, p in model.named_parameters():
+        assert torch.allclose(grads[k], p.grad, rtol=1e-5, atol=1e-7), k
+
 def test_a_cpu_stage_between_accelerators_gives_way_to_the_accelerators_alone():
     """a → b → c; a and c take 1 on an accelerator and 100 on the CPU, b the other way round; no
     transfer costs; two accelerators and a CPU. The optimum, 1, runs b on the CPU between a and c

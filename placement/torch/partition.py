@@ -523,6 +523,13 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         # a placeholder's target is the forward's own argument name (its name may be renamed: input_1)
         graph.call_function(check_microbatch, (tuple(str(v.target) for v in stage.inputs), planned, keywords,
                                                *(received[v] for v in stage.inputs)))
+        for value in stage.inputs:
+            # torch's runtime gives stage 0 each micro-batch as a view of the step's input, and views share
+            # one version counter: writing into one micro-batch would invalidate what autograd kept of the
+            # others (the backward pass raised), so the stage writes into a copy, relayed as written
+            if isinstance(value.meta.get("val"), torch.Tensor) and written_in_place(value, stage.nodes):
+                env[value] = graph.call_method("clone", (received[value],))
+                del received[value]
     reads: dict[str, Any] = {}
 
     def read(arg: Any) -> Any:
