@@ -544,3 +544,52 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     with torch.no_grad():
         expected = float(loss_fn(model(x), y))
     assert abs(sum(report["losses"]) - expected) <= TOLERANCE * expected
+
+
+class SparseTables(nn.Module):
+    """Embeddings with sparse gradients: ``tied`` is also the output projection (a dense gradient there), ``twice``
+    also embeds the body's argmax, in the last layer. Each is read by both stages of a 2-stage plan."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tied, self.twice = nn.Embedding(24, WIDTH, sparse=True), nn.Embedding(24, WIDTH, sparse=True)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh(), nn.Linear(WIDTH, WIDTH), nn.Tanh())
+        self.out = nn.Linear(WIDTH, 24, bias=False)
+        self.out.weight = self.tied.weight
+
+    def forward(self, tokens):
+        h = self.body(self.tied(tokens) + self.twice(tokens))
+        return self.out(h + self.twice(h.argmax(-1)))
+
+
+def _step_and_save_gradients(rank: int, port: int, pp, args: tuple, target, out_dir: str) -> None:
+    """Rank ``rank`` of 2 runs one 1F1B step of its stage of ``pp`` and saves its parameters' gradients."""
+    _join_group(rank, 2, port)
+    try:
+        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
+        sched.step(*args) if rank == 0 else sched.step(target=target)
+        torch.save({k: p.grad for k, p in sched._stage.submod.named_parameters()}, os.path.join(out_dir, f"{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_sparse_gradients_of_shared_embeddings_are_summed_in_their_layout(tmp_path):
+    """A shared parameter's gradient parts were received into a tensor of the first holder's layout, and gloo
+    receives no sparse tensor: the step failed inside torch. The parts travel dense; the sum is dense where a
+    holder's part is (the tied projection), sparse where every part is, as autograd sums them in the model."""
+    torch.manual_seed(0)
+    model = SparseTables()
+    g = torch.Generator().manual_seed(1)
+    tokens, target = (torch.randint(0, 24, (BATCH, 3), generator=g) for _ in range(2))
+    pp = plan_pipeline(model, micro((tokens,), 0), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    assert pp.shared_parameters == {"tied.weight": (0, 1), "twice.weight": (0, 1)}
+    assert _run_ranks(_step_and_save_gradients, (pp, (tokens,), target, str(tmp_path)), 2, timeout=120) == [0, 0]
+    for k in range(MICROBATCHES):
+        loss_fn(model(*micro((tokens,), k)), micro((target,), k)[0]).backward()
+    for rank in range(2):
+        grads = torch.load(tmp_path / f"{rank}.pt")
+        for name in ("tied.weight", "twice.weight"):
+            expected = dict(model.named_parameters())[name].grad
+            assert (grads[name].layout, expected.layout) == ((torch.strided, torch.strided) if name == "tied.weight"
+                                                             else (torch.sparse_coo, torch.sparse_coo))
+            assert _relative(grads[name].to_dense(), expected.to_dense()) <= 1e-6, (rank, name)

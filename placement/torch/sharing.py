@@ -107,18 +107,29 @@ class GradientExchange:
         import torch.distributed as dist
 
         for (p, holders), before in zip(self.entries, kept):
-            part = p.grad if p.grad is not None else torch.zeros_like(p)
+            # an embedding's sparse gradient travels dense (gloo sends strided tensors only), with the layouts'
+            # maximum beside it: 0 no gradient, 1 sparse, 2 dense; the sum is sparse where no holder's part is
+            # dense, as autograd adds sparse gradients into a sparse one and a dense one into a dense one
+            layout = 0 if p.grad is None else 1 if p.grad.is_sparse else 2
+            part = torch.zeros_like(p) if p.grad is None else p.grad.to_dense() if layout == 1 else p.grad
             first = holders[0]
             if self.stage_index == first:
                 total = part.clone()
-                buffer = torch.empty_like(part)
+                buffer, theirs = torch.empty_like(part), torch.zeros(1, dtype=torch.int64, device=p.device)
                 for h in holders[1:]:
+                    dist.recv(theirs, src=self.rank_of(h), group=self.group)
+                    layout = max(layout, int(theirs))
                     dist.recv(buffer, src=self.rank_of(h), group=self.group)
                     total += buffer
                 for h in holders[1:]:
+                    dist.send(torch.tensor([layout], device=p.device), dst=self.rank_of(h), group=self.group)
                     dist.send(total, dst=self.rank_of(h), group=self.group)
             else:
+                dist.send(torch.tensor([layout], device=p.device), dst=self.rank_of(first), group=self.group)
                 dist.send(part.contiguous(), dst=self.rank_of(first), group=self.group)
-                total = torch.empty_like(part)
+                theirs, total = torch.zeros(1, dtype=torch.int64, device=p.device), torch.empty_like(part)
+                dist.recv(theirs, src=self.rank_of(first), group=self.group)
                 dist.recv(total, src=self.rank_of(first), group=self.group)
+                layout = int(theirs)
+            total = total.to_sparse() if layout == 1 else total
             p.grad = total if before is None else (before / scale if scale != 1 else before) + total
