@@ -457,6 +457,56 @@ def test_regions_and_data_dependent_shapes_are_refused_not_costed_wrong():
         import_module(Masked(), (torch.randn(4, 8),))
 
 
+class NormedInner(nn.Module):
+    """Divides its layer by the norm of the layer's weight, taken under torch.no_grad."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(8, 8)
+
+    def forward(self, x):
+        with torch.no_grad():
+            norm = self.layer.weight.norm()
+        return self.layer(x) / norm
+
+
+class NormedOuter(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.out = NormedInner(), nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.out(self.inner(x))
+
+
+def test_a_refused_region_is_named_by_its_module_and_its_own_line():
+    """A region in a submodule's forward was placed at the model's outermost line, the call of the submodule
+    (`return self.out(self.inner(x))`); spectral_norm's power iteration, torch's own code in a Sequential, at
+    the Sequential's `input = module(input)`. Now the module that opens the region is named, and the innermost
+    line outside torch's files, else torch's own line."""
+    from torch.nn.utils import parametrizations
+
+    tail = (", which torch.export writes as the higher-order operator wrap_with_set_grad_enabled, whose operators "
+            "are not read; detach what it reads (x.detach()) where no gradient is to reach it, or compute it outside "
+            "torch.no_grad (torch.utils.checkpoint runs its function so with use_reentrant=True: use "
+            "use_reentrant=False)")
+    line = inspect.getsourcelines(NormedInner.forward)[1] + 2
+    with pytest.raises(InvalidParameterError) as error:
+        import_module(NormedOuter(), (torch.randn(4, 8),))
+    assert str(error.value) == (
+        "model NormedOuter cannot be costed: its forward holds a torch.no_grad region over values that may need a "
+        f"gradient (in module 'inner', a tests.test_torch_import.NormedInner, at {__file__}:{line}, in forward: "
+        f"norm = self.layer.weight.norm()){tail}")
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), parametrizations.spectral_norm(nn.Linear(8, 2)))
+    with pytest.raises(InvalidParameterError, match=(
+            r"^model Sequential cannot be costed: its forward holds a torch.no_grad region over values that may "
+            r"need a gradient \(in module '2\.parametrizations\.weight\.0', a "
+            r"torch\.nn\.utils\.parametrizations\._SpectralNorm, at "
+            rf"{re.escape(parametrizations.__file__)}:\d+, in forward: "
+            rf"self\._power_method\(weight_mat, self\.n_power_iterations\)\){re.escape(tail)}$")):
+        import_module(model, (torch.randn(4, 8),))
+
+
 def test_inputs_the_model_cannot_multiply_are_refused():
     """float64 (or int64) inputs to an fp32 Linear: eager PyTorch refuses the matmul, torch.export
     does not; the importer does, naming the operator and the types."""

@@ -556,20 +556,32 @@ REGIONS = {
 
 
 def _region_site(node: Any) -> str:
-    """Where in the model's code the region ``node`` (a higher-order operator) is, as `` (at FILE:LINE, in
-    FUNCTION: CODE)``: the outermost frame of the first of its operators that records one; ``""`` where none
-    does."""
+    """Where in the model's code the region ``node`` (a higher-order operator) is, as `` (in module 'PATH', a
+    CLASS, at FILE:LINE, in FUNCTION: CODE)``: the module whose forward opens it, where that is not the model itself
+    (a parametrization's, such as spectral_norm's power iteration), and the innermost frame outside torch's own
+    code (its files, and those it generates) of the first of its operators that records one (the innermost where
+    all are torch's); ``""`` where neither is known."""
+    import os
+
+    import torch
+
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    path, kind = stack[-1] if stack else ("", None)
+    module = f"in module {path!r}, a {getattr(kind, '__qualname__', kind)}" if path else ""
+    library = os.path.dirname(torch.__file__) + os.sep
     for arg in node.args:
         if getattr(arg, "op", None) != "get_attr":   # the region's body is a submodule of the program's
             continue
         body = getattr(node.graph.owning_module, arg.target, None)
         for inner in getattr(getattr(body, "graph", None), "nodes", ()):
-            found = re.match(r"\s*File \"([^\"]+)\", line (\d+), in (\S+)(?:\n[ \t]+(\S[^\n]*))?",
-                             inner.meta.get("stack_trace") or "")
-            if found:
-                code = f": {found[4].strip()}" if found[4] else ""
-                return f" (at {found[1]}:{found[2]}, in {found[3]}{code})"
-    return ""
+            frames = re.findall(r"File \"([^\"]+)\", line (\d+), in (\S+)(?:\n[ \t]+(\S[^\n]*))?",
+                                inner.meta.get("stack_trace") or "")
+            if frames:
+                frames = [f for f in frames if not f[0].startswith("<")] or frames   # not code torch generated
+                file, line, function, code = ([f for f in frames if not f[0].startswith(library)] or frames)[-1]
+                code = f": {code.strip()}" if code else ""
+                return f" ({module}{', ' if module else ''}at {file}:{line}, in {function}{code})"
+    return f" ({module})" if module else ""
 
 
 def _refuse_what_cannot_be_costed(node: Any, name: str, torch: Any) -> None:
