@@ -31,3 +31,18 @@ def test_the_stages_of_a_meta_model_load_a_checkpoint_on_a_real_device_and_compu
     x = torch.randn(4, 16)
     values = stages[0](x)
     assert torch.equal(stages[1](*values), real(x))
+
+
+def test_a_meta_model_in_training_mode_is_planned_as_the_same_model_on_the_cpu():
+    # every meta tensor reports storage address 0; read as one memory, the BatchNorm's running statistics
+    # (written in place) and the trained weights were refused as views of one another
+    torch.manual_seed(0)
+    real = model().train()
+    with torch.device("meta"):
+        meta = model().train()
+    x = torch.randn(8, 16)
+    planned = plan_pipeline(meta, (torch.empty(8, 16, device="meta"),), devices="h100:2", stages=2, microbatches=2)
+    expected = plan_pipeline(real, (x,), devices="h100:2", stages=2, microbatches=2)
+    assert planned.result.status == expected.result.status == "optimal"
+    assert planned.result.value == expected.result.value
+    assert [s.nodes for s in planned.result.plan] == [s.nodes for s in expected.result.plan]

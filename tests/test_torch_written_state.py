@@ -435,3 +435,52 @@ def test_more_stages_than_the_written_state_leaves_separable_are_refused_by_thei
     assert refused.value.parameter == "stages"
     assert str(refused.value).startswith("stages 3: no plan has 3 non-empty stages: the graph has 2 parts that a "
                                          "pipeline can separate (colour classes and cycles stay on one device); ")
+
+
+class ParameterViews(nn.Module):
+    """``lo`` is a parameter registered as a view of the parameter ``all``: in the model an optimiser
+    step on either writes the memory both read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.all = nn.Parameter(torch.zeros(2, WIDTH))
+        self.lo = nn.Parameter(self.all.data[0])
+        self.body = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        return self.body(x + self.lo) * self.all[1]
+
+
+def test_trained_parameters_sharing_memory_are_refused_in_a_training_plan():
+    with pytest.raises(placement.InvalidParameterError,
+                       match=r"^model holds 'all', 'lo', which share memory, and trains one of them \(an optimiser "
+                             r"step writes it in place\); every stage copies each parameter and buffer on its own"):
+        plan_pipeline(ParameterViews(), (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2)
+
+
+def test_parameters_sharing_memory_plan_for_inference_or_frozen():
+    # nothing writes them: an inference plan, or a training plan whose shared parameters are frozen
+    pp = plan_pipeline(ParameterViews(), (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2, training=False)
+    assert pp.result.ok
+    frozen = ParameterViews()
+    frozen.all.requires_grad_(False)
+    frozen.lo.requires_grad_(False)
+    assert plan_pipeline(frozen, (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2).result.ok
+
+
+def test_trained_parameters_in_disjoint_parts_of_one_storage_are_planned():
+    # views of disjoint rows of one tensor (weights flattened into one buffer, as cuDNN does an RNN's):
+    # a step on one writes none of the other's memory, so the stages' copies stay the model's
+    class Flat(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            flat = torch.randn(2, WIDTH)
+            self.lo, self.hi = nn.Parameter(flat[0]), nn.Parameter(flat[1])
+            self.body = nn.Linear(WIDTH, WIDTH)
+
+        def forward(self, x):
+            return self.body(x + self.lo) * self.hi
+
+    model = Flat()
+    assert model.lo.untyped_storage().data_ptr() == model.hi.untyped_storage().data_ptr()
+    assert plan_pipeline(model, (torch.randn(2, WIDTH),), devices="epyc-7763:2", stages=2).result.ok

@@ -437,12 +437,15 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         instance = charge_gradient_exchange(instance, imported.graph, platform.link_bandwidth, aliases,
                                             microbatches)
     written = written_state(imported.source)
-    overlapping = shared_storage(model, written)
+    overlapping = shared_storage(model, written, trained=training)
     if overlapping:
-        raise InvalidParameterError("model", f"holds {', '.join(map(repr, overlapping[0]))}, which share memory, and "
-                                             "writes one of them in place; every stage copies each parameter and "
-                                             "buffer on its own, so the copies would drift apart: register one of "
-                                             "them and take the others as views of it in forward")
+        names = overlapping[0]
+        how = ("writes one of them in place" if any(name in written for name in names) else
+               "trains one of them (an optimiser step writes it in place)")
+        raise InvalidParameterError("model", f"holds {', '.join(map(repr, names))}, which share memory, and {how}; "
+                                             "every stage copies each parameter and buffer on its own, so the copies "
+                                             "would drift apart: register one of them and take the others as views "
+                                             "of it in forward")
     # one stage holds state the model writes in place and what reads it, and a write into an
     # activation and what is ordered against it: the import's colour classes, which the exchange
     # nodes join

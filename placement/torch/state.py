@@ -194,16 +194,39 @@ def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     return sorted(pairs)
 
 
-def shared_storage(model: Any, written: Mapping[str, set[str]]) -> list[list[str]]:
-    """The groups of distinct parameters and buffers of ``model`` (names) that share memory, where one of
-    them is written in place (``written``, :func:`written_state`): every stage copies each of them on
-    its own, so a write into one would not show in the copies of the others."""
-    by_storage: dict[int, dict[int, str]] = {}
+def _byte_range(tensor: Any) -> tuple[int, int]:
+    """The bytes of its storage that ``tensor`` may read: from its first element to one past its last."""
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+    first = tensor.storage_offset() - sum((size - 1) * -stride for size, stride in zip(tensor.shape, tensor.stride())
+                                          if stride < 0)
+    return first * tensor.element_size(), (first + span) * tensor.element_size()
+
+
+def shared_storage(model: Any, written: Mapping[str, set[str]], trained: bool = False) -> list[list[str]]:
+    """The groups of distinct parameters and buffers of ``model`` (names) whose memory overlaps (views of
+    one tensor, connected by overlapping byte ranges of one storage), where one of them is written in place
+    (``written``, :func:`written_state`), or, with ``trained``, is a parameter that needs a gradient (an
+    optimiser step writes it in place): every stage copies each of them on its own, so a write into one
+    would not show in the copies of the others. Views of disjoint parts of one storage (an RNN's weights
+    flattened into one buffer) are apart already, and tensors on the ``meta`` device hold no memory."""
+    by_storage: dict[int, dict[int, tuple[str, tuple[int, int]]]] = {}
     for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
-        if tensor is not None and tensor.numel() > 0:
-            by_storage.setdefault(tensor.untyped_storage().data_ptr(), {}).setdefault(id(tensor), name)
-    return [sorted(tensors.values()) for tensors in by_storage.values()
-            if len(tensors) > 1 and any(name in written for name in tensors.values())]
+        if tensor is not None and tensor.numel() > 0 and tensor.device.type != "meta":
+            by_storage.setdefault(tensor.untyped_storage().data_ptr(), {}).setdefault(id(tensor),
+                                                                                      (name, _byte_range(tensor)))
+    stepped = ({name for name, p in model.named_parameters(remove_duplicate=False) if p.requires_grad}
+               if trained else set())
+    groups = []
+    for tensors in by_storage.values():
+        ranked = sorted(tensors.values(), key=lambda entry: entry[1])
+        end = -1
+        for name, (start, stop) in ranked:   # overlapping ranges, swept in order of their start
+            if start >= end:
+                groups.append([])
+            groups[-1].append(name)
+            end = max(end, stop)
+    return [sorted(names) for names in groups
+            if len(names) > 1 and any(name in written or name in stepped for name in names)]
 
 
 def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[int, ...]]:
