@@ -1556,3 +1556,19 @@ def test_a_sequence_first_module_given_the_micro_batch_as_its_sequence_is_warned
                           schedule="gpipe")
     # the hooks that watched the model's calls while it was exported are gone
     assert not planned.rnn._forward_pre_hooks
+
+
+def test_a_sequence_first_warning_says_when_the_sequence_is_as_long_as_the_micro_batch():
+    # a model that transposes for its GRU, given sequences of 2 steps in micro-batches of 2: the GRU's
+    # [sequence 2, batch 2, 8] looks like an input cut along its sequence, and the warning says it may not be
+    from placement.torch import SequenceFirstWarning
+
+    with pytest.warns(SequenceFirstWarning) as caught:
+        plan_pipeline(SequenceFirstGRU(transpose=True), (torch.randn(2, 2, 8),), devices="epyc-7763:2", stages=2,
+                      microbatches=2, training=False)
+    assert [str(w.message) for w in caught if w.category is SequenceFirstWarning] == [
+        "nn.GRU 'rnn' takes [sequence, batch, ...] (batch_first=False) and is given [2, 2, 8], whose first dimension "
+        "is the micro-batch's (2) (so is its second: where forward makes the inputs sequence-first for it, the "
+        "sequence is as long as the micro-batch and this does not apply): torch's pipeline cuts every input along "
+        "its first dimension into micro-batches, so an input laid out [sequence, batch, ...] would be cut along its "
+        "sequence; give the model batch-first inputs (batch_first=True, or transpose inside forward)"]

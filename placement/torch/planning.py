@@ -68,16 +68,20 @@ def sequence_first_reads(model: Any) -> Iterator[list[tuple[str, str, tuple[int,
 def sequence_first_note(calls: list[tuple[str, str, tuple[int, ...]]], batch: int) -> str | None:
     """The warning (:class:`SequenceFirstWarning`) for the first call of :func:`sequence_first_reads` whose
     sequence dimension is the micro-batch's size ``batch``, the inputs' first dimension; ``None`` where none
-    is (a model that makes its inputs sequence-first inside its forward passes ``[sequence, batch]``)."""
+    is (a model that makes its inputs sequence-first inside its forward passes ``[sequence, batch]``). Where
+    the second dimension is ``batch`` too, the shapes cannot tell the two layouts apart, and the warning
+    says so."""
     wrong = [(name, kind, shape) for name, kind, shape in calls if shape[0] == batch]
     if not wrong:
         return None
     name, kind, shape = wrong[0]
     more = len({n for n, _, _ in wrong}) - 1
     others = f" (and {more} more such module{'s' * (more > 1)})" if more else ""
+    both = (" (so is its second: where forward makes the inputs sequence-first for it, the sequence is as long as "
+            "the micro-batch and this does not apply)") if len(shape) > 1 and shape[1] == batch else ""
     return (f"nn.{kind} {name!r}{others} takes [sequence, batch, ...] (batch_first=False) and is given {list(shape)}, "
-            f"whose first dimension is the micro-batch's ({batch}): torch's pipeline cuts every input along its first "
-            "dimension into micro-batches, so an input laid out [sequence, batch, ...] would be cut along its "
+            f"whose first dimension is the micro-batch's ({batch}){both}: torch's pipeline cuts every input along its "
+            "first dimension into micro-batches, so an input laid out [sequence, batch, ...] would be cut along its "
             "sequence; give the model batch-first inputs (batch_first=True, or transpose inside forward)")
 
 
