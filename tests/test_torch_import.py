@@ -286,7 +286,7 @@ def test_an_output_of_a_type_torch_cannot_flatten_is_named():
     with pytest.raises(InvalidParameterError) as err:
         import_module(Returns(_Box), (torch.randn(2, 4),))
     assert str(err.value) == (f"model Returns cannot be exported: its output holds a {__name__}._Box, which is no "
-                              "tensor, tuple, list or dict")
+                              "tensor, tuple, list or dict: return its tensors in a tuple")
     with pytest.raises(InvalidParameterError) as err:
         import_module(Returns(DynamicCache), (torch.randn(2, 4),))
     assert str(err.value).endswith(f"holds a {__name__}.DynamicCache, which is no tensor, tuple, list or dict (a "

@@ -245,10 +245,11 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             unknown = re.match(r"Found <class '([^']+)'> in output, which is not a known type", first)
             if unknown:   # torch's advice (register a pytree) is not what a model's user needs
-                cache = " (a transformers model returns its key-value cache unless its config sets use_cache=False)"
+                advice = (" (a transformers model returns its key-value cache unless its config sets use_cache=False)"
+                          if "cache" in unknown[1].lower() else ": return its tensors in a tuple")
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
-                                                     f"{cache if 'cache' in unknown[1].lower() else ''}") from None
+                                                     f"{advice}") from None
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
                                                  f"raised {type(exc).__name__}: {first}{_where(str(exc))}") from None
         held.keep = True
