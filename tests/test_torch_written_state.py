@@ -173,9 +173,10 @@ def test_stages_chained_over_micro_batches_compute_what_the_unsplit_model_does(m
 
 @pytest.mark.filterwarnings("ignore:TiedMaxNorm. no FLOP formula")   # embedding_renorm_, costed by its bytes
 def test_a_tied_weight_renormalised_in_place_keeps_its_readers_on_one_stage():
+    # the weight goes by its first name in the model (the export may name it by its second, out.weight)
     with pytest.raises(placement.InvalidParameterError,
                        match=r"^stages 2: no plan has 2 non-empty stages: the graph has 1 part .*share one stage, which "
-                             r"holds its only up-to-date copy: '.*weight' \(written in place; read by emb, out\)"):
+                             r"holds its only up-to-date copy: 'emb.weight' \(written in place; read by emb, out\)"):
         plan_pipeline(TiedMaxNorm(), (torch.randint(0, 10, (2, 3)),), devices="epyc-7763:2", stages=2)
 
 

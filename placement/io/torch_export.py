@@ -115,7 +115,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
@@ -1028,18 +1028,20 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
                      operators=operators, parameter_names=names)
-    return _with_writes_in_place(imported, program)
+    return _with_writes_in_place(imported, program, names)
 
 
-def _with_writes_in_place(imported: ImportedModel, program: Any) -> ImportedModel:
+def _with_writes_in_place(imported: ImportedModel, program: Any, names: Mapping[str, str]) -> ImportedModel:
     """``imported`` with each group of nodes that must share a stage because the program writes a
     tensor in place (:func:`placement.torch.state.in_place_groups`: a buffer and its readers, a write
     into an activation and what it is ordered against) in one colour class, so that every solver
-    keeps the program's order and ``pipe_split_module`` can split its plans."""
+    keeps the program's order and ``pipe_split_module`` can split its plans. A written parameter or
+    buffer goes by its name in ``names`` (a tied tensor by its first name in the model)."""
     from placement.io.tarnawski import parse_instance
     from placement.torch.state import in_place_groups, keep_written_buffers_together, received_writes
 
     readers, activations = in_place_groups(program, imported.graph)
+    readers = {names.get(target, target): nodes for target, nodes in readers.items()}
     writes = received_writes(program, imported.graph)
     if writes:
         about = {**imported.instance.get("about", {}), "in_place_writes": [list(pair) for pair in writes]}
