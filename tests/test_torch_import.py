@@ -937,3 +937,33 @@ def test_max_unpool_is_a_copy():
         graph = import_module(Unpool(), (torch.randn(1, 2, 4, 4), torch.randn(1, 1, 4, 4, 4)))
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops if "unpool" in op.target] == [
         ("aten::max_unpool2d", "copy", 0.0, 224.0), ("aten::max_unpool3d", "copy", 0.0, 352.0)]
+
+
+def test_known_export_failures_say_what_in_the_model_to_change():
+    """torch.export's own words for a BatchNorm with momentum=None in training (a data-dependent guard) and
+    for a parameter's .data read in forward (a fake tensor in the program's constants) name neither the
+    module nor the change."""
+    norm = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8, momentum=None), nn.Linear(8, 2))
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(norm, (torch.randn(4, 4),))
+    assert str(err.value) == (
+        "model Sequential cannot be exported: its BatchNorm1d '1' has momentum=None, a cumulative average whose "
+        "factor 1 / num_batches_tracked is read from a tensor, which torch.export cannot trace in training mode: "
+        "give it a momentum (torch's default is 0.1), or plan the model in eval()")
+    import_module(norm.eval(), (torch.randn(4, 4),))   # in evaluation the statistics are only read
+
+    class ReadsData(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.layer(x) + self.layer.weight.data.sum()
+
+    with pytest.raises(InvalidParameterError) as err:
+        import_module(ReadsData(), (torch.randn(4, 4),))
+    assert str(err.value) == (
+        "model ReadsData cannot be exported: forward uses a tensor torch.export cannot trace to the model's "
+        "parameters, buffers or inputs (it calls it lifted_tensor_0), such as a parameter's .data: read the "
+        "parameter itself (.detach() where no gradient is to flow), and write into parameters outside forward, "
+        "between steps")

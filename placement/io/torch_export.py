@@ -250,6 +250,9 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
                 raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: its output holds a "
                                                      f"{unknown[1]}, which is no tensor, tuple, list or dict"
                                                      f"{advice}") from None
+            known = _untraceable(model, first)
+            if known:
+                raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: {known}") from None
             raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported: torch.export "
                                                  f"raised {type(exc).__name__}: {first}{_where(str(exc))}") from None
         held.keep = True
@@ -339,6 +342,29 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
                and n.target is not operator.getitem)
+
+
+def _untraceable(model: Any, first: str) -> str:
+    """What in ``model`` made ``torch.export`` fail with the message whose first line is ``first``, where
+    it is a known case, with what to change; ``""`` otherwise. A batch normalisation in training mode with
+    ``momentum=None`` keeps a cumulative average, ``1 / num_batches_tracked``, a value read from a tensor
+    (data-dependent); a tensor lifted as a constant of the program is one forward made outside autograd's
+    record of the parameters (``.data``)."""
+    import torch
+
+    if "data-dependent" in first or "GuardOnDataDependentSymNode" in first:
+        for name, module in model.named_modules():
+            if (isinstance(module, torch.nn.modules.batchnorm._NormBase) and module.training
+                    and module.momentum is None and module.track_running_stats):
+                return (f"its {type(module).__name__} {name!r} has momentum=None, a cumulative average whose "
+                        "factor 1 / num_batches_tracked is read from a tensor, which torch.export cannot trace in "
+                        "training mode: give it a momentum (torch's default is 0.1), or plan the model in eval()")
+    lifted = re.search(r"fake tensor in the exported program constant's list.*?model attribute: (\w+)", first)
+    if lifted:
+        return (f"forward uses a tensor torch.export cannot trace to the model's parameters, buffers or inputs "
+                f"(it calls it {lifted[1]}), such as a parameter's .data: read the parameter itself (.detach() where "
+                "no gradient is to flow), and write into parameters outside forward, between steps")
+    return ""
 
 
 def _where(message: str) -> str:
