@@ -195,11 +195,10 @@ def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
 
 
 def _byte_range(tensor: Any) -> tuple[int, int]:
-    """The bytes of its storage that ``tensor`` may read: from its first element to one past its last."""
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
-    first = tensor.storage_offset() - sum((size - 1) * -stride for size, stride in zip(tensor.shape, tensor.stride())
-                                          if stride < 0)
-    return first * tensor.element_size(), (first + span) * tensor.element_size()
+    """The bytes of its storage that ``tensor`` (not empty; torch's strides are never negative) may read:
+    from its first element to one past its last."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return tensor.storage_offset() * tensor.element_size(), (tensor.storage_offset() + span) * tensor.element_size()
 
 
 def shared_storage(model: Any, written: Mapping[str, set[str]], trained: bool = False) -> list[list[str]]:
@@ -209,11 +208,11 @@ def shared_storage(model: Any, written: Mapping[str, set[str]], trained: bool = 
     optimiser step writes it in place): every stage copies each of them on its own, so a write into one
     would not show in the copies of the others. Views of disjoint parts of one storage (an RNN's weights
     flattened into one buffer) are apart already, and tensors on the ``meta`` device hold no memory."""
-    by_storage: dict[int, dict[int, tuple[str, tuple[int, int]]]] = {}
+    by_storage: dict[tuple[str, int], dict[int, tuple[str, tuple[int, int]]]] = {}
     for name, tensor in (*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)):
         if tensor is not None and tensor.numel() > 0 and tensor.device.type != "meta":
-            by_storage.setdefault(tensor.untyped_storage().data_ptr(), {}).setdefault(id(tensor),
-                                                                                      (name, _byte_range(tensor)))
+            storage = (str(tensor.device), tensor.untyped_storage().data_ptr())
+            by_storage.setdefault(storage, {}).setdefault(id(tensor), (name, _byte_range(tensor)))
     stepped = ({name for name, p in model.named_parameters(remove_duplicate=False) if p.requires_grad}
                if trained else set())
     groups = []
