@@ -736,6 +736,28 @@ def test_resize_and_where_are_costed_as_torch_costs_upsample_and_masked_fill():
     assert costs["Where"] == ("copy", 0.0, 1)
 
 
+def test_the_scales_of_a_resize_are_no_trained_parameter():
+    """The dynamo exporter's optimiser folds the scales of the Resize it writes for F.interpolate into a
+    float initializer of four elements; F.interpolate reads no parameter, so nothing before the Relu needs
+    a gradient (the Resize runs first on the model input), and its backward is free. The opset-9 Upsample
+    the TorchScript exporter writes for it is the same resampling: one FLOP per output element."""
+    from placement.io.opgraph import gradient_flow
+
+    scales = numpy_helper.from_array(np.array([1.0, 1.0, 2.0, 2.0], dtype=np.float32), "scales")
+    for op_type, inputs, opset in (("Resize", ["X", "", "scales"], 13), ("Upsample", ["X", "scales"], 9)):
+        nodes = [helper.make_node(op_type, inputs, ["U"], name=f"/up/{op_type}", mode="nearest"),
+                 helper.make_node("Relu", ["U"], ["Y"], name="/act/Relu")]
+        model = _graph(nodes, [("X", [1, 2, 4, 4])], ["Y"], [scales])
+        model.opset_import[0].version = opset
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            graph = graph_from_onnx(model, "up")
+        assert [(op.target, op.kind, op.flops) for op in graph.ops] == [(op_type, "pointwise", 1 * 2 * 8 * 8),
+                                                                        ("Relu", "pointwise", 1 * 2 * 8 * 8)]
+        assert [(p.name, p.trainable) for op in graph.ops for p in op.params] == [("scales", False)]
+        assert [g.needed for g in gradient_flow(graph)] == [False, False]
+
+
 def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
     """mlp_model's MatMul+Add fuses into one matmul reading W1 (an operand) and B1 (added: no operand);
     the Gemm reads W2 (operand) and B2 (its C, added). A mask-style Mul by a one-element float

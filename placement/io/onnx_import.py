@@ -18,8 +18,9 @@ e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`rea
 Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
 floating-point type and more than one element are the trained parameters, except a
-BatchNormalization's statistics and the zeros read only as a recurrent operator's initial state
-(:func:`_zero_initial_states`); a single float is a
+BatchNormalization's statistics, the zeros read only as a recurrent operator's initial state
+(:func:`_zero_initial_states`) and those read only as sizes or scales, a ``Resize``'s scales
+(:func:`_sizes_only`); a single float is a
 constant of the program, such as a scale exporters write as an initializer); an ``Identity`` of
 such data (an alias exporters write for shared or deduplicated parameters) is that data, read
 under its own name, and so is the transposed copy exporters write of a tied weight
@@ -75,7 +76,7 @@ LayerNormalization and other normalisations,    5 · numel(input)
 Softmax, LogSoftmax, SoftmaxCrossEntropyLoss
 elementwise operators                           c · numel(out): c = 8 Gelu, 4 Tanh and
                                                 Sigmoid, else 1
-Resize, GridSample (resampling)                 numel(out), as the torch importer's
+Resize, Upsample, GridSample (resampling)       numel(out), as the torch importer's
                                                 interpolate and grid_sample
 Reduce*, ArgMax/ArgMin, CumSum, pooling,        numel(input)
 Col2Im (torch's ``F.fold``: the patches that
@@ -152,7 +153,7 @@ for _kind, _names in {
     "pointwise": "Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Relu LeakyRelu PRelu Elu Selu Celu Sigmoid "
                  "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
-                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize GridSample",
+                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize Upsample GridSample",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
                  "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK Col2Im",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
@@ -868,6 +869,18 @@ def _zero_initial_states(graph: Any, folder: str | Path | None) -> set[str]:
             and zero_valued(init, folder)}
 
 
+def _sizes_only(graph: Any, params: dict[str, _Tensor]) -> set[str]:
+    """The initializers that every node reading them reads as a size, axis, position or scale
+    (:data:`SHAPE_INPUTS`): a ``Resize``'s floating-point ``scales`` and ``roi``, which the dynamo exporter's
+    optimiser folds into initializers. They are constants of the program, not trained parameters:
+    ``F.interpolate`` reads no parameter."""
+    readers = _readers(graph)
+    returned = {v.name for v in graph.output}
+    return {name for name in params if name in readers and name not in returned
+            and all(graph.node[k].domain in ("", "ai.onnx") and i in SHAPE_INPUTS.get(graph.node[k].op_type, ())
+                    for k, i in readers[name])}
+
+
 def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str]]:
     """Remove ``Identity`` nodes of an initializer or a ``Constant`` (exporters write them for tied or
     deduplicated parameters), their readers reading that data itself: data, not operators, so that a bias
@@ -962,6 +975,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     constants |= {name for k in folded for name in model.graph.node[k].output if name}
     derived, relaid = _parameter_derivations(model.graph, table, params, constants, folded)
     initial_states = _zero_initial_states(model.graph, folder)
+    sizes = _sizes_only(model.graph, params)
     folded = folded | relaid
     symbolic, shapeless = _symbolic_dims(model), _shapeless_inputs(model)
 
@@ -1055,7 +1069,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         # BatchNormalization's running mean and variance (inputs 3 and 4), a recurrent layer's initial zeros:
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
-        statistics |= initial_states & {x for m in members for x in m.node.input}
+        statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
             info = table[t]
             read_bytes += info.nbytes
