@@ -758,6 +758,26 @@ def test_the_scales_of_a_resize_are_no_trained_parameter():
         assert [g.needed for g in gradient_flow(graph)] == [False, False]
 
 
+def test_empty_dimensions_are_costed_by_the_rules_without_dividing_by_them():
+    """Tensors with a dimension of 0: a Conv of X [1,0,4,4] by W [3,0,1,1] (no input channels) writes
+    [1,3,4,4] with 2 · 48 · numel(W)/C_out = 0 FLOPs, a ConvTranspose of X [1,0,4,4] by W [0,3,1,1] also 0;
+    an Attention of q [1,1,2,0], k [1,1,3,0], v [1,1,3,4] 2 · (numel(q)/E) · S · (E + E_v) = 2 · 2 · 3 · 4
+    (the query rows are L = 2 though E = 0); an Einsum ij,jk->ik summing j of size 0 runs no multiply-add."""
+    empty = np.zeros((3, 0, 1, 1), dtype=np.float32)
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], name="/conv/Conv"),
+             helper.make_node("ConvTranspose", ["X", "WT"], ["T"], name="/up/ConvTranspose"),
+             helper.make_node("Attention", ["Q", "K", "V"], ["O"], name="/attn/Attention"),
+             helper.make_node("Einsum", ["A", "B"], ["E"], name="/mix/Einsum", equation="ij,jk->ik")]
+    model = _graph(nodes, [("X", [1, 0, 4, 4]), ("Q", [1, 1, 2, 0]), ("K", [1, 1, 3, 0]), ("V", [1, 1, 3, 4]),
+                           ("A", [2, 0]), ("B", [0, 3])], ["C", "T", "O", "E"],
+                   [numpy_helper.from_array(empty, "W"), numpy_helper.from_array(empty.transpose(1, 0, 2, 3), "WT")])
+    model.opset_import[0].version = 23
+    graph = graph_from_onnx(model, "empty")
+    assert [(op.target, op.flops) for op in graph.ops] == [("Conv", 0.0), ("ConvTranspose", 0.0),
+                                                           ("Attention", 2.0 * 2 * 3 * (0 + 4)), ("Einsum", 0.0)]
+    assert [sum(shape.kind == "gemm" for shape in op.operators) for op in graph.ops] == [0, 0, 1, 0]
+
+
 def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
     """mlp_model's MatMul+Add fuses into one matmul reading W1 (an operand) and B1 (added: no operand);
     the Gemm reads W2 (operand) and B2 (its C, added). A mask-style Mul by a one-element float

@@ -58,8 +58,9 @@ def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str
     for term, shape in zip(terms, operands):
         if len(term) != len(shape):
             return None
-        for c, d in zip(term, shape):   # a broadcast dimension (1 in one operand) has the other's size
-            size[c] = max(size.get(c, 1), int(d))
+        for c, d in zip(term, shape):   # a broadcast dimension (1 in one operand) has the other's size, 0 too
+            if size.get(c, 1) == 1:
+                size[c] = int(d)
     return set(terms[0]), set(terms[1]), set(output), size
 
 

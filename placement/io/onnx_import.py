@@ -531,7 +531,7 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
         return 0
     if kind == "attention":   # torch's rule for scaled_dot_product_attention
         q, k, v = _attention_shapes(node, ins)
-        return 2 * (math.prod(q) // q[-1]) * k[-2] * (q[-1] + v[-1])
+        return 2 * math.prod(q[:-1]) * k[-2] * (q[-1] + v[-1])
     out = outs[0]
     a = ins[0]
     if kind == "matmul":
@@ -546,9 +546,8 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
         return layer_gemms.recurrent_flops(_recurrent_gemms(node, ins))
     if kind == "conv":
         w = ins[1]
-        if op_type == "ConvTranspose":
-            return 2 * a.numel * w.numel // int(w.shape[0])
-        return 2 * out.numel * w.numel // int(w.shape[0])
+        per_channel = math.prod(int(d) for d in w.shape[1:])   # numel(W) / C_in (transposed) or / C_out
+        return 2 * (a.numel if op_type == "ConvTranspose" else out.numel) * per_channel
     if kind in ("norm", "softmax"):
         return NORM_FLOPS * a.numel
     if kind == "pointwise":

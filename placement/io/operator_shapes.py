@@ -116,6 +116,8 @@ def convolution(x: Sequence[int], w: Sequence[int], out: Sequence[int], transpos
     """A convolution's implicit GEMM per group (module docstring), plus its bias add."""
     channel = 1 if len(x) == len(w) else 0          # batched input [N, C, ...] or unbatched [C, ...]
     kernel = _numel(w[2:])
+    if 0 in (_numel(x), _numel(w), _numel(out)):   # no channels, no batch: no GEMM (nor groups to count)
+        return vector("add", _numel(out)) if bias else ()
     if transposed:   # weight [C_in, C_out/g, *k]
         groups = int(out[channel]) // int(w[1])
         shapes = gemm(_numel(x) // int(x[channel]), int(w[1]) * kernel, int(w[0]) // groups, groups)
@@ -128,7 +130,7 @@ def convolution(x: Sequence[int], w: Sequence[int], out: Sequence[int], transpos
 def attention(q: Sequence[int], k: Sequence[int], v: Sequence[int]) -> tuple[Operator, ...]:
     """Scaled dot-product attention: scores, softmax, weighted values (module docstring)."""
     length, width, keys, value_width = int(q[-2]), int(q[-1]), int(k[-2]), int(v[-1])
-    batch = _numel(q) // max(length * width, 1)
+    batch = _numel(q[:-2])
     return (gemm(length, keys, width, batch) + vector("softmax", batch * length * keys)
             + gemm(length, value_width, keys, batch))
 
