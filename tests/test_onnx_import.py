@@ -598,6 +598,28 @@ def test_layout_operators_are_views_without_kernels():
     assert [(op.kind, op.bytes_moved, op.kernels) for op in graph.ops] == [("view", 0.0, 0), ("pointwise", 64.0, 1)]
 
 
+def test_a_dropout_in_evaluation_or_of_probability_0_is_no_operator():
+    """Dropout(X, ratio, training_mode) over X [2,4] returns X where training_mode is false or ratio is 0
+    (given as initializers or Constant nodes): a view, no bytes and no kernel, as a Dropout without
+    training_mode. In training with a ratio of 0.5 it is the pointwise kernel: 8 FLOPs, reading 32 B of X
+    (and 4 B of ratio, 1 B of training_mode) and writing Y (32 B) and its mask (8 B of bool)."""
+    def dropout(ratio, training, constants=False):
+        values = [numpy_helper.from_array(np.array(ratio, dtype=np.float32), "r"),
+                  numpy_helper.from_array(np.array(training), "t")]
+        nodes = [helper.make_node("Dropout", ["X", "r", "t"], ["D", "M"], name="/drop/Dropout"),
+                 helper.make_node("Relu", ["D"], ["Y"], name="/act/Relu")]
+        if constants:
+            nodes[:0] = [helper.make_node("Constant", [], [v.name], value=v) for v in values]
+        return graph_from_onnx(_graph(nodes, [("X", [2, 4])], ["Y"], [] if constants else values), "drop").ops
+
+    for ratio, training, constants in ((0.5, False, False), (0.0, True, False), (0.5, False, True), (0.0, True, True)):
+        ops = dropout(ratio, training, constants)
+        assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in ops] == [("view", 0.0, 0.0, 0),
+                                                                                   ("pointwise", 8.0, 64.0, 1)]
+    ops = dropout(0.5, True)
+    assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in ops][0] == ("pointwise", 8.0, 32 + 4 + 1 + 40, 1)
+
+
 def test_a_shape_computed_in_the_graph_is_propagated():
     """Y[1,3] is expanded to the shape of X[2,3], read from X by Shape, as the TorchScript exporter
     writes broadcasts: the Expand's output is [2,3] only when shape inference propagates Shape's

@@ -92,8 +92,8 @@ Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors w
 views move nothing and launch no kernel: Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 and the layout operators PyTorch runs as strided views (Transpose, Split, Slice, Expand,
 Shape, Size, a Gather of one scalar index, which is torch's ``select``), and an inference
-Dropout (no ``training_mode`` input), which returns its input; gathers read their indices
-and the gathered rows and write their output. A Slice with a negative step is ``torch.flip``,
+Dropout (no ``training_mode`` input, or one that is false) or one of ``ratio`` 0, which returns
+its input; gathers read their indices and the gathered rows and write their output. A Slice with a negative step is ``torch.flip``,
 which the exporters write so and PyTorch runs as a copy (a stride cannot be negative): a copy here.
 
 Nodes the exporter wrote for one PyTorch kernel are one operator
@@ -610,9 +610,21 @@ def _cast_type(node: Any) -> str | None:
         return None
 
 
+def _returns_its_input(node: Any, known: dict[str, Any]) -> bool:
+    """Whether a ``Dropout`` returns its input: in evaluation (no ``training_mode`` input, or one whose
+    ``known`` value is false) or of probability 0 (its ``ratio`` input, known to be 0)."""
+    def value(k: int) -> Any:
+        return known.get(node.input[k]) if len(node.input) > k and node.input[k] else None
+
+    if len(node.input) < 3 or not node.input[2]:
+        return True
+    training, ratio = value(2), value(1)
+    return (training is not None and not training.any()) or (ratio is not None and not ratio.any())
+
+
 def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = None) -> str:
     """The cost kind of a node: :data:`KINDS`, with a ``Gather`` of one scalar index (torch's ``select``),
-    an inference ``Dropout`` (no ``training_mode`` input) and a ``Cast`` to the type its input already has
+    a ``Dropout`` that returns its input (:func:`_returns_its_input`) and a ``Cast`` to the type its input already has
     being views, and a ``Slice`` with a negative step (exporters write ``torch.flip`` so; strides cannot
     be negative in PyTorch, whose ``flip`` copies) a copy, where its steps are among the ``known`` values."""
     if (node.domain or "ai.onnx") not in ("ai.onnx", ""):
@@ -622,7 +634,7 @@ def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = N
             return "copy"
     if node.op_type == "Gather" and len(ins) > 1 and ins[1] is not None and not ins[1].shape:
         return "view"
-    if node.op_type == "Dropout" and (len(node.input) < 3 or not node.input[2]):
+    if node.op_type == "Dropout" and _returns_its_input(node, known or {}):
         return "view"
     if node.op_type in ("Cast", "CastLike") and ins and ins[0] is not None and ins[0].type_name == (
             ins[1].type_name if node.op_type == "CastLike" and len(ins) > 1 and ins[1] is not None
