@@ -620,6 +620,36 @@ def test_a_dropout_in_evaluation_or_of_probability_0_is_no_operator():
     assert [(op.kind, op.flops, op.bytes_moved, op.kernels) for op in ops][0] == ("pointwise", 8.0, 32 + 4 + 1 + 40, 1)
 
 
+def test_the_calls_of_a_model_s_own_function_are_its_nodes_in_the_caller_s_module():
+    """A model-local function Block(x, w) = Relu(MatMul(x, w)) + x, called by /b1/Block and /b2/Block on X [2,8]
+    with weights W1, W2 [8,8], as the TorchScript exporter writes modules given in export_modules_as_functions.
+    Each call was one operator of no FLOPs (a warning); its body's nodes are operators now, costed by the
+    rules (MatMul 2 · 16 · 8, Relu and Add 16 each), in the caller's module, as the same graph written
+    without a function."""
+    weights = [numpy_helper.from_array(np.full((8, 8), k, dtype=np.float32), f"W{k}") for k in (1, 2)]
+    body = [helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul_0"),
+            helper.make_node("Relu", ["m"], ["r"], name="Relu_1"),
+            helper.make_node("Add", ["r", "x"], ["y"], name="Add_2")]
+    block = helper.make_function("__main__", "Block", ["x", "w"], ["y"], body, [helper.make_opsetid("", 17)])
+    calls = [helper.make_node("Block", ["X", "W1"], ["H"], name="/b1/Block", domain="__main__"),
+             helper.make_node("Block", ["H", "W2"], ["Y"], name="/b2/Block", domain="__main__")]
+    model = _graph(calls, [("X", [2, 8])], ["Y"], weights)
+    model.opset_import.append(helper.make_opsetid("__main__", 1))
+    model.functions.append(block)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = graph_from_onnx(model, "blocks")
+    plain = [helper.make_node(n.op_type, [{"x": x, "w": w, "m": f"{c}m", "r": f"{c}r"}.get(t, t) for t in n.input],
+                              [{"y": y}.get(t, f"{c}{t}") for t in n.output], name=f"/{c}/{n.name}")
+             for c, x, w, y in (("b1", "X", "W1", "H"), ("b2", "H", "W2", "Y")) for n in body]
+    expected = graph_from_onnx(_graph(plain, [("X", [2, 8])], ["Y"], weights), "blocks")
+    assert [(op.target, op.flops, op.bytes_moved, op.inputs, op.module_path) for op in graph.ops] == [
+        (op.target, op.flops, op.bytes_moved, op.inputs, op.module_path) for op in expected.ops]
+    assert [(op.target, op.flops, op.module_path) for op in graph.ops] == [
+        ("MatMul", 2 * 16 * 8, ("b1",)), ("Relu", 16, ("b1",)), ("Add", 16, ("b1",)),
+        ("MatMul", 2 * 16 * 8, ("b2",)), ("Relu", 16, ("b2",)), ("Add", 16, ("b2",))]
+
+
 def test_a_shape_computed_in_the_graph_is_propagated():
     """Y[1,3] is expanded to the shape of X[2,3], read from X by Shape, as the TorchScript exporter
     writes broadcasts: the Expand's output is [2,3] only when shape inference propagates Shape's

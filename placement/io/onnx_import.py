@@ -15,7 +15,9 @@ write broadcasts and reshapes), helped by evaluating that arithmetic where its o
 propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operators contradict
 is an error. All shapes must be static (symbolic input dimensions can be fixed with ``dims``,
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
-Every node of the main graph is an operator, in graph order, except ``Constant`` nodes: their
+The calls of the model's own functions are replaced by their bodies' nodes, in the caller's module
+(:func:`_inline_local_functions`). Every node of the main graph is an operator, in graph order, except
+``Constant`` nodes: their
 values, like the initializers (dense or sparse), are data the consumers read (initializers of
 floating-point type and more than one element are the trained parameters, except a
 BatchNormalization's statistics, the zeros read only as a recurrent operator's initial state
@@ -954,6 +956,47 @@ def _declare_returned_inputs(graph: Any) -> None:
             value.type.CopyFrom(inputs[value.name].type)
 
 
+def _inline_local_functions(model: Any, name: str) -> Any:
+    """``model`` with the calls of its own functions (``FunctionProto``, as the TorchScript exporter writes a
+    module given in ``export_modules_as_functions``, and older dynamo exporters each ATen operator) replaced
+    by the nodes of their bodies, which are costed as any other node (a call was one operator of no FLOPs).
+    Each node of a body called from a node of the main graph takes that node's module scope: the node
+    name's ``/a/b/`` prefix and its scope metadata."""
+    if not model.functions:
+        return model
+    local = {(f.domain, f.name) for f in model.functions}
+    bodies = {(f.domain, f.name): f for f in model.functions}
+    calls = []
+    for k, node in enumerate(model.graph.node):
+        function = bodies.get((node.domain, node.op_type))
+        if function is None:
+            continue
+        prefix = node.name.rpartition("/")[0] + "/" if node.name.startswith("/") else ""
+        scopes = [prop for prop in node.metadata_props if prop.key == NAME_SCOPES]
+        if not prefix and not scopes:
+            continue
+        copy = model.functions.add()
+        copy.CopyFrom(function)
+        copy.name = f"{function.name}__call{k}"
+        while (copy.domain, copy.name) in local:
+            copy.name += "_"
+        local.add((copy.domain, copy.name))
+        for j, inner in enumerate(copy.node):
+            inner.name = prefix + (inner.name.rpartition("/")[2] or f"{inner.op_type}_{j}")
+            if scopes and not any(prop.key == NAME_SCOPES for prop in inner.metadata_props):
+                inner.metadata_props.add().CopyFrom(scopes[0])
+        calls.append((node, copy.name))
+    for node, function in calls:
+        node.op_type = function
+    from onnx import inliner
+
+    try:
+        return inliner.inline_local_functions(model)
+    except Exception as exc:  # onnx raises its own errors for a body it cannot inline
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidInstanceError(f"{name}: the model's functions cannot be inlined ({detail})") from None
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -962,6 +1005,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
+    model = _inline_local_functions(model, name)
     check_schemas(model, name)
     _fix_dims(model, dims or {})
     _drop_input_self_identities(model.graph)
