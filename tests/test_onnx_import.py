@@ -72,6 +72,28 @@ def test_operators_flops_bytes_and_parameters_by_hand():
     assert [(n.name, len(n.ops)) for n in group_ops(graph, "module", 1).nodes] == [("enc", 3), ("head", 1)]
 
 
+def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path):
+    """A graph whose nodes carry neither scope metadata nor /a/b/Op names (hand-made, or from another
+    framework's converter) is one module run: granularity='module', the default of the command line, makes
+    one node of its operators, which no plan splits; the import says so and names the granularity to use."""
+    from placement.io.onnx_import import ModuleScopeWarning
+
+    path = tmp_path / "bare.onnx"
+    model = mlp_model()
+    for node in model.graph.node:
+        node.name = ""
+    onnx.save(model, str(path))
+    platform = make_platform("h100", "epyc-7763", 2, 0)
+    with pytest.warns(ModuleScopeWarning, match="makes one node of all 4 operators.*use granularity='operator'"):
+        imported = import_onnx(path, platform=platform, granularity="module")
+    assert len(imported.problem.nodes) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(import_onnx(path, platform=platform, granularity="operator").problem.nodes) == 4
+        onnx.save(mlp_model(), str(path))
+        assert len(import_onnx(path, platform=platform, granularity="module").problem.nodes) == 4
+
+
 def test_symbolic_dimensions_must_be_fixed(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp_model(batch="batch"), str(path))

@@ -190,6 +190,10 @@ ONNX_DTYPE_KEYS = {"FLOAT": "fp32", "DOUBLE": "fp64", "FLOAT16": "fp16", "BFLOAT
                    "FLOAT8E4M3FNUZ": "fp8", "FLOAT8E5M2": "fp8", "FLOAT8E5M2FNUZ": "fp8"}
 
 
+class ModuleScopeWarning(CostModelWarning):
+    """A model imported at module granularity that records no module: one node of every operator."""
+
+
 def require_onnx() -> Any:
     """The ``onnx`` module, or a :class:`SolverUnavailableError` saying how to install it."""
     try:
@@ -1221,4 +1225,9 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
     (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
     model = read_onnx(path)
     graph = graph_from_onnx(model, Path(path).stem, dtype, dims, Path(path).parent)
+    if granularity == "module" and len(graph.ops) > 1 and not any(op.module_path for op in graph.ops):
+        warnings.warn(f"{graph.name}: no operator of the model records a module (the file has neither the scope "
+                      f"metadata of torch.onnx.export nor node names of the form /a/b/Op), so granularity='module' "
+                      f"makes one node of all {len(graph.ops)} operators, which no plan can split: use "
+                      "granularity='operator'", ModuleScopeWarning, stacklevel=2)
     return build(group_ops(graph, granularity, module_depth), platform, training, source=model, operators=operators)
