@@ -95,8 +95,9 @@ views move nothing and launch no kernel: Reshape, Flatten, Squeeze, Unsqueeze, I
 and the layout operators PyTorch runs as strided views (Transpose, Split, Slice, Expand,
 Shape, Size, a Gather of one scalar index, which is torch's ``select``), and an inference
 Dropout (no ``training_mode`` input, or one that is false) or one of ``ratio`` 0, which returns
-its input; gathers read their indices and the gathered rows and write their output. A Slice with a negative step is ``torch.flip``,
-which the exporters write so and PyTorch runs as a copy (a stride cannot be negative): a copy here.
+its input; gathers read their indices and the gathered rows and write their output. A Slice with a
+negative step is ``torch.flip``, which the exporters write so and PyTorch runs as a copy (a stride
+cannot be negative): a copy here.
 
 Nodes the exporter wrote for one PyTorch kernel are one operator
 (:mod:`placement.io.onnx_fusion`): a bias or scale ``Add``/``Mul`` with the matmul,
