@@ -5,9 +5,9 @@ imported when a function here is called. See ``docs/pytorch.md``.
 """
 
 from placement.torch.planning import (OutputBatchWarning, PipelinePlan, SequenceFirstWarning, TrainingModeWarning,
-                                     UnprovenPlanWarning, plan_pipeline)
+                                     UninitialisedStateWarning, UnprovenPlanWarning, plan_pipeline)
 from placement.torch.relays import RelayWarning
 from placement.torch.repeated_reads import RepeatedReadWarning
 
 __all__ = ["OutputBatchWarning", "PipelinePlan", "RelayWarning", "RepeatedReadWarning", "SequenceFirstWarning",
-           "TrainingModeWarning", "UnprovenPlanWarning", "plan_pipeline"]
+           "TrainingModeWarning", "UninitialisedStateWarning", "UnprovenPlanWarning", "plan_pipeline"]

@@ -475,6 +475,39 @@ def _stage_copy(value: Any, device: Any) -> Any:
     return value.detach().to(device, copy=True) if device is not None else value.detach().clone()
 
 
+def _device_map(part: Partition, device: Any) -> Callable[[Any], Any] | None:
+    """Where ``device`` is not where the model was traced: a map of an operator's arguments that puts
+    ``device`` for each device the program was traced on (that of the model's inputs, parameters and
+    buffers). ``torch.export`` writes the device of a tensor the model makes (``torch.arange(n,
+    device=x.device)``, a mask's ``torch.full``, ``.to(x.device)``) into the operator: a stage on another
+    device made them where the model was traced (on the meta device: no data; on the CPU for a CUDA
+    stage: a device mismatch). Other devices the model names (``lengths.cpu()`` of a CUDA model) stay."""
+    import torch
+
+    if device is None:
+        return None
+    traced = {v.meta["val"].device for v in part.root.graph.nodes
+              if v.op == "placeholder" and isinstance(v.meta.get("val"), torch.Tensor)}
+    traced |= {value.device for target in part.canonical
+               if isinstance(value := _attribute(part.root, target), torch.Tensor)}
+    traced.discard(device)
+    if not traced:
+        return None
+    return lambda arg: device if isinstance(arg, torch.device) and arg in traced else arg
+
+
+def unfilled(part: Partition, s: int) -> tuple[str, ...]:
+    """The tensors stage ``s`` reads that are on the meta device and are no entries of the model's
+    ``state_dict`` (non-persistent buffers, such as rotary frequencies or position ids, and tensors the
+    program keeps as constants): on another device the stage holds them uninitialised, and no
+    checkpoint fills them."""
+    import torch
+
+    read = set(part.stages[s].attributes)
+    return tuple(sorted({name for target, name in part.canonical.items() if name in read and name not in part.state
+                         and isinstance(value := _attribute(part.root, target), torch.Tensor) and value.is_meta}))
+
+
 def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     """Stage ``s`` as a ``GraphModule`` holding its own copies of its attributes (on ``device``).
 
@@ -556,8 +589,12 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
         item of it (it must have the argument, not a copy), else :func:`snapshot`."""
         return lambda arg: read(arg) if writes_into(node, arg) or aliases_argument(node, arg) else snapshot(arg)
 
+    moved = _device_map(part, device)
     for node in stage.nodes:
         env[node] = graph.node_copy(node, argument(node))
+        if moved is not None:   # tensors the program makes (positions, masks) on the stage's device
+            env[node].args = torch.fx.node.map_aggregate(env[node].args, moved)
+            env[node].kwargs = torch.fx.node.map_aggregate(env[node].kwargs, moved)
     last = s == len(part.stages) - 1
     if last:
         results = tuple(env[v] for v in stage.outputs)

@@ -37,6 +37,11 @@ class TrainingModeWarning(UserWarning):
     otherwise in evaluation (dropout, batch normalisation): its stages keep the training behaviour."""
 
 
+class UninitialisedStateWarning(UserWarning):
+    """A stage of a model planned on the meta device, made on another device, holds tensors that are no
+    entries of the model's ``state_dict`` (non-persistent buffers): uninitialised, and no checkpoint fills them."""
+
+
 class SequenceFirstWarning(UserWarning):
     """A module that takes ``[sequence, batch, ...]`` (``batch_first=False``) reads the model inputs' first
     dimension, which torch's pipeline cuts into micro-batches, as its sequence."""
@@ -145,9 +150,20 @@ class PipelinePlan:
         if stage_index >= self.num_stages:
             raise InvalidParameterError("stage_index", f"must be below the number of stages ({self.num_stages}), "
                                                        f"got {stage_index}")
-        from placement.torch.partition import stage_module
+        from placement.torch.partition import stage_module, unfilled
 
-        return stage_module(self.partition, stage_index, None if device is None else torch_device(device))
+        device = None if device is None else torch_device(device)
+        module = stage_module(self.partition, stage_index, device)
+        missing = () if device is None or device.type == "meta" else unfilled(self.partition, stage_index)
+        if missing:
+            names = ", ".join(repr(name) for name in missing)
+            warnings.warn(f"stage {stage_index} on {device} holds {names}, which the model on the meta device has "
+                          "outside its state_dict (non-persistent buffers, or tensors the program keeps as "
+                          "constants): uninitialised there, and load_state_dict cannot fill them; copy their values "
+                          "in before the first step (module.get_buffer(name).copy_(value), from the model made on a "
+                          "real device), or give the model these tensors on a real device before planning",
+                          UninitialisedStateWarning, stacklevel=2)
+        return module
 
     def build_stage(self, stage_index: int, device: Any, group: Any = None) -> Any:
         """A ``torch.distributed.pipelining.PipelineStage`` running stage ``stage_index`` on ``device``.
