@@ -656,7 +656,8 @@ class Outputs(nn.Module):
     def forward(self, x):
         y = self.c(self.b(self.a(x)))
         return {"pair": (y, y), "dict": {"y": y}, "int": (y, 3), "scalar": (y, y.square().sum()),
-                "named": Named(y, y), "none": (y, None), "weight": (y, self.a.weight)}[self.form]
+                "named": Named(y, y), "none": (y, None), "weight": (y, self.a.weight),
+                "nested": (y, (y, y))}[self.form]
 
 
 def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
@@ -672,6 +673,10 @@ def test_the_model_returns_a_tensor_or_a_tuple_of_tensors():
                                     "tuple of tensors (the last stage returns a tuple): return tuple() of it"),
                           ("int", "model returns output 1 (3), which is not a tensor; a pipelined model returns a "
                                   "tensor or a tuple of tensors"),
+                          ("nested", "model returns a nested tuple (output 1 is a tuple); a pipelined model returns a "
+                                     "tensor or a flat tuple of tensors: return its tensors as items of one tuple (a "
+                                     "transformers model called with output_hidden_states or output_attentions "
+                                     "returns a tuple inside its output)"),
                           # a loss computed inside the model: torch's runtime failed after the backward pass,
                           # concatenating the micro-batches' losses
                           ("scalar", "model returns the 0-dimensional tensor 'sum_1', which the pipeline runtime "

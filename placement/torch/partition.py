@@ -170,10 +170,17 @@ def check_output_spec(spec: Any) -> bool:
             raise InvalidParameterError("model", f"returns a namedtuple, {spec.context.__name__}; a pipelined model "
                                                  "returns a tensor or a plain tuple of tensors (the last stage "
                                                  "returns a tuple): return tuple() of it")
-        hint = ("" if spec.type in (tuple, list) else
-                ": return a tuple of its values (a transformers model does when called with return_dict=False)")
+        if spec.type in (tuple, list):
+            inner = next(k for k, child in enumerate(spec.children()) if not child.is_leaf())
+            kind = getattr(spec.children()[inner].type, "__name__", "structure")
+            raise InvalidParameterError("model", f"returns a {what} (output {inner} is a {kind}); a pipelined model "
+                                                 "returns a tensor or a flat tuple of tensors: return its tensors as "
+                                                 "items of one tuple (a transformers model called with "
+                                                 "output_hidden_states or output_attentions returns a tuple inside "
+                                                 "its output)")
         raise InvalidParameterError("model", f"returns a {what}; a pipelined model returns a tensor or a tuple of "
-                                             f"tensors{hint}")
+                                             "tensors: return a tuple of its values (a transformers model does when "
+                                             "called with return_dict=False)")
     return False
 
 
