@@ -163,3 +163,20 @@ def test_bad_arguments() -> None:
     with pytest.raises(InvalidParameterError, match="^objective 'throughput-gpipe' is for training graphs; this "
                                                     "instance has no backward nodes$"):
         solve_milp(problem, objective="throughput-gpipe")
+
+
+@pytest.mark.parametrize("backend", ["cp-sat", "highs"])
+def test_a_warm_start_returned_as_it_is_comes_in_pipeline_order(backend: str) -> None:
+    import placement
+
+    # a -> b, each 1 on an accelerator, nothing to transfer, two accelerators: one node per accelerator
+    # loads 1 and 1, the instance's lower bound (2 of work over 2 devices), so the start is returned as
+    # the optimum without a search; a feeds b, so the pipeline is a's device, then b's
+    doc = {"maxSizePerFPGA": 10, "maxFPGAs": 2, "maxCPUs": 0, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+           "nodes": [{"id": 1, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 9},
+                     {"id": 2, "supportedOnFpga": 1, "fpgaLatency": 1, "cpuLatency": 9}]}
+    backwards = {"fpgas": [{"nodes": [2]}, {"nodes": [1]}]}
+    result = placement.solve(doc, method="milp", backend=backend, warm_start=backwards)
+    assert (result.status, result.value) == ("optimal", 1.0)
+    assert [stage.nodes for stage in result.plan] == [(1,), (2,)]
+    assert [device["nodes"] for device in result.to_json()["fpgas"]] == [[1], [2]]

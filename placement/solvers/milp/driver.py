@@ -34,7 +34,7 @@ from placement.solvers.milp.data import GroupData, Scaling, prepare, scaling_not
 from placement.solvers.milp.heartbeat import heartbeat
 from placement.solvers.milp.interrupt import SearchInterrupted, absorb_echoes, solve_interruptibly
 from placement.solvers.milp.outcome import Context, Verdict, conclude
-from placement.verification.evaluate import evaluate
+from placement.verification.evaluate import evaluate, pipeline_order
 from placement.wording import counted
 
 #: Integer backends: the data are scaled so that no coefficient times a variable's bound in one
@@ -336,6 +336,11 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     is built (stats ``model_built: False``)."""
     start = time.perf_counter()
     be = make_backend(backend)
+    if warm_start is not None and formulation.contiguity == "stages":
+        # a start may come back as the answer (it needs no search, or none finds better): in pipeline order
+        order = pipeline_order(problem, warm_start)
+        if order is not None and len(order) == len(warm_start.devices):
+            warm_start = Plan(tuple(warm_start.devices[i] for i in order))
     # the warm start is checked when chosen and again when it bounds the model
     verify = functools.lru_cache(maxsize=4)(functools.partial(request_verdict, problem, formulation, objective))
     simple = lower_bound(problem, objective)
