@@ -72,7 +72,7 @@ def test_operators_flops_bytes_and_parameters_by_hand():
     assert [(n.name, len(n.ops)) for n in group_ops(graph, "module", 1).nodes] == [("enc", 3), ("head", 1)]
 
 
-def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path):
+def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path, capsys):
     """A graph whose nodes carry neither scope metadata nor /a/b/Op names (hand-made, or from another
     framework's converter) is one module run: granularity='module', the default of the command line, makes
     one node of its operators, which no plan splits; the import says so and names the granularity to use."""
@@ -87,6 +87,10 @@ def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path):
     with pytest.warns(ModuleScopeWarning, match="makes one node of all 4 operators.*use granularity='operator'"):
         imported = import_onnx(path, platform=platform, granularity="module")
     assert len(imported.problem.nodes) == 1
+    from placement.cli import main
+    assert main(["import", str(path), "--out", str(tmp_path / "bare.json")]) == 0   # the option is named
+    assert "makes one node of all 4 operators, which no plan can split: use --granularity operator\n" in \
+        capsys.readouterr().err
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(import_onnx(path, platform=platform, granularity="operator").problem.nodes) == 4

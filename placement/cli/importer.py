@@ -220,9 +220,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"the model computes in a data type a device has no peak FLOP/s for: --dtype "
                              f"{exc.detail}") from None
     for w in caught:
-        if issubclass(w.category, CostModelWarning) and not args.quiet:   # the library's parameter is an option
-            message = re.sub(r"granularity='(\w+)'", r"--granularity \1", str(w.message))
-            print(f"warning: {message}", file=sys.stderr)
+        if issubclass(w.category, CostModelWarning) and not args.quiet:   # the library's parameters as options
+            print(f"warning: {args.rename(str(w.message))}", file=sys.stderr)
     # a factory named pkg.module:factory: its file is known once imported
     check_not_input(args.out, (getattr(sys.modules.get(source), "__file__", None),))
     write_text(args.out, json.dumps(imported.instance, indent=1, allow_nan=False) + "\n")
