@@ -968,8 +968,8 @@ def _inline_local_functions(model: Any, name: str) -> Any:
     name's ``/a/b/`` prefix and its scope metadata."""
     if not model.functions:
         return model
-    local = {(f.domain, f.name) for f in model.functions}
     bodies = {(f.domain, f.name): f for f in model.functions}
+    local = set(bodies)   # the names taken, the copies' too
     calls = []
     for k, node in enumerate(model.graph.node):
         function = bodies.get((node.domain, node.op_type))
