@@ -697,11 +697,11 @@ def test_a_control_flow_operator_reads_what_its_subgraphs_read():
     """fc1 -> If -> fc2, where the If takes only its condition and its branches read fc1's output H
     from the main graph (a Relu in one branch, a Loop whose body negates H in the other). H is an input
     of the If: the edge fc1 -> If exists, and the If reads H (8x32 fp32, 1,024 B) and the Loop's trip
-    count N (int64, 8 B) besides its bool condition (1 B), and writes A (1,024 B). Without it the If would
-    have no predecessor and a plan could run it before fc1."""
+    count N (int64, 8 B) besides its bool condition (1 B, a model input: a constant one would take its
+    branch), and writes A (1,024 B). Without it the If would have no predecessor and a plan could run it
+    before fc1."""
     w1 = numpy_helper.from_array(np.ones((16, 32), dtype=np.float32), "W1")
     w2 = numpy_helper.from_array(np.ones((32, 4), dtype=np.float32), "W2")
-    cond = numpy_helper.from_array(np.array(True), "C")
     trip = numpy_helper.from_array(np.array(1, dtype=np.int64), "N")
     body = helper.make_graph([helper.make_node("Neg", ["H"], ["neg"])], "body",
                              [helper.make_tensor_value_info("i", TensorProto.INT64, []),
@@ -716,7 +716,8 @@ def test_a_control_flow_operator_reads_what_its_subgraphs_read():
                     helper.make_node("If", ["C"], ["A"], name="/act/If", then_branch=then_branch,
                                      else_branch=else_branch),
                     helper.make_node("MatMul", ["A", "W2"], ["Y"], name="/fc2/MatMul")],
-                   [("X", [8, 16])], ["Y"], [w1, w2, cond, trip])
+                   [("X", [8, 16])], ["Y"], [w1, w2, trip])
+    model.graph.input.append(helper.make_tensor_value_info("C", TensorProto.BOOL, []))
     model.graph.value_info.append(helper.make_tensor_value_info("A", TensorProto.FLOAT, [8, 32]))
     with pytest.warns(CostModelWarning) as warned:
         graph = graph_from_onnx(model, "branchy")
@@ -1289,3 +1290,103 @@ def test_max_unpool_is_a_copy_as_torch_costs_max_unpool():
         graph = graph_from_onnx(_graph([node], [("X", [1, 2, 2, 2])], ["Y"], [where]), "unpool")
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("MaxUnpool", "copy", 0.0, 224.0)]
+
+
+def _if(condition, output, then_nodes, then_outputs, else_nodes, else_outputs, name):
+    branches = {}
+    for key, nodes, outputs in (("then_branch", then_nodes, then_outputs), ("else_branch", else_nodes, else_outputs)):
+        branches[key] = helper.make_graph(nodes, key, [], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                                                           for n in outputs])
+    return helper.make_node("If", [condition], output, name=name, **branches)
+
+
+def _rank_test(name, x="X", rank=2):
+    """Shape(x) -> Size -> Equal(rank): the condition the TorchScript exporter writes for ``x.dim() == rank``."""
+    return [helper.make_node("Shape", [x], [f"{name}_shape"], name=f"/blk/{name}_Shape"),
+            helper.make_node("Size", [f"{name}_shape"], [f"{name}_rank"], name=f"/blk/{name}_Size"),
+            helper.make_node("Constant", [], [f"{name}_want"], name=f"/blk/{name}_Constant",
+                             value=numpy_helper.from_array(np.array(rank, dtype=np.int64))),
+            helper.make_node("Equal", [f"{name}_rank", f"{name}_want"], [name], name=f"/blk/{name}_Equal")]
+
+
+def test_an_if_on_static_shapes_is_the_branch_it_takes():
+    """An If whose condition the graph computes from a static shape (``x.dim() == 2``, true for X [2, 4]) runs
+    its then branch: a Relu and a nested If (on the same condition) whose then branch negates X. Both are
+    costed in the If's module, and the Add after them reads their results: Relu 8 FLOPs (2·4 elements),
+    Neg 8, Add 8. Before, the If was an operator whose output had no static shape: an error. The second
+    If takes its else branch (rank 3 is false), which returns X as given: the Mul reads X itself."""
+    nested = _if("c", ["n"], [helper.make_node("Neg", ["X"], ["neg"], name="/blk/inner/Neg")], ["neg"],
+                 [helper.make_node("Abs", ["X"], ["abs"], name="/blk/inner/Abs")], ["abs"], "/blk/inner/If")
+    taken = _if("c", ["r", "m"], [helper.make_node("Relu", ["X"], ["relu"], name="/blk/sub/Relu"), nested],
+                ["relu", "n"], [helper.make_node("Sigmoid", ["X"], ["sig"], name="/blk/Sigmoid")], ["sig", "sig"],
+                "/blk/If")
+    passed = _if("d", ["p"], [helper.make_node("Tanh", ["X"], ["tanh"], name="/other/Tanh")], ["tanh"], [], ["X"],
+                 "/other/If")
+    model = _graph([*_rank_test("c"), taken, helper.make_node("Add", ["r", "m"], ["Y"], name="/out/Add"),
+                    *_rank_test("d", rank=3), passed, helper.make_node("Mul", ["p", "Y"], ["Z"], name="/out/Mul")],
+                   [("X", [2, 4])], ["Z"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = graph_from_onnx(model, "branches")
+    assert [(op.name, op.kind, op.flops, op.module_path) for op in graph.ops] == [
+        ("/blk/Relu", "pointwise", 8.0, ("blk",)),
+        ("/blk/Neg", "pointwise", 8.0, ("blk",)),
+        ("/out/Add", "pointwise", 8.0, ("out",)),
+        ("/out/Mul", "pointwise", 8.0, ("out",))]
+    assert [node.name for node in group_ops(graph, "module").nodes] == ["blk", "out"]
+
+
+def test_an_if_on_values_the_model_computes_stays_an_if():
+    """A condition read from the data (``x.sum() > 0``) is not known: the If stays an operator, costed by the
+    bytes it moves, and named in the warning."""
+    zero = numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero")
+    branch = _if("c", ["r"], [helper.make_node("Relu", ["X"], ["relu"], name="/blk/Relu")], ["relu"],
+                 [helper.make_node("Neg", ["X"], ["neg"], name="/blk/Neg")], ["neg"], "/blk/If")
+    model = _graph([helper.make_node("ReduceSum", ["X"], ["s"], name="/blk/ReduceSum", keepdims=0),
+                    helper.make_node("Greater", ["s", "zero"], ["c"], name="/blk/Greater"), branch,
+                    helper.make_node("Add", ["r", "X"], ["Y"], name="/out/Add")], [("X", [2, 4])], ["Y"], [zero])
+    with pytest.warns(CostModelWarning, match="no FLOP formula for 1 operator type.s., costed by bytes moved "
+                                              "only: If; the work inside the subgraphs of If"):
+        graph = graph_from_onnx(model, "data")
+    assert [(op.name, op.kind) for op in graph.ops] == [
+        ("/blk/ReduceSum", "reduction"), ("/blk/Greater", "pointwise"), ("/blk/If", "unknown"),
+        ("/out/Add", "pointwise")]
+
+
+def test_torchscript_local_response_norm_is_costed_as_without_its_if():
+    """torch.onnx's TorchScript exporter writes nn.LocalResponseNorm at opset 11 and later with an If on the
+    input's rank (at opset 9 without one); both now import to the same operators and FLOPs."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.LocalResponseNorm(3), torch.nn.ReLU())
+    graphs = []
+    for opset in (9, 13):
+        buffer = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, (torch.randn(1, 3, 8, 8),), buffer, dynamo=False, opset_version=opset)
+        exported = onnx.load_from_string(buffer.getvalue())
+        assert ("If" in [node.op_type for node in exported.graph.node]) == (opset == 13)
+        graphs.append(graph_from_onnx(exported, f"lrn{opset}"))
+    old, new = graphs
+    assert sum(op.flops for op in new.ops) == sum(op.flops for op in old.ops) > 0
+    assert [n.name for n in group_ops(new, "module").nodes] == [n.name for n in group_ops(old, "module").nodes] == \
+           ["0", "1", "2"]
+
+
+def test_local_response_norm_and_quantization_have_flop_rules():
+    """LRN is a normalisation, 5 per element: [1, 8, 2, 2] is 32 elements, 160 FLOPs. QuantizeLinear and
+    DequantizeLinear are elementwise, 1 per element of their output: 32 each. None is left without a rule."""
+    inits = [numpy_helper.from_array(np.array(0.1, dtype=np.float32), "scale"),
+             numpy_helper.from_array(np.array(0, dtype=np.uint8), "zero")]
+    model = _graph([helper.make_node("LRN", ["X"], ["n"], name="/norm/LRN", size=3),
+                    helper.make_node("QuantizeLinear", ["n", "scale", "zero"], ["q"], name="/q/QuantizeLinear"),
+                    helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["Y"], name="/dq/DequantizeLinear")],
+                   [("X", [1, 8, 2, 2])], ["Y"], inits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = graph_from_onnx(model, "quantized")
+    assert [(op.name, op.kind, op.flops) for op in graph.ops] == [
+        ("/norm/LRN", "norm", 160.0), ("/q/QuantizeLinear", "pointwise", 32.0),
+        ("/dq/DequantizeLinear", "pointwise", 32.0)]

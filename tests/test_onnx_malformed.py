@@ -7,6 +7,8 @@ Expected values are derived in the comments (fp32: 4 bytes per element, int64: 8
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'placement[onnx]')")
@@ -383,14 +385,16 @@ def test_an_epilogue_is_a_bias_or_an_affine_not_any_parameter():
 def test_a_small_int8_weight_dequantized_is_a_weight_of_one_byte_an_element():
     """DequantizeLinear of a 16x16 int8 weight with a constant scale reads only constants; folded as
     shape arithmetic, it became a 1,024-byte fp32 constant and no kernel, where a 64x64 one stayed a
-    kernel with its 4,096 int8 bytes. Both are kernels now: the 16x16 weight is 256 bytes."""
+    kernel with its 4,096 int8 bytes. Both are kernels now: the 16x16 weight is 256 bytes, and the
+    dequantization 256 FLOPs, one per element."""
     scale = helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array(0.1, np.float32)))
     nodes = [scale, helper.make_node("DequantizeLinear", ["wq", "s"], ["w"], name="dq"),
              helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
     wq = numpy_helper.from_array(np.ones((16, 16), np.int8), "wq")
-    with pytest.warns(CostModelWarning):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", None)], [wq]), "qdq")
-    assert [op.name for op in graph.ops] == ["dq", "mm"]
+    assert [(op.name, op.flops) for op in graph.ops] == [("dq", 256.0), ("mm", 1024.0)]
     assert [(p.name, p.nbytes) for p in graph.ops[0].params] == [("wq", 256.0), ("s", 4.0)]
 
 

@@ -16,7 +16,8 @@ propagation stops (:mod:`placement.io.onnx_shapes`); a declared shape its operat
 is an error. All shapes must be static (symbolic input dimensions can be fixed with ``dims``,
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
 The calls of the model's own functions are replaced by their bodies' nodes, in the caller's module
-(:func:`_inline_local_functions`). Every node of the main graph is an operator, in graph order,
+(:func:`_inline_local_functions`), and an ``If`` whose condition follows from constants and static shapes
+by the nodes of the branch it takes, in its module (:mod:`placement.io.onnx_branches`). Every node of the main graph is an operator, in graph order,
 except ``Constant`` nodes: their values, like the initializers (dense or sparse), are data the
 consumers read (initializers of floating-point type and more than one element are the trained
 parameters, except a BatchNormalization's statistics, the zeros read only as a recurrent operator's
@@ -73,10 +74,11 @@ directions, ``T`` steps of batch ``N``, input   the torch importer; training: it
 ``I``, hidden ``H``)                            gradient GEMMs (:mod:`placement.io.opgraph`)
 Conv (``W`` ``[C_out, C_in/g, *k]``)            2 · numel(out) · numel(W) / C_out
 ConvTranspose (``W`` ``[C_in, C_out/g, *k]``)   2 · numel(X) · numel(W) / C_in
-LayerNormalization and other normalisations,    5 · numel(input)
-Softmax, LogSoftmax, SoftmaxCrossEntropyLoss
-elementwise operators                           c · numel(out): c = 8 Gelu, 4 Tanh and
-                                                Sigmoid, else 1
+LayerNormalization and other normalisations     5 · numel(input)
+(LRN too), Softmax, LogSoftmax,
+SoftmaxCrossEntropyLoss
+elementwise operators (QuantizeLinear and       c · numel(out): c = 8 Gelu, 4 Tanh and
+DequantizeLinear too)                           Sigmoid, else 1
 Resize, Upsample, GridSample (resampling)       numel(out), as the torch importer's
                                                 interpolate and grid_sample
 Reduce*, ArgMax/ArgMin, CumSum, pooling,        numel(input)
@@ -136,6 +138,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
+from placement.io.onnx_branches import take_known_branches
 from placement.io.onnx_checks import check_element_types, check_schemas, check_text, topological_nodes
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
@@ -150,12 +153,13 @@ for _kind, _names in {
     "matmul": "MatMul Gemm",
     "conv": "Conv ConvTranspose",
     "norm": "LayerNormalization BatchNormalization InstanceNormalization GroupNormalization RMSNormalization "
-            "LpNormalization MeanVarianceNormalization",
+            "LpNormalization MeanVarianceNormalization LRN",
     "softmax": "Softmax LogSoftmax SoftmaxCrossEntropyLoss",
     "pointwise": "Add Sub Mul Div Pow Sqrt Reciprocal Neg Abs Exp Log Relu LeakyRelu PRelu Elu Selu Celu Sigmoid "
                  "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
-                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize Upsample GridSample",
+                 "Dropout Mish BitShift ThresholdedRelu Shrink Resize Upsample GridSample QuantizeLinear "
+                 "DequantizeLinear",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
                  "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK Col2Im",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
@@ -1019,6 +1023,8 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         del model.graph.node[:]
         model.graph.node.extend(ordered)
     shaped, known = shaped_model(model, name, onnx)
+    while take_known_branches(model.graph, known):   # each time fewer If nodes, nested ones counted
+        shaped, known = shaped_model(model, name, onnx)
     check_element_types(shaped, name)
     opset = max((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), default=1)
     if split_sequences(model.graph, static_shapes(shaped.graph), known, opset):
