@@ -593,3 +593,49 @@ def test_sparse_gradients_of_shared_embeddings_are_summed_in_their_layout(tmp_pa
             assert (grads[name].layout, expected.layout) == ((torch.strided, torch.strided) if name == "tied.weight"
                                                              else (torch.sparse_coo, torch.sparse_coo))
             assert _relative(grads[name].to_dense(), expected.to_dense()) <= 1e-6, (rank, name)
+
+
+def _step_with_target(rank: int, port: int, pp, x, targets: list, out_dir: str) -> None:
+    """Rank ``rank`` of 2 runs its stage of ``pp``: rank 1 calls step() with each of ``targets`` and saves what
+    each said; rank 0 runs one step of ``x`` for the last of them."""
+    _join_group(rank, 2, port)
+    try:
+        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
+        if rank == 0:
+            sched.step(x)
+            said = []
+        else:
+            said = []
+            for target in targets:
+                try:
+                    losses: list = []
+                    sched.step(target=target, losses=losses)
+                    said.append(len(losses))
+                except placement.InvalidParameterError as error:
+                    said.append((error.parameter, str(error)))
+        torch.save(said, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_a_target_that_does_not_split_into_the_micro_batches_evenly_is_refused(tmp_path):
+    """Torch cuts the target into micro-batches along its first dimension with tensor_split: 10 rows in 4
+    micro-batches became parts of 3 and 2 rows beside micro-batches of 2 (a loss that broadcasts computed other
+    numbers), 3 rows failed with torch's AssertionError, a 0-dimensional target with its IndexError. The last
+    stage refuses them before it receives anything; the right target then runs the step."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
+    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
+    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    targets = [torch.randn(10, 2), torch.randn(3, 2), torch.tensor(1.0), y]
+    assert _run_ranks(_step_with_target, (pp, x, targets, str(tmp_path)), 2, timeout=120) == [0, 0]
+    said = torch.load(tmp_path / "rank1.pt")
+
+    def refused(got: str) -> tuple:
+        return ("target", "target of the pipeline's step() is cut into 4 micro-batches along its first dimension, "
+                          f"like the inputs, which stage 0 takes in micro-batches of one size; got {got}, which do "
+                          "not split into 4 equal parts: give it the batch's rows, as many per micro-batch as the "
+                          "outputs")
+
+    assert said == [refused("10 rows"), refused("3 rows"), refused("a 0-dimensional target"), MICROBATCHES]
+

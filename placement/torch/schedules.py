@@ -13,9 +13,12 @@ schedule is torch's own class, unwrapped:
   ``RuntimeError`` of its own (``[Stage 0] failed to run forward``);
 * the last stage, where ``loss_fn`` reads ``target``: its ``step`` (and ``eval``, which calls it) refuses
   a call without ``target`` where the schedule has a ``loss_fn`` (torch failed at the first
-  micro-batch's loss with a ``TypeError`` of its own, after its forward) and a ``target`` where it has
-  none (nothing reads it: no loss and no gradient), before it receives or computes anything. Other
-  stages ignore ``target``, as torch does, so that every rank may make the same call.
+  micro-batch's loss with a ``TypeError`` of its own, after its forward), a ``target`` where it has
+  none (nothing reads it: no loss and no gradient), and a ``target`` tensor whose first dimension does not
+  split into the step's micro-batches evenly (torch cut it into parts of other sizes, unlike the
+  micro-batches stage 0 takes, or failed with an ``AssertionError`` where it has fewer rows than
+  micro-batches), before it receives or computes anything. Other stages ignore ``target``, as torch
+  does, so that every rank may make the same call.
 
 With ``scale_grads``,
 torch divides every gradient a stage holds by the number of micro-batches at the end of each
@@ -68,6 +71,8 @@ class RaisesInputErrors:
             arg_mbs, kwarg_mbs = self._split_inputs(args, inputs)  # type: ignore[attr-defined]
             for mb_args, mb_kwargs in zip(arg_mbs, kwarg_mbs):
                 check(tuple(mb_args), dict(mb_kwargs))
+        if isinstance(self, ChecksTarget):   # stage 0 is the last too: its target after its inputs
+            check_target_rows(kwargs.get("target"), getattr(self, "_n_microbatches", 1))
         try:
             return super().step(*args, **kwargs)  # type: ignore[misc]
         except RuntimeError as exc:
@@ -95,7 +100,24 @@ class ChecksTarget:
                                                   "by loss_fn only, and this schedule has none: it runs the forward "
                                                   "alone, with no loss and no gradient; give loss_fn to train, or no "
                                                   "target")
+        if last != 0:   # a stage 0 checks its inputs first (RaisesInputErrors), then this
+            check_target_rows(kwargs.get("target"), getattr(self, "_n_microbatches", 1))
         return super().step(*args, **kwargs)  # type: ignore[misc]
+
+
+def check_target_rows(target: Any, microbatches: int) -> None:
+    """Refuse a ``target`` tensor that torch's ``step()`` would cut into micro-batches of different sizes
+    (``tensor_split`` along its first dimension), unlike the inputs, which stage 0 takes in micro-batches of the
+    planned size; or could not cut (0-dimensional, or fewer rows than micro-batches: torch's ``IndexError`` and
+    ``AssertionError``)."""
+    rows = getattr(target, "shape", (None,))[:1]
+    if target is None or not (rows == () or (rows[0] is not None and rows[0] % microbatches)):
+        return
+    got = "a 0-dimensional target" if rows == () else f"{rows[0]} rows"
+    raise InvalidParameterError("target", f"of the pipeline's step() is cut into {microbatches} micro-batches along "
+                                          f"its first dimension, like the inputs, which stage 0 takes in micro-batches "
+                                          f"of one size; got {got}, which do not split into {microbatches} equal "
+                                          "parts: give it the batch's rows, as many per micro-batch as the outputs")
 
 
 def check_microbatches(schedule: str, microbatches: int, stages: int) -> None:
