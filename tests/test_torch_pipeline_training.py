@@ -26,6 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -37,7 +38,7 @@ from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
 import placement  # noqa: E402
-from placement.torch import plan_pipeline  # noqa: E402
+from placement.torch import RandomStateWarning, plan_pipeline  # noqa: E402
 from tests.test_torch_pipelining import _free_port, _relative  # noqa: E402
 
 TOLERANCE = 1e-4
@@ -638,4 +639,60 @@ def test_a_target_that_does_not_split_into_the_micro_batches_evenly_is_refused(t
                           "outputs")
 
     assert said == [refused("10 rows"), refused("3 rows"), refused("a 0-dimensional target"), MICROBATCHES]
+
+
+class DropoutNet(nn.Module):
+    """Two dropout layers of one shape, one per stage of a 2-stage plan."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, 2)
+        self.drop1, self.drop2 = nn.Dropout(0.5), nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.c(self.drop2(torch.tanh(self.b(self.drop1(torch.tanh(self.a(x)))))))
+
+
+def _build_and_record_warnings(rank: int, port: int, pp, seeds: list, out_dir: str) -> None:
+    """Rank ``rank`` of 2 builds its stage of ``pp`` after seeding with ``seeds[rank]`` (None: as forked), and
+    saves the messages of the RandomStateWarnings build_stage gave."""
+    _join_group(rank, 2, port)
+    try:
+        if seeds[rank] is not None:
+            torch.manual_seed(seeds[rank])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pp.build_stage(rank, torch.device("cpu"))
+        said = [str(w.message) for w in caught if issubclass(w.category, RandomStateWarning)]
+        torch.save(said, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_stages_that_draw_random_numbers_from_ranks_seeded_alike_are_warned(tmp_path):
+    """Every rank seeds alike to build the same model (or not at all: torch's default seed is one), so stages
+    that draw dropout masks drew the same ones: the mask of one stage's dropout was, bit for bit, that of the
+    layer of the same shape in the other stage, where the unsplit model draws independent masks. build_stage
+    compares the ranks' random states and warns on each such stage; ranks seeded apart are not warned, nor
+    stages that draw nothing (an inference plan in eval mode)."""
+    torch.manual_seed(0)
+    x = torch.randn(BATCH // MICROBATCHES, WIDTH)
+    pp = plan_pipeline(DropoutNet(), (x,), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    assert [[n.name for n in s.nodes if "dropout" in n.name] for s in pp.partition.stages] == [
+        ["dropout"], ["dropout_1"]]
+    quiet = plan_pipeline(DropoutNet().eval(), (x,), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES,
+                          training=False)
+    for plan, seeds, expected in ((pp, [None, None], "warned"), (pp, [1, 1], "warned"), (pp, [1, 2], []),
+                                  (quiet, [None, None], [])):
+        assert _run_ranks(_build_and_record_warnings, (plan, seeds, str(tmp_path)), 2, timeout=120) == [0, 0]
+        said = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(2)]
+        if expected == "warned":
+            expected = [[f"stage {rank} draws random numbers (dropout) from the random state of stage {1 - rank} "
+                         "(their ranks were seeded alike): their draws would repeat each other's (a dropout mask of "
+                         "one stage the mask of a layer of the same shape in another), where the unsplit model draws "
+                         "them independently; seed each rank differently after building the model and before "
+                         "build_stage (torch.manual_seed(seed + rank))"] for rank in range(2)]
+        else:
+            expected = [expected, expected]
+        assert said == expected, seeds
 

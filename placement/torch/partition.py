@@ -130,6 +130,28 @@ class Partition:
         return {name: tuple(stages) for name, stages in out.items()}
 
 
+def random_operators(part: Partition) -> dict[int, tuple[str, ...]]:
+    """Per stage that draws random numbers, the operators that draw them (sorted, unique): those torch tags
+    ``nondeterministic_seeded`` (dropout in training, ``rand_like``, ``bernoulli``), but for a dropout that
+    draws nothing (of probability 0, or not in training)."""
+    import torch
+
+    out: dict[int, tuple[str, ...]] = {}
+    for s, stage in enumerate(part.stages):
+        ops = set()
+        for node in stage.nodes:
+            target = node.target
+            if node.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(target, "tags", ()):
+                continue
+            name = target.name().split("::")[-1].split(".")[0]
+            if "dropout" in name and len(node.args) >= 3 and (node.args[1] == 0 or node.args[2] is False):
+                continue
+            ops.add(name)
+        if ops:
+            out[s] = tuple(sorted(ops))
+    return out
+
+
 def canonical_names(model: Any) -> dict[int, str]:
     """``id(tensor) -> name`` for the model's parameters and buffers, the first name of each tensor."""
     names: dict[int, str] = {}

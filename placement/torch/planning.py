@@ -42,6 +42,11 @@ class UninitialisedStateWarning(UserWarning):
     entries of the model's ``state_dict`` (non-persistent buffers): uninitialised, and no checkpoint fills them."""
 
 
+class RandomStateWarning(UserWarning):
+    """Stages that draw random numbers (dropout in training) run on ranks whose random states are equal (seeded
+    alike): their draws repeat each other's, where the unsplit model's draws are independent."""
+
+
 class SequenceFirstWarning(UserWarning):
     """A module that takes ``[sequence, batch, ...]`` (``batch_first=False``) reads the model inputs' first
     dimension, which torch's pipeline cuts into micro-batches, as its sequence."""
@@ -203,6 +208,9 @@ class PipelinePlan:
         if rank != stage_index:
             raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
                                                        f"process is rank {rank}")
+        note = random_state_note(self.partition, stage_index, device, group)
+        if note is not None:
+            warnings.warn(note, RandomStateWarning, stacklevel=2)
         examples = stage_examples(self.partition, stage_index, device)
         static = {} if examples is None else {"input_args": examples[0], "output_args": examples[1]}
         stage = PipelineStage(module, stage_index, self.num_stages, device, group=group, **static)
@@ -244,6 +252,43 @@ def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
     everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(everyone, mine, group=group)
     return next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs, mine)), None)
+
+
+def random_state_note(part: Any, stage_index: int, device: Any, group: Any) -> str | None:
+    """What :class:`RandomStateWarning` says to the rank of stage ``stage_index``, or ``None``: where stages draw
+    random numbers (:func:`placement.torch.partition.random_operators`), every rank of ``group`` gathers a digest
+    of its random state on ``device`` (every rank plans alike, so every rank takes part or none), and this stage,
+    where it draws, is told of the other drawing stages whose state is its own."""
+    import hashlib
+
+    import torch
+    import torch.distributed as dist
+
+    from placement.torch.partition import random_operators
+
+    drawing = random_operators(part)
+    if not drawing:
+        return None
+    try:
+        state = torch.get_rng_state() if device.type == "cpu" else torch.get_device_module(device.type).get_rng_state(
+            device)
+        digest = list(hashlib.sha256(state.cpu().numpy().tobytes()).digest())
+    except (AttributeError, RuntimeError, TypeError):   # a device type without a generator of its own: not compared
+        digest = [0] * 32
+    mine = torch.tensor(digest, dtype=torch.int64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, mine, group=group)
+    if stage_index not in drawing or not any(digest):
+        return None
+    alike = [s for s in drawing if s != stage_index and torch.equal(everyone[s], mine)]
+    if not alike:
+        return None
+    others = ", ".join(map(str, alike))
+    return (f"stage {stage_index} draws random numbers ({', '.join(drawing[stage_index])}) from the random state of "
+            f"stage{'s' * (len(alike) > 1)} {others} (their ranks were seeded alike): their draws would repeat each "
+            "other's (a dropout mask of one stage the mask of a layer of the same shape in another), where the "
+            "unsplit model draws them independently; seed each rank differently after building the model and "
+            "before build_stage (torch.manual_seed(seed + rank))")
 
 
 def torch_device(device: Any) -> Any:
