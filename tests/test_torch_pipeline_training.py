@@ -696,3 +696,77 @@ def test_stages_that_draw_random_numbers_from_ranks_seeded_alike_are_warned(tmp_
             expected = [expected, expected]
         assert said == expected, seeds
 
+
+class TiedClassifier(nn.Module):
+    """Token embedding, a body and an output projection tied to the embedding: a parameter held by two stages."""
+
+    def __init__(self, vocab: int = 24) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, WIDTH)
+        self.body = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(),
+                                  nn.Linear(WIDTH, WIDTH))
+        self.ln = nn.LayerNorm(WIDTH)
+        self.head = nn.Linear(WIDTH, vocab, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, tokens):
+        return self.head(self.ln(self.body(self.wte(tokens))))
+
+
+def _adamw(parameters):
+    return torch.optim.AdamW(parameters, lr=1e-2, weight_decay=0.1)
+
+
+def _train_clipped(rank: int, port: int, pp, tokens, target, norm_type: float, out_dir: str) -> None:
+    """Rank ``rank`` of 3: three AdamW steps of its stage of ``pp``, clipped by pp.clip_grad_norm_; saves its
+    state and the norms."""
+    _join_group(rank, 3, port)
+    try:
+        stage = pp.build_stage(rank, torch.device("cpu"))
+        sched = pp.schedule(stage, loss_fn, schedule="1f1b", scale_grads=True)
+        optimizer = _adamw(stage.submod.parameters())
+        norms = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            sched.step(tokens) if rank == 0 else sched.step(target=target) if rank == 2 else sched.step()
+            norms.append(float(pp.clip_grad_norm_(stage, 0.5, norm_type=norm_type)))
+            optimizer.step()
+        torch.save({"state": stage.submod.state_dict(), "norms": norms}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_clip_grad_norm_clips_every_stage_by_the_norm_of_the_whole_model(tmp_path):
+    """clip_grad_norm_ on a stage's parameters clips by the norm of that stage's gradients: each stage by
+    another factor, and AdamW's parameters drifted from the unsplit model's by 1e-3 in three steps. The plan's
+    clip_grad_norm_ reduces the norm over the stages (the tied weight counted once), so three clipped AdamW
+    steps end where the unsplit model's do, for the norms 2, 1 and infinity, and return its norms."""
+    g = torch.Generator().manual_seed(1)
+    tokens, target = (torch.randint(0, 24, (BATCH, 3), generator=g) for _ in range(2))
+
+    def model():
+        torch.manual_seed(0)
+        return TiedClassifier()
+
+    pp = plan_pipeline(model(), micro((tokens,), 0), devices="epyc-7763:3", stages=3, microbatches=MICROBATCHES)
+    assert pp.shared_parameters == {"wte.weight": (0, 2)}
+    for norm_type in (2.0, 1.0, float("inf")):
+        assert _run_ranks(_train_clipped, (pp, tokens, target, norm_type, str(tmp_path)), 3, timeout=120) == [0] * 3
+        reports = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(3)]
+        reference, norms = model(), []
+        optimizer = _adamw(reference.parameters())
+        for _ in range(3):
+            optimizer.zero_grad()
+            (loss_fn(reference(tokens), target) / MICROBATCHES).backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5, norm_type=norm_type)))
+            optimizer.step()
+        for report in reports:
+            assert report["norms"] == pytest.approx(norms, rel=1e-6), norm_type
+        merged = {k: v for report in reports for k, v in report["state"].items()}
+        expected = reference.state_dict()
+        assert sorted(merged) == sorted(k for k in expected if k != "head.weight")
+        for name, value in merged.items():
+            assert (value - expected[name]).abs().max() <= 1e-6, (norm_type, name)
+    with pytest.raises(placement.InvalidParameterError) as error:
+        pp.clip_grad_norm_(object(), 1.0)
+    assert str(error.value) == "stage must be a stage made by this plan's build_stage"

@@ -237,6 +237,47 @@ class PipelinePlan:
         return make_schedule(stage, loss_fn, schedule or self.default_schedule,
                              self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
 
+    def clip_grad_norm_(self, stage: Any, max_norm: float, norm_type: float = 2.0,
+                        error_if_nonfinite: bool = False) -> Any:
+        """``torch.nn.utils.clip_grad_norm_`` over the whole model: the norm of the gradients of every stage's
+        parameters, a shared parameter's once (its holders hold the same sum after a step), and every stage's
+        gradients scaled by ``max_norm / (norm + 1e-6)`` where that is below 1. Every rank of the stage's group
+        calls it (after ``step()``, before the optimiser's); returns that norm. Clipping each stage by the norm
+        of its own gradients scales each by another factor, not the unsplit model's."""
+        import torch
+        import torch.distributed as dist
+        from torch.nn.utils import clip_grads_with_norm_, get_total_norm
+
+        built = self._exchanges.get(id(stage))
+        if built is None or built[0] is not stage:
+            raise InvalidParameterError("stage", "must be a stage made by this plan's build_stage")
+        number("max_norm", max_norm)
+        if norm_type != float("inf"):
+            number("norm_type", norm_type, positive=True)
+        flag("error_if_nonfinite", error_if_nonfinite)
+        norm_type = float(norm_type)
+        params = [p for p in stage.submod.parameters() if p.grad is not None]
+        named = dict(stage.submod.named_parameters())
+        later = {id(named[name]) for name, holders in self.shared_parameters.items()
+                 if name in named and holders[0] != stage.stage_index}   # counted by the first holder
+        grads = [p.grad for p in params if id(p) not in later]
+        local = get_total_norm(grads, norm_type) if grads else torch.zeros((), device=stage.device)
+        local = local.to(device=stage.device, dtype=torch.float64)
+        if norm_type == float("inf"):
+            dist.all_reduce(local, op=dist.ReduceOp.MAX, group=stage.group)
+            total = local
+        else:
+            power = local ** norm_type
+            dist.all_reduce(power, op=dist.ReduceOp.SUM, group=stage.group)
+            total = power ** (1.0 / norm_type)
+        total = total.to(torch.float32)
+        if error_if_nonfinite and not torch.isfinite(total):
+            raise InvalidParameterError("error_if_nonfinite", f"is set and the total norm of order {norm_type:g} of "
+                                                              f"the gradients is {float(total)}")
+        if params:
+            clip_grads_with_norm_(params, max_norm, total)
+        return total
+
 
 def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
     """The first rank of ``group`` whose plan is not ``plan`` (a Result's stages; a digest of their types and
