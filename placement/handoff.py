@@ -95,11 +95,6 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     layout = read_layout(document, None if isinstance(source, dict) else str(source))
     plan = read_plan_file(plan)   # once: for the plan and its record
     checked = as_plan(plan)
-    moved = _moved_backward_tasks(checked)
-    if moved:
-        raise plan_error(plan, f"the plan runs the {moved} (a split-backward plan, docs/backward-split.md); the "
-                               "hand-off forms keep a layer's whole backward on its stage, so the plan would not run "
-                               "as solved: hand off a plan solved with backward='joint'")
     notes = []
     named = "plan file" if isinstance(plan, PlanFile) else "plan"
     other = made_for_another(plan, problem.name)
@@ -111,6 +106,11 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
         listed = ", ".join(f"{name}={as_given(value)}" for name, value in taken.items())
         notes.append(f"split on the devices the {named} records it was solved with: {listed}")
     checked, finest, inferred = _fitted(problem, checked, plan, notes[0] if other is not None else "")
+    moved = _moved_backward_tasks(checked)   # a node the plan left out is now on its colour class's device
+    if moved:
+        raise plan_error(plan, f"the plan runs the {moved} (a split-backward plan, docs/backward-split.md); the "
+                               "hand-off forms keep a layer's whole backward on its stage, so the plan would not run "
+                               "as solved: hand off a plan solved with backward='joint'")
     if inferred:
         notes.append(f"{inferred:,} node{'s' if inferred > 1 else ''} the plan does not list "
                      f"go{'es' if inferred == 1 else ''} with their colour class, as verify places them")
