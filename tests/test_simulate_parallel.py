@@ -486,6 +486,8 @@ def test_cli_simulates_a_piper_plan(tmp_path, capsys):
     (["--microbatches", "3"], "error: PLAN is not valid for this instance run under 'gpipe' with 3 "
                               "micro-batches per batch: stage 0: d=2 does not divide the 3 micro-batches of a batch "
                               "(and 1 more)"),
+    (["--microbatches", "1"], "error: PLAN is not valid for this instance run under 'gpipe' with 1 micro-batch per "
+                              "batch: stage 0: d=2 does not divide the 1 micro-batch of a batch (and 1 more)"),
 ])
 def test_cli_errors_on_a_piper_instance(tmp_path, capsys, extra, message):
     instance, plan = write_two_stage(tmp_path)

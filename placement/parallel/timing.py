@@ -62,6 +62,7 @@ import numpy as np
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.parallel.schedules import in_flight
 from placement.parameters import number
+from placement.wording import counted
 
 #: forward share of a node's time per sample (the backward is about twice the forward)
 FORWARD_SHARE = 1.0 / 3.0
@@ -200,7 +201,7 @@ def _graph(stages: Sequence[StageTimes], m: int, schedule: str, chunks: int, all
         if isinstance(s.d, bool) or not isinstance(s.d, int) or s.d < 1:
             raise InvalidPlanError(f"stage {k}: d must be a positive integer, not {s.d!r}")
         if m % s.d:
-            raise InvalidPlanError(f"stage {k}: d = {s.d} does not divide the {m} micro-batches of a batch")
+            raise InvalidPlanError(f"stage {k}: d = {s.d} does not divide the {counted(m, 'micro-batch')} of a batch")
         if s.d != stages[k % p].d:
             raise InvalidPlanError(f"stage {k} shares rank {k % p} with stage {k % p} but has d = {s.d}, "
                                    f"not {stages[k % p].d}")

@@ -60,6 +60,7 @@ from placement.simulation.schedules import SCHEDULES as PIPELINE_SCHEDULES
 from placement.simulation.parallel_orders import (BACKWARD, FORWARD, GPIPE, INTERLEAVED, ONE_F_ONE_B,
                                                   PARALLEL_SCHEDULES, PIPER_SCHEDULE, gpipe, in_flight_limit,
                                                   interleaved, one_f_one_b)
+from placement.wording import counted
 
 #: default forward share of a node's time per sample (backward ≈ twice the forward)
 FORWARD_SHARE = 1.0 / 3.0
@@ -283,7 +284,7 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
         more = f" (and {count - 1} more)" if count > 1 else ""
         m = instance.microbatches_in_batch if microbatches is None else microbatches
         run = schedule if schedule is not None else plan.schedule
-        setting = (f" run under {run!r} with {m} micro-batches per batch"
+        setting = (f" run under {run!r} with {counted(m, 'micro-batch')} per batch"
                    if run != plan.schedule or m != instance.microbatches_in_batch else "")
         raise InvalidParameterError("plan", f"is not valid for this instance{setting}: {evaluation.violations[0]}"
                                             f"{more}")

@@ -57,6 +57,7 @@ from typing import Any, Iterable
 
 from placement.errors import InvalidParameterError, InvalidPlanError
 from placement.io.piper import TMPC, PiperInstance
+from placement.wording import counted
 
 RING = "ring"
 PIPER = "piper"
@@ -147,8 +148,8 @@ def build_layout(instance: PiperInstance, stages: Iterable[SimpleNamespace], chu
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidPlanError(f"stage {k}: {name} must be a positive integer, not {value!r}")
         if microbatches % spec.d:
-            raise InvalidPlanError(f"stage {k}: d = {spec.d} does not divide the {microbatches} micro-batches "
-                                   "of a batch")
+            raise InvalidPlanError(f"stage {k}: d = {spec.d} does not divide the "
+                                   f"{counted(microbatches, 'micro-batch')} of a batch")
         if not spec.nodes:
             raise InvalidPlanError(f"stage {k}: no node")
         for v in spec.nodes:

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from placement.io.piper import PiperInstance
 from placement.parallel.plan import ParallelPlan
 from placement.problem.memory_fit import as_written, fits_counted
+from placement.wording import counted
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def evaluate_parallel(instance: PiperInstance, plan: ParallelPlan, *, devices: i
             violations.append(f"stage {i} has degrees d={d}, t={t}; both must be at least 1")
             return ParallelEvaluation(math.inf, (), used, tuple(violations))
         if m % d:
-            violations.append(f"stage {i}: d={d} does not divide the {m} micro-batches of a batch")
+            violations.append(f"stage {i}: d={d} does not divide the {counted(m, 'micro-batch')} of a batch")
         y = m // d if schedule == "gpipe" else -(-suffix // d)
         suffix -= d
         speed, bandwidth, bound = 1.0, instance.bandwidth, memory
