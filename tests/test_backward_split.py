@@ -464,6 +464,20 @@ def test_a_time_limit_too_short_for_the_solver_returns_the_starting_plan() -> No
     assert r.bound <= 5.0 and r.message.endswith("the starting plan is returned")
 
 
+def test_a_b_task_moved_back_is_refused_without_inter_layer_and_says_what_allows_it(tmp_path) -> None:
+    """adjacent + inter-layer moves B(b2) to stage 1 (HAND): the plan file, checked as 'adjacent' alone, has
+    node 3's B task on device 0, the device before its layer's; the violation names the variant that allows it."""
+    problem = two_layers()
+    r = placement.solve(problem, backward="split", w_placement="adjacent", inter_layer=True)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(r.to_json()))
+    assert placement.verify(problem, str(path), backward="split").value == 5.0
+    strict = placement.verify(problem, str(path), backward="split", w_placement="adjacent", inter_layer=False)
+    assert strict.violations == ("node 3: its B task runs on device 0, which the variant 'adjacent' does not allow "
+                                 "(layer on device 1; a B task on the device before its layer's needs an inter-layer "
+                                 "variant)",)
+
+
 def test_verify_checks_a_split_plan_file(tmp_path) -> None:
     problem = two_layers()
     r = placement.solve(problem, backward="split")   # "any": W(b2) moves back to stage 1, W(b1) forward

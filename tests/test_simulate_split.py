@@ -399,7 +399,8 @@ def test_a_fast_period_that_does_not_fit_the_window_reports_the_average_slope():
                            "allow (layer on device 1)"),
     # B(b1) on the stage before its layer, in a plan solved without inter_layer
     (((101,), (), ()), {"inter_layer": False}, "node 101: its B task runs on device 0, which the variant 'any' "
-                                               "does not allow (layer on device 1)"),
+                                               "does not allow (layer on device 1; a B task on the device before "
+                                               "its layer's needs an inter-layer variant)"),
 ])
 def test_a_split_plan_its_variant_does_not_allow_is_not_simulated(b_tasks, recorded, message):
     """The simulator ran such plans, which verify rejects, and reported a time per sample for them."""

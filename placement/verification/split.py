@@ -257,8 +257,10 @@ def evaluate_split(problem: Instance, plan: Plan, model: SplitModel) -> SplitEva
                      else {home} | ({nxt} if nxt is not None else set()))
         for task, d, allowed in (("B", b_dev[u], allowed_b), ("W", w_dev[u], allowed_w)):
             if d not in allowed:
+                earlier = task == "B" and d == prev and not model.inter_layer
+                hint = "; a B task on the device before its layer's needs an inter-layer variant" if earlier else ""
                 violations.append(f"node {u}: its {task} task runs on device {d}, which the variant "
-                                  f"{model.name!r} does not allow (layer on device {home})")
+                                  f"{model.name!r} does not allow (layer on device {home}{hint})")
             elif not supports(u, d):
                 violations.append(f"node {u}: its {task} task runs on device {d} ({plan.devices[d].type}), "
                                   "which does not support it")
