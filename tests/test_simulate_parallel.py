@@ -588,10 +588,13 @@ def test_the_library_simulates_a_piper_plan_file_as_the_command_does(tmp_path, c
     instance, plan = write_two_stage(tmp_path)
     run = placement.simulate(instance, plan)
     assert main(["simulate", instance, plan, "--json"]) == 0
-    # the notes the text prints (they were left out of the JSON)
+    # the notes the text prints, the library's parameter as the command's option
     assert json.loads(capsys.readouterr().out) == {**json.loads(json.dumps(run.to_json())), "notes": [
         "all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
         "(--allreduce piper)"]}
+    assert run.notes == ("all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use "
+                         "Piper's 4(d-1)/d (allreduce='piper')",)
+    assert placement.simulate(instance, plan, allreduce="piper").notes == ()
     # 2 replicas of 2 stages: the gpipe batch of test_two_stages_two_replicas_by_hand, ring all-reduce
     assert run.time_per_batch == pytest.approx(23.0, rel=1e-12)
     with pytest.raises(placement.errors.InvalidParameterError,

@@ -90,8 +90,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     if memory is not None and memory != instance.max_memory_per_device and not instance.device_types:
         recorded.append(f"{as_given(memory)} bytes each")
     before = [f"checked on the devices the plan file records it was solved for: {', '.join(recorded)}"] * bool(recorded)
-    after = ["all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
-             "(--allreduce piper)"] * (args.allreduce in (None, "ring") and any(stage.d > 1 for stage in result.stages))
+    after = [args.rename(note) for note in result.notes]
     if args.json:   # the notes the text prints, in its order
         print_json({**result.to_json(), "notes": before + after})
         return 0

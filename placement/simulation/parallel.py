@@ -53,7 +53,7 @@ from placement.errors import InvalidParameterError, InvalidPlanError, LimitExcee
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
 from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
-from placement.simulation.parallel_model import (ALLREDUCE_MODELS, RING, Layout, build_layout,
+from placement.simulation.parallel_model import (ALLREDUCE_MODELS, PIPER, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
 from placement.simulation.program import BYTES_PER_TASK, DEFAULT_MEMORY_LIMIT, check_task_count
 from placement.simulation.schedules import SCHEDULES as PIPELINE_SCHEDULES
@@ -111,6 +111,7 @@ class ParallelSimulation:
     stages: tuple[ParallelStageResult, ...]
     replicas: tuple[ReplicaResult, ...]
     tasks: int
+    notes: tuple[str, ...] = ()
 
     def peak_memory(self, stage: int) -> float:
         """The largest memory of a device of ``stage`` (over the replicas of its rank)."""
@@ -128,7 +129,7 @@ class ParallelSimulation:
             "microbatches": self.microbatches, "forward_share": self.forward_share, "allreduce": self.allreduce,
             "time_per_batch": self.time_per_batch, "time_per_sample": self.time_per_sample, "tasks": self.tasks,
             "stages": [asdict(s) | {"peak_memory": self.peak_memory(s.index)} for s in self.stages],
-            "replicas": [asdict(r) for r in self.replicas]})
+            "replicas": [asdict(r) for r in self.replicas], "notes": list(self.notes)})
 
 
 def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None = None, chunks: int | None = None,
@@ -153,7 +154,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     applied to every ``timePerSample`` (``1e-3`` for the milliseconds of ``gnmt.json``).
     ``checked_on``: ``(devices, memory)`` (as :func:`refuse_invalid` takes them) to check the plan on
     before the run, under the schedule and micro-batches simulated (which decide the micro-batches
-    each stage holds); ``None``: no check.
+    each stage holds); ``None``: no check. The result's ``notes`` say where the all-reduce differs from
+    the planner's (a ring, where a stage has replicas).
 
     Raises :class:`~placement.errors.InvalidParameterError` naming ``plan`` for a plan that is not a valid
     pipeline of the instance (as :func:`placement.simulate` does for any instance), or another bad parameter.
@@ -206,8 +208,11 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     stages = tuple(ParallelStageResult(s.index, s.rank, s.chunk, s.d, s.t, s.device_type, s.forward, s.backward,
                                        s.static_memory, s.activation_memory, in_flight[s.index])
                    for s in layout.stages)
+    ring = allreduce == RING and any(stage.d > 1 for stage in stages)
+    notes = ("all-reduce ring, 2(d-1)/d of the parameters per replica; the planner's figures use Piper's 4(d-1)/d "
+             f"(allreduce={PIPER!r})",) if ring else ()
     return ParallelSimulation(schedule, chunks, m, share, allreduce, float(end_a.max()),
-                              max(r.busy for r in replicas) / m, stages, tuple(replicas), len(run.graph))
+                              max(r.busy for r in replicas) / m, stages, tuple(replicas), len(run.graph), notes)
 
 
 def read_parallel_plan(source: Any) -> tuple[Any, Any, float | None]:
