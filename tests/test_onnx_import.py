@@ -1390,3 +1390,20 @@ def test_local_response_norm_and_quantization_have_flop_rules():
     assert [(op.name, op.kind, op.flops) for op in graph.ops] == [
         ("/norm/LRN", "norm", 160.0), ("/q/QuantizeLinear", "pointwise", 32.0),
         ("/dq/DequantizeLinear", "pointwise", 32.0)]
+
+
+def test_an_operator_on_integers_alone_takes_the_models_data_type():
+    """An Add of int64 token ids and 1 (2 FLOPs) has no floating-point type: it takes the type of the model's
+    first floating-point operator (bf16 after the override, fp32 without), not fp32 whatever the model, which
+    a device with bf16 peaks alone refused."""
+    one = numpy_helper.from_array(np.array([1, 1], dtype=np.int64), "one")
+    table = numpy_helper.from_array(np.ones((3, 4), dtype=np.float32), "table")
+    model = _graph([helper.make_node("Add", ["ids", "one"], ["p"], name="/pos/Add"),
+                    helper.make_node("Gather", ["table", "p"], ["e"], name="/emb/Gather"),
+                    helper.make_node("Add", ["X", "e"], ["Y"], name="/out/Add")],
+                   [("X", [2, 4])], ["Y"], [one, table])
+    model.graph.input.append(helper.make_tensor_value_info("ids", TensorProto.INT64, [2]))
+    graph = graph_from_onnx(model, "positions", dtype="bf16")
+    assert [(op.name, op.dtype, op.flops) for op in graph.ops if op.flops] == [
+        ("/pos/Add", "bf16", 2.0), ("/out/Add", "bf16", 8.0)]
+    assert {op.dtype for op in graph_from_onnx(model, "positions").ops} == {"fp32"}

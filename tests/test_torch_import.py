@@ -190,6 +190,37 @@ def test_dtype_override_scales_bytes_and_picks_the_peak():
         import_module(*mlp(), dtype="fp12")
 
 
+class _Positions(nn.Module):
+    """An embedding of token ids plus one of their positions, ``arange(T) + 1``: an operator on integers alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(10, 4), nn.Embedding(9, 4)
+
+    def forward(self, ids):
+        return self.tokens(ids) + self.positions(torch.arange(ids.shape[1]) + 1)
+
+
+def test_an_operator_on_integers_alone_takes_the_models_data_type(tmp_path):
+    """``arange(T) + 1`` is an add of int64s (2 FLOPs for T = 2) with no floating-point type: it was timed at the
+    fp32 peak, and on an accelerator with bf16 peaks alone a bf16 import of the model was refused, its message
+    naming the dtype the import was given ('not fp32'). It takes the type of the model's first floating-point
+    operator now: bf16 here, fp32 without the override."""
+    import json
+
+    ids = torch.tensor([[1, 2], [3, 4]])
+    ops = import_module(_Positions(), (ids,), dtype="bf16").ops
+    assert [(op.target, op.dtype) for op in ops if op.flops and not op.floating[0]] == [("aten::add.Tensor", "bf16")]
+    assert {op.dtype for op in import_module(_Positions(), (ids,)).ops} == {"fp32"}
+    device = {"model": "an accelerator of bf16 alone", "kind": "accelerator", "peak_flops": {"bf16": 1e15},
+              "memory_bandwidth": 3e12, "memory": 8e10, "links": {"link": 1e11}, "default_link": "link"}
+    catalogue = tmp_path / "bf16.json"
+    catalogue.write_text(json.dumps({"devices": {"bf16-only": device}}))
+    platform = make_platform("bf16-only", accelerators=2, cpus=0, catalogues=[catalogue])
+    imported = import_torch(_Positions(), (ids,), platform=platform, dtype="bf16")
+    assert imported.instance["maxFPGAs"] == 2 and len(imported.instance["nodes"]) > 0
+
+
 def test_a_data_type_only_the_unused_device_type_lacks_is_no_reason_to_refuse():
     """fp8 on H100s with no CPU: the EPYC has no fp8 peak, but the platform has none of it, so the
     instance is costed (the CPU times at the EPYC's largest peak, never used); with a CPU in the

@@ -145,7 +145,8 @@ from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
 from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
 from placement.io.op_grouping import group_ops
-from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
+from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
+                                  typed_integer_operators)
 from placement.problem.union_find import UnionFind
 
 KINDS: dict[str, str] = {}
@@ -606,7 +607,7 @@ class _Node:
     ins: tuple[_Tensor | None, ...]
     outs: tuple[_Tensor | None, ...]
     flops: float
-    dtype: str
+    dtype: str | None
     path: tuple[str, ...] | None
     operators: tuple[Operator, ...] = ()
 
@@ -1102,7 +1103,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         floating = [t for t in (*outs, *ins) if t is not None and t.floating]
         nodes.append(_Node(op_name, label, kind, node, tuple(ins), tuple(outs),
                            float(_flops(kind, op_type, node, ins, outs)),
-                           floating[0].key if floating else "fp32", _module_path(node),
+                           floating[0].key if floating else None, _module_path(node),
                            _operators(kind, op_type, node, ins, outs)))
 
     paths = _inherit_paths(nodes)
@@ -1217,7 +1218,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     # and a parameter of equal values that several operators read may be several modules' parameters, merged
     readers = Counter(param for op in ops for param in {p.name for p in op.params if p.trainable})
     merged = tuple(sorted(param for param, count in readers.items() if count > 1 and constant(param)))
-    return OpGraph(tuple(ops), name, "onnx", names, merged=merged,
+    return OpGraph(typed_integer_operators(ops), name, "onnx", names, merged=merged,
                    aliases=() if scoped else _calls_of_one_module(ops, weights, constant),
                    inputs=model_inputs, outputs=outputs,
                    returned_inputs=tuple(dict.fromkeys(aliases.get(v.name, v.name) for v in model.graph.output

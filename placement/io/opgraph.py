@@ -118,7 +118,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from placement.costmodel.roofline import DeviceSpec, Platform, roofline_ms, transfer_ms
 from placement.codesign.workload import Operator
@@ -191,6 +191,8 @@ class Op:
     earlier operators it writes into in place ``(producer, output)``, directly or through views of
     them (``out[:, :k] = h``: the slice and ``out`` itself): a value written with one that needs a
     gradient needs one from then on.
+    ``dtype`` is the data type whose peak times its FLOPs (:func:`typed_integer_operators`: ``None`` as an
+    importer writes an operator on integers or booleans alone).
     ``module_path`` are the qualified names of the module calls enclosing
     it, outermost first (the root module excluded); ``module_calls`` identify those calls
     (a module called twice has two call ids). ``operators`` are the GEMMs and vector
@@ -200,7 +202,7 @@ class Op:
     name: str
     target: str
     kind: str
-    dtype: str
+    dtype: str | None
     flops: float
     bytes_moved: float
     outputs: tuple[float, ...]
@@ -430,6 +432,16 @@ class OpGraph:
     @property
     def total_flops(self) -> float:
         return float(sum(op.flops for op in self.ops))
+
+
+def typed_integer_operators(ops: Iterable[Op]) -> tuple[Op, ...]:
+    """``ops`` with each operator on integers or booleans alone (``dtype`` ``None``: positions, index
+    arithmetic) timed in the data type of the first operator on floating-point numbers, ``fp32`` where there
+    is none: no catalogue gives integer peaks, and so such an operator asks a device for no peak that the
+    model's floating-point operators do not (a device with bf16 peaks alone runs a bf16 model's positions)."""
+    ops = tuple(ops)
+    floating = next((op.dtype for op in ops if op.dtype is not None), "fp32")
+    return tuple(op if op.dtype is not None else replace(op, dtype=floating) for op in ops)
 
 
 @dataclass(frozen=True)

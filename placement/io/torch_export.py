@@ -122,7 +122,8 @@ from placement.codesign.workload import Operator
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.op_grouping import group_ops
-from placement.io.opgraph import CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved
+from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
+                                  typed_integer_operators)
 from placement import process_state
 
 MATMUL = {"linear": 0, "mm": 0, "bmm": 0, "matmul": 0, "mv": 0, "dot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1,
@@ -988,7 +989,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
                                  and layer_gemms.einsum_gemm(node.args[0], _shapes(_listed(node.args[1]))) is None):
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
-        op_dtype = sizes.key(floating[0].dtype) if floating else "fp32"
+        op_dtype = sizes.key(floating[0].dtype) if floating else None   # integers alone: typed_integer_operators
         stack = node.meta.get("nn_module_stack") or {}
         calls = [(key, fqn) for key, (fqn, _type) in stack.items() if fqn]
         reads_all = tuple(dict.fromkeys(reads)) + tuple((i, -1) for i in sorted(depends))
@@ -1014,8 +1015,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     outputs = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
                             if v in index_of or v in selects}))
     as_given = tuple(dict.fromkeys(v.name for v in returned if v.op == "placeholder" and v.name in inputs))
-    return OpGraph(tuple(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs, outputs=outputs,
-                   returned_inputs=as_given)
+    return OpGraph(typed_integer_operators(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs,
+                   outputs=outputs, returned_inputs=as_given)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
