@@ -149,3 +149,23 @@ def test_platform_checks_kinds_counts_and_links():
         make_platform(cpu="xeon")
     with pytest.raises(InvalidParameterError, match="^device must name a device of the catalogue"):
         find_device(cat, "xeon")
+
+
+def test_device_ids_are_case_insensitive_in_catalogue_files(tmp_path):
+    entry = {"kind": "accelerator", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11, "memory": 2**30,
+             "links": {"pcie": 8e9}, "default_link": "pcie"}
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps({"devices": {"acc": {**entry, "model": "mine"}, "ACC": {**entry, "model": "other"}}}))
+    with pytest.raises(InvalidInstanceError) as err:   # find_device(..., "acc") picked 'ACC', the last one read
+        load_catalogue([both])
+    assert str(err.value) == (f"{both}: devices 'acc' and 'ACC' differ only in case; device ids are "
+                              "case-insensitive, so which one is meant is not clear")
+    upper = tmp_path / "upper.json"
+    upper.write_text(json.dumps({"devices": {"H100": {**entry, "model": "H100 derated"}}}))
+    cat = load_catalogue([upper])
+    assert "h100" not in cat and cat["H100"].model == "H100 derated"
+    assert find_device(cat, "h100").model == "H100 derated"
+    lower = tmp_path / "lower.json"
+    lower.write_text(json.dumps({"devices": {"h100": {**entry, "model": "H100 again"}}}))
+    assert [spec.model for key, spec in load_catalogue([upper, lower]).items() if key.lower() == "h100"] == [
+        "H100 again"]

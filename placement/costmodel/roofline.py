@@ -41,6 +41,8 @@ and ``default_link`` are required for accelerators (transfer costs are computed 
 them) and optional for CPUs; ``op_overhead`` (seconds per kernel, non-negative) is optional,
 0 when absent; ``sources`` is optional. Other fields are ignored, but for a misspelling of one of these
 (:mod:`placement.misspelling`: ``op_overheads`` would leave the overhead 0), which is refused.
+Ids are case-insensitive: a file's ``H100`` replaces the bundled ``h100``, and one file may not hold
+two ids that differ only in case.
 """
 
 from __future__ import annotations
@@ -194,6 +196,12 @@ def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
     devices = data.get("devices")
     if not isinstance(devices, dict):
         raise InvalidInstanceError("a device catalogue needs an object field 'devices' (id -> device)")
+    seen: dict[str, str] = {}
+    for device_id in devices:   # ids are looked up case-insensitively: two that differ in case are one name
+        other = seen.setdefault(device_id.lower(), device_id)
+        if other != device_id:
+            raise InvalidInstanceError(f"devices {other!r} and {device_id!r} differ only in case; device ids "
+                                       "are case-insensitive, so which one is meant is not clear")
     return {device_id: parse_device(device_id, entry) for device_id, entry in devices.items()}
 
 
@@ -214,10 +222,14 @@ def bundled_catalogue() -> dict[str, DeviceSpec]:
 
 
 def load_catalogue(paths: Iterable[str | Path] = ()) -> dict[str, DeviceSpec]:
-    """The bundled catalogue extended by the files in ``paths``, in order (later ids replace earlier)."""
+    """The bundled catalogue extended by the files in ``paths``, in order (later ids replace earlier, ids
+    compared case-insensitively, as :func:`find_device` looks them up)."""
     catalogue = bundled_catalogue()
     for path in paths:
-        catalogue.update(read_catalogue(path))
+        for device_id, spec in read_catalogue(path).items():
+            for key in [key for key in catalogue if key.lower() == device_id.lower()]:
+                del catalogue[key]
+            catalogue[device_id] = spec
     return catalogue
 
 
