@@ -169,3 +169,24 @@ def test_device_ids_are_case_insensitive_in_catalogue_files(tmp_path):
     lower.write_text(json.dumps({"devices": {"h100": {**entry, "model": "H100 again"}}}))
     assert [spec.model for key, spec in load_catalogue([upper, lower]).items() if key.lower() == "h100"] == [
         "H100 again"]
+
+
+def test_platform_parameters_of_the_wrong_type_are_named(tmp_path):
+    cat = bundled_catalogue()
+    with pytest.raises(InvalidParameterError) as err:   # a TypeError from math.isfinite
+        Platform(cat["h100"], cat["epyc-7763"], 1, 0, memory="80GiB")
+    assert str(err.value) == "memory must be a finite non-negative number of bytes or None, not '80GiB'"
+    with pytest.raises(InvalidParameterError) as err:   # accepted: a memory of 1 byte
+        Platform(cat["h100"], cat["epyc-7763"], 1, 0, memory=True)
+    assert str(err.value) == "memory must be a finite non-negative number of bytes or None, not True"
+    with pytest.raises(InvalidParameterError) as err:   # an AttributeError from str.lower
+        make_platform(accelerator=3)
+    assert str(err.value) == ("accelerator must name a device of the catalogue (a100, a100-40gb, epyc-7763, h100, "
+                              "v100), not 3")
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"devices": {}}))
+    with pytest.raises(InvalidParameterError) as err:   # read as the files named by each of its characters
+        make_platform(catalogues=str(path))
+    assert str(err.value) == f"catalogues must be a list of catalogue files, not the one path {str(path)!r}: " \
+                             f"give [{str(path)!r}]"
+    assert make_platform(catalogues=[path], memory=2**30).accelerator_memory == 2**30

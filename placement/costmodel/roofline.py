@@ -48,6 +48,7 @@ two ids that differ only in case.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -237,7 +238,7 @@ def find_device(catalogue: dict[str, DeviceSpec], device: str, parameter: str = 
     """The device called ``device`` (its id, case-insensitive); if unknown, an :class:`InvalidParameterError`
     about ``parameter`` (the caller's name for ``device``) listing the ids."""
     by_key = {key.lower(): spec for key, spec in catalogue.items()}
-    spec = by_key.get(device.lower())
+    spec = by_key.get(device.lower()) if isinstance(device, str) else None
     if spec is None:
         raise InvalidParameterError(parameter, f"must name a device of the catalogue "
                                                f"({', '.join(sorted(catalogue))}), not {device!r}")
@@ -275,7 +276,8 @@ class Platform:
         if self.accelerators + self.cpus == 0:
             raise InvalidParameterError("accelerators", "must be at least 1 when there are no CPUs: a platform needs "
                                                         "at least one device")
-        if self.memory is not None and (not math.isfinite(self.memory) or self.memory < 0):
+        if self.memory is not None and (isinstance(self.memory, bool) or not isinstance(self.memory, numbers.Real)
+                                        or not math.isfinite(self.memory) or self.memory < 0):
             raise InvalidParameterError("memory", f"must be a finite non-negative number of bytes or None, "
                                                   f"not {self.memory!r}")
         self.accelerator.link_bandwidth(self.link)  # the link must exist
@@ -294,6 +296,9 @@ def make_platform(accelerator: str = DEFAULT_ACCELERATOR, cpu: str = DEFAULT_CPU
                   catalogues: Iterable[str | Path] = ()) -> Platform:
     """A :class:`Platform` from device names, looked up in the bundled catalogue extended by ``catalogues``;
     CPUs only when ``cpus`` asks for them."""
+    if isinstance(catalogues, (str, Path)):   # iterated, a path's characters were read as file names
+        raise InvalidParameterError("catalogues", f"must be a list of catalogue files, not the one path "
+                                                  f"{str(catalogues)!r}: give [{str(catalogues)!r}]")
     catalogue = load_catalogue(catalogues)
     return Platform(find_device(catalogue, accelerator, "accelerator"), find_device(catalogue, cpu, "cpu"),
                     accelerators, cpus, memory, link)
