@@ -221,6 +221,17 @@ def test_an_operator_on_integers_alone_takes_the_models_data_type(tmp_path):
     assert imported.instance["maxFPGAs"] == 2 and len(imported.instance["nodes"]) > 0
 
 
+def test_the_instance_records_the_data_types_its_times_use():
+    """The times of an instance imported with dtype="bf16" are bf16 roofline times: ``about`` says so, as the
+    instance of the model's own fp32 says fp32 (both recorded the same ``about`` before)."""
+    model, args = mlp()
+    platform = make_platform("h100", accelerators=2, cpus=0)
+    assert import_torch(model, args, platform=platform, dtype="bf16").instance["about"]["dtypes"] == ["bf16"]
+    assert import_torch(model, args, platform=platform).instance["about"]["dtypes"] == ["fp32"]
+    half = import_torch(model.to(torch.float16), (args[0].half(),), platform=platform)
+    assert half.instance["about"]["dtypes"] == ["fp16"]
+
+
 def test_a_data_type_only_the_unused_device_type_lacks_is_no_reason_to_refuse():
     """fp8 on H100s with no CPU: the EPYC has no fp8 peak, but the platform has none of it, so the
     instance is costed (the CPU times at the EPYC's largest peak, never used); with a CPU in the

@@ -597,9 +597,11 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     ``flops``, ``bytes`` (moved) and ``ops`` (the program's operator names), which the
     exporters of :mod:`placement.io.exporters` read; backward nodes record their
     ``forward`` mate; with ``operators``, every node also records its ``operators``
-    (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity and
-    the devices, the model's inputs (``inputs``; each node lists those it reads), the nodes whose values
-    the model returns (``outputs``, where the graph records them) and, for training,
+    (:meth:`PlacementGraph.operators`). ``about`` records the source, the granularity,
+    the devices, the data types whose peaks the times use (``dtypes``: after a ``dtype`` override, that type;
+    :func:`typed_integer_operators` types the operators on integers), the model's inputs (``inputs``; each node
+    lists those it reads), the nodes whose values the model returns (``outputs``, where the graph records them)
+    and, for training,
     the trained parameters several nodes read (``shared_parameters``, :func:`shared_parameters`).
     A node also records ``repeats`` (:attr:`GraphNode.repeats`) where it has any: the modules called more
     than once whose call it begins (a second call of a module is no place a ``split_spec`` can name; an ONNX
@@ -684,6 +686,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             "accelerator": {"id": accelerator.id, "model": accelerator.model,
                             "op_overhead_s": accelerator.op_overhead},
             "cpu": {"id": cpu.id, "model": cpu.model, "op_overhead_s": cpu.op_overhead},
+            "dtypes": sorted(dtypes),
             "link": platform.link if platform.link is not None else accelerator.default_link,
             "link_bytes_per_s": bandwidth,
             "forward_flops": pg.graph.total_flops,
