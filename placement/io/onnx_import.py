@@ -17,12 +17,12 @@ is an error. All shapes must be static (symbolic input dimensions can be fixed w
 e.g. ``{"batch": 8}``). Weights stored outside the file are not read (:func:`read_onnx`).
 The calls of the model's own functions are replaced by their bodies' nodes, in the caller's module
 (:func:`_inline_local_functions`), and an ``If`` whose condition follows from constants and static shapes
-by the nodes of the branch it takes, in its module (:mod:`placement.io.onnx_branches`). Every node of the main graph is an operator, in graph order,
-except ``Constant`` nodes: their values, like the initializers (dense or sparse), are data the
-consumers read (initializers of floating-point type and more than one element are the trained
-parameters, except a BatchNormalization's statistics, the zeros read only as a recurrent operator's
-initial state (:func:`_zero_initial_states`) and those read only as sizes or scales, a ``Resize``'s
-scales (:func:`_sizes_only`); a single float is a constant of the program, such as a scale
+by the nodes of the branch it takes, in its module (:mod:`placement.io.onnx_branches`). Every node of the
+main graph is an operator, in graph order, except ``Constant`` nodes: their values, like the initializers
+(dense or sparse), are data the consumers read (initializers of floating-point type and more than one
+element are the trained parameters, except a BatchNormalization's statistics, the zeros read only as a
+recurrent operator's initial state (:func:`_zero_initial_states`) and those read only as sizes or scales,
+a ``Resize``'s scales (:func:`_sizes_only`); a single float is a constant of the program, such as a scale
 exporters write as an initializer); an ``Identity`` of
 such data (an alias exporters write for shared or deduplicated parameters) is that data, read
 under its own name, and so is the transposed copy exporters write of a tied weight
