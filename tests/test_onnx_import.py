@@ -51,7 +51,7 @@ def test_operators_flops_bytes_and_parameters_by_hand():
         graph = graph_from_onnx(mlp_model(), "mlp")
     # MatMul 2x4 @ 4x8 with the Add of the parameter B1 as its epilogue (torch's linear, one kernel):
     # 2*2*8*4 = 128 FLOPs (bias not counted); reads X 32 B + W1 128 B + B1 32 B, writes 64 B: 256 B.
-    # Relu: 16; reads and writes 64.  Reshape: a view, reads its int64 shape constant but moves nothing.
+    # Relu: 16; reads and writes 64.  Reshape: a view, whose int64 shape constant is a host value: no bytes.
     # Gemm 2x8 @ (3x8)ᵀ: 2*2*3*8 = 96; reads 64 + 96 + 12, writes 24.
     assert [(op.name, op.target, op.kind, op.flops, op.bytes_moved, op.outputs) for op in graph.ops] == [
         ("/enc/mm/MatMul", "MatMul+Add", "matmul", 128.0, 256.0, (64.0,)),
@@ -61,9 +61,9 @@ def test_operators_flops_bytes_and_parameters_by_hand():
     ]
     assert graph.total_flops == 240.0
     assert [op.inputs for op in graph.ops] == [(), ((0, 0),), ((1, 0),), ((2, 0),)]
-    # initializers are trained parameters; the Constant's value is data, not trained
+    # initializers are trained parameters; the Constant's value, the Reshape's sizes, is no memory of the view
     assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in graph.ops] == [
-        [("W1", 128.0, True), ("B1", 32.0, True)], [], [("shape", 16.0, False)],
+        [("W1", 128.0, True), ("B1", 32.0, True)], [], [],
         [("W2", 96.0, True), ("B2", 12.0, True)]]
     # module paths from /a/b/Op names
     assert [op.module_path for op in graph.ops] == [("enc", "enc.mm"), ("enc", "enc.act"), ("enc",), ("head",)]
@@ -386,7 +386,7 @@ def test_a_view_of_the_whole_of_a_parameter_is_that_parameter_not_an_operator():
             for op in graph.ops] == [
         ("/a/MatMul", "matmul", 80.0, [("W", 80.0, True)]),
         ("/b/MatMul", "matmul", 100.0, [("U", 100.0, True)]),
-        ("/c/Slice", "view", 0.0, [("U", 100.0, True), ("starts", 16.0, False), ("ends", 16.0, False)]),
+        ("/c/Slice", "view", 0.0, [("U", 100.0, True)]),   # its starts and ends: host values
         ("/c/MatMul", "matmul", 60.0, [])]
 
 
@@ -760,6 +760,39 @@ def test_shape_arithmetic_of_an_unoptimised_export_is_data_not_operators(tmp_pat
     assert summary(from_onnx) == summary(from_torch)
 
 
+def test_sizes_and_axes_an_unoptimised_export_holds_are_host_values():
+    """An unoptimised export holds a reshape's sizes and a mean's axes as int64 constants: each was memory of
+    the operator reading it (40 B for a reshape to five sizes) and bytes it moved (8 B for the mean's axis).
+    PyTorch passes them as host integers: the ONNX import now gives the operators torch.export's bytes and
+    no memory."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'placement[torch]')")
+    pytest.importorskip("onnxscript", reason="torch.onnx.export needs onnxscript")
+    import io
+
+    from placement.io.torch_export import import_module
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 48)
+
+        def forward(self, x):
+            return self.proj(x).reshape(2, 5, 3, 2, 8).mean(dim=1)
+
+    model, x = Heads(), torch.randn(2, 5, 16)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buffer, dynamo=True, optimize=False)
+    from_onnx = graph_from_onnx(onnx.load_from_string(buffer.getvalue()), "heads")
+    from_torch = import_module(model, (x,))
+    # linear 2·10·48·16 = 15,360 FLOPs; the reshape a view; the mean reads 1,920 B and writes 384 B
+    assert [(op.kind, op.flops, op.bytes_moved) for op in from_onnx.ops] == \
+           [(op.kind, op.flops, op.bytes_moved) for op in from_torch.ops] == \
+           [("matmul", 15360.0, 5824.0), ("view", 0.0, 0.0), ("reduction", 480.0, 2304.0)]
+    assert [p for op in from_onnx.ops for p in op.params if not p.trainable] == []
+
+
 def test_only_shape_arithmetic_is_folded():
     """Shape -> Gather -> Concat with a constant computes the new shape of X on the host: data, so
     the graph's operators are the Reshape (a view), the Range (torch's arange, a kernel) and the
@@ -864,8 +897,7 @@ def test_biases_are_no_operands_and_a_single_float_is_no_parameter():
     gradient, so its backward is free."""
     graph = graph_from_onnx(mlp_model())
     params = {p.name: (p.trainable, p.operand) for op in graph.ops for p in op.params}
-    assert params == {"W1": (True, True), "B1": (True, False), "W2": (True, True), "B2": (True, False),
-                      "shape": (False, True)}   # the Reshape's integer shape
+    assert params == {"W1": (True, True), "B1": (True, False), "W2": (True, True), "B2": (True, False)}
     scale = numpy_helper.from_array(np.array(-1e4, dtype=np.float32), "S")
     masked = _graph([helper.make_node("Mul", ["M", "S"], ["m"], name="/mask/Mul"),
                      helper.make_node("Add", ["X", "m"], ["Y"], name="/mask/Add")],
@@ -1096,7 +1128,7 @@ def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value,
     ops = graph_from_onnx(model, "rnn").ops
     assert [[(p.name, p.nbytes, p.trainable) for p in op.params] for op in ops] == [
         [("W", 3072.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)],
-        [("axis", 8.0, False)],
+        [],   # the Squeeze's axis: a host value
         [("W2", 4096.0, True), ("R", 4096.0, True), ("B", 512.0, True), ("state", 256.0, trained)]]
     imported = build(group_ops(graph_from_onnx(model, "rnn"), "operator"), make_platform("h100", "epyc-7763", 4, 0),
                      training=True)
@@ -1213,9 +1245,9 @@ def test_a_slice_with_a_negative_step_is_torch_s_flip_a_copy():
         graph = graph_from_onnx(model, "flip")
         return [(op.kind, op.bytes_moved, op.kernels) for op in graph.ops if op.target != "Constant"]
     for constant in (False, True):
-        # flip: reads 32 B and its four int64 arguments (32 B), writes 32 B, one kernel; the Relu reads and
-        # writes 32 B
-        assert sliced(-1, constant) == [("copy", 96.0, 1), ("pointwise", 64.0, 1)]
+        # flip: reads 32 B (its four int64 arguments are host values), writes 32 B, one kernel; the Relu reads
+        # and writes 32 B
+        assert sliced(-1, constant) == [("copy", 64.0, 1), ("pointwise", 64.0, 1)]
         # every other column: a view (2 x 2 elements, 16 B, for the Relu to read and write)
         assert sliced(2, constant) == [("view", 0.0, 0), ("pointwise", 32.0, 1)]
 

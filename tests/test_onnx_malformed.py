@@ -217,7 +217,7 @@ def test_scope_metadata_that_is_no_list_of_names_is_ignored(scopes):
 
 
 def test_an_expand_of_a_constant_is_a_tensor_not_parameter_memory():
-    """Add(X, Expand(1.0, [64, 64])): the Expand reads a 4-byte constant and an int64 shape (16 B); it
+    """Add(X, Expand(1.0, [64, 64])): the Expand reads a 4-byte constant (its int64 shape is a host value); it
     is an operator (a view) whose output the Add reads, not 16 KiB of constant data held as memory."""
     one = helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array(1.0, np.float32)))
     size = helper.make_node("Constant", [], ["size"], value=numpy_helper.from_array(np.array([64, 64], np.int64)))
@@ -225,7 +225,7 @@ def test_an_expand_of_a_constant_is_a_tensor_not_parameter_memory():
              helper.make_node("Add", ["X", "E"], ["Y"], name="/add")]
     graph = graph_from_onnx(model(nodes, [("X", [64, 64])], [("Y", None)]), "expand")
     assert [(op.name, op.kind) for op in graph.ops] == [("/expand", "view"), ("/add", "pointwise")]
-    assert [[(p.name, p.nbytes) for p in op.params] for op in graph.ops] == [[("one", 4.0), ("size", 16.0)], []]
+    assert [[(p.name, p.nbytes) for p in op.params] for op in graph.ops] == [[("one", 4.0)], []]
     assert edges(graph) == [(1, 0)]
 
 
@@ -410,6 +410,5 @@ def test_an_uneven_split_of_a_parameter_written_as_a_sequence():
     graph = graph_from_onnx(model(nodes, [("x", [2, 16])], [("y", [2, 16])], inits), "param")
     # the part taken whole is the Split's output itself (the Identity it is read as names it)
     assert [(op.name, op.kind, op.flops) for op in graph.ops] == [("split", "view", 0.0), ("add", "pointwise", 32.0)]
-    # the part sizes become a constant of the Split (two int64, 16 B)
-    assert [(p.name, p.nbytes, p.trainable) for p in graph.ops[0].params] == [("b", 192.0, True),
-                                                                            ("parts__sizes", 16.0, False)]
+    # the part sizes become a constant of the Split (two int64), a host value: no memory of it
+    assert [(p.name, p.nbytes, p.trainable) for p in graph.ops[0].params] == [("b", 192.0, True)]

@@ -1136,7 +1136,13 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         # never trained
         statistics = {x for m in members if m.node.op_type == "BatchNormalization" for x in m.node.input[3:5]}
         statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
-        for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal):
+        # integer sizes, axes and positions the file holds (a Reshape's shape, a ReduceMean's axes): host values
+        # in PyTorch, never read from the device's memory
+        as_sizes = {x for m in members for i, x in enumerate(m.node.input) if i in SHAPE_INPUTS.get(m.node.op_type, ())}
+        as_sizes -= {x for m in members for i, x in enumerate(m.node.input)
+                     if i not in SHAPE_INPUTS.get(m.node.op_type, ())}
+        host = {t for t in as_sizes if t in constants or (t in params and not table[t].floating)}
+        for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes
             if not info.floating:
