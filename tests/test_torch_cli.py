@@ -540,36 +540,20 @@ def test_split_refuses_a_plan_that_moves_backward_tasks(tmp_path, capsys):
     plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first, "w_tasks": [moved]},
                                             {"type": "accelerator", "nodes": second}]}))
     capsys.readouterr()
+    refusal = (f"error: {plan}: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a "
+               "split-backward plan, docs/backward-split.md); the hand-off forms keep a layer's whole backward on "
+               "its stage, so the plan would not run as solved: hand off a plan solved with backward='joint'\n")
     assert main(["split", str(instance), str(plan)]) == 2
-    assert capsys.readouterr().err == (
-        f"error: {plan}: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a "
-        "split-backward plan, docs/backward-split.md); the hand-off forms keep a layer's whole backward on its "
-        "stage, so the plan would not run as solved: hand off a plan solved with backward='joint'\n")
+    assert capsys.readouterr().err == refusal
+    # the same move in a plan that lists the forward nodes alone, whose backward nodes go with their colour
+    # class (as verify places them): refused alike, where it was handed off in silence
+    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": forward[:4], "w_tasks": [moved]},
+                                            {"type": "accelerator", "nodes": forward[4:]}]}))
+    assert main(["split", str(instance), str(plan)]) == 2
+    assert capsys.readouterr().err == refusal
     plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": first},
                                             {"type": "accelerator", "nodes": second}]}))
     assert main(["split", str(instance), str(plan)]) == 0
-
-
-def test_split_refuses_moved_backward_tasks_of_nodes_the_plan_leaves_to_their_colour_class(tmp_path, capsys):
-    """A split-backward plan that lists the forward nodes only, as verify and split allow, and runs the W task of
-    a backward node of device 1's layer on device 0: its node goes to device 1 with its colour class, so the task
-    is moved as in a plan that lists every node (that one was refused, this one handed off in silence)."""
-    instance = tmp_path / "stack.json"
-    assert main(["import", "tests.handoff_models:residual_stack", "--out", str(instance), "--accelerators", "2",
-                 "--training"]) == 0
-    data = json.loads(instance.read_text())
-    forward = [n["id"] for n in data["nodes"] if not n["isBackwardNode"]]
-    mate = {n["colorClass"]: n["id"] for n in data["nodes"] if n["isBackwardNode"]}
-    moved = mate[forward[5]]
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"devices": [{"type": "accelerator", "nodes": forward[:4], "w_tasks": [moved]},
-                                            {"type": "accelerator", "nodes": forward[4:]}]}))
-    capsys.readouterr()
-    assert main(["split", str(instance), str(plan)]) == 2
-    assert capsys.readouterr().err == (
-        f"error: {plan}: the plan runs the W task of node {moved} on device 0, not on its node's device 1 (a "
-        "split-backward plan, docs/backward-split.md); the hand-off forms keep a layer's whole backward on its "
-        "stage, so the plan would not run as solved: hand off a plan solved with backward='joint'\n")
 
 
 CALLS: list[str] = []
