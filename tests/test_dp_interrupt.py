@@ -323,3 +323,46 @@ def test_the_dp_looks_at_the_clock_about_every_quarter_second_however_slow_its_i
     assert placement.solve(chain, method="dp").value == expected
     tries = calls.count(256)   # a run under a ceiling near the lower bound, then higher ones: each from ideal 0
     assert tries >= 1 and calls[0] == 256 and set(calls) == {1, 256} and sum(calls) == 301 * tries
+
+
+def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal_jump(monkeypatch):
+    """Sizing the chunks by the last chunk's pace in ideals fails where the pairs of the window per ideal jump:
+    on three parallel chains of 150 nodes (3,442,953 ideals) a chunk after one of 0.01 s took 58 s, so a time
+    limit of 10 s ended after 61 s and Ctrl-C was heard 33 s after it was sent. The kernel now also stops
+    once it has examined the pairs the last call examined in a quarter second. Here a clock on which each pair
+    takes a second: every call examines at most the first budget of pairs (16 here) plus those of the one
+    ideal at which it stops (at most 2 · 300 in a 300-node chain with two device types), and the optimum is the
+    same."""
+    import types
+
+    from placement.solvers import dp_table
+
+    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
+                       for i in range(300)],
+             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
+    expected = placement.solve(chain, method="dp").value
+    now = [0.0]
+    examined: list[int] = []
+    prepare = dp_table.prepare
+
+    def timed_prepare(*args, **kwargs):
+        data = prepare(*args, **kwargs)
+        kernel = data.kernels.dp_range
+
+        def dp_range(lo, hi, *rest):
+            counters = rest[-2] if len(rest) == 34 else rest[-1]   # before the budget, the last argument
+            before = int(counters[0])
+            reached = kernel(lo, hi, *rest)
+            examined.append(int(counters[0]) - before)
+            now[0] += examined[-1]   # a second a pair
+            return reached
+
+        data.kernels = types.SimpleNamespace(dp_range=dp_range)
+        return data
+
+    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
+    monkeypatch.setattr(dp_table, "FIRST_PAIRS", 16, raising=False)
+    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    assert placement.solve(chain, method="dp").value == expected
+    assert sum(examined) > 16 + 600 and max(examined) <= 16 + 600

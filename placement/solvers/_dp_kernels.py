@@ -261,8 +261,10 @@ def family_data(parent, added, values, n_vertices, pred_ptr, pred_idx, touch_ptr
 
 def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi, cut_buf, cut_count, cost,
              max_lo, max_hi, max_buf, order, pos, prev, layer_cap, rest_cap, rest_devices, pmin, pmin_total, full,
-             ceiling, exact, layer_size, popcount, nested, dp, parent, choice, counters):
-    """Fill ``dp[:, lo:hi]``; ideals are indexed in processing order (a linear extension of ⊆).
+             ceiling, exact, layer_size, popcount, nested, dp, parent, choice, counters, budget):
+    """Fill ``dp[:, lo:hi]``, or stop early at an ideal once the ideals filled so far have examined at least
+    ``budget`` pairs of the window (``counters[WINDOW]``); returns the first ideal not filled (``hi`` where it
+    filled them all, always more than ``lo``). Ideals are indexed in processing order (a linear extension of ⊆).
 
     ``dp[L, i]``: least max-load of placing ideal i as a pipeline of blocks on at most the
     device counts of layer L (``exact``: on exactly those devices, each block non-empty);
@@ -289,7 +291,10 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
     active = np.zeros(n_layers, dtype=np.bool_)
     rel = np.empty(n_layers, dtype=np.int64)
     rel_prev = np.empty(n_layers, dtype=np.int64)
+    examined = counters[WINDOW]
     for i in range(lo, hi):
+        if i > lo and counters[WINDOW] - examined >= budget:
+            return i
         for L in range(n_layers):
             dp[L, i] = ceiling
             parent[L, i] = -1
@@ -395,6 +400,7 @@ def dp_range(lo, hi, bits, comp, unsup, mem, memcap, pays, cutc, cut_lo, cut_hi,
                         choice[L, i] = t
                     if dp[L, i] > threshold:
                         threshold = dp[L, i]
+    return hi
 
 
 def interpreted() -> SimpleNamespace:
