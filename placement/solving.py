@@ -218,8 +218,16 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
     except LimitExceededError as exc:
         if names == [method]:
             raise
-        return "milp", _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead",
-                                     f"the MILP solved this (method 'auto'): the DP refused it ({exc})")
+        from placement.solvers.dp import plan_in_hand
+
+        kept = plan_in_hand(exc, problem) if options["warm_start"] is True else None
+        if kept is not None:   # the DP's upper bound, found before its time ran out, starts the MILP
+            options = {**options, "warm_start": kept[1]}
+        return "milp", _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead"
+                                     + ("" if kept is None else f", from the plan the DP held ({kept[0]:.6g})"),
+                                     f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
+                                     + ("" if kept is None else f"; the MILP started from the plan the DP held, "
+                                                                f"{kept[2]}"))
     if method == "dp" and names != [method]:
         return _milp_where_the_dp_proves_nothing(problem, options, started, solution)
     return method, solution

@@ -424,6 +424,61 @@ def test_model_building_stops_at_the_deadline(monkeypatch):
     assert solve_milp(problem, backend="cp-sat", time_limit=60).status is Status.NO_SOLUTION
 
 
+def _dp_out_of_time(monkeypatch):
+    """The DP stops at its deadline once its upper bound (the chain DP's plan) is in hand, and the chain DP
+    the warm start would run again gets no time, as where the deadline has passed."""
+    from placement.errors import LimitExceededError
+    from placement.solvers import dp
+    from placement.solvers.milp import warmstart
+
+    def out_of_time(*args, **kwargs):
+        raise LimitExceededError("the time limit ran out while the DP ran (dp: 0/9 ideals)", parameter="time_limit")
+
+    monkeypatch.setattr(dp, "best_plan", out_of_time)
+    monkeypatch.setattr(warmstart, "solve_chain", out_of_time)
+
+
+def test_the_warm_start_keeps_the_plan_the_dp_held_when_its_time_ran_out(monkeypatch):
+    """The DP finds the chain DP's plan as its upper bound before it fills its table; when its share of the
+    time limit ran out there, the warm start fell back on the chain DP over intervals and dropped that
+    better plan (three parallel chains of 150 nodes: 311.905 started the MILP where the DP held 311.505)."""
+    from placement.solvers.dp import solve_chain
+    from placement.solvers.milp import warmstart
+    from placement.verification.evaluate import evaluate
+    from tests.test_milp_stages import random_problem
+
+    problem = random_problem(12, seed=3)   # the DP's optimum 12.75, the chain DP's plan 14.25, the intervals' 15.75
+    assert evaluate(problem, solve_chain(problem).plan).max_load == 14.25
+    _dp_out_of_time(monkeypatch)
+    said: list[str] = []
+    start = warmstart.warm_start_and_bound(problem, progress=said.append)[0]
+    assert evaluate(problem, start).max_load == 14.25
+    assert said[-1] == ("warm start from the plan the DP held (14.25): the chain DP stopped (the time limit ran "
+                        "out while the DP ran (dp: 0/9 ideals))")
+
+
+def test_auto_starts_the_milp_from_the_plan_the_dp_held_when_its_time_ran_out(monkeypatch):
+    """Under ``auto`` with a time limit, the DP that ran out of time handed the MILP nothing: the MILP's own
+    warm start ran the DP again, with no time left, and started from the intervals' plan."""
+    import placement
+    from placement.solvers.milp import entry
+    from placement.verification.evaluate import evaluate
+    from tests.test_milp_stages import random_problem
+
+    problem = random_problem(12, seed=3)
+    _dp_out_of_time(monkeypatch)
+    started: list = []
+
+    def solve_milp(instance, **kwargs):
+        started.append(kwargs["warm_start"])
+        raise RuntimeError("the MILP is not run here")
+
+    monkeypatch.setattr(entry, "solve_milp", solve_milp)
+    with pytest.raises(RuntimeError, match="the MILP is not run here"):
+        placement.solve(problem, time_limit=30)
+    assert len(started) == 1 and evaluate(problem, started[0]).max_load == 14.25
+
+
 def test_past_its_deadline_the_warm_start_is_the_plan_of_the_intervals(monkeypatch):
     """The chain DP over intervals has its grace past the deadline, to give a plan at all; the chain DP over
     every prefix, which only improves on it, is not run once the deadline has passed (it overran a 5 s limit

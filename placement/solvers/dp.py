@@ -154,6 +154,21 @@ def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
         return _solve_dp(problem, held, max_ideals, progress, merge_zero_cost, stages, compiled)
     except KeyboardInterrupt:
         raise held.interrupted(problem) from None
+    except LimitExceededError as exc:   # its deadline (deadline_watch): the plan in hand goes with it
+        if exc.parameter == "time_limit":
+            exc.held = held.best
+        raise
+
+
+def plan_in_hand(exc: LimitExceededError, problem: Instance) -> tuple[float, Plan, str] | None:
+    """The plan :func:`solve_dp` held when its deadline (:func:`deadline_watch`) stopped it with ``exc``, as
+    ``(value, plan, source)`` at the evaluator's value, where it held a valid one (its upper bound's, from the
+    chain DP, which the run would otherwise have to find again); else ``None``."""
+    best = getattr(exc, "held", None)
+    if best is None:
+        return None
+    verdict = evaluate(problem, best[1], "stages")
+    return (verdict.max_load, best[1], best[2]) if verdict.valid else None
 
 
 class DPInterrupted(KeyboardInterrupt):

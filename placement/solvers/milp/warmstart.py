@@ -53,7 +53,7 @@ from placement.solvers.baselines.latency_chain import solve_latency_chain
 from placement.solvers.baselines.latency_greedy import solve_latency_greedy
 from placement.solvers.baselines.latency_modules import solve_latency_modules
 from placement.solvers.chain_dp import solve_coarse_chain
-from placement.solvers.dp import DPInterrupted, deadline_watch, solve_chain, solve_dp
+from placement.solvers.dp import DPInterrupted, deadline_watch, plan_in_hand, solve_chain, solve_dp
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS
 from placement.verification.latency import evaluate_latency
 
@@ -261,23 +261,31 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
     except LimitExceededError as exc:
         coarse = coarse_start(problem, stages, deadline, told)   # to fall back on
         fallback = coarse if coarse.plan is not None else None
+        fallen = "the chain DP over intervals"
         if progress is not None and fallback is not None:
             progress(f"warm start: the chain DP over intervals of a topological order: max-load "
                      f"{coarse.objective:.6g} ({coarse.runtime_s:.2f} s)")
+        kept = plan_in_hand(exc, problem)   # the DP's upper bound, found before its deadline stopped it
+        if kept is not None and (fallback is None or kept[0] < fallback.objective):
+            fallback, fallen = Solution(Status.FEASIBLE, kept[1], kept[0], 0.0, "chain-dp"), "the plan the DP held"
+            if progress is not None:
+                progress(f"warm start: the plan the DP held, {kept[2]}: max-load {kept[0]:.6g}")
         try:   # the chain DP gets a share as long again past the deadline, a second at most with a plan in hand
             later = None if deadline is None or share is None else \
                 max(deadline, time.perf_counter()) + (min(share, GRACE_S) if fallback is not None else share)
             if later is not None and time.perf_counter() >= later:
                 raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
             if fallback is not None and deadline is not None and time.perf_counter() >= deadline:
-                raise LimitExceededError("not run: the time limit ran out, and the intervals gave a plan",
+                raise LimitExceededError("not run: the time limit ran out, and " +
+                                         ("the intervals gave a plan" if kept is None or fallback.plan is not kept[1]
+                                          else "the DP held a plan"),
                                          parameter="time_limit")
             if coarse.stats.get("out_of_time"):   # the DP over every prefix is more work still
                 raise LimitExceededError(f"not run: the chain DP over intervals ran out of time ({coarse.message})",
                                          parameter="time_limit")
             try:
                 solution = solve_chain(problem, stages=stages, progress=deadline_watch(later, told),
-                                       ceiling=coarse.objective if fallback is not None else math.inf)
+                                       ceiling=fallback.objective if fallback is not None else math.inf)
             except KeyboardInterrupt as stop:   # Ctrl-C: the plan in hand goes on, the intervals' where the better
                 held = getattr(stop, "solution", None)
                 if fallback is not None and (held is None or held.plan is None or fallback.objective <= held.objective):
@@ -292,7 +300,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                 if greedy is not None:
                     return greedy.plan, 0.0
                 if progress is not None:
-                    progress(f"warm start from the chain DP over intervals ({fallback.objective:.6g}): the chain DP "
+                    progress(f"warm start from {fallen} ({fallback.objective:.6g}): the chain DP "
                              f"stopped ({chain_exc})")
                 return fallback.plan, 0.0
             greedy = greedy_start(problem) if stages is None else None
@@ -308,8 +316,9 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                          f"({greedy.objective:.6g}): the chain DP stopped ({chain_exc})")
             return (None, 0.0) if greedy is None else (greedy.plan, 0.0)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
-        if solution.plan is None and fallback is not None:   # nothing better than the intervals' plan
-            solution, source = fallback, source + " over intervals of a topological order"
+        if solution.plan is None and fallback is not None:   # nothing better than the fallback's plan
+            solution, source = fallback, (source + " over intervals of a topological order" if kept is None or
+                                          fallback.plan is not kept[1] else "plan the DP held")
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
         if solution.plan is not None:
