@@ -366,3 +366,41 @@ def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal
     monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     assert placement.solve(chain, method="dp").value == expected
     assert sum(examined) > 16 + 600 and max(examined) <= 16 + 600
+
+
+def test_a_long_dp_says_its_progress_less_often_as_it_runs_longer(monkeypatch):
+    """A line a second flooded a long run's log (1,231 lines in 23 minutes on 1.77 million ideals): past its
+    first ten seconds the DP says its progress once per tenth of the time it has run. Here a clock on which
+    each ideal takes a second, one ideal a call, on a 300-node chain (301 ideals, about 301 s a run): lines at
+    most a second apart over the first ten seconds, then each at least a tenth of the time so far after the
+    one before, so no more than 10 + log(301 / 10) / log(1.1), about 46, a run (old: one a second, 300)."""
+    import math
+    import types
+
+    from placement.solvers import dp_table
+
+    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
+                       for i in range(300)],
+             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
+    now = [0.0]
+    prepare = dp_table.prepare
+
+    def timed_prepare(*args, **kwargs):
+        data = prepare(*args, **kwargs)
+        kernel = data.kernels.dp_range
+
+        def dp_range(lo, hi, *rest):
+            now[0] += 1.0   # a second an ideal, one ideal a call
+            return kernel(lo, lo + 1, *rest)
+
+        data.kernels = types.SimpleNamespace(dp_range=dp_range)
+        return data
+
+    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
+    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    lines: list[str] = []
+    placement.solve(chain, method="dp", progress=lines.append)
+    filled = [line for line in lines if "/301 ideals" in line]
+    runs = sum(1 for line in filled if line.split(": ", 1)[1].startswith("2/301 ideals"))
+    assert runs >= 1 and len(filled) <= runs * (10 + math.log(301 / 10) / math.log(1.1) + 1)

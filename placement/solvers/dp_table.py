@@ -566,7 +566,7 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
             continue
         where = (f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
                  f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
-        if now - last > 1.0:
+        if now - last > max(1.0, (now - start) / 10):   # a line a second, then one per tenth of the time so far
             last = now
             progress(where)
         elif poll is not None:
