@@ -1141,7 +1141,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         as_sizes = {x for m in members for i, x in enumerate(m.node.input) if i in SHAPE_INPUTS.get(m.node.op_type, ())}
         as_sizes -= {x for m in members for i, x in enumerate(m.node.input)
                      if i not in SHAPE_INPUTS.get(m.node.op_type, ())}
-        host = {t for t in as_sizes if t in constants or (t in params and not table[t].floating)}
+        host = {t for t in as_sizes if (t in constants or t in params) and not table[t].floating}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes
