@@ -497,6 +497,20 @@ def test_a_grid_made_in_code_is_checked_as_a_grid_file_is(values, message):
     assert Grid(((1,), (128, 256), (128,), (1,), (128, 256), (16,))).designs() == load_grid(CHAIN_GRID).designs()
 
 
+def test_a_grid_dict_made_in_code_may_hold_tuples():
+    # DEFAULT_GRID itself holds tuples: passed as grid=, it was refused as "must be a non-empty array"
+    from placement.codesign.grid import DEFAULT_GRID
+
+    assert load_grid(dict(DEFAULT_GRID)).designs() == load_grid(None).designs()
+    grid = {key: tuple(values) for key, values in CHAIN_GRID.items()}
+    assert load_grid(grid).designs() == load_grid(CHAIN_GRID).designs()
+    assert placement.codesign(CHAIN, chips=2, power=200, grid=grid).value == \
+        placement.codesign(CHAIN, chips=2, power=200, grid=CHAIN_GRID).value
+    with pytest.raises(InvalidInstanceError) as info:
+        load_grid({**grid, "array_width": ()})
+    assert str(info.value) == "grid: field 'array_width' must be a non-empty array"
+
+
 def test_bad_model(tmp_path, capsys):
     model = json.loads(json.dumps(CHAIN))
     del model["nodes"][1]["operators"]

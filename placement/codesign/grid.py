@@ -88,7 +88,8 @@ def parse_grid(data: Any, name: str = "grid") -> Grid:
     for key in PARAMETERS:
         if key not in data:
             raise InvalidInstanceError(f"grid: missing field {key!r}")
-        if not isinstance(data[key], list):
+        # a decoded file holds lists; a dict made in code may hold tuples, as DEFAULT_GRID does
+        if not isinstance(data[key], (list, tuple)):
             raise InvalidInstanceError(f"grid: field {key!r} must be a non-empty array")
     return Grid(tuple(data[key] for key in PARAMETERS), str(data.get("name", name)))
 
