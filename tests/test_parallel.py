@@ -525,6 +525,47 @@ def test_a_plan_the_floating_point_sum_hides_is_found():
     assert (result.status, result.value) == ("optimal", 1.25)
 
 
+def fast_at_two(fast: float, devices: int = 2) -> PiperInstance:
+    """Nodes 0 → 1, m = 2, ``devices`` devices of 0.7999999999999999 bytes; memoryUsageA 0.1 and 0.7 (per
+    micro-batch in flight), time per sample 1 at t = 1 and ``fast`` at t = 2, no communication. The unit in
+    which the sizes are whole, 10^-16, holds the most in flight (3 · 0.8 = 2.4) in 2.4e16 > 2^53 units: no
+    exact unit, and the DP's memory bounds are widened by 1e-8."""
+    def tmpc(time, size, fw, bw):
+        return {"id": "a", "timePerSample": time, "parameterSize": 0, "memoryUsageA": size, "memoryUsageB": 0,
+                "syncTimeFw": fw, "syncTimeBw": bw}
+
+    return parse_piper({"maxDevices": devices, "maxMemoryPerDevice": 0.7999999999999999, "bandwidth": 1,
+                        "mbsInBatch": 2,
+                        "nodes": [{"id": k, "TMPCs": {"1": [tmpc(1, size, *sync)], "2": [tmpc(fast, size, *sync)]}}
+                                  for k, (size, sync) in enumerate(((0.1, ({}, {"1": 0})), (0.7, ({"0": 0}, {}))))],
+                        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 0}]})
+
+
+def test_a_plan_that_needs_the_widened_memory_is_replaced_by_one_that_fits():
+    """fast_at_two(0.4): one stage at t = 2 takes 0.4 + 0.4 = 0.8 but needs 0.1 + 0.7 = 0.8 bytes (y = 1), which
+    does not fit 0.7999999999999999 as written; one stage at d = 2 takes (1 + 1) / 2 = 1 and needs as much; two
+    stages of one device take max(1, 1) = 1 and need 2 · 0.1 = 0.2 (y = 2) and 0.7: the optimum is 1. The DP on
+    widened bounds took the first (0.8), the evaluator refused it, and the answer was no_solution. The DP runs
+    again on bounds narrowed by 1e-8: the two stages, feasible (0.8, the widened optimum, bounds every plan). At
+    t = 2 times of 0.5 the one stage ties the two (1): optimal. With one device nothing fits: no_solution, its
+    message saying that the narrowed bounds found nothing either."""
+    assert brute_force_parallel(fast_at_two(0.4))[0] == brute_force_parallel(fast_at_two(0.5))[0] == 1.0
+    result = placement.solve(fast_at_two(0.4))
+    assert (str(result.status), result.value, result.bound) == ("feasible", 1.0, 0.8)
+    assert [(stage.nodes, stage.d, stage.t) for stage in result.plan.stages] == [((0,), 1, 1), ((1,), 1, 1)]
+    assert result.message == ("the memory figures have no unit in which the DP's sums are exact "
+                              "(placement.problem.memory_fit): its optimum on bounds widened by 1e-08, 0.8, needs "
+                              "that slack, and its plan on bounds narrowed by 1e-08 is not proven optimal")
+    result = placement.solve(fast_at_two(0.5))
+    assert (str(result.status), result.value, result.bound) == ("optimal", 1.0, 1.0)
+    alone = fast_at_two(0.4, devices=1)
+    assert brute_force_parallel(alone)[0] == math.inf
+    result = placement.solve(alone)
+    assert (str(result.status), result.plan) == ("no_solution", None)
+    assert result.message.endswith("; on memory bounds narrowed by 1e-08 (the memory figures have no unit in which "
+                                   "the DP's sums are exact) it finds no plan that passes it either")
+
+
 def test_a_time_per_batch_not_computed_says_why():
     """10^12 micro-batches per batch: the plan (one stage, d = 1) is found, its batch is too long to lay
     out as a task graph; the text said "time per batch -" with no reason."""

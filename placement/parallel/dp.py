@@ -111,7 +111,8 @@ class DeviceTypes:
     cpu: tuple[bool, ...]
 
 
-def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceTypes, Tables]:
+def exact_memory(types: DeviceTypes, tables: Tables, m: int,
+                 strict: bool = False) -> tuple[DeviceTypes, Tables, bool]:
     """``types`` and ``tables`` with every memory figure and bound in the unit ``1/q``, ``q`` the least
     common denominator of their shortest decimal forms (0.1, 0.7 and 0.7999999999999999 as whole
     numbers of ``10^-16``), where the whole graph's memory at the most micro-batches in flight (any
@@ -119,38 +120,42 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int) -> tuple[DeviceType
     (:data:`placement.problem.memory_fit.EXACT_TOTAL`): the DP's sums then decide the model's rule exactly
     (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
     Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such
-    unit exists, it widens the bounds and the evaluator has the last word."""
+    unit exists, it widens the bounds (narrows them, ``strict``) and the evaluator has the last word: the
+    third value says whether it did."""
     bounds = [b for b in types.memory if math.isfinite(b)]
     if not bounds:
-        return types, tables
+        return types, tables, False
     mem_a, mem_b = np.abs(tables.mem_a), np.abs(tables.mem_b)
     most_in_flight = max(m, sum(types.counts) + 1)
     if sums_exactly([*(float(v) * most_in_flight for v in mem_a.ravel()), *map(float, mem_b.ravel()), *bounds]):
-        return types, tables
+        return types, tables, False
     written = {x: as_written(x) for x in {*map(float, mem_a.ravel()), *map(float, mem_b.ravel()), *bounds}}
     q = math.lcm(*(f.denominator for f in written.values()))
     whole = max(float(np.sum((mem_a * most_in_flight + mem_b).max(axis=(1, 2)))), max(bounds))
     if not all(map(math.isfinite, written)) or whole * q > EXACT_TOTAL:
-        return lenient_memory(types, tables, m), tables
+        rounded = lenient_memory(types, tables, m, strict)
+        return rounded, tables, rounded != types
 
     def scaled(array: np.ndarray) -> np.ndarray:
         return np.vectorize(lambda x: float(written[abs(float(x))] * q) * (1 if x >= 0 else -1), otypes=[float])(array)
 
     return (replace(types, memory=tuple(float(written[b] * q) if math.isfinite(b) else b for b in types.memory)),
-            replace(tables, mem_a=scaled(tables.mem_a), mem_b=scaled(tables.mem_b)))
+            replace(tables, mem_a=scaled(tables.mem_a), mem_b=scaled(tables.mem_b)), False)
 
 
-def lenient_memory(types: DeviceTypes, tables: Tables, m: int) -> DeviceTypes:
+def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False) -> DeviceTypes:
     """``types`` with memory bounds ``1 + LENIENT`` times larger where the DP's floating-point sums of the
     memory data are not exact (sizes such as 0.1 and 0.2, which the model reads as written: they fit a
     bound of 0.3 although their sum in floating point is above it). The DP then misses no plan the
-    model lets fit, and the independent check, which reads the sizes as written, refuses a plan that
-    only the slack let in. Integer sizes (bytes) sum exactly, and their bounds stay as they are."""
+    model lets fit (its optimum bounds every plan's), and the independent check, which reads the sizes as
+    written, refuses a plan that only the slack let in. ``strict``: ``1 − LENIENT`` times, so that every plan
+    the DP admits fits, though it may miss some that fit exactly. Integer sizes (bytes) sum exactly, and
+    their bounds stay as they are."""
     values = [*(np.abs(tables.mem_a.ravel()) * m), *np.abs(tables.mem_b.ravel()),
               *(b for b in types.memory if math.isfinite(b))]
     if sums_exactly([float(v) for v in values]):
         return types
-    return replace(types, memory=tuple(b * (1 + LENIENT) for b in types.memory))
+    return replace(types, memory=tuple(b * (1 - LENIENT if strict else 1 + LENIENT) for b in types.memory))
 
 
 def device_types(instance: PiperInstance, devices: int | dict[str, int], memory: float) -> DeviceTypes:
@@ -179,7 +184,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                    schedule: str = "piper", mode: str = "exact", allowed: Sequence[tuple[int, int]] | None = None,
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
                    tables: Tables | None = None, sets: Family | None = None,
-                   progress: Callable[[str], None] | None = None, deadline: float | None = None) -> ParallelSolution:
+                   progress: Callable[[str], None] | None = None, deadline: float | None = None,
+                   strict_memory: bool = False) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's), for ``schedule``'s memory model (module docstring). For an instance with device
     types, ``devices`` gives counts per type (:mod:`placement.parallel.devices`) and ``memory`` must be
@@ -196,7 +202,10 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     value) the DP over the sets stops, and the plan is the best pipeline along one topological order (its
     pass runs to the end: a chain's sets are one more than its nodes), with ``stats["out_of_time"]`` saying
     how far the DP came and ``stats["lower_bound"]`` a bound on every plan: the least device time of all
-    nodes (Σ of the least ``t · time``, at the largest speed) over the devices.
+    nodes (Σ of the least ``t · time``, at the largest speed) over the devices. ``stats["memory_rounded"]``
+    says whether the memory figures have no exact unit in which the DP's sums fit (:func:`exact_memory`), so
+    that its bounds were widened (the optimum bounds every plan's, but its plan may need the slack) or, with
+    ``strict_memory``, narrowed (every plan it admits fits, but it may miss one that fits exactly).
     """
     started = time.perf_counter()
     check_schedule(schedule)
@@ -208,7 +217,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
-    types, tables = exact_memory(types, tables, m)
+    types, tables, rounded = exact_memory(types, tables, m, strict_memory)
     # the table's least size (below), known before the stage degrees are listed: that loops over every device count
     least = math.prod(min(c, sum(types.counts), m) + 1 for c in types.counts)
     if (len(tables.ids) + 1) * least > MAX_CELLS:
@@ -238,7 +247,8 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                                  "lower devices", "devices")
     ys = np.arange(cap + 2) if suffix else np.array([m // d for _, _, d in pairs], dtype=np.int64)
     arrays = _arrays(tables, sets, ys, max(types.speed))
-    stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed}
+    stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed,
+                             "memory_rounded": rounded}
 
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
     # all nodes, then the pipelines along one topological order.

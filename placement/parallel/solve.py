@@ -35,6 +35,7 @@ from placement.parallel.result import ParallelResult
 from placement.parallel.schedules import check_schedule
 from placement.parallel.timing import FORWARD_SHARE, time_per_batch
 from placement.parameters import MAX_TIME_LIMIT, callback, integer, number
+from placement.problem.memory_fit import LENIENT
 from placement.result import Status
 from placement.solving import AGREEMENT_TOLERANCE
 from placement.verification.parallel import evaluate_parallel
@@ -162,9 +163,31 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return answer(Status.INFEASIBLE, bound=math.inf,
                       message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
+    if not evaluation.ok and found.stats.get("memory_rounded") and not stopped:
+        # the DP's bounds were widened (a relaxation: its optimum bounds every plan's) and its plan needs the
+        # slack: the DP again on bounds narrowed as much, whose plans all fit
+        strict = solve_parallel(instance, devices=at_most(devices, reachable), memory=memory, schedule=schedule,
+                                max_sets=max_sets, deadline=deadline, strict_memory=True)
+        checked = None if strict.plan is None else evaluate_parallel(instance, strict.plan, devices=devices,
+                                                                      memory=memory)
+        if checked is not None and checked.ok and not strict.stats.get("out_of_time") and \
+                abs(checked.value - strict.value) <= AGREEMENT_TOLERANCE * max(abs(strict.value), 1e-300):
+            widened, found = found.value, strict
+            proven = checked.value <= widened + AGREEMENT_TOLERANCE * max(abs(widened), 1e-300)
+            return answer(Status.OPTIMAL if proven else Status.FEASIBLE, strict.plan, checked.value,
+                          min(widened, checked.value), checked,
+                          message="" if proven else "the memory figures have no unit in which the DP's sums are "
+                                                    "exact (placement.problem.memory_fit): its optimum on bounds "
+                                                    f"widened by {LENIENT:g}, {widened:.6g}, needs that slack, and "
+                                                    f"its plan on bounds narrowed by {LENIENT:g} is not proven "
+                                                    "optimal")
     if not evaluation.ok:
-        return answer(Status.NO_SOLUTION, evaluation=evaluation,
-                      message="the DP's plan failed the independent check: " + "; ".join(evaluation.violations))
+        narrowed = (f"; on memory bounds narrowed by {LENIENT:g} (the memory figures have no unit in which the "
+                    "DP's sums are exact) it finds no plan that passes it either") if found.stats.get(
+                        "memory_rounded") and not stopped else ""
+        return answer(Status.NO_SOLUTION, evaluation=evaluation, bound=found.value if narrowed else None,
+                      message="the DP's plan failed the independent check: " + "; ".join(evaluation.violations)
+                      + narrowed)
     if abs(evaluation.value - found.value) > AGREEMENT_TOLERANCE * max(abs(found.value), 1e-300):
         return answer(Status.NO_SOLUTION, evaluation=evaluation,
                       message=f"the DP claims {found.value!r}, the evaluator computes {evaluation.value!r}")
