@@ -107,7 +107,8 @@ class CodesignResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the CLI's ``--json``); without a plan, ``value``, ``time_per_input_ms`` and
-        ``power_w`` are null (there is nothing they measure)."""
+        ``power_w`` are null (there is nothing they measure), and so is an infinite ``value`` in the strict
+        JSON the CLI writes (a model of no work, whose throughput nothing bounds: the text says ``inf``)."""
         planned = self.plan is not None
         return {
             "status": self.status, "objective": self.objective, "value": self.value if planned else None,
