@@ -351,7 +351,7 @@ def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal
         kernel = data.kernels.dp_range
 
         def dp_range(lo, hi, *rest):
-            counters = rest[-2] if len(rest) == 34 else rest[-1]   # before the budget, the last argument
+            counters = rest[-2]   # the counters, then the budget of pairs
             before = int(counters[0])
             reached = kernel(lo, hi, *rest)
             examined.append(int(counters[0]) - before)
@@ -362,7 +362,7 @@ def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal
         return data
 
     monkeypatch.setattr(dp_table, "prepare", timed_prepare)
-    monkeypatch.setattr(dp_table, "FIRST_PAIRS", 16, raising=False)
+    monkeypatch.setattr(dp_table, "FIRST_PAIRS", 16)
     monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     assert placement.solve(chain, method="dp").value == expected
     assert sum(examined) > 16 + 600 and max(examined) <= 16 + 600
