@@ -287,40 +287,50 @@ def test_a_model_that_runs_out_of_memory_while_built_returns_the_start(monkeypat
                                    "coarser graph (colour classes) takes less; the starting plan is returned")
 
 
+#: a 300-node chain of two accelerators (301 ideals), for the DP on a fake clock
+CHAIN_300 = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
+             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
+                       for i in range(300)],
+             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
+
+
+def _on_a_fake_clock(monkeypatch, kernel_call):
+    """Run the DP's kernel through ``kernel_call(kernel, lo, hi, *rest)``, which advances the clock it returns
+    (a one-element list of seconds), read by the DP's table in place of :func:`time.perf_counter`."""
+    import types
+
+    from placement.solvers import dp_table
+
+    now = [0.0]
+    prepare = dp_table.prepare
+
+    def timed_prepare(*args, **kwargs):
+        data = prepare(*args, **kwargs)
+        kernel = data.kernels.dp_range
+        data.kernels = types.SimpleNamespace(dp_range=lambda *call: kernel_call(kernel, *call))
+        return data
+
+    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
+    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    return now
+
+
 def test_the_dp_looks_at_the_clock_about_every_quarter_second_however_slow_its_ideals(monkeypatch):
     """The DP fills its table a chunk of ideals per kernel call, and hears Ctrl-C, its deadline and says its
     progress only between calls. Its chunks were sized by count alone: on 923,523 ideals (4 parallel chains
     of 30), whose later ideals each pair with hundreds of thousands below them, one call ran 50 s. Here a
     clock on which each ideal takes a second: after the first chunk of a run (256 of the 301 ideals of a
     300-node chain) no call holds more than one ideal, and the optimum is the same."""
-    import types
-
-    from placement.solvers import dp_table
-
-    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
-                       for i in range(300)],
-             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
-    expected = placement.solve(chain, method="dp").value
-    now = [0.0]
+    expected = placement.solve(CHAIN_300, method="dp").value
     calls: list[int] = []
-    prepare = dp_table.prepare
 
-    def timed_prepare(*args, **kwargs):
-        data = prepare(*args, **kwargs)
-        kernel = data.kernels.dp_range
+    def a_second_an_ideal(kernel, lo, hi, *rest):
+        calls.append(hi - lo)
+        now[0] += hi - lo
+        return kernel(lo, hi, *rest)
 
-        def dp_range(lo, hi, *rest):
-            calls.append(hi - lo)
-            now[0] += hi - lo   # a second an ideal
-            return kernel(lo, hi, *rest)
-
-        data.kernels = types.SimpleNamespace(dp_range=dp_range)
-        return data
-
-    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
-    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    assert placement.solve(chain, method="dp").value == expected
+    now = _on_a_fake_clock(monkeypatch, a_second_an_ideal)
+    assert placement.solve(CHAIN_300, method="dp").value == expected
     tries = calls.count(256)   # a run under a ceiling near the lower bound, then higher ones: each from ideal 0
     assert tries >= 1 and calls[0] == 256 and set(calls) == {1, 256} and sum(calls) == 301 * tries
 
@@ -333,38 +343,22 @@ def test_the_dp_stops_a_kernel_call_within_its_pairs_however_the_pairs_per_ideal
     takes a second: every call examines at most the first budget of pairs (16 here) plus those of the one
     ideal at which it stops (at most 2 · 300 in a 300-node chain with two device types), and the optimum is the
     same."""
-    import types
-
     from placement.solvers import dp_table
 
-    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
-                       for i in range(300)],
-             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
-    expected = placement.solve(chain, method="dp").value
-    now = [0.0]
+    expected = placement.solve(CHAIN_300, method="dp").value
     examined: list[int] = []
-    prepare = dp_table.prepare
 
-    def timed_prepare(*args, **kwargs):
-        data = prepare(*args, **kwargs)
-        kernel = data.kernels.dp_range
+    def a_second_a_pair(kernel, lo, hi, *rest):
+        counters = rest[-2]   # the counters, then the budget of pairs
+        before = int(counters[0])
+        reached = kernel(lo, hi, *rest)
+        examined.append(int(counters[0]) - before)
+        now[0] += examined[-1]
+        return reached
 
-        def dp_range(lo, hi, *rest):
-            counters = rest[-2]   # the counters, then the budget of pairs
-            before = int(counters[0])
-            reached = kernel(lo, hi, *rest)
-            examined.append(int(counters[0]) - before)
-            now[0] += examined[-1]   # a second a pair
-            return reached
-
-        data.kernels = types.SimpleNamespace(dp_range=dp_range)
-        return data
-
-    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
+    now = _on_a_fake_clock(monkeypatch, a_second_a_pair)
     monkeypatch.setattr(dp_table, "FIRST_PAIRS", 16)
-    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    assert placement.solve(chain, method="dp").value == expected
+    assert placement.solve(CHAIN_300, method="dp").value == expected
     assert sum(examined) > 16 + 600 and max(examined) <= 16 + 600
 
 
@@ -375,32 +369,14 @@ def test_a_long_dp_says_its_progress_less_often_as_it_runs_longer(monkeypatch):
     most a second apart over the first ten seconds, then each at least a tenth of the time so far after the
     one before, so no more than 10 + log(301 / 10) / log(1.1), about 46, a run (old: one a second, 300)."""
     import math
-    import types
 
-    from placement.solvers import dp_table
+    def one_ideal_a_second(kernel, lo, hi, *rest):
+        now[0] += 1.0
+        return kernel(lo, lo + 1, *rest)
 
-    chain = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0,
-             "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": 1 + i % 3, "cpuLatency": 100, "size": 1}
-                       for i in range(300)],
-             "edges": [{"sourceId": i, "destId": i + 1, "cost": 0.5} for i in range(299)]}
-    now = [0.0]
-    prepare = dp_table.prepare
-
-    def timed_prepare(*args, **kwargs):
-        data = prepare(*args, **kwargs)
-        kernel = data.kernels.dp_range
-
-        def dp_range(lo, hi, *rest):
-            now[0] += 1.0   # a second an ideal, one ideal a call
-            return kernel(lo, lo + 1, *rest)
-
-        data.kernels = types.SimpleNamespace(dp_range=dp_range)
-        return data
-
-    monkeypatch.setattr(dp_table, "prepare", timed_prepare)
-    monkeypatch.setattr(dp_table, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    now = _on_a_fake_clock(monkeypatch, one_ideal_a_second)
     lines: list[str] = []
-    placement.solve(chain, method="dp", progress=lines.append)
+    placement.solve(CHAIN_300, method="dp", progress=lines.append)
     filled = [line for line in lines if "/301 ideals" in line]
     runs = sum(1 for line in filled if line.split(": ", 1)[1].startswith("2/301 ideals"))
     assert runs >= 1 and len(filled) <= runs * (10 + math.log(301 / 10) / math.log(1.1) + 1)
