@@ -261,13 +261,13 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
     except LimitExceededError as exc:
         coarse = coarse_start(problem, stages, deadline, told)   # to fall back on
         fallback = coarse if coarse.plan is not None else None
-        fallen = "the chain DP over intervals"
         if progress is not None and fallback is not None:
             progress(f"warm start: the chain DP over intervals of a topological order: max-load "
                      f"{coarse.objective:.6g} ({coarse.runtime_s:.2f} s)")
         kept = plan_in_hand(exc, problem)   # the DP's upper bound, found before its deadline stopped it
-        if kept is not None and (fallback is None or kept[0] < fallback.objective):
-            fallback, fallen = Solution(Status.FEASIBLE, kept[1], kept[0], 0.0, "chain-dp"), "the plan the DP held"
+        from_dp = kept is not None and (fallback is None or kept[0] < fallback.objective)   # then the fallback
+        if from_dp:
+            fallback = Solution(Status.FEASIBLE, kept[1], kept[0], 0.0, "chain-dp")
             if progress is not None:
                 progress(f"warm start: the plan the DP held, {kept[2]}: max-load {kept[0]:.6g}")
         try:   # the chain DP gets a share as long again past the deadline, a second at most with a plan in hand
@@ -277,8 +277,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                 raise LimitExceededError("the time limit ran out before it could start", parameter="time_limit")
             if fallback is not None and deadline is not None and time.perf_counter() >= deadline:
                 raise LimitExceededError("not run: the time limit ran out, and " +
-                                         ("the intervals gave a plan" if kept is None or fallback.plan is not kept[1]
-                                          else "the DP held a plan"),
+                                         ("the DP held a plan" if from_dp else "the intervals gave a plan"),
                                          parameter="time_limit")
             if coarse.stats.get("out_of_time"):   # the DP over every prefix is more work still
                 raise LimitExceededError(f"not run: the chain DP over intervals ran out of time ({coarse.message})",
@@ -300,6 +299,7 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
                 if greedy is not None:
                     return greedy.plan, 0.0
                 if progress is not None:
+                    fallen = "the plan the DP held" if from_dp else "the chain DP over intervals"
                     progress(f"warm start from {fallen} ({fallback.objective:.6g}): the chain DP "
                              f"stopped ({chain_exc})")
                 return fallback.plan, 0.0
@@ -317,8 +317,8 @@ def pipeline_start_and_bound(problem: Instance, max_ideals: int, progress: Calla
             return (None, 0.0) if greedy is None else (greedy.plan, 0.0)
         source = "chain DP" if stages is None else f"chain DP ({stages} stages)"
         if solution.plan is None and fallback is not None:   # nothing better than the fallback's plan
-            solution, source = fallback, (source + " over intervals of a topological order" if kept is None or
-                                          fallback.plan is not kept[1] else "plan the DP held")
+            solution, source = fallback, ("plan the DP held" if from_dp else source + " over intervals of a "
+                                                                                "topological order")
         if exc.parameter == "time_limit":
             source += ", the DP having run out of its share of the time limit"
         if solution.plan is not None:
