@@ -281,18 +281,25 @@ class PipelinePlan:
 
 def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
     """The first rank of ``group`` whose plan is not ``plan`` (a Result's stages; a digest of their types and
-    nodes, gathered from every rank on ``device``, the stage's: a tensor collective runs on any backend), or
-    ``None``."""
+    nodes, gathered from every rank: :func:`gathered_digests`), or ``None``."""
+    import torch
+
+    mine, everyone = gathered_digests(repr([(s.device_type, sorted(s.nodes)) for s in plan]).encode(), device, group)
+    return next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs, mine)), None)
+
+
+def gathered_digests(data: bytes, device: Any, group: Any) -> tuple[Any, list[Any]]:
+    """This rank's SHA-256 digest of ``data`` and every rank's of ``group``, in rank order: tensors of 32 integers
+    on ``device``, the stage's (a tensor collective runs on any backend). Every rank of the group calls it."""
     import hashlib
 
     import torch
     import torch.distributed as dist
 
-    digest = hashlib.sha256(repr([(s.device_type, sorted(s.nodes)) for s in plan]).encode()).digest()
-    mine = torch.tensor(list(digest), dtype=torch.int64, device=device)
+    mine = torch.tensor(list(hashlib.sha256(data).digest()), dtype=torch.int64, device=device)
     everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(everyone, mine, group=group)
-    return next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs, mine)), None)
+    return mine, everyone
 
 
 def random_state_note(part: Any, stage_index: int, device: Any, group: Any) -> str | None:
@@ -300,10 +307,7 @@ def random_state_note(part: Any, stage_index: int, device: Any, group: Any) -> s
     random numbers (:func:`placement.torch.partition.random_operators`), every rank of ``group`` gathers a digest
     of its random state on ``device`` (every rank plans alike, so every rank takes part or none), and this stage,
     where it draws, is told of the other drawing stages whose state is its own."""
-    import hashlib
-
     import torch
-    import torch.distributed as dist
 
     from placement.torch.partition import random_operators
 
@@ -313,13 +317,11 @@ def random_state_note(part: Any, stage_index: int, device: Any, group: Any) -> s
     try:
         state = torch.get_rng_state() if device.type == "cpu" else torch.get_device_module(device.type).get_rng_state(
             device)
-        digest = list(hashlib.sha256(state.cpu().numpy().tobytes()).digest())
+        data: bytes | None = state.cpu().numpy().tobytes()
     except (AttributeError, RuntimeError, TypeError):   # a device type without a generator of its own: not compared
-        digest = [0] * 32
-    mine = torch.tensor(digest, dtype=torch.int64, device=device)
-    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(everyone, mine, group=group)
-    if stage_index not in drawing or not any(digest):
+        data = None
+    mine, everyone = gathered_digests(b"" if data is None else data, device, group)   # every rank takes part
+    if stage_index not in drawing or data is None:
         return None
     alike = [s for s in drawing if s != stage_index and torch.equal(everyone[s], mine)]
     if not alike:
