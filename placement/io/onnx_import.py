@@ -724,6 +724,12 @@ SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape"
                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 
 
+def _reads_as_size(node: Any, position: int) -> bool:
+    """Whether ``node`` reads its input at ``position`` as a size, axis, position or scale (:data:`SHAPE_INPUTS`,
+    operators of the default domain)."""
+    return node.domain in ("", "ai.onnx") and position in SHAPE_INPUTS.get(node.op_type, ())
+
+
 def _readers(graph: Any) -> dict[str, list[tuple[int, int]]]:
     """Per value name, the ``(node index, input position)`` of every node of ``graph`` that reads it."""
     readers: dict[str, list[tuple[int, int]]] = {}
@@ -899,8 +905,7 @@ def _sizes_only(graph: Any, params: dict[str, _Tensor]) -> set[str]:
     readers = _readers(graph)
     returned = {v.name for v in graph.output}
     return {name for name in params if name in readers and name not in returned
-            and all(graph.node[k].domain in ("", "ai.onnx") and i in SHAPE_INPUTS.get(graph.node[k].op_type, ())
-                    for k, i in readers[name])}
+            and all(_reads_as_size(graph.node[k], i) for k, i in readers[name])}
 
 
 def _fold_data_aliases(graph: Any) -> tuple[list[tuple[str, ...]], dict[str, str]]:
@@ -1138,10 +1143,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         statistics |= (initial_states | sizes) & {x for m in members for x in m.node.input}
         # integer sizes, axes and positions the file holds (a Reshape's shape, a ReduceMean's axes): host values
         # in PyTorch, never read from the device's memory
-        as_sizes = {x for m in members for i, x in enumerate(m.node.input) if i in SHAPE_INPUTS.get(m.node.op_type, ())}
-        as_sizes -= {x for m in members for i, x in enumerate(m.node.input)
-                     if i not in SHAPE_INPUTS.get(m.node.op_type, ())}
-        host = {t for t in as_sizes if (t in constants or t in params) and not table[t].floating}
+        sized = {(x, _reads_as_size(m.node, i)) for m in members for i, x in enumerate(m.node.input)}
+        host = {t for t, as_size in sized if as_size and (t, False) not in sized
+                and (t in constants or t in params) and not table[t].floating}
         for t in dict.fromkeys(x for m in members for x in m.node.input if x and x not in internal and x not in host):
             info = table[t]
             read_bytes += info.nbytes
