@@ -53,13 +53,11 @@ def _taken(node: Any, branch: Any, outside: set[str]) -> tuple[list[Any], list[A
 
     if len(branch.output) != len(node.output):
         return None
-    defined = {name for inner in branch.node for name in inner.output if name}
-    defined |= {init.name for init in branch.initializer}
-    if defined & outside or branch.sparse_initializer:
+    computed = {name for inner in branch.node for name in inner.output if name}
+    if (computed | {init.name for init in branch.initializer}) & outside or branch.sparse_initializer:
         return None
     renamed: dict[str, str] = {}
     passed: list[tuple[str, str]] = []
-    computed = {name for inner in branch.node for name in inner.output if name}
     for inner_name, outer_name in zip((value.name for value in branch.output), node.output):
         if not outer_name:
             continue
