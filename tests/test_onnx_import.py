@@ -1107,6 +1107,21 @@ def test_an_expand_s_sizes_computed_from_a_constant_of_shape_are_data():
     assert ops[1].bytes_moved == 2 * 4 * 4 + 2 * 5 * 4 * 4 + 2 * 6 * 4 * 4   # tokens, X read; Y written
 
 
+def test_a_constant_of_shape_another_domain_s_operator_reads_stays_a_kernel():
+    """A ``Reshape`` of another domain is no default ``Reshape``: it may read its second input as data, so
+    the ConstantOfShape that feeds it is a kernel (torch's ``full``), as it is when an ``Add`` reads it."""
+    nodes = [helper.make_node("Constant", [], ["n"], value=numpy_helper.from_array(np.array([2], dtype=np.int64))),
+             helper.make_node("ConstantOfShape", ["n"], ["shape"], name="/ConstantOfShape",
+                              value=numpy_helper.from_array(np.array([5], dtype=np.int64))),
+             helper.make_node("Reshape", ["X", "shape"], ["Y"], name="/Reshape", domain="com.example")]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 5])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 5])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.warns(CostModelWarning, match="com.example::Reshape"):
+        ops = graph_from_onnx(model, "custom").ops
+    assert [(op.name, op.kind) for op in ops] == [("/ConstantOfShape", "constant"), ("/Reshape", "unknown")]
+
+
 @pytest.mark.parametrize("value, trained", [(0.0, False), (0.5, True)], ids=["zeros", "trained"])
 def test_the_zeros_a_recurrent_layer_starts_from_are_no_trained_parameter(value, trained):
     """The dynamo exporter's optimiser folds the zeros nn.LSTM starts from when given no state into an

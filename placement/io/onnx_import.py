@@ -752,10 +752,10 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     size of an activation is a tensor, not a shape; a ``DequantizeLinear`` of an int8 weight is a
     kernel, and its weight is 1 byte an element). A ``ConstantOfShape`` or ``Range`` of integers whose
     values, and all that is computed from them, end only as sizes, axes or positions of other operators
-    (:data:`SHAPE_INPUTS`) is shape arithmetic too: the TorchScript exporter writes an ``expand`` of
-    constant sizes (a class token's ``expand(batch, -1, -1)``) as ``ConstantOfShape``, ``Mul``,
-    ``Equal`` and ``Where`` on them, and an unoptimised dynamo export unsqueezes a GroupNorm's weight and
-    bias along the axes of a ``Range``, which PyTorch does not run."""
+    (:func:`_reads_as_size`: another domain's ``Reshape`` may read them as data) is shape arithmetic too: the
+    TorchScript exporter writes an ``expand`` of constant sizes (a class token's ``expand(batch, -1, -1)``)
+    as ``ConstantOfShape``, ``Mul``, ``Equal`` and ``Where`` on them, and an unoptimised dynamo export
+    unsqueezes a GroupNorm's weight and bias along the axes of a ``Range``, which PyTorch does not run."""
     candidates = {k for k, node in enumerate(graph.node)
                   if node.op_type in ("ConstantOfShape", "Range") and node.domain in ("", "ai.onnx") and node.output
                   and node.output[0] in table and not table[node.output[0]].floating}
@@ -767,7 +767,7 @@ def _shape_arithmetic(graph: Any, table: dict[str, _Tensor]) -> set[int]:
     for k in sorted(folded, reverse=True):   # readers come later in the graph's (topological) order
         for name in graph.node[k].output:
             if name and all((j in folded and all(o in sizes_only for o in graph.node[j].output if o))
-                            or (j >= 0 and j not in folded and i in SHAPE_INPUTS.get(graph.node[j].op_type, ()))
+                            or (j >= 0 and j not in folded and _reads_as_size(graph.node[j], i))
                             for j, i in readers.get(name, ())):
                 sizes_only.add(name)
     kept = {k for k in candidates & folded if graph.node[k].output[0] in sizes_only}
