@@ -697,6 +697,50 @@ def test_stages_that_draw_random_numbers_from_ranks_seeded_alike_are_warned(tmp_
         assert said == expected, seeds
 
 
+class SdpaAttention(nn.Module):
+    """Self-attention through ``scaled_dot_product_attention`` with its own dropout probability."""
+
+    def __init__(self, dropout_p: float) -> None:
+        super().__init__()
+        self.qkv, self.dropout_p = nn.Linear(WIDTH, 3 * WIDTH), dropout_p
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        return x + nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["training", "eval"])
+def test_an_attention_of_dropout_probability_0_draws_no_random_numbers(training):
+    """torch tags scaled_dot_product_attention as drawing random numbers whatever its dropout_p: the
+    attention of stage 0 (dropout_p 0, its default) draws none, in training or not; that of stage 1 (0.2)
+    draws its dropout mask in eval mode too (it does not read the module's mode), as does nn.MultiheadAttention
+    in training only (it passes its dropout in training, and 0 otherwise)."""
+    from placement.torch.partition import random_operators
+
+    torch.manual_seed(0)
+
+    class Attentions(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = SdpaAttention(0.0), SdpaAttention(0.2)
+            self.mha = nn.MultiheadAttention(WIDTH, 2, dropout=0.1, batch_first=True)
+
+        def forward(self, x):
+            h = self.b(self.a(x))
+            return self.mha(h, h, h, need_weights=False)[0]
+
+    net = Attentions().train(training)
+    pp = plan_pipeline(net, (torch.randn(2, 5, WIDTH),), devices="epyc-7763:3", stages=3, microbatches=3,
+                       training=training, granularity="module")
+    owners = {n.name: s for s, stage in enumerate(pp.partition.stages) for n in stage.nodes}
+    attention = sorted((owners[name], name) for name in owners if "scaled_dot_product" in name)
+    assert len(attention) == 3 and [s for s, _ in attention] == [0, 1, 2]
+    expected = {1: ("scaled_dot_product_attention",)}
+    if training:
+        expected[2] = ("scaled_dot_product_attention",)
+    assert random_operators(pp.partition) == expected
+
+
 class TiedClassifier(nn.Module):
     """Token embedding, a body and an output projection tied to the embedding: a parameter held by two stages."""
 

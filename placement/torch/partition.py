@@ -132,8 +132,9 @@ class Partition:
 
 def random_operators(part: Partition) -> dict[int, tuple[str, ...]]:
     """Per stage that draws random numbers, the operators that draw them (sorted, unique): those torch tags
-    ``nondeterministic_seeded`` (dropout in training, ``rand_like``, ``bernoulli``), but for a dropout that
-    draws nothing (of probability 0, or not in training)."""
+    ``nondeterministic_seeded`` (dropout in training, ``rand_like``, ``bernoulli``), but for one whose dropout
+    draws nothing (:func:`_draws_nothing`: a dropout of probability 0 or not in training, an attention's of
+    ``dropout_p`` 0)."""
     import torch
 
     out: dict[int, tuple[str, ...]] = {}
@@ -143,13 +144,30 @@ def random_operators(part: Partition) -> dict[int, tuple[str, ...]]:
             target = node.target
             if node.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(target, "tags", ()):
                 continue
-            name = target.name().split("::")[-1].split(".")[0]
-            if "dropout" in name and len(node.args) >= 3 and (node.args[1] == 0 or node.args[2] is False):
-                continue
-            ops.add(name)
+            if not _draws_nothing(node):
+                ops.add(target.name().split("::")[-1].split(".")[0])
         if ops:
             out[s] = tuple(sorted(ops))
     return out
+
+
+def _draws_nothing(node: Any) -> bool:
+    """Whether a call of a seeded operator draws no random number, by the arguments its schema names: a
+    ``train`` of ``False`` (``dropout``, ``native_dropout``), or a dropout probability (``p``, ``dropout_p``:
+    ``scaled_dot_product_attention``'s, which defaults to 0) of 0."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return False
+    values = {}
+    for position, argument in enumerate(schema.arguments):
+        if position < len(node.args):
+            values[argument.name] = node.args[position]
+        elif argument.name in node.kwargs:
+            values[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            values[argument.name] = argument.default_value
+    return values.get("train", True) is False or any(
+        isinstance(values.get(name), (int, float)) and values[name] == 0 for name in ("p", "dropout_p"))
 
 
 def canonical_names(model: Any) -> dict[int, str]:
