@@ -99,6 +99,18 @@ def test_too_few_nodes_for_the_stages_asked_for():
     assert str(error.value) == "stages must be at most the number of devices (4), got 5"
 
 
+def test_a_model_that_is_no_module_is_refused():
+    """A function or an exported program is no model to split into stages: refused by name, before the
+    arguments are read (a function failed with an AttributeError of nn.Module's named_modules)."""
+    model, x = mlp(), torch.randn(4, 8)
+    for given, said in ((lambda t: model(t), "function"), (None, "NoneType"),
+                        (torch.export.export(model, (x,)),
+                         "ExportedProgram; give the nn.Module it was exported from")):
+        with pytest.raises(placement.InvalidParameterError) as error:
+            plan_pipeline(given, (x,), devices="h100:2")
+        assert (error.value.parameter, str(error.value)) == ("model", f"model must be a torch.nn.Module, not {said}")
+
+
 def test_arguments_and_micro_batches_that_no_schedule_can_run_are_refused():
     x = torch.randn(4, 8)
     with pytest.raises(placement.InvalidParameterError) as error:

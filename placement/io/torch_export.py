@@ -222,13 +222,20 @@ def active_autocast() -> str:
     return ""
 
 
+def check_module(model: Any) -> None:
+    """Refuse a ``model`` that is no ``torch.nn.Module`` (a function, an ``ExportedProgram``, None)."""
+    torch = require_torch()
+    if not isinstance(model, torch.nn.Module):
+        hint = "; give the nn.Module it was exported from" if isinstance(model, torch.export.ExportedProgram) else ""
+        raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}{hint}")
+
+
 def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) -> Any:
     """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`.
     Inside a ``torch.autocast`` context it is refused: the program would mix autocast's types with the
     parameters', and the plan hold the stages to them."""
     torch = require_torch()
-    if not isinstance(model, torch.nn.Module):
-        raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}")
+    check_module(model)
     autocast = active_autocast()
     if autocast:
         raise InvalidParameterError("model", f"{type(model).__name__} cannot be exported inside torch.autocast "

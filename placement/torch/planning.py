@@ -472,7 +472,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.exporters import layout_from_instance, pipe_split_module
     from placement.io.opgraph import gradient_values
     from placement.io.tarnawski import parse_instance
-    from placement.io.torch_export import import_torch, require_torch
+    from placement.io.torch_export import check_module, import_torch, require_torch
     from placement.torch.devices import parse_devices
     from placement.torch.partition import canonical_names, check_program_outputs, output_batch_note, partition
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
@@ -482,6 +482,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
     torch = require_torch()
+    check_module(model)
     if not isinstance(args, (tuple, list)):
         raise InvalidParameterError("args", f"must be a tuple of the model's positional inputs (one micro-batch), "
                                             f"not {type(args).__name__}; for one input write (x,)")
