@@ -1326,7 +1326,7 @@ def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
         with pytest.raises(placement.InvalidParameterError) as error:
             pp.build_stage(0, "cpu")
         assert (error.value.parameter, str(error.value)) == (
-            "group", "group has 3 ranks; the plan has 2 stages, one per rank: make one of the first 2 ranks with "
+            "group", "group has 3 ranks; the plan has 2 stages, one per rank: make a group of the first 2 ranks with "
                      "torch.distributed.new_group on every process and pass it as group")
     finally:
         torch.distributed.destroy_process_group()

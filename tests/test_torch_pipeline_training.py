@@ -506,6 +506,42 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
                 "the same inputs, and a time_limit that proves the optimum")
 
 
+def _step_without_inputs_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
+    """Rank ``rank`` of 2 runs its stage of ``pp``: rank 0 first calls step() without inputs while rank 1 waits
+    at a barrier, then both run one step of ``x``; rank 0 saves what its first call said."""
+    _join_group(rank, 2, port)
+    try:
+        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
+        report = {}
+        if rank == 0:
+            with pytest.raises(placement.InvalidParameterError) as error:
+                sched.step()
+            report = {"error": (error.value.parameter, str(error.value))}
+        torch.distributed.barrier()
+        losses: list = []
+        sched.step(x) if rank == 0 else sched.step(target=y, losses=losses)
+        report["losses"] = len(losses)
+        torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
+    """Stage 0's step() without inputs began torch's first step, which sent to stage 1 before the forward that
+    refused the call: with stage 1 not yet in its step (here at a barrier), stage 0 waited for the group's
+    timeout and failed with gloo's error. It is refused first, with nothing sent, and the next step runs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
+    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
+    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    assert _run_ranks(_step_without_inputs_first, (pp, x, y, str(tmp_path)), 2, timeout=150) == [0, 0]
+    first = torch.load(tmp_path / "rank0.pt")
+    assert first["error"] == ("args", "args of stage 0 must be the inputs the plan was made with, 1 positional input; "
+                                      "got 0 positional (the program is exported for those inputs; plan again with the "
+                                      "inputs the pipeline will be given)")
+    assert torch.load(tmp_path / "rank1.pt")["losses"] == MICROBATCHES
+
+
 def _step_without_target_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
     """Rank ``rank`` of 2 runs its stage of ``pp`` for one step of ``x``: rank 0 gives the target too, which
     only the last stage reads; rank 1 first calls step() without it, then with it, and saves what it got."""
@@ -634,11 +670,11 @@ def test_a_target_that_does_not_split_into_the_micro_batches_evenly_is_refused(t
 
     def refused(got: str) -> tuple:
         return ("target", "target of the pipeline's step() is cut into 4 micro-batches along its first dimension, "
-                          f"like the inputs, which stage 0 takes in micro-batches of one size; got {got}, which do "
-                          "not split into 4 equal parts: give it the batch's rows, as many per micro-batch as the "
-                          "outputs")
+                          f"like the inputs, which stage 0 takes in micro-batches of one size; got {got} not split "
+                          "into 4 equal parts: give it the batch's rows, as many per micro-batch as the outputs")
 
-    assert said == [refused("10 rows"), refused("3 rows"), refused("a 0-dimensional target"), MICROBATCHES]
+    assert said == [refused("10 rows, which do"), refused("3 rows, which do"),
+                    refused("a 0-dimensional target, which does"), MICROBATCHES]
 
 
 class DropoutNet(nn.Module):

@@ -201,7 +201,7 @@ class PipelinePlan:
         if size != self.num_stages:
             ranks = f"{size} rank{'' if size == 1 else 's'}"
             more = ("" if size < self.num_stages else
-                    f": make one of the first {self.num_stages} ranks with torch.distributed.new_group on every "
+                    f": make a group of the first {self.num_stages} ranks with torch.distributed.new_group on every "
                     "process and pass it as group")
             raise InvalidParameterError("group", f"has {ranks}; the plan has {self.num_stages} stages, one per "
                                                  f"rank{more}")

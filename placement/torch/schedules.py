@@ -8,9 +8,9 @@ schedule is torch's own class, unwrapped:
   their holders after the schedule's own ``step`` (:class:`placement.torch.sharing.GradientExchange`)
   whenever the step runs a backward pass;
 * stage 0, which checks that each micro-batch is like the one the program was exported for: its
-  ``step`` checks every micro-batch before the first runs, so that a refused step sends nothing to
-  the other stages, and raises that check's typed error itself, where torch's runtime wraps it in a
-  ``RuntimeError`` of its own (``[Stage 0] failed to run forward``);
+  ``step`` checks every micro-batch (or the lack of any input) before the first runs, so that a refused step
+  sends nothing to the other stages, and raises that check's typed error itself, where torch's runtime wraps it
+  in a ``RuntimeError`` of its own (``[Stage 0] failed to run forward``);
 * the last stage, where ``loss_fn`` reads ``target``: its ``step`` (and ``eval``, which calls it) refuses
   a call without ``target`` where the schedule has a ``loss_fn`` (torch failed at the first
   micro-batch's loss with a ``TypeError`` of its own, after its forward), a ``target`` where it has
@@ -71,6 +71,8 @@ class RaisesInputErrors:
             arg_mbs, kwarg_mbs = self._split_inputs(args, inputs)  # type: ignore[attr-defined]
             for mb_args, mb_kwargs in zip(arg_mbs, kwarg_mbs):
                 check(tuple(mb_args), dict(mb_kwargs))
+        elif check is not None:   # no input at all: torch's first step sent to the next stage before its forward
+            check((), {})
         if isinstance(self, ChecksTarget):   # stage 0 is the last too: its target after its inputs
             check_target_rows(kwargs.get("target"), getattr(self, "_n_microbatches", 1))
         try:
@@ -113,10 +115,10 @@ def check_target_rows(target: Any, microbatches: int) -> None:
     rows = getattr(target, "shape", (None,))[:1]
     if target is None or not (rows == () or (rows[0] is not None and rows[0] % microbatches)):
         return
-    got = "a 0-dimensional target" if rows == () else f"{rows[0]} rows"
+    got = "a 0-dimensional target, which does" if rows == () else f"{rows[0]} rows, which do"
     raise InvalidParameterError("target", f"of the pipeline's step() is cut into {microbatches} micro-batches along "
                                           f"its first dimension, like the inputs, which stage 0 takes in micro-batches "
-                                          f"of one size; got {got}, which do not split into {microbatches} equal "
+                                          f"of one size; got {got} not split into {microbatches} equal "
                                           "parts: give it the batch's rows, as many per micro-batch as the outputs")
 
 
