@@ -51,6 +51,19 @@ def test_tiny(name: str, optimum: float, backend: str) -> None:
     assert solution.objective == optimum
 
 
+@pytest.mark.parametrize("backend", [*BACKENDS, "pulp"])
+def test_a_node_far_larger_than_the_memory_bound_goes_to_the_cpu(backend: str) -> None:
+    """One node of 6e9 bytes (1 on the accelerator, 10 on the CPU) and memory 6: it fits only the CPU, so the
+    optimum is 10. The memory row held its 6e9 against the CPU's bound of the total, which the one plan
+    meets exactly, and CBC called the model infeasible (from 3e9 bytes on)."""
+    problem = Instance((Node(0, "a", (1.0, 10.0), memory=6e9),), (),
+                       (DeviceType(ACCELERATOR, 1, 6.0), DeviceType(CPU, 1, math.inf, False)))
+    solution = solve_milp(problem, backend=backend, time_limit=10, own_start=False)
+    check(problem, solution)
+    assert (solution.status, solution.objective) == (Status.OPTIMAL, 10.0), solution.message
+    assert [(d.type, d.nodes) for d in solution.plan.devices] == [("cpu", (0,))]
+
+
 def test_tiny_plans_and_variants() -> None:
     chain = solve_milp(read_instance(TINY / "chain4.json"))
     assert [d.nodes for d in chain.plan.devices] == [(1, 2), (3, 4)]

@@ -86,16 +86,17 @@ def slot_rows(be: Backend, d: GroupData, objective: str, s: int, x: Callable[[in
               y: dict[tuple[int, int], Any], b: dict[tuple[int, int], Any], targets: list[Any]) -> None:
     """The rows of one slot ``s`` that every throughput formulation shares, with ``x(v)`` the terms of
     ``x[v,s]``: ``x[v,s] ≤ Σ_{k ∈ F(v)} y[s,k]`` (support, per-group memory, a used slot has a type);
-    ``Σ_v m(v) x[v,s] ≤ Σ_k min(M_k, Σ_v m(v)) y[s,k]`` (where some bound can bind); (B) and (L);
+    ``Σ_v m'(v) x[v,s] ≤ Σ_k min(M_k, Σ_v m'(v)) y[s,k]`` (where some bound can bind; ``m'``:
+    :func:`capped_sizes`); (B) and (L);
     and the symmetry rows ``Σ_k y[s,k] ≤ Σ_v x[v,s]`` (used slots are non-empty) and
     ``Σ_k y[s+1,k] ≤ Σ_k y[s,k]`` (they come first)."""
     n, K = len(d.groups), range(len(d.types))
     for v in range(n):
         be.add(x(v) + [(-1, y[s, k]) for k in d.fits(v)], hi=0)
     if d.memory_binds:
-        total_m = sum(d.m)
-        be.add([(a * d.m[v], var) for v in range(n) if d.m[v] for a, var in x(v)]
-               + [(-min(d.M[k], total_m), y[s, k]) for k in K], hi=0)
+        sizes = capped_sizes(d)
+        be.add([(a * sizes[v], var) for v in range(n) if sizes[v] for a, var in x(v)]
+               + [(-min(d.M[k], sum(sizes)), y[s, k]) for k in K], hi=0)
     bs = {i: b[i, s] for i in range(len(d.cost_nodes))} if b else {}
     if b:
         boundary_rows(be, d.cost_nodes, x, bs)
@@ -103,6 +104,16 @@ def slot_rows(be: Backend, d: GroupData, objective: str, s: int, x: Callable[[in
     be.add([(1, y[s, k]) for k in K] + [t for v in range(n) for t in negate(x(v))], hi=0)
     if s < d.slots:
         be.add([(1, y[s + 1, k]) for k in K] + [(-1, y[s, k]) for k in K], hi=0)
+
+
+def capped_sizes(d: GroupData) -> list[float]:
+    """The groups' memory as the slot memory row counts it: ``min(m(v), M*)``, with ``M*`` the largest bound
+    below the total. The row is the same on every type: a group larger than ``M*`` fits no type whose bound
+    binds (its slot has another type, on which the row holds whatever the sizes), and the row's coefficients
+    stay near the bounds (a node of 6e9 against a bound of 6 made CBC call a feasible model infeasible)."""
+    total = sum(d.m)
+    cap = max((bound for bound in d.M if bound < total), default=total)
+    return [min(size, cap) for size in d.m]
 
 
 def objective_vars(be: Backend, d: GroupData, objective: str) -> list[Any]:

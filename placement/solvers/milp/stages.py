@@ -20,16 +20,16 @@ slot s; ``z[v,0] = 0``).
 3. ``z[v,s] ≤ z[v,s+1]``, ``z[v,S] = 1``                 (cumulative ideals, all placed)
 4. ``z[u,s] ≥ z[w,s]`` for every H-edge ``u → w``       (each ``{v : z[v,s] = 1}`` is an ideal)
 5. ``x[v,s] ≤ Σ_{k ∈ F(v)} y[s,k]``                     (support, per-node memory, a used slot has a type)
-6. ``Σ_v m(v) x[v,s] ≤ Σ_k min(M_k, Σ_v m(v)) y[s,k]``  (memory; only when some bound can bind)
+6. ``Σ_v m'(v) x[v,s] ≤ Σ_k min(M_k, Σ_v m'(v)) y[s,k]`` (memory, where some bound can bind; ``m'(v)`` is
+   ``min(m(v), M*)``, ``M*`` the largest bound below the total: :func:`.rows.capped_sizes`)
 7. boundary rows (B) of :mod:`.rows` for every slot
 8. load rows (L) of :mod:`.rows` for every slot, with ``x`` as above
 9. ``Σ_k y[s,k] ≤ Σ_v x[v,s]`` and ``Σ_k y[s+1,k] ≤ Σ_k y[s,k]``        (symmetry: used slots
    are the non-empty ones, and they come first)
 
-Rows 1–2 are :func:`.rows.slot_types` and rows 5–9 :func:`.rows.slot_rows`, shared with
-:mod:`.none`. Objective (O) of :mod:`.rows`: minimise ``T`` (or ``TF + TB``). The non-empty slots in
-slot order are a pipeline (a chain of ideals of H), so the decoded plan is in
-``stages``; conversely every ``stages`` plan of the supernodes is a solution, with the
+Rows 1–2 are :func:`.rows.slot_types` and rows 5–9 :func:`.rows.slot_rows`. Objective (O) of
+:mod:`.rows`: minimise ``T`` (or ``TF + TB``). The non-empty slots in slot order are a pipeline (a
+chain of ideals of H), so the decoded plan is in ``stages``; conversely every ``stages`` plan of the supernodes is a solution, with the
 objective its value. For ``throughput`` the supernodes merge zero-cost classes as the
 DP of :mod:`placement.solvers.dp` does (same optimum, proofs in
 :mod:`placement.solvers.ideals`); for ``throughput-gpipe`` only colour classes and
