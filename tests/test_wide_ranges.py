@@ -322,6 +322,18 @@ def test_a_type_no_better_plan_can_use_adds_no_rounding_error():
     assert brute_force(placement.load(doc), "stages").objective == pytest.approx(result.value, rel=1e-12)
 
 
+def test_costs_no_device_pays_add_no_rounding_error():
+    """Three nodes only CPUs run (5.7, 4 and 7; two CPUs, no accelerator), one edge of cost 1e12: the
+    optimum is 9.7 (5.7 + 4 beside 7). A CPU's load sums no cost, but the cost counted in the DP's error
+    (1e12 · 24 · 2^-53 = 2.7e-3, more than 1e-6 of 9.7), and the plan read as not proven."""
+    doc = {"maxSizePerFPGA": 5, "maxFPGAs": 0, "maxCPUs": 2,
+           "nodes": [{"id": i + 1, "supportedOnFpga": 0, "fpgaLatency": 0, "cpuLatency": t}
+                     for i, t in enumerate((5.7, 4.0, 7.0))],
+           "edges": [{"sourceId": 1, "destId": 2, "cost": 1e12}]}
+    result = placement.solve(doc, method="dp")
+    assert (result.status, result.value, result.bound) == ("optimal", 9.7, 9.7)
+
+
 def test_a_total_that_rounds_to_two_to_the_53_is_no_exact_sum():
     # 2^53 + 1 rounds to 2^53: a total "at most 2^53" no longer shows the sums exact
     assert not sums_exactly([2.0 ** 53, 1.0])

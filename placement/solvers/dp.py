@@ -377,7 +377,8 @@ def rounding_error(problem: Instance, value: float = math.inf) -> float:
     (``E_t``), and a load is a few such differences (8 sums' errors allowed). With ``E`` the bound
     over every node's largest time and cost, the DP's plan is truly at most ``value + E``, so a plan no
     worse uses no type whose every node takes longer than that: the error is the largest ``E_t`` of
-    the other types. Every such plan's computed load is within it of its true load, so the true
+    the other types (of at least one device; the costs count on types that pay communication only: a
+    CPU's load sums no cost). Every such plan's computed load is within it of its true load, so the true
     optimum is at least the DP's value less it."""
     numbers = [t for v in problem.nodes for t in v.times if t is not None] + [v.out_cost for v in problem.nodes]
     if not all(map(math.isfinite, numbers)):
@@ -388,12 +389,13 @@ def rounding_error(problem: Instance, value: float = math.inf) -> float:
     largest = sum(max((t for t in v.times if t is not None), default=0.0) + v.out_cost for v in problem.nodes)
     reach = value + per_sum * largest
     costs = math.fsum(v.out_cost for v in problem.nodes)
-    usable = [t for t in range(len(problem.device_types))
-              if any(v.times[t] is not None and v.times[t] <= reach for v in problem.nodes)]
+    types = problem.device_types
+    usable = [t for t in range(len(types))
+              if types[t].count > 0 and any(v.times[t] is not None and v.times[t] <= reach for v in problem.nodes)]
     if not math.isfinite(reach) or not usable:
         return per_sum * largest
-    return per_sum * max(math.fsum(v.times[t] for v in problem.nodes if v.times[t] is not None) + costs
-                         for t in usable)
+    return per_sum * max(math.fsum(v.times[t] for v in problem.nodes if v.times[t] is not None)
+                         + (costs if types[t].pays_comm else 0.0) for t in usable)
 
 
 
