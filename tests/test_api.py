@@ -907,8 +907,9 @@ def test_a_result_read_back_refuses_overrides_that_verify_refuses():
     refuses the document: a Result read back is checked on the devices the document records, or not at all."""
     document = placement.solve(CHAIN4, accelerators=1, memory=100).to_json()
     assert dict(placement.Result.from_json(document).overrides) == {"accelerators": 1, "memory": 100}
+    # a count of 1e308 was taken (a stage count of 1e308 was not): no whole number of one float's precision
     for overrides, unread in [({"accelerators": -1}, "accelerators=-1"), ("x", "'x'"),
-                              ({"accelerators": 1, "cpus": 0.5}, "cpus=0.5")]:
+                              ({"accelerators": 1, "cpus": 0.5}, "cpus=0.5"), ({"cpus": 1e308}, "cpus=1e+308")]:
         with pytest.raises(placement.errors.InvalidPlanError) as info:
             placement.Result.from_json({**document, "overrides": overrides})
         assert str(info.value) == (f"the plan's device overrides cannot be read: {unread} (accelerators and cpus "

@@ -389,14 +389,20 @@ def garbled_stages(plan: object) -> object | None:
 
 
 def positive_count(found: object) -> int | None:
-    """A recorded value as a positive integer, where it is one (an integer, or a number with no fraction up
-    to 2^53, ``2.0``, read as that integer, as node ids are; a bool or a string is none); else ``None``."""
+    """A recorded value as a positive integer, where it is one (:func:`whole_number`); else ``None``."""
+    count = whole_number(found)
+    return count if count is not None and count >= 1 else None
+
+
+def whole_number(found: object) -> int | None:
+    """A recorded value as an integer, where it is one (an integer, or a number with no fraction up to 2^53
+    in size, ``2.0``, read as that integer, as node ids are; a bool or a string is none); else ``None``."""
     if isinstance(found, bool) or not isinstance(found, numbers.Real):
         return None
     if not isinstance(found, numbers.Integral) and not (
-            math.isfinite(found) and float(found).is_integer() and found <= 2.0 ** 53):
+            math.isfinite(found) and float(found).is_integer() and abs(found) <= 2.0 ** 53):
         return None
-    return int(found) if found >= 1 else None
+    return int(found)
 
 
 def garbled_contiguity(plan: object) -> object | None:
@@ -479,9 +485,12 @@ def read_overrides(plan: object) -> tuple[dict[str, Any], list[str]]:
     found = {}
     for name in OVERRIDES:
         value = record.get(name)
-        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if number and value >= 0 and (name == "memory" or float(value).is_integer()):
-            found[name] = value if name == "memory" else int(value)
+        if name != "memory":   # a device count, read as the recorded stage count is
+            value = whole_number(value)
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            value = None
+        if value is not None and value >= 0:
+            found[name] = value
     return found, [f"{name}={value!r}" for name, value in record.items() if name not in found]
 
 
