@@ -130,6 +130,10 @@ CASES = [
      "node 3: field 'size' is infinite"),
     ("infinite memory", instance(maxSizePerFPGA=math.inf),
      "instance: field 'maxSizePerFPGA' is infinite"),
+    ("infinite count", instance(maxFPGAs=math.inf),     # was "must be an integer, got number"
+     "instance: field 'maxFPGAs' is infinite"),
+    ("NaN count", instance(maxCPUs=math.nan),
+     "instance: field 'maxCPUs' is NaN"),
     ("different out-edge costs", instance(edges=[edge(1, 2, 0.5), edge(1, 3, 0.75)]),
      "node 1: out-edges have different costs (0.5 and 0.75); the transfer cost is a property of the source node"),
     ("different out-edge costs, exact digits",

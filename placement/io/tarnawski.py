@@ -68,6 +68,8 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
                                        "larger unit")
         return float(value)
     if kind == "int":
+        if isinstance(value, float) and not math.isfinite(value):   # as a number's (1e400 is no integer)
+            raise InvalidInstanceError(f"{where}: field {key!r} is {'NaN' if math.isnan(value) else 'infinite'}")
         if isinstance(value, bool) or not isinstance(value, _INTEGER):
             if isinstance(value, _NUMBER) and not isinstance(value, bool) and float(value).is_integer():
                 return int(value)
