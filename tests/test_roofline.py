@@ -171,6 +171,19 @@ def test_device_ids_are_case_insensitive_in_catalogue_files(tmp_path):
         "H100 again"]
 
 
+@pytest.mark.parametrize("device_id", ["", "  ", " acc"])
+def test_a_device_id_no_lookup_can_name_is_refused(tmp_path, device_id):
+    # an empty id was read, and listed among the devices as '(, a100, ...'
+    entry = {"kind": "accelerator", "peak_flops": {"fp32": 1e12}, "memory_bandwidth": 1e11, "memory": 2**30,
+             "links": {"pcie": 8e9}, "default_link": "pcie"}
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps({"devices": {device_id: entry}}))
+    with pytest.raises(InvalidInstanceError) as err:
+        load_catalogue([path])
+    assert str(err.value) == (f"{path}: device id {device_id!r} is no name to look up: give it a non-empty id "
+                              "without leading or trailing spaces")
+
+
 def test_platform_parameters_of_the_wrong_type_are_named(tmp_path):
     cat = bundled_catalogue()
     with pytest.raises(InvalidParameterError) as err:   # a TypeError from math.isfinite

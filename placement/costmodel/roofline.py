@@ -199,6 +199,9 @@ def parse_catalogue(data: Any) -> dict[str, DeviceSpec]:
         raise InvalidInstanceError("a device catalogue needs an object field 'devices' (id -> device)")
     seen: dict[str, str] = {}
     for device_id in devices:   # ids are looked up case-insensitively: two that differ in case are one name
+        if not device_id.strip() or device_id != device_id.strip():
+            raise InvalidInstanceError(f"device id {device_id!r} is no name to look up: give it a non-empty id "
+                                       "without leading or trailing spaces")
         other = seen.setdefault(device_id.lower(), device_id)
         if other != device_id:
             raise InvalidInstanceError(f"devices {other!r} and {device_id!r} differ only in case; device ids "
