@@ -506,6 +506,15 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
                 "the same inputs, and a time_limit that proves the optimum")
 
 
+def _two_stage_mlp():
+    """An MLP, a batch ``x`` with targets ``y``, and its 2-stage plan of MICROBATCHES micro-batches."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
+    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
+    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    return model, x, y, pp
+
+
 def _step_without_inputs_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
     """Rank ``rank`` of 2 runs its stage of ``pp``: rank 0 first calls step() without inputs while rank 1 waits
     at a barrier, then both run one step of ``x``; rank 0 saves what its first call said."""
@@ -530,10 +539,7 @@ def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
     """Stage 0's step() without inputs began torch's first step, which sent to stage 1 before the forward that
     refused the call: with stage 1 not yet in its step (here at a barrier), stage 0 waited for the group's
     timeout and failed with gloo's error. It is refused first, with nothing sent, and the next step runs."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
-    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
-    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    _, x, y, pp = _two_stage_mlp()
     assert _run_ranks(_step_without_inputs_first, (pp, x, y, str(tmp_path)), 2, timeout=150) == [0, 0]
     first = torch.load(tmp_path / "rank0.pt")
     assert first["error"] == ("args", "args of stage 0 must be the inputs the plan was made with, 1 positional input; "
@@ -568,10 +574,7 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     the typed error before anything runs, so the same rank's next step() with the target completes the
     step, and the losses are the unsplit model's. Stage 0 is given the target as well: only the last stage
     reads it, as in torch, so every rank may make the same call."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
-    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
-    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    model, x, y, pp = _two_stage_mlp()
     assert _run_ranks(_step_without_target_first, (pp, x, y, str(tmp_path)), 2, timeout=120) == [0, 0]
     report = torch.load(tmp_path / "rank1.pt")
     assert report["error"] == ("target", "target of the pipeline's step() must be given on the last stage (stage 1) "
@@ -660,10 +663,7 @@ def test_a_target_that_does_not_split_into_the_micro_batches_evenly_is_refused(t
     micro-batches became parts of 3 and 2 rows beside micro-batches of 2 (a loss that broadcasts computed other
     numbers), 3 rows failed with torch's AssertionError, a 0-dimensional target with its IndexError. The last
     stage refuses them before it receives anything; the right target then runs the step."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
-    x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, 2)
-    pp = plan_pipeline(model, (micro((x,), 0)[0],), devices="epyc-7763:2", stages=2, microbatches=MICROBATCHES)
+    _, x, y, pp = _two_stage_mlp()
     targets = [torch.randn(10, 2), torch.randn(3, 2), torch.tensor(1.0), y]
     assert _run_ranks(_step_with_target, (pp, x, targets, str(tmp_path)), 2, timeout=120) == [0, 0]
     said = torch.load(tmp_path / "rank1.pt")
