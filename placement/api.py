@@ -291,8 +291,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
         if w_fraction is not None and share is not None and w_fraction != share:
             otherwise = f"w_share {share!r}", f"w_fraction {w_fraction!r}"
         w_fraction = share if w_fraction is None else w_fraction
-    if w_fraction is not None and number("w_fraction", w_fraction) > 1:
-        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
+    number("w_fraction", w_fraction, largest=1.0, optional=True)   # one message for 2 and for nan
     result = run(problem, plan, get_schedule(schedule).name,
                  integer("microbatches", microbatches, smallest=1),
                  one_of("comm", INLINE if comm is None else comm, COMM_MODES), w_fraction,

@@ -198,7 +198,8 @@ def test_stream_refuses_a_training_graph():
     ({"w_fraction": 0.5, "schedule": "gpipe"},
      "w_fraction applies to the schedules that split the backward ('split-backward', 'zb-h1', 'zb-h2') only, "
      "not 'gpipe'"),
-    ({"w_fraction": 1.5}, "w_fraction must be between 0 and 1, not 1.5"),
+    ({"w_fraction": 1.5}, "w_fraction must be a finite number ≥ 0 and ≤ 1 or None, not 1.5"),
+    ({"w_fraction": math.nan}, "w_fraction must be a finite number ≥ 0 and ≤ 1 or None, not nan"),
     ({"engine": "steam"}, "engine must be one of 'heap', 'simpy', not 'steam'"),
 ])
 def test_bad_options(kwargs, message):

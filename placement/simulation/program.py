@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from placement.errors import InvalidParameterError, LimitExceededError
+from placement.parameters import number
 from placement.problem.split import DEFAULT_W_SHARE
 from placement.simulation.engine import FIFO, ORDERED, TaskGraph
 from placement.simulation.pipeline import BACKWARD, FORWARD, WEIGHT, Pipeline, Stage
@@ -204,8 +205,7 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
         raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
     if microbatches < 1:
         raise InvalidParameterError("microbatches", f"must be a positive integer, not {microbatches!r}")
-    if w_fraction is not None and not 0.0 <= w_fraction <= 1.0:
-        raise InvalidParameterError("w_fraction", f"must be between 0 and 1, not {w_fraction!r}")
+    number("w_fraction", w_fraction, largest=1.0, optional=True)
     unit = build_unit(pipeline, schedule, comm, w_fraction)
     one, labels, main, gate, output = unit.graph, unit.labels, unit.main, unit.gate, unit.output
     compute_resource, link_resource, task_times = unit.compute_resource, unit.link_resource, unit.task_times
