@@ -59,8 +59,9 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
           memory: float | None = None, calls: int | None = None, warm_start: bool | Any = None,
           progress: Callable[[str], None] | None = None, max_ideals: int | None = None, log: str | None = None,
           split: Any = None, restarts: int | None = None, backward: str = "joint", w_placement: str | None = None,
-          inter_layer: bool | None = None, w_share: float | None = None, devices: int | None = None,
-          schedule: str | None = None, chunks: int | None = None) -> Result:
+          inter_layer: bool | None = None, w_share: float | None = None,
+          devices: int | str | dict[str, int] | None = None, schedule: str | None = None,
+          chunks: int | None = None) -> Result:
     """Place ``instance`` optimally; see the module docstring and ``docs/api.md``.
 
     ``instance`` is an :class:`Instance`, a file path or a decoded document (read by

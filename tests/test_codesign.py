@@ -45,6 +45,16 @@ SMALL = Design(1, 128, 128, 1, 128, 16.0)
 BIG = Design(1, 256, 128, 1, 256, 16.0)
 
 
+def test_the_callable_package_shows_the_entry_point_s_signature():
+    # inspect.signature(placement.codesign) read (*args, **kwargs): the package's __call__
+    import inspect
+
+    from placement.codesign.api import codesign
+
+    assert inspect.signature(placement.codesign) == inspect.signature(codesign)
+    assert list(inspect.signature(placement.codesign).parameters)[:4] == ["model", "chips", "power", "area"]
+
+
 def test_area_and_tdp_by_hand():
     # WIDE: 32,768 MACs, 128 lanes, 16 MB: 100 + 32768·0.0065 + 128·0.02 + 16·1.2 = 334.752 mm²;
     # 10 + 33.6 (DRAM) + 0.05·334.752 + 0.7e9·(32768·5e-12 + 128·10e-12) + 16·0.3 = 180.7216 W, rounded to 2^-10 W.

@@ -32,6 +32,7 @@ def test_api_examples_run(monkeypatch):
                           "solves every class)")
     # an option of Piper instances only, given at its default on another instance
     assert "allreduce applies to Piper instances only (data- and tensor-parallel stages)" in printed
+    assert printed[-2] == "optimal 727.691"   # the co-design example
     assert printed[-1] == "Etttt|tttt|tttt|L ('split on the devices the plan records it was solved with: cpus=0',)"
 
 

@@ -23,6 +23,14 @@ class _CallablePackage(_types.ModuleType):
 
         return codesign(*args, **kwargs)
 
+    @property
+    def __signature__(self) -> _Any:   # inspect.signature(placement.codesign): the entry point's parameters
+        import inspect
+
+        from placement.codesign.api import codesign
+
+        return inspect.signature(codesign)
+
 
 def __getattr__(name: str) -> _Any:
     if name == "codesign":   # placement's lazy export: the package itself, callable

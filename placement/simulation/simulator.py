@@ -111,8 +111,8 @@ class TaskTable:
 class StageResult:
     """What one stage did during the run."""
 
-    index: int
-    position: int
+    index: int                         # the stage's place in the pipeline (0: the first stage)
+    position: int                      # its device's place in the plan (the plan file's order)
     type: str
     task_times: dict[str, float]       # per micro-batch: kind -> length on the compute resource
     link_time: float | None            # per micro-batch time on its link (link mode), else None
