@@ -228,3 +228,27 @@ def test_simulator_imports_no_solver():
             "print(sorted(m for m in sys.modules if m.startswith('placement.solvers')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_window_of_micro_batches_that_complete_together_measures_no_rate():
+    """Two training chains, each on a CPU: f2 (7.25) -> b2 (0) on one, f1 (0) -> b1 (3) on the other. Under
+    1f1b-async with 3 micro-batches the window is micro-batches 1..2, and both complete at 21.75 (the first
+    CPU's third f2 ends then, and b2 takes 0): a span of no length read time per sample 0, bubble 0 and
+    utilisation 0 at once. The run measures no rate; its figures are those of the whole run: busy 21.75 and
+    9 over 21.75, bubble 1 - 30.75 / 43.5."""
+    import placement
+
+    node = dict(supportedOnFpga=1, size=1)
+    instance = {"maxSizePerFPGA": 1000, "maxFPGAs": 0, "maxCPUs": 3, "nodes": [
+        {**node, "id": 1, "fpgaLatency": 0.5, "cpuLatency": 0.0, "isBackwardNode": 0, "colorClass": 1},
+        {**node, "id": 2, "fpgaLatency": 5.0, "cpuLatency": 7.25, "isBackwardNode": 0, "colorClass": 2},
+        {**node, "id": 3, "fpgaLatency": 6.0, "cpuLatency": 3.0, "isBackwardNode": 1, "colorClass": 1},
+        {**node, "id": 4, "fpgaLatency": 8.0, "cpuLatency": 0.0, "isBackwardNode": 1, "colorClass": 2}],
+        "edges": [{"sourceId": 1, "destId": 3, "cost": 0.0}, {"sourceId": 2, "destId": 4, "cost": 0.0}]}
+    plan = {"fpgas": [], "cpus": [{"nodes": [2, 4]}, {"nodes": [1, 3]}]}
+    run = placement.simulate(instance, plan, schedule="1f1b-async", microbatches=3)
+    assert (run.time_per_sample, run.steady_window, run.span, run.makespan) == (None, None, (0.0, 21.75), 21.75)
+    assert run.notes[0] == ("micro-batches 1..2 complete at one time (21.75): no time per sample can be measured "
+                            "from them; run more micro-batches")
+    assert [s.utilisation for s in run.stages] == [1.0, 9 / 21.75]
+    assert run.bubble_fraction == 1 - 30.75 / 43.5

@@ -442,7 +442,12 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callabl
     if schedule.flush:
         return None, (0.0, makespan), makespan, makespan / m, None, notes, m
     a, b = m // 2, m - 1 - m // 8
-    if b > a:
+    if b > a and completion_at(b) <= completion_at(a) and makespan > 0 and (floor is None or floor > 0):
+        # a window of no length measures no rate, where micro-batches take time (times all 0 take none)
+        notes.append(f"micro-batches {a}..{b} complete at one time ({completion_at(a):.9g}): no time per sample "
+                     "can be measured from them; run more micro-batches")
+        window, span, per_sample, period, counted = None, (0.0, makespan), None, None, m
+    elif b > a:
         per_sample, period = rate(a, b)
         c_a, c_b = completion_at(a), completion_at(b)
         if floor is not None and per_sample < floor * (1 - SETTLED_TOLERANCE):
