@@ -1284,6 +1284,24 @@ def test_an_unread_node_without_a_scope_takes_that_of_what_it_reads():
     assert [(n.name, len(n.ops)) for n in group_ops(graph, "module").nodes] == [("a", 1), ("b", 2)]
 
 
+@pytest.mark.parametrize("rules", ["FuseBatchNormIntoConv", "FuseBatchNormIntoConv, RemoveOptionalBiasFromConv",
+                                   "RemoveOptionalBiasFromConv, FuseBatchNormIntoConv, RemoveOptionalBiasFromConv"])
+def test_a_batch_norm_folded_into_a_conv_is_the_call_of_the_conv(rules):
+    """The dynamo exporter folds ``bn(conv(x))`` into one Conv scoped to ``bn`` and records the rewrites that
+    made it; for a convolution without bias (every torchvision CNN's) it lists two or three of them in one
+    string, and the node was named ``bn``, so that a stage beginning there began after the conv in PyTorch."""
+    weight = numpy_helper.from_array(np.ones((8, 3, 3, 3), dtype=np.float32), "conv.weight")
+    bias = numpy_helper.from_array(np.ones(8, dtype=np.float32), "conv.weight_bias")
+    conv = helper.make_node("Conv", ["X", "conv.weight", "conv.weight_bias"], ["C"], name="node_Conv_0")
+    conv.metadata_props.add(key="pkg.torch.onnx.name_scopes",
+                            value=repr(["", "bn", "_native_batch_norm_legit_no_training"]))
+    conv.metadata_props.add(key="pkg.onnxscript.rewriter.rule_name", value=rules)
+    relu = helper.make_node("Relu", ["C"], ["Y"], name="node_relu")
+    relu.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(["", "relu"]))
+    graph = graph_from_onnx(_graph([conv, relu], [("X", [2, 3, 16, 16])], ["Y"], [weight, bias]), "folded")
+    assert [op.module_path for op in graph.ops] == [("conv",), ()]
+
+
 def test_top_k_is_costed_as_torch_costs_sort_and_topk():
     """Both exporters write torch's sort, argsort and topk as TopK: X [8, 4], along axis 0 (n = 8) the
     comparisons of sorting its 4 rows, 32 · ⌈log2 8⌉ = 96 FLOPs, along the last axis 32 · 2 = 64, as the

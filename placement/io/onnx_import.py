@@ -388,7 +388,8 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
     A batch normalisation the dynamo exporter folded into the convolution or linear layer before it is one
     node scoped to the normalisation's module; it is the call of the layer whose weight it reads (``P.conv``
     for ``P.conv.weight``, a sibling of the normalisation ``P.bn``), so that a stage beginning at it begins
-    at that layer, as the PyTorch model runs it."""
+    at that layer, as the PyTorch model runs it. The rewrites that made a node are listed in one string
+    (``FuseBatchNormIntoConv, RemoveOptionalBiasFromConv`` for a convolution without bias)."""
     props = {prop.key: prop.value for prop in node.metadata_props}
     if NAME_SCOPES in props:
         try:
@@ -398,7 +399,8 @@ def _module_path(node: Any) -> tuple[str, ...] | None:
         # anything but the list of module names torch writes: the node name is read instead
         if isinstance(scopes, (list, tuple)) and all(isinstance(s, str) for s in scopes):
             path = tuple(s for s in scopes[:-1] if s)
-            if props.get(REWRITE_RULE) in BATCH_NORM_FOLDS and path and len(node.input) > 1:
+            rules = {rule.strip() for rule in props.get(REWRITE_RULE, "").split(",")}   # one, or a list
+            if rules & BATCH_NORM_FOLDS and path and len(node.input) > 1:
                 layer, _, field = node.input[1].rpartition(".")
                 if field == "weight" and layer.rpartition(".")[0] == path[-1].rpartition(".")[0]:
                     return (*path[:-1], layer)
