@@ -79,7 +79,7 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     form that can).
     """
     from placement.api import solved_devices
-    from placement.io.exporters import in_pipeline_order, read_layout
+    from placement.io.exporters import deepspeed_notes, in_pipeline_order, read_layout
     from placement.io.plans import PlanFile, as_plan, made_for_another, plan_error, read_plan_file, recorded_overrides
     from placement.loading import as_instance, loaded_with_document
     from placement.parameters import one_of
@@ -132,6 +132,8 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
             raise
         raise InvalidParameterError("format", f"{exc.detail} ({notes[0]})") from None
     notes += _cpu_stage_notes(layout, checked)
+    if form == "deepspeed":
+        notes += deepspeed_notes(layout, value["layers"])
     text = value if isinstance(value, str) else json.dumps(value, indent=1)
     return Split(form, value, text, order, tuple(notes), _shared_warnings(form, layout, checked))
 

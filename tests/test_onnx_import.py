@@ -1054,6 +1054,40 @@ def test_an_einsum_of_two_operands_is_the_gemm_it_runs():
     assert (three.kind, three.flops) == ("unknown", 0.0)
 
 
+def test_deepspeed_layers_of_an_onnx_instance_say_which_modules_they_do_not_run(tmp_path):
+    """The TorchScript exporter folds nn.Sequential(conv, bn, relu, conv, bn, relu)'s batch norms into their
+    convolutions: no operator of modules 1 and 4 is left, and the DeepSpeed layers listed 0, 2, 3, 5 without
+    a word, a PipelineModule of them a model without its normalisations. The split names the children it
+    skips and says that an ONNX instance lists no folded normalisation."""
+    import json
+
+    weights = [numpy_helper.from_array(np.ones(shape, dtype=np.float32), name)
+               for name, shape in (("w0", (4, 3, 3, 3)), ("b0", (4,)), ("w3", (4, 4, 3, 3)), ("b3", (4,)))]
+    nodes = [helper.make_node("Conv", ["X", "w0", "b0"], ["A"], name="/0/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["A"], ["B"], name="/2/Relu"),
+             helper.make_node("Conv", ["B", "w3", "b3"], ["C"], name="/3/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["C"], ["Y"], name="/5/Relu")]
+    import placement
+    from placement.cli import main
+
+    path, instance = tmp_path / "folded.onnx", tmp_path / "folded.json"
+    onnx.save(_graph(nodes, [("X", [2, 3, 8, 8])], ["Y"], weights), str(path))
+    assert main(["import", str(path), "--out", str(instance), "--quiet"]) == 0
+    ids = [n["id"] for n in json.loads(instance.read_text())["nodes"]]
+    hand_off = placement.split(str(instance), {"devices": [{"type": "accelerator", "nodes": ids[:2]},
+                                                           {"type": "accelerator", "nodes": ids[2:]}]},
+                               format="deepspeed")
+    assert hand_off.split == {"layers": ["0", "2", "3", "5"], "parts": [0, 2, 4]}
+    skips = ("layers skips {}, which the model runs between {} and {} but of which the instance holds no operator "
+             "(a batch normalisation folded into the convolution before it, an nn.Identity, a dropout in eval "
+             "mode): a PipelineModule of these layers does not run it; insert it where it belongs if it computes "
+             "anything")
+    assert hand_off.notes == (skips.format("1", "0", "2"), skips.format("4", "3", "5"),
+                              "the instance was imported from ONNX, whose exporters fold a batch normalisation "
+                              "into the convolution before it: layers lists no normalisation so folded, and a "
+                              "PipelineModule of these layers must run each after its convolution")
+
+
 def test_pipe_split_of_an_onnx_instance_is_refused_for_another_form(tmp_path, capsys):
     """pipe-split names the operators of a torch.export program; an instance imported from ONNX has
     ONNX nodes instead, which no program has: refused, naming a form that can hand the plan over."""

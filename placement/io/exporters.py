@@ -532,6 +532,29 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     return {"layers": layers, "parts": bounds}
 
 
+def deepspeed_notes(layout: Layout, layers: list[str]) -> list[str]:
+    """What a ``PipelineModule`` of ``layers`` would not run: modules of which the instance holds no operator.
+    Where two layers are children ``P.i`` and ``P.j`` of one container with ``j > i + 1`` (an
+    ``nn.Sequential``'s), the children between them run between them and are named; an instance imported
+    from ONNX may lack others too, whose names the file does not keep (an exporter folds a batch
+    normalisation into the convolution before it, leaving one operator)."""
+    notes = []
+    for before, after in zip(layers, layers[1:]):
+        parent, _, first = before.rpartition(".")
+        other, _, last = after.rpartition(".")
+        if parent == other and first.isdigit() and last.isdigit() and int(last) > int(first) + 1:
+            skipped = [f"{parent}.{k}" if parent else str(k) for k in range(int(first) + 1, int(last))]
+            notes.append(f"layers skips {', '.join(skipped)}, which the model runs between {before} and {after} "
+                         "but of which the instance holds no operator (a batch normalisation folded into the "
+                         "convolution before it, an nn.Identity, a dropout in eval mode): a PipelineModule of these "
+                         "layers does not run it; insert it where it belongs if it computes anything")
+    if layout.generator == ONNX_GENERATOR:
+        notes.append("the instance was imported from ONNX, whose exporters fold a batch normalisation into the "
+                     "convolution before it: layers lists no normalisation so folded, and a PipelineModule of these "
+                     "layers must run each after its convolution")
+    return notes
+
+
 def _require_one_argument(layout: Layout, layers: list[str], layer_of: list[int]) -> None:
     """Refuse DeepSpeed layers of which one takes several tensors: a ``PipelineModule`` runs ``inputs =
     layer(inputs)``, one argument per call, the whole output of the layer before (for the first layer, the
