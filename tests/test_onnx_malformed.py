@@ -195,6 +195,20 @@ def test_a_name_that_is_not_text_is_an_error(tmp_path):
     assert str(err.value) == r"bad: the name of node 0 ('NODE\xff\xfeME') is not valid UTF-8 text"
 
 
+def test_a_producer_name_that_is_not_text_is_not_read(tmp_path):
+    """The model's producer name is no name the importer reads; where it is not UTF-8, the copy made for shape
+    inference of a model with a large weight (64 x 64, more than SMALL elements) failed with protobuf's
+    UnicodeDecodeError. The model imports: a 4 x 64 by 64 x 64 MatMul, 2 · 4 · 64 · 64 = 32,768 FLOPs."""
+    weight = numpy_helper.from_array(np.ones((64, 64), dtype=np.float32), "W")
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [("x", [4, 64])], [("y", [4, 64])],
+              [weight])
+    m.producer_name = "PRODUCER"
+    path = tmp_path / "producer.onnx"
+    path.write_bytes(m.SerializeToString().replace(b"PRODUCER", b"PROD\xff\xfeER"))
+    (op,) = graph_from_onnx(onnx.load(str(path)), "producer").ops
+    assert (op.name, op.flops) == ("mm", 32768.0)
+
+
 @pytest.mark.parametrize("data_type, shown", [(72, 72), (0, 0)])
 def test_an_unknown_element_type_is_an_error(data_type, shown):
     m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [("x", [4, 8])], [("y", [4, 8])],

@@ -247,9 +247,11 @@ def shapes_only(model: Any, onnx: Any) -> Any:
 
 
 def _copy_fields(target: Any, source: Any, skip: str) -> None:
-    """Copy every field that ``source`` (a protobuf message) has set into ``target``, but ``skip``."""
+    """Copy every field that ``source`` (a protobuf message) has set into ``target``, but ``skip``, and text that
+    is not UTF-8 (protobuf hands it over as bytes, and refuses to set it: a model's producer name, which
+    nothing here reads)."""
     for field, value in source.ListFields():
-        if field.name == skip:
+        if field.name == skip or (field.type == field.TYPE_STRING and isinstance(value, bytes)):
             continue
         if hasattr(value, "ListFields"):   # a message (the descriptor's label is deprecated in protobuf 6)
             getattr(target, field.name).CopyFrom(value)
