@@ -195,6 +195,23 @@ def test_a_name_that_is_not_text_is_an_error(tmp_path):
     assert str(err.value) == r"bad: the name of node 0 ('NODE\xff\xfeME') is not valid UTF-8 text"
 
 
+def test_an_operator_newer_than_the_model_s_opset_is_named():
+    """onnxruntime's transformer optimiser writes LayerNormalization (defined from opset 17) into an opset-14
+    model: the message blamed values the graph computes that the importer could not evaluate."""
+    gain = numpy_helper.from_array(np.ones(8, dtype=np.float32), "g")
+    nodes = [helper.make_node("LayerNormalization", ["x", "g"], ["l"], name="LayerNorm_0"),
+             helper.make_node("Relu", ["l"], ["y"], name="r")]
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(model(nodes, [("x", [4, 8])], [("y", None)], [gain], opset=14), "ln")
+    assert str(err.value) == (
+        "ln: cannot cost node 'LayerNorm_0' (LayerNormalization): the shape of its output 'l' is not static after "
+        "shape inference (onnx defines operator LayerNormalization from opset 17 on, and the model imports opset "
+        "14, so it infers no shape for its outputs; export the model at opset 17 or later, or declare them in the "
+        "model's value_info)")
+    assert [op.name for op in graph_from_onnx(model(nodes, [("x", [4, 8])], [("y", None)], [gain]), "ln").ops] == [
+        "LayerNorm_0", "r"]
+
+
 def test_a_producer_name_that_is_not_text_is_not_read(tmp_path):
     """The model's producer name is no name the importer reads; where it is not UTF-8, the copy made for shape
     inference of a model with a large weight (64 x 64, more than SMALL elements) failed with protobuf's

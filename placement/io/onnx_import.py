@@ -1055,13 +1055,21 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     producers = {out: node for node in model.graph.node for out in node.output if out}
 
     def unknown_why(tensor_name: str) -> str:
-        """Why a tensor has no static shape: an operator onnx has no schema for, an input declaring none (this
-        one first), a symbolic dimension to fix, or values the graph computes."""
+        """Why a tensor has no static shape: an operator onnx has no schema for (at the model's opset), an input
+        declaring none (this one first), a symbolic dimension to fix, or values the graph computes."""
         producer = producers.get(tensor_name)
         if producer is not None and not onnx.defs.has(producer.op_type, producer.domain or ""):
             op = producer.op_type if producer.domain in ("", "ai.onnx") else f"{producer.domain}::{producer.op_type}"
             return (f"onnx knows no operator {op}, so it infers no shape for its outputs; declare them in the "
                     "model's value_info")
+        if producer is not None and producer.domain in ("", "ai.onnx"):
+            opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+            since = min((schema.since_version for schema in onnx.defs.get_all_schemas_with_history()
+                         if schema.name == producer.op_type and schema.domain == ""), default=None)
+            if opset is not None and since is not None and opset < since:
+                return (f"onnx defines operator {producer.op_type} from opset {since} on, and the model imports "
+                        f"opset {opset}, so it infers no shape for its outputs; export the model at opset {since} "
+                        "or later, or declare them in the model's value_info")
         named = [tensor_name] if tensor_name in shapeless else [] if symbolic else shapeless
         if named:
             return (f"the model's input{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} "
