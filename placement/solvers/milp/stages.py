@@ -29,9 +29,9 @@ slot s; ``z[v,0] = 0``).
 
 Rows 1–2 are :func:`.rows.slot_types` and rows 5–9 :func:`.rows.slot_rows`. Objective (O) of
 :mod:`.rows`: minimise ``T`` (or ``TF + TB``). The non-empty slots in slot order are a pipeline (a
-chain of ideals of H), so the decoded plan is in ``stages``; conversely every ``stages`` plan of the supernodes is a solution, with the
-objective its value. For ``throughput`` the supernodes merge zero-cost classes as the
-DP of :mod:`placement.solvers.dp` does (same optimum, proofs in
+chain of ideals of H), so the decoded plan is in ``stages``; conversely every ``stages`` plan of the
+supernodes is a solution, with the objective its value. For ``throughput`` the supernodes merge
+zero-cost classes as the DP of :mod:`placement.solvers.dp` does (same optimum, proofs in
 :mod:`placement.solvers.ideals`); for ``throughput-gpipe`` only colour classes and
 strongly connected parts of H are merged.
 
