@@ -103,6 +103,15 @@ def _arguments(node: Any) -> list[tuple[Any, Any]]:
     return pairs
 
 
+def argument_values(node: Any) -> dict[str, Any]:
+    """The FX ``node``'s operator arguments by their schema names: the value passed (:func:`_arguments`), or the
+    schema's default where none is (none without a schema)."""
+    schema = getattr(node.target, "_schema", None)
+    values = {a.name: a.default_value for a in (schema.arguments if schema else ()) if a.has_default_value()}
+    values.update((argument.name, passed) for argument, passed in _arguments(node))
+    return values
+
+
 def _passes(passed: Any, value: Any) -> bool:
     return passed is value or (isinstance(passed, (list, tuple)) and any(p is value for p in passed))
 

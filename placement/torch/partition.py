@@ -155,17 +155,9 @@ def _draws_nothing(node: Any) -> bool:
     """Whether a call of a seeded operator draws no random number, by the arguments its schema names: a
     ``train`` of ``False`` (``dropout``, ``native_dropout``), or a dropout probability (``p``, ``dropout_p``:
     ``scaled_dot_product_attention``'s, which defaults to 0) of 0."""
-    schema = getattr(node.target, "_schema", None)
-    if schema is None:
-        return False
-    values = {}
-    for position, argument in enumerate(schema.arguments):
-        if position < len(node.args):
-            values[argument.name] = node.args[position]
-        elif argument.name in node.kwargs:
-            values[argument.name] = node.kwargs[argument.name]
-        elif argument.has_default_value():
-            values[argument.name] = argument.default_value
+    from placement.torch.contiguity import argument_values
+
+    values = argument_values(node)
     return values.get("train", True) is False or any(
         isinstance(values.get(name), (int, float)) and values[name] == 0 for name in ("p", "dropout_p"))
 
