@@ -96,7 +96,7 @@ def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Itera
     return [nodes[k] for k in order]
 
 
-def _opset(model: Any) -> int | None:
+def default_opset(model: Any) -> int | None:
     """The model's opset of the default domain (``None``: it imports none)."""
     return next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
 
@@ -106,7 +106,7 @@ def _defined_nodes(model: Any) -> Iterator[tuple[int, Any, Any]]:
     deprecated, at the model's opset; none where the model imports no default-domain opset."""
     from onnx import defs
 
-    opset = _opset(model)
+    opset = default_opset(model)
     if opset is None:
         return
     for k, node in enumerate(model.graph.node):
@@ -127,7 +127,7 @@ def check_schemas(model: Any, name: str) -> None:
     schema is asked: operators the default domain does not define at that opset (ONNX Runtime writes
     ``LayerNormalization`` there at opset 12), deprecated ones, attributes of older opsets, and every
     other domain were imported before and still are (costed by name, or by the bytes they move)."""
-    opset = _opset(model)
+    opset = default_opset(model)
     for k, node, schema in _defined_nodes(model):
         for what, names, least, most in (("input", node.input, schema.min_input, schema.max_input),
                                          ("output", node.output, schema.min_output, schema.max_output)):

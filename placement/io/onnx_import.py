@@ -139,7 +139,8 @@ from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.onnx_branches import take_known_branches
-from placement.io.onnx_checks import check_element_types, check_schemas, check_text, topological_nodes
+from placement.io.onnx_checks import (check_element_types, check_schemas, check_text, default_opset,
+                                      topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
@@ -1063,7 +1064,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
             return (f"onnx knows no operator {op}, so it infers no shape for its outputs; declare them in the "
                     "model's value_info")
         if producer is not None and producer.domain in ("", "ai.onnx"):
-            opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+            opset = default_opset(model)
             since = min((schema.since_version for schema in onnx.defs.get_all_schemas_with_history()
                          if schema.name == producer.op_type and schema.domain == ""), default=None)
             if opset is not None and since is not None and opset < since:
