@@ -442,12 +442,9 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callabl
     if schedule.flush:
         return None, (0.0, makespan), makespan, makespan / m, None, notes, m
     a, b = m // 2, m - 1 - m // 8
-    if b > a and completion_at(b) <= completion_at(a) and makespan > 0 and (floor is None or floor > 0):
-        # a window of no length measures no rate, where micro-batches take time (times all 0 take none)
-        notes.append(f"micro-batches {a}..{b} complete at one time ({completion_at(a):.9g}): no time per sample "
-                     "can be measured from them; run more micro-batches")
-        window, span, per_sample, period, counted = None, (0.0, makespan), None, None, m
-    elif b > a:
+    # a window of no length measures no rate, where micro-batches take time (times all 0 take none)
+    no_length = b > a and completion_at(b) <= completion_at(a) and makespan > 0 and (floor is None or floor > 0)
+    if b > a and not no_length:
         per_sample, period = rate(a, b)
         c_a, c_b = completion_at(a), completion_at(b)
         if floor is not None and per_sample < floor * (1 - SETTLED_TOLERANCE):
@@ -465,7 +462,9 @@ def _headline(schedule: Schedule, m: int, n: int, makespan: float, rate: Callabl
         window, span, counted = (a, b), (c_a, c_b), (None if period is None else b - a)
     else:
         window, span, per_sample, period, counted = None, (0.0, makespan), None, None, m
-        notes.append("a steady state needs at least 3 micro-batches")
+        notes.append(f"micro-batches {a}..{b} complete at one time ({completion_at(a):.9g}): no time per sample "
+                     "can be measured from them; run more micro-batches" if no_length else
+                     "a steady state needs at least 3 micro-batches")
     if m < 4 * n:
         notes.append(f"the run may be too short for a steady state: use at least 4 x {n} stages "
                      f"= {4 * n} micro-batches")
