@@ -1009,3 +1009,43 @@ def test_known_export_failures_say_what_in_the_model_to_change():
         "parameters, buffers or inputs (it calls it lifted_tensor_0), such as a parameter's .data: read the "
         "parameter itself (.detach() where no gradient is to flow), and write into parameters outside forward, "
         "between steps")
+
+
+def test_products_searches_and_selections_without_a_kernel_of_their_own_are_costed():
+    """Per output element 1 FLOP for outer (a [4] by b [8]: 32), kron ([2, 3] by [2, 2]: [4, 6], 24), erfinv (32)
+    and cross ([4, 3]: 12), 4 for polar (a cosine, a sine and two products: 4 · 32 = 128); per input element
+    1 for logcumsumexp, pairwise_distance and histc (x [4, 8]: 32 each); selections as the comparisons of sorting
+    (numel · ⌈log2 n⌉): median along 1 and mode (n = 8: 32 · 3 = 96), kthvalue along 0 (n = 4: 64), median and
+    quantile of the whole tensor (n = 32: 32 · 5 = 160); searchsorted in 5 boundaries and bucketize by 7
+    (⌈log2(n + 1)⌉ = 3 comparisons for each of 32 values: 96); one_hot and diag copy (0); cdist of [2, 5, 8]
+    and [2, 6, 8] the GEMM of every pair of rows, 2 · 2 · 5 · 6 · 8 = 960. FlopCounterMode counts none of them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Odd(nn.Module):
+        def forward(self, a, b, x, y, p, q, seq, edges, ids, m, c1, c2):
+            return (torch.outer(a, b), torch.kron(x[:2, :3], m[:2, :2]), torch.polar(x.abs(), y),
+                    torch.special.erfinv(x), torch.linalg.cross(p, q), torch.logcumsumexp(x, -1),
+                    F.pairwise_distance(x, y), torch.histc(x, 4), torch.median(x, 1)[0], torch.mode(x)[0],
+                    torch.kthvalue(x, 2, 0)[0], torch.median(x), torch.quantile(x, 0.5), torch.searchsorted(seq, x),
+                    torch.bucketize(x, edges), F.one_hot(ids, 5), torch.diag(m), torch.cdist(c1, c2))
+
+    args = (torch.randn(4), torch.randn(8), torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 3), torch.randn(4, 3),
+            torch.arange(5.0), torch.arange(7.0), torch.tensor([0, 4, 2, 1, 3, 0]), torch.randn(3, 3),
+            torch.randn(2, 5, 8), torch.randn(2, 6, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Odd(), args)
+    costed = [(op.target, op.kind, op.flops) for op in graph.ops if op.kind not in ("view", "copy") or op.flops]
+    assert costed == [
+        ("aten::outer", "pointwise", 32.0), ("aten::kron", "pointwise", 24.0), ("aten::abs", "pointwise", 32.0),
+        ("aten::polar", "pointwise", 128.0), ("aten::special_erfinv", "pointwise", 32.0),
+        ("aten::linalg_cross", "pointwise", 12.0), ("aten::logcumsumexp", "reduction", 32.0),
+        ("aten::pairwise_distance", "reduction", 32.0), ("aten::histc", "reduction", 32.0),
+        ("aten::median.dim", "reduction", 96.0), ("aten::mode", "reduction", 96.0),
+        ("aten::kthvalue", "reduction", 64.0), ("aten::median", "reduction", 160.0),
+        ("aten::quantile.scalar", "reduction", 160.0), ("aten::searchsorted.Tensor", "reduction", 96.0),
+        ("aten::bucketize.Tensor", "reduction", 96.0), ("aten::cdist", "matmul", 960.0)]
+    assert sorted(op.target for op in graph.ops if op.kind == "copy") == ["aten::diag", "aten::one_hot"]
+    with FlopCounterMode(display=False) as counter:
+        Odd()(*args)
+    assert counter.get_total_flops() == 0

@@ -50,6 +50,8 @@ addbmm (``b`` products of ``n × m`` by ``m × p``)        2 · b · n · m · p
 tensordot                                               2 · numel(out) · Π of the contracted sizes
 linalg.multi_dot                                        2 · the least multiplications of the chain
                                                         (torch's order)
+cdist (``x1 [..., P, M]``, ``x2 [..., R, M]``)          2 · numel(out) · M (the product of ``x1`` by
+                                                        ``x2``'s transpose that torch runs for p = 2)
 bilinear (``x1 [..., I]``, ``x2 [..., J]``, weight      2 · numel(out) · J · (I + 1) (the GEMMs
 ``[O, I, J]``)                                          torch runs: ``x1`` by each ``I × J`` slice
                                                         of the weight, then a row by ``x2``'s)
@@ -58,27 +60,33 @@ direction: input ``I`` wide, hidden ``H``, ``T`` steps  + 2 · T · N · H · P 
 of batch ``N``, projected to ``P`` (``proj_size``;      (input, recurrent and projection
 ``P = H`` without)                                      GEMMs)
 layer/batch/group/RMS norm, softmax, cross-entropy      5 · numel(input)
-pointwise (``torch.Tag.pointwise``, dropout, …)         c · numel(out): c = 8 GELU, 4 tanh and
-                                                        sigmoid, 5 SiLU, else 1
+pointwise (``torch.Tag.pointwise``, dropout, outer and  c · numel(out): c = 8 GELU, 4 tanh,
+kron products, cross products, …)                       sigmoid and polar (a cosine, a sine, two
+                                                        products), 5 SiLU, else 1
 resampling (``F.interpolate``'s kernels, every mode;    numel(out) (pointwise)
 ``F.grid_sample``'s ``grid_sampler``)
 reductions, losses, pooling, col2im (``F.fold``,        numel(input)
-which sums the patches that overlap)
+which sums the patches that overlap), cumulative
+log-sum-exp, pairwise_distance, histc
 cosine_similarity (``x`` its operands broadcast         6 · numel(x) (the passes torch's kernel
 together)                                               makes over ``x``: two norms along ``dim``,
                                                         two quotients, a product, its sum)
-sort, argsort, msort, topk (``n`` elements along the    numel(input) · ⌈log2 n⌉ (the comparisons
-dimension they sort or select along)                    of a merge sort of each row)
+sort, argsort, msort, topk, kthvalue, median, mode,     numel(input) · ⌈log2 n⌉ (the comparisons
+quantile (``n`` elements along the dimension they sort  of a merge sort of each row)
+or select along; all of them without one)
+searchsorted, bucketize (``n`` boundaries)              numel(values) · ⌈log2(n + 1)⌉ (a binary
+                                                        search per value)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies (im2col:      0
 ``F.unfold``; max_unpool, which writes each value at
-its index in zeros; …), constants
+its index in zeros; one_hot, diag; …), constants
 =====================================================  ==========================================
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
 convolution and attention operators, for einsum (which it counts as the GEMM it runs) and for
-the recurrent layers' GEMMs (which it counts where the layer runs as separate operators). The
+the recurrent layers' GEMMs (which it counts where the layer runs as separate operators); it counts
+no FLOPs for cdist, costed here as the GEMM it runs for p = 2 (others do as many operations). The
 per-element constants of the other operators are conventions; such operators are memory-bound on
 every catalogued device.
 
@@ -134,8 +142,9 @@ GROUPED_MATMUL = frozenset({"_grouped_mm", "grouped_mm_fallback"})
 #: operators of other namespaces than ``aten`` and ``prims`` that are costed, by namespace and name: the
 #: grouped GEMM transformers runs where ``_grouped_mm`` cannot (weights of other types than bfloat16)
 KNOWN_CUSTOM = frozenset({("transformers", "grouped_mm_fallback")})
-#: products whose GEMMs :func:`_product_gemms` works out from their arguments
-GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot", "bilinear"}
+#: products whose GEMMs :func:`_product_gemms` works out from their arguments (``cdist``: the distances of
+#: every pair of rows, the product of one operand by the other's transpose that torch runs for ``p = 2``)
+GEMM_FORMS = {"addbmm", "tensordot", "linalg_multi_dot", "bilinear", "cdist", "_cdist_forward"}
 #: recurrent layers, by their gates per step
 RECURRENT = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d",
@@ -150,14 +159,18 @@ SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "cumsum",
              "cumprod", "logsumexp", "argmax", "argmin", "all", "any", "norm", "linalg_vector_norm", "nll_loss",
              "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "mse_loss", "l1_loss", "smooth_l1_loss",
-             "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "count_nonzero", "col2im"}
+             "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "count_nonzero", "col2im",
+             "logcumsumexp", "pairwise_distance", "histc"}
 POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices", "avg_pool1d",
         "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
         "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
         "adaptive_max_pool3d"}
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
 #: operators that sort the rows of their input along a dimension (``topk``: to select the ``k`` first of each)
-SORT = {"sort", "argsort", "msort", "topk"}
+SORT = {"sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile"}
+#: operators that look each element up in a sorted sequence (``searchsorted(sequence, x)``, ``bucketize(x,
+#: boundaries)``): ``⌈log2(n + 1)⌉`` comparisons per element of ``x`` for ``n`` boundaries
+SEARCH = {"searchsorted", "bucketize"}
 #: ``F.cosine_similarity``: its operands broadcast, each divided by its norm along a dimension, multiplied, summed
 COSINE = {"cosine_similarity"}
 #: ``nn.EmbeddingBag``'s kernels, ``(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
@@ -167,7 +180,8 @@ COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguou
         "repeat", "roll", "flip", "index_put", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
         "index_fill", "masked_fill", "where", "tril", "triu",
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy", "pixel_shuffle",
-        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "max_unpool2d", "max_unpool3d"}
+        "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "max_unpool2d", "max_unpool3d",
+        "one_hot", "diag", "diag_embed"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
@@ -184,11 +198,11 @@ GRID_SAMPLE = {"grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "_grid_samp
 POINTWISE_UNTAGGED = {"dropout", "native_dropout", "feature_dropout", "alpha_dropout", "hardtanh", "silu", "mish",
                       "softplus", "diff", "elu", "prelu", "glu", "threshold", "__and__", "__or__", "__xor__",
                       "bitwise_and", "bitwise_or", "logical_and", "logical_or", "logical_not", "relu6", "hardswish",
-                      "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", *UPSAMPLE,
-                      *GRID_SAMPLE}
+                      "hardsigmoid", "leaky_relu", "log_sigmoid", "log_sigmoid_forward", "special_erfinv", "outer",
+                      "kron", "polar", "cross", "linalg_cross", *UPSAMPLE, *GRID_SAMPLE}
 DROPOUT = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"}
 #: FLOPs per output element of pointwise operators (1 unless listed).
-POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5}
+POINTWISE_FLOPS = {"gelu": 8, "tanh": 4, "sigmoid": 4, "silu": 5, "polar": 4}
 NORM_FLOPS = 5
 
 TORCH_DTYPE_KEYS = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
@@ -491,7 +505,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
-    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT or base in COSINE:
+    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT or base in SEARCH or base in COSINE:
         return "reduction"
     if base in POOL:
         return "pool"
@@ -521,6 +535,10 @@ def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[
     which torch finds too) and ``bilinear`` (``x1 [..., I]``, ``N = numel(x1) / I`` rows, by each of the ``O``
     slices ``I × J`` of the weight ``[O, I, J]``, then each row of that by its row of ``x2``: ``N·O`` dot
     products over ``J``, the batched products ATen's ``_trilinear`` runs)."""
+    if name in ("cdist", "_cdist_forward"):   # x1 [..., P, M] and x2 [..., R, M] give [..., P, R]
+        x1, x2 = tensor_args[0].shape, tensor_args[1].shape
+        rows, others, width = (int(x1[-2]), int(x2[-2]), int(x1[-1])) if len(x1) >= 2 else (0, 0, 0)
+        return [(rows, others, width, math.prod(int(d) for d in x1[:-2]))] if rows and others and width else []
     if name == "bilinear":
         x1, w = tensor_args[0], tensor_args[2]
         out, left, right = int(w.shape[0]), int(w.shape[1]), int(w.shape[2])
@@ -685,24 +703,34 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
         return 6 * math.prod(int(d) for d in broadcast)
     if kind == "reduction" and name in SORT:
         x = tensor_args[0]
-        n = int(x.shape[_sorted_dim(target, node_args, node_kwargs or {})]) if x.dim() else 1
+        dim = _sorted_dim(target, node_args, node_kwargs or {})
+        n = (_numel(x) if dim is None else int(x.shape[dim])) if x.dim() else 1
         return _numel(x) * math.ceil(math.log2(n)) if n > 1 else 0
+    if kind == "reduction" and name in SEARCH:
+        values, boundaries = (node_args[1], node_args[0]) if name == "searchsorted" else node_args[:2]
+        looked_up = getattr(values, "meta", {}).get("val")
+        table = boundaries.meta["val"]
+        n = int(table.shape[-1]) if table.dim() else 1
+        return (_numel(looked_up) if looked_up is not None else 1) * math.ceil(math.log2(n + 1))
     if kind in ("reduction", "pool"):
         return _numel(tensor_args[0]) if tensor_args else 0
     raise AssertionError(kind)
 
 
-def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int:
+def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int | None:
     """The dimension a sorting operator (:data:`SORT`) sorts along: its argument ``dim``, given by position or
-    by name or left at its default (``msort``, which has none: 0)."""
+    by name or left at its default; ``None`` where it sorts the whole tensor flattened (``dim`` None, as
+    ``quantile``'s default, or no ``dim`` at all, as ``median(x)``), and 0 for ``msort``."""
     for at, argument in enumerate(target._schema.arguments):
         if argument.name == "dim":
             if "dim" in node_kwargs:
-                return int(node_kwargs["dim"])
-            if not argument.kwarg_only and at < len(node_args):
-                return int(node_args[at])
-            return int(argument.default_value)
-    return 0
+                value = node_kwargs["dim"]
+            elif not argument.kwarg_only and at < len(node_args):
+                value = node_args[at]
+            else:
+                value = argument.default_value
+            return None if value is None else int(value)
+    return 0 if _base(_op_name(target)) == "msort" else None
 
 
 def _bag_elements(tensor_args: list[Any], node_args: tuple) -> tuple[int, bool]:
