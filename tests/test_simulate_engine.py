@@ -6,11 +6,13 @@ Every expected time below is worked out by hand in the comment next to it.
 from __future__ import annotations
 
 import importlib.util
+from unittest.mock import patch
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from placement.simulation import engine
 from placement.simulation.engine import FIFO, ORDERED, Deadlock, TaskGraph, execute
 
 HAVE_SIMPY = importlib.util.find_spec("simpy") is not None
@@ -254,6 +256,33 @@ def test_simpy_engine_gives_the_same_times(g):
     from placement.simulation.engine_simpy import execute_simpy
 
     assert execute_simpy(g) == execute(g)
+
+
+@given(random_graphs())
+@example(main_task_ready_while_fillers_wait())
+@settings(max_examples=200)
+def test_the_compiled_engine_gives_the_same_times_and_order_of_starts(g):
+    interpreted: list[int] = []
+    compiled: list[int] = []
+    expected = execute(g, interpreted)
+    with patch.object(engine, "INTERPRETED_TASKS", 0):
+        start, end = execute(g, compiled)
+    assert (start.tolist(), end.tolist()) == expected
+    assert compiled == interpreted and sorted(compiled) == list(range(len(g)))
+
+
+def test_the_compiled_engine_names_the_tasks_of_a_deadlock():
+    """a (resource 0) needs c, which resource 1 runs after b; b needs a: none of the three starts."""
+    g = TaskGraph()
+    r0, r1 = g.add_resource(ORDERED), g.add_resource(ORDERED)
+    a, b, c = g.add_task(r0, 1.0), g.add_task(r1, 1.0), g.add_task(r1, 1.0)
+    g.add_dependency(c, a)
+    g.add_dependency(a, b)
+    g.set_order(r0, [a])
+    g.set_order(r1, [b, c])
+    with patch.object(engine, "INTERPRETED_TASKS", 0), pytest.raises(Deadlock) as raised:
+        execute(g)
+    assert raised.value.waiting == [a, b, c]
 
 
 @pytest.mark.parametrize("scale", [1e-13, 1e-200, 1e100])

@@ -12,9 +12,10 @@ milliseconds). Tasks of length zero are left out.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import IO, Any, Iterator
+
+import numpy as np
 
 from placement.simulation.simulator import SimulationResult, holding, in_flight_profile
 from placement.whole_file import replacing_about
@@ -51,8 +52,9 @@ def dump_trace(result: SimulationResult, fh: IO[str], title: str = "", unit_us: 
 def _event_texts(result: SimulationResult, title: str, unit_us: float) -> Iterator[str]:
     """The trace's events as ``json.dumps`` writes them: the tracks' names and order, every task, and the
     in-flight counters. The many task and counter events, whose names and fields are fixed words, numbers
-    and kinds, are formatted directly (``repr`` of a float is the text ``json.dumps`` gives it): a long run's
-    trace is written in less than half the time that encoding each event's dict takes."""
+    and kinds, are formatted directly from the task table's columns (``repr`` of a float is the text
+    ``json.dumps`` gives it; the times are the same products and differences in numpy's float64): a long run's
+    trace is written in a third of the time that encoding each event's dict takes."""
     def metadata(name: str, tid: int, args: dict[str, Any]) -> str:
         return json.dumps({"name": name, "ph": "M", "pid": PROCESS_ID, "tid": tid, "args": args}, allow_nan=False)
 
@@ -65,28 +67,31 @@ def _event_texts(result: SimulationResult, title: str, unit_us: float) -> Iterat
             yield metadata("thread_name", tid + 1, {"name": f"stage {st.index}: link"})
             yield metadata("thread_sort_index", tid + 1, {"sort_index": tid + 1})
     tasks = result.tasks
-    for stage, kind, j, begin, finish, on_link in zip(tasks.stage.tolist(), tasks.kind.tolist(),
-                                                      tasks.microbatch.tolist(), tasks.start.tolist(),
-                                                      tasks.end.tolist(), tasks.on_link.tolist()):
-        if not finish > begin:   # what TaskTable.busy leaves out
-            continue
+    took = tasks.end > tasks.start   # what TaskTable.busy keeps
+    begin, finish = tasks.start[took], tasks.end[took]
+    ts, dur = begin * unit_us, (finish - begin) * unit_us
+    _refuse_non_finite(begin, finish, ts, dur)
+    tids = _track(tasks.stage[took], tasks.on_link[took])
+    for kind, j, tid, at, length, a, b in zip(tasks.kind[took].tolist(), tasks.microbatch[took].tolist(),
+                                             tids.tolist(), ts.tolist(), dur.tolist(), begin.tolist(), finish.tolist()):
         category = KIND_NAMES[kind]
-        yield (f'{{"name": "{kind} {j}", "cat": "{category}", "ph": "X", "pid": {PROCESS_ID}, '
-               f'"tid": {_track(stage, on_link)}, "ts": {_number(begin * unit_us)}, '
-               f'"dur": {_number((finish - begin) * unit_us)}, "args": {{"micro-batch": {j}, '
-               f'"kind": "{category}", "start": {_number(begin)}, "end": {_number(finish)}}}}}')
+        yield (f'{{"name": "{kind} {j}", "cat": "{category}", "ph": "X", "pid": {PROCESS_ID}, "tid": {tid}, '
+               f'"ts": {at!r}, "dur": {length!r}, "args": {{"micro-batch": {j}, "kind": "{category}", '
+               f'"start": {a!r}, "end": {b!r}}}}}')
     for st in result.stages:   # per stage a counter event at every change of the micro-batches it holds
         times, counts = in_flight_profile(*holding(result.tasks, st.index, result.microbatches))
-        for t, c in zip(times.tolist(), counts.tolist()):
-            yield (f'{{"name": "stage {st.index} in flight", "ph": "C", "pid": {PROCESS_ID}, '
-                   f'"ts": {_number(t * unit_us)}, "args": {{"micro-batches": {c}}}}}')
+        at_us = times * unit_us
+        _refuse_non_finite(at_us)
+        for t, c in zip(at_us.tolist(), counts.tolist()):
+            yield (f'{{"name": "stage {st.index} in flight", "ph": "C", "pid": {PROCESS_ID}, "ts": {t!r}, '
+                   f'"args": {{"micro-batches": {c}}}}}')
 
 
-def _number(x: float) -> str:
-    """A float as ``json.dumps`` writes it, refusing what it refuses with ``allow_nan=False``."""
-    if not math.isfinite(x):
-        raise ValueError(f"Out of range float values are not JSON compliant: {x!r}")
-    return float.__repr__(x)
+def _refuse_non_finite(*columns: np.ndarray) -> None:
+    """Refuse what ``json.dumps`` refuses with ``allow_nan=False``: a time that is not finite."""
+    for column in columns:
+        if not np.isfinite(column).all():
+            raise ValueError(f"Out of range float values are not JSON compliant: {column[~np.isfinite(column)][0]!r}")
 
 
 def _other_data(result: SimulationResult, unit_us: float) -> dict[str, Any]:
@@ -95,5 +100,6 @@ def _other_data(result: SimulationResult, unit_us: float) -> dict[str, Any]:
             "max load": result.max_load, "time unit (us)": unit_us}
 
 
-def _track(stage: int, on_link: bool) -> int:
-    return 2 * stage + 1 + (1 if on_link else 0)
+def _track(stage: Any, on_link: Any) -> Any:
+    """The track (thread id) of a stage's tasks, or of its link's; numbers or numpy columns of them."""
+    return 2 * stage + 1 + on_link
