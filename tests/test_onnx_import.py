@@ -1506,3 +1506,65 @@ def test_an_operator_on_integers_alone_takes_the_models_data_type():
     assert [(op.name, op.dtype, op.flops) for op in graph.ops if op.flops] == [
         ("/pos/Add", "bf16", 2.0), ("/out/Add", "bf16", 8.0)]
     assert {op.dtype for op in graph_from_onnx(model, "positions").ops} == {"fp32"}
+
+
+def test_operators_of_recent_opsets_have_their_kinds():
+    """x [4, 6] float (96 B), b [4, 6] int32 (96 B), ids [4] int64. One FLOP per output element (24) for the
+    inverse and hyperbolic trigonometric functions and the bitwise operators; Swish 5 per element as
+    PyTorch's SiLU (120), SwiGLU a SiLU and a product, 6 (144); each reads its operand once and writes 96 B.
+    BitCast is a view. OneHot of 4 indices at depth 5 writes [4, 5] floats (80 B) after reading the indices
+    (32 B) and the two values (8 B; the depth is a size, no data): 120 B; ReverseSequence reads x and 4
+    lengths (32 B) and writes 96 B (224 B); CenterCropPad to [3, 4] reads x and writes 48 B (144 B; the shape is a size): copies,
+    0 FLOPs. CumProd (its axis a size) and Hardmax are reductions, numel(input) = 24 FLOPs, 192 B.
+    At opset 24, RotaryEmbedding of q [1, 3, 8] is pointwise, two products and a sum per element: 72 FLOPs,
+    reading q (96 B), both caches [16, 2] (128 B each) and the positions (24 B), writing 96 B; TensorScatter
+    of 3 new positions into a cache [1, 2, 16, 4] is a copy: 512 + 96 read, 512 written."""
+    nodes, inits = [], []
+    for op in "Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Swish Hardmax".split():
+        nodes.append(helper.make_node(op, ["x"], [f"{op}_y"], name=f"/{op}"))
+    for op in "BitwiseAnd BitwiseOr BitwiseXor".split():
+        nodes.append(helper.make_node(op, ["b", "b"], [f"{op}_y"], name=f"/{op}"))
+    inits += [numpy_helper.from_array(np.array(5, np.int64), "depth"),
+              numpy_helper.from_array(np.array([0.0, 1.0], np.float32), "values"),
+              numpy_helper.from_array(np.array([3, 1, 2, 2], np.int64), "lengths"),
+              numpy_helper.from_array(np.array([3, 4], np.int64), "crop"),
+              numpy_helper.from_array(np.array(1, np.int64), "axis")]
+    nodes += [helper.make_node("BitwiseNot", ["b"], ["not_y"], name="/BitwiseNot"),
+              helper.make_node("BitCast", ["x"], ["cast_y"], to=TensorProto.INT32, name="/BitCast"),
+              helper.make_node("SwiGLU", ["x", "x"], ["glu_y"], name="/SwiGLU"),
+              helper.make_node("OneHot", ["ids", "depth", "values"], ["hot_y"], name="/OneHot"),
+              helper.make_node("ReverseSequence", ["x", "lengths"], ["rev_y"], batch_axis=0, time_axis=1,
+                               name="/ReverseSequence"),
+              helper.make_node("CenterCropPad", ["x", "crop"], ["crop_y"], name="/CenterCropPad"),
+              helper.make_node("CumProd", ["x", "axis"], ["cumprod_y"], name="/CumProd")]
+    graph = helper.make_graph(
+        nodes, "ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+                       helper.make_tensor_value_info("b", TensorProto.INT32, [4, 6]),
+                       helper.make_tensor_value_info("ids", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for n in nodes for o in n.output], inits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 28)]), "ops").ops
+    unary = [(op, "pointwise", 24.0, 192.0) for op in "Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh".split()]
+    bitwise = [(op, "pointwise", 24.0, 192.0) for op in "BitwiseAnd BitwiseOr BitwiseXor".split()]
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in ops] == unary + [
+        ("Swish", "pointwise", 120.0, 192.0), ("Hardmax", "reduction", 24.0, 192.0)] + bitwise + [
+        ("BitwiseNot", "pointwise", 24.0, 192.0), ("BitCast", "view", 0.0, 0.0),
+        ("SwiGLU", "pointwise", 144.0, 192.0), ("OneHot", "copy", 0.0, 120.0),
+        ("ReverseSequence", "copy", 0.0, 224.0), ("CenterCropPad", "copy", 0.0, 144.0),
+        ("CumProd", "reduction", 24.0, 192.0)]
+
+    cache = [helper.make_node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["q_rot"], num_heads=2,
+                              name="/RotaryEmbedding"),
+             helper.make_node("TensorScatter", ["cache", "new"], ["present"], name="/TensorScatter")]
+    inputs = [helper.make_tensor_value_info(name, kind, shape) for name, kind, shape in [
+        ("q", TensorProto.FLOAT, [1, 3, 8]), ("cos", TensorProto.FLOAT, [16, 2]), ("sin", TensorProto.FLOAT, [16, 2]),
+        ("pos", TensorProto.INT64, [1, 3]), ("cache", TensorProto.FLOAT, [1, 2, 16, 4]),
+        ("new", TensorProto.FLOAT, [1, 2, 3, 4])]]
+    graph = helper.make_graph(cache, "cache", inputs, [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+                                                       for o in ("q_rot", "present")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)]), "cache").ops
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in ops] == [
+        ("RotaryEmbedding", "pointwise", 72.0, 472.0), ("TensorScatter", "copy", 0.0, 1120.0)]

@@ -78,17 +78,22 @@ LayerNormalization and other normalisations     5 · numel(input)
 (LRN too), Softmax, LogSoftmax,
 SoftmaxCrossEntropyLoss
 elementwise operators (QuantizeLinear and       c · numel(out): c = 8 Gelu, 4 Tanh and
-DequantizeLinear too)                           Sigmoid, else 1
+DequantizeLinear, the trigonometric and bitwise Sigmoid, 5 Swish (as PyTorch's SiLU), 6
+operators, Swish, SwiGLU, RotaryEmbedding too)  SwiGLU (a SiLU and a product), 3
+                                                RotaryEmbedding (two products and a sum),
+                                                else 1
 Resize, Upsample, GridSample (resampling)       numel(out), as the torch importer's
                                                 interpolate and grid_sample
-Reduce*, ArgMax/ArgMin, CumSum, pooling,        numel(input)
-Col2Im (torch's ``F.fold``: the patches that
-overlap summed)
+Reduce*, ArgMax/ArgMin, CumSum, CumProd,        numel(input)
+Hardmax, pooling, Col2Im (torch's ``F.fold``:
+the patches that overlap summed)
 TopK (``n`` elements along ``axis``; the        numel(input) · ⌈log2 n⌉, as the torch
 exporters write ``sort`` and ``argsort`` so)    importer's ``sort`` and ``topk``
-views, gathers, copies (MaxUnpool, which writes  0
-each value at its index in zeros, as torch's
-max_unpool), constants
+views (BitCast too), gathers, copies            0
+(MaxUnpool, which writes each value at its
+index in zeros, as torch's max_unpool; OneHot,
+ReverseSequence, CenterCropPad, TensorScatter),
+constants
 ==============================================  =========================================
 
 Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors written;
@@ -161,19 +166,24 @@ for _kind, _names in {
                  "HardSigmoid HardSwish Tanh Erf Gelu Softplus Softsign Clip Min Max Mean Sum Equal Less Greater "
                  "LessOrEqual GreaterOrEqual Not And Or Xor Floor Ceil Round Sign Mod IsNaN IsInf Sin Cos "
                  "Dropout Mish BitShift ThresholdedRelu Shrink Resize Upsample GridSample QuantizeLinear "
-                 "DequantizeLinear",
+                 "DequantizeLinear Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh BitwiseAnd BitwiseOr BitwiseXor "
+                 "BitwiseNot Swish SwiGLU RotaryEmbedding",
     "reduction": "ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum "
-                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum NegativeLogLikelihoodLoss TopK Col2Im",
+                 "ReduceLogSumExp ReduceSumSquare ArgMax ArgMin CumSum CumProd Hardmax NegativeLogLikelihoodLoss "
+                 "TopK Col2Im",
     "pool": "MaxPool AveragePool GlobalAveragePool GlobalMaxPool LpPool GlobalLpPool",
-    "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size",
+    "view": "Reshape Flatten Squeeze Unsqueeze Identity Transpose Split Slice Expand Shape Size BitCast",
     "gather": "Gather GatherElements GatherND",
-    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Trilu Where DepthToSpace SpaceToDepth MaxUnpool",
+    "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Scatter Trilu Where DepthToSpace SpaceToDepth "
+            "MaxUnpool OneHot ReverseSequence CenterCropPad TensorScatter",
     "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
     "recurrent": "LSTM GRU RNN",
     "attention": "Attention",
 }.items():
     KINDS.update(dict.fromkeys(_names.split(), _kind))
-POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4}
+#: FLOPs per output element of pointwise operators (1 unless listed): Swish as PyTorch's SiLU, SwiGLU a SiLU and
+#: a product, RotaryEmbedding two products and a sum
+POINTWISE_FLOPS = {"Gelu": 8, "Tanh": 4, "Sigmoid": 4, "Swish": 5, "SwiGLU": 6, "RotaryEmbedding": 3}
 #: recurrent layers, by their gates per step
 RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 #: a recurrent node's inputs that are its initial hidden (and cell) state
@@ -722,7 +732,8 @@ META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
 #: Per operator type, the inputs that are sizes, axes or positions (host values in PyTorch: an ``expand``'s sizes)
 SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "Resize": (1, 2, 3),
-                "Upsample": (1,), "Range": (0, 1, 2), "TopK": (1,), "OneHot": (1,), "CumSum": (1,),
+                "Upsample": (1,), "Range": (0, 1, 2), "TopK": (1,), "OneHot": (1,), "CumSum": (1,), "CumProd": (1,),
+                "CenterCropPad": (1,),
                 **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 
