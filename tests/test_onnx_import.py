@@ -1568,3 +1568,17 @@ def test_operators_of_recent_opsets_have_their_kinds():
         ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)]), "cache").ops
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in ops] == [
         ("RotaryEmbedding", "pointwise", 72.0, 472.0), ("TensorScatter", "copy", 0.0, 1120.0)]
+
+
+def test_window_functions_are_constants_of_their_size():
+    """HannWindow and BlackmanWindow of size 16 (an int64 scalar, read as a size) write 16 floats (64 B) each,
+    0 FLOPs, as torch's hann_window: constants."""
+    inits = [numpy_helper.from_array(np.array(16, np.int64), "n")]
+    nodes = [helper.make_node(op, ["n"], [f"{op}_y"], name=f"/{op}") for op in ("HannWindow", "BlackmanWindow")]
+    graph = helper.make_graph(nodes, "windows", [], [helper.make_tensor_value_info(f"{op}_y", TensorProto.FLOAT, [16])
+                                                     for op in ("HannWindow", "BlackmanWindow")], inits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "windows").ops
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in ops] == [
+        ("HannWindow", "constant", 0.0, 64.0), ("BlackmanWindow", "constant", 0.0, 64.0)]

@@ -1049,3 +1049,19 @@ def test_products_searches_and_selections_without_a_kernel_of_their_own_are_cost
     with FlopCounterMode(display=False) as counter:
         Odd()(*args)
     assert counter.get_total_flops() == 0
+
+
+def test_window_functions_are_constants():
+    """hann_window(16) and hamming_window(16) write 16 floats (64 B) each: constants, 0 FLOPs, no warning;
+    the product with x [16] is pointwise (16 FLOPs each)."""
+
+    class Windowed(nn.Module):
+        def forward(self, x):
+            return x * torch.hann_window(16), x * torch.hamming_window(16)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Windowed(), (torch.randn(16),))
+    assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
+        ("aten::hann_window", "constant", 0.0, 64.0), ("aten::mul.Tensor", "pointwise", 16.0, 192.0),
+        ("aten::hamming_window", "constant", 0.0, 64.0), ("aten::mul.Tensor", "pointwise", 16.0, 192.0)]

@@ -93,7 +93,7 @@ views (BitCast too), gathers, copies            0
 (MaxUnpool, which writes each value at its
 index in zeros, as torch's max_unpool; OneHot,
 ReverseSequence, CenterCropPad, TensorScatter),
-constants
+constants (the window functions too)
 ==============================================  =========================================
 
 Bytes moved follow :mod:`placement.io.torch_export`: tensors read plus tensors written;
@@ -176,7 +176,8 @@ for _kind, _names in {
     "gather": "Gather GatherElements GatherND",
     "copy": "Concat Tile Pad Cast CastLike ScatterND ScatterElements Scatter Trilu Where DepthToSpace SpaceToDepth "
             "MaxUnpool OneHot ReverseSequence CenterCropPad TensorScatter",
-    "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike",
+    "constant": "ConstantOfShape Range EyeLike RandomNormal RandomUniform RandomNormalLike RandomUniformLike "
+                "HannWindow HammingWindow BlackmanWindow MelWeightMatrix",
     "recurrent": "LSTM GRU RNN",
     "attention": "Attention",
 }.items():
@@ -733,7 +734,8 @@ META_INPUTS = {"Shape": (0,), "Size": (0,), "CastLike": (1,)}
 SHAPE_INPUTS = {"Expand": (1,), "Reshape": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Slice": (1, 2, 3, 4),
                 "Pad": (1, 3), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "Resize": (1, 2, 3),
                 "Upsample": (1,), "Range": (0, 1, 2), "TopK": (1,), "OneHot": (1,), "CumSum": (1,), "CumProd": (1,),
-                "CenterCropPad": (1,),
+                "CenterCropPad": (1,), "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
+                "MelWeightMatrix": (0, 1, 2, 3, 4),
                 **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                                        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")}}
 

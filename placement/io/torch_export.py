@@ -81,6 +81,7 @@ EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed,
 views, gathers (embedding, index), copies (im2col:      0
 ``F.unfold``; max_unpool, which writes each value at
 its index in zeros; one_hot, diag; …), constants
+(the window functions too)
 =====================================================  ==========================================
 
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
@@ -186,7 +187,8 @@ COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguou
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
             "zeros_like", "ones_like", "full_like", "empty_like", "empty_strided", "scalar_tensor", "linspace",
-            "eye", "rand", "randn", "randint", "rand_like", "randn_like"}
+            "eye", "rand", "randn", "randint", "rand_like", "randn_like", "hann_window", "hamming_window",
+            "blackman_window", "bartlett_window", "kaiser_window"}
 #: ``F.interpolate``'s kernels, every mode and rank (ONNX writes each as one ``Resize``)
 UPSAMPLE = {"upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
             "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
