@@ -1514,8 +1514,9 @@ def test_operators_of_recent_opsets_have_their_kinds():
     PyTorch's SiLU (120), SwiGLU a SiLU and a product, 6 (144); each reads its operand once and writes 96 B.
     BitCast is a view. OneHot of 4 indices at depth 5 writes [4, 5] floats (80 B) after reading the indices
     (32 B) and the two values (8 B; the depth is a size, no data): 120 B; ReverseSequence reads x and 4
-    lengths (32 B) and writes 96 B (224 B); CenterCropPad to [3, 4] reads x and writes 48 B (144 B; the shape is a size): copies,
-    0 FLOPs. CumProd (its axis a size) and Hardmax are reductions, numel(input) = 24 FLOPs, 192 B.
+    lengths (32 B) and writes 96 B (224 B); CenterCropPad to [3, 4] reads x and writes 48 B (144 B; the
+    shape is a size): copies, 0 FLOPs. CumProd (its axis a size) and Hardmax are reductions, numel(input) =
+    24 FLOPs, 192 B.
     At opset 24, RotaryEmbedding of q [1, 3, 8] is pointwise, two products and a sum per element: 72 FLOPs,
     reading q (96 B), both caches [16, 2] (128 B each) and the positions (24 B), writing 96 B; TensorScatter
     of 3 new positions into a cache [1, 2, 16, 4] is a copy: 512 + 96 read, 512 written."""

@@ -138,9 +138,8 @@ INTERPRETED_TASKS = 200_000
 
 def execute(graph: TaskGraph, dispatched: list[int] | None = None) -> tuple[Sequence[float], Sequence[float]]:
     """Run every task of ``graph``; return ``(start, end)`` indexed by task id (lists, or numpy arrays from the
-    compiled kernel). ``dispatched``, where
-    given, receives the task ids in the order they started (at one moment, the order the engine chose:
-    what a resource ran first among tasks of no time that share a start)."""
+    compiled kernel). ``dispatched``, where given, receives the task ids in the order they started (at one
+    moment, the order the engine chose: what a resource ran first among tasks of no time that share a start)."""
     n = len(graph)
     _check_orders(graph)
     if n > INTERPRETED_TASKS:
