@@ -1065,3 +1065,17 @@ def test_window_functions_are_constants():
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in graph.ops] == [
         ("aten::hann_window", "constant", 0.0, 64.0), ("aten::mul.Tensor", "pointwise", 16.0, 192.0),
         ("aten::hamming_window", "constant", 0.0, 64.0), ("aten::mul.Tensor", "pointwise", 16.0, 192.0)]
+
+
+def test_cdist_counts_the_batches_of_both_operands_broadcast():
+    """x1 [5, 8] against x2 [3, 6, 8]: torch broadcasts the batch to 3, out [3, 5, 6]; 2 · 90 · 8 = 1,440 FLOPs
+    (the batch of x1 alone, 1, gave 480). x1 [3, 1, 5, 8] against x2 [4, 6, 8]: batch [3, 4], 2 · 360 · 8 = 5,760."""
+
+    class Distances(nn.Module):
+        def forward(self, a, b, c, d):
+            return torch.cdist(a, b), torch.cdist(c, d)
+
+    graph = import_module(Distances(), (torch.randn(5, 8), torch.randn(3, 6, 8), torch.randn(3, 1, 5, 8),
+                                        torch.randn(4, 6, 8)))
+    assert [(op.target, op.flops) for op in graph.ops] == [("aten::cdist", 1440.0), ("aten::cdist", 5760.0)]
+    assert [(o.m, o.n, o.k, o.batch) for op in graph.ops for o in op.operators] == [(5, 6, 8, 3), (5, 6, 8, 12)]

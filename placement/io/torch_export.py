@@ -537,10 +537,11 @@ def _product_gemms(name: str, tensor_args: list[Any], node_args: tuple) -> list[
     which torch finds too) and ``bilinear`` (``x1 [..., I]``, ``N = numel(x1) / I`` rows, by each of the ``O``
     slices ``I × J`` of the weight ``[O, I, J]``, then each row of that by its row of ``x2``: ``N·O`` dot
     products over ``J``, the batched products ATen's ``_trilinear`` runs)."""
-    if name in ("cdist", "_cdist_forward"):   # x1 [..., P, M] and x2 [..., R, M] give [..., P, R]
+    if name in ("cdist", "_cdist_forward"):   # x1 [..., P, M] and x2 [..., R, M] give [..., P, R], batches broadcast
         x1, x2 = tensor_args[0].shape, tensor_args[1].shape
         rows, others, width = (int(x1[-2]), int(x2[-2]), int(x1[-1])) if len(x1) >= 2 else (0, 0, 0)
-        return [(rows, others, width, math.prod(int(d) for d in x1[:-2]))] if rows and others and width else []
+        batch = math.prod(int(d) for d in require_torch().broadcast_shapes(x1[:-2], x2[:-2]))
+        return [(rows, others, width, batch)] if rows and others and width and batch else []
     if name == "bilinear":
         x1, w = tensor_args[0], tensor_args[2]
         out, left, right = int(w.shape[0]), int(w.shape[1]), int(w.shape[2])
