@@ -271,18 +271,29 @@ def test_the_compiled_engine_gives_the_same_times_and_order_of_starts(g):
     assert compiled == interpreted and sorted(compiled) == list(range(len(g)))
 
 
-def test_the_compiled_engine_names_the_tasks_of_a_deadlock():
-    """a (resource 0) needs c, which resource 1 runs after b; b needs a: none of the three starts."""
+@pytest.mark.parametrize("interpreted", [10**9, 0])
+def test_a_deadlock_names_the_tasks_that_never_start_and_the_order_of_those_that_did(interpreted):
+    """a (resource 0) needs c, which resource 1 runs after b; b needs a: none of the three starts; d, alone
+    on resource 2, does (interpreted and compiled)."""
     g = TaskGraph()
-    r0, r1 = g.add_resource(ORDERED), g.add_resource(ORDERED)
-    a, b, c = g.add_task(r0, 1.0), g.add_task(r1, 1.0), g.add_task(r1, 1.0)
+    r0, r1, r2 = g.add_resource(ORDERED), g.add_resource(ORDERED), g.add_resource(ORDERED)
+    a, b, c, d = g.add_task(r0, 1.0), g.add_task(r1, 1.0), g.add_task(r1, 1.0), g.add_task(r2, 1.0)
     g.add_dependency(c, a)
     g.add_dependency(a, b)
     g.set_order(r0, [a])
     g.set_order(r1, [b, c])
-    with patch.object(engine, "INTERPRETED_TASKS", 0), pytest.raises(Deadlock) as raised:
+    g.set_order(r2, [d])
+    dispatched: list[int] = []
+    with patch.object(engine, "INTERPRETED_TASKS", interpreted), pytest.raises(Deadlock) as raised:
+        execute(g, dispatched)
+    assert (raised.value.waiting, dispatched) == ([a, b, c], [d])
+
+
+def test_a_duration_that_is_nan_is_refused_rather_than_run_forever():
+    g, (a, b, c) = two_device_chain()
+    g.duration[b] = float("nan")
+    with pytest.raises(ValueError, match=rf"^task {b} has no duration \(NaN\)$"):
         execute(g)
-    assert raised.value.waiting == [a, b, c]
 
 
 @pytest.mark.parametrize("scale", [1e-13, 1e-200, 1e100])

@@ -294,6 +294,17 @@ def test_unit_scale_multiplies_compute_only():
     assert [x for s in result.stages for x in (s.forward, s.backward)] == pytest.approx([1.5, 2, 2, 3])
 
 
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_a_unit_scale_that_overflows_the_times_is_refused_before_the_run(share):
+    """At unit_scale 1e308 the stages' compute overflows to infinity; with a forward share of 0 or 1 the
+    other pass's time is 0 · inf, NaN, and the run never ended. Both are refused, naming unit_scale."""
+    instance = chain([3, 6], [10], m=4, bandwidth=10.0, parameters=[20, 40])
+    with pytest.raises(InvalidParameterError) as error:
+        simulate_parallel(instance, one_per_stage(instance, [1, 1]), "gpipe", forward_share=share, unit_scale=1e308)
+    assert (error.value.parameter, error.value.detail) == (
+        "unit_scale", "1e+308 makes the batch's times overflow past the float range")
+
+
 # --- plans of the published instances -------------------------------------------------------------
 
 def contiguous_plan(instance, stages, degrees, name="vanilla", t=1):

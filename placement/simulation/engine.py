@@ -139,9 +139,12 @@ INTERPRETED_TASKS = 200_000
 def execute(graph: TaskGraph, dispatched: list[int] | None = None) -> tuple[Sequence[float], Sequence[float]]:
     """Run every task of ``graph``; return ``(start, end)`` indexed by task id (lists, or numpy arrays from the
     compiled kernel). ``dispatched``, where given, receives the task ids in the order they started (at one
-    moment, the order the engine chose: what a resource ran first among tasks of no time that share a start)."""
+    moment, the order the engine chose: what a resource ran first among tasks of no time that share a start),
+    before a :class:`Deadlock` too. A duration that is NaN is refused (:class:`ValueError`)."""
     n = len(graph)
     _check_orders(graph)
+    if any(d != d for d in graph.duration):   # no moment follows a NaN: the run would never end
+        raise ValueError(f"task {next(t for t, d in enumerate(graph.duration) if d != d)} has no duration (NaN)")
     if n > INTERPRETED_TASKS:
         start, end, order, done = _run_compiled(graph)
     else:
@@ -149,10 +152,10 @@ def execute(graph: TaskGraph, dispatched: list[int] | None = None) -> tuple[Sequ
         done = run(graph.duration, graph.resource, *_flat(graph.successors), graph.predecessor_count, graph.filler,
                    graph.priority, [p == ORDERED for p in graph.policy], *_flat(graph.order), moment_scale(graph),
                    start, end, order)
+    if dispatched is not None:
+        dispatched.extend(order[:done])
     if done < n:
         raise Deadlock([t for t in range(n) if start[t] < 0])
-    if dispatched is not None:
-        dispatched.extend(order)
     return start, end
 
 

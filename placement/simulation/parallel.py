@@ -196,6 +196,9 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     layout = build_layout(instance, specs, chunks, m, share, unit)
     _check_ring_tasks(layout)
     run = _Run(layout, schedule, allreduce)
+    overflow = f"{unit:g} makes the batch's times overflow past the float range"
+    if not np.isfinite(run.graph.duration).all():   # a task of infinite time, or of none (0 · inf: NaN)
+        raise InvalidParameterError("unit_scale", overflow)
     try:
         start, end = execute(run.graph)
     except Deadlock as exc:
@@ -203,7 +206,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
                                                 "can never start") from None
     start_a, end_a = np.asarray(start), np.asarray(end)
     if not np.isfinite(end_a).all():
-        raise InvalidParameterError("unit_scale", f"{unit:g} makes the batch's times overflow past the float range")
+        raise InvalidParameterError("unit_scale", overflow)
     replicas, in_flight = run.measure(start_a, end_a)
     stages = tuple(ParallelStageResult(s.index, s.rank, s.chunk, s.d, s.t, s.device_type, s.forward, s.backward,
                                        s.static_memory, s.activation_memory, in_flight[s.index])

@@ -43,8 +43,9 @@ RECEIVE = "recv"
 SEND = "send"
 #: Default bound on the memory a run may take (the task graph, the engine's state and the task table).
 DEFAULT_MEMORY_LIMIT = 2 * 2**30
-#: Memory per task of a run, measured (a 1f1b-async run of 3.6 million tasks peaked at 1.37 GB):
-#: the task graph's lists, the engine's state and the task table together.
+#: Memory per task of a run, measured (a 1f1b-async run of 3.6 million tasks through the compiled engine peaked
+#: at 1.49 GiB, of which 0.17 GiB the interpreter, numpy and numba: 382 bytes a task): the task graph's lists,
+#: the engine's state and the task table together.
 BYTES_PER_TASK = 400
 
 
