@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import struct
@@ -151,6 +152,25 @@ def test_the_trace_file_is_the_trace_document_written_event_by_event(pair_plan, 
     result = placement.simulate(placement.load(PAIR), pair_plan, schedule="gpipe", microbatches=3)
     write_trace(result, tmp_path / "run.json", "pair")
     assert (tmp_path / "run.json").read_text() == json.dumps(trace_events(result, "pair"), allow_nan=False) + "\n"
+
+
+def test_a_run_that_kept_no_tasks_is_refused_by_the_trace_and_the_chart(pair_plan, tmp_path):
+    """A figures-only run (keep_tasks=False) has no task table: the trace raised a JSON error about an
+    infinite float, and the chart was drawn empty."""
+    import placement
+    from placement.errors import InvalidParameterError
+    from placement.report.gantt import draw_gantt
+    from placement.report.trace import trace_events, write_trace
+
+    result = placement.simulate(placement.load(PAIR), pair_plan, microbatches=3, keep_tasks=False)
+    message = "holds no task table (it was simulated with keep_tasks=False); simulate with keep_tasks=True to "
+    for call, use in [(lambda: write_trace(result, tmp_path / "run.json"), "trace it"),
+                      (lambda: trace_events(result), "trace it")] + (
+            [(lambda: draw_gantt(result), "draw it")] if importlib.util.find_spec("matplotlib") else []):
+        with pytest.raises(InvalidParameterError) as error:
+            call()
+        assert (error.value.parameter, error.value.detail) == ("result", message + use)
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_gantt_png(pair_plan, tmp_path, capsys):

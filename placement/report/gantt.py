@@ -61,7 +61,9 @@ def write_gantt(result: SimulationResult, path: str | Path, name: str = "", para
 
 
 def draw_gantt(result: SimulationResult, name: str = "") -> Any:
-    """The Gantt chart of ``result`` as a matplotlib figure (on the Agg canvas), ``name`` heading its title."""
+    """The Gantt chart of ``result`` as a matplotlib figure (on the Agg canvas), ``name`` heading its title;
+    ``result`` must hold its tasks (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`)."""
+    tasks = result.kept_tasks("draw it")
     figure_module, agg, patches = matplotlib_modules()
     rows: list[tuple[int, bool, str]] = []
     for st in result.stages:
@@ -75,7 +77,7 @@ def draw_gantt(result: SimulationResult, name: str = "") -> Any:
     ax = fig.add_subplot(1, 1, 1)
     horizon = result.makespan if result.makespan > 0 else 1.0
     bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
-    for task in result.tasks.busy():
+    for task in tasks.busy():
         row = row_of[(task.stage, task.on_link)]
         bars.setdefault((row, task.kind), []).append((task.start, task.end - task.start))
 
@@ -85,7 +87,7 @@ def draw_gantt(result: SimulationResult, name: str = "") -> Any:
     # micro-batch numbers where a bar is wide enough: about 7 px per digit at this size
     px_per_unit = WIDTH_IN * DPI * (RIGHT - LEFT) / horizon
     drawn = 0
-    for task in result.tasks:
+    for task in tasks:
         if drawn >= MAX_LABELS:
             break
         label = str(task.microbatch)

@@ -25,7 +25,8 @@ PROCESS_ID = 1
 
 
 def trace_events(result: SimulationResult, title: str = "", unit_us: float = 1000.0) -> dict[str, Any]:
-    """The trace document of ``result`` (a dict ready for ``json.dump``)."""
+    """The trace document of ``result`` (a dict ready for ``json.dump``); ``result`` must hold its tasks
+    (:meth:`~placement.simulation.simulator.SimulationResult.kept_tasks`)."""
     return {"traceEvents": [json.loads(text) for text in _event_texts(result, title, unit_us)],
             "displayTimeUnit": "ms", "otherData": _other_data(result, unit_us)}
 
@@ -41,6 +42,7 @@ def write_trace(result: SimulationResult, path: str | Path, title: str = "", uni
 
 def dump_trace(result: SimulationResult, fh: IO[str], title: str = "", unit_us: float = 1000.0) -> None:
     """Write the trace document of ``result`` into the open text file ``fh``, event by event."""
+    result.kept_tasks("trace it")
     fh.write('{"traceEvents": [')
     for k, text in enumerate(_event_texts(result, title, unit_us)):
         fh.write((", " if k else "") + text)
@@ -66,10 +68,11 @@ def _event_texts(result: SimulationResult, title: str, unit_us: float) -> Iterat
         if st.link_time is not None:
             yield metadata("thread_name", tid + 1, {"name": f"stage {st.index}: link"})
             yield metadata("thread_sort_index", tid + 1, {"sort_index": tid + 1})
-    tasks = result.tasks
+    tasks = result.kept_tasks("trace it")
     took = tasks.end > tasks.start   # what TaskTable.busy keeps
     begin, finish = tasks.start[took], tasks.end[took]
-    ts, dur = begin * unit_us, (finish - begin) * unit_us
+    with np.errstate(over="ignore", invalid="ignore"):   # refused below, as json.dumps refuses them
+        ts, dur = begin * unit_us, (finish - begin) * unit_us
     _refuse_non_finite(begin, finish, ts, dur)
     tids = _track(tasks.stage[took], tasks.on_link[took])
     for kind, j, tid, at, length, a, b in zip(tasks.kind[took].tolist(), tasks.microbatch[took].tolist(),
@@ -80,7 +83,8 @@ def _event_texts(result: SimulationResult, title: str, unit_us: float) -> Iterat
                f'"start": {a!r}, "end": {b!r}}}}}')
     for st in result.stages:   # per stage a counter event at every change of the micro-batches it holds
         times, counts = in_flight_profile(*holding(result.tasks, st.index, result.microbatches))
-        at_us = times * unit_us
+        with np.errstate(over="ignore", invalid="ignore"):
+            at_us = times * unit_us
         _refuse_non_finite(at_us)
         for t, c in zip(at_us.tolist(), counts.tolist()):
             yield (f'{{"name": "stage {st.index} in flight", "ph": "C", "pid": {PROCESS_ID}, "ts": {t!r}, '
@@ -91,7 +95,8 @@ def _refuse_non_finite(*columns: np.ndarray) -> None:
     """Refuse what ``json.dumps`` refuses with ``allow_nan=False``: a time that is not finite."""
     for column in columns:
         if not np.isfinite(column).all():
-            raise ValueError(f"Out of range float values are not JSON compliant: {column[~np.isfinite(column)][0]!r}")
+            raise ValueError("Out of range float values are not JSON compliant: "
+                             f"{float(column[~np.isfinite(column)][0])!r}")
 
 
 def _other_data(result: SimulationResult, unit_us: float) -> dict[str, Any]:

@@ -158,6 +158,14 @@ class SimulationResult:
     split_plan: bool = False                   # a split-backward plan (its loads derived by the simulator)
     w_times: bool = False                      # W tasks took the instance's weight-gradient times
 
+    def kept_tasks(self, use: str) -> TaskTable:
+        """The task table, which ``use`` (``"trace it"``) needs; :class:`InvalidParameterError` about ``result``
+        where the run kept none (every run has tasks: it was simulated with ``keep_tasks=False``)."""
+        if not len(self.tasks):
+            raise InvalidParameterError("result", f"holds no task table (it was simulated with keep_tasks=False); "
+                                                  f"simulate with keep_tasks=True to {use}")
+        return self.tasks
+
     def to_json(self) -> dict[str, Any]:
         """The run's figures as strict JSON: the headline numbers and one entry per stage (the task
         table is left out; a trace file holds it)."""
