@@ -237,7 +237,7 @@ def run(duration, resource, succ_ptr, succ_idx, predecessor_count, is_filler, pr
                     has_filler[r] = True
             dirty.append(r)
     while True:
-        while len(events) > 0 and events[0][0] <= now + SAME_TIME * max(scale, abs(now)):
+        while events and events[0][0] <= now + SAME_TIME * max(scale, abs(now)):
             moment, task = heappop(events)
             if moment > now:
                 now = moment
@@ -270,15 +270,15 @@ def run(duration, resource, succ_ptr, succ_idx, predecessor_count, is_filler, pr
                     done += 1
                     end[task] = now + duration[task]
                     heappush(events, (end[task], task))
-            elif len(queue[r]) > 0:
+            elif queue[r]:
                 choosing.append(r)
         dirty.clear()
         horizon = now + SAME_TIME * max(scale, abs(now))
-        if len(events) > 0 and events[0][0] <= horizon:
+        if events and events[0][0] <= horizon:
             dirty.extend(choosing)   # a zero-length task ended at once: queues choose once the moment is over
             continue
         for r in choosing:   # then queues
-            if busy[r] or len(queue[r]) == 0:
+            if busy[r] or not queue[r]:
                 continue
             task = heappop(queue[r])[2]
             busy[r] = True
@@ -287,7 +287,7 @@ def run(duration, resource, succ_ptr, succ_idx, predecessor_count, is_filler, pr
             done += 1
             end[task] = now + duration[task]
             heappush(events, (end[task], task))
-        if len(events) > 0 and events[0][0] <= horizon:
+        if events and events[0][0] <= horizon:
             continue
         for r in range(n_resources):     # then fillers, where the next main task is not ready
             if not has_filler[r] or busy[r]:
@@ -296,7 +296,7 @@ def run(duration, resource, succ_ptr, succ_idx, predecessor_count, is_filler, pr
             if k < order_ptr[r + 1] and ready[order_idx[k]]:
                 continue
             task = heappop(queue[r])[2]
-            if len(queue[r]) == 0:
+            if not queue[r]:
                 has_filler[r] = False
             busy[r] = True
             start[task] = now
@@ -304,7 +304,7 @@ def run(duration, resource, succ_ptr, succ_idx, predecessor_count, is_filler, pr
             done += 1
             end[task] = now + duration[task]
             heappush(events, (end[task], task))
-        if len(events) == 0:
+        if not events:
             break
         if events[0][0] > horizon:
             now = events[0][0]
