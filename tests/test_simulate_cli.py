@@ -542,3 +542,19 @@ def test_a_long_run_through_the_event_engine_says_what_it_is_doing(pair_plan, mo
     assert said == ["running 32 tasks (8 micro-batches over 2 stages, gpipe) through the heap engine"]
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "7"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_run_that_compiles_the_event_engine_first_says_so(pair_plan, monkeypatch, capsys):
+    """A run past the engine's interpreted size (lowered here to 31 tasks: GPipe's 8 micro-batches make 32)
+    compiles the engine where no compiled copy is cached (made so here), and says so first; at 7 micro-batches,
+    28 tasks, it runs interpreted and says nothing."""
+    import placement.kernels
+    from placement.simulation import engine
+
+    monkeypatch.setattr(engine, "INTERPRETED_TASKS", 31)
+    monkeypatch.setattr(placement.kernels, "is_cached", lambda kernel: False)
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "8"]) == 0
+    said = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()]
+    assert said == ["compiling the event engine with numba (once per install; later runs load it from its cache)"]
+    assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "7"]) == 0
+    assert capsys.readouterr().err == ""

@@ -191,6 +191,20 @@ def _arrays(graph: TaskGraph) -> tuple:
             np.asarray([p == ORDERED for p in graph.policy], dtype=np.bool_), *_flat_arrays(graph.order))
 
 
+def compiles_first(graph: TaskGraph) -> bool:
+    """Whether :func:`execute` compiles the engine before running ``graph``: a graph past
+    :data:`INTERPRETED_TASKS` where neither this process nor numba's on-disk cache holds the compiled engine."""
+    if len(graph) <= INTERPRETED_TASKS:
+        return False
+    from placement.kernels import is_cached
+
+    return not is_cached(_compiled()._kernel)
+
+
+#: what a run says before it compiles the engine
+COMPILING = "compiling the event engine with numba (once per install; later runs load it from its cache)"
+
+
 @lru_cache(maxsize=1)
 def _compiled():
     """:func:`run` compiled by numba, holding back Ctrl-C while it runs (:class:`placement.kernels.InterruptSafe`)."""
