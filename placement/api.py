@@ -229,7 +229,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     with :class:`LimitExceededError` before it starts); ``keep_tasks=False`` (default ``True``)
     keeps the figures only (no task table; a steady-state schedule with communication inline then runs
     in memory independent of ``microbatches``); ``progress``, a callable taking one line of text, hears
-    how far a long run of that kind has got (every few million tasks). Returns a
+    how far a long run of that kind has got (every few million tasks), and, on any instance, when a run
+    compiles the event engine first (once per install). Returns a
     :class:`placement.simulation.simulator.SimulationResult` (``to_json()`` included), whose ``notes`` end with
     what the plan's record claims that the check before the run refutes, as :func:`verify` notes it.
 
@@ -241,8 +242,8 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     the plan's), ``microbatches`` (default the instance's ``mbsInBatch``), ``chunks``,
     ``forward_share`` (default 1/3), ``allreduce`` (default ``ring``) and ``unit_scale`` (default 1); it
     returns a :class:`placement.simulation.parallel.ParallelSimulation`. Those four options apply to Piper
-    instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit``,
-    ``keep_tasks`` and ``progress`` to the others only: each is ``None`` where not given and takes its
+    instances only, and ``comm``, ``w_fraction``, ``engine``, the device overrides, ``memory_limit`` and
+    ``keep_tasks`` to the others only: each is ``None`` where not given and takes its
     default after the check, so that one given where it does not apply is refused whatever its value, its
     default too (``allreduce="ring"`` on an instance that is not a Piper instance).
     """
@@ -254,7 +255,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
 
     # given: not None, whatever the value (the default too)
     given = {"comm": comm, "w_fraction": w_fraction, "engine": engine, "accelerators": accelerators, "cpus": cpus,
-             "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks, "progress": progress}
+             "memory": memory, "memory_limit": memory_limit, "keep_tasks": keep_tasks}
     parallel = {"chunks": chunks, "forward_share": forward_share, "allreduce": allreduce, "unit_scale": unit_scale}
     loaded, plan = _loaded_for_check(instance, plan, accelerators, cpus, memory)
     if is_piper(loaded):
@@ -269,7 +270,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
                                  forward_share=FORWARD_SHARE if forward_share is None else forward_share,
                                  allreduce=RING if allreduce is None else allreduce,
                                  unit_scale=1.0 if unit_scale is None else unit_scale,
-                                 checked_on=(devices, plan_memory))
+                                 checked_on=(devices, plan_memory), progress=callback("progress", progress))
     unused = next((name for name, value in parallel.items() if value is not None), None)
     if unused is not None:
         raise InvalidParameterError(unused, "applies to Piper instances only (data- and tensor-parallel stages)")

@@ -305,6 +305,25 @@ def test_a_unit_scale_that_overflows_the_times_is_refused_before_the_run(share):
         "unit_scale", "1e+308 makes the batch's times overflow past the float range")
 
 
+def test_a_piper_run_that_compiles_the_event_engine_first_says_so(tmp_path, monkeypatch):
+    """Past the engine's interpreted size (lowered here to 0 tasks) and with no compiled copy cached (made so
+    here), a Piper run tells progress that it compiles the engine, as a pipeline run does; the library takes
+    progress on Piper instances too."""
+    import placement
+    import placement.kernels
+    from placement.simulation import engine
+
+    instance, plan = write_two_stage(tmp_path)
+    monkeypatch.setattr(engine, "INTERPRETED_TASKS", 0)
+    monkeypatch.setattr(placement.kernels, "is_cached", lambda kernel: False)
+    said: list[str] = []
+    run = placement.simulate(instance, plan, progress=said.append)
+    assert said == ["compiling the event engine with numba (once per install; later runs load it from its cache)"]
+    monkeypatch.setattr(engine, "INTERPRETED_TASKS", 10**9)
+    said.clear()
+    assert placement.simulate(instance, plan, progress=said.append).to_json() == run.to_json() and said == []
+
+
 # --- plans of the published instances -------------------------------------------------------------
 
 def contiguous_plan(instance, stages, degrees, name="vanilla", t=1):

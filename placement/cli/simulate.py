@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_printer(args.quiet, getattr(args, "rename", None))
     instance = load_overridden(args, progress, args.plan)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
-        return run_parallel(args, instance)
+        return run_parallel(args, instance, progress)
     check_no_parallel_options(args)
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))

@@ -8,6 +8,7 @@ writes it for a Piper instance, or a record of ``benchmarks/results/piper.json``
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 from placement.cli.options import UsageError, fraction, positive_float, positive_int, print_json
 from placement.wording import as_given
@@ -58,7 +59,7 @@ def naming_the_file(path: str, exc: Exception) -> Exception:
     return InvalidPlanError(message if message.startswith(f"{path}:") else f"{path}: {message}")
 
 
-def run_parallel(args: argparse.Namespace, instance) -> int:
+def run_parallel(args: argparse.Namespace, instance, progress: Callable[[str], None] | None = None) -> int:
     """Simulate the plan file on the Piper ``instance`` and print the figures."""
     import placement
     from placement.errors import InvalidPlanError
@@ -78,7 +79,7 @@ def run_parallel(args: argparse.Namespace, instance) -> int:
     try:
         result = placement.simulate(instance, document, schedule=args.schedule, chunks=args.chunks,
                                     microbatches=args.microbatches, forward_share=args.forward_share,
-                                    allreduce=args.allreduce, unit_scale=args.unit_scale)
+                                    allreduce=args.allreduce, unit_scale=args.unit_scale, progress=progress)
     except InvalidPlanError as exc:   # name the plan file
         raise naming_the_file(args.plan, exc) from None
     _, devices, memory = read_parallel_plan(document)

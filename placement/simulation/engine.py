@@ -31,8 +31,9 @@ than one in seconds), count as one moment.
 :func:`run` is the engine, plain Python over flat sequences: small graphs run it interpreted,
 graphs of more than :data:`INTERPRETED_TASKS` tasks compiled by numba (the same times and
 order of starts). On the published BERT-L-12 training plan (20,000 micro-batches of 1f1b-async,
-gpipe and zb-h1, 0.28 to 0.82 million tasks) :func:`execute` runs 1.3 to 2.4 million tasks a
-second compiled, its kernel alone 2 to 6 million, against 0.3 to 0.5 million interpreted.
+communication inline, and of gpipe and zb-h1 with link transfers: 0.28 to 0.82 million tasks)
+:func:`execute` runs 1.3 to 2.4 million tasks a second compiled, its kernel alone 2 to 6 million,
+against 0.3 to 0.5 million interpreted.
 """
 
 from __future__ import annotations

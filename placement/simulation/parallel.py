@@ -45,14 +45,14 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
-from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, execute
+from placement.simulation.engine import COMPILING, ORDERED, Deadlock, TaskGraph, compiles_first, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, PIPER, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
 from placement.simulation.program import BYTES_PER_TASK, DEFAULT_MEMORY_LIMIT, check_task_count
@@ -135,7 +135,8 @@ class ParallelSimulation:
 def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None = None, chunks: int | None = None,
                       microbatches: int | None = None, forward_share: float = FORWARD_SHARE,
                       allreduce: str = RING, unit_scale: float = 1.0,
-                      checked_on: tuple[Any, float | None] | None = None) -> ParallelSimulation:
+                      checked_on: tuple[Any, float | None] | None = None,
+                      progress: Callable[[str], None] | None = None) -> ParallelSimulation:
     """Simulate one batch of ``plan`` on ``instance`` under ``schedule`` (see the module docstring).
 
     ``plan``: a sequence of stages in pipeline order, each a
@@ -155,7 +156,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     ``checked_on``: ``(devices, memory)`` (as :func:`refuse_invalid` takes them) to check the plan on
     before the run, under the schedule and micro-batches simulated (which decide the micro-batches
     each stage holds); ``None``: no check. The result's ``notes`` say where the all-reduce differs from
-    the planner's (a ring, where a stage has replicas).
+    the planner's (a ring, where a stage has replicas). ``progress``, a callable taking one line of text,
+    hears when the run compiles the event engine first (:func:`placement.simulation.engine.compiles_first`).
 
     Raises :class:`~placement.errors.InvalidParameterError` naming ``plan`` for a plan that is not a valid
     pipeline of the instance (as :func:`placement.simulate` does for any instance), or another bad parameter.
@@ -199,6 +201,8 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     overflow = f"{unit:g} makes the batch's times overflow past the float range"
     if not np.isfinite(run.graph.duration).all():   # a task of infinite time, or of none (0 · inf: NaN)
         raise InvalidParameterError("unit_scale", overflow)
+    if progress is not None and compiles_first(run.graph):
+        progress(COMPILING)
     try:
         start, end = execute(run.graph)
     except Deadlock as exc:
