@@ -1079,3 +1079,30 @@ def test_cdist_counts_the_batches_of_both_operands_broadcast():
                                         torch.randn(4, 6, 8)))
     assert [(op.target, op.flops) for op in graph.ops] == [("aten::cdist", 1440.0), ("aten::cdist", 5760.0)]
     assert [(o.m, o.n, o.k, o.batch) for op in graph.ops for o in op.operators] == [(5, 6, 8, 3), (5, 6, 8, 12)]
+
+
+def test_fourier_transforms_are_costed_as_five_n_log2_n_over_their_complex_side():
+    """5 · numel(complex side) · log2 N, N the points of one transform. x [8, 32] real: rfft writes [8, 17]
+    complex (136), N = 32: 5 · 136 · 5 = 3,400; irfft of it to n = 32 reads those 136: 3,400; rfft to n = 64
+    writes [8, 33] (264), N = 64: 5 · 264 · 6 = 7,920. c [8, 32] complex: fft2, N = 256, 5 · 256 · 8 = 10,240;
+    ifft along 0, N = 8: 5 · 256 · 3 = 3,840. fftn of x over both dimensions writes 256 complex: 10,240. stft of
+    s [2, 256] with n_fft 16 and hop 4 (centred: 65 frames) writes [2, 9, 65] (1,170): 5 · 1,170 · 4 = 23,400.
+    FlopCounterMode counts none of them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Spectra(nn.Module):
+        def forward(self, x, c, s, window):
+            return (torch.fft.irfft(torch.fft.rfft(x), n=32), torch.fft.rfft(x, n=64), torch.fft.fft2(c),
+                    torch.fft.ifft(c, dim=0), torch.fft.fftn(x, dim=(-2, -1)),
+                    torch.stft(s, n_fft=16, hop_length=4, window=window, return_complex=True))
+
+    args = (torch.randn(8, 32), torch.randn(8, 32, dtype=torch.complex64), torch.randn(2, 256), torch.hann_window(16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Spectra(), args)
+    assert [(op.target, op.flops) for op in graph.ops if op.kind == "reduction"] == [
+        ("aten::fft_rfft", 3400.0), ("aten::fft_irfft", 3400.0), ("aten::fft_rfft", 7920.0),
+        ("aten::fft_fft2", 10240.0), ("aten::fft_ifft", 3840.0), ("aten::fft_fftn", 10240.0), ("aten::stft", 23400.0)]
+    with FlopCounterMode(display=False) as counter:
+        Spectra()(*args)
+    assert counter.get_total_flops() == 0

@@ -76,6 +76,8 @@ quantile (``n`` elements along the dimension they sort  of a merge sort of each 
 or select along; all of them without one)
 searchsorted, bucketize (``n`` boundaries)              numel(values) · ⌈log2(n + 1)⌉ (a binary
                                                         search per value)
+torch.fft's transforms, stft, istft (``C`` the complex  5 · numel(C) · log2 N (5 N log2 N for a
+operand or result, ``N`` the points of one transform)   complex transform, half for a real one)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies (im2col:      0
@@ -87,7 +89,8 @@ its index in zeros; one_hot, diag; …), constants
 These are the counts of ``torch.utils.flop_counter.FlopCounterMode`` for the matmul,
 convolution and attention operators, for einsum (which it counts as the GEMM it runs) and for
 the recurrent layers' GEMMs (which it counts where the layer runs as separate operators); it counts
-no FLOPs for cdist, costed here as the GEMM it runs for p = 2 (others do as many operations). The
+no FLOPs for cdist, costed here as the GEMM it runs for p = 2 (others do as many operations), nor for the
+Fourier transforms. The
 per-element constants of the other operators are conventions; such operators are memory-bound on
 every catalogued device.
 
@@ -169,6 +172,11 @@ POOL = {"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "ma
 GATHER = {"embedding", "index_select", "gather", "index", "take"}
 #: operators that sort the rows of their input along a dimension (``topk``: to select the ``k`` first of each)
 SORT = {"sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile"}
+#: discrete Fourier transforms (torch.fft, stft, istft; the complex-to-complex, real-to-complex and
+#: complex-to-real kernels they run): :func:`_fft_flops`
+FFT = {"fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft", "fft_irfft", "fft_rfft2",
+       "fft_irfft2", "fft_rfftn", "fft_irfftn", "fft_hfft", "fft_ihfft", "fft_hfft2", "fft_ihfft2", "fft_hfftn",
+       "fft_ihfftn", "_fft_c2c", "_fft_r2c", "_fft_c2r", "stft", "istft"}
 #: operators that look each element up in a sorted sequence (``searchsorted(sequence, x)``, ``bucketize(x,
 #: boundaries)``): ``⌈log2(n + 1)⌉`` comparisons per element of ``x`` for ``n`` boundaries
 SEARCH = {"searchsorted", "bucketize"}
@@ -507,7 +515,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "copy"
     if torch.Tag.pointwise in target.tags or base in POINTWISE_UNTAGGED:
         return "pointwise"
-    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT or base in SEARCH or base in COSINE:
+    if base in REDUCTION or base in EMBEDDING_BAG or base in SORT or base in SEARCH or base in COSINE or base in FFT:
         return "reduction"
     if base in POOL:
         return "pool"
@@ -709,6 +717,8 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
         dim = _sorted_dim(target, node_args, node_kwargs or {})
         n = (_numel(x) if dim is None else int(x.shape[dim])) if x.dim() else 1
         return _numel(x) * math.ceil(math.log2(n)) if n > 1 else 0
+    if kind == "reduction" and name in FFT:
+        return _fft_flops(name, target, tensor_args, first_out, node_args, node_kwargs or {})
     if kind == "reduction" and name in SEARCH:
         values, boundaries = (node_args[1], node_args[0]) if name == "searchsorted" else node_args[:2]
         looked_up = getattr(values, "meta", {}).get("val")
@@ -720,20 +730,54 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     raise AssertionError(kind)
 
 
-def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int | None:
-    """The dimension a sorting operator (:data:`SORT`) sorts along: its argument ``dim``, given by position or
-    by name or left at its default; ``None`` where it sorts the whole tensor flattened (``dim`` None, as
-    ``quantile``'s default, or no ``dim`` at all, as ``median(x)``), and 0 for ``msort``."""
+def _argument(target: Any, node_args: tuple, node_kwargs: dict, name: str) -> Any:
+    """The value of the operator's argument ``name``: given by position or by name, else its schema's default
+    (``None`` where it has none, or no such argument)."""
     for at, argument in enumerate(target._schema.arguments):
-        if argument.name == "dim":
-            if "dim" in node_kwargs:
-                value = node_kwargs["dim"]
-            elif not argument.kwarg_only and at < len(node_args):
-                value = node_args[at]
-            else:
-                value = argument.default_value
-            return None if value is None else int(value)
-    return 0 if _base(_op_name(target)) == "msort" else None
+        if argument.name == name:
+            if name in node_kwargs:
+                return node_kwargs[name]
+            if not argument.kwarg_only and at < len(node_args):
+                return node_args[at]
+            return argument.default_value if argument.has_default_value() else None
+    return None
+
+
+def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int | None:
+    """The dimension a sorting operator (:data:`SORT`) sorts along: its argument ``dim``; ``None`` where it sorts
+    the whole tensor flattened (``dim`` None, as ``quantile``'s default, or no ``dim`` at all, as ``median(x)``),
+    and 0 for ``msort``."""
+    if _base(_op_name(target)) == "msort":
+        return 0
+    value = _argument(target, node_args, node_kwargs, "dim")
+    return None if value is None else int(value)
+
+
+def _fft_flops(name: str, target: Any, tensor_args: list[Any], out: Any, node_args: tuple,
+               node_kwargs: dict) -> float:
+    """FLOPs of a discrete Fourier transform (:data:`FFT`): ``5 · numel(C) · log2 N``, ``C`` its complex
+    operand or result (the output of a forward or complex transform, the input of a complex-to-real one) and
+    ``N`` the points of one transform: the product of the signal's sizes along the transformed dimensions
+    (its real side's, or those ``n`` / ``s`` give; ``n_fft`` for stft and istft). A complex transform of ``N``
+    points takes ``5 N log2 N`` (the radix-2 count), and a real one half, which ``C`` (half the points) gives."""
+    x = tensor_args[0]
+    if name in ("stft", "istft"):
+        points = int(_argument(target, node_args, node_kwargs, "n_fft"))
+        return 5 * _numel(out if name == "stft" else x) * math.log2(points) if points > 1 else 0.0
+    complex_side, real_side = (x, out) if not out.is_complex() else (out, x if not x.is_complex() else out)
+    dims = _argument(target, node_args, node_kwargs, "dim")
+    sizes = _argument(target, node_args, node_kwargs, "s")
+    length = _argument(target, node_args, node_kwargs, "n")
+    if dims is None:   # the n-dimensional forms: the last len(s) dimensions, or all
+        dims = list(range(real_side.dim() - len(sizes), real_side.dim())) if sizes else list(range(real_side.dim()))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    points = [int(real_side.shape[d]) for d in dims]
+    if real_side is x and length is not None:   # a real input cut or padded to n (or s) points
+        points[-1] = int(length)
+    elif real_side is x and sizes is not None:
+        points = [int(p) for p in sizes]
+    count = math.prod(points)
+    return 5 * _numel(complex_side) * math.log2(count) if count > 1 else 0.0
 
 
 def _bag_elements(tensor_args: list[Any], node_args: tuple) -> tuple[int, bool]:
