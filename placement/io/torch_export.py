@@ -76,8 +76,9 @@ quantile (``n`` elements along the dimension they sort  of a merge sort of each 
 or select along; all of them without one)
 searchsorted, bucketize (``n`` boundaries)              numel(values) · ⌈log2(n + 1)⌉ (a binary
                                                         search per value)
-torch.fft's transforms, stft, istft (``C`` the complex  5 · numel(C) · log2 N (5 N log2 N for a
-operand or result, ``N`` the points of one transform)   complex transform, half for a real one)
+torch.fft's transforms, stft, istft (``B`` transforms  5 · B · P · log2 N (5 N log2 N for a
+of ``N`` points, ``P`` complex points each: ``N``, or   complex transform, about half for a real
+the ``n // 2 + 1`` per row a real one keeps)            one)
 EmbeddingBag (``n`` indices into a table ``D`` wide)    n · D (the rows summed, averaged or maxed);
                                                         2 · n · D with ``per_sample_weights``
 views, gathers (embedding, index), copies (im2col:      0
@@ -755,29 +756,35 @@ def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int | None:
 
 def _fft_flops(name: str, target: Any, tensor_args: list[Any], out: Any, node_args: tuple,
                node_kwargs: dict) -> float:
-    """FLOPs of a discrete Fourier transform (:data:`FFT`): ``5 · numel(C) · log2 N``, ``C`` its complex
-    operand or result (the output of a forward or complex transform, the input of a complex-to-real one) and
-    ``N`` the points of one transform: the product of the signal's sizes along the transformed dimensions
-    (its real side's, or those ``n`` / ``s`` give; ``n_fft`` for stft and istft). A complex transform of ``N``
-    points takes ``5 N log2 N`` (the radix-2 count), and a real one half, which ``C`` (half the points) gives."""
+    """FLOPs of a discrete Fourier transform (:data:`FFT`): ``5 · B · P · log2 N`` for ``B`` transforms of ``N``
+    points each (the product of the signal's sizes along the transformed dimensions: its real side's, or
+    those ``n`` / ``s`` give; ``n_fft`` for stft and istft) with ``P`` complex points each: ``N`` for a complex
+    transform (its radix-2 count, ``5 N log2 N``), the ``N / n · (n // 2 + 1)`` a real one keeps (``n`` the
+    last transformed size: about half)."""
     x = tensor_args[0]
-    if name in ("stft", "istft"):
+    if name in ("stft", "istft"):   # the complex side holds the kept points of every frame
         points = int(_argument(target, node_args, node_kwargs, "n_fft"))
         return 5 * _numel(out if name == "stft" else x) * math.log2(points) if points > 1 else 0.0
-    complex_side, real_side = (x, out) if not out.is_complex() else (out, x if not x.is_complex() else out)
+    real = not (x.is_complex() and out.is_complex())
+    signal = x if real and not x.is_complex() else out   # the real input, else the (real or complex) output
     dims = _argument(target, node_args, node_kwargs, "dim")
     sizes = _argument(target, node_args, node_kwargs, "s")
     length = _argument(target, node_args, node_kwargs, "n")
     if dims is None:   # the n-dimensional forms: the last len(s) dimensions, or all
-        dims = list(range(real_side.dim() - len(sizes), real_side.dim())) if sizes else list(range(real_side.dim()))
+        dims = list(range(signal.dim() - len(sizes), signal.dim())) if sizes else list(range(signal.dim()))
     dims = [dims] if isinstance(dims, int) else list(dims)
-    points = [int(real_side.shape[d]) for d in dims]
-    if real_side is x and length is not None:   # a real input cut or padded to n (or s) points
-        points[-1] = int(length)
-    elif real_side is x and sizes is not None:
+    given = [int(signal.shape[d]) for d in dims]
+    transforms = _numel(signal) // math.prod(given) if math.prod(given) else 0
+    points = given
+    if signal is x and length is not None:   # a real input cut or padded to n (or s) points
+        points = given[:-1] + [int(length)]
+    elif signal is x and sizes is not None:
         points = [int(p) for p in sizes]
     count = math.prod(points)
-    return 5 * _numel(complex_side) * math.log2(count) if count > 1 else 0.0
+    if count <= 1:
+        return 0.0
+    kept = count // points[-1] * (points[-1] // 2 + 1) if real else count
+    return 5 * transforms * kept * math.log2(count)
 
 
 def _bag_elements(tensor_args: list[Any], node_args: tuple) -> tuple[int, bool]:
