@@ -23,6 +23,7 @@ The plans are made once in the test process; the workers are forked, so they inh
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import socket
@@ -515,24 +516,30 @@ def _two_stage_mlp():
     return model, x, y, pp
 
 
-def _step_without_inputs_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
-    """Rank ``rank`` of 2 runs its stage of ``pp``: rank 0 first calls step() without inputs while rank 1 waits
-    at a barrier, then both run one step of ``x``; rank 0 saves what its first call said."""
+def _one_step_each(rank: int, port: int, pp, body, out_dir: str) -> None:
+    """Rank ``rank`` of 2 joins the group, builds its stage of ``pp`` under 1F1B and saves what
+    ``body(rank, schedule)`` reports."""
     _join_group(rank, 2, port)
     try:
         sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
-        report = {}
-        if rank == 0:
-            with pytest.raises(placement.InvalidParameterError) as error:
-                sched.step()
-            report = {"error": (error.value.parameter, str(error.value))}
-        torch.distributed.barrier()
-        losses: list = []
-        sched.step(x) if rank == 0 else sched.step(target=y, losses=losses)
-        report["losses"] = len(losses)
-        torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
+        torch.save(body(rank, sched), os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         torch.distributed.destroy_process_group()
+
+
+def _step_without_inputs_first(rank: int, sched, x, y) -> dict:
+    """Rank 0 first calls step() without inputs while rank 1 waits at a barrier, then both run one step of
+    ``x``; rank 0 reports what its first call said, rank 1 its losses."""
+    report = {}
+    if rank == 0:
+        with pytest.raises(placement.InvalidParameterError) as error:
+            sched.step()
+        report = {"error": (error.value.parameter, str(error.value))}
+    torch.distributed.barrier()
+    losses: list = []
+    sched.step(x) if rank == 0 else sched.step(target=y, losses=losses)
+    report["losses"] = len(losses)
+    return report
 
 
 def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
@@ -540,7 +547,8 @@ def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
     refused the call: with stage 1 not yet in its step (here at a barrier), stage 0 waited for the group's
     timeout and failed with gloo's error. It is refused first, with nothing sent, and the next step runs."""
     _, x, y, pp = _two_stage_mlp()
-    assert _run_ranks(_step_without_inputs_first, (pp, x, y, str(tmp_path)), 2, timeout=150) == [0, 0]
+    body = functools.partial(_step_without_inputs_first, x=x, y=y)
+    assert _run_ranks(_one_step_each, (pp, body, str(tmp_path)), 2, timeout=150) == [0, 0]
     first = torch.load(tmp_path / "rank0.pt")
     assert first["error"] == ("args", "args of stage 0 must be the inputs the plan was made with, 1 positional input; "
                                       "got 0 positional (the program is exported for those inputs; plan again with the "
@@ -548,24 +556,17 @@ def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
     assert torch.load(tmp_path / "rank1.pt")["losses"] == MICROBATCHES
 
 
-def _step_without_target_first(rank: int, port: int, pp, x, y, out_dir: str) -> None:
-    """Rank ``rank`` of 2 runs its stage of ``pp`` for one step of ``x``: rank 0 gives the target too, which
-    only the last stage reads; rank 1 first calls step() without it, then with it, and saves what it got."""
-    _join_group(rank, 2, port)
-    try:
-        sched = pp.schedule(pp.build_stage(rank, torch.device("cpu")), loss_fn, schedule="1f1b")
-        if rank == 0:
-            sched.step(x, target=y)
-            report = {}
-        else:
-            with pytest.raises(placement.InvalidParameterError) as error:
-                sched.step(losses=[])
-            losses: list = []
-            sched.step(target=y, losses=losses)
-            report = {"error": (error.value.parameter, str(error.value)), "losses": [float(v) for v in losses]}
-        torch.save(report, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        torch.distributed.destroy_process_group()
+def _step_without_target_first(rank: int, sched, x, y) -> dict:
+    """One step of ``x``: rank 0 gives the target too, which only the last stage reads; rank 1 first calls
+    step() without it, then with it, and reports what it got."""
+    if rank == 0:
+        sched.step(x, target=y)
+        return {}
+    with pytest.raises(placement.InvalidParameterError) as error:
+        sched.step(losses=[])
+    losses: list = []
+    sched.step(target=y, losses=losses)
+    return {"error": (error.value.parameter, str(error.value)), "losses": [float(v) for v in losses]}
 
 
 def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path):
@@ -575,7 +576,8 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     step, and the losses are the unsplit model's. Stage 0 is given the target as well: only the last stage
     reads it, as in torch, so every rank may make the same call."""
     model, x, y, pp = _two_stage_mlp()
-    assert _run_ranks(_step_without_target_first, (pp, x, y, str(tmp_path)), 2, timeout=120) == [0, 0]
+    body = functools.partial(_step_without_target_first, x=x, y=y)
+    assert _run_ranks(_one_step_each, (pp, body, str(tmp_path)), 2, timeout=120) == [0, 0]
     report = torch.load(tmp_path / "rank1.pt")
     assert report["error"] == ("target", "target of the pipeline's step() must be given on the last stage (stage 1) "
                                          "in training: loss_fn computes each micro-batch's loss from its output and "
