@@ -527,6 +527,13 @@ def _one_step_each(rank: int, port: int, pp, body, out_dir: str) -> None:
         torch.distributed.destroy_process_group()
 
 
+def _reports(step, pp, x, y, out_dir, timeout: float) -> list[dict]:
+    """What ``step(rank, schedule, x, y)`` reported on each of the 2 ranks of ``pp`` (:func:`_one_step_each`)."""
+    body = functools.partial(step, x=x, y=y)
+    assert _run_ranks(_one_step_each, (pp, body, str(out_dir)), 2, timeout=timeout) == [0, 0]
+    return [torch.load(out_dir / f"rank{rank}.pt") for rank in range(2)]
+
+
 def _step_without_inputs_first(rank: int, sched, x, y) -> dict:
     """Rank 0 first calls step() without inputs while rank 1 waits at a barrier, then both run one step of
     ``x``; rank 0 reports what its first call said, rank 1 its losses."""
@@ -547,13 +554,11 @@ def test_stage_zero_s_step_without_inputs_is_refused_before_it_sends(tmp_path):
     refused the call: with stage 1 not yet in its step (here at a barrier), stage 0 waited for the group's
     timeout and failed with gloo's error. It is refused first, with nothing sent, and the next step runs."""
     _, x, y, pp = _two_stage_mlp()
-    body = functools.partial(_step_without_inputs_first, x=x, y=y)
-    assert _run_ranks(_one_step_each, (pp, body, str(tmp_path)), 2, timeout=150) == [0, 0]
-    first = torch.load(tmp_path / "rank0.pt")
+    first, second = _reports(_step_without_inputs_first, pp, x, y, tmp_path, timeout=150)
     assert first["error"] == ("args", "args of stage 0 must be the inputs the plan was made with, 1 positional input; "
                                       "got 0 positional (the program is exported for those inputs; plan again with the "
                                       "inputs the pipeline will be given)")
-    assert torch.load(tmp_path / "rank1.pt")["losses"] == MICROBATCHES
+    assert second["losses"] == MICROBATCHES
 
 
 def _step_without_target_first(rank: int, sched, x, y) -> dict:
@@ -576,9 +581,7 @@ def test_the_last_rank_s_step_without_target_is_refused_before_it_runs(tmp_path)
     step, and the losses are the unsplit model's. Stage 0 is given the target as well: only the last stage
     reads it, as in torch, so every rank may make the same call."""
     model, x, y, pp = _two_stage_mlp()
-    body = functools.partial(_step_without_target_first, x=x, y=y)
-    assert _run_ranks(_one_step_each, (pp, body, str(tmp_path)), 2, timeout=120) == [0, 0]
-    report = torch.load(tmp_path / "rank1.pt")
+    _, report = _reports(_step_without_target_first, pp, x, y, tmp_path, timeout=120)
     assert report["error"] == ("target", "target of the pipeline's step() must be given on the last stage (stage 1) "
                                          "in training: loss_fn computes each micro-batch's loss from its output and "
                                          "that micro-batch's rows of target")
