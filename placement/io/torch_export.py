@@ -731,26 +731,15 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     raise AssertionError(kind)
 
 
-def _argument(target: Any, node_args: tuple, node_kwargs: dict, name: str) -> Any:
-    """The value of the operator's argument ``name``: given by position or by name, else its schema's default
-    (``None`` where it has none, or no such argument)."""
-    for at, argument in enumerate(target._schema.arguments):
-        if argument.name == name:
-            if name in node_kwargs:
-                return node_kwargs[name]
-            if not argument.kwarg_only and at < len(node_args):
-                return node_args[at]
-            return argument.default_value if argument.has_default_value() else None
-    return None
-
-
 def _sorted_dim(target: Any, node_args: tuple, node_kwargs: dict) -> int | None:
     """The dimension a sorting operator (:data:`SORT`) sorts along: its argument ``dim``; ``None`` where it sorts
     the whole tensor flattened (``dim`` None, as ``quantile``'s default, or no ``dim`` at all, as ``median(x)``),
     and 0 for ``msort``."""
+    from placement.torch.contiguity import call_values
+
     if _base(_op_name(target)) == "msort":
         return 0
-    value = _argument(target, node_args, node_kwargs, "dim")
+    value = call_values(target, node_args, node_kwargs).get("dim")
     return None if value is None else int(value)
 
 
@@ -761,15 +750,16 @@ def _fft_flops(name: str, target: Any, tensor_args: list[Any], out: Any, node_ar
     those ``n`` / ``s`` give; ``n_fft`` for stft and istft) with ``P`` complex points each: ``N`` for a complex
     transform (its radix-2 count, ``5 N log2 N``), the ``N / n · (n // 2 + 1)`` a real one keeps (``n`` the
     last transformed size: about half)."""
+    from placement.torch.contiguity import call_values
+
     x = tensor_args[0]
+    values = call_values(target, node_args, node_kwargs)
     if name in ("stft", "istft"):   # the complex side holds the kept points of every frame
-        points = int(_argument(target, node_args, node_kwargs, "n_fft"))
+        points = int(values["n_fft"])
         return 5 * _numel(out if name == "stft" else x) * math.log2(points) if points > 1 else 0.0
     real = not (x.is_complex() and out.is_complex())
     signal = x if real and not x.is_complex() else out   # the real input, else the (real or complex) output
-    dims = _argument(target, node_args, node_kwargs, "dim")
-    sizes = _argument(target, node_args, node_kwargs, "s")
-    length = _argument(target, node_args, node_kwargs, "n")
+    dims, sizes, length = values.get("dim"), values.get("s"), values.get("n")
     if dims is None:   # the n-dimensional forms: the last len(s) dimensions, or all
         dims = list(range(signal.dim() - len(sizes), signal.dim())) if sizes else list(range(signal.dim()))
     dims = [dims] if isinstance(dims, int) else list(dims)

@@ -91,25 +91,36 @@ RUNNING_STATISTICS = {"aten::batch_norm": ("training", ("running_mean", "running
 
 def _arguments(node: Any) -> list[tuple[Any, Any]]:
     """The ``(schema argument, value passed)`` pairs of the FX ``node``'s operator (none without a schema)."""
-    schema = getattr(node.target, "_schema", None)
+    return _passed(node.target, node.args, node.kwargs)
+
+
+def _passed(target: Any, args: tuple, kwargs: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    """The ``(schema argument, value passed)`` pairs of a call of the operator ``target`` with ``args`` and
+    ``kwargs`` (none without a schema)."""
+    schema = getattr(target, "_schema", None)
     if schema is None:
         return []
     pairs = []
     for i, argument in enumerate(schema.arguments):
-        if i < len(node.args):
-            pairs.append((argument, node.args[i]))
-        elif argument.name in node.kwargs:
-            pairs.append((argument, node.kwargs[argument.name]))
+        if i < len(args):
+            pairs.append((argument, args[i]))
+        elif argument.name in kwargs:
+            pairs.append((argument, kwargs[argument.name]))
     return pairs
 
 
-def argument_values(node: Any) -> dict[str, Any]:
-    """The FX ``node``'s operator arguments by their schema names: the value passed (:func:`_arguments`), or the
-    schema's default where none is (none without a schema)."""
-    schema = getattr(node.target, "_schema", None)
+def call_values(target: Any, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments by their schema names: the value passed (:func:`_passed`), or the schema's default
+    where none is (none without a schema)."""
+    schema = getattr(target, "_schema", None)
     values = {a.name: a.default_value for a in (schema.arguments if schema else ()) if a.has_default_value()}
-    values.update((argument.name, passed) for argument, passed in _arguments(node))
+    values.update((argument.name, passed) for argument, passed in _passed(target, args, kwargs))
     return values
+
+
+def argument_values(node: Any) -> dict[str, Any]:
+    """The FX ``node``'s operator arguments by their schema names (:func:`call_values`)."""
+    return call_values(node.target, node.args, node.kwargs)
 
 
 def _passes(passed: Any, value: Any) -> bool:
