@@ -1107,3 +1107,23 @@ def test_fourier_transforms_are_costed_as_five_n_log2_n_over_their_complex_point
     with FlopCounterMode(display=False) as counter:
         Spectra()(*args)
     assert counter.get_total_flops() == 0
+
+
+def test_broadcast_operands_of_the_built_in_losses_are_views():
+    """F.mse_loss of the prediction [4, 1] and the target [4, 1] runs aten::broadcast_tensors first, which
+    returns the operands expanded (aliases: no kernel, no bytes): it was warned about as an operator with no
+    FLOP formula and charged as a kernel of 64 bytes."""
+
+    class Regression(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(8, 1)
+
+        def forward(self, x, y):
+            return F.mse_loss(self.a(x), y).unsqueeze(0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Regression(), (torch.randn(4, 8), torch.randn(4, 1)))
+    broadcast = [op for op in graph.ops if op.target == "aten::broadcast_tensors"]
+    assert [(op.kind, op.flops, op.bytes_moved) for op in broadcast] == [("view", 0.0, 0.0)]

@@ -192,6 +192,11 @@ COPY = {"cat", "stack", "clone", "copy", "_to_copy", "to", "type_as", "contiguou
         "repeat_interleave", "lift_fresh_copy", "fill", "zero", "expand_copy", "narrow_copy", "pixel_shuffle",
         "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "max_unpool2d", "max_unpool3d",
         "one_hot", "diag", "diag_embed"}
+#: operators that return views of their inputs without saying so in their schemas (``_unsafe_view``; the
+#: expanded operands of ``broadcast_tensors`` and ``meshgrid``, which the built-in losses emit; ``atleast_nd``
+#: and the unsafe splits): no kernel, no bytes
+ALIASES = {"alias", "detach", "_unsafe_view", "broadcast_tensors", "meshgrid", "atleast_1d", "atleast_2d",
+           "atleast_3d", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk"}
 #: Operators whose output carries no gradient, whatever they read.
 STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
@@ -510,7 +515,7 @@ def classify(target: Any, in_dtype: Any = None, out_dtype: Any = None) -> str:
         return "norm"
     if base in SOFTMAX:
         return "softmax"
-    if target.is_view or base in ("alias", "detach", "_unsafe_view"):   # _unsafe_view: a view its schema hides
+    if target.is_view or base in ALIASES:
         return "view"
     if base in COPY:   # before the pointwise tag, which clone, where.self and masked_fill.Scalar carry
         return "copy"
