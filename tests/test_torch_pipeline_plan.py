@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 pytest.importorskip("torch.distributed.pipelining", reason="this torch has no torch.distributed.pipelining")
 
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 
 import placement  # noqa: E402
 from placement.plan import DeviceAssignment, Plan  # noqa: E402
@@ -1520,15 +1521,56 @@ def test_an_inference_plan_of_a_model_in_training_mode_is_warned_of():
     with pytest.warns(TrainingModeWarning) as caught:
         plan_pipeline(model(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
     assert [str(w.message) for w in caught if w.category is TrainingModeWarning] == [
-        "the model is in training mode and planned for inference (training=False): its BatchNorm1d, Dropout behave "
-        "as in training in the stages (random dropout, batch statistics updated); call model.eval() before planning "
-        "to run evaluation"]
+        "the model is planned for inference (training=False), but its forward runs dropout in '1' (Dropout); batch "
+        "statistics in '2' (BatchNorm1d) as in training, and so do the stages (random dropout, batch statistics "
+        "updated); call model.eval() before planning to run evaluation (a functional dropout follows it given "
+        "training=self.training)"]
     with warnings.catch_warnings():
         warnings.simplefilter("error", TrainingModeWarning)
         plan_pipeline(model().eval(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
         plan_pipeline(model(), (x,), devices="h100:2", stages=2, microbatches=2)
         plan_pipeline(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.0), nn.Linear(8, 2)), (x,), devices="h100:2",
                       stages=2, training=False, microbatches=2)
+
+
+class FunctionalDropout(nn.Module):
+    """Dropout with no nn.Dropout module: a functional call that follows the module's mode, and attention's
+    own dropout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+        self.att = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True)
+
+    def forward(self, x):
+        h = F.dropout(self.a(x), 0.5, self.training)[:, None]
+        return self.b(self.att(h, h, h)[0][:, 0])
+
+
+def test_dropout_without_a_dropout_module_and_a_submodule_in_training_mode_are_warned_of():
+    """What makes an inference plan draw at random is read from the exported graph: F.dropout given the
+    module's mode and MultiheadAttention's dropout (no nn.Dropout among the modules), and an nn.Dropout left
+    in training mode inside a model put in evaluation mode, each planned random stages without a warning
+    (the modules' types and the model's own mode were looked at)."""
+    import warnings
+
+    from placement.torch import TrainingModeWarning
+
+    x = torch.randn(4, 8)
+    with pytest.warns(TrainingModeWarning) as caught:
+        plan_pipeline(FunctionalDropout(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
+    assert [str(w.message).split(" as in training")[0] for w in caught if w.category is TrainingModeWarning] == [
+        "the model is planned for inference (training=False), but its forward runs dropout in the model's own "
+        "forward, 'att' (MultiheadAttention)"]
+    mixed = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5), nn.Linear(8, 8)).eval()
+    mixed[1].train()
+    with pytest.warns(TrainingModeWarning) as caught:
+        plan_pipeline(mixed, (x,), devices="h100:2", stages=2, training=False, microbatches=2)
+    assert [str(w.message).split(" as in training")[0] for w in caught if w.category is TrainingModeWarning] == [
+        "the model is planned for inference (training=False), but its forward runs dropout in '1' (Dropout)"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrainingModeWarning)
+        plan_pipeline(FunctionalDropout().eval(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
 
 
 class SequenceFirstGRU(nn.Module):

@@ -95,23 +95,33 @@ def sequence_first_note(calls: list[tuple[str, str, tuple[int, ...]]], batch: in
             "sequence; give the model batch-first inputs (batch_first=True, or transpose inside forward)")
 
 
-def training_mode_note(model: Any, training: bool) -> str | None:
-    """What an inference plan of ``model`` in training mode keeps of it (:class:`TrainingModeWarning`), or
-    ``None``: the modules whose forward differs in evaluation, dropout of a probability above 0 and batch
-    normalisation (which also updates its running statistics)."""
-    import torch
+def training_mode_note(program: Any, training: bool) -> str | None:
+    """What an inference plan (``training=False``) of the exported ``program`` keeps of training
+    (:class:`TrainingModeWarning`), or ``None``: its operators that behave as in training
+    (:func:`placement.io.torch_export.training_behaviour`: random dropout, batch statistics), and the
+    modules whose forward runs them, found in the graph whatever made them so (the model or a submodule left
+    in training mode, attention's dropout, a functional dropout given ``training=True``)."""
+    from placement.io.torch_export import training_behaviour
 
-    if training or not model.training:
+    if training:
         return None
-    dropout = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
-               torch.nn.FeatureAlphaDropout)
-    kinds = sorted({type(m).__name__ for m in model.modules() if m.training and (
-        (isinstance(m, dropout) and m.p > 0) or isinstance(m, torch.nn.modules.batchnorm._BatchNorm))})
-    if not kinds:
+    sites: dict[str, list[str]] = {}
+    for what, node in training_behaviour(program):
+        stack = list((node.meta.get("nn_module_stack") or {}).values())
+        path, kind = stack[-1] if stack else ("", None)
+        kind = str(getattr(kind, "__name__", kind)).rsplit(".", 1)[-1]
+        site = f"{path!r} ({kind})" if path else "the model's own forward"
+        if site not in sites.setdefault(what, []):
+            sites[what].append(site)
+    if not sites:
         return None
-    return (f"the model is in training mode and planned for inference (training=False): its {', '.join(kinds)} "
-            "behave as in training in the stages (random dropout, batch statistics updated); call model.eval() "
-            "before planning to run evaluation")
+    listed = []
+    for what, where in sites.items():
+        more = f" and {len(where) - 3} more" if len(where) > 3 else ""
+        listed.append(f"{what} in {', '.join(where[:3])}{more}")
+    return (f"the model is planned for inference (training=False), but its forward runs {'; '.join(listed)} as in "
+            "training, and so do the stages (random dropout, batch statistics updated); call model.eval() before "
+            "planning to run evaluation (a functional dropout follows it given training=self.training)")
 
 
 class PipelinePlan:
@@ -529,7 +539,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         garbled = output_batch_note(imported.source, batch)
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
-    mode = training_mode_note(model, training)
+    mode = training_mode_note(imported.source, training)
     if mode is not None:
         warnings.warn(mode, TrainingModeWarning, stacklevel=2)
     cut = sequence_first_note(sequence_first, batch) if microbatches > 1 and batch is not None else None
