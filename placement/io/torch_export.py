@@ -603,41 +603,6 @@ def is_identity_dropout(node: Any) -> bool:
     return train is False or (isinstance(p, (int, float)) and not isinstance(p, bool) and p == 0)
 
 
-#: batch normalisation kernels and the position of their ``training`` flag (``_batch_norm_with_update`` and the
-#: functional form are always in training: they update the running statistics)
-BATCH_NORM_TRAINING = {"batch_norm": 5, "native_batch_norm": 5, "_native_batch_norm_legit": 5,
-                       "_native_batch_norm_legit_functional": 5, "_batch_norm_with_update": None}
-#: attention kernels that take a dropout probability, and its position
-ATTENTION_DROPOUT = {"scaled_dot_product_attention": 4, "_scaled_dot_product_attention_math": 4}
-
-
-def training_behaviour(program: Any) -> list[tuple[str, Any]]:
-    """The operators of the exported ``program`` that behave as in training, each as ``(what, node)``:
-    ``"dropout"`` (a dropout of ``train=True`` and a probability above 0, or an attention kernel of
-    ``dropout_p`` above 0) and ``"batch statistics"`` (batch normalisation with ``training=True``, which
-    normalises by the batch's statistics and updates the running ones). The graph says so whatever set it:
-    a module left in training mode, or a functional call given ``training=True``."""
-    found = []
-    for node in program.graph.nodes:
-        if node.op != "call_function":
-            continue
-        base = _base(_op_name(node.target))
-        if base in DROPOUT and not is_identity_dropout(node):
-            found.append(("dropout", node))
-        elif base in ATTENTION_DROPOUT:
-            at = ATTENTION_DROPOUT[base]
-            p = node.kwargs.get("dropout_p", node.args[at] if len(node.args) > at else 0.0)
-            if isinstance(p, (int, float)) and p > 0:
-                found.append(("dropout", node))
-        elif base in BATCH_NORM_TRAINING:
-            at = BATCH_NORM_TRAINING[base]
-            training = True if at is None else node.kwargs.get("training", node.args[at] if len(node.args) > at
-                                                                else False)
-            if training is True:
-                found.append(("batch statistics", node))
-    return found
-
-
 def _written_values(node: Any, reads_of: Callable[[Any], list[tuple[int, int]]]) -> tuple[tuple[int, int], ...]:
     """The operators' outputs the FX ``node`` writes into in place (``Op.writes``): each argument it
     writes into, and the values that argument is a view (or an in-place result) of, back to the

@@ -151,6 +151,32 @@ def random_operators(part: Partition) -> dict[int, tuple[str, ...]]:
     return out
 
 
+def training_behaviour(program: Any) -> list[tuple[str, Any]]:
+    """The operators of the exported ``program`` that behave as in training, each as ``(what, node)``:
+    ``"dropout"`` (a seeded operator with a dropout probability or a ``train`` flag that draws:
+    :func:`_draws_nothing`), and ``"batch statistics"`` (a normalisation that updates running statistics,
+    :data:`placement.torch.contiguity.RUNNING_STATISTICS`, and normalises by the batch's). The graph says so
+    whatever set it: a module left in training mode, or a functional call given ``training=True``."""
+    import torch
+
+    from placement.torch.contiguity import RUNNING_STATISTICS, argument_values
+
+    found = []
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        schema = getattr(getattr(node.target, "_schema", None), "name", "")
+        values = argument_values(node)
+        if (torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+                and {"train", "p", "dropout_p"} & values.keys() and not _draws_nothing(node)):
+            found.append(("dropout", node))
+        elif schema in RUNNING_STATISTICS:
+            flag, updated = RUNNING_STATISTICS[schema]
+            if values.get(flag) is True and all(values.get(name) is not None for name in updated):
+                found.append(("batch statistics", node))
+    return found
+
+
 def _draws_nothing(node: Any) -> bool:
     """Whether a call of a seeded operator draws no random number, by the arguments its schema names: a
     ``train`` of ``False`` (``dropout``, ``native_dropout``), or a dropout probability (``p``, ``dropout_p``:
