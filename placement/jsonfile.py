@@ -131,6 +131,34 @@ def refuse_non_finite(document: Any, path: str | Path, error: type[PlacementErro
         raise error(f"{path}: {where or 'the document'} is {_non_finite_name(value)}; every number must be finite")
 
 
+def refuse_non_finite_document(document: Any, error: type[PlacementError]) -> None:
+    """Raise ``error`` naming the first number of a decoded ``document`` given as a dict (a library
+    caller's) that is not finite, as :func:`refuse_non_finite` does for a file's, or the first container
+    that holds itself, which no JSON text decodes to (and which the search would follow forever)."""
+    try:      # the encoder refuses both at C speed; a type it cannot write (a numpy integer) is searched below
+        json.dumps(document, allow_nan=False)
+        return
+    except (ValueError, TypeError, RecursionError):
+        pass
+    path: list[int] = []                 # the ids of the containers from the document to the one searched
+    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        del path[depth:]
+        if isinstance(value, float) and not math.isfinite(value):
+            raise error(f"{where or 'the document'} is {_non_finite_name(value)}; every number must be finite")
+        if isinstance(value, Mapping):
+            items: Any = [(f"{where}.{key}" if where else str(key), item) for key, item in value.items()]
+        elif isinstance(value, (list, tuple)):
+            items = [(f"{where}[{k}]", item) for k, item in enumerate(value)]
+        else:
+            continue
+        if id(value) in path:
+            raise error(f"{where} holds itself (a container that is its own element is no JSON document)")
+        path.append(id(value))
+        stack.extend((item, place, depth + 1) for place, item in reversed(items))
+
+
 def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
     """Raise ``error`` naming an integer of a decoded ``document`` (a plan given as a dict) past the
     float range, by its place and length, as :func:`load_json` refuses one in a file: every number read is

@@ -342,6 +342,24 @@ def test_a_number_that_is_not_finite_in_a_field_the_reader_ignores(tmp_path, lit
     assert message(tmp_path, text) == f"nodes[1].note is {value}; every number must be finite"
 
 
+@pytest.mark.parametrize("value, name", [(math.nan, "NaN"), (-math.inf, "-Infinity")])
+def test_a_number_that_is_not_finite_in_a_field_the_reader_ignores_of_a_document(value, name):
+    """A decoded document (a dict, no file) is held to the rule its file would be: it was solved with a NaN
+    in an ignored field, and with a container that holds itself, which no JSON text decodes to (where a dict
+    shared by two fields, which JSON cannot write either, is no cycle and is read)."""
+    with pytest.raises(InvalidInstanceError) as info:
+        load({**with_node(instance(), 1, note=1.0), "about": {"runs": [1, {"spread": value}]}})
+    assert str(info.value) == f"about.runs[1].spread is {name}; every number must be finite"
+    looped = instance()
+    looped["about"] = {"runs": []}
+    looped["about"]["runs"].append(looped["about"])
+    with pytest.raises(InvalidInstanceError) as info:
+        load(looped)
+    assert str(info.value) == "about.runs[0] holds itself (a container that is its own element is no JSON document)"
+    shared = {"seed": 1}
+    assert len(load({**instance(), "about": {"first": shared, "second": shared}}).nodes) == 3
+
+
 def test_integers_past_the_float_range_in_a_document():
     """A decoded document (no file) reaches the field reader, which says which field it is."""
     with pytest.raises(InvalidInstanceError) as info:
