@@ -8,6 +8,7 @@ the model's output and, summed over the stages that hold a parameter, its gradie
 from __future__ import annotations
 
 import collections
+import inspect
 
 import pytest
 
@@ -1631,3 +1632,76 @@ def test_a_sequence_first_warning_says_when_the_sequence_is_as_long_as_the_micro
         "sequence is as long as the micro-batch and this does not apply): torch's pipeline cuts every input along "
         "its first dimension into micro-batches, so an input laid out [sequence, batch, ...] would be cut along its "
         "sequence; give the model batch-first inputs (batch_first=True, or transpose inside forward)"]
+
+
+class GradientReversal(torch.autograd.Function):
+    """The identity forward, the negated gradient backward (domain-adversarial training)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class StraightThrough(torch.autograd.Function):
+    """Rounding forward, the gradient passed through unchanged backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class Adversarial(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.f, self.g, self.d = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.g(torch.relu(self.f(x)))
+        h.register_hook(lambda grad: grad * 10)
+        return StraightThrough.apply(self.d(GradientReversal.apply(h)))
+
+
+def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_warned_of():
+    """torch.export keeps the operators of a custom autograd.Function's forward, not its backward, and drops
+    a tensor's gradient hook: the stages of this model trained with the gradient of view_as (not reversed)
+    and of round (zero, not passed through) and without the hook, silently. A training plan names each
+    (the Function whose output the model returns too); an inference plan, which takes no gradient, and
+    torch's checkpointing draw no warning."""
+    import warnings
+
+    from torch.utils.checkpoint import checkpoint
+
+    from placement.torch import CustomGradientWarning
+
+    x = torch.randn(4, 8)
+    with pytest.warns(CustomGradientWarning) as caught:
+        plan_pipeline(Adversarial(), (x,), devices="h100:2", stages=2, microbatches=2)
+    hooked = inspect.getsourcelines(Adversarial.forward)[1] + 2
+    assert [str(w.message) for w in caught if w.category is CustomGradientWarning] == [
+        f"the model's forward applies a gradient hook registered at {__file__}:{hooked}, Function "
+        f"'GradientReversal' (module {__name__}), Function 'StraightThrough' (module {__name__}), of which "
+        "torch.export keeps the forward operators only (no custom backward, no hook): the stages' gradients are "
+        "the derivatives of those operators, which differ wherever the backward or hook returns another gradient "
+        "(a gradient reversal, a straight-through estimator); write it as operators whose derivative is the "
+        "gradient wanted, or apply it outside the pipeline"]
+
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.b(checkpoint(self.a, x, use_reentrant=False))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CustomGradientWarning)
+        plan_pipeline(Adversarial(), (x,), devices="h100:2", stages=2, microbatches=2, training=False)
+        plan_pipeline(Checkpointed(), (x,), devices="h100:2", stages=2, microbatches=2)

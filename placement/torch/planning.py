@@ -52,6 +52,71 @@ class SequenceFirstWarning(UserWarning):
     dimension, which torch's pipeline cuts into micro-batches, as its sequence."""
 
 
+class CustomGradientWarning(UserWarning):
+    """A training plan of a model whose forward applies a custom ``torch.autograd.Function`` or registers a
+    gradient hook on a tensor: ``torch.export`` keeps the operators the Function's forward runs, not its
+    backward, and drops the hook, so the stages' gradients are the derivatives of those operators (not the
+    reversed or passed-through gradient a gradient reversal layer or a straight-through estimator returns)."""
+
+
+@contextlib.contextmanager
+def custom_gradients(model: Any) -> Iterator[list[str]]:
+    """While in the context, what the model's forward does that ``torch.export`` does not keep of its
+    backward (:class:`CustomGradientWarning`): one entry per custom ``torch.autograd.Function`` whose output
+    an operator or the model's output reads (``"Function 'GradReverse' (module __main__)"``; torch's own Functions, such as
+    reentrant checkpointing's, differentiate their forward and are left out) and per ``register_hook`` call
+    (``"a gradient hook registered at FILE:LINE"``), in order of first appearance."""
+    import os
+    import traceback
+
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
+    found: list[str] = []
+    library = os.path.dirname(torch.__file__) + os.sep
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def note(entry: str) -> None:
+        if entry not in found:
+            found.append(entry)
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            if func is torch.Tensor.register_hook:
+                frames = [f for f in traceback.extract_stack()[:-1]
+                          if not f.filename.startswith((library, own)) and not f.filename.startswith("<")]
+                note(f"a gradient hook registered at {frames[-1].filename}:{frames[-1].lineno}" if frames
+                     else "a gradient hook")
+            read(args)
+            return func(*args, **(kwargs or {}))
+
+    def read(values: Any) -> None:
+        for tensor in tree_leaves(values):
+            function = getattr(type(getattr(tensor, "grad_fn", None)), "_forward_cls", None)
+            if function is not None and not function.__module__.startswith("torch."):
+                note(f"Function {function.__qualname__!r} (module {function.__module__})")
+
+    handle = model.register_forward_hook(lambda module, args, output: read(output))   # what no operator reads
+    try:
+        with Watch():
+            yield found
+    finally:
+        handle.remove()
+
+
+def custom_gradient_note(found: list[str]) -> str | None:
+    """The warning (:class:`CustomGradientWarning`) for what :func:`custom_gradients` found, or ``None``."""
+    if not found:
+        return None
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (f"the model's forward applies {', '.join(found[:3])}{more}, of which torch.export keeps the forward "
+            "operators only (no custom backward, no hook): the stages' gradients are the derivatives of those "
+            "operators, which differ wherever the backward or hook returns another gradient (a gradient reversal, "
+            "a straight-through estimator); write it as operators whose derivative is the gradient wanted, or "
+            "apply it outside the pipeline")
+
+
 @contextlib.contextmanager
 def sequence_first_reads(model: Any) -> Iterator[list[tuple[str, str, tuple[int, ...]]]]:
     """While in the context, what each module of ``model`` built with ``batch_first=False``
@@ -98,10 +163,10 @@ def sequence_first_note(calls: list[tuple[str, str, tuple[int, ...]]], batch: in
 def training_mode_note(program: Any, training: bool) -> str | None:
     """What an inference plan (``training=False``) of the exported ``program`` keeps of training
     (:class:`TrainingModeWarning`), or ``None``: its operators that behave as in training
-    (:func:`placement.io.torch_export.training_behaviour`: random dropout, batch statistics), and the
+    (:func:`placement.torch.partition.training_behaviour`: random dropout, batch statistics), and the
     modules whose forward runs them, found in the graph whatever made them so (the model or a submodule left
     in training mode, attention's dropout, a functional dropout given ``training=True``)."""
-    from placement.io.torch_export import training_behaviour
+    from placement.torch.partition import training_behaviour
 
     if training:
         return None
@@ -524,7 +589,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     number("time_limit", time_limit, positive=True, optional=True)
     platform = parse_devices(devices)
     try:
-        with sequence_first_reads(model) as sequence_first:
+        with sequence_first_reads(model) as sequence_first, (
+                custom_gradients(model) if training else contextlib.nullcontext([])) as gradients:
             imported = import_torch(model, args, kwargs, platform=platform, training=training,
                                     granularity=granularity)
     except InvalidParameterError as exc:
@@ -539,6 +605,9 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         garbled = output_batch_note(imported.source, batch)
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
+    custom = custom_gradient_note(gradients)
+    if custom is not None:
+        warnings.warn(custom, CustomGradientWarning, stacklevel=2)
     mode = training_mode_note(imported.source, training)
     if mode is not None:
         warnings.warn(mode, TrainingModeWarning, stacklevel=2)
