@@ -248,9 +248,12 @@ class Result:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Result":
-        """Read a plan file written by :meth:`to_json`; raises :class:`InvalidPlanError` when malformed, or when its
+        """Read a plan file written by :meth:`to_json`; raises :class:`InvalidPlanError` when malformed, when its
         objective, bound and gap contradict each other (the gap is ``(objective - bound) / objective``, 0 where
-        optimal)."""
+        optimal), when its Tarnawski fields place the nodes otherwise than ``devices`` (as a plan file read by
+        ``verify`` is refused), or when a plan of status ``optimal`` or ``feasible`` places no node. Its
+        ``verification`` and loads are the document's record of the check it passed when written; with no
+        instance at hand they are not checked again (``placement.verify(instance, result)`` does)."""
         _require_object(data, "the plan")
         from placement.jsonfile import refuse_huge_integers
 
@@ -271,7 +274,7 @@ class Result:
         if kind not in OBJECTIVES:
             raise InvalidPlanError(f"field 'objective_kind' must be one of {', '.join(map(repr, OBJECTIVES))}, "
                                    f"not {kind!r}")
-        from placement.io.plans import node_ids, read_overrides, refuse_misspelt_device_fields
+        from placement.io.plans import node_ids, parse_plan, read_overrides, refuse_misspelt_device_fields
 
         refuse_misspelt_device_fields(devices, "devices")
         stages = []
@@ -294,6 +297,12 @@ class Result:
                 raise
             except (KeyError, TypeError, ValueError) as exc:
                 raise InvalidPlanError(f"{where}: malformed device entry ({exc})") from None
+        has_plan = status in (Status.OPTIMAL, Status.FEASIBLE)
+        # what verify and simulate would read ('fpgas' and 'cpus' agree with 'devices'), where there is a plan
+        placed = parse_plan(data).devices if has_plan or devices else ()
+        if has_plan and not any(d.nodes or d.calls for d in placed):
+            raise InvalidPlanError(f"a plan document of status {status.value!r} must place the instance's nodes, "
+                                   "but field 'devices' places none")
         stats = data.get("stats")
         stats = {} if stats is None else stats
         if not isinstance(stats, dict):

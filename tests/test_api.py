@@ -377,6 +377,26 @@ def test_result_json_without_plan():
     assert placement.Result.from_json(document).status == "infeasible"
 
 
+def test_result_from_json_refuses_what_verify_refuses_and_a_plan_that_places_nothing():
+    """A document whose 'devices' place the chain's nodes as {1, 3}, {2, 4} while 'fpgas' keeps {1, 2},
+    {3, 4} read as an optimal, verified Result of the first (which no pipeline runs), where verify refuses
+    the file; and one of status 'optimal' with no device read as an optimal Result with no plan."""
+    import copy
+
+    document = placement.solve(CHAIN4).to_json()
+    edited = copy.deepcopy(document)
+    edited["devices"][0]["nodes"], edited["devices"][1]["nodes"] = [1, 3], [2, 4]
+    with pytest.raises(placement.InvalidPlanError) as info:
+        placement.Result.from_json(edited)
+    assert str(info.value) == ("field 'fpgas' places the nodes or calls otherwise than field 'devices' does (on its "
+                               "accelerator devices, in order): which of the two was meant is not clear")
+    empty = {**document, "devices": [], "fpgas": [], "cpus": []}
+    with pytest.raises(placement.InvalidPlanError) as info:
+        placement.Result.from_json(empty)
+    assert str(info.value) == ("a plan document of status 'optimal' must place the instance's nodes, but field "
+                               "'devices' places none")
+
+
 def test_result_from_json_rejects_other_documents():
     with pytest.raises(placement.InvalidPlanError, match="not a placement-plan/1 document"):
         placement.Result.from_json({"fpgas": []})
