@@ -67,6 +67,10 @@ def _error(doc) -> str:
     ({"layers": {}}, "field 'layers' must be an array, got object"),
     ({"layers": []}, "the network has no layers"),
     ({"layers": [{"name": "a", "type": "fc", "in": 2}]}, "layer 0: missing field 'out'"),
+    # a field the reader does not know, where the one it needs is missing: named with the layer's fields
+    ({"layers": [{"name": "a", "kind": "fc", "in": 10, "out": 4}]},
+     "layer 0: missing field 'type' (it has 'kind', which a layer does not read; a layer's fields are name, type, "
+     "in, out, kernel, note)"),
     ({"layers": [{"name": "a", "type": "pool", "in": 2, "out": 2}]},
      "layer 0 (a): unknown type 'pool'; expected fc or conv"),
     ({"layers": [{"name": "a", "type": "conv", "in": [1, 2, 2], "out": [1, 2, 2]}]},

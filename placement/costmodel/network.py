@@ -224,7 +224,10 @@ def parse_network(data: Any, name: str = "") -> Network:
             raise InvalidInstanceError(f"{where}: {misspelling_message(*misspelt[1:])}")
         for key in ("name", "type", "in", "out"):
             if key not in entry:
-                raise InvalidInstanceError(f"{where}: missing field {key!r}")
+                unread = [field for field in entry if field not in LAYER_FIELDS]
+                held = (f" (it has {', '.join(map(repr, unread))}, which a layer does not read; a layer's fields are "
+                        f"{', '.join(LAYER_FIELDS)})" if unread else "")
+                raise InvalidInstanceError(f"{where}: missing field {key!r}{held}")
         layer_name = entry["name"]
         if not isinstance(layer_name, str) or not layer_name.strip():
             raise InvalidInstanceError(f"{where}: field 'name' must be a non-blank string")
