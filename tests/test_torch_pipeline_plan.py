@@ -831,6 +831,36 @@ def test_an_output_without_the_batch_first_is_told_of():
         plan_pipeline(WithLoss(), (x,), devices="epyc-7763:2", stages=2, microbatches=2)
 
 
+class WithStatistics(nn.Module):
+    """Two layers returning their output, its mean over the batch ([8] for a micro-batch of 4), a sum of a
+    parameter ([8], no batch at all) and the output flattened ([4 · 4, 2])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.b(self.a(x))
+        return h, h.mean(0), self.a.weight.sum(1), h.reshape(-1, 2)
+
+
+def test_an_output_whose_first_dimension_is_a_multiple_of_the_micro_batch_but_does_not_grow_is_told_of():
+    """A first dimension that is a multiple of the micro-batch's (8 for 4) was taken as flattened over the
+    batch, without a word: step() of 4 micro-batches returned the batch mean and the parameter's sum as [32],
+    where the model returns [8]. An export with a symbolic batch tells them from the flattened output,
+    [16, 2] per micro-batch and [64, 2] for the whole batch, which concatenates as the model's."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    whole = WithStatistics()
+    assert [tuple(t.shape) for t in whole(torch.cat([x] * 4))] == [(16, 8), (8,), (8,), (64, 2)]
+    from placement.torch import OutputBatchWarning
+
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(whole, (x,), devices="h100:2", stages=2, microbatches=4)
+    assert [str(w.message).split(", whose")[0] for w in caught if w.category is OutputBatchWarning] == [
+        "the model returns output 1 of shape [8], output 2 of shape [8]"]
+
+
 class WithLoss(WithFinalState):
     def forward(self, x):
         o, _ = self.rnn(self.fc(x))

@@ -260,10 +260,11 @@ def check_module(model: Any) -> None:
         raise InvalidParameterError("model", f"must be a torch.nn.Module, not {type(model).__name__}{hint}")
 
 
-def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) -> Any:
+def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None, dynamic_shapes: Any = None) -> Any:
     """``torch.export.export`` of ``model``; a failure becomes a one-line :class:`InvalidParameterError`.
     Inside a ``torch.autocast`` context it is refused: the program would mix autocast's types with the
-    parameters', and the plan hold the stages to them."""
+    parameters', and the plan hold the stages to them. ``dynamic_shapes`` is ``torch.export``'s (the
+    dimensions left symbolic)."""
     torch = require_torch()
     check_module(model)
     autocast = active_autocast()
@@ -278,7 +279,7 @@ def export_program(model: Any, args: Sequence[Any], kwargs: dict | None = None) 
         # and then warns about: its parameters are read as any others
         warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
         try:
-            program = torch.export.export(model, tuple(args), kwargs or {})
+            program = torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
         except Exception as exc:  # torch raises many types; the user gets the first line of the reason
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             unknown = re.match(r"Found <class '([^']+)'> in output, which is not a known type", first)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from placement.errors import InvalidParameterError
 
@@ -297,25 +297,60 @@ def check_program_outputs(program: Any, names: Mapping[str, str]) -> None:
     check_results(results, state_name, lambda: check_output_spec(program.call_spec.out_spec))
 
 
-def output_batch_note(program: Any, batch: int) -> str | None:
+def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None) -> list[bool] | None:
+    """For each output ``model`` returns (its user outputs, in order), whether its first dimension grows with
+    the batch, read off an export whose tensor inputs have a symbolic first dimension (``torch.export``'s
+    ``Dim.AUTO``): a first dimension that is an expression of it does (``[batch · tokens, ...]``), a number does
+    not (a statistic over the batch, a parameter's reduction). ``None`` where that export fails, or fixes the
+    first dimension of an input (a model that reads the batch's size as a number, a batch of 1)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    from placement.io.torch_export import export_program
+
+    def symbolic(value: Any) -> Any:
+        return {0: torch.export.Dim.AUTO} if isinstance(value, torch.Tensor) and value.dim() > 0 else None
+
+    shapes = tuple(tree_map(symbolic, tuple(args))) + tuple(tree_map(symbolic, list((kwargs or {}).values())))
+    try:
+        program = export_program(model, args, kwargs, dynamic_shapes=shapes)
+    except InvalidParameterError:
+        return None
+    inputs = set(program.graph_signature.user_inputs)
+    firsts = [node.meta["val"].shape[0] for node in program.graph.nodes
+              if node.op == "placeholder" and node.name in inputs and getattr(node.meta.get("val"), "ndim", 0) > 0]
+    if not firsts or not all(isinstance(d, torch.SymInt) for d in firsts):
+        return None
+    return [bool(getattr(value.meta.get("val"), "ndim", 0)) and isinstance(value.meta["val"].shape[0], torch.SymInt)
+            for value in user_outputs(program)]
+
+
+def output_batch_note(program: Any, batch: int,
+                      follows_batch: Callable[[], list[bool] | None] | None = None) -> str | None:
     """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
     its micro-batches (``batch`` samples each), or ``None``. The pipeline runtime concatenates each output
     over the micro-batches along its first dimension: an output whose first dimension is no multiple of
     ``batch`` does not grow with the batch, so its concatenation is not what the model returns for the
     whole batch; one of another first dimension that has ``batch`` among its later dimensions (an LSTM's
-    final state ``[layers, batch, hidden]``) is taken to hold its batch there. A flattened output
-    (``[batch · tokens, vocabulary]``) is neither, and nor is one of shape ``[1]`` (a loss the model computes,
-    returned as ``loss.unsqueeze(0)``: ``step()`` returns one per micro-batch, as ``docs/pytorch.md`` says)."""
+    final state ``[layers, batch, hidden]``) is taken to hold its batch there. One of shape ``[1]`` is none (a
+    loss the model computes, returned as ``loss.unsqueeze(0)``: ``step()`` returns one per micro-batch, as
+    ``docs/pytorch.md`` says). One whose first dimension is another multiple of ``batch`` may be flattened
+    (``[batch · tokens, vocabulary]``) or not grow at all (a statistic over the batch of twice its size):
+    ``follows_batch`` (:func:`outputs_following_batch`, called only then) tells them apart; without it, or
+    where it cannot tell, such an output is taken as flattened."""
     results = user_outputs(program)
-    wrong = []
-    for k, value in enumerate(results):
-        shape = tuple(getattr(value.meta.get("val"), "shape", ()))
-        if (shape and shape != (1,) and all(isinstance(d, int) for d in shape) and shape[0] != batch
-                and (shape[0] % batch or batch in shape[1:])):
-            wrong.append(f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shape)}")
+    shapes = [tuple(getattr(value.meta.get("val"), "shape", ())) for value in results]
+    checked = [bool(shape) and shape != (1,) and all(isinstance(d, int) for d in shape) for shape in shapes]
+    wrong = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch
+             and (shape[0] % batch or batch in shape[1:])]
+    multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong]
+    follows = follows_batch() if multiples and follows_batch is not None else None
+    if follows is not None and len(follows) == len(results):
+        wrong = sorted(wrong + [k for k in multiples if not follows[k]])
     if not wrong:
         return None
-    return (f"the model returns {', '.join(wrong)}, whose first dimension is not the micro-batch's ({batch}): "
+    listed = [f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shapes[k])}" for k in wrong]
+    return (f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}): "
             "the pipeline runtime concatenates each output over the micro-batches along its first dimension, so "
             "step() returns it otherwise than the model does for the whole batch (losses and gradients are not "
             "affected: loss_fn sees each micro-batch's own outputs); return it with the batch first")

@@ -549,7 +549,8 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
     from placement.torch.devices import parse_devices
-    from placement.torch.partition import canonical_names, check_program_outputs, output_batch_note, partition
+    from placement.torch.partition import (canonical_names, check_program_outputs, output_batch_note,
+                                           outputs_following_batch, partition)
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
                                                 repeated_reads_note, state_kinds)
@@ -602,7 +603,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
     if microbatches > 1 and batch is not None:
-        garbled = output_batch_note(imported.source, batch)
+        garbled = output_batch_note(imported.source, batch, lambda: outputs_following_batch(model, args, kwargs))
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
     custom = custom_gradient_note(gradients)
