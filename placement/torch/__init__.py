@@ -11,5 +11,5 @@ from placement.torch.relays import RelayWarning
 from placement.torch.repeated_reads import RepeatedReadWarning
 
 __all__ = ["CustomGradientWarning", "OutputBatchWarning", "PipelinePlan", "RandomStateWarning", "RelayWarning",
-           "RepeatedReadWarning", "SequenceFirstWarning", "TrainingModeWarning", "UninitialisedStateWarning", "UnprovenPlanWarning",
-           "plan_pipeline"]
+           "RepeatedReadWarning", "SequenceFirstWarning", "TrainingModeWarning", "UninitialisedStateWarning",
+           "UnprovenPlanWarning", "plan_pipeline"]

@@ -61,11 +61,11 @@ class CustomGradientWarning(UserWarning):
 
 @contextlib.contextmanager
 def custom_gradients(model: Any) -> Iterator[list[str]]:
-    """While in the context, what the model's forward does that ``torch.export`` does not keep of its
+    """While in the context, what ``model``'s forward does that ``torch.export`` does not keep of its
     backward (:class:`CustomGradientWarning`): one entry per custom ``torch.autograd.Function`` whose output
-    an operator or the model's output reads (``"Function 'GradReverse' (module __main__)"``; torch's own Functions, such as
-    reentrant checkpointing's, differentiate their forward and are left out) and per ``register_hook`` call
-    (``"a gradient hook registered at FILE:LINE"``), in order of first appearance."""
+    an operator or the model's output reads (``"Function 'GradReverse' (module __main__)"``; torch's own
+    Functions differentiate their forward and are left out) and per ``register_hook`` call (``"a gradient
+    hook registered at FILE:LINE"``), in order of first appearance."""
     import os
     import traceback
 
