@@ -297,6 +297,10 @@ def test_cli_solves_for_the_time_per_batch(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[1:3] == ["status optimal",
                         "time per batch 24 (bound 24, gap 0.00%), largest stage time per sample 6, 2 devices used"]
+    # on one device: one stage of 12 a sample, 4 · 12 = 48 a batch, and one device (it said "1 devices")
+    assert main(["solve", str(path), "--devices", "1", "--schedule", "1f1b", "--objective", "time-per-batch"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == ("time per batch 48 (bound 48, gap 0.00%), largest stage time "
+                                                       "per sample 12, 1 device used")
     assert main(["solve", str(path), "--objective", "time-per-batch"]) == 2
     # the command names the option that set the objective, as it names --schedule
     assert capsys.readouterr().err.strip() == ("error: --schedule must be one of 'gpipe', '1f1b' with --objective "

@@ -33,13 +33,13 @@ def format_parallel_result(instance: PiperInstance, result: ParallelResult) -> s
     if result.objective == "time-per-batch":
         lines.append(f"time per batch {cell(result.value)} (bound {cell(result.bound)}, gap {percent(result.gap, 2)}), "
                      f"largest stage time per sample {cell(result.evaluation.value)}, "
-                     f"{result.plan.devices} devices used")
+                     f"{counted(result.plan.devices, 'device')} used")
     else:
         unit = "group" if result.plan.chunks != 1 else "stage"   # interleaved: a group runs several stages
         why = result.stats.get("time_per_batch") if result.time_per_batch is None else None
         lines.append(f"largest {unit} time per sample {cell(result.value)} (bound {cell(result.bound)}), "
                      f"time per batch {cell(result.time_per_batch)}{f' ({why})' if why else ''}, "
-                     f"{result.plan.devices} devices used")
+                     f"{counted(result.plan.devices, 'device')} used")
     nodes = {n.id: n for n in instance.nodes}
     typed = bool(instance.device_types)
     groups = len(result.plan.stages) // result.plan.chunks if result.plan.chunks != 1 else 0
