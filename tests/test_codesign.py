@@ -419,6 +419,25 @@ def test_infeasible_budget():
     assert result.message.startswith("no design of the grid fits 606.68 mm² and 83.83886 W (")
 
 
+def test_a_model_with_no_work_is_refused():
+    """The bundled MLP with every node's operators replaced by 0 FLOPs and 0 bytes (as an import of a model of
+    empty tensors writes them) and no transfer: every design runs it in 0 ms, and it was reported optimal at
+    an infinite throughput ('inf batches/s'; null in JSON)."""
+    with open(MODEL) as f:
+        document = json.load(f)
+    for node in document["nodes"]:
+        del node["operators"]
+        node.update(flops=0, bytes=0)
+    for edge in document["edges"]:
+        edge["cost"] = 0
+    with pytest.raises(placement.InvalidInstanceError) as info:
+        placement.codesign(document, chips=2, power=300, grid=TINY)
+    assert str(info.value) == ("the model has no work to place: its operators compute nothing and move no bytes, "
+                               "and no node's output is transferred, so every design runs it in no time")
+    document["nodes"][0]["flops"] = 1e9
+    assert placement.codesign(document, chips=2, power=300, grid=TINY).status == "optimal"
+
+
 def test_a_budget_equal_to_a_designs_area_holds_it():
     """tc1x16x16-vc1x256-buf16: 100 + 256·0.0065 + 256·0.02 + 16·1.2 = 125.984 mm², whose floating-point
     sum was 125.98400000000001, so a budget of 125.984 refused it (183 of the 10,000 default designs

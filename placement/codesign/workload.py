@@ -84,6 +84,15 @@ class Workload:
         return min(chips, len(self.instance.colour_classes()))
 
     @property
+    def has_work(self) -> bool:
+        """Whether any operator computes or moves something, or any node's output is transferred: without,
+        every design runs the model in no time, and no design is better than another."""
+        return any(t > 0 for t in self.transfer_ms) or any(
+            (op.bytes or 0) > 0 or (op.kind == "gemm" and op.m * op.n * op.k * op.batch > 0)
+            or (op.kind == "vector" and op.elements > 0) or (op.kind == "flops" and op.flops > 0)
+            for ops in self.operators for op in ops)
+
+    @property
     def shapeless_nodes(self) -> int:
         """Nodes costed from FLOPs and bytes alone (no operator shapes)."""
         return sum(1 for ops in self.operators if any(op.kind == "flops" for op in ops))
