@@ -139,6 +139,25 @@ def test_a_declared_shape_the_operators_contradict_is_an_error():
                               "'mm' (MatMul): inferred shape and existing shape differ in dimension 1: (16) vs (1000)")
 
 
+def test_a_graph_input_whose_initializer_has_another_shape_or_type_is_an_error():
+    """W listed as a graph input [8, 4] (IR version 3 lists every weight so) whose initializer holds [8, 16]:
+    onnx reported it as a conflict of inferred and existing shapes, naming neither the input nor the
+    initializer. A dimension left free ('?') matches any; the element type is compared too."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")]
+    for declared, held, said in (([8, 4], weight("W", (8, 16)), "of shape [8, 4], but the initializer of its name "
+                                  "holds a tensor of shape [8, 16]"),
+                                 ([8], weight("W", (8, 16)), "of shape [8], but the initializer of its name holds a "
+                                  "tensor of shape [8, 16]"),
+                                 (["n", 16], weight("W", (8, 16), np.float64), "of element type FLOAT, but the "
+                                  "initializer of its name holds DOUBLE")):
+        with pytest.raises(InvalidInstanceError) as err:
+            graph_from_onnx(model(nodes, [("x", [4, 8]), ("W", declared)], [("y", None)], [held]), "weights")
+        assert str(err.value) == f"weights: the graph input 'W' is declared {said}"
+    graph = graph_from_onnx(model(nodes, [("x", [4, 8]), ("W", ["n", 16])], [("y", None)], [weight("W", (8, 16))]),
+                            "weights")
+    assert [op.flops for op in graph.ops] == [2 * 4 * 8 * 16]
+
+
 def test_a_reshape_to_another_number_of_elements_is_an_error():
     """x[100,32] reshaped to the constant [8,2,16] (256 elements, as an export traced at other sizes holds),
     then multiplied by W[16,16]: shape inference takes the target as written, and the MatMul was costed

@@ -106,6 +106,31 @@ def check_element_counts(graph: Any, name: str) -> None:
                 "elements (a shape the model holds as a constant, made for other input sizes?)")
 
 
+def check_initialised_inputs(graph: Any, name: str, onnx: Any) -> None:
+    """:class:`InvalidInstanceError` for a graph input that an initializer of its name gives a default
+    (IR version 3 lists every weight so) of another shape (a dimension the input fixes) or element type than
+    the input declares: shape inference reports it as a conflict of the first operator that reads it."""
+    initial = {init.name: init for init in graph.initializer}
+    for value in graph.input:
+        init = initial.get(value.name)
+        if init is None or not value.type.HasField("tensor_type"):
+            continue
+        tensor = value.type.tensor_type
+        held = list(int(d) for d in init.dims)
+        if tensor.HasField("shape"):
+            dims = tensor.shape.dim
+            declared = [int(d.dim_value) if d.HasField("dim_value") else None for d in dims]
+            if len(declared) != len(held) or any(d is not None and d != h for d, h in zip(declared, held)):
+                shown = [d if d is not None else "?" for d in declared]
+                raise InvalidInstanceError(f"{name}: the graph input {value.name!r} is declared of shape {shown}, "
+                                           f"but the initializer of its name holds a tensor of shape {held}")
+        if tensor.elem_type and init.data_type and tensor.elem_type != init.data_type:
+            kinds = [onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() else str(t)
+                     for t in (tensor.elem_type, init.data_type)]
+            raise InvalidInstanceError(f"{name}: the graph input {value.name!r} is declared of element type "
+                                       f"{kinds[0]}, but the initializer of its name holds {kinds[1]}")
+
+
 def static_shapes(graph: Any) -> dict[str, tuple[int, ...]]:
     """The static shape of every tensor ``graph`` declares with one (inputs, value infos, outputs)."""
     shapes: dict[str, tuple[int, ...]] = {}
@@ -292,6 +317,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
     known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
     changed. Inference runs on the model without the data of its large initializers (:func:`shapes_only`)."""
+    check_initialised_inputs(model.graph, name, onnx)
     shaped = _infer(shapes_only(model, onnx), name, onnx)
     if _loop_carried_shapes(shaped.graph, onnx):
         shaped = _infer(shaped, name, onnx)
