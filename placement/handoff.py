@@ -224,7 +224,11 @@ def _export(form: str, layout: Any, plan: Plan, pipeline: bool) -> Any:
     other = next((f for f in RUNTIME_FORMATS if f != form and _expresses(exporters[f], f, layout, plan)), None)
     if other is not None:
         raise InvalidParameterError("format", f"{form} cannot express this plan: {reason}; use format='{other}'")
-    advice = ("placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md"
+    from_onnx = layout.generator.endswith("onnx_import")   # no nn.Module to hand to plan_pipeline
+    advice = (("no runtime form holds it: format='stages' lists the plan's nodes per stage; an import of the "
+               "PyTorch model, where there is one, plans with placement.torch.plan_pipeline, which runs a model "
+               "cut at stages of any shape: docs/pytorch.md" if from_onnx else
+               "placement.torch.plan_pipeline runs a model cut at stages of any shape: docs/pytorch.md")
               if _why_no_pipeline(layout, plan) is None else
               "a runtime needs a pipeline with no CPU stage between accelerator stages; a solve with cpus=0 "
               "plans on the accelerators alone" if pipeline else

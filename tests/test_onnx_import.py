@@ -1583,3 +1583,25 @@ def test_window_functions_are_constants_of_their_size():
         ops = graph_from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "windows").ops
     assert [(op.target, op.kind, op.flops, op.bytes_moved) for op in ops] == [
         ("HannWindow", "constant", 0.0, 64.0), ("BlackmanWindow", "constant", 0.0, 64.0)]
+
+
+def test_a_plan_of_an_onnx_instance_no_form_holds_points_to_the_stage_table(tmp_path):
+    """A plan that cuts the MLP's module 'enc' before its own Reshape: no hand-off form expresses it, and the refusal pointed to placement.torch.plan_pipeline, which needs the nn.Module an ONNX file's
+    user may not have; it names format='stages' first, and an import of the PyTorch model where there is one."""
+    import json
+
+    import placement
+    from placement.cli import main
+
+    path, instance = tmp_path / "mlp.onnx", tmp_path / "mlp.json"
+    onnx.save(mlp_model(), str(path))
+    assert main(["import", str(path), "--out", str(instance), "--granularity", "operator", "--quiet"]) == 0
+    ids = [n["id"] for n in json.loads(instance.read_text())["nodes"]]
+    plan = {"devices": [{"type": "accelerator", "nodes": ids[:2]}, {"type": "accelerator", "nodes": ids[2:]}]}
+    with pytest.raises(placement.InvalidParameterError) as info:
+        placement.split(str(instance), plan)
+    assert str(info.value).endswith(
+        "no hand-off format can (no runtime form holds it: format='stages' lists the plan's nodes per stage; an "
+        "import of the PyTorch model, where there is one, plans with placement.torch.plan_pipeline, which runs a "
+        "model cut at stages of any shape: docs/pytorch.md)")
+    assert len(placement.split(str(instance), plan, format="stages").split) == 2
