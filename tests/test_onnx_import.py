@@ -91,6 +91,13 @@ def test_module_granularity_of_a_model_without_modules_is_warned(tmp_path, capsy
     assert main(["import", str(path), "--out", str(tmp_path / "bare.json")]) == 0   # the option is named
     assert "makes one node of all 4 operators, which no plan can split: use --granularity operator\n" in \
         capsys.readouterr().err
+    model.producer_name = "pytorch"   # torch.onnx.export (dynamo) at opset 17 drops its scope metadata
+    onnx.save(model, str(path))
+    with pytest.warns(ModuleScopeWarning) as caught:
+        import_onnx(path, platform=platform, granularity="module")
+    assert ("node names of the form /a/b/Op; PyTorch wrote this file: torch.onnx.export records the modules at "
+            "opset 18 or later, or with dynamo=False, and its conversion to an earlier opset drops them), so "
+            in str(caught[0].message))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(import_onnx(path, platform=platform, granularity="operator").problem.nodes) == 4

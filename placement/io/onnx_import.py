@@ -1267,8 +1267,11 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
     model = read_onnx(path)
     graph = graph_from_onnx(model, Path(path).stem, dtype, dims, Path(path).parent)
     if granularity == "module" and len(graph.ops) > 1 and not any(op.module_path for op in graph.ops):
+        torch_file = ("; PyTorch wrote this file: torch.onnx.export records the modules at opset 18 or later, or "
+                      "with dynamo=False, and its conversion to an earlier opset drops them"
+                      if model.producer_name == "pytorch" else "")
         warnings.warn(f"{graph.name}: no operator of the model records a module (the file has neither the scope "
-                      f"metadata of torch.onnx.export nor node names of the form /a/b/Op), so granularity='module' "
-                      f"makes one node of all {len(graph.ops)} operators, which no plan can split: use "
-                      "granularity='operator'", ModuleScopeWarning, stacklevel=2)
+                      f"metadata of torch.onnx.export nor node names of the form /a/b/Op{torch_file}), so "
+                      f"granularity='module' makes one node of all {len(graph.ops)} operators, which no plan can "
+                      "split: use granularity='operator'", ModuleScopeWarning, stacklevel=2)
     return build(group_ops(graph, granularity, module_depth), platform, training, source=model, operators=operators)
