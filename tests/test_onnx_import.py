@@ -115,11 +115,17 @@ def test_symbolic_dimensions_must_be_fixed(tmp_path, capsys):
                               "static after shape inference (fix the symbolic input dimension 'batch' with dims)")
     from placement.cli import main
     assert main(["import", str(path), "--out", str(tmp_path / "mlp.json")]) == 2   # the command line's option
-    assert capsys.readouterr().err.endswith("(fix the symbolic input dimension 'batch' with --dim NAME=VALUE)\n")
+    assert capsys.readouterr().err.endswith("(fix the symbolic input dimension 'batch' with --dim batch=VALUE)\n")
     imported = import_onnx(path, platform=platform, dims={"batch": 2}, training=True)
     assert imported.graph.graph.total_flops == 240.0
     assert len(imported.problem.nodes) == 8 and imported.problem.is_training  # 4 operators, forward and backward
     assert imported.instance["about"]["generator"] == "placement.io.onnx_import"
+    unnamed = mlp_model()
+    unnamed.graph.input[0].type.tensor_type.shape.dim[0].Clear()   # neither a value nor a name: 'X[0]'
+    onnx.save(unnamed, str(path := tmp_path / "unnamed.onnx"))
+    assert main(["import", str(path), "--out", str(tmp_path / "mlp.json")]) == 2   # quoted for the shell
+    assert capsys.readouterr().err.endswith("(fix the symbolic input dimension 'X[0]' with --dim 'X[0]=VALUE')\n")
+    assert main(["import", str(path), "--out", str(tmp_path / "mlp.json"), "--dim", "X[0]=2", "--quiet"]) == 0
 
 
 @pytest.mark.parametrize("dims, message", [

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -159,6 +160,14 @@ def load_factory(spec: str) -> tuple[Any, tuple, dict]:
     return model, tuple(args), kwargs
 
 
+def _dim_options(found: re.Match) -> str:
+    """The library's advice "'batch', 'x[0]' with dims)" as the options that give them: "'batch', 'x[0]' with
+    --dim batch=VALUE --dim 'x[0]=VALUE')" (quoted where a shell would read the name otherwise)."""
+    names = re.findall(r"'([^']*)'", found.group(1))
+    options = " ".join("--dim " + shlex.quote(f"{name}=VALUE") for name in names)
+    return f"{found.group(1)} with {options})"
+
+
 def import_model_spec(spec: str, platform: Platform, *, training: bool, granularity: str,
                       module_depth: int | None, dtype: str | None, dims: dict[str, int],
                       name: str | None, operators: bool = False) -> ImportedModel:
@@ -170,7 +179,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
             imported = import_onnx(spec, platform=platform, training=training, granularity=granularity,
                                    module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
         except InvalidInstanceError as exc:   # the library's parameter dims is the option --dim here
-            raise InvalidInstanceError(re.sub(r" with dims\)", " with --dim NAME=VALUE)", str(exc))) from None
+            raise InvalidInstanceError(re.sub(r"((?:'[^']*'(?:, )?)+) with dims\)", _dim_options, str(exc))) from None
         label = name or Path(spec).stem
     else:
         if dims:
