@@ -41,6 +41,7 @@ closest module around it that has state read, else stage 0. So every entry of th
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -325,6 +326,24 @@ def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None
             for value in user_outputs(program)]
 
 
+def _flattened_batch(value: Any, batch: int) -> bool:
+    """Whether the FX ``value`` is a reshape of a tensor whose first dimension is ``batch`` that merges it with
+    the dimensions after it (``[batch, tokens, vocabulary]`` viewed as ``[batch · tokens, vocabulary]``): its
+    first dimension then grows with the batch, and no export is needed to tell."""
+    import torch
+
+    node = value
+    while (getattr(node, "op", None) == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+           and node.target.is_view and node.args and hasattr(node.args[0], "meta")):
+        source = tuple(getattr(node.args[0].meta.get("val"), "shape", ()))
+        first = tuple(getattr(node.meta.get("val"), "shape", ()))[:1]
+        if (source and first and source[0] == batch and all(isinstance(d, int) for d in source)
+                and any(math.prod(source[:j]) == first[0] for j in range(1, len(source) + 1))):
+            return True
+        node = node.args[0]
+    return False
+
+
 def output_batch_note(program: Any, batch: int,
                       follows_batch: Callable[[], list[bool] | None] | None = None) -> str | None:
     """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
@@ -343,7 +362,8 @@ def output_batch_note(program: Any, batch: int,
     checked = [bool(shape) and shape != (1,) and all(isinstance(d, int) for d in shape) for shape in shapes]
     wrong = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch
              and (shape[0] % batch or batch in shape[1:])]
-    multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong]
+    multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong
+                 and not _flattened_batch(results[k], batch)]
     follows = follows_batch() if multiples and follows_batch is not None else None
     if follows is not None and len(follows) == len(results):
         wrong = sorted(wrong + [k for k in multiples if not follows[k]])
