@@ -861,6 +861,28 @@ def test_an_output_whose_first_dimension_is_a_multiple_of_the_micro_batch_but_do
         "the model returns output 1 of shape [8], output 2 of shape [8]"]
 
 
+def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_second_export():
+    """[4, 5, 16] viewed as [20, 16] merges the batch with the steps: the graph says it grows with the batch,
+    and the export with a symbolic batch (seconds on a large model) is not asked for; the mean over the
+    batch of WithStatistics ([8] for 4) is asked about, once."""
+    from placement.io.torch_export import export_program
+    from placement.torch.partition import output_batch_note
+
+    asked = []
+
+    def follows():   # what the export with a symbolic batch says of WithStatistics's four outputs
+        asked.append(True)
+        return [True, False, False, True]
+
+    flattened = export_program(WithFinalState(), (torch.randn(4, 5, 8),))
+    assert output_batch_note(flattened, 4, follows) is not None   # the final state [2, 4, 16]
+    assert asked == []
+    statistics = export_program(WithStatistics(), (torch.randn(4, 8),))
+    assert output_batch_note(statistics, 4, follows).startswith("the model returns output 1 of shape [8], output 2 "
+                                                                "of shape [8], whose")
+    assert asked == [True]
+
+
 class WithLoss(WithFinalState):
     def forward(self, x):
         o, _ = self.rnn(self.fc(x))
