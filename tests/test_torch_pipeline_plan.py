@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import warnings
 
 import pytest
 
@@ -1624,6 +1625,26 @@ def test_dropout_without_a_dropout_module_and_a_submodule_in_training_mode_are_w
     with warnings.catch_warnings():
         warnings.simplefilter("error", TrainingModeWarning)
         plan_pipeline(FunctionalDropout().eval(), (x,), devices="h100:2", stages=2, training=False, microbatches=2)
+        # a recurrent layer's dropout falls between its layers: one layer, or a probability of 0, draws nothing
+        for layers, p in ((1, 0.3), (2, 0.0)):
+            plan_pipeline(Recurrent(layers, p), (x[:, None],), devices="h100:2", stages=2, training=False,
+                          microbatches=2)
+    with pytest.warns(TrainingModeWarning, match=r"forward runs dropout in 'rnn' \(GRU\) as in training"):
+        plan_pipeline(Recurrent(2, 0.3), (x[:, None],), devices="h100:2", stages=2, training=False, microbatches=2)
+
+
+class Recurrent(nn.Module):
+    """A layer and a GRU of ``layers`` layers and dropout ``p`` between them, returning its outputs."""
+
+    def __init__(self, layers: int, p: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        with warnings.catch_warnings():   # torch's: dropout of one layer applies to no layer
+            warnings.simplefilter("ignore", UserWarning)
+            self.rnn = nn.GRU(8, 8, num_layers=layers, dropout=p, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(self.fc(x))[0]
 
 
 class SequenceFirstGRU(nn.Module):

@@ -169,7 +169,7 @@ def training_behaviour(program: Any) -> list[tuple[str, Any]]:
         schema = getattr(getattr(node.target, "_schema", None), "name", "")
         values = argument_values(node)
         if (torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
-                and {"train", "p", "dropout_p"} & values.keys() and not _draws_nothing(node)):
+                and {"train", "p", "dropout_p", "dropout"} & values.keys() and not _draws_nothing(node)):
             found.append(("dropout", node))
         elif schema in RUNNING_STATISTICS:
             flag, updated = RUNNING_STATISTICS[schema]
@@ -180,13 +180,14 @@ def training_behaviour(program: Any) -> list[tuple[str, Any]]:
 
 def _draws_nothing(node: Any) -> bool:
     """Whether a call of a seeded operator draws no random number, by the arguments its schema names: a
-    ``train`` of ``False`` (``dropout``, ``native_dropout``), or a dropout probability (``p``, ``dropout_p``:
-    ``scaled_dot_product_attention``'s, which defaults to 0) of 0."""
+    ``train`` of ``False`` (``dropout``, ``native_dropout``, the recurrent layers), a dropout probability (``p``,
+    ``dropout_p``: ``scaled_dot_product_attention``'s, which defaults to 0; ``dropout``: a recurrent layer's) of
+    0, or a recurrent layer of one layer (its dropout falls between layers)."""
     from placement.torch.contiguity import argument_values
 
     values = argument_values(node)
-    return values.get("train", True) is False or any(
-        isinstance(values.get(name), (int, float)) and values[name] == 0 for name in ("p", "dropout_p"))
+    return values.get("train", True) is False or values.get("num_layers") == 1 or any(
+        isinstance(values.get(name), (int, float)) and values[name] == 0 for name in ("p", "dropout_p", "dropout"))
 
 
 def canonical_names(model: Any) -> dict[int, str]:
