@@ -884,6 +884,52 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
     assert asked == [True]
 
 
+class BatchMean(nn.Module):
+    """A layer returning its output and the output's mean over the batch, flattened; a mask and a flag by
+    keyword, in forward's order ``mask``, ``scale``, ``flag``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x, mask=None, scale=1.0, flag=False):
+        h = self.a(x) * (mask if mask is not None else 1.0) * scale
+        return h, h.mean(0).flatten()
+
+
+@pytest.mark.parametrize("shape, kwargs", [
+    ((4, 4, 8), {}),                                         # the sequence as long as the micro-batch: [4, 8] -> [32]
+    ((4, 8), {"flag": True, "mask": torch.ones(4, 8)}),      # keywords out of forward's order: [8]
+])
+def test_a_batch_mean_is_told_of_whatever_sizes_coincide_and_keywords_come_in(shape, kwargs):
+    """The mean over a micro-batch of 4 of a [4, 4, 8] input, flattened, is [32]: read off the graph as a
+    [4, 8] tensor of the batch flattened, it drew no warning (the 4 is the sequence's); keywords given in
+    another order than forward's failed the export with a symbolic batch (its shapes were matched to forward's
+    parameters by position), and the [8] mean was taken as flattened."""
+    from placement.torch import OutputBatchWarning
+
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(BatchMean(), (torch.randn(*shape),), kwargs, devices="h100:2", stages=2, microbatches=4)
+    assert [str(w.message).split(", whose")[0] for w in caught if w.category is OutputBatchWarning] == [
+        f"the model returns output 1 of shape [{32 if len(shape) == 3 else 8}]"]
+
+
+def test_a_micro_batch_of_one_asks_no_export_with_a_symbolic_batch(monkeypatch):
+    """torch.export fixes a dimension of size 1 whatever it is told, and logs that it did: with one sample a
+    micro-batch, every output's first dimension is a multiple of it, and the second export only printed
+    torch's complaint."""
+    import placement.io.torch_export as torch_export
+    from placement.torch.partition import outputs_following_batch
+
+    exports = []
+    export = torch_export.export_program
+    monkeypatch.setattr(torch_export, "export_program", lambda *a, **k: exports.append(k) or export(*a, **k))
+    assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)}) is None
+    assert exports == []
+    assert outputs_following_batch(BatchMean(), (torch.randn(2, 8),), {"mask": torch.ones(2, 8)}) == [True, False]
+    assert len(exports) == 1
+
+
 class WithLoss(WithFinalState):
     def forward(self, x):
         o, _ = self.rnn(self.fc(x))

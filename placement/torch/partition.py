@@ -41,6 +41,7 @@ closest module around it that has state read, else stage 0. So every entry of th
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 from dataclasses import dataclass
@@ -306,14 +307,20 @@ def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None
     not (a statistic over the batch, a parameter's reduction). ``None`` where that export fails, or fixes the
     first dimension of an input (a model that reads the batch's size as a number, a batch of 1)."""
     import torch
-    from torch.utils._pytree import tree_map
+    from torch.utils._pytree import tree_leaves, tree_map
 
     from placement.io.torch_export import export_program
 
     def symbolic(value: Any) -> Any:
         return {0: torch.export.Dim.AUTO} if isinstance(value, torch.Tensor) and value.dim() > 0 else None
 
-    shapes = tuple(tree_map(symbolic, tuple(args))) + tuple(tree_map(symbolic, list((kwargs or {}).values())))
+    try:   # by the names of forward's parameters: torch.export reads a tuple in their order, not the call's
+        passed = inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments
+    except (TypeError, ValueError):
+        return None
+    if any(isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] < 2 for v in tree_leaves(dict(passed))):
+        return None   # torch.export fixes a dimension of 0 or 1, whatever it is told (and logs that it did)
+    shapes = {name: tree_map(symbolic, value) for name, value in passed.items()}
     try:
         program = export_program(model, args, kwargs, dynamic_shapes=shapes)
     except InvalidParameterError:
@@ -327,10 +334,25 @@ def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None
             for value in user_outputs(program)]
 
 
+def _batch_is_distinct(program: Any, batch: int) -> bool:
+    """Whether no dimension the exported ``program`` is given, but the first of each of its inputs, has the
+    micro-batch's size ``batch``: a parameter's, a buffer's, a constant's, an input's later ones (a sequence
+    as long as the micro-batch). Then a dimension of that size in the graph comes from the batch, as far
+    as sizes can tell (a mean over a batch of 4 of a [4, 4, 8] input is [4, 8], its 4 the sequence's)."""
+    inputs = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            shape = tuple(getattr(node.meta.get("val"), "shape", ()))
+            if batch in (shape[1:] if node.name in inputs else shape):
+                return False
+    return True
+
+
 def _flattened_batch(value: Any, batch: int) -> bool:
     """Whether the FX ``value`` is a reshape of a tensor whose first dimension is ``batch`` that merges it with
     the dimensions after it (``[batch, tokens, vocabulary]`` viewed as ``[batch · tokens, vocabulary]``): its
-    first dimension then grows with the batch, and no export is needed to tell."""
+    first dimension then grows with the batch, and no export is needed to tell, where the size is the batch's
+    alone (:func:`_batch_is_distinct`)."""
     import torch
 
     node = value
@@ -363,8 +385,9 @@ def output_batch_note(program: Any, batch: int,
     checked = [bool(shape) and shape != (1,) and all(isinstance(d, int) for d in shape) for shape in shapes]
     wrong = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch
              and (shape[0] % batch or batch in shape[1:])]
+    distinct = _batch_is_distinct(program, batch)
     multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong
-                 and not _flattened_batch(results[k], batch)]
+                 and not (distinct and _flattened_batch(results[k], batch))]
     follows = follows_batch() if multiples and follows_batch is not None else None
     if follows is not None and len(follows) == len(results):
         wrong = sorted(wrong + [k for k in multiples if not follows[k]])
