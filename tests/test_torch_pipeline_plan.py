@@ -1788,6 +1788,17 @@ class Adversarial(nn.Module):
         return StraightThrough.apply(self.d(GradientReversal.apply(h)))
 
 
+class Keyword(nn.Module):
+    """Two layers, the gradient reversal of the first's output passed to torch.add by keyword."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.add(x, other=GradientReversal.apply(self.a(x))))
+
+
 def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_warned_of():
     """torch.export keeps the operators of a custom autograd.Function's forward, not its backward, and drops
     a tensor's gradient hook: the stages of this model trained with the gradient of view_as (not reversed)
@@ -1805,12 +1816,21 @@ def test_custom_autograd_functions_and_gradient_hooks_of_a_training_plan_are_war
         plan_pipeline(Adversarial(), (x,), devices="h100:2", stages=2, microbatches=2)
     hooked = inspect.getsourcelines(Adversarial.forward)[1] + 2
     assert [str(w.message) for w in caught if w.category is CustomGradientWarning] == [
-        f"the model's forward applies a gradient hook registered at {__file__}:{hooked}, Function "
-        f"'GradientReversal' (module {__name__}), Function 'StraightThrough' (module {__name__}), of which "
-        "torch.export keeps the forward operators only (no custom backward, no hook): the stages' gradients are "
-        "the derivatives of those operators, which differ wherever the backward or hook returns another gradient "
-        "(a gradient reversal, a straight-through estimator); write it as operators whose derivative is the "
-        "gradient wanted, or apply it outside the pipeline"]
+        f"the stages run none of a gradient hook registered at {__file__}:{hooked}, Function 'GradientReversal' "
+        f"(module {__name__}), Function 'StraightThrough' (module {__name__}): torch.export keeps the operators a "
+        "custom Function's forward runs, not its backward, and no gradient hook, so the stages' gradients are the "
+        "derivatives of those operators, which differ wherever a backward or a hook returns another gradient (a "
+        "gradient reversal, a straight-through estimator, a clipping hook); write it as operators whose "
+        "derivative is the gradient wanted, or apply it outside the pipeline"]
+    # hooks registered before planning, and a Function's output read by keyword
+    keyword = Keyword()
+    keyword.b.register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    keyword.a.weight.register_hook(lambda grad: grad.clamp(-1, 1))
+    with pytest.warns(CustomGradientWarning) as caught:
+        plan_pipeline(keyword, (x,), devices="h100:2", stages=2, microbatches=2)
+    assert [str(w.message).split(":")[0] for w in caught if w.category is CustomGradientWarning] == [
+        "the stages run none of a backward hook of module 'b', a gradient hook of 'a.weight' (the stages hold "
+        f"copies of it), Function 'GradientReversal' (module {__name__})"]
 
     class Checkpointed(nn.Module):
         def __init__(self) -> None:

@@ -65,7 +65,9 @@ def custom_gradients(model: Any) -> Iterator[list[str]]:
     backward (:class:`CustomGradientWarning`): one entry per custom ``torch.autograd.Function`` whose output
     an operator or the model's output reads (``"Function 'GradReverse' (module __main__)"``; torch's own
     Functions differentiate their forward and are left out) and per ``register_hook`` call (``"a gradient
-    hook registered at FILE:LINE"``), in order of first appearance."""
+    hook registered at FILE:LINE"``), in order of first appearance, after the backward hooks of modules and
+    the gradient hooks of parameters and buffers registered before planning, which the stages do not run
+    either."""
     import os
     import traceback
 
@@ -88,7 +90,7 @@ def custom_gradients(model: Any) -> Iterator[list[str]]:
                           if not f.filename.startswith((library, own)) and not f.filename.startswith("<")]
                 note(f"a gradient hook registered at {frames[-1].filename}:{frames[-1].lineno}" if frames
                      else "a gradient hook")
-            read(args)
+            read((args, kwargs))
             return func(*args, **(kwargs or {}))
 
     def read(values: Any) -> None:
@@ -97,6 +99,12 @@ def custom_gradients(model: Any) -> Iterator[list[str]]:
             if function is not None and not function.__module__.startswith("torch."):
                 note(f"Function {function.__qualname__!r} (module {function.__module__})")
 
+    for name, module in model.named_modules():   # hooks registered before planning, which no stage runs
+        if module._backward_hooks or module._backward_pre_hooks:
+            note(f"a backward hook of module {name or type(module).__name__!r}")
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        if tensor._backward_hooks or getattr(tensor, "_post_accumulate_grad_hooks", None):
+            note(f"a gradient hook of {name!r} (the stages hold copies of it)")
     handle = model.register_forward_hook(lambda module, args, output: read(output))   # what no operator reads
     try:
         with Watch():
@@ -110,11 +118,11 @@ def custom_gradient_note(found: list[str]) -> str | None:
     if not found:
         return None
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return (f"the model's forward applies {', '.join(found[:3])}{more}, of which torch.export keeps the forward "
-            "operators only (no custom backward, no hook): the stages' gradients are the derivatives of those "
-            "operators, which differ wherever the backward or hook returns another gradient (a gradient reversal, "
-            "a straight-through estimator); write it as operators whose derivative is the gradient wanted, or "
-            "apply it outside the pipeline")
+    return (f"the stages run none of {', '.join(found[:3])}{more}: torch.export keeps the operators a custom "
+            "Function's forward runs, not its backward, and no gradient hook, so the stages' gradients are the "
+            "derivatives of those operators, which differ wherever a backward or a hook returns another gradient "
+            "(a gradient reversal, a straight-through estimator, a clipping hook); write it as operators whose "
+            "derivative is the gradient wanted, or apply it outside the pipeline")
 
 
 @contextlib.contextmanager
