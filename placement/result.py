@@ -299,7 +299,7 @@ class Result:
                 raise InvalidPlanError(f"{where}: malformed device entry ({exc})") from None
         has_plan = status in (Status.OPTIMAL, Status.FEASIBLE)
         # what verify and simulate would read ('fpgas' and 'cpus' agree with 'devices'), where there is a plan
-        placed = parse_plan(data).devices if has_plan or devices else ()
+        placed = parse_plan(dict(data)).devices if has_plan or devices else ()
         if has_plan and not any(d.nodes or d.calls for d in placed):
             raise InvalidPlanError(f"a plan document of status {status.value!r} must place the instance's nodes, "
                                    "but field 'devices' places none")

@@ -390,6 +390,8 @@ def test_result_from_json_refuses_what_verify_refuses_and_a_plan_that_places_not
         placement.Result.from_json(edited)
     assert str(info.value) == ("field 'fpgas' places the nodes or calls otherwise than field 'devices' does (on its "
                                "accelerator devices, in order): which of the two was meant is not clear")
+    from types import MappingProxyType   # a read-only mapping reads as the dict it wraps
+    assert placement.Result.from_json(MappingProxyType(document)) == placement.Result.from_json(document)
     empty = {**document, "devices": [], "fpgas": [], "cpus": []}
     with pytest.raises(placement.InvalidPlanError) as info:
         placement.Result.from_json(empty)
