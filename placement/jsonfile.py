@@ -133,30 +133,56 @@ def refuse_non_finite(document: Any, path: str | Path, error: type[PlacementErro
 
 def refuse_non_finite_document(document: Any, error: type[PlacementError]) -> None:
     """Raise ``error`` naming the first number of a decoded ``document`` given as a dict (a library
-    caller's) that is not finite, as :func:`refuse_non_finite` does for a file's, or the first container
-    that holds itself, which no JSON text decodes to (and which the search would follow forever)."""
-    try:      # the encoder refuses both at C speed; a type it cannot write (a numpy integer) is searched below
-        json.dumps(document, allow_nan=False)
+    caller's) that is not finite, as :func:`refuse_non_finite` does for a file's (numpy's numbers and arrays,
+    and ``Decimal``, are numbers too), or the first container that holds itself, which no JSON text decodes
+    to (and which the search would follow forever)."""
+    try:      # the encoder refuses both at C speed; what it cannot write at all is searched below
+        json.dumps(document, allow_nan=False, default=_plain)
         return
     except (ValueError, TypeError, RecursionError):
         pass
     path: list[int] = []                 # the ids of the containers from the document to the one searched
-    stack: list[tuple[Any, str, int]] = [(document, "", 0)]
+    stack: list[tuple[Any, Any, int]] = [(document, None, 0)]   # value, its place (key, parent's place), depth
     while stack:
-        value, where, depth = stack.pop()
+        value, place, depth = stack.pop()
         del path[depth:]
-        if isinstance(value, float) and not math.isfinite(value):
-            raise error(f"{where or 'the document'} is {_non_finite_name(value)}; every number must be finite")
+        if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+            value = value.tolist()        # a numpy number or array
+        if isinstance(value, numbers.Number) and not isinstance(value, (numbers.Integral, complex)):
+            if not math.isfinite(float(value)):
+                raise error(f"{_place_text(place)} is {_non_finite_name(float(value))}; every number must be "
+                            "finite")
+            continue
         if isinstance(value, Mapping):
-            items: Any = [(f"{where}.{key}" if where else str(key), item) for key, item in value.items()]
+            items: Any = value.items()
         elif isinstance(value, (list, tuple)):
-            items = [(f"{where}[{k}]", item) for k, item in enumerate(value)]
+            items = enumerate(value)
         else:
             continue
         if id(value) in path:
-            raise error(f"{where} holds itself (a container that is its own element is no JSON document)")
+            raise error(f"{_place_text(place)} holds itself (a container that is its own element is no JSON "
+                        "document)")
         path.append(id(value))
-        stack.extend((item, place, depth + 1) for place, item in reversed(items))
+        stack.extend(reversed([(item, (key, isinstance(value, Mapping), place), depth + 1) for key, item in items]))
+
+
+def _plain(value: Any) -> Any:
+    """A value the JSON encoder cannot write as itself, as one it can: a numpy number or array as its
+    Python value or list, a ``Decimal`` as a float."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    if isinstance(value, numbers.Number) and not isinstance(value, complex):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is no JSON value")
+
+
+def _place_text(place: Any) -> str:
+    """``nodes[3].about.x`` for a place of :func:`refuse_non_finite_document` (key, in a mapping, parent)."""
+    parts = []
+    while place is not None:
+        key, in_mapping, place = place
+        parts.append(f".{key}" if in_mapping else f"[{key}]")
+    return "".join(reversed(parts)).lstrip(".") or "the document"
 
 
 def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from placement.errors import (InvalidInstanceError, InvalidParameterError, InvalidPlanError, LimitExceededError,
@@ -342,14 +344,16 @@ def test_a_number_that_is_not_finite_in_a_field_the_reader_ignores(tmp_path, lit
     assert message(tmp_path, text) == f"nodes[1].note is {value}; every number must be finite"
 
 
-@pytest.mark.parametrize("value, name", [(math.nan, "NaN"), (-math.inf, "-Infinity")])
+@pytest.mark.parametrize("value, name", [(math.nan, "NaN"), (-math.inf, "-Infinity"), (np.float32("nan"), "NaN"),
+                                         (np.array([1.0, np.inf]), "Infinity"), (Decimal("-Infinity"), "-Infinity")])
 def test_a_number_that_is_not_finite_in_a_field_the_reader_ignores_of_a_document(value, name):
     """A decoded document (a dict, no file) is held to the rule its file would be: it was solved with a NaN
     in an ignored field, and with a container that holds itself, which no JSON text decodes to (where a dict
     shared by two fields, which JSON cannot write either, is no cycle and is read)."""
     with pytest.raises(InvalidInstanceError) as info:
         load({**with_node(instance(), 1, note=1.0), "about": {"runs": [1, {"spread": value}]}})
-    assert str(info.value) == f"about.runs[1].spread is {name}; every number must be finite"
+    where = "about.runs[1].spread" + ("[1]" if isinstance(value, np.ndarray) else "")   # numpy's numbers are numbers
+    assert str(info.value) == f"{where} is {name}; every number must be finite"
     looped = instance()
     looped["about"] = {"runs": []}
     looped["about"]["runs"].append(looped["about"])
