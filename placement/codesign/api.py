@@ -67,10 +67,6 @@ def codesign(model: Any, *, chips: int, power: float, area: float = AREA_BUDGET_
 
     # read here, where the paths are: a cluster's workers may run in another folder or on other machines
     workload, design_grid = load_workload(model), load_grid(grid)
-    if not workload.has_work:   # every design would run it in no time: an infinite throughput, no choice
-        from placement.errors import InvalidInstanceError
-        raise InvalidInstanceError("the model has no work to place: its operators compute nothing and move no "
-                                   "bytes, and no node's output is transferred, so every design runs it in no time")
     if scheduler is not None:
         return _on_cluster(scheduler, workload, chips=chips, power=power, area=area, homogeneous=homogeneous,
                            grid=design_grid, objective=objective, exhaustive=exhaustive, baseline=baseline,

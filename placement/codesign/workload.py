@@ -216,9 +216,9 @@ def _on_chips(data: Any) -> Any:
 def load_workload(source: str | Path | Mapping | Workload) -> Workload:
     """The workload held by ``source``: a model file's path, a decoded model (dict), or a :class:`Workload`."""
     if isinstance(source, Workload):
-        return source
+        return _with_work(source)
     if isinstance(source, Mapping):
-        return parse_workload(dict(source))
+        return _with_work(parse_workload(dict(source)))
     if not isinstance(source, (str, PathLike)):
         raise InvalidParameterError("model", f"must be a model file path, a dict or a Workload, "
                                              f"not {type(source).__name__}")
@@ -231,6 +231,15 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
                                    "configurations): the co-design takes a model file, whose nodes give their "
                                    "operators")
     try:
-        return parse_workload(data, Path(source).stem)
+        return _with_work(parse_workload(data, Path(source).stem))
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{source}: {exc}") from None
+
+
+def _with_work(workload: Workload) -> Workload:
+    """``workload``, unless it has no work (:attr:`Workload.has_work`): every design would run it in no
+    time, at an infinite throughput, and no design is better than another."""
+    if not workload.has_work:
+        raise InvalidInstanceError("the model has no work to place: its operators compute nothing and move no "
+                                   "bytes, and no node's output is transferred, so every design runs it in no time")
+    return workload
