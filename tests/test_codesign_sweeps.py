@@ -521,18 +521,20 @@ def test_wham_grows_the_resource_of_the_critical_operator():
                                         rel=1e-12)
 
 
-def test_a_model_that_takes_no_time_has_an_unbounded_throughput(tmp_path):
+def test_a_model_that_takes_no_time_is_refused(tmp_path):
     # two nodes without operators: every design runs them in 0 ms, so the throughput (1000 / 0 inputs
-    # per second) is unbounded; its record says so (null in the file) instead of the sweep dying on a
-    # division by zero
+    # per second) is unbounded and no design is better than another; the configuration is refused (a
+    # sweep records the refusal as the configuration's error and goes on) instead of reporting an optimum
     model = tmp_path / "zero.json"
     model.write_text(json.dumps({"maxSizePerFPGA": 2.0 ** 34, "maxFPGAs": 2, "maxCPUs": 0, "edges": [], "nodes": [
         {"id": k, "name": f"n{k}", "supportedOnFpga": True, "cpuLatency": 0.0, "fpgaLatency": 0.0,
          "isBackwardNode": False, "size": 1000, "operators": []} for k in (0, 1)]}))
-    record = sweep.run_configuration({"config": {"model": str(model), "chips": 1, "area_mm2": 606.68,
-                                                 "power_w": 300.0, "grid": TINY, "objective": "throughput",
-                                                 "homogeneous": False}, "baselines": []})
-    assert (record["status"], record["time_per_input_ms"], record["throughput"]) == ("optimal", 0.0, float("inf"))
+    with pytest.raises(InvalidInstanceError) as caught:
+        sweep.run_configuration({"config": {"model": str(model), "chips": 1, "area_mm2": 606.68, "power_w": 300.0,
+                                            "grid": TINY, "objective": "throughput", "homogeneous": False},
+                                 "baselines": []})
+    assert str(caught.value) == (f"{model}: the model has no work to place: its operators compute nothing and move "
+                                 "no bytes, and no node's output is transferred, so every design runs it in no time")
 
 
 def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):
