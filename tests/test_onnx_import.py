@@ -1599,7 +1599,8 @@ def test_window_functions_are_constants_of_their_size():
 
 
 def test_a_plan_of_an_onnx_instance_no_form_holds_points_to_the_stage_table(tmp_path):
-    """A plan that cuts the MLP's module 'enc' before its own Reshape: no hand-off form expresses it, and the refusal pointed to placement.torch.plan_pipeline, which needs the nn.Module an ONNX file's
+    """A plan that cuts the MLP's module 'enc' before its own Reshape: no hand-off form expresses it, and
+    the refusal pointed to placement.torch.plan_pipeline, which needs the nn.Module an ONNX file's
     user may not have; it names format='stages' first, and an import of the PyTorch model where there is one."""
     import json
 

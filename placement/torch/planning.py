@@ -54,9 +54,10 @@ class SequenceFirstWarning(UserWarning):
 
 class CustomGradientWarning(UserWarning):
     """A training plan of a model whose forward applies a custom ``torch.autograd.Function`` or registers a
-    gradient hook on a tensor: ``torch.export`` keeps the operators the Function's forward runs, not its
-    backward, and drops the hook, so the stages' gradients are the derivatives of those operators (not the
-    reversed or passed-through gradient a gradient reversal layer or a straight-through estimator returns)."""
+    gradient hook on a tensor, or whose modules or parameters hold backward hooks: ``torch.export`` keeps the
+    operators the Function's forward runs, not its backward, and no hook, so the stages' gradients are the
+    derivatives of those operators (not the reversed or passed-through gradient a gradient reversal layer or
+    a straight-through estimator returns, nor what a hook makes of it)."""
 
 
 @contextlib.contextmanager
