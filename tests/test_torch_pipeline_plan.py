@@ -873,7 +873,7 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
 
     def follows():   # what the export with a symbolic batch says of WithStatistics's four outputs
         asked.append(True)
-        return [True, False, False, True]
+        return [(True, False), (False,), (False,), (True, False)]
 
     flattened = export_program(WithFinalState(), (torch.randn(4, 5, 8),))
     assert output_batch_note(flattened, 4, follows) is not None   # the final state [2, 4, 16]
@@ -926,8 +926,42 @@ def test_a_micro_batch_of_one_asks_no_export_with_a_symbolic_batch(monkeypatch):
     monkeypatch.setattr(torch_export, "export_program", lambda *a, **k: exports.append(k) or export(*a, **k))
     assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)}) is None
     assert exports == []
-    assert outputs_following_batch(BatchMean(), (torch.randn(2, 8),), {"mask": torch.ones(2, 8)}) == [True, False]
+    assert outputs_following_batch(BatchMean(), (torch.randn(2, 8),), {"mask": torch.ones(2, 8)}) == [(True, False), (False,)]
     assert len(exports) == 1
+
+
+class Similarity(nn.Module):
+    """Two towers and the similarities of every image to every text of the batch, [batch, batch]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.img, self.txt = nn.Linear(12, 16), nn.Linear(10, 16)
+
+    def forward(self, image, text):
+        return F.normalize(self.img(image), dim=-1) @ F.normalize(self.txt(text), dim=-1).t()
+
+
+def test_an_output_pairing_the_samples_of_a_batch_is_told_of():
+    """Similarities [2, 2] of a micro-batch of 2: step() of 4 micro-batches returned [8, 2], the pairs within
+    each micro-batch, where the model returns [8, 8] for the batch, without a word (its first dimension is the
+    micro-batch's). The export with a symbolic batch shows the second dimension growing with it; an output
+    whose later dimension only equals the micro-batch's size (a sequence of 2) is not told of."""
+    from placement.torch import OutputBatchWarning
+
+    x, y = torch.randn(8, 12), torch.randn(8, 10)
+    assert tuple(Similarity()(x, y).shape) == (8, 8)
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(Similarity(), (x[:2], y[:2]), devices="h100:2", stages=2, training=False, microbatches=4)
+    assert [str(w.message) for w in caught if w.category is OutputBatchWarning] == [
+        "the model returns an output of shape [2, 2], whose later dimensions grow with the micro-batch (2) too (it "
+        "pairs the samples): the pipeline runtime concatenates each output over the micro-batches along its first "
+        "dimension, so step() returns each micro-batch's pairs alone, otherwise than the model does for the whole "
+        "batch (losses and gradients are those of each micro-batch's pairs: loss_fn sees them); compute what pairs "
+        "samples of different micro-batches outside the pipeline"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutputBatchWarning)
+        plan_pipeline(nn.Linear(8, 8), (torch.randn(2, 2, 8),), devices="h100:2", stages=1, training=False,
+                      microbatches=4)
 
 
 class WithLoss(WithFinalState):

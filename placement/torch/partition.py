@@ -300,12 +300,14 @@ def check_program_outputs(program: Any, names: Mapping[str, str]) -> None:
     check_results(results, state_name, lambda: check_output_spec(program.call_spec.out_spec))
 
 
-def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None) -> list[bool] | None:
-    """For each output ``model`` returns (its user outputs, in order), whether its first dimension grows with
-    the batch, read off an export whose tensor inputs have a symbolic first dimension (``torch.export``'s
-    ``Dim.AUTO``): a first dimension that is an expression of it does (``[batch · tokens, ...]``), a number does
-    not (a statistic over the batch, a parameter's reduction). ``None`` where that export fails, or fixes the
-    first dimension of an input (a model that reads the batch's size as a number, a batch of 1)."""
+def outputs_following_batch(model: Any, args: Sequence[Any],
+                            kwargs: dict | None) -> list[tuple[bool, ...]] | None:
+    """For each output ``model`` returns (its user outputs, in order), whether each of its dimensions grows
+    with the batch, read off an export whose tensor inputs have a symbolic first dimension (``torch.export``'s
+    ``Dim.AUTO``): a dimension that is an expression of it does (``[batch · tokens, ...]``; ``[batch, batch]``,
+    the similarities of every pair of samples), a number does not (a statistic over the batch, a parameter's
+    reduction). ``None`` where that export fails, or fixes the first dimension of an input (a model that
+    reads the batch's size as a number, a batch of 1)."""
     import torch
     from torch.utils._pytree import tree_leaves, tree_map
 
@@ -330,7 +332,7 @@ def outputs_following_batch(model: Any, args: Sequence[Any], kwargs: dict | None
               if node.op == "placeholder" and node.name in inputs and getattr(node.meta.get("val"), "ndim", 0) > 0]
     if not firsts or not all(isinstance(d, torch.SymInt) for d in firsts):
         return None
-    return [bool(getattr(value.meta.get("val"), "ndim", 0)) and isinstance(value.meta["val"].shape[0], torch.SymInt)
+    return [tuple(isinstance(d, torch.SymInt) for d in getattr(value.meta.get("val"), "shape", ()))
             for value in user_outputs(program)]
 
 
@@ -368,7 +370,7 @@ def _flattened_batch(value: Any, batch: int) -> bool:
 
 
 def output_batch_note(program: Any, batch: int,
-                      follows_batch: Callable[[], list[bool] | None] | None = None) -> str | None:
+                      follows_batch: Callable[[], list[tuple[bool, ...]] | None] | None = None) -> str | None:
     """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
     its micro-batches (``batch`` samples each), or ``None``. The pipeline runtime concatenates each output
     over the micro-batches along its first dimension: an output whose first dimension is no multiple of
@@ -379,7 +381,9 @@ def output_batch_note(program: Any, batch: int,
     ``docs/pytorch.md`` says). One whose first dimension is another multiple of ``batch`` may be flattened
     (``[batch · tokens, vocabulary]``) or not grow at all (a statistic over the batch of twice its size):
     ``follows_batch`` (:func:`outputs_following_batch`, called only then) tells them apart; without it, or
-    where it cannot tell, such an output is taken as flattened."""
+    where it cannot tell, such an output is taken as flattened. So it tells whether one of the micro-batch's
+    first dimension with ``batch`` among its later ones mixes the samples (``[batch, batch]`` similarities of
+    every pair, which concatenate to ``[batch, batch]`` blocks, not the whole batch's square)."""
     results = user_outputs(program)
     shapes = [tuple(getattr(value.meta.get("val"), "shape", ())) for value in results]
     checked = [bool(shape) and shape != (1,) and all(isinstance(d, int) for d in shape) for shape in shapes]
@@ -388,13 +392,27 @@ def output_batch_note(program: Any, batch: int,
     distinct = _batch_is_distinct(program, batch)
     multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong
                  and not (distinct and _flattened_batch(results[k], batch))]
-    follows = follows_batch() if multiples and follows_batch is not None else None
+    square = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] == batch and batch in shape[1:]]
+    follows = follows_batch() if (multiples or square) and follows_batch is not None else None
     if follows is not None and len(follows) == len(results):
-        wrong = sorted(wrong + [k for k in multiples if not follows[k]])
+        wrong = sorted(wrong + [k for k in multiples if not follows[k][:1] == (True,)]
+                       + [k for k in square if any(follows[k][1:])])
     if not wrong:
         return None
     listed = [f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shapes[k])}" for k in wrong]
-    return (f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}): "
+    mixed = [k for k in wrong if shapes[k][0] == batch]   # a later dimension grows with the batch too
+    if mixed and len(mixed) == len(wrong):
+        return (f"the model returns {', '.join(listed)}, whose later dimensions grow with the micro-batch ({batch}) "
+                "too (it pairs the samples): the pipeline runtime concatenates each output over the micro-batches "
+                "along its first dimension, so step() returns each micro-batch's pairs alone, otherwise than the "
+                "model does for the whole batch (losses and gradients are those of each micro-batch's pairs: "
+                "loss_fn sees them); compute what pairs samples of different micro-batches outside the pipeline")
+    return (f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}), or "
+            "whose later dimensions grow with it: the pipeline runtime concatenates each output over the "
+            "micro-batches along its first dimension, so step() returns it otherwise than the model does for the "
+            "whole batch (loss_fn sees each micro-batch's own outputs); return it with the batch first"
+            if mixed else
+            f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}): "
             "the pipeline runtime concatenates each output over the micro-batches along its first dimension, so "
             "step() returns it otherwise than the model does for the whole batch (losses and gradients are not "
             "affected: loss_fn sees each micro-batch's own outputs); return it with the batch first")
