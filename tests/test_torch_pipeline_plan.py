@@ -884,6 +884,61 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
     assert asked == [True]
 
 
+class Interleaved(nn.Module):
+    """Outputs whose first dimension grows with the batch but does not list one sample's rows after another's:
+    an LSTM's output [time, batch, 16] flattened time-major and projected ([time · batch, 5]), the batch's two
+    halves of the features stacked ([2 · batch, 5]), the output repeated ([2 · batch, 5]); and the same
+    output flattened batch-major and projected ([batch · time, 5]), which is not told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.rnn, self.out = nn.Linear(8, 16), nn.LSTM(16, 16), nn.Linear(16, 5)
+
+    def forward(self, x):
+        h, _ = self.rnn(self.fc(x).transpose(0, 1))
+        y = self.out(h)
+        return (self.out(h.reshape(-1, 16)), torch.cat([y[0], y[-1]]), y[0].repeat(2, 1),
+                self.out(h.transpose(0, 1).reshape(-1, 16)))
+
+
+def test_an_output_interleaving_the_samples_is_told_of():
+    """The three outputs concatenate over micro-batches otherwise than the model returns them for the whole
+    batch (shown below on two micro-batches of 4), and had no warning: their first dimension grows with the
+    batch, which was all the export with a symbolic batch was asked. The operator that makes that dimension
+    tells them from the batch-major one (whose concatenation is the model's)."""
+    from placement.torch import OutputBatchWarning
+
+    torch.manual_seed(0)
+    model, x = Interleaved(), torch.randn(8, 3, 8)
+    whole, halves = model(x), [model(x[:4]), model(x[4:])]
+    assert [torch.allclose(torch.cat([a, b]), whole[k], atol=1e-6) for k, (a, b) in
+            enumerate(zip(*halves))] == [False, False, False, True]
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(model, (x[:4],), devices="epyc-7763:2", stages=2, training=False, microbatches=2)
+    assert [str(w.message) for w in caught if w.category is OutputBatchWarning] == [
+        "the model returns output 0 of shape [12, 5], output 1 of shape [8, 5], output 2 of shape [8, 5], whose "
+        "first dimension is not the micro-batch's (4): the pipeline runtime concatenates each output over the "
+        "micro-batches along its first dimension, so step() returns it otherwise than the model does for the whole "
+        "batch (losses and gradients are not affected: loss_fn sees each micro-batch's own outputs); return it "
+        "with the batch first"]
+
+
+class Flattened(nn.Module):
+    def forward(self, x):   # x: [batch, time, 8]
+        y = x.transpose(0, 1)
+        return y.flatten(0, 1) * 2, y.contiguous().view(-1, 8), torch.stack([x, x]).flatten(0, 1), x.flatten(0, 1)
+
+
+def test_which_merge_of_dimensions_lists_the_samples_one_after_another():
+    """Time-major [time, batch] merged by flatten or view, and [2, batch] stacked then merged, interleave the
+    samples' rows; only [batch, time] merged lists them one after another (every first dimension here grows
+    with the batch)."""
+    from placement.torch.partition import outputs_following_batch
+
+    assert outputs_following_batch(Flattened(), (torch.randn(4, 3, 8),), None) == [
+        (False, False), (False, False), (False, False, False), (True, False)]
+
+
 class BatchMean(nn.Module):
     """A layer returning its output and the output's mean over the batch, flattened; a mask and a flag by
     keyword, in forward's order ``mask``, ``scale``, ``flag``."""

@@ -306,7 +306,9 @@ def outputs_following_batch(model: Any, args: Sequence[Any],
     with the batch, read off an export whose tensor inputs have a symbolic first dimension (``torch.export``'s
     ``Dim.AUTO``): a dimension that is an expression of it does (``[batch · tokens, ...]``; ``[batch, batch]``,
     the similarities of every pair of samples), a number does not (a statistic over the batch, a parameter's
-    reduction). ``None`` where that export fails, or fixes the first dimension of an input (a model that
+    reduction). A first dimension that grows with the batch but interleaves its samples' rows
+    (:func:`_samples_interleaved`) is given as not following it: its concatenation over micro-batches is not
+    the whole batch's. ``None`` where that export fails, or fixes the first dimension of an input (a model that
     reads the batch's size as a number, a batch of 1)."""
     import torch
     from torch.utils._pytree import tree_leaves, tree_map
@@ -332,8 +334,61 @@ def outputs_following_batch(model: Any, args: Sequence[Any],
               if node.op == "placeholder" and node.name in inputs and getattr(node.meta.get("val"), "ndim", 0) > 0]
     if not firsts or not all(isinstance(d, torch.SymInt) for d in firsts):
         return None
-    return [tuple(isinstance(d, torch.SymInt) for d in getattr(value.meta.get("val"), "shape", ()))
-            for value in user_outputs(program)]
+    grows = [tuple(isinstance(d, torch.SymInt) for d in getattr(value.meta.get("val"), "shape", ()))
+             for value in user_outputs(program)]
+    return [(False, *dims[1:]) if dims[:1] == (True,) and _samples_interleaved(value) else dims
+            for dims, value in zip(grows, user_outputs(program))]
+
+
+def _samples_interleaved(value: Any) -> bool:
+    """Whether the first dimension of the FX ``value`` (of an export whose inputs' first dimensions are
+    symbolic, :func:`outputs_following_batch`), which grows with the batch, lists the samples' rows otherwise
+    than one sample's after another's, as far as the operator that made that dimension tells: a reshape
+    merging a leading dimension that does not grow with the batch with a later one that does (``[time,
+    batch, d]`` viewed as ``[time · batch, d]``), a concatenation along it (``[views, ...]`` of two views of
+    the batch stacked as ``[2 · batch, d]``), a repeat along it. Concatenating such an output over the
+    micro-batches does not give the whole batch's. The operators between that one and ``value`` are those
+    whose first dimension is that of one of their inputs (a linear layer, an activation)."""
+    import sympy
+    import torch
+
+    def shape(node: Any) -> tuple:
+        return tuple(getattr(node.meta.get("val"), "shape", ())) if hasattr(node, "meta") else ()
+
+    def expr(d: Any) -> Any:
+        if isinstance(d, torch.SymInt):
+            return d.node.expr
+        return d if isinstance(d, sympy.Basic) else sympy.Integer(int(d))
+
+    def same(a: Any, b: Any) -> bool:
+        return sympy.expand(expr(a) - expr(b)) == 0
+
+    aten = torch.ops.aten
+    node = value
+    while getattr(node, "op", None) == "call_function":
+        first = shape(node)[:1]
+        if not first or not isinstance(first[0], torch.SymInt):
+            return False
+        tensors = [a for a in node.args if shape(a)]
+        if node.target in (aten.cat.default, aten.concat.default):
+            parts = node.args[0] if node.args else ()
+            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+            return dim == 0 and sum(bool(shape(part)) for part in parts) > 1
+        passed = next((a for a in tensors if same(shape(a)[0], first[0])), None)
+        if passed is not None:
+            node = passed
+            continue
+        if node.target == aten.repeat.default:
+            return True
+        if not tensors or node.target not in (aten.reshape.default, aten.view.default, aten._unsafe_view.default,
+                                              aten.flatten.using_ints):
+            return False
+        source = shape(tensors[0])
+        if isinstance(source[0], torch.SymInt) or source[0] == 1:
+            return False
+        return any(isinstance(d, torch.SymInt) for d in source[1:]) and any(
+            same(math.prod(map(expr, source[:j + 1])), first[0]) for j in range(1, len(source)))
+    return False
 
 
 def _batch_is_distinct(program: Any, batch: int) -> bool:
