@@ -926,17 +926,19 @@ def test_an_output_interleaving_the_samples_is_told_of():
 class Flattened(nn.Module):
     def forward(self, x):   # x: [batch, time, 8]
         y = x.transpose(0, 1)
-        return y.flatten(0, 1) * 2, y.contiguous().view(-1, 8), torch.stack([x, x]).flatten(0, 1), x.flatten(0, 1)
+        return (y.flatten(0, 1) * 2, y.contiguous().view(-1, 8), torch.stack([x, x]).flatten(0, 1),
+                torch.cat([x.flatten(), x.flatten()], -1), x.flatten(0, 1), x.repeat_interleave(2, 0))
 
 
 def test_which_merge_of_dimensions_lists_the_samples_one_after_another():
-    """Time-major [time, batch] merged by flatten or view, and [2, batch] stacked then merged, interleave the
-    samples' rows; only [batch, time] merged lists them one after another (every first dimension here grows
+    """Time-major [time, batch] merged by flatten or view, [2, batch] stacked then merged, and two flattened
+    copies concatenated along their last (and only) dimension interleave the samples' rows; [batch, time]
+    merged, and each sample repeated in place, list them one after another (every first dimension here grows
     with the batch)."""
     from placement.torch.partition import outputs_following_batch
 
     assert outputs_following_batch(Flattened(), (torch.randn(4, 3, 8),), None) == [
-        (False, False), (False, False), (False, False, False), (True, False)]
+        (False, False), (False, False), (False, False, False), (False,), (True, False), (True, False, False)]
 
 
 class BatchMean(nn.Module):

@@ -373,7 +373,7 @@ def _samples_interleaved(value: Any) -> bool:
         if node.target in (aten.cat.default, aten.concat.default):
             parts = node.args[0] if node.args else ()
             dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-            return dim == 0 and sum(bool(shape(part)) for part in parts) > 1
+            return dim % len(shape(node)) == 0 and sum(bool(shape(part)) for part in parts) > 1
         passed = next((a for a in tensors if same(shape(a)[0], first[0])), None)
         if passed is not None:
             node = passed
