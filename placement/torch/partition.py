@@ -334,10 +334,11 @@ def outputs_following_batch(model: Any, args: Sequence[Any],
               if node.op == "placeholder" and node.name in inputs and getattr(node.meta.get("val"), "ndim", 0) > 0]
     if not firsts or not all(isinstance(d, torch.SymInt) for d in firsts):
         return None
-    grows = [tuple(isinstance(d, torch.SymInt) for d in getattr(value.meta.get("val"), "shape", ()))
-             for value in user_outputs(program)]
-    return [(False, *dims[1:]) if dims[:1] == (True,) and _samples_interleaved(value) else dims
-            for dims, value in zip(grows, user_outputs(program))]
+    follows = []
+    for value in user_outputs(program):
+        dims = tuple(isinstance(d, torch.SymInt) for d in getattr(value.meta.get("val"), "shape", ()))
+        follows.append((False, *dims[1:]) if dims[:1] == (True,) and _samples_interleaved(value) else dims)
+    return follows
 
 
 def _samples_interleaved(value: Any) -> bool:
