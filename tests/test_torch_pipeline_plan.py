@@ -1670,6 +1670,13 @@ def test_the_readme_example_of_the_planner_s_guards_runs_as_written(capsys):
         "and its inputs in the precision it is to run in (model.to(torch.bfloat16))"]
 
 
+def test_the_readme_example_of_an_output_interleaving_the_samples_runs_as_written(capsys):
+    # The README's block on OutputBatchWarning: a GRU's [10, 4, 2] output per micro-batch of 4, flattened
+    # time-major to [40, 2]; concatenated over 2 micro-batches it is not the [80, 2] of the whole batch
+    assert readme_block_prints("TimeMajor", capsys) == [
+        "the model returns an output of shape [40, 2], whose first dimension is not the micro-batch's (4)"]
+
+
 def test_autocast_is_refused_when_planning_and_when_a_stage_runs():
     """Inside torch.autocast the export mixed bfloat16 with the parameters' float32, and the refusal blamed the
     inputs; a stage run inside one computed in bfloat16 and sent it to a stage that received float32 (torch's
