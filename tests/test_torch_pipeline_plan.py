@@ -971,20 +971,70 @@ def test_a_batch_mean_is_told_of_whatever_sizes_coincide_and_keywords_come_in(sh
         f"the model returns output 1 of shape [{32 if len(shape) == 3 else 8}]"]
 
 
-def test_a_micro_batch_of_one_asks_no_export_with_a_symbolic_batch(monkeypatch):
-    """torch.export fixes a dimension of size 1 whatever it is told, and logs that it did: with one sample a
-    micro-batch, every output's first dimension is a multiple of it, and the second export only printed
-    torch's complaint."""
+def test_a_micro_batch_of_one_is_exported_as_two_copies_of_it(monkeypatch):
+    """torch.export fixes a dimension of size 1 whatever it is told (and logs that it did): with one sample a
+    micro-batch, the export with a symbolic batch told nothing, and a mean over the batch went unwarned. Two
+    copies of the sample give a batch it keeps symbolic."""
     import placement.io.torch_export as torch_export
     from placement.torch.partition import outputs_following_batch
 
-    exports = []
+    shapes = []
     export = torch_export.export_program
-    monkeypatch.setattr(torch_export, "export_program", lambda *a, **k: exports.append(k) or export(*a, **k))
-    assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)}) is None
-    assert exports == []
-    assert outputs_following_batch(BatchMean(), (torch.randn(2, 8),), {"mask": torch.ones(2, 8)}) == [(True, False), (False,)]
-    assert len(exports) == 1
+    monkeypatch.setattr(torch_export, "export_program",
+                        lambda model, args, kwargs, **k: shapes.append([tuple(args[0].shape), tuple(kwargs["mask"].shape)])
+                        or export(model, args, kwargs, **k))
+    assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)}) == [(True, False), (False,)]
+    assert shapes == [[(2, 8), (2, 8)]]
+    # an input with no sample, or of another first dimension than another's: no batch to make symbolic
+    assert outputs_following_batch(BatchMean(), (torch.randn(0, 8),), None) is None
+    assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(2, 8)}) is None
+    assert len(shapes) == 1
+
+
+class SampleStatistics(nn.Module):
+    """A layer returning its output ([batch, tokens, 8]), the output's mean over the batch keeping the dimension
+    ([1, tokens, 8]) and the output sequence-first ([tokens, batch, 8])."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.a(x)
+        return h, h.mean(0, keepdim=True), h.transpose(0, 1)
+
+
+@pytest.mark.parametrize("shape, told", [
+    ((1, 3, 8), "output 2 of shape [3, 1, 8], whose first dimension is not the micro-batch's (1); output 1 of shape "
+                "[1, 3, 8], whose first dimension has the micro-batch's size (1) but does not grow with the batch"),
+    ((4, 4, 8), "output 1 of shape [1, 4, 8], whose first dimension is not the micro-batch's (4); output 2 of "
+                "shape [4, 4, 8], whose first dimension has the micro-batch's size (4) but does not grow with the "
+                "batch"),
+])
+def test_an_output_of_the_micro_batch_s_size_that_does_not_grow_with_the_batch_is_told_of(shape, told):
+    """With one sample a micro-batch every first dimension is a multiple of it, and with as many tokens as
+    samples the sequence-first output has the micro-batch's size first: the mean over the batch ([1, tokens,
+    8] for any batch) and the sequence-first output ([tokens, batch, 8]) went unwarned where sizes did not tell
+    them from the batch's, while step() of 4 micro-batches returned them concatenated along their first
+    dimension, otherwise than the model (shown below); the batch-first output concatenates as the model's and
+    is not told of."""
+    from placement.torch import OutputBatchWarning
+
+    torch.manual_seed(0)
+    model, x = SampleStatistics(), torch.randn(4 * shape[0], *shape[1:])
+    whole, parts = model(x), [model(part) for part in x.split(shape[0])]
+    assert [torch.cat(outputs).shape == whole[k].shape and torch.allclose(torch.cat(outputs), whole[k])
+            for k, outputs in enumerate(zip(*parts))] == [True, False, False]
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(model, (x[:shape[0]],), devices="h100:2", stages=2, microbatches=4)
+    assert [str(w.message) for w in caught if w.category is OutputBatchWarning] == [
+        f"the model returns {told}: the pipeline runtime concatenates each output over the micro-batches along its "
+        "first dimension, so step() returns it otherwise than the model does for the whole batch (losses and "
+        "gradients are not affected: loss_fn sees each micro-batch's own outputs); return it with the batch first"]
+    with warnings.catch_warnings():   # one sample a micro-batch, flattened with its tokens: as the model's
+        warnings.simplefilter("error", OutputBatchWarning)
+        plan_pipeline(nn.Sequential(nn.Linear(8, 8), nn.Flatten(0, 1)), (x[:1],), devices="h100:2", stages=2,
+                      microbatches=4)
 
 
 class Similarity(nn.Module):

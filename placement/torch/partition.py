@@ -309,21 +309,28 @@ def outputs_following_batch(model: Any, args: Sequence[Any],
     reduction). A first dimension that grows with the batch but interleaves its samples' rows
     (:func:`_samples_interleaved`) is given as not following it: its concatenation over micro-batches is not
     the whole batch's. ``None`` where that export fails, or fixes the first dimension of an input (a model that
-    reads the batch's size as a number, a batch of 1)."""
+    reads the batch's size as a number, an input with no samples). A batch of one sample is exported as two
+    copies of it: torch.export fixes a dimension of size 1 whatever it is told (and logs that it did)."""
     import torch
     from torch.utils._pytree import tree_leaves, tree_map
 
     from placement.io.torch_export import export_program
 
-    def symbolic(value: Any) -> Any:
-        return {0: torch.export.Dim.AUTO} if isinstance(value, torch.Tensor) and value.dim() > 0 else None
+    def batched(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.dim() > 0
 
+    def symbolic(value: Any) -> Any:
+        return {0: torch.export.Dim.AUTO} if batched(value) else None
+
+    sizes = {v.shape[0] for v in tree_leaves((tuple(args), kwargs or {})) if batched(v)}
+    if 0 in sizes or (1 in sizes and len(sizes) > 1):
+        return None
+    if sizes == {1}:
+        args, kwargs = tree_map(lambda v: torch.cat([v, v]) if batched(v) else v, (tuple(args), kwargs))
     try:   # by the names of forward's parameters: torch.export reads a tuple in their order, not the call's
         passed = inspect.signature(model.forward).bind(*args, **(kwargs or {})).arguments
     except (TypeError, ValueError):
         return None
-    if any(isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] < 2 for v in tree_leaves(dict(passed))):
-        return None   # torch.export fixes a dimension of 0 or 1, whatever it is told (and logs that it did)
     shapes = {name: tree_map(symbolic, value) for name, value in passed.items()}
     try:
         program = export_program(model, args, kwargs, dynamic_shapes=shapes)
@@ -439,39 +446,56 @@ def output_batch_note(program: Any, batch: int,
     ``follows_batch`` (:func:`outputs_following_batch`, called only then) tells them apart; without it, or
     where it cannot tell, such an output is taken as flattened. So it tells whether one of the micro-batch's
     first dimension with ``batch`` among its later ones mixes the samples (``[batch, batch]`` similarities of
-    every pair, which concatenate to ``[batch, batch]`` blocks, not the whole batch's square)."""
+    every pair, which concatenate to ``[batch, batch]`` blocks, not the whole batch's square), and, where sizes
+    cannot tell the batch from another dimension (one of the program's inputs has a later dimension, or a
+    parameter one, of the micro-batch's size; a micro-batch of one sample, where every size is a multiple of
+    it), whether a first dimension of the micro-batch's size grows with the batch at all (a mean over the batch
+    of ``[batch, tokens, d]`` with as many tokens as samples; a ``[1, d]`` mean of one sample)."""
     results = user_outputs(program)
     shapes = [tuple(getattr(value.meta.get("val"), "shape", ())) for value in results]
-    checked = [bool(shape) and shape != (1,) and all(isinstance(d, int) for d in shape) for shape in shapes]
-    wrong = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch
-             and (shape[0] % batch or batch in shape[1:])]
-    distinct = _batch_is_distinct(program, batch)
-    multiples = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] != batch and k not in wrong
-                 and not (distinct and _flattened_batch(results[k], batch))]
-    square = [k for k, shape in enumerate(shapes) if checked[k] and shape[0] == batch and batch in shape[1:]]
-    follows = follows_batch() if (multiples or square) and follows_batch is not None else None
-    if follows is not None and len(follows) == len(results):
-        wrong = sorted(wrong + [k for k in multiples if not follows[k][:1] == (True,)]
-                       + [k for k in square if any(follows[k][1:])])
+    checked = [k for k, shape in enumerate(shapes)
+               if shape and shape != (1,) and all(isinstance(d, int) for d in shape)]
+    distinct = batch > 1 and _batch_is_distinct(program, batch)
+    if batch == 1:   # every size is a multiple of 1, and 1 is everywhere: only the export can tell
+        wrong, multiples = [], [k for k in checked if shapes[k][0] != 1]
+    else:
+        wrong = [k for k in checked if shapes[k][0] != batch and (shapes[k][0] % batch or batch in shapes[k][1:])]
+        multiples = [k for k in checked if shapes[k][0] != batch and k not in wrong
+                     and not (distinct and _flattened_batch(results[k], batch))]
+    # of the micro-batch's first dimension: a later one of its size may grow with it too, or the first be
+    # another of its size (a sequence as long as the micro-batch), where the sizes do not tell them apart
+    sized = [k for k in checked if shapes[k][0] == batch and (not distinct or batch in shapes[k][1:])]
+    follows = follows_batch() if (multiples or sized) and follows_batch is not None else None
+    if follows is None or len(follows) != len(results):
+        follows = None
+    else:
+        wrong = sorted(wrong + [k for k in multiples + sized if follows[k][:1] != (True,) or
+                                (k in sized and any(follows[k][1:]))])
     if not wrong:
         return None
-    listed = [f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shapes[k])}" for k in wrong]
-    mixed = [k for k in wrong if shapes[k][0] == batch]   # a later dimension grows with the batch too
-    if mixed and len(mixed) == len(wrong):
-        return (f"the model returns {', '.join(listed)}, whose later dimensions grow with the micro-batch ({batch}) "
+
+    def listed(ks: list[int]) -> str:
+        return ", ".join(f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shapes[k])}"
+                         for k in ks)
+
+    pairs = [k for k in wrong if follows is not None and shapes[k][0] == batch and follows[k][:1] == (True,)]
+    alike = [k for k in wrong if shapes[k][0] == batch and k not in pairs]   # its first dimension only its size
+    other = [k for k in wrong if shapes[k][0] != batch]
+    if pairs and len(pairs) == len(wrong):
+        return (f"the model returns {listed(pairs)}, whose later dimensions grow with the micro-batch ({batch}) "
                 "too (it pairs the samples): the pipeline runtime concatenates each output over the micro-batches "
                 "along its first dimension, so step() returns each micro-batch's pairs alone, otherwise than the "
                 "model does for the whole batch (losses and gradients are those of each micro-batch's pairs: "
                 "loss_fn sees them); compute what pairs samples of different micro-batches outside the pipeline")
-    return (f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}), or "
-            "whose later dimensions grow with it: the pipeline runtime concatenates each output over the "
-            "micro-batches along its first dimension, so step() returns it otherwise than the model does for the "
-            "whole batch (loss_fn sees each micro-batch's own outputs); return it with the batch first"
-            if mixed else
-            f"the model returns {', '.join(listed)}, whose first dimension is not the micro-batch's ({batch}): "
-            "the pipeline runtime concatenates each output over the micro-batches along its first dimension, so "
-            "step() returns it otherwise than the model does for the whole batch (losses and gradients are not "
-            "affected: loss_fn sees each micro-batch's own outputs); return it with the batch first")
+    said = [f"{listed(other)}, whose first dimension is not the micro-batch's ({batch})"] if other else []
+    said += [f"{listed(alike)}, whose first dimension has the micro-batch's size ({batch}) but does not grow with "
+             "the batch"] if alike else []
+    said += [f"{listed(pairs)}, whose later dimensions grow with the micro-batch ({batch}) too"] if pairs else []
+    effect = ("loss_fn sees each micro-batch's own outputs" if pairs else
+              "losses and gradients are not affected: loss_fn sees each micro-batch's own outputs")
+    return (f"the model returns {'; '.join(said)}: the pipeline runtime concatenates each output over the "
+            f"micro-batches along its first dimension, so step() returns it otherwise than the model does for the "
+            f"whole batch ({effect}); return it with the batch first")
 
 
 def partition(gm: Any, names: Mapping[int, str], saved: frozenset[str] | None = None) -> Partition:
