@@ -855,3 +855,49 @@ def test_clip_grad_norm_clips_every_stage_by_the_norm_of_the_whole_model(tmp_pat
     with pytest.raises(placement.InvalidParameterError) as error:
         pp.clip_grad_norm_(object(), 1.0)
     assert str(error.value) == "stage must be a stage made by this plan's build_stage"
+
+
+def _clip_once(rank: int, port: int, pp, x, y, out_dir: str) -> None:
+    """Rank ``rank`` of 2: one step of its stage of ``pp``, clipped by pp.clip_grad_norm_; saves the norm and
+    its gradients."""
+    _join_group(rank, 2, port)
+    try:
+        stage = pp.build_stage(rank, torch.device("cpu"))
+        sched = pp.schedule(stage, loss_fn)
+        sched.step(x) if rank == 0 else sched.step(target=y)
+        norm = pp.clip_grad_norm_(stage, 0.5)
+        grads = {name: p.grad for name, p in stage.submod.named_parameters()}
+        torch.save({"norm": norm, "grads": grads}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_clip_grad_norm_keeps_the_gradients_type():
+    """torch's clip_grad_norm_ returns the norm of float64 gradients in float64 and scales them by it; the
+    plan's cast the norm to float32, so the clipped gradients of a float64 model differed from the unsplit
+    model's by 1e-8 and its norm was float32. Now both are the unsplit model's to the last bits."""
+    import tempfile
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(8, 8, generator=g, dtype=torch.float64), torch.randn(8, 4, generator=g, dtype=torch.float64)
+
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).double()
+
+    pp = plan_pipeline(model(), (x[:2],), devices="epyc-7763:2", stages=2, microbatches=4)
+    with tempfile.TemporaryDirectory() as out_dir:
+        assert _run_ranks(_clip_once, (pp, x, y, out_dir), 2, timeout=120) == [0, 0]
+        reports = [torch.load(os.path.join(out_dir, f"rank{rank}.pt")) for rank in range(2)]
+    reference = model()
+    for k in range(4):
+        loss_fn(reference(x[2 * k:2 * k + 2]), y[2 * k:2 * k + 2]).backward()
+    norm = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+    assert norm.dtype == torch.float64 and float(norm) > 0.5   # it clips
+    assert [r["norm"].dtype for r in reports] == [torch.float64] * 2
+    assert [float(r["norm"]) for r in reports] == [pytest.approx(float(norm), rel=1e-13)] * 2
+    expected = dict(reference.named_parameters())
+    assert sorted(name for r in reports for name in r["grads"]) == sorted(expected)
+    for r in reports:
+        for name, grad in r["grads"].items():
+            assert torch.allclose(grad, expected[name].grad, rtol=1e-12, atol=0), name

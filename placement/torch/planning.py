@@ -326,8 +326,9 @@ class PipelinePlan:
         """``torch.nn.utils.clip_grad_norm_`` over the whole model: the norm of the gradients of every stage's
         parameters, a shared parameter's once (its holders hold the same sum after a step), and every stage's
         gradients scaled by ``max_norm / (norm + 1e-6)`` where that is below 1. Every rank of the stage's group
-        calls it (after ``step()``, before the optimiser's); returns that norm. Clipping each stage by the norm
-        of its own gradients scales each by another factor, not the unsplit model's."""
+        calls it (after ``step()``, before the optimiser's); returns that norm, in torch's data type for it
+        (:func:`gradient_dtype`). Clipping each stage by the norm of its own gradients scales each by another
+        factor, not the unsplit model's."""
         import torch
         import torch.distributed as dist
         from torch.nn.utils import clip_grads_with_norm_, get_total_norm
@@ -354,13 +355,31 @@ class PipelinePlan:
             power = local ** norm_type
             dist.all_reduce(power, op=dist.ReduceOp.SUM, group=stage.group)
             total = power ** (1.0 / norm_type)
-        total = total.to(torch.float32)
+        total = total.to(gradient_dtype(grads, stage.device, stage.group))
         if error_if_nonfinite and not torch.isfinite(total):
             raise InvalidParameterError("error_if_nonfinite", f"is set and the total norm of order {norm_type:g} of "
                                                               f"the gradients is {float(total)}")
         if params:
             clip_grads_with_norm_(params, max_norm, total)
         return total
+
+
+def gradient_dtype(grads: list[Any], device: Any, group: Any) -> Any:
+    """The data type of ``torch.nn.utils.clip_grad_norm_``'s norm of the gradients of every rank of ``group``
+    (``grads`` this rank's): their real types promoted (float64 for float64 gradients, float32 where float16
+    meets bfloat16), the default type where no rank has one. Every rank of the group calls it."""
+    import functools
+
+    import torch
+    import torch.distributed as dist
+
+    kinds = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    real = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+    held = {real.get(g.dtype, g.dtype) for g in grads}
+    present = torch.tensor([kind in held for kind in kinds], dtype=torch.int32, device=device)
+    dist.all_reduce(present, op=dist.ReduceOp.MAX, group=group)
+    found = [kind for kind, flag in zip(kinds, present.tolist()) if flag]
+    return functools.reduce(torch.promote_types, found) if found else torch.get_default_dtype()
 
 
 def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
