@@ -1364,27 +1364,30 @@ def test_a_no_grad_region_over_a_frozen_backbone_is_read_through(stages):
 
 class DetachedAverage(nn.Module):
     """A running average of detached features, updated in a torch.no_grad region (an EMA statistic, a
-    codebook update), and subtracted from the features: nothing in the region could get a gradient."""
+    codebook update), and subtracted from the features: nothing in the region could get a gradient. The
+    features are detached before the region or, ``inside``, in it."""
 
-    def __init__(self) -> None:
+    def __init__(self, inside: bool = False) -> None:
         super().__init__()
         self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 3)
         self.register_buffer("ema", torch.zeros(16))
+        self.inside = inside
 
     def forward(self, x):
         h = torch.relu(self.a(x))
-        d = h.detach()
+        d = h if self.inside else h.detach()
         with torch.no_grad():
-            self.ema.mul_(0.9).add_(0.1 * d.mean(0))
+            self.ema.mul_(0.9).add_(0.1 * (d.detach() if self.inside else d).mean(0))
         return self.b(h - self.ema)
 
 
-@pytest.mark.parametrize("stages", [2, 3])
-def test_a_no_grad_region_over_detached_values_is_read_through(stages):
-    # the region was refused: a detach's result was taken as one that may need a gradient
+@pytest.mark.parametrize("stages, inside", [(2, False), (3, False), (2, True), (3, True)])
+def test_a_no_grad_region_over_detached_values_is_read_through(stages, inside):
+    # the region was refused: a detach's result was taken as one that may need a gradient, and so was
+    # the region reading the features to detach them first (as the refusal advised)
     torch.manual_seed(0)
-    model, x = DetachedAverage(), torch.randn(2, 8)
-    reference = DetachedAverage()
+    model, x = DetachedAverage(inside), torch.randn(2, 8)
+    reference = DetachedAverage(inside)
     reference.load_state_dict(model.state_dict())
     pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
     out, modules = chained(pp, (x,))

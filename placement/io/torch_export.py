@@ -18,7 +18,8 @@ runs (``run_decompositions`` without decompositions; in-place operators then tak
 functional forms), so that its operators are costed and a stage boundary may fall anywhere in
 it. So is a ``torch.no_grad`` region none of whose inputs may need a gradient (the rotary
 embeddings of recent decoder models, computed from a buffer and the positions: nothing in it could
-get one), with an ``autocast`` that turns autocast off inside it. A model is refused when its graph
+get one; or one that only detaches those inputs that may, as a running average of detached
+features), with an ``autocast`` that turns autocast off inside it. A model is refused when its graph
 holds another higher-order operator (``torch.no_grad`` over values that may need a gradient, an
 ``autocast`` elsewhere, ``torch.cond``: the operators inside are not in this graph, and tracing
 through them would lose what they do to gradients and types) or a shape that depends on the data
@@ -359,7 +360,8 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     (:data:`VMAP_CALLS`, :data:`VMAP_OPERATORS`); a ``torch.no_grad`` region none of whose inputs may
     need a gradient (``needs``, :func:`_may_need_gradients`; nothing in it could get one: the rotary
     embeddings of Llama, Mistral, Qwen2, GPT-NeoX, Phi and Falcon, computed from a buffer and the
-    positions), with, inside it (``gradient_free``), such regions or an ``autocast`` that turns autocast
+    positions), or whose inputs that may need one it only detaches (a running average of detached
+    features), with, inside it (``gradient_free``), such regions or an ``autocast`` that turns autocast
     off. An ``autocast`` elsewhere is not read through: the export writes no ``no_grad`` inside one."""
     target = node.target
     if not isinstance(target, torch._ops.HigherOrderOperator):
@@ -368,15 +370,18 @@ def _readable_region(node: Any, module: Any, torch: Any, needs: set[Any], gradie
     if kind in VMAP_OPERATORS:
         return True
     if kind == "wrap_with_set_grad_enabled" and node.args and node.args[0] is False:
-        body = node.args[1]
-        if not gradient_free and any(a in needs for a in node.args[2:] if isinstance(a, torch.fx.Node)):
-            return False
+        body, inputs = node.args[1], node.args[2:]
     elif kind == "wrap_with_autocast" and gradient_free and len(node.args) > 4 and node.args[2] is False:
-        body = node.args[4]
+        body, inputs = node.args[4], ()
     else:
         return False
     inner = getattr(module, body.target, None) if getattr(body, "op", None) == "get_attr" else None
     if inner is None:
+        return False
+    slots = [n for n in inner.graph.nodes if n.op == "placeholder"]
+    if not gradient_free and any(isinstance(a, torch.fx.Node) and a in needs and (k >= len(slots) or not all(
+            u.op == "call_function" and u.target == torch.ops.aten.detach.default for u in slots[k].users))
+            for k, a in enumerate(inputs)):
         return False
     return all(_readable_region(n, inner, torch, needs, True) for n in inner.graph.nodes
                if n.op == "call_function" and not isinstance(n.target, torch._ops.OpOverload)
