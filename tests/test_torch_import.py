@@ -571,7 +571,9 @@ def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
     of 3): input 2·21·80·12 = 40320, recurrent 2·21·80·6 = 20160, projection 2·21·6·20 = 5040, 65520 as
     FlopCounterMode counts. An ellipsis stands for the dimensions it covers: ...ij,jk->...ik on
     [3,6,10]x[10,5] is 2·18·5·10 = 1800, ...ij,...jk on [2,3,6,10]x[3,10,5] 2·6·6·5·10 = 3600 (the
-    second operand broadcast). A three-operand einsum is warned about."""
+    second operand broadcast). An einsum of three operands runs products of two, left to right: ij,jk,kl->il
+    on [2,3]x[3,4]x[4,5] is ij,jk->ik (2·2·4·3 = 48) then ik,kl->il (2·2·5·4 = 80), 128 as FlopCounterMode
+    counts; it was costed 0 with a warning that einsum had no formula."""
     from torch.utils.flop_counter import FlopCounterMode
 
     class Einsums(nn.Module):
@@ -628,8 +630,59 @@ def test_einsum_and_recurrent_layers_are_costed_as_their_gemms():
         def forward(self, a, b, c):
             return torch.einsum("ij,jk,kl->il", a, b, c)
 
-    with pytest.warns(CostModelWarning, match="aten::einsum"):
-        import_module(Chain(), (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5)))
+    chain = (torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Chain(), chain)
+    assert [(op.kind, op.flops) for op in graph.ops] == [("matmul", 128.0)]
+    assert [(o.m, o.n, o.k, o.batch) for o in graph.ops[0].operators] == [(2, 4, 3, 1), (2, 5, 4, 1)]
+    with FlopCounterMode(display=False) as counter:
+        Chain()(*chain)
+    assert counter.get_total_flops() == 128
+
+
+def test_an_einsum_of_more_operands_runs_its_products_in_aten_s_order():
+    """ATen multiplies an einsum's operands two at a time: left to right, or by the path torch.einsum passes
+    (where opt_einsum is installed), each pair's product appended to the operands left. ij,jk,kl,lm->im on
+    [20,2]x[2,20]x[20,2]x[2,20]: left to right ((AB)C)D is 2·20·20·2 + 2·20·2·20 + 2·20·20·2 = 4,800; the path
+    (0, 1), (0, 1), (0, 1) multiplies A·B, then C·D, then AB·CD, 1,600 + 1,600 + 2·20·20·20 = 19,200; a
+    path naming an operand that is not left fits nothing."""
+    from placement.io.layer_gemms import einsum_flops, einsum_products
+
+    shapes = [(20, 2), (2, 20), (20, 2), (2, 20)]
+    assert einsum_products("ij,jk,kl,lm->im", shapes) == [((1, 20, 20, 2), False), ((1, 20, 2, 20), False),
+                                                          ((1, 20, 20, 2), False)]
+    assert einsum_flops(einsum_products("ij,jk,kl,lm->im", shapes)) == 4800
+    paired = einsum_products("ij,jk,kl,lm->im", shapes, [0, 1, 0, 1, 0, 1])
+    assert paired == [((1, 20, 20, 2), False), ((1, 20, 20, 2), False), ((1, 20, 20, 20), False)]
+    assert einsum_flops(paired) == 19200
+    assert einsum_products("ij,jk,kl,lm->im", shapes, [0, 1, 0, 1, 0, 3]) is None
+    # products that sum nothing both operands share multiply: bi,bj,bk->bijk is bi·bj (4·3·5 = 60 multiplies)
+    # then bij·bk (4·15·6 = 360)
+    outer = einsum_products("bi,bj,bk->bijk", [(4, 3), (4, 5), (4, 6)])
+    assert outer == [((4, 3, 5, 1), True), ((4, 15, 6, 1), True)] and einsum_flops(outer) == 420
+
+
+def test_index_tables_and_weight_norm_have_cost_formulas():
+    """``tril_indices`` makes a table of indices from sizes alone (a constant, as ``arange``), weight_norm's
+    ``_weight_norm`` divides a weight by its norm (a normalisation of its 36 elements: 5 · 36 = 180): both
+    were costed 0 with a warning that they had no formula."""
+    from torch.nn.utils import parametrizations
+
+    class Normed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = parametrizations.weight_norm(nn.Linear(6, 6))
+
+        def forward(self, x):
+            rows, _ = torch.tril_indices(6, 6)
+            return self.layer(x)[:, rows]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostModelWarning)
+        graph = import_module(Normed(), (torch.randn(4, 6),))
+    kinds = {op.target: (op.kind, op.flops) for op in graph.ops}
+    assert kinds["aten::tril_indices"] == ("constant", 0.0) and kinds["aten::_weight_norm"] == ("norm", 180.0)
 
 
 def test_an_einsum_that_sums_no_shared_index_is_a_pointwise_multiply():

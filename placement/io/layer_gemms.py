@@ -6,7 +6,9 @@ indices of both operands that the output keeps, ``m`` (``n``) those of the first
 that it keeps, ``k`` those of both that it sums; an index of one operand alone that the output drops
 is summed before, at no GEMM cost. An ellipsis stands for the dimensions it covers, aligned from the
 right as in broadcasting. An einsum that sums no index both operands share (``bi,bj->bij``) is a
-broadcast multiply, no GEMM (:func:`einsum_multiplies`).
+broadcast multiply, no GEMM (:func:`einsum_multiplies`). One of three or more operands runs one such
+product of two at a time (:func:`einsum_products`, ATen's order), an index kept while the output or an
+operand not yet multiplied has it.
 
 Recurrent layer (:func:`recurrent_gemms`), per layer and direction: the input projection of all ``T``
 steps at once (``(T·N, G·H, I)``, role ``input`` for the first layer, ``input+`` for the others), the
@@ -29,15 +31,16 @@ Shape = Sequence[int]
 Gemm = tuple[int, int, int, int]
 
 
-def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
-    """The index sets of an einsum's two operands (of shapes ``operands``) and of its output, and every
-    index's size; ``None`` for another number of operands, or an equation that does not fit them."""
-    if not isinstance(equation, str) or len(operands) != 2:
+def einsum_terms(equation: object, operands: Sequence[Shape]) -> tuple[list[str], str, dict[str, int]] | None:
+    """The indices of each operand of an einsum (of shapes ``operands``) and of its output, an ellipsis
+    written out as letters the equation does not use, and every index's size; ``None`` for an equation
+    that does not fit them."""
+    if not isinstance(equation, str) or not operands:
         return None
     equation = equation.replace(" ", "")
     inputs, arrow, output = equation.partition("->")
     terms = inputs.split(",")
-    if len(terms) != 2:
+    if len(terms) != len(operands):
         return None
     if "." in equation:
         if any(t.replace("...", "", 1).count(".") for t in (*terms, output)):
@@ -61,27 +64,81 @@ def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str
         for c, d in zip(term, shape):   # a broadcast dimension (1 in one operand) has the other's size, 0 too
             if size.get(c, 1) == 1:
                 size[c] = int(d)
-    return set(terms[0]), set(terms[1]), set(output), size
+    return terms, output, size
+
+
+def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
+    """The index sets of an einsum's two operands (of shapes ``operands``) and of its output, and every
+    index's size; ``None`` for another number of operands, or an equation that does not fit them."""
+    parsed = einsum_terms(equation, operands) if len(operands) == 2 else None
+    if parsed is None:
+        return None
+    (a, b), output, size = parsed
+    return set(a), set(b), set(output), size
 
 
 def einsum_gemm(equation: object, operands: Sequence[Shape]) -> Gemm | None:
     """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs (module docstring), or ``None``."""
-    parsed = einsum_indices(equation, operands)
-    if parsed is None:
-        return None
-    a, b, kept, size = parsed
-
-    def group(chars: set[str]) -> int:
-        return math.prod(size[c] for c in chars)
-
-    return group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group((a & b) - kept)
+    steps = einsum_products(equation, operands) if len(operands) == 2 else None
+    return None if steps is None else steps[0][0]
 
 
 def einsum_multiplies(equation: object, operands: Sequence[Shape]) -> bool:
     """Whether an einsum of two operands sums no index they share (an outer or elementwise product,
     ``bi,bj->bij``): torch runs it as a broadcast multiply, not a GEMM."""
-    parsed = einsum_indices(equation, operands)
-    return parsed is not None and not (parsed[0] & parsed[1]) - parsed[2]
+    steps = einsum_products(equation, operands) if len(operands) == 2 else None
+    return steps is not None and steps[0][1]
+
+
+def einsum_products(equation: object, operands: Sequence[Shape], path: object = None
+                    ) -> list[tuple[Gemm, bool]] | None:
+    """The products of two operands an einsum runs (module docstring), in ATen's order: by ``path``
+    (flattened pairs of positions in the list of operands left, each pair's product appended to its
+    end: opt_einsum's, which ``torch.einsum`` passes where opt_einsum is installed), else left to right,
+    each product taking the place of the first operand; each as its GEMM ``(batch, m, n, k)`` and whether
+    it multiplies (sums no index both share, ``k`` then 1). ``[]`` for one operand (a sum or a permutation:
+    no product), ``None`` for an equation or a path that does not fit the operands."""
+    parsed = einsum_terms(equation, operands)
+    if parsed is None:
+        return None
+    terms, output, size = parsed
+    pairs: list[tuple[int, int]] | None = None
+    if path is not None:
+        flat = list(path) if isinstance(path, (list, tuple)) else []
+        if len(flat) != 2 * (len(terms) - 1) or not all(isinstance(i, int) for i in flat):
+            return None
+        pairs = list(zip(flat[0::2], flat[1::2]))
+
+    def group(chars: set[str]) -> int:
+        return math.prod(size[c] for c in chars)
+
+    left = [set(t) for t in terms]
+    steps: list[tuple[Gemm, bool]] = []
+    for step in range(len(terms) - 1):
+        i, j = pairs[step] if pairs is not None else (0, 1)
+        if i == j or not (0 <= i < len(left) and 0 <= j < len(left)):
+            return None
+        rest = [t for k, t in enumerate(left) if k not in (i, j)]
+        kept = set(output).union(*rest)
+        a, b = left[i] & (left[j] | kept), left[j] & (left[i] | kept)   # one's own dropped indices summed before
+        summed = (a & b) - kept
+        steps.append(((group(a & b & kept), group((a - b) & kept), group((b - a) & kept), group(summed)),
+                      not summed))
+        made = (a | b) & kept
+        left = rest + [made] if pairs is not None else [made] + rest
+    return steps
+
+
+def einsum_flops(steps: list[tuple[Gemm, bool]]) -> int:
+    """The FLOPs of an einsum's products (:func:`einsum_products`): 2 · batch · m · n · k a GEMM (one
+    multiply-add = 2), batch · m · n a multiply."""
+    return sum(math.prod(gemm[:3]) if multiplies else 2 * math.prod(gemm) for gemm, multiplies in steps)
+
+
+def einsum_operators(steps: list[tuple[Gemm, bool]]) -> tuple[Operator, ...]:
+    """An einsum's products (:func:`einsum_products`) as operators (:mod:`placement.io.operator_shapes`)."""
+    return tuple(op for (batch, m, n, k), multiplies in steps
+                 for op in (shapes.vector("mul", batch * m * n) if multiplies else shapes.gemm(m, n, k, batch)))
 
 
 def recurrent_gemms(gates: int, steps: int, batch: int, width: int, hidden: int, projected: int, layers: int,

@@ -68,7 +68,8 @@ Gemm                                            2 · numel(out) · K (K = A's in
 Einsum of two operands                          2 · the GEMM it runs
                                                 (:mod:`placement.io.layer_gemms`), or
                                                 numel(out) where it only multiplies;
-                                                other operand counts: no formula
+                                                of three or more: its products of two,
+                                                left to right; of one: 0
 LSTM, GRU, RNN (``G`` = 4, 3, 1 gates, ``D``    2 · D · T · N · G·H · (I + H), as in
 directions, ``T`` steps of batch ``N``, input   the torch importer; training: its
 ``I``, hidden ``H``)                            gradient GEMMs (:mod:`placement.io.opgraph`)
@@ -515,11 +516,12 @@ def _attribute(node: Any, name: str, default: Any = None) -> Any:
     return default
 
 
-def _einsum_gemm(node: Any, ins: list[_Tensor | None]) -> tuple[int, int, int, int] | None:
-    """The GEMM an ``Einsum`` of two operands runs (:func:`placement.io.layer_gemms.einsum_gemm`), or ``None``."""
-    if len(ins) != 2 or None in ins:
+def _einsum_products(node: Any, ins: list[_Tensor | None]) -> list[tuple[tuple[int, ...], bool]] | None:
+    """The products of two operands an ``Einsum`` runs, left to right
+    (:func:`placement.io.layer_gemms.einsum_products`), or ``None``."""
+    if None in ins:
         return None
-    return layer_gemms.einsum_gemm(_attribute(node, "equation"), [t.shape for t in ins])
+    return layer_gemms.einsum_products(_attribute(node, "equation"), [t.shape for t in ins])
 
 
 def _recurrent_gemms(node: Any, ins: list[_Tensor | None]) -> list[tuple[str, tuple[int, int, int, int]]]:
@@ -561,7 +563,7 @@ def _flops(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], outs: 
     a = ins[0]
     if kind == "matmul":
         if op_type == "Einsum":
-            return 2 * math.prod(_einsum_gemm(node, ins) or (0,))
+            return layer_gemms.einsum_flops(_einsum_products(node, ins) or [])
         if op_type == "Gemm":
             trans_a = _attribute(node, "transA", 0)
             k = a.shape[0] if trans_a else a.shape[-1]
@@ -591,8 +593,7 @@ def _operators(kind: str, op_type: str, node: Any, ins: list[_Tensor | None], ou
     out = outs[0].shape if outs and outs[0] is not None else ()
     bias = len(ins) > 2 and ins[2] is not None
     if kind == "matmul" and op_type == "Einsum":
-        gemm = _einsum_gemm(node, ins)
-        return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
+        return layer_gemms.einsum_operators(_einsum_products(node, ins) or [])
     if kind == "recurrent":
         return layer_gemms.recurrent_operators(_recurrent_gemms(node, ins))
     if kind == "attention":
@@ -665,11 +666,11 @@ def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = N
             ins[1].type_name if node.op_type == "CastLike" and len(ins) > 1 and ins[1] is not None
             else _cast_type(node)):
         return "view"   # torch's ``x.to(x.dtype)`` returns x: no copy, no kernel
-    if node.op_type == "Einsum":    # as the torch importer: a GEMM, a broadcast multiply, or no formula
-        if _einsum_gemm(node, ins) is None:
+    if node.op_type == "Einsum":    # as the torch importer: GEMMs, a broadcast multiply, or no formula
+        products = _einsum_products(node, ins)
+        if products is None:
             return "unknown"
-        multiplies = layer_gemms.einsum_multiplies(_attribute(node, "equation"), [t.shape for t in ins])
-        return "pointwise" if multiplies else "matmul"
+        return "pointwise" if len(products) == 1 and products[0][1] else "matmul"
     return KINDS.get(node.op_type, "unknown")
 
 

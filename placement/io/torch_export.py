@@ -45,8 +45,10 @@ dimensions it covers)                                   (batch, kept and contrac
                                                         numel(out) where it sums no index both
                                                         operands share (``bi,bj->bij``: torch
                                                         multiplies, a pointwise operator)
-einsum of one operand or of three or more               0 (the contraction order is the
-                                                        runtime's: a warning names it)
+einsum of three or more operands                        the sum of its products of two operands,
+                                                        each as above, in ATen's order (the path
+                                                        torch.einsum passes, else left to right)
+einsum of one operand                                   0 (a sum or a permutation)
 addbmm (``b`` products of ``n × m`` by ``m × p``)        2 · b · n · m · p
 tensordot                                               2 · numel(out) · Π of the contracted sizes
 linalg.multi_dot                                        2 · the least multiplications of the chain
@@ -160,7 +162,8 @@ ATTENTION = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attentio
              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math"}
 NORM = {"layer_norm", "native_layer_norm", "batch_norm", "native_batch_norm", "_native_batch_norm_legit",
         "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional", "_batch_norm_with_update",
-        "_batch_norm_no_update", "group_norm", "native_group_norm", "instance_norm", "rms_norm", "_fused_rms_norm"}
+        "_batch_norm_no_update", "group_norm", "native_group_norm", "instance_norm", "rms_norm", "_fused_rms_norm",
+        "_weight_norm", "_weight_norm_interface"}
 SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax", "cross_entropy_loss"}
 REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "cumsum",
              "cumprod", "logsumexp", "argmax", "argmin", "all", "any", "norm", "linalg_vector_norm", "nll_loss",
@@ -203,7 +206,7 @@ STOP_GRADIENT = {"detach"}
 CONSTANT = {"arange", "zeros", "ones", "full", "empty", "new_ones", "new_zeros", "new_full", "new_empty",
             "zeros_like", "ones_like", "full_like", "empty_like", "empty_strided", "scalar_tensor", "linspace",
             "eye", "rand", "randn", "randint", "rand_like", "randn_like", "hann_window", "hamming_window",
-            "blackman_window", "bartlett_window", "kaiser_window"}
+            "blackman_window", "bartlett_window", "kaiser_window", "tril_indices", "triu_indices"}
 #: ``F.interpolate``'s kernels, every mode and rank (ONNX writes each as one ``Resize``)
 UPSAMPLE = {"upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
             "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "upsample_linear1d", "upsample_bilinear2d",
@@ -693,7 +696,7 @@ def _flops(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_
     name = _base(_op_name(target))
     first_out = out[0] if out else None
     if kind == "matmul" and name == "einsum":
-        return 2 * math.prod(layer_gemms.einsum_gemm(node_args[0], _shapes(_listed(node_args[1]))) or (0,))
+        return layer_gemms.einsum_flops(_einsum_products(node_args, node_kwargs) or [])
     if kind == "matmul" and name in GEMM_FORMS:
         return 2 * sum(map(math.prod, _product_gemms(name, tensor_args, node_args)))
     if kind == "recurrent":
@@ -807,15 +810,21 @@ def _bag_bytes(read_bytes: float, written: float, tensor_args: list[Any], node_a
     return read_bytes - table + rows + written
 
 
-def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple
-               ) -> tuple[Operator, ...]:
+def _einsum_products(node_args: tuple, node_kwargs: dict | None) -> list[tuple[tuple[int, ...], bool]] | None:
+    """The products of two operands an ``einsum`` node runs (:func:`placement.io.layer_gemms.einsum_products`,
+    by the ``path`` torch.einsum passes where opt_einsum is installed), or ``None``."""
+    path = (node_kwargs or {}).get("path", node_args[2] if len(node_args) > 2 else None)
+    return layer_gemms.einsum_products(node_args[0], _shapes(_listed(node_args[1])), path)
+
+
+def _operators(kind: str, target: Any, tensor_args: list[Any], out: list[Any], node_args: tuple,
+               node_kwargs: dict | None = None) -> tuple[Operator, ...]:
     """The GEMMs and vector operators of one operator (:mod:`placement.io.operator_shapes`)."""
     name = _base(_op_name(target))
     first_out = out[0] if out else None
     out_shape = tuple(first_out.shape) if first_out is not None else ()
     if kind == "matmul" and name == "einsum":
-        gemm = layer_gemms.einsum_gemm(node_args[0], _shapes(_listed(node_args[1])))
-        return () if gemm is None else shapes.gemm(gemm[1], gemm[2], gemm[3], gemm[0])
+        return layer_gemms.einsum_operators(_einsum_products(node_args, node_kwargs) or [])
     if kind == "matmul" and name in GEMM_FORMS:
         bias = shapes.vector("add", _numel(first_out)) if name == "bilinear" and len(tensor_args) > 3 else ()
         return tuple(op for m, n, k, batch in _product_gemms(name, tensor_args, node_args)
@@ -1076,7 +1085,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         if kind == "reduction" and _base(_op_name(node.target)) in EMBEDDING_BAG:
             moved = _bag_bytes(read_bytes, written, tensor_args, node.args, sizes.nbytes)
         if kind == "unknown" or (_base(_op_name(node.target)) == "einsum"
-                                 and layer_gemms.einsum_gemm(node.args[0], _shapes(_listed(node.args[1]))) is None):
+                                 and _einsum_products(node.args, node.kwargs) is None):
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
         op_dtype = sizes.key(floating[0].dtype) if floating else None   # integers alone: typed_integer_operators
@@ -1086,7 +1095,8 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         ops.append(Op(node.name, _target_label(node.target), kind, op_dtype,
                       float(_flops(kind, node.target, tensor_args, present, node.args, node.kwargs)), moved, outputs,
                       reads_all, tuple(params), tuple(fqn for _, fqn in calls), tuple(key for key, _ in calls),
-                      _operators(kind, node.target, tensor_args, present, node.args), tuple(model_inputs),
+                      _operators(kind, node.target, tensor_args, present, node.args, node.kwargs),
+                      tuple(model_inputs),
                       tuple(t is not None and (t.is_floating_point() or t.is_complex()) for t in out),
                       _base(_op_name(node.target)) not in STOP_GRADIENT,
                       layer_gemms.recurrent_gradients(_recurrent_gemms(_base(_op_name(node.target)), node.args))
