@@ -1037,6 +1037,112 @@ def test_an_output_of_the_micro_batch_s_size_that_does_not_grow_with_the_batch_i
                       microbatches=4)
 
 
+class InBatchNegatives(nn.Module):
+    """Two towers and, per sample, the cross-entropy of its pair against every other sample of the batch
+    (CLIP's in-batch negatives), one loss per sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.img, self.txt = nn.Linear(12, 16), nn.Linear(10, 16)
+
+    def forward(self, image, text):
+        logits = F.normalize(self.img(image), dim=-1) @ F.normalize(self.txt(text), dim=-1).t()
+        return F.cross_entropy(logits / 0.1, torch.arange(image.shape[0]), reduction="none")
+
+
+class Centred(nn.Module):
+    """Features centred on the batch's mean, and the features themselves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        return self.b(h), self.b(h - h.mean(0, keepdim=True))
+
+
+MIXING = ("on the other samples of its batch (what it returns for two micro-batches at once differs from what it "
+          "returns for each: a statistic over the batch, in-batch negatives, a flip along the batch, state forward "
+          "updates from the batch): the pipeline runtime runs each micro-batch alone, so step() returns, and "
+          "loss_fn and the gradients see, what each micro-batch's samples give among themselves, otherwise than the "
+          "model does for the whole batch; compute what mixes the samples of different micro-batches outside the "
+          "pipeline, or plan one micro-batch a step")
+
+
+def test_a_model_mixing_the_samples_of_its_batch_is_told_of():
+    """Each output keeps the batch first, so no shape told: a per-sample loss against in-batch negatives, and
+    features centred on the batch, came back from step() as each micro-batch's among themselves (shown
+    below on two micro-batches: the model's for both at once differ from its for each), without a word. The
+    uncentred output is as the model's and is not named."""
+    from placement.torch import SampleMixingWarning
+
+    torch.manual_seed(0)
+    image, text, x = torch.randn(8, 12), torch.randn(8, 10), torch.randn(8, 8)
+    clip, centred = InBatchNegatives(), Centred()
+    with torch.no_grad():
+        assert not torch.allclose(clip(image, text), torch.cat([clip(image[:4], text[:4]), clip(image[4:], text[4:])]))
+        both, halves = centred(x), [centred(x[:4]), centred(x[4:])]
+        assert [torch.allclose(both[k], torch.cat([halves[0][k], halves[1][k]]), atol=1e-6) for k in (0, 1)] == [
+            True, False]
+    for model, inputs, which in ((clip, (image[:4], text[:4]), "output for a sample depends"),
+                                 (centred, (x[:4],), "output 1 for a sample depends")):
+        with pytest.warns(SampleMixingWarning) as caught:
+            plan_pipeline(model, inputs, devices="epyc-7763:2", stages=2, microbatches=2)
+        assert [str(w.message) for w in caught if w.category is SampleMixingWarning] == [
+            f"the model's {which} {MIXING}"]
+
+
+class Noisy(nn.Module):
+    """A layer whose output gets noise drawn in forward, whatever the mode (a diffusion model's training
+    forward), and a dropout module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.drop = nn.Linear(8, 8), nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.a(x)) + torch.randn_like(x)
+
+
+class InPlaceState(nn.Module):
+    """Writes into its input and updates a running mean of it, in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.register_buffer("mean", torch.zeros(8))
+
+    def forward(self, x):
+        self.mean.mul_(0.5).add_(0.5 * x.mean(0))
+        x.mul_(2)
+        return self.a(x) - self.mean
+
+
+def test_the_mixing_check_leaves_the_model_its_inputs_and_the_random_state_as_found():
+    """The check runs the model: the running mean it updates in forward (which mixes the samples: told of),
+    the input it writes into, its mode and torch's random state are as they were; a model that draws noise
+    in forward, and one in training mode with dropout, keep their samples apart and are not told of."""
+    from placement.torch import SampleMixingWarning
+
+    torch.manual_seed(0)
+    model, x = InPlaceState().train(), torch.randn(4, 8)
+    given, state = x.clone(), {k: v.clone() for k, v in model.state_dict().items()}
+    torch.manual_seed(7)
+    with pytest.warns(SampleMixingWarning):
+        plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, microbatches=2)
+    drawn = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(drawn, torch.rand(3))
+    assert torch.equal(x, given) and model.training
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SampleMixingWarning)
+        plan_pipeline(Noisy(), (torch.randn(4, 8),), devices="epyc-7763:2", stages=2, microbatches=2)
+        plan_pipeline(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.2), nn.Linear(8, 2)), (torch.randn(4, 8),),
+                      devices="epyc-7763:2", stages=2, microbatches=2)
+
+
 class Similarity(nn.Module):
     """Two towers and the similarities of every image to every text of the batch, [batch, batch]."""
 

@@ -5,11 +5,11 @@ imported when a function here is called. See ``docs/pytorch.md``.
 """
 
 from placement.torch.planning import (CustomGradientWarning, OutputBatchWarning, PipelinePlan, RandomStateWarning,
-                                     SequenceFirstWarning, TrainingModeWarning, UninitialisedStateWarning,
-                                     UnprovenPlanWarning, plan_pipeline)
+                                     SampleMixingWarning, SequenceFirstWarning, TrainingModeWarning,
+                                     UninitialisedStateWarning, UnprovenPlanWarning, plan_pipeline)
 from placement.torch.relays import RelayWarning
 from placement.torch.repeated_reads import RepeatedReadWarning
 
 __all__ = ["CustomGradientWarning", "OutputBatchWarning", "PipelinePlan", "RandomStateWarning", "RelayWarning",
-           "RepeatedReadWarning", "SequenceFirstWarning", "TrainingModeWarning", "UninitialisedStateWarning",
-           "UnprovenPlanWarning", "plan_pipeline"]
+           "RepeatedReadWarning", "SampleMixingWarning", "SequenceFirstWarning", "TrainingModeWarning",
+           "UninitialisedStateWarning", "UnprovenPlanWarning", "plan_pipeline"]

@@ -433,7 +433,8 @@ def _flattened_batch(value: Any, batch: int) -> bool:
 
 
 def output_batch_note(program: Any, batch: int,
-                      follows_batch: Callable[[], list[tuple[bool, ...]] | None] | None = None) -> str | None:
+                      follows_batch: Callable[[], list[tuple[bool, ...]] | None] | None = None,
+                      told: list[int] | None = None) -> str | None:
     """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
     its micro-batches (``batch`` samples each), or ``None``. The pipeline runtime concatenates each output
     over the micro-batches along its first dimension: an output whose first dimension is no multiple of
@@ -450,7 +451,8 @@ def output_batch_note(program: Any, batch: int,
     cannot tell the batch from another dimension (one of the program's inputs has a later dimension, or a
     parameter one, of the micro-batch's size; a micro-batch of one sample, where every size is a multiple of
     it), whether a first dimension of the micro-batch's size grows with the batch at all (a mean over the batch
-    of ``[batch, tokens, d]`` with as many tokens as samples; a ``[1, d]`` mean of one sample)."""
+    of ``[batch, tokens, d]`` with as many tokens as samples; a ``[1, d]`` mean of one sample). The positions
+    of the outputs it tells of go into ``told``."""
     results = user_outputs(program)
     shapes = [tuple(getattr(value.meta.get("val"), "shape", ())) for value in results]
     checked = [k for k, shape in enumerate(shapes)
@@ -471,6 +473,8 @@ def output_batch_note(program: Any, batch: int,
     else:
         wrong = sorted(wrong + [k for k in multiples + sized if follows[k][:1] != (True,) or
                                 (k in sized and any(follows[k][1:]))])
+    if told is not None:
+        told.extend(wrong)
     if not wrong:
         return None
 

@@ -32,6 +32,12 @@ class OutputBatchWarning(UserWarning):
     concatenated along that dimension, otherwise than the model does for the whole batch."""
 
 
+class SampleMixingWarning(UserWarning):
+    """The model's outputs for a sample depend on the other samples of its batch (a statistic over the batch,
+    in-batch negatives): the pipeline runs each micro-batch alone, so ``step()`` computes, and trains on, what
+    each micro-batch's samples give among themselves."""
+
+
 class TrainingModeWarning(UserWarning):
     """The model is planned for inference (``training=False``) in training mode with modules that behave
     otherwise in evaluation (dropout, batch normalisation): its stages keep the training behaviour."""
@@ -578,10 +584,11 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.torch_export import check_module, import_torch, require_torch
     from placement.torch.devices import parse_devices
     from placement.torch.partition import (canonical_names, check_program_outputs, output_batch_note,
-                                           outputs_following_batch, partition)
+                                           outputs_following_batch, partition, user_outputs)
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
                                                 repeated_reads_note, state_kinds)
+    from placement.torch.sample_mixing import mixing_note
     from placement.torch.sharing import charge_gradient_exchange
     from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
@@ -631,9 +638,15 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
     if microbatches > 1 and batch is not None:
-        garbled = output_batch_note(imported.source, batch, lambda: outputs_following_batch(model, args, kwargs))
+        told: list[int] = []
+        garbled = output_batch_note(imported.source, batch, lambda: outputs_following_batch(model, args, kwargs),
+                                    told)
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
+        mixing = mixing_note(model, args, kwargs, batch, imported.graph.graph.total_flops,
+                             len(user_outputs(imported.source)), set(told))
+        if mixing is not None:
+            warnings.warn(mixing, SampleMixingWarning, stacklevel=2)
     custom = custom_gradient_note(gradients)
     if custom is not None:
         warnings.warn(custom, CustomGradientWarning, stacklevel=2)

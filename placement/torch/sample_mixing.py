@@ -1,0 +1,145 @@
+"""Whether a model's outputs for a sample depend on the other samples of its batch.
+
+torch's pipeline runtime runs each micro-batch alone, so a model whose forward mixes the samples of
+its batch (a mean over the batch subtracted from each sample, in-batch negatives of a contrastive
+loss, a flip along the batch) computes, for each sample, something else in a pipeline than for the
+whole batch, and trains on it: no output shape tells (each output keeps the batch first). It shows
+in the outputs themselves: the model is run on the example micro-batch, on as many other samples
+(each tensor input's samples in reverse order, floating-point values halved, integers one less
+where above their least, booleans as they are) and on both at once, two micro-batches; where an
+output for both is not the outputs for each concatenated along the first dimension, as the runtime
+concatenates them (up to rounding: relative ``1e-4``), ``step()`` returns it otherwise than the model
+does. An output that differs between two runs on the same samples from other random states (noise
+drawn in forward, a dropout that ignores the mode) tells nothing and is not checked. Outputs
+:func:`placement.torch.partition.output_batch_note` tells of (their first dimension does not follow
+the batch) are left to it.
+
+The runs are in evaluation mode (dropout off, batch normalisation on its running statistics: that
+batch normalisation in training mode normalises each micro-batch by its own statistics is a
+property of pipelining the docs state), without gradients, on the model's devices, each on its own
+copies of the inputs and from the model as found: every module's mode, parameter and buffer, and
+torch's random state, are put back after each. A model on the meta device, one whose forward costs
+more than :data:`MOST_FLOPS` per micro-batch (the runs would take long), and one that fails on the
+other samples are not checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator, Sequence
+
+#: no check of a model whose forward costs more FLOPs than this per micro-batch (the runs: seconds on a CPU)
+MOST_FLOPS = 2e10
+#: nor of one whose parameters and buffers take more bytes than this (each run works on a copy of them)
+MOST_BYTES = 2 ** 30
+
+
+def mixing_note(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int, flops: float, outputs: int,
+                told: set[int]) -> str | None:
+    """What the pipeline does to the outputs of ``model`` that mix the samples of its micro-batch (of
+    ``batch`` samples: the first dimension of the tensor inputs ``args`` and ``kwargs``), or ``None``
+    (module docstring); ``flops``: its forward's per micro-batch; ``outputs``: how many it returns (the
+    export's count, which the positions follow); ``told``: the positions of those another warning tells of
+    (:func:`placement.torch.partition.output_batch_note`), not checked."""
+    import torch
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    if flops > MOST_FLOPS or batch < 1:
+        return None
+    tensors = [t for t in tree_flatten((tuple(args), kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+    state = [*model.parameters(), *model.buffers()]
+    if not tensors or any(t.is_meta for t in tensors + state):
+        return None
+    if sum(t.numel() * t.element_size() for t in state) > MOST_BYTES:
+        return None
+
+    def batched(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch
+
+    def run(change: Callable[[Any], Any], seed: int = 0) -> list[Any]:
+        # each run on its own copies of the inputs (a model may write into them), from the state as found
+        with _left_as_found(model, torch), torch.no_grad():
+            torch.default_generator.manual_seed(seed)
+            given = tree_map(lambda v: change(v) if batched(v) else v, (tuple(args), kwargs or {}))
+            return tree_flatten(model(*given[0], **given[1]))[0]
+
+    try:
+        mine, again = run(lambda v: v.clone()), run(lambda v: v.clone(), seed=1)
+        theirs = run(lambda v: _others(v, torch))
+        together = run(lambda v: torch.cat([v, _others(v, torch)]))
+    except Exception:   # the other samples are no inputs the model takes: nothing is known
+        return None
+    if not len(mine) == len(again) == len(theirs) == len(together) == outputs:
+        return None
+    drawn = {k for k in range(outputs) if _unequal(mine[k], again[k], torch)}   # random even in evaluation
+    mixed = [k for k in range(outputs)
+             if k not in told | drawn and _differs(mine[k], theirs[k], together[k], torch)]
+    if not mixed:
+        return None
+    which = (f"outputs {', '.join(map(str, mixed))} for a sample depend" if len(mixed) > 1 else
+             f"output {mixed[0]} for a sample depends" if outputs > 1 else "output for a sample depends")
+    return (f"the model's {which} on the other samples of its batch (what it returns for two micro-batches "
+            "at once differs from what it returns for each: a statistic over the batch, in-batch negatives, a "
+            "flip along the batch, state forward updates from the batch): the pipeline runtime runs each "
+            "micro-batch alone, so step() returns, and loss_fn and the gradients see, what each micro-batch's "
+            "samples give among themselves, otherwise than the model does for the whole batch; compute what "
+            "mixes the samples of different micro-batches outside the pipeline, or plan one micro-batch a step")
+
+
+def _others(value: Any, torch: Any) -> Any:
+    """Samples other than ``value``'s, of its shape and type (module docstring)."""
+    flipped = value.flip(0)
+    if flipped.is_floating_point() or flipped.is_complex():
+        return flipped * 0.5
+    if flipped.dtype == torch.bool:
+        return flipped
+    return torch.where(flipped > flipped.min(), flipped - 1, flipped)
+
+
+def _differs(mine: Any, theirs: Any, together: Any, torch: Any) -> bool:
+    """Whether ``together`` (an output for the micro-batch followed by other samples) is not ``mine``
+    followed by ``theirs`` (the outputs for each alone), as the pipeline runtime concatenates them; outputs
+    of no such shapes are left out."""
+    if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in (mine, theirs, together)):
+        return False
+    if mine.shape[1:] != theirs.shape[1:] or tuple(together.shape) != (mine.shape[0] + theirs.shape[0],
+                                                                     *mine.shape[1:]):
+        return False
+    return _unequal(torch.cat([mine, theirs]), together, torch)
+
+
+def _unequal(a: Any, b: Any, torch: Any) -> bool:
+    """Whether the tensors ``a`` and ``b`` differ beyond rounding (relative ``1e-4`` of ``a``'s largest
+    magnitude, NaN equal to NaN; exactly for integers and booleans); other values are not compared."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.shape != b.shape:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return not torch.equal(a, b)
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    a, b = a.to(wide), b.to(wide)
+    scale = float(a.abs().nan_to_num(0, 0, 0).max()) if a.numel() else 0.0
+    return not torch.allclose(b, a, rtol=1e-4, atol=1e-6 * max(scale, 1e-30), equal_nan=True)
+
+
+@contextlib.contextmanager
+def _left_as_found(model: Any, torch: Any) -> Iterator[None]:
+    """Run ``model`` in evaluation mode; then put back every module's mode, every parameter's and
+    buffer's values (and the tensors themselves, where forward replaced one) and torch's random states (the
+    CPU's, and those of the CUDA devices the model is on)."""
+    modes = [(module, module.training) for module in model.modules()]
+    kept = [(module, store, name, tensor, tensor.detach().clone())
+            for module in model.modules() for store in (module._parameters, module._buffers)
+            for name, tensor in store.items() if tensor is not None]
+    cuda = sorted({t.device.index or 0 for store in (model.parameters(), model.buffers()) for t in store
+                   if t.device.type == "cuda"})
+    try:
+        with torch.random.fork_rng(devices=cuda):
+            model.eval()
+            yield
+    finally:
+        for module, training in modes:
+            module.training = training
+        with torch.no_grad():
+            for module, store, name, tensor, value in kept:
+                store[name] = tensor
+                tensor.copy_(value)
