@@ -980,10 +980,13 @@ def test_a_micro_batch_of_one_is_exported_as_two_copies_of_it(monkeypatch):
 
     shapes = []
     export = torch_export.export_program
-    monkeypatch.setattr(torch_export, "export_program",
-                        lambda model, args, kwargs, **k: shapes.append([tuple(args[0].shape), tuple(kwargs["mask"].shape)])
-                        or export(model, args, kwargs, **k))
-    assert outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)}) == [(True, False), (False,)]
+    def recorded(model, args, kwargs, **k):
+        shapes.append([tuple(args[0].shape), tuple(kwargs["mask"].shape)])
+        return export(model, args, kwargs, **k)
+
+    monkeypatch.setattr(torch_export, "export_program", recorded)
+    follows = outputs_following_batch(BatchMean(), (torch.randn(1, 8),), {"mask": torch.ones(1, 8)})
+    assert follows == [(True, False), (False,)]
     assert shapes == [[(2, 8), (2, 8)]]
     # an input with no sample, or of another first dimension than another's: no batch to make symbolic
     assert outputs_following_batch(BatchMean(), (torch.randn(0, 8),), None) is None

@@ -67,7 +67,8 @@ def einsum_terms(equation: object, operands: Sequence[Shape]) -> tuple[list[str]
     return terms, output, size
 
 
-def einsum_indices(equation: object, operands: Sequence[Shape]) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
+def einsum_indices(equation: object, operands: Sequence[Shape]
+                   ) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
     """The index sets of an einsum's two operands (of shapes ``operands``) and of its output, and every
     index's size; ``None`` for another number of operands, or an equation that does not fit them."""
     parsed = einsum_terms(equation, operands) if len(operands) == 2 else None
