@@ -1040,6 +1040,20 @@ def test_an_output_of_the_micro_batch_s_size_that_does_not_grow_with_the_batch_i
                       microbatches=4)
 
 
+def test_a_model_on_the_meta_device_is_told_of_at_one_sample_a_micro_batch_too():
+    """A model that cannot run (its tensors on the meta device) is asked through the export with a symbolic
+    batch, of two copies of its sample: the mean over the batch is told of as where the model runs."""
+    from placement.torch import OutputBatchWarning
+
+    with torch.device("meta"):
+        model, x = SampleStatistics(), torch.randn(1, 3, 8)
+    with pytest.warns(OutputBatchWarning) as caught:
+        plan_pipeline(model, (x,), devices="h100:2", stages=2, microbatches=4)
+    assert [str(w.message).split(":")[0] for w in caught if w.category is OutputBatchWarning] == [
+        "the model returns output 2 of shape [3, 1, 8], whose first dimension is not the micro-batch's (1); output 1 "
+        "of shape [1, 3, 8], whose first dimension has the micro-batch's size (1) but does not grow with the batch"]
+
+
 class InBatchNegatives(nn.Module):
     """Two towers and, per sample, the cross-entropy of its pair against every other sample of the batch
     (CLIP's in-batch negatives), one loss per sample."""

@@ -588,7 +588,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
                                                 repeated_reads_note, state_kinds)
-    from placement.torch.sample_mixing import mixing_note
+    from placement.torch.sample_mixing import mixing_note, runs_following_batch, sample_runs
     from placement.torch.sharing import charge_gradient_exchange
     from placement.torch.state import keep_written_buffers_together, shared_storage, together_note, written_state
 
@@ -638,13 +638,17 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     aliases = {target: names.get(id(t), target) for target, t in imported.source.state_dict.items()}
     check_program_outputs(imported.source, aliases)   # before solving: a refusal takes no search
     if microbatches > 1 and batch is not None:
+        runs = sample_runs(model, args, kwargs, batch, imported.graph.graph.total_flops,
+                           len(user_outputs(imported.source)))
         told: list[int] = []
-        garbled = output_batch_note(imported.source, batch, lambda: outputs_following_batch(model, args, kwargs),
-                                    told)
+        # one sample a micro-batch leaves every output ambiguous: the runs tell at once where there are any
+        # (the export with a symbolic batch takes twice the first export's time)
+        garbled = output_batch_note(imported.source, batch,
+                                    (lambda: runs_following_batch(runs)) if runs is not None and batch == 1 else
+                                    (lambda: outputs_following_batch(model, args, kwargs)), told)
         if garbled is not None:
             warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
-        mixing = mixing_note(model, args, kwargs, batch, imported.graph.graph.total_flops,
-                             len(user_outputs(imported.source)), set(told))
+        mixing = mixing_note(runs, set(told)) if runs is not None else None
         if mixing is not None:
             warnings.warn(mixing, SampleMixingWarning, stacklevel=2)
     custom = custom_gradient_note(gradients)

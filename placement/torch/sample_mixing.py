@@ -12,7 +12,8 @@ concatenates them (up to rounding: relative ``1e-4``), ``step()`` returns it oth
 does. An output that differs between two runs on the same samples from other random states (noise
 drawn in forward, a dropout that ignores the mode) tells nothing and is not checked. Outputs
 :func:`placement.torch.partition.output_batch_note` tells of (their first dimension does not follow
-the batch) are left to it.
+the batch) are left to it; with one sample a micro-batch the runs tell it which dimensions of each
+output grow with the batch (:func:`runs_following_batch`), in place of an export with a symbolic batch.
 
 The runs are in evaluation mode (dropout off, batch normalisation on its running statistics: that
 batch normalisation in training mode normalises each micro-batch by its own statistics is a
@@ -26,6 +27,7 @@ other samples are not checked.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 #: no check of a model whose forward costs more FLOPs than this per micro-batch (the runs: seconds on a CPU)
@@ -34,13 +36,24 @@ MOST_FLOPS = 2e10
 MOST_BYTES = 2 ** 30
 
 
-def mixing_note(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int, flops: float, outputs: int,
-                told: set[int]) -> str | None:
-    """What the pipeline does to the outputs of ``model`` that mix the samples of its micro-batch (of
-    ``batch`` samples: the first dimension of the tensor inputs ``args`` and ``kwargs``), or ``None``
-    (module docstring); ``flops``: its forward's per micro-batch; ``outputs``: how many it returns (the
-    export's count, which the positions follow); ``told``: the positions of those another warning tells of
-    (:func:`placement.torch.partition.output_batch_note`), not checked."""
+@dataclass(frozen=True)
+class SampleRuns:
+    """The model's outputs (flattened, in the export's order) for the example micro-batch (``mine``, and
+    ``again`` from another random state), for as many other samples (``theirs``) and for both at once
+    (``together``)."""
+
+    mine: list[Any]
+    again: list[Any]
+    theirs: list[Any]
+    together: list[Any]
+
+
+def sample_runs(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int, flops: float,
+                outputs: int) -> SampleRuns | None:
+    """The runs of the module docstring of ``model`` on its micro-batch of ``batch`` samples (the first
+    dimension of the tensor inputs ``args`` and ``kwargs``); ``flops``: its forward's per micro-batch;
+    ``outputs``: how many outputs its export returns. ``None`` where the model is not run (module
+    docstring) or returns another number of outputs."""
     import torch
     from torch.utils._pytree import tree_flatten, tree_map
 
@@ -64,16 +77,37 @@ def mixing_note(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int
             return tree_flatten(model(*given[0], **given[1]))[0]
 
     try:
-        mine, again = run(lambda v: v.clone()), run(lambda v: v.clone(), seed=1)
-        theirs = run(lambda v: _others(v, torch))
-        together = run(lambda v: torch.cat([v, _others(v, torch)]))
+        runs = SampleRuns(run(lambda v: v.clone()), run(lambda v: v.clone(), seed=1),
+                          run(lambda v: _others(v, torch)), run(lambda v: torch.cat([v, _others(v, torch)])))
     except Exception:   # the other samples are no inputs the model takes: nothing is known
         return None
-    if not len(mine) == len(again) == len(theirs) == len(together) == outputs:
+    if not len(runs.mine) == len(runs.again) == len(runs.theirs) == len(runs.together) == outputs:
         return None
-    drawn = {k for k in range(outputs) if _unequal(mine[k], again[k], torch)}   # random even in evaluation
+    return runs
+
+
+def runs_following_batch(runs: SampleRuns) -> list[tuple[bool, ...]]:
+    """For each output, whether each of its dimensions grows with the batch, as the runs show it: those
+    whose sizes differ between one micro-batch and two (as
+    :func:`placement.torch.partition.outputs_following_batch` reads them off an export, without telling an
+    output that interleaves its samples' rows: :func:`mixing_note` does)."""
+    import torch
+
+    return [tuple(a != b for a, b in zip(mine.shape, together.shape))
+            if isinstance(mine, torch.Tensor) and isinstance(together, torch.Tensor) and mine.dim() == together.dim()
+            else () for mine, together in zip(runs.mine, runs.together)]
+
+
+def mixing_note(runs: SampleRuns, told: set[int]) -> str | None:
+    """What the pipeline does to the outputs that mix the samples of the micro-batch (module docstring), or
+    ``None``; ``told``: the positions of those another warning tells of
+    (:func:`placement.torch.partition.output_batch_note`), not judged."""
+    import torch
+
+    outputs = len(runs.mine)
+    drawn = {k for k in range(outputs) if _unequal(runs.mine[k], runs.again[k], torch)}   # random in evaluation
     mixed = [k for k in range(outputs)
-             if k not in told | drawn and _differs(mine[k], theirs[k], together[k], torch)]
+             if k not in told | drawn and _differs(runs.mine[k], runs.theirs[k], runs.together[k], torch)]
     if not mixed:
         return None
     which = (f"outputs {', '.join(map(str, mixed))} for a sample depend" if len(mixed) > 1 else
