@@ -1110,6 +1110,32 @@ def test_a_model_mixing_the_samples_of_its_batch_is_told_of():
             f"the model's {which} {MIXING}"]
 
 
+def test_a_process_forked_after_planning_runs_multi_threaded_operators():
+    """The mixing check runs the model in the planning process; on torch's threads it started their pool
+    (OpenMP's), which a process forked after inherits unusable: the stages of ranks forked after
+    plan_pipeline hung in their first multi-threaded operator and never sent a micro-batch. In a fresh
+    interpreter: plan, fork, and a 4-thread matrix product in the child ends."""
+    import subprocess
+    import sys
+
+    script = """
+import multiprocessing, torch
+from torch import nn
+from placement.torch import plan_pipeline
+torch.set_num_threads(4)
+plan_pipeline(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8)), (torch.randn(64, 64),),
+              devices="epyc-7763:2", stages=2, microbatches=2)
+def work():
+    torch.randn(512, 512) @ torch.randn(512, 512)
+child = multiprocessing.get_context("fork").Process(target=work, daemon=True)
+child.start()
+child.join(30)
+print("exit", child.exitcode)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split()[-2:] == ["exit", "0"], done.stderr[-2000:]
+
+
 class Noisy(nn.Module):
     """A layer whose output gets noise drawn in forward, whatever the mode (a diffusion model's training
     forward), and a dropout module."""

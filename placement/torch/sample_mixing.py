@@ -17,9 +17,9 @@ output grow with the batch (:func:`runs_following_batch`), in place of an export
 
 The runs are in evaluation mode (dropout off, batch normalisation on its running statistics: that
 batch normalisation in training mode normalises each micro-batch by its own statistics is a
-property of pipelining the docs state), without gradients, on the model's devices, each on its own
-copies of the inputs and from the model as found: every module's mode, parameter and buffer, and
-torch's random state, are put back after each. A model on the meta device, one whose forward costs
+property of pipelining the docs state), without gradients, on one CPU thread, on the model's
+devices, each on its own copies of the inputs and from the model as found: every module's mode,
+parameter and buffer, and torch's random state, are put back after each. A model on the meta device, one whose forward costs
 more than :data:`MOST_FLOPS` per micro-batch (the runs would take long), and one that fails on the
 other samples are not checked.
 """
@@ -71,7 +71,7 @@ def sample_runs(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int
 
     def run(change: Callable[[Any], Any], seed: int = 0) -> list[Any]:
         # each run on its own copies of the inputs (a model may write into them), from the state as found
-        with _left_as_found(model, torch), torch.no_grad():
+        with _left_as_found(model, torch), _one_thread(torch), torch.no_grad():
             torch.default_generator.manual_seed(seed)
             given = tree_map(lambda v: change(v) if batched(v) else v, (tuple(args), kwargs or {}))
             return tree_flatten(model(*given[0], **given[1]))[0]
@@ -153,6 +153,19 @@ def _unequal(a: Any, b: Any, torch: Any) -> bool:
     a, b = a.to(wide), b.to(wide)
     scale = float(a.abs().nan_to_num(0, 0, 0).max()) if a.numel() else 0.0
     return not torch.allclose(b, a, rtol=1e-4, atol=1e-6 * max(scale, 1e-30), equal_nan=True)
+
+
+@contextlib.contextmanager
+def _one_thread(torch: Any) -> Iterator[None]:
+    """Run on one CPU thread, then give torch back its number of threads: the runs start no pool of threads
+    (OpenMP's), which a process forked after them would inherit unusable (its first multi-threaded operator
+    then hangs: the stages of ranks forked after planning never sent their first micro-batch)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 @contextlib.contextmanager
