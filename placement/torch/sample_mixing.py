@@ -17,11 +17,12 @@ output grow with the batch (:func:`runs_following_batch`), in place of an export
 
 The runs are in evaluation mode (dropout off, batch normalisation on its running statistics: that
 batch normalisation in training mode normalises each micro-batch by its own statistics is a
-property of pipelining the docs state), without gradients, on one CPU thread, on the model's
-devices, each on its own copies of the inputs and from the model as found: every module's mode,
-parameter and buffer, and torch's random state, are put back after each. A model on the meta device, one whose forward costs
-more than :data:`MOST_FLOPS` per micro-batch (the runs would take long), and one that fails on the
-other samples are not checked.
+property of pipelining the docs state), without gradients, on one thread of the CPU, each on its own
+copies of the inputs and from the model as found: every module's mode, parameter and buffer, and
+torch's random state, are put back after each. A model or inputs on another device (the meta
+device; a GPU, whose context a process forked after planning could not use), a model whose forward
+costs more than :data:`MOST_FLOPS` per micro-batch or whose tensors take more than
+:data:`MOST_BYTES` (the runs would take long), and one that fails on the other samples are not run.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def sample_runs(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int
         return None
     tensors = [t for t in tree_flatten((tuple(args), kwargs or {}))[0] if isinstance(t, torch.Tensor)]
     state = [*model.parameters(), *model.buffers()]
-    if not tensors or any(t.is_meta for t in tensors + state):
+    if not tensors or any(t.device.type != "cpu" for t in tensors + state):
         return None
     if sum(t.numel() * t.element_size() for t in state) > MOST_BYTES:
         return None
@@ -171,16 +172,13 @@ def _one_thread(torch: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def _left_as_found(model: Any, torch: Any) -> Iterator[None]:
     """Run ``model`` in evaluation mode; then put back every module's mode, every parameter's and
-    buffer's values (and the tensors themselves, where forward replaced one) and torch's random states (the
-    CPU's, and those of the CUDA devices the model is on)."""
+    buffer's values (and the tensors themselves, where forward replaced one) and torch's random state."""
     modes = [(module, module.training) for module in model.modules()]
     kept = [(module, store, name, tensor, tensor.detach().clone())
             for module in model.modules() for store in (module._parameters, module._buffers)
             for name, tensor in store.items() if tensor is not None]
-    cuda = sorted({t.device.index or 0 for store in (model.parameters(), model.buffers()) for t in store
-                   if t.device.type == "cuda"})
     try:
-        with torch.random.fork_rng(devices=cuda):
+        with torch.random.fork_rng(devices=[]):
             model.eval()
             yield
     finally:
