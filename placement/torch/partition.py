@@ -458,7 +458,7 @@ def output_batch_note(program: Any, batch: int,
     checked = [k for k, shape in enumerate(shapes)
                if shape and shape != (1,) and all(isinstance(d, int) for d in shape)]
     distinct = batch > 1 and _batch_is_distinct(program, batch)
-    if batch == 1:   # every size is a multiple of 1, and 1 is everywhere: only the export can tell
+    if batch == 1:   # every size is a multiple of 1, and 1 is everywhere: only follows_batch can tell
         wrong, multiples = [], [k for k in checked if shapes[k][0] != 1]
     else:
         wrong = [k for k in checked if shapes[k][0] != batch and (shapes[k][0] % batch or batch in shapes[k][1:])]
