@@ -1,7 +1,7 @@
-"""The GEMMs of the operators whose shape rules both importers share: an einsum of two operands and a
+"""The GEMMs of the operators whose shape rules both importers share: an einsum and a
 recurrent layer (LSTM, GRU, RNN), worked out from shapes alone.
 
-Einsum (:func:`einsum_gemm`): the GEMM ``(batch, m, n, k)`` it runs, ``batch`` the sizes of the
+Einsum (:func:`einsum_products`): the GEMM ``(batch, m, n, k)`` it runs, ``batch`` the sizes of the
 indices of both operands that the output keeps, ``m`` (``n``) those of the first (second) operand alone
 that it keeps, ``k`` those of both that it sums; an index of one operand alone that the output drops
 is summed before, at no GEMM cost. An ellipsis stands for the dimensions it covers, aligned from the
@@ -67,28 +67,11 @@ def einsum_terms(equation: object, operands: Sequence[Shape]) -> tuple[list[str]
     return terms, output, size
 
 
-def einsum_indices(equation: object, operands: Sequence[Shape]
-                   ) -> tuple[set[str], set[str], set[str], dict[str, int]] | None:
-    """The index sets of an einsum's two operands (of shapes ``operands``) and of its output, and every
-    index's size; ``None`` for another number of operands, or an equation that does not fit them."""
-    parsed = einsum_terms(equation, operands) if len(operands) == 2 else None
-    if parsed is None:
-        return None
-    (a, b), output, size = parsed
-    return set(a), set(b), set(output), size
-
-
-def einsum_gemm(equation: object, operands: Sequence[Shape]) -> Gemm | None:
-    """The GEMM ``(batch, m, n, k)`` an einsum of two operands runs (module docstring), or ``None``."""
-    steps = einsum_products(equation, operands) if len(operands) == 2 else None
-    return None if steps is None else steps[0][0]
-
-
-def einsum_multiplies(equation: object, operands: Sequence[Shape]) -> bool:
-    """Whether an einsum of two operands sums no index they share (an outer or elementwise product,
-    ``bi,bj->bij``): torch runs it as a broadcast multiply, not a GEMM."""
-    steps = einsum_products(equation, operands) if len(operands) == 2 else None
-    return steps is not None and steps[0][1]
+def einsum_multiplies(steps: list[tuple[Gemm, bool]]) -> bool:
+    """Whether an einsum's products (:func:`einsum_products`) are one multiply: two operands that share no
+    index it sums (an outer or elementwise product, ``bi,bj->bij``), which torch runs as a broadcast
+    multiply, not a GEMM."""
+    return len(steps) == 1 and steps[0][1]
 
 
 def einsum_products(equation: object, operands: Sequence[Shape], path: object = None

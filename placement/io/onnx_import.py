@@ -670,7 +670,7 @@ def _kind(node: Any, ins: list[_Tensor | None], known: dict[str, Any] | None = N
         products = _einsum_products(node, ins)
         if products is None:
             return "unknown"
-        return "pointwise" if len(products) == 1 and products[0][1] else "matmul"
+        return "pointwise" if layer_gemms.einsum_multiplies(products) else "matmul"
     return KINDS.get(node.op_type, "unknown")
 
 

@@ -1070,8 +1070,9 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
         kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
-        if kind == "matmul" and _base(_op_name(node.target)) == "einsum" and layer_gemms.einsum_multiplies(
-                node.args[0], _shapes(_listed(node.args[1]))):
+        einsum = _base(_op_name(node.target)) == "einsum"
+        products = _einsum_products(node.args, node.kwargs) if einsum else None
+        if kind == "matmul" and products is not None and layer_gemms.einsum_multiplies(products):
             kind = "pointwise"
         multiplied = tensor_args[:2] if _base(_op_name(node.target)) in GROUPED_MATMUL else tensor_args   # not offs
         mixed = sorted({str(t.dtype).replace("torch.", "") for t in multiplied})
@@ -1084,8 +1085,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
         if kind == "reduction" and _base(_op_name(node.target)) in EMBEDDING_BAG:
             moved = _bag_bytes(read_bytes, written, tensor_args, node.args, sizes.nbytes)
-        if kind == "unknown" or (_base(_op_name(node.target)) == "einsum"
-                                 and _einsum_products(node.args, node.kwargs) is None):
+        if kind == "unknown" or (einsum and products is None):
             unknown.add(_target_label(node.target))
         floating = [t for t in present if t.is_floating_point()] or [t for t in tensor_args if t.is_floating_point()]
         op_dtype = sizes.key(floating[0].dtype) if floating else None   # integers alone: typed_integer_operators
