@@ -1879,6 +1879,13 @@ def test_the_readme_example_of_an_output_interleaving_the_samples_runs_as_writte
         "the model returns an output of shape [40, 2], whose first dimension is not the micro-batch's (4)"]
 
 
+def test_the_readme_example_of_a_model_mixing_its_samples_runs_as_written(capsys):
+    # The README's block on SampleMixingWarning: features centred on the batch's mean, [4, 2] per micro-batch;
+    # for two micro-batches at once each is centred on the mean of 8 samples, not of its own 4
+    assert readme_block_prints("class Centred", capsys) == [
+        "the model's output for a sample depends on the other samples of its batch"]
+
+
 def test_autocast_is_refused_when_planning_and_when_a_stage_runs():
     """Inside torch.autocast the export mixed bfloat16 with the parameters' float32, and the refusal blamed the
     inputs; a stage run inside one computed in bfloat16 and sent it to a stage that received float32 (torch's
