@@ -867,7 +867,7 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
     and the export with a symbolic batch (seconds on a large model) is not asked for; the mean over the
     batch of WithStatistics ([8] for 4) is asked about, once."""
     from placement.io.torch_export import export_program
-    from placement.torch.partition import output_batch_note
+    from placement.torch.partition import batch_outputs
 
     asked = []
 
@@ -876,10 +876,10 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
         return [(True, False), (False,), (False,), (True, False)]
 
     flattened = export_program(WithFinalState(), (torch.randn(4, 5, 8),))
-    assert output_batch_note(flattened, 4, follows) is not None   # the final state [2, 4, 16]
+    assert batch_outputs(flattened, 4, follows).outputs == (1,)   # the final state [2, 4, 16]
     assert asked == []
     statistics = export_program(WithStatistics(), (torch.randn(4, 8),))
-    assert output_batch_note(statistics, 4, follows).startswith("the model returns output 1 of shape [8], output 2 "
+    assert batch_outputs(statistics, 4, follows).note.startswith("the model returns output 1 of shape [8], output 2 "
                                                                 "of shape [8], whose")
     assert asked == [True]
 

@@ -45,7 +45,7 @@ import inspect
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 from placement.errors import InvalidParameterError
 
@@ -432,11 +432,18 @@ def _flattened_batch(value: Any, batch: int) -> bool:
     return False
 
 
-def output_batch_note(program: Any, batch: int,
-                      follows_batch: Callable[[], list[tuple[bool, ...]] | None] | None = None,
-                      told: list[int] | None = None) -> str | None:
-    """What ``step()`` returns of the outputs of the exported ``program`` whose first dimension is not that of
-    its micro-batches (``batch`` samples each), or ``None``. The pipeline runtime concatenates each output
+class BatchOutputs(NamedTuple):
+    """The positions of the outputs that ``step()`` returns otherwise than the model does for the whole batch,
+    and the warning that tells of them (``None`` where there are none)."""
+
+    outputs: tuple[int, ...]
+    note: str | None
+
+
+def batch_outputs(program: Any, batch: int,
+                  follows_batch: Callable[[], list[tuple[bool, ...]] | None] | None = None) -> BatchOutputs:
+    """The outputs of the exported ``program`` whose first dimension is not that of its micro-batches
+    (``batch`` samples each), and what ``step()`` returns of them. The pipeline runtime concatenates each output
     over the micro-batches along its first dimension: an output whose first dimension is no multiple of
     ``batch`` does not grow with the batch, so its concatenation is not what the model returns for the
     whole batch; one of another first dimension that has ``batch`` among its later dimensions (an LSTM's
@@ -451,8 +458,7 @@ def output_batch_note(program: Any, batch: int,
     cannot tell the batch from another dimension (one of the program's inputs has a later dimension, or a
     parameter one, of the micro-batch's size; a micro-batch of one sample, where every size is a multiple of
     it), whether a first dimension of the micro-batch's size grows with the batch at all (a mean over the batch
-    of ``[batch, tokens, d]`` with as many tokens as samples; a ``[1, d]`` mean of one sample). The positions
-    of the outputs it tells of go into ``told``."""
+    of ``[batch, tokens, d]`` with as many tokens as samples; a ``[1, d]`` mean of one sample)."""
     results = user_outputs(program)
     shapes = [tuple(getattr(value.meta.get("val"), "shape", ())) for value in results]
     checked = [k for k, shape in enumerate(shapes)
@@ -473,10 +479,12 @@ def output_batch_note(program: Any, batch: int,
     else:
         wrong = sorted(wrong + [k for k in multiples + sized if follows[k][:1] != (True,) or
                                 (k in sized and any(follows[k][1:]))])
-    if told is not None:
-        told.extend(wrong)
-    if not wrong:
-        return None
+    return BatchOutputs(tuple(wrong), _batch_outputs_note(results, shapes, batch, wrong, follows) if wrong else None)
+
+
+def _batch_outputs_note(results: list[Any], shapes: list[tuple[int, ...]], batch: int, wrong: list[int],
+                        follows: list[tuple[bool, ...]] | None) -> str:
+    """The warning of :func:`batch_outputs` about the outputs at positions ``wrong``."""
 
     def listed(ks: list[int]) -> str:
         return ", ".join(f"{f'output {k}' if len(results) > 1 else 'an output'} of shape {list(shapes[k])}"

@@ -583,7 +583,7 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     from placement.io.tarnawski import parse_instance
     from placement.io.torch_export import check_module, import_torch, require_torch
     from placement.torch.devices import parse_devices
-    from placement.torch.partition import (canonical_names, check_program_outputs, output_batch_note,
+    from placement.torch.partition import (batch_outputs, canonical_names, check_program_outputs,
                                            outputs_following_batch, partition, user_outputs)
     from placement.torch.relays import RelayWarning, relay_note, stage_transfers
     from placement.torch.repeated_reads import (RepeatedReadWarning, repeated_charges, repeated_note,
@@ -640,15 +640,14 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     if microbatches > 1 and batch is not None:
         runs = sample_runs(model, args, kwargs, batch, imported.graph.graph.total_flops,
                            len(user_outputs(imported.source)))
-        told: list[int] = []
         # one sample a micro-batch leaves every output ambiguous: the runs tell at once where there are any
         # (the export with a symbolic batch takes twice the first export's time)
-        garbled = output_batch_note(imported.source, batch,
-                                    (lambda: runs_following_batch(runs)) if runs is not None and batch == 1 else
-                                    (lambda: outputs_following_batch(model, args, kwargs)), told)
-        if garbled is not None:
-            warnings.warn(garbled, OutputBatchWarning, stacklevel=2)
-        mixing = mixing_note(runs, set(told)) if runs is not None else None
+        garbled = batch_outputs(imported.source, batch,
+                                (lambda: runs_following_batch(runs)) if runs is not None and batch == 1 else
+                                (lambda: outputs_following_batch(model, args, kwargs)))
+        if garbled.note is not None:
+            warnings.warn(garbled.note, OutputBatchWarning, stacklevel=2)
+        mixing = mixing_note(runs, set(garbled.outputs)) if runs is not None else None
         if mixing is not None:
             warnings.warn(mixing, SampleMixingWarning, stacklevel=2)
     custom = custom_gradient_note(gradients)

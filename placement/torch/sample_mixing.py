@@ -11,7 +11,7 @@ output for both is not the outputs for each concatenated along the first dimensi
 concatenates them (up to rounding: relative ``1e-4``), ``step()`` returns it otherwise than the model
 does. An output that differs between two runs on the same samples from other random states (noise
 drawn in forward, a dropout that ignores the mode) tells nothing and is not checked. Outputs
-:func:`placement.torch.partition.output_batch_note` tells of (their first dimension does not follow
+:func:`placement.torch.partition.batch_outputs` tells of (their first dimension does not follow
 the batch) are left to it; with one sample a micro-batch the runs tell it which dimensions of each
 output grow with the batch (:func:`runs_following_batch`), in place of an export with a symbolic batch.
 
@@ -102,7 +102,7 @@ def runs_following_batch(runs: SampleRuns) -> list[tuple[bool, ...]]:
 def mixing_note(runs: SampleRuns, told: set[int]) -> str | None:
     """What the pipeline does to the outputs that mix the samples of the micro-batch (module docstring), or
     ``None``; ``told``: the positions of those another warning tells of
-    (:func:`placement.torch.partition.output_batch_note`), not judged."""
+    (:func:`placement.torch.partition.batch_outputs`), not judged."""
     import torch
 
     outputs = len(runs.mine)
