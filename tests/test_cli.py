@@ -713,6 +713,35 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
         assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the plan must be a JSON object, got array\n")
 
 
+def test_an_instance_from_a_pipe_is_read_once_by_solve_verify_and_simulate(tmp_path):
+    """An instance given as /dev/stdin that the file's devices refuse (no accelerator, none recorded) is solved
+    with --accelerators, and one refused whatever the devices is refused with the file's own message, naming
+    the pipe: the refusal of the first reading used to send the command to read the emptied pipe again ("the
+    file is empty"). A piped instance is named by the path's stem, as a file is."""
+    import subprocess
+    import sys
+
+    document = json.loads(Path(CHAIN4).read_text())
+    no_devices = json.dumps({**document, "maxFPGAs": 0, "maxCPUs": 0})
+    negative = json.dumps({**document, "nodes": [{**document["nodes"][0], "fpgaLatency": -1}, *document["nodes"][1:]]})
+
+    def run(*command, given):
+        return subprocess.run([sys.executable, "-m", "placement", *command], input=given, capture_output=True,
+                              text=True, timeout=120)
+
+    plan = tmp_path / "plan.json"
+    done = run("solve", "/dev/stdin", "--accelerators", "2", "--out", str(plan), given=no_devices)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split() == ["instance", "stdin"]
+    assert "max-load    7.500000" in done.stdout   # chain4's optimum on its two accelerators (docs/api.md)
+    assert run("verify", "/dev/stdin", str(plan), "--quiet", given=no_devices).returncode == 0   # the plan's record
+    refused = "error: /dev/stdin: node 1: field 'fpgaLatency' is negative (-1)\n"
+    for command in (["solve", "/dev/stdin"], ["verify", "/dev/stdin", str(plan)],
+                    ["simulate", "/dev/stdin", str(plan)]):
+        done = run(*command, given=negative)
+        assert (done.returncode, done.stderr) == (2, refused)
+
+
 def test_each_command_reads_its_plan_file_and_its_instance_once(tmp_path, capsys, monkeypatch):
     """verify, simulate and split read the plan file once (its record, its claims and the plan itself come from
     that one reading; verify read it 13 times, 16 with --json) and the instance once (split read it twice);

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import PlacementError
@@ -188,7 +190,7 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     import placement
 
     try:
-        size = os.stat(path).st_size
+        size = os.stat(path).st_size if isinstance(path, str) else 0
     except OSError:
         size = 0            # placement.load names what is wrong with the path
     announce = progress is not None and size >= LARGE_INPUT_BYTES
@@ -202,15 +204,26 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
 
 def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | None, plan: Any = None) -> Any:
     """:func:`load_announced`'s instance; one refused as written is read with the device overrides of ``args``,
-    else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`)."""
+    else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`). An instance
+    that comes through a pipe (``<(…)``, ``/dev/stdin``), which can be read once, is read once
+    (:func:`read_once`), and its refusals name it as a file's do."""
     import placement
     from placement.api import taken_overrides
     from placement.loading import loaded_as_overridden
 
+    source = read_once(args.instance, placement.InvalidInstanceError, "instance")
     try:
-        return load_announced(args.instance, progress)
-    except placement.InvalidInstanceError:
-        return loaded_as_overridden(args.instance, lambda: taken_overrides([], plan, **devices(args)))
+        try:
+            instance = load_announced(source, progress)
+        except placement.InvalidInstanceError:
+            instance = loaded_as_overridden(source, lambda: taken_overrides([], plan, **devices(args)))
+    except placement.InvalidInstanceError as exc:
+        if source is args.instance:
+            raise
+        raise placement.InvalidInstanceError(f"{args.instance}: {exc}") from None
+    if source is args.instance or instance.name:
+        return instance
+    return dataclasses.replace(instance, name=Path(args.instance).stem)   # a file's is its stem
 
 
 def json_text(document: Any) -> str:
