@@ -192,6 +192,17 @@ def test_evaluator_refuses_what_the_variant_forbids() -> None:
         problem, backwards, split_model()).violations
 
 
+def test_evaluator_names_a_task_of_a_forward_node_and_one_of_no_node_apart() -> None:
+    """b_tasks / w_tasks may list backward nodes only: forward node 2 is "not a backward node", and 99, which
+    the instance does not have, is "not in the instance" (it was called a forward node's)."""
+    problem = two_layers()
+    plan = Plan((DeviceAssignment(ACCELERATOR, (1, 4), (), (4, 2), (99,)),
+                 DeviceAssignment(ACCELERATOR, (2, 3), (), (3,), ())))
+    assert [v for v in evaluate_split(problem, plan, split_model()).violations if "lists node" in v] == [
+        "device 0: b_tasks lists node 2, which is not a backward node",
+        "device 0: w_tasks lists node 99, which is not in the instance"]
+
+
 def test_lower_bound_is_the_divided_total() -> None:
     # One type, 2 devices, tasks 1, 1 (forward), B/W 1, 1, 3, 3: total 10, divided over 2 devices: 5.
     assert split_lower_bound(two_layers(), split_model()) == 5.0

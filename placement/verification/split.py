@@ -114,11 +114,13 @@ def _task_devices(problem: Instance, plan: Plan, layer: dict[int, int], field: s
                   violations: list[str]) -> dict[int, int]:
     """Where the B (``field='b_tasks'``) or W task of every backward node runs."""
     backward = {n.id for n in problem.nodes if n.backward}
+    known = {n.id for n in problem.nodes}
     found: dict[int, int] = {}
     for d, dev in enumerate(plan.devices):
         for u in getattr(dev, field):
             if u not in backward:
-                violations.append(f"device {d}: {field} lists node {u}, which is not a backward node")
+                what = "not a backward node" if u in known else "not in the instance"
+                violations.append(f"device {d}: {field} lists node {u}, which is {what}")
             elif u in found:
                 violations.append(f"node {u}: {field} lists it on devices {found[u]} and {d}")
             else:
