@@ -220,10 +220,17 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
     except placement.InvalidInstanceError as exc:
         if source is args.instance:
             raise
-        raise placement.InvalidInstanceError(f"{args.instance}: {exc}") from None
+        raise naming_the_file(args.instance, exc) from None
     if source is args.instance or instance.name:
         return instance
     return dataclasses.replace(instance, name=Path(args.instance).stem)   # a file's is its stem
+
+
+def naming_the_file(path: str, exc: PlacementError) -> PlacementError:
+    """``exc`` (an error about the file at ``path``, read as a document), of its type, its message starting with
+    the path."""
+    message = str(exc)
+    return type(exc)(message if message.startswith(f"{path}:") else f"{path}: {message}")
 
 
 def json_text(document: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from placement.cli.options import UsageError, fraction, positive_float, positive_int, print_json
+from placement.cli.options import UsageError, fraction, naming_the_file, positive_float, positive_int, print_json
 from placement.wording import as_given
 
 
@@ -49,14 +49,6 @@ def plan_document(path: str) -> dict:
     if not isinstance(document, dict):
         raise InvalidPlanError(f"{path}: a parallel plan must be a JSON object with a list 'stages'")
     return document
-
-
-def naming_the_file(path: str, exc: Exception) -> Exception:
-    """``exc`` (an :class:`InvalidPlanError` about the plan file at ``path``), its message starting with the path."""
-    from placement.errors import InvalidPlanError
-
-    message = str(exc)
-    return InvalidPlanError(message if message.startswith(f"{path}:") else f"{path}: {message}")
 
 
 def run_parallel(args: argparse.Namespace, instance, progress: Callable[[str], None] | None = None) -> int:

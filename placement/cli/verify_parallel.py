@@ -15,7 +15,8 @@ from placement.cli.options import UsageError, print_json
 def run_parallel(args: argparse.Namespace, instance) -> int:
     """Check the plan file on the Piper ``instance`` and print the verdict, the figures and the ledger."""
     import placement
-    from placement.cli.simulate_parallel import naming_the_file, plan_document
+    from placement.cli.options import naming_the_file
+    from placement.cli.simulate_parallel import plan_document
     from placement.errors import InvalidPlanError
     from placement.report.parallel_verification import format_parallel_verification
 
