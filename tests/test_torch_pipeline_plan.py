@@ -880,7 +880,7 @@ def test_an_output_flattened_over_the_batch_is_read_off_the_graph_without_a_seco
     assert asked == []
     statistics = export_program(WithStatistics(), (torch.randn(4, 8),))
     assert batch_outputs(statistics, 4, follows).note.startswith("the model returns output 1 of shape [8], output 2 "
-                                                                "of shape [8], whose")
+                                                                 "of shape [8], whose")
     assert asked == [True]
 
 
