@@ -1070,11 +1070,12 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         present = [t for t in out if t is not None]
         in_dtype = tensor_args[0].dtype if tensor_args else None
         kind = "view" if identity_dropout else classify(node.target, in_dtype, present[0].dtype)
-        einsum = _base(_op_name(node.target)) == "einsum"
+        base = _base(_op_name(node.target))
+        einsum = base == "einsum"
         products = _einsum_products(node.args, node.kwargs) if einsum else None
         if kind == "matmul" and products is not None and layer_gemms.einsum_multiplies(products):
             kind = "pointwise"
-        multiplied = tensor_args[:2] if _base(_op_name(node.target)) in GROUPED_MATMUL else tensor_args   # not offs
+        multiplied = tensor_args[:2] if base in GROUPED_MATMUL else tensor_args   # not offs
         mixed = sorted({str(t.dtype).replace("torch.", "") for t in multiplied})
         if kind in ("matmul", "conv") and len(mixed) > 1:   # eager PyTorch refuses it; export does not check
             raise InvalidParameterError("args", f"cannot run {name}: operator {node.name!r} "
@@ -1083,7 +1084,7 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
         outputs = tuple(sizes.nbytes(t) if t is not None else 0.0 for t in out)
         written = float(sum(outputs))
         moved = bytes_moved(kind, read_bytes, int_read_bytes, written)
-        if kind == "reduction" and _base(_op_name(node.target)) in EMBEDDING_BAG:
+        if kind == "reduction" and base in EMBEDDING_BAG:
             moved = _bag_bytes(read_bytes, written, tensor_args, node.args, sizes.nbytes)
         if kind == "unknown" or (einsum and products is None):
             unknown.add(_target_label(node.target))
