@@ -740,6 +740,14 @@ def test_an_instance_from_a_pipe_is_read_once_by_solve_verify_and_simulate(tmp_p
                     ["simulate", "/dev/stdin", str(plan)]):
         done = run(*command, given=negative)
         assert (done.returncode, done.stderr) == (2, refused)
+    # the plan through the pipe, for an instance file that takes the devices the plan records: the record and
+    # the plan come from one reading (the second found the pipe empty: "the file is empty")
+    bare = tmp_path / "no-devices.json"
+    bare.write_text(no_devices)
+    for command in (["verify", str(bare), "/dev/stdin"], ["simulate", str(bare), "/dev/stdin"]):
+        done = run(*command, given=plan.read_text())
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert "the plan file records it was solved with: --accelerators 2\n" in done.stdout
 
 
 def test_each_command_reads_its_plan_file_and_its_instance_once(tmp_path, capsys, monkeypatch):

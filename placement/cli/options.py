@@ -202,9 +202,11 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     return instance
 
 
-def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | None, plan: Any = None) -> Any:
+def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | None, plan: Any = None,
+                    read: list[Any] | None = None) -> Any:
     """:func:`load_announced`'s instance; one refused as written is read with the device overrides of ``args``,
-    else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`). An instance
+    else those the plan file ``plan`` records (:func:`placement.loading.loaded_as_overridden`; the plan file,
+    read for its record, is appended to ``read``, so that a pipe is not read twice). An instance
     that comes through a pipe (``<(…)``, ``/dev/stdin``), which can be read once, is read once
     (:func:`read_once`), and its refusals name it as a file's do."""
     import placement
@@ -216,7 +218,8 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
         try:
             instance = load_announced(source, progress)
         except placement.InvalidInstanceError:
-            instance = loaded_as_overridden(source, lambda: taken_overrides([], plan, **devices(args)))
+            instance = loaded_as_overridden(source, lambda: taken_overrides(read if read is not None else [], plan,
+                                                                            **devices(args)))
     except placement.InvalidInstanceError as exc:
         if source is args.instance:
             raise

@@ -68,14 +68,15 @@ def run(args: argparse.Namespace) -> int:
         chart_format(args.gantt, parameter="gantt")
         matplotlib_modules()
     progress = progress_printer(args.quiet, getattr(args, "rename", None))
-    instance = load_overridden(args, progress, args.plan)
+    read: list = []   # the plan file, where reading the instance took the devices it records
+    instance = load_overridden(args, progress, args.plan, read)
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         return run_parallel(args, instance, progress)
     check_no_parallel_options(args)
     check_writable(args.trace, (args.instance, args.plan))   # or its outputs cannot be written
     check_writable(args.gantt, (args.instance, args.plan))
     check_distinct({"--trace": args.trace, "--gantt": args.gantt})
-    plan = read_plan_file(args.plan)   # read once: for its record and itself; named in messages
+    plan = read[0] if read else read_plan_file(args.plan)   # read once: for its record and itself; named
     other = made_for_another(plan, instance.name)
     result = placement.simulate(instance, plan, schedule=args.schedule,
                                 microbatches=args.microbatches or DEFAULT_MICROBATCHES,

@@ -97,13 +97,14 @@ def run(args: argparse.Namespace) -> int:
     from placement.report.solution import format_verification
 
     progress = progress_printer(args.quiet)
-    instance = load_overridden(args, progress, args.plan)   # a large file takes seconds
+    read: list = []   # the plan file, where reading the instance took the devices it records
+    instance = load_overridden(args, progress, args.plan, read)   # a large file takes seconds
     if not isinstance(instance, placement.Instance):   # a Piper instance: data- and tensor-parallel stages
         from placement.cli.verify_parallel import run_parallel
 
         return run_parallel(args, instance)
     announce = progress if progress is not None and len(instance.nodes) >= LARGE_GRAPH_NODES else None
-    plan = read_plan_file(args.plan)   # read once: for its record, its claims and itself; named in messages
+    plan = read[0] if read else read_plan_file(args.plan)   # read once: its record, claims and itself; named
     solved_for = recorded_objective(plan)
     if args.objective is None:
         refusal = recorded_objective_refusal(instance, solved_for) if solved_for is not None else None
