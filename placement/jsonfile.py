@@ -241,10 +241,10 @@ def _holds(value: dict | list) -> bool:
     return False
 
 
-#: why a float with no fraction above 2^53 is no id: JSON text such as 100000000000000001.0 decodes to
+#: why a float with no fraction of 2^53 or more is no id: JSON text such as 100000000000000001.0 decodes to
 #: the nearest double, another integer (100000000000000000.0), where the integer form is read exactly
-ROUNDED_INTEGER = ("a number not written as an integer, above 2^53 = 9007199254740992, where a double does not hold "
-                   "every integer (what was written may have been rounded to another); write it as an integer")
+ROUNDED_INTEGER = ("a number not written as an integer, 2^53 = 9007199254740992 or more, where a double does not "
+                   "hold every integer (what was written may have been rounded to another); write it as an integer")
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:

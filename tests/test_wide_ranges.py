@@ -370,11 +370,11 @@ def test_auto_hands_the_milp_what_the_dp_cannot_sum_exactly(size):
     assert sorted(s.nodes for s in result.plan) == [(1,), (2,)]
 
 
-def test_an_id_written_as_a_float_above_2_53_is_refused_where_it_is_read():
+def test_an_id_written_as_a_float_of_2_53_or_more_is_refused_where_it_is_read():
     """The JSON text 100000000000000001.0 decodes to the double 1e17, another integer: read as an id it named
     node 100000000000000000, which the file never wrote. The integer form is read exactly; a float id
     below 2^53 (2.0) stays an id."""
-    rounded = ("reads 1e+17, a number not written as an integer, above 2^53 = 9007199254740992, "
+    rounded = ("reads 1e+17, a number not written as an integer, 2^53 = 9007199254740992 or more, "
                "where a double does not hold every integer (what was written may have been rounded to another); "
                "write it as an integer")
     doc = huge_pair(1, 10)
@@ -391,6 +391,14 @@ def test_an_id_written_as_a_float_above_2_53_is_refused_where_it_is_read():
     with pytest.raises(placement.InvalidPlanError, match=re.escape(f"fpgas[0].nodes[0]: node id {rounded}")):
         placement.verify(exact, {"fpgas": [{"nodes": [float(10 ** 17 + 1), 2]}], "cpus": []})
     assert placement.verify(exact, {"fpgas": [{"nodes": [10 ** 17 + 1, 2.0]}], "cpus": []}).valid
+    # 2^53 itself is refused (9007199254740993.0 decodes to it), with a message that says so, and 2^53 - 1 is read
+    doc["nodes"][0]["id"] = float(2 ** 53)
+    with pytest.raises(placement.InvalidInstanceError,
+                       match=re.escape(f"node #0: field 'id' reads 9007199254740992, a number not written as an "
+                                       "integer, 2^53 = 9007199254740992 or more,")):
+        placement.load(doc)
+    doc["nodes"][0]["id"] = float(2 ** 53 - 1)
+    assert placement.load(doc).nodes[0].id == 2 ** 53 - 1
 
 
 def test_an_integer_a_double_cannot_hold_is_refused_and_memory_summed_as_written_is_shown():
