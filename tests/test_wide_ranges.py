@@ -68,7 +68,9 @@ def test_a_plan_whose_computed_value_was_rounded_away_is_returned_at_its_true_va
     result = placement.solve(doc, method="dp")
     assert (result.status, result.value, result.bound) == ("feasible", 2.0, 1.0)
     assert [(s.device_type, s.nodes) for s in result.plan] == [("cpu", (0,)), ("accelerator", (4,))]
-    assert "floating point: on these numbers its loads may be off by up to 17.8" in result.message
+    assert result.message == ("the DP sums the times and costs in floating point: on these numbers its loads may be "
+                              "off by up to 17.8, against its plan's value of 2 (the evaluator's; its own sums read "
+                              "1), so the plan is not proven optimal")
 
 
 def test_a_chain_plan_whose_computed_value_was_rounded_down_still_bounds_the_dp():

@@ -364,8 +364,8 @@ def _inexact(problem: Instance, plan: Plan, value: float, error: float, runtime:
     return Solution(Status.FEASIBLE, plan, exact, min(exact, floor), "dp",
                     runtime_s=runtime, stats=stats,
                     message=f"the DP sums the times and costs in floating point: on these numbers its loads "
-                            f"may be off by up to {error:.3g}, against a value of {value:.6g}, so its plan is not "
-                            f"proven optimal{memory}")
+                            f"may be off by up to {error:.3g}, against its plan's value of {exact:.6g} (the "
+                            f"evaluator's; its own sums read {value:.6g}), so the plan is not proven optimal{memory}")
 
 
 def rounding_error(problem: Instance, value: float = math.inf) -> float:
