@@ -69,3 +69,14 @@ def held_interrupts() -> Iterator[None]:
                 previous(caught[0], sys._getframe())
             elif previous == signal.SIG_DFL:   # the default action: the process ends
                 signal.raise_signal(caught[0])
+
+
+class PlanInHand(KeyboardInterrupt):
+    """Ctrl-C stopped a search method that keeps the best plan it has found: ``solution`` is that plan's
+    solution (a feasible one, with the bound the method proves). A :class:`KeyboardInterrupt`, so code
+    that does not look for it stops as before."""
+
+    def __init__(self, solution: Any) -> None:
+        super().__init__("interrupted")
+        self.solution = solution
+

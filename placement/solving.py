@@ -197,10 +197,13 @@ def _in_hand(exc: KeyboardInterrupt, method: str) -> tuple[str, Any] | None:
     """The method and the solution of the plan in hand that the interrupt ``exc`` carries: a MILP search's
     (:class:`placement.solvers.milp.interrupt.SearchInterrupted`), or, where ``method`` is the DP, the DP's
     (:class:`placement.solvers.dp.DPInterrupted`; one from the DP that starts a MILP is not the method's
-    answer); ``None`` where it carries none."""
+    answer), or a search method's (:class:`placement.sigint.PlanInHand`); ``None`` where it carries none."""
+    from placement.sigint import PlanInHand
     from placement.solvers.dp import DPInterrupted
     from placement.solvers.milp.interrupt import SearchInterrupted
 
+    if isinstance(exc, PlanInHand):
+        return method, exc.solution
     if isinstance(exc, SearchInterrupted) and exc.solution is not None:
         return "milp", exc.solution
     if isinstance(exc, DPInterrupted) and method == "dp" and exc.solution is not None:

@@ -380,3 +380,51 @@ def test_a_long_dp_says_its_progress_less_often_as_it_runs_longer(monkeypatch):
     filled = [line for line in lines if "/301 ideals" in line]
     runs = sum(1 for line in filled if line.split(": ", 1)[1].startswith("2/301 ideals"))
     assert runs >= 1 and len(filled) <= runs * (10 + math.log(301 / 10) / math.log(1.1) + 1)
+
+
+def test_ctrl_c_in_a_local_search_carries_its_best_plan(monkeypatch):
+    """Ctrl-C as restart 1 of 3 starts: restart 0's plan goes on, verified, as a run of one restart (same
+    seed) returns it; Ctrl-C within restart 0's climb: the climb's plan so far (no worse than its greedy
+    start, moves never raise the max-load); Ctrl-C before any plan: a plain interrupt. Ctrl-C used to drop
+    the restarts' plans."""
+    from placement.solvers.baselines import local_search
+
+    one = placement.solve(STAR, method="local-search", restarts=1)
+    real_fill, fills = local_search.greedy_fill, []
+
+    def fill_once(*args, **kwargs):
+        fills.append(1)
+        if len(fills) > 1:
+            raise KeyboardInterrupt
+        return real_fill(*args, **kwargs)
+
+    monkeypatch.setattr(local_search, "greedy_fill", fill_once)
+    result = _result_of_interrupted_solve(method="local-search", restarts=3)
+    assert (result.method, result.status, result.value) == ("local-search", "feasible", one.value)
+    assert [(s.device_type, s.nodes) for s in result.plan] == [(s.device_type, s.nodes) for s in one.plan]
+    assert result.verified and result.verification.valid and result.verification.value == one.value
+    assert result.message == "interrupted after 1 of 3 restarts"
+
+    climbed = []   # the plan before the climb's first move
+    real_apply = local_search._Climber.apply
+
+    def apply_once(self, *args):
+        if climbed:
+            raise KeyboardInterrupt
+        climbed.append(self.plan())
+        real_apply(self, *args)
+
+    monkeypatch.setattr(local_search, "greedy_fill", real_fill)
+    monkeypatch.setattr(local_search._Climber, "apply", apply_once)
+    result = _result_of_interrupted_solve(method="local-search", restarts=3)
+    from placement.verification.evaluate import evaluate
+
+    start = evaluate(placement.load(STAR), climbed[0], "none").max_load
+    assert result.status == "feasible" and result.verification.valid and result.value <= start
+    assert sorted(s.nodes for s in result.plan) != sorted(d.nodes for d in climbed[0].devices if d.nodes)
+    assert result.message == "interrupted after 0 of 3 restarts"
+
+    monkeypatch.setattr(local_search, "greedy_fill", _interrupted)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        placement.solve(STAR, method="local-search")
+    assert not isinstance(caught.value, placement.Interrupted)

@@ -32,7 +32,9 @@ Options: ``restarts`` (default 10), ``seed`` (default 0; the same seed gives
 the same plan), ``time_limit`` (seconds; no new move or restart starts after
 it, the best plan so far is returned and ``stats["stopped_by_time_limit"]`` is
 set; the first restart's greedy fill is always made and evaluated, so that a plan is returned
-even where the limit ran out while the graph was read into the search).
+even where the limit ran out while the graph was read into the search). Ctrl-C ends the
+search the same way, the climb under way counting as a restart: the best plan goes on in a
+:class:`placement.sigint.PlanInHand` (a plain interrupt where no plan was made yet).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from placement.solvers.baselines.common import (THROUGHPUT, TwoTypes, Unit, buil
                                                 contracted_units, throughput_solution, two_types)
 from placement.solvers.baselines.greedy import greedy_fill
 from placement.problem.memory_fit import fits_summed
+from placement.sigint import PlanInHand, absorb_echoes
 from placement.solvers.chain_dp import kahn_order
 from placement.verification.evaluate import evaluate
 
@@ -248,59 +251,73 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
     best_key = (True, math.inf)     # (invalid, max-load): valid plans first
     best_restart = -1
     moves = passes = done = 0
-    stopped = False
+    stopped = interrupted = False
     progress = options.get("progress")
     said = start
     if progress is not None and time.perf_counter() - said >= PROGRESS_S:   # a graph of 10^5 nodes: seconds
         progress(f"local search: {len(climber.classes):,} classes over {len(climber.slots):,} devices")
-    for r in range(restarts):
-        if r > 0 and time.perf_counter() > deadline:   # the first restart's start is the plan in hand
-            stopped = True
-            break
-        order = units if r == 0 else random_topological_order(units, unit_succ, rng)
-        climber.start(_slots_of_plan(climber, problem, greedy_fill(problem, kinds, order)))
-        improved = True
-        while improved:
-            improved = False
-            passes += 1
-            classes = list(range(len(climber.classes)))
-            rng.shuffle(classes)
-            destinations = list(range(len(climber.slots)))
-            for c in classes:
-                now = time.perf_counter()
-                if now > deadline:
-                    stopped = True
-                    break
-                if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
-                    said = now
-                    best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
-                    progress(f"local search: restart {r + 1} of {restarts}, {moves:,} moves so far, {best}")
-                rng.shuffle(destinations)
-                for b in destinations:
-                    if b == climber.where[c]:
-                        continue
-                    delta = climber.try_move(c, b)
-                    if delta is not None:
-                        climber.apply(c, b, *delta)
-                        moves += 1
-                        improved = True
+    try:
+        for r in range(restarts):
+            if r > 0 and time.perf_counter() > deadline:   # the first restart's start is the plan in hand
+                stopped = True
+                break
+            order = units if r == 0 else random_topological_order(units, unit_succ, rng)
+            climber.start(_slots_of_plan(climber, problem, greedy_fill(problem, kinds, order)))
+            improved = True
+            while improved:
+                improved = False
+                passes += 1
+                classes = list(range(len(climber.classes)))
+                rng.shuffle(classes)
+                destinations = list(range(len(climber.slots)))
+                for c in classes:
+                    now = time.perf_counter()
+                    if now > deadline:
+                        stopped = True
                         break
+                    if progress is not None and now - said >= PROGRESS_S:   # a restart on a large graph is long
+                        said = now
+                        best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
+                        progress(f"local search: restart {r + 1} of {restarts}, {moves:,} moves so far, {best}")
+                    rng.shuffle(destinations)
+                    for b in destinations:
+                        if b == climber.where[c]:
+                            continue
+                        delta = climber.try_move(c, b)
+                        if delta is not None:
+                            climber.apply(c, b, *delta)
+                            moves += 1
+                            improved = True
+                            break
+                if stopped:
+                    break
+                climber.start(climber.where)  # exact loads again: no drift across passes
+            done += 1
+            plan = climber.plan()
+            ev = evaluate(problem, plan, "none")
+            if (not ev.valid, ev.max_load) < best_key:
+                best_plan, best_key, best_restart = plan, (not ev.valid, ev.max_load), r
             if stopped:
                 break
-            climber.start(climber.where)  # exact loads again: no drift across passes
-        done += 1
-        plan = climber.plan()
-        ev = evaluate(problem, plan, "none")
-        if (not ev.valid, ev.max_load) < best_key:
-            best_plan, best_key, best_restart = plan, (not ev.valid, ev.max_load), r
-        if stopped:
-            break
-        if progress is not None and time.perf_counter() - said >= PROGRESS_S:
-            said = time.perf_counter()
-            best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
-            progress(f"local search: {done} of {restarts} restarts, {best}")
+            if progress is not None and time.perf_counter() - said >= PROGRESS_S:
+                said = time.perf_counter()
+                best = f"best {best_key[1]:.6g}" if not best_key[0] else "no valid plan yet"
+                progress(f"local search: {done} of {restarts} restarts, {best}")
+    except KeyboardInterrupt:   # Ctrl-C: the best of the restarts done and of the climb under way goes on
+        absorb_echoes(time.perf_counter())
+        climbing = climber.plan() if hasattr(climber, "where") else None
+        if climbing is not None:
+            ev = evaluate(problem, climbing, "none")
+            if (not ev.valid, ev.max_load) < best_key:
+                best_plan, best_key, best_restart = climbing, (not ev.valid, ev.max_load), done
+        if best_plan is None:
+            raise
+        interrupted = True
     stats = {"restarts": done, "restarts_asked": restarts, "seed": seed, "best_restart": best_restart,
              "moves": moves, "passes": passes, "stopped_by_time_limit": stopped}
+    if interrupted:
+        raise PlanInHand(throughput_solution(problem, best_plan, "local-search", start, stats,
+                                             f"interrupted after {done} of {restarts} restarts")) from None
     note = "stopped by the time limit" if stopped else ""
     return throughput_solution(problem, best_plan, "local-search", start, stats, note)
 
