@@ -161,12 +161,21 @@ CASES = [
      "the instance must be a JSON object, got string"),
     ("top level null", "null",
      "the instance must be a JSON object, got null"),
+    # an integer name is read as its digits (node 1 named 5 is "5"); no other number is
+    ("fractional name", instance([node(1, name=5.5), node(2), node(3)]),
+     "node 1: field 'name' must be a string (an integer is read as its digits), got 5.5"),
+    ("boolean name", instance([node(1, name=True), node(2), node(3)]),
+     "node 1: field 'name' must be a string (an integer is read as its digits), got true"),
 ]
 
 
 @pytest.mark.parametrize("data, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_instance_message(tmp_path, data, expected):
     assert message(tmp_path, data) == expected
+
+
+def test_an_integer_name_is_read_as_its_digits(tmp_path):
+    assert read_instance(write(tmp_path, instance([node(1, name=5), node(2), node(3)]))).nodes[0].name == "5"
 
 
 def test_missing_field(tmp_path):

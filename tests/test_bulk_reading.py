@@ -58,7 +58,7 @@ def message(data: dict) -> str:
     (node_field(700, supportedOnFpga=2), "node 700: field 'supportedOnFpga' must be true/false or 0/1, got 2"),
     (node_field(701, isBackwardNode=0.0), "node 701: field 'isBackwardNode' must be true/false or 0/1, got 0.0"),
     (node_field(9, colorClass="a"), "node 9: field 'colorClass' must be an integer, got string"),
-    (node_field(9, name=[1]), "node 9: field 'name' must be a string, got array"),
+    (node_field(9, name=[1]), "node 9: field 'name' must be a string (an integer is read as its digits), got an array"),
     (node_field(1234, id=1233), "duplicate node id 1233"),
     (lambda d: d["nodes"][1800].pop("cpuLatency"), "node 1800: missing field 'cpuLatency'"),
     (lambda d: d["nodes"].__setitem__(1000, [1000]), "node #1000: must be an object, got array"),

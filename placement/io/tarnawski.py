@@ -90,7 +90,8 @@ def read_field(obj: dict, key: str, where: str, kind: str, *, default: Any = ...
         raise InvalidInstanceError(f"{where}: field {key!r} must be true/false or 0/1, got {json_value_text(value)}")
     if kind == "str":
         if not isinstance(value, (str, _INTEGER)) or isinstance(value, bool):
-            raise InvalidInstanceError(f"{where}: field {key!r} must be a string, got {json_type_name(value)}")
+            raise InvalidInstanceError(f"{where}: field {key!r} must be a string (an integer is read as its "
+                                       f"digits), got {json_value_text(value)}")
         return str(value)
     raise AssertionError(kind)
 
