@@ -139,9 +139,10 @@ def test_held_interrupts_hand_the_signal_on_when_the_block_ends():
         signal.signal(signal.SIGTERM, previous)
 
 
-# a chain of seven nodes on three accelerators, no CPU: its stages optimum, the MILP's start, is 17.5
-# ({0,1,2,3} | {4,5} | {6}: 2+5+2+8 + 0.5 out, 0.5 in + 8+8 + 1 out, 1 in + 7), above every bound the
-# model's construction proves, so the search runs from it (a plan of 16 exists: {0,2,3} | {1,4} | {5,6})
+# a chain of seven nodes on three accelerators, no CPU: its stages optimum, the DP's start, is 17.5
+# ({0,1,2,3} | {4,5} | {6}: 2+5+2+8 + 0.5 out, 0.5 in + 8+8 + 1 out, 1 in + 7); the model's own start, the
+# local search's, is 16 ({0,2,3} | {1,4} | {5,6}), above every bound the model's construction proves, so
+# the search runs from it
 TIMES, COSTS = (2, 5, 2, 8, 8, 8, 7), (0.5, 0.5, 1, 0.5, 1, 1)
 CHAIN = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
          "nodes": [{"id": i, "name": f"n{i}", "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 50,
@@ -154,7 +155,7 @@ def _interrupted_at_once(be, options):
     raise SearchInterrupted(None)
 
 
-@pytest.mark.parametrize("warm_start, status, value", [(True, "feasible", 17.5), (False, "no_solution", None)])
+@pytest.mark.parametrize("warm_start, status, value", [(True, "feasible", 16.0), (False, "no_solution", None)])
 def test_ctrl_c_in_the_library_carries_the_plan_in_hand(monkeypatch, warm_start, status, value):
     import placement
     from placement.solvers.milp import driver
@@ -165,23 +166,31 @@ def test_ctrl_c_in_the_library_carries_the_plan_in_hand(monkeypatch, warm_start,
     result = caught.value.result
     assert (result.status, result.value) == (status, value)
     assert "the search was interrupted" in result.message
-    if warm_start:   # the starting plan, verified: the DP's
-        assert [stage.nodes for stage in result.plan] == [stage.nodes for stage in placement.solve(CHAIN).plan]
+    if warm_start:   # the starting plan, verified: the local search's, better than the DP's
+        searched = placement.solve(CHAIN, method="local-search").plan
+        assert [stage.nodes for stage in result.plan] == [stage.nodes for stage in searched]
         assert result.verification.valid and 0 < result.bound < 16
     assert isinstance(caught.value, KeyboardInterrupt)
 
 
-@pytest.mark.parametrize("warm_start, status, value", [(True, "feasible", 17.5), (False, "no_solution", None)])
-def test_ctrl_c_while_the_model_is_built_carries_the_starting_plan(monkeypatch, warm_start, status, value):
+@pytest.mark.parametrize("where, warm_start, status, value", [("build", True, "feasible", 17.5),
+                                                              ("build", False, "no_solution", None),
+                                                              ("start", True, "feasible", 17.5)])
+def test_ctrl_c_while_the_model_is_built_carries_the_starting_plan(monkeypatch, where, warm_start, status, value):
     """Building a large model (its packing bound) takes seconds before the search starts: Ctrl-C there
-    ended the solve with no plan, though the starting plan was in hand."""
+    ended the solve with no plan, though the starting plan was in hand. Ctrl-C in the local search that
+    seeks a better start (``where`` "start") carries the start in hand as well."""
     import placement
     from placement.solvers.milp import driver
+    from placement.solvers.milp.none import NoContiguity
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(driver, "prepare", interrupted)
+    if where == "build":
+        monkeypatch.setattr(driver, "prepare", interrupted)
+    else:
+        monkeypatch.setattr(NoContiguity, "searched_start", interrupted)
     try:
         placement.solve(CHAIN, method="milp", contiguity="none", warm_start=warm_start)
     except placement.Interrupted as caught:
@@ -463,6 +472,6 @@ def test_a_command_whose_solver_cannot_be_stopped_ends_past_its_grace_with_the_s
                           cwd=ROOT, timeout=PATIENCE_S)
     assert proc.returncode == 0, proc.stderr
     shown = json.loads(proc.stdout)
-    assert (shown["status"], shown["objective"]) == ("feasible", 17.5)
+    assert (shown["status"], shown["objective"]) == ("feasible", 16.0)   # the local search's start
     assert shown["verified"]["valid"]
     assert "cbc was still running 0.05 s past its time limit and cannot be stopped" in shown["message"]

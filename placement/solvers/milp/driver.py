@@ -88,6 +88,11 @@ class Formulation(ABC):
         warm start is used), or ``None``."""
         return None
 
+    def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
+        """A plan a heuristic search finds within about ``seconds``, as a start (the better of it and the
+        start in hand is used), or ``None`` where the formulation runs none."""
+        return None
+
     #: ask the backend for its full LP relaxation (:attr:`Backend.full_relaxation`)
     full_relaxation: bool = False
     #: let the backend add its own cutting planes (:attr:`Backend.solver_cuts`)
@@ -190,8 +195,9 @@ def checked_claim(be: Backend, raw: RawResult, fallback: tuple[Plan, float] | No
 
 
 def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], Verdict],
-                 progress: Callable[[str], None] | None) -> Plan | None:
-    """``own`` (a formulation's suggestion) where it is valid and better than ``given``, else ``given``."""
+                 progress: Callable[[str], None] | None, source: str = "the model's construction") -> Plan | None:
+    """``own`` (a formulation's suggestion, from ``source``) where it is valid and better than ``given``,
+    else ``given``."""
     if own is None:
         return given
     mine = verify(own)
@@ -202,7 +208,7 @@ def better_start(given: Plan | None, own: Plan | None, verify: Callable[[Plan], 
         if theirs.valid and theirs.objective <= mine.objective:
             return given
     if progress is not None:
-        progress(f"starting plan from the model's construction: {mine.objective:.6g}")
+        progress(f"starting plan from {source}: {mine.objective:.6g}")
     return own
 
 
@@ -223,6 +229,17 @@ def data_notes(scaling: Scaling, memory_exact: bool, backend: str, bound_name: s
                      f"of a bound): its proof is not used and the bound is {bound_name} (cp-sat decides memory "
                      "exactly)")
     return notes
+
+
+#: the share of the time left that a formulation's own search for a start may take (:meth:`searched_start`)
+START_SEARCH_SHARE = 0.05
+
+
+def _seconds_left(options: SolveOptions) -> float:
+    """The seconds to the deadline of ``options`` (its time limit where it has none)."""
+    if options.deadline is None:
+        return options.time_limit
+    return max(0.0, options.deadline - time.perf_counter())
 
 
 def reserve(options: SolveOptions) -> float:
@@ -368,6 +385,14 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start,
                            "the time limit ran out before the model was built", warm_start, verify, simple, bound_name)
+
+    def before_the_search(plan: Plan | None) -> SearchInterrupted:
+        """The interrupt of Ctrl-C before the search started, carrying ``plan`` (the start in hand), verified."""
+        absorb_echoes(time.perf_counter())
+        return SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
+                                                   start, "interrupted before the search started", plan, verify,
+                                                   simple, bound_name))
+
     be.start_build(options.deadline, progress, options.time_limit)
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
@@ -384,10 +409,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     except MemoryError:   # the model outgrew the machine (10^8 variables for 100,000 nodes on 1,001 devices)
         built = be.size.get("variables", 0)   # handled below, once the build's frames are gone
     except KeyboardInterrupt:   # Ctrl-C before the search: the starting plan goes on, verified, in the interrupt
-        absorb_echoes(time.perf_counter())
-        raise SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
-                                                  start, "interrupted before the search started", warm_start,
-                                                  verify, simple, bound_name)) from None
+        raise before_the_search(warm_start) from None
     if built is not None:
         name = be.name
         del be   # what was built is freed before the start is checked
@@ -407,8 +429,13 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         if floor > simple:
             simple, bound_name = floor, "the bound the model's construction proved"
     if own_start:
-        given, warm_start = warm_start, better_start(warm_start, formulation.start_plan(problem, d, variables),
-                                                     verify, progress)
+        given = warm_start
+        try:
+            warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
+            searched = formulation.searched_start(problem, START_SEARCH_SHARE * _seconds_left(options))
+            warm_start = better_start(warm_start, searched, verify, progress, "a local search")
+        except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified
+            raise before_the_search(warm_start) from None
         if given is not None and warm_start is not given and not verify(given).valid:   # said as start_from says it
             violations = verify(given).violations
             notes.append("warm start ignored: " + (violations[0] if violations else "not a valid plan"))

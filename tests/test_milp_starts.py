@@ -1,0 +1,74 @@
+"""The starting plan of the `none` model: the best of the warm start (the DP's `stages` optimum), the
+packing row's assignment and a local search (NoContiguity.searched_start)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import placement
+from placement.solvers.baselines.local_search import solve_local_search
+from placement.solvers.milp.backends import backend_availability
+from placement.solvers.milp.none import NoContiguity
+from placement.solvers.milp.sets import ContiguousSets
+from placement.testing.bruteforce import brute_force
+
+ROOT = Path(__file__).resolve().parents[1]
+BERT24 = ROOT.parent / "shared" / "tarnawski" / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+HAVE_CPSAT = any(name == "cp-sat" and ok for name, ok, _ in backend_availability())
+
+# a chain of seven nodes on three accelerators, no CPU: its stages optimum, the DP's start, is 17.5
+# ({0,1,2,3} | {4,5} | {6}: 2+5+2+8 + 0.5 out, 0.5 in + 8+8 + 1 out, 1 in + 7); class none reaches 16
+# ({0,2,3}: 12 + 0.5 in (1) + 0.5 + 0.5 out (0, 3) = 13.5; {1,4}: 13 + 0.5 + 0.5 in (0, 3) + 0.5 + 1 out
+# (1, 4) = 15.5; {5,6}: 15 + 1 in (4) = 16), its optimum by brute force, and the local search finds it
+TIMES, COSTS = (2, 5, 2, 8, 8, 8, 7), (0.5, 0.5, 1, 0.5, 1, 1)
+CHAIN = {"maxSizePerFPGA": 100, "maxFPGAs": 3, "maxCPUs": 0,
+         "nodes": [{"id": i, "name": f"n{i}", "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": 50,
+                    "isBackwardNode": 0, "size": 1} for i, t in enumerate(TIMES)],
+         "edges": [{"sourceId": i, "destId": i + 1, "cost": c} for i, c in enumerate(COSTS)]}
+
+
+def test_the_searched_start_is_the_local_search_s_plan_in_class_none_only():
+    problem = placement.load(CHAIN)
+    expected = solve_local_search(problem, seed=0)
+    plan = NoContiguity().searched_start(problem, 60.0)
+    assert [d.nodes for d in plan.devices] == [d.nodes for d in expected.plan.devices]
+    assert ContiguousSets().searched_start(problem, 60.0) is None
+
+
+def test_no_search_for_a_stage_count_or_on_other_device_types():
+    """With stages=N the local search, which does not count the devices it fills, is not run; nor on a
+    catalogue with types other than accelerator and cpu, which it does not move classes between."""
+    assert NoContiguity(stages=2).searched_start(placement.load(CHAIN), 60.0) is None
+    three = placement.load(ROOT / "instances" / "tiny" / "three-types.json")
+    with pytest.raises(placement.PlacementError):
+        solve_local_search(three)
+    assert NoContiguity().searched_start(three, 60.0) is None
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_the_milp_starts_from_the_local_search_where_it_beats_the_dp():
+    said: list[str] = []
+    searched = placement.solve(CHAIN, method="local-search")
+    dp = placement.solve(CHAIN)
+    assert (dp.value, searched.value, brute_force(placement.load(CHAIN), "none").objective) == (17.5, 16.0, 16.0)
+    result = placement.solve(CHAIN, method="milp", backend="cp-sat", contiguity="none", threads=1,
+                             progress=said.append)
+    assert "starting plan from a local search: 16" in said
+    assert (result.status, result.value) == ("optimal", 16.0)
+    assert "started from a plan of value 16" in result.message
+
+
+@pytest.mark.skipif(not HAVE_CPSAT or not BERT24.exists(), reason="needs OR-Tools and ../shared")
+def test_bert24_inference_none_starts_below_the_dp_s_plan():
+    """BERT-24 inference: the DP's stages optimum is 17.7899, the local search's plan (10 restarts) lower;
+    the MILP starts from it and proves the optimum 17.714718 (DESIGN.md's published value)."""
+    said: list[str] = []
+    dp = placement.solve(BERT24)
+    searched = placement.solve(BERT24, method="local-search")
+    assert searched.value < dp.value
+    result = placement.solve(BERT24, method="milp", backend="cp-sat", contiguity="none", threads=1,
+                             time_limit=120, progress=said.append)
+    assert f"starting plan from a local search: {searched.value:.6g}" in said
+    assert result.status == "optimal" and result.value == pytest.approx(17.714718, abs=1e-6)
