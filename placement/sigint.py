@@ -79,4 +79,3 @@ class PlanInHand(KeyboardInterrupt):
     def __init__(self, solution: Any) -> None:
         super().__init__("interrupted")
         self.solution = solution
-
