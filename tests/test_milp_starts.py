@@ -72,3 +72,24 @@ def test_bert24_inference_none_starts_below_the_dp_s_plan():
                              time_limit=120, progress=said.append)
     assert f"starting plan from a local search: {searched.value:.6g}" in said
     assert result.status == "optimal" and result.value == pytest.approx(17.714718, abs=1e-6)
+
+
+@pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
+def test_a_solve_whose_time_runs_out_before_the_model_returns_the_local_search_s_plan(monkeypatch):
+    """The local search runs before the model is built: where the time limit then runs out, its plan (16),
+    not the DP's (17.5), is the answer."""
+    import time
+
+    from placement.solvers.milp.driver import START_SEARCH_SHARE
+
+    real = NoContiguity.searched_start
+
+    def slow(self, problem, seconds):
+        found = real(self, problem, seconds)
+        time.sleep(seconds / START_SEARCH_SHARE + 0.05)   # past the deadline: no model is built
+        return found
+
+    monkeypatch.setattr(NoContiguity, "searched_start", slow)
+    result = placement.solve(CHAIN, method="milp", backend="cp-sat", contiguity="none", time_limit=2)
+    assert (result.status, result.value) == ("feasible", 16.0)
+    assert result.message.startswith("the time limit ran out before the model was built")

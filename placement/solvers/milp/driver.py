@@ -90,7 +90,7 @@ class Formulation(ABC):
 
     def searched_start(self, problem: Instance, seconds: float) -> Plan | None:
         """A plan a heuristic search finds within about ``seconds``, as a start (the better of it and the
-        start in hand is used), or ``None`` where the formulation runs none."""
+        start in hand is used; sought before the model is built), or ``None`` where the formulation runs none."""
         return None
 
     #: ask the backend for its full LP relaxation (:attr:`Backend.full_relaxation`)
@@ -372,6 +372,22 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         simple = start_bound
         if progress is not None:
             progress(f"lower bound {start_bound:.6g}: the DP's, which found the start")
+
+    def before_the_search(plan: Plan | None) -> SearchInterrupted:
+        """The interrupt of Ctrl-C before the search started, carrying ``plan`` (the start in hand), verified."""
+        absorb_echoes(time.perf_counter())
+        return SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
+                                                   start, "interrupted before the search started", plan, verify,
+                                                   simple, bound_name))
+
+    given = warm_start
+    if own_start and _seconds_left(options) > 0:   # before the model: a start that meets the bound needs none
+        try:
+            searched = formulation.searched_start(problem, START_SEARCH_SHARE * _seconds_left(options))
+            warm_start = better_start(warm_start, searched, verify, progress, "a local search")
+        except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified
+            raise before_the_search(warm_start) from None
+        verdict = None if warm_start is None else verify(warm_start)
     if verdict is not None and verdict.valid and meets(simple, verdict.objective):
         # nothing is left to prove: no model is built (on large instances that takes the longest)
         raw = skipped(be, options, progress, verdict.objective, simple)
@@ -385,13 +401,6 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start,
                            "the time limit ran out before the model was built", warm_start, verify, simple, bound_name)
-
-    def before_the_search(plan: Plan | None) -> SearchInterrupted:
-        """The interrupt of Ctrl-C before the search started, carrying ``plan`` (the start in hand), verified."""
-        absorb_echoes(time.perf_counter())
-        return SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
-                                                   start, "interrupted before the search started", plan, verify,
-                                                   simple, bound_name))
 
     be.start_build(options.deadline, progress, options.time_limit)
     be.full_relaxation = formulation.full_relaxation
@@ -429,12 +438,9 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         if floor > simple:
             simple, bound_name = floor, "the bound the model's construction proved"
     if own_start:
-        given = warm_start
         try:
             warm_start = better_start(warm_start, formulation.start_plan(problem, d, variables), verify, progress)
-            searched = formulation.searched_start(problem, START_SEARCH_SHARE * _seconds_left(options))
-            warm_start = better_start(warm_start, searched, verify, progress, "a local search")
-        except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified
+        except KeyboardInterrupt:   # Ctrl-C while the packing plan is extended: the start in hand goes on
             raise before_the_search(warm_start) from None
         if given is not None and warm_start is not given and not verify(given).valid:   # said as start_from says it
             violations = verify(given).violations

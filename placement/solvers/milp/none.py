@@ -45,7 +45,8 @@ the bound stayed at 30.12 for 600 s (gap 4.9%) with rows 1–8; row 9 over its 1
 layers is the optimum 31.687311 itself.
 
 Start: the best valid plan of the warm start (the DP's ``stages`` optimum), row 9's assignment
-extended to every class, and the local search's plan (:meth:`NoContiguity.searched_start`: its
+extended to every class, and the local search's plan (:meth:`NoContiguity.searched_start`, run
+before the model is built, so that a limit that runs out while it is built returns that plan: its
 10 restarts take 0.1–0.4 s on the published layer graphs). The DP's pipeline is a poor start for a
 class that need not be one: on InceptionV3 training the DP's 122.76 left CP-SAT at 118.06 after
 120 s, where the local search's 117.99 led it to 117.43; BERT-24 inference, from 17.7358 in place of
