@@ -234,6 +234,13 @@ def _slots_of_plan(climber: _Climber, problem: Instance, plan: Plan) -> list[int
     return where
 
 
+def _ranking(problem: Instance, plan: Plan) -> tuple[bool, float]:
+    """``(invalid, max-load)`` of ``plan`` as the independent evaluator computes them: lower is better,
+    valid plans first."""
+    ev = evaluate(problem, plan, "none")
+    return not ev.valid, ev.max_load
+
+
 def solve_local_search(problem: Instance, **options: Any) -> Solution:
     """Local search of the module docstring; uses options ``restarts``, ``seed``, ``time_limit`` and
     ``progress`` (a line every :data:`PROGRESS_S` seconds at most: restarts done, best value)."""
@@ -294,9 +301,9 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
                 climber.start(climber.where)  # exact loads again: no drift across passes
             done += 1
             plan = climber.plan()
-            ev = evaluate(problem, plan, "none")
-            if (not ev.valid, ev.max_load) < best_key:
-                best_plan, best_key, best_restart = plan, (not ev.valid, ev.max_load), r
+            key = _ranking(problem, plan)
+            if key < best_key:
+                best_plan, best_key, best_restart = plan, key, r
             if stopped:
                 break
             if progress is not None and time.perf_counter() - said >= PROGRESS_S:
@@ -307,9 +314,9 @@ def solve_local_search(problem: Instance, **options: Any) -> Solution:
         absorb_echoes(time.perf_counter())
         climbing = climber.plan() if hasattr(climber, "where") else None
         if climbing is not None:
-            ev = evaluate(problem, climbing, "none")
-            if (not ev.valid, ev.max_load) < best_key:
-                best_plan, best_key, best_restart = climbing, (not ev.valid, ev.max_load), done
+            key = _ranking(problem, climbing)
+            if key < best_key:
+                best_plan, best_key, best_restart = climbing, key, done
         if best_plan is None:
             raise
         interrupted = True

@@ -381,9 +381,10 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
                                                    simple, bound_name))
 
     given = warm_start
-    if own_start and _seconds_left(options) > 0:   # before the model: a start that meets the bound needs none
+    left = _seconds_left(options)
+    if own_start and left > 0:   # before the model: a start that meets the bound needs none
         try:
-            searched = formulation.searched_start(problem, START_SEARCH_SHARE * _seconds_left(options))
+            searched = formulation.searched_start(problem, START_SEARCH_SHARE * left)
             warm_start = better_start(warm_start, searched, verify, progress, "a local search")
         except KeyboardInterrupt:   # Ctrl-C while a start is sought: the one in hand goes on, verified
             raise before_the_search(warm_start) from None
@@ -401,7 +402,6 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     if options.deadline is not None and time.perf_counter() >= options.deadline:   # no time to build, let alone solve
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start,
                            "the time limit ran out before the model was built", warm_start, verify, simple, bound_name)
-
     be.start_build(options.deadline, progress, options.time_limit)
     be.full_relaxation = formulation.full_relaxation
     be.solver_cuts = formulation.solver_cuts
