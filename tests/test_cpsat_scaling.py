@@ -142,3 +142,59 @@ def test_gpipe_without_warm_start_matches_brute_force_at_any_magnitude(contiguit
     for found in [one_class_on_two_devices(), *trust_instances("gpipe-timelimit.json")]:
         run = example(found)(run)
     run()
+
+
+def thirds_beside_a_slow_cpu() -> Instance:
+    """A chain a → b → c → d → e, every transfer free, each node 1/3 on either of two accelerators and
+    10^6 on the CPU core.
+
+    The optimum of every class is 1: five nodes of 1/3 on two accelerators leave one with three (1),
+    and the CPU is never worth a node (10^6). The instance's lower bound is the average, 5/6. Scaled
+    for the whole data (the largest time 10^6 beside the largest load 5·10^6 within 2^62: 2^9 ≤
+    2^31/√(5·10^12) < 2^10) the times were rounded down to multiples of 2^-9: the plan of value 1 counted
+    3·⌊2^9/3⌋/2^9 = 510/512 in the model, and CP-SAT's proof of that left a gap of 0.4% (``feasible``).
+    With the start's value 1 the times and loads are capped at 2 (the power of two at or above twice
+    it): the scale is 2^31/2 = 2^30, and the gap 3·(1/3 − ⌊2^30/3⌋/2^30) = 2^-30, within the 1e-6 a
+    rounded model's proof is held to."""
+    nodes = tuple(Node(i, name, (1 / 3, 1e6)) for i, name in enumerate("abcde", start=1))
+    edges = tuple(Edge(i, i + 1) for i in range(1, 5))
+    return Instance(nodes, edges, (DeviceType(ACCELERATOR, 2, math.inf, True), DeviceType(CPU, 1, math.inf, False)),
+                    name="thirds")
+
+
+@pytest.mark.parametrize("contiguity", ["sets", "none"])
+def test_a_start_lets_the_scale_ignore_times_no_good_plan_uses(contiguity: str) -> None:
+    problem = thirds_beside_a_slow_cpu()
+    assert brute_force(problem, contiguity).objective == 1
+    result = placement.solve(problem, method="milp", contiguity=contiguity, backend="cp-sat", time_limit=30)
+    assert (result.status, result.value, result.bound) == ("optimal", 1, 1), result.message
+    assert result.stats["time_scale"] == 2.0 ** 30
+    assert "times rounded down to multiples of 2^-30 for cp-sat" in result.message
+    # without a start, the scale serves the whole data: the proof falls short
+    cold = placement.solve(problem, method="milp", contiguity=contiguity, backend="cp-sat", time_limit=30,
+                           warm_start=False)
+    assert cold.stats["time_scale"] == 2.0 ** 9
+    assert (cold.status, cold.value) == ("feasible", 1), cold.message
+    assert cold.bound == 510 / 512
+
+
+@pytest.mark.parametrize("objective", ["throughput", "throughput-gpipe"])
+@pytest.mark.parametrize("contiguity", ["sets", "none"])
+def test_a_start_proves_the_optimum_at_any_magnitude(contiguity: str, objective: str) -> None:
+    """With the DP's plan as the start, the times of a rounded model are multiples of at most the start's
+    value over 2^29: CP-SAT proves the brute-force optimum on the nine-magnitude instances."""
+    @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow], deadline=None, derandomize=True)
+    @given(wide_problems())
+    def run(problem: Instance) -> None:
+        assume((objective == "throughput" or problem.is_training) and class_without_device(problem) is None)
+        truth = brute_force(problem, contiguity, objective=objective)
+        assume(truth.status is not Status.INFEASIBLE)
+        result = placement.solve(problem, method="milp", contiguity=contiguity, objective=objective,
+                                 backend="cp-sat", time_limit=30)
+        assert result.status == "optimal", result.message
+        assert result.value == pytest.approx(truth.objective, rel=1e-6)
+        assert result.bound <= truth.objective * (1 + 1e-12)
+        assert result.stats.get("overflow_risk_log2", 0) <= 62
+
+    run = example(thirds_beside_a_slow_cpu())(run)
+    run()

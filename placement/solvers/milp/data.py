@@ -27,10 +27,14 @@ time of one group or cost, ``widest``, beside a target bounded by the largest lo
 handles: it checks only each row's total activity, yet multiplies one term's coefficient
 by *another* variable's bound, and with ``widest`` and ``load_ub`` both near ``2^40``
 (the former cap on ``load_ub`` alone) it called feasible models infeasible (see
-:mod:`.backends.cpsat`). Memory is scaled exactly where a power of two or ten allows it under
-``2^53``, and otherwise rounded conservatively (sizes up, bounds down): every plan
-found then fits, but the model may miss plans that fit, so neither its bound nor an
-infeasibility verdict is a proof (``memory_exact`` is False).
+:mod:`.backends.cpsat`). Where that scale rounds and a valid plan's value is known (the start's),
+times and costs are first capped at the power of two at or above twice that value
+(:func:`capped_to`), which no plan worth finding reaches, and the cap stands for the largest load:
+the rounding unit then follows that value, not the instance's largest time. Memory is scaled
+exactly where a power of two or ten allows it under ``2^53``, and otherwise rounded
+conservatively (sizes up, bounds down): every plan found then fits, but the model may miss
+plans that fit, so neither its bound nor an infeasibility verdict is a proof (``memory_exact``
+is False).
 
 Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
@@ -234,6 +238,26 @@ class GroupData:
                 if self.fits(v)}
 
 
+def capped_to(upper: float | None, largest: float) -> float | None:
+    """The cap on times and costs that lets an integer backend's scale use a plan of value ``upper``: the
+    power of two at or above ``2·upper``, or ``None`` where it would not lower ``largest`` (the largest
+    load).
+
+    A plan no worse than ``upper`` has no load above it, so it holds no group on a type where the
+    group's time exceeds the cap and cuts no cost above it on a paying device; such times and costs
+    may be lowered to the cap, and the loads bounded by it, without changing that plan's value in the
+    model or making any plan's value larger than its true value (rounding down, as the scale's rounding
+    does: every bound proven stays a bound of the true optimum). The scale then needs to fit only
+    ``cap²`` into the product the backend handles, in place of the largest time times the largest
+    load: times of 1e6 on a device no good plan uses had rounded the times of a plan of value 1 to
+    multiples of 2^-10, and CP-SAT's proof, on those, left a gap of 0.1%. The cap is a power of two, so
+    that a scale of one is exact on it."""
+    if upper is None or not 0 < upper < math.inf:
+        return None
+    cap = 2.0 ** math.ceil(math.log2(2 * upper))
+    return cap if cap < largest else None
+
+
 def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
     """Per device type (positions ``types``), whether its memory bound is below the whole graph's
     memory by the model's rule (:func:`placement.problem.memory_fit.which_bind`)."""
@@ -241,9 +265,10 @@ def memory_binds(problem: Instance, types: Sequence[int]) -> list[bool]:
 
 
 def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, max_product: float,
-            stages: int | None = None, by_direction: bool = True) -> GroupData:
+            stages: int | None = None, by_direction: bool = True, upper: float | None = None) -> GroupData:
     """The data of the groups ``groups`` (node positions), scaled for an integer backend if ``integer``;
-    ``stages``: the number of slots, all used (``None``: one slot per device).
+    ``stages``: the number of slots, all used (``None``: one slot per device); ``upper``: the value of a
+    valid plan (the start's), which the integer scale may use (:func:`capped_to`).
 
     Cost nodes whose groups form the same set ``{r(u)} ∪ W(u)`` are cut by exactly the same device
     sets, so they become one cost node with the summed cost (the first one's ``u`` and ``r``); with
@@ -293,20 +318,34 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
                 for k in range(len(types))]
 
     largest = max(type_max(pf_raw, pb_raw, total_cost) + [0.0])
-    # the largest load-row coefficient: one group's whole time on one type (the throughput
-    # objective's), or one cost
-    widest = max([sum(q or 0.0 for q in pair) for rf, rb in zip(pf_raw, pb_raw) for pair in zip(rf, rb)]
-                 + [c for *_, c, _ in cost_raw] + [0.0])
+
+    def spread() -> tuple[list[float], float]:
+        """Every time and cost, and the largest load-row coefficient: one group's whole time on one type
+        (the throughput objective's), or one cost."""
+        values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
+        widest = max([sum(q or 0.0 for q in pair) for rf, rb in zip(pf_raw, pb_raw) for pair in zip(rf, rb)]
+                     + [c for *_, c, _ in cost_raw] + [0.0])
+        return values, widest
+
+    values, widest = spread()
     memory = scale_memory(m_raw, [problem.device_types[t].memory for t in types], integer,
                           memory_binds(problem, types))
 
+    cap: float | None = None
     if integer:
-        values = [q for row in pf_raw + pb_raw for q in row if q is not None] + [c for *_, c, _ in cost_raw]
         # widest·scale · load_ub ≤ widest·largest·scale² ≤ max_product (module docstring)
         scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))
+        cap = capped_to(upper, largest) if not scaling.exact and memory.exact else None
+        if cap is not None:
+            top = cap
+            pf_raw = [[None if q is None else min(q, top) for q in row] for row in pf_raw]
+            pb_raw = [[None if q is None else min(q, top) for q in row] for row in pb_raw]
+            cost_raw = [(u, r, W, min(c, top), back) for u, r, W, c, back in cost_raw]
+            values, widest = spread()
+            largest = cap
+            scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))
     else:
-        scaling = float_scaling([q for row in pf_raw + pb_raw for q in row if q is not None]
-                                + [c for *_, c, _ in cost_raw], largest)
+        scaling = float_scaling(values, largest)
 
     def t_model(a: float) -> float:
         if not integer:
@@ -317,6 +356,8 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
     pb = tuple(tuple(None if q is None else t_model(q) for q in row) for row in pb_raw)
     cost_nodes = tuple(CostNode(u, r, W, t_model(c), back) for u, r, W, c, back in cost_raw)
     load_ub = max(type_max([list(r) for r in pf], [list(r) for r in pb], sum(cn.c for cn in cost_nodes)) + [0.0])
+    if cap is not None:   # a power of two times the scale: exact
+        load_ub = min(load_ub, t_model(cap))
     return GroupData(
         groups=tuple(tuple(g) for g in groups), types=types,
         counts=tuple(problem.device_types[t].count for t in types), pays=pays, pf=pf, pb=pb,

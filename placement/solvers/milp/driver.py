@@ -410,7 +410,8 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
     built: int | None = None   # the variables built when memory ran out
     try:
         d = prepare(problem, formulation.groups(problem, objective), be.integer_only, max_product,
-                    formulation.stages, by_direction=objective != "throughput")
+                    formulation.stages, by_direction=objective != "throughput",
+                    upper=verdict.objective if verdict is not None and verdict.valid else None)
         variables = formulation.build(problem, d, be, objective)
     except OutOfTime as exc:
         return out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity, start, str(exc),
