@@ -159,7 +159,8 @@ def test_bad_parameters_and_memory_that_fits_nothing():
     with pytest.raises(InvalidParameterError,
                        match=r"^schedule must be one of 'piper', '1f1b', 'gpipe', 'interleaved', not 'zb'$"):
         placement.solve(inst, schedule="zb")
-    with pytest.raises(InvalidParameterError, match=r"^memory must be a finite number > 0 or None, not -1$"):
+    # memory 0 is an answer (nothing fits), as on every other instance, not a refusal
+    with pytest.raises(InvalidParameterError, match=r"^memory must be a finite number ≥ 0 or None, not -1$"):
         placement.solve(inst, memory=-1)
     with pytest.raises(InvalidParameterError, match=r"^stages does not apply to a Piper instance"):
         placement.solve(inst, stages=1)
@@ -171,9 +172,11 @@ def test_bad_parameters_and_memory_that_fits_nothing():
         with pytest.raises(InvalidParameterError, match=rf"^{name} does not apply to a Piper instance, whose one "
                                                         r"exact DP has its own options \(it takes devices,"):
             placement.solve(inst, **{name: value})
-    result = placement.solve(inst, memory=4.0)
-    assert str(result.status) == "infeasible" and result.plan is None
-    assert result.message == "no plan on 2 devices of 4 bytes: node 0 alone exceeds the memory at every allowed degree"
+    for memory in (4, 0):
+        result = placement.solve(inst, memory=memory)
+        assert str(result.status) == "infeasible" and result.plan is None
+        assert result.message == (f"no plan on 2 devices of {memory} bytes: node 0 alone exceeds the memory at every "
+                                  "allowed degree")
 
 
 def test_a_node_whose_degrees_no_stage_can_take_is_named_as_such_not_as_memory():

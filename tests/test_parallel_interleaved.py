@@ -152,6 +152,29 @@ def test_memory_of_the_order_by_hand(memory, status, value):
                                   "the memory of its devices")
 
 
+@pytest.mark.parametrize("memory", [0.0, 0.5])
+def test_a_node_that_fits_no_device_alone_closes_every_shape_without_a_search(monkeypatch, memory):
+    """Node 2 holds one micro-batch's activations (A = 1) once its chunk has run a forward, more than the
+    memory: no plan of any shape fits. Every shape was searched (here, with no solver to search it, each
+    stayed open: "no_solution"); it is now refused before, for any memory below 1, 0 included."""
+    from placement.errors import SolverUnavailableError
+    from placement.parallel import interleaved_chain, interleaved_cpsat
+
+    def unavailable(*args, **kwargs):
+        raise SolverUnavailableError("MILP backend 'cp-sat' cannot run here: OR-Tools is not installed")
+
+    monkeypatch.setattr(interleaved_chain, "chain_sets", lambda instance: None)
+    monkeypatch.setattr(interleaved_cpsat, "solve_shape", unavailable)
+    said: list[str] = []
+    result = solve_interleaved(chain([1, 2, 3, 4, 5], memory=memory, activations=[0, 0, 1, 0, 0]), chunks=2,
+                               progress=said.append)
+    assert (result.status, result.plan) == (Status.INFEASIBLE, None)
+    assert result.stats["infeasible"] == result.stats["shapes"] == 1
+    assert said == ["S=2 d=1 t=1: infeasible (node 2 alone exceeds the memory at this degree)"]
+    assert result.message == (f"no interleaved plan with 2 chunks per group on 2 devices of {memory:g} bytes: no "
+                              "plan fits the memory of its devices")
+
+
 def test_a_vast_device_count_lists_only_the_degrees_that_divide_the_batch():
     """2^40 devices, m = 4: the shapes were sought over every d ≤ 2^40 (hours, past any time limit), while d
     divides m. Four nodes of 1: S = 2 groups of d = 2 (n = 2 micro-batches per replica, S | n), two chunks of

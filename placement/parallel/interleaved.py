@@ -60,6 +60,7 @@ from placement.parallel.plan import ParallelPlan, ParallelStage
 from placement.parallel.result import ParallelResult
 from placement.parameters import MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number
 from placement.problem.instance import format_number
+from placement.problem.memory_fit import fits_counted
 from placement.result import Status
 from placement.simulation.parallel_orders import FORWARD, interleaved
 
@@ -205,6 +206,18 @@ def memory_can_bind(instance: PiperInstance, shape: Shape, memory: float) -> boo
         sum(max(c.memory_usage_b for c in cs) for cs in tmpcs) > memory
 
 
+def node_alone(instance: PiperInstance, shape: Shape, memory: float) -> int | None:
+    """The id of a node that no device group of ``shape`` holds in ``memory``, whatever the plan: its least
+    ``memoryUsageB + memoryUsageA`` over its TMPCs of degree ``t`` exceeds it (a group holds the static
+    memory of each of its nodes and, once its chunk has run a forward, one micro-batch's activations of
+    it); ``None`` where every node fits alone."""
+    for node in instance.nodes:
+        if not any(fits_counted([(c.memory_usage_b, 1), (c.memory_usage_a, 1)], memory)
+                   for c in node.configurations[shape.t]):
+            return node.id
+    return None
+
+
 def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, memory: float | None = None,
                       chunks: int | None = None, time_limit: float | None = None, threads: int = 1,
                       progress: Callable[[str], None] | None = None) -> ParallelResult:
@@ -223,7 +236,7 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
                                                 f"instance has deviceTypes ({names})")
     given_devices = devices is not None
     devices = integer("devices", instance.max_devices if devices is None else devices, smallest=1)
-    memory = number("memory", instance.max_memory_per_device if memory is None else memory, positive=True)
+    memory = number("memory", instance.max_memory_per_device if memory is None else memory)
     v = check_chunks(INTERLEAVED, chunks)
     limit = number("time_limit", DEFAULT_TIME_LIMIT if time_limit is None else time_limit, positive=True,
                    largest=MAX_TIME_LIMIT)
@@ -263,6 +276,13 @@ def solve_interleaved(instance: PiperInstance, *, devices: int | None = None, me
         if best is not None and bound >= best[0] * (1 - OPTIMALITY_TOLERANCE):
             stats["pruned"] += 1
             bounds.append(bound)
+            continue
+        alone = node_alone(instance, shape, memory)
+        if alone is not None:   # no plan of the shape fits, whatever the time left
+            if progress is not None:
+                progress(f"S={shape.groups} d={shape.d} t={shape.t}: infeasible (node {alone} alone exceeds the "
+                         "memory at this degree)")
+            stats["infeasible"] += 1
             continue
         if left <= 0:
             stats["open"] += 1

@@ -104,7 +104,7 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         raise InvalidParameterError("instance", f"must be a PiperInstance (placement.load reads a Piper file into "
                                                 f"one), not {type(instance).__name__}")
     devices = device_counts(instance, devices)
-    memory = number("memory", memory, positive=True, optional=True)
+    memory = number("memory", memory, optional=True)
     check_memory(instance, memory)
     check_schedule(schedule)
     _check_objective(objective)
