@@ -332,6 +332,11 @@ def test_search_with_device_types_brackets_brute_force(instance, schedule):
     assert result.bound <= best * (1 + 1e-9) and best <= result.value * (1 + 1e-9)
     if str(result.status) == "optimal":
         assert result.value == pytest.approx(best, rel=1e-9)
+    else:   # the message says why the plan is left unproven
+        assert result.message == ("the plan does not meet the bound, and the branch and bound over every plan runs "
+                                  "only on instances of at most 8 nodes without deviceTypes (this one has "
+                                  "deviceTypes); the bound is m·M* (the batch's micro-batches times the least time "
+                                  "per sample)")
 
 
 def test_a_time_per_batch_the_simulator_refutes_gives_no_solution(monkeypatch):
@@ -363,6 +368,22 @@ def test_branch_and_bound_out_of_steps_leaves_a_bounded_feasible_answer():
     assert brute_force_parallel(instance, schedule="1f1b")[0] == pytest.approx(33.0)   # M*, independently
     finished = search_time_per_batch(instance, devices=5, memory=15.0, schedule="1f1b", max_sets=1000)
     assert finished.proven and finished.value == pytest.approx(87.0) and finished.bound == finished.value
+
+
+def test_a_search_out_of_steps_says_so(monkeypatch):
+    """The answer of the stopped search above, through placement.solve: feasible, and its message says why
+    (it was empty, and nothing told the 100,000-step limit from a proof the instance does not admit)."""
+    import functools
+
+    import placement.parallel.solve as solve_module
+
+    monkeypatch.setattr(solve_module, "search_time_per_batch",
+                        functools.partial(solve_module.search_time_per_batch, max_nodes=1))
+    result = placement.solve(parse_piper(BRANCH_AND_BOUND_WINS), devices=5, memory=15.0, schedule="1f1b",
+                             objective="time-per-batch")
+    assert (str(result.status), result.value, result.bound) == ("feasible", 89.0, 66.0)
+    assert result.message == ("the branch and bound over every plan stopped at its step limit (2 partial plans); the "
+                              "bound is m·M* (the batch's micro-batches times the least time per sample)")
 
 
 def test_the_branch_and_bound_decides_memory_on_the_sizes_as_written():

@@ -26,7 +26,7 @@ from typing import Callable
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import PiperInstance
-from placement.parallel.batch_search import BATCH_SCHEDULES, search_time_per_batch
+from placement.parallel.batch_search import BATCH_SCHEDULES, EXHAUSTIVE_NODES, search_time_per_batch
 from placement.parallel.devices import at_most, check_memory, describe, device_counts
 from placement.parallel.dp import DEFAULT_MAX_SETS, solve_parallel
 from placement.parallel.handoff import megatron_config
@@ -263,8 +263,21 @@ def _solve_time_per_batch(instance: PiperInstance, reachable, devices, memory, s
         return answer(Status.NO_SOLUTION, evaluation=evaluation,
                       message=f"the search claims a time per batch of {found.value!r}, the simulator measures "
                               f"{simulated!r}")
-    status = Status.OPTIMAL if found.proven else Status.FEASIBLE
-    return answer(status, found.plan, found.value, found.bound, evaluation)
+    if found.proven:
+        return answer(Status.OPTIMAL, found.plan, found.value, found.bound, evaluation)
+    return answer(Status.FEASIBLE, found.plan, found.value, found.bound, evaluation,
+                  message=_unproven(found.stats, instance))
+
+
+def _unproven(stats: dict, instance: PiperInstance) -> str:
+    """Why the time-per-batch search left its plan unproven, and what its bound is."""
+    bound = "the bound is m·M* (the batch's micro-batches times the least time per sample)"
+    if "branch_and_bound_nodes" in stats:
+        return (f"the branch and bound over every plan stopped at its step limit ({stats['branch_and_bound_nodes']:,} "
+                f"partial plans); {bound}")
+    reach = "deviceTypes" if instance.device_types else f"{len(instance.nodes)} nodes"
+    return (f"the plan does not meet the bound, and the branch and bound over every plan runs only on instances of at "
+            f"most {EXHAUSTIVE_NODES} nodes without deviceTypes (this one has {reach}); {bound}")
 
 
 __all__ = ["OBJECTIVES", "SIMULATOR_CHECK_TASKS", "check_piper_request", "interleaved_refusal", "solve_piper"]
