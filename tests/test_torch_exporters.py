@@ -928,3 +928,71 @@ def test_the_import_records_writes_into_values_of_other_nodes():
     p = plan([0, 1, 6, 7], [2, 3, 4, 5, 8, 9, 10, 11])
     with pytest.raises(InvalidParameterError, match="'2' in stage 1 writes in place into the value of '1'"):
         split_points(lay, p)
+
+
+def _gpt_with(shared=None, repeats=None):
+    """The GPT layout above with ``about.shared_parameters`` and per-node ``repeats`` (node id -> modules)."""
+    entries = [{"id": k, "name": name, "module": module, "starts": list(starts), "ops": [f"op{k}"],
+                "repeats": list((repeats or {}).get(k, ())), "isBackwardNode": False}
+               for k, (name, module, starts) in enumerate(GPT)]
+    return layout_from_instance({"nodes": entries, "edges": [{"sourceId": a, "destId": b} for a, b in CHAIN],
+                                 "about": {"shared_parameters": shared or {}}})
+
+
+def test_megatron_refuses_blocks_that_share_weights_and_keeps_a_tied_embedding():
+    """Megatron builds every layer with weights of its own: a parameter read by two blocks, or by a block and
+    the part outside the blocks, cannot be kept shared, and the layout would train more weights than the
+    model has. The embedding and the head may share theirs (Megatron ties them); a module called twice
+    inside its own block (a dropout) is no other block's."""
+    two_blocks = plan(range(0, 7), range(7, 12))   # E h.0 h.1 | h.2 L
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as a Megatron layout: trained parameter "
+                                                    r"'h.0.attn.weight' is read by block h.0 and block h.1, and each "
+                                                    r"Megatron layer has weights of its own$"):
+        megatron_layout(_gpt_with(shared={"h.0.attn.weight": [1, 4]}), two_blocks)
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as a Megatron layout: trained parameter "
+                                                    r"'embed.weight' is read by block h.2 and a node outside the "
+                                                    r"blocks, and each Megatron layer has weights of its own$"):
+        megatron_layout(_gpt_with(shared={"embed.weight": [0, 9]}), two_blocks)
+    assert megatron_layout(_gpt_with(shared={"embed.weight": [0, 11]}), two_blocks) == "Ett|tL"
+    assert megatron_layout(_gpt_with(repeats={6: ["h.1.mlp.drop"]}), two_blocks) == "Ett|tL"
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as a Megatron layout: 'h.1.mlp' is a "
+                                                    r"call of module h.0.mlp, which runs more than once, and each "
+                                                    r"Megatron layer is a module of its own, called once, with "
+                                                    r"weights of its own$"):
+        megatron_layout(_gpt_with(repeats={6: ["h.0.mlp"]}), two_blocks)
+
+
+def _one_block_four_times():
+    """pre, one block (Linear, Tanh) registered four times as layers.0 … layers.3, post."""
+    import torch
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+
+    class Aliased(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pre, self.layers, self.post = torch.nn.Linear(8, 8), torch.nn.ModuleList([block] * 4), \
+                torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.pre(x)
+            for layer in self.layers:
+                h = layer(h)
+            return self.post(h)
+
+    return Aliased(), (torch.randn(4, 8),)
+
+
+def test_megatron_refuses_one_block_registered_as_every_layer():
+    """Four names of one module look like a stack of four blocks; Megatron would build four layers of their
+    own weights where the model has one. Every hand-off form but pipe_split refuses the plan, and the
+    refusals point to that one."""
+    lay = imported_layout(_one_block_four_times)
+    assert [node.name for node in lay.nodes] == ["pre", "layers.0.0", "layers.0.1", "layers.1.0", "layers.1.1",
+                                                 "layers.2.0", "layers.2.1", "layers.3.0", "layers.3.1", "post"]
+    halves = plan(range(0, 5), range(5, 10))
+    with pytest.raises(InvalidParameterError, match=r"^plan cannot be written as a Megatron layout: 'layers.0.0' is a "
+                                                    r"call of module layers.0, which runs more than once"):
+        megatron_layout(lay, halves)
+    assert pipe_split_ops(lay, halves)

@@ -14,7 +14,8 @@ The nodes before the first block are the embedding, those after the last block t
 part; Megatron requires both, exactly once each. The layout exists for a plan whose stages
 are intervals of program order when no stage boundary falls inside a block, no node outside
 the blocks lies between two blocks, the embedding and the loss part are not empty and each
-lies in one stage, and no stage runs on a CPU.
+lies in one stage, and no stage runs on a CPU; and the blocks are modules with weights of their own
+(:func:`require_own_weights`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def block_stacks(layout: Layout) -> dict[str, list[int]]:
             if not any(prefix.startswith(_entry(other, i) + ".") for other, ix in stacks.items() for i in ix)}
 
 
+def block_of(prefix: str, module: str) -> int | None:
+    """The index of the block of stack ``prefix`` that ``module`` is or lies in; ``None`` outside the stack."""
+    match = re.match((re.escape(prefix) + r"\." if prefix else "") + r"(\d+)(?=\.|$)", module)
+    return int(match.group(1)) if match else None
+
+
 def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
     """The block stack ``P`` of the model and each node's block index (``None`` outside the blocks).
 
@@ -73,11 +80,7 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
         raise InvalidParameterError("layout", f"has {len(stacks)} stacks of repeated blocks "
                                               f"({', '.join(sorted(stacks))}); a Megatron layout has one")
     prefix, indices = next(iter(stacks.items()))
-    pattern = re.compile((re.escape(prefix) + r"\." if prefix else "") + r"(\d+)(?=\.|$)")
-    layer: list[int | None] = []
-    for node in layout.nodes:
-        match = pattern.match(node.module)
-        layer.append(int(match.group(1)) if match else None)
+    layer = [block_of(prefix, node.module) for node in layout.nodes]
     for index in indices:
         if index not in layer:
             holder = next((node.name for node in layout.nodes
@@ -85,6 +88,30 @@ def layer_stack(layout: Layout) -> tuple[str, list[int | None]]:
             raise InvalidParameterError("layout", f"has node {holder!r} holding block {_entry(prefix, index)} with "
                                                   "other modules; import with a deeper module_depth")
     return prefix, layer
+
+
+def require_own_weights(layout: Layout, prefix: str, layer: list[int | None]) -> None:
+    """Refuse a stack whose blocks are not modules of their own: Megatron builds each layer with weights of
+    its own, so a model whose block runs again as another block (one module registered under several
+    names, or called as a block more than once) or whose blocks read a trained parameter of another block
+    or of the part outside the blocks would train more weights than the model has. A module called more
+    than once inside its own block (a dropout used twice) is the block's affair; the embedding and the loss
+    part may share their weights (Megatron ties them)."""
+    for node, index in zip(layout.nodes, layer):
+        for module in node.repeats:
+            other = block_of(prefix, module)
+            if other is not None and (other != index or module == _entry(prefix, other)):
+                refuse("megatron", f"{node.name!r} is a call of module {module}, which runs more than once, and "
+                                   "each Megatron layer is a module of its own, called once, with weights of its own")
+    block = {node.id: index for node, index in zip(layout.nodes, layer)}
+    for name, readers in layout.shared:
+        where = {block[v] for v in readers if v in block}
+        if len(where) > 1 and where != {None}:
+            named = sorted(f"block {_entry(prefix, i)}" for i in where if i is not None)
+            if None in where:
+                named.append("a node outside the blocks")
+            refuse("megatron", f"trained parameter {name!r} is read by {', '.join(named[:-1])} and {named[-1]}, and "
+                               "each Megatron layer has weights of its own")
 
 
 def megatron_layout(layout: Layout, plan: Plan) -> str:
@@ -98,6 +125,7 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
         prefix, layer = layer_stack(layout)
     except InvalidParameterError as exc:
         refuse("megatron", f"the model {exc.detail}")
+    require_own_weights(layout, prefix, layer)
     positions = [k for k, index in enumerate(layer) if index is not None]
     first, last = positions[0], positions[-1]
     for k in range(first, last + 1):
