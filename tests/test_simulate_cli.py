@@ -65,6 +65,23 @@ def test_a_plan_of_nothing_but_zeros_has_no_ratio(tmp_path, capsys):
     assert "load model      0  (max load)\n" in out and "nan" not in out
 
 
+def test_whole_times_are_written_in_full(tmp_path, capsys):
+    """Two nodes of 1000000002 and 5 on two accelerators, free transfers: the max load and the time per
+    sample are 1000000002, which nine significant digits wrote as 1e+09."""
+    big = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 0, "edges": [{"sourceId": 1, "destId": 2, "cost": 0}],
+           "nodes": [{"id": i, "supportedOnFpga": 1, "fpgaLatency": t, "cpuLatency": t, "size": 1}
+                     for i, t in ((1, 1000000002), (2, 5))]}
+    instance, plan = tmp_path / "big.json", tmp_path / "plan.json"
+    instance.write_text(json.dumps(big))
+    plan.write_text(json.dumps({"fpgas": [{"nodes": [1]}, {"nodes": [2]}]}))
+    assert main(["simulate", str(instance), str(plan), "--microbatches", "40"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2:6] == ["time per sample 1000000002  (steady state, micro-batches 20..34)",
+                                     "load model      1000000002  (max load); simulated / model = 1.000000000",
+                                     "max load        1000000002  (verified plan)",
+                                     "makespan        40000000085"]
+
+
 @pytest.mark.parametrize("option", [["--unit-scale", "0.5"], ["--chunks", "2"], ["--allreduce", "piper"],
                                     ["--forward-share", "0.5"], ["--allreduce", "ring"], ["--unit-scale", "1"]])
 def test_piper_options_are_refused_on_other_instances(pair_plan, option, capsys):

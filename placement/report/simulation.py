@@ -8,6 +8,15 @@ from placement.report.table import cell, format_table
 from placement.wording import counted
 
 
+def figure(value: float) -> str:
+    """A time of the summary: nine significant digits (a simulated average carries rounding noise past them),
+    or a whole number in full, which nine digits would round (1000000002 read 1e+09 beside a max load that
+    is exactly that)."""
+    if float(value).is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return f"{value:.9g}"
+
+
 def format_simulation(result: SimulationResult, title: str = "") -> str:
     """The schedule, time per sample or iteration time against the load model, bubbles, and per stage
     the task lengths, utilisation, micro-batches in flight and peak memory."""
@@ -22,24 +31,25 @@ def format_simulation(result: SimulationResult, title: str = "") -> str:
     elif result.w_fraction is not None:
         lines.append(f"weight grads    {result.w_fraction:g} of each backward's compute runs as W tasks")
     if result.iteration_time is not None:
-        lines.append(f"iteration       {result.iteration_time:.9g}  (time per sample {result.time_per_sample:.9g})")
+        per_sample = figure(result.time_per_sample)
+        lines.append(f"iteration       {figure(result.iteration_time)}  (time per sample {per_sample})")
     elif result.time_per_sample is not None and result.steady_window is not None:
         a, b = result.steady_window
         how = "steady state" if result.period is not None else "average, no steady state"
-        lines.append(f"time per sample {result.time_per_sample:.9g}  ({how}, micro-batches {a}..{b})")
+        lines.append(f"time per sample {figure(result.time_per_sample)}  ({how}, micro-batches {a}..{b})")
     else:
         lines.append("time per sample -  (no steady state measured)")
     model = result.model_time_per_sample
     if model is not None and result.time_per_sample is not None:
         what = "max load" if result.comm == "inline" else "max over stages of max(compute, comm)"
         if model > 0:
-            lines.append(f"load model      {model:.9g}  ({what}); simulated / model = "
+            lines.append(f"load model      {figure(model)}  ({what}); simulated / model = "
                          f"{result.time_per_sample / model:.9f}")
         else:  # every time and cost is 0: no ratio to speak of
-            lines.append(f"load model      {model:.9g}  ({what})")
-    lines.append(f"max load        {result.max_load:.9g}  "
+            lines.append(f"load model      {figure(model)}  ({what})")
+    lines.append(f"max load        {figure(result.max_load)}  "
                  + ("(split plan: its calls' loads)" if result.split_plan else "(verified plan)"))
-    lines.append(f"makespan        {result.makespan:.9g}")
+    lines.append(f"makespan        {figure(result.makespan)}")
     lines.append(f"bubble fraction {result.bubble_fraction:.2%}")
     lines.append("")
 
