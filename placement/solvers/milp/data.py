@@ -249,9 +249,9 @@ def capped_to(upper: float | None, largest: float) -> float | None:
     model or making any plan's value larger than its true value (rounding down, as the scale's rounding
     does: every bound proven stays a bound of the true optimum). The scale then needs to fit only
     ``cap²`` into the product the backend handles, in place of the largest time times the largest
-    load: times of 1e6 on a device no good plan uses had rounded the times of a plan of value 1 to
-    multiples of 2^-10, and CP-SAT's proof, on those, left a gap of 0.1%. The cap is a power of two, so
-    that a scale of one is exact on it."""
+    load: times of 10^6 on a device no good plan uses had rounded the times of a plan of value 1 to
+    multiples of 2^-9, and CP-SAT's proof, on those, left a gap of 0.4%. The cap is a power of two, so
+    that every power-of-two scale writes it exactly."""
     if upper is None or not 0 < upper < math.inf:
         return None
     cap = 2.0 ** math.ceil(math.log2(2 * upper))
