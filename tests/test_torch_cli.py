@@ -438,6 +438,33 @@ def test_import_errors_are_one_line(tmp_path, monkeypatch, capsys, argv, message
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["import", "model.pt", "--out", "x.json"],
+     "error: cannot read model 'model.pt': expected pkg.module:factory, file.py:factory or FILE.onnx"),
+    (["import", "nothere.py:build", "--out", "x.json"], "error: nothere.py: no such file"),
+    (["import", "nothere.onnx", "--out", "x.json"], "error: nothere.onnx: no such file"),
+])
+def test_a_name_of_no_model_is_refused_before_the_extra_is_asked_for(tmp_path, monkeypatch, capsys, argv, message):
+    """Without torch or onnx installed, a name that can never be a model was answered with "pip install
+    'placement[torch]'" (several GB), and only once that was installed with what is wrong with the name."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "torch", None)   # `import torch` raises ImportError
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    assert main(argv) == 2
+    assert capsys.readouterr().err == message + "\n"
+
+
+def test_bundled_transformer_factories_name_the_extra_without_torch(monkeypatch):
+    from placement.errors import SolverUnavailableError
+    from placement.zoo import factories
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for factory in (factories.bert_base, factories.gpt2, factories.vit_base, factories.resnet50):
+        with pytest.raises(SolverUnavailableError, match=r"^importing PyTorch models needs torch: pip install "
+                                                         r"'placement\[torch\]' \(torch==2.13.0\)$"):
+            factory()
+
+
 def test_split_refuses_a_plan_the_instance_cannot_run(tmp_path, capsys):
     """Three accelerator stages on an instance with two accelerators: the hand-off would need a device
     the instance does not have, so the split is refused with the evaluator's reason."""

@@ -109,17 +109,24 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
-def load_factory(spec: str) -> tuple[Any, tuple, dict]:
-    """Call the factory named ``pkg.module:factory`` (found from the current directory) or
-    ``file.py:factory`` (whose own imports are found from its folder); check what it returns."""
+def factory_name(spec: str) -> tuple[str, str]:
+    """The module (or ``.py`` file, which must exist) and the function of ``pkg.module:factory`` or
+    ``file.py:factory``: checked before torch is asked for, which a name of no model cannot use."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"cannot read model {spec!r}: expected pkg.module:factory, file.py:factory or FILE.onnx")
+    if module_name.endswith(".py") and not Path(module_name).is_file():
+        raise UsageError(f"{module_name}: no such file")
+    return module_name, attr
+
+
+def load_factory(spec: str) -> tuple[Any, tuple, dict]:
+    """Call the factory named ``pkg.module:factory`` (found from the current directory) or
+    ``file.py:factory`` (whose own imports are found from its folder); check what it returns."""
+    module_name, attr = factory_name(spec)
     try:
         if module_name.endswith(".py"):
             path = Path(module_name)
-            if not path.is_file():
-                raise UsageError(f"{path}: no such file")
             folder = str(path.resolve().parent)   # as `python file.py` does: the file's own imports resolve
             if folder not in sys.path:
                 sys.path.insert(0, folder)
@@ -186,6 +193,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
             raise UsageError("--dim applies to ONNX models only")
         from placement.io.torch_export import import_torch, require_torch
 
+        factory_name(spec)
         torch = require_torch()
         model, args, kwargs = load_factory(spec)
         if not isinstance(model, torch.nn.Module):   # the factory's result, not the factory, is at fault

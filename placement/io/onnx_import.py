@@ -228,7 +228,6 @@ def read_onnx(path: str | Path) -> Any:
     of models over 2 GiB) are not read, except integer tensors of at most
     :data:`~.onnx_shapes.SMALL` elements, which may be shapes the graph computes with: a model is
     read without its weight files."""
-    onnx = require_onnx()
     path = Path(path)
     if path.is_dir():
         raise InvalidInstanceError(f"{path}: a directory, not an ONNX model")
@@ -236,6 +235,7 @@ def read_onnx(path: str | Path) -> Any:
         raise InvalidInstanceError(f"{path}: no such file")
     if path.stat().st_size == 0:
         raise InvalidInstanceError(f"{path}: an empty file, not an ONNX model")
+    onnx = require_onnx()   # once there is a model to read
     try:
         model = onnx.load(str(path), load_external_data=False)
     except OSError as exc:

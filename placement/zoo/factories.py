@@ -26,7 +26,9 @@ IMAGE_BATCH, IMAGE_SIZE = 32, 224
 SEED = 0
 
 
-def _transformers() -> Any:
+def _transformers() -> tuple[Any, Any]:
+    """``torch`` (seeded) and ``transformers``, or a :class:`~placement.errors.SolverUnavailableError` naming the
+    extra that installs the missing one."""
     from placement.io.torch_export import require_torch
 
     torch = require_torch()
@@ -37,31 +39,25 @@ def _transformers() -> Any:
 
         raise SolverUnavailableError("this model needs transformers: pip install 'placement[models]'") from None
     torch.manual_seed(SEED)
-    return transformers
+    return torch, transformers
 
 
 def bert_base() -> tuple[Any, tuple]:
-    import torch
-
-    transformers = _transformers()
+    torch, transformers = _transformers()
     config = transformers.BertConfig()
     model = transformers.BertForSequenceClassification(config)
     return model, (torch.randint(0, config.vocab_size, (BERT_BATCH, BERT_SEQ)),)
 
 
 def gpt2() -> tuple[Any, tuple]:
-    import torch
-
-    transformers = _transformers()
+    torch, transformers = _transformers()
     config = transformers.GPT2Config(use_cache=False)
     model = transformers.GPT2LMHeadModel(config)
     return model, (torch.randint(0, config.vocab_size, (GPT2_BATCH, GPT2_SEQ)),)
 
 
 def vit_base() -> tuple[Any, tuple]:
-    import torch
-
-    transformers = _transformers()
+    torch, transformers = _transformers()
     config = transformers.ViTConfig()
     model = transformers.ViTForImageClassification(config)
     return model, (torch.randn(IMAGE_BATCH, 3, config.image_size, config.image_size),)
