@@ -233,6 +233,29 @@ def test_sweep_records_and_resuming_from_a_partial_file(tmp_path):
     assert len(log.read_text().split()) == 5
 
 
+def test_without_dask_a_sweep_with_work_left_writes_nothing_and_a_finished_one_still_runs(tmp_path, monkeypatch):
+    """Without Dask, the sweep made the records' folders and an empty file before it failed; a sweep whose
+    records are all there needs no cluster, and still answers."""
+    from placement.codesign.api import codesign
+    from placement.errors import SolverUnavailableError
+
+    monkeypatch.setitem(sys.modules, "dask", None)
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)
+    out = tmp_path / "new" / "sub" / "sweep.jsonl"
+    with pytest.raises(SolverUnavailableError, match=r"^sweeps need Dask: pip install 'placement\[sweep\]'$"):
+        sweep.run_sweep(SPEC, out, quiet=True)
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(SolverUnavailableError, match=r"^a run on a Dask scheduler needs Dask: pip install "
+                                                     r"'placement\[sweep\]'$"):
+        codesign(MLP, chips=1, power=300.0, scheduler="tcp://127.0.0.1:8786")
+    spec = sweep.SweepSpec(models=(MLP,), chips=(1,), budgets=((606.68, 300.0),), grids=(TINY,), random_budget=8)
+    config = sweep.configurations(spec)[0]
+    done = tmp_path / "done.jsonl"
+    sweep.append_record(done, {"id": sweep.configuration_id(config), "config": config, "status": "error",
+                               "error": "recorded before"})
+    assert sweep.run_sweep(spec, done, quiet=True).skipped == 1
+
+
 def test_a_sweep_refuses_to_resume_records_made_with_other_baselines_settings(tmp_path):
     # with seed 1 in place of 0, the file's record would have been skipped and its random search (seed 0)
     # reported as the one asked for; with the same settings it is resumed, and a record without settings

@@ -119,13 +119,10 @@ def _baseline(name: str, workload: Any, grid: Any, chips: int, area: float, powe
 
 def _on_cluster(scheduler: str, model: Any, **options: Any) -> CodesignResult:
     """:func:`codesign` run on the Dask cluster whose scheduler is at ``scheduler``."""
-    from placement.codesign.sweep import connect
-    from placement.errors import InvalidParameterError, SolverUnavailableError
+    from placement.codesign.sweep import connect, require_dask
+    from placement.errors import InvalidParameterError
 
-    try:
-        import dask.distributed  # noqa: F401
-    except ImportError:
-        raise SolverUnavailableError("scheduler needs Dask: pip install 'placement[sweep]'") from None
+    require_dask("a run on a Dask scheduler needs Dask")
     if not isinstance(scheduler, str) or not scheduler:
         raise InvalidParameterError("scheduler", f"must be a Dask scheduler address, not {scheduler!r}")
     client = connect(scheduler)

@@ -346,12 +346,20 @@ def connect(scheduler: str) -> Any:
     raise InvalidParameterError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {why}")
 
 
+def require_dask(need: str) -> None:
+    """Raise :class:`SolverUnavailableError` (``need``, such as "sweeps need Dask", and the extra that installs
+    it) where ``dask.distributed`` cannot be imported."""
+    try:
+        import dask.distributed  # noqa: F401
+    except ImportError:
+        raise SolverUnavailableError(f"{need}: pip install 'placement[sweep]'") from None
+
+
 def _client(scheduler: str | None, workers: int | None, processes: bool) -> tuple[Any, Any]:
     """A Dask client on the cluster at ``scheduler``, or on a new local cluster (returned too, to close)."""
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise SolverUnavailableError("sweeps need Dask: pip install 'placement[sweep]'") from None
+    require_dask("sweeps need Dask")
+    from dask.distributed import Client, LocalCluster
+
     if scheduler is not None:
         return connect(scheduler), None
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes, dashboard_address=":0",
@@ -405,6 +413,8 @@ def run_sweep(spec: SweepSpec | str | Path, out: str | Path, *, scheduler: str |
     grids = {grid: load_grid(grid) for grid in dict.fromkeys(spec.grids)}   # read here, sent to the workers
     # before cutting anything: out may not be records
     done = {record["id"]: record.get("settings") for record in read_records(out)}
+    if any(configuration_id(config) not in done for config in configurations(spec)):
+        require_dask("sweeps need Dask")   # before the records' file or its folders are made
     settings = baseline_settings(spec.baselines, spec.random_budget, spec.seed)
     try:   # fail before hours of work when the records or the plots cannot be written
         out.parent.mkdir(parents=True, exist_ok=True)
