@@ -389,7 +389,10 @@ def test_result_from_json_refuses_what_verify_refuses_and_a_plan_that_places_not
     with pytest.raises(placement.InvalidPlanError) as info:
         placement.Result.from_json(edited)
     assert str(info.value) == ("field 'fpgas' places the nodes or calls otherwise than field 'devices' does (on its "
-                               "accelerator devices, in order): which of the two was meant is not clear")
+                               "accelerator devices, in order): which of the two was meant is not clear (a plan "
+                               "edited in 'devices' is read as it is once 'fpgas' and 'cpus' are left out)")
+    del edited["fpgas"], edited["cpus"]   # as the message says: the edit is read (the plan is no pipeline)
+    assert [stage.nodes for stage in placement.Result.from_json(edited).plan] == [(1, 3), (2, 4)]
     from types import MappingProxyType   # a read-only mapping reads as the dict it wraps
     assert placement.Result.from_json(MappingProxyType(document)) == placement.Result.from_json(document)
     empty = {**document, "devices": [], "fpgas": [], "cpus": []}

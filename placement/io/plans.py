@@ -90,7 +90,9 @@ def parse_plan(data: Any) -> Plan:
                                            f"'fpgas' and 'cpus' place every node on an {ACCELERATOR!r} or a {CPU!r} "
                                            "device: which of the two was meant is not clear")
                 raise InvalidPlanError(f"field {key!r} places the nodes or calls otherwise than field 'devices' does "
-                                       f"(on its {kind} devices, in order): which of the two was meant is not clear")
+                                       f"(on its {kind} devices, in order): which of the two was meant is not clear "
+                                       "(a plan edited in 'devices' is read as it is once 'fpgas' and 'cpus' are "
+                                       "left out)")
         return _a_plan(data, Plan(devices))
     if "fpgas" not in data and "cpus" not in data:
         raise InvalidPlanError("the plan has none of the fields 'devices', 'fpgas', 'cpus'"
