@@ -713,6 +713,19 @@ def test_plans_and_instances_from_a_pipe_are_read_once(tmp_path):
         assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the plan must be a JSON object, got array\n")
 
 
+def test_an_instance_and_a_plan_from_one_pipe_are_refused_as_such():
+    """Both from /dev/stdin: the instance took the pipe's contents, and the plan was refused as an empty file."""
+    import subprocess
+    import sys
+
+    for command in ("verify", "simulate", "split"):
+        done = subprocess.run([sys.executable, "-m", "placement", command, "/dev/stdin", "/dev/stdin"],
+                              input=Path(CHAIN4).read_text(), capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stderr) == (2, "error: /dev/stdin: the instance and the plan are read from the "
+                                                     "same stream, which gives its contents once; give one of them "
+                                                     "as a file\n")
+
+
 def test_an_instance_from_a_pipe_is_read_once_by_solve_verify_and_simulate(tmp_path):
     """An instance given as /dev/stdin that the file's devices refuse (no accelerator, none recorded) is solved
     with --accelerators, and one refused whatever the devices is refused with the file's own message, naming

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import time
 from pathlib import Path
@@ -202,6 +203,18 @@ def load_announced(path: str, progress: Callable[[str], None] | None) -> Any:
     return instance
 
 
+def check_separate_streams(instance: str, plan: str) -> None:
+    """Fail when the instance and the plan name one stream (``/dev/stdin`` twice, one pipe), which gives its
+    contents to the first read only: the plan was then read as an empty file."""
+    try:
+        first, second = os.stat(instance), os.stat(plan)
+    except OSError:   # a missing file is refused where it is read
+        return
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino) and not stat.S_ISREG(first.st_mode):
+        raise UsageError(f"{plan}: the instance and the plan are read from the same stream, which gives its "
+                         "contents once; give one of them as a file")
+
+
 def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | None, plan: Any = None,
                     read: list[Any] | None = None) -> Any:
     """:func:`load_announced`'s instance; one refused as written is read with the device overrides of ``args``,
@@ -213,6 +226,8 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
     from placement.api import taken_overrides
     from placement.loading import loaded_as_overridden
 
+    if isinstance(plan, str):
+        check_separate_streams(args.instance, plan)
     source = read_once(args.instance, placement.InvalidInstanceError, "instance")
     try:
         try:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from placement.cli.options import add_output_options, check_writable, path_name, print_json, read_once, write_text
+from placement.cli.options import (add_output_options, check_separate_streams, check_writable, path_name, print_json,
+                                   read_once, write_text)
 from placement.errors import InvalidInstanceError
 from placement.handoff import SPLIT_FORMATS
 
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from placement.handoff import split
 
+    check_separate_streams(args.instance, args.plan)
     source = read_once(args.instance, InvalidInstanceError, "instance")   # read for the instance and its layout
     check_writable(args.out, (args.instance, args.plan))
     done = split(source, args.plan, format=args.format)   # it reads the plan file once, after the instance
