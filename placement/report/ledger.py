@@ -12,7 +12,7 @@ def format_ledger(ledger: Ledger) -> str:
     rho = ledger.time_per_byte
     lines = ["communication ledger (bytes crossing device boundaries)"]
     if rho.value is None:
-        lines.append("time per byte: unknown (no edge carries a tensor size)")
+        lines.append("time per byte: unknown (no edge carries a tensor size above 0)")
     else:
         lines.append(f"time per byte: {rho.value:.10g}, shared by {rho.supporting} of {rho.sized} sized tensors "
                      f"({cell(1 / rho.value) if rho.value > 0 else 'inf'} bytes per time unit)")

@@ -144,7 +144,7 @@ class Ledger:
         lines = []
         if self.time_per_byte.value is None:
             if any(d.charged > 0 for d in self.devices):
-                lines.append("no edge carries a tensor size: the ledger cannot be checked")
+                lines.append("no edge carries a tensor size above 0: the ledger cannot be checked")
             return tuple(lines)
         for d in self.devices:
             if d.status == DISAGREES:
@@ -163,7 +163,9 @@ class Ledger:
         """The ledger's verdict in one line (see "What a disagreement means" in the module docstring)."""
         problems = self.disagreements
         if self.time_per_byte.value is None:
-            return "ledger unchecked: no edge carries a tensor size" if problems else "ledger: no communication is charged"
+            if not problems:
+                return "ledger: no communication is charged"
+            return "ledger unchecked: no edge carries a tensor size above 0"
         if not problems:
             return "ledger agrees with the charged communication on every device"
         def count(n: int, what: str) -> str:
