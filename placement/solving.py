@@ -30,7 +30,8 @@ from dataclasses import replace
 from os import PathLike
 from typing import Any, Callable, Mapping
 
-from placement.errors import Interrupted, InvalidParameterError, InvalidPlanError, LimitExceededError, unwritable
+from placement.errors import (Interrupted, InvalidParameterError, InvalidPlanError, LimitExceededError,
+                              SolverUnavailableError, unwritable)
 from placement.loading import override_devices
 from placement.parameters import (MAX_SEED, MAX_THREADS, MAX_TIME_LIMIT, callback, integer, number, one_of,
                                   stage_count)
@@ -168,10 +169,18 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     names = [method] if method != AUTO else ["dp", "milp"]
     for name in names:
         _check_request(METHODS[name], problem, options, given, auto=method == AUTO)
+    chose_the_milp = None   # why auto takes the MILP at once
     if method == AUTO:
         method = "dp" if objective == "throughput" and contiguity == "stages" else "milp"
+        if method == "milp":
+            chose_the_milp = f"objective={objective!r}" if objective != "throughput" else f"contiguity={contiguity!r}"
     try:
         method, solution = _method_run(method, names, problem, options, started)
+    except SolverUnavailableError as exc:
+        if chose_the_milp is None:
+            raise
+        raise SolverUnavailableError(f"method 'auto' solves {chose_the_milp} with the MILP (the DP solves "
+                                     f"objective='throughput' with contiguity='stages'): {exc}") from None
     except KeyboardInterrupt as exc:   # Ctrl-C in the DP or a MILP search: its best plan goes on, verified
         found = _in_hand(exc, method)
         if found is None:
@@ -227,11 +236,15 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
         kept = plan_in_hand(exc, problem) if options["warm_start"] is True else None
         if kept is not None:   # the DP's upper bound, found before its time ran out, starts the MILP
             options = {**options, "warm_start": kept[1]}
-        return "milp", _milp_instead(problem, options, started, f"the DP refuses ({exc}); solving the MILP instead"
-                                     + ("" if kept is None else f", from the plan the DP held ({kept[0]:.6g})"),
-                                     f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
-                                     + ("" if kept is None else f"; the MILP started from the plan the DP held, "
-                                                                f"{kept[2]}"))
+        said = (f"the DP refuses ({exc}); solving the MILP instead"
+                + ("" if kept is None else f", from the plan the DP held ({kept[0]:.6g})"))
+        note = (f"the MILP solved this (method 'auto'): the DP refused it ({exc})"
+                + ("" if kept is None else f"; the MILP started from the plan the DP held, {kept[2]}"))
+        try:
+            return "milp", _milp_instead(problem, options, started, said, note)
+        except SolverUnavailableError as missing:
+            raise SolverUnavailableError(f"method 'auto' needs the MILP here, since the DP refuses ({exc}): "
+                                         f"{missing}") from None
     if method == "dp" and names != [method]:
         return _milp_where_the_dp_proves_nothing(problem, options, started, solution)
     return method, solution

@@ -33,6 +33,32 @@ def test_the_registry_lists_the_five_backends():
         assert backend_class(name).name == name
 
 
+def test_auto_says_why_it_needs_the_missing_milp():
+    """Without OR-Tools and PuLP, method 'auto' on a request only the MILP solves said only that the backend
+    cannot run; it now says why the MILP was taken, in the library's words and in the command's."""
+    code = """if True:
+        import json, sys
+        sys.modules["ortools"] = sys.modules["pulp"] = None
+        import placement
+        from placement.cli import main
+        try:
+            placement.solve("instances/tiny/chain4.json", contiguity="none")
+        except placement.SolverUnavailableError as exc:
+            print(json.dumps(str(exc)))
+        main(["solve", "instances/tiny/diamond-cpu.json", "--objective", "latency"])
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    library = json.loads(done.stdout.splitlines()[0])
+    assert library.startswith("method 'auto' solves contiguity='none' with the MILP (the DP solves "
+                              "objective='throughput' with contiguity='stages'): MILP backend 'cp-sat' cannot run "
+                              "here: OR-Tools")
+    assert done.stderr.startswith("error: method 'auto' solves --objective latency with the MILP (the DP solves "
+                                  "--objective throughput with --contiguity stages): MILP backend 'cp-sat' cannot "
+                                  "run here: OR-Tools")
+    assert done.stderr.endswith("pip install 'placement[milp]'\n")
+
+
 @pytest.mark.parametrize("name", BACKENDS)
 def test_capabilities_are_as_declared(name):
     assert backend_capabilities(name) == dict(zip(CAPABILITIES, DECLARED[name]))

@@ -65,7 +65,7 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
         if name == parameter:   # no option of the command sets it: the library's name means nothing here
             return re.sub(rf" \({re.escape(parameter)}\)", "", str(exc))
         return re.sub(rf"\b{re.escape(parameter)}\b", name, str(exc))
-    return str(exc)
+    return _options_named(str(exc), parser, argv)   # "objective='latency'" as "--objective latency"
 
 
 def _argument_name(parser: argparse.ArgumentParser, argv: Sequence[str], args: argparse.Namespace | None,
