@@ -31,11 +31,10 @@ by *another* variable's bound, and with ``widest`` and ``load_ub`` both near ``2
 times and costs are first capped at the power of two at or above twice that value
 (:func:`capped_to`), which no plan worth finding reaches, and the cap stands for the largest load:
 the rounding unit then follows that value, not the instance's largest time (unless it is fine
-enough already). Memory is scaled
-exactly where a power of two or ten allows it under ``2^53``, and otherwise rounded
-conservatively (sizes up, bounds down): every plan found then fits, but the model may miss
-plans that fit, so neither its bound nor an infeasibility verdict is a proof (``memory_exact``
-is False).
+enough already). Memory is scaled exactly where a power of two or ten allows it under ``2^53``,
+and otherwise rounded conservatively (sizes up, bounds down): every plan found then fits, but
+the model may miss plans that fit, so neither its bound nor an infeasibility verdict is a proof
+(``memory_exact`` is False).
 
 Floating-point backends (CBC, SCIP, HiGHS, PuLP) get times and costs multiplied by the power
 of two that brings the largest load into ``[2^9, 2^10)`` (:func:`float_scaling`): exact, and it
