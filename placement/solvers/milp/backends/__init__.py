@@ -20,7 +20,7 @@ import importlib
 
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.solvers.milp.backends.base import (CAPABILITIES, INSTALL, INSTALL_HINT, Backend, OutOfTime, RawResult,
-                                                  SolveOptions, Terms, unavailable_message)
+                                                  SolveOptions, Terms, from_interrupt, unavailable_message)
 
 _PACKAGE = "placement.solvers.milp.backends"
 
@@ -79,6 +79,8 @@ def make_backend(name: str) -> Backend:
     try:
         return cls(*args)
     except ImportError as exc:
+        if from_interrupt(exc):   # Ctrl-C while the solver's extension module initialised
+            raise KeyboardInterrupt from None
         raise SolverUnavailableError(unavailable_message(name, cls.availability(*args) or str(exc),
                                                          cls.install_hint(*args))) from None
 

@@ -192,6 +192,18 @@ def append_log(path: str | None, text: str) -> None:
         raise unwritable(path, exc, "log") from None
 
 
+def from_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` comes, through its causes and contexts, from a ``KeyboardInterrupt``."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def package_version(distribution: str) -> str | None:
     """The installed version of a distribution (``"ortools"``), ``None`` when it is not installed."""
     try:
@@ -330,10 +342,15 @@ class Backend(ABC):
 
     @classmethod
     def import_problem(cls, module: str) -> str | None:
-        """``None`` when ``module`` imports, otherwise why not."""
+        """``None`` when ``module`` imports, otherwise why not. A Ctrl-C while it imports stays an interrupt:
+        an extension module that an interrupt stops while it initialises raises ``ImportError``
+        ("initialization failed") from the ``KeyboardInterrupt``, which read as a package that cannot be
+        imported."""
         try:
             importlib.import_module(module)
         except ImportError as exc:
+            if from_interrupt(exc):
+                raise KeyboardInterrupt from None
             version = package_version(cls.package)
             if version is None:
                 return f"{cls.package_label} is not installed"
