@@ -47,13 +47,20 @@ def test_the_dp_does_not_claim_an_optimum_its_sums_cannot_separate():
 
 @pytest.mark.skipif(not HAVE_CPSAT, reason="OR-Tools is not installed")
 def test_the_milp_does_not_prove_what_its_rounded_times_cannot_tell_apart():
-    """The same instance on CP-SAT: its integer times round 1e-9 and 1e-10 down to 0, so its bound
-    is 0 beside a plan of 1e-9 (or 1e-10). A proof must meet the plan's value relatively; the
-    answer is a feasible plan with a bound at most the optimum, 1e-10."""
-    result = placement.solve(two_nodes((7e9, 1e-9), (0.0, 1e-10), []), method="milp", backend="cp-sat",
-                             time_limit=10)
-    assert result.status == "feasible"
-    assert result.bound <= 1e-10 <= result.value
+    """The same instance on CP-SAT without a start: its integer times, scaled for 7e9, are multiples of 2^2,
+    which round 1e-9 and 1e-10 down to 0, so its bound is 0 beside a plan of 1e-9 (or 1e-10). A proof must
+    meet the plan's value relatively; the answer is a feasible plan with a bound at most the optimum,
+    1e-10. From the DP's plan (1e-9) the times are capped at 2^-28, the power of two at or above twice
+    it, and scaled by 2^59: 1e-9 and 1e-10 are told apart, and the optimum 1e-10 is proven."""
+    instance = two_nodes((7e9, 1e-9), (0.0, 1e-10), [])
+    cold = placement.solve(instance, method="milp", backend="cp-sat", time_limit=10, warm_start=False)
+    assert cold.stats["time_scale"] == 2.0 ** -2
+    assert cold.status == "feasible"
+    assert cold.bound <= 1e-10 <= cold.value
+    started = placement.solve(instance, method="milp", backend="cp-sat", time_limit=10)
+    assert started.stats["time_scale"] == 2.0 ** 59
+    assert (started.status, started.value, started.bound) == ("optimal", 1e-10, 1e-10)
+    assert [(s.device_type, s.nodes) for s in started.plan] == [("cpu", (0, 4))]
 
 
 def test_a_plan_whose_computed_value_was_rounded_away_is_returned_at_its_true_value():
