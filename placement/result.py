@@ -176,6 +176,8 @@ class Result:
         # as the plan file holds them (JSON has no infinity): a stat that is not finite, as the path bound of a
         # graph no plan fits, is None, and a Result read back from its to_json() equals it
         object.__setattr__(self, "stats", MappingProxyType({k: _finite_or_none(v) for k, v in self.stats.items()}))
+        if self.overrides is not None:   # read-only as the stats: verify and simulate take them by default
+            object.__setattr__(self, "overrides", MappingProxyType(dict(self.overrides)))
 
     def __reduce__(self):  # mapping proxies do not pickle (nor copy.deepcopy): rebuild from plain dicts
         return (type(self), tuple(dict(value) if isinstance(value, MappingProxyType) else value

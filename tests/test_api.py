@@ -340,12 +340,17 @@ def test_a_result_pickles_and_deep_copies_for_process_pools():
     import copy
     import pickle
 
-    result = placement.solve(CHAIN4)
-    for back in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
-        assert back == result and back.value == 7.5
+    # three accelerators: 7, {a} 4 + 1, {b, c} 1 + 3 + 2 + 1, {d} 1 + 5 (the two-way optimum 7.5 less a stage)
+    result = placement.solve(CHAIN4, accelerators=3)
+    for back in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result), result):
+        assert back == result and back.value == 7.0
         assert dict(back.stats) == dict(result.stats)
         with pytest.raises(TypeError):
             back.stats["dp_value"] = 0.0     # still read-only
+        # read-only too: an edit of the overrides changed, in silence, what verify and simulate checked
+        assert dict(back.overrides) == {"accelerators": 3}
+        with pytest.raises(TypeError):
+            back.overrides["accelerators"] = 1
 
 
 def test_every_typed_error_pickles_and_copies_with_its_fields_for_process_pools():
