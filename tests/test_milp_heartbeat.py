@@ -164,3 +164,20 @@ def test_a_run_past_its_time_limit_says_so():
     raw = run_solver(_SlowBackend(5.5, "cut short"), SolveOptions(time_limit=4), None, unit=1.0)
     assert raw.message == "cut short; slow overran its time limit of 4 s (5.5 s)"
     assert run_solver(_SlowBackend(4.9), SolveOptions(time_limit=4), None, unit=1.0).message == ""
+
+
+def test_an_improving_solution_is_reported_with_the_bound_known_before_the_search():
+    """The solver's own bound starts at 0 (or its relaxation), while the result reports the larger bound proven
+    before the search (the instance's, the DP's): the progress line said "bound 0" for a run whose answer
+    said 285.59. It now says the larger of the two, in the instance's units."""
+    from types import SimpleNamespace
+
+    from placement.solvers.milp.driver import announce
+
+    said: list[str] = []
+    backend = SimpleNamespace(name="cp-sat", size={"variables": 3, "binaries": 2, "rows": 4})
+    options = announce(said.append, backend, SolveOptions(time_limit=10), unit=0.5, floor=5.0)
+    options.on_solution(14.0, 0.0, 1.25)    # model units: objective 7, bound 0 below the floor
+    options.on_solution(12.0, 11.0, 2.5)    # bound 5.5 above it
+    assert said == ["MILP: 3 variables (2 binary), 4 rows; solving with cp-sat, time limit 10 s",
+                    "     1.25 s  objective 7  bound 5", "     2.50 s  objective 6  bound 5.5"]

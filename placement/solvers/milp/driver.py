@@ -133,9 +133,10 @@ def stage_count_verdict(verdict: Verdict, plan: Plan, stages: int | None) -> Ver
 
 
 def announce(progress: Callable[[str], None] | None, be: Backend, options: SolveOptions,
-             unit: float, left: float | None = None) -> SolveOptions:
+             unit: float, left: float | None = None, floor: float = 0.0) -> SolveOptions:
     """Say what is about to be solved (with ``left``, the seconds the solver gets), and have improving
-    solutions reported (original units)."""
+    solutions reported (original units), each with the larger of the solver's bound and ``floor`` (a lower
+    bound proven before the search, which the result reports where the solver's is below it)."""
     if progress is None:
         return options
     size = be.size
@@ -144,7 +145,7 @@ def announce(progress: Callable[[str], None] | None, be: Backend, options: Solve
              f"solving with {be.name}, time limit {options.time_limit:g} s{rest}")
 
     def on_solution(objective: float, bound: float, seconds: float) -> None:
-        progress(f"  {seconds:7.2f} s  objective {objective * unit:.6g}  bound {bound * unit:.6g}")
+        progress(f"  {seconds:7.2f} s  objective {objective * unit:.6g}  bound {max(bound * unit, floor):.6g}")
 
     return replace(options, on_solution=on_solution)
 
@@ -282,7 +283,7 @@ def run_solver(be: Backend, options: SolveOptions, progress: Callable[[str], Non
     best = None if fallback is None else fallback[1]
     searching = False
     try:
-        with heartbeat(progress, announce(progress, be, options, unit, limit), unit, best,
+        with heartbeat(progress, announce(progress, be, options, unit, limit, simple), unit, best,
                        stop=be.interrupt) as watched:
             searching = True
             raw = solve_interruptibly(be, replace(watched, time_limit=limit))
