@@ -229,6 +229,9 @@ def _method_run(method: str, names: list[str], problem: Instance, options: Mappi
     try:
         solution = _run(METHODS[method], problem, options, started)
     except LimitExceededError as exc:
+        if names == [method] and method == "dp" and exc.parameter == "max_ideals":   # the method asked for by name
+            raise LimitExceededError(f"{exc}; method='milp' (or 'auto', which takes it where the DP refuses) "
+                                     "has no such limit", parameter="max_ideals") from None
         if names == [method]:
             raise
         from placement.solvers.dp import plan_in_hand

@@ -481,7 +481,8 @@ def test_milp_instance_whose_dp_reference_is_refused_has_refused_rows(tmp_path):
         "note: instances/diamond-cpu: no DP reference, its rows are refused: more than 2 ideals in the contracted "
         "graph (4 supernodes); the DP over ideals would need too much time and memory. Raise the limit --max-ideals "
         "(time and memory grow with it, and memory with the nodes whose outputs cross each ideal), or coarsen the "
-        "graph by giving nodes that belong together one colour class")
+        "graph by giving nodes that belong together one colour class; method='milp' (or 'auto', which takes it "
+        "where the DP refuses) has no such limit")
     rows = json.loads(out.read_text())["rows"]
     assert [(r["instance"], r["status"], r["objective"]) for r in rows] == [
         ("instances/chain4", "optimal", 7.5), ("instances/diamond-cpu", "refused", None)]

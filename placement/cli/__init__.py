@@ -64,7 +64,7 @@ def _message(exc: PlacementError, parser: argparse.ArgumentParser, argv: Sequenc
         name = _argument_name(parser, argv, args, parameter)
         if name == parameter:   # no option of the command sets it: the library's name means nothing here
             return re.sub(rf" \({re.escape(parameter)}\)", "", str(exc))
-        return re.sub(rf"\b{re.escape(parameter)}\b", name, str(exc))
+        return _options_named(re.sub(rf"\b{re.escape(parameter)}\b", name, str(exc)), parser, argv)
     return _options_named(str(exc), parser, argv)   # "objective='latency'" as "--objective latency"
 
 
