@@ -397,7 +397,7 @@ def _run(spec: Any, problem: Instance, options: Mapping[str, Any], started: floa
     elif spec.name == "dp" and options["time_limit"] is not None:  # auto: the DP within the time limit
         from placement.solvers.dp import deadline_watch
 
-        kwargs["progress"] = deadline_watch(started + options["time_limit"], kwargs.get("progress"))
+        kwargs["progress"] = deadline_watch(started + options["time_limit"], kwargs.get("progress"), hopeless=True)
     if "max_ideals" in kwargs and kwargs["max_ideals"] is None:
         kwargs["max_ideals"] = DEFAULT_MAX_IDEALS
     if "calls" in kwargs:  # a device's calls are non-empty: more than one per node cannot be used

@@ -428,3 +428,45 @@ def test_ctrl_c_in_a_local_search_carries_its_best_plan(monkeypatch):
     with pytest.raises(KeyboardInterrupt) as caught:
         placement.solve(STAR, method="local-search")
     assert not isinstance(caught.value, placement.Interrupted)
+
+
+def test_under_a_time_limit_a_table_that_cannot_end_in_time_stops_at_once(monkeypatch):
+    """auto's DP, with 20 s left, had filled 5% of a 184,756-ideal table after 1.1 s and ran to the deadline,
+    leaving the MILP no time: its answer was 37.02 where the MILP alone reaches 33.88. At its pace so far
+    (later ideals pair with more below them, so the pace only slows) the table would take 22 s: it stops then.
+    A table that would end in time at its pace, or one read before it ran a second, goes on."""
+    import time
+
+    from placement.errors import LimitExceededError
+    from placement.solvers.dp import deadline_watch
+
+    now = 1000.0
+    monkeypatch.setattr(time, "perf_counter", lambda: now)
+    watch = deadline_watch(now + 20.0, None, hopeless=True)
+    watch("dp: 92,378/184,756 ideals (50%), 12 blocks evaluated, 1.1 s")    # 1.1 s more: in time
+    watch("dp: 100/184,756 ideals (0%), 12 blocks evaluated, 0.9 s")        # too soon to read a pace
+    watch("chain, order 1 of 2: 5 ideals")                                   # not the table: no pace
+    with pytest.raises(LimitExceededError) as stopped:
+        watch.poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s")
+    assert stopped.value.parameter == "time_limit"
+    assert str(stopped.value) == ("at its pace so far the DP would not finish within the time limit (dp: 9,421/184,756 "
+                                  "ideals (5%), 49,084 blocks evaluated, 1.1 s)")
+    # without hopeless (the DP that starts a MILP: it has its own share of the time), only the deadline stops it
+    deadline_watch(now + 20.0, None)("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s")
+
+
+def test_auto_gives_its_dp_the_watch_that_stops_a_table_that_cannot_end(monkeypatch):
+    import placement
+    import placement.solvers.dp as dp_module
+
+    asked = []
+    real = dp_module.deadline_watch
+
+    def watch(deadline, progress=None, hopeless=False):
+        asked.append(hopeless)
+        return real(deadline, progress, hopeless)
+
+    monkeypatch.setattr(dp_module, "deadline_watch", watch)
+    chain4 = Path(__file__).resolve().parents[1] / "instances" / "tiny" / "chain4.json"
+    assert placement.solve(chain4, time_limit=30).value == 7.5
+    assert asked == [True]

@@ -64,6 +64,7 @@ DP and its upper bound are :mod:`placement.solvers.chain_dp`.
 from __future__ import annotations
 
 import math
+import re
 import time
 
 from placement.errors import LimitExceededError
@@ -91,12 +92,20 @@ COARSE_FROM = 20_000
 ROUNDING_SHARE = 1e-6
 
 
+#: what the DP's table says of its progress (:func:`placement.solvers.dp_table.fill`): ideals done, of all, and
+#: the seconds the table has taken
+_PACE = re.compile(r"([\d,]+)/([\d,]+) ideals \(\d+%\), [\d,]+ blocks evaluated, ([\d.]+) s$")
+#: the least seconds of the table before its pace is read
+PACE_AFTER_S = 1.0
+
+
 class _DeadlineWatch:
     """A progress callback that passes messages on and stops the DP past a deadline (:func:`deadline_watch`)."""
 
-    def __init__(self, deadline: float, progress: Callable[[str], None] | None) -> None:
+    def __init__(self, deadline: float, progress: Callable[[str], None] | None, hopeless: bool = False) -> None:
         self.deadline = deadline
         self.progress = progress
+        self.hopeless = hopeless
 
     def __call__(self, message: str) -> None:
         if self.progress is not None:
@@ -108,20 +117,33 @@ class _DeadlineWatch:
         self._stop_if_late(message)
 
     def _stop_if_late(self, message: str) -> None:
-        if time.perf_counter() > self.deadline:
+        now = time.perf_counter()
+        if now > self.deadline:
             raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
+        pace = _PACE.search(message) if self.hopeless else None
+        if pace is None:
+            return
+        done, total, spent = int(pace[1].replace(",", "")), int(pace[2].replace(",", "")), float(pace[3])
+        # later ideals pair with more ideals below them: the pace so far is the table's best, and a table that
+        # would not end by the deadline at that pace will not end by it
+        if spent >= PACE_AFTER_S and 0 < done < total and spent * (total - done) / done > self.deadline - now:
+            raise LimitExceededError(f"at its pace so far the DP would not finish within the time limit ({message})",
+                                     parameter="time_limit")
 
 
 def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
-                   ) -> Callable[[str], None] | None:
+                   hopeless: bool = False) -> Callable[[str], None] | None:
     """A progress callback for the DP that passes its messages on to ``progress`` and stops it with
     :class:`LimitExceededError` (on ``time_limit``) once ``deadline`` (a ``time.perf_counter()``
     value) has passed. The DP calls it between steps, about once a second while it fills its table,
     and its ``poll`` method (:func:`placement.solvers.dp_table.fill`) after every chunk of ideals
-    (about 2% of the table), so that a short deadline is kept to a fiftieth of the table's time."""
+    (about 2% of the table), so that a short deadline is kept to a fiftieth of the table's time.
+    ``hopeless``: stop it too once its table, after :data:`PACE_AFTER_S`, would not end by the deadline
+    at its pace so far (a method that can take the time left over, as ``auto``'s MILP, is better served
+    by it then)."""
     if deadline is None:
         return progress
-    return _DeadlineWatch(deadline, progress)
+    return _DeadlineWatch(deadline, progress, hopeless)
 
 
 def solve_dp(problem: Instance, *, max_ideals: int = DEFAULT_MAX_IDEALS,
