@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.parameters import number
@@ -196,12 +197,13 @@ def build_unit(pipeline: Pipeline, schedule: Schedule, comm: str, w_fraction: fl
 
 
 def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, comm: str = INLINE,
-                  w_fraction: float | None = None, memory_limit: float = DEFAULT_MEMORY_LIMIT) -> Program:
+                  w_fraction: float | None = None, memory_limit: float = DEFAULT_MEMORY_LIMIT,
+                  building: Callable[[int], None] | None = None) -> Program:
     """The tasks, dependencies and per-stage orders of ``microbatches`` micro-batches.
 
     Memory grows linearly with the tasks (:data:`BYTES_PER_TASK` each): a run whose tasks would
     take more than ``memory_limit`` bytes is refused with :class:`LimitExceededError` before
-    anything is built for it."""
+    anything is built for it; ``building`` hears the number of tasks once they are found to fit."""
     if comm not in COMM_MODES:
         raise InvalidParameterError("comm", f"must be one of {', '.join(map(repr, COMM_MODES))}, not {comm!r}")
     if microbatches < 1:
@@ -213,6 +215,8 @@ def build_program(pipeline: Pipeline, schedule: Schedule, microbatches: int, com
     n = len(pipeline.stages)
     size = len(one)
     _check_memory(size, microbatches, n, memory_limit, schedule.flush)
+    if building is not None:
+        building(size * microbatches)
     graph = one.replicate(microbatches, priority_step=1.0)   # fillers: older micro-batches first
     if not schedule.training:
         window = stream_window(n, comm)

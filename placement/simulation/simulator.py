@@ -266,7 +266,12 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         result = _streamed(pipeline, sched, microbatches, progress, memory_limit)
         if result is not None:
             return _with_model_note(result, comm)
-    program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit)
+    def building(tasks: int) -> None:   # millions of tasks take seconds to build
+        if progress is not None and tasks >= TOLD_TASKS:
+            progress(f"building {counted(tasks, 'task')} ({microbatches:,} micro-batches over "
+                     f"{counted(len(pipeline.stages), 'stage')}, {sched.name})")
+
+    program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit, building)
     if progress is not None and len(program.graph) >= TOLD_TASKS:   # millions of tasks run for tens of seconds
         progress(f"running {counted(len(program.graph), 'task')} ({microbatches:,} micro-batches over "
                  f"{counted(len(pipeline.stages), 'stage')}, {sched.name}) through the {engine} engine")
