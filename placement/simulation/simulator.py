@@ -266,6 +266,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         result = _streamed(pipeline, sched, microbatches, progress, memory_limit)
         if result is not None:
             return _with_model_note(result, comm)
+
     def building(tasks: int) -> None:   # millions of tasks take seconds to build
         if progress is not None and tasks >= TOLD_TASKS:
             progress(f"building {counted(tasks, 'task')} ({microbatches:,} micro-batches over "
