@@ -104,13 +104,14 @@ def write_json(path: Path, document: Any) -> None:
 
 def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
                 settings: Mapping[str, Any], table: str = "rows",
-                weak: Callable[[dict], bool] = lambda row: False) -> list[dict]:
+                weak: Callable[[dict], bool] = lambda row: False, fields: tuple[str, ...] = ()) -> list[dict]:
     """The rows a results file holds after a run: those of the JSON file at ``path`` (its ``table``) that the
     run's ``rows`` do not replace (the same values of the fields ``key``), then the run's ``rows``. So a run
     of some of the instances or settings updates their rows and keeps the others. A run's row that is
     ``weak`` (measured nothing: a case refused) replaces none, and is kept only where the file holds no row of
     its case. A file that is absent, not JSON or holds no list of rows keeps nothing (a note on standard
-    error says so where it exists).
+    error says so where it exists). A row of the file without one of the fields ``key`` and ``fields`` is a
+    row of another table (another benchmark's file, a hand edit) and is not kept either (a note says so).
 
     ``settings`` are what the file records of the run at its top level (the machine, threads, ...), which
     describe the run's rows only: each row takes them as its ``run`` (rows kept from the file take the
@@ -125,6 +126,13 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
     if not isinstance(kept, list) or not all(isinstance(row, dict) for row in kept):
         print(f"note: {path} holds no {table} to keep; it is written with this run's rows only", file=sys.stderr)
         kept = []
+
+    foreign = [row for row in kept if not all(k in row for k in (*key, *fields))]
+    if foreign:
+        missing = next(k for k in (*key, *fields) if k not in foreign[0])
+        print(f"note: {path}: {len(foreign)} of its {table} lack a field of this table's rows (the first: {missing!r}) "
+              "and are not kept", file=sys.stderr)
+        kept = [row for row in kept if all(k in row for k in (*key, *fields))]
 
     def name(row: dict) -> str:
         return json.dumps([row.get(k) for k in key], sort_keys=True, default=str)

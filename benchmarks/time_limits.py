@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{total['median_wall_over_limit']:.3f}, largest wall {total['max_wall_s']} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     settings = {"machine": machine()}
-    kept = rows if args.fresh else merged_rows(args.out, rows, KEY, settings)
+    kept = rows if args.fresh else merged_rows(args.out, rows, KEY, settings, fields=("exit", "wall_s"))
     args.out.write_text(json.dumps({**settings, **file_summaries(kept, args.time_limit), "rows": kept},
                                    indent=1) + "\n")
     return 0 if all(r["ok"] for r in rows) else 1

@@ -446,6 +446,21 @@ def test_merged_rows_replace_rows_of_the_same_key_and_keep_the_others(tmp_path, 
                                            "only\n")
 
 
+def test_merged_rows_leave_out_rows_of_another_table(tmp_path, capsys):
+    """time_limits.py merged another benchmark's rows (no 'exit') into its own and then failed on them with a
+    KeyError, losing its run; rows without a field of the key or of ``fields`` are left out, with a note."""
+    path = tmp_path / "results.json"
+    now = {"machine": "here"}
+    run_rows = [{"instance": "a", "limit": 1, "exit": 0}]
+    path.write_text(json.dumps({"rows": [{"instance": "b", "limit": 1, "status": "optimal"},   # milp.py's shape
+                                         {"a": 1},
+                                         {"instance": "c", "limit": 1, "exit": 0}]}))
+    assert common.merged_rows(path, run_rows, ("instance", "limit"), now, fields=("exit",)) == [
+        {"instance": "c", "limit": 1, "exit": 0, "run": {}}, {**run_rows[0], "run": now}]
+    assert capsys.readouterr().err == (f"note: {path}: 2 of its rows lack a field of this table's rows (the first: "
+                                       "'exit') and are not kept\n")
+
+
 def test_milp_run_of_one_class_keeps_the_rows_of_the_others_unless_fresh(tmp_path):
     instances = tmp_path / "instances"
     instances.mkdir()
