@@ -443,16 +443,18 @@ def test_under_a_time_limit_a_table_that_cannot_end_in_time_stops_at_once(monkey
     now = 1000.0
     monkeypatch.setattr(time, "perf_counter", lambda: now)
     watch = deadline_watch(now + 20.0, None, hopeless=True)
-    watch("dp: 92,378/184,756 ideals (50%), 12 blocks evaluated, 1.1 s")    # 1.1 s more: in time
-    watch("dp: 100/184,756 ideals (0%), 12 blocks evaluated, 0.9 s")        # too soon to read a pace
-    watch("chain, order 1 of 2: 5 ideals")                                   # not the table: no pace
+    watch.poll("dp: 92,378/184,756 ideals (50%), 12 blocks evaluated, 1.1 s", 0.5, 1.1)   # 1.1 s more: in time
+    watch.poll("dp: 100/184,756 ideals (0%), 12 blocks evaluated, 0.9 s", 100 / 184756, 0.9)   # too soon to read
+    watch("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s")   # a progress line: no pace with it
+    watch.poll("chain, order 1 of 2: 5 ideals")                              # not the table: no pace
     with pytest.raises(LimitExceededError) as stopped:
-        watch.poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s")
+        watch.poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s", 9421 / 184756, 1.1)
     assert stopped.value.parameter == "time_limit"
     assert str(stopped.value) == ("at its pace so far the DP would not finish within the time limit (dp: 9,421/184,756 "
                                   "ideals (5%), 49,084 blocks evaluated, 1.1 s)")
     # without hopeless (the DP that starts a MILP: it has its own share of the time), only the deadline stops it
-    deadline_watch(now + 20.0, None)("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s")
+    deadline_watch(now + 20.0, None).poll("dp: 9,421/184,756 ideals (5%), 49,084 blocks evaluated, 1.1 s",
+                                          9421 / 184756, 1.1)
 
 
 def test_auto_gives_its_dp_the_watch_that_stops_a_table_that_cannot_end(monkeypatch):

@@ -64,7 +64,6 @@ DP and its upper bound are :mod:`placement.solvers.chain_dp`.
 from __future__ import annotations
 
 import math
-import re
 import time
 
 from placement.errors import LimitExceededError
@@ -92,9 +91,6 @@ COARSE_FROM = 20_000
 ROUNDING_SHARE = 1e-6
 
 
-#: what the DP's table says of its progress (:func:`placement.solvers.dp_table.fill`): ideals done, of all, and
-#: the seconds the table has taken
-_PACE = re.compile(r"([\d,]+)/([\d,]+) ideals \(\d+%\), [\d,]+ blocks evaluated, ([\d.]+) s$")
 #: the least seconds of the table before its pace is read
 PACE_AFTER_S = 1.0
 
@@ -112,23 +108,23 @@ class _DeadlineWatch:
             self.progress(message)
         self._stop_if_late(message)
 
-    def poll(self, message: str) -> None:
-        """Stop the run past the deadline; ``message`` says where it was."""
-        self._stop_if_late(message)
+    def poll(self, message: str, done: float | None = None, spent: float = 0.0) -> None:
+        """Stop the run past the deadline; ``message`` says where it was, ``done`` the share of the table
+        filled (``None``: not the table) in ``spent`` seconds."""
+        now = self._stop_if_late(message)
+        # later ideals pair with more ideals below them: the pace so far is the table's best, and a table that
+        # would not end by the deadline at that pace will not end by it
+        if (self.hopeless and done is not None and spent >= PACE_AFTER_S and 0 < done < 1
+                and spent * (1 - done) / done > self.deadline - now):
+            raise LimitExceededError(f"at its pace so far the DP would not finish within the time limit ({message})",
+                                     parameter="time_limit")
 
-    def _stop_if_late(self, message: str) -> None:
+    def _stop_if_late(self, message: str) -> float:
+        """The time now, unless it is past the deadline (then the run stops)."""
         now = time.perf_counter()
         if now > self.deadline:
             raise LimitExceededError(f"the time limit ran out while the DP ran ({message})", parameter="time_limit")
-        pace = _PACE.search(message) if self.hopeless else None
-        if pace is None:
-            return
-        done, total, spent = int(pace[1].replace(",", "")), int(pace[2].replace(",", "")), float(pace[3])
-        # later ideals pair with more ideals below them: the pace so far is the table's best, and a table that
-        # would not end by the deadline at that pace will not end by it
-        if spent >= PACE_AFTER_S and 0 < done < total and spent * (total - done) / done > self.deadline - now:
-            raise LimitExceededError(f"at its pace so far the DP would not finish within the time limit ({message})",
-                                     parameter="time_limit")
+        return now
 
 
 def deadline_watch(deadline: float | None, progress: Callable[[str], None] | None = None,
@@ -139,7 +135,7 @@ def deadline_watch(deadline: float | None, progress: Callable[[str], None] | Non
     and its ``poll`` method (:func:`placement.solvers.dp_table.fill`) after every chunk of ideals
     (about 2% of the table), so that a short deadline is kept to a fiftieth of the table's time.
     ``hopeless``: stop it too once its table, after :data:`PACE_AFTER_S`, would not end by the deadline
-    at its pace so far (a method that can take the time left over, as ``auto``'s MILP, is better served
+    at its pace so far (the share of it ``poll`` hears filled, in its seconds) (a method that can take the time left over, as ``auto``'s MILP, is better served
     by it then)."""
     if deadline is None:
         return progress
