@@ -344,10 +344,9 @@ def prepare(problem: Instance, groups: Sequence[Sequence[int]], integer: bool, m
         scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))
         cap = capped_to(upper, largest, 1 / scaling.scale) if not scaling.exact and memory.exact else None
         if cap is not None:
-            top = cap
-            pf_raw = [[None if q is None else min(q, top) for q in row] for row in pf_raw]
-            pb_raw = [[None if q is None else min(q, top) for q in row] for row in pb_raw]
-            cost_raw = [(u, r, W, min(c, top), back) for u, r, W, c, back in cost_raw]
+            pf_raw = [[None if q is None else min(q, cap) for q in row] for row in pf_raw]
+            pb_raw = [[None if q is None else min(q, cap) for q in row] for row in pb_raw]
+            cost_raw = [(u, r, W, min(c, cap), back) for u, r, W, c, back in cost_raw]
             values, widest = spread()
             largest = cap
             scaling = choose_scale(values, math.sqrt(widest * largest), math.sqrt(max_product))

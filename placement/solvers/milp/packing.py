@@ -308,21 +308,19 @@ def packing_search(d: GroupData, kinds: Sequence[int], H: Sequence[int], cuts: H
                 [items[i] for i in range(len(items)) if not mask[s] >> i & 1])
 
     def in_time() -> None:
-        """Give up past the work allowed or the deadline (checked before each maximum flow, which may
-        be long, and every thousand nodes)."""
+        """Give up past the work allowed or the deadline (checked before each augmenting path of a maximum
+        flow, :attr:`HyperCut.check`, which may be long, and every thousand nodes)."""
         if cuts.work > allowed or time.perf_counter() > deadline:
             raise _GaveUp
 
     def cut_of(s: int) -> float:
         if mask[s] not in known:
-            in_time()
             known[mask[s]] = cuts.cut(*sides(s))
         return known[mask[s]]
 
     def charged_cut_of(s: int) -> float:
         key = (mask[s], kinds[s])
         if key not in charged_known:
-            in_time()
             charged_known[key] = cuts.cut(*sides(s), weights[kinds[s]])
         return charged_known[key]
 
