@@ -108,9 +108,11 @@ class _DeadlineWatch:
             self.progress(message)
         self._stop_if_late(message)
 
-    def poll(self, message: str, done: float | None = None, spent: float = 0.0) -> None:
-        """Stop the run past the deadline; ``message`` says where it was, ``done`` the share of the table
-        filled (``None``: not the table) in ``spent`` seconds."""
+    def poll(self, message: str, done: float | None = None, spent: float = 0.0, line: bool = False) -> None:
+        """Stop the run past the deadline; ``message`` says where it was (passed on as a progress line where
+        ``line``), ``done`` the share of the table filled (``None``: not the table) in ``spent`` seconds."""
+        if line and self.progress is not None:
+            self.progress(message)
         now = self._stop_if_late(message)
         # later ideals pair with more ideals below them: the pace so far is the table's best, and a table that
         # would not end by the deadline at that pace will not end by it
@@ -135,8 +137,8 @@ def deadline_watch(deadline: float | None, progress: Callable[[str], None] | Non
     and its ``poll`` method (:func:`placement.solvers.dp_table.fill`) after every chunk of ideals
     (about 2% of the table), so that a short deadline is kept to a fiftieth of the table's time.
     ``hopeless``: stop it too once its table, after :data:`PACE_AFTER_S`, would not end by the deadline
-    at its pace so far (the share of it ``poll`` hears filled, in its seconds) (a method that can take the time left over, as ``auto``'s MILP, is better served
-    by it then)."""
+    at its pace so far (the share of it ``poll`` hears filled, in its seconds): a method that can take the
+    time left over, as ``auto``'s MILP, is better served by it then."""
     if deadline is None:
         return progress
     return _DeadlineWatch(deadline, progress, hopeless)

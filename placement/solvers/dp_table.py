@@ -490,8 +490,8 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
          progress: Progress | None, label: str, stages: int | None = None) -> Table:
     """Run the DP over a prepared family (:func:`prepare`; any down-closed family containing ∅ and V)
     under the upper bound ``ub``; with ``stages``, the exact-``N`` table ``e`` of the module docstring.
-    ``progress`` gets a line about once a second; where it has a ``poll(message, done, spent)`` method
-    (:func:`placement.solvers.dp.deadline_watch`), that is called after every chunk of ideals (a
+    ``progress`` gets a line about once a second; where it has a ``poll(message, done, spent, line)`` method
+    (:func:`placement.solvers.dp.deadline_watch`), that is called in its place after every chunk of ideals (a
     fiftieth of the family, or 256 ideals, fewer where the layers would make a chunk more than
     :data:`STATES_PER_CHUNK` entries), and may stop the run by raising. Where ``data.may_compile``, a run
     of more than :data:`INTERPRETED_UNITS` units (:func:`run_units`; while the compiled kernels are not in
@@ -566,11 +566,13 @@ def fill(problem: Instance, graph: Graph, layers: Layers, data: SimpleNamespace,
             continue
         where = (f"{label}: {hi:,}/{n:,} ideals ({100 * hi / n:.0f}%), "
                  f"{int(counters[K.EVALUATED]):,} blocks evaluated, {now - start:.1f} s")
-        if now - last > max(1.0, (now - start) / 10):   # a line a second, then one per tenth of the time so far
+        line = now - last > max(1.0, (now - start) / 10)   # a line a second, then one per tenth of the time so far
+        if line:
             last = now
+        if poll is not None:   # with the share of the table done and its seconds (its pace), and the line
+            poll(where, hi / n, now - start, line)
+        elif line:
             progress(where)
-        if poll is not None:   # with the share of the table done and its seconds: its pace
-            poll(where, hi / n, now - start)
     return Table(data.bits, dp, parent, choice, counters, full, popcount, data.prefix)
 
 
