@@ -250,7 +250,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     from placement.simulation.program import COMM_MODES, DEFAULT_MEMORY_LIMIT, INLINE
     from placement.simulation.schedules import get_schedule
     from placement.simulation.simulator import ENGINES, simulate as run
-    from placement.io.plans import read_plan_file, recorded_backward, recorded_objective
+    from placement.io.plans import read_plan_file, recorded_backward, recorded_calls, recorded_objective
     from placement.simulation.split import is_split_plan, plan_split_record
 
     # given: not None, whatever the value (the default too)
@@ -282,6 +282,9 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
     if schedule is None:
         schedule = "1f1b-async" if problem.is_training else "stream"
     given, plan = plan, as_plan(plan)
+    # the run measures throughput: a claimed throughput is checked against the verified max load, any other
+    # claimed value is left unchecked
+    objective = recorded_objective(given) or "throughput"
     # a split record (every split plan has one) is checked before the run, as verify checks it; a joint plan
     # whose record says split (edited) runs its layers as they are placed
     recorded = plan_split_record(record, given) if record.get("mode") == "split" else {}
@@ -299,10 +302,7 @@ def simulate(instance: Any, plan: Any, *, schedule: str | None = None, microbatc
                  one_of("engine", "heap" if engine is None else engine, ENGINES),
                  number("memory_limit", memory_limit, positive=True, optional=True) or DEFAULT_MEMORY_LIMIT,
                  flag("keep_tasks", True if keep_tasks is None else keep_tasks), callback("progress", progress),
-                 **variant)
-    # the run measures throughput: a claimed throughput is checked against the verified max load, any other
-    # claimed value is left unchecked
-    objective = recorded_objective(given) or "throughput"
+                 calls=recorded_calls(given) if objective == "latency" else None, **variant)
     return _with_record_notes(result, given, plan, problem, objective,
                               result.max_load if objective == "throughput" else None, otherwise)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import struct
 import sys
 from pathlib import Path
@@ -577,3 +578,44 @@ def test_a_run_that_compiles_the_event_engine_first_says_so(pair_plan, monkeypat
     assert said == ["compiling the event engine with numba (once per install; later runs load it from its cache)"]
     assert main(["simulate", PAIR, pair_plan, "--schedule", "gpipe", "--microbatches", "7"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def _reversed_calls_plan(tmp_path, verified_calls=None):
+    """chain4 (a -> b -> c -> d, ids 1-4) on its one accelerator in two calls listed last-first: call 0 holds
+    c, d and waits for b, which call 1 computes after call 0 ends."""
+    plan = {"format": "placement-plan/1", "objective_kind": "latency", "contiguity": "none",
+            "overrides": {"accelerators": 1},
+            "devices": [{"type": "accelerator", "nodes": [1, 2, 3, 4], "calls": [[3, 4], [1, 2]]}]}
+    if verified_calls is not None:
+        plan["devices"][0]["calls"] = [[1], [2], [3], [4]]
+        plan["verified"] = {"calls": verified_calls}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    return path
+
+
+def test_a_latency_plan_whose_calls_wait_on_each_other_is_refused_as_verify_refuses_it(tmp_path, capsys):
+    # simulate ran it (time per sample 14, exit 0) where verify finds it invalid (exit 1)
+    path = _reversed_calls_plan(tmp_path)
+    cycle = ("calls cannot be scheduled, they wait on each other in a cycle (each must end before the next can "
+             "start): device 0 call 0 -> device 0 call 1 -> device 0 call 0")
+    assert main(["verify", str(TINY / "chain4.json"), str(path)]) == 1
+    assert cycle in capsys.readouterr().out
+    assert main(["simulate", str(TINY / "chain4.json"), str(path)]) == 2
+    assert capsys.readouterr().err.endswith(f"error: {path} is not valid for this instance: {cycle}\n")
+
+
+def test_a_latency_plan_of_more_calls_than_its_recorded_limit_is_refused(tmp_path, capsys):
+    import placement
+    from placement.errors import InvalidParameterError
+
+    path = _reversed_calls_plan(tmp_path, verified_calls=2)
+    limit = "device 0 (accelerator) runs 4 calls, more than the limit of 2 calls per accelerator"
+    assert main(["verify", str(TINY / "chain4.json"), str(path)]) == 1
+    assert limit in capsys.readouterr().out
+    with pytest.raises(InvalidParameterError, match="^plan is not valid for this instance: " + re.escape(limit)):
+        placement.simulate(str(TINY / "chain4.json"), str(path))
+    # the same calls under a limit of 4 run one sample in order: simulated, with the note on its calls
+    four = json.loads(path.read_text())
+    four["verified"]["calls"] = 4
+    assert placement.simulate(str(TINY / "chain4.json"), four).notes[-1].startswith("device 0 runs the nodes of")

@@ -48,7 +48,8 @@ out-edges. It is unknown (``None``) when such an edge has no size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Sequence
 
 from placement.errors import InvalidParameterError, PlacementError
 from placement.problem.instance import Instance, find_cycle
@@ -120,11 +121,11 @@ class Pipeline:
     unsized: bool = False
 
 
-def invalid_plan_error(evaluation: Evaluation) -> InvalidParameterError:
+def invalid_plan_error(violations: Sequence[str]) -> InvalidParameterError:
     """The error for a plan the evaluator found invalid: its first violation, and how many more."""
-    count = len(evaluation.violations)
+    count = len(violations)
     more = f" (and {count - 1} more; verifying the plan lists them all)" if count > 1 else ""
-    return InvalidParameterError("plan", f"is not valid for this instance: {evaluation.violations[0]}{more}")
+    return InvalidParameterError("plan", f"is not valid for this instance: {violations[0]}{more}")
 
 
 def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
@@ -134,10 +135,10 @@ def build_pipeline(problem: Instance, plan: Plan) -> Pipeline:
     """
     evaluation = evaluate(problem, plan, contiguity="none", infer_from_colours=True)
     if not evaluation.valid:
-        raise invalid_plan_error(evaluation)
+        raise invalid_plan_error(evaluation.violations)
     wrong_calls = call_violations(problem, plan)
     if wrong_calls:
-        raise invalid_plan_error(replace(evaluation, violations=tuple(wrong_calls)))
+        raise invalid_plan_error(wrong_calls)
     reports = [r for r in evaluation.devices if r.nodes]
     if not reports:
         raise InvalidParameterError("plan", "places no nodes")

@@ -187,7 +187,7 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
              comm: str = INLINE, w_fraction: float | None = None, engine: str = "heap",
              memory_limit: float = DEFAULT_MEMORY_LIMIT, keep_tasks: bool = True,
              progress: Callable[[str], None] | None = None, w_placement: str = "any",
-             inter_layer: bool = True) -> SimulationResult:
+             inter_layer: bool = True, calls: int | None = None) -> SimulationResult:
     """Run ``plan`` (a valid ``stages`` plan of ``problem``) under ``schedule`` for ``microbatches``.
 
     ``comm`` is ``inline`` (communication inside each call, as in the load model)
@@ -203,7 +203,10 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
     ``progress``, if given, receives a line every few million tasks of a long streamed run.
     A split-backward plan must be valid under the variant ``w_placement`` / ``inter_layer`` of the
     split model (by default the most permissive: W anywhere, B also on the previous stage), as
-    :func:`placement.verification.split.evaluate_split` checks it.
+    :func:`placement.verification.split.evaluate_split` checks it. A plan whose devices list calls (one
+    solved for latency) runs each device's calls as one stage, and is refused where one sample could not run
+    them (calls that wait on each other in a cycle, or more per accelerator than ``calls``, the limit it was
+    solved with), as ``verify`` finds it invalid.
     """
     from placement.simulation.split import build_split_pipeline, is_split_plan
 
@@ -215,14 +218,21 @@ def simulate(problem: Instance, plan: Plan, schedule: str = "stream", microbatch
         model = SplitModel(w_placement, inter_layer, DEFAULT_W_SHARE if w_fraction is None else w_fraction)
         verdict = evaluate_split(problem, plan, model)
         if not verdict.valid:
-            raise invalid_plan_error(verdict.evaluation)
+            raise invalid_plan_error(verdict.evaluation.violations)
         # the max load is the evaluator's, as for joint plans (its exactly rounded sums, not the stages' running ones)
         pipeline = replace(build_split_pipeline(problem, plan, model), max_load=verdict.evaluation.max_load)
         return _split_share(simulate_pipeline(pipeline, schedule, microbatches, comm, None, engine, memory_limit,
                                               keep_tasks, progress), problem, pipeline, model.w_share)
-    result = simulate_pipeline(build_pipeline(problem, plan), schedule, microbatches, comm, w_fraction, engine,
-                               memory_limit, keep_tasks, progress)
+    pipeline = build_pipeline(problem, plan)
     several = [d for d, dev in enumerate(plan.devices) if len(dev.calls) > 1]
+    if several or calls is not None:   # calls one sample could not run make no valid plan, whatever is simulated
+        from placement.verification.check import call_order_violations
+
+        unrunnable = call_order_violations(problem, plan, calls)
+        if unrunnable:
+            raise invalid_plan_error(unrunnable)
+    result = simulate_pipeline(pipeline, schedule, microbatches, comm, w_fraction, engine, memory_limit, keep_tasks,
+                               progress)
     if several:   # a latency plan's calls: the schedules run a stage's nodes as one call per micro-batch
         listed = ", ".join(map(str, several))
         result = replace(result, notes=result.notes + (

@@ -71,6 +71,21 @@ def check_plan(instance: Instance, plan: Plan, *, objective: str = "throughput",
                         report=(evaluation, latency, traffic))
 
 
+def call_order_violations(instance: Instance, plan: Plan, limit: int | None = None) -> list[str]:
+    """What keeps the calls of an inference plan from running one sample, whatever objective the plan is checked
+    for: calls that wait on each other in a cycle (:func:`.latency.evaluate_latency`) and, with ``limit``, a device
+    of more calls than that (:func:`call_limit_violations`); the placement's own violations, and those of its
+    ``calls`` fields, are the evaluator's to report. Empty for a training graph (no latency there)."""
+    if instance.is_training:
+        return []
+    from placement.verification.latency import call_violations, evaluate_latency
+
+    latency = evaluate_latency(instance, plan)
+    other = set(call_violations(instance, plan)) | set(() if latency.structural is None
+                                                        else latency.structural.violations)
+    return [v for v in latency.violations if v not in other] + call_limit_violations(instance, plan, limit)
+
+
 def call_limit_violations(instance: Instance, plan: Plan, limit: int | None) -> list[str]:
     """One line per device of a communication-paying type that runs more than ``limit`` calls (worded without
     the parameter's name, which the command line spells otherwise)."""
