@@ -624,3 +624,23 @@ def test_module_depth_without_module_granularity_names_both_options(tmp_path, ca
     assert main(["import", "tests.handoff_models:gpt", "--out", str(tmp_path / "gpt.json"), "--granularity",
                  "operator", "--module-depth", "1"]) == 2
     assert capsys.readouterr().err == "error: --module-depth applies to --granularity module only, not 'operator'\n"
+
+
+def test_options_that_cannot_group_are_refused_before_the_model_is_built(tmp_path, capsys):
+    # the clash was found after the factory ran and torch.export traced the model (4 s on a small model)
+    CALLS.clear()
+    assert main(["import", "tests.test_torch_cli:counted_mlp", "--out", str(tmp_path / "x.json"), "--granularity",
+                 "operator", "--module-depth", "2"]) == 2
+    assert capsys.readouterr().err == "error: --module-depth applies to --granularity module only, not 'operator'\n"
+    assert CALLS == []
+    from placement.errors import InvalidParameterError
+    from placement.io.torch_export import import_torch
+    from placement.costmodel.roofline import make_platform
+
+    class Untraceable(torch.nn.Module):
+        def forward(self, x):
+            raise AssertionError("traced")
+
+    with pytest.raises(InvalidParameterError, match="^module_depth applies to granularity='module' only"):
+        import_torch(Untraceable(), (torch.randn(2),), platform=make_platform(), granularity="operator",
+                     module_depth=1)

@@ -179,6 +179,9 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
                       module_depth: int | None, dtype: str | None, dims: dict[str, int],
                       name: str | None, operators: bool = False) -> ImportedModel:
     """Import ``spec`` (a factory or an .onnx file) as an instance (``operators``: with operator shapes)."""
+    from placement.io.op_grouping import check_grouping
+
+    check_grouping(granularity, module_depth)   # before the model is loaded and traced (seconds)
     if spec.lower().endswith(".onnx"):
         from placement.io.onnx_import import import_onnx
 

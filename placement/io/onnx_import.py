@@ -151,7 +151,7 @@ from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
 from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valued
-from placement.io.op_grouping import group_ops
+from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   typed_integer_operators)
 from placement.problem.union_find import UnionFind
@@ -1265,6 +1265,7 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
                 dims: dict[str, int] | None = None, operators: bool = False) -> ImportedModel:
     """An ONNX file as a placement instance: read, infer shapes, group, cost on ``platform``, validate
     (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
+    check_grouping(granularity, module_depth)
     model = read_onnx(path)
     graph = graph_from_onnx(model, Path(path).stem, dtype, dims, Path(path).parent)
     if granularity == "module" and len(graph.ops) > 1 and not any(op.module_path for op in graph.ops):

@@ -51,8 +51,9 @@ def _module_calls(ops: tuple[Op, ...], aliases: tuple[tuple[str, ...], ...] = ()
     return begins, calls
 
 
-def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int | None = None) -> PlacementGraph:
-    """Group the operators of ``graph`` into placement nodes (module docstring, "Granularity")."""
+def check_grouping(granularity: str, module_depth: int | None) -> None:
+    """Refuse a ``granularity`` or ``module_depth`` that :func:`group_ops` cannot group by (before a model is
+    exported or read, which can take seconds)."""
     if granularity not in GRANULARITIES:
         raise InvalidParameterError("granularity", f"must be one of {', '.join(map(repr, GRANULARITIES))}, "
                                                    f"not {granularity!r}")
@@ -60,6 +61,11 @@ def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int |
         raise InvalidParameterError("module_depth", f"must be a positive integer or None, not {module_depth!r}")
     if module_depth is not None and granularity != "module":
         raise InvalidParameterError("module_depth", f"applies to granularity='module' only, not {granularity!r}")
+
+
+def group_ops(graph: OpGraph, granularity: str = "operator", module_depth: int | None = None) -> PlacementGraph:
+    """Group the operators of ``graph`` into placement nodes (module docstring, "Granularity")."""
+    check_grouping(granularity, module_depth)
     ops = graph.ops
     if not ops:
         raise InvalidInstanceError(f"the model {graph.name!r} has no operators to place")

@@ -137,7 +137,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.op_grouping import group_ops
+from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   typed_integer_operators)
 from placement import process_state
@@ -1150,6 +1150,7 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     """
     from placement.torch.partition import canonical_names
 
+    check_grouping(granularity, module_depth)   # before the export (seconds)
     program = export_program(model, args, kwargs)
     graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
