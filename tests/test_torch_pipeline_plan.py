@@ -1186,6 +1186,35 @@ def test_the_mixing_check_leaves_the_model_its_inputs_and_the_random_state_as_fo
                       devices="epyc-7763:2", stages=2, microbatches=2)
 
 
+class WithPosition(nn.Module):
+    """Returns, beside its output, a learned position expanded over the batch: a view of its parameter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.pos = nn.Linear(8, 8), nn.Linear(8, 8), nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))), self.pos.expand(x.shape[0], 8)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_an_output_viewing_a_parameter_is_planned_with_micro_batches(training):
+    # the mixing check compared the view after putting the parameter back in place, and torch raised
+    # "A view was created in no_grad mode and its base ... has been modified inplace"
+    from placement.torch import SampleMixingWarning
+
+    torch.manual_seed(0)
+    model, x = WithPosition(), torch.randn(8, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SampleMixingWarning)
+        pp = plan_pipeline(model, (x,), devices="epyc-7763:2", stages=2, microbatches=4, training=training,
+                           schedule="gpipe")
+    assert pp.num_stages == 2
+    (out, pos), _ = chained(pp, (x,))   # the example inputs are one micro-batch
+    want = model(x)
+    assert torch.allclose(out, want[0]) and torch.equal(pos, want[1])
+
+
 class Similarity(nn.Module):
     """Two towers and the similarities of every image to every text of the batch, [batch, batch]."""
 

@@ -75,7 +75,9 @@ def sample_runs(model: Any, args: Sequence[Any], kwargs: dict | None, batch: int
         with _left_as_found(model, torch), _one_thread(torch), torch.no_grad():
             torch.default_generator.manual_seed(seed)
             given = tree_map(lambda v: change(v) if batched(v) else v, (tuple(args), kwargs or {}))
-            return tree_flatten(model(*given[0], **given[1]))[0]
+            # copies: an output may be a view of a parameter or buffer, which putting the state back writes into
+            return [v.clone() if isinstance(v, torch.Tensor) else v
+                    for v in tree_flatten(model(*given[0], **given[1]))[0]]
 
     try:
         runs = SampleRuns(run(lambda v: v.clone()), run(lambda v: v.clone(), seed=1),
