@@ -901,3 +901,24 @@ def test_clip_grad_norm_keeps_the_gradients_type():
     for r in reports:
         for name, grad in r["grads"].items():
             assert torch.allclose(grad, expected[name].grad, rtol=1e-12, atol=0), name
+
+
+def test_a_model_input_that_stage_zero_relays_may_be_a_view(tmp_path):
+    """``scale``, read by the last stage only, is relayed by stage 0; a transposed (non-contiguous) one, with a
+    plan made from a contiguous example, made stage 0's send fail in gloo ("input tensor has to be contiguous")
+    and the other rank lose its peer. The step's gradients now are the unsplit model's over the micro-batches."""
+    torch.manual_seed(0)
+    model = LateInput()
+    g = torch.Generator().manual_seed(1)
+    x, target = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 4, generator=g)
+    scale = torch.rand(4, BATCH, generator=g).t()    # [BATCH, 4], a view: not contiguous
+    assert not scale.is_contiguous()
+    pp = plan_pipeline(model, micro((x, scale.contiguous()), 0), devices="epyc-7763:2", stages=2,
+                       microbatches=MICROBATCHES)
+    assert _run_ranks(_step_and_save_gradients, (pp, (x, scale), target, str(tmp_path)), 2, timeout=120) == [0, 0]
+    for k in range(MICROBATCHES):
+        loss_fn(model(*micro((x, scale), k)), micro((target,), k)[0]).backward()
+    expected = dict(model.named_parameters())
+    for rank in range(2):
+        for name, grad in torch.load(tmp_path / f"{rank}.pt").items():
+            assert _relative(grad, expected[name].grad) <= 1e-5, (rank, name)

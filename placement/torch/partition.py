@@ -852,10 +852,13 @@ def stage_module(part: Partition, s: int, device: Any = None) -> Any:
     last = s == len(part.stages) - 1
     if last:
         results = tuple(env[v] for v in stage.outputs)
-    else:  # relayed values leave as received; what the stage makes leaves contiguous, a copy where it
-        # may share memory with the stage's state (a buffer updated in place), which the next
-        # micro-batch may overwrite before the send is done
-        results = tuple(received[v] if v in received else
+    else:  # relayed values leave as received (contiguous, but for the model's inputs, which may be views:
+        # transposed, expanded); what the stage makes leaves contiguous, a copy where it may share memory
+        # with the stage's state (a buffer updated in place), which the next micro-batch may overwrite
+        # before the send is done
+        results = tuple((graph.call_method("contiguous", (received[v],))
+                         if s == 0 and isinstance(v.meta.get("val"), torch.Tensor) else received[v])
+                        if v in received else
                         graph.call_method("clone", (env[v],), {"memory_format": torch.contiguous_format})
                         if aliases_state(v) else graph.call_method("contiguous", (env[v],))
                         for v in stage.outputs)
