@@ -204,3 +204,19 @@ class ReturnsInput(nn.Module):
 def returns_input():
     torch.manual_seed(0)
     return ReturnsInput(), (torch.randn(3, 4),)
+
+
+class ReturnsLoss(nn.Module):
+    """a -> b, returning the mean square of b's value: a 0-dimensional output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.b(self.a(x)).pow(2).mean()
+
+
+def returns_loss():
+    torch.manual_seed(0)
+    return ReturnsLoss(), (torch.randn(3, 4),)

@@ -309,6 +309,33 @@ def test_split_refuses_a_model_output_that_an_earlier_stage_than_the_last_makes(
     assert main(["split", str(instance), apart, "--format", "split-spec"]) == 0
 
 
+def test_split_refuses_a_model_that_returns_a_0_dimensional_value_for_torch(tmp_path, capsys):
+    """ReturnsLoss returns a mean: the split went through, and torch's schedules failed over two micro-batches
+    ("zero-dimensional tensor ... cannot be concatenated"), as plan_pipeline says. DeepSpeed's last stage hands
+    its output to the loss function per micro-batch: not refused for this."""
+    instance = tmp_path / "loss.json"
+    assert main(["import", "tests.handoff_models:returns_loss", "--out", str(instance), "--granularity",
+                 "operator"]) == 0
+    data = json.loads(instance.read_text())
+    last = data["about"]["outputs"]
+    assert data["about"]["scalar_outputs"] == last and len(last) == 1
+    name = next(n["name"] for n in data["nodes"] if n["id"] == last[0])
+    plan = write_plan(tmp_path / "plan.json", [n["id"] for n in data["nodes"] if n["id"] != last[0]], last)
+    capsys.readouterr()
+    for form in ("split-spec", "pipe-split"):
+        assert main(["split", str(instance), plan, "--format", form]) == 2
+        # (no form can here: DeepSpeed refuses the operators outside modules of this operator-level import)
+        assert capsys.readouterr().err.startswith(
+            f"error: --format {form} cannot express this plan: the model returns a 0-dimensional value of "
+            f"{name!r}, which torch's pipeline schedules cannot gather over micro-batches (they concatenate each "
+            "output along its first dimension); return it with a first dimension (a loss as loss.unsqueeze(0)) "
+            "and reduce it in the loss function; ")
+    data["about"]["scalar_outputs"] = [True]
+    instance.write_text(json.dumps(data))
+    assert main(["split", str(instance), plan, "--format", "split-spec"]) == 2
+    assert capsys.readouterr().err.endswith("field 'about.scalar_outputs' must be an array of forward node ids\n")
+
+
 def test_split_refuses_a_model_that_returns_its_input_as_given(tmp_path, capsys):
     """ReturnsInput returns (b(a(x)), x): torch's pipeline() returns what its last stage computes, and x is no
     stage's result, so every form loses it, on one stage too (pipeline()'s stage 0 returns b's value alone)."""

@@ -104,6 +104,7 @@ class Layout:
     writes: tuple[tuple[int, int], ...] = ()   # (u, v): node v writes in place into a value node u computes
     outputs: tuple[int, ...] | None = None     # the nodes whose values the model returns (None: not recorded)
     returned_inputs: tuple[str, ...] = ()      # the model's inputs it returns as given
+    scalar_outputs: tuple[int, ...] = ()       # the nodes whose returned value is 0-dimensional (a loss)
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -167,11 +168,15 @@ def layout_from_instance(data: Any) -> Layout:
     returned_inputs = about.get("returned_inputs", []) if isinstance(about, dict) else []
     if not isinstance(returned_inputs, list) or not all(isinstance(name, str) for name in returned_inputs):
         raise InvalidInstanceError("field 'about.returned_inputs' must be an array of strings")
+    scalar = about.get("scalar_outputs", []) if isinstance(about, dict) else []
+    if not isinstance(scalar, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v in ids
+                                               for v in scalar):
+        raise InvalidInstanceError("field 'about.scalar_outputs' must be an array of forward node ids")
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
                   tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
                   generator if isinstance(generator, str) else "",
                   tuple((u, v) for u, v in writes if u in ids and v in ids),
-                  None if outputs is None else tuple(outputs), tuple(returned_inputs))
+                  None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -369,6 +374,12 @@ def require_outputs_in_last_stage(layout: Layout, parts: list[list[int]], form: 
     for name in layout.returned_inputs:
         refuse(form, f"the model returns its input {name!r} as given, and {runtime} returns what the last "
                      "stage computes only (placement.torch.plan_pipeline relays it)")
+    if form != "deepspeed":
+        for v in layout.scalar_outputs:
+            refuse(form, f"the model returns a 0-dimensional value of {_name(layout, v)!r}, which torch's pipeline "
+                         "schedules cannot gather over micro-batches (they concatenate each output along its first "
+                         "dimension); return it with a first dimension (a loss as loss.unsqueeze(0)) and reduce it "
+                         "in the loss function")
     if layout.outputs is None or not parts:
         return
     stage_of = {v: k for k, part in enumerate(parts) for v in part}

@@ -414,7 +414,8 @@ class OpGraph:
     the file shows to be calls of one module); ``inputs``, the names of the
     model's tensor inputs, in order; ``grad_inputs``, those that need a gradient; ``outputs``, the
     operators whose results the model returns (empty: not recorded); ``returned_inputs``, the model's
-    inputs it returns as they came in; ``merged``, the trained parameters several operators read by one name
+    inputs it returns as they came in; ``scalar_outputs``, those of ``outputs`` whose returned value is
+    0-dimensional (a loss); ``merged``, the trained parameters several operators read by one name
     that the source cannot show to be one parameter (an ONNX exporter merges initializers of equal values, a new
     LayerNorm's ones, into one name): they are not counted as shared."""
 
@@ -428,6 +429,7 @@ class OpGraph:
     outputs: tuple[int, ...] = ()
     returned_inputs: tuple[str, ...] = ()
     merged: tuple[str, ...] = ()
+    scalar_outputs: tuple[int, ...] = ()
 
     @property
     def total_flops(self) -> float:
@@ -675,6 +677,7 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
     shared = ({name: list(readers) for name, readers in shared_parameters(pg, parameter_names).items()}
               if training else None)
     returned = set(pg.graph.outputs)
+    scalar = set(pg.graph.scalar_outputs)
     return {
         "about": {
             "model": pg.graph.name,
@@ -695,6 +698,8 @@ def to_instance(pg: PlacementGraph, platform: Platform, training: bool = False, 
             **({"outputs": [v for v, node in enumerate(pg.nodes) if returned.intersection(node.ops)]}
                if returned else {}),
             **({"returned_inputs": list(pg.graph.returned_inputs)} if pg.graph.returned_inputs else {}),
+            **({"scalar_outputs": [v for v, node in enumerate(pg.nodes) if scalar.intersection(node.ops)]}
+               if scalar else {}),
             **({"shared_parameters": shared} if shared else {}),
             "units": {"time": "ms", "size": "bytes"},
             "time_quantum_ms": quantum,

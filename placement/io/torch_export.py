@@ -1116,8 +1116,11 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     outputs = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
                             if v in index_of or v in selects}))
     as_given = tuple(dict.fromkeys(v.name for v in returned if v.op == "placeholder" and v.name in inputs))
+    scalar = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
+                           if (v in index_of or v in selects) and isinstance(v.meta.get("val"), torch.Tensor)
+                           and v.meta["val"].dim() == 0}))
     return OpGraph(typed_integer_operators(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs,
-                   outputs=outputs, returned_inputs=as_given)
+                   outputs=outputs, returned_inputs=as_given, scalar_outputs=scalar)
 
 
 def import_module(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, name: str | None = None,
