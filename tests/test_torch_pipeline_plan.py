@@ -99,7 +99,11 @@ def test_too_few_nodes_for_the_stages_asked_for():
     assert plan_pipeline(TwoFunctions(), (torch.randn(4, 8),), stages=2, granularity="operator").num_stages == 2
     with pytest.raises(placement.InvalidParameterError) as error:
         plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:4", stages=5)
-    assert str(error.value) == "stages must be at most the number of devices (4), got 5"
+    assert str(error.value) == "stages must be at most the number of devices (4 in 'h100:4'), got 5"
+    # before the 1F1B micro-batch count, whose advice (fewer stages or schedule 'gpipe') a second refusal met
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(mlp(), (torch.randn(4, 8),), devices="h100:8,epyc-7763:1", stages=100, microbatches=4)
+    assert str(error.value) == "stages must be at most the number of devices (9 in 'h100:8,epyc-7763:1'), got 100"
 
 
 def test_a_model_that_is_no_module_is_refused():

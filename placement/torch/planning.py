@@ -620,10 +620,14 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
     batch = check_micro_batch_dimension(args, kwargs or {}, torch, microbatches)
     integer("stages", stages, smallest=1, optional=True)
     one_of("schedule", schedule, SCHEDULES)
-    if stages is not None:   # before the export and the search, which a refusal after them wasted
-        check_microbatches(schedule, microbatches, stages)
     number("time_limit", time_limit, positive=True, optional=True)
     platform = parse_devices(devices)
+    if stages is not None:   # before the export and the search, which a refusal after them wasted
+        total = platform.accelerators + platform.cpus   # first: no schedule or micro-batch count helps here
+        if stages > total:
+            raise InvalidParameterError("stages", f"must be at most the number of devices ({total} in {devices!r}), "
+                                                  f"got {stages}")
+        check_microbatches(schedule, microbatches, stages)
     try:
         with sequence_first_reads(model) as sequence_first, (
                 custom_gradients(model) if training else contextlib.nullcontext([])) as gradients:
