@@ -739,3 +739,20 @@ def test_one_micro_batch_per_batch_is_said_so():
     instance = chain([1, 1], m=1)
     text = format_parallel_simulation(simulate_parallel(instance, one_per_stage(instance, [1, 1]), "gpipe"))
     assert ", 1 micro-batch per batch, " in text   # it said "1 micro-batches"
+
+
+def test_a_plan_over_the_micro_batches_of_its_batch_is_refused_as_verify_refuses_it(tmp_path, capsys):
+    """Degrees 4 and 1 sum to 5, more than the m = 4 micro-batches of a batch (Piper's Σ d ≤ m): verify finds
+    the plan invalid, and simulate ran it (the rule was left to batches of the instance's size, and simulate
+    always named the size it ran). Another batch size is run as asked."""
+    instance, plan = write_two_stage(tmp_path)
+    doc = json.loads(Path(plan).read_text())
+    doc["stages"][0]["d"], doc["stages"][1]["d"] = 4, 1
+    Path(plan).write_text(json.dumps(doc))
+    rule = "the data-parallel degrees sum to 5, more than the 4 micro-batches of a batch"
+    assert main(["verify", instance, plan]) == 1
+    assert f"INVALID: 1 violation\n  {rule}\n" in capsys.readouterr().out
+    for given in ([], ["--microbatches", "4"]):
+        assert main(["simulate", instance, plan, *given]) == 2
+        assert capsys.readouterr().err == f"error: {plan} is not valid for this instance: {rule}\n"
+    assert main(["simulate", instance, plan, "--microbatches", "8"]) == 0

@@ -194,7 +194,9 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     specs = stage_specs(plan)
     check_task_count(2 * m * len(specs), m)   # first: the check's schedule orders grow with m too
     if checked_on is not None:
-        refuse_invalid(instance, plan, *checked_on, schedule=schedule, microbatches=m, chunks=chunks)
+        # the batch planned for is checked as verify checks it, Piper's Σ d ≤ m included; another one as run
+        refuse_invalid(instance, plan, *checked_on, schedule=schedule,
+                       microbatches=None if m == instance.microbatches_in_batch else m, chunks=chunks)
     layout = build_layout(instance, specs, chunks, m, share, unit)
     _check_ring_tasks(layout)
     run = _Run(layout, schedule, allreduce)
