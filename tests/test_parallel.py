@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -625,3 +626,24 @@ def test_docs_name_every_field_of_the_plan_json():
     page = (Path(__file__).resolve().parents[1] / "docs" / "piper.md").read_text(encoding="utf-8")
     start = page.index("## Hand-off")
     assert keys - set(re.findall(r"`([A-Za-z_]+)`", page[start:page.index("\n## ", start)])) == set()
+
+
+@pytest.mark.parametrize("recorded, refusal", [
+    ({"devices": {"gpu": 2, "tpu": 1}}, "the plan records devices of type 'tpu', which is not a device type of the "
+                                        "instance (its types: gpu, cpu)"),
+    ({"devices": {"gpu": 0, "cpu": 0}}, "the plan records no device of any type"),
+    ({"devices": 4}, "the plan records a device count (4), but the instance's deviceTypes take counts per type"),
+    ({"memory": 5.0}, "the plan records a memory per device (5.0 bytes), but the instance's deviceTypes give each "
+                      "type's memory"),
+])
+def test_a_plan_recording_devices_its_typed_instance_cannot_have_is_refused_as_solve_refuses_them(recorded, refusal):
+    """verify took an unknown type (z:1), no device at all, a single count, and a memory per device on an instance
+    with deviceTypes, where solve refuses each as an option; simulate ran them. The plan solve writes is checked."""
+    instance = two_types(cpu=True)
+    document = placement.solve(instance).to_json()
+    assert placement.verify(instance, document).valid
+    edited = {**document, **recorded}
+    verdict = placement.verify(instance, edited)
+    assert (verdict.valid, verdict.violations) == (False, (refusal,))
+    with pytest.raises(placement.errors.InvalidPlanError, match="^" + re.escape(refusal) + "$"):
+        placement.simulate(instance, edited)

@@ -283,7 +283,7 @@ def refuse_invalid(instance: PiperInstance, plan: Any, devices: Any = None, memo
     is checked as the interleaved plan it then is (a rank holds several of its stages)."""
     from placement.verification.parallel_check import evaluate_plan, typed_counts_refusal
 
-    refusal = typed_counts_refusal(instance, devices)
+    refusal = typed_counts_refusal(instance, devices, memory)
     if refusal:
         raise InvalidPlanError(refusal)
     checked = plan

@@ -75,12 +75,30 @@ class ParallelVerification:
                             "notes": list(self.notes)})
 
 
-def typed_counts_refusal(instance: PiperInstance, devices: Any) -> str:
-    """Why a plan's recorded ``devices`` cannot be read on ``instance`` (counts per device type where it has
-    no deviceTypes), or ``""``."""
-    if isinstance(devices, Mapping) and not instance.device_types:
-        return (f"the plan records device counts per type ({', '.join(map(str, devices))}), but the instance has "
-                "no deviceTypes")
+def typed_counts_refusal(instance: PiperInstance, devices: Any, memory: float | None = None) -> str:
+    """Why a plan's recorded ``devices`` and ``memory`` cannot be read on ``instance``, or ``""``: counts per
+    device type where it has no deviceTypes; where it has, a single count, a type it does not list, no device
+    at all, or a memory per device (each type gives its own), as ``solve`` refuses them."""
+    types = [t.name for t in instance.device_types]
+    if not types:
+        if isinstance(devices, Mapping):
+            return (f"the plan records device counts per type ({', '.join(map(str, devices))}), but the instance "
+                    "has no deviceTypes")
+        return ""
+    if memory is not None:
+        return (f"the plan records a memory per device ({memory!r} bytes), but the instance's deviceTypes give "
+                "each type's memory")
+    if devices is None:
+        return ""
+    if not isinstance(devices, Mapping):
+        return (f"the plan records a device count ({devices!r}), but the instance's deviceTypes take counts per "
+                "type")
+    unknown = next((name for name in devices if name not in types), None)
+    if unknown is not None:
+        return (f"the plan records devices of type {unknown!r}, which is not a device type of the instance (its "
+                f"types: {', '.join(types)})")
+    if not any(devices.values()):
+        return "the plan records no device of any type"
     return ""
 
 
@@ -100,7 +118,7 @@ def check_parallel_plan(instance: PiperInstance, plan: Any, *, devices: Any = No
                         ledger: bool = False) -> ParallelVerification:
     """The verdict on ``plan`` (a :class:`placement.parallel.plan.ParallelPlan`) on ``devices`` devices (a
     count, or counts per device type) of ``memory`` bytes, by default the instance's (module docstring)."""
-    refusal = typed_counts_refusal(instance, devices)
+    refusal = typed_counts_refusal(instance, devices, memory)
     if refusal:
         return ParallelVerification(False, None, (refusal,), plan.schedule, plan.chunks, devices, memory, None)
     evaluation = evaluate_plan(instance, plan, devices=devices, memory=memory)
