@@ -432,13 +432,19 @@ def test_a_model_with_no_work_is_refused():
         edge["cost"] = 0
     from placement.codesign import baselines
 
-    said = ("the model has no work to place: its operators compute nothing and move no bytes, and no node's output "
-            "is transferred, so every design runs it in no time")
+    said = "the model has no work to place: its operators compute nothing and move no bytes, so every design runs it " \
+           "in no time on one chip"
     for run in (lambda: placement.codesign(document, chips=2, power=300, grid=TINY),
                 lambda: baselines.wham(document, 2, 600, 300, grid=TINY)):   # the baselines read it alike
         with pytest.raises(placement.InvalidInstanceError) as info:
             run()
         assert str(info.value) == said
+    # transfers alone are no work either: one chip runs the model in no time (it was 'optimal', inf batches/s)
+    for edge in document["edges"]:
+        edge["cost"] = 5
+    with pytest.raises(placement.InvalidInstanceError) as info:
+        placement.codesign(document, chips=2, power=300, grid=TINY)
+    assert str(info.value) == said
     document["nodes"][0]["flops"] = 1e9
     assert placement.codesign(document, chips=2, power=300, grid=TINY).status == "optimal"
 
@@ -512,8 +518,11 @@ def test_bad_grids(grid, message):
 
 
 @pytest.mark.parametrize("values, message", [
-    (((1,), (128,), (128,), (1,), (128,), (-16.0,)), "grid: field 'buffer_mb' must hold positive numbers up to 2^20, "
-                                                     "got -16.0"),
+    (((1,), (128,), (128,), (1,), (128,), (-16.0,)), "grid: field 'buffer_mb' must hold numbers from 2^-20 (a byte) "
+                                                     "up to 2^20, got -16.0"),
+    # a design of 1e-300 MB had times past the float range, which refused the whole search
+    (((1,), (128,), (128,), (1,), (128,), (8.0, 1e-300)), "grid: field 'buffer_mb' must hold numbers from 2^-20 (a "
+                                                          "byte) up to 2^20, got 1e-300"),
     (((0,), (128,), (128,), (1,), (128,), (16.0,)), "grid: field 'tensor_cores' must hold positive integers up to "
                                                     "2^20, got 0"),
     (((1, 1), (128,), (128,), (1,), (128,), (16.0,)), "grid: field 'tensor_cores' repeats a value"),

@@ -431,6 +431,12 @@ def test_sweep_spec_files(tmp_path):
     with pytest.raises(InvalidInstanceError) as caught:
         sweep.load_spec(spec)
     assert str(caught.value) == f"{spec}: chips must be a list, not true"
+    for flag, shown in (("yes", "'yes'"), (1, "1"), (None, "null")):   # was "must be True or False, not None"
+        spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300]],
+                                    "homogeneous": [flag]}))
+        with pytest.raises(InvalidInstanceError) as caught:
+            sweep.load_spec(spec)
+        assert str(caught.value) == f"{spec}: homogeneous must hold true or false, not {shown}"
     # errors name the file's keys, and which budget is wrong among several
     spec.write_text(json.dumps({"models": ["gnmt-training"], "chips": [1], "budgets": [[606.68, 300], [450, 0]]}))
     with pytest.raises(InvalidInstanceError) as caught:
@@ -557,7 +563,7 @@ def test_a_model_that_takes_no_time_is_refused(tmp_path):
                                             "grid": TINY, "objective": "throughput", "homogeneous": False},
                                  "baselines": []})
     assert str(caught.value) == (f"{model}: the model has no work to place: its operators compute nothing and move "
-                                 "no bytes, and no node's output is transferred, so every design runs it in no time")
+                                 "no bytes, so every design runs it in no time on one chip")
 
 
 def test_unwritable_outputs_are_refused_before_the_sweep_runs(tmp_path):

@@ -1,7 +1,7 @@
 """The design space: a grid of values per template parameter, and the designs it spans.
 
 A grid file is a JSON object with one array per parameter of :data:`.template.PARAMETERS`
-(positive integers; ``buffer_mb`` positive numbers), e.g. the bundled
+(positive integers up to 2^20; ``buffer_mb`` numbers from 2^-20, a byte, to 2^20), e.g. the bundled
 ``instances/grids/tiny.json``::
 
     {"tensor_cores": [1, 2], "array_width": [64, 128], "array_depth": [128],
@@ -40,6 +40,10 @@ DEFAULT_GRID: dict[str, tuple] = {
 }
 #: The most designs a grid may span.
 MAX_GRID_DESIGNS = 1_000_000
+
+#: The smallest buffer a design may have (MB): a byte. Far smaller ones (1e-300 MB) made times past the float
+#: range that refused the whole search.
+SMALLEST_BUFFER_MB = 2.0 ** -20
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,9 @@ def _values(key: str, raw: Any) -> tuple:
     for x in raw:
         whole = isinstance(x, numbers.Integral) and not isinstance(x, bool)
         real = isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
-        if not (whole if key != "buffer_mb" else real) or x <= 0 or x > 2**20:
-            what = "positive integers" if key != "buffer_mb" else "positive numbers"
+        if not (whole if key != "buffer_mb" else real) or x < (1 if key != "buffer_mb" else SMALLEST_BUFFER_MB) \
+                or x > 2**20:
+            what = "positive integers" if key != "buffer_mb" else "numbers from 2^-20 (a byte)"
             raise InvalidInstanceError(f"grid: field {key!r} must hold {what} up to 2^20, got {json_value_text(x)}")
     if len(set(raw)) != len(raw):
         raise InvalidInstanceError(f"grid: field {key!r} repeats a value")

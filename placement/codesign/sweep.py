@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterable, Sequence
 from placement.errors import (InvalidInstanceError, InvalidParameterError, PlacementError, SolverUnavailableError,
                               unwritable)
 from placement.jsonfile import json_value_text, load_json, not_utf8, read_bytes, strict_json
+from placement.problem.instance import is_flag
 from placement import parameters
 
 #: the keys of a configuration, in the order records show them
@@ -108,7 +109,8 @@ class SweepSpec:
         for objective in self.objectives:
             parameters.one_of("objectives", objective, ("throughput", "perf-per-watt"))
         for flag in self.homogeneous:
-            parameters.flag("homogeneous", flag)
+            if not is_flag(flag):   # named as a spec file writes them
+                raise InvalidParameterError("homogeneous", f"must hold true or false, not {json_value_text(flag)}")
         for baseline in self.baselines:
             parameters.one_of("baselines", baseline, ("wham", "random", "fixed"))
         parameters.integer("random_budget", self.random_budget, smallest=1)

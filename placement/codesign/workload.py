@@ -85,9 +85,9 @@ class Workload:
 
     @property
     def has_work(self) -> bool:
-        """Whether any operator computes or moves something, or any node's output is transferred: without,
-        every design runs the model in no time, and no design is better than another."""
-        return any(t > 0 for t in self.transfer_ms) or any(
+        """Whether any operator computes or moves something: without, every design runs the model in no time
+        on one chip, where no node's output is transferred, and no design is better than another."""
+        return any(
             (op.bytes or 0) > 0 or (op.kind == "gemm" and op.m * op.n * op.k * op.batch > 0)
             or (op.kind == "vector" and op.elements > 0) or (op.kind == "flops" and op.flops > 0)
             for ops in self.operators for op in ops)
@@ -241,5 +241,5 @@ def _with_work(workload: Workload) -> Workload:
     time, at an infinite throughput, and no design is better than another."""
     if not workload.has_work:
         raise InvalidInstanceError("the model has no work to place: its operators compute nothing and move no "
-                                   "bytes, and no node's output is transferred, so every design runs it in no time")
+                                   "bytes, so every design runs it in no time on one chip")
     return workload
