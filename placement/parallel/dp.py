@@ -111,8 +111,8 @@ class DeviceTypes:
     cpu: tuple[bool, ...]
 
 
-def exact_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False,
-                 share: float = LENIENT) -> tuple[DeviceTypes, Tables, bool]:
+def exact_memory(types: DeviceTypes, tables: Tables, m: int,
+                 strict: bool = False) -> tuple[DeviceTypes, Tables, bool]:
     """``types`` and ``tables`` with every memory figure and bound in the unit ``1/q``, ``q`` the least
     common denominator of their shortest decimal forms (0.1, 0.7 and 0.7999999999999999 as whole
     numbers of ``10^-16``), where the whole graph's memory at the most micro-batches in flight (any
@@ -120,8 +120,8 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = Fals
     (:data:`placement.problem.memory_fit.EXACT_TOTAL`): the DP's sums then decide the model's rule exactly
     (0.1 + 0.7 does not fit 0.7999999999999999, as the evaluator finds).
     Where data sum exactly already (bytes), :func:`lenient_memory` changes nothing; where no such
-    unit exists, it widens the bounds by ``share`` (narrows them, ``strict``) and the evaluator has the last
-    word: the third value says whether it did."""
+    unit exists, it widens the bounds (narrows them, ``strict``) and the evaluator has the last word: the
+    third value says whether it did."""
     bounds = [b for b in types.memory if math.isfinite(b)]
     if not bounds:
         return types, tables, False
@@ -133,7 +133,7 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = Fals
     q = math.lcm(*(f.denominator for f in written.values()))
     whole = max(float(np.sum((mem_a * most_in_flight + mem_b).max(axis=(1, 2)))), max(bounds))
     if not all(map(math.isfinite, written)) or whole * q > EXACT_TOTAL:
-        rounded = lenient_memory(types, tables, m, strict, share)
+        rounded = lenient_memory(types, tables, m, strict)
         return rounded, tables, rounded != types
 
     def scaled(array: np.ndarray) -> np.ndarray:
@@ -143,36 +143,19 @@ def exact_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = Fals
             replace(tables, mem_a=scaled(tables.mem_a), mem_b=scaled(tables.mem_b)), False)
 
 
-def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False,
-                   share: float = LENIENT) -> DeviceTypes:
+def lenient_memory(types: DeviceTypes, tables: Tables, m: int, strict: bool = False) -> DeviceTypes:
     """``types`` with memory bounds ``1 + LENIENT`` times larger where the DP's floating-point sums of the
     memory data are not exact (sizes such as 0.1 and 0.2, which the model reads as written: they fit a
     bound of 0.3 although their sum in floating point is above it). The DP then misses no plan the
     model lets fit (its optimum bounds every plan's), and the independent check, which reads the sizes as
     written, refuses a plan that only the slack let in. ``strict``: ``1 − LENIENT`` times, so that every plan
     the DP admits fits, though it may miss some that fit exactly. Integer sizes (bytes) sum exactly, and
-    their bounds stay as they are. ``share`` (default ``LENIENT``) may be as small as :func:`rounding_share`."""
+    their bounds stay as they are."""
     values = [*(np.abs(tables.mem_a.ravel()) * m), *np.abs(tables.mem_b.ravel()),
               *(b for b in types.memory if math.isfinite(b))]
     if sums_exactly([float(v) for v in values]):
         return types
-    return replace(types, memory=tuple(b * (1 - share if strict else 1 + share) for b in types.memory))
-
-
-def rounding_share(types: DeviceTypes, tables: Tables, m: int) -> float:
-    """A share of the least memory bound above the rounding of any sum or difference of the memory data the
-    DP takes in floating point (at most ``n`` terms, each sum within ``n · 2^-53`` of the total of their
-    magnitudes, the decimal reading of each term within ``2^-53`` of it; four times that): bounds widened by
-    it still admit every plan that fits exactly, and narrowed by it admit only plans that fit. Far below
-    ``LENIENT`` where the memory figures are near one scale, it tells a stage that fits by a few bytes in
-    10^11 from one over by as many, which ``LENIENT`` cannot."""
-    bounds = [b for b in types.memory if math.isfinite(b) and b > 0]
-    if not bounds:
-        return LENIENT
-    most_in_flight = max(m, sum(types.counts) + 1)
-    terms = int(tables.mem_a.size + tables.mem_b.size + 1)
-    whole = float(np.sum(np.abs(tables.mem_a)) * most_in_flight + np.sum(np.abs(tables.mem_b))) + max(bounds)
-    return 4.0 * (terms + 1) * 2.0 ** -53 * whole / min(bounds)
+    return replace(types, memory=tuple(b * (1 - LENIENT if strict else 1 + LENIENT) for b in types.memory))
 
 
 def device_types(instance: PiperInstance, devices: int | dict[str, int], memory: float) -> DeviceTypes:
@@ -202,7 +185,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
                    max_sets: int = DEFAULT_MAX_SETS, compiled: bool | None = None,
                    tables: Tables | None = None, sets: Family | None = None,
                    progress: Callable[[str], None] | None = None, deadline: float | None = None,
-                   strict_memory: bool = False, memory_share: float = LENIENT) -> ParallelSolution:
+                   strict_memory: bool = False) -> ParallelSolution:
     """The optimal plan of ``instance`` with ``devices`` devices of ``memory`` bytes (default: the
     instance's), for ``schedule``'s memory model (module docstring). For an instance with device
     types, ``devices`` gives counts per type (:mod:`placement.parallel.devices`) and ``memory`` must be
@@ -222,9 +205,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     nodes (Σ of the least ``t · time``, at the largest speed) over the devices. ``stats["memory_rounded"]``
     says whether the memory figures have no exact unit in which the DP's sums fit (:func:`exact_memory`), so
     that its bounds were widened (the optimum bounds every plan's, but its plan may need the slack) or, with
-    ``strict_memory``, narrowed (every plan it admits fits, but it may miss one that fits exactly), by
-    ``memory_share`` of each bound (default ``LENIENT``; ``stats["rounding_share"]``, :func:`rounding_share`,
-    is the least that keeps that so).
+    ``strict_memory``, narrowed (every plan it admits fits, but it may miss one that fits exactly).
     """
     started = time.perf_counter()
     check_schedule(schedule)
@@ -236,8 +217,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     types = device_types(instance, devices, capacity)
     m = instance.microbatches_in_batch
     tables = build_tables(instance) if tables is None else tables
-    share = rounding_share(types, tables, m)
-    types, tables, rounded = exact_memory(types, tables, m, strict_memory, max(memory_share, share))
+    types, tables, rounded = exact_memory(types, tables, m, strict_memory)
     # the table's least size (below), known before the stage degrees are listed: that loops over every device count
     least = math.prod(min(c, sum(types.counts), m) + 1 for c in types.counts)
     if (len(tables.ids) + 1) * least > MAX_CELLS:
@@ -268,7 +248,7 @@ def solve_parallel(instance: PiperInstance, *, devices: int | dict[str, int] | s
     ys = np.arange(cap + 2) if suffix else np.array([m // d for _, _, d in pairs], dtype=np.int64)
     arrays = _arrays(tables, sets, ys, max(types.speed))
     stats: dict[str, Any] = {"sets": len(sets.size), "degree_pairs": len(pairs), "collapsed": collapsed,
-                             "memory_rounded": rounded, "rounding_share": share}
+                             "memory_rounded": rounded}
 
     # Ceilings, each the value of a real plan (Piper's heuristic picks fitting TMPCs): one stage on
     # all nodes, then the pipelines along one topological order.

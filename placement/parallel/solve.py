@@ -20,7 +20,6 @@ says which); ``optimal`` only when the search proved it, else ``feasible`` with 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from typing import Callable
@@ -46,11 +45,6 @@ from placement.verification.parallel import evaluate_parallel
 SIMULATOR_CHECK_TASKS = 150_000
 #: objectives of a Piper instance: Piper's largest stage time per sample, or the schedule's exact time per batch
 OBJECTIVES = ("throughput", "time-per-batch")
-
-
-def _agrees(value: float, claimed: float) -> bool:
-    """Whether the evaluator's ``value`` is the DP's ``claimed`` one, to the agreement tolerance."""
-    return abs(value - claimed) <= AGREEMENT_TOLERANCE * max(abs(claimed), 1e-300)
 
 
 def _check_objective(objective: str) -> None:
@@ -169,45 +163,24 @@ def solve_piper(instance: PiperInstance, *, devices: int | dict[str, int] | str 
         return answer(Status.INFEASIBLE, bound=math.inf,
                       message=f"no plan on {describe(devices, memory)}: {reason}")
     evaluation = evaluate_parallel(instance, found.plan, devices=devices, memory=memory)
-    tight = found.stats.get("rounding_share", LENIENT)
-    shares = (LENIENT, tight) if tight < LENIENT else (LENIENT,)
-    unproven = None   # (plan, its evaluation, the widened optimum, the share) of a narrowed run not proven optimal
-    for share in shares if not evaluation.ok and found.stats.get("memory_rounded") and not stopped else ():
+    if not evaluation.ok and found.stats.get("memory_rounded") and not stopped:
         # the DP's bounds were widened (a relaxation: its optimum bounds every plan's) and its plan needs the
-        # slack: the DP again on bounds narrowed as much, whose plans all fit; then both by the least share
-        # that keeps them so (rounding_share), where LENIENT's narrowing left out a stage that fits by less
-        run = functools.partial(solve_parallel, instance, devices=at_most(devices, reachable), memory=memory,
-                                schedule=schedule, max_sets=max_sets, deadline=deadline, memory_share=share)
-        wide = found if share == LENIENT else run()
-        if wide.stats.get("out_of_time"):
-            break
-        if wide.plan is None:   # not even the relaxation has a plan
-            return answer(Status.INFEASIBLE, bound=math.inf,
-                          message=f"no plan on {describe(devices, memory)}: none fits on memory bounds widened by "
-                                  f"{share:g} either (a relaxation of the exact rule)")
-        if wide is not found:
-            checked = evaluate_parallel(instance, wide.plan, devices=devices, memory=memory)
-            if checked.ok and _agrees(checked.value, wide.value):   # the relaxation's optimum, and its plan fits
-                found = wide
-                return answer(Status.OPTIMAL, wide.plan, checked.value, checked.value, checked)
-        strict = run(strict_memory=True)
+        # slack: the DP again on bounds narrowed as much, whose plans all fit
+        strict = solve_parallel(instance, devices=at_most(devices, reachable), memory=memory, schedule=schedule,
+                                max_sets=max_sets, deadline=deadline, strict_memory=True)
         checked = None if strict.plan is None else evaluate_parallel(instance, strict.plan, devices=devices,
                                                                       memory=memory)
         if checked is not None and checked.ok and not strict.stats.get("out_of_time") and \
-                _agrees(checked.value, strict.value):
-            found = strict
-            if checked.value <= wide.value + AGREEMENT_TOLERANCE * max(abs(wide.value), 1e-300):
-                return answer(Status.OPTIMAL, strict.plan, checked.value, checked.value, checked)
-            unproven = strict.plan, checked, wide.value, share
-        elif unproven is not None:   # a later share's relaxation still bounds every plan
-            unproven = (*unproven[:2], max(unproven[2], wide.value), unproven[3])
-    if unproven is not None:
-        plan, checked, widened, share = unproven
-        return answer(Status.FEASIBLE, plan, checked.value, min(widened, checked.value), checked,
-                      message="the memory figures have no unit in which the DP's sums are exact "
-                              f"(placement.problem.memory_fit): its optimum on bounds widened by {share:g}, "
-                              f"{widened:.6g}, needs that slack, and its plan on bounds narrowed by {share:g} is not "
-                              "proven optimal")
+                abs(checked.value - strict.value) <= AGREEMENT_TOLERANCE * max(abs(strict.value), 1e-300):
+            widened, found = found.value, strict
+            proven = checked.value <= widened + AGREEMENT_TOLERANCE * max(abs(widened), 1e-300)
+            return answer(Status.OPTIMAL if proven else Status.FEASIBLE, strict.plan, checked.value,
+                          min(widened, checked.value), checked,
+                          message="" if proven else "the memory figures have no unit in which the DP's sums are "
+                                                    "exact (placement.problem.memory_fit): its optimum on bounds "
+                                                    f"widened by {LENIENT:g}, {widened:.6g}, needs that slack, and "
+                                                    f"its plan on bounds narrowed by {LENIENT:g} is not proven "
+                                                    "optimal")
     if not evaluation.ok:
         narrowed = (f"; on memory bounds narrowed by {LENIENT:g} (the memory figures have no unit in which the "
                     "DP's sums are exact) it finds no plan that passes it either") if found.stats.get(
