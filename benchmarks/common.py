@@ -127,12 +127,13 @@ def merged_rows(path: Path, rows: list[dict], key: tuple[str, ...],
         print(f"note: {path} holds no {table} to keep; it is written with this run's rows only", file=sys.stderr)
         kept = []
 
-    foreign = [row for row in kept if not all(k in row for k in (*key, *fields))]
+    needed = (*key, *fields)
+    foreign = [row for row in kept if not all(k in row for k in needed)]
     if foreign:
-        missing = next(k for k in (*key, *fields) if k not in foreign[0])
+        missing = next(k for k in needed if k not in foreign[0])
         print(f"note: {path}: {len(foreign)} of its {table} lack a field of this table's rows (the first: {missing!r}) "
               "and are not kept", file=sys.stderr)
-        kept = [row for row in kept if all(k in row for k in (*key, *fields))]
+        kept = [row for row in kept if all(k in row for k in needed)]
 
     def name(row: dict) -> str:
         return json.dumps([row.get(k) for k in key], sort_keys=True, default=str)

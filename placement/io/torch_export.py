@@ -1113,12 +1113,11 @@ def graph_from_program(program: Any, name: str = "model", dtype: str | None = No
     grad_inputs = tuple(n.name for n in program.graph.nodes if n.op == "placeholder" and n.name in inputs
                         and n.meta["val"].requires_grad)
     returned = [v for n in program.graph.nodes if n.op == "output" for v in n.all_input_nodes]
-    outputs = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
-                            if v in index_of or v in selects}))
+    made_by = {v: index_of[v] if v in index_of else selects[v][0] for v in returned if v in index_of or v in selects}
+    outputs = tuple(sorted(set(made_by.values())))
     as_given = tuple(dict.fromkeys(v.name for v in returned if v.op == "placeholder" and v.name in inputs))
-    scalar = tuple(sorted({index_of[v] if v in index_of else selects[v][0] for v in returned
-                           if (v in index_of or v in selects) and isinstance(v.meta.get("val"), torch.Tensor)
-                           and v.meta["val"].dim() == 0}))
+    scalar = tuple(sorted({op for v, op in made_by.items()
+                           if isinstance(v.meta.get("val"), torch.Tensor) and v.meta["val"].dim() == 0}))
     return OpGraph(typed_integer_operators(ops), name, "torch.export", names, inputs=inputs, grad_inputs=grad_inputs,
                    outputs=outputs, returned_inputs=as_given, scalar_outputs=scalar)
 

@@ -277,15 +277,15 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
         if result is not None:
             return _with_model_note(result, comm)
 
+    what = f"({microbatches:,} micro-batches over {counted(len(pipeline.stages), 'stage')}, {sched.name})"
+
     def building(tasks: int) -> None:   # millions of tasks take seconds to build
         if progress is not None and tasks >= TOLD_TASKS:
-            progress(f"building {counted(tasks, 'task')} ({microbatches:,} micro-batches over "
-                     f"{counted(len(pipeline.stages), 'stage')}, {sched.name})")
+            progress(f"building {counted(tasks, 'task')} {what}")
 
     program = build_program(pipeline, sched, microbatches, comm, fraction, memory_limit, building)
     if progress is not None and len(program.graph) >= TOLD_TASKS:   # millions of tasks run for tens of seconds
-        progress(f"running {counted(len(program.graph), 'task')} ({microbatches:,} micro-batches over "
-                 f"{counted(len(pipeline.stages), 'stage')}, {sched.name}) through the {engine} engine")
+        progress(f"running {counted(len(program.graph), 'task')} {what} through the {engine} engine")
     if progress is not None and engine == "heap" and compiles_first(program.graph):
         progress(COMPILING)
     dispatched: list[int] = []
