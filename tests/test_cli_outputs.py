@@ -178,3 +178,37 @@ def test_an_infeasible_solve_names_the_path_through_a_colour_class(tmp_path, cap
         f"; the path 1 -> 2 -> 3 leaves and re-enters the colour class of nodes 1, 3: {then}")
     assert main(["solve", str(path), "--contiguity", "none", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["objective"] == 4.0
+
+
+def _closing(descriptor: int):
+    """A child-process hook that closes ``descriptor`` before the command starts (``2>&-``, ``>&-``)."""
+    return lambda: os.close(descriptor)
+
+
+@pytest.mark.parametrize("method", [["--method", "dp"], ["--method", "milp", "--backend", "cbc"]])
+def test_a_command_started_without_standard_error_keeps_its_result_and_status(tmp_path, method):
+    """`2>&-`: Python gives no standard error stream; the first progress line failed and the command exited
+    120 with nothing on standard output and no plan file. Progress is dropped instead."""
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, *method, "--out", str(out)],
+                          stdout=subprocess.PIPE, cwd=ROOT, timeout=120, preexec_fn=_closing(2))
+    assert proc.returncode == 0
+    assert b"max-load    7.500000" in proc.stdout
+    assert json.loads(out.read_text())["devices"][0]["nodes"] == [1, 2]
+    usage = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--bogus"], cwd=ROOT,
+                           stdout=subprocess.PIPE, timeout=120, preexec_fn=_closing(2))
+    assert usage.returncode == 2
+
+
+@pytest.mark.parametrize("method", [["--method", "dp"], ["--method", "milp", "--backend", "cbc"]])
+def test_a_command_started_without_standard_output_says_so(tmp_path, method):
+    """`>&-`: the summary has nowhere to go; one error line and status 2 (it was a traceback and 120), as behind
+    a full device, and the plan file is whole: descriptor 1 is no file the command opened (a solver's log
+    written there would have landed in it)."""
+    out = tmp_path / "plan.json"
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, *method, "--out", str(out)],
+                          stderr=subprocess.PIPE, cwd=ROOT, timeout=120, preexec_fn=_closing(1))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines()[-1] == ("error: standard output is closed: the result has nowhere "
+                                                     "to go")
+    assert json.loads(out.read_text())["devices"][0]["nodes"] == [1, 2]

@@ -20,7 +20,8 @@ import sys
 from typing import Sequence
 
 from placement import __version__
-from placement.cli.options import INTERRUPTED, ReaderOutput, UsageError, option_name, to_devnull
+from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
+                                   to_devnull)
 from placement.errors import InvalidParameterError, PlacementError
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
@@ -171,6 +172,7 @@ def _terminate_as_interrupt() -> list[int]:
 
 def run() -> None:
     """Console-script entry point."""
+    open_standard_descriptors()   # `2>&-`, `>&-`: the result and the status as with the stream open
     terminated = _terminate_as_interrupt()
     for stream in (sys.stdout, sys.stderr):  # names from an instance may hold text no encoding takes
         reconfigure = getattr(stream, "reconfigure", None)

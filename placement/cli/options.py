@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -260,6 +261,41 @@ def to_devnull(stream: Any) -> None:
     """Point ``stream``'s file descriptor at ``/dev/null``: what is still buffered or written later goes
     nowhere, and closing the stream at exit cannot fail on a broken pipe or a full device."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+class ClosedOutput:
+    """Standard output for a command started without one (``placement solve ... >&-``): each write fails as on
+    a closed descriptor, so that the command ends with one ``error:`` line and status 2, as it does where a
+    full device takes nothing, instead of a result that went nowhere. Its descriptor (1) is ``/dev/null``
+    (:func:`open_standard_descriptors`)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed: the result has nowhere to go")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return 1
+
+
+def open_standard_descriptors() -> None:
+    """Open ``/dev/null`` on the standard descriptors (0-2) the process was started without (``2>&-``), so that
+    no file the command opens takes their number: a solver's log written to descriptor 1 would land in a plan
+    file. Python's streams for them are ``None``: standard error becomes ``/dev/null`` (progress and
+    messages are no result), standard output a :class:`ClosedOutput`."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    if sys.stdout is None:
+        sys.stdout = ClosedOutput()
 
 
 class ReaderOutput:
