@@ -13,6 +13,10 @@ from typing import IO, Any, Iterator
 from placement.errors import unwritable
 
 
+#: the most bytes of a file's name that the scratch file written beside it repeats (its name adds 18)
+SCRATCH_STEM = 64
+
+
 @contextlib.contextmanager
 def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     """A text file (a binary one where ``binary``: a chart) to write ``path``'s new content into: a scratch
@@ -34,7 +38,9 @@ def replacing(path: str | Path, binary: bool = False) -> Iterator[IO[Any]]:
     import tempfile   # here: a command that writes no file does not load it
 
     folder = os.path.dirname(os.path.abspath(path))
-    fd, scratch = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
+    # named after the file, cut so that any name the folder takes (up to 255 bytes) leaves room for the rest
+    stem = os.fsdecode(os.fsencode(os.path.basename(path))[:SCRATCH_STEM])
+    fd, scratch = tempfile.mkstemp(prefix=f".{stem}.", suffix=".partial", dir=folder)
     try:
         with os.fdopen(fd, mode, encoding=encoding) as fh:
             yield fh

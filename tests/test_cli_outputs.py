@@ -212,3 +212,14 @@ def test_a_command_started_without_standard_output_says_so(tmp_path, method):
     assert proc.stderr.decode().splitlines()[-1] == ("error: standard output is closed: the result has nowhere "
                                                      "to go")
     assert json.loads(out.read_text())["devices"][0]["nodes"] == [1, 2]
+
+
+@pytest.mark.parametrize("stem", ["a" * 245, "é" * 122])
+def test_a_plan_file_name_as_long_as_the_folder_takes_is_written(tmp_path, capsys, stem):
+    """A 250-byte name (255 is the most a folder takes): the scratch file written beside it first was named
+    after it whole, 18 bytes longer, and the plan was refused after the solve ("File name too long")."""
+    out = tmp_path / f"{stem}.json"
+    assert len(os.fsencode(out.name)) <= 255
+    assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["devices"][1]["nodes"] == [3, 4]
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
