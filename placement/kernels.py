@@ -9,6 +9,7 @@ do not call each other may be compiled by a second process at the same time
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,11 +55,48 @@ def compile_kernel(function: Callable, helpers: Mapping[str, Any] | None = None,
         clone = types.FunctionType(function.__code__, scope, function.__name__, function.__defaults__)
         clone.__module__, clone.__qualname__ = function.__module__, function.__qualname__
         function = clone
-    args = () if signature is None else (signature,)
     try:
-        return numba.njit(*args, cache=True, nogil=True)(function)
+        kernel = numba.njit(cache=True, nogil=True)(function)
     except RuntimeError:  # no writable cache location
-        return numba.njit(*args, cache=False, nogil=True)(function)
+        kernel = numba.njit(cache=False, nogil=True)(function)
+    cache = getattr(kernel, "_cache", None)
+    if cache is not None:   # None: numba's JIT switched off (NUMBA_DISABLE_JIT), the plain function
+        kernel._cache = TolerantCache(cache)
+    if signature is not None and hasattr(kernel, "compile"):
+        kernel.compile(signature)
+        kernel.disable_compile()
+    return kernel
+
+
+class TolerantCache:
+    """numba's on-disk cache of one kernel, whose entries that cannot be read (a file cut short by a full disk
+    or a killed process, or overwritten) are misses: the kernel is compiled anew, and its code saved where the
+    index can be written, in place of the entry. numba raised the unpickling error of such an entry on every
+    call, in every later run, until the user found the cache's files and removed them. Where the index
+    itself cannot be read, it is written anew (empty) before the save; a save that still fails leaves the code
+    compiled in memory only."""
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return self._cache.load_overload(sig, target_context)
+        except Exception:
+            return None
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        for attempt in range(2):
+            try:
+                self._cache.save_overload(sig, data)
+                return
+            except Exception:   # an index that cannot be read: written anew, empty, and the save tried again
+                if attempt == 0:
+                    with contextlib.suppress(Exception):
+                        self._cache.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cache, name)
 
 
 class InterruptSafe:
