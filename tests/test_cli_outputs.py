@@ -223,3 +223,26 @@ def test_a_plan_file_name_as_long_as_the_folder_takes_is_written(tmp_path, capsy
     assert main(["solve", CHAIN4, "--out", str(out), "--quiet"]) == 0
     assert json.loads(out.read_text())["devices"][1]["nodes"] == [3, 4]
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_a_dash_reads_standard_input_and_names_no_output_file(tmp_path):
+    """`-` as the instance or plan is standard input, as for other tools (it was "-: no such file"); as an output
+    it was a file named '-' (a 187 KB trace left in the folder), and is refused before any work."""
+    plan = tmp_path / "plan.json"
+    with open(CHAIN4, "rb") as instance:
+        solved = subprocess.run([sys.executable, "-m", "placement", "solve", "-", "--out", str(plan)], stdin=instance,
+                                capture_output=True, cwd=tmp_path, timeout=120)
+    assert solved.returncode == 0, solved.stderr
+    assert b"instance    stdin" in solved.stdout
+    with open(plan, "rb") as given:
+        checked = subprocess.run([sys.executable, "-m", "placement", "verify", CHAIN4, "-"], stdin=given,
+                                 capture_output=True, cwd=tmp_path, timeout=120)
+    assert checked.returncode == 0 and b"valid: no violations" in checked.stdout
+    for option in (["solve", CHAIN4, "--out"], ["solve", CHAIN4, "--method", "milp", "--log"],
+                   ["simulate", CHAIN4, str(plan), "--trace"]):
+        refused = subprocess.run([sys.executable, "-m", "placement", *option, "-"], capture_output=True,
+                                 cwd=tmp_path, timeout=120)
+        assert refused.returncode == 2
+        assert refused.stderr.decode().endswith(f"error: argument {option[-1]}: expected a file name, got '-' (for "
+                                                "standard output give /dev/stdout; for a file named '-', ./-)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]

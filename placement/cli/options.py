@@ -43,10 +43,19 @@ def _integer(text: str, smallest: int, noun: str) -> int:
 
 
 def path_name(text: str) -> str:
-    """A file or folder name to write: not empty (an empty name would write nothing)."""
+    """A file or folder name to write: not empty (an empty name would write nothing), and not ``-``, which
+    other tools read as standard output and would here have been a file named ``-``."""
     if not text:
         raise argparse.ArgumentTypeError("expected a file name, got ''")
+    if text == "-":
+        raise argparse.ArgumentTypeError("expected a file name, got '-' (for standard output give /dev/stdout; "
+                                         "for a file named '-', ./-)")
     return text
+
+
+def input_path(text: str) -> str:
+    """A file to read, ``-`` standing for standard input (``/dev/stdin``, as ``placement solve /dev/stdin``)."""
+    return "/dev/stdin" if text == "-" else text
 
 
 def integer_at_least(smallest: int) -> Callable[[str], int]:

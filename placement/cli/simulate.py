@@ -11,7 +11,7 @@ import argparse
 
 from placement.api import DEFAULT_MICROBATCHES
 from placement.cli.options import (add_device_options, add_output_options, check_distinct, check_writable, devices,
-                                   fraction, load_overridden, path_name, positive_byte_count, positive_int,
+                                   fraction, input_path, load_overridden, path_name, positive_byte_count, positive_int,
                                    print_json, progress_printer, recorded_devices_note)
 from placement.cli.simulate_parallel import add_parallel_options, check_no_parallel_options, run_parallel
 from placement.simulation.parallel_orders import PARALLEL_SCHEDULES
@@ -26,8 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Event-driven simulation of a plan: time per sample or iteration time, utilisation, "
                     "bubbles, micro-batches in flight and peak memory per stage; optionally a Chrome/Perfetto "
                     "trace and a Gantt chart.")
-    p.add_argument("instance", help="instance file (Tarnawski JSON, the native format, or a Piper instance)")
-    p.add_argument("plan", help="plan file: the output of 'placement solve --out', a Tarnawski plan or an expert split")
+    p.add_argument("instance", type=input_path,
+                   help="instance file (Tarnawski JSON, the native format, or a Piper instance)")
+    p.add_argument("plan", type=input_path,
+                   help="plan file: the output of 'placement solve --out', a Tarnawski plan or an expert split")
     p.add_argument("--schedule", choices=list(dict.fromkeys(list(SCHEDULES) + list(PARALLEL_SCHEDULES))),
                    metavar="NAME",
                    help="one of " + ", ".join(SCHEDULES) + " (default: stream for inference graphs, "

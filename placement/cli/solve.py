@@ -12,8 +12,8 @@ import sys
 from dataclasses import replace
 
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
-                                   check_writable, devices, fraction, load_overridden, non_negative_int, path_name,
-                                   positive_float, positive_int, print_json, progress_printer, relative_gap,
+                                   check_writable, devices, fraction, input_path, load_overridden, non_negative_int,
+                                   path_name, positive_float, positive_int, print_json, progress_printer, relative_gap,
                                    write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
 from placement.loading import is_piper
@@ -40,8 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("solve", help="find an optimal placement of an instance",
                               description="Find an optimal placement and verify it independently.",
                               epilog=_methods_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("instance", help="instance file (Tarnawski JSON, the native format with deviceTypes, or a Piper "
-                                    "instance: docs/piper.md)")
+    p.add_argument("instance", type=input_path,
+                   help="instance file (Tarnawski JSON, the native format with deviceTypes, or a Piper "
+                        "instance: docs/piper.md)")
     p.add_argument("--method", default="auto", choices=("auto", *METHODS), metavar="NAME",
                    help="solution method (default auto; see below)")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
@@ -82,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--w-share", dest="w_share", type=fraction, metavar="FRACTION",
                    help="--backward split: W's share of a backward node's time where the instance gives none "
                         "(default 0.5)")
-    p.add_argument("--split", metavar="FILE", help="method expert: the split (plan file) to evaluate")
+    p.add_argument("--split", type=input_path, metavar="FILE", help="method expert: the split (plan file) to evaluate")
     p.add_argument("--restarts", type=positive_int, metavar="N", help="method local-search: random restarts (default 10)")
     add_device_options(p, memory=" (of each device of a Piper instance without deviceTypes)")
     p.add_argument("--devices", type=devices_argument, metavar="N|TYPE:N,...",

@@ -12,16 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from placement.cli.options import (add_output_options, check_separate_streams, check_writable, path_name, print_json,
-                                   read_once, write_text)
+from placement.cli.options import (add_output_options, check_separate_streams, check_writable, input_path, path_name,
+                                   print_json, read_once, write_text)
 from placement.errors import InvalidInstanceError
 from placement.handoff import SPLIT_FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("split", help="turn a plan of an imported model into runtime split points")
-    p.add_argument("instance", help="instance written by 'placement import'")
-    p.add_argument("plan", help="plan of that instance (placement solve --out)")
+    p.add_argument("instance", type=input_path, help="instance written by 'placement import'")
+    p.add_argument("plan", type=input_path, help="plan of that instance (placement solve --out)")
     p.add_argument("--format", choices=SPLIT_FORMATS, default="split-spec",
                    help="split-spec (torch.distributed.pipelining, default), deepspeed (PipelineModule layers and "
                         "parts), megatron (pipeline layout string), pipe-split (the operators of each stage, for "

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from placement.cli.options import (LARGE_GRAPH_NODES, UsageError, add_device_options, add_output_options, devices,
-                                   fraction, load_overridden, positive_int, print_json, progress_printer,
+                                   fraction, input_path, load_overridden, positive_int, print_json, progress_printer,
                                    recorded_devices_note)
 from placement.errors import InvalidParameterError
 from placement.problem.objectives import OBJECTIVES
@@ -25,9 +25,10 @@ from placement.verification.evaluate import CONTIGUITY_CLASSES
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="check a plan against an instance, independently of any solver")
-    p.add_argument("instance", help="instance file")
-    p.add_argument("plan", help="plan file: this package's plan JSON, or a Tarnawski plan / expert split (for a "
-                                "Piper instance, a parallel plan as solve --out writes it)")
+    p.add_argument("instance", type=input_path, help="instance file")
+    p.add_argument("plan", type=input_path,
+                   help="plan file: this package's plan JSON, or a Tarnawski plan / expert split (for a "
+                        "Piper instance, a parallel plan as solve --out writes it)")
     p.add_argument("--contiguity", choices=CONTIGUITY_CLASSES,
                    help="contiguity class the plan must belong to (default: the class the plan file records it "
                         "was solved in, else none; a split-backward plan is checked as a pipeline, stages)")
