@@ -280,9 +280,11 @@ def test_an_expand_of_a_constant_is_a_tensor_not_parameter_memory():
 
 
 def test_sub_byte_element_types_take_their_bits():
-    """An int4 weight of 64x32 = 2,048 elements is 1,024 bytes; a uint2 one 512 bytes. (Dequantised by a
+    """An int4 weight of 64x32 = 2,048 elements is 1,024 bytes; a uint2 one 512 bytes; a 6-bit float one
+    2,048 · 6 / 8 = 1,536 bytes (packed, as onnx.proto says; it was counted at a byte each). (Dequantised by a
     Cast: more than SMALL elements, so the Cast is an operator, not shape arithmetic.)"""
-    for elem_type, nbytes in ((TensorProto.INT4, 1024.0), (TensorProto.UINT2, 512.0)):
+    for elem_type, nbytes in ((TensorProto.INT4, 1024.0), (TensorProto.UINT2, 512.0),
+                              (TensorProto.FLOAT6E2M3, 1536.0), (TensorProto.FLOAT6E3M2, 1536.0)):
         w = helper.make_tensor("W", elem_type, [64, 32], [1] * 2048)
         m = model([helper.make_node("Cast", ["W"], ["Wf"], to=TensorProto.FLOAT, name="/cast"),
                    helper.make_node("MatMul", ["x", "Wf"], ["y"], name="/mm")], [("x", [2, 64])], [("y", [2, 32])],
@@ -462,3 +464,15 @@ def test_an_uneven_split_of_a_parameter_written_as_a_sequence():
     assert [(op.name, op.kind, op.flops) for op in graph.ops] == [("split", "view", 0.0), ("add", "pointwise", 32.0)]
     # the part sizes become a constant of the Split (two int64), a host value: no memory of it
     assert [(p.name, p.nbytes, p.trainable) for p in graph.ops[0].params] == [("b", 192.0, True)]
+
+
+def test_a_renamed_node_takes_no_name_another_node_has():
+    """Nodes named n, n, n_1: the second n was renamed n_1, the name of the file's third node (a Sigmoid),
+    which became n_1_2; a user matching stages to the file's nodes by name took the Relu for the Sigmoid. Each
+    name the file gives once stays its node's."""
+    nodes = [helper.make_node("Abs", ["x"], ["a"], name="n"), helper.make_node("Relu", ["a"], ["b"], name="n"),
+             helper.make_node("Sigmoid", ["b"], ["y"], name="n_1"),
+             helper.make_node("Neg", ["y"], ["z"]), helper.make_node("Exp", ["z"], ["w"], name="Neg_3")]
+    graph = graph_from_onnx(model(nodes, [("x", [8, 16])], [("w", None)]), "names")
+    assert [(op.name, op.target) for op in graph.ops] == [("n", "Abs"), ("n_2", "Relu"), ("n_1", "Sigmoid"),
+                                                          ("Neg_3_3", "Neg"), ("Neg_3", "Exp")]

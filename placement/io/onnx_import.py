@@ -279,7 +279,7 @@ SEQUENCE_OPERATORS = frozenset({"SplitToSequence", "SequenceAt", "SequenceConstr
                                 "SequenceInsert", "SequenceErase", "SequenceLength", "ConcatFromSequence",
                                 "SequenceMap"})
 #: bits per element of the element types narrower than a byte (numpy holds them in one byte each)
-SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2}
+SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
 #: the most bytes one tensor may hold (far beyond any device; it keeps the sums finite)
 MAX_TENSOR_BYTES = 2 ** 80
 
@@ -1096,6 +1096,10 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     nodes: list[_Node] = []
     named_inputs: list[tuple[str, ...]] = []   # per node of nodes, its inputs as the file names them
     used_names: set[str] = set()
+    # the names the file gives its nodes: each keeps its own, and a second node of one name is renamed to one
+    # that no node of the file has (it took "n_1" from the file's next node "n_1")
+    given = {node.name for k, node in enumerate(model.graph.node)
+             if node.name and node.op_type != "Constant" and k not in folded}
     for k, node in enumerate(model.graph.node):
         if node.op_type == "Constant" or k in folded:
             continue
@@ -1105,7 +1109,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
         label = op_type if domain in ("ai.onnx", "") else f"{domain}::{op_type}"
         op_name = base = node.name or f"{op_type}_{k}"
         suffix = k
-        while op_name in used_names:   # a name given twice, or one a renaming made before
+        while op_name in used_names or (op_name != node.name and op_name in given):
             op_name, suffix = f"{base}_{suffix}", suffix + 1
         used_names.add(op_name)
         if domain in ("ai.onnx", "") and op_type in SEQUENCE_OPERATORS:
