@@ -106,6 +106,21 @@ def check_element_counts(graph: Any, name: str) -> None:
                 "elements (a shape the model holds as a constant, made for other input sizes?)")
 
 
+def check_declared_dimensions(graph: Any, name: str) -> None:
+    """:class:`InvalidInstanceError` for a tensor the graph declares (an input, an output, a value info) with a
+    negative dimension (``-1`` for "any", as some converters write it): onnx's shape inference, given one,
+    aborted the whole process on some operators (a ``Slice`` of it: a failed assertion, nothing to catch)."""
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if any(d.HasField("dim_value") and d.dim_value < 0 for d in dims):
+            shown = [int(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
+            raise InvalidInstanceError(f"{name}: tensor {value.name!r} is declared with the shape {shown}, with a "
+                                       "negative dimension; declare that dimension symbolic (a name, fixed with "
+                                       "dims) or give its size")
+
+
 def check_initialised_inputs(graph: Any, name: str, onnx: Any) -> None:
     """:class:`InvalidInstanceError` for a graph input that an initializer of its name gives a default
     (IR version 3 lists every weight so) of another shape (a dimension the input fixes) or element type than
@@ -317,6 +332,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     """A copy of ``model`` whose value infos hold every shape found (module docstring), and the values
     known on the way (by tensor name: small constants and the results evaluated); ``model`` is not
     changed. Inference runs on the model without the data of its large initializers (:func:`shapes_only`)."""
+    check_declared_dimensions(model.graph, name)
     check_initialised_inputs(model.graph, name, onnx)
     shaped = _infer(shapes_only(model, onnx), name, onnx)
     if _loop_carried_shapes(shaped.graph, onnx):
