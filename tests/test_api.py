@@ -593,6 +593,16 @@ def test_verify_notes_what_a_plan_record_claims_that_the_check_refutes(tmp_path)
         "throughput, and its claimed value was not checked",)
 
 
+def test_the_claims_of_a_plan_without_an_objective_are_for_throughput():
+    """A plan document with no objective_kind is checked for throughput (its default); its objective and bound were
+    then no claims at all, where maxLoad beside them was one."""
+    document = {"fpgas": [{"nodes": [1, 2, 3, 4]}], "objective": 3, "bound": 20}   # all on one: 3 + 4 + 3 + 4 = 14
+    assert placement.verify(CHAIN4, document).notes == (
+        "the plan file claims throughput 3; the verified value is 14",
+        "the plan file claims a lower bound of 20, above the verified value 14")
+    assert placement.verify(CHAIN4, document, objective="latency").notes == ()
+
+
 def test_a_claim_that_is_not_finite_is_noted_as_unchecked_not_taken_as_no_claim():
     document = {**placement.solve(CHAIN4).to_json(), "objective": math.nan}
     assert placement.verify(CHAIN4, document).notes == (

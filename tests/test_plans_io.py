@@ -238,6 +238,21 @@ def test_a_misspelt_device_field_is_refused_by_both_readers(tmp_path, chain, key
         assert str(caught.value) == message
 
 
+@pytest.mark.parametrize("field, meant", [("contiguty", "contiguity"), ("Contiguity", "contiguity"),
+                                          ("objectve", "objective"), ("objectiveKind", "objective_kind"),
+                                          ("maxload", "maxLoad"), ("overides", "overrides"), ("bakward", "backward"),
+                                          ("verfied", "verified")])
+def test_a_misspelt_field_the_check_reads_is_refused(chain, field, meant):
+    """``contiguty: "stages"`` was ignored, and a plan of class none found valid where ``contiguity`` makes it
+    invalid; so with every field a check of the plan reads (the class, the objective and claims, the overrides,
+    the backward model, the calls): alike one, a field is taken for its misspelling."""
+    data = {"devices": [{"type": A, "nodes": [1, 3]}, {"type": A, "nodes": [2]}], field: "stages"}
+    with pytest.raises(InvalidPlanError) as caught:
+        parse_plan(data)
+    assert str(caught.value) == f"unknown field {field!r}; did you mean {meant!r}? (a field this like one the " \
+                                "format reads is refused, not ignored)"
+
+
 @pytest.mark.parametrize("field, meant", [("fpga", "fpgas"), ("CPUs", "cpus"), ("device", "devices")])
 def test_a_misspelt_placing_field_is_refused(tmp_path, chain, field, meant):
     """A plan's ``fpga`` was ignored, the plan then placing the CPU's nodes alone (and verify listing every

@@ -74,10 +74,10 @@ def parse_plan(data: Any) -> Plan:
         raise InvalidPlanError(f"the plan must be a JSON object, got {json_type_name(data)}")
     if "format" in data and data["format"] != FORMAT:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
-    # 'fpga' was read as no accelerators at all; a document with nodes is an instance or its description
-    # (info's 'device_types' is none), refused as such below
+    # 'fpga' was read as no accelerators at all, 'contiguty' as no class to check; a document with nodes is an
+    # instance or its description (info's 'device_types' is none), refused as such below
     misspelt = None if "nodes" in data else misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS)
-    if misspelt is not None and misspelt[2] in PLACING_FIELDS:
+    if misspelt is not None and misspelt[2] in PLACING_FIELDS + READ_FIELDS:
         raise InvalidPlanError(misspelling_message(misspelt[1], misspelt[2]))
     if "devices" in data:
         devices = _device_list(data["devices"], "devices", None)
@@ -107,7 +107,14 @@ PLACING_FIELDS = ("devices", "fpgas", "cpus")
 
 #: the other fields of a plan document that :meth:`placement.Result.to_json` writes (never misspellings)
 WRITTEN_FIELDS = ("format", "maxLoad", "instance", "status", "method", "backend", "objective_kind", "contiguity",
-                  "stages", "objective", "bound", "gap", "runtime_s", "stats", "verified", "message", "notes")
+                  "stages", "objective", "bound", "gap", "runtime_s", "stats", "verified", "message", "notes",
+                  "backward", "overrides")
+
+#: the fields of those that a check of the plan reads (what to check, and the claims it compares): a field alike
+#: one of them is refused as its misspelling, which, ignored, would have the plan checked for something else
+#: (``contiguty: "stages"``: a plan of class ``none`` found valid)
+READ_FIELDS = ("format", "maxLoad", "instance", "status", "objective_kind", "contiguity", "stages", "objective",
+               "bound", "verified", "backward", "overrides")
 
 #: the fields of a device entry (``devices``, ``fpgas``, ``cpus``); others are ignored, but a misspelling
 #: of one of these is refused
@@ -232,21 +239,21 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
     against the instance named ``instance_name`` refutes (:class:`FileClaims`), given the verified
     ``value`` of ``objective``.
 
-    The claimed values are the file's ``objective`` where its ``objective_kind`` is that objective (a
-    solved plan of ours) and, for ``throughput``, its ``maxLoad`` (Tarnawski's format, which plans of
-    ours also write); the first one refuted is returned. A negative value, such as Tarnawski's ``-1``,
-    means "not computed". The instance is named by a plan of ours."""
+    The claimed values are the file's ``objective`` where its ``objective_kind`` (by default ``throughput``,
+    as the plan is checked) is that objective (a solved plan of ours) and, for ``throughput``, its ``maxLoad``
+    (Tarnawski's format, which plans of ours also write); the first one refuted is returned. A negative value,
+    such as Tarnawski's ``-1``, means "not computed". The instance is named by a plan of ours."""
     data = path if isinstance(path, dict) else load_json(path, InvalidPlanError)
     if not isinstance(data, dict):
         return FileClaims()
     from placement.problem.objectives import OBJECTIVES
 
     other = made_for_another(data, instance_name)
-    kind = data.get("objective_kind")
-    if "objective_kind" in data and not (isinstance(kind, str) and kind in OBJECTIVES):
+    kind = claimed_objective(data)
+    if not (isinstance(kind, str) and kind in OBJECTIVES):
         return FileClaims(None, other, "objective_kind")
     fields = ["objective"] if kind == objective else []
-    if objective == "throughput" and (kind in (None, objective)) and "maxLoad" in data:
+    if kind == objective == "throughput" and "maxLoad" in data:
         fields.append("maxLoad")
     for field in fields:
         raw = data.get(field)
@@ -257,6 +264,12 @@ def refuted_claims(path: str | Path | dict, objective: str, value: float | None,
         if claim is not None and value is not None and not math.isclose(claim, value, rel_tol=1e-9, abs_tol=1e-12):
             return FileClaims(claim, other, None)
     return FileClaims(None, other, None)
+
+
+def claimed_objective(record: dict) -> Any:
+    """The objective a plan document records its claims for: its ``objective_kind``, ``throughput`` where it
+    has none (as a plan is checked by default)."""
+    return record.get("objective_kind", "throughput")
 
 
 def record_notes(plan: object, objective: str, value: float | None, instance_name: str, non_empty: int,
@@ -299,7 +312,7 @@ def record_notes(plan: object, objective: str, value: float | None, instance_nam
     elif claims.unreadable is not None:
         notes.append(f"{source}'s {claims.unreadable!r} is not a number; its claimed value was not checked")
     bound = record.get("bound")
-    if (record.get("objective_kind") == objective and value is not None and isinstance(bound, (int, float))
+    if (claimed_objective(record) == objective and value is not None and isinstance(bound, (int, float))
             and not isinstance(bound, bool) and bound > value * (1 + 1e-9) + 1e-12):
         notes.append(f"{source} claims a lower bound of {bound:.10g}, above the verified value {value:.10g}")
     if claims.instance is not None:
