@@ -476,3 +476,25 @@ def test_a_renamed_node_takes_no_name_another_node_has():
     graph = graph_from_onnx(model(nodes, [("x", [8, 16])], [("w", None)]), "names")
     assert [(op.name, op.target) for op in graph.ops] == [("n", "Abs"), ("n_2", "Relu"), ("n_1", "Sigmoid"),
                                                           ("Neg_3_3", "Neg"), ("Neg_3", "Exp")]
+
+
+def test_the_default_domain_named_ai_onnx_is_the_default_domain():
+    """ONNX names its default domain "" and "ai.onnx"; a Relu written with the second was refused ("onnx knows
+    no operator Relu", as onnx's shape inference finds operators under the first name only)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/relu", domain="ai.onnx"),
+             helper.make_node("Sigmoid", ["a"], ["y"], name="/sigmoid")]
+    graph = graph_from_onnx(model(nodes, [("x", [8, 16])], [("y", None)]), "domains")
+    assert [(op.name, op.target, op.outputs) for op in graph.ops] == [("/relu", "Relu", (512.0,)),
+                                                                     ("/sigmoid", "Sigmoid", (512.0,))]
+
+
+def test_two_initializers_of_one_name_are_refused_as_such():
+    """Two weights named W ([16, 16] and [16, 32]): onnx's shape inference took one for the other, and the
+    refusal spoke of a declared shape contradicting an operator."""
+    weights = [numpy_helper.from_array(np.ones((16, 16), np.float32), "W"),
+               numpy_helper.from_array(np.ones((16, 32), np.float32), "W")]
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="/mm")], [("x", [2, 16])], [("y", None)], weights)
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "twice")
+    assert str(err.value) == ("twice: two initializers are named 'W' (an ONNX tensor has one name and one "
+                              "definition); rename one and the nodes that read it")

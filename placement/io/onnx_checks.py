@@ -48,6 +48,21 @@ def check_text(graph: Any, model: str) -> None:
             _text(prop.value, model, f"a metadata value of {label}")
 
 
+def check_single_definitions(graph: Any, model: str) -> None:
+    """No two initializers (dense or sparse) and no two graph inputs of ``graph`` share a name: ONNX names each
+    tensor once, and onnx's shape inference took one for the other (two weights ``W`` of other shapes: "a shape
+    the model declares contradicts its operators")."""
+    for what, names in (("initializers", [init.name for init in graph.initializer]
+                         + [sparse.values.name for sparse in graph.sparse_initializer]),
+                        ("graph inputs", [value.name for value in graph.input])):
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise InvalidInstanceError(f"{model}: two {what} are named {name!r} (an ONNX tensor has one name "
+                                           "and one definition); rename one and the nodes that read it")
+            seen.add(name)
+
+
 def topological_nodes(graph: Any, model: str, extra_reads: Callable[[Any], Iterable[str]]) -> list[Any] | None:
     """The nodes of ``graph`` in a topological order, or ``None`` where the stored order is one (module
     docstring); ``extra_reads(node)`` are the further names a node reads (its subgraphs' outer reads)."""

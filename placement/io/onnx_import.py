@@ -145,8 +145,8 @@ from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
 from placement.io.onnx_branches import take_known_branches
-from placement.io.onnx_checks import (check_element_types, check_schemas, check_text, default_opset,
-                                      topological_nodes)
+from placement.io.onnx_checks import (check_element_types, check_schemas, check_single_definitions, check_text,
+                                      default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
 from placement.io.onnx_sequences import split_sequences
 from placement.io.onnx_shapes import SMALL, shaped_model, static_shapes
@@ -1028,6 +1028,18 @@ def _inline_local_functions(model: Any, name: str) -> Any:
         raise InvalidInstanceError(f"{name}: the model's functions cannot be inlined ({detail})") from None
 
 
+def _default_domain(nodes: Any) -> None:
+    """``nodes`` and those of their subgraphs of domain ``ai.onnx`` given the default domain's other name,
+    ``""``: ONNX names it both ways, and onnx's shape inference finds operators under the second only (it
+    refused a ``Relu`` of domain ``ai.onnx``: "No opset import for domain ai.onnx")."""
+    for node in nodes:
+        if node.domain == "ai.onnx":
+            node.domain = ""
+        for attr in node.attribute:
+            for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                _default_domain(graph.node)
+
+
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
                     dims: dict[str, int] | None = None, folder: str | Path | None = None) -> OpGraph:
     """The :class:`OpGraph` of an ONNX model (module docstring); warns about unknown operators. ``folder``:
@@ -1036,6 +1048,9 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     check_dtype(dtype)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
+    check_single_definitions(model.graph, name)
+    for nodes in (model.graph.node, *(function.node for function in model.functions)):
+        _default_domain(nodes)
     model = _inline_local_functions(model, name)
     check_schemas(model, name)
     _fix_dims(model, dims or {})
