@@ -246,3 +246,16 @@ def test_a_dash_reads_standard_input_and_names_no_output_file(tmp_path):
         assert refused.stderr.decode().endswith(f"error: argument {option[-1]}: expected a file name, got '-' (for "
                                                 "standard output give /dev/stdout; for a file named '-', ./-)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_a_command_run_in_a_removed_folder_says_so(tmp_path):
+    """The shell's current folder removed before the command: the first relative name failed with "error: No such
+    file or directory", naming nothing."""
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", "plan.json"],
+                          capture_output=True, cwd=folder, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          preexec_fn=lambda: os.rmdir(folder))
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == ("error: the current folder no longer exists (removed after the shell entered "
+                                    "it); change to one that does\n")

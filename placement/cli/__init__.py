@@ -125,6 +125,12 @@ def _options_for_parameters(text: str, parser: argparse.ArgumentParser, argv: Se
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        os.getcwd()
+    except FileNotFoundError:   # every relative name would fail, each with "No such file or directory" alone
+        print("error: the current folder no longer exists (removed after the shell entered it); change to one "
+              "that does", file=sys.stderr)
+        return 2
     parser = build_parser(argv)
     args = None
     try:
