@@ -259,3 +259,19 @@ def test_a_command_run_in_a_removed_folder_says_so(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.decode() == ("error: the current folder no longer exists (removed after the shell entered "
                                     "it); change to one that does\n")
+
+
+def test_quiet_leaves_out_the_warnings_of_the_libraries_a_command_uses(tmp_path):
+    """--quiet promises no warnings on standard error; matplotlib's logger still said it "created a temporary
+    cache directory" where its configuration folder cannot be made (here a file), as a read-only home leaves it.
+    Without --quiet it is shown."""
+    pytest.importorskip("matplotlib")
+    plan, blocker = tmp_path / "plan.json", tmp_path / "not-a-folder"
+    blocker.write_text("")
+    assert main(["solve", CHAIN4, "--out", str(plan), "--quiet"]) == 0
+    command = [sys.executable, "-m", "placement", "simulate", CHAIN4, str(plan), "--gantt", str(tmp_path / "g.png")]
+    env = {**os.environ, "MPLCONFIGDIR": str(blocker)}
+    quiet = subprocess.run([*command, "--quiet"], capture_output=True, cwd=ROOT, timeout=120, env=env)
+    assert quiet.returncode == 0 and quiet.stderr == b""
+    told = subprocess.run(command, capture_output=True, cwd=ROOT, timeout=120, env=env)
+    assert told.returncode == 0 and b"Matplotlib created a temporary cache directory" in told.stderr

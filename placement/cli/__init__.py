@@ -13,11 +13,12 @@ one line ``error: ...`` on stderr; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
 import sys
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from placement import __version__
 from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
@@ -122,6 +123,28 @@ def _options_for_parameters(text: str, parser: argparse.ArgumentParser, argv: Se
     return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", option, text)
 
 
+@contextlib.contextmanager
+def _silenced(quiet: bool) -> Iterator[None]:
+    """Within the block, where ``quiet``, the warnings of the libraries the command uses are not shown: neither
+    Python's warnings nor those of their loggers (matplotlib's "created a temporary cache directory", where its
+    configuration folder cannot be written). The command's own, which it prints, it leaves out itself."""
+    if not quiet:
+        yield
+        return
+    import logging
+    import warnings
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -136,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         args.rename = lambda text: _options_for_parameters(_options_named(text, parser, argv), parser, argv)
-        return args.handler(args)
+        with _silenced(getattr(args, "quiet", False)):
+            return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     except PlacementError as exc:
