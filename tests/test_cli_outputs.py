@@ -275,3 +275,14 @@ def test_quiet_leaves_out_the_warnings_of_the_libraries_a_command_uses(tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == b""
     told = subprocess.run(command, capture_output=True, cwd=ROOT, timeout=120, env=env)
     assert told.returncode == 0 and b"Matplotlib created a temporary cache directory" in told.stderr
+
+
+def test_an_unknown_option_alike_a_known_one_is_named(capsys):
+    """argparse said "unrecognized arguments" alone; an option alike one of the command's is named, as a misspelt
+    field of an instance is."""
+    assert main(["solve", CHAIN4, "--metod", "dp", "--time-limt=3", "--bogus"]) == 2
+    assert capsys.readouterr().err == ("error: unrecognized arguments: --metod dp --time-limt=3 --bogus (--metod: did "
+                                       "you mean --method?; --time-limt: did you mean --time-limit?)\n")
+    assert main(["verify", CHAIN4, CHAIN4, "--contiguty", "none"]) == 2
+    assert capsys.readouterr().err == ("error: unrecognized arguments: --contiguty none (--contiguty: did you mean "
+                                       "--contiguity?)\n")

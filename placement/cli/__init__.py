@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 
 from placement import __version__
 from placement.cli.options import (INTERRUPTED, ReaderOutput, UsageError, open_standard_descriptors, option_name,
-                                   to_devnull)
+                                   to_devnull, unknown_options_hint)
 from placement.errors import InvalidParameterError, PlacementError
 
 COMMANDS: tuple[str, ...] = ("solve", "verify", "info", "simulate", "hypar", "importer", "split", "codesign")
@@ -163,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.handler(args)
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
+    except UsageError as exc:
+        print(f"error: {unknown_options_hint(parser, argv, _message(exc, parser, argv, args))}", file=sys.stderr)
+        return 2
     except PlacementError as exc:
         print(f"error: {_message(exc, parser, argv, args)}", file=sys.stderr)
         return 2

@@ -160,11 +160,16 @@ def recorded_devices_note(args: argparse.Namespace, plan: Any, done: str = "chec
     return f"{done} on the devices the plan file records it was solved with: {given}"
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser | None:
+    """The parser of the command ``argv`` names, ``None`` where it names none."""
+    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+    return next((commands[word] for word in argv if word in commands), None)
+
+
 def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter: str) -> str:
     """The option of the command in ``argv`` that sets the library parameter ``parameter`` (its
     ``dest``), e.g. ``--time-limit`` for ``time_limit``; the parameter itself when none does."""
-    commands = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
-    command = next((commands[word] for word in argv if word in commands), None)
+    command = _command_parser(parser, argv)
     for action in command._actions if command is not None else ():
         if action.dest == parameter:   # the form typed; else the long form, of a --x/--no-x pair --x
             typed = [name for name in action.option_strings if name.startswith("--")
@@ -173,6 +178,23 @@ def option_name(parser: argparse.ArgumentParser, argv: Sequence[str], parameter:
             names = names or action.option_strings
             return names[-1] if names else action.metavar or parameter.upper()
     return parameter
+
+
+def unknown_options_hint(parser: argparse.ArgumentParser, argv: Sequence[str], message: str) -> str:
+    """``message`` (argparse's ``unrecognized arguments: --metod dp``) with, for each unknown option, the
+    option of the command it is most alike (``did you mean --method?``), where one is alike enough."""
+    import difflib
+
+    command = _command_parser(parser, argv)
+    if command is None or not message.startswith("unrecognized arguments: "):
+        return message
+    known = [name for action in command._actions for name in action.option_strings if name.startswith("--")]
+    hints = []
+    for word in message.removeprefix("unrecognized arguments: ").split():
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
+            hints += [f"{word.split('=', 1)[0]}: did you mean {close[0]}?"] if close else []
+    return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
 def progress_printer(quiet: bool, rename: Callable[[str], str] | None = None) -> Callable[[str], None] | None:
