@@ -128,6 +128,22 @@ def can_cache(function: Callable) -> bool:
     return True
 
 
+def compiling_note(what: str, pronoun: str) -> str:
+    """The progress line of a run about to compile ``what`` (``"the DP's kernels"``, named again as
+    ``pronoun``): once per install where numba can cache the compiled code; in every run where it finds no
+    writable folder to cache it in (a read-only install and a read-only home), which a cache folder it is
+    given (``NUMBA_CACHE_DIR``) avoids."""
+    if can_cache(_cache_probe):
+        return f"compiling {what} with numba (once per install; later runs load {pronoun} from its cache)"
+    return (f"compiling {what} with numba, as every run here does: numba finds no writable folder to cache "
+            f"{pronoun} in (the environment variable NUMBA_CACHE_DIR can name one)")
+
+
+def _cache_probe() -> int:
+    """A function of this package for :func:`can_cache` to ask about (its kernels lie beside it)."""
+    return 0
+
+
 def is_cached(kernel: Any) -> bool:
     """Whether running ``kernel`` (from :func:`compile_kernel`, or a plain function) compiles nothing: a
     plain function, a kernel already compiled in this process, or one whose compiled code numba's on-disk

@@ -610,7 +610,7 @@ def test_a_run_moves_to_the_compiled_kernels_where_it_is_large(monkeypatch):
         data = SimpleNamespace(kernels=None, may_compile=True)
         dp_table._move_to_compiled(data, units, said.append)
         assert (data.kernels is compiled, data.may_compile) == (moves, not moves)
-        assert said == ([dp_table.COMPILING] if moves and not cached else [])
+        assert said == ([dp_table.compiling()] if moves and not cached else [])
 
 
 def test_a_large_run_of_a_solve_runs_on_the_kernels_it_moved_to(monkeypatch):
@@ -693,4 +693,4 @@ def test_a_long_chain_announces_compiling_the_kernels_once(monkeypatch):
     said: list[str] = []
     solution = solve_dp(problem, progress=said.append)
     assert solution.status == Status.OPTIMAL
-    assert said.count(dp_table.COMPILING) == 1
+    assert said.count(dp_table.compiling()) == 1

@@ -44,3 +44,16 @@ def test_a_damaged_cache_entry_is_compiled_anew(tmp_path, damaged, signature):
     if signature is None:
         assert is_cached(compile_kernel(module.weighted))
     assert compile_kernel(module.weighted, signature=signature)(2, 1) == 7
+
+
+def test_the_compiling_line_says_every_run_compiles_where_nothing_can_be_cached(monkeypatch):
+    """With a writable cache the line says once per install; where numba finds no folder to cache in (a read-only
+    install and home), every run compiles, and the line said "once per install" all the same."""
+    from placement import kernels
+
+    assert kernels.compiling_note("the event engine", "it") == ("compiling the event engine with numba (once per "
+                                                               "install; later runs load it from its cache)")
+    monkeypatch.setattr(kernels, "can_cache", lambda function: False)
+    assert kernels.compiling_note("the DP's kernels", "them") == (
+        "compiling the DP's kernels with numba, as every run here does: numba finds no writable folder to cache "
+        "them in (the environment variable NUMBA_CACHE_DIR can name one)")

@@ -56,6 +56,7 @@ import numpy as np
 
 from placement.errors import InvalidParameterError, LimitExceededError
 from placement.io.piper import PiperInstance
+from placement.kernels import compiling_note
 from placement.parallel import _kernels as K
 from placement.parallel.devices import check_memory, device_counts
 from placement.parallel.plan import ParallelPlan, ParallelStage
@@ -351,7 +352,7 @@ def _fill_both(passes: Callable, cells: int, sets: int, compiled: bool | None, s
             if found is not None or late():
                 return found
         if progress is not None and K.must_compile(kernels):
-            progress("compiling the DP's kernels with numba (once per install; later runs load them from its cache)")
+            progress(compiling_note("the DP's kernels", "them"))
         found = passes(kernels, deadline)
         if found is None and not late():   # a stage needed a knapsack after all (rounding at the capacity)
             found = passes(K.kernels(True, K.evaluator(True, greedy)), deadline)

@@ -200,8 +200,11 @@ def compiles_first(graph: TaskGraph) -> bool:
     return not is_cached(_compiled()._kernel)
 
 
-#: what a run says before it compiles the engine
-COMPILING = "compiling the event engine with numba (once per install; later runs load it from its cache)"
+def compiling() -> str:
+    """What a run says before it compiles the engine (:func:`placement.kernels.compiling_note`)."""
+    from placement.kernels import compiling_note
+
+    return compiling_note("the event engine", "it")
 
 
 @lru_cache(maxsize=1)

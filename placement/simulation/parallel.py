@@ -52,7 +52,7 @@ import numpy as np
 from placement.errors import InvalidParameterError, InvalidPlanError, LimitExceededError
 from placement.io.piper import PiperInstance
 from placement.parameters import integer, number, one_of
-from placement.simulation.engine import COMPILING, ORDERED, Deadlock, TaskGraph, compiles_first, execute
+from placement.simulation.engine import ORDERED, Deadlock, TaskGraph, compiles_first, compiling, execute
 from placement.simulation.parallel_model import (ALLREDUCE_MODELS, PIPER, RING, Layout, build_layout,
                                                  ring_step_time, stage_specs)
 from placement.simulation.program import BYTES_PER_TASK, DEFAULT_MEMORY_LIMIT, check_task_count
@@ -204,7 +204,7 @@ def simulate_parallel(instance: PiperInstance, plan: Any, schedule: str | None =
     if not np.isfinite(run.graph.duration).all():   # a task of infinite time, or of none (0 · inf: NaN)
         raise InvalidParameterError("unit_scale", overflow)
     if progress is not None and compiles_first(run.graph):
-        progress(COMPILING)
+        progress(compiling())
     try:
         start, end = execute(run.graph)
     except Deadlock as exc:

@@ -42,7 +42,7 @@ from placement.errors import InvalidParameterError, LimitExceededError
 from placement.parameters import integer
 from placement.problem.instance import Instance
 from placement.plan import Plan
-from placement.simulation.engine import COMPILING, Deadlock, compiles_first, execute
+from placement.simulation.engine import Deadlock, compiles_first, compiling, execute
 from placement.simulation.engine_simpy import execute_simpy
 from placement.simulation.pipeline import (BACKWARD, FORWARD, WEIGHT, Pipeline, build_pipeline,
                                           invalid_plan_error)
@@ -287,7 +287,7 @@ def simulate_pipeline(pipeline: Pipeline, schedule: str = "stream", microbatches
     if progress is not None and len(program.graph) >= TOLD_TASKS:   # millions of tasks run for tens of seconds
         progress(f"running {counted(len(program.graph), 'task')} {what} through the {engine} engine")
     if progress is not None and engine == "heap" and compiles_first(program.graph):
-        progress(COMPILING)
+        progress(compiling())
     dispatched: list[int] = []
     try:
         if engine == "heap":

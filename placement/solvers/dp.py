@@ -75,7 +75,7 @@ from placement.solution import Solution, Status
 from placement.solvers import _dp_kernels as K
 from placement.parameters import stage_count
 from placement.solvers.chain_dp import solve_chain, solve_coarse_chain, upper_bound
-from placement.solvers.dp_table import (COMPILING, Progress, best_plan, build_graph, build_layers, check_memory,
+from placement.solvers.dp_table import (Progress, best_plan, build_graph, build_layers, check_memory, compiling,
                                        is_prefix_family, most_ideals, starts_compiled, too_many_for_memory)
 from placement.solvers.ideals import DEFAULT_MAX_IDEALS, contract, enumerate_ideals
 from placement.verification.evaluate import evaluate
@@ -278,7 +278,7 @@ def _solve_dp(problem: Instance, held: InHand, max_ideals: int, progress: Progre
     if progress is not None:
         progress(f"{n_ideals:,} ideals over {counted(contraction.size, 'supernode')}")
         if compiled and K.must_compile():
-            progress(COMPILING)
+            progress(compiling())
     if prefixes and n_ideals <= COARSE_FROM:   # the chain DP would be this very run
         ub, ub_plan = math.inf, None
         if progress is not None:

@@ -588,12 +588,15 @@ def _move_to_compiled(data: SimpleNamespace, units: int, progress: Progress | No
     if compiles and units <= INTERPRETED_UNITS_UNCOMPILED:
         return
     if compiles and progress is not None:
-        progress(COMPILING)
+        progress(compiling())
     data.kernels, data.may_compile = K.compiled(), False
 
 
-#: what a DP run says before it compiles its kernels
-COMPILING = "compiling the DP's kernels with numba (once per install; later runs load them from its cache)"
+def compiling() -> str:
+    """What a DP run says before it compiles its kernels (:func:`placement.kernels.compiling_note`)."""
+    from placement.kernels import compiling_note
+
+    return compiling_note("the DP's kernels", "them")
 
 
 # Ceilings tried, as multiples of the instance's lower bound, when no upper bound is known (the ideals are the
