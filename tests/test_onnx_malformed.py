@@ -498,3 +498,29 @@ def test_two_initializers_of_one_name_are_refused_as_such():
         graph_from_onnx(m, "twice")
     assert str(err.value) == ("twice: two initializers are named 'W' (an ONNX tensor has one name and one "
                               "definition); rename one and the nodes that read it")
+
+
+@pytest.mark.parametrize("ir_version", [0, 3])
+def test_an_old_model_reads_the_initializers_it_does_not_list_as_inputs(ir_version):
+    """Before IR version 4 every initializer is a graph input too, and onnx's shape inference reads only those
+    listed: a weight W of [16, 8] left out of the inputs made the MatMul "not static after shape inference"
+    (it follows from values the graph computes). 2·16·8 multiply-adds: 512 FLOPs, W 512 bytes."""
+    weight = numpy_helper.from_array(np.ones((16, 8), np.float32), "W")
+    m = model([helper.make_node("MatMul", ["x", "W"], ["y"], name="/mm")], [("x", [2, 16])], [("y", None)], [weight],
+              opset=9)
+    m.ir_version = ir_version
+    graph = graph_from_onnx(m, "old")
+    assert [(op.name, op.flops, [(p.name, p.nbytes) for p in op.params]) for op in graph.ops] == [
+        ("/mm", 512.0, [("W", 512.0)])]
+
+
+def test_an_input_declaring_no_type_is_named():
+    """An input made by make_empty_tensor_value_info (no type, no shape) was blamed on "values the graph
+    computes"; it is named as an input declaring no shape is."""
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="/relu")], [], [("y", None)])
+    m.graph.input.append(helper.make_empty_tensor_value_info("x"))
+    with pytest.raises(InvalidInstanceError) as err:
+        graph_from_onnx(m, "typeless")
+    assert str(err.value) == ("typeless: cannot cost node '/relu' (Relu): the shape of its input 'x' is not static "
+                              "after shape inference (the model's input 'x' declares no shape; export the model with "
+                              "its input shapes)")

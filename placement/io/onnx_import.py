@@ -352,10 +352,23 @@ def _dim_name(value: Any, k: int, dim: Any) -> str:
 
 
 def _shapeless_inputs(model: Any) -> list[str]:
-    """The model's inputs (other than initializers) that are tensors declaring no shape at all."""
+    """The model's inputs (other than initializers) that are tensors declaring no shape at all, or that declare
+    no type (``make_empty_tensor_value_info``)."""
     data = {init.name for init in model.graph.initializer}
     return [value.name for value in model.graph.input if value.name not in data
-            and value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
+            and (value.type.WhichOneof("value") is None
+                 or value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape"))]
+
+
+def _initializers_as_inputs(model: Any, onnx: Any) -> None:
+    """Before IR version 4, every initializer is a graph input too, and onnx's shape inference reads only those
+    listed as inputs: one that is not (as later versions write them) left every node reading it without a
+    shape. Each is listed, with its element type and shape, as an IR 3 model lists it."""
+    if model.ir_version >= 4:   # 0: not given, read as the oldest
+        return
+    listed = {value.name for value in model.graph.input}
+    model.graph.input.extend(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims))
+                             for init in model.graph.initializer if init.name not in listed)
 
 
 def _tensor_table(model: Any, dtype: str | None, onnx: Any, name: str = "model") -> dict[str, _Tensor]:
@@ -1049,6 +1062,7 @@ def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: dims are fixed in place
     check_text(model.graph, name)
     check_single_definitions(model.graph, name)
+    _initializers_as_inputs(model, onnx)
     for nodes in (model.graph.node, *(function.node for function in model.functions)):
         _default_domain(nodes)
     model = _inline_local_functions(model, name)
