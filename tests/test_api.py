@@ -76,8 +76,8 @@ def test_overrides_of_the_devices():
         with pytest.raises(placement.InvalidParameterError) as caught:
             check()
         assert (caught.value.parameter, str(caught.value)) == (
-            "memory", "memory leaves a node no device: node 1 fits no device: needs 1 bytes, accelerator memory is "
-                      "0.5; no cpu devices")
+            "memory", "memory leaves a node no device: node 1 ('a') fits no device: needs 1 bytes, accelerator "
+                      "memory is 0.5; no cpu devices")
     # a CPU-only node: cpus=0 leaves it no device, whatever memory is given beside it
     from placement.problem.instance import Edge, Node, make_two_type_problem
 
@@ -86,8 +86,8 @@ def test_overrides_of_the_devices():
     for given in ({"cpus": 0}, {"cpus": 0, "memory": 100.0}, {"memory": 100.0, "accelerators": 4, "cpus": 0}):
         with pytest.raises(placement.InvalidParameterError) as caught:
             placement.solve(cpu_only, **given)
-        assert str(caught.value) == ("cpus leaves a node no device: node 2 fits no device: not supported on "
-                                     "accelerator; no cpu devices")
+        assert str(caught.value) == ("cpus leaves a node no device: node 2 ('b') fits no device: not supported "
+                                     "on accelerator; no cpu devices")
 
 
 def test_overrides_hold_an_instance_its_own_devices_cannot(tmp_path):
@@ -101,8 +101,8 @@ def test_overrides_hold_an_instance_its_own_devices_cannot(tmp_path):
     path.write_text(json.dumps(document))
     with pytest.raises(placement.InvalidInstanceError) as caught:
         placement.solve(path)
-    assert str(caught.value) == (f"{path}: node 1 fits no device: needs 1 bytes, accelerator memory is 0.5; no cpu "
-                                 "devices")
+    assert str(caught.value) == (f"{path}: node 1 ('a') fits no device: needs 1 bytes, accelerator memory is 0.5; "
+                                 "no cpu devices")
     result = placement.solve(path, memory=2)
     assert (result.status, result.value, placement.solve(document, memory=2).value) == ("optimal", 7.5, 7.5)
     # a CPU takes every node (the accelerators none): 40 + 30 + 20 + 50
@@ -117,8 +117,8 @@ def test_overrides_hold_an_instance_its_own_devices_cannot(tmp_path):
     assert placement.simulate(path, plan).time_per_sample == 7.5
     with pytest.raises(placement.InvalidInstanceError) as caught:
         placement.solve(path, memory=0.75)
-    assert str(caught.value) == (f"{path}: node 1 fits no device: needs 1 bytes, accelerator memory is 0.75; no cpu "
-                                 "devices")
+    assert str(caught.value) == (f"{path}: node 1 ('a') fits no device: needs 1 bytes, accelerator memory is 0.75; "
+                                 "no cpu devices")
     piper = ROOT.parent / "shared" / "piper" / "gnmt.json"   # a Piper file's refusal is its own, memory given or not
     if piper.is_file():
         broken = json.loads(piper.read_text())

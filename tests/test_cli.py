@@ -65,8 +65,8 @@ def test_device_overrides_hold_a_file_its_own_devices_cannot(tmp_path, capsys):
     path, plan = tmp_path / "small.json", tmp_path / "plan.json"
     path.write_text(json.dumps(document))
     assert main(["solve", str(path), "--quiet"]) == 2
-    assert capsys.readouterr().err == (f"error: {path}: node 1 fits no device: needs 1 bytes, accelerator memory is "
-                                       "0.5; no cpu devices\n")
+    assert capsys.readouterr().err == (f"error: {path}: node 1 ('a') fits no device: needs 1 bytes, accelerator memory "
+                                       "is 0.5; no cpu devices\n")
     assert main(["solve", str(path), "--memory", "2", "--out", str(plan), "--quiet"]) == 0
     assert "max-load    7.500000  (verified independently)" in capsys.readouterr().out
     assert main(["verify", str(path), str(plan), "--quiet"]) == 0

@@ -513,7 +513,8 @@ def _validate_each(problem: Instance) -> None:
         if not any(
             p is not None and t.count > 0 and n.memory <= t.memory for t, p in zip(types, n.times)
         ):
-            raise InvalidInstanceError(f"node {n.id} fits no device: {_why_no_fit(n, types)}")
+            named = f" ({n.name!r})" if n.name and n.name not in (str(n.id), f"node{n.id}") else ""
+            raise InvalidInstanceError(f"node {n.id}{named} fits no device: {_why_no_fit(n, types)}")
 
     index = {n.id: i for i, n in enumerate(problem.nodes)}
     succ: list[list[int]] = [[] for _ in problem.nodes]
