@@ -148,12 +148,6 @@ def _silenced(quiet: bool) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status instead of exiting."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        os.getcwd()
-    except FileNotFoundError:   # every relative name would fail, each with "No such file or directory" alone
-        print("error: the current folder no longer exists (removed after the shell entered it); change to one "
-              "that does", file=sys.stderr)
-        return 2
     parser = build_parser(argv)
     args = None
     try:
@@ -203,6 +197,16 @@ def _terminate_as_interrupt() -> list[int]:
     return received
 
 
+def _removed_folder() -> str:
+    """Why a relative name cannot be resolved, where the current folder was removed after the shell entered it
+    (its error, "No such file or directory", names no file); else ``""``."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return "the current folder no longer exists (removed after the shell entered it); change to one that does"
+    return ""
+
+
 def run() -> None:
     """Console-script entry point."""
     open_standard_descriptors()   # `2>&-`, `>&-`: the result and the status as with the stream open
@@ -222,7 +226,7 @@ def run() -> None:
         status = BROKEN_PIPE if status is None else status   # where the output was not written through ReaderOutput
     except OSError as exc:   # a full disk or device behind the output, a log file that cannot be written
         to_devnull(sys.stdout)
-        print(f"error: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {_removed_folder() or exc.strerror or exc}", file=sys.stderr)
         status = 2
     if status == INTERRUPTED and terminated:
         status = TERMINATED
