@@ -21,15 +21,19 @@ from typing import Any
 NEAR_MISS = 0.7
 
 
-def misspelt_field(objects: Sequence[Any], known: Sequence[str]) -> tuple[int, str, str] | None:
+def misspelt_field(objects: Sequence[Any], known: Sequence[str],
+                   refused: Sequence[str] | None = None) -> tuple[int, str, str] | None:
     """The first misspelling in ``objects`` (JSON objects; other values are skipped), fields in sorted order:
     ``(k, field, meant)`` where ``objects[k]`` has ``field``, which is not ``known`` and is alike ``meant``,
-    a ``known`` field that ``objects[k]`` lacks; ``None`` where there is none."""
+    a ``known`` field that ``objects[k]`` lacks, and one of ``refused`` (by default any); ``None`` where there
+    is none."""
     dicts = [obj for obj in objects if isinstance(obj, dict)]
     lowered = {field.lower(): field for field in known}
     for field in sorted(set(itertools.chain.from_iterable(dicts)) - set(known), key=str):
         for near in difflib.get_close_matches(str(field).lower(), lowered, n=len(lowered), cutoff=NEAR_MISS):
             meant = lowered[near]
+            if refused is not None and meant not in refused:
+                continue
             for k, obj in enumerate(objects):
                 if isinstance(obj, dict) and field in obj and meant not in obj:
                     return k, field, meant

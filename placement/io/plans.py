@@ -76,8 +76,9 @@ def parse_plan(data: Any) -> Plan:
         raise InvalidPlanError(f"field 'format' must be {FORMAT!r}, got {json_value_text(data['format'])}")
     # 'fpga' was read as no accelerators at all, 'contiguty' as no class to check; a document with nodes is an
     # instance or its description (info's 'device_types' is none), refused as such below
-    misspelt = None if "nodes" in data else misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS)
-    if misspelt is not None and misspelt[2] in PLACING_FIELDS + READ_FIELDS:
+    misspelt = None if "nodes" in data else misspelt_field([data], PLACING_FIELDS + WRITTEN_FIELDS,
+                                                           PLACING_FIELDS + READ_FIELDS)
+    if misspelt is not None:
         raise InvalidPlanError(misspelling_message(misspelt[1], misspelt[2]))
     if "devices" in data:
         devices = _device_list(data["devices"], "devices", None)
