@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from placement.cli.options import (UsageError, add_output_options, check_not_input, path_name, positive_float,
-                                   positive_int, print_json, progress_printer)
+from placement.cli.options import (UsageError, add_output_options, check_not_input, input_path, path_name,
+                                   positive_float, positive_int, print_json, progress_printer)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="Find the chip designs (one grid design per pipeline stage, or one for "
                                           "all chips) and the placement that maximise throughput, proven optimal "
                                           "over the grid.")
-    p.add_argument("model", nargs="?", metavar="MODEL",
+    p.add_argument("model", nargs="?", metavar="MODEL", type=input_path,
                    help="model file: an instance whose nodes list their operators (or FLOPs and bytes)")
     p.add_argument("--chips", type=positive_int, metavar="K", help="chips in the pipeline (at most K are used)")
     p.add_argument("--area", type=positive_float, metavar="MM2",

@@ -12,9 +12,9 @@ import sys
 from dataclasses import replace
 
 from placement.cli.options import (INTERRUPTED, add_device_options, add_output_options, callers_stdout, check_distinct,
-                                   check_writable, devices, fraction, input_path, load_overridden, non_negative_int,
-                                   path_name, positive_float, positive_int, print_json, progress_printer, relative_gap,
-                                   write_plan_file)
+                                   check_separate_streams, check_writable, devices, fraction, input_path,
+                                   load_overridden, non_negative_int, path_name, positive_float, positive_int,
+                                   print_json, progress_printer, relative_gap, write_plan_file)
 from placement.cli.piper import devices_argument, run_piper
 from placement.loading import is_piper
 from placement.parallel.plan import SCHEDULES
@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     check_distinct({"--log": args.log, "--out": args.out})
     check_writable(args.log, (args.instance, args.split))
     check_writable(args.out, (args.instance, args.split))
+    if args.split is not None:
+        check_separate_streams(args.instance, args.split)
     progress = progress_printer(args.quiet, getattr(args, "rename", None))
     instance = load_overridden(args, progress)
     options = dict(
