@@ -189,9 +189,10 @@ def unknown_options_hint(parser: argparse.ArgumentParser, argv: Sequence[str], m
     if command is None or not message.startswith("unrecognized arguments: "):
         return message
     known = [name for action in command._actions for name in action.option_strings if name.startswith("--")]
+    options = argv[:argv.index("--")] if "--" in argv else argv   # after "--", words are no options
     hints = []
     for word in message.removeprefix("unrecognized arguments: ").split():
-        if word.startswith("--"):
+        if word.startswith("--") and word in options:
             close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
             hints += [f"{word.split('=', 1)[0]}: did you mean {close[0]}?"] if close else []
     return message + (f" ({'; '.join(hints)})" if hints else "")
