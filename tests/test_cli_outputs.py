@@ -246,19 +246,31 @@ def test_a_dash_reads_standard_input_and_names_no_output_file(tmp_path):
         assert refused.stderr.decode().endswith(f"error: argument {option[-1]}: expected a file name, got '-' (for "
                                                 "standard output give /dev/stdout; for a file named '-', ./-)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+    # the instance and the split from one pipe, which gives its contents once: refused
+    twice = subprocess.run([sys.executable, "-m", "placement", "solve", "-", "--method", "expert", "--split", "-"],
+                           input=Path(CHAIN4).read_bytes(), capture_output=True, cwd=tmp_path, timeout=120)
+    assert twice.returncode == 2
+    assert twice.stderr.decode() == ("error: /dev/stdin: the instance and the plan are read from the same stream, "
+                                     "which gives its contents once; give one of them as a file\n")
 
 
 def test_a_command_run_in_a_removed_folder_says_so(tmp_path):
     """The shell's current folder removed before the command: the first relative name failed with "error: No such
-    file or directory", naming nothing."""
-    folder = tmp_path / "gone"
-    folder.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "placement", "solve", CHAIN4, "--out", "plan.json"],
-                          capture_output=True, cwd=folder, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          preexec_fn=lambda: os.rmdir(folder))
-    assert proc.returncode == 2
-    assert proc.stderr.decode() == ("error: the current folder no longer exists (removed after the shell entered "
-                                    "it); change to one that does\n")
+    file or directory", naming nothing; a command whose names are all absolute runs as anywhere."""
+    def in_removed_folder(*command):
+        folder = tmp_path / "gone"
+        folder.mkdir()
+        return subprocess.run([sys.executable, "-m", "placement", *command], capture_output=True, cwd=folder,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              preexec_fn=lambda: os.rmdir(folder))
+
+    relative = in_removed_folder("solve", CHAIN4, "--out", "plan.json")
+    assert relative.returncode == 2
+    assert relative.stderr.decode() == ("error: the current folder no longer exists (removed after the shell entered "
+                                        "it); change to one that does\n")
+    absolute = in_removed_folder("solve", CHAIN4, "--out", str(tmp_path / "plan.json"), "--quiet")
+    assert absolute.returncode == 0, absolute.stderr
+    assert json.loads((tmp_path / "plan.json").read_text())["devices"][0]["nodes"] == [1, 2]
 
 
 def test_quiet_leaves_out_the_warnings_of_the_libraries_a_command_uses(tmp_path):
@@ -286,3 +298,5 @@ def test_an_unknown_option_alike_a_known_one_is_named(capsys):
     assert main(["verify", CHAIN4, CHAIN4, "--contiguty", "none"]) == 2
     assert capsys.readouterr().err == ("error: unrecognized arguments: --contiguty none (--contiguty: did you mean "
                                        "--contiguity?)\n")
+    assert main(["solve", CHAIN4, "--", "--metod"]) == 2   # after "--" a word is no option, misspelt or not
+    assert capsys.readouterr().err == "error: unrecognized arguments: --metod\n"
