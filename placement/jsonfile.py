@@ -365,9 +365,18 @@ def parse_file(path: str | Path, parse: Callable[[Any, str], T], max_bytes: int 
     """
     data, maybe_not_finite = _decode(path, InvalidInstanceError, max_bytes)
     try:
-        parsed = parse(data, Path(path).stem)
+        parsed = parse(data, file_stem(path))
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{path}: {exc}") from None
     if maybe_not_finite:        # after the parser, whose messages name the fields it reads
         refuse_non_finite(data, path, InvalidInstanceError)
     return parsed
+
+
+def file_stem(path: str | Path) -> str:
+    """The name a file gives what it holds: its stem, read as UTF-8 from the bytes of the file's name. Under a
+    locale that decodes file names otherwise (``LC_ALL=C`` with Python's UTF-8 mode off), the name held escapes
+    for its bytes, and a plan recorded ``'\\udcc3\\udcbc...'``, which ``verify`` then took for another
+    instance's name."""
+    return os.fsencode(Path(path).stem).decode("utf-8", errors="replace")
+

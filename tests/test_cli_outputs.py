@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import placement
 from placement.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,3 +301,17 @@ def test_an_unknown_option_alike_a_known_one_is_named(capsys):
                                        "--contiguity?)\n")
     assert main(["solve", CHAIN4, "--", "--metod"]) == 2   # after "--" a word is no option, misspelt or not
     assert capsys.readouterr().err == "error: unrecognized arguments: --metod\n"
+
+
+def test_a_file_name_under_a_locale_that_is_not_utf8_names_the_instance_as_written(tmp_path):
+    """LC_ALL=C with Python's UTF-8 mode off: the file name's bytes came as escapes, and the plan recorded the
+    instance as '\\udcc3\\udcbc...', which verify (under UTF-8) then took for another instance's name."""
+    instance = tmp_path / "ünï模型.json"
+    instance.write_bytes(Path(CHAIN4).read_bytes())
+    plan = tmp_path / "plan.json"
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    proc = subprocess.run([sys.executable, "-m", "placement", "solve", str(instance), "--out", str(plan), "--quiet"],
+                          capture_output=True, cwd=ROOT, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(plan.read_text())["instance"] == "ünï模型"
+    assert placement.verify(str(instance), str(plan)).notes == ()

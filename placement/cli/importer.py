@@ -35,6 +35,7 @@ from placement.costmodel.roofline import (DEFAULT_ACCELERATOR, DEFAULT_CPU, ELEM
 from placement.errors import InvalidInstanceError, InvalidParameterError, PlacementError
 from placement.io.op_grouping import GRANULARITIES
 from placement.io.opgraph import CostModelWarning, ImportedModel
+from placement.jsonfile import file_stem
 
 
 def _dim(text: str) -> tuple[str, int]:
@@ -190,7 +191,7 @@ def import_model_spec(spec: str, platform: Platform, *, training: bool, granular
                                    module_depth=module_depth, dtype=dtype, dims=dims, operators=operators)
         except InvalidInstanceError as exc:   # the library's parameter dims is the option --dim here
             raise InvalidInstanceError(re.sub(r"((?:'[^']*'(?:, )?)+) with dims\)", _dim_options, str(exc))) from None
-        label = name or Path(spec).stem
+        label = name or file_stem(spec)
     else:
         if dims:
             raise UsageError("--dim applies to ONNX models only")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from placement.errors import PlacementError
-from placement.jsonfile import strict_json
+from placement.jsonfile import file_stem, strict_json
 from placement.wording import as_given
 
 
@@ -274,7 +274,7 @@ def load_overridden(args: argparse.Namespace, progress: Callable[[str], None] | 
         raise naming_the_file(args.instance, exc) from None
     if source is args.instance or instance.name:
         return instance
-    return dataclasses.replace(instance, name=Path(args.instance).stem)   # a file's is its stem
+    return dataclasses.replace(instance, name=file_stem(args.instance))   # a file's is its stem
 
 
 def naming_the_file(path: str, exc: PlacementError) -> PlacementError:

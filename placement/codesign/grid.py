@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from placement.codesign.template import PARAMETERS, Design
 from placement.errors import InvalidInstanceError, InvalidParameterError, LimitExceededError
 from placement.loading import other_document
-from placement.jsonfile import json_type_name, json_value_text, load_json
+from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
 
 #: The default design space (module docstring).
 DEFAULT_GRID: dict[str, tuple] = {
@@ -129,6 +129,6 @@ def load_grid(source: str | Path | Mapping | Grid | None = None) -> Grid:
     source = os.fspath(source)
     data = load_json(source, InvalidInstanceError)
     try:
-        return parse_grid(data, Path(source).stem)
+        return parse_grid(data, file_stem(source))
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{source}: {exc}") from None

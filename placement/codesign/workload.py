@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from placement.codesign.template import DRAM_BYTES, LINK_BYTES_PER_S, PARAMETERS
 from placement.errors import InvalidInstanceError, InvalidParameterError
 from placement.io.tarnawski import parse_instance
-from placement.jsonfile import json_type_name, json_value_text, load_json
+from placement.jsonfile import file_stem, json_type_name, json_value_text, load_json
 from placement.loading import other_document
 from placement.problem.instance import Instance, format_number
 
@@ -231,7 +231,7 @@ def load_workload(source: str | Path | Mapping | Workload) -> Workload:
                                    "configurations): the co-design takes a model file, whose nodes give their "
                                    "operators")
     try:
-        return _with_work(parse_workload(data, Path(source).stem))
+        return _with_work(parse_workload(data, file_stem(source)))
     except InvalidInstanceError as exc:
         raise InvalidInstanceError(f"{source}: {exc}") from None
 

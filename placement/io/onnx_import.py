@@ -154,6 +154,7 @@ from placement.io.onnx_tied import constant_valued, transposed_copies, zero_valu
 from placement.io.op_grouping import check_grouping, group_ops
 from placement.io.opgraph import (CostModelWarning, ImportedModel, Op, OpGraph, Param, build, bytes_moved,
                                   typed_integer_operators)
+from placement.jsonfile import file_stem
 from placement.problem.union_find import UnionFind
 
 KINDS: dict[str, str] = {}
@@ -1300,7 +1301,7 @@ def import_onnx(path: str | Path, *, platform: Platform, training: bool = False,
     (``operators``: record every node's operator shapes, :mod:`placement.io.operator_shapes`)."""
     check_grouping(granularity, module_depth)
     model = read_onnx(path)
-    graph = graph_from_onnx(model, Path(path).stem, dtype, dims, Path(path).parent)
+    graph = graph_from_onnx(model, file_stem(path), dtype, dims, Path(path).parent)
     if granularity == "module" and len(graph.ops) > 1 and not any(op.module_path for op in graph.ops):
         torch_file = ("; PyTorch wrote this file: torch.onnx.export records the modules at opset 18 or later, or "
                       "with dynamo=False, and its conversion to an earlier opset drops them"
