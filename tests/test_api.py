@@ -1067,3 +1067,27 @@ def test_a_result_with_a_stat_that_is_not_finite_reads_back_equal():
     result = placement.solve(document, objective="latency")
     assert (result.status, result.stats["path_bound"]) == ("infeasible", None)
     assert placement.Result.from_json(json.loads(json.dumps(result.to_json()))) == result
+
+
+def test_an_integer_past_the_float_range_is_refused_in_code_as_in_a_file():
+    """10**400 as a time, a memory or an edge size of an instance built in code raised OverflowError from
+    float(); as a node id of a document or one built in code it was accepted, and its plan could not be read
+    back (a plan's ids are read as numbers). Each is refused, in the words a file's gets."""
+    from placement import DeviceType, Edge, Instance, Node
+
+    types = (DeviceType("accelerator", 2), DeviceType("cpu", 1, pays_comm=False))
+    huge = 10 ** 400
+    past = "is an integer of 401 digits, past the largest number (about 1.8e308)"
+    for nodes, edges, expected in (
+            ((Node(1, "a", (huge, 40)), Node(2, "b", (3, 30))), (Edge(1, 2),), f"node 1: time on accelerator {past}"),
+            ((Node(1, "a", (1, 40), memory=huge), Node(2, "b", (3, 30))), (Edge(1, 2),), f"node 1: memory size {past}"),
+            ((Node(1, "a", (1, 40)), Node(2, "b", (3, 30))), (Edge(1, 2, size=huge),), f"edge 1 -> 2: size {past}"),
+            ((Node(huge, "a", (1, 40)), Node(2, "b", (3, 30))), (Edge(huge, 2),), f"a node id {past}")):
+        with pytest.raises(placement.InvalidInstanceError) as caught:
+            Instance(nodes, edges, types, name="huge")
+        assert str(caught.value) == expected
+    document = {"maxFPGAs": 2, "maxCPUs": 1, "maxSizePerFPGA": 100, "edges": [],
+                "nodes": [{"id": huge, "supportedOnFpga": 1, "fpgaLatency": 4, "cpuLatency": 40, "size": 0}]}
+    with pytest.raises(placement.InvalidInstanceError) as caught:
+        placement.solve(document)
+    assert str(caught.value) == f"a node id {past}"
