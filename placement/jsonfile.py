@@ -185,6 +185,16 @@ def _place_text(place: Any) -> str:
     return "".join(reversed(parts)).lstrip(".") or "the document"
 
 
+def past_floats(value: int) -> str:
+    """``an integer of N digits, past the largest number (about 1.8e308)`` where the integer ``value`` is past
+    the float range (every number read is taken as a double, and ``float`` of it raises ``OverflowError``),
+    else ``""``."""
+    if abs(value) <= sys.float_info.max:
+        return ""
+    digits = math.floor(math.log10(abs(value))) + 1   # str() refuses integers of 4,300 digits
+    return f"an integer of {digits} digits, past the largest number (about 1.8e308)"
+
+
 def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
     """Raise ``error`` naming an integer of a decoded ``document`` (a plan given as a dict) past the
     float range, by its place and length, as :func:`load_json` refuses one in a file: every number read is
@@ -193,10 +203,8 @@ def refuse_huge_integers(document: Any, error: type[PlacementError]) -> None:
     while stack:
         value, where = stack.pop()
         if isinstance(value, int) and not isinstance(value, bool):
-            if abs(value) > sys.float_info.max:
-                digits = math.floor(math.log10(abs(value))) + 1   # str() refuses integers of 4,300 digits
-                raise error(f"{where or 'the document'}: an integer of {digits} digits, past the largest number "
-                            "(about 1.8e308)")
+            if past_floats(value):
+                raise error(f"{where or 'the document'}: {past_floats(value)}")
         elif isinstance(value, Mapping):
             stack.extend((item, f"{where}.{key}" if where else str(key)) for key, item in value.items())
         elif isinstance(value, (list, tuple)):

@@ -86,14 +86,13 @@ class TolerantCache:
             return None
 
     def save_overload(self, sig: Any, data: Any) -> None:
-        for attempt in range(2):
-            try:
+        try:
+            self._cache.save_overload(sig, data)
+        except Exception:   # an index that cannot be read: written anew, empty, and the save tried again
+            with contextlib.suppress(Exception):
+                self._cache.flush()
+            with contextlib.suppress(Exception):
                 self._cache.save_overload(sig, data)
-                return
-            except Exception:   # an index that cannot be read: written anew, empty, and the save tried again
-                if attempt == 0:
-                    with contextlib.suppress(Exception):
-                        self._cache.flush()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cache, name)

@@ -193,8 +193,9 @@ def unknown_options_hint(parser: argparse.ArgumentParser, argv: Sequence[str], m
     hints = []
     for word in message.removeprefix("unrecognized arguments: ").split():
         if word.startswith("--") and word in options:
-            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.75)
-            hints += [f"{word.split('=', 1)[0]}: did you mean {close[0]}?"] if close else []
+            name = word.split("=", 1)[0]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            hints += [f"{name}: did you mean {close[0]}?"] if close else []
     return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
@@ -316,14 +317,11 @@ def open_standard_descriptors() -> None:
     no file the command opens takes their number: a solver's log written to descriptor 1 would land in a plan
     file. Python's streams for them are ``None``: standard error becomes ``/dev/null`` (progress and
     messages are no result), standard output a :class:`ClosedOutput`."""
-    for fd in (0, 1, 2):
+    for fd in (0, 1, 2):   # in order: a new descriptor takes the lowest free number, the one found closed
         try:
             os.fstat(fd)
         except OSError:
-            opened = os.open(os.devnull, os.O_RDWR)
-            if opened != fd:
-                os.dup2(opened, fd)
-                os.close(opened)
+            os.open(os.devnull, os.O_RDWR)
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")
     if sys.stdout is None:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 
-def _subgraphs(node: Any) -> list[Any]:
+def subgraphs(node: Any) -> list[Any]:
+    """The graphs ``node`` holds as attributes (an ``If``'s branches, a ``Loop``'s body), in attribute order."""
     return [sub for attr in node.attribute for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
 
 
@@ -32,7 +33,7 @@ def _names_in(graph: Any, skip: int | None = None) -> set[str]:
         names.update(node.input)
         names.update(node.output)
         if k != skip:
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 names |= _names_in(sub)
     names.discard("")
     return names
@@ -65,7 +66,7 @@ def _taken(node: Any, branch: Any, outside: set[str]) -> tuple[list[Any], list[A
             renamed[inner_name] = outer_name
         else:
             passed.append((renamed.get(inner_name, inner_name), outer_name))
-    if any(_names_in(sub) & set(renamed) for inner in branch.node for sub in _subgraphs(inner)):
+    if any(_names_in(sub) & set(renamed) for inner in branch.node for sub in subgraphs(inner)):
         return None
     prefix = node.name.rpartition("/")[0] + "/" if node.name.startswith("/") else ""
     nodes = []

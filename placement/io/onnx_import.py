@@ -144,7 +144,7 @@ from placement.costmodel.roofline import ELEMENT_BYTES, Platform, check_dtype
 from placement.codesign.workload import Operator
 from placement.errors import InvalidInstanceError, InvalidParameterError, SolverUnavailableError
 from placement.io import layer_gemms, operator_shapes as shapes
-from placement.io.onnx_branches import take_known_branches
+from placement.io.onnx_branches import subgraphs, take_known_branches
 from placement.io.onnx_checks import (check_element_types, check_schemas, check_single_definitions, check_text,
                                       default_opset, topological_nodes)
 from placement.io.onnx_fusion import FusionNode, fuse
@@ -1049,9 +1049,8 @@ def _default_domain(nodes: Any) -> None:
     for node in nodes:
         if node.domain == "ai.onnx":
             node.domain = ""
-        for attr in node.attribute:
-            for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                _default_domain(graph.node)
+        for graph in subgraphs(node):
+            _default_domain(graph.node)
 
 
 def graph_from_onnx(model: Any, name: str = "model", dtype: str | None = None,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from placement.errors import InvalidInstanceError
+from placement.jsonfile import past_floats
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,15 +67,6 @@ def _as_float(value: object) -> object:
         return float(value) if isinstance(value, numbers.Real) and not is_flag(value) else value
     except OverflowError:
         return value
-
-
-def _past_floats(value: object) -> str:
-    """`` is an integer of N digits, past the largest number (about 1.8e308)`` where ``value`` is such an
-    integer (as a file's is refused), else ``""``."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
-        digits = math.floor(math.log10(abs(value))) + 1
-        return f" is an integer of {digits} digits, past the largest number (about 1.8e308)"
-    return ""
 
 
 def is_flag(value: object) -> bool:
@@ -365,8 +357,8 @@ def _elements(value: object, what: str, kind: type) -> tuple:
 def _check_number(value: float, what: str, *, allow_inf: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInstanceError(f"{what} must be a number, got {type(value).__name__}")
-    if _past_floats(value):
-        raise InvalidInstanceError(f"{what}{_past_floats(value)}")
+    if isinstance(value, int) and past_floats(value):
+        raise InvalidInstanceError(f"{what} is {past_floats(value)}")
     if math.isnan(value):
         raise InvalidInstanceError(f"{what} is NaN")
     if math.isinf(value) and not allow_inf:
@@ -500,8 +492,8 @@ def _validate_each(problem: Instance) -> None:
     for n in problem.nodes:
         if not isinstance(n.id, int) or isinstance(n.id, bool):
             raise InvalidInstanceError(f"a node id must be an integer, got {type(n.id).__name__} {n.id!r}")
-        if _past_floats(n.id):   # a plan's ids are read as numbers: it could not be read back
-            raise InvalidInstanceError(f"a node id{_past_floats(n.id)}")
+        if past_floats(n.id):   # a plan's ids are read as numbers: it could not be read back
+            raise InvalidInstanceError(f"a node id is {past_floats(n.id)}")
         if n.id in ids:
             raise InvalidInstanceError(f"duplicate node id {n.id}")
         ids[n.id] = n
@@ -616,10 +608,9 @@ def _plainly_valid(problem: Instance) -> bool:
     limit = MAX_SUM / 2
     with np.errstate(over="ignore", invalid="ignore"):   # a total past the largest float is inf: refused below
         try:
-            if not all(type(v.id) is int and type(v.backward) is bool and type(v.times) is tuple
-                       and type(v.name) is str and (v.colour is None or type(v.colour) is int) for v in nodes):
-                return False
-            if any(abs(v.id) > sys.float_info.max for v in nodes):
+            if not all(type(v.id) is int and abs(v.id) <= sys.float_info.max and type(v.backward) is bool
+                       and type(v.times) is tuple and type(v.name) is str
+                       and (v.colour is None or type(v.colour) is int) for v in nodes):
                 return False
             index = dict(zip([v.id for v in nodes], range(n)))
             if len(index) != n:
