@@ -101,8 +101,7 @@ def solve(instance: Instance | str | PathLike[str] | Mapping[str, Any], *, metho
     if is_piper(instance):
         from placement.parallel.solve import check_piper_request, interleaved_refusal, solve_piper
 
-        check_piper_request(method=method, objective=objective, contiguity=contiguity or "stages",
-                            accelerators=accelerators,
+        check_piper_request(method=method, objective=objective, contiguity=contiguity, accelerators=accelerators,
                             cpus=cpus, stages=stages, backward=backward)
         for name, value in given.items():
             if name not in _PIPER_TAKES and value is not None:

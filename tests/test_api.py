@@ -276,6 +276,12 @@ def test_load_detects_piper_and_solve_refuses_it():
     # solved by the parallel DP (tests/test_parallel.py); the one-device-per-stage methods still refuse it
     with pytest.raises(placement.InvalidParameterError, match="^method must be 'auto' for a Piper instance"):
         placement.solve(piper, method="milp")
+    # its plans are of class 'stages', yet the option is refused given, whatever its value, as verify refuses it
+    for contiguity in ("stages", "none"):
+        with pytest.raises(placement.InvalidParameterError) as given:
+            placement.solve(piper, contiguity=contiguity)
+        assert str(given.value) == ("contiguity does not apply to a Piper instance (its plans are pipelines of data- "
+                                    f"and tensor-parallel stages, class 'stages'); leave it out, not {contiguity!r}")
     # a Piper instance read from a document has no name: the refusal names none rather than an empty one
     with pytest.raises(placement.InvalidParameterError) as unnamed:
         placement.split(json.loads(path.read_text()), {"fpgas": []})

@@ -296,6 +296,8 @@ def test_cli_prints_the_plan_and_refuses_bad_options(tmp_path, capsys):
             "got '0'") in capsys.readouterr().err
     assert main(["solve", str(path), "--method", "milp"]) == 2
     assert capsys.readouterr().err.startswith("error: --method must be 'auto' for a Piper instance")
+    assert main(["solve", str(path), "--contiguity", "stages"]) == 2
+    assert capsys.readouterr().err.startswith("error: --contiguity does not apply to a Piper instance")
     assert main(["solve", str(path), "--backend", "highs"]) == 2
     assert capsys.readouterr().err == ("error: --backend does not apply to a Piper instance, whose one exact DP has "
                                        "its own options (it takes --devices, --memory, --schedule, --chunks, "

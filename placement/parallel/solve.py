@@ -53,11 +53,16 @@ def _check_objective(objective: str) -> None:
                                                  f"instance, not {objective!r}")
 
 
-def check_piper_request(*, method: str, objective: str, contiguity: str, accelerators: int | None, cpus: int | None,
-                        stages: int | None, backward: str) -> None:
-    """Refuse the keywords of :func:`placement.solve` that do not apply to a Piper instance."""
+def check_piper_request(*, method: str, objective: str, contiguity: str | None, accelerators: int | None,
+                        cpus: int | None, stages: int | None, backward: str) -> None:
+    """Refuse the keywords of :func:`placement.solve` that do not apply to a Piper instance: ``contiguity``
+    given at all (``None`` where not given; its plans are of class ``stages``, as verify refuses it given)."""
     _check_objective(objective)
-    fixed = (("method", method, "auto"), ("contiguity", contiguity, "stages"), ("backward", backward, "joint"))
+    if contiguity is not None:
+        raise InvalidParameterError("contiguity", f"does not apply to a Piper instance (its plans are pipelines of "
+                                                  f"data- and tensor-parallel stages, class 'stages'); leave it out, "
+                                                  f"not {contiguity!r}")
+    fixed = (("method", method, "auto"), ("backward", backward, "joint"))
     for name, value, default in fixed:
         if value != default:
             raise InvalidParameterError(name, f"must be {default!r} for a Piper instance (its plans are pipelines "
