@@ -192,7 +192,7 @@ def test_ctrl_c_in_the_dp_that_starts_the_milp_carries_its_plan_as_the_milp_s_st
     result = _result_of_interrupted_solve(method=method, **options)
     assert (result.method, result.status, result.value, result.bound) == ("milp", "feasible", 12.0, 23 / 3)
     assert result.verified and result.verification.valid and result.verification.value == 12.0
-    assert result.message.endswith("interrupted before the search started; the starting plan is returned")
+    assert result.message.endswith("the search was interrupted before it started; the starting plan is returned")
     assert result.contiguity == options.get("contiguity", "stages")
 
 
@@ -213,7 +213,7 @@ def test_ctrl_c_in_the_start_s_chain_dp_keeps_the_intervals_plan(monkeypatch):
     result = _result_of_interrupted_solve(method="milp")
     assert (result.method, result.status, result.value, result.bound) == ("milp", "feasible", 12.0, 23 / 3)
     assert [stage.nodes for stage in result.plan] == [(0, 1), (2, 3), (4,)]
-    assert result.message.endswith("interrupted before the search started; the starting plan is returned")
+    assert result.message.endswith("the search was interrupted before it started; the starting plan is returned")
 
 
 def test_ctrl_c_in_the_dp_that_starts_the_milp_before_it_holds_a_plan_goes_on_without_one(monkeypatch):

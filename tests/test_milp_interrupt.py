@@ -200,7 +200,7 @@ def test_ctrl_c_while_the_model_is_built_carries_the_starting_plan(monkeypatch, 
     else:
         pytest.fail("the interrupt was lost")
     assert (result.status, result.value) == (status, value)
-    assert result.message.startswith("interrupted before the search started")
+    assert result.message.startswith("the search was interrupted before it started")
     if warm_start:
         in_hand = placement.solve(CHAIN, method="local-search" if where == "build" else "dp").plan
         assert [stage.nodes for stage in result.plan] == [stage.nodes for stage in in_hand]

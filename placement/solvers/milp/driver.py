@@ -335,7 +335,7 @@ def interrupted_start(problem: Instance, formulation: Formulation, objective: st
     verify = functools.partial(request_verdict, problem, formulation, objective)
     method = f"milp-{make_backend(backend).name}"
     return SearchInterrupted(None, out_of_time(problem, method, objective, formulation.contiguity, began,
-                                               "interrupted before the search started", plan, verify,
+                                               "the search was interrupted before it started", plan, verify,
                                                lower_bound(problem, objective)))
 
 
@@ -378,7 +378,7 @@ def solve_throughput(problem: Instance, formulation: Formulation, objective: str
         """The interrupt of Ctrl-C before the search started, carrying ``plan`` (the start in hand), verified."""
         absorb_echoes(time.perf_counter())
         return SearchInterrupted(None, out_of_time(problem, f"milp-{be.name}", objective, formulation.contiguity,
-                                                   start, "interrupted before the search started", plan, verify,
+                                                   start, "the search was interrupted before it started", plan, verify,
                                                    simple, bound_name))
 
     given = warm_start
