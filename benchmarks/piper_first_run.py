@@ -8,7 +8,9 @@ were compiled, and, with ``--baseline COMMIT``, the same for the package as of t
 ``placement`` directory exported with ``git archive`` and put first on ``PYTHONPATH``), run
 alternately in the same session, with the ratios new / baseline. A run that exits nonzero, of either
 version, stops the benchmark with a line naming it, its exit status and its last line on standard error
-(exit status 1, no table, nothing written): its time is no solve's.
+(exit status 1, no table, nothing written): its time is no solve's. Exit status 1 from a solve that printed
+its ``status`` line and no traceback (no plan fits: bert32a100 at 1 GiB on 8-64 devices is infeasible)
+is a timed solve, as its status line in the table says.
 
 Writes ``benchmarks/results/piper_first_run.json`` (the machine, every run and the medians); with ``--all``,
 every run of ``benchmarks/piper.py`` (each instance at its own setting, at 1–64 devices, and
@@ -88,12 +90,13 @@ def one_run(path: Path, devices: int, memory: int | None, cache: str, pythonpath
                            cwd=pythonpath or ROOT).stdout.strip()
     said = done.stderr.strip().splitlines()
     return {"wall_s": wall, "cpu_s": cpu, "compiled": COMPILING in done.stderr, "exit": done.returncode,
-            "value_line": value, "package": where, "last_error_line": said[-1] if said else ""}
+            "value_line": value, "package": where, "last_error_line": said[-1] if said else "",
+            "traceback": "Traceback (most recent call last)" in done.stderr}
 
 
 def failure(run: dict) -> str | None:
     """Why the run ``run`` (a row of :func:`one_run`, with its version and setting) times no solve, or None."""
-    if run["exit"] == 0:
+    if run["exit"] == 0 or run["exit"] == 1 and run["value_line"].startswith("status") and not run["traceback"]:
         return None
     memory = "" if run["memory"] is None else f", --memory {run['memory']}"
     said = f": {run['last_error_line']}" if run["last_error_line"] else ""

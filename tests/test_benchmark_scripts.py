@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import ast
 import errno
+import functools
 import importlib.util
 import json
 import os
@@ -531,7 +532,7 @@ def test_piper_first_run_refuses_a_failed_baseline_run(tmp_path, monkeypatch, ca
     def one_run(path, devices, memory, cache, pythonpath):
         failed = pythonpath is not None
         return {"wall_s": 0.1, "cpu_s": 0.1, "compiled": False, "exit": 1 if failed else 0, "value_line": "",
-                "package": "", "last_error_line": "ImportError: no kernels" if failed else ""}
+                "package": "", "last_error_line": "ImportError: no kernels" if failed else "", "traceback": False}
 
     monkeypatch.setattr(piper_first_run, "one_run", one_run)
     assert piper_first_run.main(["--shared", str(tmp_path), "--out", str(tmp_path / "out"), "--repeat", "1",
@@ -540,6 +541,27 @@ def test_piper_first_run_refuses_a_failed_baseline_run(tmp_path, monkeypatch, ca
     assert captured.err.splitlines()[-1] == ("error: the cold run of the baseline HEAD on gnmt (10 devices) exited "
                                              "with status 1: ImportError: no kernels")
     assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def test_piper_first_run_times_a_solve_that_finds_no_plan(tmp_path, monkeypatch, capsys):
+    # solve's exit status 1 with its status line (bert32a100 at 1 GiB is infeasible on 8-64 devices) stopped the
+    # benchmark as a failed run; one that died of a traceback still does
+    (tmp_path / "gnmt.json").write_text("{}")
+
+    def one_run(path, devices, memory, cache, pythonpath, traceback=False):
+        return {"wall_s": 0.1, "cpu_s": 0.1, "compiled": False, "exit": 1, "package": "", "traceback": traceback,
+                "value_line": "status infeasible: no plan on 10 devices", "last_error_line": ""}
+
+    monkeypatch.setattr(piper_first_run, "one_run", one_run)
+    out = tmp_path / "out"
+    assert piper_first_run.main(["--shared", str(tmp_path), "--out", str(out), "--repeat", "1"]) == 0
+    written = json.loads((out / "piper_first_run.json").read_text())
+    assert [(m["instance"], m["exits"]) for m in written["medians"]] == [("gnmt", [1])] and "machine" in written
+    assert "gnmt" in capsys.readouterr().out
+    monkeypatch.setattr(piper_first_run, "one_run", functools.partial(one_run, traceback=True))
+    assert piper_first_run.main(["--shared", str(tmp_path), "--out", str(out), "--repeat", "1"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "error: the cold run of the working tree on gnmt (10 devices) " \
+                                                        "exited with status 1"
 
 
 def test_reading_refuses_a_tree_whose_children_fail(tmp_path, capsys):
