@@ -1456,10 +1456,10 @@ class TransposedHeads(nn.Module):
         return self.out(o.transpose(1, 2).contiguous().view(2, 8, 32))
 
 
-def assert_stages_compute(model, x, stages: int) -> None:
-    """The operator-granularity plan of ``model`` on ``stages`` stages, chained, computes its output and,
-    each parameter held by one stage, its gradients."""
-    pp = plan_pipeline(model, (x,), devices="epyc-7763:4", stages=stages, granularity="operator")
+def assert_stages_compute(model, x, stages: int, devices: str = "epyc-7763:4") -> None:
+    """The operator-granularity plan of ``model`` on ``stages`` stages of ``devices``, chained, computes its output
+    and, each parameter held by one stage, its gradients."""
+    pp = plan_pipeline(model, (x,), devices=devices, stages=stages, granularity="operator")
     out, modules = chained(pp, (x,))
     expected = model(x)
     assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
@@ -1476,6 +1476,43 @@ def test_a_received_view_is_laid_out_as_traced(stages):
     torch.manual_seed(0)
     model, x = TransposedHeads(), torch.randn(2, 8, 32)
     assert_stages_compute(model, x, stages)
+
+
+class StridedView(nn.Module):
+    """``as_strided`` of a transposed slice of an activation, which reads the activation's memory row by row: 4
+    elements of each sample's row, from the slice's storage offset (or from ``offset``) on, each repeated 64 times
+    (a result larger than the slice, so that a plan that may cut between them sends the slice)."""
+
+    def __init__(self, offset: int | None) -> None:
+        super().__init__()
+        self.first, self.inner, self.out = nn.Linear(8, 8), nn.Linear(8, 16), nn.Linear(64, 8)
+        self.offset = offset
+
+    def forward(self, x):
+        z = self.inner(self.first(x).relu())[:, :12].t()
+        return self.out(torch.as_strided(z, (x.shape[0], 4, 64), (16, 1, 0), self.offset))
+
+
+@pytest.mark.parametrize("offset", [None, 8])
+def test_as_strided_shares_a_stage_with_the_memory_it_reads(offset):
+    # a boundary between the slice and as_strided gave it a dense copy of the slice's values: other elements
+    # (largest difference 0.63), or past the copy's end (RuntimeError: setStorage ... out of bounds)
+    torch.manual_seed(0)
+    model, x = StridedView(offset), torch.randn(2, 8)
+    assert_stages_compute(model, x, 4, devices="h100:4")
+    pp = plan_pipeline(model, (x,), devices="h100:4", stages=4, granularity="operator")
+    assert pp.instance["about"]["storage_views"] == {"linear_1": [2, 3, 4, 5]}
+    assert [[n.name for n in stage.nodes] for stage in pp.partition.stages] == [
+        ["linear"], ["relu"], ["linear_1", "slice_1", "t", "as_strided"], ["linear_2"]]
+    with pytest.raises(placement.InvalidParameterError) as error:
+        plan_pipeline(model, (x,), devices="h100:4,epyc-7763:1", stages=5, granularity="operator")
+    assert error.value.parameter == "stages"
+    assert str(error.value) == (
+        "stages 5: no plan has 5 non-empty stages: the graph has 4 parts that a pipeline can separate (colour classes "
+        "and cycles stay on one device); the nodes of an operator that reads a tensor's memory by storage offset and "
+        "strides (as_strided) share a stage with those that make that memory and the views of it it reads, which a "
+        "later stage receives as a copy of their values alone: linear_1, slice_1, t, as_strided (around the memory "
+        "of 'linear_1')")
 
 
 class Rotary(nn.Module):

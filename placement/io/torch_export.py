@@ -1165,19 +1165,20 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
 def _with_writes_in_place(imported: ImportedModel, program: Any, names: Mapping[str, str]) -> ImportedModel:
     """``imported`` with each group of nodes that must share a stage because the program writes a
     tensor in place (:func:`placement.torch.state.in_place_groups`: a buffer and its readers, a write
-    into an activation and what it is ordered against) in one colour class, so that every solver
-    keeps the program's order and ``pipe_split_module`` can split its plans. A written parameter or
+    into an activation and what it is ordered against) or reads one's memory by storage offset and
+    strides (``as_strided`` and the views and operator that memory comes from) in one colour class, so
+    that every solver keeps the program's order and ``pipe_split_module`` can split its plans. A written parameter or
     buffer goes by its name in ``names`` (a tied tensor by its first name in the model)."""
     from placement.io.tarnawski import parse_instance
     from placement.torch.state import in_place_groups, keep_written_buffers_together, received_writes
 
-    readers, activations = in_place_groups(program, imported.graph)
+    readers, activations, views = in_place_groups(program, imported.graph)
     readers = {names.get(target, target): nodes for target, nodes in readers.items()}
     writes = received_writes(program, imported.graph)
     if writes:
         about = {**imported.instance.get("about", {}), "in_place_writes": [list(pair) for pair in writes]}
         imported = replace(imported, instance={**imported.instance, "about": about})
-    if not readers and not activations:
+    if not readers and not activations and not views:
         return imported
-    instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations)
+    instance = keep_written_buffers_together(imported.instance, imported.graph, readers, activations, views)
     return replace(imported, instance=instance, problem=parse_instance(instance, imported.problem.name))

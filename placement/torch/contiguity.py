@@ -123,6 +123,23 @@ def argument_values(node: Any) -> dict[str, Any]:
     return call_values(node.target, node.args, node.kwargs)
 
 
+#: operators that read an argument's memory at the storage offset and strides they are given (or its own storage
+#: offset), not its elements in their logical order, by the schema name of that argument: what they read depends on
+#: where the argument's elements lie in the storage of the tensor it is a view of, which a copy of its values loses
+READS_STORAGE = {"as_strided": "self", "as_strided_": "self", "as_strided_copy": "self", "as_strided_scatter": "self",
+                 "set_": "source"}
+
+
+def storage_read(node: Any) -> Any:
+    """The FX value whose memory the operator of the FX ``node`` reads by storage offset and strides
+    (:data:`READS_STORAGE`: ``as_strided`` of a view reads the memory of the tensor the view was made from), or
+    ``None``."""
+    schema = getattr(node.target, "_schema", None)
+    argument = READS_STORAGE.get(schema.name.split("::")[-1]) if node.op == "call_function" and schema else None
+    value = argument_values(node).get(argument) if argument is not None else None
+    return value if isinstance(value, torch.fx.Node) else None
+
+
 def _passes(passed: Any, value: Any) -> bool:
     return passed is value or (isinstance(passed, (list, tuple)) and any(p is value for p in passed))
 

@@ -683,14 +683,16 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
                                              "every stage copies each parameter and buffer on its own, so the copies "
                                              "would drift apart: register one of them and take the others as views "
                                              "of it in forward")
-    # one stage holds state the model writes in place and what reads it, and a write into an
-    # activation and what is ordered against it: the import's colour classes, which the exchange
-    # nodes join
+    # one stage holds state the model writes in place and what reads it, a write into an
+    # activation and what is ordered against it, and a read of memory by storage offset and strides and
+    # what that memory comes from: the import's colour classes, which the exchange nodes join
     about = imported.instance["about"]
     readers = {name: tuple(nodes) for name, nodes in about.get("written_buffers", {}).items()}
     activations = {name: tuple(nodes) for name, nodes in about.get("written_activations", {}).items()}
-    if readers or activations:
-        instance = keep_written_buffers_together(instance, imported.graph, readers, activations)
+    views = {name: tuple(nodes) for name, nodes in about.get("storage_views", {}).items()}
+    together = together_note(readers, imported.graph, activations, views) if readers or activations or views else ""
+    if readers or activations or views:
+        instance = keep_written_buffers_together(instance, imported.graph, readers, activations, views)
     if instance is not imported.instance:   # the exchange nodes, the classes: the problem they make
         problem = parse_instance(instance, imported.problem.name)
     objective = "throughput-gpipe" if training and schedule == "gpipe" else "throughput"
@@ -709,14 +711,12 @@ def plan_pipeline(model: Any, args: Sequence[Any], kwargs: dict | None = None, *
         if result.status == "infeasible":
             if stages is not None and stages > separable_parts(problem):   # the stage count, not the devices
                 raise InvalidParameterError("stages", f"{stages}: {result.message}"
-                                                      + (f"; {together_note(readers, imported.graph, activations)}"
-                                                         if readers or activations else ""))
+                                                      + (f"; {together}" if together else ""))
             repeated = repeated_reads_note(imported.graph, aliases, state_kinds(imported.source, aliases))
             in_stages = f" in {stages} stage{'' if stages == 1 else 's'}" if stages else ""
             raise InvalidParameterError("devices", f"{devices!r} cannot hold the model{in_stages}"
                                                    + f": no plan fits ({result.message or 'proven infeasible'})"
-                                                   + (f"; {together_note(readers, imported.graph, activations)}"
-                                                      if readers or activations else "")
+                                                   + (f"; {together}" if together else "")
                                                    + (f"; {repeated}" if repeated else ""))
         raise LimitExceededError(f"no plan found within the limits: {result.message}", "time_limit")
     gm = pipe_split_module(imported.source, layout_from_instance(instance), result.to_plan(), relayed=True)

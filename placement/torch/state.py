@@ -38,6 +38,14 @@ A reader that depends on ``W`` through values, or reads a value made at or after
 neither: the paths of values order it, and the value it reads left its stage after ``W``. So
 a chain of in-place operators, each reading the last one's result (a ReLU after a
 normalisation, a residual ``x += f(x)`` per layer), constrains no stage boundary.
+
+An operator that reads its argument's memory by storage offset and strides
+(:data:`placement.torch.contiguity.READS_STORAGE`: ``as_strided`` of a transposed slice reads the
+memory of the tensor it was sliced from) reads other elements, or past the end, where that
+argument is a stage's received copy, whose storage holds its values alone, densely. So it shares a
+stage with the operators its argument's memory comes from (:func:`storage_views`): the views and
+in-place operators between the argument and the value that owns the memory, and the operator that
+computes that value (a model input, parameter or buffer is no operator's: its views alone).
 """
 
 from __future__ import annotations
@@ -165,6 +173,33 @@ def written_activations(program: Any) -> dict[str, set[str]]:
             for key, names in groups.items()}
 
 
+def storage_views(program: Any) -> dict[str, set[str]]:
+    """Per group of operators of the exported ``program`` that must share a stage because one of them reads
+    memory by storage offset and strides (module docstring; named by its first operator in program order), the
+    names of the operators: each such reader, and the operators that make the value it reads from the memory of
+    another (views, in-place results: :func:`placement.torch.contiguity.alias_sources`) back to the operator that
+    computes that memory, where one does."""
+    from placement.torch.contiguity import alias_sources, storage_read
+
+    nodes = list(program.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    together = UnionFind(len(nodes))
+    grouped: set[int] = set()
+    for node in nodes:
+        value = storage_read(node)
+        if value is None:
+            continue
+        for source in alias_sources(value):
+            made = _operator_of(source)
+            if made.op == "call_function" and made is not node:
+                together.union(position[node], position[made])
+                grouped.update((position[node], position[made]))
+    groups: dict[int, list[int]] = {}
+    for i in sorted(grouped):
+        groups.setdefault(together.find(i), []).append(i)
+    return {nodes[members[0]].name: {nodes[i].name for i in members} for members in groups.values()}
+
+
 def received_writes(program: Any, pg: Any) -> list[tuple[int, int]]:
     """The pairs ``(u, v)`` of forward nodes of ``pg`` (imported from ``program``) where an operator of
     ``v`` writes in place into a floating-point activation an operator of ``u`` computes, or into a value
@@ -237,17 +272,20 @@ def buffer_readers(pg: Any, written: Mapping[str, set[str]]) -> dict[str, tuple[
 
 
 def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers: Mapping[str, tuple[int, ...]],
-                                  activations: Mapping[str, tuple[int, ...]] | None = None) -> dict:
+                                  activations: Mapping[str, tuple[int, ...]] | None = None,
+                                  views: Mapping[str, tuple[int, ...]] | None = None) -> dict:
     """``instance`` (of ``pg``, written by :func:`placement.io.opgraph.to_instance`, possibly with
-    added nodes) with the readers of each buffer in ``readers``, and the nodes of each group of
-    ``activations`` (:func:`written_activations` through :func:`buffer_readers`), in one colour class,
-    with their backward nodes and every node of their classes; ``about.written_buffers`` and
-    ``about.written_activations`` record them."""
+    added nodes) with the readers of each buffer in ``readers``, the nodes of each group of
+    ``activations`` (:func:`written_activations` through :func:`buffer_readers`) and those of each group
+    of ``views`` (:func:`storage_views`, likewise), in one colour class, with their backward nodes and every
+    node of their classes; ``about.written_buffers``, ``about.written_activations`` and
+    ``about.storage_views`` record them."""
     activations = activations or {}
-    if not readers and not activations:
+    views = views or {}
+    if not readers and not activations and not views:
         return dict(instance)
     classes = UnionFind(len(pg.nodes))
-    groups = [*readers.values(), *activations.values()]
+    groups = [*readers.values(), *activations.values(), *views.values()]
     for nodes in groups:
         for v in nodes[1:]:
             classes.union(v, nodes[0])
@@ -263,19 +301,25 @@ def keep_written_buffers_together(instance: Mapping[str, Any], pg: Any, readers:
         about["written_buffers"] = {name: list(v) for name, v in readers.items()}
     if activations:
         about["written_activations"] = {name: list(v) for name, v in activations.items()}
+    if views:
+        about["storage_views"] = {name: list(v) for name, v in views.items()}
     return {**instance, "about": about, "nodes": nodes}
 
 
-def in_place_groups(program: Any, pg: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
+def in_place_groups(program: Any, pg: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]],
+                                                    dict[str, tuple[int, ...]]]:
     """The forward nodes of ``pg`` (imported from ``program``) that must share a stage: per parameter
-    or buffer the program writes in place, its readers (:func:`written_state`), and per activation
-    it writes in place, the nodes ordered against the write (:func:`written_activations`), each
-    through :func:`buffer_readers`."""
-    return buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program))
+    or buffer the program writes in place, its readers (:func:`written_state`), per activation
+    it writes in place, the nodes ordered against the write (:func:`written_activations`), and per
+    memory read by storage offset and strides, the nodes it comes from and its readers (:func:`storage_views`),
+    each through :func:`buffer_readers`."""
+    return (buffer_readers(pg, written_state(program)), buffer_readers(pg, written_activations(program)),
+            buffer_readers(pg, storage_views(program)))
 
 
 def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
-                  activations: Mapping[str, tuple[int, ...]] | None = None) -> str:
+                  activations: Mapping[str, tuple[int, ...]] | None = None,
+                  views: Mapping[str, tuple[int, ...]] | None = None) -> str:
     """Why some nodes share a stage, for a message when no plan fits."""
     notes = []
     if readers:
@@ -288,4 +332,10 @@ def together_note(readers: Mapping[str, tuple[int, ...]], pg: Any,
                  for name, nodes in activations.items()]
         notes.append("the nodes that write an activation in place share a stage with those that must see "
                      "it before or after the write: " + "; ".join(parts))
+    if views:
+        parts = [f"{', '.join(pg.nodes[v].name for v in nodes)} (around the memory of {name!r})"
+                 for name, nodes in views.items()]
+        notes.append("the nodes of an operator that reads a tensor's memory by storage offset and strides "
+                     "(as_strided) share a stage with those that make that memory and the views of it it reads, "
+                     "which a later stage receives as a copy of their values alone: " + "; ".join(parts))
     return "; ".join(notes)
