@@ -1786,7 +1786,7 @@ def test_build_stage_needs_a_group_of_one_rank_per_stage(tmp_path, monkeypatch):
         assert str(error.value) == "group has 1 rank; the plan has 2 stages, one per rank"
         monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 3)
         # the world is only said to be larger: no rank to compare plans with (they agree)
-        monkeypatch.setattr("placement.torch.planning.first_other_plan", lambda plan, device, group: None)
+        monkeypatch.setattr("placement.torch.planning.first_disagreement", lambda settings, device, group: None)
         with pytest.raises(placement.InvalidParameterError) as error:
             pp.build_stage(0, "cpu")
         assert (error.value.parameter, str(error.value)) == (

@@ -507,6 +507,65 @@ def test_ranks_that_planned_different_pipelines_are_refused_by_build_stage(tmp_p
                 "the same inputs, and a time_limit that proves the optimum")
 
 
+def _schedule_or_refuse(rank: int, port: int, pp, options: list, out_dir: str) -> None:
+    """Rank ``rank`` of 2: build stage ``rank`` of ``pp`` and make its schedule with ``options[rank]``, and write
+    what schedule() said."""
+    _join_group(rank, 2, port)
+    try:
+        try:
+            pp.schedule(pp.build_stage(rank, torch.device("cpu")), **options[rank])
+            said = "scheduled"
+        except placement.InvalidParameterError as error:
+            said = str(error)
+        with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as out:
+            out.write(said)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_ranks_that_planned_other_micro_batches_schedules_or_shapes_are_refused_by_build_stage(tmp_path):
+    """Ranks that planned one pipeline with other micro-batch counts or schedules, or for micro-batches of other
+    sizes, have plans of the same stages: build_stage let them build, and their first step waited forever (gpipe
+    against 1f1b) or aborted a rank (4 micro-batches against 2, 2 rows a micro-batch against 4). It compares those
+    too, and names on every rank the setting that differs; likewise schedule() compares what its ranks run."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 2))
+    x = torch.randn(2, WIDTH)
+    options = dict(devices="epyc-7763:2", stages=2)
+    mine = plan_pipeline(model, (x,), microbatches=4, **options)
+    others = {"microbatches": plan_pipeline(model, (x,), microbatches=2, **options),
+              "schedule": plan_pipeline(model, (x,), microbatches=4, schedule="gpipe", **options),
+              "group": plan_pipeline(model, (torch.randn(4, WIDTH),), microbatches=4, **options)}
+    values = {"microbatches": (4, 2), "schedule": ("'1f1b'", "'gpipe'")}
+    for name, other in others.items():
+        assert [s.nodes for s in other.result.plan] == [s.nodes for s in mine.result.plan]
+        assert _run_ranks(_build_or_refuse, ([mine, other], str(tmp_path)), 2, timeout=120) == [0, 0]
+        for rank in range(2):
+            said = (tmp_path / f"rank{rank}.txt").read_text()
+            if name == "group":
+                assert said.startswith(f"group has ranks that planned different pipelines: rank {1 - rank}'s plan "
+                                       f"is not this rank's (rank {rank}, 2 stages, status 'optimal')"), said
+                continue
+            theirs, ours = values[name][1 - rank], values[name][rank]
+            assert said == (f"{name} of plan_pipeline differs between the ranks of the group: rank {1 - rank} planned "
+                            f"with {name}={theirs}, this rank (rank {rank}) with {ours}; the stages run each step's "
+                            "micro-batches in one schedule together (stages that disagree wait for each other forever "
+                            f"or mix steps): give plan_pipeline the same {name} on every rank"), said
+    runs = [dict(loss_fn=loss_fn, microbatches=2), dict(loss_fn=loss_fn)]
+    assert _run_ranks(_schedule_or_refuse, (mine, runs, str(tmp_path)), 2, timeout=120) == [0, 0]
+    for rank in range(2):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == (
+            f"microbatches of schedule() differs between the ranks of the group: rank {1 - rank} runs {4 - 2 * rank}, "
+            f"this rank (rank {rank}) {2 + 2 * rank}; the stages run each step together (stages that disagree wait for "
+            "each other forever, mix steps or scale their gradients apart): give schedule() the same microbatches on "
+            "every rank")
+    runs = [dict(loss_fn=loss_fn), dict(loss_fn=None)]
+    assert _run_ranks(_schedule_or_refuse, (mine, runs, str(tmp_path)), 2, timeout=120) == [0, 0]
+    assert (tmp_path / "rank0.txt").read_text().startswith(
+        "loss_fn of schedule() differs between the ranks of the group: rank 1 runs none (the forward alone), this "
+        "rank (rank 0) a loss_fn (forward and backward);")
+
+
 def _two_stage_mlp():
     """An MLP, a batch ``x`` with targets ``y``, and its 2-stage plan of MICROBATCHES micro-batches."""
     torch.manual_seed(0)

@@ -234,6 +234,30 @@ class PipelinePlan:
         self._exchanges: dict[int, Any] = {}
         self.transfers: list[Any] = []
 
+    def shared_settings(self) -> list[tuple[str, tuple[int, ...]]]:
+        """What every rank's plan must share, each as integers (:func:`first_disagreement`), in the order a
+        disagreement is named: the schedule (its index in ``SCHEDULES``), the micro-batches per step, and the
+        plan (a SHA-256 digest of its stages' device types and nodes, the program's operators of each stage, and
+        the names, shapes and data types of the values each stage takes and returns)."""
+        import hashlib
+
+        import torch
+
+        def described(values: Any) -> list[tuple[str, Any, str]]:
+            shown = []
+            for value in values:
+                example = value.meta.get("val")
+                tensor = isinstance(example, torch.Tensor)
+                shown.append((value.name, tuple(example.shape) if tensor else None, str(example.dtype) if tensor else
+                              type(example).__name__))
+            return shown
+
+        plan = repr(([(s.device_type, sorted(s.nodes)) for s in self.result.plan],
+                     [([n.name for n in stage.nodes], described(stage.inputs), described(stage.outputs))
+                      for stage in self.partition.stages]))
+        return [("schedule", (SCHEDULES.index(self.default_schedule),)), ("microbatches", (self.microbatches,)),
+                ("plan", tuple(hashlib.sha256(plan.encode()).digest()))]
+
     def stage_module(self, stage_index: int, device: Any = None) -> Any:
         """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
         ``device``); its ``state_dict`` keys are the model's, so ``module.load_state_dict(full,
@@ -280,10 +304,20 @@ class PipelinePlan:
             raise InvalidParameterError("group", "needs an initialised process group "
                                                  "(torch.distributed.init_process_group)")
         size, rank = dist.get_world_size(group), dist.get_rank(group)
-        other = first_other_plan(self.result.plan, device, group)   # before any check that one rank alone fails
-        if other is not None:
-            raise InvalidParameterError("group", f"has ranks that planned different pipelines: rank {other}'s plan "
-                                                 f"is not this rank's (rank {rank}, {self.num_stages} stages, "
+        # before any check that one rank alone fails
+        differing = first_disagreement(self.shared_settings(), device, group)
+        if differing is not None and differing[0] != "plan":
+            name, other, theirs = differing
+            mine = {"schedule": self.default_schedule, "microbatches": self.microbatches}[name]
+            theirs = SCHEDULES[theirs[0]] if name == "schedule" else theirs[0]
+            raise InvalidParameterError(name, f"of plan_pipeline differs between the ranks of the group: rank {other} "
+                                              f"planned with {name}={theirs!r}, this rank (rank {rank}) with "
+                                              f"{mine!r}; the stages run each step's micro-batches in one schedule "
+                                              "together (stages that disagree wait for each other forever or mix "
+                                              f"steps): give plan_pipeline the same {name} on every rank")
+        if differing is not None:
+            raise InvalidParameterError("group", f"has ranks that planned different pipelines: rank {differing[1]}'s "
+                                                 f"plan is not this rank's (rank {rank}, {self.num_stages} stages, "
                                                  f"status {str(self.result.status)!r}). Each process ran "
                                                  "plan_pipeline on its own: with other example inputs or devices, "
                                                  "or a search stopped by its time limit at another plan; give every "
@@ -319,13 +353,37 @@ class PipelinePlan:
         """The torch schedule (``ScheduleGPipe`` or ``Schedule1F1B``) for a stage of :meth:`build_stage`,
         with ``microbatches`` micro-batches per ``step`` (default: the plan's); see
         :mod:`placement.torch.schedules`. The plan charged each micro-batch its share of a shared parameter's
-        gradient exchange for the plan's number: another number runs the same stages, not re-planned."""
+        gradient exchange for the plan's number: another number runs the same stages, not re-planned. Every rank
+        of the stage's group calls it: the schedule, the micro-batches, whether there is a ``loss_fn`` (a backward
+        pass) and ``scale_grads`` must be the same on every rank, and a rank whose differ is named."""
         built = self._exchanges.get(id(stage))
         if built is None or built[0] is not stage:
             raise InvalidParameterError("stage", "must be a stage made by this plan's build_stage")
+        kind = schedule or self.default_schedule
+        count = self.microbatches if microbatches is None else microbatches
+        settings = {"schedule": SCHEDULES.index(kind) if isinstance(kind, str) and kind in SCHEDULES else -1,
+                    "microbatches": count if isinstance(count, int) and not isinstance(count, bool) else -1,
+                    "loss_fn": int(loss_fn is not None),
+                    "scale_grads": int(scale_grads) if isinstance(scale_grads, bool) else -1}
+        # before the checks of the values, which one rank alone may fail: every rank takes part
+        differing = first_disagreement([(name, (code,)) for name, code in settings.items()], stage.device, stage.group)
+        if differing is not None:
+            name, other, theirs = differing
+
+            def shown(code: int) -> str:
+                if name == "loss_fn":
+                    return "a loss_fn (forward and backward)" if code else "none (the forward alone)"
+                if code < 0:
+                    return "one refused"
+                return repr(SCHEDULES[code] if name == "schedule" else bool(code) if name == "scale_grads" else code)
+
+            raise InvalidParameterError(name, f"of schedule() differs between the ranks of the group: rank {other} "
+                                              f"runs {shown(theirs[0])}, this rank (rank {stage.stage_index}) "
+                                              f"{shown(settings[name])}; the stages run each step together (stages "
+                                              "that disagree wait for each other forever, mix steps or scale their "
+                                              f"gradients apart): give schedule() the same {name} on every rank")
         flag("scale_grads", scale_grads)
-        return make_schedule(stage, loss_fn, schedule or self.default_schedule,
-                             self.microbatches if microbatches is None else microbatches, scale_grads, built[1])
+        return make_schedule(stage, loss_fn, kind, count, scale_grads, built[1])
 
     def clip_grad_norm_(self, stage: Any, max_norm: float, norm_type: float = 2.0,
                         error_if_nonfinite: bool = False) -> Any:
@@ -388,13 +446,27 @@ def gradient_dtype(grads: list[Any], device: Any, group: Any) -> Any:
     return functools.reduce(torch.promote_types, found) if found else torch.get_default_dtype()
 
 
-def first_other_plan(plan: Any, device: Any, group: Any) -> int | None:
-    """The first rank of ``group`` whose plan is not ``plan`` (a Result's stages; a digest of their types and
-    nodes, gathered from every rank: :func:`gathered_digests`), or ``None``."""
+def first_disagreement(settings: Sequence[tuple[str, Sequence[int]]], device: Any,
+                       group: Any) -> tuple[str, int, tuple[int, ...]] | None:
+    """The first of ``settings`` (each its name and the integers that stand for this rank's value) on which a rank
+    of ``group`` differs from this one: its name, the first such rank and that rank's integers; ``None`` where every
+    rank's are this rank's. Gathered on ``device``, the stage's (a tensor collective runs on any backend); every
+    rank of the group calls it, with the same names and as many integers for each."""
     import torch
+    import torch.distributed as dist
 
-    mine, everyone = gathered_digests(repr([(s.device_type, sorted(s.nodes)) for s in plan]).encode(), device, group)
-    return next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs, mine)), None)
+    mine = torch.tensor([code for _, codes in settings for code in codes], dtype=torch.int64, device=device)
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, mine, group=group)
+    start = 0
+    for name, codes in settings:
+        end = start + len(codes)
+        other = next((k for k, theirs in enumerate(everyone) if not torch.equal(theirs[start:end], mine[start:end])),
+                     None)
+        if other is not None:
+            return name, other, tuple(int(code) for code in everyone[other][start:end].tolist())
+        start = end
+    return None
 
 
 def gathered_digests(data: bytes, device: Any, group: Any) -> tuple[Any, list[Any]]:
