@@ -628,12 +628,15 @@ def test_simulate_scale_alone_keeps_the_engine_and_stream_rows(tmp_path, monkeyp
     out = tmp_path / "simulate.json"
     out.write_text(json.dumps({"machine": {"cpus": 2}, "engines": [{"graph": "g", "simulate_s": 0.1}],
                                "streams": [{"instance": "i", "rel_diff": 0.0}], "scale": []}))
-    monkeypatch.setattr(simulate_benchmark, "BERT_L12", tmp_path / "absent.json")   # no scale run here
-    assert simulate_benchmark.main(["--only-scale", "--json", str(out)]) == 0
+    # part 3 reads its instance under --instances (it read ../shared's whatever folder was given)
+    assert simulate_benchmark.main(["--only-scale", "--json", str(out), "--instances", str(tmp_path)]) == 0
+    assert f"no instance at {tmp_path / 'OperatorGraphs' / 'bert_L-12_training.json'}" in capsys.readouterr().out
     document = json.loads(out.read_text())
     assert document["engines"] == [{"graph": "g", "simulate_s": 0.1, "run": {"machine": {"cpus": 2}}}]
     assert document["streams"] == [{"instance": "i", "rel_diff": 0.0, "run": {"machine": {"cpus": 2}}}]
-    capsys.readouterr()
+    # a folder that is not there is refused, where it measured ../shared's instance and exited 0
+    assert simulate_benchmark.main(["--only-scale", "--json", str(out), "--instances", str(tmp_path / "no")]) == 2
+    assert capsys.readouterr().err == f"error: --instances {tmp_path / 'no'}: no such folder\n"
 
 
 def test_simulate_checks_say_which_row_failed_what():
@@ -642,7 +645,9 @@ def test_simulate_checks_say_which_row_failed_what():
         return {"graph": "bert-base-training", "schedule": "gpipe", "comm": "link", "microbatches": microbatches,
                 "simulate_s": seconds}
 
-    stream = {"instance": "LayerGraphs/x", "time_per_sample": 1.01, "max_load": 1.0, "rel_diff": 0.01}
+    stream = {"instance": "LayerGraphs/x", "time_per_sample": 1.01, "max_load": 1.0, "rel_diff": 0.01, "period": 1}
+    # a run that has not settled (no period: a few micro-batches) measures no steady state: not checked
+    assert simulate_benchmark.failures([], [{**stream, "period": None}]) == []
     assert simulate_benchmark.failures([engine(1000, 1.9), engine(10_000, 19.0)], [{**stream, "rel_diff": 1e-4}]) == []
     assert simulate_benchmark.failures([engine(1000, 2.5), engine(10_000, 25.0)], [stream]) == [
         "engines: bert-base-training gpipe link: simulate took 2.500 s for 1,000 micro-batches, not under 2 s "
