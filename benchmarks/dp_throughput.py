@@ -28,7 +28,9 @@ compiled-kernel and bytecode caches; run with ``--warmup`` to keep that out of t
                                        [--json benchmarks/results/dp_throughput.json]
 
 ``--skip-published`` rewrites the shapes and the start-up in the JSON file and keeps its rows of the
-published instances.
+published instances. Otherwise the run's rows replace the file's rows of the same instances (named by folder
+and file, ``LayerGraphs/bert24_inference``) and the others stay, so a run over a folder of some of them keeps
+the rest of the table; a row whose solve failed replaces none.
 """
 
 from __future__ import annotations
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['max_load']:>12.6f} {row['bound']:>12.6f} {row['gap']:>6.2%} {row['status']:>8} "
                   f"{row['solve_s']:>8.2f} {row['wall_s']:>7.2f} {row['peak_mib']:>9.1f}", flush=True)
     print(f"\nmedians of {args.repeat} runs per published instance; machine: {machine()}")
+    document["rows"] = merged_rows(args.json, rows, ("instance",), machine(), weak=lambda row: "error" in row)
     _write(args.json, document)
     return 0 if all("error" not in r and r.get("verified") for r in rows) else 1
 

@@ -27,6 +27,7 @@ _PATH = list(sys.path)
 sys.path.insert(0, str(BENCHMARKS))   # the scripts import each other by name: only while they are imported
 import backward_split  # noqa: E402
 import common  # noqa: E402
+import dp_throughput  # noqa: E402
 import hypar as hypar_benchmark  # noqa: E402
 import layerpipe  # noqa: E402
 import milp as milp_benchmark  # noqa: E402
@@ -115,6 +116,34 @@ def test_codesign_sweep_names_the_options_the_library_refuses(tmp_path):
                "--json", str(tmp_path / "sweep.json"))
     assert refused(done).startswith("error: --workers applies to the local cluster only")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dp_throughput_over_some_instances_keeps_the_other_rows(tmp_path, monkeypatch, capsys):
+    # a run over a folder of one instance wrote that one row, and the table of the others was lost
+    out = tmp_path / "dp.json"
+    out.write_text(json.dumps({"cpus": 2, "rows": [{"instance": "LayerGraphs/a", "wall_s": 1.0},
+                                                   {"instance": "LayerGraphs/b", "wall_s": 2.0}]}))
+    folder = tmp_path / "inputs"
+    (folder / "LayerGraphs").mkdir(parents=True)
+    (folder / "LayerGraphs" / "b.json").write_text("{}")
+    monkeypatch.setattr(dp_throughput, "shape_rows", lambda folder, repeat: [])
+
+    def run_one(instance, plan, env, error=None):
+        row = {"instance": f"{instance.parent.name}/{instance.stem}", "wall_s": 3.0, "solve_s": 0.1, "peak_mib": 1.0,
+               "nodes": 1, "ideals": 2, "pairs_examined": 1, "max_load": 1.0, "bound": 1.0, "gap": 0.0,
+               "status": "optimal", "verified": True}
+        return {**row, "error": error} if error else row
+
+    monkeypatch.setattr(dp_throughput, "run_one", run_one)
+    assert dp_throughput.main(["--instances", str(folder), "--repeat", "1", "--json", str(out)]) == 0
+    assert [(r["instance"], r["wall_s"]) for r in json.loads(out.read_text())["rows"]] == [
+        ("LayerGraphs/a", 1.0), ("LayerGraphs/b", 3.0)]
+    # a failed solve measures nothing: it replaces no row
+    monkeypatch.setattr(dp_throughput, "run_one", functools.partial(run_one, error="exit 1"))
+    assert dp_throughput.main(["--instances", str(folder), "--repeat", "1", "--json", str(out)]) == 1
+    assert [(r["instance"], r["wall_s"]) for r in json.loads(out.read_text())["rows"]] == [
+        ("LayerGraphs/a", 1.0), ("LayerGraphs/b", 3.0)]
+    capsys.readouterr()
 
 
 def test_dp_throughput_missing_folder_is_refused_before_timing(tmp_path):
