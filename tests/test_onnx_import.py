@@ -976,6 +976,59 @@ def test_a_negative_dimension_is_refused():
         "symbolic (a name, fixed with dims) or give its size")
 
 
+
+def _split_model(shape, parts, opset, sizes=None, attribute=False, sliced=False):
+    """x of ``shape`` -> Split along axis 1 into ``parts`` outputs (``sizes``: the part sizes, as the ``split``
+    input or, with ``attribute``, attribute; none: ``num_outputs`` from opset 18) -> the last part, sliced from
+    index 1 along axis 1 with ``sliced``."""
+    outputs = [f"p{k}" for k in range(parts)]
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s", [1]), ("e", [100]), ("a", [1]))]
+    inputs, attrs = ["x"], {"axis": 1}
+    if sizes is not None and attribute:
+        attrs["split"] = sizes
+    elif sizes is not None:
+        inputs.append("sizes")
+        inits.append(numpy_helper.from_array(np.array(sizes, np.int64), "sizes"))
+    elif opset >= 18:
+        attrs["num_outputs"] = parts
+    nodes = [helper.make_node("Split", inputs, outputs, name="split", **attrs)]
+    if sliced:
+        nodes.append(helper.make_node("Slice", [outputs[-1], "s", "e", "a"], ["y"], name="slice"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                               for n in (["y"] if sliced else outputs)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_a_split_into_more_parts_than_its_axis_holds_is_refused():
+    """A Split of an axis of size 1 into 3 parts (opset 18, num_outputs=3: parts of 1 element, the last the
+    rest, -1): onnx's shape inference gave the last part the dimension -1 and, on a Slice of it, aborted the
+    process (a failed assertion). Refused before inference, as are part sizes that do not sum to the axis's
+    size or are negative, and parts of ceil(5 / 4) = 2 elements that leave the last -1."""
+    script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
+              "graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), 'split')\n")
+    model = _split_model(["batch", 1, 4], 3, 18, sliced=True)
+    child = subprocess.run([sys.executable, "-c", script], input=model.SerializeToString(), capture_output=True,
+                           timeout=120)
+    assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
+    assert child.stderr.decode().splitlines()[-1].endswith(
+        "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape ['batch', 1, 4], into 3 parts, more "
+        "than the 1 element along it; split it into at most 1 part or give the part sizes")
+    where = "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape [2, {}, 4], into "
+    for model, message in (
+            (_split_model([2, 1, 4], 3, 17), "3 parts, more than the 1 element along it; split it into at most 1 "
+                                             "part or give the part sizes"),
+            (_split_model([2, 5, 4], 4, 18), "4 parts of 2 elements but the last, which holds the rest, -1 elements; "
+                                             "split it into fewer parts or give the part sizes"),
+            (_split_model([2, 1, 4], 3, 17, [1, 1, 1]), "parts of sizes [1, 1, 1], which sum to 3, not 1; give part "
+                                                        "sizes that sum to 1"),
+            (_split_model([2, 1, 4], 3, 11, [2, -1, 0], attribute=True),
+             "parts of sizes [2, -1, 0], with a negative size; give part sizes of at least 0 that sum to 1")):
+        with pytest.raises(InvalidInstanceError) as err:
+            graph_from_onnx(model, "split")
+        assert str(err.value) == where.format(model.graph.input[0].type.tensor_type.shape.dim[1].dim_value) + message
+    assert len(graph_from_onnx(_split_model([2, 4, 4], 3, 18), "split").ops) == 1   # parts of 2, 2 and 0 elements
+
 def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):
     """X [T=5, N=4, I=12] (batch first with layout 1) -> one LSTM, GRU or RNN layer of hidden size 16 ->
     Y; W [D, G·16, 12], R [D, G·16, 16], B [D, 2·G·16]."""

@@ -25,7 +25,9 @@ operators contradict (a ``value_info`` of ``[4, 1000]`` for a ``MatMul`` of ``[4
 are an error rather than a wrong FLOP count. Where strict inference fails for any other reason,
 lenient inference is used instead. Inference takes a ``Reshape``'s target shape as written, so
 :func:`check_element_counts` checks that the operators that rearrange a tensor keep its number
-of elements.
+of elements. Before inference, :func:`check_declared_dimensions` refuses a declared negative dimension
+and :func:`check_split_parts` a ``Split`` that cannot split the declared size of its axis into its parts:
+onnx's inference gave either a negative dimension and aborted the process on some operators after it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import re
 from typing import Any
 
 from placement.errors import InvalidInstanceError
+from placement.io.onnx_checks import default_opset
 
 #: the most elements of a value evaluated while following shapes
 SMALL = 1024
@@ -119,6 +122,88 @@ def check_declared_dimensions(graph: Any, name: str) -> None:
             raise InvalidInstanceError(f"{name}: tensor {value.name!r} is declared with the shape {shown}, with a "
                                        "negative dimension; declare that dimension symbolic (a name, fixed with "
                                        "dims) or give its size")
+
+
+def _declared_dimensions(graph: Any) -> dict[str, list[int | str]]:
+    """The dimensions of every tensor ``graph`` declares with a shape (inputs, value infos, outputs,
+    initializers): a size, or the name of a symbolic one (``"?"``: not given)."""
+    dims: dict[str, list[int | str]] = {}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            dims.setdefault(value.name, [int(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?"
+                                         for d in value.type.tensor_type.shape.dim])
+    for init in graph.initializer:
+        dims[init.name] = [int(d) for d in init.dims]
+    return dims
+
+
+def _split_sizes(node: Any, graph: Any, onnx: Any) -> list[int] | None:
+    """The part sizes ``Split`` ``node`` is given: its ``split`` attribute (opsets 2 to 12) or the value of
+    its second input where an initializer or a ``Constant`` node holds it; ``None`` where it is given none
+    or its value is not held in the graph."""
+    for attr in node.attribute:
+        if attr.name == "split":
+            return [int(v) for v in attr.ints]
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    tensors = [init for init in graph.initializer if init.name == node.input[1]]
+    for constant in graph.node:
+        if constant.op_type == "Constant" and list(constant.output) == [node.input[1]]:
+            for attr in constant.attribute:
+                if attr.name == "value_ints":
+                    return [int(v) for v in attr.ints]
+                if attr.name == "value":
+                    tensors.append(attr.t)
+    from onnx import numpy_helper
+
+    for tensor in tensors[:1]:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        try:
+            return [int(v) for v in numpy_helper.to_array(tensor).reshape(-1)]
+        except Exception:  # a tensor that cannot be read is simply not known
+            return None
+    return None
+
+
+def check_split_parts(graph: Any, name: str, opset: int | None, onnx: Any) -> None:
+    """:class:`InvalidInstanceError` for a ``Split`` of the default domain along an axis whose size the graph
+    declares (an input, a value info, an initializer) that cannot split it: given part sizes, one negative or
+    their sum not that size; given none, more parts than the axis has elements, or (opset 18 on, parts of
+    ``ceil(size / parts)`` elements and the last the rest) a last part of negative size. onnx's shape inference
+    gave such a part a negative dimension and, on some operators after it (a ``Slice`` of it: a failed
+    assertion, nothing to catch), aborted the whole process."""
+    dims = _declared_dimensions(graph)
+    for k, node in enumerate(graph.node):
+        if node.op_type != "Split" or node.domain not in ("", "ai.onnx") or not node.input:
+            continue
+        shape = dims.get(node.input[0])
+        axis = next((int(attr.i) for attr in node.attribute if attr.name == "axis"), 0)
+        if shape is None or not -len(shape) <= axis < len(shape) or not isinstance(shape[axis], int):
+            continue
+        axis %= len(shape)
+        size = shape[axis]
+        where = (f"{name}: node {node.name or f'Split_{k}'!r} (Split) splits axis {axis} of tensor {node.input[0]!r}, "
+                 f"of shape {shape}, into ")
+        sizes = _split_sizes(node, graph, onnx)
+        if sizes is not None:
+            if any(v < 0 for v in sizes):
+                raise InvalidInstanceError(f"{where}parts of sizes {sizes}, with a negative size; give part sizes "
+                                           f"of at least 0 that sum to {size}")
+            if sum(sizes) != size:
+                raise InvalidInstanceError(f"{where}parts of sizes {sizes}, which sum to {sum(sizes)}, not {size}; "
+                                           f"give part sizes that sum to {size}")
+            continue
+        parts = next((int(attr.i) for attr in node.attribute if attr.name == "num_outputs"), len(node.output))
+        if parts > size:
+            raise InvalidInstanceError(f"{where}{parts} parts, more than the {size} element{'s' * (size != 1)} "
+                                       f"along it; split it into at most {size} part{'s' * (size != 1)} or give "
+                                       "the part sizes")
+        chunk = -(-size // parts)
+        rest = size - chunk * (parts - 1)
+        if opset is not None and opset >= 18 and rest < 0:
+            raise InvalidInstanceError(f"{where}{parts} parts of {chunk} elements but the last, which holds the "
+                                       f"rest, {rest} elements; split it into fewer parts or give the part sizes")
 
 
 def check_initialised_inputs(graph: Any, name: str, onnx: Any) -> None:
@@ -334,6 +419,7 @@ def shaped_model(model: Any, name: str, onnx: Any) -> tuple[Any, dict[str, Any]]
     changed. Inference runs on the model without the data of its large initializers (:func:`shapes_only`)."""
     check_declared_dimensions(model.graph, name)
     check_initialised_inputs(model.graph, name, onnx)
+    check_split_parts(model.graph, name, default_opset(model), onnx)
     shaped = _infer(shapes_only(model, onnx), name, onnx)
     if _loop_carried_shapes(shaped.graph, onnx):
         shaped = _infer(shaped, name, onnx)
