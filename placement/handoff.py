@@ -37,7 +37,8 @@ class Split:
     ``text`` the same as the command line prints it (JSON, the layout string, or a table of
     stages); ``order`` the positions of the plan's devices that are stages (those holding a forward
     node), stage by stage, where it listed them in another order (``None``: it did not); ``notes``
-    what the hand-off does that the plan does not say (a CPU stage, the devices the plan records);
+    what the hand-off does that the plan does not say (a CPU stage, the devices the plan records, the
+    entries of the model that its forward never calls);
     ``warnings`` what the runtime will do differently from the plan (a trained parameter several stages
     read).
     """
@@ -80,6 +81,7 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     """
     from placement.api import solved_devices
     from placement.io.exporters import deepspeed_notes, in_pipeline_order, read_layout
+    from placement.io.megatron import megatron_notes
     from placement.io.plans import PlanFile, as_plan, made_for_another, plan_error, read_plan_file, recorded_overrides
     from placement.loading import as_instance, loaded_with_document
     from placement.parameters import one_of
@@ -134,6 +136,8 @@ def split(instance: str | PathLike[str] | Mapping[str, Any], plan: Any, *, forma
     notes += _cpu_stage_notes(layout, checked)
     if form == "deepspeed":
         notes += deepspeed_notes(layout, value["layers"])
+    if form == "megatron":
+        notes += megatron_notes(layout)
     text = value if isinstance(value, str) else json.dumps(value, indent=1)
     return Split(form, value, text, order, tuple(notes), _shared_warnings(form, layout, checked))
 

@@ -9,6 +9,9 @@
   Linear and the blocks, an operator outside every module.
 * :func:`scaled_residual_stack` — :func:`residual_stack` whose blocks begin with an operator of their own
   (``x * 0.5`` before the norm), not with a submodule's.
+* :func:`skipping_stack` — :func:`residual_stack` with a stack ``blocks`` of four residual blocks of which
+  forward calls ``blocks.0`` and ``blocks.2`` only: ``blocks.1`` is skipped (as LayerDrop skips a layer) and
+  ``blocks.3`` is a spare.
 * :func:`tied_lm` — an embedding, two Linears and an output projection that is the embedding's
   weight (tied), on token ids [2, 4].
 * :func:`conditioned` — three Linears on ``x`` and a Linear ``cond_proj`` on a second input
@@ -109,6 +112,23 @@ def residual_stack_with_root_op():
 def scaled_residual_stack():
     torch.manual_seed(0)
     return ResidualStack(False, block=ScaledResidual), (torch.randn(3, 4),)
+
+
+class SkippingStack(ResidualStack):
+    def __init__(self) -> None:
+        super().__init__(False)
+        self.blocks = nn.ModuleList(Residual(8) for _ in range(4))
+
+    def forward(self, x):
+        x = self.embed(x)
+        for k in (0, 2):
+            x = self.blocks[k](x)
+        return self.head(x)
+
+
+def skipping_stack():
+    torch.manual_seed(0)
+    return SkippingStack(), (torch.randn(3, 4),)
 
 
 class Conditioned(nn.Module):

@@ -1140,7 +1140,8 @@ def test_deepspeed_layers_of_an_onnx_instance_say_which_modules_they_do_not_run(
     """The TorchScript exporter folds nn.Sequential(conv, bn, relu, conv, bn, relu)'s batch norms into their
     convolutions: no operator of modules 1 and 4 is left, and the DeepSpeed layers listed 0, 2, 3, 5 without
     a word, a PipelineModule of them a model without its normalisations. The split names the children it
-    skips and says that an ONNX instance lists no folded normalisation."""
+    skips (an ONNX file does not say whether the model calls them) and says that an ONNX instance lists no
+    folded normalisation."""
     import json
 
     weights = [numpy_helper.from_array(np.ones(shape, dtype=np.float32), name)
@@ -1160,10 +1161,10 @@ def test_deepspeed_layers_of_an_onnx_instance_say_which_modules_they_do_not_run(
                                                            {"type": "accelerator", "nodes": ids[2:]}]},
                                format="deepspeed")
     assert hand_off.split == {"layers": ["0", "2", "3", "5"], "parts": [0, 2, 4]}
-    skips = ("layers skips {}, which the model runs between {} and {} but of which the instance holds no operator "
-             "(a batch normalisation folded into the convolution before it, an nn.Identity, a dropout in eval "
-             "mode): a PipelineModule of these layers does not run it; insert it where it belongs if it computes "
-             "anything")
+    skips = ("layers skips {}, which lies between {} and {} but of which the instance holds no operator (a batch "
+             "normalisation folded into the convolution before it, an nn.Identity, a dropout in eval mode, or an "
+             "entry the model's forward never calls: the instance does not record which): a PipelineModule of these "
+             "layers does not run it; insert it where it belongs if the model runs it and it computes anything")
     assert hand_off.notes == (skips.format("1", "0", "2"), skips.format("4", "3", "5"),
                               "the instance was imported from ONNX, whose exporters fold a batch normalisation "
                               "into the convolution before it: layers lists no normalisation so folded, and a "

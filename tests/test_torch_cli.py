@@ -355,6 +355,32 @@ def test_split_refuses_a_model_that_returns_its_input_as_given(tmp_path, capsys)
     assert capsys.readouterr().err.endswith("field 'about.returned_inputs' must be an array of strings\n")
 
 
+
+def test_split_names_the_entries_forward_never_calls(tmp_path, capsys):
+    """SkippingStack's forward calls blocks.0 and blocks.2 of its four: the DeepSpeed note said the model runs
+    blocks.1 between them, and the Megatron layout counted two blocks of four without a word. The import
+    records the entries forward never calls; both forms name them as holding no stage's work."""
+    instance = tmp_path / "skipping.json"
+    assert main(["import", "tests.handoff_models:skipping_stack", "--out", str(instance), "--accelerators", "2"]) == 0
+    data = json.loads(instance.read_text())
+    assert data["about"]["uncalled_entries"] == ["blocks.1", "blocks.3"]
+    plan = write_plan(tmp_path / "plan.json", range(0, 4), range(4, 8))   # embed, blocks.0 | blocks.2, head
+    never = "note: the model's forward never calls blocks.1 and blocks.3: they hold no stage's work, and "
+    capsys.readouterr()
+    assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == {"layers": ["embed", "blocks.0", "blocks.2", "head"], "parts": [0, 2, 4]}
+    assert captured.err == never + "a PipelineModule of these layers does not run them either\n"
+    assert main(["split", str(instance), plan, "--format", "megatron"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("Et|tL\n", never + "the layout leaves them out of its count of blocks: "
+                                                               "it counts the 2 entries of blocks that the forward "
+                                                               "calls\n")
+    data["about"]["uncalled_entries"] = "blocks.1"
+    instance.write_text(json.dumps(data))
+    assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 2
+    assert capsys.readouterr().err.endswith("field 'about.uncalled_entries' must be an array of strings\n")
+
 def test_deepspeed_refuses_a_layer_after_the_first_that_reads_a_model_input(tmp_path, capsys):
     """SecondInput's nodes: a (0), join (1, reads the model input cond), join.lin (2), head (3). Stage 0
     holding a and join reads every input there, as torch's pipeline() needs, but the PipelineModule's

@@ -12,9 +12,9 @@ import re
 import pytest
 
 from placement.errors import InvalidInstanceError, InvalidParameterError
-from placement.io.exporters import (deepspeed_parts, layout_from_instance, pipe_split_ops, split_points, stage_types,
-                                    stages)
-from placement.io.megatron import block_stacks, layer_stack, megatron_layout
+from placement.io.exporters import (deepspeed_notes, deepspeed_parts, layout_from_instance, pipe_split_ops,
+                                    split_points, stage_types, stages)
+from placement.io.megatron import block_stacks, layer_stack, megatron_layout, megatron_notes
 from placement.plan import DeviceAssignment, Plan
 
 
@@ -210,6 +210,38 @@ def test_megatron_layout_needs_a_chain_of_blocks_and_one_stage_each_for_embeddin
                                                     "Megatron keeps it in one stage$"):
         megatron_layout(lay, plan(range(0, 5), range(5, 9), [9]))
 
+
+
+def test_notes_tell_entries_forward_never_calls_from_those_it_runs():
+    """Blocks h.0, h.2 and h.4 hold the nodes; h.1 (an nn.Identity) is called and holds no operator, h.3 and h.5
+    are never called, as the import records. The DeepSpeed note said the model runs h.3 between h.2 and h.4,
+    and the Megatron layout counted 3 blocks without a word: both name h.3 and h.5 as holding no stage's work,
+    and only h.1 as run between two layers. An instance that records no calls (from ONNX) says a child it
+    skips may be never called."""
+    nodes = [("embed", "embed", ("embed",)), *block("h", 0), *block("h", 2), *block("h", 4),
+             ("head", "head", ("head",))]
+    data = {"nodes": [{"id": k, "name": name, "module": module, "starts": list(starts), "ops": [f"op{k}"]}
+                      for k, (name, module, starts) in enumerate(nodes)],
+            "edges": [{"sourceId": k, "destId": k + 1} for k in range(len(nodes) - 1)],
+            "about": {"uncalled_entries": ["h.3", "h.5"]}}
+    layers = ["embed", "h.0", "h.2", "h.4", "head"]
+    lay = layout_from_instance(data)
+    assert megatron_layout(lay, plan(range(0, 4), range(4, 11))) == "Et|ttL"
+    never = "the model's forward never calls h.3 and h.5: they hold no stage's work, and "
+    assert deepspeed_notes(lay, layers) == [
+        "layers skips h.1, which the model runs between h.0 and h.2 but of which the instance holds no operator (a "
+        "batch normalisation folded into the convolution before it, an nn.Identity, a dropout in eval mode): a "
+        "PipelineModule of these layers does not run it; insert it where it belongs if it computes anything",
+        never + "a PipelineModule of these layers does not run them either"]
+    assert megatron_notes(lay) == [never + "the layout leaves them out of its count of blocks: it counts the 3 "
+                                           "entries of h that the forward calls"]
+    unrecorded = layout_from_instance({**data, "about": {}})
+    may = ("layers skips {}, which lies between {} and {} but of which the instance holds no operator (a batch "
+           "normalisation folded into the convolution before it, an nn.Identity, a dropout in eval mode, or an entry "
+           "the model's forward never calls: the instance does not record which): a PipelineModule of these layers "
+           "does not run it; insert it where it belongs if the model runs it and it computes anything")
+    assert deepspeed_notes(unrecorded, layers) == [may.format("h.1", "h.0", "h.2"), may.format("h.3", "h.2", "h.4")]
+    assert megatron_notes(unrecorded) == []
 
 def test_deepspeed_layers_are_modules_never_operators_outside_them():
     root_op = layout([("embed", "embed", ("embed",)), ("(model)", "", ()), *block("h", 0), ("head", "head", ("head",))])

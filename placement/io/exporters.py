@@ -45,7 +45,8 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   where a layer takes several tensors (:func:`_require_one_argument`), since it calls each layer
   with one argument.
 * :func:`placement.io.megatron.megatron_layout` — Megatron-Core's pipeline layout string,
-  counting repeated blocks.
+  counting the repeated blocks the forward calls (:func:`placement.io.megatron.megatron_notes` names the
+  entries it never calls, as :func:`deepspeed_notes` does).
 
 Every function raises an :class:`InvalidParameterError` when the plan (or the program)
 cannot be expressed in its form; for a plan, the message is ``plan cannot be written as
@@ -91,8 +92,10 @@ class LayoutNode:
 class Layout:
     """The forward nodes of an imported instance in program order, backward id -> forward id, the
     edges between forward nodes, the model's tensor inputs (``None``: the instance does not
-    record them), the trained parameters that several nodes read (training instances) and the
-    forward edges a gradient flows back along (those whose backward mirror the instance has)."""
+    record them), the trained parameters that several nodes read (training instances), the
+    forward edges a gradient flows back along (those whose backward mirror the instance has), and the
+    entries of numbered containers (``layers.1``) that the model's forward never calls (``uncalled``,
+    the torch importer's ``about.uncalled_entries``; ``None``: the instance does not record them)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
@@ -105,6 +108,7 @@ class Layout:
     outputs: tuple[int, ...] | None = None     # the nodes whose values the model returns (None: not recorded)
     returned_inputs: tuple[str, ...] = ()      # the model's inputs it returns as given
     scalar_outputs: tuple[int, ...] = ()       # the nodes whose returned value is 0-dimensional (a loss)
+    uncalled: tuple[str, ...] | None = None    # numbered entries forward never calls (None: not recorded)
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -172,11 +176,15 @@ def layout_from_instance(data: Any) -> Layout:
     if not isinstance(scalar, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v in ids
                                                for v in scalar):
         raise InvalidInstanceError("field 'about.scalar_outputs' must be an array of forward node ids")
+    uncalled = about.get("uncalled_entries") if isinstance(about, dict) else None
+    if uncalled is not None and (not isinstance(uncalled, list) or not all(isinstance(v, str) for v in uncalled)):
+        raise InvalidInstanceError("field 'about.uncalled_entries' must be an array of strings")
     return Layout(tuple(forward), mates, edges, None if inputs is None else tuple(inputs),
                   tuple((name, tuple(ids)) for name, ids in shared.items()), gradient_edges,
                   generator if isinstance(generator, str) else "",
                   tuple((u, v) for u, v in writes if u in ids and v in ids),
-                  None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar))
+                  None if outputs is None else tuple(outputs), tuple(returned_inputs), tuple(scalar),
+                  None if uncalled is None else tuple(uncalled))
 
 
 def _check_strings(raw: dict, node_id: int) -> None:
@@ -543,22 +551,45 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
     return {"layers": layers, "parts": bounds}
 
 
+def uncalled_note(entries: Sequence[str]) -> str:
+    """The beginning of the note that the model's forward never calls ``entries`` (an instance's
+    ``uncalled``), which both the DeepSpeed and the Megatron forms go on with."""
+    listed = entries[0] if len(entries) == 1 else f"{', '.join(entries[:-1])} and {entries[-1]}"
+    held = "it holds" if len(entries) == 1 else "they hold"
+    return f"the model's forward never calls {listed}: {held} no stage's work"
+
+
 def deepspeed_notes(layout: Layout, layers: list[str]) -> list[str]:
     """What a ``PipelineModule`` of ``layers`` would not run: modules of which the instance holds no operator.
     Where two layers are children ``P.i`` and ``P.j`` of one container with ``j > i + 1`` (an
-    ``nn.Sequential``'s), the children between them run between them and are named; an instance imported
-    from ONNX may lack others too, whose names the file does not keep (an exporter folds a batch
+    ``nn.Sequential``'s), the children between them that the model's forward calls run between them and are
+    named; so are, in a note of their own, the entries the instance records the forward never calls
+    (``uncalled``; where it records none, as from ONNX, the first note says a child may be one). An instance
+    imported from ONNX may lack others too, whose names the file does not keep (an exporter folds a batch
     normalisation into the convolution before it, leaving one operator)."""
     notes = []
+    never = set(layout.uncalled or ())
     for before, after in zip(layers, layers[1:]):
         parent, _, first = before.rpartition(".")
         other, _, last = after.rpartition(".")
         if parent == other and first.isdigit() and last.isdigit() and int(last) > int(first) + 1:
             skipped = [f"{parent}.{k}" if parent else str(k) for k in range(int(first) + 1, int(last))]
-            notes.append(f"layers skips {', '.join(skipped)}, which the model runs between {before} and {after} "
-                         "but of which the instance holds no operator (a batch normalisation folded into the "
-                         "convolution before it, an nn.Identity, a dropout in eval mode): a PipelineModule of these "
-                         "layers does not run it; insert it where it belongs if it computes anything")
+            skipped = [fqn for fqn in skipped if fqn not in never]
+            if skipped and layout.uncalled is not None:
+                notes.append(f"layers skips {', '.join(skipped)}, which the model runs between {before} and {after} "
+                             "but of which the instance holds no operator (a batch normalisation folded into the "
+                             "convolution before it, an nn.Identity, a dropout in eval mode): a PipelineModule of "
+                             "these layers does not run it; insert it where it belongs if it computes anything")
+            elif skipped:
+                notes.append(f"layers skips {', '.join(skipped)}, which lies between {before} and {after} but of which "
+                             "the instance holds no operator (a batch normalisation folded into the convolution before "
+                             "it, an nn.Identity, a dropout in eval mode, or an entry the model's forward never calls: "
+                             "the instance does not record which): a PipelineModule of these layers does not run it; "
+                             "insert it where it belongs if the model runs it and it computes anything")
+    if layout.uncalled:
+        it = "it" if len(layout.uncalled) == 1 else "them"
+        notes.append(f"{uncalled_note(layout.uncalled)}, and a PipelineModule of these layers does not run {it} "
+                     "either")
     if layout.generator == ONNX_GENERATOR:
         notes.append("the instance was imported from ONNX, whose exporters fold a batch normalisation into the "
                      "convolution before it: layers lists no normalisation so folded, and a PipelineModule of these "

@@ -15,7 +15,8 @@ part; Megatron requires both, exactly once each. The layout exists for a plan wh
 are intervals of program order when no stage boundary falls inside a block, no node outside
 the blocks lies between two blocks, the embedding and the loss part are not empty and each
 lies in one stage, and no stage runs on a CPU; and the blocks are modules with weights of their own
-(:func:`require_own_weights`).
+(:func:`require_own_weights`). An entry of the stack that the model's forward never calls (a layer it
+skips, a spare) holds no node and is no block of the layout; :func:`megatron_notes` names it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 import re
 
 from placement.errors import InvalidParameterError
-from placement.io.exporters import Layout, refuse, require_intervals, runtime_stages, stage_types
+from placement.io.exporters import (Layout, refuse, require_intervals, runtime_stages, stage_types,
+                                    uncalled_note)
 from placement.plan import Plan
 from placement.problem.instance import CPU
 
@@ -163,3 +165,19 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
         count = sum(1 for stage in block_stage.values() if stage == s)
         text.append(("E" if s in pre else "") + "t" * count + ("L" if s in post else ""))
     return "|".join(text)
+
+
+def megatron_notes(layout: Layout) -> list[str]:
+    """What a Megatron layout of ``layout`` leaves out: the entries the instance records the model's forward
+    never calls (``uncalled``), which hold no stage's work; where some are entries of the block stack, the
+    note says that the layout's count of blocks leaves them out, and how many blocks it counts."""
+    if not layout.uncalled:
+        return []
+    prefix, layer = layer_stack(layout)
+    note = uncalled_note(layout.uncalled)
+    if any(index is not None and fqn == _entry(prefix, index)
+           for fqn in layout.uncalled for index in (block_of(prefix, fqn),)):
+        called = len({index for index in layer if index is not None})
+        note += (f", and the layout leaves {'it' if len(layout.uncalled) == 1 else 'them'} out of its count of "
+                 f"blocks: it counts the {called} entries of {prefix or 'the model'} that the forward calls")
+    return [note]

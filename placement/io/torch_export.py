@@ -1139,6 +1139,40 @@ def module_aliases(model: Any) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(group) for group in names.values() if len(group) > 1)
 
 
+@contextlib.contextmanager
+def module_calls(model: Any) -> Iterator[set[int]]:
+    """While in the context, the ids of the modules of ``model`` whose forward is called (an export runs the
+    model's forward)."""
+    called: set[int] = set()
+    handles = [module.register_forward_pre_hook(lambda module, args: called.add(id(module)))
+               for module in model.modules()]
+    try:
+        yield called
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def uncalled_entries(model: Any, called: set[int], graph: OpGraph) -> list[str] | None:
+    """The entries of numbered containers of ``model`` (``layers.1`` of an ``nn.ModuleList`` or an
+    ``nn.Sequential``) that the model's forward never calls: neither the entry nor any of its submodules is
+    in ``called`` (:func:`module_calls` of the export) or encloses an operator of ``graph``. Outermost only,
+    in the order the model registers them; ``None`` where ``called`` does not hold the model itself (no
+    record of its calls)."""
+    if id(model) not in called:
+        return None
+    ran = {path for op in graph.ops for path in op.module_path}
+    found: list[str] = []
+    for fqn, module in model.named_modules(remove_duplicate=False):
+        if not fqn.rpartition(".")[2].isdigit() or any(fqn.startswith(entry + ".") for entry in found):
+            continue
+        if any(id(inner) in called for inner in module.modules()):
+            continue
+        if not any(path == fqn or path.startswith(fqn + ".") for path in ran):
+            found.append(fqn)
+    return found
+
+
 def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *, platform: Platform,
                  training: bool = False, granularity: str = "module", module_depth: int | None = None,
                  dtype: str | None = None, name: str | None = None, operators: bool = False) -> ImportedModel:
@@ -1148,17 +1182,23 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     every node's operator shapes for the co-design (:mod:`placement.io.operator_shapes`). The result's
     ``problem`` goes to any solver; its ``graph`` and ``instance`` to the exporters of
     :mod:`placement.io.exporters`; its ``source`` is the ``ExportedProgram``, which
-    :func:`placement.io.exporters.pipe_split_module` splits.
+    :func:`placement.io.exporters.pipe_split_module` splits. The instance's ``about.uncalled_entries`` lists
+    the entries of numbered containers that the forward never calls (:func:`uncalled_entries`).
     """
     from placement.torch.partition import canonical_names
 
     check_grouping(granularity, module_depth)   # before the export (seconds)
-    program = export_program(model, args, kwargs)
+    with module_calls(model) as called:
+        program = export_program(model, args, kwargs)
     graph = replace(graph_from_program(program, name or type(model).__name__, dtype), aliases=module_aliases(model))
     first = canonical_names(model)   # a tied tensor by its first name, as the stages and the ONNX import name it
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
                      operators=operators, parameter_names=names)
+    uncalled = uncalled_entries(model, called, graph)
+    if uncalled is not None:   # what the hand-off forms name as holding no stage's work
+        about = {**imported.instance.get("about", {}), "uncalled_entries": uncalled}
+        imported = replace(imported, instance={**imported.instance, "about": about})
     return _with_writes_in_place(imported, program, names)
 
 
