@@ -72,7 +72,8 @@ def runs(contiguity: list[str], methods: list[str], match: str) -> list[tuple[Pa
                     out.append((path, method, objective, c))
     for path in sorted((SHARED / "latency-inputs").rglob("*.json")):
         if match in str(path):
-            out.extend((path, method, "latency", "stages") for method in methods if method in ("milp", "auto"))
+            # latency plans place calls, not stages: class none, the only one the latency model takes
+            out.extend((path, method, "latency", "none") for method in methods if method in ("milp", "auto"))
     return out
 
 
@@ -81,7 +82,7 @@ def measure(path: Path, method: str, objective: str, contiguity: str, limit: flo
     process exits with status 0 within :func:`allowed`; ``exit`` is None when it was killed at its timeout."""
     command = [sys.executable, "-m", "placement", "solve", str(path), "--method", method, "--objective", objective,
                "--time-limit", f"{limit:g}", "--json"]
-    if contiguity != "stages":
+    if contiguity != "stages" and objective != "latency":
         command += ["--contiguity", contiguity]
     timeout = max(600.0, 10 * limit)
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -361,6 +361,22 @@ def limit_row(wall: float, exit_code: int | None = 0) -> dict:
             "exit": exit_code}
 
 
+def test_time_limits_labels_latency_runs_class_none(tmp_path, monkeypatch):
+    # latency rows were labelled 'stages', a class the latency model does not take (its plans are of class none)
+    for folder, name in (("throughput-inputs", "a_training.json"), ("latency-inputs", "b_inference.json")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text("{}")
+    monkeypatch.setattr(time_limits, "SHARED", tmp_path)
+    runs = [(path.name, method, objective, c) for path, method, objective, c in
+            time_limits.runs(["stages", "none"], ["milp", "local-search"], "")]
+    assert runs == [("a_training.json", "milp", "throughput", "stages"),
+                    ("a_training.json", "milp", "throughput", "none"),
+                    ("a_training.json", "milp", "throughput-gpipe", "stages"),
+                    ("a_training.json", "milp", "throughput-gpipe", "none"),
+                    ("a_training.json", "local-search", "throughput", "stages"),
+                    ("b_inference.json", "milp", "latency", "none")]
+
+
 def test_time_limits_median_of_an_even_count():
     rows = [limit_row(w) for w in (10.0, 12.0, 11.0, 30.0)]
     total = time_limits.summary(rows, 10.0)
