@@ -199,6 +199,19 @@ def run_one(instance: Path, out: Path, env: dict) -> dict:
     return row
 
 
+def kept_startup(path: Path) -> dict | None:
+    """The start-up row of the JSON file at ``path`` with the machine the file records as its ``run`` (where it has
+    none yet), or None: what a run that cannot time the start-up keeps instead of writing it empty."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    row = document.get("startup") if isinstance(document, dict) else None
+    if not isinstance(row, dict):
+        return None
+    return {**row, "run": row.get("run", {k: document[k] for k in machine() if k in document})}
+
+
 def median_row(runs: list[dict]) -> dict:
     """One published instance's row from its runs: the last run's fields, with the median wall and
     solve times and the largest peak memory (every run's times under ``wall_s_each``)."""
@@ -235,7 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         bert24 = args.instances / BERT24
         startup = startup_row(Path(tmp), args.repeat, bert24) if bert24.is_file() else None
         if startup is None:
-            print(f"\nstart-up not timed: no {bert24}, the instance it is timed on")
+            startup = kept_startup(args.json)
+            print(f"\nstart-up not timed: no {bert24}, the instance it is timed on"
+                  + ("; the file's start-up row stays" if startup else ""))
     document = {**machine(), "shapes": shapes, "startup": startup, "rows": []}
     if args.skip_published:   # the published instances' rows of an earlier run stay
         document["rows"] = merged_rows(args.json, [], (), machine())   # each with the machine it ran on

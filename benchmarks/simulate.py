@@ -12,9 +12,9 @@
    time per sample against the verified max load, and with link transfers against the
    overlapped load model.
 3. Scale: ``placement simulate`` of the DP plan of the published BERT-L-12 training graph
-   (``OperatorGraphs/bert_L-12_training.json`` under ``--instances``; 7 devices) with ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the
-   run streams) and, as the baseline, the same command with ``--trace`` (the event engine with
-   its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
+   (``OperatorGraphs/bert_L-12_training.json`` under ``--instances``; 7 devices) with
+   ``--scale-microbatches`` micro-batches (default 10^6; figures only, so the run streams) and, as the
+   baseline, the same command with ``--trace`` (the event engine with its task table) at ``--baseline-microbatches`` (default 10^5): wall time and peak memory of
    each process (medians of ``--repeat``), and tasks per second.
 
 ``--only-scale`` runs part 3 alone. A part not run (by that option, or without the published
@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="micro-batches of parts 1 and 2 (default 1000; part 1's check allows 2 s per 1,000)")
     parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument("--instances", type=Path, default=None,
-                        help="the throughput instances of parts 2 and 3 (default ../shared/tarnawski/throughput-inputs)")
+                        help="the throughput instances of parts 2 and 3 "
+                             "(default ../shared/tarnawski/throughput-inputs)")
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "simulate.json")
     parser.add_argument("--scale-microbatches", type=positive_int, default=10**6)
     parser.add_argument("--baseline-microbatches", type=positive_int, default=10**5)
@@ -244,16 +245,16 @@ def main(argv: list[str] | None = None) -> int:
         return refuse(f"--instances {args.instances}: no such folder")
     instances = DEFAULT_INSTANCES if args.instances is None else args.instances
     engines = kept_table(args.json, "engines") if args.only_scale else engine_rows(args.microbatches, args.repeat)
-    streams = [] if args.only_scale else stream_rows(instances, args.microbatches)
-    failed = failures([] if args.only_scale else engines, streams)   # this run's rows: kept ones were checked
-    streams = streams or kept_table(args.json, "streams")   # skipped: the file's rows stay
+    measured = [] if args.only_scale else stream_rows(instances, args.microbatches)
+    failed = failures([] if args.only_scale else engines, measured)   # this run's rows: kept ones were checked
+    streams = measured or kept_table(args.json, "streams")   # skipped: the file's rows stay
     scale = scale_rows(instances, args.scale_microbatches, args.baseline_microbatches, args.repeat)
     scale = scale or kept_table(args.json, "scale")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": machine(), "engines": engines, "streams": streams, "scale": scale},
                                     indent=2) + "\n")
     print(f"\nwrote {args.json}")
-    for r in [] if args.only_scale else streams:
+    for r in measured:
         if r["period"] is None:
             print(f"note: streams: {r['instance']} has not settled within {args.microbatches:,} micro-batches "
                   f"(no period): its time per sample is not checked; give more with --microbatches", file=sys.stderr)

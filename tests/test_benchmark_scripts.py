@@ -121,8 +121,9 @@ def test_codesign_sweep_names_the_options_the_library_refuses(tmp_path):
 def test_dp_throughput_over_some_instances_keeps_the_other_rows(tmp_path, monkeypatch, capsys):
     # a run over a folder of one instance wrote that one row, and the table of the others was lost
     out = tmp_path / "dp.json"
-    out.write_text(json.dumps({"cpus": 2, "rows": [{"instance": "LayerGraphs/a", "wall_s": 1.0},
-                                                   {"instance": "LayerGraphs/b", "wall_s": 2.0}]}))
+    out.write_text(json.dumps({"cpus": 2, "startup": {"first_run_s_median": 1.5},
+                               "rows": [{"instance": "LayerGraphs/a", "wall_s": 1.0},
+                                        {"instance": "LayerGraphs/b", "wall_s": 2.0}]}))
     folder = tmp_path / "inputs"
     (folder / "LayerGraphs").mkdir(parents=True)
     (folder / "LayerGraphs" / "b.json").write_text("{}")
@@ -138,6 +139,8 @@ def test_dp_throughput_over_some_instances_keeps_the_other_rows(tmp_path, monkey
     assert dp_throughput.main(["--instances", str(folder), "--repeat", "1", "--json", str(out)]) == 0
     assert [(r["instance"], r["wall_s"]) for r in json.loads(out.read_text())["rows"]] == [
         ("LayerGraphs/a", 1.0), ("LayerGraphs/b", 3.0)]
+    # no bert24 in the folder: the start-up is not timed, and the file's row stays (it was written null)
+    assert json.loads(out.read_text())["startup"] == {"first_run_s_median": 1.5, "run": {"cpus": 2}}
     # a failed solve measures nothing: it replaces no row
     monkeypatch.setattr(dp_throughput, "run_one", functools.partial(run_one, error="exit 1"))
     assert dp_throughput.main(["--instances", str(folder), "--repeat", "1", "--json", str(out)]) == 1
@@ -682,6 +685,20 @@ def test_simulate_scale_alone_keeps_the_engine_and_stream_rows(tmp_path, monkeyp
     # a folder that is not there is refused, where it measured ../shared's instance and exited 0
     assert simulate_benchmark.main(["--only-scale", "--json", str(out), "--instances", str(tmp_path / "no")]) == 2
     assert capsys.readouterr().err == f"error: --instances {tmp_path / 'no'}: no such folder\n"
+
+
+def test_simulate_notes_only_the_streams_it_measured(tmp_path, monkeypatch, capsys):
+    # rows kept from the file (no instances here) were noted as not settled within this run's micro-batches,
+    # and one without a period raised KeyError after the file was written
+    out = tmp_path / "simulate.json"
+    out.write_text(json.dumps({"machine": {"cpus": 2}, "engines": [], "scale": [],
+                               "streams": [{"instance": "i", "rel_diff": 0.0}, {"instance": "j", "period": None}]}))
+    monkeypatch.setattr(simulate_benchmark, "engine_rows", lambda microbatches, repeat: [])
+    (tmp_path / "none").mkdir()
+    assert simulate_benchmark.main(["--json", str(out), "--instances", str(tmp_path / "none"),
+                                    "--microbatches", "5"]) == 0
+    assert "not settled" not in capsys.readouterr().err
+    assert [r["instance"] for r in json.loads(out.read_text())["streams"]] == ["i", "j"]
 
 
 def test_simulate_checks_say_which_row_failed_what():
