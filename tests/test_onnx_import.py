@@ -976,7 +976,6 @@ def test_a_negative_dimension_is_refused():
         "symbolic (a name, fixed with dims) or give its size")
 
 
-
 def _split_model(shape, parts, opset, sizes=None, attribute=False, sliced=False):
     """x of ``shape`` -> Split along axis 1 into ``parts`` outputs (``sizes``: the part sizes, as the ``split``
     input or, with ``attribute``, attribute; none: ``num_outputs`` from opset 18) -> the last part, sliced from
@@ -1004,7 +1003,8 @@ def test_a_split_into_more_parts_than_its_axis_holds_is_refused():
     """A Split of an axis of size 1 into 3 parts (opset 18, num_outputs=3: parts of 1 element, the last the
     rest, -1): onnx's shape inference gave the last part the dimension -1 and, on a Slice of it, aborted the
     process (a failed assertion). Refused before inference, as are part sizes that do not sum to the axis's
-    size or are negative, and parts of ceil(5 / 4) = 2 elements that leave the last -1."""
+    size or are negative, parts of ceil(5 / 4) = 2 elements that leave the last -1, and, before opset 18
+    (equal parts), a size that is no multiple of the parts."""
     script = ("import sys, onnx\nfrom placement.io.onnx_import import graph_from_onnx\n"
               "graph_from_onnx(onnx.load_from_string(sys.stdin.buffer.read()), 'split')\n")
     model = _split_model(["batch", 1, 4], 3, 18, sliced=True)
@@ -1012,14 +1012,14 @@ def test_a_split_into_more_parts_than_its_axis_holds_is_refused():
                            timeout=120)
     assert child.returncode == 1, child.stderr   # the refusal raised, where the process was aborted (-6)
     assert child.stderr.decode().splitlines()[-1].endswith(
-        "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape ['batch', 1, 4], into 3 parts, more "
-        "than the 1 element along it; split it into at most 1 part or give the part sizes")
+        "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape ['batch', 1, 4], into 3 parts of 1 "
+        "element but the last, which holds the rest, -1 elements; give the part sizes")
     where = "split: node 'split' (Split) splits axis 1 of tensor 'x', of shape [2, {}, 4], into "
     for model, message in (
-            (_split_model([2, 1, 4], 3, 17), "3 parts, more than the 1 element along it; split it into at most 1 "
-                                             "part or give the part sizes"),
+            (_split_model([2, 1, 4], 3, 17), "3 equal parts, which its 1 element along it do not make (opset 17: a "
+                                             "Split without part sizes makes equal parts); give the part sizes"),
             (_split_model([2, 5, 4], 4, 18), "4 parts of 2 elements but the last, which holds the rest, -1 elements; "
-                                             "split it into fewer parts or give the part sizes"),
+                                             "give the part sizes"),
             (_split_model([2, 1, 4], 3, 17, [1, 1, 1]), "parts of sizes [1, 1, 1], which sum to 3, not 1; give part "
                                                         "sizes that sum to 1"),
             (_split_model([2, 1, 4], 3, 11, [2, -1, 0], attribute=True),
@@ -1027,7 +1027,25 @@ def test_a_split_into_more_parts_than_its_axis_holds_is_refused():
         with pytest.raises(InvalidInstanceError) as err:
             graph_from_onnx(model, "split")
         assert str(err.value) == where.format(model.graph.input[0].type.tensor_type.shape.dim[1].dim_value) + message
-    assert len(graph_from_onnx(_split_model([2, 4, 4], 3, 18), "split").ops) == 1   # parts of 2, 2 and 0 elements
+    # valid splits import: parts of 2, 2 and 0 elements, and of 1, 1 and 0 (ceil(2 / 3) = 1: the spec's rule,
+    # though more parts than elements)
+    assert len(graph_from_onnx(_split_model([2, 4, 4], 3, 18), "split").ops) == 1
+    assert len(graph_from_onnx(_split_model([2, 2, 4], 3, 18), "split").ops) == 1
+
+
+def test_a_split_whose_part_sizes_the_graph_computes_is_not_judged_before_inference():
+    """Part sizes computed in the graph (a Concat of two initializers: [2, 1, 1, 1] for an axis of 5, in 4
+    parts) are not known before shape inference: the check took the Split for one given no sizes (parts of
+    2, the last -1) and refused a valid model."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("a", [2, 1]), ("b", [1, 1]))]
+    nodes = [helper.make_node("Concat", ["a", "b"], ["sizes"], name="concat", axis=0),
+             helper.make_node("Split", ["x", "sizes"], [f"p{k}" for k in range(4)], name="split", axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 4])],
+                              [helper.make_tensor_value_info(f"p{k}", TensorProto.FLOAT, None) for k in range(4)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    assert [op.name for op in graph_from_onnx(model, "split").ops] == ["split"]
+
 
 def _recurrent_model(op_type: str, directions: int = 1, layout: int = 0):
     """X [T=5, N=4, I=12] (batch first with layout 1) -> one LSTM, GRU or RNN layer of hidden size 16 ->

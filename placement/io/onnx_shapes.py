@@ -168,11 +168,13 @@ def _split_sizes(node: Any, graph: Any, onnx: Any) -> list[int] | None:
 
 def check_split_parts(graph: Any, name: str, opset: int | None, onnx: Any) -> None:
     """:class:`InvalidInstanceError` for a ``Split`` of the default domain along an axis whose size the graph
-    declares (an input, a value info, an initializer) that cannot split it: given part sizes, one negative or
-    their sum not that size; given none, more parts than the axis has elements, or (opset 18 on, parts of
-    ``ceil(size / parts)`` elements and the last the rest) a last part of negative size. onnx's shape inference
-    gave such a part a negative dimension and, on some operators after it (a ``Slice`` of it: a failed
-    assertion, nothing to catch), aborted the whole process."""
+    declares (an input, a value info, an initializer) that cannot split it: part sizes the graph holds (an
+    attribute, an initializer, a ``Constant``), one negative or their sum not that size; no part sizes, and
+    parts of ``ceil(size / parts)`` elements (opset 18 on; the last the rest) that leave the last a negative
+    size, or (before opset 18, equal parts) a size that is no multiple of the parts. Part sizes the graph
+    computes are not known here, and not checked. onnx's shape inference gave such a part a negative
+    dimension and, on some operators after it (a ``Slice`` of it: a failed assertion, nothing to catch),
+    aborted the whole process."""
     dims = _declared_dimensions(graph)
     for k, node in enumerate(graph.node):
         if node.op_type != "Split" or node.domain not in ("", "ai.onnx") or not node.input:
@@ -194,16 +196,20 @@ def check_split_parts(graph: Any, name: str, opset: int | None, onnx: Any) -> No
                 raise InvalidInstanceError(f"{where}parts of sizes {sizes}, which sum to {sum(sizes)}, not {size}; "
                                            f"give part sizes that sum to {size}")
             continue
+        if len(node.input) > 1 and node.input[1]:   # part sizes the graph computes: not known before inference
+            continue
         parts = next((int(attr.i) for attr in node.attribute if attr.name == "num_outputs"), len(node.output))
-        if parts > size:
-            raise InvalidInstanceError(f"{where}{parts} parts, more than the {size} element{'s' * (size != 1)} "
-                                       f"along it; split it into at most {size} part{'s' * (size != 1)} or give "
-                                       "the part sizes")
+        if parts < 1:
+            continue
+        if opset is not None and opset < 18 and size % parts:
+            raise InvalidInstanceError(f"{where}{parts} equal parts, which its {size} element{'s' * (size != 1)} "
+                                       f"along it do not make (opset {opset}: a Split without part sizes makes "
+                                       f"equal parts); give the part sizes")
         chunk = -(-size // parts)
         rest = size - chunk * (parts - 1)
-        if opset is not None and opset >= 18 and rest < 0:
-            raise InvalidInstanceError(f"{where}{parts} parts of {chunk} elements but the last, which holds the "
-                                       f"rest, {rest} elements; split it into fewer parts or give the part sizes")
+        if rest < 0:   # equal parts, the rule before opset 18, would not be whole either
+            raise InvalidInstanceError(f"{where}{parts} parts of {chunk} element{'s' * (chunk != 1)} but the last, "
+                                       f"which holds the rest, {rest} elements; give the part sizes")
 
 
 def check_initialised_inputs(graph: Any, name: str, onnx: Any) -> None:
