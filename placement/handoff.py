@@ -38,7 +38,7 @@ class Split:
     stages); ``order`` the positions of the plan's devices that are stages (those holding a forward
     node), stage by stage, where it listed them in another order (``None``: it did not); ``notes``
     what the hand-off does that the plan does not say (a CPU stage, the devices the plan records, the
-    entries of the model that its forward never calls);
+    entries of the model that its forward did not call when exported);
     ``warnings`` what the runtime will do differently from the plan (a trained parameter several stages
     read).
     """

@@ -131,6 +131,18 @@ def skipping_stack():
     return SkippingStack(), (torch.randn(3, 4),)
 
 
+class ReadingStack(SkippingStack):
+    """SkippingStack whose forward also reads blocks.3's weights without calling blocks.3."""
+
+    def forward(self, x):
+        return super().forward(x) + self.blocks[3].ff.weight.sum()
+
+
+def reading_stack():
+    torch.manual_seed(0)
+    return ReadingStack(), (torch.randn(3, 4),)
+
+
 class Conditioned(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -365,7 +365,8 @@ def test_split_names_the_entries_forward_never_calls(tmp_path, capsys):
     data = json.loads(instance.read_text())
     assert data["about"]["uncalled_entries"] == ["blocks.1", "blocks.3"]
     plan = write_plan(tmp_path / "plan.json", range(0, 4), range(4, 8))   # embed, blocks.0 | blocks.2, head
-    never = "note: the model's forward never calls blocks.1 and blocks.3: they hold no stage's work, and "
+    never = ("note: the model's forward did not call blocks.1 and blocks.3 in the run the export traced: they hold "
+             "no stage's work, and ")
     capsys.readouterr()
     assert main(["split", str(instance), plan, "--format", "deepspeed"]) == 0
     captured = capsys.readouterr()

@@ -8,6 +8,7 @@ small models (tests/handoff_models.py) through ``import_torch`` and need torch.
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 
@@ -227,7 +228,8 @@ def test_notes_tell_entries_forward_never_calls_from_those_it_runs():
     layers = ["embed", "h.0", "h.2", "h.4", "head"]
     lay = layout_from_instance(data)
     assert megatron_layout(lay, plan(range(0, 4), range(4, 11))) == "Et|ttL"
-    never = "the model's forward never calls h.3 and h.5: they hold no stage's work, and "
+    never = ("the model's forward did not call h.3 and h.5 in the run the export traced: they hold no stage's work, "
+             "and ")
     assert deepspeed_notes(lay, layers) == [
         "layers skips h.1, which the model runs between h.0 and h.2 but of which the instance holds no operator (a "
         "batch normalisation folded into the convolution before it, an nn.Identity, a dropout in eval mode): a "
@@ -1028,3 +1030,33 @@ def test_megatron_refuses_one_block_registered_as_every_layer():
                                                     r"call of module layers.0, which runs more than once"):
         megatron_layout(lay, halves)
     assert pipe_split_ops(lay, halves)
+
+
+def test_uncalled_entries_leave_out_entries_whose_weights_forward_reads_and_models_that_take_no_hook():
+    """An entry the forward reads a weight of without calling it (ReadingStack: blocks.3.ff.weight) was listed
+    as never called and said to hold no stage's work; a model with a TorchScript child raised the hook's
+    RuntimeError past the export's own refusal and left the hooks already registered on the model."""
+    torch = pytest.importorskip("torch")
+    from placement.costmodel.roofline import make_platform
+    from placement.io.torch_export import import_torch
+    from tests.handoff_models import reading_stack
+
+    platform = make_platform("h100", "epyc-7763", 2, 0)
+    model, args = reading_stack()
+    assert import_torch(model, args, platform=platform).instance["about"]["uncalled_entries"] == ["blocks.1"]
+
+    class WithScripted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.b = torch.nn.Linear(4, 2)
+            with warnings.catch_warnings():   # torch.jit.script is deprecated, and still what users have
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self.a = torch.jit.script(torch.nn.Linear(4, 4))
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    scripted = WithScripted()
+    with pytest.raises(InvalidParameterError, match="^model WithScripted cannot be exported: torch.export raised"):
+        import_torch(scripted, (torch.randn(2, 4),), platform=platform)
+    assert [len(m._forward_pre_hooks) for m in (scripted, scripted.b)] == [0, 0]

@@ -46,7 +46,7 @@ mates). Each hand-off form (:data:`FORMATS`) exists only for some plans:
   with one argument.
 * :func:`placement.io.megatron.megatron_layout` — Megatron-Core's pipeline layout string,
   counting the repeated blocks the forward calls (:func:`placement.io.megatron.megatron_notes` names the
-  entries it never calls, as :func:`deepspeed_notes` does).
+  entries it did not call when exported, as :func:`deepspeed_notes` does).
 
 Every function raises an :class:`InvalidParameterError` when the plan (or the program)
 cannot be expressed in its form; for a plan, the message is ``plan cannot be written as
@@ -94,8 +94,8 @@ class Layout:
     edges between forward nodes, the model's tensor inputs (``None``: the instance does not
     record them), the trained parameters that several nodes read (training instances), the
     forward edges a gradient flows back along (those whose backward mirror the instance has), and the
-    entries of numbered containers (``layers.1``) that the model's forward never calls (``uncalled``,
-    the torch importer's ``about.uncalled_entries``; ``None``: the instance does not record them)."""
+    entries of numbered containers (``layers.1``) that the model's forward did not call when exported
+    (``uncalled``, the torch importer's ``about.uncalled_entries``; ``None``: the instance does not record them)."""
 
     nodes: tuple[LayoutNode, ...]
     mates: dict[int, int]
@@ -108,7 +108,7 @@ class Layout:
     outputs: tuple[int, ...] | None = None     # the nodes whose values the model returns (None: not recorded)
     returned_inputs: tuple[str, ...] = ()      # the model's inputs it returns as given
     scalar_outputs: tuple[int, ...] = ()       # the nodes whose returned value is 0-dimensional (a loss)
-    uncalled: tuple[str, ...] | None = None    # numbered entries forward never calls (None: not recorded)
+    uncalled: tuple[str, ...] | None = None    # numbered entries forward did not call (None: no record)
 
     def position(self) -> dict[int, int]:
         return {node.id: k for k, node in enumerate(self.nodes)}
@@ -552,18 +552,18 @@ def deepspeed_parts(layout: Layout, plan: Plan) -> dict[str, list]:
 
 
 def uncalled_note(entries: Sequence[str]) -> str:
-    """The beginning of the note that the model's forward never calls ``entries`` (an instance's
+    """The beginning of the note that the model's forward did not call ``entries`` when exported (an instance's
     ``uncalled``), which both the DeepSpeed and the Megatron forms go on with."""
     listed = entries[0] if len(entries) == 1 else f"{', '.join(entries[:-1])} and {entries[-1]}"
     held = "it holds" if len(entries) == 1 else "they hold"
-    return f"the model's forward never calls {listed}: {held} no stage's work"
+    return f"the model's forward did not call {listed} in the run the export traced: {held} no stage's work"
 
 
 def deepspeed_notes(layout: Layout, layers: list[str]) -> list[str]:
     """What a ``PipelineModule`` of ``layers`` would not run: modules of which the instance holds no operator.
     Where two layers are children ``P.i`` and ``P.j`` of one container with ``j > i + 1`` (an
     ``nn.Sequential``'s), the children between them that the model's forward calls run between them and are
-    named; so are, in a note of their own, the entries the instance records the forward never calls
+    named; so are, in a note of their own, the entries the instance records the forward did not call
     (``uncalled``; where it records none, as from ONNX, the first note says a child may be one). An instance
     imported from ONNX may lack others too, whose names the file does not keep (an exporter folds a batch
     normalisation into the convolution before it, leaving one operator)."""

@@ -15,7 +15,7 @@ part; Megatron requires both, exactly once each. The layout exists for a plan wh
 are intervals of program order when no stage boundary falls inside a block, no node outside
 the blocks lies between two blocks, the embedding and the loss part are not empty and each
 lies in one stage, and no stage runs on a CPU; and the blocks are modules with weights of their own
-(:func:`require_own_weights`). An entry of the stack that the model's forward never calls (a layer it
+(:func:`require_own_weights`). An entry of the stack that the model's forward did not call when exported (a layer it
 skips, a spare) holds no node and is no block of the layout; :func:`megatron_notes` names it.
 """
 
@@ -169,8 +169,8 @@ def megatron_layout(layout: Layout, plan: Plan) -> str:
 
 def megatron_notes(layout: Layout) -> list[str]:
     """What a Megatron layout of ``layout`` leaves out: the entries the instance records the model's forward
-    never calls (``uncalled``), which hold no stage's work; where some are entries of the block stack, the
-    note says that the layout's count of blocks leaves them out, and how many blocks it counts."""
+    did not call when exported (``uncalled``), which hold no stage's work; where some are entries of the block
+    stack, the note says that the layout's count of blocks leaves them out, and how many blocks it counts."""
     if not layout.uncalled:
         return []
     prefix, layer = layer_stack(layout)

@@ -1142,23 +1142,42 @@ def module_aliases(model: Any) -> tuple[tuple[str, ...], ...]:
 @contextlib.contextmanager
 def module_calls(model: Any) -> Iterator[set[int]]:
     """While in the context, the ids of the modules of ``model`` whose forward is called (an export runs the
-    model's forward)."""
+    model's forward); none at all where a module takes no hook (a TorchScript module), so that no entry is
+    taken for one never called. Every hook is removed on leaving, whatever happens."""
     called: set[int] = set()
-    handles = [module.register_forward_pre_hook(lambda module, args: called.add(id(module)))
-               for module in model.modules()]
+    handles = []
     try:
+        try:
+            for module in model.modules():
+                handles.append(module.register_forward_pre_hook(lambda module, args: called.add(id(module))))
+        except RuntimeError:   # "register_forward_pre_hook is not supported on ScriptModules": no record
+            for handle in handles:
+                handle.remove()
+            handles = []
         yield called
     finally:
         for handle in handles:
             handle.remove()
 
 
-def uncalled_entries(model: Any, called: set[int], graph: OpGraph) -> list[str] | None:
+def read_state(model: Any, program: Any) -> set[int]:
+    """The ids of the parameters and buffers of ``model`` that the exported ``program`` reads (a placeholder of
+    its signature's that some operator uses), whichever module they are reached through."""
+    signature = program.graph_signature
+    lifted = {**signature.inputs_to_parameters, **signature.inputs_to_buffers}
+    state = {**dict(model.named_parameters(remove_duplicate=False)),
+             **dict(model.named_buffers(remove_duplicate=False))}
+    return {id(state[lifted[node.name]]) for node in program.graph.nodes
+            if node.op == "placeholder" and node.users and lifted.get(node.name) in state}
+
+
+def uncalled_entries(model: Any, called: set[int], graph: OpGraph, read: set[int]) -> list[str] | None:
     """The entries of numbered containers of ``model`` (``layers.1`` of an ``nn.ModuleList`` or an
-    ``nn.Sequential``) that the model's forward never calls: neither the entry nor any of its submodules is
-    in ``called`` (:func:`module_calls` of the export) or encloses an operator of ``graph``. Outermost only,
-    in the order the model registers them; ``None`` where ``called`` does not hold the model itself (no
-    record of its calls)."""
+    ``nn.Sequential``) that the model's forward did not call in the run the export traced: neither the entry
+    nor any of its submodules is in ``called`` (:func:`module_calls` of the export), encloses an operator of
+    ``graph`` or holds a tensor of ``read`` (:func:`read_state`: a parameter the forward reads through the
+    entry without calling it). Outermost only, in the order the model registers them; ``None`` where
+    ``called`` does not hold the model itself (no record of its calls)."""
     if id(model) not in called:
         return None
     ran = {path for op in graph.ops for path in op.module_path}
@@ -1167,6 +1186,8 @@ def uncalled_entries(model: Any, called: set[int], graph: OpGraph) -> list[str] 
         if not fqn.rpartition(".")[2].isdigit() or any(fqn.startswith(entry + ".") for entry in found):
             continue
         if any(id(inner) in called for inner in module.modules()):
+            continue
+        if any(id(tensor) in read for tensor in (*module.parameters(), *module.buffers())):
             continue
         if not any(path == fqn or path.startswith(fqn + ".") for path in ran):
             found.append(fqn)
@@ -1183,7 +1204,7 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     ``problem`` goes to any solver; its ``graph`` and ``instance`` to the exporters of
     :mod:`placement.io.exporters`; its ``source`` is the ``ExportedProgram``, which
     :func:`placement.io.exporters.pipe_split_module` splits. The instance's ``about.uncalled_entries`` lists
-    the entries of numbered containers that the forward never calls (:func:`uncalled_entries`).
+    the entries of numbered containers that the forward did not call in the exported run (:func:`uncalled_entries`).
     """
     from placement.torch.partition import canonical_names
 
@@ -1195,7 +1216,7 @@ def import_torch(model: Any, args: Sequence[Any], kwargs: dict | None = None, *,
     names = {target: first.get(id(tensor), target) for target, tensor in program.state_dict.items()}
     imported = build(group_ops(graph, granularity, module_depth), platform, training, source=program,
                      operators=operators, parameter_names=names)
-    uncalled = uncalled_entries(model, called, graph)
+    uncalled = uncalled_entries(model, called, graph, read_state(model, program))
     if uncalled is not None:   # what the hand-off forms name as holding no stage's work
         about = {**imported.instance.get("about", {}), "uncalled_entries": uncalled}
         imported = replace(imported, instance={**imported.instance, "about": about})
