@@ -466,15 +466,18 @@ def test_pipelines_train_like_the_unsplit_models(plans, tmp_path):
     assert max(loss for _, loss in worst.values()) <= TOLERANCE
 
 
-def _build_or_refuse(rank: int, port: int, plans: list, out_dir: str) -> None:
-    """Rank ``rank`` of 2: build stage ``rank`` of ``plans[rank]``, and write what build_stage said."""
-    _join_group(rank, 2, port)
+def _build_or_refuse(rank: int, port: int, plans: list, out_dir: str, indices: list | None = None) -> None:
+    """Rank ``rank`` of ``len(plans)``: build stage ``indices[rank]`` (default ``rank``) of ``plans[rank]``, and write
+    what build_stage said (another error's type and first line where it raised one)."""
+    _join_group(rank, len(plans), port)
     try:
         try:
-            plans[rank].build_stage(rank, torch.device("cpu"))
+            plans[rank].build_stage(rank if indices is None else indices[rank], torch.device("cpu"))
             said = "built"
         except placement.InvalidParameterError as error:
             said = str(error)
+        except Exception as error:   # noqa: BLE001 - what the other ranks saw, for the assertion's message
+            said = f"{type(error).__name__}: {str(error).splitlines()[0]}"
         with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as out:
             out.write(said)
     finally:
@@ -564,6 +567,31 @@ def test_ranks_that_planned_other_micro_batches_schedules_or_shapes_are_refused_
     assert (tmp_path / "rank0.txt").read_text().startswith(
         "loss_fn of schedule() differs between the ranks of the group: rank 1 runs none (the forward alone), this "
         "rank (rank 0) a loss_fn (forward and backward);")
+
+
+def test_ranks_that_planned_other_stage_counts_or_build_other_stages_are_refused_on_every_rank(tmp_path):
+    """A rank whose plan has fewer stages than its index failed alone in build_stage (its stage index checked
+    before the ranks compared their plans), while the others waited in that comparison and failed with gloo's
+    untyped error when it exited (or at the group's timeout where it lived on). The comparison comes first: every
+    rank refuses with the typed error naming the stage counts; likewise stage indices other than the ranks'."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(),
+                          nn.Linear(WIDTH, 2))
+    x = torch.randn(2, WIDTH)
+    two, three = (plan_pipeline(model, (x,), devices="epyc-7763:3", stages=n, microbatches=4) for n in (2, 3))
+    assert _run_ranks(_build_or_refuse, ([three, three, two], str(tmp_path)), 3, timeout=120) == [0, 0, 0]
+    said = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(3)]
+    for rank, (other, theirs, ours) in enumerate([(2, "2 stages", 3), (2, "2 stages", 3), (0, "3 stages", 2)]):
+        assert said[rank] == (
+            f"stages of plan_pipeline differs between the ranks of the group: rank {other} planned {theirs}, this "
+            f"rank (rank {rank}) {ours}; the stages of one pipeline run on its ranks together: give plan_pipeline "
+            "the same stages, example inputs and devices on every rank (and a time_limit that proves the "
+            "optimum)"), said
+    assert _run_ranks(_build_or_refuse, ([two, two], str(tmp_path), [0, 0]), 2, timeout=120) == [0, 0]
+    for rank in range(2):
+        assert (tmp_path / f"rank{rank}.txt").read_text() == (
+            f"stage_index of build_stage must be its rank in the group on every rank (stage i runs on rank i): rank "
+            f"{1 - rank} asked for stage 0, this rank (rank {rank}) for 0")
 
 
 def _two_stage_mlp():

@@ -236,9 +236,9 @@ class PipelinePlan:
 
     def shared_settings(self) -> list[tuple[str, tuple[int, ...]]]:
         """What every rank's plan must share, each as integers (:func:`first_disagreement`), in the order a
-        disagreement is named: the schedule (its index in ``SCHEDULES``), the micro-batches per step, and the
-        plan (a SHA-256 digest of its stages' device types and nodes, the program's operators of each stage, and
-        the names, shapes and data types of the values each stage takes and returns)."""
+        disagreement is named: the schedule (its index in ``SCHEDULES``), the micro-batches per step, the number of
+        stages, and the plan (a SHA-256 digest of its stages' device types and nodes, the program's operators of each
+        stage, and the names, shapes and data types of the values each stage takes and returns)."""
         import hashlib
 
         import torch
@@ -256,7 +256,7 @@ class PipelinePlan:
                      [([n.name for n in stage.nodes], described(stage.inputs), described(stage.outputs))
                       for stage in self.partition.stages]))
         return [("schedule", (SCHEDULES.index(self.default_schedule),)), ("microbatches", (self.microbatches,)),
-                ("plan", tuple(hashlib.sha256(plan.encode()).digest()))]
+                ("stages", (self.num_stages,)), ("plan", tuple(hashlib.sha256(plan.encode()).digest()))]
 
     def stage_module(self, stage_index: int, device: Any = None) -> Any:
         """Stage ``stage_index`` as a ``torch.fx.GraphModule`` with its own copies of its tensors (on
@@ -289,7 +289,9 @@ class PipelinePlan:
 
         Stage ``i`` runs on rank ``i`` of ``group`` (default: the default process group), which
         must have :attr:`num_stages` ranks, one per stage (torch's ``PipelineStage`` refuses a larger
-        group); this process must be that rank.
+        group); this process must be that rank. Every rank of the group calls it: before any check one rank alone
+        could fail, the ranks gather their plans' settings (:meth:`shared_settings`) and stage indices and refuse
+        together where they differ.
         """
         import torch
         import torch.distributed as dist
@@ -299,14 +301,16 @@ class PipelinePlan:
         from placement.torch.sharing import GradientExchange
 
         device = torch_device(device)
-        module = self.stage_module(stage_index, device)
         if not dist.is_initialized():
             raise InvalidParameterError("group", "needs an initialised process group "
                                                  "(torch.distributed.init_process_group)")
         size, rank = dist.get_world_size(group), dist.get_rank(group)
-        # before any check that one rank alone fails
-        differing = first_disagreement(self.shared_settings(), device, group)
-        if differing is not None and differing[0] != "plan":
+        # before any check that one rank alone fails (the stage's index among them): the other ranks would wait
+        # in this comparison until the group's timeout
+        given = isinstance(stage_index, int) and not isinstance(stage_index, bool)
+        offset = stage_index - rank if given else NOT_AN_INDEX
+        differing = first_disagreement([*self.shared_settings(), ("stage_index", (offset,))], device, group)
+        if differing is not None and differing[0] in ("schedule", "microbatches"):
             name, other, theirs = differing
             mine = {"schedule": self.default_schedule, "microbatches": self.microbatches}[name]
             theirs = SCHEDULES[theirs[0]] if name == "schedule" else theirs[0]
@@ -315,13 +319,27 @@ class PipelinePlan:
                                               f"{mine!r}; the stages run each step's micro-batches in one schedule "
                                               "together (stages that disagree wait for each other forever or mix "
                                               f"steps): give plan_pipeline the same {name} on every rank")
-        if differing is not None:
+        if differing is not None and differing[0] == "stages":
+            _, other, theirs = differing
+            raise InvalidParameterError("stages", f"of plan_pipeline differs between the ranks of the group: rank "
+                                                  f"{other} planned {theirs[0]} stage{'' if theirs[0] == 1 else 's'}, "
+                                                  f"this rank (rank {rank}) {self.num_stages}; the stages of one "
+                                                  "pipeline run on its ranks together: give plan_pipeline the same "
+                                                  "stages, example inputs and devices on every rank (and a time_limit "
+                                                  "that proves the optimum)")
+        if differing is not None and differing[0] == "plan":
             raise InvalidParameterError("group", f"has ranks that planned different pipelines: rank {differing[1]}'s "
                                                  f"plan is not this rank's (rank {rank}, {self.num_stages} stages, "
                                                  f"status {str(self.result.status)!r}). Each process ran "
                                                  "plan_pipeline on its own: with other example inputs or devices, "
                                                  "or a search stopped by its time limit at another plan; give every "
                                                  "rank the same inputs, and a time_limit that proves the optimum")
+        if differing is not None:   # the stage index
+            _, other, theirs = differing
+            asked = "no integer" if theirs[0] == NOT_AN_INDEX else f"stage {theirs[0] + other}"
+            raise InvalidParameterError("stage_index", f"of build_stage must be its rank in the group on every "
+                                                       f"rank (stage i runs on rank i): rank {other} asked for "
+                                                       f"{asked}, this rank (rank {rank}) for {stage_index!r}")
         if size != self.num_stages:
             ranks = f"{size} rank{'' if size == 1 else 's'}"
             more = ("" if size < self.num_stages else
@@ -329,9 +347,11 @@ class PipelinePlan:
                     "process and pass it as group")
             raise InvalidParameterError("group", f"has {ranks}; the plan has {self.num_stages} stages, one per "
                                                  f"rank{more}")
+        integer("stage_index", stage_index)
         if rank != stage_index:
             raise InvalidParameterError("stage_index", f"{stage_index} runs on rank {stage_index} of the group; this "
                                                        f"process is rank {rank}")
+        module = self.stage_module(stage_index, device)
         note = random_state_note(self.partition, stage_index, device, group)
         if note is not None:
             warnings.warn(note, RandomStateWarning, stacklevel=2)
@@ -444,6 +464,10 @@ def gradient_dtype(grads: list[Any], device: Any, group: Any) -> Any:
     dist.all_reduce(present, op=dist.ReduceOp.MAX, group=group)
     found = [kind for kind, flag in zip(kinds, present.tolist()) if flag]
     return functools.reduce(torch.promote_types, found) if found else torch.get_default_dtype()
+
+
+#: what :meth:`PipelinePlan.build_stage` gathers for a stage index that is no integer
+NOT_AN_INDEX = -(2 ** 62)
 
 
 def first_disagreement(settings: Sequence[tuple[str, Sequence[int]]], device: Any,
